@@ -1,0 +1,26 @@
+# `make demo` and `make test` bootstrap .venv themselves (a no-op when nothing changed).
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+# bytecode caches make every later import fast; the machine sets PYTHONDONTWRITEBYTECODE=1
+unexport PYTHONDONTWRITEBYTECODE
+
+.PHONY: setup demo test lint bench clean
+
+setup:
+	@./scripts/bootstrap.sh
+
+demo: setup
+	$(VENV)/bin/accelopt demo
+
+test: setup
+	$(PY) -m pytest -q
+
+lint: setup
+	$(VENV)/bin/ruff check .
+
+bench: setup
+	$(PY) benchmarks/events_bench.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

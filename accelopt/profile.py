@@ -1,0 +1,51 @@
+"""What a hardware agent returns for one kernel: the `Profile` record (DESIGN §6)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+ProfileStatus = Literal["passed", "compile_error", "runtime_error", "incorrect", "timeout", "unmeasured"]
+Bound = Literal["memory", "matmul", "vector"]
+
+
+class SeedCheck(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Correctness of one input set (a seed or a named adversarial case)."""
+
+    case: str
+    passed: bool
+    rel_l2: float | None = None
+    max_abs_err: float | None = None
+    note: str = ""
+
+
+class LatencyStats(msgspec.Struct, kw_only=True):
+    samples_ms: list[float]
+    median_ms: float
+    min_ms: float
+    max_ms: float
+    spread: float
+    reruns: int = 0
+
+
+class Profile(msgspec.Struct, kw_only=True, omit_defaults=True):
+    status: ProfileStatus
+    device: str
+    log: str = ""
+    correctness: list[SeedCheck] = []
+    latency: LatencyStats | None = None
+    t_peak_ms: float | None = None
+    pct_peak: float | None = None
+    bound: Bound | None = None
+    counters: dict[str, float] = {}
+    toolchain: dict[str, str] = {}
+    wall_s: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+    @property
+    def latency_ms(self) -> float | None:
+        return self.latency.median_ms if self.latency else None

@@ -1,0 +1,45 @@
+"""Small records shared by events, actors and the memory index."""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class ChatMessage(msgspec.Struct, kw_only=True):
+    role: str
+    content: str
+
+
+class TokenUsage(msgspec.Struct, kw_only=True):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class ModelPrice(msgspec.Struct, kw_only=True):
+    """USD per token, as snapshotted into RunStarted from litellm's price map or config."""
+
+    input_cost_per_token: float
+    output_cost_per_token: float
+    source: str = "litellm"
+
+
+class MemoryEntry(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One slow->fast pair with its distilled insight (DESIGN §8)."""
+
+    id: str
+    source_run: str
+    problem: str
+    op_type: str
+    device: str
+    language: str
+    slow_kernel: str
+    fast_kernel: str
+    speedup: float
+    title: str
+    text: str
+    created_at: float
+    positive: bool = True

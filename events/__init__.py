@@ -1,0 +1,38 @@
+"""The event layer: catalog, codec, subjects, the JetStream log client, log files.
+
+`events.catalog` and `events.codec` need only msgspec; the NATS client parts (`EventLog`,
+`NatsServer`) are imported lazily so the pure domain code never pulls in nats-py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from events.catalog import *  # noqa: F403
+from events.catalog import EVENT_TYPES, EVENTS_BY_NAME, SCHEMA_VERSION, AnyEvent, Event, derive_event_id
+from events.codec import EventDecodeError, decode, encode
+from events.subjects import role_filter, run_filter, subject_for
+
+_LAZY = {
+    "EventLog": "events.log",
+    "WorkQueue": "events.log",
+    "Delivery": "events.log",
+    "StreamSettings": "events.log",
+    "NatsServer": "events.server",
+    "nats_endpoint": "events.server",
+    "read_events": "events.logfile",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(name)
+
+
+__all__ = [
+    "EVENTS_BY_NAME", "EVENT_TYPES", "SCHEMA_VERSION", "AnyEvent", "Event", "EventDecodeError",
+    "decode", "derive_event_id", "encode", "role_filter", "run_filter", "subject_for", *_LAZY,
+]

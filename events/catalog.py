@@ -1,0 +1,266 @@
+"""The event catalog: every fact of a run as an immutable msgspec Struct (DESIGN §3).
+
+Each event carries the envelope fields (event_id, run_id, type, schema_version,
+causation_id, ts). `type` is the msgspec tag, i.e. the class name. Event ids are derived
+deterministically from what the event is about (see `derive_event_id`), so re-publishing
+a decision after a crash is de-duplicated by JetStream's `Nats-Msg-Id`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Literal
+
+import msgspec
+
+from accelopt.problem import Problem
+from accelopt.profile import Profile
+from accelopt.records import ChatMessage, MemoryEntry, ModelPrice, TokenUsage
+
+SCHEMA_VERSION = 1
+
+Role = Literal["planner", "executor", "fixer", "summarizer"]
+Stage = Literal["plan", "implement", "fix", "summarize", "profile", "memory"]
+
+
+def derive_event_id(run_id: str, type_name: str, *key: object) -> str:
+    """A stable id for the event of `type_name` about `key` within a run."""
+    h = hashlib.sha256()
+    for part in (run_id, type_name, *key):
+        h.update(str(part).encode())
+        h.update(b"\x1f")
+    return h.hexdigest()[:32]
+
+
+class Event(msgspec.Struct, tag_field="type", kw_only=True, frozen=True):
+    event_id: str
+    run_id: str
+    ts: float
+    causation_id: str | None = None
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def type(self) -> str:
+        return type(self).__name__
+
+
+# --- run lifecycle -------------------------------------------------------------------------
+
+class ProblemTarget(msgspec.Struct, kw_only=True, frozen=True):
+    """A problem to optimize on one device kind, as recorded in RunStarted."""
+
+    problem: Problem
+    device: str
+    language: str
+    content_hash: str
+
+
+class RunStarted(Event, tag=True):
+    config: dict[str, Any]
+    seed: int
+    targets: list[ProblemTarget]
+    prices: dict[str, ModelPrice] = {}
+    toolchain: dict[str, str] = {}
+    parent_run: str | None = None
+    fork_iteration: int | None = None
+
+
+class RunCompleted(Event, tag=True):
+    reason: str
+    best: dict[str, str] = {}
+
+
+class RunFailed(Event, tag=True):
+    reason: str
+    detail: str = ""
+
+
+class BudgetExceeded(Event, tag=True):
+    spent_usd: float
+    budget_usd: float
+
+
+# --- iterations -----------------------------------------------------------------------------
+
+class IterationStarted(Event, tag=True):
+    problem: str
+    iteration: int
+    beam: list[str]
+
+
+class BeamMember(msgspec.Struct, kw_only=True, frozen=True):
+    kernel_id: str
+    latency_ms: float
+    pct_peak: float | None = None
+
+
+class BeamSelected(Event, tag=True):
+    problem: str
+    iteration: int
+    beam: list[BeamMember]
+    best_kernel_id: str
+
+
+class IterationCompleted(Event, tag=True):
+    problem: str
+    iteration: int
+    best_kernel_id: str
+    best_latency_ms: float
+    best_pct_peak: float | None = None
+    kernels_profiled: int = 0
+
+
+# --- memory ---------------------------------------------------------------------------------
+
+class RetrievedInsight(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True):
+    entry_id: str
+    problem: str
+    device: str
+    language: str
+    speedup: float
+    title: str
+    text: str
+    score: float = 0.0
+
+
+class MemoryRetrieved(Event, tag=True):
+    problem: str
+    iteration: int
+    candidate_id: str
+    query: str
+    entries: list[RetrievedInsight]
+
+
+class MemoryEntryAdded(Event, tag=True):
+    entry: MemoryEntry
+
+
+# --- LLM agents -----------------------------------------------------------------------------
+
+class PlanRequested(Event, tag=True):
+    problem: str
+    iteration: int
+    candidate_id: str
+    sample_index: int
+    memory_event_id: str | None = None
+
+
+class LLMCallCompleted(Event, tag=True):
+    role: Role
+    request_id: str
+    model: str
+    params: dict[str, Any]
+    messages: list[ChatMessage]
+    response: str | None
+    usage: TokenUsage
+    cost_usd: float
+    latency_s: float
+    content_hash: str
+    attempt: int = 0
+    error: str | None = None
+    served_from: str | None = None
+
+
+class PlanProposed(Event, tag=True):
+    problem: str
+    iteration: int
+    candidate_id: str
+    request_id: str
+    plan: str
+    llm_call_id: str
+
+
+class ImplementationRequested(Event, tag=True):
+    problem: str
+    iteration: int
+    candidate_id: str
+    plan_id: str
+    sample_index: int
+
+
+class KernelProposed(Event, tag=True):
+    kernel_id: str
+    problem: str
+    iteration: int
+    parent_id: str | None
+    plan_id: str | None
+    request_id: str
+    language: str
+    source: str
+    fix_of: str | None = None
+    fix_round: int = 0
+    llm_call_id: str | None = None
+
+
+class ProposalFailed(Event, tag=True):
+    stage: Stage
+    request_id: str
+    problem: str
+    iteration: int
+    reason: str
+    detail: str = ""
+    llm_call_id: str | None = None
+
+
+class FixRequested(Event, tag=True):
+    kernel_id: str
+    problem: str
+    iteration: int
+    fix_round: int
+    error_log: str
+
+
+class SummaryRequested(Event, tag=True):
+    problem: str
+    iteration: int
+    slow_kernel_id: str
+    fast_kernel_id: str
+    speedup: float
+    positive: bool
+
+
+class InsightSummarized(Event, tag=True):
+    problem: str
+    iteration: int
+    request_id: str
+    title: str
+    text: str
+    noop: bool = False
+    llm_call_id: str | None = None
+
+
+# --- profiling ------------------------------------------------------------------------------
+
+class ProfileRequested(Event, tag=True):
+    kernel_id: str
+    problem: str
+    device: str
+    language: str
+    source: str
+    purpose: Literal["baseline", "candidate", "reverify", "remeasure"] = "candidate"
+    seed_offset: int = 0
+
+
+class KernelProfiled(Event, tag=True):
+    kernel_id: str
+    problem: str
+    device: str
+    request_id: str
+    profile: Profile
+    worker: str = ""
+
+
+EVENT_TYPES: tuple[type[Event], ...] = (
+    RunStarted, IterationStarted, PlanRequested, LLMCallCompleted, PlanProposed,
+    ImplementationRequested, KernelProposed, ProposalFailed, ProfileRequested, KernelProfiled,
+    FixRequested, BeamSelected, MemoryRetrieved, SummaryRequested, InsightSummarized,
+    MemoryEntryAdded, IterationCompleted, RunCompleted, RunFailed, BudgetExceeded,
+)
+EVENTS_BY_NAME: dict[str, type[Event]] = {t.__name__: t for t in EVENT_TYPES}
+
+AnyEvent = (
+    RunStarted | IterationStarted | PlanRequested | LLMCallCompleted | PlanProposed
+    | ImplementationRequested | KernelProposed | ProposalFailed | ProfileRequested | KernelProfiled
+    | FixRequested | BeamSelected | MemoryRetrieved | SummaryRequested | InsightSummarized
+    | MemoryEntryAdded | IterationCompleted | RunCompleted | RunFailed | BudgetExceeded
+)

