@@ -1,0 +1,50 @@
+"""The `accelopt` command line. Subcommands live in `accelopt/commands/`, one module each.
+
+Every module there exposes `register(subparsers)`, which adds its parser(s) and sets
+`func` (taking the parsed args, returning an exit code). Modules are found by name, so a
+new command needs no edit here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+import accelopt  # noqa: F401  (applies the offline environment defaults first)
+from accelopt import commands
+from accelopt.logging import configure_logging
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="accelopt",
+        description="LLM agents that optimize compute kernels for Trainium, NVIDIA GPUs and CPUs.",
+    )
+    parser.add_argument("--log-format", choices=["console", "json"], default=None, help="log line format (stderr)")
+    parser.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING (default), ERROR")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for mod in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        if mod.name.startswith("_"):
+            continue
+        importlib.import_module(f"accelopt.commands.{mod.name}").register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    configure_logging(args.log_format, args.log_level)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

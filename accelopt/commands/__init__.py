@@ -1,0 +1,1 @@
+"""CLI subcommands: one module per command (or command group), each with `register(sub)`."""

@@ -1,0 +1,66 @@
+"""Shared fixtures: a real nats-server, a real local Ray, offline environment.
+
+The environment variables must be set before any heavy import (litellm, Ray, Triton).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import accelopt  # noqa: E402,F401  (offline defaults)
+
+import asyncio  # noqa: E402
+import contextlib  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+from events.server import NatsServer  # noqa: E402
+
+
+@pytest.fixture
+def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
+    """A fresh nats-server with JetStream on a free loopback port, per test."""
+    server = NatsServer(tmp_path / "nats")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.kill()
+
+
+@pytest.fixture(scope="session")
+def shared_nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
+    """One nats-server for tests that only need a place to write (isolate by run id)."""
+    server = NatsServer(tmp_path_factory.mktemp("nats-shared"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.kill()
+
+
+@pytest.fixture(scope="session")
+def ray_session(tmp_path_factory: pytest.TempPathFactory):
+    """One local Ray for the whole session (each init/shutdown pair costs ~5 s)."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(
+            num_cpus=4,
+            include_dashboard=False,
+            object_store_memory=150 * 1024 * 1024,
+            log_to_driver=False,
+            configure_logging=False,
+        )
+    yield ray
+    with contextlib.suppress(Exception):
+        ray.shutdown()
+
+
+def run_async(coro):
+    """Run a coroutine to completion from a sync test."""
+    return asyncio.run(coro)
