@@ -193,8 +193,10 @@ class EventLog:
         return elog
 
     async def close(self) -> None:
+        # flush + close rather than drain: drain can wait out its 30 s timeout on idle pull
+        # subscriptions, and nothing here needs draining (acks and publishes are awaited)
         with contextlib.suppress(Exception):
-            await self.nc.drain()
+            await self.nc.flush(timeout=2)
         with contextlib.suppress(Exception):
             await self.nc.close()
 
