@@ -1,0 +1,59 @@
+"""The optimization memory (DESIGN §8): a LanceDB table of slow->fast kernel pairs with their
+insights, embedded with sentence-transformers and retrieved by similarity.
+
+The table is a projection of `MemoryEntryAdded` events (the memory curator actor keeps it
+up to date; `rebuild_from_logs` rebuilds it). Public API:
+
+- `MemoryIndex.open(uri, *, embedder=None, table="memory", storage_options=None,
+  read_consistency_s=0.0)`; `upsert`, `get`, `has_ids`, `wait_for_ids`, `search`, `list`,
+  `count`, `stats`, `export`, `import_`, `rebuild_from_logs`, `create_vector_index`,
+  `optimize`, `drop`.
+- `Embedder(model=None, *, device="cpu")`: the bundled all-MiniLM-L6-v2 by default.
+- `query_for(problem, op_type, device, language, kernel_source_or_plan)`: the query text.
+- `format_for_prompt(insights)`: the planner's memory block.
+- `MemoryConfig`: the run settings (enabled, uri, top_m, filters, model).
+"""
+
+from memory_index.config import MemoryConfig
+from memory_index.embedder import DEFAULT_MODEL, Embedder
+from memory_index.retrieval import (
+    DEFAULT_TOP_M,
+    Filters,
+    collapse_near_duplicates,
+    format_for_prompt,
+    query_for,
+)
+from memory_index.schema import embed_text, is_noop
+from memory_index.store import MemoryIndex, MemoryIndexError, MemoryStats, default_uri, normalize_uri
+from memory_index.transfer import (
+    entries_from_logs,
+    export_jsonl,
+    import_jsonl,
+    read_jsonl,
+    rebuild_from_logs,
+    rebuild_from_nats,
+)
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "DEFAULT_TOP_M",
+    "Embedder",
+    "Filters",
+    "MemoryConfig",
+    "MemoryIndex",
+    "MemoryIndexError",
+    "MemoryStats",
+    "collapse_near_duplicates",
+    "default_uri",
+    "embed_text",
+    "entries_from_logs",
+    "export_jsonl",
+    "format_for_prompt",
+    "import_jsonl",
+    "is_noop",
+    "normalize_uri",
+    "query_for",
+    "read_jsonl",
+    "rebuild_from_logs",
+    "rebuild_from_nats",
+]

@@ -1,0 +1,516 @@
+"""`MemoryIndex`: the LanceDB table of memory entries, its writes and its retrieval.
+
+The table is a projection of `MemoryEntryAdded` events: `upsert` is idempotent by entry id
+(LanceDB merge-insert on `id`), so re-delivered events and repeated rebuilds leave one row
+per id. Reads see other writers' commits immediately by default (read consistency 0 s),
+which the coordinator needs when it waits for the curator to index what it just emitted.
+Every method is synchronous (LanceDB's sync API); call them from asyncio through
+`asyncio.to_thread`, as the curator does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+
+from accelopt.records import MemoryEntry
+from events.catalog import RetrievedInsight
+from memory_index.config import default_uri
+from memory_index.embedder import Embedder, canonical_model_name
+from memory_index.retrieval import DEFAULT_TOP_M, DUPLICATE_COSINE, Filters, collapse_near_duplicates
+from memory_index.schema import (
+    ENTRY_FIELDS,
+    LIGHT_COLUMNS,
+    VECTOR_COLUMN,
+    embed_text,
+    entries_to_table,
+    row_to_entry,
+    schema_model,
+    sql_in,
+    sql_str,
+    table_schema,
+)
+
+DEFAULT_TABLE = "memory"
+ANN_MIN_ROWS = 5000
+"""Below this many rows a vector index is not worth building (a flat scan is a few ms)."""
+
+
+class MemoryIndexError(RuntimeError):
+    pass
+
+
+def normalize_uri(uri: str | Path) -> str:
+    """Object-store URIs unchanged; local paths absolute (so equal folders compare equal)."""
+    s = str(uri)
+    if "://" in s and not s.startswith("file://"):
+        return s.rstrip("/")
+    if s.startswith("file://"):
+        s = s[len("file://"):]
+    return str(Path(s).expanduser().resolve())
+
+
+class MemoryStats(msgspec.Struct, kw_only=True):
+    uri: str
+    table: str
+    exists: bool
+    rows: int = 0
+    noop_rows: int = 0
+    model: str | None = None
+    dim: int | None = None
+    version: int | None = None
+    fragments: int = 0
+    indices: list[str] = []
+    runs: int = 0
+    problems: int = 0
+    by_device: dict[str, int] = {}
+    by_language: dict[str, int] = {}
+    by_op_type: dict[str, int] = {}
+
+
+_RETRIEVE_COLUMNS = ["id", "problem", "device", "language", "speedup", "title", "text", VECTOR_COLUMN]
+
+
+class MemoryIndex:
+    """One memory table. Create with `MemoryIndex.open(uri)`."""
+
+    def __init__(
+        self,
+        db: Any,
+        uri: str,
+        table: str,
+        embedder: Embedder | None,
+        *,
+        storage_options: dict[str, str] | None = None,
+    ) -> None:
+        self._db = db
+        self.uri = uri
+        self.table_name = table
+        self._embedder = embedder
+        self._storage_options = storage_options
+        self._tbl: Any = None
+
+    # --- opening ----------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        uri: str | Path | None = None,
+        *,
+        embedder: Embedder | str | None = None,
+        table: str = DEFAULT_TABLE,
+        storage_options: dict[str, str] | None = None,
+        read_consistency_s: float | None = 0.0,
+    ) -> MemoryIndex:
+        """Connect to the memory at `uri` (a folder, or `s3://bucket/prefix`, ...).
+
+        `embedder`: an Embedder, a model name, or None for the model the table was built
+        with (the bundled all-MiniLM-L6-v2 for a new table). Opening an existing table
+        with another model raises MemoryIndexError. The table itself is created on the
+        first write. `read_consistency_s`: how stale reads may be (0 = always see the
+        latest commit of any writer; None = never re-check, fastest).
+        """
+        import lancedb
+
+        norm = normalize_uri(uri if uri is not None else default_uri())
+        kwargs: dict[str, Any] = {}
+        if read_consistency_s is not None:
+            kwargs["read_consistency_interval"] = timedelta(seconds=read_consistency_s)
+        if storage_options:
+            kwargs["storage_options"] = storage_options
+        db = lancedb.connect(norm, **kwargs)
+        emb = Embedder(embedder) if isinstance(embedder, str) else embedder
+        index = cls(db, norm, table, emb, storage_options=storage_options)
+        tbl = index._open_table()
+        if tbl is not None:
+            model, _ = schema_model(tbl.schema)
+            if model is None:
+                raise MemoryIndexError(f"table {table!r} at {norm} is not an AccelOpt memory table")
+            if index._embedder is None:
+                index._embedder = Embedder(model)
+            elif canonical_model_name(index._embedder.name) != model:
+                raise MemoryIndexError(
+                    f"memory table {table!r} at {norm} was embedded with {model!r}, not "
+                    f"{index._embedder.name!r}: open it with that model, or export it and import "
+                    "into another URI/table to re-embed with the new one"
+                )
+        return index
+
+    def _open_table(self) -> Any:
+        if self._tbl is None:
+            try:
+                self._tbl = self._db.open_table(self.table_name)
+            except (ValueError, FileNotFoundError):
+                return None
+        return self._tbl
+
+    def _create_table(self) -> Any:
+        tbl = self._open_table()
+        if tbl is not None:
+            return tbl
+        schema = table_schema(self.embedder.dim, self.embedder.name)
+        try:
+            self._tbl = self._db.create_table(self.table_name, schema=schema, exist_ok=True)
+        except Exception:  # another writer created it between our open and create
+            time.sleep(0.05)
+            self._tbl = self._db.open_table(self.table_name)
+        return self._tbl
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = Embedder()
+        return self._embedder
+
+    @property
+    def exists(self) -> bool:
+        return self._open_table() is not None
+
+    @property
+    def model_name(self) -> str:
+        return self.embedder.name
+
+    def __len__(self) -> int:
+        return self.count()
+
+    def __repr__(self) -> str:
+        return f"MemoryIndex({self.uri!r}, table={self.table_name!r})"
+
+    # --- writing ----------------------------------------------------------------------------
+
+    def upsert(self, entries: Sequence[MemoryEntry], *, skip_existing: bool = True, retries: int = 8) -> int:
+        """Insert or replace entries by id; returns the number of rows written.
+
+        Idempotent: an id already in the table is skipped (no embedding, no commit) unless
+        `skip_existing=False`, in which case its row is replaced. Within one call the last
+        entry of an id wins. Commit conflicts with concurrent writers are retried.
+        """
+        latest: dict[str, MemoryEntry] = {}
+        for e in entries:
+            latest[e.id] = e
+        if not latest:
+            return 0
+        if skip_existing and self.exists:
+            present = self.has_ids(latest)
+            for i in present:
+                del latest[i]
+            if not latest:
+                return 0
+        todo = list(latest.values())
+        vectors = self.embedder.encode([embed_text(e) for e in todo])
+        tbl = self._create_table()
+        data = entries_to_table(todo, vectors, tbl.schema)
+        self._merge(tbl, data, retries=retries)
+        return len(todo)
+
+    def upsert_vectors(self, entries: Sequence[MemoryEntry], vectors: np.ndarray, *, retries: int = 8) -> int:
+        """Write entries with precomputed embeddings (bulk loads, benchmarks). Replaces by id."""
+        if not entries:
+            return 0
+        tbl = self._create_table()
+        self._merge(tbl, entries_to_table(list(entries), vectors, tbl.schema), retries=retries)
+        return len(entries)
+
+    def _merge(self, tbl: Any, data: pa.Table, *, retries: int) -> None:
+        delay = 0.02
+        for attempt in range(retries + 1):
+            try:
+                (tbl.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data))
+                return
+            except Exception as e:  # a commit conflict with another writer: back off, retry
+                msg = str(e).lower()
+                if attempt == retries or not any(w in msg for w in ("conflict", "retry", "commit")):
+                    raise
+                time.sleep(delay * (1 + random.random()))
+                delay = min(delay * 2, 1.0)
+
+    def delete(self, ids: Iterable[str]) -> None:
+        tbl = self._open_table()
+        ids = list(ids)
+        if tbl is not None and ids:
+            tbl.delete(sql_in("id", ids))
+
+    def drop(self) -> None:
+        """Delete the whole table (the memory at this URI is empty afterwards)."""
+        self._db.drop_table(self.table_name, ignore_missing=True)
+        self._tbl = None
+
+    # --- reading ----------------------------------------------------------------------------
+
+    def count(self, filters: Filters | None = None) -> int:
+        tbl = self._open_table()
+        if tbl is None:
+            return 0
+        where = filters.where() if filters else None
+        return int(tbl.count_rows(where) if where else tbl.count_rows())
+
+    def has_ids(self, ids: Iterable[str]) -> set[str]:
+        """Which of `ids` are in the table (the coordinator waits on this after emitting)."""
+        wanted = list(dict.fromkeys(ids))
+        tbl = self._open_table()
+        if tbl is None or not wanted:
+            return set()
+        found: set[str] = set()
+        for i in range(0, len(wanted), 500):
+            chunk = wanted[i:i + 500]
+            got = tbl.search().where(sql_in("id", chunk)).select(["id"]).limit(len(chunk)).to_arrow()
+            found.update(got.column("id").to_pylist())
+        return found
+
+    async def wait_for_ids(self, ids: Iterable[str], *, timeout_s: float = 30.0, poll_s: float = 0.1) -> set[str]:
+        """Wait until every id is indexed; returns the ids still missing at the timeout."""
+        missing = set(ids)
+        deadline = time.monotonic() + timeout_s
+        while missing:
+            missing -= await asyncio.to_thread(self.has_ids, missing)
+            if not missing or time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(poll_s)
+        return missing
+
+    def get(self, entry_id: str) -> MemoryEntry | None:
+        tbl = self._open_table()
+        if tbl is None:
+            return None
+        rows = tbl.search().where(f"id = {sql_str(entry_id)}").select(list(ENTRY_FIELDS)).limit(1).to_list()
+        return row_to_entry(rows[0]) if rows else None
+
+    def list(
+        self,
+        filters: Filters | None = None,
+        *,
+        limit: int | None = 50,
+        offset: int = 0,
+        kernels: bool = False,
+        newest_first: bool = True,
+    ) -> list[MemoryEntry]:
+        """Entries ordered by created_at. Without `kernels`, slow/fast kernel are ""."""
+        tbl = self._open_table()
+        if tbl is None:
+            return []
+        where = (filters or Filters(include_noop=True)).where()
+        cols = list(ENTRY_FIELDS if kernels else LIGHT_COLUMNS)
+        q = tbl.search().select(["id", "created_at"]).limit(None)
+        if where:
+            q = q.where(where)
+        keys = q.to_arrow()
+        order = sorted(zip(keys.column("created_at").to_pylist(), keys.column("id").to_pylist(), strict=True),
+                       reverse=newest_first)
+        page = order[offset:offset + limit if limit is not None else None]
+        if not page:
+            return []
+        ids = [i for _, i in page]
+        rows = tbl.search().where(sql_in("id", ids)).select(cols).limit(len(ids)).to_list()
+        by_id = {r["id"]: r for r in rows}
+        out = []
+        for i in ids:
+            r = by_id[i]
+            if not kernels:
+                r = {**r, "slow_kernel": "", "fast_kernel": ""}
+            out.append(row_to_entry(r))
+        return out
+
+    def iter_entries(self, filters: Filters | None = None, *, batch: int = 1000) -> Iterator[MemoryEntry]:
+        """Every entry with its kernels (for export), in no particular order."""
+        tbl = self._open_table()
+        if tbl is None:
+            return
+        where = (filters or Filters(include_noop=True)).where()
+        q = tbl.search().select(list(ENTRY_FIELDS)).limit(None)
+        if where:
+            q = q.where(where)
+        for rb in q.to_batches(batch):
+            for row in rb.to_pylist():
+                yield row_to_entry(row)
+
+    def vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The stored embedding of each id (for tests and diagnostics)."""
+        tbl = self._open_table()
+        if tbl is None or not ids:
+            return {}
+        got = tbl.search().where(sql_in("id", ids)).select(["id", VECTOR_COLUMN]).limit(len(ids)).to_arrow()
+        vecs = got.column(VECTOR_COLUMN).to_pylist()
+        return {i: np.asarray(v, dtype=np.float32) for i, v in zip(got.column("id").to_pylist(), vecs, strict=True)}
+
+    # --- retrieval --------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str | np.ndarray | Sequence[float],
+        *,
+        top_m: int = DEFAULT_TOP_M,
+        device: str | Sequence[str] | None = None,
+        language: str | Sequence[str] | None = None,
+        op_type: str | Sequence[str] | None = None,
+        min_speedup: float | None = None,
+        exclude_problem: str | None = None,
+        collapse: bool = True,
+        duplicate_cosine: float = DUPLICATE_COSINE,
+        nprobes: int | None = None,
+        refine_factor: int | None = None,
+    ) -> list[RetrievedInsight]:
+        """The `top_m` entries most similar to `query` (text, or a unit vector).
+
+        Filters restrict the candidates before ranking (prefilter). No-op insights are never
+        returned. With `collapse`, near-duplicates (same normalized title, or embeddings
+        with cosine > `duplicate_cosine`) are reduced to the best-ranked one, and more
+        candidates are fetched so `top_m` distinct insights come back when they exist.
+        `score` is the cosine similarity to the query.
+        """
+        if top_m <= 0:
+            return []
+        tbl = self._open_table()
+        if tbl is None:
+            return []
+        if isinstance(query, str):
+            vec = self.embedder.encode([query])[0]
+        else:
+            vec = np.asarray(query, dtype=np.float32)
+        filters = Filters(device=device, language=language, op_type=op_type, min_speedup=min_speedup,
+                          exclude_problem=exclude_problem)
+        fetch = top_m * 3 + 8 if collapse else top_m
+        q = (tbl.search(vec, vector_column_name=VECTOR_COLUMN).distance_type("cosine")
+             .select(_RETRIEVE_COLUMNS).limit(fetch))
+        where = filters.where()
+        if where:
+            q = q.where(where, prefilter=True)
+        if nprobes is not None:
+            q = q.nprobes(nprobes)
+        if refine_factor is not None:
+            q = q.refine_factor(refine_factor)
+        res = q.to_arrow()
+        if res.num_rows == 0:
+            return []
+        cols = {name: res.column(name).to_pylist() for name in _RETRIEVE_COLUMNS if name != VECTOR_COLUMN}
+        dist = res.column("_distance").to_pylist()
+        n = res.num_rows
+        if collapse:
+            flat = res.column(VECTOR_COLUMN).combine_chunks().values.to_numpy(zero_copy_only=False)
+            vecs = flat.reshape(n, -1)
+            keep = collapse_near_duplicates(cols["title"], vecs, threshold=duplicate_cosine, limit=top_m)
+        else:
+            keep = list(range(min(n, top_m)))
+        return [
+            RetrievedInsight(
+                entry_id=cols["id"][i], problem=cols["problem"][i], device=cols["device"][i],
+                language=cols["language"][i], speedup=float(cols["speedup"][i]), title=cols["title"][i],
+                text=cols["text"][i], score=round(1.0 - float(dist[i]), 6),
+            )
+            for i in keep
+        ]
+
+    # --- transfer (see memory_index.transfer) ------------------------------------------------
+
+    def export(self, path: str | Path, filters: Filters | None = None) -> int:
+        """Write the entries to a JSONL file of MemoryEntry (no embeddings); returns the count."""
+        from memory_index.transfer import export_jsonl
+
+        return export_jsonl(self, path, filters)
+
+    def import_(self, path: str | Path) -> int:
+        """Upsert the entries of a JSONL export (re-embedded with this memory's model)."""
+        from memory_index.transfer import import_jsonl
+
+        return import_jsonl(self, path)
+
+    def rebuild_from_logs(self, paths: Iterable[str | Path], *, replace: bool = False) -> int:
+        """Project the MemoryEntryAdded events of exported run logs into this table."""
+        from memory_index.transfer import rebuild_from_logs
+
+        return rebuild_from_logs(self, paths, replace=replace)
+
+    # --- maintenance ------------------------------------------------------------------------
+
+    def stats(self) -> MemoryStats:
+        tbl = self._open_table()
+        if tbl is None:
+            return MemoryStats(uri=self.uri, table=self.table_name, exists=False)
+        model, dim = schema_model(tbl.schema)
+        meta = tbl.search().select(["source_run", "problem", "device", "language", "op_type", "noop"]) \
+            .limit(None).to_arrow()
+        col = {name: meta.column(name).to_pylist() for name in meta.column_names}
+        try:
+            fragments = int(tbl.stats()["fragment_stats"]["num_fragments"])
+        except Exception:
+            fragments = 0
+        return MemoryStats(
+            uri=self.uri, table=self.table_name, exists=True, rows=meta.num_rows,
+            noop_rows=sum(1 for x in col["noop"] if x), model=model, dim=dim, version=int(tbl.version),
+            fragments=fragments, indices=[_index_name(ix) for ix in tbl.list_indices()],
+            runs=len(set(col["source_run"])), problems=len(set(col["problem"])),
+            by_device=dict(Counter(col["device"]).most_common()),
+            by_language=dict(Counter(col["language"]).most_common()),
+            by_op_type=dict(Counter(col["op_type"]).most_common()),
+        )
+
+    def create_vector_index(
+        self,
+        *,
+        index_type: str = "IVF_PQ",
+        num_partitions: int | None = None,
+        num_sub_vectors: int | None = None,
+        min_rows: int = ANN_MIN_ROWS,
+    ) -> bool:
+        """Build an ANN index on the embeddings (cosine) plus a scalar index on `id`.
+
+        Returns False (and builds nothing) below `min_rows`: a flat scan is exact and fast
+        there. Rows added later are searched flat until `optimize()` folds them in.
+        """
+        tbl = self._open_table()
+        if tbl is None:
+            return False
+        rows = tbl.count_rows()
+        self.create_id_index()
+        if rows < min_rows:
+            return False
+        dim = tbl.schema.field(VECTOR_COLUMN).type.list_size
+        kwargs: dict[str, Any] = {
+            "metric": "cosine", "vector_column_name": VECTOR_COLUMN, "index_type": index_type, "replace": True,
+            "num_partitions": num_partitions or max(1, int(math.sqrt(rows))),
+        }
+        if "PQ" in index_type:
+            kwargs["num_sub_vectors"] = num_sub_vectors or (dim // 16 if dim % 16 == 0 else dim // 8)
+        tbl.create_index(**kwargs)
+        return True
+
+    def create_id_index(self) -> None:
+        """A BTREE index on `id` (makes has_ids, get and merge-insert cheap on large tables)."""
+        tbl = self._open_table()
+        if tbl is not None and tbl.count_rows() > 0:
+            tbl.create_scalar_index("id", replace=True)
+
+    def has_vector_index(self) -> bool:
+        tbl = self._open_table()
+        return tbl is not None and any(VECTOR_COLUMN in _index_columns(ix) for ix in tbl.list_indices())
+
+    def optimize(self, *, cleanup_older_than_s: float | None = None) -> None:
+        """Compact small fragments (one per commit) and fold new rows into the indices."""
+        tbl = self._open_table()
+        if tbl is None:
+            return
+        kwargs: dict[str, Any] = {}
+        if cleanup_older_than_s is not None:
+            kwargs["cleanup_older_than"] = timedelta(seconds=cleanup_older_than_s)
+        tbl.optimize(**kwargs)
+
+
+def _index_name(ix: Any) -> str:
+    name = getattr(ix, "name", None) or str(ix)
+    kind = getattr(ix, "index_type", None)
+    return f"{name} ({kind})" if kind else name
+
+
+def _index_columns(ix: Any) -> list[str]:
+    cols = getattr(ix, "columns", None)
+    return list(cols) if cols else [str(ix)]
