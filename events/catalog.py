@@ -138,10 +138,17 @@ class MemoryEntryAdded(Event, tag=True):
 # --- LLM agents -----------------------------------------------------------------------------
 
 class PlanRequested(Event, tag=True):
+    """Self-contained: the planner needs only this and the run's RunStarted (problem)."""
+
     problem: str
     iteration: int
     candidate_id: str
     sample_index: int
+    language: str = "c"
+    device: str = "cpu"
+    candidate_source: str = ""
+    candidate_profile: Profile | None = None
+    insights: list[RetrievedInsight] = []
     memory_event_id: str | None = None
 
 
@@ -176,6 +183,10 @@ class ImplementationRequested(Event, tag=True):
     candidate_id: str
     plan_id: str
     sample_index: int
+    language: str = "c"
+    device: str = "cpu"
+    plan: str = ""
+    candidate_source: str = ""
 
 
 class KernelProposed(Event, tag=True):
@@ -203,20 +214,34 @@ class ProposalFailed(Event, tag=True):
 
 
 class FixRequested(Event, tag=True):
+    """Repair `kernel_id` (which failed with `status`), round `fix_round` of at most F."""
+
     kernel_id: str
     problem: str
     iteration: int
     fix_round: int
     error_log: str
+    status: str = ""
+    language: str = "c"
+    device: str = "cpu"
+    source: str = ""
+    parent_source: str = ""
 
 
 class SummaryRequested(Event, tag=True):
+    """Distil the slow->fast pair into an insight. For a regression (positive=False) the
+    roles are reversed: slow = the regressed child, fast = its parent ("undo this")."""
+
     problem: str
     iteration: int
     slow_kernel_id: str
     fast_kernel_id: str
     speedup: float
     positive: bool
+    language: str = "c"
+    device: str = "cpu"
+    slow_source: str = ""
+    fast_source: str = ""
 
 
 class InsightSummarized(Event, tag=True):

