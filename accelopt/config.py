@@ -8,6 +8,7 @@ Unknown keys and wrong types fail with an error naming the key.
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any
 
@@ -215,6 +216,10 @@ def config_from_dict(data: dict[str, Any], source: str = "config") -> RunConfig:
 def _readable(e: msgspec.ValidationError) -> str:
     """msgspec says '... - at `$.search.beam_width`'; lead with the dotted key instead."""
     msg = str(e)
+    unknown = re.match(r"Object contains unknown field `([^`]+)`(?: - at `\$\.?([^`]*)`)?", msg)
+    if unknown:
+        key = ".".join(p for p in (unknown.group(2), unknown.group(1)) if p)
+        return f"{key}: unknown key"
     if " - at `$." in msg:
         text, where = msg.rsplit(" - at `$.", 1)
         return f"{where.rstrip('`')}: {text}"
