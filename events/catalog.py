@@ -105,9 +105,10 @@ class IterationCompleted(Event, tag=True):
     problem: str
     iteration: int
     best_kernel_id: str
-    best_latency_ms: float
+    best_latency_ms: float | None
     best_pct_peak: float | None = None
     kernels_profiled: int = 0
+    note: str = ""
 
 
 # --- memory ---------------------------------------------------------------------------------

@@ -1,0 +1,489 @@
+"""The coordinator's decisions as a pure function of the run's event history.
+
+`CoordinatorCore.step(event)` folds one event into the run state and returns the events the
+coordinator decides to publish (requests, beam selections, iteration boundaries) plus
+effects for its shell to perform (memory retrieval, whose result comes back as the
+`MemoryRetrieved` event). Decisions are applied to the state at once, so the core never
+decides twice; when its own events come back from the log they are recognised by id and
+skipped. Event ids are derived from what they are about, so the live coordinator, a
+coordinator resuming after a crash, and `replay --verify` all run this same code over the
+same history and produce the same ids: a resumed run re-publishes only what is missing.
+
+No Ray, NATS or LanceDB here; time only enters through the `clock` used for `ts`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import msgspec
+
+from accelopt.config import RunConfig, config_from_dict
+from accelopt.policy import Scored, plan_pair, select_beam, select_summaries
+from accelopt.profile import Profile
+from accelopt.records import MemoryEntry
+from events import catalog as ev
+
+FIXABLE = frozenset({"compile_error", "runtime_error", "incorrect", "timeout"})
+LLM_REQUESTS = {
+    "PlanRequested": "planner", "ImplementationRequested": "executor",
+    "FixRequested": "fixer", "SummaryRequested": "summarizer",
+}
+
+
+class RetrieveMemory(msgspec.Struct, frozen=True, kw_only=True):
+    """Effect: retrieve insights for a candidate and publish them as `MemoryRetrieved`."""
+
+    result_id: str
+    problem: str
+    op_type: str
+    device: str
+    language: str
+    iteration: int
+    candidate_id: str
+    candidate_source: str
+    expect_entry_ids: tuple[str, ...] = ()
+
+
+@dataclass
+class Step:
+    outputs: list[ev.Event] = field(default_factory=list)
+    effects: list[RetrieveMemory] = field(default_factory=list)
+
+
+@dataclass
+class KernelRec:
+    kernel_id: str
+    problem: str
+    iteration: int
+    source: str
+    language: str
+    parent_id: str | None
+    plan_id: str | None
+    candidate_id: str | None  # the beam candidate this kernel descends from
+    fix_of: str | None
+    fix_round: int
+    order: int
+    profile: Profile | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.profile is not None and self.profile.status == "passed"
+
+    @property
+    def latency_ms(self) -> float | None:
+        return self.profile.latency_ms if self.profile else None
+
+    def scored(self) -> Scored:
+        return Scored(self.kernel_id, self.latency_ms if self.passed else None, self.passed,
+                      hashlib.sha256(self.source.encode()).hexdigest(), self.order)
+
+
+@dataclass
+class ProblemState:
+    target: ev.ProblemTarget
+    phase: str = "baseline"  # baseline -> search -> summarize -> (next iteration) ... -> done
+    iteration: int = 0
+    beam: list[str] = field(default_factory=list)
+    best_id: str | None = None
+    pending: set[str] = field(default_factory=set)
+    plan_kernels: dict[str, list[str]] = field(default_factory=dict)  # plan_id -> kernel ids
+    plan_candidate: dict[str, str] = field(default_factory=dict)  # plan_id -> candidate id
+    kernels_profiled: int = 0
+    memory_ids: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.target.problem.name
+
+
+class CoordinatorCore:
+    def __init__(self, run_id: str, *, clock: Callable[[], float] = time.time) -> None:
+        self.run_id = run_id
+        self.clock = clock
+        self.config: RunConfig | None = None
+        self.started: ev.RunStarted | None = None
+        self.problems: dict[str, ProblemState] = {}
+        self.kernels: dict[str, KernelRec] = {}
+        self.requests: dict[str, ev.Event] = {}  # request id -> request event (pending or done)
+        self.request_problem: dict[str, str] = {}
+        self.applied: set[str] = set()
+        self.spent_usd = 0.0
+        self.stopping: str | None = None
+        self.finished = False
+        self.failed: str | None = None
+        self._order = 0
+        # backpressure: requests decided but not yet published, per lane
+        self.inflight: dict[str, int] = {}
+        self.queued: dict[str, deque[ev.Event]] = {}
+
+    # --- public -------------------------------------------------------------------------------
+
+    def step(self, event: ev.Event) -> Step:
+        """Fold `event` and return what to publish and perform because of it."""
+        out = Step()
+        if event.event_id in self.applied or event.run_id != self.run_id:
+            return out
+        work: deque[ev.Event] = deque([event])
+        while work:
+            e = work.popleft()
+            if e.event_id in self.applied:
+                continue
+            self.applied.add(e.event_id)
+            produced = self._handle(e, out)
+            for p in produced:
+                if p.event_id in self.applied:
+                    continue
+                out.outputs.append(p)
+                work.append(p)
+        return out
+
+    @property
+    def cfg(self) -> RunConfig:
+        assert self.config is not None, "RunStarted not seen yet"
+        return self.config
+
+    # --- helpers ------------------------------------------------------------------------------
+
+    def _env(self, kind: str, *key: object, cause: ev.Event | None = None) -> dict:
+        return {
+            "event_id": ev.derive_event_id(self.run_id, kind, *key),
+            "run_id": self.run_id,
+            "ts": self.clock(),
+            "causation_id": cause.event_id if cause else None,
+        }
+
+    def _lane(self, request: ev.Event) -> str | None:
+        role = LLM_REQUESTS.get(request.type)
+        if role:
+            return f"llm:{role}"
+        if isinstance(request, ev.ProfileRequested):
+            return f"profile:{request.device}"
+        return None
+
+    def _limit(self, lane: str) -> int:
+        lim = self.cfg.limits
+        return lim.llm_inflight_per_role if lane.startswith("llm:") else lim.profiles_inflight_per_device
+
+    def _request(self, problem: ProblemState, request: ev.Event) -> list[ev.Event]:
+        """Register a request as pending; publish it now or queue it behind its lane's limit."""
+        problem.pending.add(request.event_id)
+        self.request_problem[request.event_id] = problem.name
+        lane = self._lane(request)
+        if lane is None:
+            return [request]
+        if self.inflight.get(lane, 0) < self._limit(lane):
+            self.inflight[lane] = self.inflight.get(lane, 0) + 1
+            return [request]
+        self.queued.setdefault(lane, deque()).append(request)
+        return []
+
+    def _resolve(self, request_id: str) -> tuple[ProblemState | None, list[ev.Event]]:
+        """A request got its result: free its lane slot, release the next queued request."""
+        name = self.request_problem.get(request_id)
+        problem = self.problems.get(name) if name else None
+        released: list[ev.Event] = []
+        if problem is None or request_id not in problem.pending:
+            return problem, released
+        problem.pending.discard(request_id)
+        req = self.requests.get(request_id)
+        lane = self._lane(req) if req is not None else None
+        if lane:
+            self.inflight[lane] = max(0, self.inflight.get(lane, 0) - 1)
+            q = self.queued.get(lane)
+            while q and self.inflight[lane] < self._limit(lane):
+                nxt = q.popleft()
+                if self.stopping and lane.startswith("llm:"):
+                    self._drop(nxt)
+                    continue
+                self.inflight[lane] += 1
+                released.append(nxt)
+        return problem, released
+
+    def _drop(self, request: ev.Event) -> None:
+        name = self.request_problem.get(request.event_id)
+        if name:
+            self.problems[name].pending.discard(request.event_id)
+
+    # --- dispatch -----------------------------------------------------------------------------
+
+    def _handle(self, e: ev.Event, out: Step) -> list[ev.Event]:
+        if isinstance(e, ev.RunStarted):
+            return self._on_run_started(e)
+        if self.config is None:
+            return []  # nothing is decided before the run's config is known
+        if e.type in LLM_REQUESTS or isinstance(e, ev.ProfileRequested):
+            self.requests[e.event_id] = e
+            return []
+        handler = getattr(self, f"_on_{e.type}", None)
+        return handler(e, out) if handler else []
+
+    def _on_run_started(self, e: ev.RunStarted) -> list[ev.Event]:
+        if self.started is not None:
+            return []
+        self.started = e
+        self.config = config_from_dict(e.config, source="RunStarted.config")
+        outs: list[ev.Event] = []
+        for target in sorted(e.targets, key=lambda t: t.problem.name):
+            p = ProblemState(target=target)
+            self.problems[p.name] = p
+            base = target.problem.baseline
+            kid = ev.derive_event_id(self.run_id, "Kernel", "baseline", p.name)
+            outs.append(ev.KernelProposed(
+                **self._env("KernelProposed", kid, cause=e), kernel_id=kid, problem=p.name, iteration=0,
+                parent_id=None, plan_id=None, request_id=e.event_id, language=target.language,
+                source=base.entry_file().content,
+            ))
+        return outs
+
+    def _on_KernelProposed(self, e: ev.KernelProposed, out: Step) -> list[ev.Event]:
+        p = self.problems.get(e.problem)
+        if p is None or e.kernel_id in self.kernels:
+            return []
+        _, released = self._resolve(e.request_id)
+        parent_id, plan_id, candidate_id = e.parent_id, e.plan_id, e.parent_id
+        if e.fix_of and e.fix_of in self.kernels:
+            broken = self.kernels[e.fix_of]
+            parent_id, plan_id, candidate_id = broken.parent_id, broken.plan_id, broken.candidate_id
+        self._order += 1
+        rec = KernelRec(e.kernel_id, e.problem, e.iteration, e.source, e.language, parent_id, plan_id,
+                        candidate_id, e.fix_of, e.fix_round, self._order)
+        self.kernels[e.kernel_id] = rec
+        if plan_id:
+            p.plan_kernels.setdefault(plan_id, []).append(e.kernel_id)
+        seed_offset = int(hashlib.sha256(e.kernel_id.encode()).hexdigest()[:6], 16) % 100_000 if e.iteration else 0
+        req = ev.ProfileRequested(
+            **self._env("ProfileRequested", e.kernel_id, cause=e), kernel_id=e.kernel_id, problem=e.problem,
+            device=p.target.device, language=e.language, source=e.source,
+            purpose="baseline" if e.iteration == 0 and parent_id is None else "candidate",
+            seed_offset=seed_offset,
+        )
+        return released + self._request(p, req)
+
+    def _on_KernelProfiled(self, e: ev.KernelProfiled, out: Step) -> list[ev.Event]:
+        p, released = self._resolve(e.request_id)
+        k = self.kernels.get(e.kernel_id)
+        if p is None or k is None or k.profile is not None:
+            return released
+        k.profile = e.profile
+        p.kernels_profiled += 1
+        outs = list(released)
+        if p.phase == "baseline":
+            return outs + self._baseline_done(p, k, e)
+        prof = e.profile
+        if prof.status in FIXABLE and k.fix_round < self.cfg.search.fix_rounds and not self.stopping:
+            parent = self.kernels.get(k.parent_id) if k.parent_id else None
+            fix = ev.FixRequested(
+                **self._env("FixRequested", k.kernel_id, cause=e), kernel_id=k.kernel_id, problem=p.name,
+                iteration=k.iteration, fix_round=k.fix_round + 1, error_log=prof.log[-8000:],
+                status=prof.status, language=k.language, device=p.target.device, source=k.source,
+                parent_source=parent.source if parent else "",
+            )
+            outs += self._request(p, fix)
+        return outs + self._maybe_advance(p, e)
+
+    def _baseline_done(self, p: ProblemState, k: KernelRec, cause: ev.Event) -> list[ev.Event]:
+        prof = k.profile
+        assert prof is not None
+        usable = prof.status == "passed" or prof.status == "unmeasured"
+        p.beam = [k.kernel_id] if usable else []
+        p.best_id = k.kernel_id
+        note = "" if usable else f"baseline {prof.status}: nothing to optimize from"
+        return [self._iteration_completed(p, 0, cause, note=note)]
+
+    def _iteration_completed(self, p: ProblemState, iteration: int, cause: ev.Event, note: str = "") -> ev.Event:
+        best = self.kernels.get(p.best_id) if p.best_id else None
+        return ev.IterationCompleted(
+            **self._env("IterationCompleted", p.name, iteration, cause=cause), problem=p.name, iteration=iteration,
+            best_kernel_id=p.best_id or "", best_latency_ms=best.latency_ms if best and best.passed else None,
+            best_pct_peak=best.profile.pct_peak if best and best.passed and best.profile else None,
+            kernels_profiled=p.kernels_profiled, note=note,
+        )
+
+    def _on_IterationCompleted(self, e: ev.IterationCompleted, out: Step) -> list[ev.Event]:
+        p = self.problems[e.problem]
+        more = e.iteration < self.cfg.search.iterations and p.beam and not self.stopping and not e.note
+        if more:
+            p.iteration = e.iteration + 1
+            p.phase = "search"
+            p.plan_kernels.clear()
+            p.plan_candidate.clear()
+            return [ev.IterationStarted(**self._env("IterationStarted", p.name, p.iteration, cause=e),
+                                        problem=p.name, iteration=p.iteration, beam=list(p.beam))]
+        p.phase = "done"
+        if all(q.phase == "done" for q in self.problems.values()):
+            return [ev.RunCompleted(**self._env("RunCompleted", cause=e), reason=self.stopping or "completed",
+                                    best={q.name: q.best_id or "" for q in self.problems.values()})]
+        return []
+
+    def _on_IterationStarted(self, e: ev.IterationStarted, out: Step) -> list[ev.Event]:
+        p = self.problems[e.problem]
+        outs: list[ev.Event] = []
+        for cand_id in e.beam:
+            cand = self.kernels[cand_id]
+            if self.cfg.memory.enabled and self.cfg.memory.top_m > 0:
+                result_id = ev.derive_event_id(self.run_id, "MemoryRetrieved", p.name, e.iteration, cand_id)
+                p.pending.add(result_id)
+                self.request_problem[result_id] = p.name
+                d = p.target.problem.definition
+                out.effects.append(RetrieveMemory(
+                    result_id=result_id, problem=p.name, op_type=d.op_type, device=p.target.device,
+                    language=p.target.language, iteration=e.iteration, candidate_id=cand_id,
+                    candidate_source=cand.source, expect_entry_ids=tuple(self._all_memory_ids()),
+                ))
+            else:
+                outs += self._plan_requests(p, e.iteration, cand, [], None, e)
+        return outs + self._maybe_advance(p, e)
+
+    def _all_memory_ids(self) -> list[str]:
+        return [i for q in self.problems.values() for i in q.memory_ids]
+
+    def _plan_requests(self, p: ProblemState, iteration: int, cand: KernelRec,
+                       insights: list[ev.RetrievedInsight], memory_event_id: str | None,
+                       cause: ev.Event) -> list[ev.Event]:
+        if self.stopping:
+            return []
+        outs: list[ev.Event] = []
+        for j in range(self.cfg.search.plans_per_candidate):
+            req = ev.PlanRequested(
+                **self._env("PlanRequested", p.name, iteration, cand.kernel_id, j, cause=cause),
+                problem=p.name, iteration=iteration, candidate_id=cand.kernel_id, sample_index=j,
+                language=p.target.language, device=p.target.device, candidate_source=cand.source,
+                candidate_profile=cand.profile, insights=insights, memory_event_id=memory_event_id,
+            )
+            outs += self._request(p, req)
+        return outs
+
+    def _on_MemoryRetrieved(self, e: ev.MemoryRetrieved, out: Step) -> list[ev.Event]:
+        p, _ = self._resolve(e.event_id)
+        if p is None or e.candidate_id not in self.kernels:
+            return []
+        outs = self._plan_requests(p, e.iteration, self.kernels[e.candidate_id], list(e.entries), e.event_id, e)
+        return outs + self._maybe_advance(p, e)
+
+    def _on_PlanProposed(self, e: ev.PlanProposed, out: Step) -> list[ev.Event]:
+        p, released = self._resolve(e.request_id)
+        if p is None:
+            return released
+        outs = list(released)
+        cand = self.kernels.get(e.candidate_id)
+        p.plan_candidate[e.event_id] = e.candidate_id
+        p.plan_kernels.setdefault(e.event_id, [])
+        if cand is not None and not self.stopping:
+            for k in range(self.cfg.search.samples_per_plan):
+                req = ev.ImplementationRequested(
+                    **self._env("ImplementationRequested", e.event_id, k, cause=e), problem=p.name,
+                    iteration=e.iteration, candidate_id=e.candidate_id, plan_id=e.event_id, sample_index=k,
+                    language=p.target.language, device=p.target.device, plan=e.plan,
+                    candidate_source=cand.source,
+                )
+                outs += self._request(p, req)
+        return outs + self._maybe_advance(p, e)
+
+    def _on_ProposalFailed(self, e: ev.ProposalFailed, out: Step) -> list[ev.Event]:
+        p, released = self._resolve(e.request_id)
+        if p is None:
+            return released
+        return released + self._maybe_advance(p, e)
+
+    def _on_InsightSummarized(self, e: ev.InsightSummarized, out: Step) -> list[ev.Event]:
+        p, released = self._resolve(e.request_id)
+        if p is None:
+            return released
+        outs = list(released)
+        req = self.requests.get(e.request_id)
+        if not e.noop and isinstance(req, ev.SummaryRequested):
+            entry_id = ev.derive_event_id(self.run_id, "MemoryEntry", e.request_id)
+            p.memory_ids.append(entry_id)
+            d = p.target.problem.definition
+            entry = MemoryEntry(
+                id=entry_id, source_run=self.run_id, problem=p.name, op_type=d.op_type, device=p.target.device,
+                language=p.target.language, slow_kernel=req.slow_source, fast_kernel=req.fast_source,
+                speedup=req.speedup, title=e.title, text=e.text, created_at=e.ts, positive=req.positive,
+            )
+            outs.append(ev.MemoryEntryAdded(**self._env("MemoryEntryAdded", entry_id, cause=e), entry=entry))
+        return outs + self._maybe_advance(p, e)
+
+    def _on_LLMCallCompleted(self, e: ev.LLMCallCompleted, out: Step) -> list[ev.Event]:
+        self.spent_usd += e.cost_usd
+        budget = self.cfg.llm.budget_usd
+        if budget is not None and self.spent_usd >= budget and not self.stopping:
+            self.stopping = "budget"
+            for lane, q in self.queued.items():
+                if lane.startswith("llm:"):
+                    while q:
+                        self._drop(q.popleft())
+            outs: list[ev.Event] = [ev.BudgetExceeded(**self._env("BudgetExceeded", cause=e),
+                                                      spent_usd=self.spent_usd, budget_usd=budget)]
+            for p in self.problems.values():
+                outs += self._maybe_advance(p, e)
+            return outs
+        return []
+
+    # --- iteration barrier ----------------------------------------------------------------------
+
+    def _maybe_advance(self, p: ProblemState, cause: ev.Event) -> list[ev.Event]:
+        """When nothing of the current iteration is pending, move to its next phase."""
+        if p.pending:
+            return []
+        if p.phase == "search":
+            return self._select_and_summarize(p, cause)
+        if p.phase == "summarize":
+            p.phase = "closing"
+            return [self._iteration_completed(p, p.iteration, cause)]
+        return []
+
+    def _beam_member(self, kernel_id: str) -> ev.BeamMember:
+        k = self.kernels[kernel_id]
+        return ev.BeamMember(kernel_id=kernel_id, latency_ms=k.latency_ms or 0.0,
+                             pct_peak=k.profile.pct_peak if k.profile else None)
+
+    def _plan_samples(self, p: ProblemState) -> dict[str, list[KernelRec]]:
+        """This iteration's kernels per plan, fix chains included (only the final attempt of a
+        chain can pass, and it counts as a sample of the plan)."""
+        return {plan: [self.kernels[k] for k in ks if k in self.kernels] for plan, ks in sorted(p.plan_kernels.items())}
+
+    def _select_and_summarize(self, p: ProblemState, cause: ev.Event) -> list[ev.Event]:
+        s = self.cfg.search
+        samples = self._plan_samples(p)
+        beam_now = [self.kernels[k].scored() for k in p.beam]
+        new_beam = select_beam(beam_now, [[k.scored() for k in ks] for ks in samples.values()], s.beam_width,
+                               elitist=s.elitist)
+        p.beam = [b.kernel_id for b in new_beam]
+        best = min((self.kernels[b] for b in p.beam + ([p.best_id] if p.best_id else [])),
+                   key=lambda k: k.scored().rank_key)
+        p.best_id = best.kernel_id
+        outs: list[ev.Event] = [ev.BeamSelected(
+            **self._env("BeamSelected", p.name, p.iteration, cause=cause), problem=p.name, iteration=p.iteration,
+            beam=[self._beam_member(k) for k in p.beam],
+            best_kernel_id=p.best_id,
+        )]
+        p.phase = "summarize"
+        if self.stopping:
+            return outs + self._maybe_advance(p, cause)
+        pairs = []
+        for plan_id, ks in samples.items():
+            parent = self.kernels.get(p.plan_candidate.get(plan_id, ""))
+            if parent is None or not parent.passed or not parent.latency_ms:
+                continue
+            pair = plan_pair(parent.kernel_id, parent.latency_ms, [k.scored() for k in ks])
+            if pair:
+                pairs.append(pair)
+        picks = select_summaries(
+            pairs, positive_threshold=s.summary_positive_threshold, negative_threshold=s.summary_negative_threshold,
+            max_positive=s.summary_max_positive, max_total=s.summary_max_total,
+        )
+        for pick in picks:
+            slow, fast = self.kernels[pick.slow_id], self.kernels[pick.fast_id]
+            req = ev.SummaryRequested(
+                **self._env("SummaryRequested", p.name, p.iteration, pick.slow_id, pick.fast_id, cause=cause),
+                problem=p.name, iteration=p.iteration, slow_kernel_id=pick.slow_id, fast_kernel_id=pick.fast_id,
+                speedup=pick.speedup, positive=pick.positive, language=p.target.language, device=p.target.device,
+                slow_source=slow.source, fast_source=fast.source,
+            )
+            outs += self._request(p, req)
+        return outs + self._maybe_advance(p, cause)

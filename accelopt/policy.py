@@ -1,0 +1,100 @@
+"""Beam-search policies as pure functions: which kernels survive, which pairs become insights.
+
+Both follow the paper's reference code (per-plan best sample, top-B by latency; up to 4
+speedups > 1.04 and fill to 8 with slowdowns < 1/1.15), with one deliberate change: the
+beam is elitist, so the best kernel found so far never leaves it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A kernel as selection sees it. latency_ms is None for failed or unmeasured kernels."""
+
+    kernel_id: str
+    latency_ms: float | None
+    passed: bool
+    source_hash: str
+    order: int  # deterministic tie-break: position of the kernel in the log
+
+    @property
+    def rank_key(self) -> tuple[int, float, int]:
+        # measured before unmeasured; then fastest; then earliest
+        return (0 if self.latency_ms is not None else 1, self.latency_ms or 0.0, self.order)
+
+
+def best_of(samples: list[Scored]) -> Scored | None:
+    """The fastest correct sample of one plan (None if every sample failed)."""
+    ok = [s for s in samples if s.passed]
+    return min(ok, key=lambda s: s.rank_key) if ok else None
+
+
+def select_beam(beam: list[Scored], plan_samples: list[list[Scored]], width: int, *, elitist: bool = True) -> list[Scored]:
+    """The next beam from the current one and this iteration's samples grouped by plan.
+
+    elitist: top-`width` over (current beam + each plan's best sample), identical sources
+    collapsed, so the best-so-far always survives. Non-elitist (the reference code): top-
+    `width` over the plans' best samples, a plan whose samples all failed contributing its
+    parent instead.
+    """
+    children = [b for b in (best_of(s) for s in plan_samples) if b is not None]
+    pool = beam + children if elitist else (children or beam)
+    seen: set[str] = set()
+    out: list[Scored] = []
+    for s in sorted(pool, key=lambda s: s.rank_key):
+        if not s.passed or s.source_hash in seen:
+            continue
+        seen.add(s.source_hash)
+        out.append(s)
+        if len(out) == width:
+            break
+    return out or beam[:width]
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A (parent, child) result of one plan: speedup = parent latency / child latency."""
+
+    parent_id: str
+    child_id: str
+    speedup: float
+
+
+@dataclass(frozen=True)
+class SummaryPick:
+    slow_id: str
+    fast_id: str
+    speedup: float  # always >= 1: how much faster `fast` is than `slow`
+    positive: bool  # False: a regression, shown reversed ("undo this change")
+
+
+def plan_pair(parent_id: str, parent_latency: float, samples: list[Scored]) -> Pair | None:
+    """The pair one plan contributes to summarization (reference semantics): its best
+    sample if any sped up, else its worst if all slowed down; nothing for ties or failures."""
+    ok = [s for s in samples if s.passed and s.latency_ms]
+    if not ok or parent_latency <= 0:
+        return None
+    speedups = [(parent_latency / s.latency_ms, s) for s in ok]  # type: ignore[operator]
+    best = max(speedups, key=lambda t: (t[0], -t[1].order))
+    if best[0] > 1.0:
+        return Pair(parent_id, best[1].kernel_id, best[0])
+    worst = min(speedups, key=lambda t: (t[0], t[1].order))
+    if worst[0] < 1.0:
+        return Pair(parent_id, worst[1].kernel_id, worst[0])
+    return None
+
+
+def select_summaries(
+    pairs: list[Pair], *, positive_threshold: float, negative_threshold: float, max_positive: int, max_total: int,
+) -> list[SummaryPick]:
+    """Up to `max_positive` speedups > positive_threshold (largest first), then fill up to
+    `max_total` with slowdowns < 1/negative_threshold (worst first), reversed."""
+    pos = sorted((p for p in pairs if p.speedup > positive_threshold), key=lambda p: (-p.speedup, p.child_id))
+    neg = sorted((p for p in pairs if p.speedup < 1.0 / negative_threshold), key=lambda p: (p.speedup, p.child_id))
+    picks = [SummaryPick(p.parent_id, p.child_id, p.speedup, True) for p in pos[:max_positive]]
+    for p in neg[: max(0, max_total - len(picks))]:
+        picks.append(SummaryPick(p.child_id, p.parent_id, 1.0 / p.speedup, False))
+    return picks
