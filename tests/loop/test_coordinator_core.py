@@ -11,7 +11,17 @@ import pytest
 
 from accelopt.config import build_config
 from accelopt.coordinator import CoordinatorCore, RetrieveMemory
-from accelopt.problem import AxisConst, BuildSpec, Definition, Problem, Roofline, Solution, SourceFile, TensorSpec, Workload
+from accelopt.problem import (
+    AxisConst,
+    BuildSpec,
+    Definition,
+    Problem,
+    Roofline,
+    Solution,
+    SourceFile,
+    TensorSpec,
+    Workload,
+)
 from accelopt.profile import LatencyStats, Profile
 from accelopt.records import TokenUsage
 from events import catalog as c
@@ -131,7 +141,7 @@ def of(log, t):
 
 
 def test_run_completes_with_the_configured_shape():
-    core, log, _ = drive(["search.fix_rounds=0", "memory.enabled=false"])
+    _core, log, _ = drive(["search.fix_rounds=0", "memory.enabled=false"])
     assert isinstance(log[-1], c.RunCompleted) and log[-1].reason == "completed"
     for name in ("a", "b"):
         its = [e for e in of(log, c.IterationCompleted) if e.problem == name]
