@@ -21,6 +21,7 @@ from accelopt.records import MemoryEntry
 SCHEMA_VERSION = "1"
 VECTOR_COLUMN = "embedding"
 META_SCHEMA = b"accelopt.memory.schema"
+PK_KEY = b"lance-schema:unenforced-primary-key:position"
 META_MODEL = b"accelopt.memory.embedding_model"
 META_DIM = b"accelopt.memory.embedding_dim"
 
@@ -35,7 +36,9 @@ _NOOP_MARKER = "no optimization found"
 
 def table_schema(dim: int, model: str) -> pa.Schema:
     fields = [
-        pa.field("id", pa.string(), nullable=False),
+        # The primary-key marker makes concurrent merge-inserts of one id conflict (and retry)
+        # instead of both inserting it: without it two writers can duplicate a row.
+        pa.field("id", pa.string(), nullable=False, metadata={PK_KEY: b"1"}),
         pa.field("source_run", pa.string()),
         pa.field("problem", pa.string()),
         pa.field("op_type", pa.string()),

@@ -32,6 +32,7 @@ from memory_index.retrieval import DEFAULT_TOP_M, DUPLICATE_COSINE, Filters, col
 from memory_index.schema import (
     ENTRY_FIELDS,
     LIGHT_COLUMNS,
+    PK_KEY,
     VECTOR_COLUMN,
     embed_text,
     entries_to_table,
@@ -137,6 +138,7 @@ class MemoryIndex:
             model, _ = schema_model(tbl.schema)
             if model is None:
                 raise MemoryIndexError(f"table {table!r} at {norm} is not an AccelOpt memory table")
+            _ensure_primary_key(tbl)
             if index._embedder is None:
                 index._embedder = Embedder(model)
             elif canonical_model_name(index._embedder.name) != model:
@@ -503,6 +505,15 @@ class MemoryIndex:
         if cleanup_older_than_s is not None:
             kwargs["cleanup_older_than"] = timedelta(seconds=cleanup_older_than_s)
         tbl.optimize(**kwargs)
+
+
+def _ensure_primary_key(tbl: Any) -> None:
+    """Mark `id` as the primary key on tables made before it was part of the schema."""
+    if PK_KEY not in (tbl.schema.field("id").metadata or {}):
+        try:
+            tbl.set_unenforced_primary_key("id")
+        except Exception:  # read-only store or a racing writer: the next open retries
+            pass
 
 
 def _index_name(ix: Any) -> str:

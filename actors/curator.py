@@ -1,0 +1,217 @@
+"""The memory curator: projects `MemoryEntryAdded` events into the LanceDB memory.
+
+A `Worker` on one durable pull consumer over every run's `MemoryEntryAdded` subject.
+Concurrent deliveries are gathered into micro-batches (one embedding call and one LanceDB
+commit per batch); each delivery is acked only after its batch is committed, so a crash
+loses nothing (JetStream redelivers) and a redelivery writes nothing twice (the upsert is
+idempotent by entry id). Several curators, in one fleet or in fleets with their own NATS,
+may write the same memory URI: LanceDB commits are optimistic and conflicts are retried.
+
+The durable consumer's name is derived from the memory URI and table by default, so
+pointing a curator at a new memory makes it project the whole log into it from the start.
+The Ray wrapper (`MemoryCuratorActor`) is at the bottom; Ray is imported only when it is used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import hashlib
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from accelopt.records import MemoryEntry
+from actors.worker import Worker, WorkerOptions
+from events.catalog import Event, MemoryEntryAdded
+from events.log import EventLog, StreamSettings
+from events.subjects import role_filter
+from memory_index import Embedder, MemoryIndex, normalize_uri
+
+
+def curator_durable(uri: str, table: str = "memory") -> str:
+    """The durable consumer name of the curators writing `table` at `uri`."""
+    digest = hashlib.sha256(f"{normalize_uri(uri)}\x1f{table}".encode()).hexdigest()[:12]
+    return f"memory-curator-{digest}"
+
+
+def curator_options(uri: str, table: str = "memory", **overrides: Any) -> WorkerOptions:
+    base = WorkerOptions(
+        durable=curator_durable(uri, table),
+        filter_subject=role_filter("MemoryEntryAdded"),
+        concurrency=64,  # deliveries in flight: the batcher turns them into few commits
+        ack_wait_s=60.0,
+        heartbeat_s=10.0,
+        max_deliver=10,
+        retry_delay_s=1.0,
+    )
+    return dataclasses.replace(base, **overrides)
+
+
+class MicroBatcher:
+    """Collects items from concurrent callers and flushes them together.
+
+    `await add(item)` returns once the batch holding `item` was flushed (or raises the
+    flush's error). A batch goes out when it has `max_items` or `window_s` after its
+    first item; flushes run one at a time.
+    """
+
+    def __init__(
+        self, flush: Callable[[list[Any]], Awaitable[None]], *, max_items: int = 64, window_s: float = 0.05
+    ) -> None:
+        self._flush = flush
+        self.max_items = max_items
+        self.window_s = window_s
+        self._pending: list[tuple[Any, asyncio.Future[None]]] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def add(self, item: Any) -> None:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        self._pending.append((item, fut))
+        if len(self._pending) >= self.max_items:
+            self._kick()
+        elif self._timer is None:
+            self._timer = loop.call_later(self.window_s, self._kick)
+        await fut
+
+    def _kick(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        batch, self._pending = self._pending, []
+        if batch:
+            task = asyncio.get_running_loop().create_task(self._run(batch))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _run(self, batch: list[tuple[Any, asyncio.Future[None]]]) -> None:
+        async with self._lock:
+            try:
+                await self._flush([item for item, _ in batch])
+            except Exception as e:
+                for _, fut in batch:
+                    if not fut.done():
+                        fut.set_exception(e)
+                return
+            for _, fut in batch:
+                if not fut.done():
+                    fut.set_result(None)
+
+
+class MemoryCurator(Worker):
+    """Keeps the memory table equal to the log's MemoryEntryAdded events."""
+
+    role = "memory-curator"
+
+    def __init__(
+        self,
+        nats_url: str,
+        uri: str,
+        *,
+        table: str = "memory",
+        embedder: Embedder | str | None = None,
+        storage_options: dict[str, str] | None = None,
+        options: WorkerOptions | None = None,
+        stream: StreamSettings | None = None,
+        batch_max: int = 64,
+        batch_window_s: float = 0.05,
+        optimize_every: int = 200,
+    ) -> None:
+        super().__init__(nats_url, options or curator_options(uri, table), stream=stream)
+        self.uri = uri
+        self.table = table
+        self._embedder = embedder
+        self._storage_options = storage_options
+        self.index: MemoryIndex | None = None
+        self.written = 0
+        self.batches = 0
+        self.optimize_every = optimize_every
+        self._batcher = MicroBatcher(self._flush, max_items=batch_max, window_s=batch_window_s)
+
+    async def on_start(self, elog: EventLog) -> None:
+        self.index = await asyncio.to_thread(
+            MemoryIndex.open, self.uri, embedder=self._embedder, table=self.table,
+            storage_options=self._storage_options,
+        )
+        # Load the model now rather than inside the first delivery's ack window.
+        await asyncio.to_thread(lambda: self.index.embedder.model if self.index else None)
+
+    async def handle(self, event: Event) -> list[Event]:
+        if isinstance(event, MemoryEntryAdded):
+            await self._batcher.add(event.entry)
+        return []  # a projection: it publishes nothing
+
+    async def _flush(self, entries: list[MemoryEntry]) -> None:
+        assert self.index is not None
+        self.written += await asyncio.to_thread(self.index.upsert, entries)
+        self.batches += 1
+        if self.optimize_every and self.batches % self.optimize_every == 0:
+            await self._optimize()
+
+    async def _optimize(self) -> None:
+        """Compact the one-fragment-per-commit files now and then (best effort)."""
+        assert self.index is not None
+        try:
+            await asyncio.to_thread(self.index.optimize)
+        except Exception as e:  # a concurrent writer's commit won: try again next time
+            self.log.warning("memory optimize skipped", error=str(e))
+
+    def summary(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self.stats), "written": self.written, "batches": self.batches,
+                "durable": self.options.durable, "uri": self.uri, "table": self.table}
+
+
+# --- Ray wrapper -------------------------------------------------------------------------------
+
+class CuratorHost:
+    """What the Ray actor runs: one MemoryCurator, started by `run()`, stopped by `stop()`."""
+
+    def __init__(self, nats_url: str, uri: str, **kwargs: Any) -> None:
+        self._args = (nats_url, uri)
+        self._kwargs = kwargs
+        self._curator: MemoryCurator | None = None
+
+    def _get(self) -> MemoryCurator:
+        if self._curator is None:
+            self._curator = MemoryCurator(*self._args, **self._kwargs)
+        return self._curator
+
+    async def ready(self) -> bool:
+        """Connect, bind the consumer and load the model (so `run` starts consuming at once)."""
+        await self._get().connect()
+        return True
+
+    async def run(self, until_idle_s: float | None = None) -> dict[str, Any]:
+        curator = self._get()
+        try:
+            await curator.run(until_idle_s=until_idle_s)
+        finally:
+            with contextlib.suppress(Exception):
+                await curator.close()
+            self._curator = None
+        return curator.summary()
+
+    async def stop(self) -> None:
+        if self._curator is not None:
+            self._curator.stop()
+
+    async def summary(self) -> dict[str, Any]:
+        return self._curator.summary() if self._curator else {}
+
+
+_ray_actor: Any = None
+
+
+def __getattr__(name: str) -> Any:
+    """`MemoryCuratorActor`: `CuratorHost` as a Ray actor class, built on first use."""
+    global _ray_actor
+    if name == "MemoryCuratorActor":
+        if _ray_actor is None:
+            import ray
+
+            _ray_actor = ray.remote(num_cpus=0.25, max_restarts=-1)(CuratorHost)
+        return _ray_actor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

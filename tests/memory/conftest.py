@@ -1,0 +1,105 @@
+"""Fixtures of the memory tests: one embedding model per session, entry factories, a corpus."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from accelopt.records import MemoryEntry
+from events.catalog import MemoryEntryAdded, derive_event_id
+from memory_index import Embedder, MemoryIndex
+
+_counter = itertools.count()
+
+EntryFactory = Callable[..., MemoryEntry]
+
+
+@pytest.fixture(scope="session")
+def embedder() -> Embedder:
+    """The bundled all-MiniLM-L6-v2, loaded once (every Embedder in this process shares it)."""
+    emb = Embedder()
+    emb.encode(["warm up"])
+    return emb
+
+
+@pytest.fixture
+def memory_uri(tmp_path: Path) -> str:
+    return str(tmp_path / "memory")
+
+
+@pytest.fixture
+def memory(memory_uri: str, embedder: Embedder) -> Iterator[MemoryIndex]:
+    yield MemoryIndex.open(memory_uri, embedder=embedder)
+
+
+def new_entry(
+    title: str,
+    text: str,
+    *,
+    problem: str = "problem",
+    op_type: str | None = None,
+    device: str = "cpu",
+    language: str = "c",
+    speedup: float = 1.3,
+    source_run: str = "run-a",
+    id: str | None = None,
+    positive: bool = True,
+) -> MemoryEntry:
+    n = next(_counter)
+    return MemoryEntry(
+        id=id or f"{source_run}-m{n}", source_run=source_run, problem=problem, op_type=op_type or problem,
+        device=device, language=language, slow_kernel=f"/* slow {n} */", fast_kernel=f"/* fast {n} */",
+        speedup=speedup, title=title, text=text, created_at=1_700_000_000.0 + n, positive=positive,
+    )
+
+
+@pytest.fixture
+def make_entry() -> EntryFactory:
+    return new_entry
+
+
+def added_events(entries: list[MemoryEntry], run_id: str | None = None) -> list[MemoryEntryAdded]:
+    """MemoryEntryAdded events as the coordinator would emit them (ids derived from the entry)."""
+    return [
+        MemoryEntryAdded(
+            event_id=derive_event_id(run_id or e.source_run, "MemoryEntryAdded", e.id),
+            run_id=run_id or e.source_run, ts=time.time(), entry=e,
+        )
+        for e in entries
+    ]
+
+
+@pytest.fixture
+def to_events() -> Callable[..., list[MemoryEntryAdded]]:
+    return added_events
+
+
+CORPUS: list[tuple[str, str, str, str, str, str]] = [
+    # (problem, op_type, device, language, title, text)
+    ("softmax", "softmax", "cpu", "c", "**Vectorize exp with a polynomial approximation**",
+     "Replace expf in the inner loop by an 8-wide polynomial approximation so the compiler emits AVX2."),
+    ("conv2d", "convolution", "trn1", "nki", "**Tile output channels over 128 partitions**",
+     "Split the output channels into tiles of 128 partitions so the tensor engine stays busy."),
+    ("transpose", "transpose", "trn1", "nki", "**Use the DMA engine to transpose tiles**",
+     "Move 128x128 tiles with a transposing DMA instead of nc_transpose on the tensor engine."),
+    ("topk", "sort", "cpu", "c", "**Partial selection instead of a full sort**",
+     "Keep a k-element heap per row instead of sorting the whole row."),
+    ("embedding_lookup", "gather", "h100", "triton", "**Coalesce the gather by row blocks**",
+     "Load whole embedding rows with a BLOCK_D-wide vector load so accesses coalesce."),
+    ("cumsum", "scan", "cpu", "c", "**Blocked two-pass prefix sum**",
+     "Compute per-block sums in parallel with OpenMP, then add block offsets in a second pass."),
+    ("gelu", "activation", "h100", "triton", "**Fuse the bias add into the activation**",
+     "Read the bias in the same kernel as GELU instead of a separate elementwise kernel."),
+    ("histogram", "reduction", "cpu", "c", "**Privatize histogram bins per thread**",
+     "Give every OpenMP thread its own bins and merge them at the end to avoid atomics."),
+]
+
+
+@pytest.fixture
+def corpus() -> list[MemoryEntry]:
+    return [new_entry(t, x, problem=p, op_type=o, device=d, language=lang, source_run="run-corpus")
+            for p, o, d, lang, t, x in CORPUS]
