@@ -2,13 +2,19 @@
 
 Definition / Workload / Solution / Trace keep FlashInfer-Bench's field names and JSON shape,
 so its loaders accept what we export (they ignore unknown fields). Our extensions are the
-`x_` fields: numpy reference, tolerances, roofline expressions, and the languages `c` and
-`nki`.
+`x_` fields: numpy reference, tolerances, roofline expressions, input initialisation and
+adversarial cases, and the languages `c` and `nki`.
+
+Loading checks more than the JSON shape: axes named in shapes exist, references define
+`run`, roofline expressions are whitelisted arithmetic of the axes (`parse_expression`).
+Every failure is a `ProblemFileError` naming the file and the field.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
+import math
 from pathlib import Path
 from typing import Any, Literal
 
@@ -77,6 +83,19 @@ class Definition(_Base):
     x_tolerance: Tolerance | None = None
     x_roofline: Roofline | None = None
     x_input_init: dict[str, str] = {}
+    # Adversarial input cases: case name -> {input name -> init expression}; inputs a case
+    # does not name keep their x_input_init. None = the default cases of the validity layer
+    # (large magnitudes); {} = none.
+    x_adversarial: dict[str, dict[str, str]] | None = None
+
+    def shape_of(self, name: str, axes: dict[str, int]) -> tuple[int, ...] | None:
+        """Concrete shape of an input or output (None for a scalar) at these axis values."""
+        spec = self.inputs.get(name) or self.outputs.get(name)
+        if spec is None:
+            raise KeyError(name)
+        if spec.shape is None:
+            return None
+        return tuple(int(axes[a]) for a in spec.shape)
 
 
 class RandomInput(_Base, tag="random", tag_field="type"):
@@ -210,6 +229,173 @@ class Problem(_Base):
     def content_hash(self) -> str:
         return hashlib.sha256(msgspec.json.encode(self)).hexdigest()
 
+    def input_shapes(self) -> dict[str, tuple[int, ...] | None]:
+        axes = self.axis_values()
+        return {n: self.definition.shape_of(n, axes) for n in self.definition.inputs}
+
+    def output_shapes(self) -> dict[str, tuple[int, ...] | None]:
+        axes = self.axis_values()
+        return {n: self.definition.shape_of(n, axes) for n in self.definition.outputs}
+
+
+# --- whitelisted arithmetic (roofline expressions) -------------------------------------------
+
+class ExpressionError(ValueError):
+    """An expression outside the whitelist, or naming an unknown axis."""
+
+
+_BINOPS = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.Div: lambda a, b: a / b,
+    ast.Pow: lambda a, b: a ** b,
+}
+
+
+def parse_expression(expr: str) -> ast.Expression:
+    """Parse an arithmetic expression: numbers, names, + - * / ** and parentheses only.
+
+    Problem files come from outside the program, so their expressions never reach `eval`.
+    """
+    if not isinstance(expr, str) or len(expr) > 2000:
+        raise ExpressionError("expression must be a string of at most 2000 characters")
+    try:
+        tree = ast.parse(expr.strip() or "0", mode="eval")
+    except SyntaxError as e:
+        raise ExpressionError(f"{expr!r}: not an arithmetic expression ({e.msg})") from None
+    nodes = list(ast.walk(tree))
+    if len(nodes) > 400:
+        raise ExpressionError(f"{expr!r}: too long")
+    for node in nodes:
+        if isinstance(node, ast.Expression | ast.Name | ast.Load | ast.UAdd | ast.USub
+                      | ast.BinOp | ast.UnaryOp):
+            continue
+        if isinstance(node, ast.operator) and type(node) in _BINOPS:
+            continue
+        if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+            continue
+        raise ExpressionError(f"{expr!r}: {type(node).__name__} is not allowed "
+                              "(only numbers, axis names, + - * / ** and parentheses)")
+    return tree
+
+
+def expression_names(expr: str) -> set[str]:
+    return {n.id for n in ast.walk(parse_expression(expr)) if isinstance(n, ast.Name)}
+
+
+def eval_expression(expr: str, names: dict[str, int] | dict[str, float]) -> float:
+    """Evaluate a whitelisted expression in floats (overflow raises instead of hanging)."""
+    tree = parse_expression(expr)
+
+    def ev(node: ast.AST) -> float:
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant):
+            return float(node.value)
+        if isinstance(node, ast.Name):
+            if node.id not in names:
+                raise ExpressionError(f"{expr!r}: unknown name {node.id!r}")
+            return float(names[node.id])
+        if isinstance(node, ast.UnaryOp):
+            v = ev(node.operand)
+            return -v if isinstance(node.op, ast.USub) else v
+        if isinstance(node, ast.BinOp):
+            a, b = ev(node.left), ev(node.right)
+            try:
+                out = _BINOPS[type(node.op)](a, b)
+            except (OverflowError, ZeroDivisionError) as e:
+                raise ExpressionError(f"{expr!r}: {e}") from None
+            if isinstance(out, complex) or not math.isfinite(out):
+                raise ExpressionError(f"{expr!r}: result is not a finite real number")
+            return out
+        raise ExpressionError(f"{expr!r}: unexpected {type(node).__name__}")  # pragma: no cover
+
+    return ev(tree)
+
+
+# --- semantic validation -------------------------------------------------------------------
+
+def _defines_run(source: str) -> bool:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    return any(isinstance(n, ast.FunctionDef) and n.name == "run" for n in tree.body)
+
+
+def definition_errors(d: Definition) -> list[str]:
+    """What is wrong with a definition beyond its JSON shape, each as `field: reason`."""
+    errs: list[str] = []
+    for kind, tensors in (("inputs", d.inputs), ("outputs", d.outputs)):
+        for name, spec in tensors.items():
+            for a in spec.shape or []:
+                if a not in d.axes:
+                    errs.append(f"{kind}.{name}.shape: axis {a!r} is not in axes")
+    for name in set(d.inputs) & set(d.outputs):
+        errs.append(f"outputs.{name}: also an input name")
+    if not d.outputs:
+        errs.append("outputs: at least one output is required")
+    if not _defines_run(d.reference):
+        errs.append("reference: must be Python source defining a top-level `run`")
+    if d.x_numpy_reference is not None and not _defines_run(d.x_numpy_reference):
+        errs.append("x_numpy_reference: must be Python source defining a top-level `run`")
+    if d.x_roofline is not None:
+        for field in ("flops_matmul", "flops_vector", "bytes_min"):
+            try:
+                unknown = expression_names(getattr(d.x_roofline, field)) - set(d.axes)
+            except ExpressionError as e:
+                errs.append(f"x_roofline.{field}: {e}")
+                continue
+            if unknown:
+                errs.append(f"x_roofline.{field}: unknown axes {sorted(unknown)}")
+    for name in d.x_input_init:
+        if name not in d.inputs:
+            errs.append(f"x_input_init.{name}: not an input")
+    for case, inits in (d.x_adversarial or {}).items():
+        for name in inits:
+            if name not in d.inputs:
+                errs.append(f"x_adversarial.{case}.{name}: not an input")
+    return errs
+
+
+def solution_errors(s: Solution) -> list[str]:
+    errs: list[str] = []
+    if s.spec.entry_point.count("::") != 1:
+        errs.append("spec.entry_point: must be '<file>::<function>'")
+    paths = [src.path for src in s.sources]
+    if not paths:
+        errs.append("sources: at least one source file is required")
+    if len(set(paths)) != len(paths):
+        errs.append("sources: duplicate paths")
+    for p in paths:
+        if p.startswith("/") or ".." in p.split("/"):
+            errs.append(f"sources.{p}: paths must be relative and stay inside the solution")
+    if s.spec.entry_point.split("::", 1)[0] not in paths:
+        errs.append("spec.entry_point: entry file is not among the sources")
+    return errs
+
+
+def workload_errors(w: Workload, d: Definition) -> list[str]:
+    errs: list[str] = []
+    for name, axis in d.axes.items():
+        if isinstance(axis, AxisVar) and name not in w.axes:
+            errs.append(f"axes.{name}: value missing for var axis of {d.name}")
+    for name, value in w.axes.items():
+        if name not in d.axes:
+            errs.append(f"axes.{name}: not an axis of {d.name}")
+        elif value < 0:
+            errs.append(f"axes.{name}: must be >= 0")
+    for name in w.inputs:
+        if name not in d.inputs:
+            errs.append(f"inputs.{name}: not an input of {d.name}")
+    return errs
+
+
+def _raise_if(path: str | Path, kind: str, errs: list[str]) -> None:
+    if errs:
+        raise ProblemFileError(f"{path}: invalid {kind}: " + "; ".join(errs))
+
 
 def _decode_file(path: str | Path, kind: type, *, lines: bool = False) -> Any:
     p = Path(path)
@@ -228,11 +414,35 @@ def _decode_file(path: str | Path, kind: type, *, lines: bool = False) -> Any:
 
 
 def load_definition(path: str | Path) -> Definition:
-    return _decode_file(path, Definition)
+    d = _decode_file(path, Definition)
+    _raise_if(path, "Definition", definition_errors(d))
+    return d
 
 
 def load_solution(path: str | Path) -> Solution:
-    return _decode_file(path, Solution)
+    s = _decode_file(path, Solution)
+    _raise_if(path, "Solution", solution_errors(s))
+    return s
+
+
+def load_workload(path: str | Path, definition: Definition | None = None) -> Workload:
+    """A Workload JSON object, or a FlashInfer workload line (a Trace with no solution)."""
+    p = Path(path)
+    try:
+        raw = msgspec.json.decode(p.read_bytes())
+    except OSError as e:
+        raise ProblemFileError(f"{p}: cannot read ({e.strerror})") from e
+    except msgspec.DecodeError as e:
+        raise ProblemFileError(f"{p}: not valid JSON: {e}") from e
+    kind: type = Trace if isinstance(raw, dict) and "workload" in raw else Workload
+    try:
+        obj = msgspec.convert(raw, kind)
+    except msgspec.ValidationError as e:
+        raise ProblemFileError(f"{p}: invalid {kind.__name__}: {e}") from e
+    w = obj.workload if isinstance(obj, Trace) else obj
+    if definition is not None:
+        _raise_if(path, "Workload", workload_errors(w, definition))
+    return w
 
 
 def load_traces(path: str | Path) -> list[Trace]:

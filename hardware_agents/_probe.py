@@ -1,0 +1,66 @@
+"""A sandbox self-check target: reports what a child process can see and do.
+
+`run_sandboxed("hardware_agents._probe:describe")` returns a `ProbeReport`; tests and the
+other agents' authors use it to confirm the isolation on a given machine.
+"""
+
+from __future__ import annotations
+
+import encodings.idna  # noqa: F401  (socket needs it; lazy imports fail after the privilege drop)
+import os
+import resource
+import socket
+from pathlib import Path
+
+import msgspec
+
+
+class ProbeRequest(msgspec.Struct, kw_only=True):
+    try_write: list[str] = []
+    try_read: list[str] = []
+    try_connect: list[tuple[str, int]] = []
+
+
+class ProbeReport(msgspec.Struct, kw_only=True):
+    uid: int
+    gid: int
+    cwd: str
+    env: dict[str, str]
+    rlimits: dict[str, tuple[int, int]]
+    writable: dict[str, str]
+    readable: dict[str, str]
+    connect: dict[str, str]
+
+
+def _attempt(fn) -> str:  # -> "ok" or the error
+    try:
+        fn()
+        return "ok"
+    except OSError as e:
+        return f"{type(e).__name__}: {e.strerror}"
+
+
+def describe(payload: bytes, workdir: Path) -> ProbeReport:
+    req = msgspec.msgpack.decode(payload, type=ProbeRequest) if payload else ProbeRequest()
+
+    def write(p: str) -> None:
+        with open(p, "w") as f:
+            f.write("probe")
+
+    def read(p: str) -> None:
+        with open(p, "rb") as f:
+            f.read(16)
+
+    def connect(host: str, port: int) -> None:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.settimeout(1.0)
+            s.connect((host, port))
+
+    names = ["RLIMIT_CPU", "RLIMIT_AS", "RLIMIT_NPROC", "RLIMIT_FSIZE", "RLIMIT_CORE"]
+    return ProbeReport(
+        uid=os.getuid(), gid=os.getgid(), cwd=os.getcwd(), env=dict(os.environ),
+        rlimits={n: resource.getrlimit(getattr(resource, n)) for n in names},
+        writable={p: _attempt(lambda p=p: write(p)) for p in req.try_write},
+        readable={p: _attempt(lambda p=p: read(p)) for p in req.try_read},
+        connect={f"{h}:{port}": _attempt(lambda h=h, port=port: connect(h, port)) for h, port in req.try_connect},
+    )

@@ -1,0 +1,126 @@
+"""The sandbox launcher: `python -m hardware_agents._sandbox_child SPEC_FILE`.
+
+Runs in the fresh child process that `hardware_agents.sandbox` starts, and locks it down
+in an order that works, before any untrusted code is loaded:
+
+1. new network namespace (needs root, so before dropping privileges; best effort);
+2. import the trusted harness module and `preload` modules (after step 5 the interpreter
+   may no longer be able to read its own library, e.g. a Python under /root);
+3. rlimits: CPU seconds, address space, processes, file size, core dumps = 0;
+4. cwd = the private work dir, umask 077;
+5. drop to the unprivileged uid/gid chosen by the parent (when started as root);
+6. no_new_privs + Landlock: writes only beneath the work dir, reads only beneath the
+   allowed trees, no TCP, no signals/abstract sockets outside the domain;
+7. call `target(payload, workdir)`; encode its msgspec result into the result file.
+
+The result file is data the parent validates, never a verdict it trusts.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import os
+import resource
+import sys
+import traceback
+from pathlib import Path
+
+import msgspec
+
+_CLONE_NEWNET = 0x40000000
+_PR_SET_DUMPABLE = 4
+
+
+class ChildSpec(msgspec.Struct, kw_only=True):
+    target: str
+    payload: bytes
+    workdir: str
+    result_path: str
+    uid: int | None = None
+    gid: int | None = None
+    rlimits: dict[str, tuple[int, int]] = {}
+    isolate_network: bool = True
+    landlock: bool = True
+    read_paths: list[str] | None = None
+    write_paths: list[str] = []
+    preload: list[str] = []
+
+
+class ChildReport(msgspec.Struct, kw_only=True):
+    ok: bool
+    payload: bytes = b""
+    error: str = ""
+    error_type: str = ""
+    isolation: dict[str, str] = {}
+
+
+def _write_report(path: str, report: ChildReport) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(msgspec.msgpack.encode(report))
+    os.replace(tmp, path)
+
+
+def _resolve(target: str):  # -> Callable[[bytes, Path], object]
+    mod_name, _, attr = target.partition(":")
+    if not attr:
+        raise ValueError(f"target {target!r} must be 'package.module:function'")
+    return getattr(importlib.import_module(mod_name), attr)
+
+
+def _lock_down(spec: ChildSpec, isolation: dict[str, str]) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    for name, (soft, hard) in spec.rlimits.items():
+        resource.setrlimit(getattr(resource, name), (soft, hard))
+    os.chdir(spec.workdir)
+    os.umask(0o077)
+    if spec.uid is not None and spec.gid is not None:
+        os.setgroups([])
+        os.setresgid(spec.gid, spec.gid, spec.gid)
+        os.setresuid(spec.uid, spec.uid, spec.uid)
+        isolation["uid"] = str(os.getuid())
+    libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    if spec.landlock:
+        from hardware_agents import landlock
+
+        try:
+            isolation.update(landlock.restrict(write_paths=spec.write_paths, read_paths=spec.read_paths))
+        except landlock.LandlockError as e:
+            isolation["landlock"] = f"unavailable: {e}"
+
+
+def main(argv: list[str]) -> int:
+    spec = msgspec.msgpack.decode(Path(argv[1]).read_bytes(), type=ChildSpec)
+    isolation: dict[str, str] = {}
+    try:
+        if spec.isolate_network:
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.unshare(_CLONE_NEWNET) == 0:
+                isolation["network"] = "netns"
+            else:
+                isolation["network"] = f"shared ({os.strerror(ctypes.get_errno())})"
+        fn = _resolve(spec.target)
+        for mod in spec.preload:
+            importlib.import_module(mod)
+        _lock_down(spec, isolation)
+    except BaseException as e:  # setup failed: nothing untrusted ran yet
+        _write_report(spec.result_path, ChildReport(ok=False, error=f"sandbox setup failed: {e}",
+                                                    error_type="SandboxSetupError", isolation=isolation))
+        sys.stdout.flush()
+        os._exit(3)
+    try:
+        result = fn(spec.payload, Path(spec.workdir))
+        payload = result if isinstance(result, bytes) else msgspec.msgpack.encode(result)
+        report = ChildReport(ok=True, payload=payload, isolation=isolation)
+    except BaseException as e:
+        report = ChildReport(ok=False, error=f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=20)}",
+                             error_type=type(e).__name__, isolation=isolation)
+    _write_report(spec.result_path, report)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # skip interpreter teardown and any atexit hooks the untrusted code registered
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,224 @@
+"""The hardware-agent interface, the device registry and the roofline (DESIGN §1, §6).
+
+A hardware agent turns (problem, solution) into a `Profile`: compile, check correctness on
+fresh and adversarial inputs, time, and place the result on the device's roofline:
+
+    T_peak = max(bytes_min / BW, flops_matmul / PEAK_MM, flops_vector / PEAK_VEC)
+    pct_peak = T_peak / t_measured
+
+Roofline expressions come from problem files, i.e. from outside the program, so they are
+evaluated by a small AST whitelist (numbers, axis names, + - * / ** and parentheses; see
+`accelopt.problem.eval_expression`), never by `eval`.
+
+Agents register by kind (`register_agent("cpu", factory)`); each agent subpackage of
+`hardware_agents` registers itself when imported, and `get_agent`/`available_devices`
+import the subpackages on first use, so adding a device needs no edit here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import math
+import pkgutil
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+import msgspec
+
+from accelopt.problem import (
+    ExpressionError,
+    Problem,
+    Solution,
+    eval_expression,
+    expression_names,
+    parse_expression,
+)
+from accelopt.profile import Bound, Profile
+
+__all__ = [
+    "DEFAULT_SEEDS", "BandwidthPoint", "DeviceSpec", "ExpressionError", "HardwareAgent",
+    "RooflineTerms", "available_devices", "eval_expression", "expression_names", "get_agent",
+    "parse_expression", "pct_peak", "register_agent", "registered_kinds", "roofline_terms",
+    "t_peak",
+]
+
+# Correctness seeds used when the caller names none (three fresh seeds, as the issue asks).
+DEFAULT_SEEDS: tuple[int, ...] = (0, 21, 42)
+
+
+class BandwidthPoint(msgspec.Struct, frozen=True, kw_only=True):
+    """Measured bandwidth when the data of one pass occupies `working_set_bytes`."""
+
+    working_set_bytes: int
+    bytes_per_s: float
+
+
+class DeviceSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Roofline peaks of one device (per core / per chip as the kind defines it).
+
+    `bw_curve`, when present, makes the memory roof cache-aware: the bandwidth that applies
+    is the one measured at the working set the kernel is timed with (see `bandwidth_at`).
+    """
+
+    kind: str
+    name: str
+    peak_bw_bytes_s: float
+    peak_matmul_flops: float
+    peak_vector_flops: float
+    source: str = ""
+    measured: bool = False
+    bw_curve: list[BandwidthPoint] = []
+    extra: dict[str, str] = {}
+
+    def bandwidth_at(self, working_set_bytes: float | None) -> float:
+        """Bandwidth for a working set: log-linear interpolation on `bw_curve`.
+
+        Below the smallest point the smallest point's value is used, above the largest the
+        largest's; with no curve (or no size given) it is `peak_bw_bytes_s`.
+        """
+        if not self.bw_curve or working_set_bytes is None:
+            return self.peak_bw_bytes_s
+        pts = sorted(self.bw_curve, key=lambda p: p.working_set_bytes)
+        w = max(float(working_set_bytes), 1.0)
+        if w <= pts[0].working_set_bytes:
+            return pts[0].bytes_per_s
+        for lo, hi in itertools.pairwise(pts):
+            if w <= hi.working_set_bytes:
+                f = (math.log(w) - math.log(lo.working_set_bytes)) / (
+                    math.log(hi.working_set_bytes) - math.log(lo.working_set_bytes))
+                return lo.bytes_per_s + f * (hi.bytes_per_s - lo.bytes_per_s)
+        return pts[-1].bytes_per_s
+
+
+# --- roofline --------------------------------------------------------------------------------
+
+class RooflineTerms(msgspec.Struct, frozen=True, kw_only=True):
+    flops_matmul: float
+    flops_vector: float
+    bytes_min: float
+
+
+def roofline_terms(problem: Problem) -> RooflineTerms:
+    """The problem's FLOPs and minimal bytes at its workload's axis values."""
+    roof = problem.definition.x_roofline
+    if roof is None:
+        raise ExpressionError(f"{problem.name}: definition has no x_roofline")
+    axes = problem.axis_values()
+    return RooflineTerms(
+        flops_matmul=eval_expression(roof.flops_matmul, axes),
+        flops_vector=eval_expression(roof.flops_vector, axes),
+        bytes_min=eval_expression(roof.bytes_min, axes),
+    )
+
+
+def t_peak(problem: Problem, spec: DeviceSpec, *, working_set_bytes: float | None = None,
+           ) -> tuple[float, Bound]:
+    """Roofline time in seconds and which roof binds.
+
+    `working_set_bytes` selects the bandwidth on a cache-aware spec; by default it is the
+    problem's `bytes_min`.
+    """
+    terms = roofline_terms(problem)
+    ws = terms.bytes_min if working_set_bytes is None else working_set_bytes
+    candidates: list[tuple[float, Bound]] = [
+        (terms.bytes_min / spec.bandwidth_at(ws), "memory"),
+        (terms.flops_matmul / spec.peak_matmul_flops, "matmul"),
+        (terms.flops_vector / spec.peak_vector_flops, "vector"),
+    ]
+    return max(candidates, key=lambda c: c[0])
+
+
+def pct_peak(t_peak_s: float, t_measured_s: float) -> float:
+    """Fraction of peak (1.0 = on the roofline); 0 when nothing was measured."""
+    if t_measured_s <= 0 or not math.isfinite(t_measured_s):
+        return 0.0
+    return t_peak_s / t_measured_s
+
+
+# --- the interface ---------------------------------------------------------------------------
+
+class HardwareAgent(ABC):
+    """Profiles kernels for one device kind. `profile` blocks and is safe to call from threads."""
+
+    kind: ClassVar[str]
+    languages: ClassVar[tuple[str, ...]]
+
+    @property
+    @abstractmethod
+    def device(self) -> DeviceSpec:
+        """The roofline spec used for % of peak (measured or cited)."""
+
+    @abstractmethod
+    def profile(self, problem: Problem, solution: Solution, *, seeds: Sequence[int] = DEFAULT_SEEDS,
+                timeout_s: float | None = None, measure: bool = True) -> Profile:
+        """Compile, check correctness on `seeds` plus adversarial inputs, time (if `measure`),
+        and return the Profile. Never raises for a bad kernel: failures are statuses."""
+
+    def toolchain(self) -> dict[str, str]:
+        """Versions of the tools that produced a profile (compiler, runtime, libraries)."""
+        return {}
+
+    def close(self) -> None:  # noqa: B027 (optional hook, default: nothing to release)
+        """Release cached resources (temporary data, worker processes)."""
+
+
+AgentFactory = Callable[..., HardwareAgent]
+
+
+class _Registration(msgspec.Struct, frozen=True):
+    factory: Any  # AgentFactory
+    probe: Any = None  # Callable[[], bool] | None: is the device usable on this machine?
+
+
+_registry: dict[str, _Registration] = {}
+_registry_lock = threading.Lock()
+_discovered = False
+
+
+def register_agent(kind: str, factory: AgentFactory, *, probe: Callable[[], bool] | None = None) -> None:
+    """Make `get_agent(kind, **opts)` call `factory(**opts)`. Re-registering replaces."""
+    with _registry_lock:
+        _registry[kind] = _Registration(factory=factory, probe=probe)
+
+
+def _discover() -> None:
+    """Import every agent subpackage once; each registers its kinds on import."""
+    global _discovered
+    if _discovered:
+        return
+    import hardware_agents
+
+    for mod in pkgutil.iter_modules(hardware_agents.__path__):
+        if mod.ispkg and not mod.name.startswith("_"):
+            importlib.import_module(f"hardware_agents.{mod.name}")
+    _discovered = True
+
+
+def registered_kinds() -> list[str]:
+    _discover()
+    return sorted(_registry)
+
+
+def available_devices() -> list[str]:
+    """Kinds whose agent can run on this machine (its probe says so, or it has no probe)."""
+    _discover()
+    out = []
+    for kind, reg in sorted(_registry.items()):
+        try:
+            ok = reg.probe() if reg.probe is not None else True
+        except Exception:
+            ok = False
+        if ok:
+            out.append(kind)
+    return out
+
+
+def get_agent(kind: str, **opts: Any) -> HardwareAgent:
+    _discover()
+    reg = _registry.get(kind)
+    if reg is None:
+        raise KeyError(f"no hardware agent for device kind {kind!r}; registered: {sorted(_registry)}")
+    return reg.factory(**opts)
