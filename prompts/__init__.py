@@ -1,0 +1,159 @@
+"""Prompt templates of the four LLM agents, per kernel language (DESIGN §4, paper §2).
+
+Templates are text files shipped in this package: `<role>.<language>.txt` (roles planner,
+executor, fixer, summarizer; languages c, triton, nki), each with a `=== system ===` and a
+`=== user ===` section, plus `primer.<language>.txt` (the language and device primer with
+the profile glossary). Placeholders are `{{name}}`; every placeholder must be filled and
+values are inserted verbatim (never re-scanned).
+
+They stay close to the paper's prompts (planner: one single-step plan; executor: the full
+kernel in one fenced block; fixer: code + error log -> fixed full kernel; summarizer: a
+`**title**` line, a general description, original/optimized snippets, or "No optimization
+found") and fix its bugs: the summarizer gets the speedup; the problem shows its concrete
+shapes (axis values) and the true correctness bar; the planner gets the whole profile
+(latency, % of peak, bound, counters) with its lines shuffled deterministically by (run
+seed, request id), and the retrieved insights with the device, language and speedup of
+each; the fixer also sees the last version that compiled.
+
+Public API: `render(role, language, **context) -> list[ChatMessage]`, `ROLES`, `LANGUAGES`,
+`template_text(name)`, and the formatters in `prompts.format`.
+
+Context per role (all keyword arguments):
+- planner: problem: Problem, source: str, profile: Profile | None, insights:
+  Sequence[RetrievedInsight] = (), device: str, seed: int, request_id: str
+- executor: problem, source, plan: str, device
+- fixer: problem, source, error_log: str, status: str, parent_source: str = "", device
+- summarizer: problem: Problem | None, slow_source, fast_source, speedup: float,
+  positive: bool = True, device
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from accelopt.problem import Problem
+from accelopt.records import ChatMessage
+from prompts.format import FENCE_LANG, fence, format_problem, format_profile, format_speedup
+
+ROLES = ("planner", "executor", "fixer", "summarizer")
+LANGUAGES = ("c", "triton", "nki")
+LANGUAGE_ALIASES = {"c": "c", "triton": "triton", "python": "triton", "nki": "nki"}
+
+_PLACEHOLDER = re.compile(r"\{\{([a-z_]+)\}\}")
+_SECTION = re.compile(r"^=== (system|user) ===\n", re.MULTILINE)
+
+__all__ = ["LANGUAGES", "ROLES", "PromptError", "normalize_language", "render", "template_text"]
+
+
+class PromptError(ValueError):
+    pass
+
+
+def normalize_language(language: str) -> str:
+    lang = LANGUAGE_ALIASES.get(language.lower())
+    if lang is None:
+        raise PromptError(f"no prompts for kernel language {language!r}; known: {', '.join(LANGUAGES)}")
+    return lang
+
+
+@cache
+def template_text(name: str) -> str:
+    """The text of a template file of this package (e.g. "planner.c.txt")."""
+    try:
+        return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+    except FileNotFoundError as e:
+        raise PromptError(f"prompt template {name!r} is missing from the prompts package") from e
+
+
+def _fill(template: str, values: dict[str, str], name: str) -> str:
+    missing = sorted({m for m in _PLACEHOLDER.findall(template) if m not in values})
+    if missing:
+        raise PromptError(f"{name}: no value for {', '.join(missing)}")
+    return _PLACEHOLDER.sub(lambda m: values[m.group(1)], template)
+
+
+def _sections(text: str, name: str) -> dict[str, str]:
+    parts = _SECTION.split(text)
+    if len(parts) != 5 or parts[1] != "system" or parts[3] != "user":
+        raise PromptError(f"{name}: expected a '=== system ===' then a '=== user ===' section")
+    return {"system": parts[2], "user": parts[4]}
+
+
+def _entry(problem: Problem | None, language: str) -> str:
+    if problem is not None:
+        try:
+            return problem.baseline.entry_symbol
+        except (IndexError, AttributeError):
+            pass
+    return {"c": "kernel", "triton": "run", "nki": "kernel"}[language]
+
+
+def _need(ctx: dict[str, Any], role: str, *keys: str) -> None:
+    missing = [k for k in keys if k not in ctx]
+    if missing:
+        raise PromptError(f"render({role!r}): missing context {', '.join(missing)}")
+
+
+def _experiences(insights: Sequence[Any]) -> str:
+    if not insights:
+        return ""
+    from memory_index import format_for_prompt
+
+    return "\n" + format_for_prompt(list(insights))
+
+
+def _values(role: str, lang: str, ctx: dict[str, Any]) -> dict[str, str]:
+    tag = FENCE_LANG[lang]
+    problem: Problem | None = ctx.get("problem")
+    device = str(ctx.get("device", "cpu"))
+    v = {"primer": template_text(f"primer.{lang}.txt").strip(), "device": device,
+         "entry": _entry(problem, lang)}
+    if role in ("planner", "executor", "fixer"):
+        _need(ctx, role, "problem", "source")
+        assert problem is not None
+        v["problem"] = format_problem(problem, lang)
+        v["source"] = fence(ctx["source"], tag)
+    if role == "planner":
+        _need(ctx, role, "seed", "request_id")
+        v["profile"] = format_profile(ctx.get("profile"), seed=int(ctx["seed"]), request_id=str(ctx["request_id"]))
+        v["experiences"] = _experiences(ctx.get("insights") or ())
+    elif role == "executor":
+        _need(ctx, role, "plan")
+        v["plan"] = fence(ctx["plan"], "text")
+    elif role == "fixer":
+        _need(ctx, role, "error_log")
+        v["status"] = str(ctx.get("status") or "failed")
+        log = ctx["error_log"].strip() or "(the harness gave no log)"
+        v["error_log"] = fence(log, "text")
+        parent = (ctx.get("parent_source") or "").strip()
+        v["parent_section"] = (
+            "\n# Last working version\nThe wrong code was derived from this version, which compiles and "
+            "passes the checks. Keep the wrong code's optimization if you can fix it; otherwise fall "
+            "back to this version.\n" + fence(parent, tag) + "\n"
+        ) if parent else ""
+    elif role == "summarizer":
+        _need(ctx, role, "slow_source", "fast_source", "speedup")
+        v["problem_name"] = problem.name if problem is not None else str(ctx.get("problem_name", "unknown"))
+        v["slow_source"] = fence(ctx["slow_source"], tag)
+        v["fast_source"] = fence(ctx["fast_source"], tag)
+        v["speedup"] = format_speedup(float(ctx["speedup"]), positive=bool(ctx.get("positive", True)),
+                                      device=device)
+    return v
+
+
+def render(role: str, language: str, **context: Any) -> list[ChatMessage]:
+    """The system and user messages of `role` for a kernel in `language` (see module doc)."""
+    if role not in ROLES:
+        raise PromptError(f"unknown agent role {role!r}; known: {', '.join(ROLES)}")
+    lang = normalize_language(language)
+    name = f"{role}.{lang}.txt"
+    sections = _sections(template_text(name), name)
+    values = _values(role, lang, context)
+    return [
+        ChatMessage(role="system", content=_fill(sections["system"], values, name).strip() + "\n"),
+        ChatMessage(role="user", content=_fill(sections["user"], values, name).strip() + "\n"),
+    ]

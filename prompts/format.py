@@ -1,0 +1,126 @@
+"""Text blocks the templates are filled with: problem, profile, fences, speedup.
+
+Fixes over the paper's prompts (see `prompts/__init__.py`): concrete workload shapes, the
+true correctness bar, a full profile (latency, % of peak, bound, counters) whose lines are
+shuffled deterministically per request, and a substituted speedup.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+
+from accelopt.problem import AxisConst, Problem, Tolerance
+from accelopt.profile import Profile
+
+FENCE_LANG = {"c": "c", "triton": "python", "nki": "python"}
+
+
+def fence(content: str, lang: str = "") -> str:
+    """`content` in a fenced block whose fence is longer than any backtick run inside it."""
+    longest = max((len(m) for m in re.findall(r"`+", content)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    return f"{ticks}{lang}\n{content.rstrip()}\n{ticks}"
+
+
+def axis_lines(problem: Problem) -> list[str]:
+    values = problem.axis_values()
+    out = []
+    for name, axis in problem.definition.axes.items():
+        value = values.get(name)
+        shown = str(value) if value is not None else "(not fixed by the workload)"
+        note = f"  ({axis.description})" if axis.description else ""
+        kind = "" if isinstance(axis, AxisConst) else " [workload]"
+        out.append(f"- {name} = {shown}{kind}{note}")
+    return out
+
+
+def _tensor_lines(problem: Problem, outputs: bool) -> list[str]:
+    d = problem.definition
+    specs = d.outputs if outputs else d.inputs
+    values = problem.axis_values()
+    lines = []
+    for name, spec in specs.items():
+        if spec.shape is None:
+            lines.append(f"- {name}: scalar {spec.dtype}")
+            continue
+        symbolic = ", ".join(spec.shape)
+        concrete = ", ".join(str(values.get(a, a)) for a in spec.shape)
+        note = f"  ({spec.description})" if spec.description else ""
+        lines.append(f"- {name}: {spec.dtype}[{symbolic}] = [{concrete}]{note}")
+    return lines
+
+
+def correctness_bar(problem: Problem) -> str:
+    tol = problem.definition.x_tolerance or Tolerance()
+    return (
+        "A kernel counts only if every output matches the reference on every check: relative L2 "
+        f"error ||out - ref||_2 / ||ref||_2 < {tol.rel_l2:g}, and elementwise |out - ref| <= "
+        f"{tol.atol:g} + {tol.rtol:g} * |ref|. The checks use several fresh random seeds plus "
+        "adversarial inputs (for example large magnitudes, which break a softmax without max "
+        "subtraction). Inputs must not be modified; output buffers are filled with garbage before "
+        "each call, so every output element must be written. Timing is done by the harness."
+    )
+
+
+def format_problem(problem: Problem, language: str) -> str:
+    """The problem section: what to compute, at which shapes, to which correctness bar."""
+    d = problem.definition
+    parts = [f"Name: {d.name} (operator type: {d.op_type})"]
+    if d.description:
+        parts.append(d.description.strip())
+    parts += ["", "## Shapes (fixed for this problem)", *axis_lines(problem)]
+    parts += ["", "## Inputs", *_tensor_lines(problem, outputs=False)]
+    parts += ["", "## Outputs", *_tensor_lines(problem, outputs=True)]
+    if d.constraints:
+        parts += ["", "## Constraints", *(f"- {c}" for c in d.constraints)]
+    parts += ["", "## Correctness bar", correctness_bar(problem)]
+    if d.x_numpy_reference and language in ("c", "nki"):
+        parts += ["", "## Reference implementation (numpy)", fence(d.x_numpy_reference, "python")]
+    else:
+        parts += ["", "## Reference implementation", fence(d.reference, "python")]
+    return "\n".join(parts)
+
+
+def shuffle_key(seed: int, request_id: str) -> int:
+    digest = hashlib.sha256(f"profile-order\x1f{seed}\x1f{request_id}".encode()).hexdigest()
+    return int(digest[:16], 16)
+
+
+def _num(x: float) -> str:
+    return f"{x:.6g}"
+
+
+def format_profile(profile: Profile | None, *, seed: int, request_id: str) -> str:
+    """`key: value` lines, in an order shuffled by (run seed, request id) as the paper shuffles
+    its profile lines per call (but reproducibly)."""
+    if profile is None:
+        return "No profile is available for this kernel."
+    lines = [f"status: {profile.status}"]
+    lat = profile.latency
+    if lat is not None:
+        lines.append(f"latency_ms (median of {len(lat.samples_ms)} runs): {_num(lat.median_ms)}")
+        lines.append(f"latency_ms_min_max: {_num(lat.min_ms)} / {_num(lat.max_ms)}")
+        lines.append(f"latency_spread: {lat.spread * 100:.2f}%")
+    if profile.t_peak_ms is not None:
+        lines.append(f"roofline_time_ms (fastest possible on this device): {_num(profile.t_peak_ms)}")
+    if profile.pct_peak is not None:
+        lines.append(f"percent_of_peak: {profile.pct_peak * 100:.1f}%")
+    if profile.bound is not None:
+        lines.append(f"bound (roof that limits this problem): {profile.bound}")
+    for key, value in sorted(profile.counters.items()):
+        lines.append(f"{key}: {_num(value)}")
+    random.Random(shuffle_key(seed, request_id)).shuffle(lines)
+    return "\n".join(lines)
+
+
+def format_speedup(speedup: float, *, positive: bool, device: str) -> str:
+    s = speedup if speedup >= 1.0 else 1.0 / speedup
+    text = f"{s:.3f}x: the fast kernel runs {s:.3f} times faster than the slow kernel (measured on {device})."
+    if not positive:
+        text += (
+            " This pair is a regression seen in reverse: the slow kernel is a change that made the"
+            " fast kernel slower, so the lesson is how to undo or avoid that change."
+        )
+    return text
