@@ -424,6 +424,14 @@ class CoordinatorCore:
             return outs
         return []
 
+    def _on_RunCompleted(self, e: ev.RunCompleted, out: Step) -> list[ev.Event]:
+        self.finished = True
+        return []
+
+    def _on_RunFailed(self, e: ev.RunFailed, out: Step) -> list[ev.Event]:
+        self.failed = e.reason
+        return []
+
     # --- iteration barrier ----------------------------------------------------------------------
 
     def _maybe_advance(self, p: ProblemState, cause: ev.Event) -> list[ev.Event]:

@@ -1,0 +1,131 @@
+"""`accelopt run`: optimize a suite's problems with the AccelOpt loop."""
+
+from __future__ import annotations
+
+import argparse
+
+from rich.console import Console
+
+from accelopt.config import ConfigError, RunConfig, build_config
+
+
+def add_config_args(p: argparse.ArgumentParser) -> None:
+    """Flags shared by run-like commands (run, ablate, resume)."""
+    p.add_argument("--preset", choices=["quick", "triton", "nki"], help="search preset")
+    p.add_argument("--config", help="YAML config file")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key (repeatable), e.g. --set search.beam_width=4")
+    p.add_argument("--model", help="model for every agent (litellm name, e.g. openai/gpt-4o-mini)")
+    p.add_argument("--api-base", help="OpenAI-compatible base URL for --model")
+    p.add_argument("--budget", type=float, help="hard LLM budget in USD")
+    p.add_argument("--allow-unpriced", action="store_true", help="run models without a known price (cost 0)")
+    p.add_argument("--price", nargs=2, type=float, metavar=("IN", "OUT"),
+                   help="USD per million input/output tokens for --model (0 allowed)")
+    p.add_argument("--memory", help="memory URI: a folder or s3://bucket/prefix")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--root", help="runs directory (default ./runs)")
+    p.add_argument("--nats", help="NATS URL of a running deployment (default: embedded server)")
+    p.add_argument("--ray-address", help="Ray cluster address (default: local Ray)")
+
+
+def config_from_args(args: argparse.Namespace) -> RunConfig:
+    overrides = list(args.overrides)
+    if getattr(args, "suite", None):
+        overrides.append(f"suite={args.suite}")
+    if getattr(args, "problems", None):
+        overrides.append(f"problems=[{args.problems}]")
+    if getattr(args, "device", None):
+        overrides.append(f"device={args.device}")
+    if args.model:
+        overrides.append(f"llm.default.model={args.model}")
+    if args.api_base:
+        overrides.append(f"llm.default.api_base={args.api_base}")
+    if args.budget is not None:
+        overrides.append(f"llm.budget_usd={args.budget}")
+    if args.allow_unpriced:
+        overrides.append("llm.allow_unpriced=true")
+    if args.memory:
+        overrides.append(f"memory.uri={args.memory}")
+    if args.seed is not None:
+        overrides.append(f"seed={args.seed}")
+    if args.root:
+        overrides.append(f"root={args.root}")
+    cfg = build_config(preset=args.preset, file=args.config, overrides=overrides)
+    if args.price:
+        import msgspec
+
+        from accelopt.records import ModelPrice
+
+        model = cfg.llm.default.model or ""
+        price = ModelPrice(input_cost_per_token=args.price[0] / 1e6, output_cost_per_token=args.price[1] / 1e6,
+                           source="config")
+        cfg = msgspec.structs.replace(cfg, llm=msgspec.structs.replace(cfg.llm, prices={**cfg.llm.prices, model: price}))
+    return cfg
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="optimize a suite's problems with the AccelOpt loop")
+    p.add_argument("--suite", help="problem suite (default cpu)")
+    p.add_argument("--problems", help="comma-separated problem names (default: all of the suite)")
+    p.add_argument("--device", help="device kind to optimize for (default cpu)")
+    p.add_argument("--timeout", type=float, help="give up after this many seconds")
+    add_config_args(p)
+    p.set_defaults(func=run)
+
+
+def load_problems(cfg: RunConfig) -> list:
+    import suites
+
+    problems = suites.load_suite(cfg.suite)
+    if cfg.problems:
+        by_name = {p.name: p for p in problems}
+        missing = [n for n in cfg.problems if n not in by_name]
+        if missing:
+            raise ConfigError(f"problems not in suite {cfg.suite!r}: {', '.join(missing)}; "
+                              f"available: {', '.join(sorted(by_name))}")
+        problems = [by_name[n] for n in cfg.problems]
+    return problems
+
+
+def run(args: argparse.Namespace) -> int:
+    from accelopt.progress import RunProgress, results_table
+    from actors.session import RunError, run_session
+
+    console = Console()
+    try:
+        cfg = config_from_args(args)
+        problems = load_problems(cfg)
+    except ConfigError as e:
+        console.print(f"[red]config error:[/red] {e}")
+        return 2
+    from memory_index import default_uri
+
+    if cfg.memory.enabled and not cfg.memory.uri:
+        import msgspec
+
+        cfg = msgspec.structs.replace(cfg, memory=msgspec.structs.replace(cfg.memory, uri=default_uri()))
+    console.print(f"optimizing {len(problems)} problem(s) of suite [bold]{cfg.suite}[/bold] on {cfg.device}: "
+                  f"B={cfg.search.beam_width} N={cfg.search.plans_per_candidate} K={cfg.search.samples_per_plan} "
+                  f"T={cfg.search.iterations}, model {cfg.llm.default.model}")
+    try:
+        with RunProgress(console, cfg.search.iterations) as progress:
+            outcome = run_session(cfg, problems, nats_url=args.nats, ray_address=args.ray_address,
+                                  on_event=progress.on_event, timeout_s=args.timeout, log_level=args.log_level)
+    except (RunError, ConfigError) as e:
+        console.print(f"[red]run failed:[/red] {e}")
+        return 1
+    except Exception as e:
+        name = type(e).__name__
+        if name == "UnpricedModelError":
+            console.print(f"[red]{e}[/red]")
+            return 2
+        raise
+    view = outcome.view
+    for w in outcome.warnings:
+        console.print(f"[yellow]warning:[/yellow] {w}")
+    console.print(results_table(view.results(), f"run {outcome.run_id}: {view.status}"))
+    console.print(f"LLM cost ${view.cost_usd:.4f} · log, best kernels and results in {outcome.run_dir}")
+    if outcome.timed_out:
+        console.print("[red]timed out[/red]")
+        return 1
+    return 0 if view.completed else 1

@@ -1,0 +1,72 @@
+"""Live progress of a run (rich progress bars fed by its events) and the results table."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from events import catalog as ev
+from replay.fold import ProblemResult, RunView
+
+
+def _pct(x: float | None) -> str:
+    return f"{100 * x:.1f}%" if x is not None else "-"
+
+
+def _ms(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return f"{x:.3f} ms" if x < 100 else f"{x:.1f} ms"
+
+
+class RunProgress:
+    """One bar per problem: iterations done of 1 + T, kernels profiled, best % of peak."""
+
+    def __init__(self, console: Console, iterations: int) -> None:
+        self.console = console
+        self.total = iterations + 1
+        self.progress = Progress(
+            TextColumn("{task.fields[problem]:<24}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=console, transient=False,
+        )
+        self.tasks: dict[str, int] = {}
+
+    def __enter__(self) -> RunProgress:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(*exc)
+
+    def on_event(self, e: ev.Event, view: RunView) -> None:
+        if isinstance(e, ev.RunStarted):
+            for t in sorted(e.targets, key=lambda t: t.problem.name):
+                self.tasks[t.problem.name] = self.progress.add_task(
+                    "", total=self.total, problem=t.problem.name, status="profiling baseline")
+            return
+        name = getattr(e, "problem", None)
+        if name not in self.tasks:
+            return
+        p = view.problems[name]
+        best = view.kernels.get(p.best_id or "")
+        kernels = sum(1 for k in view.kernels.values() if k.problem == name and k.profile is not None)
+        it = max((i.iteration for i in p.iterations), default=-1)
+        status = f"iter {max(it, 0)} · {kernels} kernels · best {_pct(best.profile.pct_peak if best and best.passed and best.profile else None)}"
+        if p.note:
+            status = p.note
+        self.progress.update(self.tasks[name], completed=it + 1, status=status)
+
+
+def results_table(results: list[ProblemResult], title: str) -> Table:
+    table = Table(title=title)
+    for col in ("problem", "device", "baseline", "best", "speedup", "base %peak", "best %peak", "kernels",
+                "LLM cost"):
+        table.add_column(col, justify="left" if col in ("problem", "device") else "right")
+    for r in results:
+        table.add_row(
+            r.problem, r.device, _ms(r.baseline_ms), _ms(r.best_ms),
+            f"{r.speedup:.2f}x" if r.speedup else "-", _pct(r.baseline_pct_peak), _pct(r.best_pct_peak),
+            str(r.kernels), f"${r.cost_usd:.4f}",
+        )
+    return table

@@ -1,0 +1,105 @@
+"""Start and stop the set of actors a run needs on Ray.
+
+`Deployment.start()` places one host per role (planner, executor, fixer, summarizer, the
+memory curator) and `workers` profiler hosts per device kind, then `start_coordinator`
+adds one coordinator per run. Hosts consume their durable consumers until stopped, so one
+deployment can serve several runs (and agents started elsewhere with `accelopt worker`
+join the same consumers).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from accelopt.config import RunConfig
+from accelopt.logging import get_logger
+from actors.hosting import ROLE_FACTORIES, Placement, device_placement, ray_host_class
+from actors.worker import WorkerOptions
+from events.subjects import role_filter
+
+log = get_logger(component="deployment")
+
+LLM_ROLES = ("planner", "executor", "fixer", "summarizer")
+REQUEST_OF_ROLE = {"planner": "PlanRequested", "executor": "ImplementationRequested",
+                   "fixer": "FixRequested", "summarizer": "SummaryRequested"}
+
+
+def init_ray(address: str | None = None, *, num_cpus: int | None = None, object_store_mb: int = 200) -> None:
+    import ray
+
+    if ray.is_initialized():
+        return
+    if address:
+        ray.init(address=address, log_to_driver=False, configure_logging=False)
+        return
+    ray.init(
+        num_cpus=num_cpus or max(2, os.cpu_count() or 2),
+        include_dashboard=False,
+        object_store_memory=object_store_mb * 1024 * 1024,
+        log_to_driver=False,
+        configure_logging=False,
+    )
+
+
+@dataclass
+class Hosted:
+    name: str
+    handle: Any
+    run_ref: Any
+
+
+@dataclass
+class Deployment:
+    cfg: RunConfig
+    nats_url: str
+    log_level: str | None = None
+    memory_uri: str | None = None
+    hosts: list[Hosted] = field(default_factory=list)
+
+    def _spawn(self, name: str, role: str, kwargs: dict[str, Any], placement: Placement | None = None,
+               run_kwargs: dict[str, Any] | None = None) -> Hosted:
+        host_cls = ray_host_class()
+        opts = (placement or Placement()).options()
+        handle = host_cls.options(name=None, **opts).remote(ROLE_FACTORIES[role], kwargs, self.log_level)
+        hosted = Hosted(name, handle, handle.run.remote(**(run_kwargs or {})))
+        self.hosts.append(hosted)
+        return hosted
+
+    def start_agents(self, devices: list[str]) -> None:
+        """LLM agents, profilers for `devices`, and the memory curator."""
+        for role in LLM_ROLES:
+            r = self.cfg.llm.for_role(role)
+            options = WorkerOptions(
+                durable=role, filter_subject=role_filter(REQUEST_OF_ROLE[role]), concurrency=r.concurrency,
+                ack_wait_s=30.0, heartbeat_s=5.0, max_deliver=3,
+            )
+            self._spawn(role, role, {"nats_url": self.nats_url, "llm_config": self.cfg.llm, "options": options})
+        for device in devices:
+            dcfg = self.cfg.devices.get(device)
+            for i in range(dcfg.workers if dcfg else 1):
+                self._spawn(f"profiler-{device}-{i}", "profiler",
+                            {"nats_url": self.nats_url, "device": device,
+                             "timeout_s": self.cfg.profiling.timeout_s, "worker_name": f"{device}-{i}"},
+                            device_placement(device))
+        if self.cfg.memory.enabled:
+            self._spawn("curator", "curator", {"nats_url": self.nats_url, "uri": self.memory_uri})
+
+    def start_coordinator(self, run_id: str) -> Hosted:
+        return self._spawn(f"coordinator-{run_id}", "coordinator", {"nats_url": self.nats_url, "run_id": run_id})
+
+    def stop(self, timeout_s: float = 15.0) -> None:
+        import ray
+
+        for h in self.hosts:
+            with contextlib.suppress(Exception):
+                h.handle.stop.remote()
+        refs = [h.run_ref for h in self.hosts]
+        with contextlib.suppress(Exception):
+            ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+        for h in self.hosts:
+            with contextlib.suppress(Exception):
+                ray.kill(h.handle, no_restart=True)
+        self.hosts.clear()

@@ -1,0 +1,85 @@
+"""Ray hosting of AccelOpt's actors.
+
+Every actor is a plain asyncio object with `run()` and `stop()` (a `Worker` or the
+coordinator service). `ActorHost` is the one Ray actor class that hosts any of them: it
+builds the object from an import path and keyword arguments inside the actor process and
+runs it. Placement is by Ray resources: profilers declare their device (`num_gpus`, a
+`neuron_cores` custom resource, or CPU cores); LLM agents and the coordinator need none.
+Ray restarts a dead host (`max_restarts`); JetStream redelivers what it had not acked.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import accelopt  # noqa: F401  (offline environment defaults, also inside Ray workers)
+
+ROLE_FACTORIES: dict[str, str] = {
+    "planner": "actors.agents:PlannerAgent",
+    "executor": "actors.agents:ExecutorAgent",
+    "fixer": "actors.agents:FixerAgent",
+    "summarizer": "actors.agents:SummarizerAgent",
+    "profiler": "actors.profiler:ProfilerAgent",
+    "curator": "actors.curator:MemoryCurator",
+    "coordinator": "actors.coordinator:CoordinatorService",
+}
+
+
+def build(factory: str, kwargs: dict[str, Any]) -> Any:
+    module, _, name = factory.partition(":")
+    return getattr(importlib.import_module(module), name)(**kwargs)
+
+
+class _Host:
+    """Body of the Ray actor (kept importable without Ray for tests and local runs)."""
+
+    def __init__(self, factory: str, kwargs: dict[str, Any], log_level: str | None = None) -> None:
+        from accelopt.logging import configure_logging
+
+        configure_logging("json", log_level)
+        self.factory = factory
+        self.obj = build(factory, kwargs)
+
+    async def run(self, **kwargs: Any) -> Any:
+        return await self.obj.run(**kwargs)
+
+    def stop(self) -> bool:
+        self.obj.stop()
+        return True
+
+    def ping(self) -> str:
+        return self.factory
+
+
+def ray_host_class():
+    import ray
+
+    return ray.remote(max_restarts=3, max_task_retries=0)(_Host)
+
+
+@dataclass
+class Placement:
+    """Ray resources an actor declares."""
+
+    num_cpus: float = 0.0
+    num_gpus: float = 0.0
+    resources: dict[str, float] = field(default_factory=dict)
+
+    def options(self) -> dict[str, Any]:
+        opts: dict[str, Any] = {"num_cpus": self.num_cpus}
+        if self.num_gpus:
+            opts["num_gpus"] = self.num_gpus
+        if self.resources:
+            opts["resources"] = dict(self.resources)
+        return opts
+
+
+def device_placement(device: str) -> Placement:
+    """What one profiler actor of a device kind holds while it lives."""
+    if device in ("h100", "h200", "b200") or device.startswith("cuda"):
+        return Placement(num_gpus=1)
+    if device.startswith("trn"):
+        return Placement(resources={"neuron_cores": 1})
+    return Placement(num_cpus=1)

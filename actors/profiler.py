@@ -1,0 +1,80 @@
+"""The profiler actor: consumes one device kind's `ProfileRequested` and publishes
+`KernelProfiled`. It wraps a hardware agent (compile -> correctness -> timing -> % of peak,
+in the agent's sandbox); one kernel at a time per instance, because timing needs the device
+to itself."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import msgspec
+
+from accelopt.problem import Solution, SourceFile
+from accelopt.profile import Profile
+from actors.run_context import RunContexts
+from actors.worker import Worker, WorkerOptions
+from events import catalog as ev
+from events.log import EventLog
+from events.subjects import role_filter
+from hardware_agents.base import DEFAULT_SEEDS, HardwareAgent, get_agent
+
+ENTRY_FILES = {"c": "kernel.c", "triton": "main.py", "python": "main.py", "nki": "kernel.py"}
+
+
+def solution_for(request: ev.ProfileRequested, baseline: Solution) -> Solution:
+    """The request's source as a Solution with the baseline's entry point and build spec."""
+    path = baseline.spec.entry_point.split("::", 1)[0] or ENTRY_FILES.get(request.language, "kernel")
+    name = f"{request.problem}_{request.kernel_id[:12]}"
+    spec = msgspec.structs.replace(baseline.spec, language=request.language)
+    return Solution(name=name, definition=baseline.definition, author="accelopt", spec=spec,
+                    sources=[SourceFile(path=path, content=request.source)])
+
+
+def seeds_for(request: ev.ProfileRequested) -> tuple[int, ...]:
+    """Fresh correctness seeds per kernel (offset from the defaults by the request)."""
+    return tuple(s + request.seed_offset for s in DEFAULT_SEEDS)
+
+
+class ProfilerAgent(Worker):
+    role = "profiler"
+
+    def __init__(self, nats_url: str, device: str, *, agent_options: dict | None = None,
+                 timeout_s: float = 120.0, worker_name: str = "", options: WorkerOptions | None = None) -> None:
+        super().__init__(nats_url, options or WorkerOptions(
+            durable=f"profiler-{device}", filter_subject=role_filter("ProfileRequested", device=device),
+            concurrency=1, ack_wait_s=30.0, heartbeat_s=5.0, max_deliver=3,
+        ))
+        self.device = device
+        self.agent_options = agent_options or {}
+        self.timeout_s = timeout_s
+        self.worker_name = worker_name or f"{device}-{id(self):x}"
+        self._agent: HardwareAgent | None = None
+        self._contexts: RunContexts | None = None
+
+    async def on_start(self, elog: EventLog) -> None:
+        self._contexts = RunContexts(elog)
+        self._agent = await asyncio.to_thread(get_agent, self.device, **self.agent_options)
+
+    async def handle(self, event: ev.Event) -> list[ev.Event]:
+        assert isinstance(event, ev.ProfileRequested) and self._contexts and self._agent
+        target = await self._contexts.target(event.run_id, event.problem)
+        solution = solution_for(event, target.problem.baseline)
+        profile = await asyncio.to_thread(
+            self._agent.profile, target.problem, solution, seeds=seeds_for(event), timeout_s=self.timeout_s,
+        )
+        return [self._result(event, profile)]
+
+    async def give_up(self, event: ev.Event, error: str) -> list[ev.Event]:
+        if not isinstance(event, ev.ProfileRequested):
+            return []
+        prof = Profile(status="runtime_error", device=self.device, log=f"profiler failed: {error[-4000:]}")
+        return [self._result(event, prof)]
+
+    def _result(self, event: ev.ProfileRequested, profile: Profile) -> ev.KernelProfiled:
+        return ev.KernelProfiled(
+            event_id=ev.derive_event_id(event.run_id, "KernelProfiled", event.event_id), run_id=event.run_id,
+            ts=time.time(), causation_id=event.event_id, kernel_id=event.kernel_id, problem=event.problem,
+            device=self.device, request_id=event.event_id, profile=profile, worker=self.worker_name,
+        )
+

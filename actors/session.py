@@ -1,0 +1,258 @@
+"""One `accelopt run` from start to finish, on embedded defaults or a cluster.
+
+1. the event log: the given NATS URL, or the root's embedded JetStream server (started if
+   none is running for this root; its data lives under `<root>/.nats`);
+2. Ray: `--ray-address`, or a local Ray;
+3. the actors (agents, profilers, curator) and the run's coordinator;
+4. `RunStarted` with the full config, seed, problems, price snapshot and toolchain;
+5. follow the run's events (progress callback) until it completes, fails or times out;
+6. the run directory: the exported log, the best kernels as files, results.json.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import os
+import platform
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import accelopt
+from accelopt.config import RunConfig
+from accelopt.logging import get_logger
+from accelopt.problem import Problem
+from events import catalog as ev
+from events.log import EventLog
+from events.server import NatsServer, check_url, port_open
+from events.subjects import run_filter
+from replay.fold import RunView
+
+log = get_logger(component="session")
+
+EXTENSIONS = {"c": ".c", "triton": ".py", "python": ".py", "nki": ".py"}
+
+
+class RunError(RuntimeError):
+    pass
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
+
+
+# --- the log endpoint -----------------------------------------------------------------------
+
+@dataclass
+class LogEndpoint:
+    url: str
+    server: NatsServer | None = None
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            info = self.server.store_dir / "server.json"
+            info.unlink(missing_ok=True)
+
+
+def open_log_endpoint(nats_url: str | None, root: str | Path) -> LogEndpoint:
+    """The given URL (checked), the root's running embedded server, or a new one."""
+    if nats_url:
+        check_url(nats_url)
+        return LogEndpoint(nats_url)
+    store = Path(root) / ".nats"
+    info = store / "server.json"
+    if info.exists():
+        with contextlib.suppress(Exception):
+            data = json.loads(info.read_text())
+            host, port = data["url"].removeprefix("nats://").split(":")
+            if _alive(int(data["pid"])) and port_open(host, int(port)):
+                return LogEndpoint(data["url"])
+    server = NatsServer(store)
+    server.start()
+    info.write_text(json.dumps({"url": server.url, "pid": server.proc.pid if server.proc else 0}))
+    return LogEndpoint(server.url, server)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except OSError:
+        return False
+
+
+# --- RunStarted -----------------------------------------------------------------------------
+
+def toolchain(devices: list[str]) -> dict[str, str]:
+    import importlib.metadata as md
+
+    out = {"accelopt": accelopt.__version__, "python": platform.python_version(), "platform": platform.platform()}
+    for pkg in ("ray", "nats-py", "litellm", "lancedb", "torch", "triton", "msgspec"):
+        with contextlib.suppress(md.PackageNotFoundError):
+            out[pkg] = md.version(pkg)
+    from hardware_agents.base import get_agent
+
+    for d in devices:
+        with contextlib.suppress(Exception):
+            agent = get_agent(d)
+            out.update({f"{d}.{k}": v for k, v in agent.toolchain().items()})
+    return out
+
+
+def price_snapshot(cfg: RunConfig) -> dict:
+    """Prices of every configured model; fails closed on an unpriced one (see the gateway)."""
+    from actors.gateway import LLMGateway
+
+    models = sorted({cfg.llm.for_role(r).model for r in ("planner", "executor", "fixer", "summarizer")})
+    return LLMGateway(cfg.llm).price_snapshot(models)
+
+
+def run_started(run_id: str, cfg: RunConfig, problems: list[Problem], *, prices: dict,
+                tools: dict[str, str], parent_run: str | None = None,
+                fork_iteration: int | None = None) -> ev.RunStarted:
+    targets = [ev.ProblemTarget(problem=p, device=cfg.device, language=p.baseline.spec.language,
+                                content_hash=p.content_hash()) for p in problems]
+    return ev.RunStarted(
+        event_id=ev.derive_event_id(run_id, "RunStarted"), run_id=run_id, ts=time.time(),
+        config=cfg.to_dict(), seed=cfg.seed, targets=targets, prices=prices, toolchain=tools,
+        parent_run=parent_run, fork_iteration=fork_iteration,
+    )
+
+
+# --- following a run --------------------------------------------------------------------------
+
+@dataclass
+class RunOutcome:
+    run_id: str
+    view: RunView
+    run_dir: Path
+    warnings: list[str] = field(default_factory=list)
+    timed_out: bool = False
+
+
+async def follow_run(url: str, run_id: str, *, on_event: Callable[[ev.Event, RunView], None] | None = None,
+                     timeout_s: float | None = None, alive: Callable[[], str | None] | None = None,
+                     ) -> tuple[RunView, bool]:
+    """Fold the run's events as they arrive until RunCompleted/RunFailed (or timeout).
+
+    `alive()` is polled while idle; a non-None return (why the coordinator is gone) ends the
+    wait with a RunFailed published on the run's behalf.
+    """
+    view = RunView(run_id)
+    deadline = time.monotonic() + timeout_s if timeout_s else None
+    elog = await EventLog.connect(url, name=f"accelopt-follow-{run_id}")
+    try:
+        async for _seq, event, _pending in elog.follow(run_filter(run_id), idle_timeout=0.5):
+            if event is not None:
+                view.apply(event)
+                if on_event:
+                    on_event(event, view)
+                if isinstance(event, (ev.RunCompleted, ev.RunFailed)):
+                    return view, False
+            elif alive is not None:
+                why = alive()
+                if why:
+                    failed = ev.RunFailed(event_id=ev.derive_event_id(run_id, "RunFailed", "coordinator"),
+                                          run_id=run_id, ts=time.time(), reason="coordinator stopped", detail=why)
+                    await elog.publish(failed)
+            if deadline and time.monotonic() > deadline:
+                return view, True
+    finally:
+        await elog.close()
+    return view, False
+
+
+# --- run directory ---------------------------------------------------------------------------
+
+def write_run_dir(run_dir: Path, view: RunView, cfg: RunConfig) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
+    best_dir = run_dir / "best"
+    best_dir.mkdir(exist_ok=True)
+    for r in view.results():
+        k = view.kernels.get(r.best_kernel_id or "")
+        if k is not None:
+            (best_dir / f"{r.problem}{EXTENSIONS.get(k.language, '.txt')}").write_text(k.source)
+    results = {
+        "run_id": view.run_id, "status": view.status, "cost_usd": view.cost_usd,
+        "problems": [dataclasses.asdict(r) for r in view.results()],
+        "usage": {role: dataclasses.asdict(u) for role, u in view.usage.items()},
+    }
+    (run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+
+
+async def export_log(url: str, run_id: str, path: Path) -> int:
+    elog = await EventLog.connect(url)
+    try:
+        return await elog.export_run(run_id, str(path))
+    finally:
+        await elog.close()
+
+
+async def publish(url: str, event: ev.Event) -> None:
+    elog = await EventLog.connect(url)
+    try:
+        await elog.publish(event)
+    finally:
+        await elog.close()
+
+
+def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None = None,
+                ray_address: str | None = None, run_id: str | None = None,
+                on_event: Callable[[ev.Event, RunView], None] | None = None,
+                timeout_s: float | None = None, start_agents: bool = True, log_level: str | None = None,
+                started_event: ev.RunStarted | None = None) -> RunOutcome:
+    """Run `problems` under `cfg` to completion (see the module docstring)."""
+    from actors.deployment import Deployment, init_ray
+
+    if not problems:
+        raise RunError("no problems to optimize")
+    run_id = run_id or new_run_id()
+    run_dir = Path(cfg.root) / run_id
+    endpoint = open_log_endpoint(nats_url, cfg.root)
+    deployment: Deployment | None = None
+    try:
+        start = started_event or run_started(run_id, cfg, problems, prices=price_snapshot(cfg),
+                                             tools=toolchain([cfg.device]))
+        init_ray(ray_address)
+        deployment = Deployment(cfg, endpoint.url, log_level=log_level, memory_uri=cfg.memory.uri)
+        if start_agents:
+            deployment.start_agents([cfg.device])
+        coord = deployment.start_coordinator(run_id)
+        asyncio.run(publish(endpoint.url, start))
+
+        def alive() -> str | None:
+            import ray
+
+            done, _ = ray.wait([coord.run_ref], timeout=0)
+            if not done:
+                return None
+            try:
+                report = ray.get(done[0])
+                return None if report.finished else f"coordinator ended without finishing: {report}"
+            except Exception as e:
+                return f"coordinator crashed: {e}"
+
+        view, timed_out = asyncio.run(follow_run(endpoint.url, run_id, on_event=on_event, timeout_s=timeout_s,
+                                                 alive=alive))
+        warnings: list[str] = []
+        import ray
+
+        with contextlib.suppress(Exception):
+            done, _ = ray.wait([coord.run_ref], timeout=10)
+            if done:
+                warnings = list(ray.get(done[0]).warnings)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        asyncio.run(export_log(endpoint.url, run_id, run_dir / "log.aolog"))
+        write_run_dir(run_dir, view, cfg)
+        return RunOutcome(run_id, view, run_dir, warnings, timed_out)
+    finally:
+        if deployment is not None:
+            deployment.stop()
+        endpoint.close()
