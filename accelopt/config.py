@@ -111,6 +111,15 @@ class LimitsConfig(_C):
     profiles_inflight_per_device: int = 8
 
 
+class WorkersConfig(_C):
+    """Delivery of work to actors: a message not acked within `ack_wait_s` (heartbeats every
+    `heartbeat_s` extend it while work goes on) is redelivered, at most `max_deliver` times."""
+
+    ack_wait_s: float = 30.0
+    heartbeat_s: float = 5.0
+    max_deliver: int = 3
+
+
 class ProfilingConfig(_C):
     seeds: int = 3
     timeout_s: float = 60.0
@@ -128,6 +137,7 @@ class RunConfig(_C):
     llm: LLMConfig = msgspec.field(default_factory=LLMConfig)
     devices: dict[str, DeviceConfig] = {}
     limits: LimitsConfig = msgspec.field(default_factory=LimitsConfig)
+    workers: WorkersConfig = msgspec.field(default_factory=WorkersConfig)
     profiling: ProfilingConfig = msgspec.field(default_factory=ProfilingConfig)
 
     def to_dict(self) -> dict[str, Any]:
@@ -237,6 +247,11 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError(f"search.fix_rounds: must be >= 0 (got {s.fix_rounds})")
     if s.summary_positive_threshold < 1.0 or s.summary_negative_threshold < 1.0:
         raise ConfigError("search.summary_*_threshold: must be >= 1.0")
+    w = cfg.workers
+    if w.heartbeat_s <= 0 or w.ack_wait_s <= w.heartbeat_s:
+        raise ConfigError("workers.ack_wait_s must exceed workers.heartbeat_s (> 0)")
+    if w.max_deliver < 1:
+        raise ConfigError("workers.max_deliver: must be >= 1")
     if cfg.memory.top_m < 0:
         raise ConfigError("memory.top_m: must be >= 0")
     if cfg.llm.budget_usd is not None and cfg.llm.budget_usd < 0:

@@ -44,6 +44,12 @@ def init_ray(address: str | None = None, *, num_cpus: int | None = None, object_
     )
 
 
+def profiler_options(device: str, cfg: RunConfig) -> WorkerOptions:
+    w = cfg.workers
+    return WorkerOptions(durable=f"profiler-{device}", filter_subject=role_filter("ProfileRequested", device=device),
+                         concurrency=1, ack_wait_s=w.ack_wait_s, heartbeat_s=w.heartbeat_s, max_deliver=w.max_deliver)
+
+
 @dataclass
 class Hosted:
     name: str
@@ -72,9 +78,10 @@ class Deployment:
         """LLM agents, profilers for `devices`, and the memory curator."""
         for role in LLM_ROLES:
             r = self.cfg.llm.for_role(role)
+            w = self.cfg.workers
             options = WorkerOptions(
                 durable=role, filter_subject=role_filter(REQUEST_OF_ROLE[role]), concurrency=r.concurrency,
-                ack_wait_s=30.0, heartbeat_s=5.0, max_deliver=3,
+                ack_wait_s=w.ack_wait_s, heartbeat_s=w.heartbeat_s, max_deliver=w.max_deliver,
             )
             self._spawn(role, role, {"nats_url": self.nats_url, "llm_config": self.cfg.llm, "options": options})
         for device in devices:
@@ -82,7 +89,8 @@ class Deployment:
             for i in range(dcfg.workers if dcfg else 1):
                 self._spawn(f"profiler-{device}-{i}", "profiler",
                             {"nats_url": self.nats_url, "device": device,
-                             "timeout_s": self.cfg.profiling.timeout_s, "worker_name": f"{device}-{i}"},
+                             "timeout_s": self.cfg.profiling.timeout_s, "worker_name": f"{device}-{i}",
+                             "options": profiler_options(device, self.cfg)},
                             device_placement(device))
         if self.cfg.memory.enabled:
             self._spawn("curator", "curator", {"nats_url": self.nats_url, "uri": self.memory_uri})

@@ -5,7 +5,9 @@ coordinator service). `ActorHost` is the one Ray actor class that hosts any of t
 builds the object from an import path and keyword arguments inside the actor process and
 runs it. Placement is by Ray resources: profilers declare their device (`num_gpus`, a
 `neuron_cores` custom resource, or CPU cores); LLM agents and the coordinator need none.
-Ray restarts a dead host (`max_restarts`); JetStream redelivers what it had not acked.
+Ray restarts a dead host (`max_restarts`) and re-submits its `run()` call on the new
+process (`max_task_retries`), so a killed actor comes back and resumes consuming;
+JetStream redelivers what it had not acked.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ class _Host:
 def ray_host_class():
     import ray
 
-    return ray.remote(max_restarts=3, max_task_retries=0)(_Host)
+    return ray.remote(max_restarts=5, max_task_retries=5)(_Host)
 
 
 @dataclass
