@@ -167,6 +167,8 @@ class LLMCallCompleted(Event, tag=True):
     attempt: int = 0
     error: str | None = None
     served_from: str | None = None
+    finish_reason: str | None = None  # "stop", "length" (truncated by max_tokens), ...
+    reasoning: str | None = None  # the provider's separate reasoning text, when it returns one
 
 
 class PlanProposed(Event, tag=True):
