@@ -1,0 +1,213 @@
+"""The four LLM agents: planner, executor, fixer, summarizer (DESIGN §4).
+
+Each is a `Worker` on its role's durable consumer (durable name = the role; filter = its
+request type on every run). For one request it resolves the problem from the run's
+`RunStarted` (cached), renders the prompt from `prompts/`, calls the LLM gateway, parses
+the reply and returns, in this order:
+
+- one `LLMCallCompleted` per attempt (failed attempts included), then
+- the result: `PlanProposed` / `KernelProposed` / `InsightSummarized`, or
+- `ProposalFailed(stage, request_id, reason, detail, llm_call_id)`: the reply was unusable
+  ("no code block in reply", "empty reply", ...), the call failed after its retries
+  ("llm error: <exception type>"), or the prompt could not be built.
+
+Ids are derived from the request, so a redelivered request yields de-duplicated publishes:
+result events `derive_event_id(run, "<Type>", request_id)`, LLM calls
+`derive_event_id(run, "LLMCallCompleted", request_id, attempt)`, kernels
+`derive_event_id(run, "Kernel", request_id)`. Executor kernels have parent_id = the
+candidate; fixer kernels have parent_id None and fix_of = the broken kernel (the
+coordinator knows the lineage).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, ClassVar
+
+from accelopt.config import LLMConfig
+from accelopt.problem import Problem
+from accelopt.records import ChatMessage
+from actors.gateway import LLMGateway
+from actors.parsing import ReplyParseError, extract_code, extract_plan, parse_insight
+from actors.run_context import RunContextError, RunContexts
+from actors.worker import Worker, WorkerOptions
+from events import catalog as ev
+from events.log import EventLog, StreamSettings
+from events.subjects import role_filter
+from prompts import PromptError, render
+
+REQUEST_OF_ROLE = {
+    "planner": "PlanRequested", "executor": "ImplementationRequested",
+    "fixer": "FixRequested", "summarizer": "SummaryRequested",
+}
+STAGE_OF_ROLE: dict[str, ev.Stage] = {
+    "planner": "plan", "executor": "implement", "fixer": "fix", "summarizer": "summarize",
+}
+
+
+def agent_options(role: str, llm_config: LLMConfig, **overrides: Any) -> WorkerOptions:
+    """Default worker options of an agent: its role's durable, filter and LLM concurrency."""
+    r = llm_config.for_role(role)
+    base: dict[str, Any] = {
+        "durable": role, "filter_subject": role_filter(REQUEST_OF_ROLE[role]), "concurrency": r.concurrency,
+    }
+    base.update(overrides)
+    return WorkerOptions(**base)
+
+
+class LLMAgent(Worker):
+    """Render -> gateway -> parse -> publish; subclasses define the role's pieces."""
+
+    role: ClassVar[str] = "llm"
+
+    def __init__(
+        self,
+        nats_url: str,
+        llm_config: LLMConfig,
+        *,
+        options: WorkerOptions | None = None,
+        gateway: LLMGateway | None = None,
+        stream: StreamSettings | None = None,
+    ) -> None:
+        super().__init__(nats_url, options or agent_options(self.role, llm_config), stream=stream)
+        self.llm_config = llm_config
+        self.gateway = gateway or LLMGateway(llm_config)
+        self._contexts: RunContexts | None = None
+
+    async def on_start(self, elog: EventLog) -> None:
+        self._contexts = RunContexts(elog)
+
+    # --- role-specific -----------------------------------------------------------------------
+
+    def messages(self, event: Any, problem: Problem, seed: int) -> list[ChatMessage]:
+        raise NotImplementedError
+
+    def sample_index(self, event: Any) -> int:
+        return 0
+
+    def result(self, event: Any, problem: Problem, call: ev.LLMCallCompleted) -> ev.Event:
+        """The result event from a successful call; raises ReplyParseError."""
+        raise NotImplementedError
+
+    # --- shared --------------------------------------------------------------------------------
+
+    async def handle(self, event: ev.Event) -> list[ev.Event]:
+        if type(event).__name__ != REQUEST_OF_ROLE[self.role]:
+            return []
+        assert self._contexts is not None
+        started = await self._contexts.started(event.run_id)  # missing: raise, so the request is retried
+        try:
+            target = await self._contexts.target(event.run_id, event.problem)  # type: ignore[attr-defined]
+        except RunContextError as e:
+            return [self.failed(event, "unknown problem", str(e))]
+        try:
+            messages = self.messages(event, target.problem, started.seed)
+        except PromptError as e:
+            return [self.failed(event, "prompt error", str(e))]
+        calls = await self.gateway.complete(
+            self.role, messages, run_id=event.run_id, request_id=event.event_id,
+            sample_index=self.sample_index(event), seed=started.seed,
+        )
+        last = calls[-1]
+        if last.error is not None:
+            kind = last.error.split(":", 1)[0]
+            return [*calls, self.failed(event, f"llm error: {kind}", last.error, last.event_id)]
+        try:
+            return [*calls, self.result(event, target.problem, last)]
+        except ReplyParseError as e:
+            return [*calls, self.failed(event, e.reason, e.detail, last.event_id)]
+
+    async def give_up(self, event: ev.Event, error: str) -> list[ev.Event]:
+        if type(event).__name__ != REQUEST_OF_ROLE[self.role]:
+            return []
+        return [self.failed(event, "agent error", error[-4000:])]
+
+    def envelope(self, event: ev.Event, type_name: str) -> dict[str, Any]:
+        return {"event_id": ev.derive_event_id(event.run_id, type_name, event.event_id), "run_id": event.run_id,
+                "ts": time.time(), "causation_id": event.event_id}
+
+    def failed(self, event: Any, reason: str, detail: str = "", llm_call_id: str | None = None) -> ev.ProposalFailed:
+        return ev.ProposalFailed(
+            **self.envelope(event, "ProposalFailed"), stage=STAGE_OF_ROLE[self.role], request_id=event.event_id,
+            problem=event.problem, iteration=event.iteration, reason=reason, detail=detail[:8000],
+            llm_call_id=llm_call_id,
+        )
+
+    def kernel(self, event: Any, problem: Problem, call: ev.LLMCallCompleted, **lineage: Any) -> ev.KernelProposed:
+        block = extract_code(call.response, entry=problem.baseline.entry_symbol)
+        return ev.KernelProposed(
+            **self.envelope(event, "KernelProposed"),
+            kernel_id=ev.derive_event_id(event.run_id, "Kernel", event.event_id), problem=event.problem,
+            iteration=event.iteration, request_id=event.event_id, language=event.language, source=block.code,
+            llm_call_id=call.event_id, **lineage,
+        )
+
+
+class PlannerAgent(LLMAgent):
+    role = "planner"
+
+    def messages(self, event: ev.PlanRequested, problem: Problem, seed: int) -> list[ChatMessage]:
+        return render("planner", event.language, problem=problem, source=event.candidate_source,
+                      profile=event.candidate_profile, insights=event.insights, device=event.device,
+                      seed=seed, request_id=event.event_id)
+
+    def sample_index(self, event: ev.PlanRequested) -> int:
+        return event.sample_index
+
+    def result(self, event: ev.PlanRequested, problem: Problem, call: ev.LLMCallCompleted) -> ev.Event:
+        return ev.PlanProposed(
+            **self.envelope(event, "PlanProposed"), problem=event.problem, iteration=event.iteration,
+            candidate_id=event.candidate_id, request_id=event.event_id, plan=extract_plan(call.response),
+            llm_call_id=call.event_id,
+        )
+
+
+class ExecutorAgent(LLMAgent):
+    role = "executor"
+
+    def messages(self, event: ev.ImplementationRequested, problem: Problem, seed: int) -> list[ChatMessage]:
+        return render("executor", event.language, problem=problem, source=event.candidate_source,
+                      plan=event.plan, device=event.device)
+
+    def sample_index(self, event: ev.ImplementationRequested) -> int:
+        return event.sample_index
+
+    def result(self, event: ev.ImplementationRequested, problem: Problem, call: ev.LLMCallCompleted) -> ev.Event:
+        return self.kernel(event, problem, call, parent_id=event.candidate_id, plan_id=event.plan_id)
+
+
+class FixerAgent(LLMAgent):
+    role = "fixer"
+
+    def messages(self, event: ev.FixRequested, problem: Problem, seed: int) -> list[ChatMessage]:
+        return render("fixer", event.language, problem=problem, source=event.source, error_log=event.error_log,
+                      status=event.status, parent_source=event.parent_source, device=event.device)
+
+    def sample_index(self, event: ev.FixRequested) -> int:
+        return event.fix_round
+
+    def result(self, event: ev.FixRequested, problem: Problem, call: ev.LLMCallCompleted) -> ev.Event:
+        return self.kernel(event, problem, call, parent_id=None, plan_id=None, fix_of=event.kernel_id,
+                           fix_round=event.fix_round)
+
+
+class SummarizerAgent(LLMAgent):
+    role = "summarizer"
+
+    def messages(self, event: ev.SummaryRequested, problem: Problem, seed: int) -> list[ChatMessage]:
+        return render("summarizer", event.language, problem=problem, slow_source=event.slow_source,
+                      fast_source=event.fast_source, speedup=event.speedup, positive=event.positive,
+                      device=event.device)
+
+    def result(self, event: ev.SummaryRequested, problem: Problem, call: ev.LLMCallCompleted) -> ev.Event:
+        insight = parse_insight(call.response)
+        return ev.InsightSummarized(
+            **self.envelope(event, "InsightSummarized"), problem=event.problem, iteration=event.iteration,
+            request_id=event.event_id, title=insight.title, text=insight.text, noop=insight.noop,
+            llm_call_id=call.event_id,
+        )
+
+
+AGENTS: dict[str, type[LLMAgent]] = {
+    "planner": PlannerAgent, "executor": ExecutorAgent, "fixer": FixerAgent, "summarizer": SummarizerAgent,
+}

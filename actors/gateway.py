@@ -1,0 +1,364 @@
+"""The LLM gateway: every model call of the agents goes through here (DESIGN §5).
+
+- litellm (`acompletion`) for every provider; the model, temperature, max tokens,
+  concurrency, timeout, retries, API base and the name of the environment variable holding
+  the API key come from `LLMConfig.for_role(role)`. The key is read from the environment at
+  call time and never logged or recorded.
+- A per-role semaphore bounds the calls in flight; each attempt has a timeout (litellm's,
+  and an asyncio deadline around it, which also covers custom providers).
+- Retries with exponential backoff and jitter only on transient errors (rate limits,
+  timeouts, 5xx, connection errors); authentication, bad requests, context-window and
+  content-policy errors fail at once.
+- Every attempt becomes an `LLMCallCompleted` (failed ones with `error`), with usage, cost,
+  latency and the content hash = sha256 of (model, messages, params, sample index). Event
+  ids derive from (request id, attempt), so a redelivered request de-duplicates.
+- Cost: an explicit price from the config wins, `builtin/` and `scripted/` models cost 0,
+  else litellm's `completion_cost` (its bundled price map). An unpriced model is refused
+  (the call fails without reaching the model) unless `allow_unpriced`. `price_snapshot`
+  gives the prices to record in `RunStarted` and raises `UnpricedModelError` naming the
+  models with no price.
+- `recording`: content hash -> a recorded `LLMCallCompleted`; a call whose hash is there is
+  answered from the recording (`served_from` = the recorded event id, cost 0) without
+  calling the model. Used by ablation replays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import random
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import litellm
+
+from accelopt.config import LLMConfig, ResolvedLLM
+from accelopt.logging import get_logger
+from accelopt.records import ChatMessage, ModelPrice, TokenUsage
+from events.catalog import LLMCallCompleted, derive_event_id
+
+litellm.suppress_debug_info = True
+
+log = get_logger(component="llm-gateway")
+
+FREE_PROVIDERS = {"builtin": "builtin", "scripted": "scripted"}
+"""Offline providers of this package (priced at 0 with this source)."""
+
+_PERMANENT = (
+    litellm.AuthenticationError,
+    litellm.PermissionDeniedError,
+    litellm.BadRequestError,  # includes context-window, content-policy, unsupported params
+    litellm.NotFoundError,
+    litellm.UnprocessableEntityError,
+)
+_TRANSIENT = (
+    litellm.RateLimitError,
+    litellm.Timeout,
+    litellm.InternalServerError,
+    litellm.ServiceUnavailableError,
+    litellm.BadGatewayError,
+    litellm.APIConnectionError,
+    asyncio.TimeoutError,
+    TimeoutError,
+    ConnectionError,
+)
+
+
+class UnpricedModelError(ValueError):
+    """Models with no price in the config nor in litellm's price map."""
+
+    def __init__(self, models: Sequence[str]) -> None:
+        self.models = list(models)
+        super().__init__(
+            f"no price known for model(s) {', '.join(self.models)}: set llm.prices.<model> "
+            "(input_cost_per_token / output_cost_per_token, 0 allowed) or llm.allow_unpriced=true"
+        )
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Worth retrying: rate limits, timeouts, 5xx and connection errors; not 4xx errors."""
+    if isinstance(exc, _PERMANENT):
+        return False
+    if isinstance(exc, _TRANSIENT):
+        return True
+    status = getattr(exc, "status_code", None)
+    return isinstance(status, int) and (status in (408, 409, 429) or status >= 500)
+
+
+def provider_of(model: str) -> str:
+    return model.split("/", 1)[0] if "/" in model else ""
+
+
+def _litellm_price(model: str) -> ModelPrice | None:
+    try:
+        info = litellm.get_model_info(model)
+    except Exception:
+        return None
+    inp, out = info.get("input_cost_per_token"), info.get("output_cost_per_token")
+    if inp is None or out is None:
+        return None
+    return ModelPrice(input_cost_per_token=float(inp), output_cost_per_token=float(out), source="litellm")
+
+
+def model_price(config: LLMConfig, model: str) -> ModelPrice | None:
+    """The price of `model`: config, then the offline providers (0), then litellm's map."""
+    if model in config.prices:
+        p = config.prices[model]
+        return ModelPrice(input_cost_per_token=p.input_cost_per_token,
+                          output_cost_per_token=p.output_cost_per_token, source="config")
+    free = FREE_PROVIDERS.get(provider_of(model))
+    if free is not None:
+        return ModelPrice(input_cost_per_token=0.0, output_cost_per_token=0.0, source=free)
+    return _litellm_price(model)
+
+
+def role_models(config: LLMConfig) -> list[str]:
+    return sorted({config.for_role(r).model for r in ("planner", "executor", "fixer", "summarizer")})
+
+
+def price_snapshot(config: LLMConfig, models: Iterable[str] | None = None) -> dict[str, ModelPrice]:
+    """Prices of `models` (default: every role's model), for `RunStarted.prices`.
+
+    Raises `UnpricedModelError` naming the models without a price, unless `allow_unpriced`
+    (then they are priced at 0 with source "unpriced").
+    """
+    out: dict[str, ModelPrice] = {}
+    unpriced: list[str] = []
+    for model in sorted(set(models) if models is not None else role_models(config)):
+        price = model_price(config, model)
+        if price is None:
+            if not config.allow_unpriced:
+                unpriced.append(model)
+                continue
+            price = ModelPrice(input_cost_per_token=0.0, output_cost_per_token=0.0, source="unpriced")
+        out[model] = price
+    if unpriced:
+        raise UnpricedModelError(unpriced)
+    return out
+
+
+def content_hash(model: str, messages: Sequence[ChatMessage], params: Mapping[str, Any], sample_index: int) -> str:
+    payload = json.dumps(
+        {"model": model, "messages": [[m.role, m.content] for m in messages], "params": dict(params),
+         "sample_index": sample_index},
+        sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+    )
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def _register_offline_providers() -> None:
+    from actors.scripted import register_scripted_provider
+    from actors.tuner import register_tuner_provider
+
+    register_tuner_provider()
+    register_scripted_provider()
+
+
+class LLMGateway:
+    """See the module docstring. One per process (or per agent); safe across event loops."""
+
+    def __init__(
+        self,
+        config: LLMConfig,
+        *,
+        recording: Mapping[str, LLMCallCompleted] | None = None,
+        call_kwargs: Mapping[str, Any] | None = None,
+        backoff_base_s: float = 1.0,
+        backoff_max_s: float = 60.0,
+        timeout_grace_s: float = 2.0,
+    ) -> None:
+        """`call_kwargs` are extra keyword arguments for every `litellm.acompletion` call
+        (e.g. `mock_response` in tests, `drop_params`); they are not part of the hash."""
+        self.config = config
+        self.recording = dict(recording or {})
+        self.call_kwargs = dict(call_kwargs or {})
+        self.backoff_base_s = backoff_base_s
+        self.backoff_max_s = backoff_max_s
+        self.timeout_grace_s = timeout_grace_s
+        self._sems: dict[tuple[str, int], asyncio.Semaphore] = {}
+        self._prices: dict[str, ModelPrice | None] = {}
+        _register_offline_providers()
+
+    # --- prices --------------------------------------------------------------------------
+
+    def price_of(self, model: str) -> ModelPrice | None:
+        if model not in self._prices:
+            self._prices[model] = model_price(self.config, model)
+        return self._prices[model]
+
+    def price_snapshot(self, models: Iterable[str] | None = None) -> dict[str, ModelPrice]:
+        return price_snapshot(self.config, models)
+
+    # --- calls ---------------------------------------------------------------------------
+
+    def _semaphore(self, role: str, limit: int) -> asyncio.Semaphore:
+        key = (role, id(asyncio.get_running_loop()))
+        sem = self._sems.get(key)
+        if sem is None:
+            sem = self._sems[key] = asyncio.Semaphore(max(1, limit))
+        return sem
+
+    async def complete(
+        self,
+        role: str,
+        messages: Sequence[ChatMessage],
+        *,
+        run_id: str,
+        request_id: str,
+        sample_index: int = 0,
+        seed: int = 0,
+    ) -> list[LLMCallCompleted]:
+        """Call `role`'s model; returns one event per attempt, the last being the success or
+        the final failure."""
+        cfg = self.config.for_role(role)
+        params: dict[str, Any] = {"temperature": cfg.temperature, "max_tokens": cfg.max_tokens}
+        msgs = list(messages)
+        chash = content_hash(cfg.model, msgs, params, sample_index)
+
+        def record(attempt: int, **fields: Any) -> LLMCallCompleted:
+            base: dict[str, Any] = {
+                "event_id": derive_event_id(run_id, "LLMCallCompleted", request_id, attempt),
+                "run_id": run_id, "ts": time.time(), "causation_id": request_id, "role": role,
+                "request_id": request_id, "model": cfg.model, "params": params, "messages": msgs,
+                "response": None, "usage": TokenUsage(), "cost_usd": 0.0, "latency_s": 0.0,
+                "content_hash": chash, "attempt": attempt,
+            }
+            base.update(fields)
+            return LLMCallCompleted(**base)
+
+        recorded = self.recording.get(chash)
+        if recorded is not None and recorded.error is None and recorded.response is not None:
+            return [record(0, response=recorded.response, usage=recorded.usage, served_from=recorded.event_id,
+                           finish_reason=recorded.finish_reason, reasoning=recorded.reasoning)]
+
+        price = self.price_of(cfg.model)
+        if price is None and not self.config.allow_unpriced:
+            return [record(0, error=f"UnpricedModelError: {UnpricedModelError([cfg.model])}")]
+        api_key: str | None = None
+        if cfg.api_key_env:
+            api_key = os.environ.get(cfg.api_key_env)
+            if not api_key:
+                return [record(0, error=f"MissingAPIKey: environment variable {cfg.api_key_env} "
+                                        f"(llm.{role}.api_key_env) is not set")]
+
+        rng = random.Random(f"{seed}\x1f{request_id}")
+        out: list[LLMCallCompleted] = []
+        for attempt in range(cfg.retries + 1):
+            async with self._semaphore(role, cfg.concurrency):
+                start = time.monotonic()
+                try:
+                    resp = await asyncio.wait_for(
+                        self._call(cfg, role, msgs, api_key, sample_index, seed, request_id),
+                        timeout=cfg.timeout_s + self.timeout_grace_s,
+                    )
+                    error: BaseException | None = None
+                except asyncio.CancelledError:
+                    raise
+                except Exception as e:  # classified below: transient -> retry, else fail now
+                    resp, error = None, e
+                latency = time.monotonic() - start
+            if error is None:
+                out.append(self._success(record, attempt, cfg, msgs, resp, latency, price))
+                return out
+            text = _error_text(error, api_key, cfg.timeout_s)
+            out.append(record(attempt, error=text, latency_s=latency))
+            transient = is_transient(error)
+            log.warning("llm call failed", role=role, model=cfg.model, attempt=attempt, transient=transient,
+                        error=text[:300])
+            if not transient or attempt >= cfg.retries:
+                break
+            await asyncio.sleep(self._backoff(attempt, rng, error))
+        return out
+
+    async def _call(self, cfg: ResolvedLLM, role: str, msgs: list[ChatMessage], api_key: str | None,
+                    sample_index: int, seed: int, request_id: str) -> Any:
+        kwargs: dict[str, Any] = {
+            "model": cfg.model,
+            "messages": [{"role": m.role, "content": m.content} for m in msgs],
+            "temperature": cfg.temperature,
+            "max_tokens": cfg.max_tokens,
+            "timeout": cfg.timeout_s,
+            "num_retries": 0,
+            "max_retries": 0,
+            "metadata": {"accelopt_role": role, "sample_index": sample_index, "seed": seed,
+                         "request_id": request_id},
+        }
+        if cfg.api_base:
+            kwargs["api_base"] = cfg.api_base
+        if api_key:
+            kwargs["api_key"] = api_key
+        kwargs.update(self.call_kwargs)
+        return await litellm.acompletion(**kwargs)
+
+    def _backoff(self, attempt: int, rng: random.Random, error: BaseException) -> float:
+        cap = min(self.backoff_max_s, self.backoff_base_s * (2 ** attempt))
+        delay = cap * (0.5 + 0.5 * rng.random())  # "equal jitter": half fixed, half random
+        retry_after = _retry_after(error)
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, self.backoff_max_s))
+        return delay
+
+    def _success(self, record: Any, attempt: int, cfg: ResolvedLLM, msgs: list[ChatMessage], resp: Any,
+                 latency: float, price: ModelPrice | None) -> LLMCallCompleted:
+        choice = resp.choices[0] if getattr(resp, "choices", None) else None
+        message = getattr(choice, "message", None)
+        text = getattr(message, "content", None)
+        reasoning = getattr(message, "reasoning_content", None)
+        finish = getattr(choice, "finish_reason", None)
+        usage = _usage(resp, cfg.model, msgs, text)
+        cost = self._cost(cfg.model, resp, usage, price)
+        return record(attempt, response=text, usage=usage, cost_usd=cost, latency_s=latency,
+                      finish_reason=str(finish) if finish else None,
+                      reasoning=reasoning if isinstance(reasoning, str) and reasoning else None)
+
+    def _cost(self, model: str, resp: Any, usage: TokenUsage, price: ModelPrice | None) -> float:
+        if price is None:  # allowed unpriced
+            return 0.0
+        if price.source == "litellm":
+            try:
+                return float(litellm.completion_cost(completion_response=resp, model=model))
+            except Exception:  # fall back to the snapshot's per-token price
+                pass
+        return usage.prompt_tokens * price.input_cost_per_token + usage.completion_tokens * price.output_cost_per_token
+
+
+def _usage(resp: Any, model: str, msgs: list[ChatMessage], text: str | None) -> TokenUsage:
+    u = getattr(resp, "usage", None)
+    prompt = int(getattr(u, "prompt_tokens", 0) or 0)
+    completion = int(getattr(u, "completion_tokens", 0) or 0)
+    if prompt == 0 and completion == 0:  # the server reported none: estimate (the budget fails closed)
+        prompt = _count_tokens(model, messages=[{"role": m.role, "content": m.content} for m in msgs])
+        completion = _count_tokens(model, text=text or "") if text else 0
+    return TokenUsage(prompt_tokens=prompt, completion_tokens=completion)
+
+
+def _count_tokens(model: str, **what: Any) -> int:
+    try:
+        return int(litellm.token_counter(model=model, **what))
+    except Exception:
+        chars = len(what.get("text") or "") + sum(len(m["content"]) for m in what.get("messages") or [])
+        return max(1, chars // 4)
+
+
+def _retry_after(error: BaseException) -> float | None:
+    headers = getattr(getattr(error, "response", None), "headers", None) or getattr(error, "headers", None)
+    if not headers:
+        return None
+    try:
+        value = headers.get("retry-after") or headers.get("Retry-After")
+        return float(value) if value is not None else None
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
+def _error_text(error: BaseException, api_key: str | None, timeout_s: float) -> str:
+    if isinstance(error, asyncio.TimeoutError | TimeoutError) and not isinstance(error, litellm.Timeout):
+        text = f"Timeout: no reply within {timeout_s:g}s"
+    else:
+        text = f"{type(error).__name__}: {error}"
+    if api_key:
+        text = text.replace(api_key, "***")
+    return text[:4000]
