@@ -54,6 +54,7 @@ class ScriptedCall:
     metadata: dict[str, Any]
     started: float
     reply: Reply | None = None
+    api_key_given: bool = False  # whether the call carried an API key (its value is not kept)
 
 
 ScriptItem = str | Reply | BaseException
@@ -72,9 +73,10 @@ class Script:
         }
         self._lock = threading.Lock()
 
-    def next_reply(self, role: str, messages: list[dict[str, Any]], metadata: dict[str, Any]) -> Reply:
+    def next_reply(self, role: str, messages: list[dict[str, Any]], metadata: dict[str, Any],
+                   api_key_given: bool = False) -> Reply:
         with self._lock:
-            call = ScriptedCall(role, messages, metadata, time.monotonic())
+            call = ScriptedCall(role, messages, metadata, time.monotonic(), api_key_given=api_key_given)
             self.calls.append(call)
             queue = self._queues.get(role)
             if queue is None:
@@ -115,7 +117,7 @@ def remove_script(name: str) -> None:
     _SCRIPTS.pop(name, None)
 
 
-def _lookup(kwargs: dict[str, Any]) -> tuple[Script, str, dict[str, Any], list[dict[str, Any]]]:
+def _next(kwargs: dict[str, Any]) -> tuple[Script, Reply, list[dict[str, Any]]]:
     model = str(kwargs.get("model") or "")
     name = model.split("/", 1)[1] if model.startswith(f"{PROVIDER}/") else model
     script = _SCRIPTS.get(name)
@@ -124,7 +126,8 @@ def _lookup(kwargs: dict[str, Any]) -> tuple[Script, str, dict[str, Any], list[d
                                       model=f"{PROVIDER}/{name}", llm_provider=PROVIDER)
     meta = dict((kwargs.get("litellm_params") or {}).get("metadata") or {})
     role = str(meta.get("accelopt_role") or "*")
-    return script, role, meta, list(kwargs.get("messages") or [])
+    messages = list(kwargs.get("messages") or [])
+    return script, script.next_reply(role, messages, meta, bool(kwargs.get("api_key"))), messages
 
 
 def _finish(kwargs: dict[str, Any], messages: list[dict[str, Any]], reply: Reply) -> ModelResponse:
@@ -139,15 +142,13 @@ def _finish(kwargs: dict[str, Any], messages: list[dict[str, Any]], reply: Reply
 
 class ScriptedLLM(CustomLLM):
     def completion(self, *args: Any, **kwargs: Any) -> ModelResponse:
-        script, role, meta, messages = _lookup(kwargs)
-        reply = script.next_reply(role, messages, meta)
+        _, reply, messages = _next(kwargs)
         if reply.delay_s:
             time.sleep(reply.delay_s)
         return _finish(kwargs, messages, reply)
 
     async def acompletion(self, *args: Any, **kwargs: Any) -> ModelResponse:
-        script, role, meta, messages = _lookup(kwargs)
-        reply = script.next_reply(role, messages, meta)
+        script, reply, messages = _next(kwargs)
         script.in_flight += 1
         script.max_in_flight = max(script.max_in_flight, script.in_flight)
         try:

@@ -140,8 +140,8 @@ def insight_preferences(text: str) -> dict[tuple[str, str], float]:
         name, direction = m.group("name"), m.group("dir")
         other = "Decrease" if direction == "Increase" else "Increase"
         good, bad = (direction, other) if faster else (other, direction)
-        prefs[(name, good)] = prefs.get((name, good), 1.0) * 4.0
-        prefs[(name, bad)] = prefs.get((name, bad), 1.0) * 0.25
+        prefs[(name, good)] = prefs.get((name, good), 1.0) * 6.0
+        prefs[(name, bad)] = prefs.get((name, bad), 1.0) / 6.0
     return prefs
 
 

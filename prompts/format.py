@@ -81,7 +81,8 @@ def interface_lines(problem: Problem, language: str) -> list[str]:
     d = problem.definition
     axes = list(d.axes)
     if language == "c":
-        defines = " ".join(f"-D{a}={v}" for a, v in problem.axis_values().items())
+        values = problem.axis_values()
+        defines = " ".join(f"-D{a}={values[a]}" for a in axes if a in values)
         return [
             f"- Entry point: `{c_signature(problem)}`: the inputs in definition order as `const` "
             "pointers, then the outputs; tensors are dense, row-major (C order), 64-byte aligned.",
