@@ -118,7 +118,7 @@ class MemoryCurator(Worker):
         stream: StreamSettings | None = None,
         batch_max: int = 64,
         batch_window_s: float = 0.05,
-        optimize_every: int = 200,
+        maintain_every_rows: int = 1000,
     ) -> None:
         super().__init__(nats_url, options or curator_options(uri, table), stream=stream)
         self.uri = uri
@@ -128,7 +128,8 @@ class MemoryCurator(Worker):
         self.index: MemoryIndex | None = None
         self.written = 0
         self.batches = 0
-        self.optimize_every = optimize_every
+        self.maintain_every_rows = maintain_every_rows
+        self._since_maintain = 0
         self._batcher = MicroBatcher(self._flush, max_items=batch_max, window_s=batch_window_s)
 
     async def on_start(self, elog: EventLog) -> None:
@@ -146,18 +147,23 @@ class MemoryCurator(Worker):
 
     async def _flush(self, entries: list[MemoryEntry]) -> None:
         assert self.index is not None
-        self.written += await asyncio.to_thread(self.index.upsert, entries)
+        written = await asyncio.to_thread(self.index.upsert, entries)
+        self.written += written
         self.batches += 1
-        if self.optimize_every and self.batches % self.optimize_every == 0:
-            await self._optimize()
+        self._since_maintain += written
+        if self.maintain_every_rows and self._since_maintain >= self.maintain_every_rows:
+            self._since_maintain = 0
+            await self._maintain()
 
-    async def _optimize(self) -> None:
-        """Compact the one-fragment-per-commit files now and then (best effort)."""
+    async def _maintain(self) -> None:
+        """Compact the one-fragment-per-commit files, build the vector index once the memory
+        is large, fold new rows into the indices (best effort)."""
         assert self.index is not None
         try:
-            await asyncio.to_thread(self.index.optimize)
+            done = await asyncio.to_thread(self.index.maintain)
+            self.log.info("memory maintained", **done)
         except Exception as e:  # a concurrent writer's commit won: try again next time
-            self.log.warning("memory optimize skipped", error=str(e))
+            self.log.warning("memory maintenance skipped", error=str(e))
 
     def summary(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self.stats), "written": self.written, "batches": self.batches,

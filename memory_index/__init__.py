@@ -11,10 +11,8 @@ up to date; `rebuild_from_logs` rebuilds it). Public API:
 - `Embedder(model=None, *, device="cpu")`: the bundled all-MiniLM-L6-v2 by default.
 - `query_for(problem, op_type, device, language, kernel_source_or_plan)`: the query text.
 - `format_for_prompt(insights)`: the planner's memory block.
-- `MemoryConfig`: the run settings (enabled, uri, top_m, filters, model).
 """
 
-from memory_index.config import MemoryConfig
 from memory_index.embedder import DEFAULT_MODEL, Embedder
 from memory_index.retrieval import (
     DEFAULT_TOP_M,
@@ -39,7 +37,6 @@ __all__ = [
     "DEFAULT_TOP_M",
     "Embedder",
     "Filters",
-    "MemoryConfig",
     "MemoryIndex",
     "MemoryIndexError",
     "MemoryStats",

@@ -1,0 +1,257 @@
+"""`accelopt memory ...`: inspect and maintain the optimization memory (a LanceDB table).
+
+    accelopt memory stats | list | search TEXT | show ID | export FILE | import FILE
+    accelopt memory rebuild LOG... [--replace] | rebuild --nats URL
+    accelopt memory index            (vector + id indices, compaction; for large memories)
+
+The memory is `--uri` (a folder or `s3://bucket/prefix`), else `$ACCELOPT_MEMORY`, else
+`runs/memory`. Heavy imports (LanceDB, sentence-transformers) happen only when a command
+runs, so `accelopt --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--uri", default=None, help="memory location: folder or s3://bucket/prefix "
+                   "(default: $ACCELOPT_MEMORY, else runs/memory)")
+    p.add_argument("--table", default="memory", help="table name (default: memory)")
+    p.add_argument("--model", default=None, help="embedding model (default: the one the table was built with)")
+
+
+def _filters(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", action="append", help="only this device kind (repeatable)")
+    p.add_argument("--language", action="append", help="only this kernel language (repeatable)")
+    p.add_argument("--op-type", action="append", help="only this op type (repeatable)")
+    p.add_argument("--min-speedup", type=float, default=None, help="only entries at least this fast")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    mem = sub.add_parser("memory", help="inspect and maintain the optimization memory",
+                         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    msub = mem.add_subparsers(dest="memory_command", metavar="SUBCOMMAND")
+    mem.set_defaults(func=lambda args: (mem.print_help(), 2)[1])
+
+    p = msub.add_parser("stats", help="row counts by device, language and op type; model; indices")
+    _common(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_stats)
+
+    p = msub.add_parser("list", help="entries, newest first")
+    _common(p)
+    _filters(p)
+    p.add_argument("--problem", action="append", help="only this problem (repeatable)")
+    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--json", action="store_true", help="JSON lines of full entries (with kernels)")
+    p.set_defaults(func=_list)
+
+    p = msub.add_parser("search", help="the entries most similar to TEXT (what a planner would see)")
+    _common(p)
+    _filters(p)
+    p.add_argument("text")
+    p.add_argument("--top-m", type=int, default=16)
+    p.add_argument("--exclude-problem", default=None)
+    p.add_argument("--no-collapse", action="store_true", help="keep near-duplicate insights")
+    p.add_argument("--prompt", action="store_true", help="print the planner's memory block instead")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_search)
+
+    p = msub.add_parser("show", help="one entry in full, with its slow and fast kernels")
+    _common(p)
+    p.add_argument("id")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_show)
+
+    p = msub.add_parser("export", help="write the entries to a JSONL file (no embeddings)")
+    _common(p)
+    _filters(p)
+    p.add_argument("file")
+    p.set_defaults(func=_export)
+
+    p = msub.add_parser("import", help="upsert the entries of a JSONL file (re-embedded)")
+    _common(p)
+    p.add_argument("file")
+    p.set_defaults(func=_import)
+
+    p = msub.add_parser("rebuild", help="re-project MemoryEntryAdded events from exported logs or a live log")
+    _common(p)
+    p.add_argument("logs", nargs="*", metavar="LOG", help="exported run logs (accelopt log export files)")
+    p.add_argument("--nats", default=None, help="read every run's entries from this JetStream log instead")
+    p.add_argument("--run", default="*", help="with --nats: only this run")
+    p.add_argument("--replace", action="store_true",
+                   help="drop the table first (only when these logs are all that feeds this memory)")
+    p.set_defaults(func=_rebuild)
+
+    p = msub.add_parser("index", help="build the vector index (ANN) and the id index; compact")
+    _common(p)
+    p.add_argument("--type", default="IVF_HNSW_SQ", help="IVF_HNSW_SQ (default), IVF_PQ, IVF_FLAT, ...")
+    p.add_argument("--min-rows", type=int, default=None, help="skip the ANN index below this many rows")
+    p.set_defaults(func=_index)
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+def _open(args: argparse.Namespace) -> Any:
+    from memory_index import MemoryIndex, default_uri
+
+    return MemoryIndex.open(args.uri or default_uri(), embedder=args.model, table=args.table)
+
+
+def _filter_obj(args: argparse.Namespace, **extra: Any) -> Any:
+    from memory_index import Filters
+
+    return Filters(device=args.device, language=args.language, op_type=args.op_type,
+                   min_speedup=args.min_speedup, include_noop=True, **extra)
+
+
+def _out(obj: Any) -> None:
+    import msgspec
+
+    sys.stdout.write(msgspec.json.encode(obj).decode() + "\n")
+
+
+def _short(text: str, n: int = 70) -> str:
+    line = " ".join(text.strip().strip("*").split())
+    return line if len(line) <= n else line[: n - 1] + "…"
+
+
+# --- commands ------------------------------------------------------------------------------------
+
+def _stats(args: argparse.Namespace) -> int:
+    s = _open(args).stats()
+    if args.json:
+        _out(s)
+        return 0
+    con = Console()
+    if not s.exists:
+        con.print(f"no memory table [bold]{s.table}[/] at {s.uri} (it is created on the first write)")
+        return 0
+    t = Table(title=f"memory {s.uri} (table {s.table})", show_header=False)
+    t.add_column("key", style="bold")
+    t.add_column("value")
+    for k, v in (("entries", s.rows), ("no-op entries (never retrieved)", s.noop_rows), ("runs", s.runs),
+                 ("problems", s.problems), ("embedding model", f"{s.model} ({s.dim}-dim)"),
+                 ("table version", s.version), ("fragments", s.fragments),
+                 ("indices", ", ".join(s.indices) or "none (flat search)")):
+        t.add_row(k, str(v))
+    con.print(t)
+    for title, counts in (("device", s.by_device), ("language", s.by_language), ("op type", s.by_op_type)):
+        ct = Table(title=f"by {title}")
+        ct.add_column(title)
+        ct.add_column("entries", justify="right")
+        for k, n in list(counts.items())[:20]:
+            ct.add_row(k, str(n))
+        con.print(ct)
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    index = _open(args)
+    entries = index.list(_filter_obj(args, problem=args.problem), limit=args.limit, kernels=args.json)
+    if args.json:
+        for e in entries:
+            _out(e)
+        return 0
+    t = Table(title=f"{len(entries)} of {index.count()} entries, newest first")
+    for col in ("id", "problem", "op type", "device", "lang", "speedup", "title"):
+        t.add_column(col, justify="right" if col == "speedup" else "left")
+    for e in entries:
+        t.add_row(e.id[:12], e.problem, e.op_type, e.device, e.language, f"{e.speedup:.2f}x", _short(e.title))
+    Console().print(t)
+    return 0
+
+
+def _search(args: argparse.Namespace) -> int:
+    from memory_index import format_for_prompt
+
+    index = _open(args)
+    results = index.search(args.text, top_m=args.top_m, device=args.device, language=args.language,
+                           op_type=args.op_type, min_speedup=args.min_speedup,
+                           exclude_problem=args.exclude_problem, collapse=not args.no_collapse)
+    if args.prompt:
+        sys.stdout.write(format_for_prompt(results))
+        return 0
+    if args.json:
+        _out(results)
+        return 0
+    t = Table(title=f"top {len(results)} for {_short(args.text, 50)!r}")
+    for col in ("score", "id", "problem", "device", "lang", "speedup", "title"):
+        t.add_column(col, justify="right" if col in ("score", "speedup") else "left")
+    for r in results:
+        t.add_row(f"{r.score:.3f}", r.entry_id[:12], r.problem, r.device, r.language, f"{r.speedup:.2f}x",
+                  _short(r.title))
+    Console().print(t)
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    index = _open(args)
+    entry = index.get(args.id)
+    if entry is None:  # accept a unique prefix, as `list` shows shortened ids
+        matches = [e for e in index.list(limit=None) if e.id.startswith(args.id)]
+        if len(matches) == 1:
+            entry = index.get(matches[0].id)
+        else:
+            print(f"no entry {args.id!r}" + (f" ({len(matches)} ids start with it)" if matches else ""),
+                  file=sys.stderr)
+            return 1
+    if args.json:
+        _out(entry)
+        return 0
+    con = Console()
+    con.print(f"[bold]{entry.title.strip().strip('*')}[/]")
+    con.print(f"id {entry.id}  run {entry.source_run}  problem {entry.problem} ({entry.op_type})  "
+              f"{entry.device}/{entry.language}  {entry.speedup:.2f}x  positive={entry.positive}")
+    con.print()
+    con.print(entry.text, markup=False, highlight=False)
+    for name, src in (("slow kernel", entry.slow_kernel), ("fast kernel", entry.fast_kernel)):
+        con.rule(name)
+        con.print(src, markup=False, highlight=False)
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    n = _open(args).export(args.file, _filter_obj(args))
+    print(f"exported {n} entries to {args.file}")
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    n = _open(args).import_(args.file)
+    print(f"imported {n} new entries from {args.file}")
+    return 0
+
+
+def _rebuild(args: argparse.Namespace) -> int:
+    from memory_index import rebuild_from_nats
+
+    if bool(args.logs) == bool(args.nats):
+        print("give exported LOG files or --nats URL (one of them)", file=sys.stderr)
+        return 2
+    index = _open(args)
+    if args.nats:
+        n = asyncio.run(rebuild_from_nats(index, args.nats, run_id=args.run, replace=args.replace))
+    else:
+        n = index.rebuild_from_logs(args.logs, replace=args.replace)
+    print(f"rebuilt: {n} entries written; the table holds {index.count()}")
+    return 0
+
+
+def _index(args: argparse.Namespace) -> int:
+    index = _open(args)
+    kwargs: dict[str, Any] = {"index_type": args.type}
+    if args.min_rows is not None:
+        kwargs["min_rows"] = args.min_rows
+    built = index.create_vector_index(**kwargs)
+    index.optimize()
+    print(json.dumps({"vector_index": built, "rows": index.count(), "indices": index.stats().indices}))
+    return 0

@@ -1,0 +1,40 @@
+"""Two processes merge-inserting the same new ids at once leave one row per id."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+
+from memory_index import MemoryIndex
+
+_WRITER = textwrap.dedent("""
+    import sys, time
+    import numpy as np
+    import accelopt
+    from accelopt.records import MemoryEntry
+    from memory_index import MemoryIndex
+
+    uri, seed, start = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+    index = MemoryIndex.open(uri)
+    rng = np.random.default_rng(seed)
+    while time.time() < start:
+        time.sleep(0.001)
+    for b in range(30):
+        batch = [MemoryEntry(id=f"id{i}", source_run=f"w{seed}", problem="p", op_type="o", device="cpu",
+                             language="c", slow_kernel="", fast_kernel="", speedup=1.1, title=f"t{i}",
+                             text="x", created_at=float(i)) for i in range(b * 4, b * 4 + 4)]
+        vecs = rng.standard_normal((4, 384)).astype(np.float32)
+        index.upsert_vectors(batch, vecs / np.linalg.norm(vecs, axis=1, keepdims=True))
+""")
+
+
+def test_concurrent_merge_inserts_of_the_same_ids_do_not_duplicate(memory_uri):
+    start = time.time() + 3.0
+    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, memory_uri, str(seed), str(start)])
+             for seed in (1, 2)]
+    assert [p.wait(timeout=90) for p in procs] == [0, 0]
+    index = MemoryIndex.open(memory_uri)
+    ids = [e.id for e in index.list(limit=None)]
+    assert len(ids) == len(set(ids)) == 120
