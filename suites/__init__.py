@@ -1,0 +1,98 @@
+"""Problem suites as package data (they ship in the wheel).
+
+Layout: `suites/<suite>/suite.json` marks a suite (name, description, device kind, language,
+baseline entry point); each subfolder with a `definition.json` is a problem:
+`definition.json` (FlashInfer Definition + x_ fields), `workload.json` (its axis values) and
+the baseline kernel (`baseline.c` for the CPU suite).
+
+    list_suites() -> ["cpu", ...]
+    load_suite("cpu") -> [Problem, ...]
+    get_problem("cpu/matmul") -> Problem
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+
+from accelopt.problem import (
+    BuildSpec,
+    Problem,
+    ProblemFileError,
+    Solution,
+    SourceFile,
+    load_definition,
+    load_workload,
+)
+
+ROOT = Path(__file__).resolve().parent
+
+
+class SuiteInfo(msgspec.Struct, kw_only=True, frozen=True):
+    name: str
+    description: str
+    device: str
+    language: str
+    entry_point: str  # "<baseline file>::<symbol>"
+
+
+def _suite_dir(name: str) -> Path:
+    d = ROOT / name
+    if not (d / "suite.json").is_file() or "/" in name or name.startswith((".", "_")):
+        raise KeyError(f"no suite named {name!r}; suites: {list_suites()}")
+    return d
+
+
+def list_suites() -> list[str]:
+    return sorted(p.parent.name for p in ROOT.glob("*/suite.json"))
+
+
+def suite_info(name: str) -> SuiteInfo:
+    path = _suite_dir(name) / "suite.json"
+    try:
+        return msgspec.json.decode(path.read_bytes(), type=SuiteInfo)
+    except (msgspec.ValidationError, msgspec.DecodeError) as e:
+        raise ProblemFileError(f"{path}: invalid suite.json: {e}") from e
+
+
+def problem_names(suite: str) -> list[str]:
+    return sorted(p.parent.name for p in _suite_dir(suite).glob("*/definition.json"))
+
+
+def load_problem_dir(path: Path, info: SuiteInfo) -> Problem:
+    """A problem folder: definition.json, workload.json and the baseline source."""
+    definition = load_definition(path / "definition.json")
+    workload = load_workload(path / "workload.json", definition)
+    file, _, _symbol = info.entry_point.partition("::")
+    src = path / file
+    try:
+        content = src.read_text()
+    except OSError as e:
+        raise ProblemFileError(f"{src}: cannot read baseline ({e.strerror})") from e
+    baseline = Solution(
+        name=f"{definition.name}_baseline", definition=definition.name, author="baseline",
+        spec=BuildSpec(language=info.language, target_hardware=[info.device], entry_point=info.entry_point),
+        sources=[SourceFile(path=file, content=content)],
+        description=f"baseline of the {info.name} suite",
+    )
+    return Problem(definition=definition, workload=workload, baseline=baseline)
+
+
+def load_suite(name: str) -> list[Problem]:
+    info = suite_info(name)
+    return [load_problem_dir(_suite_dir(name) / p, info) for p in problem_names(name)]
+
+
+def get_problem(ref: str) -> Problem:
+    """`"<suite>/<problem>"`, e.g. `"cpu/matmul"`."""
+    suite, sep, problem = ref.partition("/")
+    if not sep or not problem:
+        raise KeyError(f"problem reference must be SUITE/PROBLEM, got {ref!r}")
+    if problem not in problem_names(suite):
+        raise KeyError(f"suite {suite!r} has no problem {problem!r}; problems: {problem_names(suite)}")
+    return load_problem_dir(_suite_dir(suite) / problem, suite_info(suite))
+
+
+__all__ = ["SuiteInfo", "get_problem", "list_suites", "load_problem_dir", "load_suite", "problem_names",
+           "suite_info"]

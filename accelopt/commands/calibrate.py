@@ -1,0 +1,46 @@
+"""`accelopt calibrate [--force] [--quick]`: measure (once) and print this machine's CPU peaks."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import msgspec
+from rich.console import Console
+from rich.table import Table
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("calibrate", help="measure and cache the CPU roofline peaks (bandwidth, sgemm, FMA)")
+    p.add_argument("--force", action="store_true", help="measure again even if a calibration is cached")
+    p.add_argument("--quick", action="store_true", help="a ~2 s measurement (for tests), kept apart from the full one")
+    p.add_argument("--cache-dir", type=Path, default=None, help="default: $ACCELOPT_CACHE_DIR or ~/.cache/accelopt")
+    p.add_argument("--json", action="store_true", help="print the calibration record as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from hardware_agents.cpu.calibrate import CalibrationError, calibrate, calibration_path
+
+    console = Console()
+    try:
+        with console.status("measuring peaks (triad, sgemm, FMA)..."):
+            rec = calibrate(args.cache_dir, force=args.force, quick=args.quick)
+    except CalibrationError as e:
+        console.print(f"[red]{e}[/red]")
+        return 1
+    if args.json:
+        print(msgspec.json.format(msgspec.json.encode(rec), indent=2).decode())
+        return 0
+    s = rec.spec
+    table = Table(title=f"{s.name}: {'quick' if rec.quick else 'full'} calibration of {rec.created}")
+    table.add_column("roof")
+    table.add_column("peak", justify="right")
+    table.add_row("memory bandwidth (DRAM)", f"{s.peak_bw_bytes_s / 1e9:.1f} GB/s")
+    table.add_row("matmul (sgemm)", f"{s.peak_matmul_flops / 1e9:.1f} GFLOP/s")
+    table.add_row("vector (FMA)", f"{s.peak_vector_flops / 1e9:.1f} GFLOP/s")
+    for p in s.bw_curve:
+        table.add_row(f"  triad, working set {p.working_set_bytes / 2**20:.2f} MiB", f"{p.bytes_per_s / 1e9:.1f} GB/s")
+    console.print(table)
+    console.print(f"cached in {calibration_path(args.cache_dir, quick=rec.quick)} (measured in {rec.seconds:.1f} s)")
+    return 0

@@ -1,0 +1,86 @@
+"""`accelopt profile SUITE/PROBLEM [--solution FILE]`: profile the baseline or a given kernel."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import msgspec
+from rich.console import Console
+from rich.table import Table
+
+from accelopt.problem import ProblemFileError, Solution, SourceFile, load_solution
+from accelopt.profile import Profile
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("profile", help="compile, check and time one kernel on its device")
+    p.add_argument("problem", help="SUITE/PROBLEM, e.g. cpu/matmul")
+    p.add_argument("--solution", type=Path, default=None,
+                   help="a Solution JSON, or a kernel source file (default: the suite's baseline)")
+    p.add_argument("--seeds", default="0,21,42", help="comma-separated correctness seeds")
+    p.add_argument("--timeout", type=float, default=None, help="wall-clock limit of the kernel run, seconds")
+    p.add_argument("--cache-dir", type=Path, default=None, help="default: $ACCELOPT_CACHE_DIR or ~/.cache/accelopt")
+    p.add_argument("--json", action="store_true", help="print the Profile record as JSON")
+    p.set_defaults(func=run)
+
+
+def _solution(path: Path, baseline: Solution) -> Solution:
+    if path.suffix == ".json":
+        return load_solution(path)
+    entry_file = baseline.spec.entry_point.split("::", 1)[0]
+    return msgspec.structs.replace(
+        baseline, name=path.stem, author="user",
+        sources=[SourceFile(path=entry_file, content=path.read_text())], description=f"from {path}")
+
+
+def render(problem_ref: str, prof: Profile) -> Table:
+    table = Table(title=f"{problem_ref} on {prof.device}", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value")
+    color = "green" if prof.status == "passed" else "red"
+    table.add_row("status", f"[{color}]{prof.status}[/{color}]")
+    if prof.latency:
+        lat = prof.latency
+        table.add_row("latency (median)", f"{lat.median_ms:.4g} ms")
+        table.add_row("min / max", f"{lat.min_ms:.4g} / {lat.max_ms:.4g} ms")
+        table.add_row("spread (IQR/median)", f"{lat.spread:.1%} over {len(lat.samples_ms)} runs, {lat.reruns} re-runs")
+    if prof.pct_peak is not None:
+        table.add_row("% of peak", f"{prof.pct_peak:.1%}")
+        table.add_row("bound", str(prof.bound))
+        table.add_row("T_peak", f"{prof.t_peak_ms:.4g} ms")
+    if prof.correctness:
+        table.add_row("correctness", ", ".join(
+            f"{c.case} {'ok' if c.passed else 'FAIL'}" + (f" (rel {c.rel_l2:.1e})" if c.rel_l2 is not None else "")
+            for c in prof.correctness))
+    table.add_row("wall time", f"{prof.wall_s:.2f} s")
+    return table
+
+
+def run(args: argparse.Namespace) -> int:
+    import suites
+    from hardware_agents.base import get_agent
+
+    console = Console()
+    try:
+        problem = suites.get_problem(args.problem)
+        info = suites.suite_info(args.problem.split("/", 1)[0])
+        solution = _solution(args.solution, problem.baseline) if args.solution else problem.baseline
+    except (KeyError, ProblemFileError, OSError) as e:
+        console.print(f"[red]{e}[/red]")
+        return 1
+    seeds = tuple(int(s) for s in args.seeds.split(",") if s.strip())
+    opts = {"cache_dir": args.cache_dir} if args.cache_dir else {}
+    agent = get_agent(info.device, **opts)
+    try:
+        with console.status(f"profiling {args.problem}..."):
+            prof = agent.profile(problem, solution, seeds=seeds, timeout_s=args.timeout)
+    finally:
+        agent.close()
+    if args.json:
+        print(msgspec.json.format(msgspec.json.encode(prof), indent=2).decode())
+    else:
+        console.print(render(args.problem, prof))
+        if prof.status != "passed" and prof.log:
+            console.print(prof.log, markup=False, highlight=False)
+    return 0 if prof.status == "passed" else 1

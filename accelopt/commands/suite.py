@@ -1,0 +1,24 @@
+"""`accelopt suite ...`: the suite command group.
+
+Sub-subcommands are discovered: every module in `suites/commands/` (package data of the
+suites folder) exposes `register(subparsers)` and adds its own parser, exactly like the
+top-level commands; `list` is one of them. Adding `suite import-nkibench` is a new module
+there, with no edit here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("suite", help="problem suites: list, import, ...")
+    group = p.add_subparsers(dest="suite_command", metavar="SUITE_COMMAND")
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+    import suites.commands as pkg
+
+    for mod in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
+        if not mod.name.startswith("_"):
+            importlib.import_module(f"suites.commands.{mod.name}").register(group)

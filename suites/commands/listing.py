@@ -1,0 +1,44 @@
+"""`accelopt suite list [SUITE]`: the suites, or one suite's problems with shapes and work."""
+
+from __future__ import annotations
+
+import argparse
+
+from rich.console import Console
+from rich.table import Table
+
+import suites
+from hardware_agents.base import roofline_terms
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("list", help="list suites, or the problems of one suite")
+    p.add_argument("suite", nargs="?", help="a suite name (default: all suites)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    console = Console()
+    names = [args.suite] if args.suite else suites.list_suites()
+    if args.suite and args.suite not in suites.list_suites():
+        console.print(f"[red]no suite named {args.suite!r}[/red]; suites: {', '.join(suites.list_suites())}")
+        return 1
+    for name in names:
+        info = suites.suite_info(name)
+        table = Table(title=f"suite {name}: {info.description} (device {info.device}, {info.language})")
+        for col, just in (("problem", "left"), ("op type", "left"), ("axes", "left"), ("GFLOP", "right"),
+                          ("min MiB", "right"), ("inputs -> outputs", "left")):
+            table.add_column(col, justify=just)  # type: ignore[arg-type]
+        for prob in suites.load_suite(name):
+            d = prob.definition
+            terms = roofline_terms(prob) if d.x_roofline else None
+            shapes = prob.input_shapes()
+            outs = prob.output_shapes()
+            io = ", ".join(f"{n}{list(s) if s else ''}" for n, s in shapes.items())
+            io += " -> " + ", ".join(f"{n}{list(s) if s else ''}" for n, s in outs.items())
+            table.add_row(
+                f"{name}/{prob.name}", d.op_type, " ".join(f"{k}={v}" for k, v in prob.axis_values().items()),
+                f"{(terms.flops_matmul + terms.flops_vector) / 1e9:.3f}" if terms else "-",
+                f"{terms.bytes_min / 2**20:.1f}" if terms else "-", io)
+        console.print(table)
+    return 0
