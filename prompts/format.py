@@ -65,31 +65,20 @@ def correctness_bar(problem: Problem) -> str:
     )
 
 
-_C_TYPES = {"float32": "float", "float16": "_Float16", "int64": "int64_t", "int32": "int32_t",
-            "int16": "int16_t", "int8": "int8_t", "bool": "bool"}
+def c_interface_lines(problem: Problem) -> list[str]:
+    """The CPU agent's calling convention and this problem's prototype (kept in one place, the
+    agent, so the prompt states exactly what the harness does)."""
+    from hardware_agents.cpu import CONVENTION, c_signature
 
-
-def c_signature(problem: Problem) -> str:
-    d = problem.definition
-    args = [f"const {_C_TYPES.get(s.dtype, s.dtype)}* {n}" for n, s in d.inputs.items()]
-    args += [f"{_C_TYPES.get(s.dtype, s.dtype)}* {n}" for n, s in d.outputs.items()]
-    return f"void {problem.baseline.entry_symbol}({', '.join(args)})"
+    return [CONVENTION.strip(), "", "Prototype and axis macros for this problem:",
+            fence(c_signature(problem, problem.baseline.entry_symbol), "c")]
 
 
 def interface_lines(problem: Problem, language: str) -> list[str]:
     """How the harness calls the kernel (what the generated code must keep)."""
     d = problem.definition
-    axes = list(d.axes)
     if language == "c":
-        values = problem.axis_values()
-        defines = " ".join(f"-D{a}={values[a]}" for a in axes if a in values)
-        return [
-            f"- Entry point: `{c_signature(problem)}`: the inputs in definition order as `const` "
-            "pointers, then the outputs; tensors are dense, row-major (C order), 64-byte aligned.",
-            f"- The shape values arrive as macros from the harness ({defines or 'none'}): use "
-            f"{', '.join(f'`{a}`' for a in axes) or 'them'} in the code and never #define them yourself.",
-            "- One C11 translation unit, compiled with `-O3 -march=native -fopenmp -shared`.",
-        ]
+        return c_interface_lines(problem)
     entry = problem.baseline.entry_symbol
     dps = problem.baseline.spec.destination_passing_style
     ins = ", ".join(d.inputs)

@@ -34,8 +34,8 @@ def test_planner_shows_shapes_tolerance_interface_and_kernel():
     assert "- M = 1024" in user.content and "- N = 256" in user.content  # concrete workload axes
     assert "x: float32[M, N] = [1024, 256]" in user.content
     assert "3e-05" in user.content and "0.0001 * max(1, rms(ref))" in user.content  # the real bar
-    assert "void kernel(const float* x, const float* y, float* out)" in user.content
-    assert "-DM=1024 -DN=256" in user.content
+    assert "const float* y /* [M][N] */" in user.content and "float* out /* [M][N] */" in user.content
+    assert "/* axis macros: N=256 M=1024 */" in user.content and "Outputs contain NaN on entry" in user.content
     assert "#define TILE_J 32" in user.content
     assert "```python\ndef run(x, y):" in user.content  # numpy reference for C
 
