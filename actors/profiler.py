@@ -6,6 +6,7 @@ to itself."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 
 import msgspec
@@ -36,6 +37,38 @@ def seeds_for(request: ev.ProfileRequested) -> tuple[int, ...]:
     return tuple(s + request.seed_offset for s in DEFAULT_SEEDS)
 
 
+class ProfileCache:
+    """Profiles by (run, problem, device, language, source): an identical kernel proposed again
+    (two plans that land on the same variant, a change that undoes another) is not profiled
+    twice, so device time goes to new variants and a lucky re-measurement of the same code
+    cannot win the beam. Bounded LRU."""
+
+    def __init__(self, max_entries: int = 4096) -> None:
+        self.max_entries = max_entries
+        self._entries: dict[str, Profile] = {}
+        self.hits = 0
+
+    @staticmethod
+    def key(run_id: str, problem: str, device: str, language: str, source: str) -> str:
+        h = hashlib.sha256()
+        for part in (run_id, problem, device, language, source):
+            h.update(part.encode())
+            h.update(b"\x1f")
+        return h.hexdigest()
+
+    def get(self, key: str) -> Profile | None:
+        prof = self._entries.pop(key, None)
+        if prof is not None:
+            self._entries[key] = prof
+            self.hits += 1
+        return prof
+
+    def put(self, key: str, profile: Profile) -> None:
+        self._entries[key] = profile
+        while len(self._entries) > self.max_entries:
+            self._entries.pop(next(iter(self._entries)))
+
+
 class ProfilerAgent(Worker):
     role = "profiler"
 
@@ -51,6 +84,7 @@ class ProfilerAgent(Worker):
         self.worker_name = worker_name or f"{device}-{id(self):x}"
         self._agent: HardwareAgent | None = None
         self._contexts: RunContexts | None = None
+        self.cache = ProfileCache()
 
     async def on_start(self, elog: EventLog) -> None:
         self._contexts = RunContexts(elog)
@@ -59,10 +93,17 @@ class ProfilerAgent(Worker):
     async def handle(self, event: ev.Event) -> list[ev.Event]:
         assert isinstance(event, ev.ProfileRequested) and self._contexts and self._agent
         target = await self._contexts.target(event.run_id, event.problem)
+        key = ProfileCache.key(event.run_id, event.problem, self.device, event.language, event.source)
+        cached = self.cache.get(key)
+        if cached is not None and event.purpose not in ("reverify", "remeasure"):
+            return [self._result(event, msgspec.structs.replace(
+                cached, counters={**cached.counters, "cached": 1.0}))]
         solution = solution_for(event, target.problem.baseline)
         profile = await asyncio.to_thread(
             self._agent.profile, target.problem, solution, seeds=seeds_for(event), timeout_s=self.timeout_s,
         )
+        if profile.status != "timeout":  # a timeout may be the machine's fault: allow a retry
+            self.cache.put(key, profile)
         return [self._result(event, profile)]
 
     async def give_up(self, event: ev.Event, error: str) -> list[ev.Event]:

@@ -63,6 +63,14 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     return cfg
 
 
+def wide_console() -> Console:
+    """A console that does not squeeze tables to 80 columns when output is not a terminal."""
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=160)
+    return console
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="optimize a suite's problems with the AccelOpt loop")
     p.add_argument("--suite", help="problem suite (default cpu)")
@@ -91,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     from accelopt.progress import RunProgress, results_table
     from actors.session import RunError, run_session
 
-    console = Console()
+    console = wide_console()
     try:
         cfg = config_from_args(args)
         problems = load_problems(cfg)
