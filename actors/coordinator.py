@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -42,6 +43,7 @@ class CoordinatorService:
         self.log = get_logger(role="coordinator", run_id=run_id)
         self._stop = False
         self._memory = None
+        self._memory_lock = threading.Lock()
         self._effect_tasks: set[asyncio.Task] = set()
         self.warnings: list[str] = []
 
@@ -65,6 +67,8 @@ class CoordinatorService:
                     last_progress = time.monotonic()
                     present.add(event.event_id)
                     step = self.core.step(event)
+                    if isinstance(event, ev.RunStarted):
+                        self._warm_memory()
                     outbox += step.outputs
                     effects += step.effects
                     decisions += len(step.outputs)
@@ -103,11 +107,28 @@ class CoordinatorService:
     # --- effects ----------------------------------------------------------------------------
 
     def _memory_index(self, cfg: RunConfig):
-        if self._memory is None:
-            from memory_index import MemoryIndex
+        with self._memory_lock:
+            if self._memory is None:
+                from memory_index import MemoryIndex
 
-            self._memory = MemoryIndex.open(cfg.memory.uri or _default_memory_uri())
-        return self._memory
+                self._memory = MemoryIndex.open(cfg.memory.uri or _default_memory_uri())
+            return self._memory
+
+    def _warm_memory(self) -> None:
+        """Load the memory index and embedding model while the baselines are profiled."""
+        cfg = self.core.config
+        if cfg is None or not cfg.memory.enabled or cfg.memory.top_m <= 0:
+            return
+
+        def warm() -> None:
+            try:
+                _ = self._memory_index(cfg).embedder.model
+            except Exception as e:  # retrieval will report it when it is needed
+                self.log.warning("memory warm-up failed", error=repr(e))
+
+        task = asyncio.create_task(asyncio.to_thread(warm))
+        self._effect_tasks.add(task)
+        task.add_done_callback(self._effect_tasks.discard)
 
     async def _retrieve(self, elog: EventLog, eff: RetrieveMemory) -> None:
         cfg = self.core.cfg
