@@ -10,6 +10,8 @@ import encodings.idna  # noqa: F401  (socket needs it; lazy imports fail after t
 import os
 import resource
 import socket
+import subprocess
+import time
 from pathlib import Path
 
 import msgspec
@@ -64,3 +66,15 @@ def describe(payload: bytes, workdir: Path) -> ProbeReport:
         readable={p: _attempt(lambda p=p: read(p)) for p in req.try_read},
         connect={f"{h}:{port}": _attempt(lambda h=h, port=port: connect(h, port)) for h, port in req.try_connect},
     )
+
+
+def sleep(payload: bytes, workdir: Path) -> ProbeReport:
+    """Sleep for float(payload) seconds, in a grandchild too (tests the group kill)."""
+    seconds = float(payload.decode() or "3600")
+    subprocess.Popen(["sleep", str(seconds)], start_new_session=True)
+    time.sleep(seconds)
+    return describe(b"", workdir)
+
+
+def fail(payload: bytes, workdir: Path) -> ProbeReport:
+    raise RuntimeError(f"probe failure: {payload.decode()}")

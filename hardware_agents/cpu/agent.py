@@ -168,7 +168,7 @@ class CpuAgent(HardwareAgent):
         data_bytes = data.set_bytes * (3 * len(data.cases) + rot + len(seeds))
         out_max = max((r.nbytes // max(r.itemsize, 1) * 4 for c in data.cases for r in c.ref64.values()), default=0)
         return SandboxPolicy(
-            wall_timeout_s=timeout, address_space_bytes=(3 << 30) + 2 * data_bytes, max_processes=64,
+            wall_timeout_s=timeout, address_space_bytes=(1 << 30) + 2 * data_bytes, max_processes=64,
             max_file_bytes=max(64 << 20, 2 * out_max + (1 << 20)), read_paths=(str(data.dir),),
             env={"OMP_NUM_THREADS": str(self.threads), "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
                  "OMP_DYNAMIC": "false"},

@@ -1,0 +1,57 @@
+"""Helpers for the CPU agent tests: C solutions and a tiny problem to misbehave on."""
+
+from __future__ import annotations
+
+from accelopt.problem import (
+    AxisVar,
+    BuildSpec,
+    Definition,
+    Problem,
+    Roofline,
+    Solution,
+    SourceFile,
+    TensorSpec,
+    Workload,
+)
+
+
+def c_solution(problem: Problem, source: str, name: str = "candidate") -> Solution:
+    """A C solution for `problem` with `source` as its kernel.c (entry `kernel`)."""
+    return Solution(name=name, definition=problem.name, author="test",
+                    spec=BuildSpec(language="c", target_hardware=["cpu"], entry_point="kernel.c::kernel"),
+                    sources=[SourceFile(path="kernel.c", content=source)])
+
+
+def scale_shift_problem(m: int = 256, n: int = 512) -> Problem:
+    """out = 2x + 1: a tiny problem on which the misbehaving kernels run fast."""
+    d = Definition(
+        name="scale_shift", op_type="elementwise", axes={"M": AxisVar(), "N": AxisVar()},
+        inputs={"x": TensorSpec(shape=["M", "N"], dtype="float32")},
+        outputs={"out": TensorSpec(shape=["M", "N"], dtype="float32")},
+        reference="def run(x):\n    return 2 * x + 1\n",
+        x_numpy_reference="def run(x):\n    return 2 * x + 1\n",
+        x_roofline=Roofline(flops_vector="2*M*N", bytes_min="8*M*N"),
+    )
+    w = Workload(uuid="scale-shift-test", axes={"M": m, "N": n})
+    good = c_solution_source_scale_shift()
+    base = Solution(name="scale_shift_baseline", definition="scale_shift", author="test",
+                    spec=BuildSpec(language="c", target_hardware=["cpu"], entry_point="kernel.c::kernel"),
+                    sources=[SourceFile(path="kernel.c", content=good)])
+    return Problem(definition=d, workload=w, baseline=base)
+
+
+def c_solution_source_scale_shift(body: str = "out[i] = 2.0f * x[i] + 1.0f;", prelude: str = "",
+                                  setup: str = "") -> str:
+    return f"""
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+{prelude}
+void kernel(const float* x, float* out) {{
+    {setup}
+    #pragma omp parallel for
+    for (long i = 0; i < (long)M * N; i++) {{ {body} }}
+}}
+"""

@@ -1,0 +1,54 @@
+"""Compilation: errors come back as compile_error with the compiler's log; builds are cached."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cpu_helpers import c_solution
+from cpu_helpers import c_solution_source_scale_shift as src
+
+from accelopt.problem import Problem
+from hardware_agents.cpu import CpuAgent
+from hardware_agents.cpu.compiler import Compiler
+
+
+def test_compile_error_carries_the_compiler_log(cpu_agent: CpuAgent, scale_shift: Problem) -> None:
+    bad = "void kernel(const float* x, float* out) {\n    out[0] = undeclared_name;\n}\n"
+    prof = cpu_agent.profile(scale_shift, c_solution(scale_shift, bad))
+    assert prof.status == "compile_error"
+    assert "undeclared_name" in prof.log and "kernel.c:2" in prof.log
+    assert "/dev/shm" not in prof.log and "accelopt-cc" not in prof.log  # paths are made relative
+
+
+def test_builds_are_cached_by_content(cpu_cache: Path, scale_shift: Problem) -> None:
+    comp = Compiler(cpu_cache)
+    sol = c_solution(scale_shift, src(body="out[i] = 2.0f * x[i] + 1.0f; /* cache test */"))
+    first = comp.build(sol, scale_shift.axis_values())
+    second = comp.build(sol, scale_shift.axis_values())
+    assert first.ok and not first.cached
+    assert second.ok and second.cached and second.key == first.key and second.seconds < first.seconds
+    other = comp.build(sol, {**scale_shift.axis_values(), "N": 256})
+    assert other.key != first.key  # the axis values are part of the key
+    failed = comp.build(c_solution(scale_shift, "int broken("), {})
+    again = comp.build(c_solution(scale_shift, "int broken("), {})
+    assert not failed.ok and again.cached and again.log == failed.log
+
+
+def test_compiler_cannot_include_private_files(cpu_agent: CpuAgent, scale_shift: Problem, tmp_path: Path) -> None:
+    """The compiler runs sandboxed: `#include` of a file outside the allowed trees fails,
+    so its contents cannot reach the compile log (which goes back to an LLM)."""
+    secret = tmp_path / "secret.h"
+    secret.write_text("int very_secret_token_123 = 1;\n#error leaked\n")
+    secret.chmod(0o644)
+    prof = cpu_agent.profile(scale_shift, c_solution(scale_shift, f'#include "{secret}"\n' + src()))
+    assert prof.status == "compile_error"
+    assert "very_secret_token_123" not in prof.log
+
+
+def test_non_c_solution_is_refused(cpu_agent: CpuAgent, scale_shift: Problem) -> None:
+    import msgspec
+
+    sol = c_solution(scale_shift, src())
+    py = msgspec.structs.replace(sol, spec=msgspec.structs.replace(sol.spec, language="python"))
+    prof = cpu_agent.profile(scale_shift, py)
+    assert prof.status == "compile_error" and "compiles C" in prof.log

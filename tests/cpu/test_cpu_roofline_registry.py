@@ -1,0 +1,86 @@
+"""Roofline arithmetic, the cache-aware bandwidth curve, and the agent registry."""
+
+from __future__ import annotations
+
+import pytest
+
+import suites
+from hardware_agents.base import (
+    BandwidthPoint,
+    DeviceSpec,
+    ExpressionError,
+    available_devices,
+    eval_expression,
+    get_agent,
+    pct_peak,
+    register_agent,
+    registered_kinds,
+    t_peak,
+)
+
+TRN1 = DeviceSpec(kind="trn1", name="NeuronCore-v2", peak_bw_bytes_s=440.2e9, peak_matmul_flops=23.75e12,
+                  peak_vector_flops=286.72e9, source="AccelOpt paper / NKIBench")
+
+
+def test_t_peak_takes_the_binding_roof() -> None:
+    mm = suites.get_problem("cpu/matmul")
+    t, bound = t_peak(mm, TRN1)
+    assert bound == "matmul"
+    assert t == pytest.approx(2 * 512**3 / 23.75e12)
+    silu = suites.get_problem("cpu/silu")
+    t, bound = t_peak(silu, TRN1)
+    assert bound == "memory"
+    assert t == pytest.approx(4 * 2 * 1024 * 4096 / 440.2e9)
+    mamba = suites.get_problem("cpu/mamba")
+    assert t_peak(mamba, TRN1)[1] == "vector"
+    assert pct_peak(1.0, 4.0) == 0.25
+    assert pct_peak(1.0, 0.0) == 0.0
+
+
+def test_cache_aware_bandwidth_interpolates_on_log_size() -> None:
+    spec = DeviceSpec(kind="cpu", name="x", peak_bw_bytes_s=30e9, peak_matmul_flops=1e11, peak_vector_flops=1e11,
+                      bw_curve=[BandwidthPoint(working_set_bytes=1 << 20, bytes_per_s=200e9),
+                                BandwidthPoint(working_set_bytes=1 << 30, bytes_per_s=30e9)])
+    assert spec.bandwidth_at(1 << 10) == 200e9
+    assert spec.bandwidth_at(1 << 40) == 30e9
+    assert spec.bandwidth_at(1 << 25) == pytest.approx(115e9)  # halfway in log space
+    assert spec.bandwidth_at(None) == 30e9
+    silu = suites.get_problem("cpu/silu")
+    small, _ = t_peak(silu, spec, working_set_bytes=1 << 20)
+    large, _ = t_peak(silu, spec, working_set_bytes=1 << 30)
+    assert large == pytest.approx(small * 200 / 30)
+
+
+@pytest.mark.parametrize("expr", ["__import__('os').system('true')", "M.__class__", "f(M)", "M if N else K",
+                                  "[M]", "M % 2", "M < N", "'a' * 3", "10 ** 10 ** 10"])
+def test_roofline_expressions_are_whitelisted(expr: str) -> None:
+    with pytest.raises(ExpressionError):
+        eval_expression(expr, {"M": 2, "N": 3, "K": 4})
+
+
+def test_roofline_expression_evaluates_arithmetic() -> None:
+    assert eval_expression("2*M*N*K + (M - 1) / 2 ** 2", {"M": 5, "N": 3, "K": 4}) == 121.0
+    assert eval_expression("-M + 0.5", {"M": 1}) == -0.5
+    with pytest.raises(ExpressionError, match="unknown name"):
+        eval_expression("M * Q", {"M": 1})
+
+
+def test_registry() -> None:
+    assert "cpu" in registered_kinds()
+    assert "cpu" in available_devices()
+    with pytest.raises(KeyError, match="no hardware agent"):
+        get_agent("no-such-device")
+
+    class Fake:
+        def __init__(self, **opts: object) -> None:
+            self.opts = opts
+
+    register_agent("fake-test-device", Fake, probe=lambda: False)  # type: ignore[arg-type]
+    try:
+        assert get_agent("fake-test-device", x=1).opts == {"x": 1}  # type: ignore[attr-defined]
+        assert "fake-test-device" in registered_kinds()
+        assert "fake-test-device" not in available_devices()
+    finally:
+        from hardware_agents import base
+
+        base._registry.pop("fake-test-device", None)

@@ -1,0 +1,105 @@
+"""The generic sandbox, driven with its self-check target (`hardware_agents._probe`)."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from hardware_agents import landlock, sandbox
+from hardware_agents._probe import ProbeReport, ProbeRequest
+from hardware_agents.sandbox import Sandbox, SandboxPolicy, is_secret_name, run_sandboxed, scrub_env
+
+SECRET_NAMES = ["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "MY_SERVICE_TOKEN", "HF_TOKEN", "AWS_ACCESS_KEY_ID",
+                "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD", "CLIENT_SECRET_VALUE", "GITHUB_TOKEN", "AZURE_OPENAI_KEY"]
+
+
+def test_secret_names_are_recognised() -> None:
+    for name in SECRET_NAMES:
+        assert is_secret_name(name), name
+    for name in ["PATH", "LANG", "OMP_NUM_THREADS", "HOME", "TERM", "LITELLM_LOCAL_MODEL_COST_MAP"]:
+        assert not is_secret_name(name), name
+
+
+def test_scrubbed_environment_keeps_basics_and_refuses_secrets() -> None:
+    env = scrub_env({"PATH": "/usr/bin", "LANG": "C.UTF-8", "OPENAI_API_KEY": "x", "RANDOM_VAR": "y"},
+                    extra={"OMP_NUM_THREADS": "2"})
+    assert env == {"PATH": "/usr/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "2"}
+    with pytest.raises(ValueError, match="secret"):
+        scrub_env({}, extra={"ANTHROPIC_API_KEY": "x"})
+
+
+def test_child_sees_no_secrets_and_runs_unprivileged(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in SECRET_NAMES:
+        monkeypatch.setenv(name, "leaked-value")
+    out = run_sandboxed("hardware_agents._probe:describe", ProbeRequest())
+    assert out.status == "ok", out.error
+    rep = out.decode(ProbeReport)
+    assert "leaked-value" not in str(rep.env)
+    assert set(rep.env) <= {"PATH", "LANG", "TERM", "TZ", "HOME", "TMPDIR", "PYTHONNOUSERSITE",
+                            "PYTHONDONTWRITEBYTECODE", "PYTHONPATH"} | {k for k in rep.env if k.startswith("LC_")}
+    assert rep.env["HOME"] == rep.cwd
+    if os.geteuid() == 0:
+        assert rep.uid != 0 and rep.gid != 0
+        assert out.isolation.get("network") == "netns"
+
+
+def test_rlimits_are_applied() -> None:
+    pol = SandboxPolicy(wall_timeout_s=7, address_space_bytes=3 << 30, max_processes=17, max_file_bytes=5 << 20)
+    out = run_sandboxed("hardware_agents._probe:describe", ProbeRequest(), policy=pol)
+    rep = out.decode(ProbeReport)
+    assert rep.rlimits["RLIMIT_AS"] == (3 << 30, 3 << 30)
+    assert rep.rlimits["RLIMIT_FSIZE"] == (5 << 20, 5 << 20)
+    assert rep.rlimits["RLIMIT_CORE"] == (0, 0)
+    assert rep.rlimits["RLIMIT_CPU"][0] >= 7
+    if os.geteuid() == 0:
+        assert rep.rlimits["RLIMIT_NPROC"] == (17, 17)
+
+
+@pytest.mark.skipif(landlock.abi_version() < 1, reason="Landlock not available on this kernel")
+def test_writes_only_in_the_work_dir_and_no_tcp(tmp_path: Path) -> None:
+    outside = [str(tmp_path / "x"), f"/dev/shm/escape-{uuid.uuid4().hex}", f"/tmp/escape-{uuid.uuid4().hex}"]
+    os.chmod(tmp_path, 0o777)
+    req = ProbeRequest(try_write=["inside.txt", *outside], try_read=["/etc/hostname", f"{Path.home()}/.bashrc"],
+                       try_connect=[("127.0.0.1", 9)])
+    out = run_sandboxed("hardware_agents._probe:describe", req)
+    rep = out.decode(ProbeReport)
+    assert rep.writable["inside.txt"] == "ok"
+    for p in outside:
+        assert rep.writable[p] != "ok", p
+        assert not Path(p).exists()
+    assert rep.readable["/etc/hostname"] == "ok" or not Path("/etc/hostname").exists()
+    assert rep.readable[f"{Path.home()}/.bashrc"] != "ok"
+    assert rep.connect["127.0.0.1:9"] != "ok"
+
+
+def test_work_dir_is_private_and_removed() -> None:
+    with Sandbox() as box:
+        wd = box.workdir
+        assert wd.is_dir()
+        assert (wd.stat().st_mode & 0o777) == 0o700
+        out = box.run("hardware_agents._probe:describe", ProbeRequest(try_write=["f.txt"]))
+        assert out.status == "ok"
+        assert (wd / "f.txt").exists()
+    assert not wd.exists()
+
+
+def test_harness_exception_comes_back_as_error() -> None:
+    out = run_sandboxed("hardware_agents._probe:fail", b"boom")
+    assert out.status == "error"
+    assert out.error_type == "RuntimeError"
+    assert "probe failure: boom" in out.error
+
+
+def test_timeout_kills_the_whole_group() -> None:
+    t0 = time.perf_counter()
+    with Sandbox(SandboxPolicy(wall_timeout_s=1.0)) as box:
+        out = box.run("hardware_agents._probe:sleep", b"30")
+        uid = box.uid
+    assert out.status == "timeout"
+    assert time.perf_counter() - t0 < 10
+    if uid is not None:
+        assert sandbox.pids_of_uid(uid) == []

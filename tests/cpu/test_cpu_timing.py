@@ -1,0 +1,70 @@
+"""Timing by the harness: rotation over buffer sets, statistics, overhead, thread safety."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import suites
+from hardware_agents.cpu import CpuAgent
+from hardware_agents.cpu.agent import rotation_sets
+from hardware_agents.cpu.machine import machine_info
+
+
+def test_rotation_footprint_exceeds_the_cache_and_moves_contents() -> None:
+    l3 = 32 << 20
+    expected = {1 << 10: 64, 3 << 20: 22, 32 << 20: 4, 300 << 20: 4}  # capped at 64 sets; >= contents + 1
+    for set_bytes, sets in expected.items():
+        assert rotation_sets(set_bytes, 3, l3) == sets
+    for set_bytes in (1 << 20, 5 << 20, 11 << 20):
+        r = rotation_sets(set_bytes, 3, l3)
+        assert r % 3 != 0 and r * set_bytes >= 2 * l3
+    assert rotation_sets(8 << 20, 4, l3) == 9  # 8 sets would be a multiple of 4 contents
+
+
+def test_profile_statistics_and_roofline(cpu_agent: CpuAgent) -> None:
+    p = suites.get_problem("cpu/rmsnorm_matmul")
+    prof = cpu_agent.profile(p, p.baseline)
+    assert prof.status == "passed", prof.log
+    lat = prof.latency
+    assert lat is not None and len(lat.samples_ms) >= 5
+    assert lat.min_ms <= lat.median_ms <= lat.max_ms and lat.spread >= 0
+    assert prof.t_peak_ms is not None and prof.pct_peak == prof.t_peak_ms / lat.median_ms
+    c = prof.counters
+    assert c["footprint_bytes"] >= 2 * machine_info().l3_bytes  # timed with cold (DRAM) data
+    assert c["kernel_s_total"] > 0 and c["sandbox_wall_s"] > c["kernel_s_total"]
+    assert prof.wall_s >= c["sandbox_wall_s"]
+
+
+def test_repeat_profile_is_fast(cpu_agent: CpuAgent) -> None:
+    """With the build and the problem data cached, a baseline profile is well under a few
+    seconds even on a busy 2-core machine (about half a second when idle)."""
+    p = suites.get_problem("cpu/bmm")
+    cpu_agent.profile(p, p.baseline)
+    t0 = time.perf_counter()
+    prof = cpu_agent.profile(p, p.baseline)
+    assert prof.status == "passed"
+    assert prof.counters["compile_cached"] == 1.0
+    assert time.perf_counter() - t0 < 5.0
+
+
+def test_correctness_only_profile_is_unmeasured(cpu_agent: CpuAgent) -> None:
+    p = suites.get_problem("cpu/lora")
+    prof = cpu_agent.profile(p, p.baseline, measure=False, seeds=(5, 6, 7))
+    assert prof.status == "unmeasured" and prof.latency is None
+    assert [c.case for c in prof.correctness][:3] == ["seed5", "seed6", "seed7"]
+
+
+def test_concurrent_profiles_from_threads(cpu_agent: CpuAgent) -> None:
+    problems = [suites.get_problem(f"cpu/{n}") for n in ("matmul", "bmm", "lora")]
+    results: dict[str, str] = {}
+
+    def work(p) -> None:  # type: ignore[no-untyped-def]
+        results[p.name] = cpu_agent.profile(p, p.baseline).status
+
+    threads = [threading.Thread(target=work, args=(p,)) for p in problems]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == {p.name: "passed" for p in problems}
