@@ -1,147 +1,19 @@
-"""The coordinator's pure core, driven by a simulated world (no LLM, no device here:
-the world answers each request in-process so the state machine itself is under test;
+"""The coordinator's pure core, driven by a simulated world (see sim.py: no LLM, no device;
 the real end-to-end runs are in test_run_*.py)."""
 
 from __future__ import annotations
 
-import random
-import re
-
 import pytest
 
-from accelopt.config import build_config
-from accelopt.coordinator import CoordinatorCore, RetrieveMemory
-from accelopt.problem import (
-    AxisConst,
-    BuildSpec,
-    Definition,
-    Problem,
-    Roofline,
-    Solution,
-    SourceFile,
-    TensorSpec,
-    Workload,
-)
-from accelopt.profile import LatencyStats, Profile
-from accelopt.records import TokenUsage
 from events import catalog as c
-
-RUN = "sim"
-BASE = "#define TILE 4\nvoid k(const float* x, float* y) { /* v */ }\n"
-
-
-def problem(name: str) -> c.ProblemTarget:
-    d = Definition(name=name, op_type="elementwise", axes={"N": AxisConst(value=8)},
-                   inputs={"x": TensorSpec(shape=["N"], dtype="float32")},
-                   outputs={"y": TensorSpec(shape=["N"], dtype="float32")}, reference="def run(x): return x",
-                   x_roofline=Roofline(bytes_min="8*N"))
-    s = Solution(name=f"{name}_base", definition=name, author="baseline",
-                 spec=BuildSpec(language="c", target_hardware=["cpu"], entry_point="k.c::k"),
-                 sources=[SourceFile(path="k.c", content=BASE)])
-    return c.ProblemTarget(problem=Problem(definition=d, workload=Workload(uuid="w"), baseline=s),
-                           device="cpu", language="c", content_hash=name)
-
-
-def tile(src: str) -> int:
-    return int(re.search(r"#define TILE (\d+)", src).group(1))
-
-
-class World:
-    """Answers requests like agents and profilers would, deterministically."""
-
-    def __init__(self, *, broken_every: int = 0, cost: float = 0.0) -> None:
-        self.n = 0
-        self.broken_every = broken_every
-        self.cost = cost
-
-    def env(self, kind: str, *key: object) -> dict:
-        return {"event_id": c.derive_event_id(RUN, kind, *key), "run_id": RUN, "ts": 0.0}
-
-    def answer(self, e: c.Event | RetrieveMemory) -> list[c.Event]:
-        if isinstance(e, RetrieveMemory):
-            return [c.MemoryRetrieved(event_id=e.result_id, run_id=RUN, ts=0.0, problem=e.problem,
-                                      iteration=e.iteration, candidate_id=e.candidate_id, query="q", entries=[])]
-        if isinstance(e, c.PlanRequested):
-            llm = c.LLMCallCompleted(**self.env("LLMCallCompleted", e.event_id), role="planner", request_id=e.event_id,
-                                     model="m", params={}, messages=[], response="", usage=TokenUsage(),
-                                     cost_usd=self.cost, latency_s=0.0, content_hash="h")
-            new = tile(e.candidate_source) * (2 if e.sample_index % 2 == 0 else 1) + e.sample_index
-            return [llm, c.PlanProposed(**self.env("PlanProposed", e.event_id), problem=e.problem,
-                                        iteration=e.iteration, candidate_id=e.candidate_id, request_id=e.event_id,
-                                        plan=f"TILE={new}", llm_call_id=llm.event_id)]
-        if isinstance(e, c.ImplementationRequested):
-            self.n += 1
-            new = int(e.plan.split("=")[1])
-            src = re.sub(r"#define TILE \d+", f"#define TILE {new}", e.candidate_source)
-            if self.broken_every and self.n % self.broken_every == 0:
-                src = "BROKEN " + src
-            return [c.KernelProposed(**self.env("KernelProposed", e.event_id),
-                                     kernel_id=c.derive_event_id(RUN, "Kernel", e.event_id), problem=e.problem,
-                                     iteration=e.iteration, parent_id=e.candidate_id, plan_id=e.plan_id,
-                                     request_id=e.event_id, language="c", source=src)]
-        if isinstance(e, c.FixRequested):
-            return [c.KernelProposed(**self.env("KernelProposed", e.event_id),
-                                     kernel_id=c.derive_event_id(RUN, "Kernel", e.event_id), problem=e.problem,
-                                     iteration=e.iteration, parent_id=None, plan_id=None, request_id=e.event_id,
-                                     language="c", source=e.source.replace("BROKEN ", ""), fix_of=e.kernel_id,
-                                     fix_round=e.fix_round)]
-        if isinstance(e, c.ProfileRequested):
-            if e.source.startswith("BROKEN"):
-                prof = Profile(status="compile_error", device="cpu", log="error: BROKEN")
-            else:
-                t = tile(e.source)
-                lat = 10.0 / min(t, 64) + (0.5 if t > 64 else 0.0)  # faster up to 64, then worse
-                prof = Profile(status="passed", device="cpu", pct_peak=0.1,
-                               latency=LatencyStats(samples_ms=[lat], median_ms=lat, min_ms=lat, max_ms=lat, spread=0))
-            return [c.KernelProfiled(**self.env("KernelProfiled", e.event_id), kernel_id=e.kernel_id,
-                                     problem=e.problem, device="cpu", request_id=e.event_id, profile=prof)]
-        if isinstance(e, c.SummaryRequested):
-            return [c.InsightSummarized(**self.env("InsightSummarized", e.event_id), problem=e.problem,
-                                        iteration=e.iteration, request_id=e.event_id, title="**TILE**", text="t")]
-        return []
-
-
-def drive(overrides: list[str], *, world: World | None = None, shuffle_seed: int | None = None,
-          problems=("a", "b"), max_steps: int = 100_000):
-    """Run the core to completion; results are delivered in FIFO or shuffled order."""
-    world = world or World()
-    cfg = build_config(preset="quick", overrides=overrides)
-    core = CoordinatorCore(RUN, clock=lambda: 0.0)
-    start = c.RunStarted(**world.env("RunStarted"), config=cfg.to_dict(), seed=0,
-                         targets=[problem(p) for p in problems])
-    log: list[c.Event] = []
-    rng = random.Random(shuffle_seed)
-    inbox: list[c.Event] = [start]
-    max_inflight: dict[str, int] = {}
-    outstanding: dict[str, set[str]] = {}
-    steps = 0
-    while inbox and not core.finished and steps < max_steps:
-        steps += 1
-        e = inbox.pop(rng.randrange(len(inbox)) if shuffle_seed is not None else 0)
-        log.append(e)
-        if isinstance(e, (c.PlanProposed, c.KernelProposed, c.KernelProfiled, c.InsightSummarized, c.ProposalFailed)):
-            for pending in outstanding.values():
-                pending.discard(e.request_id)
-        result = core.step(e)
-        for o in result.outputs:
-            log.append(o)
-            lane = o.type if o.type != "ProfileRequested" else "profile"
-            outstanding.setdefault(lane, set()).add(o.event_id)
-            max_inflight[lane] = max(max_inflight.get(lane, 0), len(outstanding[lane]))
-            inbox += world.answer(o)
-        for eff in result.effects:
-            inbox += world.answer(eff)
-        if isinstance(e, c.RunCompleted):
-            break
-    return core, log, max_inflight
 
 
 def of(log, t):
     return [e for e in log if isinstance(e, t)]
 
 
-def test_run_completes_with_the_configured_shape():
-    _core, log, _ = drive(["search.fix_rounds=0", "memory.enabled=false"])
+def test_run_completes_with_the_configured_shape(simulate, sim_world):
+    _core, log, _ = simulate(["search.fix_rounds=0", "memory.enabled=false"])
     assert isinstance(log[-1], c.RunCompleted) and log[-1].reason == "completed"
     for name in ("a", "b"):
         its = [e for e in of(log, c.IterationCompleted) if e.problem == name]
@@ -152,34 +24,24 @@ def test_run_completes_with_the_configured_shape():
         assert all(len([p for p in plans if p.iteration == i]) in (2, 4) for i in (2, 3))
 
 
-def test_elitist_beam_never_loses_the_best():
-    _, log, _ = drive(["memory.enabled=false", "search.iterations=6"])
+def test_elitist_beam_never_loses_the_best(simulate, sim_world):
+    _, log, _ = simulate(["memory.enabled=false", "search.iterations=6"])
     for name in ("a", "b"):
         lat = [e.best_latency_ms for e in of(log, c.IterationCompleted) if e.problem == name]
         assert lat == sorted(lat, reverse=True)
         assert lat[-1] < lat[0]  # the search found something faster
 
 
-def test_decisions_do_not_depend_on_result_order():
-    _, log1, _ = drive([], shuffle_seed=1)
-    _, log2, _ = drive([], shuffle_seed=2)
+def test_decisions_do_not_depend_on_result_order(simulate, sim_world):
+    _, log1, _ = simulate([], shuffle_seed=1)
+    _, log2, _ = simulate([], shuffle_seed=2)
     ids1 = sorted(e.event_id for e in log1)
     ids2 = sorted(e.event_id for e in log2)
     assert ids1 == ids2
 
 
-def test_refolding_the_log_decides_nothing_new():
-    _, log, _ = drive([], shuffle_seed=3)
-    fresh = CoordinatorCore(RUN, clock=lambda: 0.0)
-    recorded = {e.event_id for e in log}
-    for e in log:
-        for o in fresh.step(e).outputs:
-            assert o.event_id in recorded
-    assert fresh.finished or any(isinstance(e, c.RunCompleted) for e in log)
-
-
-def test_fixer_loop_repairs_broken_kernels_and_counts_rounds():
-    _, log, _ = drive(["memory.enabled=false", "search.fix_rounds=2"], world=World(broken_every=2))
+def test_fixer_loop_repairs_broken_kernels_and_counts_rounds(simulate, sim_world):
+    _, log, _ = simulate(["memory.enabled=false", "search.fix_rounds=2"], world=sim_world(broken_every=2))
     fixes = of(log, c.FixRequested)
     assert fixes and all(f.fix_round == 1 for f in fixes)  # each repaired in one round
     fixed = [k for k in of(log, c.KernelProposed) if k.fix_of]
@@ -188,21 +50,21 @@ def test_fixer_loop_repairs_broken_kernels_and_counts_rounds():
     assert all(profiled[k.kernel_id] == "passed" for k in fixed)
 
 
-def test_fix_budget_zero_means_no_fixes():
-    _, log, _ = drive(["memory.enabled=false", "search.fix_rounds=0"], world=World(broken_every=2))
+def test_fix_budget_zero_means_no_fixes(simulate, sim_world):
+    _, log, _ = simulate(["memory.enabled=false", "search.fix_rounds=0"], world=sim_world(broken_every=2))
     assert of(log, c.FixRequested) == []
     assert log[-1].type == "RunCompleted"
 
 
-def test_backpressure_bounds_requests_in_flight():
-    _, log, peak = drive(["memory.enabled=false", "limits.llm_inflight_per_role=1",
+def test_backpressure_bounds_requests_in_flight(simulate, sim_world):
+    _, log, peak = simulate(["memory.enabled=false", "limits.llm_inflight_per_role=1",
                           "limits.profiles_inflight_per_device=1", "search.plans_per_candidate=3"], shuffle_seed=5)
     assert log[-1].type == "RunCompleted"
     assert peak["PlanRequested"] == 1 and peak["profile"] == 1 and peak["ImplementationRequested"] == 1
 
 
-def test_budget_stop():
-    core, log, _ = drive(["memory.enabled=false", "llm.budget_usd=0.05"], world=World(cost=0.01))
+def test_budget_stop(simulate, sim_world):
+    core, log, _ = simulate(["memory.enabled=false", "llm.budget_usd=0.05"], world=sim_world(cost=0.01))
     assert len(of(log, c.BudgetExceeded)) == 1
     assert log[-1].type == "RunCompleted" and log[-1].reason == "budget"
     over = of(log, c.BudgetExceeded)[0]
@@ -211,8 +73,8 @@ def test_budget_stop():
     assert core.spent_usd == pytest.approx(sum(e.cost_usd for e in of(log, c.LLMCallCompleted)))
 
 
-def test_memory_retrieval_precedes_planning_and_entries_are_added():
-    _, log, _ = drive([])
+def test_memory_retrieval_precedes_planning_and_entries_are_added(simulate, sim_world):
+    _, log, _ = simulate([])
     first_mem = next(i for i, e in enumerate(log) if isinstance(e, c.MemoryRetrieved))
     first_plan = next(i for i, e in enumerate(log) if isinstance(e, c.PlanRequested))
     assert first_mem < first_plan
@@ -221,8 +83,8 @@ def test_memory_retrieval_precedes_planning_and_entries_are_added():
         assert e.entry.speedup > 1.0 and e.entry.slow_kernel and e.entry.fast_kernel
 
 
-def test_summaries_follow_the_thresholds():
-    _, log, _ = drive(["memory.enabled=false", "search.iterations=5"])
+def test_summaries_follow_the_thresholds(simulate, sim_world):
+    _, log, _ = simulate(["memory.enabled=false", "search.iterations=5"])
     for s in of(log, c.SummaryRequested):
         assert s.speedup > 1.04 if s.positive else s.speedup > 1.15
     per_iter: dict[tuple[str, int], list] = {}

@@ -1,0 +1,129 @@
+"""`replay --verify`: re-drive the coordinator over a recorded run and check every decision.
+
+The recorded results (agent and profiler outputs, memory retrievals) are fed to a fresh
+`CoordinatorCore` in log order. Every event the coordinator authored in the recording must
+be one the replay decides, with equal content (timestamps aside) and before the recording
+shows it; every decision the replay makes must be in the recording (unless the recording
+ends early, as an interrupted run does). The first divergence is reported with its
+position and both versions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import msgspec
+
+from accelopt.coordinator import CoordinatorCore
+from events import catalog as ev
+
+# What the coordinator authors; everything else on a run's log is an input to it.
+DECISION_TYPES = frozenset({
+    "IterationStarted", "PlanRequested", "ImplementationRequested", "ProfileRequested", "FixRequested",
+    "BeamSelected", "SummaryRequested", "MemoryEntryAdded", "IterationCompleted", "RunCompleted",
+    "BudgetExceeded",
+})
+
+
+def is_decision(e: ev.Event, run_started_id: str | None) -> bool:
+    if e.type in DECISION_TYPES:
+        return True
+    # the baseline kernels are proposed by the coordinator in reply to RunStarted
+    return isinstance(e, ev.KernelProposed) and e.request_id == run_started_id
+
+
+def _comparable(e: ev.Event) -> ev.Event:
+    return msgspec.structs.replace(e, ts=0.0)
+
+
+@dataclass
+class Divergence:
+    position: int  # index of the recorded event where replay and recording part (1-based)
+    kind: str  # "missing" | "different" | "extra" | "unexpected-effect"
+    event_id: str
+    event_type: str
+    recorded: ev.Event | None = None
+    replayed: ev.Event | None = None
+
+    def describe(self) -> str:
+        head = f"event #{self.position}: {self.event_type} {self.event_id[:12]}"
+        if self.kind == "missing":
+            return f"{head}: recorded as a coordinator decision, but the replay did not decide it"
+        if self.kind == "extra":
+            return f"{head}: the replay decided it, but the recording does not have it"
+        if self.kind == "unexpected-effect":
+            return f"{head}: a memory retrieval the replay did not ask for"
+        diffs = field_diffs(self.recorded, self.replayed)
+        return f"{head}: recorded and replayed versions differ in " + "; ".join(diffs)
+
+
+def field_diffs(a: ev.Event | None, b: ev.Event | None, limit: int = 5) -> list[str]:
+    if a is None or b is None:
+        return ["presence"]
+    da, db = msgspec.to_builtins(_comparable(a)), msgspec.to_builtins(_comparable(b))
+    out = []
+    for key in sorted(set(da) | set(db)):
+        if da.get(key) != db.get(key):
+            out.append(f"{key}: recorded {_short(da.get(key))} vs replayed {_short(db.get(key))}")
+    return out[:limit] or ["(no field differs)"]
+
+
+def _short(v: object, n: int = 120) -> str:
+    s = repr(v)
+    return s if len(s) <= n else s[: n - 3] + "..."
+
+
+@dataclass
+class VerifyReport:
+    run_id: str
+    events: int
+    decisions_checked: int
+    inputs: int
+    divergence: Divergence | None = None
+    pending_at_end: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.divergence is None
+
+
+def verify(events: Iterable[ev.Event], *, run_id: str | None = None) -> VerifyReport:
+    events = list(events)
+    if not events:
+        raise ValueError("empty log: nothing to verify")
+    run_id = run_id or events[0].run_id
+    core = CoordinatorCore(run_id)
+    started_id = next((e.event_id for e in events if isinstance(e, ev.RunStarted)), None)
+    decided: dict[str, ev.Event] = {}
+    expected_effects: set[str] = set()
+    recorded_ids: set[str] = set()
+    report = VerifyReport(run_id, len(events), 0, 0)
+    for i, e in enumerate(events, start=1):
+        recorded_ids.add(e.event_id)
+        if is_decision(e, started_id):
+            report.decisions_checked += 1
+            mine = decided.get(e.event_id)
+            if mine is None:
+                report.divergence = Divergence(i, "missing", e.event_id, e.type, recorded=e)
+                return report
+            if _comparable(mine) != _comparable(e):
+                report.divergence = Divergence(i, "different", e.event_id, e.type, recorded=e, replayed=mine)
+                return report
+            continue
+        report.inputs += 1
+        if isinstance(e, ev.MemoryRetrieved) and e.event_id not in expected_effects:
+            report.divergence = Divergence(i, "unexpected-effect", e.event_id, e.type, recorded=e)
+            return report
+        step = core.step(e)
+        for out in step.outputs:
+            decided[out.event_id] = out
+        expected_effects.update(eff.result_id for eff in step.effects)
+    extra = [d for d in decided.values() if d.event_id not in recorded_ids]
+    finished = any(isinstance(e, (ev.RunCompleted, ev.RunFailed)) for e in events)
+    if extra and finished:
+        first = extra[0]
+        report.divergence = Divergence(len(events), "extra", first.event_id, first.type, replayed=first)
+    else:
+        report.pending_at_end = [f"{d.type} {d.event_id[:12]}" for d in extra]
+    return report

@@ -1,0 +1,39 @@
+"""Fixtures for the loop tests: a simulated world for the pure core, and isolated configs
+for full runs (real nats-server, real Ray, real CPU profiling)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from accelopt.config import RunConfig, build_config
+
+_spec = importlib.util.spec_from_file_location("loop_sim", Path(__file__).with_name("sim.py"))
+sim = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(sim)
+
+
+@pytest.fixture
+def simulate():
+    """`simulate(overrides, world=None, shuffle_seed=None)` -> (core, log, peak in-flight)."""
+    return sim.drive
+
+
+@pytest.fixture
+def sim_world():
+    return sim.World
+
+
+@pytest.fixture
+def run_config(tmp_path: Path):
+    """A quick config isolated in tmp_path (runs root and memory)."""
+
+    def make(*overrides: str, preset: str = "quick") -> RunConfig:
+        return build_config(preset=preset, overrides=[
+            f"root={tmp_path / 'runs'}", f"memory.uri={tmp_path / 'memory'}",
+            "profiling.timeout_s=60", *overrides,
+        ])
+
+    return make
