@@ -49,6 +49,7 @@ import errno
 import itertools
 import os
 import re
+import select
 import shutil
 import signal
 import stat
@@ -59,7 +60,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import BinaryIO, Literal, TypeVar
 
 import msgspec
 
@@ -216,26 +217,43 @@ def _count_own_processes() -> int:
     return len(pids_of_uid(os.getuid()))
 
 
-def read_file_safely(path: Path, max_bytes: int) -> bytes:
-    """Read a file the child may have written: no symlinks, regular files only, bounded."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+def _wait_exit(proc: subprocess.Popen[bytes], timeout: float) -> bool:
+    """Wait for the child to exit (True) or the timeout (False), without polling: a pidfd
+    becomes readable when the process exits (Linux >= 5.3); else Popen's polling wait."""
     try:
-        st = os.fstat(fd)
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        try:
+            proc.wait(timeout=timeout)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+    try:
+        ready, _, _ = select.select([pidfd], [], [], timeout)
+    finally:
+        os.close(pidfd)
+    if not ready:
+        return False
+    proc.wait()
+    return True
+
+
+def open_child_file(path: Path, max_bytes: int) -> int:
+    """An fd for a file the child may have written: no symlinks, regular file, bounded size."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
+        os.close(fd)
         if not stat.S_ISREG(st.st_mode):
             raise OSError(errno.EINVAL, f"{path}: not a regular file")
-        if st.st_size > max_bytes:
-            raise OSError(errno.EFBIG, f"{path}: {st.st_size} bytes exceeds the limit of {max_bytes}")
-        chunks = []
-        remaining = st.st_size
-        while remaining > 0:
-            b = os.read(fd, min(remaining, 1 << 24))
-            if not b:
-                break
-            chunks.append(b)
-            remaining -= len(b)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+        raise OSError(errno.EFBIG, f"{path}: {st.st_size} bytes exceeds the limit of {max_bytes}")
+    return fd
+
+
+def read_file_safely(path: Path, max_bytes: int) -> bytes:
+    """Read a file the child may have written: no symlinks, regular files only, bounded."""
+    with os.fdopen(open_child_file(path, max_bytes), "rb") as f:
+        return f.read(max_bytes + 1)
 
 
 class Sandbox:
@@ -289,6 +307,10 @@ class Sandbox:
     def read_file(self, relpath: str, max_bytes: int) -> bytes:
         return read_file_safely(self.workdir / relpath, max_bytes)
 
+    def open_file(self, relpath: str, max_bytes: int) -> BinaryIO:
+        """A binary file object for a file the child wrote (see `open_child_file`)."""
+        return os.fdopen(open_child_file(self.workdir / relpath, max_bytes), "rb")
+
     def _rlimits(self, timeout: float) -> dict[str, tuple[int, int]]:
         """(soft, hard) pairs. CPU: SIGXCPU at the soft limit, SIGKILL a second later."""
         pol = self.policy
@@ -331,9 +353,7 @@ class Sandbox:
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                 cwd="/", start_new_session=True, close_fds=True,
             )
-            try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
+            if not _wait_exit(proc, timeout):
                 timed_out = True
                 self._kill_all(proc)
                 proc.wait()

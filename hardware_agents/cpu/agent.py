@@ -18,7 +18,6 @@ staging run concurrently.
 from __future__ import annotations
 
 import fcntl
-import io
 import math
 import re
 import shutil
@@ -221,8 +220,8 @@ class CpuAgent(HardwareAgent):
         out = {}
         for name, rel in paths.items():
             expected = np.dtype(validity.numpy_dtype(problem.definition.outputs[name].dtype))
-            raw = box.read_file(rel, max_bytes=expected.itemsize * math.prod(shapes[name] or ()) + (1 << 16))
-            arr = np.load(io.BytesIO(raw), allow_pickle=False)
+            with box.open_file(rel, max_bytes=expected.itemsize * math.prod(shapes[name] or ()) + (1 << 16)) as f:
+                arr = np.load(f, allow_pickle=False)
             if arr.dtype != expected or tuple(arr.shape) != shapes[name]:
                 raise ValueError(f"output file {rel} has {arr.dtype}{arr.shape}, expected {expected}{shapes[name]}")
             out[name] = arr

@@ -30,7 +30,7 @@ def test_t_peak_takes_the_binding_roof() -> None:
     silu = suites.get_problem("cpu/silu")
     t, bound = t_peak(silu, TRN1)
     assert bound == "memory"
-    assert t == pytest.approx(4 * 2 * 1024 * 4096 / 440.2e9)
+    assert t == pytest.approx(4 * 2 * 512 * 4096 / 440.2e9)
     mamba = suites.get_problem("cpu/mamba")
     assert t_peak(mamba, TRN1)[1] == "vector"
     assert pct_peak(1.0, 4.0) == 0.25
