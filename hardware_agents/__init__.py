@@ -1,0 +1,31 @@
+"""Hardware agents: one profiler per device family, behind one interface (DESIGN §6).
+
+    from hardware_agents import get_agent, available_devices
+    agent = get_agent("cpu")                       # HardwareAgent
+    profile = agent.profile(problem, solution)      # accelopt.profile.Profile
+
+Shared parts every agent uses: `base` (DeviceSpec, HardwareAgent, registry, roofline),
+`sandbox` (run a trusted harness with untrusted code in a locked-down child), `validity`
+(inputs, adversarial cases, poisoning, comparison, timing statistics, plausibility).
+Agents live in subpackages (`cpu/`, ...) that register their device kinds on import.
+See README.md in this folder.
+"""
+
+from hardware_agents.base import (
+    DEFAULT_SEEDS,
+    BandwidthPoint,
+    DeviceSpec,
+    HardwareAgent,
+    available_devices,
+    get_agent,
+    pct_peak,
+    register_agent,
+    registered_kinds,
+    roofline_terms,
+    t_peak,
+)
+
+__all__ = [
+    "DEFAULT_SEEDS", "BandwidthPoint", "DeviceSpec", "HardwareAgent", "available_devices", "get_agent",
+    "pct_peak", "register_agent", "registered_kinds", "roofline_terms", "t_peak",
+]

@@ -157,7 +157,10 @@ class CpuAgent(HardwareAgent):
             request = self._request(problem, data, seeds, str(box.workdir / "kernel.so"), entry, measure)
             with self._device_lock():
                 out = box.run("hardware_agents.cpu.harness:run_kernel", request, timeout_s=timeout)
-            prof = self._judge(problem, data, seeds, out, box, spec)
+            try:
+                prof = self._judge(problem, data, seeds, out, box, spec)
+            except Exception as e:  # a result the kernel tampered with must not crash the agent
+                prof = self._fail("runtime_error", f"invalid harness result ({type(e).__name__}: {e})\n{out.log}")
         prof.counters["compile_s"] = build.seconds
         prof.counters["compile_cached"] = float(build.cached)
         return prof
@@ -255,7 +258,7 @@ class CpuAgent(HardwareAgent):
                 if run.mutated:
                     extra.append(f"modified its input(s) {', '.join(run.mutated)}; inputs are read-only")
                 if run.overflow:
-                    extra.append(f"wrote past the end of {', '.join(run.overflow)}")
+                    extra.append(f"wrote outside the bounds of {', '.join(run.overflow)}")
                 if extra:
                     chk.passed = False
                     chk.note = "; ".join([chk.note, *extra]) if chk.note else "; ".join(extra)

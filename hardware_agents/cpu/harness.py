@@ -60,7 +60,7 @@ class TimingSpec(msgspec.Struct, kw_only=True):
     rotation: int
     warmup: int = 2
     min_reps: int = 5
-    max_reps: int = 5000
+    max_reps: int = 1000
     budget_s: float = 0.2
     max_reruns: int = 2
     spread_threshold: float = 0.05
@@ -81,7 +81,7 @@ class CaseRun(msgspec.Struct, kw_only=True):
     name: str
     kernel_ms: float
     mutated: list[str] = []
-    overflow: list[str] = []  # buffers whose canary zone was written
+    overflow: list[str] = []  # buffers whose canary zones (before/after) were written
     quick_ok: bool = True
     quick_note: str = ""
 
@@ -119,19 +119,20 @@ def timed_output_path(content: str, output: str) -> str:
 
 
 class _Buf:
-    """An aligned array with a canary zone after it."""
+    """An aligned array with canary zones before and after it."""
 
     def __init__(self, shape: tuple[int, ...], dtype: Any, canary: bool) -> None:
         dt = np.dtype(dtype)
         n = math.prod(shape) * dt.itemsize
-        extra = _CANARY if canary else 0
-        raw = validity.aligned_empty((n + extra,), np.uint8)
-        self.canary = raw[n:]
-        self.canary.fill(_CANARY_BYTE)
-        self.array = raw[:n].view(dt).reshape(shape)
+        pad = _CANARY if canary else 0  # a multiple of 64: the array stays 64-byte aligned
+        raw = validity.aligned_empty((pad + n + pad,), np.uint8)
+        self.canaries = (raw[:pad], raw[pad + n:])
+        for c in self.canaries:
+            c.fill(_CANARY_BYTE)
+        self.array = raw[pad:pad + n].view(dt).reshape(shape)
 
     def canary_ok(self) -> bool:
-        return bool(np.all(self.canary == _CANARY_BYTE))
+        return all(bool(np.all(c == _CANARY_BYTE)) for c in self.canaries)
 
 
 def _load_kernel(req: HarnessRequest) -> Any:

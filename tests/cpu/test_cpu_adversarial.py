@@ -18,7 +18,8 @@ CASES = {
     "nan_output": (src("if (i < (long)M * N - N) out[i] = 2.0f * x[i] + 1.0f;"), "incorrect", "NaN"),
     "explicit_nan": (src("out[i] = (i == 7) ? NAN : 2.0f * x[i] + 1.0f;"), "incorrect", "non-finite"),
     "mutates_input": (src(GOOD, setup="((float*)x)[0] += 1.0f;"), "incorrect", "modified its input"),
-    "writes_past_output": (src(GOOD, setup="out[(long)M * N + 3] = 0.0f;"), "incorrect", "past the end of out"),
+    "writes_past_output": (src(GOOD, setup="out[(long)M * N + 3] = 0.0f;"), "incorrect", "outside the bounds of out"),
+    "writes_before_output": (src(GOOD, setup="out[-5] = 0.0f;"), "incorrect", "outside the bounds of out"),
     "caches_previous_output": (
         src(prelude="static float saved[M * N]; static int have = 0;",
             setup="if (have) { memcpy(out, saved, sizeof(saved)); return; }",
