@@ -46,6 +46,8 @@ from memory_index.schema import (
 DEFAULT_TABLE = "memory"
 ANN_MIN_ROWS = 5000
 """Below this many rows a vector index is not worth building (a flat scan is a few ms)."""
+SCALAR_INDICES = {"id": "btree", "noop": "bitmap", "device": "bitmap", "language": "bitmap",
+                  "op_type": "bitmap", "problem": "bitmap"}
 DEFAULT_INDEX_TYPE = "IVF_HNSW_SQ"
 """Measured at 100k rows (benchmarks/memory_bench.py): builds 3x faster than IVF_PQ and has
 ~0.98 recall@16 without a refine step."""
@@ -283,15 +285,16 @@ class MemoryIndex:
         return found
 
     async def wait_for_ids(self, ids: Iterable[str], *, timeout_s: float = 30.0, poll_s: float = 0.1) -> set[str]:
-        """Wait until every id is indexed; returns the ids still missing at the timeout."""
-        missing = set(ids)
+        """Wait until every id is indexed or `timeout_s` passed; returns the ids that are
+        indexed (like `has_ids`: all of them unless it timed out)."""
+        wanted = set(ids)
+        found: set[str] = set()
         deadline = time.monotonic() + timeout_s
-        while missing:
-            missing -= await asyncio.to_thread(self.has_ids, missing)
-            if not missing or time.monotonic() >= deadline:
-                break
+        while True:
+            found |= await asyncio.to_thread(self.has_ids, wanted - found)
+            if found >= wanted or time.monotonic() >= deadline:
+                return found
             await asyncio.sleep(poll_s)
-        return missing
 
     def get(self, entry_id: str) -> MemoryEntry | None:
         tbl = self._open_table()
@@ -476,16 +479,17 @@ class MemoryIndex:
         num_sub_vectors: int | None = None,
         min_rows: int = ANN_MIN_ROWS,
     ) -> bool:
-        """Build an ANN index on the embeddings (cosine) plus a scalar index on `id`.
+        """Build an ANN index on the embeddings (cosine), and the scalar indices.
 
-        Returns False (building only the id index) below `min_rows`: a flat scan is exact and fast
-        there. Rows added later are searched flat until `optimize()` folds them in.
+        Returns False (building only the scalar indices) below `min_rows`: a flat scan is
+        exact and fast there. Rows added later are searched flat until `optimize()` folds
+        them in.
         """
         tbl = self._open_table()
         if tbl is None:
             return False
         rows = tbl.count_rows()
-        self.create_id_index()
+        self.create_scalar_indices()
         if rows < min_rows:
             return False
         tbl.create_index(VECTOR_COLUMN, config=_vector_index_config(
@@ -494,31 +498,34 @@ class MemoryIndex:
         return True
 
     def maintain(self, *, ann_min_rows: int = ANN_MIN_ROWS, index_type: str = DEFAULT_INDEX_TYPE) -> dict[str, Any]:
-        """What a long-lived writer runs now and then: build the vector index once the table
-        is large enough, the id index once it has rows, then compact and fold new rows into
-        the indices. Returns what it did."""
+        """What a long-lived writer runs now and then: build the scalar indices once the
+        table has rows and the vector index once it is large enough, then compact and fold
+        new rows into the indices. Returns what it did."""
         tbl = self._open_table()
         if tbl is None:
             return {}
         rows = tbl.count_rows()
-        names = [_index_columns(ix) for ix in tbl.list_indices()]
-        done: dict[str, Any] = {"rows": rows, "vector_index_built": False, "id_index_built": False}
-        if rows >= ann_min_rows and not any(VECTOR_COLUMN in cols for cols in names):
+        indexed = {c for ix in tbl.list_indices() for c in _index_columns(ix)}
+        done: dict[str, Any] = {"rows": rows, "vector_index_built": False, "scalar_indices_built": False}
+        if rows >= ann_min_rows and VECTOR_COLUMN not in indexed:
             done["vector_index_built"] = self.create_vector_index(index_type=index_type, min_rows=ann_min_rows)
-            done["id_index_built"] = True
-        elif rows > 0 and not any("id" in cols for cols in names):
-            self.create_id_index()
-            done["id_index_built"] = True
+            done["scalar_indices_built"] = True
+        elif rows > 0 and not set(SCALAR_INDICES) <= indexed:
+            self.create_scalar_indices()
+            done["scalar_indices_built"] = True
         self.optimize()
         return done
 
-    def create_id_index(self) -> None:
-        """A BTREE index on `id` (makes has_ids, get and merge-insert cheap on large tables)."""
+    def create_scalar_indices(self) -> None:
+        """BTREE on `id` (has_ids, get, merge-insert) and BITMAP on the filter columns (the
+        prefilter of every search: at 100k rows it halves retrieval latency)."""
         tbl = self._open_table()
-        if tbl is not None and tbl.count_rows() > 0:
-            from lancedb.index import BTree
+        if tbl is None or tbl.count_rows() == 0:
+            return
+        from lancedb.index import Bitmap, BTree
 
-            tbl.create_index("id", config=BTree(), replace=True)
+        for column, kind in SCALAR_INDICES.items():
+            tbl.create_index(column, config=BTree() if kind == "btree" else Bitmap(), replace=True)
 
     def has_vector_index(self) -> bool:
         tbl = self._open_table()

@@ -34,7 +34,7 @@ def test_two_curators_lose_nothing_and_duplicate_nothing(nats_server, ray_sessio
             for i in range(0, len(events), 20):
                 await elog.publish_many(events[i:i + 20])
                 await asyncio.sleep(0.02)
-            assert await index.wait_for_ids([e.id for e in entries], timeout_s=90) == set()
+            assert await index.wait_for_ids([e.id for e in entries], timeout_s=90) == {e.id for e in entries}
             q = await elog.work_queue(curator_durable(memory_uri), "accelopt.*.memory.entry_added")
             for _ in range(200):  # every delivery acked
                 info = await q.info()

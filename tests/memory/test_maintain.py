@@ -12,7 +12,9 @@ def test_maintain_builds_indices_and_search_still_finds_the_nearest(memory, make
     vecs = rng.standard_normal((400, 384)).astype(np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
     memory.upsert_vectors(entries[:100], vecs[:100])
-    assert memory.maintain(ann_min_rows=300) == {"rows": 100, "vector_index_built": False, "id_index_built": True}
+    assert memory.maintain(ann_min_rows=300) == {"rows": 100, "vector_index_built": False,
+                                                 "scalar_indices_built": True}
+    assert memory.maintain(ann_min_rows=300)["scalar_indices_built"] is False  # already there
     assert not memory.has_vector_index()
 
     memory.upsert_vectors(entries[100:], vecs[100:])
@@ -29,3 +31,5 @@ def test_maintain_builds_indices_and_search_still_finds_the_nearest(memory, make
     assert memory.maintain(ann_min_rows=300)["vector_index_built"] is False  # already there: folded in
     assert memory.search(late_vec, top_m=1)[0].entry_id == late.id
     assert memory.has_ids([late.id, entries[0].id]) == {late.id, entries[0].id}
+    assert {r.device for r in memory.search(vecs[0], top_m=20, device="cpu")} == {"cpu"}
+    assert len(memory.stats().indices) == 7  # embedding + id + 5 filter columns

@@ -42,7 +42,7 @@ def test_runs_on_cpu_and_trn1_share_one_memory(nats_server, tmp_path, ray_sessio
             await log_a.publish_many(to_events([cpu_rms, cpu_other]))
             await log_b.publish_many(to_events([trn_softmax, trn_other]))
             everything = [cpu_rms.id, cpu_other.id, trn_softmax.id, trn_other.id]
-            assert await index.wait_for_ids(everything, timeout_s=60) == set()
+            assert await index.wait_for_ids(everything, timeout_s=60) == set(everything)
 
             # What each run's coordinator does before planning its next problem.
             recorded = []
