@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from accelopt._env import OFFLINE_DEFAULTS
 from hardware_agents import landlock, sandbox
 from hardware_agents._probe import ProbeReport, ProbeRequest
 from hardware_agents.sandbox import Sandbox, SandboxPolicy, is_secret_name, run_sandboxed, scrub_env
@@ -39,8 +40,9 @@ def test_child_sees_no_secrets_and_runs_unprivileged(monkeypatch: pytest.MonkeyP
     assert out.status == "ok", out.error
     rep = out.decode(ProbeReport)
     assert "leaked-value" not in str(rep.env)
-    assert set(rep.env) <= {"PATH", "LANG", "TERM", "TZ", "HOME", "TMPDIR", "PYTHONNOUSERSITE",
-                            "PYTHONDONTWRITEBYTECODE", "PYTHONPATH"} | {k for k in rep.env if k.startswith("LC_")}
+    allowed = {"PATH", "LANG", "TERM", "TZ", "HOME", "TMPDIR", "PYTHONNOUSERSITE", "PYTHONDONTWRITEBYTECODE",
+               "PYTHONPATH"} | set(OFFLINE_DEFAULTS)  # importing accelopt in the child sets those
+    assert set(rep.env) <= allowed | {k for k in rep.env if k.startswith("LC_")}
     assert rep.env["HOME"] == rep.cwd
     if os.geteuid() == 0:
         assert rep.uid != 0 and rep.gid != 0
