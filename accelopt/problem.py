@@ -79,9 +79,13 @@ class Definition(_Base):
     tags: list[str] = []
     description: str | None = None
     constraints: list[str] = []
+    # Python source defining `run(*inputs)` with numpy as `np` and the axis values as globals;
+    # returns the outputs (a tuple when several). The agents' ground truth, run in float64.
     x_numpy_reference: str | None = None
     x_tolerance: Tolerance | None = None
     x_roofline: Roofline | None = None
+    # Input name -> init expression (hardware_agents.validity: "normal(0, 0.05)",
+    # "abs(normal(0, 1))", "uniform(-1, 1)", ...); unnamed inputs are normal(0, 1).
     x_input_init: dict[str, str] = {}
     # Adversarial input cases: case name -> {input name -> init expression}; inputs a case
     # does not name keep their x_input_init. None = the default cases of the validity layer
