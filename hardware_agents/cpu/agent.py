@@ -59,7 +59,7 @@ def rotation_sets(set_bytes: int, contents: int, l3_bytes: int) -> int:
     r = math.ceil(2 * l3_bytes / max(set_bytes, 1))
     r = min(r, 64, max(1, _MAX_ROTATION_BYTES // max(set_bytes, 1)))
     r = max(r, contents + 1)
-    while r % contents == 0:
+    while contents > 1 and r % contents == 0:  # one content cannot move: nothing to avoid
         r += 1
     return r
 

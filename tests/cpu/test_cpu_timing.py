@@ -22,6 +22,7 @@ def test_rotation_footprint_exceeds_the_cache_and_moves_contents() -> None:
         r = rotation_sets(set_bytes, 3, l3)
         assert r % 3 != 0 and r * set_bytes >= 2 * l3
     assert rotation_sets(8 << 20, 4, l3) == 9  # 8 sets would be a multiple of 4 contents
+    assert rotation_sets(8 << 20, 1, l3) == 8  # a single seed: nothing to rotate between
 
 
 def test_profile_statistics_and_roofline(cpu_agent: CpuAgent) -> None:
@@ -48,6 +49,13 @@ def test_repeat_profile_is_fast(cpu_agent: CpuAgent) -> None:
     assert prof.status == "passed"
     assert prof.counters["compile_cached"] == 1.0
     assert time.perf_counter() - t0 < 5.0
+
+
+def test_single_seed_profile(cpu_agent: CpuAgent) -> None:
+    p = suites.get_problem("cpu/matmul_add_rmsnorm")
+    prof = cpu_agent.profile(p, p.baseline, seeds=(99,))
+    assert prof.status == "passed", prof.log
+    assert [c.case for c in prof.correctness] == ["seed99", "large"]
 
 
 def test_correctness_only_profile_is_unmeasured(cpu_agent: CpuAgent) -> None:
