@@ -13,6 +13,7 @@ import os
 import shutil
 import tempfile
 import threading
+import weakref
 from collections import OrderedDict
 from pathlib import Path
 
@@ -78,17 +79,27 @@ class ProblemData:
 
 
 class DataCache:
-    """LRU of ProblemData by (problem content hash, seeds); thread-safe."""
+    """LRU of ProblemData by (problem content hash, seeds); thread-safe.
+
+    The directory is made on first use and removed by `close()`, or when the cache is
+    garbage-collected, or at interpreter exit (an agent nobody closes must not leave
+    hundreds of MB in /dev/shm).
+    """
 
     def __init__(self, capacity: int = 3, base_dir: Path | None = None) -> None:
         self.capacity = capacity
-        self._root = Path(tempfile.mkdtemp(prefix="accelopt-data-", dir=base_dir or default_base_dir()))
-        os.chmod(self._root, 0o755)
+        self._base = base_dir
+        self._root: Path | None = None
+        self._finalizer: weakref.finalize | None = None
         self._items: OrderedDict[tuple[str, tuple[int, ...]], ProblemData] = OrderedDict()
         self._lock = threading.Lock()
 
     @property
     def root(self) -> Path:
+        if self._root is None:
+            self._root = Path(tempfile.mkdtemp(prefix="accelopt-data-", dir=self._base or default_base_dir()))
+            os.chmod(self._root, 0o755)
+            self._finalizer = weakref.finalize(self, shutil.rmtree, str(self._root), True)
         return self._root
 
     def get(self, problem: Problem, seeds: tuple[int, ...]) -> ProblemData:
@@ -98,7 +109,7 @@ class DataCache:
             if data is not None:
                 self._items.move_to_end(key)
                 return data
-            data = ProblemData(problem, seeds, self._root)
+            data = ProblemData(problem, seeds, self.root)
             self._items[key] = data
             while len(self._items) > self.capacity:
                 _, old = self._items.popitem(last=False)
@@ -108,4 +119,6 @@ class DataCache:
     def close(self) -> None:
         with self._lock:
             self._items.clear()
-            shutil.rmtree(self._root, ignore_errors=True)
+            if self._finalizer is not None:
+                self._finalizer()  # removes the directory, once
+            self._root, self._finalizer = None, None
