@@ -78,3 +78,8 @@ def sleep(payload: bytes, workdir: Path) -> ProbeReport:
 
 def fail(payload: bytes, workdir: Path) -> ProbeReport:
     raise RuntimeError(f"probe failure: {payload.decode()}")
+
+
+def exit_silently(payload: bytes, workdir: Path) -> ProbeReport:
+    """Exit without reporting, as a kernel calling exit() would."""
+    os._exit(0)

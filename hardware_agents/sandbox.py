@@ -329,15 +329,15 @@ class Sandbox:
         timeout = timeout_s if timeout_s is not None else pol.wall_timeout_s
         raw = payload if isinstance(payload, bytes) else msgspec.msgpack.encode(payload)
         result_path = self.workdir / ".sandbox" / "result.msgpack"
-        with_ll = pol.landlock
         spec = ChildSpec(
             target=target, payload=raw, workdir=str(self.workdir), result_path=str(result_path),
             uid=self.uid, gid=self.gid, rlimits=self._rlimits(timeout),
             isolate_network=pol.isolate_network and self._root,
-            landlock=with_ll,
+            landlock=pol.landlock,
             read_paths=[*default_read_paths(), str(self.workdir), *pol.read_paths] if pol.restrict_reads else None,
             write_paths=[str(self.workdir)], preload=list(pol.preload),
         )
+        result_path.unlink(missing_ok=True)  # never read an earlier run's report
         spec_path = self._outer / "spec.msgpack"
         spec_path.write_bytes(msgspec.msgpack.encode(spec))
         log_path = self._outer / "child.log"

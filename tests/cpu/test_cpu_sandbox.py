@@ -105,3 +105,14 @@ def test_timeout_kills_the_whole_group() -> None:
     assert time.perf_counter() - t0 < 10
     if uid is not None:
         assert sandbox.pids_of_uid(uid) == []
+
+
+def test_a_crash_after_a_good_run_is_not_masked_by_the_old_report() -> None:
+    with Sandbox() as box:
+        assert box.run("hardware_agents._probe:describe", ProbeRequest()).status == "ok"
+        again = box.run("hardware_agents._probe:sleep", b"30", timeout_s=0.5)
+        assert again.status == "timeout"
+        silent = box.run("hardware_agents._probe:exit_silently")
+        assert silent.status == "crashed" and "without a result" in silent.error
+        missing = box.run("hardware_agents._probe:no_such_function")
+        assert missing.status == "error" and "no_such_function" in missing.error
