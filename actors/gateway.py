@@ -149,6 +149,15 @@ def content_hash(model: str, messages: Sequence[ChatMessage], params: Mapping[st
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
+def recording_from(events: Iterable[object]) -> dict[str, LLMCallCompleted]:
+    """The `recording` for a replay of a run: its first successful call per content hash."""
+    out: dict[str, LLMCallCompleted] = {}
+    for e in events:
+        if isinstance(e, LLMCallCompleted) and e.error is None and e.response is not None:
+            out.setdefault(e.content_hash, e)
+    return out
+
+
 def _register_offline_providers() -> None:
     from actors.scripted import register_scripted_provider
     from actors.tuner import register_tuner_provider

@@ -7,7 +7,7 @@ import asyncio
 from llm_helpers import llm_config
 
 from accelopt.records import ChatMessage
-from actors.gateway import LLMGateway, content_hash
+from actors.gateway import LLMGateway, content_hash, recording_from
 
 MSGS = [ChatMessage(role="system", content="sys"), ChatMessage(role="user", content="Plan.")]
 
@@ -19,7 +19,8 @@ def test_recorded_call_is_served_and_the_model_not_called(scripted):
     assert first.response == "live plan" and first.served_from is None
     assert first.content_hash == content_hash(model, MSGS, first.params, 2)
 
-    replay = LLMGateway(cfg, recording={first.content_hash: first})
+    assert recording_from([first]) == {first.content_hash: first}
+    replay = LLMGateway(cfg, recording=recording_from([first]))
     served = asyncio.run(replay.complete("planner", MSGS, run_id="r2", request_id="q2", sample_index=2))
     assert len(served) == 1 and served[0].served_from == first.event_id
     assert served[0].response == "live plan" and served[0].cost_usd == 0.0 and served[0].run_id == "r2"
