@@ -30,6 +30,7 @@ import json
 import os
 import random
 import time
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -187,7 +188,9 @@ class LLMGateway:
         self.backoff_base_s = backoff_base_s
         self.backoff_max_s = backoff_max_s
         self.timeout_grace_s = timeout_grace_s
-        self._sems: dict[tuple[str, int], asyncio.Semaphore] = {}
+        # per event loop (a semaphore belongs to one loop), per role
+        self._sems: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]] = (
+            weakref.WeakKeyDictionary())
         self._prices: dict[str, ModelPrice | None] = {}
         _register_offline_providers()
 
@@ -204,10 +207,10 @@ class LLMGateway:
     # --- calls ---------------------------------------------------------------------------
 
     def _semaphore(self, role: str, limit: int) -> asyncio.Semaphore:
-        key = (role, id(asyncio.get_running_loop()))
-        sem = self._sems.get(key)
+        per_role = self._sems.setdefault(asyncio.get_running_loop(), {})
+        sem = per_role.get(role)
         if sem is None:
-            sem = self._sems[key] = asyncio.Semaphore(max(1, limit))
+            sem = per_role[role] = asyncio.Semaphore(max(1, limit))
         return sem
 
     async def complete(
