@@ -74,10 +74,17 @@ class ResolvedLLM(_C):
     api_key_env: str | None = None
 
 
+BUILTIN_LLM_DEFAULTS = RoleLLM(
+    model="builtin/tuner", temperature=1.0, max_tokens=8192, concurrency=4, timeout_s=600.0, retries=3,
+)
+
+
 class LLMConfig(_C):
-    default: RoleLLM = msgspec.field(default_factory=lambda: RoleLLM(
-        model="builtin/tuner", temperature=1.0, max_tokens=8192, concurrency=4, timeout_s=600.0, retries=3,
-    ))
+    """`default` applies to every role; a role's own fields override it; unset fields of
+    both fall back to BUILTIN_LLM_DEFAULTS (so `--set llm.default.model=X` changes only the
+    model)."""
+
+    default: RoleLLM = msgspec.field(default_factory=RoleLLM)
     planner: RoleLLM = msgspec.field(default_factory=RoleLLM)
     executor: RoleLLM = msgspec.field(default_factory=RoleLLM)
     fixer: RoleLLM = msgspec.field(default_factory=RoleLLM)
@@ -87,9 +94,9 @@ class LLMConfig(_C):
     budget_usd: float | None = 50.0
 
     def for_role(self, role: str) -> ResolvedLLM:
-        base = msgspec.structs.asdict(self.default)
-        override = {k: v for k, v in msgspec.structs.asdict(getattr(self, role)).items() if v is not None}
-        merged = {**base, **override}
+        merged: dict[str, Any] = {}
+        for layer in (BUILTIN_LLM_DEFAULTS, self.default, getattr(self, role)):
+            merged.update({k: v for k, v in msgspec.structs.asdict(layer).items() if v is not None})
         missing = [k for k in ("model", "temperature", "max_tokens", "concurrency", "timeout_s", "retries")
                    if merged.get(k) is None]
         if missing:
