@@ -397,7 +397,7 @@ class CoordinatorCore:
         outs = list(released)
         req = self.requests.get(e.request_id)
         if not e.noop and isinstance(req, ev.SummaryRequested):
-            entry_id = ev.derive_event_id(self.run_id, "MemoryEntry", e.request_id)
+            entry_id = ev.derive_event_id(self.run_id, "MemoryEntry", self.run_id, e.request_id)
             p.memory_ids.append(entry_id)
             d = p.target.problem.definition
             entry = MemoryEntry(

@@ -3,7 +3,7 @@
 Each event carries the envelope fields (event_id, run_id, type, schema_version,
 causation_id, ts). `type` is the msgspec tag, i.e. the class name. Event ids are derived
 deterministically from what the event is about (see `derive_event_id`), so re-publishing
-a decision after a crash is de-duplicated by JetStream's `Nats-Msg-Id`.
+a decision after a crash is de-duplicated by JetStream's `Nats-Msg-Id` (run id + event id).
 """
 
 from __future__ import annotations
@@ -24,12 +24,24 @@ Stage = Literal["plan", "implement", "fix", "summarize", "profile", "memory"]
 
 
 def derive_event_id(run_id: str, type_name: str, *key: object) -> str:
-    """A stable id for the event of `type_name` about `key` within a run."""
+    """A stable id for the event of `type_name` about `key`, unique within its run.
+
+    `run_id` scopes the id but is deliberately not hashed: two runs that make the same
+    decision give it the same id, so a replay or an ablation of a run reproduces its ids,
+    prompts (which may be seeded by request ids) and content hashes. Uniqueness on the
+    stream comes from the message id `msg_id(run_id, event_id)`. An id that must be unique
+    across runs (a memory entry) puts the run id into `key`.
+    """
     h = hashlib.sha256()
-    for part in (run_id, type_name, *key):
+    for part in (type_name, *key):
         h.update(str(part).encode())
         h.update(b"\x1f")
     return h.hexdigest()[:32]
+
+
+def msg_id(run_id: str, event_id: str) -> str:
+    """The stream-wide de-duplication id (`Nats-Msg-Id`) of an event."""
+    return f"{run_id}:{event_id}"
 
 
 class Event(msgspec.Struct, tag_field="type", kw_only=True, frozen=True):

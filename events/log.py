@@ -1,7 +1,7 @@
 """The JetStream log client: the one way AccelOpt components read and write events.
 
 - one stream (`ACCELOPT`, subjects `accelopt.>`, limits retention, file storage);
-- publish with `Nats-Msg-Id` = event id, so a retried publish is de-duplicated;
+- publish with `Nats-Msg-Id` = run id + event id, so a retried publish is de-duplicated;
 - durable pull consumers per role (competing consumers, explicit ack, redelivery after
   `ack_wait`), wrapped as `WorkQueue`;
 - a run's history in order from any sequence, and live following of a run;
@@ -26,7 +26,7 @@ from nats.js import api
 
 from accelopt.logging import get_logger
 from events import logfile
-from events.catalog import Event
+from events.catalog import Event, msg_id
 from events.codec import EventDecodeError, decode, encode
 from events.subjects import ALL_EVENTS, PREFIX, STREAM, check_run_id, run_filter, subject_for
 
@@ -256,7 +256,8 @@ class EventLog:
 
         Retrying is safe: the message id is the event id, so the stream keeps one copy.
         """
-        return await self.publish_raw(subject_for(event), encode(event), event.event_id, retry_for=retry_for)
+        return await self.publish_raw(subject_for(event), encode(event), msg_id(event.run_id, event.event_id),
+                                      retry_for=retry_for)
 
     async def publish_raw(
         self, subject: str, data: bytes, msg_id: str, *, retry_for: float = 60.0
@@ -278,7 +279,7 @@ class EventLog:
     async def publish_many(self, events: Iterable[Event], *, window: int = 1000) -> list[PublishResult]:
         """Publish a batch with pipelined acks (much faster than one round trip each)."""
         return await self._publish_pipelined(
-            ((subject_for(ev), encode(ev), ev.event_id) for ev in events), window=window
+            ((subject_for(ev), encode(ev), msg_id(ev.run_id, ev.event_id)) for ev in events), window=window
         )
 
     async def _publish_pipelined(
@@ -455,5 +456,9 @@ class EventLog:
             existing = await self.last_event(header.run_id, "run.started")
             if existing is not None:
                 raise ValueError(f"run {header.run_id} already exists in this log; not importing {path}")
-        items = ((subject, data, decode(data, subject).event_id) for subject, data in records)
+        items = ((subject, data, _msg_id_of(decode(data, subject))) for subject, data in records)
         return len(await self._publish_pipelined(items))
+
+
+def _msg_id_of(event: Event) -> str:
+    return msg_id(event.run_id, event.event_id)
