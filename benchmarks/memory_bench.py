@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import shutil
 import sys
 import tempfile
@@ -121,6 +122,7 @@ def main() -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
     rng = np.random.default_rng(0)
     root = Path(args.dir or tempfile.mkdtemp(prefix="accelopt-memory-bench-"))
+    load_before = os.getloadavg()
     out: dict[str, Any] = {"config": {"sizes": sizes, "unique_texts": args.unique, "queries": args.queries,
                                       "bulk_batch": args.batch, "top_m": 16, "store": "local disk"}}
 
@@ -231,6 +233,9 @@ def main() -> int:
         "every vector-index row also have the scalar indices (BTREE on id, BITMAP on noop/device/language/"
         "op_type/problem) that MemoryIndex.maintain builds; each vector index replaced the previous one.",
     ]
+    out["load_average"] = {"before": [round(x, 2) for x in load_before],
+                           "after": [round(x, 2) for x in os.getloadavg()],
+                           "note": "1/5/15-min load of the 2-core machine, which other work shared"}
     save("memory_bench", out)
     if not args.dir:
         shutil.rmtree(root, ignore_errors=True)
