@@ -43,4 +43,7 @@ def run(args: argparse.Namespace) -> int:
         table.add_row(f"  triad, working set {p.working_set_bytes / 2**20:.2f} MiB", f"{p.bytes_per_s / 1e9:.1f} GB/s")
     console.print(table)
     console.print(f"cached in {calibration_path(args.cache_dir, quick=rec.quick)} (measured in {rec.seconds:.1f} s)")
+    if rec.busy():
+        console.print(f"[yellow]the machine was busy (load {rec.loadavg:.1f} on {rec.machine.cores} cores): peaks are "
+                      "probably under-measured; run `accelopt calibrate --force` on an idle machine[/yellow]")
     return 0

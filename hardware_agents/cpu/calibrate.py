@@ -77,6 +77,10 @@ class CalibrationRecord(msgspec.Struct, kw_only=True):
     triad_bytes_per_s: dict[str, float] = {}
     sgemm_flops: dict[str, float] = {}
     fma_flops: float = 0.0
+    loadavg: float = 0.0  # 1-minute load when measured: busy machines under-measure peaks
+
+    def busy(self) -> bool:
+        return self.loadavg > 0.5 * self.machine.cores
 
 
 class CalibrationError(RuntimeError):
@@ -107,6 +111,7 @@ def calibrate(root: Path | None = None, *, force: bool = False, quick: bool = Fa
         if existing is not None:
             return existing
     t0 = time.perf_counter()
+    load = os.getloadavg()[0]
     cmd = [sys.executable, "-m", "hardware_agents.cpu.calibrate", "--cc", cc] + (["--quick"] if quick else [])
     env = {**os.environ, "OMP_NUM_THREADS": str(usable_cores()), "OPENBLAS_NUM_THREADS": str(usable_cores())}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
@@ -127,7 +132,8 @@ def calibrate(root: Path | None = None, *, force: bool = False, quick: bool = Fa
     )
     record = CalibrationRecord(spec=spec, machine=m, quick=quick, created=time.strftime("%Y-%m-%dT%H:%M:%S"),
                                seconds=time.perf_counter() - t0, triad_bytes_per_s=raw["triad"],
-                               sgemm_flops=raw["sgemm"], fma_flops=raw["fma"])
+                               sgemm_flops=raw["sgemm"], fma_flops=raw["fma"],
+                               loadavg=max(load, os.getloadavg()[0]))
     path = calibration_path(root, quick=quick, machine=m)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
