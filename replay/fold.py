@@ -1,11 +1,17 @@
-"""Fold a run's events into a read model: kernels with lineage, profiles, iterations, beams,
-LLM usage and cost. Used by `accelopt run` for its results table, by `accelopt runs`,
-reports and replay. Pure: events in, state out."""
+"""Fold a run's events into a read model: kernels with lineage (parent, plan, fix chain),
+profiles, iterations, beams, memory snapshots, LLM usage and cost over time. Used by
+`accelopt run` for its results table, by `accelopt runs`, reports and replay. Pure: events
+in, state out.
+
+The fold is one pass with a dispatch on the event's exact type (no isinstance chains), so
+it keeps up with large logs (see benchmarks/replay_bench.py).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from accelopt.profile import Profile
 from events import catalog as ev
@@ -16,13 +22,15 @@ class KernelView:
     kernel_id: str
     problem: str
     iteration: int
-    parent_id: str | None
-    plan_id: str | None
-    fix_of: str | None
+    parent_id: str | None  # the candidate it was derived from (a fix keeps its broken kernel's)
+    plan_id: str | None  # the PlanProposed event it implements (a fix keeps its broken kernel's)
+    fix_of: str | None  # the broken kernel this one repairs
     fix_round: int
     language: str
     source: str
     profile: Profile | None = None
+    fixed_by: str | None = None  # the kernel proposed to repair this one
+    proposed_ts: float = 0.0
 
     @property
     def passed(self) -> bool:
@@ -31,6 +39,24 @@ class KernelView:
     @property
     def latency_ms(self) -> float | None:
         return self.profile.latency_ms if self.passed and self.profile else None
+
+    @property
+    def pct_peak(self) -> float | None:
+        return self.profile.pct_peak if self.passed and self.profile else None
+
+    @property
+    def status(self) -> str:
+        return self.profile.status if self.profile is not None else "pending"
+
+
+@dataclass
+class PlanView:
+    plan_id: str
+    problem: str
+    iteration: int
+    candidate_id: str
+    text: str
+    llm_call_id: str | None = None
 
 
 @dataclass
@@ -44,6 +70,12 @@ class ProblemView:
     beams: dict[int, list[str]] = field(default_factory=dict)
     cost_usd: float = 0.0
     note: str = ""
+    op_type: str = ""
+    kernel_ids: list[str] = field(default_factory=list)
+    # the memory each iteration's candidates were planned with (one MemoryRetrieved per candidate)
+    memory: dict[int, list[ev.MemoryRetrieved]] = field(default_factory=dict)
+    # the problem's cumulative LLM cost when each iteration completed
+    iteration_cost: dict[int, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -54,6 +86,19 @@ class RoleUsage:
     completion_tokens: int = 0
     cost_usd: float = 0.0
     latency_s: float = 0.0
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class CostPoint(NamedTuple):
+    """The run's cumulative LLM spend right after one call."""
+
+    ts: float
+    cost_usd: float
+    tokens: int
+    calls: int
 
 
 @dataclass
@@ -70,6 +115,9 @@ class ProblemResult:
     cost_usd: float
     best_kernel_id: str | None
     note: str = ""
+
+
+_REQUESTS = (ev.PlanRequested, ev.ImplementationRequested, ev.FixRequested, ev.SummaryRequested)
 
 
 class RunView:
@@ -89,76 +137,171 @@ class RunView:
         self.events = 0
         self.first_ts: float | None = None
         self.last_ts: float | None = None
+        # additions for reports and replay
+        self.plans: dict[str, PlanView] = {}
+        self.memory_retrieved: list[ev.MemoryRetrieved] = []
+        self.memory_entry_iteration: dict[str, int] = {}  # memory entry id -> iteration it was learnt in
+        self.cost_series: list[CostPoint] = []
+        self.models: dict[str, int] = {}  # model -> LLM calls
+        self.until_iteration: int | None = None
+        self._cost = 0.0
+        self._tokens = 0
+        self._calls = 0
+        self._insight_iteration: dict[str, int] = {}
+        self._dispatch: dict[type, Callable[[ev.Event], None]] = {
+            ev.RunStarted: self._on_run_started,
+            ev.RunCompleted: self._on_run_completed,
+            ev.RunFailed: self._on_run_failed,
+            ev.BudgetExceeded: self._on_budget,
+            ev.KernelProposed: self._on_kernel_proposed,
+            ev.KernelProfiled: self._on_kernel_profiled,
+            ev.BeamSelected: self._on_beam_selected,
+            ev.IterationCompleted: self._on_iteration_completed,
+            ev.LLMCallCompleted: self._on_llm_call,
+            ev.PlanProposed: self._on_plan_proposed,
+            ev.ProposalFailed: self.failures.append,
+            ev.InsightSummarized: self._on_insight,
+            ev.MemoryEntryAdded: self._on_memory_entry,
+            ev.MemoryRetrieved: self._on_memory_retrieved,
+            ev.ProfileRequested: self._on_request,
+        }
+        for t in _REQUESTS:
+            self._dispatch[t] = self._on_request
 
     @classmethod
     def from_events(cls, events: Iterable[ev.Event], *, until_iteration: int | None = None) -> RunView:
+        """Fold `events`; with `until_iteration`, the state at the end of that iteration.
+
+        Problems advance independently, so "the end of iteration i" is per problem: every
+        event that belongs to an iteration after i (requests, kernels, their profiles and LLM
+        calls, memory entries learnt later) is left out, as is the run's ending unless nothing
+        was left out.
+        """
         view = cls()
+        if until_iteration is None:
+            apply = view.apply
+            for e in events:
+                apply(e)
+            return view
+        view.until_iteration = until_iteration
+        cut = IterationCut(until_iteration)
         for e in events:
-            if until_iteration is not None and getattr(e, "iteration", 0) > until_iteration:
-                continue
-            view.apply(e)
+            if cut.keep(e):
+                view.apply(e)
         return view
 
     def apply(self, e: ev.Event) -> None:
         self.events += 1
-        self.run_id = self.run_id or e.run_id
-        self.first_ts = e.ts if self.first_ts is None else min(self.first_ts, e.ts)
-        self.last_ts = e.ts if self.last_ts is None else max(self.last_ts, e.ts)
-        if isinstance(e, ev.RunStarted):
-            self.started = e
-            for t in e.targets:
-                self.problems[t.problem.name] = ProblemView(t.problem.name, t.device, t.language)
-        elif isinstance(e, ev.RunCompleted):
-            self.completed = e
-        elif isinstance(e, ev.RunFailed):
-            self.failed = e
-        elif isinstance(e, ev.BudgetExceeded):
-            self.budget = e
-        elif isinstance(e, (ev.PlanRequested, ev.ImplementationRequested, ev.FixRequested, ev.SummaryRequested,
-                            ev.ProfileRequested)):
-            self.request_problem[e.event_id] = e.problem
-        elif isinstance(e, ev.KernelProposed):
-            parent, plan = e.parent_id, e.plan_id
-            if e.fix_of and e.fix_of in self.kernels:
-                broken = self.kernels[e.fix_of]
+        if self.run_id is None:
+            self.run_id = e.run_id
+        ts = e.ts
+        if self.first_ts is None:
+            self.first_ts = self.last_ts = ts
+        elif ts > self.last_ts:  # type: ignore[operator]
+            self.last_ts = ts
+        elif ts < self.first_ts:
+            self.first_ts = ts
+        handler = self._dispatch.get(type(e))
+        if handler is not None:
+            handler(e)
+
+    # --- handlers -----------------------------------------------------------------------------
+
+    def _on_run_started(self, e: ev.RunStarted) -> None:
+        self.started = e
+        for t in e.targets:
+            self.problems[t.problem.name] = ProblemView(t.problem.name, t.device, t.language,
+                                                        op_type=t.problem.definition.op_type)
+
+    def _on_run_completed(self, e: ev.RunCompleted) -> None:
+        self.completed = e
+
+    def _on_run_failed(self, e: ev.RunFailed) -> None:
+        self.failed = e
+
+    def _on_budget(self, e: ev.BudgetExceeded) -> None:
+        self.budget = e
+
+    def _on_request(self, e: ev.Event) -> None:
+        self.request_problem[e.event_id] = e.problem  # type: ignore[attr-defined]
+
+    def _on_kernel_proposed(self, e: ev.KernelProposed) -> None:
+        parent, plan = e.parent_id, e.plan_id
+        kernels = self.kernels
+        if e.fix_of:
+            broken = kernels.get(e.fix_of)
+            if broken is not None:
                 parent, plan = broken.parent_id, broken.plan_id
-            self.kernels[e.kernel_id] = KernelView(e.kernel_id, e.problem, e.iteration, parent, plan, e.fix_of,
-                                                   e.fix_round, e.language, e.source)
-            p = self.problems.get(e.problem)
-            if p and e.iteration == 0 and p.baseline_id is None and e.parent_id is None:
+                broken.fixed_by = e.kernel_id
+        kernels[e.kernel_id] = KernelView(e.kernel_id, e.problem, e.iteration, parent, plan, e.fix_of,
+                                          e.fix_round, e.language, e.source, None, None, e.ts)
+        p = self.problems.get(e.problem)
+        if p is not None:
+            p.kernel_ids.append(e.kernel_id)
+            if e.iteration == 0 and p.baseline_id is None and e.parent_id is None:
                 p.baseline_id = e.kernel_id
-        elif isinstance(e, ev.KernelProfiled):
-            k = self.kernels.get(e.kernel_id)
-            if k is not None:
-                k.profile = e.profile
-        elif isinstance(e, ev.BeamSelected):
-            p = self.problems.get(e.problem)
-            if p:
-                p.beams[e.iteration] = [m.kernel_id for m in e.beam]
-                p.best_id = e.best_kernel_id
-        elif isinstance(e, ev.IterationCompleted):
-            p = self.problems.get(e.problem)
-            if p:
-                p.iterations.append(e)
-                p.best_id = e.best_kernel_id or p.best_id
-                p.note = e.note or p.note
-        elif isinstance(e, ev.LLMCallCompleted):
-            u = self.usage.setdefault(e.role, RoleUsage())
-            u.calls += 1
-            u.failed_calls += e.error is not None
-            u.prompt_tokens += e.usage.prompt_tokens
-            u.completion_tokens += e.usage.completion_tokens
-            u.cost_usd += e.cost_usd
-            u.latency_s += e.latency_s
-            name = self.request_problem.get(e.request_id)
-            if name in self.problems:
-                self.problems[name].cost_usd += e.cost_usd
-        elif isinstance(e, ev.ProposalFailed):
-            self.failures.append(e)
-        elif isinstance(e, ev.InsightSummarized):
-            self.insights.append(e)
-        elif isinstance(e, ev.MemoryEntryAdded):
-            self.memory_entries.append(e)
+
+    def _on_kernel_profiled(self, e: ev.KernelProfiled) -> None:
+        k = self.kernels.get(e.kernel_id)
+        if k is not None:
+            k.profile = e.profile
+
+    def _on_beam_selected(self, e: ev.BeamSelected) -> None:
+        p = self.problems.get(e.problem)
+        if p:
+            p.beams[e.iteration] = [m.kernel_id for m in e.beam]
+            p.best_id = e.best_kernel_id
+
+    def _on_iteration_completed(self, e: ev.IterationCompleted) -> None:
+        p = self.problems.get(e.problem)
+        if p:
+            p.iterations.append(e)
+            p.best_id = e.best_kernel_id or p.best_id
+            p.note = e.note or p.note
+            p.iteration_cost[e.iteration] = p.cost_usd
+
+    def _on_llm_call(self, e: ev.LLMCallCompleted) -> None:
+        u = self.usage.get(e.role)
+        if u is None:
+            u = self.usage[e.role] = RoleUsage()
+        usage = e.usage
+        tokens = usage.prompt_tokens + usage.completion_tokens
+        u.calls += 1
+        if e.error is not None:
+            u.failed_calls += 1
+        u.prompt_tokens += usage.prompt_tokens
+        u.completion_tokens += usage.completion_tokens
+        u.cost_usd += e.cost_usd
+        u.latency_s += e.latency_s
+        self.models[e.model] = self.models.get(e.model, 0) + 1
+        self._cost += e.cost_usd
+        self._tokens += tokens
+        self._calls += 1
+        self.cost_series.append(CostPoint(e.ts, self._cost, self._tokens, self._calls))
+        name = self.request_problem.get(e.request_id)
+        if name is not None:
+            p = self.problems.get(name)
+            if p is not None:
+                p.cost_usd += e.cost_usd
+
+    def _on_plan_proposed(self, e: ev.PlanProposed) -> None:
+        self.plans[e.event_id] = PlanView(e.event_id, e.problem, e.iteration, e.candidate_id, e.plan, e.llm_call_id)
+
+    def _on_insight(self, e: ev.InsightSummarized) -> None:
+        self.insights.append(e)
+        self._insight_iteration[e.event_id] = e.iteration
+
+    def _on_memory_entry(self, e: ev.MemoryEntryAdded) -> None:
+        self.memory_entries.append(e)
+        it = self._insight_iteration.get(e.causation_id or "")
+        if it is not None:
+            self.memory_entry_iteration[e.entry.id] = it
+
+    def _on_memory_retrieved(self, e: ev.MemoryRetrieved) -> None:
+        self.memory_retrieved.append(e)
+        p = self.problems.get(e.problem)
+        if p is not None:
+            p.memory.setdefault(e.iteration, []).append(e)
 
     # --- derived ------------------------------------------------------------------------------
 
@@ -174,6 +317,18 @@ class RunView:
     def cost_usd(self) -> float:
         return sum(u.cost_usd for u in self.usage.values())
 
+    @property
+    def llm_calls(self) -> int:
+        return self._calls
+
+    @property
+    def tokens(self) -> int:
+        return self._tokens
+
+    @property
+    def duration_s(self) -> float:
+        return (self.last_ts - self.first_ts) if self.first_ts is not None and self.last_ts is not None else 0.0
+
     def lineage(self, kernel_id: str) -> list[KernelView]:
         """The kernel's ancestors from the baseline down to it (fix attempts included)."""
         chain: list[KernelView] = []
@@ -184,6 +339,46 @@ class RunView:
             chain.append(k)
             k = self.kernels.get(k.fix_of or k.parent_id or "")
         return list(reversed(chain))
+
+    def plan_text(self, kernel_id: str) -> str | None:
+        """The plan the kernel implements (a fix implements its broken kernel's plan)."""
+        k = self.kernels.get(kernel_id)
+        plan = self.plans.get(k.plan_id) if k is not None and k.plan_id else None
+        return plan.text if plan is not None else None
+
+    def fix_chain(self, kernel_id: str) -> list[KernelView]:
+        """The kernel and every repair attempt made on it, in order (round 0, 1, ...)."""
+        chain: list[KernelView] = []
+        k = self.kernels.get(kernel_id)
+        while k is not None and len(chain) <= 64:
+            chain.append(k)
+            k = self.kernels.get(k.fixed_by or "")
+        return chain
+
+    def memory_snapshot(self, problem: str, iteration: int) -> MemorySnapshot:
+        """What memory iteration `iteration` of `problem` planned with, and what this run had
+        learnt into the memory before that iteration (all problems)."""
+        p = self.problems.get(problem)
+        retrieved = list(p.memory.get(iteration, [])) if p is not None else []
+        learnt = [m.entry for m in self.memory_entries
+                  if self.memory_entry_iteration.get(m.entry.id, 0) < iteration]
+        return MemorySnapshot(problem, iteration, retrieved, learnt)
+
+    def best_per_iteration(self, problem: str) -> list[IterationPoint]:
+        """Per completed iteration: the best kernel's latency, % of peak and speedup over the
+        baseline, and the problem's LLM cost so far."""
+        p = self.problems.get(problem)
+        if p is None:
+            return []
+        base = self.kernels.get(p.baseline_id or "")
+        base_ms = base.latency_ms if base is not None else None
+        out: dict[int, IterationPoint] = {}
+        for it in p.iterations:
+            lat = it.best_latency_ms
+            out[it.iteration] = IterationPoint(
+                it.iteration, it.best_kernel_id, lat, it.best_pct_peak,
+                base_ms / lat if base_ms and lat else None, p.iteration_cost.get(it.iteration, 0.0), it.ts)
+        return [out[i] for i in sorted(out)]
 
     def results(self) -> list[ProblemResult]:
         out = []
@@ -197,8 +392,62 @@ class RunView:
                 speedup=(b_ms / best_ms) if b_ms and best_ms else None,
                 baseline_pct_peak=base.profile.pct_peak if base and base.passed and base.profile else None,
                 best_pct_peak=best.profile.pct_peak if best and best.passed and best.profile else None,
-                kernels=sum(1 for k in self.kernels.values() if k.problem == name),
+                kernels=len(p.kernel_ids),
                 iterations=max((i.iteration for i in p.iterations), default=0),
                 cost_usd=p.cost_usd, best_kernel_id=p.best_id, note=p.note,
             ))
         return out
+
+
+class IterationPoint(NamedTuple):
+    iteration: int
+    best_kernel_id: str
+    best_latency_ms: float | None
+    best_pct_peak: float | None
+    speedup: float | None
+    cost_usd: float
+    ts: float
+
+
+@dataclass
+class MemorySnapshot:
+    problem: str
+    iteration: int
+    retrieved: list[ev.MemoryRetrieved]  # one per beam candidate of the iteration
+    learnt: list  # MemoryEntry records this run added before the iteration
+
+
+class IterationCut:
+    """Decides which events belong to the state at the end of iteration `until`.
+
+    An event belongs to an iteration by its own `iteration` field, or through what it is
+    about: an LLM call through its request, a profile through its kernel, a memory entry
+    through the insight it records. Run-level endings are kept only if nothing was cut.
+    """
+
+    _ENDINGS = (ev.RunCompleted, ev.RunFailed, ev.BudgetExceeded)
+
+    def __init__(self, until: int) -> None:
+        self.until = until
+        self.iteration_of: dict[str, int] = {}
+        self.cut_any = False
+
+    def keep(self, e: ev.Event) -> bool:
+        t = type(e)
+        it: int | None = getattr(e, "iteration", None)
+        if it is not None:
+            self.iteration_of[e.event_id] = it
+            if t is ev.KernelProposed:
+                self.iteration_of[e.kernel_id] = it  # type: ignore[attr-defined]
+        elif t is ev.LLMCallCompleted:
+            it = self.iteration_of.get(e.request_id)  # type: ignore[attr-defined]
+        elif t is ev.KernelProfiled or t is ev.ProfileRequested:
+            it = self.iteration_of.get(e.kernel_id)  # type: ignore[attr-defined]
+        elif t is ev.MemoryEntryAdded:
+            it = self.iteration_of.get(e.causation_id or "")
+        elif t in self._ENDINGS:
+            return not self.cut_any
+        if it is not None and it > self.until:
+            self.cut_any = True
+            return False
+        return True
