@@ -106,6 +106,8 @@ class CoordinatorCore:
         self.run_id = run_id
         self.clock = clock
         self.config: RunConfig | None = None
+        self.fork_config: RunConfig | None = None
+        self.fork_iteration: int = -1
         self.started: ev.RunStarted | None = None
         self.problems: dict[str, ProblemState] = {}
         self.kernels: dict[str, KernelRec] = {}
@@ -146,6 +148,13 @@ class CoordinatorCore:
     def cfg(self) -> RunConfig:
         assert self.config is not None, "RunStarted not seen yet"
         return self.config
+
+    def cfg_at(self, iteration: int) -> RunConfig:
+        """The config in force for an iteration's decisions: an ablation fork repeats its
+        parent's settings up to `fork_iteration` and uses its own after."""
+        if self.fork_config is not None and iteration <= self.fork_iteration:
+            return self.fork_config
+        return self.cfg
 
     # --- helpers ------------------------------------------------------------------------------
 
@@ -227,6 +236,9 @@ class CoordinatorCore:
             return []
         self.started = e
         self.config = config_from_dict(e.config, source="RunStarted.config")
+        if e.fork_config is not None and e.fork_iteration is not None:
+            self.fork_config = config_from_dict(e.fork_config, source="RunStarted.fork_config")
+            self.fork_iteration = e.fork_iteration
         outs: list[ev.Event] = []
         for target in sorted(e.targets, key=lambda t: t.problem.name):
             p = ProblemState(target=target)
@@ -275,7 +287,7 @@ class CoordinatorCore:
         if p.phase == "baseline":
             return outs + self._baseline_done(p, k, e)
         prof = e.profile
-        if prof.status in FIXABLE and k.fix_round < self.cfg.search.fix_rounds and not self.stopping:
+        if prof.status in FIXABLE and k.fix_round < self.cfg_at(k.iteration).search.fix_rounds and not self.stopping:
             parent = self.kernels.get(k.parent_id) if k.parent_id else None
             fix = ev.FixRequested(
                 **self._env("FixRequested", k.kernel_id, cause=e), kernel_id=k.kernel_id, problem=p.name,
@@ -323,9 +335,10 @@ class CoordinatorCore:
     def _on_IterationStarted(self, e: ev.IterationStarted, out: Step) -> list[ev.Event]:
         p = self.problems[e.problem]
         outs: list[ev.Event] = []
+        mem = self.cfg_at(e.iteration).memory
         for cand_id in e.beam:
             cand = self.kernels[cand_id]
-            if self.cfg.memory.enabled and self.cfg.memory.top_m > 0:
+            if mem.enabled and mem.top_m > 0:
                 result_id = ev.derive_event_id(self.run_id, "MemoryRetrieved", p.name, e.iteration, cand_id)
                 p.pending.add(result_id)
                 self.request_problem[result_id] = p.name
@@ -348,7 +361,7 @@ class CoordinatorCore:
         if self.stopping:
             return []
         outs: list[ev.Event] = []
-        for j in range(self.cfg.search.plans_per_candidate):
+        for j in range(self.cfg_at(iteration).search.plans_per_candidate):
             req = ev.PlanRequested(
                 **self._env("PlanRequested", p.name, iteration, cand.kernel_id, j, cause=cause),
                 problem=p.name, iteration=iteration, candidate_id=cand.kernel_id, sample_index=j,
@@ -374,7 +387,7 @@ class CoordinatorCore:
         p.plan_candidate[e.event_id] = e.candidate_id
         p.plan_kernels.setdefault(e.event_id, [])
         if cand is not None and not self.stopping:
-            for k in range(self.cfg.search.samples_per_plan):
+            for k in range(self.cfg_at(e.iteration).search.samples_per_plan):
                 req = ev.ImplementationRequested(
                     **self._env("ImplementationRequested", e.event_id, k, cause=e), problem=p.name,
                     iteration=e.iteration, candidate_id=e.candidate_id, plan_id=e.event_id, sample_index=k,
@@ -456,7 +469,7 @@ class CoordinatorCore:
         return {plan: [self.kernels[k] for k in ks if k in self.kernels] for plan, ks in sorted(p.plan_kernels.items())}
 
     def _select_and_summarize(self, p: ProblemState, cause: ev.Event) -> list[ev.Event]:
-        s = self.cfg.search
+        s = self.cfg_at(p.iteration).search
         samples = self._plan_samples(p)
         beam_now = [self.kernels[k].scored() for k in p.beam]
         new_beam = select_beam(beam_now, [[k.scored() for k in ks] for ks in samples.values()], s.beam_width,

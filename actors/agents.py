@@ -29,6 +29,7 @@ from accelopt.problem import Problem
 from accelopt.records import ChatMessage
 from actors.gateway import LLMGateway
 from actors.parsing import ReplyParseError, extract_code, extract_plan, parse_insight
+from actors.recordings import Recordings
 from actors.run_context import RunContextError, RunContexts
 from actors.worker import Worker, WorkerOptions
 from events import catalog as ev
@@ -73,9 +74,11 @@ class LLMAgent(Worker):
         self.llm_config = llm_config
         self.gateway = gateway or LLMGateway(llm_config)
         self._contexts: RunContexts | None = None
+        self._recordings: Recordings | None = None
 
     async def on_start(self, elog: EventLog) -> None:
         self._contexts = RunContexts(elog)
+        self._recordings = Recordings(elog, self._contexts)
 
     # --- role-specific -----------------------------------------------------------------------
 
@@ -104,9 +107,11 @@ class LLMAgent(Worker):
             messages = self.messages(event, target.problem, started.seed)
         except PromptError as e:
             return [self.failed(event, "prompt error", str(e))]
+        recording = await self._recordings.for_run(event.run_id) if self._recordings else None
         calls = await self.gateway.complete(
             self.role, messages, run_id=event.run_id, request_id=event.event_id,
             sample_index=self.sample_index(event), seed=started.seed,
+            recording=recording.llm if recording else None,
         )
         last = calls[-1]
         if last.error is not None:

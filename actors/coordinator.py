@@ -16,6 +16,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+import msgspec
+
 from accelopt.config import RunConfig
 from accelopt.coordinator import CoordinatorCore, RetrieveMemory
 from accelopt.logging import get_logger
@@ -43,6 +45,7 @@ class CoordinatorService:
         self.log = get_logger(role="coordinator", run_id=run_id)
         self._stop = False
         self._memory = None
+        self._parent_recording = None
         self._memory_lock = threading.Lock()
         self._effect_tasks: set[asyncio.Task] = set()
         self.warnings: list[str] = []
@@ -109,9 +112,10 @@ class CoordinatorService:
     def _memory_index(self, cfg: RunConfig):
         with self._memory_lock:
             if self._memory is None:
-                from memory_index import MemoryIndex
+                from memory_index import MemoryIndex, default_uri
 
-                self._memory = MemoryIndex.open(cfg.memory.uri or _default_memory_uri())
+                self._memory = MemoryIndex.open(cfg.memory.uri or default_uri(cfg.root),
+                                                embedder=cfg.memory.embedding_model)
             return self._memory
 
     def _warm_memory(self) -> None:
@@ -130,10 +134,32 @@ class CoordinatorService:
         self._effect_tasks.add(task)
         task.add_done_callback(self._effect_tasks.discard)
 
+    async def _recording(self, elog: EventLog):
+        started = self.core.started
+        if started is None or not started.parent_run:
+            return None
+        if self._parent_recording is None:
+            from replay.recording import Recording
+
+            self._parent_recording = Recording.from_events(await elog.history(started.parent_run))
+        return self._parent_recording
+
+    def _may_serve_retrieval(self, iteration: int, recorded_config: dict | None) -> bool:
+        """A recorded retrieval stands for a new one if the memory settings that produced it
+        are the ones in force now."""
+        if recorded_config is None:
+            return False
+        return recorded_config.get("memory") == self.core.cfg_at(iteration).to_dict()["memory"]
+
     async def _retrieve(self, elog: EventLog, eff: RetrieveMemory) -> None:
-        cfg = self.core.cfg
+        cfg = self.core.cfg_at(eff.iteration)
         entries: list[ev.RetrievedInsight] = []
         query = ""
+        recording = await self._recording(elog)
+        served = recording.retrievals.get(eff.result_id) if recording else None
+        if served is not None and self._may_serve_retrieval(eff.iteration, recording.config):
+            await elog.publish(msgspec.structs.replace(served, run_id=self.run_id, ts=time.time()))
+            return
         try:
             from memory_index import query_for
 
@@ -181,8 +207,3 @@ class CoordinatorService:
             for t in list(self._effect_tasks):
                 t.cancel()
 
-
-def _default_memory_uri() -> str:
-    from memory_index import default_uri
-
-    return default_uri()

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from accelopt.records import MemoryEntry
+from actors.run_context import RunContextError, RunContexts
 from actors.worker import Worker, WorkerOptions
 from events.catalog import Event, MemoryEntryAdded
 from events.log import EventLog, StreamSettings
@@ -126,6 +127,7 @@ class MemoryCurator(Worker):
         self._embedder = embedder
         self._storage_options = storage_options
         self.index: MemoryIndex | None = None
+        self._contexts: RunContexts | None = None
         self.written = 0
         self.batches = 0
         self.maintain_every_rows = maintain_every_rows
@@ -133,6 +135,7 @@ class MemoryCurator(Worker):
         self._batcher = MicroBatcher(self._flush, max_items=batch_max, window_s=batch_window_s)
 
     async def on_start(self, elog: EventLog) -> None:
+        self._contexts = RunContexts(elog)
         self.index = await asyncio.to_thread(
             MemoryIndex.open, self.uri, embedder=self._embedder, table=self.table,
             storage_options=self._storage_options,
@@ -141,9 +144,21 @@ class MemoryCurator(Worker):
         await asyncio.to_thread(lambda: self.index.embedder.model if self.index else None)
 
     async def handle(self, event: Event) -> list[Event]:
-        if isinstance(event, MemoryEntryAdded):
+        if isinstance(event, MemoryEntryAdded) and await self._writes_here(event.run_id):
             await self._batcher.add(event.entry)
         return []  # a projection: it publishes nothing
+
+    async def _writes_here(self, run_id: str) -> bool:
+        """Whether the run's memory is this curator's (runs on one log may use different
+        memories). A run whose RunStarted names no URI, or has none, goes to every curator."""
+        if self._contexts is None:
+            return True
+        try:
+            started = await self._contexts.started(run_id)
+        except RunContextError:
+            return True
+        uri = (started.config.get("memory") or {}).get("uri")
+        return uri is None or normalize_uri(uri) == normalize_uri(self.uri)
 
     async def _flush(self, entries: list[MemoryEntry]) -> None:
         assert self.index is not None

@@ -62,7 +62,6 @@ class Deployment:
     cfg: RunConfig
     nats_url: str
     log_level: str | None = None
-    memory_uri: str | None = None
     hosts: list[Hosted] = field(default_factory=list)
 
     def _spawn(self, name: str, role: str, kwargs: dict[str, Any], placement: Placement | None = None,
@@ -93,7 +92,8 @@ class Deployment:
                              "options": profiler_options(device, self.cfg)},
                             device_placement(device))
         if self.cfg.memory.enabled:
-            self._spawn("curator", "curator", {"nats_url": self.nats_url, "uri": self.memory_uri})
+            self._spawn("curator", "curator", {"nats_url": self.nats_url, "uri": self.cfg.memory.uri,
+                                               "embedder": self.cfg.memory.embedding_model})
 
     def start_coordinator(self, run_id: str) -> Hosted:
         return self._spawn(f"coordinator-{run_id}", "coordinator", {"nats_url": self.nats_url, "run_id": run_id})

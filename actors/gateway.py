@@ -222,9 +222,10 @@ class LLMGateway:
         request_id: str,
         sample_index: int = 0,
         seed: int = 0,
+        recording: Mapping[str, LLMCallCompleted] | None = None,
     ) -> list[LLMCallCompleted]:
         """Call `role`'s model; returns one event per attempt, the last being the success or
-        the final failure."""
+        the final failure. `recording` (per call) is consulted before the gateway's own."""
         cfg = self.config.for_role(role)
         params: dict[str, Any] = {"temperature": cfg.temperature, "max_tokens": cfg.max_tokens}
         msgs = list(messages)
@@ -241,7 +242,7 @@ class LLMGateway:
             base.update(fields)
             return LLMCallCompleted(**base)
 
-        recorded = self.recording.get(chash)
+        recorded = (recording or {}).get(chash) or self.recording.get(chash)
         if recorded is not None and recorded.error is None and recorded.response is not None:
             return [record(0, response=recorded.response, usage=recorded.usage, served_from=recorded.event_id,
                            finish_reason=recorded.finish_reason, reasoning=recorded.reasoning)]

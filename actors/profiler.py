@@ -13,6 +13,7 @@ import msgspec
 
 from accelopt.problem import Solution, SourceFile
 from accelopt.profile import Profile
+from actors.recordings import Recordings
 from actors.run_context import RunContexts
 from actors.worker import Worker, WorkerOptions
 from events import catalog as ev
@@ -85,14 +86,20 @@ class ProfilerAgent(Worker):
         self._agent: HardwareAgent | None = None
         self._contexts: RunContexts | None = None
         self.cache = ProfileCache()
+        self._recordings: Recordings | None = None
 
     async def on_start(self, elog: EventLog) -> None:
         self._contexts = RunContexts(elog)
+        self._recordings = Recordings(elog, self._contexts)
         self._agent = await asyncio.to_thread(get_agent, self.device, **self.agent_options)
 
     async def handle(self, event: ev.Event) -> list[ev.Event]:
         assert isinstance(event, ev.ProfileRequested) and self._contexts and self._agent
         target = await self._contexts.target(event.run_id, event.problem)
+        recording = await self._recordings.for_run(event.run_id) if self._recordings else None
+        served = recording.profile_for(event) if recording and event.purpose != "remeasure" else None
+        if served is not None:
+            return [self._result(event, served.profile, served_from=served.event_id)]
         key = ProfileCache.key(event.run_id, event.problem, self.device, event.language, event.source)
         cached = self.cache.get(key)
         if cached is not None and event.purpose not in ("reverify", "remeasure"):
@@ -112,10 +119,12 @@ class ProfilerAgent(Worker):
         prof = Profile(status="runtime_error", device=self.device, log=f"profiler failed: {error[-4000:]}")
         return [self._result(event, prof)]
 
-    def _result(self, event: ev.ProfileRequested, profile: Profile) -> ev.KernelProfiled:
+    def _result(self, event: ev.ProfileRequested, profile: Profile,
+                served_from: str | None = None) -> ev.KernelProfiled:
         return ev.KernelProfiled(
             event_id=ev.derive_event_id(event.run_id, "KernelProfiled", event.event_id), run_id=event.run_id,
             ts=time.time(), causation_id=event.event_id, kernel_id=event.kernel_id, problem=event.problem,
             device=self.device, request_id=event.event_id, profile=profile, worker=self.worker_name,
+            served_from=served_from,
         )
 

@@ -23,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
+
 import accelopt
 from accelopt.config import RunConfig
 from accelopt.logging import get_logger
@@ -85,6 +87,15 @@ def _alive(pid: int) -> bool:
         return True
     except OSError:
         return False
+
+
+def with_memory_uri(cfg: RunConfig) -> RunConfig:
+    """Record the memory URI the run uses (default: `$ACCELOPT_MEMORY` or `<root>/memory`)."""
+    if cfg.memory.uri:
+        return cfg
+    from memory_index import default_uri
+
+    return msgspec.structs.replace(cfg, memory=msgspec.structs.replace(cfg.memory, uri=default_uri(cfg.root)))
 
 
 # --- RunStarted -----------------------------------------------------------------------------
@@ -207,25 +218,34 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
                 ray_address: str | None = None, run_id: str | None = None,
                 on_event: Callable[[ev.Event, RunView], None] | None = None,
                 timeout_s: float | None = None, start_agents: bool = True, log_level: str | None = None,
-                started_event: ev.RunStarted | None = None) -> RunOutcome:
-    """Run `problems` under `cfg` to completion (see the module docstring)."""
+                started_event: ev.RunStarted | None = None, resume: bool = False) -> RunOutcome:
+    """Run `problems` under `cfg` to completion (see the module docstring).
+
+    `started_event`: publish this RunStarted (an ablation's) instead of building one.
+    `resume`: the run exists on the log; start its actors and coordinator again, which
+    re-derives its state from the log and goes on from there.
+    """
     from actors.deployment import Deployment, init_ray
 
     if not problems:
         raise RunError("no problems to optimize")
-    run_id = run_id or new_run_id()
+    cfg = with_memory_uri(cfg)
+    run_id = run_id or (started_event.run_id if started_event else new_run_id())
     run_dir = Path(cfg.root) / run_id
     endpoint = open_log_endpoint(nats_url, cfg.root)
     deployment: Deployment | None = None
     try:
-        start = started_event or run_started(run_id, cfg, problems, prices=price_snapshot(cfg),
-                                             tools=toolchain([cfg.device]))
+        start = None
+        if not resume:
+            start = started_event or run_started(run_id, cfg, problems, prices=price_snapshot(cfg),
+                                                 tools=toolchain([cfg.device]))
         init_ray(ray_address)
-        deployment = Deployment(cfg, endpoint.url, log_level=log_level, memory_uri=cfg.memory.uri)
+        deployment = Deployment(cfg, endpoint.url, log_level=log_level)
         if start_agents:
             deployment.start_agents([cfg.device])
         coord = deployment.start_coordinator(run_id)
-        asyncio.run(publish(endpoint.url, start))
+        if start is not None:
+            asyncio.run(publish(endpoint.url, start))
 
         def alive() -> str | None:
             import ray

@@ -75,6 +75,7 @@ class RunStarted(Event, tag=True):
     toolchain: dict[str, str] = {}
     parent_run: str | None = None
     fork_iteration: int | None = None
+    fork_config: dict[str, Any] | None = None  # the parent's config, in force up to fork_iteration
 
 
 class RunCompleted(Event, tag=True):
@@ -288,6 +289,7 @@ class KernelProfiled(Event, tag=True):
     request_id: str
     profile: Profile
     worker: str = ""
+    served_from: str | None = None  # the recorded KernelProfiled this result was served from
 
 
 EVENT_TYPES: tuple[type[Event], ...] = (

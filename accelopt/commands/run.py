@@ -96,9 +96,6 @@ def load_problems(cfg: RunConfig) -> list:
 
 
 def run(args: argparse.Namespace) -> int:
-    from accelopt.progress import RunProgress, results_table
-    from actors.session import RunError, run_session
-
     console = wide_console()
     try:
         cfg = config_from_args(args)
@@ -106,25 +103,27 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as e:
         console.print(f"[red]config error:[/red] {e}")
         return 2
-    from memory_index import default_uri
-
-    if cfg.memory.enabled and not cfg.memory.uri:
-        import msgspec
-
-        cfg = msgspec.structs.replace(cfg, memory=msgspec.structs.replace(cfg.memory, uri=default_uri()))
     console.print(f"optimizing {len(problems)} problem(s) of suite [bold]{cfg.suite}[/bold] on {cfg.device}: "
                   f"B={cfg.search.beam_width} N={cfg.search.plans_per_candidate} K={cfg.search.samples_per_plan} "
-                  f"T={cfg.search.iterations}, model {cfg.llm.default.model}")
+                  f"T={cfg.search.iterations}, model {cfg.llm.for_role('planner').model}")
+    return execute(console, cfg, problems, args)
+
+
+def execute(console: Console, cfg: RunConfig, problems: list, args: argparse.Namespace, **session_kwargs) -> int:
+    """Run a session with progress bars and print its outcome (shared by run, ablate, resume)."""
+    from accelopt.progress import RunProgress, results_table
+    from actors.session import RunError, run_session
+
     try:
         with RunProgress(console, cfg.search.iterations) as progress:
             outcome = run_session(cfg, problems, nats_url=args.nats, ray_address=args.ray_address,
-                                  on_event=progress.on_event, timeout_s=args.timeout, log_level=args.log_level)
+                                  on_event=progress.on_event, timeout_s=getattr(args, "timeout", None),
+                                  log_level=args.log_level, **session_kwargs)
     except (RunError, ConfigError) as e:
         console.print(f"[red]run failed:[/red] {e}")
         return 1
     except Exception as e:
-        name = type(e).__name__
-        if name == "UnpricedModelError":
+        if type(e).__name__ == "UnpricedModelError":
             console.print(f"[red]{e}[/red]")
             return 2
         raise
@@ -132,6 +131,14 @@ def run(args: argparse.Namespace) -> int:
     for w in outcome.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}")
     console.print(results_table(view.results(), f"run {outcome.run_id}: {view.status}"))
+    if view.started is not None and view.started.parent_run:
+        from events.logfile import read_events
+        from replay.recording import served_counts
+
+        s = served_counts(read_events(outcome.run_dir / "log.aolog"))
+        console.print(f"served from the recording of {view.started.parent_run}: {s.llm_served} of {s.llm_calls} "
+                      f"LLM calls ({s.llm_calls - s.llm_served} made anew), {s.profiles_served} of {s.profiles} "
+                      f"profiles")
     console.print(f"LLM cost ${view.cost_usd:.4f} · log, best kernels and results in {outcome.run_dir}")
     if outcome.timed_out:
         console.print("[red]timed out[/red]")

@@ -1,0 +1,63 @@
+"""`accelopt ablate RUN --set key=value [--from-iteration K]`: a counterfactual run.
+
+A new run of the same problems with changed settings. LLM replies, profiles and memory
+retrievals are served from RUN's recording whenever they would be the same (same prompt
+content hash, same kernel source, same retrieval), so only what the change alters costs
+LLM calls or device time. With --from-iteration K the change takes effect after iteration
+K; up to K the new run repeats RUN (everything served from the recording).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from accelopt.commands.run import execute, wide_console
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("ablate", help="re-run a recorded run with changed settings, reusing what is unchanged")
+    p.add_argument("run", help="run id (under --root or on the log) or an exported .aolog file")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--from-iteration", type=int, help="apply the change after this iteration")
+    p.add_argument("--run-id", help="id of the new run (default: generated)")
+    p.add_argument("--root", default="runs")
+    p.add_argument("--nats", help="NATS URL (default: the root's embedded server)")
+    p.add_argument("--ray-address")
+    p.add_argument("--timeout", type=float)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from accelopt.config import ConfigError, apply_overrides, config_from_dict
+    from actors.session import new_run_id, price_snapshot, toolchain
+    from events import catalog as ev
+    from replay.source import RunNotFound, ensure_on_stream, load_events
+
+    console = wide_console()
+    try:
+        events = load_events(args.run, args.root, nats_url=args.nats)
+    except RunNotFound as e:
+        console.print(f"[red]{e}[/red]")
+        return 2
+    parent = next((e for e in events if isinstance(e, ev.RunStarted)), None)
+    if parent is None:
+        console.print(f"[red]run {args.run} has no RunStarted[/red]")
+        return 2
+    try:
+        cfg = config_from_dict(apply_overrides(parent.config, args.overrides), source="--set")
+    except ConfigError as e:
+        console.print(f"[red]config error:[/red] {e}")
+        return 2
+    ensure_on_stream(events, args.root, nats_url=args.nats)  # the agents read the recording from the log
+    run_id = args.run_id or new_run_id()
+    fork = args.from_iteration
+    start = ev.RunStarted(
+        event_id=ev.derive_event_id(run_id, "RunStarted"), run_id=run_id, ts=time.time(), config=cfg.to_dict(),
+        seed=cfg.seed, targets=list(parent.targets), prices=price_snapshot(cfg), toolchain=toolchain([cfg.device]),
+        parent_run=parent.run_id, fork_iteration=fork, fork_config=parent.config if fork is not None else None,
+    )
+    changes = ", ".join(args.overrides) or "no changes"
+    console.print(f"ablation {run_id} of {parent.run_id}: {changes}"
+                  + (f", from iteration {fork}" if fork is not None else ""))
+    return execute(console, cfg, [t.problem for t in parent.targets], args, started_event=start)

@@ -1,0 +1,50 @@
+"""`accelopt resume RUN`: continue a run after a crash, from its log.
+
+Everything derives from the log: the coordinator re-folds the run's history, re-makes its
+decisions (their ids are deterministic, so nothing already published is published twice),
+and publishes what is missing; requests that were in flight are still on the durable
+consumers and get (re)delivered to the new agents.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from accelopt.commands.run import execute, wide_console
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("resume", help="continue a run after a crash, from its log")
+    p.add_argument("run", help="run id")
+    p.add_argument("--root", default="runs")
+    p.add_argument("--nats", help="NATS URL (default: the root's embedded server)")
+    p.add_argument("--ray-address")
+    p.add_argument("--timeout", type=float)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from accelopt.config import config_from_dict
+    from events import catalog as ev
+    from replay.fold import RunView
+    from replay.source import RunNotFound, load_events
+
+    console = wide_console()
+    try:
+        events = load_events(args.run, args.root, nats_url=args.nats, prefer_stream=True)
+    except RunNotFound as e:
+        console.print(f"[red]{e}[/red]")
+        return 2
+    started = next((e for e in events if isinstance(e, ev.RunStarted)), None)
+    if started is None:
+        console.print(f"[red]run {args.run} has no RunStarted: nothing to resume[/red]")
+        return 2
+    view = RunView.from_events(events)
+    if view.completed or view.failed:
+        console.print(f"run {started.run_id} is already {view.status}; nothing to resume")
+        return 0
+    cfg = config_from_dict(started.config, source="RunStarted.config")
+    done = sum(1 for k in view.kernels.values() if k.profile is not None)
+    console.print(f"resuming {started.run_id}: {len(events)} events on the log, {done} kernels profiled")
+    problems = [t.problem for t in started.targets]
+    return execute(console, cfg, problems, args, run_id=started.run_id, resume=True)

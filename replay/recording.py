@@ -1,0 +1,75 @@
+"""What a recorded run can serve to a new run that repeats its work (ablation, resume on a
+recording): LLM replies by content hash, profiles by (problem, device, language, source),
+memory retrievals by their event id (ids are run-independent, so the same retrieval in the
+new run has the same id). Pure: built from the recorded run's events."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from events import catalog as ev
+
+
+def profile_key(problem: str, device: str, language: str, source: str) -> str:
+    h = hashlib.sha256()
+    for part in (problem, device, language, source):
+        h.update(part.encode())
+        h.update(b"\x1f")
+    return h.hexdigest()
+
+
+@dataclass
+class Recording:
+    run_id: str
+    llm: dict[str, ev.LLMCallCompleted] = field(default_factory=dict)
+    profiles: dict[str, ev.KernelProfiled] = field(default_factory=dict)
+    retrievals: dict[str, ev.MemoryRetrieved] = field(default_factory=dict)
+    config: dict | None = None
+
+    @classmethod
+    def from_events(cls, events: Iterable[ev.Event]) -> Recording:
+        rec: Recording | None = None
+        requests: dict[str, ev.ProfileRequested] = {}
+        for e in events:
+            if rec is None:
+                rec = cls(e.run_id)
+            if isinstance(e, ev.RunStarted):
+                rec.config = e.config
+            elif isinstance(e, ev.LLMCallCompleted):
+                if e.error is None and e.response is not None:
+                    rec.llm.setdefault(e.content_hash, e)
+            elif isinstance(e, ev.ProfileRequested):
+                requests[e.event_id] = e
+            elif isinstance(e, ev.KernelProfiled):
+                req = requests.get(e.request_id)
+                if req is not None and e.profile.status != "timeout":
+                    rec.profiles.setdefault(profile_key(req.problem, req.device, req.language, req.source), e)
+            elif isinstance(e, ev.MemoryRetrieved):
+                rec.retrievals.setdefault(e.event_id, e)
+        return rec or cls("")
+
+    def profile_for(self, request: ev.ProfileRequested) -> ev.KernelProfiled | None:
+        return self.profiles.get(profile_key(request.problem, request.device, request.language, request.source))
+
+
+@dataclass
+class ServedCounts:
+    llm_calls: int = 0
+    llm_served: int = 0
+    profiles: int = 0
+    profiles_served: int = 0
+
+
+def served_counts(events: Iterable[ev.Event]) -> ServedCounts:
+    """How much of a run was served from its parent's recording instead of produced anew."""
+    c = ServedCounts()
+    for e in events:
+        if isinstance(e, ev.LLMCallCompleted):
+            c.llm_calls += 1
+            c.llm_served += e.served_from is not None
+        elif isinstance(e, ev.KernelProfiled):
+            c.profiles += 1
+            c.profiles_served += e.served_from is not None
+    return c
