@@ -1,0 +1,57 @@
+"""`accelopt report RUN [RUN2 ...]`: a self-contained HTML report (plots, tables, lineage
+with diffs) built from the runs' event logs; two or more runs are shown side by side."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import time
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="write a self-contained HTML report of one run, or several side by side")
+    p.add_argument("runs", nargs="+", metavar="RUN",
+                   help="run id (under --root, then on the event stream), run directory or exported .aolog file")
+    p.add_argument("--out", help="HTML file to write (default: <root>/<run>/report.html for one exported run, "
+                                 "else report-<runs>.html here)")
+    p.add_argument("--root", default="runs", help="runs directory (default ./runs)")
+    p.add_argument("--nats", help="NATS URL of the event log (default: the root's embedded server)")
+    p.add_argument("--iteration", type=int, help="report the state at the end of this iteration")
+    p.add_argument("--title", help="page title")
+    p.set_defaults(func=run)
+
+
+def default_out(run_args: list[str], sources: list[Path | None], ids: list[str]) -> Path:
+    if len(run_args) == 1 and sources[0] is not None:
+        src = sources[0]
+        return src.with_name("report.html") if src.name == "log.aolog" else src.with_suffix(".html")
+    name = "-vs-".join(re.sub(r"[^A-Za-z0-9_.-]", "_", i) for i in ids)
+    return Path(f"report-{name[:150]}.html")
+
+
+def run(args: argparse.Namespace) -> int:
+    from accelopt.commands.run import wide_console
+    from events.logfile import LogFileError
+    from replay.report import build_report
+    from replay.runs import RunNotFound, open_run
+
+    console = wide_console()
+    t0 = time.perf_counter()
+    views, sources = [], []
+    for r in args.runs:
+        try:
+            view, source = open_run(r, args.root, nats_url=args.nats, until_iteration=args.iteration)
+        except (RunNotFound, LogFileError, ConnectionError) as e:
+            console.print(f"[red]{e}[/red]")
+            return 2
+        views.append(view)
+        sources.append(source)
+    html = build_report(views, title=args.title)
+    out = Path(args.out) if args.out else default_out(args.runs, sources, [v.run_id or "run" for v in views])
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(html, encoding="utf-8")
+    events = sum(v.events for v in views)
+    console.print(f"report of {len(views)} run(s), {events:,} events, written to {out} "
+                  f"({len(html) / 1024:.0f} KiB, {time.perf_counter() - t0:.2f} s)")
+    return 0

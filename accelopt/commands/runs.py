@@ -1,0 +1,58 @@
+"""`accelopt runs`: the runs under a root (exported logs) and those only on its event stream,
+with status and headline figures."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("runs", help="list runs with status and headline figures")
+    p.add_argument("--root", default="runs", help="runs directory (default ./runs)")
+    p.add_argument("--nats", help="NATS URL of the event log (default: the root's embedded server, if running)")
+    p.add_argument("--json", action="store_true", help="print JSON lines instead of a table")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from accelopt.commands.run import wide_console
+    from replay import fmt
+    from replay.runs import list_runs
+
+    console = wide_console()
+    listings, warnings = list_runs(args.root, nats_url=args.nats)
+    now = time.time()
+    if args.json:
+        for r in listings:
+            s = r.summary
+            print(json.dumps({
+                "run_id": s.run_id, "status": r.status(now), "source": r.source, "problems": s.problems,
+                "iterations_done": s.iterations_done, "iterations_planned": s.iterations_planned,
+                "speedup_geomean": s.speedup_geomean, "pct_peak_geomean": s.pct_peak_geomean,
+                "cost_usd": s.cost_usd, "llm_calls": s.llm_calls, "started_ts": s.started_ts,
+                "parent_run": s.parent_run, "fork_iteration": s.fork_iteration, "path": str(r.path or ""),
+            }))
+        for w in warnings:
+            print(f"warning: {w}", file=sys.stderr)
+        return 0
+    table = Table(title=f"runs in {args.root}")
+    for col in ("run", "status", "problems", "iterations", "speedup (geomean)", "best %peak (geomean)",
+                "LLM cost", "started", "forked from", "source"):
+        right = col in ("problems", "iterations", "speedup (geomean)", "best %peak (geomean)", "LLM cost")
+        table.add_column(col, justify="right" if right else "left")
+    for r in listings:
+        s = r.summary
+        fork = f"{s.parent_run} @ {s.fork_iteration}" if s.parent_run else ""
+        table.add_row(s.run_id, r.status(now), str(s.problems), s.iterations, fmt.speedup(s.speedup_geomean),
+                      fmt.pct(s.pct_peak_geomean), fmt.usd(s.cost_usd), fmt.stamp(s.started_ts), fork, r.source)
+    console.print(table)
+    if not listings:
+        console.print(f"no runs under {args.root}")
+    for w in warnings:
+        console.print(f"[yellow]warning:[/yellow] {w}")
+    return 0

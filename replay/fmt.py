@@ -1,0 +1,70 @@
+"""Number formatting shared by reports and `accelopt runs` (consistent with the live
+progress table of `accelopt run`)."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable
+
+from accelopt.progress import _ms, _pct
+
+__all__ = ["ago", "duration", "geomean", "ms", "pct", "speedup", "stamp", "tokens", "usd"]
+
+pct = _pct
+ms = _ms
+
+
+def speedup(x: float | None) -> str:
+    return f"{x:.2f}x" if x is not None else "-"
+
+
+def usd(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return f"${x:.4f}" if x < 100 else f"${x:,.2f}"
+
+
+def tokens(n: int | float) -> str:
+    n = float(n)
+    if n >= 1e9:
+        return f"{n / 1e9:.2f}B"
+    if n >= 1e6:
+        return f"{n / 1e6:.2f}M"
+    if n >= 1e4:
+        return f"{n / 1e3:.1f}k"
+    return f"{n:.0f}"
+
+
+def duration(s: float | None) -> str:
+    if s is None:
+        return "-"
+    s = max(0.0, s)
+    if s < 60:
+        return f"{s:.1f} s"
+    m, sec = divmod(int(s), 60)
+    if m < 60:
+        return f"{m}m {sec:02d}s"
+    h, m = divmod(m, 60)
+    if h < 48:
+        return f"{h}h {m:02d}m"
+    return f"{h // 24}d {h % 24}h"
+
+
+def stamp(ts: float | None) -> str:
+    """A UTC timestamp, minutes precision."""
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(ts)) if ts else "-"
+
+
+def ago(ts: float | None, now: float | None = None) -> str:
+    if not ts:
+        return "-"
+    return duration((now if now is not None else time.time()) - ts) + " ago"
+
+
+def geomean(values: Iterable[float | None]) -> float | None:
+    """Geometric mean of the positive values (None when there are none)."""
+    xs = [v for v in values if v is not None and v > 0]
+    if not xs:
+        return None
+    return math.exp(sum(math.log(v) for v in xs) / len(xs))

@@ -1,0 +1,257 @@
+"""The HTML report of one or more runs: pure, RunView(s) in, one self-contained HTML string
+out (inline CSS and SVG, no scripts, nothing fetched).
+
+Sections: overview (one row per run); with two or more runs, a side-by-side comparison
+(config differences, final figures per problem with ratios to the first run, LLM calls and
+cost); progress per problem (best % of peak and speedup per iteration, one series per run,
+and the per-iteration table); LLM cost over time and token use per role; the best kernel's
+lineage with a diff per step and the search tree; memory snapshots; failures.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from replay import fmt
+from replay.fold import RunView
+from replay.htmlkit import CSS, esc, table
+from replay.report_kernels import failures_section, lineage_section, memory_section
+from replay.summary import config_differences, summarize
+from replay.svg import BarSeries, Series, bar_chart, line_chart
+
+ROLES = ("planner", "executor", "fixer", "summarizer")
+
+
+def run_labels(views: Sequence[RunView]) -> list[str]:
+    labels = []
+    for i, v in enumerate(views):
+        label = v.run_id or f"run {i + 1}"
+        if v.until_iteration is not None:
+            label += f" @ iteration {v.until_iteration}"
+        if label in labels:
+            label += f" #{i + 1}"
+        labels.append(label)
+    return labels
+
+
+def _pct100(x: float) -> str:
+    return f"{x:.0f}%" if abs(x) >= 10 or x == 0 else f"{x:.1f}%"
+
+
+def _x(x: float) -> str:
+    return f"{x:.2f}x" if x < 10 else f"{x:.1f}x"
+
+
+def _ratio_cell(new: float | None, old: float | None) -> tuple[str, str]:
+    if not new or not old:
+        return "-", ""
+    r = new / old
+    return f"{r:.2f}x", "good" if r > 1.005 else ("bad" if r < 0.995 else "")
+
+
+def overview(views: Sequence[RunView], labels: list[str]) -> str:
+    rows = []
+    for v, label in zip(views, labels, strict=True):
+        s = summarize(v)
+        fork = f"{s.parent_run} @ iteration {s.fork_iteration}" if s.parent_run else "-"
+        rows.append([label, s.status, fmt.stamp(s.started_ts), fmt.duration(s.duration_s), s.device,
+                     str(s.problems), s.iterations, str(s.kernels), fmt.pct(s.baseline_pct_peak_geomean),
+                     fmt.pct(s.pct_peak_geomean), fmt.speedup(s.speedup_geomean), str(s.llm_calls),
+                     fmt.tokens(s.tokens), fmt.usd(s.cost_usd), ", ".join(s.models) or "-", s.search,
+                     str(s.seed) if s.seed is not None else "-", fork])
+    head = ["run", "status", "started", "duration", "device", "problems", "iterations", "kernels",
+            "baseline %peak (geomean)", "best %peak (geomean)", "speedup (geomean)", "LLM calls", "tokens",
+            "LLM cost", "models", "search", "seed", "forked from"]
+    return table(head, rows, cls="runs", numeric_from=5)
+
+
+def results_tables(views: Sequence[RunView], labels: list[str]) -> str:
+    out = []
+    for v, label in zip(views, labels, strict=True):
+        rows = []
+        results = v.results()
+        for r in results:
+            rows.append([r.problem, r.device, fmt.ms(r.baseline_ms), fmt.ms(r.best_ms), fmt.speedup(r.speedup),
+                         fmt.pct(r.baseline_pct_peak), fmt.pct(r.best_pct_peak), str(r.kernels), str(r.iterations),
+                         fmt.usd(r.cost_usd), (r.best_kernel_id or "-")[:12], r.note or ""])
+        if len(results) > 1:
+            rows.append([("geomean", "total"), "", "", "", fmt.speedup(fmt.geomean(r.speedup for r in results)),
+                         fmt.pct(fmt.geomean(r.baseline_pct_peak for r in results)),
+                         fmt.pct(fmt.geomean(r.best_pct_peak for r in results)),
+                         str(sum(r.kernels for r in results)), "", fmt.usd(v.cost_usd), "", ""])
+        out.append(f"<h3>{esc(label)}</h3>")
+        out.append(table(["problem", "device", "baseline", "best", "speedup", "base %peak", "best %peak", "kernels",
+                          "iterations", "LLM cost", "best kernel", "note"], rows, cls="results",
+                         attrs=f'data-run="{esc(v.run_id or "")}"', numeric_from=2))
+    return "".join(out)
+
+
+def comparison(views: Sequence[RunView], labels: list[str]) -> str:
+    first = views[0]
+    out = ["<h3>settings that differ</h3>"]
+    diffs = config_differences(list(views))
+    if diffs:
+        out.append(table(["config key", *labels], [[k, *(esc_json(x) for x in vals)] for k, vals in diffs],
+                         cls="config-diff", numeric_from=99))
+    else:
+        out.append('<p class="note">same configuration</p>')
+    problems = sorted(set().union(*(v.problems for v in views)))
+    head = ["problem"]
+    for label in labels:
+        head += [f"{label} best %peak", f"{label} speedup"]
+    for label in labels[1:]:
+        head += [f"%peak {label} / {labels[0]}", f"speedup {label} / {labels[0]}"]
+    by_run = [{r.problem: r for r in v.results()} for v in views]
+    rows = []
+    for name in problems:
+        row: list = [name]
+        for res in by_run:
+            r = res.get(name)
+            row += [fmt.pct(r.best_pct_peak if r else None), fmt.speedup(r.speedup if r else None)]
+        base = by_run[0].get(name)
+        for res in by_run[1:]:
+            r = res.get(name)
+            row += [_ratio_cell(r.best_pct_peak if r else None, base.best_pct_peak if base else None),
+                    _ratio_cell(r.speedup if r else None, base.speedup if base else None)]
+        rows.append(row)
+    out.append("<h3>final figures</h3>")
+    out.append(table(head, rows, cls="comparison", numeric_from=1))
+    rows = []
+    for v, label in zip(views, labels, strict=True):
+        s = summarize(v)
+        rows.append([label, s.parent_run or "-", str(s.fork_iteration) if s.fork_iteration is not None else "-",
+                     str(s.llm_calls), fmt.tokens(s.tokens), fmt.usd(s.cost_usd),
+                     _ratio_cell(s.cost_usd, first.cost_usd)[0] if v is not first else "-", str(s.kernels),
+                     fmt.duration(s.duration_s)])
+    out.append("<h3>LLM use and cost</h3>")
+    out.append(table(["run", "parent run", "fork iteration", "LLM calls", "tokens", "LLM cost",
+                      f"cost / {labels[0]}", "kernels", "duration"], rows, cls="comparison-cost", numeric_from=3))
+    return "".join(out)
+
+
+def esc_json(x: object) -> str:
+    return "-" if x is None else str(x)
+
+
+def progress(views: Sequence[RunView], labels: list[str]) -> str:
+    problems = sorted(set().union(*(v.problems for v in views)))
+    out = []
+    for name in problems:
+        pct_series, sp_series = [], []
+        for v, label in zip(views, labels, strict=True):
+            pts = v.best_per_iteration(name)
+            if not pts and name not in v.problems:
+                continue
+            pct_series.append(Series(label, [(p.iteration, 100 * p.best_pct_peak if p.best_pct_peak is not None
+                                               else None) for p in pts]))
+            sp_series.append(Series(label, [(p.iteration, p.speedup) for p in pts]))
+        out.append(f'<h3>{esc(name)}</h3><div class="charts">')
+        out.append(line_chart(pct_series, title=f"{name}: best % of peak per iteration", name=f"pct-peak:{name}",
+                              x_label="iteration", y_label="% of peak", y_fmt=_pct100, integer_x=True))
+        out.append(line_chart(sp_series, title=f"{name}: speedup over baseline per iteration", name=f"speedup:{name}",
+                              x_label="iteration", y_label="speedup", y_fmt=_x, integer_x=True))
+        out.append("</div>")
+        for v, label in zip(views, labels, strict=True):
+            pts = v.best_per_iteration(name)
+            if not pts:
+                continue
+            p = v.problems[name]
+            profiled = {it.iteration: it.kernels_profiled for it in p.iterations}
+            rows = [[str(pt.iteration), pt.best_kernel_id[:12], fmt.ms(pt.best_latency_ms), fmt.pct(pt.best_pct_peak),
+                     fmt.speedup(pt.speedup), str(profiled.get(pt.iteration, 0)),
+                     str(len(p.beams.get(pt.iteration, []))), fmt.usd(pt.cost_usd)] for pt in pts]
+            caption = f"<h4>{esc(label)}</h4>" if len(views) > 1 else ""
+            out.append(caption + table(["iteration", "best kernel", "latency", "% of peak", "speedup",
+                                        "kernels profiled", "beam", "LLM cost so far"], rows, cls="iterations",
+                                       attrs=f'data-run="{esc(v.run_id or "")}" data-problem="{esc(name)}"'))
+    return "".join(out)
+
+
+def _downsample(points: list[tuple[float, float | None]], limit: int = 400) -> list[tuple[float, float | None]]:
+    if len(points) <= limit:
+        return points
+    step = len(points) / limit
+    out = [points[int(i * step)] for i in range(limit)]
+    out.append(points[-1])
+    return out
+
+
+def cost(views: Sequence[RunView], labels: list[str]) -> str:
+    longest = max((v.duration_s for v in views), default=0.0)
+    unit, scale = ("h", 3600.0) if longest > 3 * 3600 else (("min", 60.0) if longest > 180 else ("s", 1.0))
+    cost_s, tok_s = [], []
+    for v, label in zip(views, labels, strict=True):
+        t0 = v.first_ts or 0.0
+        cost_pts: list[tuple[float, float | None]] = [(0.0, 0.0)]
+        tok_pts: list[tuple[float, float | None]] = [(0.0, 0.0)]
+        for c in v.cost_series:
+            x = (c.ts - t0) / scale
+            cost_pts.append((x, c.cost_usd))
+            tok_pts.append((x, c.tokens / 1000))
+        cost_s.append(Series(label, _downsample(cost_pts)))
+        tok_s.append(Series(label, _downsample(tok_pts)))
+
+    def _x_fmt(x: float) -> str:
+        return f"{x:g} {unit}"
+
+    out = ['<div class="charts">',
+           line_chart(cost_s, title="LLM cost over time", name="cost-over-time", x_label=f"elapsed ({unit})",
+                      y_label="USD (cumulative)", x_fmt=_x_fmt, y_fmt=lambda y: f"${y:g}"),
+           line_chart(tok_s, title="LLM tokens over time", name="tokens-over-time", x_label=f"elapsed ({unit})",
+                      y_label="k tokens (cumulative)", x_fmt=_x_fmt, y_fmt=lambda y: f"{y:g}k")]
+    roles = [r for r in ROLES if any(r in v.usage for v in views)]
+    roles += sorted({r for v in views for r in v.usage} - set(roles))
+    if len(views) == 1:
+        u = views[0].usage
+        bars = [BarSeries("prompt", [u[r].prompt_tokens / 1000 if r in u else 0.0 for r in roles]),
+                BarSeries("completion", [u[r].completion_tokens / 1000 if r in u else 0.0 for r in roles])]
+        out.append(bar_chart(roles, bars, title="tokens per role", name="tokens-per-role", y_label="k tokens",
+                             y_fmt=lambda y: f"{y:g}k", stacked=True))
+    else:
+        bars = [BarSeries(label, [v.usage[r].tokens / 1000 if r in v.usage else 0.0 for r in roles])
+                for v, label in zip(views, labels, strict=True)]
+        out.append(bar_chart(roles, bars, title="tokens per role", name="tokens-per-role", y_label="k tokens",
+                             y_fmt=lambda y: f"{y:g}k"))
+    out.append("</div>")
+    rows = []
+    for v, label in zip(views, labels, strict=True):
+        for role in roles:
+            u = v.usage.get(role)
+            if u is None:
+                continue
+            rows.append([label, role, str(u.calls), str(u.failed_calls), fmt.tokens(u.prompt_tokens),
+                         fmt.tokens(u.completion_tokens), fmt.usd(u.cost_usd),
+                         f"{u.latency_s / u.calls:.2f} s" if u.calls else "-"])
+    out.append(table(["run", "role", "calls", "failed", "prompt tokens", "completion tokens", "cost",
+                      "mean latency"], rows, cls="usage", numeric_from=2))
+    return "".join(out)
+
+
+def build_report(views: Sequence[RunView], *, title: str | None = None, now: float | None = None) -> str:
+    """The report of `views` (one run, or several side by side, the first as reference)."""
+    if not views:
+        raise ValueError("a report needs at least one run")
+    labels = run_labels(views)
+    title = title or ("AccelOpt run " + labels[0] if len(views) == 1 else "AccelOpt runs: " + " vs ".join(labels))
+    sections: list[tuple[str, str, str]] = [("overview", "Overview", overview(views, labels)
+                                             + results_tables(views, labels))]
+    if len(views) > 1:
+        sections.append(("comparison", "Side by side", comparison(views, labels)))
+    sections += [
+        ("progress", "Progress per problem", progress(views, labels)),
+        ("cost", "LLM cost and tokens", cost(views, labels)),
+        ("lineage", "Lineage of the best kernels", "".join(lineage_section(v, lab) for v, lab in zip(views, labels,
+                                                                                                      strict=True))),
+        ("memory", "Memory", "".join(memory_section(v, lab) for v, lab in zip(views, labels, strict=True))),
+        ("failures", "Kernel outcomes and failures", "".join(failures_section(v, lab)
+                                                              for v, lab in zip(views, labels, strict=True))),
+    ]
+    generated = fmt.stamp(now if now is not None else time.time())
+    nav = "".join(f'<a href="#{sid}">{esc(name)}</a>' for sid, name, _ in sections)
+    body = "".join(f'<section id="{sid}"><h2>{esc(name)}</h2>{html}</section>' for sid, name, html in sections)
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{esc(title)}</title><style>{CSS}</style></head><body>"
+            f"<h1>{esc(title)}</h1><p class=\"sub\">generated {esc(generated)} from the event log"
+            f" \u00b7 {sum(v.events for v in views):,} events</p><nav>{nav}</nav>{body}</body></html>\n")

@@ -1,0 +1,110 @@
+"""Headline figures of a run (one row of `accelopt runs`, the overview of a report)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from replay.fmt import geomean
+from replay.fold import RunView
+
+
+@dataclass
+class RunSummary:
+    run_id: str
+    status: str
+    problems: int
+    iterations_done: int  # the fewest iterations any problem has completed
+    iterations_planned: int | None
+    kernels: int
+    speedup_geomean: float | None
+    pct_peak_geomean: float | None
+    baseline_pct_peak_geomean: float | None
+    cost_usd: float
+    llm_calls: int
+    tokens: int
+    started_ts: float | None
+    last_ts: float | None
+    events: int
+    parent_run: str | None = None
+    fork_iteration: int | None = None
+    models: list[str] = field(default_factory=list)
+    search: str = ""
+    seed: int | None = None
+    device: str = ""
+
+    @property
+    def duration_s(self) -> float | None:
+        return self.last_ts - self.started_ts if self.started_ts and self.last_ts else None
+
+    @property
+    def iterations(self) -> str:
+        planned = f"/{self.iterations_planned}" if self.iterations_planned is not None else ""
+        return f"{self.iterations_done}{planned}"
+
+
+def search_settings(config: dict[str, Any]) -> str:
+    s = config.get("search") or {}
+    keys = (("B", "beam_width"), ("N", "plans_per_candidate"), ("K", "samples_per_plan"), ("T", "iterations"),
+            ("F", "fix_rounds"))
+    text = " ".join(f"{short}={s[k]}" for short, k in keys if k in s)
+    mem = config.get("memory") or {}
+    if mem and not mem.get("enabled", True):
+        text += " memory=off"
+    return text
+
+
+def summarize(view: RunView) -> RunSummary:
+    results = view.results()
+    started = view.started
+    config = started.config if started is not None else {}
+    planned = (config.get("search") or {}).get("iterations")
+    done = [max((i.iteration for i in p.iterations), default=-1) for p in view.problems.values()]
+    return RunSummary(
+        run_id=view.run_id or "?",
+        status=view.status,
+        problems=len(view.problems),
+        iterations_done=max(min(done, default=0), 0),
+        iterations_planned=planned if isinstance(planned, int) else None,
+        kernels=len(view.kernels),
+        speedup_geomean=geomean(r.speedup for r in results),
+        pct_peak_geomean=geomean(r.best_pct_peak for r in results),
+        baseline_pct_peak_geomean=geomean(r.baseline_pct_peak for r in results),
+        cost_usd=view.cost_usd,
+        llm_calls=view.llm_calls,
+        tokens=view.tokens,
+        started_ts=started.ts if started is not None else view.first_ts,
+        last_ts=view.last_ts,
+        events=view.events,
+        parent_run=started.parent_run if started is not None else None,
+        fork_iteration=started.fork_iteration if started is not None else None,
+        models=sorted(view.models, key=lambda m: -view.models[m]),
+        search=search_settings(config),
+        seed=started.seed if started is not None else None,
+        device=", ".join(sorted({p.device for p in view.problems.values()})),
+    )
+
+
+def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and v:
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def config_differences(views: list[RunView]) -> list[tuple[str, list[Any]]]:
+    """Config keys whose values differ between the runs (root excluded): (key, value per run)."""
+    flats = [flatten(v.started.config) if v.started is not None else {} for v in views]
+    keys = sorted(set().union(*flats)) if flats else []
+    out = []
+    for k in keys:
+        if k == "root":
+            continue
+        values = [f.get(k) for f in flats]
+        if any(v != values[0] for v in values[1:]):
+            out.append((k, values))
+    return out
