@@ -185,8 +185,11 @@ def line_chart(series: Sequence[Series], *, title: str, name: str = "", x_label:
         for run in runs:
             if len(run) > 1:
                 d = " ".join(f"{_num(f.px(x))},{_num(f.py(y))}" for x, y in run)
-                parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2"{dash} points="{d}"/>')
-        if sum(len(r) for r in runs) <= 200:  # markers with tooltips, unless the series is dense
+                lx, ly = run[-1]
+                parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2"{dash} points="{d}">'
+                             f"<title>{escape(s.name)}: last {escape(x_fmt(lx))} \u2192 {escape(y_fmt(ly))}</title>"
+                             "</polyline>")
+        if sum(len(r) for r in runs) <= 60:  # markers with tooltips, unless the series is dense
             for x, y in (p for r in runs for p in r):
                 parts.append(f'<circle cx="{_num(f.px(x))}" cy="{_num(f.py(y))}" r="3" fill="{color}">'
                              f"<title>{escape(s.name)}: {escape(x_fmt(x))} \u2192 {escape(y_fmt(y))}</title>"
