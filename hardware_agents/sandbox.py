@@ -117,6 +117,8 @@ class SandboxPolicy(msgspec.Struct, frozen=True, kw_only=True):
     landlock: bool = True
     restrict_reads: bool = True  # Landlock reads only beneath default + read_paths
     read_paths: tuple[str, ...] = ()
+    write_paths: tuple[str, ...] = ()  # beyond the work dir (e.g. device nodes such as /dev/neuron0)
+    python_path: tuple[str, ...] = ()  # appended to the child's PYTHONPATH (and readable)
     env: dict[str, str] = {}
     preload: tuple[str, ...] = ()  # modules imported before the privilege drop
     log_tail_bytes: int = 64 * 1024
@@ -334,8 +336,9 @@ class Sandbox:
             uid=self.uid, gid=self.gid, rlimits=self._rlimits(timeout),
             isolate_network=pol.isolate_network and self._root,
             landlock=pol.landlock,
-            read_paths=[*default_read_paths(), str(self.workdir), *pol.read_paths] if pol.restrict_reads else None,
-            write_paths=[str(self.workdir)], preload=list(pol.preload),
+            read_paths=([*default_read_paths(), str(self.workdir), *pol.read_paths, *pol.python_path]
+                        if pol.restrict_reads else None),
+            write_paths=[str(self.workdir), *pol.write_paths], preload=list(pol.preload),
         )
         result_path.unlink(missing_ok=True)  # never read an earlier run's report
         spec_path = self._outer / "spec.msgpack"
@@ -344,7 +347,7 @@ class Sandbox:
         pkg_root = str(Path(__file__).resolve().parent.parent)
         env = scrub_env(extra={**pol.env, **(extra_env or {})})
         env.update({"HOME": str(self.workdir), "TMPDIR": str(self.workdir), "PYTHONNOUSERSITE": "1",
-                    "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": pkg_root})
+                    "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": os.pathsep.join([pkg_root, *pol.python_path])})
         t0 = time.perf_counter()
         timed_out = False
         with open(log_path, "wb") as log:

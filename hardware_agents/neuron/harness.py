@@ -1,0 +1,285 @@
+"""The Neuron harness: runs inside the sandbox, imports the NKI kernel, compiles and runs it.
+
+`run` (correctness or timing, as the request says):
+- loads the kernel module (a failure here, or a missing entry, is a compile error);
+- correctness: for each case, the kernel's positional arguments (already transformed by
+  the agent with the problem's `transform_to_nki_inputs`) are loaded from .npy files and
+  the kernel is called through `nki.baremetal(kernel, save_neff_name=..., additional_
+  compile_opt=...)` on a device or `nki.simulate_kernel(kernel, *args)` without one; the
+  outputs are saved for the agent, which judges them;
+- timing (device only): the paper's loop, `warmup` unsaved runs then `runs` runs that each
+  save a NEFF and an NTFF, repeated while (max - min) / min of the on-device times exceeds
+  the threshold, up to `max_rounds` rounds. The harness reads `neuron-profile` summaries
+  only to decide re-runs; the agent re-derives every number in a separate child.
+
+Compile versus runtime errors: a NEFF on disk means compilation finished, so an exception
+after it is a runtime error (also when the message names the Neuron runtime); before it, a
+compile error. The current phase is also written to `.stage`, so a crash or timeout that
+leaves no result can be attributed.
+
+`summarize` runs `neuron-profile view --output-format summary-json` over NEFF/NTFF pairs in
+a child that loads no kernel code.
+
+Everything is imported at module level: the sandbox imports this module before it drops
+privileges, after which the interpreter may not be able to read its own library.
+"""
+
+from __future__ import annotations
+
+import functools  # noqa: F401  (for kernels: imported before the privilege drop)
+import importlib
+import importlib.util
+import itertools  # noqa: F401
+import math  # noqa: F401
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+import numpy.lib.format
+import numpy.random
+
+from hardware_agents import validity
+from hardware_agents.neuron.protocol import (
+    CaseRun,
+    ErrorInfo,
+    HarnessRequest,
+    HarnessResult,
+    KernelArg,
+    Phase,
+    SummaryRequest,
+    SummaryResult,
+    TimedRun,
+    TimingRound,
+)
+from hardware_agents.neuron.summary import SummaryError, parse_summary
+
+# The SDK, when this Python has it (the agent never imports it itself).
+_SDK_MODULES = ("neuronxcc", "neuronxcc.nki", "neuronxcc.nki.language", "neuronxcc.nki.isa",
+                "neuronxcc.nki.typing", "neuronxcc.nki.compiler")
+_sdk_errors: dict[str, str] = {}
+for _name in _SDK_MODULES:
+    try:
+        importlib.import_module(_name)
+    except Exception as _e:  # a missing optional submodule is fine
+        _sdk_errors[_name] = f"{type(_e).__name__}: {_e}"
+
+_RUNTIME_HINTS = re.compile(
+    r"\bnrt[_.]|\bNRT\b|NRT_|neuron[ _-]?runtime|\bNERR|libnrt|execution (?:failed|timed out)|nrt_execute|nrt_load",
+    re.IGNORECASE)
+_STAGE = ".stage"
+_MAX_SUMMARY_BYTES = 8 << 20
+
+
+def _stage(workdir: Path, text: str) -> None:
+    try:
+        (workdir / _STAGE).write_text(text)
+    except OSError:
+        pass
+
+
+def _nki() -> Any:
+    mod = sys.modules.get("neuronxcc.nki")
+    if mod is None:
+        raise ImportError("neuronxcc.nki is not importable in the sandbox: "
+                          + (_sdk_errors.get("neuronxcc.nki") or _sdk_errors.get("neuronxcc") or "unknown"))
+    return mod
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version(), "numpy": np.__version__}
+    cc = sys.modules.get("neuronxcc")
+    if cc is not None:
+        out["neuronx-cc"] = str(getattr(cc, "__version__", "unknown"))
+    for key in ("NEURON_RT_VISIBLE_CORES", "NEURON_RT_NUM_CORES", "NEURON_CC_FLAGS",
+                "NEURON_PLATFORM_TARGET_OVERRIDE"):
+        if os.environ.get(key):
+            out[key.lower()] = os.environ[key]
+    return out
+
+
+def _load_kernel(path: str, entry: str) -> Any:
+    spec = importlib.util.spec_from_file_location("accelopt_nki_kernel", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    fn = getattr(module, entry, None)
+    if fn is None:
+        names = [n for n in vars(module) if not n.startswith("_")]
+        raise AttributeError(f"the kernel module defines no `{entry}` (it defines: {', '.join(names[:20])})")
+    return fn
+
+
+def _load_args(args: list[KernelArg]) -> list[Any]:
+    out: list[Any] = []
+    for a in args:
+        out.append(np.load(a.path, allow_pickle=False) if a.path else a.scalar)
+    return out
+
+
+def _error(phase: Phase, e: BaseException, case: str = "") -> ErrorInfo:
+    return ErrorInfo(phase=phase, type=type(e).__name__, message=str(e)[:20000],
+                     traceback=traceback.format_exc(limit=30)[-20000:], case=case)
+
+
+def _phase_of(e: BaseException, neff: Path | None, compiled_before: bool) -> Phase:
+    if compiled_before:
+        return "run"
+    if _RUNTIME_HINTS.search(f"{type(e).__name__}: {e}"):
+        return "run"
+    if neff is not None and neff.is_file() and neff.stat().st_size > 0:
+        return "run"
+    return "compile"
+
+
+def _call(req: HarnessRequest, kernel: Any, args: list[Any], *, neff: Path | None = None,
+          ntff: Path | None = None) -> Any:
+    nki = _nki()
+    if req.mode == "simulate":
+        return nki.simulate_kernel(kernel, *args)
+    opts: dict[str, Any] = {}
+    if neff is not None:
+        opts["save_neff_name"] = str(neff)
+    if ntff is not None:
+        opts["save_trace_name"] = str(ntff)
+    if req.compile_options:
+        opts["additional_compile_opt"] = req.compile_options
+    return nki.baremetal(kernel, **opts)(*args)
+
+
+def _outputs(result: Any) -> tuple[list[np.ndarray], bool]:
+    if result is None:
+        return [], False
+    if isinstance(result, tuple | list):
+        return [np.asarray(r) for r in result], True
+    return [np.asarray(result)], False
+
+
+def _correctness(req: HarnessRequest, kernel: Any, workdir: Path, res: HarnessResult) -> None:
+    compiled = False
+    art = workdir / "art"
+    art.mkdir(exist_ok=True)
+    for i, case in enumerate(req.cases):
+        _stage(workdir, f"{'run' if compiled else 'compile'}:{case.name}")
+        try:
+            args = _load_args(case.args)
+        except Exception as e:
+            res.error = _error("run", e, case.name)
+            return
+        neff = art / f"case{i}.neff" if req.mode == "device" else None
+        t0 = time.perf_counter()
+        try:
+            with np.errstate(all="ignore"):
+                out = _call(req, kernel, args, neff=neff)
+        except BaseException as e:
+            res.error = _error(_phase_of(e, neff, compiled), e, case.name)
+            return
+        wall = time.perf_counter() - t0
+        if not compiled:
+            res.compile_s = wall
+        compiled = True
+        run = CaseRun(name=case.name, wall_s=wall)
+        outs, run.returned_tuple = _outputs(out)
+        odir = workdir / "out" / case.name
+        odir.mkdir(parents=True, exist_ok=True)
+        for j, arr in enumerate(outs):
+            rel = f"out/{case.name}/{j}.npy"
+            np.save(workdir / rel, np.ascontiguousarray(arr), allow_pickle=False)
+            run.outputs.append(rel)
+        for j, (spec, arg) in enumerate(zip(case.args, args, strict=True)):
+            if spec.path and isinstance(arg, np.ndarray):
+                pristine = np.load(spec.path, mmap_mode="r", allow_pickle=False)
+                if not validity.same_bytes(arg, np.asarray(pristine)):
+                    run.mutated.append(j)
+        res.cases.append(run)
+
+
+def profile_total_time(neuron_profile: str, neff: Path, ntff: Path, timeout_s: float = 120.0) -> tuple[str, str]:
+    """(summary-json text, error) of one NEFF/NTFF pair."""
+    cmd = [neuron_profile, "view", "--output-format", "summary-json", "-n", str(neff), "-s", str(ntff)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, timeout=timeout_s, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return "", f"{' '.join(cmd)}: {type(e).__name__}: {e}"
+    if proc.returncode != 0:
+        err = proc.stderr.decode(errors="replace")[-2000:]
+        return "", f"{' '.join(cmd)} exited with {proc.returncode}: {err}"
+    return proc.stdout[:_MAX_SUMMARY_BYTES].decode(errors="replace"), ""
+
+
+def _time(req: HarnessRequest, kernel: Any, workdir: Path, res: HarnessResult) -> None:
+    spec = req.timing
+    assert spec is not None
+    args = _load_args(spec.args)
+    art = workdir / "art"
+    art.mkdir(exist_ok=True)
+    for r in range(spec.max_rounds):
+        rnd = TimingRound()
+        res.rounds.append(rnd)
+        _stage(workdir, f"timing:round{r}")
+        for _ in range(spec.warmup):
+            _call(req, kernel, args)
+        for i in range(spec.runs):
+            neff, ntff = art / f"r{r}_{i}.neff", art / f"r{r}_{i}.ntff"
+            _call(req, kernel, args, neff=neff, ntff=ntff)
+            run = TimedRun(neff=str(neff.relative_to(workdir)), ntff=str(ntff.relative_to(workdir)))
+            if req.neuron_profile:
+                text, _err = profile_total_time(req.neuron_profile, neff, ntff)
+                try:
+                    run.total_time_s = parse_summary(text).total_time_s if text else None
+                except SummaryError:
+                    run.total_time_s = None
+            rnd.runs.append(run)
+        times = [t.total_time_s for t in rnd.runs]
+        if any(t is None for t in times) or not times:
+            return  # the agent decides from its own reading
+        lo, hi = min(times), max(times)  # type: ignore[type-var]
+        if lo > 0 and (hi - lo) / lo <= spec.spread_threshold:
+            return
+        time.sleep(spec.pause_s)
+
+
+def run(payload: bytes, workdir: Path) -> HarnessResult:
+    """Sandbox target: correctness cases, or the timing loop."""
+    req = msgspec.msgpack.decode(payload, type=HarnessRequest)
+    res = HarnessResult(versions=versions())
+    _stage(workdir, "load")
+    try:
+        _nki()
+        kernel = _load_kernel(req.kernel_file, req.entry)
+    except BaseException as e:
+        res.error = _error("load", e)
+        return res
+    if req.cases:
+        _correctness(req, kernel, workdir, res)
+    if req.timing is not None and res.error is None:
+        try:
+            with np.errstate(all="ignore"):
+                _time(req, kernel, workdir, res)
+        except BaseException as e:
+            res.timing_error = f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=20)}"[-20000:]
+    _stage(workdir, "done")
+    return res
+
+
+def summarize(payload: bytes, workdir: Path) -> SummaryResult:
+    """Sandbox target: neuron-profile summaries of NEFF/NTFF pairs (no kernel code loaded)."""
+    req = msgspec.msgpack.decode(payload, type=SummaryRequest)
+    out = SummaryResult()
+    for neff, ntff in req.pairs:
+        text, err = profile_total_time(req.neuron_profile, workdir / neff, workdir / ntff, req.timeout_s)
+        out.texts.append(text)
+        out.errors.append(err)
+    return out
+
+
+__all__ = ["profile_total_time", "run", "summarize", "versions"]
