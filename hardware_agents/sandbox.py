@@ -162,42 +162,53 @@ def default_base_dir() -> Path:
     return Path(tempfile.gettempdir())
 
 
-def _proc_uids(pid: str) -> tuple[int, ...] | None:
+def _proc_status(pid: str) -> tuple[tuple[int, ...], bytes] | None:
+    """(uids, state letter) of a process, None if it is gone."""
+    uids, state = None, b"?"
     try:
         with open(f"/proc/{pid}/status", "rb") as f:
             for line in f:
-                if line.startswith(b"Uid:"):
-                    return tuple(int(x) for x in line.split()[1:])
+                if line.startswith(b"State:"):
+                    state = line.split()[1]
+                elif line.startswith(b"Uid:"):
+                    uids = tuple(int(x) for x in line.split()[1:])
+                    break
     except OSError:
         return None
-    return None
+    return (uids, state) if uids is not None else None
 
 
-def pids_of_uid(uid: int) -> list[int]:
+def _proc_uids(pid: str) -> tuple[int, ...] | None:
+    st = _proc_status(pid)
+    return st[0] if st else None
+
+
+def pids_of_uid(uid: int, *, zombies: bool = False) -> list[int]:
+    """Processes of `uid`; zombies (dead, waiting for init to reap them) only if asked."""
     out = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
-            uids = _proc_uids(entry)
-            if uids and uid in uids:
+            st = _proc_status(entry)
+            if st and uid in st[0] and (zombies or st[1] not in (b"Z", b"X")):
                 out.append(int(entry))
     return out
 
 
 def kill_uid(uid: int, rounds: int = 100) -> int:
-    """SIGKILL every process of `uid` until none is left; returns how many were killed."""
-    killed = 0
+    """SIGKILL every live process of `uid` until none is left; returns how many there were."""
+    killed: set[int] = set()
     for _ in range(rounds):
         pids = pids_of_uid(uid)
         if not pids:
-            return killed
+            break
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
-                killed += 1
+                killed.add(pid)
             except ProcessLookupError:
                 pass
         time.sleep(0.005)
-    return killed
+    return len(killed)
 
 
 def _allocate_uid() -> int:

@@ -70,8 +70,8 @@ class CpuAgent(HardwareAgent):
 
     def __init__(self, *, cache_dir: str | Path | None = None, spec: DeviceSpec | None = None,
                  calibrate_if_missing: bool = True, quick_calibration: bool = False,
-                 timeout_s: float = 60.0, timing_budget_s: float = 0.2, max_reruns: int = 2,
-                 spread_threshold: float = 0.05, max_pct_peak: float = 1.5, threads: int | None = None,
+                 timeout_s: float = 60.0, timing_budget_s: float = 0.15, max_reruns: int = 2,
+                 spread_threshold: float = 0.10, max_pct_peak: float = 1.5, threads: int | None = None,
                  exclusive_timing: bool = True, sandbox_dir: str | Path | None = None, cc: str = DEFAULT_CC,
                  data_cache_problems: int = 3) -> None:
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()

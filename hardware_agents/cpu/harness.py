@@ -61,9 +61,9 @@ class TimingSpec(msgspec.Struct, kw_only=True):
     warmup: int = 2
     min_reps: int = 5
     max_reps: int = 1000
-    budget_s: float = 0.2
+    budget_s: float = 0.15
     max_reruns: int = 2
-    spread_threshold: float = 0.05
+    spread_threshold: float = 0.10
     spot_checks: int = 64
 
 

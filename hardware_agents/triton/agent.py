@@ -1,0 +1,438 @@
+"""The Triton hardware agent: FlashInfer-Bench solutions (`main.py::run`) on NVIDIA GPUs,
+and their correctness through the Triton interpreter where there is no GPU.
+
+profile(problem, solution):
+  1. language (triton or python) and static checks (streams, threads, library patching);
+  2. the plan: on a GPU every seed and adversarial case at the problem's workload plus one
+     seed of each `check_workloads` entry; in the interpreter the same at the smaller check
+     workloads (the problem's own workload when it has none);
+  3. inputs generated here (seeded; indices synthesized; safetensors loaded) and references
+     computed once per problem by the definition's PyTorch `run` in a sandboxed child on the
+     kernels' device (cached);
+  4. the harness in a sandboxed child (pinned to one GPU from the pool, or with
+     TRITON_INTERPRET=1): import error -> `compile_error`, exception or crash ->
+     `runtime_error`, wall/CPU limit -> `timeout` (the child is killed);
+  5. judged here: dtype, shape, values (per-definition tolerance), input mutation, writes
+     outside output buffers -> `incorrect`;
+  6. on a GPU: timing (CUDA events, cold L2, rotated buffers, median of reps, mean of
+     trials), the roofline with the peaks of the problem's dtypes, and the plausibility
+     gate -> `passed`; in the interpreter: `unmeasured` (correct, not timed).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import msgspec
+import torch
+
+from accelopt.problem import Problem, ProblemFileError, Solution, Workload
+from accelopt.profile import Profile, SeedCheck
+from hardware_agents import validity
+from hardware_agents.base import DEFAULT_SEEDS, DeviceSpec, HardwareAgent, pct_peak, roofline_terms, t_peak
+from hardware_agents.sandbox import Sandbox, SandboxOutcome, SandboxPolicy
+from hardware_agents.triton import gpu as gpus
+from hardware_agents.triton import timing
+from hardware_agents.triton.data import (
+    CaseData,
+    DataCache,
+    PlannedCase,
+    ProblemData,
+    case_name,
+    input_metas,
+    to_float64,
+    tolerance_for,
+)
+from hardware_agents.triton.harness import COMPILE_ERRORS, PACKAGE
+from hardware_agents.triton.inputs import torch_dtype
+from hardware_agents.triton.records import CaseSpec, HarnessRequest, HarnessResult, TimerName, TimingSpec
+from hardware_agents.triton.reference import RefRequest, RefResult
+from hardware_agents.triton.specs import device_spec, kind_for_gpu_name, l2_bytes, spec_for_dtypes
+from hardware_agents.triton.static import check_sources
+
+Mode = Literal["auto", "cuda", "interpreter"]
+_PRELOAD = ("torch", "triton", "triton.language", "numpy", "hardware_agents.triton.harness",
+            "hardware_agents.triton.reference")
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("ACCELOPT_CACHE_DIR") or Path.home() / ".cache" / "accelopt")
+
+
+def workload_label(w: Workload, index: int) -> str:
+    return w.x_label or f"w{index}"
+
+
+def describe_axes(w: Workload) -> str:
+    return " ".join(f"{k}={v}" for k, v in w.axes.items()) or "(no variable axes)"
+
+
+def plan_cases(problem: Problem, seeds: Sequence[int], on_gpu: bool) -> tuple[list[PlannedCase], list[str]]:
+    """The cases of one profile and the names of the timing contents (the seed cases of the
+    first workload). GPU: the problem's workload with every seed and adversarial case, one
+    seed at each check workload. Interpreter: the same with the check workloads in place of
+    the problem's (which may be far too large to interpret)."""
+    cases = validity.input_cases(problem.definition, seeds)
+    first_seed = [c for c in cases if not c.adversarial][:1]
+    if on_gpu:
+        workloads = [problem.workload, *problem.check_workloads]
+    else:
+        workloads = list(problem.check_workloads) or [problem.workload]
+    plan: list[PlannedCase] = []
+    for i, w in enumerate(workloads):
+        label = workload_label(w, i)
+        prefix = "" if i == 0 else label
+        for c in (cases if i == 0 else first_seed):
+            plan.append(PlannedCase(name=case_name(prefix, c), workload=w, case=c, label=label))
+    contents = [p.name for p in plan if p.workload is workloads[0] and not p.case.adversarial]
+    return plan, contents
+
+
+def rotation_for(contents: int, set_bytes: int, l2: int, max_bytes: int = 4 << 30) -> int:
+    """Buffer sets for the timed loop: more than the contents and not a multiple of their
+    count (contents move between buffers), enough to exceed 2x L2 when memory allows."""
+    r = max(contents + 1, math.ceil(2 * l2 / max(set_bytes, 1)))
+    r = min(r, 64, max(contents + 1, max_bytes // max(set_bytes, 1)))
+    while contents > 1 and r % contents == 0:
+        r += 1
+    return r
+
+
+class TritonAgent(HardwareAgent):
+    kind: ClassVar[str] = "h100"
+    languages: ClassVar[tuple[str, ...]] = ("triton", "python")
+
+    def __init__(self, *, mode: Mode = "auto", cache_dir: str | Path | None = None,
+                 sandbox_dir: str | Path | None = None, timeout_s: float = 120.0, max_pct_peak: float = 1.25,
+                 timer: TimerName = "cuda_event", warmup: int = 10, reps: int = 50, trials: int = 3,
+                 flush_bytes: int | None = None, gpus_to_use: Sequence[int] | None = None, any_gpu: bool = False,
+                 data_roots: Sequence[str | Path] = (), data_cache_problems: int = 3,
+                 interpreter_timing: bool = False, spec: DeviceSpec | None = None) -> None:
+        self._spec = spec or device_spec(self.kind)
+        self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
+        self.sandbox_dir = Path(sandbox_dir) if sandbox_dir else None
+        self.timeout_s = timeout_s
+        self.max_pct_peak = max_pct_peak
+        self.timer: TimerName = timer
+        self.warmup, self.reps, self.trials = warmup, reps, trials
+        self.flush_bytes = flush_bytes
+        self.data_roots = [str(r) for r in data_roots]
+        env_roots = os.environ.get("ACCELOPT_DATA_ROOTS") or os.environ.get("FIB_DATASET_PATH")
+        if env_roots:
+            self.data_roots += env_roots.split(os.pathsep)
+        self.interpreter_timing = interpreter_timing
+        self.data = DataCache(data_cache_problems, self.sandbox_dir)
+        self.gpu_infos = self._select_gpus(mode, gpus_to_use, any_gpu)
+        self.mode: Literal["cuda", "interpreter"] = "cuda" if self.gpu_infos else "interpreter"
+        self.pool = gpus.GpuPool([g.index for g in self.gpu_infos], self.cache_dir / "triton" / "locks") \
+            if self.gpu_infos else None
+        self.mode_note = self._mode_note(mode)
+        self._toolchain: dict[str, str] | None = None
+        self._lock = threading.Lock()
+
+    # --- device ------------------------------------------------------------------------------
+
+    def _select_gpus(self, mode: Mode, wanted: Sequence[int] | None, any_gpu: bool) -> list[gpus.GpuInfo]:
+        if mode == "interpreter":
+            return []
+        found = list(gpus.discover())
+        if wanted is not None:
+            found = [g for g in found if g.index in set(wanted)]
+        matching = [g for g in found if any_gpu or kind_for_gpu_name(g.name) == self.kind]
+        if mode == "cuda" and not matching:
+            names = ", ".join(g.name for g in found) or "none"
+            raise RuntimeError(f"the {self.kind} agent was asked for mode 'cuda' but this host has no "
+                               f"{self._spec.name} (GPUs found: {names}); pass any_gpu=True to time on another GPU")
+        return matching
+
+    def _mode_note(self, mode: Mode) -> str:
+        if self.mode == "cuda":
+            return f"timed on {', '.join(f'GPU {g.index} ({g.name})' for g in self.gpu_infos)}"
+        if mode == "interpreter":
+            return "correctness in the Triton interpreter (mode 'interpreter'); not timed"
+        others = [g.name for g in gpus.discover()]
+        extra = f" (GPUs here: {', '.join(others)})" if others else ""
+        return f"no {self._spec.name} on this host{extra}: correctness in the Triton interpreter; not timed"
+
+    @property
+    def device(self) -> DeviceSpec:
+        return self._spec
+
+    def toolchain(self) -> dict[str, str]:
+        with self._lock:
+            if self._toolchain is None:
+                import triton
+
+                tc = {"triton": triton.__version__, "torch": torch.__version__, "mode": self.mode}
+                if self.mode == "cuda":
+                    tc["gpu"] = self.gpu_infos[0].name
+                    tc["timer"] = self.timer
+                    tc["cuda"] = str(torch.version.cuda)
+                self._toolchain = tc
+            return dict(self._toolchain)
+
+    def close(self) -> None:
+        self.data.close()
+
+    # --- sandboxes -----------------------------------------------------------------------------
+
+    def _policy(self, timeout: float, read_paths: Sequence[str], file_bytes: int) -> SandboxPolicy:
+        env = {"TRITON_INTERPRET": "1"} if self.mode == "interpreter" else {}
+        env.update({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"})
+        kw: dict[str, Any] = {}
+        if self.mode == "cuda":
+            kw["write_paths"] = tuple(gpus.device_nodes())
+        return SandboxPolicy(
+            wall_timeout_s=timeout, address_space_bytes=(1 << 44) if self.mode == "cuda" else 16 << 30,
+            max_processes=256, max_file_bytes=max(64 << 20, file_bytes), read_paths=tuple(read_paths), env=env,
+            preload=_PRELOAD, **kw)
+
+    def _run(self, target: str, request: msgspec.Struct, policy: SandboxPolicy, stage: dict[str, str] | None = None,
+             ) -> tuple[SandboxOutcome, Sandbox]:
+        box = Sandbox(policy, base_dir=self.sandbox_dir)
+        try:
+            for rel, content in (stage or {}).items():
+                p = box.workdir / rel
+                p.parent.mkdir(parents=True, exist_ok=True)
+                p.write_text(content)
+                box.give(rel)
+            if self.pool is not None:
+                with self.pool.acquire() as idx:
+                    out = box.run(target, request, extra_env={"CUDA_VISIBLE_DEVICES": str(idx)})
+            else:
+                out = box.run(target, request)
+        except BaseException:
+            box.close()
+            raise
+        return out, box
+
+    def _run_reference(self, request: RefRequest, read_paths: Sequence[str]) -> dict[str, dict[str, torch.Tensor]]:
+        request = msgspec.structs.replace(request, device="cuda" if self.mode == "cuda" else "cpu")
+        policy = self._policy(max(self.timeout_s, 600.0), read_paths, 16 << 30)
+        out, box = self._run("hardware_agents.triton.reference:run_reference", request, policy)
+        try:
+            if out.status != "ok":
+                raise ProblemFileError(f"{request.definition}: the reference failed ({out.status}): "
+                                       f"{out.error}\n{out.log[-4000:]}")
+            res = out.decode(RefResult)
+            refs = {}
+            for case, rel in res.files.items():
+                with box.open_file(rel, max_bytes=16 << 30) as f:
+                    refs[case] = torch.load(f, weights_only=True)
+            return refs
+        finally:
+            box.close()
+
+    # --- profile -------------------------------------------------------------------------------
+
+    def profile(self, problem: Problem, solution: Solution, *, seeds: Sequence[int] = DEFAULT_SEEDS,
+                timeout_s: float | None = None, measure: bool = True) -> Profile:
+        t0 = time.perf_counter()
+        prof = self._profile(problem, solution, tuple(int(s) for s in seeds), timeout_s or self.timeout_s, measure)
+        prof.wall_s = time.perf_counter() - t0
+        return prof
+
+    def _fail(self, status: str, log: str, **kw: Any) -> Profile:
+        return Profile(status=status, device=self.kind, log=log, toolchain=self.toolchain(), **kw)  # type: ignore[arg-type]
+
+    def _profile(self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout: float,
+                 measure: bool) -> Profile:
+        if solution.spec.language not in self.languages:
+            return self._fail("compile_error", f"the Triton agent runs Python/Triton solutions; this one is "
+                              f"{solution.spec.language!r}")
+        if not seeds:
+            raise ValueError("at least one correctness seed is required")
+        try:
+            entry = solution.entry_file()
+            symbol = solution.entry_symbol
+        except (ProblemFileError, IndexError) as e:
+            return self._fail("compile_error", f"entry point {solution.spec.entry_point!r}: {e}")
+        if not entry.path.endswith(".py"):
+            return self._fail("compile_error", f"entry file {entry.path!r} is not a Python module")
+        hits = check_sources({s.path: s.content for s in solution.sources})
+        if hits:
+            return self._fail("incorrect", "rejected by the static checks:\n" + "\n".join(hits))
+        on_gpu = self.mode == "cuda"
+        plan, contents = plan_cases(problem, seeds, on_gpu)
+        data = self.data.get(problem, plan, self._run_reference, device=self.mode, data_roots=self.data_roots)
+        timed = measure and (on_gpu or self.interpreter_timing)
+        request = self._request(problem, solution, data, contents, seeds[0], timed, entry.path, symbol)
+        stage = {f"{PACKAGE}/{s.path}": s.content for s in solution.sources}
+        stage.setdefault(f"{PACKAGE}/__init__.py", "")
+        out_bytes = max(sum(r.nbytes for c in data.cases for r in c.ref64.values()), 1)
+        policy = self._policy(timeout, [str(data.dir)], 4 * out_bytes + (64 << 20))
+        out, box = self._run("hardware_agents.triton.harness:run", request, policy, stage)
+        try:
+            return self._judge(problem, data, request, out, box, measure)
+        except Exception as e:  # a result the kernel tampered with must not crash the agent
+            return self._fail("runtime_error", f"invalid harness result ({type(e).__name__}: {e})\n{out.log}")
+        finally:
+            box.close()
+
+    def _request(self, problem: Problem, solution: Solution, data: ProblemData, contents: list[str], seed: int,
+                 timed: bool, entry_path: str, symbol: str) -> HarnessRequest:
+        cases = [CaseSpec(name=c.name, inputs_file=c.inputs_file, scalars=c.scalars, outputs=c.outputs)
+                 for c in data.cases]
+        timing_spec = None
+        if timed:
+            set_bytes = data.by_name[contents[0]].set_bytes
+            l2 = l2_bytes(self._spec)
+            tol = tolerance_for(problem.definition)
+            timing_spec = TimingSpec(
+                contents=contents, rotation=rotation_for(len(contents), set_bytes, l2),
+                timer="perf_counter" if self.mode == "interpreter" else self.timer,
+                warmup=self.warmup, reps=self.reps, trials=self.trials,
+                flush_bytes=self.flush_bytes if self.flush_bytes is not None else max(256 << 20, 4 * l2),
+                atol=tol.atol, rtol=tol.rtol)
+        first = data.cases[0].planned.workload
+        return HarnessRequest(
+            module_dir="", entry_file=entry_path, entry_symbol=symbol,
+            destination_passing=solution.spec.destination_passing_style,
+            inputs=input_metas(problem.definition, first), cases=cases,
+            device="cuda" if self.mode == "cuda" else "cpu", timing=timing_spec, seed=seed)
+
+    # --- judging -------------------------------------------------------------------------------
+
+    def _load_outputs(self, box: Sandbox, rel: str, max_bytes: int) -> dict[str, torch.Tensor]:
+        with box.open_file(rel, max_bytes=max_bytes) as f:
+            obj = torch.load(f, weights_only=True)
+        if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
+            raise ValueError(f"{rel} does not hold a dict of tensors")
+        return obj
+
+    def _check(self, problem: Problem, case: CaseData, label: str, got: dict[str, torch.Tensor]) -> SeedCheck:
+        """dtype, shape and values of one case's outputs (FlashInfer-Bench's INCORRECT_DTYPE,
+        INCORRECT_SHAPE and INCORRECT_NUMERICAL, all reported as `incorrect`)."""
+        for meta in case.outputs:
+            t = got.get(meta.name)
+            if t is None:
+                return SeedCheck(case=label, passed=False, note=f"output {meta.name} missing")
+            if t.dtype != torch_dtype(meta.dtype):
+                return SeedCheck(case=label, passed=False, note=f"output {meta.name} has dtype "
+                                 f"{str(t.dtype).removeprefix('torch.')}, the definition says {meta.dtype}")
+            expected = tuple(meta.shape or ())
+            if tuple(t.shape) != expected:
+                return SeedCheck(case=label, passed=False, note=f"output {meta.name} has shape {list(t.shape)}, "
+                                 f"the definition says {list(expected)}")
+        outputs = {n: to_float64(got[n]) for n in case.ref64}
+        return validity.compare_outputs(label, outputs, case.ref64, tolerance_for(problem.definition),
+                                        stats=case.stats)
+
+    def _judge(self, problem: Problem, data: ProblemData, req: HarnessRequest, out: SandboxOutcome, box: Sandbox,
+               measure: bool) -> Profile:
+        log_tail = f"\n--- kernel output ---\n{out.log}" if out.log.strip() else ""
+        counters: dict[str, float] = {"sandbox_wall_s": out.wall_s}
+        if out.status in ("timeout", "cpu_limit"):
+            return self._fail("timeout", f"{out.error} (the worker was killed){log_tail}", counters=counters)
+        if out.status == "crashed":
+            return self._fail("runtime_error", f"the kernel crashed the harness: {out.error}{log_tail}",
+                              counters=counters)
+        if out.status == "error":
+            status = "compile_error" if out.error_type in COMPILE_ERRORS else "runtime_error"
+            return self._fail(status, f"{out.error}{log_tail}", counters=counters)
+        res = out.decode(HarnessResult)
+        counters.update({f"harness_{k}_s": v for k, v in res.phase_s.items()})
+        max_bytes = max((c.set_bytes for c in data.cases), default=0) * 2 + (1 << 20)
+        checks: list[SeedCheck] = []
+        for run in res.cases:
+            case = data.by_name.get(run.name)
+            if case is None:
+                return self._fail("runtime_error", f"the harness reported an unknown case {run.name!r}{log_tail}")
+            label = run.name if case.planned.label == data.cases[0].planned.label else \
+                f"{run.name} ({describe_axes(case.planned.workload)})"
+            if run.error:
+                if run.error_type == "OutputMismatch":
+                    checks.append(SeedCheck(case=label, passed=False, note=run.error.splitlines()[0]))
+                    return self._fail("incorrect", f"{label}: {run.error}{log_tail}", correctness=checks,
+                                      counters=counters)
+                status = "compile_error" if run.error_type in COMPILE_ERRORS else "runtime_error"
+                return self._fail(status, f"{label}: {run.error}{log_tail}", correctness=checks, counters=counters)
+            got = self._load_outputs(box, run.output_file, max_bytes)
+            chk = self._check(problem, case, label, got)
+            extra = []
+            if run.mutated:
+                extra.append(f"modified its input(s) {', '.join(run.mutated)} (or memory next to them); "
+                             "inputs are read-only")
+            if run.overflow:
+                extra.append(f"wrote outside the bounds of output(s) {', '.join(run.overflow)}")
+            if extra:
+                chk.passed = False
+                chk.note = "; ".join([chk.note, *extra]) if chk.note else "; ".join(extra)
+            checks.append(chk)
+        if len(checks) != len(data.cases):
+            return self._fail("runtime_error", f"the harness ran {len(checks)} of {len(data.cases)} cases{log_tail}",
+                              correctness=checks, counters=counters)
+        if out.stray_processes:
+            return self._fail("runtime_error", f"the kernel left {out.stray_processes} process(es) running "
+                              f"(killed){log_tail}", correctness=checks, counters=counters)
+        failed = [c for c in checks if not c.passed]
+        if failed:
+            return self._fail("incorrect", "\n".join(f"{c.case}: {c.note}" for c in failed) + log_tail,
+                              correctness=checks, counters=counters)
+        where = "; ".join(sorted({f"{c.planned.label}: {describe_axes(c.planned.workload)}" for c in data.cases}))
+        if req.timing is None:
+            why = self.mode_note if self.mode == "interpreter" else "timing not requested"
+            return self._fail("unmeasured", f"correct at {where}; {why}", correctness=checks, counters=counters)
+        return self._timed(problem, data, req, res, box, checks, counters, max_bytes)
+
+    def _timed(self, problem: Problem, data: ProblemData, req: HarnessRequest, res: HarnessResult, box: Sandbox,
+               checks: list[SeedCheck], counters: dict[str, float], max_bytes: int) -> Profile:
+        assert req.timing is not None
+        if res.skipped_timing or not res.timing:
+            return self._fail("unmeasured", res.skipped_timing or "no timing result", correctness=checks,
+                              counters=counters)
+        n_timed = sum(len(r.samples_ms) for r in res.timing)
+        bad = sum(r.inconsistent for r in res.timing)
+        if bad:
+            return self._fail("incorrect", f"{bad} of {n_timed} timed calls returned values different from the "
+                              "kernel's own output for the same inputs: results must not depend on earlier calls",
+                              correctness=checks, counters=counters)
+        for content in req.timing.contents if res.timer != "do_bench" else []:
+            rel = res.timed_outputs.get(content)
+            if rel is None:
+                return self._fail("runtime_error", f"the harness saved no timed output for {content}",
+                                  correctness=checks, counters=counters)
+            chk = self._check(problem, data.by_name[content], f"timed:{content}", self._load_outputs(box, rel, max_bytes))
+            if not chk.passed:
+                return self._fail("incorrect", f"the output of a timed call is wrong ({chk.note})",
+                                  correctness=[*checks, chk], counters=counters)
+        samples = [s for r in res.timing for s in r.samples_ms]
+        lat = timing.latency_ms(res.timing)
+        stats = msgspec.structs.replace(validity.latency_stats(samples), median_ms=lat)
+        if sum(samples) / 1e3 > max(counters.get("sandbox_wall_s", 0.0), 0.0) > 0:
+            return self._fail("runtime_error", "reported kernel time exceeds the worker's wall time",
+                              correctness=checks, counters=counters)
+        timing_workload = data.by_name[req.timing.contents[0]].planned.workload
+        timed_problem = problem if timing_workload == problem.workload else \
+            msgspec.structs.replace(problem, workload=timing_workload)
+        dtypes = [s.dtype for s in problem.definition.inputs.values() if s.shape is not None]
+        spec = spec_for_dtypes(self._spec, dtypes)
+        tp, bound = t_peak(timed_problem, spec)
+        t_meas = lat / 1e3
+        terms = roofline_terms(timed_problem)
+        counters.update({
+            "footprint_bytes": float(res.footprint_bytes), "trials": float(len(res.timing)),
+            "reps_per_trial": float(len(res.timing[0].samples_ms)),
+            "achieved_gbs": terms.bytes_min / t_meas / 1e9 if t_meas > 0 else 0.0,
+            "achieved_tflops": (terms.flops_matmul + terms.flops_vector) / t_meas / 1e12 if t_meas > 0 else 0.0,
+            "trial_median_spread": (max(r.median_ms for r in res.timing) - min(r.median_ms for r in res.timing))
+            / lat if lat > 0 else 0.0,
+        })
+        toolchain = {**self.toolchain(), "timer": res.timer, **res.versions}
+        if res.device_name:
+            toolchain["gpu"] = res.device_name
+        why = validity.implausible(t_meas, tp, self.max_pct_peak)
+        if why:
+            return Profile(status="incorrect", device=self.kind, log=why, correctness=checks, latency=stats,
+                           t_peak_ms=tp * 1e3, pct_peak=pct_peak(tp, t_meas), bound=bound, counters=counters,
+                           toolchain=toolchain)
+        return Profile(status="passed", device=self.kind, log=f"timed at {describe_axes(timing_workload)}",
+                       correctness=checks, latency=stats, t_peak_ms=tp * 1e3, pct_peak=pct_peak(tp, t_meas),
+                       bound=bound, counters=counters, toolchain=toolchain)
+

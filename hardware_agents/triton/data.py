@@ -1,0 +1,196 @@
+"""Inputs and references of one problem's correctness cases, staged for sandboxed runs.
+
+A `ProblemData` holds every case of a profile plan (the seeds and adversarial cases of
+each workload the plan checks): the inputs as torch.save'd CPU tensors in a directory the
+sandbox may read, and the float64 references (computed once by the reference harness in
+its own sandboxed child, on the kernels' device) with their comparison statistics. A
+`DataCache` keeps the last few problems, like the CPU agent's.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import tempfile
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import msgspec
+import numpy as np
+import torch
+
+from accelopt.problem import Definition, Problem, Tolerance, Workload
+from hardware_agents import validity
+from hardware_agents.sandbox import default_base_dir
+from hardware_agents.triton.inputs import axis_values, case_inputs, is_float
+from hardware_agents.triton.records import TensorMeta
+from hardware_agents.triton.reference import RefCase, RefRequest
+
+# Correctness bar of a definition without x_tolerance, by its narrowest float output:
+# FlashInfer-Bench's default atol = rtol = 1e-2 for 16-bit and 8-bit outputs, plus a relative
+# L2 bound a little above their rounding error; fp32 outputs keep the validity default.
+LOW_PRECISION_TOLERANCE = Tolerance(rel_l2=1e-2, atol=1e-2, rtol=1e-2)
+
+
+def tolerance_for(definition: Definition) -> Tolerance:
+    if definition.x_tolerance is not None:
+        return definition.x_tolerance
+    dtypes = [s.dtype for s in definition.outputs.values() if is_float(s.dtype)]
+    if any(d != "float32" for d in dtypes):
+        return LOW_PRECISION_TOLERANCE
+    return Tolerance()
+
+
+class PlannedCase(msgspec.Struct, frozen=True, kw_only=True):
+    name: str  # unique in the plan, safe as a file name
+    workload: Workload
+    case: validity.InputCase
+    label: str  # the workload's label, for logs
+
+
+def case_name(prefix: str, case: validity.InputCase) -> str:
+    base = f"{prefix}-{case.name}" if prefix else case.name
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", base)
+
+
+def output_metas(definition: Definition, workload: Workload) -> list[TensorMeta]:
+    axes = axis_values(definition, workload)
+    out = []
+    for name, spec in definition.outputs.items():
+        shape = definition.shape_of(name, axes)
+        out.append(TensorMeta(name=name, dtype=spec.dtype, shape=list(shape) if shape is not None else None))
+    return out
+
+
+def input_metas(definition: Definition, workload: Workload) -> list[TensorMeta]:
+    axes = axis_values(definition, workload)
+    out = []
+    for name, spec in definition.inputs.items():
+        shape = definition.shape_of(name, axes)
+        out.append(TensorMeta(name=name, dtype=spec.dtype, shape=list(shape) if shape is not None else None))
+    return out
+
+
+class CaseData:
+    def __init__(self, planned: PlannedCase, inputs_file: str, scalars: dict[str, float | int | bool],
+                 outputs: list[TensorMeta], ref64: dict[str, np.ndarray], tol: Tolerance, set_bytes: int) -> None:
+        self.planned = planned
+        self.name = planned.name
+        self.inputs_file = inputs_file
+        self.scalars = scalars
+        self.outputs = outputs
+        self.ref64 = ref64
+        self.set_bytes = set_bytes
+        self.stats = {n: validity.RefStats(r, tol) for n, r in ref64.items()}
+
+
+RefRunner = Callable[[RefRequest, Sequence[str]], dict[str, dict[str, torch.Tensor]]]
+
+
+def to_float64(t: torch.Tensor) -> np.ndarray:
+    if t.dtype == torch.bool:
+        return t.to(torch.int64).numpy().astype(np.float64)
+    return t.detach().to("cpu", torch.float64).numpy()
+
+
+class ProblemData:
+    """Every planned case of one problem: input files under `self.dir`, references in memory."""
+
+    def __init__(self, problem: Problem, plan: Sequence[PlannedCase], root: Path, run_reference: RefRunner,
+                 data_roots: Sequence[str | Path] = ()) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="triton-data-", dir=root))
+        os.chmod(self.dir, 0o755)
+        self.cases: list[CaseData] = []
+        d = problem.definition
+        tol = tolerance_for(d)
+        try:
+            staged: list[tuple[PlannedCase, str, dict, list[TensorMeta], int]] = []
+            for pc in plan:
+                tensors, scalars = case_inputs(d, pc.workload, pc.case, data_roots)
+                path = self.dir / f"{pc.name}.pt"
+                torch.save(tensors, path)
+                os.chmod(path, 0o644)
+                outs = output_metas(d, pc.workload)
+                nbytes = sum(t.numel() * t.element_size() for t in tensors.values())
+                nbytes += sum(math.prod(o.shape or ()) * torch.empty((), dtype=_dt(o.dtype)).element_size() for o in outs)
+                staged.append((pc, str(path), scalars, outs, nbytes))
+            request = RefRequest(definition=d.name, source=d.reference, inputs=input_metas(d, problem.workload),
+                                 outputs=list(d.outputs),
+                                 cases=[RefCase(name=pc.name, inputs_file=f, scalars=sc) for pc, f, sc, _, _ in staged])
+            refs = run_reference(request, [str(self.dir)])
+            for pc, f, sc, outs, nbytes in staged:
+                ref = refs[pc.name]
+                ref64: dict[str, np.ndarray] = {}
+                for meta in outs:
+                    t = ref.get(meta.name)
+                    if t is None:
+                        raise ValueError(f"{d.name}: the reference produced no output {meta.name}")
+                    if meta.shape is not None and list(t.shape) != meta.shape:
+                        raise ValueError(f"{d.name}: reference output {meta.name} has shape {list(t.shape)}, "
+                                         f"the definition says {meta.shape} (workload {pc.label})")
+                    ref64[meta.name] = to_float64(t)
+                bad = [n for n, r in ref64.items() if not np.all(np.isfinite(r))]
+                if bad and pc.case.adversarial:
+                    raise ValueError(f"{d.name}: adversarial case {pc.case.name!r} makes the reference non-finite in "
+                                     f"{bad}; fix x_adversarial")
+                self.cases.append(CaseData(pc, f, sc, outs, ref64, tol, nbytes))
+        except BaseException:
+            self.remove()
+            raise
+        self.by_name = {c.name: c for c in self.cases}
+
+    def remove(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _dt(name: str) -> torch.dtype:
+    from hardware_agents.triton.inputs import torch_dtype
+
+    return torch_dtype(name)
+
+
+class DataCache:
+    """LRU of ProblemData by (problem hash, plan); the directory goes away on close/GC/exit."""
+
+    def __init__(self, capacity: int = 3, base_dir: Path | None = None) -> None:
+        self.capacity = capacity
+        self._base = base_dir
+        self._root: Path | None = None
+        self._finalizer: weakref.finalize | None = None
+        self._items: OrderedDict[tuple[str, str, str], ProblemData] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def root(self) -> Path:
+        if self._root is None:
+            self._root = Path(tempfile.mkdtemp(prefix="accelopt-triton-data-", dir=self._base or default_base_dir()))
+            os.chmod(self._root, 0o755)
+            self._finalizer = weakref.finalize(self, shutil.rmtree, str(self._root), True)
+        return self._root
+
+    def get(self, problem: Problem, plan: Sequence[PlannedCase], run_reference: RefRunner, *, device: str,
+            data_roots: Sequence[str | Path] = ()) -> ProblemData:
+        key = (problem.content_hash(), msgspec.json.encode(list(plan)).decode(), device)
+        with self._lock:
+            data = self._items.get(key)
+            if data is not None:
+                self._items.move_to_end(key)
+                return data
+            data = ProblemData(problem, plan, self.root, run_reference, data_roots)
+            self._items[key] = data
+            while len(self._items) > self.capacity:
+                _, old = self._items.popitem(last=False)
+                old.remove()
+            return data
+
+    def close(self) -> None:
+        with self._lock:
+            self._items.clear()
+            if self._finalizer is not None:
+                self._finalizer()
+            self._root, self._finalizer = None, None

@@ -1,0 +1,330 @@
+"""The Triton harness: runs inside the sandbox, imports the solution, calls its entry point.
+
+Correctness phase, per case (each seed and adversarial case of each workload): inputs are
+copied into fresh buffers with guard zones on both sides (NaN for floats, so a read past
+the end poisons the result), destination-passing outputs are allocated here with guard
+zones and filled with NaN (floats) or the type's minimum (integers), the entry point is
+called once, then the inputs (with their guards) are compared bitwise with a pristine
+copy, output guards are checked, and the outputs are saved for the parent, which judges
+them against its own reference (the child never sees the reference).
+
+Timing phase (only when requested and every case ran): the seed contents rotate through
+R > S buffer sets (R not a multiple of S, so contents move between buffers); before every
+call the outputs are re-poisoned and the L2 is flushed (both untimed), one call is timed,
+then a few random output elements are compared with the kernel's own correctness-phase
+output for that content (results must not depend on earlier calls) and the buffer set is
+restocked with its next content. The output of the last call of each content goes back to
+the parent for a full check. See `timing.py` for the statistics.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import torch
+import triton
+import triton.language
+
+try:  # the interpreter's modules load lazily; import them before the sandbox locks down
+    import triton.runtime.interpreter
+except ImportError:  # pragma: no cover - older Triton
+    pass
+
+from hardware_agents.triton import timing
+from hardware_agents.triton.inputs import TORCH_DTYPES
+from hardware_agents.triton.records import (
+    CaseRun,
+    CaseSpec,
+    HarnessRequest,
+    HarnessResult,
+    TensorMeta,
+    TimingSpec,
+)
+
+GUARD_BYTES = 4096
+PACKAGE = "accelopt_solution"
+COMPILE_ERRORS = {"CompilationError", "CompileTimeAssertionFailure", "UnsupportedLanguageConstruct",
+                  "SolutionImportError", "EntrySymbolMissing"}
+
+
+class SolutionImportError(Exception):
+    """The solution module failed to import (syntax error, missing module, error at import)."""
+
+
+class EntrySymbolMissing(Exception):
+    """The entry module has no callable with the entry point's name."""
+
+
+class OutputMismatch(Exception):
+    """A value-returning entry point returned the wrong number or kind of values."""
+
+
+# --- buffers ---------------------------------------------------------------------------------
+
+def poison_value(dtype: torch.dtype) -> Any:
+    if dtype.is_floating_point:
+        return float("nan")
+    if dtype == torch.bool:
+        return True
+    return torch.iinfo(dtype).min
+
+
+def as_bytes(t: torch.Tensor) -> torch.Tensor:
+    return t.contiguous().view(torch.uint8) if t.numel() else torch.zeros(0, dtype=torch.uint8, device=t.device)
+
+
+def same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and torch.equal(as_bytes(a), as_bytes(b))
+
+
+class Guarded:
+    """A tensor inside a larger allocation whose guard zones hold the poison value."""
+
+    def __init__(self, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> None:
+        item = torch.empty((), dtype=dtype).element_size()
+        pad = max(1, GUARD_BYTES // item)
+        n = math.prod(shape)
+        self.base = torch.empty(pad + n + pad, dtype=dtype, device=device)
+        fill = poison_value(dtype)
+        self.base[:pad].fill_(fill)
+        self.base[pad + n:].fill_(fill)
+        self.view = self.base[pad:pad + n].view(shape)
+        self._guards = (self.base[:pad], self.base[pad + n:])
+        self._pristine = tuple(g.clone() for g in self._guards)
+
+    def guards_intact(self) -> bool:
+        return all(same_bytes(g, p) for g, p in zip(self._guards, self._pristine, strict=True))
+
+
+# --- the solution ----------------------------------------------------------------------------
+
+def load_entry(req: HarnessRequest) -> Callable[..., Any]:
+    """Import the solution as the package `accelopt_solution` (relative imports work, as in
+    FlashInfer-Bench's builders; the package dir is also on sys.path for absolute ones)."""
+    root = Path(req.module_dir)
+    pkg_dir = root / PACKAGE
+    sys.path.insert(0, str(root))
+    sys.path.insert(1, str(pkg_dir))
+    module = PACKAGE + "." + req.entry_file.removesuffix(".py").replace("/", ".")
+    try:
+        mod = importlib.import_module(module)
+    except BaseException as e:
+        tb = traceback.format_exc(limit=8)
+        raise SolutionImportError(f"importing {req.entry_file} failed: {type(e).__name__}: {e}\n{tb}") from None
+    fn = getattr(mod, req.entry_symbol, None)
+    if not callable(fn):
+        raise EntrySymbolMissing(f"{req.entry_file} defines no callable `{req.entry_symbol}`")
+    return fn
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def _normalize(result: Any, metas: list[TensorMeta]) -> dict[str, torch.Tensor]:
+    values = list(result) if isinstance(result, tuple | list) else [result]
+    if len(values) != len(metas):
+        raise OutputMismatch(f"the entry point returned {len(values)} value(s); the definition has "
+                             f"{len(metas)} output(s): {', '.join(m.name for m in metas)}")
+    out = {}
+    for m, v in zip(metas, values, strict=True):
+        if isinstance(v, torch.Tensor):
+            out[m.name] = v
+        elif isinstance(v, bool | int | float):
+            out[m.name] = torch.tensor(v)
+        else:
+            raise OutputMismatch(f"output {m.name} is a {type(v).__name__}, not a tensor")
+    return out
+
+
+class _Case:
+    """The live buffers of one correctness case."""
+
+    def __init__(self, req: HarnessRequest, case: CaseSpec, device: torch.device) -> None:
+        self.spec = case
+        self.data: dict[str, torch.Tensor] = torch.load(case.inputs_file, weights_only=True)
+        self.inputs: dict[str, tuple[Guarded, torch.Tensor]] = {}
+        self.args: list[Any] = []
+        for m in req.inputs:
+            if m.shape is None:
+                self.args.append(case.scalars[m.name])
+                continue
+            src = self.data[m.name]
+            g = Guarded(tuple(src.shape), src.dtype, device)
+            g.view.copy_(src)
+            self.inputs[m.name] = (g, g.base.clone())
+            self.args.append(g.view)
+        self.outputs: dict[str, Guarded] = {}
+        if req.destination_passing:
+            for o in case.outputs:
+                g = Guarded(tuple(o.shape or ()), TORCH_DTYPES[o.dtype], device)
+                g.view.fill_(poison_value(g.view.dtype))
+                self.outputs[o.name] = g
+                self.args.append(g.view)
+
+
+def _run_case(fn: Callable[..., Any], req: HarnessRequest, case: CaseSpec, device: torch.device,
+              workdir: Path) -> tuple[CaseRun, dict[str, torch.Tensor] | None, _Case | None]:
+    run = CaseRun(name=case.name)
+    try:
+        live = _Case(req, case, device)
+        _sync(device)
+        t0 = time.perf_counter()
+        result = fn(*live.args)
+        _sync(device)
+        run.call_ms = (time.perf_counter() - t0) * 1e3
+        run.mutated = [n for n, (g, pristine) in live.inputs.items() if not same_bytes(g.base, pristine)]
+        if req.destination_passing:
+            outputs = {n: g.view for n, g in live.outputs.items()}
+            run.overflow = [n for n, g in live.outputs.items() if not g.guards_intact()]
+        else:
+            outputs = _normalize(result, case.outputs)
+        saved = {n: t.detach().to("cpu").clone() for n, t in outputs.items()}
+    except BaseException as e:
+        if isinstance(e, KeyboardInterrupt | SystemExit):
+            raise
+        run.error = f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=12)}"
+        run.error_type = type(e).__name__
+        return run, None, None
+    rel = f"out/{case.name}.pt"
+    torch.save(saved, workdir / rel)
+    run.output_file = rel
+    return run, saved, live
+
+
+# --- timing ----------------------------------------------------------------------------------
+
+def _spot_ok(got: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], spec: TimingSpec,
+             gen: torch.Generator) -> bool:
+    for name, exp in expected.items():
+        g = got.get(name)
+        if g is None or g.shape != exp.shape:
+            return False
+        n = exp.numel()
+        if n == 0:
+            continue
+        idx = torch.randint(0, n, (min(spec.spot_checks, n),), generator=gen)
+        a = g.reshape(-1)[idx.to(g.device)].to("cpu", torch.float64)
+        b = exp.reshape(-1)[idx].to(torch.float64)
+        if not bool(torch.isclose(a, b, rtol=spec.rtol, atol=spec.atol, equal_nan=True).all()):
+            return False
+    return True
+
+
+def _time(fn: Callable[..., Any], req: HarnessRequest, first: dict[str, dict[str, torch.Tensor]],
+          lives: dict[str, _Case], device: torch.device, workdir: Path, result: HarnessResult) -> None:
+    spec = req.timing
+    assert spec is not None
+    contents = spec.contents
+    S, R = len(contents), spec.rotation
+    metas = {c.name: c for c in req.cases}
+    sets: list[dict[str, Any]] = []
+    for b in range(R):
+        c = contents[b % S]
+        ins = {n: g.view.clone() for n, (g, _) in lives[c].inputs.items()}
+        outs = {o.name: torch.empty(tuple(o.shape or ()), dtype=TORCH_DTYPES[o.dtype], device=device)
+                for o in metas[c].outputs} if req.destination_passing else {}
+        args = [metas[c].scalars[m.name] if m.shape is None else ins[m.name] for m in req.inputs]
+        args += list(outs.values())
+        sets.append({"content": c, "ins": ins, "outs": outs, "args": args, "last": None})
+    result.footprint_bytes = R * sum(t.numel() * t.element_size()
+                                     for t in (*sets[0]["ins"].values(), *sets[0]["outs"].values()))
+    for s in sets:
+        for t in s["outs"].values():
+            t.fill_(poison_value(t.dtype))
+    gen = torch.Generator().manual_seed(req.seed)
+    total = spec.trials * (spec.warmup + spec.reps)
+    (workdir / "out").mkdir(exist_ok=True)
+
+    def outputs_of(s: dict[str, Any]) -> dict[str, torch.Tensor]:
+        if req.destination_passing:
+            return s["outs"]
+        return _normalize(s["last"], metas[s["content"]].outputs)
+
+    def call(t: int) -> None:
+        s = sets[t % R]
+        res = fn(*s["args"])
+        if not req.destination_passing:
+            s["last"] = res
+
+    def after(t: int) -> bool:
+        s = sets[t % R]
+        c = contents[t % S]
+        try:
+            got = outputs_of(s)
+            ok = s["content"] == c and _spot_ok(got, first[c], spec, gen)
+        except OutputMismatch:
+            got, ok = {}, False
+        if t >= total - S:  # the last call of this content: its output goes to the parent
+            rel = f"out/timed-{c}.pt"
+            torch.save({n: v.detach().to("cpu").clone() for n, v in got.items()}, workdir / rel)
+            result.timed_outputs[c] = rel
+        nxt = contents[(t + R) % S]
+        if nxt != s["content"]:
+            for n, dst in s["ins"].items():
+                dst.copy_(lives[nxt].inputs[n][0].view)
+            s["content"] = nxt
+        for v in s["outs"].values():
+            v.fill_(poison_value(v.dtype))
+        return ok
+
+    if spec.timer == "do_bench":
+        s0 = sets[0]
+        result.timing = timing.do_bench_trials(lambda: fn(*s0["args"]), warmup_ms=25, rep_ms=100, trials=spec.trials)
+        ok = _spot_ok(outputs_of(s0) if req.destination_passing else _normalize(fn(*s0["args"]),
+                      metas[s0["content"]].outputs), first[s0["content"]], spec, gen)
+        result.timing[-1].inconsistent = 0 if ok else 1
+        result.timer = "do_bench"
+        return
+    flush_buf = torch.empty(max(spec.flush_bytes, 1), dtype=torch.uint8, device=device)
+    timer = timing.make_timer(spec.timer)
+    result.timing = timing.measure(call=call, after=after, flush=flush_buf.zero_, timer=timer,
+                                   warmup=spec.warmup, reps=spec.reps, trials=spec.trials)
+    result.timer = timer.name
+
+
+# --- entry -----------------------------------------------------------------------------------
+
+def run(payload: bytes, workdir: Path) -> HarnessResult:
+    """Sandbox target."""
+    t_start = time.perf_counter()
+    req = msgspec.msgpack.decode(payload, type=HarnessRequest)
+    device = torch.device(req.device)
+    result = HarnessResult(cases=[], versions={"torch": torch.__version__, "triton": triton.__version__})
+    if device.type == "cuda":
+        result.device_name = torch.cuda.get_device_name(device)
+        result.versions["cuda"] = str(torch.version.cuda)
+    fn = load_entry(req)
+    result.phase_s["import"] = time.perf_counter() - t_start
+    first: dict[str, dict[str, torch.Tensor]] = {}
+    lives: dict[str, _Case] = {}
+    ok = True
+    for case in req.cases:
+        run_, saved, live = _run_case(fn, req, case, device, workdir)
+        result.cases.append(run_)
+        if saved is None or live is None:
+            ok = False
+            break
+        ok = ok and not run_.mutated and not run_.overflow
+        if req.timing is not None and case.name in req.timing.contents:
+            first[case.name] = saved
+            lives[case.name] = live
+    t_correct = time.perf_counter()
+    result.phase_s["correctness"] = t_correct - t_start
+    if req.timing is None:
+        return result
+    if not ok:
+        result.skipped_timing = "not timed: a correctness case failed"
+        return result
+    _time(fn, req, first, lives, device, workdir, result)
+    result.phase_s["timing"] = time.perf_counter() - t_correct
+    return result

@@ -1,0 +1,217 @@
+"""Inputs of one workload as torch tensors: random, scalar, safetensors, synthesized indices.
+
+- random inputs come from the validity layer's init expressions (`x_input_init`, adversarial
+  cases), drawn in float32 with numpy, seeded per (case seed, input position), then cast to
+  the definition's dtype (bf16 and fp8 have no numpy type); integer inputs default to
+  `randint(-1024, 1024)` (int8: [-128, 128)), bool to 0/1, as FlashInfer-Bench draws them;
+- scalar inputs take the workload's value;
+- safetensors inputs are loaded from the file the workload names (relative paths against
+  the agent's data roots) and checked against the definition's shape and dtype; a missing
+  file is an error naming it;
+- index tensors of paged/ragged operators are synthesized so that the definition's
+  constraints hold (FlashInfer-Bench ships them as blobs): an integer input `<p>indptr`
+  becomes monotone offsets from 0 to the axis its constraint ties to `<p>indptr[-1]` (or
+  the length of `<p>indices`), every sequence non-empty when there are enough entries;
+  `<p>indices` becomes distinct page ids drawn from the cache's pages (`num_pages`, or the
+  first dimension of the inputs named `*cache*`); `*last_page_len` is in [1, page_size].
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from accelopt.problem import Definition, RandomInput, SafetensorsInput, ScalarInput, Workload
+from hardware_agents import validity
+
+TORCH_DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+    "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2,
+    "int64": torch.int64, "int32": torch.int32, "int16": torch.int16, "int8": torch.int8, "bool": torch.bool,
+}
+_FP8_MAX = {"float8_e4m3fn": 448.0, "float8_e5m2": 57344.0}
+
+
+class InputError(ValueError):
+    """A workload whose inputs cannot be produced (missing file, unsatisfiable constraint...)."""
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    try:
+        return TORCH_DTYPES[name]
+    except KeyError:
+        raise InputError(f"dtype {name} is not supported by the Triton agent") from None
+
+
+def is_float(dtype: str) -> bool:
+    return dtype.startswith(("float", "bfloat"))
+
+
+def axis_values(definition: Definition, workload: Workload) -> dict[str, int]:
+    from accelopt.problem import AxisConst
+
+    values = {k: a.value for k, a in definition.axes.items() if isinstance(a, AxisConst)}
+    values.update(workload.axes)
+    return values
+
+
+def resolve_blob(path: str, roots: Sequence[str | Path]) -> Path:
+    """The file a safetensors input names: absolute, or relative to one of `roots`."""
+    p = Path(path)
+    candidates = [p] if p.is_absolute() else [Path(r) / p for r in roots]
+    for c in candidates:
+        if c.is_file():
+            return c
+    where = ", ".join(str(c) for c in candidates) or f"{path} (no data root to resolve it against)"
+    raise InputError(f"safetensors file {path!r} not found (looked at {where}); fetch the trace set's blobs "
+                     "(git lfs pull) or re-import with the blob files present")
+
+
+def load_safetensors(spec: SafetensorsInput, name: str, shape: tuple[int, ...] | None, dtype: str,
+                     roots: Sequence[str | Path]) -> torch.Tensor:
+    file = resolve_blob(spec.path, roots)
+    head = file.read_bytes()[:64]
+    if head.startswith(b"version https://git-lfs"):
+        raise InputError(f"safetensors file {file} is a Git LFS pointer, not the data: run "
+                         f"`git lfs pull --include {spec.path}` in the trace set")
+    try:
+        from safetensors.torch import load_file
+    except ImportError as e:  # pragma: no cover - safetensors comes with the ML stack
+        raise InputError("reading safetensors inputs needs the `safetensors` package") from e
+    tensors = load_file(str(file))
+    if spec.tensor_key not in tensors:
+        raise InputError(f"{file}: no tensor {spec.tensor_key!r} (has {sorted(tensors)})")
+    t = tensors[spec.tensor_key]
+    if shape is not None and tuple(t.shape) != shape:
+        raise InputError(f"{file}:{spec.tensor_key}: shape {tuple(t.shape)}, the definition says {name}{list(shape)}")
+    if t.dtype != torch_dtype(dtype):
+        raise InputError(f"{file}:{spec.tensor_key}: dtype {t.dtype}, the definition says {dtype}")
+    return t.contiguous()
+
+
+# --- index synthesis -------------------------------------------------------------------------
+
+def _last_element_axis(definition: Definition, indptr: str) -> str | None:
+    pat = re.compile(rf"^\s*(?:(\w+)\s*==\s*{indptr}\s*\[\s*-1\s*\](?:\.item\(\))?|{indptr}\s*\[\s*-1\s*\]"
+                     rf"(?:\.item\(\))?\s*==\s*(\w+))\s*$")
+    for c in definition.constraints:
+        m = pat.match(c)
+        if m:
+            return m.group(1) or m.group(2)
+    return None
+
+
+def _num_pages(definition: Definition, axes: dict[str, int]) -> int | None:
+    if "num_pages" in axes:
+        return axes["num_pages"]
+    for name, spec in definition.inputs.items():
+        if "cache" in name and spec.shape:
+            return axes[spec.shape[0]]
+    return None
+
+
+def synthesized_inputs(definition: Definition) -> list[str]:
+    """Integer inputs whose values this module synthesizes (indptr / indices / last_page_len)."""
+    out = []
+    for name, spec in definition.inputs.items():
+        if spec.shape is None or is_float(spec.dtype) or spec.dtype == "bool":
+            continue
+        if name.endswith("indptr") or name.endswith("last_page_len") or (name.endswith("indices") and (name[: -len("indices")] + "indptr") in definition.inputs):
+            out.append(name)
+    return out
+
+
+def _offsets(batch: int, total: int, rng: np.random.Generator) -> np.ndarray:
+    if batch <= 0:
+        return np.zeros(1, np.int64)
+    if total >= batch:
+        cuts = np.sort(rng.choice(np.arange(1, total), size=batch - 1, replace=False)) if batch > 1 else np.zeros(0)
+    else:
+        cuts = np.sort(rng.integers(0, total + 1, size=batch - 1))
+    return np.concatenate([[0], cuts, [total]]).astype(np.int64)
+
+
+def synthesize(definition: Definition, axes: dict[str, int], seed: int) -> dict[str, torch.Tensor]:
+    names = synthesized_inputs(definition)
+    order = list(definition.inputs)
+    out: dict[str, torch.Tensor] = {}
+    for name in sorted(names, key=lambda n: (not n.endswith("indptr"), n)):  # indptr first
+        spec = definition.inputs[name]
+        assert spec.shape is not None
+        shape = tuple(axes[a] for a in spec.shape)
+        rng = np.random.default_rng([seed, order.index(name), 7])
+        if name.endswith("indptr"):
+            prefix = name[: -len("indptr")]
+            axis = _last_element_axis(definition, name)
+            if axis is not None and axis in axes:
+                total = axes[axis]
+            elif prefix + "indices" in definition.inputs:
+                ispec = definition.inputs[prefix + "indices"]
+                total = axes[ispec.shape[0]] if ispec.shape else 0
+            else:
+                raise InputError(f"{definition.name}: cannot synthesize {name}: no constraint ties "
+                                 f"{name}[-1] to an axis and there is no {prefix}indices input")
+            arr = _offsets(shape[0] - 1, total, rng)
+        elif name.endswith("last_page_len"):
+            ps = axes.get("page_size", 1)
+            arr = rng.integers(1, ps + 1, size=shape)
+        else:
+            n = shape[0]
+            pages = _num_pages(definition, axes)
+            if pages is None or pages <= 0:
+                raise InputError(f"{definition.name}: cannot synthesize {name}: no num_pages axis and no *cache* input")
+            arr = rng.permutation(pages)[:n] if n <= pages else rng.integers(0, pages, size=n)
+        out[name] = torch.from_numpy(np.ascontiguousarray(arr)).to(torch_dtype(spec.dtype)).reshape(shape)
+    return out
+
+
+# --- one case --------------------------------------------------------------------------------
+
+def _default_init(dtype: str) -> str:
+    if is_float(dtype):
+        return validity.DEFAULT_INIT
+    if dtype == "bool":
+        return "randint(0, 2)"
+    if dtype == "int8":
+        return "randint(-128, 128)"
+    return "randint(-1024, 1024)"
+
+
+def case_inputs(definition: Definition, workload: Workload, case: validity.InputCase,
+                roots: Sequence[str | Path] = ()) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """(tensors, scalars) of one case, in the definition's order, as CPU tensors."""
+    axes = axis_values(definition, workload)
+    synth = synthesize(definition, axes, case.seed)
+    tensors: dict[str, torch.Tensor] = {}
+    scalars: dict[str, Any] = {}
+    for i, (name, spec) in enumerate(definition.inputs.items()):
+        src = workload.inputs.get(name, RandomInput())
+        shape = definition.shape_of(name, axes)
+        if spec.shape is None:
+            if not isinstance(src, ScalarInput):
+                raise InputError(f"{definition.name}: scalar input {name!r} needs a scalar value in workload "
+                                 f"{workload.uuid}")
+            scalars[name] = src.value
+            continue
+        if isinstance(src, ScalarInput):
+            raise InputError(f"{definition.name}: input {name!r} is a tensor, workload {workload.uuid} gives a scalar")
+        if isinstance(src, SafetensorsInput):
+            tensors[name] = load_safetensors(src, name, shape, spec.dtype, roots)
+            continue
+        if name in synth and name not in case.inits:
+            tensors[name] = synth[name]
+            continue
+        expr = case.inits.get(name) or definition.x_input_init.get(name) or _default_init(spec.dtype)
+        rng = np.random.default_rng([case.seed, i])
+        gen_dtype = "float32" if is_float(spec.dtype) or spec.dtype == "bool" else spec.dtype
+        arr = validity.generate(expr, shape or (), gen_dtype, rng)
+        t = torch.from_numpy(arr)
+        if spec.dtype in _FP8_MAX:
+            t = t.clamp(-_FP8_MAX[spec.dtype], _FP8_MAX[spec.dtype])
+        tensors[name] = t.to(torch_dtype(spec.dtype)).contiguous()
+    return tensors, scalars
