@@ -98,21 +98,27 @@ def lineage_section(view: RunView, label: str) -> str:
 
 def memory_section(view: RunView, label: str) -> str:
     out = [f"<h3>{esc(label)}</h3>"]
+    config = view.started.config if view.started is not None else {}
+    if (config.get("memory") or {}).get("enabled") is False:
+        out.append('<p class="note">memory retrieval off in this run (memory.enabled=false): the planners saw no '
+                   "insights</p>")
+    elif not view.memory_retrieved:
+        out.append('<p class="note">no memory retrievals recorded</p>')
     if not view.memory_retrieved and not view.memory_entries:
-        out.append('<p class="note">no memory retrievals or entries in this run (memory off?)</p>')
         return "".join(out)
     rows = []
     for name, p in sorted(view.problems.items()):
-        for it in sorted(p.memory):
+        for it in sorted(p.memory):  # one row per iteration: what its candidates were planned with
             snap = view.memory_snapshot(name, it)
             entries = {r.entry_id: r for m in snap.retrieved for r in m.entries}
             foreign = sum(1 for r in entries.values() if r.problem != name)
             top = sorted(entries.values(), key=lambda r: -r.score)[:3]
             rows.append([name, str(it), str(len(snap.retrieved)), str(len(entries)), str(foreign),
                          str(len(snap.learnt)), "; ".join(plan_title(r.title) for r in top)])
-    out.append(table(["problem", "iteration", "candidates", "insights retrieved", "from other problems",
-                      "learnt by this run before", "top insights"], rows, cls="memory",
-                     attrs=f'data-run="{esc(view.run_id or "")}"', numeric_from=1))
+    if rows:
+        out.append(table(["problem", "iteration", "candidates", "insights retrieved", "from other problems",
+                          "learnt by this run before", "top insights"], rows, cls="memory",
+                         attrs=f'data-run="{esc(view.run_id or "")}"', numeric_from=1))
     if view.memory_entries:
         rows = []
         for m in view.memory_entries:
