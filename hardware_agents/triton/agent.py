@@ -169,7 +169,7 @@ class TritonAgent(HardwareAgent):
             if self._toolchain is None:
                 import triton
 
-                tc = {"triton": triton.__version__, "torch": torch.__version__, "mode": self.mode}
+                tc = {"triton": str(triton.__version__), "torch": str(torch.__version__), "mode": self.mode}
                 if self.mode == "cuda":
                     tc["gpu"] = self.gpu_infos[0].name
                     tc["timer"] = self.timer

@@ -106,10 +106,10 @@ class Guarded:
 
 # --- the solution ----------------------------------------------------------------------------
 
-def load_entry(req: HarnessRequest) -> Callable[..., Any]:
+def load_entry(req: HarnessRequest, workdir: Path) -> Callable[..., Any]:
     """Import the solution as the package `accelopt_solution` (relative imports work, as in
     FlashInfer-Bench's builders; the package dir is also on sys.path for absolute ones)."""
-    root = Path(req.module_dir)
+    root = Path(req.module_dir) if req.module_dir else workdir
     pkg_dir = root / PACKAGE
     sys.path.insert(0, str(root))
     sys.path.insert(1, str(pkg_dir))
@@ -299,11 +299,12 @@ def run(payload: bytes, workdir: Path) -> HarnessResult:
     t_start = time.perf_counter()
     req = msgspec.msgpack.decode(payload, type=HarnessRequest)
     device = torch.device(req.device)
-    result = HarnessResult(cases=[], versions={"torch": torch.__version__, "triton": triton.__version__})
+    result = HarnessResult(cases=[], versions={"torch": str(torch.__version__), "triton": str(triton.__version__)})
     if device.type == "cuda":
         result.device_name = torch.cuda.get_device_name(device)
         result.versions["cuda"] = str(torch.version.cuda)
-    fn = load_entry(req)
+    (workdir / "out").mkdir(exist_ok=True)
+    fn = load_entry(req, workdir)
     result.phase_s["import"] = time.perf_counter() - t_start
     first: dict[str, dict[str, torch.Tensor]] = {}
     lives: dict[str, _Case] = {}

@@ -52,7 +52,7 @@ class TimingSpec(msgspec.Struct, kw_only=True, frozen=True):
 
 
 class HarnessRequest(msgspec.Struct, kw_only=True, frozen=True):
-    module_dir: str  # where the solution's sources are (the sandbox work dir)
+    module_dir: str = ""  # holds the package `accelopt_solution` (default: the work dir)
     entry_file: str
     entry_symbol: str
     destination_passing: bool

@@ -1,0 +1,33 @@
+"""RMSNorm, one program per row: sum of squares over the row in fp32, then scale and store."""
+
+import torch
+import triton
+import triton.language as tl
+
+BLOCK_SIZE = 1024
+NUM_WARPS = 4
+
+
+@triton.jit
+def _rmsnorm_kernel(x_ptr, w_ptr, out_ptr, hidden, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    base = row * hidden
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for start in range(0, hidden, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        mask = offs < hidden
+        x = tl.load(x_ptr + base + offs, mask=mask, other=0.0).to(tl.float32)
+        acc += x * x
+    inv_rms = tl.rsqrt(tl.sum(acc, axis=0) / hidden + eps)
+    for start in range(0, hidden, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        mask = offs < hidden
+        x = tl.load(x_ptr + base + offs, mask=mask, other=0.0).to(tl.float32)
+        w = tl.load(w_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+        tl.store(out_ptr + base + offs, (x * inv_rms * w).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def run(hidden_states: torch.Tensor, weight: torch.Tensor, output: torch.Tensor) -> None:
+    batch_size, hidden_size = hidden_states.shape
+    _rmsnorm_kernel[(batch_size,)](hidden_states, weight, output, hidden_size, 1e-6,
+                                   BLOCK=BLOCK_SIZE, num_warps=NUM_WARPS)
