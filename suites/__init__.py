@@ -8,10 +8,16 @@ the baseline kernel (`baseline.c` for the CPU suite).
     list_suites() -> ["cpu", ...]
     load_suite("cpu") -> [Problem, ...]
     get_problem("cpu/matmul") -> Problem
+
+Besides the package's suites, a suite name resolves in the user suite directories
+(`$ACCELOPT_SUITES_PATH`, os.pathsep-separated, else `user_suites_dir()`, where importers
+such as `accelopt suite import-nkibench` write), and a path to a folder holding a
+`suite.json` is a suite too (`load_suite("/data/nkibench")`).
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import msgspec
@@ -37,15 +43,40 @@ class SuiteInfo(msgspec.Struct, kw_only=True, frozen=True):
     entry_point: str  # "<baseline file>::<symbol>"
 
 
+def user_suites_dir() -> Path:
+    """Where imported suites go by default: $XDG_DATA_HOME/accelopt/suites (~/.local/share/...)."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "accelopt" / "suites"
+
+
+def _user_dirs() -> list[Path]:
+    env = os.environ.get("ACCELOPT_SUITES_PATH")
+    return [Path(p).expanduser() for p in env.split(os.pathsep) if p] if env else [user_suites_dir()]
+
+
+def _is_path(name: str) -> bool:
+    return os.sep in name or "/" in name or name.startswith((".", "~"))
+
+
 def _suite_dir(name: str) -> Path:
-    d = ROOT / name
-    if not (d / "suite.json").is_file() or "/" in name or name.startswith((".", "_")):
+    if _is_path(name):
+        d = Path(name).expanduser()
+        if (d / "suite.json").is_file():
+            return d
+        raise KeyError(f"{name!r} is not a suite folder (no suite.json); suites: {list_suites()}")
+    if name.startswith("_"):
         raise KeyError(f"no suite named {name!r}; suites: {list_suites()}")
-    return d
+    for base in (ROOT, *_user_dirs()):
+        if (base / name / "suite.json").is_file():
+            return base / name
+    raise KeyError(f"no suite named {name!r}; suites: {list_suites()}")
 
 
 def list_suites() -> list[str]:
-    return sorted(p.parent.name for p in ROOT.glob("*/suite.json"))
+    names = {p.parent.name for p in ROOT.glob("*/suite.json")}
+    for base in _user_dirs():
+        names.update(p.parent.name for p in base.glob("*/suite.json") if not p.parent.name.startswith((".", "_")))
+    return sorted(names)
 
 
 def suite_info(name: str) -> SuiteInfo:
@@ -85,8 +116,8 @@ def load_suite(name: str) -> list[Problem]:
 
 
 def get_problem(ref: str) -> Problem:
-    """`"<suite>/<problem>"`, e.g. `"cpu/matmul"`."""
-    suite, sep, problem = ref.partition("/")
+    """`"<suite>/<problem>"`, e.g. `"cpu/matmul"` (the suite may be a path)."""
+    suite, sep, problem = ref.rpartition("/")
     if not sep or not problem:
         raise KeyError(f"problem reference must be SUITE/PROBLEM, got {ref!r}")
     if problem not in problem_names(suite):
@@ -95,4 +126,4 @@ def get_problem(ref: str) -> Problem:
 
 
 __all__ = ["SuiteInfo", "get_problem", "list_suites", "load_problem_dir", "load_suite", "problem_names",
-           "suite_info"]
+           "suite_info", "user_suites_dir"]

@@ -1,0 +1,609 @@
+"""Import an NKIBench folder into a suite (Definitions, Workloads, NKI baselines).
+
+NKIBench (the paper's Trainium benchmark) is a folder with `summary.json` (problem -> seed
+yaml and cases: shape values and implementations `{task: numpy reference module, kernel:
+NKI kernel file}`), `seeds/<problem>.yaml`, `reference/*.py` and `kernels/*.py`. Each case
+becomes one problem folder of a suite that `suites.load_suite` reads:
+
+- definition.json: const axes at the case's values (the reference module and its layout
+  transforms are written for those shapes), inputs in `get_inputs()` order with their
+  shapes and init distributions read from the source (`normal(0, 0.05)` for mamba,
+  `abs(normal(0, 1.0))` for adamw's v; a scalar such as add_rmsnorm_matmul's eps becomes a
+  scalar input whose value is in the workload), outputs, `x_numpy_reference` = the whole
+  reference module (so `forward`, `transform_to_nki_inputs` and `transform_nki_outputs`
+  travel with the problem; `run` calls `forward`), relative-L2 tolerance 2e-5 (3e-5 for
+  mamba), and for the 14 NKIBench problems the roofline expressions, op type, output names
+  and adversarial cases of the CPU suite's definitions of the same operators (one set of
+  expressions: FLOPs and minimal traffic as the paper counts them, fp32, every input read
+  once, every output written once). An unknown problem gets a memory-only roofline (its
+  FLOPs are not known) and its output shapes from running `forward` at small shapes.
+- workload.json: the scalar inputs' values; baseline `kernel.py` with entry `kernel`.
+
+    problems = read_nkibench(path)                       # [ImportedProblem]
+    report = import_nkibench(path, out=None, name="nkibench", device="trn1")
+
+The reference module is executed only for unknown problems (to learn their output shapes);
+the agent executes it anyway when profiling, so it is trusted like a problem file.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from accelopt.problem import (
+    AxisConst,
+    Definition,
+    ProblemFileError,
+    RandomInput,
+    ScalarInput,
+    TensorSpec,
+    Tolerance,
+    Workload,
+    definition_errors,
+    load_definition,
+    to_json,
+    workload_errors,
+)
+
+NKIBENCH_PROBLEMS: tuple[str, ...] = (
+    "adamw", "add_rmsnorm_matmul", "bmm", "bmm_softmax", "gqa_full", "lora", "mamba", "matmul",
+    "matmul_add_rmsnorm", "rmsnorm_matmul", "rope_single_freq_apply", "silu", "swiglu", "transpose_matmul",
+)
+REL_TOL: dict[str, float] = {"mamba": 3e-5}  # the reference code's rel_tol per problem
+DEFAULT_REL_TOL = 2e-5
+TEMPLATE_SUITE = "cpu"  # the same 14 operators at CPU shapes: roofline, op type, output names
+ENTRY_FILE = "kernel.py"
+ENTRY = "kernel"
+_RUN_WRAPPER = "\n\n# AccelOpt: the definition's `run` is NKIBench's `forward`.\ndef run(*inputs):\n    return forward(*inputs)\n"
+_MAX_PROBE_ELEMENTS = 1 << 22
+_DTYPES = {"float32": "float32", "float64": "float32", "int32": "int32", "int64": "int64", "float16": "float16",
+           "int8": "int8", "int16": "int16", "bool_": "bool", "bool": "bool"}
+
+
+class NkibenchError(ProblemFileError):
+    """An NKIBench folder (or a file in it) that cannot be imported."""
+
+
+class InputDecl(msgspec.Struct, kw_only=True):
+    name: str
+    dims: list[str] = []  # source of each dimension expression; [] for a scalar
+    init: str = ""
+    dtype: str = "float32"
+    scalar: float | int | bool | None = None
+
+
+class ImportedProblem(msgspec.Struct, kw_only=True):
+    folder: str
+    problem: str
+    case: str
+    definition: Definition
+    workload: Workload
+    kernel: str
+    notes: list[str] = []
+
+
+class ImportedSummary(msgspec.Struct, kw_only=True):
+    folder: str
+    problem: str
+    case: str
+    axes: dict[str, int]
+    known: bool
+    notes: list[str] = []
+
+
+class ImportReport(msgspec.Struct, kw_only=True):
+    source: str
+    out: str
+    suite: str
+    device: str
+    problems: list[ImportedSummary]
+
+
+# --- small expression helpers ----------------------------------------------------------------------
+
+def _int_eval(node: ast.AST, values: dict[str, int]) -> int:
+    """An integer shape expression of the axes: names, ints, + - * // / (exact), parentheses."""
+    if isinstance(node, ast.Expression):
+        return _int_eval(node.body, values)
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return int(node.value)
+    if isinstance(node, ast.Name):
+        if node.id not in values:
+            raise ValueError(f"unknown name {node.id!r}")
+        return int(values[node.id])
+    if isinstance(node, ast.BinOp):
+        a, b = _int_eval(node.left, values), _int_eval(node.right, values)
+        if isinstance(node.op, ast.Add):
+            return a + b
+        if isinstance(node.op, ast.Sub):
+            return a - b
+        if isinstance(node.op, ast.Mult):
+            return a * b
+        if isinstance(node.op, ast.FloorDiv | ast.Div):
+            if b == 0 or (isinstance(node.op, ast.Div) and a % b):
+                raise ValueError(f"{a} / {b} is not an integer")
+            return a // b
+    raise ValueError(f"`{ast.unparse(node)}` is not a shape expression")
+
+
+def _names(expr: str) -> set[str]:
+    return {n.id for n in ast.walk(ast.parse(expr, mode="eval")) if isinstance(n, ast.Name)}
+
+
+def _num(node: ast.AST) -> float | int:
+    value = ast.literal_eval(node)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"`{ast.unparse(node)}` is not a number")
+    return value
+
+
+def _fmt(x: float | int) -> str:
+    return repr(int(x)) if float(x).is_integer() and abs(x) < 1e15 else repr(float(x))
+
+
+# --- reading a reference module ----------------------------------------------------------------------
+
+def _dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    return ""
+
+
+def _call_args(call: ast.Call, names: tuple[str, ...]) -> dict[str, ast.AST]:
+    out: dict[str, ast.AST] = dict(zip(names, call.args, strict=False))
+    out.update({k.arg: k.value for k in call.keywords if k.arg})
+    return out
+
+
+def _random_init(expr: ast.AST, where: str) -> tuple[str, list[ast.AST], str]:
+    """(init expression, shape nodes, dtype) of a get_inputs array expression."""
+    dtype = "float32"
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "astype":
+        dt = _dotted(expr.args[0]) if expr.args else ""
+        if isinstance(expr.args[0], ast.Constant) and isinstance(expr.args[0].value, str):
+            dt = expr.args[0].value
+        dtype = _DTYPES.get(dt.rsplit(".", 1)[-1], "")
+        if not dtype:
+            raise NkibenchError(f"{where}: unsupported dtype `{dt}`")
+        expr = expr.func.value
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mult | ast.Add | ast.Sub | ast.Div):
+        for const, other, left in ((expr.left, expr.right, True), (expr.right, expr.left, False)):
+            try:
+                c = _num(const)
+            except (ValueError, SyntaxError):
+                continue
+            init, shape, _ = _random_init(other, where)
+            op = {ast.Mult: "*", ast.Add: "+", ast.Sub: "-", ast.Div: "/"}[type(expr.op)]
+            text = f"{_fmt(c)} {op} ({init})" if left else f"({init}) {op} {_fmt(c)}"
+            return text, shape, dtype
+    if not isinstance(expr, ast.Call):
+        raise NkibenchError(f"{where}: cannot read `{ast.unparse(expr)}` (expected np.random.* or a number)")
+    fn = _dotted(expr.func).removeprefix("numpy.").removeprefix("np.")
+    if fn in ("abs", "exp", "absolute"):
+        init, shape, _ = _random_init(expr.args[0], where)
+        return f"{'exp' if fn == 'exp' else 'abs'}({init})", shape, dtype
+    if fn in ("random.normal", "random.standard_normal", "random.randn", "random.uniform", "random.rand",
+              "random.random", "random.random_sample", "random.randint"):
+        if fn == "random.randn" or fn == "random.rand":
+            shape_nodes = list(expr.args)
+            init = "normal(0, 1)" if fn == "random.randn" else "uniform(0, 1)"
+            return init, shape_nodes, dtype
+        params = {"random.normal": ("loc", "scale", "size"), "random.standard_normal": ("size",),
+                  "random.uniform": ("low", "high", "size"), "random.random": ("size",),
+                  "random.random_sample": ("size",), "random.randint": ("low", "high", "size")}[fn]
+        a = _call_args(expr, params)
+        size = a.get("size")
+        if size is None:
+            raise NkibenchError(f"{where}: `{ast.unparse(expr)}` has no size")
+        shape_nodes = list(size.elts) if isinstance(size, ast.Tuple | ast.List) else [size]
+        if fn == "random.normal":
+            init = f"normal({_fmt(_num(a['loc'])) if 'loc' in a else '0'}, {_fmt(_num(a['scale'])) if 'scale' in a else '1'})"
+        elif fn == "random.standard_normal":
+            init = "normal(0, 1)"
+        elif fn == "random.uniform":
+            init = f"uniform({_fmt(_num(a['low'])) if 'low' in a else '0'}, {_fmt(_num(a['high'])) if 'high' in a else '1'})"
+        elif fn == "random.randint":
+            hi = a.get("high")
+            lo, hi = (_num(a["low"]), _num(hi)) if hi is not None else (0, _num(a["low"]))
+            init, dtype = f"randint({_fmt(lo)}, {_fmt(hi)})", "int64" if dtype == "float32" else dtype
+        else:
+            init = "uniform(0, 1)"
+        return init, shape_nodes, dtype
+    raise NkibenchError(f"{where}: cannot read `{ast.unparse(expr)}` (unsupported function {fn})")
+
+
+def _is_default_init(init: str) -> bool:
+    return re.fullmatch(r"normal\(0(\.0)?, 1(\.0)?\)", init) is not None
+
+
+class ReferenceSource:
+    """What AccelOpt needs from an NKIBench reference module, read from its syntax tree."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            self.source = path.read_text()
+        except OSError as e:
+            raise NkibenchError(f"{path}: cannot read ({e.strerror})") from e
+        try:
+            tree = ast.parse(self.source, filename=str(path))
+        except SyntaxError as e:
+            raise NkibenchError(f"{path}: not valid Python ({e.msg}, line {e.lineno})") from e
+        self.constants: dict[str, int] = {}
+        funcs: dict[str, ast.FunctionDef] = {}
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                try:
+                    value = _num(node.value)
+                except (ValueError, SyntaxError):
+                    continue
+                if isinstance(value, int):
+                    self.constants[node.targets[0].id] = value
+            elif isinstance(node, ast.FunctionDef):
+                funcs[node.name] = node
+        for required in ("get_inputs", "forward"):
+            if required not in funcs:
+                raise NkibenchError(f"{path}: defines no `{required}`")
+        self.functions = set(funcs)
+        self.inputs = self._inputs(funcs["get_inputs"])
+        params = [a.arg for a in funcs["forward"].args.args]
+        if funcs["forward"].args.vararg is None and len(params) != len(self.inputs):
+            raise NkibenchError(f"{path}: forward takes {len(params)} arguments, get_inputs returns {len(self.inputs)}")
+
+    def _inputs(self, fn: ast.FunctionDef) -> list[InputDecl]:
+        assigned: dict[str, ast.AST] = {}
+        order: list[str] | None = None
+        for stmt in fn.body:
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+                assigned[stmt.targets[0].id] = stmt.value
+            elif isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.List | ast.Tuple):
+                order = []
+                for elt in stmt.value.elts:
+                    if not isinstance(elt, ast.Name):
+                        raise NkibenchError(f"{self.path}: get_inputs must return a list of names, "
+                                            f"got `{ast.unparse(elt)}`")
+                    order.append(elt.id)
+            elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+                continue  # docstring
+            elif not isinstance(stmt, ast.Pass):
+                raise NkibenchError(f"{self.path}: get_inputs: unsupported statement `{ast.unparse(stmt)}`")
+        if not order:
+            raise NkibenchError(f"{self.path}: get_inputs does not return a list of its inputs")
+        decls = []
+        for name in order:
+            if name not in assigned:
+                raise NkibenchError(f"{self.path}: get_inputs returns `{name}` without assigning it")
+            expr = assigned[name]
+            where = f"{self.path}: get_inputs: {name}"
+            try:
+                decls.append(InputDecl(name=name, scalar=_num(expr), dtype="float32"))
+                continue
+            except (ValueError, SyntaxError):
+                pass
+            init, shape, dtype = _random_init(expr, where)
+            decls.append(InputDecl(name=name, dims=[ast.unparse(d) for d in shape], init=init, dtype=dtype))
+        return decls
+
+
+# --- templates (the CPU suite's definitions of the same operators) --------------------------------------
+
+def _template(problem: str) -> Definition | None:
+    if problem not in NKIBENCH_PROBLEMS:
+        return None
+    path = Path(__file__).resolve().parent / TEMPLATE_SUITE / problem / "definition.json"
+    return load_definition(path) if path.is_file() else None
+
+
+def _template_aliases(t: Definition | None) -> list[tuple[str, str]]:
+    """(axis name, expression) of the template's derived axes, from constraints "X == expr"."""
+    out = []
+    for c in (t.constraints if t else []):
+        lhs, sep, rhs = c.partition("==")
+        if sep and lhs.strip().isidentifier():
+            out.append((lhs.strip(), rhs.strip()))
+    return out
+
+
+def _derived_name(expr: str, taken: Iterable[str]) -> str:
+    base = re.sub(r"\W+", "_", expr.replace("//", "_div_").replace("*", "x")).strip("_") or "dim"
+    if not base[0].isalpha():
+        base = f"n{base}"
+    name, i = base, 2
+    while name in taken:
+        name, i = f"{base}_{i}", i + 1
+    return name
+
+
+# --- one case -----------------------------------------------------------------------------------------
+
+def _case_name(problem: str, values: dict[str, int]) -> str:
+    return problem + "_" + "_".join(f"{k}{values[k]}" for k in sorted(values))
+
+
+def _kernel_source(path: Path) -> tuple[str, list[str]]:
+    try:
+        src = path.read_text()
+    except OSError as e:
+        raise NkibenchError(f"{path}: cannot read ({e.strerror})") from e
+    try:
+        tree = ast.parse(src, filename=str(path))
+    except SyntaxError as e:
+        raise NkibenchError(f"{path}: not valid Python ({e.msg}, line {e.lineno})") from e
+    funcs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+    names = [f.name for f in funcs]
+    if ENTRY in names:
+        return src, []
+    jitted = [f.name for f in funcs if any("jit" in ast.unparse(d) for d in f.decorator_list)]
+    entry = "optimized_kernel" if "optimized_kernel" in names else (jitted[0] if jitted else "")
+    if not entry:
+        raise NkibenchError(f"{path}: no `kernel` (or @nki.jit) function")
+    return src.rstrip() + f"\n\n\n{ENTRY} = {entry}  # AccelOpt's entry point\n", [f"entry `{entry}` aliased as `kernel`"]
+
+
+def _probe_outputs(ref: ReferenceSource, values: dict[str, int]) -> list[tuple[int, ...]]:
+    """Output shapes of an unknown problem: its `forward` on its own `get_inputs()`."""
+    import numpy as np
+
+    n = 0
+    for d in ref.inputs:
+        if d.dims:
+            n += math.prod(_int_eval(ast.parse(x, mode="eval"), values) for x in d.dims)
+    if n > _MAX_PROBE_ELEMENTS:
+        raise NkibenchError(f"{ref.path}: not one of the 14 NKIBench problems and too large ({n} input elements) "
+                            "to learn its output shapes by running forward")
+    ns: dict[str, Any] = {"np": np, "numpy": np}
+    exec(compile(ref.source, str(ref.path), "exec"), ns)
+    np.random.seed(0)
+    with np.errstate(all="ignore"):
+        out = ns["forward"](*ns["get_inputs"]())
+    outs = list(out) if isinstance(out, tuple | list) else [out]
+    return [tuple(int(s) for s in np.shape(o)) for o in outs]
+
+
+def import_case(root: Path, problem: str, seed: dict[str, Any], case_id: str, case: dict[str, Any],
+                folder: str) -> ImportedProblem:
+    values = {str(k): int(v) for k, v in (case.get("values") or {}).items()}
+    impls = case.get("impls") or []
+    if not impls:
+        raise NkibenchError(f"{root / 'summary.json'}: {problem} case {case_id} has no implementation")
+    notes = [f"{len(impls) - 1} more implementation(s) of the case ignored"] if len(impls) > 1 else []
+    ref = ReferenceSource(root / impls[0]["task"])
+    for k, v in ref.constants.items():
+        if k in values and v != values[k]:
+            raise NkibenchError(f"{ref.path}: {k} = {v}, but summary.json says {k} = {values[k]}")
+    template = _template(problem)
+    params = [str(p) for p in seed.get("parameters") or []] or list(values)
+    axes: dict[str, int] = {p: values[p] for p in params if p in values}
+    axes.update({k: v for k, v in values.items() if k not in axes})
+    descriptions: dict[str, str] = {}
+    constraints: list[str] = []
+    aliases = _template_aliases(template)
+
+    def axis_of(dim: str) -> str:
+        node = ast.parse(dim, mode="eval")
+        if isinstance(node.body, ast.Name) and node.body.id in axes:
+            return node.body.id
+        try:
+            value = _int_eval(node, values)
+        except ValueError as e:
+            raise NkibenchError(f"{ref.path}: shape dimension `{dim}`: {e}") from None
+        for name, expr in aliases:  # the template's name for the same derived dimension
+            try:
+                same = _names(expr) == _names(dim) and _int_eval(ast.parse(expr, mode="eval"), values) == value
+            except (ValueError, SyntaxError):
+                same = False
+            if same:
+                axes.setdefault(name, value)
+                descriptions.setdefault(name, f"{dim} (derived)")
+                if f"{name} == {dim}" not in constraints:
+                    constraints.append(f"{name} == {dim}")
+                return name
+        if isinstance(node.body, ast.Constant):
+            name = f"n{value}"
+            axes.setdefault(name, value)
+            return name
+        for name, desc in descriptions.items():
+            if desc == f"{dim} (derived)":
+                return name
+        name = _derived_name(dim, axes)
+        axes[name] = value
+        descriptions[name] = f"{dim} (derived)"
+        constraints.append(f"{name} == {dim}")
+        return name
+
+    inputs: dict[str, TensorSpec] = {}
+    inits: dict[str, str] = {}
+    scalars: dict[str, float | int | bool] = {}
+    for d in ref.inputs:
+        if not d.dims:
+            inputs[d.name] = TensorSpec(shape=None, dtype="int64" if isinstance(d.scalar, int) else "float32",
+                                        description="scalar argument")
+            scalars[d.name] = d.scalar  # type: ignore[assignment]
+            continue
+        inputs[d.name] = TensorSpec(shape=[axis_of(x) for x in d.dims], dtype=d.dtype)  # type: ignore[arg-type]
+        if not _is_default_init(d.init):
+            inits[d.name] = d.init
+    outputs: dict[str, TensorSpec]
+    if template is not None:
+        outputs = {n: TensorSpec(shape=s.shape, dtype=s.dtype) for n, s in template.outputs.items()}
+        missing = {a for s in outputs.values() for a in s.shape or [] if a not in axes}
+        if missing:
+            raise NkibenchError(f"{ref.path}: the {problem} outputs need axes {sorted(missing)} the case lacks")
+    else:
+        shapes = _probe_outputs(ref, values)
+        outputs = {}
+        for i, shape in enumerate(shapes):
+            dims = []
+            for size in shape:
+                match = [a for a, v in axes.items() if v == size]
+                if len(match) > 1:
+                    notes.append(f"output dimension of size {size} matched axes {match}; took {match[0]}")
+                dims.append(match[0] if match else axis_of(str(size)))
+            outputs["out" if len(shapes) == 1 else f"out{i}"] = TensorSpec(shape=dims, dtype="float32")
+    if template is not None and template.x_roofline is not None:
+        roofline = template.x_roofline
+    else:
+        from accelopt.problem import Roofline
+
+        terms = [("*".join(s.shape) if s.shape else "1") for s in (*inputs.values(), *outputs.values())
+                 if s.shape is not None]
+        roofline = Roofline(bytes_min=f"4 * ({' + '.join(terms)})")
+        notes.append("not one of the 14 NKIBench problems: roofline counts memory traffic only (FLOPs unknown)")
+    rel_tol = REL_TOL.get(problem, DEFAULT_REL_TOL)
+    tolerance = template.x_tolerance if template is not None and template.x_tolerance is not None else Tolerance()
+    if tolerance.rel_l2 != rel_tol:
+        tolerance = msgspec.structs.replace(tolerance, rel_l2=rel_tol)
+    adversarial = None
+    if template is not None and template.x_adversarial is not None and all(
+            n in inputs for inits_ in template.x_adversarial.values() for n in inits_):
+        adversarial = template.x_adversarial
+    source = ref.source.rstrip() + "\n" + _RUN_WRAPPER
+    desc = (template.description if template and template.description else problem).strip()
+    comments = seed.get("comments")
+    if comments:
+        desc += f"\n{str(comments).strip()}"
+    desc += f"\n(NKIBench {problem}, case {case_id}: {ref.path.name})"
+    definition = Definition(
+        name=folder, op_type=template.op_type if template else problem,
+        axes={k: AxisConst(value=v, description=descriptions.get(k)) for k, v in axes.items()},
+        inputs=inputs, outputs=outputs, reference=source,
+        tags=["origin:nkibench", f"nkibench:problem:{problem}", f"nkibench:case:{case_id}", "status:imported"],
+        description=desc, constraints=constraints, x_numpy_reference=source, x_tolerance=tolerance,
+        x_roofline=roofline, x_input_init=inits, x_adversarial=adversarial,
+    )
+    errs = definition_errors(definition)
+    if errs:
+        raise NkibenchError(f"{ref.path}: the imported definition is invalid: {'; '.join(errs)}")
+    workload = Workload(
+        uuid=str(uuid.uuid5(uuid.NAMESPACE_URL, f"nkibench/{folder}/{json.dumps(values, sort_keys=True)}")),
+        inputs={n: (ScalarInput(value=scalars[n]) if s.shape is None else RandomInput()) for n, s in inputs.items()},
+        x_label=f"nkibench case {case_id}",
+    )
+    errs = workload_errors(workload, definition)
+    if errs:
+        raise NkibenchError(f"{ref.path}: the imported workload is invalid: {'; '.join(errs)}")
+    kernel, knotes = _kernel_source(root / impls[0]["kernel"])
+    return ImportedProblem(folder=folder, problem=problem, case=case_id, definition=definition, workload=workload,
+                           kernel=kernel, notes=notes + knotes)
+
+
+# --- a whole folder -----------------------------------------------------------------------------------
+
+def _read_summary(root: Path) -> dict[str, Any]:
+    path = root / "summary.json"
+    try:
+        doc = json.loads(path.read_text())
+    except OSError as e:
+        raise NkibenchError(f"{path}: cannot read ({e.strerror}); is {root} an NKIBench folder?") from e
+    except json.JSONDecodeError as e:
+        raise NkibenchError(f"{path}: not valid JSON ({e})") from e
+    if not isinstance(doc, dict) or not doc:
+        raise NkibenchError(f"{path}: expected an object mapping problem names to their seed and cases")
+    return doc
+
+
+def _read_seed(root: Path, problem: str, entry: dict[str, Any]) -> dict[str, Any]:
+    rel = entry.get("seed")
+    if not rel:
+        return {}
+    path = root / rel
+    if not path.is_file():
+        raise NkibenchError(f"{path}: seed file of {problem} is missing")
+    import yaml
+
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise NkibenchError(f"{path}: not valid YAML ({e})") from e
+    return doc if isinstance(doc, dict) else {}
+
+
+def read_nkibench(src: str | Path) -> list[ImportedProblem]:
+    """Every case of an NKIBench folder as an ImportedProblem (nothing written)."""
+    root = Path(src).expanduser().resolve()
+    summary = _read_summary(root)
+    out = []
+    for problem in sorted(summary):
+        entry = summary[problem]
+        if not isinstance(entry, dict) or not isinstance(entry.get("cases"), dict) or not entry["cases"]:
+            raise NkibenchError(f"{root / 'summary.json'}: {problem!r} has no cases")
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", problem):
+            raise NkibenchError(f"{root / 'summary.json'}: problem name {problem!r} is not an identifier")
+        seed = _read_seed(root, problem, entry)
+        cases = entry["cases"]
+        for case_id in sorted(cases, key=str):
+            case = cases[case_id]
+            values = {str(k): int(v) for k, v in (case.get("values") or {}).items()}
+            folder = problem if len(cases) == 1 else _case_name(problem, values)
+            out.append(import_case(root, problem, seed, str(case_id), case, folder))
+    return out
+
+
+def write_suite(problems: list[ImportedProblem], out: Path, *, name: str, device: str, source: str,
+                overwrite: bool = False) -> Path:
+    """Write the problems as a suite folder (replacing an earlier import when `overwrite`)."""
+    out = out.expanduser().resolve()
+    if out.exists() and any(out.iterdir()):
+        if not overwrite:
+            raise NkibenchError(f"{out} exists and is not empty (use --force to replace an earlier import)")
+        if not (out / "suite.json").is_file():
+            raise NkibenchError(f"{out} is not a suite folder; refusing to replace it")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        info = {"name": name, "description": f"NKIBench ({len(problems)} fp32 NKI problems), imported from {source}",
+                "device": device, "language": "nki", "entry_point": f"{ENTRY_FILE}::{ENTRY}",
+                "origin": {"format": "nkibench", "source": source,
+                           "imported": time.strftime("%Y-%m-%dT%H:%M:%S")}}
+        (tmp / "suite.json").write_text(json.dumps(info, indent=2) + "\n")
+        for p in problems:
+            d = tmp / p.folder
+            d.mkdir()
+            (d / "definition.json").write_bytes(to_json(p.definition) + b"\n")
+            (d / "workload.json").write_bytes(to_json(p.workload) + b"\n")
+            (d / ENTRY_FILE).write_text(p.kernel)
+        if out.exists():
+            shutil.rmtree(out)
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def import_nkibench(src: str | Path, out: str | Path | None = None, *, name: str = "nkibench",
+                    device: str = "trn1", overwrite: bool = False) -> ImportReport:
+    """Read an NKIBench folder and write it as the suite `name` (default: in the user suite dir)."""
+    import suites
+
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
+        raise NkibenchError(f"suite name {name!r}: use letters, digits, '_', '.', '-'")
+    problems = read_nkibench(src)
+    target = Path(out) if out is not None else suites.user_suites_dir() / name
+    written = write_suite(problems, target, name=name, device=device, source=str(Path(src).expanduser().resolve()),
+                          overwrite=overwrite)
+    loaded = {p.name for p in suites.load_suite(str(written))}  # what `accelopt run --suite` will read
+    if loaded != {p.folder for p in problems}:
+        raise NkibenchError(f"{written}: the written suite does not load back ({sorted(loaded)})")
+    return ImportReport(source=str(src), out=str(written), suite=name, device=device, problems=[
+        ImportedSummary(folder=p.folder, problem=p.problem, case=p.case,
+                        axes={k: a.value for k, a in p.definition.axes.items() if isinstance(a, AxisConst)},
+                        known=p.problem in NKIBENCH_PROBLEMS, notes=p.notes) for p in problems])
+
+
+__all__ = ["DEFAULT_REL_TOL", "NKIBENCH_PROBLEMS", "REL_TOL", "ImportReport", "ImportedProblem", "NkibenchError",
+           "ReferenceSource", "import_case", "import_nkibench", "read_nkibench", "write_suite"]
