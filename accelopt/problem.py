@@ -220,6 +220,11 @@ class Problem(_Base):
     definition: Definition
     workload: Workload
     baseline: Solution
+    # More workloads of the same definition at which correctness is also checked (smaller
+    # shapes). An agent that cannot run `workload` itself in reasonable time (the Triton
+    # interpreter on a host without a GPU) checks only these; timing and % of peak are
+    # always at `workload`.
+    check_workloads: list[Workload] = []
 
     @property
     def name(self) -> str:

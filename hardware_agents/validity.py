@@ -142,7 +142,7 @@ def adversarial_cases(definition: Definition) -> dict[str, dict[str, str]]:
         return definition.x_adversarial
     large = {name: f"{LARGE_SCALE:g} * ({definition.x_input_init.get(name, DEFAULT_INIT)})"
              for name, spec in definition.inputs.items()
-             if spec.shape is not None and spec.dtype.startswith("float")}
+             if spec.shape is not None and spec.dtype.startswith(("float", "bfloat"))}
     return {"large": large} if large else {}
 
 

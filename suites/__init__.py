@@ -3,7 +3,12 @@
 Layout: `suites/<suite>/suite.json` marks a suite (name, description, device kind, language,
 baseline entry point); each subfolder with a `definition.json` is a problem:
 `definition.json` (FlashInfer Definition + x_ fields), `workload.json` (its axis values) and
-the baseline kernel (`baseline.c` for the CPU suite).
+the baseline kernel (`baseline.c` for the CPU suite). Optional per problem:
+`check_workloads.jsonl` (more workloads, one per line, as Workload objects or FlashInfer
+workload lines, at which correctness is also checked: `Problem.check_workloads`) and
+`solution.json` (a full Solution used as the baseline instead of the suite's entry point,
+for multi-file or value-returning baselines). Relative safetensors paths in workloads are
+resolved against the problem folder.
 
     list_suites() -> ["cpu", ...]
     load_suite("cpu") -> [Problem, ...]
@@ -24,12 +29,17 @@ import msgspec
 
 from accelopt.problem import (
     BuildSpec,
+    Definition,
     Problem,
     ProblemFileError,
+    SafetensorsInput,
     Solution,
     SourceFile,
+    Workload,
     load_definition,
+    load_solution,
     load_workload,
+    workload_errors,
 )
 
 ROOT = Path(__file__).resolve().parent
@@ -91,10 +101,41 @@ def problem_names(suite: str) -> list[str]:
     return sorted(p.parent.name for p in _suite_dir(suite).glob("*/definition.json"))
 
 
+def _resolve_blobs(workload: Workload, folder: Path) -> Workload:
+    inputs = {n: msgspec.structs.replace(i, path=str(folder / i.path))
+              if isinstance(i, SafetensorsInput) and not Path(i.path).is_absolute() else i
+              for n, i in workload.inputs.items()}
+    return msgspec.structs.replace(workload, inputs=inputs) if inputs != workload.inputs else workload
+
+
+def _check_workloads(path: Path, definition: Definition) -> list[Workload]:
+    file = path / "check_workloads.jsonl"
+    if not file.is_file():
+        return []
+    out = []
+    for i, line in enumerate(file.read_bytes().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            raw = msgspec.json.decode(line)
+            w = msgspec.convert(raw["workload"] if isinstance(raw, dict) and "workload" in raw else raw, Workload)
+        except (msgspec.DecodeError, msgspec.ValidationError) as e:
+            raise ProblemFileError(f"{file}:{i}: invalid workload: {e}") from e
+        errs = workload_errors(w, definition)
+        if errs:
+            raise ProblemFileError(f"{file}:{i}: invalid Workload: " + "; ".join(errs))
+        out.append(_resolve_blobs(w, path))
+    return out
+
+
 def load_problem_dir(path: Path, info: SuiteInfo) -> Problem:
     """A problem folder: definition.json, workload.json and the baseline source."""
     definition = load_definition(path / "definition.json")
-    workload = load_workload(path / "workload.json", definition)
+    workload = _resolve_blobs(load_workload(path / "workload.json", definition), path)
+    checks = _check_workloads(path, definition)
+    if (path / "solution.json").is_file():
+        baseline = load_solution(path / "solution.json")
+        return Problem(definition=definition, workload=workload, baseline=baseline, check_workloads=checks)
     file, _, _symbol = info.entry_point.partition("::")
     src = path / file
     try:
@@ -107,7 +148,7 @@ def load_problem_dir(path: Path, info: SuiteInfo) -> Problem:
         sources=[SourceFile(path=file, content=content)],
         description=f"baseline of the {info.name} suite",
     )
-    return Problem(definition=definition, workload=workload, baseline=baseline)
+    return Problem(definition=definition, workload=workload, baseline=baseline, check_workloads=checks)
 
 
 def load_suite(name: str) -> list[Problem]:
