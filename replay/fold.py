@@ -9,6 +9,7 @@ it keeps up with large logs (see benchmarks/replay_bench.py).
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -178,17 +179,25 @@ class RunView:
         was left out.
         """
         view = cls()
-        if until_iteration is None:
-            apply = view.apply
+        # a bulk fold allocates many small objects and makes no reference cycles: pausing the
+        # cyclic collector keeps it from re-scanning the growing state (2-3x faster on big logs)
+        paused = gc.isenabled()
+        gc.disable()
+        try:
+            if until_iteration is None:
+                apply = view.apply
+                for e in events:
+                    apply(e)
+                return view
+            view.until_iteration = until_iteration
+            cut = IterationCut(until_iteration)
             for e in events:
-                apply(e)
+                if cut.keep(e):
+                    view.apply(e)
             return view
-        view.until_iteration = until_iteration
-        cut = IterationCut(until_iteration)
-        for e in events:
-            if cut.keep(e):
-                view.apply(e)
-        return view
+        finally:
+            if paused:
+                gc.enable()
 
     def apply(self, e: ev.Event) -> None:
         self.events += 1
