@@ -105,6 +105,8 @@ class RunListing:
 
     def status(self, now: float | None = None) -> str:
         s = self.summary
+        if s.status == "running" and self.source == "file":
+            return "incomplete"  # exported before it ended (timed out, or a snapshot)
         if s.status == "running" and s.last_ts and (now or time.time()) - s.last_ts > STALLED_AFTER_S:
             from replay.fmt import ago
 

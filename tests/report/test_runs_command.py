@@ -33,6 +33,8 @@ def root(tmp_path, real_run, synthetic, export_log):
     shutil.copytree(real_run.run_dir, root / real_run.run_id)
     done = synthetic(run_id="synth-done", problems=2, t0=time.time() - 3 * 86400)
     export_log(done, root / "synth-done" / "log.aolog")
+    cut = synthetic(run_id="synth-cut", problems=1, t0=time.time() - 2 * 86400, max_events=50)
+    export_log(cut, root / "synth-cut" / "log.aolog")
     return root
 
 
@@ -44,7 +46,8 @@ def _json_rows(capsys, *argv):
 
 def test_lists_exported_runs_with_headline_figures(root, real_run, capsys):
     rows = _json_rows(capsys, "--root", str(root))
-    assert list(rows) == ["synth-done", real_run.run_id]  # oldest first
+    assert list(rows) == ["synth-done", "synth-cut", real_run.run_id]  # oldest first
+    assert rows["synth-cut"]["status"] == "incomplete" and rows["synth-done"]["status"] == "completed"
     real = summarize(real_run.view)
     r = rows[real_run.run_id]
     assert (r["status"], r["source"], r["problems"], r["iterations_done"]) == ("completed", "file", 1, 2)
@@ -68,7 +71,7 @@ def test_runs_only_on_the_stream(root, real_run, synthetic, capsys, tmp_path, mo
     try:
         asyncio.run(_publish(endpoint.url, live + crashed))
         rows = _json_rows(capsys, "--root", str(root))
-        assert set(rows) == {"synth-done", real_run.run_id, "live-run", "crashed-run"}
+        assert set(rows) == {"synth-done", "synth-cut", real_run.run_id, "live-run", "crashed-run"}
         assert rows["live-run"]["source"] == "stream" and rows["live-run"]["status"] == "running"
         assert rows["crashed-run"]["status"].startswith("stalled (last event 1h")
         assert rows[real_run.run_id]["source"] == "file"
@@ -82,4 +85,4 @@ def test_runs_only_on_the_stream(root, real_run, synthetic, capsys, tmp_path, mo
     finally:
         endpoint.close()
     rows = _json_rows(capsys, "--root", str(root))
-    assert set(rows) == {"synth-done", real_run.run_id}
+    assert set(rows) == {"synth-done", "synth-cut", real_run.run_id}
