@@ -11,7 +11,7 @@ import hashlib
 import random
 import re
 
-from accelopt.problem import AxisConst, Problem, Tolerance
+from accelopt.problem import AxisConst, Problem, ScalarInput, Tolerance, Workload
 from accelopt.profile import Profile
 
 FENCE_LANG = {"c": "c", "triton": "python", "nki": "python"}
@@ -43,13 +43,20 @@ def _tensor_lines(problem: Problem, outputs: bool) -> list[str]:
     lines = []
     for name, spec in specs.items():
         if spec.shape is None:
-            lines.append(f"- {name}: scalar {spec.dtype}")
+            src = problem.workload.inputs.get(name)
+            value = f" = {src.value!r}" if isinstance(src, ScalarInput) else ""
+            lines.append(f"- {name}: scalar {spec.dtype}{value}")
             continue
         symbolic = ", ".join(spec.shape)
         concrete = ", ".join(str(values.get(a, a)) for a in spec.shape)
         note = f"  ({spec.description})" if spec.description else ""
         lines.append(f"- {name}: {spec.dtype}[{symbolic}] = [{concrete}]{note}")
     return lines
+
+
+def check_workload_line(problem: Problem, workload: Workload) -> str:
+    axes = ", ".join(f"{k} = {v}" for k, v in workload.axes.items()) or "(no variable axes)"
+    return f"{workload.x_label}: {axes}" if workload.x_label else axes
 
 
 def correctness_bar(problem: Problem) -> str:
@@ -79,15 +86,13 @@ def interface_lines(problem: Problem, language: str) -> list[str]:
     d = problem.definition
     if language == "c":
         return c_interface_lines(problem)
+    if language == "triton":
+        from hardware_agents.triton.convention import interface_lines as triton_interface_lines
+
+        return triton_interface_lines(problem)
     entry = problem.baseline.entry_symbol
-    dps = problem.baseline.spec.destination_passing_style
     ins = ", ".join(d.inputs)
     outs = ", ".join(d.outputs)
-    if language == "triton":
-        call = f"`{entry}({ins}, {outs})` writes the outputs in place" if dps else \
-            f"`{entry}({ins})` returns the outputs ({outs})"
-        return [f"- Entry point: {call}; tensors are torch tensors on the GPU.",
-                "- One Python module (`main.py`) with its imports."]
     return [f"- Entry point: `{entry}({ins})`, an `@nki.jit` kernel that returns the outputs ({outs}).",
             "- One Python module with its imports (numpy, neuronxcc.nki, nki.language as nl, nki.isa as nisa)."]
 
@@ -101,6 +106,9 @@ def format_problem(problem: Problem, language: str) -> str:
     parts += ["", "## Shapes (fixed for this problem)", *axis_lines(problem)]
     parts += ["", "## Inputs", *_tensor_lines(problem, outputs=False)]
     parts += ["", "## Outputs", *_tensor_lines(problem, outputs=True)]
+    if problem.check_workloads:
+        parts += ["", "## Also checked at (correctness only; the kernel must handle these sizes too)",
+                  *(f"- {check_workload_line(problem, w)}" for w in problem.check_workloads)]
     if d.constraints:
         parts += ["", "## Constraints", *(f"- {c}" for c in d.constraints)]
     parts += ["", "## Kernel interface", *interface_lines(problem, language)]

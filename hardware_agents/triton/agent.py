@@ -411,28 +411,33 @@ class TritonAgent(HardwareAgent):
         timing_workload = data.by_name[req.timing.contents[0]].planned.workload
         timed_problem = problem if timing_workload == problem.workload else \
             msgspec.structs.replace(problem, workload=timing_workload)
-        dtypes = [s.dtype for s in problem.definition.inputs.values() if s.shape is not None]
-        spec = spec_for_dtypes(self._spec, dtypes)
-        tp, bound = t_peak(timed_problem, spec)
         t_meas = lat / 1e3
-        terms = roofline_terms(timed_problem)
         counters.update({
             "footprint_bytes": float(res.footprint_bytes), "trials": float(len(res.timing)),
             "reps_per_trial": float(len(res.timing[0].samples_ms)),
-            "achieved_gbs": terms.bytes_min / t_meas / 1e9 if t_meas > 0 else 0.0,
-            "achieved_tflops": (terms.flops_matmul + terms.flops_vector) / t_meas / 1e12 if t_meas > 0 else 0.0,
             "trial_median_spread": (max(r.median_ms for r in res.timing) - min(r.median_ms for r in res.timing))
             / lat if lat > 0 else 0.0,
         })
         toolchain = {**self.toolchain(), "timer": res.timer, **res.versions}
         if res.device_name:
             toolchain["gpu"] = res.device_name
+        where = f"timed at {describe_axes(timing_workload)}"
+        if problem.definition.x_roofline is None:  # e.g. imported definitions: no % of peak, no gate
+            return Profile(status="passed", device=self.kind, log=f"{where}; the definition has no x_roofline, so "
+                           "no % of peak", correctness=checks, latency=stats, counters=counters, toolchain=toolchain)
+        dtypes = [s.dtype for s in problem.definition.inputs.values() if s.shape is not None]
+        spec = spec_for_dtypes(self._spec, dtypes)
+        tp, bound = t_peak(timed_problem, spec)
+        terms = roofline_terms(timed_problem)
+        if t_meas > 0:
+            counters["achieved_gbs"] = terms.bytes_min / t_meas / 1e9
+            counters["achieved_tflops"] = (terms.flops_matmul + terms.flops_vector) / t_meas / 1e12
         why = validity.implausible(t_meas, tp, self.max_pct_peak)
         if why:
             return Profile(status="incorrect", device=self.kind, log=why, correctness=checks, latency=stats,
                            t_peak_ms=tp * 1e3, pct_peak=pct_peak(tp, t_meas), bound=bound, counters=counters,
                            toolchain=toolchain)
-        return Profile(status="passed", device=self.kind, log=f"timed at {describe_axes(timing_workload)}",
+        return Profile(status="passed", device=self.kind, log=where,
                        correctness=checks, latency=stats, t_peak_ms=tp * 1e3, pct_peak=pct_peak(tp, t_meas),
                        bound=bound, counters=counters, toolchain=toolchain)
 

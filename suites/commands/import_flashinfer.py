@@ -1,0 +1,56 @@
+"""`accelopt suite import-flashinfer PATH --out DIR`: a FlashInfer-Bench trace set as a suite."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("import-flashinfer", help="import a FlashInfer-Bench trace-set folder as a suite")
+    p.add_argument("path", type=Path, help="the trace-set folder (definitions/, workloads/, solutions/, traces/)")
+    p.add_argument("--out", type=Path, required=True,
+                   help="suite folder to write (suites/<name> in a checkout makes `--suite <name>` work)")
+    p.add_argument("--name", help="suite name (default: the --out folder's name)")
+    p.add_argument("--device", default="h100", help="device kind the suite targets (default h100)")
+    p.add_argument("--workload", default="largest",
+                   help="the problem's workload: largest (default), smallest, first, or a workload uuid")
+    p.add_argument("--checks", type=int, default=2, help="smaller workloads also checked (interpreter tier)")
+    p.add_argument("--baseline-author", default="baseline", help="author whose solution is the baseline")
+    p.add_argument("--definitions", help="comma-separated definition names (default: all)")
+    p.add_argument("--skip-missing-blobs", action="store_true",
+                   help="drop workloads whose safetensors files are missing instead of failing")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from accelopt.problem import ProblemFileError
+    from suites.flashinfer import FlashInferImportError, TraceSet, problems_from, write_suite
+
+    console = Console()
+    try:
+        ts = TraceSet.load(args.path)
+        names = [n.strip() for n in args.definitions.split(",")] if args.definitions else None
+        problems = problems_from(ts, workload=args.workload, checks=args.checks, baseline_author=args.baseline_author,
+                                 skip_missing_blobs=args.skip_missing_blobs, definitions=names)
+    except (FlashInferImportError, ProblemFileError) as e:
+        console.print(f"[red]import failed:[/red] {e}")
+        return 1
+    name = args.name or args.out.resolve().name
+    write_suite(problems, args.out, name=name, device=args.device,
+                description=f"imported from the FlashInfer-Bench trace set {args.path}")
+    table = Table(title=f"suite {name} ({len(problems)} problems) in {args.out}")
+    for col in ("problem", "workload", "check workloads", "baseline"):
+        table.add_column(col)
+    for p in problems:
+        table.add_row(p.name, " ".join(f"{k}={v}" for k, v in p.workload.axes.items()),
+                      str(len(p.check_workloads)), f"{p.baseline.name} ({p.baseline.spec.language})")
+    console.print(table)
+    for note in ts.notes:
+        console.print(f"[yellow]note:[/yellow] {note}")
+    console.print(f"read {len(ts.definitions)} definitions, {sum(map(len, ts.workloads.values()))} workloads, "
+                  f"{len(ts.solutions)} solutions, {len(ts.traces)} traces")
+    return 0

@@ -1,0 +1,235 @@
+"""Between a FlashInfer-Bench trace set and our suites of problems.
+
+Import (`problems_from`): one problem per definition that has workloads. FlashInfer-Bench
+keeps many workloads per definition; a problem is one definition at one workload, so:
+
+- the problem's workload is the largest one (by input elements; `workload="smallest"`,
+  `"first"` or a uuid choose otherwise): what the GPU times and the roofline describes;
+- its `check_workloads` are the `checks` smallest others: correctness is checked there
+  too, and they are all the Triton interpreter runs on a host without a GPU;
+- the baseline is the solution of `baseline_author` in Triton (else Python), else any
+  Triton solution, else any Python one, else the definition's PyTorch reference itself as a
+  value-returning Python solution; CUDA/C++/TileLang solutions are skipped with a note;
+- safetensors inputs must be present (a missing file or a Git LFS pointer is an error
+  naming the file, unless `skip_missing_blobs`, which drops those workloads with a note);
+  they are referenced by absolute path and copied into the problem folder when written.
+
+Export (`trace_set_from_problems`): definitions, every workload of a problem (its own and
+its check workloads), baselines in FlashInfer-Bench's languages (C and NKI are skipped
+with a note) and any traces (`hardware_agents.base.to_trace`).
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import msgspec
+
+import suites
+from accelopt.problem import (
+    AxisConst,
+    BuildSpec,
+    Definition,
+    Problem,
+    ProblemFileError,
+    SafetensorsInput,
+    Solution,
+    SourceFile,
+    Trace,
+    Workload,
+    to_json,
+)
+from suites.flashinfer.traceset import FlashInferImportError, TraceSet
+
+
+def workload_elements(d: Definition, w: Workload) -> int:
+    axes = {k: a.value for k, a in d.axes.items() if isinstance(a, AxisConst)} | dict(w.axes)
+    total = 0
+    for spec in d.inputs.values():
+        if spec.shape is not None:
+            total += math.prod(int(axes.get(a, 0)) for a in spec.shape)
+    return total
+
+
+def _blob_status(root: Path, w: Workload) -> str | None:
+    """None if every safetensors file of the workload is present, else why not."""
+    for name, spec in w.inputs.items():
+        if not isinstance(spec, SafetensorsInput):
+            continue
+        p = Path(spec.path) if Path(spec.path).is_absolute() else root / spec.path
+        if not p.is_file():
+            return f"input {name}: safetensors file {p} is missing"
+        with open(p, "rb") as f:
+            if f.read(64).startswith(b"version https://git-lfs"):
+                return f"input {name}: {p} is a Git LFS pointer (run `git lfs pull --include {spec.path}`)"
+    return None
+
+
+def _absolute_blobs(root: Path, w: Workload) -> Workload:
+    inputs = {n: msgspec.structs.replace(s, path=str((root / s.path).resolve()))
+              if isinstance(s, SafetensorsInput) and not Path(s.path).is_absolute() else s
+              for n, s in w.inputs.items()}
+    return msgspec.structs.replace(w, inputs=inputs)
+
+
+def reference_solution(d: Definition) -> Solution:
+    """The definition's PyTorch reference as a (value-returning) Python solution."""
+    return Solution(name=f"{d.name}_reference", definition=d.name, author="reference",
+                    spec=BuildSpec(language="python", target_hardware=["cuda"], entry_point="main.py::run",
+                                   destination_passing_style=False),
+                    sources=[SourceFile(path="main.py", content=d.reference)],
+                    description="the definition's PyTorch reference, as the starting point")
+
+
+def choose_baseline(ts: TraceSet, d: Definition, baseline_author: str) -> Solution:
+    sols = [s for s in ts.solutions.values() if s.definition == d.name]
+    for s in sols:
+        if s.spec.language not in ("triton", "python"):
+            ts.notes.append(f"{d.name}: solution {s.name} ({s.spec.language}) not usable as a baseline by the "
+                            "Triton agent")
+    ranked = sorted((s for s in sols if s.spec.language in ("triton", "python")),
+                    key=lambda s: (s.author != baseline_author, s.spec.language != "triton", s.name))
+    return ranked[0] if ranked else reference_solution(d)
+
+
+def problems_from(ts: TraceSet, *, workload: str = "largest", checks: int = 2, baseline_author: str = "baseline",
+                  skip_missing_blobs: bool = False, definitions: Iterable[str] | None = None) -> list[Problem]:
+    """One Problem per definition with usable workloads (notes go to `ts.notes`)."""
+    root = ts.root or Path(".")
+    wanted = set(definitions) if definitions is not None else None
+    out = []
+    for name, d in ts.definitions.items():
+        if wanted is not None and name not in wanted:
+            continue
+        if any(s.dtype == "float4_e2m1" for s in (*d.inputs.values(), *d.outputs.values())):
+            ts.notes.append(f"{name}: skipped (float4_e2m1 tensors are not supported by the Triton agent)")
+            continue
+        usable = []
+        for w in ts.workloads.get(name, []):
+            why = _blob_status(root, w)
+            if why is None:
+                usable.append(_absolute_blobs(root, w))
+            elif skip_missing_blobs:
+                ts.notes.append(f"{name}: workload {w.uuid} skipped: {why}")
+            else:
+                raise FlashInferImportError(f"{name}: workload {w.uuid}: {why}")
+        if not usable:
+            ts.notes.append(f"{name}: skipped (no workloads)")
+            continue
+        by_size = sorted(usable, key=lambda w: (workload_elements(d, w), w.uuid))
+        if workload == "largest":
+            main = by_size[-1]
+        elif workload == "smallest":
+            main = by_size[0]
+        elif workload == "first":
+            main = usable[0]
+        else:
+            match = [w for w in usable if w.uuid == workload]
+            if not match:
+                ts.notes.append(f"{name}: skipped (no workload {workload})")
+                continue
+            main = match[0]
+        small = [w for w in by_size if w.uuid != main.uuid][:max(0, checks)]
+        out.append(Problem(definition=d, workload=main, baseline=choose_baseline(ts, d, baseline_author),
+                           check_workloads=small))
+    return out
+
+
+# --- our suite folders -----------------------------------------------------------------------
+
+def _localize(w: Workload, folder: Path) -> Workload:
+    """Copy the workload's blobs into `folder/blob/` and reference them relative to `folder`."""
+    inputs = {}
+    for n, s in w.inputs.items():
+        if isinstance(s, SafetensorsInput) and Path(s.path).is_absolute():
+            rel = Path("blob") / Path(s.path).name
+            (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+            if Path(s.path).resolve() != (folder / rel).resolve():
+                shutil.copyfile(s.path, folder / rel)
+            s = msgspec.structs.replace(s, path=str(rel))
+        inputs[n] = s
+    return msgspec.structs.replace(w, inputs=inputs)
+
+
+def write_suite(problems: Sequence[Problem], out: str | Path, *, name: str, device: str = "h100",
+                description: str = "imported from a FlashInfer-Bench trace set") -> Path:
+    """A suite folder (suite.json + one folder per problem) that `suites` can load."""
+    dest = Path(out)
+    dest.mkdir(parents=True, exist_ok=True)
+    info = suites.SuiteInfo(name=name, description=description, device=device, language="triton",
+                            entry_point="main.py::run")
+    (dest / "suite.json").write_bytes(to_json(info) + b"\n")
+    for p in problems:
+        folder = dest / p.definition.name
+        folder.mkdir(exist_ok=True)
+        (folder / "definition.json").write_bytes(to_json(p.definition) + b"\n")
+        (folder / "workload.json").write_bytes(to_json(_localize(p.workload, folder)) + b"\n")
+        lines = [msgspec.json.encode(_localize(w, folder)) for w in p.check_workloads]
+        (folder / "check_workloads.jsonl").write_bytes(b"".join(line + b"\n" for line in lines))
+        (folder / "solution.json").write_bytes(to_json(p.baseline) + b"\n")
+    return dest
+
+
+def load_suite_dir(path: str | Path) -> list[Problem]:
+    """The problems of a suite folder anywhere (a name under `suites/` also works)."""
+    p = Path(path)
+    if not (p / "suite.json").is_file():
+        if "/" not in str(path) and str(path) in suites.list_suites():
+            return suites.load_suite(str(path))
+        raise ProblemFileError(f"{path}: not a suite folder (no suite.json) and not a suite name; "
+                               f"suites: {', '.join(suites.list_suites())}")
+    try:
+        info = msgspec.json.decode((p / "suite.json").read_bytes(), type=suites.SuiteInfo)
+    except (msgspec.ValidationError, msgspec.DecodeError) as e:
+        raise ProblemFileError(f"{p / 'suite.json'}: invalid suite.json: {e}") from e
+    return [suites.load_problem_dir(d.parent, info) for d in sorted(p.glob("*/definition.json"))]
+
+
+# --- export ----------------------------------------------------------------------------------
+
+def _relative_blobs(w: Workload, d: Definition, dest_root: Path, ts: TraceSet) -> Workload:
+    inputs = {}
+    for n, s in w.inputs.items():
+        if isinstance(s, SafetensorsInput) and Path(s.path).is_absolute():
+            rel = Path("blob") / "workloads" / d.op_type / d.name / Path(s.path).name
+            if Path(s.path).is_file():
+                (dest_root / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(s.path, dest_root / rel)
+            else:
+                ts.notes.append(f"{d.name}: blob {s.path} missing, not copied")
+            s = msgspec.structs.replace(s, path=str(rel))
+        inputs[n] = s
+    return msgspec.structs.replace(w, inputs=inputs)
+
+
+def trace_set_from_problems(problems: Sequence[Problem], out: str | Path | None = None, *,
+                            traces: Iterable[tuple[Solution, Trace]] = (), author: str | None = None) -> TraceSet:
+    """A TraceSet of the problems (and extra solutions with their traces); blobs are copied
+    under `out` when given."""
+    ts = TraceSet()
+    dest = Path(out) if out is not None else None
+    for p in problems:
+        d = p.definition
+        if d.name not in ts.definitions:
+            ts.add_definition(d)
+        for w in (p.workload, *p.check_workloads):
+            ts.add_workload(d.name, _relative_blobs(w, d, dest, ts) if dest is not None else w)
+        base = p.baseline if author is None else msgspec.structs.replace(p.baseline, author=author)
+        if base.name not in ts.solutions:
+            ts.add_solution(base)
+    for sol, trace in traces:
+        if sol.name not in ts.solutions:
+            ts.add_solution(sol)
+        ts.add_trace(trace)
+    return ts
+
+
+def export_problems(problems: Sequence[Problem], out: str | Path, *, traces: Iterable[tuple[Solution, Trace]] = (),
+                    author: str | None = None) -> TraceSet:
+    """Write the problems (and traces) as a FlashInfer-Bench folder at `out`."""
+    ts = trace_set_from_problems(problems, out, traces=traces, author=author)
+    ts.save(out)
+    return ts

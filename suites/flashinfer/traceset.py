@@ -1,0 +1,289 @@
+"""A FlashInfer-Bench trace set (TraceSet folder) read into our schema and written back.
+
+Layout (FlashInfer-Bench `TraceSet.from_path`, which scans each folder recursively):
+
+    definitions/<op_type>/<definition>.json
+    workloads/<op_type>/<definition>.jsonl          workload-only traces, one per line
+    solutions/<author>/<op_type>/<definition>/<solution>.json
+    traces/<author>/<op_type>/<definition>.jsonl     evaluated traces
+    blob/workloads/<op_type>/<definition>/*.safetensors
+
+Reading keeps, for every record, the file it came from and its raw JSON, and writing
+merges the raw JSON back under what our structs encode: fields we do not model (newer
+FlashInfer-Bench versions, `performance.profile`, ...) and explicit defaults survive, so
+read -> write reproduces a folder losslessly (equal JSON, same files, same line order).
+Records we create are written in FlashInfer-Bench's canonical places. Non-finite floats
+are written as the strings "NaN", "Infinity", "-Infinity" (pydantic's `ser_json_inf_nan=
+"strings"`, as FlashInfer-Bench's Correctness does) and read back from them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from accelopt.problem import (
+    Definition,
+    SafetensorsInput,
+    Solution,
+    Trace,
+    Workload,
+    definition_errors,
+    solution_errors,
+    workload_errors,
+)
+
+FIB_LANGUAGES = frozenset({"python", "triton", "cpp", "cuda", "tilelang"})
+_NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf, "nan": math.nan, "inf": math.inf,
+              "-inf": -math.inf}
+_FLOAT_KEYS = {"max_relative_error", "max_absolute_error", "latency_ms", "reference_latency_ms", "speedup_factor",
+               "x_pct_peak"}
+
+
+class FlashInferImportError(ValueError):
+    """A trace-set file that cannot be read into our schema (names the file and the reason)."""
+
+
+class Origin(msgspec.Struct, frozen=True):
+    path: str  # relative to the trace-set root
+    raw: Any  # the record's JSON as read
+
+
+def _nonfinite_in(obj: Any) -> Any:
+    """Strings standing for non-finite floats at float fields -> floats (reading)."""
+    if isinstance(obj, dict):
+        return {k: (_NONFINITE[v] if k in _FLOAT_KEYS and isinstance(v, str) and v in _NONFINITE else _nonfinite_in(v))
+                for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_nonfinite_in(v) for v in obj]
+    return obj
+
+
+def _nonfinite_out(obj: Any) -> Any:
+    """Non-finite floats -> "NaN" / "Infinity" / "-Infinity" (writing)."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return "NaN" if math.isnan(obj) else ("Infinity" if obj > 0 else "-Infinity")
+    if isinstance(obj, dict):
+        return {k: _nonfinite_out(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_nonfinite_out(v) for v in obj]
+    return obj
+
+
+def merge_raw(encoded: Any, raw: Any) -> Any:
+    """`encoded` with every key of `raw` it lacks put back (recursively; lists of equal length
+    element by element). What we encode wins where both have a value."""
+    if isinstance(encoded, dict) and isinstance(raw, dict):
+        out = dict(encoded)
+        for k, v in raw.items():
+            out[k] = merge_raw(out[k], v) if k in out else v
+        return out
+    if isinstance(encoded, list) and isinstance(raw, list) and len(encoded) == len(raw):
+        return [merge_raw(e, r) for e, r in zip(encoded, raw, strict=True)]
+    return encoded
+
+
+def to_fib(obj: msgspec.Struct) -> Any:
+    """A record as FlashInfer-Bench JSON (builtins), with the fields FlashInfer-Bench wants explicit."""
+    data = msgspec.to_builtins(obj)
+    if isinstance(obj, Solution):
+        data["spec"]["destination_passing_style"] = obj.spec.destination_passing_style
+    return _nonfinite_out(data)
+
+
+def _workload_line(definition: str, w: Workload) -> dict[str, Any]:
+    return {"definition": definition, "workload": to_fib(w), "solution": None, "evaluation": None}
+
+
+class TraceSet:
+    """Definitions, workloads, solutions and traces of one FlashInfer-Bench trace set."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root
+        self.definitions: dict[str, Definition] = {}
+        self.workloads: dict[str, list[Workload]] = {}
+        self.solutions: dict[str, Solution] = {}
+        self.traces: list[Trace] = []
+        self.notes: list[str] = []
+        self._origin: dict[tuple[str, str], Origin] = {}
+        self._trace_origin: list[Origin | None] = []
+
+    # --- building ----------------------------------------------------------------------------
+
+    def add_definition(self, d: Definition) -> None:
+        if d.name in self.definitions:
+            raise FlashInferImportError(f"duplicate definition name {d.name!r}")
+        self.definitions[d.name] = d
+
+    def add_workload(self, definition: str, w: Workload) -> None:
+        ws = self.workloads.setdefault(definition, [])
+        if any(x.uuid == w.uuid for x in ws):
+            return
+        ws.append(w)
+
+    def add_solution(self, s: Solution) -> bool:
+        """Add a solution; one in a language FlashInfer-Bench cannot hold (c, nki) is skipped
+        with a note (returns False)."""
+        if s.spec.language not in FIB_LANGUAGES:
+            self.notes.append(f"solution {s.name} ({s.definition}) skipped: language {s.spec.language!r} has no "
+                              "FlashInfer-Bench equivalent")
+            return False
+        if s.name in self.solutions:
+            raise FlashInferImportError(f"duplicate solution name {s.name!r}")
+        self.solutions[s.name] = s
+        return True
+
+    def add_trace(self, t: Trace) -> None:
+        if t.solution is not None and t.solution not in self.solutions:
+            self.notes.append(f"trace of {t.solution} ({t.definition}) skipped: its solution is not exported")
+            return
+        self.traces.append(t)
+        self._trace_origin.append(None)
+
+    # --- reading -----------------------------------------------------------------------------
+
+    @classmethod
+    def load(cls, path: str | Path) -> TraceSet:
+        root = Path(path)
+        if not root.is_dir():
+            raise FlashInferImportError(f"{root}: not a directory")
+        ts = cls(root)
+        for f in sorted((root / "definitions").rglob("*.json")):
+            raw = _read_json(f)
+            d = _convert(raw, Definition, f)
+            errs = definition_errors(d)
+            if errs:
+                raise FlashInferImportError(f"{f}: invalid Definition: " + "; ".join(errs))
+            if d.name in ts.definitions:
+                raise FlashInferImportError(f"{f}: duplicate definition name {d.name!r}")
+            ts.definitions[d.name] = d
+            ts._origin[("definition", d.name)] = Origin(str(f.relative_to(root)), raw)
+        for f in sorted((root / "solutions").rglob("*.json")):
+            raw = _read_json(f)
+            s = _convert(raw, Solution, f)
+            errs = solution_errors(s)
+            if errs:
+                raise FlashInferImportError(f"{f}: invalid Solution: " + "; ".join(errs))
+            if s.name in ts.solutions:
+                raise FlashInferImportError(f"{f}: duplicate solution name {s.name!r}")
+            ts.solutions[s.name] = s
+            ts._origin[("solution", s.name)] = Origin(str(f.relative_to(root)), raw)
+        for f in sorted((root / "workloads").rglob("*.jsonl")):
+            for i, raw in _read_jsonl(f):
+                t = _convert(raw, Trace, f, i)
+                if t.solution is not None or t.evaluation is not None:
+                    raise FlashInferImportError(f"{f}:{i}: a workload line must have no solution and no evaluation")
+                d = ts.definitions.get(t.definition)
+                if d is None:
+                    raise FlashInferImportError(f"{f}:{i}: workload of unknown definition {t.definition!r}")
+                errs = workload_errors(t.workload, d)
+                if errs:
+                    raise FlashInferImportError(f"{f}:{i}: invalid Workload: " + "; ".join(errs))
+                ts.workloads.setdefault(t.definition, []).append(t.workload)
+                ts._origin[("workload", f"{t.definition}\x1f{t.workload.uuid}")] = Origin(str(f.relative_to(root)), raw)
+        for f in sorted((root / "traces").rglob("*.jsonl")):
+            for i, raw in _read_jsonl(f):
+                t = _convert(raw, Trace, f, i)
+                if t.solution is None and t.evaluation is None:
+                    raise FlashInferImportError(f"{f}:{i}: a trace line must have a solution or an evaluation")
+                ts.traces.append(t)
+                ts._trace_origin.append(Origin(str(f.relative_to(root)), raw))
+        return ts
+
+    def blob_files(self) -> list[str]:
+        """Relative paths of the safetensors files the workloads name."""
+        out = []
+        for ws in self.workloads.values():
+            for w in ws:
+                out += [i.path for i in w.inputs.values() if isinstance(i, SafetensorsInput)]
+        return sorted(set(out))
+
+    # --- writing -----------------------------------------------------------------------------
+
+    def _path(self, key: tuple[str, str], default: str) -> tuple[str, Any]:
+        o = self._origin.get(key)
+        return (o.path, o.raw) if o is not None else (default, None)
+
+    def save(self, out: str | Path, *, copy_blobs: bool = True) -> Path:
+        """Write the trace set as a FlashInfer-Bench folder; returns its path."""
+        dest = Path(out)
+        dest.mkdir(parents=True, exist_ok=True)
+        for d in self.definitions.values():
+            rel, raw = self._path(("definition", d.name), f"definitions/{d.op_type}/{d.name}.json")
+            _write_json(dest / rel, merge_raw(to_fib(d), raw) if raw is not None else to_fib(d))
+        for s in self.solutions.values():
+            op = self.definitions[s.definition].op_type if s.definition in self.definitions else "unknown"
+            rel, raw = self._path(("solution", s.name), f"solutions/{s.author}/{op}/{s.definition}/{s.name}.json")
+            _write_json(dest / rel, merge_raw(to_fib(s), raw) if raw is not None else to_fib(s))
+        lines: dict[str, list[Any]] = {}
+        for name, ws in self.workloads.items():
+            op = self.definitions[name].op_type if name in self.definitions else "unknown"
+            for w in ws:
+                rel, raw = self._path(("workload", f"{name}\x1f{w.uuid}"), f"workloads/{op}/{name}.jsonl")
+                line = _workload_line(name, w)
+                lines.setdefault(rel, []).append(merge_raw(line, raw) if raw is not None else line)
+        for t, origin in zip(self.traces, self._trace_origin, strict=True):
+            if origin is not None:
+                rel, raw = origin.path, origin.raw
+            else:
+                sol = self.solutions.get(t.solution or "")
+                author = sol.author if sol else "unknown"
+                op = self.definitions[t.definition].op_type if t.definition in self.definitions else "unknown"
+                rel, raw = f"traces/{author}/{op}/{t.definition}.jsonl", None
+            line = to_fib(t)
+            lines.setdefault(rel, []).append(merge_raw(line, raw) if raw is not None else line)
+        for rel, objs in lines.items():
+            p = dest / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text("".join(json.dumps(o, allow_nan=False) + "\n" for o in objs))
+        if copy_blobs and self.root is not None:
+            for rel in self.blob_files():
+                if Path(rel).is_absolute():
+                    continue
+                src = self.root / rel
+                if src.is_file():
+                    (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+                    if src.resolve() != (dest / rel).resolve():
+                        shutil.copyfile(src, dest / rel)
+                else:
+                    self.notes.append(f"blob {rel} not copied: not present in {self.root}")
+        return dest
+
+
+def _read_json(f: Path) -> Any:
+    try:
+        return _nonfinite_in(json.loads(f.read_text()))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise FlashInferImportError(f"{f}: not readable JSON: {e}") from e
+
+
+def _read_jsonl(f: Path) -> Iterable[tuple[int, Any]]:
+    try:
+        text = f.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise FlashInferImportError(f"{f}: not readable: {e}") from e
+    for i, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                yield i, _nonfinite_in(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise FlashInferImportError(f"{f}:{i}: not valid JSON: {e}") from e
+
+
+def _convert(raw: Any, kind: type, f: Path, line: int | None = None) -> Any:
+    try:
+        return msgspec.convert(raw, kind)
+    except msgspec.ValidationError as e:
+        where = f"{f}:{line}" if line is not None else str(f)
+        raise FlashInferImportError(f"{where}: invalid {kind.__name__}: {e}") from e
+
+
+def _write_json(p: Path, obj: Any) -> None:
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(obj, indent=2, allow_nan=False) + "\n")
