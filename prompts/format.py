@@ -90,6 +90,10 @@ def interface_lines(problem: Problem, language: str) -> list[str]:
         from hardware_agents.triton.convention import interface_lines as triton_interface_lines
 
         return triton_interface_lines(problem)
+    if language == "nki":  # the Neuron agent's convention, with the problem's layout transforms
+        from hardware_agents.neuron.convention import nki_interface_lines
+
+        return nki_interface_lines(problem)
     entry = problem.baseline.entry_symbol
     ins = ", ".join(d.inputs)
     outs = ", ".join(d.outputs)
