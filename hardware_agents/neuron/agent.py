@@ -102,7 +102,7 @@ class NeuronAgent(HardwareAgent):
                  device_glob: str = sdk.DEVICE_GLOB, verify_summaries: bool = True, check_instance: bool = True,
                  sandbox_dir: str | Path | None = None, sandbox_options: dict[str, Any] | None = None,
                  cache_dir: str | Path | None = None, spec: DeviceSpec | None = None,
-                 data_cache_problems: int = 2) -> None:
+                 extra_env: dict[str, str] | None = None, data_cache_problems: int = 2) -> None:
         del cache_dir  # accepted for CLI symmetry with the CPU agent; nothing is cached on disk
         if isinstance(sdk_path, str):
             sdk_path = [p for p in sdk_path.split(os.pathsep) if p]
@@ -136,6 +136,7 @@ class NeuronAgent(HardwareAgent):
         self.verify_summaries = verify_summaries
         self.sandbox_dir = Path(sandbox_dir) if sandbox_dir else None
         self.sandbox_options = dict(sandbox_options or {})
+        self.extra_env = dict(extra_env or {})
         self.data = DataCache(data_cache_problems, self.sandbox_dir)
 
     # --- device ----------------------------------------------------------------------------
@@ -166,6 +167,7 @@ class NeuronAgent(HardwareAgent):
             env["NEURON_RT_NUM_CORES"] = "1"
         if self.mode == "simulate":
             env["NEURON_PLATFORM_TARGET_OVERRIDE"] = self.kind
+        env.update(self.extra_env)
         return env
 
     def _policy(self, data: ProblemData, timeout: float) -> SandboxPolicy:
@@ -174,7 +176,9 @@ class NeuronAgent(HardwareAgent):
         opts: dict[str, Any] = dict(
             wall_timeout_s=timeout, max_processes=512, max_file_bytes=16 << 30,
             address_space_bytes=(1 << 40) if device else max(8 << 30, 16 * footprint),
-            read_paths=(str(data.dir), *self.sdk.python_path), python_path=self.sdk.python_path,
+            read_paths=(str(data.dir), *self.sdk.python_path,
+                        *([os.path.dirname(self.neuron_profile)] if self.neuron_profile else [])),
+            python_path=self.sdk.python_path,
             write_paths=tuple(self.devices) if device else (), env=self.child_env(),
         )
         if device and os.geteuid() == 0 and any(

@@ -31,6 +31,7 @@ import importlib
 import importlib.util
 import itertools  # noqa: F401
 import math  # noqa: F401
+import mmap  # noqa: F401  (np.load(mmap_mode=...) imports it lazily)
 import os
 import platform
 import re
@@ -145,7 +146,9 @@ def _call(req: HarnessRequest, kernel: Any, args: list[Any], *, neff: Path | Non
           ntff: Path | None = None) -> Any:
     nki = _nki()
     if req.mode == "simulate":
-        return nki.simulate_kernel(kernel, *args)
+        if hasattr(nki, "simulate_kernel"):
+            return nki.simulate_kernel(kernel, *args)
+        return nki.simulate(kernel)(*args)  # newer SDKs: nki.simulate(kernel) returns the simulated callable
     opts: dict[str, Any] = {}
     if neff is not None:
         opts["save_neff_name"] = str(neff)
