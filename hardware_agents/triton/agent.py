@@ -287,7 +287,7 @@ class TritonAgent(HardwareAgent):
             timing_spec = TimingSpec(
                 contents=contents, rotation=rotation_for(len(contents), set_bytes, l2),
                 timer="perf_counter" if self.mode == "interpreter" else self.timer,
-                warmup=self.warmup, reps=self.reps, trials=self.trials,
+                warmup=self.warmup, reps=max(self.reps, len(contents)), trials=self.trials,
                 flush_bytes=self.flush_bytes if self.flush_bytes is not None else max(256 << 20, 4 * l2),
                 atol=tol.atol, rtol=tol.rtol)
         first = data.cases[0].planned.workload

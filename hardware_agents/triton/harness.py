@@ -130,12 +130,31 @@ def load_entry(req: HarnessRequest, workdir: Path) -> Callable[..., Any]:
     try:
         mod = importlib.import_module(module)
     except BaseException as e:
-        tb = traceback.format_exc(limit=8)
+        tb = _short_paths(traceback.format_exc(limit=8), root)
         raise SolutionImportError(f"importing {req.entry_file} failed: {type(e).__name__}: {e}\n{tb}") from None
     fn = getattr(mod, req.entry_symbol, None)
     if not callable(fn):
         raise EntrySymbolMissing(f"{req.entry_file} defines no callable `{req.entry_symbol}`")
     return fn
+
+
+def error_kind(e: BaseException) -> str:
+    """The exception's type name; a Triton semantic error raised while interpreting a kernel
+    (what `@triton.jit` would reject at compile time on a GPU) is reported as CompilationError."""
+    if type(e).__name__ == "InterpreterError":
+        tb = (e.__cause__ or e.__context__ or e).__traceback__
+        last = None
+        while tb is not None:
+            last = tb.tb_frame.f_code.co_filename
+            tb = tb.tb_next
+        if last and f"{os.sep}triton{os.sep}language{os.sep}" in last:
+            return "CompilationError"
+    return type(e).__name__
+
+
+def _short_paths(text: str, workdir: Path) -> str:
+    """Paths of the solution's files as the author wrote them (main.py, not the sandbox's)."""
+    return text.replace(str(workdir / PACKAGE) + os.sep, "")
 
 
 def _sync(device: torch.device) -> None:
@@ -205,8 +224,8 @@ def _run_case(fn: Callable[..., Any], req: HarnessRequest, case: CaseSpec, devic
     except BaseException as e:
         if isinstance(e, KeyboardInterrupt | SystemExit):
             raise
-        run.error = f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=12)}"
-        run.error_type = type(e).__name__
+        run.error = _short_paths(f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=12)}", workdir)
+        run.error_type = error_kind(e)
         return run, None, None
     rel = f"out/{case.name}.pt"
     torch.save(saved, workdir / rel)
