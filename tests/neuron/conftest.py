@@ -18,12 +18,10 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))  # nkibench_fixture, kernels
+sys.path.insert(0, str(HERE))  # neuron_helpers, neuron_kernels, nkibench_fixture
 
-STANDIN = HERE / "standin"
-
-from kernels import ADD_RMSNORM_MATMUL, BMM_SOFTMAX_STABLE, MATMUL_TILED, SILU_GOOD  # noqa: E402
-from nkibench_fixture import FixtureProblem, shaped, write_nkibench  # noqa: E402
+from neuron_helpers import STANDIN, small_problems  # noqa: E402
+from nkibench_fixture import write_nkibench  # noqa: E402
 
 import suites  # noqa: E402
 from accelopt.problem import Problem  # noqa: E402
@@ -44,18 +42,6 @@ def neuron_profile_exe() -> Iterator[str]:
     yield str(exe)
     exe.unlink()
     d.rmdir()
-
-
-def small_problems() -> list[FixtureProblem]:
-    silu = shaped("silu", M=256, N=512)
-    matmul = shaped("matmul", M=256, N=512, K=128)
-    matmul = FixtureProblem(**{**matmul.__dict__, "to_nki": "    return [np.reshape(inputs[0], (M // 128, 128, K)), "
-                                                           "inputs[1]]", "kernel": MATMUL_TILED})
-    bmm_softmax = shaped("bmm_softmax", B=2, M=128, K=64, N=256)
-    add_rms = shaped("add_rmsnorm_matmul", M=128, N=256, K=128)
-    return [FixtureProblem(**{**silu.__dict__, "kernel": SILU_GOOD}), matmul,
-            FixtureProblem(**{**bmm_softmax.__dict__, "kernel": BMM_SOFTMAX_STABLE}),
-            FixtureProblem(**{**add_rms.__dict__, "kernel": ADD_RMSNORM_MATMUL})]
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import msgspec
 import pytest
-from conftest import STANDIN
+from neuron_helpers import STANDIN
 
 from accelopt.problem import Problem
 from actors.hosting import device_placement
@@ -51,7 +51,7 @@ def test_simulate_mode_checks_correctness_and_is_unmeasured(small_suite: dict[st
         assert prof.latency is None and prof.pct_peak is None
         assert len(prof.correctness) == 6 and all(c.passed for c in prof.correctness)
         assert prof.toolchain["neuron_platform_target_override"] == "trn2"
-        from kernels import SILU_BAD_VALUES, SILU_MUTATES_INPUT
+        from neuron_kernels import SILU_BAD_VALUES, SILU_MUTATES_INPUT
 
         for src, status in ((SILU_BAD_VALUES, "incorrect"), (SILU_MUTATES_INPUT, "incorrect")):
             sol = msgspec.structs.replace(p.baseline, sources=[msgspec.structs.replace(p.baseline.sources[0],

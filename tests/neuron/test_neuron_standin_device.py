@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import msgspec
 import pytest
-from kernels import (
+from neuron_kernels import (
     BMM_SOFTMAX_NO_MAX,
     SILU_BAD_VALUES,
     SILU_BF16,
