@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+import msgspec
 import numpy as np
 
 from accelopt.problem import Problem, Solution
@@ -43,7 +44,7 @@ from accelopt.profile import LatencyStats, Profile, SeedCheck
 from hardware_agents import validity
 from hardware_agents.base import DEFAULT_SEEDS, DeviceSpec, HardwareAgent, pct_peak, roofline_terms, t_peak
 from hardware_agents.neuron import sdk
-from hardware_agents.neuron.data import DataCache, ProblemData
+from hardware_agents.neuron.data import CaseData, DataCache, ProblemData
 from hardware_agents.neuron.protocol import (
     CaseSpec,
     HarnessRequest,
@@ -218,40 +219,50 @@ class NeuronAgent(HardwareAgent):
         except Exception as e:
             return self._fail("compile_error", f"entry point {solution.spec.entry_point!r}: {e}")
         data = self.data.get(problem, seeds)
-        with Sandbox(self._policy(data, timeout), base_dir=self.sandbox_dir) as box:
-            for src in solution.sources:
-                p = box.workdir / src.path
-                p.parent.mkdir(parents=True, exist_ok=True)
-                p.write_text(src.content)
-                box.give(src.path)
-            kernel_file = str(box.workdir / entry_file)
+        policy = self._policy(data, timeout)
+        with Sandbox(policy, base_dir=self.sandbox_dir) as box:
+            kernel_file = self._stage_sources(box, solution, entry_file)
             req = HarnessRequest(mode=self.mode, kernel_file=kernel_file, entry=entry,
                                  cases=[CaseSpec(name=c.case.name, args=c.args) for c in data.cases],
                                  compile_options=self.compile_options if self.mode == "device" else "")
             out = box.run("hardware_agents.neuron.harness:run", req, timeout_s=timeout)
             failed, checks, res = self._judge(problem, data, out, box)
-            if failed is not None:
-                return failed
-            assert res is not None
-            tools = {**res.versions}
-            counters: dict[str, float] = {"compile_s": res.compile_s}
-            if not measure:
-                return self._fail("unmeasured", "correct; timing not requested", tools, correctness=checks,
-                                  counters=counters)
-            if self.mode == "simulate":
-                return self._fail("unmeasured", "correct in nki.simulate_kernel (no Neuron device on this host: "
-                                  "not timed)", tools, correctness=checks, counters=counters)
-            if not self.neuron_profile:
-                return self._fail("unmeasured", "correct on the device, but neuron-profile was not found (install "
-                                  "aws-neuronx-tools): not timed", tools, correctness=checks, counters=counters)
-            timed = [c for c in data.cases if not c.case.adversarial][-1]
+        if failed is not None:
+            return failed
+        assert res is not None
+        tools = {**res.versions}
+        counters: dict[str, float] = {"compile_s": res.compile_s}
+        if not measure:
+            return self._fail("unmeasured", "correct; timing not requested", tools, correctness=checks,
+                              counters=counters)
+        if self.mode == "simulate":
+            return self._fail("unmeasured", "correct in nki.simulate_kernel (no Neuron device on this host: "
+                              "not timed)", tools, correctness=checks, counters=counters)
+        if not self.neuron_profile:
+            return self._fail("unmeasured", "correct on the device, but neuron-profile was not found (install "
+                              "aws-neuronx-tools): not timed", tools, correctness=checks, counters=counters)
+        timed = [c for c in data.cases if not c.case.adversarial][-1]
+        # A fresh work dir: nothing the correctness run left behind (a rewritten kernel module,
+        # planted profiler files) reaches the timing run.
+        with Sandbox(msgspec.structs.replace(policy, wall_timeout_s=self.timing_timeout_s),
+                     base_dir=self.sandbox_dir) as tbox:
+            kernel_file = self._stage_sources(tbox, solution, entry_file)
             treq = HarnessRequest(
                 mode="device", kernel_file=kernel_file, entry=entry, cases=[],
                 compile_options=self.compile_options, neuron_profile=self.neuron_profile,
                 timing=TimingSpec(args=timed.args, warmup=self.warmup, runs=self.runs, max_rounds=self.max_rounds,
                                   spread_threshold=self.spread_threshold, pause_s=self.round_pause_s))
-            tout = box.run("hardware_agents.neuron.harness:run", treq, timeout_s=self.timing_timeout_s)
-            return self._timed(problem, box, tout, checks, counters, tools)
+            tout = tbox.run("hardware_agents.neuron.harness:run", treq, timeout_s=self.timing_timeout_s)
+            return self._timed(problem, data, timed, tbox, tout, checks, counters, tools)
+
+    @staticmethod
+    def _stage_sources(box: Sandbox, solution: Solution, entry_file: str) -> str:
+        for src in solution.sources:
+            p = box.workdir / src.path
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(src.content)
+            box.give(src.path)
+        return str(box.workdir / entry_file)
 
     # --- judging ---------------------------------------------------------------------------
 
@@ -292,33 +303,12 @@ class NeuronAgent(HardwareAgent):
             return self._fail("runtime_error", f"the harness ran {len(res.cases)} of {len(data.cases)} cases{tail}",
                               tools), [], None
         ref_mod = ReferenceModule(problem)
-        tol = validity.tolerance_of(problem.definition)
-        dtypes = {n: s.dtype for n, s in problem.definition.outputs.items()}
-        cap = 2 * max(data.output_bytes.values(), default=0) + (1 << 20)
         checks: list[SeedCheck] = []
         for case, run in zip(data.cases, res.cases, strict=True):
             if run.name != case.case.name:
                 return self._fail("runtime_error", f"harness result out of order ({run.name} != {case.case.name})",
                                   tools), checks, None
-            try:
-                outs = []
-                for rel in run.outputs:
-                    with box.open_file(rel, max_bytes=cap) as f:
-                        outs.append(np.load(f, allow_pickle=False))
-            except (OSError, ValueError) as e:
-                checks.append(SeedCheck(case=run.name, passed=False, note=f"cannot read the kernel's output: {e}"))
-                continue
-            if not outs:
-                checks.append(SeedCheck(case=run.name, passed=False, note="the kernel returned nothing"))
-                continue
-            kernel_out: Any = tuple(outs) if (run.returned_tuple or len(outs) > 1) else outs[0]
-            refs = case.refs()
-            try:
-                got = ref_mod.kernel_outputs(kernel_out, refs)
-            except ValueError as e:
-                checks.append(SeedCheck(case=run.name, passed=False, note=str(e)))
-                continue
-            chk = validity.compare_outputs(run.name, got, refs, tol, expected_dtypes=dtypes)
+            chk = self._check_outputs(problem, ref_mod, data, case, box, run.name, run.outputs, run.returned_tuple)
             if run.mutated:
                 chk.passed = False
                 note = f"modified its input argument(s) {run.mutated}; inputs are read-only"
@@ -329,6 +319,29 @@ class NeuronAgent(HardwareAgent):
             return self._fail("incorrect", "\n".join(f"{c.case}: {c.note}" for c in bad) + tail, tools,
                               correctness=checks), checks, None
         return None, checks, res
+
+    def _check_outputs(self, problem: Problem, ref_mod: ReferenceModule, data: ProblemData, case: CaseData,
+                       box: Sandbox, name: str, rels: list[str], returned_tuple: bool) -> SeedCheck:
+        """Judge one set of kernel outputs (files the child wrote) against the case's reference."""
+        cap = 2 * max(data.output_bytes.values(), default=0) + (1 << 20)
+        try:
+            outs = []
+            for rel in rels:
+                with box.open_file(rel, max_bytes=cap) as f:
+                    outs.append(np.load(f, allow_pickle=False))
+        except (OSError, ValueError) as e:
+            return SeedCheck(case=name, passed=False, note=f"cannot read the kernel's output: {e}")
+        if not outs:
+            return SeedCheck(case=name, passed=False, note="the kernel returned nothing")
+        kernel_out: Any = tuple(outs) if (returned_tuple or len(outs) > 1) else outs[0]
+        refs = case.refs()
+        try:
+            got = ref_mod.kernel_outputs(kernel_out, refs)
+        except ValueError as e:
+            return SeedCheck(case=name, passed=False, note=str(e))
+        dtypes = {n: s.dtype for n, s in problem.definition.outputs.items()}
+        return validity.compare_outputs(name, got, refs, validity.tolerance_of(problem.definition),
+                                        expected_dtypes=dtypes)
 
     def _summaries(self, box: Sandbox, res: HarnessResult) -> list[list[ProfileSummary | None]]:
         pairs = [(r.neff, r.ntff) for rnd in res.rounds for r in rnd.runs]
@@ -352,8 +365,8 @@ class NeuronAgent(HardwareAgent):
             i += len(rnd.runs)
         return out
 
-    def _timed(self, problem: Problem, box: Sandbox, out: SandboxOutcome, checks: list[SeedCheck],
-               counters: dict[str, float], tools: dict[str, str]) -> Profile:
+    def _timed(self, problem: Problem, data: ProblemData, timed: CaseData, box: Sandbox, out: SandboxOutcome,
+               checks: list[SeedCheck], counters: dict[str, float], tools: dict[str, str]) -> Profile:
         tail = f"\n--- kernel output ---\n{out.log}" if out.log.strip() else ""
         if out.status in ("timeout", "cpu_limit"):
             return self._fail("timeout", f"timing: {out.error}{tail}", tools, correctness=checks, counters=counters)
@@ -382,6 +395,12 @@ class NeuronAgent(HardwareAgent):
             return (max(ts) - min(ts)) / min(ts)
 
         best_i, best = min(usable, key=lambda item: rel_spread(item[1]))
+        kept = res.rounds[best_i]
+        chk = self._check_outputs(problem, ReferenceModule(problem), data, timed, box, f"timed:{timed.case.name}",
+                                  kept.outputs, kept.returned_tuple)
+        if not chk.passed:
+            return self._fail("incorrect", f"the output of a timed run is wrong ({chk.note}): results must not "
+                              "depend on being timed", tools, correctness=[*checks, chk], counters=counters)
         samples = [s.total_time_s * 1e3 for s in best]
         stats = LatencyStats(samples_ms=samples, median_ms=statistics.median(samples), min_ms=min(samples),
                              max_ms=max(samples), spread=rel_spread(best), reruns=len(rounds) - 1)

@@ -231,9 +231,10 @@ def _time(req: HarnessRequest, kernel: Any, workdir: Path, res: HarnessResult) -
         _stage(workdir, f"timing:round{r}")
         for _ in range(spec.warmup):
             _call(req, kernel, args)
+        out: Any = None
         for i in range(spec.runs):
             neff, ntff = art / f"r{r}_{i}.neff", art / f"r{r}_{i}.ntff"
-            _call(req, kernel, args, neff=neff, ntff=ntff)
+            out = _call(req, kernel, args, neff=neff, ntff=ntff)
             run = TimedRun(neff=str(neff.relative_to(workdir)), ntff=str(ntff.relative_to(workdir)))
             if req.neuron_profile:
                 text, _err = profile_total_time(req.neuron_profile, neff, ntff)
@@ -242,6 +243,13 @@ def _time(req: HarnessRequest, kernel: Any, workdir: Path, res: HarnessResult) -
                 except SummaryError:
                     run.total_time_s = None
             rnd.runs.append(run)
+        outs, rnd.returned_tuple = _outputs(out)
+        odir = workdir / "out" / f"timed-r{r}"
+        odir.mkdir(parents=True, exist_ok=True)
+        for j, arr in enumerate(outs):
+            rel = f"out/timed-r{r}/{j}.npy"
+            np.save(workdir / rel, np.ascontiguousarray(arr), allow_pickle=False)
+            rnd.outputs.append(rel)
         times = [t.total_time_s for t in rnd.runs]
         if any(t is None for t in times) or not times:
             return  # the agent decides from its own reading

@@ -74,6 +74,8 @@ class TimedRun(msgspec.Struct, kw_only=True):
 
 class TimingRound(msgspec.Struct, kw_only=True):
     runs: list[TimedRun] = []
+    outputs: list[str] = []  # the last profiled run's outputs (.npy, relative), judged by the agent
+    returned_tuple: bool = False
 
 
 class HarnessResult(msgspec.Struct, kw_only=True):

@@ -90,3 +90,8 @@ def kernel(x, w, eps, z, g):
     nl.store(out, value=nl.matmul(y, nl.load(w)))
     return out
 """
+# Does the work only until its own profiler files appear (i.e. while it is not being timed).
+SILU_LAZY_WHEN_TIMED = SILU_GOOD.replace(
+    "    for i in nl.affine_range(x.shape[0] // TILE):",
+    "    import os\n    steps = 0 if os.path.exists('art/r0_0.ntff') else x.shape[0] // TILE\n"
+    "    for i in nl.affine_range(steps):")

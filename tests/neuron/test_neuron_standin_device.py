@@ -20,6 +20,7 @@ from neuron_kernels import (
     SILU_HALF_WRITTEN,
     SILU_HANGS,
     SILU_HBM_HOG,
+    SILU_LAZY_WHEN_TIMED,
     SILU_NO_ENTRY,
     SILU_SYNTAX_ERROR,
     SILU_TOO_MANY_PARTITIONS,
@@ -158,3 +159,12 @@ def test_without_verification_a_forged_reading_hits_the_roofline_gate(trn1: Neur
     finally:
         trusting.close()
     assert prof.status == "incorrect" and "faster than the machine allows" in prof.log
+
+
+def test_a_kernel_that_behaves_differently_when_timed_is_caught(trn1: NeuronAgent,
+                                                                small_suite: dict[str, Problem]) -> None:
+    p = small_suite["silu"]
+    prof = trn1.profile(p, _with(p, SILU_LAZY_WHEN_TIMED))
+    assert prof.status == "incorrect", prof.log
+    assert "the output of a timed run is wrong" in prof.log
+    assert all(c.passed for c in prof.correctness[:-1]) and prof.correctness[-1].case == "timed:seed84"
