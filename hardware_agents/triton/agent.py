@@ -378,7 +378,8 @@ class TritonAgent(HardwareAgent):
         where = "; ".join(sorted({f"{c.planned.label}: {describe_axes(c.planned.workload)}" for c in data.cases}))
         if req.timing is None:
             why = self.mode_note if self.mode == "interpreter" else "timing not requested"
-            return self._fail("unmeasured", f"correct at {where}; {why}", correctness=checks, counters=counters)
+            notes = "".join(f"\nnote: {n}" for n in data.notes)
+            return self._fail("unmeasured", f"correct at {where}; {why}{notes}", correctness=checks, counters=counters)
         return self._timed(problem, data, req, res, box, checks, counters, max_bytes)
 
     def _timed(self, problem: Problem, data: ProblemData, req: HarnessRequest, res: HarnessResult, box: Sandbox,
@@ -421,7 +422,7 @@ class TritonAgent(HardwareAgent):
         toolchain = {**self.toolchain(), "timer": res.timer, **res.versions}
         if res.device_name:
             toolchain["gpu"] = res.device_name
-        where = f"timed at {describe_axes(timing_workload)}"
+        where = f"timed at {describe_axes(timing_workload)}" + "".join(f"\nnote: {n}" for n in data.notes)
         if problem.definition.x_roofline is None:  # e.g. imported definitions: no % of peak, no gate
             return Profile(status="passed", device=self.kind, log=f"{where}; the definition has no x_roofline, so "
                            "no % of peak", correctness=checks, latency=stats, counters=counters, toolchain=toolchain)

@@ -89,11 +89,22 @@ def merge_raw(encoded: Any, raw: Any) -> Any:
     return encoded
 
 
+def _explicit_workload(data: dict[str, Any]) -> dict[str, Any]:
+    """FlashInfer-Bench's Workload requires `axes` and `inputs` (our structs omit empty ones)."""
+    return {"uuid": data["uuid"], "axes": data.get("axes", {}), "inputs": data.get("inputs", {}),
+            **{k: v for k, v in data.items() if k not in ("uuid", "axes", "inputs")}}
+
+
 def to_fib(obj: msgspec.Struct) -> Any:
-    """A record as FlashInfer-Bench JSON (builtins), with the fields FlashInfer-Bench wants explicit."""
+    """A record as FlashInfer-Bench JSON (builtins), with the fields FlashInfer-Bench requires or
+    defaults differently made explicit (workload axes/inputs, destination_passing_style)."""
     data = msgspec.to_builtins(obj)
     if isinstance(obj, Solution):
         data["spec"]["destination_passing_style"] = obj.spec.destination_passing_style
+    elif isinstance(obj, Workload):
+        data = _explicit_workload(data)
+    elif isinstance(obj, Trace):
+        data["workload"] = _explicit_workload(data["workload"])
     return _nonfinite_out(data)
 
 
