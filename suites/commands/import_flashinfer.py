@@ -1,4 +1,5 @@
-"""`accelopt suite import-flashinfer PATH --out DIR`: a FlashInfer-Bench trace set as a suite."""
+"""`accelopt suite import-flashinfer PATH [--out DIR] [--name NAME] [--force] ...`: a FlashInfer-Bench
+trace set as a suite that `accelopt run --suite NAME` (or `--suite DIR`) loads."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from rich.table import Table
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("import-flashinfer", help="import a FlashInfer-Bench trace-set folder as a suite")
     p.add_argument("path", type=Path, help="the trace-set folder (definitions/, workloads/, solutions/, traces/)")
-    p.add_argument("--out", type=Path, required=True,
-                   help="suite folder to write (suites/<name> in a checkout makes `--suite <name>` work)")
-    p.add_argument("--name", help="suite name (default: the --out folder's name)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="suite folder to write (default: the user suite dir / NAME, e.g. "
+                        "~/.local/share/accelopt/suites/flashinfer)")
+    p.add_argument("--name", default=None, help="suite name (default: the --out folder's name, else flashinfer)")
+    p.add_argument("--force", action="store_true", help="replace an earlier import at the same place")
     p.add_argument("--device", default="h100", help="device kind the suite targets (default h100)")
     p.add_argument("--workload", default="largest",
                    help="the problem's workload: largest (default), smallest, first, or a workload uuid")
@@ -39,10 +42,17 @@ def run(args: argparse.Namespace) -> int:
     except (FlashInferImportError, ProblemFileError) as e:
         console.print(f"[red]import failed:[/red] {e}")
         return 1
-    name = args.name or args.out.resolve().name
-    write_suite(problems, args.out, name=name, device=args.device,
-                description=f"imported from the FlashInfer-Bench trace set {args.path}")
-    table = Table(title=f"suite {name} ({len(problems)} problems) in {args.out}")
+    import suites
+
+    name = args.name or (args.out.resolve().name if args.out else "flashinfer")
+    out = args.out or suites.user_suites_dir() / name
+    try:
+        write_suite(problems, out, name=name, device=args.device, overwrite=args.force,
+                    description=f"imported from the FlashInfer-Bench trace set {args.path}")
+    except FlashInferImportError as e:
+        console.print(f"[red]import failed:[/red] {e}")
+        return 1
+    table = Table(title=f"suite {name} ({len(problems)} problems) in {out}")
     for col in ("problem", "workload", "check workloads", "baseline"):
         table.add_column(col)
     for p in problems:
@@ -53,4 +63,6 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"[yellow]note:[/yellow] {note}")
     console.print(f"read {len(ts.definitions)} definitions, {sum(map(len, ts.workloads.values()))} workloads, "
                   f"{len(ts.solutions)} solutions, {len(ts.traces)} traces")
+    where = name if out.parent == suites.user_suites_dir() else out
+    console.print(f"run it with: accelopt run --suite {where} --device {args.device}", highlight=False)
     return 0

@@ -155,9 +155,15 @@ def _localize(w: Workload, folder: Path) -> Workload:
 
 
 def write_suite(problems: Sequence[Problem], out: str | Path, *, name: str, device: str = "h100",
-                description: str = "imported from a FlashInfer-Bench trace set") -> Path:
-    """A suite folder (suite.json + one folder per problem) that `suites` can load."""
+                description: str = "imported from a FlashInfer-Bench trace set", overwrite: bool = False) -> Path:
+    """A suite folder (suite.json + one folder per problem) that `suites.load_suite` loads
+    (by path, or by name under the user suite dir). An existing suite there is replaced only
+    with `overwrite`."""
     dest = Path(out)
+    if (dest / "suite.json").exists():
+        if not overwrite:
+            raise FlashInferImportError(f"{dest} already holds a suite; pass overwrite (--force) to replace it")
+        shutil.rmtree(dest)
     dest.mkdir(parents=True, exist_ok=True)
     info = suites.SuiteInfo(name=name, description=description, device=device, language="triton",
                             entry_point="main.py::run")
@@ -174,18 +180,11 @@ def write_suite(problems: Sequence[Problem], out: str | Path, *, name: str, devi
 
 
 def load_suite_dir(path: str | Path) -> list[Problem]:
-    """The problems of a suite folder anywhere (a name under `suites/` also works)."""
-    p = Path(path)
-    if not (p / "suite.json").is_file():
-        if "/" not in str(path) and str(path) in suites.list_suites():
-            return suites.load_suite(str(path))
-        raise ProblemFileError(f"{path}: not a suite folder (no suite.json) and not a suite name; "
-                               f"suites: {', '.join(suites.list_suites())}")
+    """The problems of a suite: a folder anywhere, or a suite name."""
     try:
-        info = msgspec.json.decode((p / "suite.json").read_bytes(), type=suites.SuiteInfo)
-    except (msgspec.ValidationError, msgspec.DecodeError) as e:
-        raise ProblemFileError(f"{p / 'suite.json'}: invalid suite.json: {e}") from e
-    return [suites.load_problem_dir(d.parent, info) for d in sorted(p.glob("*/definition.json"))]
+        return suites.load_suite(str(path))
+    except KeyError as e:
+        raise ProblemFileError(str(e.args[0]) if e.args else str(e)) from None
 
 
 # --- export ----------------------------------------------------------------------------------

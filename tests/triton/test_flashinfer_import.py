@@ -86,3 +86,18 @@ def test_cli_import_reports_errors(tmp_path, capsys):
     assert main(["suite", "import-flashinfer", str(src), "--out", str(tmp_path / "x")]) == 1
     assert "rmsnorm_h64_7f3a.safetensors" in capsys.readouterr().out
     assert main(["suite", "import-flashinfer", str(src), "--out", str(tmp_path / "x"), "--skip-missing-blobs"]) == 0
+
+
+def test_cli_default_place_name_and_force(fib_dir, tmp_path, monkeypatch, capsys):
+    import suites
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.delenv("ACCELOPT_SUITES_PATH", raising=False)
+    assert main(["suite", "import-flashinfer", str(fib_dir)]) == 0
+    assert "accelopt run --suite flashinfer --device h100" in capsys.readouterr().out
+    assert "flashinfer" in suites.list_suites()
+    assert {p.name for p in suites.load_suite("flashinfer")} == {"rmsnorm_h64", "gemm_n32_k48"}
+    assert main(["suite", "import-flashinfer", str(fib_dir)]) == 1  # an earlier import is not overwritten
+    assert "--force" in capsys.readouterr().out
+    assert main(["suite", "import-flashinfer", str(fib_dir), "--force", "--definitions", "gemm_n32_k48"]) == 0
+    assert [p.name for p in suites.load_suite("flashinfer")] == ["gemm_n32_k48"]
