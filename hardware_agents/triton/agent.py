@@ -113,7 +113,8 @@ class TritonAgent(HardwareAgent):
                  timer: TimerName = "cuda_event", warmup: int = 10, reps: int = 50, trials: int = 3,
                  flush_bytes: int | None = None, gpus_to_use: Sequence[int] | None = None, any_gpu: bool = False,
                  data_roots: Sequence[str | Path] = (), data_cache_problems: int = 3,
-                 interpreter_timing: bool = False, spec: DeviceSpec | None = None) -> None:
+                 interpreter_timing: bool = False, spec: DeviceSpec | None = None,
+                 sandbox_options: dict[str, Any] | None = None) -> None:
         self._spec = spec or device_spec(self.kind)
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.sandbox_dir = Path(sandbox_dir) if sandbox_dir else None
@@ -127,6 +128,7 @@ class TritonAgent(HardwareAgent):
         if env_roots:
             self.data_roots += env_roots.split(os.pathsep)
         self.interpreter_timing = interpreter_timing
+        self.sandbox_options = dict(sandbox_options or {})  # SandboxPolicy fields, e.g. for an unusual GPU host
         self.data = DataCache(data_cache_problems, self.sandbox_dir)
         self.gpu_infos = self._select_gpus(mode, gpus_to_use, any_gpu)
         self.mode: Literal["cuda", "interpreter"] = "cuda" if self.gpu_infos else "interpreter"
@@ -185,13 +187,15 @@ class TritonAgent(HardwareAgent):
     def _policy(self, timeout: float, read_paths: Sequence[str], file_bytes: int) -> SandboxPolicy:
         env = {"TRITON_INTERPRET": "1"} if self.mode == "interpreter" else {}
         env.update({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"})
-        kw: dict[str, Any] = {}
-        if self.mode == "cuda":
+        kw: dict[str, Any] = {
+            "wall_timeout_s": timeout, "address_space_bytes": (1 << 44) if self.mode == "cuda" else 16 << 30,
+            "max_processes": 256, "max_file_bytes": max(64 << 20, file_bytes), "read_paths": tuple(read_paths),
+            "env": env, "preload": _PRELOAD}
+        if self.mode == "cuda":  # CUDA maps a huge address space and opens /dev/nvidia* read/write
             kw["write_paths"] = tuple(gpus.device_nodes())
-        return SandboxPolicy(
-            wall_timeout_s=timeout, address_space_bytes=(1 << 44) if self.mode == "cuda" else 16 << 30,
-            max_processes=256, max_file_bytes=max(64 << 20, file_bytes), read_paths=tuple(read_paths), env=env,
-            preload=_PRELOAD, **kw)
+            kw["preload"] = (*_PRELOAD, "hardware_agents.triton._cuda_init")
+        kw.update(self.sandbox_options)
+        return SandboxPolicy(**kw)
 
     def _run(self, target: str, request: msgspec.Struct, policy: SandboxPolicy, stage: dict[str, str] | None = None,
              ) -> tuple[SandboxOutcome, Sandbox]:
