@@ -162,6 +162,26 @@ def default_base_dir() -> Path:
     return Path(tempfile.gettempdir())
 
 
+_swept: set[tuple[str, str]] = set()
+_STALE_DIR = re.compile(r"^(?P<prefix>accelopt-[a-z-]+-)(?P<pid>\d+)-")
+
+
+def private_dir(base: Path, prefix: str) -> Path:
+    """mkdtemp named `<prefix><pid>-XXXX`; the first call per (base, prefix) in a process also
+    removes such dirs whose owning process is gone (a SIGKILLed agent, e.g. a Ray worker at
+    shutdown, runs no cleanup). Assumes the base dir is not shared across PID namespaces
+    (true of /dev/shm, which is per IPC namespace, and of a private temp dir)."""
+    base.mkdir(parents=True, exist_ok=True)
+    key = (str(base), prefix)
+    if key not in _swept:
+        _swept.add(key)
+        for entry in os.listdir(base):
+            m = _STALE_DIR.match(entry)
+            if m and m.group("prefix") == prefix and not os.path.exists(f"/proc/{m.group('pid')}"):
+                shutil.rmtree(base / entry, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=base))
+
+
 def _proc_status(pid: str) -> tuple[tuple[int, ...], bytes] | None:
     """(uids, state letter) of a process, None if it is gone."""
     uids, state = None, b"?"
@@ -280,9 +300,7 @@ class Sandbox:
         self.gid: int | None = None
         if self._root and self.policy.drop_privileges:
             self.uid = self.gid = _allocate_uid()
-        base = base_dir or default_base_dir()
-        base.mkdir(parents=True, exist_ok=True)
-        self._outer = Path(tempfile.mkdtemp(prefix=prefix, dir=base))  # 0700, ours: the log lives here
+        self._outer = private_dir(base_dir or default_base_dir(), prefix)  # 0700, ours: the log lives here
         self.workdir = self._outer / "work"
         self.workdir.mkdir(mode=0o700)
         (self.workdir / ".sandbox").mkdir(mode=0o700)

@@ -21,7 +21,7 @@ import numpy as np
 
 from accelopt.problem import Problem
 from hardware_agents import validity
-from hardware_agents.sandbox import default_base_dir
+from hardware_agents.sandbox import default_base_dir, private_dir
 
 
 class CaseData:
@@ -97,7 +97,7 @@ class DataCache:
     @property
     def root(self) -> Path:
         if self._root is None:
-            self._root = Path(tempfile.mkdtemp(prefix="accelopt-data-", dir=self._base or default_base_dir()))
+            self._root = private_dir(self._base or default_base_dir(), "accelopt-data-")
             os.chmod(self._root, 0o755)
             self._finalizer = weakref.finalize(self, shutil.rmtree, str(self._root), True)
         return self._root

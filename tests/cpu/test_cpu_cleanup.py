@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -37,3 +38,21 @@ def test_data_dir_is_removed_at_interpreter_exit(tmp_path: Path) -> None:
 def test_no_directory_until_used(tmp_path: Path) -> None:
     DataCache(base_dir=tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_dirs_of_dead_owners_are_swept_by_the_next_process(tmp_path: Path) -> None:
+    from hardware_agents import sandbox
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    stale = tmp_path / f"accelopt-data-{dead}-abc123"
+    (stale / "case").mkdir(parents=True)
+    alive = tmp_path / f"accelopt-data-{os.getpid()}-def456"
+    alive.mkdir()
+    other = tmp_path / f"accelopt-cc-{dead}-xyz"  # another prefix: swept only by its own kind
+    other.mkdir()
+    unrelated = tmp_path / "something-else-1-2"
+    unrelated.mkdir()
+    new = sandbox.private_dir(tmp_path, "accelopt-data-")
+    assert new.name.startswith(f"accelopt-data-{os.getpid()}-")
+    assert not stale.exists() and alive.exists() and other.exists() and unrelated.exists()
