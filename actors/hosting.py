@@ -79,8 +79,14 @@ class Placement:
 
 
 def device_placement(device: str) -> Placement:
-    """What one profiler actor of a device kind holds while it lives."""
+    """What one profiler actor of a device kind holds while it lives. A GPU kind on a Ray
+    cluster without any GPU takes a CPU slot instead: its agent then checks correctness in
+    the Triton interpreter (status `unmeasured`) and leaves timing to a GPU worker."""
     if device in ("h100", "h200", "b200") or device.startswith("cuda"):
+        import ray
+
+        if ray.is_initialized() and not ray.cluster_resources().get("GPU"):
+            return Placement(num_cpus=1)
         return Placement(num_gpus=1)
     if device.startswith("trn"):
         return Placement(resources={"neuron_cores": 1})
