@@ -15,39 +15,48 @@ Calling convention (FlashInfer-Bench): arguments are positional in the definitio
 with `destination_passing_style` (the default) `run(*inputs, *outputs)` writes outputs the
 harness allocated (poisoned with NaN); otherwise `run(*inputs)` returns them (a tensor or a
 tuple in the order of `outputs`). Output dtypes and shapes must match the definition.
+
+Importing this package is cheap (no torch): the agent module loads when an agent is made.
+See docs/triton.md.
 """
 
-from hardware_agents.base import register_agent
-from hardware_agents.triton.agent import TritonAgent, plan_cases
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from typing import Any
+
+from hardware_agents.base import HardwareAgent, register_agent
 from hardware_agents.triton.specs import GPU_KINDS, device_spec, kind_for_gpu_name, spec_for_dtypes
 
-
-class H100Agent(TritonAgent):
-    kind = "h100"
+_LAZY = {"TritonAgent", "H100Agent", "H200Agent", "B200Agent", "AGENTS", "plan_cases"}
 
 
-class H200Agent(TritonAgent):
-    kind = "h200"
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module("hardware_agents.triton.agent"), name)
+    if name == "timing":
+        return importlib.import_module("hardware_agents.triton.timing")
+    raise AttributeError(f"module 'hardware_agents.triton' has no attribute {name!r}")
 
 
-class B200Agent(TritonAgent):
-    kind = "b200"
+def _factory(kind: str) -> Any:
+    def make(**opts: Any) -> HardwareAgent:
+        from hardware_agents.triton.agent import AGENTS
 
+        return AGENTS[kind](**opts)
 
-AGENTS: dict[str, type[TritonAgent]] = {"h100": H100Agent, "h200": H200Agent, "b200": B200Agent}
+    return make
 
 
 def _probe() -> bool:
-    """Usable wherever Triton imports: timing on a matching GPU, else the interpreter."""
-    try:
-        import triton  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """Usable wherever Triton and torch are installed: timing on a matching GPU, else the
+    interpreter."""
+    return all(importlib.util.find_spec(m) is not None for m in ("triton", "torch"))
 
 
-for _kind, _cls in AGENTS.items():
-    register_agent(_kind, _cls, probe=_probe)
+for _kind in GPU_KINDS:
+    register_agent(_kind, _factory(_kind), probe=_probe)
 
 __all__ = ["AGENTS", "GPU_KINDS", "B200Agent", "H100Agent", "H200Agent", "TritonAgent", "device_spec",
            "kind_for_gpu_name", "plan_cases", "spec_for_dtypes"]

@@ -446,3 +446,17 @@ class TritonAgent(HardwareAgent):
                        correctness=checks, latency=stats, t_peak_ms=tp * 1e3, pct_peak=pct_peak(tp, t_meas),
                        bound=bound, counters=counters, toolchain=toolchain)
 
+
+class H100Agent(TritonAgent):
+    kind = "h100"
+
+
+class H200Agent(TritonAgent):
+    kind = "h200"
+
+
+class B200Agent(TritonAgent):
+    kind = "b200"
+
+
+AGENTS: dict[str, type[TritonAgent]] = {"h100": H100Agent, "h200": H200Agent, "b200": B200Agent}
