@@ -112,7 +112,7 @@ class TritonAgent(HardwareAgent):
                  sandbox_dir: str | Path | None = None, timeout_s: float = 120.0, max_pct_peak: float = 1.25,
                  timer: TimerName = "cuda_event", warmup: int = 10, reps: int = 50, trials: int = 3,
                  flush_bytes: int | None = None, gpus_to_use: Sequence[int] | None = None, any_gpu: bool = False,
-                 data_roots: Sequence[str | Path] = (), data_cache_problems: int = 3,
+                 data_roots: Sequence[str | Path] = (), data_cache_problems: int | None = None,
                  interpreter_timing: bool = False, spec: DeviceSpec | None = None,
                  sandbox_options: dict[str, Any] | None = None) -> None:
         self._spec = spec or device_spec(self.kind)
@@ -129,9 +129,10 @@ class TritonAgent(HardwareAgent):
             self.data_roots += env_roots.split(os.pathsep)
         self.interpreter_timing = interpreter_timing
         self.sandbox_options = dict(sandbox_options or {})  # SandboxPolicy fields, e.g. for an unusual GPU host
-        self.data = DataCache(data_cache_problems, self.sandbox_dir)
         self.gpu_infos = self._select_gpus(mode, gpus_to_use, any_gpu)
         self.mode: Literal["cuda", "interpreter"] = "cuda" if self.gpu_infos else "interpreter"
+        # production-size data is large (GBs in /dev/shm); the interpreter's small data is cheap to keep
+        self.data = DataCache(data_cache_problems or (3 if self.mode == "cuda" else 16), self.sandbox_dir)
         self.pool = gpus.GpuPool([g.index for g in self.gpu_infos], self.cache_dir / "triton" / "locks") \
             if self.gpu_infos else None
         self.mode_note = self._mode_note(mode)

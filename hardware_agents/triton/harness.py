@@ -53,8 +53,10 @@ from hardware_agents.triton.records import (
 
 GUARD_BYTES = 4096
 PACKAGE = "accelopt_solution"
+# Reported as `compile_error`: what Triton raises while compiling (on a GPU: also a kernel whose
+# blocks exceed the SM's shared memory or registers), and a module that does not import.
 COMPILE_ERRORS = {"CompilationError", "CompileTimeAssertionFailure", "UnsupportedLanguageConstruct",
-                  "SolutionImportError", "EntrySymbolMissing"}
+                  "OutOfResources", "PTXASError", "SolutionImportError", "EntrySymbolMissing"}
 
 
 class SolutionImportError(Exception):
