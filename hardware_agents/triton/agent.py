@@ -120,6 +120,9 @@ class TritonAgent(HardwareAgent):
         self.sandbox_dir = Path(sandbox_dir) if sandbox_dir else None
         self.timeout_s = timeout_s
         self.max_pct_peak = max_pct_peak
+        if timer not in ("cuda_event", "do_bench"):
+            raise ValueError(f"timer must be 'cuda_event' or 'do_bench' (GPU timers), not {timer!r}; the host clock "
+                             "is used automatically with interpreter_timing")
         self.timer: TimerName = timer
         self.warmup, self.reps, self.trials = warmup, reps, trials
         self.flush_bytes = flush_bytes
