@@ -46,6 +46,7 @@ class CoordinatorService:
         self._stop = False
         self._memory = None
         self._parent_recording = None
+        self._warm_task: asyncio.Task | None = None
         self._memory_lock = threading.Lock()
         self._effect_tasks: set[asyncio.Task] = set()
         self.warnings: list[str] = []
@@ -95,6 +96,10 @@ class CoordinatorService:
 
     async def _flush(self, elog: EventLog, outbox: list[ev.Event], effects: list[RetrieveMemory],
                      present: set[str]) -> None:
+        if self._warm_task is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._warm_task, timeout=300)
+            self._warm_task = None
         fresh = [o for o in outbox if o.event_id not in present]
         if fresh:
             await elog.publish_many(fresh)
@@ -119,7 +124,8 @@ class CoordinatorService:
             return self._memory
 
     def _warm_memory(self) -> None:
-        """Load the memory index and embedding model while the baselines are profiled."""
+        """Load the memory index and embedding model before the first decisions go out: the
+        load is CPU-heavy and would otherwise run while the baselines are being timed."""
         cfg = self.core.config
         if cfg is None or not cfg.memory.enabled or cfg.memory.top_m <= 0:
             return
@@ -130,9 +136,7 @@ class CoordinatorService:
             except Exception as e:  # retrieval will report it when it is needed
                 self.log.warning("memory warm-up failed", error=repr(e))
 
-        task = asyncio.create_task(asyncio.to_thread(warm))
-        self._effect_tasks.add(task)
-        task.add_done_callback(self._effect_tasks.discard)
+        self._warm_task = asyncio.create_task(asyncio.to_thread(warm))
 
     async def _recording(self, elog: EventLog):
         started = self.core.started

@@ -95,6 +95,17 @@ class Deployment:
             self._spawn("curator", "curator", {"nats_url": self.nats_url, "uri": self.cfg.memory.uri,
                                                "embedder": self.cfg.memory.embedding_model})
 
+    def wait_ready(self, timeout_s: float = 300.0) -> None:
+        """Block until every started host has connected and loaded what it needs, so the
+        run's first profiles are not timed while actors are still importing and loading."""
+        import ray
+
+        refs = [h.handle.ready.remote() for h in self.hosts]
+        _done, pending = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+        if pending:
+            slow = [h.name for h, r in zip(self.hosts, refs, strict=True) if r in pending]
+            log.warning("actors not ready", actors=slow, timeout_s=timeout_s)
+
     def start_coordinator(self, run_id: str) -> Hosted:
         return self._spawn(f"coordinator-{run_id}", "coordinator", {"nats_url": self.nats_url, "run_id": run_id})
 

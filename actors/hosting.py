@@ -47,6 +47,14 @@ class _Host:
     async def run(self, **kwargs: Any) -> Any:
         return await self.obj.run(**kwargs)
 
+    async def ready(self) -> bool:
+        """Returns once the hosted object is connected and started (its `is_ready`)."""
+        import asyncio
+
+        while not getattr(self.obj, "is_ready", True):
+            await asyncio.sleep(0.05)
+        return True
+
     def stop(self) -> bool:
         self.obj.stop()
         return True

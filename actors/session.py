@@ -243,6 +243,7 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
         deployment = Deployment(cfg, endpoint.url, log_level=log_level)
         if start_agents:
             deployment.start_agents([cfg.device])
+            deployment.wait_ready()
         coord = deployment.start_coordinator(run_id)
         if start is not None:
             asyncio.run(publish(endpoint.url, start))

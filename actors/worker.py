@@ -60,6 +60,7 @@ class Worker:
         self._stop = asyncio.Event() if _has_loop() else None
         self._elog: EventLog | None = None
         self._queue: WorkQueue | None = None
+        self.is_ready = False  # connected and started (models loaded): see Deployment.wait_ready
 
     # --- to implement -----------------------------------------------------------------------
 
@@ -84,6 +85,7 @@ class Worker:
                 max_ack_pending=max(1, o.concurrency) * 4,
             )
             await self.on_start(self._elog)
+            self.is_ready = True
         return self._elog
 
     async def run(self, *, until_idle_s: float | None = None) -> WorkerStats:
