@@ -175,7 +175,9 @@ class EventLog:
 
         servers = [u.strip() for u in url.split(",") if u.strip()]
         try:
-            nc = await nats.connect(
+            # nats-py retries the *first* connection forever when reconnects are unlimited:
+            # bound it, so a dead server is an error rather than a hang
+            nc = await asyncio.wait_for(nats.connect(
                 servers=servers,
                 name=name,
                 connect_timeout=connect_timeout,
@@ -184,9 +186,11 @@ class EventLog:
                 reconnect_time_wait=0.25,
                 error_cb=quiet,
                 pending_size=64 * 1024 * 1024,
-            )
+            ), timeout=connect_timeout + 1.0)
+        except asyncio.TimeoutError as e:
+            raise ConnectionError(f"cannot connect to NATS at {url}: no answer within {connect_timeout + 1:.0f}s") from e
         except Exception as e:
-            raise ConnectionError(f"cannot connect to NATS at {url}: {e}") from e
+            raise ConnectionError(f"cannot connect to NATS at {url}: {type(e).__name__}: {e}") from e
         elog = cls(nc, settings or StreamSettings())
         if create:
             await elog.ensure_stream()
