@@ -187,7 +187,7 @@ class EventLog:
                 error_cb=quiet,
                 pending_size=64 * 1024 * 1024,
             ), timeout=connect_timeout + 1.0)
-        except asyncio.TimeoutError as e:
+        except TimeoutError as e:
             raise ConnectionError(f"cannot connect to NATS at {url}: no answer within {connect_timeout + 1:.0f}s") from e
         except Exception as e:
             raise ConnectionError(f"cannot connect to NATS at {url}: {type(e).__name__}: {e}") from e
