@@ -1,0 +1,156 @@
+"""Replay, ablation and resume on a real recorded run (subprocess CLI runs: real NATS, real
+Ray, real compiled kernels; the offline builtin/tuner model, as no LLM API is reachable).
+
+- replay --verify passes on the recording and catches an altered event;
+- an ablation with an unchanged config makes zero new LLM calls and profiles nothing anew;
+- kill -9 of the CLI mid-run, then `accelopt resume`, gives the same set of kernels as the
+  uninterrupted recording.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from events import catalog as c
+from events.log import EventLog
+from events.logfile import read_events
+from replay.recording import served_counts
+from replay.verify import verify
+
+ACCELOPT = [sys.executable, "-m", "accelopt.cli"]
+
+
+def cli(*args: str, root: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    env = {**os.environ, "ACCELOPT_LOG_LEVEL": "ERROR"}
+    return subprocess.run([*ACCELOPT, *args, "--root", str(root)], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def run_dirs(root: Path) -> set[str]:
+    return {p.name for p in root.iterdir() if (p / "log.aolog").exists()}
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    root = tmp_path_factory.mktemp("abl") / "runs"
+    root.mkdir()
+    r = cli("run", "--suite", "cpu", "--problems", "matmul", "--preset", "quick",
+            "--set", "search.iterations=3", "--set", "search.plans_per_candidate=3", root=root)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (run_id,) = run_dirs(root)
+    yield root, run_id
+    info = root / ".nats" / "server.json"
+    if info.exists():  # the embedded server a killed CLI left behind
+        pid = json.loads(info.read_text())["pid"]
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_replay_verify_passes_and_catches_an_altered_event(recorded):
+    root, run_id = recorded
+    r = cli("replay", run_id, "--verify", root=root)
+    assert r.returncode == 0 and "verified" in r.stdout, r.stdout + r.stderr
+    events = read_events(root / run_id / "log.aolog")
+    assert verify(events).ok
+    i = next(i for i, e in enumerate(events) if isinstance(e, c.KernelProfiled) and e.profile.status == "passed"
+             and e.profile.latency and e.request_id and i > len(events) // 3)
+    prof = events[i].profile
+    bad = msgspec.structs.replace(prof, status="incorrect", latency=None)
+    altered = [*events[:i], msgspec.structs.replace(events[i], profile=bad), *events[i + 1:]]
+    report = verify(altered)
+    assert not report.ok and report.divergence.position > i + 1
+
+
+def test_unchanged_ablation_makes_no_new_llm_calls(recorded):
+    root, run_id = recorded
+    before = run_dirs(root)
+    r = cli("ablate", run_id, root=root)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (new,) = run_dirs(root) - before
+    events = read_events(root / new / "log.aolog")
+    started = events[0]
+    assert isinstance(started, c.RunStarted) and started.parent_run == run_id
+    s = served_counts(events)
+    assert s.llm_calls > 0 and s.llm_served == s.llm_calls
+    assert s.profiles > 0 and s.profiles_served == s.profiles
+    assert "0 made anew" in r.stdout
+    original = read_events(root / run_id / "log.aolog")
+    assert _kernel_sources(events) == _kernel_sources(original)
+
+
+def test_kill_9_mid_run_then_resume_gives_the_same_kernels(recorded):
+    root, run_id = recorded
+    new = "resumed-run"
+    env = {**os.environ, "ACCELOPT_LOG_LEVEL": "ERROR"}
+    proc = subprocess.Popen([*ACCELOPT, "ablate", run_id, "--run-id", new, "--root", str(root)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+    deadline = time.monotonic() + 300
+    profiled, url = 0, None
+    while time.monotonic() < deadline and profiled < 1:
+        time.sleep(0.2)
+        url, events = _poll(root, new)
+        profiled = sum(isinstance(e, c.KernelProfiled) for e in events)
+    assert profiled >= 1, "the run did not get going"
+    kill_session(proc.pid)  # the CLI and every Ray process it started (not the NATS server)
+    proc.wait(10)
+    time.sleep(1)
+    mid = asyncio.run(_history(url, new))
+    assert not any(isinstance(e, c.RunCompleted) for e in mid), "killed too late: the run had finished"
+    r = cli("resume", new, root=root, timeout=400)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "resuming" in r.stdout
+    events = read_events(root / new / "log.aolog")
+    assert isinstance(events[-1], c.RunCompleted)
+    assert verify(events).ok
+    original = read_events(root / run_id / "log.aolog")
+    assert _kernel_sources(events) == _kernel_sources(original)
+    # nothing was counted twice: one profile per kernel, one RunStarted
+    profiled_ids = [e.kernel_id for e in events if isinstance(e, c.KernelProfiled)]
+    assert len(profiled_ids) == len(set(profiled_ids))
+    assert sum(isinstance(e, c.RunStarted) for e in events) == 1
+
+
+def kill_session(sid: int) -> None:
+    """SIGKILL every process of a session, as a crash of the whole machine's CLI side would.
+    (Ray's workers run in their own process groups, so killpg is not enough.)"""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid:  # field 6 of stat: session id
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(stat.parent.name), signal.SIGKILL)
+
+
+def _poll(root: Path, run_id: str) -> tuple[str | None, list[c.Event]]:
+    """The root's current embedded server (the CLI may restart it) and the run's events."""
+    info = root / ".nats" / "server.json"
+    try:
+        url = json.loads(info.read_text())["url"]
+        return url, asyncio.run(_history(url, run_id))
+    except (OSError, ValueError, ConnectionError):
+        return None, []
+
+
+async def _history(url: str, run_id: str) -> list[c.Event]:
+    elog = await EventLog.connect(url)
+    try:
+        return await elog.history(run_id)
+    finally:
+        await elog.close()
+
+
+def _kernel_sources(events) -> set[tuple[str, int, str]]:
+    return {(e.problem, e.iteration, e.source) for e in events if isinstance(e, c.KernelProposed)}
