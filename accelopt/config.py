@@ -105,10 +105,10 @@ class LLMConfig(_C):
 
 
 class DeviceConfig(_C):
-    """Profiler actors per device kind and how many kernels each device profiles at once."""
+    """Profiler actors started per device kind by `accelopt run` (0: rely on fleet workers
+    started with `accelopt worker`)."""
 
     workers: int = 1
-    inflight: int = 4
 
 
 class LimitsConfig(_C):
@@ -125,6 +125,14 @@ class WorkersConfig(_C):
     ack_wait_s: float = 30.0
     heartbeat_s: float = 5.0
     max_deliver: int = 3
+
+
+class LogConfig(_C):
+    """The event stream, when a run creates it: replicas (3 on a JetStream cluster) and how
+    long JetStream remembers message ids for de-duplication."""
+
+    replicas: int = 1
+    duplicate_window_s: float = 3600.0
 
 
 class ProfilingConfig(_C):
@@ -145,6 +153,7 @@ class RunConfig(_C):
     devices: dict[str, DeviceConfig] = {}
     limits: LimitsConfig = msgspec.field(default_factory=LimitsConfig)
     workers: WorkersConfig = msgspec.field(default_factory=WorkersConfig)
+    log: LogConfig = msgspec.field(default_factory=LogConfig)
     profiling: ProfilingConfig = msgspec.field(default_factory=ProfilingConfig)
 
     def to_dict(self) -> dict[str, Any]:
@@ -254,6 +263,8 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError(f"search.fix_rounds: must be >= 0 (got {s.fix_rounds})")
     if s.summary_positive_threshold < 1.0 or s.summary_negative_threshold < 1.0:
         raise ConfigError("search.summary_*_threshold: must be >= 1.0")
+    if cfg.log.replicas not in (1, 3, 5):
+        raise ConfigError(f"log.replicas: use 1, 3 or 5 (got {cfg.log.replicas})")
     w = cfg.workers
     if w.heartbeat_s <= 0 or w.ack_wait_s <= w.heartbeat_s:
         raise ConfigError("workers.ack_wait_s must exceed workers.heartbeat_s (> 0)")

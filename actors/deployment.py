@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,8 +24,6 @@ from events.subjects import role_filter
 log = get_logger(component="deployment")
 
 LLM_ROLES = ("planner", "executor", "fixer", "summarizer")
-REQUEST_OF_ROLE = {"planner": "PlanRequested", "executor": "ImplementationRequested",
-                   "fixer": "FixRequested", "summarizer": "SummaryRequested"}
 
 
 def init_ray(address: str | None = None, *, num_cpus: int | None = None, object_store_mb: int = 200) -> None:
@@ -50,6 +49,13 @@ def profiler_options(device: str, cfg: RunConfig) -> WorkerOptions:
                          concurrency=1, ack_wait_s=w.ack_wait_s, heartbeat_s=w.heartbeat_s, max_deliver=w.max_deliver)
 
 
+def llm_agent_options(role: str, cfg: RunConfig) -> WorkerOptions:
+    from actors.agents import agent_options
+
+    w = cfg.workers
+    return agent_options(role, cfg.llm, ack_wait_s=w.ack_wait_s, heartbeat_s=w.heartbeat_s, max_deliver=w.max_deliver)
+
+
 @dataclass
 class Hosted:
     name: str
@@ -63,12 +69,15 @@ class Deployment:
     nats_url: str
     log_level: str | None = None
     hosts: list[Hosted] = field(default_factory=list)
+    tag: str = field(default_factory=lambda: secrets.token_hex(3))
 
     def _spawn(self, name: str, role: str, kwargs: dict[str, Any], placement: Placement | None = None,
                run_kwargs: dict[str, Any] | None = None) -> Hosted:
         host_cls = ray_host_class()
         opts = (placement or Placement()).options()
-        handle = host_cls.options(name=None, **opts).remote(ROLE_FACTORIES[role], kwargs, self.log_level)
+        # named "accelopt-<name>-<deployment tag>", so operators (and tests) can find an actor
+        actor_name = f"accelopt-{name}-{self.tag}"
+        handle = host_cls.options(name=actor_name, **opts).remote(ROLE_FACTORIES[role], kwargs, self.log_level)
         hosted = Hosted(name, handle, handle.run.remote(**(run_kwargs or {})))
         self.hosts.append(hosted)
         return hosted
@@ -76,12 +85,7 @@ class Deployment:
     def start_agents(self, devices: list[str]) -> None:
         """LLM agents, profilers for `devices`, and the memory curator."""
         for role in LLM_ROLES:
-            r = self.cfg.llm.for_role(role)
-            w = self.cfg.workers
-            options = WorkerOptions(
-                durable=role, filter_subject=role_filter(REQUEST_OF_ROLE[role]), concurrency=r.concurrency,
-                ack_wait_s=w.ack_wait_s, heartbeat_s=w.heartbeat_s, max_deliver=w.max_deliver,
-            )
+            options = llm_agent_options(role, self.cfg)
             self._spawn(role, role, {"nats_url": self.nats_url, "llm_config": self.cfg.llm, "options": options})
         for device in devices:
             dcfg = self.cfg.devices.get(device)

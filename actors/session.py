@@ -30,7 +30,7 @@ from accelopt.config import RunConfig
 from accelopt.logging import get_logger
 from accelopt.problem import Problem
 from events import catalog as ev
-from events.log import EventLog
+from events.log import EventLog, StreamSettings
 from events.server import NatsServer, check_url, port_open
 from events.subjects import run_filter
 from replay.fold import RunView
@@ -147,19 +147,58 @@ class RunOutcome:
     timed_out: bool = False
 
 
+class StallWatch:
+    """Says when work waits on a role nobody serves: a durable consumer with pending
+    messages, none being worked on and no instance fetching (e.g. a device kind with no
+    profiler worker connected). Checked while the run is idle; each finding reported once."""
+
+    def __init__(self, durables: list[str], *, after_s: float = 20.0,
+                 report: Callable[[str], None] | None = None) -> None:
+        self.durables = durables
+        self.after_s = after_s
+        self.report = report or (lambda text: log.warning(text))
+        self._since: dict[str, float] = {}
+        self._reported: set[str] = set()
+        self._next = 0.0
+
+    async def check(self, elog: EventLog) -> None:
+        now = time.monotonic()
+        if now < self._next:
+            return
+        self._next = now + 2.0
+        for durable in self.durables:
+            try:
+                info = await elog.js.consumer_info(elog.settings.name, durable)
+            except Exception:
+                continue
+            starved = info.num_pending > 0 and info.num_ack_pending == 0 and info.num_waiting == 0
+            if not starved:
+                self._since.pop(durable, None)
+                self._reported.discard(durable)
+                continue
+            first = self._since.setdefault(durable, now)
+            if now - first >= self.after_s and durable not in self._reported:
+                self._reported.add(durable)
+                self.report(f"{info.num_pending} request(s) wait on '{durable}' and no worker serves it "
+                            f"(start one, e.g. `accelopt worker --nats URL --device ...`); the run waits")
+
+
 async def follow_run(url: str, run_id: str, *, on_event: Callable[[ev.Event, RunView], None] | None = None,
                      timeout_s: float | None = None, alive: Callable[[], str | None] | None = None,
-                     ) -> tuple[RunView, bool]:
+                     stall_watch: StallWatch | None = None) -> tuple[RunView, bool]:
     """Fold the run's events as they arrive until RunCompleted/RunFailed (or timeout).
 
     `alive()` is polled while idle; a non-None return (why the coordinator is gone) ends the
-    wait with a RunFailed published on the run's behalf.
+    wait with a RunFailed published on the run's behalf. `stall_watch` reports roles that
+    have work but no worker.
     """
     view = RunView(run_id)
     deadline = time.monotonic() + timeout_s if timeout_s else None
     elog = await EventLog.connect(url, name=f"accelopt-follow-{run_id}")
     try:
         async for _seq, event, _pending in elog.follow(run_filter(run_id), idle_timeout=0.5):
+            if event is None and stall_watch is not None:
+                await stall_watch.check(elog)
             if event is not None:
                 view.apply(event)
                 if on_event:
@@ -206,8 +245,9 @@ async def export_log(url: str, run_id: str, path: Path) -> int:
         await elog.close()
 
 
-async def publish(url: str, event: ev.Event) -> None:
-    elog = await EventLog.connect(url)
+async def publish(url: str, event: ev.Event, settings: StreamSettings | None = None) -> None:
+    """Publish one event (creating the stream with `settings` if it does not exist yet)."""
+    elog = await EventLog.connect(url, settings=settings)
     try:
         await elog.publish(event)
     finally:
@@ -218,7 +258,8 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
                 ray_address: str | None = None, run_id: str | None = None,
                 on_event: Callable[[ev.Event, RunView], None] | None = None,
                 timeout_s: float | None = None, start_agents: bool = True, log_level: str | None = None,
-                started_event: ev.RunStarted | None = None, resume: bool = False) -> RunOutcome:
+                started_event: ev.RunStarted | None = None, resume: bool = False,
+                on_warning: Callable[[str], None] | None = None) -> RunOutcome:
     """Run `problems` under `cfg` to completion (see the module docstring).
 
     `started_event`: publish this RunStarted (an ablation's) instead of building one.
@@ -246,7 +287,8 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
             deployment.wait_ready()
         coord = deployment.start_coordinator(run_id)
         if start is not None:
-            asyncio.run(publish(endpoint.url, start))
+            asyncio.run(publish(endpoint.url, start, StreamSettings(
+                replicas=cfg.log.replicas, duplicate_window_s=cfg.log.duplicate_window_s)))
 
         def alive() -> str | None:
             import ray
@@ -260,8 +302,11 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
             except Exception as e:
                 return f"coordinator crashed: {e}"
 
+        from actors.deployment import LLM_ROLES
+
+        watch = StallWatch([f"profiler-{cfg.device}", *LLM_ROLES], report=on_warning)
         view, timed_out = asyncio.run(follow_run(endpoint.url, run_id, on_event=on_event, timeout_s=timeout_s,
-                                                 alive=alive))
+                                                 alive=alive, stall_watch=watch))
         warnings: list[str] = []
         import ray
 

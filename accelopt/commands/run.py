@@ -118,7 +118,9 @@ def execute(console: Console, cfg: RunConfig, problems: list, args: argparse.Nam
         with RunProgress(console, cfg.search.iterations) as progress:
             outcome = run_session(cfg, problems, nats_url=args.nats, ray_address=args.ray_address,
                                   on_event=progress.on_event, timeout_s=getattr(args, "timeout", None),
-                                  log_level=args.log_level, **session_kwargs)
+                                  log_level=args.log_level,
+                                  on_warning=lambda text: console.print(f"[yellow]waiting:[/yellow] {text}"),
+                                  **session_kwargs)
     except (RunError, ConfigError) as e:
         console.print(f"[red]run failed:[/red] {e}")
         return 1

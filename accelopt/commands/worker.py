@@ -1,0 +1,92 @@
+"""`accelopt worker`: join a running deployment from this host.
+
+Starts profiler actors for one device kind (and optionally LLM agents) in this process;
+they bind to the same durable consumers as every other instance of their role, so they
+share the work of every run on that log. One kernel at a time per profiler (a device
+lease); a heartbeat keeps the lease while it profiles, and if this host dies its kernel is
+redelivered to another worker after `--ack-wait` seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+
+from accelopt.commands.run import wide_console
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("worker", help="start profiler (and LLM agent) actors on this host for a running deployment")
+    p.add_argument("--nats", required=True, help="NATS URL(s) of the deployment, comma-separated for a cluster")
+    p.add_argument("--device", default="cpu", help="device kind to profile for (cpu, h100, trn1, ...)")
+    p.add_argument("--count", type=int, default=1, help="profiler actors (one per GPU / NeuronCore)")
+    p.add_argument("--roles", default="profiler",
+                   help="comma-separated roles to run here: profiler, planner, executor, fixer, summarizer")
+    p.add_argument("--config", help="YAML config (LLM settings for agent roles)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--ack-wait", type=float, help="seconds before unacked work is redelivered")
+    p.add_argument("--heartbeat", type=float, help="seconds between lease heartbeats")
+    p.add_argument("--name", help="worker name recorded in KernelProfiled (default host-pid)")
+    p.add_argument("--idle-exit", type=float, help="exit after this many idle seconds (default: run until stopped)")
+    p.set_defaults(func=run)
+
+
+def build_workers(args: argparse.Namespace) -> list:
+    from accelopt.config import build_config
+    from actors.deployment import LLM_ROLES, llm_agent_options, profiler_options
+    from actors.hosting import ROLE_FACTORIES, build
+
+    overrides = list(args.overrides)
+    if args.ack_wait is not None:
+        overrides.append(f"workers.ack_wait_s={args.ack_wait}")
+    if args.heartbeat is not None:
+        overrides.append(f"workers.heartbeat_s={args.heartbeat}")
+    cfg = build_config(file=args.config, overrides=overrides)
+    name = args.name or f"{socket.gethostname()}-{os.getpid()}"
+    workers = []
+    for role in [r.strip() for r in args.roles.split(",") if r.strip()]:
+        if role == "profiler":
+            for i in range(args.count):
+                workers.append(build(ROLE_FACTORIES["profiler"], {
+                    "nats_url": args.nats, "device": args.device, "timeout_s": cfg.profiling.timeout_s,
+                    "worker_name": f"{name}-{args.device}-{i}", "options": profiler_options(args.device, cfg)}))
+        elif role in LLM_ROLES:
+            workers.append(build(ROLE_FACTORIES[role], {"nats_url": args.nats, "llm_config": cfg.llm,
+                                                        "options": llm_agent_options(role, cfg)}))
+        else:
+            raise SystemExit(f"unknown role {role!r}; choose from profiler, {', '.join(LLM_ROLES)}")
+    return workers
+
+
+async def serve(workers: list, idle_exit: float | None, console) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, lambda: [w.stop() for w in workers])
+    for w in workers:
+        await w.connect()
+    console.print(f"worker ready: {len(workers)} actor(s): "
+                  + ", ".join(f"{w.role}[{w.options.durable}]" for w in workers), highlight=False)
+    try:
+        await asyncio.gather(*(w.run(until_idle_s=idle_exit) for w in workers))
+    finally:
+        for w in workers:
+            await w.close()
+
+
+def run(args: argparse.Namespace) -> int:
+    console = wide_console()
+    try:
+        workers = build_workers(args)
+    except Exception as e:
+        console.print(f"[red]cannot start worker:[/red] {e}")
+        return 2
+    asyncio.run(serve(workers, args.idle_exit, console))
+    for w in workers:
+        console.print(f"{w.role}[{w.options.durable}]: handled {w.stats.handled}, failed {w.stats.failed}",
+                      highlight=False)
+    return 0
