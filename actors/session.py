@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgspec
+import nats.js.errors
 
 import accelopt
 from accelopt.config import RunConfig
@@ -148,30 +149,48 @@ class RunOutcome:
 
 
 class StallWatch:
-    """Says when work waits on a role nobody serves: a durable consumer with pending
-    messages, none being worked on and no instance fetching (e.g. a device kind with no
-    profiler worker connected). Checked while the run is idle; each finding reported once."""
+    """Says when work waits on a role nobody serves (e.g. a device kind with no profiler
+    worker connected): the run has open requests for a role, and its durable consumer
+    either does not exist (no worker ever joined) or has pending messages with none being
+    worked on and no instance fetching. Checked while the run is idle; reported once."""
 
-    def __init__(self, durables: list[str], *, after_s: float = 20.0,
-                 report: Callable[[str], None] | None = None) -> None:
-        self.durables = durables
+    REQUEST_ROLE = {"PlanRequested": "planner", "ImplementationRequested": "executor",
+                    "FixRequested": "fixer", "SummaryRequested": "summarizer"}
+
+    def __init__(self, device: str, *, after_s: float = 20.0, report: Callable[[str], None] | None = None) -> None:
+        self.device = device
         self.after_s = after_s
         self.report = report or (lambda text: log.warning(text))
+        self.open: dict[str, dict[str, str]] = {}  # durable -> request id -> type
         self._since: dict[str, float] = {}
         self._reported: set[str] = set()
         self._next = 0.0
+
+    def observe(self, e: ev.Event) -> None:
+        if isinstance(e, ev.ProfileRequested):
+            self.open.setdefault(f"profiler-{e.device}", {})[e.event_id] = e.type
+        elif e.type in self.REQUEST_ROLE:
+            self.open.setdefault(self.REQUEST_ROLE[e.type], {})[e.event_id] = e.type
+        rid = getattr(e, "request_id", None)
+        if rid and not isinstance(e, ev.LLMCallCompleted):
+            for reqs in self.open.values():
+                reqs.pop(rid, None)
 
     async def check(self, elog: EventLog) -> None:
         now = time.monotonic()
         if now < self._next:
             return
         self._next = now + 2.0
-        for durable in self.durables:
-            try:
-                info = await elog.js.consumer_info(elog.settings.name, durable)
-            except Exception:
-                continue
-            starved = info.num_pending > 0 and info.num_ack_pending == 0 and info.num_waiting == 0
+        for durable, reqs in self.open.items():
+            starved = False
+            if reqs:
+                try:
+                    info = await elog.js.consumer_info(elog.settings.name, durable)
+                    starved = info.num_pending > 0 and info.num_ack_pending == 0 and info.num_waiting == 0
+                except nats.js.errors.NotFoundError:
+                    starved = True  # no worker of this role ever joined
+                except Exception:
+                    starved = False
             if not starved:
                 self._since.pop(durable, None)
                 self._reported.discard(durable)
@@ -179,8 +198,8 @@ class StallWatch:
             first = self._since.setdefault(durable, now)
             if now - first >= self.after_s and durable not in self._reported:
                 self._reported.add(durable)
-                self.report(f"{info.num_pending} request(s) wait on '{durable}' and no worker serves it "
-                            f"(start one, e.g. `accelopt worker --nats URL --device ...`); the run waits")
+                self.report(f"{len(reqs)} request(s) wait on '{durable}' and no worker serves it "
+                            f"(start one, e.g. `accelopt worker --nats URL --device {self.device}`); the run waits")
 
 
 async def follow_run(url: str, run_id: str, *, on_event: Callable[[ev.Event, RunView], None] | None = None,
@@ -201,6 +220,8 @@ async def follow_run(url: str, run_id: str, *, on_event: Callable[[ev.Event, Run
                 await stall_watch.check(elog)
             if event is not None:
                 view.apply(event)
+                if stall_watch is not None:
+                    stall_watch.observe(event)
                 if on_event:
                     on_event(event, view)
                 if isinstance(event, (ev.RunCompleted, ev.RunFailed)):
@@ -302,9 +323,7 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
             except Exception as e:
                 return f"coordinator crashed: {e}"
 
-        from actors.deployment import LLM_ROLES
-
-        watch = StallWatch([f"profiler-{cfg.device}", *LLM_ROLES], report=on_warning)
+        watch = StallWatch(cfg.device, report=on_warning)
         view, timed_out = asyncio.run(follow_run(endpoint.url, run_id, on_event=on_event, timeout_s=timeout_s,
                                                  alive=alive, stall_watch=watch))
         warnings: list[str] = []

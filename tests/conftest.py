@@ -9,16 +9,15 @@ import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
-import accelopt  # noqa: E402,F401  (offline defaults)
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
 
-import asyncio  # noqa: E402
-import contextlib  # noqa: E402
-from collections.abc import Iterator  # noqa: E402
-from pathlib import Path  # noqa: E402
+import pytest
 
-import pytest  # noqa: E402
-
-from events.server import NatsServer  # noqa: E402
+import accelopt  # noqa: F401  (offline defaults)
+from events.server import NatsServer
 
 
 @pytest.fixture
@@ -64,3 +63,18 @@ def ray_session(tmp_path_factory: pytest.TempPathFactory):
 def run_async(coro):
     """Run a coroutine to completion from a sync test."""
     return asyncio.run(coro)
+
+
+@pytest.fixture
+def run_config(tmp_path: Path):
+    """`run_config(*overrides)`: a quick-preset RunConfig isolated in tmp_path (runs root and
+    memory), for full runs."""
+    from accelopt.config import RunConfig, build_config
+
+    def make(*overrides: str, preset: str = "quick") -> RunConfig:
+        return build_config(preset=preset, overrides=[
+            f"root={tmp_path / 'runs'}", f"memory.uri={tmp_path / 'memory'}",
+            "profiling.timeout_s=60", *overrides,
+        ])
+
+    return make

@@ -8,8 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from accelopt.config import RunConfig, build_config
-
 _spec = importlib.util.spec_from_file_location("loop_sim", Path(__file__).with_name("sim.py"))
 sim = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(sim)
@@ -24,16 +22,3 @@ def simulate():
 @pytest.fixture
 def sim_world():
     return sim.World
-
-
-@pytest.fixture
-def run_config(tmp_path: Path):
-    """A quick config isolated in tmp_path (runs root and memory)."""
-
-    def make(*overrides: str, preset: str = "quick") -> RunConfig:
-        return build_config(preset=preset, overrides=[
-            f"root={tmp_path / 'runs'}", f"memory.uri={tmp_path / 'memory'}",
-            "profiling.timeout_s=60", *overrides,
-        ])
-
-    return make

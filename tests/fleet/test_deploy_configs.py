@@ -1,0 +1,61 @@
+"""deploy/: the Ray cluster config, the NATS cluster configs and compose file are valid and
+declare the resources AccelOpt's profiler actors ask for."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import yaml
+
+from actors.hosting import device_placement
+from events.server import nats_server_binary
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+
+
+def test_ray_cluster_declares_device_resources():
+    cfg = yaml.safe_load((DEPLOY / "ray-cluster-aws.yaml").read_text())
+    types = cfg["available_node_types"]
+    assert cfg["head_node_type"] == "head" and types["head"]["resources"].get("GPU", 0) == 0
+    instance = {name: t["node_config"]["InstanceType"] for name, t in types.items()}
+    assert instance["trn1"] == "trn1.32xlarge" and instance["trn2"] == "trn2.48xlarge"
+    assert instance["p5"] == "p5.48xlarge"
+    # what each device's profiler actor requests must exist on some node type
+    for device, node in (("trn1", "trn1"), ("trn2", "trn2"), ("h100", "p5"), ("cpu", "head")):
+        placement = device_placement(device)
+        have = types[node]["resources"]
+        for res, amount in placement.resources.items():
+            assert have.get(res, 0) >= amount, (device, res)
+        assert have.get("GPU", 0) >= placement.num_gpus, device
+        assert have.get("CPU", 0) >= placement.num_cpus, device
+    assert types["trn1"]["resources"]["neuron_cores"] == 32
+    assert types["p5"]["resources"]["GPU"] == 8
+
+
+def test_nats_cluster_configs_are_valid_for_nats_server():
+    for i in (1, 2, 3):
+        conf = DEPLOY / "nats" / f"nats-{i}.conf"
+        r = subprocess.run([nats_server_binary(), "-t", "-c", str(conf)], capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        text = conf.read_text()
+        assert f"server_name: nats-{i}" in text and "jetstream" in text
+        assert all(f"nats-route://nats-{j}:6222" in text for j in (1, 2, 3))
+
+
+def test_compose_runs_three_nodes_with_their_configs():
+    compose = yaml.safe_load((DEPLOY / "nats" / "docker-compose.yaml").read_text())
+    services = compose["services"]
+    assert sorted(services) == ["nats-1", "nats-2", "nats-3"]
+    for name, svc in services.items():
+        assert any(v.startswith(f"./{name}.conf:") for v in svc["volumes"])
+        assert (DEPLOY / "nats" / f"{name}.conf").exists()
+    ports = [p.split(":")[0] for s in services.values() for p in s["ports"]]
+    assert len(ports) == len(set(ports))
+
+
+def test_worker_image_installs_the_pinned_project():
+    text = (DEPLOY / "Dockerfile.worker").read_text()
+    assert "constraints.txt" in text and "ENTRYPOINT [\"accelopt\"]" in text
+    for package in ("accelopt", "events", "actors", "hardware_agents", "memory_index", "prompts", "replay", "suites"):
+        assert f"COPY {package} {package}" in text
