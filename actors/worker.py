@@ -79,14 +79,27 @@ class Worker:
     async def connect(self) -> EventLog:
         if self._elog is None:
             self._elog = await EventLog.connect(self.nats_url, settings=self.stream, name=f"accelopt-{self.role}")
-            o = self.options
-            self._queue = await self._elog.work_queue(
-                o.durable, o.filter_subject, ack_wait=o.ack_wait_s, max_deliver=o.max_deliver,
-                max_ack_pending=max(1, o.concurrency) * 4,
-            )
+            await self._bind()
             await self.on_start(self._elog)
             self.is_ready = True
         return self._elog
+
+    async def _bind(self) -> None:
+        assert self._elog is not None
+        o = self.options
+        self._queue = await self._elog.work_queue(
+            o.durable, o.filter_subject, ack_wait=o.ack_wait_s, max_deliver=o.max_deliver,
+            max_ack_pending=max(1, o.concurrency) * 4,
+        )
+
+    async def _rebind(self) -> None:
+        with contextlib.suppress(Exception):
+            if self._queue is not None:
+                await self._queue.close()
+        try:
+            await self._bind()
+        except Exception as e:
+            self.log.warning("re-binding failed; will retry", error=repr(e))
 
     async def run(self, *, until_idle_s: float | None = None) -> WorkerStats:
         """Consume until `stop()` (or, if given, until idle for `until_idle_s` seconds)."""
@@ -103,7 +116,15 @@ class Worker:
                 if free == 0:
                     await asyncio.sleep(0.01)
                     continue
-                deliveries = await self._queue.fetch(free, timeout=self.options.fetch_timeout_s)
+                try:
+                    deliveries = await self._queue.fetch(free, timeout=self.options.fetch_timeout_s)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as e:  # a lost server or consumer: re-bind and go on, never die
+                    self.log.warning("fetch failed; re-binding the consumer", error=repr(e))
+                    await asyncio.sleep(0.5)
+                    await self._rebind()
+                    continue
                 if not deliveries:
                     if until_idle_s is not None and not tasks and time.monotonic() - idle_since > until_idle_s:
                         break

@@ -95,14 +95,22 @@ class NatsServer:
         return cmd + self.extra_args
 
     def start(self, timeout: float = 15.0, wait_jetstream: bool = True) -> str:
+        """Launch and wait until ready. (Cluster nodes: `launch()` all, then `wait_ready()`.)"""
+        self.launch()
+        return self.wait_ready(timeout, wait_jetstream)
+
+    def launch(self) -> None:
         if self.proc and self.proc.poll() is None:
-            return self.url
+            return
         self.store_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_file, "ab")  # noqa: SIM115 - owned by the child process
         self.proc = subprocess.Popen(
             self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
         log.close()
+
+    def wait_ready(self, timeout: float = 15.0, wait_jetstream: bool = True) -> str:
+        assert self.proc is not None, "launch() first"
         deadline = time.monotonic() + timeout
         health = f"http://{self.host}:{self.monitor_port}/healthz"
         if wait_jetstream:
@@ -157,11 +165,15 @@ class NatsServer:
 
 
 def check_url(url: str, timeout: float = 2.0) -> None:
-    """Raise a clear error when nothing listens at a nats:// URL."""
-    parsed = urlparse(url if "://" in url else f"nats://{url}")
-    host, port = parsed.hostname or "127.0.0.1", parsed.port or 4222
-    if not port_open(host, port, timeout):
-        raise NatsServerError(f"no NATS server reachable at {url} ({host}:{port} refused or timed out)")
+    """Raise a clear error when no server answers at a NATS URL (or comma-separated list)."""
+    tried = []
+    for one in (u.strip() for u in url.split(",") if u.strip()):
+        parsed = urlparse(one if "://" in one else f"nats://{one}")
+        host, port = parsed.hostname or "127.0.0.1", parsed.port or 4222
+        if port_open(host, port, timeout):
+            return
+        tried.append(f"{host}:{port}")
+    raise NatsServerError(f"no NATS server reachable at {url} (tried {', '.join(tried) or 'nothing'})")
 
 
 @contextlib.contextmanager

@@ -1,0 +1,60 @@
+"""A 3-node JetStream cluster on loopback (three real nats-server processes) with the event
+stream at replicas 3: one node is killed mid-run and the run completes with nothing lost."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+import suites
+from actors.session import run_session
+from events import catalog as c
+from events.logfile import read_events
+from events.server import NatsServer, free_port
+from replay.verify import verify
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    cports = [free_port() for _ in range(3)]
+    routes = ",".join(f"nats://127.0.0.1:{p}" for p in cports)
+    nodes = [
+        NatsServer(tmp_path / f"n{i}", name=f"n{i}",
+                   extra_args=["--cluster_name", "accelopt", "--cluster", f"nats://127.0.0.1:{cports[i]}",
+                               "--routes", routes])
+        for i in range(3)
+    ]
+    for n in nodes:
+        n.launch()
+    for n in nodes:
+        n.wait_ready(timeout=30)
+    yield nodes
+    for n in nodes:
+        n.kill()
+
+
+def test_run_survives_losing_a_node(ray_session, cluster, run_config):
+    url = ",".join(n.url for n in cluster)
+    cfg = run_config("problems=[matmul]", "search.iterations=2", "log.replicas=3",
+                     "workers.ack_wait_s=6", "workers.heartbeat_s=1")
+    killed: list[str] = []
+
+    def on_event(e: c.Event, view) -> None:
+        if isinstance(e, c.IterationCompleted) and e.iteration == 1 and not killed:
+            victim = cluster[2]
+            victim.kill()
+            killed.append(victim.name or "")
+
+    outcome = run_session(cfg, [suites.get_problem("cpu/matmul")], nats_url=url, on_event=on_event, timeout_s=600)
+    assert killed == ["n2"]
+    assert outcome.view.completed is not None and outcome.view.completed.reason == "completed"
+    events = read_events(outcome.run_dir / "log.aolog")
+    assert verify(events).ok
+    iterations = [e.iteration for e in events if isinstance(e, c.IterationCompleted)]
+    assert iterations == [0, 1, 2]
+    requested = [e.kernel_id for e in events if isinstance(e, c.ProfileRequested)]
+    profiled = Counter(e.kernel_id for e in events if isinstance(e, c.KernelProfiled))
+    assert sorted(profiled) == sorted(requested) and set(profiled.values()) == {1}
+    ids = [e.event_id for e in events]
+    assert len(ids) == len(set(ids))
