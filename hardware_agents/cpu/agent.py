@@ -35,7 +35,7 @@ from accelopt.profile import Profile, SeedCheck
 from hardware_agents import validity
 from hardware_agents.base import DEFAULT_SEEDS, DeviceSpec, HardwareAgent, pct_peak, roofline_terms, t_peak
 from hardware_agents.cpu import harness as H
-from hardware_agents.cpu.calibrate import CalibrationRecord, calibrate, load_calibration
+from hardware_agents.cpu.calibrate import CalibrationRecord, calibrate, load_calibration, raise_peaks
 from hardware_agents.cpu.compiler import CFLAGS, LDLIBS, Compiler
 from hardware_agents.cpu.data import DataCache, ProblemData
 from hardware_agents.cpu.machine import DEFAULT_CC, machine_info, usable_cores
@@ -92,6 +92,7 @@ class CpuAgent(HardwareAgent):
         self.data = DataCache(data_cache_problems, self.sandbox_dir)
         self._spec_lock = threading.Lock()
         self._lock_path = self.cache_dir / "cpu" / "device.lock"
+        self._peaks_raised_at: float | None = None
 
     # --- device --------------------------------------------------------------------------
 
@@ -216,6 +217,25 @@ class CpuAgent(HardwareAgent):
             finally:
                 fcntl.flock(f, fcntl.LOCK_UN)
 
+    # re-measure the peaks at most this often per agent: a kernel that fakes its speed on
+    # every call must not turn every profile into a calibration
+    RAISE_PEAKS_EVERY_S: ClassVar[float] = 600.0
+
+    def _raise_peaks(self) -> bool:
+        """Re-measure this machine's peaks (with the device to itself) and keep the higher
+        values; True if that was done. Only for a measured calibration, rate-limited."""
+        if self._calibration is None or not self._calibration.spec.measured:
+            return False
+        now = time.monotonic()
+        if self._peaks_raised_at is not None and now - self._peaks_raised_at < self.RAISE_PEAKS_EVERY_S:
+            return False
+        self._peaks_raised_at = now
+        with self._device_lock():
+            rec = raise_peaks(self.cache_dir, self._calibration, cc=self.cc)
+        with self._spec_lock:
+            self._calibration, self._spec = rec, rec.spec
+        return True
+
     # --- judging -------------------------------------------------------------------------
 
     def _read_outputs(self, box: Sandbox, problem: Problem, paths: dict[str, str]) -> dict[str, np.ndarray]:
@@ -314,6 +334,12 @@ class CpuAgent(HardwareAgent):
             "threads": float(self.threads),
         })
         why = validity.implausible(t_meas, tp, self.max_pct_peak)
+        if why and self._raise_peaks():  # the peaks may have been measured on a busy machine
+            spec = self.device
+            tp, bound = t_peak(problem, spec, working_set_bytes=res.footprint_bytes)
+            counters["bw_at_footprint_gbs"] = spec.bandwidth_at(res.footprint_bytes) / 1e9
+            counters["peaks_raised"] = 1.0
+            why = validity.implausible(t_meas, tp, self.max_pct_peak)
         if why:
             return self._fail("incorrect", why, correctness=checks, latency=stats, t_peak_ms=tp * 1e3,
                               pct_peak=pct_peak(tp, t_meas), bound=bound, counters=counters)

@@ -110,6 +110,43 @@ def calibrate(root: Path | None = None, *, force: bool = False, quick: bool = Fa
         existing = load_calibration(root, allow_quick=quick)
         if existing is not None:
             return existing
+    record = _measure_record(quick, cc)
+    _save(record, calibration_path(root, quick=quick, machine=record.machine))
+    return record
+
+
+def raise_peaks(root: Path | None, old: CalibrationRecord, *, cc: str = DEFAULT_CC) -> CalibrationRecord:
+    """Measure again (in the mode of `old`) and keep, roof by roof and point by point of the
+    bandwidth curve, the higher of the cached and the new value; save and return the result.
+
+    A peak measured while the machine was busy is too low, never too high: a correct kernel
+    then looks faster than the roofline allows. The agent calls this when a result fails the
+    plausibility gate, before it rejects the kernel.
+    """
+    new = _measure_record(old.quick, cc)
+    fresh = {p.working_set_bytes: p.bytes_per_s for p in new.spec.bw_curve}
+    curve = [BandwidthPoint(working_set_bytes=p.working_set_bytes,
+                            bytes_per_s=max(p.bytes_per_s, fresh.get(p.working_set_bytes, 0.0)))
+             for p in old.spec.bw_curve] or new.spec.bw_curve
+    o, n = old.spec, new.spec
+    spec = msgspec.structs.replace(
+        o, peak_bw_bytes_s=max(o.peak_bw_bytes_s, n.peak_bw_bytes_s),
+        peak_matmul_flops=max(o.peak_matmul_flops, n.peak_matmul_flops),
+        peak_vector_flops=max(o.peak_vector_flops, n.peak_vector_flops), bw_curve=curve,
+        source=f"{o.source.split('; raised')[0]}; raised to the best of a re-measure on {time.strftime('%Y-%m-%d')}",
+    )
+    merged = msgspec.structs.replace(
+        old, spec=spec,
+        triad_bytes_per_s={k: max(v, new.triad_bytes_per_s.get(k, 0.0)) for k, v in old.triad_bytes_per_s.items()},
+        sgemm_flops={k: max(v, new.sgemm_flops.get(k, 0.0)) for k, v in old.sgemm_flops.items()},
+        fma_flops=max(old.fma_flops, new.fma_flops), loadavg=min(old.loadavg, new.loadavg),
+    )
+    _save(merged, calibration_path(root, quick=old.quick, machine=old.machine))
+    return merged
+
+
+def _measure_record(quick: bool, cc: str) -> CalibrationRecord:
+    """Run the measurement in a fresh subprocess and turn it into a record (not saved)."""
     t0 = time.perf_counter()
     load = os.getloadavg()[0]
     cmd = [sys.executable, "-m", "hardware_agents.cpu.calibrate", "--cc", cc] + (["--quick"] if quick else [])
@@ -130,16 +167,17 @@ def calibrate(root: Path | None = None, *, force: bool = False, quick: bool = Fa
                 "STREAM triad (OpenMP, fp32), numpy sgemm, OpenMP FMA loop"),
         extra={"l2_bytes": str(m.l2_bytes), "l3_bytes": str(m.l3_bytes), "compiler": m.compiler},
     )
-    record = CalibrationRecord(spec=spec, machine=m, quick=quick, created=time.strftime("%Y-%m-%dT%H:%M:%S"),
-                               seconds=time.perf_counter() - t0, triad_bytes_per_s=raw["triad"],
-                               sgemm_flops=raw["sgemm"], fma_flops=raw["fma"],
-                               loadavg=max(load, os.getloadavg()[0]))
-    path = calibration_path(root, quick=quick, machine=m)
+    return CalibrationRecord(spec=spec, machine=m, quick=quick, created=time.strftime("%Y-%m-%dT%H:%M:%S"),
+                             seconds=time.perf_counter() - t0, triad_bytes_per_s=raw["triad"],
+                             sgemm_flops=raw["sgemm"], fma_flops=raw["fma"],
+                             loadavg=max(load, os.getloadavg()[0]))
+
+
+def _save(record: CalibrationRecord, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_bytes(msgspec.json.format(msgspec.json.encode(record), indent=2))
     os.replace(tmp, path)
-    return record
 
 
 # --- the measurement (runs in the subprocess) -------------------------------------------------

@@ -1,7 +1,13 @@
 """A full run with the offline `builtin/tuner` model on two CPU problems: real NATS, real
 Ray actors, real compiled kernels, real LanceDB memory (no LLM API is reachable here, so
 the built-in model plays every agent). Every best kernel is re-profiled afterwards on fresh
-seeds and must be correct and measurably faster than its baseline."""
+seeds and must be correct and measurably faster than its baseline.
+
+The problems come from `headroom_suite/`, test-only row reductions whose one tunable (the
+number of independent partial sums) has a large real effect: with one accumulator the loop
+runs at the latency of the add chain, with 8 it vectorizes and runs near memory speed
+(~2.5-4x here). The CPU suite's own tunables (work-item sizes) move latency by less than
+this shared 2-core machine's noise, so a "faster" check on them measures luck."""
 
 from __future__ import annotations
 
@@ -9,6 +15,8 @@ from collections import Counter
 
 import msgspec
 import pytest
+
+from pathlib import Path
 
 import suites
 from accelopt.problem import SourceFile
@@ -19,8 +27,11 @@ from hardware_agents.base import get_agent
 from replay.fold import RunView
 from replay.verify import verify
 
-# matmul-bound problems whose baselines have tile constants the tuner can move
-PROBLEMS = ["matmul", "rmsnorm_matmul"]
+SUITE = str(Path(__file__).with_name("headroom_suite"))
+PROBLEMS = ["rownorm", "rowsum"]
+# the best kernel must be at least this much faster when re-measured (the real effect is
+# 2.5-4x; the margin leaves room for a noisy machine without accepting noise as a win)
+MIN_SPEEDUP = 1.3
 
 
 @pytest.fixture(scope="module")
@@ -29,10 +40,10 @@ def tuner_run(ray_session, tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("tuner-run")
     cfg = build_config(preset="quick", overrides=[
-        f"root={tmp / 'runs'}", f"memory.uri={tmp / 'memory'}", f"problems=[{','.join(PROBLEMS)}]",
+        f"root={tmp / 'runs'}", f"memory.uri={tmp / 'memory'}", f"suite={SUITE}", f"problems=[{','.join(PROBLEMS)}]",
         "search.iterations=3", "search.plans_per_candidate=3",
     ])
-    problems = [suites.get_problem(f"cpu/{p}") for p in PROBLEMS]
+    problems = [suites.get_problem(f"{SUITE}/{p}") for p in PROBLEMS]
     outcome = run_session(cfg, problems, timeout_s=900)
     return outcome, problems
 
@@ -81,7 +92,7 @@ def test_best_kernels_are_correct_and_faster_when_remeasured(tuner_run):
             seeds = (1001 + r, 2002 + r, 3003 + r)
             base_ms.append(_remeasure(agent, problem, problem.baseline, seeds))
             best_ms.append(_remeasure(agent, problem, best_solution, seeds))
-        assert min(best_ms) < min(base_ms) * 0.95, (
+        assert min(base_ms) / min(best_ms) >= MIN_SPEEDUP, (
             f"{problem.name}: best {min(best_ms):.3f} ms vs baseline {min(base_ms):.3f} ms")
 
 
