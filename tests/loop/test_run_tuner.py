@@ -12,11 +12,10 @@ this shared 2-core machine's noise, so a "faster" check on them measures luck.""
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import msgspec
 import pytest
-
-from pathlib import Path
 
 import suites
 from accelopt.problem import SourceFile
