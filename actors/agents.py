@@ -21,6 +21,7 @@ coordinator knows the lineage).
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any, ClassVar
 
@@ -75,6 +76,7 @@ class LLMAgent(Worker):
         self.gateway = gateway or LLMGateway(llm_config)
         self._contexts: RunContexts | None = None
         self._recordings: Recordings | None = None
+        self._fork_gateways: dict[str, LLMGateway] = {}
 
     async def on_start(self, elog: EventLog) -> None:
         self._contexts = RunContexts(elog)
@@ -108,7 +110,8 @@ class LLMAgent(Worker):
         except PromptError as e:
             return [self.failed(event, "prompt error", str(e))]
         recording = await self._recordings.for_run(event.run_id) if self._recordings else None
-        calls = await self.gateway.complete(
+        gateway = self.gateway_for(started, event.iteration)  # type: ignore[attr-defined]
+        calls = await gateway.complete(
             self.role, messages, run_id=event.run_id, request_id=event.event_id,
             sample_index=self.sample_index(event), seed=started.seed,
             recording=recording.llm if recording else None,
@@ -121,6 +124,25 @@ class LLMAgent(Worker):
             return [*calls, self.result(event, target.problem, last)]
         except ReplyParseError as e:
             return [*calls, self.failed(event, e.reason, e.detail, last.event_id)]
+
+    def gateway_for(self, started: ev.RunStarted, iteration: int) -> LLMGateway:
+        """An ablation forked at iteration K keeps its parent's LLM settings up to K (as the
+        coordinator keeps its search and memory settings, `CoordinatorCore.cfg_at`), so those
+        calls have the parent's content hashes and are served from its recording."""
+        fork = started.fork_config
+        if fork is None or started.fork_iteration is None or iteration > started.fork_iteration:
+            return self.gateway
+        llm = fork.get("llm")
+        if llm is None or llm == started.config.get("llm"):
+            return self.gateway
+        key = json.dumps(llm, sort_keys=True, default=str)
+        gateway = self._fork_gateways.get(key)
+        if gateway is None:
+            from accelopt.config import config_from_dict
+
+            cfg = config_from_dict(fork, source="RunStarted.fork_config")
+            gateway = self._fork_gateways[key] = LLMGateway(cfg.llm, call_kwargs=self.gateway.call_kwargs)
+        return gateway
 
     async def give_up(self, event: ev.Event, error: str) -> list[ev.Event]:
         if type(event).__name__ != REQUEST_OF_ROLE[self.role]:
