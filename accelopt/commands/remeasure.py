@@ -1,0 +1,342 @@
+"""`accelopt remeasure RUN [--device KIND]`: re-profile a run's best kernels.
+
+RUN is a run id under --root, a run directory or an exported `.aolog` file; everything
+(problems, baseline and best kernels, what was recorded) comes from the exported log. Per
+problem the best kernel (with --all-kernels: every kernel that passed) and its baseline are
+profiled again on fresh correctness seeds, in interleaved rounds (baseline, kernel, ...;
+the order reversed every other round) so both sides see the same machine conditions; each
+side's latency is the median of its rounds' medians, and the speedup is their ratio. The
+result is printed (a table, or JSON with --json) and saved as
+`remeasure-<device>-<timestamp>.json` in the run directory. A kernel that no longer passes
+(compile error, incorrect, ...) is shown with its status and the first line of its log,
+and the command exits 1; a missing run, log, problem or device kind exits 2.
+
+It profiles in-process: the device's hardware agent comes from the registry
+(`hardware_agents.base.get_agent`) and runs each kernel in its sandbox, exactly as the
+profiler actor does (`actors.profiler.solution_for`/`seeds_for` on a `ProfileRequested`
+with purpose "remeasure"), but without the event log, Ray or a coordinator. A re-measure
+is not a decision of a run: nothing in it belongs on the run's log (which is an exported,
+finished file), there is nothing to resume or replay, and interleaving needs one process
+to own the order of the measurements, which competing profiler instances on a stream do
+not give. The device must be usable on this machine (the local CPU, or a GPU/Neuron device
+attached here); a fleet's remote devices would need the event-log route.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import secrets
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import msgspec
+from rich.console import Console
+from rich.table import Table
+
+FAILED = frozenset({"compile_error", "runtime_error", "incorrect", "timeout"})
+
+
+class KernelMeasure(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One kernel re-profiled over the rounds (stopped at its first failure)."""
+
+    kernel_id: str
+    status: str = "passed"
+    rounds_ms: list[float] = []
+    median_ms: float | None = None
+    t_peak_ms: float | None = None
+    pct_peak: float | None = None
+    log_head: str = ""
+
+
+class RemeasureRow(msgspec.Struct, kw_only=True, omit_defaults=True):
+    problem: str
+    kernel_id: str
+    iteration: int
+    best: bool
+    recorded_baseline_ms: float | None = None
+    recorded_ms: float | None = None
+    recorded_speedup: float | None = None
+    recorded_pct_peak: float | None = None
+    baseline_ms: float | None = None
+    ms: float | None = None
+    speedup: float | None = None
+    pct_peak: float | None = None
+    baseline_rounds_ms: list[float] = []
+    rounds_ms: list[float] = []
+    status: str = "passed"  # passed, unmeasured, the kernel's failure, and/or "baseline <failure>"
+    log_head: str = ""  # the first line of the failing kernel's log (else of the failing baseline's)
+    baseline_status: str = "passed"
+    baseline_log_head: str = ""
+
+
+class RemeasureRecord(msgspec.Struct, kw_only=True):
+    run_id: str
+    run_device: str
+    device: str
+    created: str
+    rounds: int
+    seeds: list[list[int]]  # per round
+    all_kernels: bool
+    toolchain: dict[str, str]
+    rows: list[RemeasureRow]
+    ok: bool
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("remeasure", help="re-profile a run's best kernels and their baselines (on another device)")
+    p.add_argument("run", help="run id (under --root), run directory or exported .aolog file")
+    p.add_argument("--device", help="device kind to profile on (default: the run's device)")
+    p.add_argument("--problems", help="comma-separated problems of the run (default: all)")
+    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the median per side is reported")
+    p.add_argument("--all-kernels", action="store_true", help="every kernel that passed, not only the best")
+    p.add_argument("--seed", type=int, help="base of the fresh correctness seeds (default: random)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON instead of a table")
+    p.add_argument("--root", default="runs", help="runs directory (default ./runs)")
+    p.set_defaults(func=run)
+
+
+def first_line(text: str) -> str:
+    return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+
+
+def _median(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a and b else None
+
+
+def run(args: argparse.Namespace) -> int:
+    from accelopt.commands.run import wide_console
+    from events.logfile import LogFileError
+    from replay.runs import fold_file, run_log_path
+
+    out = Console(stderr=True) if args.json else wide_console()
+    if args.rounds < 1:
+        out.print("[red]--rounds must be at least 1[/red]")
+        return 2
+    log_path = run_log_path(args.run, args.root)
+    if log_path is None:
+        where = Path(args.run) if Path(args.run).is_dir() else Path(args.root) / args.run
+        out.print(f"[red]run {args.run!r}: no exported log ({where / 'log.aolog'} does not exist); remeasure "
+                  "reads a run's exported log (a run exports it when it ends)[/red]")
+        return 2
+    try:
+        view = fold_file(log_path)
+    except (LogFileError, ValueError, OSError) as e:
+        out.print(f"[red]{log_path}: {e}[/red]")
+        return 2
+    if view.started is None:
+        out.print(f"[red]{log_path}: the log has no RunStarted[/red]")
+        return 2
+    targets = {t.problem.name: t for t in view.started.targets}
+    names = sorted(targets)
+    if args.problems:
+        names = [n.strip() for n in args.problems.split(",") if n.strip()]
+        missing = [n for n in names if n not in targets]
+        if missing:
+            out.print(f"[red]problems not in run {view.run_id}: {', '.join(missing)}; "
+                      f"the run has: {', '.join(sorted(targets))}[/red]")
+            return 2
+    no_base = [n for n in names if view.problems[n].baseline_id not in view.kernels]
+    if no_base:
+        out.print(f"[red]run {view.run_id}: no baseline kernel in the log for {', '.join(no_base)}[/red]")
+        return 2
+    run_device = targets[names[0]].device if names else str(view.started.config.get("device", "cpu"))
+    device = args.device or run_device
+
+    from hardware_agents.base import get_agent, registered_kinds
+
+    try:
+        agent = get_agent(device)
+    except KeyError:
+        out.print(f"[red]no hardware agent for device kind {device!r}; registered: "
+                  f"{', '.join(registered_kinds())}[/red]")
+        return 2
+    except Exception as e:
+        out.print(f"[red]device {device!r} is not usable here: {e}[/red]")
+        return 2
+    base_seed = args.seed if args.seed is not None else 1_000_000 + secrets.randbelow(1_000_000_000)
+    timeout_s = float(view.started.config.get("profiling", {}).get("timeout_s", 60.0))
+    try:
+        with out.status(f"re-measuring {len(names)} problem(s) of {view.run_id} on {device}") as status:
+            rows, seeds = remeasure_view(view, names, agent, device, rounds=args.rounds,
+                                         all_kernels=args.all_kernels, base_seed=base_seed, timeout_s=timeout_s,
+                                         progress=lambda text: status.update(f"re-measuring {text}"))
+        tools = agent.toolchain()
+    finally:
+        agent.close()
+    ok = all(r.status == "passed" or r.status == "unmeasured" for r in rows)
+    record = RemeasureRecord(
+        run_id=view.run_id or "", run_device=run_device, device=device, created=time.strftime("%Y-%m-%dT%H:%M:%S"),
+        rounds=args.rounds, seeds=seeds, all_kernels=args.all_kernels, toolchain=tools, rows=rows, ok=ok,
+    )
+    path = log_path.parent / f"remeasure-{device}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_bytes(msgspec.json.format(msgspec.json.encode(record), indent=2) + b"\n")
+    if args.json:
+        sys.stdout.write(msgspec.json.encode(record).decode() + "\n")
+    else:
+        out.print(table(record))
+        print_failures(out, rows)
+    out.print(f"saved to {path}")
+    return 0 if ok else 1
+
+
+def print_failures(out: Console, rows: list[RemeasureRow]) -> None:
+    """Each failing kernel (and failing baseline, once per problem) with its first log line."""
+    said: set[str] = set()
+    for r in rows:
+        failures = []
+        if r.status not in ("passed", "unmeasured") and not r.status.startswith("baseline"):
+            failures.append((f"{r.problem} {r.kernel_id[:12]}", r.status.split(",")[0], r.log_head))
+        if r.baseline_status in FAILED and r.problem not in said:
+            said.add(r.problem)
+            failures.append((f"{r.problem} baseline", r.baseline_status, r.baseline_log_head))
+        for who, status, head in failures:
+            out.print(f"[red]{who}: {status}:[/red] ", end="")
+            out.print(head or "(no log)", markup=False, highlight=False)
+
+
+def _kernels_to_measure(view, problem: str, all_kernels: bool) -> list:
+    """The problem's best kernel (the baseline if nothing beat it), or with `all_kernels`
+    every kernel that passed, one per distinct source, in the order they were proposed."""
+    p = view.problems[problem]
+    base = view.kernels.get(p.baseline_id or "")
+    best = view.kernels.get(p.best_id or "") or base
+    if not all_kernels or base is None:
+        return [best] if best is not None else []
+    out, seen = ([base] if best is base else []), {base.source}
+    for kid in p.kernel_ids:
+        k = view.kernels[kid]
+        if best is not None and k.source == best.source:
+            k = best  # of identical sources, the best kernel stands for them
+        if k.passed and k.source not in seen:
+            seen.add(k.source)
+            out.append(k)
+    if best is not None and best.source not in {k.source for k in out} and best is not base:
+        out.append(best)
+    return out or [base]
+
+
+def remeasure_view(view, problems: list[str], agent, device: str, *, rounds: int, all_kernels: bool,
+                   base_seed: int, timeout_s: float, progress=None) -> tuple[list[RemeasureRow], list[list[int]]]:
+    """Re-profile each problem's baseline and kernels in interleaved rounds on `agent`.
+
+    Every problem must have its baseline kernel in the view. `progress(text)` is told what
+    is being profiled."""
+    from actors.profiler import seeds_for, solution_for
+    from events import catalog as ev
+
+    assert view.started is not None
+    targets = {t.problem.name: t for t in view.started.targets}
+    run_id = view.run_id or ""
+    seeds = [list(seeds_for(ev.ProfileRequested(event_id="", run_id=run_id, ts=0.0, kernel_id="", problem="",
+                                                device=device, language="", source="",
+                                                seed_offset=base_seed + r * 1000)))
+             for r in range(rounds)]
+    rows: list[RemeasureRow] = []
+    for name in problems:
+        target = targets[name]
+        pv = view.problems[name]
+        base = view.kernels[pv.baseline_id]
+        best_id = pv.best_id or base.kernel_id
+        kernels = _kernels_to_measure(view, name, all_kernels)
+        # the baseline first, then each kernel whose source differs from it
+        sides = [base] + [k for k in kernels if k.source != base.source]
+        measures = {k.kernel_id: KernelMeasure(kernel_id=k.kernel_id) for k in sides}
+        for r in range(rounds):
+            for k in (sides if r % 2 == 0 else sides[::-1]):
+                m = measures[k.kernel_id]
+                if m.status in FAILED:
+                    continue  # a failure is not retried: it is the result
+                req = ev.ProfileRequested(
+                    event_id=ev.derive_event_id(run_id, "ProfileRequested", "remeasure", k.kernel_id, device,
+                                                base_seed, r),
+                    run_id=run_id, ts=time.time(), kernel_id=k.kernel_id, problem=name, device=device,
+                    language=k.language, source=k.source, purpose="remeasure", seed_offset=base_seed + r * 1000)
+                if progress is not None:
+                    what = "baseline" if k is base else f"kernel {k.kernel_id[:12]}"
+                    progress(f"{name}: {what}, round {r + 1}/{rounds} on {device}")
+                prof = agent.profile(target.problem, solution_for(req, target.problem.baseline),
+                                     seeds=seeds_for(req), timeout_s=timeout_s)
+                if prof.status != "passed":
+                    m.status, m.log_head = prof.status, first_line(prof.log)
+                elif prof.latency_ms is not None:
+                    m.rounds_ms.append(prof.latency_ms)
+                    m.t_peak_ms = prof.t_peak_ms
+        for m in measures.values():
+            if m.status == "passed" and not m.rounds_ms:
+                m.status = "unmeasured"
+            m.median_ms = _median(m.rounds_ms)
+            m.pct_peak = m.t_peak_ms / m.median_ms if m.t_peak_ms and m.median_ms else None
+        bm = measures[base.kernel_id]
+        for k in kernels:
+            km = bm if k.source == base.source else measures[k.kernel_id]
+            status, log_head = km.status, km.log_head
+            if bm.status in FAILED and km is not bm:
+                if status in FAILED:
+                    status = f"{status}, baseline {bm.status}"
+                else:
+                    status, log_head = f"baseline {bm.status}", bm.log_head
+            both = bm.status == km.status == "passed"
+            rows.append(RemeasureRow(
+                problem=name, kernel_id=k.kernel_id, iteration=k.iteration, best=k.kernel_id == best_id,
+                recorded_baseline_ms=base.latency_ms, recorded_ms=k.latency_ms,
+                recorded_speedup=_ratio(base.latency_ms, k.latency_ms), recorded_pct_peak=k.pct_peak,
+                baseline_ms=bm.median_ms, ms=km.median_ms,
+                speedup=_ratio(bm.median_ms, km.median_ms) if both else None,
+                pct_peak=km.pct_peak if km.status == "passed" else None,
+                baseline_rounds_ms=list(bm.rounds_ms), rounds_ms=list(km.rounds_ms), status=status,
+                log_head=log_head, baseline_status=bm.status, baseline_log_head=bm.log_head,
+            ))
+    return rows, seeds
+
+
+def _ms(x: float | None) -> str:
+    return f"{x:.4g}" if x is not None else "-"
+
+
+def _x(x: float | None) -> str:
+    return f"{x:.2f}x" if x is not None else "-"
+
+
+def _pct(x: float | None) -> str:
+    return f"{x:.1%}" if x is not None else "-"
+
+
+def _geomean(xs: list[float | None]) -> float | None:
+    vals = [x for x in xs if x]
+    return math.exp(sum(math.log(x) for x in vals) / len(vals)) if vals and len(vals) == len(xs) else None
+
+
+def table(record: RemeasureRecord) -> Table:
+    t = Table(title=f"run {record.run_id} re-measured on {record.device} "
+                    f"({record.rounds} interleaved round{'s' if record.rounds != 1 else ''}, median; "
+                    f"recorded on {record.run_device})")
+    t.add_column("problem")
+    if record.all_kernels:
+        t.add_column("kernel", no_wrap=True)
+    for col in ("recorded\nbaseline ms", "recorded\nbest ms", "recorded\nspeedup", "re-measured\nbaseline ms",
+                "re-measured\nbest ms", "re-measured\nspeedup", "re-measured\n% of peak"):
+        t.add_column(col, justify="right")
+    t.add_column("status")
+    for r in record.rows:
+        color = "green" if r.status == "passed" else "yellow" if r.status == "unmeasured" else "red"
+        cells = [r.problem]
+        if record.all_kernels:
+            cells.append(f"{r.kernel_id[:8]} it{r.iteration}" + (" best" if r.best else ""))
+        cells += [_ms(r.recorded_baseline_ms), _ms(r.recorded_ms), _x(r.recorded_speedup), _ms(r.baseline_ms),
+                  _ms(r.ms), _x(r.speedup), _pct(r.pct_peak), f"[{color}]{r.status}[/{color}]"]
+        t.add_row(*cells)
+    best = [r for r in record.rows if r.best]
+    if len(best) > 1:
+        t.add_section()
+        cells = ["geomean"] + ([""] if record.all_kernels else [])
+        cells += ["", "", _x(_geomean([r.recorded_speedup for r in best])), "", "",
+                  _x(_geomean([r.speedup for r in best])), _pct(_geomean([r.pct_peak for r in best])), ""]
+        t.add_row(*cells)
+    return t
