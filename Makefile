@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # bytecode caches make every later import fast; the machine sets PYTHONDONTWRITEBYTECODE=1
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup local-llm demo test lint bench clean
 
 setup:
 	@./scripts/bootstrap.sh
@@ -13,7 +13,11 @@ setup:
 demo: setup
 	$(VENV)/bin/accelopt demo
 
-test: setup
+# a real small model on loopback for the tests of the LLM path (built once per machine, ~5 min)
+local-llm: setup
+	$(VENV)/bin/accelopt local-llm prepare
+
+test: setup local-llm
 	$(PY) -m pytest -q
 
 lint: setup

@@ -13,6 +13,7 @@ class ChatMessage(msgspec.Struct, kw_only=True):
 class TokenUsage(msgspec.Struct, kw_only=True):
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    estimated: bool = False  # the server reported no usage: counted locally with a tokenizer
 
     @property
     def total_tokens(self) -> int:

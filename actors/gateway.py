@@ -75,13 +75,20 @@ class UnpricedModelError(ValueError):
         self.models = list(models)
         super().__init__(
             f"no price known for model(s) {', '.join(self.models)}: set llm.prices.<model> "
-            "(input_cost_per_token / output_cost_per_token, 0 allowed) or llm.allow_unpriced=true"
+            "(input_cost_per_token / output_cost_per_token, 0 allowed; on the command line --price IN OUT in USD "
+            "per million tokens) or llm.allow_unpriced=true (--allow-unpriced). Self-hosted and local models have no "
+            "price in litellm's map: say what they cost, even if it is 0"
         )
 
 
+# errors that some providers raise as 5xx although no retry can fix them
+_PERMANENT_TEXT = ("missing credentials", "api_key client option must be set", "no api key provided")
+
+
 def is_transient(exc: BaseException) -> bool:
-    """Worth retrying: rate limits, timeouts, 5xx and connection errors; not 4xx errors."""
-    if isinstance(exc, _PERMANENT):
+    """Worth retrying: rate limits, timeouts, 5xx and connection errors; not 4xx errors, nor a
+    missing API key (the OpenAI client reports that as a 500)."""
+    if isinstance(exc, _PERMANENT) or any(t in str(exc).lower() for t in _PERMANENT_TEXT):
         return False
     if isinstance(exc, _TRANSIENT):
         return True
@@ -279,8 +286,8 @@ class LLMGateway:
             text = _error_text(error, api_key, cfg.timeout_s)
             out.append(record(attempt, error=text, latency_s=latency))
             transient = is_transient(error)
-            log.warning("llm call failed", role=role, model=cfg.model, attempt=attempt, transient=transient,
-                        error=text[:300])
+            log.warning("llm call failed", run_id=run_id, request_id=request_id, role=role, model=cfg.model,
+                        attempt=attempt, transient=transient, error=text[:300])
             if not transient or attempt >= cfg.retries:
                 break
             await asyncio.sleep(self._backoff(attempt, rng, error))
@@ -301,6 +308,7 @@ class LLMGateway:
         }
         if cfg.api_base:
             kwargs["api_base"] = cfg.api_base
+        api_key = api_key or _keyless_placeholder(cfg)
         if api_key:
             kwargs["api_key"] = api_key
         kwargs.update(self.call_kwargs)
@@ -338,6 +346,18 @@ class LLMGateway:
         return usage.prompt_tokens * price.input_cost_per_token + usage.completion_tokens * price.output_cost_per_token
 
 
+def _keyless_placeholder(cfg: ResolvedLLM) -> str | None:
+    """A self-hosted OpenAI-compatible server (vLLM, SGLang, llama.cpp) usually wants no key,
+    but the OpenAI client refuses to send a request without one: given an `api_base` and no
+    `api_key_env`, send a placeholder unless the provider's own key variable is set."""
+    provider = provider_of(cfg.model)
+    if not cfg.api_base or cfg.api_key_env or provider not in ("openai", "hosted_vllm", "text-completion-openai"):
+        return None
+    if os.environ.get("OPENAI_API_KEY") or os.environ.get("HOSTED_VLLM_API_KEY"):
+        return None
+    return "none"
+
+
 def _usage(resp: Any, model: str, msgs: list[ChatMessage], text: str | None) -> TokenUsage:
     u = getattr(resp, "usage", None)
     prompt = int(getattr(u, "prompt_tokens", 0) or 0)
@@ -345,6 +365,7 @@ def _usage(resp: Any, model: str, msgs: list[ChatMessage], text: str | None) -> 
     if prompt == 0 and completion == 0:  # the server reported none: estimate (the budget fails closed)
         prompt = _count_tokens(model, messages=[{"role": m.role, "content": m.content} for m in msgs])
         completion = _count_tokens(model, text=text or "") if text else 0
+        return TokenUsage(prompt_tokens=prompt, completion_tokens=completion, estimated=True)
     return TokenUsage(prompt_tokens=prompt, completion_tokens=completion)
 
 

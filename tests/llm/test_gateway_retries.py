@@ -94,3 +94,11 @@ def test_missing_api_key_env_fails_without_calling(scripted, monkeypatch):
     calls = _call(LLMGateway(cfg), request_id="req2")
     assert calls[-1].error is None and script.calls[-1].api_key_given
     assert "sk-secret-123" not in repr(calls)
+
+
+def test_a_missing_api_key_reported_as_a_500_is_not_retried():
+    # the OpenAI client raises this (as litellm.InternalServerError) before any request is sent
+    err = litellm.InternalServerError(message="OpenAIException - Missing credentials. Please pass an `api_key`",
+                                      llm_provider="openai", model="gpt-4o-mini")
+    assert not is_transient(err)
+    assert is_transient(litellm.InternalServerError(message="upstream 503", llm_provider="openai", model="m"))
