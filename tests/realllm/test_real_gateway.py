@@ -6,6 +6,7 @@ differs between builds of llama.cpp), only on what the gateway records."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 
 from real_helpers import LONG, SHORT, call, config, gateway, run
@@ -73,7 +74,7 @@ def _intervals(calls_per_request):
 
 
 def _overlaps(intervals) -> int:
-    return sum(1 for (_, end), (start, _) in zip(intervals, intervals[1:], strict=False) if start < end - 1e-3)
+    return sum(1 for (_, end), (start, _) in itertools.pairwise(intervals) if start < end - 1e-3)
 
 
 def test_the_role_concurrency_limit_holds_against_a_real_server(llm_server):
