@@ -6,8 +6,8 @@ script in for a real model: the replies are written in the formats real models p
 reasoning in `<think>` tags, a kernel that does not compile then a fixed one, ...) and
 replayed through litellm exactly like a remote model's reply, so the gateway, parsing and
 agents run their real code. A script entry can also raise a litellm exception (429,
-timeout, auth error...) or wait (`delay_s`) to exercise retries, timeouts and
-concurrency limits.
+timeout, auth error...), wait (`delay_s`) or be held by a `gate` to exercise retries,
+timeouts and concurrency limits.
 
     script = Script({"executor": ["no code here", "```c\\nint f(void){return 1;}\\n```"]})
     model = install_script("t1", script)        # -> "scripted/t1"; configure it for a role
@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +45,9 @@ class Reply:
     error: BaseException | None = None
     delay_s: float = 0.0
     finish_reason: str = "stop"
+    # awaited (async calls only) before replying, with the script, e.g. to hold replies until
+    # a number of calls are in flight
+    gate: Callable[[Script], Awaitable[None]] | None = None
 
 
 @dataclass
@@ -152,6 +155,8 @@ class ScriptedLLM(CustomLLM):
         script.in_flight += 1
         script.max_in_flight = max(script.max_in_flight, script.in_flight)
         try:
+            if reply.gate is not None:
+                await reply.gate(script)
             if reply.delay_s:
                 await asyncio.sleep(reply.delay_s)
             return _finish(kwargs, messages, reply)

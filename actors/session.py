@@ -266,6 +266,12 @@ async def export_log(url: str, run_id: str, path: Path) -> int:
         await elog.close()
 
 
+async def create_stream(url: str, settings: StreamSettings) -> None:
+    """Create the stream with `settings` if it does not exist yet."""
+    elog = await EventLog.connect(url, settings=settings)
+    await elog.close()
+
+
 async def publish(url: str, event: ev.Event, settings: StreamSettings | None = None) -> None:
     """Publish one event (creating the stream with `settings` if it does not exist yet)."""
     elog = await EventLog.connect(url, settings=settings)
@@ -301,6 +307,9 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
         if not resume:
             start = started_event or run_started(run_id, cfg, problems, prices=price_snapshot(cfg),
                                                  tools=toolchain([cfg.device]))
+        settings = StreamSettings(replicas=cfg.log.replicas, duplicate_window_s=cfg.log.duplicate_window_s)
+        # the run's settings (replicas) make the stream, not the first actor to connect with the defaults
+        asyncio.run(create_stream(endpoint.url, settings))
         init_ray(ray_address)
         deployment = Deployment(cfg, endpoint.url, log_level=log_level)
         if start_agents:
@@ -308,8 +317,7 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
             deployment.wait_ready()
         coord = deployment.start_coordinator(run_id)
         if start is not None:
-            asyncio.run(publish(endpoint.url, start, StreamSettings(
-                replicas=cfg.log.replicas, duplicate_window_s=cfg.log.duplicate_window_s)))
+            asyncio.run(publish(endpoint.url, start, settings))
 
         def alive() -> str | None:
             import ray

@@ -99,6 +99,7 @@ class Worker:
         try:
             await self._bind()
         except Exception as e:
+            self._queue = None  # the old subscription is closed: bind again before the next fetch
             self.log.warning("re-binding failed; will retry", error=repr(e))
 
     async def run(self, *, until_idle_s: float | None = None) -> WorkerStats:
@@ -106,7 +107,6 @@ class Worker:
         if self._stop is None:
             self._stop = asyncio.Event()
         await self.connect()
-        assert self._queue is not None
         slots = asyncio.Semaphore(max(1, self.options.concurrency))
         tasks: set[asyncio.Task] = set()
         idle_since = time.monotonic()
@@ -117,6 +117,9 @@ class Worker:
                     await asyncio.sleep(0.01)
                     continue
                 try:
+                    if self._queue is None:  # the last re-binding failed
+                        await self._bind()
+                    assert self._queue is not None
                     deliveries = await self._queue.fetch(free, timeout=self.options.fetch_timeout_s)
                 except asyncio.CancelledError:
                     raise
@@ -165,8 +168,8 @@ class Worker:
             self.stats.failed += 1
             error = f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=8)}"
             last = d.num_delivered >= self.options.max_deliver
-            self.log.error("handler failed", event_type=d.event.type, event_id=d.event.event_id,
-                           delivery=d.num_delivered, giving_up=last, error=str(e))
+            self.log.error("handler failed", run_id=d.event.run_id, event_type=d.event.type,
+                           event_id=d.event.event_id, delivery=d.num_delivered, giving_up=last, error=str(e))
             with contextlib.suppress(Exception):
                 if last:
                     await self._publish(await self.give_up(d.event, error))

@@ -27,3 +27,28 @@ def test_level_filters(capsys):
     configure_logging("json", "ERROR")
     get_logger().warning("quiet")
     assert "quiet" not in capsys.readouterr().err
+
+
+def test_llm_call_failure_log_carries_run_id(capsys, monkeypatch):
+    import asyncio
+
+    import actors.gateway as gateway
+    from accelopt.config import LLMConfig, RoleLLM
+    from accelopt.records import ChatMessage
+    from actors.scripted import Script, install_script, remove_script
+
+    configure_logging("json", "INFO")
+    # the module's logger was bound under whatever configuration was current at its import
+    monkeypatch.setattr(gateway, "log", get_logger(component="llm-gateway"))
+    model = install_script("test-logging-empty", Script({"*": []}))  # no reply: the call fails (not retried)
+    try:
+        gw = gateway.LLMGateway(LLMConfig(default=RoleLLM(model=model, retries=0)))
+        calls = asyncio.run(gw.complete("planner", [ChatMessage(role="user", content="hi")], run_id="run-7",
+                                        request_id="req-1"))
+    finally:
+        remove_script("test-logging-empty")
+    assert calls[-1].error is not None, calls
+    records = [json.loads(line) for line in capsys.readouterr().err.splitlines() if line.startswith("{")]
+    failed = [r for r in records if r.get("event") == "llm call failed"]
+    assert len(failed) == 1, records
+    assert failed[0]["run_id"] == "run-7" and failed[0]["request_id"] == "req-1"

@@ -24,9 +24,11 @@ def test_builds_are_cached_by_content(cpu_cache: Path, scale_shift: Problem) -> 
     comp = Compiler(cpu_cache)
     sol = c_solution(scale_shift, src(body="out[i] = 2.0f * x[i] + 1.0f; /* cache test */"))
     first = comp.build(sol, scale_shift.axis_values())
+    assert first.ok and not first.cached and first.so_path is not None
+    built_at = Path(first.so_path).stat().st_mtime_ns
     second = comp.build(sol, scale_shift.axis_values())
-    assert first.ok and not first.cached
-    assert second.ok and second.cached and second.key == first.key and second.seconds < first.seconds
+    assert second.ok and second.cached and second.key == first.key and second.so_path == first.so_path
+    assert Path(second.so_path).stat().st_mtime_ns == built_at  # served from the cache, not rebuilt
     other = comp.build(sol, {**scale_shift.axis_values(), "N": 256})
     assert other.key != first.key  # the axis values are part of the key
     failed = comp.build(c_solution(scale_shift, "int broken("), {})

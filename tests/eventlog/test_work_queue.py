@@ -22,13 +22,20 @@ def _plan_requests(run_id: str, n: int) -> list[c.PlanRequested]:
 def test_two_consumers_share_work_without_double_handling(nats_server):
     n = 300
 
-    async def consumer(name: str, done: asyncio.Event, seen: list[int]) -> None:
+    took = {"a": asyncio.Event(), "b": asyncio.Event()}  # set once a consumer holds a batch
+
+    async def consumer(name: str, other: str, done: asyncio.Event, seen: list[int]) -> None:
         elog = await EventLog.connect(nats_server.url, name=name)
         q = await elog.work_queue("planner", role_filter("PlanRequested"), ack_wait=30)
         while not done.is_set():
-            for d in await q.fetch(10, timeout=0.2):
+            batch = await q.fetch(10, timeout=0.2)
+            if batch and not took[name].is_set():
+                # hold the first batch, unacked, until the other consumer has one too: both
+                # surely take part, however the two are scheduled
+                took[name].set()
+                await asyncio.wait_for(took[other].wait(), 30)
+            for d in batch:
                 seen.append(d.event.sample_index)
-                await asyncio.sleep(0.001)  # pretend to work, so both get a share
                 await d.ack()
             if len(seen_a) + len(seen_b) >= n:
                 done.set()
@@ -41,7 +48,8 @@ def test_two_consumers_share_work_without_double_handling(nats_server):
         elog = await EventLog.connect(nats_server.url)
         await elog.work_queue("planner", role_filter("PlanRequested"), ack_wait=30)
         done = asyncio.Event()
-        tasks = [asyncio.create_task(consumer("a", done, seen_a)), asyncio.create_task(consumer("b", done, seen_b))]
+        tasks = [asyncio.create_task(consumer("a", "b", done, seen_a)),
+                 asyncio.create_task(consumer("b", "a", done, seen_b))]
         await elog.publish_many(_plan_requests("wq", n))
         await asyncio.wait_for(asyncio.gather(*tasks), 60)
         info = await elog.js.consumer_info("ACCELOPT", "planner")

@@ -3,13 +3,17 @@ stream at replicas 3: one node is killed mid-run and the run completes with noth
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections import Counter
 
 import pytest
+from nats.js import api
 
 import suites
 from actors.session import run_session
 from events import catalog as c
+from events.log import EventLog
 from events.logfile import read_events
 from events.server import NatsServer, free_port
 from replay.verify import verify
@@ -39,14 +43,27 @@ def test_run_survives_losing_a_node(ray_session, cluster, run_config):
     cfg = run_config("problems=[matmul]", "search.iterations=2", "log.replicas=3",
                      "workers.ack_wait_s=6", "workers.heartbeat_s=1")
     killed: list[str] = []
+    infos: list[api.StreamInfo] = []
 
     def on_event(e: c.Event, view) -> None:
         if isinstance(e, c.IterationCompleted) and e.iteration == 1 and not killed:
+            info = _stream_info(url)
+            infos.append(info)
+            if info.config.num_replicas != 3 or len((info.cluster and info.cluster.replicas) or []) != 2:
+                killed.append("none: the stream is not replicated")  # reported by the assertions below
+                return
             victim = cluster[2]
             victim.kill()
             killed.append(victim.name or "")
 
     outcome = run_session(cfg, [suites.get_problem("cpu/matmul")], nats_url=url, on_event=on_event, timeout_s=600)
+    assert infos, "the run never reached the point where a node is killed"
+    info = infos[0]
+    assert info.config.num_replicas == 3, info.config
+    assert info.cluster is not None and info.cluster.leader is not None, info.cluster
+    followers = info.cluster.replicas or []
+    assert len(followers) == 2 and not any(p.offline for p in followers), followers  # leader + 2 replicas
+    assert {info.cluster.leader, *(p.name for p in followers)} == {n.name for n in cluster}
     assert killed == ["n2"]
     assert outcome.view.completed is not None and outcome.view.completed.reason == "completed"
     events = read_events(outcome.run_dir / "log.aolog")
@@ -58,3 +75,21 @@ def test_run_survives_losing_a_node(ray_session, cluster, run_config):
     assert sorted(profiled) == sorted(requested) and set(profiled.values()) == {1}
     ids = [e.event_id for e in events]
     assert len(ids) == len(set(ids))
+
+
+def _stream_info(url: str) -> api.StreamInfo:
+    """The event stream's info, from a thread of its own (callable inside a running loop)."""
+    out: list[api.StreamInfo] = []
+
+    async def get() -> None:
+        elog = await EventLog.connect(url, create=False)
+        try:
+            out.append(await elog.stream_info())
+        finally:
+            await elog.close()
+
+    t = threading.Thread(target=asyncio.run, args=(get(),))
+    t.start()
+    t.join(60)
+    assert out, "no stream info"
+    return out[0]

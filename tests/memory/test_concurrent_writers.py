@@ -5,21 +5,25 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-import time
 
 from memory_index import MemoryIndex
 
 _WRITER = textwrap.dedent("""
     import sys, time
+    from pathlib import Path
     import numpy as np
     import accelopt
     from accelopt.records import MemoryEntry
     from memory_index import MemoryIndex
 
-    uri, seed, start = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+    uri, seed, barrier, writers = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4])
     index = MemoryIndex.open(uri)
     rng = np.random.default_rng(seed)
-    while time.time() < start:
+    (barrier / f"ready{seed}").touch()  # start together: once every writer is ready to write
+    deadline = time.monotonic() + 60
+    while len(list(barrier.glob("ready*"))) < writers:
+        if time.monotonic() > deadline:
+            sys.exit("the other writer never got ready")
         time.sleep(0.001)
     for b in range(30):
         batch = [MemoryEntry(id=f"id{i}", source_run=f"w{seed}", problem="p", op_type="o", device="cpu",
@@ -30,9 +34,10 @@ _WRITER = textwrap.dedent("""
 """)
 
 
-def test_concurrent_merge_inserts_of_the_same_ids_do_not_duplicate(memory_uri):
-    start = time.time() + 3.0
-    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, memory_uri, str(seed), str(start)])
+def test_concurrent_merge_inserts_of_the_same_ids_do_not_duplicate(memory_uri, tmp_path):
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, memory_uri, str(seed), str(barrier), "2"])
              for seed in (1, 2)]
     assert [p.wait(timeout=90) for p in procs] == [0, 0]
     index = MemoryIndex.open(memory_uri)
