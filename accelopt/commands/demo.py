@@ -1,65 +1,58 @@
-"""`accelopt demo`: the main job on embedded defaults.
+"""`accelopt demo` (what `make demo` runs): the main job on embedded defaults.
 
-Starts an embedded NATS JetStream server, writes a run's events to the log, reads the run
-back from sequence 1 and prints what happened.
+A `quick` optimization run on three problems of the CPU suite with the offline
+`builtin/tuner` model: an embedded NATS JetStream server, a local Ray, a local LanceDB
+memory under `./runs`, real compiled and sandboxed kernels. Every `accelopt run` flag
+applies (`--problems`, `--preset`, `--model`, `--set ...`). It ends with the results
+table and the commands that look into the run it just made.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import tempfile
-import time
 from pathlib import Path
 
-from rich.console import Console
-from rich.table import Table
+from accelopt.commands.run import add_config_args, config_from_args, execute, load_problems, wide_console
+from accelopt.config import ConfigError
 
-from events import catalog as c
-from events.log import EventLog
-from events.server import NatsServer
+# an elementwise, a fused normalization + matmul, and a matmul problem
+DEMO_PROBLEMS = "silu,rmsnorm_matmul,transpose_matmul"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("demo", help="run the main job on embedded defaults")
-    p.set_defaults(func=run)
-
-
-async def _demo(url: str, run_id: str) -> list[tuple[int, c.Event]]:
-    def env(kind: str, *key: object) -> dict:
-        return {"event_id": c.derive_event_id(run_id, kind, *key), "run_id": run_id, "ts": time.time()}
-
-    events = [
-        c.IterationStarted(**env("IterationStarted", 0), problem="matmul", iteration=0, beam=["baseline"]),
-        c.PlanRequested(**env("PlanRequested", 0), problem="matmul", iteration=0, candidate_id="baseline",
-                        sample_index=0),
-        c.IterationCompleted(**env("IterationCompleted", 0), problem="matmul", iteration=0,
-                             best_kernel_id="baseline", best_latency_ms=1.0),
-        c.RunCompleted(**env("RunCompleted"), reason="demo"),
-    ]
-    elog = await EventLog.connect(url)
-    try:
-        await elog.publish_many(events)
-        await elog.publish(events[0])  # a retried publish: de-duplicated by its event id
-        return [item async for item in elog.iter_history(run_id)]
-    finally:
-        await elog.close()
+    p = sub.add_parser("demo", help="a quick optimization run on 3 CPU problems with the offline builtin/tuner model")
+    p.add_argument("--problems", default=DEMO_PROBLEMS, help=f"comma-separated CPU problems (default {DEMO_PROBLEMS})")
+    p.add_argument("--timeout", type=float, help="give up after this many seconds")
+    add_config_args(p)
+    p.set_defaults(func=run, suite="cpu", device=None)
 
 
 def run(args: argparse.Namespace) -> int:
-    console = Console()
-    with tempfile.TemporaryDirectory(prefix="accelopt-demo-") as d:
-        server = NatsServer(Path(d) / "nats")
-        server.start()
-        console.print(f"embedded NATS JetStream at {server.url}")
-        try:
-            history = asyncio.run(_demo(server.url, "demo"))
-        finally:
-            server.stop()
-    table = Table(title="run demo, read back from the log")
-    for col in ("seq", "type", "event_id"):
-        table.add_column(col)
-    for seq, ev in history:
-        table.add_row(str(seq), ev.type, ev.event_id[:12])
-    console.print(table)
-    return 0
+    console = wide_console()
+    args.preset = args.preset or "quick"
+    try:
+        cfg = config_from_args(args)
+        problems = load_problems(cfg)
+    except ConfigError as e:
+        console.print(f"[red]config error:[/red] {e}")
+        return 2
+    s = cfg.search
+    console.print(f"[bold]AccelOpt demo[/bold]: {len(problems)} CPU problems ({', '.join(p.name for p in problems)}), "
+                  f"preset {args.preset} (B={s.beam_width} N={s.plans_per_candidate} K={s.samples_per_plan} "
+                  f"T={s.iterations}), model {cfg.llm.for_role('planner').model}; runs go to {cfg.root}/")
+    before = set(_run_dirs(cfg.root))
+    code = execute(console, cfg, problems, args)
+    made = sorted(set(_run_dirs(cfg.root)) - before)
+    if made:
+        run_id = made[-1].name
+        root = "" if cfg.root == "runs" else f" --root {cfg.root}"
+        console.print("\nlook into it:")
+        for cmd in (f"accelopt runs{root}", f"accelopt replay {run_id} --verify{root}",
+                    f"accelopt report {run_id}{root}", f"accelopt remeasure {run_id}{root}",
+                    f"accelopt memory list --uri {cfg.memory.uri or Path(cfg.root) / 'memory'}"):
+            console.print(f"  {cmd}", highlight=False)
+    return code
+
+
+def _run_dirs(root: str) -> list[Path]:
+    return [p.parent for p in Path(root).glob("*/config.json")]
