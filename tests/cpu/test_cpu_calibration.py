@@ -17,7 +17,7 @@ def test_quick_calibration_measures_plausible_peaks(calibration: CalibrationReco
     assert 1e9 < s.peak_vector_flops < 1e14
     sizes = [p.working_set_bytes for p in s.bw_curve]
     assert sizes == sorted(sizes) and len(sizes) >= 3
-    assert sizes[-1] > 2 * machine_info().l3_bytes  # the last point is DRAM
+    assert sizes[-1] >= min(2 * machine_info().l3_bytes, 1 << 30)  # the last point is DRAM (capped)
     assert s.peak_bw_bytes_s == s.bw_curve[-1].bytes_per_s
 
 
