@@ -23,7 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("worker", help="start profiler (and LLM agent) actors on this host for a running deployment")
     p.add_argument("--nats", required=True, help="NATS URL(s) of the deployment, comma-separated for a cluster")
     p.add_argument("--device", default="cpu", help="device kind to profile for (cpu, h100, trn1, ...)")
-    p.add_argument("--count", type=int, default=1, help="profiler actors (one per GPU / NeuronCore)")
+    p.add_argument("--count", type=int, default=1,
+                   help="profiler actors; with more than one, profiler i takes GPU i / NeuronCore i")
     p.add_argument("--roles", default="profiler",
                    help="comma-separated roles to run here: profiler, planner, executor, fixer, summarizer")
     p.add_argument("--config", help="YAML config (LLM settings for agent roles)")
@@ -53,13 +54,33 @@ def build_workers(args: argparse.Namespace) -> list:
             for i in range(args.count):
                 workers.append(build(ROLE_FACTORIES["profiler"], {
                     "nats_url": args.nats, "device": args.device, "timeout_s": cfg.profiling.timeout_s,
-                    "worker_name": f"{name}-{args.device}-{i}", "options": profiler_options(args.device, cfg)}))
+                    "worker_name": f"{name}-{args.device}-{i}", "options": profiler_options(args.device, cfg),
+                    "agent_options": device_slot(args.device, i, args.count)}))
         elif role in LLM_ROLES:
             workers.append(build(ROLE_FACTORIES[role], {"nats_url": args.nats, "llm_config": cfg.llm,
                                                         "options": llm_agent_options(role, cfg)}))
         else:
             raise SystemExit(f"unknown role {role!r}; choose from profiler, {', '.join(LLM_ROLES)}")
     return workers
+
+
+def device_slot(device: str, index: int, count: int) -> dict:
+    """Agent options giving profiler `index` of `count` a device of its own (a lease of one
+    kernel at a time per GPU / NeuronCore): NeuronCore `index` (of NEURON_RT_VISIBLE_CORES
+    when set) on Trainium, GPU `index` on NVIDIA. One profiler keeps the agent's defaults."""
+    if count <= 1:
+        return {}
+    from hardware_agents.neuron.specs import SPECS as NEURON_KINDS
+    from hardware_agents.triton.specs import _SPECS as GPU_KINDS
+
+    if device in NEURON_KINDS:
+        visible = [c for c in os.environ.get("NEURON_RT_VISIBLE_CORES", "").split(",") if c.strip()]
+        if visible and len(visible) < count:
+            raise SystemExit(f"--count {count} but NEURON_RT_VISIBLE_CORES lists {len(visible)} core(s)")
+        return {"core": visible[index].strip() if visible else str(index)}
+    if device in GPU_KINDS:
+        return {"gpus_to_use": [index]}
+    return {}
 
 
 async def serve(workers: list, idle_exit: float | None, console) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
 from actors.hosting import device_placement
@@ -59,3 +60,16 @@ def test_worker_image_installs_the_pinned_project():
     assert "constraints.txt" in text and "ENTRYPOINT [\"accelopt\"]" in text
     for package in ("accelopt", "events", "actors", "hardware_agents", "memory_index", "prompts", "replay", "suites"):
         assert f"COPY {package} {package}" in text
+
+
+def test_worker_count_gives_each_profiler_its_own_device(monkeypatch):
+    from accelopt.commands.worker import device_slot
+
+    monkeypatch.delenv("NEURON_RT_VISIBLE_CORES", raising=False)
+    assert [device_slot("trn1", i, 4) for i in range(4)] == [{"core": str(i)} for i in range(4)]
+    assert [device_slot("h100", i, 2) for i in range(2)] == [{"gpus_to_use": [0]}, {"gpus_to_use": [1]}]
+    assert device_slot("trn2", 0, 1) == {} and device_slot("cpu", 1, 2) == {}
+    monkeypatch.setenv("NEURON_RT_VISIBLE_CORES", "8,9")
+    assert [device_slot("trn1", i, 2) for i in range(2)] == [{"core": "8"}, {"core": "9"}]
+    with pytest.raises(SystemExit, match="lists 2 core"):
+        device_slot("trn1", 0, 3)
