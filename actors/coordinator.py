@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from accelopt.config import RunConfig
+from accelopt.config import RunConfig, config_from_dict
 from accelopt.coordinator import CoordinatorCore, RetrieveMemory
 from accelopt.logging import get_logger
 from events import catalog as ev
@@ -37,7 +37,11 @@ class CoordinatorReport:
 
 
 class CoordinatorService:
-    def __init__(self, nats_url: str, run_id: str, *, stall_warn_s: float = 60.0) -> None:
+    def __init__(self, nats_url: str, run_id: str, *, stall_warn_s: float = 60.0,
+                 warm_config: dict | None = None) -> None:
+        """`warm_config`: the run's config (as in RunStarted), to load the memory index and its
+        embedding model at once instead of when RunStarted arrives (the session starts the
+        coordinator while the other actors start, so the load overlaps theirs)."""
         self.nats_url = nats_url
         self.run_id = run_id
         self.stall_warn_s = stall_warn_s
@@ -50,11 +54,20 @@ class CoordinatorService:
         self._memory_lock = threading.Lock()
         self._effect_tasks: set[asyncio.Task] = set()
         self.warnings: list[str] = []
+        self._warm_config = config_from_dict(warm_config, source="warm_config") if warm_config else None
+        self._warmed = self._warm_config is None
+
+    @property
+    def is_ready(self) -> bool:
+        """With `warm_config`: once the memory model is loaded (the session waits for it)."""
+        return self._warmed
 
     def stop(self) -> None:
         self._stop = True
 
     async def run(self) -> CoordinatorReport:
+        if self._warm_config is not None:
+            self._warm_memory(self._warm_config)
         elog = await EventLog.connect(self.nats_url, name=f"accelopt-coordinator-{self.run_id}")
         present: set[str] = set()
         outbox: list[ev.Event] = []
@@ -71,8 +84,8 @@ class CoordinatorService:
                     last_progress = time.monotonic()
                     present.add(event.event_id)
                     step = self.core.step(event)
-                    if isinstance(event, ev.RunStarted):
-                        self._warm_memory()
+                    if isinstance(event, ev.RunStarted) and self._warm_task is None and self._memory is None:
+                        self._warm_memory(self.core.config)
                     outbox += step.outputs
                     effects += step.effects
                     decisions += len(step.outputs)
@@ -123,11 +136,11 @@ class CoordinatorService:
                                                 embedder=cfg.memory.embedding_model)
             return self._memory
 
-    def _warm_memory(self) -> None:
+    def _warm_memory(self, cfg: RunConfig | None) -> None:
         """Load the memory index and embedding model before the first decisions go out: the
         load is CPU-heavy and would otherwise run while the baselines are being timed."""
-        cfg = self.core.config
         if cfg is None or not cfg.memory.enabled or cfg.memory.top_m <= 0:
+            self._warmed = True
             return
 
         def warm() -> None:
@@ -135,6 +148,8 @@ class CoordinatorService:
                 _ = self._memory_index(cfg).embedder.model
             except Exception as e:  # retrieval will report it when it is needed
                 self.log.warning("memory warm-up failed", error=repr(e))
+            finally:
+                self._warmed = True
 
         self._warm_task = asyncio.create_task(asyncio.to_thread(warm))
 

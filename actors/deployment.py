@@ -110,8 +110,12 @@ class Deployment:
             slow = [h.name for h, r in zip(self.hosts, refs, strict=True) if r in pending]
             log.warning("actors not ready", actors=slow, timeout_s=timeout_s)
 
-    def start_coordinator(self, run_id: str) -> Hosted:
-        return self._spawn(f"coordinator-{run_id}", "coordinator", {"nats_url": self.nats_url, "run_id": run_id})
+    def start_coordinator(self, run_id: str, *, warm: bool = False) -> Hosted:
+        """`warm`: load the memory model at once (see CoordinatorService's `warm_config`)."""
+        kwargs = {"nats_url": self.nats_url, "run_id": run_id}
+        if warm:
+            kwargs["warm_config"] = self.cfg.to_dict()
+        return self._spawn(f"coordinator-{run_id}", "coordinator", kwargs)
 
     def stop(self, timeout_s: float = 15.0) -> None:
         import ray

@@ -312,10 +312,14 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
         asyncio.run(create_stream(endpoint.url, settings))
         init_ray(ray_address)
         deployment = Deployment(cfg, endpoint.url, log_level=log_level)
+        # a new run's coordinator starts with the agents (it waits for RunStarted, and loads the
+        # memory model meanwhile); a resumed one only once they are ready, as it acts at once
+        coord = deployment.start_coordinator(run_id, warm=True) if start is not None else None
         if start_agents:
             deployment.start_agents([cfg.device])
             deployment.wait_ready()
-        coord = deployment.start_coordinator(run_id)
+        if coord is None:
+            coord = deployment.start_coordinator(run_id)
         if start is not None:
             asyncio.run(publish(endpoint.url, start, settings))
 
