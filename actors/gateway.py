@@ -348,12 +348,12 @@ class LLMGateway:
 
 def _keyless_placeholder(cfg: ResolvedLLM) -> str | None:
     """A self-hosted OpenAI-compatible server (vLLM, SGLang, llama.cpp) usually wants no key,
-    but the OpenAI client refuses to send a request without one: given an `api_base` and no
-    `api_key_env`, send a placeholder unless the provider's own key variable is set."""
+    but the OpenAI client refuses to send a request without one. Given an `api_base` and no
+    `api_key_env`, send a placeholder: never the provider's own key from the environment
+    (OPENAI_API_KEY), which the client would otherwise hand to whatever server `api_base`
+    names. A server that wants a key gets it through `api_key_env`."""
     provider = provider_of(cfg.model)
     if not cfg.api_base or cfg.api_key_env or provider not in ("openai", "hosted_vllm", "text-completion-openai"):
-        return None
-    if os.environ.get("OPENAI_API_KEY") or os.environ.get("HOSTED_VLLM_API_KEY"):
         return None
     return "none"
 

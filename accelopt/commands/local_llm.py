@@ -35,8 +35,8 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
         with LocalLLMServer(prepared, port=args.port, threads=args.threads) as server:
             print(f"serving {LITELLM_MODEL} at {server.url} (log: {server.log_path}); try:\n"
-                  f"  accelopt run --problems silu,rmsnorm_matmul --model {LITELLM_MODEL} --api-base {server.url} "
-                  "--price 0 0 --set llm.default.max_tokens=1024", flush=True)
+                  f"  accelopt run --problems silu,swiglu --model {LITELLM_MODEL} --api-base {server.url} "
+                  "--price 0 0 --set llm.default.max_tokens=768", flush=True)
             while server.proc is not None and server.proc.poll() is None:
                 time.sleep(0.5)
             say(f"the server exited with {server.proc.returncode if server.proc else '?'}; see {server.log_path}")
