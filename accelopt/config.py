@@ -143,6 +143,8 @@ class ProfilingConfig(_C):
 
 class RunConfig(_C):
     suite: str = "cpu"
+    # problem references: `PROBLEM` (of `suite`, on `device`), `SUITE/PROBLEM` (on `device`)
+    # or `SUITE/PROBLEM@DEVICE`; empty: every problem of `suite` (see `problem_refs`)
     problems: list[str] = []
     device: str = "cpu"
     seed: int = 0
@@ -158,6 +160,53 @@ class RunConfig(_C):
 
     def to_dict(self) -> dict[str, Any]:
         return msgspec.to_builtins(self)
+
+
+class ProblemRef(msgspec.Struct, frozen=True):
+    """One entry of `problems`, resolved against the run's `suite` and `device`."""
+
+    suite: str
+    name: str
+    device: str
+
+    def __str__(self) -> str:
+        return f"{self.suite}/{self.name}@{self.device}"
+
+
+def parse_problem_ref(ref: str, *, suite: str, device: str) -> ProblemRef:
+    """`SUITE/PROBLEM@DEVICE`, `SUITE/PROBLEM` (the run's device) or `PROBLEM` (the run's
+    suite and device). The suite may be a path (the problem is after the last `/`)."""
+    text = str(ref).strip()
+    head, at, dev = text.rpartition("@")
+    if not at or "/" in dev:  # no device (an "@" inside a suite path is not one)
+        head, dev = text, device
+    elif not dev:
+        raise ConfigError(f"problems: {ref!r}: no device kind after '@' (SUITE/PROBLEM@DEVICE)")
+    st, slash, name = head.rpartition("/")
+    if not slash:
+        st = suite
+    if not name or not st:
+        raise ConfigError(f"problems: {ref!r}: expected PROBLEM, SUITE/PROBLEM or SUITE/PROBLEM@DEVICE")
+    return ProblemRef(suite=st, name=name, device=dev)
+
+
+def problem_refs(cfg: RunConfig) -> list[ProblemRef]:
+    """The run's problem references, parsed. A problem name may appear once: names key a
+    run's state and events, so one run cannot optimize the same problem on two devices."""
+    refs = [parse_problem_ref(r, suite=cfg.suite, device=cfg.device) for r in cfg.problems]
+    seen: dict[str, str] = {}
+    for raw, ref in zip(cfg.problems, refs, strict=True):
+        if ref.name in seen:
+            raise ConfigError(f"problems: {ref.name!r} is referenced twice ({seen[ref.name]!r} and {raw!r}); a run "
+                              "optimizes each problem name once (on one device): start another run for the other")
+        seen[ref.name] = raw
+    return refs
+
+
+def target_devices(cfg: RunConfig, names: list[str]) -> dict[str, str]:
+    """Each problem's device kind: its reference's `@DEVICE`, else the run's `device`."""
+    by_name = {r.name: r.device for r in problem_refs(cfg)}
+    return {n: by_name.get(n, cfg.device) for n in names}
 
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -263,6 +312,7 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError(f"search.fix_rounds: must be >= 0 (got {s.fix_rounds})")
     if s.summary_positive_threshold < 1.0 or s.summary_negative_threshold < 1.0:
         raise ConfigError("search.summary_*_threshold: must be >= 1.0")
+    problem_refs(cfg)  # syntax and duplicates; suites, problems and device kinds: load_problems
     if cfg.log.replicas not in (1, 3, 5):
         raise ConfigError(f"log.replicas: use 1, 3 or 5 (got {cfg.log.replicas})")
     w = cfg.workers

@@ -27,7 +27,7 @@ import msgspec
 import nats.js.errors
 
 import accelopt
-from accelopt.config import RunConfig
+from accelopt.config import RunConfig, target_devices
 from accelopt.logging import get_logger
 from accelopt.problem import Problem
 from events import catalog as ev
@@ -128,7 +128,8 @@ def price_snapshot(cfg: RunConfig) -> dict:
 def run_started(run_id: str, cfg: RunConfig, problems: list[Problem], *, prices: dict,
                 tools: dict[str, str], parent_run: str | None = None,
                 fork_iteration: int | None = None) -> ev.RunStarted:
-    targets = [ev.ProblemTarget(problem=p, device=cfg.device, language=p.baseline.spec.language,
+    devices = target_devices(cfg, [p.name for p in problems])
+    targets = [ev.ProblemTarget(problem=p, device=devices[p.name], language=p.baseline.spec.language,
                                 content_hash=p.content_hash()) for p in problems]
     return ev.RunStarted(
         event_id=ev.derive_event_id(run_id, "RunStarted"), run_id=run_id, ts=time.time(),
@@ -157,8 +158,9 @@ class StallWatch:
     REQUEST_ROLE = {"PlanRequested": "planner", "ImplementationRequested": "executor",
                     "FixRequested": "fixer", "SummaryRequested": "summarizer"}
 
-    def __init__(self, device: str, *, after_s: float = 20.0, report: Callable[[str], None] | None = None) -> None:
-        self.device = device
+    def __init__(self, devices: str | list[str], *, after_s: float = 20.0,
+                 report: Callable[[str], None] | None = None) -> None:
+        self.devices = [devices] if isinstance(devices, str) else list(devices)
         self.after_s = after_s
         self.report = report or (lambda text: log.warning(text))
         self.open: dict[str, dict[str, str]] = {}  # durable -> request id -> type
@@ -198,8 +200,12 @@ class StallWatch:
             first = self._since.setdefault(durable, now)
             if now - first >= self.after_s and durable not in self._reported:
                 self._reported.add(durable)
+                if durable.startswith("profiler-"):
+                    start = f"accelopt worker --nats URL --device {durable.removeprefix('profiler-')}"
+                else:
+                    start = f"accelopt worker --nats URL --roles {durable}"
                 self.report(f"{len(reqs)} request(s) wait on '{durable}' and no worker serves it "
-                            f"(start one, e.g. `accelopt worker --nats URL --device {self.device}`); the run waits")
+                            f"(start one, e.g. `{start}`); the run waits")
 
 
 async def follow_run(url: str, run_id: str, *, on_event: Callable[[ev.Event, RunView], None] | None = None,
@@ -286,12 +292,15 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
                 on_event: Callable[[ev.Event, RunView], None] | None = None,
                 timeout_s: float | None = None, start_agents: bool = True, log_level: str | None = None,
                 started_event: ev.RunStarted | None = None, resume: bool = False,
-                on_warning: Callable[[str], None] | None = None) -> RunOutcome:
+                on_warning: Callable[[str], None] | None = None, devices: list[str] | None = None) -> RunOutcome:
     """Run `problems` under `cfg` to completion (see the module docstring).
 
+    Each problem is optimized on its own device kind (`target_devices`: the `@DEVICE` of its
+    reference in `cfg.problems`, else `cfg.device`); profilers start for every kind of the run.
     `started_event`: publish this RunStarted (an ablation's) instead of building one.
     `resume`: the run exists on the log; start its actors and coordinator again, which
-    re-derives its state from the log and goes on from there.
+    re-derives its state from the log and goes on from there. `devices`: the run's device
+    kinds when resuming (its RunStarted's targets; default: derived from `cfg`).
     """
     from actors.deployment import Deployment, init_ray
 
@@ -303,10 +312,13 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
     endpoint = open_log_endpoint(nats_url, cfg.root)
     deployment: Deployment | None = None
     try:
+        if devices is None:
+            devices = sorted(set(target_devices(cfg, [p.name for p in problems]).values()))
         start = None
         if not resume:
             start = started_event or run_started(run_id, cfg, problems, prices=price_snapshot(cfg),
-                                                 tools=toolchain([cfg.device]))
+                                                 tools=toolchain(devices))
+            devices = sorted({t.device for t in start.targets})  # an ablation's are its parent's
         settings = StreamSettings(replicas=cfg.log.replicas, duplicate_window_s=cfg.log.duplicate_window_s)
         # the run's settings (replicas) make the stream, not the first actor to connect with the defaults
         asyncio.run(create_stream(endpoint.url, settings))
@@ -316,7 +328,7 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
         # memory model meanwhile); a resumed one only once they are ready, as it acts at once
         coord = deployment.start_coordinator(run_id, warm=True) if start is not None else None
         if start_agents:
-            deployment.start_agents([cfg.device])
+            deployment.start_agents(devices)
             deployment.wait_ready()
         if coord is None:
             coord = deployment.start_coordinator(run_id)
@@ -335,7 +347,7 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
             except Exception as e:
                 return f"coordinator crashed: {e}"
 
-        watch = StallWatch(cfg.device, report=on_warning)
+        watch = StallWatch(devices, report=on_warning)
         view, timed_out = asyncio.run(follow_run(endpoint.url, run_id, on_event=on_event, timeout_s=timeout_s,
                                                  alive=alive, stall_watch=watch))
         warnings: list[str] = []

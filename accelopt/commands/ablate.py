@@ -54,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
     fork = args.from_iteration
     start = ev.RunStarted(
         event_id=ev.derive_event_id(run_id, "RunStarted"), run_id=run_id, ts=time.time(), config=cfg.to_dict(),
-        seed=cfg.seed, targets=list(parent.targets), prices=price_snapshot(cfg), toolchain=toolchain([cfg.device]),
+        seed=cfg.seed, targets=list(parent.targets), prices=price_snapshot(cfg),
+        toolchain=toolchain(sorted({t.device for t in parent.targets})),
         parent_run=parent.run_id, fork_iteration=fork, fork_config=parent.config if fork is not None else None,
     )
     changes = ", ".join(args.overrides) or "no changes"

@@ -7,9 +7,11 @@ profiled again on fresh correctness seeds, in interleaved rounds (baseline, kern
 the order reversed every other round) so both sides see the same machine conditions; each
 side's latency is the median of its rounds' medians, and the speedup is their ratio. The
 result is printed (a table, or JSON with --json) and saved as
-`remeasure-<device>-<timestamp>.json` in the run directory. A kernel that no longer passes
-(compile error, incorrect, ...) is shown with its status and the first line of its log,
-and the command exits 1; a missing run, log, problem or device kind exits 2.
+`remeasure-<device>-<timestamp>.json` in the run directory. Each problem is profiled on its
+device kind in the run (or all on --device); a run on several kinds gives one table, JSON
+line and file per kind. A kernel that no longer passes (compile error, incorrect, ...) is
+shown with its status and the first line of its log, and the command exits 1; a missing
+run, log, problem or device kind exits 2.
 
 It profiles in-process: the device's hardware agent comes from the registry
 (`hardware_agents.base.get_agent`) and runs each kernel in its sandbox, exactly as the
@@ -88,7 +90,7 @@ class RemeasureRecord(msgspec.Struct, kw_only=True):
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("remeasure", help="re-profile a run's best kernels and their baselines (on another device)")
     p.add_argument("run", help="run id (under --root), run directory or exported .aolog file")
-    p.add_argument("--device", help="device kind to profile on (default: the run's device)")
+    p.add_argument("--device", help="device kind to profile on (default: each problem's device in the run)")
     p.add_argument("--problems", help="comma-separated problems of the run (default: all)")
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the median per side is reported")
     p.add_argument("--all-kernels", action="store_true", help="every kernel that passed, not only the best")
@@ -146,43 +148,55 @@ def run(args: argparse.Namespace) -> int:
     if no_base:
         out.print(f"[red]run {view.run_id}: no baseline kernel in the log for {', '.join(no_base)}[/red]")
         return 2
-    run_device = targets[names[0]].device if names else str(view.started.config.get("device", "cpu"))
-    device = args.device or run_device
+    # each problem on its own device kind (a run may target several), or all on --device
+    groups: dict[str, list[str]] = {}
+    for n in names:
+        groups.setdefault(args.device or targets[n].device, []).append(n)
+    if not groups:
+        groups[args.device or str(view.started.config.get("device", "cpu"))] = []
 
-    from hardware_agents.base import get_agent, registered_kinds
+    from hardware_agents.base import HardwareAgent, get_agent, registered_kinds
 
+    agents: dict[str, HardwareAgent] = {}
     try:
-        agent = get_agent(device)
-    except KeyError:
-        out.print(f"[red]no hardware agent for device kind {device!r}; registered: "
-                  f"{', '.join(registered_kinds())}[/red]")
-        return 2
-    except Exception as e:
-        out.print(f"[red]device {device!r} is not usable here: {e}[/red]")
-        return 2
-    base_seed = args.seed if args.seed is not None else 1_000_000 + secrets.randbelow(1_000_000_000)
-    timeout_s = float(view.started.config.get("profiling", {}).get("timeout_s", 60.0))
-    try:
-        with out.status(f"re-measuring {len(names)} problem(s) of {view.run_id} on {device}") as status:
-            rows, seeds = remeasure_view(view, names, agent, device, rounds=args.rounds,
-                                         all_kernels=args.all_kernels, base_seed=base_seed, timeout_s=timeout_s,
-                                         progress=lambda text: status.update(f"re-measuring {text}"))
-        tools = agent.toolchain()
+        for device in groups:
+            try:
+                agents[device] = get_agent(device)
+            except KeyError:
+                out.print(f"[red]no hardware agent for device kind {device!r}; registered: "
+                          f"{', '.join(registered_kinds())}[/red]")
+                return 2
+            except Exception as e:
+                out.print(f"[red]device {device!r} is not usable here: {e}[/red]")
+                return 2
+        base_seed = args.seed if args.seed is not None else 1_000_000 + secrets.randbelow(1_000_000_000)
+        timeout_s = float(view.started.config.get("profiling", {}).get("timeout_s", 60.0))
+        ok = True
+        for device, group in groups.items():
+            agent = agents[device]
+            run_device = ",".join(sorted({targets[n].device for n in group})) or device
+            with out.status(f"re-measuring {len(group)} problem(s) of {view.run_id} on {device}") as status:
+                rows, seeds = remeasure_view(view, group, agent, device, rounds=args.rounds,
+                                             all_kernels=args.all_kernels, base_seed=base_seed, timeout_s=timeout_s,
+                                             progress=lambda text, status=status: status.update(f"re-measuring {text}"))
+            group_ok = all(r.status == "passed" or r.status == "unmeasured" for r in rows)
+            ok = ok and group_ok
+            record = RemeasureRecord(
+                run_id=view.run_id or "", run_device=run_device, device=device,
+                created=time.strftime("%Y-%m-%dT%H:%M:%S"), rounds=args.rounds, seeds=seeds,
+                all_kernels=args.all_kernels, toolchain=agent.toolchain(), rows=rows, ok=group_ok,
+            )
+            path = log_path.parent / f"remeasure-{device}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+            path.write_bytes(msgspec.json.format(msgspec.json.encode(record), indent=2) + b"\n")
+            if args.json:
+                sys.stdout.write(msgspec.json.encode(record).decode() + "\n")
+            else:
+                out.print(table(record))
+                print_failures(out, rows)
+            out.print(f"saved to {path}")
     finally:
-        agent.close()
-    ok = all(r.status == "passed" or r.status == "unmeasured" for r in rows)
-    record = RemeasureRecord(
-        run_id=view.run_id or "", run_device=run_device, device=device, created=time.strftime("%Y-%m-%dT%H:%M:%S"),
-        rounds=args.rounds, seeds=seeds, all_kernels=args.all_kernels, toolchain=tools, rows=rows, ok=ok,
-    )
-    path = log_path.parent / f"remeasure-{device}-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_bytes(msgspec.json.format(msgspec.json.encode(record), indent=2) + b"\n")
-    if args.json:
-        sys.stdout.write(msgspec.json.encode(record).decode() + "\n")
-    else:
-        out.print(table(record))
-        print_failures(out, rows)
-    out.print(f"saved to {path}")
+        for agent in agents.values():
+            agent.close()
     return 0 if ok else 1
 
 

@@ -47,4 +47,5 @@ def run(args: argparse.Namespace) -> int:
     done = sum(1 for k in view.kernels.values() if k.profile is not None)
     console.print(f"resuming {started.run_id}: {len(events)} events on the log, {done} kernels profiled")
     problems = [t.problem for t in started.targets]
-    return execute(console, cfg, problems, args, run_id=started.run_id, resume=True)
+    return execute(console, cfg, problems, args, run_id=started.run_id, resume=True,
+                   devices=sorted({t.device for t in started.targets}))

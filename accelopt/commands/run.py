@@ -6,7 +6,7 @@ import argparse
 
 from rich.console import Console
 
-from accelopt.config import ConfigError, RunConfig, build_config
+from accelopt.config import ConfigError, RunConfig, build_config, problem_refs, target_devices
 
 
 def add_config_args(p: argparse.ArgumentParser) -> None:
@@ -74,7 +74,8 @@ def wide_console() -> Console:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="optimize a suite's problems with the AccelOpt loop")
     p.add_argument("--suite", help="problem suite (default cpu)")
-    p.add_argument("--problems", help="comma-separated problem names (default: all of the suite)")
+    p.add_argument("--problems", help="comma-separated problems: NAME (of --suite, on --device), SUITE/NAME or "
+                   "SUITE/NAME@DEVICE (default: all of the suite)")
     p.add_argument("--device", help="device kind to optimize for (default cpu)")
     p.add_argument("--timeout", type=float, help="give up after this many seconds")
     add_config_args(p)
@@ -82,16 +83,43 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def load_problems(cfg: RunConfig) -> list:
+    """The run's problems (every problem of `suite` when `problems` is empty), checked: each
+    reference's suite and problem exist and its device kind has a hardware agent. Each
+    problem's device is `target_devices(cfg, names)`."""
     import suites
+    from hardware_agents.base import registered_kinds
 
-    problems = suites.load_suite(cfg.suite)
-    if cfg.problems:
-        by_name = {p.name: p for p in problems}
-        missing = [n for n in cfg.problems if n not in by_name]
-        if missing:
-            raise ConfigError(f"problems not in suite {cfg.suite!r}: {', '.join(missing)}; "
+    refs = problem_refs(cfg)
+    loaded: dict[str, dict] = {}
+
+    def suite_problems(suite: str, ref: str) -> dict:
+        if suite not in loaded:
+            try:
+                loaded[suite] = {p.name: p for p in suites.load_suite(suite)}
+            except KeyError as e:
+                raise ConfigError(f"problem {ref!r}: {e.args[0] if e.args else e}") from e
+        return loaded[suite]
+
+    kinds = registered_kinds()
+    uses = [(f"problem {raw!r}", ref.device) for raw, ref in zip(cfg.problems, refs, strict=True)]
+    for what, device in uses or [("device", cfg.device)]:
+        if device not in kinds:
+            raise ConfigError(f"{what}: unknown device kind {device!r}; known: {', '.join(kinds)}")
+    if not refs:
+        return list(suite_problems(cfg.suite, cfg.suite).values())
+    problems, missing = [], []
+    for raw, ref in zip(cfg.problems, refs, strict=True):
+        by_name = suite_problems(ref.suite, raw)
+        if ref.name in by_name:
+            problems.append(by_name[ref.name])
+        elif "/" in raw:
+            raise ConfigError(f"problem {raw!r}: suite {ref.suite!r} has no problem {ref.name!r}; "
                               f"available: {', '.join(sorted(by_name))}")
-        problems = [by_name[n] for n in cfg.problems]
+        else:
+            missing.append(ref.name)
+    if missing:
+        raise ConfigError(f"problems not in suite {cfg.suite!r}: {', '.join(missing)}; "
+                          f"available: {', '.join(sorted(loaded[cfg.suite]))}")
     return problems
 
 
@@ -103,7 +131,10 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as e:
         console.print(f"[red]config error:[/red] {e}")
         return 2
-    console.print(f"optimizing {len(problems)} problem(s) of suite [bold]{cfg.suite}[/bold] on {cfg.device}: "
+    suite_names = sorted({r.suite for r in problem_refs(cfg)}) or [cfg.suite]
+    devices = sorted(set(target_devices(cfg, [p.name for p in problems]).values()))
+    console.print(f"optimizing {len(problems)} problem(s) of suite{'s' if len(suite_names) > 1 else ''} "
+                  f"[bold]{', '.join(suite_names)}[/bold] on {', '.join(devices)}: "
                   f"B={cfg.search.beam_width} N={cfg.search.plans_per_candidate} K={cfg.search.samples_per_plan} "
                   f"T={cfg.search.iterations}, model {cfg.llm.for_role('planner').model}")
     return execute(console, cfg, problems, args)
