@@ -87,8 +87,11 @@ class Worker:
     async def _bind(self) -> None:
         assert self._elog is not None
         o = self.options
+        # one spare delivery beyond max_deliver: if every allowed attempt died without an
+        # answer (killed, out of memory, lease lost), the spare reports the request as failed
+        # instead of JetStream dropping it in silence and the run waiting for it forever
         self._queue = await self._elog.work_queue(
-            o.durable, o.filter_subject, ack_wait=o.ack_wait_s, max_deliver=o.max_deliver,
+            o.durable, o.filter_subject, ack_wait=o.ack_wait_s, max_deliver=o.max_deliver + 1,
             max_ack_pending=max(1, o.concurrency) * 4,
         )
 
@@ -138,6 +141,10 @@ class Worker:
                     task = asyncio.create_task(self._process(d))
                     tasks.add(task)
                     task.add_done_callback(lambda t: (tasks.discard(t), slots.release()))
+        except asyncio.CancelledError:  # killed: abandon the work in hand unacked (redelivered)
+            for t in tasks:
+                t.cancel()
+            raise
         finally:
             if tasks:
                 await asyncio.gather(*tasks, return_exceptions=True)
@@ -156,6 +163,9 @@ class Worker:
     async def _process(self, d: Delivery) -> None:
         assert self._elog is not None
         start = time.monotonic()
+        if d.num_delivered > self.options.max_deliver:  # the spare delivery (see _bind)
+            await self._give_up_dead(d)
+            return
         try:
             async with d.heartbeat(self.options.heartbeat_s):
                 outputs = await self.handle(d.event)
@@ -178,6 +188,17 @@ class Worker:
                     await d.nak(delay=self.options.retry_delay_s)
         finally:
             self.stats.busy_s += time.monotonic() - start
+
+    async def _give_up_dead(self, d: Delivery) -> None:
+        attempts = d.num_delivered - 1
+        error = (f"no worker finished this request in {attempts} deliveries: each attempt ended without an "
+                 "answer (the worker process was killed, ran out of memory or lost its lease)")
+        self.stats.failed += 1
+        self.log.error("giving up on a request whose every attempt died", run_id=d.event.run_id,
+                       event_type=d.event.type, event_id=d.event.event_id, deliveries=attempts)
+        with contextlib.suppress(Exception):
+            await self._publish(await self.give_up(d.event, error))
+            await d.ack()
 
     async def _publish(self, events: list[Event]) -> None:
         assert self._elog is not None
