@@ -80,7 +80,8 @@ class KernelRec:
 
     def scored(self) -> Scored:
         return Scored(self.kernel_id, self.latency_ms if self.passed else None, self.passed,
-                      hashlib.sha256(self.source.encode()).hexdigest(), self.order)
+                      hashlib.sha256(self.source.encode()).hexdigest(), self.order,
+                      unmeasured=self.profile is not None and self.profile.status == "unmeasured")
 
 
 @dataclass

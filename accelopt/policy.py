@@ -12,13 +12,24 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Scored:
-    """A kernel as selection sees it. latency_ms is None for failed or unmeasured kernels."""
+    """A kernel as selection sees it. latency_ms is None for failed or unmeasured kernels.
+
+    `unmeasured`: correct but not timed (a Triton kernel checked in the interpreter on a host
+    without a GPU). Such kernels may enter the beam, after every measured one, so a search
+    on a CPU-only host still explores from correct kernels; they never become the best
+    over a measured kernel, and give no speedups to summarize.
+    """
 
     kernel_id: str
     latency_ms: float | None
     passed: bool
     source_hash: str
     order: int  # deterministic tie-break: position of the kernel in the log
+    unmeasured: bool = False
+
+    @property
+    def usable(self) -> bool:
+        return self.passed or self.unmeasured
 
     @property
     def rank_key(self) -> tuple[int, float, int]:
@@ -28,7 +39,7 @@ class Scored:
 
 def best_of(samples: list[Scored]) -> Scored | None:
     """The fastest correct sample of one plan (None if every sample failed)."""
-    ok = [s for s in samples if s.passed]
+    ok = [s for s in samples if s.usable]
     return min(ok, key=lambda s: s.rank_key) if ok else None
 
 
@@ -45,7 +56,7 @@ def select_beam(beam: list[Scored], plan_samples: list[list[Scored]], width: int
     seen: set[str] = set()
     out: list[Scored] = []
     for s in sorted(pool, key=lambda s: s.rank_key):
-        if not s.passed or s.source_hash in seen:
+        if not s.usable or s.source_hash in seen:
             continue
         seen.add(s.source_hash)
         out.append(s)

@@ -91,11 +91,33 @@ def device_placement(device: str) -> Placement:
     cluster without any GPU takes a CPU slot instead: its agent then checks correctness in
     the Triton interpreter (status `unmeasured`) and leaves timing to a GPU worker."""
     if device in ("h100", "h200", "b200") or device.startswith("cuda"):
-        import ray
-
-        if ray.is_initialized() and not ray.cluster_resources().get("GPU"):
+        if _cluster_resources() is not None and not _cluster_resources().get("GPU"):
             return Placement(num_cpus=1)
-        return Placement(num_gpus=1)
+        return Placement(num_gpus=1, resources=_generation(device))
     if device.startswith("trn"):
-        return Placement(resources={"neuron_cores": 1})
+        return Placement(resources={"neuron_cores": 1, **_generation(device)})
     return Placement(num_cpus=1)
+
+
+# Ray labels NVIDIA nodes `accelerator_type:H100` itself; deploy/ray-cluster-aws.yaml labels
+# Trainium nodes `accelerator_type:trn1` / `trn2` (Ray's own label does not tell them apart)
+_GENERATION_RESOURCE = {"h100": "accelerator_type:H100", "h200": "accelerator_type:H200",
+                        "b200": "accelerator_type:B200", "trn1": "accelerator_type:trn1",
+                        "trn2": "accelerator_type:trn2"}
+
+
+def _generation(device: str) -> dict[str, float]:
+    """A sliver of the node label of `device`'s generation, when the cluster has one: a trn1
+    profiler must not land on a trn2 node (its agent refuses to time there), nor an h100
+    one on another GPU. Clusters without such labels place by device count alone."""
+    key = _GENERATION_RESOURCE.get(device)
+    resources = _cluster_resources()
+    if key and resources and resources.get(key):
+        return {key: 0.001}
+    return {}
+
+
+def _cluster_resources() -> dict[str, float] | None:
+    import ray
+
+    return ray.cluster_resources() if ray.is_initialized() else None

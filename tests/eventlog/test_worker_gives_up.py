@@ -28,6 +28,7 @@ class Dies(Worker):
 
     async def handle(self, event: c.Event) -> list[c.Event]:
         self.handled.append(event.event_id)
+        self.work = asyncio.current_task()  # the delivery's task: cancelled = died mid-request
         self.took.set()
         await asyncio.Event().wait()
         return []
@@ -45,8 +46,10 @@ def test_the_spare_delivery_reports_a_request_whose_attempts_all_died(nats_serve
     async def kill_while_handling(w: Dies) -> None:
         task = asyncio.create_task(w.run())
         await asyncio.wait_for(w.took.wait(), 30)
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        # as a kill -9 would: the work in hand ends with no ack, no nak, no more heartbeats
+        w.work.cancel()
+        w.stop()
+        await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), 30)
         await w.close()
 
     async def go():

@@ -73,3 +73,20 @@ def test_worker_count_gives_each_profiler_its_own_device(monkeypatch):
     assert [device_slot("trn1", i, 2) for i in range(2)] == [{"core": "8"}, {"core": "9"}]
     with pytest.raises(SystemExit, match="lists 2 core"):
         device_slot("trn1", 0, 3)
+
+
+def test_profilers_ask_for_their_generation_where_the_cluster_labels_it(monkeypatch):
+    import actors.hosting as hosting
+
+    labels = {"CPU": 8.0, "GPU": 8.0, "neuron_cores": 96.0, "accelerator_type:trn1": 1.0,
+              "accelerator_type:trn2": 1.0, "accelerator_type:H100": 1.0}
+    monkeypatch.setattr(hosting, "_cluster_resources", lambda: labels)
+    assert device_placement("trn1").resources == {"neuron_cores": 1, "accelerator_type:trn1": 0.001}
+    assert device_placement("trn2").resources == {"neuron_cores": 1, "accelerator_type:trn2": 0.001}
+    h100 = device_placement("h100")
+    assert h100.num_gpus == 1 and h100.resources == {"accelerator_type:H100": 0.001}
+    assert device_placement("h200").resources == {}  # no H200 node: placed by GPU count alone
+    # the generation labels this repository's cluster config declares are the ones asked for
+    declared = {k for node in yaml.safe_load((DEPLOY / "ray-cluster-aws.yaml").read_text())["available_node_types"]
+                .values() for k in node.get("resources", {})}
+    assert {"accelerator_type:trn1", "accelerator_type:trn2", "accelerator_type:H100"} <= declared
