@@ -76,7 +76,7 @@ class LLMAgent(Worker):
         self.gateway = gateway or LLMGateway(llm_config)
         self._contexts: RunContexts | None = None
         self._recordings: Recordings | None = None
-        self._fork_gateways: dict[str, LLMGateway] = {}
+        self._run_gateways: dict[str, LLMGateway] = {}  # run LLM settings -> gateway
 
     async def on_start(self, elog: EventLog) -> None:
         self._contexts = RunContexts(elog)
@@ -126,22 +126,32 @@ class LLMAgent(Worker):
             return [*calls, self.failed(event, e.reason, e.detail, last.event_id)]
 
     def gateway_for(self, started: ev.RunStarted, iteration: int) -> LLMGateway:
-        """An ablation forked at iteration K keeps its parent's LLM settings up to K (as the
-        coordinator keeps its search and memory settings, `CoordinatorCore.cfg_at`), so those
-        calls have the parent's content hashes and are served from its recording."""
-        fork = started.fork_config
-        if fork is None or started.fork_iteration is None or iteration > started.fork_iteration:
-            return self.gateway
-        llm = fork.get("llm")
-        if llm is None or llm == started.config.get("llm"):
+        """A gateway with the run's own LLM settings, as recorded in its RunStarted.
+
+        Agents are shared by every run on the log (a fleet's `accelopt worker` hosts serve
+        them all), so a run's model, temperature, limits and prices must come from the run,
+        not from whatever config the agent was started with; the agent's host supplies only
+        the API keys its environment holds. An ablation forked at iteration K keeps its
+        parent's LLM settings up to K (as the coordinator keeps its search and memory
+        settings, `CoordinatorCore.cfg_at`), so those calls have the parent's content
+        hashes and are served from its recording.
+        """
+        config = started.config
+        if started.fork_config is not None and started.fork_iteration is not None \
+                and iteration <= started.fork_iteration:
+            config = started.fork_config
+        llm = config.get("llm")
+        if llm is None:  # a RunStarted without a config (hand-made in tests): the agent's own
             return self.gateway
         key = json.dumps(llm, sort_keys=True, default=str)
-        gateway = self._fork_gateways.get(key)
+        gateway = self._run_gateways.get(key)
         if gateway is None:
             from accelopt.config import config_from_dict
 
-            cfg = config_from_dict(fork, source="RunStarted.fork_config")
-            gateway = self._fork_gateways[key] = LLMGateway(cfg.llm, call_kwargs=self.gateway.call_kwargs)
+            run_llm = config_from_dict(config, source="RunStarted.config").llm
+            gateway = self.gateway if run_llm == self.llm_config else LLMGateway(
+                run_llm, call_kwargs=self.gateway.call_kwargs)
+            self._run_gateways[key] = gateway
         return gateway
 
     async def give_up(self, event: ev.Event, error: str) -> list[ev.Event]:

@@ -86,18 +86,18 @@ def envelope(run_id: str, kind: str, *key: object) -> dict[str, Any]:
     return {"event_id": c.derive_event_id(run_id, kind, *key), "run_id": run_id, "ts": time.time()}
 
 
-def run_started(run_id: str, problem: Problem, seed: int = 7) -> c.RunStarted:
-    return c.RunStarted(**envelope(run_id, "RunStarted"), config={}, seed=seed,
+def run_started(run_id: str, problem: Problem, seed: int = 7, config: dict | None = None) -> c.RunStarted:
+    return c.RunStarted(**envelope(run_id, "RunStarted"), config=config or {}, seed=seed,
                         targets=[c.ProblemTarget(problem=problem, device="cpu", language="c", content_hash="h")])
 
 
 async def run_agent(nats_url: str, role: str, cfg: LLMConfig, run_id: str, problem: Problem,
                     requests: Sequence[c.Event], *, gateway: LLMGateway | None = None,
-                    idle_s: float = 0.3) -> list[c.Event]:
+                    idle_s: float = 0.3, run_config: dict | None = None) -> list[c.Event]:
     """Publish RunStarted + `requests`, run the role's agent until idle, return the run's log."""
     elog = await EventLog.connect(nats_url)
     try:
-        await elog.publish(run_started(run_id, problem))
+        await elog.publish(run_started(run_id, problem, config=run_config))
         for r in requests:
             await elog.publish(r)
         agent = AGENTS[role](nats_url, cfg, gateway=gateway or LLMGateway(cfg, backoff_base_s=0.01),
