@@ -34,11 +34,28 @@ def configure_logging(fmt: str | None = None, level: str | None = None) -> None:
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(level_no),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=_StderrLogger,
         cache_logger_on_first_use=False,
     )
     logging.basicConfig(level=max(level_no, logging.WARNING), stream=sys.stderr)
     _configured = True
+
+
+class _StderrLogger:
+    """Writes each line to the stderr of the moment (not the one at configure time, which a
+    test harness or a daemonizing parent may have closed since), and never raises: a log
+    line that cannot be written must not fail the work it describes."""
+
+    def __init__(self, *_args: Any) -> None:
+        pass
+
+    def msg(self, message: str) -> None:
+        try:
+            print(message, file=sys.stderr, flush=True)
+        except (OSError, ValueError):
+            pass
+
+    log = debug = info = warn = warning = error = critical = exception = fatal = msg
 
 
 def get_logger(**context: Any) -> structlog.typing.FilteringBoundLogger:

@@ -61,11 +61,17 @@ def test_the_spare_delivery_reports_a_request_whose_attempts_all_died(nats_serve
             await kill_while_handling(w)
         last = Dies(nats_server.url)  # delivery 3: the spare
         task = asyncio.create_task(last.run())
-        failed = None
-        async for _s, e, _p in elog.follow(run_filter(RUN), idle_timeout=30):
-            if isinstance(e, c.ProposalFailed):
-                failed = e
-                break
+
+        async def first_failure() -> c.ProposalFailed:
+            async for _s, e, _p in elog.follow(run_filter(RUN), idle_timeout=1):
+                if isinstance(e, c.ProposalFailed):
+                    return e
+            raise AssertionError("the log ended")
+
+        try:
+            failed = await asyncio.wait_for(first_failure(), 60)
+        except TimeoutError:
+            failed = None
         last.stop()
         await asyncio.wait_for(task, 10)
         info = await elog.js.consumer_info("ACCELOPT", "planner")
