@@ -79,8 +79,11 @@ class KernelRec:
         return self.profile.latency_ms if self.profile else None
 
     def scored(self) -> Scored:
+        # ties (identical sources served from one profile) break on iteration then kernel id,
+        # never on arrival order: a replay or an ablation that sees results in another order
+        # must select the same kernels
         return Scored(self.kernel_id, self.latency_ms if self.passed else None, self.passed,
-                      hashlib.sha256(self.source.encode()).hexdigest(), self.order,
+                      hashlib.sha256(self.source.encode()).hexdigest(), self.iteration,
                       unmeasured=self.profile is not None and self.profile.status == "unmeasured")
 
 

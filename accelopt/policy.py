@@ -24,7 +24,7 @@ class Scored:
     latency_ms: float | None
     passed: bool
     source_hash: str
-    order: int  # deterministic tie-break: position of the kernel in the log
+    order: int  # tie-break before the kernel id: the kernel's iteration (earlier first)
     unmeasured: bool = False
 
     @property
@@ -32,9 +32,9 @@ class Scored:
         return self.passed or self.unmeasured
 
     @property
-    def rank_key(self) -> tuple[int, float, int]:
-        # measured before unmeasured; then fastest; then earliest
-        return (0 if self.latency_ms is not None else 1, self.latency_ms or 0.0, self.order)
+    def rank_key(self) -> tuple[int, float, int, str]:
+        # measured before unmeasured; then fastest; then earliest iteration; then kernel id
+        return (0 if self.latency_ms is not None else 1, self.latency_ms or 0.0, self.order, self.kernel_id)
 
 
 def best_of(samples: list[Scored]) -> Scored | None:
@@ -89,10 +89,10 @@ def plan_pair(parent_id: str, parent_latency: float, samples: list[Scored]) -> P
     if not ok or parent_latency <= 0:
         return None
     speedups = [(parent_latency / s.latency_ms, s) for s in ok]  # type: ignore[operator]
-    best = max(speedups, key=lambda t: (t[0], -t[1].order))
+    best = min(speedups, key=lambda t: (-t[0], t[1].order, t[1].kernel_id))
     if best[0] > 1.0:
         return Pair(parent_id, best[1].kernel_id, best[0])
-    worst = min(speedups, key=lambda t: (t[0], t[1].order))
+    worst = min(speedups, key=lambda t: (t[0], t[1].order, t[1].kernel_id))
     if worst[0] < 1.0:
         return Pair(parent_id, worst[1].kernel_id, worst[0])
     return None
