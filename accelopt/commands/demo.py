@@ -12,8 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from accelopt.commands.run import add_config_args, config_from_args, execute, load_problems, wide_console
-from accelopt.config import ConfigError
+from accelopt.commands.run import add_config_args, config_and_problems, execute, wide_console
 
 # an elementwise, a fused normalization + matmul, and a matmul problem
 DEMO_PROBLEMS = "silu,rmsnorm_matmul,transpose_matmul"
@@ -30,12 +29,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     console = wide_console()
     args.preset = args.preset or "quick"
-    try:
-        cfg = config_from_args(args)
-        problems = load_problems(cfg)
-    except ConfigError as e:
-        console.print(f"[red]config error:[/red] {e}")
+    loaded = config_and_problems(console, args)
+    if loaded is None:
         return 2
+    cfg, problems = loaded
     s = cfg.search
     console.print(f"[bold]AccelOpt demo[/bold]: {len(problems)} CPU problems ({', '.join(p.name for p in problems)}), "
                   f"preset {args.preset} (B={s.beam_width} N={s.plans_per_candidate} K={s.samples_per_plan} "

@@ -123,14 +123,22 @@ def load_problems(cfg: RunConfig) -> list:
     return problems
 
 
-def run(args: argparse.Namespace) -> int:
-    console = wide_console()
+def config_and_problems(console: Console, args: argparse.Namespace) -> tuple[RunConfig, list] | None:
+    """The run's config and problems from the flags; None (after saying why) if they are bad."""
     try:
         cfg = config_from_args(args)
-        problems = load_problems(cfg)
+        return cfg, load_problems(cfg)
     except ConfigError as e:
         console.print(f"[red]config error:[/red] {e}")
+        return None
+
+
+def run(args: argparse.Namespace) -> int:
+    console = wide_console()
+    loaded = config_and_problems(console, args)
+    if loaded is None:
         return 2
+    cfg, problems = loaded
     suite_names = sorted({r.suite for r in problem_refs(cfg)}) or [cfg.suite]
     devices = sorted(set(target_devices(cfg, [p.name for p in problems]).values()))
     console.print(f"optimizing {len(problems)} problem(s) of suite{'s' if len(suite_names) > 1 else ''} "

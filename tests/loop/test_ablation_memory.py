@@ -10,37 +10,20 @@ follows from different plans) are made anew.
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from loop_cli import cli, kill_embedded_server, run_dirs
 
 from events import catalog as c
 from events.logfile import read_events
 from replay.recording import served_counts
 
-ACCELOPT = [sys.executable, "-m", "accelopt.cli"]
 FORK = 1
 # a test-only problem whose tunable has a large real effect, so iteration 1 surely yields
 # an insight (1 -> 2 partial sums is ~1.3x) that the parent's later planners retrieve; on
 # the CPU suite, insights come from noise and may not come at all
 HEADROOM = str(Path(__file__).with_name("headroom_suite"))
-
-
-def cli(*args: str, root: Path, timeout: float = 600) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "ACCELOPT_MEMORY"}
-    env["ACCELOPT_LOG_LEVEL"] = "ERROR"
-    return subprocess.run([*ACCELOPT, *args, "--root", str(root)], capture_output=True, text=True,
-                          timeout=timeout, env=env)
-
-
-def run_dirs(root: Path) -> set[str]:
-    return {p.name for p in root.iterdir() if (p / "log.aolog").exists()}
 
 
 @pytest.fixture(scope="module")
@@ -55,10 +38,7 @@ def recorded(tmp_path_factory):
         (parent,) = run_dirs(root)
         yield root, parent
     finally:
-        info = root / ".nats" / "server.json"
-        if info.exists():
-            with contextlib.suppress(ProcessLookupError, ValueError, KeyError):
-                os.kill(json.loads(info.read_text())["pid"], signal.SIGKILL)
+        kill_embedded_server(root)
 
 
 def ablate(root: Path, parent: str, *overrides: str) -> tuple[list[c.Event], list[c.Event], str]:

@@ -15,30 +15,18 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import msgspec
 import pytest
+from loop_cli import ACCELOPT, cli, kill_embedded_server, run_dirs
 
 from events import catalog as c
 from events.log import EventLog
 from events.logfile import read_events
 from replay.recording import served_counts
 from replay.verify import verify
-
-ACCELOPT = [sys.executable, "-m", "accelopt.cli"]
-
-
-def cli(*args: str, root: Path, timeout: float = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "ACCELOPT_LOG_LEVEL": "ERROR"}
-    return subprocess.run([*ACCELOPT, *args, "--root", str(root)], capture_output=True, text=True,
-                          timeout=timeout, env=env)
-
-
-def run_dirs(root: Path) -> set[str]:
-    return {p.name for p in root.iterdir() if (p / "log.aolog").exists()}
 
 
 @pytest.fixture(scope="module")
@@ -50,11 +38,7 @@ def recorded(tmp_path_factory):
     assert r.returncode == 0, r.stdout + r.stderr
     (run_id,) = run_dirs(root)
     yield root, run_id
-    info = root / ".nats" / "server.json"
-    if info.exists():  # the embedded server a killed CLI left behind
-        pid = json.loads(info.read_text())["pid"]
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    kill_embedded_server(root)
 
 
 def test_replay_verify_passes_and_catches_an_altered_event(recorded):

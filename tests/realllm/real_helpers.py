@@ -16,7 +16,7 @@ SHORT = [ChatMessage(role="user", content="Write a C function `float add(float a
 # a long prompt keeps the server busy in prompt processing for a few seconds, whatever the
 # model goes on to write: a request is certainly in flight while the test acts on it
 LONG = [ChatMessage(role="user", content="Repeat this text back, word for word:\n" + " ".join(
-    f"item {i} of the list is the number {i * 7 % 101}." for i in range(450)))]
+    f"item {i} of the list is the number {i * 7 % 101}." for i in range(150)))]
 
 
 def config(url: str, *, timeout_s: float = 60.0, retries: int = 0, concurrency: int = 4,
