@@ -166,12 +166,23 @@ def recording_from(events: Iterable[object]) -> dict[str, LLMCallCompleted]:
     return out
 
 
+_plugins_loaded = False
+
+
 def _register_offline_providers() -> None:
+    """The built-in custom providers, then (once per process) those of installed plugins
+    (`accelopt.llm_providers` entry points, `accelopt/plugins.py`)."""
+    global _plugins_loaded
     from actors.scripted import register_scripted_provider
     from actors.tuner import register_tuner_provider
 
     register_tuner_provider()
     register_scripted_provider()
+    if not _plugins_loaded:
+        from accelopt.plugins import LLM_PROVIDER_GROUP, load_plugins, use_llm_provider_plugin
+
+        load_plugins(LLM_PROVIDER_GROUP, use_llm_provider_plugin)
+        _plugins_loaded = True
 
 
 class LLMGateway:

@@ -12,7 +12,8 @@ evaluated by a small AST whitelist (numbers, axis names, + - * / ** and parenthe
 
 Agents register by kind (`register_agent("cpu", factory)`); each agent subpackage of
 `hardware_agents` registers itself when imported, and `get_agent`/`available_devices`
-import the subpackages on first use, so adding a device needs no edit here.
+import the subpackages on first use, so adding a device needs no edit here; a device in
+another installed package registers through the `accelopt.devices` entry point group.
 """
 
 from __future__ import annotations
@@ -229,7 +230,8 @@ def register_agent(kind: str, factory: AgentFactory, *, probe: Callable[[], bool
 
 
 def _discover() -> None:
-    """Import every agent subpackage once; each registers its kinds on import."""
+    """Import every agent subpackage once, then the `accelopt.devices` entry points of
+    installed plugins (`accelopt/plugins.py`); each registers its kinds on import."""
     global _discovered
     if _discovered:
         return
@@ -238,6 +240,9 @@ def _discover() -> None:
     for mod in pkgutil.iter_modules(hardware_agents.__path__):
         if mod.ispkg and not mod.name.startswith("_"):
             importlib.import_module(f"hardware_agents.{mod.name}")
+    from accelopt.plugins import DEVICE_GROUP, load_plugins, use_device_plugin
+
+    load_plugins(DEVICE_GROUP, use_device_plugin)
     _discovered = True
 
 
@@ -264,5 +269,8 @@ def get_agent(kind: str, **opts: Any) -> HardwareAgent:
     _discover()
     reg = _registry.get(kind)
     if reg is None:
-        raise KeyError(f"no hardware agent for device kind {kind!r}; registered: {sorted(_registry)}")
+        from accelopt.plugins import DEVICE_GROUP, describe_failures
+
+        raise KeyError(f"no hardware agent for device kind {kind!r}; registered: {sorted(_registry)}"
+                       f"{describe_failures(DEVICE_GROUP)}")
     return reg.factory(**opts)

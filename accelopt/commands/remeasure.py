@@ -155,16 +155,15 @@ def run(args: argparse.Namespace) -> int:
     if not groups:
         groups[args.device or str(view.started.config.get("device", "cpu"))] = []
 
-    from hardware_agents.base import HardwareAgent, get_agent, registered_kinds
+    from hardware_agents.base import HardwareAgent, get_agent
 
     agents: dict[str, HardwareAgent] = {}
     try:
         for device in groups:
             try:
                 agents[device] = get_agent(device)
-            except KeyError:
-                out.print(f"[red]no hardware agent for device kind {device!r}; registered: "
-                          f"{', '.join(registered_kinds())}[/red]")
+            except KeyError as e:
+                out.print(str(e.args[0]), style="red", markup=False)
                 return 2
             except Exception as e:
                 out.print(f"[red]device {device!r} is not usable here: {e}[/red]")

@@ -104,7 +104,10 @@ def load_problems(cfg: RunConfig) -> list:
     uses = [(f"problem {raw!r}", ref.device) for raw, ref in zip(cfg.problems, refs, strict=True)]
     for what, device in uses or [("device", cfg.device)]:
         if device not in kinds:
-            raise ConfigError(f"{what}: unknown device kind {device!r}; known: {', '.join(kinds)}")
+            from accelopt.plugins import DEVICE_GROUP, describe_failures
+
+            raise ConfigError(f"{what}: unknown device kind {device!r}; known: {', '.join(kinds)}"
+                              f"{describe_failures(DEVICE_GROUP)}")
     if not refs:
         return list(suite_problems(cfg.suite, cfg.suite).values())
     problems, missing = [], []
