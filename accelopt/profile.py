@@ -17,6 +17,8 @@ class SeedCheck(msgspec.Struct, kw_only=True, omit_defaults=True):
     passed: bool
     rel_l2: float | None = None
     max_abs_err: float | None = None
+    # FlashInfer-Bench's max_relative_error: max over elements of |got - ref| / (|ref| + 1e-8)
+    max_rel_err: float | None = None
     note: str = ""
 
 

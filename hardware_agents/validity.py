@@ -312,7 +312,7 @@ def compare_outputs(case: str, outputs: dict[str, np.ndarray], reference: dict[s
                     tol: Tolerance, *, expected_dtypes: dict[str, str] | None = None,
                     stats: dict[str, RefStats] | None = None) -> SeedCheck:
     """One SeedCheck for a case: every output must pass."""
-    worst_rel, worst_abs, notes, ok = 0.0, 0.0, [], True
+    worst_rel, worst_abs, worst_elem, notes, ok = 0.0, 0.0, 0.0, [], True
     for name, ref in reference.items():
         got = outputs.get(name)
         if got is None:
@@ -322,11 +322,38 @@ def compare_outputs(case: str, outputs: dict[str, np.ndarray], reference: dict[s
                              f"expected {expected_dtypes[name]}")
         passed, rel, mabs, note = compare_output(got, ref, tol, (stats or {}).get(name))
         worst_rel, worst_abs = max(worst_rel, rel), max(worst_abs, mabs)
+        worst_elem = max(worst_elem, max_relative_error(got, ref))
         if not passed:
             ok = False
             notes.append(f"{name}: {note}")
     return SeedCheck(case=case, passed=ok, rel_l2=_finite_or_none(worst_rel),
-                     max_abs_err=_finite_or_none(worst_abs), note="; ".join(notes))
+                     max_abs_err=_finite_or_none(worst_abs), max_rel_err=_finite_or_none(worst_elem),
+                     note="; ".join(notes))
+
+
+def max_relative_error(got: np.ndarray, ref: np.ndarray) -> float:
+    """FlashInfer-Bench's max_relative_error: the largest |got - ref| / (|ref| + 1e-8) over the
+    elements (inf when shapes differ or a value is non-finite where the reference is finite)."""
+    if tuple(got.shape) != tuple(ref.shape):
+        return math.inf
+    g, r = np.asarray(got).reshape(-1), np.asarray(ref).reshape(-1)
+    worst, step = 0.0, 1 << 16
+    with np.errstate(invalid="ignore", over="ignore"):
+        for lo in range(0, g.size, step):
+            chunk = _elem_rel(g[lo:lo + step], r[lo:lo + step])
+            if not math.isfinite(chunk):
+                return math.inf
+            worst = max(worst, chunk)
+    return worst
+
+
+def _elem_rel(g: np.ndarray, r: np.ndarray) -> float:
+    r64 = r.astype(np.float64)
+    d = np.abs(np.subtract(g, r64, dtype=np.float64))
+    d[(g == r64) | (np.isnan(g) & np.isnan(r64))] = 0.0  # equal infinities, NaN where the reference is NaN
+    if not np.all(np.isfinite(d)):
+        return math.inf
+    return float(np.max(d / (np.abs(r64) + 1e-8))) if d.size else 0.0
 
 
 def _finite_or_none(x: float) -> float | None:
