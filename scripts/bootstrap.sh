@@ -22,4 +22,6 @@ fi
 UV=("$VENV/bin/uv" pip install --python "$PY" --compile-bytecode "${torch_src[@]}" -c constraints.txt)
 "${UV[@]}" "torch==2.13.0"
 "${UV[@]}" -e ".[dev]"
+# FlashInfer-Bench for the interop tests, without its GPU stack (flashinfer-python, tvm-ffi, CUDA wheels)
+"${UV[@]}" --no-deps "flashinfer-bench==0.1.2" "docstring-parser==0.18.0"
 echo "$want" > "$STAMP"
