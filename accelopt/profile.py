@@ -6,7 +6,10 @@ from typing import Literal
 
 import msgspec
 
-ProfileStatus = Literal["passed", "compile_error", "runtime_error", "incorrect", "timeout", "unmeasured"]
+# no_triton_launch: a Triton solution whose check calls launched no Triton kernel (e.g. a torch
+# fallback taken because it thought no GPU was there): its output proves nothing about its kernel.
+ProfileStatus = Literal["passed", "compile_error", "runtime_error", "incorrect", "timeout", "unmeasured",
+                        "no_triton_launch"]
 Bound = Literal["memory", "matmul", "vector"]
 
 
