@@ -212,6 +212,9 @@ class Trace(_Base):
     workload: Workload
     solution: str | None = None
     evaluation: Evaluation | None = None
+    # A correct but untimed run (no device here): FlashInfer-Bench has no status for it, so
+    # `evaluation` stays None (FlashInfer-Bench's "not evaluated yet") and ours goes here.
+    x_untimed: Evaluation | None = None
 
 
 class Problem(_Base):

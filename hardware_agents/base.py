@@ -23,7 +23,6 @@ import itertools
 import math
 import pkgutil
 import threading
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
@@ -31,11 +30,7 @@ from typing import Any, ClassVar
 import msgspec
 
 from accelopt.problem import (
-    Correctness,
-    Environment,
-    Evaluation,
     ExpressionError,
-    Performance,
     Problem,
     Solution,
     Trace,
@@ -147,40 +142,12 @@ def pct_peak(t_peak_s: float, t_measured_s: float) -> float:
 
 # --- FlashInfer interop ------------------------------------------------------------------------
 
-_FIB_STATUS = {"passed": "PASSED", "unmeasured": "PASSED", "compile_error": "COMPILE_ERROR",
-               "runtime_error": "RUNTIME_ERROR", "incorrect": "INCORRECT_NUMERICAL", "timeout": "TIMEOUT"}
-
-
 def to_trace(problem: Problem, solution: Solution, profile: Profile, *, hardware: str,
              timestamp: str | None = None) -> Trace:
-    """A FlashInfer Trace for a profile (our extras go in x_ fields and `correctness.extra`).
+    """A FlashInfer Trace for a profile (see `suites.flashinfer.traces.to_trace`)."""
+    from suites.flashinfer.traces import to_trace as convert
 
-    FlashInfer requires performance for PASSED, so an `unmeasured` profile gets latency 0
-    and says so in the log; `max_relative_error` carries the worst relative L2 error.
-    """
-    status = _FIB_STATUS[profile.status]
-    checks = profile.correctness
-    correctness = None
-    if status in ("PASSED", "INCORRECT_NUMERICAL"):
-        rels = [c.rel_l2 for c in checks if c.rel_l2 is not None]
-        abss = [c.max_abs_err for c in checks if c.max_abs_err is not None]
-        correctness = Correctness(max_relative_error=max(rels, default=float("inf")),
-                                  max_absolute_error=max(abss, default=float("inf")),
-                                  extra={"cases": {c.case: c.passed for c in checks}, "metric": "relative L2"})
-    performance = None
-    log = profile.log
-    if status == "PASSED":
-        latency = profile.latency.median_ms if profile.latency else 0.0
-        performance = Performance(latency_ms=latency)
-        if profile.latency is None:
-            log = (log + "\n" if log else "") + "correctness only: not timed"
-    return Trace(
-        definition=problem.definition.name, workload=problem.workload, solution=solution.name,
-        evaluation=Evaluation(
-            status=status, environment=Environment(hardware=hardware, libs=dict(profile.toolchain)),  # type: ignore[arg-type]
-            timestamp=timestamp or time.strftime("%Y-%m-%dT%H:%M:%S"), log=log, correctness=correctness,
-            performance=performance, x_pct_peak=profile.pct_peak, x_bound=profile.bound),
-    )
+    return convert(problem, solution, profile, hardware=hardware, timestamp=timestamp)
 
 
 # --- the interface ---------------------------------------------------------------------------

@@ -92,14 +92,15 @@ def test_profile_exports_as_flashinfer_trace() -> None:
 
     p = suites.get_problem("cpu/matmul")
     prof = Profile(status="passed", device="cpu", correctness=[SeedCheck(case="seed0", passed=True, rel_l2=1e-7,
-                                                                         max_abs_err=1e-5)],
+                                                                         max_abs_err=1e-5, max_rel_err=3e-6)],
                    latency=LatencyStats(samples_ms=[2.0], median_ms=2.0, min_ms=2.0, max_ms=2.0, spread=0.0),
                    pct_peak=0.5, bound="matmul", toolchain={"compiler": "gcc 12"})
     tr = to_trace(p, p.baseline, prof, hardware="AMD EPYC", timestamp="2026-01-01T00:00:00")
     ev = tr.evaluation
     assert ev is not None and ev.status == "PASSED" and ev.performance is not None
     assert ev.performance.latency_ms == 2.0 and ev.x_pct_peak == 0.5 and ev.x_bound == "matmul"
-    assert ev.correctness is not None and ev.correctness.max_relative_error == 1e-7
+    assert ev.correctness is not None and ev.correctness.max_relative_error == 3e-6  # FlashInfer-Bench's metric
+    assert ev.correctness.extra is not None and ev.correctness.extra["x_rel_l2"] == 1e-7  # ours
     assert tr.workload.uuid == p.workload.uuid and tr.solution == p.baseline.name
     bad = to_trace(p, p.baseline, Profile(status="compile_error", device="cpu", log="x"), hardware="h")
     assert bad.evaluation is not None and bad.evaluation.status == "COMPILE_ERROR"
