@@ -1,40 +1,54 @@
-"""`builtin/tuner`: an offline model that tunes a kernel's constants (DESIGN §5).
+"""`builtin/tuner`: an offline model that tunes a kernel's constants and learns from insights.
 
 A litellm custom provider (`register_tuner_provider()`, idempotent) that speaks the agents'
 text protocol, so the whole system runs with no network and has a no-LLM baseline. It reads
-the rendered prompts of `prompts/`; the role comes from the call's litellm metadata
-(`accelopt_role`, set by the gateway), else from the prompt's headings.
+the rendered prompts of `prompts/` and nothing else (no memory, no problem files); the role
+comes from the call's litellm metadata (`accelopt_role`, set by the gateway), else from the
+prompt's headings. Every reply is a pure function of (messages, role, sample index).
 
 Tunables: C `#define NAME <int>` (except the problem's shape macros, which the harness
 prepends: the axis names listed under "## Shapes") and module-level Python `NAME = <int>`
-(Triton, NKI) with an UPPER_CASE name. Values below 1 are not tunables.
+(Triton, NKI) with an UPPER_CASE name. Values below 1 are not tunables, unless the kernel
+declares the constant's legal values with a comment `// tune: NAME in {a, b, c}` (or
+`# tune: ...`, `/* tune: ... */`): then the define is a tunable whatever its value (0/1
+switches, identifiers such as `static`/`dynamic`) and moves stay inside that set.
 
-- planner: one change to one constant: double or halve (powers of two stay powers of two),
-  within bounds (1..8192; TILE/BLOCK constants at most the largest shape; warps 1..32,
-  stages 1..8, unroll 1..64).
-  The moves of a kernel are ranked in a weighted random order drawn from the kernel and the
-  insights (weighted towards the direction the prompt's insights report as faster), and
-  sample i takes the i-th move, so a candidate's N plans differ; deterministic in (prompt,
-  sample index). Plan text:
+- planner: a move changes one or several constants at once. Candidate moves, best first:
+  1. the insights in the prompt (each `## i.` entry of the memory block): the constants an
+     insight names (`NAME 32 -> 64` phrases, `CHANGE:` lines, or `-`/`+` define lines of a
+     diff) with their direction and target value, applied together, ranked by the insight's
+     measured speedup and its similarity (the same problem counts more than another one,
+     and retrieval order stands for similarity); an insight already applied to the kernel
+     suggests one more step the same way, at a lower weight; an insight reported as a
+     slowdown pushes the other way;
+  2. single steps (the next legal value, or double/halve), then two-step jumps and pairs
+     of single steps on two constants, in a weighted random order drawn from the kernel
+     and the insights (moves in a direction the insights report as faster come first).
+  Sample i takes the i-th move, so a candidate's N plans differ. Plan text:
 
-      **Increase TILE_J from 32 to 64**
-      Change the tunable constant `TILE_J` from 32 to 64 (double it) ...
+      **Increase TILE_J from 32 to 64 and decrease UNROLL from 8 to 4**
+      Change ... (why: the insight it follows, or exploration)
       CHANGE: TILE_J 32 -> 64
+      CHANGE: UNROLL 8 -> 4
 
   With no tunable constant it says so ("No tunable constant ...") and proposes nothing.
-- executor: applies the plan's `CHANGE:` line (or a "NAME ... 32 -> 64" phrase of a plan
+- executor: applies the plan's `CHANGE:` lines (or the "NAME ... 32 -> 64" phrases of a plan
   written by another model) to the current kernel and returns the full kernel in a fence;
   with no applicable change, the kernel unchanged.
 - fixer: returns the last working version shown in the prompt (reverting the change);
   with none shown it replies without code.
-- summarizer: for the first constant whose value differs between the slow and the fast
-  kernel: `**Increase TILE_J (32 -> 64)**`, a description with the measured speedup, and
-  original/optimized snippets. "No optimization found" when no constant differs.
+- summarizer: every constant whose value differs between the slow and the fast kernel:
+  `**Increase TILE_J (32 -> 64), decrease UNROLL (8 -> 4)**`, a line
+  `Tuned constants: TILE_J 32 -> 64 (increase); UNROLL 8 -> 4 (decrease).`, the measured
+  speedup and the problem, and original/optimized snippets. "No optimization found" when
+  no constant differs.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
+import math
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -49,50 +63,104 @@ from actors.parsing import code_blocks
 PROVIDER = "builtin"
 MODEL = "builtin/tuner"
 
+Value = int | str
+
 _C_DEFINE = re.compile(
-    r"^(?P<pre>[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_]\w*)[ \t]+\(?)(?P<value>\d+)(?P<post>\)?[uUlL]*"
-    r"[ \t]*(?://[^\n]*|/\*[^\n]*)?)$", re.MULTILINE)
+    r"^(?P<pre>[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_]\w*)[ \t]+\(?)(?P<value>\d+|[A-Za-z_]\w*)"
+    r"(?P<post>\)?[uUlL]*[ \t]*(?://[^\n]*|/\*[^\n]*)?)$", re.MULTILINE)
 _PY_CONST = re.compile(
-    r"^(?P<pre>(?P<name>[A-Z_][A-Z0-9_]*)[ \t]*(?::[ \t]*[\w.\[\]]+[ \t]*)?=[ \t]*)(?P<value>\d+)"
+    r"^(?P<pre>(?P<name>[A-Z_][A-Z0-9_]*)[ \t]*(?::[ \t]*[\w.\[\]]+[ \t]*)?=[ \t]*)(?P<value>\d+|[\"']?[A-Za-z_]\w*[\"']?)"
     r"(?P<post>[ \t]*(?:#[^\n]*)?)$", re.MULTILINE)
+_TUNE = re.compile(r"(?://|#|/\*)[ \t]*tune:[ \t]*(?P<name>[A-Za-z_]\w*)[ \t]+in[ \t]*\{(?P<values>[^}\n]*)\}")
 _SHAPE_LINE = re.compile(r"^- (?P<name>[A-Za-z_]\w*) = (?P<value>\d+)", re.MULTILINE)
-_CHANGE = re.compile(r"CHANGE:\s*(?P<name>[A-Za-z_]\w*)\s+(?P<old>\d+)\s*->\s*(?P<new>\d+)")
+_TOKEN = r"[A-Za-z_]\w*|\d+"
+_CHANGE = re.compile(r"CHANGE:[ \t]*(?P<name>[A-Za-z_]\w*)[ \t]+(?P<old>" + _TOKEN + r")[ \t]*->[ \t]*(?P<new>"
+                     + _TOKEN + r")")
 _LOOSE_CHANGE = re.compile(
     r"\b(?P<name>[A-Z_][A-Z0-9_]*[A-Z0-9])\b[^\n\d]{0,40}?\b(?P<old>\d+)\s*(?:->|→|=>|\bto\b)\s*(?P<new>\d+)")
+_DIFF_DEFINE = re.compile(r"^(?P<sign>[-+])[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_]\w*)[ \t]+\(?(?P<value>"
+                          + _TOKEN + r")", re.MULTILINE)
+_DIFF_PY = re.compile(r"^(?P<sign>[-+])(?P<name>[A-Z_][A-Z0-9_]*)[ \t]*(?::[^=\n]*)?=[ \t]*(?P<value>\d+)",
+                      re.MULTILINE)
 _INSIGHT_TITLE = re.compile(r"\*\*(?P<dir>Increase|Decrease)\s+(?P<name>[A-Za-z_]\w*)\b[^*\n]*\*\*")
 _SPEEDUP = re.compile(r"(?P<s>\d+(?:\.\d+)?)\s*x\b")
+_MEASURED = re.compile(r"Measured on `(?P<problem>[^`]*)`[^\n]*?(?P<s>\d+(?:\.\d+)?)\s*x\b(?P<rest>[^\n]*)")
 _PROBLEM_LINE = re.compile(r"^Problem: `(?P<problem>[^`]*)` on the device `(?P<device>[^`]*)`", re.MULTILINE)
+_PROBLEM_NAME = re.compile(r"^Name: (?P<name>\S+)", re.MULTILINE)
 
 
 class Tunable(msgspec.Struct, frozen=True):
     name: str
-    value: int
+    value: Value
     start: int  # span of the value in the source
     end: int
+    legal: tuple[Value, ...] = ()  # from a `tune: NAME in {...}` comment; () = free integer
 
 
 class Change(msgspec.Struct, frozen=True):
     name: str
-    old: int
-    new: int
+    old: Value
+    new: Value
 
     @property
     def direction(self) -> str:
-        return "Increase" if self.new > self.old else "Decrease"
+        if isinstance(self.old, int) and isinstance(self.new, int):
+            return "Increase" if self.new > self.old else "Decrease"
+        return "Set"
+
+
+Move = tuple[Change, ...]
+
+
+class InsightHint(msgspec.Struct, frozen=True):
+    """What the tuner reads from one insight of the prompt."""
+
+    rank: int  # 1-based position in the memory block (retrieval order: most similar first)
+    problem: str
+    speedup: float
+    slowdown: bool
+    changes: tuple[Change, ...]
 
 
 # --- kernels ---------------------------------------------------------------------------------
 
+def _token(text: str) -> Value:
+    text = text.strip().strip("\"'")
+    return int(text) if text.isdigit() else text
+
+
+def legal_values(source: str) -> dict[str, tuple[Value, ...]]:
+    """NAME -> legal values declared by `tune: NAME in {...}` comments (integers sorted)."""
+    out: dict[str, tuple[Value, ...]] = {}
+    for m in _TUNE.finditer(source):
+        vals = [_token(v) for v in re.split(r"[,\s]+", m.group("values")) if v.strip()]
+        if not vals or m.group("name") in out:
+            continue
+        if all(isinstance(v, int) for v in vals):
+            vals = sorted(set(vals))  # type: ignore[type-var]
+        out[m.group("name")] = tuple(dict.fromkeys(vals))
+    return out
+
+
 def find_tunables(source: str, skip: Iterable[str] = ()) -> list[Tunable]:
-    """Tunable integer constants of a C or Python kernel, first definition of each name."""
+    """Tunable constants of a C or Python kernel, first definition of each name."""
     skipped = set(skip)
+    legal = legal_values(source)
     pattern = _C_DEFINE if re.search(r"^[ \t]*#[ \t]*define\b", source, re.MULTILINE) else _PY_CONST
     seen: dict[str, Tunable] = {}
     for m in pattern.finditer(source):
-        name, value = m.group("name"), int(m.group("value"))
-        if name in skipped or name in seen or value < 1:
+        name = m.group("name")
+        value = _token(m.group("value"))
+        if name in skipped or name in seen:
             continue
-        seen[name] = Tunable(name, value, m.start("value"), m.end("value"))
+        allowed = legal.get(name, ())
+        if not allowed and (not isinstance(value, int) or value < 1):
+            continue
+        start, end = m.start("value"), m.end("value")
+        raw = m.group("value")
+        if raw[:1] in "\"'":  # a quoted Python value: replace inside the quotes
+            start, end = start + 1, end - 1
+        seen[name] = Tunable(name, value, start, end, allowed)
     return list(seen.values())
 
 
@@ -102,6 +170,17 @@ def apply_change(source: str, change: Change, skip: Iterable[str] = ()) -> str |
         if t.name == change.name:
             return source[: t.start] + str(change.new) + source[t.end:]
     return None
+
+
+def apply_changes(source: str, changes: Iterable[Change], skip: Iterable[str] = ()) -> tuple[str, list[Change]]:
+    """`source` with every applicable change made, and the changes that were applied."""
+    done: list[Change] = []
+    for c in changes:
+        new = apply_change(source, c, skip)
+        if new is not None and new != source:
+            source = new
+            done.append(c)
+    return source, done
 
 
 def _bounds(name: str, max_shape: int | None) -> tuple[int, int]:
@@ -118,7 +197,28 @@ def _bounds(name: str, max_shape: int | None) -> tuple[int, int]:
     return 1, hi
 
 
+def _ordered(t: Tunable) -> bool:
+    return not t.legal or all(isinstance(v, int) for v in t.legal)
+
+
 def moves(t: Tunable, max_shape: int | None) -> list[Change]:
+    """Single steps of one constant: the neighbouring legal values (up first), or for a
+    free integer double and halve within bounds; every other value of a categorical set."""
+    if t.legal:
+        if not _ordered(t) or t.value not in t.legal:
+            if _ordered(t) and isinstance(t.value, int):  # off the grid: step to the nearest legal values
+                ups = [v for v in t.legal if v > t.value]  # type: ignore[operator]
+                downs = [v for v in t.legal if v < t.value]  # type: ignore[operator]
+                return [Change(t.name, t.value, v) for v in (ups[:1] + downs[-1:])]
+            return [Change(t.name, t.value, v) for v in t.legal if v != t.value]
+        i = t.legal.index(t.value)
+        out = []
+        if i + 1 < len(t.legal):
+            out.append(Change(t.name, t.value, t.legal[i + 1]))
+        if i > 0:
+            out.append(Change(t.name, t.value, t.legal[i - 1]))
+        return out
+    assert isinstance(t.value, int)
     lo, hi = _bounds(t.name, max_shape)
     out = []
     if t.value * 2 <= hi:
@@ -128,21 +228,163 @@ def moves(t: Tunable, max_shape: int | None) -> list[Change]:
     return out
 
 
+def jumps(t: Tunable, max_shape: int | None) -> list[Change]:
+    """Two-step moves of an ordered constant (x4, /4, or two legal values away)."""
+    if t.legal:
+        if not _ordered(t) or t.value not in t.legal:
+            return []
+        i = t.legal.index(t.value)
+        return [Change(t.name, t.value, t.legal[j]) for j in (i + 2, i - 2) if 0 <= j < len(t.legal)]
+    assert isinstance(t.value, int)
+    lo, hi = _bounds(t.name, max_shape)
+    return [Change(t.name, t.value, v) for v in (t.value * 4, t.value // 4) if lo <= v <= hi and v != t.value
+            and (v > t.value * 2 or v < t.value // 2)]
+
+
+def step_towards(t: Tunable, direction: str, target: Value | None, max_shape: int | None) -> Value | None:
+    """The value an insight asks for: its target when legal and on the right side of the
+    current value, else one step in its direction; None if no such value exists."""
+    if direction == "Set":
+        if target is not None and target != t.value and (not t.legal or target in t.legal):
+            return target
+        return None
+    if not isinstance(t.value, int):
+        return None
+    up = direction == "Increase"
+    if t.legal:
+        side = [v for v in t.legal if isinstance(v, int) and (v > t.value if up else v < t.value)]
+        if not side:
+            return None
+        if target in side:
+            return target
+        return min(side) if up else max(side)
+    lo, hi = _bounds(t.name, max_shape)
+    if isinstance(target, int) and lo <= target <= hi and (target > t.value if up else target < t.value):
+        return target
+    nxt = t.value * 2 if up else t.value // 2
+    return nxt if lo <= nxt <= hi and nxt != t.value else None
+
+
+# --- insights --------------------------------------------------------------------------------
+
+def _changes_in(text: str) -> list[Change]:
+    """The constant changes a piece of text names: `CHANGE:` lines, `NAME 32 -> 64` phrases,
+    and `-`/`+` define (or Python constant) lines of a diff; first mention of a name wins."""
+    found: dict[str, Change] = {}
+    for m in _CHANGE.finditer(text):
+        found.setdefault(m.group("name"), Change(m.group("name"), _token(m.group("old")), _token(m.group("new"))))
+    for m in _LOOSE_CHANGE.finditer(text):
+        found.setdefault(m.group("name"), Change(m.group("name"), int(m.group("old")), int(m.group("new"))))
+    for pattern in (_DIFF_DEFINE, _DIFF_PY):
+        old: dict[str, Value] = {}
+        new: dict[str, Value] = {}
+        for m in pattern.finditer(text):
+            (old if m.group("sign") == "-" else new).setdefault(m.group("name"), _token(m.group("value")))
+        for name, v in old.items():
+            if name in new and new[name] != v:
+                found.setdefault(name, Change(name, v, new[name]))
+    return [c for c in found.values() if c.old != c.new]
+
+
+def _memory_segments(text: str) -> list[str]:
+    """The insight entries of the prompt's memory block (`## i. ...` sections after a
+    `# Experiences`-like heading), each as its text."""
+    m = re.search(r"^# (?:Experiences|Insights|Memory)\b.*$", text, re.MULTILINE)
+    if m is None:
+        return []
+    block = text[m.end():]
+    nxt = re.search(r"^# \S", block, re.MULTILINE)
+    if nxt is not None:
+        block = block[: nxt.start()]
+    parts = re.split(r"^## ", block, flags=re.MULTILINE)
+    return [p for p in parts[1:] if p.strip()]
+
+
+def parse_insights(text: str) -> list[InsightHint]:
+    """The insights of a prompt as constant changes with their speedup and provenance."""
+    out: list[InsightHint] = []
+    for i, seg in enumerate(_memory_segments(text), 1):
+        changes = _changes_in(seg)
+        if not changes:
+            continue
+        m = _MEASURED.search(seg)
+        if m is not None:
+            problem, speedup, rest = m.group("problem"), float(m.group("s")), m.group("rest")
+        else:
+            s = _SPEEDUP.search(seg)
+            problem, speedup, rest = "", float(s.group("s")) if s else 1.05, ""
+        slowdown = speedup < 1.0 or "slowdown" in rest.lower()
+        out.append(InsightHint(i, problem, speedup, slowdown, tuple(changes)))
+    if not out:  # a prompt with insights that are not in a memory block: bold titles only
+        for i, m in enumerate(_INSIGHT_TITLE.finditer(text), 1):
+            seg = text[m.start(): m.start() + 2000]
+            changes = _changes_in(seg.split("\n## ", 1)[0]) or [Change(m.group("name"), 1, 2 if m.group("dir") == "Increase" else 0)]
+            slowdown = "slowdown" in seg.lower()
+            out.append(InsightHint(i, "", 1.05, slowdown, tuple(changes[:1])))
+    return out
+
+
 def insight_preferences(text: str) -> dict[tuple[str, str], float]:
     """(NAME, "Increase"|"Decrease") -> weight from the insights in a prompt: a change reported
     faster is preferred, one reported as a slowdown avoided (and its opposite preferred)."""
     prefs: dict[tuple[str, str], float] = {}
-    titles = list(_INSIGHT_TITLE.finditer(text))
-    for i, m in enumerate(titles):
-        segment = text[m.end(): titles[i + 1].start() if i + 1 < len(titles) else len(text)]
-        segment = segment.split("\n## ", 1)[0]
-        faster = "slowdown" not in segment.lower()
-        name, direction = m.group("name"), m.group("dir")
-        other = "Decrease" if direction == "Increase" else "Increase"
-        good, bad = (direction, other) if faster else (other, direction)
-        prefs[(name, good)] = prefs.get((name, good), 1.0) * 6.0
-        prefs[(name, bad)] = prefs.get((name, bad), 1.0) / 6.0
+    for h in parse_insights(text):
+        for c in h.changes:
+            if c.direction == "Set":
+                continue
+            other = "Decrease" if c.direction == "Increase" else "Increase"
+            good, bad = (other, c.direction) if h.slowdown else (c.direction, other)
+            prefs[(c.name, good)] = prefs.get((c.name, good), 1.0) * 6.0
+            prefs[(c.name, bad)] = prefs.get((c.name, bad), 1.0) / 6.0
     return prefs
+
+
+def insight_weight(h: InsightHint, problem: str) -> float:
+    """How strongly an insight pulls: its measured gain times its similarity (the same
+    problem 1, another 0.6; decaying with its retrieval rank)."""
+    gain = math.log(max(h.speedup, 1.0 / h.speedup, 1.0001))
+    similarity = (1.0 if problem and h.problem == problem else 0.6) / (1.0 + 0.15 * (h.rank - 1))
+    return gain * similarity
+
+
+def insight_moves(tunables: Sequence[Tunable], hints: Sequence[InsightHint], problem: str,
+                  max_shape: int | None) -> list[tuple[Move, float, InsightHint]]:
+    """Each insight as a move on this kernel (all the constants it names that the kernel has),
+    with its weight; an insight already applied yields one more step the same way (weight
+    x0.3). Slowdown insights propose the opposite direction."""
+    by_name = {t.name: t for t in tunables}
+    out: list[tuple[Move, float, InsightHint]] = []
+    for h in hints:
+        w = insight_weight(h, problem)
+        fresh: list[Change] = []
+        further: list[Change] = []
+        for c in h.changes:
+            t = by_name.get(c.name)
+            if t is None:
+                continue
+            direction = c.direction
+            target: Value | None = c.new
+            if h.slowdown and direction != "Set":
+                direction, target = ("Decrease" if direction == "Increase" else "Increase"), c.old
+            if h.slowdown and direction == "Set":
+                direction, target = "Set", c.old
+            reached = t.value == target or (
+                isinstance(t.value, int) and isinstance(target, int) and direction != "Set"
+                and (t.value > target if direction == "Increase" else t.value < target))
+            if reached:
+                if direction != "Set":
+                    nxt = step_towards(t, direction, None, max_shape)
+                    if nxt is not None:
+                        further.append(Change(t.name, t.value, nxt))
+                continue
+            nxt = step_towards(t, direction, target, max_shape)
+            if nxt is not None:
+                fresh.append(Change(t.name, t.value, nxt))
+        if fresh:
+            out.append((tuple(fresh), w, h))
+        elif further:
+            out.append((tuple(further), w * 0.3, h))
+    return out
 
 
 def _unit(*parts: object) -> float:
@@ -150,34 +392,88 @@ def _unit(*parts: object) -> float:
     return int.from_bytes(h[:8], "big") / 2.0**64
 
 
+def _weighted_order(items: list[tuple[Move, float]], key: str) -> list[Move]:
+    """Weighted sampling without replacement, deterministic in `key`: u**(1/w), largest first."""
+    def score(item: tuple[Move, float]) -> float:
+        move, w = item
+        u = max(_unit("tuner-plan", key, *((c.name, c.old, c.new) for c in move)), 1e-12)
+        return u ** (1.0 / max(w, 1e-6))
+
+    return [m for m, _ in sorted(items, key=score, reverse=True)]
+
+
+def exploration_moves(tunables: Sequence[Tunable], max_shape: int | None,
+                      prefs: dict[tuple[str, str], float]) -> list[tuple[Move, float]]:
+    """Single steps (weight 1), two-step jumps (0.5) and pairs of single steps on two
+    constants (0.6), each scaled by the insights' preference for its directions."""
+    def pref(c: Change) -> float:
+        return prefs.get((c.name, c.direction), 1.0)
+
+    singles = [c for t in tunables for c in moves(t, max_shape)]
+    out: list[tuple[Move, float]] = [((c,), pref(c)) for c in singles]
+    out += [((c,), 0.5 * pref(c)) for t in tunables for c in jumps(t, max_shape)]
+    for a, b in itertools.combinations(singles, 2):
+        if a.name != b.name:
+            out.append(((a, b), 0.6 * math.sqrt(pref(a) * pref(b))))
+    return out
+
+
+def rank_moves(source: str, *, skip: Iterable[str] = (), max_shape: int | None = None,
+               hints: Sequence[InsightHint] = (), problem: str = "", key: str = "") -> list[Move]:
+    """Every move, best first: the insights' moves (weighted random order by weight), then
+    exploration (weighted random order); duplicates removed."""
+    tunables = find_tunables(source, skip)
+    prefs: dict[tuple[str, str], float] = {}
+    for h in hints:
+        for c in h.changes:
+            if c.direction == "Set":
+                continue
+            other = "Decrease" if c.direction == "Increase" else "Increase"
+            good, bad = (other, c.direction) if h.slowdown else (c.direction, other)
+            prefs[(c.name, good)] = prefs.get((c.name, good), 1.0) * 6.0
+            prefs[(c.name, bad)] = prefs.get((c.name, bad), 1.0) / 6.0
+    led = _weighted_order([(m, w) for m, w, _ in insight_moves(tunables, hints, problem, max_shape)], key)
+    rest = _weighted_order(exploration_moves(tunables, max_shape, prefs), key)
+    seen: set[frozenset[tuple[str, Value]]] = set()
+    out: list[Move] = []
+    for m in led + rest:
+        sig = frozenset((c.name, c.new) for c in m)
+        if sig not in seen:
+            seen.add(sig)
+            out.append(m)
+    return out
+
+
 def rank_changes(source: str, *, skip: Iterable[str] = (), max_shape: int | None = None,
                  prefs: dict[tuple[str, str], float] | None = None, key: str = "") -> list[Change]:
-    """Every move over all tunables, in a weighted random order drawn deterministically from
-    `key` (weighted sampling without replacement: key u**(1/w), largest first)."""
-    options = [c for t in find_tunables(source, skip) for c in moves(t, max_shape)]
-
-    def score(c: Change) -> float:
-        w = (prefs or {}).get((c.name, c.direction), 1.0)
-        u = max(_unit("tuner-plan", key, c.name, c.old, c.new), 1e-12)
-        return u ** (1.0 / w)
-
-    return sorted(options, key=score, reverse=True)
+    """Every single step over all tunables, in a weighted random order drawn deterministically
+    from `key`, weighted by `prefs` ((NAME, direction) -> weight)."""
+    options = [((c,), (prefs or {}).get((c.name, c.direction), 1.0))
+               for t in find_tunables(source, skip) for c in moves(t, max_shape)]
+    return [m[0] for m in _weighted_order(options, key)]
 
 
-def choose_change(source: str, *, skip: Iterable[str] = (), max_shape: int | None = None,
-                  prefs: dict[tuple[str, str], float] | None = None, key: str = "",
-                  sample_index: int = 0) -> Change | None:
+def choose_move(source: str, *, skip: Iterable[str] = (), max_shape: int | None = None,
+                hints: Sequence[InsightHint] = (), problem: str = "", key: str = "",
+                sample_index: int = 0) -> Move | None:
     """The move for sample `sample_index`: the samples of one kernel (same `key`) walk down one
     ranking, so N plans for a candidate are N different moves while there are enough."""
-    ranked = rank_changes(source, skip=skip, max_shape=max_shape, prefs=prefs, key=key)
+    ranked = rank_moves(source, skip=skip, max_shape=max_shape, hints=hints, problem=problem, key=key)
     return ranked[sample_index % len(ranked)] if ranked else None
 
 
+def parse_changes(plan: str) -> list[Change]:
+    """The changes a plan names: its `CHANGE:` lines, else its `NAME ... 32 -> 64` phrases."""
+    strict = [Change(m.group("name"), _token(m.group("old")), _token(m.group("new"))) for m in _CHANGE.finditer(plan)]
+    if strict:
+        return list({c.name: c for c in reversed(strict)}.values())[::-1]
+    loose = [Change(m.group("name"), int(m.group("old")), int(m.group("new"))) for m in _LOOSE_CHANGE.finditer(plan)]
+    return list({c.name: c for c in reversed(loose)}.values())[::-1]
+
+
 def parse_change(plan: str) -> Change | None:
-    m = _CHANGE.search(plan) or _LOOSE_CHANGE.search(plan)
-    if m is None:
-        return None
-    return Change(m.group("name"), int(m.group("old")), int(m.group("new")))
+    found = parse_changes(plan)
+    return found[0] if found else None
 
 
 # --- prompts ---------------------------------------------------------------------------------
@@ -214,33 +510,52 @@ def _definition_line(source: str, name: str) -> str:
     return name
 
 
+def _verb(c: Change) -> str:
+    return {"Increase": "increase", "Decrease": "decrease"}.get(c.direction, "set")
+
+
+def _phrase(c: Change) -> str:
+    return f"{_verb(c)} {c.name} from {c.old} to {c.new}"
+
+
 def plan_reply(system: str, user: str, sample_index: int) -> str:
     found = _section_block(user, "Current kernel")
     if found is None:
         return "I could not find the current kernel in the prompt, so I propose no change."
     source, _ = found
     shapes = _shapes(user)
-    prefs = insight_preferences(system + "\n" + user)
+    m = _PROBLEM_NAME.search(user)
+    problem = m.group("name") if m else ""
+    hints = parse_insights(system + "\n" + user)
+    max_shape = max(shapes.values()) if shapes else None
     # the ranking depends on the kernel and the insights, not on the per-call profile order,
     # so the N samples of one candidate take N different moves
-    change = choose_change(source, skip=shapes, max_shape=max(shapes.values()) if shapes else None,
-                           prefs=prefs, key=f"{source}\x1f{sorted(prefs.items())}", sample_index=sample_index)
-    if change is None:
+    key = f"{source}\x1f{[(h.problem, h.speedup, h.slowdown, h.changes) for h in hints]}"
+    move = choose_move(source, skip=shapes, max_shape=max_shape, hints=hints, problem=problem, key=key,
+                       sample_index=sample_index)
+    if move is None:
         return ("**Keep the kernel unchanged**\nNo tunable constant (an integer `#define` or an UPPER_CASE "
                 "module-level integer) was found in the current kernel, so there is nothing for the tuner "
                 "to change.")
-    verb = "double" if change.new > change.old else "halve"
-    weight = prefs.get((change.name, change.direction))
-    if weight is not None and weight > 1.0:
-        why = f"An insight in the prompt reports that a {change.direction.lower()} of `{change.name}` made a kernel faster."
-    elif weight is not None:
-        why = f"Insights advise against the opposite change of `{change.name}`; this explores the other direction."
+    led = [h for mv, _, h in insight_moves(find_tunables(source, shapes), hints, problem, max_shape) if mv == move]
+    phrases = [_phrase(c) for c in move]
+    title = " and ".join(phrases)
+    title = title[0].upper() + title[1:]
+    if led:
+        h = led[0]
+        where = f"on `{h.problem}`" if h.problem else "in an earlier run"
+        names = ", ".join(f"`{c.name}`" for c in h.changes)
+        if h.slowdown:
+            why = f"Insight {h.rank} of the memory reports that changing {names} the other way was a slowdown {where}."
+        else:
+            why = f"Insight {h.rank} of the memory reports that changing {names} this way gave {h.speedup:.2f}x {where}."
     else:
-        why = f"Retuning `{change.name}` changes the work per block and the reuse of data in fast memory."
-    return (f"**{change.direction} {change.name} from {change.old} to {change.new}**\n"
-            f"Change the tunable constant `{change.name}` from {change.old} to {change.new} ({verb} it) and "
-            f"leave everything else unchanged. {why}\n"
-            f"CHANGE: {change.name} {change.old} -> {change.new}")
+        why = ("Retuning " + ", ".join(f"`{c.name}`" for c in move)
+               + " changes the work per block, the reuse of data in fast memory and the parallel schedule.")
+    return (f"**{title}**\n"
+            f"Change the tunable constant{'s' if len(move) > 1 else ''} as follows and leave everything else "
+            f"unchanged: {'; '.join(phrases)}. {why}\n"
+            + "".join(f"CHANGE: {c.name} {c.old} -> {c.new}\n" for c in move))
 
 
 def execute_reply(user: str) -> str:
@@ -249,13 +564,13 @@ def execute_reply(user: str) -> str:
         return "I could not find the current kernel in the prompt."
     source, lang = found
     plan_block = _section_block(user, "Optimization plan")
-    change = parse_change(plan_block[0]) if plan_block else None
-    skip = _shapes(user)
-    new = apply_change(source, change, skip) if change else None
-    if change is None or new is None:
+    changes = parse_changes(plan_block[0]) if plan_block else []
+    new, done = apply_changes(source, changes, _shapes(user))
+    if not done:
         note = "The plan names no change to a tunable constant of this kernel; the kernel is returned unchanged."
         return f"{note}\n\n{_fenced(source, lang)}\n"
-    return f"Applied the plan: `{change.name}` {change.old} -> {change.new}.\n\n{_fenced(new, lang)}\n"
+    what = ", ".join(f"`{c.name}` {c.old} -> {c.new}" for c in done)
+    return f"Applied the plan: {what}.\n\n{_fenced(new, lang)}\n"
 
 
 def fix_reply(user: str) -> str:
@@ -278,20 +593,23 @@ def summarize_reply(user: str) -> str:
              if t.name in fast_values and fast_values[t.name] != t.value]
     if not diffs:
         return "No optimization found"
-    c = diffs[0]
     sp = re.search(r"^# Speedup[ \t]*$", user, re.MULTILINE)
     speed = _SPEEDUP.search(user[sp.end():]) if sp else None
     speedup = f"{float(speed.group('s')):.3f}x" if speed else "a measured"
     where = _PROBLEM_LINE.search(user)
     context = f" on `{where.group('problem')}` (device {where.group('device')})" if where else ""
-    others = "".join(f" `{d.name}` also changed from {d.old} to {d.new}." for d in diffs[1:])
-    verb = "Increasing" if c.direction == "Increase" else "Decreasing"
-    return (f"**{c.direction} {c.name} ({c.old} -> {c.new})**\n"
-            f"{verb} the tunable constant `{c.name}` from {c.old} to {c.new} made the kernel {speedup} "
-            f"faster{context}.{others} In kernels with a `{c.name}` constant, try a "
-            f"{c.direction.lower()} in the same direction.\n"
-            f"Original code:\n{_fenced(_definition_line(slow_src, c.name), lang)}\n"
-            f"Optimized code:\n{_fenced(_definition_line(fast_src, c.name), lang)}\n")
+    parts = [f"{c.direction if i == 0 else _verb(c)} {c.name} ({c.old} -> {c.new})" for i, c in enumerate(diffs)]
+    listed = "; ".join(f"{c.name} {c.old} -> {c.new} ({_verb(c)})" for c in diffs)
+    names = " and ".join(f"`{c.name}`" for c in diffs)
+    snippet_slow = "\n".join(_definition_line(slow_src, c.name) for c in diffs)
+    snippet_fast = "\n".join(_definition_line(fast_src, c.name) for c in diffs)
+    return (f"**{', '.join(parts)}**\n"
+            f"Tuned constants: {listed}.\n"
+            f"Retuning {names} this way made the kernel {speedup} faster{context}. In kernels with "
+            f"{'these constants' if len(diffs) > 1 else 'a `' + diffs[0].name + '` constant'}, try the same "
+            f"change{'s' if len(diffs) > 1 else ''} (towards the same values) first.\n"
+            f"Original code:\n{_fenced(snippet_slow, lang)}\n"
+            f"Optimized code:\n{_fenced(snippet_fast, lang)}\n")
 
 
 def _role_from_prompt(user: str) -> str:

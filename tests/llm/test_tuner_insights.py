@@ -1,0 +1,159 @@
+"""builtin/tuner: legal-value comments, multi-constant moves, and insights that steer it
+(read from the rendered memory block only: names, directions, speedups, problems)."""
+
+from __future__ import annotations
+
+from llm_helpers import scale_add_problem
+
+from accelopt.records import ChatMessage
+from actors.parsing import extract_code, parse_insight
+from actors.tuner import (
+    Change,
+    apply_changes,
+    find_tunables,
+    legal_values,
+    moves,
+    parse_changes,
+    parse_insights,
+    rank_moves,
+    tuner_reply,
+)
+from events.catalog import RetrievedInsight
+from memory_index import format_for_prompt
+from prompts import render
+
+V2_KERNEL = """\
+/* a kernel whose constants declare their legal values */
+#include <stddef.h>
+
+#define TILE_N 32      // tune: TILE_N in {16, 32, 64, 128, 256}
+#define UNROLL 2       // tune: UNROLL in {1, 2, 4, 8}
+#define FUSED 0        // tune: FUSED in {0, 1}
+#define SCHED static   // tune: SCHED in {static, dynamic, guided}
+#define ALPHA 2.0f
+
+void kernel(const float* x, const float* y, float* out) {
+    #pragma omp parallel for schedule(SCHED)
+    for (int i = 0; i < M; i++)
+        for (int j0 = 0; j0 < N; j0 += TILE_N)
+            for (int j = j0; j < j0 + TILE_N && j < N; j++)
+                out[(size_t)i * N + j] = ALPHA * x[(size_t)i * N + j] + y[(size_t)i * N + j];
+}
+"""
+
+
+def _dicts(messages: list[ChatMessage]) -> list[dict]:
+    return [{"role": m.role, "content": m.content} for m in messages]
+
+
+def _insight(problem: str, speedup: float, title: str, text: str = "", entry: str = "e") -> RetrievedInsight:
+    return RetrievedInsight(entry_id=entry, problem=problem, device="cpu", language="c", speedup=speedup,
+                            title=title, text=text or f"**{title}**\nfaster")
+
+
+def plan(source: str = V2_KERNEL, sample: int = 0, insights=()) -> str:
+    msgs = render("planner", "c", problem=scale_add_problem(), source=source, profile=None,
+                  insights=list(insights), device="cpu", seed=0, request_id="r")
+    return tuner_reply(_dicts(msgs), "planner", sample)
+
+
+def test_legal_value_comments_make_switches_and_identifiers_tunable():
+    assert legal_values(V2_KERNEL) == {"TILE_N": (16, 32, 64, 128, 256), "UNROLL": (1, 2, 4, 8), "FUSED": (0, 1),
+                                       "SCHED": ("static", "dynamic", "guided")}
+    found = {t.name: t.value for t in find_tunables(V2_KERNEL, skip={"M", "N"})}
+    assert found == {"TILE_N": 32, "UNROLL": 2, "FUSED": 0, "SCHED": "static"}
+    by = {t.name: t for t in find_tunables(V2_KERNEL)}
+    assert moves(by["TILE_N"], max_shape=None) == [Change("TILE_N", 32, 64), Change("TILE_N", 32, 16)]
+    assert moves(by["FUSED"], None) == [Change("FUSED", 0, 1)]
+    assert moves(by["SCHED"], None) == [Change("SCHED", "static", "dynamic"), Change("SCHED", "static", "guided")]
+    # every move the planner can make stays inside the declared sets
+    legal = legal_values(V2_KERNEL)
+    for move in rank_moves(V2_KERNEL, skip={"M", "N"}, key="k"):
+        for c in move:
+            assert c.new in legal[c.name], c
+
+
+def test_plans_move_several_constants_and_the_executor_applies_them_all():
+    plans = [plan(sample=i) for i in range(12)]
+    assert len(set(plans)) == 12  # twelve samples, twelve different moves
+    multi = [p for p in plans if len(parse_changes(p)) > 1]
+    assert multi, "no multi-constant move among the first 12 samples"
+    p = multi[0]
+    changes = parse_changes(p)
+    assert p.startswith("**") and all(f"CHANGE: {c.name} {c.old} -> {c.new}" in p for c in changes)
+    reply = tuner_reply(_dicts(render("executor", "c", problem=scale_add_problem(), source=V2_KERNEL, plan=p,
+                                      device="cpu")), "executor")
+    code = extract_code(reply, entry="kernel").code
+    expected, done = apply_changes(V2_KERNEL, changes)
+    assert code == expected and len(done) == len(changes)
+    for c in changes:
+        assert f"#define {c.name} {c.new}" in code
+
+
+def test_an_insight_is_tried_first_with_its_target_value():
+    ins = _insight("other_problem", 2.5, "Increase TILE_N (32 -> 128), increase UNROLL (2 -> 8)")
+    first = parse_changes(plan(insights=[ins]))
+    assert set(first) == {Change("TILE_N", 32, 128), Change("UNROLL", 2, 8)}
+    text = plan(insights=[ins])
+    assert "Insight 1 of the memory" in text and "2.50x" in text
+    # without the insight the first move is something else (exploration)
+    assert set(parse_changes(plan())) != set(first)
+
+
+def test_insights_weighted_by_speedup_and_similarity():
+    small_same = _insight("scale_add", 1.3, "Increase UNROLL (2 -> 4)", entry="a")
+    big_other = _insight("other", 3.0, "Decrease TILE_N (32 -> 16)", entry="b")
+    hints = parse_insights(format_for_prompt([small_same, big_other]))
+    assert [h.problem for h in hints] == ["scale_add", "other"] and hints[1].speedup == 3.0
+    # over many kernels, the bigger measured gain leads more often, but not always
+    leads = {"UNROLL": 0, "TILE_N": 0}
+    for i in range(40):
+        src = V2_KERNEL.replace("a kernel", f"kernel {i}")
+        leads[rank_moves(src, skip={"M", "N"}, hints=hints, problem="scale_add", key=str(i))[0][0].name] += 1
+    assert leads["TILE_N"] > leads["UNROLL"] > 0
+    # the same insight measured on this very problem outweighs one from elsewhere
+    same = parse_insights(format_for_prompt([_insight("scale_add", 1.5, "Increase UNROLL (2 -> 4)", entry="c"),
+                                             _insight("other", 1.5, "Decrease TILE_N (32 -> 16)", entry="d")]))
+    wins = sum(rank_moves(V2_KERNEL.replace("a kernel", f"k{i}"), skip={"M", "N"}, hints=same, problem="scale_add",
+                          key=str(i))[0][0].name == "UNROLL" for i in range(40))
+    assert wins > 24
+
+
+def test_applied_insight_suggests_a_further_step_and_slowdowns_push_back():
+    applied = V2_KERNEL.replace("#define TILE_N 32 ", "#define TILE_N 128")
+    ins = _insight("x", 2.0, "Increase TILE_N (32 -> 128)")
+    assert parse_changes(plan(source=applied, insights=[ins])) == [Change("TILE_N", 128, 256)]
+    slow = _insight("x", 0.6, "Increase UNROLL (2 -> 4)")
+    first = parse_changes(plan(insights=[slow]))
+    assert first == [Change("UNROLL", 2, 1)]
+
+
+def test_insight_as_a_unified_diff_is_understood():
+    diff = ("Tiling the columns more widely keeps the rows in L1.\n\n```diff\n--- slow\n+++ fast\n@@ -3,3 +3,3 @@\n"
+            "-#define TILE_N 32      // tune: TILE_N in {16, 32, 64, 128, 256}\n"
+            "+#define TILE_N 64      // tune: TILE_N in {16, 32, 64, 128, 256}\n"
+            " #define UNROLL 2\n```\n")
+    ins = _insight("y", 1.8, "Wider column tiles", text=diff)
+    [h] = parse_insights(format_for_prompt([ins]))
+    assert h.changes == (Change("TILE_N", 32, 64),) and h.speedup == 1.8 and not h.slowdown
+    assert parse_changes(plan(insights=[ins])) == [Change("TILE_N", 32, 64)]
+
+
+def test_summarizer_names_every_changed_constant_and_round_trips_to_the_planner():
+    fast = V2_KERNEL.replace("#define TILE_N 32 ", "#define TILE_N 128").replace("#define FUSED 0", "#define FUSED 1")
+    msgs = render("summarizer", "c", problem=scale_add_problem(), slow_source=V2_KERNEL, fast_source=fast,
+                  speedup=2.2, positive=True, device="cpu")
+    ins = parse_insight(tuner_reply(_dicts(msgs)))
+    assert ins.title == "Increase TILE_N (32 -> 128), increase FUSED (0 -> 1)"
+    assert "Tuned constants: TILE_N 32 -> 128 (increase); FUSED 0 -> 1 (increase)." in ins.text
+    assert "2.200x faster" in ins.text
+    entry = _insight("scale_add", 2.2, ins.title, ins.text)
+    [h] = parse_insights(format_for_prompt([entry]))
+    assert set(h.changes) == {Change("TILE_N", 32, 128), Change("FUSED", 0, 1)}
+    assert set(parse_changes(plan(insights=[entry]))) == {Change("TILE_N", 32, 128), Change("FUSED", 0, 1)}
+
+
+def test_plans_are_deterministic_per_prompt_and_sample():
+    ins = [_insight("x", 1.5, "Increase UNROLL (2 -> 4)")]
+    assert [plan(sample=i, insights=ins) for i in range(5)] == [plan(sample=i, insights=ins) for i in range(5)]
+    assert plan(sample=0, insights=ins) != plan(sample=1, insights=ins)
