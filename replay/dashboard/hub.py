@@ -1,0 +1,283 @@
+"""The dashboard's state: every run it knows, folded with `RunView`, and who to tell when
+one changes.
+
+Two sources, both only read:
+- the event stream (JetStream), followed live by one ephemeral consumer on every subject:
+  `--nats URL`, or the runs root's embedded server while one is up (looked for every few
+  seconds; a run's embedded server stops when the run ends, and the next run starts one);
+- exported logs `<root>/<run_id>/log.aolog`, re-read when they change.
+A run on both is shown from the stream once the consumer has caught up with the stream's
+history, from its file before. All of it runs on one asyncio loop, so the fold and the
+view models built from it never race.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from accelopt.logging import get_logger
+from events import catalog as ev
+from events.codec import EventDecodeError
+from events.logfile import LogFileError
+from events.subjects import ALL_EVENTS
+from replay.fold import RunView
+from replay.runs import LOG_NAME, fold_file, running_server_url
+
+if TYPE_CHECKING:
+    from events.log import EventLog
+
+log = get_logger(component="dashboard")
+
+
+@dataclass
+class Tracked:
+    """One run as the dashboard holds it."""
+
+    run_id: str
+    view: RunView
+    source: str  # "stream" or "file"
+    path: Path | None = None
+    version: int = 0  # bumped on every applied event (or re-read file)
+
+
+@dataclass(eq=False)
+class Watch:
+    """A subscriber: woken when any of `run_ids` (None: any run) changes."""
+
+    run_ids: frozenset[str] | None
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class Hub:
+    def __init__(self, root: str | Path, nats_url: str | None = None, *, scan_interval_s: float = 2.0) -> None:
+        self.root = Path(root)
+        self.nats_url = nats_url
+        self.scan_interval_s = scan_interval_s
+        self.files: dict[str, Tracked] = {}
+        self.stream: dict[str, Tracked] = {}
+        self.stream_url = ""  # the server being followed ("" when none)
+        self.connected = False
+        self.caught_up = False
+        self.version = 0  # bumped on any change
+        self.warnings: dict[str, str] = {}
+        self._file_sigs: dict[Path, tuple[int, int]] = {}
+        self._last_seq = 0
+        self._watches: set[Watch] = set()
+        self._dirty: set[str] = set()
+        self._flush_scheduled = False
+        self._tasks: list[asyncio.Task] = []
+        self._cache: dict[tuple, tuple[object, object]] = {}
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self.scan_files()
+        self._tasks = [asyncio.create_task(self._scan_loop(), name="dashboard-files"),
+                       asyncio.create_task(self._stream_loop(), name="dashboard-stream")]
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        self._tasks = []
+
+    # --- reading ----------------------------------------------------------------------------
+
+    @property
+    def streaming(self) -> bool:
+        return self.connected and self.caught_up
+
+    def get(self, run_id: str) -> Tracked | None:
+        s = self.stream.get(run_id)
+        f = self.files.get(run_id)
+        if s is not None and (self.caught_up or f is None):
+            return s
+        return f or s
+
+    def runs(self) -> list[Tracked]:
+        ids = set(self.files) | set(self.stream)
+        out = [t for t in (self.get(i) for i in ids) if t is not None]
+        out.sort(key=lambda t: (_started_ts(t.view), t.run_id))
+        return out
+
+    def cached(self, key: tuple, version: object, build: Callable[[], object]) -> object:
+        """`build()` once per `version` of `key` (models shared by every open page)."""
+        hit = self._cache.get(key)
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        value = build()
+        self._cache[key] = (version, value)
+        return value
+
+    # --- change notification ----------------------------------------------------------------
+
+    def watch(self, run_ids: frozenset[str] | None = None) -> Watch:
+        w = Watch(run_ids)
+        self._watches.add(w)
+        return w
+
+    def unwatch(self, w: Watch) -> None:
+        self._watches.discard(w)
+
+    def _changed(self, run_id: str) -> None:
+        self.version += 1
+        self._dirty.add(run_id)
+        if not self._flush_scheduled:  # one wake-up per loop turn, however many events it brought
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _changed_all(self) -> None:
+        self._changed("*")
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        dirty, self._dirty = self._dirty, set()
+        every = "*" in dirty
+        for w in self._watches:
+            if w.run_ids is None or every or not w.run_ids.isdisjoint(dirty):
+                w.changed.set()
+
+    # --- exported logs ----------------------------------------------------------------------
+
+    async def _scan_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.scan_interval_s)
+            try:
+                await self.scan_files()
+            except Exception as e:  # keep scanning: a bad directory must not stop the dashboard
+                self.warnings["files"] = f"scanning {self.root}: {e}"
+
+    async def scan_files(self) -> None:
+        if not self.root.is_dir():
+            return
+        loop = asyncio.get_running_loop()
+        for path in sorted(self.root.glob(f"*/{LOG_NAME}")):
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            sig = (st.st_mtime_ns, st.st_size)
+            if self._file_sigs.get(path) == sig:
+                continue
+            self._file_sigs[path] = sig
+            run_id = path.parent.name
+            if run_id in self.stream and self.caught_up:
+                continue  # the stream has it, and more recent
+            try:
+                view = await loop.run_in_executor(None, fold_file, path)
+            except (LogFileError, ValueError, OSError) as e:
+                self.warnings[str(path)] = f"{path}: {e}"  # retried when the file changes (an export in progress)
+                continue
+            self.warnings.pop(str(path), None)
+            rid = view.run_id or run_id
+            old = self.files.get(rid)
+            self.files[rid] = Tracked(rid, view, "file", path, (old.version + 1) if old else 1)
+            self._changed(rid)
+
+    # --- the stream -------------------------------------------------------------------------
+
+    async def _stream_loop(self) -> None:
+        from events.log import EventLog
+
+        while True:
+            url = self.nats_url or running_server_url(self.root)
+            if not url:
+                await asyncio.sleep(self.scan_interval_s)
+                continue
+            try:
+                elog = await EventLog.connect(url, create=False, name="accelopt-dashboard")
+            except ConnectionError as e:
+                self.warnings["stream"] = str(e)
+                await asyncio.sleep(self.scan_interval_s)
+                continue
+            try:
+                await self._follow(elog, url)
+            except Exception as e:
+                self.warnings["stream"] = f"event stream at {url}: {type(e).__name__}: {e}"
+                log.warning("stream follow ended", url=url, error=str(e))
+            finally:
+                self.connected = False
+                self._changed_all()
+                await elog.close()
+            await asyncio.sleep(0.5)
+
+    async def _follow(self, elog: EventLog, url: str) -> None:
+        import nats.js.errors
+
+        try:
+            info = await elog.stream_info()
+        except nats.js.errors.NotFoundError:  # no run has written yet
+            self.warnings["stream"] = f"event stream at {url}: no stream yet"
+            await asyncio.sleep(self.scan_interval_s)
+            return
+        last = info.state.last_seq
+        if last < self._last_seq:  # another stream than before: start over
+            self.stream.clear()
+            self._last_seq = 0
+        self.stream_url = url
+        self.connected = True
+        self.warnings.pop("stream", None)
+        if self._last_seq >= last:
+            self._set_caught_up()
+        self._changed_all()
+        follow = asyncio.create_task(self._consume(elog, last))
+        gone_since: float | None = None
+        try:
+            while not follow.done():
+                await asyncio.wait({follow}, timeout=1.0)
+                up = elog.nc.is_connected
+                if up != self.connected:
+                    self.connected = up
+                    self._changed_all()
+                gone_since = None if up else (gone_since or time.monotonic())
+                # an embedded server stops with its run: look for the next one (same store)
+                if gone_since and not self.nats_url and time.monotonic() - gone_since > 3.0:
+                    return
+            follow.result()
+        finally:
+            follow.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await follow
+
+    async def _consume(self, elog: EventLog, history_end: int) -> None:
+        while True:
+            try:
+                async for seq, e, _pending in elog.follow(ALL_EVENTS, from_seq=self._last_seq + 1, idle_timeout=0.5):
+                    if e is None:
+                        if not self.caught_up:
+                            self._set_caught_up()
+                        continue
+                    self._last_seq = seq
+                    self.apply(e)
+                    if not self.caught_up and seq >= history_end:
+                        self._set_caught_up()
+            except EventDecodeError as err:
+                self.warnings["decode"] = str(err)
+                self._last_seq = err.sequence or self._last_seq + 1  # skip the bad message
+
+    def _set_caught_up(self) -> None:
+        self.caught_up = True
+        self._changed_all()
+
+    def apply(self, e: ev.Event) -> None:
+        """Fold one event from the stream into its run."""
+        t = self.stream.get(e.run_id)
+        if t is None:
+            t = self.stream[e.run_id] = Tracked(e.run_id, RunView(e.run_id), "stream")
+        t.view.apply(e)
+        t.version += 1
+        self._changed(e.run_id)
+
+
+def _started_ts(view: RunView) -> float:
+    if view.started is not None:
+        return view.started.ts
+    return view.first_ts or 0.0

@@ -1,0 +1,534 @@
+"""The dashboard's view models: a folded `RunView` in, msgspec Structs out (sent as JSON).
+
+Every figure the page shows is computed here from the fold, already formatted (with the raw
+number beside it where a test or a script may want it); the page only renders. Models stay
+small on big runs: lists that grow with the run (kernels, insights) are cut to the latest
+entries, charts are SVG strings from `replay.svg`, and diffs are fetched one kernel at a
+time (`kernel_model`).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter
+from collections.abc import Sequence
+
+import msgspec
+
+from replay import fmt
+from replay.fold import KernelView, RunView
+from replay.htmlkit import diff_stats, source_diff
+from replay.lineage import best_path, plan_title
+from replay.report import _pct100, _x, run_labels
+from replay.report_kernels import STATUSES
+from replay.runs import STALLED_AFTER_S
+from replay.summary import RunSummary, config_differences, summarize
+from replay.svg import Series, line_chart
+
+RECENT_KERNELS = 40
+RECENT_INSIGHTS = 30
+ROLES = ("planner", "executor", "fixer", "summarizer")
+
+
+# --- records ----------------------------------------------------------------------------------
+
+class RunRow(msgspec.Struct, kw_only=True):
+    """One run in the runs list (and the header of its page)."""
+
+    run_id: str
+    status: str
+    live: bool
+    source: str  # "stream" or "file"
+    problems: int
+    iterations: str  # done/planned
+    iterations_done: int
+    kernels: int
+    events: int
+    pct_peak: float | None  # geomean over problems of the best kernel's fraction of peak
+    pct_peak_text: str
+    speedup: float | None  # geomean over problems
+    speedup_text: str
+    cost_usd: float
+    cost_text: str
+    budget_usd: float | None
+    budget_text: str
+    spend_fraction: float | None  # cost / budget
+    llm_calls: int
+    tokens_text: str
+    started: str
+    duration: str
+    last_event: str
+    device: str
+    search: str
+    models: list[str]
+    parent_run: str | None = None
+    fork_iteration: int | None = None
+
+
+class ProblemRow(msgspec.Struct, kw_only=True):
+    problem: str
+    device: str
+    baseline_ms: float | None
+    best_ms: float | None
+    baseline_text: str
+    best_text: str
+    speedup: float | None
+    speedup_text: str
+    baseline_pct_peak: float | None
+    best_pct_peak: float | None
+    baseline_pct_text: str
+    best_pct_text: str
+    kernels: int
+    iterations: int
+    cost_text: str
+    best_kernel_id: str | None
+    note: str = ""
+
+
+class BeamMemberRow(msgspec.Struct, kw_only=True):
+    kernel_id: str
+    iteration: int  # the iteration the kernel was found in
+    latency_text: str
+    pct_text: str
+    speedup_text: str
+    plan: str
+    best: bool
+
+
+class BeamRow(msgspec.Struct, kw_only=True):
+    problem: str
+    iteration: int | None  # the latest iteration with a selected beam
+    members: list[BeamMemberRow]
+
+
+class FailureGroup(msgspec.Struct, kw_only=True):
+    status: str
+    reason: str
+    count: int
+    kernel_ids: list[str]  # up to three examples
+
+
+class KernelRow(msgspec.Struct, kw_only=True):
+    kernel_id: str
+    problem: str
+    iteration: int
+    kind: str  # baseline, plan, fix
+    status: str
+    latency_text: str
+    pct_text: str
+    what: str
+
+
+class KernelsBlock(msgspec.Struct, kw_only=True):
+    statuses: list[str]
+    counts: dict[str, dict[str, int]]  # problem -> status -> kernels
+    fix_attempts: dict[str, int]
+    fixes_passed: dict[str, int]
+    failures: list[FailureGroup]  # kernels that did not pass, grouped by status and reason
+    proposal_failures: list[FailureGroup]  # LLM replies that gave no plan or kernel
+    recent: list[KernelRow]
+    total: int
+
+
+class StepRow(msgspec.Struct, kw_only=True):
+    kernel_id: str
+    previous_id: str | None
+    kind: str
+    label: str
+    iteration: int
+    status: str
+    latency_text: str
+    pct_text: str
+    speedup_text: str
+    step_speedup_text: str
+    plan: str
+    siblings: int
+    added: int
+    removed: int
+
+
+class LineageBlock(msgspec.Struct, kw_only=True):
+    problem: str
+    best_kernel_id: str | None
+    steps: list[StepRow]
+
+
+class RoleRow(msgspec.Struct, kw_only=True):
+    role: str
+    calls: int
+    failed: int
+    prompt_tokens: int
+    completion_tokens: int
+    tokens_text: str
+    cost_usd: float
+    cost_text: str
+    mean_latency_text: str
+    total_latency_text: str
+
+
+class RetrievalRow(msgspec.Struct, kw_only=True):
+    problem: str
+    iteration: int
+    candidates: int
+    insights: int
+    foreign: int  # insights from other problems
+    top: list[str]
+
+
+class InsightRow(msgspec.Struct, kw_only=True):
+    iteration: int | None
+    problem: str
+    title: str
+    speedup_text: str
+    kind: str
+
+
+class ChartPair(msgspec.Struct, kw_only=True):
+    problem: str
+    pct_svg: str
+    speedup_svg: str
+
+
+class RunModel(msgspec.Struct, kw_only=True):
+    run: RunRow
+    problems: list[ProblemRow]
+    charts: list[ChartPair]
+    beams: list[BeamRow]
+    kernels: KernelsBlock
+    lineage: list[LineageBlock]
+    llm: list[RoleRow]
+    cost_svg: str
+    memory_enabled: bool
+    retrievals: list[RetrievalRow]
+    insights: list[InsightRow]
+    insights_total: int
+    generated_ts: float
+
+
+class RunsModel(msgspec.Struct, kw_only=True):
+    runs: list[RunRow]
+    stream: str  # where live runs are followed from ("" when no event stream is followed)
+    root: str
+    warnings: list[str]
+    generated_ts: float
+
+
+class KernelModel(msgspec.Struct, kw_only=True):
+    kernel_id: str
+    problem: str
+    iteration: int
+    kind: str
+    status: str
+    latency_text: str
+    pct_text: str
+    language: str
+    plan: str
+    log: str
+    previous_id: str | None
+    diff_html: str  # unified diff against `previous_id` (escaped, one span per line), or ""
+    added: int
+    removed: int
+    source: str
+
+
+class CompareProblem(msgspec.Struct, kw_only=True):
+    problem: str
+    best_pct_text: list[str]  # per run
+    speedup_text: list[str]
+    best_pct_peak: list[float | None]
+    speedup: list[float | None]
+    pct_ratio_text: list[str]  # per run after the first: run / first
+    speedup_ratio_text: list[str]
+    pct_svg: str
+    speedup_svg: str
+
+
+class CompareModel(msgspec.Struct, kw_only=True):
+    labels: list[str]
+    runs: list[RunRow]
+    config_differences: list[tuple[str, list[str]]]
+    problems: list[CompareProblem]
+    cost_ratio_text: list[str]
+    report_path: str  # the static report of these runs, served by the dashboard
+    generated_ts: float
+
+
+# --- runs list --------------------------------------------------------------------------------
+
+def budget_of(view: RunView) -> float | None:
+    cfg = view.started.config if view.started is not None else {}
+    b = (cfg.get("llm") or {}).get("budget_usd")
+    return float(b) if isinstance(b, (int, float)) else None
+
+
+def run_status(s: RunSummary, source: str, now: float) -> str:
+    """The status shown for a run (same rules as `accelopt runs`)."""
+    if s.status == "running" and source == "file":
+        return "incomplete"
+    if s.status == "running" and s.last_ts and now - s.last_ts > STALLED_AFTER_S:
+        return f"stalled (last event {fmt.ago(s.last_ts, now)})"
+    return s.status
+
+
+def run_row(view: RunView, source: str, *, streaming: bool, now: float | None = None,
+            summary: RunSummary | None = None) -> RunRow:
+    now = now if now is not None else time.time()
+    s = summary or summarize(view)
+    status = run_status(s, source, now)
+    budget = budget_of(view)
+    return RunRow(
+        run_id=s.run_id, status=status, live=streaming and source == "stream" and status == "running",
+        source=source, problems=s.problems, iterations=s.iterations, iterations_done=s.iterations_done,
+        kernels=s.kernels, events=s.events, pct_peak=s.pct_peak_geomean, pct_peak_text=fmt.pct(s.pct_peak_geomean),
+        speedup=s.speedup_geomean, speedup_text=fmt.speedup(s.speedup_geomean), cost_usd=s.cost_usd,
+        cost_text=fmt.usd(s.cost_usd), budget_usd=budget, budget_text=fmt.usd(budget) if budget is not None else "none",
+        spend_fraction=(s.cost_usd / budget) if budget else None, llm_calls=s.llm_calls, tokens_text=fmt.tokens(s.tokens),
+        started=fmt.stamp(s.started_ts), duration=fmt.duration(s.duration_s), last_event=fmt.ago(s.last_ts, now),
+        device=s.device, search=s.search, models=s.models, parent_run=s.parent_run, fork_iteration=s.fork_iteration,
+    )
+
+
+# --- one run ----------------------------------------------------------------------------------
+
+def _problem_rows(view: RunView) -> list[ProblemRow]:
+    return [ProblemRow(
+        problem=r.problem, device=r.device, baseline_ms=r.baseline_ms, best_ms=r.best_ms,
+        baseline_text=fmt.ms(r.baseline_ms), best_text=fmt.ms(r.best_ms), speedup=r.speedup,
+        speedup_text=fmt.speedup(r.speedup), baseline_pct_peak=r.baseline_pct_peak, best_pct_peak=r.best_pct_peak,
+        baseline_pct_text=fmt.pct(r.baseline_pct_peak), best_pct_text=fmt.pct(r.best_pct_peak), kernels=r.kernels,
+        iterations=r.iterations, cost_text=fmt.usd(r.cost_usd), best_kernel_id=r.best_kernel_id, note=r.note,
+    ) for r in view.results()]
+
+
+def _charts(views: Sequence[RunView], labels: Sequence[str], problem: str) -> tuple[str, str]:
+    pct, sp = [], []
+    for v, label in zip(views, labels, strict=True):
+        pts = v.best_per_iteration(problem)
+        pct.append(Series(label, [(p.iteration, 100 * p.best_pct_peak if p.best_pct_peak is not None else None)
+                                  for p in pts]))
+        sp.append(Series(label, [(p.iteration, p.speedup) for p in pts]))
+    return (line_chart(pct, title=f"{problem}: best % of peak per iteration", name=f"pct-peak:{problem}",
+                       x_label="iteration", y_label="% of peak", y_fmt=_pct100, integer_x=True),
+            line_chart(sp, title=f"{problem}: speedup over baseline per iteration", name=f"speedup:{problem}",
+                       x_label="iteration", y_label="speedup", y_fmt=_x, integer_x=True))
+
+
+def _kind(k: KernelView) -> str:
+    return "fix" if k.fix_of else ("baseline" if k.parent_id is None else "plan")
+
+
+def _what(view: RunView, k: KernelView) -> str:
+    if k.fix_of:
+        return f"fix round {k.fix_round} of {k.fix_of[:12]}"
+    return plan_title(view.plan_text(k.kernel_id)) or ("baseline" if k.parent_id is None else "")
+
+
+def _beams(view: RunView) -> list[BeamRow]:
+    out = []
+    for name, p in sorted(view.problems.items()):
+        if not p.beams:
+            out.append(BeamRow(problem=name, iteration=None, members=[]))
+            continue
+        it = max(p.beams)
+        base = view.kernels.get(p.baseline_id or "")
+        base_ms = base.latency_ms if base is not None else None
+        members = []
+        for kid in p.beams[it]:
+            k = view.kernels.get(kid)
+            if k is None:
+                continue
+            lat = k.latency_ms
+            members.append(BeamMemberRow(
+                kernel_id=kid, iteration=k.iteration, latency_text=fmt.ms(lat), pct_text=fmt.pct(k.pct_peak),
+                speedup_text=fmt.speedup(base_ms / lat if base_ms and lat else None), plan=_what(view, k),
+                best=kid == p.best_id))
+        out.append(BeamRow(problem=name, iteration=it, members=members))
+    return out
+
+
+_LOCATION = re.compile(r"(?<=[:(])\d+|0x[0-9a-fA-F]+")
+
+
+def failure_reason(k: KernelView) -> str:
+    """The line of a failed kernel's log that says why, with positions blanked so that the
+    same error at another line groups with it."""
+    log = k.profile.log if k.profile is not None else ""
+    lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
+    line = next((ln for ln in lines if "error" in ln.lower()), lines[0] if lines else "")
+    return _LOCATION.sub("N", line)[:200] or "(no log)"
+
+
+def _kernels(view: RunView) -> KernelsBlock:
+    counts: dict[str, dict[str, int]] = {}
+    fixes: dict[str, int] = {}
+    fixes_ok: dict[str, int] = {}
+    groups: Counter[tuple[str, str]] = Counter()
+    examples: dict[tuple[str, str], list[str]] = {}
+    for name, p in sorted(view.problems.items()):
+        c: Counter[str] = Counter()
+        nfix = nok = 0
+        for kid in p.kernel_ids:
+            k = view.kernels[kid]
+            st = k.status
+            c[st] += 1
+            if k.fix_of:
+                nfix += 1
+                nok += st == "passed"
+            if st not in ("passed", "pending"):
+                key = (st, failure_reason(k))
+                groups[key] += 1
+                ex = examples.setdefault(key, [])
+                if len(ex) < 3:
+                    ex.append(kid)
+        counts[name] = dict(c)
+        fixes[name] = nfix
+        fixes_ok[name] = nok
+    statuses = list(STATUSES) + sorted({s for c in counts.values() for s in c} - set(STATUSES))
+    proposals: Counter[tuple[str, str]] = Counter((f.stage, f.reason) for f in view.failures)
+    recent_ids = sorted(view.kernels, key=lambda kid: view.kernels[kid].proposed_ts)[-RECENT_KERNELS:]
+    recent = []
+    for kid in reversed(recent_ids):
+        k = view.kernels[kid]
+        recent.append(KernelRow(kernel_id=kid, problem=k.problem, iteration=k.iteration, kind=_kind(k), status=k.status,
+                                latency_text=fmt.ms(k.latency_ms), pct_text=fmt.pct(k.pct_peak), what=_what(view, k)))
+    return KernelsBlock(
+        statuses=statuses, counts=counts, fix_attempts=fixes, fixes_passed=fixes_ok,
+        failures=[FailureGroup(status=s, reason=r, count=n, kernel_ids=examples[(s, r)])
+                  for (s, r), n in groups.most_common()],
+        proposal_failures=[FailureGroup(status=s, reason=r, count=n, kernel_ids=[]) for (s, r), n in
+                           proposals.most_common()],
+        recent=recent, total=len(view.kernels))
+
+
+def _lineage(view: RunView) -> list[LineageBlock]:
+    out = []
+    for name, p in sorted(view.problems.items()):
+        steps = best_path(view, p.best_id) if p.best_id else []
+        rows = []
+        for s in steps:
+            k, prev = s.kernel, s.previous
+            added, removed = diff_stats(prev.source, k.source) if prev is not None else (0, 0)
+            rows.append(StepRow(
+                kernel_id=k.kernel_id, previous_id=prev.kernel_id if prev is not None else None, kind=s.kind,
+                label=f"fix round {k.fix_round}" if s.kind == "fix" else s.kind, iteration=k.iteration,
+                status=k.status, latency_text=fmt.ms(k.latency_ms), pct_text=fmt.pct(k.pct_peak),
+                speedup_text=fmt.speedup(s.speedup), step_speedup_text=fmt.speedup(s.step_speedup),
+                plan=plan_title(s.plan), siblings=s.siblings, added=added, removed=removed))
+        out.append(LineageBlock(problem=name, best_kernel_id=p.best_id, steps=rows))
+    return out
+
+
+def _llm(view: RunView) -> list[RoleRow]:
+    roles = [r for r in ROLES if r in view.usage] + sorted(set(view.usage) - set(ROLES))
+    rows = []
+    for role in roles:
+        u = view.usage[role]
+        rows.append(RoleRow(
+            role=role, calls=u.calls, failed=u.failed_calls, prompt_tokens=u.prompt_tokens,
+            completion_tokens=u.completion_tokens, tokens_text=fmt.tokens(u.tokens), cost_usd=u.cost_usd,
+            cost_text=fmt.usd(u.cost_usd), mean_latency_text=f"{u.latency_s / u.calls:.2f} s" if u.calls else "-",
+            total_latency_text=fmt.duration(u.latency_s)))
+    return rows
+
+
+def _cost_chart(view: RunView, limit: int = 300) -> str:
+    t0 = view.first_ts or 0.0
+    unit, scale = ("h", 3600.0) if view.duration_s > 3 * 3600 else (("min", 60.0) if view.duration_s > 180 else ("s", 1.0))
+    series = view.cost_series
+    step = max(1, len(series) // limit)
+    pts: list[tuple[float, float | None]] = [(0.0, 0.0)]
+    pts += [((c.ts - t0) / scale, c.cost_usd) for c in series[::step]]
+    if series and step > 1:
+        pts.append(((series[-1].ts - t0) / scale, series[-1].cost_usd))
+    return line_chart([Series("LLM cost", pts)], title="LLM cost over time", name="cost-over-time",
+                      x_label=f"elapsed ({unit})", y_label="USD (cumulative)", x_fmt=lambda x: f"{x:g} {unit}",
+                      y_fmt=lambda y: f"${y:g}")
+
+
+def _retrievals(view: RunView) -> list[RetrievalRow]:
+    rows = []
+    for name, p in sorted(view.problems.items()):
+        for it in sorted(p.memory):
+            got = p.memory[it]
+            entries = {r.entry_id: r for m in got for r in m.entries}
+            top = sorted(entries.values(), key=lambda r: -r.score)[:3]
+            rows.append(RetrievalRow(problem=name, iteration=it, candidates=len(got), insights=len(entries),
+                                     foreign=sum(1 for r in entries.values() if r.problem != name),
+                                     top=[plan_title(r.title) for r in top]))
+    return rows
+
+
+def _insights(view: RunView) -> list[InsightRow]:
+    rows = []
+    for m in reversed(view.memory_entries[-RECENT_INSIGHTS:]):
+        e = m.entry
+        rows.append(InsightRow(iteration=view.memory_entry_iteration.get(e.id), problem=e.problem,
+                               title=plan_title(e.title), speedup_text=fmt.speedup(e.speedup),
+                               kind="speedup" if e.positive else "undo regression"))
+    return rows
+
+
+def run_model(view: RunView, source: str, *, streaming: bool, now: float | None = None) -> RunModel:
+    """Everything the run page shows."""
+    now = now if now is not None else time.time()
+    charts = [ChartPair(problem=name, pct_svg=a, speedup_svg=b)
+              for name in sorted(view.problems) for a, b in [_charts([view], [view.run_id or "run"], name)]]
+    cfg = view.started.config if view.started is not None else {}
+    return RunModel(
+        run=run_row(view, source, streaming=streaming, now=now), problems=_problem_rows(view), charts=charts,
+        beams=_beams(view), kernels=_kernels(view), lineage=_lineage(view), llm=_llm(view),
+        cost_svg=_cost_chart(view), memory_enabled=(cfg.get("memory") or {}).get("enabled", True) is not False,
+        retrievals=_retrievals(view), insights=_insights(view), insights_total=len(view.memory_entries),
+        generated_ts=now)
+
+
+def kernel_model(view: RunView, kernel_id: str) -> KernelModel | None:
+    """One kernel: its facts, plan, log, source and the diff against the kernel it came from
+    (the broken kernel for a fix, the parent for a plan)."""
+    k = view.kernels.get(kernel_id)
+    if k is None:
+        return None
+    prev = view.kernels.get(k.fix_of or k.parent_id or "")
+    diff = ""
+    added = removed = 0
+    if prev is not None:
+        diff = source_diff(prev.source, k.source, name_before=prev.kernel_id[:12], name_after=k.kernel_id[:12])
+        added, removed = diff_stats(prev.source, k.source)
+    log = k.profile.log if k.profile is not None else ""
+    return KernelModel(
+        kernel_id=k.kernel_id, problem=k.problem, iteration=k.iteration, kind=_kind(k), status=k.status,
+        latency_text=fmt.ms(k.latency_ms), pct_text=fmt.pct(k.pct_peak), language=k.language,
+        plan=view.plan_text(k.kernel_id) or "", log=log[-4000:], previous_id=prev.kernel_id if prev else None,
+        diff_html=diff, added=added, removed=removed, source=k.source)
+
+
+# --- compare ----------------------------------------------------------------------------------
+
+def _ratio(new: float | None, old: float | None) -> str:
+    return f"{new / old:.2f}x" if new and old else "-"
+
+
+def compare_model(views: Sequence[RunView], sources: Sequence[str], *, streaming: bool,
+                  report_path: str, now: float | None = None) -> CompareModel:
+    """The side-by-side figures of `accelopt report RUN1 RUN2 ...` (the first run is the
+    reference of the ratios)."""
+    now = now if now is not None else time.time()
+    labels = run_labels(views)
+    by_run = [{r.problem: r for r in v.results()} for v in views]
+    problems = []
+    for name in sorted(set().union(*(v.problems for v in views))):
+        rs = [res.get(name) for res in by_run]
+        pct = [r.best_pct_peak if r else None for r in rs]
+        sp = [r.speedup if r else None for r in rs]
+        pct_svg, sp_svg = _charts([v for v in views], labels, name)
+        problems.append(CompareProblem(
+            problem=name, best_pct_text=[fmt.pct(x) for x in pct], speedup_text=[fmt.speedup(x) for x in sp],
+            best_pct_peak=pct, speedup=sp, pct_ratio_text=[_ratio(x, pct[0]) for x in pct[1:]],
+            speedup_ratio_text=[_ratio(x, sp[0]) for x in sp[1:]], pct_svg=pct_svg, speedup_svg=sp_svg))
+    rows = [run_row(v, src, streaming=streaming, now=now) for v, src in zip(views, sources, strict=True)]
+    return CompareModel(
+        labels=labels, runs=rows,
+        config_differences=[(k, ["-" if x is None else str(x) for x in vals]) for k, vals in config_differences(views)],
+        problems=problems, cost_ratio_text=[_ratio(v.cost_usd, views[0].cost_usd) for v in views[1:]],
+        report_path=report_path, generated_ts=now)
