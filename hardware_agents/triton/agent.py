@@ -277,7 +277,7 @@ class TritonAgent(HardwareAgent):
         policy = self._policy(timeout, [str(data.dir)], 4 * out_bytes + (64 << 20))
         out, box = self._run("hardware_agents.triton.harness:run", request, policy, stage)
         try:
-            return self._judge(problem, data, request, out, box, measure)
+            return self._judge(problem, data, request, out, box, measure, solution.spec.language == "triton")
         except Exception as e:  # a result the kernel tampered with must not crash the agent
             return self._fail("runtime_error", f"invalid harness result ({type(e).__name__}: {e})\n{out.log}")
         finally:
@@ -333,7 +333,7 @@ class TritonAgent(HardwareAgent):
                                         stats=case.stats)
 
     def _judge(self, problem: Problem, data: ProblemData, req: HarnessRequest, out: SandboxOutcome, box: Sandbox,
-               measure: bool) -> Profile:
+               measure: bool, needs_launch: bool) -> Profile:
         log_tail = f"\n--- kernel output ---\n{out.log}" if out.log.strip() else ""
         counters: dict[str, float] = {"sandbox_wall_s": out.wall_s}
         if out.status in ("timeout", "cpu_limit"):
@@ -383,6 +383,14 @@ class TritonAgent(HardwareAgent):
         if failed:
             return self._fail("incorrect", "\n".join(f"{c.case}: {c.note}" for c in failed) + log_tail,
                               correctness=checks, counters=counters)
+        idle = [r.name for r in res.cases if r.launches == 0]
+        if needs_launch and idle:
+            counters["cases_without_launch"] = float(len(idle))
+            return self._fail("no_triton_launch", f"the Triton solution launched no Triton kernel in {len(idle)} of "
+                              f"{len(res.cases)} checks ({', '.join(idle[:4])}): its outputs came from other code "
+                              "(a torch fallback?), so they say nothing about its kernels. Under the interpreter "
+                              "torch.cuda.is_available() is true and device='cuda' works on CPU tensors: take the "
+                              f"Triton path.{log_tail}", correctness=checks, counters=counters)
         where = "; ".join(sorted({f"{c.planned.label}: {describe_axes(c.planned.workload)}" for c in data.cases}))
         if req.timing is None:
             why = self.mode_note if self.mode == "interpreter" else "timing not requested"

@@ -41,6 +41,7 @@ except ImportError:  # pragma: no cover - older Triton
     pass
 
 from hardware_agents.triton import timing
+from hardware_agents.triton.cuda_shim import count_launches, install_cuda_shim
 from hardware_agents.triton.inputs import TORCH_DTYPES
 from hardware_agents.triton.records import (
     CaseRun,
@@ -207,15 +208,17 @@ class _Case:
 
 
 def _run_case(fn: Callable[..., Any], req: HarnessRequest, case: CaseSpec, device: torch.device,
-              workdir: Path) -> tuple[CaseRun, dict[str, torch.Tensor] | None, _Case | None]:
+              workdir: Path, launches: Callable[[], int]) -> tuple[CaseRun, dict[str, torch.Tensor] | None, _Case | None]:
     run = CaseRun(name=case.name)
     try:
         live = _Case(req, case, device)
         _sync(device)
+        n0 = launches()
         t0 = time.perf_counter()
         result = fn(*live.args)
         _sync(device)
         run.call_ms = (time.perf_counter() - t0) * 1e3
+        run.launches = launches() - n0
         run.mutated = [n for n, (g, pristine) in live.inputs.items() if not same_bytes(g.base, pristine)]
         if req.destination_passing:
             outputs = {n: g.view for n, g in live.outputs.items()}
@@ -340,13 +343,16 @@ def run(payload: bytes, workdir: Path) -> HarnessResult:
     (workdir / "out").mkdir(exist_ok=True)
     if os.environ.get("TRITON_INTERPRET") == "1":
         interpreter_autotune()
+        if device.type == "cpu":
+            install_cuda_shim()
+    launches = count_launches()
     fn = load_entry(req, workdir)
     result.phase_s["import"] = time.perf_counter() - t_start
     first: dict[str, dict[str, torch.Tensor]] = {}
     lives: dict[str, _Case] = {}
     ok = True
     for case in req.cases:
-        run_, saved, live = _run_case(fn, req, case, device, workdir)
+        run_, saved, live = _run_case(fn, req, case, device, workdir, launches)
         result.cases.append(run_)
         if saved is None or live is None:
             ok = False

@@ -72,6 +72,7 @@ class CaseRun(msgspec.Struct, kw_only=True):
     error: str = ""  # an exception in this case
     error_type: str = ""
     call_ms: float = 0.0
+    launches: int = -1  # Triton kernel launches during the call (-1: not counted)
 
 
 class TimingRun(msgspec.Struct, kw_only=True):

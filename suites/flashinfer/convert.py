@@ -5,18 +5,23 @@ keeps many workloads per definition; a problem is one definition at one workload
 
 - the problem's workload is the largest one (by input elements; `workload="smallest"`,
   `"first"` or a uuid choose otherwise): what the GPU times and the roofline describes;
-- its `check_workloads` are the `checks` smallest others: correctness is checked there
-  too, and they are all the Triton interpreter runs on a host without a GPU;
-- the baseline is the solution of `baseline_author` in Triton (else Python), else any
-  Triton solution, else any Python one, else the definition's PyTorch reference itself as a
-  value-returning Python solution; CUDA/C++/TileLang solutions are skipped with a note;
+- its `check_workloads` are the `checks` smallest others no larger than it: correctness
+  is checked there too, and they are all the Triton interpreter runs on a host without a
+  GPU (so with `workload="smallest"` the interpreter checks the smallest workload itself);
+- the baseline is the solution of `baseline_author` (Triton, else Python, else C or NKI,
+  which our exports keep under `x_solutions/`), else any such solution in that order, else
+  the definition's PyTorch reference itself as a value-returning Python solution;
+  CUDA/C++/TileLang solutions are skipped with a note;
 - safetensors inputs must be present (a missing file or a Git LFS pointer is an error
   naming the file, unless `skip_missing_blobs`, which drops those workloads with a note);
   they are referenced by absolute path and copied into the problem folder when written.
 
 Export (`trace_set_from_problems`): definitions, every workload of a problem (its own and
-its check workloads), baselines in FlashInfer-Bench's languages (C and NKI are skipped
-with a note) and any traces (`hardware_agents.base.to_trace`).
+its check workloads), baselines (C and NKI ones under `x_solutions/`, noted) and any
+traces (`suites.flashinfer.traces.to_trace`). Inputs our Triton input generator
+synthesizes at run time (paged-attention `*_indptr`, `*_indices`, `*_last_page_len`) are
+written as safetensors blobs (seed 0) so FlashInfer-Bench runs the same kind of data;
+the workload keeps ours under `x_inputs` and re-imports unchanged.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ from accelopt.problem import (
     Workload,
     to_json,
 )
-from suites.flashinfer.traceset import FlashInferImportError, TraceSet
+from suites.flashinfer.traceset import FlashInferImportError, TraceSet, synthesized_inputs
 
 
 def workload_elements(d: Definition, w: Workload) -> int:
@@ -84,14 +89,17 @@ def reference_solution(d: Definition) -> Solution:
                     description="the definition's PyTorch reference, as the starting point")
 
 
+_BASELINE_LANGUAGES = ("triton", "python", "c", "nki")
+
+
 def choose_baseline(ts: TraceSet, d: Definition, baseline_author: str) -> Solution:
     sols = [s for s in ts.solutions.values() if s.definition == d.name]
     for s in sols:
-        if s.spec.language not in ("triton", "python"):
+        if s.spec.language not in _BASELINE_LANGUAGES:
             ts.notes.append(f"{d.name}: solution {s.name} ({s.spec.language}) not usable as a baseline by the "
                             "Triton agent")
-    ranked = sorted((s for s in sols if s.spec.language in ("triton", "python")),
-                    key=lambda s: (s.author != baseline_author, s.spec.language != "triton", s.name))
+    ranked = sorted((s for s in sols if s.spec.language in _BASELINE_LANGUAGES),
+                    key=lambda s: (s.author != baseline_author, _BASELINE_LANGUAGES.index(s.spec.language), s.name))
     return ranked[0] if ranked else reference_solution(d)
 
 
@@ -132,7 +140,10 @@ def problems_from(ts: TraceSet, *, workload: str = "largest", checks: int = 2, b
                 ts.notes.append(f"{name}: skipped (no workload {workload})")
                 continue
             main = match[0]
-        small = [w for w in by_size if w.uuid != main.uuid][:max(0, checks)]
+        size = workload_elements(d, main)
+        chosen = {w.uuid for w in by_size if w.uuid != main.uuid and workload_elements(d, w) <= size}
+        picked = [w.uuid for w in by_size if w.uuid in chosen][:max(0, checks)]
+        small = [w for w in usable if w.uuid in picked]  # in the file's order
         out.append(Problem(definition=d, workload=main, baseline=choose_baseline(ts, d, baseline_author),
                            check_workloads=small))
     return out
@@ -204,6 +215,26 @@ def _relative_blobs(w: Workload, d: Definition, dest_root: Path, ts: TraceSet) -
     return msgspec.structs.replace(w, inputs=inputs)
 
 
+def _synthesized_blob(d: Definition, w: Workload, dest_root: Path, ts: TraceSet) -> None:
+    """Write the inputs our generator synthesizes (and the workload does not give) as one
+    safetensors blob and record them as the workload's FlashInfer-Bench inputs."""
+    from hardware_agents.triton.inputs import axis_values, synthesize
+
+    names = [n for n in synthesized_inputs(d) if n not in w.inputs]
+    if not names:
+        return
+    import safetensors.torch
+
+    tensors = synthesize(d, axis_values(d, w), 0)
+    rel = Path("blob") / "workloads" / d.op_type / d.name / f"{d.name}_{w.uuid}_x_synth.safetensors"
+    (dest_root / rel).parent.mkdir(parents=True, exist_ok=True)
+    safetensors.torch.save_file({n: tensors[n].contiguous() for n in names}, str(dest_root / rel))
+    fib = dict(w.inputs)
+    for n in names:
+        fib[n] = SafetensorsInput(path=str(rel), tensor_key=n)
+    ts.fib_inputs[(d.name, w.uuid)] = fib
+
+
 def trace_set_from_problems(problems: Sequence[Problem], out: str | Path | None = None, *,
                             traces: Iterable[tuple[Solution, Trace]] = (), author: str | None = None) -> TraceSet:
     """A TraceSet of the problems (and extra solutions with their traces); blobs are copied
@@ -216,6 +247,8 @@ def trace_set_from_problems(problems: Sequence[Problem], out: str | Path | None 
             ts.add_definition(d)
         for w in (p.workload, *p.check_workloads):
             ts.add_workload(d.name, _relative_blobs(w, d, dest, ts) if dest is not None else w)
+            if dest is not None:
+                _synthesized_blob(d, w, dest, ts)
         base = p.baseline if author is None else msgspec.structs.replace(p.baseline, author=author)
         if base.name not in ts.solutions:
             ts.add_solution(base)

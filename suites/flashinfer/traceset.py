@@ -8,6 +8,19 @@ Layout (FlashInfer-Bench `TraceSet.from_path`, which scans each folder recursive
     traces/<author>/<op_type>/<definition>.jsonl     evaluated traces
     blob/workloads/<op_type>/<definition>/*.safetensors
 
+FlashInfer-Bench's own writer (`save_json_file`, `model_dump_json(exclude_unset=True)`)
+leaves out the `type` of an axis or input that was never set explicitly (`"batch": {}` is a
+variable axis, `"x": {}` a random input): reading infers it (const if there is a `value`,
+else var; safetensors if there is a `path`, scalar if a `value`, else random) and writing
+leaves it out again where the file had none. Workload lines FlashInfer-Bench's `report
+merge` writes under `traces/` are read as workloads. Solutions in languages FlashInfer-Bench
+cannot hold (c, nki) go to `x_solutions/` (FlashInfer-Bench does not scan it), so a suite
+of C or NKI kernels survives the trip. A workload whose inputs we synthesize at run time
+(paged-attention indices) is written with FlashInfer-Bench-facing blob inputs and ours under
+`x_inputs`. A solution whose file has no `destination_passing_style` gets it from its entry
+function's signature (the definition's inputs only: value-returning; inputs then outputs:
+destination-passing), recorded in `notes` and written explicitly from then on.
+
 Reading keeps, for every record, the file it came from and its raw JSON, and writing
 merges the raw JSON back under what our structs encode: fields we do not model (newer
 FlashInfer-Bench versions, `performance.profile`, ...) and explicit defaults survive, so
@@ -19,6 +32,7 @@ are written as the strings "NaN", "Infinity", "-Infinity" (pydantic's `ser_json_
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import shutil
@@ -30,6 +44,8 @@ import msgspec
 
 from accelopt.problem import (
     Definition,
+    InputSpec,
+    ProblemFileError,
     SafetensorsInput,
     Solution,
     Trace,
@@ -43,7 +59,7 @@ FIB_LANGUAGES = frozenset({"python", "triton", "cpp", "cuda", "tilelang"})
 _NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf, "nan": math.nan, "inf": math.inf,
               "-inf": -math.inf}
 _FLOAT_KEYS = {"max_relative_error", "max_absolute_error", "latency_ms", "reference_latency_ms", "speedup_factor",
-               "x_pct_peak"}
+               "x_pct_peak", "x_rel_l2"}
 
 
 class FlashInferImportError(ValueError):
@@ -89,6 +105,97 @@ def merge_raw(encoded: Any, raw: Any) -> Any:
     return encoded
 
 
+def _axis_tag(a: Any) -> str:
+    return "const" if "value" in a else "var"
+
+
+def _input_tag(i: Any) -> str:
+    return "safetensors" if "path" in i else "scalar" if "value" in i else "random"
+
+
+def _tagged(entries: Any, infer: Any) -> Any:
+    """A dict of axes or inputs with the `type` FlashInfer-Bench's writer may leave out put in."""
+    if not isinstance(entries, dict):
+        return entries
+    return {k: ({"type": infer(v), **v} if isinstance(v, dict) and "type" not in v else v) for k, v in entries.items()}
+
+
+def _untag_like(out: Any, raw: Any) -> None:
+    """Drop the `type` we put in where the file had none (in place, one dict of entries)."""
+    if isinstance(out, dict) and isinstance(raw, dict):
+        for k, v in raw.items():
+            if isinstance(v, dict) and "type" not in v and isinstance(out.get(k), dict):
+                out[k].pop("type", None)
+
+
+def _fill_definition(raw: Any) -> Any:
+    return {**raw, "axes": _tagged(raw.get("axes"), _axis_tag)} if isinstance(raw, dict) and "axes" in raw else raw
+
+
+def _fill_line(raw: Any) -> Any:
+    """A workload or trace line with its workload's input tags filled in (and `x_inputs`, ours,
+    in place of FlashInfer-Bench's inputs)."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("workload"), dict):
+        return raw
+    w = dict(raw["workload"])
+    if "x_inputs" in w:
+        w["inputs"] = w["x_inputs"]
+    if "inputs" in w:
+        w["inputs"] = _tagged(w["inputs"], _input_tag)
+    return {**raw, "workload": w}
+
+
+def _restore_line(out: dict[str, Any], raw: Any) -> dict[str, Any]:
+    """The written line as the file had it where we only inferred (tags, FlashInfer-Bench inputs)."""
+    w, rw = out.get("workload"), raw.get("workload") if isinstance(raw, dict) else None
+    if isinstance(w, dict) and isinstance(rw, dict):
+        if "x_inputs" in rw:
+            w["x_inputs"], w["inputs"] = w["inputs"], rw["inputs"]
+            _untag_like(w["x_inputs"], rw["x_inputs"])
+        else:
+            _untag_like(w.get("inputs"), rw.get("inputs"))
+    return out
+
+
+def synthesized_inputs(d: Definition) -> list[str]:
+    """Inputs our Triton input generator synthesizes (see `hardware_agents.triton.inputs`)."""
+    from hardware_agents.triton.inputs import synthesized_inputs as names
+
+    return names(d)
+
+
+def entry_params(source: str, symbol: str) -> tuple[int, int] | None:
+    """(required, total) positional parameters of a top-level function in Python source (None:
+    not found, or it takes *args)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == symbol:
+            if node.args.vararg is not None:
+                return None
+            total = len(node.args.posonlyargs) + len(node.args.args)
+            return total - len(node.args.defaults), total
+    return None
+
+
+def infer_destination_passing(s: Solution, d: Definition) -> bool | None:
+    """The calling convention the entry function's signature shows: False when it takes the
+    definition's inputs only (returns the outputs), True when it takes inputs then outputs,
+    None when the signature says neither."""
+    try:
+        params = entry_params(s.entry_file().content, s.entry_symbol)
+    except ProblemFileError:
+        return None
+    if params is None:
+        return None
+    req, total = params
+    returning = req <= len(d.inputs) <= total
+    passing = req <= len(d.inputs) + len(d.outputs) <= total
+    return None if returning == passing else passing
+
+
 def _explicit_workload(data: dict[str, Any]) -> dict[str, Any]:
     """FlashInfer-Bench's Workload requires `axes` and `inputs` (our structs omit empty ones)."""
     return {"uuid": data["uuid"], "axes": data.get("axes", {}), "inputs": data.get("inputs", {}),
@@ -124,6 +231,9 @@ class TraceSet:
         self.notes: list[str] = []
         self._origin: dict[tuple[str, str], Origin] = {}
         self._trace_origin: list[Origin | None] = []
+        # (definition, workload uuid) -> the inputs FlashInfer-Bench sees where ours differ
+        # (synthesized indices written as blobs); ours are written under `x_inputs`
+        self.fib_inputs: dict[tuple[str, str], dict[str, InputSpec]] = {}
 
     # --- building ----------------------------------------------------------------------------
 
@@ -139,16 +249,16 @@ class TraceSet:
         ws.append(w)
 
     def add_solution(self, s: Solution) -> bool:
-        """Add a solution; one in a language FlashInfer-Bench cannot hold (c, nki) is skipped
-        with a note (returns False)."""
-        if s.spec.language not in FIB_LANGUAGES:
-            self.notes.append(f"solution {s.name} ({s.definition}) skipped: language {s.spec.language!r} has no "
-                              "FlashInfer-Bench equivalent")
-            return False
+        """Add a solution; one in a language FlashInfer-Bench cannot hold (c, nki) goes to
+        `x_solutions/`, which FlashInfer-Bench does not read (noted; returns False)."""
+        fib = s.spec.language in FIB_LANGUAGES
+        if not fib:
+            self.notes.append(f"solution {s.name} ({s.definition}): language {s.spec.language!r} has no "
+                              "FlashInfer-Bench equivalent; written under x_solutions/")
         if s.name in self.solutions:
             raise FlashInferImportError(f"duplicate solution name {s.name!r}")
         self.solutions[s.name] = s
-        return True
+        return fib
 
     def add_trace(self, t: Trace) -> None:
         if t.solution is not None and t.solution not in self.solutions:
@@ -167,7 +277,7 @@ class TraceSet:
         ts = cls(root)
         for f in sorted((root / "definitions").rglob("*.json")):
             raw = _read_json(f)
-            d = _convert(raw, Definition, f)
+            d = _convert(_fill_definition(raw), Definition, f)
             errs = definition_errors(d)
             if errs:
                 raise FlashInferImportError(f"{f}: invalid Definition: " + "; ".join(errs))
@@ -175,9 +285,10 @@ class TraceSet:
                 raise FlashInferImportError(f"{f}: duplicate definition name {d.name!r}")
             ts.definitions[d.name] = d
             ts._origin[("definition", d.name)] = Origin(str(f.relative_to(root)), raw)
-        for f in sorted((root / "solutions").rglob("*.json")):
+        for f in [*sorted((root / "solutions").rglob("*.json")), *sorted((root / "x_solutions").rglob("*.json"))]:
             raw = _read_json(f)
             s = _convert(raw, Solution, f)
+            s = ts._convention(s, raw, f)
             errs = solution_errors(s)
             if errs:
                 raise FlashInferImportError(f"{f}: invalid Solution: " + "; ".join(errs))
@@ -187,32 +298,60 @@ class TraceSet:
             ts._origin[("solution", s.name)] = Origin(str(f.relative_to(root)), raw)
         for f in sorted((root / "workloads").rglob("*.jsonl")):
             for i, raw in _read_jsonl(f):
-                t = _convert(raw, Trace, f, i)
-                if t.solution is not None or t.evaluation is not None:
+                t = _convert(_fill_line(raw), Trace, f, i)
+                if t.solution is not None or t.evaluation is not None or t.x_untimed is not None:
                     raise FlashInferImportError(f"{f}:{i}: a workload line must have no solution and no evaluation")
-                d = ts.definitions.get(t.definition)
-                if d is None:
-                    raise FlashInferImportError(f"{f}:{i}: workload of unknown definition {t.definition!r}")
-                errs = workload_errors(t.workload, d)
-                if errs:
-                    raise FlashInferImportError(f"{f}:{i}: invalid Workload: " + "; ".join(errs))
-                ts.workloads.setdefault(t.definition, []).append(t.workload)
-                ts._origin[("workload", f"{t.definition}\x1f{t.workload.uuid}")] = Origin(str(f.relative_to(root)), raw)
+                ts._add_read_workload(t, raw, f, i)
         for f in sorted((root / "traces").rglob("*.jsonl")):
             for i, raw in _read_jsonl(f):
-                t = _convert(raw, Trace, f, i)
-                if t.solution is None and t.evaluation is None:
-                    raise FlashInferImportError(f"{f}:{i}: a trace line must have a solution or an evaluation")
+                t = _convert(_fill_line(raw), Trace, f, i)
+                if t.solution is None and t.evaluation is None and t.x_untimed is None:
+                    ts._add_read_workload(t, raw, f, i)  # `flashinfer-bench report merge` puts workloads here
+                    continue
                 ts.traces.append(t)
                 ts._trace_origin.append(Origin(str(f.relative_to(root)), raw))
         return ts
 
+    def _add_read_workload(self, t: Trace, raw: Any, f: Path, i: int) -> None:
+        assert self.root is not None
+        d = self.definitions.get(t.definition)
+        if d is None:
+            raise FlashInferImportError(f"{f}:{i}: workload of unknown definition {t.definition!r}")
+        errs = workload_errors(t.workload, d)
+        if errs:
+            raise FlashInferImportError(f"{f}:{i}: invalid Workload: " + "; ".join(errs))
+        self.workloads.setdefault(t.definition, []).append(t.workload)
+        self._origin[("workload", f"{t.definition}\x1f{t.workload.uuid}")] = Origin(str(f.relative_to(self.root)), raw)
+        if "x_inputs" in raw["workload"]:
+            fib = msgspec.convert(_tagged(raw["workload"].get("inputs", {}), _input_tag), dict[str, InputSpec])
+            self.fib_inputs[(t.definition, t.workload.uuid)] = fib
+
+    def _convention(self, s: Solution, raw: Any, f: Path) -> Solution:
+        """A solution file without `destination_passing_style` gets the convention its entry
+        function's signature shows (FlashInfer-Bench's default, destination-passing, otherwise)."""
+        spec = raw.get("spec") if isinstance(raw, dict) else None
+        d = self.definitions.get(s.definition)
+        if not isinstance(spec, dict) or "destination_passing_style" in spec or d is None:
+            return s
+        if s.spec.language not in ("python", "triton"):
+            return s
+        dps = infer_destination_passing(s, d)
+        if dps is None:
+            self.notes.append(f"{s.name}: no destination_passing_style and its entry's signature fits neither "
+                              "convention; FlashInfer-Bench's default (destination-passing) is kept")
+            return s
+        kind = "destination-passing" if dps else "value-returning (it takes the inputs only)"
+        self.notes.append(f"{s.name}: no destination_passing_style in {f.name}; its entry `{s.entry_symbol}` is "
+                          f"{kind}, recorded as destination_passing_style={str(dps).lower()}")
+        return msgspec.structs.replace(s, spec=msgspec.structs.replace(s.spec, destination_passing_style=dps))
+
     def blob_files(self) -> list[str]:
         """Relative paths of the safetensors files the workloads name."""
         out = []
-        for ws in self.workloads.values():
+        for name, ws in self.workloads.items():
             for w in ws:
-                out += [i.path for i in w.inputs.values() if isinstance(i, SafetensorsInput)]
+                inputs = [*w.inputs.values(), *self.fib_inputs.get((name, w.uuid), {}).values()]
+                out += [i.path for i in inputs if isinstance(i, SafetensorsInput)]
         return sorted(set(out))
 
     # --- writing -----------------------------------------------------------------------------
@@ -227,10 +366,14 @@ class TraceSet:
         dest.mkdir(parents=True, exist_ok=True)
         for d in self.definitions.values():
             rel, raw = self._path(("definition", d.name), f"definitions/{d.op_type}/{d.name}.json")
-            _write_json(dest / rel, merge_raw(to_fib(d), raw) if raw is not None else to_fib(d))
+            data = merge_raw(to_fib(d), raw) if raw is not None else to_fib(d)
+            if raw is not None:
+                _untag_like(data.get("axes"), raw.get("axes"))
+            _write_json(dest / rel, data)
         for s in self.solutions.values():
             op = self.definitions[s.definition].op_type if s.definition in self.definitions else "unknown"
-            rel, raw = self._path(("solution", s.name), f"solutions/{s.author}/{op}/{s.definition}/{s.name}.json")
+            top = "solutions" if s.spec.language in FIB_LANGUAGES else "x_solutions"
+            rel, raw = self._path(("solution", s.name), f"{top}/{s.author}/{op}/{s.definition}/{s.name}.json")
             _write_json(dest / rel, merge_raw(to_fib(s), raw) if raw is not None else to_fib(s))
         lines: dict[str, list[Any]] = {}
         for name, ws in self.workloads.items():
@@ -238,7 +381,11 @@ class TraceSet:
             for w in ws:
                 rel, raw = self._path(("workload", f"{name}\x1f{w.uuid}"), f"workloads/{op}/{name}.jsonl")
                 line = _workload_line(name, w)
-                lines.setdefault(rel, []).append(merge_raw(line, raw) if raw is not None else line)
+                fib = self.fib_inputs.get((name, w.uuid))
+                if fib is not None and raw is None:
+                    line["workload"]["x_inputs"] = line["workload"]["inputs"]
+                    line["workload"]["inputs"] = msgspec.to_builtins(fib)
+                lines.setdefault(rel, []).append(_restore_line(merge_raw(line, raw), raw) if raw is not None else line)
         for t, origin in zip(self.traces, self._trace_origin, strict=True):
             if origin is not None:
                 rel, raw = origin.path, origin.raw
@@ -248,7 +395,7 @@ class TraceSet:
                 op = self.definitions[t.definition].op_type if t.definition in self.definitions else "unknown"
                 rel, raw = f"traces/{author}/{op}/{t.definition}.jsonl", None
             line = to_fib(t)
-            lines.setdefault(rel, []).append(merge_raw(line, raw) if raw is not None else line)
+            lines.setdefault(rel, []).append(_restore_line(merge_raw(line, raw), raw) if raw is not None else line)
         for rel, objs in lines.items():
             p = dest / rel
             p.parent.mkdir(parents=True, exist_ok=True)
