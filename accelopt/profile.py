@@ -46,6 +46,7 @@ class Profile(msgspec.Struct, kw_only=True, omit_defaults=True):
     counters: dict[str, float] = {}
     toolchain: dict[str, str] = {}
     wall_s: float = 0.0
+    isolation: dict[str, str] = {}  # what the sandbox applied (uid, landlock, seccomp, network)
 
     @property
     def passed(self) -> bool:

@@ -10,8 +10,15 @@ in an order that works, before any untrusted code is loaded:
 4. cwd = the private work dir, umask 077;
 5. drop to the unprivileged uid/gid chosen by the parent (when started as root);
 6. no_new_privs + Landlock: writes only beneath the work dir, reads only beneath the
-   allowed trees, no TCP, no signals/abstract sockets outside the domain;
-7. call `target(payload, workdir)`; encode its msgspec result into the result file.
+   allowed trees (of /proc only this process's own entry and a few system files), no TCP,
+   no signals/abstract sockets outside the domain;
+7. seccomp: no sockets of any family, optionally no new processes (threads only), no
+   ptrace/namespaces/mounts (see `hardware_agents.seccomp`);
+8. report the isolation actually applied on the status pipe and close it: this is the
+   only report the parent believes, because it is sent before any untrusted code exists
+   in the process. If the isolation the parent requires is missing, stop here: no
+   untrusted code is ever loaded without it;
+9. call `target(payload, workdir)`; encode its msgspec result into the result file.
 
 The result file is data the parent validates, never a verdict it trusts.
 """
@@ -45,6 +52,29 @@ class ChildSpec(msgspec.Struct, kw_only=True):
     read_paths: list[str] | None = None
     write_paths: list[str] = []
     preload: list[str] = []
+    seccomp_sockets: bool = True
+    seccomp_no_fork: bool = False
+    status_fd: int | None = None
+    require: list[str] = []  # isolation the parent requires: "filesystem", "network", "no_fork"
+
+
+# /proc entries a child may read besides its own /proc/<pid> (libraries read these at start)
+PROC_READS = ("/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/filesystems", "/proc/sys/kernel",
+              "/proc/sys/vm", "/proc/loadavg")
+
+
+def missing_isolation(isolation: dict[str, str], require: list[str]) -> list[str]:
+    """Which required kinds of isolation `isolation` (as recorded) lacks."""
+    missing = []
+    if "filesystem" in require and not (isolation.get("landlock_abi") and isolation.get("landlock_reads") == "restricted"):
+        missing.append(f"filesystem (Landlock: {isolation.get('landlock', 'not applied')})")
+    sockets_blocked = "sockets" in isolation.get("seccomp", "").split(",")
+    if "network" in require and not (isolation.get("network") == "netns" or sockets_blocked):
+        missing.append(f"network (namespace: {isolation.get('network', 'none')}; "
+                       f"seccomp: {isolation.get('seccomp', 'not applied')})")
+    if "no_fork" in require and "no_fork" not in isolation.get("seccomp", "").split(","):
+        missing.append(f"no new processes (seccomp: {isolation.get('seccomp', 'not applied')})")
+    return missing
 
 
 class ChildReport(msgspec.Struct, kw_only=True):
@@ -84,10 +114,32 @@ def _lock_down(spec: ChildSpec, isolation: dict[str, str]) -> None:
     if spec.landlock:
         from hardware_agents import landlock
 
+        reads = None
+        if spec.read_paths is not None:
+            reads = [*spec.read_paths, f"/proc/{os.getpid()}", *PROC_READS]
         try:
-            isolation.update(landlock.restrict(write_paths=spec.write_paths, read_paths=spec.read_paths))
+            isolation.update(landlock.restrict(write_paths=spec.write_paths, read_paths=reads))
         except landlock.LandlockError as e:
             isolation["landlock"] = f"unavailable: {e}"
+    if spec.seccomp_sockets or spec.seccomp_no_fork:
+        from hardware_agents import seccomp
+
+        try:
+            isolation.update(seccomp.restrict(sockets=spec.seccomp_sockets, no_fork=spec.seccomp_no_fork))
+        except seccomp.SeccompError as e:
+            isolation["seccomp"] = f"unavailable: {e}"
+
+
+class IsolationUnavailable(Exception):
+    """The isolation the parent requires could not be applied: no untrusted code may run."""
+
+
+def _report_isolation(spec: ChildSpec, isolation: dict[str, str]) -> None:
+    if spec.status_fd is None:
+        return
+    data = msgspec.msgpack.encode(isolation)
+    os.write(spec.status_fd, len(data).to_bytes(4, "little") + data)
+    os.close(spec.status_fd)
 
 
 def main(argv: list[str]) -> int:
@@ -104,6 +156,14 @@ def main(argv: list[str]) -> int:
         for mod in spec.preload:
             importlib.import_module(mod)
         _lock_down(spec, isolation)
+        _report_isolation(spec, isolation)
+        missing = missing_isolation(isolation, spec.require)
+        if missing:
+            raise IsolationUnavailable("required isolation is missing: " + "; ".join(missing))
+    except IsolationUnavailable as e:
+        _write_report(spec.result_path, ChildReport(ok=False, error=str(e), error_type="IsolationUnavailable",
+                                                    isolation=isolation))
+        os._exit(3)
     except BaseException as e:  # setup failed: nothing untrusted ran yet
         _write_report(spec.result_path, ChildReport(ok=False, error=f"sandbox setup failed: {e}",
                                                     error_type="SandboxSetupError", isolation=isolation))

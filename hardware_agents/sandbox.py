@@ -26,11 +26,21 @@ Isolation, and why it is done this way here (Linux, root, kernel 6.x, no cgroup 
   memory, and lets us kill every process the run created, even ones that left the process
   group with setsid(), by sweeping /proc for that uid.
 - Filesystem: Landlock (ABI >= 1, via ctypes) confines writes to the work dir (plus
-  /dev/null & co.) and, by default, reads to system trees (/usr, /lib, /etc, /proc, /sys,
-  /opt), the Python installation and paths the policy adds (not /root, /home, /tmp, /dev/shm); TCP connect/bind is blocked (ABI >= 4), and so are signals and
-  abstract unix sockets outside the sandbox (ABI >= 6). Landlock needs no privilege and
-  cannot be undone by the child. If the kernel lacks it the run continues without it and
-  the outcome's `isolation` says so.
+  /dev/null & co.) and, by default, reads to system trees (/usr, /lib, /etc, /sys, /opt),
+  the Python installation's libraries, our own trusted packages, this process's own
+  /proc/<pid> and a few /proc system files, and paths the policy adds: never the repo root,
+  `runs/`, the memory, a home directory, /tmp, or another process's /proc entry. TCP
+  connect/bind is blocked (ABI >= 4), and so are signals and abstract unix sockets outside
+  the sandbox (ABI >= 6). Landlock needs no privilege and cannot be undone by the child.
+- System calls: a seccomp filter (`hardware_agents.seccomp`) refuses socket() of every
+  family (UDP and pathname unix sockets included), ptrace and namespace/mount calls, and,
+  for kernel servers, new processes (threads only).
+- Fails closed: the child reports the isolation it applied on a pipe before any untrusted
+  code exists in it (that report is the only one believed), and refuses to go on when the
+  required isolation (filesystem and network, see `required_isolation`) is missing; the
+  outcome's status is then `unisolated`. `allow_unisolated(True)` (the run config's
+  `sandbox.allow_unisolated`) lifts the requirement, and the outcome's `isolation` still
+  records what was (not) applied.
 - Network: a new network namespace (unshare(CLONE_NEWNET), as root, before the uid drop);
   best effort, recorded in `isolation`.
 - Limits: RLIMIT_CPU, RLIMIT_AS, RLIMIT_NPROC, RLIMIT_FSIZE, RLIMIT_CORE=0; a wall-clock
@@ -45,6 +55,8 @@ relative to their current count), no network namespace; Landlock still applies.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import errno
 import itertools
 import os
@@ -68,7 +80,31 @@ from hardware_agents._sandbox_child import ChildReport, ChildSpec
 
 T = TypeVar("T")
 
-SandboxStatus = Literal["ok", "error", "crashed", "timeout", "cpu_limit"]
+SandboxStatus = Literal["ok", "error", "crashed", "timeout", "cpu_limit", "unisolated"]
+
+REQUIRED_ISOLATION: tuple[str, ...] = ("filesystem", "network")
+_allow_unisolated: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "accelopt_allow_unisolated", default=os.environ.get("ACCELOPT_ALLOW_UNISOLATED", "") in ("1", "true", "yes"))
+
+
+@contextlib.contextmanager
+def allow_unisolated(allowed: bool):  # type: ignore[no-untyped-def]
+    """Within this context (and threads started by asyncio.to_thread from it), sandboxes run
+    untrusted code even where filesystem or network isolation cannot be applied."""
+    token = _allow_unisolated.set(allowed)
+    try:
+        yield
+    finally:
+        _allow_unisolated.reset(token)
+
+
+def required_isolation(extra: tuple[str, ...] = ()) -> list[str]:
+    """What a sandbox must apply before untrusted code runs, given the current setting."""
+    return [] if _allow_unisolated.get() else [*REQUIRED_ISOLATION, *extra]
+
+
+def unisolated_allowed() -> bool:
+    return _allow_unisolated.get()
 
 _ENV_ALLOW = {"PATH", "LANG", "LANGUAGE", "TZ", "TERM", "SOURCE_DATE_EPOCH"}
 _ENV_ALLOW_PREFIXES = ("LC_",)
@@ -121,7 +157,10 @@ class SandboxPolicy(msgspec.Struct, frozen=True, kw_only=True):
     python_path: tuple[str, ...] = ()  # appended to the child's PYTHONPATH (and readable)
     env: dict[str, str] = {}
     preload: tuple[str, ...] = ()  # modules imported before the privilege drop
-    log_tail_bytes: int = 64 * 1024
+    log_bytes: int = 64 * 1024  # how much of the child's stderr the parent keeps (the head)
+    block_sockets: bool = True  # seccomp: socket() of any family fails
+    no_fork: bool = False  # seccomp: threads only, no new processes (kernel servers)
+    keep_stdout: bool = False  # the child's stdout joins the log (else it is discarded)
 
 
 class SandboxOutcome(msgspec.Struct, kw_only=True):
@@ -142,14 +181,40 @@ class SandboxOutcome(msgspec.Struct, kw_only=True):
         return msgspec.msgpack.decode(self.payload, type=kind)
 
 
+_SYSTEM_TREES = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/opt", "/sys")
+# our own packages a harness may import lazily (their source is public; nothing else of the
+# checkout is readable: not runs/, the memory, tests/ or the repo's other files)
+TRUSTED_PACKAGES = ("hardware_agents", "accelopt")
+
+
 def default_read_paths() -> list[str]:
-    """System trees, the Python installation, and where our packages live."""
-    paths = ["/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys"]
-    paths += [sys.prefix, sys.base_prefix, sys.exec_prefix, sysconfig.get_paths()["purelib"],
-              sysconfig.get_paths()["platlib"]]
-    paths += [p for p in sys.path if p and os.path.isdir(p)]
-    paths.append(str(Path(__file__).resolve().parent.parent))
+    """System trees, the Python installation's libraries and our trusted packages."""
+    paths = list(_SYSTEM_TREES)
+    cfg = sysconfig.get_paths()
+    paths += [cfg["stdlib"], cfg["platstdlib"], cfg["purelib"], cfg["platlib"]]
+    paths += [os.path.join(p, "lib") for p in {sys.base_prefix, sys.base_exec_prefix}]
+    paths += [p for p in sys.path if p and p.endswith(("site-packages", "dist-packages", "lib-dynload"))
+              and os.path.isdir(p)]
+    root = Path(__file__).resolve().parent.parent
+    paths += [str(root / pkg) for pkg in TRUSTED_PACKAGES]
     return sorted({os.path.realpath(p) for p in paths})
+
+
+_SCRUB_SECRET = re.compile(r"(sk-[A-Za-z0-9_-]{16,}|AKIA[0-9A-Z]{16}|gh[pousr]_[A-Za-z0-9]{20,}|"
+                           r"xox[abpr]-[A-Za-z0-9-]{10,}|[A-Za-z0-9+/]{40,}={0,2})")
+
+
+def scrub_output(raw: bytes, *, max_lines: int = 40, max_chars: int = 4000) -> str:
+    """What of a kernel's own output may go back to an LLM: the first lines, printable text
+    only, long opaque tokens (keys, base64 dumps) redacted, bounded in lines and characters."""
+    text = raw.decode("utf-8", "replace")
+    text = "".join(ch if ch.isprintable() or ch in "\n\t" else "?" for ch in text)
+    lines = text.splitlines()
+    cut = len(lines) > max_lines
+    text = "\n".join(_SCRUB_SECRET.sub("[redacted]", ln[:400]) for ln in lines[:max_lines])
+    if len(text) > max_chars:
+        text, cut = text[:max_chars], True
+    return text + ("\n[... output truncated ...]" if cut else "")
 
 
 def default_base_dir() -> Path:
@@ -356,10 +421,28 @@ class Sandbox:
     def run(self, target: str, payload: bytes | msgspec.Struct = b"", *,
             timeout_s: float | None = None, extra_env: dict[str, str] | None = None) -> SandboxOutcome:
         """Run `target(payload, workdir)` ("pkg.module:function") in a sandboxed child."""
+        timeout = timeout_s if timeout_s is not None else self.policy.wall_timeout_s
+        child = self._launch(target, payload, timeout, extra_env, ())
+        timed_out = not _wait_exit(child.proc, timeout)
+        if timed_out:
+            self._kill_all(child.proc)
+            child.proc.wait()
+        return self._finish(child, timed_out, timeout)
+
+    def spawn(self, target: str, payload: bytes | msgspec.Struct = b"", *, timeout_s: float | None = None,
+              pass_fds: tuple[int, ...] = (), extra_env: dict[str, str] | None = None) -> SandboxChild:
+        """Start `target(payload, workdir)` and return at once: for a child the parent drives
+        (a kernel server). `pass_fds` are inherited under the same numbers."""
+        timeout = timeout_s if timeout_s is not None else self.policy.wall_timeout_s
+        return SandboxChild(self, self._launch(target, payload, timeout, extra_env, pass_fds), timeout)
+
+    def _launch(self, target: str, payload: bytes | msgspec.Struct, timeout: float,
+                extra_env: dict[str, str] | None, pass_fds: tuple[int, ...]) -> _Launched:
         pol = self.policy
-        timeout = timeout_s if timeout_s is not None else pol.wall_timeout_s
         raw = payload if isinstance(payload, bytes) else msgspec.msgpack.encode(payload)
         result_path = self.workdir / ".sandbox" / "result.msgpack"
+        status_r, status_w = os.pipe()
+        extra = ("no_fork",) if pol.no_fork else ()
         spec = ChildSpec(
             target=target, payload=raw, workdir=str(self.workdir), result_path=str(result_path),
             uid=self.uid, gid=self.gid, rlimits=self._rlimits(timeout),
@@ -368,6 +451,8 @@ class Sandbox:
             read_paths=([*default_read_paths(), str(self.workdir), *pol.read_paths, *pol.python_path]
                         if pol.restrict_reads else None),
             write_paths=[str(self.workdir), *pol.write_paths], preload=list(pol.preload),
+            seccomp_sockets=pol.block_sockets, seccomp_no_fork=pol.no_fork, status_fd=status_w,
+            require=required_isolation(extra),
         )
         result_path.unlink(missing_ok=True)  # never read an earlier run's report
         spec_path = self._outer / "spec.msgpack"
@@ -378,47 +463,52 @@ class Sandbox:
         env.update({"HOME": str(self.workdir), "TMPDIR": str(self.workdir), "PYTHONNOUSERSITE": "1",
                     "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": os.pathsep.join([pkg_root, *pol.python_path])})
         t0 = time.perf_counter()
-        timed_out = False
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "hardware_agents._sandbox_child", str(spec_path)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-                cwd="/", start_new_session=True, close_fds=True,
-            )
-            if not _wait_exit(proc, timeout):
-                timed_out = True
-                self._kill_all(proc)
-                proc.wait()
-        wall = time.perf_counter() - t0
+        try:
+            with open(log_path, "wb") as log:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "hardware_agents._sandbox_child", str(spec_path)],
+                    stdin=subprocess.DEVNULL, stdout=log if pol.keep_stdout else subprocess.DEVNULL,
+                    stderr=log, env=env, cwd="/", start_new_session=True, close_fds=True,
+                    pass_fds=(status_w, *pass_fds),
+                )
+        finally:
+            os.close(status_w)
+        return _Launched(proc=proc, t0=t0, log_path=log_path, result_path=result_path, status_fd=status_r)
+
+    def _finish(self, child: _Launched, timed_out: bool, timeout: float) -> SandboxOutcome:
+        """Collect a child that has exited (or was killed): status, log, isolation."""
+        proc = child.proc
+        wall = time.perf_counter() - child.t0
         stray = 0
-        with_uid = self.uid is not None
         try:
             os.killpg(proc.pid, signal.SIGKILL)  # grandchildren left in the group
         except (ProcessLookupError, PermissionError):
             pass
-        if with_uid:
-            stray = kill_uid(self.uid)  # type: ignore[arg-type]
-        log_text = self._log_tail(log_path)
+        if self.uid is not None:
+            stray = kill_uid(self.uid)
+        isolation = child.isolation()
+        log_text = self._log_head(child.log_path)
         rc = proc.returncode
         sig = signal.Signals(-rc).name if rc is not None and rc < 0 else None
-        base = {"returncode": rc, "signal": sig, "wall_s": wall, "log": log_text, "stray_processes": stray}
+        base = {"returncode": rc, "signal": sig, "wall_s": wall, "log": log_text, "stray_processes": stray,
+                "isolation": isolation}
         if timed_out:
             return SandboxOutcome(status="timeout", error=f"wall-clock timeout after {timeout:.1f} s", **base)
         if sig == "SIGXCPU":
             return SandboxOutcome(status="cpu_limit", error="CPU time limit exceeded", **base)
-        report = self._read_report(result_path)
+        report = self._read_report(child.result_path)
         if report is None:
             what = f"killed by {sig}" if sig else f"exited with code {rc} without a result"
             if sig == "SIGXFSZ":
                 what += " (file size limit)"
             return SandboxOutcome(status="crashed", error=what, **base)
+        if report.error_type == "IsolationUnavailable" and not isolation.get("_untrusted"):
+            return SandboxOutcome(status="unisolated", error=unisolated_message(report.error), **base)
         if sig is not None:
-            return SandboxOutcome(status="crashed", error=f"killed by {sig} after reporting",
-                                  isolation=report.isolation, **base)
+            return SandboxOutcome(status="crashed", error=f"killed by {sig} after reporting", **base)
         if not report.ok:
-            return SandboxOutcome(status="error", error=report.error, error_type=report.error_type,
-                                  isolation=report.isolation, **base)
-        return SandboxOutcome(status="ok", payload=report.payload, isolation=report.isolation, **base)
+            return SandboxOutcome(status="error", error=report.error, error_type=report.error_type, **base)
+        return SandboxOutcome(status="ok", payload=report.payload, **base)
 
     def _kill_all(self, proc: subprocess.Popen[bytes]) -> None:
         try:
@@ -435,18 +525,141 @@ class Sandbox:
         except (OSError, msgspec.DecodeError, msgspec.ValidationError):
             return None
 
-    def _log_tail(self, path: Path) -> str:
-        n = self.policy.log_tail_bytes
+    def _log_head(self, path: Path) -> str:
         try:
-            size = path.stat().st_size
             with open(path, "rb") as f:
-                if size > n:
-                    f.seek(size - n)
-                data = f.read(n)
+                data = f.read(self.policy.log_bytes)
         except OSError:
             return ""
-        text = data.decode("utf-8", "replace")
-        return ("[... log truncated ...]\n" + text) if size > n else text
+        return scrub_output(data)
+
+
+def unisolated_message(detail: str) -> str:
+    return (f"refusing to run LLM-written code: {detail}. Run where Landlock and seccomp are available "
+            "(Linux >= 5.13 with Landlock enabled), or accept the risk with `--set sandbox.allow_unisolated=true` "
+            "(recorded in every profile and the report)")
+
+
+class _Launched:
+    """A started child: its process, clock start, files, and the status pipe's read end."""
+
+    def __init__(self, *, proc: subprocess.Popen[bytes], t0: float, log_path: Path, result_path: Path,
+                 status_fd: int) -> None:
+        self.proc, self.t0, self.log_path, self.result_path = proc, t0, log_path, result_path
+        self._status_fd: int | None = status_fd
+        self._isolation: dict[str, str] | None = None
+
+    def isolation(self, wait_s: float = 0.0) -> dict[str, str]:
+        """The isolation the child reported before any untrusted code ran: a length-prefixed
+        msgpack map written once, then the pipe closed. `_untrusted` marks a missing or
+        malformed report (the child died first, or something else wrote)."""
+        if self._isolation is not None:
+            return self._isolation
+        fd = self._status_fd
+        data = b""
+        if fd is not None:
+            try:
+                deadline = time.monotonic() + wait_s
+                while True:
+                    ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+                    if not ready:
+                        break
+                    chunk = os.read(fd, 65536)
+                    if not chunk:
+                        break
+                    data += chunk
+                    if len(data) >= 4 and len(data) >= 4 + int.from_bytes(data[:4], "little"):
+                        break
+            finally:
+                os.close(fd)
+                self._status_fd = None
+        try:
+            n = int.from_bytes(data[:4], "little")
+            iso = msgspec.msgpack.decode(data[4:4 + n], type=dict[str, str]) if len(data) == 4 + n and n else None
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            iso = None
+        self._isolation = iso if iso is not None else {"_untrusted": "no isolation report"}
+        return self._isolation
+
+    def close(self) -> None:
+        if self._status_fd is not None:
+            os.close(self._status_fd)
+            self._status_fd = None
+
+
+class SandboxChild:
+    """A spawned sandboxed child the parent drives with SIGSTOP/SIGCONT (see
+    `hardware_agents.cpu.runner`): it stops itself when it is ready or done with a command,
+    and the parent continues it. The parent's clock runs from `resume` to the stop."""
+
+    def __init__(self, box: Sandbox, launched: _Launched, timeout_s: float) -> None:
+        self.box, self._l, self.timeout_s = box, launched, timeout_s
+        self.deadline = launched.t0 + timeout_s
+        self.exit_status: int | None = None  # raw wait status once it has exited
+        self._outcome: SandboxOutcome | None = None
+
+    @property
+    def pid(self) -> int:
+        return self._l.proc.pid
+
+    def isolation(self) -> dict[str, str]:
+        return self._l.isolation(wait_s=2.0)
+
+    def wait_stopped(self) -> bool:
+        """Block until the child stops (True) or exits, or its wall-clock deadline passes
+        (False: it has been killed; see `finish`). A watchdog kills it at the deadline so the
+        blocking wait returns."""
+        if self.exit_status is not None:
+            return False
+        remaining = self.deadline - time.perf_counter()
+        if remaining <= 0:
+            self.kill()
+        watchdog = threading.Timer(max(remaining, 0.0), self.kill)
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            while True:
+                try:
+                    pid, status = os.waitpid(self.pid, os.WUNTRACED)
+                except ChildProcessError:
+                    self.exit_status = 0
+                    return False
+                if pid == self.pid:
+                    break
+        finally:
+            watchdog.cancel()
+        if os.WIFSTOPPED(status):
+            return True
+        self.exit_status = status
+        self._l.proc.returncode = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        return False
+
+    def resume(self) -> None:
+        os.kill(self.pid, signal.SIGCONT)
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(self.pid, signal.SIGKILL)
+
+    @property
+    def timed_out(self) -> bool:
+        return time.perf_counter() >= self.deadline
+
+    def finish(self) -> SandboxOutcome:
+        """Kill the child if it still runs, reap it, and describe what happened."""
+        if self._outcome is not None:
+            return self._outcome
+        timed_out = self.exit_status is None and self.timed_out
+        if self.exit_status is None:
+            self.kill()
+            with contextlib.suppress(ChildProcessError):
+                _, status = os.waitpid(self.pid, 0)
+                self.exit_status = status
+                self._l.proc.returncode = (-os.WTERMSIG(status) if os.WIFSIGNALED(status)
+                                           else os.WEXITSTATUS(status))
+        self._outcome = self.box._finish(self._l, timed_out, self.timeout_s)
+        self._l.close()
+        return self._outcome
 
 
 def run_sandboxed(target: str, payload: bytes | msgspec.Struct = b"", *, policy: SandboxPolicy | None = None,

@@ -28,23 +28,24 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
+import msgspec
 import numpy as np
 
 from accelopt.problem import Problem, Solution
-from accelopt.profile import Profile, SeedCheck
-from hardware_agents import validity
-from hardware_agents.base import DEFAULT_SEEDS, DeviceSpec, HardwareAgent, pct_peak, roofline_terms, t_peak
-from hardware_agents.cpu import harness as H
+from accelopt.profile import Profile
+from hardware_agents.base import DEFAULT_SEEDS, DeviceSpec, HardwareAgent
 from hardware_agents.cpu.calibrate import CalibrationRecord, calibrate, load_calibration, raise_peaks
 from hardware_agents.cpu.compiler import CFLAGS, LDLIBS, Compiler
-from hardware_agents.cpu.data import DataCache, ProblemData
+from hardware_agents.cpu.data import ProblemData
+from hardware_agents.cpu.judge import Judge
 from hardware_agents.cpu.machine import DEFAULT_CC, machine_info, usable_cores
 from hardware_agents.cpu.machine import cache_dir as default_cache_dir
-from hardware_agents.sandbox import Sandbox, SandboxOutcome, SandboxPolicy
+from hardware_agents.datacache import DataCache
+from hardware_agents.sandbox import Sandbox, SandboxPolicy
 
 _LOW_PRECISION = re.compile(
     r"\b(_Float16|__fp16|__bf16|__m(?:128|256|512)bh|__m(?:128|256|512)h)\b|float16|_mm\d*_\w*(?:bf16|pbh)\w*")
-_MAX_ROTATION_BYTES = 768 << 20
+_MAX_ROTATION_BYTES = 256 << 20
 
 
 def _strip_comments(src: str) -> str:
@@ -73,7 +74,7 @@ class CpuAgent(HardwareAgent):
                  timeout_s: float = 60.0, timing_budget_s: float = 0.15, max_reruns: int = 2,
                  spread_threshold: float = 0.10, max_pct_peak: float = 1.5, threads: int | None = None,
                  exclusive_timing: bool = True, sandbox_dir: str | Path | None = None, cc: str = DEFAULT_CC,
-                 data_cache_problems: int = 3) -> None:
+                 data_cache_problems: int = 3, sandbox_options: dict[str, Any] | None = None) -> None:
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self._spec = spec
         self._calibration: CalibrationRecord | None = None
@@ -88,8 +89,10 @@ class CpuAgent(HardwareAgent):
         self.exclusive_timing = exclusive_timing
         self.sandbox_dir = Path(sandbox_dir) if sandbox_dir else None
         self.cc = cc
+        self.sandbox_options = dict(sandbox_options or {})  # SandboxPolicy fields (tests take walls down)
         self.compiler = Compiler(self.cache_dir, cc=cc)
-        self.data = DataCache(data_cache_problems, self.sandbox_dir)
+        self.data: DataCache[ProblemData] = DataCache(lambda p, seeds, _root: ProblemData(p, seeds),
+                                                     capacity=data_cache_problems)
         self._spec_lock = threading.Lock()
         self._lock_path = self.cache_dir / "cpu" / "device.lock"
         self._peaks_raised_at: float | None = None
@@ -149,60 +152,29 @@ class CpuAgent(HardwareAgent):
             return self._fail("compile_error", f"entry point {solution.spec.entry_point!r} is not FILE::SYMBOL")
         build = self.compiler.build(solution, problem.axis_values())
         if not build.ok or build.so_path is None:
-            return self._fail("compile_error", build.log)
+            return self._fail("compile_error", build.log, isolation=build.isolation)
         data = self.data.get(problem, seeds)
         spec = self.device if measure else None
-        with Sandbox(self._policy(problem, data, seeds, timeout), base_dir=self.sandbox_dir) as box:
+        contents = sum(1 for c in data.cases if not c.case.adversarial)
+        sets = max(len(data.cases), rotation_sets(data.set_bytes, contents, machine_info(self.cc).l3_bytes)
+                   if measure else 0)
+        with Sandbox(self._policy(data, sets), base_dir=self.sandbox_dir) as box:
             shutil.copyfile(build.so_path, box.workdir / "kernel.so")
             box.give("kernel.so")
-            request = self._request(problem, data, seeds, str(box.workdir / "kernel.so"), entry, measure)
             with self._device_lock():
-                out = box.run("hardware_agents.cpu.harness:run_kernel", request, timeout_s=timeout)
-            try:
-                prof = self._judge(problem, data, seeds, out, box, spec)
-            except Exception as e:  # a result the kernel tampered with must not crash the agent
-                prof = self._fail("runtime_error", f"invalid harness result ({type(e).__name__}: {e})\n{out.log}")
+                prof = Judge(self, problem, data, spec, box, str(box.workdir / "kernel.so"), entry, sets, timeout).run()
         prof.counters["compile_s"] = build.seconds
         prof.counters["compile_cached"] = float(build.cached)
         return prof
 
-    def _policy(self, problem: Problem, data: ProblemData, seeds: tuple[int, ...], timeout: float) -> SandboxPolicy:
-        rot = rotation_sets(data.set_bytes, len(seeds), machine_info(self.cc).l3_bytes)
-        data_bytes = data.set_bytes * (3 * len(data.cases) + rot + len(seeds))
-        out_max = max((r.nbytes // max(r.itemsize, 1) * 4 for c in data.cases for r in c.ref64.values()), default=0)
-        return SandboxPolicy(
-            wall_timeout_s=timeout, address_space_bytes=(1 << 30) + 2 * data_bytes, max_processes=64,
-            max_file_bytes=max(64 << 20, 2 * out_max + (1 << 20)), read_paths=(str(data.dir),),
-            env={"OMP_NUM_THREADS": str(self.threads), "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-                 "OMP_DYNAMIC": "false"},
+    def _policy(self, data: ProblemData, sets: int) -> SandboxPolicy:
+        region = sets * (data.set_bytes + 4096 * (1 + 2 * len(data.problem.definition.outputs)))
+        policy = SandboxPolicy(
+            address_space_bytes=(1 << 30) + 2 * region, max_processes=64, max_file_bytes=16 << 20,
+            no_fork=True, env={"OMP_NUM_THREADS": str(self.threads), "OPENBLAS_NUM_THREADS": "1",
+                               "MKL_NUM_THREADS": "1", "OMP_DYNAMIC": "false", "OMP_WAIT_POLICY": "passive"},
         )
-
-    def _request(self, problem: Problem, data: ProblemData, seeds: tuple[int, ...], library: str, entry: str,
-                 measure: bool) -> H.HarnessRequest:
-        d = problem.definition
-        axes = problem.axis_values()
-        first = data.cases[0]
-        args: list[H.ArgSpec] = []
-        for name, ts in d.inputs.items():
-            shape = d.shape_of(name, axes)
-            scalar = first.inputs[name] if shape is None else None
-            args.append(H.ArgSpec(name=name, role="in", dtype=ts.dtype, shape=None if shape is None else list(shape),
-                                  scalar=scalar))  # type: ignore[arg-type]
-        for name, ts in d.outputs.items():
-            shape = d.shape_of(name, axes)
-            if shape is None:
-                raise ValueError(f"{problem.name}: scalar outputs are not supported by the CPU calling convention")
-            args.append(H.ArgSpec(name=name, role="out", dtype=ts.dtype, shape=list(shape)))
-        cases = [H.CaseSpec(name=c.case.name, inputs=c.input_files, refs=c.ref_files) for c in data.cases]
-        timing = None
-        if measure:
-            contents = [c.case.name for c in data.cases if not c.case.adversarial]
-            timing = H.TimingSpec(contents=contents,
-                                  rotation=rotation_sets(data.set_bytes, len(contents), machine_info(self.cc).l3_bytes),
-                                  budget_s=self.timing_budget_s, max_reruns=self.max_reruns,
-                                  spread_threshold=self.spread_threshold)
-        return H.HarnessRequest(library=library, symbol=entry, args=args, cases=cases,
-                                tolerance=validity.tolerance_of(d), timing=timing, seed=seeds[0])
+        return msgspec.structs.replace(policy, **self.sandbox_options) if self.sandbox_options else policy
 
     @contextmanager
     def _device_lock(self):  # type: ignore[no-untyped-def]
@@ -236,113 +208,3 @@ class CpuAgent(HardwareAgent):
             self._calibration, self._spec = rec, rec.spec
         return True
 
-    # --- judging -------------------------------------------------------------------------
-
-    def _read_outputs(self, box: Sandbox, problem: Problem, paths: dict[str, str]) -> dict[str, np.ndarray]:
-        shapes = problem.output_shapes()
-        out = {}
-        for name, rel in paths.items():
-            expected = np.dtype(validity.numpy_dtype(problem.definition.outputs[name].dtype))
-            with box.open_file(rel, max_bytes=expected.itemsize * math.prod(shapes[name] or ()) + (1 << 16)) as f:
-                arr = np.load(f, allow_pickle=False)
-            if arr.dtype != expected or tuple(arr.shape) != shapes[name]:
-                raise ValueError(f"output file {rel} has {arr.dtype}{arr.shape}, expected {expected}{shapes[name]}")
-            out[name] = arr
-        return out
-
-    def _judge(self, problem: Problem, data: ProblemData, seeds: tuple[int, ...], out: SandboxOutcome,
-               box: Sandbox, spec: DeviceSpec | None) -> Profile:
-        log_tail = f"\n--- kernel output ---\n{out.log}" if out.log.strip() else ""
-        counters: dict[str, float] = {"sandbox_wall_s": out.wall_s}
-        if out.status in ("timeout", "cpu_limit"):
-            return self._fail("timeout", f"{out.error}{log_tail}", counters=counters)
-        if out.status == "crashed":
-            return self._fail("runtime_error", f"the kernel crashed the harness: {out.error}{log_tail}",
-                              counters=counters)
-        if out.status == "error":
-            status = "compile_error" if out.error_type == "EntrySymbolMissing" else "runtime_error"
-            return self._fail(status, f"{out.error}{log_tail}", counters=counters)
-        try:
-            res = out.decode(H.HarnessResult)
-        except Exception as e:
-            return self._fail("runtime_error", f"unreadable harness result: {e}{log_tail}", counters=counters)
-        tol = validity.tolerance_of(problem.definition)
-        by_name = {c.case.name: c for c in data.cases}
-        checks: list[SeedCheck] = []
-        try:
-            for run in res.cases:
-                case = by_name[run.name]
-                outputs = self._read_outputs(box, problem, {n: H.case_output_path(run.name, n) for n in case.ref64})
-                chk = validity.compare_outputs(run.name, outputs, case.ref64, tol, stats=case.stats)
-                extra = []
-                if run.mutated:
-                    extra.append(f"modified its input(s) {', '.join(run.mutated)}; inputs are read-only")
-                if run.overflow:
-                    extra.append(f"wrote outside the bounds of {', '.join(run.overflow)}")
-                if extra:
-                    chk.passed = False
-                    chk.note = "; ".join([chk.note, *extra]) if chk.note else "; ".join(extra)
-                checks.append(chk)
-        except (OSError, ValueError, KeyError) as e:
-            return self._fail("runtime_error", f"cannot read the kernel's outputs: {e}{log_tail}", correctness=checks)
-        if len(checks) != len(data.cases):
-            return self._fail("runtime_error", f"harness ran {len(checks)} of {len(data.cases)} cases{log_tail}",
-                              correctness=checks)
-        counters["kernel_s_total"] = res.kernel_s
-        counters.update({f"harness_{k}_s": v for k, v in res.phase_s.items()})
-        if out.stray_processes:
-            return self._fail("runtime_error", f"the kernel left {out.stray_processes} process(es) running "
-                              f"(killed){log_tail}", correctness=checks, counters=counters)
-        failed = [c for c in checks if not c.passed]
-        if failed:
-            log = "\n".join(f"{c.case}: {c.note}" for c in failed)
-            return self._fail("incorrect", log + log_tail, correctness=checks, counters=counters)
-        if spec is None:
-            return self._fail("unmeasured", "correct; timing not requested", correctness=checks, counters=counters)
-        if res.skipped_timing or res.chosen < 0:
-            return self._fail("unmeasured", res.skipped_timing or "no timing result", correctness=checks,
-                              counters=counters)
-        # timed calls: spot checks on every call, full check of the last output per content
-        spot = sum(r.spot_failures for r in res.timing)
-        n_timed = sum(len(r.samples_ms) for r in res.timing)
-        if spot:
-            return self._fail("incorrect", f"{spot} of {n_timed} timed calls returned wrong values at spot-checked "
-                              "elements: results must not depend on earlier calls", correctness=checks,
-                              counters=counters)
-        for content in res.timed_contents:
-            case = by_name[content]
-            try:
-                outputs = self._read_outputs(box, problem, {n: H.timed_output_path(content, n) for n in case.ref64})
-            except (OSError, ValueError) as e:
-                return self._fail("runtime_error", f"cannot read timed outputs: {e}", correctness=checks)
-            chk = validity.compare_outputs(f"timed:{content}", outputs, case.ref64, tol, stats=case.stats)
-            if not chk.passed:
-                return self._fail("incorrect", f"output of a timed call is wrong ({chk.note})",
-                                  correctness=[*checks, chk], counters=counters)
-        chosen = res.timing[res.chosen]
-        stats = validity.latency_stats(chosen.samples_ms, reruns=len(res.timing) - 1)
-        if sum(chosen.samples_ms) / 1e3 > out.wall_s:
-            return self._fail("runtime_error", "reported kernel time exceeds the child's wall time",
-                              correctness=checks, counters=counters)
-        tp, bound = t_peak(problem, spec, working_set_bytes=res.footprint_bytes)
-        t_meas = stats.median_ms / 1e3
-        terms = roofline_terms(problem)
-        counters.update({
-            "footprint_bytes": float(res.footprint_bytes), "bw_at_footprint_gbs": spec.bandwidth_at(res.footprint_bytes) / 1e9,
-            "reps": float(len(chosen.samples_ms)), "achieved_gbs": terms.bytes_min / t_meas / 1e9,
-            "achieved_gflops": (terms.flops_matmul + terms.flops_vector) / t_meas / 1e9,
-            "threads": float(self.threads),
-        })
-        why = validity.implausible(t_meas, tp, self.max_pct_peak)
-        if why and self._raise_peaks():  # the peaks may have been measured on a busy machine
-            spec = self.device
-            tp, bound = t_peak(problem, spec, working_set_bytes=res.footprint_bytes)
-            counters["bw_at_footprint_gbs"] = spec.bandwidth_at(res.footprint_bytes) / 1e9
-            counters["peaks_raised"] = 1.0
-            why = validity.implausible(t_meas, tp, self.max_pct_peak)
-        if why:
-            return self._fail("incorrect", why, correctness=checks, latency=stats, t_peak_ms=tp * 1e3,
-                              pct_peak=pct_peak(tp, t_meas), bound=bound, counters=counters)
-        return Profile(status="passed", device=self.kind, log=out.log, correctness=checks, latency=stats,
-                       t_peak_ms=tp * 1e3, pct_peak=pct_peak(tp, t_meas), bound=bound, counters=counters,
-                       toolchain=self.toolchain())

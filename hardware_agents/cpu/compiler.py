@@ -47,6 +47,9 @@ class BuildResult(msgspec.Struct, kw_only=True):
     so_path: str | None = None
     cached: bool = False
     seconds: float = 0.0
+    isolation: dict[str, str] = {}
+    unisolated: bool = False  # the sandbox refused to run the compiler without isolation
+    infrastructure: bool = False  # the sandbox failed, not the compiler: never cached
 
 
 def compile_in_child(payload: bytes, workdir: Path) -> CompileOutput:
@@ -101,9 +104,10 @@ class Compiler:
                 cached.seconds = time.perf_counter() - t0
                 return cached
             result = self._compile(solution, defines, key, so)
-            tmp = meta.with_suffix(".json.tmp")
-            tmp.write_bytes(msgspec.json.encode(result))
-            os.replace(tmp, meta)
+            if not (result.unisolated or result.infrastructure):  # the machine's fault: never cached
+                tmp = meta.with_suffix(".json.tmp")
+                tmp.write_bytes(msgspec.json.encode(result))
+                os.replace(tmp, meta)
         result.seconds = time.perf_counter() - t0
         return result
 
@@ -139,12 +143,17 @@ class Compiler:
                     *c_files, "-o", "kernel.so", *LDLIBS]
             out = box.run("hardware_agents.cpu.compiler:compile_in_child",
                           CompileRequest(cc=self.cc, args=args, timeout_s=self.timeout_s))
+            iso = out.isolation
+            if out.status == "unisolated":
+                return BuildResult(ok=False, key=key, log=out.error, isolation=iso, unisolated=True)
             if out.status != "ok":
-                return BuildResult(ok=False, key=key, log=f"compiler sandbox {out.status}: {out.error}\n{out.log}")
+                return BuildResult(ok=False, key=key, log=f"compiler sandbox {out.status}: {out.error}\n{out.log}",
+                                   isolation=iso, infrastructure=out.status != "timeout")
             res = out.decode(CompileOutput)
             log = res.log.replace(str(box.workdir) + "/src/", "").replace(str(box.workdir) + "/", "")
             if not res.ok:
-                return BuildResult(ok=False, key=key, log=log or f"compiler exited with {res.returncode}")
+                return BuildResult(ok=False, key=key, log=log or f"compiler exited with {res.returncode}",
+                                   isolation=iso)
             try:
                 data = box.read_file("kernel.so", max_bytes=256 << 20)  # no symlinks, bounded
             except OSError as e:
@@ -152,4 +161,4 @@ class Compiler:
             tmp = so.with_suffix(f".so.{os.getpid()}.tmp")
             tmp.write_bytes(data)
             os.replace(tmp, so)
-        return BuildResult(ok=True, key=key, log=log, so_path=str(so))
+        return BuildResult(ok=True, key=key, log=log, so_path=str(so), isolation=iso)

@@ -1,124 +1,98 @@
-"""Inputs and references of one problem, staged as .npy files for sandboxed harness runs.
+"""Inputs and references of one problem, held by the trusted side only.
 
 Generating inputs and float64 references costs far more than a profile of a small kernel
 (a float64 reference loop can take a second), and every candidate of a problem uses the
-same cases, so a `DataCache` keeps the last few problems: the float64 references in memory
-(the parent's authoritative comparison) and, in a world-readable directory the sandbox may
-read, the inputs and float32 references the harness loads.
+same cases, so a `DataCache` (`hardware_agents.datacache`) keeps the last few problems in
+the parent's memory. Nothing is written to disk: the kernel's process gets its inputs in
+a read-only shared region and never sees a reference.
+
+Besides the correctness cases, a `ProblemData` holds a timing pool: a few input sets on
+seeds drawn from the OS's random source when the data is built, never the correctness
+seeds. Timed calls get contents made from the pool (`fresh_content`), so a kernel cannot
+know them in advance or recognise one it has seen.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
-import threading
-import weakref
-from collections import OrderedDict
-from pathlib import Path
+import itertools
+import secrets
+import time
 
 import numpy as np
 
 from accelopt.problem import Problem
 from hardware_agents import validity
-from hardware_agents.sandbox import default_base_dir, private_dir
+
+TIMING_POOL = 4
+_CHUNKS = 8
 
 
 class CaseData:
     def __init__(self, case: validity.InputCase, inputs: dict[str, object], ref64: dict[str, np.ndarray],
-                 input_files: dict[str, str], ref_files: dict[str, str], tol: validity.Tolerance) -> None:
+                 tol: validity.Tolerance) -> None:
         self.case = case
         self.inputs = inputs
         self.ref64 = ref64
-        self.input_files = input_files
-        self.ref_files = ref_files
         self.stats = {n: validity.RefStats(r, tol) for n, r in ref64.items()}
 
 
 class ProblemData:
-    """All cases of one (problem, seeds): generated once, files under `self.dir`."""
+    """All correctness cases of one (problem, seeds) and the timing pool, in memory."""
 
-    def __init__(self, problem: Problem, seeds: tuple[int, ...], root: Path) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="data-", dir=root))
-        os.chmod(self.dir, 0o755)
+    def __init__(self, problem: Problem, seeds: tuple[int, ...]) -> None:
+        self.problem = problem
+        tol = validity.tolerance_of(problem.definition)
         self.cases: list[CaseData] = []
-        self.set_bytes = 0  # inputs + outputs of one call
-        try:
-            for case in validity.input_cases(problem.definition, seeds):
-                inputs = validity.make_inputs(problem, case)
-                ref64 = validity.reference_outputs(problem, inputs)
-                bad = [n for n, r in ref64.items() if not np.all(np.isfinite(r))]
-                if bad and case.adversarial:
-                    raise ValueError(f"{problem.name}: adversarial case {case.name!r} makes the reference "
-                                     f"non-finite in {bad}; fix x_adversarial")
-                cdir = self.dir / case.name
-                cdir.mkdir(mode=0o755)
-                in_files, ref_files = {}, {}
-                for name, arr in inputs.items():
-                    if isinstance(arr, np.ndarray):
-                        in_files[name] = str(cdir / f"in-{name}.npy")
-                        np.save(in_files[name], arr)
-                out_dtypes = {n: validity.numpy_dtype(s.dtype) for n, s in problem.definition.outputs.items()}
-                for name, ref in ref64.items():
-                    ref_files[name] = str(cdir / f"ref-{name}.npy")
-                    with np.errstate(all="ignore"):
-                        np.save(ref_files[name], ref.astype(out_dtypes[name]))
-                for f in cdir.iterdir():
-                    os.chmod(f, 0o644)
-                self.cases.append(CaseData(case, inputs, ref64, in_files, ref_files,
-                                           validity.tolerance_of(problem.definition)))
-            first = self.cases[0]
-            self.set_bytes = sum(a.nbytes for a in first.inputs.values() if isinstance(a, np.ndarray))
-            self.set_bytes += sum(np.dtype(out_dtypes[n]).itemsize * r.size for n, r in first.ref64.items())
-        except BaseException:
-            self.remove()
-            raise
+        ref_s: list[float] = []
+        for case in validity.input_cases(problem.definition, seeds):
+            inputs = validity.make_inputs(problem, case)
+            t0 = time.perf_counter()
+            ref64 = validity.reference_outputs(problem, inputs)
+            ref_s.append(time.perf_counter() - t0)
+            bad = [n for n, r in ref64.items() if not np.all(np.isfinite(r))]
+            if bad and case.adversarial:
+                raise ValueError(f"{problem.name}: adversarial case {case.name!r} makes the reference "
+                                 f"non-finite in {bad}; fix x_adversarial")
+            self.cases.append(CaseData(case, inputs, ref64, tol))
+        self.reference_s = float(np.median(ref_s)) if ref_s else 0.0
+        self.pool: list[dict[str, object]] = []
+        for _ in range(TIMING_POOL):
+            seed = secrets.randbelow(2**31 - 1) + 100_000  # never one of the small correctness seeds
+            self.pool.append(validity.make_inputs(problem, validity.InputCase(name=f"pool-{seed}", seed=seed)))
+        d = problem.definition
+        self.float_inputs = [n for n, s in d.inputs.items() if s.dtype.startswith(("float", "bfloat"))]
+        first = self.cases[0]
+        self.set_bytes = sum(a.nbytes for a in first.inputs.values() if isinstance(a, np.ndarray))
+        self.set_bytes += sum(np.dtype(validity.numpy_dtype(s.dtype)).itemsize * first.ref64[n].size
+                              for n, s in d.outputs.items())
 
-    def remove(self) -> None:
-        shutil.rmtree(self.dir, ignore_errors=True)
+    def fresh_content(self, dest: dict[str, np.ndarray], rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """Write a never-seen input set into `dest` (the buffer views) and return it.
 
-
-class DataCache:
-    """LRU of ProblemData by (problem content hash, seeds); thread-safe.
-
-    The directory is made on first use and removed by `close()`, or when the cache is
-    garbage-collected, or at interpreter exit (an agent nobody closes must not leave
-    hundreds of MB in /dev/shm).
-    """
-
-    def __init__(self, capacity: int = 3, base_dir: Path | None = None) -> None:
-        self.capacity = capacity
-        self._base = base_dir
-        self._root: Path | None = None
-        self._finalizer: weakref.finalize | None = None
-        self._items: OrderedDict[tuple[str, tuple[int, ...]], ProblemData] = OrderedDict()
-        self._lock = threading.Lock()
-
-    @property
-    def root(self) -> Path:
-        if self._root is None:
-            self._root = private_dir(self._base or default_base_dir(), "accelopt-data-")
-            os.chmod(self._root, 0o755)
-            self._finalizer = weakref.finalize(self, shutil.rmtree, str(self._root), True)
-        return self._root
-
-    def get(self, problem: Problem, seeds: tuple[int, ...]) -> ProblemData:
-        key = (problem.content_hash(), seeds)
-        with self._lock:  # generation is serialised: two threads never build the same data twice
-            data = self._items.get(key)
-            if data is not None:
-                self._items.move_to_end(key)
-                return data
-            data = ProblemData(problem, seeds, self.root)
-            self._items[key] = data
-            while len(self._items) > self.capacity:
-                _, old = self._items.popitem(last=False)
-                old.remove()
-            return data
-
-    def close(self) -> None:
-        with self._lock:
-            self._items.clear()
-            if self._finalizer is not None:
-                self._finalizer()  # removes the directory, once
-            self._root, self._finalizer = None, None
+        Each float input is made of `_CHUNKS` pieces, each copied from a random pool set at
+        a random offset (cyclically), so every value comes from a valid input of the problem
+        but the whole is new: a cache keyed on content, or on a sample of it, misses, and
+        roll-invariant summaries (sums, norms) differ from any seen before. Other inputs
+        (integers, indices with structure) are copied whole from one pool set.
+        """
+        base = self.pool[int(rng.integers(len(self.pool)))]
+        for name, arr in dest.items():
+            src_whole = base[name]
+            assert isinstance(src_whole, np.ndarray)
+            if name not in self.float_inputs or arr.size < _CHUNKS:
+                np.copyto(arr, src_whole)
+                continue
+            flat = arr.reshape(-1)
+            n = flat.size
+            bounds = np.linspace(0, n, _CHUNKS + 1).astype(np.int64)
+            for lo, hi in itertools.pairwise(bounds):
+                src = self.pool[int(rng.integers(len(self.pool)))][name]
+                assert isinstance(src, np.ndarray)
+                s = src.reshape(-1)
+                off = int(rng.integers(n))
+                take = int(hi - lo)
+                first = min(take, n - off)
+                flat[lo:lo + first] = s[off:off + first]
+                if first < take:
+                    flat[lo + first:hi] = s[:take - first]
+        return dest

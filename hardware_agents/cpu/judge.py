@@ -1,0 +1,230 @@
+"""The trusted side of one CPU profile: correctness, timing and the verdict.
+
+Drives a `KernelRunner` (the kernel server in its sandbox) and decides everything from
+what the parent owns: the references (`ProblemData`, in this process only), the clock
+(the parent's, around each batch), and the outputs (read from the parent's own mapping
+while the child is stopped).
+
+Correctness: one batch with every case (seeds and adversarial) in its own buffer set,
+outputs poisoned with NaN and fenced by canaries, each compared in full with its float64
+reference. Timing: batches of calls, each call on a never-seen input set made from the
+timing pool (`ProblemData.fresh_content`) after the kernel was loaded; after every batch,
+every call's outputs must be finite, inside their canaries and distinct from the other
+calls' (a lazy kernel that skips, copies or repeats work shows here), and the last call
+plus, when references are cheap, one random earlier call are checked in full against a
+reference computed here. Calls of both phases look the same to the kernel: a call on a
+set of buffers, in a batch, with no way to tell which outputs will be checked.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from accelopt.problem import Problem
+from accelopt.profile import Profile, SeedCheck
+from hardware_agents import validity
+from hardware_agents.base import DeviceSpec, pct_peak, roofline_terms, t_peak
+from hardware_agents.cpu.data import ProblemData
+from hardware_agents.cpu.runner import KernelDied, KernelRunner
+from hardware_agents.sandbox import Sandbox, SandboxOutcome
+
+if TYPE_CHECKING:
+    from hardware_agents.cpu.agent import CpuAgent
+
+MIN_BATCHES = 3
+MAX_BATCHES = 7
+MAX_TIMED_S = 2.0  # stop adding batches (past MIN_BATCHES) once this much kernel time is spent
+EXTRA_THREADS = 4  # threads allowed beyond OMP_NUM_THREADS (the interpreter's own)
+_SAMPLE = 64  # elements per output compared across the calls of a batch
+
+
+class Judge:
+    def __init__(self, agent: CpuAgent, problem: Problem, data: ProblemData, spec: DeviceSpec | None, box: Sandbox,
+                 library: str, symbol: str, sets: int, timeout_s: float) -> None:
+        self.agent, self.problem, self.data, self.spec = agent, problem, data, spec
+        self.box, self.library, self.symbol, self.sets, self.timeout_s = box, library, symbol, sets, timeout_s
+        self.tol = validity.tolerance_of(problem.definition)
+        self.counters: dict[str, float] = {}
+        self.checks: list[SeedCheck] = []
+        self.isolation: dict[str, str] = {}
+
+    def fail(self, status: str, log: str, **kw: Any) -> Profile:
+        return self.agent._fail(status, log, correctness=self.checks, counters=self.counters,
+                                isolation=self.isolation, **kw)
+
+    def run(self) -> Profile:
+        first = self.data.cases[0]
+        scalars = {n: v for n, v in first.inputs.items() if not isinstance(v, np.ndarray)}
+        runner: KernelRunner | None = None
+        out = SandboxOutcome(status="ok")
+        try:
+            runner = KernelRunner(self.box, self.problem, library=self.library, symbol=self.symbol, sets=self.sets,
+                                  scalars=scalars, timeout_s=self.timeout_s)
+            runner.ready()
+            self.isolation = runner.child.isolation()
+            prof = self._correctness(runner)
+            if prof is None:
+                prof = self._timing(runner)
+        except KernelDied as e:
+            out = e.outcome
+            self.isolation = e.outcome.isolation
+            prof = self._died(e.outcome)
+        finally:
+            if runner is not None:
+                out = runner.close()
+                self.counters["sandbox_wall_s"] = out.wall_s
+                self.counters["kernel_calls"] = float(runner.calls)
+                if out.stray_processes:
+                    self.counters["stray_processes"] = float(out.stray_processes)
+        prof.isolation = self.isolation
+        if out.log.strip():  # the kernel's own stderr, first lines, scrubbed (see sandbox.scrub_output)
+            prof.log = out.log if prof.passed else f"{prof.log}\n--- kernel stderr (first lines) ---\n{out.log}"
+        return prof
+
+    def _died(self, out: SandboxOutcome) -> Profile:
+        if out.status == "unisolated":
+            return self.fail("sandbox_error", out.error)
+        if out.status in ("timeout", "cpu_limit"):
+            return self.fail("timeout", out.error)
+        if out.status == "crashed":
+            hint = ""
+            if out.signal in ("SIGSEGV", "SIGBUS"):
+                hint = (" (inputs are mapped read-only: a write to an input faults; so does a write past the "
+                        "mapped buffers)")
+            return self.fail("runtime_error", f"the kernel crashed: {out.error}{hint}")
+        if out.status == "error":
+            status = "compile_error" if out.error_type == "EntrySymbolMissing" else "runtime_error"
+            return self.fail(status, out.error[-4000:])
+        return self.fail("runtime_error", f"the kernel server exited unexpectedly ({out.status})")
+
+    # --- correctness ------------------------------------------------------------------------
+
+    def _correctness(self, runner: KernelRunner) -> Profile | None:
+        cases = self.data.cases
+        order = list(range(len(cases)))
+        for i, c in enumerate(cases):
+            for name, arr in runner.buffers[i].inputs.items():
+                np.copyto(arr, c.inputs[name])  # type: ignore[arg-type]
+        runner.prepare(order)
+        runner.run(order)
+        threads = runner.thread_count()
+        self.counters["threads_seen"] = float(threads)
+        for i, c in enumerate(cases):
+            buf = runner.buffers[i]
+            chk = validity.compare_outputs(c.case.name, buf.outputs, c.ref64, self.tol, stats=c.stats)
+            overflow = buf.overflowed()
+            if overflow:
+                chk.passed = False
+                note = f"wrote outside the bounds of {', '.join(overflow)}"
+                chk.note = f"{chk.note}; {note}" if chk.note else note
+            self.checks.append(chk)
+        allowed = self.agent.threads + EXTRA_THREADS
+        if threads > allowed:
+            return self.fail("runtime_error", f"the kernel left {threads} threads in its process; at most {allowed} "
+                             f"are allowed (OMP_NUM_THREADS={self.agent.threads})")
+        failed = [c for c in self.checks if not c.passed]
+        if failed:
+            return self.fail("incorrect", "\n".join(f"{c.case}: {c.note}" for c in failed))
+        if self.spec is None:
+            return self.fail("unmeasured", "correct; timing not requested")
+        return None
+
+    # --- timing -----------------------------------------------------------------------------
+
+    def _timing(self, runner: KernelRunner) -> Profile:
+        spec = self.spec
+        assert spec is not None
+        rng = np.random.default_rng(secrets.randbits(64))
+        data = self.data
+        full_checks = 2 if data.reference_s * 2 * MIN_BATCHES <= 1.0 else 1
+        distinct = bool(data.float_inputs) and len(data.float_inputs) == sum(
+            1 for v in data.cases[0].inputs.values() if isinstance(v, np.ndarray))
+        means_ms: list[float] = []
+        timed_s = 0.0
+        n_max = runner.sets
+        n_min = max(2, math.ceil(0.75 * n_max))
+        footprint = 0
+        for j in range(MAX_BATCHES):
+            n = int(rng.integers(n_min, n_max + 1))
+            sets = [int(b) for b in rng.permutation(n_max)[:n]]
+            for b in sets:
+                data.fresh_content(runner.buffers[b].inputs, rng)
+            runner.prepare(sets)
+            dt = runner.run(sets)
+            timed_s += dt
+            means_ms.append(dt / n * 1e3)
+            footprint = max(footprint, n * data.set_bytes)
+            why = self._check_batch(runner, sets, rng, full_checks, distinct, j)
+            if why:
+                return self.fail("incorrect", why)
+            if j + 1 >= MIN_BATCHES and (validity.spread(means_ms) <= self.agent.spread_threshold
+                                         or timed_s >= MAX_TIMED_S):
+                break
+        stats = validity.latency_stats(means_ms, reruns=len(means_ms) - MIN_BATCHES)
+        return self._roofline(stats, footprint, runner)
+
+    def _check_batch(self, runner: KernelRunner, sets: list[int], rng: np.random.Generator, full_checks: int,
+                     distinct: bool, batch: int) -> str | None:
+        samples: dict[str, list[bytes]] = {}
+        for k, b in enumerate(sets):
+            buf = runner.buffers[b]
+            overflow = buf.overflowed()
+            if overflow:
+                return f"timed call {k + 1} of batch {batch + 1} wrote outside the bounds of {', '.join(overflow)}"
+            for name, out in buf.outputs.items():
+                if out.dtype.kind == "f" and not np.isfinite(out).all():
+                    return (f"timed call {k + 1} of batch {batch + 1} left non-finite values in {name} "
+                            "(unwritten outputs are NaN): every call must compute its whole output")
+                if distinct and out.size >= _SAMPLE:
+                    idx = np.linspace(0, out.size - 1, _SAMPLE).astype(np.int64)
+                    samples.setdefault(name, []).append(out.reshape(-1)[idx].tobytes())
+        for name, rows in samples.items():
+            if len(set(rows)) < len(rows):
+                return (f"two timed calls of batch {batch + 1} returned the same {name} for different inputs: "
+                        "results must be computed from each call's own inputs")
+        checked = [len(sets) - 1]
+        if full_checks > 1 and len(sets) > 1:
+            checked.append(int(rng.integers(len(sets) - 1)))
+        for k in checked:
+            buf = runner.buffers[sets[k]]
+            inputs: dict[str, Any] = {n: np.array(a) for n, a in buf.inputs.items()}
+            inputs.update({n: v for n, v in self.data.cases[0].inputs.items() if not isinstance(v, np.ndarray)})
+            ref = validity.reference_outputs(self.problem, inputs)
+            chk = validity.compare_outputs(f"timed:{batch + 1}.{k + 1}", buf.outputs, ref, self.tol)
+            if not chk.passed:
+                self.checks.append(chk)
+                return f"output of a timed call is wrong ({chk.note}): results must not depend on earlier calls"
+        self.counters["timed_full_checks"] = self.counters.get("timed_full_checks", 0.0) + len(checked)
+        return None
+
+    def _roofline(self, stats: validity.LatencyStats, footprint: int, runner: KernelRunner) -> Profile:
+        agent, problem = self.agent, self.problem
+        spec = self.spec
+        assert spec is not None
+        tp, bound = t_peak(problem, spec, working_set_bytes=footprint)
+        t_meas = stats.median_ms / 1e3
+        terms = roofline_terms(problem)
+        self.counters.update({
+            "footprint_bytes": float(footprint), "bw_at_footprint_gbs": spec.bandwidth_at(footprint) / 1e9,
+            "batches": float(len(stats.samples_ms)), "calls_per_batch": float(runner.calls) / max(len(runner.batch_s), 1),
+            "achieved_gbs": terms.bytes_min / t_meas / 1e9,
+            "achieved_gflops": (terms.flops_matmul + terms.flops_vector) / t_meas / 1e9,
+            "threads": float(agent.threads), "reference_s": self.data.reference_s,
+        })
+        why = validity.implausible(t_meas, tp, agent.max_pct_peak)
+        if why and agent._raise_peaks():  # the peaks may have been measured on a busy machine
+            spec = agent.device
+            tp, bound = t_peak(problem, spec, working_set_bytes=footprint)
+            self.counters["bw_at_footprint_gbs"] = spec.bandwidth_at(footprint) / 1e9
+            self.counters["peaks_raised"] = 1.0
+            why = validity.implausible(t_meas, tp, agent.max_pct_peak)
+        if why:
+            return self.fail("incorrect", why, latency=stats, t_peak_ms=tp * 1e3, pct_peak=pct_peak(tp, t_meas),
+                             bound=bound)
+        return Profile(status="passed", device=agent.kind, correctness=self.checks, latency=stats,
+                       t_peak_ms=tp * 1e3, pct_peak=pct_peak(tp, t_meas), bound=bound, counters=self.counters,
+                       toolchain=agent.toolchain(), isolation=self.isolation)
