@@ -1,4 +1,4 @@
-"""What a hardware agent returns for one kernel: the `Profile` record (DESIGN §6)."""
+"""What a hardware agent returns for one kernel: the `Profile` record (see hardware_agents/README.md)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,11 @@ import msgspec
 
 # no_triton_launch: a Triton solution whose check calls launched no Triton kernel (e.g. a torch
 # fallback taken because it thought no GPU was there): its output proves nothing about its kernel.
+# timing_mismatch: a timer inside the kernel's process disagreed with the trusted side's clock;
+# sandbox_error: the sandbox could not apply the isolation untrusted code requires (the machine's
+# fault, not the kernel's: see hardware_agents/README.md).
 ProfileStatus = Literal["passed", "compile_error", "runtime_error", "incorrect", "timeout", "unmeasured",
-                        "no_triton_launch"]
+                        "no_triton_launch", "timing_mismatch", "sandbox_error"]
 Bound = Literal["memory", "matmul", "vector"]
 
 
