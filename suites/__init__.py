@@ -79,13 +79,31 @@ def _suite_dir(name: str) -> Path:
     for base in (ROOT, *_user_dirs()):
         if (base / name / "suite.json").is_file():
             return base / name
+    for path, declared in _declared_names():  # a folder whose suite.json names it differently (--name)
+        if declared == name:
+            return path
     raise KeyError(f"no suite named {name!r}; suites: {list_suites()}")
 
 
-def list_suites() -> list[str]:
-    names = {p.parent.name for p in ROOT.glob("*/suite.json")}
+def _declared_names() -> list[tuple[Path, str]]:
+    """(folder, the name its suite.json declares, else the folder's name) of the user suite folders."""
+    out = []
     for base in _user_dirs():
-        names.update(p.parent.name for p in base.glob("*/suite.json") if not p.parent.name.startswith((".", "_")))
+        for p in sorted(base.glob("*/suite.json")):
+            if p.parent.name.startswith((".", "_")):
+                continue
+            try:
+                name = str(msgspec.json.decode(p.read_bytes())["name"]) or p.parent.name
+            except (msgspec.DecodeError, KeyError, TypeError, OSError):
+                name = p.parent.name
+            out.append((p.parent, name))
+    return out
+
+
+def list_suites() -> list[str]:
+    """Built-in suites and the user suites, by the name their suite.json declares."""
+    names = {p.parent.name for p in ROOT.glob("*/suite.json")}
+    names.update(n for _, n in _declared_names() if not n.startswith((".", "_")))
     return sorted(names)
 
 

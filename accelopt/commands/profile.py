@@ -15,7 +15,7 @@ from accelopt.profile import Profile
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("profile", help="compile, check and time one kernel on its device")
-    p.add_argument("problem", help="SUITE/PROBLEM, e.g. cpu/matmul")
+    p.add_argument("problem", help="SUITE/PROBLEM, e.g. cpu/matmul or /path/to/suite/problem")
     p.add_argument("--solution", type=Path, default=None,
                    help="a Solution JSON, or a kernel source file (default: the suite's baseline)")
     p.add_argument("--seeds", default="0,21,42", help="comma-separated correctness seeds")
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     console = Console()
     try:
         problem = suites.get_problem(args.problem)
-        info = suites.suite_info(args.problem.split("/", 1)[0])
+        info = suites.suite_info(args.problem.rpartition("/")[0])  # split as suites.get_problem does
         solution = _solution(args.solution, problem.baseline) if args.solution else problem.baseline
     except (KeyError, ProblemFileError, OSError) as e:
         console.print(f"[red]{e}[/red]")

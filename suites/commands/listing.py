@@ -1,4 +1,5 @@
-"""`accelopt suite list [SUITE]`: the suites, or one suite's problems with shapes and work."""
+"""`accelopt suite list [SUITE]`: the suites, or one suite's problems with shapes and work (SUITE:
+a name, or the path of a suite folder)."""
 
 from __future__ import annotations
 
@@ -8,23 +9,25 @@ from rich.console import Console
 from rich.table import Table
 
 import suites
+from accelopt.problem import ProblemFileError
 from hardware_agents.base import roofline_terms
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("list", help="list suites, or the problems of one suite")
-    p.add_argument("suite", nargs="?", help="a suite name (default: all suites)")
+    p.add_argument("suite", nargs="?", help="a suite name or the path of a suite folder (default: all suites)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     console = Console()
     names = [args.suite] if args.suite else suites.list_suites()
-    if args.suite and args.suite not in suites.list_suites():
-        console.print(f"[red]no suite named {args.suite!r}[/red]; suites: {', '.join(suites.list_suites())}")
-        return 1
     for name in names:
-        info = suites.suite_info(name)
+        try:
+            info = suites.suite_info(name)
+        except (KeyError, ProblemFileError) as e:
+            console.print(f"[red]{e.args[0] if e.args else e}[/red]", highlight=False)
+            return 1
         table = Table(title=f"suite {name}: {info.description} (device {info.device}, {info.language})")
         for col, just in (("problem", "left"), ("op type", "left"), ("axes", "left"), ("GFLOP", "right"),
                           ("min MiB", "right"), ("inputs -> outputs", "left")):
