@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             info = suites.suite_info(name)
         except (KeyError, ProblemFileError) as e:
-            console.print(f"[red]{e.args[0] if e.args else e}[/red]", highlight=False)
+            console.print(f"[red]{e.args[0] if e.args else e}[/red]", highlight=False, soft_wrap=True)
             return 1
         table = Table(title=f"suite {name}: {info.description} (device {info.device}, {info.language})")
         for col, just in (("problem", "left"), ("op type", "left"), ("axes", "left"), ("GFLOP", "right"),

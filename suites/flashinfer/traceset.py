@@ -146,7 +146,11 @@ def _fill_line(raw: Any) -> Any:
 
 
 def _restore_line(out: dict[str, Any], raw: Any) -> dict[str, Any]:
-    """The written line as the file had it where we only inferred (tags, FlashInfer-Bench inputs)."""
+    """The written line as the file had it where we only inferred (tags, FlashInfer-Bench inputs,
+    null solution/evaluation left out)."""
+    for k in ("solution", "evaluation"):
+        if isinstance(raw, dict) and k not in raw and out.get(k) is None:
+            out.pop(k, None)
     w, rw = out.get("workload"), raw.get("workload") if isinstance(raw, dict) else None
     if isinstance(w, dict) and isinstance(rw, dict):
         if "x_inputs" in rw:
@@ -374,7 +378,11 @@ class TraceSet:
             op = self.definitions[s.definition].op_type if s.definition in self.definitions else "unknown"
             top = "solutions" if s.spec.language in FIB_LANGUAGES else "x_solutions"
             rel, raw = self._path(("solution", s.name), f"{top}/{s.author}/{op}/{s.definition}/{s.name}.json")
-            _write_json(dest / rel, merge_raw(to_fib(s), raw) if raw is not None else to_fib(s))
+            data = merge_raw(to_fib(s), raw) if raw is not None else to_fib(s)
+            if raw is not None and "destination_passing_style" not in raw.get("spec", {}) \
+                    and s.spec.destination_passing_style:  # FlashInfer-Bench's default, left implicit as it was
+                data["spec"].pop("destination_passing_style", None)
+            _write_json(dest / rel, data)
         lines: dict[str, list[Any]] = {}
         for name, ws in self.workloads.items():
             op = self.definitions[name].op_type if name in self.definitions else "unknown"

@@ -1,8 +1,10 @@
-"""Importing a FlashInfer-Bench trace set as a suite: one problem per definition (largest
-workload timed, the smallest ones checked in the interpreter), the baseline chosen among
-Triton/Python solutions (CUDA noted), safetensors inputs used when present and a clear
-error naming the file otherwise; the imported problems profile in the interpreter, and
-the CLI commands import and export."""
+"""Importing a trace set FlashInfer-Bench wrote (its own classes and writers) as a suite: one
+problem per definition (largest workload timed, the smallest no larger than it checked in the
+interpreter), the baseline chosen among Triton/Python solutions (CUDA noted) with its calling
+convention recognised from its entry's signature, safetensors inputs used when present and a
+clear error naming the file otherwise; the imported problems profile in the interpreter
+(`accelopt profile /path/to/suite/problem`), are listed by path and found by their --name,
+and the CLI commands import and export."""
 
 from __future__ import annotations
 
@@ -10,16 +12,19 @@ import json
 from pathlib import Path
 
 import pytest
-from fib_fixture import BLOB, load_like_flashinfer, write_trace_set
+from fib_helpers import load_with_flashinfer, write_fib_set
 
+import suites
 from accelopt.cli import main
 from accelopt.problem import SafetensorsInput
 from suites.flashinfer import FlashInferImportError, TraceSet, load_suite_dir, problems_from
 
+BLOB = "blob/workloads/rmsnorm/rmsnorm_h64/rmsnorm_h64_w-r-5.safetensors"
+
 
 @pytest.fixture(scope="module")
 def fib_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_trace_set(tmp_path_factory.mktemp("fib-src"))
+    return write_fib_set(tmp_path_factory.mktemp("fib-src"))
 
 
 def test_problems_pick_workloads_and_baselines(fib_dir):
@@ -36,9 +41,22 @@ def test_problems_pick_workloads_and_baselines(fib_dir):
     assert any("rmsnorm_h64_cuda_v2 (cuda)" in n for n in ts.notes)
 
 
+def test_smallest_workload_is_what_the_interpreter_checks(tmp_path, interp_agent):
+    """A 64-row and a 520,128-row workload: `--workload smallest` checks at 64 rows only."""
+    src = write_fib_set(tmp_path / "src", rows=(520_128, 64, 8))
+    rms = {p.name: p for p in problems_from(TraceSet.load(src), workload="smallest")}["rmsnorm_h64"]
+    assert rms.workload.axes == {"batch_size": 8} and rms.check_workloads == []
+    largest = {p.name: p for p in problems_from(TraceSet.load(src))}["rmsnorm_h64"]
+    assert largest.workload.axes == {"batch_size": 520_128}
+    assert [w.axes["batch_size"] for w in largest.check_workloads] == [64, 8]  # file order
+    prof = interp_agent.profile(rms, rms.baseline, seeds=(0,))
+    assert prof.status == "unmeasured", prof.log
+    assert "batch_size=8" in prof.log and "520128" not in prof.log
+
+
 def test_missing_blob_is_an_error_naming_the_file(tmp_path):
-    src = write_trace_set(tmp_path / "src", with_blob=False)
-    with pytest.raises(FlashInferImportError, match=r"w-r-5.*rmsnorm_h64_7f3a\.safetensors is missing"):
+    src = write_fib_set(tmp_path / "src", with_blob=False)
+    with pytest.raises(FlashInferImportError, match=r"w-r-5.*rmsnorm_h64_w-r-5\.safetensors is missing"):
         problems_from(TraceSet.load(src))
     ts = TraceSet.load(src)
     rms = {p.name: p for p in problems_from(ts, skip_missing_blobs=True)}["rmsnorm_h64"]
@@ -47,7 +65,7 @@ def test_missing_blob_is_an_error_naming_the_file(tmp_path):
 
 
 def test_without_solutions_the_reference_is_the_baseline(tmp_path):
-    src = write_trace_set(tmp_path / "src")
+    src = write_fib_set(tmp_path / "src")
     for p in (src / "solutions").rglob("*.json"):
         p.unlink()
     problems = {p.name: p for p in problems_from(TraceSet.load(src))}
@@ -56,41 +74,47 @@ def test_without_solutions_the_reference_is_the_baseline(tmp_path):
     assert not base.spec.destination_passing_style and "def run(A, B)" in base.sources[0].content
 
 
-def test_cli_import_profile_and_export(fib_dir, tmp_path, interp_agent, capsys):
+def test_cli_import_profile_list_and_export(fib_dir, tmp_path, capsys):
     out = tmp_path / "suite"
     assert main(["suite", "import-flashinfer", str(fib_dir), "--out", str(out), "--name", "fibtest"]) == 0
     printed = capsys.readouterr().out
-    assert "rmsnorm_h64" in printed and "note:" in printed
+    assert "rmsnorm_h64" in printed and "note:" in printed and "value-returning" in printed
     info = json.loads((out / "suite.json").read_text())
     assert info["name"] == "fibtest" and info["device"] == "h100"
     assert (out / "rmsnorm_h64" / "blob" / Path(BLOB).name).is_file()
+    saved = json.loads((out / "rmsnorm_h64" / "solution.json").read_text())
+    assert saved["spec"]["destination_passing_style"] is False  # the recognised convention is saved
     problems = {p.name: p for p in load_suite_dir(out)}
     rms = problems["rmsnorm_h64"]
     assert Path(rms.check_workloads[1].inputs["hidden_states"].path).is_file()  # resolved in the problem folder
-    # the imported Triton solution (value-returning, kernel.py::run) and the Python one are correct
-    prof = interp_agent.profile(rms, rms.baseline)
-    assert prof.status == "unmeasured", prof.log
-    assert len(prof.correctness) == 5 and all(c.passed for c in prof.correctness)
-    gemm = problems["gemm_n32_k48"]
-    prof = interp_agent.profile(gemm, gemm.baseline)
-    assert prof.status == "unmeasured", prof.log
+    # `accelopt profile /path/to/suite/problem`: the GPU-minded Triton baseline runs its Triton path
+    assert main(["profile", f"{out}/rmsnorm_h64", "--seeds", "0", "--json"]) == 1  # unmeasured is not "passed"
+    prof = json.loads(capsys.readouterr().out)
+    assert prof["status"] == "unmeasured", prof["log"]
+    assert len(prof["correctness"]) == 3 and all(c["passed"] for c in prof["correctness"])
+    assert main(["profile", f"{out}/gemm_n32_k48", "--seeds", "0", "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["status"] == "unmeasured"
+    assert main(["suite", "list", str(out)]) == 0
+    listed = capsys.readouterr().out  # a suite given by its path: its problems with their shapes
+    assert "output[24, 64]" in listed and "C[40, 32]" in listed
     # and back out through the other command
     assert main(["suite", "export-flashinfer", str(out), str(tmp_path / "fib")]) == 0
-    loaded = load_like_flashinfer(tmp_path / "fib")
-    assert set(loaded["definitions"]) == {"rmsnorm_h64", "gemm_n32_k48"}
-    assert set(loaded["solutions"]) == {"rmsnorm_h64_triton_v1", "gemm_n32_k48_torch"}
+    loaded = load_with_flashinfer(tmp_path / "fib")
+    assert set(loaded.definitions) == {"rmsnorm_h64", "gemm_n32_k48"}
+    assert {s.name for ss in loaded.solutions.values() for s in ss} == {"rmsnorm_h64_triton_v1", "gemm_n32_k48_torch"}
+    assert loaded.get_solution("rmsnorm_h64_triton_v1").spec.destination_passing_style is False
 
 
 def test_cli_import_reports_errors(tmp_path, capsys):
-    src = write_trace_set(tmp_path / "src", with_blob=False)
+    src = write_fib_set(tmp_path / "src", with_blob=False)
     assert main(["suite", "import-flashinfer", str(src), "--out", str(tmp_path / "x")]) == 1
-    assert "rmsnorm_h64_7f3a.safetensors" in capsys.readouterr().out
+    assert "rmsnorm_h64_w-r-5.safetensors" in capsys.readouterr().out
     assert main(["suite", "import-flashinfer", str(src), "--out", str(tmp_path / "x"), "--skip-missing-blobs"]) == 0
+    assert main(["suite", "list", str(tmp_path / "nowhere")]) == 1
+    assert "not a suite folder" in capsys.readouterr().out
 
 
 def test_cli_default_place_name_and_force(fib_dir, tmp_path, monkeypatch, capsys):
-    import suites
-
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.delenv("ACCELOPT_SUITES_PATH", raising=False)
     assert main(["suite", "import-flashinfer", str(fib_dir)]) == 0
@@ -101,3 +125,13 @@ def test_cli_default_place_name_and_force(fib_dir, tmp_path, monkeypatch, capsys
     assert "--force" in capsys.readouterr().out
     assert main(["suite", "import-flashinfer", str(fib_dir), "--force", "--definitions", "gemm_n32_k48"]) == 0
     assert [p.name for p in suites.load_suite("flashinfer")] == ["gemm_n32_k48"]
+    # an --out folder in the suite dir under another --name is found (and listed) by that name
+    out = suites.user_suites_dir() / "folder-name"
+    assert main(["suite", "import-flashinfer", str(fib_dir), "--out", str(out), "--name", "fib-by-name"]) == 0
+    assert "accelopt run --suite fib-by-name" in capsys.readouterr().out
+    assert "fib-by-name" in suites.list_suites()
+    assert {p.name for p in suites.load_suite("fib-by-name")} == {"rmsnorm_h64", "gemm_n32_k48"}
+    assert suites.get_problem("fib-by-name/gemm_n32_k48").name == "gemm_n32_k48"
+    assert main(["suite", "list", "fib-by-name"]) == 0
+    listed = capsys.readouterr().out
+    assert "suite fib-by-name:" in listed and "C[40, 32]" in listed
