@@ -19,13 +19,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from accelopt.logging import get_logger
 from events import catalog as ev
-from events.codec import EventDecodeError
+from events.codec import EventDecodeError, decode
 from events.logfile import LogFileError
 from events.subjects import ALL_EVENTS
+from replay.dashboard.models import Memo
 from replay.fold import RunView
 from replay.runs import LOG_NAME, fold_file, running_server_url
 
@@ -44,6 +45,7 @@ class Tracked:
     source: str  # "stream" or "file"
     path: Path | None = None
     version: int = 0  # bumped on every applied event (or re-read file)
+    memo: Memo = field(default_factory=Memo)  # the view models' parts kept between updates
 
 
 @dataclass(eq=False)
@@ -210,6 +212,7 @@ class Hub:
             await asyncio.sleep(0.5)
 
     async def _follow(self, elog: EventLog, url: str) -> None:
+        """Consume the stream until the connection is gone for good (a discovered server)."""
         import nats.js.errors
 
         try:
@@ -228,11 +231,11 @@ class Hub:
         if self._last_seq >= last:
             self._set_caught_up()
         self._changed_all()
-        follow = asyncio.create_task(self._consume(elog, last))
+        sub = await self._subscribe(elog, last)
         gone_since: float | None = None
         try:
-            while not follow.done():
-                await asyncio.wait({follow}, timeout=1.0)
+            while True:
+                await asyncio.sleep(0.5)
                 up = elog.nc.is_connected
                 if up != self.connected:
                     self.connected = up
@@ -241,27 +244,31 @@ class Hub:
                 # an embedded server stops with its run: look for the next one (same store)
                 if gone_since and not self.nats_url and time.monotonic() - gone_since > 3.0:
                     return
-            follow.result()
         finally:
-            follow.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await follow
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
 
-    async def _consume(self, elog: EventLog, history_end: int) -> None:
-        while True:
+    async def _subscribe(self, elog: EventLog, history_end: int) -> Any:
+        """An ordered push consumer on every subject from the next unseen sequence: the
+        history arrives as fast as the server sends it, then each new event at once."""
+        from nats.js import api
+
+        async def on_msg(msg: Any) -> None:
+            seq = msg.metadata.sequence.stream
+            if seq <= self._last_seq:
+                return
+            self._last_seq = seq
             try:
-                async for seq, e, _pending in elog.follow(ALL_EVENTS, from_seq=self._last_seq + 1, idle_timeout=0.5):
-                    if e is None:
-                        if not self.caught_up:
-                            self._set_caught_up()
-                        continue
-                    self._last_seq = seq
-                    self.apply(e)
-                    if not self.caught_up and seq >= history_end:
-                        self._set_caught_up()
-            except EventDecodeError as err:
+                self.apply(decode(msg.data, msg.subject, seq))
+            except EventDecodeError as err:  # skip it, say so
                 self.warnings["decode"] = str(err)
-                self._last_seq = err.sequence or self._last_seq + 1  # skip the bad message
+            if not self.caught_up and seq >= history_end:
+                self._set_caught_up()
+
+        return await elog.js.subscribe(
+            ALL_EVENTS, ordered_consumer=True, cb=on_msg, deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE,
+            config=api.ConsumerConfig(opt_start_seq=self._last_seq + 1), pending_msgs_limit=-1,
+            pending_bytes_limit=-1)
 
     def _set_caught_up(self) -> None:
         self.caught_up = True

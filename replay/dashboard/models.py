@@ -9,15 +9,17 @@ time (`kernel_model`).
 
 from __future__ import annotations
 
+import itertools
 import re
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import msgspec
 
 from replay import fmt
-from replay.fold import KernelView, RunView
+from replay.fold import KernelView, ProblemView, RunView
 from replay.htmlkit import diff_stats, source_diff
 from replay.lineage import best_path, plan_title
 from replay.report import _pct100, _x, run_labels
@@ -26,6 +28,7 @@ from replay.runs import STALLED_AFTER_S
 from replay.summary import RunSummary, config_differences, summarize
 from replay.svg import Series, line_chart
 
+T = TypeVar("T")
 RECENT_KERNELS = 40
 RECENT_INSIGHTS = 30
 ROLES = ("planner", "executor", "fixer", "summarizer")
@@ -254,6 +257,32 @@ class CompareModel(msgspec.Struct, kw_only=True):
     generated_ts: float
 
 
+class Memo:
+    """What the models of one run can keep between updates: facts about kernels that never
+    change once known (a failure's reason, a diff's size) and parts keyed on what they
+    depend on, so an update of a 100k-event run rebuilds only what the new events touched."""
+
+    def __init__(self) -> None:
+        self.reasons: dict[str, tuple[str, str]] = {}  # kernel id -> (status, reason), once profiled
+        self.diff_sizes: dict[tuple[str, str], tuple[int, int]] = {}
+        self.parts: dict[tuple, tuple[object, object]] = {}
+
+    def part(self, key: tuple, version: object, build: Callable[[], T]) -> T:
+        hit = self.parts.get(key)
+        if hit is not None and hit[0] == version:
+            return hit[1]  # type: ignore[return-value]
+        value = build()
+        self.parts[key] = (version, value)
+        return value
+
+    def diff_size(self, before: KernelView, after: KernelView) -> tuple[int, int]:
+        key = (before.kernel_id, after.kernel_id)
+        got = self.diff_sizes.get(key)
+        if got is None:
+            got = self.diff_sizes[key] = diff_stats(before.source, after.source)
+        return got
+
+
 # --- runs list --------------------------------------------------------------------------------
 
 def budget_of(view: RunView) -> float | None:
@@ -359,7 +388,7 @@ def failure_reason(k: KernelView) -> str:
     return _LOCATION.sub("N", line)[:200] or "(no log)"
 
 
-def _kernels(view: RunView) -> KernelsBlock:
+def _kernels(view: RunView, memo: Memo) -> KernelsBlock:
     counts: dict[str, dict[str, int]] = {}
     fixes: dict[str, int] = {}
     fixes_ok: dict[str, int] = {}
@@ -376,7 +405,9 @@ def _kernels(view: RunView) -> KernelsBlock:
                 nfix += 1
                 nok += st == "passed"
             if st not in ("passed", "pending"):
-                key = (st, failure_reason(k))
+                key = memo.reasons.get(kid)  # type: ignore[assignment]
+                if key is None or key[0] != st:
+                    key = memo.reasons[kid] = (st, failure_reason(k))
                 groups[key] += 1
                 ex = examples.setdefault(key, [])
                 if len(ex) < 3:
@@ -386,9 +417,8 @@ def _kernels(view: RunView) -> KernelsBlock:
         fixes_ok[name] = nok
     statuses = list(STATUSES) + sorted({s for c in counts.values() for s in c} - set(STATUSES))
     proposals: Counter[tuple[str, str]] = Counter((f.stage, f.reason) for f in view.failures)
-    recent_ids = sorted(view.kernels, key=lambda kid: view.kernels[kid].proposed_ts)[-RECENT_KERNELS:]
     recent = []
-    for kid in reversed(recent_ids):
+    for kid in itertools.islice(reversed(view.kernels), RECENT_KERNELS):  # latest proposed first
         k = view.kernels[kid]
         recent.append(KernelRow(kernel_id=kid, problem=k.problem, iteration=k.iteration, kind=_kind(k), status=k.status,
                                 latency_text=fmt.ms(k.latency_ms), pct_text=fmt.pct(k.pct_peak), what=_what(view, k)))
@@ -401,22 +431,24 @@ def _kernels(view: RunView) -> KernelsBlock:
         recent=recent, total=len(view.kernels))
 
 
-def _lineage(view: RunView) -> list[LineageBlock]:
-    out = []
-    for name, p in sorted(view.problems.items()):
-        steps = best_path(view, p.best_id) if p.best_id else []
-        rows = []
-        for s in steps:
-            k, prev = s.kernel, s.previous
-            added, removed = diff_stats(prev.source, k.source) if prev is not None else (0, 0)
-            rows.append(StepRow(
-                kernel_id=k.kernel_id, previous_id=prev.kernel_id if prev is not None else None, kind=s.kind,
-                label=f"fix round {k.fix_round}" if s.kind == "fix" else s.kind, iteration=k.iteration,
-                status=k.status, latency_text=fmt.ms(k.latency_ms), pct_text=fmt.pct(k.pct_peak),
-                speedup_text=fmt.speedup(s.speedup), step_speedup_text=fmt.speedup(s.step_speedup),
-                plan=plan_title(s.plan), siblings=s.siblings, added=added, removed=removed))
-        out.append(LineageBlock(problem=name, best_kernel_id=p.best_id, steps=rows))
-    return out
+def _lineage(view: RunView, memo: Memo) -> list[LineageBlock]:
+    # a problem's path changes with its best kernel; sibling counts with its kernels
+    return [memo.part(("lineage", name), (p.best_id, len(p.kernel_ids)), lambda p=p: _lineage_block(view, p, memo))
+            for name, p in sorted(view.problems.items())]
+
+
+def _lineage_block(view: RunView, p: ProblemView, memo: Memo) -> LineageBlock:
+    rows = []
+    for s in best_path(view, p.best_id) if p.best_id else []:
+        k, prev = s.kernel, s.previous
+        added, removed = memo.diff_size(prev, k) if prev is not None else (0, 0)
+        rows.append(StepRow(
+            kernel_id=k.kernel_id, previous_id=prev.kernel_id if prev is not None else None, kind=s.kind,
+            label=f"fix round {k.fix_round}" if s.kind == "fix" else s.kind, iteration=k.iteration,
+            status=k.status, latency_text=fmt.ms(k.latency_ms), pct_text=fmt.pct(k.pct_peak),
+            speedup_text=fmt.speedup(s.speedup), step_speedup_text=fmt.speedup(s.step_speedup),
+            plan=plan_title(s.plan), siblings=s.siblings, added=added, removed=removed))
+    return LineageBlock(problem=p.name, best_kernel_id=p.best_id, steps=rows)
 
 
 def _llm(view: RunView) -> list[RoleRow]:
@@ -469,16 +501,20 @@ def _insights(view: RunView) -> list[InsightRow]:
     return rows
 
 
-def run_model(view: RunView, source: str, *, streaming: bool, now: float | None = None) -> RunModel:
-    """Everything the run page shows."""
+def run_model(view: RunView, source: str, *, streaming: bool, now: float | None = None,
+              memo: Memo | None = None) -> RunModel:
+    """Everything the run page shows (`memo`: kept between updates of the same run)."""
     now = now if now is not None else time.time()
-    charts = [ChartPair(problem=name, pct_svg=a, speedup_svg=b)
-              for name in sorted(view.problems) for a, b in [_charts([view], [view.run_id or "run"], name)]]
+    memo = memo or Memo()
+    label = view.run_id or "run"
+    charts = [memo.part(("charts", name), len(p.iterations), lambda name=name: ChartPair(
+        problem=name, **dict(zip(("pct_svg", "speedup_svg"), _charts([view], [label], name), strict=True))))
+        for name, p in sorted(view.problems.items())]
     cfg = view.started.config if view.started is not None else {}
     return RunModel(
         run=run_row(view, source, streaming=streaming, now=now), problems=_problem_rows(view), charts=charts,
-        beams=_beams(view), kernels=_kernels(view), lineage=_lineage(view), llm=_llm(view),
-        cost_svg=_cost_chart(view), memory_enabled=(cfg.get("memory") or {}).get("enabled", True) is not False,
+        beams=_beams(view), kernels=_kernels(view, memo), lineage=_lineage(view, memo), llm=_llm(view),
+        cost_svg=memo.part(("cost",), len(view.cost_series), lambda: _cost_chart(view)), memory_enabled=(cfg.get("memory") or {}).get("enabled", True) is not False,
         retrievals=_retrievals(view), insights=_insights(view), insights_total=len(view.memory_entries),
         generated_ts=now)
 

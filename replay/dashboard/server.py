@@ -109,7 +109,7 @@ def run_json(hub: Hub, run_id: str) -> tuple[object, bytes | None]:
         return None, None
     version = _version(hub, t)
     data = hub.cached(("run", run_id), version,
-                      lambda: _encode(models.run_model(t.view, t.source, streaming=hub.streaming)))
+                      lambda: _encode(models.run_model(t.view, t.source, streaming=hub.streaming, memo=t.memo)))
     return version, data  # type: ignore[return-value]
 
 

@@ -1,0 +1,191 @@
+"""The dashboard on a 100,000-event run, in a real browser: first paint and event-to-screen
+latency.
+
+A synthetic run (`replay.synthetic`: the real coordinator core in a simulated world, `nki`
+preset on 8 problems) is published to a real nats-server; `accelopt dashboard` (in-process,
+following that server) folds it; headless Chromium (Debian's, through Playwright) opens the
+run page.
+
+- catch-up: from the dashboard's start to its fold holding all 100k events;
+- first paint: from navigation to the page showing the run's figures (the first render of
+  the run model, `performance.now()` in the page), median and worst of --paints fresh pages;
+  the same for the runs list;
+- event-to-screen: with the run page open, the run's next --live events are published one at
+  a time, --gap-ms apart on average (jittered); for each, the time from just before its
+  publish to the first render whose event count includes it (page clock vs publisher
+  clock: the same machine). p50 / p95 / max.
+
+Usage: python benchmarks/dashboard_bench.py [--events 100000] [--live 300] [--gap-ms 100]
+Targets: first paint < 2 s, event-to-screen p95 < 1 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import msgspec
+from _common import median, percentile, save
+
+import accelopt  # noqa: F401
+from events.log import EventLog
+from events.server import NatsServer
+from replay.dashboard.browser import ServerThread, browser_missing, launch
+from replay.synthetic import synthetic_run
+
+TARGET_FIRST_PAINT_S = 2.0
+TARGET_P95_S = 1.0
+
+RECORDER = """
+  window.__renders = [];
+  document.addEventListener('accelopt:render', (e) => window.__renders.push([e.detail.events, e.detail.t]));
+"""
+
+
+async def _publish_all(url: str, events: list) -> None:
+    elog = await EventLog.connect(url)
+    try:
+        await elog.publish_many(events)
+    finally:
+        await elog.close()
+
+
+def publish_live(url: str, events: list, gap_ms: float, sent: list[tuple[int, float]], first_count: int) -> None:
+    """Publish `events` one by one, recording (event count after it, wall ms before publish)."""
+
+    async def go() -> None:
+        rng = random.Random(0)
+        elog = await EventLog.connect(url)
+        try:
+            for i, e in enumerate(events):
+                await asyncio.sleep(rng.uniform(0.2, 1.8) * gap_ms / 1000)
+                sent.append((first_count + i + 1, time.time() * 1000))
+                await elog.publish(e)
+        finally:
+            await elog.close()
+
+    asyncio.run(go())
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, default=100_000)
+    ap.add_argument("--live", type=int, default=300, help="events published one by one with the page open")
+    ap.add_argument("--gap-ms", type=float, default=100.0, help="mean gap between live events")
+    ap.add_argument("--paints", type=int, default=5)
+    ap.add_argument("--problems", type=int, default=8)
+    ap.add_argument("--no-save", action="store_true")
+    args = ap.parse_args()
+    why = browser_missing()
+    if why:
+        print(f"dashboard_bench needs a browser: {why}")
+        return 2
+
+    t0 = time.perf_counter()
+    events = synthetic_run(run_id="bench", problems=args.problems, preset="nki",
+                           overrides=("llm.budget_usd=100000",), max_events=args.events + args.live)
+    # the run is happening now: its history ends at this moment, the live events follow
+    shift = time.time() - events[args.events - 1].ts
+    events = [msgspec.structs.replace(e, ts=e.ts + shift) for e in events]
+    history, live = events[:args.events], events[args.events:]
+    print(f"synthesized {len(events):,} events in {time.perf_counter() - t0:.1f} s")
+
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory() as tmp:
+        nats = NatsServer(Path(tmp) / "nats")
+        nats.start()
+        try:
+            t0 = time.perf_counter()
+            asyncio.run(_publish_all(nats.url, history))
+            print(f"published {len(history):,} events in {time.perf_counter() - t0:.1f} s")
+            t0 = time.perf_counter()
+            with ServerThread(Path(tmp) / "runs", nats_url=nats.url) as server:
+                hub = server.server.hub
+                while not (hub.caught_up and (t := hub.get("bench")) is not None and t.view.events >= len(history)):
+                    time.sleep(0.05)
+                catch_up_s = time.perf_counter() - t0
+                print(f"dashboard caught up with {len(history):,} events in {catch_up_s:.2f} s")
+                with sync_playwright() as p:
+                    browser = launch(p)
+                    try:
+                        figures = measure(browser, server.url, args, history, live, nats.url)
+                    finally:
+                        browser.close()
+        finally:
+            nats.kill()
+    figures["catch_up_s"] = round(catch_up_s, 3)
+    ok = (figures["first_paint_run_s"]["max"] < TARGET_FIRST_PAINT_S
+          and figures["event_to_screen_s"]["p95"] < TARGET_P95_S)
+    print(f"first paint of the run page: median {figures['first_paint_run_s']['median']:.3f} s, "
+          f"worst {figures['first_paint_run_s']['max']:.3f} s (target < {TARGET_FIRST_PAINT_S} s); runs list "
+          f"median {figures['first_paint_runs_s']['median']:.3f} s")
+    e2s = figures["event_to_screen_s"]
+    print(f"event-to-screen over {e2s['n']} live events: p50 {e2s['p50']:.3f} s, p95 {e2s['p95']:.3f} s, "
+          f"max {e2s['max']:.3f} s (target p95 < {TARGET_P95_S} s) -> {'OK' if ok else 'MISSED'}")
+    if not args.no_save:
+        save("dashboard_bench", {
+            "events": len(history), "problems": args.problems, "live_events": len(live), "gap_ms": args.gap_ms,
+            **figures, "targets": {"first_paint_s": TARGET_FIRST_PAINT_S, "event_to_screen_p95_s": TARGET_P95_S},
+            "met": ok,
+        })
+    return 0 if ok else 1
+
+
+def _paint(browser, url: str, n: int) -> float:
+    """Open `url` in a fresh page: seconds from navigation to its first render."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        page = context.new_page()
+        page.goto(url)
+        page.wait_for_function("(n) => Number(document.body.dataset.events) >= n", arg=n, timeout=30_000)
+        return page.evaluate("window.__firstRender") / 1000
+    finally:
+        context.close()
+
+
+def measure(browser, url: str, args: argparse.Namespace, history: list, live: list, nats_url: str) -> dict:
+    runs, run = [], []
+    for _ in range(args.paints):
+        run.append(_paint(browser, f"{url}/run/bench", len(history)))
+        runs.append(_paint(browser, f"{url}/", len(history)))
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.add_init_script(RECORDER)
+    page.goto(f"{url}/run/bench")
+    page.wait_for_function("(n) => Number(document.body.dataset.events) >= n", arg=len(history), timeout=30_000)
+    sent: list[tuple[int, float]] = []
+    publisher = threading.Thread(target=publish_live, args=(nats_url, live, args.gap_ms, sent, len(history)))
+    publisher.start()
+    publisher.join()
+    page.wait_for_function("(n) => Number(document.body.dataset.events) >= n", arg=len(history) + len(live),
+                           timeout=30_000)
+    renders = page.evaluate("window.__renders")
+    context.close()
+    latencies = []
+    j = 0
+    for count, t_pub in sent:
+        while j < len(renders) and renders[j][0] < count:
+            j += 1
+        latencies.append((renders[j][1] - t_pub) / 1000)
+    return {
+        "first_paint_run_s": {"median": round(median(run), 3), "max": round(max(run), 3),
+                              "all": [round(x, 3) for x in run]},
+        "first_paint_runs_s": {"median": round(median(runs), 3), "max": round(max(runs), 3)},
+        "event_to_screen_s": {"n": len(latencies), "p50": round(percentile(latencies, 50), 3),
+                              "p95": round(percentile(latencies, 95), 3), "max": round(max(latencies), 3)},
+        "renders_during_live": len(renders) - 1,
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main())
