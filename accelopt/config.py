@@ -61,6 +61,9 @@ class RoleLLM(_C):
     retries: int | None = None
     api_base: str | None = None
     api_key_env: str | None = None
+    # provider parameters passed through to litellm as they are (`reasoning_effort`, `top_p`,
+    # `extra_body`, ...); merged key by key over `llm.default.params`
+    params: dict[str, Any] | None = None
 
 
 class ResolvedLLM(_C):
@@ -72,11 +75,25 @@ class ResolvedLLM(_C):
     retries: int
     api_base: str | None = None
     api_key_env: str | None = None
+    params: dict[str, Any] = {}
 
 
 BUILTIN_LLM_DEFAULTS = RoleLLM(
     model="builtin/tuner", temperature=1.0, max_tokens=8192, concurrency=4, timeout_s=600.0, retries=3,
 )
+
+BUILTIN_ROLE_MAX_TOKENS: dict[str, int] = {
+    "planner": 16_384, "executor": 65_536, "fixer": 65_536, "summarizer": 8_192,
+}
+"""Each role's output allowance below `llm.default` (so `llm.default.max_tokens` still sets
+every role): the planner reasons before it plans, the executor and fixer write whole kernels
+after reasoning (the AccelOpt paper's settings: planner 10k, executor 65,536). The gateway
+caps it at the model's own output limit where litellm's model info knows it."""
+
+
+RESERVED_PARAMS = frozenset({"model", "messages", "temperature", "max_tokens", "timeout", "api_base", "api_key",
+                             "num_retries", "max_retries", "metadata", "stream"})
+"""litellm arguments that have their own config key or that the gateway sets: not in `params`."""
 
 
 class LLMConfig(_C):
@@ -92,11 +109,18 @@ class LLMConfig(_C):
     prices: dict[str, ModelPrice] = {}
     allow_unpriced: bool = False
     budget_usd: float | None = 50.0
+    # stop the run (status failed) when a role's last `fail_after` calls all failed with an
+    # error no retry can fix (authentication, unknown model, bad request); 0: never
+    fail_after: int = 3
 
     def for_role(self, role: str) -> ResolvedLLM:
         merged: dict[str, Any] = {}
-        for layer in (BUILTIN_LLM_DEFAULTS, self.default, getattr(self, role)):
+        params: dict[str, Any] = {}
+        role_builtin = RoleLLM(max_tokens=BUILTIN_ROLE_MAX_TOKENS.get(role))
+        for layer in (BUILTIN_LLM_DEFAULTS, role_builtin, self.default, getattr(self, role)):
             merged.update({k: v for k, v in msgspec.structs.asdict(layer).items() if v is not None})
+            params.update(layer.params or {})
+        merged["params"] = params
         missing = [k for k in ("model", "temperature", "max_tokens", "concurrency", "timeout_s", "retries")
                    if merged.get(k) is None]
         if missing:
@@ -135,10 +159,32 @@ class LogConfig(_C):
     duplicate_window_s: float = 3600.0
 
 
+DEVICE_PROFILE_TIMEOUT_S: dict[str, float] = {
+    "cpu": 60.0, "h100": 300.0, "h200": 300.0, "b200": 300.0, "trn1": 900.0, "trn2": 900.0,
+}
+"""How long one profile (compile + every seed + timing) may take per device kind: NKI
+compiles each seed's kernel for minutes (docs/neuron.md), Triton autotuning and JIT take
+minutes, a C kernel compiles in seconds. Unknown kinds get 60 s."""
+
+
+class SandboxConfig(_C):
+    """Isolation of LLM-written code (hardware_agents/README.md). A profile refuses to run a
+    kernel where filesystem (Landlock) or network isolation cannot be applied, unless
+    `allow_unisolated`; every Profile records the isolation it ran under either way."""
+
+    allow_unisolated: bool = False
+
+
 class ProfilingConfig(_C):
     seeds: int = 3
-    timeout_s: float = 60.0
+    timeout_s: float | None = None  # every device kind; None: `device_timeout_s`, then the defaults above
+    device_timeout_s: dict[str, float] = {}
     time_budget_s: float = 0.3
+
+    def timeout_for(self, device: str) -> float:
+        if self.timeout_s is not None:
+            return self.timeout_s
+        return self.device_timeout_s.get(device, DEVICE_PROFILE_TIMEOUT_S.get(device, 60.0))
 
 
 class RunConfig(_C):
@@ -324,9 +370,20 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError("memory.top_m: must be >= 0")
     if cfg.llm.budget_usd is not None and cfg.llm.budget_usd < 0:
         raise ConfigError("llm.budget_usd: must be >= 0 or null")
+    if cfg.llm.fail_after < 0:
+        raise ConfigError("llm.fail_after: must be >= 0 (0: never stop on failing calls)")
+    p = cfg.profiling
+    for key, value in [("timeout_s", p.timeout_s), *((f"device_timeout_s.{d}", t) for d, t in p.device_timeout_s.items())]:
+        if value is not None and value <= 0:
+            raise ConfigError(f"profiling.{key}: must be > 0")
     for role in ("planner", "executor", "fixer", "summarizer"):
         r = cfg.llm.for_role(role)
         if r.concurrency < 1:
             raise ConfigError(f"llm.{role}.concurrency: must be >= 1")
         if r.timeout_s <= 0:
             raise ConfigError(f"llm.{role}.timeout_s: must be > 0")
+        if r.max_tokens < 1:
+            raise ConfigError(f"llm.{role}.max_tokens: must be >= 1")
+        reserved = sorted(set(r.params) & RESERVED_PARAMS)
+        if reserved:
+            raise ConfigError(f"llm.{role}.params: {', '.join(reserved)} have their own keys (llm.{role}.<key>)")

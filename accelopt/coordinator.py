@@ -119,6 +119,7 @@ class CoordinatorCore:
         self.request_problem: dict[str, str] = {}
         self.applied: set[str] = set()
         self.spent_usd = 0.0
+        self.failing_calls: dict[str, int] = {}  # role -> consecutive calls failed permanently
         self.stopping: str | None = None
         self.finished = False
         self.failed: str | None = None
@@ -227,8 +228,8 @@ class CoordinatorCore:
     def _handle(self, e: ev.Event, out: Step) -> list[ev.Event]:
         if isinstance(e, ev.RunStarted):
             return self._on_run_started(e)
-        if self.config is None:
-            return []  # nothing is decided before the run's config is known
+        if self.config is None or self.failed:
+            return []  # nothing is decided before the run's config is known, nor after it failed
         if e.type in LLM_REQUESTS or isinstance(e, ev.ProfileRequested):
             self.requests[e.event_id] = e
             return []
@@ -427,6 +428,9 @@ class CoordinatorCore:
 
     def _on_LLMCallCompleted(self, e: ev.LLMCallCompleted, out: Step) -> list[ev.Event]:
         self.spent_usd += e.cost_usd
+        failing = self._failing_model(e)
+        if failing is not None:
+            return [failing]
         budget = self.cfg.llm.budget_usd
         if budget is not None and self.spent_usd >= budget and not self.stopping:
             self.stopping = "budget"
@@ -440,6 +444,21 @@ class CoordinatorCore:
                 outs += self._maybe_advance(p, e)
             return outs
         return []
+
+    def _failing_model(self, e: ev.LLMCallCompleted) -> ev.RunFailed | None:
+        """A RunFailed when `e` makes its role's last `llm.fail_after` calls all failures no
+        retry can fix (a missing key, an unknown model): going on would only complete the run
+        on its baselines. Any other outcome of a call resets the role's count."""
+        limit = self.cfg.llm.fail_after
+        if not e.error or not e.permanent:
+            self.failing_calls.pop(e.role, None)
+            return None
+        streak = self.failing_calls[e.role] = self.failing_calls.get(e.role, 0) + 1
+        if limit <= 0 or streak < limit or self.failed or self.finished:
+            return None
+        return ev.RunFailed(**self._env("RunFailed", "llm", e.role, cause=e), reason=f"LLM calls failing ({e.role})",
+                            detail=f"the last {streak} calls of the {e.role} ({e.model}) failed with errors no "
+                                   f"retry can fix; the last: {e.error[:1500]}")
 
     def _on_RunCompleted(self, e: ev.RunCompleted, out: Step) -> list[ev.Event]:
         self.finished = True

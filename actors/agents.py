@@ -8,7 +8,8 @@ the reply and returns, in this order:
 - one `LLMCallCompleted` per attempt (failed attempts included), then
 - the result: `PlanProposed` / `KernelProposed` / `InsightSummarized`, or
 - `ProposalFailed(stage, request_id, reason, detail, llm_call_id)`: the reply was unusable
-  ("no code block in reply", "empty reply", ...), the call failed after its retries
+  ("no code block in reply", "empty reply", "truncated": the model hit `max_tokens`, or its
+  code block never closes, ...), the call failed after its retries
   ("llm error: <exception type>"), or the prompt could not be built.
 
 Ids are derived from the request, so a redelivered request yields de-duplicated publishes:
@@ -29,7 +30,7 @@ from accelopt.config import LLMConfig
 from accelopt.problem import Problem
 from accelopt.records import ChatMessage
 from actors.gateway import LLMGateway
-from actors.parsing import ReplyParseError, extract_code, extract_plan, parse_insight
+from actors.parsing import TRUNCATED, ReplyParseError, extract_code, extract_plan, parse_insight
 from actors.recordings import Recordings
 from actors.run_context import RunContextError, RunContexts
 from actors.worker import Worker, WorkerOptions
@@ -120,6 +121,11 @@ class LLMAgent(Worker):
         if last.error is not None:
             kind = last.error.split(":", 1)[0]
             return [*calls, self.failed(event, f"llm error: {kind}", last.error, last.event_id)]
+        if last.finish_reason == "length":  # cut at max_tokens: never half a kernel, plan or insight
+            limit = last.params.get("max_tokens")
+            return [*calls, self.failed(event, TRUNCATED, f"the reply stopped at the token limit (max_tokens={limit}, "
+                                        f"{last.usage.completion_tokens} completion tokens); raise "
+                                        f"llm.{self.role}.max_tokens", last.event_id)]
         try:
             return [*calls, self.result(event, target.problem, last)]
         except ReplyParseError as e:

@@ -90,7 +90,7 @@ class CoordinatorService:
                     effects += step.effects
                     decisions += len(step.outputs)
                 caught_up = event is None or pending == 0
-                if (caught_up or self.core.finished) and (outbox or effects):
+                if (caught_up or self.core.finished or self.core.failed) and (outbox or effects):
                     await self._flush(elog, outbox, effects, present)
                     outbox, effects = [], []
                 if self.core.finished or self.core.failed:
@@ -105,7 +105,10 @@ class CoordinatorService:
         reason = None
         if self.core.finished:
             reason = self.core.stopping or "completed"
-        return CoordinatorReport(self.run_id, self.core.finished, reason, decisions, seen, self.warnings)
+        elif self.core.failed:  # a RunFailed of its own (e.g. the model cannot be reached) ends it too
+            reason = f"failed: {self.core.failed}"
+        return CoordinatorReport(self.run_id, self.core.finished or bool(self.core.failed), reason, decisions, seen,
+                                 self.warnings)
 
     async def _flush(self, elog: EventLog, outbox: list[ev.Event], effects: list[RetrieveMemory],
                      present: set[str]) -> None:

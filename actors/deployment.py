@@ -92,7 +92,7 @@ class Deployment:
             for i in range(dcfg.workers if dcfg else 1):
                 self._spawn(f"profiler-{device}-{i}", "profiler",
                             {"nats_url": self.nats_url, "device": device,
-                             "timeout_s": self.cfg.profiling.timeout_s, "worker_name": f"{device}-{i}",
+                             "timeout_s": self.cfg.profiling.timeout_for(device), "worker_name": f"{device}-{i}",
                              "options": profiler_options(device, self.cfg)},
                             device_placement(device))
         if self.cfg.memory.enabled:

@@ -1,14 +1,17 @@
 """The LLM gateway: every model call of the agents goes through here (DESIGN §5).
 
 - litellm (`acompletion`) for every provider; the model, temperature, max tokens,
-  concurrency, timeout, retries, API base and the name of the environment variable holding
-  the API key come from `LLMConfig.for_role(role)`. The key is read from the environment at
-  call time and never logged or recorded.
+  concurrency, timeout, retries, API base, the name of the environment variable holding
+  the API key and the provider parameters passed through (`params`: `reasoning_effort`,
+  `top_p`, `extra_body`, ...) come from `LLMConfig.for_role(role)`. `max_tokens` is capped
+  at the model's output limit when litellm's model info knows it. The key is read from the
+  environment at call time and never logged or recorded.
 - A per-role semaphore bounds the calls in flight; each attempt has a timeout (litellm's,
   and an asyncio deadline around it, which also covers custom providers).
 - Retries with exponential backoff and jitter only on transient errors (rate limits,
   timeouts, 5xx, connection errors); authentication, bad requests, context-window and
-  content-policy errors fail at once.
+  content-policy errors fail at once, and their record says so (`permanent`), which the
+  coordinator counts to stop a run whose model cannot be reached (`llm.fail_after`).
 - Every attempt becomes an `LLMCallCompleted` (failed ones with `error`), with usage, cost,
   latency and the content hash = sha256 of (model, messages, params, sample index). Event
   ids derive from (request id, attempt), so a redelivered request de-duplicates.
@@ -98,6 +101,25 @@ def is_transient(exc: BaseException) -> bool:
 
 def provider_of(model: str) -> str:
     return model.split("/", 1)[0] if "/" in model else ""
+
+
+def max_output_tokens(model: str) -> int | None:
+    """The model's output limit from litellm's model info, None when unknown."""
+    try:
+        value = litellm.get_model_info(model).get("max_output_tokens")
+    except Exception:
+        return None
+    return int(value) if isinstance(value, int | float) and value > 0 else None
+
+
+def call_params(cfg: ResolvedLLM) -> dict[str, Any]:
+    """What the call sends besides model and messages: temperature, max_tokens (capped at the
+    model's output limit) and the role's provider parameters. Recorded and hashed."""
+    limit = max_output_tokens(cfg.model)
+    params: dict[str, Any] = {"temperature": cfg.temperature,
+                              "max_tokens": min(cfg.max_tokens, limit) if limit else cfg.max_tokens}
+    params.update(cfg.params)
+    return params
 
 
 def _litellm_price(model: str) -> ModelPrice | None:
@@ -245,7 +267,7 @@ class LLMGateway:
         """Call `role`'s model; returns one event per attempt, the last being the success or
         the final failure. `recording` (per call) is consulted before the gateway's own."""
         cfg = self.config.for_role(role)
-        params: dict[str, Any] = {"temperature": cfg.temperature, "max_tokens": cfg.max_tokens}
+        params = call_params(cfg)
         msgs = list(messages)
         chash = content_hash(cfg.model, msgs, params, sample_index)
 
@@ -267,13 +289,13 @@ class LLMGateway:
 
         price = self.price_of(cfg.model)
         if price is None and not self.config.allow_unpriced:
-            return [record(0, error=f"UnpricedModelError: {UnpricedModelError([cfg.model])}")]
+            return [record(0, error=f"UnpricedModelError: {UnpricedModelError([cfg.model])}", permanent=True)]
         api_key: str | None = None
         if cfg.api_key_env:
             api_key = os.environ.get(cfg.api_key_env)
             if not api_key:
                 return [record(0, error=f"MissingAPIKey: environment variable {cfg.api_key_env} "
-                                        f"(llm.{role}.api_key_env) is not set")]
+                                        f"(llm.{role}.api_key_env) is not set", permanent=True)]
 
         rng = random.Random(f"{seed}\x1f{request_id}")
         out: list[LLMCallCompleted] = []
@@ -282,7 +304,7 @@ class LLMGateway:
                 start = time.monotonic()
                 try:
                     resp = await asyncio.wait_for(
-                        self._call(cfg, role, msgs, api_key, sample_index, seed, request_id),
+                        self._call(cfg, role, msgs, params, api_key, sample_index, seed, request_id),
                         timeout=cfg.timeout_s + self.timeout_grace_s,
                     )
                     error: BaseException | None = None
@@ -295,8 +317,8 @@ class LLMGateway:
                 out.append(self._success(record, attempt, cfg, msgs, resp, latency, price))
                 return out
             text = _error_text(error, api_key, cfg.timeout_s)
-            out.append(record(attempt, error=text, latency_s=latency))
             transient = is_transient(error)
+            out.append(record(attempt, error=text, latency_s=latency, permanent=not transient))
             log.warning("llm call failed", run_id=run_id, request_id=request_id, role=role, model=cfg.model,
                         attempt=attempt, transient=transient, error=text[:300])
             if not transient or attempt >= cfg.retries:
@@ -304,13 +326,12 @@ class LLMGateway:
             await asyncio.sleep(self._backoff(attempt, rng, error))
         return out
 
-    async def _call(self, cfg: ResolvedLLM, role: str, msgs: list[ChatMessage], api_key: str | None,
-                    sample_index: int, seed: int, request_id: str) -> Any:
+    async def _call(self, cfg: ResolvedLLM, role: str, msgs: list[ChatMessage], params: Mapping[str, Any],
+                    api_key: str | None, sample_index: int, seed: int, request_id: str) -> Any:
         kwargs: dict[str, Any] = {
+            **params,
             "model": cfg.model,
             "messages": [{"role": m.role, "content": m.content} for m in msgs],
-            "temperature": cfg.temperature,
-            "max_tokens": cfg.max_tokens,
             "timeout": cfg.timeout_s,
             "num_retries": 0,
             "max_retries": 0,

@@ -8,7 +8,9 @@ clearly why a reply is unusable:
   reply was cut off while thinking) removes everything after it, and a stray closing tag
   (servers that strip the opening one) removes everything before it;
 - a kernel is the first fenced block (``` or ~~~, any language tag, which is stripped); a
-  block with no closing fence (a truncated reply) runs to the end of the text;
+  block with no closing fence (a reply cut off mid-code) is found (`closed=False`, running
+  to the end of the text) but `extract_code` refuses it as `truncated`: half a kernel is
+  never profiled;
 - with `entry` given, the first block that mentions the entry symbol wins over an earlier
   snippet that does not (a reply that quotes a fragment before the full kernel); with no
   such block, the first block is taken;
@@ -29,6 +31,7 @@ EMPTY_REPLY = "empty reply"
 NO_CODE = "no code block in reply"
 EMPTY_CODE = "empty code block"
 ONLY_REASONING = "reply holds only reasoning"
+TRUNCATED = "truncated"
 
 NOOP_MARKER = "no optimization found"
 
@@ -120,6 +123,9 @@ def extract_code(text: str | None, *, entry: str | None = None) -> CodeBlock:
     if entry:
         word = re.compile(r"\b" + re.escape(entry) + r"\b")
         chosen = next((b for b in blocks if word.search(b.code)), blocks[0])
+    if not chosen.closed:
+        raise ReplyParseError(TRUNCATED, f"the code block has no closing fence: the reply ends mid-code after "
+                                         f"{len(chosen.code)} chars")
     return CodeBlock(code=chosen.code.strip("\n") + "\n", lang=chosen.lang, closed=chosen.closed,
                      index=chosen.index, blocks=len(blocks))
 

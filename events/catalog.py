@@ -182,6 +182,7 @@ class LLMCallCompleted(Event, tag=True):
     served_from: str | None = None
     finish_reason: str | None = None  # "stop", "length" (truncated by max_tokens), ...
     reasoning: str | None = None  # the provider's separate reasoning text, when it returns one
+    permanent: bool = False  # failed with an error no retry can fix (auth, unknown model, bad request)
 
 
 class PlanProposed(Event, tag=True):

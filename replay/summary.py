@@ -28,6 +28,7 @@ class RunSummary:
     events: int
     parent_run: str | None = None
     fork_iteration: int | None = None
+    failed_llm_calls: dict[str, int] = field(default_factory=dict)  # role -> failed calls (attempts)
     models: list[str] = field(default_factory=list)
     search: str = ""
     seed: int | None = None
@@ -82,7 +83,13 @@ def summarize(view: RunView) -> RunSummary:
         search=search_settings(config),
         seed=started.seed if started is not None else None,
         device=", ".join(sorted({p.device for p in view.problems.values()})),
+        failed_llm_calls={role: u.failed_calls for role, u in sorted(view.usage.items()) if u.failed_calls},
     )
+
+
+def failed_calls_text(failed: dict[str, int]) -> str:
+    """`planner 3, executor 1` (empty when no call failed)."""
+    return ", ".join(f"{role} {n}" for role, n in failed.items())
 
 
 def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:

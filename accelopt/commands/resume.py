@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from accelopt.commands.run import execute, wide_console
+from accelopt.commands.run import add_preflight_arg, execute, wide_console
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,6 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--nats", help="NATS URL (default: the root's embedded server)")
     p.add_argument("--ray-address")
     p.add_argument("--timeout", type=float)
+    add_preflight_arg(p)
     p.set_defaults(func=run)
 
 

@@ -26,6 +26,13 @@ def add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--root", help="runs directory (default ./runs)")
     p.add_argument("--nats", help="NATS URL of a running deployment (default: embedded server)")
     p.add_argument("--ray-address", help="Ray cluster address (default: local Ray)")
+    add_preflight_arg(p)
+
+
+def add_preflight_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--preflight", action=argparse.BooleanOptionalAction, default=True,
+                   help="before starting, make one tiny real call per model and report its latency (default on; "
+                        "keys, providers and api_base are always checked)")
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
@@ -151,11 +158,43 @@ def run(args: argparse.Namespace) -> int:
     return execute(console, cfg, problems, args)
 
 
+def preflight(console: Console, cfg: RunConfig, probe: bool) -> bool:
+    """Check that every role can reach its model (`actors/preflight.py`); False (after one line
+    per problem saying what to set) if not. `probe`: also make one tiny real call per model."""
+    import asyncio
+
+    from actors import preflight as pf
+    from actors.gateway import UnpricedModelError, price_snapshot
+
+    if not pf.needs_preflight(cfg.llm):
+        return True
+    problems = pf.check_models(cfg.llm)
+    if not problems:
+        try:
+            price_snapshot(cfg.llm)
+        except UnpricedModelError as e:
+            problems = [str(e)]
+    if not problems and probe:
+        probes = asyncio.run(pf.probe_models(cfg.llm))
+        problems = [text for text in map(pf.probe_problem, probes) if text]
+        for p in probes:
+            if p.error is None:
+                console.print(f"preflight: {p.use.label} answered in {p.latency_s:.2f}s")
+    for text in problems:
+        console.print(f"[red]preflight failed:[/red] {text}", soft_wrap=True)
+    return not problems
+
+
 def execute(console: Console, cfg: RunConfig, problems: list, args: argparse.Namespace, **session_kwargs) -> int:
     """Run a session with progress bars and print its outcome (shared by run, ablate, resume)."""
     from accelopt.progress import RunProgress, results_table
     from actors.session import RunError, run_session
 
+    if not preflight(console, cfg, getattr(args, "preflight", True)):
+        return 2
+    budget = cfg.llm.budget_usd
+    console.print(f"LLM budget: {f'${budget:.2f}' if budget is not None else 'none'} "
+                  "(llm.budget_usd; --budget USD to change)")
     try:
         with RunProgress(console, cfg.search.iterations) as progress:
             outcome = run_session(cfg, problems, nats_url=args.nats, ray_address=args.ray_address,
@@ -184,7 +223,27 @@ def execute(console: Console, cfg: RunConfig, problems: list, args: argparse.Nam
                       f"LLM calls ({s.llm_calls - s.llm_served} made anew), {s.profiles_served} of {s.profiles} "
                       f"profiles")
     console.print(f"LLM cost ${view.cost_usd:.4f} · log, best kernels and results in {outcome.run_dir}")
+    failed = {role: u.failed_calls for role, u in sorted(view.usage.items()) if u.failed_calls}
+    if failed:
+        calls = {role: u.calls for role, u in view.usage.items()}
+        console.print("[yellow]failed LLM calls:[/yellow] " + ", ".join(
+            f"{role} {n} of {calls[role]}" for role, n in failed.items()) + " (the errors: accelopt report "
+            f"{outcome.run_id})", soft_wrap=True)
+    if view.budget is not None:
+        console.print(budget_note(view), soft_wrap=True)
+    if view.failed is not None:
+        console.print(f"[red]run failed:[/red] {view.failed.reason}: {view.failed.detail}", soft_wrap=True)
     if outcome.timed_out:
         console.print("[red]timed out[/red]")
         return 1
     return 0 if view.completed else 1
+
+
+def budget_note(view) -> str:
+    """What a run that stopped on its budget says: spent, and how to go on."""
+    b = view.budget
+    done = min((max((i.iteration for i in p.iterations), default=0) for p in view.problems.values()), default=0)
+    return (f"[yellow]stopped on the LLM budget:[/yellow] spent ${b.spent_usd:.4f} of ${b.budget_usd:.2f}. To go on "
+            f"with a larger budget: accelopt ablate {view.run_id} --from-iteration {done} "
+            f"--set llm.budget_usd={max(2 * b.budget_usd, 1.0):g} (iterations up to {done} are served from this "
+            "run's recording at no cost)")

@@ -23,6 +23,7 @@ def run(args: argparse.Namespace) -> int:
     from accelopt.commands.run import wide_console
     from replay import fmt
     from replay.runs import list_runs
+    from replay.summary import failed_calls_text
 
     console = wide_console()
     listings, warnings = list_runs(args.root, nats_url=args.nats)
@@ -34,7 +35,8 @@ def run(args: argparse.Namespace) -> int:
                 "run_id": s.run_id, "status": r.status(now), "source": r.source, "problems": s.problems,
                 "iterations_done": s.iterations_done, "iterations_planned": s.iterations_planned,
                 "speedup_geomean": s.speedup_geomean, "pct_peak_geomean": s.pct_peak_geomean,
-                "cost_usd": s.cost_usd, "llm_calls": s.llm_calls, "started_ts": s.started_ts,
+                "cost_usd": s.cost_usd, "llm_calls": s.llm_calls, "failed_llm_calls": s.failed_llm_calls,
+                "started_ts": s.started_ts,
                 "parent_run": s.parent_run, "fork_iteration": s.fork_iteration, "path": str(r.path or ""),
             }))
         for w in warnings:
@@ -42,14 +44,15 @@ def run(args: argparse.Namespace) -> int:
         return 0
     table = Table(title=f"runs in {args.root}")
     for col in ("run", "status", "problems", "iterations", "speedup (geomean)", "best %peak (geomean)",
-                "LLM cost", "started", "forked from", "source"):
+                "LLM cost", "failed LLM calls", "started", "forked from", "source"):
         right = col in ("problems", "iterations", "speedup (geomean)", "best %peak (geomean)", "LLM cost")
         table.add_column(col, justify="right" if right else "left")
     for r in listings:
         s = r.summary
         fork = f"{s.parent_run} @ {s.fork_iteration}" if s.parent_run else ""
         table.add_row(s.run_id, r.status(now), str(s.problems), s.iterations, fmt.speedup(s.speedup_geomean),
-                      fmt.pct(s.pct_peak_geomean), fmt.usd(s.cost_usd), fmt.stamp(s.started_ts), fork, r.source)
+                      fmt.pct(s.pct_peak_geomean), fmt.usd(s.cost_usd),
+                      failed_calls_text(s.failed_llm_calls), fmt.stamp(s.started_ts), fork, r.source)
     console.print(table)
     if not listings:
         console.print(f"no runs under {args.root}")

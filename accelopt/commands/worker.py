@@ -53,7 +53,7 @@ def build_workers(args: argparse.Namespace) -> list:
         if role == "profiler":
             for i in range(args.count):
                 workers.append(build(ROLE_FACTORIES["profiler"], {
-                    "nats_url": args.nats, "device": args.device, "timeout_s": cfg.profiling.timeout_s,
+                    "nats_url": args.nats, "device": args.device, "timeout_s": cfg.profiling.timeout_for(args.device),
                     "worker_name": f"{name}-{args.device}-{i}", "options": profiler_options(args.device, cfg),
                     "agent_options": device_slot(args.device, i, args.count)}))
         elif role in LLM_ROLES:

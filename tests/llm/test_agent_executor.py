@@ -54,9 +54,10 @@ def test_replies_in_real_shapes(nats_server, scripted):
     assert f1.llm_call_id == calls[reqs[1].event_id].event_id
 
     assert kernels[reqs[2].event_id].source == TILED  # two blocks: the first
-    truncated = kernels[reqs[3].event_id]
-    assert truncated.source.startswith("/* scale_add") and len(truncated.source) < len(TILED)
+    truncated = failed[reqs[3].event_id]  # cut at max_tokens: a recorded failure, never half a kernel
+    assert truncated.reason == "truncated" and "max_tokens" in truncated.detail
     assert calls[reqs[3].event_id].finish_reason == "length"
+    assert truncated.llm_call_id == calls[reqs[3].event_id].event_id
     assert "std::vector" in kernels[reqs[4].event_id].source
     assert kernels[reqs[5].event_id].source == TILED
 

@@ -9,7 +9,9 @@ from actors.parsing import (
     EMPTY_REPLY,
     NO_CODE,
     ONLY_REASONING,
+    TRUNCATED,
     ReplyParseError,
+    code_blocks,
     extract_code,
     extract_plan,
     parse_insight,
@@ -41,11 +43,15 @@ def test_snippet_before_the_full_kernel_prefers_the_block_with_the_entry_point()
     assert "void kernel" in block.code and block.index == 1
 
 
-def test_truncated_reply_without_closing_fence_runs_to_the_end():
+def test_a_reply_cut_off_mid_code_is_truncated_never_a_kernel():
     reply = f"Sure.\n```c\n{KERNEL}\n/* the rest was cut off by max_tok"
-    block = extract_code(reply)
-    assert not block.closed
-    assert block.code.startswith("void kernel") and block.code.rstrip().endswith("max_tok")
+    [block] = code_blocks(reply)  # the block is found, and known to be open
+    assert not block.closed and block.code.rstrip().endswith("max_tok")
+    with pytest.raises(ReplyParseError) as e:
+        extract_code(reply)
+    assert e.value.reason == TRUNCATED == "truncated" and "no closing fence" in e.value.detail
+    # a closed block before the cut is still a whole kernel
+    assert extract_code(f"```c\n{KERNEL}\n```\nAnd a variant:\n```c\nvoid kern").code == KERNEL + "\n"
 
 
 def test_prose_with_no_code_fails_with_reason():

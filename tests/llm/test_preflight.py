@@ -1,0 +1,119 @@
+"""The preflight: a run that cannot reach its model says so before it starts (exit 2, one
+line naming what to set), with litellm's own provider and key knowledge; and a model that
+starts failing mid-run with errors no retry fixes stops the run as `failed`."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+
+from openai_stub import OpenAIStub
+
+from accelopt.config import build_config
+from actors import preflight as pf
+
+
+def _llm(*overrides: str):
+    return build_config(overrides=list(overrides)).llm
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_missing_provider_key_is_named():
+    [line] = pf.check_models(_llm("llm.default.model=claude-sonnet-4-5"), env={})
+    assert "ANTHROPIC_API_KEY" in line and "claude-sonnet-4-5" in line
+    assert pf.check_models(_llm("llm.default.model=claude-sonnet-4-5"), env={"ANTHROPIC_API_KEY": "k"}) == []
+
+
+def test_an_unknown_provider_is_named():
+    [line] = pf.check_models(_llm("llm.default.model=gpt-9-imaginary"), env={})
+    assert "no provider" in line and "gpt-9-imaginary" in line and "PROVIDER/MODEL" in line
+
+
+def test_each_distinct_model_is_checked_once_with_its_roles():
+    llm = _llm("llm.default.model=anthropic/claude-sonnet-4-5", "llm.summarizer.model=openai/gpt-4o-mini")
+    lines = pf.check_models(llm, env={})
+    assert len(lines) == 2
+    assert "(planner, executor, fixer)" in lines[0] and "ANTHROPIC_API_KEY" in lines[0]
+    assert "(summarizer)" in lines[1] and "OPENAI_API_KEY" in lines[1]
+
+
+def test_the_variable_named_by_api_key_env_must_be_set():
+    llm = _llm("llm.default.model=openai/gpt-4o-mini", "llm.default.api_key_env=MY_TEAM_KEY")
+    [line] = pf.check_models(llm, env={"OPENAI_API_KEY": "not this one"})
+    assert "set MY_TEAM_KEY" in line
+    assert pf.check_models(llm, env={"MY_TEAM_KEY": "k"}) == []
+
+
+def test_an_api_base_nobody_listens_on_is_named():
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    [line] = pf.check_models(_llm("llm.default.model=hosted_vllm/m", f"llm.default.api_base={url}"), env={})
+    assert url in line and "not reachable" in line
+
+
+def test_a_self_hosted_server_needs_no_key():
+    with OpenAIStub(status=200) as stub:
+        llm = _llm("llm.default.model=openai/my-model", f"llm.default.api_base={stub.url}")
+        assert pf.check_models(llm, env={}) == []
+
+
+def test_offline_models_need_no_preflight():
+    assert not pf.needs_preflight(_llm())  # builtin/tuner
+    assert pf.check_models(_llm("llm.default.model=scripted/x"), env={}) == []
+    assert pf.needs_preflight(_llm("llm.summarizer.model=openai/gpt-4o-mini"))
+
+
+def test_the_probe_reports_latency_and_a_rejected_key():
+    with OpenAIStub(status=200) as ok, OpenAIStub(status=401) as bad:
+        llm = _llm("llm.default.model=openai/my-model", f"llm.default.api_base={ok.url}", "llm.allow_unpriced=true",
+                   "llm.default.params.top_p=0.5", f"llm.summarizer.api_base={bad.url}")
+        probes = asyncio.run(pf.probe_models(llm))
+    good, rejected = sorted(probes, key=lambda p: p.use.api_base == bad.url)
+    assert good.error is None and good.latency_s > 0 and pf.probe_problem(good) is None
+    assert good.use.roles == ("planner", "executor", "fixer")
+    # tiny: the probe asks for a handful of tokens, with the role's provider parameters
+    assert ok.requests[0]["max_tokens"] == pf.PROBE_MAX_TOKENS and ok.requests[0]["top_p"] == 0.5
+    assert "AuthenticationError" in (pf.probe_problem(rejected) or "")
+    assert len(bad.requests) == 1  # no retries of an authentication error
+
+
+def _accelopt(*args: str, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "accelopt.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update(extra)
+    return env
+
+
+def test_run_without_the_key_exits_2_naming_it(tmp_path):
+    out = _accelopt("run", "--problems", "silu", "--model", "claude-sonnet-4-5", "--root", str(tmp_path),
+                    env=_env())
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "ANTHROPIC_API_KEY" in out.stdout and "completed" not in out.stdout
+    assert not list(tmp_path.glob("*/log.aolog"))
+
+
+def test_run_with_an_unknown_provider_exits_2_naming_it(tmp_path):
+    out = _accelopt("run", "--problems", "silu", "--model", "gpt-9-imaginary", "--root", str(tmp_path),
+                    env=_env())
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "no provider for 'gpt-9-imaginary'" in " ".join(out.stdout.split())
+
+
+def test_run_whose_key_is_rejected_fails_at_the_probe(tmp_path):
+    with OpenAIStub(status=401) as stub:
+        out = _accelopt("run", "--problems", "silu", "--model", "openai/gpt-4o-mini", "--api-base", stub.url,
+                        "--set", "llm.default.api_key_env=STUB_KEY", "--root", str(tmp_path),
+                        env=_env(STUB_KEY="sk-wrong"))
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "the test call failed: AuthenticationError" in " ".join(out.stdout.split())
