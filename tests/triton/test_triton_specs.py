@@ -52,11 +52,24 @@ def test_registered_and_available_without_a_gpu(tmp_path):
             agent.close()
 
 
-def test_auto_mode_without_a_matching_gpu_is_the_interpreter(tmp_path):
+def test_auto_mode_without_a_matching_gpu_is_the_interpreter(tmp_path, monkeypatch):
+    from hardware_agents.triton import gpu
+
+    here = list(gpu.discover())
+    expected = "cuda" if any(kind_for_gpu_name(g.name) == "b200" for g in here) else "interpreter"
     agent = get_agent("b200", cache_dir=tmp_path)
     try:
-        assert agent.mode in ("interpreter", "cuda")
-        if agent.mode == "interpreter":
-            assert "interpreter" in agent.mode_note and "not timed" in agent.mode_note
+        assert agent.mode == expected  # this host's real answer
     finally:
         agent.close()
+    # a host with only an H100: the b200 agent interprets, and says which GPU it saw
+    monkeypatch.setattr(gpu, "discover", lambda: [gpu.GpuInfo(index=0, name="NVIDIA H100 80GB HBM3")])
+    agent = get_agent("b200", cache_dir=tmp_path)
+    try:
+        assert agent.mode == "interpreter" and agent.gpu_infos == []
+        assert agent.mode_note.startswith(f"no {agent.device.name} on this host")
+        assert "GPUs here: NVIDIA H100 80GB HBM3" in agent.mode_note and "not timed" in agent.mode_note
+    finally:
+        agent.close()
+    with pytest.raises(RuntimeError, match="mode 'cuda'"):
+        get_agent("b200", cache_dir=tmp_path, mode="cuda")
