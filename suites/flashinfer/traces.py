@@ -11,6 +11,8 @@ neither; errors and latencies are non-negative (errors may be NaN/inf). Our stat
     runtime_error     RUNTIME_ERROR
     timeout           TIMEOUT
     no_triton_launch  RUNTIME_ERROR ("launched no Triton kernel")
+    timing_mismatch   RUNTIME_ERROR (the kernel's own clock disagreed with ours)
+    sandbox_error     RUNTIME_ERROR (the isolation could not be applied; nothing ran)
     unmeasured        no evaluation (FlashInfer-Bench's "not evaluated yet": `flashinfer-bench
                       run --resume` times it); our correctness goes under `x_untimed`
 
@@ -27,7 +29,8 @@ from accelopt.problem import Correctness, Environment, Evaluation, Performance, 
 from accelopt.profile import Profile, SeedCheck
 
 FIB_STATUS = {"passed": "PASSED", "compile_error": "COMPILE_ERROR", "runtime_error": "RUNTIME_ERROR",
-              "incorrect": "INCORRECT_NUMERICAL", "timeout": "TIMEOUT", "no_triton_launch": "RUNTIME_ERROR"}
+              "incorrect": "INCORRECT_NUMERICAL", "timeout": "TIMEOUT", "no_triton_launch": "RUNTIME_ERROR",
+              "timing_mismatch": "RUNTIME_ERROR", "sandbox_error": "RUNTIME_ERROR"}
 
 
 def _worst(checks: list[SeedCheck], field: str) -> float:
