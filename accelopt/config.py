@@ -38,7 +38,13 @@ class SearchConfig(_C):
     summary_negative_threshold: float = 1.15
     summary_max_positive: int = 4
     summary_max_total: int = 8
+    # a pair is a speedup (slowdown) only beyond the noise of both kernels' timings too:
+    # the ratio must also exceed 1 + (spread_a + spread_b) / 2 (relative IQRs of the profiles)
+    summary_noise_margin: bool = True
     elitist: bool = True
+    # at the end of each problem, baseline and best re-profiled in this many interleaved
+    # rounds on fresh seeds (recorded as ProblemRemeasured); 0 = off
+    remeasure_rounds: int = 3
 
 
 class MemoryConfig(_C):
@@ -358,6 +364,8 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError(f"search.fix_rounds: must be >= 0 (got {s.fix_rounds})")
     if s.summary_positive_threshold < 1.0 or s.summary_negative_threshold < 1.0:
         raise ConfigError("search.summary_*_threshold: must be >= 1.0")
+    if not 0 <= s.remeasure_rounds <= 50:
+        raise ConfigError(f"search.remeasure_rounds: must be between 0 and 50 (got {s.remeasure_rounds})")
     problem_refs(cfg)  # syntax and duplicates; suites, problems and device kinds: load_problems
     if cfg.log.replicas not in (1, 3, 5):
         raise ConfigError(f"log.replicas: use 1, 3 or 5 (got {cfg.log.replicas})")

@@ -15,6 +15,7 @@ No Ray, NATS or LanceDB here; time only enters through the `clock` used for `ts`
 from __future__ import annotations
 
 import hashlib
+import statistics
 import time
 from collections import deque
 from collections.abc import Callable
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from accelopt.config import RunConfig, config_from_dict
-from accelopt.policy import Scored, plan_pair, select_beam, select_summaries
+from accelopt.policy import Scored, noise_margin, plan_pair, relative_spread, select_beam, select_summaries
 from accelopt.profile import Profile
 from accelopt.records import MemoryEntry
 from events import catalog as ev
@@ -33,6 +34,19 @@ LLM_REQUESTS = {
     "PlanRequested": "planner", "ImplementationRequested": "executor",
     "FixRequested": "fixer", "SummaryRequested": "summarizer",
 }
+
+
+# settings added after logs were recorded, with the behaviour those logs were recorded with:
+# a recorded run replays (and verifies) as it ran
+LEGACY_SEARCH = {"remeasure_rounds": 0, "summary_noise_margin": False}
+
+
+def legacy_config(config: dict) -> dict:
+    """A recorded config with the settings it predates set to their old behaviour."""
+    search = config.get("search")
+    if not isinstance(search, dict) or all(k in search for k in LEGACY_SEARCH):
+        return config
+    return {**config, "search": {**{k: v for k, v in LEGACY_SEARCH.items() if k not in search}, **search}}
 
 
 class RetrieveMemory(msgspec.Struct, frozen=True, kw_only=True):
@@ -84,7 +98,12 @@ class KernelRec:
         # must select the same kernels
         return Scored(self.kernel_id, self.latency_ms if self.passed else None, self.passed,
                       hashlib.sha256(self.source.encode()).hexdigest(), self.iteration,
-                      unmeasured=self.profile is not None and self.profile.status == "unmeasured")
+                      unmeasured=self.profile is not None and self.profile.status == "unmeasured",
+                      spread=self.spread)
+
+    @property
+    def spread(self) -> float:
+        return self.profile.latency.spread if self.profile is not None and self.profile.latency else 0.0
 
 
 @dataclass
@@ -99,6 +118,12 @@ class ProblemState:
     plan_candidate: dict[str, str] = field(default_factory=dict)  # plan_id -> candidate id
     kernels_profiled: int = 0
     memory_ids: list[str] = field(default_factory=list)
+    baseline_id: str = ""
+    # the end-of-problem re-measure: (side, kernel id) per step, the profiles per side so far
+    remeasure_plan: list[tuple[str, str]] = field(default_factory=list)
+    remeasure_next: int = 0
+    remeasure_side: dict[str, str] = field(default_factory=dict)  # request id -> side
+    remeasure_profiles: dict[str, list[Profile]] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -240,9 +265,9 @@ class CoordinatorCore:
         if self.started is not None:
             return []
         self.started = e
-        self.config = config_from_dict(e.config, source="RunStarted.config")
+        self.config = config_from_dict(legacy_config(e.config), source="RunStarted.config")
         if e.fork_config is not None and e.fork_iteration is not None:
-            self.fork_config = config_from_dict(e.fork_config, source="RunStarted.fork_config")
+            self.fork_config = config_from_dict(legacy_config(e.fork_config), source="RunStarted.fork_config")
             self.fork_iteration = e.fork_iteration
         outs: list[ev.Event] = []
         for target in sorted(e.targets, key=lambda t: t.problem.name):
@@ -250,6 +275,7 @@ class CoordinatorCore:
             self.problems[p.name] = p
             base = target.problem.baseline
             kid = ev.derive_event_id(self.run_id, "Kernel", "baseline", p.name)
+            p.baseline_id = kid
             outs.append(ev.KernelProposed(
                 **self._env("KernelProposed", kid, cause=e), kernel_id=kid, problem=p.name, iteration=0,
                 parent_id=None, plan_id=None, request_id=e.event_id, language=target.language,
@@ -282,6 +308,9 @@ class CoordinatorCore:
         return released + self._request(p, req)
 
     def _on_KernelProfiled(self, e: ev.KernelProfiled, out: Step) -> list[ev.Event]:
+        req = self.requests.get(e.request_id)
+        if isinstance(req, ev.ProfileRequested) and req.purpose == "remeasure":
+            return self._on_remeasured(e)
         p, released = self._resolve(e.request_id)
         k = self.kernels.get(e.kernel_id)
         if p is None or k is None or k.profile is not None:
@@ -331,11 +360,102 @@ class CoordinatorCore:
             p.plan_candidate.clear()
             return [ev.IterationStarted(**self._env("IterationStarted", p.name, p.iteration, cause=e),
                                         problem=p.name, iteration=p.iteration, beam=list(p.beam))]
+        plan = self._remeasure_plan(p)
+        if plan:
+            p.phase = "remeasure"
+            p.remeasure_plan = plan
+            return self._next_remeasure(p, e)
+        return self._problem_done(p, e)
+
+    def _problem_done(self, p: ProblemState, cause: ev.Event) -> list[ev.Event]:
         p.phase = "done"
         if all(q.phase == "done" for q in self.problems.values()):
-            return [ev.RunCompleted(**self._env("RunCompleted", cause=e), reason=self.stopping or "completed",
+            return [ev.RunCompleted(**self._env("RunCompleted", cause=cause), reason=self.stopping or "completed",
                                     best={q.name: q.best_id or "" for q in self.problems.values()})]
         return []
+
+    # --- the end-of-problem re-measure ------------------------------------------------------------
+
+    def _remeasure_plan(self, p: ProblemState) -> list[tuple[str, str]]:
+        """Interleaved rounds of baseline and best (baseline first in even rounds, best first in
+        odd ones), one request at a time so no two overlap; empty when there is nothing to
+        compare (re-measure off, a failed or unmeasured side, or the best is the baseline)."""
+        rounds = self.cfg.search.remeasure_rounds
+        base, best = self.kernels.get(p.baseline_id), self.kernels.get(p.best_id or "")
+        if (rounds <= 0 or base is None or best is None or not base.passed or not best.passed
+                or not base.latency_ms or not best.latency_ms or base.source == best.source):
+            return []
+        plan: list[tuple[str, str]] = []
+        for r in range(rounds):
+            pair = [("baseline", base.kernel_id), ("best", best.kernel_id)]
+            plan += pair if r % 2 == 0 else pair[::-1]
+        return plan
+
+    def _remeasure_seed(self, p: ProblemState, round_: int) -> int:
+        """Seeds no search profile used (candidates use offsets below 100,000): the same for
+        both sides of a round."""
+        h = int(hashlib.sha256(f"remeasure\x1f{self.run_id}\x1f{p.name}".encode()).hexdigest()[:6], 16)
+        return 700_000 + 10_000 * round_ + h % 10_000
+
+    def _next_remeasure(self, p: ProblemState, cause: ev.Event) -> list[ev.Event]:
+        if p.remeasure_next >= len(p.remeasure_plan):
+            return self._remeasure_done(p, cause)
+        step = p.remeasure_next
+        p.remeasure_next += 1
+        side, kid = p.remeasure_plan[step]
+        k = self.kernels[kid]
+        req = ev.ProfileRequested(
+            **self._env("ProfileRequested", "remeasure", p.name, step, cause=cause),
+            kernel_id=ev.derive_event_id(self.run_id, "Kernel", "remeasure", p.name, step), problem=p.name,
+            device=p.target.device, language=k.language, source=k.source, purpose="remeasure",
+            seed_offset=self._remeasure_seed(p, step // 2),
+        )
+        p.remeasure_side[req.event_id] = side
+        return self._request(p, req)
+
+    def _on_remeasured(self, e: ev.KernelProfiled) -> list[ev.Event]:
+        p, released = self._resolve(e.request_id)
+        side = p.remeasure_side.get(e.request_id) if p is not None else None
+        if p is None or side is None or p.phase != "remeasure":
+            return released
+        p.remeasure_profiles.setdefault(side, []).append(e.profile)
+        if e.profile.status not in ("passed", "unmeasured") or e.profile.latency_ms is None:
+            p.remeasure_next = len(p.remeasure_plan)  # a failure is the result: no more rounds
+        return released + self._next_remeasure(p, e)
+
+    def _remeasured_side(self, p: ProblemState, side: str, kernel_id: str) -> ev.RemeasuredSide:
+        profiles = p.remeasure_profiles.get(side, [])
+        failed = next((x for x in profiles if x.status != "passed" or x.latency_ms is None), None)
+        rounds = [x.latency_ms for x in profiles if x.status == "passed" and x.latency_ms is not None]
+        median = statistics.median(rounds) if rounds else None
+        spreads = [x.latency.spread for x in profiles if x.latency is not None]
+        spread = max(relative_spread(rounds), statistics.median(spreads) if spreads else 0.0)
+        t_peak = next((x.t_peak_ms for x in profiles if x.t_peak_ms), None)
+        status = failed.status if failed is not None else "passed"
+        return ev.RemeasuredSide(
+            kernel_id=kernel_id, status=status, rounds_ms=rounds, median_ms=median, spread=spread,
+            pct_peak=t_peak / median if t_peak and median and failed is None else None,
+            log_head=next((ln.strip() for ln in failed.log.splitlines() if ln.strip()), "") if failed else "",
+        )
+
+    def _remeasure_done(self, p: ProblemState, cause: ev.Event) -> list[ev.Event]:
+        base, best = self.kernels[p.baseline_id], self.kernels[p.best_id or ""]
+        b = self._remeasured_side(p, "baseline", base.kernel_id)
+        k = self._remeasured_side(p, "best", best.kernel_id)
+        recorded = base.latency_ms / best.latency_ms if base.latency_ms and best.latency_ms else None
+        ok = b.status == k.status == "passed" and b.median_ms and k.median_ms
+        speedup = b.median_ms / k.median_ms if ok else None  # type: ignore[operator]
+        # both the re-measure's and the recorded profiles' noise bound what can be told apart
+        noise = noise_margin(b.spread, k.spread) * noise_margin(base.spread, best.spread) - 1.0
+        agrees = recorded is None or speedup is None or (
+            max(recorded / speedup, speedup / recorded) <= 1.0 + noise)
+        rounds = (len(p.remeasure_plan) + 1) // 2
+        done = ev.ProblemRemeasured(
+            **self._env("ProblemRemeasured", p.name, cause=cause), problem=p.name, rounds=rounds,
+            seed_offsets=[self._remeasure_seed(p, r) for r in range(rounds)], baseline=b, best=k,
+            recorded_speedup=recorded, speedup=speedup, noise=noise, agrees=agrees,
+        )
+        return [done, *self._problem_done(p, done)]
 
     def _on_IterationStarted(self, e: ev.IterationStarted, out: Step) -> list[ev.Event]:
         p = self.problems[e.problem]
@@ -514,7 +634,8 @@ class CoordinatorCore:
             parent = self.kernels.get(p.plan_candidate.get(plan_id, ""))
             if parent is None or not parent.passed or not parent.latency_ms:
                 continue
-            pair = plan_pair(parent.kernel_id, parent.latency_ms, [k.scored() for k in ks])
+            pair = plan_pair(parent.kernel_id, parent.latency_ms, [k.scored() for k in ks], parent.spread,
+                             noise_aware=s.summary_noise_margin)
             if pair:
                 pairs.append(pair)
         picks = select_summaries(

@@ -1,12 +1,16 @@
 """Beam-search policies as pure functions: which kernels survive, which pairs become insights.
 
 Both follow the paper's reference code (per-plan best sample, top-B by latency; up to 4
-speedups > 1.04 and fill to 8 with slowdowns < 1/1.15), with one deliberate change: the
-beam is elitist, so the best kernel found so far never leaves it.
+speedups > 1.04 and fill to 8 with slowdowns < 1/1.15), with two deliberate changes: the
+beam is elitist, so the best kernel found so far never leaves it; and a pair counts as a
+speedup or slowdown only when its ratio also clears the timing noise of both kernels
+(`noise_margin`), so two timings of the same code on a busy machine teach nothing.
 """
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -26,6 +30,7 @@ class Scored:
     source_hash: str
     order: int  # tie-break before the kernel id: the kernel's iteration (earlier first)
     unmeasured: bool = False
+    spread: float = 0.0  # relative IQR of its timing samples (Profile.latency.spread)
 
     @property
     def usable(self) -> bool:
@@ -72,6 +77,7 @@ class Pair:
     parent_id: str
     child_id: str
     speedup: float
+    margin: float = 1.0  # the ratio either way below which parent and child are within noise
 
 
 @dataclass(frozen=True)
@@ -82,19 +88,41 @@ class SummaryPick:
     positive: bool  # False: a regression, shown reversed ("undo this change")
 
 
-def plan_pair(parent_id: str, parent_latency: float, samples: list[Scored]) -> Pair | None:
+def noise_margin(spread_a: float, spread_b: float) -> float:
+    """The ratio of two medians that their timing noise alone can make: 1 + (s_a + s_b) / 2,
+    with s the relative IQR of each side's samples (where the two IQR bands stop overlapping)."""
+    return 1.0 + (max(spread_a, 0.0) + max(spread_b, 0.0)) / 2.0
+
+
+def relative_spread(samples: Sequence[float]) -> float:
+    """(p75 - p25) / median of `samples` (0 for fewer than two)."""
+    if len(samples) < 2:
+        return 0.0
+    q = statistics.quantiles(samples, n=4, method="inclusive")
+    med = statistics.median(samples)
+    return (q[2] - q[0]) / med if med > 0 else 0.0
+
+
+def plan_pair(parent_id: str, parent_latency: float, samples: list[Scored], parent_spread: float = 0.0,
+              *, noise_aware: bool = True) -> Pair | None:
     """The pair one plan contributes to summarization (reference semantics): its best
-    sample if any sped up, else its worst if all slowed down; nothing for ties or failures."""
+    sample if any sped up, else its worst if all slowed down; nothing for ties or failures.
+    The pair's `margin` is the noise of the parent's and the child's timings (1.0 when not
+    `noise_aware`)."""
     ok = [s for s in samples if s.passed and s.latency_ms]
     if not ok or parent_latency <= 0:
         return None
     speedups = [(parent_latency / s.latency_ms, s) for s in ok]  # type: ignore[operator]
+
+    def margin(child: Scored) -> float:
+        return noise_margin(parent_spread, child.spread) if noise_aware else 1.0
+
     best = min(speedups, key=lambda t: (-t[0], t[1].order, t[1].kernel_id))
     if best[0] > 1.0:
-        return Pair(parent_id, best[1].kernel_id, best[0])
+        return Pair(parent_id, best[1].kernel_id, best[0], margin(best[1]))
     worst = min(speedups, key=lambda t: (t[0], t[1].order, t[1].kernel_id))
     if worst[0] < 1.0:
-        return Pair(parent_id, worst[1].kernel_id, worst[0])
+        return Pair(parent_id, worst[1].kernel_id, worst[0], margin(worst[1]))
     return None
 
 
@@ -102,9 +130,12 @@ def select_summaries(
     pairs: list[Pair], *, positive_threshold: float, negative_threshold: float, max_positive: int, max_total: int,
 ) -> list[SummaryPick]:
     """Up to `max_positive` speedups > positive_threshold (largest first), then fill up to
-    `max_total` with slowdowns < 1/negative_threshold (worst first), reversed."""
-    pos = sorted((p for p in pairs if p.speedup > positive_threshold), key=lambda p: (-p.speedup, p.child_id))
-    neg = sorted((p for p in pairs if p.speedup < 1.0 / negative_threshold), key=lambda p: (p.speedup, p.child_id))
+    `max_total` with slowdowns < 1/negative_threshold (worst first), reversed. A pair's
+    threshold is raised to its noise `margin` where that is larger."""
+    pos = sorted((p for p in pairs if p.speedup > max(positive_threshold, p.margin)),
+                 key=lambda p: (-p.speedup, p.child_id))
+    neg = sorted((p for p in pairs if p.speedup < 1.0 / max(negative_threshold, p.margin)),
+                 key=lambda p: (p.speedup, p.child_id))
     picks = [SummaryPick(p.parent_id, p.child_id, p.speedup, True) for p in pos[:max_positive]]
     for p in neg[: max(0, max_total - len(picks))]:
         picks.append(SummaryPick(p.child_id, p.parent_id, 1.0 / p.speedup, False))

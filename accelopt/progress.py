@@ -53,20 +53,40 @@ class RunProgress:
         kernels = sum(1 for k in view.kernels.values() if k.problem == name and k.profile is not None)
         it = max((i.iteration for i in p.iterations), default=-1)
         status = f"iter {max(it, 0)} · {kernels} kernels · best {_pct(best.profile.pct_peak if best and best.passed and best.profile else None)}"
+        if isinstance(e, ev.ProfileRequested) and e.purpose == "remeasure":
+            status += " · re-measuring baseline and best"
+        elif p.remeasured is not None and p.remeasured.speedup is not None:
+            status += f" · re-measured {p.remeasured.speedup:.2f}x"
         if p.note:
             status = p.note
         self.progress.update(self.tasks[name], completed=it + 1, status=status)
 
 
+def speedup_text(r: ProblemResult) -> str:
+    """The reported speedup (re-measured where made), with the recorded one beside it when
+    the two disagree beyond the timing noise."""
+    shown = r.reported_speedup
+    if shown is None:
+        return "-"
+    text = f"{shown:.2f}x"
+    if r.remeasured_speedup is not None and not r.remeasure_agrees and r.speedup is not None:
+        text += f" (recorded {r.speedup:.2f}x)"
+    return text
+
+
 def results_table(results: list[ProblemResult], title: str) -> Table:
-    table = Table(title=title)
+    remeasured = any(r.remeasured_speedup is not None for r in results)
+    caption = ("speedup: baseline and best re-measured in interleaved rounds on fresh seeds at the end of each "
+               "problem; the recorded figure is shown beside it where the two disagree beyond the timing noise"
+               if remeasured else None)
+    table = Table(title=title, caption=caption)
     for col in ("problem", "device", "baseline", "best", "speedup", "base %peak", "best %peak", "kernels",
                 "LLM cost"):
         table.add_column(col, justify="left" if col in ("problem", "device") else "right")
     for r in results:
         table.add_row(
             r.problem, r.device, _ms(r.baseline_ms), _ms(r.best_ms),
-            f"{r.speedup:.2f}x" if r.speedup else "-", _pct(r.baseline_pct_peak), _pct(r.best_pct_peak),
+            speedup_text(r), _pct(r.baseline_pct_peak), _pct(r.best_pct_peak),
             str(r.kernels), f"${r.cost_usd:.4f}",
         )
     return table

@@ -267,7 +267,7 @@ def step_towards(t: Tunable, direction: str, target: Value | None, max_shape: in
 
 # --- insights --------------------------------------------------------------------------------
 
-def _changes_in(text: str) -> list[Change]:
+def changes_in(text: str) -> list[Change]:
     """The constant changes a piece of text names: `CHANGE:` lines, `NAME 32 -> 64` phrases,
     and `-`/`+` define (or Python constant) lines of a diff; first mention of a name wins."""
     found: dict[str, Change] = {}
@@ -304,7 +304,7 @@ def parse_insights(text: str) -> list[InsightHint]:
     """The insights of a prompt as constant changes with their speedup and provenance."""
     out: list[InsightHint] = []
     for i, seg in enumerate(_memory_segments(text), 1):
-        changes = _changes_in(seg)
+        changes = changes_in(seg)
         if not changes:
             continue
         m = _MEASURED.search(seg)
@@ -318,7 +318,7 @@ def parse_insights(text: str) -> list[InsightHint]:
     if not out:  # a prompt with insights that are not in a memory block: bold titles only
         for i, m in enumerate(_INSIGHT_TITLE.finditer(text), 1):
             seg = text[m.start(): m.start() + 2000]
-            changes = _changes_in(seg.split("\n## ", 1)[0]) or [Change(m.group("name"), 1, 2 if m.group("dir") == "Increase" else 0)]
+            changes = changes_in(seg.split("\n## ", 1)[0]) or [Change(m.group("name"), 1, 2 if m.group("dir") == "Increase" else 0)]
             slowdown = "slowdown" in seg.lower()
             out.append(InsightHint(i, "", 1.05, slowdown, tuple(changes[:1])))
     return out
@@ -405,16 +405,17 @@ def _weighted_order(items: list[tuple[Move, float]], key: str) -> list[Move]:
 def exploration_moves(tunables: Sequence[Tunable], max_shape: int | None,
                       prefs: dict[tuple[str, str], float]) -> list[tuple[Move, float]]:
     """Single steps (weight 1), two-step jumps (0.5) and pairs of single steps on two
-    constants (0.6), each scaled by the insights' preference for its directions."""
+    constants (together half the weight of the singles, however many pairs there are),
+    each scaled by the insights' preference for its directions."""
     def pref(c: Change) -> float:
         return prefs.get((c.name, c.direction), 1.0)
 
     singles = [c for t in tunables for c in moves(t, max_shape)]
     out: list[tuple[Move, float]] = [((c,), pref(c)) for c in singles]
     out += [((c,), 0.5 * pref(c)) for t in tunables for c in jumps(t, max_shape)]
-    for a, b in itertools.combinations(singles, 2):
-        if a.name != b.name:
-            out.append(((a, b), 0.6 * math.sqrt(pref(a) * pref(b))))
+    pairs = [(a, b) for a, b in itertools.combinations(singles, 2) if a.name != b.name]
+    each = 0.5 * len(singles) / len(pairs) if pairs else 0.0
+    out += [((a, b), each * math.sqrt(pref(a) * pref(b))) for a, b in pairs]
     return out
 
 

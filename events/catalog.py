@@ -293,11 +293,41 @@ class KernelProfiled(Event, tag=True):
     served_from: str | None = None  # the recorded KernelProfiled this result was served from
 
 
+class RemeasuredSide(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True):
+    """One kernel of an end-of-problem re-measure: its interleaved rounds."""
+
+    kernel_id: str
+    status: str = "passed"  # a failure stops the re-measure: it is the result
+    rounds_ms: list[float] = []
+    median_ms: float | None = None
+    spread: float = 0.0  # relative noise of the side: max(IQR/median of the rounds, profiles' spread)
+    pct_peak: float | None = None
+    log_head: str = ""
+
+
+class ProblemRemeasured(Event, tag=True):
+    """The end of a problem: its baseline and best kernel profiled again in interleaved rounds
+    (baseline, best; then best, baseline; ...) on fresh seeds, so both see the same machine
+    conditions. `speedup` is the ratio of the sides' medians; `noise` the relative band
+    within which two speedups of these kernels cannot be told apart; `agrees`: the recorded
+    speedup is within that band of the re-measured one."""
+
+    problem: str
+    rounds: int
+    seed_offsets: list[int]
+    baseline: RemeasuredSide
+    best: RemeasuredSide
+    recorded_speedup: float | None = None
+    speedup: float | None = None
+    noise: float = 0.0
+    agrees: bool = True
+
+
 EVENT_TYPES: tuple[type[Event], ...] = (
     RunStarted, IterationStarted, PlanRequested, LLMCallCompleted, PlanProposed,
     ImplementationRequested, KernelProposed, ProposalFailed, ProfileRequested, KernelProfiled,
     FixRequested, BeamSelected, MemoryRetrieved, SummaryRequested, InsightSummarized,
-    MemoryEntryAdded, IterationCompleted, RunCompleted, RunFailed, BudgetExceeded,
+    MemoryEntryAdded, IterationCompleted, RunCompleted, RunFailed, BudgetExceeded, ProblemRemeasured,
 )
 EVENTS_BY_NAME: dict[str, type[Event]] = {t.__name__: t for t in EVENT_TYPES}
 
@@ -305,5 +335,5 @@ AnyEvent = (
     RunStarted | IterationStarted | PlanRequested | LLMCallCompleted | PlanProposed
     | ImplementationRequested | KernelProposed | ProposalFailed | ProfileRequested | KernelProfiled
     | FixRequested | BeamSelected | MemoryRetrieved | SummaryRequested | InsightSummarized
-    | MemoryEntryAdded | IterationCompleted | RunCompleted | RunFailed | BudgetExceeded
+    | MemoryEntryAdded | IterationCompleted | RunCompleted | RunFailed | BudgetExceeded | ProblemRemeasured
 )

@@ -35,6 +35,7 @@ TOKENS: dict[str, str] = {
     "InsightSummarized": "summary.completed",
     "ProfileRequested": "profile.requested",
     "KernelProfiled": "profile.completed",
+    "ProblemRemeasured": "problem.remeasured",
 }
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")

@@ -77,6 +77,8 @@ class ProblemView:
     memory: dict[int, list[ev.MemoryRetrieved]] = field(default_factory=dict)
     # the problem's cumulative LLM cost when each iteration completed
     iteration_cost: dict[int, float] = field(default_factory=dict)
+    # the end-of-problem interleaved re-measure of baseline and best (None: not made)
+    remeasured: ev.ProblemRemeasured | None = None
 
 
 @dataclass
@@ -116,6 +118,14 @@ class ProblemResult:
     cost_usd: float
     best_kernel_id: str | None
     note: str = ""
+    remeasured_speedup: float | None = None  # interleaved re-measure on fresh seeds, if made
+    remeasure_noise: float | None = None  # relative band within which speedups cannot be told apart
+    remeasure_agrees: bool = True  # the recorded speedup is within that band of the re-measured one
+
+    @property
+    def reported_speedup(self) -> float | None:
+        """The speedup to show: re-measured where the run made one, else the recorded one."""
+        return self.remeasured_speedup if self.remeasured_speedup is not None else self.speedup
 
 
 _REQUESTS = (ev.PlanRequested, ev.ImplementationRequested, ev.FixRequested, ev.SummaryRequested)
@@ -165,6 +175,7 @@ class RunView:
             ev.MemoryEntryAdded: self._on_memory_entry,
             ev.MemoryRetrieved: self._on_memory_retrieved,
             ev.ProfileRequested: self._on_request,
+            ev.ProblemRemeasured: self._on_remeasured,
         }
         for t in _REQUESTS:
             self._dispatch[t] = self._on_request
@@ -306,6 +317,11 @@ class RunView:
         if it is not None:
             self.memory_entry_iteration[e.entry.id] = it
 
+    def _on_remeasured(self, e: ev.ProblemRemeasured) -> None:
+        p = self.problems.get(e.problem)
+        if p is not None:
+            p.remeasured = e
+
     def _on_memory_retrieved(self, e: ev.MemoryRetrieved) -> None:
         self.memory_retrieved.append(e)
         p = self.problems.get(e.problem)
@@ -396,6 +412,7 @@ class RunView:
             best = self.kernels.get(p.best_id or "")
             b_ms = base.latency_ms if base else None
             best_ms = best.latency_ms if best else None
+            rm = p.remeasured if p.remeasured is not None and p.remeasured.best.kernel_id == p.best_id else None
             out.append(ProblemResult(
                 problem=name, device=p.device, baseline_ms=b_ms, best_ms=best_ms,
                 speedup=(b_ms / best_ms) if b_ms and best_ms else None,
@@ -404,6 +421,9 @@ class RunView:
                 kernels=len(p.kernel_ids),
                 iterations=max((i.iteration for i in p.iterations), default=0),
                 cost_usd=p.cost_usd, best_kernel_id=p.best_id, note=p.note,
+                remeasured_speedup=rm.speedup if rm is not None else None,
+                remeasure_noise=rm.noise if rm is not None else None,
+                remeasure_agrees=rm.agrees if rm is not None else True,
             ))
         return out
 
@@ -434,7 +454,7 @@ class IterationCut:
     through the insight it records. Run-level endings are kept only if nothing was cut.
     """
 
-    _ENDINGS = (ev.RunCompleted, ev.RunFailed, ev.BudgetExceeded)
+    _ENDINGS = (ev.RunCompleted, ev.RunFailed, ev.BudgetExceeded, ev.ProblemRemeasured)
 
     def __init__(self, until: int) -> None:
         self.until = until

@@ -57,13 +57,22 @@ def overview(views: Sequence[RunView], labels: list[str]) -> str:
         fork = f"{s.parent_run} @ iteration {s.fork_iteration}" if s.parent_run else "-"
         rows.append([label, s.status, fmt.stamp(s.started_ts), fmt.duration(s.duration_s), s.device,
                      str(s.problems), s.iterations, str(s.kernels), fmt.pct(s.baseline_pct_peak_geomean),
-                     fmt.pct(s.pct_peak_geomean), fmt.speedup(s.speedup_geomean), str(s.llm_calls),
+                     fmt.pct(s.pct_peak_geomean), s.speedup_text, str(s.llm_calls),
                      fmt.tokens(s.tokens), fmt.usd(s.cost_usd), ", ".join(s.models) or "-", s.search,
                      str(s.seed) if s.seed is not None else "-", fork])
     head = ["run", "status", "started", "duration", "device", "problems", "iterations", "kernels",
             "baseline %peak (geomean)", "best %peak (geomean)", "speedup (geomean)", "LLM calls", "tokens",
             "LLM cost", "models", "search", "seed", "forked from"]
     return table(head, rows, cls="runs", numeric_from=5)
+
+
+def _remeasured(r) -> str:
+    """The end-of-problem interleaved re-measure: its speedup and whether the recorded one
+    stands within the timing noise."""
+    if r.remeasured_speedup is None:
+        return "-"
+    band = f" (noise ±{100 * (r.remeasure_noise or 0):.0f}%)"
+    return fmt.speedup(r.remeasured_speedup) + band + ("" if r.remeasure_agrees else ", recorded disagrees")
 
 
 def results_tables(views: Sequence[RunView], labels: list[str]) -> str:
@@ -74,15 +83,16 @@ def results_tables(views: Sequence[RunView], labels: list[str]) -> str:
         for r in results:
             rows.append([r.problem, r.device, fmt.ms(r.baseline_ms), fmt.ms(r.best_ms), fmt.speedup(r.speedup),
                          fmt.pct(r.baseline_pct_peak), fmt.pct(r.best_pct_peak), str(r.kernels), str(r.iterations),
-                         fmt.usd(r.cost_usd), (r.best_kernel_id or "-")[:12], r.note or ""])
+                         fmt.usd(r.cost_usd), (r.best_kernel_id or "-")[:12], r.note or "", _remeasured(r)])
         if len(results) > 1:
             rows.append([("geomean", "total"), "", "", "", fmt.speedup(fmt.geomean(r.speedup for r in results)),
                          fmt.pct(fmt.geomean(r.baseline_pct_peak for r in results)),
                          fmt.pct(fmt.geomean(r.best_pct_peak for r in results)),
-                         str(sum(r.kernels for r in results)), "", fmt.usd(v.cost_usd), "", ""])
+                         str(sum(r.kernels for r in results)), "", fmt.usd(v.cost_usd), "", "",
+                         fmt.speedup(fmt.geomean(r.reported_speedup for r in results))])
         out.append(f"<h3>{esc(label)}</h3>")
         out.append(table(["problem", "device", "baseline", "best", "speedup", "base %peak", "best %peak", "kernels",
-                          "iterations", "LLM cost", "best kernel", "note"], rows, cls="results",
+                          "iterations", "LLM cost", "best kernel", "note", "re-measured speedup"], rows, cls="results",
                          attrs=f'data-run="{esc(v.run_id or "")}"', numeric_from=2))
     return "".join(out)
 

@@ -33,6 +33,20 @@ class RunSummary:
     search: str = ""
     seed: int | None = None
     device: str = ""
+    # speedup_geomean is over the re-measured speedups where the run made them; these are the
+    # recorded figures and whether any problem's recorded speedup disagreed beyond the noise
+    recorded_speedup_geomean: float | None = None
+    remeasured_problems: int = 0
+    speedup_disagrees: bool = False
+
+    @property
+    def speedup_text(self) -> str:
+        from replay.fmt import speedup
+
+        text = speedup(self.speedup_geomean)
+        if self.speedup_disagrees and self.recorded_speedup_geomean is not None:
+            text += f" (recorded {speedup(self.recorded_speedup_geomean)})"
+        return text
 
     @property
     def duration_s(self) -> float | None:
@@ -68,7 +82,10 @@ def summarize(view: RunView) -> RunSummary:
         iterations_done=max(min(done, default=0), 0),
         iterations_planned=planned if isinstance(planned, int) else None,
         kernels=len(view.kernels),
-        speedup_geomean=geomean(r.speedup for r in results),
+        speedup_geomean=geomean(r.reported_speedup for r in results),
+        recorded_speedup_geomean=geomean(r.speedup for r in results),
+        remeasured_problems=sum(r.remeasured_speedup is not None for r in results),
+        speedup_disagrees=any(not r.remeasure_agrees for r in results),
         pct_peak_geomean=geomean(r.best_pct_peak for r in results),
         baseline_pct_peak_geomean=geomean(r.baseline_pct_peak for r in results),
         cost_usd=view.cost_usd,

@@ -22,7 +22,7 @@ from events import catalog as ev
 DECISION_TYPES = frozenset({
     "IterationStarted", "PlanRequested", "ImplementationRequested", "ProfileRequested", "FixRequested",
     "BeamSelected", "SummaryRequested", "MemoryEntryAdded", "IterationCompleted", "RunCompleted",
-    "BudgetExceeded",
+    "BudgetExceeded", "ProblemRemeasured",
 })
 
 

@@ -13,15 +13,19 @@ line and file per kind. A kernel that no longer passes (compile error, incorrect
 shown with its status and the first line of its log, and the command exits 1; a missing
 run, log, problem or device kind exits 2.
 
+A run already re-measures each problem's baseline and best this way when the problem ends
+(the coordinator's `ProblemRemeasured`, on the run's log, with its interleaved rounds as
+`ProfileRequested` of purpose "remeasure" issued one at a time; `search.remeasure_rounds`),
+and its results table reports that figure. This command does it again later: after the
+machine changed, with more rounds, for every kernel (--all-kernels), or on another device.
+
 It profiles in-process: the device's hardware agent comes from the registry
 (`hardware_agents.base.get_agent`) and runs each kernel in its sandbox, exactly as the
 profiler actor does (`actors.profiler.solution_for`/`seeds_for` on a `ProfileRequested`
-with purpose "remeasure"), but without the event log, Ray or a coordinator. A re-measure
-is not a decision of a run: nothing in it belongs on the run's log (which is an exported,
-finished file), there is nothing to resume or replay, and interleaving needs one process
-to own the order of the measurements, which competing profiler instances on a stream do
-not give. The device must be usable on this machine (the local CPU, or a GPU/Neuron device
-attached here); a fleet's remote devices would need the event-log route.
+with purpose "remeasure"), but without the event log, Ray or a coordinator: the run's log
+is an exported, finished file and nothing here is a decision of the run. The device must
+be usable on this machine (the local CPU, or a GPU/Neuron device attached here).
+`measure_interleaved` is the measuring loop (also used by benchmarks/memory_effect_bench.py).
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
-FAILED = frozenset({"compile_error", "runtime_error", "incorrect", "timeout"})
+FAILED = frozenset({"compile_error", "runtime_error", "incorrect", "timeout", "timing_mismatch",
+                    "sandbox_error", "no_triton_launch"})
 
 
 class KernelMeasure(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -235,13 +240,53 @@ def _kernels_to_measure(view, problem: str, all_kernels: bool) -> list:
     return out or [base]
 
 
+def measure_interleaved(agent, problem, kernels: list[tuple[str, str, str]], *, device: str, run_id: str,
+                        rounds: int, base_seed: int, timeout_s: float, progress=None) -> list[KernelMeasure]:
+    """Profile `kernels` ((kernel id, language, source), the baseline first) in `rounds`
+    interleaved rounds on `agent`: every kernel once per round, the order reversed every
+    other round, round r on the fresh seeds `base_seed + r * 1000`, so all of them see the
+    same machine conditions. A kernel that fails is not profiled again (its failure is the
+    result). `progress(text)` is told what is being profiled."""
+    from actors.profiler import seeds_for, solution_for
+    from events import catalog as ev
+
+    measures = [KernelMeasure(kernel_id=kid) for kid, _, _ in kernels]
+    for r in range(rounds):
+        order = list(range(len(kernels)))
+        for i in (order if r % 2 == 0 else order[::-1]):
+            m = measures[i]
+            if m.status in FAILED:
+                continue
+            kid, language, source = kernels[i]
+            req = ev.ProfileRequested(
+                event_id=ev.derive_event_id(run_id, "ProfileRequested", "remeasure", kid, device, base_seed, r),
+                run_id=run_id, ts=time.time(), kernel_id=kid, problem=problem.name, device=device,
+                language=language, source=source, purpose="remeasure", seed_offset=base_seed + r * 1000)
+            if progress is not None:
+                what = "baseline" if i == 0 else f"kernel {kid[:12]}"
+                progress(f"{problem.name}: {what}, round {r + 1}/{rounds} on {device}")
+            prof = agent.profile(problem, solution_for(req, problem.baseline), seeds=seeds_for(req),
+                                 timeout_s=timeout_s)
+            if prof.status != "passed":
+                m.status, m.log_head = prof.status, first_line(prof.log)
+            elif prof.latency_ms is not None:
+                m.rounds_ms.append(prof.latency_ms)
+                m.t_peak_ms = prof.t_peak_ms
+    for m in measures:
+        if m.status == "passed" and not m.rounds_ms:
+            m.status = "unmeasured"
+        m.median_ms = _median(m.rounds_ms)
+        m.pct_peak = m.t_peak_ms / m.median_ms if m.t_peak_ms and m.median_ms else None
+    return measures
+
+
 def remeasure_view(view, problems: list[str], agent, device: str, *, rounds: int, all_kernels: bool,
                    base_seed: int, timeout_s: float, progress=None) -> tuple[list[RemeasureRow], list[list[int]]]:
     """Re-profile each problem's baseline and kernels in interleaved rounds on `agent`.
 
     Every problem must have its baseline kernel in the view. `progress(text)` is told what
     is being profiled."""
-    from actors.profiler import seeds_for, solution_for
+    from actors.profiler import seeds_for
     from events import catalog as ev
 
     assert view.started is not None
@@ -260,32 +305,10 @@ def remeasure_view(view, problems: list[str], agent, device: str, *, rounds: int
         kernels = _kernels_to_measure(view, name, all_kernels)
         # the baseline first, then each kernel whose source differs from it
         sides = [base] + [k for k in kernels if k.source != base.source]
-        measures = {k.kernel_id: KernelMeasure(kernel_id=k.kernel_id) for k in sides}
-        for r in range(rounds):
-            for k in (sides if r % 2 == 0 else sides[::-1]):
-                m = measures[k.kernel_id]
-                if m.status in FAILED:
-                    continue  # a failure is not retried: it is the result
-                req = ev.ProfileRequested(
-                    event_id=ev.derive_event_id(run_id, "ProfileRequested", "remeasure", k.kernel_id, device,
-                                                base_seed, r),
-                    run_id=run_id, ts=time.time(), kernel_id=k.kernel_id, problem=name, device=device,
-                    language=k.language, source=k.source, purpose="remeasure", seed_offset=base_seed + r * 1000)
-                if progress is not None:
-                    what = "baseline" if k is base else f"kernel {k.kernel_id[:12]}"
-                    progress(f"{name}: {what}, round {r + 1}/{rounds} on {device}")
-                prof = agent.profile(target.problem, solution_for(req, target.problem.baseline),
-                                     seeds=seeds_for(req), timeout_s=timeout_s)
-                if prof.status != "passed":
-                    m.status, m.log_head = prof.status, first_line(prof.log)
-                elif prof.latency_ms is not None:
-                    m.rounds_ms.append(prof.latency_ms)
-                    m.t_peak_ms = prof.t_peak_ms
-        for m in measures.values():
-            if m.status == "passed" and not m.rounds_ms:
-                m.status = "unmeasured"
-            m.median_ms = _median(m.rounds_ms)
-            m.pct_peak = m.t_peak_ms / m.median_ms if m.t_peak_ms and m.median_ms else None
+        measured = measure_interleaved(agent, target.problem, [(k.kernel_id, k.language, k.source) for k in sides],
+                                       device=device, run_id=run_id, rounds=rounds, base_seed=base_seed,
+                                       timeout_s=timeout_s, progress=progress)
+        measures = {k.kernel_id: m for k, m in zip(sides, measured, strict=True)}
         bm = measures[base.kernel_id]
         for k in kernels:
             km = bm if k.source == base.source else measures[k.kernel_id]

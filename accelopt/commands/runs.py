@@ -34,7 +34,9 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps({
                 "run_id": s.run_id, "status": r.status(now), "source": r.source, "problems": s.problems,
                 "iterations_done": s.iterations_done, "iterations_planned": s.iterations_planned,
-                "speedup_geomean": s.speedup_geomean, "pct_peak_geomean": s.pct_peak_geomean,
+                "speedup_geomean": s.speedup_geomean, "recorded_speedup_geomean": s.recorded_speedup_geomean,
+                "remeasured_problems": s.remeasured_problems, "speedup_disagrees": s.speedup_disagrees,
+                "pct_peak_geomean": s.pct_peak_geomean,
                 "cost_usd": s.cost_usd, "llm_calls": s.llm_calls, "failed_llm_calls": s.failed_llm_calls,
                 "started_ts": s.started_ts,
                 "parent_run": s.parent_run, "fork_iteration": s.fork_iteration, "path": str(r.path or ""),
@@ -46,13 +48,13 @@ def run(args: argparse.Namespace) -> int:
     for col in ("run", "status", "problems", "iterations", "speedup (geomean)", "best %peak (geomean)",
                 "LLM cost", "failed LLM calls", "started", "forked from", "source"):
         right = col in ("problems", "iterations", "speedup (geomean)", "best %peak (geomean)", "LLM cost")
-        table.add_column(col, justify="right" if right else "left")
+        table.add_column(col, justify="right" if right else "left", no_wrap=col in ("run", "speedup (geomean)"))
     for r in listings:
         s = r.summary
         fork = f"{s.parent_run} @ {s.fork_iteration}" if s.parent_run else ""
-        table.add_row(s.run_id, r.status(now), str(s.problems), s.iterations, fmt.speedup(s.speedup_geomean),
-                      fmt.pct(s.pct_peak_geomean), fmt.usd(s.cost_usd),
-                      failed_calls_text(s.failed_llm_calls), fmt.stamp(s.started_ts), fork, r.source)
+        table.add_row(s.run_id, r.status(now), str(s.problems), s.iterations, s.speedup_text,
+                      fmt.pct(s.pct_peak_geomean), fmt.usd(s.cost_usd), failed_calls_text(s.failed_llm_calls),
+                      fmt.stamp(s.started_ts), fork, r.source)
     console.print(table)
     if not listings:
         console.print(f"no runs under {args.root}")
