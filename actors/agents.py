@@ -30,7 +30,14 @@ from accelopt.config import LLMConfig
 from accelopt.problem import Problem
 from accelopt.records import ChatMessage
 from actors.gateway import LLMGateway
-from actors.parsing import TRUNCATED, ReplyParseError, extract_code, extract_plan, parse_insight
+from actors.parsing import (
+    TRUNCATED,
+    ReplyParseError,
+    complete_nki_module,
+    extract_code,
+    extract_plan,
+    parse_insight,
+)
 from actors.recordings import Recordings
 from actors.run_context import RunContextError, RunContexts
 from actors.worker import Worker, WorkerOptions
@@ -177,11 +184,13 @@ class LLMAgent(Worker):
         )
 
     def kernel(self, event: Any, problem: Problem, call: ev.LLMCallCompleted, **lineage: Any) -> ev.KernelProposed:
-        block = extract_code(call.response, entry=problem.baseline.entry_symbol)
+        entry = problem.baseline.entry_symbol
+        block = extract_code(call.response, entry=entry)
+        source = complete_nki_module(block.code, entry) if event.language == "nki" else block.code
         return ev.KernelProposed(
             **self.envelope(event, "KernelProposed"),
             kernel_id=ev.derive_event_id(event.run_id, "Kernel", event.event_id), problem=event.problem,
-            iteration=event.iteration, request_id=event.event_id, language=event.language, source=block.code,
+            iteration=event.iteration, request_id=event.event_id, language=event.language, source=source,
             llm_call_id=call.event_id, **lineage,
         )
 

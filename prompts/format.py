@@ -59,16 +59,21 @@ def check_workload_line(problem: Problem, workload: Workload) -> str:
     return f"{workload.x_label}: {axes}" if workload.x_label else axes
 
 
-def correctness_bar(problem: Problem) -> str:
+def correctness_bar(problem: Problem, language: str = "c") -> str:
     tol = problem.definition.x_tolerance or Tolerance()
+    if language == "nki":  # the kernel allocates its outputs: the harness cannot pre-fill them (docs/neuron.md)
+        outputs = ("The kernel allocates its own outputs, so every output element must be written: an "
+                   "unwritten element holds whatever the device memory held and fails the checks, which draw "
+                   "fresh inputs for every case. ")
+    else:
+        outputs = "Output buffers are filled with NaN before each call, so every output element must be written. "
     return (
         "A kernel counts only if every output matches the reference (computed in float64) on every "
         f"check: relative L2 error ||out - ref||_2 / ||ref||_2 < {tol.rel_l2:g}, and elementwise "
         f"|out - ref| <= {tol.atol:g} * max(1, rms(ref)) + {tol.rtol:g} * |ref|. The checks use several "
         "fresh random seeds plus adversarial inputs (for example inputs scaled by 1000, which break a "
-        "softmax without max subtraction or an unguarded exp). Inputs must not be modified; output "
-        "buffers are filled with NaN before each call, so every output element must be written. "
-        "Timing is done by the harness."
+        "softmax without max subtraction or an unguarded exp). Inputs must not be modified. " + outputs
+        + "Timing is done by the harness."
     )
 
 
@@ -116,7 +121,7 @@ def format_problem(problem: Problem, language: str) -> str:
     if d.constraints:
         parts += ["", "## Constraints", *(f"- {c}" for c in d.constraints)]
     parts += ["", "## Kernel interface", *interface_lines(problem, language)]
-    parts += ["", "## Correctness bar", correctness_bar(problem)]
+    parts += ["", "## Correctness bar", correctness_bar(problem, language)]
     if d.x_numpy_reference and language in ("c", "nki"):
         parts += ["", "## Reference implementation (numpy)", fence(d.x_numpy_reference, "python")]
     else:

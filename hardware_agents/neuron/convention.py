@@ -7,8 +7,9 @@ from accelopt.problem import Problem
 from hardware_agents.neuron.reference import FROM_NKI, TO_NKI, ReferenceModule, kernel_arg_shapes
 
 CONVENTION = """\
-- The module is imported with numpy, `neuronxcc.nki as nki`, `neuronxcc.nki.language as nl` and
-  `neuronxcc.nki.isa as nisa` available; the entry is an `@nki.jit` function that allocates each output
+- The module is imported as it is (nothing is injected into it), so it imports what it uses:
+  `import numpy as np`, `import neuronxcc.nki as nki`, `import neuronxcc.nki.language as nl`,
+  `import neuronxcc.nki.isa as nisa`. The entry is an `@nki.jit` function that allocates each output
   in `nl.shared_hbm` (`nl.ndarray(shape, dtype=nl.float32, buffer=nl.shared_hbm)`) and returns it
   (a tuple when there are several).
 - On a Trainium host it is compiled and run with `nki.baremetal` (neuronx-cc with

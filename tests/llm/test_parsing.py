@@ -115,3 +115,19 @@ def test_insight_without_bold_uses_first_line_and_noop_detected():
 
 def test_strip_reasoning_keeps_plain_text():
     assert strip_reasoning("plain answer") == "plain answer"
+
+
+def test_an_nki_module_gets_the_imports_it_uses_and_the_entry_alias():
+    from actors.parsing import complete_nki_module
+
+    body = "@nki.jit\ndef optimized_kernel(a):\n    t = nl.load(a)\n    return nisa.nc_transpose(t)\n"
+    out = complete_nki_module(body, "kernel")
+    assert out.startswith("import neuronxcc.nki as nki\nimport neuronxcc.nki.language as nl\n"
+                          "import neuronxcc.nki.isa as nisa\n@nki.jit")
+    assert "import numpy" not in out  # np is not used
+    assert out.rstrip().endswith("kernel = optimized_kernel")
+    compile(out, "kernel.py", "exec")
+    # a complete module is left exactly as it is, and the entry is never aliased over
+    whole = "import numpy as np\nfrom neuronxcc import nki\nimport neuronxcc.nki.language as nl\n\n" \
+            "@nki.jit\ndef kernel(a):\n    return nl.load(a) * np.float32(2)\n\ndef optimized_kernel(a):\n    pass\n"
+    assert complete_nki_module(whole, "kernel") == whole
