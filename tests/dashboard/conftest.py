@@ -48,7 +48,9 @@ def export_log() -> Callable[[list[ev.Event], Path], Path]:
     return write_log
 
 
-@pytest.fixture(scope="session")
+# module scope, not session: Playwright's sync API keeps an event loop running in this thread
+# while it is open, which would break `asyncio.run` in every test after it
+@pytest.fixture(scope="module")
 def playwright_session() -> Iterator[Any]:
     from replay.dashboard.browser import browser_missing
 
@@ -61,7 +63,7 @@ def playwright_session() -> Iterator[Any]:
         yield p
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(playwright_session: Any) -> Iterator[Any]:
     from replay.dashboard.browser import launch
 
@@ -98,7 +100,7 @@ class LiveRun:
         return f"{self.url}{path}{'&' if '?' in path else '?'}token={TOKEN}"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def live_run(ray_session, shared_nats, browser, tmp_path_factory) -> Iterator[LiveRun]:
     import suites
     from accelopt.config import build_config

@@ -190,18 +190,19 @@ function problemsTable(runId, rows) {
 }
 
 function charts(list) {
-  return [h("h2", {}, "Progress per problem"), list.map((c) => h("div", {"data-problem": c.problem},
-    h("h3", {}, c.problem), h("div", {class: "charts"}, trusted(c.pct_svg), trusted(c.speedup_svg))))];
+  return [h("h2", {}, "Progress per problem"), h("div", {class: "cards"}, list.map((c) => h("div",
+    {"data-problem": c.problem}, h("h3", {}, c.problem),
+    h("div", {class: "charts"}, trusted(c.pct_svg), trusted(c.speedup_svg)))))];
 }
 
 function beams(runId, list) {
-  return [h("h2", {}, "Current beam"), list.map((b) => h("div", {"data-problem": b.problem},
+  return [h("h2", {}, "Current beam"), h("div", {class: "cards"}, list.map((b) => h("div", {"data-problem": b.problem},
     h("h3", {}, b.problem, b.iteration === null ? "" : ` · iteration ${b.iteration}`),
     b.members.length ? table("beam", ["kernel", "found in", "latency", "% of peak", "speedup", "plan"],
       b.members.map((m) => h("tr", {"data-kernel": m.kernel_id, class: m.best ? "best" : null},
         h("td", {}, kernelButton(runId, m.kernel_id), m.best ? " ★" : ""), cell(m.iteration, {}, 1),
         cell(m.latency_text, {}, 2), cell(m.pct_text, {}, 3), cell(m.speedup_text, {}, 4),
-        h("td", {}, m.plan))), 1) : h("p", {class: "note"}, "no beam selected yet")))];
+        h("td", {}, m.plan))), 1) : h("p", {class: "note"}, "no beam selected yet"))))];
 }
 
 function kernels(runId, k) {
