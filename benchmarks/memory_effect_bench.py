@@ -205,10 +205,14 @@ def main() -> int:
     ap.add_argument("--root", help="runs directory (default: a scratch directory)")
     ap.add_argument("--timeout", type=float, default=3600.0, help="per run, seconds")
     ap.add_argument("--name", default="memory_effect_bench", help="name of the result files")
+    ap.add_argument("--cold", help="reuse this finished cold run (its log under --root) instead of running one")
+    ap.add_argument("--warm", action="append", default=[], metavar="PROBLEM=RUN_ID",
+                    help="reuse this finished warm run of PROBLEM (its log under --root); repeatable")
     args = ap.parse_args()
 
     import suites
     from accelopt.config import build_config
+    from events.logfile import read_events
     from hardware_agents.base import get_agent
 
     all_problems = {p.name: p for p in suites.load_suite(args.suite)}
@@ -231,8 +235,13 @@ def main() -> int:
     cold_cfg = build_config(preset=args.preset, overrides=[*base, f"problems=[{','.join(names)}]",
                                                            "memory.enabled=false"])
     print(f"cold: {len(names)} problems, memory off ({cold_cfg.llm.for_role('planner').model}, preset {args.preset})")
-    cold_events = run_condition(cold_cfg, problems, timeout=args.timeout)
+    if args.cold:
+        cold_events = read_events(root / args.cold / "log.aolog")
+    else:
+        cold_events = run_condition(cold_cfg, problems, timeout=args.timeout)
     cold = searches_from_log(cold_events, "cold")
+    print(f"  run {next(iter(cold.values())).run_id}: " + ", ".join(f"{n} {cold[n].profiles}" for n in names)
+          + " profiles")
     learnt: dict[str, list] = {n: [] for n in names}
     for e in cold_events:
         if isinstance(e, ev.MemoryEntryAdded) and e.entry.problem in learnt:
@@ -241,6 +250,7 @@ def main() -> int:
 
     # (b) warm: each problem alone, on a memory of the other problems' insights
     warm: dict[str, Search] = {}
+    reuse = dict(w.split("=", 1) for w in args.warm)
     for n in names:
         uri = root / f"memory-without-{n}"
         entries = [x for m in names if m != n for x in learnt[m]]
@@ -248,7 +258,12 @@ def main() -> int:
         cfg = build_config(preset=args.preset, overrides=[*base, f"problems=[{n}]", "memory.enabled=true",
                                                           f"memory.uri={uri}"])
         print(f"warm: {n} with {size} insights of the other problems")
-        s = searches_from_log(run_condition(cfg, [all_problems[n]], timeout=args.timeout), "warm")[n]
+        if n in reuse:
+            warm_events = read_events(root / reuse[n] / "log.aolog")
+        else:
+            warm_events = run_condition(cfg, [all_problems[n]], timeout=args.timeout)
+        s = searches_from_log(warm_events, "warm")[n]
+        print(f"  run {s.run_id}: {s.profiles} profiles, {s.insights_received} insights received")
         s.memory_size = size
         warm[n] = s
     search_s = time.monotonic() - t0

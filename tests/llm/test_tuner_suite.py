@@ -1,5 +1,6 @@
-"""builtin/tuner on every baseline of the CPU suite: a plan, the applied kernel (which must
-still compile with the system C compiler) and the insight for the pair."""
+"""builtin/tuner on every baseline of the CPU suites: a plan, the applied kernel (which must
+still compile with the system C compiler) and the insight for the pair; on cpu_v2, every
+move of the first samples stays inside the `// tune:` legal values."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ import pytest
 
 import suites
 from actors.parsing import extract_code, parse_insight
-from actors.tuner import find_tunables, parse_change, tuner_reply
+from actors.tuner import find_tunables, parse_change, parse_changes, tuner_reply
 from prompts import render
+from suites.tuning import parse_space
 
 CC = shutil.which("gcc") or shutil.which("cc")
 PROBLEMS = suites.load_suite("cpu")
+V2 = suites.load_suite("cpu_v2")
 
 
 def _dicts(messages):
@@ -42,3 +45,26 @@ def test_plan_apply_summarize(problem):
     insight = parse_insight(tuner_reply(_dicts(render(
         "summarizer", "c", problem=problem, slow_source=src, fast_source=new, speedup=1.2, device="cpu"))))
     assert insight.title == f"{change.direction} {change.name} ({change.old} -> {change.new})"
+
+
+@pytest.mark.parametrize("problem", V2, ids=[p.name for p in V2])
+def test_v2_moves_stay_legal_and_compile(problem):
+    src = problem.baseline.entry_file().content
+    legal = {k.name: set(k.values) for k in parse_space(src)}
+    axes = problem.axis_values()
+    assert {t.name for t in find_tunables(src, skip=axes)} >= set(legal)
+    for sample in range(6):
+        plan = tuner_reply(_dicts(render("planner", "c", problem=problem, source=src, profile=None, device="cpu",
+                                         seed=0, request_id="r")), "planner", sample)
+        changes = parse_changes(plan)
+        assert changes, plan
+        for ch in changes:
+            assert ch.name in legal and ch.new in legal[ch.name], (ch, legal.get(ch.name))
+        reply = tuner_reply(_dicts(render("executor", "c", problem=problem, source=src, plan=plan, device="cpu")),
+                            "executor")
+        new = extract_code(reply, entry=problem.baseline.entry_symbol).code
+        if CC and sample < 2:
+            macros = [f"-D{k}={v}" for k, v in axes.items()]
+            proc = subprocess.run([CC, "-std=gnu11", "-fsyntax-only", "-fopenmp", *macros, "-x", "c", "-"],
+                                  input=new, capture_output=True, text=True, check=False)
+            assert proc.returncode == 0, proc.stderr
