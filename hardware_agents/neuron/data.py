@@ -4,7 +4,8 @@ Per correctness case (the seeds, then the adversarial cases of the validity laye
 drawn from the definition's `x_input_init` (NKIBench's `get_inputs` distributions),
 transformed into the kernel's arguments with the problem's `transform_to_nki_inputs`, and
 saved as .npy files in a directory the sandbox may read; the float64 reference outputs go
-to a private directory the sandbox cannot read (a kernel must not be able to copy them).
+to a private 0700 directory outside the data dir and every sandbox read path (a kernel must
+not be able to copy them).
 Generating references at NKIBench shapes is costly, and every candidate of a problem uses
 the same cases, so the last few problems are kept (LRU).
 """
@@ -26,7 +27,7 @@ from accelopt.problem import Problem
 from hardware_agents import validity
 from hardware_agents.neuron.protocol import KernelArg
 from hardware_agents.neuron.reference import ReferenceModule
-from hardware_agents.sandbox import default_base_dir
+from hardware_agents.sandbox import default_base_dir, private_dir
 
 
 class CaseData:
@@ -45,8 +46,9 @@ class ProblemData:
     def __init__(self, problem: Problem, seeds: tuple[int, ...], root: Path) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="nki-data-", dir=root))
         os.chmod(self.dir, 0o755)
-        self.private = self.dir / "refs"
-        self.private.mkdir(mode=0o700)
+        # outside the data dir (which is on the sandbox's read list) and 0700: the kernel's uid
+        # reaches it neither through Landlock nor through permissions
+        self.private = private_dir(default_base_dir(), "accelopt-nki-refs-")
         self.cases: list[CaseData] = []
         self.output_bytes: dict[str, int] = {}
         try:
@@ -86,6 +88,7 @@ class ProblemData:
 
     def remove(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
+        shutil.rmtree(self.private, ignore_errors=True)
 
 
 def _scalar(a: Any) -> float | int | bool:

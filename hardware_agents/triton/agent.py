@@ -21,6 +21,7 @@ profile(problem, solution):
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import threading
@@ -36,7 +37,7 @@ from accelopt.problem import Problem, ProblemFileError, Solution, Workload
 from accelopt.profile import Profile, SeedCheck
 from hardware_agents import validity
 from hardware_agents.base import DEFAULT_SEEDS, DeviceSpec, HardwareAgent, pct_peak, roofline_terms, t_peak
-from hardware_agents.sandbox import Sandbox, SandboxOutcome, SandboxPolicy
+from hardware_agents.sandbox import Sandbox, SandboxChild, SandboxOutcome, SandboxPolicy
 from hardware_agents.triton import gpu as gpus
 from hardware_agents.triton import timing
 from hardware_agents.triton.data import (
@@ -51,12 +52,20 @@ from hardware_agents.triton.data import (
 )
 from hardware_agents.triton.harness import COMPILE_ERRORS, PACKAGE
 from hardware_agents.triton.inputs import torch_dtype
-from hardware_agents.triton.records import CaseSpec, HarnessRequest, HarnessResult, TimerName, TimingSpec
+from hardware_agents.triton.records import (
+    CaseSpec,
+    HarnessRequest,
+    HarnessResult,
+    TimerName,
+    TimingSpec,
+    round_file,
+)
 from hardware_agents.triton.reference import RefRequest, RefResult
 from hardware_agents.triton.specs import device_spec, kind_for_gpu_name, l2_bytes, spec_for_dtypes
 from hardware_agents.triton.static import check_sources
 
 Mode = Literal["auto", "cuda", "interpreter"]
+PER_ROUND = 2  # fresh contents per timing round (two, so contents move between buffer sets)
 _PRELOAD = ("torch", "triton", "triton.language", "numpy", "hardware_agents.triton.harness",
             "hardware_agents.triton.reference")
 
@@ -141,6 +150,7 @@ class TritonAgent(HardwareAgent):
         self.mode_note = self._mode_note(mode)
         self._toolchain: dict[str, str] | None = None
         self._lock = threading.Lock()
+        self._untimed_cache: dict[tuple[int, int, str], float] = {}
 
     # --- device ------------------------------------------------------------------------------
 
@@ -220,6 +230,60 @@ class TritonAgent(HardwareAgent):
             raise
         return out, box
 
+    def _drive(self, request: HarnessRequest, policy: SandboxPolicy, stage: dict[str, str], data: ProblemData,
+               ) -> tuple[SandboxOutcome, Sandbox, list[float]]:
+        """Run the harness; when it times, drive its rounds (see TimingSpec): at each of its
+        stops hand it the next round's inputs, then measure our own wall time from continuing
+        it to its next stop. Returns the outcome, the box (for its files) and those times."""
+        box = Sandbox(policy, base_dir=self.sandbox_dir)
+        walls: list[float] = []
+        try:
+            for rel, content in stage.items():
+                p = box.workdir / rel
+                p.parent.mkdir(parents=True, exist_ok=True)
+                p.write_text(content)
+                box.give(rel)
+            if request.timing is None:
+                if self.pool is not None:
+                    with self.pool.acquire() as idx:
+                        return box.run("hardware_agents.triton.harness:run", request,
+                                       extra_env={"CUDA_VISIBLE_DEVICES": str(idx)}), box, walls
+                return box.run("hardware_agents.triton.harness:run", request), box, walls
+            with self.pool.acquire() if self.pool is not None else contextlib.nullcontext(None) as idx:
+                env = {"CUDA_VISIBLE_DEVICES": str(idx)} if idx is not None else None
+                child = box.spawn("hardware_agents.triton.harness:run", request, extra_env=env)
+                try:
+                    walls = self._rounds(child, box, data, request.timing.trials)
+                finally:
+                    out = child.finish()
+            return out, box, walls
+        except BaseException:
+            box.close()
+            raise
+
+    def _rounds(self, child: SandboxChild, box: Sandbox, data: ProblemData, rounds: int) -> list[float]:
+        walls: list[float] = []
+        (box.workdir / "timing").mkdir(exist_ok=True)
+        box.give("timing")
+        if not child.wait_stopped():  # exited (no timing: a failed check) or died
+            return walls
+        for k in range(rounds):  # the child is stopped, waiting for round k's inputs
+            rel = round_file(k)
+            torch.save(data.round_inputs(k), box.workdir / rel)
+            box.give(rel)
+            child.resume()
+            if not child.wait_stopped():  # set up, ready to be timed
+                return walls
+            t0 = time.perf_counter()
+            child.resume()
+            if not child.wait_stopped():  # stopped at the next round's start (or after the last)
+                return walls
+            walls.append(time.perf_counter() - t0)
+        child.resume()
+        if child.wait_stopped():  # one stop more than the protocol has: not our harness talking
+            child.kill()
+        return walls
+
     def _run_reference(self, request: RefRequest, read_paths: Sequence[str]) -> dict[str, dict[str, torch.Tensor]]:
         request = msgspec.structs.replace(request, device="cuda" if self.mode == "cuda" else "cpu")
         policy = self._policy(max(self.timeout_s, 600.0), read_paths, 16 << 30)
@@ -268,16 +332,21 @@ class TritonAgent(HardwareAgent):
             return self._fail("incorrect", "rejected by the static checks:\n" + "\n".join(hits))
         on_gpu = self.mode == "cuda"
         plan, contents = plan_cases(problem, seeds, on_gpu)
-        data = self.data.get(problem, plan, self._run_reference, device=self.mode, data_roots=self.data_roots)
         timed = measure and (on_gpu or self.interpreter_timing)
+        data = self.data.get(problem, plan, self._run_reference, device=self.mode, data_roots=self.data_roots,
+                             timing=(contents[0], self.trials, PER_ROUND) if timed else None)
         request = self._request(problem, solution, data, contents, seeds[0], timed, entry.path, symbol)
         stage = {f"{PACKAGE}/{s.path}": s.content for s in solution.sources}
         stage.setdefault(f"{PACKAGE}/__init__.py", "")
-        out_bytes = max(sum(r.nbytes for c in data.cases for r in c.ref64.values()), 1)
+        out_bytes = max(sum(r.nbytes for c in data.by_name.values() for r in c.ref64.values()), 1)
         policy = self._policy(timeout, [str(data.dir)], 4 * out_bytes + (64 << 20))
-        out, box = self._run("hardware_agents.triton.harness:run", request, policy, stage)
+        out, box, walls = self._drive(request, policy, stage, data)
         try:
-            return self._judge(problem, data, request, out, box, measure, solution.spec.language == "triton")
+            if out.status == "unisolated":
+                return self._fail("sandbox_error", out.error, isolation=out.isolation)
+            prof = self._judge(problem, data, request, out, box, measure, solution.spec.language == "triton", walls)
+            prof.isolation = out.isolation
+            return prof
         except Exception as e:  # a result the kernel tampered with must not crash the agent
             return self._fail("runtime_error", f"invalid harness result ({type(e).__name__}: {e})\n{out.log}")
         finally:
@@ -293,17 +362,87 @@ class TritonAgent(HardwareAgent):
             l2 = l2_bytes(self._spec)
             tol = tolerance_for(problem.definition)
             timing_spec = TimingSpec(
-                contents=contents, rotation=rotation_for(len(contents), set_bytes, l2),
+                like=contents[0], per_round=PER_ROUND,
+                rotation=rotation_for(PER_ROUND, set_bytes, l2 if self.mode == "cuda" else 0),
                 timer="perf_counter" if self.mode == "interpreter" else self.timer,
-                warmup=self.warmup, reps=max(self.reps, len(contents)), trials=self.trials,
-                flush_bytes=self.flush_bytes if self.flush_bytes is not None else max(256 << 20, 4 * l2),
-                atol=tol.atol, rtol=tol.rtol)
+                warmup=self.warmup, reps=max(self.reps, PER_ROUND), trials=self.trials,
+                flush_bytes=self._flush_bytes(l2), atol=tol.atol, rtol=tol.rtol)
         first = data.cases[0].planned.workload
         return HarnessRequest(
             module_dir="", entry_file=entry_path, entry_symbol=symbol,
             destination_passing=solution.spec.destination_passing_style,
             inputs=input_metas(problem.definition, first), cases=cases,
             device="cuda" if self.mode == "cuda" else "cpu", timing=timing_spec, seed=seed)
+
+    def _flush_bytes(self, l2: int) -> int:
+        if self.flush_bytes is not None:
+            return self.flush_bytes
+        # on CPU tensors (the interpreter) there is no GPU L2 to evict: a few MB of host cache
+        return 8 << 20 if self.mode == "interpreter" else max(256 << 20, 4 * l2)
+
+    # --- the clock -------------------------------------------------------------------------------
+
+    def _untimed_s(self, spec: TimingSpec, set_bytes: int) -> float:
+        """An upper bound of the child's untimed work per call (flush, poison, input check,
+        restock, spot check): measured here on CPU tensors of the same sizes, x3, plus 0.5 ms of Python for
+        the loop; on a GPU the flush and copies at a quarter of the memory bandwidth plus 1 ms
+        (host overhead and synchronisation)."""
+        key = (spec.flush_bytes, set_bytes, self.mode)
+        with self._lock:
+            hit = self._untimed_cache.get(key)
+        if hit is not None:
+            return hit
+        if self.mode == "cuda":
+            est = 4 * (spec.flush_bytes + 2 * set_bytes) / self._spec.peak_bw_bytes_s + 1e-3
+        else:
+            flush = torch.empty(max(spec.flush_bytes, 1), dtype=torch.uint8)
+            src = torch.empty(max(set_bytes, 1), dtype=torch.uint8)
+            dst = torch.empty_like(src)
+            best = math.inf
+            for _ in range(5):
+                t0 = time.perf_counter()
+                flush.zero_()
+                dst.copy_(src)
+                torch.equal(dst, src)
+                dst.fill_(255)
+                idx = torch.randint(0, dst.numel(), (spec.spot_checks,))
+                bool(torch.isclose(dst[idx].double(), src[idx].double()).all())
+                best = min(best, time.perf_counter() - t0)
+            est = 3 * best + 5e-4
+        with self._lock:
+            self._untimed_cache[key] = est
+        return est
+
+    def _clock_mismatch(self, res: HarnessResult, walls: list[float], spec: TimingSpec, data: ProblemData,
+                        counters: dict[str, float]) -> str | None:
+        """The kernel's timer (CUDA events, or the host clock in the interpreter) lives in the
+        kernel's process, so it is checked against our own clock. Per round, our wall time W
+        from continuing the child to its next stop covers its n = warmup + reps calls (each
+        timed by its timer, summing to T) and their untimed work (at most U = n x
+        `_untimed_s`): an honest child has T <= W and T >= W - U. A round fails when T > W
+        (a clock running fast) or T < (W - U) / 2 (a slowed or frozen clock: the factor 2
+        leaves room for noise in U)."""
+        if res.timer == "do_bench":
+            return None  # do_bench's own loop: no per-call record to bound
+        set_bytes = data.by_name[spec.like].set_bytes
+        per_call = self._untimed_s(spec, set_bytes)
+        total_w = total_t = total_u = 0.0
+        for k, (run, wall) in enumerate(zip(res.timing, walls, strict=True)):
+            n = len(run.samples_ms) + len(run.warmup_ms)
+            t = (sum(run.samples_ms) + sum(run.warmup_ms)) / 1e3
+            u = n * per_call
+            total_w, total_t, total_u = total_w + wall, total_t + t, total_u + u
+            if n != spec.warmup + spec.reps:
+                return f"reported {n} timed calls in round {k}; {spec.warmup + spec.reps} were asked for"
+            if t > wall * 1.02 + 1e-3:
+                return (f"reported kernel time ({t * 1e3:.3g} ms) exceeds the wall time of its timing round "
+                        f"({wall * 1e3:.3g} ms)")
+            if t < (wall - u) / 2:
+                return (f"timing_mismatch: in timing round {k} the kernel's process timed its {n} calls at "
+                        f"{t * 1e3:.3g} ms in all, but they took {wall * 1e3:.3g} ms by our clock (at most "
+                        f"{u * 1e3:.3g} ms of it outside the calls): its clock was slowed or replaced")
+        counters.update({"timing_wall_s": total_w, "timing_kernel_clock_s": total_t, "timing_untimed_bound_s": total_u})
+        return None
 
     # --- judging -------------------------------------------------------------------------------
 
@@ -333,7 +472,7 @@ class TritonAgent(HardwareAgent):
                                         stats=case.stats)
 
     def _judge(self, problem: Problem, data: ProblemData, req: HarnessRequest, out: SandboxOutcome, box: Sandbox,
-               measure: bool, needs_launch: bool) -> Profile:
+               measure: bool, needs_launch: bool, walls: list[float]) -> Profile:
         log_tail = f"\n--- kernel output ---\n{out.log}" if out.log.strip() else ""
         counters: dict[str, float] = {"sandbox_wall_s": out.wall_s}
         if out.status in ("timeout", "cpu_limit"):
@@ -396,36 +535,46 @@ class TritonAgent(HardwareAgent):
             why = self.mode_note if self.mode == "interpreter" else "timing not requested"
             notes = "".join(f"\nnote: {n}" for n in data.notes)
             return self._fail("unmeasured", f"correct at {where}; {why}{notes}", correctness=checks, counters=counters)
-        return self._timed(problem, data, req, res, box, checks, counters, max_bytes)
+        return self._timed(problem, data, req, res, box, checks, counters, max_bytes, walls)
 
     def _timed(self, problem: Problem, data: ProblemData, req: HarnessRequest, res: HarnessResult, box: Sandbox,
-               checks: list[SeedCheck], counters: dict[str, float], max_bytes: int) -> Profile:
+               checks: list[SeedCheck], counters: dict[str, float], max_bytes: int, walls: list[float]) -> Profile:
         assert req.timing is not None
         if res.skipped_timing or not res.timing:
             return self._fail("unmeasured", res.skipped_timing or "no timing result", correctness=checks,
                               counters=counters)
+        if len(res.timing) != req.timing.trials or len(walls) != req.timing.trials:
+            return self._fail("runtime_error", f"the harness reported {len(res.timing)} timing rounds and stopped for "
+                              f"{len(walls)}; {req.timing.trials} were asked for", correctness=checks,
+                              counters=counters)
         n_timed = sum(len(r.samples_ms) for r in res.timing)
+        changed = sum(r.mutated for r in res.timing)
+        if changed:
+            return self._fail("incorrect", f"modified its inputs in {changed} timed call(s); inputs are read-only",
+                              correctness=checks, counters=counters)
         bad = sum(r.inconsistent for r in res.timing)
         if bad:
             return self._fail("incorrect", f"{bad} of {n_timed} timed calls returned values different from the "
                               "kernel's own output for the same inputs: results must not depend on earlier calls",
                               correctness=checks, counters=counters)
-        for content in req.timing.contents if res.timer != "do_bench" else []:
-            rel = res.timed_outputs.get(content)
+        timed_cases = [c for row in data.rounds for c in row]
+        for case in timed_cases if res.timer != "do_bench" else []:
+            rel = res.timed_outputs.get(case.name)
             if rel is None:
-                return self._fail("runtime_error", f"the harness saved no timed output for {content}",
+                return self._fail("runtime_error", f"the harness saved no timed output for {case.name}",
                                   correctness=checks, counters=counters)
-            chk = self._check(problem, data.by_name[content], f"timed:{content}", self._load_outputs(box, rel, max_bytes))
+            chk = self._check(problem, case, f"timed:{case.name}", self._load_outputs(box, rel, max_bytes))
             if not chk.passed:
                 return self._fail("incorrect", f"the output of a timed call is wrong ({chk.note})",
                                   correctness=[*checks, chk], counters=counters)
+        why = self._clock_mismatch(res, walls, req.timing, data, counters)
+        if why:
+            status = "runtime_error" if why.startswith("reported") else "timing_mismatch"
+            return self._fail(status, why, correctness=checks, counters=counters)  # type: ignore[arg-type]
         samples = [s for r in res.timing for s in r.samples_ms]
         lat = timing.latency_ms(res.timing)
         stats = msgspec.structs.replace(validity.latency_stats(samples), median_ms=lat)
-        if sum(samples) / 1e3 > max(counters.get("sandbox_wall_s", 0.0), 0.0) > 0:
-            return self._fail("runtime_error", "reported kernel time exceeds the worker's wall time",
-                              correctness=checks, counters=counters)
-        timing_workload = data.by_name[req.timing.contents[0]].planned.workload
+        timing_workload = data.by_name[req.timing.like].planned.workload
         timed_problem = problem if timing_workload == problem.workload else \
             msgspec.structs.replace(problem, workload=timing_workload)
         t_meas = lat / 1e3

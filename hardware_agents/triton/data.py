@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import secrets
 import shutil
 import tempfile
 import threading
@@ -98,22 +99,49 @@ def to_float64(t: torch.Tensor) -> np.ndarray:
     return t.detach().to("cpu", torch.float64).numpy()
 
 
+def timing_plan(plan: Sequence[PlannedCase], like: str, rounds: int, per_round: int) -> list[list[PlannedCase]]:
+    """The fresh contents of each timing round: `per_round` cases at the workload of the
+    correctness case `like`, on seeds from the OS's random source (never a correctness seed)."""
+    base = next(pc for pc in plan if pc.name == like)
+    used = {pc.case.seed for pc in plan}
+    out = []
+    for k in range(rounds):
+        row = []
+        for j in range(per_round):
+            seed = secrets.randbits(31)
+            while seed in used:
+                seed = secrets.randbits(31)
+            used.add(seed)
+            case = validity.InputCase(name=f"timing-r{k}-c{j}", seed=seed)
+            row.append(PlannedCase(name=f"timing-r{k}-c{j}", workload=base.workload, case=case, label=base.label))
+        out.append(row)
+    return out
+
+
 class ProblemData:
-    """Every planned case of one problem: input files under `self.dir`, references in memory."""
+    """Every planned case of one problem: input files under `self.dir` (the kernel's sandbox
+    may read it), references in memory only. With `timing` (the rounds of `timing_plan`), also
+    the fresh timing contents: their inputs under `self.timing_dir`, which only the reference
+    child may read (the agent hands a round's inputs to the kernel's child when it times that
+    round), and their references, in memory too."""
 
     def __init__(self, problem: Problem, plan: Sequence[PlannedCase], root: Path, run_reference: RefRunner,
-                 data_roots: Sequence[str | Path] = ()) -> None:
+                 data_roots: Sequence[str | Path] = (), timing: Sequence[Sequence[PlannedCase]] = ()) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="triton-data-", dir=root))
         os.chmod(self.dir, 0o755)
+        self.timing_dir = Path(tempfile.mkdtemp(prefix="triton-timing-", dir=root))
+        os.chmod(self.timing_dir, 0o755)  # for the reference child's uid; never on the kernel's read list
         self.cases: list[CaseData] = []
+        self.rounds: list[list[CaseData]] = []
         self.notes: list[str] = []
         d = problem.definition
         tol = tolerance_for(d)
+        round_of = {pc.name: k for k, row in enumerate(timing) for pc in row}
         try:
             staged: list[tuple[PlannedCase, str, dict, list[TensorMeta], int]] = []
-            for pc in plan:
+            for pc in [*plan, *(pc for row in timing for pc in row)]:
                 tensors, scalars = case_inputs(d, pc.workload, pc.case, data_roots)
-                path = self.dir / f"{pc.name}.pt"
+                path = (self.timing_dir if pc.name in round_of else self.dir) / f"{pc.name}.pt"
                 torch.save(tensors, path)
                 os.chmod(path, 0o644)
                 outs = output_metas(d, pc.workload)
@@ -123,7 +151,8 @@ class ProblemData:
             request = RefRequest(definition=d.name, source=d.reference, inputs=input_metas(d, problem.workload),
                                  outputs=list(d.outputs),
                                  cases=[RefCase(name=pc.name, inputs_file=f, scalars=sc) for pc, f, sc, _, _ in staged])
-            refs = run_reference(request, [str(self.dir)])
+            refs = run_reference(request, [str(self.dir), str(self.timing_dir)])
+            self.rounds = [[] for _ in timing]
             for pc, f, sc, outs, nbytes in staged:
                 ref = refs[pc.name]
                 ref64: dict[str, np.ndarray] = {}
@@ -138,6 +167,12 @@ class ProblemData:
                         t = t.to(_dt(meta.dtype))
                     ref64[meta.name] = to_float64(t)
                 bad = [n for n, r in ref64.items() if not np.all(np.isfinite(r))]
+                if pc.name in round_of:
+                    if bad:
+                        raise ValueError(f"{d.name}: the reference is non-finite in {bad} on timing seed "
+                                         f"{pc.case.seed}")
+                    self.rounds[round_of[pc.name]].append(CaseData(pc, f, sc, outs, ref64, tol, nbytes))
+                    continue
                 if bad and pc.case.adversarial:
                     if d.x_adversarial is not None:
                         raise ValueError(f"{d.name}: adversarial case {pc.case.name!r} makes the reference non-finite "
@@ -149,10 +184,15 @@ class ProblemData:
         except BaseException:
             self.remove()
             raise
-        self.by_name = {c.name: c for c in self.cases}
+        self.by_name = {c.name: c for c in (*self.cases, *(c for row in self.rounds for c in row))}
+
+    def round_inputs(self, k: int) -> dict[str, dict[str, torch.Tensor]]:
+        """Timing round k's inputs: content name -> input tensors (the scalars are the `like` case's)."""
+        return {c.name: torch.load(c.inputs_file, weights_only=True) for c in self.rounds[k]}
 
     def remove(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
+        shutil.rmtree(self.timing_dir, ignore_errors=True)
 
 
 def _dt(name: str) -> torch.dtype:
@@ -181,14 +221,17 @@ class DataCache:
         return self._root
 
     def get(self, problem: Problem, plan: Sequence[PlannedCase], run_reference: RefRunner, *, device: str,
-            data_roots: Sequence[str | Path] = ()) -> ProblemData:
-        key = (problem.content_hash(), msgspec.json.encode(list(plan)).decode(), device)
+            data_roots: Sequence[str | Path] = (), timing: tuple[str, int, int] | None = None) -> ProblemData:
+        """`timing`: (like, rounds, per_round) to make the fresh timing contents too (see
+        `timing_plan`); they are drawn once per cached problem."""
+        key = (problem.content_hash(), msgspec.json.encode(list(plan)).decode(), device, timing)
         with self._lock:
             data = self._items.get(key)
             if data is not None:
                 self._items.move_to_end(key)
                 return data
-            data = ProblemData(problem, plan, self.root, run_reference, data_roots)
+            rounds = timing_plan(plan, *timing) if timing else ()
+            data = ProblemData(problem, plan, self.root, run_reference, data_roots, rounds)
             self._items[key] = data
             while len(self._items) > self.capacity:
                 _, old = self._items.popitem(last=False)

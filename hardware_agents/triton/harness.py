@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib
 import math
 import os
+import signal
 import sys
 import time
 import traceback
@@ -49,7 +50,9 @@ from hardware_agents.triton.records import (
     HarnessRequest,
     HarnessResult,
     TensorMeta,
+    TimingRun,
     TimingSpec,
+    round_file,
 )
 
 GUARD_BYTES = 4096
@@ -257,76 +260,130 @@ def _spot_ok(got: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], sp
     return True
 
 
-def _time(fn: Callable[..., Any], req: HarnessRequest, first: dict[str, dict[str, torch.Tensor]],
-          lives: dict[str, _Case], device: torch.device, workdir: Path, result: HarnessResult) -> None:
+def stop_for_parent() -> None:
+    """Stop this process until the parent continues it (the timing handshake): the parent
+    stages a round's inputs, or starts / stops its own clock, while we are stopped."""
+    os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def _time(fn: Callable[..., Any], req: HarnessRequest, device: torch.device, workdir: Path,
+          result: HarnessResult) -> None:
+    """The timing rounds (see TimingSpec): per round, stop for the inputs, set up the buffer
+    sets, stop again (the parent starts its clock when it continues us), run the calls, and
+    stop at the next round's start (the parent's clock stops there)."""
     spec = req.timing
     assert spec is not None
-    contents = spec.contents
-    S, R = len(contents), spec.rotation
-    metas = {c.name: c for c in req.cases}
+    (workdir / "out").mkdir(exist_ok=True)
+    gen = torch.Generator().manual_seed(req.seed)
+    flush_buf = torch.empty(max(spec.flush_bytes, 1), dtype=torch.uint8, device=device)
+    timer = timing.make_timer(spec.timer) if spec.timer != "do_bench" else None
+    result.timer = timer.name if timer is not None else "do_bench"
+    kept: dict[str, dict[str, torch.Tensor]] = {}  # last outputs of the previous round, saved outside the clock
+    for k in range(spec.trials):
+        stop_for_parent()  # the parent's clock (previous round) stops; it stages round k
+        _save_kept(kept, workdir, result)
+        data: dict[str, dict[str, torch.Tensor]] = torch.load(workdir / round_file(k), weights_only=True)
+        run, kept = _round(fn, req, data, device, timer, flush_buf, gen, result)
+        result.timing.append(run)
+    stop_for_parent()  # the last round's clock stops
+    _save_kept(kept, workdir, result)
+
+
+def _save_kept(kept: dict[str, dict[str, torch.Tensor]], workdir: Path, result: HarnessResult) -> None:
+    for c, out in kept.items():
+        rel = f"out/timed-{c}.pt"
+        torch.save(out, workdir / rel)
+        result.timed_outputs[c] = rel
+
+
+def _round(fn: Callable[..., Any], req: HarnessRequest, data: dict[str, dict[str, torch.Tensor]],
+           device: torch.device, timer: timing.Timer | None, flush_buf: torch.Tensor, gen: torch.Generator,
+           result: HarnessResult) -> tuple[TimingRun, dict[str, dict[str, torch.Tensor]]]:
+    """One timing round on the contents in `data`; returns its run and the last output of
+    each content (for the parent's full check)."""
+    spec = req.timing
+    assert spec is not None
+    like = next(c for c in req.cases if c.name == spec.like)
+    R = spec.rotation
+    contents = sorted(data)
+    S = len(contents)
+    pristine = {c: {n: t.to(device) for n, t in ins.items()} for c, ins in data.items()}
     sets: list[dict[str, Any]] = []
+    mutated = [0]
     for b in range(R):
         c = contents[b % S]
-        ins = {n: g.view.clone() for n, (g, _) in lives[c].inputs.items()}
+        ins = {n: t.clone() for n, t in pristine[c].items()}
         outs = {o.name: torch.empty(tuple(o.shape or ()), dtype=TORCH_DTYPES[o.dtype], device=device)
-                for o in metas[c].outputs} if req.destination_passing else {}
-        args = [metas[c].scalars[m.name] if m.shape is None else ins[m.name] for m in req.inputs]
+                for o in like.outputs} if req.destination_passing else {}
+        args = [like.scalars[m.name] if m.shape is None else ins[m.name] for m in req.inputs]
         args += list(outs.values())
         sets.append({"content": c, "ins": ins, "outs": outs, "args": args, "last": None})
     result.footprint_bytes = R * sum(t.numel() * t.element_size()
                                      for t in (*sets[0]["ins"].values(), *sets[0]["outs"].values()))
-    for s in sets:
-        for t in s["outs"].values():
+    for st in sets:
+        for t in st["outs"].values():
             t.fill_(poison_value(t.dtype))
-    gen = torch.Generator().manual_seed(req.seed)
-    total = spec.trials * (spec.warmup + spec.reps)
-    (workdir / "out").mkdir(exist_ok=True)
+    first: dict[str, dict[str, torch.Tensor]] = {}
+    kept: dict[str, dict[str, torch.Tensor]] = {}
+    warm: list[float] = []
+    total = spec.warmup + spec.reps
 
-    def outputs_of(s: dict[str, Any]) -> dict[str, torch.Tensor]:
+    def outputs_of(st: dict[str, Any]) -> dict[str, torch.Tensor]:
         if req.destination_passing:
-            return s["outs"]
-        return _normalize(s["last"], metas[s["content"]].outputs)
+            return st["outs"]
+        return _normalize(st["last"], like.outputs)
 
     def call(t: int) -> None:
-        s = sets[t % R]
-        res = fn(*s["args"])
-        if not req.destination_passing:
-            s["last"] = res
+        st = sets[t % R]
+
+        def once() -> None:
+            res = fn(*st["args"])
+            if not req.destination_passing:
+                st["last"] = res
+
+        if t < spec.warmup and timer is not None:  # the same timer: the parent's bound counts every call
+            warm.append(timer.time(once))
+        else:
+            once()
 
     def after(t: int) -> bool:
-        s = sets[t % R]
+        st = sets[t % R]
         c = contents[t % S]
         try:
-            got = outputs_of(s)
-            ok = s["content"] == c and _spot_ok(got, first[c], spec, gen)
+            got = outputs_of(st)
+            if st["content"] != c:
+                ok = False
+            elif c not in first:  # the content's first output this round: later calls must agree with it
+                first[c] = {n: v.detach().to("cpu").clone() for n, v in got.items()}
+                ok = True
+            else:
+                ok = _spot_ok(got, first[c], spec, gen)
         except OutputMismatch:
             got, ok = {}, False
-        if t >= total - S:  # the last call of this content: its output goes to the parent
-            rel = f"out/timed-{c}.pt"
-            torch.save({n: v.detach().to("cpu").clone() for n, v in got.items()}, workdir / rel)
-            result.timed_outputs[c] = rel
+        if t >= total - S:  # the last call of this content in the round: checked in full by the parent
+            kept[c] = {n: v.detach().to("cpu").clone() for n, v in got.items()}
+        if not all(same_bytes(v, pristine[st["content"]][n]) for n, v in st["ins"].items()):
+            mutated[0] += 1  # inputs are read-only in timed calls too
         nxt = contents[(t + R) % S]
-        if nxt != s["content"]:
-            for n, dst in s["ins"].items():
-                dst.copy_(lives[nxt].inputs[n][0].view)
-            s["content"] = nxt
-        for v in s["outs"].values():
+        for n, dst in st["ins"].items():  # restocked every call: a mutation cannot reach the next one
+            dst.copy_(pristine[nxt][n])
+        st["content"] = nxt
+        for v in st["outs"].values():
             v.fill_(poison_value(v.dtype))
         return ok
 
-    if spec.timer == "do_bench":
+    stop_for_parent()  # set up; the parent's clock starts when it continues us
+    if timer is None:  # triton.testing.do_bench: its own flush and loop, on one buffer set
         s0 = sets[0]
-        result.timing = timing.do_bench_trials(lambda: fn(*s0["args"]), warmup_ms=25, rep_ms=100, trials=spec.trials)
-        ok = _spot_ok(outputs_of(s0) if req.destination_passing else _normalize(fn(*s0["args"]),
-                      metas[s0["content"]].outputs), first[s0["content"]], spec, gen)
-        result.timing[-1].inconsistent = 0 if ok else 1
-        result.timer = "do_bench"
-        return
-    flush_buf = torch.empty(max(spec.flush_bytes, 1), dtype=torch.uint8, device=device)
-    timer = timing.make_timer(spec.timer)
-    result.timing = timing.measure(call=call, after=after, flush=flush_buf.zero_, timer=timer,
-                                   warmup=spec.warmup, reps=spec.reps, trials=spec.trials)
-    result.timer = timer.name
+        run = timing.do_bench_trials(lambda: fn(*s0["args"]), warmup_ms=25, rep_ms=100, trials=1)[0]
+        got = outputs_of(s0) if req.destination_passing else _normalize(fn(*s0["args"]), like.outputs)
+        kept[s0["content"]] = {n: v.detach().to("cpu").clone() for n, v in got.items()}
+        return run, kept
+    run = timing.measure(call=call, after=after, flush=flush_buf.zero_, timer=timer, warmup=spec.warmup,
+                         reps=spec.reps, trials=1)[0]
+    run.warmup_ms = warm
+    run.mutated = mutated[0]
+    return run, kept
 
 
 # --- entry -----------------------------------------------------------------------------------
@@ -348,8 +405,6 @@ def run(payload: bytes, workdir: Path) -> HarnessResult:
     launches = count_launches()
     fn = load_entry(req, workdir)
     result.phase_s["import"] = time.perf_counter() - t_start
-    first: dict[str, dict[str, torch.Tensor]] = {}
-    lives: dict[str, _Case] = {}
     ok = True
     for case in req.cases:
         run_, saved, live = _run_case(fn, req, case, device, workdir, launches)
@@ -358,9 +413,6 @@ def run(payload: bytes, workdir: Path) -> HarnessResult:
             ok = False
             break
         ok = ok and not run_.mutated and not run_.overflow
-        if req.timing is not None and case.name in req.timing.contents:
-            first[case.name] = saved
-            lives[case.name] = live
     t_correct = time.perf_counter()
     result.phase_s["correctness"] = t_correct - t_start
     if req.timing is None:
@@ -368,6 +420,6 @@ def run(payload: bytes, workdir: Path) -> HarnessResult:
     if not ok:
         result.skipped_timing = "not timed: a correctness case failed"
         return result
-    _time(fn, req, first, lives, device, workdir, result)
+    _time(fn, req, device, workdir, result)
     result.phase_s["timing"] = time.perf_counter() - t_correct
     return result

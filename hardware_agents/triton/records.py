@@ -30,16 +30,21 @@ class CaseSpec(msgspec.Struct, kw_only=True, frozen=True):
 
 
 class TimingSpec(msgspec.Struct, kw_only=True, frozen=True):
-    """How the child times the entry point on one workload.
+    """How the child times the entry point on one workload, in `trials` rounds.
 
-    `contents` are case names whose inputs rotate through `rotation` buffer sets (rotation
-    is not a multiple of the content count, so contents move between buffers); before
-    every timed call the L2 is flushed by writing `flush_bytes`; each of `trials` runs
-    `warmup` untimed then `reps` timed calls; the latency is the mean over trials of the
-    median over reps.
+    Each round's inputs are fresh: `per_round` contents the parent hands over
+    (`round_file(k)`, a dict content name -> input tensors) only when the child has stopped
+    itself after the correctness phase or the previous round, so the kernel is loaded before
+    they exist in its reach. `like` is the correctness case whose scalars and output shapes
+    they share. The contents rotate through `rotation` buffer sets (not a multiple of
+    `per_round`, so contents move between buffers); before every call the L2 is flushed by
+    writing `flush_bytes`; a round runs `warmup` then `reps` calls, every one timed (the
+    warm-up times only count toward the parent's wall-clock bound); the latency is the mean
+    over rounds of the median over reps.
     """
 
-    contents: list[str]
+    like: str
+    per_round: int
     rotation: int
     timer: TimerName = "cuda_event"
     warmup: int = 10
@@ -79,12 +84,19 @@ class TimingRun(msgspec.Struct, kw_only=True):
     samples_ms: list[float]
     median_ms: float
     inconsistent: int = 0  # timed calls whose output differed from the content's first output
+    warmup_ms: list[float] = []  # the round's warm-up calls, timed by the same timer
+    mutated: int = 0  # calls after which the inputs differed from what was handed over
+
+
+def round_file(k: int) -> str:
+    """Where the parent puts the inputs of timing round k (relative to the child's work dir)."""
+    return f"timing/round-{k}.pt"
 
 
 class HarnessResult(msgspec.Struct, kw_only=True):
     cases: list[CaseRun]
     timing: list[TimingRun] = []
-    timed_outputs: dict[str, str] = {}  # content -> file with the output of its last timed call
+    timed_outputs: dict[str, str] = {}  # content -> file with the output of its last timed call (every round)
     timer: str = ""
     skipped_timing: str = ""
     device_name: str = ""
