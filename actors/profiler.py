@@ -20,6 +20,7 @@ from events import catalog as ev
 from events.log import EventLog
 from events.subjects import role_filter
 from hardware_agents.base import DEFAULT_SEEDS, HardwareAgent, get_agent
+from hardware_agents.sandbox import allow_unisolated
 
 ENTRY_FILES = {"c": "kernel.c", "triton": "main.py", "python": "main.py", "nki": "kernel.py"}
 
@@ -106,10 +107,16 @@ class ProfilerAgent(Worker):
             return [self._result(event, msgspec.structs.replace(
                 cached, counters={**cached.counters, "cached": 1.0}))]
         solution = solution_for(event, target.problem.baseline)
-        profile = await asyncio.to_thread(
-            self._agent.profile, target.problem, solution, seeds=seeds_for(event), timeout_s=self.timeout_s,
-        )
-        if profile.status != "timeout":  # a timeout may be the machine's fault: allow a retry
+        started = await self._contexts.started(event.run_id)
+        allowed = bool((started.config.get("sandbox") or {}).get("allow_unisolated", False))
+        agent = self._agent
+
+        def run_profile() -> Profile:
+            with allow_unisolated(allowed):  # the run's own setting, whatever this worker was started with
+                return agent.profile(target.problem, solution, seeds=seeds_for(event), timeout_s=self.timeout_s)
+
+        profile = await asyncio.to_thread(run_profile)
+        if profile.status not in ("timeout", "sandbox_error"):  # maybe the machine's fault: allow a retry
             self.cache.put(key, profile)
         return [self._result(event, profile)]
 

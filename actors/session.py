@@ -306,6 +306,13 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
 
     if not problems:
         raise RunError("no problems to optimize")
+    if start_agents:  # this machine will run LLM-written kernels: refuse now, not kernel by kernel
+        from hardware_agents.sandbox import allow_unisolated, isolation_problem
+
+        with allow_unisolated(cfg.sandbox.allow_unisolated):
+            problem = isolation_problem()
+        if problem:
+            raise RunError(problem)
     cfg = with_memory_uri(cfg)
     run_id = run_id or (started_event.run_id if started_event else new_run_id())
     run_dir = Path(cfg.root) / run_id

@@ -83,3 +83,8 @@ def fail(payload: bytes, workdir: Path) -> ProbeReport:
 def exit_silently(payload: bytes, workdir: Path) -> ProbeReport:
     """Exit without reporting, as a kernel calling exit() would."""
     os._exit(0)
+
+
+def nothing(payload: bytes, workdir: Path) -> bytes:
+    """A target that does nothing: the sandbox's own isolation report is the point."""
+    return b""

@@ -23,6 +23,7 @@ import itertools
 import math
 import pkgutil
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
@@ -153,21 +154,41 @@ def to_trace(problem: Problem, solution: Solution, profile: Profile, *, hardware
 # --- the interface ---------------------------------------------------------------------------
 
 class HardwareAgent(ABC):
-    """Profiles kernels for one device kind. `profile` blocks and is safe to call from threads."""
+    """Profiles kernels for one device kind. `profile` blocks and is safe to call from threads.
+
+    Agents built on the template implement `_profile(problem, solution, seeds, timeout_s,
+    measure)`: `profile` normalises the arguments and records the wall time, and `_fail`
+    makes a failed Profile with the device and toolchain filled in, so every agent reports
+    the same way (the isolation a sandbox applied goes into `Profile.isolation`).
+    """
 
     kind: ClassVar[str]
     languages: ClassVar[tuple[str, ...]]
+    timeout_s: float = 60.0
 
     @property
     @abstractmethod
     def device(self) -> DeviceSpec:
         """The roofline spec used for % of peak (measured or cited)."""
 
-    @abstractmethod
     def profile(self, problem: Problem, solution: Solution, *, seeds: Sequence[int] = DEFAULT_SEEDS,
                 timeout_s: float | None = None, measure: bool = True) -> Profile:
         """Compile, check correctness on `seeds` plus adversarial inputs, time (if `measure`),
         and return the Profile. Never raises for a bad kernel: failures are statuses."""
+        seeds = tuple(int(s) for s in seeds)
+        if not seeds:
+            raise ValueError("at least one correctness seed is required")
+        t0 = time.perf_counter()
+        prof = self._profile(problem, solution, seeds, timeout_s or self.timeout_s, measure)
+        prof.wall_s = time.perf_counter() - t0
+        return prof
+
+    def _profile(self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout_s: float,
+                 measure: bool) -> Profile:
+        raise NotImplementedError(f"{type(self).__name__} implements neither profile nor _profile")
+
+    def _fail(self, status: str, log: str, **kw: Any) -> Profile:
+        return Profile(status=status, device=self.kind, log=log, toolchain=self.toolchain(), **kw)  # type: ignore[arg-type]
 
     def toolchain(self) -> dict[str, str]:
         """Versions of the tools that produced a profile (compiler, runtime, libraries)."""

@@ -596,6 +596,7 @@ class SandboxChild:
         self.box, self._l, self.timeout_s = box, launched, timeout_s
         self.deadline = launched.t0 + timeout_s
         self.exit_status: int | None = None  # raw wait status once it has exited
+        self.timed_out = False  # killed at its wall-clock deadline
         self._outcome: SandboxOutcome | None = None
 
     @property
@@ -613,8 +614,8 @@ class SandboxChild:
             return False
         remaining = self.deadline - time.perf_counter()
         if remaining <= 0:
-            self.kill()
-        watchdog = threading.Timer(max(remaining, 0.0), self.kill)
+            self._expire()
+        watchdog = threading.Timer(max(remaining, 0.0), self._expire)
         watchdog.daemon = True
         watchdog.start()
         try:
@@ -641,15 +642,16 @@ class SandboxChild:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(self.pid, signal.SIGKILL)
 
-    @property
-    def timed_out(self) -> bool:
-        return time.perf_counter() >= self.deadline
+    def _expire(self) -> None:
+        if self.exit_status is None:
+            self.timed_out = True
+            self.kill()
 
     def finish(self) -> SandboxOutcome:
         """Kill the child if it still runs, reap it, and describe what happened."""
         if self._outcome is not None:
             return self._outcome
-        timed_out = self.exit_status is None and self.timed_out
+        timed_out = self.timed_out
         if self.exit_status is None:
             self.kill()
             with contextlib.suppress(ChildProcessError):
@@ -660,6 +662,19 @@ class SandboxChild:
         self._outcome = self.box._finish(self._l, timed_out, self.timeout_s)
         self._l.close()
         return self._outcome
+
+
+def isolation_problem() -> str | None:
+    """Why LLM-written code could not run here (the required isolation is missing and the
+    run does not allow that), or None: one do-nothing child, before a run starts."""
+    if unisolated_allowed():
+        return None
+    out = run_sandboxed("hardware_agents._probe:nothing", policy=SandboxPolicy(wall_timeout_s=60))
+    if out.status == "unisolated":
+        return out.error
+    if out.status != "ok":
+        return f"the sandbox does not work on this machine ({out.status}: {out.error})"
+    return None
 
 
 def run_sandboxed(target: str, payload: bytes | msgspec.Struct = b"", *, policy: SandboxPolicy | None = None,

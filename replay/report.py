@@ -63,7 +63,22 @@ def overview(views: Sequence[RunView], labels: list[str]) -> str:
     head = ["run", "status", "started", "duration", "device", "problems", "iterations", "kernels",
             "baseline %peak (geomean)", "best %peak (geomean)", "speedup (geomean)", "LLM calls", "tokens",
             "LLM cost", "models", "search", "seed", "forked from"]
-    return table(head, rows, cls="runs", numeric_from=5)
+    return table(head, rows, cls="runs", numeric_from=5) + isolation_notes(views, labels)
+
+
+def isolation_notes(views: Sequence[RunView], labels: list[str]) -> str:
+    """A warning for every run that let LLM-written code run without full isolation, or
+    whose profiles record kernels that ran without it (see hardware_agents/README.md)."""
+    out = []
+    for v, label in zip(views, labels, strict=True):
+        cfg = v.started.config if v.started else {}
+        allowed = bool((cfg.get("sandbox") or {}).get("allow_unisolated"))
+        bare = sum(1 for k in v.kernels.values() if k.profile is not None and k.profile.isolation
+                   and not k.profile.isolation.get("landlock_abi"))
+        if allowed or bare:
+            out.append(f'<p class="warn">{esc(label)}: sandbox.allow_unisolated was '
+                       f'{"set" if allowed else "not set"}; {bare} kernel(s) ran without filesystem isolation</p>')
+    return "".join(out)
 
 
 def _remeasured(r) -> str:

@@ -10,7 +10,8 @@ from replay.fold import RunView
 from replay.htmlkit import diff_stats, esc, source_diff, table
 from replay.lineage import LineageStep, TreeNode, best_path, plan_title, search_tree
 
-STATUSES = ("passed", "compile_error", "runtime_error", "incorrect", "timeout", "unmeasured", "pending")
+STATUSES = ("passed", "compile_error", "runtime_error", "incorrect", "timeout", "timing_mismatch", "sandbox_error",
+            "no_triton_launch", "unmeasured", "pending")
 
 
 def _step_label(step: LineageStep) -> str:

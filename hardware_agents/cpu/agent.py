@@ -23,7 +23,6 @@ import re
 import shutil
 import threading
 import time
-from collections.abc import Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
@@ -33,7 +32,7 @@ import numpy as np
 
 from accelopt.problem import Problem, Solution
 from accelopt.profile import Profile
-from hardware_agents.base import DEFAULT_SEEDS, DeviceSpec, HardwareAgent
+from hardware_agents.base import DeviceSpec, HardwareAgent
 from hardware_agents.cpu.calibrate import CalibrationRecord, calibrate, load_calibration, raise_peaks
 from hardware_agents.cpu.compiler import CFLAGS, LDLIBS, Compiler
 from hardware_agents.cpu.data import ProblemData
@@ -125,22 +124,10 @@ class CpuAgent(HardwareAgent):
 
     # --- profile -------------------------------------------------------------------------
 
-    def profile(self, problem: Problem, solution: Solution, *, seeds: Sequence[int] = DEFAULT_SEEDS,
-                timeout_s: float | None = None, measure: bool = True) -> Profile:
-        t0 = time.perf_counter()
-        prof = self._profile(problem, solution, tuple(int(s) for s in seeds), timeout_s or self.timeout_s, measure)
-        prof.wall_s = time.perf_counter() - t0
-        return prof
-
-    def _fail(self, status: str, log: str, **kw: Any) -> Profile:
-        return Profile(status=status, device=self.kind, log=log, toolchain=self.toolchain(), **kw)  # type: ignore[arg-type]
-
     def _profile(self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout: float,
                  measure: bool) -> Profile:
         if solution.spec.language != "c":
             return self._fail("compile_error", f"the CPU agent compiles C; this solution is {solution.spec.language!r}")
-        if not seeds:
-            raise ValueError("at least one correctness seed is required")
         for src in solution.sources:
             m = _LOW_PRECISION.search(_strip_comments(src.content))
             if m:
@@ -194,16 +181,17 @@ class CpuAgent(HardwareAgent):
     RAISE_PEAKS_EVERY_S: ClassVar[float] = 600.0
 
     def _raise_peaks(self) -> bool:
-        """Re-measure this machine's peaks (with the device to itself) and keep the higher
-        values; True if that was done. Only for a measured calibration, rate-limited."""
+        """Re-measure this machine's peaks (with the device to itself: the caller holds the
+        device lock) and keep the higher values; True if that was done. Only for a measured
+        calibration, rate-limited."""
         if self._calibration is None or not self._calibration.spec.measured:
             return False
         now = time.monotonic()
         if self._peaks_raised_at is not None and now - self._peaks_raised_at < self.RAISE_PEAKS_EVERY_S:
             return False
         self._peaks_raised_at = now
-        with self._device_lock():
-            rec = raise_peaks(self.cache_dir, self._calibration, cc=self.cc)
+        # called by the judge, which holds the device lock (the kernel server is stopped)
+        rec = raise_peaks(self.cache_dir, self._calibration, cc=self.cc)
         with self._spec_lock:
             self._calibration, self._spec = rec, rec.spec
         return True

@@ -1,6 +1,6 @@
 """Peaks measured on a busy machine are too low, and then a correct kernel looks faster than
 the roofline allows. Before the agent rejects a result as impossible it measures the peaks
-again and keeps the higher values; a kernel that fakes its speed is still rejected."""
+again and keeps the higher values; a result faster than the machine allows is still rejected."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from pathlib import Path
 
 import msgspec
 from cpu_helpers import c_solution
-from test_cpu_impossible_speed import CONTENT_CACHE
+from test_cpu_impossible_speed import inflated_roofline
 
 import suites
 from hardware_agents.base import BandwidthPoint
 from hardware_agents.cpu import CpuAgent
 from hardware_agents.cpu.calibrate import CalibrationRecord, calibration_path, load_calibration
 
-DEFLATE = 50.0  # as if calibrated while something else had the machine
+DEFLATE = 1000.0  # as if calibrated while something else had the machine (far beyond any load here)
 
 
 def _deflated_cache(tmp_path: Path, calibration: CalibrationRecord) -> Path:
@@ -59,9 +59,10 @@ def test_a_kernel_that_fakes_its_speed_is_rejected_after_the_re_measure(
     cache = _deflated_cache(tmp_path, calibration)
     agent = _agent(cache)
     try:
-        problem = suites.get_problem("cpu/matmul")
-        first = agent.profile(problem, c_solution(problem, CONTENT_CACHE))
-        second = agent.profile(problem, c_solution(problem, CONTENT_CACHE + "\n/* again */\n"))
+        problem = inflated_roofline(suites.get_problem("cpu/matmul"))
+        first = agent.profile(problem, problem.baseline)
+        src = problem.baseline.sources[0].content + "\n/* again */\n"
+        second = agent.profile(problem, c_solution(problem, src))
     finally:
         agent.close()
     assert first.status == "incorrect" and "faster than the machine allows" in first.log, first.log

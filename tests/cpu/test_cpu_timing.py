@@ -1,4 +1,4 @@
-"""Timing by the harness: rotation over buffer sets, statistics, overhead, thread safety."""
+"""Timing by the parent: batches over buffer sets, fresh contents, statistics, thread safety."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from hardware_agents.base import DEFAULT_SEEDS
 from hardware_agents.cpu import CpuAgent
 from hardware_agents.cpu import data as data_mod
 from hardware_agents.cpu.agent import _MAX_ROTATION_BYTES, rotation_sets
+from hardware_agents.cpu.judge import MIN_BATCHES
 from hardware_agents.cpu.machine import machine_info
 
 
@@ -31,19 +32,45 @@ def test_profile_statistics_and_roofline(cpu_agent: CpuAgent) -> None:
     prof = cpu_agent.profile(p, p.baseline)
     assert prof.status == "passed", prof.log
     lat = prof.latency
-    assert lat is not None and len(lat.samples_ms) >= 5
+    assert lat is not None and len(lat.samples_ms) >= MIN_BATCHES  # one sample per timed batch
     assert lat.min_ms <= lat.median_ms <= lat.max_ms and lat.spread >= 0
     assert prof.t_peak_ms is not None and prof.pct_peak == pytest.approx(prof.t_peak_ms / lat.median_ms)
     c = prof.counters
-    # timed with cold (DRAM) data: buffers rotated over twice the L3, unless the rotation hit
-    # a cap (64 sets, or the memory limit when a VM reports its host's whole L3)
+    # a batch's calls each use their own buffer set: at least 3/4 of a rotation that spans
+    # twice the L3, unless the rotation hit a cap (64 sets, or the memory limit when a VM
+    # reports its host's whole L3)
     l3 = machine_info().l3_bytes
-    set_bytes = cpu_agent.data.get(p, tuple(DEFAULT_SEEDS)).set_bytes
-    sets = round(c["footprint_bytes"] / set_bytes)
-    assert c["footprint_bytes"] == sets * set_bytes and sets >= 4
-    assert c["footprint_bytes"] >= 2 * l3 or sets == 64 or (sets + 1) * set_bytes > _MAX_ROTATION_BYTES
-    assert c["kernel_s_total"] > 0 and c["sandbox_wall_s"] > c["kernel_s_total"]
-    assert prof.wall_s >= c["sandbox_wall_s"]
+    data = cpu_agent.data.get(p, tuple(DEFAULT_SEEDS))
+    sets = rotation_sets(data.set_bytes, len(DEFAULT_SEEDS), l3)
+    assert c["footprint_bytes"] % data.set_bytes == 0 and c["footprint_bytes"] >= 0.75 * sets * data.set_bytes
+    assert sets * data.set_bytes >= 2 * l3 or sets == 64 or (sets + 1) * data.set_bytes > _MAX_ROTATION_BYTES
+    assert c["timed_full_checks"] >= MIN_BATCHES and c["batches"] == len(lat.samples_ms)
+    timed_s = sum(lat.samples_ms) * c["calls_per_batch"] / 1e3
+    assert c["sandbox_wall_s"] > 0.5 * timed_s and prof.wall_s >= c["sandbox_wall_s"]
+
+
+def test_timed_contents_are_never_repeated() -> None:
+    """Every timed call gets an input set made afresh from the pool: no two draws (and no
+    correctness case) share even a 64-element sample, so a content-keyed cache never hits."""
+    import numpy as np
+
+    from hardware_agents.cpu.data import ProblemData
+
+    p = suites.get_problem("cpu/silu")
+    data = ProblemData(p, (0,))
+    rng = np.random.default_rng(1)
+    dest = {"x": np.empty_like(data.cases[0].inputs["x"])}
+    idx = np.linspace(0, dest["x"].size - 1, 64).astype(np.int64)
+    seen = {np.asarray(c.inputs["x"]).reshape(-1)[idx].tobytes() for c in data.cases}
+    sums = set()
+    for _ in range(200):
+        x = data.fresh_content(dest, rng)["x"]
+        key = x.reshape(-1)[idx].tobytes()
+        assert key not in seen
+        seen.add(key)
+        sums.add(float(x.sum(dtype=np.float64)))
+    assert len(sums) == 200  # not a permutation of one content (sums would repeat)
+    assert np.isfinite(dest["x"]).all()
 
 
 def test_repeat_profile_reuses_build_and_data(cpu_agent: CpuAgent, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,194 @@
+"""Adversarial benchmark: is every hack caught, is no honest kernel rejected, and what does
+the trusted boundary cost?
+
+    .venv/bin/python benchmarks/adversarial_bench.py [--run RUN_DIR] [--skip-triton] [--rounds 3]
+
+1. hack x device -> status: every file of the adversarial corpus (tests/adversarial/<device>/)
+   through the real agent of its device; caught = it got the status its file names.
+2. false rejections: the 14 CPU suite baselines (must pass), the Triton suite's baselines in
+   the interpreter (must be `unmeasured`: correct, not timed), and the best kernels of a
+   finished run (`--run runs/<id>`, e.g. a `make demo` run; must pass again).
+3. the cost of the boundary on the CPU: the handshake of one batch (SIGCONT -> the child
+   stopped again) measured with a kernel that does nothing, per call as a share of each
+   suite baseline's latency at the batch size its profile used; and each baseline's
+   median latency through the boundary vs the same .so timed in-process around each ctypes
+   call (the old harness's way), interleaved, median of `--rounds`.
+
+Saves benchmarks/results/adversarial_bench.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "adversarial"))
+sys.path.insert(0, str(ROOT / "tests" / "cpu"))
+
+import accelopt  # noqa: F401,E402  (environment defaults)
+import suites  # noqa: E402
+from benchmarks._common import median, save  # noqa: E402
+from hardware_agents import validity  # noqa: E402
+from hardware_agents.base import get_agent  # noqa: E402
+from hardware_agents.cpu import CpuAgent  # noqa: E402
+from hardware_agents.cpu.runner import KernelRunner  # noqa: E402
+from hardware_agents.sandbox import Sandbox  # noqa: E402
+
+CPU_PROBLEMS = suites.load_suite("cpu")
+
+
+def corpus_table(agent: CpuAgent) -> list[dict[str, Any]]:
+    from corpus import load
+    from cpu_helpers import c_solution, scale_shift_problem
+
+    scale_shift = scale_shift_problem()
+    rows = []
+    for hack in load("cpu"):
+        problem = scale_shift if hack.problem == "scale_shift" else suites.get_problem(hack.problem)
+        prof = agent.profile(problem, c_solution(problem, hack.source, name=hack.name), timeout_s=30)
+        ok = prof.status == hack.expect and (hack.min_ms is None or (
+            prof.latency is not None and prof.latency.min_ms >= hack.min_ms))
+        rows.append({"device": "cpu", "hack": hack.name, "expected": hack.expect, "got": prof.status, "caught": ok})
+        print(f"  cpu  {hack.name:28s} expected {hack.expect:15s} got {prof.status:15s} {'ok' if ok else 'MISSED'}")
+    for device in ("triton", "neuron"):
+        if not (ROOT / "tests" / "adversarial" / device).is_dir():
+            continue
+        try:
+            from corpus_runner import run_device  # a device's own runner, when its corpus has one
+        except ImportError:
+            print(f"  {device}: no corpus runner (tests/adversarial/corpus_runner.py); skipped")
+            continue
+        for row in run_device(device):
+            rows.append(row)
+            print(f"  {device:6s} {row['hack']:26s} expected {row['expected']:15s} got {row['got']:15s} "
+                  f"{'ok' if row['caught'] else 'MISSED'}")
+    return rows
+
+
+def false_rejections(agent: CpuAgent, run_dir: str | None, skip_triton: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"cpu_baselines": {}, "triton_baselines": {}, "run_best": {}}
+    for p in CPU_PROBLEMS:
+        out["cpu_baselines"][p.name] = agent.profile(p, p.baseline).status
+    if not skip_triton:
+        triton = get_agent("h100", mode="interpreter")
+        for p in suites.load_suite("triton"):
+            out["triton_baselines"][p.name] = triton.profile(p, p.baseline).status
+    if run_dir:
+        import msgspec
+
+        from accelopt.problem import Solution
+
+        for sol_path in sorted(Path(run_dir).glob("best/*/solution.json")):
+            sol = msgspec.json.decode(sol_path.read_bytes(), type=Solution)
+            problem = suites.get_problem(f"cpu/{sol.definition}")
+            out["run_best"][sol.definition] = agent.profile(problem, sol).status
+    bad = [f"{k}/{n}" for k, d in out.items() for n, s in d.items()
+           if s not in ("passed", "unmeasured") or (k != "triton_baselines" and s != "passed")]
+    out["rejected"] = bad
+    return out
+
+
+def handshake_s(agent: CpuAgent, rounds: int = 200) -> float:
+    """Median seconds of one batch of a kernel that does nothing (SIGCONT -> stopped)."""
+    from cpu_helpers import c_solution, scale_shift_problem
+
+    p = scale_shift_problem(8, 8)
+    build = agent.compiler.build(c_solution(p, "void kernel(const float* x, float* out) { (void)x; (void)out; }\n"),
+                                 p.axis_values())
+    assert build.so_path
+    with Sandbox(agent._policy(agent.data.get(p, (0,)), 1)) as box:
+        import shutil
+
+        shutil.copyfile(build.so_path, box.workdir / "kernel.so")
+        box.give("kernel.so")
+        runner = KernelRunner(box, p, library=str(box.workdir / "kernel.so"), symbol="kernel", sets=1, scalars={},
+                              timeout_s=120)
+        try:
+            runner.ready()
+            times = [runner.run([0]) for _ in range(rounds)]
+        finally:
+            runner.close()
+    return statistics.median(times)
+
+
+def in_process_ms(agent: CpuAgent, problem: Any, reps: int = 30) -> float:
+    """The old way: the .so loaded here, perf_counter around each call on a rotating set."""
+    build = agent.compiler.build(problem.baseline, problem.axis_values())
+    assert build.so_path
+    lib = ctypes.CDLL(build.so_path)
+    fn = lib.kernel
+    fn.restype = None
+    data = agent.data.get(problem, (0, 21, 42))
+    sets = []
+    for c in data.cases[:3]:
+        ins = [np.ascontiguousarray(c.inputs[n]) for n in problem.definition.inputs]
+        outs = [validity.aligned_empty(r.shape, np.float32) for r in c.ref64.values()]
+        sets.append([a.ctypes.data for a in (*ins, *outs)] + [ins, outs])
+    times = []
+    for i in range(reps):
+        s = sets[i % len(sets)]
+        t0 = time.perf_counter()
+        fn(*[ctypes.c_void_p(x) for x in s[:-2]])
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--run", help="a finished run's folder: its best kernels must pass again")
+    ap.add_argument("--skip-triton", action="store_true")
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    agent = CpuAgent()
+    print("hack x device -> status")
+    table = corpus_table(agent)
+    print("false rejections")
+    fr = false_rejections(agent, args.run, args.skip_triton)
+    print(f"  rejected: {fr['rejected'] or 'none'}")
+    print("boundary cost")
+    h = handshake_s(agent)
+    print(f"  handshake (one batch of a no-op kernel): {h * 1e6:.0f} us")
+    overhead: dict[str, Any] = {}
+    for p in CPU_PROBLEMS:
+        new, old, calls = [], [], []
+        for _ in range(args.rounds):
+            prof = agent.profile(p, p.baseline)
+            if prof.latency is None:
+                break
+            new.append(prof.latency.median_ms)
+            calls.append(prof.counters.get("calls_per_batch", 1.0))
+            old.append(in_process_ms(agent, p))
+        if not new:
+            continue
+        share = h * 1e3 / median(calls) / median(new)
+        overhead[p.name] = {"boundary_ms": median(new), "in_process_ms": median(old), "ratio": median(new) / median(old),
+                            "handshake_share": share, "calls_per_batch": median(calls)}
+        print(f"  {p.name:24s} boundary {median(new):8.3f} ms  in-process {median(old):8.3f} ms  "
+              f"ratio {median(new) / median(old):5.2f}  handshake/call {100 * share:6.3f} %")
+    caught = sum(r["caught"] for r in table)
+    shares = [v["handshake_share"] for v in overhead.values()]
+    ratios = [v["ratio"] for v in overhead.values()]
+    print(f"caught {caught}/{len(table)}; false rejections {len(fr['rejected'])}; handshake share median "
+          f"{100 * median(shares):.3f} % (max {100 * max(shares):.3f} %); boundary/in-process median "
+          f"{median(ratios):.3f}")
+    save("adversarial_bench", {
+        "table": table, "caught": caught, "hacks": len(table), "false_rejections": fr,
+        "handshake_us": h * 1e6, "overhead": overhead,
+        "handshake_share_median": median(shares), "handshake_share_max": max(shares),
+        "boundary_over_in_process_median": median(ratios),
+        "notes": "measured on a shared 2-core VM; latency ratios are noisy, the handshake share is the "
+                 "boundary's own cost per call",
+    })
+
+
+if __name__ == "__main__":
+    main()
