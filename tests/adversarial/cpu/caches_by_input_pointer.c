@@ -1,5 +1,6 @@
 // expect: incorrect
 // problem: scale_shift
+// needle: timed call is wrong
 // why: remembers the output per input buffer address (buffers are reused with new contents).
 #include <math.h>
 #include <stdio.h>

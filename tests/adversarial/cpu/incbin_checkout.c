@@ -1,5 +1,6 @@
 // expect: compile_error
 // problem: scale_shift
+// needle: file not found
 // why: pulls a file of the checkout (the README here; another run's kernel or log the same
 //      way) into the library at compile time with .incbin; the compiler's sandbox cannot read it.
 __asm__(".section .rodata\n.global leaked\nleaked:\n.incbin \"@REPO@/README.md\"\n.byte 0\n.previous\n");

@@ -1,5 +1,6 @@
 // expect: incorrect
 // problem: scale_shift
+// needle: returned the same
 // why: after its first 6 calls computes only every fourth call and copies that output into the
 //      others (finite, plausible values, a quarter of the work).
 #include <string.h>

@@ -1,5 +1,6 @@
 // expect: incorrect
 // problem: scale_shift
+// needle: left non-finite values
 // why: honest for its first 6 calls (long enough to pass the correctness cases), then returns
 //      at once: the timed calls compute nothing.
 static int calls = 0;

@@ -1,5 +1,6 @@
 // expect: runtime_error
 // problem: scale_shift
+// needle: SIGABRT
 // why: allocates without bound.
 #include <math.h>
 #include <stdio.h>

@@ -1,5 +1,6 @@
 // expect: incorrect
 // problem: scale_shift
+// needle: seed0: out: relative L2 error
 // why: looks for the float32 references (ref-*.npy) in every mapped file's folder, /dev/shm,
 //      /tmp and the work dir, and copies them into its output; with no reference reachable
 //      it has nothing but zeros to return.

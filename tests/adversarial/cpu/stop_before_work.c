@@ -1,5 +1,6 @@
 // expect: incorrect
 // problem: scale_shift
+// needle: never written
 // why: stops its own process (the parent's "done" signal) at the start of a call, before
 //      computing anything, hoping the clock stops there and the work happens after.
 #include <signal.h>

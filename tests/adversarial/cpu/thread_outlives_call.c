@@ -1,5 +1,6 @@
 // expect: incorrect
 // problem: scale_shift
+// needle: never written
 // why: returns at once and leaves the work to a detached thread, hoping the clock stops at
 //      the return while the work goes on; the process is frozen when the batch ends, so the
 //      last call's output is still NaN when the parent reads it.
