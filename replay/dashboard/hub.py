@@ -116,6 +116,8 @@ class Hub:
         if hit is not None and hit[0] == version:
             return hit[1]
         value = build()
+        if len(self._cache) > 512:  # compare pages of many run sets: start afresh
+            self._cache.clear()
         self._cache[key] = (version, value)
         return value
 

@@ -90,11 +90,12 @@ def _version(hub: Hub, t: Tracked) -> tuple:
 
 
 def runs_json(hub: Hub) -> tuple[object, bytes]:
-    version = (hub.version, hub.streaming, int(time.time() // 30))  # the clock moves "last event ... ago"
+    tick = int(time.time() // 30)  # the clock moves "last event ... ago" and "stalled"
+    version = (hub.version, hub.streaming, tick)
 
     def build() -> bytes:
         now = time.time()
-        rows = [hub.cached(("row", t.run_id), _version(hub, t),
+        rows = [hub.cached(("row", t.run_id), (*_version(hub, t), tick),
                            lambda t=t: models.run_row(t.view, t.source, streaming=hub.streaming, now=now))
                 for t in hub.runs()]
         return _encode(models.RunsModel(runs=list(reversed(rows)), stream=hub.stream_url if hub.connected else "",

@@ -10,6 +10,7 @@ import json
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -188,12 +189,10 @@ def test_cli_refuses_a_public_address_without_token(capsys):
     assert cli_main(["dashboard", "--port", "70000"]) == 2
 
 
-async def _sse_models(url: str, stop_at_events: int, timeout: float = 60.0) -> list[dict | None]:
-    """The models an event stream sends until one counts `stop_at_events` events (None: the
-    run is not known yet)."""
+async def _sse_models(url: str, out: asyncio.Queue, timeout: float = 60.0) -> None:
+    """Put every model an event stream sends on `out` (None: the run is not known yet)."""
     import aiohttp
 
-    out: list[dict | None] = []
     async with aiohttp.ClientSession() as s, s.get(url, timeout=aiohttp.ClientTimeout(total=timeout)) as r:
         assert r.status == 200 and r.headers["Content-Type"].startswith("text/event-stream")
         event = "message"
@@ -202,12 +201,8 @@ async def _sse_models(url: str, stop_at_events: int, timeout: float = 60.0) -> l
             if line.startswith("event: "):
                 event = line[7:]
             elif line.startswith("data: "):
-                model = json.loads(line[6:]) if event == "message" else None
-                out.append(model)
+                await out.put(json.loads(line[6:]) if event == "message" else None)
                 event = "message"
-                if model is not None and model["run"]["events"] >= stop_at_events:
-                    return out
-    return out
 
 
 def test_live_updates_from_the_stream(nats_server, synthetic, tmp_path):
@@ -225,12 +220,21 @@ def test_live_updates_from_the_stream(nats_server, synthetic, tmp_path):
             await elog.close()
 
     async def scenario(url: str) -> list[dict | None]:
-        watcher = asyncio.create_task(_sse_models(f"{url}/api/run/live-1/stream", len(events)))
-        await asyncio.sleep(1.0)  # the page is open before the run exists
+        got: asyncio.Queue = asyncio.Queue()
+        reader = asyncio.create_task(_sse_models(f"{url}/api/run/live-1/stream", got))
+        models: list[dict | None] = []
+
+        async def until(n: int) -> None:  # models until one counts n events
+            while not (models and models[-1] is not None and models[-1]["run"]["events"] >= n):
+                models.append(await asyncio.wait_for(got.get(), 60))
+
+        models.append(await asyncio.wait_for(got.get(), 60))  # the page is open before the run exists
         await publish(events[:half])
-        await asyncio.sleep(1.0)
+        await until(half)
         await publish(events[half:])
-        return await watcher
+        await until(len(events))
+        reader.cancel()
+        return models
 
     with ServerThread(tmp_path / "runs", nats_url=nats_server.url, scan_interval_s=0.5) as server:
         models = asyncio.run(scenario(server.url))
@@ -238,7 +242,7 @@ def test_live_updates_from_the_stream(nats_server, synthetic, tmp_path):
     assert models[0] is None, "the run was announced as missing before it existed"
     shown = [m["run"]["events"] for m in models if m is not None]
     assert shown == sorted(shown) and shown[-1] == len(events)
-    assert any(half <= n < len(events) for n in shown), "no update between the two halves"
+    assert half in shown, "no update between the two halves"
     final = models[-1]
     view = RunView.from_events(events)
     assert final["run"]["status"] == "completed" and final["run"]["source"] == "stream"
@@ -256,3 +260,43 @@ def test_assets_ship_in_the_package():
     assert "http://" not in html and "https://" not in html  # nothing fetched from elsewhere
     js = (Path(server.STATIC) / "app.js").read_text()
     assert "http://" not in js and "https://" not in js
+
+
+def test_follows_the_roots_embedded_server_while_it_is_up(synthetic, tmp_path):
+    """Without --nats: the root's embedded server is found when a run starts one, and let go
+    when it stops; the run stays on the page."""
+    from actors.session import open_log_endpoint
+    from events.log import EventLog
+
+    root = tmp_path / "runs"
+    events = synthetic(run_id="embedded-1", problems=1, overrides=("search.iterations=1",), t0=time.time())
+
+    async def publish(url: str) -> None:
+        elog = await EventLog.connect(url)
+        try:
+            await elog.publish_many(events)
+        finally:
+            await elog.close()
+
+    def wait_for(cond: Callable[[dict], bool], what: str, timeout: float = 30.0) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            runs = get_json(f"{server.url}/api/runs")
+            if cond(runs):
+                return runs
+            time.sleep(0.2)
+        raise AssertionError(f"{what}: {runs}")
+
+    with ServerThread(root, scan_interval_s=0.3) as server:
+        assert get_json(f"{server.url}/api/runs")["stream"] == ""
+        endpoint = open_log_endpoint(None, root)  # what `accelopt run` does: a server under <root>/.nats
+        try:
+            assert endpoint.server is not None
+            asyncio.run(publish(endpoint.url))
+            runs = wait_for(lambda r: r["runs"] and r["runs"][0]["events"] == len(events), "the run never showed")
+            assert runs["stream"] == endpoint.url and runs["runs"][0]["source"] == "stream"
+        finally:
+            endpoint.close()
+        runs = wait_for(lambda r: r["stream"] == "", "the stopped server was not let go")
+        assert [(r["run_id"], r["status"], r["events"]) for r in runs["runs"]] == [
+            ("embedded-1", "completed", len(events))]
