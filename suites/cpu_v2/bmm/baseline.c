@@ -1,8 +1,9 @@
 /* bmm: out[b] (M, N) = lhs[b] (M, K) @ rhs[b] (K, N) for b < B.
  * Blocked GEMM: the output is cut into BLOCK_M x BLOCK_N cache blocks shared out to the OpenMP
  * threads; a block runs over the depth in BLOCK_K steps, either row by row (LOOP_ORDER 1) or in
- * MR x NV*VEC register tiles (LOOP_ORDER 2). As shipped: the textbook i-k-j loop, rows of out
- * shared out 8 at a time, no blocking over N or K, no register tiles, no packing. */
+ * MR x NV*VEC register tiles (LOOP_ORDER 2). As shipped: the textbook i-k-j loop (rows of out
+ * accumulate in memory), rows shared out 8 at a time, no blocking over N or K; the register-tile
+ * knobs ship at 1 x 16 (VEC 8, NV 2) and act once LOOP_ORDER is 2. */
 /* Calling convention (AccelOpt CPU): void kernel(<inputs in definition order as const float*>,
  * <outputs as float*>). Tensors are dense, row-major (C order), 64-byte aligned, fp32. Axis
  * values arrive as #defines from the harness (-D flags); outputs are NaN on entry, inputs
@@ -15,11 +16,11 @@
 // tune: LOOP_ORDER in {1,2} -- 1 = i-k-j: each row of a block accumulates in memory while rows of the right matrix stream by (compiler-vectorized); 2 = register tiles: MR x NV*VEC accumulators stay in registers over the k loop
 #define LOOP_ORDER 1
 // tune: VEC in {1,2,4,8,16} -- floats per GNU C vector in the register tiles (1 = scalar code)
-#define VEC 1
+#define VEC 8
 // tune: MR in {1,2,4,8} -- rows per register tile (LOOP_ORDER 2)
 #define MR 1
 // tune: NV in {1,2,4} -- vectors per row of a register tile: tile width NV*VEC columns (LOOP_ORDER 2)
-#define NV 1
+#define NV 2
 // tune: UNROLL_K in {1,2,4,8} -- unroll factor of the k loop of a register tile (LOOP_ORDER 2)
 #define UNROLL_K 1
 // tune: BLOCK_M in {8,16,32,64,128,256,512} -- rows per cache block, the unit of parallel work with BLOCK_N (clamped to the rows)

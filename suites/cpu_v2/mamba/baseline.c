@@ -5,7 +5,7 @@
  * computed first, VEC at a time), accumulating out in memory; STATE_ORDER 2 advances all S
  * states together at every step, VEC states per vector (b and c are read through transposed
  * (M, S) copies made once), so the S chains overlap and out is a register sum.
- * As shipped: states one after the other, scalar libm expf, one channel per work item. */
+ * As shipped: states one after the other, scalar libm expf, channels dealt out one at a time. */
 /* Calling convention (AccelOpt CPU): void kernel(<inputs in definition order as const float*>,
  * <outputs as float*>). Tensors are dense, row-major (C order), 64-byte aligned, fp32. Axis
  * values arrive as #defines from the harness (-D flags); outputs are NaN on entry, inputs
@@ -21,10 +21,10 @@
 #define VEC 1
 // tune: EXP_IMPL in {1,2} -- 1 = libm expf per element, 2 = inline polynomial exp on whole VEC-wide vectors
 #define EXP_IMPL 1
-// tune: CH_PER_ITEM in {1,2,4,8,16} -- channels per parallel work item
-#define CH_PER_ITEM 1
-// tune: SCHED in {1,2,4} -- OpenMP schedule of the work items: 1 = static, 2 = dynamic, 4 = guided
+// tune: SCHED in {1,2,4} -- OpenMP schedule of the channels: 1 = static, 2 = dynamic, 4 = guided
 #define SCHED 1
+// tune: CHUNK in {1,2,4,8,16} -- channels per scheduling chunk
+#define CHUNK 1
 
 #if !(STATE_ORDER == 1 || STATE_ORDER == 2)
 #error "STATE_ORDER: not a legal value (see its tune: line)"
@@ -35,11 +35,11 @@
 #if !(EXP_IMPL == 1 || EXP_IMPL == 2)
 #error "EXP_IMPL: not a legal value (see its tune: line)"
 #endif
-#if !(CH_PER_ITEM == 1 || CH_PER_ITEM == 2 || CH_PER_ITEM == 4 || CH_PER_ITEM == 8 || CH_PER_ITEM == 16)
-#error "CH_PER_ITEM: not a legal value (see its tune: line)"
-#endif
 #if !(SCHED == 1 || SCHED == 2 || SCHED == 4)
 #error "SCHED: not a legal value (see its tune: line)"
+#endif
+#if !(CHUNK == 1 || CHUNK == 2 || CHUNK == 4 || CHUNK == 8 || CHUNK == 16)
+#error "CHUNK: not a legal value (see its tune: line)"
 #endif
 
 #if SCHED == 1
@@ -98,8 +98,6 @@ static inline float sexp(float x) {
 #endif
 }
 
-#define CHUNK 1
-
 static void channel_by_state(int ch, const float* delta, const float* u, const float* a, const float* b,
                              const float* c, float* out, float* da) {
     const float* dl = delta + (size_t)ch * M;
@@ -144,7 +142,6 @@ static void channel_all_states(int ch, const float* delta, const float* u, const
 }
 
 void kernel(const float* delta, const float* u, const float* a, const float* b, const float* c, float* out) {
-    const int items = (C + CH_PER_ITEM - 1) / CH_PER_ITEM;
     /* transposed, zero-padded copies of b and c: [i][SV*VEC] */
     float* bt = STATE_ORDER == 2 ? calloc((size_t)M * SV * VEC, sizeof(float)) : NULL;
     float* ct = STATE_ORDER == 2 ? calloc((size_t)M * SV * VEC, sizeof(float)) : NULL;
@@ -160,11 +157,10 @@ void kernel(const float* delta, const float* u, const float* a, const float* b, 
         }
         float* da = STATE_ORDER == 1 ? malloc(sizeof(float) * M) : NULL;
         #pragma omp for schedule(OMP_SCHED, CHUNK)
-        for (int it = 0; it < items; it++)
-            for (int ch = it * CH_PER_ITEM; ch < MIN((it + 1) * CH_PER_ITEM, C); ch++) {
-                if (STATE_ORDER == 1) channel_by_state(ch, delta, u, a, b, c, out, da);
-                else channel_all_states(ch, delta, u, a, bt, ct, out);
-            }
+        for (int ch = 0; ch < C; ch++) {
+            if (STATE_ORDER == 1) channel_by_state(ch, delta, u, a, b, c, out, da);
+            else channel_all_states(ch, delta, u, a, bt, ct, out);
+        }
         free(da);
     }
     free(bt);

@@ -22,6 +22,8 @@
 #define COLS 1024
 // tune: SCHED in {1,2,4} -- OpenMP schedule of the work items: 1 = static, 2 = dynamic, 4 = guided
 #define SCHED 1
+// tune: CHUNK in {1,2,4,8,16} -- work items per scheduling chunk
+#define CHUNK 1
 
 #if !(FUSE == 1 || FUSE == 2)
 #error "FUSE: not a legal value (see its tune: line)"
@@ -37,6 +39,9 @@
 #endif
 #if !(SCHED == 1 || SCHED == 2 || SCHED == 4)
 #error "SCHED: not a legal value (see its tune: line)"
+#endif
+#if !(CHUNK == 1 || CHUNK == 2 || CHUNK == 4 || CHUNK == 8 || CHUNK == 16)
+#error "CHUNK: not a legal value (see its tune: line)"
 #endif
 
 #if SCHED == 1
@@ -58,8 +63,6 @@ static inline vf vload(const float* p) { vf v; __builtin_memcpy(&v, p, sizeof v)
 static inline void vstore(float* p, vf v) { __builtin_memcpy(p, &v, sizeof v); }
 static inline vf vsplat(float s) { return (vf){} + s; }
 static inline vf vsel(vi mask, vf a, vf b) { return (vf)(((vi)a & mask) | ((vi)b & ~mask)); }
-
-#define CHUNK 1
 
 void kernel(const float* x, const float* freqs_cos, const float* freqs_sin, float* out) {
     const long cols = MIN(COLS, T), items = (T + cols - 1) / cols, step = (long)VEC * UNROLL;
