@@ -35,9 +35,7 @@ from hardware_agents.sandbox import Sandbox, SandboxOutcome
 if TYPE_CHECKING:
     from hardware_agents.cpu.agent import CpuAgent
 
-MIN_BATCHES = 3
-MAX_BATCHES = 7
-MAX_TIMED_S = 2.0  # stop adding batches (past MIN_BATCHES) once this much kernel time is spent
+MIN_BATCHES = 3  # timed batches per profile at least; up to 2 more per allowed re-run (CpuAgent.max_reruns)
 EXTRA_THREADS = 4  # threads allowed beyond OMP_NUM_THREADS (the interpreter's own)
 _SAMPLE = 64  # elements per output compared across the calls of a batch
 
@@ -148,7 +146,11 @@ class Judge:
         n_max = runner.sets
         n_min = max(2, math.ceil(0.75 * n_max))
         footprint = 0
-        for j in range(MAX_BATCHES):
+        agent = self.agent
+        max_batches = MIN_BATCHES + 2 * agent.max_reruns
+        # past MIN_BATCHES, batches are added while the spread is too wide and this much time is left
+        budget_s = agent.timing_budget_s * (1 + agent.max_reruns)
+        for j in range(max_batches):
             n = int(rng.integers(n_min, n_max + 1))
             sets = [int(b) for b in rng.permutation(n_max)[:n]]
             for b in sets:
@@ -161,8 +163,8 @@ class Judge:
             why = self._check_batch(runner, sets, rng, full_checks, distinct, j)
             if why:
                 return self.fail("incorrect", why)
-            if j + 1 >= MIN_BATCHES and (validity.spread(means_ms) <= self.agent.spread_threshold
-                                         or timed_s >= MAX_TIMED_S):
+            if j + 1 >= MIN_BATCHES and (validity.spread(means_ms) <= agent.spread_threshold
+                                         or timed_s >= budget_s):
                 break
         stats = validity.latency_stats(means_ms, reruns=len(means_ms) - MIN_BATCHES)
         return self._roofline(stats, footprint, runner)
