@@ -37,10 +37,12 @@ function trusted(html, cls) {
   return d;
 }
 
-function table(cls, head, rows, numericFrom) {
-  const nf = numericFrom === undefined ? 1 : numericFrom;
+// numeric: the first right-aligned column, or the list of right-aligned columns
+function table(cls, head, rows, numeric) {
+  const nf = numeric === undefined ? 1 : numeric;
+  const isNum = (i) => Array.isArray(nf) ? nf.includes(i) : i >= nf;
   return h("table", {class: cls},
-    h("thead", {}, h("tr", {}, head.map((c, i) => h("th", {class: i >= nf ? "num" : null}, c)))),
+    h("thead", {}, h("tr", {}, head.map((c, i) => h("th", {class: isNum(i) ? "num" : null}, c)))),
     h("tbody", {}, rows));
 }
 
@@ -146,7 +148,7 @@ function runsPage() {
       cell(r.kernels, {"data-col": "kernels"}, 8, 3),
       cell(r.events, {"data-col": "events"}, 9, 3),
       h("td", {}, r.started), h("td", {}, r.last_event), h("td", {}, r.source)));
-    body.replaceChildren(table("runs", head, rows, 3),
+    body.replaceChildren(table("runs", head, rows, [3, 4, 5, 6, 7, 8, 9]),
       m.runs.length ? "" : h("p", {class: "note"}, "no runs yet: start one with `accelopt run`"),
       m.warnings.length ? h("div", {class: "warnings"}, m.warnings.map((w) => h("div", {}, "warning: " + w))) : "");
     rendered({page: "runs", runs: m.runs.length, events: m.runs.reduce((a, r) => a + r.events, 0)});
@@ -343,8 +345,8 @@ function comparePage(ids) {
         p.best_pct_text.map((t, i) => [cell(t, {}, 1), cell(p.speedup_text[i], {}, 1)]),
         p.pct_ratio_text.map((t, i) => [cell(t, {}, 1), cell(p.speedup_ratio_text[i], {}, 1)]))))]);
     update("charts", m.problems.map((p) => [p.pct_svg, p.speedup_svg]), () => [h("h2", {}, "Progress per problem"),
-      m.problems.map((p) => h("div", {}, h("h3", {}, p.problem),
-        h("div", {class: "charts"}, trusted(p.pct_svg), trusted(p.speedup_svg))))]);
+      h("div", {class: "cards"}, m.problems.map((p) => h("div", {"data-problem": p.problem}, h("h3", {}, p.problem),
+        h("div", {class: "charts"}, trusted(p.pct_svg), trusted(p.speedup_svg)))))]);
     rendered({page: "compare", events: m.runs.reduce((a, r) => a + r.events, 0)});
   }, () => { body.replaceChildren(h("p", {class: "waiting"}, "waiting for all of " + ids.join(", ") + " to appear…")); });
 }
