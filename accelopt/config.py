@@ -142,9 +142,13 @@ class LLMConfig(_C):
 
 class DeviceConfig(_C):
     """Profiler actors started per device kind by `accelopt run` (0: rely on fleet workers
-    started with `accelopt worker`)."""
+    started with `accelopt worker`). `concurrency`: profiles one profiler runs at once (only
+    agents without a device to hold, such as the simulated `sim`, take more than 1; others
+    keep 1). `options`: keyword arguments of the device's hardware agent."""
 
     workers: int = 1
+    concurrency: int = 1
+    options: dict[str, Any] = {}
 
 
 class LimitsConfig(_C):
@@ -381,6 +385,9 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError("workers.ack_wait_s must exceed workers.heartbeat_s (> 0)")
     if w.max_deliver < 1:
         raise ConfigError("workers.max_deliver: must be >= 1")
+    for kind, d in cfg.devices.items():
+        if d.workers < 0 or d.concurrency < 1:
+            raise ConfigError(f"devices.{kind}: workers must be >= 0 and concurrency >= 1")
     if cfg.memory.top_m < 0:
         raise ConfigError("memory.top_m: must be >= 0")
     if not 0.0 <= cfg.memory.cross_device_share <= 1.0:

@@ -45,8 +45,9 @@ def init_ray(address: str | None = None, *, num_cpus: int | None = None, object_
 
 def profiler_options(device: str, cfg: RunConfig) -> WorkerOptions:
     w = cfg.workers
+    dcfg = cfg.devices.get(device)
     return WorkerOptions(durable=f"profiler-{device}", filter_subject=role_filter("ProfileRequested", device=device),
-                         concurrency=1, ack_wait_s=w.ack_wait_s, heartbeat_s=w.heartbeat_s, max_deliver=w.max_deliver)
+                         concurrency=dcfg.concurrency if dcfg else 1, ack_wait_s=w.ack_wait_s, heartbeat_s=w.heartbeat_s, max_deliver=w.max_deliver)
 
 
 def llm_agent_options(role: str, cfg: RunConfig) -> WorkerOptions:
@@ -93,7 +94,8 @@ class Deployment:
                 self._spawn(f"profiler-{device}-{i}", "profiler",
                             {"nats_url": self.nats_url, "device": device,
                              "timeout_s": self.cfg.profiling.timeout_for(device), "worker_name": f"{device}-{i}",
-                             "options": profiler_options(device, self.cfg)},
+                             "options": profiler_options(device, self.cfg),
+                             "agent_options": dict(dcfg.options) if dcfg else {}},
                             device_placement(device))
         if self.cfg.memory.enabled:
             self._spawn("curator", "curator", {"nats_url": self.nats_url, "uri": self.cfg.memory.uri,

@@ -1,13 +1,15 @@
 """The profiler actor: consumes one device kind's `ProfileRequested` and publishes
 `KernelProfiled`. It wraps a hardware agent (compile -> correctness -> timing -> % of peak,
 in the agent's sandbox); one kernel at a time per instance, because timing needs the device
-to itself."""
+to itself (an agent with no device to hold, `concurrent_profiles`, may take
+`devices.<kind>.concurrency` at once)."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import msgspec
 
@@ -93,6 +95,12 @@ class ProfilerAgent(Worker):
         self._contexts = RunContexts(elog)
         self._recordings = Recordings(elog, self._contexts)
         self._agent = await asyncio.to_thread(get_agent, self.device, **self.agent_options)
+        n = self.options.concurrency
+        if n > 1 and not getattr(self._agent, "concurrent_profiles", False):
+            self.log.warning("this device times one kernel at a time; profiler concurrency set to 1", asked=n)
+            self.options.concurrency = n = 1
+        if n > 1:  # profiles run in threads (asyncio.to_thread): one thread per concurrent profile
+            asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=n + 2))
 
     async def handle(self, event: ev.Event) -> list[ev.Event]:
         assert isinstance(event, ev.ProfileRequested) and self._contexts and self._agent

@@ -306,6 +306,11 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
 
     if not problems:
         raise RunError("no problems to optimize")
+    from hardware_agents.sim.gate import run_refusal
+
+    sim_why = run_refusal(cfg, devices or target_devices(cfg, [p.name for p in problems]).values())
+    if sim_why:  # a simulated device must never be selected by accident
+        raise RunError(sim_why)
     if start_agents:  # this machine will run LLM-written kernels: refuse now, not kernel by kernel
         from hardware_agents.sandbox import allow_unisolated, isolation_problem
 

@@ -115,6 +115,11 @@ def load_problems(cfg: RunConfig) -> list:
 
             raise ConfigError(f"{what}: unknown device kind {device!r}; known: {', '.join(kinds)}"
                               f"{describe_failures(DEVICE_GROUP)}")
+    from hardware_agents.sim.gate import run_refusal
+
+    sim_why = run_refusal(cfg, [device for _, device in uses] or [cfg.device])
+    if sim_why:
+        raise ConfigError(sim_why)
     if not refs:
         return list(suite_problems(cfg.suite, cfg.suite).values())
     problems, missing = [], []

@@ -55,7 +55,8 @@ def build_workers(args: argparse.Namespace) -> list:
                 workers.append(build(ROLE_FACTORIES["profiler"], {
                     "nats_url": args.nats, "device": args.device, "timeout_s": cfg.profiling.timeout_for(args.device),
                     "worker_name": f"{name}-{args.device}-{i}", "options": profiler_options(args.device, cfg),
-                    "agent_options": device_slot(args.device, i, args.count)}))
+                    "agent_options": {**(cfg.devices[args.device].options if args.device in cfg.devices else {}),
+                                      **device_slot(args.device, i, args.count)}}))
         elif role in LLM_ROLES:
             workers.append(build(ROLE_FACTORIES[role], {"nats_url": args.nats, "llm_config": cfg.llm,
                                                         "options": llm_agent_options(role, cfg)}))

@@ -1,0 +1,112 @@
+"""The simulated hardware agent (see `hardware_agents/sim/__init__.py`)."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import threading
+from typing import Any, ClassVar
+
+from accelopt.problem import Problem, Solution
+from accelopt.profile import Profile, SeedCheck
+from hardware_agents import validity
+from hardware_agents.base import DeviceSpec, ExpressionError, HardwareAgent, pct_peak, t_peak
+from hardware_agents.sim.gate import ALLOW_ENV, KIND, sim_allowed
+
+# Peaks high enough that drawn latencies of a millisecond or so stay well under the roof.
+SPEC = DeviceSpec(kind=KIND, name="simulated device", peak_bw_bytes_s=1e12, peak_matmul_flops=1e15,
+                  peak_vector_flops=1e13, source="simulated: no device, latencies are drawn", measured=False)
+SAMPLES = 5
+
+
+class SimNotAllowed(ValueError):
+    """The simulated device was asked for without the opt-in."""
+
+
+def _unit(*parts: object) -> float:
+    """A uniform draw in (0, 1) that is a pure function of `parts`."""
+    h = hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()
+    return (int.from_bytes(h[:8], "big") + 0.5) / 2.0**64
+
+
+def _normal(*parts: object) -> float:
+    """A standard normal draw (Box-Muller) that is a pure function of `parts`."""
+    u1, u2 = _unit(*parts, "a"), _unit(*parts, "b")
+    return math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
+
+
+class SimAgent(HardwareAgent):
+    """Options: `latency_ms` (median kernel latency), `spread` (sigma of its log),
+    `pass_rate` (share of kernels that pass; the problem's baseline always passes unless
+    `baseline_passes=False`), `profile_s` (how long a profile occupies the device, plus up to
+    `profile_jitter` of it, drawn), `seed`, `allow` (the opt-in, see `gate.py`)."""
+
+    kind: ClassVar[str] = KIND
+    languages: ClassVar[tuple[str, ...]] = ("c", "triton", "python", "nki", "cpp", "cuda", "tilelang")
+    concurrent_profiles: ClassVar[bool] = True  # no device to hold: a profiler host may run many at once
+
+    def __init__(self, *, latency_ms: float = 1.0, spread: float = 0.25, pass_rate: float = 0.9,
+                 profile_s: float = 0.5, profile_jitter: float = 0.0, seed: int = 0, baseline_passes: bool = True,
+                 allow: bool = False, timeout_s: float = 60.0, cache_dir: Any = None) -> None:
+        del cache_dir  # `accelopt profile --cache-dir` passes it; nothing is cached
+        if not sim_allowed({"allow": allow}):
+            raise SimNotAllowed(f"the {KIND!r} device is simulated (made-up latencies); set {ALLOW_ENV}=1 or "
+                                f"pass allow=True (devices.{KIND}.options.allow=true) to use it on purpose")
+        if latency_ms <= 0 or spread < 0 or profile_s < 0 or profile_jitter < 0:
+            raise ValueError("sim agent: latency_ms must be > 0; spread, profile_s and profile_jitter >= 0")
+        if not 0.0 <= pass_rate <= 1.0:
+            raise ValueError(f"sim agent: pass_rate must be between 0 and 1 (got {pass_rate})")
+        self.latency_ms, self.spread, self.pass_rate = float(latency_ms), float(spread), float(pass_rate)
+        self.profile_s, self.profile_jitter = float(profile_s), float(profile_jitter)
+        self.seed, self.baseline_passes, self.timeout_s = int(seed), bool(baseline_passes), float(timeout_s)
+        self._closed = threading.Event()
+
+    @property
+    def device(self) -> DeviceSpec:
+        return SPEC
+
+    def toolchain(self) -> dict[str, str]:
+        return {"simulated": "1", "seed": str(self.seed)}
+
+    def close(self) -> None:
+        self._closed.set()  # wakes every profile in progress
+
+    def draw(self, problem: Problem, source: str) -> tuple[bool, float, float]:
+        """(passes, median latency in ms, profile duration in s) for a kernel: deterministic."""
+        key = (self.seed, problem.name, hashlib.sha256(source.encode()).hexdigest())
+        is_baseline = bool(problem.baseline.sources) and source == problem.baseline.sources[0].content
+        passes = (is_baseline and self.baseline_passes) or _unit(*key, "pass") < self.pass_rate
+        median_ms = self.latency_ms * math.exp(self.spread * _normal(*key, "latency"))
+        duration = self.profile_s * (1.0 + self.profile_jitter * _unit(*key, "duration"))
+        return passes, median_ms, duration
+
+    def _profile(self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout_s: float,
+                 measure: bool) -> Profile:
+        if solution.spec.language not in self.languages or not solution.sources:
+            return self._fail("compile_error", f"the {KIND} agent takes one of {', '.join(self.languages)} "
+                              f"with a source file, not {solution.spec.language!r}")
+        passes, median_ms, duration = self.draw(problem, solution.sources[0].content)
+        if duration > timeout_s:
+            self._closed.wait(timeout_s)
+            return self._fail("timeout", f"simulated profile takes {duration:.3g} s, over the {timeout_s:g} s limit")
+        if self._closed.wait(duration):  # sleeps without CPU; close() cuts it short
+            raise RuntimeError("sim agent closed during a profile")
+        cases = [f"seed{s}" for s in seeds] + ["large"]
+        if not passes:
+            bad = cases[int(_unit(self.seed, solution.sources[0].content, "case") * len(cases))]
+            checks = [SeedCheck(case=c, passed=c != bad, rel_l2=0.5 if c == bad else 0.0,
+                                note="simulated wrong values" if c == bad else "") for c in cases]
+            return self._fail("incorrect", f"{bad}: simulated wrong values (rel_l2 0.5)", correctness=checks)
+        checks = [SeedCheck(case=c, passed=True, rel_l2=0.0, max_abs_err=0.0) for c in cases]
+        if not measure:
+            return self._fail("unmeasured", "correct; not timed", correctness=checks)
+        try:
+            tp, bound = t_peak(problem, SPEC)
+        except ExpressionError:
+            tp, bound = 0.0, "memory"
+        median_ms = max(median_ms, tp * 1e3 / 0.9)  # never faster than the simulated roof allows
+        jitter = [1.0 + 0.02 * (_unit(median_ms, i, seeds) - 0.5) for i in range(SAMPLES)]
+        stats = validity.latency_stats([median_ms * j for j in jitter])
+        return Profile(status="passed", device=KIND, correctness=checks, latency=stats, t_peak_ms=tp * 1e3,
+                       pct_peak=pct_peak(tp, stats.median_ms / 1e3), bound=bound, toolchain=self.toolchain(),
+                       counters={"simulated": 1.0})
