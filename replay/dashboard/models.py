@@ -258,14 +258,14 @@ class CompareModel(msgspec.Struct, kw_only=True):
 
 
 class Memo:
-    """What the models of one run can keep between updates: facts about kernels that never
-    change once known (a failure's reason, a diff's size) and parts keyed on what they
-    depend on, so an update of a 100k-event run rebuilds only what the new events touched."""
+    """What the models of one run keep between updates: the kernel tally, diff sizes (facts
+    that never change once known) and parts keyed on what they depend on, so an update of a
+    100k-event run rebuilds only what the new events touched."""
 
     def __init__(self) -> None:
-        self.reasons: dict[str, tuple[str, str]] = {}  # kernel id -> (status, reason), once profiled
         self.diff_sizes: dict[tuple[str, str], tuple[int, int]] = {}
         self.parts: dict[tuple, tuple[object, object]] = {}
+        self.tally = KernelTally()
 
     def part(self, key: tuple, version: object, build: Callable[[], T]) -> T:
         hit = self.parts.get(key)
@@ -388,33 +388,64 @@ def failure_reason(k: KernelView) -> str:
     return _LOCATION.sub("N", line)[:200] or "(no log)"
 
 
-def _kernels(view: RunView, memo: Memo) -> KernelsBlock:
-    counts: dict[str, dict[str, int]] = {}
-    fixes: dict[str, int] = {}
-    fixes_ok: dict[str, int] = {}
-    groups: Counter[tuple[str, str]] = Counter()
-    examples: dict[tuple[str, str], list[str]] = {}
-    for name, p in sorted(view.problems.items()):
-        c: Counter[str] = Counter()
-        nfix = nok = 0
-        for kid in p.kernel_ids:
+class KernelTally:
+    """Kernels by problem and status, fixes, failures grouped by reason: brought up to date
+    from the kernels proposed since the last update and those still pending then (a kernel's
+    status changes once, from pending to its profile's), so an update does not walk every
+    kernel of a long run."""
+
+    def __init__(self) -> None:
+        self.seen = 0  # kernels of view.kernels (insertion-ordered) looked at so far
+        self.pending: dict[str, None] = {}  # kernels counted as pending (an ordered set)
+        self.counts: dict[str, Counter[str]] = {}
+        self.fixes: Counter[str] = Counter()
+        self.fixes_ok: Counter[str] = Counter()
+        self.groups: Counter[tuple[str, str]] = Counter()
+        self.examples: dict[tuple[str, str], list[str]] = {}
+
+    def update(self, view: RunView) -> None:
+        new = list(itertools.islice(view.kernels, self.seen, None))
+        self.seen += len(new)
+        for kid in list(self.pending):
             k = view.kernels[kid]
-            st = k.status
-            c[st] += 1
+            if k.status != "pending":
+                del self.pending[kid]
+                self.counts[k.problem]["pending"] -= 1
+                self._final(k)
+        for kid in new:
+            k = view.kernels[kid]
+            if k.problem not in view.problems:
+                continue
+            self.counts.setdefault(k.problem, Counter())
             if k.fix_of:
-                nfix += 1
-                nok += st == "passed"
-            if st not in ("passed", "pending"):
-                key = memo.reasons.get(kid)  # type: ignore[assignment]
-                if key is None or key[0] != st:
-                    key = memo.reasons[kid] = (st, failure_reason(k))
-                groups[key] += 1
-                ex = examples.setdefault(key, [])
-                if len(ex) < 3:
-                    ex.append(kid)
-        counts[name] = dict(c)
-        fixes[name] = nfix
-        fixes_ok[name] = nok
+                self.fixes[k.problem] += 1
+            if k.status == "pending":
+                self.counts[k.problem]["pending"] += 1
+                self.pending[kid] = None
+            else:
+                self._final(k)
+
+    def _final(self, k: KernelView) -> None:
+        st = k.status
+        self.counts[k.problem][st] += 1
+        if st == "passed":
+            self.fixes_ok[k.problem] += bool(k.fix_of)
+            return
+        key = (st, failure_reason(k))
+        self.groups[key] += 1
+        ex = self.examples.setdefault(key, [])
+        if len(ex) < 3:
+            ex.append(k.kernel_id)
+
+
+def _kernels(view: RunView, memo: Memo) -> KernelsBlock:
+    tally = memo.tally
+    tally.update(view)
+    names = sorted(view.problems)
+    counts = {name: {st: n for st, n in tally.counts.get(name, {}).items() if n} for name in names}
+    fixes = {name: tally.fixes[name] for name in names}
+    fixes_ok = {name: tally.fixes_ok[name] for name in names}
+    groups, examples = tally.groups, tally.examples
     statuses = list(STATUSES) + sorted({s for c in counts.values() for s in c} - set(STATUSES))
     proposals: Counter[tuple[str, str]] = Counter((f.stage, f.reason) for f in view.failures)
     recent = []
@@ -478,17 +509,18 @@ def _cost_chart(view: RunView, limit: int = 300) -> str:
                       y_fmt=lambda y: f"${y:g}")
 
 
-def _retrievals(view: RunView) -> list[RetrievalRow]:
-    rows = []
-    for name, p in sorted(view.problems.items()):
-        for it in sorted(p.memory):
-            got = p.memory[it]
-            entries = {r.entry_id: r for m in got for r in m.entries}
-            top = sorted(entries.values(), key=lambda r: -r.score)[:3]
-            rows.append(RetrievalRow(problem=name, iteration=it, candidates=len(got), insights=len(entries),
-                                     foreign=sum(1 for r in entries.values() if r.problem != name),
-                                     top=[plan_title(r.title) for r in top]))
-    return rows
+def _retrieval(name: str, it: int, got: list) -> RetrievalRow:
+    entries = {r.entry_id: r for m in got for r in m.entries}
+    top = sorted(entries.values(), key=lambda r: -r.score)[:3]
+    return RetrievalRow(problem=name, iteration=it, candidates=len(got), insights=len(entries),
+                        foreign=sum(1 for r in entries.values() if r.problem != name),
+                        top=[plan_title(r.title) for r in top])
+
+
+def _retrievals(view: RunView, memo: Memo) -> list[RetrievalRow]:
+    # an iteration's row changes only while its candidates retrieve
+    return [memo.part(("retrieved", name, it), len(got), lambda name=name, it=it, got=got: _retrieval(name, it, got))
+            for name, p in sorted(view.problems.items()) for it, got in sorted(p.memory.items())]
 
 
 def _insights(view: RunView) -> list[InsightRow]:
@@ -515,7 +547,7 @@ def run_model(view: RunView, source: str, *, streaming: bool, now: float | None 
         run=run_row(view, source, streaming=streaming, now=now), problems=_problem_rows(view), charts=charts,
         beams=_beams(view), kernels=_kernels(view, memo), lineage=_lineage(view, memo), llm=_llm(view),
         cost_svg=memo.part(("cost",), len(view.cost_series), lambda: _cost_chart(view)), memory_enabled=(cfg.get("memory") or {}).get("enabled", True) is not False,
-        retrievals=_retrievals(view), insights=_insights(view), insights_total=len(view.memory_entries),
+        retrievals=_retrievals(view, memo), insights=_insights(view), insights_total=len(view.memory_entries),
         generated_ts=now)
 
 

@@ -216,7 +216,7 @@ async def _sse(request: web.Request, run_ids: frozenset[str] | None,
                 await resp.write(b": keepalive\n\n")
                 continue
             await asyncio.sleep(max(0.0, MIN_UPDATE_INTERVAL_S - (time.monotonic() - sent)))
-    except (ConnectionResetError, asyncio.CancelledError):
+    except ConnectionResetError:  # the page went away
         pass
     finally:
         hub.unwatch(watch)

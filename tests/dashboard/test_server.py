@@ -300,3 +300,19 @@ def test_follows_the_roots_embedded_server_while_it_is_up(synthetic, tmp_path):
         runs = wait_for(lambda r: r["stream"] == "", "the stopped server was not let go")
         assert [(r["run_id"], r["status"], r["events"]) for r in runs["runs"]] == [
             ("embedded-1", "completed", len(events))]
+
+
+def test_a_model_kept_up_to_date_equals_one_built_afresh(synthetic):
+    """The parts a run's model keeps between updates (kernel tally, charts, lineage,
+    retrievals) never drift from the fold: after every event, same model as from scratch."""
+    from replay.dashboard.models import Memo
+
+    events = synthetic(run_id="memo", problems=2, overrides=("search.iterations=3",), seed=3)
+    view, memo = RunView(), Memo()
+    strip = lambda m: msgspec.json.decode(msgspec.json.encode(m)) | {"generated_ts": 0}  # noqa: E731
+    for i, e in enumerate(events):
+        view.apply(e)
+        kept = run_model(view, "stream", streaming=True, now=1.0, memo=memo)
+        if i % 7 == 0 or i == len(events) - 1:
+            assert strip(kept) == strip(run_model(view, "stream", streaming=True, now=1.0)), f"after event {i}"
+    assert kept.kernels.failures and kept.run.status == "completed"
