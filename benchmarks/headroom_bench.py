@@ -16,7 +16,8 @@ For every problem of `cpu_v2` (or `--problems`), through the real CPU agent:
 
 % of peak: the agent's roofline for the kernels (cold data rotated through >= 2x L3, bandwidth at
 that working set), the hot-cache roofline for numpy (which runs on hot data). "beats numpy"
-compares times. Prints a table and saves benchmarks/results/headroom_bench.json.
+compares times. Prints a table and saves benchmarks/results/headroom_bench.json (after every
+problem, with `complete: false` until the last one).
 """
 
 from __future__ import annotations
@@ -129,6 +130,42 @@ def remeasure(agent: CpuAgent, problem: Problem, source: str, points: list[Point
     return [(statistics.median(x), statistics.median(y)) if x else (float("inf"), 0.0) for x, y in zip(lat, pct, strict=True)]
 
 
+def summarize(rows: dict[str, dict[str, Any]], args: argparse.Namespace, spec: Any, load_start: list[float],
+              wall_s: float, *, complete: bool, table: bool) -> None:
+    """Save the figures so far (after every problem, so a cut-off run keeps them); print the table."""
+    speedup = geomean([r["speedup"] for r in rows.values()])
+    beats = sorted(n for n, r in rows.items() if r["best_vs_numpy"] > 1.0)
+    if table:
+        print(f"\n{'problem':24s} {'baseline':>16s} {'best':>16s} {'speedup':>8s} {'numpy':>16s} {'best/numpy':>10s}")
+        for n, r in rows.items():
+            print(f"{n:24s} {r['baseline_ms']:8.3f} {100 * r['baseline_pct_peak']:6.2f}% {r['best_ms']:8.3f} "
+                  f"{100 * r['best_pct_peak']:6.2f}% {r['speedup']:7.2f}x {r['numpy_ms']:8.3f} "
+                  f"{100 * r['numpy_pct_peak']:6.2f}% {r['best_vs_numpy']:9.2f}x")
+        print(f"\ngeomean speedup best/baseline: {speedup:.2f}x (target >= 3x); best beats numpy on {len(beats)} of "
+              f"{len(rows)} (target >= 7): {', '.join(beats)}")
+    save("headroom_bench", {
+        "suite": SUITE,
+        "complete": complete,
+        "device": {"name": spec.name, "peak_bw_gb_s": spec.peak_bw_bytes_s / 1e9,
+                   "peak_matmul_gflop_s": spec.peak_matmul_flops / 1e9,
+                   "peak_vector_gflop_s": spec.peak_vector_flops / 1e9},
+        "search": {"random_points": args.points, "climb_profiles": args.climb, "top": args.top,
+                   "rounds": args.rounds, "seed": args.seed},
+        "geomean_speedup": speedup,
+        "beats_numpy": beats,
+        "beats_numpy_count": len(beats),
+        "suite_baseline_pct_peak_geomean": 1 / geomean([1 / r["baseline_pct_peak"] for r in rows.values()]),
+        "suite_best_pct_peak_geomean": 1 / geomean([1 / r["best_pct_peak"] for r in rows.values()]),
+        "problems": rows,
+        "wall_s": wall_s,
+        "notes": ("kernels: the agent's timing (cold data rotated over >= 2x L3, roofline bandwidth at that working "
+                  "set), baseline and finalists re-measured interleaved, median of rounds; numpy: its reference on "
+                  "float32 inputs, hot cache, default threads. A shared 2-core machine: see loadavg."),
+        "loadavg_start": load_start,
+        "loadavg_end": list(os.getloadavg()),
+    })
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--problems", nargs="*", default=None, help=f"problem names of {SUITE} (default: all)")
@@ -187,39 +224,12 @@ def main(argv: list[str] | None = None) -> int:
                   f"{100 * best_pct:6.2f}% x{r['speedup']:6.2f} | numpy {np_s * 1e3:9.3f} ms "
                   f"{100 * r['numpy_pct_peak']:6.2f}% | best/numpy x{r['best_vs_numpy']:5.2f} | "
                   f"{r['profiled']} profiled, {r['search_s']:.0f} s", flush=True)
+            summarize(rows, args, spec, load_start, time.perf_counter() - t_start, complete=False, table=False)
     finally:
         searcher.close()
         agent.close()
 
-    speedup = geomean([r["speedup"] for r in rows.values()])
-    beats = sorted(n for n, r in rows.items() if r["best_vs_numpy"] > 1.0)
-    print(f"\n{'problem':24s} {'baseline':>16s} {'best':>16s} {'speedup':>8s} {'numpy':>16s} {'best/numpy':>10s}")
-    for n, r in rows.items():
-        print(f"{n:24s} {r['baseline_ms']:8.3f} {100 * r['baseline_pct_peak']:6.2f}% {r['best_ms']:8.3f} "
-              f"{100 * r['best_pct_peak']:6.2f}% {r['speedup']:7.2f}x {r['numpy_ms']:8.3f} "
-              f"{100 * r['numpy_pct_peak']:6.2f}% {r['best_vs_numpy']:9.2f}x")
-    print(f"\ngeomean speedup best/baseline: {speedup:.2f}x (target >= 3x); best beats numpy on {len(beats)} of "
-          f"{len(rows)} (target >= 7): {', '.join(beats)}")
-    save("headroom_bench", {
-        "suite": SUITE,
-        "device": {"name": spec.name, "peak_bw_gb_s": spec.peak_bw_bytes_s / 1e9,
-                   "peak_matmul_gflop_s": spec.peak_matmul_flops / 1e9,
-                   "peak_vector_gflop_s": spec.peak_vector_flops / 1e9},
-        "search": {"random_points": args.points, "climb_profiles": args.climb, "top": args.top,
-                   "rounds": args.rounds, "seed": args.seed},
-        "geomean_speedup": speedup,
-        "beats_numpy": beats,
-        "beats_numpy_count": len(beats),
-        "suite_baseline_pct_peak_geomean": 1 / geomean([1 / r["baseline_pct_peak"] for r in rows.values()]),
-        "suite_best_pct_peak_geomean": 1 / geomean([1 / r["best_pct_peak"] for r in rows.values()]),
-        "problems": rows,
-        "wall_s": time.perf_counter() - t_start,
-        "notes": ("kernels: the agent's timing (cold data rotated over >= 2x L3, roofline bandwidth at that working "
-                  "set), baseline and finalists re-measured interleaved, median of rounds; numpy: its reference on "
-                  "float32 inputs, hot cache, default threads. A shared 2-core machine: see loadavg."),
-        "loadavg_start": load_start,
-        "loadavg_end": list(os.getloadavg()),
-    })
+    summarize(rows, args, spec, load_start, time.perf_counter() - t_start, complete=True, table=True)
     return 0
 
 
