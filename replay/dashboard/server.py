@@ -24,7 +24,7 @@ from replay.dashboard.hub import Hub, Tracked
 
 STATIC = Path(__file__).with_name("static")
 COOKIE = "accelopt_token"
-MIN_UPDATE_INTERVAL_S = 0.15  # coalesce bursts of events into one update per page
+MIN_UPDATE_INTERVAL_S = 0.1  # coalesce bursts of events into one update per page
 KEEPALIVE_S = 15.0
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
 MAX_COMPARE = 8
@@ -104,13 +104,25 @@ def runs_json(hub: Hub) -> tuple[object, bytes]:
     return version, hub.cached(("runs",), version, build)  # type: ignore[return-value]
 
 
-def run_json(hub: Hub, run_id: str) -> tuple[object, bytes | None]:
+Sections = dict[str, bytes]  # a model's fields, each encoded on its own
+
+
+def _sections(model: msgspec.Struct) -> Sections:
+    return {f: _encode(getattr(model, f)) for f in model.__struct_fields__}
+
+
+def _joined(sections: Sections) -> bytes:
+    return b"{" + b",".join(b'"' + k.encode() + b'":' + v for k, v in sections.items()) + b"}"
+
+
+def run_sections(hub: Hub, run_id: str) -> tuple[object, Sections | None]:
+    """The run page's model as encoded sections (built once per version of the run)."""
     t = hub.get(run_id)
     if t is None:
         return None, None
     version = _version(hub, t)
     data = hub.cached(("run", run_id), version,
-                      lambda: _encode(models.run_model(t.view, t.source, streaming=hub.streaming, memo=t.memo)))
+                      lambda: _sections(models.run_model(t.view, t.source, streaming=hub.streaming, memo=t.memo)))
     return version, data  # type: ignore[return-value]
 
 
@@ -153,8 +165,8 @@ async def api_runs(request: web.Request) -> web.Response:
 
 async def api_run(request: web.Request) -> web.Response:
     run_id = request.match_info["run_id"]
-    _, data = run_json(request.app[HUB], run_id)
-    return _json(data) if data is not None else _error(404, f"no run {run_id!r} (yet)")
+    _, sections = run_sections(request.app[HUB], run_id)
+    return _json(_joined(sections)) if sections is not None else _error(404, f"no run {run_id!r} (yet)")
 
 
 async def api_kernel(request: web.Request) -> web.Response:
@@ -189,15 +201,21 @@ async def report(request: web.Request) -> web.Response:
 
 
 async def _sse(request: web.Request, run_ids: frozenset[str] | None,
-               build: Callable[[], tuple[object, bytes | None]]) -> web.StreamResponse:
+               build: Callable[[], tuple[object, bytes | Sections | None]]) -> web.StreamResponse:
     """Send `build()`'s model now and again whenever a watched run changes (at most one
-    update per MIN_UPDATE_INTERVAL_S); `event: missing` while the run is not known yet."""
+    update per MIN_UPDATE_INTERVAL_S); `event: missing` while the run is not known yet.
+
+    A model given as sections is sent whole first, then as patches holding only the
+    sections that changed since the last message (the page merges them): on a long run
+    most of the model (charts, lineage, memory) changes rarely, and the page then parses
+    and redraws only what did."""
     hub = request.app[HUB]
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store",
                                        "X-Accel-Buffering": "no"})
     await resp.prepare(request)
     watch = hub.watch(run_ids)
     last: object = ()
+    sent_sections: Sections = {}
     try:
         while True:
             watch.changed.clear()
@@ -205,8 +223,12 @@ async def _sse(request: web.Request, run_ids: frozenset[str] | None,
             if data is None:
                 if last is not None:
                     await resp.write(b"event: missing\ndata: {}\n\n")
-                    last = None
+                    last, sent_sections = None, {}
             elif version != last:
+                if isinstance(data, dict):
+                    patch = {k: v for k, v in data.items() if sent_sections.get(k) != v}
+                    sent_sections = data
+                    data = _joined(patch)
                 await resp.write(b"data: " + data + b"\n\n")
                 last = version
             sent = time.monotonic()
@@ -231,7 +253,7 @@ async def stream_runs(request: web.Request) -> web.StreamResponse:
 async def stream_run(request: web.Request) -> web.StreamResponse:
     hub = request.app[HUB]
     run_id = request.match_info["run_id"]
-    return await _sse(request, frozenset({run_id}), lambda: run_json(hub, run_id))
+    return await _sse(request, frozenset({run_id}), lambda: run_sections(hub, run_id))
 
 
 async def stream_compare(request: web.Request) -> web.StreamResponse:

@@ -20,7 +20,7 @@ import pytest
 from accelopt.cli import main as cli_main
 from replay import fmt
 from replay.dashboard.browser import ServerThread
-from replay.dashboard.models import failure_reason, kernel_model, run_model
+from replay.dashboard.models import RunModel, failure_reason, kernel_model, run_model
 from replay.fold import RunView
 from replay.report import build_report
 from replay.summary import summarize
@@ -239,7 +239,14 @@ def test_live_updates_from_the_stream(nats_server, synthetic, tmp_path):
     with ServerThread(tmp_path / "runs", nats_url=nats_server.url, scan_interval_s=0.5) as server:
         models = asyncio.run(scenario(server.url))
         runs = get_json(f"{server.url}/api/runs")
+        full = get_json(f"{server.url}/api/run/live-1")
     assert models[0] is None, "the run was announced as missing before it existed"
+    # the first model is whole; later ones carry only the sections that changed
+    assert set(models[1]) == {f.name for f in msgspec.structs.fields(RunModel)}
+    merged: dict = {}
+    for m in models[1:]:
+        merged |= m
+    assert merged | {"generated_ts": 0} == full | {"generated_ts": 0}, "the patches add up to the model"
     shown = [m["run"]["events"] for m in models if m is not None]
     assert shown == sorted(shown) and shown[-1] == len(events)
     assert half in shown, "no update between the two halves"

@@ -270,26 +270,38 @@ function memory(m) {
       : h("p", {class: "note"}, "no insights added yet")];
 }
 
+// the run page's sections and the model fields each one shows
+const RUN_SECTIONS = [
+  ["header", ["run"], (m) => header(m.run)],
+  ["problems", ["problems"], (m, id) => problemsTable(id, m.problems)],
+  ["charts", ["charts"], (m) => charts(m.charts)],
+  ["beams", ["beams"], (m, id) => beams(id, m.beams)],
+  ["kernels", ["kernels"], (m, id) => kernels(id, m.kernels)],
+  ["lineage", ["lineage"], (m, id) => lineage(id, m.lineage)],
+  ["llm", ["llm", "cost_svg"], (m) => llm(m.llm, m.cost_svg)],
+  ["memory", ["memory_enabled", "retrievals", "insights", "insights_total"], (m) => memory(m)],
+];
+
 function runPage(runId) {
   document.title = "AccelOpt run " + runId;
   const waiting = h("p", {class: "waiting"}, `waiting for run ${runId} to appear on the event stream or under the root…`);
   const body = h("div", {});
   main.replaceChildren(link("/", "← all runs"), waiting, body);
-  const update = sectionUpdater(body);
-  follow("/api/run/" + encodeURIComponent(runId) + "/stream", (m) => {
+  const nodes = {};
+  let model = {};
+  // the first message holds the whole model, later ones only the fields that changed
+  follow("/api/run/" + encodeURIComponent(runId) + "/stream", (patch) => {
     waiting.hidden = true;
-    document.title = `AccelOpt ${runId} · ${m.run.status}`;
-    update("header", m.run, header);
-    update("problems", m.problems, (d) => problemsTable(runId, d));
-    update("charts", m.charts, charts);
-    update("beams", m.beams, (d) => beams(runId, d));
-    update("kernels", m.kernels, (d) => kernels(runId, d));
-    update("lineage", m.lineage, (d) => lineage(runId, d));
-    update("llm", [m.llm, m.cost_svg], (d) => llm(d[0], d[1]));
-    update("memory", {memory_enabled: m.memory_enabled, retrievals: m.retrievals, insights: m.insights,
-                      insights_total: m.insights_total}, memory);
-    rendered({page: "run", run: runId, events: m.run.events});
-  }, () => { waiting.hidden = false; });
+    model = Object.assign(model, patch);
+    document.title = `AccelOpt ${runId} · ${model.run.status}`;
+    for (const [key, fields, build] of RUN_SECTIONS) {
+      if (nodes[key] && !fields.some((f) => f in patch)) continue;
+      const node = h("section", {class: "block", id: "sec-" + key}, build(model, runId));
+      if (nodes[key]) nodes[key].replaceWith(node); else body.append(node);
+      nodes[key] = node;
+    }
+    rendered({page: "run", run: runId, events: model.run.events});
+  }, () => { waiting.hidden = false; model = {}; });
 }
 
 // --- a kernel (drawer) ------------------------------------------------------------------------
