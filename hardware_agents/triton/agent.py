@@ -14,9 +14,12 @@ profile(problem, solution):
      `runtime_error`, wall/CPU limit -> `timeout` (the child is killed);
   5. judged here: dtype, shape, values (per-definition tolerance), input mutation, writes
      outside output buffers -> `incorrect`;
-  6. on a GPU: timing (CUDA events, cold L2, rotated buffers, median of reps, mean of
-     trials), the roofline with the peaks of the problem's dtypes, and the plausibility
-     gate -> `passed`; in the interpreter: `unmeasured` (correct, not timed).
+  6. on a GPU: timing in rounds this side drives (fresh inputs per round, handed over only
+     then; CUDA events, cold L2, rotated buffers, median of reps, mean of rounds; the last
+     output of each round checked in full; the kernel's clock bounded by ours ->
+     `timing_mismatch`), the roofline with the peaks of the problem's dtypes, and the
+     plausibility gate -> `passed`; in the interpreter: `unmeasured` (correct, not timed),
+     or `no_triton_launch` for a Triton solution whose checks launched no Triton kernel.
 """
 
 from __future__ import annotations

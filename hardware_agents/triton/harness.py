@@ -8,13 +8,21 @@ called once, then the inputs (with their guards) are compared bitwise with a pri
 copy, output guards are checked, and the outputs are saved for the parent, which judges
 them against its own reference (the child never sees the reference).
 
-Timing phase (only when requested and every case ran): the seed contents rotate through
-R > S buffer sets (R not a multiple of S, so contents move between buffers); before every
-call the outputs are re-poisoned and the L2 is flushed (both untimed), one call is timed,
-then a few random output elements are compared with the kernel's own correctness-phase
-output for that content (results must not depend on earlier calls) and the buffer set is
-restocked with its next content. The output of the last call of each content goes back to
-the parent for a full check. See `timing.py` for the statistics.
+Timing phase (only when requested and every case ran), in rounds the parent drives: the
+child stops itself (SIGSTOP); the parent puts the round's inputs in the work dir (fresh
+contents the kernel has never been able to read) and continues it; the child sets up R > S
+buffer sets (R not a multiple of S, so contents move between buffers) and stops again; the
+parent starts its own clock and continues it; the child runs `warmup` + `reps` calls, each
+after an L2 flush and timed by the timer (CUDA events, or the host clock in the
+interpreter), and after each (untimed) spot-checks a few output elements against that
+content's first output of the round, compares the inputs with what was handed over,
+restocks and re-poisons; then it stops at the next round's start, where the parent's clock
+stops. The last output of every content of every round goes back to the parent for a full
+check against its references; the parent bounds the child's clock by its own (see
+`TritonAgent._clock_mismatch`). See `timing.py` for the statistics.
+
+Before the solution is imported, the interpreter tier installs the CUDA shim and every tier
+counts Triton launches (`cuda_shim.py`).
 """
 
 from __future__ import annotations
