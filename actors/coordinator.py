@@ -193,8 +193,16 @@ class CoordinatorService:
                     self._warning(f"memory: {len(missing)} of this run's entries not indexed after "
                                   f"{cfg.memory.index_wait_s:.0f}s (is the memory curator running?)")
             query = query_for(eff.problem, eff.op_type, eff.device, eff.language, eff.candidate_source)
-            devices = [eff.device] if cfg.memory.same_device_only else None
-            entries = await asyncio.to_thread(index.search, query, top_m=cfg.memory.top_m, device=devices)
+            # never this run's own future: of its lineage's entries (its own, its parent's when it
+            # is an ablation), only those it has emitted itself so far
+            started = self.core.started
+            lineage = [self.run_id] + ([started.parent_run] if started and started.parent_run else [])
+            m = cfg.memory
+            entries = await asyncio.to_thread(
+                index.retrieve, query, device=eff.device, language=eff.language, top_m=m.top_m,
+                cross_device_share=m.cross_device_share, same_device_only=m.same_device_only,
+                exclude_source_runs=lineage, allow_ids=list(eff.expect_entry_ids),
+                speedup_weight=m.rank_speedup_weight, recency_weight=m.rank_recency_weight)
         except Exception as e:  # retrieval must not stall the run: plan without memory, say so
             self._warning(f"memory retrieval failed for {eff.problem}/{eff.candidate_id[:8]}: {e!r}")
         result = ev.MemoryRetrieved(

@@ -135,6 +135,7 @@ class RetrievedInsight(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=
     title: str
     text: str
     score: float = 0.0
+    diff: str = ""  # slow -> fast as a unified diff of the changed hunks (bounded, whole hunks only)
 
 
 class MemoryRetrieved(Event, tag=True):

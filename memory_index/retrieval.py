@@ -1,7 +1,10 @@
-"""Retrieval helpers: the query text, filters, near-duplicate collapse and the prompt block."""
+"""Retrieval helpers: the query text, filters, device families, ranking, near-duplicate
+collapse, the slow -> fast diff and the prompt block."""
 
 from __future__ import annotations
 
+import difflib
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,6 +17,66 @@ from memory_index.schema import humanize, sql_in, sql_str
 DEFAULT_TOP_M = 16
 DUPLICATE_COSINE = 0.95
 """Two retrieved insights whose embeddings are closer than this count as one."""
+
+DEVICE_FAMILIES: dict[str, tuple[str, ...]] = {
+    "cpu": ("cpu",), "nvidia": ("h100", "h200", "b200"), "trainium": ("trn1", "trn2"),
+}
+"""Devices whose insights transfer as they are (same memory hierarchy and kernel language);
+retrieval stays within a family unless cross-device slots are asked for."""
+
+MAX_DIFF_LINES = 80
+MAX_DIFF_CHARS = 4000
+
+
+def device_family(device: str) -> tuple[str, ...]:
+    """The device kinds of `device`'s family (an unknown kind is a family of its own)."""
+    return next((members for members in DEVICE_FAMILIES.values() if device in members), (device,))
+
+
+def kernel_diff(slow: str, fast: str, *, max_lines: int = MAX_DIFF_LINES, max_chars: int = MAX_DIFF_CHARS) -> str:
+    """The unified diff slow -> fast, changed hunks only (2 lines of context). Bounded by
+    whole hunks: the hunks that fit are kept and the rest counted, so the model never sees
+    code cut in the middle. "" when the kernels are equal or empty."""
+    if not slow.strip() or not fast.strip():
+        return ""
+    lines = list(difflib.unified_diff(slow.splitlines(), fast.splitlines(), "slow", "fast", n=2, lineterm=""))
+    if not lines:
+        return ""
+    hunks: list[list[str]] = []
+    for line in lines[2:]:  # after the ---/+++ header
+        if line.startswith("@@"):
+            hunks.append([])
+        if hunks:
+            hunks[-1].append(line)
+    kept: list[str] = lines[:2]
+    omitted = 0
+    for hunk in hunks:
+        if omitted or len(kept) + len(hunk) > max_lines or sum(map(len, kept + hunk)) + len(kept + hunk) > max_chars:
+            omitted += 1
+            continue
+        kept += hunk
+    if len(kept) == 2:  # not even the first hunk fits
+        return f"(the fast kernel rewrites the slow one: {len(hunks)} changed hunks, too large to show)"
+    if omitted:
+        kept.append(f"... ({omitted} more changed hunk{'s' if omitted > 1 else ''} not shown)")
+    return "\n".join(kept)
+
+
+def blended_rank(similarity: Sequence[float], speedup: Sequence[float], created_at: Sequence[float], *,
+                 speedup_weight: float, recency_weight: float) -> list[int]:
+    """Candidate order, best first: cosine similarity, plus `speedup_weight` x the measured
+    speedup on a log2 scale clamped to [-1, 1] (a 2x gain +1, a 2x slowdown -1), plus
+    `recency_weight` x how recent the entry is among the candidates (newest 1, oldest 0).
+    Ties keep the similarity order."""
+    lo, hi = min(created_at, default=0.0), max(created_at, default=0.0)
+    span = hi - lo
+
+    def score(i: int) -> float:
+        gain = max(-1.0, min(1.0, math.log2(speedup[i]))) if speedup[i] > 0 else -1.0
+        recent = (created_at[i] - lo) / span if span > 0 else 1.0
+        return similarity[i] + speedup_weight * gain + recency_weight * recent
+
+    return sorted(range(len(similarity)), key=lambda i: (-score(i), i))
 
 
 def query_for(
@@ -52,6 +115,10 @@ class Filters:
     min_speedup: float | None = None
     exclude_problem: str | None = None
     include_noop: bool = False
+    # entries of these runs are left out unless their id is in `allow_ids` (a run's own
+    # lineage: what it has not emitted yet is its future)
+    exclude_source_runs: Sequence[str] | None = None
+    allow_ids: Sequence[str] | None = None
 
     def where(self) -> str | None:
         parts: list[str] = []
@@ -66,6 +133,9 @@ class Filters:
             parts.append(f"problem != {sql_str(self.exclude_problem)}")
         if not self.include_noop:
             parts.append("noop = false")
+        if self.exclude_source_runs:
+            runs = f"NOT ({sql_in('source_run', list(self.exclude_source_runs))})"
+            parts.append(f"({runs} OR {sql_in('id', list(self.allow_ids))})" if self.allow_ids else runs)
         return " AND ".join(parts) if parts else None
 
 
@@ -103,14 +173,32 @@ def _strip_title(title: str) -> str:
     return title.strip().strip("*").strip() or "(untitled insight)"
 
 
+_FENCED = re.compile(r"^[ \t]*(`{3,}|~{3,})[^\n]*\n.*?^[ \t]*\1[ \t]*$", re.MULTILINE | re.DOTALL)
+_OPEN_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})", re.MULTILINE)
+
+
 def _body(title: str, text: str, max_chars: int | None) -> str:
+    """The insight's text without its repeated title, bounded without cutting code: past
+    `max_chars` its code blocks give way to a note (the diff shows the change), then the
+    prose is cut at a paragraph or line break."""
     body = text.strip()
     first, _, rest = body.partition("\n")
     if normalize_title(first) == normalize_title(title):  # the summary repeats its title line
         body = rest.strip()
-    if max_chars is not None and len(body) > max_chars:
-        body = body[:max_chars].rstrip() + "\n[...]"
-    return body
+    if max_chars is None or len(body) <= max_chars:
+        return body
+    body = _FENCED.sub("[code not shown: see the diff]", body)
+    m = _OPEN_FENCE.search(body)  # a block left open by a truncated summary: drop it to the end
+    if m is not None:
+        body = body[:m.start()].rstrip() + "\n[code not shown: see the diff]"
+    if len(body) <= max_chars:
+        return body
+    cut = body.rfind("\n\n", 0, max_chars)
+    if cut < max_chars // 2:
+        cut = body.rfind("\n", 0, max_chars)
+    if cut < max_chars // 2:
+        cut = body.rfind(" ", 0, max_chars)
+    return body[:max(cut, 1)].rstrip() + "\n[...]"
 
 
 def format_for_prompt(
@@ -120,7 +208,8 @@ def format_for_prompt(
     max_chars_per_insight: int | None = 1500,
 ) -> str:
     """The planner's memory block: each insight with the problem, device, language and speedup
-    it was measured on. Returns "" when there is nothing to show (no section at all)."""
+    it was measured on, its text (bounded, see `_body`) and the slow -> fast diff it was
+    distilled from (changed hunks, `kernel_diff`). Returns "" when there is nothing to show."""
     if not entries:
         return ""
     lines = [
@@ -143,4 +232,6 @@ def format_for_prompt(
         body = _body(e.title, e.text, max_chars_per_insight)
         if body:
             lines += ["", body]
+        if e.diff:
+            lines += ["", "The change, slow -> fast:", "```diff", e.diff, "```"]
     return "\n".join(lines) + "\n"

@@ -28,7 +28,15 @@ import pyarrow as pa
 from accelopt.records import MemoryEntry
 from events.catalog import RetrievedInsight
 from memory_index.embedder import Embedder, canonical_model_name
-from memory_index.retrieval import DEFAULT_TOP_M, DUPLICATE_COSINE, Filters, collapse_near_duplicates
+from memory_index.retrieval import (
+    DEFAULT_TOP_M,
+    DUPLICATE_COSINE,
+    Filters,
+    blended_rank,
+    collapse_near_duplicates,
+    device_family,
+    kernel_diff,
+)
 from memory_index.schema import (
     ENTRY_FIELDS,
     LIGHT_COLUMNS,
@@ -94,7 +102,8 @@ class MemoryStats(msgspec.Struct, kw_only=True):
     by_op_type: dict[str, int] = {}
 
 
-_RETRIEVE_COLUMNS = ["id", "problem", "device", "language", "speedup", "title", "text", VECTOR_COLUMN]
+_RETRIEVE_COLUMNS = ["id", "problem", "device", "language", "speedup", "title", "text", "created_at", "slow_kernel",
+                     "fast_kernel", VECTOR_COLUMN]
 
 
 class MemoryIndex:
@@ -376,14 +385,21 @@ class MemoryIndex:
         duplicate_cosine: float = DUPLICATE_COSINE,
         nprobes: int | None = None,
         refine_factor: int | None = None,
+        exclude_source_runs: Sequence[str] | None = None,
+        allow_ids: Sequence[str] | None = None,
+        speedup_weight: float = 0.0,
+        recency_weight: float = 0.0,
     ) -> list[RetrievedInsight]:
-        """The `top_m` entries most similar to `query` (text, or a unit vector).
+        """The `top_m` best entries for `query` (text, or a unit vector).
 
-        Filters restrict the candidates before ranking (prefilter). No-op insights are never
-        returned. With `collapse`, near-duplicates (same normalized title, or embeddings
-        with cosine > `duplicate_cosine`) are reduced to the best-ranked one, and more
-        candidates are fetched so `top_m` distinct insights come back when they exist.
-        `score` is the cosine similarity to the query.
+        Filters restrict the candidates before ranking (prefilter); `exclude_source_runs`
+        leaves out those runs' entries except `allow_ids`. No-op insights are never
+        returned. The nearest candidates by cosine similarity are ranked by `blended_rank`
+        (with both weights 0: similarity alone). With `collapse`, near-duplicates (same
+        normalized title, or embeddings with cosine > `duplicate_cosine`) are reduced to the
+        best-ranked one, and more candidates are fetched so `top_m` distinct insights come
+        back when they exist. `score` is the cosine similarity to the query; `diff` the
+        slow -> fast change (`kernel_diff`).
         """
         if top_m <= 0:
             return []
@@ -395,8 +411,10 @@ class MemoryIndex:
         else:
             vec = np.asarray(query, dtype=np.float32)
         filters = Filters(device=device, language=language, op_type=op_type, min_speedup=min_speedup,
-                          exclude_problem=exclude_problem)
-        fetch = top_m * 3 + 8 if collapse else top_m
+                          exclude_problem=exclude_problem, exclude_source_runs=exclude_source_runs,
+                          allow_ids=allow_ids)
+        blended = speedup_weight != 0.0 or recency_weight != 0.0
+        fetch = top_m * 3 + 8 if collapse or blended else top_m
         q = (tbl.search(vec, vector_column_name=VECTOR_COLUMN).distance_type("cosine")
              .select(_RETRIEVE_COLUMNS).limit(fetch))
         where = filters.where()
@@ -412,20 +430,62 @@ class MemoryIndex:
         cols = {name: res.column(name).to_pylist() for name in _RETRIEVE_COLUMNS if name != VECTOR_COLUMN}
         dist = res.column("_distance").to_pylist()
         n = res.num_rows
+        sims = [1.0 - float(d) for d in dist]
+        order = blended_rank(sims, [float(x) for x in cols["speedup"]], [float(x) for x in cols["created_at"]],
+                             speedup_weight=speedup_weight, recency_weight=recency_weight) if blended \
+            else list(range(n))
         if collapse:
             flat = res.column(VECTOR_COLUMN).combine_chunks().values.to_numpy(zero_copy_only=False)
-            vecs = flat.reshape(n, -1)
-            keep = collapse_near_duplicates(cols["title"], vecs, threshold=duplicate_cosine, limit=top_m)
+            vecs = flat.reshape(n, -1)[order]
+            kept = collapse_near_duplicates([cols["title"][i] for i in order], vecs, threshold=duplicate_cosine,
+                                            limit=top_m)
+            keep = [order[k] for k in kept]
         else:
-            keep = list(range(min(n, top_m)))
+            keep = order[:top_m]
         return [
             RetrievedInsight(
                 entry_id=cols["id"][i], problem=cols["problem"][i], device=cols["device"][i],
                 language=cols["language"][i], speedup=float(cols["speedup"][i]), title=cols["title"][i],
-                text=cols["text"][i], score=round(1.0 - float(dist[i]), 6),
+                text=cols["text"][i], score=round(sims[i], 6),
+                diff=kernel_diff(cols["slow_kernel"][i] or "", cols["fast_kernel"][i] or ""),
             )
             for i in keep
         ]
+
+    def retrieve(
+        self,
+        query: str | np.ndarray | Sequence[float],
+        *,
+        device: str,
+        language: str,
+        top_m: int = DEFAULT_TOP_M,
+        cross_device_share: float = 0.0,
+        same_device_only: bool = False,
+        exclude_source_runs: Sequence[str] | None = None,
+        allow_ids: Sequence[str] | None = None,
+        speedup_weight: float = 0.0,
+        recency_weight: float = 0.0,
+    ) -> list[RetrievedInsight]:
+        """A planner's insights: `top_m` slots from the same kernel language and device family
+        (`device_family`; only `device` itself with `same_device_only`), of which a share of
+        `cross_device_share` (rounded, at least 1 when > 0) is given to the best insights of
+        other devices or languages. Each part ranked as `search` ranks."""
+        if top_m <= 0:
+            return []
+        vec = self.embedder.encode([query])[0] if isinstance(query, str) else np.asarray(query, dtype=np.float32)
+        cross = 0 if same_device_only or cross_device_share <= 0 else max(1, round(top_m * cross_device_share))
+        cross = min(cross, top_m)
+        common = dict(exclude_source_runs=exclude_source_runs, allow_ids=allow_ids, speedup_weight=speedup_weight,
+                      recency_weight=recency_weight)
+        family = [device] if same_device_only else list(device_family(device))
+        own = self.search(vec, top_m=top_m - cross, device=family, language=language, **common) \
+            if top_m > cross else []
+        if not cross:
+            return own
+        seen = {e.entry_id for e in own}
+        others = [e for e in self.search(vec, top_m=top_m + cross, **common)
+                  if e.entry_id not in seen and not (e.language == language and e.device in family)]
+        return own + others[:cross]
 
     # --- transfer (see memory_index.transfer) ------------------------------------------------
 

@@ -54,7 +54,9 @@ def sample_insight(device: str, language: str) -> RetrievedInsight:
         entry_id="golden-insight", title="Fuse the two passes over x", device=device, language=language,
         problem="silu", speedup=1.42, score=0.83,
         text="**Fuse the two passes over x**\nThe slow kernel read x twice; the fast one computes the "
-             "result in the pass that loads it, so every input byte crosses memory once.")
+             "result in the pass that loads it, so every input byte crosses memory once.",
+        diff="--- slow\n+++ fast\n@@ -3,3 +3,2 @@\n-    t = load(x)\n-    y = f(load(x))\n+    y = f(load(x))\n"
+             "     store(out, y)")
 
 
 def render_all(key: str, problem: Problem) -> dict[str, list[ChatMessage]]:
