@@ -23,6 +23,7 @@ problem, with `complete: false` until the last one).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import statistics
@@ -131,7 +132,7 @@ def remeasure(agent: CpuAgent, problem: Problem, source: str, points: list[Point
 
 
 def summarize(rows: dict[str, dict[str, Any]], args: argparse.Namespace, spec: Any, load_start: list[float],
-              wall_s: float, *, complete: bool, table: bool) -> None:
+              wall_s: float, *, complete: bool, table: bool, parts: list[str] | None = None) -> None:
     """Save the figures so far (after every problem, so a cut-off run keeps them); print the table."""
     speedup = geomean([r["speedup"] for r in rows.values()])
     beats = sorted(n for n, r in rows.items() if r["best_vs_numpy"] > 1.0)
@@ -143,12 +144,13 @@ def summarize(rows: dict[str, dict[str, Any]], args: argparse.Namespace, spec: A
                   f"{100 * r['numpy_pct_peak']:6.2f}% {r['best_vs_numpy']:9.2f}x")
         print(f"\ngeomean speedup best/baseline: {speedup:.2f}x (target >= 3x); best beats numpy on {len(beats)} of "
               f"{len(rows)} (target >= 7): {', '.join(beats)}")
-    save("headroom_bench", {
+    save(args.name, {
         "suite": SUITE,
         "complete": complete,
-        "device": {"name": spec.name, "peak_bw_gb_s": spec.peak_bw_bytes_s / 1e9,
-                   "peak_matmul_gflop_s": spec.peak_matmul_flops / 1e9,
-                   "peak_vector_gflop_s": spec.peak_vector_flops / 1e9},
+        "device": spec if isinstance(spec, dict) else {
+            "name": spec.name, "peak_bw_gb_s": spec.peak_bw_bytes_s / 1e9,
+            "peak_matmul_gflop_s": spec.peak_matmul_flops / 1e9, "peak_vector_gflop_s": spec.peak_vector_flops / 1e9},
+        **({"merged_from": parts} if parts else {}),
         "search": {"random_points": args.points, "climb_profiles": args.climb, "top": args.top,
                    "rounds": args.rounds, "seed": args.seed},
         "geomean_speedup": speedup,
@@ -166,6 +168,25 @@ def summarize(rows: dict[str, dict[str, Any]], args: argparse.Namespace, spec: A
     })
 
 
+def merge(args: argparse.Namespace) -> int:
+    parts = [json.loads(p.read_text()) for p in args.merge]
+    rows: dict[str, dict[str, Any]] = {}
+    for p in parts:
+        if p.get("suite") != SUITE or p.get("search") != parts[0].get("search"):
+            raise SystemExit(f"cannot merge: every part must be a {SUITE} run with the same search settings")
+        dup = set(rows) & set(p["problems"])
+        if dup:
+            raise SystemExit(f"cannot merge: problems {sorted(dup)} appear in more than one part")
+        rows.update(p["problems"])
+    for k, v in parts[0]["search"].items():
+        setattr(args, {"random_points": "points", "climb_profiles": "climb"}.get(k, k), v)
+    loads = [p["loadavg_start"] for p in parts]
+    summarize(rows, args, parts[0]["device"], max(loads), sum(p["wall_s"] for p in parts),
+              complete=all(p["complete"] for p in parts) and set(rows) == set(suites.problem_names(SUITE)),
+              table=True, parts=[str(p) for p in args.merge])
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--problems", nargs="*", default=None, help=f"problem names of {SUITE} (default: all)")
@@ -176,7 +197,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick-calibration", action="store_true")
     ap.add_argument("--cache-dir", type=Path, default=None)
+    ap.add_argument("--name", default="headroom_bench", help="results file name under benchmarks/results/")
+    ap.add_argument("--merge", nargs="+", type=Path, default=None, metavar="JSON",
+                    help="measure nothing: combine the problems of result files of runs over disjoint problem "
+                         "sets (e.g. two processes sharing the machine) into one table and file")
     args = ap.parse_args(argv)
+    if args.merge:
+        return merge(args)
 
     names = args.problems or suites.problem_names(SUITE)
     unknown = sorted(set(names) - set(suites.problem_names(SUITE)))
