@@ -1,55 +1,167 @@
-"""`accelopt demo` (what `make demo` runs): the main job on embedded defaults.
+"""`accelopt demo` (what `make demo` runs): the loop and its memory on embedded defaults.
 
-A `quick` optimization run on three problems of the CPU suite with the offline
-`builtin/tuner` model: an embedded NATS JetStream server, a local Ray, a local LanceDB
-memory under `./runs`, real compiled and sandboxed kernels. Every `accelopt run` flag
-applies (`--problems`, `--preset`, `--model`, `--set ...`). It ends with the results
-table and the commands that look into the run it just made.
+Three problems of the `cpu_v2` suite (baselines with real headroom) with the offline
+`builtin/tuner` model, `quick` preset: an embedded NATS JetStream server, a local Ray, real
+compiled and sandboxed kernels, and a fresh LanceDB memory. The first problem is optimized
+alone and fills the memory with what it learnt; then the other problems are optimized in a
+second run whose planners receive those insights. The closing table shows each problem's
+speedup (baseline and best re-measured in interleaved rounds at the end of the problem) and
+how many memory insights its planners received and used (a plan uses an insight when it
+names the insight's constant: `replay/memory_use.py`). Every `accelopt run` flag applies
+(`--problems`, `--preset`, `--model`, `--memory`, `--set ...`).
 """
 
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 
-from accelopt.commands.run import add_config_args, config_and_problems, execute, wide_console
+import msgspec
+from rich.console import Console
+from rich.table import Table
 
+from accelopt.commands.run import add_config_args, config_and_problems, wide_console
+
+DEMO_SUITE = "cpu_v2"
 # an elementwise, a fused normalization + matmul, and a matmul problem
 DEMO_PROBLEMS = "silu,rmsnorm_matmul,transpose_matmul"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("demo", help="a quick optimization run on 3 CPU problems with the offline builtin/tuner model")
-    p.add_argument("--problems", default=DEMO_PROBLEMS, help=f"comma-separated CPU problems (default {DEMO_PROBLEMS})")
+    p = sub.add_parser("demo", help="the loop and its memory on 3 CPU problems with the offline builtin/tuner model")
+    p.add_argument("--problems", default=DEMO_PROBLEMS,
+                   help=f"comma-separated problems of --suite; the first fills the memory (default {DEMO_PROBLEMS})")
+    p.add_argument("--suite", default=DEMO_SUITE, help=f"problem suite (default {DEMO_SUITE})")
     p.add_argument("--timeout", type=float, help="give up after this many seconds")
     add_config_args(p)
-    p.set_defaults(func=run, suite="cpu", device=None)
+    p.set_defaults(func=run, device=None)
 
 
 def run(args: argparse.Namespace) -> int:
     console = wide_console()
     args.preset = args.preset or "quick"
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    if not args.memory:  # a fresh memory: what the second run receives is what the first learnt
+        args.memory = str(Path(args.root or "runs") / f"demo-memory-{stamp}")
     loaded = config_and_problems(console, args)
     if loaded is None:
         return 2
     cfg, problems = loaded
     s = cfg.search
-    console.print(f"[bold]AccelOpt demo[/bold]: {len(problems)} CPU problems ({', '.join(p.name for p in problems)}), "
-                  f"preset {args.preset} (B={s.beam_width} N={s.plans_per_candidate} K={s.samples_per_plan} "
-                  f"T={s.iterations}), model {cfg.llm.for_role('planner').model}; runs go to {cfg.root}/")
-    before = set(_run_dirs(cfg.root))
-    code = execute(console, cfg, problems, args)
-    made = sorted(set(_run_dirs(cfg.root)) - before)
-    if made:
-        run_id = made[-1].name
-        root = "" if cfg.root == "runs" else f" --root {cfg.root}"
-        console.print("\nlook into it:")
-        for cmd in (f"accelopt runs{root}", f"accelopt replay {run_id} --verify{root}",
-                    f"accelopt report {run_id}{root}", f"accelopt remeasure {run_id}{root}",
-                    f"accelopt memory list --uri {cfg.memory.uri or Path(cfg.root) / 'memory'}"):
-            console.print(f"  {cmd}", highlight=False)
-    return code
+    names = [p.name for p in problems]
+    console.print(f"[bold]AccelOpt demo[/bold]: {len(problems)} problems of {cfg.suite} ({', '.join(names)}), preset "
+                  f"{args.preset} (B={s.beam_width} N={s.plans_per_candidate} K={s.samples_per_plan} "
+                  f"T={s.iterations}), model {cfg.llm.for_role('planner').model}", highlight=False)
+    console.print(f"memory: {cfg.memory.uri}", highlight=False)
+    deadline = time.monotonic() + args.timeout if args.timeout else None
+    groups = [problems[:1], problems[1:]] if len(problems) > 1 else [problems]
+    outcomes = []
+    with SharedAgents(cfg, problems, args) as nats_url:  # one set of agents serves both runs
+        for i, group in enumerate(groups, 1):
+            if i == 1:
+                role = "fills the memory" if len(groups) > 1 else "memory on"
+            else:
+                learnt = len(outcomes[0].view.memory_entries)
+                role = f"plans with the memory: {learnt} insight{'s' if learnt != 1 else ''} from run 1"
+            console.print(f"[bold]run {i}/{len(groups)}[/bold]: {', '.join(p.name for p in group)} ({role})")
+            left = max(1.0, deadline - time.monotonic()) if deadline else None
+            sub = msgspec.structs.replace(cfg, problems=[p.name for p in group])
+            outcome = _session(console, sub, group, args, nats_url, left)
+            if outcome is None:
+                return 1
+            outcomes.append(outcome)
+            if outcome.timed_out or not outcome.view.completed:
+                console.print(f"[red]run {outcome.run_id}: "
+                              f"{'timed out' if outcome.timed_out else outcome.view.status}[/red]")
+                return 1
+    console.print(closing_table(outcomes))
+    cost = sum(o.view.cost_usd for o in outcomes)
+    console.print(f"LLM cost ${cost:.4f} · runs {', '.join(o.run_id for o in outcomes)} in {cfg.root}/", highlight=False)
+    root = "" if cfg.root == "runs" else f" --root {cfg.root}"
+    last = outcomes[-1].run_id
+    console.print("look into it:")
+    for cmd in (f"accelopt runs{root}", f"accelopt replay {last} --verify{root}", f"accelopt report {last}{root}",
+                f"accelopt remeasure {last}{root}", f"accelopt memory list --uri {cfg.memory.uri}"):
+        console.print(f"  {cmd}", highlight=False)
+    return 0
 
 
-def _run_dirs(root: str) -> list[Path]:
-    return [p.parent for p in Path(root).glob("*/config.json")]
+class SharedAgents:
+    """The log endpoint, Ray and one set of agents (LLM roles, profilers, the curator of the
+    demo's memory) for both runs: agents serve every run on the stream, so the second run
+    only starts its coordinator. Yields the NATS URL."""
+
+    def __init__(self, cfg, problems: list, args: argparse.Namespace) -> None:
+        self.cfg, self.problems, self.args = cfg, problems, args
+        self.endpoint = None
+        self.deployment = None
+
+    def __enter__(self) -> str:
+        import asyncio
+
+        from accelopt.config import target_devices
+        from actors.deployment import Deployment, init_ray
+        from actors.session import create_stream, open_log_endpoint, with_memory_uri
+        from events.log import StreamSettings
+
+        cfg = with_memory_uri(self.cfg)
+        self.endpoint = open_log_endpoint(self.args.nats, cfg.root)
+        try:
+            settings = StreamSettings(replicas=cfg.log.replicas, duplicate_window_s=cfg.log.duplicate_window_s)
+            asyncio.run(create_stream(self.endpoint.url, settings))
+            init_ray(self.args.ray_address)
+            self.deployment = Deployment(cfg, self.endpoint.url, log_level=self.args.log_level)
+            self.deployment.start_agents(sorted(set(target_devices(cfg, [p.name for p in self.problems]).values())))
+            self.deployment.wait_ready()
+        except BaseException:
+            self.__exit__()
+            raise
+        return self.endpoint.url
+
+    def __exit__(self, *exc: object) -> None:
+        if self.deployment is not None:
+            self.deployment.stop()
+        if self.endpoint is not None:
+            self.endpoint.close()
+
+
+def _session(console: Console, cfg, problems: list, args: argparse.Namespace, nats_url: str,
+             timeout_s: float | None):
+    from accelopt.progress import RunProgress
+    from actors.session import RunError, run_session
+
+    try:
+        with RunProgress(console, cfg.search.iterations) as progress:
+            outcome = run_session(cfg, problems, nats_url=nats_url, ray_address=args.ray_address,
+                                  on_event=progress.on_event, timeout_s=timeout_s, log_level=args.log_level,
+                                  start_agents=False,
+                                  on_warning=lambda text: console.print(f"[yellow]waiting:[/yellow] {text}"))
+    except RunError as e:
+        console.print(f"[red]run failed:[/red] {e}")
+        return None
+    for w in outcome.warnings:
+        console.print(f"[yellow]warning:[/yellow] {w}")
+    return outcome
+
+
+def closing_table(outcomes: list) -> Table:
+    """Per problem: its run, baseline and best, the (re-measured) speedup, and the memory
+    insights its planners received and used."""
+    from accelopt.progress import _ms, speedup_text
+    from events.logfile import read_events
+    from replay.memory_use import memory_use
+
+    t = Table(title="AccelOpt demo: speedups, and the memory at work",
+              caption="speedup: baseline and best re-measured in interleaved rounds on fresh seeds (recorded "
+                      "figure beside it where the two disagree beyond the noise); used: a plan named the "
+                      "insight's constant")
+    for col in ("problem", "run", "baseline", "best", "speedup", "insights received", "insights used", "kernels"):
+        t.add_column(col, justify="left" if col in ("problem", "run") else "right")
+    for i, o in enumerate(outcomes, 1):
+        use = memory_use(read_events(o.run_dir / "log.aolog"))
+        for r in o.view.results():
+            u = use.get(r.problem)
+            t.add_row(r.problem, f"{i} {o.run_id}", _ms(r.baseline_ms), _ms(r.best_ms), speedup_text(r),
+                      str(len(u.received)) if u else "-", str(len(u.used)) if u else "-", str(r.kernels))
+    return t
