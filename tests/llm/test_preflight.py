@@ -5,11 +5,13 @@ starts failing mid-run with errors no retry fixes stops the run as `failed`."""
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 import socket
-import subprocess
-import sys
+from contextlib import redirect_stdout
 
+import msgspec
+import pytest
 from openai_stub import OpenAIStub
 
 from accelopt.config import build_config
@@ -84,36 +86,59 @@ def test_the_probe_reports_latency_and_a_rejected_key():
     assert len(bad.requests) == 1  # no retries of an authentication error
 
 
-def _accelopt(*args: str, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "accelopt.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
+def _accelopt(*args: str) -> tuple[int, str]:
+    """`accelopt ARGS` in this process (the command line a user types; the preflight stops it
+    before any server or actor starts), with its exit code and what it printed."""
+    from accelopt.cli import main
+
+    with redirect_stdout(io.StringIO()) as out:
+        code = main(list(args))
+    return code, " ".join(out.getvalue().split())
 
 
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env.update(extra)
-    return env
+@pytest.fixture
+def no_keys(monkeypatch):
+    for key in [k for k in os.environ if k.endswith("_API_KEY")]:
+        monkeypatch.delenv(key)
+    return monkeypatch
 
 
-def test_run_without_the_key_exits_2_naming_it(tmp_path):
-    out = _accelopt("run", "--problems", "silu", "--model", "claude-sonnet-4-5", "--root", str(tmp_path),
-                    env=_env())
-    assert out.returncode == 2, out.stdout + out.stderr
-    assert "ANTHROPIC_API_KEY" in out.stdout and "completed" not in out.stdout
+def test_run_without_the_key_exits_2_naming_it(tmp_path, no_keys):
+    code, text = _accelopt("run", "--problems", "silu", "--model", "claude-sonnet-4-5", "--root", str(tmp_path))
+    assert code == 2, text
+    assert "set ANTHROPIC_API_KEY" in text and "completed" not in text
     assert not list(tmp_path.glob("*/log.aolog"))
 
 
-def test_run_with_an_unknown_provider_exits_2_naming_it(tmp_path):
-    out = _accelopt("run", "--problems", "silu", "--model", "gpt-9-imaginary", "--root", str(tmp_path),
-                    env=_env())
-    assert out.returncode == 2, out.stdout + out.stderr
-    assert "no provider for 'gpt-9-imaginary'" in " ".join(out.stdout.split())
+def test_run_with_an_unknown_provider_exits_2_naming_it(tmp_path, no_keys):
+    code, text = _accelopt("run", "--problems", "silu", "--model", "gpt-9-imaginary", "--root", str(tmp_path))
+    assert code == 2, text
+    assert "no provider for 'gpt-9-imaginary'" in text
 
 
-def test_run_whose_key_is_rejected_fails_at_the_probe(tmp_path):
+def test_run_whose_key_is_rejected_fails_at_the_probe(tmp_path, no_keys):
+    no_keys.setenv("STUB_KEY", "sk-wrong")
     with OpenAIStub(status=401) as stub:
-        out = _accelopt("run", "--problems", "silu", "--model", "openai/gpt-4o-mini", "--api-base", stub.url,
-                        "--set", "llm.default.api_key_env=STUB_KEY", "--root", str(tmp_path),
-                        env=_env(STUB_KEY="sk-wrong"))
-    assert out.returncode == 2, out.stdout + out.stderr
-    assert "the test call failed: AuthenticationError" in " ".join(out.stdout.split())
+        code, text = _accelopt("run", "--problems", "silu", "--model", "openai/gpt-4o-mini", "--api-base", stub.url,
+                               "--set", "llm.default.api_key_env=STUB_KEY", "--root", str(tmp_path))
+    assert code == 2, text
+    assert "the test call failed: AuthenticationError" in text
+
+
+def test_a_reachable_model_is_probed_and_its_latency_reported(run_config):
+    from rich.console import Console
+
+    from accelopt.commands.run import preflight
+
+    with OpenAIStub(status=200) as stub:
+        cfg = run_config("llm.default.model=openai/my-model", f"llm.default.api_base={stub.url}",
+                         "llm.allow_unpriced=true")
+        console = Console(file=io.StringIO(), width=200)
+        assert preflight(console, cfg, probe=True)
+        assert len(stub.requests) == 1
+        assert not preflight(console, msgspec.structs.replace(
+            cfg, llm=msgspec.structs.replace(cfg.llm, allow_unpriced=False)), probe=True)  # no price, no call
+        assert len(stub.requests) == 1
+    text = " ".join(console.file.getvalue().split())
+    assert "preflight: openai/my-model (planner, executor, fixer, summarizer) answered in" in text
+    assert "preflight failed: no price known for model(s) openai/my-model" in text
