@@ -87,3 +87,25 @@ def test_profiling_timeouts_per_device_kind():
     assert p.timeout_for("trn1") == 45.0 and p.timeout_for("cpu") == 45.0
     with pytest.raises(ConfigError, match=r"profiling\.device_timeout_s\.h100"):
         build_config(overrides=["profiling.device_timeout_s.h100=0"])
+
+
+def test_a_budget_stop_says_how_to_go_on():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "loop"))
+    from sim import problem
+
+    from accelopt.commands.run import budget_note
+    from events import catalog as c
+    from replay.fold import RunView
+
+    env = {"run_id": "r1", "ts": 0.0}
+    events = [c.RunStarted(event_id="s", config=build_config().to_dict(), seed=0, targets=[problem("a")], **env),
+              *(c.IterationCompleted(event_id=f"i{i}", problem="a", iteration=i, best_kernel_id="k", best_latency_ms=1.0,
+                                     kernels_profiled=1, **env) for i in (0, 1, 2)),
+              c.BudgetExceeded(event_id="b", spent_usd=50.01, budget_usd=50.0, **env)]
+    view = RunView.from_events(events)
+    note = budget_note(view)
+    assert "spent $50.0100 of $50.00" in note
+    assert "accelopt ablate r1 --from-iteration 2 --set llm.budget_usd=100" in note
