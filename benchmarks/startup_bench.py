@@ -1,0 +1,141 @@
+"""The fixed start-up of a run, per part.
+
+Each part is timed in a fresh Python process (so one part's imports do not warm the next),
+one after another, `--reps` times (median kept):
+
+- `cli`: `import accelopt.cli` (what every command pays);
+- `nats`: start the embedded nats-server with JetStream until it answers;
+- `ray_init`: a local `ray.init` (and the time to place and start one trivial actor);
+- `import:<module>`: the imports each actor makes before it can work (LLM agents: litellm
+  through actors.agents; profiler: actors.profiler plus the device registry; curator:
+  lancedb; coordinator), and torch / triton / lancedb / sentence_transformers alone;
+- `memory_model`: loading the default embedding model and encoding one text;
+- `run_to_first_profile`: a whole `run_session` on a one-problem suite of the simulated
+  device, from the call to the first ProfileRequested on the log (memory on and off):
+  the start-up a user of `accelopt run` waits through.
+
+The machine's load average is saved with the figures: on a shared machine every part is
+slower than on an idle one.
+
+Usage: python benchmarks/startup_bench.py [--reps 1] [--skip-run]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import median, save
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# code run in a fresh interpreter; each prints the seconds of the part it times
+PARTS: dict[str, str] = {
+    "cli": "import accelopt.cli",
+    "import:actors.agents (LLM agents: litellm)": "import accelopt; import actors.agents",
+    "import:actors.profiler + device registry": ("import accelopt; import actors.profiler; "
+                                                 "from hardware_agents.base import get_agent; get_agent('cpu')"),
+    "import:actors.curator (lancedb)": "import accelopt; import actors.curator",
+    "import:actors.coordinator": "import accelopt; import actors.coordinator",
+    "import:torch": "import torch",
+    "import:triton": "import triton",
+    "import:lancedb": "import lancedb",
+    "import:sentence_transformers": "import sentence_transformers",
+    "memory_model": ("import accelopt; from memory_index.embedder import Embedder; "
+                     "Embedder().encode(['warm up'])"),
+    "nats": ("import tempfile, pathlib; from events.server import NatsServer; "
+             "d = tempfile.mkdtemp(); s = NatsServer(pathlib.Path(d) / 'n'); s.start(); s.kill()"),
+    "ray_init": ("import ray; ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, "
+                 "configure_logging=False, object_store_memory=100 * 2**20)"),
+    "ray_first_actor": ("import ray; ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, "
+                        "configure_logging=False, object_store_memory=100 * 2**20)\n"
+                        "@ray.remote\nclass A:\n    def ping(self): return 1\n"
+                        "import time; t = time.perf_counter(); ray.get(A.remote().ping.remote()); "
+                        "T0 = t"),
+}
+
+WRAPPER = """
+import time, sys, os
+sys.path.insert(0, {root!r})
+T0 = time.perf_counter()
+{code}
+print("PART_SECONDS", time.perf_counter() - T0)
+"""
+
+
+def time_part(code: str) -> float:
+    env = {**os.environ, "TRITON_INTERPRET": "1", "RAY_DEDUP_LOGS": "0"}
+    out = subprocess.run([sys.executable, "-c", WRAPPER.format(root=str(ROOT), code=code)], capture_output=True,
+                         text=True, env=env, cwd=ROOT, timeout=900)
+    for line in out.stdout.splitlines():
+        if line.startswith("PART_SECONDS"):
+            return float(line.split()[1])
+    raise RuntimeError(f"part failed: {code}\n{out.stderr[-2000:]}")
+
+
+RUN_CODE = """
+import accelopt, tempfile, time, pathlib, suites
+from accelopt.config import build_config
+from actors.session import run_session
+from hardware_agents.sim.suite import write_suite
+tmp = pathlib.Path(tempfile.mkdtemp())
+suite = write_suite(tmp, 1)
+cfg = build_config(overrides=[f"root={tmp / 'runs'}", f"memory.uri={tmp / 'mem'}", f"suite={suite}", "device=sim",
+    "search.iterations=0", "search.remeasure_rounds=0", "devices.sim.options.allow=true",
+    "devices.sim.options.profile_s=0.01", "memory.enabled=MEMORY"])
+first = []
+def on_event(e, _v):
+    if e.type == "ProfileRequested" and not first:
+        first.append(time.perf_counter())
+t = time.perf_counter()
+run_session(cfg, suites.load_suite(str(suite)), on_event=on_event, timeout_s=900, log_level="ERROR")
+T0 = t
+print("PART_SECONDS", first[0] - t)
+import sys; sys.exit(0)
+"""
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--reps", type=int, default=1)
+    ap.add_argument("--skip-run", action="store_true", help="leave out the whole-run start-up")
+    ap.add_argument("--only", help="comma-separated part names (prefix match)")
+    ap.add_argument("--name", default="startup_bench")
+    args = ap.parse_args()
+    parts = dict(PARTS)
+    if not args.skip_run:
+        for mem in ("false", "true"):
+            parts[f"run_to_first_profile (memory {'on' if mem == 'true' else 'off'})"] = RUN_CODE.replace(
+                "MEMORY", mem)
+    if args.only:
+        keys = [k.strip() for k in args.only.split(",")]
+        parts = {n: c for n, c in parts.items() if any(n.startswith(k) for k in keys)}
+    figures: dict[str, dict] = {}
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory():
+        for name, code in parts.items():
+            secs = []
+            for _ in range(args.reps):
+                try:
+                    secs.append(time_part(code))
+                except Exception as e:
+                    print(f"{name}: failed: {e}", flush=True)
+                    break
+            if secs:
+                figures[name] = {"median_s": round(median(secs), 3), "runs_s": [round(s, 3) for s in secs]}
+                print(f"{name}: {figures[name]['median_s']:.2f} s", flush=True)
+    save(args.name, {"parts": figures, "load_average_before": load_before, "load_average_after": os.getloadavg(),
+                     "cpus": os.cpu_count()})
+    print(json.dumps({k: v["median_s"] for k, v in figures.items()}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
