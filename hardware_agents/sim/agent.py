@@ -60,6 +60,9 @@ class SimAgent(HardwareAgent):
         self.profile_s, self.profile_jitter = float(profile_s), float(profile_jitter)
         self.seed, self.baseline_passes, self.timeout_s = int(seed), bool(baseline_passes), float(timeout_s)
         self._closed = threading.Event()
+        self._lock = threading.Lock()
+        self.in_flight = 0  # profiles sleeping right now, and the most at once (for tests and benchmarks)
+        self.max_in_flight = 0
 
     @property
     def device(self) -> DeviceSpec:
@@ -89,8 +92,15 @@ class SimAgent(HardwareAgent):
         if duration > timeout_s:
             self._closed.wait(timeout_s)
             return self._fail("timeout", f"simulated profile takes {duration:.3g} s, over the {timeout_s:g} s limit")
-        if self._closed.wait(duration):  # sleeps without CPU; close() cuts it short
-            raise RuntimeError("sim agent closed during a profile")
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if self._closed.wait(duration):  # sleeps without CPU; close() cuts it short
+                raise RuntimeError("sim agent closed during a profile")
+        finally:
+            with self._lock:
+                self.in_flight -= 1
         cases = [f"seed{s}" for s in seeds] + ["large"]
         if not passes:
             bad = cases[int(_unit(self.seed, solution.sources[0].content, "case") * len(cases))]
