@@ -18,7 +18,7 @@ import pytest
 from triton_helpers import edited, solution
 
 from hardware_agents.triton import H100Agent, device_spec, timing
-from hardware_agents.triton.agent import rotation_for
+from hardware_agents.triton.agent import plan_cases, rotation_for
 
 
 class ScriptedTimer:
@@ -137,3 +137,35 @@ def test_cuda_events_on_a_real_gpu(triton_cache, triton_suite):
     assert prof.latency is not None and len(prof.latency.samples_ms) == 150
     assert prof.pct_peak is not None and 0 < prof.pct_peak <= 1.25
     assert any("small" in c.case for c in prof.correctness)  # the check workloads ran on the GPU too
+
+
+def test_the_kernels_clock_is_bounded_by_ours(interp_agent, triton_suite):
+    """`_clock_mismatch` on reported rounds (no sandbox): an honest round passes, a clock
+    running fast or slowed / frozen does not, nor does a wrong number of calls."""
+    from hardware_agents.triton.agent import PER_ROUND
+    from hardware_agents.triton.data import timing_plan
+    from hardware_agents.triton.records import HarnessResult, TimingRun, TimingSpec
+
+    p = triton_suite["rmsnorm_h4096"]
+    plan, contents = plan_cases(p, (0,), on_gpu=False)
+    data = interp_agent.data.get(p, plan, interp_agent._run_reference, device="interpreter",
+                                 timing=(contents[0], 1, PER_ROUND))
+    assert [c.name for c in data.rounds[0]] == ["timing-r0-c0", "timing-r0-c1"]
+    assert all(c.planned.case.seed not in (0,) for c in data.rounds[0])  # fresh seeds
+    assert not str(data.rounds[0][0].inputs_file).startswith(str(data.dir))  # not where the kernel may read
+    spec = TimingSpec(like=contents[0], per_round=PER_ROUND, rotation=3, timer="perf_counter", warmup=2, reps=8,
+                      trials=1, flush_bytes=1 << 20)
+    u = interp_agent._untimed_s(spec, data.by_name[contents[0]].set_bytes)
+    assert 0 < u < 1.0
+
+    def verdict(per_call_ms: float, wall_s: float, calls: int = 10) -> str | None:
+        run = TimingRun(samples_ms=[per_call_ms] * (calls - 2), median_ms=per_call_ms, warmup_ms=[per_call_ms] * 2)
+        return interp_agent._clock_mismatch(HarnessResult(cases=[], timing=[run]), [wall_s], spec, data, {})
+
+    assert verdict(100.0, 1.0 + 10 * u / 2) is None  # 10 calls of 100 ms, honest untimed work between
+    assert verdict(100.0, 0.5).startswith("reported kernel time")  # a clock running fast
+    slow = verdict(2.0, 1.0 + 10 * u)  # 1 s of calls reported as 20 ms: a slowed clock
+    assert slow is not None and "its clock was slowed or replaced" in slow
+    assert verdict(0.0, 1.0 + 10 * u) is not None  # a frozen one
+    assert verdict(100.0, 1.0, calls=7).startswith("reported 7 timed calls")
+    assert timing_plan(plan, contents[0], 2, 2)[1][1].name == "timing-r1-c1"
