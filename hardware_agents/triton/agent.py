@@ -106,6 +106,15 @@ def plan_cases(problem: Problem, seeds: Sequence[int], on_gpu: bool) -> tuple[li
     return plan, contents
 
 
+class RoundClock:
+    """Our wall times of a timed child's rounds: `walls[k]` from continuing it to time round k
+    to its next stop; `setups[k]` from handing it round k's inputs to its ready stop."""
+
+    def __init__(self) -> None:
+        self.walls: list[float] = []
+        self.setups: list[float] = []
+
+
 def rotation_for(contents: int, set_bytes: int, l2: int, max_bytes: int = 4 << 30) -> int:
     """Buffer sets for the timed loop: more than the contents and not a multiple of their
     count (contents move between buffers), enough to exceed 2x L2 when memory allows."""
@@ -234,12 +243,12 @@ class TritonAgent(HardwareAgent):
         return out, box
 
     def _drive(self, request: HarnessRequest, policy: SandboxPolicy, stage: dict[str, str], data: ProblemData,
-               ) -> tuple[SandboxOutcome, Sandbox, list[float]]:
+               ) -> tuple[SandboxOutcome, Sandbox, RoundClock]:
         """Run the harness; when it times, drive its rounds (see TimingSpec): at each of its
         stops hand it the next round's inputs, then measure our own wall time from continuing
         it to its next stop. Returns the outcome, the box (for its files) and those times."""
         box = Sandbox(policy, base_dir=self.sandbox_dir)
-        walls: list[float] = []
+        clock = RoundClock()
         try:
             for rel, content in stage.items():
                 p = box.workdir / rel
@@ -250,42 +259,45 @@ class TritonAgent(HardwareAgent):
                 if self.pool is not None:
                     with self.pool.acquire() as idx:
                         return box.run("hardware_agents.triton.harness:run", request,
-                                       extra_env={"CUDA_VISIBLE_DEVICES": str(idx)}), box, walls
-                return box.run("hardware_agents.triton.harness:run", request), box, walls
+                                       extra_env={"CUDA_VISIBLE_DEVICES": str(idx)}), box, clock
+                return box.run("hardware_agents.triton.harness:run", request), box, clock
             with self.pool.acquire() if self.pool is not None else contextlib.nullcontext(None) as idx:
                 env = {"CUDA_VISIBLE_DEVICES": str(idx)} if idx is not None else None
                 child = box.spawn("hardware_agents.triton.harness:run", request, extra_env=env)
                 try:
-                    walls = self._rounds(child, box, data, request.timing.trials)
+                    self._rounds(child, box, data, request.timing.trials, clock)
                 finally:
                     out = child.finish()
-            return out, box, walls
+            return out, box, clock
         except BaseException:
             box.close()
             raise
 
-    def _rounds(self, child: SandboxChild, box: Sandbox, data: ProblemData, rounds: int) -> list[float]:
-        walls: list[float] = []
+    def _rounds(self, child: SandboxChild, box: Sandbox, data: ProblemData, rounds: int, clock: RoundClock) -> None:
+        """Drive the rounds, filling `clock` (every moment the child runs in its timing phase is
+        measured, see `_clock_mismatch`)."""
+        walls = clock.walls
         (box.workdir / "timing").mkdir(exist_ok=True)
         box.give("timing")
         if not child.wait_stopped():  # exited (no timing: a failed check) or died
-            return walls
+            return
         for k in range(rounds):  # the child is stopped, waiting for round k's inputs
             rel = round_file(k)
             torch.save(data.round_inputs(k), box.workdir / rel)
             box.give(rel)
+            t0 = time.perf_counter()
             child.resume()
             if not child.wait_stopped():  # set up, ready to be timed
-                return walls
+                return
+            clock.setups.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             child.resume()
             if not child.wait_stopped():  # stopped at the next round's start (or after the last)
-                return walls
+                return
             walls.append(time.perf_counter() - t0)
         child.resume()
         if child.wait_stopped():  # one stop more than the protocol has: not our harness talking
             child.kill()
-        return walls
 
     def _run_reference(self, request: RefRequest, read_paths: Sequence[str]) -> dict[str, dict[str, torch.Tensor]]:
         request = msgspec.structs.replace(request, device="cuda" if self.mode == "cuda" else "cpu")
@@ -343,11 +355,11 @@ class TritonAgent(HardwareAgent):
         stage.setdefault(f"{PACKAGE}/__init__.py", "")
         out_bytes = max(sum(r.nbytes for c in data.by_name.values() for r in c.ref64.values()), 1)
         policy = self._policy(timeout, [str(data.dir)], 4 * out_bytes + (64 << 20))
-        out, box, walls = self._drive(request, policy, stage, data)
+        out, box, clock = self._drive(request, policy, stage, data)
         try:
             if out.status == "unisolated":
                 return self._fail("sandbox_error", out.error, isolation=out.isolation)
-            prof = self._judge(problem, data, request, out, box, measure, solution.spec.language == "triton", walls)
+            prof = self._judge(problem, data, request, out, box, measure, solution.spec.language == "triton", clock)
             prof.isolation = out.isolation
             return prof
         except Exception as e:  # a result the kernel tampered with must not crash the agent
@@ -416,7 +428,7 @@ class TritonAgent(HardwareAgent):
             self._untimed_cache[key] = est
         return est
 
-    def _clock_mismatch(self, res: HarnessResult, walls: list[float], spec: TimingSpec, data: ProblemData,
+    def _clock_mismatch(self, res: HarnessResult, clock: RoundClock, spec: TimingSpec, data: ProblemData,
                         counters: dict[str, float]) -> str | None:
         """The kernel's timer (CUDA events, or the host clock in the interpreter) lives in the
         kernel's process, so it is checked against our own clock. Per round, our wall time W
@@ -430,7 +442,7 @@ class TritonAgent(HardwareAgent):
         set_bytes = data.by_name[spec.like].set_bytes
         per_call = self._untimed_s(spec, set_bytes)
         total_w = total_t = total_u = 0.0
-        for k, (run, wall) in enumerate(zip(res.timing, walls, strict=True)):
+        for k, (run, wall) in enumerate(zip(res.timing, clock.walls, strict=True)):
             n = len(run.samples_ms) + len(run.warmup_ms)
             t = (sum(run.samples_ms) + sum(run.warmup_ms)) / 1e3
             u = n * per_call
@@ -444,6 +456,17 @@ class TritonAgent(HardwareAgent):
                 return (f"timing_mismatch: in timing round {k} the kernel's process timed its {n} calls at "
                         f"{t * 1e3:.3g} ms in all, but they took {wall * 1e3:.3g} ms by our clock (at most "
                         f"{u * 1e3:.3g} ms of it outside the calls): its clock was slowed or replaced")
+        # Every moment the child ran in the timing phase, set-ups included: a child that stops
+        # itself out of turn (so that its calls fall in what we take for a set-up) is bounded too.
+        setups = clock.setups
+        load = sum(c.set_bytes for row in data.rounds for c in row) / max(len(data.rounds), 1)
+        setup_allow = len(setups) * (spec.rotation * per_call + 4 * load / 200e6 + 0.25)
+        all_w = total_w + sum(setups)
+        if total_t < (all_w - total_u - setup_allow) / 2:
+            return (f"timing_mismatch: the kernel's process ran {all_w * 1e3:.3g} ms in its timing phase by our "
+                    f"clock (at most {(total_u + setup_allow) * 1e3:.3g} ms of it outside the calls) but timed its "
+                    f"calls at {total_t * 1e3:.3g} ms: its clock was slowed or replaced")
+        counters["timing_setup_s"] = sum(setups)
         counters.update({"timing_wall_s": total_w, "timing_kernel_clock_s": total_t, "timing_untimed_bound_s": total_u})
         return None
 
@@ -475,7 +498,7 @@ class TritonAgent(HardwareAgent):
                                         stats=case.stats)
 
     def _judge(self, problem: Problem, data: ProblemData, req: HarnessRequest, out: SandboxOutcome, box: Sandbox,
-               measure: bool, needs_launch: bool, walls: list[float]) -> Profile:
+               measure: bool, needs_launch: bool, clock: RoundClock) -> Profile:
         log_tail = f"\n--- kernel output ---\n{out.log}" if out.log.strip() else ""
         counters: dict[str, float] = {"sandbox_wall_s": out.wall_s}
         if out.status in ("timeout", "cpu_limit"):
@@ -538,10 +561,11 @@ class TritonAgent(HardwareAgent):
             why = self.mode_note if self.mode == "interpreter" else "timing not requested"
             notes = "".join(f"\nnote: {n}" for n in data.notes)
             return self._fail("unmeasured", f"correct at {where}; {why}{notes}", correctness=checks, counters=counters)
-        return self._timed(problem, data, req, res, box, checks, counters, max_bytes, walls)
+        return self._timed(problem, data, req, res, box, checks, counters, max_bytes, clock)
 
     def _timed(self, problem: Problem, data: ProblemData, req: HarnessRequest, res: HarnessResult, box: Sandbox,
-               checks: list[SeedCheck], counters: dict[str, float], max_bytes: int, walls: list[float]) -> Profile:
+               checks: list[SeedCheck], counters: dict[str, float], max_bytes: int, clock: RoundClock) -> Profile:
+        walls = clock.walls
         assert req.timing is not None
         if res.skipped_timing or not res.timing:
             return self._fail("unmeasured", res.skipped_timing or "no timing result", correctness=checks,
@@ -570,7 +594,7 @@ class TritonAgent(HardwareAgent):
             if not chk.passed:
                 return self._fail("incorrect", f"the output of a timed call is wrong ({chk.note})",
                                   correctness=[*checks, chk], counters=counters)
-        why = self._clock_mismatch(res, walls, req.timing, data, counters)
+        why = self._clock_mismatch(res, clock, req.timing, data, counters)
         if why:
             status = "runtime_error" if why.startswith("reported") else "timing_mismatch"
             return self._fail(status, why, correctness=checks, counters=counters)  # type: ignore[arg-type]
