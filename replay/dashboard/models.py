@@ -24,7 +24,7 @@ from replay.htmlkit import diff_stats, source_diff
 from replay.lineage import best_path, plan_title
 from replay.report import _pct100, _x, run_labels
 from replay.report_kernels import STATUSES
-from replay.runs import STALLED_AFTER_S
+from replay.runs import RunListing
 from replay.summary import RunSummary, config_differences, summarize
 from replay.svg import Series, line_chart
 
@@ -291,20 +291,11 @@ def budget_of(view: RunView) -> float | None:
     return float(b) if isinstance(b, (int, float)) else None
 
 
-def run_status(s: RunSummary, source: str, now: float) -> str:
-    """The status shown for a run (same rules as `accelopt runs`)."""
-    if s.status == "running" and source == "file":
-        return "incomplete"
-    if s.status == "running" and s.last_ts and now - s.last_ts > STALLED_AFTER_S:
-        return f"stalled (last event {fmt.ago(s.last_ts, now)})"
-    return s.status
-
-
 def run_row(view: RunView, source: str, *, streaming: bool, now: float | None = None,
             summary: RunSummary | None = None) -> RunRow:
     now = now if now is not None else time.time()
     s = summary or summarize(view)
-    status = run_status(s, source, now)
+    status = RunListing(s, source).status(now)  # the same rules as `accelopt runs`
     budget = budget_of(view)
     return RunRow(
         run_id=s.run_id, status=status, live=streaming and source == "stream" and status == "running",

@@ -12,6 +12,9 @@ from replay import fmt
 from replay.runs import fold_file
 from replay.summary import summarize
 
+# the shared run is real (Ray, compiled kernels): on a busy machine it takes minutes
+pytestmark = pytest.mark.timeout(900)
+
 
 @pytest.fixture(scope="module")
 def finished(live_run):
