@@ -143,3 +143,27 @@ def test_llm_settings_also_change_only_after_the_fork(recorded):
     late_plans = [e for e in calls if e.role == "planner" and it[e.request_id] > FORK]
     assert late_plans and all(e.served_from is None and e.params["temperature"] == 0.9 for e in late_plans)
     assert isinstance(child[-1], c.RunCompleted)
+
+
+def test_an_ablation_never_retrieves_its_parents_future(recorded):
+    """After the fork the ablation retrieves anew (its memory settings differ) from a memory
+    that now holds everything its parent learnt, later iterations included; none of the
+    parent's entries may come back (the ablation's own copies of the insights up to the fork
+    are its own entries), else the counterfactual would know its own future."""
+    from memory_index import MemoryIndex
+
+    root, parent_id = recorded
+    parent, child, _ = ablate(root, parent_id, "memory.top_m=15")
+    parent_entries = {e.entry.id for e in parent if isinstance(e, c.MemoryEntryAdded)}
+    late = [e for e in child if isinstance(e, c.MemoryRetrieved) and e.iteration > FORK]
+    assert parent_entries and late
+    retrieved = {x.entry_id for e in late for x in e.entries}
+    assert retrieved and not retrieved & parent_entries
+    # nor its own entries from after the retrieval (other runs' sibling ablations are past, not lineage)
+    at = child.index(late[0])
+    emitted_after = {e.entry.id for e in child[at:] if isinstance(e, c.MemoryEntryAdded)}
+    assert not {x.entry_id for x in late[0].entries} & emitted_after
+    # the exclusion is what keeps them out: a plain search of the same memory returns them
+    index = MemoryIndex.open(child[0].config["memory"]["uri"])
+    plain = index.search(late[0].query, top_m=50, collapse=False)
+    assert {x.entry_id for x in plain} & parent_entries
