@@ -3,7 +3,8 @@
 Landlock confines paths and TCP; it does not stop UDP, pathname unix sockets, or new
 processes. This filter adds, for the calling thread and everything it later creates:
 
-- `sockets`: socket() fails with EPERM (every family: UDP, unix, netlink, raw). The
+- `sockets`: socket() and socketpair() fail with EPERM (every family: UDP, unix, netlink,
+  raw). The
   sandbox talks to its parent only over pipes it inherited, so nothing legitimate needs one.
 - `no_fork`: clone() without CLONE_THREAD, fork() and vfork() fail with EPERM, clone3()
   with ENOSYS (its flags sit behind a pointer BPF cannot read; libc then falls back to
@@ -11,8 +12,10 @@ processes. This filter adds, for the calling thread and everything it later crea
   freezes the child between timed batches with SIGSTOP, which stops every thread of the
   process but would not stop a forked helper.
 - always: ptrace, process_vm_readv/writev, perf_event_open, bpf, userfaultfd, keyctl,
-  add_key, request_key, unshare, setns, mount, umount2, pivot_root, chroot, kexec_load fail
-  with EPERM: nothing a kernel needs, and each could reach past the other walls.
+  add_key, request_key, unshare, setns, mount, umount2, pivot_root, chroot, kexec_load,
+  io_uring_* (io_uring makes sockets without socket(), and its workers are not frozen by
+  SIGSTOP), pidfd_getfd and process_madvise fail with EPERM: nothing a kernel needs, and
+  each could reach past the other walls. x32 system calls (x86_64) kill the process.
 
 Needs no privilege once no_new_privs is set. Returns what was applied, for the record.
 """
@@ -34,6 +37,7 @@ _RET_KILL_PROCESS = 0x80000000
 # BPF opcodes
 _LD_W_ABS = 0x20
 _JEQ_K = 0x15
+_JGE_K = 0x35
 _JSET_K = 0x45
 _RET_K = 0x06
 
@@ -48,17 +52,23 @@ _NR: dict[str, dict[str, int | None]] = {
         "process_vm_readv": 310, "process_vm_writev": 311, "perf_event_open": 298, "bpf": 321,
         "userfaultfd": 323, "keyctl": 250, "add_key": 248, "request_key": 249, "unshare": 272,
         "setns": 308, "mount": 165, "umount2": 166, "pivot_root": 155, "chroot": 161, "kexec_load": 246,
+        "socketpair": 53, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+        "pidfd_getfd": 438, "process_madvise": 440,
     },
     "aarch64": {
         "socket": 198, "clone": 220, "fork": None, "vfork": None, "clone3": 435, "ptrace": 117,
         "process_vm_readv": 270, "process_vm_writev": 271, "perf_event_open": 241, "bpf": 280,
         "userfaultfd": 282, "keyctl": 219, "add_key": 217, "request_key": 218, "unshare": 97,
         "setns": 268, "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51, "kexec_load": 104,
+        "socketpair": 199, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+        "pidfd_getfd": 438, "process_madvise": 440,
     },
 }
 _ALWAYS_DENIED = ("ptrace", "process_vm_readv", "process_vm_writev", "perf_event_open", "bpf", "userfaultfd",
                   "keyctl", "add_key", "request_key", "unshare", "setns", "mount", "umount2", "pivot_root",
-                  "chroot", "kexec_load")
+                  "chroot", "kexec_load", "io_uring_setup", "io_uring_enter", "io_uring_register",
+                  "pidfd_getfd", "process_madvise")
+_X32_BIT = 0x40000000  # x86_64: syscall numbers of the x32 ABI (same arch value, other table)
 
 
 class SeccompError(OSError):
@@ -81,7 +91,7 @@ def _program(arch: str, *, sockets: bool, no_fork: bool) -> list[tuple[int, int,
     nr = _NR[arch]
     deny = [n for n in _ALWAYS_DENIED if nr[n] is not None]
     if sockets:
-        deny.append("socket")
+        deny += ["socket", "socketpair"]
     if no_fork:
         deny += [n for n in ("fork", "vfork") if nr[n] is not None]
     eperm = _RET_ERRNO | errno.EPERM
@@ -91,6 +101,8 @@ def _program(arch: str, *, sockets: bool, no_fork: bool) -> list[tuple[int, int,
         (_RET_K, 0, 0, _RET_KILL_PROCESS),  # a foreign ABI (e.g. x32/i386 calls) is never allowed
         (_LD_W_ABS, 0, 0, 0),  # seccomp_data.nr
     ]
+    if arch == "x86_64":  # x32 calls would bypass every rule below
+        prog += [(_JGE_K, 0, 1, _X32_BIT), (_RET_K, 0, 0, _RET_KILL_PROCESS)]
     for name in deny:
         prog += [(_JEQ_K, 0, 1, int(nr[name])), (_RET_K, 0, 0, eperm)]  # type: ignore[arg-type]
     if no_fork:

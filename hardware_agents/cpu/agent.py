@@ -148,8 +148,10 @@ class CpuAgent(HardwareAgent):
         with Sandbox(self._policy(data, sets), base_dir=self.sandbox_dir) as box:
             shutil.copyfile(build.so_path, box.workdir / "kernel.so")
             box.give("kernel.so")
+            judge = Judge(self, problem, data, spec, box, str(box.workdir / "kernel.so"), entry, sets, timeout)
             with self._device_lock():
-                prof = Judge(self, problem, data, spec, box, str(box.workdir / "kernel.so"), entry, sets, timeout).run()
+                prof = judge.run()
+        prof = judge.verify_deferred(prof)
         prof.counters["compile_s"] = build.seconds
         prof.counters["compile_cached"] = float(build.cached)
         return prof

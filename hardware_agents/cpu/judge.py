@@ -7,13 +7,16 @@ while the child is stopped).
 
 Correctness: one batch with every case (seeds and adversarial) in its own buffer set,
 outputs poisoned with NaN and fenced by canaries, each compared in full with its float64
-reference. Timing: batches of calls, each call on a never-seen input set made from the
-timing pool (`ProblemData.fresh_content`) after the kernel was loaded; after every batch,
-every call's outputs must be finite, inside their canaries and distinct from the other
-calls' (a lazy kernel that skips, copies or repeats work shows here), and the last call
-plus, when references are cheap, one random earlier call are checked in full against a
-reference computed here. Calls of both phases look the same to the kernel: a call on a
-set of buffers, in a batch, with no way to tell which outputs will be checked.
+reference. Timing: batches of calls, each call on an input set the kernel has never seen:
+made afresh from the timing pool (`ProblemData.fresh_content`), or, at random positions,
+a pool set as it is, each at most once per profile. After every batch every call's outputs
+must be finite, inside their canaries and distinct from the other calls' at positions drawn
+after the batch (a lazy kernel that skips, copies or repeats work shows here); the pool
+calls are checked in full against their precomputed references, and calls drawn at random
+after the batch are checked in full against references computed here, as many as the
+reference time allows (at least one per batch). Which calls get checked is decided only
+after the batch has run, so even a kernel that reads its own batch (it shares a process
+with the server) cannot know. Calls of both phases look the same to the kernel.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ if TYPE_CHECKING:
     from hardware_agents.cpu.agent import CpuAgent
 
 MIN_BATCHES = 3  # timed batches per profile at least; up to 2 more per allowed re-run (CpuAgent.max_reruns)
+CHECK_BUDGET_S = 1.0  # reference time per profile for full checks of computed contents (>= 1 per batch)
 EXTRA_THREADS = 4  # threads allowed beyond OMP_NUM_THREADS (the interpreter's own)
 _SAMPLE = 64  # elements per output compared across the calls of a batch
 
@@ -49,6 +53,7 @@ class Judge:
         self.counters: dict[str, float] = {}
         self.checks: list[SeedCheck] = []
         self.isolation: dict[str, str] = {}
+        self.deferred: list[tuple[str, dict[str, Any], dict[str, np.ndarray]]] = []  # (case, inputs, outputs)
 
     def fail(self, status: str, log: str, **kw: Any) -> Profile:
         return self.agent._fail(status, log, correctness=self.checks, counters=self.counters,
@@ -79,8 +84,10 @@ class Judge:
                 if out.stray_processes:
                     self.counters["stray_processes"] = float(out.stray_processes)
         prof.isolation = self.isolation
-        if out.log.strip():  # the kernel's own stderr, first lines, scrubbed (see sandbox.scrub_output)
-            prof.log = out.log if prof.passed else f"{prof.log}\n--- kernel stderr (first lines) ---\n{out.log}"
+        # the kernel's own stderr (first lines, scrubbed: sandbox.scrub_output) helps the fixer of a
+        # failed kernel; a passed kernel's output goes nowhere (no channel into later prompts)
+        if out.log.strip() and not prof.passed:
+            prof.log = f"{prof.log}\n--- kernel stderr (first lines) ---\n{out.log}"
         return prof
 
     def _died(self, out: SandboxOutcome) -> Profile:
@@ -138,29 +145,36 @@ class Judge:
         assert spec is not None
         rng = np.random.default_rng(secrets.randbits(64))
         data = self.data
-        full_checks = 2 if data.reference_s * 2 * MIN_BATCHES <= 1.0 else 1
+        agent = self.agent
+        max_batches = MIN_BATCHES + 2 * agent.max_reruns
+        # computed full checks per batch: as many as the reference time allows, at least one
+        per_batch = max(1, int(CHECK_BUDGET_S / max(data.reference_s, 1e-3) / MIN_BATCHES))
         distinct = bool(data.float_inputs) and len(data.float_inputs) == sum(
             1 for v in data.cases[0].inputs.values() if isinstance(v, np.ndarray))
+        pool_left = [int(i) for i in rng.permutation(len(data.pool))]  # each pool set once per profile
         means_ms: list[float] = []
         timed_s = 0.0
         n_max = runner.sets
         n_min = max(2, math.ceil(0.75 * n_max))
         footprint = 0
-        agent = self.agent
-        max_batches = MIN_BATCHES + 2 * agent.max_reruns
         # past MIN_BATCHES, batches are added while the spread is too wide and this much time is left
         budget_s = agent.timing_budget_s * (1 + agent.max_reruns)
         for j in range(max_batches):
             n = int(rng.integers(n_min, n_max + 1))
             sets = [int(b) for b in rng.permutation(n_max)[:n]]
-            for b in sets:
-                data.fresh_content(runner.buffers[b].inputs, rng)
+            take = min(len(pool_left), max(1, math.ceil(len(data.pool) / MIN_BATCHES)))
+            pool_at = {int(k): pool_left.pop() for k in rng.permutation(n)[:take]}
+            for k, b in enumerate(sets):
+                if k in pool_at:
+                    data.pool_content(runner.buffers[b].inputs, pool_at[k])
+                else:
+                    data.fresh_content(runner.buffers[b].inputs, rng)
             runner.prepare(sets)
             dt = runner.run(sets)
             timed_s += dt
             means_ms.append(dt / n * 1e3)
             footprint = max(footprint, n * data.set_bytes)
-            why = self._check_batch(runner, sets, rng, full_checks, distinct, j)
+            why = self._check_batch(runner, sets, rng, pool_at, per_batch, distinct, j)
             if why:
                 return self.fail("incorrect", why)
             if j + 1 >= MIN_BATCHES and (validity.spread(means_ms) <= agent.spread_threshold
@@ -169,9 +183,14 @@ class Judge:
         stats = validity.latency_stats(means_ms, reruns=len(means_ms) - MIN_BATCHES)
         return self._roofline(stats, footprint, runner)
 
-    def _check_batch(self, runner: KernelRunner, sets: list[int], rng: np.random.Generator, full_checks: int,
-                     distinct: bool, batch: int) -> str | None:
+    def _check_batch(self, runner: KernelRunner, sets: list[int], rng: np.random.Generator,
+                     pool_at: dict[int, int], computed: int, distinct: bool, batch: int) -> str | None:
+        threads = runner.thread_count()
+        allowed = self.agent.threads + EXTRA_THREADS
+        if threads > allowed:
+            return f"the kernel had {threads} threads in its process after timed batch {batch + 1}; at most {allowed}"
         samples: dict[str, list[bytes]] = {}
+        positions: dict[str, np.ndarray] = {}
         for k, b in enumerate(sets):
             buf = runner.buffers[b]
             overflow = buf.overflowed()
@@ -182,26 +201,49 @@ class Judge:
                     return (f"timed call {k + 1} of batch {batch + 1} left non-finite values in {name} "
                             "(unwritten outputs are NaN): every call must compute its whole output")
                 if distinct and out.size >= _SAMPLE:
-                    idx = np.linspace(0, out.size - 1, _SAMPLE).astype(np.int64)
+                    idx = positions.setdefault(name, rng.choice(out.size, _SAMPLE, replace=False))
                     samples.setdefault(name, []).append(out.reshape(-1)[idx].tobytes())
         for name, rows in samples.items():
             if len(set(rows)) < len(rows):
                 return (f"two timed calls of batch {batch + 1} returned the same {name} for different inputs: "
                         "results must be computed from each call's own inputs")
-        checked = [len(sets) - 1]
-        if full_checks > 1 and len(sets) > 1:
-            checked.append(int(rng.integers(len(sets) - 1)))
-        for k in checked:
+        scalars = {n: v for n, v in self.data.cases[0].inputs.items() if not isinstance(v, np.ndarray)}
+        others = [k for k in range(len(sets)) if k not in pool_at]
+        drawn = [int(k) for k in rng.permutation(others)[:computed]] if others else []
+        checks = [(k, self.data.pool_ref64[i]) for k, i in pool_at.items()] + [(k, None) for k in drawn]
+        for k, ref in checks:
             buf = runner.buffers[sets[k]]
-            inputs: dict[str, Any] = {n: np.array(a) for n, a in buf.inputs.items()}
-            inputs.update({n: v for n, v in self.data.cases[0].inputs.items() if not isinstance(v, np.ndarray)})
-            ref = validity.reference_outputs(self.problem, inputs)
-            chk = validity.compare_outputs(f"timed:{batch + 1}.{k + 1}", buf.outputs, ref, self.tol)
-            if not chk.passed:
-                self.checks.append(chk)
-                return f"output of a timed call is wrong ({chk.note}): results must not depend on earlier calls"
-        self.counters["timed_full_checks"] = self.counters.get("timed_full_checks", 0.0) + len(checked)
+            name = f"timed:{batch + 1}.{k + 1}"
+            if ref is None:  # computed later, outside the device lock (see `verify_deferred`)
+                inputs: dict[str, Any] = {n: np.array(a) for n, a in buf.inputs.items()}
+                self.deferred.append((name, {**inputs, **scalars}, {n: np.array(a) for n, a in buf.outputs.items()}))
+                continue
+            why = self._full_check(name, buf.outputs, ref)
+            if why:
+                return why
+        self.counters["timed_full_checks"] = self.counters.get("timed_full_checks", 0.0) + len(checks)
         return None
+
+    def _full_check(self, name: str, outputs: dict[str, np.ndarray], ref: dict[str, np.ndarray]) -> str | None:
+        chk = validity.compare_outputs(name, outputs, ref, self.tol)
+        if chk.passed:
+            return None
+        self.checks.append(chk)
+        return f"output of a timed call is wrong ({chk.note}): results must not depend on earlier calls"
+
+    def verify_deferred(self, prof: Profile) -> Profile:
+        """The full checks whose references are computed here, run after the kernel's process is
+        gone and the device lock released (a float64 reference can take a second): a wrong
+        output turns the profile into `incorrect`."""
+        pending, self.deferred = self.deferred, []
+        if prof.status not in ("passed", "incorrect") or prof.latency is None:
+            return prof
+        for name, inputs, outputs in pending:
+            why = self._full_check(name, outputs, validity.reference_outputs(self.problem, inputs))
+            if why:
+                return self.fail("incorrect", why, latency=prof.latency, t_peak_ms=prof.t_peak_ms,
+                                 pct_peak=prof.pct_peak, bound=prof.bound)
+        return prof
 
     def _roofline(self, stats: validity.LatencyStats, footprint: int, runner: KernelRunner) -> Profile:
         agent, problem = self.agent, self.problem

@@ -11,6 +11,7 @@ import msgspec
 CORPUS = Path(__file__).resolve().parent
 REPO = CORPUS.parent.parent
 _HEADER = re.compile(r"^\s*(?://|#)\s*(expect|problem|needle|min_ms|why|entry):\s*(.*?)\s*$")
+_COMMENT = {".c": "//", ".py": "#"}
 
 
 class Hack(msgspec.Struct, kw_only=True):
@@ -32,16 +33,17 @@ def load(device_dir: str) -> list[Hack]:
         if path.suffix not in (".c", ".py") or path.name.startswith("_"):
             continue
         text = path.read_text()
+        mark = _COMMENT[path.suffix]
         fields: dict[str, str] = {}
         for line in text.splitlines():
             m = _HEADER.match(line)
             if m:
                 key, val = m.groups()
                 fields[key] = f"{fields[key]} {val}".strip() if key == "why" and key in fields else val
-            elif line.strip() and not line.lstrip().startswith(("//", "#")):
-                break
-            elif line.lstrip().startswith(("//", "#")) and "why" in fields and not _HEADER.match(line):
-                fields["why"] += " " + line.lstrip("/# ").strip()
+            elif not line.lstrip().startswith(mark):
+                break  # the header is the file's first comment block
+            elif "why" in fields:
+                fields["why"] += " " + line.lstrip()[len(mark):].strip()
         if "expect" not in fields or "problem" not in fields:
             raise ValueError(f"{path}: a corpus file must start with '// expect:' and '// problem:' lines")
         out.append(Hack(name=path.stem, device_dir=device_dir, path=str(path),

@@ -1,4 +1,5 @@
-// expect: passed
+// expect: runtime_error
+// needle: SIGSYS
 // problem: scale_shift
 // why: the seccomp filter checks the architecture word (x86_64) and then compares the
 //      syscall number with socket/fork/clone/ptrace/...; x32 system calls carry the same
