@@ -25,6 +25,9 @@ from accelopt.logging import get_logger
 from events.catalog import Event
 from events.log import Delivery, EventLog, StreamSettings, WorkQueue
 
+# requests in progress per role across every host of a fleet (JetStream's max_ack_pending)
+FLEET_MAX_ACK_PENDING = 4096
+
 
 @dataclass
 class WorkerOptions:
@@ -90,9 +93,11 @@ class Worker:
         # one spare delivery beyond max_deliver: if every allowed attempt died without an
         # answer (killed, out of memory, lease lost), the spare reports the request as failed
         # instead of JetStream dropping it in silence and the run waiting for it forever
+        # max_ack_pending bounds the whole consumer, i.e. every host of the role together (each
+        # host bounds its own share by fetching only what it can start): sized for a fleet
         self._queue = await self._elog.work_queue(
             o.durable, o.filter_subject, ack_wait=o.ack_wait_s, max_deliver=o.max_deliver + 1,
-            max_ack_pending=max(1, o.concurrency) * 4,
+            max_ack_pending=max(FLEET_MAX_ACK_PENDING, o.concurrency * 4),
         )
 
     async def _rebind(self) -> None:

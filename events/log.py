@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
@@ -333,10 +334,23 @@ class EventLog:
             max_ack_pending=max_ack_pending,
             filter_subject=filter_subject,
         )
+        await self._raise_ack_pending(durable, max_ack_pending)
         sub = await self.js.pull_subscribe(
             filter_subject, durable=durable, stream=self.settings.name, config=config
         )
         return WorkQueue(self, durable, filter_subject, sub)
+
+    async def _raise_ack_pending(self, durable: str, max_ack_pending: int) -> None:
+        """Binding to an existing durable keeps its config, so a limit set by the first
+        worker of a role would cap the whole fleet: raise it (never lower it) to what this
+        worker asks for."""
+        try:
+            info = await self.js.consumer_info(self.settings.name, durable)
+        except nats.js.errors.NotFoundError:
+            return
+        if (info.config.max_ack_pending or 0) < max_ack_pending:
+            config = dataclasses.replace(info.config, max_ack_pending=max_ack_pending)
+            await self.js.add_consumer(self.settings.name, config)
 
     # --- reading --------------------------------------------------------------------------
 
