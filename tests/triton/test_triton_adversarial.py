@@ -33,17 +33,8 @@ def timed_agent(triton_cache: Path) -> Iterator[H100Agent]:
     agent.close()
 
 
-@pytest.fixture(scope="module")
-def honest_ms(timed_agent: H100Agent) -> float:
-    p = suites.get_problem("triton/rmsnorm_h4096")
-    prof = timed_agent.profile(p, p.baseline)
-    assert prof.status == "passed", prof.log
-    assert prof.latency is not None
-    return prof.latency.median_ms
-
-
 @pytest.mark.parametrize("name", sorted(HACKS))
-def test_hostile_kernel_gets_its_status(name: str, timed_agent: H100Agent, honest_ms: float) -> None:
+def test_hostile_kernel_gets_its_status(name: str, timed_agent: H100Agent) -> None:
     hack = HACKS[name]
     p = suites.get_problem(hack.problem)
     prof = timed_agent.profile(p, solution(p, hack.source, name=name))
@@ -52,9 +43,9 @@ def test_hostile_kernel_gets_its_status(name: str, timed_agent: H100Agent, hones
     assert hack.needle in text, text
     if "sandbox_wall_s" in prof.counters:  # it ran: the isolation it ran under is on record
         assert prof.isolation.get("landlock_reads") == "restricted", prof.isolation
-    if hack.expect == "passed":  # an honest clock: no faster than the honest baseline (by much)
-        assert prof.latency is not None and prof.latency.median_ms > 0.5 * honest_ms, (prof.latency, honest_ms)
-        assert prof.counters["timing_kernel_clock_s"] >= 0.5 * prof.counters["timing_wall_s"]
+    if hack.expect == "passed":  # timed, by a clock that agrees with ours over the same calls
+        assert prof.latency is not None and prof.counters["timing_wall_s"] > 0
+        assert prof.counters["timing_kernel_clock_s"] >= 0.5 * prof.counters["timing_wall_s"], prof.counters
 
 
 def test_reading_the_data_is_caught_with_the_read_wall_down(triton_cache: Path) -> None:

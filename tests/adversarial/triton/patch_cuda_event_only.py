@@ -2,7 +2,7 @@
 # problem: triton/rmsnorm_h4096
 # why: patches torch.cuda.Event through getattr to report 1 µs per call. In the interpreter
 #      the harness times with the host clock, so the patch changes nothing and the latency
-#      stays honest (the test checks it is not faster than the baseline's); on a GPU the same
+#      stays honest (the test checks that the clock agrees with the parent's); on a GPU the same
 #      patch would meet the parent's wall-clock bound (timing_mismatch, as patch_all_timers).
 _cuda = getattr(__import__("torch"), "cuda")
 
