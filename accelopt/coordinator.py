@@ -29,7 +29,8 @@ from accelopt.profile import Profile
 from accelopt.records import MemoryEntry
 from events import catalog as ev
 
-FIXABLE = frozenset({"compile_error", "runtime_error", "incorrect", "timeout", "timing_mismatch"})
+FIXABLE = frozenset({"compile_error", "runtime_error", "incorrect", "timeout", "timing_mismatch",
+                     "no_triton_launch"})
 LLM_REQUESTS = {
     "PlanRequested": "planner", "ImplementationRequested": "executor",
     "FixRequested": "fixer", "SummaryRequested": "summarizer",

@@ -29,6 +29,7 @@ import ctypes
 import importlib
 import os
 import resource
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -37,6 +38,7 @@ import msgspec
 
 _CLONE_NEWNET = 0x40000000
 _PR_SET_DUMPABLE = 4
+_PR_SET_PDEATHSIG = 1
 
 
 class ChildSpec(msgspec.Struct, kw_only=True):
@@ -110,6 +112,11 @@ def _lock_down(spec: ChildSpec, isolation: dict[str, str]) -> None:
         os.setresgid(spec.gid, spec.gid, spec.gid)
         os.setresuid(spec.uid, spec.uid, spec.uid)
         isolation["uid"] = str(os.getuid())
+    # die with the parent (a changed uid clears this, so it is set after the drop): a kernel
+    # server stopped between batches would otherwise stay forever once its parent is gone
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() == 1:  # the parent died before that
+        os._exit(4)
     libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
     if spec.landlock:
         from hardware_agents import landlock
