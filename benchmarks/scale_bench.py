@@ -211,8 +211,10 @@ def bottleneck(p: dict) -> str:
     """The first limit these figures show."""
     if p["throughput_vs_ideal"] >= 0.9:
         return "none: the profilers are saturated (throughput within 10% of ideal)"
+    # the saturated rate is biased low for bursty waves (a wave's completions end its
+    # saturation), so it names the machinery only when the profilers had work most of the time
     sat = p.get("saturated_vs_ideal")
-    if sat is not None and sat < 0.9 and p.get("saturated_s", 0) > 2 * p["mean_profile_s"]:
+    if sat is not None and sat < 0.9 and p["queue_at_least_c_share"] >= 0.8:
         return ("profiler host / event log: even while C or more requests waited, profiles completed below the "
                 "ideal rate (fetch, thread hand-off, publish and ack per profile)")
     return (f"supply of work: C or more requests waited only {100 * p['queue_at_least_c_share']:.0f}% of the window; "
