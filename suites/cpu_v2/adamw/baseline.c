@@ -13,8 +13,8 @@
 
 // tune: FUSE in {1,2} -- 1 = one pass per stage through scratch arrays; 2 = all stages in one pass
 #define FUSE 1
-// tune: VEC in {1,2,4,8,16} -- floats per GNU C vector (1 = scalar code)
-#define VEC 1
+// tune: VEC in {1,2,4,8,16} -- floats per GNU C vector (1 = one-lane vectors, which gcc compiles poorly)
+#define VEC 4
 // tune: UNROLL in {1,2,4,8} -- vectors per iteration of the inner loop
 #define UNROLL 1
 // tune: SCHED in {1,2,4} -- OpenMP schedule: 1 = static, 2 = dynamic, 4 = guided

@@ -15,7 +15,7 @@
 
 // tune: LOOP_ORDER in {1,2} -- 1 = i-k-j: each row of a block accumulates in memory while rows of the right matrix stream by (compiler-vectorized); 2 = register tiles: MR x NV*VEC accumulators stay in registers over the k loop
 #define LOOP_ORDER 1
-// tune: VEC in {1,2,4,8,16} -- floats per GNU C vector in the register tiles (1 = scalar code)
+// tune: VEC in {1,2,4,8,16} -- floats per GNU C vector in the register tiles (1 = one-lane vectors, which gcc compiles poorly)
 #define VEC 8
 // tune: MR in {1,2,4,8} -- rows per register tile (LOOP_ORDER 2)
 #define MR 1

@@ -5,7 +5,7 @@
  * out = P V, both products through the blocked GEMM code (LOOP_ORDER, register tiles, packing).
  * KT_PACK 1 computes the scores as dot products of q and k rows; KT_PACK 2 first stores K^T of
  * every kv head (D x N, shared by its QH/KH query heads) so the scores are a GEMM too.
- * As shipped: one query at a time, scalar dot products, libm expf, the i-k-j loop for P V. */
+ * As shipped: one query at a time, 4-wide dot products, libm expf, the i-k-j loop for P V. */
 /* Calling convention (AccelOpt CPU): void kernel(<inputs in definition order as const float*>,
  * <outputs as float*>). Tensors are dense, row-major (C order), 64-byte aligned, fp32. Axis
  * values arrive as #defines from the harness (-D flags); outputs are NaN on entry, inputs
@@ -23,8 +23,8 @@
 #define EXP_IMPL 1
 // tune: LOOP_ORDER in {1,2} -- 1 = i-k-j: each row of a block accumulates in memory while rows of the right matrix stream by (compiler-vectorized); 2 = register tiles: MR x NV*VEC accumulators stay in registers over the k loop
 #define LOOP_ORDER 1
-// tune: VEC in {1,2,4,8,16} -- floats per GNU C vector in the dot products, softmax and register tiles (1 = scalar code)
-#define VEC 1
+// tune: VEC in {1,2,4,8,16} -- floats per GNU C vector in the dot products, softmax and register tiles (1 = one-lane vectors, which gcc compiles poorly)
+#define VEC 4
 // tune: MR in {1,2,4,8} -- rows per register tile (LOOP_ORDER 2)
 #define MR 1
 // tune: NV in {1,2,4} -- vectors per row of a register tile: tile width NV*VEC columns (LOOP_ORDER 2)

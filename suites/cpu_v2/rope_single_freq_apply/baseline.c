@@ -14,8 +14,8 @@
 
 // tune: FUSE in {1,2} -- 1 = four passes (one per product); 2 = one pass
 #define FUSE 1
-// tune: VEC in {1,2,4,8,16} -- floats per GNU C vector (1 = scalar code)
-#define VEC 1
+// tune: VEC in {1,2,4,8,16} -- floats per GNU C vector (1 = one-lane vectors, which gcc compiles poorly)
+#define VEC 4
 // tune: UNROLL in {1,2,4,8} -- vectors per iteration of the inner loop
 #define UNROLL 1
 // tune: COLS in {64,128,256,512,1024,2048,4096,8192} -- columns of T per parallel work item
