@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 
 import msgspec
 import pytest
@@ -69,7 +70,8 @@ def test_sampled_points_are_correct(name: str, cpu_v2_agent: HardwareAgent) -> N
 
 def test_an_illegal_value_stops_the_build(cpu_v2_agent: HardwareAgent) -> None:
     p = suites.get_problem("cpu_v2/silu")
-    src = p.baseline.sources[0].content.replace("#define VEC 1\n", "#define VEC 3\n")
+    src, n = re.subn(r"^#define VEC \d+$", "#define VEC 3", p.baseline.sources[0].content, count=1, flags=re.M)
+    assert n == 1
     prof = cpu_v2_agent.profile(p, _with_source(p, src), measure=False)
     assert prof.status == "compile_error"
     assert "VEC: not a legal value" in prof.log
