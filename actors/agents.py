@@ -50,6 +50,9 @@ REQUEST_OF_ROLE = {
     "planner": "PlanRequested", "executor": "ImplementationRequested",
     "fixer": "FixRequested", "summarizer": "SummaryRequested",
 }
+KERNEL_ROLES = frozenset({"executor", "fixer"})
+"""Roles whose reply is a kernel: one cut at `max_tokens` is a `truncated` failure. A cut plan
+or insight is kept (its `finish_reason` is recorded): its text is still usable."""
 STAGE_OF_ROLE: dict[str, ev.Stage] = {
     "planner": "plan", "executor": "implement", "fixer": "fix", "summarizer": "summarize",
 }
@@ -128,7 +131,7 @@ class LLMAgent(Worker):
         if last.error is not None:
             kind = last.error.split(":", 1)[0]
             return [*calls, self.failed(event, f"llm error: {kind}", last.error, last.event_id)]
-        if last.finish_reason == "length":  # cut at max_tokens: never half a kernel, plan or insight
+        if last.finish_reason == "length" and self.role in KERNEL_ROLES:  # cut at max_tokens: never half a kernel
             limit = last.params.get("max_tokens")
             return [*calls, self.failed(event, TRUNCATED, f"the reply stopped at the token limit (max_tokens={limit}, "
                                         f"{last.usage.completion_tokens} completion tokens); raise "

@@ -18,11 +18,8 @@ from events import catalog as c
 from events.logfile import read_events
 
 PROBLEMS = "silu,swiglu"
-# output capped per role (a 135M model rarely stops on its own): plans and insights short, kernels
-# long enough for the baseline's size; what is cut off becomes a `truncated` failure
 SMALL_SEARCH = ["--preset", "quick", "--set", "search.iterations=1", "--set", "search.fix_rounds=1",
-                "--set", "llm.planner.max_tokens=192", "--set", "llm.summarizer.max_tokens=192",
-                "--set", "llm.executor.max_tokens=640", "--set", "llm.fixer.max_tokens=640"]
+                "--set", "llm.default.max_tokens=768"]
 
 
 def _accelopt(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
