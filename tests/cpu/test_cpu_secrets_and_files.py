@@ -33,8 +33,8 @@ def test_api_key_in_parent_environment_is_invisible(cpu_agent: CpuAgent, scale_s
         fprintf(stderr, "no secrets found\n");
     """)
     prof = cpu_agent.profile(scale_shift, c_solution(scale_shift, thief))
+    # finding a key aborts, so `passed` means none was found (a passed kernel's stderr is not kept)
     assert prof.status == "passed", prof.log
-    assert "no secrets found" in prof.log
     assert secret not in prof.log
 
 
