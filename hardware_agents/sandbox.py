@@ -3,11 +3,12 @@
 Usage::
 
     with Sandbox(SandboxPolicy(wall_timeout_s=30)) as box:
-        (box.workdir / "kernel.so").write_bytes(...)        # stage inputs
-        out = box.run("hardware_agents.cpu.harness:run_kernel", request)   # msgspec Struct
+        (box.workdir / "src.c").write_text(...); box.give("src.c")       # stage inputs
+        out = box.run("hardware_agents.cpu.compiler:compile_in_child", request)  # run to the end
         if out.status == "ok":
-            result = out.decode(HarnessResult)
-            data = box.read_file("out/y.npy", max_bytes=...)  # files the harness wrote
+            result = out.decode(CompileOutput)
+            data = box.read_file("kernel.so", max_bytes=...)  # files the child wrote
+        child = box.spawn("hardware_agents.cpu.server:serve", request, pass_fds=(...))  # driven
 
 The child is `python -m hardware_agents._sandbox_child`; it imports the target module,
 locks itself down (see that module), then calls `target(payload: bytes, workdir: Path)`,
