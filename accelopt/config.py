@@ -27,7 +27,7 @@ class _C(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 class SearchConfig(_C):
-    """Beam search (DESIGN §1): B candidates x N plans x K implementations, T iterations."""
+    """Beam search (see docs/architecture.md): B candidates x N plans x K implementations, T iterations."""
 
     beam_width: int = 2
     plans_per_candidate: int = 2
@@ -273,7 +273,7 @@ def target_devices(cfg: RunConfig, names: list[str]) -> dict[str, str]:
 
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # DESIGN §1 defaults
+    # the paper's beam-search defaults (docs/architecture.md)
     "quick": {"search": {"beam_width": 2, "plans_per_candidate": 2, "samples_per_plan": 1, "iterations": 3}},
     "triton": {"search": {"beam_width": 2, "plans_per_candidate": 4, "samples_per_plan": 2, "iterations": 16,
                           "fix_rounds": 4}, "suite": "triton", "device": "h100"},

@@ -29,7 +29,7 @@ class ModelPrice(msgspec.Struct, kw_only=True):
 
 
 class MemoryEntry(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """One slow->fast pair with its distilled insight (DESIGN §8)."""
+    """One slow->fast pair with its distilled insight (see docs/memory.md)."""
 
     id: str
     source_run: str

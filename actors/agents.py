@@ -1,4 +1,4 @@
-"""The four LLM agents: planner, executor, fixer, summarizer (DESIGN §4).
+"""The four LLM agents: planner, executor, fixer, summarizer (see docs/architecture.md).
 
 Each is a `Worker` on its role's durable consumer (durable name = the role; filter = its
 request type on every run). For one request it resolves the problem from the run's

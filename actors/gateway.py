@@ -1,4 +1,4 @@
-"""The LLM gateway: every model call of the agents goes through here (DESIGN §5).
+"""The LLM gateway: every model call of the agents goes through here (see docs/llm-providers.md).
 
 - litellm (`acompletion`) for every provider; the model, temperature, max tokens,
   concurrency, timeout, retries, API base, the name of the environment variable holding

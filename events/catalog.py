@@ -1,4 +1,4 @@
-"""The event catalog: every fact of a run as an immutable msgspec Struct (DESIGN §3).
+"""The event catalog: every fact of a run as an immutable msgspec Struct (see docs/architecture.md).
 
 Each event carries the envelope fields (event_id, run_id, type, schema_version,
 causation_id, ts). `type` is the msgspec tag, i.e. the class name. Event ids are derived

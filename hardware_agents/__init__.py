@@ -1,4 +1,4 @@
-"""Hardware agents: one profiler per device family, behind one interface (DESIGN §6).
+"""Hardware agents: one profiler per device family, behind one interface (see hardware_agents/README.md).
 
     from hardware_agents import get_agent, available_devices
     agent = get_agent("cpu")                       # HardwareAgent

@@ -1,4 +1,4 @@
-"""The hardware-agent interface, the device registry and the roofline (DESIGN §1, §6).
+"""The hardware-agent interface, the device registry and the roofline (see hardware_agents/README.md).
 
 A hardware agent turns (problem, solution) into a `Profile`: compile, check correctness on
 fresh and adversarial inputs, time, and place the result on the device's roofline:
@@ -48,7 +48,7 @@ __all__ = [
     "t_peak", "to_trace",
 ]
 
-# Correctness seeds used when the caller names none (three fresh seeds, as the issue asks).
+# Correctness seeds used when the caller names none (three fresh seeds).
 DEFAULT_SEEDS: tuple[int, ...] = (0, 21, 42)
 
 

@@ -1,4 +1,4 @@
-"""The validity layer every hardware agent uses (DESIGN §6: the field's known reward hacks).
+"""The validity layer every hardware agent uses (the field's known reward hacks: hardware_agents/README.md).
 
 - Inputs: fresh and deterministic per (seed, input), from the definition's `x_input_init`
   expressions (default `normal(0, 1)`), plus adversarial cases: `x_adversarial` or, by

@@ -1,4 +1,4 @@
-"""The optimization memory (DESIGN §8): a LanceDB table of slow->fast kernel pairs with their
+"""The optimization memory (see docs/memory.md): a LanceDB table of slow->fast kernel pairs with their
 insights, embedded with sentence-transformers and retrieved by similarity.
 
 The table is a projection of `MemoryEntryAdded` events (the memory curator actor keeps it

@@ -1,4 +1,4 @@
-"""The table layout (DESIGN §8) and the conversions between `MemoryEntry` and Arrow rows.
+"""The table layout (see docs/memory.md) and the conversions between `MemoryEntry` and Arrow rows.
 
 One row per memory entry: the `MemoryEntry` fields, a `noop` flag computed on the way in
 (insights that found nothing are kept, but never retrieved) and the `embedding` of

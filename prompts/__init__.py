@@ -1,4 +1,4 @@
-"""Prompt templates of the four LLM agents, per kernel language (DESIGN §4, paper §2).
+"""Prompt templates of the four LLM agents, per kernel language (see docs/architecture.md, paper §2).
 
 Templates are text files shipped in this package: `<role>.<language>.txt` (roles planner,
 executor, fixer, summarizer; languages c, triton, nki), each with a `=== system ===` and a

@@ -1,4 +1,4 @@
-"""Roofline peaks of one NeuronCore, as the paper counts them (DESIGN §1, NKIBENCH.md).
+"""Roofline peaks of one NeuronCore, as the paper counts them (see docs/neuron.md).
 
 Every figure is per physical NeuronCore, because a profile pins exactly one core
 (`NEURON_RT_VISIBLE_CORES`, `--logical-nc-config=1`); all tensors are fp32.

@@ -18,7 +18,7 @@ All numbers are per GPU, dense (no 2:4 sparsity), from NVIDIA's published specif
   (packed half2 FMAs, as on Hopper) and marked derived. L2 126 MB (2 dies).
 
 `peak_matmul_flops` is the BF16/FP16 tensor peak and `peak_vector_flops` the FP32 CUDA-core
-peak (DESIGN §1's PEAK_MM and PEAK_VEC); `spec_for_dtypes` picks the peaks that apply to a
+peak (the roofline's PEAK_MM and PEAK_VEC, hardware_agents/base.py); `spec_for_dtypes` picks the peaks that apply to a
 problem's data types (TF32 tensor cores for fp32 matmuls, FP8 tensor cores for fp8, packed
 16-bit vector math when every float tensor is 16-bit), always the fastest legal path, so
 the roofline is a true lower bound on time.
