@@ -106,3 +106,16 @@ def read_events(path: str | Path) -> list:
 
     _, records = read_records(path)
     return [decode(data, subject, i + 1) for i, (subject, data) in enumerate(records)]
+
+
+def write_events(path: str | Path, events: list) -> Path:
+    """Export `events` (one run's, in order) as a log file, the counterpart of `read_events`."""
+    from events.codec import encode
+    from events.subjects import subject_for
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with LogWriter(path, events[0].run_id) as w:
+        for e in events:
+            w.write(subject_for(e), encode(e))
+    return path

@@ -123,14 +123,9 @@ def synthetic() -> Callable[..., list[ev.Event]]:
 
 
 def write_log(events: list[ev.Event], path: Path) -> Path:
-    from events.codec import encode
-    from events.logfile import LogWriter
-    from events.subjects import subject_for
+    from events.logfile import write_events
 
-    with LogWriter(path, events[0].run_id) as w:
-        for e in events:
-            w.write(subject_for(e), encode(e))
-    return path
+    return write_events(path, events)
 
 
 @pytest.fixture(scope="session")
