@@ -115,3 +115,15 @@ def test_a_crash_after_a_good_run_is_not_masked_by_the_old_report() -> None:
         assert silent.status == "crashed" and "without a result" in silent.error
         missing = box.run("hardware_agents._probe:no_such_function")
         assert missing.status == "error" and "no_such_function" in missing.error
+
+
+def test_kernel_output_for_an_llm_is_bounded_and_scrubbed() -> None:
+    from hardware_agents.sandbox import scrub_output
+
+    key = "sk-" + "A1b2C3d4" * 5
+    raw = (f"line with {key}\n\x1b[31mred\x00\n" + "".join(f"line {i}\n" for i in range(100))).encode()
+    text = scrub_output(raw, max_lines=10)
+    assert key not in text and "[redacted]" in text
+    assert "\x1b" not in text and "\x00" not in text
+    assert text.count("\n") == 10 and text.endswith("[... output truncated ...]")
+    assert len(scrub_output(b"x" * 10_000, max_chars=500)) < 600
