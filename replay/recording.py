@@ -60,15 +60,24 @@ class ServedCounts:
     llm_served: int = 0
     profiles: int = 0
     profiles_served: int = 0
+    remeasures: int = 0  # end-of-problem re-measure profiles: made anew by design, never served
 
 
 def served_counts(events: Iterable[ev.Event]) -> ServedCounts:
-    """How much of a run was served from its parent's recording instead of produced anew."""
+    """How much of a run was served from its parent's recording instead of produced anew.
+
+    A re-measure times the best kernel again on this machine, so it is counted apart from the
+    search's profiles (which an unchanged ablation serves in full)."""
     c = ServedCounts()
+    remeasure_requests: set[str] = set()
     for e in events:
         if isinstance(e, ev.LLMCallCompleted):
             c.llm_calls += 1
             c.llm_served += e.served_from is not None
+        elif isinstance(e, ev.ProfileRequested) and e.purpose == "remeasure":
+            remeasure_requests.add(e.event_id)
+        elif isinstance(e, ev.KernelProfiled) and e.request_id in remeasure_requests:
+            c.remeasures += 1
         elif isinstance(e, ev.KernelProfiled):
             c.profiles += 1
             c.profiles_served += e.served_from is not None

@@ -226,7 +226,7 @@ def execute(console: Console, cfg: RunConfig, problems: list, args: argparse.Nam
         s = served_counts(read_events(outcome.run_dir / "log.aolog"))
         console.print(f"served from the recording of {view.started.parent_run}: {s.llm_served} of {s.llm_calls} "
                       f"LLM calls ({s.llm_calls - s.llm_served} made anew), {s.profiles_served} of {s.profiles} "
-                      f"profiles")
+                      f"profiles" + (f" (+{s.remeasures} re-measure profiles, timed anew)" if s.remeasures else ""))
     console.print(f"LLM cost ${view.cost_usd:.4f} · log, best kernels and results in {outcome.run_dir}")
     failed = {role: u.failed_calls for role, u in sorted(view.usage.items()) if u.failed_calls}
     if failed:
