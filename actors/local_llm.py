@@ -35,7 +35,7 @@ import tempfile
 import time
 import urllib.request
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
@@ -261,10 +261,3 @@ class LocalLLMServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-@contextlib.contextmanager
-def local_llm(root: Path | None = None, **server_kwargs: object) -> Iterator[LocalLLMServer]:
-    """Prepare (if needed) and serve the local model for the duration of the block."""
-    with LocalLLMServer(prepare(root), **server_kwargs) as server:  # type: ignore[arg-type]
-        yield server

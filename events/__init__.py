@@ -19,7 +19,6 @@ _LAZY = {
     "Delivery": "events.log",
     "StreamSettings": "events.log",
     "NatsServer": "events.server",
-    "nats_endpoint": "events.server",
     "read_events": "events.logfile",
 }
 

@@ -174,18 +174,3 @@ def check_url(url: str, timeout: float = 2.0) -> None:
             return
         tried.append(f"{host}:{port}")
     raise NatsServerError(f"no NATS server reachable at {url} (tried {', '.join(tried) or 'nothing'})")
-
-
-@contextlib.contextmanager
-def nats_endpoint(url: str | None, store_dir: str | Path):
-    """Yield a NATS URL: the given one (checked), or a freshly started embedded server."""
-    if url:
-        check_url(url)
-        yield url
-        return
-    server = NatsServer(store_dir)
-    server.start()
-    try:
-        yield server.url
-    finally:
-        server.stop()

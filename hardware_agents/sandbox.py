@@ -264,11 +264,6 @@ def _proc_status(pid: str) -> tuple[tuple[int, ...], bytes] | None:
     return (uids, state) if uids is not None else None
 
 
-def _proc_uids(pid: str) -> tuple[int, ...] | None:
-    st = _proc_status(pid)
-    return st[0] if st else None
-
-
 def pids_of_uid(uid: int, *, zombies: bool = False) -> list[int]:
     """Processes of `uid`; zombies (dead, waiting for init to reap them) only if asked."""
     out = []

@@ -103,8 +103,5 @@ class Embedder:
             )
         return np.ascontiguousarray(vecs, dtype=np.float32)
 
-    def encode_one(self, text: str) -> np.ndarray:
-        return self.encode([text])[0]
-
     def __repr__(self) -> str:
         return f"Embedder({self.name!r}, device={self.device!r})"

@@ -106,10 +106,6 @@ def row_to_entry(row: dict[str, Any]) -> MemoryEntry:
     return msgspec.convert({f: row[f] for f in ENTRY_FIELDS if f in row and row[f] is not None}, MemoryEntry)
 
 
-def rows_to_entries(rows: Iterable[dict[str, Any]]) -> list[MemoryEntry]:
-    return [row_to_entry(r) for r in rows]
-
-
 def sql_str(value: str) -> str:
     """A SQL string literal for LanceDB filters."""
     return "'" + value.replace("'", "''") + "'"
