@@ -359,16 +359,16 @@ class Sandbox:
         self._root = os.geteuid() == 0
         self.uid: int | None = None
         self.gid: int | None = None
-        if self._root and self.policy.drop_privileges:
-            self.uid = self.gid = _allocate_uid()
+        uid = _allocate_uid() if self._root and self.policy.drop_privileges else None
+        self.uid = self.gid = uid
         self._outer = private_dir(base_dir or default_base_dir(), prefix)  # 0700, ours: the log lives here
         self.workdir = self._outer / "work"
         self.workdir.mkdir(mode=0o700)
         (self.workdir / ".sandbox").mkdir(mode=0o700)
-        if self.uid is not None:
+        if uid is not None:
             os.chmod(self._outer, 0o711)  # the child may traverse to its work dir, not list ours
-            os.chown(self.workdir, self.uid, self.gid)
-            os.chown(self.workdir / ".sandbox", self.uid, self.gid)
+            os.chown(self.workdir, uid, uid)
+            os.chown(self.workdir / ".sandbox", uid, uid)
         self._closed = False
 
     def __enter__(self) -> Sandbox:
@@ -389,7 +389,7 @@ class Sandbox:
     def give(self, relpath: str) -> Path:
         """Make a staged file or dir (created by the parent) readable by the child."""
         p = self.workdir / relpath
-        if self.uid is not None:
+        if self.uid is not None and self.gid is not None:
             for q in [p, *p.parents]:
                 if q == self.workdir:
                     break
@@ -486,25 +486,30 @@ class Sandbox:
         log_text = self._log_head(child.log_path)
         rc = proc.returncode
         sig = signal.Signals(-rc).name if rc is not None and rc < 0 else None
-        base = {"returncode": rc, "signal": sig, "wall_s": wall, "log": log_text, "stray_processes": stray,
-                "isolation": isolation}
+
+        def outcome(status: SandboxStatus, error: str = "", *, error_type: str = "",
+                    payload: bytes = b"") -> SandboxOutcome:
+            return SandboxOutcome(status=status, error=error, error_type=error_type, payload=payload,
+                                  returncode=rc, signal=sig, wall_s=wall, log=log_text,
+                                  stray_processes=stray, isolation=isolation)
+
         if timed_out:
-            return SandboxOutcome(status="timeout", error=f"wall-clock timeout after {timeout:.1f} s", **base)
+            return outcome("timeout", f"wall-clock timeout after {timeout:.1f} s")
         if sig == "SIGXCPU":
-            return SandboxOutcome(status="cpu_limit", error="CPU time limit exceeded", **base)
+            return outcome("cpu_limit", "CPU time limit exceeded")
         report = self._read_report(child.result_path)
         if report is None:
             what = f"killed by {sig}" if sig else f"exited with code {rc} without a result"
             if sig == "SIGXFSZ":
                 what += " (file size limit)"
-            return SandboxOutcome(status="crashed", error=what, **base)
+            return outcome("crashed", what)
         if report.error_type == "IsolationUnavailable" and not isolation.get("_untrusted"):
-            return SandboxOutcome(status="unisolated", error=unisolated_message(report.error), **base)
+            return outcome("unisolated", unisolated_message(report.error))
         if sig is not None:
-            return SandboxOutcome(status="crashed", error=f"killed by {sig} after reporting", **base)
+            return outcome("crashed", f"killed by {sig} after reporting")
         if not report.ok:
-            return SandboxOutcome(status="error", error=report.error, error_type=report.error_type, **base)
-        return SandboxOutcome(status="ok", payload=report.payload, **base)
+            return outcome("error", report.error, error_type=report.error_type)
+        return outcome("ok", payload=report.payload)
 
     def _kill_all(self, proc: subprocess.Popen[bytes]) -> None:
         try:
