@@ -67,7 +67,7 @@ class ProblemTarget(msgspec.Struct, kw_only=True, frozen=True):
     content_hash: str
 
 
-class RunStarted(Event, tag=True):
+class RunStarted(Event, tag=True, frozen=True):
     config: dict[str, Any]
     seed: int
     targets: list[ProblemTarget]
@@ -78,24 +78,24 @@ class RunStarted(Event, tag=True):
     fork_config: dict[str, Any] | None = None  # the parent's config, in force up to fork_iteration
 
 
-class RunCompleted(Event, tag=True):
+class RunCompleted(Event, tag=True, frozen=True):
     reason: str
     best: dict[str, str] = {}
 
 
-class RunFailed(Event, tag=True):
+class RunFailed(Event, tag=True, frozen=True):
     reason: str
     detail: str = ""
 
 
-class BudgetExceeded(Event, tag=True):
+class BudgetExceeded(Event, tag=True, frozen=True):
     spent_usd: float
     budget_usd: float
 
 
 # --- iterations -----------------------------------------------------------------------------
 
-class IterationStarted(Event, tag=True):
+class IterationStarted(Event, tag=True, frozen=True):
     problem: str
     iteration: int
     beam: list[str]
@@ -107,14 +107,14 @@ class BeamMember(msgspec.Struct, kw_only=True, frozen=True):
     pct_peak: float | None = None
 
 
-class BeamSelected(Event, tag=True):
+class BeamSelected(Event, tag=True, frozen=True):
     problem: str
     iteration: int
     beam: list[BeamMember]
     best_kernel_id: str
 
 
-class IterationCompleted(Event, tag=True):
+class IterationCompleted(Event, tag=True, frozen=True):
     problem: str
     iteration: int
     best_kernel_id: str
@@ -138,7 +138,7 @@ class RetrievedInsight(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=
     diff: str = ""  # slow -> fast as a unified diff of the changed hunks (bounded, whole hunks only)
 
 
-class MemoryRetrieved(Event, tag=True):
+class MemoryRetrieved(Event, tag=True, frozen=True):
     problem: str
     iteration: int
     candidate_id: str
@@ -146,13 +146,13 @@ class MemoryRetrieved(Event, tag=True):
     entries: list[RetrievedInsight]
 
 
-class MemoryEntryAdded(Event, tag=True):
+class MemoryEntryAdded(Event, tag=True, frozen=True):
     entry: MemoryEntry
 
 
 # --- LLM agents -----------------------------------------------------------------------------
 
-class PlanRequested(Event, tag=True):
+class PlanRequested(Event, tag=True, frozen=True):
     """Self-contained: the planner needs only this and the run's RunStarted (problem)."""
 
     problem: str
@@ -167,7 +167,7 @@ class PlanRequested(Event, tag=True):
     memory_event_id: str | None = None
 
 
-class LLMCallCompleted(Event, tag=True):
+class LLMCallCompleted(Event, tag=True, frozen=True):
     role: Role
     request_id: str
     model: str
@@ -186,7 +186,7 @@ class LLMCallCompleted(Event, tag=True):
     permanent: bool = False  # failed with an error no retry can fix (auth, unknown model, bad request)
 
 
-class PlanProposed(Event, tag=True):
+class PlanProposed(Event, tag=True, frozen=True):
     problem: str
     iteration: int
     candidate_id: str
@@ -195,7 +195,7 @@ class PlanProposed(Event, tag=True):
     llm_call_id: str
 
 
-class ImplementationRequested(Event, tag=True):
+class ImplementationRequested(Event, tag=True, frozen=True):
     problem: str
     iteration: int
     candidate_id: str
@@ -207,7 +207,7 @@ class ImplementationRequested(Event, tag=True):
     candidate_source: str = ""
 
 
-class KernelProposed(Event, tag=True):
+class KernelProposed(Event, tag=True, frozen=True):
     kernel_id: str
     problem: str
     iteration: int
@@ -221,7 +221,7 @@ class KernelProposed(Event, tag=True):
     llm_call_id: str | None = None
 
 
-class ProposalFailed(Event, tag=True):
+class ProposalFailed(Event, tag=True, frozen=True):
     stage: Stage
     request_id: str
     problem: str
@@ -231,7 +231,7 @@ class ProposalFailed(Event, tag=True):
     llm_call_id: str | None = None
 
 
-class FixRequested(Event, tag=True):
+class FixRequested(Event, tag=True, frozen=True):
     """Repair `kernel_id` (which failed with `status`), round `fix_round` of at most F."""
 
     kernel_id: str
@@ -246,7 +246,7 @@ class FixRequested(Event, tag=True):
     parent_source: str = ""
 
 
-class SummaryRequested(Event, tag=True):
+class SummaryRequested(Event, tag=True, frozen=True):
     """Distil the slow->fast pair into an insight. For a regression (positive=False) the
     roles are reversed: slow = the regressed child, fast = its parent ("undo this")."""
 
@@ -262,7 +262,7 @@ class SummaryRequested(Event, tag=True):
     fast_source: str = ""
 
 
-class InsightSummarized(Event, tag=True):
+class InsightSummarized(Event, tag=True, frozen=True):
     problem: str
     iteration: int
     request_id: str
@@ -274,7 +274,7 @@ class InsightSummarized(Event, tag=True):
 
 # --- profiling ------------------------------------------------------------------------------
 
-class ProfileRequested(Event, tag=True):
+class ProfileRequested(Event, tag=True, frozen=True):
     kernel_id: str
     problem: str
     device: str
@@ -284,7 +284,7 @@ class ProfileRequested(Event, tag=True):
     seed_offset: int = 0
 
 
-class KernelProfiled(Event, tag=True):
+class KernelProfiled(Event, tag=True, frozen=True):
     kernel_id: str
     problem: str
     device: str
@@ -306,7 +306,7 @@ class RemeasuredSide(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=Tr
     log_head: str = ""
 
 
-class ProblemRemeasured(Event, tag=True):
+class ProblemRemeasured(Event, tag=True, frozen=True):
     """The end of a problem: its baseline and best kernel profiled again in interleaved rounds
     (baseline, best; then best, baseline; ...) on fresh seeds, so both see the same machine
     conditions. `speedup` is the ratio of the sides' medians; `noise` the relative band

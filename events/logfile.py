@@ -11,6 +11,7 @@ import struct
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import msgspec
 
@@ -34,12 +35,12 @@ class LogWriter:
         self.run_id = run_id
         self.count = 0
         self._tmp = self.path.with_name(self.path.name + ".partial")
-        self._fh = None
+        self._fh: BinaryIO | None = None
 
     def __enter__(self) -> LogWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh = open(self._tmp, "wb")
-        self._fh.write(MAGIC)
+        self._fh = fh = open(self._tmp, "wb")
+        fh.write(MAGIC)
         self._record(msgspec.msgpack.encode(LogHeader(run_id=self.run_id, exported_at=time.time())))
         return self
 
