@@ -165,6 +165,9 @@ class WorkersConfig(_C):
     ack_wait_s: float = 30.0
     heartbeat_s: float = 5.0
     max_deliver: int = 3
+    # the four LLM roles in one host process (one litellm import; they wait on the network);
+    # false: a process per role, each restarted on its own
+    llm_roles_together: bool = True
 
 
 class LogConfig(_C):

@@ -1,7 +1,8 @@
 """Start and stop the set of actors a run needs on Ray.
 
-`Deployment.start()` places one host per role (planner, executor, fixer, summarizer, the
-memory curator) and `workers` profiler hosts per device kind, then `start_coordinator`
+`Deployment.start_agents()` places one host for the four LLM roles (planner, executor,
+fixer, summarizer; or one host each with `workers.llm_roles_together: false`), one for the
+memory curator, and `workers` profiler hosts per device kind, then `start_coordinator`
 adds one coordinator per run. Hosts consume their durable consumers until stopped, so one
 deployment can serve several runs (and agents started elsewhere with `accelopt worker`
 join the same consumers).
@@ -85,9 +86,13 @@ class Deployment:
 
     def start_agents(self, devices: list[str]) -> None:
         """LLM agents, profilers for `devices`, and the memory curator."""
-        for role in LLM_ROLES:
-            options = llm_agent_options(role, self.cfg)
-            self._spawn(role, role, {"nats_url": self.nats_url, "llm_config": self.cfg.llm, "options": options})
+        roles = {role: {"nats_url": self.nats_url, "llm_config": self.cfg.llm,
+                        "options": llm_agent_options(role, self.cfg)} for role in LLM_ROLES}
+        if self.cfg.workers.llm_roles_together:
+            self._spawn("llm", "group", {"members": [(ROLE_FACTORIES[r], kw) for r, kw in roles.items()]})
+        else:
+            for role, kwargs in roles.items():
+                self._spawn(role, role, kwargs)
         for device in devices:
             dcfg = self.cfg.devices.get(device)
             for i in range(dcfg.workers if dcfg else 1):

@@ -26,12 +26,36 @@ ROLE_FACTORIES: dict[str, str] = {
     "profiler": "actors.profiler:ProfilerAgent",
     "curator": "actors.curator:MemoryCurator",
     "coordinator": "actors.coordinator:CoordinatorService",
+    "group": "actors.hosting:ActorGroup",
 }
 
 
 def build(factory: str, kwargs: dict[str, Any]) -> Any:
     module, _, name = factory.partition(":")
     return getattr(importlib.import_module(module), name)(**kwargs)
+
+
+class ActorGroup:
+    """Several actors in one process, run side by side on its event loop.
+
+    The LLM roles wait on the network, not the CPU, so one process serves them all and pays
+    for importing litellm once instead of once per role (see docs/cluster.md)."""
+
+    def __init__(self, members: list[tuple[str, dict[str, Any]]]) -> None:
+        self.members = [build(factory, kwargs) for factory, kwargs in members]
+
+    @property
+    def is_ready(self) -> bool:
+        return all(getattr(m, "is_ready", True) for m in self.members)
+
+    async def run(self, **kwargs: Any) -> list[Any]:
+        import asyncio
+
+        return list(await asyncio.gather(*(m.run(**kwargs) for m in self.members)))
+
+    def stop(self) -> None:
+        for m in self.members:
+            m.stop()
 
 
 class _Host:

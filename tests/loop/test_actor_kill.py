@@ -1,6 +1,7 @@
-"""Killing a planner or the profiler actor mid-run loses and duplicates nothing: Ray restarts
-the actor and re-runs its loop, JetStream redelivers the unacked request, and result ids
-derived from the request keep a second handling from adding a second result."""
+"""Killing the LLM roles' host (the planner among them) or the profiler actor mid-run loses
+and duplicates nothing: Ray restarts the actor and re-runs its loop, JetStream redelivers
+the unacked request, and result ids derived from the request keep a second handling from
+adding a second result."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def test_killed_planner_and_profiler_lose_and_duplicate_nothing(ray_session, run
 
     def on_event(e: c.Event, view) -> None:
         if isinstance(e, c.PlanRequested) and e.iteration == 1 and e.sample_index == 0 and not killed:
-            kill("accelopt-planner-")
+            kill("accelopt-llm-")  # the host of the four LLM roles, the planner among them
         if isinstance(e, c.ProfileRequested) and e.purpose == "candidate" and len(killed) == 1:
             kill("accelopt-profiler-cpu-")
 
