@@ -4,35 +4,50 @@ profile(problem, solution):
   1. static checks: language `nki`, no lower precision (float16/bfloat16/fp8/tf32) in the
      source (comments stripped), as NKIBench rejects it;
   2. inputs for seeds 0, 21, 42, 63, 84 (at least `min_seeds`) plus adversarial cases,
-     transformed with the problem's `transform_to_nki_inputs`; float64 references;
+     transformed with the problem's `transform_to_nki_inputs`; float64 references in a private
+     0700 dir outside every sandbox read path (`data.py`, cached per problem);
   3. a sandboxed child compiles and runs the kernel on every case (`nki.baremetal` with
      NEURON_CC_FLAGS=--auto-cast=none on one pinned NeuronCore, or `nki.simulate_kernel`
      without a device). Load/trace/compile failures -> `compile_error`; failures after a
      NEFF exists (or naming the Neuron runtime), crashes -> `runtime_error`;
   4. outputs mapped with `transform_nki_outputs` and judged here against the reference
      (relative L2 per problem, plus the validity layer's elementwise bound) -> `incorrect`;
-  5. device only: a second child runs the paper's timing loop (2 warm-ups, 10 profiled runs,
-     re-run while (max - min) / min > 1 %, up to 10 rounds); a third child, which loads no
-     kernel code, runs `neuron-profile view --output-format summary-json` on every NEFF/NTFF
-     pair; the round with the smallest spread is kept; its first summary fills the counters
-     (the paper's 16 profiler fields); roofline with the cited peaks; a result faster than
+  5. device only, timing in rounds this process drives (see protocol.py for the handshake):
+     a second child loads the kernel and stops; per round (the paper's loop: 2 warm-ups, 10
+     profiled runs, re-run while (max - min) / min > 1 %, up to 10 rounds) the agent draws
+     inputs on a fresh seed (`secrets`, never a correctness seed) with float64 references it
+     keeps in memory, hands the arguments over only then, and times the round's calls on its
+     own clock (from continuing the child to its next stop); every profiled run's output is
+     checked in full against that round's reference and the inputs must be unchanged (else
+     `incorrect`: results must not depend on being timed); a third child, which loads neither
+     the kernel nor the SDK, runs `neuron-profile view --output-format summary-json` on copies
+     of the round's NEFF/NTFF pairs; device times adding up to more than our wall time of the
+     round -> `timing_mismatch` (there is no lower bound: see `_rounds`). The round with the
+     smallest spread is kept; its first summary fills the counters (the paper's 16 profiler
+     fields; `timing_wall_s`, `timing_device_s`, `timing_setup_s` sum our clock and the
+     readings over the rounds); roofline with the cited peaks; a result faster than
      `max_pct_peak` x the roofline is rejected as `incorrect`;
   6. without a device (or without neuron-profile, or with measure=False): `unmeasured`.
 
+Every Profile records the isolation its sandbox applied; a sandbox that cannot isolate the
+kernel (and is not allowed to run it unisolated) gives `sandbox_error`.
 Without the SDK the constructor raises `NeuronSDKMissing`, naming what to install.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import io
 import math
 import os
 import re
+import shutil
 import stat
 import statistics
 import time
 import tokenize
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -43,8 +58,9 @@ from accelopt.problem import Problem, Solution
 from accelopt.profile import LatencyStats, Profile, SeedCheck
 from hardware_agents import validity
 from hardware_agents.base import DEFAULT_SEEDS, DeviceSpec, HardwareAgent, pct_peak, roofline_terms, t_peak
+from hardware_agents.datacache import DataCache
 from hardware_agents.neuron import sdk
-from hardware_agents.neuron.data import CaseData, DataCache, ProblemData
+from hardware_agents.neuron.data import ProblemData, TimingRound, build_problem_data, fresh_seed
 from hardware_agents.neuron.protocol import (
     CaseSpec,
     HarnessRequest,
@@ -53,16 +69,23 @@ from hardware_agents.neuron.protocol import (
     SummaryRequest,
     SummaryResult,
     TimingSpec,
+    profiled_pair,
+    report_file,
+    round_dir,
+    round_file,
+    timed_output,
 )
+from hardware_agents.neuron.protocol import TimingRound as ChildRound
 from hardware_agents.neuron.reference import ReferenceModule
 from hardware_agents.neuron.specs import SPECS
 from hardware_agents.neuron.summary import COUNTER_FIELDS, ProfileSummary, SummaryError, parse_summary
-from hardware_agents.sandbox import Sandbox, SandboxOutcome, SandboxPolicy
+from hardware_agents.sandbox import Sandbox, SandboxChild, SandboxOutcome, SandboxPolicy
 
 NKIBENCH_SEEDS: tuple[int, ...] = (0, 21, 42, 63, 84)
 DEFAULT_CC_FLAGS = "--auto-cast=none"
 # The reference implementation's nki.baremetal options (one logical core = one physical core).
 DEFAULT_COMPILE_OPTIONS = "--disable-dge --logical-nc-config=1"
+_MAX_PROFILE_FILE = 4 << 30  # a NEFF or NTFF copied for the summary child
 _LOW_PRECISION = re.compile(r"\b(float16|bfloat16|fp16|bf16|float8\w*|fp8\w*|tfloat32|tf32)\b", re.IGNORECASE)
 
 
@@ -138,7 +161,9 @@ class NeuronAgent(HardwareAgent):
         self.sandbox_dir = Path(sandbox_dir) if sandbox_dir else None
         self.sandbox_options = dict(sandbox_options or {})
         self.extra_env = dict(extra_env or {})
-        self.data = DataCache(data_cache_problems, self.sandbox_dir)
+        # staged under a 0755 root (the sandbox's uid reads the inputs); references stay private
+        self.data: DataCache[ProblemData] = DataCache(build_problem_data, capacity=data_cache_problems,
+                                                     base_dir=self.sandbox_dir, prefix="accelopt-nki-", mode=0o755)
 
     # --- device ----------------------------------------------------------------------------
 
@@ -177,8 +202,7 @@ class NeuronAgent(HardwareAgent):
         opts: dict[str, Any] = dict(
             wall_timeout_s=timeout, max_processes=512, max_file_bytes=16 << 30,
             address_space_bytes=(1 << 40) if device else max(8 << 30, 16 * footprint),
-            read_paths=(str(data.dir), *self.sdk.python_path,
-                        *([os.path.dirname(self.neuron_profile)] if self.neuron_profile else [])),
+            read_paths=self._read_paths(data),
             python_path=self.sdk.python_path,
             write_paths=tuple(self.devices) if device else (), env=self.child_env(),
         )
@@ -188,6 +212,12 @@ class NeuronAgent(HardwareAgent):
             opts["drop_privileges"] = False  # the runtime must open device nodes that only root may use
         opts.update(self.sandbox_options)
         return SandboxPolicy(**opts)
+
+    def _read_paths(self, data: ProblemData | None) -> tuple[str, ...]:
+        """The SDK, neuron-profile and (for the correctness child) the data dir; the timing
+        child reads its inputs from its own work dir, where the agent puts them round by round."""
+        return (*([str(data.dir)] if data is not None else []), *self.sdk.python_path,
+                *([os.path.dirname(self.neuron_profile)] if self.neuron_profile else []))
 
     # --- profile ---------------------------------------------------------------------------
 
@@ -228,32 +258,44 @@ class NeuronAgent(HardwareAgent):
             out = box.run("hardware_agents.neuron.harness:run", req, timeout_s=timeout)
             failed, checks, res = self._judge(problem, data, out, box)
         if failed is not None:
+            failed.isolation = out.isolation
             return failed
         assert res is not None
         tools = {**res.versions}
         counters: dict[str, float] = {"compile_s": res.compile_s}
         if not measure:
-            return self._fail("unmeasured", "correct; timing not requested", tools, correctness=checks,
-                              counters=counters)
-        if self.mode == "simulate":
-            return self._fail("unmeasured", "correct in nki.simulate_kernel (no Neuron device on this host: "
-                              "not timed)", tools, correctness=checks, counters=counters)
-        if not self.neuron_profile:
-            return self._fail("unmeasured", "correct on the device, but neuron-profile was not found (install "
-                              "aws-neuronx-tools): not timed", tools, correctness=checks, counters=counters)
-        timed = [c for c in data.cases if not c.case.adversarial][-1]
+            why = "correct; timing not requested"
+        elif self.mode == "simulate":
+            why = "correct in nki.simulate_kernel (no Neuron device on this host: not timed)"
+        elif not self.neuron_profile:
+            why = "correct on the device, but neuron-profile was not found (install aws-neuronx-tools): not timed"
+        else:
+            why = ""
+        if why:
+            return self._fail("unmeasured", why, tools, correctness=checks, counters=counters,
+                              isolation=out.isolation)
         # A fresh work dir: nothing the correctness run left behind (a rewritten kernel module,
-        # planted profiler files) reaches the timing run.
-        with Sandbox(msgspec.structs.replace(policy, wall_timeout_s=self.timing_timeout_s),
-                     base_dir=self.sandbox_dir) as tbox:
+        # planted profiler files) reaches the timing run; its inputs come round by round.
+        tpolicy = msgspec.structs.replace(policy, wall_timeout_s=self.timing_timeout_s,
+                                          read_paths=self._read_paths(None))
+        spolicy = msgspec.structs.replace(policy, wall_timeout_s=max(60.0, 30.0 * self.runs), write_paths=(),
+                                          read_paths=self._read_paths(None), drop_privileges=True)
+        with Sandbox(tpolicy, base_dir=self.sandbox_dir) as tbox, Sandbox(spolicy, base_dir=self.sandbox_dir) as sbox:
             kernel_file = self._stage_sources(tbox, solution, entry_file)
             treq = HarnessRequest(
-                mode="device", kernel_file=kernel_file, entry=entry, cases=[],
-                compile_options=self.compile_options, neuron_profile=self.neuron_profile,
-                timing=TimingSpec(args=timed.args, warmup=self.warmup, runs=self.runs, max_rounds=self.max_rounds,
-                                  spread_threshold=self.spread_threshold, pause_s=self.round_pause_s))
-            tout = tbox.run("hardware_agents.neuron.harness:run", treq, timeout_s=self.timing_timeout_s)
-            return self._timed(problem, data, timed, tbox, tout, checks, counters, tools)
+                mode="device", kernel_file=kernel_file, entry=entry, cases=[], compile_options=self.compile_options,
+                neuron_profile="" if self.verify_summaries else self.neuron_profile,
+                timing=TimingSpec(warmup=self.warmup, runs=self.runs))
+            child = tbox.spawn("hardware_agents.neuron.harness:run", treq, timeout_s=self.timing_timeout_s)
+            timing = TimingLog()
+            fail = functools.partial(self._fail, extra_tools=tools, counters=counters)
+            try:
+                verdict = self._rounds(problem, data, child, tbox, sbox, timing, checks, fail)
+            finally:
+                tout = child.finish()
+            prof = verdict or self._timed(problem, tout, timing, checks, counters, tools)
+            prof.isolation = tout.isolation
+            return prof
 
     @staticmethod
     def _stage_sources(box: Sandbox, solution: Solution, entry_file: str) -> str:
@@ -284,6 +326,8 @@ class NeuronAgent(HardwareAgent):
             status = "compile_error" if compiling else "runtime_error"
             return self._fail(status, f"the harness crashed {'while compiling' if compiling else 'running the kernel'}"
                               f" ({stage}): {out.error}{tail}"), [], None
+        if out.status == "unisolated":
+            return self._fail("sandbox_error", out.error), [], None
         if out.status != "ok":
             return self._fail("runtime_error", f"{out.error}{tail}"), [], None
         try:
@@ -308,7 +352,8 @@ class NeuronAgent(HardwareAgent):
             if run.name != case.case.name:
                 return self._fail("runtime_error", f"harness result out of order ({run.name} != {case.case.name})",
                                   tools), checks, None
-            chk = self._check_outputs(problem, ref_mod, data, case, box, run.name, run.outputs, run.returned_tuple)
+            chk = self._check_outputs(problem, ref_mod, case.refs(), box, run.name, run.outputs, run.returned_tuple,
+                                      self._output_cap(data))
             if run.mutated:
                 chk.passed = False
                 note = f"modified its input argument(s) {run.mutated}; inputs are read-only"
@@ -320,10 +365,13 @@ class NeuronAgent(HardwareAgent):
                               correctness=checks), checks, None
         return None, checks, res
 
-    def _check_outputs(self, problem: Problem, ref_mod: ReferenceModule, data: ProblemData, case: CaseData,
-                       box: Sandbox, name: str, rels: list[str], returned_tuple: bool) -> SeedCheck:
-        """Judge one set of kernel outputs (files the child wrote) against the case's reference."""
-        cap = 2 * max(data.output_bytes.values(), default=0) + (1 << 20)
+    @staticmethod
+    def _output_cap(data: ProblemData) -> int:
+        return 2 * max(data.output_bytes.values(), default=0) + (1 << 20)
+
+    def _check_outputs(self, problem: Problem, ref_mod: ReferenceModule, refs: dict[str, np.ndarray], box: Sandbox,
+                       name: str, rels: list[str], returned_tuple: bool, cap: int) -> SeedCheck:
+        """Judge one set of kernel outputs (files the child wrote) against the reference."""
         try:
             outs = []
             for rel in rels:
@@ -334,7 +382,6 @@ class NeuronAgent(HardwareAgent):
         if not outs:
             return SeedCheck(case=name, passed=False, note="the kernel returned nothing")
         kernel_out: Any = tuple(outs) if (returned_tuple or len(outs) > 1) else outs[0]
-        refs = case.refs()
         try:
             got = ref_mod.kernel_outputs(kernel_out, refs)
         except ValueError as e:
@@ -343,31 +390,128 @@ class NeuronAgent(HardwareAgent):
         return validity.compare_outputs(name, got, refs, validity.tolerance_of(problem.definition),
                                         expected_dtypes=dtypes)
 
-    def _summaries(self, box: Sandbox, res: HarnessResult) -> list[list[ProfileSummary | None]]:
-        pairs = [(r.neff, r.ntff) for rnd in res.rounds for r in rnd.runs]
-        parsed: list[ProfileSummary | None] = []
-        if self.verify_summaries and pairs:
-            sreq = SummaryRequest(neuron_profile=self.neuron_profile or "", pairs=pairs)
-            sout = box.run("hardware_agents.neuron.harness:summarize", sreq,
-                           timeout_s=max(60.0, 30.0 * len(pairs)))
-            texts = sout.decode(SummaryResult).texts if sout.status == "ok" else []
-            for text in texts + [""] * (len(pairs) - len(texts)):
-                try:
-                    parsed.append(parse_summary(text) if text else None)
-                except SummaryError:
-                    parsed.append(None)
-        else:
-            parsed = [ProfileSummary(total_time_s=r.total_time_s) if r.total_time_s else None
-                      for rnd in res.rounds for r in rnd.runs]
-        out, i = [], 0
-        for rnd in res.rounds:
-            out.append(parsed[i:i + len(rnd.runs)])
-            i += len(rnd.runs)
-        return out
+    # --- timing ----------------------------------------------------------------------------
 
-    def _timed(self, problem: Problem, data: ProblemData, timed: CaseData, box: Sandbox, out: SandboxOutcome,
-               checks: list[SeedCheck], counters: dict[str, float], tools: dict[str, str]) -> Profile:
+    def _rounds(self, problem: Problem, data: ProblemData, child: SandboxChild, tbox: Sandbox, sbox: Sandbox,
+                log: TimingLog, checks: list[SeedCheck], fail: Callable[..., Profile]) -> Profile | None:
+        """Drive the timing child's rounds (the handshake of protocol.py), filling `log`. Per
+        round: fresh inputs drawn now, handed over while the child waits; our clock around its
+        calls; every profiled run's output checked against our reference; the inputs checked;
+        the profiler files read in `sbox`; their device times bounded by our clock. Returns a
+        failed Profile, or None (the rounds ended, or the child left the protocol: the
+        caller judges its outcome)."""
+        ref_mod = ReferenceModule(problem)
+        cap = self._output_cap(data)
+        (tbox.workdir / "timing").mkdir(mode=0o755)  # ours: the child reads it, cannot write it
+        if not child.wait_stopped():  # exited (a load error) or died before its first round
+            return None
+        used = set(data.seeds)
+        for k in range(self.max_rounds):
+            if k and self.round_pause_s > 0:
+                time.sleep(self.round_pause_s)  # the paper sleeps before re-measuring
+            seed = fresh_seed(used)
+            used.add(seed)
+            rnd = TimingRound(problem, ref_mod, k, seed)
+            specs = rnd.stage(tbox.workdir / round_dir(k))
+            tmp = tbox.workdir / f"{round_file(k)}.tmp"
+            tmp.write_bytes(msgspec.msgpack.encode(specs))
+            os.chmod(tmp, 0o644)
+            tmp.rename(tbox.workdir / round_file(k))
+            t0 = time.perf_counter()
+            child.resume()
+            if not child.wait_stopped():  # loaded them and stopped, ready to be timed
+                return None
+            t1 = time.perf_counter()
+            child.resume()
+            if not child.wait_stopped():  # stopped after its calls
+                return None
+            rec = RoundRecord(index=k, seed=seed, setup_s=t1 - t0, wall_s=time.perf_counter() - t1)
+            log.rounds.append(rec)
+            try:
+                report = msgspec.msgpack.decode(tbox.read_file(report_file(k), 1 << 20), type=ChildRound)
+            except (OSError, msgspec.DecodeError) as e:
+                return fail("runtime_error", f"timing round {k}: no readable report from the harness ({e})",
+                            correctness=checks)
+            if len(report.runs) != self.runs:
+                return fail("runtime_error", f"timing round {k}: the harness reported {len(report.runs)} profiled "
+                            f"runs; {self.runs} were asked for", correctness=checks)
+            for i, run in enumerate(report.runs):
+                rels = [timed_output(k, i, j) for j in range(min(run.outputs, 64))]
+                chk = self._check_outputs(problem, ref_mod, rnd.refs, tbox, f"timed:{rnd.case.name}/run{i}", rels,
+                                          run.returned_tuple, cap)
+                for rel in rels:  # checked: no need to keep it (outputs can be large)
+                    with contextlib.suppress(OSError):
+                        (tbox.workdir / rel).unlink()
+                if not chk.passed:
+                    return fail("incorrect", f"the output of a timed run is wrong ({chk.case}: {chk.note}): results must not "
+                                "depend on being timed", correctness=[*checks, chk])
+            changed = rnd.changed_files()
+            if report.mutated or changed:
+                what = ", ".join([*(f"argument {j}" for j in report.mutated), *changed])
+                return fail("incorrect", f"timing round {k}: modified its inputs ({what}) in timed calls; inputs are "
+                            "read-only", correctness=checks)
+            rec.summaries = self._summaries(tbox, sbox, k, report)
+            if any(x is None for x in rec.summaries):
+                break  # no complete reading of this round: judged with the rounds before it
+            rec.device_s = sum(x.total_time_s for x in rec.summaries if x is not None)
+            # The profiled runs execute one after another inside the interval our clock measured
+            # (between two stops of the child), so their device times cannot add up to more.
+            # There is no lower bound here: what nki.baremetal spends around each device run
+            # (tracing, compiling, loading the NEFF, copying tensors, writing the trace) is not
+            # known without a device, so the device time may be any fraction of our wall time;
+            # the roofline gate (`max_pct_peak`) is the floor.
+            if rec.device_s > rec.wall_s * 1.01 + 1e-3:
+                return fail("timing_mismatch", f"timing round {k}: the profiler files report {rec.device_s * 1e3:.4g} "
+                            f"ms of device time over {len(rec.summaries)} profiled runs, but the whole round took "
+                            f"{rec.wall_s * 1e3:.4g} ms by our clock: the trace files were not written by these runs",
+                            correctness=checks)
+            if _spread(rec.summaries) <= self.spread_threshold:
+                break
+        child.resume()  # no inputs for another round: the child reports and exits
+        if child.wait_stopped():  # one stop more than the protocol has: not our harness talking
+            child.kill()
+        return None
+
+    def _summaries(self, tbox: Sandbox, sbox: Sandbox, k: int, report: ChildRound) -> list[ProfileSummary | None]:
+        """The profiler's reading of round k's runs: copies of the NEFF/NTFF files summarized by
+        neuron-profile in `sbox` (a child that loads neither the kernel nor the SDK); without
+        `verify_summaries`, the timing child's own reading."""
+        if not self.verify_summaries:
+            return [ProfileSummary(total_time_s=r.total_time_s) if r.total_time_s else None for r in report.runs]
+        pairs: list[tuple[str, str]] = []
+        for i in range(len(report.runs)):
+            pair = profiled_pair(k, i)
+            for rel in pair:
+                dst = sbox.workdir / rel
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                with contextlib.suppress(OSError), tbox.open_file(rel, max_bytes=_MAX_PROFILE_FILE) as src, \
+                        open(dst, "wb") as f:
+                    shutil.copyfileobj(src, f)
+                with contextlib.suppress(OSError):
+                    (tbox.workdir / rel).unlink()
+            pairs.append(pair)
+        sout = sbox.run("hardware_agents.neuron.summarizer:summarize",
+                        SummaryRequest(neuron_profile=self.neuron_profile or "", pairs=pairs))
+        texts = sout.decode(SummaryResult).texts if sout.status == "ok" else []
+        for pair in pairs:
+            for rel in pair:
+                with contextlib.suppress(OSError):
+                    (sbox.workdir / rel).unlink()
+        parsed: list[ProfileSummary | None] = []
+        for text in texts[:len(pairs)] + [""] * (len(pairs) - len(texts)):
+            try:
+                parsed.append(parse_summary(text) if text else None)
+            except SummaryError:
+                parsed.append(None)
+        return parsed
+
+    def _timed(self, problem: Problem, out: SandboxOutcome, log: TimingLog, checks: list[SeedCheck],
+               counters: dict[str, float], tools: dict[str, str]) -> Profile:
+        """The verdict on rounds that all passed their checks: the child's outcome, then the
+        round with the smallest spread, its statistics, the roofline and the plausibility gate."""
         tail = f"\n--- kernel output ---\n{out.log}" if out.log.strip() else ""
+        if out.status == "unisolated":
+            return self._fail("sandbox_error", out.error, tools, correctness=checks, counters=counters)
         if out.status in ("timeout", "cpu_limit"):
             return self._fail("timeout", f"timing: {out.error}{tail}", tools, correctness=checks, counters=counters)
         if out.status != "ok":
@@ -382,50 +526,70 @@ class NeuronAgent(HardwareAgent):
             msg = res.timing_error or f"{res.error.type}: {res.error.message}"  # type: ignore[union-attr]
             return self._fail("runtime_error", f"the kernel failed during timing: {msg}{tail}", tools,
                               correctness=checks, counters=counters)
-        rounds = self._summaries(box, res)
-        usable = [(i, [s for s in rnd if s is not None]) for i, rnd in enumerate(rounds)]
-        usable = [(i, rnd) for i, rnd in usable if rnd and len(rnd) == len(rounds[i])]
+        if out.stray_processes:
+            return self._fail("runtime_error", f"the kernel left {out.stray_processes} process(es) running "
+                              f"(killed){tail}", tools, correctness=checks, counters=counters)
+        counters["timing_rounds"] = float(len(log.rounds))
+        counters["timing_wall_s"] = sum(r.wall_s for r in log.rounds)
+        counters["timing_setup_s"] = sum(r.setup_s for r in log.rounds)
+        counters["timing_device_s"] = sum(r.device_s for r in log.rounds)
+        usable = [r for r in log.rounds if r.summaries and all(x is not None for x in r.summaries)]
         if not usable:
             return self._fail("unmeasured", f"correct, but no neuron-profile summary could be read from "
-                              f"{sum(len(r) for r in rounds)} profiled runs{tail}", tools, correctness=checks,
-                              counters=counters)
-
-        def rel_spread(rnd: list[ProfileSummary]) -> float:
-            ts = [s.total_time_s for s in rnd]
-            return (max(ts) - min(ts)) / min(ts)
-
-        best_i, best = min(usable, key=lambda item: rel_spread(item[1]))
-        kept = res.rounds[best_i]
-        chk = self._check_outputs(problem, ReferenceModule(problem), data, timed, box, f"timed:{timed.case.name}",
-                                  kept.outputs, kept.returned_tuple)
-        if not chk.passed:
-            return self._fail("incorrect", f"the output of a timed run is wrong ({chk.note}): results must not "
-                              "depend on being timed", tools, correctness=[*checks, chk], counters=counters)
-        samples = [s.total_time_s * 1e3 for s in best]
+                              f"{sum(len(r.summaries) for r in log.rounds)} profiled runs{tail}", tools,
+                              correctness=checks, counters=counters)
+        best_rec = min(usable, key=lambda r: _spread(r.summaries))
+        best = [x for x in best_rec.summaries if x is not None]
+        samples = [x.total_time_s * 1e3 for x in best]
         stats = LatencyStats(samples_ms=samples, median_ms=statistics.median(samples), min_ms=min(samples),
-                             max_ms=max(samples), spread=rel_spread(best), reruns=len(rounds) - 1)
+                             max_ms=max(samples), spread=_spread(best_rec.summaries), reruns=len(log.rounds) - 1)
         first = best[0]
         counters.update(first.counters)
         counters["summary_total_time_ms"] = first.total_time_s * 1e3
         counters["latency_mean_ms"] = statistics.fmean(samples)
-        counters["timing_rounds"] = float(len(rounds))
-        counters["timing_round_kept"] = float(best_i)
+        counters["timing_round_kept"] = float(best_rec.index)
         missing = [f for f in COUNTER_FIELDS if f not in first.counters]
         tp, bound = t_peak(problem, self._spec)
         t_meas = stats.median_ms / 1e3
+        if not math.isfinite(t_meas) or t_meas <= 0:
+            return self._fail("runtime_error", f"non-finite or zero latency ({t_meas} s)", tools, correctness=checks,
+                              counters=counters)
         terms = roofline_terms(problem)
         counters["achieved_gbs"] = terms.bytes_min / t_meas / 1e9
         counters["achieved_gflops"] = (terms.flops_matmul + terms.flops_vector) / t_meas / 1e9
-        log = f"profiler summary lacks {', '.join(missing)}" if missing else ""
+        rounds = ", ".join(f"seed {r.seed}" for r in log.rounds)
+        note = f"timed in {len(log.rounds)} round(s) on fresh inputs ({rounds})"
+        log_text = f"{note}; profiler summary lacks {', '.join(missing)}" if missing else note
         why = validity.implausible(t_meas, tp, self.max_pct_peak)
         if why:
             return self._fail("incorrect", why, tools, correctness=checks, latency=stats, t_peak_ms=tp * 1e3,
                               pct_peak=pct_peak(tp, t_meas), bound=bound, counters=counters)
-        if not math.isfinite(t_meas):
-            return self._fail("runtime_error", "non-finite latency", tools, correctness=checks, counters=counters)
-        return Profile(status="passed", device=self.kind, log=log, correctness=checks, latency=stats,
+        return Profile(status="passed", device=self.kind, log=log_text, correctness=checks, latency=stats,
                        t_peak_ms=tp * 1e3, pct_peak=pct_peak(tp, t_meas), bound=bound, counters=counters,
                        toolchain={**self.toolchain(), **tools})
+
+
+def _spread(summaries: Sequence[ProfileSummary | None]) -> float:
+    ts = [x.total_time_s for x in summaries if x is not None]
+    if not ts or min(ts) <= 0:
+        return math.inf
+    return (max(ts) - min(ts)) / min(ts)
+
+
+class RoundRecord(msgspec.Struct, kw_only=True):
+    """One timing round as the agent saw it: its seed, our clock (set-up: handing over its
+    inputs; wall: its calls) and the profiler's reading of its runs."""
+
+    index: int
+    seed: int
+    setup_s: float
+    wall_s: float
+    summaries: list[ProfileSummary | None] = []
+    device_s: float = 0.0
+
+
+class TimingLog(msgspec.Struct, kw_only=True):
+    rounds: list[RoundRecord] = []
 
 
 class Trn1Agent(NeuronAgent):

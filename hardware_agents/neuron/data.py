@@ -1,23 +1,28 @@
 """Inputs and references of one problem, staged for sandboxed NKI runs.
 
-Per correctness case (the seeds, then the adversarial cases of the validity layer): inputs
-drawn from the definition's `x_input_init` (NKIBench's `get_inputs` distributions),
-transformed into the kernel's arguments with the problem's `transform_to_nki_inputs`, and
-saved as .npy files in a directory the sandbox may read; the float64 reference outputs go
-to a private 0700 directory outside the data dir and every sandbox read path (a kernel must
-not be able to copy them).
-Generating references at NKIBench shapes is costly, and every candidate of a problem uses
-the same cases, so the last few problems are kept (LRU).
+Correctness (`ProblemData`, one per (problem, seeds), kept by the generic LRU of
+`hardware_agents.datacache`): per case (the seeds, then the adversarial cases of the
+validity layer) inputs drawn from the definition's `x_input_init` (NKIBench's `get_inputs`
+distributions), transformed into the kernel's arguments with the problem's
+`transform_to_nki_inputs`, and saved as .npy files in a directory the sandbox may read; the
+float64 reference outputs go to a private 0700 directory outside the data dir and every
+sandbox read path (a kernel must not be able to copy them).
+
+Timing (`TimingRound`, one per timing round, made by the agent when that round starts):
+inputs drawn on a fresh seed from the OS's random source (never a correctness seed), so a
+cache keyed on content seen in the correctness runs never hits; their float64 references
+stay in the agent's memory. The agent writes a round's argument files into the timing
+child's work dir only when the child waits for that round.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import secrets
 import shutil
 import tempfile
-import threading
-import weakref
-from collections import OrderedDict
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +45,17 @@ class CaseData:
         return {n: np.load(p, mmap_mode="r", allow_pickle=False) for n, p in self.ref_files.items()}
 
 
+def _reference(problem: Problem, case: validity.InputCase, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
+    ref64 = validity.reference_outputs(problem, inputs)
+    bad = [n for n, r in ref64.items() if not np.all(np.isfinite(r))]
+    if bad and case.adversarial:
+        raise ValueError(f"{problem.name}: adversarial case {case.name!r} makes the reference non-finite in "
+                         f"{bad}; fix x_adversarial")
+    return {n: np.asarray(r, dtype=np.float64) for n, r in ref64.items()}
+
+
 class ProblemData:
-    """All cases of one (problem, seeds)."""
+    """All correctness cases of one (problem, seeds), under `root` (the cache's staging dir)."""
 
     def __init__(self, problem: Problem, seeds: tuple[int, ...], root: Path) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="nki-data-", dir=root))
@@ -58,30 +72,18 @@ class ProblemData:
         except BaseException:
             self.remove()
             raise
+        self.seeds = frozenset(c.case.seed for c in self.cases)
 
     def _case(self, problem: Problem, ref_mod: ReferenceModule, case: validity.InputCase) -> CaseData:
         inputs = validity.make_inputs(problem, case)
-        ref64 = validity.reference_outputs(problem, inputs)
-        bad = [n for n, r in ref64.items() if not np.all(np.isfinite(r))]
-        if bad and case.adversarial:
-            raise ValueError(f"{problem.name}: adversarial case {case.name!r} makes the reference non-finite in "
-                             f"{bad}; fix x_adversarial")
-        args = ref_mod.kernel_args(inputs)
+        ref64 = _reference(problem, case, inputs)
         cdir = self.dir / case.name
         cdir.mkdir(mode=0o755)
-        specs: list[KernelArg] = []
-        for i, a in enumerate(args):
-            if isinstance(a, np.ndarray):
-                path = cdir / f"arg{i}.npy"
-                np.save(path, np.ascontiguousarray(a), allow_pickle=False)
-                os.chmod(path, 0o644)
-                specs.append(KernelArg(path=str(path)))
-            else:
-                specs.append(KernelArg(scalar=_scalar(a)))
+        specs, _ = write_args(ref_mod.kernel_args(inputs), cdir)
         ref_files = {}
         for name, ref in ref64.items():
             path = self.private / f"{case.name}-{name}.npy"
-            np.save(path, np.asarray(ref, dtype=np.float64), allow_pickle=False)
+            np.save(path, ref, allow_pickle=False)
             ref_files[name] = str(path)
             self.output_bytes[name] = max(self.output_bytes.get(name, 0), int(ref.size) * 4)
         return CaseData(case, specs, ref_files)
@@ -89,6 +91,80 @@ class ProblemData:
     def remove(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
         shutil.rmtree(self.private, ignore_errors=True)
+
+
+def build_problem_data(problem: Problem, seeds: tuple[int, ...], root: Path | None) -> ProblemData:
+    """The `build` of the agent's `DataCache` (which stages under a 0755 root)."""
+    assert root is not None, "the Neuron agent's DataCache stages files: it needs a prefix"
+    return ProblemData(problem, seeds, root)
+
+
+def write_args(args: list[Any], cdir: Path) -> tuple[list[KernelArg], dict[str, str]]:
+    """Save the array arguments as world-readable .npy files in `cdir`; (their specs, sha256 of
+    each file by path)."""
+    specs: list[KernelArg] = []
+    digests: dict[str, str] = {}
+    for i, a in enumerate(args):
+        if isinstance(a, np.ndarray):
+            path = cdir / f"arg{i}.npy"
+            np.save(path, np.ascontiguousarray(a), allow_pickle=False)
+            os.chmod(path, 0o644)
+            specs.append(KernelArg(path=str(path)))
+            digests[str(path)] = file_digest(path)
+        else:
+            specs.append(KernelArg(scalar=_scalar(a)))
+    return specs, digests
+
+
+def file_digest(path: Path | str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def fresh_seed(avoid: Iterable[int]) -> int:
+    """A seed from the OS's random source that is none of `avoid` (the correctness seeds and
+    the timing seeds drawn so far)."""
+    used = set(avoid)
+    seed = secrets.randbits(31)
+    while seed in used:
+        seed = secrets.randbits(31)
+    return seed
+
+
+class TimingRound:
+    """One timing round's fresh inputs (as kernel arguments) and their float64 references,
+    held in the agent's memory; `stage(dir)` writes the argument files for the timing child."""
+
+    def __init__(self, problem: Problem, ref_mod: ReferenceModule, index: int, seed: int) -> None:
+        self.index = index
+        self.case = validity.InputCase(name=f"timing-r{index}", seed=seed)
+        inputs = validity.make_inputs(problem, self.case)
+        self.refs = _reference(problem, self.case, inputs)
+        bad = [n for n, r in self.refs.items() if not np.all(np.isfinite(r))]
+        if bad:
+            raise ValueError(f"{problem.name}: the reference is non-finite in {bad} on timing seed {seed}")
+        self.args = ref_mod.kernel_args(inputs)
+        self.digests: dict[str, str] = {}
+
+    def stage(self, cdir: Path) -> list[KernelArg]:
+        cdir.mkdir(mode=0o755, parents=True)
+        specs, self.digests = write_args(self.args, cdir)
+        return specs
+
+    def changed_files(self) -> list[str]:
+        """Staged argument files whose bytes are no longer what was written (or are gone)."""
+        out = []
+        for path, digest in self.digests.items():
+            try:
+                same = file_digest(path) == digest
+            except OSError:
+                same = False
+            if not same:
+                out.append(Path(path).name)
+        return out
 
 
 def _scalar(a: Any) -> float | int | bool:
@@ -99,45 +175,4 @@ def _scalar(a: Any) -> float | int | bool:
     raise TypeError(f"kernel argument of type {type(a).__name__} is neither an array nor a scalar")
 
 
-class DataCache:
-    """LRU of ProblemData by (problem content hash, seeds); thread-safe; removed on close/GC/exit."""
-
-    def __init__(self, capacity: int = 2, base_dir: Path | None = None) -> None:
-        self.capacity = capacity
-        self._base = base_dir
-        self._root: Path | None = None
-        self._finalizer: weakref.finalize | None = None
-        self._items: OrderedDict[tuple[str, tuple[int, ...]], ProblemData] = OrderedDict()
-        self._lock = threading.Lock()
-
-    @property
-    def root(self) -> Path:
-        if self._root is None:
-            self._root = Path(tempfile.mkdtemp(prefix="accelopt-nki-", dir=self._base or default_base_dir()))
-            os.chmod(self._root, 0o755)
-            self._finalizer = weakref.finalize(self, shutil.rmtree, str(self._root), True)
-        return self._root
-
-    def get(self, problem: Problem, seeds: tuple[int, ...]) -> ProblemData:
-        key = (problem.content_hash(), seeds)
-        with self._lock:
-            data = self._items.get(key)
-            if data is not None:
-                self._items.move_to_end(key)
-                return data
-            data = ProblemData(problem, seeds, self.root)
-            self._items[key] = data
-            while len(self._items) > self.capacity:
-                _, old = self._items.popitem(last=False)
-                old.remove()
-            return data
-
-    def close(self) -> None:
-        with self._lock:
-            self._items.clear()
-            if self._finalizer is not None:
-                self._finalizer()
-            self._root, self._finalizer = None, None
-
-
-__all__ = ["CaseData", "DataCache", "ProblemData"]
+__all__ = ["CaseData", "ProblemData", "TimingRound", "build_problem_data", "file_digest", "fresh_seed", "write_args"]

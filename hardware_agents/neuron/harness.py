@@ -7,18 +7,16 @@
   the kernel is called through `nki.baremetal(kernel, save_neff_name=..., additional_
   compile_opt=...)` on a device or `nki.simulate_kernel(kernel, *args)` without one; the
   outputs are saved for the agent, which judges them;
-- timing (device only): the paper's loop, `warmup` unsaved runs then `runs` runs that each
-  save a NEFF and an NTFF, repeated while (max - min) / min of the on-device times exceeds
-  the threshold, up to `max_rounds` rounds. The harness reads `neuron-profile` summaries
-  only to decide re-runs; the agent re-derives every number in a separate child.
+- timing (device only): rounds the agent drives (see protocol.py): per round, the fresh
+  inputs the agent hands over when the round starts, `warmup` unsaved runs, then `runs`
+  runs that each save a NEFF, an NTFF and their outputs (the agent checks every one against
+  its own reference). How many rounds is the agent's decision; it re-derives every number
+  from the profiler files in a separate child and bounds them by its own clock.
 
 Compile versus runtime errors: a NEFF on disk means compilation finished, so an exception
 after it is a runtime error (also when the message names the Neuron runtime); before it, a
 compile error. The current phase is also written to `.stage`, so a crash or timeout that
 leaves no result can be attributed.
-
-`summarize` runs `neuron-profile view --output-format summary-json` over NEFF/NTFF pairs in
-a child that loads no kernel code.
 
 Everything is imported at module level: the sandbox imports this module before it drops
 privileges, after which the interpreter may not be able to read its own library.
@@ -35,7 +33,7 @@ import mmap  # noqa: F401  (np.load(mmap_mode=...) imports it lazily)
 import os
 import platform
 import re
-import subprocess
+import signal
 import sys
 import time
 import traceback
@@ -55,11 +53,14 @@ from hardware_agents.neuron.protocol import (
     HarnessResult,
     KernelArg,
     Phase,
-    SummaryRequest,
-    SummaryResult,
     TimedRun,
     TimingRound,
+    profiled_pair,
+    report_file,
+    round_file,
+    timed_output,
 )
+from hardware_agents.neuron.summarizer import profile_total_time
 from hardware_agents.neuron.summary import SummaryError, parse_summary
 
 # The SDK, when this Python has it (the agent never imports it itself).
@@ -76,7 +77,6 @@ _RUNTIME_HINTS = re.compile(
     r"\bnrt[_.]|\bNRT\b|NRT_|neuron[ _-]?runtime|\bNERR|libnrt|execution (?:failed|timed out)|nrt_execute|nrt_load",
     re.IGNORECASE)
 _STAGE = ".stage"
-_MAX_SUMMARY_BYTES = 8 << 20
 
 
 def _stage(workdir: Path, text: str) -> None:
@@ -206,36 +206,46 @@ def _correctness(req: HarnessRequest, kernel: Any, workdir: Path, res: HarnessRe
         res.cases.append(run)
 
 
-def profile_total_time(neuron_profile: str, neff: Path, ntff: Path, timeout_s: float = 120.0) -> tuple[str, str]:
-    """(summary-json text, error) of one NEFF/NTFF pair."""
-    cmd = [neuron_profile, "view", "--output-format", "summary-json", "-n", str(neff), "-s", str(ntff)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, timeout=timeout_s, check=False)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return "", f"{' '.join(cmd)}: {type(e).__name__}: {e}"
-    if proc.returncode != 0:
-        err = proc.stderr.decode(errors="replace")[-2000:]
-        return "", f"{' '.join(cmd)} exited with {proc.returncode}: {err}"
-    return proc.stdout[:_MAX_SUMMARY_BYTES].decode(errors="replace"), ""
+def stop_for_parent() -> None:
+    """Stop until the agent continues us (the timing handshake, see protocol.py)."""
+    os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def _save_outputs(workdir: Path, k: int, i: int, out: Any, run: TimedRun) -> None:
+    outs, run.returned_tuple = _outputs(out)
+    for j, arr in enumerate(outs):
+        np.save(workdir / timed_output(k, i, j), np.ascontiguousarray(arr), allow_pickle=False)
+    run.outputs = len(outs)
 
 
 def _time(req: HarnessRequest, kernel: Any, workdir: Path, res: HarnessResult) -> None:
+    """The timing rounds the agent drives: per round, stop for its inputs, load them, stop
+    (the agent starts its clock when it continues us), run `warmup` calls and `runs` profiled
+    calls (saving every profiled run's outputs), write the round's report and stop (the
+    agent's clock stops there). No inputs for the next round: done."""
     spec = req.timing
     assert spec is not None
-    args = _load_args(spec.args)
-    art = workdir / "art"
-    art.mkdir(exist_ok=True)
-    for r in range(spec.max_rounds):
+    (workdir / "art").mkdir(exist_ok=True)
+    (workdir / "out").mkdir(exist_ok=True)
+    k = 0
+    while True:
+        _stage(workdir, f"timing:wait{k}")
+        stop_for_parent()
+        if not (workdir / round_file(k)).is_file():
+            return
+        specs = msgspec.msgpack.decode((workdir / round_file(k)).read_bytes(), type=list[KernelArg])
+        args = _load_args(specs)
         rnd = TimingRound()
         res.rounds.append(rnd)
-        _stage(workdir, f"timing:round{r}")
+        _stage(workdir, f"timing:round{k}")
+        stop_for_parent()  # ready: the agent's clock starts when it continues us
         for _ in range(spec.warmup):
             _call(req, kernel, args)
-        out: Any = None
         for i in range(spec.runs):
-            neff, ntff = art / f"r{r}_{i}.neff", art / f"r{r}_{i}.ntff"
+            neff, ntff = (workdir / p for p in profiled_pair(k, i))
             out = _call(req, kernel, args, neff=neff, ntff=ntff)
-            run = TimedRun(neff=str(neff.relative_to(workdir)), ntff=str(ntff.relative_to(workdir)))
+            run = TimedRun()
+            _save_outputs(workdir, k, i, out, run)
             if req.neuron_profile:
                 text, _err = profile_total_time(req.neuron_profile, neff, ntff)
                 try:
@@ -243,20 +253,13 @@ def _time(req: HarnessRequest, kernel: Any, workdir: Path, res: HarnessResult) -
                 except SummaryError:
                     run.total_time_s = None
             rnd.runs.append(run)
-        outs, rnd.returned_tuple = _outputs(out)
-        odir = workdir / "out" / f"timed-r{r}"
-        odir.mkdir(parents=True, exist_ok=True)
-        for j, arr in enumerate(outs):
-            rel = f"out/timed-r{r}/{j}.npy"
-            np.save(workdir / rel, np.ascontiguousarray(arr), allow_pickle=False)
-            rnd.outputs.append(rel)
-        times = [t.total_time_s for t in rnd.runs]
-        if any(t is None for t in times) or not times:
-            return  # the agent decides from its own reading
-        lo, hi = min(times), max(times)  # type: ignore[type-var]
-        if lo > 0 and (hi - lo) / lo <= spec.spread_threshold:
-            return
-        time.sleep(spec.pause_s)
+        for j, (a, arg) in enumerate(zip(specs, args, strict=True)):
+            if a.path and isinstance(arg, np.ndarray):
+                pristine = np.load(a.path, mmap_mode="r", allow_pickle=False)
+                if not validity.same_bytes(arg, np.asarray(pristine)):
+                    rnd.mutated.append(j)
+        (workdir / report_file(k)).write_bytes(msgspec.msgpack.encode(rnd))
+        k += 1
 
 
 def run(payload: bytes, workdir: Path) -> HarnessResult:
@@ -282,15 +285,4 @@ def run(payload: bytes, workdir: Path) -> HarnessResult:
     return res
 
 
-def summarize(payload: bytes, workdir: Path) -> SummaryResult:
-    """Sandbox target: neuron-profile summaries of NEFF/NTFF pairs (no kernel code loaded)."""
-    req = msgspec.msgpack.decode(payload, type=SummaryRequest)
-    out = SummaryResult()
-    for neff, ntff in req.pairs:
-        text, err = profile_total_time(req.neuron_profile, workdir / neff, workdir / ntff, req.timeout_s)
-        out.texts.append(text)
-        out.errors.append(err)
-    return out
-
-
-__all__ = ["profile_total_time", "run", "summarize", "versions"]
+__all__ = ["run", "stop_for_parent", "versions"]

@@ -3,7 +3,14 @@
 Everything the harness returns was produced in a process that ran the untrusted kernel, so
 it is data the agent checks (outputs are judged in the parent against its own reference;
 latencies are re-derived from the profiler files by a separate child that loads no kernel
-code), never a verdict.
+code, and bounded by the parent's own clock), never a verdict.
+
+The timing handshake (the agent drives it; see `hardware_agents.neuron.agent`): the timing
+child stops itself (SIGSTOP) when it waits for round k; the agent writes the round's
+argument files and `round_file(k)` (a msgpack `list[KernelArg]`) and continues it; the
+child loads them and stops again (ready); the agent starts its clock and continues it; the
+child runs `warmup` + `runs` calls, writes `report_file(k)` (a `TimingRound`) and stops: the
+agent's clock stops there. With no `round_file(k)` when it is continued, the child ends.
 """
 
 from __future__ import annotations
@@ -29,15 +36,36 @@ class CaseSpec(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class TimingSpec(msgspec.Struct, frozen=True, kw_only=True):
-    """The paper's timing: `warmup` runs, then `runs` profiled runs, repeated while
-    (max - min) / min > `spread_threshold`, at most `max_rounds` rounds."""
+    """One timing round: `warmup` unsaved runs, then `runs` profiled runs (NEFF + NTFF each).
+    How many rounds, on which inputs, is the agent's decision (see the module doc)."""
 
-    args: list[KernelArg]  # the timed inputs (the last correctness seed's, as in the paper)
     warmup: int = 2
     runs: int = 10
-    max_rounds: int = 10
-    spread_threshold: float = 0.01
-    pause_s: float = 1.0  # between rounds, as the paper sleeps before re-measuring
+
+
+def round_file(k: int) -> str:
+    """Round k's arguments (msgpack list[KernelArg]), relative to the timing child's work dir."""
+    return f"timing/round{k}.msgpack"
+
+
+def round_dir(k: int) -> str:
+    """Where the agent writes round k's argument files (relative to the work dir)."""
+    return f"timing/r{k}"
+
+
+def report_file(k: int) -> str:
+    """The child's report of round k (a msgpack TimingRound), relative to the work dir."""
+    return f"report{k}.msgpack"
+
+
+def timed_output(k: int, i: int, j: int) -> str:
+    """Output j of profiled run i of round k (.npy, relative to the work dir)."""
+    return f"out/timed-r{k}-{i}-{j}.npy"
+
+
+def profiled_pair(k: int, i: int) -> tuple[str, str]:
+    """(NEFF, NTFF) of profiled run i of round k, relative to the work dir."""
+    return f"art/r{k}_{i}.neff", f"art/r{k}_{i}.ntff"
 
 
 class HarnessRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -47,7 +75,7 @@ class HarnessRequest(msgspec.Struct, frozen=True, kw_only=True):
     cases: list[CaseSpec]
     compile_options: str = ""  # additional_compile_opt of nki.baremetal
     timing: TimingSpec | None = None
-    neuron_profile: str = ""  # executable, for the timing loop's spread decisions
+    neuron_profile: str = ""  # when set, the child reads each profiled run too (verify_summaries=False)
 
 
 class ErrorInfo(msgspec.Struct, kw_only=True):
@@ -67,15 +95,16 @@ class CaseRun(msgspec.Struct, kw_only=True):
 
 
 class TimedRun(msgspec.Struct, kw_only=True):
-    neff: str  # relative paths of the run's NEFF and NTFF
-    ntff: str
-    total_time_s: float | None = None  # the harness's own reading (decides re-runs only)
+    outputs: int = 0  # how many outputs it saved (`timed_output` names them)
+    returned_tuple: bool = False
+    total_time_s: float | None = None  # the harness's own reading (believed only with verify_summaries=False)
 
 
 class TimingRound(msgspec.Struct, kw_only=True):
+    """The child's report of one round (its profiled runs in order; paths by `profiled_pair`)."""
+
     runs: list[TimedRun] = []
-    outputs: list[str] = []  # the last profiled run's outputs (.npy, relative), judged by the agent
-    returned_tuple: bool = False
+    mutated: list[int] = []  # positions of array arguments a timed call modified
 
 
 class HarnessResult(msgspec.Struct, kw_only=True):
@@ -99,4 +128,5 @@ class SummaryResult(msgspec.Struct, kw_only=True):
 
 
 __all__ = ["CaseRun", "CaseSpec", "ErrorInfo", "HarnessRequest", "HarnessResult", "KernelArg", "Mode", "Phase",
-           "SummaryRequest", "SummaryResult", "TimedRun", "TimingRound", "TimingSpec"]
+           "SummaryRequest", "SummaryResult", "TimedRun", "TimingRound", "TimingSpec", "profiled_pair", "report_file", "round_dir", "round_file",
+           "timed_output"]

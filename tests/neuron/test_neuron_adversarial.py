@@ -3,8 +3,14 @@ its file names, through the real agent on the STAND-IN SDK (tests/neuron/standin
 Trainium here; the agent, its sandboxed harness, the judging against float64 references the
 sandbox cannot read, and the timing read back from the profiler's files are real).
 
-The probe that spoils its output when a wall lets it through (reading the references) runs a
-second time with that wall down, where it must be caught: so that test can fail."""
+Timed runs get inputs on fresh seeds each round, every profiled run's output is checked
+against the agent's own reference, and the profiler's device times are bounded by the
+agent's clock around each round: the content cache, lazy-after-N, first-round-only,
+mutate-when-timed and forged-trace files exercise those.
+
+The probes that spoil their output when a wall lets them through (reading the references,
+the content cache) run a second time with that wall down, where they must be caught: so
+those tests can fail."""
 
 from __future__ import annotations
 
@@ -74,3 +80,17 @@ def test_reading_the_references_is_caught_with_the_walls_down(neuron_profile_exe
     finally:
         leaky.close()
     assert prof.status == "incorrect", prof.log
+
+
+def test_the_content_cache_is_caught_when_timed_inputs_repeat_a_correctness_seed(
+        trn1: NeuronAgent, small_suite: dict[str, Problem], monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the timing seed forced to a correctness seed (84), the cache hits in the profiled
+    runs and the probe spoils its output: its detection works, so its `passed` means a miss."""
+    import hardware_agents.neuron.agent as agent_mod
+
+    hack = HACKS["content_cache"]
+    p = small_suite[hack.problem]
+    monkeypatch.setattr(agent_mod, "fresh_seed", lambda used: 84)
+    prof = trn1.profile(p, _with(p, hack.source, hack.name))
+    assert prof.status == "incorrect", prof.log
+    assert "the output of a timed run is wrong" in prof.log and prof.correctness[-1].case == "timed:timing-r0/run0"
