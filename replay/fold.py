@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from accelopt.profile import Profile
 from events import catalog as ev
@@ -159,7 +159,8 @@ class RunView:
         self._tokens = 0
         self._calls = 0
         self._insight_iteration: dict[str, int] = {}
-        self._dispatch: dict[type, Callable[[ev.Event], None]] = {
+        # each handler takes exactly its key's event type (a mapping the type system cannot spell)
+        self._dispatch: dict[type[ev.Event], Callable[[Any], None]] = {
             ev.RunStarted: self._on_run_started,
             ev.RunCompleted: self._on_run_completed,
             ev.RunFailed: self._on_run_failed,

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from replay import fmt
 from replay.fold import RunView
-from replay.htmlkit import CSS, esc, table
+from replay.htmlkit import CSS, Cell, esc, table
 from replay.report_kernels import failures_section, lineage_section, memory_section
 from replay.summary import config_differences, summarize
 from replay.svg import BarSeries, Series, bar_chart, line_chart
@@ -93,7 +93,7 @@ def _remeasured(r) -> str:
 def results_tables(views: Sequence[RunView], labels: list[str]) -> str:
     out = []
     for v, label in zip(views, labels, strict=True):
-        rows = []
+        rows: list[list[Cell]] = []
         results = v.results()
         for r in results:
             rows.append([r.problem, r.device, fmt.ms(r.baseline_ms), fmt.ms(r.best_ms), fmt.speedup(r.speedup),
@@ -228,9 +228,9 @@ def cost(views: Sequence[RunView], labels: list[str]) -> str:
     roles = [r for r in ROLES if any(r in v.usage for v in views)]
     roles += sorted({r for v in views for r in v.usage} - set(roles))
     if len(views) == 1:
-        u = views[0].usage
-        bars = [BarSeries("prompt", [u[r].prompt_tokens / 1000 if r in u else 0.0 for r in roles]),
-                BarSeries("completion", [u[r].completion_tokens / 1000 if r in u else 0.0 for r in roles])]
+        usage = views[0].usage
+        bars = [BarSeries("prompt", [usage[r].prompt_tokens / 1000 if r in usage else 0.0 for r in roles]),
+                BarSeries("completion", [usage[r].completion_tokens / 1000 if r in usage else 0.0 for r in roles])]
         out.append(bar_chart(roles, bars, title="tokens per role", name="tokens-per-role", y_label="k tokens",
                              y_fmt=lambda y: f"{y:g}k", stacked=True))
     else:

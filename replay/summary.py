@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,7 +121,7 @@ def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def config_differences(views: list[RunView]) -> list[tuple[str, list[Any]]]:
+def config_differences(views: Sequence[RunView]) -> list[tuple[str, list[Any]]]:
     """Config keys whose values differ between the runs (root excluded): (key, value per run)."""
     flats = [flatten(v.started.config) if v.started is not None else {} for v in views]
     keys = sorted(set().union(*flats)) if flats else []

@@ -53,8 +53,9 @@ SYSTEM = ("You are an expert performance engineer. Optimize the kernel below for
 PRICE_IN, PRICE_OUT = 2.5e-6, 10e-6  # USD per token
 # simulated seconds an event's work advances the clock (agents and profilers work in parallel)
 ADVANCE = {ev.LLMCallCompleted: 0.4, ev.KernelProfiled: 0.25, ev.MemoryRetrieved: 0.05}
-ROLE_OF = {ev.PlanRequested: "planner", ev.ImplementationRequested: "executor", ev.FixRequested: "fixer",
-           ev.SummaryRequested: "summarizer"}
+ROLE_OF: dict[type[ev.Event], ev.Role] = {
+    ev.PlanRequested: "planner", ev.ImplementationRequested: "executor", ev.FixRequested: "fixer",
+    ev.SummaryRequested: "summarizer"}
 
 
 def _target(name: str) -> ev.ProblemTarget:
@@ -122,9 +123,9 @@ class SyntheticWorld:
                 what, old, new = "TILE", tile, tile * 2 if up else max(1, tile // 2)
             else:
                 what, old, new = "UNROLL", unroll, unroll * 2 if up else max(1, unroll // 2)
-            new = f"{what} {old} -> {new}"
+            step = f"{what} {old} -> {new}"
             plan = (f"**Retune {what}**\nChange `{what}` and leave everything else unchanged; the profile shows "
-                    f"the kernel is memory bound.\nCHANGE: {new}")
+                    f"the kernel is memory bound.\nCHANGE: {step}")
             call = self.llm(e, e.candidate_source, plan)
             if rng.random() < 0.02:
                 return [call, ev.ProposalFailed(**self.env("ProposalFailed", e.event_id), stage="plan",

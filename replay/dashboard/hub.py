@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from accelopt.logging import get_logger
 from events import catalog as ev
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from events.log import EventLog
 
 log = get_logger(component="dashboard")
+T = TypeVar("T")
 
 
 @dataclass
@@ -110,11 +111,11 @@ class Hub:
         out.sort(key=lambda t: (_started_ts(t.view), t.run_id))
         return out
 
-    def cached(self, key: tuple, version: object, build: Callable[[], object]) -> object:
+    def cached(self, key: tuple, version: object, build: Callable[[], T]) -> T:
         """`build()` once per `version` of `key` (models shared by every open page)."""
         hit = self._cache.get(key)
         if hit is not None and hit[0] == version:
-            return hit[1]
+            return cast(T, hit[1])  # a key is always built by the same kind of `build`
         value = build()
         if len(self._cache) > 512:  # compare pages of many run sets: start afresh
             self._cache.clear()

@@ -9,6 +9,7 @@ time (`kernel_model`).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 import time
@@ -455,7 +456,8 @@ def _kernels(view: RunView, memo: Memo) -> KernelsBlock:
 
 def _lineage(view: RunView, memo: Memo) -> list[LineageBlock]:
     # a problem's path changes with its best kernel; sibling counts with its kernels
-    return [memo.part(("lineage", name), (p.best_id, len(p.kernel_ids)), lambda p=p: _lineage_block(view, p, memo))
+    return [memo.part(("lineage", name), (p.best_id, len(p.kernel_ids)),
+                      functools.partial(_lineage_block, view, p, memo))
             for name, p in sorted(view.problems.items())]
 
 
@@ -510,7 +512,7 @@ def _retrieval(name: str, it: int, got: list) -> RetrievalRow:
 
 def _retrievals(view: RunView, memo: Memo) -> list[RetrievalRow]:
     # an iteration's row changes only while its candidates retrieve
-    return [memo.part(("retrieved", name, it), len(got), lambda name=name, it=it, got=got: _retrieval(name, it, got))
+    return [memo.part(("retrieved", name, it), len(got), functools.partial(_retrieval, name, it, got))
             for name, p in sorted(view.problems.items()) for it, got in sorted(p.memory.items())]
 
 
@@ -524,15 +526,19 @@ def _insights(view: RunView) -> list[InsightRow]:
     return rows
 
 
+def _chart_pair(view: RunView, label: str, problem: str) -> ChartPair:
+    pct_svg, speedup_svg = _charts([view], [label], problem)
+    return ChartPair(problem=problem, pct_svg=pct_svg, speedup_svg=speedup_svg)
+
+
 def run_model(view: RunView, source: str, *, streaming: bool, now: float | None = None,
               memo: Memo | None = None) -> RunModel:
     """Everything the run page shows (`memo`: kept between updates of the same run)."""
     now = now if now is not None else time.time()
     memo = memo or Memo()
     label = view.run_id or "run"
-    charts = [memo.part(("charts", name), len(p.iterations), lambda name=name: ChartPair(
-        problem=name, **dict(zip(("pct_svg", "speedup_svg"), _charts([view], [label], name), strict=True))))
-        for name, p in sorted(view.problems.items())]
+    charts = [memo.part(("charts", name), len(p.iterations), functools.partial(_chart_pair, view, label, name))
+              for name, p in sorted(view.problems.items())]
     cfg = view.started.config if view.started is not None else {}
     return RunModel(
         run=run_row(view, source, streaming=streaming, now=now), problems=_problem_rows(view), charts=charts,

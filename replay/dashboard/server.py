@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hmac
 import time
 from collections.abc import Awaitable, Callable
@@ -96,12 +97,12 @@ def runs_json(hub: Hub) -> tuple[object, bytes]:
     def build() -> bytes:
         now = time.time()
         rows = [hub.cached(("row", t.run_id), (*_version(hub, t), tick),
-                           lambda t=t: models.run_row(t.view, t.source, streaming=hub.streaming, now=now))
+                           functools.partial(models.run_row, t.view, t.source, streaming=hub.streaming, now=now))
                 for t in hub.runs()]
         return _encode(models.RunsModel(runs=list(reversed(rows)), stream=hub.stream_url if hub.connected else "",
                                         root=str(hub.root), warnings=sorted(hub.warnings.values()), generated_ts=now))
 
-    return version, hub.cached(("runs",), version, build)  # type: ignore[return-value]
+    return version, hub.cached(("runs",), version, build)
 
 
 Sections = dict[str, bytes]  # a model's fields, each encoded on its own
@@ -123,7 +124,7 @@ def run_sections(hub: Hub, run_id: str) -> tuple[object, Sections | None]:
     version = _version(hub, t)
     data = hub.cached(("run", run_id), version,
                       lambda: _sections(models.run_model(t.view, t.source, streaming=hub.streaming, memo=t.memo)))
-    return version, data  # type: ignore[return-value]
+    return version, data
 
 
 def _compare_ids(request: web.Request) -> list[str]:
@@ -143,7 +144,7 @@ def compare_json(hub: Hub, ids: list[str], report_path: str) -> tuple[object, by
     version = tuple(_version(hub, t) for t in ts)
     data = hub.cached(("compare", *ids), version, lambda: _encode(models.compare_model(
         [t.view for t in ts], [t.source for t in ts], streaming=hub.streaming, report_path=report_path)))
-    return version, data  # type: ignore[return-value]
+    return version, data
 
 
 # --- handlers ---------------------------------------------------------------------------------
