@@ -79,7 +79,14 @@ from hardware_agents.neuron.protocol import TimingRound as ChildRound
 from hardware_agents.neuron.reference import ReferenceModule
 from hardware_agents.neuron.specs import SPECS
 from hardware_agents.neuron.summary import COUNTER_FIELDS, ProfileSummary, SummaryError, parse_summary
-from hardware_agents.sandbox import Sandbox, SandboxChild, SandboxOutcome, SandboxPolicy
+from hardware_agents.sandbox import (
+    Sandbox,
+    SandboxChild,
+    SandboxOutcome,
+    SandboxPolicy,
+    default_base_dir,
+    private_dir,
+)
 
 NKIBENCH_SEEDS: tuple[int, ...] = (0, 21, 42, 63, 84)
 DEFAULT_CC_FLAGS = "--auto-cast=none"
@@ -276,8 +283,19 @@ class NeuronAgent(HardwareAgent):
                               isolation=out.isolation)
         # A fresh work dir: nothing the correctness run left behind (a rewritten kernel module,
         # planted profiler files) reaches the timing run; its inputs come round by round.
+        # The rounds' inputs go to a directory of ours that the timing child may read, not write.
+        inputs = private_dir(self.sandbox_dir or default_base_dir(), "accelopt-nki-timing-")
+        try:
+            os.chmod(inputs, 0o755)
+            return self._time(problem, solution, data, policy, inputs, entry_file, entry, checks, counters, tools)
+        finally:
+            shutil.rmtree(inputs, ignore_errors=True)
+
+    def _time(self, problem: Problem, solution: Solution, data: ProblemData, policy: SandboxPolicy, inputs: Path,
+              entry_file: str, entry: str, checks: list[SeedCheck], counters: dict[str, float],
+              tools: dict[str, str]) -> Profile:
         tpolicy = msgspec.structs.replace(policy, wall_timeout_s=self.timing_timeout_s,
-                                          read_paths=self._read_paths(None))
+                                          read_paths=(*self._read_paths(None), str(inputs)))
         spolicy = msgspec.structs.replace(policy, wall_timeout_s=max(60.0, 30.0 * self.runs), write_paths=(),
                                           read_paths=self._read_paths(None), drop_privileges=True)
         with Sandbox(tpolicy, base_dir=self.sandbox_dir) as tbox, Sandbox(spolicy, base_dir=self.sandbox_dir) as sbox:
@@ -285,12 +303,12 @@ class NeuronAgent(HardwareAgent):
             treq = HarnessRequest(
                 mode="device", kernel_file=kernel_file, entry=entry, cases=[], compile_options=self.compile_options,
                 neuron_profile="" if self.verify_summaries else self.neuron_profile,
-                timing=TimingSpec(warmup=self.warmup, runs=self.runs))
+                timing=TimingSpec(inputs_dir=str(inputs), warmup=self.warmup, runs=self.runs))
             child = tbox.spawn("hardware_agents.neuron.harness:run", treq, timeout_s=self.timing_timeout_s)
             timing = TimingLog()
             fail = functools.partial(self._fail, extra_tools=tools, counters=counters)
             try:
-                verdict = self._rounds(problem, data, child, tbox, sbox, timing, checks, fail)
+                verdict = self._rounds(problem, data, child, tbox, sbox, inputs, timing, checks, fail)
             finally:
                 tout = child.finish()
             prof = verdict or self._timed(problem, tout, timing, checks, counters, tools)
@@ -393,7 +411,7 @@ class NeuronAgent(HardwareAgent):
     # --- timing ----------------------------------------------------------------------------
 
     def _rounds(self, problem: Problem, data: ProblemData, child: SandboxChild, tbox: Sandbox, sbox: Sandbox,
-                log: TimingLog, checks: list[SeedCheck], fail: Callable[..., Profile]) -> Profile | None:
+                inputs: Path, log: TimingLog, checks: list[SeedCheck], fail: Callable[..., Profile]) -> Profile | None:
         """Drive the timing child's rounds (the handshake of protocol.py), filling `log`. Per
         round: fresh inputs drawn now, handed over while the child waits; our clock around its
         calls; every profiled run's output checked against our reference; the inputs checked;
@@ -402,7 +420,6 @@ class NeuronAgent(HardwareAgent):
         caller judges its outcome)."""
         ref_mod = ReferenceModule(problem)
         cap = self._output_cap(data)
-        (tbox.workdir / "timing").mkdir(mode=0o755)  # ours: the child reads it, cannot write it
         if not child.wait_stopped():  # exited (a load error) or died before its first round
             return None
         used = set(data.seeds)
@@ -412,11 +429,11 @@ class NeuronAgent(HardwareAgent):
             seed = fresh_seed(used)
             used.add(seed)
             rnd = TimingRound(problem, ref_mod, k, seed)
-            specs = rnd.stage(tbox.workdir / round_dir(k))
-            tmp = tbox.workdir / f"{round_file(k)}.tmp"
+            specs = rnd.stage(inputs / round_dir(k))
+            tmp = inputs / f"{round_file(k)}.tmp"
             tmp.write_bytes(msgspec.msgpack.encode(specs))
             os.chmod(tmp, 0o644)
-            tmp.rename(tbox.workdir / round_file(k))
+            tmp.rename(inputs / round_file(k))
             t0 = time.perf_counter()
             child.resume()
             if not child.wait_stopped():  # loaded them and stopped, ready to be timed
@@ -439,9 +456,6 @@ class NeuronAgent(HardwareAgent):
                 rels = [timed_output(k, i, j) for j in range(min(run.outputs, 64))]
                 chk = self._check_outputs(problem, ref_mod, rnd.refs, tbox, f"timed:{rnd.case.name}/run{i}", rels,
                                           run.returned_tuple, cap)
-                for rel in rels:  # checked: no need to keep it (outputs can be large)
-                    with contextlib.suppress(OSError):
-                        (tbox.workdir / rel).unlink()
                 if not chk.passed:
                     return fail("incorrect", f"the output of a timed run is wrong ({chk.case}: {chk.note}): results must not "
                                 "depend on being timed", correctness=[*checks, chk])
@@ -478,25 +492,28 @@ class NeuronAgent(HardwareAgent):
         `verify_summaries`, the timing child's own reading."""
         if not self.verify_summaries:
             return [ProfileSummary(total_time_s=r.total_time_s) if r.total_time_s else None for r in report.runs]
+        # copies in a directory of ours (the summary child may read it, not write it)
+        rdir = sbox.workdir / f"r{k}"
+        try:
+            rdir.mkdir(mode=0o755)
+        except OSError:
+            return [None] * len(report.runs)
         pairs: list[tuple[str, str]] = []
         for i in range(len(report.runs)):
             pair = profiled_pair(k, i)
             for rel in pair:
-                dst = sbox.workdir / rel
-                dst.parent.mkdir(parents=True, exist_ok=True)
+                dst = rdir / rel
+                dst.parent.mkdir(mode=0o755, exist_ok=True)
                 with contextlib.suppress(OSError), tbox.open_file(rel, max_bytes=_MAX_PROFILE_FILE) as src, \
-                        open(dst, "wb") as f:
+                        open(dst, "xb") as f:
                     shutil.copyfileobj(src, f)
-                with contextlib.suppress(OSError):
-                    (tbox.workdir / rel).unlink()
-            pairs.append(pair)
-        sout = sbox.run("hardware_agents.neuron.summarizer:summarize",
-                        SummaryRequest(neuron_profile=self.neuron_profile or "", pairs=pairs))
+            pairs.append((f"r{k}/{pair[0]}", f"r{k}/{pair[1]}"))
+        try:
+            sout = sbox.run("hardware_agents.neuron.summarizer:summarize",
+                            SummaryRequest(neuron_profile=self.neuron_profile or "", pairs=pairs))
+        finally:
+            shutil.rmtree(rdir, ignore_errors=True)
         texts = sout.decode(SummaryResult).texts if sout.status == "ok" else []
-        for pair in pairs:
-            for rel in pair:
-                with contextlib.suppress(OSError):
-                    (sbox.workdir / rel).unlink()
         parsed: list[ProfileSummary | None] = []
         for text in texts[:len(pairs)] + [""] * (len(pairs) - len(texts)):
             try:

@@ -222,18 +222,24 @@ def _time(req: HarnessRequest, kernel: Any, workdir: Path, res: HarnessResult) -
     """The timing rounds the agent drives: per round, stop for its inputs, load them, stop
     (the agent starts its clock when it continues us), run `warmup` calls and `runs` profiled
     calls (saving every profiled run's outputs), write the round's report and stop (the
-    agent's clock stops there). No inputs for the next round: done."""
+    agent's clock stops there). No inputs for the next round: done. The agent reads a
+    round's files while we are stopped; we remove them when it continues us."""
     spec = req.timing
     assert spec is not None
     (workdir / "art").mkdir(exist_ok=True)
     (workdir / "out").mkdir(exist_ok=True)
+    inputs = Path(spec.inputs_dir)
     k = 0
     while True:
         _stage(workdir, f"timing:wait{k}")
         stop_for_parent()
-        if not (workdir / round_file(k)).is_file():
+        if res.rounds:  # the agent has read the previous round's files
+            for i, prev in enumerate(res.rounds[-1].runs):
+                for rel in (*profiled_pair(k - 1, i), *(timed_output(k - 1, i, j) for j in range(prev.outputs))):
+                    (workdir / rel).unlink(missing_ok=True)
+        if not (inputs / round_file(k)).is_file():
             return
-        specs = msgspec.msgpack.decode((workdir / round_file(k)).read_bytes(), type=list[KernelArg])
+        specs = msgspec.msgpack.decode((inputs / round_file(k)).read_bytes(), type=list[KernelArg])
         args = _load_args(specs)
         rnd = TimingRound()
         res.rounds.append(rnd)

@@ -7,10 +7,12 @@ code, and bounded by the parent's own clock), never a verdict.
 
 The timing handshake (the agent drives it; see `hardware_agents.neuron.agent`): the timing
 child stops itself (SIGSTOP) when it waits for round k; the agent writes the round's
-argument files and `round_file(k)` (a msgpack `list[KernelArg]`) and continues it; the
-child loads them and stops again (ready); the agent starts its clock and continues it; the
-child runs `warmup` + `runs` calls, writes `report_file(k)` (a `TimingRound`) and stops: the
-agent's clock stops there. With no `round_file(k)` when it is continued, the child ends.
+argument files and `round_file(k)` (a msgpack `list[KernelArg]`) into `TimingSpec.inputs_dir`
+(the agent's own directory, which the child may read but not write) and continues it; the
+child removes the previous round's files, loads the arguments and stops again (ready); the
+agent starts its clock and continues it; the child runs `warmup` + `runs` calls, writes
+`report_file(k)` (a `TimingRound`) and stops: the agent's clock stops there. With no
+`round_file(k)` when it is continued, the child ends.
 """
 
 from __future__ import annotations
@@ -39,18 +41,19 @@ class TimingSpec(msgspec.Struct, frozen=True, kw_only=True):
     """One timing round: `warmup` unsaved runs, then `runs` profiled runs (NEFF + NTFF each).
     How many rounds, on which inputs, is the agent's decision (see the module doc)."""
 
+    inputs_dir: str  # absolute: where the agent puts each round's arguments
     warmup: int = 2
     runs: int = 10
 
 
 def round_file(k: int) -> str:
-    """Round k's arguments (msgpack list[KernelArg]), relative to the timing child's work dir."""
-    return f"timing/round{k}.msgpack"
+    """Round k's arguments (msgpack list[KernelArg]), relative to `TimingSpec.inputs_dir`."""
+    return f"round{k}.msgpack"
 
 
 def round_dir(k: int) -> str:
-    """Where the agent writes round k's argument files (relative to the work dir)."""
-    return f"timing/r{k}"
+    """Where the agent writes round k's argument files (relative to `TimingSpec.inputs_dir`)."""
+    return f"r{k}"
 
 
 def report_file(k: int) -> str:
