@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from types import TracebackType
+
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from events import catalog as ev
@@ -30,14 +32,15 @@ class RunProgress:
             TextColumn("{task.fields[problem]:<24}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=console, transient=False,
         )
-        self.tasks: dict[str, int] = {}
+        self.tasks: dict[str, TaskID] = {}
 
     def __enter__(self) -> RunProgress:
         self.progress.__enter__()
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.progress.__exit__(*exc)
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.progress.__exit__(exc_type, exc, tb)
 
     def on_event(self, e: ev.Event, view: RunView) -> None:
         if isinstance(e, ev.RunStarted):

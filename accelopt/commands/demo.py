@@ -16,12 +16,17 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 from rich.console import Console
 from rich.table import Table
 
 from accelopt.commands.run import add_config_args, config_and_problems, wide_console
+
+if TYPE_CHECKING:
+    from actors.deployment import Deployment
+    from actors.session import LogEndpoint, RunOutcome
 
 DEMO_SUITE = "cpu_v2"
 # an elementwise, a fused normalization + matmul, and a matmul problem
@@ -56,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     console.print(f"memory: {cfg.memory.uri}", highlight=False)
     deadline = time.monotonic() + args.timeout if args.timeout else None
     groups = [problems[:1], problems[1:]] if len(problems) > 1 else [problems]
-    outcomes = []
+    outcomes: list[RunOutcome] = []
     with SharedAgents(cfg, problems, args) as nats_url:  # one set of agents serves both runs
         for i, group in enumerate(groups, 1):
             if i == 1:
@@ -94,8 +99,8 @@ class SharedAgents:
 
     def __init__(self, cfg, problems: list, args: argparse.Namespace) -> None:
         self.cfg, self.problems, self.args = cfg, problems, args
-        self.endpoint = None
-        self.deployment = None
+        self.endpoint: LogEndpoint | None = None
+        self.deployment: Deployment | None = None
 
     def __enter__(self) -> str:
         import asyncio
@@ -106,18 +111,18 @@ class SharedAgents:
         from events.log import StreamSettings
 
         cfg = with_memory_uri(self.cfg)
-        self.endpoint = open_log_endpoint(self.args.nats, cfg.root)
+        self.endpoint = endpoint = open_log_endpoint(self.args.nats, cfg.root)
         try:
             settings = StreamSettings(replicas=cfg.log.replicas, duplicate_window_s=cfg.log.duplicate_window_s)
-            asyncio.run(create_stream(self.endpoint.url, settings))
+            asyncio.run(create_stream(endpoint.url, settings))
             init_ray(self.args.ray_address)
-            self.deployment = Deployment(cfg, self.endpoint.url, log_level=self.args.log_level)
-            self.deployment.start_agents(sorted(set(target_devices(cfg, [p.name for p in self.problems]).values())))
-            self.deployment.wait_ready()
+            self.deployment = deployment = Deployment(cfg, endpoint.url, log_level=self.args.log_level)
+            deployment.start_agents(sorted(set(target_devices(cfg, [p.name for p in self.problems]).values())))
+            deployment.wait_ready()
         except BaseException:
             self.__exit__()
             raise
-        return self.endpoint.url
+        return endpoint.url
 
     def __exit__(self, *exc: object) -> None:
         if self.deployment is not None:
@@ -127,7 +132,7 @@ class SharedAgents:
 
 
 def _session(console: Console, cfg, problems: list, args: argparse.Namespace, nats_url: str,
-             timeout_s: float | None):
+             timeout_s: float | None) -> RunOutcome | None:
     from accelopt.progress import RunProgress
     from actors.session import RunError, run_session
 
