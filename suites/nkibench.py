@@ -199,7 +199,7 @@ def _random_init(expr: ast.AST, where: str) -> tuple[str, list[ast.AST], str]:
     if fn in ("random.normal", "random.standard_normal", "random.randn", "random.uniform", "random.rand",
               "random.random", "random.random_sample", "random.randint"):
         if fn == "random.randn" or fn == "random.rand":
-            shape_nodes = list(expr.args)
+            shape_nodes: list[ast.AST] = list(expr.args)
             init = "normal(0, 1)" if fn == "random.randn" else "uniform(0, 1)"
             return init, shape_nodes, dtype
         params = {"random.normal": ("loc", "scale", "size"), "random.standard_normal": ("size",),
@@ -217,8 +217,8 @@ def _random_init(expr: ast.AST, where: str) -> tuple[str, list[ast.AST], str]:
         elif fn == "random.uniform":
             init = f"uniform({_fmt(_num(a['low'])) if 'low' in a else '0'}, {_fmt(_num(a['high'])) if 'high' in a else '1'})"
         elif fn == "random.randint":
-            hi = a.get("high")
-            lo, hi = (_num(a["low"]), _num(hi)) if hi is not None else (0, _num(a["low"]))
+            high = a.get("high")
+            lo, hi = (_num(a["low"]), _num(high)) if high is not None else (0, _num(a["low"]))
             init, dtype = f"randint({_fmt(lo)}, {_fmt(hi)})", "int64" if dtype == "float32" else dtype
         else:
             init = "uniform(0, 1)"
