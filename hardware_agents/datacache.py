@@ -2,10 +2,13 @@
 
 Generating inputs and float64 references costs far more than a profile of a small kernel,
 and every candidate of a problem uses the same cases, so each agent keeps the last few
-problems. Entries are built by the agent's `build(problem, seeds, root)`; `root` is a
-private directory for data an agent must stage as files (made on first use when the cache
-is given a `prefix`, removed by `close()`, garbage collection or interpreter exit), or
-None for in-memory data. An entry with a `remove()` method is told when it is evicted.
+problems. Entries are built by the agent's `build(problem, seeds, root)` (`get`), or, for
+an agent whose entries depend on more than the seeds (the Triton agent's plan and device),
+by a callable given with its own key (`lookup`); `root` is a directory for data an agent
+must stage as files (made on first use when the cache is given a `prefix`, with `mode`:
+0700, or 0755 when sandboxed children of other uids must read the inputs; removed by
+`close()`, garbage collection or interpreter exit), or None for in-memory data. An entry
+with a `remove()` method is told when it is evicted or the cache is closed.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import shutil
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Generic, TypeVar
 
@@ -35,7 +38,7 @@ class DataCache(Generic[T]):
         self._mode = mode
         self._root: Path | None = None
         self._finalizer: weakref.finalize | None = None
-        self._items: OrderedDict[tuple[str, tuple[int, ...]], T] = OrderedDict()
+        self._items: OrderedDict[Hashable, T] = OrderedDict()
         self._lock = threading.Lock()
 
     @property
@@ -49,13 +52,18 @@ class DataCache(Generic[T]):
         return self._root
 
     def get(self, problem: Problem, seeds: tuple[int, ...]) -> T:
-        key = (problem.content_hash(), seeds)
+        """The entry of (problem content, seeds), built by the cache's `build` on a miss."""
+        return self.lookup((problem.content_hash(), seeds), lambda root: self.build(problem, seeds, root))
+
+    def lookup(self, key: Hashable, build: Callable[[Path | None], T]) -> T:
+        """The entry under `key`, built by `build(root)` on a miss (the least recent beyond
+        `capacity` is evicted)."""
         with self._lock:  # generation is serialised: two threads never build the same data twice
             data = self._items.get(key)
             if data is not None:
                 self._items.move_to_end(key)
                 return data
-            data = self.build(problem, seeds, self.root)
+            data = build(self.root)
             self._items[key] = data
             while len(self._items) > self.capacity:
                 _, old = self._items.popitem(last=False)

@@ -4,7 +4,8 @@ A `ProblemData` holds every case of a profile plan (the seeds and adversarial ca
 each workload the plan checks): the inputs as torch.save'd CPU tensors in a directory the
 sandbox may read, and the float64 references (computed once by the reference harness in
 its own sandboxed child, on the kernels' device) with their comparison statistics. A
-`DataCache` keeps the last few problems, like the CPU agent's.
+`DataCache` keeps the last few problems in the LRU every agent uses
+(`hardware_agents.datacache`).
 """
 
 from __future__ import annotations
@@ -15,9 +16,6 @@ import re
 import secrets
 import shutil
 import tempfile
-import threading
-import weakref
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -26,8 +24,7 @@ import numpy as np
 import torch
 
 from accelopt.problem import Definition, Problem, Tolerance, Workload
-from hardware_agents import validity
-from hardware_agents.sandbox import default_base_dir
+from hardware_agents import datacache, validity
 from hardware_agents.triton.inputs import axis_values, case_inputs, is_float
 from hardware_agents.triton.records import TensorMeta
 from hardware_agents.triton.reference import RefCase, RefRequest
@@ -202,45 +199,36 @@ def _dt(name: str) -> torch.dtype:
 
 
 class DataCache:
-    """LRU of ProblemData by (problem hash, plan); the directory goes away on close/GC/exit."""
+    """The last few problems' data, in the LRU of `hardware_agents.datacache`, keyed by
+    (problem hash, plan, device, timing); the staging dir goes away on close/GC/exit."""
 
     def __init__(self, capacity: int = 3, base_dir: Path | None = None) -> None:
-        self.capacity = capacity
-        self._base = base_dir
-        self._root: Path | None = None
-        self._finalizer: weakref.finalize | None = None
-        self._items: OrderedDict[tuple[str, str, str], ProblemData] = OrderedDict()
-        self._lock = threading.Lock()
+        # 0755: the sandboxed children (other uids) read the inputs; references are in memory
+        self._cache: datacache.DataCache[ProblemData] = datacache.DataCache(
+            _by_lookup_only, capacity=capacity, base_dir=base_dir, prefix="accelopt-triton-data-", mode=0o755)
 
     @property
     def root(self) -> Path:
-        if self._root is None:
-            self._root = Path(tempfile.mkdtemp(prefix="accelopt-triton-data-", dir=self._base or default_base_dir()))
-            os.chmod(self._root, 0o755)
-            self._finalizer = weakref.finalize(self, shutil.rmtree, str(self._root), True)
-        return self._root
+        root = self._cache.root
+        assert root is not None
+        return root
 
     def get(self, problem: Problem, plan: Sequence[PlannedCase], run_reference: RefRunner, *, device: str,
             data_roots: Sequence[str | Path] = (), timing: tuple[str, int, int] | None = None) -> ProblemData:
         """`timing`: (like, rounds, per_round) to make the fresh timing contents too (see
         `timing_plan`); they are drawn once per cached problem."""
         key = (problem.content_hash(), msgspec.json.encode(list(plan)).decode(), device, timing)
-        with self._lock:
-            data = self._items.get(key)
-            if data is not None:
-                self._items.move_to_end(key)
-                return data
+
+        def build(root: Path | None) -> ProblemData:
+            assert root is not None
             rounds = timing_plan(plan, *timing) if timing else ()
-            data = ProblemData(problem, plan, self.root, run_reference, data_roots, rounds)
-            self._items[key] = data
-            while len(self._items) > self.capacity:
-                _, old = self._items.popitem(last=False)
-                old.remove()
-            return data
+            return ProblemData(problem, plan, root, run_reference, data_roots, rounds)
+
+        return self._cache.lookup(key, build)
 
     def close(self) -> None:
-        with self._lock:
-            self._items.clear()
-            if self._finalizer is not None:
-                self._finalizer()
-            self._root, self._finalizer = None, None
+        self._cache.close()
+
+
+def _by_lookup_only(problem: Problem, seeds: tuple[int, ...], root: Path | None) -> ProblemData:
+    raise TypeError("the Triton data cache builds entries through DataCache.get(problem, plan, ...)")
