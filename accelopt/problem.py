@@ -3,7 +3,7 @@
 Definition / Workload / Solution / Trace keep FlashInfer-Bench's field names and JSON shape,
 so its loaders accept what we export (they ignore unknown fields). Our extensions are the
 `x_` fields: numpy reference, tolerances, roofline expressions, input initialisation and
-adversarial cases, and the languages `c` and `nki`.
+adversarial cases, and kernel languages beyond FlashInfer-Bench's (`c`, `nki`, any registered one).
 
 Loading checks more than the JSON shape: axes named in shapes exist, references define
 `run`, roofline expressions are whitelisted arithmetic of the axes (`parse_expression`).
@@ -16,7 +16,7 @@ import ast
 import hashlib
 import math
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -24,7 +24,10 @@ DType = Literal[
     "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "float4_e2m1",
     "int64", "int32", "int16", "int8", "bool",
 ]
-Language = Literal["python", "triton", "cpp", "cuda", "tilelang", "c", "nki"]
+LANGUAGE_NAME = r"[a-z][a-z0-9_+-]{0,31}"
+# A kernel language: FlashInfer-Bench's (python, triton, cpp, cuda, tilelang) or one registered in
+# hardware_agents/languages (c, nki, a plugin's); what runs it is checked where it is used.
+Language = Annotated[str, msgspec.Meta(pattern=f"^{LANGUAGE_NAME}$")]
 
 
 class ProblemFileError(ValueError):

@@ -33,7 +33,6 @@ from actors.gateway import LLMGateway
 from actors.parsing import (
     TRUNCATED,
     ReplyParseError,
-    complete_nki_module,
     extract_code,
     extract_plan,
     parse_insight,
@@ -44,6 +43,7 @@ from actors.worker import Worker, WorkerOptions
 from events import catalog as ev
 from events.log import EventLog, StreamSettings
 from events.subjects import role_filter
+from hardware_agents.languages import find_language
 from prompts import PromptError, render
 
 REQUEST_OF_ROLE = {
@@ -189,7 +189,8 @@ class LLMAgent(Worker):
     def kernel(self, event: Any, problem: Problem, call: ev.LLMCallCompleted, **lineage: Any) -> ev.KernelProposed:
         entry = problem.baseline.entry_symbol
         block = extract_code(call.response, entry=entry)
-        source = complete_nki_module(block.code, entry) if event.language == "nki" else block.code
+        lang = find_language(event.language)
+        source = lang.complete_source(block.code, entry) if lang and lang.complete_source else block.code
         return ev.KernelProposed(
             **self.envelope(event, "KernelProposed"),
             kernel_id=ev.derive_event_id(event.run_id, "Kernel", event.event_id), problem=event.problem,

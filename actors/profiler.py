@@ -22,14 +22,14 @@ from events import catalog as ev
 from events.log import EventLog
 from events.subjects import role_filter
 from hardware_agents.base import DEFAULT_SEEDS, HardwareAgent, get_agent
+from hardware_agents.languages import find_language
 from hardware_agents.sandbox import allow_unisolated
-
-ENTRY_FILES = {"c": "kernel.c", "triton": "main.py", "python": "main.py", "nki": "kernel.py"}
 
 
 def solution_for(request: ev.ProfileRequested, baseline: Solution) -> Solution:
     """The request's source as a Solution with the baseline's entry point and build spec."""
-    path = baseline.spec.entry_point.split("::", 1)[0] or ENTRY_FILES.get(request.language, "kernel")
+    lang = find_language(request.language)
+    path = baseline.spec.entry_point.split("::", 1)[0] or (lang.entry_file if lang else "kernel")
     name = f"{request.problem}_{request.kernel_id[:12]}"
     spec = msgspec.structs.replace(baseline.spec, language=request.language)
     return Solution(name=name, definition=baseline.definition, author="accelopt", spec=spec,

@@ -34,11 +34,10 @@ from events import catalog as ev
 from events.log import EventLog, StreamSettings
 from events.server import NatsServer, check_url, port_open
 from events.subjects import run_filter
+from hardware_agents.languages import find_language
 from replay.fold import RunView
 
 log = get_logger(component="session")
-
-EXTENSIONS = {"c": ".c", "triton": ".py", "python": ".py", "nki": ".py"}
 
 
 class RunError(RuntimeError):
@@ -247,6 +246,12 @@ async def follow_run(url: str, run_id: str, *, on_event: Callable[[ev.Event, Run
 
 # --- run directory ---------------------------------------------------------------------------
 
+def best_extension(language: str) -> str:
+    """The extension of `best/<problem>.*` for a kernel in `language` (`.txt` if unregistered)."""
+    lang = find_language(language)
+    return lang.extension if lang else ".txt"
+
+
 def write_run_dir(run_dir: Path, view: RunView, cfg: RunConfig) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
@@ -255,7 +260,7 @@ def write_run_dir(run_dir: Path, view: RunView, cfg: RunConfig) -> None:
     for r in view.results():
         k = view.kernels.get(r.best_kernel_id or "")
         if k is not None:
-            (best_dir / f"{r.problem}{EXTENSIONS.get(k.language, '.txt')}").write_text(k.source)
+            (best_dir / f"{r.problem}{best_extension(k.language)}").write_text(k.source)
     results = {
         "run_id": view.run_id, "status": view.status, "cost_usd": view.cost_usd,
         "problems": [dataclasses.asdict(r) for r in view.results()],

@@ -6,12 +6,14 @@ the rendered prompts of `prompts/` and nothing else (no memory, no problem files
 comes from the call's litellm metadata (`accelopt_role`, set by the gateway), else from the
 prompt's headings. Every reply is a pure function of (messages, role, sample index).
 
-Tunables: C `#define NAME <int>` (except the problem's shape macros, which the harness
-prepends: the axis names listed under "## Shapes") and module-level Python `NAME = <int>`
-(Triton, NKI) with an UPPER_CASE name. Values below 1 are not tunables, unless the kernel
-declares the constant's legal values with a comment `// tune: NAME in {a, b, c}` (or
-`# tune: ...`, `/* tune: ... */`): then the define is a tunable whatever its value (0/1
-switches, identifiers such as `static`/`dynamic`) and moves stay inside that set.
+Tunables: what the registered kernel languages' tuner syntaxes match
+(`hardware_agents/languages`): for the built-in ones, C `#define NAME <int>` (except the
+problem's shape macros, which the harness prepends: the axis names listed under "## Shapes")
+and module-level Python `NAME = <int>` (Triton, NKI) with an UPPER_CASE name. Values below 1
+are not tunables, unless the kernel declares the constant's legal values with a comment
+`// tune: NAME in {a, b, c}` (or `# tune: ...`, `/* tune: ... */`): then the define is a
+tunable whatever its value (0/1 switches, identifiers such as `static`/`dynamic`) and moves
+stay inside that set.
 
 - planner: a move changes one or several constants at once. Candidate moves, best first:
   1. the insights in the prompt (each `## i.` entry of the memory block): the constants an
@@ -59,18 +61,13 @@ from litellm import CustomLLM
 from litellm.types.utils import ModelResponse, Usage
 
 from actors.parsing import code_blocks
+from hardware_agents.languages import TunerSyntax, tuner_syntaxes
 
 PROVIDER = "builtin"
 MODEL = "builtin/tuner"
 
 Value = int | str
 
-_C_DEFINE = re.compile(
-    r"^(?P<pre>[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_]\w*)[ \t]+\(?)(?P<value>\d+|[A-Za-z_]\w*)"
-    r"(?P<post>\)?[uUlL]*[ \t]*(?://[^\n]*|/\*[^\n]*)?)$", re.MULTILINE)
-_PY_CONST = re.compile(
-    r"^(?P<pre>(?P<name>[A-Z_][A-Z0-9_]*)[ \t]*(?::[ \t]*[\w.\[\]]+[ \t]*)?=[ \t]*)(?P<value>\d+|[\"']?[A-Za-z_]\w*[\"']?)"
-    r"(?P<post>[ \t]*(?:#[^\n]*)?)$", re.MULTILINE)
 _TUNE = re.compile(r"(?://|#|/\*)[ \t]*tune:[ \t]*(?P<name>[A-Za-z_]\w*)[ \t]+in[ \t]*\{(?P<values>[^}\n]*)\}")
 _SHAPE_LINE = re.compile(r"^- (?P<name>[A-Za-z_]\w*) = (?P<value>\d+)", re.MULTILINE)
 _TOKEN = r"[A-Za-z_]\w*|\d+"
@@ -78,10 +75,6 @@ _CHANGE = re.compile(r"CHANGE:[ \t]*(?P<name>[A-Za-z_]\w*)[ \t]+(?P<old>" + _TOK
                      + _TOKEN + r")")
 _LOOSE_CHANGE = re.compile(
     r"\b(?P<name>[A-Z_][A-Z0-9_]*[A-Z0-9])\b[^\n\d]{0,40}?\b(?P<old>\d+)\s*(?:->|→|=>|\bto\b)\s*(?P<new>\d+)")
-_DIFF_DEFINE = re.compile(r"^(?P<sign>[-+])[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_]\w*)[ \t]+\(?(?P<value>"
-                          + _TOKEN + r")", re.MULTILINE)
-_DIFF_PY = re.compile(r"^(?P<sign>[-+])(?P<name>[A-Z_][A-Z0-9_]*)[ \t]*(?::[^=\n]*)?=[ \t]*(?P<value>\d+)",
-                      re.MULTILINE)
 _INSIGHT_TITLE = re.compile(r"\*\*(?P<dir>Increase|Decrease)\s+(?P<name>[A-Za-z_]\w*)\b[^*\n]*\*\*")
 _SPEEDUP = re.compile(r"(?P<s>\d+(?:\.\d+)?)\s*x\b")
 _MEASURED = re.compile(r"Measured on `(?P<problem>[^`]*)`[^\n]*?(?P<s>\d+(?:\.\d+)?)\s*x\b(?P<rest>[^\n]*)")
@@ -142,13 +135,23 @@ def legal_values(source: str) -> dict[str, tuple[Value, ...]]:
     return out
 
 
+def syntax_of(source: str) -> TunerSyntax | None:
+    """The tuner syntax for a kernel: the first registered one whose `detect` matches it, else
+    the first one without `detect`."""
+    syntaxes = tuner_syntaxes()
+    claimed = next((s for s in syntaxes if s.detect is not None and s.detect.search(source)), None)
+    return claimed or next((s for s in syntaxes if s.detect is None), None)
+
+
 def find_tunables(source: str, skip: Iterable[str] = ()) -> list[Tunable]:
-    """Tunable constants of a C or Python kernel, first definition of each name."""
+    """Tunable constants of a kernel (in its language's tuner syntax), first definition of each name."""
+    syntax = syntax_of(source)
+    if syntax is None:
+        return []
     skipped = set(skip)
     legal = legal_values(source)
-    pattern = _C_DEFINE if re.search(r"^[ \t]*#[ \t]*define\b", source, re.MULTILINE) else _PY_CONST
     seen: dict[str, Tunable] = {}
-    for m in pattern.finditer(source):
+    for m in syntax.constant.finditer(source):
         name = m.group("name")
         value = _token(m.group("value"))
         if name in skipped or name in seen:
@@ -275,10 +278,10 @@ def changes_in(text: str) -> list[Change]:
         found.setdefault(m.group("name"), Change(m.group("name"), _token(m.group("old")), _token(m.group("new"))))
     for m in _LOOSE_CHANGE.finditer(text):
         found.setdefault(m.group("name"), Change(m.group("name"), int(m.group("old")), int(m.group("new"))))
-    for pattern in (_DIFF_DEFINE, _DIFF_PY):
+    for syntax in tuner_syntaxes():
         old: dict[str, Value] = {}
         new: dict[str, Value] = {}
-        for m in pattern.finditer(text):
+        for m in syntax.diff.finditer(text):
             (old if m.group("sign") == "-" else new).setdefault(m.group("name"), _token(m.group("value")))
         for name, v in old.items():
             if name in new and new[name] != v:

@@ -1,9 +1,12 @@
 """Prompt templates of the four LLM agents, per kernel language (see docs/architecture.md, paper §2).
 
-Templates are text files shipped in this package: `<role>.<language>.txt` (roles planner,
-executor, fixer, summarizer; languages c, triton, nki), each with a `=== system ===` and a
-`=== user ===` section, plus `primer.<language>.txt` (the language and device primer with
-the profile glossary). Placeholders are `{{name}}`; every placeholder must be filled and
+Templates are text files: `<role>.<language>.txt` (roles planner, executor, fixer,
+summarizer), each with a `=== system ===` and a `=== user ===` section, plus
+`primer.<language>.txt` (the language and device primer with the profile glossary). The
+built-in languages (c, triton, nki) ship theirs in this package; a language registered with
+a `prompt_dir` (`hardware_agents/languages`) has them there. Every other fact about a
+language (fence tag, default entry name, interface lines, correctness wording) comes from
+its `KernelLanguage` record. Placeholders are `{{name}}`; every placeholder must be filled and
 values are inserted verbatim (never re-scanned).
 
 They stay close to the paper's prompts (planner: one single-step plan; executor: the full
@@ -37,11 +40,11 @@ from typing import Any
 
 from accelopt.problem import Problem
 from accelopt.records import ChatMessage
-from prompts.format import FENCE_LANG, fence, format_problem, format_profile, format_speedup
+from hardware_agents.languages import KernelLanguage, UnknownLanguageError, get_language, language_names
+from prompts.format import fence, format_problem, format_profile, format_speedup
 
 ROLES = ("planner", "executor", "fixer", "summarizer")
-LANGUAGES = ("c", "triton", "nki")
-LANGUAGE_ALIASES = {"c": "c", "triton": "triton", "python": "triton", "nki": "nki"}
+LANGUAGES = language_names()  # the built-in languages, whose templates ship in this package
 
 _PLACEHOLDER = re.compile(r"\{\{([a-z_]+)\}\}")
 _SECTION = re.compile(r"^=== (system|user) ===\n", re.MULTILINE)
@@ -54,10 +57,15 @@ class PromptError(ValueError):
 
 
 def normalize_language(language: str) -> str:
-    lang = LANGUAGE_ALIASES.get(language.lower())
-    if lang is None:
-        raise PromptError(f"no prompts for kernel language {language!r}; known: {', '.join(LANGUAGES)}")
-    return lang
+    """The registered name of `language` (an alias such as `python` gives `triton`)."""
+    return _language(language).name
+
+
+def _language(language: str) -> KernelLanguage:
+    try:
+        return get_language(language)
+    except UnknownLanguageError as e:
+        raise PromptError(f"no prompts: {e.args[0]}") from None
 
 
 @cache
@@ -67,6 +75,17 @@ def template_text(name: str) -> str:
         return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
     except FileNotFoundError as e:
         raise PromptError(f"prompt template {name!r} is missing from the prompts package") from e
+
+
+def _template(lang: KernelLanguage, name: str) -> str:
+    """A template of `lang`: from its `prompt_dir`, or this package when it has none."""
+    if lang.prompt_dir is None:
+        return template_text(name)
+    path = lang.prompt_dir / name
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError as e:
+        raise PromptError(f"prompt template {name!r} of kernel language {lang.name!r} is missing: {path}") from e
 
 
 def _fill(template: str, values: dict[str, str], name: str) -> str:
@@ -83,13 +102,13 @@ def _sections(text: str, name: str) -> dict[str, str]:
     return {"system": parts[2], "user": parts[4]}
 
 
-def _entry(problem: Problem | None, language: str) -> str:
+def _entry(problem: Problem | None, lang: KernelLanguage) -> str:
     if problem is not None:
         try:
             return problem.baseline.entry_symbol
         except (IndexError, AttributeError):
             pass
-    return {"c": "kernel", "triton": "run", "nki": "kernel"}[language]
+    return lang.entry
 
 
 def _need(ctx: dict[str, Any], role: str, *keys: str) -> None:
@@ -106,16 +125,16 @@ def _experiences(insights: Sequence[Any]) -> str:
     return "\n" + format_for_prompt(list(insights))
 
 
-def _values(role: str, lang: str, ctx: dict[str, Any]) -> dict[str, str]:
-    tag = FENCE_LANG[lang]
+def _values(role: str, lang: KernelLanguage, ctx: dict[str, Any]) -> dict[str, str]:
+    tag = lang.fence
     problem: Problem | None = ctx.get("problem")
     device = str(ctx.get("device", "cpu"))
-    v = {"primer": template_text(f"primer.{lang}.txt").strip(), "device": device,
+    v = {"primer": _template(lang, f"primer.{lang.name}.txt").strip(), "device": device,
          "entry": _entry(problem, lang)}
     if role in ("planner", "executor", "fixer"):
         _need(ctx, role, "problem", "source")
         assert problem is not None
-        v["problem"] = format_problem(problem, lang)
+        v["problem"] = format_problem(problem, lang.name)
         v["source"] = fence(ctx["source"], tag)
     if role == "planner":
         _need(ctx, role, "seed", "request_id")
@@ -149,9 +168,9 @@ def render(role: str, language: str, **context: Any) -> list[ChatMessage]:
     """The system and user messages of `role` for a kernel in `language` (see module doc)."""
     if role not in ROLES:
         raise PromptError(f"unknown agent role {role!r}; known: {', '.join(ROLES)}")
-    lang = normalize_language(language)
-    name = f"{role}.{lang}.txt"
-    sections = _sections(template_text(name), name)
+    lang = _language(language)
+    name = f"{role}.{lang.name}.txt"
+    sections = _sections(_template(lang, name), name)
     values = _values(role, lang, context)
     return [
         ChatMessage(role="system", content=_fill(sections["system"], values, name).strip() + "\n"),

@@ -9,19 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import random
-import re
 
 from accelopt.problem import AxisConst, Problem, ScalarInput, Tolerance, Workload
 from accelopt.profile import Profile
+from hardware_agents.languages import fence, get_language
 
-FENCE_LANG = {"c": "c", "triton": "python", "nki": "python"}
-
-
-def fence(content: str, lang: str = "") -> str:
-    """`content` in a fenced block whose fence is longer than any backtick run inside it."""
-    longest = max((len(m) for m in re.findall(r"`+", content)), default=0)
-    ticks = "`" * max(3, longest + 1)
-    return f"{ticks}{lang}\n{content.rstrip()}\n{ticks}"
+__all__ = ["axis_lines", "check_workload_line", "correctness_bar", "fence", "format_problem", "format_profile",
+           "format_speedup", "interface_lines", "shuffle_key"]
 
 
 def axis_lines(problem: Problem) -> list[str]:
@@ -61,49 +55,19 @@ def check_workload_line(problem: Problem, workload: Workload) -> str:
 
 def correctness_bar(problem: Problem, language: str = "c") -> str:
     tol = problem.definition.x_tolerance or Tolerance()
-    if language == "nki":  # the kernel allocates its outputs: the harness cannot pre-fill them (docs/neuron.md)
-        outputs = ("The kernel allocates its own outputs, so every output element must be written: an "
-                   "unwritten element holds whatever the device memory held and fails the checks, which draw "
-                   "fresh inputs for every case. ")
-    else:
-        outputs = "Output buffers are filled with NaN before each call, so every output element must be written. "
     return (
         "A kernel counts only if every output matches the reference (computed in float64) on every "
         f"check: relative L2 error ||out - ref||_2 / ||ref||_2 < {tol.rel_l2:g}, and elementwise "
         f"|out - ref| <= {tol.atol:g} * max(1, rms(ref)) + {tol.rtol:g} * |ref|. The checks use several "
         "fresh random seeds plus adversarial inputs (for example inputs scaled by 1000, which break a "
-        "softmax without max subtraction or an unguarded exp). Inputs must not be modified. " + outputs
-        + "Timing is done by the harness."
+        "softmax without max subtraction or an unguarded exp). Inputs must not be modified. "
+        + get_language(language).output_rule + "Timing is done by the harness."
     )
-
-
-def c_interface_lines(problem: Problem) -> list[str]:
-    """The CPU agent's calling convention and this problem's prototype (kept in one place, the
-    agent, so the prompt states exactly what the harness does)."""
-    from hardware_agents.cpu import CONVENTION, c_signature
-
-    return [CONVENTION.strip(), "", "Prototype and axis macros for this problem:",
-            fence(c_signature(problem, problem.baseline.entry_symbol), "c")]
 
 
 def interface_lines(problem: Problem, language: str) -> list[str]:
     """How the harness calls the kernel (what the generated code must keep)."""
-    d = problem.definition
-    if language == "c":
-        return c_interface_lines(problem)
-    if language == "triton":
-        from hardware_agents.triton.convention import interface_lines as triton_interface_lines
-
-        return triton_interface_lines(problem)
-    if language == "nki":  # the Neuron agent's convention, with the problem's layout transforms
-        from hardware_agents.neuron.convention import nki_interface_lines
-
-        return nki_interface_lines(problem)
-    entry = problem.baseline.entry_symbol
-    ins = ", ".join(d.inputs)
-    outs = ", ".join(d.outputs)
-    return [f"- Entry point: `{entry}({ins})`, an `@nki.jit` kernel that returns the outputs ({outs}).",
-            "- One Python module with its imports (numpy, neuronxcc.nki, nki.language as nl, nki.isa as nisa)."]
+    return get_language(language).interface_lines(problem)
 
 
 def format_problem(problem: Problem, language: str) -> str:
@@ -122,7 +86,7 @@ def format_problem(problem: Problem, language: str) -> str:
         parts += ["", "## Constraints", *(f"- {c}" for c in d.constraints)]
     parts += ["", "## Kernel interface", *interface_lines(problem, language)]
     parts += ["", "## Correctness bar", correctness_bar(problem, language)]
-    if d.x_numpy_reference and language in ("c", "nki"):
+    if d.x_numpy_reference and get_language(language).numpy_reference:
         parts += ["", "## Reference implementation (numpy)", fence(d.x_numpy_reference, "python")]
     else:
         parts += ["", "## Reference implementation", fence(d.reference, "python")]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from accelopt.problem import Problem
+from hardware_agents.languages import fence
 
 CONVENTION = """\
 C kernels for the CPU agent (C11 with GNU extensions, OpenMP, gcc -O3 -march=native -fopenmp):
@@ -37,3 +38,10 @@ def c_signature(problem: Problem, symbol: str = "kernel") -> str:
     macros = " ".join(f"{k}={v}" for k, v in axes.items())
     sep = ",\n    "
     return f"/* axis macros: {macros} */\nvoid {symbol}(\n    {sep.join(params)});"
+
+
+def interface_lines(problem: Problem) -> list[str]:
+    """The prompt's "Kernel interface" lines: the convention and this problem's prototype
+    (kept next to the agent, so the prompt states exactly what the harness does)."""
+    return [CONVENTION.strip(), "", "Prototype and axis macros for this problem:",
+            fence(c_signature(problem, problem.baseline.entry_symbol), "c")]
