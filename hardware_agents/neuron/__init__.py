@@ -7,7 +7,9 @@ Modes (chosen from what the host has):
 - device (a /dev/neuron* node): compile and run with `nki.baremetal` (neuronx-cc,
   NEURON_CC_FLAGS=--auto-cast=none) on one NeuronCore (`core`, else the
   NEURON_RT_VISIBLE_CORES that Ray sets for an actor holding a `neuron_cores` resource);
-  latency from `neuron-profile` summaries, the profiler counters go into `Profile.counters`;
+  timed in rounds the agent drives, each on inputs drawn on a fresh seed, with every
+  profiled run's output checked; latency from `neuron-profile` summaries read in a child of
+  their own and bounded by the agent's clock; the profiler counters go into `Profile.counters`;
 - simulate (neuronx-cc but no device): correctness with `nki.simulate_kernel`, status
   `unmeasured`;
 - no SDK: the constructor raises `NeuronSDKMissing`, naming the AWS Neuron SDK and how to
