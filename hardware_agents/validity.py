@@ -87,7 +87,7 @@ def generate(expr: str, shape: tuple[int, ...], dtype: str, rng: np.random.Gener
     def ev(node: ast.AST) -> Any:
         if isinstance(node, ast.Expression):
             return ev(node.body)
-        if isinstance(node, ast.Constant):
+        if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
             return work(node.value)
         if isinstance(node, ast.UnaryOp):
             v = ev(node.operand)

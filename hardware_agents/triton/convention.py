@@ -29,8 +29,8 @@ def interface_lines(problem: Problem) -> list[str]:
         lines.append(f"- Value-returning: `{signature(problem)}` returns the outputs ({outs}): one tensor, or a tuple "
                      "in that order, with exactly the dtypes and shapes above.")
     scalars = [f"`{n}` is a Python {s.dtype.removesuffix('32').removesuffix('64')} scalar"
-               + (f" (this workload: {problem.workload.inputs[n].value!r})"
-                  if isinstance(problem.workload.inputs.get(n), ScalarInput) else "")
+               + (f" (this workload: {inp.value!r})"
+                  if isinstance(inp := problem.workload.inputs.get(n), ScalarInput) else "")
                for n, s in d.inputs.items() if s.shape is None]
     tensors = "Tensors are contiguous torch tensors on the GPU (CPU tensors under the Triton interpreter)"
     lines.append(f"- {tensors}; inputs are read-only. " + ("; ".join(scalars) + "." if scalars else ""))

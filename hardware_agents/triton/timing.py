@@ -17,6 +17,7 @@ synchronous: the interpreter and tests). Tests inject their own timer (any objec
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 from collections.abc import Callable
@@ -89,8 +90,7 @@ def measure(*, call: Callable[[int], Any], after: Callable[[int], bool], flush: 
         bad = 0
         for _ in range(reps):
             flush()
-            idx = t
-            samples.append(timer.time(lambda idx=idx: call(idx)))
+            samples.append(timer.time(functools.partial(call, t)))
             if not after(t):
                 bad += 1
             t += 1
