@@ -11,6 +11,8 @@ Every method is synchronous (LanceDB's sync API); call them from asyncio through
 from __future__ import annotations
 
 import asyncio
+import builtins
+import functools
 import math
 import os
 import random
@@ -389,7 +391,7 @@ class MemoryIndex:
         allow_ids: Sequence[str] | None = None,
         speedup_weight: float = 0.0,
         recency_weight: float = 0.0,
-    ) -> list[RetrievedInsight]:
+    ) -> builtins.list[RetrievedInsight]:  # `list` in this class is the method
         """The `top_m` best entries for `query` (text, or a unit vector).
 
         Filters restrict the candidates before ranking (prefilter); `exclude_source_runs`
@@ -465,7 +467,7 @@ class MemoryIndex:
         allow_ids: Sequence[str] | None = None,
         speedup_weight: float = 0.0,
         recency_weight: float = 0.0,
-    ) -> list[RetrievedInsight]:
+    ) -> builtins.list[RetrievedInsight]:  # `list` in this class is the method
         """A planner's insights: `top_m` slots from the same kernel language and device family
         (`device_family`; only `device` itself with `same_device_only`), of which a share of
         `cross_device_share` (rounded, at least 1 when > 0) is given to the best insights of
@@ -475,15 +477,14 @@ class MemoryIndex:
         vec = self.embedder.encode([query])[0] if isinstance(query, str) else np.asarray(query, dtype=np.float32)
         cross = 0 if same_device_only or cross_device_share <= 0 else max(1, round(top_m * cross_device_share))
         cross = min(cross, top_m)
-        common = dict(exclude_source_runs=exclude_source_runs, allow_ids=allow_ids, speedup_weight=speedup_weight,
-                      recency_weight=recency_weight)
+        search = functools.partial(self.search, vec, exclude_source_runs=exclude_source_runs, allow_ids=allow_ids,
+                                   speedup_weight=speedup_weight, recency_weight=recency_weight)
         family = [device] if same_device_only else list(device_family(device))
-        own = self.search(vec, top_m=top_m - cross, device=family, language=language, **common) \
-            if top_m > cross else []
+        own = search(top_m=top_m - cross, device=family, language=language) if top_m > cross else []
         if not cross:
             return own
         seen = {e.entry_id for e in own}
-        others = [e for e in self.search(vec, top_m=top_m + cross, **common)
+        others = [e for e in search(top_m=top_m + cross)
                   if e.entry_id not in seen and not (e.language == language and e.device in family)]
         return own + others[:cross]
 
