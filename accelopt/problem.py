@@ -306,7 +306,7 @@ def eval_expression(expr: str, names: dict[str, int] | dict[str, float]) -> floa
     def ev(node: ast.AST) -> float:
         if isinstance(node, ast.Expression):
             return ev(node.body)
-        if isinstance(node, ast.Constant):
+        if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
             return float(node.value)
         if isinstance(node, ast.Name):
             if node.id not in names:
@@ -451,7 +451,7 @@ def load_workload(path: str | Path, definition: Definition | None = None) -> Wor
         raise ProblemFileError(f"{p}: not valid JSON: {e}") from e
     kind: type = Trace if isinstance(raw, dict) and "workload" in raw else Workload
     try:
-        obj = msgspec.convert(raw, kind)
+        obj: Trace | Workload = msgspec.convert(raw, kind)
     except msgspec.ValidationError as e:
         raise ProblemFileError(f"{p}: invalid {kind.__name__}: {e}") from e
     w = obj.workload if isinstance(obj, Trace) else obj
