@@ -222,7 +222,7 @@ class NeuronAgent(HardwareAgent):
 
     def _read_paths(self, data: ProblemData | None) -> tuple[str, ...]:
         """The SDK, neuron-profile and (for the correctness child) the data dir; the timing
-        child reads its inputs from its own work dir, where the agent puts them round by round."""
+        child gets the agent's staging dir instead, where its inputs arrive round by round."""
         return (*([str(data.dir)] if data is not None else []), *self.sdk.python_path,
                 *([os.path.dirname(self.neuron_profile)] if self.neuron_profile else []))
 
@@ -302,7 +302,7 @@ class NeuronAgent(HardwareAgent):
             kernel_file = self._stage_sources(tbox, solution, entry_file)
             treq = HarnessRequest(
                 mode="device", kernel_file=kernel_file, entry=entry, cases=[], compile_options=self.compile_options,
-                neuron_profile="" if self.verify_summaries else self.neuron_profile,
+                neuron_profile="" if self.verify_summaries else (self.neuron_profile or ""),
                 timing=TimingSpec(inputs_dir=str(inputs), warmup=self.warmup, runs=self.runs))
             child = tbox.spawn("hardware_agents.neuron.harness:run", treq, timeout_s=self.timing_timeout_s)
             timing = TimingLog()
@@ -311,6 +311,7 @@ class NeuronAgent(HardwareAgent):
                 verdict = self._rounds(problem, data, child, tbox, sbox, inputs, timing, checks, fail)
             finally:
                 tout = child.finish()
+            counters.update(timing.counters())  # `fail` shares this dict: a failed round's profile has them too
             prof = verdict or self._timed(problem, tout, timing, checks, counters, tools)
             prof.isolation = tout.isolation
             return prof
@@ -404,7 +405,7 @@ class NeuronAgent(HardwareAgent):
             got = ref_mod.kernel_outputs(kernel_out, refs)
         except ValueError as e:
             return SeedCheck(case=name, passed=False, note=str(e))
-        dtypes = {n: s.dtype for n, s in problem.definition.outputs.items()}
+        dtypes: dict[str, str] = {n: s.dtype for n, s in problem.definition.outputs.items()}
         return validity.compare_outputs(name, got, refs, validity.tolerance_of(problem.definition),
                                         expected_dtypes=dtypes)
 
@@ -546,10 +547,6 @@ class NeuronAgent(HardwareAgent):
         if out.stray_processes:
             return self._fail("runtime_error", f"the kernel left {out.stray_processes} process(es) running "
                               f"(killed){tail}", tools, correctness=checks, counters=counters)
-        counters["timing_rounds"] = float(len(log.rounds))
-        counters["timing_wall_s"] = sum(r.wall_s for r in log.rounds)
-        counters["timing_setup_s"] = sum(r.setup_s for r in log.rounds)
-        counters["timing_device_s"] = sum(r.device_s for r in log.rounds)
         usable = [r for r in log.rounds if r.summaries and all(x is not None for x in r.summaries)]
         if not usable:
             return self._fail("unmeasured", f"correct, but no neuron-profile summary could be read from "
@@ -607,6 +604,13 @@ class RoundRecord(msgspec.Struct, kw_only=True):
 
 class TimingLog(msgspec.Struct, kw_only=True):
     rounds: list[RoundRecord] = []
+
+    def counters(self) -> dict[str, float]:
+        """Sums over the rounds: our wall time of their calls, the device times read from
+        their profiler files, our time handing over their inputs."""
+        return {"timing_rounds": float(len(self.rounds)), "timing_wall_s": sum(r.wall_s for r in self.rounds),
+                "timing_device_s": sum(r.device_s for r in self.rounds),
+                "timing_setup_s": sum(r.setup_s for r in self.rounds)}
 
 
 class Trn1Agent(NeuronAgent):

@@ -55,6 +55,8 @@ def test_hostile_kernel_gets_its_status(name: str, trn1: NeuronAgent, small_suit
     assert hack.needle in text, text
     if hack.expect == "passed":  # the honest reading, not a forged one
         assert prof.latency is not None and prof.latency.median_ms == pytest.approx(honest_ms, rel=0.25)
+    if hack.expect == "timing_mismatch":  # the two sums that disagreed are recorded
+        assert prof.counters["timing_device_s"] > prof.counters["timing_wall_s"] > 0
 
 
 def test_reading_the_references_is_caught_with_the_walls_down(neuron_profile_exe: str,
