@@ -465,7 +465,10 @@ class NeuronAgent(HardwareAgent):
                 what = ", ".join([*(f"argument {j}" for j in report.mutated), *changed])
                 return fail("incorrect", f"timing round {k}: modified its inputs ({what}) in timed calls; inputs are "
                             "read-only", correctness=checks)
-            rec.summaries = self._summaries(tbox, sbox, k, report)
+            try:
+                rec.summaries = self._summaries(tbox, sbox, k, report)
+            except _Unisolated as e:
+                return fail("sandbox_error", str(e), correctness=checks)
             if any(x is None for x in rec.summaries):
                 break  # no complete reading of this round: judged with the rounds before it
             rec.device_s = sum(x.total_time_s for x in rec.summaries if x is not None)
@@ -514,6 +517,8 @@ class NeuronAgent(HardwareAgent):
                             SummaryRequest(neuron_profile=self.neuron_profile or "", pairs=pairs))
         finally:
             shutil.rmtree(rdir, ignore_errors=True)
+        if sout.status == "unisolated":
+            raise _Unisolated(sout.error)
         texts = sout.decode(SummaryResult).texts if sout.status == "ok" else []
         parsed: list[ProfileSummary | None] = []
         for text in texts[:len(pairs)] + [""] * (len(pairs) - len(texts)):
@@ -581,6 +586,10 @@ class NeuronAgent(HardwareAgent):
         return Profile(status="passed", device=self.kind, log=log_text, correctness=checks, latency=stats,
                        t_peak_ms=tp * 1e3, pct_peak=pct_peak(tp, t_meas), bound=bound, counters=counters,
                        toolchain={**self.toolchain(), **tools})
+
+
+class _Unisolated(Exception):
+    """The summary child could not be isolated (and the run does not allow that)."""
 
 
 def _spread(summaries: Sequence[ProfileSummary | None]) -> float:

@@ -13,6 +13,7 @@ import re
 
 import msgspec
 import pytest
+from neuron_helpers import STANDIN
 from neuron_kernels import (
     BMM_SOFTMAX_NO_MAX,
     SILU_BAD_VALUES,
@@ -57,7 +58,7 @@ def test_baseline_passes_with_timing_counters_and_roofline(trn1: NeuronAgent, sm
     # timed on a fresh seed (named in the log), never a correctness seed
     seeds = [int(s) for s in re.findall(r"seed (\d+)", prof.log)]
     assert len(seeds) == 1 and seeds[0] not in (0, 21, 42, 63, 84), prof.log
-    assert prof.isolation, "the sandbox's isolation is recorded"
+    assert prof.isolation.get("landlock_reads") == "restricted", prof.isolation  # on record
     assert prof.counters["hbm_read_bytes"] == 256 * 512 * 4  # each input tile loaded once
     # the stand-in models 60 % of the roofline: the agent's % of peak must find it again
     assert prof.bound == "memory" and prof.pct_peak is not None and 0.3 < prof.pct_peak < 0.65
@@ -179,3 +180,18 @@ def test_a_kernel_that_behaves_differently_when_timed_is_caught(trn1: NeuronAgen
     # every profiled run's output is checked: the first one ran before its profiler file
     # existed (still honest), the second is the first lazy one
     assert all(c.passed for c in prof.correctness[:-1]) and prof.correctness[-1].case == "timed:timing-r0/run1"
+
+
+def test_missing_isolation_refuses_the_kernel(neuron_profile_exe: str, small_suite: dict[str, Problem]) -> None:
+    """Landlock switched off stands in for a host kernel that lacks it: the kernel never runs."""
+    from hardware_agents.neuron import Trn1Agent
+
+    agent = Trn1Agent(mode="device", sdk_path=[str(STANDIN)], neuron_profile=neuron_profile_exe, core="3",
+                      round_pause_s=0.0, check_instance=False, sandbox_options={"landlock": False})
+    try:
+        p = small_suite["silu"]
+        prof = agent.profile(p, p.baseline)
+    finally:
+        agent.close()
+    assert prof.status == "sandbox_error", prof.log
+    assert "sandbox.allow_unisolated" in prof.log and "landlock_abi" not in prof.isolation
