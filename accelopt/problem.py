@@ -25,9 +25,30 @@ DType = Literal[
     "int64", "int32", "int16", "int8", "bool",
 ]
 LANGUAGE_NAME = r"[a-z][a-z0-9_+-]{0,31}"
-# A kernel language: FlashInfer-Bench's (python, triton, cpp, cuda, tilelang) or one registered in
-# hardware_agents/languages (c, nki, a plugin's); what runs it is checked where it is used.
 Language = Annotated[str, msgspec.Meta(pattern=f"^{LANGUAGE_NAME}$")]
+FLASHINFER_LANGUAGES = ("python", "triton", "cpp", "cuda", "tilelang")
+# Names a solution file may use: FlashInfer-Bench's, AccelOpt's built-in ones (here too, so
+# loading a problem does not depend on what was imported before), and every name registered
+# with `hardware_agents.languages.register_language` (it calls `add_language_name`).
+_language_names = {*FLASHINFER_LANGUAGES, "c", "nki"}
+_plugins_loaded = False
+
+
+def add_language_name(name: str) -> None:
+    """Let solution files name the kernel language `name` (see `known_language`)."""
+    _language_names.add(name)
+
+
+def known_language(name: str) -> bool:
+    """Is `name` a kernel language a solution file may use? On a miss the installed device
+    plugins (`accelopt/plugins.py`) are loaded once, since a plugin registers its language."""
+    global _plugins_loaded
+    if name not in _language_names and not _plugins_loaded:
+        from accelopt.plugins import DEVICE_GROUP, load_plugins, use_device_plugin
+
+        _plugins_loaded = True
+        load_plugins(DEVICE_GROUP, use_device_plugin)
+    return name in _language_names
 
 
 class ProblemFileError(ValueError):
@@ -388,6 +409,9 @@ def solution_errors(s: Solution) -> list[str]:
             errs.append(f"sources.{p}: paths must be relative and stay inside the solution")
     if s.spec.entry_point.split("::", 1)[0] not in paths:
         errs.append("spec.entry_point: entry file is not among the sources")
+    if not known_language(s.spec.language):
+        errs.append(f"spec.language: unknown kernel language {s.spec.language!r}; known: "
+                    f"{', '.join(sorted(_language_names))}")
     return errs
 
 

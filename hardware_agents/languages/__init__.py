@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from accelopt.problem import LANGUAGE_NAME, Problem
+from accelopt.problem import LANGUAGE_NAME, Problem, add_language_name
 
 __all__ = ["KernelLanguage", "TunerSyntax", "UnknownLanguageError", "fence", "find_language", "get_language",
            "language_names", "register_language", "tuner_syntaxes"]
@@ -89,6 +89,7 @@ def register_language(language: KernelLanguage) -> KernelLanguage:
     with _lock:
         for n in (language.name, *language.aliases):
             _languages[n] = language
+            add_language_name(n)  # solution files may name it
     return language
 
 

@@ -23,6 +23,7 @@ from types import ModuleType
 import msgspec
 import pytest
 
+import accelopt.problem as problem_module
 import prompts
 from accelopt.problem import (
     AxisConst,
@@ -69,6 +70,7 @@ def _load_plugin() -> ModuleType:
 @pytest.fixture
 def toylang(monkeypatch: pytest.MonkeyPatch) -> KernelLanguage:
     monkeypatch.setattr(languages, "_languages", dict(languages._languages))
+    monkeypatch.setattr(problem_module, "_language_names", set(problem_module._language_names))
     _load_plugin().register()
     return get_language("toylang")
 
@@ -112,6 +114,7 @@ def test_the_builtin_languages_keep_the_facts_the_code_spelled_out_before():
 def test_a_plugin_language_is_one_registration(toylang):
     assert toylang.name == "toylang" and get_language("toy") is toylang and get_language("TOYLANG") is toylang
     assert "toylang" in language_names()
+    assert problem_module.known_language("toylang") and problem_module.known_language("toy")  # solution files
     assert languages.tuner_syntaxes()[-1] is toylang.tuner  # after the built-ins' two syntaxes
     with pytest.raises(UnknownLanguageError, match=r"unknown kernel language 'cobol'; known: c, triton, nki, toylang"):
         get_language("cobol")
@@ -186,11 +189,13 @@ def test_an_installed_plugin_language_is_found_through_its_entry_point():
     problem_json = msgspec.json.encode(toy_problem()).decode()
     code = textwrap.dedent(f"""
         import msgspec
-        from accelopt.problem import Problem
+        from accelopt.problem import Problem, known_language, solution_errors
         from hardware_agents.languages import language_names
         from prompts import render
         assert "toylang" not in language_names()  # nothing registered it yet
         problem = msgspec.json.decode({problem_json!r}, type=Problem)  # the problem file names the language
+        assert solution_errors(problem.baseline) == [], solution_errors(problem.baseline)  # found via the plugin
+        assert known_language("toylang") and not known_language("cobol")
         system, user = render("executor", "toylang", problem=problem, source=problem.baseline.sources[0].content,
                               plan="Double TILE", device="toydev")
         print("NAMES", ",".join(language_names()))
