@@ -20,6 +20,7 @@ import contextlib
 import time
 import traceback
 from dataclasses import dataclass
+from typing import ClassVar
 
 from accelopt.logging import get_logger
 from events.catalog import Event
@@ -52,7 +53,7 @@ class WorkerStats:
 class Worker:
     """Base class of the role actors (planner, executor, fixer, summarizer, profiler, curator)."""
 
-    role: str = "worker"
+    role: ClassVar[str] = "worker"
 
     def __init__(self, nats_url: str, options: WorkerOptions, *, stream: StreamSettings | None = None) -> None:
         self.nats_url = nats_url
@@ -117,6 +118,11 @@ class Worker:
         await self.connect()
         slots = asyncio.Semaphore(max(1, self.options.concurrency))
         tasks: set[asyncio.Task] = set()
+
+        def done(task: asyncio.Task) -> None:
+            tasks.discard(task)
+            slots.release()
+
         idle_since = time.monotonic()
         try:
             while not self._stop.is_set():
@@ -145,7 +151,7 @@ class Worker:
                     await slots.acquire()
                     task = asyncio.create_task(self._process(d))
                     tasks.add(task)
-                    task.add_done_callback(lambda t: (tasks.discard(t), slots.release()))
+                    task.add_done_callback(done)
         except asyncio.CancelledError:  # killed: abandon the work in hand unacked (redelivered)
             for t in tasks:
                 t.cancel()
