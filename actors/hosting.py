@@ -115,7 +115,8 @@ def device_placement(device: str) -> Placement:
     cluster without any GPU takes a CPU slot instead: its agent then checks correctness in
     the Triton interpreter (status `unmeasured`) and leaves timing to a GPU worker."""
     if device in ("h100", "h200", "b200") or device.startswith("cuda"):
-        if _cluster_resources() is not None and not _cluster_resources().get("GPU"):
+        resources = _cluster_resources()
+        if resources is not None and not resources.get("GPU"):
             return Placement(num_cpus=1)
         return Placement(num_gpus=1, resources=_generation(device))
     if device.startswith("trn"):
