@@ -90,7 +90,7 @@ def _arg_shapes_cached(problem_json: bytes) -> tuple[tuple[str, tuple[int, ...] 
         else:  # untouched memory: reshapes are views, nothing is written
             dummies[name] = np.empty(shape, dtype=np.float32 if spec.dtype == "float32" else np.float64)
     args = ref.kernel_args(dummies)
-    out = []
+    out: list[tuple[str, tuple[int, ...] | None, str]] = []
     for a in args:
         if isinstance(a, np.ndarray):
             out.append(("array", tuple(int(d) for d in a.shape), str(a.dtype)))

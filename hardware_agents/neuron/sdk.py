@@ -56,7 +56,7 @@ def _version(pkg_dir: Path, python_path: Sequence[str]) -> str:
         import importlib.metadata as md
 
         for dist in md.distributions(path=[*python_path, *sys.path]):
-            if (dist.metadata.get("Name") or "").lower() in ("neuronx-cc", "neuronxcc"):
+            if (dist.metadata["Name"] or "").lower() in ("neuronx-cc", "neuronxcc"):
                 return dist.version
     except Exception:  # a broken metadata dir must not hide the SDK
         pass
