@@ -146,12 +146,12 @@ def in_process_ms(agent: CpuAgent, problem: Any, reps: int = 30) -> float:
     for c in data.cases[:3]:
         ins = [np.ascontiguousarray(c.inputs[n]) for n in problem.definition.inputs]
         outs = [validity.aligned_empty(r.shape, np.float32) for r in c.ref64.values()]
-        sets.append([a.ctypes.data for a in (*ins, *outs)] + [ins, outs])
+        sets.append(([a.ctypes.data for a in (*ins, *outs)], ins, outs))  # the arrays stay alive
     times = []
     for i in range(reps):
-        s = sets[i % len(sets)]
+        ptrs = sets[i % len(sets)][0]
         t0 = time.perf_counter()
-        fn(*[ctypes.c_void_p(x) for x in s[:-2]])
+        fn(*[ctypes.c_void_p(x) for x in ptrs])
         times.append(time.perf_counter() - t0)
     return statistics.median(times) * 1e3
 

@@ -68,7 +68,7 @@ async def hop_latency(url: str, samples: int) -> dict:
     sub = await EventLog.connect(url, name="bench-sub")
     q = await sub.work_queue("bench-lat", role_filter("PlanRequested", run_id="lat"))
     lat_ms: list[float] = []
-    received = asyncio.Queue()
+    received: asyncio.Queue[float] = asyncio.Queue()
 
     async def consume() -> None:
         while True:

@@ -89,7 +89,7 @@ async def throughput(url: str, problems, reps: int, tag: str) -> dict:
     results = await wait_results(elog, run_id, len(reqs))
     wall = time.monotonic() - t0
     await elog.close()
-    statuses = {}
+    statuses: dict[str, int] = {}
     for r in results:
         statuses[r.profile.status] = statuses.get(r.profile.status, 0) + 1
     return {"profiles": len(results), "wall_s": wall, "profiles_per_min": 60 * len(results) / wall,

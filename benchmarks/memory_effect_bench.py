@@ -141,7 +141,8 @@ def warm_memory(uri: Path, entries: list[Any], embedder: str | None) -> int:
     return index.upsert(entries) if entries else 0
 
 
-def remeasure_problem(agent, problem, sources: list[str], *, rounds: int, timeout_s: float) -> dict[str, float | None]:
+def remeasure_problem(agent, problem, sources: list[str], *, rounds: int,
+                      timeout_s: float | None) -> dict[str, float | None]:
     """Speedup over the baseline (sources[0]) of every source, in interleaved rounds."""
     from accelopt.commands.remeasure import measure_interleaved
 

@@ -49,7 +49,7 @@ def main() -> int:
                     out = min(llm.for_role(role).max_tokens, limit) if limit else llm.for_role(role).max_tokens
                     rows.append({"language": key, "role": role, "model": model, "chars": chars,
                                  "prompt_tokens": tokens, "max_tokens": out, "context": context,
-                                 "fits": bool(context) and tokens + out <= context,
+                                 "fits": bool(context and tokens + out <= context),
                                  "prompt_share_of_context": round(tokens / context, 4) if context else None})
     print(f"{'language':<9} {'role':<11} {'model':<26} {'chars':>7} {'tokens':>7} {'max_out':>8} {'context':>9}  fits")
     for r in rows:

@@ -60,13 +60,14 @@ def actor_processes(known: dict[str, int]) -> dict[str, int]:
     """Named AccelOpt actors not in `known` -> pid (asked of each actor, once it is built)."""
     import ray
 
-    out = {}
+    out: dict[str, int] = {}
     for name in ray.util.list_named_actors():
         if not name.startswith("accelopt-") or name in known:
             continue
         try:
             handle = ray.get_actor(name)
-            out[name] = ray.get(handle.__ray_call__.remote(lambda self: os.getpid()), timeout=2)
+            ref: ray.ObjectRef[int] = handle.__ray_call__.remote(lambda self: os.getpid())
+            out[name] = ray.get(ref, timeout=2)
         except Exception:
             continue
     return out

@@ -241,7 +241,8 @@ def _kernels_to_measure(view, problem: str, all_kernels: bool) -> list:
 
 
 def measure_interleaved(agent, problem, kernels: list[tuple[str, str, str]], *, device: str, run_id: str,
-                        rounds: int, base_seed: int, timeout_s: float, progress=None) -> list[KernelMeasure]:
+                        rounds: int, base_seed: int, timeout_s: float | None,
+                        progress=None) -> list[KernelMeasure]:
     """Profile `kernels` ((kernel id, language, source), the baseline first) in `rounds`
     interleaved rounds on `agent`: every kernel once per round, the order reversed every
     other round, round r on the fresh seeds `base_seed + r * 1000`, so all of them see the
