@@ -5,13 +5,17 @@ registration (`toylang.py`), its prompt templates, and an `accelopt.devices` ent
 The in-process tests load that module by path and register it into a copy of the registry
 (restored afterwards); then the prompts, the reply parsing, the offline tuner, the profiler
 actor's solution and the run directory all handle the language with no other edit. The
-last test runs a fresh interpreter with the plugin installed (on PYTHONPATH), where the
-language is found through its entry point the first time a prompt asks for it.
+last tests run fresh interpreters with the plugin installed (on PYTHONPATH): the language
+is found through its entry point the first time a prompt asks for it, and a whole
+`accelopt run` (real NATS, real Ray actors, the offline `builtin/tuner` model) optimizes
+toy kernels on the plugin's `toysim` kind, the simulated device (no toy compiler exists:
+latencies are drawn).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -42,7 +46,8 @@ from actors.profiler import solution_for
 from actors.session import best_extension
 from actors.tuner import changes_in, find_tunables, tuner_reply
 from events import catalog as c
-from hardware_agents import languages
+from events.logfile import read_events
+from hardware_agents import base, languages
 from hardware_agents.languages import KernelLanguage, UnknownLanguageError, get_language, language_names
 
 PLUGIN_DIR = Path(__file__).parent / "toylang_plugin"
@@ -70,6 +75,7 @@ def _load_plugin() -> ModuleType:
 @pytest.fixture
 def toylang(monkeypatch: pytest.MonkeyPatch) -> KernelLanguage:
     monkeypatch.setattr(languages, "_languages", dict(languages._languages))
+    monkeypatch.setattr(base, "_registry", dict(base._registry))  # the plugin's `toysim` kind
     monkeypatch.setattr(problem_module, "_language_names", set(problem_module._language_names))
     _load_plugin().register()
     return get_language("toylang")
@@ -185,6 +191,12 @@ def test_the_profiler_and_the_run_directory_use_the_registered_names(toylang):
     assert best_extension("cobol") == ".txt"  # no registered language: plain text
 
 
+def _plugin_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PLUGIN_DIR), env.get("PYTHONPATH")) if p)
+    return env
+
+
 def test_an_installed_plugin_language_is_found_through_its_entry_point():
     problem_json = msgspec.json.encode(toy_problem()).decode()
     code = textwrap.dedent(f"""
@@ -201,9 +213,62 @@ def test_an_installed_plugin_language_is_found_through_its_entry_point():
         print("NAMES", ",".join(language_names()))
         print(user.content)
     """)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PLUGIN_DIR), env.get("PYTHONPATH")) if p)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_plugin_env(), timeout=300)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "NAMES c,triton,nki,toylang" in out.stdout
     assert "```toy\nparam TILE := 64;" in out.stdout and "Output the complete kernel in one ```toy code block." in out.stdout
+
+
+def write_toy_suite(root: Path) -> Path:
+    """Two toy problems (`t0`, `t1`: out = x * k + 1) whose baselines have two `param`s."""
+    folder = root / "toysuite"
+    folder.mkdir(parents=True)
+    (folder / "suite.json").write_text(json.dumps({"name": "toysuite", "description": "toy-language problems",
+                                                   "device": "toysim", "language": "toylang",
+                                                   "entry_point": "kernel.toy::main"}))
+    for i in range(2):
+        d = folder / f"t{i}"
+        d.mkdir()
+        ref = f"def run(x):\n    return x * {i + 2} + 1\n"
+        (d / "definition.json").write_text(json.dumps({
+            "name": d.name, "op_type": "elementwise", "axes": {"M": {"type": "var"}, "N": {"type": "var"}},
+            "inputs": {"x": {"shape": ["M", "N"], "dtype": "float32"}},
+            "outputs": {"out": {"shape": ["M", "N"], "dtype": "float32"}}, "reference": ref,
+            "x_numpy_reference": ref, "x_roofline": {"flops_vector": "2*M*N", "bytes_min": "4 * (2*M*N)"}}))
+        (d / "workload.json").write_text(json.dumps({"uuid": f"00000000-0000-5000-8000-{i:012d}",
+                                                     "axes": {"M": 256, "N": 256}, "inputs": {"x": {"type": "random"}}}))
+        (d / "kernel.toy").write_text(f"param TILE := 64;\nparam UNROLL := 4;\nproc main(x, out) {{\n"
+                                      f"  out := x * {i + 2} + 1;\n}}\nend main.\n")
+    return folder
+
+
+def test_a_whole_run_optimizes_kernels_of_the_plugin_language(tmp_path, toylang):
+    suite = write_toy_suite(tmp_path)
+    root = tmp_path / "runs"
+    env = {**_plugin_env(), "ACCELOPT_ALLOW_SIM": "1"}  # toysim is the simulated device: opt in
+    out = subprocess.run(
+        [sys.executable, "-m", "accelopt.cli", "run", "--suite", str(suite), "--device", "toysim", "--preset", "quick",
+         "--model", "builtin/tuner", "--no-preflight", "--root", str(root), "--memory", str(tmp_path / "memory"),
+         "--timeout", "600", "--set", "memory.enabled=false", "--set", "search.iterations=2",
+         "--set", "devices.toysim.options.profile_s=0.01"],
+        capture_output=True, text=True, env=env, timeout=900)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    (log,) = root.glob("*/log.aolog")
+    run_dir = log.parent
+    events = read_events(log)
+    assert isinstance(events[-1], c.RunCompleted) and events[-1].reason == "completed"
+    started = events[0]
+    assert isinstance(started, c.RunStarted)
+    assert {(t.problem.name, t.device, t.language) for t in started.targets} == {("t0", "toysim", "toylang"),
+                                                                                ("t1", "toysim", "toylang")}
+    planner = next(e for e in events if isinstance(e, c.LLMCallCompleted) and e.role == "planner")
+    user = planner.messages[-1]
+    assert "```toy\nparam TILE := 64;" in (user["content"] if isinstance(user, dict) else user.content)
+    proposed = [e for e in events if isinstance(e, c.KernelProposed)]
+    assert proposed and all(e.language == "toylang" for e in proposed)
+    baselines = {p.name: p.baseline.sources[0].content for p in (t.problem for t in started.targets)}
+    changed = [e for e in proposed if e.source != baselines[e.problem]]
+    assert changed and all(find_tunables(e.source) and e.source.rstrip().endswith("end main.") for e in changed)
+    profiled = [e for e in events if isinstance(e, c.KernelProfiled)]
+    assert sum(e.profile.status == "passed" for e in profiled) > len(started.targets)  # candidates too
+    assert sorted(p.name for p in (run_dir / "best").iterdir()) == ["t0.toy", "t1.toy"]

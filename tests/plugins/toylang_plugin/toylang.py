@@ -1,7 +1,9 @@
 """A kernel-language plugin as another package would ship it: the language `toylang`, made
 known to AccelOpt by the one `register_language` call below (found through the
 `accelopt.devices` entry point in `toylang_plugin-0.1.dist-info`). Its prompt templates are
-in `toylang_prompts/`. Toy source looks like:
+in `toylang_prompts/`. It also adds a device kind, `toysim`: the simulated device (nothing
+compiles or runs; latencies are drawn, see `hardware_agents/sim`) taking `toylang`, so a
+whole run can use the language here. Toy source looks like:
 
     param TILE := 64;
     proc main(x, y, out) { ... }
@@ -13,7 +15,9 @@ import re
 from pathlib import Path
 
 from accelopt.problem import Problem
+from hardware_agents.base import register_agent
 from hardware_agents.languages import KernelLanguage, TunerSyntax, register_language
+from hardware_agents.sim.agent import SimAgent
 
 PARAMS = TunerSyntax(
     name="toy-param",
@@ -36,7 +40,13 @@ def complete_module(code: str, entry: str) -> str:
     return code if re.search(rf"^end {re.escape(entry)}\.$", code, re.MULTILINE) else code.rstrip() + f"\nend {entry}.\n"
 
 
+class ToySimAgent(SimAgent):
+    kind = "toysim"
+    languages = ("toylang",)
+
+
 def register() -> None:
+    register_agent("toysim", ToySimAgent)
     register_language(KernelLanguage(
         name="toylang", fence="toy", entry="main", entry_file="kernel.toy", extension=".toy",
         interface_lines=interface_lines, output_rule="Toy outputs start as zeros; write every element. ",
