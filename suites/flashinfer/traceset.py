@@ -43,6 +43,7 @@ from typing import Any
 import msgspec
 
 from accelopt.problem import (
+    FLASHINFER_LANGUAGES,
     Definition,
     InputSpec,
     ProblemFileError,
@@ -55,7 +56,7 @@ from accelopt.problem import (
     workload_errors,
 )
 
-FIB_LANGUAGES = frozenset({"python", "triton", "cpp", "cuda", "tilelang"})
+FIB_LANGUAGES = frozenset(FLASHINFER_LANGUAGES)
 _NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf, "nan": math.nan, "inf": math.inf,
               "-inf": -math.inf}
 _FLOAT_KEYS = {"max_relative_error", "max_absolute_error", "latency_ms", "reference_latency_ms", "speedup_factor",
