@@ -44,7 +44,7 @@ from hardware_agents.languages import KernelLanguage, UnknownLanguageError, get_
 from prompts.format import fence, format_problem, format_profile, format_speedup
 
 ROLES = ("planner", "executor", "fixer", "summarizer")
-LANGUAGES = language_names()  # the built-in languages, whose templates ship in this package
+LANGUAGES = tuple(n for n in language_names() if get_language(n).prompt_dir is None)  # templates in this package
 
 _PLACEHOLDER = re.compile(r"\{\{([a-z_]+)\}\}")
 _SECTION = re.compile(r"^=== (system|user) ===\n", re.MULTILINE)
