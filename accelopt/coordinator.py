@@ -51,7 +51,9 @@ def legacy_config(config: dict) -> dict:
 
 
 class RetrieveMemory(msgspec.Struct, frozen=True, kw_only=True):
-    """Effect: retrieve insights for a candidate and publish them as `MemoryRetrieved`."""
+    """Effect: retrieve insights for a candidate; the answer comes back as the
+    `MemoryRetrieved` of id `result_id` (the shell asks the memory worker with a
+    `MemoryRequested`, see actors/coordinator.py)."""
 
     result_id: str
     problem: str
@@ -62,6 +64,7 @@ class RetrieveMemory(msgspec.Struct, frozen=True, kw_only=True):
     candidate_id: str
     candidate_source: str
     expect_entry_ids: tuple[str, ...] = ()
+    cause_id: str | None = None  # the event that made the retrieval necessary (IterationStarted)
 
 
 @dataclass
@@ -473,6 +476,7 @@ class CoordinatorCore:
                     result_id=result_id, problem=p.name, op_type=d.op_type, device=p.target.device,
                     language=p.target.language, iteration=e.iteration, candidate_id=cand_id,
                     candidate_source=cand.source, expect_entry_ids=tuple(self._all_memory_ids()),
+                    cause_id=e.event_id,
                 ))
             else:
                 outs += self._plan_requests(p, e.iteration, cand, [], None, e)

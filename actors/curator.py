@@ -1,4 +1,5 @@
-"""The memory curator: projects `MemoryEntryAdded` events into the LanceDB memory.
+"""The memory curator: projects `MemoryEntryAdded` events into the LanceDB memory, and says
+so with a `MemoryIndexed` event per committed entry.
 
 A `Worker` on one durable pull consumer over every run's `MemoryEntryAdded` subject.
 Concurrent deliveries are gathered into micro-batches (one embedding call and one LanceDB
@@ -18,16 +19,17 @@ import asyncio
 import contextlib
 import dataclasses
 import hashlib
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from accelopt.records import MemoryEntry
 from actors.run_context import RunContextError, RunContexts
 from actors.worker import Worker, WorkerOptions
-from events.catalog import Event, MemoryEntryAdded
+from events.catalog import Event, MemoryEntryAdded, MemoryIndexed, derive_event_id
 from events.log import EventLog, StreamSettings
 from events.subjects import role_filter
-from memory_index import Embedder, MemoryIndex, normalize_uri
+from memory_index import Embedder, MemoryIndex, memory_token, normalize_uri
 
 
 def curator_durable(uri: str, table: str = "memory") -> str:
@@ -146,7 +148,11 @@ class MemoryCurator(Worker):
     async def handle(self, event: Event) -> list[Event]:
         if isinstance(event, MemoryEntryAdded) and await self._writes_here(event.run_id):
             await self._batcher.add(event.entry)
-        return []  # a projection: it publishes nothing
+            # said on the log once committed (an id derived from the entry: a redelivery says it once)
+            return [MemoryIndexed(event_id=derive_event_id(event.run_id, "MemoryIndexed", event.entry.id),
+                                  run_id=event.run_id, ts=time.time(), causation_id=event.event_id,
+                                  entry_id=event.entry.id, memory_token=memory_token(self.uri))]
+        return []
 
     async def _writes_here(self, run_id: str) -> bool:
         """Whether the run's memory is this curator's (runs on one log may use different

@@ -2,8 +2,9 @@
 
 `Deployment.start_agents()` places one host for the four LLM roles (planner, executor,
 fixer, summarizer; or one host each with `workers.llm_roles_together: false`), one for the
-memory curator, and `workers` profiler hosts per device kind, then `start_coordinator`
-adds one coordinator per run. Hosts consume their durable consumers until stopped, so one
+memory (the curator that indexes entries and the retriever that answers retrievals), and
+`workers` profiler hosts per device kind, then `start_coordinator` adds one coordinator
+per run. Hosts consume their durable consumers until stopped, so one
 deployment can serve several runs (and agents started elsewhere with `accelopt worker`
 join the same consumers).
 """
@@ -25,6 +26,16 @@ from events.subjects import role_filter
 log = get_logger(component="deployment")
 
 LLM_ROLES = ("planner", "executor", "fixer", "summarizer")
+
+
+class ActorStartError(RuntimeError):
+    """An actor of the run failed while being built (an import error, a bad option)."""
+
+
+def _root_cause(e: BaseException) -> str:
+    """The last line of the innermost error (Ray wraps the actor's own exception)."""
+    text = str(getattr(e, "cause", None) or e).strip().splitlines()
+    return text[-1] if text else type(e).__name__
 
 
 def init_ray(address: str | None = None, *, num_cpus: int | None = None, object_store_mb: int = 200) -> None:
@@ -102,9 +113,10 @@ class Deployment:
                              "options": profiler_options(device, self.cfg),
                              "agent_options": dict(dcfg.options) if dcfg else {}},
                             device_placement(device))
-        if self.cfg.memory.enabled:
-            self._spawn("curator", "curator", {"nats_url": self.nats_url, "uri": self.cfg.memory.uri,
-                                               "embedder": self.cfg.memory.embedding_model})
+        if self.cfg.memory.enabled:  # one process keeps the memory: it indexes entries and answers retrievals
+            memory = {"nats_url": self.nats_url, "uri": self.cfg.memory.uri, "embedder": self.cfg.memory.embedding_model}
+            self._spawn("memory", "group", {"members": [(ROLE_FACTORIES["curator"], memory),
+                                                        (ROLE_FACTORIES["retriever"], memory)]})
 
     def wait_ready(self, timeout_s: float = 300.0) -> None:
         """Block until every started host has connected and loaded what it needs, so the
@@ -112,17 +124,19 @@ class Deployment:
         import ray
 
         refs = [h.handle.ready.remote() for h in self.hosts]
-        _done, pending = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+        done, pending = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+        for h, r in zip(self.hosts, refs, strict=True):
+            if r in done:
+                try:
+                    ray.get(r)
+                except Exception as e:  # it could not even be built: the run would wait on it forever
+                    raise ActorStartError(f"the {h.name} actor could not start: {_root_cause(e)}") from e
         if pending:
             slow = [h.name for h, r in zip(self.hosts, refs, strict=True) if r in pending]
             log.warning("actors not ready", actors=slow, timeout_s=timeout_s)
 
-    def start_coordinator(self, run_id: str, *, warm: bool = False) -> Hosted:
-        """`warm`: load the memory model at once (see CoordinatorService's `warm_config`)."""
-        kwargs = {"nats_url": self.nats_url, "run_id": run_id}
-        if warm:
-            kwargs["warm_config"] = self.cfg.to_dict()
-        return self._spawn(f"coordinator-{run_id}", "coordinator", kwargs)
+    def start_coordinator(self, run_id: str) -> Hosted:
+        return self._spawn(f"coordinator-{run_id}", "coordinator", {"nats_url": self.nats_url, "run_id": run_id})
 
     def stop(self, timeout_s: float = 15.0) -> None:
         import ray

@@ -25,6 +25,7 @@ ROLE_FACTORIES: dict[str, str] = {
     "summarizer": "actors.agents:SummarizerAgent",
     "profiler": "actors.profiler:ProfilerAgent",
     "curator": "actors.curator:MemoryCurator",
+    "retriever": "actors.retriever:MemoryRetriever",
     "coordinator": "actors.coordinator:CoordinatorService",
     "group": "actors.hosting:ActorGroup",
 }
@@ -66,16 +67,24 @@ class _Host:
 
         configure_logging("json", log_level)
         self.factory = factory
+        self.failed: Exception | None = None
         self.obj = build(factory, kwargs)
 
     async def run(self, **kwargs: Any) -> Any:
-        return await self.obj.run(**kwargs)
+        try:
+            return await self.obj.run(**kwargs)
+        except Exception as e:
+            self.failed = e
+            raise
 
     async def ready(self) -> bool:
-        """Returns once the hosted object is connected and started (its `is_ready`)."""
+        """Returns once the hosted object is connected and started (its `is_ready`); raises
+        what stopped it if it failed before (e.g. a device agent that cannot be built)."""
         import asyncio
 
         while not getattr(self.obj, "is_ready", True):
+            if self.failed is not None:
+                raise self.failed
             await asyncio.sleep(0.05)
         return True
 

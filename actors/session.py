@@ -307,7 +307,7 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
     re-derives its state from the log and goes on from there. `devices`: the run's device
     kinds when resuming (its RunStarted's targets; default: derived from `cfg`).
     """
-    from actors.deployment import Deployment, init_ray
+    from actors.deployment import ActorStartError, Deployment, init_ray
 
     if not problems:
         raise RunError("no problems to optimize")
@@ -341,12 +341,15 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
         asyncio.run(create_stream(endpoint.url, settings))
         init_ray(ray_address)
         deployment = Deployment(cfg, endpoint.url, log_level=log_level)
-        # a new run's coordinator starts with the agents (it waits for RunStarted, and loads the
-        # memory model meanwhile); a resumed one only once they are ready, as it acts at once
-        coord = deployment.start_coordinator(run_id, warm=True) if start is not None else None
+        # a new run's coordinator starts with the agents (it waits for RunStarted); a resumed
+        # one only once they are ready, as it acts at once
+        coord = deployment.start_coordinator(run_id) if start is not None else None
         if start_agents:
             deployment.start_agents(devices)
-            deployment.wait_ready()
+            try:
+                deployment.wait_ready()
+            except ActorStartError as e:  # nothing would answer its requests: stop, say why
+                raise RunError(str(e)) from e
         if coord is None:
             coord = deployment.start_coordinator(run_id)
         if start is not None:

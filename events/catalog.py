@@ -138,16 +138,42 @@ class RetrievedInsight(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=
     diff: str = ""  # slow -> fast as a unified diff of the changed hunks (bounded, whole hunks only)
 
 
+class MemoryRequested(Event, tag=True, frozen=True):
+    """A retrieval the coordinator needs for one beam candidate, answered by a memory worker
+    of `memory_token`'s memory with the `MemoryRetrieved` of id `result_id`. Self-contained:
+    the query's inputs and the run's memory settings in force at `iteration`."""
+
+    result_id: str
+    problem: str
+    op_type: str
+    device: str
+    language: str
+    iteration: int
+    candidate_id: str
+    candidate_source: str
+    memory: dict[str, Any]  # the run's MemoryConfig at `iteration`, as a dict
+    memory_token: str  # routes the request to the workers of this memory (events/subjects.py)
+    expect_entry_ids: list[str] = []  # the run's own entries so far: wait until they are indexed
+
+
 class MemoryRetrieved(Event, tag=True, frozen=True):
     problem: str
     iteration: int
     candidate_id: str
     query: str
     entries: list[RetrievedInsight]
+    note: str = ""  # what the run should be told (retrieval failed, entries not indexed in time)
 
 
 class MemoryEntryAdded(Event, tag=True, frozen=True):
     entry: MemoryEntry
+
+
+class MemoryIndexed(Event, tag=True, frozen=True):
+    """The memory curator committed a run's entry to the memory of `memory_token`."""
+
+    entry_id: str
+    memory_token: str
 
 
 # --- LLM agents -----------------------------------------------------------------------------
@@ -327,14 +353,14 @@ class ProblemRemeasured(Event, tag=True, frozen=True):
 EVENT_TYPES: tuple[type[Event], ...] = (
     RunStarted, IterationStarted, PlanRequested, LLMCallCompleted, PlanProposed,
     ImplementationRequested, KernelProposed, ProposalFailed, ProfileRequested, KernelProfiled,
-    FixRequested, BeamSelected, MemoryRetrieved, SummaryRequested, InsightSummarized,
-    MemoryEntryAdded, IterationCompleted, RunCompleted, RunFailed, BudgetExceeded, ProblemRemeasured,
+    FixRequested, BeamSelected, MemoryRequested, MemoryRetrieved, SummaryRequested, InsightSummarized,
+    MemoryEntryAdded, MemoryIndexed, IterationCompleted, RunCompleted, RunFailed, BudgetExceeded, ProblemRemeasured,
 )
 EVENTS_BY_NAME: dict[str, type[Event]] = {t.__name__: t for t in EVENT_TYPES}
 
 AnyEvent = (
     RunStarted | IterationStarted | PlanRequested | LLMCallCompleted | PlanProposed
     | ImplementationRequested | KernelProposed | ProposalFailed | ProfileRequested | KernelProfiled
-    | FixRequested | BeamSelected | MemoryRetrieved | SummaryRequested | InsightSummarized
-    | MemoryEntryAdded | IterationCompleted | RunCompleted | RunFailed | BudgetExceeded | ProblemRemeasured
+    | FixRequested | BeamSelected | MemoryRequested | MemoryRetrieved | SummaryRequested | InsightSummarized
+    | MemoryEntryAdded | MemoryIndexed | IterationCompleted | RunCompleted | RunFailed | BudgetExceeded | ProblemRemeasured
 )

@@ -22,7 +22,14 @@ from memory_index.retrieval import (
     query_for,
 )
 from memory_index.schema import embed_text, is_noop
-from memory_index.store import MemoryIndex, MemoryIndexError, MemoryStats, default_uri, normalize_uri
+from memory_index.store import (
+    MemoryIndex,
+    MemoryIndexError,
+    MemoryStats,
+    default_uri,
+    memory_token,
+    normalize_uri,
+)
 from memory_index.transfer import (
     entries_from_logs,
     export_jsonl,
@@ -48,6 +55,7 @@ __all__ = [
     "format_for_prompt",
     "import_jsonl",
     "is_noop",
+    "memory_token",
     "normalize_uri",
     "query_for",
     "read_jsonl",

@@ -112,7 +112,9 @@ def verify(events: Iterable[ev.Event], *, run_id: str | None = None) -> VerifyRe
                 return report
             continue
         report.inputs += 1
-        if isinstance(e, ev.MemoryRetrieved) and e.event_id not in expected_effects:
+        effect_id = e.event_id if isinstance(e, ev.MemoryRetrieved) else \
+            e.result_id if isinstance(e, ev.MemoryRequested) else None
+        if effect_id is not None and effect_id not in expected_effects:
             report.divergence = Divergence(i, "unexpected-effect", e.event_id, e.type, recorded=e)
             return report
         step = core.step(e)

@@ -1,0 +1,91 @@
+"""The memory retriever: answers a run's `MemoryRequested` with `MemoryRetrieved`.
+
+A `Worker` on the durable consumer of one memory (`memory_token(uri)`), so every retrieval
+goes to a worker of the memory its run uses. It lives in the memory curator's process by
+default (one index, one embedding model). Per request it
+- serves the parent's recorded retrieval when the run is an ablation whose memory settings
+  at that iteration are the parent's (so an unchanged ablation retrieves nothing anew);
+- otherwise waits until the run's own entries so far are indexed (`memory.index_wait_s`),
+  then retrieves with the run's settings, never from its lineage's future: of its own (and
+  its parent's) entries only those it has emitted so far are eligible.
+A failed retrieval is answered too, empty and with a note, so the run plans without memory
+and says why instead of stalling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import msgspec
+
+from accelopt.config import MemoryConfig
+from actors.recordings import Recordings
+from actors.run_context import RunContexts
+from actors.worker import Worker, WorkerOptions
+from events import catalog as ev
+from events.log import EventLog, StreamSettings
+from events.subjects import role_filter
+from memory_index import MemoryIndex, memory_token, query_for
+
+
+def retriever_options(uri: str) -> WorkerOptions:
+    token = memory_token(uri)
+    return WorkerOptions(durable=f"memory-retriever-{token}",
+                         filter_subject=role_filter("MemoryRequested", memory_token=token),
+                         concurrency=8, ack_wait_s=60.0, heartbeat_s=10.0, max_deliver=5)
+
+
+class MemoryRetriever(Worker):
+    role = "memory-retriever"
+
+    def __init__(self, nats_url: str, uri: str, *, table: str = "memory", embedder: str | None = None,
+                 storage_options: dict[str, str] | None = None, options: WorkerOptions | None = None,
+                 stream: StreamSettings | None = None) -> None:
+        super().__init__(nats_url, options or retriever_options(uri), stream=stream)
+        self.uri = uri
+        self.table = table
+        self._embedder = embedder
+        self._storage_options = storage_options
+        self.index: MemoryIndex | None = None
+        self._contexts: RunContexts | None = None
+        self._recordings: Recordings | None = None
+
+    async def on_start(self, elog: EventLog) -> None:
+        self._contexts = RunContexts(elog)
+        self._recordings = Recordings(elog, self._contexts)
+        self.index = await asyncio.to_thread(MemoryIndex.open, self.uri, embedder=self._embedder, table=self.table,
+                                             storage_options=self._storage_options)
+        await asyncio.to_thread(lambda: self.index.embedder.model if self.index else None)
+
+    async def handle(self, event: ev.Event) -> list[ev.Event]:
+        assert isinstance(event, ev.MemoryRequested) and self._contexts and self._recordings
+        started = await self._contexts.started(event.run_id)
+        recording = await self._recordings.for_run(event.run_id)
+        served = recording.retrievals.get(event.result_id) if recording else None
+        if served is not None and (recording.config or {}).get("memory") == event.memory:
+            return [msgspec.structs.replace(served, run_id=event.run_id, ts=time.time(),
+                                            causation_id=event.event_id)]
+        m = msgspec.convert(event.memory, MemoryConfig)
+        query, entries, notes = "", [], []
+        try:
+            assert self.index is not None
+            if event.expect_entry_ids:
+                missing = set(event.expect_entry_ids) - await self.index.wait_for_ids(
+                    event.expect_entry_ids, timeout_s=m.index_wait_s)
+                if missing:
+                    notes.append(f"memory: {len(missing)} of this run's entries not indexed after "
+                                 f"{m.index_wait_s:.0f}s (is the memory curator running?)")
+            query = query_for(event.problem, event.op_type, event.device, event.language, event.candidate_source)
+            lineage = [event.run_id] + ([started.parent_run] if started.parent_run else [])
+            entries = await asyncio.to_thread(
+                self.index.retrieve, query, device=event.device, language=event.language, top_m=m.top_m,
+                cross_device_share=m.cross_device_share, same_device_only=m.same_device_only,
+                exclude_source_runs=lineage, allow_ids=list(event.expect_entry_ids),
+                speedup_weight=m.rank_speedup_weight, recency_weight=m.rank_recency_weight)
+        except Exception as e:  # retrieval must not stall the run: it plans without memory, and says so
+            notes.append(f"memory retrieval failed for {event.problem}/{event.candidate_id[:8]}: {e!r}")
+        return [ev.MemoryRetrieved(
+            event_id=event.result_id, run_id=event.run_id, ts=time.time(), causation_id=event.event_id,
+            problem=event.problem, iteration=event.iteration, candidate_id=event.candidate_id, query=query,
+            entries=entries, note="; ".join(notes))]
