@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import accelopt  # noqa: F401  (environment defaults)
 import suites
+from accelopt.problem import Problem
 from benchmarks._common import save
 from hardware_agents import validity
 from hardware_agents.base import t_peak
@@ -42,7 +43,7 @@ from hardware_agents.cpu import CpuAgent
 from hardware_agents.cpu.calibrate import calibrate
 
 
-def numpy_time(problem, repeats: int = 7, budget_s: float = 2.0) -> float:  # type: ignore[no-untyped-def]
+def numpy_time(problem: Problem, repeats: int = 7, budget_s: float = 2.0) -> float:
     """Median seconds of the numpy reference on float32 inputs (as a user would run it)."""
     run = validity.numpy_reference(problem)
     inputs = list(validity.make_inputs(problem, validity.InputCase(name="bench", seed=0)).values())

@@ -72,6 +72,7 @@ import sysconfig
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, Literal, TypeVar
 
@@ -89,7 +90,7 @@ _allow_unisolated: contextvars.ContextVar[bool] = contextvars.ContextVar(
 
 
 @contextlib.contextmanager
-def allow_unisolated(allowed: bool):  # type: ignore[no-untyped-def]
+def allow_unisolated(allowed: bool) -> Iterator[None]:
     """Within this context (and threads started by asyncio.to_thread from it), sandboxes run
     untrusted code even where filesystem or network isolation cannot be applied."""
     token = _allow_unisolated.set(allowed)

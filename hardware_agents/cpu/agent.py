@@ -23,6 +23,7 @@ import re
 import shutil
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
@@ -166,7 +167,7 @@ class CpuAgent(HardwareAgent):
         return msgspec.structs.replace(policy, **self.sandbox_options) if self.sandbox_options else policy
 
     @contextmanager
-    def _device_lock(self):  # type: ignore[no-untyped-def]
+    def _device_lock(self) -> Iterator[None]:
         if not self.exclusive_timing:
             yield
             return

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -182,7 +183,7 @@ def _save(record: CalibrationRecord, path: Path) -> None:
 
 # --- the measurement (runs in the subprocess) -------------------------------------------------
 
-def _best(fn, budget_s: float, max_trials: int) -> float:  # type: ignore[no-untyped-def]
+def _best(fn: Callable[[], float], budget_s: float, max_trials: int) -> float:
     """Minimum over short trials until the time budget is spent (at least 3 trials)."""
     best, spent, n = float("inf"), 0.0, 0
     while n < 3 or (spent < budget_s and n < max_trials):

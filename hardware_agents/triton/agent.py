@@ -597,7 +597,7 @@ class TritonAgent(HardwareAgent):
         why = self._clock_mismatch(res, clock, req.timing, data, counters)
         if why:
             status = "runtime_error" if why.startswith("reported") else "timing_mismatch"
-            return self._fail(status, why, correctness=checks, counters=counters)  # type: ignore[arg-type]
+            return self._fail(status, why, correctness=checks, counters=counters)
         samples = [s for r in res.timing for s in r.samples_ms]
         lat = timing.latency_ms(res.timing)
         stats = msgspec.structs.replace(validity.latency_stats(samples), median_ms=lat)

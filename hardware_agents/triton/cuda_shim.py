@@ -103,22 +103,22 @@ class _DeviceContext:
 def install_cuda_shim() -> None:
     """Make the CUDA API answer as one GPU whose tensors are CPU tensors (see the module doc)."""
     cuda = torch.cuda
-    cuda.is_available = lambda: True  # type: ignore[assignment]
-    cuda.is_initialized = lambda: True  # type: ignore[assignment]
-    cuda.init = lambda: None  # type: ignore[assignment]
-    cuda.device_count = lambda: 1  # type: ignore[assignment]
-    cuda.current_device = lambda: 0  # type: ignore[assignment]
-    cuda.set_device = lambda device: None  # type: ignore[assignment]
-    cuda.synchronize = lambda device=None: None  # type: ignore[assignment]
-    cuda.get_device_name = lambda device=None: H100.name  # type: ignore[assignment]
-    cuda.get_device_capability = lambda device=None: (H100.major, H100.minor)  # type: ignore[assignment]
+    cuda.is_available = lambda: True
+    cuda.is_initialized = lambda: True
+    cuda.init = lambda: None
+    cuda.device_count = lambda: 1
+    cuda.current_device = lambda: 0
+    cuda.set_device = lambda device: None
+    cuda.synchronize = lambda device=None: None
+    cuda.get_device_name = lambda device=None: H100.name
+    cuda.get_device_capability = lambda device=None: (H100.major, H100.minor)
     cuda.get_device_properties = lambda device=None: H100  # type: ignore[assignment,return-value]
     cuda.device = _DeviceContext  # type: ignore[assignment,misc]
     cuda.Stream = _Stream  # type: ignore[assignment,misc]
     cuda.current_stream = lambda device=None: _Stream()  # type: ignore[assignment,return-value]
     cuda.default_stream = lambda device=None: _Stream()  # type: ignore[assignment,return-value]
     cuda.stream = lambda stream=None: _Stream()  # type: ignore[assignment,misc]
-    cuda.empty_cache = lambda: None  # type: ignore[assignment]
+    cuda.empty_cache = lambda: None
     for name in _FACTORIES:
         setattr(torch, name, _with_cpu_device(getattr(torch, name)))
     t = torch.Tensor
@@ -126,7 +126,7 @@ def install_cuda_shim() -> None:
         setattr(t, name, _with_cpu_device(getattr(t, name)))
     t.cuda = lambda self, *a, **k: self  # type: ignore[method-assign]
     t.to = _to(t.to)  # type: ignore[method-assign]
-    t.is_cuda = property(lambda self: True)  # type: ignore[assignment,method-assign]
+    t.is_cuda = property(lambda self: True)  # type: ignore[assignment]
 
 
 def count_launches() -> Callable[[], int]:

@@ -130,7 +130,7 @@ def interpreter_autotune() -> None:
         rank = float(self.configs.index(config)) if config in self.configs else 0.0
         return [rank, rank, rank]
 
-    triton.runtime.autotuner.Autotuner._bench = _bench  # type: ignore[method-assign]
+    triton.runtime.autotuner.Autotuner._bench = _bench
 
 
 def load_entry(req: HarnessRequest, workdir: Path) -> Callable[..., Any]:
