@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import shutil
 import threading
 import time
 from collections.abc import Sequence
@@ -40,7 +41,14 @@ from accelopt.problem import Problem, ProblemFileError, Solution, Workload
 from accelopt.profile import Profile, SeedCheck
 from hardware_agents import validity
 from hardware_agents.base import DEFAULT_SEEDS, DeviceSpec, HardwareAgent, pct_peak, roofline_terms, t_peak
-from hardware_agents.sandbox import Sandbox, SandboxChild, SandboxOutcome, SandboxPolicy
+from hardware_agents.sandbox import (
+    Sandbox,
+    SandboxChild,
+    SandboxOutcome,
+    SandboxPolicy,
+    default_base_dir,
+    private_dir,
+)
 from hardware_agents.triton import gpu as gpus
 from hardware_agents.triton import timing
 from hardware_agents.triton.data import (
@@ -265,7 +273,7 @@ class TritonAgent(HardwareAgent):
                 env = {"CUDA_VISIBLE_DEVICES": str(idx)} if idx is not None else None
                 child = box.spawn("hardware_agents.triton.harness:run", request, extra_env=env)
                 try:
-                    self._rounds(child, box, data, request.timing.trials, clock)
+                    self._rounds(child, Path(request.timing.inputs_dir), data, request.timing.trials, clock)
                 finally:
                     out = child.finish()
             return out, box, clock
@@ -273,18 +281,15 @@ class TritonAgent(HardwareAgent):
             box.close()
             raise
 
-    def _rounds(self, child: SandboxChild, box: Sandbox, data: ProblemData, rounds: int, clock: RoundClock) -> None:
+    def _rounds(self, child: SandboxChild, inputs: Path, data: ProblemData, rounds: int, clock: RoundClock) -> None:
         """Drive the rounds, filling `clock` (every moment the child runs in its timing phase is
-        measured, see `_clock_mismatch`)."""
+        measured, see `_clock_mismatch`); round k's inputs go to `inputs` (ours, read-only to
+        the child) only once the child has stopped to wait for them."""
         walls = clock.walls
-        (box.workdir / "timing").mkdir(exist_ok=True)
-        box.give("timing")
         if not child.wait_stopped():  # exited (no timing: a failed check) or died
             return
         for k in range(rounds):  # the child is stopped, waiting for round k's inputs
-            rel = round_file(k)
-            torch.save(data.round_inputs(k), box.workdir / rel)
-            box.give(rel)
+            torch.save(data.round_inputs(k), inputs / round_file(k))
             t0 = time.perf_counter()
             child.resume()
             if not child.wait_stopped():  # set up, ready to be timed
@@ -354,8 +359,15 @@ class TritonAgent(HardwareAgent):
         stage = {f"{PACKAGE}/{s.path}": s.content for s in solution.sources}
         stage.setdefault(f"{PACKAGE}/__init__.py", "")
         out_bytes = max(sum(r.nbytes for c in data.by_name.values() for r in c.ref64.values()), 1)
-        policy = self._policy(timeout, [str(data.dir)], 4 * out_bytes + (64 << 20))
-        out, box, clock = self._drive(request, policy, stage, data)
+        rounds_dir = Path(request.timing.inputs_dir) if request.timing is not None else None
+        policy = self._policy(timeout, [str(data.dir), *([str(rounds_dir)] if rounds_dir else [])],
+                              4 * out_bytes + (64 << 20))
+        try:
+            out, box, clock = self._drive(request, policy, stage, data)
+        except BaseException:
+            if rounds_dir is not None:
+                shutil.rmtree(rounds_dir, ignore_errors=True)
+            raise
         try:
             if out.status == "unisolated":
                 return self._fail("sandbox_error", out.error, isolation=out.isolation)
@@ -366,6 +378,8 @@ class TritonAgent(HardwareAgent):
             return self._fail("runtime_error", f"invalid harness result ({type(e).__name__}: {e})\n{out.log}")
         finally:
             box.close()
+            if rounds_dir is not None:
+                shutil.rmtree(rounds_dir, ignore_errors=True)
 
     def _request(self, problem: Problem, solution: Solution, data: ProblemData, contents: list[str], seed: int,
                  timed: bool, entry_path: str, symbol: str) -> HarnessRequest:
@@ -381,13 +395,21 @@ class TritonAgent(HardwareAgent):
                 rotation=rotation_for(PER_ROUND, set_bytes, l2 if self.mode == "cuda" else 0),
                 timer="perf_counter" if self.mode == "interpreter" else self.timer,
                 warmup=self.warmup, reps=max(self.reps, PER_ROUND), trials=self.trials,
-                flush_bytes=self._flush_bytes(l2), atol=tol.atol, rtol=tol.rtol)
+                flush_bytes=self._flush_bytes(l2), atol=tol.atol, rtol=tol.rtol, inputs_dir=str(self._rounds_dir()))
         first = data.cases[0].planned.workload
         return HarnessRequest(
             module_dir="", entry_file=entry_path, entry_symbol=symbol,
             destination_passing=solution.spec.destination_passing_style,
             inputs=input_metas(problem.definition, first), cases=cases,
             device="cuda" if self.mode == "cuda" else "cpu", timing=timing_spec, seed=seed)
+
+    def _rounds_dir(self) -> Path:
+        """A directory of ours for the timing rounds' inputs, readable by the child (on its
+        read list), writable by us alone: nothing the kernel plants there can redirect a write."""
+        d = private_dir(self.sandbox_dir or default_base_dir(), "accelopt-triton-rounds-")
+        os.chmod(d, 0o755)
+        (d / Path(round_file(0)).parent).mkdir(mode=0o755)
+        return d
 
     def _flush_bytes(self, l2: int) -> int:
         if self.flush_bytes is not None:
@@ -428,6 +450,14 @@ class TritonAgent(HardwareAgent):
             self._untimed_cache[key] = est
         return est
 
+    @staticmethod
+    def _call_count_error(res: HarnessResult, spec: TimingSpec) -> str | None:
+        for k, run in enumerate(res.timing):
+            n = len(run.samples_ms) + len(run.warmup_ms)
+            if n != spec.warmup + spec.reps:
+                return f"reported {n} timed calls in round {k}; {spec.warmup + spec.reps} were asked for"
+        return None
+
     def _clock_mismatch(self, res: HarnessResult, clock: RoundClock, spec: TimingSpec, data: ProblemData,
                         counters: dict[str, float]) -> str | None:
         """The kernel's timer (CUDA events, or the host clock in the interpreter) lives in the
@@ -447,8 +477,6 @@ class TritonAgent(HardwareAgent):
             t = (sum(run.samples_ms) + sum(run.warmup_ms)) / 1e3
             u = n * per_call
             total_w, total_t, total_u = total_w + wall, total_t + t, total_u + u
-            if n != spec.warmup + spec.reps:
-                return f"reported {n} timed calls in round {k}; {spec.warmup + spec.reps} were asked for"
             if t > wall * 1.02 + 1e-3:
                 return (f"reported kernel time ({t * 1e3:.3g} ms) exceeds the wall time of its timing round "
                         f"({wall * 1e3:.3g} ms)")
@@ -594,10 +622,12 @@ class TritonAgent(HardwareAgent):
             if not chk.passed:
                 return self._fail("incorrect", f"the output of a timed call is wrong ({chk.note})",
                                   correctness=[*checks, chk], counters=counters)
+        wrong_count = self._call_count_error(res, req.timing)
+        if wrong_count:  # not our harness's protocol
+            return self._fail("runtime_error", wrong_count, correctness=checks, counters=counters)
         why = self._clock_mismatch(res, clock, req.timing, data, counters)
         if why:
-            status = "runtime_error" if why.startswith("reported") else "timing_mismatch"
-            return self._fail(status, why, correctness=checks, counters=counters)
+            return self._fail("timing_mismatch", why, correctness=checks, counters=counters)
         samples = [s for r in res.timing for s in r.samples_ms]
         lat = timing.latency_ms(res.timing)
         stats = msgspec.structs.replace(validity.latency_stats(samples), median_ms=lat)

@@ -290,7 +290,8 @@ def _time(fn: Callable[..., Any], req: HarnessRequest, device: torch.device, wor
     for k in range(spec.trials):
         stop_for_parent()  # the parent's clock (previous round) stops; it stages round k
         _save_kept(kept, workdir, result)
-        data: dict[str, dict[str, torch.Tensor]] = torch.load(workdir / round_file(k), weights_only=True)
+        inputs = Path(spec.inputs_dir) if spec.inputs_dir else workdir
+        data: dict[str, dict[str, torch.Tensor]] = torch.load(inputs / round_file(k), weights_only=True)
         run, kept = _round(fn, req, data, device, timer, flush_buf, gen, result)
         result.timing.append(run)
     stop_for_parent()  # the last round's clock stops

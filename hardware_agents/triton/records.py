@@ -54,6 +54,9 @@ class TimingSpec(msgspec.Struct, kw_only=True, frozen=True):
     spot_checks: int = 64
     atol: float = 1e-2
     rtol: float = 1e-2
+    # a directory of the parent's that the child may read, not write, holding `round_file(k)`
+    # (so the kernel cannot plant a link where the parent writes); empty: the work dir
+    inputs_dir: str = ""
 
 
 class HarnessRequest(msgspec.Struct, kw_only=True, frozen=True):
@@ -89,7 +92,7 @@ class TimingRun(msgspec.Struct, kw_only=True):
 
 
 def round_file(k: int) -> str:
-    """Where the parent puts the inputs of timing round k (relative to the child's work dir)."""
+    """Where the parent puts the inputs of timing round k (relative to `TimingSpec.inputs_dir`)."""
     return f"timing/round-{k}.pt"
 
 

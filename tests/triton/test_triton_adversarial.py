@@ -36,6 +36,7 @@ def timed_agent(triton_cache: Path) -> Iterator[H100Agent]:
 @pytest.mark.parametrize("name", sorted(HACKS))
 def test_hostile_kernel_gets_its_status(name: str, timed_agent: H100Agent) -> None:
     hack = HACKS[name]
+    Path("/tmp/accelopt-adversarial-planted-link-target").unlink(missing_ok=True)
     p = suites.get_problem(hack.problem)
     prof = timed_agent.profile(p, solution(p, hack.source, name=name))
     text = prof.log + " ".join(c.note for c in prof.correctness)
@@ -43,6 +44,8 @@ def test_hostile_kernel_gets_its_status(name: str, timed_agent: H100Agent) -> No
     assert hack.needle in text, text
     if "sandbox_wall_s" in prof.counters:  # it ran: the isolation it ran under is on record
         assert prof.isolation.get("landlock_reads") == "restricted", prof.isolation
+    if name == "plant_links_for_parent_writes":  # nothing of ours wrote through the kernel's links
+        assert not Path("/tmp/accelopt-adversarial-planted-link-target").exists()
     if hack.expect == "passed":  # timed, by a clock that agrees with ours over the same calls
         assert prof.latency is not None and prof.counters["timing_wall_s"] > 0
         assert prof.counters["timing_kernel_clock_s"] >= 0.5 * prof.counters["timing_wall_s"], prof.counters
