@@ -130,9 +130,9 @@ def test_bad_registrations_are_refused():
     kw = dict(fence="x", entry="main", entry_file="k.x", extension=".x", interface_lines=lambda p: [],
               output_rule="")
     with pytest.raises(ValueError, match="kernel language name 'Toy Lang'"):
-        KernelLanguage(name="Toy Lang", **kw)  # type: ignore[arg-type]
+        KernelLanguage(name="Toy Lang", **kw)
     with pytest.raises(ValueError, match=r"extension 'x' must start with '\.'"):
-        KernelLanguage(name="toy", **{**kw, "extension": "x"})  # type: ignore[arg-type]
+        KernelLanguage(name="toy", **{**kw, "extension": "x"})
     with pytest.raises(prompts.PromptError, match="kernel language 'cobol'"):
         prompts.render("planner", "cobol", problem=toy_problem(), source="x", seed=0, request_id="r")
 
