@@ -62,10 +62,11 @@ class MemoryRetriever(Worker):
         assert isinstance(event, ev.MemoryRequested) and self._contexts and self._recordings
         started = await self._contexts.started(event.run_id)
         recording = await self._recordings.for_run(event.run_id)
-        served = recording.retrievals.get(event.result_id) if recording else None
-        if served is not None and (recording.config or {}).get("memory") == event.memory:
-            return [msgspec.structs.replace(served, run_id=event.run_id, ts=time.time(),
-                                            causation_id=event.event_id)]
+        if recording is not None:
+            served = recording.retrievals.get(event.result_id)
+            if served is not None and (recording.config or {}).get("memory") == event.memory:
+                return [msgspec.structs.replace(served, run_id=event.run_id, ts=time.time(),
+                                                causation_id=event.event_id)]
         m = msgspec.convert(event.memory, MemoryConfig)
         query, entries, notes = "", [], []
         try:
