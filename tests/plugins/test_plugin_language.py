@@ -14,6 +14,7 @@ latencies are drawn).
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import os
@@ -177,6 +178,25 @@ def test_the_offline_tuner_tunes_a_plugin_language_through_its_prompts(toylang):
     assert f"param {name} := {new};" in summary  # the optimized snippet is the definition line
     diff = "--- slow\n+++ fast\n-param TILE := 64;\n+param TILE := 128;\n"
     assert [(x.name, x.old, x.new) for x in changes_in(diff)] == [("TILE", 64, 128)]
+
+
+def test_the_executor_agent_completes_a_reply_in_the_plugin_language(toylang, nats_server):
+    """The real executor agent on a real nats-server, with the offline tuner as its model: the
+    reply's block lacks the module's last line, which the language's `complete_source` adds."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "llm"))
+    from llm_helpers import envelope, llm_config, of_type, run_agent
+
+    run = "toy-impl"
+    body = TOY_SOURCE.replace("end main.\n", "")
+    request = c.ImplementationRequested(
+        **envelope(run, "ImplementationRequested", "plan1", 0), problem="toy_scale_add", iteration=1,
+        candidate_id="k0", plan_id="plan1", sample_index=0, language="toylang", device="toydev",
+        plan="CHANGE: TILE 64 -> 128", candidate_source=body)
+    log = asyncio.run(run_agent(nats_server.url, "executor", llm_config("builtin/tuner"), run, toy_problem(),
+                                [request]))
+    [kernel] = of_type(log, c.KernelProposed)
+    assert kernel.language == "toylang"
+    assert kernel.source == body.replace("param TILE := 64;", "param TILE := 128;").rstrip() + "\nend main.\n"
 
 
 def test_the_profiler_and_the_run_directory_use_the_registered_names(toylang):
