@@ -49,19 +49,15 @@ LANGUAGES = tuple(n for n in language_names() if get_language(n).prompt_dir is N
 _PLACEHOLDER = re.compile(r"\{\{([a-z_]+)\}\}")
 _SECTION = re.compile(r"^=== (system|user) ===\n", re.MULTILINE)
 
-__all__ = ["LANGUAGES", "ROLES", "PromptError", "normalize_language", "render", "template_text"]
+__all__ = ["LANGUAGES", "ROLES", "PromptError", "render", "template_text"]
 
 
 class PromptError(ValueError):
     pass
 
 
-def normalize_language(language: str) -> str:
-    """The registered name of `language` (an alias such as `python` gives `triton`)."""
-    return _language(language).name
-
-
 def _language(language: str) -> KernelLanguage:
+    """The registered language (an alias such as `python` gives `triton`)."""
     try:
         return get_language(language)
     except UnknownLanguageError as e:
