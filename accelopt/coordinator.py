@@ -31,10 +31,6 @@ from events import catalog as ev
 
 FIXABLE = frozenset({"compile_error", "runtime_error", "incorrect", "timeout", "timing_mismatch",
                      "no_triton_launch"})
-LLM_REQUESTS = {
-    "PlanRequested": "planner", "ImplementationRequested": "executor",
-    "FixRequested": "fixer", "SummaryRequested": "summarizer",
-}
 
 
 # settings added after logs were recorded, with the behaviour those logs were recorded with:
@@ -201,7 +197,7 @@ class CoordinatorCore:
         }
 
     def _lane(self, request: ev.Event) -> str | None:
-        role = LLM_REQUESTS.get(request.type)
+        role = ev.ROLE_OF_REQUEST.get(type(request))
         if role:
             return f"llm:{role}"
         if isinstance(request, ev.ProfileRequested):
@@ -259,7 +255,7 @@ class CoordinatorCore:
             return self._on_run_started(e)
         if self.config is None or self.failed:
             return []  # nothing is decided before the run's config is known, nor after it failed
-        if e.type in LLM_REQUESTS or isinstance(e, ev.ProfileRequested):
+        if type(e) in ev.ROLE_OF_REQUEST or isinstance(e, ev.ProfileRequested):
             self.requests[e.event_id] = e
             return []
         handler = getattr(self, f"_on_{e.type}", None)

@@ -46,23 +46,16 @@ from events.subjects import role_filter
 from hardware_agents.languages import find_language
 from prompts import PromptError, render
 
-REQUEST_OF_ROLE = {
-    "planner": "PlanRequested", "executor": "ImplementationRequested",
-    "fixer": "FixRequested", "summarizer": "SummaryRequested",
-}
 KERNEL_ROLES = frozenset({"executor", "fixer"})
 """Roles whose reply is a kernel: one cut at `max_tokens` is a `truncated` failure. A cut plan
 or insight is kept (its `finish_reason` is recorded): its text is still usable."""
-STAGE_OF_ROLE: dict[str, ev.Stage] = {
-    "planner": "plan", "executor": "implement", "fixer": "fix", "summarizer": "summarize",
-}
 
 
 def agent_options(role: str, llm_config: LLMConfig, **overrides: Any) -> WorkerOptions:
     """Default worker options of an agent: its role's durable, filter and LLM concurrency."""
     r = llm_config.for_role(role)
     base: dict[str, Any] = {
-        "durable": role, "filter_subject": role_filter(REQUEST_OF_ROLE[role]), "concurrency": r.concurrency,
+        "durable": role, "filter_subject": role_filter(ev.REQUEST_OF_ROLE[role].__name__), "concurrency": r.concurrency,
     }
     base.update(overrides)
     return WorkerOptions(**base)
@@ -108,7 +101,7 @@ class LLMAgent(Worker):
     # --- shared --------------------------------------------------------------------------------
 
     async def handle(self, event: ev.Event) -> list[ev.Event]:
-        if type(event).__name__ != REQUEST_OF_ROLE[self.role]:
+        if type(event) is not ev.REQUEST_OF_ROLE[self.role]:
             return []
         assert self._contexts is not None
         started = await self._contexts.started(event.run_id)  # missing: raise, so the request is retried
@@ -171,7 +164,7 @@ class LLMAgent(Worker):
         return gateway
 
     async def give_up(self, event: ev.Event, error: str) -> list[ev.Event]:
-        if type(event).__name__ != REQUEST_OF_ROLE[self.role]:
+        if type(event) is not ev.REQUEST_OF_ROLE[self.role]:
             return []
         return [self.failed(event, "agent error", error[-4000:])]
 
@@ -181,7 +174,7 @@ class LLMAgent(Worker):
 
     def failed(self, event: Any, reason: str, detail: str = "", llm_call_id: str | None = None) -> ev.ProposalFailed:
         return ev.ProposalFailed(
-            **self.envelope(event, "ProposalFailed"), stage=STAGE_OF_ROLE[self.role], request_id=event.event_id,
+            **self.envelope(event, "ProposalFailed"), stage=ev.STAGE_OF_ROLE[self.role], request_id=event.event_id,
             problem=event.problem, iteration=event.iteration, reason=reason, detail=detail[:8000],
             llm_call_id=llm_call_id,
         )

@@ -21,11 +21,12 @@ from accelopt.config import RunConfig
 from accelopt.logging import get_logger
 from actors.hosting import ROLE_FACTORIES, Placement, device_placement, ray_host_class
 from actors.worker import WorkerOptions
+from events import catalog as ev
 from events.subjects import role_filter
 
 log = get_logger(component="deployment")
 
-LLM_ROLES = ("planner", "executor", "fixer", "summarizer")
+LLM_ROLES = ev.LLM_ROLES
 
 
 class ActorStartError(RuntimeError):

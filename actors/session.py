@@ -154,9 +154,6 @@ class StallWatch:
     either does not exist (no worker ever joined) or has pending messages with none being
     worked on and no instance fetching. Checked while the run is idle; reported once."""
 
-    REQUEST_ROLE = {"PlanRequested": "planner", "ImplementationRequested": "executor",
-                    "FixRequested": "fixer", "SummaryRequested": "summarizer"}
-
     def __init__(self, devices: str | list[str], *, after_s: float = 20.0,
                  report: Callable[[str], None] | None = None) -> None:
         self.devices = [devices] if isinstance(devices, str) else list(devices)
@@ -170,8 +167,8 @@ class StallWatch:
     def observe(self, e: ev.Event) -> None:
         if isinstance(e, ev.ProfileRequested):
             self.open.setdefault(f"profiler-{e.device}", {})[e.event_id] = e.type
-        elif e.type in self.REQUEST_ROLE:
-            self.open.setdefault(self.REQUEST_ROLE[e.type], {})[e.event_id] = e.type
+        elif type(e) in ev.ROLE_OF_REQUEST:
+            self.open.setdefault(ev.ROLE_OF_REQUEST[type(e)], {})[e.event_id] = e.type
         rid = getattr(e, "request_id", None)
         if rid and not isinstance(e, ev.LLMCallCompleted):
             for reqs in self.open.values():

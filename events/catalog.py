@@ -350,6 +350,17 @@ class ProblemRemeasured(Event, tag=True, frozen=True):
     agrees: bool = True
 
 
+# --- the LLM roles: which request each one answers, and the stage its failures are filed under
+
+LLM_ROLES: tuple[Role, ...] = ("planner", "executor", "fixer", "summarizer")
+REQUEST_OF_ROLE: dict[Role, type[Event]] = {
+    "planner": PlanRequested, "executor": ImplementationRequested, "fixer": FixRequested,
+    "summarizer": SummaryRequested,
+}
+ROLE_OF_REQUEST: dict[type[Event], Role] = {t: r for r, t in REQUEST_OF_ROLE.items()}
+STAGE_OF_ROLE: dict[Role, Stage] = {"planner": "plan", "executor": "implement", "fixer": "fix",
+                                    "summarizer": "summarize"}
+
 EVENT_TYPES: tuple[type[Event], ...] = (
     RunStarted, IterationStarted, PlanRequested, LLMCallCompleted, PlanProposed,
     ImplementationRequested, KernelProposed, ProposalFailed, ProfileRequested, KernelProfiled,

@@ -128,7 +128,7 @@ class ProblemResult:
         return self.remeasured_speedup if self.remeasured_speedup is not None else self.speedup
 
 
-_REQUESTS = (ev.PlanRequested, ev.ImplementationRequested, ev.FixRequested, ev.SummaryRequested)
+_REQUESTS = tuple(ev.ROLE_OF_REQUEST)
 
 
 class RunView:

@@ -20,14 +20,13 @@ from llm_helpers import envelope, scale_add_problem
 from accelopt.config import build_config
 from accelopt.coordinator import CoordinatorCore, RetrieveMemory
 from accelopt.profile import LatencyStats, Profile
-from actors.agents import AGENTS, REQUEST_OF_ROLE
+from actors.agents import AGENTS
 from actors.gateway import LLMGateway
 from actors.scripted import Reply
 from actors.tuner import tuner_reply
 from events import catalog as c
 
 RUN = "scripted-loop"
-ROLE_OF_REQUEST = {v: k for k, v in REQUEST_OF_ROLE.items()}
 CC = shutil.which("cc") or shutil.which("gcc")
 pytestmark = pytest.mark.skipif(CC is None, reason="no C compiler")
 
@@ -111,7 +110,7 @@ def drive(model: str, overrides: list[str], base: dict | None = None, max_steps:
             result = core.step(e)
             for o in result.outputs:
                 log.append(o)
-                role = ROLE_OF_REQUEST.get(o.type)
+                role = c.ROLE_OF_REQUEST.get(type(o))
                 if role:
                     inbox += await agents[role].handle(o)
                 elif isinstance(o, c.ProfileRequested):
@@ -134,7 +133,7 @@ def test_scripted_run_parses_fixes_and_records_failures(scripted):
     log = drive(model, ["search.fix_rounds=2", "search.iterations=3"])
     assert log[-1].type == "RunCompleted" and log[-1].reason == "completed"
     # every LLM request was answered by a recorded call
-    requests = {e.event_id for e in log if e.type in REQUEST_OF_ROLE.values()}
+    requests = {e.event_id for e in log if type(e) in c.ROLE_OF_REQUEST}
     assert requests <= {e.request_id for e in of(log, c.LLMCallCompleted)}
     # prose with no code -> a failure event with the reason
     failed = of(log, c.ProposalFailed)
