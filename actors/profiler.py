@@ -26,19 +26,26 @@ from hardware_agents.languages import find_language
 from hardware_agents.sandbox import allow_unisolated
 
 
-def solution_for(request: ev.ProfileRequested, baseline: Solution) -> Solution:
-    """The request's source as a Solution with the baseline's entry point and build spec."""
-    lang = find_language(request.language)
+def kernel_solution(problem: str, kernel_id: str, language: str, source: str, baseline: Solution) -> Solution:
+    """A kernel's source as a Solution with the baseline's entry point and build spec."""
+    lang = find_language(language)
     path = baseline.spec.entry_point.split("::", 1)[0] or (lang.entry_file if lang else "kernel")
-    name = f"{request.problem}_{request.kernel_id[:12]}"
-    spec = msgspec.structs.replace(baseline.spec, language=request.language)
-    return Solution(name=name, definition=baseline.definition, author="accelopt", spec=spec,
-                    sources=[SourceFile(path=path, content=request.source)])
+    spec = msgspec.structs.replace(baseline.spec, language=language)
+    return Solution(name=f"{problem}_{kernel_id[:12]}", definition=baseline.definition, author="accelopt",
+                    spec=spec, sources=[SourceFile(path=path, content=source)])
+
+
+def offset_seeds(offset: int) -> tuple[int, ...]:
+    """Correctness seeds offset from the defaults (fresh seeds per kernel or round)."""
+    return tuple(s + offset for s in DEFAULT_SEEDS)
+
+
+def solution_for(request: ev.ProfileRequested, baseline: Solution) -> Solution:
+    return kernel_solution(request.problem, request.kernel_id, request.language, request.source, baseline)
 
 
 def seeds_for(request: ev.ProfileRequested) -> tuple[int, ...]:
-    """Fresh correctness seeds per kernel (offset from the defaults by the request)."""
-    return tuple(s + request.seed_offset for s in DEFAULT_SEEDS)
+    return offset_seeds(request.seed_offset)
 
 
 class ProfileCache:

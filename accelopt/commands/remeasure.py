@@ -19,12 +19,12 @@ A run already re-measures each problem's baseline and best this way when the pro
 and its results table reports that figure. This command does it again later: after the
 machine changed, with more rounds, for every kernel (--all-kernels), or on another device.
 
-It profiles in-process: the device's hardware agent comes from the registry
-(`hardware_agents.base.get_agent`) and runs each kernel in its sandbox, exactly as the
-profiler actor does (`actors.profiler.solution_for`/`seeds_for` on a `ProfileRequested`
-with purpose "remeasure"), but without the event log, Ray or a coordinator: the run's log
-is an exported, finished file and nothing here is a decision of the run. The device must
-be usable on this machine (the local CPU, or a GPU/Neuron device attached here).
+It profiles in-process, a reader of the run's exported log: the device's hardware agent
+comes from the registry (`hardware_agents.base.get_agent`) and runs each kernel in its
+sandbox with the solution and seeds the profiler actor would build
+(`actors.profiler.kernel_solution`/`offset_seeds`), but without the event log, Ray or a
+coordinator: the log is a finished file and nothing here is a decision of the run. The
+device must be usable on this machine (the local CPU, or a GPU/Neuron device attached here).
 `measure_interleaved` is the measuring loop (also used by benchmarks/memory_effect_bench.py).
 """
 
@@ -248,8 +248,7 @@ def measure_interleaved(agent, problem, kernels: list[tuple[str, str, str]], *, 
     other round, round r on the fresh seeds `base_seed + r * 1000`, so all of them see the
     same machine conditions. A kernel that fails is not profiled again (its failure is the
     result). `progress(text)` is told what is being profiled."""
-    from actors.profiler import seeds_for, solution_for
-    from events import catalog as ev
+    from actors.profiler import kernel_solution, offset_seeds
 
     measures = [KernelMeasure(kernel_id=kid) for kid, _, _ in kernels]
     for r in range(rounds):
@@ -259,15 +258,11 @@ def measure_interleaved(agent, problem, kernels: list[tuple[str, str, str]], *, 
             if m.status in FAILED:
                 continue
             kid, language, source = kernels[i]
-            req = ev.ProfileRequested(
-                event_id=ev.derive_event_id(run_id, "ProfileRequested", "remeasure", kid, device, base_seed, r),
-                run_id=run_id, ts=time.time(), kernel_id=kid, problem=problem.name, device=device,
-                language=language, source=source, purpose="remeasure", seed_offset=base_seed + r * 1000)
             if progress is not None:
                 what = "baseline" if i == 0 else f"kernel {kid[:12]}"
                 progress(f"{problem.name}: {what}, round {r + 1}/{rounds} on {device}")
-            prof = agent.profile(problem, solution_for(req, problem.baseline), seeds=seeds_for(req),
-                                 timeout_s=timeout_s)
+            prof = agent.profile(problem, kernel_solution(problem.name, kid, language, source, problem.baseline),
+                                 seeds=offset_seeds(base_seed + r * 1000), timeout_s=timeout_s)
             if prof.status != "passed":
                 m.status, m.log_head = prof.status, first_line(prof.log)
             elif prof.latency_ms is not None:
@@ -287,16 +282,12 @@ def remeasure_view(view, problems: list[str], agent, device: str, *, rounds: int
 
     Every problem must have its baseline kernel in the view. `progress(text)` is told what
     is being profiled."""
-    from actors.profiler import seeds_for
-    from events import catalog as ev
+    from actors.profiler import offset_seeds
 
     assert view.started is not None
     targets = {t.problem.name: t for t in view.started.targets}
     run_id = view.run_id or ""
-    seeds = [list(seeds_for(ev.ProfileRequested(event_id="", run_id=run_id, ts=0.0, kernel_id="", problem="",
-                                                device=device, language="", source="",
-                                                seed_offset=base_seed + r * 1000)))
-             for r in range(rounds)]
+    seeds = [list(offset_seeds(base_seed + r * 1000)) for r in range(rounds)]
     rows: list[RemeasureRow] = []
     for name in problems:
         target = targets[name]
