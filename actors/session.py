@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-import os
 import platform
 import secrets
 import time
@@ -32,7 +31,7 @@ from accelopt.logging import get_logger
 from accelopt.problem import Problem
 from events import catalog as ev
 from events.log import EventLog, StreamSettings
-from events.server import NatsServer, check_url, port_open
+from events.runsource import open_log_endpoint
 from events.subjects import run_filter
 from hardware_agents.languages import find_language
 from replay.fold import RunView
@@ -46,47 +45,6 @@ class RunError(RuntimeError):
 
 def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
-
-
-# --- the log endpoint -----------------------------------------------------------------------
-
-@dataclass
-class LogEndpoint:
-    url: str
-    server: NatsServer | None = None
-
-    def close(self) -> None:
-        if self.server is not None:
-            self.server.stop()
-            info = self.server.store_dir / "server.json"
-            info.unlink(missing_ok=True)
-
-
-def open_log_endpoint(nats_url: str | None, root: str | Path) -> LogEndpoint:
-    """The given URL (checked), the root's running embedded server, or a new one."""
-    if nats_url:
-        check_url(nats_url)
-        return LogEndpoint(nats_url)
-    store = Path(root) / ".nats"
-    info = store / "server.json"
-    if info.exists():
-        with contextlib.suppress(Exception):
-            data = json.loads(info.read_text())
-            host, port = data["url"].removeprefix("nats://").split(":")
-            if _alive(int(data["pid"])) and port_open(host, int(port)):
-                return LogEndpoint(data["url"])
-    server = NatsServer(store)
-    server.start()
-    info.write_text(json.dumps({"url": server.url, "pid": server.proc.pid if server.proc else 0}))
-    return LogEndpoint(server.url, server)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except OSError:
-        return False
 
 
 def with_memory_uri(cfg: RunConfig) -> RunConfig:

@@ -9,9 +9,6 @@ root's embedded server to read a run that has no export yet.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
-import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,16 +17,11 @@ from pathlib import Path
 from events import catalog as ev
 from events.codec import decode
 from events.logfile import LogFileError, read_records
-from events.server import port_open
+from events.runsource import LOG_NAME, load_events, run_log_path, running_server_url
 from replay.fold import RunView
 from replay.summary import RunSummary, summarize
 
-LOG_NAME = "log.aolog"
 STALLED_AFTER_S = 15 * 60  # a run with no terminal event and no news for this long is shown as stalled
-
-
-class RunNotFound(LookupError):
-    pass
 
 
 def iter_file_events(path: str | Path) -> Iterator[ev.Event]:
@@ -44,18 +36,6 @@ def fold_file(path: str | Path, *, until_iteration: int | None = None) -> RunVie
 
 
 # --- the stream -------------------------------------------------------------------------------
-
-def running_server_url(root: str | Path) -> str | None:
-    """The URL of the root's embedded NATS server if it is up (never starts one)."""
-    info = Path(root) / ".nats" / "server.json"
-    with contextlib.suppress(Exception):
-        data = json.loads(info.read_text())
-        host, port = data["url"].removeprefix("nats://").split(":")
-        os.kill(int(data["pid"]), 0)
-        if port_open(host, int(port)):
-            return str(data["url"])
-    return None
-
 
 async def _stream_runs(url: str, skip: set[str]) -> list[tuple[str, RunView]]:
     import nats.js.errors
@@ -77,20 +57,6 @@ async def _stream_runs(url: str, skip: set[str]) -> list[tuple[str, RunView]]:
                 view.apply(e)
             out.append((run_id, view))
         return out
-    finally:
-        await elog.close()
-
-
-async def _stream_history(url: str, run_id: str) -> list[ev.Event]:
-    import nats.js.errors
-
-    from events.log import EventLog
-
-    elog = await EventLog.connect(url, create=False, name="accelopt-report")
-    try:
-        return await elog.history(run_id)
-    except nats.js.errors.NotFoundError:
-        return []
     finally:
         await elog.close()
 
@@ -141,17 +107,6 @@ def list_runs(root: str | Path, *, nats_url: str | None = None) -> tuple[list[Ru
 
 # --- one run ------------------------------------------------------------------------------------
 
-def run_log_path(run: str, root: str | Path) -> Path | None:
-    """`run` as an exported log file, a run directory, or a run id under `root`."""
-    p = Path(run)
-    if p.is_file():
-        return p
-    if p.is_dir() and (p / LOG_NAME).is_file():
-        return p / LOG_NAME
-    candidate = Path(root) / run / LOG_NAME
-    return candidate if candidate.is_file() else None
-
-
 def open_run(run: str, root: str | Path, *, nats_url: str | None = None,
              until_iteration: int | None = None) -> tuple[RunView, Path | None]:
     """Fold a run given as a file, a run directory or a run id (under `root`, then on the
@@ -160,19 +115,5 @@ def open_run(run: str, root: str | Path, *, nats_url: str | None = None,
     path = run_log_path(run, root)
     if path is not None:
         return fold_file(path, until_iteration=until_iteration), path
-    run_id = Path(run).name
-    events: list[ev.Event] = []
-    if nats_url or running_server_url(root):
-        events = asyncio.run(_stream_history(nats_url or running_server_url(root) or "", run_id))
-    elif (Path(root) / ".nats" / "jetstream").is_dir():
-        from actors.session import open_log_endpoint
-
-        endpoint = open_log_endpoint(None, root)
-        try:
-            events = asyncio.run(_stream_history(endpoint.url, run_id))
-        finally:
-            endpoint.close()
-    if not events:
-        raise RunNotFound(f"run {run!r}: not a log file, no {LOG_NAME} under {Path(root) / run_id}, "
-                          "and no events on the stream")
+    events = load_events(run, root, nats_url=nats_url, prefer_stream=True)
     return RunView.from_events(events, until_iteration=until_iteration), None

@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     from accelopt.config import ConfigError, apply_overrides, config_from_dict
     from actors.session import new_run_id, price_snapshot, toolchain
     from events import catalog as ev
-    from replay.source import RunNotFound, ensure_on_stream, load_events
+    from events.runsource import RunNotFound, ensure_on_stream, load_events
 
     console = wide_console()
     try:

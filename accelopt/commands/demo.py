@@ -26,7 +26,8 @@ from accelopt.commands.run import add_config_args, config_and_problems, wide_con
 
 if TYPE_CHECKING:
     from actors.deployment import Deployment
-    from actors.session import LogEndpoint, RunOutcome
+    from actors.session import RunOutcome
+    from events.runsource import LogEndpoint
 
 DEMO_SUITE = "cpu_v2"
 # an elementwise, a fused normalization + matmul, and a matmul problem
@@ -107,8 +108,9 @@ class SharedAgents:
 
         from accelopt.config import target_devices
         from actors.deployment import Deployment, init_ray
-        from actors.session import create_stream, open_log_endpoint, with_memory_uri
+        from actors.session import create_stream, with_memory_uri
         from events.log import StreamSettings
+        from events.runsource import open_log_endpoint
 
         cfg = with_memory_uri(self.cfg)
         self.endpoint = endpoint = open_log_endpoint(self.args.nats, cfg.root)

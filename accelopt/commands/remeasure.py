@@ -120,7 +120,8 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 def run(args: argparse.Namespace) -> int:
     from accelopt.commands.run import wide_console
     from events.logfile import LogFileError
-    from replay.runs import fold_file, run_log_path
+    from events.runsource import run_log_path
+    from replay.runs import fold_file
 
     out = Console(stderr=True) if args.json else wide_console()
     if args.rounds < 1:

@@ -19,8 +19,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from accelopt.progress import results_table
+    from events.runsource import RunNotFound, load_events
     from replay.fold import RunView
-    from replay.source import RunNotFound, load_events
     from replay.verify import verify
 
     console = wide_console()

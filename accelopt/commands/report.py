@@ -33,8 +33,9 @@ def default_out(run_args: list[str], sources: list[Path | None], ids: list[str])
 def run(args: argparse.Namespace) -> int:
     from accelopt.commands.run import wide_console
     from events.logfile import LogFileError
+    from events.runsource import RunNotFound
     from replay.report import build_report
-    from replay.runs import RunNotFound, open_run
+    from replay.runs import open_run
 
     console = wide_console()
     t0 = time.perf_counter()

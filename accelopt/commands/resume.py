@@ -27,8 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from accelopt.config import config_from_dict
     from events import catalog as ev
+    from events.runsource import RunNotFound, load_events
     from replay.fold import RunView
-    from replay.source import RunNotFound, load_events
 
     console = wide_console()
     try:

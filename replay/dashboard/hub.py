@@ -25,10 +25,11 @@ from accelopt.logging import get_logger
 from events import catalog as ev
 from events.codec import EventDecodeError, decode
 from events.logfile import LogFileError
+from events.runsource import LOG_NAME, running_server_url
 from events.subjects import ALL_EVENTS
 from replay.dashboard.models import Memo
 from replay.fold import RunView
-from replay.runs import LOG_NAME, fold_file, running_server_url
+from replay.runs import fold_file
 
 if TYPE_CHECKING:
     from events.log import EventLog

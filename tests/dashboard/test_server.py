@@ -272,8 +272,8 @@ def test_assets_ship_in_the_package():
 def test_follows_the_roots_embedded_server_while_it_is_up(synthetic, tmp_path):
     """Without --nats: the root's embedded server is found when a run starts one, and let go
     when it stops; the run stays on the page."""
-    from actors.session import open_log_endpoint
     from events.log import EventLog
+    from events.runsource import open_log_endpoint
 
     root = tmp_path / "runs"
     events = synthetic(run_id="embedded-1", problems=1, overrides=("search.iterations=1",), t0=time.time())

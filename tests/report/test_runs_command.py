@@ -11,11 +11,10 @@ import time
 import pytest
 
 from accelopt.cli import main
-from actors.session import open_log_endpoint
 from events.log import EventLog
+from events.runsource import open_log_endpoint, running_server_url
 from replay import fmt
 from replay.fold import RunView
-from replay.runs import running_server_url
 from replay.summary import summarize
 
 

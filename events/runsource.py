@@ -1,0 +1,142 @@
+"""Where a run's events come from, in one place: the log endpoint (a given NATS URL, the runs
+root's embedded server if it is up, or one started for it), an exported log file, or the
+stream. Session, replay, report, dashboard and the CLI all find runs through here.
+
+The embedded server of a root keeps its URL and pid in `<root>/.nats/server.json`;
+`running_server_url` says whether it is up without ever starting one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from events import catalog as ev
+from events.logfile import read_events
+from events.server import NatsServer, check_url, port_open
+
+LOG_NAME = "log.aolog"
+
+
+class RunNotFound(LookupError):
+    """No exported log and no events on the stream for the run asked for."""
+
+
+# --- the log endpoint -----------------------------------------------------------------------
+
+def _server_info(root: str | Path) -> Path:
+    return Path(root) / ".nats" / "server.json"
+
+
+def running_server_url(root: str | Path) -> str | None:
+    """The URL of the root's embedded NATS server if it is up (never starts one)."""
+    with contextlib.suppress(Exception):
+        data = json.loads(_server_info(root).read_text())
+        host, port = data["url"].removeprefix("nats://").split(":")
+        os.kill(int(data["pid"]), 0)
+        if port_open(host, int(port)):
+            return str(data["url"])
+    return None
+
+
+@dataclass
+class LogEndpoint:
+    url: str
+    server: NatsServer | None = None  # set when this endpoint started the server (and stops it)
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            (self.server.store_dir / "server.json").unlink(missing_ok=True)
+
+
+def open_log_endpoint(nats_url: str | None, root: str | Path) -> LogEndpoint:
+    """The given URL (checked), the root's running embedded server, or a new one."""
+    if nats_url:
+        check_url(nats_url)
+        return LogEndpoint(nats_url)
+    url = running_server_url(root)
+    if url is not None:
+        return LogEndpoint(url)
+    server = NatsServer(Path(root) / ".nats")
+    server.start()
+    _server_info(root).write_text(json.dumps({"url": server.url, "pid": server.proc.pid if server.proc else 0}))
+    return LogEndpoint(server.url, server)
+
+
+# --- one run ----------------------------------------------------------------------------------
+
+def run_log_path(run: str, root: str | Path) -> Path | None:
+    """`run` as an exported log file, a run directory, or a run id under `root`."""
+    p = Path(run)
+    if p.is_file():
+        return p
+    if p.is_dir() and (p / LOG_NAME).is_file():
+        return p / LOG_NAME
+    candidate = Path(root) / run / LOG_NAME
+    return candidate if candidate.is_file() else None
+
+
+async def stream_events(url: str, run_id: str) -> list[ev.Event]:
+    """The run's events on the stream at `url` ([] if there is no stream yet)."""
+    import nats.js.errors
+
+    from events.log import EventLog
+
+    elog = await EventLog.connect(url, create=False, name="accelopt-reader")
+    try:
+        return await elog.history(run_id)
+    except nats.js.errors.NotFoundError:
+        return []
+    finally:
+        await elog.close()
+
+
+def load_events(run: str, root: str | Path, *, nats_url: str | None = None, prefer_stream: bool = False,
+                start_server: bool = True) -> list[ev.Event]:
+    """The run's events: from its exported file, else (or with `prefer_stream`, first) from the
+    stream (the given NATS URL, the root's running server, or, with `start_server` and a
+    stream on disk, the root's embedded server started to read it). Raises RunNotFound."""
+    path = run_log_path(run, root)
+    if path is not None and not prefer_stream:
+        return read_events(path)
+    run_id = Path(run).name
+    events: list[ev.Event] = []
+    if nats_url or running_server_url(root) or (start_server and (Path(root) / ".nats" / "jetstream").is_dir()):
+        endpoint = open_log_endpoint(nats_url, root)
+        try:
+            events = asyncio.run(stream_events(endpoint.url, run_id))
+        finally:
+            endpoint.close()
+    if events:
+        return events
+    if path is not None:
+        return read_events(path)
+    raise RunNotFound(f"run {run!r}: not a log file, no {LOG_NAME} under {Path(root) / run_id}, "
+                      "and no events on the stream")
+
+
+def ensure_on_stream(events: list[ev.Event], root: str | Path, *, nats_url: str | None = None) -> None:
+    """Make sure a run read from a file is also on the log (import it if it is not)."""
+    if not events:
+        return
+    endpoint = open_log_endpoint(nats_url, root)
+    try:
+        asyncio.run(_ensure(endpoint.url, events))
+    finally:
+        endpoint.close()
+
+
+async def _ensure(url: str, events: list[ev.Event]) -> None:
+    from events.log import EventLog
+
+    elog = await EventLog.connect(url)
+    try:
+        if await elog.last_event(events[0].run_id, "run.started") is None:
+            await elog.publish_many(events)
+    finally:
+        await elog.close()
