@@ -2,8 +2,8 @@
 
 `CoordinatorCore.step(event)` folds one event into the run state and returns the events the
 coordinator decides to publish (requests, beam selections, iteration boundaries) plus
-effects for its shell to perform (memory retrieval, whose result comes back as the
-`MemoryRetrieved` event). Decisions are applied to the state at once, so the core never
+effects for its shell to publish (`MemoryRequested`: a retrieval the memory worker answers
+with the `MemoryRetrieved` event). Decisions are applied to the state at once, so the core never
 decides twice; when its own events come back from the log they are recognised by id and
 skipped. Event ids are derived from what they are about, so the live coordinator, a
 coordinator resuming after a crash, and `replay --verify` all run this same code over the
@@ -46,27 +46,12 @@ def legacy_config(config: dict) -> dict:
     return {**config, "search": {**{k: v for k, v in LEGACY_SEARCH.items() if k not in search}, **search}}
 
 
-class RetrieveMemory(msgspec.Struct, frozen=True, kw_only=True):
-    """Effect: retrieve insights for a candidate; the answer comes back as the
-    `MemoryRetrieved` of id `result_id` (the shell asks the memory worker with a
-    `MemoryRequested`, see actors/coordinator.py)."""
-
-    result_id: str
-    problem: str
-    op_type: str
-    device: str
-    language: str
-    iteration: int
-    candidate_id: str
-    candidate_source: str
-    expect_entry_ids: tuple[str, ...] = ()
-    cause_id: str | None = None  # the event that made the retrieval necessary (IterationStarted)
-
-
 @dataclass
 class Step:
     outputs: list[ev.Event] = field(default_factory=list)
-    effects: list[RetrieveMemory] = field(default_factory=list)
+    # retrievals to ask for: published by the shell, answered by the memory worker's
+    # MemoryRetrieved of id `result_id` (not decisions: logs from before they existed replay too)
+    effects: list[ev.MemoryRequested] = field(default_factory=list)
 
 
 @dataclass
@@ -468,11 +453,11 @@ class CoordinatorCore:
                 p.pending.add(result_id)
                 self.request_problem[result_id] = p.name
                 d = p.target.problem.definition
-                out.effects.append(RetrieveMemory(
-                    result_id=result_id, problem=p.name, op_type=d.op_type, device=p.target.device,
-                    language=p.target.language, iteration=e.iteration, candidate_id=cand_id,
-                    candidate_source=cand.source, expect_entry_ids=tuple(self._all_memory_ids()),
-                    cause_id=e.event_id,
+                out.effects.append(ev.MemoryRequested(
+                    **self._env("MemoryRequested", result_id, cause=e), result_id=result_id, problem=p.name,
+                    op_type=d.op_type, device=p.target.device, language=p.target.language, iteration=e.iteration,
+                    candidate_id=cand_id, candidate_source=cand.source, memory=msgspec.to_builtins(mem),
+                    expect_entry_ids=self._all_memory_ids(),
                 ))
             else:
                 outs += self._plan_requests(p, e.iteration, cand, [], None, e)

@@ -3,7 +3,7 @@
 It follows the run's events from sequence 1, feeds each to the core, and publishes the
 core's decisions once it has caught up with the log (so after a crash it first re-derives
 everything already decided and publishes only what is missing). The core's effects (memory
-retrievals) become `MemoryRequested` events for the memory worker (actors/retriever.py),
+retrievals, `MemoryRequested`) are published for the memory worker (actors/retriever.py),
 which answers with `MemoryRetrieved`: the coordinator itself does no memory I/O and loads
 no model. It also watches for stalls: requests that nobody
 consumes (e.g. a device with no profiler worker) are reported, not waited on silently.
@@ -14,9 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-import msgspec
-
-from accelopt.coordinator import CoordinatorCore, RetrieveMemory
+from accelopt.coordinator import CoordinatorCore
 from accelopt.logging import get_logger
 from events import catalog as ev
 from events.log import EventLog
@@ -50,7 +48,7 @@ class CoordinatorService:
         elog = await EventLog.connect(self.nats_url, name=f"accelopt-coordinator-{self.run_id}")
         present: set[str] = set()
         outbox: list[ev.Event] = []
-        effects: list[RetrieveMemory] = []
+        effects: list[ev.MemoryRequested] = []
         decisions = 0
         seen = 0
         last_progress = time.monotonic()
@@ -87,33 +85,16 @@ class CoordinatorService:
         return CoordinatorReport(self.run_id, self.core.finished or bool(self.core.failed), reason, decisions, seen,
                                  self.warnings)
 
-    async def _flush(self, elog: EventLog, outbox: list[ev.Event], effects: list[RetrieveMemory],
+    async def _flush(self, elog: EventLog, outbox: list[ev.Event], effects: list[ev.MemoryRequested],
                      present: set[str]) -> None:
         fresh = [o for o in outbox if o.event_id not in present]
         if fresh:
             await elog.publish_many(fresh)
             if any(isinstance(o, ev.RunCompleted) for o in fresh):
                 self.core.finished = True
-        requests = [self._memory_request(eff) for eff in effects if eff.result_id not in present]
-        requests = [r for r in requests if r.event_id not in present]
+        requests = [r for r in effects if r.result_id not in present and r.event_id not in present]
         if requests:
             await elog.publish_many(requests)
-
-    # --- effects ----------------------------------------------------------------------------
-
-    def _memory_request(self, eff: RetrieveMemory) -> ev.MemoryRequested:
-        """The core's retrieval effect as a request on the log, for the memory worker of the
-        run's memory (actors/retriever.py), with the memory settings of its iteration."""
-        from memory_index import default_uri, memory_token
-
-        cfg = self.core.cfg_at(eff.iteration)
-        return ev.MemoryRequested(
-            event_id=ev.derive_event_id(self.run_id, "MemoryRequested", eff.result_id), run_id=self.run_id,
-            ts=time.time(), causation_id=eff.cause_id, result_id=eff.result_id, problem=eff.problem,
-            op_type=eff.op_type, device=eff.device, language=eff.language, iteration=eff.iteration,
-            candidate_id=eff.candidate_id, candidate_source=eff.candidate_source,
-            memory=msgspec.to_builtins(cfg.memory), memory_token=memory_token(cfg.memory.uri or default_uri(cfg.root)),
-            expect_entry_ids=list(eff.expect_entry_ids))
 
     # --- diagnostics ------------------------------------------------------------------------
 

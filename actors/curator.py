@@ -29,13 +29,23 @@ from actors.worker import Worker, WorkerOptions
 from events.catalog import Event, MemoryEntryAdded, MemoryIndexed, derive_event_id
 from events.log import EventLog, StreamSettings
 from events.subjects import role_filter
-from memory_index import Embedder, MemoryIndex, memory_token, normalize_uri
+from memory_index import Embedder, MemoryIndex, normalize_uri
+
+
+def memory_digest(uri: str, table: str = "memory") -> str:
+    """A short stable name of one memory (its normalized URI and table), for durable names."""
+    return hashlib.sha256(f"{normalize_uri(uri)}\x1f{table}".encode()).hexdigest()[:12]
+
+
+def serves_memory(config_memory_uri: str | None, uri: str) -> bool:
+    """Whether a run whose config names `config_memory_uri` uses the memory at `uri` (a run
+    that names none goes to every memory worker)."""
+    return config_memory_uri is None or normalize_uri(config_memory_uri) == normalize_uri(uri)
 
 
 def curator_durable(uri: str, table: str = "memory") -> str:
     """The durable consumer name of the curators writing `table` at `uri`."""
-    digest = hashlib.sha256(f"{normalize_uri(uri)}\x1f{table}".encode()).hexdigest()[:12]
-    return f"memory-curator-{digest}"
+    return f"memory-curator-{memory_digest(uri, table)}"
 
 
 def curator_options(uri: str, table: str = "memory", **overrides: Any) -> WorkerOptions:
@@ -151,7 +161,7 @@ class MemoryCurator(Worker):
             # said on the log once committed (an id derived from the entry: a redelivery says it once)
             return [MemoryIndexed(event_id=derive_event_id(event.run_id, "MemoryIndexed", event.entry.id),
                                   run_id=event.run_id, ts=time.time(), causation_id=event.event_id,
-                                  entry_id=event.entry.id, memory_token=memory_token(self.uri))]
+                                  entry_id=event.entry.id)]
         return []
 
     async def _writes_here(self, run_id: str) -> bool:
@@ -163,8 +173,7 @@ class MemoryCurator(Worker):
             started = await self._contexts.started(run_id)
         except RunContextError:
             return True
-        uri = (started.config.get("memory") or {}).get("uri")
-        return uri is None or normalize_uri(uri) == normalize_uri(self.uri)
+        return serves_memory((started.config.get("memory") or {}).get("uri"), self.uri)
 
     async def _flush(self, entries: list[MemoryEntry]) -> None:
         assert self.index is not None

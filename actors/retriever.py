@@ -1,8 +1,9 @@
 """The memory retriever: answers a run's `MemoryRequested` with `MemoryRetrieved`.
 
-A `Worker` on the durable consumer of one memory (`memory_token(uri)`), so every retrieval
-goes to a worker of the memory its run uses. It lives in the memory curator's process by
-default (one index, one embedding model). Per request it
+A `Worker` on the durable consumer of one memory (by its URI and table): every memory's
+retrievers see every request and answer those of runs that use their memory (the others
+are let pass, as the curator does with entries). It lives in the memory curator's process
+by default (one index, one embedding model). Per request it
 - serves the parent's recorded retrieval when the run is an ablation whose memory settings
   at that iteration are the parent's (so an unchanged ablation retrieves nothing anew);
 - otherwise waits until the run's own entries so far are indexed (`memory.index_wait_s`),
@@ -20,19 +21,19 @@ import time
 import msgspec
 
 from accelopt.config import MemoryConfig
+from actors.curator import memory_digest, serves_memory
 from actors.recordings import Recordings
 from actors.run_context import RunContexts
 from actors.worker import Worker, WorkerOptions
 from events import catalog as ev
 from events.log import EventLog, StreamSettings
 from events.subjects import role_filter
-from memory_index import MemoryIndex, memory_token, query_for
+from memory_index import MemoryIndex, query_for
 
 
-def retriever_options(uri: str) -> WorkerOptions:
-    token = memory_token(uri)
-    return WorkerOptions(durable=f"memory-retriever-{token}",
-                         filter_subject=role_filter("MemoryRequested", memory_token=token),
+def retriever_options(uri: str, table: str = "memory") -> WorkerOptions:
+    return WorkerOptions(durable=f"memory-retriever-{memory_digest(uri, table)}",
+                         filter_subject=role_filter("MemoryRequested"),
                          concurrency=8, ack_wait_s=60.0, heartbeat_s=10.0, max_deliver=5)
 
 
@@ -42,7 +43,7 @@ class MemoryRetriever(Worker):
     def __init__(self, nats_url: str, uri: str, *, table: str = "memory", embedder: str | None = None,
                  storage_options: dict[str, str] | None = None, options: WorkerOptions | None = None,
                  stream: StreamSettings | None = None) -> None:
-        super().__init__(nats_url, options or retriever_options(uri), stream=stream)
+        super().__init__(nats_url, options or retriever_options(uri, table), stream=stream)
         self.uri = uri
         self.table = table
         self._embedder = embedder
@@ -60,6 +61,8 @@ class MemoryRetriever(Worker):
 
     async def handle(self, event: ev.Event) -> list[ev.Event]:
         assert isinstance(event, ev.MemoryRequested) and self._contexts and self._recordings
+        if not serves_memory(event.memory.get("uri"), self.uri):
+            return []  # another memory's run: its own retriever answers
         started = await self._contexts.started(event.run_id)
         recording = await self._recordings.for_run(event.run_id)
         if recording is not None:

@@ -49,11 +49,10 @@ def new_run_id() -> str:
 
 def with_memory_uri(cfg: RunConfig) -> RunConfig:
     """Record the memory URI the run uses (default: `$ACCELOPT_MEMORY` or `<root>/memory`)."""
-    if cfg.memory.uri:
-        return cfg
-    from memory_index import default_uri
+    from memory_index import default_uri, normalize_uri
 
-    return msgspec.structs.replace(cfg, memory=msgspec.structs.replace(cfg.memory, uri=default_uri(cfg.root)))
+    uri = normalize_uri(cfg.memory.uri or default_uri(cfg.root))  # its token routes retrievals
+    return msgspec.structs.replace(cfg, memory=msgspec.structs.replace(cfg.memory, uri=uri))
 
 
 # --- RunStarted -----------------------------------------------------------------------------

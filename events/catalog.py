@@ -140,8 +140,8 @@ class RetrievedInsight(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=
 
 class MemoryRequested(Event, tag=True, frozen=True):
     """A retrieval the coordinator needs for one beam candidate, answered by a memory worker
-    of `memory_token`'s memory with the `MemoryRetrieved` of id `result_id`. Self-contained:
-    the query's inputs and the run's memory settings in force at `iteration`."""
+    of the run's memory (`memory["uri"]`) with the `MemoryRetrieved` of id `result_id`.
+    Self-contained: the query's inputs and the run's memory settings in force at `iteration`."""
 
     result_id: str
     problem: str
@@ -152,7 +152,6 @@ class MemoryRequested(Event, tag=True, frozen=True):
     candidate_id: str
     candidate_source: str
     memory: dict[str, Any]  # the run's MemoryConfig at `iteration`, as a dict
-    memory_token: str  # routes the request to the workers of this memory (events/subjects.py)
     expect_entry_ids: list[str] = []  # the run's own entries so far: wait until they are indexed
 
 
@@ -170,10 +169,9 @@ class MemoryEntryAdded(Event, tag=True, frozen=True):
 
 
 class MemoryIndexed(Event, tag=True, frozen=True):
-    """The memory curator committed a run's entry to the memory of `memory_token`."""
+    """The memory curator committed a run's entry to the run's memory."""
 
     entry_id: str
-    memory_token: str
 
 
 # --- LLM agents -----------------------------------------------------------------------------

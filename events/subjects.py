@@ -2,15 +2,14 @@
 
 `accelopt.<run_id>.<token>` per event type; profile requests also carry the device kind,
 `accelopt.<run_id>.profile.requested.<device>`, so a fleet's profilers consume only their
-own, and memory requests the token of their memory (`memory_index.memory_token`), so a
-retrieval is answered by a worker of the memory the run uses. Role filters use `*` for the run so one pool of agents serves every run.
+own. Role filters use `*` for the run so one pool of agents serves every run.
 """
 
 from __future__ import annotations
 
 import re
 
-from events.catalog import Event, MemoryRequested, ProfileRequested
+from events.catalog import Event, ProfileRequested
 
 STREAM = "ACCELOPT"
 PREFIX = "accelopt"
@@ -58,10 +57,6 @@ def subject_for(event: Event) -> str:
         if not _DEVICE.match(event.device):
             raise ValueError(f"device kind {event.device!r} is not a valid subject token")
         subject += f".{event.device}"
-    elif isinstance(event, MemoryRequested):
-        if not _DEVICE.match(event.memory_token):
-            raise ValueError(f"memory token {event.memory_token!r} is not a valid subject token")
-        subject += f".{event.memory_token}"
     return subject
 
 
@@ -70,14 +65,11 @@ def run_filter(run_id: str) -> str:
     return f"{PREFIX}.{check_run_id(run_id)}.>"
 
 
-def role_filter(event_type: str, run_id: str = "*", device: str | None = None,
-                memory_token: str | None = None) -> str:
+def role_filter(event_type: str, run_id: str = "*", device: str | None = None) -> str:
     """Work subjects of one role, across all runs by default (e.g. planner: PlanRequested)."""
     subject = f"{PREFIX}.{run_id}.{TOKENS[event_type]}"
     if event_type == "ProfileRequested":
         subject += f".{device or '*'}"
-    elif event_type == "MemoryRequested":
-        subject += f".{memory_token or '*'}"
     return subject
 
 

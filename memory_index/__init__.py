@@ -27,7 +27,6 @@ from memory_index.store import (
     MemoryIndexError,
     MemoryStats,
     default_uri,
-    memory_token,
     normalize_uri,
 )
 from memory_index.transfer import (
@@ -55,7 +54,6 @@ __all__ = [
     "format_for_prompt",
     "import_jsonl",
     "is_noop",
-    "memory_token",
     "normalize_uri",
     "query_for",
     "read_jsonl",

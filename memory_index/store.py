@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import builtins
 import functools
-import hashlib
 import math
 import os
 import random
@@ -85,12 +84,6 @@ def normalize_uri(uri: str | Path) -> str:
     if s.startswith("file://"):
         s = s[len("file://"):]
     return str(Path(s).expanduser().resolve())
-
-
-def memory_token(uri: str | Path) -> str:
-    """A short stable name of a memory (by its normalized URI): the subject token that routes
-    a run's retrievals to the workers of its memory."""
-    return hashlib.sha256(normalize_uri(uri).encode()).hexdigest()[:12]
 
 
 class MemoryStats(msgspec.Struct, kw_only=True):

@@ -16,7 +16,7 @@ import re
 import msgspec
 
 from accelopt.config import build_config
-from accelopt.coordinator import CoordinatorCore, RetrieveMemory
+from accelopt.coordinator import CoordinatorCore
 from accelopt.problem import (
     AxisConst,
     BuildSpec,
@@ -109,9 +109,9 @@ class SyntheticWorld:
         dist = abs(tile.bit_length() - best_t.bit_length()) + 0.5 * abs(unroll.bit_length() - best_u.bit_length())
         return 1.0 * (1.0 + 0.35 * dist) * (1.0 + 0.02 * self.rng.random())
 
-    def answer(self, e: ev.Event | RetrieveMemory) -> list[ev.Event]:
+    def answer(self, e: ev.Event) -> list[ev.Event]:
         rng = self.rng
-        if isinstance(e, RetrieveMemory):
+        if isinstance(e, ev.MemoryRequested):
             picked = rng.sample(self.entries, min(len(self.entries), 8))
             return [ev.MemoryRetrieved(event_id=e.result_id, run_id=self.run_id, ts=0.0,
                                        problem=e.problem, iteration=e.iteration, candidate_id=e.candidate_id,

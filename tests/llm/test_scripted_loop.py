@@ -18,7 +18,7 @@ import pytest
 from llm_helpers import envelope, scale_add_problem
 
 from accelopt.config import build_config
-from accelopt.coordinator import CoordinatorCore, RetrieveMemory
+from accelopt.coordinator import CoordinatorCore
 from accelopt.profile import LatencyStats, Profile
 from actors.agents import AGENTS
 from actors.gateway import LLMGateway
@@ -116,7 +116,7 @@ def drive(model: str, overrides: list[str], base: dict | None = None, max_steps:
                 elif isinstance(o, c.ProfileRequested):
                     inbox.append(profile(o))
             for eff in result.effects:
-                assert not isinstance(eff, RetrieveMemory)
+                assert not isinstance(eff, c.MemoryRequested)
             if isinstance(e, c.RunCompleted):
                 break
 

@@ -7,7 +7,7 @@ import random
 import re
 
 from accelopt.config import build_config
-from accelopt.coordinator import CoordinatorCore, RetrieveMemory
+from accelopt.coordinator import CoordinatorCore
 from accelopt.problem import (
     AxisConst,
     BuildSpec,
@@ -54,8 +54,8 @@ class World:
     def env(self, kind: str, *key: object) -> dict:
         return {"event_id": c.derive_event_id(RUN, kind, *key), "run_id": RUN, "ts": 0.0}
 
-    def answer(self, e: c.Event | RetrieveMemory) -> list[c.Event]:
-        if isinstance(e, RetrieveMemory):
+    def answer(self, e: c.Event) -> list[c.Event]:
+        if isinstance(e, c.MemoryRequested):
             return [c.MemoryRetrieved(event_id=e.result_id, run_id=RUN, ts=0.0, problem=e.problem,
                                       iteration=e.iteration, candidate_id=e.candidate_id, query="q", entries=[])]
         if isinstance(e, c.PlanRequested):

@@ -14,8 +14,6 @@ from accelopt.config import MemoryConfig
 from actors.retriever import MemoryRetriever
 from events import catalog as c
 from events.log import EventLog
-from events.subjects import role_filter, subject_for
-from memory_index import memory_token
 
 
 def _started(run_id: str, memory: MemoryConfig, parent: str | None = None) -> c.RunStarted:
@@ -30,18 +28,20 @@ def _request(run_id: str, memory: MemoryConfig, *, candidate: str = "k1",
         event_id=c.derive_event_id(run_id, "MemoryRequested", result_id), run_id=run_id, ts=time.time(),
         result_id=result_id, problem="silu", op_type="silu", device="cpu", language="c", iteration=1,
         candidate_id=candidate, candidate_source="for (i...) y[i] = x[i] / (1 + exp(-x[i]));",
-        memory=msgspec.to_builtins(memory), memory_token=memory_token(memory.uri or ""), expect_entry_ids=list(expect))
+        memory=msgspec.to_builtins(memory), expect_entry_ids=list(expect))
 
 
-def _answers(url: str, uri: str, embedder, events: list[c.Event]) -> list[c.MemoryRetrieved]:
+def _answers(url: str, uri: str, embedder, events: list[c.Event], runs: set[str] | None = None,
+             ) -> list[c.MemoryRetrieved]:
+    """Publish `events`, let a retriever of the memory at `uri` answer, return the answers."""
     async def go() -> list[c.MemoryRetrieved]:
         elog = await EventLog.connect(url)
-        await elog.publish_many(events)
+        if events:
+            await elog.publish_many(events)
         worker = MemoryRetriever(url, uri, embedder=embedder.name)
         await worker.run(until_idle_s=0.5)
         await worker.close()
-        runs = {e.run_id for e in events}
-        out = [e for r in runs for e in await elog.history(r) if isinstance(e, c.MemoryRetrieved)]
+        out = [e for r in (runs or {e.run_id for e in events}) for e in await elog.history(r) if isinstance(e, c.MemoryRetrieved)]
         await elog.close()
         return out
     return asyncio.run(go())
@@ -87,9 +87,11 @@ def test_an_ablation_is_served_its_parents_retrieval_only_with_the_same_settings
     assert by_run["run-b"].query != "recorded query" and by_run["run-b"].entries
 
 
-def test_requests_are_routed_by_memory():
-    a, b = MemoryConfig(uri="/mem/a"), MemoryConfig(uri="/mem/b")
-    ra, rb = _request("r", a), _request("r", b)
-    assert subject_for(ra) != subject_for(rb)
-    assert subject_for(ra).endswith(memory_token("/mem/a"))
-    assert role_filter("MemoryRequested", memory_token=memory_token("/mem/a")).endswith(memory_token("/mem/a"))
+def test_only_a_worker_of_the_run_s_memory_answers(nats_server, memory, memory_uri, embedder, make_entry, tmp_path):
+    memory.upsert([make_entry("Vectorize", "8-wide lanes", problem="silu", source_run="run-old")])
+    cfg = MemoryConfig(uri=memory_uri, top_m=4)
+    req = _request("run-m", cfg)
+    other = str(tmp_path / "another-memory")
+    assert _answers(nats_server.url, other, embedder, [_started("run-m", cfg), req]) == []  # not its memory
+    (got,) = _answers(nats_server.url, memory_uri, embedder, [], runs={"run-m"})
+    assert got.event_id == req.result_id and got.entries
