@@ -51,7 +51,7 @@ KERNEL_ROLES = frozenset({"executor", "fixer"})
 or insight is kept (its `finish_reason` is recorded): its text is still usable."""
 
 
-def agent_options(role: str, llm_config: LLMConfig, **overrides: Any) -> WorkerOptions:
+def agent_options(role: ev.Role, llm_config: LLMConfig, **overrides: Any) -> WorkerOptions:
     """Default worker options of an agent: its role's durable, filter and LLM concurrency."""
     r = llm_config.for_role(role)
     base: dict[str, Any] = {
@@ -64,7 +64,7 @@ def agent_options(role: str, llm_config: LLMConfig, **overrides: Any) -> WorkerO
 class LLMAgent(Worker):
     """Render -> gateway -> parse -> publish; subclasses define the role's pieces."""
 
-    role: ClassVar[str] = "llm"
+    role: ClassVar[ev.Role]  # each subclass names its role
 
     def __init__(
         self,

@@ -63,7 +63,7 @@ def profiler_options(device: str, cfg: RunConfig) -> WorkerOptions:
                          concurrency=dcfg.concurrency if dcfg else 1, ack_wait_s=w.ack_wait_s, heartbeat_s=w.heartbeat_s, max_deliver=w.max_deliver)
 
 
-def llm_agent_options(role: str, cfg: RunConfig) -> WorkerOptions:
+def llm_agent_options(role: ev.Role, cfg: RunConfig) -> WorkerOptions:
     from actors.agents import agent_options
 
     w = cfg.workers
