@@ -1,7 +1,7 @@
 """The fixed start-up of a run, per part.
 
 Each part is timed in a fresh Python process (so one part's imports do not warm the next),
-one after another, `--reps` times (median kept):
+parts interleaved, `--reps` rounds (median kept):
 
 - `cli`: `import accelopt.cli` (what every command pays);
 - `nats`: start the embedded nats-server with JetStream until it answers;
@@ -11,8 +11,9 @@ one after another, `--reps` times (median kept):
   lancedb; coordinator), and torch / triton / lancedb / sentence_transformers alone;
 - `memory_model`: loading the default embedding model and encoding one text;
 - `run_to_first_profile`: a whole `run_session` on a one-problem suite of the simulated
-  device, from the call to the first ProfileRequested on the log (memory on and off):
-  the start-up a user of `accelopt run` waits through.
+  device, from the call to the first ProfileRequested on the log (memory on and off; and
+  with a process per LLM role, `workers.llm_roles_together: false`): the start-up a user of
+  `accelopt run` waits through.
 
 The machine's load average is saved with the figures: on a shared machine every part is
 slower than on an idle one.
@@ -89,7 +90,7 @@ tmp = pathlib.Path(tempfile.mkdtemp())
 suite = write_suite(tmp, 1)
 cfg = build_config(overrides=[f"root={tmp / 'runs'}", f"memory.uri={tmp / 'mem'}", f"suite={suite}", "device=sim",
     "search.iterations=0", "search.remeasure_rounds=0", "devices.sim.options.allow=true",
-    "devices.sim.options.profile_s=0.01", "memory.enabled=MEMORY"])
+    "devices.sim.options.profile_s=0.01", "memory.enabled=MEMORY", "workers.llm_roles_together=TOGETHER"])
 first = []
 def on_event(e, _v):
     if e.type == "ProfileRequested" and not first:
@@ -113,24 +114,31 @@ def main() -> int:
     if not args.skip_run:
         for mem in ("false", "true"):
             parts[f"run_to_first_profile (memory {'on' if mem == 'true' else 'off'})"] = RUN_CODE.replace(
-                "MEMORY", mem)
+                "MEMORY", mem).replace("TOGETHER", "true")
+        # the same with a process per LLM role (each importing litellm), as before they shared one
+        parts["run_to_first_profile (memory on, a process per LLM role)"] = RUN_CODE.replace(
+            "MEMORY", "true").replace("TOGETHER", "false")
     if args.only:
         keys = [k.strip() for k in args.only.split(",")]
         parts = {n: c for n, c in parts.items() if any(n.startswith(k) for k in keys)}
     figures: dict[str, dict] = {}
     load_before = os.getloadavg()
+    runs: dict[str, list[float]] = {name: [] for name in parts}
+    failed: set[str] = set()
     with tempfile.TemporaryDirectory():
-        for name, code in parts.items():
-            secs = []
-            for _ in range(args.reps):
+        for _ in range(args.reps):  # parts interleaved, so each rep of every part sees similar load
+            for name, code in parts.items():
+                if name in failed:
+                    continue
                 try:
-                    secs.append(time_part(code))
+                    runs[name].append(time_part(code))
+                    print(f"{name}: {runs[name][-1]:.2f} s", flush=True)
                 except Exception as e:
                     print(f"{name}: failed: {e}", flush=True)
-                    break
-            if secs:
-                figures[name] = {"median_s": round(median(secs), 3), "runs_s": [round(s, 3) for s in secs]}
-                print(f"{name}: {figures[name]['median_s']:.2f} s", flush=True)
+                    failed.add(name)
+    for name, secs in runs.items():
+        if secs:
+            figures[name] = {"median_s": round(median(secs), 3), "runs_s": [round(s, 3) for s in secs]}
     save(args.name, {"parts": figures, "load_average_before": load_before, "load_average_after": os.getloadavg(),
                      "cpus": os.cpu_count()})
     print(json.dumps({k: v["median_s"] for k, v in figures.items()}, indent=1))
