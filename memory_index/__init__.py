@@ -6,8 +6,9 @@ up to date; `rebuild_from_logs` rebuilds it). Public API:
 
 - `MemoryIndex.open(uri, *, embedder=None, table="memory", storage_options=None,
   read_consistency_s=0.0)`; `upsert`, `get`, `has_ids`, `wait_for_ids`, `search`, `list`,
-  `count`, `stats`, `export`, `import_`, `rebuild_from_logs`, `create_vector_index`,
-  `optimize`, `drop`.
+  `count`, `stats`, `create_vector_index`, `optimize`, `drop`.
+- `export_jsonl(index, path, filters)`, `import_jsonl(index, path)`,
+  `rebuild_from_logs(index, paths)`, `rebuild_from_nats(index, url)` (memory_index/transfer.py).
 - `Embedder(model=None, *, device="cpu")`: the bundled all-MiniLM-L6-v2 by default.
 - `query_for(problem, op_type, device, language, kernel_source_or_plan)`: the query text.
 - `format_for_prompt(insights)`: the planner's memory block.

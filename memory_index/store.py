@@ -488,26 +488,6 @@ class MemoryIndex:
                   if e.entry_id not in seen and not (e.language == language and e.device in family)]
         return own + others[:cross]
 
-    # --- transfer (see memory_index.transfer) ------------------------------------------------
-
-    def export(self, path: str | Path, filters: Filters | None = None) -> int:
-        """Write the entries to a JSONL file of MemoryEntry (no embeddings); returns the count."""
-        from memory_index.transfer import export_jsonl
-
-        return export_jsonl(self, path, filters)
-
-    def import_(self, path: str | Path) -> int:
-        """Upsert the entries of a JSONL export (re-embedded with this memory's model)."""
-        from memory_index.transfer import import_jsonl
-
-        return import_jsonl(self, path)
-
-    def rebuild_from_logs(self, paths: Iterable[str | Path], *, replace: bool = False) -> int:
-        """Project the MemoryEntryAdded events of exported run logs into this table."""
-        from memory_index.transfer import rebuild_from_logs
-
-        return rebuild_from_logs(self, paths, replace=replace)
-
     # --- maintenance ------------------------------------------------------------------------
 
     def stats(self) -> MemoryStats:

@@ -220,19 +220,23 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    n = _open(args).export(args.file, _filter_obj(args))
+    from memory_index import export_jsonl
+
+    n = export_jsonl(_open(args), args.file, _filter_obj(args))
     print(f"exported {n} entries to {args.file}")
     return 0
 
 
 def _import(args: argparse.Namespace) -> int:
-    n = _open(args).import_(args.file)
+    from memory_index import import_jsonl
+
+    n = import_jsonl(_open(args), args.file)
     print(f"imported {n} new entries from {args.file}")
     return 0
 
 
 def _rebuild(args: argparse.Namespace) -> int:
-    from memory_index import rebuild_from_nats
+    from memory_index import rebuild_from_logs, rebuild_from_nats
 
     if bool(args.logs) == bool(args.nats):
         print("give exported LOG files or --nats URL (one of them)", file=sys.stderr)
@@ -241,7 +245,7 @@ def _rebuild(args: argparse.Namespace) -> int:
     if args.nats:
         n = asyncio.run(rebuild_from_nats(index, args.nats, run_id=args.run, replace=args.replace))
     else:
-        n = index.rebuild_from_logs(args.logs, replace=args.replace)
+        n = rebuild_from_logs(index, args.logs, replace=args.replace)
     print(f"rebuilt: {n} entries written; the table holds {index.count()}")
     return 0
 

@@ -9,7 +9,7 @@ import numpy as np
 from actors.curator import MemoryCurator
 from events.catalog import MemoryEntryAdded, derive_event_id
 from events.log import EventLog
-from memory_index import MemoryIndex
+from memory_index import MemoryIndex, rebuild_from_logs
 
 
 def _snapshot(index: MemoryIndex) -> tuple[list, dict]:
@@ -43,8 +43,8 @@ def test_rebuild_from_exported_log_equals_live_table(nats_server, tmp_path, memo
 
     live_index = MemoryIndex.open(memory_uri, embedder=embedder)
     rebuilt = MemoryIndex.open(tmp_path / "rebuilt", embedder=embedder)
-    assert rebuilt.rebuild_from_logs([log_file]) == len(entries)
-    assert rebuilt.rebuild_from_logs([log_file]) == 0  # idempotent
+    assert rebuild_from_logs(rebuilt, [log_file]) == len(entries)
+    assert rebuild_from_logs(rebuilt, [log_file]) == 0  # idempotent
 
     live_entries, live_vecs = _snapshot(live_index)
     new_entries, new_vecs = _snapshot(rebuilt)
@@ -55,5 +55,5 @@ def test_rebuild_from_exported_log_equals_live_table(nats_server, tmp_path, memo
 
     # --replace drops what the logs do not say.
     rebuilt.upsert([make_entry("**Stray**", "not in the log")])
-    assert rebuilt.rebuild_from_logs([log_file], replace=True) == len(entries)
+    assert rebuild_from_logs(rebuilt, [log_file], replace=True) == len(entries)
     assert _snapshot(rebuilt)[0] == live_entries

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from memory_index import Filters, MemoryIndex, MemoryIndexError
+from memory_index import Filters, MemoryIndex, MemoryIndexError, export_jsonl, import_jsonl
 
 
 def test_export_import_round_trip(memory, tmp_path, corpus, embedder):
     memory.upsert(corpus)
     path = tmp_path / "memory.jsonl"
-    assert memory.export(path) == len(corpus)
+    assert export_jsonl(memory, path) == len(corpus)
     assert len(path.read_text().splitlines()) == len(corpus)
-    assert memory.export(tmp_path / "trn1.jsonl", Filters(device="trn1")) == 2
+    assert export_jsonl(memory, tmp_path / "trn1.jsonl", Filters(device="trn1")) == 2
 
     other = MemoryIndex.open(tmp_path / "other", embedder=embedder)
-    assert other.import_(path) == len(corpus)
-    assert other.import_(path) == 0
+    assert import_jsonl(other, path) == len(corpus)
+    assert import_jsonl(other, path) == 0
     assert sorted(other.iter_entries(), key=lambda e: e.id) == sorted(corpus, key=lambda e: e.id)
     assert [r.entry_id for r in other.search("prefix sum", top_m=2)] == \
         [r.entry_id for r in memory.search("prefix sum", top_m=2)]
