@@ -24,13 +24,13 @@ from _common import median, save
 from loop_bench import length, union
 
 import accelopt  # noqa: F401  (offline defaults)
-from accelopt.commands.run import load_problems
 from accelopt.config import LLMConfig, RoleLLM, build_config
 from accelopt.records import ChatMessage, ModelPrice
 from actors.gateway import LLMGateway
 from actors.local_llm import LITELLM_MODEL, LocalLLMServer, prepare
 from events import catalog as ev
 from events.logfile import read_events
+from suites.selection import load_problems
 
 FAILED = ("compile_error", "runtime_error", "incorrect", "timeout")
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from accelopt.commands.run import load_problems
 from accelopt.config import ConfigError, ProblemRef, build_config, parse_problem_ref, target_devices
+from suites.selection import load_problems
 
 
 def test_the_three_forms_resolve_against_the_runs_suite_and_device():
