@@ -60,6 +60,14 @@ class MemoryConfig(_C):
     rank_speedup_weight: float = 0.1
     rank_recency_weight: float = 0.05
     index_wait_s: float = 30.0
+    # object-store settings for an s3:// (gs://, az://) memory, as LanceDB's storage options:
+    # endpoint, region, allow_http, ... (docs/memory.md). No secrets: the run config is
+    # recorded in the log, so credentials come from the environment (AWS_ACCESS_KEY_ID, ...)
+    storage_options: dict[str, str] = {}
+
+
+SECRET_STORAGE_KEYS = ("secret", "session_token", "access_key", "password", "sas", "token", "credential")
+"""Storage option keys refused in a run config (they name credentials)."""
 
 
 class RoleLLM(_C):
@@ -393,6 +401,11 @@ def validate(cfg: RunConfig) -> None:
             raise ConfigError(f"devices.{kind}: workers must be >= 0 and concurrency >= 1")
     if cfg.memory.top_m < 0:
         raise ConfigError("memory.top_m: must be >= 0")
+    secrets = sorted(k for k in cfg.memory.storage_options if any(w in k.lower() for w in SECRET_STORAGE_KEYS))
+    if secrets:
+        raise ConfigError(f"memory.storage_options: {', '.join(secrets)}: credentials do not belong in the run "
+                          "config (it is recorded in the event log); set them in the environment instead "
+                          "(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, ...; docs/memory.md)")
     if not 0.0 <= cfg.memory.cross_device_share <= 1.0:
         raise ConfigError("memory.cross_device_share: must be between 0 and 1")
     if cfg.memory.rank_speedup_weight < 0 or cfg.memory.rank_recency_weight < 0:

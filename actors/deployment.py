@@ -115,7 +115,8 @@ class Deployment:
                              "agent_options": dict(dcfg.options) if dcfg else {}},
                             device_placement(device))
         if self.cfg.memory.enabled:  # one process keeps the memory: it indexes entries and answers retrievals
-            memory = {"nats_url": self.nats_url, "uri": self.cfg.memory.uri, "embedder": self.cfg.memory.embedding_model}
+            memory = {"nats_url": self.nats_url, "uri": self.cfg.memory.uri, "embedder": self.cfg.memory.embedding_model,
+                      "storage_options": dict(self.cfg.memory.storage_options) or None}
             self._spawn("memory", "group", {"members": [(ROLE_FACTORIES["curator"], memory),
                                                         (ROLE_FACTORIES["retriever"], memory)]})
 
