@@ -1,4 +1,5 @@
-"""Fixtures of the memory tests: one embedding model per session, entry factories, a corpus."""
+"""Fixtures of the memory tests: one embedding model per session, entry factories, a corpus,
+a local S3 API (moto) for memories on `s3://`."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from accelopt.records import MemoryEntry
 from events.catalog import MemoryEntryAdded, derive_event_id
 from memory_index import Embedder, MemoryIndex
+from memory_index.local_s3 import LocalS3
 
 _counter = itertools.count()
 
@@ -29,6 +31,27 @@ def embedder() -> Embedder:
 @pytest.fixture
 def memory_uri(tmp_path: Path) -> str:
     return str(tmp_path / "memory")
+
+
+@pytest.fixture(scope="session")
+def local_s3() -> Iterator[LocalS3]:
+    """One moto S3 server on a free loopback port for the session (a bucket per test)."""
+    with LocalS3() as s3:
+        yield s3
+
+
+@pytest.fixture
+def s3_memory(local_s3: LocalS3) -> tuple[str, dict[str, str]]:
+    """A memory URI in a fresh bucket, and the LanceDB storage options that reach it."""
+    return f"s3://{local_s3.bucket()}/memory", local_s3.storage_options
+
+
+@pytest.fixture(params=["folder", "s3"])
+def shared_memory(request: pytest.FixtureRequest, memory_uri: str) -> tuple[str, dict[str, str] | None]:
+    """A memory several fleets share: a folder, or a prefix on the local S3 API."""
+    if request.param == "folder":
+        return memory_uri, None
+    return request.getfixturevalue("s3_memory")
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
 """Two runs on different devices, each fleet with its own log and curator, write one memory
-and each retrieves the other's insight (real nats-servers, real Ray actors, one LanceDB URI)."""
+concurrently and each retrieves the other's insight (real nats-servers, real Ray actors, one
+LanceDB URI: a folder, or a prefix on a local S3 API served by moto)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,14 @@ from events.log import EventLog
 from events.server import NatsServer
 from memory_index import MemoryIndex, format_for_prompt, query_for
 
+BULK = 40   # entries per fleet besides the two named insights
+SHARED = 10  # entries on both fleets' logs (a run resumed on the other fleet): must stay one row each
 
-def test_runs_on_cpu_and_trn1_share_one_memory(nats_server, tmp_path, ray_session, memory_uri, embedder,
-                                                make_entry, to_events):
+
+def test_runs_on_cpu_and_trn1_share_one_memory(nats_server, tmp_path, ray_session, shared_memory, embedder,
+                                                make_entry, to_events, request):
     ray = ray_session
+    uri, storage_options = shared_memory
     fleet_b = NatsServer(tmp_path / "nats-b")
     fleet_b.start()
     cpu_rms = make_entry("**Fuse the RMS normalization into the matmul row loop**",
@@ -29,20 +34,38 @@ def test_runs_on_cpu_and_trn1_share_one_memory(nats_server, tmp_path, ray_sessio
                              speedup=2.1, source_run="run-trn1")
     trn_other = make_entry("**Use the DMA engine to transpose tiles**", "Transposing DMA of 128x128 tiles.",
                            problem="transpose", device="trn1", language="nki", source_run="run-trn1")
-    actors = [MemoryCuratorActor.remote(url, memory_uri, batch_window_s=0.02)
+
+    def bulk(run: str, device: str, language: str, n: int, start: int = 0) -> list:
+        return [make_entry(f"**Unroll the scan of problem q{i} by {i % 5 + 2}**",
+                           f"Unroll the prefix-scan loop of q{i} by {i % 5 + 2} and keep the carry in a "
+                           "register.", problem=f"q{i}", device=device, language=language, speedup=1.1,
+                           source_run=run, id=f"{run}-bulk{i}")
+                for i in range(start, start + n)]
+
+    only_a = [cpu_rms, cpu_other, *bulk("run-cpu", "cpu", "c", BULK)]
+    only_b = [trn_softmax, trn_other, *bulk("run-trn1", "trn1", "nki", BULK)]
+    shared = bulk("run-moved", "cpu", "c", SHARED, start=1000)
+    unique = {e.id for e in only_a + only_b + shared}
+    actors = [MemoryCuratorActor.remote(url, uri, batch_max=8, batch_window_s=0.02, storage_options=storage_options)
               for url in (nats_server.url, fleet_b.url)]
     try:
         assert ray.get([a.ready.remote() for a in actors], timeout=120) == [True, True]
         runs = [a.run.remote() for a in actors]
-        index = MemoryIndex.open(memory_uri, embedder=embedder)
+        index = MemoryIndex.open(uri, embedder=embedder, storage_options=storage_options)
 
         async def fleets() -> list[MemoryRetrieved]:
             log_a = await EventLog.connect(nats_server.url)
             log_b = await EventLog.connect(fleet_b.url)
-            await log_a.publish_many(to_events([cpu_rms, cpu_other]))
-            await log_b.publish_many(to_events([trn_softmax, trn_other]))
-            everything = [cpu_rms.id, cpu_other.id, trn_softmax.id, trn_other.id]
-            assert await index.wait_for_ids(everything, timeout_s=60) == set(everything)
+
+            async def emit(elog: EventLog, entries: list) -> None:  # as a run would, a few at a time
+                events = to_events(entries)
+                for i in range(0, len(events), 4):
+                    await elog.publish_many(events[i:i + 4])
+                    await asyncio.sleep(0.01)
+
+            # Both fleets write at once; the shared entries go to both logs, in opposite orders.
+            await asyncio.gather(emit(log_a, only_a + shared), emit(log_b, shared[::-1] + only_b))
+            assert await index.wait_for_ids(unique, timeout_s=120) == unique
 
             # What each run's coordinator does before planning its next problem.
             recorded = []
@@ -67,13 +90,22 @@ def test_runs_on_cpu_and_trn1_share_one_memory(nats_server, tmp_path, ray_sessio
         assert for_trn.entries[0].entry_id == cpu_rms.id
         assert (for_trn.entries[0].device, for_trn.entries[0].language) == ("cpu", "c")
         assert "device trn1, language nki: 2.10x faster" in format_for_prompt(for_cpu.entries)
-        assert index.count() == 4
 
         for a in actors:
             a.stop.remote()
         summaries = ray.get(runs, timeout=60)
-        assert sorted(s["written"] for s in summaries) == [2, 2]
+        # Counted: nothing lost, nothing doubled, though the shared entries reached both curators.
+        rows = index.list(limit=None)
+        assert index.count() == len(rows) == len(unique)
+        assert sorted(e.id for e in rows) == sorted(unique)
+        assert index.get(trn_softmax.id) == trn_softmax
+        written = sorted(s["written"] for s in summaries)
+        assert len(unique) <= sum(written) <= len(unique) + SHARED, written
+        assert min(written) >= 2 + BULK, written  # each fleet's curator wrote its own entries
         assert summaries[0]["durable"] == summaries[1]["durable"]  # same memory, same consumer name
+        if uri.startswith("s3://"):  # the table really lives on the S3 API, not in a local folder
+            keys = request.getfixturevalue("local_s3").objects(uri)
+            assert any(k.endswith(".manifest") for k in keys) and any(k.endswith(".lance") for k in keys), keys
     finally:
         for a in actors:
             ray.kill(a)
