@@ -175,7 +175,7 @@ class HardwareAgent(ABC):
                 timeout_s: float | None = None, measure: bool = True) -> Profile:
         """Compile, check correctness on `seeds` plus adversarial inputs, time (if `measure`),
         and return the Profile. Never raises for a bad kernel: failures are statuses."""
-        seeds = tuple(int(s) for s in seeds)
+        seeds = self._seeds(tuple(int(s) for s in seeds))
         if not seeds:
             raise ValueError("at least one correctness seed is required")
         t0 = time.perf_counter()
@@ -183,12 +183,20 @@ class HardwareAgent(ABC):
         prof.wall_s = time.perf_counter() - t0
         return prof
 
+    def _seeds(self, seeds: tuple[int, ...]) -> tuple[int, ...]:
+        """The correctness seeds this device checks, given the ones asked for (a device with a
+        minimum count extends them)."""
+        return seeds
+
     def _profile(self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout_s: float,
                  measure: bool) -> Profile:
         raise NotImplementedError(f"{type(self).__name__} implements neither profile nor _profile")
 
-    def _fail(self, status: str, log: str, **kw: Any) -> Profile:
-        return Profile(status=status, device=self.kind, log=log, toolchain=self.toolchain(), **kw)  # type: ignore[arg-type]
+    def _fail(self, status: str, log: str, extra_tools: dict[str, str] | None = None, **kw: Any) -> Profile:
+        """A profile that did not pass (`extra_tools`: versions learnt on the way, e.g. from the
+        device's harness)."""
+        return Profile(status=status, device=self.kind, log=log,  # type: ignore[arg-type]
+                       toolchain={**self.toolchain(), **(extra_tools or {})}, **kw)
 
     def toolchain(self) -> dict[str, str]:
         """Versions of the tools that produced a profile (compiler, runtime, libraries)."""

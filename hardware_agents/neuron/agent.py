@@ -57,7 +57,7 @@ import numpy as np
 from accelopt.problem import Problem, Solution
 from accelopt.profile import LatencyStats, Profile, SeedCheck
 from hardware_agents import validity
-from hardware_agents.base import DEFAULT_SEEDS, DeviceSpec, HardwareAgent, pct_peak, roofline_terms, t_peak
+from hardware_agents.base import DeviceSpec, HardwareAgent, pct_peak, roofline_terms, t_peak
 from hardware_agents.datacache import DataCache
 from hardware_agents.neuron import sdk
 from hardware_agents.neuron.data import ProblemData, TimingRound, build_problem_data, fresh_seed
@@ -228,17 +228,8 @@ class NeuronAgent(HardwareAgent):
 
     # --- profile ---------------------------------------------------------------------------
 
-    def profile(self, problem: Problem, solution: Solution, *, seeds: Sequence[int] = DEFAULT_SEEDS,
-                timeout_s: float | None = None, measure: bool = True) -> Profile:
-        t0 = time.perf_counter()
-        prof = self._profile(problem, solution, extend_seeds(seeds, self.min_seeds), timeout_s or self.timeout_s,
-                             measure)
-        prof.wall_s = time.perf_counter() - t0
-        return prof
-
-    def _fail(self, status: str, log: str, extra_tools: dict[str, str] | None = None, **kw: Any) -> Profile:
-        return Profile(status=status, device=self.kind, log=log,  # type: ignore[arg-type]
-                       toolchain={**self.toolchain(), **(extra_tools or {})}, **kw)
+    def _seeds(self, seeds: tuple[int, ...]) -> tuple[int, ...]:
+        return extend_seeds(seeds, self.min_seeds)
 
     def _profile(self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout: float,
                  measure: bool) -> Profile:

@@ -40,7 +40,7 @@ import torch
 from accelopt.problem import Problem, ProblemFileError, Solution, Workload
 from accelopt.profile import Profile, SeedCheck
 from hardware_agents import validity
-from hardware_agents.base import DEFAULT_SEEDS, DeviceSpec, HardwareAgent, pct_peak, roofline_terms, t_peak
+from hardware_agents.base import DeviceSpec, HardwareAgent, pct_peak, roofline_terms, t_peak
 from hardware_agents.sandbox import (
     Sandbox,
     SandboxChild,
@@ -323,23 +323,12 @@ class TritonAgent(HardwareAgent):
 
     # --- profile -------------------------------------------------------------------------------
 
-    def profile(self, problem: Problem, solution: Solution, *, seeds: Sequence[int] = DEFAULT_SEEDS,
-                timeout_s: float | None = None, measure: bool = True) -> Profile:
-        t0 = time.perf_counter()
-        prof = self._profile(problem, solution, tuple(int(s) for s in seeds), timeout_s or self.timeout_s, measure)
-        prof.wall_s = time.perf_counter() - t0
-        return prof
-
-    def _fail(self, status: str, log: str, **kw: Any) -> Profile:
-        return Profile(status=status, device=self.kind, log=log, toolchain=self.toolchain(), **kw)  # type: ignore[arg-type]
 
     def _profile(self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout: float,
                  measure: bool) -> Profile:
         if solution.spec.language not in self.languages:
             return self._fail("compile_error", f"the Triton agent runs Python/Triton solutions; this one is "
                               f"{solution.spec.language!r}")
-        if not seeds:
-            raise ValueError("at least one correctness seed is required")
         try:
             entry = solution.entry_file()
             symbol = solution.entry_symbol
