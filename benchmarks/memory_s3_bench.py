@@ -5,7 +5,8 @@ the figures are LanceDB's commit protocol over HTTP (a conditional PUT per manif
 retry when the other writer's commit won), not AWS's network latency. Each writer is a
 thread with its own LanceDB connection doing curator-sized merge-inserts (`upsert_vectors`,
 precomputed unit vectors: the embedding model's cost is the same for both backends and is
-in memory_bench.py). After each case the table is counted: every id once, none missing.
+in memory_bench.py). After each case the table is counted: every id once, none missing;
+on S3, the server's request log counts manifest PUTs and the 412s of lost commit races.
 
 Usage: python benchmarks/memory_s3_bench.py [--batch 8] [--batches 25] [--writers 1,2]
 """
@@ -42,11 +43,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_moto() -> tuple[subprocess.Popen[bytes], str]:
+def start_moto(log: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-c", "import sys; from moto.server import main; main(sys.argv[1:])",
                              "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=log.open("w"))
     endpoint = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -112,8 +113,9 @@ def main() -> None:
     args = ap.parse_args()
     import boto3
 
-    proc, endpoint = start_moto()
     tmp = Path(tempfile.mkdtemp(prefix="memory-s3-bench-"))
+    log = tmp / "moto.log"
+    proc, endpoint = start_moto(log)
     options = {"endpoint": endpoint, "region": REGION, "allow_http": "true",
                "aws_access_key_id": FAKE_KEY, "aws_secret_access_key": FAKE_KEY}
     s3 = boto3.client("s3", endpoint_url=endpoint, region_name=REGION, aws_access_key_id=FAKE_KEY,
@@ -128,7 +130,13 @@ def main() -> None:
                     bucket = f"bench-{writers}"
                     s3.create_bucket(Bucket=bucket)
                     uri, opts = f"s3://{bucket}/memory", options
+                before = log.read_text().splitlines()
                 case = {"backend": backend, **run_case(uri, opts, writers, args.batch, args.batches)}
+                if backend == "s3":
+                    lines = log.read_text().splitlines()[len(before):]
+                    puts = [x for x in lines if "PUT " in x and ".manifest HTTP" in x]
+                    case["manifest_puts"] = len(puts)
+                    case["commit_conflicts_412"] = sum('" 412 ' in x for x in puts)
                 print(case, flush=True)
                 cases.append(case)
     finally:

@@ -12,8 +12,8 @@ from events.log import EventLog
 from events.server import NatsServer
 from memory_index import MemoryIndex, format_for_prompt, query_for
 
-BULK = 40   # entries per fleet besides the two named insights
-SHARED = 10  # entries on both fleets' logs (a run resumed on the other fleet): must stay one row each
+BULK = 20   # entries per fleet besides the two named insights
+SHARED = 8  # entries on both fleets' logs (a run resumed on the other fleet): must stay one row each
 
 
 def test_runs_on_cpu_and_trn1_share_one_memory(nats_server, tmp_path, ray_session, shared_memory, embedder,
