@@ -86,17 +86,3 @@ def use_device_plugin(name: str, obj: Any) -> None:
         if not callable(obj):
             raise TypeError(f"entry point {name!r} is neither a module nor callable: {type(obj).__name__}")
         obj()
-
-
-def use_llm_provider_plugin(name: str, obj: Any) -> None:
-    """An LLM-provider entry point is a `litellm.CustomLLM` subclass or instance; its name
-    is the provider prefix of the models it serves."""
-    from litellm import CustomLLM
-
-    from actors.tuner import register_provider
-
-    handler = obj() if isinstance(obj, type) else obj
-    if not isinstance(handler, CustomLLM):
-        raise TypeError(f"entry point {name!r} is not a litellm.CustomLLM (subclass or instance): "
-                        f"{type(handler).__name__}")
-    register_provider(name, handler)

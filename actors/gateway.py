@@ -191,6 +191,18 @@ def recording_from(events: Iterable[object]) -> dict[str, LLMCallCompleted]:
 _plugins_loaded = False
 
 
+def use_llm_provider_plugin(name: str, obj: Any) -> None:
+    """An LLM-provider entry point is a `litellm.CustomLLM` subclass or instance; its name
+    is the provider prefix of the models it serves."""
+    from actors.tuner import register_provider
+
+    handler = obj() if isinstance(obj, type) else obj
+    if not isinstance(handler, litellm.CustomLLM):
+        raise TypeError(f"entry point {name!r} is not a litellm.CustomLLM (subclass or instance): "
+                        f"{type(handler).__name__}")
+    register_provider(name, handler)
+
+
 def _register_offline_providers() -> None:
     """The built-in custom providers, then (once per process) those of installed plugins
     (`accelopt.llm_providers` entry points, `accelopt/plugins.py`)."""
@@ -201,7 +213,7 @@ def _register_offline_providers() -> None:
     register_tuner_provider()
     register_scripted_provider()
     if not _plugins_loaded:
-        from accelopt.plugins import LLM_PROVIDER_GROUP, load_plugins, use_llm_provider_plugin
+        from accelopt.plugins import LLM_PROVIDER_GROUP, load_plugins
 
         load_plugins(LLM_PROVIDER_GROUP, use_llm_provider_plugin)
         _plugins_loaded = True

@@ -34,7 +34,6 @@ from accelopt.problem import (
     ExpressionError,
     Problem,
     Solution,
-    Trace,
     eval_expression,
     expression_names,
     parse_expression,
@@ -45,7 +44,7 @@ __all__ = [
     "DEFAULT_SEEDS", "BandwidthPoint", "DeviceSpec", "ExpressionError", "HardwareAgent",
     "RooflineTerms", "available_devices", "eval_expression", "expression_names", "get_agent",
     "parse_expression", "pct_peak", "register_agent", "registered_kinds", "roofline_terms",
-    "t_peak", "to_trace",
+    "t_peak",
 ]
 
 # Correctness seeds used when the caller names none (three fresh seeds).
@@ -139,16 +138,6 @@ def pct_peak(t_peak_s: float, t_measured_s: float) -> float:
     if t_measured_s <= 0 or not math.isfinite(t_measured_s):
         return 0.0
     return t_peak_s / t_measured_s
-
-
-# --- FlashInfer interop ------------------------------------------------------------------------
-
-def to_trace(problem: Problem, solution: Solution, profile: Profile, *, hardware: str,
-             timestamp: str | None = None) -> Trace:
-    """A FlashInfer Trace for a profile (see `suites.flashinfer.traces.to_trace`)."""
-    from suites.flashinfer.traces import to_trace as convert
-
-    return convert(problem, solution, profile, hardware=hardware, timestamp=timestamp)
 
 
 # --- the interface ---------------------------------------------------------------------------

@@ -7,12 +7,17 @@ import math
 import time
 from collections.abc import Iterable
 
-from accelopt.progress import _ms, _pct
-
 __all__ = ["ago", "duration", "geomean", "ms", "pct", "speedup", "stamp", "tokens", "usd"]
 
-pct = _pct
-ms = _ms
+
+def pct(x: float | None) -> str:
+    return f"{100 * x:.1f}%" if x is not None else "-"
+
+
+def ms(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return f"{x:.3f} ms" if x < 100 else f"{x:.1f} ms"
 
 
 def speedup(x: float | None) -> str:

@@ -135,7 +135,7 @@ class SharedAgents:
 
 def _session(console: Console, cfg, problems: list, args: argparse.Namespace, nats_url: str,
              timeout_s: float | None) -> RunOutcome | None:
-    from accelopt.progress import RunProgress
+    from accelopt.commands._progress import RunProgress
     from actors.session import RunError, run_session
 
     try:
@@ -155,7 +155,7 @@ def _session(console: Console, cfg, problems: list, args: argparse.Namespace, na
 def closing_table(outcomes: list) -> Table:
     """Per problem: its run, baseline and best, the (re-measured) speedup, and the memory
     insights its planners received and used."""
-    from accelopt.progress import _ms, speedup_text
+    from accelopt.commands._progress import _ms, speedup_text
     from events.logfile import read_events
     from replay.memory_use import memory_use
 

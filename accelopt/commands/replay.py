@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from accelopt.progress import results_table
+    from accelopt.commands._progress import results_table
     from events.runsource import RunNotFound, load_events
     from replay.fold import RunView
     from replay.verify import verify

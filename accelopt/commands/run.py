@@ -145,7 +145,7 @@ def preflight(console: Console, cfg: RunConfig, probe: bool) -> bool:
 
 def execute(console: Console, cfg: RunConfig, problems: list, args: argparse.Namespace, **session_kwargs) -> int:
     """Run a session with progress bars and print its outcome (shared by run, ablate, resume)."""
-    from accelopt.progress import RunProgress, results_table
+    from accelopt.commands._progress import RunProgress, results_table
     from actors.session import RunError, run_session
 
     if not preflight(console, cfg, getattr(args, "preflight", True)):

@@ -88,7 +88,7 @@ def test_registry() -> None:
 
 def test_profile_exports_as_flashinfer_trace() -> None:
     from accelopt.profile import LatencyStats, Profile, SeedCheck
-    from hardware_agents.base import to_trace
+    from suites.flashinfer.traces import to_trace
 
     p = suites.get_problem("cpu/matmul")
     prof = Profile(status="passed", device="cpu", correctness=[SeedCheck(case="seed0", passed=True, rel_l2=1e-7,

@@ -75,6 +75,9 @@ def _load_plugin() -> ModuleType:
 
 @pytest.fixture
 def toylang(monkeypatch: pytest.MonkeyPatch) -> KernelLanguage:
+    # every installed device kind registered first, so the copies below hold them all and the
+    # discovery does not run (and mark itself done) into copies that are thrown away
+    base._discover()
     monkeypatch.setattr(languages, "_languages", dict(languages._languages))
     monkeypatch.setattr(base, "_registry", dict(base._registry))  # the plugin's `toysim` kind
     monkeypatch.setattr(problem_module, "_language_names", set(problem_module._language_names))

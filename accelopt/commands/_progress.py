@@ -1,4 +1,5 @@
-"""Live progress of a run (rich progress bars fed by its events) and the results table."""
+"""Live progress of a run (rich progress bars fed by its events) and the results table:
+CLI rendering, not a command (the leading underscore keeps the CLI from registering it)."""
 
 from __future__ import annotations
 
@@ -9,17 +10,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from events import catalog as ev
+from replay import fmt
 from replay.fold import ProblemResult, RunView
 
-
-def _pct(x: float | None) -> str:
-    return f"{100 * x:.1f}%" if x is not None else "-"
-
-
-def _ms(x: float | None) -> str:
-    if x is None:
-        return "-"
-    return f"{x:.3f} ms" if x < 100 else f"{x:.1f} ms"
+_pct, _ms = fmt.pct, fmt.ms  # the live table formats numbers as the reports do (replay/fmt.py)
 
 
 class RunProgress:
