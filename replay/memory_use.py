@@ -13,8 +13,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from actors.tuner import changes_in, find_tunables
 from events import catalog as ev
+from hardware_agents.languages.tunables import changes_in, find_tunables
 
 
 @dataclass

@@ -13,8 +13,8 @@ import pytest
 
 import suites
 from accelopt.problem import Problem, Solution
-from actors.tuner import find_tunables
 from hardware_agents.base import HardwareAgent
+from hardware_agents.languages.tunables import find_tunables
 from suites.tuning import Knob, SpaceError, default_point, parse_space, sample_points, set_values, space_size
 
 PROBLEMS = suites.problem_names("cpu")

@@ -10,17 +10,9 @@ from llm_helpers import SCALE_ADD_C, llm_config, sample_profile, scale_add_probl
 from accelopt.records import ChatMessage
 from actors.gateway import LLMGateway
 from actors.parsing import NO_CODE, ReplyParseError, extract_code, parse_insight
-from actors.tuner import (
-    Change,
-    apply_change,
-    find_tunables,
-    insight_preferences,
-    moves,
-    parse_change,
-    rank_changes,
-    tuner_reply,
-)
+from actors.tuner import insight_preferences, rank_changes, tuner_reply
 from events.catalog import RetrievedInsight
+from hardware_agents.languages.tunables import Change, apply_change, find_tunables, moves, parse_change
 from memory_index import format_for_prompt
 from prompts import render
 

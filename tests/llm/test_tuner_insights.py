@@ -7,18 +7,16 @@ from llm_helpers import scale_add_problem
 
 from accelopt.records import ChatMessage
 from actors.parsing import extract_code, parse_insight
-from actors.tuner import (
+from actors.tuner import parse_insights, rank_moves, tuner_reply
+from events.catalog import RetrievedInsight
+from hardware_agents.languages.tunables import (
     Change,
     apply_changes,
     find_tunables,
     legal_values,
     moves,
     parse_changes,
-    parse_insights,
-    rank_moves,
-    tuner_reply,
 )
-from events.catalog import RetrievedInsight
 from memory_index import format_for_prompt
 from prompts import render
 

@@ -11,7 +11,8 @@ import pytest
 
 import suites
 from actors.parsing import extract_code, parse_insight
-from actors.tuner import find_tunables, parse_change, parse_changes, tuner_reply
+from actors.tuner import tuner_reply
+from hardware_agents.languages.tunables import find_tunables, parse_change, parse_changes
 from prompts import render
 from suites.tuning import parse_space
 

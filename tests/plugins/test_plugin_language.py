@@ -45,11 +45,12 @@ from accelopt.profile import LatencyStats, Profile
 from actors.parsing import extract_code
 from actors.profiler import solution_for
 from actors.session import best_extension
-from actors.tuner import changes_in, find_tunables, tuner_reply
+from actors.tuner import tuner_reply
 from events import catalog as c
 from events.logfile import read_events
 from hardware_agents import base, languages
 from hardware_agents.languages import KernelLanguage, UnknownLanguageError, get_language, language_names
+from hardware_agents.languages.tunables import changes_in, find_tunables
 
 PLUGIN_DIR = Path(__file__).parent / "toylang_plugin"
 

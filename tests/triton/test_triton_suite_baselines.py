@@ -9,7 +9,7 @@ import pytest
 
 import suites
 from accelopt.problem import eval_expression
-from actors.tuner import find_tunables
+from hardware_agents.languages.tunables import find_tunables
 from hardware_agents.triton import plan_cases
 
 NAMES = sorted(p.name for p in suites.load_suite("triton"))
