@@ -261,8 +261,8 @@ def rank_changes(source: str, *, skip: Iterable[str] = (), max_shape: int | None
                  prefs: dict[tuple[str, str], float] | None = None, key: str = "") -> list[Change]:
     """Every single step over all tunables, in a weighted random order drawn deterministically
     from `key`, weighted by `prefs` ((NAME, direction) -> weight)."""
-    options = [((c,), (prefs or {}).get((c.name, c.direction), 1.0))
-               for t in find_tunables(source, skip) for c in moves(t, max_shape)]
+    options: list[tuple[Move, float]] = [((c,), (prefs or {}).get((c.name, c.direction), 1.0))
+                                          for t in find_tunables(source, skip) for c in moves(t, max_shape)]
     return [m[0] for m in _weighted_order(options, key)]
 
 
@@ -441,8 +441,9 @@ def _estimate_tokens(text: str) -> int:
 
 def fill_response(model_response: ModelResponse, model: str, messages: Sequence[dict[str, Any]],
                   text: str, finish_reason: str = "stop") -> ModelResponse:
-    model_response.choices[0].message.content = text  # type: ignore[union-attr]
-    model_response.choices[0].finish_reason = finish_reason
+    model_response.choices[0].message.content = text
+    # litellm types this as OpenAI's reasons; a scripted reply may carry any provider's
+    model_response.choices[0].finish_reason = finish_reason  # type: ignore[assignment]
     prompt = sum(_estimate_tokens(str(m.get("content") or "")) for m in messages)
     completion = _estimate_tokens(text)
     model_response.usage = Usage(prompt_tokens=prompt, completion_tokens=completion,  # type: ignore[attr-defined]

@@ -58,7 +58,7 @@ def legal_values(source: str) -> dict[str, tuple[Value, ...]]:
         if not vals or m.group("name") in out:
             continue
         if all(isinstance(v, int) for v in vals):
-            vals = sorted(set(vals))  # type: ignore[type-var]
+            vals = sorted(set(vals))
         out[m.group("name")] = tuple(dict.fromkeys(vals))
     return out
 
