@@ -96,8 +96,10 @@ class Deployment:
         self.hosts.append(hosted)
         return hosted
 
-    def start_agents(self, devices: list[str]) -> None:
-        """LLM agents, profilers for `devices`, and the memory curator."""
+    def start_agents(self, devices: list[str], *, memory: bool | None = None) -> None:
+        """LLM agents, profilers for `devices`, and the memory (curator and retriever; by
+        default when the config enables it: `memory=True` when another config in force
+        during the run may, e.g. an ablation's parent's before the fork)."""
         roles = {role: {"nats_url": self.nats_url, "llm_config": self.cfg.llm,
                         "options": llm_agent_options(role, self.cfg)} for role in LLM_ROLES}
         if self.cfg.workers.llm_roles_together:
@@ -114,11 +116,12 @@ class Deployment:
                              "options": profiler_options(device, self.cfg),
                              "agent_options": dict(dcfg.options) if dcfg else {}},
                             device_placement(device))
-        if self.cfg.memory.enabled:  # one process keeps the memory: it indexes entries and answers retrievals
-            memory = {"nats_url": self.nats_url, "uri": self.cfg.memory.uri, "embedder": self.cfg.memory.embedding_model,
-                      "storage_options": dict(self.cfg.memory.storage_options) or None}
-            self._spawn("memory", "group", {"members": [(ROLE_FACTORIES["curator"], memory),
-                                                        (ROLE_FACTORIES["retriever"], memory)]})
+        if self.cfg.memory.enabled if memory is None else memory:
+            # one process keeps the memory: it indexes entries and answers retrievals
+            kw = {"nats_url": self.nats_url, "uri": self.cfg.memory.uri, "embedder": self.cfg.memory.embedding_model,
+                  "storage_options": dict(self.cfg.memory.storage_options) or None}
+            self._spawn("memory", "group", {"members": [(ROLE_FACTORIES["curator"], kw),
+                                                        (ROLE_FACTORIES["retriever"], kw)]})
 
     def wait_ready(self, timeout_s: float = 300.0) -> None:
         """Block until every started host has connected and loaded what it needs, so the

@@ -299,7 +299,10 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
         # one only once they are ready, as it acts at once
         coord = deployment.start_coordinator(run_id) if start is not None else None
         if start_agents:
-            deployment.start_agents(devices)
+            # an ablation (or a resumed run, which may be one) retrieves with its parent's
+            # settings before the fork: its memory workers start whatever its own config says
+            forked = resume or bool(start is not None and start.parent_run)
+            deployment.start_agents(devices, memory=cfg.memory.enabled or forked)
             try:
                 deployment.wait_ready()
             except ActorStartError as e:  # nothing would answer its requests: stop, say why
