@@ -223,6 +223,24 @@ def write_run_dir(run_dir: Path, view: RunView, cfg: RunConfig) -> None:
     (run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
 
 
+async def wait_indexed(url: str, run_id: str, *, timeout_s: float, poll_s: float = 0.2) -> int:
+    """Wait until the curator has said `MemoryIndexed` for every `MemoryEntryAdded` of the run
+    (the last insight lands after the run's last decision); returns how many are still not."""
+    elog = await EventLog.connect(url, create=False, name="accelopt-session")
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            events = await elog.history(run_id)
+            added = {e.entry.id for e in events if isinstance(e, ev.MemoryEntryAdded)}
+            indexed = {e.entry_id for e in events if isinstance(e, ev.MemoryIndexed)}
+            missing = len(added - indexed)
+            if not missing or time.monotonic() >= deadline:
+                return missing
+            await asyncio.sleep(poll_s)
+    finally:
+        await elog.close()
+
+
 async def export_log(url: str, run_id: str, path: Path) -> int:
     elog = await EventLog.connect(url)
     try:
@@ -298,11 +316,11 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
         # a new run's coordinator starts with the agents (it waits for RunStarted); a resumed
         # one only once they are ready, as it acts at once
         coord = deployment.start_coordinator(run_id) if start is not None else None
+        # an ablation (or a resumed run, which may be one) retrieves with its parent's settings
+        # before the fork: its memory workers start whatever its own config says
+        memory_on = start_agents and (cfg.memory.enabled or resume or bool(start is not None and start.parent_run))
         if start_agents:
-            # an ablation (or a resumed run, which may be one) retrieves with its parent's
-            # settings before the fork: its memory workers start whatever its own config says
-            forked = resume or bool(start is not None and start.parent_run)
-            deployment.start_agents(devices, memory=cfg.memory.enabled or forked)
+            deployment.start_agents(devices, memory=memory_on)
             try:
                 deployment.wait_ready()
             except ActorStartError as e:  # nothing would answer its requests: stop, say why
@@ -334,6 +352,11 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
             done, _ = ray.wait([coord.run_ref], timeout=10)
             if done:
                 warnings = list(ray.get(done[0]).warnings)
+        if memory_on and not timed_out:  # the run is done once its insights are in the memory
+            missing = asyncio.run(wait_indexed(endpoint.url, run_id, timeout_s=cfg.memory.index_wait_s))
+            if missing:
+                warnings.append(f"memory: {missing} of this run's entries not indexed after "
+                                f"{cfg.memory.index_wait_s:.0f}s (is the memory curator running?)")
         run_dir.mkdir(parents=True, exist_ok=True)
         asyncio.run(export_log(endpoint.url, run_id, run_dir / "log.aolog"))
         write_run_dir(run_dir, view, cfg)
