@@ -101,3 +101,16 @@ def test_missing_run_problem_or_device(real_run, tmp_path, capsys):
     assert "not in run" in capsys.readouterr().out
     assert main(["remeasure", real_run.run_id, "--root", run_root, "--device", "nosuch"]) == 2
     assert "no hardware agent" in capsys.readouterr().out
+
+
+def test_the_recorded_timeout_is_the_run_s_per_device_one():
+    """A run with the default `profiling.timeout_s: null` is re-measured with its device's
+    default (the CLI once did float(None)); an explicit one wins; a per-device one applies."""
+    from accelopt.commands.remeasure import recorded_timeout
+    from accelopt.config import DEVICE_PROFILE_TIMEOUT_S, build_config
+
+    default = build_config().to_dict()["profiling"]
+    assert default["timeout_s"] is None
+    assert recorded_timeout(default, "cpu") == DEVICE_PROFILE_TIMEOUT_S.get("cpu", 60.0)
+    assert recorded_timeout({**default, "timeout_s": 7}, "cpu") == 7.0
+    assert recorded_timeout({**default, "device_timeout_s": {"h100": 250.0}}, "h100") == 250.0
