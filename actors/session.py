@@ -30,9 +30,10 @@ from accelopt.config import RunConfig, target_devices
 from accelopt.logging import get_logger
 from accelopt.problem import Problem
 from events import catalog as ev
+from events.codec import decode
 from events.log import EventLog, StreamSettings
 from events.runsource import open_log_endpoint
-from events.subjects import run_filter
+from events.subjects import role_filter, run_filter
 from hardware_agents.languages import find_language
 from replay.fold import RunView
 
@@ -223,17 +224,26 @@ def write_run_dir(run_dir: Path, view: RunView, cfg: RunConfig) -> None:
     (run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
 
 
-async def wait_indexed(url: str, run_id: str, *, timeout_s: float, poll_s: float = 0.2) -> int:
-    """Wait until the curator has said `MemoryIndexed` for every `MemoryEntryAdded` of the run
-    (the last insight lands after the run's last decision); returns how many are still not."""
+async def wait_indexed(url: str, run_id: str, entry_ids: set[str], *, timeout_s: float,
+                       poll_s: float = 0.2) -> int:
+    """Wait until the curator has said `MemoryIndexed` for each of the run's entries (the last
+    insight lands after the run's last decision); returns how many are still not. Reads only
+    the run's `memory.indexed` subject, and each message once."""
+    if not entry_ids:
+        return 0
     elog = await EventLog.connect(url, create=False, name="accelopt-session")
     try:
         deadline = time.monotonic() + timeout_s
+        indexed: set[str] = set()
+        next_seq = 1
         while True:
-            events = await elog.history(run_id)
-            added = {e.entry.id for e in events if isinstance(e, ev.MemoryEntryAdded)}
-            indexed = {e.entry_id for e in events if isinstance(e, ev.MemoryIndexed)}
-            missing = len(added - indexed)
+            async for msg in elog.iter_raw(role_filter("MemoryIndexed", run_id), from_seq=next_seq):
+                seq = msg.metadata.sequence.stream
+                next_seq = seq + 1
+                e = decode(msg.data, msg.subject, seq)
+                if isinstance(e, ev.MemoryIndexed):
+                    indexed.add(e.entry_id)
+            missing = len(entry_ids - indexed)
             if not missing or time.monotonic() >= deadline:
                 return missing
             await asyncio.sleep(poll_s)
@@ -353,7 +363,8 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
             if done:
                 warnings = list(ray.get(done[0]).warnings)
         if memory_on and not timed_out:  # the run is done once its insights are in the memory
-            missing = asyncio.run(wait_indexed(endpoint.url, run_id, timeout_s=cfg.memory.index_wait_s))
+            added = {e.entry.id for e in view.memory_entries}
+            missing = asyncio.run(wait_indexed(endpoint.url, run_id, added, timeout_s=cfg.memory.index_wait_s))
             if missing:
                 warnings.append(f"memory: {missing} of this run's entries not indexed after "
                                 f"{cfg.memory.index_wait_s:.0f}s (is the memory curator running?)")
