@@ -95,3 +95,21 @@ def test_only_a_worker_of_the_run_s_memory_answers(nats_server, memory, memory_u
     assert _answers(nats_server.url, other, embedder, [_started("run-m", cfg), req]) == []  # not its memory
     (got,) = _answers(nats_server.url, memory_uri, embedder, [], runs={"run-m"})
     assert got.event_id == req.result_id and got.entries
+
+
+def test_the_session_waits_for_the_run_s_entries_to_be_indexed(nats_server):
+    """`wait_indexed` (what a run does before exporting its log) counts the entries the
+    curator has not said `MemoryIndexed` for, and gives up after its timeout."""
+    from actors.session import wait_indexed
+
+    said = c.MemoryIndexed(event_id=c.derive_event_id("run-i", "MemoryIndexed", "e1"), run_id="run-i", ts=1.0,
+                           entry_id="e1")
+
+    async def go() -> tuple[int, int]:
+        elog = await EventLog.connect(nats_server.url)
+        await elog.publish(said)
+        await elog.close()
+        done = await wait_indexed(nats_server.url, "run-i", {"e1"}, timeout_s=5.0)
+        left = await wait_indexed(nats_server.url, "run-i", {"e1", "e2"}, timeout_s=0.3)
+        return done, left
+    assert asyncio.run(go()) == (0, 1)
