@@ -162,10 +162,27 @@ class StallWatch:
                             f"(start one, e.g. `{start}`); the run waits")
 
 
+class InFlight:
+    """The run's requests (LLM calls, profiles) that have no recorded result yet."""
+
+    def __init__(self) -> None:
+        self.open: set[str] = set()
+
+    def observe(self, e: ev.Event) -> None:
+        if isinstance(e, (*ev.ROLE_OF_REQUEST, ev.ProfileRequested)):
+            self.open.add(e.event_id)
+        elif isinstance(e, (ev.LLMCallCompleted, ev.KernelProfiled)):
+            self.open.discard(e.request_id)
+
+
 async def follow_run(url: str, run_id: str, *, on_event: Callable[[ev.Event, RunView], None] | None = None,
                      timeout_s: float | None = None, alive: Callable[[], str | None] | None = None,
-                     stall_watch: StallWatch | None = None) -> tuple[RunView, bool]:
+                     stall_watch: StallWatch | None = None, settle_s: float = 5.0) -> tuple[RunView, bool]:
     """Fold the run's events as they arrive until RunCompleted/RunFailed (or timeout).
+
+    A run that fails or stops on budget can end with LLM calls or profiles in flight: their
+    results (cost, errors) are awaited up to `settle_s` more, so the log exported next and the
+    summary printed from this view hold them.
 
     `alive()` is polled while idle; a non-None return (why the coordinator is gone) ends the
     wait with a RunFailed published on the run's behalf. `stall_watch` reports roles that
@@ -173,19 +190,31 @@ async def follow_run(url: str, run_id: str, *, on_event: Callable[[ev.Event, Run
     """
     view = RunView(run_id)
     deadline = time.monotonic() + timeout_s if timeout_s else None
+    answers = InFlight()
+    ended_at: float | None = None
     elog = await EventLog.connect(url, name=f"accelopt-follow-{run_id}")
     try:
         async for _seq, event, _pending in elog.follow(run_filter(run_id), idle_timeout=0.5):
+            if ended_at is not None:  # the run has ended: only its calls still in flight are awaited
+                if event is not None:
+                    view.apply(event)
+                    answers.observe(event)
+                if not answers.open or time.monotonic() - ended_at > settle_s:
+                    return view, False
+                continue
             if event is None and stall_watch is not None:
                 await stall_watch.check(elog)
             if event is not None:
                 view.apply(event)
+                answers.observe(event)
                 if stall_watch is not None:
                     stall_watch.observe(event)
                 if on_event:
                     on_event(event, view)
                 if isinstance(event, (ev.RunCompleted, ev.RunFailed)):
-                    return view, False
+                    if not answers.open:
+                        return view, False
+                    ended_at = time.monotonic()
             elif alive is not None:
                 why = alive()
                 if why:
