@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 
 import msgspec
 
+from accelopt import catalog as ev
 from accelopt.config import RunConfig, config_from_dict
 from accelopt.policy import Scored, noise_margin, plan_pair, relative_spread, select_beam, select_summaries
 from accelopt.profile import Profile
 from accelopt.records import MemoryEntry
-from events import catalog as ev
 
 FIXABLE = frozenset({"compile_error", "runtime_error", "incorrect", "timeout", "timing_mismatch",
                      "no_triton_launch"})

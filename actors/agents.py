@@ -26,6 +26,7 @@ import json
 import time
 from typing import Any, ClassVar
 
+from accelopt import catalog as ev
 from accelopt.config import LLMConfig
 from accelopt.problem import Problem
 from accelopt.records import ChatMessage
@@ -40,7 +41,6 @@ from actors.parsing import (
 from actors.recordings import Recordings
 from actors.run_context import RunContextError, RunContexts
 from actors.worker import Worker, WorkerOptions
-from events import catalog as ev
 from events.log import EventLog, StreamSettings
 from events.subjects import role_filter
 from hardware_agents.languages import find_language

@@ -14,9 +14,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from accelopt import catalog as ev
 from accelopt.coordinator import CoordinatorCore
 from accelopt.logging import get_logger
-from events import catalog as ev
 from events.log import EventLog
 from events.subjects import run_filter
 

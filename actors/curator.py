@@ -23,10 +23,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from accelopt.catalog import Event, MemoryEntryAdded, MemoryIndexed, derive_event_id
 from accelopt.records import MemoryEntry
 from actors.run_context import RunContextError, RunContexts
 from actors.worker import Worker, WorkerOptions
-from events.catalog import Event, MemoryEntryAdded, MemoryIndexed, derive_event_id
 from events.log import EventLog, StreamSettings
 from events.subjects import role_filter
 from memory_index import Embedder, MemoryIndex, normalize_uri

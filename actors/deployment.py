@@ -17,11 +17,11 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
+from accelopt import catalog as ev
 from accelopt.config import RunConfig
 from accelopt.logging import get_logger
 from actors.hosting import ROLE_FACTORIES, Placement, device_placement, ray_host_class
 from actors.worker import WorkerOptions
-from events import catalog as ev
 from events.subjects import role_filter
 
 log = get_logger(component="deployment")

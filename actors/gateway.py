@@ -39,10 +39,10 @@ from typing import Any
 
 import litellm
 
+from accelopt.catalog import LLMCallCompleted, derive_event_id
 from accelopt.config import LLMConfig, ResolvedLLM
 from accelopt.logging import get_logger
 from accelopt.records import ChatMessage, ModelPrice, TokenUsage
-from events.catalog import LLMCallCompleted, derive_event_id
 
 litellm.suppress_debug_info = True
 

@@ -20,12 +20,12 @@ import time
 
 import msgspec
 
+from accelopt import catalog as ev
 from accelopt.config import MemoryConfig
 from actors.curator import memory_digest, serves_memory
 from actors.recordings import Recordings
 from actors.run_context import RunContexts
 from actors.worker import Worker, WorkerOptions
-from events import catalog as ev
 from events.log import EventLog, StreamSettings
 from events.subjects import role_filter
 from memory_index import MemoryIndex, query_for

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from events.catalog import ProblemTarget, RunStarted
+from accelopt.catalog import ProblemTarget, RunStarted
 from events.log import EventLog
 
 

@@ -26,10 +26,10 @@ import msgspec
 import nats.js.errors
 
 import accelopt
+from accelopt import catalog as ev
 from accelopt.config import RunConfig, target_devices
 from accelopt.logging import get_logger
 from accelopt.problem import Problem
-from events import catalog as ev
 from events.codec import decode
 from events.log import EventLog, StreamSettings
 from events.runsource import open_log_endpoint

@@ -22,8 +22,8 @@ import traceback
 from dataclasses import dataclass
 from typing import ClassVar
 
+from accelopt.catalog import Event
 from accelopt.logging import get_logger
-from events.catalog import Event
 from events.log import Delivery, EventLog, StreamSettings, WorkQueue
 
 # requests in progress per role across every host of a fleet (JetStream's max_ack_pending)

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import median, percentile, save
 
 import accelopt  # noqa: F401
-from events import catalog as c
+from accelopt import catalog as c
 from events.log import EventLog
 from events.server import NatsServer
 from events.subjects import role_filter

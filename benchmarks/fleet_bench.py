@@ -27,8 +27,8 @@ from _common import median, percentile, save
 
 import accelopt  # noqa: F401
 import suites
+from accelopt import catalog as c
 from accelopt.config import build_config
-from events import catalog as c
 from events.log import EventLog
 from events.server import NatsServer
 from events.subjects import run_filter

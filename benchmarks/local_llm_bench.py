@@ -24,11 +24,11 @@ from _common import median, save
 from loop_bench import length, union
 
 import accelopt  # noqa: F401  (offline defaults)
+from accelopt import catalog as ev
 from accelopt.config import LLMConfig, RoleLLM, build_config
 from accelopt.records import ChatMessage, ModelPrice
 from actors.gateway import LLMGateway
 from actors.local_llm import LITELLM_MODEL, LocalLLMServer, prepare
-from events import catalog as ev
 from events.logfile import read_events
 from suites.selection import load_problems
 

@@ -58,8 +58,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _common import save
 
 import accelopt  # noqa: F401  (offline defaults)
+from accelopt import catalog as ev
 from accelopt.config import build_config
-from events import catalog as ev
 from events.logfile import read_events
 from replay.fold import RunView
 from suites.selection import load_problems

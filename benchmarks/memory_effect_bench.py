@@ -53,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _common import RESULTS, save
 
 import accelopt  # noqa: F401  (offline defaults)
-from events import catalog as ev
+from accelopt import catalog as ev
 
 TARGET_PROFILE_RATIO = 0.7
 TARGET_FINAL_GEOMEAN = 2.0

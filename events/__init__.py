@@ -1,6 +1,7 @@
-"""The event layer: catalog, codec, subjects, the JetStream log client, log files.
+"""The event transport: codec, subjects, the JetStream log client, log files.
 
-`events.catalog` and `events.codec` need only msgspec; the NATS client parts (`EventLog`,
+The event types live in the core (`accelopt/catalog.py`, re-exported here); `events/`
+imports the core and the core never imports `events/`. `events.codec` needs only msgspec; the NATS client parts (`EventLog`,
 `NatsServer`) are imported lazily so the pure domain code never pulls in nats-py.
 """
 
@@ -8,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from events.catalog import *  # noqa: F403
-from events.catalog import EVENT_TYPES, EVENTS_BY_NAME, SCHEMA_VERSION, AnyEvent, Event, derive_event_id
+from accelopt.catalog import *  # noqa: F403
+from accelopt.catalog import EVENT_TYPES, EVENTS_BY_NAME, SCHEMA_VERSION, AnyEvent, Event, derive_event_id
 from events.codec import EventDecodeError, decode, encode
 from events.subjects import role_filter, run_filter, subject_for
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from events.catalog import SCHEMA_VERSION, AnyEvent, Event
+from accelopt.catalog import SCHEMA_VERSION, AnyEvent, Event
 
 
 class EventDecodeError(ValueError):

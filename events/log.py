@@ -25,9 +25,9 @@ import nats.js.errors
 from nats.aio.msg import Msg
 from nats.js import api
 
+from accelopt.catalog import Event, msg_id
 from accelopt.logging import get_logger
 from events import logfile
-from events.catalog import Event, msg_id
 from events.codec import EventDecodeError, decode, encode
 from events.subjects import ALL_EVENTS, PREFIX, STREAM, check_run_id, run_filter, subject_for
 

@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from events import catalog as ev
+from accelopt import catalog as ev
 from events.logfile import read_events
 from events.server import NatsServer, check_url, port_open
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from events.catalog import Event, ProfileRequested
+from accelopt.catalog import Event, ProfileRequested
 
 STREAM = "ACCELOPT"
 PREFIX = "accelopt"

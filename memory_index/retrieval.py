@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from events.catalog import RetrievedInsight
+from accelopt.catalog import RetrievedInsight
 from memory_index.schema import humanize, sql_in, sql_str
 
 DEFAULT_TOP_M = 16

@@ -27,8 +27,8 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
+from accelopt.catalog import RetrievedInsight
 from accelopt.records import MemoryEntry
-from events.catalog import RetrievedInsight
 from memory_index.embedder import Embedder, canonical_model_name
 from memory_index.retrieval import (
     DEFAULT_TOP_M,

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import msgspec
 
+from accelopt.catalog import MemoryEntryAdded
 from accelopt.records import MemoryEntry
-from events.catalog import MemoryEntryAdded
 from events.logfile import read_records
 from memory_index.retrieval import Filters
 from memory_index.store import MemoryIndex

@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from accelopt import catalog as ev
 from accelopt.profile import Profile
-from events import catalog as ev
 
 
 @dataclass

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from events import catalog as ev
+from accelopt import catalog as ev
 from hardware_agents.languages.tunables import changes_in, find_tunables
 
 

@@ -9,7 +9,7 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from events import catalog as ev
+from accelopt import catalog as ev
 
 
 def profile_key(problem: str, device: str, language: str, source: str) -> str:

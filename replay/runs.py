@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from events import catalog as ev
+from accelopt import catalog as ev
 from events.codec import decode
 from events.logfile import LogFileError, read_records
 from events.runsource import LOG_NAME, load_events, run_log_path, running_server_url

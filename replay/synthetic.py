@@ -15,6 +15,7 @@ import re
 
 import msgspec
 
+from accelopt import catalog as ev
 from accelopt.config import build_config
 from accelopt.coordinator import CoordinatorCore
 from accelopt.problem import (
@@ -30,7 +31,6 @@ from accelopt.problem import (
 )
 from accelopt.profile import LatencyStats, Profile
 from accelopt.records import ChatMessage, MemoryEntry, TokenUsage
-from events import catalog as ev
 
 SOURCE = """/* {name}: y = f(x), elementwise over N floats (synthetic). */
 #include <stddef.h>

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import msgspec
 
+from accelopt import catalog as ev
 from accelopt.coordinator import CoordinatorCore
-from events import catalog as ev
 
 # What the coordinator authors; everything else on a run's log is an input to it.
 DECISION_TYPES = frozenset({

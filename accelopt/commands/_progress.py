@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from events import catalog as ev
+from accelopt import catalog as ev
 from replay import fmt
 from replay.fold import ProblemResult, RunView
 

@@ -29,9 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from accelopt import catalog as ev
     from accelopt.config import ConfigError, apply_overrides, config_from_dict
     from actors.session import new_run_id, price_snapshot, toolchain
-    from events import catalog as ev
     from events.runsource import RunNotFound, ensure_on_stream, load_events
 
     console = wide_console()

@@ -25,8 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from accelopt import catalog as ev
     from accelopt.config import config_from_dict
-    from events import catalog as ev
     from events.runsource import RunNotFound, load_events
     from replay.fold import RunView
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from accelopt import catalog as ev
 from accelopt.logging import get_logger
-from events import catalog as ev
 from events.codec import EventDecodeError, decode
 from events.logfile import LogFileError
 from events.runsource import LOG_NAME, running_server_url

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from events import catalog as ev
+from accelopt import catalog as ev
 
 # the headroom suite's rownorm: its tunable has a large real effect, so the tuner surely
 # improves it within two iterations (the best kernel has a diff to show)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from accelopt import catalog as c
 from accelopt.problem import (
     AxisConst,
     BuildSpec,
@@ -17,7 +18,6 @@ from accelopt.problem import (
 )
 from accelopt.profile import LatencyStats, Profile, SeedCheck
 from accelopt.records import ChatMessage, MemoryEntry, ModelPrice, TokenUsage
-from events import catalog as c
 
 
 def sample_problem() -> Problem:

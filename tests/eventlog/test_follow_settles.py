@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 import time
 
+from accelopt import catalog as c
 from accelopt.records import TokenUsage
 from actors.session import create_stream, follow_run
-from events import catalog as c
 from events.log import EventLog, StreamSettings
 
 RUN = "run-settle"

@@ -6,7 +6,7 @@ import asyncio
 
 import msgspec
 
-from events import catalog as c
+from accelopt import catalog as c
 from events.log import EventLog
 from events.subjects import role_filter
 

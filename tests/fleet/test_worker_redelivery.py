@@ -13,8 +13,8 @@ from collections import Counter
 from nats.aio.msg import Msg
 
 import suites
+from accelopt import catalog as c
 from actors.session import run_session
-from events import catalog as c
 from events.log import EventLog
 from events.logfile import read_events
 

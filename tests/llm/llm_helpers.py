@@ -12,6 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from accelopt import catalog as c
 from accelopt.config import LLMConfig, RoleLLM
 from accelopt.problem import (
     AxisConst,
@@ -28,7 +29,6 @@ from accelopt.problem import (
 from accelopt.profile import LatencyStats, Profile
 from actors.agents import AGENTS, agent_options
 from actors.gateway import LLMGateway
-from events import catalog as c
 from events.log import EventLog
 
 SCALE_ADD_C = """\

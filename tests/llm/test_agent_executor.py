@@ -7,8 +7,8 @@ import asyncio
 import litellm
 from llm_helpers import SCALE_ADD_C, envelope, llm_config, of_type, run_agent, scale_add_problem
 
+from accelopt import catalog as c
 from actors.scripted import Reply
-from events import catalog as c
 
 RUN = "impl-run"
 TILED = SCALE_ADD_C.replace("#define TILE_J 32", "#define TILE_J 64")

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 from llm_helpers import BROKEN_C, SCALE_ADD_C, envelope, llm_config, of_type, run_agent, scale_add_problem
 
-from events import catalog as c
+from accelopt import catalog as c
 
 RUN = "fix-run"
 STILL_BROKEN = BROKEN_C.replace("undefined_symbol +", "undefined_symbol2 +")

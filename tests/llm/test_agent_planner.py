@@ -16,8 +16,8 @@ from llm_helpers import (
     scale_add_problem,
 )
 
+from accelopt import catalog as c
 from actors.agents import PlannerAgent
-from events import catalog as c
 from events.log import EventLog
 from events.subjects import role_filter
 

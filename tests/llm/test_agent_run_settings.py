@@ -8,8 +8,8 @@ import asyncio
 from llm_helpers import llm_config, of_type, run_agent, scale_add_problem
 from test_agent_planner import plan_request
 
+from accelopt import catalog as c
 from accelopt.config import build_config
-from events import catalog as c
 
 
 def test_a_shared_planner_uses_each_runs_own_model(nats_server, scripted):

@@ -6,7 +6,7 @@ import asyncio
 
 from llm_helpers import SCALE_ADD_C, envelope, llm_config, of_type, run_agent, scale_add_problem
 
-from events import catalog as c
+from accelopt import catalog as c
 
 RUN = "sum-run"
 FAST = SCALE_ADD_C.replace("#define TILE_J 32", "#define TILE_J 64")

@@ -15,8 +15,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "loop"))
 
 from sim import RUN, World, drive
 
+from accelopt import catalog as c
 from accelopt.records import TokenUsage
-from events import catalog as c
 
 
 class FailingPlanner(World):

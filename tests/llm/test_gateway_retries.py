@@ -8,9 +8,9 @@ import time
 import litellm
 from llm_helpers import llm_config
 
+from accelopt.catalog import derive_event_id
 from accelopt.records import ChatMessage
 from actors.gateway import LLMGateway, is_transient
-from events.catalog import derive_event_id
 
 MSGS = [ChatMessage(role="system", content="You plan."), ChatMessage(role="user", content="Plan one step.")]
 

@@ -96,8 +96,8 @@ def test_a_budget_stop_says_how_to_go_on():
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "loop"))
     from sim import problem
 
+    from accelopt import catalog as c
     from accelopt.commands.run import budget_note
-    from events import catalog as c
     from replay.fold import RunView
 
     env = {"run_id": "r1", "ts": 0.0}

@@ -9,7 +9,7 @@ import pytest
 from llm_helpers import SCALE_ADD_C, sample_profile, scale_add_problem
 
 import prompts
-from events.catalog import RetrievedInsight
+from accelopt.catalog import RetrievedInsight
 from prompts import LANGUAGES, ROLES, PromptError, render
 
 INSIGHTS = [

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from llm_helpers import envelope, scale_add_problem
 
+from accelopt import catalog as c
 from accelopt.config import build_config
 from accelopt.coordinator import CoordinatorCore
 from accelopt.profile import LatencyStats, Profile
@@ -24,7 +25,6 @@ from actors.agents import AGENTS
 from actors.gateway import LLMGateway
 from actors.scripted import Reply
 from actors.tuner import tuner_reply
-from events import catalog as c
 
 RUN = "scripted-loop"
 CC = shutil.which("cc") or shutil.which("gcc")

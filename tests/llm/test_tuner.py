@@ -7,11 +7,11 @@ import asyncio
 import pytest
 from llm_helpers import SCALE_ADD_C, llm_config, sample_profile, scale_add_problem
 
+from accelopt.catalog import RetrievedInsight
 from accelopt.records import ChatMessage
 from actors.gateway import LLMGateway
 from actors.parsing import NO_CODE, ReplyParseError, extract_code, parse_insight
 from actors.tuner import insight_preferences, rank_changes, tuner_reply
-from events.catalog import RetrievedInsight
 from hardware_agents.languages.tunables import Change, apply_change, find_tunables, moves, parse_change
 from memory_index import format_for_prompt
 from prompts import render

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from llm_helpers import scale_add_problem
 
+from accelopt.catalog import RetrievedInsight
 from accelopt.records import ChatMessage
 from actors.parsing import extract_code, parse_insight
 from actors.tuner import parse_insights, rank_moves, tuner_reply
-from events.catalog import RetrievedInsight
 from hardware_agents.languages.tunables import (
     Change,
     apply_changes,

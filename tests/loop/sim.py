@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import re
 
+from accelopt import catalog as c
 from accelopt.config import build_config
 from accelopt.coordinator import CoordinatorCore
 from accelopt.problem import (
@@ -21,7 +22,6 @@ from accelopt.problem import (
 )
 from accelopt.profile import LatencyStats, Profile
 from accelopt.records import TokenUsage
-from events import catalog as c
 
 RUN = "sim"
 BASE = "#define TILE 4\nvoid k(const float* x, float* y) { /* v */ }\n"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from loop_cli import cli, kill_embedded_server, run_dirs
 
-from events import catalog as c
+from accelopt import catalog as c
 from events.logfile import read_events
 from replay.recording import served_counts
 

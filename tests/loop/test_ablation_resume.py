@@ -22,7 +22,7 @@ import msgspec
 import pytest
 from loop_cli import ACCELOPT, cli, kill_embedded_server, run_dirs
 
-from events import catalog as c
+from accelopt import catalog as c
 from events.log import EventLog
 from events.logfile import read_events
 from replay.recording import served_counts

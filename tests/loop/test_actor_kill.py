@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections import Counter
 
 import suites
+from accelopt import catalog as c
 from actors.session import run_session
-from events import catalog as c
 from events.logfile import read_events
 
 

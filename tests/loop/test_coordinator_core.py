@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from events import catalog as c
+from accelopt import catalog as c
 
 
 def of(log, t):

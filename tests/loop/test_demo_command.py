@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from events import catalog as c
+from accelopt import catalog as c
 from events.logfile import read_events
 from replay.memory_use import memory_use
 from replay.verify import verify

@@ -14,9 +14,9 @@ import re
 import msgspec
 import pytest
 
+from accelopt import catalog as c
 from accelopt.cli import main
 from accelopt.commands.remeasure import RemeasureRecord
-from events import catalog as c
 from events.codec import decode
 from events.log import EventLog
 from events.logfile import read_events

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from accelopt import catalog as c
 from accelopt.commands._progress import results_table, speedup_text
 from accelopt.coordinator import legacy_config
 from accelopt.policy import Pair, Scored, noise_margin, plan_pair, select_summaries
 from accelopt.profile import LatencyStats, Profile
-from events import catalog as c
 from replay.fold import RunView
 from replay.summary import summarize
 from replay.verify import verify

@@ -6,7 +6,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from events import catalog as c
+from accelopt import catalog as c
 from replay.verify import verify
 
 

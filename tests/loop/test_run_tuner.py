@@ -18,9 +18,9 @@ import msgspec
 import pytest
 
 import suites
+from accelopt import catalog as c
 from accelopt.problem import SourceFile
 from actors.session import run_session
-from events import catalog as c
 from events.logfile import read_events
 from hardware_agents.base import get_agent
 from replay.fold import RunView

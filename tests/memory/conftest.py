@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from accelopt.catalog import MemoryEntryAdded, derive_event_id
 from accelopt.records import MemoryEntry
-from events.catalog import MemoryEntryAdded, derive_event_id
 from memory_index import Embedder, MemoryIndex
 from memory_index.local_s3 import LocalS3
 

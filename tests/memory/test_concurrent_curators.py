@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+from accelopt.catalog import MemoryEntryAdded, derive_event_id
 from actors.curator import MemoryCuratorActor, curator_durable
-from events.catalog import MemoryEntryAdded, derive_event_id
 from events.log import EventLog
 from memory_index import MemoryIndex
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from events.catalog import RetrievedInsight
+from accelopt.catalog import RetrievedInsight
 from memory_index import format_for_prompt, query_for
 
 

@@ -6,8 +6,8 @@ import asyncio
 
 import numpy as np
 
+from accelopt.catalog import MemoryEntryAdded, derive_event_id
 from actors.curator import MemoryCurator
-from events.catalog import MemoryEntryAdded, derive_event_id
 from events.log import EventLog
 from memory_index import MemoryIndex, rebuild_from_logs
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import msgspec
 
-from events.catalog import RetrievedInsight
+from accelopt.catalog import RetrievedInsight
 from memory_index import format_for_prompt
 from memory_index.retrieval import device_family, kernel_diff
 

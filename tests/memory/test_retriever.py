@@ -10,9 +10,9 @@ import time
 
 import msgspec
 
+from accelopt import catalog as c
 from accelopt.config import MemoryConfig
 from actors.retriever import MemoryRetriever
-from events import catalog as c
 from events.log import EventLog
 
 

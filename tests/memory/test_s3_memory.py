@@ -10,10 +10,10 @@ import time
 import msgspec
 import pytest
 
+from accelopt import catalog as c
 from accelopt.config import ConfigError, build_config
 from actors.curator import MemoryCurator
 from actors.retriever import MemoryRetriever
-from events import catalog as c
 from events.log import EventLog
 from memory_index import MemoryIndex
 

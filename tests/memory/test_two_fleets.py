@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
+from accelopt.catalog import MemoryRetrieved, derive_event_id
 from actors.curator import MemoryCuratorActor
-from events.catalog import MemoryRetrieved, derive_event_id
 from events.log import EventLog
 from events.server import NatsServer
 from memory_index import MemoryIndex, format_for_prompt, query_for

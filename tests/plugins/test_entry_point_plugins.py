@@ -16,7 +16,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from events import catalog as c
+from accelopt import catalog as c
 from events.logfile import read_events
 
 PLUGIN_DIR = Path(__file__).parent / "acme_plugin"

@@ -30,6 +30,7 @@ import pytest
 
 import accelopt.problem as problem_module
 import prompts
+from accelopt import catalog as c
 from accelopt.problem import (
     AxisConst,
     AxisVar,
@@ -46,7 +47,6 @@ from actors.parsing import extract_code
 from actors.profiler import solution_for
 from actors.session import best_extension
 from actors.tuner import tuner_reply
-from events import catalog as c
 from events.logfile import read_events
 from hardware_agents import base, languages
 from hardware_agents.languages import KernelLanguage, UnknownLanguageError, get_language, language_names

@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 import suites
+from accelopt.catalog import RetrievedInsight
 from accelopt.problem import Problem
 from accelopt.profile import LatencyStats, Profile
 from accelopt.records import ChatMessage
-from events.catalog import RetrievedInsight
 from prompts import ROLES, render
 
 TESTS = Path(__file__).resolve().parents[1]

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from accelopt import catalog as c
 from actors.local_llm import LITELLM_MODEL
-from events import catalog as c
 from events.logfile import read_events
 
 PROBLEMS = "silu,swiglu"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from events import catalog as ev
+from accelopt import catalog as ev
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 

@@ -6,7 +6,7 @@ from itertools import pairwise
 
 import pytest
 
-from events import catalog as ev
+from accelopt import catalog as ev
 from replay.fold import RunView
 from replay.lineage import best_path, search_tree
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import msgspec
 import pytest
 
+from accelopt import catalog as ev
 from accelopt.cli import main
 from accelopt.commands.remeasure import RemeasureRecord
 from actors.profiler import seeds_for
-from events import catalog as ev
 from events.logfile import read_events
 
 

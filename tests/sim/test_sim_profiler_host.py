@@ -7,10 +7,10 @@ from __future__ import annotations
 import asyncio
 import time
 
+from accelopt import catalog as c
 from accelopt.config import build_config
 from actors.deployment import profiler_options
 from actors.profiler import ProfilerAgent
-from events import catalog as c
 from events.log import EventLog
 from hardware_agents.sim.suite import write_suite
 

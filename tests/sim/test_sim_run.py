@@ -9,9 +9,9 @@ from collections import Counter
 import pytest
 
 import suites
+from accelopt import catalog as c
 from accelopt.config import build_config
 from actors.session import run_session
-from events import catalog as c
 from events.logfile import read_events
 from hardware_agents.sim.suite import write_suite
 from replay.verify import verify

@@ -1,0 +1,77 @@
+"""The packages read top-down (docs/architecture.md): the command line (`accelopt/cli.py`,
+`accelopt/commands/`) is the top layer and alone wires actors, events, memory and devices
+together; the core (the rest of `accelopt/`: config, problem, records, the event catalog,
+the coordinator) imports no other package of the project; nothing imports the command line;
+no two packages import each other. Checked on the source's import statements (including
+the lazy ones inside functions)."""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("accelopt", "actors", "events", "memory_index", "hardware_agents", "prompts", "replay", "suites")
+
+
+def _layer_of_module(module: str) -> str | None:
+    top = module.split(".")[0]
+    if top not in PACKAGES:
+        return None
+    if module == "accelopt.cli" or module.startswith("accelopt.commands"):
+        return "cli"
+    return top
+
+
+def _layer_of_file(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    return _layer_of_module(".".join(p for p in rel.parts if p != "__init__")) or rel.parts[0]
+
+
+def _imports() -> dict[tuple[str, str], list[str]]:
+    """(importing layer, imported layer) -> 'file -> module' lines."""
+    edges: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for pkg in PACKAGES:
+        for path in (ROOT / pkg).rglob("*.py"):
+            src = _layer_of_file(path)
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.Import):
+                    modules = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    modules = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+                else:
+                    continue
+                for module in modules:
+                    dst = _layer_of_module(module)
+                    if dst is not None and dst != src:
+                        edges[(src, dst)].append(f"{path.relative_to(ROOT)} -> {module}")
+    return edges
+
+
+EDGES = _imports()
+
+
+def test_the_core_imports_no_other_package():
+    leaks = [line for (src, _), lines in EDGES.items() if src == "accelopt" for line in lines]
+    assert not leaks, leaks
+
+
+def test_nothing_imports_the_command_line():
+    callers = [line for (src, dst), lines in EDGES.items() if dst == "cli" for line in lines]
+    assert not callers, callers
+
+
+def test_no_two_packages_import_each_other():
+    pairs = [(a, b, EDGES[(a, b)][0], EDGES[(b, a)][0]) for (a, b) in EDGES if (b, a) in EDGES and a < b]
+    assert not pairs, pairs
+
+
+def test_the_read_side_does_not_reach_into_the_actors():
+    assert ("replay", "actors") not in EDGES, EDGES[("replay", "actors")]
+    assert ("events", "actors") not in EDGES, EDGES[("events", "actors")]
+
+
+def test_the_checker_sees_the_layers_it_checks():
+    """Guards the checks above against passing on an empty or misparsed graph."""
+    assert EDGES[("cli", "actors")] and EDGES[("actors", "accelopt")] and EDGES[("events", "accelopt")]
