@@ -77,6 +77,17 @@ class RunStarted(Event, tag=True, frozen=True):
     fork_iteration: int | None = None
     fork_config: dict[str, Any] | None = None  # the parent's config, in force up to fork_iteration
 
+    def parent_settings_at(self, iteration: int) -> bool:
+        """Whether `iteration` runs with the parent's settings: an ablation forked at
+        iteration K repeats its parent's decisions and calls up to K and uses its own after.
+        The one rule every reader of a run's settings follows."""
+        return self.fork_config is not None and self.fork_iteration is not None and iteration <= self.fork_iteration
+
+    def config_at(self, iteration: int) -> dict[str, Any]:
+        """The recorded settings in force for `iteration` (decode with `accelopt.config.recorded_config`)."""
+        fork = self.fork_config
+        return fork if fork is not None and self.parent_settings_at(iteration) else self.config
+
 
 class RunCompleted(Event, tag=True, frozen=True):
     reason: str

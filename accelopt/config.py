@@ -203,10 +203,8 @@ class SandboxConfig(_C):
 
 
 class ProfilingConfig(_C):
-    seeds: int = 3
     timeout_s: float | None = None  # every device kind; None: `device_timeout_s`, then the defaults above
     device_timeout_s: dict[str, float] = {}
-    time_budget_s: float = 0.3
 
     def timeout_for(self, device: str) -> float:
         if self.timeout_s is not None:
@@ -351,6 +349,35 @@ def build_config(
         data = _deep_merge(data, loaded)
     data = apply_overrides(data, overrides or [])
     return config_from_dict(data, source=str(file) if file else "config")
+
+
+# settings added after logs were recorded, with the behaviour those logs were recorded with:
+# a recorded run replays (and verifies) as it ran
+LEGACY_SEARCH = {"remeasure_rounds": 0, "summary_noise_margin": False}
+
+
+# settings older logs recorded that no longer exist (they were never read)
+RETIRED = {"profiling": ("seeds", "time_budget_s")}
+
+
+def legacy_config(config: dict) -> dict:
+    """A recorded config with the settings it predates set to their old behaviour and the
+    settings since retired left out."""
+    for section, keys in RETIRED.items():
+        old = config.get(section)
+        if isinstance(old, dict) and any(k in old for k in keys):
+            config = {**config, section: {k: v for k, v in old.items() if k not in keys}}
+    search = config.get("search")
+    if not isinstance(search, dict) or all(k in search for k in LEGACY_SEARCH):
+        return config
+    return {**config, "search": {**{k: v for k, v in LEGACY_SEARCH.items() if k not in search}, **search}}
+
+
+def recorded_config(config: dict[str, Any], source: str = "RunStarted.config") -> RunConfig:
+    """A config as a run's RunStarted recorded it, decoded the one way every reader (the
+    coordinator core, the LLM agents, resume) decodes it: settings it predates keep the
+    behaviour it ran with."""
+    return config_from_dict(legacy_config(config), source=source)
 
 
 def config_from_dict(data: dict[str, Any], source: str = "config") -> RunConfig:

@@ -24,26 +24,13 @@ from dataclasses import dataclass, field
 import msgspec
 
 from accelopt import catalog as ev
-from accelopt.config import RunConfig, config_from_dict
+from accelopt.config import RunConfig, recorded_config
 from accelopt.policy import Scored, noise_margin, plan_pair, relative_spread, select_beam, select_summaries
 from accelopt.profile import Profile
 from accelopt.records import MemoryEntry
 
 FIXABLE = frozenset({"compile_error", "runtime_error", "incorrect", "timeout", "timing_mismatch",
                      "no_triton_launch"})
-
-
-# settings added after logs were recorded, with the behaviour those logs were recorded with:
-# a recorded run replays (and verifies) as it ran
-LEGACY_SEARCH = {"remeasure_rounds": 0, "summary_noise_margin": False}
-
-
-def legacy_config(config: dict) -> dict:
-    """A recorded config with the settings it predates set to their old behaviour."""
-    search = config.get("search")
-    if not isinstance(search, dict) or all(k in search for k in LEGACY_SEARCH):
-        return config
-    return {**config, "search": {**{k: v for k, v in LEGACY_SEARCH.items() if k not in search}, **search}}
 
 
 @dataclass
@@ -121,7 +108,6 @@ class CoordinatorCore:
         self.clock = clock
         self.config: RunConfig | None = None
         self.fork_config: RunConfig | None = None
-        self.fork_iteration: int = -1
         self.started: ev.RunStarted | None = None
         self.problems: dict[str, ProblemState] = {}
         self.kernels: dict[str, KernelRec] = {}
@@ -167,7 +153,7 @@ class CoordinatorCore:
     def cfg_at(self, iteration: int) -> RunConfig:
         """The config in force for an iteration's decisions: an ablation fork repeats its
         parent's settings up to `fork_iteration` and uses its own after."""
-        if self.fork_config is not None and iteration <= self.fork_iteration:
+        if self.fork_config is not None and self.started is not None and self.started.parent_settings_at(iteration):
             return self.fork_config
         return self.cfg
 
@@ -250,10 +236,9 @@ class CoordinatorCore:
         if self.started is not None:
             return []
         self.started = e
-        self.config = config_from_dict(legacy_config(e.config), source="RunStarted.config")
-        if e.fork_config is not None and e.fork_iteration is not None:
-            self.fork_config = config_from_dict(legacy_config(e.fork_config), source="RunStarted.fork_config")
-            self.fork_iteration = e.fork_iteration
+        self.config = recorded_config(e.config)
+        if e.fork_config is not None:
+            self.fork_config = recorded_config(e.fork_config, source="RunStarted.fork_config")
         outs: list[ev.Event] = []
         for target in sorted(e.targets, key=lambda t: t.problem.name):
             p = ProblemState(target=target)

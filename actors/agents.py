@@ -141,23 +141,20 @@ class LLMAgent(Worker):
         them all), so a run's model, temperature, limits and prices must come from the run,
         not from whatever config the agent was started with; the agent's host supplies only
         the API keys its environment holds. An ablation forked at iteration K keeps its
-        parent's LLM settings up to K (as the coordinator keeps its search and memory
-        settings, `CoordinatorCore.cfg_at`), so those calls have the parent's content
+        parent's LLM settings up to K (`RunStarted.parent_settings_at`, the rule the
+        coordinator's search and memory settings follow too), so those calls have the parent's content
         hashes and are served from its recording.
         """
-        config = started.config
-        if started.fork_config is not None and started.fork_iteration is not None \
-                and iteration <= started.fork_iteration:
-            config = started.fork_config
+        config = started.config_at(iteration)
         llm = config.get("llm")
         if llm is None:  # a RunStarted without a config (hand-made in tests): the agent's own
             return self.gateway
         key = json.dumps(llm, sort_keys=True, default=str)
         gateway = self._run_gateways.get(key)
         if gateway is None:
-            from accelopt.config import config_from_dict
+            from accelopt.config import recorded_config
 
-            run_llm = config_from_dict(config, source="RunStarted.config").llm
+            run_llm = recorded_config(config).llm
             gateway = self.gateway if run_llm == self.llm_config else LLMGateway(
                 run_llm, call_kwargs=self.gateway.call_kwargs)
             self._run_gateways[key] = gateway

@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from accelopt import catalog as ev
-    from accelopt.config import config_from_dict
+    from accelopt.config import recorded_config
     from events.runsource import RunNotFound, load_events
     from replay.fold import RunView
 
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     if view.completed or view.failed:
         console.print(f"run {started.run_id} is already {view.status}; nothing to resume")
         return 0
-    cfg = config_from_dict(started.config, source="RunStarted.config")
+    cfg = recorded_config(started.config)
     done = sum(1 for k in view.kernels.values() if k.profile is not None)
     console.print(f"resuming {started.run_id}: {len(events)} events on the log, {done} kernels profiled")
     problems = [t.problem for t in started.targets]

@@ -80,7 +80,7 @@ def test_a_run_whose_key_is_rejected_mid_run_ends_failed(tmp_path):
         out = subprocess.run(
             [sys.executable, "-m", "accelopt.cli", "run", "--problems", "silu", "--model", "openai/gpt-4o-mini",
              "--api-base", stub.url, "--set", "llm.default.api_key_env=STUB_KEY", "--no-preflight",
-             "--preset", "quick", "--set", "search.iterations=2", "--set", "profiling.seeds=1",
+             "--preset", "quick", "--set", "search.iterations=2",
              "--root", str(tmp_path / "runs"), "--memory", str(tmp_path / "memory")],
             capture_output=True, text=True, timeout=900, env=env)
     text = " ".join(out.stdout.split())

@@ -7,7 +7,7 @@ import pytest
 
 from accelopt import catalog as c
 from accelopt.commands._progress import results_table, speedup_text
-from accelopt.coordinator import legacy_config
+from accelopt.config import ConfigError, config_from_dict, legacy_config, recorded_config
 from accelopt.policy import Pair, Scored, noise_margin, plan_pair, select_summaries
 from accelopt.profile import LatencyStats, Profile
 from replay.fold import RunView
@@ -154,3 +154,13 @@ def test_noisy_timings_teach_nothing_in_a_run(simulate, sim_world):
     _, log, _ = simulate(["memory.enabled=false", "search.remeasure_rounds=0", "search.summary_noise_margin=false"],
                          world=Noisy())
     assert of(log, c.SummaryRequested)  # the reference rule learns from them
+
+
+def test_a_recorded_config_with_retired_settings_still_decodes():
+    """Logs recorded before `profiling.seeds` and `profiling.time_budget_s` were retired (they
+    were never read) still replay and resume; a new config naming them is refused."""
+    recorded = {"profiling": {"seeds": 3, "time_budget_s": 0.3, "timeout_s": 42.0}, "search": {"beam_width": 2}}
+    cfg = recorded_config(recorded)
+    assert cfg.profiling.timeout_s == 42.0 and cfg.search.beam_width == 2 and cfg.search.remeasure_rounds == 0
+    with pytest.raises(ConfigError, match=r"profiling\.seeds: unknown key"):
+        config_from_dict({"profiling": {"seeds": 3}})
