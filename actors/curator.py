@@ -10,13 +10,11 @@ may write the same memory URI: LanceDB commits are optimistic and conflicts are 
 
 The durable consumer's name is derived from the memory URI and table by default, so
 pointing a curator at a new memory makes it project the whole log into it from the start.
-The Ray wrapper (`MemoryCuratorActor`) is at the bottom; Ray is imported only when it is used.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import hashlib
 import time
@@ -198,56 +196,3 @@ class MemoryCurator(Worker):
     def summary(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self.stats), "written": self.written, "batches": self.batches,
                 "durable": self.options.durable, "uri": self.uri, "table": self.table}
-
-
-# --- Ray wrapper -------------------------------------------------------------------------------
-
-class CuratorHost:
-    """What the Ray actor runs: one MemoryCurator, started by `run()`, stopped by `stop()`."""
-
-    def __init__(self, nats_url: str, uri: str, **kwargs: Any) -> None:
-        self._args = (nats_url, uri)
-        self._kwargs = kwargs
-        self._curator: MemoryCurator | None = None
-
-    def _get(self) -> MemoryCurator:
-        if self._curator is None:
-            self._curator = MemoryCurator(*self._args, **self._kwargs)
-        return self._curator
-
-    async def ready(self) -> bool:
-        """Connect, bind the consumer and load the model (so `run` starts consuming at once)."""
-        await self._get().connect()
-        return True
-
-    async def run(self, until_idle_s: float | None = None) -> dict[str, Any]:
-        curator = self._get()
-        try:
-            await curator.run(until_idle_s=until_idle_s)
-        finally:
-            with contextlib.suppress(Exception):
-                await curator.close()
-            self._curator = None
-        return curator.summary()
-
-    async def stop(self) -> None:
-        if self._curator is not None:
-            self._curator.stop()
-
-    async def summary(self) -> dict[str, Any]:
-        return self._curator.summary() if self._curator else {}
-
-
-_ray_actor: Any = None
-
-
-def __getattr__(name: str) -> Any:
-    """`MemoryCuratorActor`: `CuratorHost` as a Ray actor class, built on first use."""
-    global _ray_actor
-    if name == "MemoryCuratorActor":
-        if _ray_actor is None:
-            import ray
-
-            _ray_actor = ray.remote(num_cpus=0.25, max_restarts=-1)(CuratorHost)
-        return _ray_actor
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

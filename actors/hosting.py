@@ -95,6 +95,11 @@ class _Host:
     def ping(self) -> str:
         return self.factory
 
+    def summary(self) -> dict[str, Any]:
+        """What the hosted object says it did (e.g. a curator's entries written), if it says."""
+        report = getattr(self.obj, "summary", None)
+        return report() if callable(report) else {}
+
 
 def ray_host_class():
     import ray

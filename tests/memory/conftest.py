@@ -7,6 +7,7 @@ import itertools
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -126,3 +127,34 @@ CORPUS: list[tuple[str, str, str, str, str, str]] = [
 def corpus() -> list[MemoryEntry]:
     return [new_entry(t, x, problem=p, op_type=o, device=d, language=lang, source_run="run-corpus")
             for p, o, d, lang, t, x in CORPUS]
+
+
+
+class CuratorHosts:
+    """Memory curators hosted as a run hosts them (`actors.hosting`, one Ray actor each)."""
+
+    def __init__(self, ray: Any) -> None:
+        self.ray = ray
+
+    def start(self, nats_urls: list[str], uri: str, **kwargs: Any) -> tuple[list[Any], list[Any]]:
+        """One curator per NATS URL: (actor handles, their `run` refs), each ready (connected,
+        model loaded)."""
+        from actors.hosting import ROLE_FACTORIES, ray_host_class
+
+        host = ray_host_class()
+        actors = [host.remote(ROLE_FACTORIES["curator"], {"nats_url": url, "uri": uri, **kwargs}) for url in nats_urls]
+        runs = [a.run.remote() for a in actors]
+        assert self.ray.get([a.ready.remote() for a in actors], timeout=120) == [True] * len(actors)
+        return actors, runs
+
+    def stop(self, actors: list[Any], runs: list[Any]) -> list[dict[str, Any]]:
+        """Stop the curators, wait for their consumers to end; what each says it did."""
+        for a in actors:
+            a.stop.remote()
+        self.ray.get(runs, timeout=60)
+        return self.ray.get([a.summary.remote() for a in actors], timeout=60)
+
+
+@pytest.fixture
+def curator_hosts(ray_session: Any) -> CuratorHosts:
+    return CuratorHosts(ray_session)

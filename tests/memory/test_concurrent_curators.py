@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 
 from accelopt.catalog import MemoryEntryAdded, derive_event_id
-from actors.curator import MemoryCuratorActor, curator_durable
+from actors.curator import curator_durable
 from events.log import EventLog
 from memory_index import MemoryIndex
 
 
 def test_two_curators_lose_nothing_and_duplicate_nothing(nats_server, ray_session, memory_uri, embedder,
-                                                           make_entry, to_events):
+                                                           make_entry, to_events, curator_hosts):
     ray = ray_session
     entries = [make_entry(f"**Insight {i}: unroll the loop by {i % 7 + 2}**",
                           f"Unroll the inner loop of problem {i % 13} by {i % 7 + 2} and keep partial sums "
@@ -22,11 +22,8 @@ def test_two_curators_lose_nothing_and_duplicate_nothing(nats_server, ray_sessio
     again = [MemoryEntryAdded(event_id=derive_event_id(e.source_run, "again", e.id), run_id=e.source_run,
                               ts=0.0, entry=e) for e in entries[:60]]
     events = to_events(entries) + again
-    actors = [MemoryCuratorActor.remote(nats_server.url, memory_uri, batch_max=16, batch_window_s=0.02)
-              for _ in range(2)]
+    actors, runs = curator_hosts.start([nats_server.url] * 2, memory_uri, batch_max=16, batch_window_s=0.02)
     try:
-        assert ray.get([a.ready.remote() for a in actors], timeout=120) == [True, True]
-        runs = [a.run.remote() for a in actors]
         index = MemoryIndex.open(memory_uri, embedder=embedder)
 
         async def feed() -> None:
@@ -45,9 +42,7 @@ def test_two_curators_lose_nothing_and_duplicate_nothing(nats_server, ray_sessio
             await elog.close()
 
         asyncio.run(feed())
-        for a in actors:
-            a.stop.remote()
-        summaries = ray.get(runs, timeout=60)
+        summaries = curator_hosts.stop(actors, runs)
     finally:
         for a in actors:
             ray.kill(a)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 
 from accelopt.catalog import MemoryRetrieved, derive_event_id
-from actors.curator import MemoryCuratorActor
 from events.log import EventLog
 from events.server import NatsServer
 from memory_index import MemoryIndex, format_for_prompt, query_for
@@ -17,7 +16,7 @@ SHARED = 8  # entries on both fleets' logs (a run resumed on the other fleet): m
 
 
 def test_runs_on_cpu_and_trn1_share_one_memory(nats_server, tmp_path, ray_session, shared_memory, embedder,
-                                                make_entry, to_events, request):
+                                                make_entry, to_events, request, curator_hosts):
     ray = ray_session
     uri, storage_options = shared_memory
     fleet_b = NatsServer(tmp_path / "nats-b")
@@ -46,11 +45,9 @@ def test_runs_on_cpu_and_trn1_share_one_memory(nats_server, tmp_path, ray_sessio
     only_b = [trn_softmax, trn_other, *bulk("run-trn1", "trn1", "nki", BULK)]
     shared = bulk("run-moved", "cpu", "c", SHARED, start=1000)
     unique = {e.id for e in only_a + only_b + shared}
-    actors = [MemoryCuratorActor.remote(url, uri, batch_max=8, batch_window_s=0.02, storage_options=storage_options)
-              for url in (nats_server.url, fleet_b.url)]
+    actors, runs = curator_hosts.start([nats_server.url, fleet_b.url], uri, batch_max=8, batch_window_s=0.02,
+                                  storage_options=storage_options)
     try:
-        assert ray.get([a.ready.remote() for a in actors], timeout=120) == [True, True]
-        runs = [a.run.remote() for a in actors]
         index = MemoryIndex.open(uri, embedder=embedder, storage_options=storage_options)
 
         async def fleets() -> list[MemoryRetrieved]:
@@ -91,9 +88,7 @@ def test_runs_on_cpu_and_trn1_share_one_memory(nats_server, tmp_path, ray_sessio
         assert (for_trn.entries[0].device, for_trn.entries[0].language) == ("cpu", "c")
         assert "device trn1, language nki: 2.10x faster" in format_for_prompt(for_cpu.entries)
 
-        for a in actors:
-            a.stop.remote()
-        summaries = ray.get(runs, timeout=60)
+        summaries = curator_hosts.stop(actors, runs)
         # Counted: nothing lost, nothing doubled, though the shared entries reached both curators.
         rows = index.list(limit=None)
         assert index.count() == len(rows) == len(unique)
