@@ -40,9 +40,10 @@ import accelopt  # noqa: F401  (environment defaults)
 import suites
 from accelopt.problem import Problem, Solution
 from benchmarks._common import save
-from benchmarks.profiler_bench import geomean, numpy_time
+from benchmarks.profiler_bench import numpy_time
 from hardware_agents.base import t_peak
 from hardware_agents.cpu import CpuAgent
+from replay.summary import geomean
 from suites.tuning import Knob, default_point, parse_space, sample_points, set_values, space_size
 
 SUITE = "cpu_v2"
@@ -135,7 +136,7 @@ def summarize(rows: dict[str, dict[str, Any]], args: argparse.Namespace, spec: A
               wall_s: float, *, complete: bool, table: bool, parts: list[str] | None = None,
               skipped: dict[str, list[str]] | None = None) -> None:
     """Save the figures so far (after every problem, so a cut-off run keeps them); print the table."""
-    speedup = geomean([r["speedup"] for r in rows.values()])
+    speedup = geomean([r["speedup"] for r in rows.values()], strict=True) or 0.0
     beats = sorted(n for n, r in rows.items() if r["best_vs_numpy"] > 1.0)
     if table:
         print(f"\n{'problem':24s} {'baseline':>16s} {'best':>16s} {'speedup':>8s} {'numpy':>16s} {'best/numpy':>10s}")
@@ -157,8 +158,8 @@ def summarize(rows: dict[str, dict[str, Any]], args: argparse.Namespace, spec: A
         "geomean_speedup": speedup,
         "beats_numpy": beats,
         "beats_numpy_count": len(beats),
-        "suite_baseline_pct_peak_geomean": 1 / geomean([1 / r["baseline_pct_peak"] for r in rows.values()]),
-        "suite_best_pct_peak_geomean": 1 / geomean([1 / r["best_pct_peak"] for r in rows.values()]),
+        "suite_baseline_pct_peak_geomean": geomean([r["baseline_pct_peak"] for r in rows.values()], strict=True),
+        "suite_best_pct_peak_geomean": geomean([r["best_pct_peak"] for r in rows.values()], strict=True),
         "problems": rows,
         "skipped": skipped or {},
         "wall_s": wall_s,

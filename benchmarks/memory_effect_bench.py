@@ -28,7 +28,7 @@ Targets with builtin/tuner on this machine: warm reaches 90% of the cold final b
 baselines in the `quick` budget.
 
 Writes benchmarks/results/memory_effect_bench.json and memory_effect_bench.html (the
-curves as inline SVG through replay/svg.py and replay/htmlkit.py).
+curves as inline SVG through replay/render/svg.py and replay/render/htmlkit.py).
 
 Usage: python benchmarks/memory_effect_bench.py [--model M] [--api-base URL] [--problems a,b]
        [--suite cpu_v2] [--preset quick] [--rounds 3] [--set KEY=VALUE ...] [--root DIR]
@@ -38,7 +38,6 @@ Usage: python benchmarks/memory_effect_bench.py [--model M] [--api-base URL] [--
 from __future__ import annotations
 
 import argparse
-import math
 import secrets
 import sys
 import tempfile
@@ -54,6 +53,7 @@ from _common import RESULTS, save
 
 import accelopt  # noqa: F401  (offline defaults)
 from accelopt import catalog as ev
+from replay.summary import geomean
 
 TARGET_PROFILE_RATIO = 0.7
 TARGET_FINAL_GEOMEAN = 2.0
@@ -85,11 +85,6 @@ class Search:
     @property
     def final_source(self) -> str:
         return self.points[-1].best_source if self.points else self.baseline_source
-
-
-def geomean(xs: list[float | None]) -> float | None:
-    vals = [x for x in xs if x is not None and x > 0]
-    return math.exp(sum(math.log(x) for x in vals) / len(vals)) if vals and len(vals) == len(xs) else None
 
 
 def searches_from_log(events: list[ev.Event], condition: str) -> dict[str, Search]:
@@ -156,8 +151,8 @@ def remeasure_problem(agent, problem, sources: list[str], *, rounds: int,
 
 
 def report_html(results: dict[str, Any]) -> str:
-    from replay.htmlkit import CSS, esc, table
-    from replay.svg import Series, line_chart
+    from replay.render.htmlkit import CSS, esc, table
+    from replay.render.svg import Series, line_chart
 
     rows, charts = [], []
     for p in results["problems"]:
@@ -309,7 +304,7 @@ def main() -> int:
             for r in rows:
                 pts = [y for n, y in r[cond]["curve"] if n <= k]
                 vals.append(pts[-1] if pts else None)
-            out.append((k, geomean(vals)))
+            out.append((k, geomean(vals, strict=True)))
         return out
 
     figures: dict[str, Any] = {
@@ -318,9 +313,9 @@ def main() -> int:
         "suite": args.suite, "preset": args.preset, "model": cold_cfg.llm.for_role("planner").model,
         "rounds": args.rounds, "problems": rows, "search_wall_s": search_s,
         "geomean": {
-            "cold_final": geomean([r["cold"]["final_speedup"] for r in rows]),
-            "warm_final": geomean([r["warm"]["final_speedup"] for r in rows]),
-            "profile_ratio": geomean([r["profile_ratio"] for r in rows]),
+            "cold_final": geomean([r["cold"]["final_speedup"] for r in rows], strict=True),
+            "warm_final": geomean([r["warm"]["final_speedup"] for r in rows], strict=True),
+            "profile_ratio": geomean([r["profile_ratio"] for r in rows], strict=True),
             "cold_curve": geo_curve("cold"), "warm_curve": geo_curve("warm"),
         },
         "targets": {"profile_ratio_at_most": TARGET_PROFILE_RATIO, "final_geomean_at_least": TARGET_FINAL_GEOMEAN},

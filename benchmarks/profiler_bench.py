@@ -21,7 +21,6 @@ Results go to benchmarks/results/profiler_bench.json.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import statistics
 import sys
@@ -41,6 +40,7 @@ from hardware_agents import validity
 from hardware_agents.base import t_peak
 from hardware_agents.cpu import CpuAgent
 from hardware_agents.cpu.calibrate import calibrate
+from replay.summary import geomean
 
 
 def numpy_time(problem: Problem, repeats: int = 7, budget_s: float = 2.0) -> float:
@@ -56,10 +56,6 @@ def numpy_time(problem: Problem, repeats: int = 7, budget_s: float = 2.0) -> flo
             run(*inputs)
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
-
-
-def geomean(xs: list[float]) -> float:
-    return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,8 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         agent.close()
 
-    suite_pct = 1 / geomean([1 / float(r["baseline_pct_peak"]) for r in rows.values()])
-    numpy_pct = 1 / geomean([1 / float(r["numpy_pct_peak"]) for r in rows.values()])
+    # 1 / geomean(t / T_peak) is the geomean of the % of peak
+    suite_pct = geomean([float(r["baseline_pct_peak"]) for r in rows.values()], strict=True) or 0.0
+    numpy_pct = geomean([float(r["numpy_pct_peak"]) for r in rows.values()], strict=True) or 0.0
     per_min = 60 * warm_count / warm_wall
     print(f"\nsuite baseline % of peak (geomean): {100 * suite_pct:.2f}%   numpy reference: {100 * numpy_pct:.2f}%")
     print(f"profiles per minute (warm): {per_min:.1f}; median harness overhead "

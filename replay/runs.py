@@ -74,7 +74,7 @@ class RunListing:
         if s.status == "running" and self.source == "file":
             return "incomplete"  # exported before it ended (timed out, or a snapshot)
         if s.status == "running" and s.last_ts and (now or time.time()) - s.last_ts > STALLED_AFTER_S:
-            from replay.fmt import ago
+            from replay.render.fmt import ago
 
             return f"stalled (last event {ago(s.last_ts, now)})"
         return s.status

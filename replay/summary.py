@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from replay.fmt import geomean
 from replay.fold import RunView
+
+
+def geomean(values: Iterable[float | None], *, strict: bool = False) -> float | None:
+    """Geometric mean of the positive values; None when there are none, or with `strict`
+    when any value is missing (a suite figure that must cover every problem)."""
+    given = list(values)
+    xs = [v for v in given if v is not None and v > 0]
+    if not xs or (strict and len(xs) != len(given)):
+        return None
+    return math.exp(sum(math.log(v) for v in xs) / len(xs))
 
 
 @dataclass
@@ -42,7 +52,7 @@ class RunSummary:
 
     @property
     def speedup_text(self) -> str:
-        from replay.fmt import speedup
+        from replay.render.fmt import speedup
 
         text = speedup(self.speedup_geomean)
         if self.speedup_disagrees and self.recorded_speedup_geomean is not None:

@@ -10,10 +10,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from accelopt import catalog as ev
-from replay import fmt
 from replay.fold import ProblemResult, RunView
+from replay.render import fmt
 
-_pct, _ms = fmt.pct, fmt.ms  # the live table formats numbers as the reports do (replay/fmt.py)
+_pct, _ms = fmt.pct, fmt.ms  # the live table formats numbers as the reports do (replay/render/fmt.py)
 
 
 class RunProgress:

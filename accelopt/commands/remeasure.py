@@ -31,7 +31,6 @@ device must be usable on this machine (the local CPU, or a GPU/Neuron device att
 from __future__ import annotations
 
 import argparse
-import math
 import secrets
 import statistics
 import sys
@@ -41,6 +40,8 @@ from pathlib import Path
 import msgspec
 from rich.console import Console
 from rich.table import Table
+
+from replay.summary import geomean
 
 FAILED = frozenset({"compile_error", "runtime_error", "incorrect", "timeout", "timing_mismatch",
                     "sandbox_error", "no_triton_launch"})
@@ -349,11 +350,6 @@ def _pct(x: float | None) -> str:
     return f"{x:.1%}" if x is not None else "-"
 
 
-def _geomean(xs: list[float | None]) -> float | None:
-    vals = [x for x in xs if x]
-    return math.exp(sum(math.log(x) for x in vals) / len(vals)) if vals and len(vals) == len(xs) else None
-
-
 def table(record: RemeasureRecord) -> Table:
     t = Table(title=f"run {record.run_id} re-measured on {record.device} "
                     f"({record.rounds} interleaved round{'s' if record.rounds != 1 else ''}, median; "
@@ -377,7 +373,10 @@ def table(record: RemeasureRecord) -> Table:
     if len(best) > 1:
         t.add_section()
         cells = ["geomean"] + ([""] if record.all_kernels else [])
-        cells += ["", "", _x(_geomean([r.recorded_speedup for r in best])), "", "",
-                  _x(_geomean([r.speedup for r in best])), _pct(_geomean([r.pct_peak for r in best])), ""]
+        def every(values: list[float | None]) -> float | None:
+            return geomean(values, strict=True)
+
+        cells += ["", "", _x(every([r.recorded_speedup for r in best])), "", "",
+                  _x(every([r.speedup for r in best])), _pct(every([r.pct_peak for r in best])), ""]
         t.add_row(*cells)
     return t

@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     from accelopt.commands.run import wide_console
     from events.logfile import LogFileError
     from events.runsource import RunNotFound
-    from replay.report import build_report
+    from replay.render.report import build_report
     from replay.runs import open_run
 
     console = wide_console()

@@ -21,7 +21,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from accelopt.commands.run import wide_console
-    from replay import fmt
+    from replay.render import fmt
     from replay.runs import list_runs
     from replay.summary import failed_calls_text
 

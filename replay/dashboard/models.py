@@ -3,7 +3,7 @@
 Every figure the page shows is computed here from the fold, already formatted (with the raw
 number beside it where a test or a script may want it); the page only renders. Models stay
 small on big runs: lists that grow with the run (kernels, insights) are cut to the latest
-entries, charts are SVG strings from `replay.svg`, and diffs are fetched one kernel at a
+entries, charts are SVG strings from `replay.render.svg`, and diffs are fetched one kernel at a
 time (`kernel_model`).
 """
 
@@ -19,15 +19,15 @@ from typing import TypeVar
 
 import msgspec
 
-from replay import fmt
 from replay.fold import KernelView, ProblemView, RunView
-from replay.htmlkit import diff_stats, source_diff
 from replay.lineage import best_path, plan_title
-from replay.report import _pct100, _x, run_labels
-from replay.report_kernels import STATUSES
+from replay.render import fmt
+from replay.render.htmlkit import diff_stats, source_diff
+from replay.render.kernels import STATUSES
+from replay.render.report import _pct100, _x, run_labels
+from replay.render.svg import Series, line_chart
 from replay.runs import RunListing
 from replay.summary import RunSummary, config_differences, summarize
-from replay.svg import Series, line_chart
 
 T = TypeVar("T")
 RECENT_KERNELS = 40

@@ -155,7 +155,7 @@ async def page(request: web.Request) -> web.StreamResponse:
 
 async def report_css(request: web.Request) -> web.Response:
     """The static report's stylesheet (tables, charts, diffs), shared with the page."""
-    from replay.htmlkit import CSS
+    from replay.render.htmlkit import CSS
 
     return web.Response(text=CSS, content_type="text/css", headers={"Cache-Control": "no-cache"})
 
@@ -190,7 +190,7 @@ async def api_compare(request: web.Request) -> web.Response:
 
 async def report(request: web.Request) -> web.Response:
     """The static report (`accelopt report RUN ...`) of runs the dashboard holds."""
-    from replay.report import build_report
+    from replay.render.report import build_report
 
     hub = request.app[HUB]
     ids = [r for r in request.query.get("runs", "").split(",") if r.strip()][:MAX_COMPARE]

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from replay import fmt
 from replay.fold import RunView
-from replay.htmlkit import diff_stats, esc, source_diff, table
 from replay.lineage import LineageStep, TreeNode, best_path, plan_title, search_tree
+from replay.render import fmt
+from replay.render.htmlkit import diff_stats, esc, source_diff, table
 
 STATUSES = ("passed", "compile_error", "runtime_error", "incorrect", "timeout", "timing_mismatch", "sandbox_error",
             "no_triton_launch", "unmeasured", "pending")

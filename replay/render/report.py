@@ -13,12 +13,12 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from replay import fmt
 from replay.fold import RunView
-from replay.htmlkit import CSS, Cell, esc, table
-from replay.report_kernels import failures_section, lineage_section, memory_section
-from replay.summary import config_differences, summarize
-from replay.svg import BarSeries, Series, bar_chart, line_chart
+from replay.render import fmt
+from replay.render.htmlkit import CSS, Cell, esc, table
+from replay.render.kernels import failures_section, lineage_section, memory_section
+from replay.render.svg import BarSeries, Series, bar_chart, line_chart
+from replay.summary import config_differences, geomean, summarize
 
 ROLES = ("planner", "executor", "fixer", "summarizer")
 
@@ -100,11 +100,11 @@ def results_tables(views: Sequence[RunView], labels: list[str]) -> str:
                          fmt.pct(r.baseline_pct_peak), fmt.pct(r.best_pct_peak), str(r.kernels), str(r.iterations),
                          fmt.usd(r.cost_usd), (r.best_kernel_id or "-")[:12], r.note or "", _remeasured(r)])
         if len(results) > 1:
-            rows.append([("geomean", "total"), "", "", "", fmt.speedup(fmt.geomean(r.speedup for r in results)),
-                         fmt.pct(fmt.geomean(r.baseline_pct_peak for r in results)),
-                         fmt.pct(fmt.geomean(r.best_pct_peak for r in results)),
+            rows.append([("geomean", "total"), "", "", "", fmt.speedup(geomean(r.speedup for r in results)),
+                         fmt.pct(geomean(r.baseline_pct_peak for r in results)),
+                         fmt.pct(geomean(r.best_pct_peak for r in results)),
                          str(sum(r.kernels for r in results)), "", fmt.usd(v.cost_usd), "", "",
-                         fmt.speedup(fmt.geomean(r.reported_speedup for r in results))])
+                         fmt.speedup(geomean(r.reported_speedup for r in results))])
         out.append(f"<h3>{esc(label)}</h3>")
         out.append(table(["problem", "device", "baseline", "best", "speedup", "base %peak", "best %peak", "kernels",
                           "iterations", "LLM cost", "best kernel", "note", "re-measured speedup"], rows, cls="results",

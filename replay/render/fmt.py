@@ -3,11 +3,9 @@ progress table of `accelopt run`)."""
 
 from __future__ import annotations
 
-import math
 import time
-from collections.abc import Iterable
 
-__all__ = ["ago", "duration", "geomean", "ms", "pct", "speedup", "stamp", "tokens", "usd"]
+__all__ = ["ago", "duration", "ms", "pct", "speedup", "stamp", "tokens", "usd"]
 
 
 def pct(x: float | None) -> str:
@@ -65,11 +63,3 @@ def ago(ts: float | None, now: float | None = None) -> str:
     if not ts:
         return "-"
     return duration((now if now is not None else time.time()) - ts) + " ago"
-
-
-def geomean(values: Iterable[float | None]) -> float | None:
-    """Geometric mean of the positive values (None when there are none)."""
-    xs = [v for v in values if v is not None and v > 0]
-    if not xs:
-        return None
-    return math.exp(sum(math.log(v) for v in xs) / len(xs))
