@@ -34,7 +34,7 @@ from events.codec import encode
 from events.logfile import LogWriter
 from events.subjects import subject_for
 from replay.fold import RunView
-from replay.report import build_report
+from replay.render.report import build_report
 from replay.runs import fold_file
 from replay.synthetic import synthetic_run
 

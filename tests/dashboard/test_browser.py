@@ -8,7 +8,7 @@ import difflib
 
 import pytest
 
-from replay import fmt
+from replay.render import fmt
 from replay.runs import fold_file
 from replay.summary import summarize
 

@@ -18,11 +18,11 @@ import msgspec
 import pytest
 
 from accelopt.cli import main as cli_main
-from replay import fmt
 from replay.dashboard.browser import ServerThread
 from replay.dashboard.models import RunModel, failure_reason, kernel_model, run_model
 from replay.fold import RunView
-from replay.report import build_report
+from replay.render import fmt
+from replay.render.report import build_report
 from replay.summary import summarize
 
 

@@ -4,7 +4,7 @@ at an iteration, and a clear error for an unknown run."""
 from __future__ import annotations
 
 from accelopt.cli import main
-from replay import fmt
+from replay.render import fmt
 
 
 def test_report_by_run_id_goes_into_the_run_dir(real_run, parse_html, capsys):

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from replay import fmt
 from replay.fold import RunView
-from replay.report import build_report
+from replay.render import fmt
+from replay.render.report import build_report
 
 
 @pytest.fixture(scope="module")

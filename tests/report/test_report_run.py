@@ -9,9 +9,9 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from events.logfile import read_events
-from replay import fmt
 from replay.fold import RunView
-from replay.report import build_report
+from replay.render import fmt
+from replay.render.report import build_report
 
 
 @pytest.fixture(scope="module")

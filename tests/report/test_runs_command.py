@@ -13,8 +13,8 @@ import pytest
 from accelopt.cli import main
 from events.log import EventLog
 from events.runsource import open_log_endpoint, running_server_url
-from replay import fmt
 from replay.fold import RunView
+from replay.render import fmt
 from replay.summary import summarize
 
 

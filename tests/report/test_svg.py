@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import xml.etree.ElementTree as ET
 
-from replay.svg import BarSeries, Series, bar_chart, line_chart, nice_ticks
+from replay.render.svg import BarSeries, Series, bar_chart, line_chart, nice_ticks
 
 NS = {"s": "http://www.w3.org/2000/svg"}
 
