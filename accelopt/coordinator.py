@@ -20,6 +20,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgspec
 
@@ -120,6 +121,20 @@ class CoordinatorCore:
         self.finished = False
         self.failed: str | None = None
         self._order = 0
+        # each handler takes exactly its key's event type (a mapping the type system cannot spell)
+        self._handlers: dict[type[ev.Event], Callable[[Any, Step], list[ev.Event]]] = {
+            ev.KernelProposed: self._on_KernelProposed,
+            ev.KernelProfiled: self._on_KernelProfiled,
+            ev.IterationStarted: self._on_IterationStarted,
+            ev.IterationCompleted: self._on_IterationCompleted,
+            ev.MemoryRetrieved: self._on_MemoryRetrieved,
+            ev.PlanProposed: self._on_PlanProposed,
+            ev.ProposalFailed: self._on_ProposalFailed,
+            ev.InsightSummarized: self._on_InsightSummarized,
+            ev.LLMCallCompleted: self._on_LLMCallCompleted,
+            ev.RunCompleted: self._on_RunCompleted,
+            ev.RunFailed: self._on_RunFailed,
+        }
         # backpressure: requests decided but not yet published, per lane
         self.inflight: dict[str, int] = {}
         self.queued: dict[str, deque[ev.Event]] = {}
@@ -229,7 +244,7 @@ class CoordinatorCore:
         if type(e) in ev.ROLE_OF_REQUEST or isinstance(e, ev.ProfileRequested):
             self.requests[e.event_id] = e
             return []
-        handler = getattr(self, f"_on_{e.type}", None)
+        handler = self._handlers.get(type(e))
         return handler(e, out) if handler else []
 
     def _on_run_started(self, e: ev.RunStarted) -> list[ev.Event]:

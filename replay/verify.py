@@ -19,15 +19,15 @@ from accelopt import catalog as ev
 from accelopt.coordinator import CoordinatorCore
 
 # What the coordinator authors; everything else on a run's log is an input to it.
-DECISION_TYPES = frozenset({
-    "IterationStarted", "PlanRequested", "ImplementationRequested", "ProfileRequested", "FixRequested",
-    "BeamSelected", "SummaryRequested", "MemoryEntryAdded", "IterationCompleted", "RunCompleted",
-    "BudgetExceeded", "ProblemRemeasured",
+DECISION_TYPES: frozenset[type[ev.Event]] = frozenset({
+    ev.IterationStarted, ev.PlanRequested, ev.ImplementationRequested, ev.ProfileRequested, ev.FixRequested,
+    ev.BeamSelected, ev.SummaryRequested, ev.MemoryEntryAdded, ev.IterationCompleted, ev.RunCompleted,
+    ev.BudgetExceeded, ev.ProblemRemeasured,
 })
 
 
 def is_decision(e: ev.Event, run_started_id: str | None) -> bool:
-    if e.type in DECISION_TYPES:
+    if type(e) in DECISION_TYPES:
         return True
     # the baseline kernels are proposed by the coordinator in reply to RunStarted
     return isinstance(e, ev.KernelProposed) and e.request_id == run_started_id

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from rich.console import Console
 
@@ -164,7 +165,8 @@ def execute(console: Console, cfg: RunConfig, problems: list, args: argparse.Nam
         console.print(f"[red]run failed:[/red] {e}")
         return 1
     except Exception as e:
-        if type(e).__name__ == "UnpricedModelError":
+        gateway = sys.modules.get("actors.gateway")  # loaded if the run got far enough to raise this
+        if gateway is not None and isinstance(e, gateway.UnpricedModelError):
             console.print(f"[red]{e}[/red]")
             return 2
         raise
