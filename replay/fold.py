@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from accelopt import catalog as ev
+from accelopt.config import ConfigError, RunConfig, recorded_config
 from accelopt.profile import Profile
 
 
@@ -159,6 +160,7 @@ class RunView:
         self._tokens = 0
         self._calls = 0
         self._insight_iteration: dict[str, int] = {}
+        self._settings: RunConfig | None = None
         # each handler takes exactly its key's event type (a mapping the type system cannot spell)
         self._dispatch: dict[type[ev.Event], Callable[[Any], None]] = {
             ev.RunStarted: self._on_run_started,
@@ -230,6 +232,7 @@ class RunView:
 
     def _on_run_started(self, e: ev.RunStarted) -> None:
         self.started = e
+        self._settings = None
         for t in e.targets:
             self.problems[t.problem.name] = ProblemView(t.problem.name, t.device, t.language,
                                                         op_type=t.problem.definition.op_type)
@@ -330,6 +333,18 @@ class RunView:
             p.memory.setdefault(e.iteration, []).append(e)
 
     # --- derived ------------------------------------------------------------------------------
+
+    @property
+    def settings(self) -> RunConfig:
+        """The run's recorded config, typed (decoded once, as the coordinator decoded it); the
+        defaults when there is no RunStarted yet or its config does not decode (a log written
+        by another version, or made by hand)."""
+        if self._settings is None:
+            try:
+                self._settings = recorded_config(self.started.config) if self.started else RunConfig()
+            except ConfigError:
+                self._settings = RunConfig()
+        return self._settings
 
     @property
     def status(self) -> str:

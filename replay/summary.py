@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from accelopt.config import RunConfig
 from replay.fold import RunView
 
 
@@ -69,22 +70,17 @@ class RunSummary:
         return f"{self.iterations_done}{planned}"
 
 
-def search_settings(config: dict[str, Any]) -> str:
-    s = config.get("search") or {}
-    keys = (("B", "beam_width"), ("N", "plans_per_candidate"), ("K", "samples_per_plan"), ("T", "iterations"),
-            ("F", "fix_rounds"))
-    text = " ".join(f"{short}={s[k]}" for short, k in keys if k in s)
-    mem = config.get("memory") or {}
-    if mem and not mem.get("enabled", True):
-        text += " memory=off"
-    return text
+def search_settings(cfg: RunConfig) -> str:
+    s = cfg.search
+    text = (f"B={s.beam_width} N={s.plans_per_candidate} K={s.samples_per_plan} T={s.iterations} "
+            f"F={s.fix_rounds}")
+    return text if cfg.memory.enabled else text + " memory=off"
 
 
 def summarize(view: RunView) -> RunSummary:
     results = view.results()
     started = view.started
-    config = started.config if started is not None else {}
-    planned = (config.get("search") or {}).get("iterations")
+    planned = view.settings.search.iterations if started is not None else None
     done = [max((i.iteration for i in p.iterations), default=-1) for p in view.problems.values()]
     return RunSummary(
         run_id=view.run_id or "?",
@@ -108,7 +104,7 @@ def summarize(view: RunView) -> RunSummary:
         parent_run=started.parent_run if started is not None else None,
         fork_iteration=started.fork_iteration if started is not None else None,
         models=sorted(view.models, key=lambda m: -view.models[m]),
-        search=search_settings(config),
+        search=search_settings(view.settings) if started is not None else "",
         seed=started.seed if started is not None else None,
         device=", ".join(sorted({p.device for p in view.problems.values()})),
         failed_llm_calls={role: u.failed_calls for role, u in sorted(view.usage.items()) if u.failed_calls},

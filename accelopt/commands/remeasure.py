@@ -160,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
     for n in names:
         groups.setdefault(args.device or targets[n].device, []).append(n)
     if not groups:
-        groups[args.device or str(view.started.config.get("device", "cpu"))] = []
+        groups[args.device or view.settings.device] = []
 
     from hardware_agents.base import HardwareAgent, get_agent
 
@@ -176,7 +176,6 @@ def run(args: argparse.Namespace) -> int:
                 out.print(f"[red]device {device!r} is not usable here: {e}[/red]")
                 return 2
         base_seed = args.seed if args.seed is not None else 1_000_000 + secrets.randbelow(1_000_000_000)
-        profiling = view.started.config.get("profiling") or {}
         ok = True
         for device, group in groups.items():
             agent = agents[device]
@@ -184,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
             with out.status(f"re-measuring {len(group)} problem(s) of {view.run_id} on {device}") as status:
                 rows, seeds = remeasure_view(view, group, agent, device, rounds=args.rounds,
                                              all_kernels=args.all_kernels, base_seed=base_seed,
-                                             timeout_s=recorded_timeout(profiling, device),
+                                             timeout_s=view.settings.profiling.timeout_for(device),
                                              progress=lambda text, status=status: status.update(f"re-measuring {text}"))
             group_ok = all(r.status == "passed" or r.status == "unmeasured" for r in rows)
             ok = ok and group_ok
@@ -241,17 +240,6 @@ def _kernels_to_measure(view, problem: str, all_kernels: bool) -> list:
     if best is not None and best.source not in {k.source for k in out} and best is not base:
         out.append(best)
     return out or [base]
-
-
-def recorded_timeout(profiling: dict, device: str) -> float:
-    """The profile timeout the run used on `device` (its `profiling` config as recorded: a
-    null `timeout_s` means the per-device default, as in `ProfilingConfig.timeout_for`)."""
-    from accelopt.config import DEVICE_PROFILE_TIMEOUT_S
-
-    if profiling.get("timeout_s") is not None:
-        return float(profiling["timeout_s"])
-    per_device = profiling.get("device_timeout_s") or {}
-    return float(per_device.get(device, DEVICE_PROFILE_TIMEOUT_S.get(device, 60.0)))
 
 
 def measure_interleaved(agent, problem, kernels: list[tuple[str, str, str]], *, device: str, run_id: str,

@@ -287,9 +287,7 @@ class Memo:
 # --- runs list --------------------------------------------------------------------------------
 
 def budget_of(view: RunView) -> float | None:
-    cfg = view.started.config if view.started is not None else {}
-    b = (cfg.get("llm") or {}).get("budget_usd")
-    return float(b) if isinstance(b, (int, float)) else None
+    return view.settings.llm.budget_usd if view.started is not None else None
 
 
 def run_row(view: RunView, source: str, *, streaming: bool, now: float | None = None,
@@ -539,11 +537,10 @@ def run_model(view: RunView, source: str, *, streaming: bool, now: float | None 
     label = view.run_id or "run"
     charts = [memo.part(("charts", name), len(p.iterations), functools.partial(_chart_pair, view, label, name))
               for name, p in sorted(view.problems.items())]
-    cfg = view.started.config if view.started is not None else {}
     return RunModel(
         run=run_row(view, source, streaming=streaming, now=now), problems=_problem_rows(view), charts=charts,
         beams=_beams(view), kernels=_kernels(view, memo), lineage=_lineage(view, memo), llm=_llm(view),
-        cost_svg=memo.part(("cost",), len(view.cost_series), lambda: _cost_chart(view)), memory_enabled=(cfg.get("memory") or {}).get("enabled", True) is not False,
+        cost_svg=memo.part(("cost",), len(view.cost_series), lambda: _cost_chart(view)), memory_enabled=view.settings.memory.enabled,
         retrievals=_retrievals(view, memo), insights=_insights(view), insights_total=len(view.memory_entries),
         generated_ts=now)
 

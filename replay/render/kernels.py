@@ -99,8 +99,7 @@ def lineage_section(view: RunView, label: str) -> str:
 
 def memory_section(view: RunView, label: str) -> str:
     out = [f"<h3>{esc(label)}</h3>"]
-    config = view.started.config if view.started is not None else {}
-    if (config.get("memory") or {}).get("enabled") is False:
+    if not view.settings.memory.enabled:
         out.append('<p class="note">memory retrieval off in this run (memory.enabled=false): the planners saw no '
                    "insights</p>")
     elif not view.memory_retrieved:

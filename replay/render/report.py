@@ -71,8 +71,7 @@ def isolation_notes(views: Sequence[RunView], labels: list[str]) -> str:
     whose profiles record kernels that ran without it (see hardware_agents/README.md)."""
     out = []
     for v, label in zip(views, labels, strict=True):
-        cfg = v.started.config if v.started else {}
-        allowed = bool((cfg.get("sandbox") or {}).get("allow_unisolated"))
+        allowed = v.settings.sandbox.allow_unisolated
         bare = sum(1 for k in v.kernels.values() if k.profile is not None and k.profile.isolation
                    and not k.profile.isolation.get("landlock_abi"))
         if allowed or bare:
