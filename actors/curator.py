@@ -168,10 +168,10 @@ class MemoryCurator(Worker):
         if self._contexts is None:
             return True
         try:
-            started = await self._contexts.started(run_id)
+            settings = await self._contexts.settings(run_id)
         except RunContextError:
             return True
-        return serves_memory((started.config.get("memory") or {}).get("uri"), self.uri)
+        return serves_memory(settings.memory.uri, self.uri)
 
     async def _flush(self, entries: list[MemoryEntry]) -> None:
         assert self.index is not None

@@ -122,8 +122,7 @@ class ProfilerAgent(Worker):
             return [self._result(event, msgspec.structs.replace(
                 cached, counters={**cached.counters, "cached": 1.0}))]
         solution = solution_for(event, target.problem.baseline)
-        started = await self._contexts.started(event.run_id)
-        allowed = bool((started.config.get("sandbox") or {}).get("allow_unisolated", False))
+        allowed = (await self._contexts.settings(event.run_id)).sandbox.allow_unisolated
         agent = self._agent
 
         def run_profile() -> Profile:

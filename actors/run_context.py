@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from accelopt.catalog import ProblemTarget, RunStarted
+from accelopt.config import ConfigError, RunConfig, recorded_config
 from events.log import EventLog
 
 
@@ -19,6 +20,7 @@ class RunContexts:
         self.elog = elog
         self.max_runs = max_runs
         self._cache: dict[str, RunStarted] = {}
+        self._settings: dict[str, RunConfig] = {}
         self._lock = asyncio.Lock()
 
     async def started(self, run_id: str) -> RunStarted:
@@ -30,9 +32,20 @@ class RunContexts:
                 if not isinstance(ev, RunStarted):
                     raise RunContextError(f"run {run_id}: no RunStarted on the log")
                 if len(self._cache) >= self.max_runs:
-                    self._cache.pop(next(iter(self._cache)))
+                    self._settings.pop(self._cache.pop(next(iter(self._cache))).run_id, None)
                 self._cache[run_id] = ev
         return self._cache[run_id]
+
+    async def settings(self, run_id: str) -> RunConfig:
+        """The run's recorded config, typed (decoded once per run, as the coordinator decodes it)."""
+        started = await self.started(run_id)
+        cfg = self._settings.get(run_id)
+        if cfg is None:
+            try:
+                cfg = self._settings[run_id] = recorded_config(started.config)
+            except ConfigError as e:
+                raise RunContextError(f"run {run_id}: {e}") from e
+        return cfg
 
     async def target(self, run_id: str, problem: str) -> ProblemTarget:
         started = await self.started(run_id)
