@@ -15,7 +15,8 @@
 - Every attempt becomes an `LLMCallCompleted` (failed ones with `error`), with usage, cost,
   latency and the content hash = sha256 of (model, messages, params, sample index). Event
   ids derive from (request id, attempt), so a redelivered request de-duplicates.
-- Cost: an explicit price from the config wins, `builtin/` and `scripted/` models cost 0,
+- Cost: an explicit price from the config wins, `builtin/` models (and providers declared
+  free with `declare_free_provider`) cost 0,
   else litellm's `completion_cost` (its bundled price map). An unpriced model is refused
   (the call fails without reaching the model) unless `allow_unpriced`. `price_snapshot`
   gives the prices to record in `RunStarted` and raises `UnpricedModelError` naming the
@@ -48,8 +49,14 @@ litellm.suppress_debug_info = True
 
 log = get_logger(component="llm-gateway")
 
-FREE_PROVIDERS = {"builtin": "builtin", "scripted": "scripted"}
-"""Offline providers of this package (priced at 0 with this source)."""
+FREE_PROVIDERS = {"builtin": "builtin"}
+"""Offline providers (priced at 0 with this source): this package's, and those declared free
+by `declare_free_provider` (e.g. a test's scripted model)."""
+
+
+def declare_free_provider(provider: str) -> None:
+    """Price every `provider/<model>` at 0 (a provider served in this process that costs nothing)."""
+    FREE_PROVIDERS[provider] = provider
 
 _PERMANENT = (
     litellm.AuthenticationError,
@@ -207,11 +214,9 @@ def _register_offline_providers() -> None:
     """The built-in custom providers, then (once per process) those of installed plugins
     (`accelopt.llm_providers` entry points, `accelopt/plugins.py`)."""
     global _plugins_loaded
-    from actors.scripted import register_scripted_provider
     from actors.tuner import register_tuner_provider
 
     register_tuner_provider()
-    register_scripted_provider()
     if not _plugins_loaded:
         from accelopt.plugins import LLM_PROVIDER_GROUP, load_plugins
 

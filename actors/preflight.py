@@ -11,7 +11,7 @@ tell (one line each, naming what to set):
 
 `probe_models` then makes one tiny real call per distinct model through the gateway (so
 keys, prices and provider parameters are the run's own) and reports its latency; a call
-that fails there fails the preflight. Offline models (`builtin/`, `scripted/`, plugin
+that fails there fails the preflight. Offline models (`builtin/`, plugin
 providers registered as litellm custom providers) need neither.
 """
 

@@ -11,6 +11,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import asyncio
 import contextlib
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +19,8 @@ import pytest
 
 import accelopt  # noqa: F401  (offline defaults)
 from events.server import NatsServer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # helpers shared by test folders (scripted_llm)
 
 
 @pytest.fixture

@@ -32,10 +32,11 @@ def test_level_filters(capsys):
 def test_llm_call_failure_log_carries_run_id(capsys, monkeypatch):
     import asyncio
 
+    from scripted_llm import Script, install_script, remove_script
+
     import actors.gateway as gateway
     from accelopt.config import LLMConfig, RoleLLM
     from accelopt.records import ChatMessage
-    from actors.scripted import Script, install_script, remove_script
 
     configure_logging("json", "INFO")
     # the module's logger was bound under whatever configuration was current at its import

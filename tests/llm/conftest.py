@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from actors.scripted import Script, ScriptItem, install_script, remove_script
+from scripted_llm import Script, ScriptItem, install_script, remove_script
 
 _names = itertools.count()
 

@@ -6,9 +6,9 @@ import asyncio
 
 import litellm
 from llm_helpers import SCALE_ADD_C, envelope, llm_config, of_type, run_agent, scale_add_problem
+from scripted_llm import Reply
 
 from accelopt import catalog as c
-from actors.scripted import Reply
 
 RUN = "impl-run"
 TILED = SCALE_ADD_C.replace("#define TILE_J 32", "#define TILE_J 64")

@@ -6,11 +6,11 @@ import asyncio
 import contextlib
 
 from llm_helpers import llm_config
+from scripted_llm import Reply, Script
 
 from accelopt.config import RoleLLM
 from accelopt.records import ChatMessage
 from actors.gateway import LLMGateway
-from actors.scripted import Reply, Script
 
 MSGS = [ChatMessage(role="user", content="hi")]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 
 from llm_helpers import llm_config
+from scripted_llm import Reply
 
 from accelopt.records import ChatMessage
 from actors.gateway import LLMGateway
-from actors.scripted import Reply
 
 MSGS = [ChatMessage(role="user", content="hi")]
 

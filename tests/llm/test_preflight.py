@@ -66,9 +66,10 @@ def test_a_self_hosted_server_needs_no_key():
         assert pf.check_models(llm, env={}) == []
 
 
-def test_offline_models_need_no_preflight():
+def test_offline_models_need_no_preflight(scripted):
     assert not pf.needs_preflight(_llm())  # builtin/tuner
-    assert pf.check_models(_llm("llm.default.model=scripted/x"), env={}) == []
+    model, _ = scripted([])  # a provider served in this process (tests/scripted_llm.py)
+    assert pf.check_models(_llm(f"llm.default.model={model}"), env={}) == []
     assert pf.needs_preflight(_llm("llm.summarizer.model=openai/gpt-4o-mini"))
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from llm_helpers import envelope, scale_add_problem
+from scripted_llm import Reply
 
 from accelopt import catalog as c
 from accelopt.config import build_config
@@ -23,7 +24,6 @@ from accelopt.coordinator import CoordinatorCore
 from accelopt.profile import LatencyStats, Profile
 from actors.agents import AGENTS
 from actors.gateway import LLMGateway
-from actors.scripted import Reply
 from actors.tuner import tuner_reply
 
 RUN = "scripted-loop"

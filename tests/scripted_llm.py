@@ -1,4 +1,7 @@
-"""`scripted/<name>`: a litellm provider that replays a script of replies. FOR TESTS ONLY.
+"""`scripted/<name>`: a litellm provider that replays a script of replies, for tests.
+
+It lives with the tests, not in the package: a run never serves it. `install_script`
+registers it in the calling process (priced at 0), so it answers calls made there only.
 
 No LLM API is reachable from the development machines, so tests of the LLM path stand a
 script in for a real model: the replies are written in the formats real models produce
@@ -32,6 +35,7 @@ import litellm
 from litellm import CustomLLM
 from litellm.types.utils import ModelResponse
 
+from actors.gateway import declare_free_provider
 from actors.tuner import fill_response, register_provider
 
 PROVIDER = "scripted"
@@ -169,3 +173,4 @@ _HANDLER = ScriptedLLM()
 
 def register_scripted_provider() -> None:
     register_provider(PROVIDER, _HANDLER)
+    declare_free_provider(PROVIDER)
