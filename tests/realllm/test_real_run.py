@@ -18,7 +18,10 @@ from actors.local_llm import LITELLM_MODEL
 from events.logfile import read_events
 
 PROBLEMS = "silu,swiglu"
+# one plan and one kernel per problem and iteration: each call of a 135M model that seldom
+# stops costs up to max_tokens / ~80 tokens/s on this machine, so the call count sets the time
 SMALL_SEARCH = ["--preset", "quick", "--set", "search.iterations=1", "--set", "search.fix_rounds=1",
+                "--set", "search.beam_width=1", "--set", "search.plans_per_candidate=1",
                 "--set", "llm.default.max_tokens=768"]
 
 
