@@ -185,7 +185,7 @@ class MemoryIndexed(Event, tag=True, frozen=True):
     entry_id: str
 
 
-# --- LLM agents -----------------------------------------------------------------------------
+# --- LLM roles -----------------------------------------------------------------------------
 
 class PlanRequested(Event, tag=True, frozen=True):
     """Self-contained: the planner needs only this and the run's RunStarted (problem)."""

@@ -20,7 +20,7 @@ from accelopt.logging import configure_logging
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="accelopt",
-        description="LLM agents that optimize compute kernels for Trainium, NVIDIA GPUs and CPUs.",
+        description="LLM roles that optimize compute kernels for Trainium, NVIDIA GPUs and CPUs.",
     )
     parser.add_argument("--log-format", choices=["console", "json"], default=None, help="log line format (stderr)")
     parser.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING (default), ERROR")

@@ -375,7 +375,7 @@ def legacy_config(config: dict) -> dict:
 
 def recorded_config(config: dict[str, Any], source: str = "RunStarted.config") -> RunConfig:
     """A config as a run's RunStarted recorded it, decoded the one way every reader (the
-    coordinator core, the LLM agents, resume) decodes it: settings it predates keep the
+    coordinator core, the LLM roles, resume) decodes it: settings it predates keep the
     behaviour it ran with."""
     return config_from_dict(legacy_config(config), source=source)
 

@@ -1,6 +1,6 @@
 """Start and stop the set of actors a run needs on Ray.
 
-`Deployment.start_agents()` places one host for the four LLM roles (planner, executor,
+`Deployment.start_workers()` places one host for the four LLM roles (planner, executor,
 fixer, summarizer; or one host each with `workers.llm_roles_together: false`), one for the
 memory (the curator that indexes entries and the retriever that answers retrievals), and
 `workers` profiler hosts per device kind, then `start_coordinator` adds one coordinator
@@ -63,11 +63,11 @@ def profiler_options(device: str, cfg: RunConfig) -> WorkerOptions:
                          concurrency=dcfg.concurrency if dcfg else 1, ack_wait_s=w.ack_wait_s, heartbeat_s=w.heartbeat_s, max_deliver=w.max_deliver)
 
 
-def llm_agent_options(role: ev.Role, cfg: RunConfig) -> WorkerOptions:
-    from actors.agents import agent_options
+def llm_role_options(role: ev.Role, cfg: RunConfig) -> WorkerOptions:
+    from actors.roles import role_options
 
     w = cfg.workers
-    return agent_options(role, cfg.llm, ack_wait_s=w.ack_wait_s, heartbeat_s=w.heartbeat_s, max_deliver=w.max_deliver)
+    return role_options(role, cfg.llm, ack_wait_s=w.ack_wait_s, heartbeat_s=w.heartbeat_s, max_deliver=w.max_deliver)
 
 
 @dataclass
@@ -96,12 +96,12 @@ class Deployment:
         self.hosts.append(hosted)
         return hosted
 
-    def start_agents(self, devices: list[str], *, memory: bool | None = None) -> None:
-        """LLM agents, profilers for `devices`, and the memory (curator and retriever; by
+    def start_workers(self, devices: list[str], *, memory: bool | None = None) -> None:
+        """LLM roles, profilers for `devices`, and the memory (curator and retriever; by
         default when the config enables it: `memory=True` when another config in force
         during the run may, e.g. an ablation's parent's before the fork)."""
         roles = {role: {"nats_url": self.nats_url, "llm_config": self.cfg.llm,
-                        "options": llm_agent_options(role, self.cfg)} for role in LLM_ROLES}
+                        "options": llm_role_options(role, self.cfg)} for role in LLM_ROLES}
         if self.cfg.workers.llm_roles_together:
             self._spawn("llm", "group", {"members": [(ROLE_FACTORIES[r], kw) for r, kw in roles.items()]})
         else:

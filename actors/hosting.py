@@ -4,7 +4,7 @@ Every actor is a plain asyncio object with `run()` and `stop()` (a `Worker` or t
 coordinator service). `ActorHost` is the one Ray actor class that hosts any of them: it
 builds the object from an import path and keyword arguments inside the actor process and
 runs it. Placement is by Ray resources: profilers declare their device (`num_gpus`, a
-`neuron_cores` custom resource, or CPU cores); LLM agents and the coordinator need none.
+`neuron_cores` custom resource, or CPU cores); LLM roles and the coordinator need none.
 Ray restarts a dead host (`max_restarts`) and re-submits its `run()` call on the new
 process (`max_task_retries`), so a killed actor comes back and resumes consuming;
 JetStream redelivers what it had not acked.
@@ -19,11 +19,11 @@ from typing import Any
 import accelopt  # noqa: F401  (offline environment defaults, also inside Ray workers)
 
 ROLE_FACTORIES: dict[str, str] = {
-    "planner": "actors.agents:PlannerAgent",
-    "executor": "actors.agents:ExecutorAgent",
-    "fixer": "actors.agents:FixerAgent",
-    "summarizer": "actors.agents:SummarizerAgent",
-    "profiler": "actors.profiler:ProfilerAgent",
+    "planner": "actors.roles:Planner",
+    "executor": "actors.roles:Executor",
+    "fixer": "actors.roles:Fixer",
+    "summarizer": "actors.roles:Summarizer",
+    "profiler": "actors.profiler:Profiler",
     "curator": "actors.curator:MemoryCurator",
     "retriever": "actors.retriever:MemoryRetriever",
     "coordinator": "actors.coordinator:CoordinatorService",

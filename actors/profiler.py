@@ -80,7 +80,7 @@ class ProfileCache:
             self._entries.pop(next(iter(self._entries)))
 
 
-class ProfilerAgent(Worker):
+class Profiler(Worker):
     role = "profiler"
 
     def __init__(self, nats_url: str, device: str, *, agent_options: dict | None = None,

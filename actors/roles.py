@@ -1,4 +1,4 @@
-"""The four LLM agents: planner, executor, fixer, summarizer (see docs/architecture.md).
+"""The four LLM roles: planner, executor, fixer, summarizer (see docs/architecture.md).
 
 Each is a `Worker` on its role's durable consumer (durable name = the role; filter = its
 request type on every run). For one request it resolves the problem from the run's
@@ -51,8 +51,8 @@ KERNEL_ROLES = frozenset({"executor", "fixer"})
 or insight is kept (its `finish_reason` is recorded): its text is still usable."""
 
 
-def agent_options(role: ev.Role, llm_config: LLMConfig, **overrides: Any) -> WorkerOptions:
-    """Default worker options of an agent: its role's durable, filter and LLM concurrency."""
+def role_options(role: ev.Role, llm_config: LLMConfig, **overrides: Any) -> WorkerOptions:
+    """Default worker options of a role worker: its role's durable, filter and LLM concurrency."""
     r = llm_config.for_role(role)
     base: dict[str, Any] = {
         "durable": role, "filter_subject": role_filter(ev.REQUEST_OF_ROLE[role].__name__), "concurrency": r.concurrency,
@@ -61,7 +61,7 @@ def agent_options(role: ev.Role, llm_config: LLMConfig, **overrides: Any) -> Wor
     return WorkerOptions(**base)
 
 
-class LLMAgent(Worker):
+class RoleWorker(Worker):
     """Render -> gateway -> parse -> publish; subclasses define the role's pieces."""
 
     role: ClassVar[ev.Role]  # each subclass names its role
@@ -75,7 +75,7 @@ class LLMAgent(Worker):
         gateway: LLMGateway | None = None,
         stream: StreamSettings | None = None,
     ) -> None:
-        super().__init__(nats_url, options or agent_options(self.role, llm_config), stream=stream)
+        super().__init__(nats_url, options or role_options(self.role, llm_config), stream=stream)
         self.llm_config = llm_config
         self.gateway = gateway or LLMGateway(llm_config)
         self._contexts: RunContexts | None = None
@@ -137,9 +137,9 @@ class LLMAgent(Worker):
     def gateway_for(self, started: ev.RunStarted, iteration: int) -> LLMGateway:
         """A gateway with the run's own LLM settings, as recorded in its RunStarted.
 
-        Agents are shared by every run on the log (a fleet's `accelopt worker` hosts serve
+        Role workers are shared by every run on the log (a fleet's `accelopt worker` hosts serve
         them all), so a run's model, temperature, limits and prices must come from the run,
-        not from whatever config the agent was started with; the agent's host supplies only
+        not from whatever config the worker was started with; the worker's host supplies only
         the API keys its environment holds. An ablation forked at iteration K keeps its
         parent's LLM settings up to K (`RunStarted.parent_settings_at`, the rule the
         coordinator's search and memory settings follow too), so those calls have the parent's content
@@ -147,7 +147,7 @@ class LLMAgent(Worker):
         """
         config = started.config_at(iteration)
         llm = config.get("llm")
-        if llm is None:  # a RunStarted without a config (hand-made in tests): the agent's own
+        if llm is None:  # a RunStarted without a config (hand-made in tests): the worker's own
             return self.gateway
         key = json.dumps(llm, sort_keys=True, default=str)
         gateway = self._run_gateways.get(key)
@@ -163,7 +163,7 @@ class LLMAgent(Worker):
     async def give_up(self, event: ev.Event, error: str) -> list[ev.Event]:
         if type(event) is not ev.REQUEST_OF_ROLE[self.role]:
             return []
-        return [self.failed(event, "agent error", error[-4000:])]
+        return [self.failed(event, "role error", error[-4000:])]
 
     def envelope(self, event: ev.Event, type_name: str) -> dict[str, Any]:
         return {"event_id": ev.derive_event_id(event.run_id, type_name, event.event_id), "run_id": event.run_id,
@@ -189,7 +189,7 @@ class LLMAgent(Worker):
         )
 
 
-class PlannerAgent(LLMAgent):
+class Planner(RoleWorker):
     role = "planner"
 
     def messages(self, event: ev.PlanRequested, problem: Problem, seed: int) -> list[ChatMessage]:
@@ -208,7 +208,7 @@ class PlannerAgent(LLMAgent):
         )
 
 
-class ExecutorAgent(LLMAgent):
+class Executor(RoleWorker):
     role = "executor"
 
     def messages(self, event: ev.ImplementationRequested, problem: Problem, seed: int) -> list[ChatMessage]:
@@ -222,7 +222,7 @@ class ExecutorAgent(LLMAgent):
         return self.kernel(event, problem, call, parent_id=event.candidate_id, plan_id=event.plan_id)
 
 
-class FixerAgent(LLMAgent):
+class Fixer(RoleWorker):
     role = "fixer"
 
     def messages(self, event: ev.FixRequested, problem: Problem, seed: int) -> list[ChatMessage]:
@@ -237,7 +237,7 @@ class FixerAgent(LLMAgent):
                            fix_round=event.fix_round)
 
 
-class SummarizerAgent(LLMAgent):
+class Summarizer(RoleWorker):
     role = "summarizer"
 
     def messages(self, event: ev.SummaryRequested, problem: Problem, seed: int) -> list[ChatMessage]:
@@ -254,6 +254,6 @@ class SummarizerAgent(LLMAgent):
         )
 
 
-AGENTS: dict[str, type[LLMAgent]] = {
-    "planner": PlannerAgent, "executor": ExecutorAgent, "fixer": FixerAgent, "summarizer": SummarizerAgent,
+ROLE_WORKERS: dict[str, type[RoleWorker]] = {
+    "planner": Planner, "executor": Executor, "fixer": Fixer, "summarizer": Summarizer,
 }

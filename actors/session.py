@@ -306,7 +306,7 @@ async def publish(url: str, event: ev.Event, settings: StreamSettings | None = N
 def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None = None,
                 ray_address: str | None = None, run_id: str | None = None,
                 on_event: Callable[[ev.Event, RunView], None] | None = None,
-                timeout_s: float | None = None, start_agents: bool = True, log_level: str | None = None,
+                timeout_s: float | None = None, start_workers: bool = True, log_level: str | None = None,
                 started_event: ev.RunStarted | None = None, resume: bool = False,
                 on_warning: Callable[[str], None] | None = None, devices: list[str] | None = None) -> RunOutcome:
     """Run `problems` under `cfg` to completion (see the module docstring).
@@ -327,7 +327,7 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
     sim_why = run_refusal(cfg, devices or target_devices(cfg, [p.name for p in problems]).values())
     if sim_why:  # a simulated device must never be selected by accident
         raise RunError(sim_why)
-    if start_agents:  # this machine will run LLM-written kernels: refuse now, not kernel by kernel
+    if start_workers:  # this machine will run LLM-written kernels: refuse now, not kernel by kernel
         from hardware_agents.sandbox import allow_unisolated, isolation_problem
 
         with allow_unisolated(cfg.sandbox.allow_unisolated):
@@ -357,9 +357,9 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
         coord = deployment.start_coordinator(run_id) if start is not None else None
         # an ablation (or a resumed run, which may be one) retrieves with its parent's settings
         # before the fork: its memory workers start whatever its own config says
-        memory_on = start_agents and (cfg.memory.enabled or resume or bool(start is not None and start.parent_run))
-        if start_agents:
-            deployment.start_agents(devices, memory=memory_on)
+        memory_on = start_workers and (cfg.memory.enabled or resume or bool(start is not None and start.parent_run))
+        if start_workers:
+            deployment.start_workers(devices, memory=memory_on)
             try:
                 deployment.wait_ready()
             except ActorStartError as e:  # nothing would answer its requests: stop, say why

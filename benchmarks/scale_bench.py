@@ -26,7 +26,7 @@ run's exported log and the driver's own view of the stream:
 - RSS of the profiler host and of every AccelOpt actor process.
 
 The first bottleneck is named from these figures: the profilers (utilisation ~ 100%), the
-supply of work (requests waiting upstream: LLM agents, coordinator), or the event log.
+supply of work (requests waiting upstream: LLM roles, coordinator), or the event log.
 
 Usage: python benchmarks/scale_bench.py [--points 1,4,16,64,256] [--profile-s 2] [--iterations 3]
 """
@@ -219,7 +219,7 @@ def bottleneck(p: dict) -> str:
         return ("profiler host / event log: even while C or more requests waited, profiles completed below the "
                 "ideal rate (fetch, thread hand-off, publish and ack per profile)")
     return (f"supply of work: C or more requests waited only {100 * p['queue_at_least_c_share']:.0f}% of the window; "
-            "the rest of the time the profilers idled while the coordinator and the LLM agents produced the next "
+            "the rest of the time the profilers idled while the coordinator and the LLM roles produced the next "
             "requests (between iterations, and at the run's start and end)")
 
 

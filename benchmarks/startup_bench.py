@@ -6,8 +6,8 @@ parts interleaved, `--reps` rounds (median kept):
 - `cli`: `import accelopt.cli` (what every command pays);
 - `nats`: start the embedded nats-server with JetStream until it answers;
 - `ray_init`: a local `ray.init` (and the time to place and start one trivial actor);
-- `import:<module>`: the imports each actor makes before it can work (LLM agents: litellm
-  through actors.agents; profiler: actors.profiler plus the device registry; curator:
+- `import:<module>`: the imports each actor makes before it can work (LLM roles: litellm
+  through actors.roles; profiler: actors.profiler plus the device registry; curator:
   lancedb; coordinator), and torch / triton / lancedb / sentence_transformers alone;
 - `memory_model`: loading the default embedding model and encoding one text;
 - `run_to_first_profile`: a whole `run_session` on a one-problem suite of the simulated
@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # code run in a fresh interpreter; each prints the seconds of the part it times
 PARTS: dict[str, str] = {
     "cli": "import accelopt.cli",
-    "import:actors.agents (LLM agents: litellm)": "import accelopt; import actors.agents",
+    "import:actors.roles (LLM roles: litellm)": "import accelopt; import actors.roles",
     "import:actors.profiler + device registry": ("import accelopt; import actors.profiler; "
                                                  "from hardware_agents.base import get_agent; get_agent('cpu')"),
     "import:actors.curator (lancedb)": "import accelopt; import actors.curator",

@@ -1,4 +1,4 @@
-"""Prompt templates of the four LLM agents, per kernel language (see docs/architecture.md, paper §2).
+"""Prompt templates of the four LLM roles, per kernel language (see docs/architecture.md, paper §2).
 
 Templates are text files: `<role>.<language>.txt` (roles planner, executor, fixer,
 summarizer), each with a `=== system ===` and a `=== user ===` section, plus
@@ -163,7 +163,7 @@ def _values(role: str, lang: KernelLanguage, ctx: dict[str, Any]) -> dict[str, s
 def render(role: str, language: str, **context: Any) -> list[ChatMessage]:
     """The system and user messages of `role` for a kernel in `language` (see module doc)."""
     if role not in ROLES:
-        raise PromptError(f"unknown agent role {role!r}; known: {', '.join(ROLES)}")
+        raise PromptError(f"unknown role {role!r}; known: {', '.join(ROLES)}")
     lang = _language(language)
     name = f"{role}.{lang.name}.txt"
     sections = _sections(_template(lang, name), name)

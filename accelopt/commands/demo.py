@@ -119,7 +119,7 @@ class SharedAgents:
             asyncio.run(create_stream(endpoint.url, settings))
             init_ray(self.args.ray_address)
             self.deployment = deployment = Deployment(cfg, endpoint.url, log_level=self.args.log_level)
-            deployment.start_agents(sorted(set(target_devices(cfg, [p.name for p in self.problems]).values())))
+            deployment.start_workers(sorted(set(target_devices(cfg, [p.name for p in self.problems]).values())))
             deployment.wait_ready()
         except BaseException:
             self.__exit__()
@@ -142,7 +142,7 @@ def _session(console: Console, cfg, problems: list, args: argparse.Namespace, na
         with RunProgress(console, cfg.search.iterations) as progress:
             outcome = run_session(cfg, problems, nats_url=nats_url, ray_address=args.ray_address,
                                   on_event=progress.on_event, timeout_s=timeout_s, log_level=args.log_level,
-                                  start_agents=False,
+                                  start_workers=False,
                                   on_warning=lambda text: console.print(f"[yellow]waiting:[/yellow] {text}"))
     except RunError as e:
         console.print(f"[red]run failed:[/red] {e}")

@@ -1,6 +1,6 @@
 """`accelopt worker`: join a running deployment from this host.
 
-Starts profiler actors for one device kind (and optionally LLM agents) in this process;
+Starts profiler actors for one device kind (and optionally LLM roles) in this process;
 they bind to the same durable consumers as every other instance of their role, so they
 share the work of every run on that log. One kernel at a time per profiler (a device
 lease); a heartbeat keeps the lease while it profiles, and if this host dies its kernel is
@@ -20,7 +20,7 @@ from accelopt.commands.run import wide_console
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("worker", help="start profiler (and LLM agent) actors on this host for a running deployment")
+    p = sub.add_parser("worker", help="start profiler (and LLM role) actors on this host for a running deployment")
     p.add_argument("--nats", required=True, help="NATS URL(s) of the deployment, comma-separated for a cluster")
     p.add_argument("--device", default="cpu", help="device kind to profile for (cpu, h100, trn1, ...)")
     p.add_argument("--count", type=int, default=1,
@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def build_workers(args: argparse.Namespace) -> list:
     from accelopt.config import build_config
-    from actors.deployment import LLM_ROLES, llm_agent_options, profiler_options
+    from actors.deployment import LLM_ROLES, llm_role_options, profiler_options
     from actors.hosting import ROLE_FACTORIES, build
 
     overrides = list(args.overrides)
@@ -59,7 +59,7 @@ def build_workers(args: argparse.Namespace) -> list:
                                       **device_slot(args.device, i, args.count)}}))
         elif role in LLM_ROLES:
             workers.append(build(ROLE_FACTORIES[role], {"nats_url": args.nats, "llm_config": cfg.llm,
-                                                        "options": llm_agent_options(role, cfg)}))
+                                                        "options": llm_role_options(role, cfg)}))
         else:
             raise SystemExit(f"unknown role {role!r}; choose from profiler, {', '.join(LLM_ROLES)}")
     return workers

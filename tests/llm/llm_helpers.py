@@ -27,8 +27,8 @@ from accelopt.problem import (
     Workload,
 )
 from accelopt.profile import LatencyStats, Profile
-from actors.agents import AGENTS, agent_options
 from actors.gateway import LLMGateway
+from actors.roles import ROLE_WORKERS, role_options
 from events.log import EventLog
 
 SCALE_ADD_C = """\
@@ -100,8 +100,8 @@ async def run_agent(nats_url: str, role: str, cfg: LLMConfig, run_id: str, probl
         await elog.publish(run_started(run_id, problem, config=run_config))
         for r in requests:
             await elog.publish(r)
-        agent = AGENTS[role](nats_url, cfg, gateway=gateway or LLMGateway(cfg, backoff_base_s=0.01),
-                             options=agent_options(role, cfg, fetch_timeout_s=0.2))
+        agent = ROLE_WORKERS[role](nats_url, cfg, gateway=gateway or LLMGateway(cfg, backoff_base_s=0.01),
+                             options=role_options(role, cfg, fetch_timeout_s=0.2))
         try:
             await asyncio.wait_for(agent.run(until_idle_s=idle_s), timeout=30)
         finally:

@@ -1,4 +1,4 @@
-"""ExecutorAgent against a real nats-server, on replies in the shapes real models give."""
+"""Executor against a real nats-server, on replies in the shapes real models give."""
 
 from __future__ import annotations
 

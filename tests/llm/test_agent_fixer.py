@@ -1,4 +1,4 @@
-"""FixerAgent against a real nats-server: a fix that still does not compile, then a fixed
+"""Fixer against a real nats-server: a fix that still does not compile, then a fixed
 one (checked with the system C compiler); every attempt becomes its own kernel."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""PlannerAgent against a real nats-server: PlanRequested -> LLMCallCompleted + PlanProposed,
+"""Planner against a real nats-server: PlanRequested -> LLMCallCompleted + PlanProposed,
 or ProposalFailed; ids derived from the request (a redelivery de-duplicates)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from llm_helpers import (
 )
 
 from accelopt import catalog as c
-from actors.agents import PlannerAgent
+from actors.roles import Planner
 from events.log import EventLog
 from events.subjects import role_filter
 
@@ -89,7 +89,7 @@ def test_handling_a_request_twice_publishes_nothing_new(nats_server):
     log = asyncio.run(run_agent(nats_server.url, "planner", cfg, RUN, scale_add_problem(), [req]))
 
     async def again():
-        agent = PlannerAgent(nats_server.url, cfg)
+        agent = Planner(nats_server.url, cfg)
         await agent.connect()
         try:
             outputs = await agent.handle(req)
@@ -107,6 +107,6 @@ def test_handling_a_request_twice_publishes_nothing_new(nats_server):
 
 
 def test_agent_defaults():
-    agent = PlannerAgent("nats://127.0.0.1:1", llm_config("builtin/tuner", concurrency=3))
+    agent = Planner("nats://127.0.0.1:1", llm_config("builtin/tuner", concurrency=3))
     assert agent.options.durable == "planner" and agent.options.concurrency == 3
     assert agent.options.filter_subject == role_filter("PlanRequested")

@@ -1,4 +1,4 @@
-"""SummarizerAgent against a real nats-server: insights, no-ops, the tuner's insight."""
+"""Summarizer against a real nats-server: insights, no-ops, the tuner's insight."""
 
 from __future__ import annotations
 

@@ -110,7 +110,7 @@ def test_errors_are_clear():
         render("planner", "cuda", problem=scale_add_problem(), source="x", seed=0, request_id="r")
     with pytest.raises(PromptError, match="missing context plan"):
         render("executor", "c", problem=scale_add_problem(), source="x")
-    with pytest.raises(PromptError, match="unknown agent role"):
+    with pytest.raises(PromptError, match="unknown role"):
         render("critic", "c")
 
 

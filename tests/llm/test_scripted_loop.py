@@ -22,8 +22,8 @@ from accelopt import catalog as c
 from accelopt.config import build_config
 from accelopt.coordinator import CoordinatorCore
 from accelopt.profile import LatencyStats, Profile
-from actors.agents import AGENTS
 from actors.gateway import LLMGateway
+from actors.roles import ROLE_WORKERS
 from actors.tuner import tuner_reply
 
 RUN = "scripted-loop"
@@ -86,14 +86,14 @@ def model_like_replies() -> dict[str, list[Any]]:
 
 
 def drive(model: str, overrides: list[str], base: dict | None = None, max_steps: int = 5000):
-    roles = [f"llm.{role}.model={model}" for role in AGENTS]
+    roles = [f"llm.{role}.model={model}" for role in ROLE_WORKERS]
     cfg = build_config(preset="quick", overrides=[*roles, "memory.enabled=false", *overrides], base=base)
     started = c.RunStarted(**envelope(RUN, "RunStarted"), config=cfg.to_dict(), seed=11,
                            targets=[c.ProblemTarget(problem=scale_add_problem(), device="cpu", language="c",
                                                     content_hash="h")])
     gateway = LLMGateway(cfg.llm, backoff_base_s=0.01)
     agents = {}
-    for role, cls in AGENTS.items():
+    for role, cls in ROLE_WORKERS.items():
         agent = cls("nats://unused:4222", cfg.llm, gateway=gateway)
         agent._contexts = Contexts(started)  # type: ignore[assignment]
         agents[role] = agent

@@ -77,7 +77,7 @@ def test_an_llm_provider_plugin_serves_its_models_through_the_gateway():
 
 
 def test_a_run_uses_both_plugins_in_its_ray_actors(tmp_path):
-    """The profiler and LLM agents run in Ray actor processes: they find the plugins too."""
+    """The profiler and LLM roles run in Ray actor processes: they find the plugins too."""
     root = tmp_path / "runs"
     out = subprocess.run(
         [sys.executable, "-m", "accelopt.cli", "run", "--problems", "cpu/silu@acmecpu", "--preset", "quick",

@@ -1,6 +1,6 @@
 """One profiler host serves many simulated profiles at once (`devices.sim.concurrency`),
 while a real device kind keeps one kernel at a time whatever it is asked. Real nats-server
-(JetStream), the real ProfilerAgent loop; no Ray (the host is the object Ray would run)."""
+(JetStream), the real Profiler loop; no Ray (the host is the object Ray would run)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import time
 from accelopt import catalog as c
 from accelopt.config import build_config
 from actors.deployment import profiler_options
-from actors.profiler import ProfilerAgent
+from actors.profiler import Profiler
 from events.log import EventLog
 from hardware_agents.sim.suite import write_suite
 
@@ -43,7 +43,7 @@ def test_one_host_runs_many_simulated_profiles_at_once(shared_nats, tmp_path):
         await elog.publish(started)
         for r in requests(run_id, problem):
             await elog.publish(r)
-        host = ProfilerAgent(shared_nats.url, "sim", agent_options={"allow": True, "profile_s": 0.3},
+        host = Profiler(shared_nats.url, "sim", agent_options={"allow": True, "profile_s": 0.3},
                              options=profiler_options("sim", cfg), worker_name="simhost")
         stats = await host.run(until_idle_s=2.0)
         got = [e for e in await elog.history(run_id) if isinstance(e, c.KernelProfiled)]
@@ -62,7 +62,7 @@ def test_a_real_device_keeps_one_kernel_at_a_time(shared_nats):
     cfg = build_config(overrides=["devices.cpu.concurrency=4"])
 
     async def go():
-        host = ProfilerAgent(shared_nats.url, "cpu", options=profiler_options("cpu", cfg), worker_name="cpuhost")
+        host = Profiler(shared_nats.url, "cpu", options=profiler_options("cpu", cfg), worker_name="cpuhost")
         await host.connect()
         n = host.options.concurrency
         await host.close()
