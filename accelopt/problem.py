@@ -197,6 +197,18 @@ class Solution(_Base):
         return h.hexdigest()
 
 
+def one_file_solution(definition: str, content: str, *, entry_point: str = "kernel.c::kernel",
+                      language: Language = "c", device: str = "cpu", name: str | None = None,
+                      author: str = "baseline", description: str | None = None,
+                      path: str | None = None) -> Solution:
+    """A solution whose code is one file, `path` or else the one its entry point
+    (`file::symbol`) names: a suite's baseline, and the toy problems of tests and synthetic logs."""
+    return Solution(name=name or f"{definition}_baseline", definition=definition, author=author,
+                    spec=BuildSpec(language=language, target_hardware=[device], entry_point=entry_point),
+                    sources=[SourceFile(path=path or entry_point.split("::", 1)[0], content=content)],
+                    description=description)
+
+
 class Environment(_Base):
     hardware: str
     libs: dict[str, str] = {}

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import random
 import re
+from collections import deque
+from collections.abc import Callable, Sequence
 
 import msgspec
 
@@ -20,14 +22,12 @@ from accelopt.config import build_config
 from accelopt.coordinator import CoordinatorCore
 from accelopt.problem import (
     AxisConst,
-    BuildSpec,
     Definition,
     Problem,
     Roofline,
-    Solution,
-    SourceFile,
     TensorSpec,
     Workload,
+    one_file_solution,
 )
 from accelopt.profile import LatencyStats, Profile
 from accelopt.records import ChatMessage, MemoryEntry, TokenUsage
@@ -63,9 +63,7 @@ def _target(name: str) -> ev.ProblemTarget:
                    inputs={"x": TensorSpec(shape=["N"], dtype="float32")},
                    outputs={"y": TensorSpec(shape=["N"], dtype="float32")},
                    reference="def run(x):\n    return x * 0.5 + 1.0\n", x_roofline=Roofline(bytes_min="8*N"))
-    s = Solution(name=f"{name}_base", definition=name, author="baseline",
-                 spec=BuildSpec(language="c", target_hardware=["cpu"], entry_point="kernel.c::kernel"),
-                 sources=[SourceFile(path="kernel.c", content=SOURCE.format(name=name, tile=16, unroll=1))])
+    s = one_file_solution(name, SOURCE.format(name=name, tile=16, unroll=1), name=f"{name}_base")
     return ev.ProblemTarget(problem=Problem(definition=d, workload=Workload(uuid=f"w-{name}"), baseline=s),
                             device="cpu", language="c", content_hash=name)
 
@@ -191,24 +189,49 @@ def synthetic_run(*, run_id: str = "synthetic", problems: int = 2, preset: str =
     start = ev.RunStarted(**{**world.env("RunStarted"), "ts": t0}, config=cfg.to_dict(), seed=seed,
                           targets=[_target(f"op{i:02d}") for i in range(problems)],
                           parent_run=parent_run, fork_iteration=fork_iteration)
-    log: list[ev.Event] = []
-    inbox: list[ev.Event] = [start]
-    head = 0
-    while head < len(inbox) and not core.finished:
-        e = inbox[head]
-        head += 1
+
+    def stamp(e: ev.Event) -> ev.Event:  # the simulated clock advances with the work an event stands for
         world.now += ADVANCE.get(type(e), 0.002)
-        if e.ts != world.now and e is not start:
-            e = msgspec.structs.replace(e, ts=world.now)
+        return e if e is start or e.ts == world.now else msgspec.structs.replace(e, ts=world.now)
+
+    return drive_core(core, start, world.answer, admit=stamp, max_events=max_events)
+
+
+def drive_core(core: CoordinatorCore, start: ev.Event, answer: Callable[[ev.Event], list[ev.Event]], *,
+               pick: Callable[[Sequence[ev.Event]], int] | None = None,
+               admit: Callable[[ev.Event], ev.Event] | None = None,
+               on_output: Callable[[ev.Event], None] | None = None,
+               max_events: int | None = None, max_steps: int | None = None) -> list[ev.Event]:
+    """The loop of every simulated run (synthetic logs, the core's tests): step the core over
+    `start` and the world's answers to its outputs and effects until the run completes.
+
+    `pick` chooses the next event of the inbox (first in, first out by default; a test
+    shuffles), `admit` sees (and may restamp) each event before the core does, `on_output`
+    each event the core emits. The log is the events in the order the core saw and made them."""
+    log: list[ev.Event] = []
+    inbox: deque[ev.Event] = deque([start])
+    steps = 0
+    while inbox and not core.finished and (max_steps is None or steps < max_steps):
+        steps += 1
+        if pick is None:
+            e = inbox.popleft()
+        else:
+            i = pick(inbox)
+            e = inbox[i]
+            del inbox[i]
+        if admit is not None:
+            e = admit(e)
         log.append(e)
         if max_events is not None and len(log) >= max_events:
             break
         result = core.step(e)
         for o in result.outputs:
             log.append(o)
-            inbox += world.answer(o)
+            if on_output is not None:
+                on_output(o)
+            inbox.extend(answer(o))
         for eff in result.effects:
-            inbox += world.answer(eff)
+            inbox.extend(answer(eff))
         if isinstance(e, ev.RunCompleted):
             break
     return log[:max_events] if max_events is not None else log

@@ -28,17 +28,15 @@ from pathlib import Path
 import msgspec
 
 from accelopt.problem import (
-    BuildSpec,
     Definition,
     Problem,
     ProblemFileError,
     SafetensorsInput,
-    Solution,
-    SourceFile,
     Workload,
     load_definition,
     load_solution,
     load_workload,
+    one_file_solution,
     workload_errors,
 )
 
@@ -160,12 +158,8 @@ def load_problem_dir(path: Path, info: SuiteInfo) -> Problem:
         content = src.read_text()
     except OSError as e:
         raise ProblemFileError(f"{src}: cannot read baseline ({e.strerror})") from e
-    baseline = Solution(
-        name=f"{definition.name}_baseline", definition=definition.name, author="baseline",
-        spec=BuildSpec(language=info.language, target_hardware=[info.device], entry_point=info.entry_point),
-        sources=[SourceFile(path=file, content=content)],
-        description=f"baseline of the {info.name} suite",
-    )
+    baseline = one_file_solution(definition.name, content, entry_point=info.entry_point, language=info.language,
+                                 device=info.device, description=f"baseline of the {info.name} suite")
     return Problem(definition=definition, workload=workload, baseline=baseline, check_workloads=checks)
 
 

@@ -4,22 +4,19 @@ from __future__ import annotations
 
 from accelopt.problem import (
     AxisVar,
-    BuildSpec,
     Definition,
     Problem,
     Roofline,
     Solution,
-    SourceFile,
     TensorSpec,
     Workload,
+    one_file_solution,
 )
 
 
 def c_solution(problem: Problem, source: str, name: str = "candidate") -> Solution:
     """A C solution for `problem` with `source` as its kernel.c (entry `kernel`)."""
-    return Solution(name=name, definition=problem.name, author="test",
-                    spec=BuildSpec(language="c", target_hardware=["cpu"], entry_point="kernel.c::kernel"),
-                    sources=[SourceFile(path="kernel.c", content=source)])
+    return one_file_solution(problem.name, source, name=name, author="test")
 
 
 def scale_shift_problem(m: int = 256, n: int = 512) -> Problem:
@@ -34,9 +31,7 @@ def scale_shift_problem(m: int = 256, n: int = 512) -> Problem:
     )
     w = Workload(uuid="scale-shift-test", axes={"M": m, "N": n})
     good = c_solution_source_scale_shift()
-    base = Solution(name="scale_shift_baseline", definition="scale_shift", author="test",
-                    spec=BuildSpec(language="c", target_hardware=["cpu"], entry_point="kernel.c::kernel"),
-                    sources=[SourceFile(path="kernel.c", content=good)])
+    base = one_file_solution("scale_shift", good, author="test")
     return Problem(definition=d, workload=w, baseline=base)
 
 

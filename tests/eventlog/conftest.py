@@ -7,14 +7,12 @@ import pytest
 from accelopt import catalog as c
 from accelopt.problem import (
     AxisConst,
-    BuildSpec,
     Definition,
     Problem,
     Roofline,
-    Solution,
-    SourceFile,
     TensorSpec,
     Workload,
+    one_file_solution,
 )
 from accelopt.profile import LatencyStats, Profile, SeedCheck
 from accelopt.records import ChatMessage, MemoryEntry, ModelPrice, TokenUsage
@@ -29,11 +27,7 @@ def sample_problem() -> Problem:
         reference="def run(x):\n    return x * torch.sigmoid(x)\n",
         x_roofline=Roofline(flops_vector="3*M*N", bytes_min="8*M*N"),
     )
-    s = Solution(
-        name="silu_baseline", definition="silu", author="baseline",
-        spec=BuildSpec(language="c", target_hardware=["cpu"], entry_point="kernel.c::silu"),
-        sources=[SourceFile(path="kernel.c", content="void silu(const float* x, float* y) {}\n")],
-    )
+    s = one_file_solution("silu", "void silu(const float* x, float* y) {}\n", entry_point="kernel.c::silu")
     return Problem(definition=d, workload=Workload(uuid="w1"), baseline=s)
 
 

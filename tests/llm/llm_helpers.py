@@ -17,14 +17,12 @@ from accelopt.config import LLMConfig, RoleLLM
 from accelopt.problem import (
     AxisConst,
     AxisVar,
-    BuildSpec,
     Definition,
     Problem,
-    Solution,
-    SourceFile,
     TensorSpec,
     Tolerance,
     Workload,
+    one_file_solution,
 )
 from accelopt.profile import LatencyStats, Profile
 from actors.gateway import LLMGateway
@@ -62,9 +60,7 @@ def scale_add_problem(name: str = "scale_add") -> Problem:
         x_numpy_reference="def run(x, y):\n    return 2.0 * x + y\n",
         x_tolerance=Tolerance(rel_l2=3e-5, atol=1e-4, rtol=1e-3),
     )
-    s = Solution(name=f"{name}_baseline", definition=name, author="test",
-                 spec=BuildSpec(language="c", target_hardware=["cpu"], entry_point="kernel.c::kernel"),
-                 sources=[SourceFile(path="kernel.c", content=SCALE_ADD_C)])
+    s = one_file_solution(name, SCALE_ADD_C, author="test")
     return Problem(definition=d, workload=Workload(uuid="w", axes={"M": 1024}), baseline=s)
 
 

@@ -1,5 +1,7 @@
 """A simulated world for the coordinator's pure core: it answers each request in-process
-(no LLM, no device) so the state machine itself is under test."""
+(no LLM, no device) so the state machine itself is under test. Its answers are simple
+rules the tests assert on; the loop that drives the core is the synthetic logs' one
+(`replay.synthetic.drive_core`)."""
 
 from __future__ import annotations
 
@@ -11,17 +13,16 @@ from accelopt.config import build_config
 from accelopt.coordinator import CoordinatorCore
 from accelopt.problem import (
     AxisConst,
-    BuildSpec,
     Definition,
     Problem,
     Roofline,
-    Solution,
-    SourceFile,
     TensorSpec,
     Workload,
+    one_file_solution,
 )
 from accelopt.profile import LatencyStats, Profile
 from accelopt.records import TokenUsage
+from replay.synthetic import drive_core
 
 RUN = "sim"
 BASE = "#define TILE 4\nvoid k(const float* x, float* y) { /* v */ }\n"
@@ -32,9 +33,7 @@ def problem(name: str) -> c.ProblemTarget:
                    inputs={"x": TensorSpec(shape=["N"], dtype="float32")},
                    outputs={"y": TensorSpec(shape=["N"], dtype="float32")}, reference="def run(x): return x",
                    x_roofline=Roofline(bytes_min="8*N"))
-    s = Solution(name=f"{name}_base", definition=name, author="baseline",
-                 spec=BuildSpec(language="c", target_hardware=["cpu"], entry_point="k.c::k"),
-                 sources=[SourceFile(path="k.c", content=BASE)])
+    s = one_file_solution(name, BASE, entry_point="k.c::k", name=f"{name}_base")
     return c.ProblemTarget(problem=Problem(definition=d, workload=Workload(uuid="w"), baseline=s),
                            device="cpu", language="c", content_hash=name)
 
@@ -106,30 +105,23 @@ def drive(overrides: list[str], *, world: World | None = None, shuffle_seed: int
     core = CoordinatorCore(RUN, clock=lambda: 0.0)
     start = c.RunStarted(**world.env("RunStarted"), config=cfg.to_dict(), seed=0,
                          targets=[problem(p) for p in problems])
-    log: list[c.Event] = []
     rng = random.Random(shuffle_seed)
-    inbox: list[c.Event] = [start]
     max_inflight: dict[str, int] = {}
     outstanding: dict[str, set[str]] = {}
-    steps = 0
-    while inbox and not core.finished and steps < max_steps:
-        steps += 1
-        e = inbox.pop(rng.randrange(len(inbox)) if shuffle_seed is not None else 0)
-        log.append(e)
+
+    def answered(e: c.Event) -> c.Event:
         if isinstance(e, (c.PlanProposed, c.KernelProposed, c.KernelProfiled, c.InsightSummarized, c.ProposalFailed)):
             for pending in outstanding.values():
                 pending.discard(e.request_id)
-        result = core.step(e)
-        for o in result.outputs:
-            log.append(o)
-            lane = o.type if o.type != "ProfileRequested" else "profile"
-            outstanding.setdefault(lane, set()).add(o.event_id)
-            max_inflight[lane] = max(max_inflight.get(lane, 0), len(outstanding[lane]))
-            inbox += world.answer(o)
-        for eff in result.effects:
-            inbox += world.answer(eff)
-        if isinstance(e, c.RunCompleted):
-            break
+        return e
+
+    def requested(o: c.Event) -> None:
+        lane = o.type if o.type != "ProfileRequested" else "profile"
+        outstanding.setdefault(lane, set()).add(o.event_id)
+        max_inflight[lane] = max(max_inflight.get(lane, 0), len(outstanding[lane]))
+
+    log = drive_core(core, start, world.answer, admit=answered, on_output=requested, max_steps=max_steps,
+                     pick=(lambda inbox: rng.randrange(len(inbox))) if shuffle_seed is not None else None)
     return core, log, max_inflight
 
 

@@ -34,13 +34,11 @@ from accelopt import catalog as c
 from accelopt.problem import (
     AxisConst,
     AxisVar,
-    BuildSpec,
     Definition,
     Problem,
-    Solution,
-    SourceFile,
     TensorSpec,
     Workload,
+    one_file_solution,
 )
 from accelopt.profile import LatencyStats, Profile
 from actors.parsing import extract_code
@@ -93,9 +91,8 @@ def toy_problem(entry_point: str = "kernel.toy::main") -> Problem:
         outputs={"out": TensorSpec(shape=["M", "N"], dtype="float32")},
         reference="import torch\n\ndef run(x, y):\n    return 2.0 * x + y\n",
         x_numpy_reference="def run(x, y):\n    return 2.0 * x + y\n")
-    s = Solution(name="toy_scale_add_baseline", definition=d.name, author="test",
-                 spec=BuildSpec(language="toylang", target_hardware=["toydev"], entry_point=entry_point),
-                 sources=[SourceFile(path="kernel.toy", content=TOY_SOURCE)])
+    s = one_file_solution(d.name, TOY_SOURCE, entry_point=entry_point, language="toylang", device="toydev",
+                          author="test", path="kernel.toy")
     return Problem(definition=d, workload=Workload(uuid="w", axes={"M": 1024}), baseline=s)
 
 
