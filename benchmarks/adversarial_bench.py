@@ -3,7 +3,7 @@ the trusted boundary cost?
 
     .venv/bin/python benchmarks/adversarial_bench.py [--run RUN_DIR] [--skip-triton] [--rounds 3]
 
-1. hack x device -> status: every file of the adversarial corpus (tests/adversarial/<device>/)
+1. hack x device -> status: every file of the adversarial corpus (tests/hardware_agents/adversarial/<device>/)
    through the real agent of its device; caught = it got the status its file names.
 2. false rejections: the 14 CPU suite baselines (must pass), the Triton suite's baselines in
    the interpreter (must be `unmeasured`: correct, not timed), and the best kernels of a
@@ -31,8 +31,10 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "adversarial"))
-sys.path.insert(0, str(ROOT / "tests" / "cpu"))
+sys.path.insert(0, str(ROOT / "tests"))
+from testdirs import ADVERSARIAL, CPU, TRITON  # noqa: E402
+
+sys.path[:0] = [str(ADVERSARIAL), str(CPU)]
 
 import accelopt  # noqa: F401,E402  (environment defaults)
 import suites  # noqa: E402
@@ -66,8 +68,8 @@ def corpus_table(agent: CpuAgent, skip_triton: bool) -> list[dict[str, Any]]:
 
 def triton_rows() -> list[dict[str, Any]]:
     """The Triton corpus in the interpreter with the timed path on (the host clock plays the
-    part of CUDA events, the parent's wall clock bounds it), as tests/triton does."""
-    sys.path.insert(0, str(ROOT / "tests" / "triton"))
+    part of CUDA events, the parent's wall clock bounds it), as tests/hardware_agents/triton does."""
+    sys.path.insert(0, str(TRITON))
     from corpus import load
     from triton_helpers import solution
 

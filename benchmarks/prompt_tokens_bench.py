@@ -15,7 +15,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "prompts"))
+sys.path.insert(0, str(ROOT / "tests"))
+from testdirs import PROMPTS  # noqa: E402
+
+sys.path.insert(0, str(PROMPTS))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import save  # noqa: E402

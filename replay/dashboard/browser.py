@@ -1,5 +1,5 @@
 """Running the dashboard beside other work, and the real browser that the browser tests
-(tests/dashboard) and benchmarks/dashboard_bench.py drive through Playwright: Debian's
+(tests/replay/dashboard) and benchmarks/dashboard_bench.py drive through Playwright: Debian's
 `chromium` (`apt-get install chromium`), since Playwright's own browser download may not be
 reachable. `ACCELOPT_CHROMIUM` names another Chromium binary."""
 

@@ -1,6 +1,6 @@
 """Every role's prompt for one problem per kernel language, as a real model would get it:
 cpu/silu (C), triton/rmsnorm_h4096 (Triton) and silu of an NKIBench-format folder (NKI,
-written by tests/neuron/nkibench_fixture.py and imported with `import_nkibench`). Used by
+written by tests/hardware_agents/neuron/nkibench_fixture.py and imported with `import_nkibench`). Used by
 the golden tests (tests/prompts/test_prompt_goldens.py) and benchmarks/prompt_tokens_bench.py.
 """
 
@@ -9,6 +9,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from testdirs import NEURON
+
 import suites
 from accelopt.catalog import RetrievedInsight
 from accelopt.problem import Problem
@@ -16,15 +18,13 @@ from accelopt.profile import LatencyStats, Profile
 from accelopt.records import ChatMessage
 from prompts import ROLES, render
 
-TESTS = Path(__file__).resolve().parents[1]
-
 # (language key, suite, problem, device)
 SAMPLES = (("cpu", "cpu", "silu", "cpu"), ("triton", "triton", "rmsnorm_h4096", "h100"),
            ("nkibench", "nkibench", "silu", "trn1"))
 
 
 def nkibench_problem(workdir: Path, name: str = "silu") -> Problem:
-    sys.path.insert(0, str(TESTS / "neuron"))
+    sys.path.insert(0, str(NEURON))
     from nkibench_fixture import CATALOG, write_nkibench
 
     from suites.nkibench import import_nkibench

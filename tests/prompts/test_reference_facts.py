@@ -1,6 +1,6 @@
 """Our NKI planner and executor prompts against the AccelOpt reference implementation's,
 for the 14 NKIBench problems (an NKIBench-format folder written by
-tests/neuron/nkibench_fixture.py and imported with `import_nkibench`): every fact the
+tests/hardware_agents/neuron/nkibench_fixture.py and imported with `import_nkibench`): every fact the
 reference's prompt gives the model is in ours. The reference's prompt (planner and executor
 base prompts + templates) holds: the problem module (`get_inputs`, `forward` and the NKI
 input/output transforms), the baseline kernel, the profile with its field glossary, the NKI
@@ -12,11 +12,11 @@ phrases our prompts use for them."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
+from testdirs import NEURON
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "neuron"))
+sys.path.insert(0, str(NEURON))
 
 from nkibench_fixture import CATALOG, write_nkibench
 

@@ -1,0 +1,53 @@
+"""Load the adversarial corpus: one hostile kernel per file, with the status it must get
+(see README.md beside this file)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import msgspec
+
+CORPUS = Path(__file__).resolve().parent
+REPO = CORPUS.parents[2]
+_HEADER = re.compile(r"^\s*(?://|#)\s*(expect|problem|needle|min_ms|why|entry):\s*(.*?)\s*$")
+_COMMENT = {".c": "//", ".py": "#"}
+
+
+class Hack(msgspec.Struct, kw_only=True):
+    name: str
+    device_dir: str
+    path: str
+    source: str
+    expect: str
+    problem: str
+    needle: str = ""
+    min_ms: float | None = None
+    why: str = ""
+
+
+def load(device_dir: str) -> list[Hack]:
+    """Every corpus file of `device_dir` (cpu, triton, neuron), sorted by name."""
+    out = []
+    for path in sorted((CORPUS / device_dir).glob("*")):
+        if path.suffix not in (".c", ".py") or path.name.startswith("_"):
+            continue
+        text = path.read_text()
+        mark = _COMMENT[path.suffix]
+        fields: dict[str, str] = {}
+        for line in text.splitlines():
+            m = _HEADER.match(line)
+            if m:
+                key, val = m.groups()
+                fields[key] = f"{fields[key]} {val}".strip() if key == "why" and key in fields else val
+            elif not line.lstrip().startswith(mark):
+                break  # the header is the file's first comment block
+            elif "why" in fields:
+                fields["why"] += " " + line.lstrip()[len(mark):].strip()
+        if "expect" not in fields or "problem" not in fields:
+            raise ValueError(f"{path}: a corpus file must start with '// expect:' and '// problem:' lines")
+        out.append(Hack(name=path.stem, device_dir=device_dir, path=str(path),
+                        source=text.replace("@REPO@", str(REPO)), expect=fields["expect"],
+                        problem=fields["problem"], needle=fields.get("needle", ""),
+                        min_ms=float(fields["min_ms"]) if "min_ms" in fields else None, why=fields.get("why", "")))
+    return out

@@ -1,0 +1,76 @@
+"""The CPU adversarial corpus (tests/hardware_agents/adversarial/cpu/): every hostile kernel gets the status
+its file names, through the real agent (gcc, the sandbox, the kernel server, the judge).
+
+The probes that spoil their output when a wall lets them through (sockets, fork, /proc,
+other runs' files) are run a second time with that wall down, where they must be caught:
+so each of those tests can fail.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from cpu_helpers import c_solution
+from testdirs import ADVERSARIAL
+
+import suites
+from accelopt.problem import Problem
+from hardware_agents.cpu import CpuAgent
+from hardware_agents.sandbox import allow_unisolated
+
+sys.path.insert(0, str(ADVERSARIAL))
+from corpus import Hack, load
+
+HACKS = {h.name: h for h in load("cpu")}
+# wall taken down -> the probe's leak shows as a spoiled output
+WALLS = {
+    "udp_exfiltration": {"block_sockets": False},
+    "unix_socket_exfiltration": {"block_sockets": False},
+    "fork_helper": {"no_fork": False},
+    "proc_parent_snooping": {"restrict_reads": False},
+    "read_other_runs": {"restrict_reads": False},
+}
+
+
+def _problem(hack: Hack, scale_shift: Problem) -> Problem:
+    return scale_shift if hack.problem == "scale_shift" else suites.get_problem(hack.problem)
+
+
+@pytest.mark.parametrize("name", sorted(HACKS))
+def test_hostile_kernel_gets_its_status(name: str, cpu_agent: CpuAgent, scale_shift: Problem) -> None:
+    hack = HACKS[name]
+    prof = cpu_agent.profile(_problem(hack, scale_shift), c_solution(scale_shift, hack.source, name=name), timeout_s=30)
+    text = prof.log + " ".join(c.note for c in prof.correctness)
+    assert prof.status == hack.expect, f"{name} ({hack.why}): {prof.status}\n{prof.log}"
+    assert hack.needle in text, text
+    if "sandbox_wall_s" in prof.counters:  # it ran: the isolation it ran under is on record
+        assert prof.isolation.get("landlock_reads") == "restricted", prof.isolation
+        assert "sockets" in prof.isolation.get("seccomp", "") and "no_fork" in prof.isolation["seccomp"]
+    if hack.expect == "passed":
+        assert prof.latency is not None and prof.pct_peak is not None
+    if hack.min_ms is not None:
+        assert prof.latency is not None and prof.latency.min_ms >= hack.min_ms, prof.latency
+
+
+@pytest.mark.parametrize("name", sorted(WALLS))
+def test_probe_is_caught_with_its_wall_down(name: str, cpu_agent: CpuAgent, scale_shift: Problem) -> None:
+    hack = HACKS[name]
+    leaky = CpuAgent(cache_dir=cpu_agent.cache_dir, calibrate_if_missing=False, timeout_s=30.0,
+                     sandbox_options=WALLS[name])
+    try:
+        with allow_unisolated(True):
+            prof = leaky.profile(_problem(hack, scale_shift), c_solution(scale_shift, hack.source, name=name),
+                                 measure=False)
+    finally:
+        leaky.close()
+    assert prof.status == "incorrect", prof.log
+
+
+def test_good_kernel_passes_with_the_same_harness(cpu_agent: CpuAgent, scale_shift: Problem) -> None:
+    """The control: the corpus is only meaningful if a correct kernel passes."""
+    prof = cpu_agent.profile(scale_shift, scale_shift.baseline)
+    assert prof.status == "passed", prof.log
+    assert [c.case for c in prof.correctness] == ["seed0", "seed21", "seed42", "large"]
+    assert all(c.passed for c in prof.correctness)
+    assert prof.counters["timed_full_checks"] >= 3
