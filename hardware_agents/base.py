@@ -26,6 +26,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 import msgspec
@@ -220,9 +221,7 @@ def _discover() -> None:
     global _discovered
     if _discovered:
         return
-    import hardware_agents
-
-    for mod in pkgutil.iter_modules(hardware_agents.__path__):
+    for mod in pkgutil.iter_modules([str(Path(__file__).resolve().parent)]):  # this package's subpackages
         if mod.ispkg and not mod.name.startswith("_"):
             importlib.import_module(f"hardware_agents.{mod.name}")
     from accelopt.plugins import DEVICE_GROUP, load_plugins, use_device_plugin

@@ -2,8 +2,8 @@
 `accelopt/commands/`) is the top layer and alone wires actors, events, memory and devices
 together; the core (the rest of `accelopt/`: config, problem, records, the event catalog,
 the coordinator) imports no other package of the project; nothing imports the command line;
-no two packages import each other. Checked on the source's import statements (including
-the lazy ones inside functions)."""
+no two packages import each other, and no modules import each other in a circle. Checked
+on the source's import statements (including the lazy ones inside functions)."""
 
 from __future__ import annotations
 
@@ -52,6 +52,73 @@ def _imports() -> dict[tuple[str, str], list[str]]:
 EDGES = _imports()
 
 
+def _module_of(path: Path) -> str:
+    return ".".join(p for p in path.relative_to(ROOT).with_suffix("").parts if p != "__init__")
+
+
+def _is_module(name: str) -> bool:
+    rel = ROOT / name.replace(".", "/")
+    return rel.with_suffix(".py").is_file() or (rel / "__init__.py").is_file()
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Module -> the project's modules it imports at run time (a `TYPE_CHECKING` block is read
+    by type checkers only; `from pkg import sub` imports the submodule `pkg.sub`)."""
+    graph: dict[str, set[str]] = {}
+    for pkg in PACKAGES:
+        for path in (ROOT / pkg).rglob("*.py"):
+            tree = ast.parse(path.read_text(), str(path))
+            typing_only = {id(n) for node in ast.walk(tree)
+                           if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+                           for stmt in node.body for n in ast.walk(stmt)}
+            deps: set[str] = set()
+            for node in ast.walk(tree):
+                if id(node) in typing_only:
+                    continue
+                if isinstance(node, ast.Import):
+                    deps.update(a.name for a in node.names)
+                elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    subs = [f"{node.module}.{a.name}" for a in node.names]
+                    deps.update(subs if all(_is_module(m) for m in subs) else [node.module])
+            graph[_module_of(path)] = {d for d in deps if _is_module(d)}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
 def test_the_core_imports_no_other_package():
     leaks = [line for (src, _), lines in EDGES.items() if src == "accelopt" for line in lines]
     assert not leaks, leaks
@@ -65,6 +132,14 @@ def test_nothing_imports_the_command_line():
 def test_no_two_packages_import_each_other():
     pairs = [(a, b, EDGES[(a, b)][0], EDGES[(b, a)][0]) for (a, b) in EDGES if (b, a) in EDGES and a < b]
     assert not pairs, pairs
+
+
+def test_no_modules_import_each_other_in_a_circle():
+    assert not _cycles(_module_graph())
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
 def test_the_read_side_does_not_reach_into_the_actors():

@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 
 from accelopt.problem import Problem
-from hardware_agents.languages import KernelLanguage, TunerSyntax, register_language
 from hardware_agents.languages.nki_source import complete_nki_module
+from hardware_agents.languages.registry import KernelLanguage, TunerSyntax, register_language
 
 # C: `#define NAME <int>` (or an identifier), the value optionally in parentheses, with a
 # suffix and a trailing comment allowed; chosen for any source with a `#define` line.

@@ -47,8 +47,9 @@ from actors.profiler import solution_for
 from actors.session import best_extension
 from actors.tuner import tuner_reply
 from events.logfile import read_events
-from hardware_agents import base, languages
+from hardware_agents import base
 from hardware_agents.languages import KernelLanguage, UnknownLanguageError, get_language, language_names
+from hardware_agents.languages import registry as languages
 from hardware_agents.languages.tunables import changes_in, find_tunables
 
 PLUGIN_DIR = Path(__file__).parent / "toylang_plugin"
