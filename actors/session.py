@@ -20,7 +20,9 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 import nats.js.errors
@@ -36,6 +38,9 @@ from events.runsource import open_log_endpoint
 from events.subjects import role_filter, run_filter
 from hardware_agents.languages import find_language
 from replay.fold import RunView
+
+if TYPE_CHECKING:
+    from actors.deployment import Hosted
 
 log = get_logger(component="session")
 
@@ -320,33 +325,14 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
     """
     from actors.deployment import ActorStartError, Deployment, init_ray
 
-    if not problems:
-        raise RunError("no problems to optimize")
-    from hardware_agents.sim.gate import run_refusal
-
-    sim_why = run_refusal(cfg, devices or target_devices(cfg, [p.name for p in problems]).values())
-    if sim_why:  # a simulated device must never be selected by accident
-        raise RunError(sim_why)
-    if start_workers:  # this machine will run LLM-written kernels: refuse now, not kernel by kernel
-        from hardware_agents.sandbox import allow_unisolated, isolation_problem
-
-        with allow_unisolated(cfg.sandbox.allow_unisolated):
-            problem = isolation_problem()
-        if problem:
-            raise RunError(problem)
+    _refuse_unsafe(cfg, problems, devices, start_workers)
     cfg = with_memory_uri(cfg)
     run_id = run_id or (started_event.run_id if started_event else new_run_id())
     run_dir = Path(cfg.root) / run_id
     endpoint = open_log_endpoint(nats_url, cfg.root)
     deployment: Deployment | None = None
     try:
-        if devices is None:
-            devices = sorted(set(target_devices(cfg, [p.name for p in problems]).values()))
-        start = None
-        if not resume:
-            start = started_event or run_started(run_id, cfg, problems, prices=price_snapshot(cfg),
-                                                 tools=toolchain(devices))
-            devices = sorted({t.device for t in start.targets})  # an ablation's are its parent's
+        start, devices = _run_start(cfg, problems, run_id, devices, started_event, resume)
         settings = StreamSettings(replicas=cfg.log.replicas, duplicate_window_s=cfg.log.duplicate_window_s)
         # the run's settings (replicas) make the stream, not the first actor to connect with the defaults
         asyncio.run(create_stream(endpoint.url, settings))
@@ -368,35 +354,12 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
             coord = deployment.start_coordinator(run_id)
         if start is not None:
             asyncio.run(publish(endpoint.url, start, settings))
-
-        def alive() -> str | None:
-            import ray
-
-            done, _ = ray.wait([coord.run_ref], timeout=0)
-            if not done:
-                return None
-            try:
-                report = ray.get(done[0])
-                return None if report.finished else f"coordinator ended without finishing: {report}"
-            except Exception as e:
-                return f"coordinator crashed: {e}"
-
         watch = StallWatch(devices, report=on_warning)
         view, timed_out = asyncio.run(follow_run(endpoint.url, run_id, on_event=on_event, timeout_s=timeout_s,
-                                                 alive=alive, stall_watch=watch))
-        warnings: list[str] = []
-        import ray
-
-        with contextlib.suppress(Exception):
-            done, _ = ray.wait([coord.run_ref], timeout=10)
-            if done:
-                warnings = list(ray.get(done[0]).warnings)
+                                                 alive=partial(_coordinator_problem, coord), stall_watch=watch))
+        warnings = _coordinator_warnings(coord)
         if memory_on and not timed_out:  # the run is done once its insights are in the memory
-            added = {e.entry.id for e in view.memory_entries}
-            missing = asyncio.run(wait_indexed(endpoint.url, run_id, added, timeout_s=cfg.memory.index_wait_s))
-            if missing:
-                warnings.append(f"memory: {missing} of this run's entries not indexed after "
-                                f"{cfg.memory.index_wait_s:.0f}s (is the memory curator running?)")
+            warnings += _memory_warnings(endpoint.url, run_id, view, cfg)
         run_dir.mkdir(parents=True, exist_ok=True)
         asyncio.run(export_log(endpoint.url, run_id, run_dir / "log.aolog"))
         write_run_dir(run_dir, view, cfg)
@@ -405,3 +368,69 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
         if deployment is not None:
             deployment.stop()
         endpoint.close()
+
+
+def _run_start(cfg: RunConfig, problems: list[Problem], run_id: str, devices: list[str] | None,
+               started_event: ev.RunStarted | None, resume: bool) -> tuple[ev.RunStarted | None, list[str]]:
+    """The RunStarted to publish (None when resuming: the run is on the log) and the run's
+    device kinds (an ablation's are its parent's)."""
+    if devices is None:
+        devices = sorted(set(target_devices(cfg, [p.name for p in problems]).values()))
+    if resume:
+        return None, devices
+    start = started_event or run_started(run_id, cfg, problems, prices=price_snapshot(cfg), tools=toolchain(devices))
+    return start, sorted({t.device for t in start.targets})
+
+
+def _memory_warnings(url: str, run_id: str, view: RunView, cfg: RunConfig) -> list[str]:
+    """Wait (up to memory.index_wait_s) for the run's insights to be in the memory; a warning if not."""
+    added = {e.entry.id for e in view.memory_entries}
+    missing = asyncio.run(wait_indexed(url, run_id, added, timeout_s=cfg.memory.index_wait_s))
+    if not missing:
+        return []
+    return [f"memory: {missing} of this run's entries not indexed after "
+            f"{cfg.memory.index_wait_s:.0f}s (is the memory curator running?)"]
+
+
+def _refuse_unsafe(cfg: RunConfig, problems: list[Problem], devices: list[str] | None, start_workers: bool) -> None:
+    """Refuse a run before anything starts: no problems, a simulated device selected by
+    accident, or kernels to run on a machine that cannot isolate them."""
+    if not problems:
+        raise RunError("no problems to optimize")
+    from hardware_agents.sim.gate import run_refusal
+
+    sim_why = run_refusal(cfg, devices or target_devices(cfg, [p.name for p in problems]).values())
+    if sim_why:  # a simulated device must never be selected by accident
+        raise RunError(sim_why)
+    if start_workers:  # this machine will run LLM-written kernels: refuse now, not kernel by kernel
+        from hardware_agents.sandbox import allow_unisolated, isolation_problem
+
+        with allow_unisolated(cfg.sandbox.allow_unisolated):
+            problem = isolation_problem()
+        if problem:
+            raise RunError(problem)
+
+
+def _coordinator_problem(coord: Hosted) -> str | None:
+    """Why the run's coordinator stopped early (crashed, or ended unfinished); None while it runs."""
+    import ray
+
+    done, _ = ray.wait([coord.run_ref], timeout=0)
+    if not done:
+        return None
+    try:
+        report = ray.get(done[0])
+        return None if report.finished else f"coordinator ended without finishing: {report}"
+    except Exception as e:
+        return f"coordinator crashed: {e}"
+
+
+def _coordinator_warnings(coord: Hosted) -> list[str]:
+    """The warnings of the coordinator's final report (none if it does not report in 10 s)."""
+    import ray
+
+    with contextlib.suppress(Exception):
+        done, _ = ray.wait([coord.run_ref], timeout=10)
+        if done:
+            return list(ray.get(done[0]).warnings)
+    return []
