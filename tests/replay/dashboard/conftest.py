@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import secrets
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,32 +15,12 @@ from typing import Any
 import pytest
 import testdirs
 
-from accelopt import catalog as ev
-
 # the headroom suite's rownorm: its tunable has a large real effect, so the tuner surely
 # improves it within two iterations (the best kernel has a diff to show)
 HEADROOM_SUITE = str(testdirs.HEADROOM_SUITE)
 PROBLEM = "rownorm"
 ITERATIONS = 2
 TOKEN = "dashboard-test-" + secrets.token_hex(8)
-
-
-@pytest.fixture(scope="session")
-def synthetic() -> Callable[..., list[ev.Event]]:
-    from replay.synthetic import synthetic_run
-
-    return synthetic_run
-
-
-def write_log(events: list[ev.Event], path: Path) -> Path:
-    from events.logfile import write_events
-
-    return write_events(path, events)
-
-
-@pytest.fixture(scope="session")
-def export_log() -> Callable[[list[ev.Event], Path], Path]:
-    return write_log
 
 
 # module scope, not session: Playwright's sync API keeps an event loop running in this thread

@@ -1,18 +1,15 @@
 """Fixtures for the report tests: one real run (real NATS, Ray, compiled CPU kernels, the
-offline `builtin/tuner` model), synthetic runs from `replay.synthetic`, and a small HTML
-tree parser (stdlib `html.parser`) that fails on unbalanced tags."""
+offline `builtin/tuner` model) and a small HTML tree parser (stdlib `html.parser`) that
+fails on unbalanced tags. Synthetic runs come from tests/replay/conftest.py."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
-from pathlib import Path
 
 import pytest
 from testdirs import HEADROOM_SUITE
-
-from accelopt import catalog as ev
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 
@@ -114,21 +111,3 @@ def real_run(ray_session, tmp_path_factory):
     outcome = run_session(cfg, [suites.get_problem(f"{REAL_SUITE}/{REAL_PROBLEM}")], timeout_s=300)
     assert not outcome.timed_out and outcome.view.completed is not None
     return outcome
-
-
-@pytest.fixture(scope="session")
-def synthetic() -> Callable[..., list[ev.Event]]:
-    from replay.synthetic import synthetic_run
-
-    return synthetic_run
-
-
-def write_log(events: list[ev.Event], path: Path) -> Path:
-    from events.logfile import write_events
-
-    return write_events(path, events)
-
-
-@pytest.fixture(scope="session")
-def export_log() -> Callable[[list[ev.Event], Path], Path]:
-    return write_log
