@@ -28,7 +28,11 @@ run's exported log and the driver's own view of the stream:
 The first bottleneck is named from these figures: the profilers (utilisation ~ 100%), the
 supply of work (requests waiting upstream: LLM roles, coordinator), or the event log.
 
-Usage: python benchmarks/scale_bench.py [--points 1,4,16,64,256] [--profile-s 2] [--iterations 3]
+The defaults give every point the same work per profiler (one problem each; 1 + 4 + 8 + 8
+profiles per problem over three iterations of beam 2 x 4 plans), so the window is ~21
+profile durations at every C and the run's ramp-up and tail weigh the same at every point.
+
+Usage: python benchmarks/scale_bench.py [--points 1,4,16,64,256] [--profile-s 5] [--iterations 3]
 """
 
 from __future__ import annotations
@@ -238,10 +242,10 @@ def main() -> int:
     ap.add_argument("--points", default="1,4,16,64,256")
     ap.add_argument("--profile-s", type=float, default=5.0, help="simulated duration of one profile")
     ap.add_argument("--pass-rate", type=float, default=0.9)
-    ap.add_argument("--iterations", type=int, default=2)
-    ap.add_argument("--beam", type=int, default=1)
+    ap.add_argument("--iterations", type=int, default=3)
+    ap.add_argument("--beam", type=int, default=2)
     ap.add_argument("--plans", type=int, default=4)
-    ap.add_argument("--problems-per-profiler", type=float, default=0.5,
+    ap.add_argument("--problems-per-profiler", type=float, default=1.0,
                     help="problems per simulated profiler (each has beam x plans candidates per iteration)")
     ap.add_argument("--llm-concurrency", type=int, default=64)
     ap.add_argument("--memory", action="store_true", help="with the memory on (curator, retrieval, embedder)")
