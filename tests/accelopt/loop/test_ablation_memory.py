@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from loop_cli import cli, kill_embedded_server, run_dirs
+from runlog import last_decision
 
 from accelopt import catalog as c
 from events.logfile import read_events
@@ -57,12 +58,6 @@ def parent_and_ablation(recorded):
     return ablate(*recorded, "memory.enabled=false")
 
 
-def _last_decision(events: list[c.Event]) -> c.Event:
-    """The log's last event but the curator's MemoryIndexed, which the session awaits before
-    exporting and which may land after the run's end."""
-    return [e for e in events if not isinstance(e, c.MemoryIndexed)][-1]
-
-
 def _iteration_of(events: list[c.Event]) -> dict[str, int]:
     """Request id -> iteration, for every request (LLM calls are about a request)."""
     return {e.event_id: e.iteration for e in events
@@ -75,7 +70,7 @@ def test_the_ablation_completes_as_a_fork_of_its_parent(parent_and_ablation):
     assert isinstance(started, c.RunStarted)
     assert started.parent_run == parent[0].run_id and started.fork_iteration == FORK
     assert started.config["memory"]["enabled"] is False and started.fork_config["memory"]["enabled"] is True
-    end = _last_decision(child)
+    end = last_decision(child)
     assert isinstance(end, c.RunCompleted) and end.reason == "completed"
     done = {(e.problem, e.iteration) for e in child if isinstance(e, c.IterationCompleted)}
     assert done == {("rownorm", 0), ("rownorm", 1), ("rownorm", 2)}
@@ -151,7 +146,7 @@ def test_llm_settings_also_change_only_after_the_fork(recorded):
     assert {e.params["temperature"] for e in early if e.role == "planner"} != {0.9}
     late_plans = [e for e in calls if e.role == "planner" and it[e.request_id] > FORK]
     assert late_plans and all(e.served_from is None and e.params["temperature"] == 0.9 for e in late_plans)
-    assert isinstance(_last_decision(child), c.RunCompleted)
+    assert isinstance(last_decision(child), c.RunCompleted)
 
 
 def test_an_ablation_never_retrieves_its_parents_future(recorded):

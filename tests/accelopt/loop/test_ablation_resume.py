@@ -21,6 +21,7 @@ from pathlib import Path
 import msgspec
 import pytest
 from loop_cli import ACCELOPT, cli, kill_embedded_server, run_dirs
+from runlog import last_decision
 
 from accelopt import catalog as c
 from events.log import EventLog
@@ -95,9 +96,7 @@ def test_kill_9_mid_run_then_resume_gives_the_same_kernels(recorded):
     assert r.returncode == 0, r.stdout + r.stderr
     assert "resuming" in r.stdout
     events = read_events(root / new / "log.aolog")
-    # the run's last decision ends the log; the curator's MemoryIndexed (the session waits for
-    # them before exporting) may come after it, here from the resumed run's curator
-    assert isinstance([e for e in events if not isinstance(e, c.MemoryIndexed)][-1], c.RunCompleted)
+    assert isinstance(last_decision(events), c.RunCompleted)
     assert verify(events).ok
     original = read_events(root / run_id / "log.aolog")
     assert _kernel_sources(events) == _kernel_sources(original)

@@ -13,6 +13,7 @@ import re
 
 import msgspec
 import pytest
+from runlog import last_decision
 
 from accelopt import catalog as c
 from accelopt.cli import main
@@ -69,7 +70,7 @@ def test_each_problem_runs_on_its_own_device(mixed_run):
     assert {t.problem.name: t.device for t in started.targets} == DEVICES
     assert {t.problem.name: t.language for t in started.targets} == {"silu": "c", "rmsnorm_h4096": "triton"}
     assert {k.split(".")[0] for k in started.toolchain} >= {"cpu", "h100"}  # both agents' tools
-    completed = events[-1]
+    completed = last_decision(events)
     assert isinstance(completed, c.RunCompleted) and completed.reason == "completed"
 
     requests = [e for e in events if isinstance(e, c.ProfileRequested)]

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from runlog import last_decision
 
 import suites
 from accelopt import catalog as c
@@ -52,9 +53,7 @@ def test_run_completes_and_records_everything(tuner_run):
     assert not outcome.timed_out
     assert outcome.view.completed is not None and outcome.view.completed.reason == "completed"
     events = read_events(outcome.run_dir / "log.aolog")
-    # the curator's MemoryIndexed (awaited before the export) may come after the last decision
-    decisions = [e for e in events if not isinstance(e, c.MemoryIndexed)]
-    assert events[0].type == "RunStarted" and decisions[-1].type == "RunCompleted"
+    assert events[0].type == "RunStarted" and last_decision(events).type == "RunCompleted"
     assert verify(events).ok
     view = RunView.from_events(events)
     assert {r.problem for r in view.results()} == set(PROBLEMS)

@@ -16,6 +16,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from runlog import last_decision
+
 from accelopt import catalog as c
 from events.logfile import read_events
 
@@ -91,7 +93,8 @@ def test_a_run_uses_both_plugins_in_its_ray_actors(tmp_path):
     started = events[0]
     assert isinstance(started, c.RunStarted)
     assert [(t.problem.name, t.device) for t in started.targets] == [("silu", "acmecpu")]
-    assert isinstance(events[-1], c.RunCompleted) and events[-1].reason == "completed"
+    end = last_decision(events)
+    assert isinstance(end, c.RunCompleted) and end.reason == "completed"
     calls = [e for e in events if isinstance(e, c.LLMCallCompleted)]
     assert calls and all(e.model == "mycorp/coder-1" and e.error is None for e in calls)
     requests = [e for e in events if isinstance(e, c.ProfileRequested)]
