@@ -31,7 +31,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "shared"))
 from testdirs import ADVERSARIAL, CPU, TRITON  # noqa: E402
 
 sys.path[:0] = [str(ADVERSARIAL), str(CPU)]

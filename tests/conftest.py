@@ -20,7 +20,9 @@ import pytest
 import accelopt  # noqa: F401  (offline defaults)
 from events.server import NatsServer
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # helpers shared by test folders (scripted_llm)
+# helpers shared by the test folders (scripted_llm, testdirs, runlog); only that folder, never tests/
+# itself, whose folders named like the packages would shadow them
+sys.path.insert(0, str(Path(__file__).resolve().parent / "shared"))
 
 
 @pytest.fixture

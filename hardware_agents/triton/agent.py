@@ -408,15 +408,16 @@ class TritonAgent(HardwareAgent):
 
     # --- the clock -------------------------------------------------------------------------------
 
-    def _untimed_s(self, spec: TimingSpec, set_bytes: int) -> float:
+    def _untimed_s(self, spec: TimingSpec, set_bytes: int, *, fresh: bool = False) -> float:
         """An upper bound of the child's untimed work per call (flush, poison, input check,
         restock, spot check): measured here on CPU tensors of the same sizes, x3, plus 0.5 ms of Python for
         the loop; on a GPU the flush and copies at a quarter of the memory bandwidth plus 1 ms
-        (host overhead and synchronisation)."""
+        (host overhead and synchronisation). Kept per size; `fresh` measures again and keeps
+        the lower figure (a measurement on a loaded machine only ever overestimates)."""
         key = (spec.flush_bytes, set_bytes, self.mode)
         with self._lock:
             hit = self._untimed_cache.get(key)
-        if hit is not None:
+        if hit is not None and not (fresh and self.mode != "cuda"):
             return hit
         if self.mode == "cuda":
             est = 4 * (spec.flush_bytes + 2 * set_bytes) / self._spec.peak_bw_bytes_s + 1e-3
@@ -436,6 +437,7 @@ class TritonAgent(HardwareAgent):
                 best = min(best, time.perf_counter() - t0)
             est = 3 * best + 5e-4
         with self._lock:
+            est = min(est, self._untimed_cache.get(key, est))
             self._untimed_cache[key] = est
         return est
 
@@ -456,10 +458,20 @@ class TritonAgent(HardwareAgent):
         `_untimed_s`): an honest child has T <= W and T >= W - U. A round fails when T > W
         (a clock running fast) or T < (W - U) / 2 (a slowed or frozen clock: the factor 2
         leaves room for noise in U)."""
-        if res.timer == "do_bench":
+        if spec.timer == "do_bench":  # the timer we asked for: the child's own claim is not believed
             return None  # do_bench's own loop: no per-call record to bound
         set_bytes = data.by_name[spec.like].set_bytes
-        per_call = self._untimed_s(spec, set_bytes)
+        why = self._clock_check(res, clock, spec, data, counters, self._untimed_s(spec, set_bytes))
+        if why is None and counters["timing_kernel_clock_s"] < counters["timing_wall_s"] / 2:
+            # the kernel's clock covered less than half of our wall time and only the untimed
+            # allowance made that plausible: that bound was measured once, maybe on a loaded
+            # machine, so measure it again and judge with the lower of the two
+            why = self._clock_check(res, clock, spec, data, counters, self._untimed_s(spec, set_bytes, fresh=True))
+        return why
+
+    def _clock_check(self, res: HarnessResult, clock: RoundClock, spec: TimingSpec, data: ProblemData,
+                     counters: dict[str, float], per_call: float) -> str | None:
+        """`_clock_mismatch` with `per_call` seconds of untimed work allowed per call."""
         total_w = total_t = total_u = 0.0
         for k, (run, wall) in enumerate(zip(res.timing, clock.walls, strict=True)):
             n = len(run.samples_ms) + len(run.warmup_ms)
@@ -602,7 +614,7 @@ class TritonAgent(HardwareAgent):
                               "kernel's own output for the same inputs: results must not depend on earlier calls",
                               correctness=checks, counters=counters)
         timed_cases = [c for row in data.rounds for c in row]
-        for case in timed_cases if res.timer != "do_bench" else []:
+        for case in timed_cases if req.timing.timer != "do_bench" else []:
             rel = res.timed_outputs.get(case.name)
             if rel is None:
                 return self._fail("runtime_error", f"the harness saved no timed output for {case.name}",
@@ -611,6 +623,10 @@ class TritonAgent(HardwareAgent):
             if not chk.passed:
                 return self._fail("incorrect", f"the output of a timed call is wrong ({chk.note})",
                                   correctness=[*checks, chk], counters=counters)
+        if res.timer != req.timing.timer:  # the child's record of how it timed is checked, never believed
+            return self._fail("timing_mismatch", f"timing_mismatch: the kernel's process reported timing with "
+                              f"{res.timer!r}; {req.timing.timer!r} was asked for", correctness=checks,
+                              counters=counters)
         wrong_count = self._call_count_error(res, req.timing)
         if wrong_count:  # not our harness's protocol
             return self._fail("runtime_error", wrong_count, correctness=checks, counters=counters)

@@ -68,7 +68,7 @@ def test_a_self_hosted_server_needs_no_key():
 
 def test_offline_models_need_no_preflight(scripted):
     assert not pf.needs_preflight(_llm())  # builtin/tuner
-    model, _ = scripted([])  # a provider served in this process (tests/scripted_llm.py)
+    model, _ = scripted([])  # a provider served in this process (tests/shared/scripted_llm.py)
     assert pf.check_models(_llm(f"llm.default.model={model}"), env={}) == []
     assert pf.needs_preflight(_llm("llm.summarizer.model=openai/gpt-4o-mini"))
 

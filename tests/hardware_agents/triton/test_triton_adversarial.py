@@ -63,3 +63,33 @@ def test_reading_the_data_is_caught_with_the_read_wall_down(triton_cache: Path) 
     finally:
         leaky.close()
     assert prof.status == "incorrect", prof.log  # it found the inputs' files and said so by spoiling its output
+
+
+def test_a_slowed_clock_is_caught_when_the_untimed_bound_was_measured_on_a_loaded_machine(
+        triton_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child's untimed work per call is bounded by a figure the parent measures once; on a
+    loaded machine that figure can exceed a whole round, and then a 50x slowed clock looked
+    plausible (seen once in a full test run). A round whose kernel clock covers less than half
+    of our wall time has the bound measured again; an honest round never does."""
+    agent = H100Agent(mode="interpreter", cache_dir=triton_cache, **TIMING)
+    real = agent._untimed_s
+    asked: list[bool] = []
+
+    def first_measured_under_load(spec, set_bytes, *, fresh=False):  # type: ignore[no-untyped-def]
+        asked.append(fresh)
+        return real(spec, set_bytes, fresh=True) if fresh else 1.0  # 1 s per call: a busy machine's figure
+
+    monkeypatch.setattr(agent, "_untimed_s", first_measured_under_load)
+    try:
+        slowed = HACKS["patch_all_timers"]
+        p = suites.get_problem(slowed.problem)
+        prof = agent.profile(p, solution(p, slowed.source, name=slowed.name))
+        assert prof.status == "timing_mismatch" and slowed.needle in prof.log, prof.log
+        assert asked == [False, True]
+        asked.clear()
+        honest = HACKS["patch_cuda_event_only"]  # in the interpreter its patch changes nothing
+        prof = agent.profile(p, solution(p, honest.source, name=honest.name))
+        assert prof.status == "passed", prof.log
+        assert asked == [False]
+    finally:
+        agent.close()

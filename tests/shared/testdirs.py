@@ -1,15 +1,15 @@
 """The test folders other folders borrow from (helpers, a suite, the adversarial corpus).
 
 `tests/` mirrors the packages: `tests/<package>/...` tests that package. tests/conftest.py
-puts this folder on `sys.path`, so a test module can `from testdirs import ...`; benchmarks
-load it by path.
+puts this folder (`tests/shared/`) on `sys.path`, so a test module can `from testdirs import
+...`; benchmarks put it there themselves.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 REPO = TESTS.parent
 ADVERSARIAL = TESTS / "hardware_agents" / "adversarial"  # hostile kernels with the status each must get
 CPU = TESTS / "hardware_agents" / "cpu"                  # cpu_helpers
