@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from accelopt.commands.run import execute, wide_console
+from accelopt.commands.run import execute, load_run_events, wide_console
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,13 +32,11 @@ def run(args: argparse.Namespace) -> int:
     from accelopt import catalog as ev
     from accelopt.config import ConfigError, apply_overrides, config_from_dict
     from actors.session import new_run_id, price_snapshot, toolchain
-    from events.runsource import RunNotFound, ensure_on_stream, load_events
+    from events.runsource import ensure_on_stream
 
     console = wide_console()
-    try:
-        events = load_events(args.run, args.root, nats_url=args.nats)
-    except RunNotFound as e:
-        console.print(f"[red]{e}[/red]")
+    events = load_run_events(console, args)
+    if events is None:
         return 2
     parent = next((e for e in events if isinstance(e, ev.RunStarted)), None)
     if parent is None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from accelopt.commands.run import wide_console
+from accelopt.commands.run import load_run_events, wide_console
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,15 +19,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from accelopt.commands._progress import results_table
-    from events.runsource import RunNotFound, load_events
     from replay.fold import RunView
     from replay.verify import verify
 
     console = wide_console()
-    try:
-        events = load_events(args.run, args.root, nats_url=args.nats)
-    except RunNotFound as e:
-        console.print(f"[red]{e}[/red]")
+    events = load_run_events(console, args)
+    if events is None:
         return 2
     if args.verify:
         report = verify(events)

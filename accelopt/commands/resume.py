@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from accelopt.commands.run import add_preflight_arg, execute, wide_console
+from accelopt.commands.run import add_preflight_arg, execute, load_run_events, wide_console
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,14 +27,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from accelopt import catalog as ev
     from accelopt.config import recorded_config
-    from events.runsource import RunNotFound, load_events
     from replay.fold import RunView
 
     console = wide_console()
-    try:
-        events = load_events(args.run, args.root, nats_url=args.nats, prefer_stream=True)
-    except RunNotFound as e:
-        console.print(f"[red]{e}[/red]")
+    events = load_run_events(console, args, prefer_stream=True)
+    if events is None:
         return 2
     started = next((e for e in events if isinstance(e, ev.RunStarted)), None)
     if started is None:

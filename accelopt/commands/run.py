@@ -7,6 +7,7 @@ import sys
 
 from rich.console import Console
 
+from accelopt import catalog as ev
 from accelopt.config import ConfigError, RunConfig, build_config, problem_refs, target_devices
 
 
@@ -77,6 +78,19 @@ def wide_console() -> Console:
     if not console.is_terminal:
         console = Console(width=160)
     return console
+
+
+def load_run_events(console: Console, args: argparse.Namespace, *,
+                    prefer_stream: bool = False) -> list[ev.Event] | None:
+    """The events of run `args.run` (under `args.root`, or on `args.nats`), or None after
+    saying why there are none (the command then exits 2)."""
+    from events.runsource import RunNotFound, load_events
+
+    try:
+        return load_events(args.run, args.root, nats_url=args.nats, prefer_stream=prefer_stream)
+    except RunNotFound as e:
+        console.print(f"[red]{e}[/red]")
+        return None
 
 
 def register(sub: argparse._SubParsersAction) -> None:
