@@ -43,6 +43,8 @@ _TRANSIENT = (
     nats.js.errors.ServiceUnavailableError,
     asyncio.TimeoutError,
 )
+PUB_ACK_TIMEOUT_S = 5.0  # how long a publish waits for JetStream's ack before it publishes again
+CONSUMER_CHECK_S = 3.0  # how long a follower waits without news before it checks its consumer still exists
 
 
 class PublishResult(msgspec.Struct, frozen=True):
@@ -272,7 +274,8 @@ class EventLog:
         while True:
             try:
                 ack = await self.js.publish(
-                    subject, data, headers={"Nats-Msg-Id": msg_id}, stream=self.settings.name, timeout=5.0
+                    subject, data, headers={"Nats-Msg-Id": msg_id}, stream=self.settings.name,
+                    timeout=PUB_ACK_TIMEOUT_S,
                 )
                 return PublishResult(seq=ack.seq, duplicate=bool(ack.duplicate))
             except _TRANSIENT as e:
@@ -296,7 +299,9 @@ class EventLog:
         async def settle() -> None:
             for item, fut in pending:
                 try:
-                    ack = await fut
+                    # nats-py never fails the future of an ack that does not come (a message lost
+                    # with the server it went to): bound the wait like a single publish's
+                    ack = await asyncio.wait_for(fut, PUB_ACK_TIMEOUT_S)
                     results.append(PublishResult(seq=ack.seq, duplicate=bool(ack.duplicate)))
                 except Exception:  # lost in a reconnect: publish again, the id de-duplicates
                     results.append(await self.publish_raw(*item))
@@ -407,8 +412,10 @@ class EventLog:
         """Follow matching events live, forever: yields (seq, event, num_pending).
 
         Yields (last_seq, None, 0) after `idle_timeout` without news, so a caller can act on
-        being caught up. Survives server restarts by re-creating its consumer after the last
-        sequence it saw.
+        being caught up. Survives server restarts, and the loss of the cluster node that held
+        its consumer (an ephemeral consumer lives on one node: fetches from a lost one only
+        time out), by re-creating its consumer after the last sequence it saw: every
+        `CONSUMER_CHECK_S` without news it asks whether its consumer still exists.
         """
         next_seq = from_seq
         while True:
@@ -418,12 +425,17 @@ class EventLog:
                 await asyncio.sleep(0.25)
                 continue
             try:
+                quiet_since = time.monotonic()
                 while True:
                     try:
                         msgs = await sub.fetch(256, timeout=idle_timeout)
                     except (TimeoutError, nats.errors.TimeoutError):
+                        if time.monotonic() - quiet_since >= CONSUMER_CHECK_S:
+                            quiet_since = time.monotonic()
+                            await sub.consumer_info()  # raises when the consumer is gone: made anew below
                         yield next_seq - 1, None, 0
                         continue
+                    quiet_since = time.monotonic()
                     for msg in msgs:
                         seq = msg.metadata.sequence.stream
                         if seq < next_seq:
