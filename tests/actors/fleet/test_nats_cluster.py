@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import pytest
 from nats.js import api
@@ -21,6 +23,8 @@ from events.logfile import read_events
 from events.server import NatsServer, free_port
 from events.subjects import STREAM, run_filter
 from replay.verify import verify
+
+T = TypeVar("T")
 
 
 @pytest.fixture
@@ -83,39 +87,35 @@ def test_run_survives_losing_a_node(ray_session, cluster, run_config):
     assert len(ids) == len(set(ids))
 
 
-def _follower_nodes(url: str, run_id: str) -> set[str]:
-    """The nodes holding the run's ephemeral consumers (the coordinator's and driver's followers)."""
-    out: list[set[str]] = []
+def _ask(url: str, question: Callable[[EventLog], Awaitable[T]]) -> T:
+    """`question` asked of the log from a thread of its own (callable inside a running loop)."""
+    out: list[T] = []
 
     async def get() -> None:
         elog = await EventLog.connect(url, create=False)
         try:
-            infos = await elog.js.consumers_info(STREAM)
-            out.append({i.cluster.leader for i in infos if not i.config.durable_name and i.cluster
-                        and i.cluster.leader and i.config.filter_subject == run_filter(run_id)})
+            out.append(await question(elog))
         finally:
             await elog.close()
 
     t = threading.Thread(target=asyncio.run, args=(get(),))
     t.start()
     t.join(60)
-    assert out, "no consumer info"
+    assert out, "the log did not answer"
     return out[0]
+
+
+def _follower_nodes(url: str, run_id: str) -> set[str]:
+    """The nodes holding the run's ephemeral consumers (the coordinator's and driver's followers)."""
+
+    async def leaders(elog: EventLog) -> set[str]:
+        infos = await elog.js.consumers_info(STREAM)
+        return {i.cluster.leader for i in infos if not i.config.durable_name and i.cluster
+                and i.cluster.leader and i.config.filter_subject == run_filter(run_id)}
+
+    return _ask(url, leaders)
 
 
 def _stream_info(url: str) -> api.StreamInfo:
-    """The event stream's info, from a thread of its own (callable inside a running loop)."""
-    out: list[api.StreamInfo] = []
-
-    async def get() -> None:
-        elog = await EventLog.connect(url, create=False)
-        try:
-            out.append(await elog.stream_info())
-        finally:
-            await elog.close()
-
-    t = threading.Thread(target=asyncio.run, args=(get(),))
-    t.start()
-    t.join(60)
-    assert out, "no stream info"
-    return out[0]
+    """The event stream's info."""
+    return _ask(url, lambda elog: elog.stream_info())
