@@ -46,6 +46,11 @@ from hardware_agents.sandbox import Sandbox, SandboxPolicy
 _LOW_PRECISION = re.compile(
     r"\b(_Float16|__fp16|__bf16|__m(?:128|256|512)bh|__m(?:128|256|512)h)\b|float16|_mm\d*_\w*(?:bf16|pbh)\w*")
 _MAX_ROTATION_BYTES = 256 << 20
+# A batch of calls costs one handshake (~0.2 ms: continue the child, wait for its stop), so a
+# batch needs enough calls to keep that under 2 % of a short kernel's time: at least this many
+# buffer sets when they fit in `_MAX_BATCH_BYTES`, even past the footprint the cache asks for.
+_MIN_SETS = 24
+_MAX_BATCH_BYTES = 1 << 30
 
 
 def _strip_comments(src: str) -> str:
@@ -54,11 +59,12 @@ def _strip_comments(src: str) -> str:
 
 
 def rotation_sets(set_bytes: int, contents: int, l3_bytes: int) -> int:
-    """Buffer sets for the timed loop: footprint >= 2x L3 when memory allows, more sets
-    than contents, and not a multiple of the content count (so contents move between
-    buffers)."""
+    """Buffer sets for the timed loop: footprint >= 2x L3 when memory allows, at least
+    `_MIN_SETS` (calls per handshake) when they fit in `_MAX_BATCH_BYTES`, more sets than
+    contents, and not a multiple of the content count (so contents move between buffers)."""
     r = math.ceil(2 * l3_bytes / max(set_bytes, 1))
     r = min(r, 64, max(1, _MAX_ROTATION_BYTES // max(set_bytes, 1)))
+    r = max(r, min(_MIN_SETS, _MAX_BATCH_BYTES // max(set_bytes, 1)))
     r = max(r, contents + 1)
     while contents > 1 and r % contents == 0:  # one content cannot move: nothing to avoid
         r += 1

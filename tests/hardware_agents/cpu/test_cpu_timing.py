@@ -17,14 +17,15 @@ from hardware_agents.cpu.machine import machine_info
 
 def test_rotation_footprint_exceeds_the_cache_and_moves_contents() -> None:
     l3 = 32 << 20
-    expected = {1 << 10: 64, 3 << 20: 22, 32 << 20: 4, 300 << 20: 4}  # capped at 64 sets; >= contents + 1
+    # capped at 64 sets; at least 24 (calls per handshake) while they fit in 1 GiB; >= contents + 1
+    expected = {1 << 10: 64, 1 << 20: 64, 3 << 20: 25, 32 << 20: 25, 100 << 20: 10, 300 << 20: 4}
     for set_bytes, sets in expected.items():
         assert rotation_sets(set_bytes, 3, l3) == sets
     for set_bytes in (1 << 20, 5 << 20, 11 << 20):
         r = rotation_sets(set_bytes, 3, l3)
         assert r % 3 != 0 and r * set_bytes >= 2 * l3
-    assert rotation_sets(8 << 20, 4, l3) == 9  # 8 sets would be a multiple of 4 contents
-    assert rotation_sets(8 << 20, 1, l3) == 8  # a single seed: nothing to rotate between
+    assert rotation_sets(8 << 20, 4, l3) == 25  # 24 sets would be a multiple of 4 contents
+    assert rotation_sets(8 << 20, 1, l3) == 24  # a single seed: nothing to rotate between
 
 
 def test_profile_statistics_and_roofline(cpu_agent: CpuAgent) -> None:
