@@ -89,6 +89,9 @@ class ProblemState:
     pending: set[str] = field(default_factory=set)
     plan_kernels: dict[str, list[str]] = field(default_factory=dict)  # plan_id -> kernel ids
     plan_candidate: dict[str, str] = field(default_factory=dict)  # plan_id -> candidate id
+    # candidate id -> plan samples drawn for it so far: a candidate the beam keeps is planned
+    # again with the next sample indices, so it gets new plans rather than the cached replies
+    plans_drawn: dict[str, int] = field(default_factory=dict)
     kernels_profiled: int = 0
     memory_ids: list[str] = field(default_factory=list)
     baseline_id: str = ""
@@ -472,10 +475,13 @@ class CoordinatorCore:
         if self.stopping:
             return []
         outs: list[ev.Event] = []
-        for j in range(self.cfg_at(iteration).search.plans_per_candidate):
+        drawn = p.plans_drawn.get(cand.kernel_id, 0)
+        n = self.cfg_at(iteration).search.plans_per_candidate
+        p.plans_drawn[cand.kernel_id] = drawn + n
+        for j in range(n):
             req = ev.PlanRequested(
                 **self._env("PlanRequested", p.name, iteration, cand.kernel_id, j, cause=cause),
-                problem=p.name, iteration=iteration, candidate_id=cand.kernel_id, sample_index=j,
+                problem=p.name, iteration=iteration, candidate_id=cand.kernel_id, sample_index=drawn + j,
                 language=p.target.language, device=p.target.device, candidate_source=cand.source,
                 candidate_profile=cand.profile, insights=insights, memory_event_id=memory_event_id,
             )

@@ -3,7 +3,9 @@ the real end-to-end runs are in test_run_*.py)."""
 
 from __future__ import annotations
 
+import msgspec
 import pytest
+from sim import tile
 
 from accelopt import catalog as c
 
@@ -30,6 +32,30 @@ def test_elitist_beam_never_loses_the_best(simulate, sim_world):
         lat = [e.best_latency_ms for e in of(log, c.IterationCompleted) if e.problem == name]
         assert lat == sorted(lat, reverse=True)
         assert lat[-1] < lat[0]  # the search found something faster
+
+
+def test_a_candidate_planned_again_draws_new_samples(simulate, sim_world):
+    """A candidate the beam keeps is planned again in the next iteration with the next sample
+    indices: the same prompt with the same index would be served the cached (or the same
+    deterministic) plans, and the iteration would re-profile kernels it already has."""
+    class BaselineStaysBest(sim_world):
+        def answer(self, e: c.Event) -> list[c.Event]:
+            out = super().answer(e)
+            if isinstance(e, c.ProfileRequested) and out[0].profile.latency is not None:
+                t = float(tile(e.source))  # every plan raises TILE, so every new kernel is slower
+                lat = msgspec.structs.replace(out[0].profile.latency, samples_ms=[t], median_ms=t, min_ms=t, max_ms=t)
+                out = [msgspec.structs.replace(out[0], profile=msgspec.structs.replace(out[0].profile, latency=lat))]
+            return out
+
+    _, log, _ = simulate(["memory.enabled=false", "search.iterations=4"], world=BaselineStaysBest())
+    for name in ("a", "b"):
+        by_candidate: dict[str, list[int]] = {}
+        for e in of(log, c.PlanRequested):
+            if e.problem == name:
+                by_candidate.setdefault(e.candidate_id, []).append(e.sample_index)
+        assert any(len(v) > 2 for v in by_candidate.values())  # the baseline stays in the elitist beam
+        for indices in by_candidate.values():
+            assert indices == list(range(len(indices)))  # 0, 1, then 2, 3, ...: never the same draw twice
 
 
 def test_decisions_do_not_depend_on_result_order(simulate, sim_world):
