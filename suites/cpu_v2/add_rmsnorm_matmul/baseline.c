@@ -1,10 +1,11 @@
 /* add_rmsnorm_matmul: y = x + z; y = y / sqrt(mean(y^2) + 1e-5) * g; out = y @ w;
  * x (M, K), w (K, N), z (M, K), g (K), out (M, N).
  * Blocked GEMM: the output is cut into BLOCK_M x BLOCK_N cache blocks shared out to the OpenMP
- * threads; a block runs over the depth in BLOCK_K steps, either row by row (LOOP_ORDER 1) or in
- * MR x NV*VEC register tiles (LOOP_ORDER 2). As shipped: the textbook i-k-j loop (rows of out
- * accumulate in memory), rows shared out 8 at a time, no blocking over N or K; the register-tile
- * knobs ship at 1 x 16 (VEC 8, NV 2) and act once LOOP_ORDER is 2.
+ * threads; a block runs over the depth in BLOCK_K steps, as one dot product per element (LOOP_ORDER 1),
+ * row by row (LOOP_ORDER 2) or in MR x NV*VEC register tiles (LOOP_ORDER 4). As shipped: the
+ * textbook i-j-k loop (a dot product per output element, the right matrix read down its columns),
+ * rows shared out 8 at a time, no blocking over N or K; the register-tile knobs ship at 1 x 16
+ * (VEC 8, NV 2) and act once LOOP_ORDER is 4.
  * The normalized rows go to a scratch matrix: FUSE 1 builds it in three passes (add, row sums of
  * squares, scale), FUSE 2 in one pass per row. */
 /* Calling convention (AccelOpt CPU): void kernel(<inputs in definition order as const float*>,
@@ -18,15 +19,15 @@
 
 // tune: FUSE in {1,2} -- 1 = add, norm and scale as three passes over the scratch matrix; 2 = one fused pass per row
 #define FUSE 1
-// tune: LOOP_ORDER in {1,2} -- 1 = i-k-j: each row of a block accumulates in memory while rows of the right matrix stream by (compiler-vectorized); 2 = register tiles: MR x NV*VEC accumulators stay in registers over the k loop
+// tune: LOOP_ORDER in {1,2,4} -- 1 = i-j-k, the textbook loop: each output element is one dot product, the right matrix read down its columns; 2 = i-k-j: each row of a block accumulates in memory while rows of the right matrix stream by (compiler-vectorized); 4 = register tiles: MR x NV*VEC accumulators stay in registers over the k loop
 #define LOOP_ORDER 1
 // tune: VEC in {1,2,4,8,16} -- floats per GNU C vector in the register tiles (1 = one-lane vectors, which gcc compiles poorly)
 #define VEC 8
-// tune: MR in {1,2,4,8} -- rows per register tile (LOOP_ORDER 2)
+// tune: MR in {1,2,4,8} -- rows per register tile (LOOP_ORDER 4)
 #define MR 1
-// tune: NV in {1,2,4} -- vectors per row of a register tile: tile width NV*VEC columns (LOOP_ORDER 2)
+// tune: NV in {1,2,4} -- vectors per row of a register tile: tile width NV*VEC columns (LOOP_ORDER 4)
 #define NV 2
-// tune: UNROLL_K in {1,2,4,8} -- unroll factor of the k loop of a register tile (LOOP_ORDER 2)
+// tune: UNROLL_K in {1,2,4,8} -- unroll factor of the k loop of a register tile (LOOP_ORDER 4)
 #define UNROLL_K 1
 // tune: BLOCK_M in {8,16,32,64,128,256,512} -- rows per cache block, the unit of parallel work with BLOCK_N (clamped to the rows)
 #define BLOCK_M 8
@@ -34,9 +35,9 @@
 #define BLOCK_N 1024
 // tune: BLOCK_K in {16,32,64,128,256,512,1024} -- depth of one pass over a cache block (clamped to the depth)
 #define BLOCK_K 1024
-// tune: PACK_A in {1,2} -- 1 = read the left matrix in place, 2 = copy each block of it into MR-row panels (LOOP_ORDER 2)
+// tune: PACK_A in {1,2} -- 1 = read the left matrix in place, 2 = copy each block of it into MR-row panels (LOOP_ORDER 4)
 #define PACK_A 1
-// tune: PACK_B in {1,2} -- 1 = read the right matrix in place, 2 = copy each block of it into contiguous tile-wide panels (LOOP_ORDER 2)
+// tune: PACK_B in {1,2} -- 1 = read the right matrix in place, 2 = copy each block of it into contiguous tile-wide panels (LOOP_ORDER 4)
 #define PACK_B 1
 // tune: SCHED in {1,2,4} -- OpenMP schedule of the cache blocks: 1 = static, 2 = dynamic, 4 = guided
 #define SCHED 1
@@ -46,7 +47,7 @@
 #if !(FUSE == 1 || FUSE == 2)
 #error "FUSE: not a legal value (see its tune: line)"
 #endif
-#if !(LOOP_ORDER == 1 || LOOP_ORDER == 2)
+#if !(LOOP_ORDER == 1 || LOOP_ORDER == 2 || LOOP_ORDER == 4)
 #error "LOOP_ORDER: not a legal value (see its tune: line)"
 #endif
 #if !(VEC == 1 || VEC == 2 || VEC == 4 || VEC == 8 || VEC == 16)
@@ -143,7 +144,12 @@ static void gemm_block(int i0, int i1, int j0, int j1, int kd, const float* a, s
         const int kc = MIN(bk, kd - k0), first = k0 == 0 && !accumulate;
         const float* ak = a + (size_t)k0 * aks;
         const float* bsrc = b + (size_t)k0 * ldb;
-        if (LOOP_ORDER == 1) {
+        if (LOOP_ORDER == 1) {  /* i-j-k: one dot product per element of the block */
+            tile_edge(i1 - i0, j1 - j0, kc, ak + (size_t)i0 * ars, ars, aks, bsrc + j0, ldb,
+                      c + (size_t)i0 * ldc + j0, ldc, first);
+            continue;
+        }
+        if (LOOP_ORDER == 2) {
             for (int i = i0; i < i1; i++) {
                 float* crow = c + (size_t)i * ldc;
                 if (first)
@@ -193,8 +199,8 @@ typedef struct { float* apack; float* bpack; } gemm_buffers;
 
 static gemm_buffers gemm_buffers_new(void) {
     gemm_buffers g = {NULL, NULL};
-    if (LOOP_ORDER == 2 && PACK_A == 2) g.apack = aligned_alloc(64, sizeof(float) * BLOCK_M * BLOCK_K);
-    if (LOOP_ORDER == 2 && PACK_B == 2) g.bpack = aligned_alloc(64, sizeof(float) * BLOCK_K * BLOCK_N);
+    if (LOOP_ORDER == 4 && PACK_A == 2) g.apack = aligned_alloc(64, sizeof(float) * BLOCK_M * BLOCK_K);
+    if (LOOP_ORDER == 4 && PACK_B == 2) g.bpack = aligned_alloc(64, sizeof(float) * BLOCK_K * BLOCK_N);
     return g;
 }
 
