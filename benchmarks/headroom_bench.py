@@ -1,14 +1,15 @@
 """Headroom of the cpu_v2 suite: baseline vs the best point of a search over its `// tune:` space vs numpy.
 
-    .venv/bin/python benchmarks/headroom_bench.py [--points 8] [--climb 40] [--problems silu ...]
+    .venv/bin/python benchmarks/headroom_bench.py [--points 8] [--climb 40] [--starts 3] [--problems silu ...]
 
 For every problem of `cpu_v2` (or `--problems`), through the real CPU agent:
 
 1. the baseline (the values the file ships with);
 2. a search over the declared space (suites/cpu_v2/README.md): `--points` distinct random
-   points, then a first-improvement hill-climb from the best one (the neighbouring legal values
-   of every knob, in random order; it moves to the first >= 3% faster one) for at most `--climb`
-   more profiles (a quicker timing budget than the agent's default while searching);
+   points, then first-improvement hill-climbs from the `--starts` best ones (the neighbouring
+   legal values of every knob, in random order; a climb moves to the first >= 3% faster one),
+   `--climb` more profiles in all (a quicker timing budget than the agent's default while
+   searching);
 3. a re-measure of the baseline and the `--top` fastest points found, interleaved over
    `--rounds` rounds (median of rounds), so the winner is not a lucky sample;
 4. numpy's time for the definition's numpy reference (float32 inputs, hot cache, its default
@@ -96,29 +97,35 @@ class Search:
                     out.append({**point, k.name: k.values[j]})
         return out
 
-    def run(self, points: int, climb: int, seed: int) -> None:
-        """The baseline, `points` random points, then a first-improvement hill-climb from the best
-        one: neighbours in random order, move to the first that is >= 3% faster, for at most
-        `climb` more profiles or until no neighbour improves."""
+    def run(self, points: int, climb: int, seed: int, starts: int = 1) -> None:
+        """The baseline, `points` random points, then first-improvement hill-climbs from the
+        `starts` best ones (`climb` profiles shared between them): neighbours in random order,
+        move to the first that is >= 3% faster, until the climb's share is spent or no
+        neighbour improves. Several starts keep one basin (e.g. a loop order whose other knobs
+        happened to be good) from hiding a faster one."""
         rng = random.Random(seed)
         self.measure(default_point(self.knobs))
         for p in sample_points(self.knobs, points, seed=seed):
             self.measure(p)
+        origins = self.best(starts)
+        for i, origin in enumerate(origins):
+            self.climb(origin, climb // len(origins) + (1 if i < climb % len(origins) else 0), rng)
+
+    def climb(self, current: Point, budget: int, rng: random.Random) -> None:
         spent = 0
-        while spent < climb and self.best():
-            current = self.best()[0]
+        while spent < budget:
             current_ms = self.ms[_key(current)]
             todo = [p for p in self.neighbours(current) if _key(p) not in self.ms]
             rng.shuffle(todo)
             improved = False
-            for p in todo[: climb - spent]:
+            for p in todo[: budget - spent]:
                 ms = self.measure(p)
                 spent += 1
                 if ms is not None and current_ms is not None and ms < 0.97 * current_ms:
-                    improved = True
+                    current, improved = p, True
                     break
             if not improved:
-                break  # a local optimum (or the budget is spent)
+                return  # a local optimum (or the budget is spent)
 
 
 def remeasure(agent: CpuAgent, problem: Problem, source: str, points: list[Point], rounds: int,
@@ -160,7 +167,7 @@ def summarize(rows: dict[str, dict[str, Any]], args: argparse.Namespace, spec: A
             "name": spec.name, "peak_bw_gb_s": spec.peak_bw_bytes_s / 1e9,
             "peak_matmul_gflop_s": spec.peak_matmul_flops / 1e9, "peak_vector_gflop_s": spec.peak_vector_flops / 1e9},
         **({"merged_from": parts} if parts else {}),
-        "search": {"random_points": args.points, "climb_profiles": args.climb, "top": args.top,
+        "search": {"random_points": args.points, "climb_profiles": args.climb, "starts": args.starts, "top": args.top,
                    "rounds": args.rounds, "seed": args.seed},
         "geomean_speedup": speedup,
         "gemm_geomean_best_vs_ikj": geomean([r["best_vs_ikj"] for r in rows.values() if r.get("best_vs_ikj")],
@@ -203,7 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--problems", nargs="*", default=None, help=f"problem names of {SUITE} (default: all)")
     ap.add_argument("--points", type=int, default=8, help="random points per problem")
-    ap.add_argument("--climb", type=int, default=40, help="profiles of the hill-climb from the best random point")
+    ap.add_argument("--climb", type=int, default=40, help="profiles of the hill-climbs, shared between the starts")
+    ap.add_argument("--starts", type=int, default=3, help="hill-climbs, from the best random points")
     ap.add_argument("--top", type=int, default=2, help="fastest points re-measured against the baseline")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved re-measure rounds")
     ap.add_argument("--seed", type=int, default=0)
@@ -233,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
             p = suites.get_problem(f"{SUITE}/{name}")
             t0 = time.perf_counter()
             search = Search(searcher, p)
-            search.run(args.points, args.climb, args.seed)
+            search.run(args.points, args.climb, args.seed, args.starts)
             base = default_point(search.knobs)
             if search.ms.get(_key(base)) is None:  # e.g. a timeout on an overloaded machine: skip, say so
                 print(f"{name}: the baseline failed, problem skipped: {search.failures}", file=sys.stderr)
