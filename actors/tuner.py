@@ -22,11 +22,14 @@ stay inside that set.
      measured speedup and its similarity (the same problem counts more than another one,
      and retrieval order stands for similarity); an insight already applied to the kernel
      suggests one more step the same way, at a lower weight; an insight reported as a
-     slowdown pushes the other way;
-  2. single steps (the next legal value, or double/halve), then two-step jumps and pairs
-     of single steps on two constants, in a weighted random order drawn from the kernel
-     and the insights (moves in a direction the insights report as faster come first).
-  Sample i takes the i-th move, so a candidate's N plans differ. Plan text:
+     slowdown pushes the other way; an insight the kernel has only some constants of pulls
+     in proportion; strongest first;
+  2. exploration: single steps (the next legal value, or double/halve), then two-step jumps
+     and pairs of single steps on two constants, in a weighted random order drawn from the
+     kernel and the insights (moves in a direction the insights report as faster come first).
+  The two lists alternate, an insight first, so the memory leads but never takes every
+  sample. Sample i takes the i-th move, so a candidate's N plans differ (the coordinator
+  gives a candidate planned again the next indices). Plan text:
 
       **Increase TILE_J from 32 to 64 and decrease UNROLL from 8 to 4**
       Change ... (why: the insight it follows, or exploration)
@@ -136,19 +139,28 @@ def parse_insights(text: str) -> list[InsightHint]:
     return out
 
 
-def insight_preferences(text: str) -> dict[tuple[str, str], float]:
-    """(NAME, "Increase"|"Decrease") -> weight from the insights in a prompt: a change reported
-    faster is preferred, one reported as a slowdown avoided (and its opposite preferred)."""
-    prefs: dict[tuple[str, str], float] = {}
-    for h in parse_insights(text):
+PREFERENCE = 6.0  # how much more (less) likely exploration steps the way insights report faster (slower)
+
+
+def hint_preferences(hints: Sequence[InsightHint]) -> dict[tuple[str, str], float]:
+    """(NAME, "Increase"|"Decrease") -> exploration weight: a direction more insights report
+    faster than slower is preferred by PREFERENCE, the opposite way avoided as much. Not
+    compounded per insight, so many insights about one constant cannot fill exploration too."""
+    votes: dict[tuple[str, str], int] = {}
+    for h in hints:
         for c in h.changes:
             if c.direction == "Set":
                 continue
             other = "Decrease" if c.direction == "Increase" else "Increase"
             good, bad = (other, c.direction) if h.slowdown else (c.direction, other)
-            prefs[(c.name, good)] = prefs.get((c.name, good), 1.0) * 6.0
-            prefs[(c.name, bad)] = prefs.get((c.name, bad), 1.0) / 6.0
-    return prefs
+            votes[(c.name, good)] = votes.get((c.name, good), 0) + 1
+            votes[(c.name, bad)] = votes.get((c.name, bad), 0) - 1
+    return {k: PREFERENCE if v > 0 else 1.0 / PREFERENCE for k, v in votes.items() if v}
+
+
+def insight_preferences(text: str) -> dict[tuple[str, str], float]:
+    """The exploration preferences of the insights in a prompt (`hint_preferences`)."""
+    return hint_preferences(parse_insights(text))
 
 
 def insight_weight(h: InsightHint, problem: str) -> float:
@@ -167,7 +179,10 @@ def insight_moves(tunables: Sequence[Tunable], hints: Sequence[InsightHint], pro
     by_name = {t.name: t for t in tunables}
     out: list[tuple[Move, float, InsightHint]] = []
     for h in hints:
-        w = insight_weight(h, problem)
+        # an insight whose constants this kernel only partly has is applied partly, and its
+        # gain may have come from the part that is missing: it pulls in proportion
+        named = {c.name for c in h.changes}
+        w = insight_weight(h, problem) * len(named & by_name.keys()) / max(len(named), 1)
         fresh: list[Change] = []
         further: list[Change] = []
         for c in h.changes:
@@ -214,6 +229,24 @@ def _weighted_order(items: list[tuple[Move, float]], key: str) -> list[Move]:
     return [m for m, _ in sorted(items, key=score, reverse=True)]
 
 
+def _strongest_first(moves: list[tuple[Move, float, InsightHint]], key: str) -> list[Move]:
+    """The insights' moves by weight, strongest first (ties in an order drawn from `key`)."""
+    def score(item: tuple[Move, float, InsightHint]) -> tuple[float, float]:
+        move, w, _ = item
+        return (-w, _unit("tuner-insight", key, *((c.name, c.old, c.new) for c in move)))
+
+    return [m for m, _, _ in sorted(moves, key=score)]
+
+
+def _alternate(led: list[Move], rest: list[Move]) -> list[Move]:
+    """Insight, exploration, insight, ...: the memory leads, but never takes every sample of a
+    kernel, so insights from other problems cannot crowd out this kernel's own best move."""
+    out: list[Move] = []
+    for i in range(max(len(led), len(rest))):
+        out += led[i: i + 1] + rest[i: i + 1]
+    return out
+
+
 def exploration_moves(tunables: Sequence[Tunable], max_shape: int | None,
                       prefs: dict[tuple[str, str], float]) -> list[tuple[Move, float]]:
     """Single steps (weight 1), two-step jumps (0.5) and pairs of single steps on two
@@ -233,23 +266,15 @@ def exploration_moves(tunables: Sequence[Tunable], max_shape: int | None,
 
 def rank_moves(source: str, *, skip: Iterable[str] = (), max_shape: int | None = None,
                hints: Sequence[InsightHint] = (), problem: str = "", key: str = "") -> list[Move]:
-    """Every move, best first: the insights' moves (weighted random order by weight), then
-    exploration (weighted random order); duplicates removed."""
+    """Every move, best first: the insights' moves (strongest first) alternating with
+    exploration (weighted random order), starting with an insight; duplicates removed."""
     tunables = find_tunables(source, skip)
-    prefs: dict[tuple[str, str], float] = {}
-    for h in hints:
-        for c in h.changes:
-            if c.direction == "Set":
-                continue
-            other = "Decrease" if c.direction == "Increase" else "Increase"
-            good, bad = (other, c.direction) if h.slowdown else (c.direction, other)
-            prefs[(c.name, good)] = prefs.get((c.name, good), 1.0) * 6.0
-            prefs[(c.name, bad)] = prefs.get((c.name, bad), 1.0) / 6.0
-    led = _weighted_order([(m, w) for m, w, _ in insight_moves(tunables, hints, problem, max_shape)], key)
+    prefs = hint_preferences(hints)
+    led = _strongest_first(insight_moves(tunables, hints, problem, max_shape), key)
     rest = _weighted_order(exploration_moves(tunables, max_shape, prefs), key)
     seen: set[frozenset[tuple[str, Value]]] = set()
     out: list[Move] = []
-    for m in led + rest:
+    for m in _alternate(led, rest):
         sig = frozenset((c.name, c.new) for c in m)
         if sig not in seen:
             seen.add(sig)

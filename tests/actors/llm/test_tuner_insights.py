@@ -103,18 +103,49 @@ def test_insights_weighted_by_speedup_and_similarity():
     big_other = _insight("other", 3.0, "Decrease TILE_N (32 -> 16)", entry="b")
     hints = parse_insights(format_for_prompt([small_same, big_other]))
     assert [h.problem for h in hints] == ["scale_add", "other"] and hints[1].speedup == 3.0
-    # over many kernels, the bigger measured gain leads more often, but not always
-    leads = {"UNROLL": 0, "TILE_N": 0}
-    for i in range(40):
+    # the bigger measured gain leads (log 3.0 x 0.6 elsewhere > log 1.3 here), on every kernel
+    for i in range(20):
         src = V2_KERNEL.replace("a kernel", f"kernel {i}")
-        leads[rank_moves(src, skip={"M", "N"}, hints=hints, problem="scale_add", key=str(i))[0][0].name] += 1
-    assert leads["TILE_N"] > leads["UNROLL"] > 0
+        ranked = rank_moves(src, skip={"M", "N"}, hints=hints, problem="scale_add", key=str(i))
+        assert ranked[0][0].name == "TILE_N"
+        assert (Change("UNROLL", 2, 4),) in ranked[1:3]  # the next insight, after at most one exploration move
     # the same insight measured on this very problem outweighs one from elsewhere
-    same = parse_insights(format_for_prompt([_insight("scale_add", 1.5, "Increase UNROLL (2 -> 4)", entry="c"),
-                                             _insight("other", 1.5, "Decrease TILE_N (32 -> 16)", entry="d")]))
-    wins = sum(rank_moves(V2_KERNEL.replace("a kernel", f"k{i}"), skip={"M", "N"}, hints=same, problem="scale_add",
-                          key=str(i))[0][0].name == "UNROLL" for i in range(40))
-    assert wins > 24
+    same = parse_insights(format_for_prompt([_insight("other", 1.5, "Decrease TILE_N (32 -> 16)", entry="d"),
+                                             _insight("scale_add", 1.5, "Increase UNROLL (2 -> 4)", entry="c")]))
+    assert all(rank_moves(V2_KERNEL.replace("a kernel", f"k{i}"), skip={"M", "N"}, hints=same, problem="scale_add",
+                          key=str(i))[0][0].name == "UNROLL" for i in range(20))
+
+
+def test_the_memory_never_takes_every_sample():
+    """Insight moves alternate with exploration: with many insights from other problems, the
+    second sample of a kernel is still its own exploration (what a memory-off run tries)."""
+    many = [_insight("other", 2.0 + i / 10, f"Increase UNROLL (2 -> {2 ** (i % 2 + 2)})", entry=f"u{i}")
+            for i in range(6)]
+    hints = parse_insights(format_for_prompt(many))
+    insight_moves = {(Change("UNROLL", 2, 4),), (Change("UNROLL", 2, 8),)}
+    own = 0
+    for i in range(20):
+        ranked = rank_moves(V2_KERNEL.replace("a kernel", f"k{i}"), skip={"M", "N"}, hints=hints,
+                            problem="scale_add", key=str(i))
+        assert ranked[0] in insight_moves
+        own += not any(c.name == "UNROLL" for c in ranked[1])
+    # exploration prefers the insights' direction (x6), but six insights do not compound to
+    # x6**6 (which left no other constant a chance): on this small kernel about a third of the
+    # second samples still explore another constant
+    assert own >= 5
+
+
+def test_a_partly_applicable_insight_pulls_in_proportion():
+    """An insight about two constants of which this kernel has one pulls half as hard as an
+    equal one it can apply whole."""
+    partial = _insight("other", 3.0, "Increase NOT_HERE (1 -> 2), decrease TILE_N (32 -> 16)", entry="p")
+    whole = _insight("other", 2.2, "Increase UNROLL (2 -> 4)", entry="w")
+    hints = parse_insights(format_for_prompt([partial, whole]))
+    first = rank_moves(V2_KERNEL, skip={"M", "N"}, hints=hints, problem="scale_add", key="k")[0]
+    assert first == (Change("UNROLL", 2, 4),)
+    alone = parse_insights(format_for_prompt([partial]))
+    assert rank_moves(V2_KERNEL, skip={"M", "N"}, hints=alone, problem="scale_add", key="k")[0] == (
+        Change("TILE_N", 32, 16),)
 
 
 def test_applied_insight_suggests_a_further_step_and_slowdowns_push_back():
