@@ -20,7 +20,7 @@ from replay.verify import verify
 @pytest.mark.timeout(1200)  # two runs; on a loaded 2-core machine the start-up alone can take minutes
 def test_demo_fills_the_memory_then_plans_with_it(tmp_path):
     root = tmp_path / "runs"
-    out = subprocess.run([sys.executable, "-m", "accelopt.cli", "demo", "--problems", "silu,transpose_matmul",
+    out = subprocess.run([sys.executable, "-m", "accelopt.cli", "demo", "--problems", "add_rmsnorm_matmul,bmm",
                           "--root", str(root), "--set", "search.iterations=2", "--set", "search.remeasure_rounds=2"],
                          capture_output=True, text=True, timeout=1100)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
@@ -31,9 +31,9 @@ def test_demo_fills_the_memory_then_plans_with_it(tmp_path):
         assert events[0].config["suite"] == "cpu_v2"
         assert events[0].config["llm"]["default"]["model"] in (None, "builtin/tuner")
         logs[tuple(t.problem.name for t in events[0].targets)] = (log.parent.name, events)
-    assert set(logs) == {("silu",), ("transpose_matmul",)}  # the first problem alone, then the others
-    first_id, first = logs[("silu",)]
-    second_id, second = logs[("transpose_matmul",)]
+    assert set(logs) == {("add_rmsnorm_matmul",), ("bmm",)}  # the first problem alone, then the others
+    first_id, first = logs[("add_rmsnorm_matmul",)]
+    second_id, second = logs[("bmm",)]
     assert first[0].ts < second[0].ts
     # both runs used the same fresh memory: what the second received is what the first learnt
     uri = first[0].config["memory"]["uri"]
@@ -48,13 +48,16 @@ def test_demo_fills_the_memory_then_plans_with_it(tmp_path):
     rows = {}
     for line in out.stdout.splitlines():
         cells = [x.strip() for x in line.split("│")[1:-1]]
-        if len(cells) == 8 and cells[0] in ("silu", "transpose_matmul"):
+        if len(cells) == 8 and cells[0] in ("add_rmsnorm_matmul", "bmm"):
             rows[cells[0]] = cells
-    assert set(rows) == {"silu", "transpose_matmul"}, out.stdout
-    assert rows["silu"][1] == f"1 {first_id}" and rows["transpose_matmul"][1] == f"2 {second_id}"
-    assert re.fullmatch(r"\d+\.\d\dx( \(recorded \d+\.\d\dx\))?", rows["transpose_matmul"][4])
-    for name, events in (("silu", first), ("transpose_matmul", second)):
+    assert set(rows) == {"add_rmsnorm_matmul", "bmm"}, out.stdout
+    assert rows["add_rmsnorm_matmul"][1] == f"1 {first_id}" and rows["bmm"][1] == f"2 {second_id}"
+    assert re.fullmatch(r"\d+\.\d\dx( \(recorded \d+\.\d\dx\))?", rows["bmm"][4])
+    for name, events in (("add_rmsnorm_matmul", first), ("bmm", second)):
         use = memory_use(events)[name]
         assert rows[name][5:7] == [str(len(use.received)), str(len(use.used))]
+    # the first problem's first plan moves its loop order (i-j-k -> i-k-j, many times faster):
+    # an insight the second problem's planners receive and follow
+    assert learnt and memory_use(second)["bmm"].used
     assert f"plans with the memory: {len(learnt)} insight" in out.stdout
     assert f"accelopt replay {second_id} --verify --root {root}" in out.stdout
