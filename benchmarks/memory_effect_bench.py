@@ -137,8 +137,9 @@ def warm_memory(uri: Path, entries: list[Any], embedder: str | None) -> int:
 
 
 def remeasure_problem(agent, problem, sources: list[str], *, rounds: int,
-                      timeout_s: float | None) -> dict[str, float | None]:
-    """Speedup over the baseline (sources[0]) of every source, in interleaved rounds."""
+                      timeout_s: float | None) -> tuple[dict[str, float | None], list[str]]:
+    """Speedup over the baseline (sources[0]) of every source, in interleaved rounds, and
+    what failed ("baseline: status: first log line"; a failed baseline leaves no speedup)."""
     from accelopt.commands.remeasure import measure_interleaved
 
     base_seed = 2_000_000 + secrets.randbelow(1_000_000_000)
@@ -146,8 +147,10 @@ def remeasure_problem(agent, problem, sources: list[str], *, rounds: int,
     measured = measure_interleaved(agent, problem, kernels, device="cpu", run_id="memory-effect-bench",
                                    rounds=rounds, base_seed=base_seed, timeout_s=timeout_s)
     base = measured[0].median_ms if measured[0].status == "passed" else None
-    return {src: (base / m.median_ms if base and m.status == "passed" and m.median_ms else None)
-            for src, m in zip(sources, measured, strict=True)}
+    failures = [f"{'baseline' if i == 0 else f'kernel {i}'}: {m.status}: {m.log_head}"
+                for i, m in enumerate(measured) if m.status != "passed"]
+    return ({src: (base / m.median_ms if base and m.status == "passed" and m.median_ms else None)
+             for src, m in zip(sources, measured, strict=True)}, failures)
 
 
 def report_html(results: dict[str, Any]) -> str:
@@ -272,10 +275,12 @@ def main() -> int:
             c, w = cold[n], warm[n]
             sources = list(dict.fromkeys([c.baseline_source] + [pt.best_source for pt in c.points + w.points]))
             print(f"re-measuring {n}: baseline and {len(sources) - 1} kernels x {args.rounds} rounds")
-            speed = remeasure_problem(agent, all_problems[n], sources, rounds=args.rounds,
-                                      timeout_s=cold_cfg.profiling.timeout_s)
+            speed, failures = remeasure_problem(agent, all_problems[n], sources, rounds=args.rounds,
+                                                timeout_s=cold_cfg.profiling.timeout_s)
+            for f in failures:
+                print(f"  re-measure failed: {f}")
             cold_final = speed.get(c.final_source)
-            row: dict[str, Any] = {"problem": n}
+            row: dict[str, Any] = {"problem": n, "remeasure_failures": failures}
             for s in (c, w):
                 curve = [(pt.profiles, speed.get(pt.best_source)) for pt in s.points]
                 final = speed.get(s.final_source)
@@ -301,7 +306,7 @@ def main() -> int:
         out = []
         for k in range(1, longest + 1):
             vals = []
-            for r in rows:
+            for r in (r for r in rows if r["cold"]["final_speedup"]):  # problems with figures
                 pts = [y for n, y in r[cond]["curve"] if n <= k]
                 vals.append(pts[-1] if pts else None)
             out.append((k, geomean(vals, strict=True)))
@@ -312,10 +317,12 @@ def main() -> int:
                      f"{cold_cfg.llm.for_role('planner').model}, {args.rounds} interleaved re-measure rounds"),
         "suite": args.suite, "preset": args.preset, "model": cold_cfg.llm.for_role("planner").model,
         "rounds": args.rounds, "problems": rows, "search_wall_s": search_s,
+        # over the problems whose re-measure gave figures (the others are listed with why)
+        "problems_without_figures": [r["problem"] for r in rows if r["profile_ratio"] is None],
         "geomean": {
-            "cold_final": geomean([r["cold"]["final_speedup"] for r in rows], strict=True),
-            "warm_final": geomean([r["warm"]["final_speedup"] for r in rows], strict=True),
-            "profile_ratio": geomean([r["profile_ratio"] for r in rows], strict=True),
+            "cold_final": geomean([r["cold"]["final_speedup"] for r in rows]),
+            "warm_final": geomean([r["warm"]["final_speedup"] for r in rows]),
+            "profile_ratio": geomean([r["profile_ratio"] for r in rows]),
             "cold_curve": geo_curve("cold"), "warm_curve": geo_curve("warm"),
         },
         "targets": {"profile_ratio_at_most": TARGET_PROFILE_RATIO, "final_geomean_at_least": TARGET_FINAL_GEOMEAN},
