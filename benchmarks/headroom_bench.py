@@ -147,6 +147,7 @@ def summarize(rows: dict[str, dict[str, Any]], args: argparse.Namespace, spec: A
               skipped: dict[str, list[str]] | None = None) -> None:
     """Save the figures so far (after every problem, so a cut-off run keeps them); print the table."""
     speedup = geomean([r["speedup"] for r in rows.values()], strict=True) or 0.0
+    vs_ikj = geomean([r["best_vs_ikj"] for r in rows.values() if r.get("best_vs_ikj")])
     beats = sorted(n for n, r in rows.items() if r["best_vs_numpy"] > 1.0)
     if table:
         print(f"\n{'problem':24s} {'baseline':>16s} {'best':>16s} {'speedup':>8s} {'numpy':>16s} {'best/numpy':>10s}")
@@ -156,10 +157,9 @@ def summarize(rows: dict[str, dict[str, Any]], args: argparse.Namespace, spec: A
                   f"{100 * r['numpy_pct_peak']:6.2f}% {r['best_vs_numpy']:9.2f}x")
         print(f"\ngeomean speedup best/baseline: {speedup:.2f}x (target >= 3x); best beats numpy on {len(beats)} of "
               f"{len(rows)} (target >= 7): {', '.join(beats)}")
-        vs_ikj = [r["best_vs_ikj"] for r in rows.values() if r.get("best_vs_ikj")]
         if vs_ikj:
-            print(f"GEMM family, best over the i-k-j loop order alone: geomean {geomean(vs_ikj, strict=True):.2f}x "
-                  f"over {len(vs_ikj)} problems")
+            print(f"GEMM family, best over the i-k-j loop order alone: geomean {vs_ikj:.2f}x "
+                  f"over {sum(1 for r in rows.values() if r.get('best_vs_ikj'))} problems")
     save(args.name, {
         "suite": SUITE,
         "complete": complete,
@@ -170,8 +170,7 @@ def summarize(rows: dict[str, dict[str, Any]], args: argparse.Namespace, spec: A
         "search": {"random_points": args.points, "climb_profiles": args.climb, "starts": args.starts, "top": args.top,
                    "rounds": args.rounds, "seed": args.seed},
         "geomean_speedup": speedup,
-        "gemm_geomean_best_vs_ikj": geomean([r["best_vs_ikj"] for r in rows.values() if r.get("best_vs_ikj")],
-                                            strict=True),
+        "gemm_geomean_best_vs_ikj": vs_ikj,
         "beats_numpy": beats,
         "beats_numpy_count": len(beats),
         "suite_baseline_pct_peak_geomean": geomean([r["baseline_pct_peak"] for r in rows.values()], strict=True),
@@ -252,12 +251,12 @@ def main(argv: list[str] | None = None) -> int:
             extra = [ikj] if ikj is not None else []
             res = remeasure(agent, p, search.source, [base, *extra, *finalists], args.rounds)
             (base_ms, base_pct), *fin = res
-            ikj_res = fin.pop(0) if ikj is not None else (float("inf"), 0.0)
-            ikj_ms = ikj_res[0] if ikj is not None else None
+            ikj_res = fin.pop(0) if ikj is not None else None
+            ikj_ms = ikj_res[0] if ikj_res else None
             best_i = min(range(len(fin)), key=lambda i: fin[i][0]) if fin else None
             best_ms, best_pct = fin[best_i] if best_i is not None else (base_ms, base_pct)
             best_point = finalists[best_i] if best_i is not None else base
-            if ikj is not None and ikj_res[0] < best_ms:  # the i-k-j point is a measured point too
+            if ikj is not None and ikj_res and ikj_res[0] < best_ms:  # the i-k-j point is a measured point too
                 (best_ms, best_pct), best_point = ikj_res, ikj
             if best_ms > base_ms:  # nothing beat the baseline on re-measure
                 best_ms, best_pct, best_point = base_ms, base_pct, base
