@@ -23,7 +23,10 @@ stay inside that set.
      and retrieval order stands for similarity); an insight already applied to the kernel
      suggests one more step the same way, at a lower weight; an insight reported as a
      slowdown pushes the other way; an insight the kernel has only some constants of pulls
-     in proportion; strongest first;
+     in proportion; strongest first, led by a compound move: the strongest fresh insights on
+     distinct constants (up to `COMPOUND`) applied at once, where following them one per
+     iteration would arrive after several; a switch already past an insight's target with no
+     further legal value (a loop order at the end of its set) goes to the target;
   2. exploration: single steps (the next legal value, or double/halve), then two-step jumps
      and pairs of single steps on two constants, in a weighted random order drawn from the
      kernel and the insights (moves in a direction the insights report as faster come first).
@@ -171,13 +174,47 @@ def insight_weight(h: InsightHint, problem: str) -> float:
     return gain * similarity
 
 
+class InsightMove(msgspec.Struct, frozen=True):
+    """A move the insights of the prompt propose for this kernel."""
+
+    move: Move
+    weight: float
+    hints: tuple[InsightHint, ...]  # the insights it follows (several for a compound move)
+    fresh: bool = True  # False: the insight is applied already and this is one more step
+
+
+def _toward(t: Tunable, c: Change, slowdown: bool, max_shape: int | None) -> tuple[Change | None, bool]:
+    """One insight change on this kernel's constant: (the change, whether it is fresh). An
+    insight that reported a slowdown goes back to its old value. A kernel already at or past
+    the target takes one more step the same way; where there is no further legal value (a
+    switch such as a loop order at the end of its set, whose numbers have no direction), the
+    insight's target itself."""
+    direction, target = c.direction, c.new
+    if slowdown:
+        direction, target = {"Increase": "Decrease", "Decrease": "Increase"}.get(direction, "Set"), c.old
+    reached = t.value == target or (
+        isinstance(t.value, int) and isinstance(target, int) and direction != "Set"
+        and (t.value > target if direction == "Increase" else t.value < target))
+    if not reached:
+        nxt = step_towards(t, direction, target, max_shape)
+        return (Change(t.name, t.value, nxt), True) if nxt is not None else (None, True)
+    if direction == "Set":
+        return None, False
+    nxt = step_towards(t, direction, None, max_shape)
+    if nxt is not None:
+        return Change(t.name, t.value, nxt), False
+    if t.legal and target in t.legal and target != t.value:
+        return Change(t.name, t.value, target), True
+    return None, False
+
+
 def insight_moves(tunables: Sequence[Tunable], hints: Sequence[InsightHint], problem: str,
-                  max_shape: int | None) -> list[tuple[Move, float, InsightHint]]:
+                  max_shape: int | None) -> list[InsightMove]:
     """Each insight as a move on this kernel (all the constants it names that the kernel has),
     with its weight; an insight already applied yields one more step the same way (weight
     x0.3). Slowdown insights propose the opposite direction."""
     by_name = {t.name: t for t in tunables}
-    out: list[tuple[Move, float, InsightHint]] = []
+    out: list[InsightMove] = []
     for h in hints:
         # an insight whose constants this kernel only partly has is applied partly, and its
         # gain may have come from the part that is missing: it pulls in proportion
@@ -189,29 +226,37 @@ def insight_moves(tunables: Sequence[Tunable], hints: Sequence[InsightHint], pro
             t = by_name.get(c.name)
             if t is None:
                 continue
-            direction = c.direction
-            target: Value | None = c.new
-            if h.slowdown and direction != "Set":
-                direction, target = ("Decrease" if direction == "Increase" else "Increase"), c.old
-            if h.slowdown and direction == "Set":
-                direction, target = "Set", c.old
-            reached = t.value == target or (
-                isinstance(t.value, int) and isinstance(target, int) and direction != "Set"
-                and (t.value > target if direction == "Increase" else t.value < target))
-            if reached:
-                if direction != "Set":
-                    nxt = step_towards(t, direction, None, max_shape)
-                    if nxt is not None:
-                        further.append(Change(t.name, t.value, nxt))
-                continue
-            nxt = step_towards(t, direction, target, max_shape)
-            if nxt is not None:
-                fresh.append(Change(t.name, t.value, nxt))
+            change, is_fresh = _toward(t, c, h.slowdown, max_shape)
+            if change is not None:
+                (fresh if is_fresh else further).append(change)
         if fresh:
-            out.append((tuple(fresh), w, h))
+            out.append(InsightMove(tuple(fresh), w, (h,)))
         elif further:
-            out.append((tuple(further), w * 0.3, h))
+            out.append(InsightMove(tuple(further), w * 0.3, (h,), fresh=False))
     return out
+
+
+COMPOUND = 3  # how many of the strongest insights a compound move applies at once
+
+
+def compound_move(items: Sequence[InsightMove]) -> InsightMove | None:
+    """The strongest fresh insight moves on distinct constants, applied together: where a search
+    that follows one insight per iteration arrives after several iterations, in one profile.
+    None unless at least two insights combine."""
+    chosen: list[Change] = []
+    names: set[str] = set()
+    used: list[InsightMove] = []
+    for im in sorted((im for im in items if im.fresh), key=lambda im: -im.weight):
+        if any(c.name in names for c in im.move):
+            continue
+        chosen += im.move
+        names |= {c.name for c in im.move}
+        used.append(im)
+        if len(used) == COMPOUND:
+            break
+    if len(used) < 2:
+        return None
+    return InsightMove(tuple(chosen), sum(im.weight for im in used), tuple(h for im in used for h in im.hints))
 
 
 def _unit(*parts: object) -> float:
@@ -229,13 +274,14 @@ def _weighted_order(items: list[tuple[Move, float]], key: str) -> list[Move]:
     return [m for m, _ in sorted(items, key=score, reverse=True)]
 
 
-def _strongest_first(moves: list[tuple[Move, float, InsightHint]], key: str) -> list[Move]:
-    """The insights' moves by weight, strongest first (ties in an order drawn from `key`)."""
-    def score(item: tuple[Move, float, InsightHint]) -> tuple[float, float]:
-        move, w, _ = item
-        return (-w, _unit("tuner-insight", key, *((c.name, c.old, c.new) for c in move)))
+def _strongest_first(items: Sequence[InsightMove], key: str) -> list[Move]:
+    """The insights' moves by weight, strongest first (ties in an order drawn from `key`),
+    led by the compound of the strongest ones when several combine."""
+    def score(im: InsightMove) -> tuple[float, float]:
+        return (-im.weight, _unit("tuner-insight", key, *((c.name, c.old, c.new) for c in im.move)))
 
-    return [m for m, _, _ in sorted(moves, key=score)]
+    compound = compound_move(items)
+    return ([compound.move] if compound else []) + [im.move for im in sorted(items, key=score)]
 
 
 def _alternate(led: list[Move], rest: list[Move]) -> list[Move]:
@@ -359,12 +405,18 @@ def plan_reply(system: str, user: str, sample_index: int) -> str:
         return ("**Keep the kernel unchanged**\nNo tunable constant (an integer `#define` or an UPPER_CASE "
                 "module-level integer) was found in the current kernel, so there is nothing for the tuner "
                 "to change.")
-    led = [h for mv, _, h in insight_moves(find_tunables(source, shapes), hints, problem, max_shape) if mv == move]
+    found_moves = insight_moves(find_tunables(source, shapes), hints, problem, max_shape)
+    compound = compound_move(found_moves)
+    led = [im for im in ([compound] if compound else []) + found_moves if im.move == move]
     phrases = [_phrase(c) for c in move]
     title = " and ".join(phrases)
     title = title[0].upper() + title[1:]
-    if led:
-        h = led[0]
+    if led and len(led[0].hints) > 1:
+        why = ("It applies at once the moves of insights " + ", ".join(str(h.rank) for h in led[0].hints[:-1])
+               + f" and {led[0].hints[-1].rank} of the memory, each on its own constants (measured: "
+               + "; ".join(f"{h.speedup:.2f}x on `{h.problem or 'an earlier run'}`" for h in led[0].hints) + ").")
+    elif led:
+        h = led[0].hints[0]
         where = f"on `{h.problem}`" if h.problem else "in an earlier run"
         names = ", ".join(f"`{c.name}`" for c in h.changes)
         if h.slowdown:

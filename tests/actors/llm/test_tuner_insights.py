@@ -8,7 +8,7 @@ from llm_helpers import scale_add_problem
 from accelopt.catalog import RetrievedInsight
 from accelopt.records import ChatMessage
 from actors.parsing import extract_code, parse_insight
-from actors.tuner import parse_insights, rank_moves, tuner_reply
+from actors.tuner import compound_move, insight_moves, parse_insights, rank_moves, tuner_reply
 from hardware_agents.languages.tunables import (
     Change,
     apply_changes,
@@ -98,22 +98,69 @@ def test_an_insight_is_tried_first_with_its_target_value():
     assert set(parse_changes(plan())) != set(first)
 
 
+def _insight_weights(hints, source: str = V2_KERNEL) -> dict:
+    return {im.move: im.weight for im in insight_moves(find_tunables(source, {"M", "N"}), hints, "scale_add", None)}
+
+
 def test_insights_weighted_by_speedup_and_similarity():
     small_same = _insight("scale_add", 1.3, "Increase UNROLL (2 -> 4)", entry="a")
     big_other = _insight("other", 3.0, "Decrease TILE_N (32 -> 16)", entry="b")
     hints = parse_insights(format_for_prompt([small_same, big_other]))
     assert [h.problem for h in hints] == ["scale_add", "other"] and hints[1].speedup == 3.0
-    # the bigger measured gain leads (log 3.0 x 0.6 elsewhere > log 1.3 here), on every kernel
+    # the bigger measured gain weighs more (log 3.0 x 0.6 elsewhere > log 1.3 here)
+    tile, unroll = (Change("TILE_N", 32, 16),), (Change("UNROLL", 2, 4),)
+    w = _insight_weights(hints)
+    assert w[tile] > w[unroll]
+    # the two combine into one move, the stronger first, and the first sample takes it on every
+    # kernel; the single insights follow within the next four samples
     for i in range(20):
         src = V2_KERNEL.replace("a kernel", f"kernel {i}")
         ranked = rank_moves(src, skip={"M", "N"}, hints=hints, problem="scale_add", key=str(i))
-        assert ranked[0][0].name == "TILE_N"
-        assert (Change("UNROLL", 2, 4),) in ranked[1:3]  # the next insight, after at most one exploration move
+        assert ranked[0] == tile + unroll and tile in ranked[1:5] and unroll in ranked[1:5]
     # the same insight measured on this very problem outweighs one from elsewhere
     same = parse_insights(format_for_prompt([_insight("other", 1.5, "Decrease TILE_N (32 -> 16)", entry="d"),
                                              _insight("scale_add", 1.5, "Increase UNROLL (2 -> 4)", entry="c")]))
-    assert all(rank_moves(V2_KERNEL.replace("a kernel", f"k{i}"), skip={"M", "N"}, hints=same, problem="scale_add",
-                          key=str(i))[0][0].name == "UNROLL" for i in range(20))
+    w = _insight_weights(same)
+    assert w[unroll] > w[tile]
+    assert rank_moves(V2_KERNEL, skip={"M", "N"}, hints=same, problem="scale_add", key="k")[0] == unroll + tile
+
+
+def test_a_compound_move_applies_the_strongest_insights_on_distinct_constants():
+    """Three insights on three constants become one move (what following them one per
+    iteration reaches after three); an insight on a constant already in it stays out."""
+    found = [_insight("gemm_a", 8.0, "Increase UNROLL (2 -> 8)", entry="u"),
+             _insight("gemm_b", 2.0, "Increase TILE_N (32 -> 128)", entry="t"),
+             _insight("gemm_c", 1.6, "Decrease UNROLL (8 -> 4)", entry="u2"),
+             _insight("gemm_d", 1.4, "Increase FUSED (0 -> 1)", entry="f"),
+             _insight("gemm_e", 1.2, "Set SCHED (static -> dynamic)", entry="s")]
+    hints = parse_insights(format_for_prompt(found))
+    compound = compound_move(insight_moves(find_tunables(V2_KERNEL, {"M", "N"}), hints, "scale_add", None))
+    assert compound is not None
+    assert compound.move == (Change("UNROLL", 2, 8), Change("TILE_N", 32, 128), Change("FUSED", 0, 1))
+    assert [h.rank for h in compound.hints] == [1, 2, 4]
+    text = plan(insights=found)
+    assert set(parse_changes(text)) == set(compound.move)
+    assert "insights 1, 2 and 4 of the memory" in text and "8.00x on `gemm_a`" in text
+    # one insight alone is no compound; an insight applied already only suggests a further step,
+    # which a compound leaves out
+    one = parse_insights(format_for_prompt(found[:1]))
+    assert compound_move(insight_moves(find_tunables(V2_KERNEL, {"M", "N"}), one, "scale_add", None)) is None
+    applied = V2_KERNEL.replace("#define UNROLL 2 ", "#define UNROLL 8 ")
+    moves_applied = insight_moves(find_tunables(applied, {"M", "N"}), hints[:2], "scale_add", None)
+    assert compound_move(moves_applied) is None
+
+
+def test_a_switch_past_the_insights_target_goes_to_the_target():
+    """The numbers of a switch such as a loop order have no direction: an insight `4 -> 2` on a
+    kernel at 1 (no legal value below it) proposes 2 (it used to propose nothing)."""
+    switch = V2_KERNEL.replace("#define FUSED 0        // tune: FUSED in {0, 1}",
+                               "#define ORDER 1        // tune: ORDER in {1, 2, 4}")
+    ins = _insight("gemm", 1.9, "Decrease ORDER (4 -> 2)")
+    assert parse_changes(plan(source=switch, insights=[ins])) == [Change("ORDER", 1, 2)]
+    # where a further step exists, an applied insight still takes it (an ordered knob)
+    at_two = switch.replace("#define ORDER 1 ", "#define ORDER 4 ")
+    assert parse_changes(plan(source=at_two, insights=[_insight("gemm", 1.9, "Increase ORDER (1 -> 2)")])) == [
+        Change("ORDER", 4, 2)]
 
 
 def test_the_memory_never_takes_every_sample():
@@ -141,11 +188,12 @@ def test_a_partly_applicable_insight_pulls_in_proportion():
     partial = _insight("other", 3.0, "Increase NOT_HERE (1 -> 2), decrease TILE_N (32 -> 16)", entry="p")
     whole = _insight("other", 2.2, "Increase UNROLL (2 -> 4)", entry="w")
     hints = parse_insights(format_for_prompt([partial, whole]))
-    first = rank_moves(V2_KERNEL, skip={"M", "N"}, hints=hints, problem="scale_add", key="k")[0]
-    assert first == (Change("UNROLL", 2, 4),)
+    unroll, tile = (Change("UNROLL", 2, 4),), (Change("TILE_N", 32, 16),)
+    w = _insight_weights(hints)
+    assert w[unroll] > w[tile]
+    assert rank_moves(V2_KERNEL, skip={"M", "N"}, hints=hints, problem="scale_add", key="k")[0] == unroll + tile
     alone = parse_insights(format_for_prompt([partial]))
-    assert rank_moves(V2_KERNEL, skip={"M", "N"}, hints=alone, problem="scale_add", key="k")[0] == (
-        Change("TILE_N", 32, 16),)
+    assert rank_moves(V2_KERNEL, skip={"M", "N"}, hints=alone, problem="scale_add", key="k")[0] == tile
 
 
 def test_applied_insight_suggests_a_further_step_and_slowdowns_push_back():
