@@ -146,10 +146,13 @@ class Deployment:
     def stop(self, timeout_s: float = 15.0) -> None:
         import ray
 
+        stops = []
         for h in self.hosts:
             with contextlib.suppress(Exception):
-                h.handle.stop.remote()
-        refs = [h.run_ref for h in self.hosts]
+                # not retried: an actor killed below must not be restarted to stop again (Ray
+                # would print a retry warning for every one)
+                stops.append(h.handle.stop.options(max_task_retries=0).remote())
+        refs = [h.run_ref for h in self.hosts] + stops
         with contextlib.suppress(Exception):
             ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
         for h in self.hosts:

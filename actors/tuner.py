@@ -23,8 +23,8 @@ stay inside that set.
      and retrieval order stands for similarity); an insight already applied to the kernel
      suggests one more step the same way, at a lower weight; an insight reported as a
      slowdown pushes the other way; an insight the kernel has only some constants of pulls
-     in proportion; strongest first, led by a compound move: the strongest fresh insights on
-     distinct constants (up to `COMPOUND`) applied at once, where following them one per
+     in proportion; strongest first, led by a compound move: the strongest fresh insights
+     (up to `COMPOUND`) merged constant by constant and applied at once, where following them one per
      iteration would arrive after several; a switch already past an insight's target with no
      further legal value (a loop order at the end of its set) goes to the target;
   2. exploration: single steps (the next legal value, or double/halve), then two-step jumps
@@ -240,17 +240,18 @@ COMPOUND = 3  # how many of the strongest insights a compound move applies at on
 
 
 def compound_move(items: Sequence[InsightMove]) -> InsightMove | None:
-    """The strongest fresh insight moves on distinct constants, applied together: where a search
-    that follows one insight per iteration arrives after several iterations, in one profile.
-    None unless at least two insights combine."""
+    """The strongest fresh insight moves merged constant by constant (the stronger insight
+    decides a constant both name): where a search that follows one insight per iteration
+    arrives after several, in one profile. At most `COMPOUND` insights; None unless at least
+    two contribute."""
     chosen: list[Change] = []
-    names: set[str] = set()
     used: list[InsightMove] = []
     for im in sorted((im for im in items if im.fresh), key=lambda im: -im.weight):
-        if any(c.name in names for c in im.move):
+        taken = {c.name for c in chosen}
+        new = [c for c in im.move if c.name not in taken]
+        if not new:
             continue
-        chosen += im.move
-        names |= {c.name for c in im.move}
+        chosen += new
         used.append(im)
         if len(used) == COMPOUND:
             break

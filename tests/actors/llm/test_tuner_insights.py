@@ -126,12 +126,13 @@ def test_insights_weighted_by_speedup_and_similarity():
 
 
 def test_a_compound_move_applies_the_strongest_insights_on_distinct_constants():
-    """Three insights on three constants become one move (what following them one per
-    iteration reaches after three); an insight on a constant already in it stays out."""
+    """Three insights become one move (what following them one per iteration reaches after
+    three), merged constant by constant: the stronger insight decides a constant both name,
+    and an insight with nothing left to add stays out."""
     found = [_insight("gemm_a", 8.0, "Increase UNROLL (2 -> 8)", entry="u"),
              _insight("gemm_b", 2.0, "Increase TILE_N (32 -> 128)", entry="t"),
              _insight("gemm_c", 1.6, "Decrease UNROLL (8 -> 4)", entry="u2"),
-             _insight("gemm_d", 1.4, "Increase FUSED (0 -> 1)", entry="f"),
+             _insight("gemm_d", 1.4, "Increase FUSED (0 -> 1), decrease TILE_N (32 -> 16)", entry="f"),
              _insight("gemm_e", 1.2, "Set SCHED (static -> dynamic)", entry="s")]
     hints = parse_insights(format_for_prompt(found))
     compound = compound_move(insight_moves(find_tunables(V2_KERNEL, {"M", "N"}), hints, "scale_add", None))
