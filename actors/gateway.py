@@ -44,19 +44,19 @@ from accelopt.catalog import LLMCallCompleted, derive_event_id
 from accelopt.config import LLMConfig, ResolvedLLM
 from accelopt.logging import get_logger
 from accelopt.records import ChatMessage, ModelPrice, TokenUsage
+from actors.pricing import (  # noqa: F401  (the pricing names are used through this module too)
+    FREE_PROVIDERS,
+    UnpricedModelError,
+    declare_free_provider,
+    model_price,
+    price_snapshot,
+    provider_of,
+    role_models,
+)
 
 litellm.suppress_debug_info = True
 
 log = get_logger(component="llm-gateway")
-
-FREE_PROVIDERS = {"builtin": "builtin"}
-"""Offline providers (priced at 0 with this source): this package's, and those declared free
-by `declare_free_provider` (e.g. a test's scripted model)."""
-
-
-def declare_free_provider(provider: str) -> None:
-    """Price every `provider/<model>` at 0 (a provider served in this process that costs nothing)."""
-    FREE_PROVIDERS[provider] = provider
 
 _PERMANENT = (
     litellm.AuthenticationError,
@@ -78,19 +78,6 @@ _TRANSIENT = (
 )
 
 
-class UnpricedModelError(ValueError):
-    """Models with no price in the config nor in litellm's price map."""
-
-    def __init__(self, models: Sequence[str]) -> None:
-        self.models = list(models)
-        super().__init__(
-            f"no price known for model(s) {', '.join(self.models)}: set llm.prices.<model> "
-            "(input_cost_per_token / output_cost_per_token, 0 allowed; on the command line --price IN OUT in USD "
-            "per million tokens) or llm.allow_unpriced=true (--allow-unpriced). Self-hosted and local models have no "
-            "price in litellm's map: say what they cost, even if it is 0"
-        )
-
-
 # errors that some providers raise as 5xx although no retry can fix them
 _PERMANENT_TEXT = ("missing credentials", "api_key client option must be set", "no api key provided")
 
@@ -104,10 +91,6 @@ def is_transient(exc: BaseException) -> bool:
         return True
     status = getattr(exc, "status_code", None)
     return isinstance(status, int) and (status in (408, 409, 429) or status >= 500)
-
-
-def provider_of(model: str) -> str:
-    return model.split("/", 1)[0] if "/" in model else ""
 
 
 def max_output_tokens(model: str) -> int | None:
@@ -127,54 +110,6 @@ def call_params(cfg: ResolvedLLM) -> dict[str, Any]:
                               "max_tokens": min(cfg.max_tokens, limit) if limit else cfg.max_tokens}
     params.update(cfg.params)
     return params
-
-
-def _litellm_price(model: str) -> ModelPrice | None:
-    try:
-        info = litellm.get_model_info(model)
-    except Exception:
-        return None
-    inp, out = info.get("input_cost_per_token"), info.get("output_cost_per_token")
-    if inp is None or out is None:
-        return None
-    return ModelPrice(input_cost_per_token=float(inp), output_cost_per_token=float(out), source="litellm")
-
-
-def model_price(config: LLMConfig, model: str) -> ModelPrice | None:
-    """The price of `model`: config, then the offline providers (0), then litellm's map."""
-    if model in config.prices:
-        p = config.prices[model]
-        return ModelPrice(input_cost_per_token=p.input_cost_per_token,
-                          output_cost_per_token=p.output_cost_per_token, source="config")
-    free = FREE_PROVIDERS.get(provider_of(model))
-    if free is not None:
-        return ModelPrice(input_cost_per_token=0.0, output_cost_per_token=0.0, source=free)
-    return _litellm_price(model)
-
-
-def role_models(config: LLMConfig) -> list[str]:
-    return sorted({config.for_role(r).model for r in ("planner", "executor", "fixer", "summarizer")})
-
-
-def price_snapshot(config: LLMConfig, models: Iterable[str] | None = None) -> dict[str, ModelPrice]:
-    """Prices of `models` (default: every role's model), for `RunStarted.prices`.
-
-    Raises `UnpricedModelError` naming the models without a price, unless `allow_unpriced`
-    (then they are priced at 0 with source "unpriced").
-    """
-    out: dict[str, ModelPrice] = {}
-    unpriced: list[str] = []
-    for model in sorted(set(models) if models is not None else role_models(config)):
-        price = model_price(config, model)
-        if price is None:
-            if not config.allow_unpriced:
-                unpriced.append(model)
-                continue
-            price = ModelPrice(input_cost_per_token=0.0, output_cost_per_token=0.0, source="unpriced")
-        out[model] = price
-    if unpriced:
-        raise UnpricedModelError(unpriced)
-    return out
 
 
 def content_hash(model: str, messages: Sequence[ChatMessage], params: Mapping[str, Any], sample_index: int) -> str:

@@ -20,9 +20,7 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import msgspec
 import nats.js.errors
@@ -38,9 +36,6 @@ from events.runsource import open_log_endpoint
 from events.subjects import role_filter, run_filter
 from hardware_agents.languages import find_language
 from replay.fold import RunView
-
-if TYPE_CHECKING:
-    from actors.deployment import Hosted
 
 log = get_logger(component="session")
 
@@ -81,10 +76,9 @@ def toolchain(devices: list[str]) -> dict[str, str]:
 
 def price_snapshot(cfg: RunConfig) -> dict:
     """Prices of every configured model; fails closed on an unpriced one (see the gateway)."""
-    from actors.gateway import LLMGateway
+    from actors.pricing import price_snapshot as snapshot
 
-    models = sorted({cfg.llm.for_role(r).model for r in ("planner", "executor", "fixer", "summarizer")})
-    return LLMGateway(cfg.llm).price_snapshot(models)
+    return snapshot(cfg.llm)
 
 
 def run_started(run_id: str, cfg: RunConfig, problems: list[Problem], *, prices: dict,
@@ -313,7 +307,8 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
                 on_event: Callable[[ev.Event, RunView], None] | None = None,
                 timeout_s: float | None = None, start_workers: bool = True, log_level: str | None = None,
                 started_event: ev.RunStarted | None = None, resume: bool = False,
-                on_warning: Callable[[str], None] | None = None, devices: list[str] | None = None) -> RunOutcome:
+                on_warning: Callable[[str], None] | None = None, devices: list[str] | None = None,
+                coordinator: str = "ray") -> RunOutcome:
     """Run `problems` under `cfg` to completion (see the module docstring).
 
     Each problem is optimized on its own device kind (`target_devices`: the `@DEVICE` of its
@@ -322,49 +317,61 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
     `resume`: the run exists on the log; start its actors and coordinator again, which
     re-derives its state from the log and goes on from there. `devices`: the run's device
     kinds when resuming (its RunStarted's targets; default: derived from `cfg`).
+    `coordinator`: "ray" (an actor) or "local" (a thread of this process, for a run whose
+    agents are already up, e.g. a warm pool's: such a run needs no Ray at all).
     """
+    from actors.coordinator_handle import CoordinatorHandle, start_coordinator
     from actors.deployment import ActorStartError, Deployment, init_ray
 
+    if coordinator == "local" and start_workers:
+        raise ValueError("a coordinator in this process serves agents started elsewhere (start_workers=False)")
     _refuse_unsafe(cfg, problems, devices, start_workers)
     cfg = with_memory_uri(cfg)
     run_id = run_id or (started_event.run_id if started_event else new_run_id())
     run_dir = Path(cfg.root) / run_id
     endpoint = open_log_endpoint(nats_url, cfg.root)
     deployment: Deployment | None = None
+    coord: CoordinatorHandle | None = None
     try:
         start, devices = _run_start(cfg, problems, run_id, devices, started_event, resume)
         settings = StreamSettings(replicas=cfg.log.replicas, duplicate_window_s=cfg.log.duplicate_window_s)
         # the run's settings (replicas) make the stream, not the first actor to connect with the defaults
         asyncio.run(create_stream(endpoint.url, settings))
-        init_ray(ray_address)
-        deployment = Deployment(cfg, endpoint.url, log_level=log_level)
+        if coordinator == "ray":
+            init_ray(ray_address)
+            deployment = Deployment(cfg, endpoint.url, log_level=log_level)
         # a new run's coordinator starts with the agents (it waits for RunStarted); a resumed
         # one only once they are ready, as it acts at once
-        coord = deployment.start_coordinator(run_id) if start is not None else None
+        if start is not None:
+            coord = start_coordinator(coordinator, endpoint.url, run_id, deployment)
         # an ablation (or a resumed run, which may be one) retrieves with its parent's settings
         # before the fork: its memory workers start whatever its own config says
-        memory_on = start_workers and (cfg.memory.enabled or resume or bool(start is not None and start.parent_run))
-        if start_workers:
+        memory_on = cfg.memory.enabled or resume or bool(start is not None and start.parent_run)
+        if start_workers and deployment is not None:
             deployment.start_workers(devices, memory=memory_on)
             try:
                 deployment.wait_ready()
             except ActorStartError as e:  # nothing would answer its requests: stop, say why
                 raise RunError(str(e)) from e
         if coord is None:
-            coord = deployment.start_coordinator(run_id)
+            coord = start_coordinator(coordinator, endpoint.url, run_id, deployment)
         if start is not None:
             asyncio.run(publish(endpoint.url, start, settings))
         watch = StallWatch(devices, report=on_warning)
         view, timed_out = asyncio.run(follow_run(endpoint.url, run_id, on_event=on_event, timeout_s=timeout_s,
-                                                 alive=partial(_coordinator_problem, coord), stall_watch=watch))
-        warnings = _coordinator_warnings(coord)
-        if memory_on and not timed_out:  # the run is done once its insights are in the memory
+                                                 alive=coord.problem, stall_watch=watch))
+        warnings = coord.warnings()
+        # the run is done once its insights are in the memory (whoever hosts the curator: this
+        # run, a pool or the demo's shared agents)
+        if memory_on and not timed_out:
             warnings += _memory_warnings(endpoint.url, run_id, view, cfg)
         run_dir.mkdir(parents=True, exist_ok=True)
         asyncio.run(export_log(endpoint.url, run_id, run_dir / "log.aolog"))
         write_run_dir(run_dir, view, cfg)
         return RunOutcome(run_id, view, run_dir, warnings, timed_out)
     finally:
+        if coord is not None:
+            coord.stop()
         if deployment is not None:
             deployment.stop()
         endpoint.close()
@@ -403,34 +410,14 @@ def _refuse_unsafe(cfg: RunConfig, problems: list[Problem], devices: list[str] |
     if sim_why:  # a simulated device must never be selected by accident
         raise RunError(sim_why)
     if start_workers:  # this machine will run LLM-written kernels: refuse now, not kernel by kernel
-        from hardware_agents.sandbox import allow_unisolated, isolation_problem
-
-        with allow_unisolated(cfg.sandbox.allow_unisolated):
-            problem = isolation_problem()
-        if problem:
-            raise RunError(problem)
+        refuse_unisolated(cfg)
 
 
-def _coordinator_problem(coord: Hosted) -> str | None:
-    """Why the run's coordinator stopped early (crashed, or ended unfinished); None while it runs."""
-    import ray
+def refuse_unisolated(cfg: RunConfig) -> None:
+    """RunError if this machine cannot isolate the kernels its profilers would run."""
+    from hardware_agents.sandbox import allow_unisolated, isolation_problem
 
-    done, _ = ray.wait([coord.run_ref], timeout=0)
-    if not done:
-        return None
-    try:
-        report = ray.get(done[0])
-        return None if report.finished else f"coordinator ended without finishing: {report}"
-    except Exception as e:
-        return f"coordinator crashed: {e}"
-
-
-def _coordinator_warnings(coord: Hosted) -> list[str]:
-    """The warnings of the coordinator's final report (none if it does not report in 10 s)."""
-    import ray
-
-    with contextlib.suppress(Exception):
-        done, _ = ray.wait([coord.run_ref], timeout=10)
-        if done:
-            return list(ray.get(done[0]).warnings)
-    return []
+    with allow_unisolated(cfg.sandbox.allow_unisolated):
+        problem = isolation_problem()
+    if problem:
+        raise RunError(problem)

@@ -133,7 +133,9 @@ def warm_memory(uri: Path, entries: list[Any], embedder: str | None) -> int:
     from memory_index import MemoryIndex
 
     index = MemoryIndex.open(str(uri), embedder=embedder)
-    return index.upsert(entries) if entries else 0
+    if entries:
+        index.upsert(entries)  # a memory reused from an earlier invocation writes nothing new
+    return len(index) if index.exists else 0
 
 
 def remeasure_problem(agent, problem, sources: list[str], *, rounds: int,

@@ -14,6 +14,10 @@ parts interleaved, `--reps` rounds (median kept):
   device, from the call to the first ProfileRequested on the log (memory on and off; and
   with a process per LLM role, `workers.llm_roles_together: false`): the start-up a user of
   `accelopt run` waits through.
+- `run_to_first_result (warm pool)`: the same run attached to a warm pool (`accelopt up`,
+  started once before the parts and not timed), from the start of a fresh interpreter
+  (every import included) to the first KernelProfiled on the log: the start-up a user of
+  `accelopt run` waits through while a pool is up.
 
 The machine's load average is saved with the figures: on a shared machine every part is
 slower than on an idle one.
@@ -29,6 +33,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -103,6 +108,50 @@ import sys; sys.exit(0)
 """
 
 
+POOL_SETTINGS = ["--devices", "sim", "--set", "devices.sim.options.allow=true", "--set",
+                 "devices.sim.options.profile_s=0.01"]
+
+POOL_RUN_CODE = """
+import accelopt, time, suites
+from accelopt.config import build_config
+from actors.pool import attach_check
+from actors.session import run_session
+cfg = build_config(overrides=["root=ROOT", "memory.uri=MEMORY", "suite=SUITE", "device=sim",
+    "search.iterations=0", "search.remeasure_rounds=0", "devices.sim.options.allow=true",
+    "devices.sim.options.profile_s=0.01"])
+pool, why = attach_check(cfg, ["sim"])
+assert pool is not None, why or "no pool"
+first = []
+def on_event(e, _v):
+    if e.type == "KernelProfiled" and not first:
+        first.append(time.perf_counter())
+run_session(cfg, suites.load_suite("SUITE"), on_event=on_event, timeout_s=300, log_level="ERROR",
+            nats_url=pool.nats_url, start_workers=False, coordinator="local")
+print("PART_SECONDS", first[0] - T0)
+import sys; sys.exit(0)
+"""
+
+
+def start_pool(tmp: Path) -> tuple[subprocess.Popen, str]:
+    """A warm pool for the sim device under `tmp` (not timed); returns it and the part's code."""
+    from actors.pool import read_pool
+    from hardware_agents.sim.suite import write_suite
+
+    root, memory = tmp / "pool-runs", tmp / "pool-memory"
+    suite = write_suite(tmp, 1, name="pool-sim")
+    env = {**os.environ, "ACCELOPT_LOG_LEVEL": "ERROR"}
+    proc = subprocess.Popen([sys.executable, "-m", "accelopt.cli", "up", "--root", str(root), "--memory", str(memory),
+                             *POOL_SETTINGS], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 600
+    while read_pool(root) is None:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError("the warm pool did not come up")
+        time.sleep(0.2)
+    code = POOL_RUN_CODE.replace("ROOT", str(root)).replace("MEMORY", str(memory)).replace("SUITE", str(suite))
+    return proc, code
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=1)
@@ -123,19 +172,34 @@ def main() -> int:
         parts = {n: c for n, c in parts.items() if any(n.startswith(k) for k in keys)}
     figures: dict[str, dict] = {}
     load_before = os.getloadavg()
-    runs: dict[str, list[float]] = {name: [] for name in parts}
     failed: set[str] = set()
-    with tempfile.TemporaryDirectory():
+    pool_part = "run_to_first_result (warm pool)"
+    with_pool = not args.skip_run and (not args.only or any(pool_part.startswith(k.strip())
+                                                            for k in args.only.split(",")))
+    runs: dict[str, list[float]] = {name: [] for name in [*parts, *([pool_part] if with_pool else [])]}
+
+    def timed(name: str, code: str) -> None:
+        if name in failed:
+            return
+        try:
+            runs[name].append(time_part(code))
+            print(f"{name}: {runs[name][-1]:.2f} s", flush=True)
+        except Exception as e:
+            print(f"{name}: failed: {e}", flush=True)
+            failed.add(name)
+
+    with tempfile.TemporaryDirectory() as tmp:
         for _ in range(args.reps):  # parts interleaved, so each rep of every part sees similar load
             for name, code in parts.items():
-                if name in failed:
-                    continue
-                try:
-                    runs[name].append(time_part(code))
-                    print(f"{name}: {runs[name][-1]:.2f} s", flush=True)
-                except Exception as e:
-                    print(f"{name}: failed: {e}", flush=True)
-                    failed.add(name)
+                timed(name, code)
+        if with_pool:  # after the others, so no other part runs beside an idle pool
+            pool, code = start_pool(Path(tmp))
+            try:
+                for _ in range(args.reps):
+                    timed(pool_part, code)
+            finally:
+                pool.terminate()
+                pool.wait(timeout=120)
     for name, secs in runs.items():
         if secs:
             figures[name] = {"median_s": round(median(secs), 3), "runs_s": [round(s, 3) for s in secs]}

@@ -23,11 +23,10 @@ from rich.console import Console
 from rich.table import Table
 
 from accelopt.commands.run import add_config_args, config_and_problems, wide_console
+from accelopt.config import target_devices
 
 if TYPE_CHECKING:
-    from actors.deployment import Deployment
     from actors.session import RunOutcome
-    from events.runsource import LogEndpoint
 
 DEMO_SUITE = "cpu_v2"
 # a fused add + normalization + matmul fills the memory; a batched matmul and a batched matmul
@@ -66,7 +65,11 @@ def run(args: argparse.Namespace) -> int:
     deadline = time.monotonic() + args.timeout if args.timeout else None
     groups = [problems[:1], problems[1:]] if len(problems) > 1 else [problems]
     outcomes: list[RunOutcome] = []
-    with SharedAgents(cfg, problems, args) as nats_url:  # one set of agents serves both runs
+    from actors.pool import AgentPool
+
+    devices = sorted(set(target_devices(cfg, names).values()))
+    # one set of agents serves both runs (agents serve every run on the stream)
+    with AgentPool(cfg, devices, nats_url=args.nats, ray_address=args.ray_address, log_level=args.log_level) as nats_url:
         for i, group in enumerate(groups, 1):
             if i == 1:
                 role = "fills the memory" if len(groups) > 1 else "memory on"
@@ -94,46 +97,6 @@ def run(args: argparse.Namespace) -> int:
                 f"accelopt remeasure {last}{root}", f"accelopt memory list --uri {cfg.memory.uri}"):
         console.print(f"  {cmd}", highlight=False)
     return 0
-
-
-class SharedAgents:
-    """The log endpoint, Ray and one set of agents (LLM roles, profilers, the curator of the
-    demo's memory) for both runs: agents serve every run on the stream, so the second run
-    only starts its coordinator. Yields the NATS URL."""
-
-    def __init__(self, cfg, problems: list, args: argparse.Namespace) -> None:
-        self.cfg, self.problems, self.args = cfg, problems, args
-        self.endpoint: LogEndpoint | None = None
-        self.deployment: Deployment | None = None
-
-    def __enter__(self) -> str:
-        import asyncio
-
-        from accelopt.config import target_devices
-        from actors.deployment import Deployment, init_ray
-        from actors.session import create_stream, with_memory_uri
-        from events.log import StreamSettings
-        from events.runsource import open_log_endpoint
-
-        cfg = with_memory_uri(self.cfg)
-        self.endpoint = endpoint = open_log_endpoint(self.args.nats, cfg.root)
-        try:
-            settings = StreamSettings(replicas=cfg.log.replicas, duplicate_window_s=cfg.log.duplicate_window_s)
-            asyncio.run(create_stream(endpoint.url, settings))
-            init_ray(self.args.ray_address)
-            self.deployment = deployment = Deployment(cfg, endpoint.url, log_level=self.args.log_level)
-            deployment.start_workers(sorted(set(target_devices(cfg, [p.name for p in self.problems]).values())))
-            deployment.wait_ready()
-        except BaseException:
-            self.__exit__()
-            raise
-        return endpoint.url
-
-    def __exit__(self, *exc: object) -> None:
-        if self.deployment is not None:
-            self.deployment.stop()
-        if self.endpoint is not None:
-            self.endpoint.close()
 
 
 def _session(console: Console, cfg, problems: list, args: argparse.Namespace, nats_url: str,

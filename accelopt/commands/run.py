@@ -136,8 +136,11 @@ def preflight(console: Console, cfg: RunConfig, probe: bool) -> bool:
     per problem saying what to set) if not. `probe`: also make one tiny real call per model."""
     import asyncio
 
+    from actors.pricing import FREE_PROVIDERS, UnpricedModelError, price_snapshot, provider_of, role_models
+
+    if all(provider_of(m) in FREE_PROVIDERS for m in role_models(cfg.llm)):
+        return True  # offline models only (checked without importing litellm, seconds of start-up)
     from actors import preflight as pf
-    from actors.gateway import UnpricedModelError, price_snapshot
 
     if not pf.needs_preflight(cfg.llm):
         return True
@@ -168,19 +171,24 @@ def execute(console: Console, cfg: RunConfig, problems: list, args: argparse.Nam
     budget = cfg.llm.budget_usd
     console.print(f"LLM budget: {f'${budget:.2f}' if budget is not None else 'none'} "
                   "(llm.budget_usd; --budget USD to change)")
+    where = {"nats_url": args.nats, "ray_address": args.ray_address}
+    if not args.nats and not args.ray_address:
+        pooled = pool_kwargs(console, cfg, problems, session_kwargs.get("devices"))
+        if pooled is None:
+            return 2
+        where.update(pooled)
     try:
         with RunProgress(console, cfg.search.iterations) as progress:
-            outcome = run_session(cfg, problems, nats_url=args.nats, ray_address=args.ray_address,
-                                  on_event=progress.on_event, timeout_s=getattr(args, "timeout", None),
+            outcome = run_session(cfg, problems, on_event=progress.on_event, timeout_s=getattr(args, "timeout", None),
                                   log_level=args.log_level,
                                   on_warning=lambda text: console.print(f"[yellow]waiting:[/yellow] {text}"),
-                                  **session_kwargs)
+                                  **where, **session_kwargs)
     except (RunError, ConfigError) as e:
         console.print(f"[red]run failed:[/red] {e}")
         return 1
     except Exception as e:
-        gateway = sys.modules.get("actors.gateway")  # loaded if the run got far enough to raise this
-        if gateway is not None and isinstance(e, gateway.UnpricedModelError):
+        pricing = sys.modules.get("actors.pricing")  # loaded if the run got far enough to raise this
+        if pricing is not None and isinstance(e, pricing.UnpricedModelError):
             console.print(f"[red]{e}[/red]")
             return 2
         raise
@@ -211,6 +219,24 @@ def execute(console: Console, cfg: RunConfig, problems: list, args: argparse.Nam
         console.print("[red]timed out[/red]")
         return 1
     return 0 if view.completed else 1
+
+
+def pool_kwargs(console: Console, cfg: RunConfig, problems: list, devices: list[str] | None) -> dict | None:
+    """How a run reaches a warm pool of its root (`accelopt up`): {} without one, None (after
+    saying why) where one is up that cannot serve this run: its agents would serve the run's
+    requests on the shared log with settings that are not the run's."""
+    from actors.pool import attach_check
+
+    devices = devices or sorted(set(target_devices(cfg, [p.name for p in problems]).values()))
+    pool, why = attach_check(cfg, devices)
+    if why:
+        console.print(f"[red]a pool of agents is up for {cfg.root} that cannot serve this run:[/red] {why}. Stop it "
+                      f"(accelopt down --root {cfg.root}) or use another --root", soft_wrap=True)
+        return None
+    if pool is None:
+        return {}
+    console.print(f"attached to the agent pool of {cfg.root} (pid {pool.pid})", highlight=False)
+    return {"nats_url": pool.nats_url, "start_workers": False, "coordinator": "local"}
 
 
 def budget_note(view) -> str:
