@@ -22,7 +22,8 @@ stay inside that set.
      measured speedup and its similarity (the same problem counts more than another one,
      and retrieval order stands for similarity); an insight already applied to the kernel
      suggests one more step the same way, at a lower weight; an insight reported as a
-     slowdown pushes the other way; an insight the kernel has only some constants of pulls
+     slowdown of one constant pushes the other way (a slowdown of several says nothing about
+     which: it steers nothing); an insight the kernel has only some constants of pulls
      in proportion; strongest first, led by a compound move: the strongest fresh insights
      (up to `COMPOUND`) merged constant by constant and applied at once, where following them one per
      iteration would arrive after several; a switch already past an insight's target with no
@@ -101,6 +102,12 @@ class InsightHint(msgspec.Struct, frozen=True):
     slowdown: bool
     changes: tuple[Change, ...]
 
+    @property
+    def telling(self) -> bool:
+        """A speedup, or a slowdown of one constant: a slowdown of several constants changed
+        at once does not say which of them was slow, so it steers nothing."""
+        return not self.slowdown or len(self.changes) == 1
+
 
 # --- insights --------------------------------------------------------------------------------
 
@@ -151,6 +158,8 @@ def hint_preferences(hints: Sequence[InsightHint]) -> dict[tuple[str, str], floa
     compounded per insight, so many insights about one constant cannot fill exploration too."""
     votes: dict[tuple[str, str], int] = {}
     for h in hints:
+        if not h.telling:
+            continue
         for c in h.changes:
             if c.direction == "Set":
                 continue
@@ -216,6 +225,8 @@ def insight_moves(tunables: Sequence[Tunable], hints: Sequence[InsightHint], pro
     by_name = {t.name: t for t in tunables}
     out: list[InsightMove] = []
     for h in hints:
+        if not h.telling:
+            continue
         # an insight whose constants this kernel only partly has is applied partly, and its
         # gain may have come from the part that is missing: it pulls in proportion
         named = {c.name for c in h.changes}
@@ -237,18 +248,29 @@ def insight_moves(tunables: Sequence[Tunable], hints: Sequence[InsightHint], pro
 
 
 COMPOUND = 3  # how many of the strongest insights a compound move applies at once
+COMPOUND_MAX_JUMP = 4  # a compound changes an integer constant by at most this factor
+
+
+def _modest(c: Change) -> bool:
+    """A change a compound may make: a switch or identifier, or an integer within
+    COMPOUND_MAX_JUMP of its value. A jump across scales (CHUNK 1024 -> 1) says the insight
+    came from a kernel where the constant counts something else: a single move may still try
+    it, but it must not spoil the moves it would be compounded with."""
+    if isinstance(c.old, int) and isinstance(c.new, int) and c.old > 0 and c.new > 0:
+        return max(c.old / c.new, c.new / c.old) <= COMPOUND_MAX_JUMP
+    return True
 
 
 def compound_move(items: Sequence[InsightMove]) -> InsightMove | None:
     """The strongest fresh insight moves merged constant by constant (the stronger insight
-    decides a constant both name): where a search that follows one insight per iteration
-    arrives after several, in one profile. At most `COMPOUND` insights; None unless at least
-    two contribute."""
+    decides a constant both name; only modest changes, `_modest`): where a search that
+    follows one insight per iteration arrives after several, in one profile. At most
+    `COMPOUND` insights; None unless at least two contribute."""
     chosen: list[Change] = []
     used: list[InsightMove] = []
     for im in sorted((im for im in items if im.fresh), key=lambda im: -im.weight):
         taken = {c.name for c in chosen}
-        new = [c for c in im.move if c.name not in taken]
+        new = [c for c in im.move if c.name not in taken and _modest(c)]
         if not new:
             continue
         chosen += new

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -42,12 +43,18 @@ def test_runs_attach_to_a_warm_pool_and_down_stops_it(tmp_path):
     try:
         info = read_pool(root)
         assert info is not None and info.pid == pool.pid and info.devices == ["cpu"]
-        ran = []
-        for problem in ("rowsum", "rownorm"):  # two runs, one set of agents
-            out = cli("run", *SMALL, "--problems", problem, "--memory", str(memory), root=root)
-            assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-            assert f"attached to the agent pool of {root} (pid {pool.pid})" in out.stdout
-            ran.append(out)
+        out = cli("run", *SMALL, "--problems", "rowsum", "--memory", str(memory), root=root)
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+        assert f"attached to the agent pool of {root} (pid {pool.pid})" in out.stdout
+        # a second run on the same agents; what an attached run costs: neither Ray nor litellm
+        # is imported in its process (its coordinator runs on a thread there)
+        code = ("import sys; from accelopt.cli import main; rc = main(sys.argv[1:]); "
+                "print('IMPORTED', 'ray' in sys.modules, 'litellm' in sys.modules); sys.exit(rc)")
+        env = {k: v for k, v in os.environ.items() if k != "ACCELOPT_MEMORY"}
+        out = subprocess.run([sys.executable, "-c", code, "run", *SMALL, "--problems", "rownorm", "--memory",
+                              str(memory), "--root", str(root)], capture_output=True, text=True, timeout=600, env=env)
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+        assert "attached to the agent pool" in out.stdout and "IMPORTED False False" in out.stdout
         logs = {d: read_events(root / d / "log.aolog") for d in run_dirs(root)}
         assert len(logs) == 2
         for events in logs.values():

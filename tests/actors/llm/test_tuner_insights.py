@@ -8,7 +8,14 @@ from llm_helpers import scale_add_problem
 from accelopt.catalog import RetrievedInsight
 from accelopt.records import ChatMessage
 from actors.parsing import extract_code, parse_insight
-from actors.tuner import compound_move, insight_moves, parse_insights, rank_moves, tuner_reply
+from actors.tuner import (
+    compound_move,
+    hint_preferences,
+    insight_moves,
+    parse_insights,
+    rank_moves,
+    tuner_reply,
+)
 from hardware_agents.languages.tunables import (
     Change,
     apply_changes,
@@ -235,3 +242,34 @@ def test_plans_are_deterministic_per_prompt_and_sample():
     ins = [_insight("x", 1.5, "Increase UNROLL (2 -> 4)")]
     assert [plan(sample=i, insights=ins) for i in range(5)] == [plan(sample=i, insights=ins) for i in range(5)]
     assert plan(sample=0, insights=ins) != plan(sample=1, insights=ins)
+
+
+def test_a_compound_leaves_out_jumps_across_scales():
+    """An insight from a kernel where a constant of the same name counts something else
+    (CHUNK 2 -> 1 on a GEMM's blocks, on a kernel at 1024 elements) may be tried alone, but is
+    not compounded with the others: one such jump made a compound 5x slower than the baseline."""
+    chunked = V2_KERNEL.replace("#define UNROLL 2       // tune: UNROLL in {1, 2, 4, 8}",
+                                "#define UNROLL 2       // tune: UNROLL in {1, 2, 4, 8}\n"
+                                "#define CHUNK 1024     // tune: CHUNK in {1, 2, 4, 256, 512, 1024, 2048}")
+    found = [_insight("gemm", 3.0, "Decrease CHUNK (2 -> 1)", entry="c"),
+             _insight("other", 2.0, "Increase UNROLL (2 -> 4)", entry="u"),
+             _insight("other2", 1.5, "Increase TILE_N (32 -> 64)", entry="t")]
+    hints = parse_insights(format_for_prompt(found))
+    items = insight_moves(find_tunables(chunked, {"M", "N"}), hints, "scale_add", None)
+    assert (Change("CHUNK", 1024, 1),) in [im.move for im in items]  # still a move of its own
+    compound = compound_move(items)
+    assert compound is not None
+    assert compound.move == (Change("UNROLL", 2, 4), Change("TILE_N", 32, 64))
+    assert [h.rank for h in compound.hints] == [2, 3]
+
+
+def test_a_slowdown_of_several_constants_steers_nothing():
+    """Which of several constants changed together made a kernel slower is unknown: such an
+    insight proposes no move back and weighs on no direction; a one-constant slowdown does."""
+    both = _insight("x", 0.5, "Increase UNROLL (2 -> 4), increase TILE_N (32 -> 64)", entry="b")
+    [h] = parse_insights(format_for_prompt([both]))
+    assert h.slowdown and not h.telling
+    assert insight_moves(find_tunables(V2_KERNEL, {"M", "N"}), [h], "scale_add", None) == []
+    assert hint_preferences([h]) == {}
+    [one] = parse_insights(format_for_prompt([_insight("x", 0.5, "Increase UNROLL (2 -> 4)")]))
+    assert one.telling and hint_preferences([one])[("UNROLL", "Decrease")] > 1
