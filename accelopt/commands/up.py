@@ -52,11 +52,12 @@ def up(args: argparse.Namespace) -> int:
         console.print(f"[red]cannot start profilers here:[/red] {e}")
         return 2
     stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
     t0 = time.monotonic()
     with AgentPool(cfg, devices, nats_url=args.nats, ray_address=args.ray_address,
                    log_level=args.log_level) as nats_url:
+        # after ray.init, which installs a SIGTERM handler of its own that aborts the process
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
         record_pool(cfg, nats_url, devices)
         try:
             console.print(f"pool up in {time.monotonic() - t0:.1f} s: log {nats_url}, profilers for "
