@@ -92,6 +92,7 @@ class ProblemState:
     # candidate id -> plan samples drawn for it so far: a candidate the beam keeps is planned
     # again with the next sample indices, so it gets new plans rather than the cached replies
     plans_drawn: dict[str, int] = field(default_factory=dict)
+    kernel_ids: list[str] = field(default_factory=list)  # its kernels still held in CoordinatorCore.kernels
     kernels_profiled: int = 0
     memory_ids: list[str] = field(default_factory=list)
     baseline_id: str = ""
@@ -115,7 +116,11 @@ class CoordinatorCore:
         self.started: ev.RunStarted | None = None
         self.problems: dict[str, ProblemState] = {}
         self.kernels: dict[str, KernelRec] = {}
-        self.requests: dict[str, ev.Event] = {}  # request id -> request event (pending or done)
+        # pending requests only: a request's entries go when its result is folded, and the
+        # kernels a problem's search left behind go when its next iteration starts, so the
+        # state of a run that goes on for days stays the size of its current iterations
+        # (benchmarks/long_run_bench.py measures it)
+        self.requests: dict[str, ev.Event] = {}  # request id -> request event
         self.request_problem: dict[str, str] = {}
         self.applied: set[str] = set()
         self.spent_usd = 0.0
@@ -218,7 +223,8 @@ class CoordinatorCore:
         if problem is None or request_id not in problem.pending:
             return problem, released
         problem.pending.discard(request_id)
-        req = self.requests.get(request_id)
+        del self.request_problem[request_id]
+        req = self.requests.pop(request_id, None)
         lane = self._lane(req) if req is not None else None
         if lane:
             self.inflight[lane] = max(0, self.inflight.get(lane, 0) - 1)
@@ -233,7 +239,8 @@ class CoordinatorCore:
         return problem, released
 
     def _drop(self, request: ev.Event) -> None:
-        name = self.request_problem.get(request.event_id)
+        name = self.request_problem.pop(request.event_id, None)
+        self.requests.pop(request.event_id, None)
         if name:
             self.problems[name].pending.discard(request.event_id)
 
@@ -273,8 +280,8 @@ class CoordinatorCore:
 
     def _on_KernelProposed(self, e: ev.KernelProposed, out: Step) -> list[ev.Event]:
         p = self.problems.get(e.problem)
-        if p is None or e.kernel_id in self.kernels:
-            return []
+        if p is None or e.kernel_id in self.kernels or e.iteration < p.iteration:
+            return []  # unknown, known, or of an iteration already closed (its kernels may be forgotten)
         _, released = self._resolve(e.request_id)
         parent_id, plan_id, candidate_id = e.parent_id, e.plan_id, e.parent_id
         if e.fix_of and e.fix_of in self.kernels:
@@ -284,6 +291,7 @@ class CoordinatorCore:
         rec = KernelRec(e.kernel_id, e.problem, e.iteration, e.source, e.language, parent_id, plan_id,
                         candidate_id, e.fix_of, e.fix_round, self._order)
         self.kernels[e.kernel_id] = rec
+        p.kernel_ids.append(e.kernel_id)
         if plan_id:
             p.plan_kernels.setdefault(plan_id, []).append(e.kernel_id)
         seed_offset = int(hashlib.sha256(e.kernel_id.encode()).hexdigest()[:6], 16) % 100_000 if e.iteration else 0
@@ -340,6 +348,7 @@ class CoordinatorCore:
 
     def _on_IterationCompleted(self, e: ev.IterationCompleted, out: Step) -> list[ev.Event]:
         p = self.problems[e.problem]
+        self._forget_left_behind(p)
         more = e.iteration < self.cfg.search.iterations and p.beam and not self.stopping and not e.note
         if more:
             p.iteration = e.iteration + 1
@@ -354,6 +363,17 @@ class CoordinatorCore:
             p.remeasure_plan = plan
             return self._next_remeasure(p, e)
         return self._problem_done(p, e)
+
+    def _forget_left_behind(self, p: ProblemState) -> None:
+        """Drop the problem's kernels that are neither its baseline, its best nor in its beam:
+        no later decision reads them (a late result for one is ignored, as for any kernel
+        already profiled), and keeping every kernel's source would grow without bound."""
+        keep = {p.baseline_id, p.best_id, *p.beam}
+        for kid in p.kernel_ids:
+            if kid not in keep:
+                self.kernels.pop(kid, None)
+        p.kernel_ids = [k for k in p.kernel_ids if k in keep]
+        p.plans_drawn = {k: n for k, n in p.plans_drawn.items() if k in keep}
 
     def _problem_done(self, p: ProblemState, cause: ev.Event) -> list[ev.Event]:
         p.phase = "done"
@@ -521,11 +541,11 @@ class CoordinatorCore:
         return released + self._maybe_advance(p, e)
 
     def _on_InsightSummarized(self, e: ev.InsightSummarized, out: Step) -> list[ev.Event]:
+        req = self.requests.get(e.request_id)
         p, released = self._resolve(e.request_id)
         if p is None:
             return released
         outs = list(released)
-        req = self.requests.get(e.request_id)
         if not e.noop and isinstance(req, ev.SummaryRequested):
             entry_id = ev.derive_event_id(self.run_id, "MemoryEntry", self.run_id, e.request_id)
             p.memory_ids.append(entry_id)

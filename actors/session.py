@@ -187,7 +187,7 @@ async def follow_run(url: str, run_id: str, *, on_event: Callable[[ev.Event, Run
     wait with a RunFailed published on the run's behalf. `stall_watch` reports roles that
     have work but no worker.
     """
-    view = RunView(run_id)
+    view = RunView(run_id, compact=True)  # flat over a run of any length
     deadline = time.monotonic() + timeout_s if timeout_s else None
     answers = InFlight()
     ended_at: float | None = None

@@ -73,7 +73,9 @@ class ProblemView:
     cost_usd: float = 0.0
     note: str = ""
     op_type: str = ""
-    kernel_ids: list[str] = field(default_factory=list)
+    kernel_ids: list[str] = field(default_factory=list)  # a compact view keeps only baseline, best and beam
+    kernels_seen: int = 0  # kernels proposed
+    kernels_profiled: int = 0  # kernels with a recorded profile
     # the memory each iteration's candidates were planned with (one MemoryRetrieved per candidate)
     memory: dict[int, list[ev.MemoryRetrieved]] = field(default_factory=dict)
     # the problem's cumulative LLM cost when each iteration completed
@@ -133,8 +135,17 @@ _REQUESTS = tuple(ev.ROLE_OF_REQUEST)
 
 
 class RunView:
-    def __init__(self, run_id: str | None = None) -> None:
+    """The read model of one run.
+
+    `compact=True` keeps only what a run's summary needs (results, usage, status), for the
+    CLI that follows a run for days: the kernels a problem's beam left behind are dropped
+    when its next beam is selected, and plans, the cost series and answered requests are not
+    kept, so its size follows the current iterations, not the run's length. Reports, replay
+    and the dashboard fold the full view."""
+
+    def __init__(self, run_id: str | None = None, *, compact: bool = False) -> None:
         self.run_id = run_id
+        self.compact = compact
         self.started: ev.RunStarted | None = None
         self.completed: ev.RunCompleted | None = None
         self.failed: ev.RunFailed | None = None
@@ -173,7 +184,7 @@ class RunView:
             ev.IterationCompleted: self._on_iteration_completed,
             ev.LLMCallCompleted: self._on_llm_call,
             ev.PlanProposed: self._on_plan_proposed,
-            ev.ProposalFailed: self.failures.append,
+            ev.ProposalFailed: self._on_proposal_failed,
             ev.InsightSummarized: self._on_insight,
             ev.MemoryEntryAdded: self._on_memory_entry,
             ev.MemoryRetrieved: self._on_memory_retrieved,
@@ -260,21 +271,40 @@ class RunView:
         kernels[e.kernel_id] = KernelView(e.kernel_id, e.problem, e.iteration, parent, plan, e.fix_of,
                                           e.fix_round, e.language, e.source, None, None, e.ts)
         p = self.problems.get(e.problem)
+        if self.compact:
+            self.request_problem.pop(e.request_id, None)
         if p is not None:
             p.kernel_ids.append(e.kernel_id)
+            p.kernels_seen += 1
             if e.iteration == 0 and p.baseline_id is None and e.parent_id is None:
                 p.baseline_id = e.kernel_id
 
     def _on_kernel_profiled(self, e: ev.KernelProfiled) -> None:
         k = self.kernels.get(e.kernel_id)
         if k is not None:
+            if k.profile is None:
+                p = self.problems.get(k.problem)
+                if p is not None:
+                    p.kernels_profiled += 1
             k.profile = e.profile
+        if self.compact:
+            self.request_problem.pop(e.request_id, None)
 
     def _on_beam_selected(self, e: ev.BeamSelected) -> None:
         p = self.problems.get(e.problem)
         if p:
             p.beams[e.iteration] = [m.kernel_id for m in e.beam]
             p.best_id = e.best_kernel_id
+            if self.compact:
+                self._forget_left_behind(p)
+
+    def _forget_left_behind(self, p: ProblemView) -> None:
+        """Compact view: drop the problem's kernels outside its baseline, best and beam."""
+        keep = {p.baseline_id, p.best_id, *p.beams.get(max(p.beams), [])}
+        for kid in p.kernel_ids:
+            if kid not in keep:
+                self.kernels.pop(kid, None)
+        p.kernel_ids = [k for k in p.kernel_ids if k in keep]
 
     def _on_iteration_completed(self, e: ev.IterationCompleted) -> None:
         p = self.problems.get(e.problem)
@@ -301,17 +331,28 @@ class RunView:
         self._cost += e.cost_usd
         self._tokens += tokens
         self._calls += 1
-        self.cost_series.append(CostPoint(e.ts, self._cost, self._tokens, self._calls))
+        if not self.compact:
+            self.cost_series.append(CostPoint(e.ts, self._cost, self._tokens, self._calls))
         name = self.request_problem.get(e.request_id)
         if name is not None:
             p = self.problems.get(name)
             if p is not None:
                 p.cost_usd += e.cost_usd
 
+    def _on_proposal_failed(self, e: ev.ProposalFailed) -> None:
+        self.failures.append(e)
+        if self.compact:
+            self.request_problem.pop(e.request_id, None)
+
     def _on_plan_proposed(self, e: ev.PlanProposed) -> None:
+        if self.compact:
+            self.request_problem.pop(e.request_id, None)
+            return
         self.plans[e.event_id] = PlanView(e.event_id, e.problem, e.iteration, e.candidate_id, e.plan, e.llm_call_id)
 
     def _on_insight(self, e: ev.InsightSummarized) -> None:
+        if self.compact:
+            self.request_problem.pop(e.request_id, None)
         self.insights.append(e)
         self._insight_iteration[e.event_id] = e.iteration
 
@@ -434,7 +475,7 @@ class RunView:
                 speedup=(b_ms / best_ms) if b_ms and best_ms else None,
                 baseline_pct_peak=base.profile.pct_peak if base and base.passed and base.profile else None,
                 best_pct_peak=best.profile.pct_peak if best and best.passed and best.profile else None,
-                kernels=len(p.kernel_ids),
+                kernels=p.kernels_seen,
                 iterations=max((i.iteration for i in p.iterations), default=0),
                 cost_usd=p.cost_usd, best_kernel_id=p.best_id, note=p.note,
                 remeasured_speedup=rm.speedup if rm is not None else None,

@@ -88,7 +88,7 @@ def summarize(view: RunView) -> RunSummary:
         problems=len(view.problems),
         iterations_done=max(min(done, default=0), 0),
         iterations_planned=planned if isinstance(planned, int) else None,
-        kernels=len(view.kernels),
+        kernels=sum(p.kernels_seen for p in view.problems.values()),
         speedup_geomean=geomean(r.reported_speedup for r in results),
         recorded_speedup_geomean=geomean(r.speedup for r in results),
         remeasured_problems=sum(r.remeasured_speedup is not None for r in results),

@@ -47,7 +47,7 @@ class RunProgress:
             return
         p = view.problems[name]
         best = view.kernels.get(p.best_id or "")
-        kernels = sum(1 for k in view.kernels.values() if k.problem == name and k.profile is not None)
+        kernels = p.kernels_profiled
         it = max((i.iteration for i in p.iterations), default=-1)
         status = f"iter {max(it, 0)} · {kernels} kernels · best {_pct(best.profile.pct_peak if best and best.passed and best.profile else None)}"
         if isinstance(e, ev.ProfileRequested) and e.purpose == "remeasure":

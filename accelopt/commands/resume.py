@@ -9,6 +9,7 @@ consumers and get (re)delivered to the new agents.
 from __future__ import annotations
 
 import argparse
+import gc
 
 from accelopt.commands.run import add_preflight_arg, execute, load_run_events, wide_console
 
@@ -42,8 +43,12 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"run {started.run_id} is already {view.status}; nothing to resume")
         return 0
     cfg = recorded_config(started.config)
-    done = sum(1 for k in view.kernels.values() if k.profile is not None)
+    done = sum(p.kernels_profiled for p in view.problems.values())
     console.print(f"resuming {started.run_id}: {len(events)} events on the log, {done} kernels profiled")
     problems = [t.problem for t in started.targets]
+    # the history goes before the run goes on: the run re-folds it from the log, and holding
+    # it here would keep the whole of a long run in this process for the rest of it
+    del events, view
+    gc.collect()
     return execute(console, cfg, problems, args, run_id=started.run_id, resume=True,
                    devices=sorted({t.device for t in started.targets}))
