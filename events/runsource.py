@@ -12,11 +12,13 @@ import asyncio
 import contextlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from accelopt import catalog as ev
-from events.logfile import read_events
+from events.codec import decode
+from events.logfile import read_events, read_records
 from events.server import NatsServer, check_url, port_open
 
 LOG_NAME = "log.aolog"
@@ -83,17 +85,52 @@ def run_log_path(run: str, root: str | Path) -> Path | None:
 
 async def stream_events(url: str, run_id: str) -> list[ev.Event]:
     """The run's events on the stream at `url` ([] if there is no stream yet)."""
+    events: list[ev.Event] = []
+    await _stream_each(url, run_id, events.append)
+    return events
+
+
+async def _stream_each(url: str, run_id: str, on_event: Callable[[ev.Event], None]) -> int:
+    """Hand the run's events on the stream at `url` to `on_event`, one at a time; how many."""
     import nats.js.errors
 
     from events.log import EventLog
 
     elog = await EventLog.connect(url, create=False, name="accelopt-reader")
+    n = 0
     try:
-        return await elog.history(run_id)
+        async for _seq, event in elog.iter_history(run_id):
+            on_event(event)
+            n += 1
     except nats.js.errors.NotFoundError:
-        return []
+        pass
     finally:
         await elog.close()
+    return n
+
+
+def fold_events(run: str, root: str | Path, on_event: Callable[[ev.Event], None], *,
+                nats_url: str | None = None) -> int:
+    """`load_events(prefer_stream=True)` without holding the run: each event goes to
+    `on_event` and is let go (a run of a million events is gigabytes as a list). Returns
+    the count; raises RunNotFound."""
+    path = run_log_path(run, root)
+    run_id = Path(run).name
+    n = 0
+    if nats_url or running_server_url(root) or (Path(root) / ".nats" / "jetstream").is_dir():
+        endpoint = open_log_endpoint(nats_url, root)
+        try:
+            n = asyncio.run(_stream_each(endpoint.url, run_id, on_event))
+        finally:
+            endpoint.close()
+    if n == 0 and path is not None:
+        for subject, data in read_records(path)[1]:
+            on_event(decode(data, subject))
+            n += 1
+    if n == 0:
+        raise RunNotFound(f"run {run!r}: not a log file, no {LOG_NAME} under {Path(root) / run_id}, "
+                          "and no events on the stream")
+    return n
 
 
 def load_events(run: str, root: str | Path, *, nats_url: str | None = None, prefer_stream: bool = False,

@@ -9,9 +9,8 @@ consumers and get (re)delivered to the new agents.
 from __future__ import annotations
 
 import argparse
-import gc
 
-from accelopt.commands.run import add_preflight_arg, execute, load_run_events, wide_console
+from accelopt.commands.run import add_preflight_arg, execute, wide_console
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,29 +25,28 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from accelopt import catalog as ev
     from accelopt.config import recorded_config
+    from events.runsource import RunNotFound, fold_events
     from replay.fold import RunView
 
     console = wide_console()
-    events = load_run_events(console, args, prefer_stream=True)
-    if events is None:
+    # folded as it is read, never held: the history of a long run is gigabytes as a list
+    view = RunView(compact=True)
+    try:
+        n_events = fold_events(args.run, args.root, view.apply, nats_url=args.nats)
+    except RunNotFound as e:
+        console.print(f"[red]{e}[/red]")
         return 2
-    started = next((e for e in events if isinstance(e, ev.RunStarted)), None)
+    started = view.started
     if started is None:
         console.print(f"[red]run {args.run} has no RunStarted: nothing to resume[/red]")
         return 2
-    view = RunView.from_events(events)
     if view.completed or view.failed:
         console.print(f"run {started.run_id} is already {view.status}; nothing to resume")
         return 0
     cfg = recorded_config(started.config)
     done = sum(p.kernels_profiled for p in view.problems.values())
-    console.print(f"resuming {started.run_id}: {len(events)} events on the log, {done} kernels profiled")
+    console.print(f"resuming {started.run_id}: {n_events} events on the log, {done} kernels profiled")
     problems = [t.problem for t in started.targets]
-    # the history goes before the run goes on: the run re-folds it from the log, and holding
-    # it here would keep the whole of a long run in this process for the rest of it
-    del events, view
-    gc.collect()
     return execute(console, cfg, problems, args, run_id=started.run_id, resume=True,
                    devices=sorted({t.device for t in started.targets}))
