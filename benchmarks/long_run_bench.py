@@ -151,13 +151,13 @@ class Sampler:
             pids = session_pids(self.cli_pid) if self.cli_pid else []
             if self.nats_pid:
                 pids.append(self.nats_pid)
-            rss: Counter[str] = Counter()
+            rss: dict[str, float] = {}
             by_pid: dict[str, float] = {}
             for pid in pids:
                 mb = rss_mb(pid)
                 if mb is not None:
                     kind = role_of(cmdline_of(pid), self.cli_pid, pid)
-                    rss[kind] += mb
+                    rss[kind] = rss.get(kind, 0.0) + mb
                     by_pid[f"{kind}#{pid}"] = round(mb, 1)
             sample = Sample(time.time(), self.events, self.segment, {k: round(v, 1) for k, v in rss.items()}, by_pid)
             self.samples.append(sample)
@@ -330,7 +330,7 @@ def main() -> int:
             if sampler is None:
                 while (server := server_of(root)) is None:
                     if proc.poll() is not None:
-                        print(proc.stdout.read() if proc.stdout else "")  # type: ignore[union-attr]
+                        print(proc.stdout.read() if proc.stdout else "")
                         raise SystemExit(f"the run exited ({proc.returncode}) before its server was up")
                     time.sleep(0.2)
                 sampler = Sampler(server[0], server[1], args.sample_s)
