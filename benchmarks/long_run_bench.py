@@ -48,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _common import save
+from fault_bench import stream_info
 
 import accelopt  # noqa: F401  (offline defaults)
 from accelopt import catalog as ev
@@ -167,19 +168,8 @@ class Sampler:
 
 def stream_messages(url: str) -> int | None:
     """Events on the root's stream (only this run's), or None if the server cannot say."""
-    from events.log import EventLog
-
-    async def count() -> int:
-        elog = await EventLog.connect(url, create=False)
-        try:
-            return int((await elog.stream_info()).state.messages)
-        finally:
-            await elog.close()
-
-    try:
-        return asyncio.run(asyncio.wait_for(count(), 5))
-    except Exception:
-        return None
+    info = stream_info(url)
+    return int(info.state.messages) if info is not None else None
 
 
 def run_id_on(url: str) -> str | None:

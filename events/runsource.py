@@ -18,7 +18,7 @@ from pathlib import Path
 
 from accelopt import catalog as ev
 from events.codec import decode
-from events.logfile import read_events, read_records
+from events.logfile import read_records
 from events.server import NatsServer, check_url, port_open
 
 LOG_NAME = "log.aolog"
@@ -83,15 +83,9 @@ def run_log_path(run: str, root: str | Path) -> Path | None:
     return candidate if candidate.is_file() else None
 
 
-async def stream_events(url: str, run_id: str) -> list[ev.Event]:
-    """The run's events on the stream at `url` ([] if there is no stream yet)."""
-    events: list[ev.Event] = []
-    await _stream_each(url, run_id, events.append)
-    return events
-
-
 async def _stream_each(url: str, run_id: str, on_event: Callable[[ev.Event], None]) -> int:
-    """Hand the run's events on the stream at `url` to `on_event`, one at a time; how many."""
+    """Hand the run's events on the stream at `url` to `on_event`, one at a time; how many
+    (0 if there is no stream yet)."""
     import nats.js.errors
 
     from events.log import EventLog
@@ -109,52 +103,44 @@ async def _stream_each(url: str, run_id: str, on_event: Callable[[ev.Event], Non
     return n
 
 
-def fold_events(run: str, root: str | Path, on_event: Callable[[ev.Event], None], *,
-                nats_url: str | None = None) -> int:
-    """`load_events(prefer_stream=True)` without holding the run: each event goes to
-    `on_event` and is let go (a run of a million events is gigabytes as a list). Returns
-    the count; raises RunNotFound."""
-    path = run_log_path(run, root)
-    run_id = Path(run).name
+def _file_each(path: Path, on_event: Callable[[ev.Event], None]) -> int:
     n = 0
-    if nats_url or running_server_url(root) or (Path(root) / ".nats" / "jetstream").is_dir():
+    for n, (subject, data) in enumerate(read_records(path)[1], 1):
+        on_event(decode(data, subject, n))
+    return n
+
+
+def fold_events(run: str, root: str | Path, on_event: Callable[[ev.Event], None], *, nats_url: str | None = None,
+                prefer_stream: bool = False, start_server: bool = True) -> int:
+    """Hand the run's events to `on_event` one at a time, holding none of them (a run of a
+    million events is gigabytes as a list); returns how many. They come from its exported
+    file, else (or with `prefer_stream`, first) from the stream (the given NATS URL, the
+    root's running server, or, with `start_server` and a stream on disk, the root's embedded
+    server started to read it). Raises RunNotFound."""
+    path = run_log_path(run, root)
+    if path is not None and not prefer_stream:
+        return _file_each(path, on_event)
+    run_id = Path(run).name
+    if nats_url or running_server_url(root) or (start_server and (Path(root) / ".nats" / "jetstream").is_dir()):
         endpoint = open_log_endpoint(nats_url, root)
         try:
             n = asyncio.run(_stream_each(endpoint.url, run_id, on_event))
         finally:
             endpoint.close()
-    if n == 0 and path is not None:
-        for subject, data in read_records(path)[1]:
-            on_event(decode(data, subject))
-            n += 1
-    if n == 0:
-        raise RunNotFound(f"run {run!r}: not a log file, no {LOG_NAME} under {Path(root) / run_id}, "
-                          "and no events on the stream")
-    return n
+        if n:
+            return n
+    if path is not None:
+        return _file_each(path, on_event)
+    raise RunNotFound(f"run {run!r}: not a log file, no {LOG_NAME} under {Path(root) / run_id}, "
+                      "and no events on the stream")
 
 
 def load_events(run: str, root: str | Path, *, nats_url: str | None = None, prefer_stream: bool = False,
                 start_server: bool = True) -> list[ev.Event]:
-    """The run's events: from its exported file, else (or with `prefer_stream`, first) from the
-    stream (the given NATS URL, the root's running server, or, with `start_server` and a
-    stream on disk, the root's embedded server started to read it). Raises RunNotFound."""
-    path = run_log_path(run, root)
-    if path is not None and not prefer_stream:
-        return read_events(path)
-    run_id = Path(run).name
+    """The run's events as a list (`fold_events` without the folding). Raises RunNotFound."""
     events: list[ev.Event] = []
-    if nats_url or running_server_url(root) or (start_server and (Path(root) / ".nats" / "jetstream").is_dir()):
-        endpoint = open_log_endpoint(nats_url, root)
-        try:
-            events = asyncio.run(stream_events(endpoint.url, run_id))
-        finally:
-            endpoint.close()
-    if events:
-        return events
-    if path is not None:
-        return read_events(path)
-    raise RunNotFound(f"run {run!r}: not a log file, no {LOG_NAME} under {Path(root) / run_id}, "
-                      "and no events on the stream")
+    fold_events(run, root, events.append, nats_url=nats_url, prefer_stream=prefer_stream, start_server=start_server)
+    return events
 
 
 def ensure_on_stream(events: list[ev.Event], root: str | Path, *, nats_url: str | None = None) -> None:

@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     # folded as it is read, never held: the history of a long run is gigabytes as a list
     view = RunView(compact=True)
     try:
-        n_events = fold_events(args.run, args.root, view.apply, nats_url=args.nats)
+        n_events = fold_events(args.run, args.root, view.apply, nats_url=args.nats, prefer_stream=True)
     except RunNotFound as e:
         console.print(f"[red]{e}[/red]")
         return 2
