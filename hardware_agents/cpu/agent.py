@@ -41,6 +41,7 @@ from hardware_agents.cpu.judge import Judge
 from hardware_agents.cpu.machine import DEFAULT_CC, machine_info, usable_cores
 from hardware_agents.cpu.machine import cache_dir as default_cache_dir
 from hardware_agents.datacache import DataCache
+from hardware_agents.quiet import single_threaded_blas
 from hardware_agents.sandbox import Sandbox, SandboxPolicy
 
 _LOW_PRECISION = re.compile(
@@ -133,6 +134,11 @@ class CpuAgent(HardwareAgent):
 
     def _profile(self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout: float,
                  measure: bool) -> Profile:
+        with single_threaded_blas():  # the parent's numpy must not spin on a core the kernel needs
+            return self._profile_quiet(problem, solution, seeds, timeout, measure)
+
+    def _profile_quiet(self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout: float,
+                       measure: bool) -> Profile:
         if solution.spec.language != "c":
             return self._fail("compile_error", f"the CPU agent compiles C; this solution is {solution.spec.language!r}")
         for src in solution.sources:
