@@ -29,6 +29,7 @@ from pathlib import Path
 
 import msgspec
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -36,25 +37,33 @@ import accelopt  # noqa: F401  (environment defaults)
 import suites
 from accelopt.problem import Problem
 from benchmarks._common import save
-from hardware_agents import validity
+from hardware_agents import quiet, validity
 from hardware_agents.base import t_peak
 from hardware_agents.cpu import CpuAgent
 from hardware_agents.cpu.calibrate import calibrate
+from hardware_agents.cpu.machine import usable_cores
 from replay.summary import geomean
 
 
 def numpy_time(problem: Problem, repeats: int = 7, budget_s: float = 2.0) -> float:
-    """Median seconds of the numpy reference on float32 inputs (as a user would run it)."""
+    """Median seconds of the numpy reference on float32 inputs (as a user would run it: its
+    BLAS on every usable core, checked, since the CPU agent holds it at one thread while it
+    profiles in this process)."""
     run = validity.numpy_reference(problem)
     inputs = list(validity.make_inputs(problem, validity.InputCase(name="bench", seed=0)).values())
-    run(*inputs)
-    times: list[float] = []
-    t_end = time.perf_counter() + budget_s
-    while len(times) < repeats and (len(times) < 3 or time.perf_counter() < t_end):
-        t0 = time.perf_counter()
-        with np.errstate(all="ignore"):
-            run(*inputs)
-        times.append(time.perf_counter() - t0)
+    cores = usable_cores()
+    with threadpool_limits(limits=cores, user_api="blas"):
+        if quiet.blas_threads() != cores:
+            raise RuntimeError(f"numpy's BLAS runs {quiet.blas_threads()} threads, not {cores}: numpy would be "
+                               "measured on part of the machine")
+        run(*inputs)
+        times: list[float] = []
+        t_end = time.perf_counter() + budget_s
+        while len(times) < repeats and (len(times) < 3 or time.perf_counter() < t_end):
+            t0 = time.perf_counter()
+            with np.errstate(all="ignore"):
+                run(*inputs)
+            times.append(time.perf_counter() - t0)
     return statistics.median(times)
 
 
