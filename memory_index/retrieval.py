@@ -66,15 +66,21 @@ def blended_rank(similarity: Sequence[float], speedup: Sequence[float], created_
                  speedup_weight: float, recency_weight: float) -> list[int]:
     """Candidate order, best first: cosine similarity, plus `speedup_weight` x the measured
     speedup on a log2 scale clamped to [-1, 1] (a 2x gain +1, a 2x slowdown -1), plus
-    `recency_weight` x how recent the entry is among the candidates (newest 1, oldest 0).
-    Ties keep the similarity order."""
-    lo, hi = min(created_at, default=0.0), max(created_at, default=0.0)
-    span = hi - lo
+    `recency_weight` x the entry's place in the candidates' creation order (newest 1, oldest 0,
+    evenly spaced by rank). Ranks, not timestamps: the same entries written in the same order
+    rank the same whatever the wall-clock gaps between them (a replay or an ablation of a run
+    writes them at other times). Ties keep the similarity order."""
+    n = len(similarity)
+    by_age = sorted(range(n), key=lambda i: (created_at[i], i))
+    place = {i: (r / (n - 1) if n > 1 else 1.0) for r, i in enumerate(by_age)}
+    # entries created at the same instant share the place of the newest of them
+    for r in range(n - 2, -1, -1):
+        if created_at[by_age[r]] == created_at[by_age[r + 1]]:
+            place[by_age[r]] = place[by_age[r + 1]]
 
     def score(i: int) -> float:
         gain = max(-1.0, min(1.0, math.log2(speedup[i]))) if speedup[i] > 0 else -1.0
-        recent = (created_at[i] - lo) / span if span > 0 else 1.0
-        return similarity[i] + speedup_weight * gain + recency_weight * recent
+        return similarity[i] + speedup_weight * gain + recency_weight * place[i]
 
     return sorted(range(len(similarity)), key=lambda i: (-score(i), i))
 

@@ -8,7 +8,7 @@ import msgspec
 
 from accelopt.catalog import RetrievedInsight
 from memory_index import format_for_prompt
-from memory_index.retrieval import device_family, kernel_diff
+from memory_index.retrieval import blended_rank, device_family, kernel_diff
 
 SLOW = "\n".join([f"int line{i} = {i};" for i in range(200)]) + "\n"
 
@@ -85,6 +85,21 @@ def test_speedup_and_recency_move_equally_similar_insights(memory, make_entry):
     memory.upsert([newer_small])
     by_recency = memory.search(q, collapse=False, recency_weight=1.0)
     assert _ids(by_recency)[0] == newer_small.id
+
+
+def test_recency_ranks_by_creation_order_not_by_wall_clock_gaps():
+    """A replay or ablation writes the same entries at other times: same order, same ranking."""
+    sims = [0.80, 0.79, 0.78, 0.70]
+    gains = [1.2, 1.0, 1.5, 1.1]
+    recorded = [100.0, 101.0, 102.0, 103.0]
+    later_with_other_gaps = [5000.0, 5900.0, 5901.0, 9000.0]
+    for w in (0.05, 0.5, 1.0):
+        a = blended_rank(sims, gains, recorded, speedup_weight=0.3, recency_weight=w)
+        b = blended_rank(sims, gains, later_with_other_gaps, speedup_weight=0.3, recency_weight=w)
+        assert a == b
+    # the newest still wins when recency dominates; entries written at one instant share a place
+    assert blended_rank([0.5, 0.5, 0.5], [1.0] * 3, [1.0, 3.0, 2.0], speedup_weight=0, recency_weight=1)[0] == 1
+    assert blended_rank([0.6, 0.5], [1.0, 1.0], [7.0, 7.0], speedup_weight=0, recency_weight=1) == [0, 1]
 
 
 def test_a_run_never_sees_its_own_future(memory, make_entry):
