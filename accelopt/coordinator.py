@@ -9,6 +9,11 @@ skipped. Event ids are derived from what they are about, so the live coordinator
 coordinator resuming after a crash, and `replay --verify` all run this same code over the
 same history and produce the same ids: a resumed run re-publishes only what is missing.
 
+A duplicate of any event, arriving at any time, changes nothing: results count only while
+their request is pending, an LLM call's cost only once per pending request, and an
+iteration starts and completes once. The ids already applied are therefore kept only for a
+window (`RecentIds`), a fast path that keeps a run of any length at a bounded size.
+
 No Ray, NATS or LanceDB here; time only enters through the `clock` used for `ts`.
 """
 
@@ -32,6 +37,34 @@ from accelopt.records import MemoryEntry
 
 FIXABLE = frozenset({"compile_error", "runtime_error", "incorrect", "timeout", "timing_mismatch",
                      "no_triton_launch"})
+
+
+class RecentIds:
+    """The last `capacity` ids added: set membership with first-in-first-out eviction."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._ids: set[str] = set()
+        self._order: deque[str] = deque()
+
+    def __contains__(self, event_id: object) -> bool:
+        return event_id in self._ids
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def add(self, event_id: str) -> None:
+        if event_id in self._ids:
+            return
+        self._ids.add(event_id)
+        self._order.append(event_id)
+        if len(self._order) > self.capacity:
+            self._ids.discard(self._order.popleft())
+
+
+# ids the core remembers as applied: far more than the events between a decision and its
+# copy coming back from the log; older duplicates are caught by the semantic guards
+APPLIED_WINDOW = 65_536
 
 
 @dataclass
@@ -84,6 +117,8 @@ class ProblemState:
     target: ev.ProblemTarget
     phase: str = "baseline"  # baseline -> search -> summarize -> (next iteration) ... -> done
     iteration: int = 0
+    started_through: int = 0  # the last iteration whose IterationStarted was folded
+    completed_through: int = -1  # the last iteration whose IterationCompleted was folded
     beam: list[str] = field(default_factory=list)
     best_id: str | None = None
     pending: set[str] = field(default_factory=set)
@@ -108,7 +143,8 @@ class ProblemState:
 
 
 class CoordinatorCore:
-    def __init__(self, run_id: str, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, run_id: str, *, clock: Callable[[], float] = time.time,
+                 applied_window: int = APPLIED_WINDOW) -> None:
         self.run_id = run_id
         self.clock = clock
         self.config: RunConfig | None = None
@@ -122,7 +158,8 @@ class CoordinatorCore:
         # (benchmarks/long_run_bench.py measures it)
         self.requests: dict[str, ev.Event] = {}  # request id -> request event
         self.request_problem: dict[str, str] = {}
-        self.applied: set[str] = set()
+        self.calls_counted: dict[str, set[str]] = {}  # pending request id -> its LLM calls counted
+        self.applied = RecentIds(applied_window)
         self.spent_usd = 0.0
         self.failing_calls: dict[str, int] = {}  # role -> consecutive calls failed permanently
         self.stopping: str | None = None
@@ -224,6 +261,7 @@ class CoordinatorCore:
             return problem, released
         problem.pending.discard(request_id)
         del self.request_problem[request_id]
+        self.calls_counted.pop(request_id, None)
         req = self.requests.pop(request_id, None)
         lane = self._lane(req) if req is not None else None
         if lane:
@@ -241,6 +279,7 @@ class CoordinatorCore:
     def _drop(self, request: ev.Event) -> None:
         name = self.request_problem.pop(request.event_id, None)
         self.requests.pop(request.event_id, None)
+        self.calls_counted.pop(request.event_id, None)
         if name:
             self.problems[name].pending.discard(request.event_id)
 
@@ -252,7 +291,8 @@ class CoordinatorCore:
         if self.config is None or self.failed:
             return []  # nothing is decided before the run's config is known, nor after it failed
         if type(e) in ev.ROLE_OF_REQUEST or isinstance(e, ev.ProfileRequested):
-            self.requests[e.event_id] = e
+            if e.event_id in self.request_problem:  # a copy of an answered request is not kept again
+                self.requests[e.event_id] = e
             return []
         handler = self._handlers.get(type(e))
         return handler(e, out) if handler else []
@@ -282,6 +322,8 @@ class CoordinatorCore:
         p = self.problems.get(e.problem)
         if p is None or e.kernel_id in self.kernels or e.iteration < p.iteration:
             return []  # unknown, known, or of an iteration already closed (its kernels may be forgotten)
+        if e.kernel_id != p.baseline_id and e.request_id not in p.pending:
+            return []  # a copy of a kernel already folded (and maybe forgotten): its request is answered
         _, released = self._resolve(e.request_id)
         parent_id, plan_id, candidate_id = e.parent_id, e.plan_id, e.parent_id
         if e.fix_of and e.fix_of in self.kernels:
@@ -348,6 +390,9 @@ class CoordinatorCore:
 
     def _on_IterationCompleted(self, e: ev.IterationCompleted, out: Step) -> list[ev.Event]:
         p = self.problems[e.problem]
+        if e.iteration <= p.completed_through:
+            return []
+        p.completed_through = e.iteration
         self._forget_left_behind(p)
         more = e.iteration < self.cfg.search.iterations and p.beam and not self.stopping and not e.note
         if more:
@@ -467,6 +512,9 @@ class CoordinatorCore:
 
     def _on_IterationStarted(self, e: ev.IterationStarted, out: Step) -> list[ev.Event]:
         p = self.problems[e.problem]
+        if e.iteration <= p.started_through:
+            return []
+        p.started_through = e.iteration
         outs: list[ev.Event] = []
         mem = self.cfg_at(e.iteration).memory
         for cand_id in e.beam:
@@ -559,6 +607,14 @@ class CoordinatorCore:
         return outs + self._maybe_advance(p, e)
 
     def _on_LLMCallCompleted(self, e: ev.LLMCallCompleted, out: Step) -> list[ev.Event]:
+        # a role publishes its calls before its result, so a call of a request no longer
+        # pending is a copy of one already counted
+        if e.request_id not in self.request_problem:
+            return []
+        counted = self.calls_counted.setdefault(e.request_id, set())
+        if e.event_id in counted:
+            return []
+        counted.add(e.event_id)
         self.spent_usd += e.cost_usd
         failing = self._failing_model(e)
         if failing is not None:

@@ -69,7 +69,10 @@ class CoordinatorService:
                 caught_up = event is None or pending == 0
                 if (caught_up or self.core.finished or self.core.failed) and (outbox or effects):
                     await self._flush(elog, outbox, effects, present)
+                    # a decision's copy follows the event it was decided on, so only the ids
+                    # seen since the last flush can hide an output: a run of any length stays flat
                     outbox, effects = [], []
+                    present.clear()
                 if self.core.finished or self.core.failed:
                     break
                 if event is None and self.core.started and time.monotonic() - last_progress > self.stall_warn_s:

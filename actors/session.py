@@ -391,7 +391,7 @@ def _run_start(cfg: RunConfig, problems: list[Problem], run_id: str, devices: li
 
 def _memory_warnings(url: str, run_id: str, view: RunView, cfg: RunConfig) -> list[str]:
     """Wait (up to memory.index_wait_s) for the run's insights to be in the memory; a warning if not."""
-    added = {e.entry.id for e in view.memory_entries}
+    added = set(view.memory_entry_ids)
     missing = asyncio.run(wait_indexed(url, run_id, added, timeout_s=cfg.memory.index_wait_s))
     if not missing:
         return []

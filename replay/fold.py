@@ -139,9 +139,10 @@ class RunView:
 
     `compact=True` keeps only what a run's summary needs (results, usage, status), for the
     CLI that follows a run for days: the kernels a problem's beam left behind are dropped
-    when its next beam is selected, and plans, the cost series and answered requests are not
-    kept, so its size follows the current iterations, not the run's length. Reports, replay
-    and the dashboard fold the full view."""
+    when its next beam is selected; a problem keeps its last beam and completed iteration;
+    plans, the cost series, answered requests, failures, insights and retrievals are not
+    kept, and memory entries only by id, so its size follows the current iterations, not the
+    run's length. Reports, replay and the dashboard fold the full view."""
 
     def __init__(self, run_id: str | None = None, *, compact: bool = False) -> None:
         self.run_id = run_id
@@ -157,6 +158,7 @@ class RunView:
         self.failures: list[ev.ProposalFailed] = []
         self.insights: list[ev.InsightSummarized] = []
         self.memory_entries: list[ev.MemoryEntryAdded] = []
+        self.memory_entry_ids: list[str] = []  # every memory entry the run added (compact views too)
         self.events = 0
         self.first_ts: float | None = None
         self.last_ts: float | None = None
@@ -293,6 +295,8 @@ class RunView:
     def _on_beam_selected(self, e: ev.BeamSelected) -> None:
         p = self.problems.get(e.problem)
         if p:
+            if self.compact:
+                p.beams.clear()
             p.beams[e.iteration] = [m.kernel_id for m in e.beam]
             p.best_id = e.best_kernel_id
             if self.compact:
@@ -309,10 +313,14 @@ class RunView:
     def _on_iteration_completed(self, e: ev.IterationCompleted) -> None:
         p = self.problems.get(e.problem)
         if p:
-            p.iterations.append(e)
+            if self.compact:  # the last one is what the summary reads
+                if not p.iterations or e.iteration >= p.iterations[-1].iteration:
+                    p.iterations = [e]
+            else:
+                p.iterations.append(e)
+                p.iteration_cost[e.iteration] = p.cost_usd
             p.best_id = e.best_kernel_id or p.best_id
             p.note = e.note or p.note
-            p.iteration_cost[e.iteration] = p.cost_usd
 
     def _on_llm_call(self, e: ev.LLMCallCompleted) -> None:
         u = self.usage.get(e.role)
@@ -340,9 +348,10 @@ class RunView:
                 p.cost_usd += e.cost_usd
 
     def _on_proposal_failed(self, e: ev.ProposalFailed) -> None:
-        self.failures.append(e)
         if self.compact:
             self.request_problem.pop(e.request_id, None)
+            return
+        self.failures.append(e)
 
     def _on_plan_proposed(self, e: ev.PlanProposed) -> None:
         if self.compact:
@@ -353,10 +362,14 @@ class RunView:
     def _on_insight(self, e: ev.InsightSummarized) -> None:
         if self.compact:
             self.request_problem.pop(e.request_id, None)
+            return
         self.insights.append(e)
         self._insight_iteration[e.event_id] = e.iteration
 
     def _on_memory_entry(self, e: ev.MemoryEntryAdded) -> None:
+        self.memory_entry_ids.append(e.entry.id)
+        if self.compact:
+            return
         self.memory_entries.append(e)
         it = self._insight_iteration.get(e.causation_id or "")
         if it is not None:
@@ -368,6 +381,8 @@ class RunView:
             p.remeasured = e
 
     def _on_memory_retrieved(self, e: ev.MemoryRetrieved) -> None:
+        if self.compact:
+            return
         self.memory_retrieved.append(e)
         p = self.problems.get(e.problem)
         if p is not None:

@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
             if i == 1:
                 role = "fills the memory" if len(groups) > 1 else "memory on"
             else:
-                learnt = len(outcomes[0].view.memory_entries)
+                learnt = len(outcomes[0].view.memory_entry_ids)
                 role = f"plans with the memory: {learnt} insight{'s' if learnt != 1 else ''} from run 1"
             console.print(f"[bold]run {i}/{len(groups)}[/bold]: {', '.join(p.name for p in group)} ({role})")
             left = max(1.0, deadline - time.monotonic()) if deadline else None

@@ -11,6 +11,7 @@ import pytest
 from accelopt import catalog as ev
 from accelopt.coordinator import CoordinatorCore
 from replay.fold import RunView
+from replay.summary import summarize
 from replay.synthetic import synthetic_run
 from replay.verify import verify
 
@@ -58,6 +59,12 @@ def test_the_compact_view_gives_the_same_summary_with_a_fraction_of_the_state(lo
     assert len(compact.kernels) <= PROBLEMS * (BEAM + 2) < len(full.kernels)
     assert len(compact.request_problem) == 0 < len(full.request_problem)
     assert not compact.plans and not compact.cost_series and full.plans and full.cost_series
+    # nothing kept per event or per iteration: the last beam and iteration, entry ids only
+    assert not (compact.failures or compact.insights or compact.memory_retrieved or compact.memory_entries)
+    assert full.insights and full.memory_retrieved and full.memory_entries
+    assert compact.memory_entry_ids == [m.entry.id for m in full.memory_entries]
+    assert all(len(p.iterations) == 1 and len(p.beams) == 1 and not p.memory for p in compact.problems.values())
+    assert compact.status == full.status and summarize(compact) == summarize(full)
     for p in compact.problems.values():  # the best kernel's source is still there to be written out
         assert p.best_id and compact.kernels[p.best_id].source == full.kernels[p.best_id].source
         assert p.kernels_profiled == full.problems[p.name].kernels_profiled > 0
