@@ -2,7 +2,10 @@
 
 It follows the run's events from sequence 1, feeds each to the core, and publishes the
 core's decisions once it has caught up with the log (so after a crash it first re-derives
-everything already decided and publishes only what is missing). The core's effects (memory
+everything already decided and publishes only what is missing). A decision's copy on the
+log always follows the event it was decided on, so a decision waiting to be published is
+dropped as soon as its copy goes by: what waits is only what the log does not hold yet,
+and re-deriving a long history holds no more than the live run did. The core's effects (memory
 retrievals, `MemoryRequested`) are published for the memory worker (actors/retriever.py),
 which answers with `MemoryRetrieved`: the coordinator itself does no memory I/O and loads
 no model. It also watches for stalls: requests that nobody
@@ -46,9 +49,8 @@ class CoordinatorService:
 
     async def run(self) -> CoordinatorReport:
         elog = await EventLog.connect(self.nats_url, name=f"accelopt-coordinator-{self.run_id}")
-        present: set[str] = set()
-        outbox: list[ev.Event] = []
-        effects: list[ev.MemoryRequested] = []
+        outbox: dict[str, ev.Event] = {}  # event id -> a decision not seen on the log yet
+        effects: dict[str, ev.MemoryRequested] = {}  # result id -> a retrieval not asked for nor answered yet
         decisions = 0
         seen = 0
         last_progress = time.monotonic()
@@ -59,20 +61,18 @@ class CoordinatorService:
                 if event is not None:
                     seen += 1
                     last_progress = time.monotonic()
-                    present.add(event.event_id)
+                    outbox.pop(event.event_id, None)
+                    effects.pop(event.result_id if isinstance(event, ev.MemoryRequested) else event.event_id, None)
                     step = self.core.step(event)
                     if isinstance(event, ev.MemoryRetrieved) and event.note:
                         self._warning(event.note)
-                    outbox += step.outputs
-                    effects += step.effects
+                    outbox.update((o.event_id, o) for o in step.outputs)
+                    effects.update((r.result_id, r) for r in step.effects)
                     decisions += len(step.outputs)
                 caught_up = event is None or pending == 0
                 if (caught_up or self.core.finished or self.core.failed) and (outbox or effects):
-                    await self._flush(elog, outbox, effects, present)
-                    # a decision's copy follows the event it was decided on, so only the ids
-                    # seen since the last flush can hide an output: a run of any length stays flat
-                    outbox, effects = [], []
-                    present.clear()
+                    await self._flush(elog, list(outbox.values()), list(effects.values()))
+                    outbox, effects = {}, {}
                 if self.core.finished or self.core.failed:
                     break
                 if event is None and self.core.started and time.monotonic() - last_progress > self.stall_warn_s:
@@ -88,16 +88,13 @@ class CoordinatorService:
         return CoordinatorReport(self.run_id, self.core.finished or bool(self.core.failed), reason, decisions, seen,
                                  self.warnings)
 
-    async def _flush(self, elog: EventLog, outbox: list[ev.Event], effects: list[ev.MemoryRequested],
-                     present: set[str]) -> None:
-        fresh = [o for o in outbox if o.event_id not in present]
-        if fresh:
-            await elog.publish_many(fresh)
-            if any(isinstance(o, ev.RunCompleted) for o in fresh):
+    async def _flush(self, elog: EventLog, outbox: list[ev.Event], effects: list[ev.MemoryRequested]) -> None:
+        if outbox:
+            await elog.publish_many(outbox)
+            if any(isinstance(o, ev.RunCompleted) for o in outbox):
                 self.core.finished = True
-        requests = [r for r in effects if r.result_id not in present and r.event_id not in present]
-        if requests:
-            await elog.publish_many(requests)
+        if effects:
+            await elog.publish_many(effects)
 
     # --- diagnostics ------------------------------------------------------------------------
 

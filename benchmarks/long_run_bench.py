@@ -24,7 +24,7 @@ What it measures:
   peak RSS.
 
 Usage: python benchmarks/long_run_bench.py [--problems 48] [--iterations 300] [--kills 3]
-       [--profile-s 0.002] [--concurrency 64] [--seed 1] [--root DIR]
+       [--profile-s 0.002] [--concurrency 64] [--seed 1] [--duplicate-window-s 120] [--root DIR]
 """
 
 from __future__ import annotations
@@ -278,6 +278,9 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--sample-s", type=float, default=5.0)
     ap.add_argument("--timeout", type=float, default=7200.0, help="for the whole run, seconds")
+    ap.add_argument("--duplicate-window-s", type=float, default=120.0,
+                    help="log.duplicate_window_s: JetStream keeps every message id this long (~300 B each), "
+                         "so a time-compressed run compresses it too (default 120 s; a real run's is an hour)")
     ap.add_argument("--root", help="runs directory (default: a scratch directory, removed)")
     ap.add_argument("--name", default="long_run_bench")
     args = ap.parse_args()
@@ -303,6 +306,7 @@ def main() -> int:
         "devices.sim.options.pass_rate=0.9", f"devices.sim.options.seed={args.seed}",
         f"limits.profiles_inflight_per_device={2 * args.concurrency}",
         f"limits.llm_inflight_per_role={2 * args.concurrency}", "llm.default.concurrency=64",
+        f"log.duplicate_window_s={args.duplicate_window_s:g}",
     ]
     cmd = [*ACCELOPT, "run", "--suite", str(suite), "--device", "sim", "--root", str(root),
            "--seed", str(args.seed), "--timeout", str(args.timeout), "--no-preflight"]
