@@ -27,7 +27,7 @@ import nats.js.errors
 
 import accelopt
 from accelopt import catalog as ev
-from accelopt.config import RunConfig, target_devices
+from accelopt.config import RunConfig, recorded_config, target_devices
 from accelopt.logging import get_logger
 from accelopt.problem import Problem
 from events.codec import decode
@@ -314,8 +314,8 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
     Each problem is optimized on its own device kind (`target_devices`: the `@DEVICE` of its
     reference in `cfg.problems`, else `cfg.device`); profilers start for every kind of the run.
     `started_event`: publish this RunStarted (an ablation's) instead of building one.
-    `resume`: the run exists on the log; start its actors and coordinator again, which
-    re-derives its state from the log and goes on from there. `devices`: the run's device
+    `resume`: the run exists on the log (`started_event`: its recorded RunStarted); start its
+    actors and coordinator again, which re-derives its state from the log and goes on from there. `devices`: the run's device
     kinds when resuming (its RunStarted's targets; default: derived from `cfg`).
     `coordinator`: "ray" (an actor) or "local" (a thread of this process, for a run whose
     agents are already up, e.g. a warm pool's: such a run needs no Ray at all).
@@ -344,9 +344,7 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
         # one only once they are ready, as it acts at once
         if start is not None:
             coord = start_coordinator(coordinator, endpoint.url, run_id, deployment)
-        # an ablation (or a resumed run, which may be one) retrieves with its parent's settings
-        # before the fork: its memory workers start whatever its own config says
-        memory_on = cfg.memory.enabled or resume or bool(start is not None and start.parent_run)
+        memory_on = needs_memory(cfg, started_event if resume else start)
         if start_workers and deployment is not None:
             deployment.start_workers(devices, memory=memory_on)
             try:
@@ -387,6 +385,18 @@ def _run_start(cfg: RunConfig, problems: list[Problem], run_id: str, devices: li
         return None, devices
     start = started_event or run_started(run_id, cfg, problems, prices=price_snapshot(cfg), tools=toolchain(devices))
     return start, sorted({t.device for t in start.targets})
+
+
+def needs_memory(cfg: RunConfig, started: ev.RunStarted | None) -> bool:
+    """Whether the run needs the memory workers: its config enables the memory, or it is an
+    ablation that repeats its parent's settings before the fork and those do. Unknown (a
+    resumed run whose RunStarted was not given): start them."""
+    if cfg.memory.enabled:
+        return True
+    if started is None:
+        return True
+    return started.fork_config is not None and recorded_config(
+        started.fork_config, source="RunStarted.fork_config").memory.enabled
 
 
 def _memory_warnings(url: str, run_id: str, view: RunView, cfg: RunConfig) -> list[str]:

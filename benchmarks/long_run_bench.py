@@ -243,20 +243,26 @@ def log_checks(events: list[ev.Event]) -> dict:
 
 
 def growth(samples: list[Sample]) -> dict:
-    """Per segment and process: RSS at a quarter of the segment (after warm-up) and at its end.
-    Ray's actor processes are all `ray::_Host` (actors/hosting.py), so they are told apart by pid."""
+    """Per segment and process: RSS at a quarter of the segment (after warm-up) and at its end,
+    the last sample while the run still made events (not the export of the log after its last
+    event, which reads the whole stream). Ray's actor processes are all `ray::_Host`
+    (actors/hosting.py), so they are told apart by pid."""
     out: dict[str, dict] = {}
     for seg in sorted({s.segment for s in samples}):
         ss = [s for s in samples if s.segment == seg and s.rss_mb.get("cli")]
         if len(ss) < 4:
             continue
-        a, b = ss[len(ss) // 4], ss[-1]
+        top = max(s.events for s in ss)
+        ss = ss[: next(i for i, s in enumerate(ss) if s.events == top) + 1]
+        a = ss[len(ss) // 4]
         per: dict[str, dict] = {}
-        for proc in sorted(set(a.by_pid) & set(b.by_pid)):
+        for proc in sorted(a.by_pid):
+            b = next((s for s in reversed(ss) if proc in s.by_pid), a)
             d = b.by_pid[proc] - a.by_pid[proc]
             dev = max(b.events - a.events, 1)
             per[proc] = {"from_mb": a.by_pid[proc], "to_mb": b.by_pid[proc], "growth_mb": round(d, 1),
                          "mb_per_100k_events": round(1e5 * d / dev, 2)}
+        b = ss[-1]
         out[str(seg)] = {"from_events": a.events, "to_events": b.events, "seconds": round(b.t - a.t, 1),
                          "processes": per}
     return out

@@ -48,5 +48,5 @@ def run(args: argparse.Namespace) -> int:
     done = sum(p.kernels_profiled for p in view.problems.values())
     console.print(f"resuming {started.run_id}: {n_events} events on the log, {done} kernels profiled")
     problems = [t.problem for t in started.targets]
-    return execute(console, cfg, problems, args, run_id=started.run_id, resume=True,
+    return execute(console, cfg, problems, args, run_id=started.run_id, resume=True, started_event=started,
                    devices=sorted({t.device for t in started.targets}))
