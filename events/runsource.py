@@ -83,7 +83,7 @@ def run_log_path(run: str, root: str | Path) -> Path | None:
     return candidate if candidate.is_file() else None
 
 
-async def _stream_each(url: str, run_id: str, on_event: Callable[[ev.Event], None]) -> int:
+async def _stream_each(url: str, run_id: str, on_event: Callable[[ev.Event], object]) -> int:
     """Hand the run's events on the stream at `url` to `on_event`, one at a time; how many
     (0 if there is no stream yet)."""
     import nats.js.errors
@@ -103,14 +103,14 @@ async def _stream_each(url: str, run_id: str, on_event: Callable[[ev.Event], Non
     return n
 
 
-def _file_each(path: Path, on_event: Callable[[ev.Event], None]) -> int:
+def _file_each(path: Path, on_event: Callable[[ev.Event], object]) -> int:
     n = 0
     for n, (subject, data) in enumerate(read_records(path)[1], 1):
         on_event(decode(data, subject, n))
     return n
 
 
-def fold_events(run: str, root: str | Path, on_event: Callable[[ev.Event], None], *, nats_url: str | None = None,
+def fold_events(run: str, root: str | Path, on_event: Callable[[ev.Event], object], *, nats_url: str | None = None,
                 prefer_stream: bool = False, start_server: bool = True) -> int:
     """Hand the run's events to `on_event` one at a time, holding none of them (a run of a
     million events is gigabytes as a list); returns how many. They come from its exported

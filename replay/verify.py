@@ -88,44 +88,81 @@ class VerifyReport:
         return self.divergence is None
 
 
-def verify(events: Iterable[ev.Event], *, run_id: str | None = None) -> VerifyReport:
-    events = list(events)
-    if not events:
-        raise ValueError("empty log: nothing to verify")
-    run_id = run_id or events[0].run_id
-    core = CoordinatorCore(run_id)
-    started_id = next((e.event_id for e in events if isinstance(e, ev.RunStarted)), None)
-    decided: dict[str, ev.Event] = {}
-    expected_effects: set[str] = set()
-    recorded_ids: set[str] = set()
-    report = VerifyReport(run_id, len(events), 0, 0)
-    for i, e in enumerate(events, start=1):
-        recorded_ids.add(e.event_id)
-        if is_decision(e, started_id):
+class Verifier:
+    """`verify` one event at a time, holding none of the log: a decision the replay made waits
+    only until its recorded copy goes by, and a verified one is remembered by id (a copy of
+    it later in the log is no divergence). A million-event run is verified with the
+    coordinator's state, the decisions not yet recorded and the ids."""
+
+    def __init__(self, run_id: str | None = None) -> None:
+        self.run_id = run_id
+        self.core: CoordinatorCore | None = None
+        self.started_id: str | None = None
+        self.pending: dict[str, ev.Event] = {}  # decided by the replay, not yet seen recorded
+        self.verified: set[str] = set()
+        self.expected_effects: set[str] = set()
+        self.finished = False
+        self.report = VerifyReport(run_id or "", 0, 0, 0)
+
+    def feed(self, e: ev.Event) -> bool:
+        """Check one recorded event; False once the replay and the recording have parted."""
+        report = self.report
+        if report.divergence is not None:
+            return False
+        if self.core is None:
+            self.run_id = self.run_id or e.run_id
+            report.run_id = self.run_id
+            self.core = CoordinatorCore(self.run_id)
+        report.events += 1
+        i = report.events
+        if isinstance(e, ev.RunStarted) and self.started_id is None:
+            self.started_id = e.event_id
+        if isinstance(e, (ev.RunCompleted, ev.RunFailed)):
+            self.finished = True
+        if is_decision(e, self.started_id):
             report.decisions_checked += 1
-            mine = decided.get(e.event_id)
+            mine = self.pending.pop(e.event_id, None)
             if mine is None:
+                if e.event_id in self.verified:
+                    return True  # a copy of a decision already checked
                 report.divergence = Divergence(i, "missing", e.event_id, e.type, recorded=e)
-                return report
+                return False
             if _comparable(mine) != _comparable(e):
                 report.divergence = Divergence(i, "different", e.event_id, e.type, recorded=e, replayed=mine)
-                return report
-            continue
+                return False
+            self.verified.add(e.event_id)
+            return True
         report.inputs += 1
         effect_id = e.event_id if isinstance(e, ev.MemoryRetrieved) else \
             e.result_id if isinstance(e, ev.MemoryRequested) else None
-        if effect_id is not None and effect_id not in expected_effects:
+        if effect_id is not None and effect_id not in self.expected_effects:
             report.divergence = Divergence(i, "unexpected-effect", e.event_id, e.type, recorded=e)
-            return report
-        step = core.step(e)
+            return False
+        step = self.core.step(e)
         for out in step.outputs:
-            decided[out.event_id] = out
-        expected_effects.update(eff.result_id for eff in step.effects)
-    extra = [d for d in decided.values() if d.event_id not in recorded_ids]
-    finished = any(isinstance(e, (ev.RunCompleted, ev.RunFailed)) for e in events)
-    if extra and finished:
-        first = extra[0]
-        report.divergence = Divergence(len(events), "extra", first.event_id, first.type, replayed=first)
-    else:
-        report.pending_at_end = [f"{d.type} {d.event_id[:12]}" for d in extra]
-    return report
+            self.pending[out.event_id] = out
+        self.expected_effects.update(eff.result_id for eff in step.effects)
+        return True
+
+    def result(self) -> VerifyReport:
+        """The report once every event was fed: decisions never recorded are a divergence of
+        a finished run, and what an interrupted one had yet to publish."""
+        report = self.report
+        if report.events == 0:
+            raise ValueError("empty log: nothing to verify")
+        if report.divergence is None:
+            extra = list(self.pending.values())
+            if extra and self.finished:
+                first = extra[0]
+                report.divergence = Divergence(report.events, "extra", first.event_id, first.type, replayed=first)
+            else:
+                report.pending_at_end = [f"{d.type} {d.event_id[:12]}" for d in extra]
+        return report
+
+
+def verify(events: Iterable[ev.Event], *, run_id: str | None = None) -> VerifyReport:
+    v = Verifier(run_id)
+    for e in events:
+        if not v.feed(e):
+            break
+    return v.result()

@@ -20,14 +20,19 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from accelopt.commands._progress import results_table
     from replay.fold import RunView
-    from replay.verify import verify
 
     console = wide_console()
-    events = load_run_events(console, args)
-    if events is None:
-        return 2
     if args.verify:
-        report = verify(events)
+        from events.runsource import RunNotFound, fold_events
+        from replay.verify import Verifier
+
+        verifier = Verifier()  # fed as the log is read: a long run's history is never held
+        try:
+            fold_events(args.run, args.root, verifier.feed, nats_url=args.nats)
+        except RunNotFound as e:
+            console.print(f"[red]{e}[/red]")
+            return 2
+        report = verifier.result()
         if report.ok:
             console.print(f"[green]verified[/green]: {report.decisions_checked} coordinator decisions re-derived "
                           f"from {report.inputs} recorded results ({report.events} events)")
@@ -39,6 +44,9 @@ def run(args: argparse.Namespace) -> int:
         assert d is not None
         console.print(f"[red]diverges[/red] at {d.describe()}")
         return 1
+    events = load_run_events(console, args)
+    if events is None:
+        return 2
     view = RunView.from_events(events, until_iteration=args.iteration)
     title = f"run {view.run_id}: {view.status}" + (f", state after iteration {args.iteration}"
                                                     if args.iteration is not None else "")
