@@ -315,8 +315,9 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
     reference in `cfg.problems`, else `cfg.device`); profilers start for every kind of the run.
     `started_event`: publish this RunStarted (an ablation's) instead of building one.
     `resume`: the run exists on the log (`started_event`: its recorded RunStarted); start its
-    actors and coordinator again, which re-derives its state from the log and goes on from there. `devices`: the run's device
-    kinds when resuming (its RunStarted's targets; default: derived from `cfg`).
+    actors and coordinator again, which re-derives its state from the log and goes on from
+    there. `devices`: the run's device kinds when resuming (its RunStarted's targets;
+    default: derived from `cfg`).
     `coordinator`: "ray" (an actor) or "local" (a thread of this process, for a run whose
     agents are already up, e.g. a warm pool's: such a run needs no Ray at all).
     """

@@ -95,8 +95,7 @@ class Verifier:
     coordinator's state, the decisions not yet recorded and the ids."""
 
     def __init__(self, run_id: str | None = None) -> None:
-        self.run_id = run_id
-        self.core: CoordinatorCore | None = None
+        self.core: CoordinatorCore | None = None  # made at the first event (its run, unless given)
         self.started_id: str | None = None
         self.pending: dict[str, ev.Event] = {}  # decided by the replay, not yet seen recorded
         self.verified: set[str] = set()
@@ -110,9 +109,8 @@ class Verifier:
         if report.divergence is not None:
             return False
         if self.core is None:
-            self.run_id = self.run_id or e.run_id
-            report.run_id = self.run_id
-            self.core = CoordinatorCore(self.run_id)
+            report.run_id = report.run_id or e.run_id
+            self.core = CoordinatorCore(report.run_id)
         report.events += 1
         i = report.events
         if isinstance(e, ev.RunStarted) and self.started_id is None:

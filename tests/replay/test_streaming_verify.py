@@ -49,3 +49,10 @@ def test_a_repeated_decision_is_a_copy(log):
     i = next(n for n, e in enumerate(log) if isinstance(e, ev.PlanRequested))
     report = verify([*log[: i + 1], log[i], *log[i + 1:]])
     assert report.ok, report.divergence.describe() if report.divergence else ""
+
+
+def test_an_empty_log_is_an_error_not_a_pass():
+    with pytest.raises(ValueError, match="empty log"):
+        Verifier().result()
+    with pytest.raises(ValueError, match="empty log"):
+        verify(iter(()))
