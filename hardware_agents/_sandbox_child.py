@@ -5,7 +5,10 @@ in an order that works, before any untrusted code is loaded:
 
 1. new network namespace (needs root, so before dropping privileges; best effort);
 2. import the trusted harness module and `preload` modules (after step 5 the interpreter
-   may no longer be able to read its own library, e.g. a Python under /root);
+   may no longer be able to read its own library, e.g. a Python under /root). What they
+   create in the work dir (Triton's cache, CUDA's ~/.nv, torch's caches: HOME and TMPDIR
+   are the work dir) is created by root, so everything under the work dir is handed to
+   the sandbox uid before the drop: the libraries write there again later, as that uid;
 3. rlimits: CPU seconds, address space, processes, file size, core dumps = 0;
 4. cwd = the private work dir, umask 077;
 5. drop to the unprivileged uid/gid chosen by the parent (when started as root);
@@ -101,6 +104,17 @@ def _resolve(target: str):  # -> Callable[[bytes, Path], object]
     return getattr(importlib.import_module(mod_name), attr)
 
 
+def give_tree(root: Path, uid: int, gid: int) -> None:
+    """Hand everything beneath `root` to uid/gid (links themselves, never their targets):
+    files and dirs the preloaded libraries created as root, before the privilege drop."""
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for name in (*dirnames, *filenames):
+            path = os.path.join(dirpath, name)
+            st = os.lstat(path)
+            if (st.st_uid, st.st_gid) != (uid, gid):
+                os.lchown(path, uid, gid)
+
+
 def _lock_down(spec: ChildSpec, isolation: dict[str, str]) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     for name, (soft, hard) in spec.rlimits.items():
@@ -108,6 +122,7 @@ def _lock_down(spec: ChildSpec, isolation: dict[str, str]) -> None:
     os.chdir(spec.workdir)
     os.umask(0o077)
     if spec.uid is not None and spec.gid is not None:
+        give_tree(Path(spec.workdir), spec.uid, spec.gid)
         os.setgroups([])
         os.setresgid(spec.gid, spec.gid, spec.gid)
         os.setresuid(spec.uid, spec.uid, spec.uid)

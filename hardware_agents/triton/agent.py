@@ -77,8 +77,9 @@ from hardware_agents.triton.static import check_sources
 
 Mode = Literal["auto", "cuda", "interpreter"]
 PER_ROUND = 2  # fresh contents per timing round (two, so contents move between buffer sets)
+# imported before the privilege drop; `warmup` opens Triton's cache (and CUDA on a GPU) as root
 _PRELOAD = ("torch", "triton", "triton.language", "numpy", "hardware_agents.triton.harness",
-            "hardware_agents.triton.reference")
+            "hardware_agents.triton.reference", "hardware_agents.triton.warmup")
 
 
 def default_cache_dir() -> Path:
@@ -227,7 +228,6 @@ class TritonAgent(HardwareAgent):
             "env": env, "preload": _PRELOAD}
         if self.mode == "cuda":  # CUDA maps a huge address space and opens /dev/nvidia* read/write
             kw["write_paths"] = tuple(gpus.device_nodes())
-            kw["preload"] = (*_PRELOAD, "hardware_agents.triton._cuda_init")
         kw.update(self.sandbox_options)
         return SandboxPolicy(**kw)
 
