@@ -368,6 +368,20 @@ def spot_check(got: np.ndarray, ref: np.ndarray, idx: np.ndarray, tol: Tolerance
     return bool(np.all(np.abs(g - r) <= bound))
 
 
+def sampled_agreement(got: np.ndarray, ref: np.ndarray, ref_rms: np.ndarray, tol: Tolerance) -> np.ndarray:
+    """Per sampled element of many calls (`got`, `ref`: [calls, samples]; `ref_rms`: [calls],
+    each call's reference RMS), whether it passes the allclose rule of `compare_output`:
+    within atol x max(1, rms) + rtol x |ref| where the reference is finite, the same value
+    (or NaN) where it is not."""
+    g = np.asarray(got, dtype=np.float64)
+    r = np.asarray(ref, dtype=np.float64)
+    atol = tol.atol * np.maximum(1.0, np.asarray(ref_rms, dtype=np.float64))[:, None]
+    with np.errstate(invalid="ignore", over="ignore"):
+        close = np.abs(g - r) <= atol + tol.rtol * np.abs(r)
+    same = (g == r) | (np.isnan(g) & np.isnan(r))
+    return np.where(np.isfinite(r), np.isfinite(g) & close, same)
+
+
 # --- timing statistics and plausibility ------------------------------------------------------
 
 def spread(samples: Sequence[float]) -> float:

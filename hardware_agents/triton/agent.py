@@ -14,10 +14,13 @@ profile(problem, solution):
      `runtime_error`, wall/CPU limit -> `timeout` (the child is killed);
   5. judged here: dtype, shape, values (per-definition tolerance), input mutation, writes
      outside output buffers -> `incorrect`;
-  6. on a GPU: timing in rounds this side drives (fresh inputs per round, handed over only
-     then; CUDA events, cold L2, rotated buffers, median of reps, mean of rounds; the last
-     output of each round checked in full; the kernel's clock bounded by ours ->
-     `timing_mismatch`), the roofline with the peaks of the problem's dtypes, and the
+  6. on a GPU: a calibration of the timed loop's untimed work (a null entry point, before
+     the solution is imported), then timing in rounds this side drives (fresh inputs per
+     round, handed over only then, and a content of its own for every call; CUDA events,
+     cold L2, rotated buffers, median of reps, mean of rounds; every call's outputs checked
+     at secret positions and a secret call per round in full; the kernel's clock bounded by
+     ours with the calibrated allowance -> `timing_mismatch`, confirmed by a second profile
+     before it stands), the roofline with the peaks of the problem's dtypes, and the
      plausibility gate -> `passed`; in the interpreter: `unmeasured` (correct, not timed),
      or `no_triton_launch` for a Triton solution whose checks launched no Triton kernel.
 """
@@ -35,6 +38,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import msgspec
+import numpy as np
 import torch
 
 from accelopt.problem import Problem, ProblemFileError, Solution, Workload
@@ -56,6 +60,8 @@ from hardware_agents.triton.data import (
     DataCache,
     PlannedCase,
     ProblemData,
+    TimedRound,
+    TimingPlan,
     case_name,
     input_metas,
     to_float64,
@@ -69,6 +75,7 @@ from hardware_agents.triton.records import (
     HarnessResult,
     TimerName,
     TimingSpec,
+    checks_file,
     round_file,
 )
 from hardware_agents.triton.reference import RefRequest, RefResult
@@ -76,7 +83,16 @@ from hardware_agents.triton.specs import device_spec, kind_for_gpu_name, l2_byte
 from hardware_agents.triton.static import check_sources
 
 Mode = Literal["auto", "cuda", "interpreter"]
-PER_ROUND = 2  # fresh contents per timing round (two, so contents move between buffer sets)
+PER_ROUND = 2  # fresh base contents per timing round (every call derives its own content from one)
+# The kernel's clock must cover our wall time of a round less the calibrated untimed work, with
+# this much room: a relative margin on the calibrated figure, plus a little per call and per
+# round (scheduling jitter of the stop/continue handshake). See `TritonAgent._clock_mismatch`.
+CLOCK_MARGIN = 0.10
+CLOCK_SLACK_PER_CALL_S = 5e-6
+CLOCK_SLACK_PER_ROUND_S = 1e-3
+# and a share of the kernel's own time: host noise that grows with the calls (a GPU's calls are
+# timed on the device; interpreted calls run Python, whose garbage collector may pause anywhere)
+CLOCK_SHARE = {"cuda": 0.05, "interpreter": 0.10}
 # imported before the privilege drop; `warmup` opens Triton's cache (and CUDA on a GPU) as root
 _PRELOAD = ("torch", "triton", "triton.language", "numpy", "hardware_agents.triton.harness",
             "hardware_agents.triton.reference", "hardware_agents.triton.warmup")
@@ -117,11 +133,19 @@ def plan_cases(problem: Problem, seeds: Sequence[int], on_gpu: bool) -> tuple[li
 
 class RoundClock:
     """Our wall times of a timed child's rounds: `walls[k]` from continuing it to time round k
-    to its next stop; `setups[k]` from handing it round k's inputs to its ready stop."""
+    to its next stop; `setups[k]` from handing it round k's inputs to its ready stop; the
+    same for the calibration rounds (`cal_walls`, `cal_setups`)."""
 
     def __init__(self) -> None:
         self.walls: list[float] = []
         self.setups: list[float] = []
+        self.cal_walls: list[float] = []
+        self.cal_setups: list[float] = []
+
+    def untimed_per_call(self, calls: int) -> float | None:
+        """The calibrated untimed work per call: the fastest calibration round's wall time per
+        call (noise only ever adds time), or None when no calibration round was clocked."""
+        return min(self.cal_walls) / calls if self.cal_walls and calls else None
 
 
 def rotation_for(contents: int, set_bytes: int, l2: int, max_bytes: int = 4 << 30) -> int:
@@ -144,17 +168,28 @@ class TritonAgent(HardwareAgent):
                  flush_bytes: int | None = None, gpus_to_use: Sequence[int] | None = None, any_gpu: bool = False,
                  data_roots: Sequence[str | Path] = (), data_cache_problems: int | None = None,
                  interpreter_timing: bool = False, spec: DeviceSpec | None = None,
-                 sandbox_options: dict[str, Any] | None = None) -> None:
+                 sandbox_options: dict[str, Any] | None = None, calibration_rounds: int = 2,
+                 clock_margin: float = CLOCK_MARGIN, sample_positions: int = 128, full_checks_per_round: int = 1,
+                 keep_outputs_bytes: int | None = None, confirm_mismatch: bool = True) -> None:
         self._spec = spec or device_spec(self.kind)
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.sandbox_dir = Path(sandbox_dir) if sandbox_dir else None
         self.timeout_s = timeout_s
         self.max_pct_peak = max_pct_peak
-        if timer not in ("cuda_event", "do_bench"):
-            raise ValueError(f"timer must be 'cuda_event' or 'do_bench' (GPU timers), not {timer!r}; the host clock "
-                             "is used automatically with interpreter_timing")
+        if timer == "do_bench":
+            raise ValueError("timer 'do_bench' is not an agent timer: triton.testing.do_bench picks its own number "
+                             "of calls and runs untimed warm-ups, so its clock cannot be bounded by ours; the agent "
+                             "times with 'cuda_event' (scripts/gpu_check.py uses do_bench as an independent witness)")
+        if timer != "cuda_event":
+            raise ValueError(f"timer must be 'cuda_event' (the GPU timer), not {timer!r}; the host clock is used "
+                             "automatically with interpreter_timing")
         self.timer: TimerName = timer
         self.warmup, self.reps, self.trials = warmup, reps, trials
+        self.calibration_rounds = max(1, calibration_rounds)
+        self.clock_margin = clock_margin
+        self.sample_positions, self.full_checks = sample_positions, full_checks_per_round
+        self.keep_outputs_bytes = keep_outputs_bytes
+        self.confirm_mismatch = confirm_mismatch
         self.flush_bytes = flush_bytes
         self.data_roots = [str(r) for r in data_roots]
         env_roots = os.environ.get("ACCELOPT_DATA_ROOTS") or os.environ.get("FIB_DATASET_PATH")
@@ -171,7 +206,6 @@ class TritonAgent(HardwareAgent):
         self.mode_note = self._mode_note(mode)
         self._toolchain: dict[str, str] | None = None
         self._lock = threading.Lock()
-        self._untimed_cache: dict[tuple[int, int, str], float] = {}
 
     # --- device ------------------------------------------------------------------------------
 
@@ -273,7 +307,7 @@ class TritonAgent(HardwareAgent):
                 env = {"CUDA_VISIBLE_DEVICES": str(idx)} if idx is not None else None
                 child = box.spawn("hardware_agents.triton.harness:run", request, extra_env=env)
                 try:
-                    self._rounds(child, Path(request.timing.inputs_dir), data, request.timing.trials, clock)
+                    self._rounds(child, Path(request.timing.inputs_dir), data, request.timing, clock)
                 finally:
                     out = child.finish()
             return out, box, clock
@@ -281,28 +315,50 @@ class TritonAgent(HardwareAgent):
             box.close()
             raise
 
-    def _rounds(self, child: SandboxChild, inputs: Path, data: ProblemData, rounds: int, clock: RoundClock) -> None:
-        """Drive the rounds, filling `clock` (every moment the child runs in its timing phase is
-        measured, see `_clock_mismatch`); round k's inputs go to `inputs` (ours, read-only to
-        the child) only once the child has stopped to wait for them."""
-        walls = clock.walls
-        if not child.wait_stopped():  # exited (no timing: a failed check) or died
-            return
-        for k in range(rounds):  # the child is stopped, waiting for round k's inputs
-            torch.save(data.round_inputs(k), inputs / round_file(k))
+    def _rounds(self, child: SandboxChild, inputs: Path, data: ProblemData, spec: TimingSpec,
+                clock: RoundClock) -> None:
+        """Drive the calibration and timing rounds, filling `clock` (every moment the child runs
+        in those phases is measured, see `_clock_mismatch`). Calibration rounds come first,
+        before the child imports the solution; then round k's file goes to `inputs` (ours,
+        read-only to the child) only once the child has stopped to wait for it, and what to
+        send back of round k's outputs only once round k is over."""
+
+        def phase(setups: list[float], walls: list[float]) -> bool:
             t0 = time.perf_counter()
             child.resume()
             if not child.wait_stopped():  # set up, ready to be timed
-                return
-            clock.setups.append(time.perf_counter() - t0)
+                return False
+            setups.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             child.resume()
             if not child.wait_stopped():  # stopped at the next round's start (or after the last)
-                return
+                return False
             walls.append(time.perf_counter() - t0)
+            return True
+
+        if not child.wait_stopped():  # exited or died before calibrating
+            return
+        for _ in range(spec.calibration_rounds):
+            if not phase(clock.cal_setups, clock.cal_walls):
+                return
+        child.resume()  # imports the solution, runs the correctness cases
+        if not child.wait_stopped():  # exited (no timing: a failed check) or died
+            return
+        for k in range(spec.trials):  # the child is stopped, waiting for round k's inputs
+            if k:
+                self._hand_over(data.rounds[k - 1].checks_payload(), inputs / checks_file(k - 1))
+            shutil.copyfile(data.rounds[k].file, inputs / round_file(k))
+            if not phase(clock.setups, clock.walls):
+                return
+        self._hand_over(data.rounds[-1].checks_payload(), inputs / checks_file(spec.trials - 1))
         child.resume()
         if child.wait_stopped():  # one stop more than the protocol has: not our harness talking
             child.kill()
+
+    @staticmethod
+    def _hand_over(payload: dict[str, object], path: Path) -> None:
+        torch.save(payload, path)
+        os.chmod(path, 0o644)
 
     def _run_reference(self, request: RefRequest, read_paths: Sequence[str]) -> dict[str, dict[str, torch.Tensor]]:
         request = msgspec.structs.replace(request, device="cuda" if self.mode == "cuda" else "cpu")
@@ -323,9 +379,45 @@ class TritonAgent(HardwareAgent):
 
     # --- profile -------------------------------------------------------------------------------
 
-
     def _profile(self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout: float,
                  measure: bool) -> Profile:
+        """One profile; a `timing_mismatch` is confirmed by a second one in a fresh child before
+        it stands (a busy host can stretch one profile's untimed work past its allowance; a
+        forged clock is caught every time)."""
+        prof = self._profile_once(problem, solution, seeds, timeout, measure)
+        if prof.status != "timing_mismatch" or not self.confirm_mismatch:
+            return prof
+        again = self._profile_once(problem, solution, seeds, timeout, measure)
+        if again.status == "timing_mismatch":
+            again.counters["timing_mismatch_confirmed"] = 1.0
+            again.log = f"{again.log}\n(confirmed by a second profile; the first said: {prof.log.splitlines()[0]})"
+            return again
+        again.counters["timing_mismatch_retried"] = 1.0
+        again.log = f"{again.log}\nnote: a first profile was rejected ({prof.log.splitlines()[0]}); this one stands"
+        return again
+
+    def _keep_budget(self) -> int:
+        """How many bytes of outputs a round may keep (every call's, for the secret checks)."""
+        if self.keep_outputs_bytes is not None:
+            return self.keep_outputs_bytes
+        if self.mode == "cuda":
+            mem = min((g.memory_bytes for g in self.gpu_infos if g.memory_bytes), default=16 << 30)
+            return mem // 4
+        return 1 << 30
+
+    def _timing_plan(self, problem: Problem, plan: list[PlannedCase], like: str) -> TimingPlan:
+        from hardware_agents.triton.data import output_metas
+
+        pc = next(p for p in plan if p.name == like)
+        out_bytes = sum(math.prod(o.shape or ()) * torch.empty((), dtype=torch_dtype(o.dtype)).element_size()
+                        for o in output_metas(problem.definition, pc.workload))
+        calls = self.warmup + max(self.reps, PER_ROUND)
+        return TimingPlan(like=like, rounds=self.trials, per_round=PER_ROUND, calls=calls,
+                          samples=self.sample_positions, full=self.full_checks,
+                          positions_in_round=calls * out_bytes > self._keep_budget())
+
+    def _profile_once(self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout: float,
+                      measure: bool) -> Profile:
         if solution.spec.language not in self.languages:
             return self._fail("compile_error", f"the Triton agent runs Python/Triton solutions; this one is "
                               f"{solution.spec.language!r}")
@@ -342,9 +434,10 @@ class TritonAgent(HardwareAgent):
         on_gpu = self.mode == "cuda"
         plan, contents = plan_cases(problem, seeds, on_gpu)
         timed = measure and (on_gpu or self.interpreter_timing)
+        tplan = self._timing_plan(problem, plan, contents[0]) if timed else None
         data = self.data.get(problem, plan, self._run_reference, device=self.mode, data_roots=self.data_roots,
-                             timing=(contents[0], self.trials, PER_ROUND) if timed else None)
-        request = self._request(problem, solution, data, contents, seeds[0], timed, entry.path, symbol)
+                             timing=tplan)
+        request = self._request(problem, solution, data, contents, seeds[0], tplan, entry.path, symbol)
         stage = {f"{PACKAGE}/{s.path}": s.content for s in solution.sources}
         stage.setdefault(f"{PACKAGE}/__init__.py", "")
         out_bytes = max(sum(r.nbytes for c in data.by_name.values() for r in c.ref64.values()), 1)
@@ -371,20 +464,20 @@ class TritonAgent(HardwareAgent):
                 shutil.rmtree(rounds_dir, ignore_errors=True)
 
     def _request(self, problem: Problem, solution: Solution, data: ProblemData, contents: list[str], seed: int,
-                 timed: bool, entry_path: str, symbol: str) -> HarnessRequest:
+                 tplan: TimingPlan | None, entry_path: str, symbol: str) -> HarnessRequest:
         cases = [CaseSpec(name=c.name, inputs_file=c.inputs_file, scalars=c.scalars, outputs=c.outputs)
                  for c in data.cases]
         timing_spec = None
-        if timed:
+        if tplan is not None:
             set_bytes = data.by_name[contents[0]].set_bytes
             l2 = l2_bytes(self._spec)
-            tol = tolerance_for(problem.definition)
             timing_spec = TimingSpec(
                 like=contents[0], per_round=PER_ROUND,
                 rotation=rotation_for(PER_ROUND, set_bytes, l2 if self.mode == "cuda" else 0),
                 timer="perf_counter" if self.mode == "interpreter" else self.timer,
-                warmup=self.warmup, reps=max(self.reps, PER_ROUND), trials=self.trials,
-                flush_bytes=self._flush_bytes(l2), atol=tol.atol, rtol=tol.rtol, inputs_dir=str(self._rounds_dir()))
+                warmup=self.warmup, reps=tplan.calls - self.warmup, trials=self.trials,
+                flush_bytes=self._flush_bytes(l2), calibration_rounds=self.calibration_rounds,
+                keep_outputs=not tplan.positions_in_round, inputs_dir=str(self._rounds_dir()))
         first = data.cases[0].planned.workload
         return HarnessRequest(
             module_dir="", entry_file=entry_path, entry_symbol=symbol,
@@ -408,45 +501,13 @@ class TritonAgent(HardwareAgent):
 
     # --- the clock -------------------------------------------------------------------------------
 
-    def _untimed_s(self, spec: TimingSpec, set_bytes: int, *, fresh: bool = False) -> float:
-        """An upper bound of the child's untimed work per call (flush, poison, input check,
-        restock, spot check): measured here on CPU tensors of the same sizes, x3, plus 0.5 ms of Python for
-        the loop; on a GPU the flush and copies at a quarter of the memory bandwidth plus 1 ms
-        (host overhead and synchronisation). Kept per size; `fresh` measures again and keeps
-        the lower figure (a measurement on a loaded machine only ever overestimates)."""
-        key = (spec.flush_bytes, set_bytes, self.mode)
-        with self._lock:
-            hit = self._untimed_cache.get(key)
-        if hit is not None and not (fresh and self.mode != "cuda"):
-            return hit
-        if self.mode == "cuda":
-            est = 4 * (spec.flush_bytes + 2 * set_bytes) / self._spec.peak_bw_bytes_s + 1e-3
-        else:
-            flush = torch.empty(max(spec.flush_bytes, 1), dtype=torch.uint8)
-            src = torch.empty(max(set_bytes, 1), dtype=torch.uint8)
-            dst = torch.empty_like(src)
-            best = math.inf
-            for _ in range(5):
-                t0 = time.perf_counter()
-                flush.zero_()
-                dst.copy_(src)
-                torch.equal(dst, src)
-                dst.fill_(255)
-                idx = torch.randint(0, dst.numel(), (spec.spot_checks,))
-                bool(torch.isclose(dst[idx].double(), src[idx].double()).all())
-                best = min(best, time.perf_counter() - t0)
-            est = 3 * best + 5e-4
-        with self._lock:
-            est = min(est, self._untimed_cache.get(key, est))
-            self._untimed_cache[key] = est
-        return est
-
     @staticmethod
     def _call_count_error(res: HarnessResult, spec: TimingSpec) -> str | None:
-        for k, run in enumerate(res.timing):
+        for k, run in enumerate([*res.calibration, *res.timing]):
             n = len(run.samples_ms) + len(run.warmup_ms)
-            if n != spec.warmup + spec.reps:
-                return f"reported {n} timed calls in round {k}; {spec.warmup + spec.reps} were asked for"
+            if n != spec.calls:
+                what = f"calibration round {k}" if k < len(res.calibration) else f"round {k - len(res.calibration)}"
+                return f"reported {n} timed calls in {what}; {spec.calls} were asked for"
         return None
 
     def _clock_mismatch(self, res: HarnessResult, clock: RoundClock, spec: TimingSpec, data: ProblemData,
@@ -454,49 +515,52 @@ class TritonAgent(HardwareAgent):
         """The kernel's timer (CUDA events, or the host clock in the interpreter) lives in the
         kernel's process, so it is checked against our own clock. Per round, our wall time W
         from continuing the child to its next stop covers its n = warmup + reps calls (each
-        timed by its timer, summing to T) and their untimed work (at most U = n x
-        `_untimed_s`): an honest child has T <= W and T >= W - U. A round fails when T > W
-        (a clock running fast) or T < (W - U) / 2 (a slowed or frozen clock: the factor 2
-        leaves room for noise in U)."""
-        if spec.timer == "do_bench":  # the timer we asked for: the child's own claim is not believed
-            return None  # do_bench's own loop: no per-call record to bound
-        set_bytes = data.by_name[spec.like].set_bytes
-        why = self._clock_check(res, clock, spec, data, counters, self._untimed_s(spec, set_bytes))
-        if why is None and counters["timing_kernel_clock_s"] < counters["timing_wall_s"] / 2:
-            # the kernel's clock covered less than half of our wall time and only the untimed
-            # allowance made that plausible: that bound was measured once, maybe on a loaded
-            # machine, so measure it again and judge with the lower of the two
-            why = self._clock_check(res, clock, spec, data, counters, self._untimed_s(spec, set_bytes, fresh=True))
-        return why
-
-    def _clock_check(self, res: HarnessResult, clock: RoundClock, spec: TimingSpec, data: ProblemData,
-                     counters: dict[str, float], per_call: float) -> str | None:
-        """`_clock_mismatch` with `per_call` seconds of untimed work allowed per call."""
-        total_w = total_t = total_u = 0.0
+        timed by its timer, summing to T) and the untimed work between them. That untimed work
+        was measured on this host, through the same loop, by the calibration rounds the child
+        ran with a null entry point before the solution was imported: u per call (the
+        fastest calibration round's wall time / n). An honest round has W - A <= T <= W, with
+        A = n u (1 + margin) + share x T + n x 5 us + 1 ms (share: 5% on a GPU, 10% for
+        interpreted calls). A round fails when T > W (a clock running fast) or T < W - A (a
+        slowed or frozen clock). A clock slowed by a factor s reports T = K / s for calls
+        that took K: it is caught once K (1 - (1 + share) / s) exceeds n u margin + slack,
+        i.e. for s = 2 once the kernel's time is about a quarter of the untimed work or more
+        (figures per kernel in the GPU check's table)."""
+        n = spec.calls
+        u = clock.untimed_per_call(n)
+        if u is None:
+            return "runtime_error: the child ran no calibration round (not our harness's protocol)"
+        share = CLOCK_SHARE[self.mode]
+        base_allow = n * u * (1 + self.clock_margin) + n * CLOCK_SLACK_PER_CALL_S + CLOCK_SLACK_PER_ROUND_S
+        total_w = total_t = total_a = 0.0
         for k, (run, wall) in enumerate(zip(res.timing, clock.walls, strict=True)):
-            n = len(run.samples_ms) + len(run.warmup_ms)
             t = (sum(run.samples_ms) + sum(run.warmup_ms)) / 1e3
-            u = n * per_call
-            total_w, total_t, total_u = total_w + wall, total_t + t, total_u + u
+            allow = base_allow + share * t
+            total_w, total_t, total_a = total_w + wall, total_t + t, total_a + allow
             if t > wall * 1.02 + 1e-3:
                 return (f"reported kernel time ({t * 1e3:.3g} ms) exceeds the wall time of its timing round "
                         f"({wall * 1e3:.3g} ms)")
-            if t < (wall - u) / 2:
+            if t < wall - allow:
                 return (f"timing_mismatch: in timing round {k} the kernel's process timed its {n} calls at "
-                        f"{t * 1e3:.3g} ms in all, but they took {wall * 1e3:.3g} ms by our clock (at most "
-                        f"{u * 1e3:.3g} ms of it outside the calls): its clock was slowed or replaced")
+                        f"{t * 1e3:.4g} ms in all, but they took {wall * 1e3:.4g} ms by our clock, of which at most "
+                        f"{allow * 1e3:.4g} ms is the untimed work between calls (calibrated on this host: "
+                        f"{u * 1e6:.4g} us a call): its clock was slowed or replaced")
         # Every moment the child ran in the timing phase, set-ups included: a child that stops
         # itself out of turn (so that its calls fall in what we take for a set-up) is bounded too.
         setups = clock.setups
-        load = sum(c.set_bytes for row in data.rounds for c in row) / max(len(data.rounds), 1)
-        setup_allow = len(setups) * (spec.rotation * per_call + 4 * load / 200e6 + 0.25)
+        load = max((os.path.getsize(r.file) for r in data.rounds), default=0)
+        per_setup = 2 * max(clock.cal_setups, default=0.0) + 4 * load / 200e6 + 0.25
+        setup_allow = len(setups) * per_setup
         all_w = total_w + sum(setups)
-        if total_t < (all_w - total_u - setup_allow) / 2:
-            return (f"timing_mismatch: the kernel's process ran {all_w * 1e3:.3g} ms in its timing phase by our "
-                    f"clock (at most {(total_u + setup_allow) * 1e3:.3g} ms of it outside the calls) but timed its "
-                    f"calls at {total_t * 1e3:.3g} ms: its clock was slowed or replaced")
-        counters["timing_setup_s"] = sum(setups)
-        counters.update({"timing_wall_s": total_w, "timing_kernel_clock_s": total_t, "timing_untimed_bound_s": total_u})
+        if total_t < all_w - total_a - setup_allow:
+            return (f"timing_mismatch: the kernel's process ran {all_w * 1e3:.4g} ms in its timing phase by our "
+                    f"clock (at most {(total_a + setup_allow) * 1e3:.4g} ms of it outside the calls) but timed its "
+                    f"calls at {total_t * 1e3:.4g} ms: its clock was slowed or replaced")
+        calls = n * len(clock.walls)
+        counters.update({
+            "timing_wall_s": total_w, "timing_kernel_clock_s": total_t, "timing_untimed_bound_s": total_a,
+            "timing_setup_s": sum(setups), "timing_untimed_per_call_s": u,
+            "timing_overhead_per_call_s": (total_w - total_t) / calls if calls else 0.0,
+            "calibration_wall_s": sum(clock.cal_walls) + sum(clock.cal_setups)})
         return None
 
     # --- judging -------------------------------------------------------------------------------
@@ -592,6 +656,41 @@ class TritonAgent(HardwareAgent):
             return self._fail("unmeasured", f"correct at {where}; {why}{notes}", correctness=checks, counters=counters)
         return self._timed(problem, data, req, res, box, checks, counters, max_bytes, clock)
 
+    def _timed_outputs_wrong(self, problem: Problem, tr: TimedRound, res: HarnessResult, box: Sandbox,
+                             spec: TimingSpec, max_bytes: int, checks: list[SeedCheck],
+                             ) -> tuple[str, list[SeedCheck]] | None:
+        """Round `tr`'s outputs against the references of exactly its calls: every call at the
+        secret positions (the allclose rule), the secretly chosen calls in full. (message,
+        failed checks) or None."""
+        rel = res.timed_samples.get(tr.k)
+        if rel is None:
+            return f"the harness sent back no timed outputs of round {tr.k}", []
+        with box.open_file(rel, max_bytes=max_bytes) as f:
+            got = torch.load(f, weights_only=True)
+        tol = tolerance_for(problem.definition)
+        for name, ref in tr.ref_samples.items():
+            g = got.get(name) if isinstance(got, dict) else None
+            if not isinstance(g, torch.Tensor) or tuple(g.shape) != ref.shape:
+                return f"the harness sent back malformed samples of {name} for round {tr.k}", []
+            ok = validity.sampled_agreement(g.to(torch.float64).numpy(), ref, tr.ref_rms[name], tol)
+            bad = np.flatnonzero(~ok.all(axis=1))
+            if bad.size:
+                t = int(bad[0])
+                j = int(np.flatnonzero(~ok[t])[0])
+                kind = "warm-up" if t < spec.warmup else "timed"
+                return (f"the output of a timed call is wrong: {bad.size} of {len(tr.calls)} calls of timing round "
+                        f"{tr.k} disagree with the reference at sampled elements (e.g. {kind} call {t}: "
+                        f"{int((~ok[t]).sum())} of {ok.shape[1]} sampled elements of {name} wrong, "
+                        f"{float(g[t, j]):.6g} where the reference is {float(ref[t, j]):.6g})"), []
+        for t, case in tr.full_cases.items():
+            rel_full = res.timed_full.get(f"{tr.k}-{t}")
+            if rel_full is None:
+                return f"the harness sent back no output of call {t} of round {tr.k}", []
+            chk = self._check(problem, case, f"timed:r{tr.k}-call{t}", self._load_outputs(box, rel_full, max_bytes))
+            if not chk.passed:
+                return f"the output of a timed call is wrong ({chk.note})", [chk]
+        return None
+
     def _timed(self, problem: Problem, data: ProblemData, req: HarnessRequest, res: HarnessResult, box: Sandbox,
                checks: list[SeedCheck], counters: dict[str, float], max_bytes: int, clock: RoundClock) -> Profile:
         walls = clock.walls
@@ -603,26 +702,6 @@ class TritonAgent(HardwareAgent):
             return self._fail("runtime_error", f"the harness reported {len(res.timing)} timing rounds and stopped for "
                               f"{len(walls)}; {req.timing.trials} were asked for", correctness=checks,
                               counters=counters)
-        n_timed = sum(len(r.samples_ms) for r in res.timing)
-        changed = sum(r.mutated for r in res.timing)
-        if changed:
-            return self._fail("incorrect", f"modified its inputs in {changed} timed call(s); inputs are read-only",
-                              correctness=checks, counters=counters)
-        bad = sum(r.inconsistent for r in res.timing)
-        if bad:
-            return self._fail("incorrect", f"{bad} of {n_timed} timed calls returned values different from the "
-                              "kernel's own output for the same inputs: results must not depend on earlier calls",
-                              correctness=checks, counters=counters)
-        timed_cases = [c for row in data.rounds for c in row]
-        for case in timed_cases if req.timing.timer != "do_bench" else []:
-            rel = res.timed_outputs.get(case.name)
-            if rel is None:
-                return self._fail("runtime_error", f"the harness saved no timed output for {case.name}",
-                                  correctness=checks, counters=counters)
-            chk = self._check(problem, case, f"timed:{case.name}", self._load_outputs(box, rel, max_bytes))
-            if not chk.passed:
-                return self._fail("incorrect", f"the output of a timed call is wrong ({chk.note})",
-                                  correctness=[*checks, chk], counters=counters)
         if res.timer != req.timing.timer:  # the child's record of how it timed is checked, never believed
             return self._fail("timing_mismatch", f"timing_mismatch: the kernel's process reported timing with "
                               f"{res.timer!r}; {req.timing.timer!r} was asked for", correctness=checks,
@@ -630,6 +709,20 @@ class TritonAgent(HardwareAgent):
         wrong_count = self._call_count_error(res, req.timing)
         if wrong_count:  # not our harness's protocol
             return self._fail("runtime_error", wrong_count, correctness=checks, counters=counters)
+        changed = sum(r.mutated for r in res.timing)
+        if changed:
+            return self._fail("incorrect", f"modified its inputs in {changed} timed call(s); inputs are read-only",
+                              correctness=checks, counters=counters)
+        malformed = sum(r.malformed for r in res.timing)
+        if malformed:
+            return self._fail("incorrect", f"returned the wrong number or kind of values in {malformed} timed "
+                              "call(s)", correctness=checks, counters=counters)
+        for tr in data.rounds:
+            wrong = self._timed_outputs_wrong(problem, tr, res, box, req.timing, max_bytes, checks)
+            if wrong is not None:
+                return self._fail("incorrect", wrong[0], correctness=[*checks, *wrong[1]], counters=counters)
+        counters["timing_checked_calls"] = float(sum(len(tr.calls) for tr in data.rounds))
+        counters["timing_sampled_positions"] = float(self.sample_positions)
         why = self._clock_mismatch(res, clock, req.timing, data, counters)
         if why:
             return self._fail("timing_mismatch", why, correctness=checks, counters=counters)
@@ -641,7 +734,8 @@ class TritonAgent(HardwareAgent):
             msgspec.structs.replace(problem, workload=timing_workload)
         t_meas = lat / 1e3
         counters.update({
-            "footprint_bytes": float(res.footprint_bytes), "trials": float(len(res.timing)),
+            "footprint_bytes": float(req.timing.rotation * data.by_name[req.timing.like].set_bytes),
+            "trials": float(len(res.timing)),
             "reps_per_trial": float(len(res.timing[0].samples_ms)),
             "trial_median_spread": (max(r.median_ms for r in res.timing) - min(r.median_ms for r in res.timing))
             / lat if lat > 0 else 0.0,

@@ -25,9 +25,10 @@ import torch
 
 from accelopt.problem import Definition, Problem, Tolerance, Workload
 from hardware_agents import datacache, validity
+from hardware_agents.triton import timed_inputs
 from hardware_agents.triton.inputs import axis_values, case_inputs, is_float
 from hardware_agents.triton.records import TensorMeta
-from hardware_agents.triton.reference import RefCase, RefRequest
+from hardware_agents.triton.reference import RefCase, RefRequest, RefRound
 
 # Correctness bar of a definition without x_tolerance, by its narrowest float output:
 # FlashInfer-Bench's default atol = rtol = 1e-2 for 16-bit and 8-bit outputs, plus a relative
@@ -96,15 +97,31 @@ def to_float64(t: torch.Tensor) -> np.ndarray:
     return t.detach().to("cpu", torch.float64).numpy()
 
 
-def timing_plan(plan: Sequence[PlannedCase], like: str, rounds: int, per_round: int) -> list[list[PlannedCase]]:
-    """The fresh contents of each timing round: `per_round` cases at the workload of the
+class TimingPlan(msgspec.Struct, frozen=True, kw_only=True):
+    """What the timing rounds of a profile need drawn in advance: `rounds` rounds of
+    `calls` calls on `per_round` fresh base contents at the workload of the correctness case
+    `like`; `samples` secret positions per output of every call, and `full` calls per round
+    checked in full. With `positions_in_round` (outputs too large to keep every call's), the
+    positions travel in the round file and the last call is the one checked in full."""
+
+    like: str
+    rounds: int
+    per_round: int
+    calls: int
+    samples: int = 128
+    full: int = 1
+    positions_in_round: bool = False
+
+
+def timing_bases(plan: Sequence[PlannedCase], tp: TimingPlan) -> list[list[PlannedCase]]:
+    """The base contents of each timing round: `per_round` cases at the workload of the
     correctness case `like`, on seeds from the OS's random source (never a correctness seed)."""
-    base = next(pc for pc in plan if pc.name == like)
+    base = next(pc for pc in plan if pc.name == tp.like)
     used = {pc.case.seed for pc in plan}
     out = []
-    for k in range(rounds):
+    for k in range(tp.rounds):
         row = []
-        for j in range(per_round):
+        for j in range(tp.per_round):
             seed = secrets.randbits(31)
             while seed in used:
                 seed = secrets.randbits(31)
@@ -115,61 +132,96 @@ def timing_plan(plan: Sequence[PlannedCase], like: str, rounds: int, per_round: 
     return out
 
 
+class TimedRound:
+    """One timing round as the parent holds it: the round file (base contents, masks, the
+    calls' content and shift; readable by the reference child only, until the agent hands it
+    over), and the secret part: positions sampled per call, the calls checked in full, and
+    the references at exactly those (computed by the reference child before the kernel's
+    child starts)."""
+
+    def __init__(self, k: int, file: str, calls: list[tuple[int, int]], positions: dict[str, np.ndarray],
+                 full: list[int]) -> None:
+        self.k, self.file, self.calls, self.positions, self.full = k, file, calls, positions, full
+        self.ref_samples: dict[str, np.ndarray] = {}  # output -> [calls, samples] float64
+        self.ref_rms: dict[str, np.ndarray] = {}  # output -> [calls] (the allclose rule's atol scale)
+        self.full_cases: dict[int, CaseData] = {}
+
+    def checks_payload(self) -> dict[str, object]:
+        """What the agent tells the child once the round is over (see `checks_file`)."""
+        return {"positions": {n: torch.from_numpy(p) for n, p in self.positions.items()},
+                "full": torch.tensor(self.full, dtype=torch.int64)}
+
+
+def _draw_round(k: int, tp: TimingPlan, bases: list[dict[str, torch.Tensor]], outputs: list[TensorMeta],
+                directory: Path) -> TimedRound:
+    gen = torch.Generator().manual_seed(secrets.randbits(63))
+    masks = {n: timed_inputs.make_mask(t.numel(), t.dtype, gen) for n, t in bases[0].items()
+             if timed_inputs.maskable(t.dtype)}
+    calls = timed_inputs.draw_calls(tp.calls, tp.per_round, {n: m.numel() // 2 for n, m in masks.items()}, gen)
+    positions = {o.name: timed_inputs.sample_positions(math.prod(o.shape or ()), tp.calls, tp.samples, gen).numpy()
+                 for o in outputs}
+    if tp.positions_in_round:
+        full = [tp.calls - 1]
+    else:
+        full = sorted(torch.randperm(tp.calls, generator=gen)[:tp.full].tolist())
+    payload: dict[str, object] = {"contents": bases, "masks": masks,
+                                  "calls": torch.tensor(calls, dtype=torch.int64).reshape(-1, 2)}
+    if tp.positions_in_round:
+        payload["positions"] = {n: torch.from_numpy(p) for n, p in positions.items()}
+    path = directory / f"round-{k}.pt"
+    torch.save(payload, path)
+    os.chmod(path, 0o644)
+    return TimedRound(k, str(path), calls, positions, full)
+
+
 class ProblemData:
     """Every planned case of one problem: input files under `self.dir` (the kernel's sandbox
-    may read it), references in memory only. With `timing` (the rounds of `timing_plan`), also
-    the fresh timing contents: their inputs under `self.timing_dir`, which only the reference
-    child may read (the agent hands a round's inputs to the kernel's child when it times that
-    round), and their references, in memory too."""
+    may read it), references in memory only. With `timing`, also the timing rounds
+    (`TimedRound`): their files under `self.timing_dir`, which only the reference child may
+    read (the agent hands a round's file to the kernel's child when it times that round),
+    and the references at the checked positions and calls, in memory too."""
 
     def __init__(self, problem: Problem, plan: Sequence[PlannedCase], root: Path, run_reference: RefRunner,
-                 data_roots: Sequence[str | Path] = (), timing: Sequence[Sequence[PlannedCase]] = ()) -> None:
+                 data_roots: Sequence[str | Path] = (), timing: TimingPlan | None = None) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="triton-data-", dir=root))
         os.chmod(self.dir, 0o755)
         self.timing_dir = Path(tempfile.mkdtemp(prefix="triton-timing-", dir=root))
         os.chmod(self.timing_dir, 0o755)  # for the reference child's uid; never on the kernel's read list
         self.cases: list[CaseData] = []
-        self.rounds: list[list[CaseData]] = []
+        self.rounds: list[TimedRound] = []
         self.notes: list[str] = []
         d = problem.definition
         tol = tolerance_for(d)
-        round_of = {pc.name: k for k, row in enumerate(timing) for pc in row}
         try:
             staged: list[tuple[PlannedCase, str, dict, list[TensorMeta], int]] = []
-            for pc in [*plan, *(pc for row in timing for pc in row)]:
+            for pc in plan:
                 tensors, scalars = case_inputs(d, pc.workload, pc.case, data_roots)
-                path = (self.timing_dir if pc.name in round_of else self.dir) / f"{pc.name}.pt"
+                path = self.dir / f"{pc.name}.pt"
                 torch.save(tensors, path)
                 os.chmod(path, 0o644)
                 outs = output_metas(d, pc.workload)
-                nbytes = sum(t.numel() * t.element_size() for t in tensors.values())
-                nbytes += sum(math.prod(o.shape or ()) * torch.empty((), dtype=_dt(o.dtype)).element_size() for o in outs)
-                staged.append((pc, str(path), scalars, outs, nbytes))
+                staged.append((pc, str(path), scalars, outs, _set_bytes(tensors, outs)))
+            ref_rounds: list[RefRound] = []
+            if timing is not None:
+                like = next(st for st in staged if st[0].name == timing.like)
+                for k, row in enumerate(timing_bases(plan, timing)):
+                    bases = [case_inputs(d, pc.workload, pc.case, data_roots)[0] for pc in row]
+                    tr = _draw_round(k, timing, bases, like[3], self.timing_dir)
+                    checks = self.timing_dir / f"checks-{k}.pt"
+                    torch.save(tr.checks_payload(), checks)
+                    os.chmod(checks, 0o644)
+                    self.rounds.append(tr)
+                    ref_rounds.append(RefRound(name=f"timing-r{k}", round_file=tr.file, checks_file=str(checks),
+                                               scalars=like[2]))
             request = RefRequest(definition=d.name, source=d.reference, inputs=input_metas(d, problem.workload),
                                  outputs=list(d.outputs),
-                                 cases=[RefCase(name=pc.name, inputs_file=f, scalars=sc) for pc, f, sc, _, _ in staged])
+                                 output_dtypes={n: o.dtype for n, o in d.outputs.items()},
+                                 cases=[RefCase(name=pc.name, inputs_file=f, scalars=sc) for pc, f, sc, _, _ in staged],
+                                 rounds=ref_rounds)
             refs = run_reference(request, [str(self.dir), str(self.timing_dir)])
-            self.rounds = [[] for _ in timing]
             for pc, f, sc, outs, nbytes in staged:
-                ref = refs[pc.name]
-                ref64: dict[str, np.ndarray] = {}
-                for meta in outs:
-                    t = ref.get(meta.name)
-                    if t is None:
-                        raise ValueError(f"{d.name}: the reference produced no output {meta.name}")
-                    if meta.shape is not None and list(t.shape) != meta.shape:
-                        raise ValueError(f"{d.name}: reference output {meta.name} has shape {list(t.shape)}, "
-                                         f"the definition says {meta.shape} (workload {pc.label})")
-                    if t.is_floating_point():  # the exact answer as the output dtype holds it (fp16 overflows)
-                        t = t.to(_dt(meta.dtype))
-                    ref64[meta.name] = to_float64(t)
+                ref64 = _ref64(d.name, refs[pc.name], outs, pc.label)
                 bad = [n for n, r in ref64.items() if not np.all(np.isfinite(r))]
-                if pc.name in round_of:
-                    if bad:
-                        raise ValueError(f"{d.name}: the reference is non-finite in {bad} on timing seed "
-                                         f"{pc.case.seed}")
-                    self.rounds[round_of[pc.name]].append(CaseData(pc, f, sc, outs, ref64, tol, nbytes))
-                    continue
                 if bad and pc.case.adversarial:
                     if d.x_adversarial is not None:
                         raise ValueError(f"{d.name}: adversarial case {pc.case.name!r} makes the reference non-finite "
@@ -178,14 +230,21 @@ class ProblemData:
                                       f"overflows {', '.join(bad)} at those magnitudes (set x_adversarial)")
                     continue
                 self.cases.append(CaseData(pc, f, sc, outs, ref64, tol, nbytes))
+            if timing is not None:
+                like = next(st for st in staged if st[0].name == timing.like)
+                for tr in self.rounds:
+                    got = refs[f"timing-r{tr.k}"]
+                    tr.ref_samples = {n: got[f"samples/{n}"].numpy() for n in d.outputs}
+                    tr.ref_rms = {n: got[f"rms/{n}"].numpy() for n in d.outputs}
+                    for t in tr.full:
+                        full = {n: got[f"full/{t}/{n}"] for n in d.outputs}
+                        pc = msgspec.structs.replace(like[0], name=f"timed-r{tr.k}-call{t}")
+                        tr.full_cases[t] = CaseData(pc, "", like[2], like[3], _ref64(d.name, full, like[3], pc.label),
+                                                    tol, like[4])
         except BaseException:
             self.remove()
             raise
-        self.by_name = {c.name: c for c in (*self.cases, *(c for row in self.rounds for c in row))}
-
-    def round_inputs(self, k: int) -> dict[str, dict[str, torch.Tensor]]:
-        """Timing round k's inputs: content name -> input tensors (the scalars are the `like` case's)."""
-        return {c.name: torch.load(c.inputs_file, weights_only=True) for c in self.rounds[k]}
+        self.by_name = {c.name: c for c in self.cases}
 
     def remove(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -196,6 +255,28 @@ def _dt(name: str) -> torch.dtype:
     from hardware_agents.triton.inputs import torch_dtype
 
     return torch_dtype(name)
+
+
+def _set_bytes(tensors: dict[str, torch.Tensor], outs: list[TensorMeta]) -> int:
+    nbytes = sum(t.numel() * t.element_size() for t in tensors.values())
+    return nbytes + sum(math.prod(o.shape or ()) * torch.empty((), dtype=_dt(o.dtype)).element_size() for o in outs)
+
+
+def _ref64(definition: str, ref: dict[str, torch.Tensor], outs: list[TensorMeta], label: str) -> dict[str, np.ndarray]:
+    """A reference's outputs as float64, checked against the definition's shapes; floats
+    rounded to the output dtype first (the exact answer as that dtype holds it: fp16 overflows)."""
+    ref64: dict[str, np.ndarray] = {}
+    for meta in outs:
+        t = ref.get(meta.name)
+        if t is None:
+            raise ValueError(f"{definition}: the reference produced no output {meta.name}")
+        if meta.shape is not None and list(t.shape) != meta.shape:
+            raise ValueError(f"{definition}: reference output {meta.name} has shape {list(t.shape)}, "
+                             f"the definition says {meta.shape} (workload {label})")
+        if t.is_floating_point():
+            t = t.to(_dt(meta.dtype))
+        ref64[meta.name] = to_float64(t)
+    return ref64
 
 
 class DataCache:
@@ -214,15 +295,15 @@ class DataCache:
         return root
 
     def get(self, problem: Problem, plan: Sequence[PlannedCase], run_reference: RefRunner, *, device: str,
-            data_roots: Sequence[str | Path] = (), timing: tuple[str, int, int] | None = None) -> ProblemData:
-        """`timing`: (like, rounds, per_round) to make the fresh timing contents too (see
-        `timing_plan`); they are drawn once per cached problem."""
-        key = (problem.content_hash(), msgspec.json.encode(list(plan)).decode(), device, timing)
+            data_roots: Sequence[str | Path] = (), timing: TimingPlan | None = None) -> ProblemData:
+        """`timing`: the timing rounds to draw too (see `TimingPlan`); drawn once per cached
+        problem (each profile's child is new to them: it can keep nothing across profiles)."""
+        key = (problem.content_hash(), msgspec.json.encode(list(plan)).decode(), device,
+               msgspec.json.encode(timing).decode() if timing else None)
 
         def build(root: Path | None) -> ProblemData:
             assert root is not None
-            rounds = timing_plan(plan, *timing) if timing else ()
-            return ProblemData(problem, plan, root, run_reference, data_roots, rounds)
+            return ProblemData(problem, plan, root, run_reference, data_roots, timing)
 
         return self._cache.lookup(key, build)
 

@@ -8,18 +8,25 @@ called once, then the inputs (with their guards) are compared bitwise with a pri
 copy, output guards are checked, and the outputs are saved for the parent, which judges
 them against its own reference (the child never sees the reference).
 
+Calibration (only when timing is requested), before the solution is imported: the same
+timed loop with a null entry point on dummy buffers of the timed geometry, in rounds the
+parent clocks like the timing rounds. Nothing of the kernel exists in the process yet, so
+the parent's wall time of those rounds is a trustworthy figure of the untimed work per call.
+
 Timing phase (only when requested and every case ran), in rounds the parent drives: the
-child stops itself (SIGSTOP); the parent puts the round's inputs in the work dir (fresh
-contents the kernel has never been able to read) and continues it; the child sets up R > S
-buffer sets (R not a multiple of S, so contents move between buffers) and stops again; the
-parent starts its own clock and continues it; the child runs `warmup` + `reps` calls, each
-after an L2 flush and timed by the timer (CUDA events, or the host clock in the
-interpreter), and after each (untimed) spot-checks a few output elements against that
-content's first output of the round, compares the inputs with what was handed over,
-restocks and re-poisons; then it stops at the next round's start, where the parent's clock
-stops. The last output of every content of every round goes back to the parent for a full
-check against its references; the parent bounds the child's clock by its own (see
-`TritonAgent._clock_mismatch`). See `timing.py` for the statistics.
+child stops itself (SIGSTOP); the parent puts the round's inputs in a directory of its own
+(base contents the kernel has never been able to read, a mask per float input, the calls'
+content and mask shift) and continues it; the child sets up R buffer sets with the first
+calls' contents and stops again; the parent starts its own clock and continues it; the
+child runs `warmup` + `reps` calls, each after an L2 flush and timed by the timer (CUDA
+events read after the round, or the host clock in the interpreter), each on its own content
+(`timed_inputs`), and after each (untimed) compares sampled input elements with what was
+handed over and restocks the set with a later call's content; then it stops at the next
+round's start, where the parent's clock stops. No synchronisation happens between calls.
+Every call writes its own output buffers, kept until the round ends; the parent then names
+secret positions of every call's outputs and a few calls to send back in full, and checks
+them against references it had computed for exactly those calls. It bounds the child's
+clock by its own (see `TritonAgent._clock_mismatch`). See `timing.py` for the statistics.
 
 Before the solution is imported, the interpreter tier installs the CUDA shim and every tier
 counts Triton launches (`cuda_shim.py`).
@@ -49,7 +56,7 @@ try:  # the interpreter's modules load lazily; import them before the sandbox lo
 except ImportError:  # pragma: no cover - older Triton
     pass
 
-from hardware_agents.triton import timing
+from hardware_agents.triton import timed_inputs, timing
 from hardware_agents.triton.cuda_shim import count_launches, install_cuda_shim
 from hardware_agents.triton.inputs import TORCH_DTYPES
 from hardware_agents.triton.records import (
@@ -59,7 +66,7 @@ from hardware_agents.triton.records import (
     HarnessResult,
     TensorMeta,
     TimingRun,
-    TimingSpec,
+    checks_file,
     round_file,
 )
 
@@ -251,148 +258,233 @@ def _run_case(fn: Callable[..., Any], req: HarnessRequest, case: CaseSpec, devic
 
 # --- timing ----------------------------------------------------------------------------------
 
-def _spot_ok(got: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], spec: TimingSpec,
-             gen: torch.Generator) -> bool:
-    for name, exp in expected.items():
-        g = got.get(name)
-        if g is None or g.shape != exp.shape:
-            return False
-        n = exp.numel()
-        if n == 0:
-            continue
-        idx = torch.randint(0, n, (min(spec.spot_checks, n),), generator=gen)
-        a = g.reshape(-1)[idx.to(g.device)].to("cpu", torch.float64)
-        b = exp.reshape(-1)[idx].to(torch.float64)
-        if not bool(torch.isclose(a, b, rtol=spec.rtol, atol=spec.atol, equal_nan=True).all()):
-            return False
-    return True
-
-
 def stop_for_parent() -> None:
     """Stop this process until the parent continues it (the timing handshake): the parent
     stages a round's inputs, or starts / stops its own clock, while we are stopped."""
     os.kill(os.getpid(), signal.SIGSTOP)
 
 
-def _time(fn: Callable[..., Any], req: HarnessRequest, device: torch.device, workdir: Path,
-          result: HarnessResult) -> None:
-    """The timing rounds (see TimingSpec): per round, stop for the inputs, set up the buffer
-    sets, stop again (the parent starts its clock when it continues us), run the calls, and
-    stop at the next round's start (the parent's clock stops there)."""
+class RoundData:
+    """One round's contents on the device: base contents, a mask per float input, the
+    (content, shift) of every call, and (outputs not kept) the positions to sample."""
+
+    def __init__(self, contents: list[dict[str, torch.Tensor]], masks: dict[str, torch.Tensor],
+                 calls: list[tuple[int, int]], positions: dict[str, torch.Tensor] | None = None) -> None:
+        self.contents, self.masks, self.calls, self.positions = contents, masks, calls, positions
+
+    @classmethod
+    def load(cls, path: Path, device: torch.device) -> RoundData:
+        raw = torch.load(path, weights_only=True)
+        contents = [{n: t.to(device) for n, t in c.items()} for c in raw["contents"]]
+        masks = {n: t.to(device) for n, t in raw["masks"].items()}
+        calls = [(int(c), int(s)) for c, s in raw["calls"].tolist()]
+        positions = {n: t.to(device) for n, t in raw["positions"].items()} if "positions" in raw else None
+        return cls(contents, masks, calls, positions)
+
+    @classmethod
+    def dummy(cls, req: HarnessRequest, device: torch.device, gen: torch.Generator) -> RoundData:
+        """Buffers of the timed geometry with no content: the calibration rounds' data."""
+        spec = req.timing
+        assert spec is not None
+        like = _like_case(req)
+        contents, masks = [], {}
+        for _ in range(spec.per_round):
+            contents.append({m.name: torch.zeros(tuple(m.shape or ()), dtype=TORCH_DTYPES[m.dtype], device=device)
+                             for m in req.inputs if m.shape is not None})
+        for name, t in contents[0].items():
+            if timed_inputs.maskable(t.dtype):
+                masks[name] = timed_inputs.make_mask(t.numel(), t.dtype, gen).to(device)
+        periods = {n: m.numel() // 2 for n, m in masks.items()}
+        calls = timed_inputs.draw_calls(spec.calls, spec.per_round, periods, gen)
+        positions = None
+        if not spec.keep_outputs:
+            positions = {o.name: timed_inputs.sample_positions(math.prod(o.shape or ()), spec.calls, 64, gen).to(device)
+                         for o in like.outputs}
+        return cls(contents, masks, calls, positions)
+
+
+def _like_case(req: HarnessRequest) -> CaseSpec:
+    assert req.timing is not None
+    return next(c for c in req.cases if c.name == req.timing.like)
+
+
+def _null_entry(req: HarnessRequest, device: torch.device) -> Callable[..., Any]:
+    """The calibration rounds' entry point: does nothing (or returns preallocated outputs)."""
+    if req.destination_passing:
+        return lambda *args: None
+    like = _like_case(req)
+    outs = tuple(torch.empty(tuple(o.shape or ()), dtype=TORCH_DTYPES[o.dtype], device=device) for o in like.outputs)
+    return lambda *args: outs if len(outs) != 1 else outs[0]
+
+
+def _calibrate(req: HarnessRequest, device: torch.device, timer: timing.Timer, flush_buf: torch.Tensor,
+               gen: torch.Generator, result: HarnessResult) -> None:
+    """Before the solution exists in this process: the same rounds with a null entry point on
+    dummy buffers of the timed geometry. The parent's clock over them is the untimed work of
+    a call on this host (flush, restock, bookkeeping, the handshake), which bounds the
+    kernel's clock later. Protocol: like a timing round, with no inputs handed over."""
+    assert req.timing is not None
+    fn = _null_entry(req, device)
+    for _ in range(req.timing.calibration_rounds):
+        stop_for_parent()  # the parent stages nothing
+        run, _ = _round(fn, req, RoundData.dummy(req, device, gen), device, timer, flush_buf, gen)
+        result.calibration.append(run)
+    stop_for_parent()  # the last calibration round's clock stops
+
+
+def _time(fn: Callable[..., Any], req: HarnessRequest, device: torch.device, workdir: Path, timer: timing.Timer,
+          flush_buf: torch.Tensor, gen: torch.Generator, result: HarnessResult) -> None:
+    """The timing rounds (see TimingSpec): per round, stop for the inputs (and send back what
+    the parent names of the previous round's outputs), set up the buffer sets, stop again
+    (the parent starts its clock when it continues us), run the calls, and stop at the next
+    round's start (the parent's clock stops there)."""
     spec = req.timing
     assert spec is not None
     (workdir / "out").mkdir(exist_ok=True)
-    gen = torch.Generator().manual_seed(req.seed)
-    flush_buf = torch.empty(max(spec.flush_bytes, 1), dtype=torch.uint8, device=device)
-    timer = timing.make_timer(spec.timer) if spec.timer != "do_bench" else None
-    result.timer = timer.name if timer is not None else "do_bench"
-    kept: dict[str, dict[str, torch.Tensor]] = {}  # last outputs of the previous round, saved outside the clock
+    inputs = Path(spec.inputs_dir) if spec.inputs_dir else workdir
+    kept: list[Any] = []
     for k in range(spec.trials):
         stop_for_parent()  # the parent's clock (previous round) stops; it stages round k
-        _save_kept(kept, workdir, result)
-        inputs = Path(spec.inputs_dir) if spec.inputs_dir else workdir
-        data: dict[str, dict[str, torch.Tensor]] = torch.load(inputs / round_file(k), weights_only=True)
-        run, kept = _round(fn, req, data, device, timer, flush_buf, gen, result)
+        if k:
+            _send_checks(k - 1, kept, req, inputs, workdir, result)
+        run, kept = _round(fn, req, RoundData.load(inputs / round_file(k), device), device, timer, flush_buf, gen)
         result.timing.append(run)
     stop_for_parent()  # the last round's clock stops
-    _save_kept(kept, workdir, result)
+    _send_checks(spec.trials - 1, kept, req, inputs, workdir, result)
 
 
-def _save_kept(kept: dict[str, dict[str, torch.Tensor]], workdir: Path, result: HarnessResult) -> None:
-    for c, out in kept.items():
-        rel = f"out/timed-{c}.pt"
-        torch.save(out, workdir / rel)
-        result.timed_outputs[c] = rel
+def _outputs_of(value: Any, req: HarnessRequest, like: CaseSpec) -> dict[str, torch.Tensor]:
+    return value if req.destination_passing else _normalize(value, like.outputs)
 
 
-def _round(fn: Callable[..., Any], req: HarnessRequest, data: dict[str, dict[str, torch.Tensor]],
-           device: torch.device, timer: timing.Timer | None, flush_buf: torch.Tensor, gen: torch.Generator,
-           result: HarnessResult) -> tuple[TimingRun, dict[str, dict[str, torch.Tensor]]]:
-    """One timing round on the contents in `data`; returns its run and the last output of
-    each content (for the parent's full check)."""
+def _send_checks(k: int, kept: list[Any], req: HarnessRequest, inputs: Path, workdir: Path,
+                 result: HarnessResult) -> None:
+    """Round k is over: save the values at the positions the parent names now (kept outputs),
+    or those gathered during the round (outputs not kept), and the calls it wants in full."""
     spec = req.timing
     assert spec is not None
-    like = next(c for c in req.cases if c.name == spec.like)
-    R = spec.rotation
-    contents = sorted(data)
-    S = len(contents)
-    pristine = {c: {n: t.to(device) for n, t in ins.items()} for c, ins in data.items()}
-    sets: list[dict[str, Any]] = []
-    mutated = [0]
-    for b in range(R):
-        c = contents[b % S]
-        ins = {n: t.clone() for n, t in pristine[c].items()}
-        outs = {o.name: torch.empty(tuple(o.shape or ()), dtype=TORCH_DTYPES[o.dtype], device=device)
-                for o in like.outputs} if req.destination_passing else {}
-        args = [like.scalars[m.name] if m.shape is None else ins[m.name] for m in req.inputs]
-        args += list(outs.values())
-        sets.append({"content": c, "ins": ins, "outs": outs, "args": args, "last": None})
-    result.footprint_bytes = R * sum(t.numel() * t.element_size()
-                                     for t in (*sets[0]["ins"].values(), *sets[0]["outs"].values()))
-    for st in sets:
-        for t in st["outs"].values():
-            t.fill_(poison_value(t.dtype))
-    first: dict[str, dict[str, torch.Tensor]] = {}
-    kept: dict[str, dict[str, torch.Tensor]] = {}
-    warm: list[float] = []
-    total = spec.warmup + spec.reps
+    like = _like_case(req)
+    if spec.keep_outputs:
+        checks = torch.load(inputs / checks_file(k), weights_only=True)
+        samples: dict[str, list[torch.Tensor]] = {o.name: [] for o in like.outputs}
+        full = [int(t) for t in checks["full"].tolist()]
+        for t, value in enumerate(kept):
+            try:
+                outs = _outputs_of(value, req, like)
+            except OutputMismatch:
+                outs = {}
+            for o in like.outputs:
+                pos = checks["positions"][o.name][t]
+                got = outs.get(o.name)
+                if got is None or got.numel() != math.prod(o.shape or ()):
+                    got_vals = torch.full((pos.numel(),), float("nan"), dtype=torch.float64)
+                else:
+                    got_vals = got.reshape(-1)[pos.to(got.device)].to("cpu", torch.float64)
+                samples[o.name].append(got_vals)
+            if t in full:
+                rel = f"out/timed-{k}-{t}.pt"
+                torch.save({n: v.detach().to("cpu").clone() for n, v in outs.items()}, workdir / rel)
+                result.timed_full[f"{k}-{t}"] = rel
+        stacked = {n: torch.stack(v) if v else torch.zeros((0, 0), dtype=torch.float64) for n, v in samples.items()}
+    else:
+        stacked = {n: torch.stack(v).to("cpu", torch.float64) for n, v in kept[0].items()}
+        last = kept[1]
+        rel = f"out/timed-{k}-{spec.calls - 1}.pt"
+        torch.save({n: v.detach().to("cpu").clone() for n, v in last.items()}, workdir / rel)
+        result.timed_full[f"{k}-{spec.calls - 1}"] = rel
+    rel = f"out/timed-samples-{k}.pt"
+    torch.save(stacked, workdir / rel)
+    result.timed_samples[k] = rel
+    kept.clear()
 
-    def outputs_of(st: dict[str, Any]) -> dict[str, torch.Tensor]:
-        if req.destination_passing:
-            return st["outs"]
-        return _normalize(st["last"], like.outputs)
+
+def _round(fn: Callable[..., Any], req: HarnessRequest, rd: RoundData, device: torch.device, timer: timing.Timer,
+           flush_buf: torch.Tensor, gen: torch.Generator) -> tuple[TimingRun, list[Any]]:
+    """One round: set up, stop (ready: the parent's clock starts when it continues us), run
+    every call with its own content, collect the timer readings. Returns the run and what
+    the checks need: every call's outputs (kept), or [samples, last outputs] (not kept)."""
+    spec = req.timing
+    assert spec is not None
+    like = _like_case(req)
+    n, R = spec.calls, min(spec.rotation, spec.calls)
+    base = rd.contents[0]
+    sets = [{name: torch.empty_like(t) for name, t in base.items()} for _ in range(R)]
+    # input elements compared after each call with what was handed over (sampled: a full
+    # comparison would double the untimed work; the restock overwrites the set anyway)
+    mpos = {name: torch.randint(0, max(t.numel(), 1), (n, spec.mutation_samples), generator=gen).to(device)
+            for name, t in base.items() if t.numel()}
+    expected: list[dict[str, torch.Tensor]] = [{} for _ in range(R)]
+
+    def stock(b: int, t: int) -> None:
+        c, shift = rd.calls[t]
+        for name, dst in sets[b].items():
+            timed_inputs.derive_into(dst, rd.contents[c][name], rd.masks.get(name), shift)
+            if name in mpos:
+                expected[b][name] = dst.reshape(-1)[mpos[name][t]]
+
+    for b in range(R):
+        stock(b, b)
+    keep = spec.keep_outputs
+    n_out = n if keep else R
+    outs: list[dict[str, torch.Tensor]] = []
+    if req.destination_passing:
+        for _ in range(n_out):
+            d = {o.name: torch.empty(tuple(o.shape or ()), dtype=TORCH_DTYPES[o.dtype], device=device)
+                 for o in like.outputs}
+            for v in d.values():
+                v.fill_(poison_value(v.dtype))
+            outs.append(d)
+    kept: list[Any] = []
+    samples: dict[str, torch.Tensor] = {}
+    if rd.positions is not None:
+        samples = {o: torch.zeros(p.shape, dtype=torch.float64, device=device) for o, p in rd.positions.items()}
+    last: dict[str, torch.Tensor] = {}
+    mutated = torch.zeros((), dtype=torch.int64, device=device)
+    malformed = [0]
 
     def call(t: int) -> None:
-        st = sets[t % R]
-
-        def once() -> None:
-            res = fn(*st["args"])
-            if not req.destination_passing:
-                st["last"] = res
-
-        if t < spec.warmup and timer is not None:  # the same timer: the parent's bound counts every call
-            warm.append(timer.time(once))
+        b = t % R
+        args = [like.scalars[m.name] if m.shape is None else sets[b][m.name] for m in req.inputs]
+        if req.destination_passing:
+            d = outs[t if keep else b]
+            fn(*args, *d.values())
+            value: Any = d
         else:
-            once()
+            value = fn(*args)
+        if keep:
+            kept.append(value)
+        else:
+            try:
+                got = _outputs_of(value, req, like)
+            except OutputMismatch:
+                malformed[0] += 1
+                got = {}
+            for o, pos in (rd.positions or {}).items():
+                g = got.get(o)
+                if g is not None and g.numel() == math.prod(next(m.shape or () for m in like.outputs if m.name == o)):
+                    samples[o][t] = g.reshape(-1)[pos[t]].to(torch.float64)
+                else:
+                    samples[o][t] = float("nan")
+            if t == n - 1:
+                last.update({k: v.detach().clone() for k, v in got.items()})
 
-    def after(t: int) -> bool:
-        st = sets[t % R]
-        c = contents[t % S]
-        try:
-            got = outputs_of(st)
-            if st["content"] != c:
-                ok = False
-            elif c not in first:  # the content's first output this round: later calls must agree with it
-                first[c] = {n: v.detach().to("cpu").clone() for n, v in got.items()}
-                ok = True
-            else:
-                ok = _spot_ok(got, first[c], spec, gen)
-        except OutputMismatch:
-            got, ok = {}, False
-        if t >= total - S:  # the last call of this content in the round: checked in full by the parent
-            kept[c] = {n: v.detach().to("cpu").clone() for n, v in got.items()}
-        if not all(same_bytes(v, pristine[st["content"]][n]) for n, v in st["ins"].items()):
-            mutated[0] += 1  # inputs are read-only in timed calls too
-        nxt = contents[(t + R) % S]
-        for n, dst in st["ins"].items():  # restocked every call: a mutation cannot reach the next one
-            dst.copy_(pristine[nxt][n])
-        st["content"] = nxt
-        for v in st["outs"].values():
-            v.fill_(poison_value(v.dtype))
-        return ok
+    def after(t: int) -> None:
+        nonlocal mutated
+        b = t % R
+        for name, want in expected[b].items():
+            mutated = mutated + (sets[b][name].reshape(-1)[mpos[name][t]] != want).any().to(torch.int64)
+        if t + R < n:
+            stock(b, t + R)
+        if not keep and req.destination_passing:
+            for v in outs[b].values():
+                v.fill_(poison_value(v.dtype))
 
     stop_for_parent()  # set up; the parent's clock starts when it continues us
-    if timer is None:  # triton.testing.do_bench: its own flush and loop, on one buffer set
-        s0 = sets[0]
-        run = timing.do_bench_trials(lambda: fn(*s0["args"]), warmup_ms=25, rep_ms=100, trials=1)[0]
-        got = outputs_of(s0) if req.destination_passing else _normalize(fn(*s0["args"]), like.outputs)
-        kept[s0["content"]] = {n: v.detach().to("cpu").clone() for n, v in got.items()}
-        return run, kept
     run = timing.measure(call=call, after=after, flush=flush_buf.zero_, timer=timer, warmup=spec.warmup,
-                         reps=spec.reps, trials=1)[0]
-    run.warmup_ms = warm
-    run.mutated = mutated[0]
-    return run, kept
+                         reps=spec.reps)
+    run.mutated = int(mutated.item())
+    run.malformed = malformed[0]
+    return run, (kept if keep else [samples, last])
 
 
 # --- entry -----------------------------------------------------------------------------------
@@ -407,13 +499,22 @@ def run(payload: bytes, workdir: Path) -> HarnessResult:
         result.device_name = torch.cuda.get_device_name(device)
         result.versions["cuda"] = str(torch.version.cuda)
     (workdir / "out").mkdir(exist_ok=True)
+    timer, flush_buf = None, None
+    gen = torch.Generator().manual_seed(req.seed)
+    if req.timing is not None:  # calibrated before the solution is imported: nothing of it runs yet
+        timer = timing.make_timer(req.timing.timer)
+        result.timer = timer.name
+        flush_buf = torch.empty(max(req.timing.flush_bytes, 1), dtype=torch.uint8, device=device)
+        _calibrate(req, device, timer, flush_buf, gen, result)
+        result.phase_s["calibration"] = time.perf_counter() - t_start
     if os.environ.get("TRITON_INTERPRET") == "1":
         interpreter_autotune()
         if device.type == "cpu":
             install_cuda_shim()
     launches = count_launches()
+    t_import = time.perf_counter()
     fn = load_entry(req, workdir)
-    result.phase_s["import"] = time.perf_counter() - t_start
+    result.phase_s["import"] = time.perf_counter() - t_import
     ok = True
     for case in req.cases:
         run_, saved, live = _run_case(fn, req, case, device, workdir, launches)
@@ -423,12 +524,12 @@ def run(payload: bytes, workdir: Path) -> HarnessResult:
             break
         ok = ok and not run_.mutated and not run_.overflow
     t_correct = time.perf_counter()
-    result.phase_s["correctness"] = t_correct - t_start
-    if req.timing is None:
+    result.phase_s["correctness"] = t_correct - t_import
+    if req.timing is None or timer is None or flush_buf is None:
         return result
     if not ok:
         result.skipped_timing = "not timed: a correctness case failed"
         return result
-    _time(fn, req, device, workdir, result)
+    _time(fn, req, device, workdir, timer, flush_buf, gen, result)
     result.phase_s["timing"] = time.perf_counter() - t_correct
     return result

@@ -11,7 +11,7 @@ from typing import Literal
 
 import msgspec
 
-TimerName = Literal["cuda_event", "do_bench", "perf_counter"]
+TimerName = Literal["cuda_event", "perf_counter"]
 
 
 class TensorMeta(msgspec.Struct, kw_only=True, frozen=True):
@@ -32,15 +32,21 @@ class CaseSpec(msgspec.Struct, kw_only=True, frozen=True):
 class TimingSpec(msgspec.Struct, kw_only=True, frozen=True):
     """How the child times the entry point on one workload, in `trials` rounds.
 
-    Each round's inputs are fresh: `per_round` contents the parent hands over
-    (`round_file(k)`, a dict content name -> input tensors) only when the child has stopped
-    itself after the correctness phase or the previous round, so the kernel is loaded before
-    they exist in its reach. `like` is the correctness case whose scalars and output shapes
-    they share. The contents rotate through `rotation` buffer sets (not a multiple of
-    `per_round`, so contents move between buffers); before every call the L2 is flushed by
-    writing `flush_bytes`; a round runs `warmup` then `reps` calls, every one timed (the
-    warm-up times only count toward the parent's wall-clock bound); the latency is the mean
-    over rounds of the median over reps.
+    Before the solution is imported, `calibration_rounds` rounds of the same loop call a
+    null entry point on dummy buffers of the same geometry: the parent's wall time of those
+    is the untimed work per call on this host (see `TritonAgent._clock_mismatch`).
+
+    Each timing round's inputs are fresh: `per_round` base contents and a mask per float
+    input (`round_file(k)`, see `timed_inputs`), handed over only when the child has stopped
+    itself after the correctness phase or the previous round. Every call t of a round gets
+    its own content (base x rotated mask). The contents go through `rotation` buffer sets;
+    before every call the L2 is flushed by writing `flush_bytes`; a round runs `warmup` then
+    `reps` calls, every one timed (the warm-ups count toward the parent's wall-clock bound
+    only). With `keep_outputs` every call writes a fresh output buffer that is kept until
+    the round ends; the parent then names (`checks_file(k)`) the secret positions of each
+    call's outputs and the calls to send back in full. Without it (outputs too large to keep
+    them all), the positions come in the round file and the last call is sent in full. No
+    host synchronisation happens between calls: timer readings are collected at the end.
     """
 
     like: str
@@ -51,12 +57,16 @@ class TimingSpec(msgspec.Struct, kw_only=True, frozen=True):
     reps: int = 50
     trials: int = 3
     flush_bytes: int = 256 << 20
-    spot_checks: int = 64
-    atol: float = 1e-2
-    rtol: float = 1e-2
+    calibration_rounds: int = 2
+    keep_outputs: bool = True
+    mutation_samples: int = 256  # input elements compared with what was handed over, after each call
     # a directory of the parent's that the child may read, not write, holding `round_file(k)`
     # (so the kernel cannot plant a link where the parent writes); empty: the work dir
     inputs_dir: str = ""
+
+    @property
+    def calls(self) -> int:
+        return self.warmup + self.reps
 
 
 class HarnessRequest(msgspec.Struct, kw_only=True, frozen=True):
@@ -86,9 +96,9 @@ class CaseRun(msgspec.Struct, kw_only=True):
 class TimingRun(msgspec.Struct, kw_only=True):
     samples_ms: list[float]
     median_ms: float
-    inconsistent: int = 0  # timed calls whose output differed from the content's first output
     warmup_ms: list[float] = []  # the round's warm-up calls, timed by the same timer
-    mutated: int = 0  # calls after which the inputs differed from what was handed over
+    mutated: int = 0  # calls after which sampled input elements differed from what was handed over
+    malformed: int = 0  # calls of a value-returning entry point that returned the wrong kind of values
 
 
 def round_file(k: int) -> str:
@@ -96,13 +106,19 @@ def round_file(k: int) -> str:
     return f"timing/round-{k}.pt"
 
 
+def checks_file(k: int) -> str:
+    """Where the parent names, once round k is over, what of its outputs the child sends back."""
+    return f"timing/checks-{k}.pt"
+
+
 class HarnessResult(msgspec.Struct, kw_only=True):
     cases: list[CaseRun]
     timing: list[TimingRun] = []
-    timed_outputs: dict[str, str] = {}  # content -> file with the output of its last timed call (every round)
+    calibration: list[TimingRun] = []  # the null entry point's rounds (before the solution was imported)
+    timed_samples: dict[int, str] = {}  # round -> file: output name -> [calls, positions] values
+    timed_full: dict[str, str] = {}  # "<round>-<call>" -> file with that call's outputs
     timer: str = ""
     skipped_timing: str = ""
     device_name: str = ""
-    footprint_bytes: int = 0
     phase_s: dict[str, float] = {}
     versions: dict[str, str] = {}

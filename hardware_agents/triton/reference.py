@@ -21,6 +21,8 @@ import torch
 # read its own library, so lazy imports inside torch must already have happened.
 import torch.nn.functional
 
+from hardware_agents.triton import timed_inputs
+from hardware_agents.triton.inputs import TORCH_DTYPES
 from hardware_agents.triton.records import TensorMeta
 
 
@@ -30,12 +32,25 @@ class RefCase(msgspec.Struct, kw_only=True, frozen=True):
     scalars: dict[str, float | int | bool] = {}
 
 
+class RefRound(msgspec.Struct, kw_only=True, frozen=True):
+    """A timing round: every call's content is derived from the round file as the kernel's
+    child derives it (`timed_inputs`); the checks file names the positions to sample of each
+    call's reference and the calls to save in full."""
+
+    name: str
+    round_file: str
+    checks_file: str
+    scalars: dict[str, float | int | bool] = {}
+
+
 class RefRequest(msgspec.Struct, kw_only=True, frozen=True):
     definition: str
     source: str
     inputs: list[TensorMeta]  # definition order
     outputs: list[str]
     cases: list[RefCase]
+    output_dtypes: dict[str, str] = {}  # references of timed calls are rounded to these before sampling
+    rounds: list[RefRound] = []
     device: str = "cpu"
 
 
@@ -50,7 +65,7 @@ def _upcast(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
-def _as_outputs(result: Any, names: list[str], definition: str) -> dict[str, torch.Tensor]:
+def _as_outputs(result: Any, names: list[str], definition: str, device: str = "cpu") -> dict[str, torch.Tensor]:
     values = list(result) if isinstance(result, tuple | list) else [result]
     if len(values) != len(names):
         raise ValueError(f"{definition}: the reference returned {len(values)} values, the definition has "
@@ -58,7 +73,7 @@ def _as_outputs(result: Any, names: list[str], definition: str) -> dict[str, tor
     out = {}
     for name, v in zip(names, values, strict=True):
         t = v if isinstance(v, torch.Tensor) else torch.as_tensor(v)
-        out[name] = t.detach().to("cpu").contiguous()
+        out[name] = t.detach().to(device).contiguous()
     return out
 
 
@@ -83,4 +98,44 @@ def run_reference(payload: bytes, workdir: Path) -> RefResult:
         rel = f"out/ref-{case.name}.pt"
         torch.save(_as_outputs(result, req.outputs, req.definition), workdir / rel)
         files[case.name] = rel
+    for rnd in req.rounds:
+        rel = f"out/ref-{rnd.name}.pt"
+        torch.save(_round_references(run, req, rnd, device), workdir / rel)
+        files[rnd.name] = rel
     return RefResult(files=files, seconds=time.perf_counter() - t0)
+
+
+def _round_references(run: Any, req: RefRequest, rnd: RefRound, device: torch.device) -> dict[str, torch.Tensor]:
+    """Per output: `samples/<out>` [calls, positions] and `rms/<out>` [calls] of every call's
+    reference, rounded to the output dtype, and `full/<call>/<out>` for the calls checked in full."""
+    data = torch.load(rnd.round_file, weights_only=True)
+    checks = torch.load(rnd.checks_file, weights_only=True)
+    contents = [{n: t.to(device) for n, t in c.items()} for c in data["contents"]]
+    masks = {n: t.to(device) for n, t in data["masks"].items()}
+    full = set(checks["full"].tolist())
+    samples: dict[str, list[torch.Tensor]] = {n: [] for n in req.outputs}
+    rms: dict[str, list[float]] = {n: [] for n in req.outputs}
+    out: dict[str, torch.Tensor] = {}
+    for t, (c, shift) in enumerate(data["calls"].tolist()):
+        args: list[Any] = []
+        for m in req.inputs:
+            if m.shape is None:
+                args.append(rnd.scalars[m.name])
+            else:
+                args.append(_upcast(timed_inputs.derive(contents[c][m.name], masks.get(m.name), shift)))
+        with torch.no_grad():
+            result = _as_outputs(run(*args), req.outputs, req.definition, device=str(device))
+        for name, ref in result.items():
+            dtype = req.output_dtypes.get(name)
+            if ref.is_floating_point() and dtype in TORCH_DTYPES:
+                ref = ref.to(TORCH_DTYPES[dtype])
+            flat = ref.reshape(-1).to(torch.float64)
+            samples[name].append(flat[checks["positions"][name][t].to(flat.device)].cpu())
+            finite = flat[torch.isfinite(flat)]
+            rms[name].append(float(finite.square().mean().sqrt()) if finite.numel() else 0.0)
+            if t in full:
+                out[f"full/{t}/{name}"] = ref.cpu()
+    for name in req.outputs:
+        out[f"samples/{name}"] = torch.stack(samples[name]) if samples[name] else torch.zeros((0, 0))
+        out[f"rms/{name}"] = torch.tensor(rms[name], dtype=torch.float64)
+    return out

@@ -1,18 +1,21 @@
-"""Timing of a Triton/PyTorch entry point: timers, cold L2, rotated buffers, statistics.
+"""Timing of a Triton/PyTorch entry point: timers, the per-round loop, statistics.
 
-`measure` is the loop; the harness supplies what a call does and a `Timer`:
+`measure` is the loop of one round; the harness supplies what a call does and a `Timer`:
 
-    for each trial:                       (latency = mean over trials of the per-trial median)
-        `warmup` untimed calls
-        `reps` timed calls, each: flush L2 (write a buffer larger than L2), then time one
-        call; after it (untimed) check the output and load the next content into the buffer
-        set just used
+    for each of warmup + reps calls:      (all timed; the warm-ups only count toward the
+        flush L2 (write a buffer larger    parent's wall-clock bound)
+        than L2), then time one call;
+        after it (untimed): restock the buffer set just used with a later call's content
+    collect every reading at the end (one synchronisation per round, none between calls)
 
-Timers: `CudaEventTimer` (CUDA events around the call, the default on a GPU),
-`DoBenchTimer` (`triton.testing.do_bench` per trial: its own L2 flush, no buffer
-rotation), `PerfCounterTimer` (host wall clock; for CPU tensors, where calls are
+Timers: `CudaEventTimer` (CUDA events around the call on the current stream, read after
+the round), `PerfCounterTimer` (host wall clock; for CPU tensors, where calls are
 synchronous: the interpreter and tests). Tests inject their own timer (any object with
-`name` and `time(fn) -> ms`).
+`name`, `start(fn) -> token` and `collect(tokens) -> [ms]`).
+
+`triton.testing.do_bench` is not a timer of the agent: it picks its own number of calls
+and runs untimed warm-ups, so the parent could not bound its clock. The GPU check script
+uses it in a plain process as an independent witness of the agent's figures.
 """
 
 from __future__ import annotations
@@ -29,22 +32,29 @@ from hardware_agents.triton.records import TimingRun
 class Timer(Protocol):
     name: str
 
-    def time(self, fn: Callable[[], Any]) -> float:
-        """Run `fn` once and return its duration in milliseconds (device-synchronized)."""
+    def start(self, fn: Callable[[], Any]) -> Any:
+        """Run `fn` once, timed; return a token for `collect` (no synchronisation)."""
+        ...
+
+    def collect(self, tokens: list[Any]) -> list[float]:
+        """Milliseconds per token, in order (synchronises the device once)."""
         ...
 
 
 class PerfCounterTimer:
     name = "perf_counter"
 
-    def time(self, fn: Callable[[], Any]) -> float:
+    def start(self, fn: Callable[[], Any]) -> float:
         t0 = time.perf_counter_ns()
         fn()
         return (time.perf_counter_ns() - t0) / 1e6
 
+    def collect(self, tokens: list[Any]) -> list[float]:
+        return [float(t) for t in tokens]
+
 
 class CudaEventTimer:
-    """CUDA events recorded on the current stream around the call; waits for the end event."""
+    """CUDA events recorded on the current stream around the call, read after the round."""
 
     name = "cuda_event"
 
@@ -53,14 +63,17 @@ class CudaEventTimer:
 
         self._torch = torch
 
-    def time(self, fn: Callable[[], Any]) -> float:
+    def start(self, fn: Callable[[], Any]) -> tuple[Any, Any]:
         cuda = self._torch.cuda
-        start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
-        start.record()
+        begin, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
+        begin.record()
         fn()
         end.record()
-        end.synchronize()
-        return float(start.elapsed_time(end))
+        return begin, end
+
+    def collect(self, tokens: list[Any]) -> list[float]:
+        self._torch.cuda.synchronize()
+        return [float(b.elapsed_time(e)) for b, e in tokens]
 
 
 def make_timer(name: str) -> Timer:
@@ -71,45 +84,24 @@ def make_timer(name: str) -> Timer:
     raise ValueError(f"unknown timer {name!r}")
 
 
-def measure(*, call: Callable[[int], Any], after: Callable[[int], bool], flush: Callable[[], Any],
-            timer: Timer, warmup: int, reps: int, trials: int) -> list[TimingRun]:
-    """The timing loop. `call(t)` runs the t-th call (the caller maps t to a buffer set),
-    `after(t)` checks its output and restocks the buffers (False: wrong output), `flush()`
-    evicts the L2 before every call (queued on the same stream, outside the timed region)."""
-    if reps < 1 or trials < 1:
-        raise ValueError("reps and trials must be at least 1")
-    runs: list[TimingRun] = []
-    t = 0
-    for _trial in range(trials):
-        for _ in range(warmup):
-            flush()
-            call(t)
-            after(t)
-            t += 1
-        samples: list[float] = []
-        bad = 0
-        for _ in range(reps):
-            flush()
-            samples.append(timer.time(functools.partial(call, t)))
-            if not after(t):
-                bad += 1
-            t += 1
-        runs.append(TimingRun(samples_ms=samples, median_ms=statistics.median(samples), inconsistent=bad))
-    return runs
+def measure(*, call: Callable[[int], Any], after: Callable[[int], Any], flush: Callable[[], Any],
+            timer: Timer, warmup: int, reps: int) -> TimingRun:
+    """One round. `call(t)` runs the t-th call (the caller maps t to a buffer set and its
+    content), `after(t)` does the untimed work that follows it (restocking the set), and
+    `flush()` evicts the L2 before every call (queued on the same stream, outside the timed
+    region)."""
+    if reps < 1 or warmup < 0:
+        raise ValueError("reps must be at least 1 and warmup at least 0")
+    tokens = []
+    for t in range(warmup + reps):
+        flush()
+        tokens.append(timer.start(functools.partial(call, t)))
+        after(t)
+    ms = timer.collect(tokens)
+    samples = ms[warmup:]
+    return TimingRun(samples_ms=samples, median_ms=statistics.median(samples), warmup_ms=ms[:warmup])
 
 
 def latency_ms(runs: list[TimingRun]) -> float:
     """FlashInfer-Bench's statistic: the mean over trials of each trial's median."""
     return statistics.fmean(r.median_ms for r in runs)
-
-
-def do_bench_trials(fn: Callable[[], Any], *, warmup_ms: float, rep_ms: float, trials: int) -> list[TimingRun]:
-    """`triton.testing.do_bench` (its own L2 flush; one buffer set) once per trial."""
-    from triton.testing import do_bench
-
-    runs = []
-    for _ in range(trials):
-        samples = do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="all")
-        samples = [float(s) for s in samples]
-        runs.append(TimingRun(samples_ms=samples, median_ms=statistics.median(samples)))
-    return runs

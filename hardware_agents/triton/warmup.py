@@ -24,7 +24,6 @@ import msgspec
 from triton.runtime.cache import get_cache_manager
 
 
-
 def _key(name: str) -> str:
     return hashlib.sha256(name.encode()).hexdigest()  # Triton's cache keys are hex digests
 

@@ -10,7 +10,7 @@ import msgspec
 
 CORPUS = Path(__file__).resolve().parent
 REPO = CORPUS.parents[2]
-_HEADER = re.compile(r"^\s*(?://|#)\s*(expect|problem|needle|min_ms|why|entry):\s*(.*?)\s*$")
+_HEADER = re.compile(r"^\s*(?://|#)\s*(expect|expect_gpu|needle_gpu|problem|needle|min_ms|why|entry):\s*(.*?)\s*$")
 _COMMENT = {".c": "//", ".py": "#"}
 
 
@@ -24,6 +24,14 @@ class Hack(msgspec.Struct, kw_only=True):
     needle: str = ""
     min_ms: float | None = None
     why: str = ""
+    expect_gpu: str = ""  # where a real GPU's harness gives another status (its CUDA-event clock)
+    needle_gpu: str = ""
+
+    def expected(self, on_gpu: bool) -> tuple[str, str]:
+        """(status, needle) this hack must get on a GPU or elsewhere."""
+        if on_gpu and self.expect_gpu:
+            return self.expect_gpu, self.needle_gpu
+        return self.expect, self.needle
 
 
 def load(device_dir: str) -> list[Hack]:
@@ -49,5 +57,6 @@ def load(device_dir: str) -> list[Hack]:
         out.append(Hack(name=path.stem, device_dir=device_dir, path=str(path),
                         source=text.replace("@REPO@", str(REPO)), expect=fields["expect"],
                         problem=fields["problem"], needle=fields.get("needle", ""),
-                        min_ms=float(fields["min_ms"]) if "min_ms" in fields else None, why=fields.get("why", "")))
+                        min_ms=float(fields["min_ms"]) if "min_ms" in fields else None, why=fields.get("why", ""),
+                        expect_gpu=fields.get("expect_gpu", ""), needle_gpu=fields.get("needle_gpu", "")))
     return out

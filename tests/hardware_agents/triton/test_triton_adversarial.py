@@ -41,13 +41,14 @@ def test_hostile_kernel_gets_its_status(name: str, timed_agent: H100Agent) -> No
     p = suites.get_problem(hack.problem)
     prof = timed_agent.profile(p, solution(p, hack.source, name=name))
     text = prof.log + " ".join(c.note for c in prof.correctness)
-    assert prof.status == hack.expect, f"{name} ({hack.why}): {prof.status}\n{prof.log}"
-    assert hack.needle in text, text
+    expect, needle = hack.expected(on_gpu=False)
+    assert prof.status == expect, f"{name} ({hack.why}): {prof.status}\n{prof.log}"
+    assert needle in text, text
     if "sandbox_wall_s" in prof.counters:  # it ran: the isolation it ran under is on record
         assert prof.isolation.get("landlock_reads") == "restricted", prof.isolation
     if name == "plant_links_for_parent_writes":  # nothing of ours wrote through the kernel's links
         assert not Path("/tmp/accelopt-adversarial-planted-link-target").exists()
-    if hack.expect == "passed":  # timed, by a clock that agrees with ours over the same calls
+    if expect == "passed":  # timed, by a clock that agrees with ours over the same calls
         assert prof.latency is not None and prof.counters["timing_wall_s"] > 0
         assert prof.counters["timing_kernel_clock_s"] >= 0.5 * prof.counters["timing_wall_s"], prof.counters
 
@@ -65,31 +66,34 @@ def test_reading_the_data_is_caught_with_the_read_wall_down(triton_cache: Path) 
     assert prof.status == "incorrect", prof.log  # it found the inputs' files and said so by spoiling its output
 
 
-def test_a_slowed_clock_is_caught_when_the_untimed_bound_was_measured_on_a_loaded_machine(
-        triton_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The child's untimed work per call is bounded by a figure the parent measures once; on a
-    loaded machine that figure can exceed a whole round, and then a 50x slowed clock looked
-    plausible (seen once in a full test run). A round whose kernel clock covers less than half
-    of our wall time has the bound measured again; an honest round never does."""
+def test_a_timing_mismatch_is_confirmed_by_a_second_profile(triton_cache: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A busy host can stretch one profile's untimed work past its calibrated allowance; a
+    mismatch therefore stands only when a second profile, in a fresh child, says so too. An
+    honest kernel rejected once (here: the first verdict forced) passes on the second; a
+    slowed clock is caught both times."""
     agent = H100Agent(mode="interpreter", cache_dir=triton_cache, **TIMING)
-    real = agent._untimed_s
-    asked: list[bool] = []
+    real = agent._clock_mismatch
+    verdicts: list[str | None] = []
 
-    def first_measured_under_load(spec, set_bytes, *, fresh=False):  # type: ignore[no-untyped-def]
-        asked.append(fresh)
-        return real(spec, set_bytes, fresh=True) if fresh else 1.0  # 1 s per call: a busy machine's figure
+    def first_one_rejected(*args, **kwargs):  # type: ignore[no-untyped-def]
+        why = real(*args, **kwargs)
+        if not verdicts:
+            why = why or "timing_mismatch: forced for this test (a busy host)"
+        verdicts.append(why)
+        return why
 
-    monkeypatch.setattr(agent, "_untimed_s", first_measured_under_load)
+    monkeypatch.setattr(agent, "_clock_mismatch", first_one_rejected)
     try:
-        slowed = HACKS["patch_all_timers"]
-        p = suites.get_problem(slowed.problem)
+        p = suites.get_problem("triton/rmsnorm_h4096")
+        honest = agent.profile(p, p.baseline)
+        assert honest.status == "passed", honest.log
+        assert honest.counters["timing_mismatch_retried"] == 1.0 and "this one stands" in honest.log
+        assert len(verdicts) == 2 and verdicts[1] is None
+        verdicts.clear()
+        slowed = HACKS["slow_clock_2x"]
         prof = agent.profile(p, solution(p, slowed.source, name=slowed.name))
-        assert prof.status == "timing_mismatch" and slowed.needle in prof.log, prof.log
-        assert asked == [False, True]
-        asked.clear()
-        honest = HACKS["patch_cuda_event_only"]  # in the interpreter its patch changes nothing
-        prof = agent.profile(p, solution(p, honest.source, name=honest.name))
-        assert prof.status == "passed", prof.log
-        assert asked == [False]
+        assert prof.status == "timing_mismatch" and prof.counters["timing_mismatch_confirmed"] == 1.0, prof.log
+        assert len(verdicts) == 2 and all(v and "slowed or replaced" in v for v in verdicts)
     finally:
         agent.close()

@@ -17,12 +17,14 @@ import statistics
 import pytest
 from triton_helpers import edited, solution
 
-from hardware_agents.triton import H100Agent, device_spec, timing
+import torch
+
+from hardware_agents.triton import H100Agent, device_spec, timed_inputs, timing
 from hardware_agents.triton.agent import plan_cases, rotation_for
 
 
 class ScriptedTimer:
-    """Injected timer: runs the call and returns the next scripted duration (ms)."""
+    """Injected timer: runs the call and returns the next scripted duration (ms) at the end."""
 
     name = "scripted"
 
@@ -30,32 +32,58 @@ class ScriptedTimer:
         self.durations = list(durations)
         self.events = events
 
-    def time(self, fn):  # type: ignore[no-untyped-def]
+    def start(self, fn):  # type: ignore[no-untyped-def]
         self.events.append("start")
         fn()
         self.events.append("end")
-        return self.durations.pop(0)
+        return len(self.events)
+
+    def collect(self, tokens):  # type: ignore[no-untyped-def]
+        self.events.append("collect")  # one synchronisation per round, after every call
+        return [self.durations.pop(0) for _ in tokens]
 
 
-def test_measure_flushes_before_every_call_and_averages_trial_medians():
+def test_measure_flushes_before_every_call_and_reads_the_timer_once_per_round():
     events: list[str] = []
-    durations = [5.0, 1.0, 3.0, 9.0, 2.0, 4.0]  # trial 1: median 3; trial 2: median 4
-    timer = ScriptedTimer(durations, events)
+    timer = ScriptedTimer([5.0, 1.0, 3.0, 9.0], events)
     calls: list[int] = []
-    checked: list[int] = []
-    runs = timing.measure(
-        call=lambda t: (calls.append(t), events.append(f"call{t}")),
-        after=lambda t: (checked.append(t), t != 7)[1],  # call 7 returns a stale output
-        flush=lambda: events.append("flush"), timer=timer, warmup=1, reps=3, trials=2)
-    assert [r.samples_ms for r in runs] == [[5.0, 1.0, 3.0], [9.0, 2.0, 4.0]]
-    assert [r.median_ms for r in runs] == [3.0, 4.0]
-    assert timing.latency_ms(runs) == statistics.fmean([3.0, 4.0])
-    assert calls == checked == list(range(8))  # warm-up calls 0 and 4 are checked too, but untimed
-    assert [r.inconsistent for r in runs] == [0, 1]
-    # every call is preceded by an L2 flush outside the timed region
-    assert events[:5] == ["flush", "call0", "flush", "start", "call1"]
-    assert all(events[i - 1] == "flush" for i, e in enumerate(events) if e in ("start",) or
-               (e.startswith("call") and events[i - 1] != "start"))
+    restocked: list[int] = []
+    run = timing.measure(call=lambda t: (calls.append(t), events.append(f"call{t}")),
+                         after=lambda t: (restocked.append(t), events.append(f"after{t}")),
+                         flush=lambda: events.append("flush"), timer=timer, warmup=1, reps=3)
+    assert run.warmup_ms == [5.0] and run.samples_ms == [1.0, 3.0, 9.0] and run.median_ms == 3.0
+    assert calls == restocked == [0, 1, 2, 3]
+    # every call is preceded by an L2 flush outside the timed region; readings are collected last
+    assert events[:6] == ["flush", "start", "call0", "end", "after0", "flush"]
+    assert events.count("collect") == 1 and events[-1] == "collect"
+    assert timing.latency_ms([run, run]) == statistics.fmean([3.0, 3.0])
+
+
+def test_every_timed_call_gets_its_own_content_derived_exactly():
+    """The per-call contents: a mask of powers of two rotated by the call's shift; scaling by a
+    power of two is exact, and the derivation is the same op in the kernel's child and in the
+    reference child; no two calls share a content or a run of values."""
+    gen = torch.Generator().manual_seed(7)
+    base = torch.randn(64, 48, generator=gen).to(torch.bfloat16)
+    mask = timed_inputs.make_mask(base.numel(), base.dtype, gen)
+    assert mask.numel() == 2 * base.numel() and set(mask.float().unique().tolist()) <= {0.5, 1.0, 2.0}
+    calls = timed_inputs.draw_calls(8, 2, {"x": base.numel()}, gen)
+    xs = [timed_inputs.derive(base, mask, shift) for _, shift in calls]
+    for (_, shift), x in zip(calls, xs, strict=True):
+        window = mask[shift:shift + base.numel()].reshape(base.shape).float()
+        assert torch.equal(x.float(), base.float() * window)  # exact: no rounding happened
+        out = torch.empty_like(base)
+        timed_inputs.derive_into(out, base, mask, shift)
+        assert torch.equal(out, x)
+    assert len({x.float().sum().item() for x in xs}) == len(xs)
+    runs = {tuple(x.reshape(-1)[i:i + 16].tolist()) for x in xs for i in range(0, x.numel() - 16, 16)}
+    assert len(runs) == len(xs) * (base.numel() // 16 - 1)  # no run of 16 values comes back
+    ints = torch.arange(10, dtype=torch.int32)
+    assert not timed_inputs.maskable(ints.dtype) and torch.equal(timed_inputs.derive(ints, None, 3), ints)
+    big = 3 * timed_inputs.MAX_PERIOD
+    assert big % timed_inputs.mask_period(big) == 0 and timed_inputs.mask_period(big) <= timed_inputs.MAX_PERIOD
+    # the checks' reach: a call wrong at 5% of its elements escapes 128 sampled positions < 0.2%
+    assert timed_inputs.escape_probability(128, 0.05) < 0.002
 
 
 def test_rotation_moves_contents_between_buffers():
@@ -145,38 +173,42 @@ def test_cuda_events_on_a_real_gpu(triton_cache, triton_suite):
 
 def test_the_kernels_clock_is_bounded_by_ours(interp_agent, triton_suite):
     """`_clock_mismatch` on reported rounds (no sandbox): an honest round passes, a clock
-    running fast or slowed / frozen does not, nor does a wrong number of calls."""
-    from hardware_agents.triton.agent import PER_ROUND, RoundClock
-    from hardware_agents.triton.data import timing_plan
+    running fast, slowed 2x or frozen does not, nor does a wrong number of calls; the
+    untimed work allowed is the calibration rounds' wall time per call."""
+    from hardware_agents.triton.agent import RoundClock
     from hardware_agents.triton.records import HarnessResult, TimingRun, TimingSpec
 
     p = triton_suite["rmsnorm_h4096"]
     plan, contents = plan_cases(p, (0,), on_gpu=False)
-    data = interp_agent.data.get(p, plan, interp_agent._run_reference, device="interpreter",
-                                 timing=(contents[0], 1, PER_ROUND))
-    assert [c.name for c in data.rounds[0]] == ["timing-r0-c0", "timing-r0-c1"]
-    assert all(c.planned.case.seed not in (0,) for c in data.rounds[0])  # fresh seeds
-    assert not str(data.rounds[0][0].inputs_file).startswith(str(data.dir))  # not where the kernel may read
-    spec = TimingSpec(like=contents[0], per_round=PER_ROUND, rotation=3, timer="perf_counter", warmup=2, reps=8,
+    tplan = interp_agent._timing_plan(p, plan, contents[0])
+    data = interp_agent.data.get(p, plan, interp_agent._run_reference, device="interpreter", timing=tplan)
+    assert len(data.rounds) == interp_agent.trials and all(len(r.calls) == tplan.calls for r in data.rounds)
+    assert not data.rounds[0].file.startswith(str(data.dir))  # not where the kernel may read
+    spec = TimingSpec(like=contents[0], per_round=2, rotation=3, timer="perf_counter", warmup=2, reps=8,
                       trials=1, flush_bytes=1 << 20)
-    u = interp_agent._untimed_s(spec, data.by_name[contents[0]].set_bytes)
-    assert 0 < u < 1.0
+    u = 0.002  # the calibrated untimed work: 2 ms a call (20 ms for a calibration round of 10 calls)
 
     def verdict(per_call_ms: float, wall_s: float, calls: int = 10, setup_s: float = 0.01) -> str | None:
         run = TimingRun(samples_ms=[per_call_ms] * (calls - 2), median_ms=per_call_ms, warmup_ms=[per_call_ms] * 2)
         clock = RoundClock()
         clock.walls, clock.setups = [wall_s], [setup_s]
+        clock.cal_walls, clock.cal_setups = [10 * u, 10 * u * 1.5], [0.01]
         return interp_agent._clock_mismatch(HarnessResult(cases=[], timing=[run]), clock, spec, data, {})
 
-    assert verdict(100.0, 1.0 + 10 * u / 2) is None  # 10 calls of 100 ms, honest untimed work between
+    assert verdict(100.0, 1.0 + 10 * u) is None  # 10 calls of 100 ms, the calibrated untimed work between
+    assert verdict(100.0, 1.0 + 10 * u * 1.05) is None  # within the margin
     assert verdict(100.0, 0.5).startswith("reported kernel time")  # a clock running fast
-    slow = verdict(2.0, 1.0 + 10 * u)  # 1 s of calls reported as 20 ms: a slowed clock
-    assert slow is not None and "its clock was slowed or replaced" in slow
+    slow = verdict(50.0, 1.0 + 10 * u)  # 1 s of calls reported as 0.5 s: a clock slowed 2x
+    assert slow is not None and "its clock was slowed or replaced" in slow and "calibrated on this host" in slow
     assert verdict(0.0, 1.0 + 10 * u) is not None  # a frozen one
     seven = HarnessResult(cases=[], timing=[TimingRun(samples_ms=[1.0] * 5, median_ms=1.0, warmup_ms=[1.0] * 2)])
-    assert interp_agent._call_count_error(seven, spec).startswith("reported 7 timed calls")
+    assert interp_agent._call_count_error(seven, spec).startswith("reported 7 timed calls in round 0")
     # a child that stopped itself out of turn, so that its calls ran in what we took for a set-up,
     # and reported a clock slowed to fit the short window: the whole timing phase is bounded too
     out_of_turn = verdict(5.0, 0.06, setup_s=2.0)
     assert out_of_turn is not None and "ran" in out_of_turn and "timing phase" in out_of_turn
-    assert timing_plan(plan, contents[0], 2, 2)[1][1].name == "timing-r1-c1"
+    uncalibrated = RoundClock()
+    uncalibrated.walls = [1.0]
+    run = TimingRun(samples_ms=[100.0] * 8, median_ms=100.0, warmup_ms=[100.0] * 2)
+    assert "no calibration" in interp_agent._clock_mismatch(HarnessResult(cases=[], timing=[run]), uncalibrated,
+                                                            spec, data, {})

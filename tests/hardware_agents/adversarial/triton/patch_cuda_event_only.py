@@ -1,4 +1,6 @@
 # expect: passed
+# expect_gpu: timing_mismatch
+# needle_gpu: its clock was slowed or replaced
 # problem: triton/rmsnorm_h4096
 # why: patches torch.cuda.Event through getattr to report 1 µs per call. In the interpreter
 #      the harness times with the host clock, so the patch changes nothing and the latency
