@@ -170,7 +170,8 @@ class TritonAgent(HardwareAgent):
                  interpreter_timing: bool = False, spec: DeviceSpec | None = None,
                  sandbox_options: dict[str, Any] | None = None, calibration_rounds: int = 2,
                  clock_margin: float = CLOCK_MARGIN, sample_positions: int = 128, full_checks_per_round: int = 1,
-                 keep_outputs_bytes: int | None = None, confirm_mismatch: bool = True) -> None:
+                 keep_outputs_bytes: int | None = None, confirm_mismatch: bool = True,
+                 reference_budget_s: float = 20.0) -> None:
         self._spec = spec or device_spec(self.kind)
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.sandbox_dir = Path(sandbox_dir) if sandbox_dir else None
@@ -190,6 +191,7 @@ class TritonAgent(HardwareAgent):
         self.sample_positions, self.full_checks = sample_positions, full_checks_per_round
         self.keep_outputs_bytes = keep_outputs_bytes
         self.confirm_mismatch = confirm_mismatch
+        self.reference_budget_s = reference_budget_s
         self.flush_bytes = flush_bytes
         self.data_roots = [str(r) for r in data_roots]
         env_roots = os.environ.get("ACCELOPT_DATA_ROOTS") or os.environ.get("FIB_DATASET_PATH")
@@ -414,7 +416,8 @@ class TritonAgent(HardwareAgent):
         calls = self.warmup + max(self.reps, PER_ROUND)
         return TimingPlan(like=like, rounds=self.trials, per_round=PER_ROUND, calls=calls,
                           samples=self.sample_positions, full=self.full_checks,
-                          positions_in_round=calls * out_bytes > self._keep_budget())
+                          positions_in_round=calls * out_bytes > self._keep_budget(),
+                          reference_budget_s=self.reference_budget_s)
 
     def _profile_once(self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout: float,
                       measure: bool) -> Profile:
@@ -673,6 +676,7 @@ class TritonAgent(HardwareAgent):
             if not isinstance(g, torch.Tensor) or tuple(g.shape) != ref.shape:
                 return f"the harness sent back malformed samples of {name} for round {tr.k}", []
             ok = validity.sampled_agreement(g.to(torch.float64).numpy(), ref, tr.ref_rms[name], tol)
+            ok[~tr.covered] = True  # calls whose reference was not computed (a slow reference's budget)
             bad = np.flatnonzero(~ok.all(axis=1))
             if bad.size:
                 t = int(bad[0])
@@ -721,7 +725,11 @@ class TritonAgent(HardwareAgent):
             wrong = self._timed_outputs_wrong(problem, tr, res, box, req.timing, max_bytes, checks)
             if wrong is not None:
                 return self._fail("incorrect", wrong[0], correctness=[*checks, *wrong[1]], counters=counters)
-        counters["timing_checked_calls"] = float(sum(len(tr.calls) for tr in data.rounds))
+        checked = sum(int(tr.covered.sum()) for tr in data.rounds)
+        counters["timing_checked_calls"] = float(checked)
+        counters["timing_calls"] = float(sum(len(tr.calls) for tr in data.rounds))
+        # the chance that a kernel wrong on a random 5% of its calls passes every checked call
+        counters["timing_escape_lazy_5pct"] = 0.95 ** checked
         counters["timing_sampled_positions"] = float(self.sample_positions)
         why = self._clock_mismatch(res, clock, req.timing, data, counters)
         if why:

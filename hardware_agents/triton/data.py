@@ -111,6 +111,7 @@ class TimingPlan(msgspec.Struct, frozen=True, kw_only=True):
     samples: int = 128
     full: int = 1
     positions_in_round: bool = False
+    reference_budget_s: float = 20.0  # reference work for the rounds beyond 4 calls each (see RefRequest)
 
 
 def timing_bases(plan: Sequence[PlannedCase], tp: TimingPlan) -> list[list[PlannedCase]]:
@@ -140,10 +141,12 @@ class TimedRound:
     child starts)."""
 
     def __init__(self, k: int, file: str, calls: list[tuple[int, int]], positions: dict[str, np.ndarray],
-                 full: list[int]) -> None:
-        self.k, self.file, self.calls, self.positions, self.full = k, file, calls, positions, full
+                 order: list[int], full: list[int]) -> None:
+        self.k, self.file, self.calls, self.positions = k, file, calls, positions
+        self.order, self.full = order, full  # the secret order of the checked calls; the full ones lead it
         self.ref_samples: dict[str, np.ndarray] = {}  # output -> [calls, samples] float64
         self.ref_rms: dict[str, np.ndarray] = {}  # output -> [calls] (the allclose rule's atol scale)
+        self.covered = np.zeros(len(calls), dtype=bool)  # calls whose reference was computed
         self.full_cases: dict[int, CaseData] = {}
 
     def checks_payload(self) -> dict[str, object]:
@@ -160,10 +163,13 @@ def _draw_round(k: int, tp: TimingPlan, bases: list[dict[str, torch.Tensor]], ou
     calls = timed_inputs.draw_calls(tp.calls, tp.per_round, {n: m.numel() // 2 for n, m in masks.items()}, gen)
     positions = {o.name: timed_inputs.sample_positions(math.prod(o.shape or ()), tp.calls, tp.samples, gen).numpy()
                  for o in outputs}
-    if tp.positions_in_round:
+    order = torch.randperm(tp.calls, generator=gen).tolist()
+    if tp.positions_in_round:  # the child sends back the last call's outputs in full
+        order.remove(tp.calls - 1)
+        order.insert(0, tp.calls - 1)
         full = [tp.calls - 1]
     else:
-        full = sorted(torch.randperm(tp.calls, generator=gen)[:tp.full].tolist())
+        full = order[:tp.full]
     payload: dict[str, object] = {"contents": bases, "masks": masks,
                                   "calls": torch.tensor(calls, dtype=torch.int64).reshape(-1, 2)}
     if tp.positions_in_round:
@@ -171,7 +177,7 @@ def _draw_round(k: int, tp: TimingPlan, bases: list[dict[str, torch.Tensor]], ou
     path = directory / f"round-{k}.pt"
     torch.save(payload, path)
     os.chmod(path, 0o644)
-    return TimedRound(k, str(path), calls, positions, full)
+    return TimedRound(k, str(path), calls, positions, order, full)
 
 
 class ProblemData:
@@ -212,12 +218,13 @@ class ProblemData:
                     os.chmod(checks, 0o644)
                     self.rounds.append(tr)
                     ref_rounds.append(RefRound(name=f"timing-r{k}", round_file=tr.file, checks_file=str(checks),
-                                               scalars=like[2]))
+                                               order=tr.order, scalars=like[2]))
             request = RefRequest(definition=d.name, source=d.reference, inputs=input_metas(d, problem.workload),
                                  outputs=list(d.outputs),
                                  output_dtypes={n: o.dtype for n, o in d.outputs.items()},
                                  cases=[RefCase(name=pc.name, inputs_file=f, scalars=sc) for pc, f, sc, _, _ in staged],
-                                 rounds=ref_rounds)
+                                 rounds=ref_rounds,
+                                 round_budget_s=timing.reference_budget_s if timing is not None else 0.0)
             refs = run_reference(request, [str(self.dir), str(self.timing_dir)])
             for pc, f, sc, outs, nbytes in staged:
                 ref64 = _ref64(d.name, refs[pc.name], outs, pc.label)
@@ -236,6 +243,7 @@ class ProblemData:
                     got = refs[f"timing-r{tr.k}"]
                     tr.ref_samples = {n: got[f"samples/{n}"].numpy() for n in d.outputs}
                     tr.ref_rms = {n: got[f"rms/{n}"].numpy() for n in d.outputs}
+                    tr.covered = got["covered"].numpy().astype(bool)
                     for t in tr.full:
                         full = {n: got[f"full/{t}/{n}"] for n in d.outputs}
                         pc = msgspec.structs.replace(like[0], name=f"timed-r{tr.k}-call{t}")

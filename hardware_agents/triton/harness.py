@@ -387,7 +387,7 @@ def _send_checks(k: int, kept: list[Any], req: HarnessRequest, inputs: Path, wor
                 result.timed_full[f"{k}-{t}"] = rel
         stacked = {n: torch.stack(v) if v else torch.zeros((0, 0), dtype=torch.float64) for n, v in samples.items()}
     else:
-        stacked = {n: torch.stack(v).to("cpu", torch.float64) for n, v in kept[0].items()}
+        stacked = {n: v.to("cpu", torch.float64) for n, v in kept[0].items()}
         last = kept[1]
         rel = f"out/timed-{k}-{spec.calls - 1}.pt"
         torch.save({n: v.detach().to("cpu").clone() for n, v in last.items()}, workdir / rel)

@@ -40,6 +40,7 @@ class RefRound(msgspec.Struct, kw_only=True, frozen=True):
     name: str
     round_file: str
     checks_file: str
+    order: list[int] = []  # the calls in the order to compute them (a secret random order)
     scalars: dict[str, float | int | bool] = {}
 
 
@@ -51,6 +52,10 @@ class RefRequest(msgspec.Struct, kw_only=True, frozen=True):
     cases: list[RefCase]
     output_dtypes: dict[str, str] = {}  # references of timed calls are rounded to these before sampling
     rounds: list[RefRound] = []
+    # seconds of reference work the timing rounds may take (beyond the first `min_calls` of
+    # each): where the reference is slow, the calls checked are a random part of them
+    round_budget_s: float = 20.0
+    min_calls: int = 4
     device: str = "cpu"
 
 
@@ -98,44 +103,73 @@ def run_reference(payload: bytes, workdir: Path) -> RefResult:
         rel = f"out/ref-{case.name}.pt"
         torch.save(_as_outputs(result, req.outputs, req.definition), workdir / rel)
         files[case.name] = rel
-    for rnd in req.rounds:
+    for rnd, refs in zip(req.rounds, _round_references(run, req, device), strict=True):
         rel = f"out/ref-{rnd.name}.pt"
-        torch.save(_round_references(run, req, rnd, device), workdir / rel)
+        torch.save(refs, workdir / rel)
         files[rnd.name] = rel
     return RefResult(files=files, seconds=time.perf_counter() - t0)
 
 
-def _round_references(run: Any, req: RefRequest, rnd: RefRound, device: torch.device) -> dict[str, torch.Tensor]:
-    """Per output: `samples/<out>` [calls, positions] and `rms/<out>` [calls] of every call's
-    reference, rounded to the output dtype, and `full/<call>/<out>` for the calls checked in full."""
-    data = torch.load(rnd.round_file, weights_only=True)
-    checks = torch.load(rnd.checks_file, weights_only=True)
-    contents = [{n: t.to(device) for n, t in c.items()} for c in data["contents"]]
-    masks = {n: t.to(device) for n, t in data["masks"].items()}
-    full = set(checks["full"].tolist())
-    samples: dict[str, list[torch.Tensor]] = {n: [] for n in req.outputs}
-    rms: dict[str, list[float]] = {n: [] for n in req.outputs}
-    out: dict[str, torch.Tensor] = {}
-    for t, (c, shift) in enumerate(data["calls"].tolist()):
-        args: list[Any] = []
-        for m in req.inputs:
-            if m.shape is None:
-                args.append(rnd.scalars[m.name])
-            else:
-                args.append(_upcast(timed_inputs.derive(contents[c][m.name], masks.get(m.name), shift)))
-        with torch.no_grad():
-            result = _as_outputs(run(*args), req.outputs, req.definition, device=str(device))
-        for name, ref in result.items():
-            dtype = req.output_dtypes.get(name)
-            if ref.is_floating_point() and dtype in TORCH_DTYPES:
-                ref = ref.to(TORCH_DTYPES[dtype])
-            flat = ref.reshape(-1).to(torch.float64)
-            samples[name].append(flat[checks["positions"][name][t].to(flat.device)].cpu())
-            finite = flat[torch.isfinite(flat)]
-            rms[name].append(float(finite.square().mean().sqrt()) if finite.numel() else 0.0)
-            if t in full:
-                out[f"full/{t}/{name}"] = ref.cpu()
-    for name in req.outputs:
-        out[f"samples/{name}"] = torch.stack(samples[name]) if samples[name] else torch.zeros((0, 0))
-        out[f"rms/{name}"] = torch.tensor(rms[name], dtype=torch.float64)
-    return out
+class _RoundState:
+    """One timing round being referenced: its contents on the device and what is done."""
+
+    def __init__(self, rnd: RefRound, outputs: list[str], device: torch.device) -> None:
+        data = torch.load(rnd.round_file, weights_only=True)
+        checks = torch.load(rnd.checks_file, weights_only=True)
+        self.rnd = rnd
+        self.contents = [{n: t.to(device) for n, t in c.items()} for c in data["contents"]]
+        self.masks = {n: t.to(device) for n, t in data["masks"].items()}
+        self.calls = [(int(c), int(s)) for c, s in data["calls"].tolist()]
+        self.positions = checks["positions"]
+        self.full = set(checks["full"].tolist())
+        n = len(self.calls)
+        self.samples = {o: torch.full(tuple(self.positions[o].shape), float("nan"), dtype=torch.float64)
+                        for o in outputs}
+        self.rms = {o: torch.zeros(n, dtype=torch.float64) for o in outputs}
+        self.covered = torch.zeros(n, dtype=torch.bool)
+        self.out: dict[str, torch.Tensor] = {}
+
+    def result(self) -> dict[str, torch.Tensor]:
+        return {**self.out, **{f"samples/{o}": v for o, v in self.samples.items()},
+                **{f"rms/{o}": v for o, v in self.rms.items()}, "covered": self.covered}
+
+
+def _round_references(run: Any, req: RefRequest, device: torch.device) -> list[dict[str, torch.Tensor]]:
+    """Per round, per output: `samples/<out>` [calls, positions] and `rms/<out>` [calls] of the
+    references of its calls (rounded to the output dtype), `full/<call>/<out>` for the calls
+    checked in full, and `covered` [calls]: which calls were computed. Calls go in each
+    round's secret order, the rounds in turn, until `round_budget_s` is spent (at least
+    `min_calls` per round, the full ones first)."""
+    states = [_RoundState(rnd, req.outputs, device) for rnd in req.rounds]
+    t0 = time.perf_counter()
+    longest = max((len(st.rnd.order) for st in states), default=0)
+    for i in range(longest):
+        if i >= req.min_calls and time.perf_counter() - t0 > req.round_budget_s:
+            break
+        for st in states:
+            if i < len(st.rnd.order):
+                _reference_call(run, req, st, st.rnd.order[i], device)
+    return [st.result() for st in states]
+
+
+def _reference_call(run: Any, req: RefRequest, st: _RoundState, t: int, device: torch.device) -> None:
+    c, shift = st.calls[t]
+    args: list[Any] = []
+    for m in req.inputs:
+        if m.shape is None:
+            args.append(st.rnd.scalars[m.name])
+        else:
+            args.append(_upcast(timed_inputs.derive(st.contents[c][m.name], st.masks.get(m.name), shift)))
+    with torch.no_grad():
+        result = _as_outputs(run(*args), req.outputs, req.definition, device=str(device))
+    for name, ref in result.items():
+        dtype = req.output_dtypes.get(name)
+        if ref.is_floating_point() and dtype in TORCH_DTYPES:
+            ref = ref.to(TORCH_DTYPES[dtype])
+        flat = ref.reshape(-1).to(torch.float64)
+        st.samples[name][t] = flat[st.positions[name][t].to(flat.device)].cpu()
+        finite = flat[torch.isfinite(flat)]
+        st.rms[name][t] = float(finite.square().mean().sqrt()) if finite.numel() else 0.0
+        if t in st.full:
+            st.out[f"full/{t}/{name}"] = ref.cpu()
+    st.covered[t] = True

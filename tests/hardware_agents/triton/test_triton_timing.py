@@ -142,6 +142,27 @@ def test_output_cache_keyed_on_buffers_is_caught_by_rotation(triton_cache, trito
                                        "outside allclose")), prof.log
 
 
+def test_outputs_too_large_to_keep_and_a_slow_reference_check_fewer_calls(triton_cache, triton_suite):
+    """Where every call's outputs cannot be kept (`keep_outputs_bytes`), the positions travel
+    in the round file and the last call is checked in full; where the reference is too slow
+    for every call (`reference_budget_s`), a secret random part of the calls is checked (at
+    least 4 per round), and the profile says how many and what that leaves to chance."""
+    agent = H100Agent(mode="interpreter", cache_dir=triton_cache, interpreter_timing=True, warmup=2, reps=10,
+                      trials=2, flush_bytes=1 << 16, keep_outputs_bytes=0, reference_budget_s=0.0)
+    try:
+        p = triton_suite["rmsnorm_h4096"]
+        prof = agent.profile(p, p.baseline)
+        lazy = agent.profile(p, solution(p, edited(p, "def run(", "_N = [0]\n\n\ndef _run(") + (
+            "\n\ndef run(*args):\n    _N[0] += 1\n    _run(*args)\n    if _N[0] > 5:\n"
+            "        args[-1].mul_(1.5)  # wrong by half on every timed call\n")))
+    finally:
+        agent.close()
+    assert prof.status == "passed", prof.log
+    assert prof.counters["timing_calls"] == 24 and prof.counters["timing_checked_calls"] == 8
+    assert 0.6 < prof.counters["timing_escape_lazy_5pct"] < 0.7  # 0.95 ** 8
+    assert lazy.status == "incorrect" and "sampled elements" in lazy.log, lazy.log
+
+
 def test_faster_than_the_roofline_is_rejected(triton_cache, triton_suite):
     # a device whose roofline no real run can reach: the plausibility gate must fire
     slow = device_spec("h100").__class__(kind="h100", name="imaginary", peak_bw_bytes_s=1.0,
