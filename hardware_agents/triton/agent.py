@@ -55,6 +55,7 @@ from hardware_agents.sandbox import (
 )
 from hardware_agents.triton import gpu as gpus
 from hardware_agents.triton import timing
+from hardware_agents.triton.convention_hint import convention_hint
 from hardware_agents.triton.data import (
     CaseData,
     DataCache,
@@ -68,7 +69,7 @@ from hardware_agents.triton.data import (
     tolerance_for,
 )
 from hardware_agents.triton.harness import COMPILE_ERRORS, PACKAGE
-from hardware_agents.triton.inputs import torch_dtype
+from hardware_agents.triton.inputs import INTERPRETER_LIMIT, input_elements, torch_dtype
 from hardware_agents.triton.records import (
     CaseSpec,
     HarnessRequest,
@@ -436,6 +437,9 @@ class TritonAgent(HardwareAgent):
             return self._fail("incorrect", "rejected by the static checks:\n" + "\n".join(hits))
         on_gpu = self.mode == "cuda"
         plan, contents = plan_cases(problem, seeds, on_gpu)
+        too_big = self._too_big_to_interpret(problem, plan)
+        if too_big:
+            return self._fail("timeout", too_big)
         timed = measure and (on_gpu or self.interpreter_timing)
         tplan = self._timing_plan(problem, plan, contents[0]) if timed else None
         data = self.data.get(problem, plan, self._run_reference, device=self.mode, data_roots=self.data_roots,
@@ -598,7 +602,14 @@ class TritonAgent(HardwareAgent):
         log_tail = f"\n--- kernel output ---\n{out.log}" if out.log.strip() else ""
         counters: dict[str, float] = {"sandbox_wall_s": out.wall_s}
         if out.status in ("timeout", "cpu_limit"):
-            return self._fail("timeout", f"{out.error} (the worker was killed){log_tail}", counters=counters)
+            hint = ""
+            if self.mode == "interpreter":
+                biggest = max(data.cases, key=lambda c: input_elements(problem.definition, c.planned.workload))
+                hint = (f"\nhint: the Triton interpreter ran {biggest.planned.label} "
+                        f"({describe_axes(biggest.planned.workload)}, "
+                        f"{input_elements(problem.definition, biggest.planned.workload):,} input elements); give the "
+                        "problem smaller check workloads (check_workloads.jsonl) or profile it on a GPU")
+            return self._fail("timeout", f"{out.error} (the worker was killed){hint}{log_tail}", counters=counters)
         if out.status == "crashed":
             return self._fail("runtime_error", f"the kernel crashed the harness: {out.error}{log_tail}",
                               counters=counters)
@@ -615,15 +626,23 @@ class TritonAgent(HardwareAgent):
                 return self._fail("runtime_error", f"the harness reported an unknown case {run.name!r}{log_tail}")
             label = run.name if case.planned.label == data.cases[0].planned.label else \
                 f"{run.name} ({describe_axes(case.planned.workload)})"
+            hint = convention_hint(req.destination_passing, run, len(req.inputs), len(case.outputs))
+            hint = f"\n{hint}" if hint else ""
             if run.error:
                 if run.error_type == "OutputMismatch":
                     checks.append(SeedCheck(case=label, passed=False, note=run.error.splitlines()[0]))
-                    return self._fail("incorrect", f"{label}: {run.error}{log_tail}", correctness=checks,
+                    return self._fail("incorrect", f"{label}: {run.error}{hint}{log_tail}", correctness=checks,
                                       counters=counters)
                 status = "compile_error" if run.error_type in COMPILE_ERRORS else "runtime_error"
-                return self._fail(status, f"{label}: {run.error}{log_tail}", correctness=checks, counters=counters)
+                return self._fail(status, f"{label}: {run.error}{hint}{log_tail}", correctness=checks,
+                                  counters=counters)
             got = self._load_outputs(box, run.output_file, max_bytes)
             chk = self._check(problem, case, label, got)
+            if not chk.passed and req.destination_passing:
+                unwritten = all(bool(torch.isnan(t).all()) for t in got.values() if t.is_floating_point())
+                hint = convention_hint(True, run, len(req.inputs), len(case.outputs), outputs_unwritten=unwritten)
+                if hint:
+                    chk.note = f"{chk.note}\n{hint}"
             extra = []
             if run.mutated:
                 extra.append(f"modified its input(s) {', '.join(run.mutated)} (or memory next to them); "
@@ -642,8 +661,8 @@ class TritonAgent(HardwareAgent):
                               f"(killed){log_tail}", correctness=checks, counters=counters)
         failed = [c for c in checks if not c.passed]
         if failed:
-            return self._fail("incorrect", "\n".join(f"{c.case}: {c.note}" for c in failed) + log_tail,
-                              correctness=checks, counters=counters)
+            return self._fail("incorrect", "\n".join(f"{c.case}: {c.note}" for c in failed)
+                              + self._interpreter_note(problem) + log_tail, correctness=checks, counters=counters)
         idle = [r.name for r in res.cases if r.launches == 0]
         if needs_launch and idle:
             counters["cases_without_launch"] = float(len(idle))
@@ -658,6 +677,31 @@ class TritonAgent(HardwareAgent):
             notes = "".join(f"\nnote: {n}" for n in data.notes)
             return self._fail("unmeasured", f"correct at {where}; {why}{notes}", correctness=checks, counters=counters)
         return self._timed(problem, data, req, res, box, checks, counters, max_bytes, clock)
+
+    def _too_big_to_interpret(self, problem: Problem, plan: list[PlannedCase]) -> str:
+        """Why the interpreter is not even started (a production shape it would run for hours)."""
+        if self.mode != "interpreter":
+            return ""
+        worst = max(plan, key=lambda pc: input_elements(problem.definition, pc.workload))
+        n = input_elements(problem.definition, worst.workload)
+        if n <= INTERPRETER_LIMIT:
+            return ""
+        return (f"not run: on this host (no {self._spec.name}) correctness is checked in the Triton interpreter, and "
+                f"the workload it would run, {worst.label} ({describe_axes(worst.workload)}), holds {n:,} input "
+                f"elements: hours of interpretation (the limit is {INTERPRETER_LIMIT:,}). Give the problem small "
+                "check workloads (check_workloads.jsonl; `accelopt suite import-flashinfer` derives them from the "
+                "variable axes where it can) or profile it on a GPU")
+
+    def _interpreter_note(self, problem: Problem) -> str:
+        """In the interpreter, bf16 tile arithmetic is unreliable (tl.dot, and products and
+        sums of bf16 tiles can come out NaN): a wrong bf16 result there may be the interpreter's."""
+        if self.mode != "interpreter":
+            return ""
+        if not any(s.dtype == "bfloat16" for s in problem.definition.inputs.values()):
+            return ""
+        return ("\nnote: checked in the Triton interpreter, whose bf16 arithmetic is unreliable (tl.dot, and "
+                "products or sums of bf16 tiles, can give NaN or wrong values where a GPU does not): upcast tiles "
+                "to fp32 before arithmetic (`.to(tl.float32)`), or check the kernel on a GPU")
 
     def _timed_outputs_wrong(self, problem: Problem, tr: TimedRound, res: HarnessResult, box: Sandbox,
                              spec: TimingSpec, max_bytes: int, checks: list[SeedCheck],

@@ -178,6 +178,16 @@ def _short_paths(text: str, workdir: Path) -> str:
     return text.replace(str(workdir / PACKAGE) + os.sep, "")
 
 
+def describe_return(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, torch.Tensor):
+        return "tensor"
+    if isinstance(value, tuple | list):
+        return f"tuple of {len(value)}"
+    return type(value).__name__
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize()
@@ -236,6 +246,7 @@ def _run_case(fn: Callable[..., Any], req: HarnessRequest, case: CaseSpec, devic
         result = fn(*live.args)
         _sync(device)
         run.call_ms = (time.perf_counter() - t0) * 1e3
+        run.returned = describe_return(result)
         run.launches = launches() - n0
         run.mutated = [n for n, (g, pristine) in live.inputs.items() if not same_bytes(g.base, pristine)]
         if req.destination_passing:

@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -215,3 +216,20 @@ def case_inputs(definition: Definition, workload: Workload, case: validity.Input
             t = t.clamp(-_FP8_MAX[spec.dtype], _FP8_MAX[spec.dtype])
         tensors[name] = t.to(torch_dtype(spec.dtype)).contiguous()
     return tensors, scalars
+
+
+# Input elements the Triton interpreter checks in seconds to a minute; past INTERPRETER_LIMIT
+# (a production shape) it would run for hours, so the agent does not start it.
+INTERPRETABLE_ELEMENTS = 1 << 22
+INTERPRETER_LIMIT = 1 << 24
+
+
+def input_elements(definition: Definition, workload: Workload) -> int:
+    """Elements of the tensor inputs at a workload (constant axes included)."""
+    axes = axis_values(definition, workload)
+    total = 0
+    for name, spec in definition.inputs.items():
+        shape = definition.shape_of(name, axes)
+        if spec.shape is not None and shape is not None:
+            total += math.prod(shape)
+    return total

@@ -91,6 +91,7 @@ class CaseRun(msgspec.Struct, kw_only=True):
     error_type: str = ""
     call_ms: float = 0.0
     launches: int = -1  # Triton kernel launches during the call (-1: not counted)
+    returned: str = ""  # what the entry point returned: "none", "tensor", "tuple of N", or a type name
 
 
 class TimingRun(msgspec.Struct, kw_only=True):

@@ -26,6 +26,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--definitions", help="comma-separated definition names (default: all)")
     p.add_argument("--skip-missing-blobs", action="store_true",
                    help="drop workloads whose safetensors files are missing instead of failing")
+    p.add_argument("--synthesize-indices", action="store_true",
+                   help="where a workload's index blobs (*_indptr, *_indices, *_last_page_len) are missing, "
+                        "synthesize valid index inputs per seed instead of failing (noted per definition)")
+    p.add_argument("--convention", choices=("auto", "value", "dps"), default="auto",
+                   help="calling convention of solutions whose file leaves destination_passing_style implicit: "
+                        "auto (default: what the entry function's signature or return statements show, else "
+                        "destination-passing), value (run(*inputs) returns the outputs), dps (run(*inputs, "
+                        "*outputs))")
+    p.add_argument("--solution-convention", action="append", default=[], metavar="NAME=value|dps",
+                   help="the convention of one solution, over its file and --convention (repeatable)")
+    p.add_argument("--no-derived-checks", action="store_true",
+                   help="do not derive small check workloads from a definition's variable axes when the folder "
+                        "has none smaller than the problem's")
     p.set_defaults(func=run)
 
 
@@ -34,13 +47,25 @@ def run(args: argparse.Namespace) -> int:
     from suites.flashinfer import FlashInferImportError, TraceSet, problems_from, write_suite
 
     console = Console()
+    per_solution: dict[str, str] = {}
+    for item in args.solution_convention:
+        name, sep, choice = item.partition("=")
+        if not sep or choice not in ("value", "dps") or not name:
+            console.print(f"[red]import failed:[/red] --solution-convention {item!r}: write NAME=value or NAME=dps")
+            return 2
+        per_solution[name] = choice
     try:
-        ts = TraceSet.load(args.path)
+        ts = TraceSet.load(args.path, convention=args.convention, conventions=per_solution)
         names = [n.strip() for n in args.definitions.split(",")] if args.definitions else None
         problems = problems_from(ts, workload=args.workload, checks=args.checks, baseline_author=args.baseline_author,
-                                 skip_missing_blobs=args.skip_missing_blobs, definitions=names)
+                                 skip_missing_blobs=args.skip_missing_blobs, synthesize_indices=args.synthesize_indices,
+                                 derive_checks=not args.no_derived_checks, definitions=names)
     except (FlashInferImportError, ProblemFileError) as e:
         console.print(f"[red]import failed:[/red] {e}")
+        return 2 if "no definition named" in str(e) or "no solution named" in str(e) else 1
+    if not problems:
+        console.print("[red]import failed:[/red] no problem to import" +
+                      "".join(f"\n  note: {n}" for n in ts.notes))
         return 1
     import suites
 

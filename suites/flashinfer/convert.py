@@ -38,6 +38,7 @@ from accelopt.problem import (
     AxisConst,
     BuildSpec,
     Definition,
+    ExpressionError,
     Problem,
     ProblemFileError,
     SafetensorsInput,
@@ -45,8 +46,10 @@ from accelopt.problem import (
     SourceFile,
     Trace,
     Workload,
+    eval_expression,
     to_json,
 )
+from hardware_agents.triton.inputs import INTERPRETABLE_ELEMENTS
 from suites.flashinfer.traceset import FlashInferImportError, TraceSet, synthesized_inputs
 
 
@@ -73,6 +76,101 @@ def _blob_status(root: Path, w: Workload) -> str | None:
     return None
 
 
+def _missing_blob_inputs(root: Path, w: Workload) -> list[str]:
+    """Inputs whose safetensors file is missing (or a Git LFS pointer)."""
+    out = []
+    for name, spec in w.inputs.items():
+        if isinstance(spec, SafetensorsInput):
+            p = Path(spec.path) if Path(spec.path).is_absolute() else root / spec.path
+            if not p.is_file():
+                out.append(name)
+            else:
+                with open(p, "rb") as f:
+                    if f.read(64).startswith(b"version https://git-lfs"):
+                        out.append(name)
+    return out
+
+
+def _synthesize_missing(d: Definition, root: Path, w: Workload) -> tuple[Workload, list[str]] | None:
+    """The workload with its missing index blobs dropped, so that the input generator
+    synthesizes those inputs (`synthesized_inputs`), and their names; None when a missing
+    input is not one the generator can synthesize."""
+    missing = _missing_blob_inputs(root, w)
+    if not missing or not set(missing) <= set(synthesized_inputs(d)):
+        return None
+    return msgspec.structs.replace(w, inputs={n: s for n, s in w.inputs.items() if n not in missing}), missing
+
+
+def derived_check_workloads(d: Definition, main: Workload, count: int,
+                            targets: Sequence[int] = (1 << 15, 1 << 12)) -> list[Workload]:
+    """Small workloads of the definition for correctness checks, derived from its variable
+    axes when the folder has none smaller than the problem's: every variable axis scaled
+    down by one factor (none below 2, or its own value if smaller) until the inputs hold at
+    most `target` elements, then the axis equalities of its constraints (`len_indptr ==
+    batch_size + 1`) applied; scalars are kept, index inputs left to the generator.
+    Workloads that are not smaller, break a constraint, or stay above
+    INTERPRETABLE_ELEMENTS (a large constant part: a GEMM's weight) are left out."""
+    var = [a for a, spec in d.axes.items() if not isinstance(spec, AxisConst) and a in main.axes]
+    if not var or any(isinstance(s, SafetensorsInput) and n not in synthesized_inputs(d)
+                      for n, s in main.inputs.items()):
+        return []
+    size = workload_elements(d, main)
+    out: list[Workload] = []
+    seen = {tuple(sorted(main.axes.items()))}
+    for i, target in enumerate(targets):
+        if len(out) >= count:
+            break
+        f = 1.0
+        axes = dict(main.axes)
+        while f > 1e-9:
+            axes = {a: (max(min(v, 2), int(v * f)) if a in var else v) for a, v in main.axes.items()}
+            axes = _apply_axis_equalities(d, axes)
+            if workload_elements(d, msgspec.structs.replace(main, axes=axes)) <= target:
+                break
+            f /= 2
+        w = Workload(uuid=f"{main.uuid}-x-small-{i + 1}", axes=axes,
+                     inputs={n: s for n, s in main.inputs.items() if not isinstance(s, SafetensorsInput)},
+                     x_label=f"derived-{i + 1}")
+        key = tuple(sorted(axes.items()))
+        elements = workload_elements(d, w)
+        if key in seen or elements >= size or elements > INTERPRETABLE_ELEMENTS or not _axes_consistent(d, axes):
+            continue
+        seen.add(key)
+        out.append(w)
+    return out
+
+
+def _axis_equalities(d: Definition) -> list[tuple[str, str]]:
+    """(axis, expression) for constraints of the form `axis == expression of axes`."""
+    out = []
+    for c in d.constraints or []:
+        lhs, sep, rhs = c.partition("==")
+        lhs, rhs = lhs.strip(), rhs.strip()
+        if sep and lhs in d.axes and "[" not in rhs and "." not in rhs:
+            out.append((lhs, rhs))
+    return out
+
+
+def _apply_axis_equalities(d: Definition, axes: dict[str, int]) -> dict[str, int]:
+    out = dict(axes)
+    for axis, expr in _axis_equalities(d):
+        try:
+            out[axis] = int(eval_expression(expr, out))
+        except (ExpressionError, ValueError):
+            continue
+    return out
+
+
+def _axes_consistent(d: Definition, axes: dict[str, int]) -> bool:
+    for axis, expr in _axis_equalities(d):
+        try:
+            if axes.get(axis) != int(eval_expression(expr, axes)):
+                return False
+        except (ExpressionError, ValueError):
+            continue
+    return all(v >= 1 for v in axes.values())
+
+
 def _absolute_blobs(root: Path, w: Workload) -> Workload:
     inputs = {n: msgspec.structs.replace(s, path=str((root / s.path).resolve()))
               if isinstance(s, SafetensorsInput) and not Path(s.path).is_absolute() else s
@@ -93,21 +191,37 @@ _BASELINE_LANGUAGES = ("triton", "python", "c", "nki")
 
 
 def choose_baseline(ts: TraceSet, d: Definition, baseline_author: str) -> Solution:
+    """The solution of `baseline_author`, else one the folder's traces evaluated (a published
+    folder traces its baselines), then by language and name."""
     sols = [s for s in ts.solutions.values() if s.definition == d.name]
+    traced = {t.solution for t in ts.traces if t.definition == d.name and t.solution}
     for s in sols:
         if s.spec.language not in _BASELINE_LANGUAGES:
             ts.notes.append(f"{d.name}: solution {s.name} ({s.spec.language}) not usable as a baseline by the "
                             "Triton agent")
     ranked = sorted((s for s in sols if s.spec.language in _BASELINE_LANGUAGES),
-                    key=lambda s: (s.author != baseline_author, _BASELINE_LANGUAGES.index(s.spec.language), s.name))
+                    key=lambda s: (s.author != baseline_author, s.name not in traced,
+                                   _BASELINE_LANGUAGES.index(s.spec.language), s.name))
     return ranked[0] if ranked else reference_solution(d)
 
 
 def problems_from(ts: TraceSet, *, workload: str = "largest", checks: int = 2, baseline_author: str = "baseline",
-                  skip_missing_blobs: bool = False, definitions: Iterable[str] | None = None) -> list[Problem]:
-    """One Problem per definition with usable workloads (notes go to `ts.notes`)."""
+                  skip_missing_blobs: bool = False, synthesize_indices: bool = False, derive_checks: bool = True,
+                  definitions: Iterable[str] | None = None) -> list[Problem]:
+    """One Problem per definition with usable workloads (notes go to `ts.notes`).
+
+    A workload whose index blobs (`*_indptr`, `*_indices`, ...) are missing is an error,
+    unless `synthesize_indices` (those inputs are then synthesized by the input generator,
+    noted) or `skip_missing_blobs` (the workload is dropped, noted). A definition with fewer
+    than `checks` workloads smaller than its problem's gets small ones derived from its
+    variable axes (`derived_check_workloads`, noted) when its problem's workload is too large
+    for the interpreter (more than INTERPRETABLE_ELEMENTS input elements), unless
+    `derive_checks` is off."""
     root = ts.root or Path(".")
     wanted = set(definitions) if definitions is not None else None
+    if wanted is not None and not wanted <= set(ts.definitions):
+        raise FlashInferImportError(f"no definition named {', '.join(sorted(wanted - set(ts.definitions)))}; the "
+                                    f"folder has: {', '.join(sorted(ts.definitions)) or 'none'}")
     out = []
     for name, d in ts.definitions.items():
         if wanted is not None and name not in wanted:
@@ -116,14 +230,25 @@ def problems_from(ts: TraceSet, *, workload: str = "largest", checks: int = 2, b
             ts.notes.append(f"{name}: skipped (float4_e2m1 tensors are not supported by the Triton agent)")
             continue
         usable = []
+        synthesized: set[str] = set()
         for w in ts.workloads.get(name, []):
             why = _blob_status(root, w)
+            fixed = _synthesize_missing(d, root, w) if why is not None and synthesize_indices else None
             if why is None:
                 usable.append(_absolute_blobs(root, w))
+            elif fixed is not None:
+                usable.append(_absolute_blobs(root, fixed[0]))
+                synthesized.update(fixed[1])
             elif skip_missing_blobs:
                 ts.notes.append(f"{name}: workload {w.uuid} skipped: {why}")
             else:
-                raise FlashInferImportError(f"{name}: workload {w.uuid}: {why}")
+                hint = (" (pass --synthesize-indices to synthesize the index inputs, or --skip-missing-blobs to "
+                        "drop such workloads)" if set(_missing_blob_inputs(root, w)) <= set(synthesized_inputs(d))
+                        else " (pass --skip-missing-blobs to drop such workloads)")
+                raise FlashInferImportError(f"{name}: workload {w.uuid}: {why}{hint}")
+        if synthesized:
+            ts.notes.append(f"{name}: index inputs {', '.join(sorted(synthesized))} synthesized (their blobs are "
+                            "missing; --synthesize-indices): valid indices drawn from each seed, not the recorded ones")
         if not usable:
             ts.notes.append(f"{name}: skipped (no workloads)")
             continue
@@ -144,9 +269,25 @@ def problems_from(ts: TraceSet, *, workload: str = "largest", checks: int = 2, b
         chosen = {w.uuid for w in by_size if w.uuid != main.uuid and workload_elements(d, w) <= size}
         picked = [w.uuid for w in by_size if w.uuid in chosen][:max(0, checks)]
         small = [w for w in usable if w.uuid in picked]  # in the file's order
+        if derive_checks and len(small) < checks and workload != "smallest" and size > INTERPRETABLE_ELEMENTS:
+            derived = derived_check_workloads(d, main, checks - len(small))
+            if derived:
+                small += derived
+                ts.notes.append(f"{name}: {len(derived)} small check workload(s) derived from its variable axes "
+                                f"({'; '.join(describe_axes(w.axes) for w in derived)}): the folder has "
+                                f"{len(picked)} smaller than the problem's")
+            elif not small:
+                ts.notes.append(f"{name}: no check workloads (the folder has none smaller, and scaling its variable "
+                                f"axes down leaves more than {INTERPRETABLE_ELEMENTS:,} input elements): a host "
+                                "without a GPU would check it at the problem's own workload in the interpreter; "
+                                "profile it on a GPU")
         out.append(Problem(definition=d, workload=main, baseline=choose_baseline(ts, d, baseline_author),
                            check_workloads=small))
     return out
+
+
+def describe_axes(axes: dict[str, int]) -> str:
+    return " ".join(f"{k}={v}" for k, v in axes.items())
 
 
 # --- our suite folders -----------------------------------------------------------------------

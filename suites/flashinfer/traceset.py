@@ -185,16 +185,41 @@ def entry_params(source: str, symbol: str) -> tuple[int, int] | None:
     return None
 
 
-def infer_destination_passing(s: Solution, d: Definition) -> bool | None:
-    """The calling convention the entry function's signature shows: False when it takes the
-    definition's inputs only (returns the outputs), True when it takes inputs then outputs,
-    None when the signature says neither."""
+def entry_returns_value(source: str, symbol: str) -> bool | None:
+    """Whether a top-level function returns a value (a `return` with something other than
+    None, outside nested functions); None when it is not found."""
     try:
-        params = entry_params(s.entry_file().content, s.entry_symbol)
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == symbol:
+            todo: list[ast.AST] = list(node.body)
+            while todo:
+                n = todo.pop()
+                if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
+                    continue
+                if isinstance(n, ast.Return) and n.value is not None and not (
+                        isinstance(n.value, ast.Constant) and n.value.value is None):
+                    return True
+                todo.extend(ast.iter_child_nodes(n))
+            return False
+    return None
+
+
+def infer_destination_passing(s: Solution, d: Definition) -> bool | None:
+    """The calling convention the entry function shows: by its signature, False when it takes
+    the definition's inputs only (returns the outputs), True when it takes inputs then
+    outputs; for `run(*args, **kwargs)`, by its body: False when it returns a value, True
+    when it never does. None when neither tells."""
+    try:
+        source = s.entry_file().content
+        params = entry_params(source, s.entry_symbol)
     except ProblemFileError:
         return None
     if params is None:
-        return None
+        returns = entry_returns_value(source, s.entry_symbol)
+        return None if returns is None else not returns
     req, total = params
     returning = req <= len(d.inputs) <= total
     passing = req <= len(d.inputs) + len(d.outputs) <= total
@@ -239,6 +264,7 @@ class TraceSet:
         # (definition, workload uuid) -> the inputs FlashInfer-Bench sees where ours differ
         # (synthesized indices written as blobs); ours are written under `x_inputs`
         self.fib_inputs: dict[tuple[str, str], dict[str, InputSpec]] = {}
+        self._conventions: tuple[str, dict[str, str]] = ("auto", {})
 
     # --- building ----------------------------------------------------------------------------
 
@@ -275,11 +301,21 @@ class TraceSet:
     # --- reading -----------------------------------------------------------------------------
 
     @classmethod
-    def load(cls, path: str | Path) -> TraceSet:
+    def load(cls, path: str | Path, *, convention: str = "auto", conventions: dict[str, str] | None = None,
+             ) -> TraceSet:
+        """Read a trace-set folder. A Python/Triton solution file that leaves
+        `destination_passing_style` implicit gets `convention` ("auto": what its entry function
+        shows, else FlashInfer-Bench's default, destination-passing; "value" or "dps" for all
+        of them); `conventions` (solution name -> "value" | "dps") decides per solution, over
+        the file too."""
         root = Path(path)
         if not root.is_dir():
             raise FlashInferImportError(f"{root}: not a directory")
+        for choice in (convention, *(conventions or {}).values()):
+            if choice not in ("auto", "value", "dps"):
+                raise FlashInferImportError(f"convention {choice!r}: choose auto, value or dps")
         ts = cls(root)
+        ts._conventions = (convention, dict(conventions or {}))
         for f in sorted((root / "definitions").rglob("*.json")):
             raw = _read_json(f)
             d = _convert(_fill_definition(raw), Definition, f)
@@ -301,6 +337,10 @@ class TraceSet:
                 raise FlashInferImportError(f"{f}: duplicate solution name {s.name!r}")
             ts.solutions[s.name] = s
             ts._origin[("solution", s.name)] = Origin(str(f.relative_to(root)), raw)
+        unknown = sorted(ts._conventions[1])
+        if unknown:
+            raise FlashInferImportError(f"no solution named {', '.join(unknown)} (for --solution-convention); the "
+                                        f"folder has: {', '.join(sorted(ts.solutions)) or 'none'}")
         for f in sorted((root / "workloads").rglob("*.jsonl")):
             for i, raw in _read_jsonl(f):
                 t = _convert(_fill_line(raw), Trace, f, i)
@@ -332,22 +372,37 @@ class TraceSet:
             self.fib_inputs[(t.definition, t.workload.uuid)] = fib
 
     def _convention(self, s: Solution, raw: Any, f: Path) -> Solution:
-        """A solution file without `destination_passing_style` gets the convention its entry
-        function's signature shows (FlashInfer-Bench's default, destination-passing, otherwise)."""
+        """The calling convention of a solution as read (see `load`), noted when it was chosen
+        rather than written in the file."""
+        default, chosen = self._conventions
         spec = raw.get("spec") if isinstance(raw, dict) else None
+        explicit = isinstance(spec, dict) and "destination_passing_style" in spec
+        if s.name in chosen:
+            dps = chosen.pop(s.name) == "dps"
+            self.notes.append(f"{s.name}: destination_passing_style={str(dps).lower()} (chosen at import)")
+            return self._with_convention(s, dps)
         d = self.definitions.get(s.definition)
-        if not isinstance(spec, dict) or "destination_passing_style" in spec or d is None:
+        if explicit or d is None or s.spec.language not in ("python", "triton"):
             return s
-        if s.spec.language not in ("python", "triton"):
+        if default != "auto":
+            dps = default == "dps"
+            self.notes.append(f"{s.name}: {'destination-passing' if dps else 'value-returning'} (--convention "
+                              f"{default}; the file leaves destination_passing_style implicit)")
+            return self._with_convention(s, dps)
+        inferred = infer_destination_passing(s, d)
+        if inferred is None:
+            self.notes.append(f"{s.name}: no destination_passing_style and its entry tells neither convention; "
+                              "FlashInfer-Bench's default (destination-passing) is kept (choose with "
+                              f"--solution-convention {s.name}=value|dps)")
             return s
-        dps = infer_destination_passing(s, d)
-        if dps is None:
-            self.notes.append(f"{s.name}: no destination_passing_style and its entry's signature fits neither "
-                              "convention; FlashInfer-Bench's default (destination-passing) is kept")
-            return s
-        kind = "destination-passing" if dps else "value-returning (it takes the inputs only)"
-        self.notes.append(f"{s.name}: no destination_passing_style in {f.name}; its entry `{s.entry_symbol}` is "
-                          f"{kind}, recorded as destination_passing_style={str(dps).lower()}")
+        by = "signature" if entry_params(s.entry_file().content, s.entry_symbol) is not None else "return statements"
+        kind = "destination-passing" if inferred else "value-returning"
+        self.notes.append(f"{s.name}: {kind} by its entry's {by} (the file leaves destination_passing_style "
+                          f"implicit; override with --solution-convention {s.name}=value|dps)")
+        return self._with_convention(s, inferred)
+
+    @staticmethod
+    def _with_convention(s: Solution, dps: bool) -> Solution:
         return msgspec.structs.replace(s, spec=msgspec.structs.replace(s.spec, destination_passing_style=dps))
 
     def blob_files(self) -> list[str]:
