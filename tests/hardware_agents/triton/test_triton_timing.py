@@ -15,9 +15,8 @@ from __future__ import annotations
 import statistics
 
 import pytest
-from triton_helpers import edited, solution
-
 import torch
+from triton_helpers import edited, solution
 
 from hardware_agents.triton import H100Agent, device_spec, timed_inputs, timing
 from hardware_agents.triton.agent import plan_cases, rotation_for
