@@ -40,6 +40,22 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'hardware_agents.triton' has no attribute {name!r}")
 
 
+def get_agent_for_host(*, interpreter: bool = False, **opts: Any) -> tuple[HardwareAgent, bool]:
+    """(agent, on_gpu): the agent of this host's first GPU kind we know (an unknown NVIDIA GPU
+    is timed under the H100's roofline), or with `interpreter` (or no GPU) an interpreter
+    agent with the timed path on the host clock (a dry run: its figures mean nothing)."""
+    from hardware_agents.triton import gpu
+    from hardware_agents.triton.agent import AGENTS
+
+    found = [] if interpreter else list(gpu.discover())
+    if not found:
+        opts = {"warmup": 1, "reps": 4, "trials": 2, "flush_bytes": 1 << 16, **opts}
+        return AGENTS["h100"](mode="interpreter", interpreter_timing=True, **opts), False
+    kind = kind_for_gpu_name(found[0].name)
+    agent = AGENTS[kind or "h100"](mode="cuda", any_gpu=kind is None, **opts)
+    return agent, True
+
+
 def _factory(kind: str) -> Any:
     def make(**opts: Any) -> HardwareAgent:
         from hardware_agents.triton.agent import AGENTS
@@ -59,4 +75,4 @@ for _kind in GPU_KINDS:
     register_agent(_kind, _factory(_kind), probe=_probe)
 
 __all__ = ["AGENTS", "GPU_KINDS", "B200Agent", "H100Agent", "H200Agent", "TritonAgent", "device_spec",
-           "kind_for_gpu_name", "plan_cases", "spec_for_dtypes"]
+           "get_agent_for_host", "kind_for_gpu_name", "plan_cases", "spec_for_dtypes"]

@@ -1,0 +1,458 @@
+"""Every GPU check of the Triton agent in one run, for a GPU host with a stock CUDA image.
+
+    python3 scripts/gpu_check.py [--wheels DIR] [--fib FOLDER] [--budget-s 450] [--out FILE]
+
+Needs only what such an image has (torch, triton, numpy, pytest) plus msgspec, installed
+from `--wheels DIR` into this Python when it is missing (`--prepare-wheels DIR` downloads
+them on a host with a package registry; no Ray, NATS or LanceDB is needed). In one run:
+
+1. the `gpu`-marked tests (`pytest -m gpu tests/hardware_agents/triton`);
+2. every triton-suite baseline, profiled by the agent;
+3. every file of the Triton adversarial corpus, checked for the status and reason its
+   header names for a GPU (`expect_gpu`, else `expect`);
+4. a FlashInfer-Bench folder named by `--fib` (e.g. the AccelOpt paper's published H100
+   problems), imported as a suite (index inputs synthesized where their blobs are
+   missing) and every solution of it profiled; where the folder has `paper_latencies.json`
+   the baseline -> best speedups are compared with the paper's;
+5. the same kernels timed with `triton.testing.do_bench` in a plain process (no sandbox),
+   as an independent witness of the agent's medians;
+6. a tuner sweep: per triton-suite problem, the built-in tuner's single-step moves of its
+   tunable constants (BLOCK sizes, NUM_WARPS, NUM_STAGES), profiled by the agent, greedily
+   for as many steps as the budget allows: best vs baseline, and the geomean;
+7. writes `benchmarks/results/gpu_check-<device>.json` (device, driver, versions, every
+   row, the targets and whether each is met) and prints a table.
+
+`--interpreter` runs steps 2-4 and 6 on this host's CPU through the Triton interpreter with
+the host clock (a dry run of the script itself; figures meaningless); `--only` narrows the
+run to some steps (`tests,suite,corpus,fib,witness,sweep`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+STEPS = ("tests", "suite", "corpus", "fib", "witness", "sweep")
+WHEELS = ("msgspec==0.22.0",)
+
+
+# --- set-up ----------------------------------------------------------------------------------
+
+def prepare_wheels(dest: Path, python: str) -> int:
+    """Download the wheels a stock CUDA image lacks, for CPython `python` (e.g. 3.12)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "pip", "download", "--only-binary=:all:", "--no-deps", "--implementation", "cp",
+           "--python-version", python, "--platform", "manylinux2014_x86_64", "--platform",
+           "manylinux_2_17_x86_64", "-d", str(dest), *WHEELS]
+    return subprocess.call(cmd)
+
+
+def ensure_deps(wheels: Path | None) -> None:
+    """msgspec into this Python (site-packages, where the sandboxed children find it too)."""
+    if importlib.util.find_spec("msgspec") is not None:
+        return
+    if wheels is None:
+        sys.exit("msgspec is missing: pass --wheels DIR (made by --prepare-wheels DIR on a host with a registry)")
+    files = sorted(str(p) for p in wheels.glob("*.whl"))
+    subprocess.check_call([sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", *files])
+
+
+class Budget:
+    def __init__(self, seconds: float) -> None:
+        self.t0, self.seconds = time.monotonic(), seconds
+
+    def left(self) -> float:
+        return self.seconds - (time.monotonic() - self.t0)
+
+
+# --- rows ------------------------------------------------------------------------------------
+
+def profile_row(kind: str, name: str, prof: Any, **extra: Any) -> dict[str, Any]:
+    c = prof.counters
+    n_calls = c.get("timing_calls", 0.0) / max(c.get("trials", 1.0), 1.0)
+    row: dict[str, Any] = {
+        "kind": kind, "name": name, "status": prof.status, "wall_s": round(prof.wall_s, 2),
+        "median_ms": prof.latency.median_ms if prof.latency else None,
+        "pct_peak": prof.pct_peak,
+        "untimed_per_call_us": c.get("timing_untimed_per_call_s", 0.0) * 1e6 or None,
+        "overhead_per_call_us": c.get("timing_overhead_per_call_s", 0.0) * 1e6 or None,
+        "kernel_clock_over_wall": (c["timing_kernel_clock_s"] / c["timing_wall_s"]) if c.get("timing_wall_s") else None,
+        "checked_calls": c.get("timing_checked_calls"), "calls": c.get("timing_calls"),
+        "log": prof.log.splitlines()[0][:300] if prof.log else "", **extra}
+    row["detects_2x_slow_clock"] = detects_2x(row, n_calls)
+    return row
+
+
+def detects_2x(row: dict[str, Any], n_calls: float) -> bool | None:
+    """Whether the calibrated clock bound catches this kernel's clock slowed 2x: a kernel of K
+    per call, untimed work u: caught when K (1 - (1 + share) / 2) > u margin + slack."""
+    from hardware_agents.triton.agent import (
+        CLOCK_MARGIN,
+        CLOCK_SHARE,
+        CLOCK_SLACK_PER_CALL_S,
+        CLOCK_SLACK_PER_ROUND_S,
+    )
+
+    k, u = row.get("median_ms"), row.get("untimed_per_call_us")
+    if not k or not u or not n_calls:
+        return None
+    share = CLOCK_SHARE["cuda"]
+    slack = u * 1e-6 * CLOCK_MARGIN + CLOCK_SLACK_PER_CALL_S + CLOCK_SLACK_PER_ROUND_S / n_calls
+    return k / 1e3 * (1 - (1 + share) / 2) > slack
+
+
+# --- steps -----------------------------------------------------------------------------------
+
+def run_gpu_tests() -> dict[str, Any]:
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider",
+                           "tests/hardware_agents/triton"], cwd=REPO, capture_output=True, text=True, timeout=900)
+    tail = [ln for ln in proc.stdout.splitlines() if ln.strip()][-1:] or [proc.stderr[-300:]]
+    return {"kind": "tests", "name": "pytest -m gpu", "status": "passed" if proc.returncode == 0 else "failed",
+            "wall_s": round(time.monotonic() - t0, 1), "log": tail[0][:300]}
+
+
+def suite_rows(agent: Any, budget: Budget) -> list[dict[str, Any]]:
+    import suites
+
+    rows = []
+    for p in suites.load_suite("triton"):
+        if budget.left() < 30:
+            rows.append({"kind": "suite", "name": p.name, "status": "skipped (budget)"})
+            continue
+        rows.append(profile_row("suite", p.name, agent.profile(p, p.baseline), expected="passed"))
+    return rows
+
+
+def corpus_rows(agent: Any, on_gpu: bool, budget: Budget) -> list[dict[str, Any]]:
+    import suites
+
+    sys.path.insert(0, str(REPO / "tests" / "hardware_agents" / "adversarial"))
+    sys.path.insert(0, str(REPO / "tests" / "hardware_agents" / "triton"))
+    from corpus import load
+    from triton_helpers import solution
+
+    rows = []
+    for hack in load("triton"):
+        expect, needle = hack.expected(on_gpu)
+        if budget.left() < 20:
+            rows.append({"kind": "corpus", "name": hack.name, "status": "skipped (budget)", "expected": expect})
+            continue
+        p = suites.get_problem(hack.problem)
+        prof = agent.profile(p, solution(p, hack.source, name=hack.name))
+        text = prof.log + " ".join(c.note for c in prof.correctness)
+        rows.append(profile_row("corpus", hack.name, prof, expected=expect, needle=needle,
+                                caught=prof.status == expect and needle in text))
+    return rows
+
+
+def fib_problems(folder: Path) -> tuple[list[Any], dict[str, Any], list[str]]:
+    from suites.flashinfer import TraceSet, problems_from
+
+    ts = TraceSet.load(folder)
+    problems = problems_from(ts, synthesize_indices=True, skip_missing_blobs=False)
+    return problems, ts.solutions, ts.notes
+
+
+def fib_rows(agent: Any, folder: Path, budget: Budget) -> tuple[list[dict[str, Any]], list[tuple[Any, Any]]]:
+    problems, solutions, _ = fib_problems(folder)
+    rows, pairs = [], []
+    for p in problems:
+        for sol in sorted((s for s in solutions.values() if s.definition == p.name), key=lambda s: s.name):
+            pairs.append((p, sol))
+            if budget.left() < 30:
+                rows.append({"kind": "fib", "name": f"{p.name}/{sol.name}", "status": "skipped (budget)"})
+                continue
+            role = "baseline" if sol.name == p.baseline.name else "other"
+            rows.append(profile_row("fib", f"{p.name}/{sol.name}", agent.profile(p, sol), expected="passed",
+                                    problem=p.name, solution=sol.name, role=role))
+    return rows, pairs
+
+
+def paper_speedups(folder: Path, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The paper's baseline -> best speedups (its `paper_latencies.json`) against ours."""
+    path = folder / "paper_latencies.json"
+    if not path.exists():
+        return []
+    out = []
+    by = {(r.get("problem"), r.get("solution")): r for r in rows if r["kind"] == "fib"}
+    for entry in json.loads(path.read_text()):
+        d = entry["definition"]
+        base = by.get((d, entry["baseline_solution"]))
+        best = next((r for (pd, _), r in by.items() if pd == d and r is not base and r.get("median_ms")), None)
+        ours = (base["median_ms"] / best["median_ms"]) if base and best and base.get("median_ms") and \
+            best.get("median_ms") else None
+        paper = entry["baseline_ms"] / entry["accelopt_best_ms"]
+        out.append({"kind": "paper", "name": d, "paper_speedup": round(paper, 3),
+                    "agent_speedup": round(ours, 3) if ours else None,
+                    "within_15pct": ours is not None and abs(ours / paper - 1) <= 0.15,
+                    "paper_baseline_ms": entry["baseline_ms"], "paper_best_ms": entry["accelopt_best_ms"]})
+    return out
+
+
+def witness_rows(items: list[tuple[str, Any, Any]], budget: Budget) -> list[dict[str, Any]]:
+    """do_bench medians of (name, problem, solution), in a plain child process."""
+    import msgspec
+
+    spec = [{"name": n, "problem": msgspec.json.encode(p).decode(), "solution": msgspec.json.encode(s).decode()}
+            for n, p, s in items]
+    with tempfile.TemporaryDirectory() as tmp:
+        req = Path(tmp) / "witness.json"
+        req.write_text(json.dumps(spec))
+        try:
+            proc = subprocess.run([sys.executable, __file__, "--witness", str(req)], cwd=REPO, capture_output=True,
+                                  text=True, timeout=max(60.0, budget.left()))
+        except subprocess.TimeoutExpired:
+            return [{"kind": "witness", "name": n, "status": "skipped (budget)"} for n, _, _ in items]
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 and not lines:
+        return [{"kind": "witness", "name": "do_bench", "status": "failed", "log": proc.stderr[-500:]}]
+    return [json.loads(ln) for ln in lines]
+
+
+def witness_main(path: Path) -> int:
+    """The witness child: each kernel imported plainly, seed-0 inputs on the GPU, do_bench."""
+    import torch
+    import triton.testing
+
+    from accelopt.problem import Problem, Solution
+    from hardware_agents import validity
+    from hardware_agents.triton.data import input_metas, output_metas
+    from hardware_agents.triton.inputs import case_inputs, torch_dtype
+
+    for item in json.loads(path.read_text()):
+        import msgspec
+
+        p = msgspec.json.decode(item["problem"], type=Problem)
+        sol = msgspec.json.decode(item["solution"], type=Solution)
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                pkg = Path(tmp) / f"witness_{abs(hash(item['name']))}"
+                pkg.mkdir()
+                (pkg / "__init__.py").write_text("")
+                for src in sol.sources:
+                    (pkg / src.path).parent.mkdir(parents=True, exist_ok=True)
+                    (pkg / src.path).write_text(src.content)
+                sys.path.insert(0, tmp)
+                mod = __import__(f"{pkg.name}.{sol.entry_file().path.removesuffix('.py').replace('/', '.')}",
+                                 fromlist=["_"])
+                fn = getattr(mod, sol.entry_symbol)
+                tensors, scalars = case_inputs(p.definition, p.workload, validity.InputCase(name="seed0", seed=0), ())
+                args: list[Any] = [scalars[m.name] if m.shape is None else tensors[m.name].cuda()
+                                   for m in input_metas(p.definition, p.workload)]
+                if sol.spec.destination_passing_style:
+                    args += [torch.empty(tuple(o.shape or ()), dtype=torch_dtype(o.dtype), device="cuda")
+                             for o in output_metas(p.definition, p.workload)]
+                ms = triton.testing.do_bench(lambda fn=fn, args=args: fn(*args), warmup=25, rep=100,
+                                             return_mode="median")
+                row = {"kind": "witness", "name": item["name"], "status": "ok", "median_ms": float(ms)}
+        except Exception as e:  # one kernel's failure is a row, not the end of the run
+            row = {"kind": "witness", "name": item["name"], "status": "failed", "log": f"{type(e).__name__}: {e}"[:300]}
+        print(json.dumps(row), flush=True)
+    return 0
+
+
+def sweep_rows(agent: Any, budget: Budget, steps: int = 2) -> list[dict[str, Any]]:
+    """The tuner's single-step moves per triton-suite problem, greedily from the baseline."""
+    import msgspec
+
+    import suites
+    from accelopt.problem import SourceFile
+    from hardware_agents.languages.tunables import apply_change, find_tunables, moves
+
+    rows: list[dict[str, Any]] = []
+    for p in suites.load_suite("triton"):
+        if budget.left() < 40:
+            rows.append({"kind": "sweep", "name": p.name, "status": "skipped (budget)"})
+            continue
+        entry = p.baseline.entry_file()
+        best_src = entry.content
+        base = agent.profile(p, p.baseline)
+        best_ms = base.latency.median_ms if base.status == "passed" and base.latency else None
+        base_ms, tried, trail = best_ms, 0, []
+        for _ in range(steps if best_ms else 0):
+            improved = None
+            for t in find_tunables(best_src):
+                for ch in moves(t, None):
+                    if budget.left() < 30:
+                        break
+                    src = apply_change(best_src, ch)
+                    if src is None:
+                        continue
+                    sol = msgspec.structs.replace(p.baseline, name=f"{p.name}-{ch.name}-{ch.new}", sources=[
+                        SourceFile(path=s.path, content=src if s.path == entry.path else s.content)
+                        for s in p.baseline.sources])
+                    prof = agent.profile(p, sol)
+                    tried += 1
+                    if prof.status == "passed" and prof.latency and prof.latency.median_ms < (
+                            improved[0] if improved else best_ms):
+                        improved = (prof.latency.median_ms, src, f"{ch.name} {ch.old}->{ch.new}")
+            if improved is None:
+                break
+            best_ms, best_src = improved[0], improved[1]
+            trail.append(improved[2])
+        rows.append({"kind": "sweep", "name": p.name, "status": base.status, "baseline_ms": base_ms,
+                     "best_ms": best_ms, "speedup": (base_ms / best_ms) if base_ms and best_ms else None,
+                     "moves_profiled": tried, "path": trail})
+    return rows
+
+
+# --- report ----------------------------------------------------------------------------------
+
+def attach_witness(rows: list[dict[str, Any]], witness: list[dict[str, Any]]) -> None:
+    by = {w["name"]: w for w in witness}
+    for r in rows:
+        w = by.get(r["name"])
+        if w and w.get("median_ms") and r.get("median_ms"):
+            r["do_bench_ms"] = w["median_ms"]
+            r["agent_over_do_bench"] = r["median_ms"] / w["median_ms"]
+
+
+def targets(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    def of(kind: str) -> list[dict[str, Any]]:
+        return [r for r in rows if r["kind"] == kind]
+
+    timed = [r for r in rows if r.get("agent_over_do_bench") and r["median_ms"] >= 0.1]
+    sweep = [r["speedup"] for r in of("sweep") if r.get("speedup")]
+    rms = next((r for r in of("suite") if r["name"] == "rmsnorm_h4096"), None)
+    return {
+        "suite_baselines_passed": f"{sum(r['status'] == 'passed' for r in of('suite'))}/{len(of('suite'))}",
+        "fib_kernels_passed": f"{sum(r['status'] == 'passed' for r in of('fib'))}/{len(of('fib'))}",
+        "corpus_caught": f"{sum(bool(r.get('caught')) for r in of('corpus'))}/{len(of('corpus'))}",
+        "honest_rejected": sum(r["status"] not in ("passed", "skipped (budget)")
+                               for r in (*of("suite"), *of("fib"))),
+        "agent_within_15pct_of_do_bench": f"{sum(abs(r['agent_over_do_bench'] - 1) <= 0.15 for r in timed)}"
+                                          f"/{len(timed)} (kernels of 0.1 ms or more)",
+        "paper_speedups_within_15pct": f"{sum(r['within_15pct'] for r in of('paper'))}/{len(of('paper'))}",
+        "profile_wall_s_rmsnorm_h4096": rms["wall_s"] if rms else None,
+        "sweep_geomean_speedup": math.exp(statistics.fmean(math.log(s) for s in sweep)) if sweep else None,
+        "slow_clock_2x_detectable": f"{sum(bool(r.get('detects_2x_slow_clock')) for r in rows)}"
+                                    f"/{sum(r.get('detects_2x_slow_clock') is not None for r in rows)} profiles",
+    }
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "" if value is None else str(value)[:60]
+
+
+def print_table(rows: list[dict[str, Any]], goals: dict[str, Any]) -> None:
+    cols = ("kind", "name", "status", "median_ms", "do_bench_ms", "pct_peak", "untimed_per_call_us", "wall_s")
+    print(" | ".join((*cols, "note")))
+    for r in rows:
+        note = r.get("log", "") if r.get("status") not in ("passed", "ok") else ""
+        if r["kind"] == "corpus":
+            note = f"expected {r.get('expected')}: {'ok' if r.get('caught') else 'MISSED'}"
+        if r["kind"] == "sweep":
+            note = f"{r.get('speedup') or 0:.2f}x via {', '.join(r.get('path', [])) or '-'}"
+        if r["kind"] == "paper":
+            note = f"paper {r['paper_speedup']}x, agent {r['agent_speedup']}x"
+        print(" | ".join([*(_cell(r.get(c)) for c in cols), _cell(note)]))
+    print("\ntargets:")
+    for k, v in goals.items():
+        print(f"  {k}: {v}")
+
+
+def versions(on_gpu: bool) -> dict[str, Any]:
+    import torch
+    import triton
+
+    out: dict[str, Any] = {"torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version(),
+                           "cuda": torch.version.cuda}
+    try:
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20).stdout.strip().splitlines()
+        out["device"], out["driver"] = [x.strip() for x in smi[0].split(",")][:2]
+    except (OSError, subprocess.SubprocessError, IndexError, ValueError):
+        out["device"] = "cpu (Triton interpreter)" if not on_gpu else "unknown GPU"
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--wheels", type=Path, help="folder of wheels to install when msgspec is missing")
+    ap.add_argument("--prepare-wheels", type=Path, help="download those wheels into this folder and exit")
+    ap.add_argument("--python", default="3.12", help="CPython version the wheels are for (--prepare-wheels)")
+    ap.add_argument("--fib", type=Path, help="a FlashInfer-Bench folder to import and profile")
+    ap.add_argument("--budget-s", type=float, default=450.0, help="stop starting work after this many seconds")
+    ap.add_argument("--out", type=Path, help="results JSON (default benchmarks/results/gpu_check-<device>.json)")
+    ap.add_argument("--only", default=",".join(STEPS), help=f"comma-separated steps of {', '.join(STEPS)}")
+    ap.add_argument("--interpreter", action="store_true", help="dry run on the CPU (Triton interpreter)")
+    ap.add_argument("--witness", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.prepare_wheels:
+        return prepare_wheels(args.prepare_wheels, args.python)
+    ensure_deps(args.wheels)
+    if args.witness:
+        return witness_main(args.witness)
+    os.environ.setdefault("ACCELOPT_CACHE_DIR", str(Path(tempfile.gettempdir()) / "accelopt-gpu-check"))
+    steps = set(args.only.split(","))
+    budget = Budget(args.budget_s)
+    from hardware_agents.triton import get_agent_for_host
+    from hardware_agents.triton.agent import TritonAgent
+
+    agent, on_gpu = get_agent_for_host(interpreter=args.interpreter)
+    assert isinstance(agent, TritonAgent)
+    info = versions(on_gpu)
+    print(f"gpu_check on {info.get('device')} (driver {info.get('driver', '-')}), torch {info['torch']}, triton "
+          f"{info['triton']}, agent kind {agent.kind}, mode {agent.mode}", flush=True)
+    slug = "".join(ch if ch.isalnum() else "-" for ch in str(info.get("device", "gpu"))).strip("-").lower()
+    out = args.out or REPO / "benchmarks" / "results" / f"gpu_check-{slug}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    rows: list[dict[str, Any]] = []
+
+    def save() -> dict[str, Any]:  # after every step: a run cut short keeps what it measured
+        goals = targets(rows)
+        out.write_text(json.dumps({"benchmark": "gpu_check", "versions": info, "mode": agent.mode,
+                                   "budget_s": args.budget_s, "elapsed_s": round(args.budget_s - budget.left(), 1),
+                                   "targets": goals, "rows": rows}, indent=1, default=str) + "\n")
+        return goals
+
+    try:
+        if "tests" in steps and on_gpu:
+            rows.append(run_gpu_tests())
+            save()
+        if "suite" in steps:
+            rows += suite_rows(agent, budget)
+            save()
+        if "corpus" in steps:
+            rows += corpus_rows(agent, on_gpu, budget)
+            save()
+        pairs: list[tuple[Any, Any]] = []
+        if "fib" in steps and args.fib:
+            fib, pairs = fib_rows(agent, args.fib, budget)
+            rows += fib + paper_speedups(args.fib, fib)
+            save()
+        if "witness" in steps and on_gpu:
+            import suites
+
+            items = [(p.name, p, p.baseline) for p in suites.load_suite("triton")]
+            items += [(f"{p.name}/{s.name}", p, s) for p, s in pairs]
+            attach_witness(rows, witness_rows(items, budget))
+            save()
+        if "sweep" in steps:
+            rows += sweep_rows(agent, budget)
+    finally:
+        agent.close()
+        goals = save()
+    print_table(rows, goals)
+    print(f"\nwrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
