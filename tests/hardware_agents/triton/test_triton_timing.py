@@ -232,3 +232,12 @@ def test_the_kernels_clock_is_bounded_by_ours(interp_agent, triton_suite):
     run = TimingRun(samples_ms=[100.0] * 8, median_ms=100.0, warmup_ms=[100.0] * 2)
     assert "no calibration" in interp_agent._clock_mismatch(HarnessResult(cases=[], timing=[run]), uncalibrated,
                                                             spec, data, {})
+
+
+def test_do_bench_is_no_agent_timer():
+    """do_bench picks its own call count and runs untimed warm-ups (so every kernel used to come
+    back runtime_error "reported 617 timed calls"): the option is refused with the reason."""
+    with pytest.raises(ValueError, match="cannot be bounded by ours"):
+        H100Agent(mode="interpreter", timer="do_bench")
+    with pytest.raises(ValueError, match="must be 'cuda_event'"):
+        H100Agent(mode="interpreter", timer="perf_counter")
