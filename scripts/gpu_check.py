@@ -286,6 +286,7 @@ def sweep_rows(agent: Any, budget: Budget, steps: int = 2) -> list[dict[str, Any
         base = agent.profile(p, p.baseline)
         best_ms = base.latency.median_ms if base.status == "passed" and base.latency else None
         base_ms, tried, trail = best_ms, 0, []
+        seen = {best_src}  # no move back to a kernel already profiled
         for _ in range(steps if best_ms else 0):
             improved = None
             for t in find_tunables(best_src):
@@ -293,8 +294,9 @@ def sweep_rows(agent: Any, budget: Budget, steps: int = 2) -> list[dict[str, Any
                     if budget.left() < 30:
                         break
                     src = apply_change(best_src, ch)
-                    if src is None:
+                    if src is None or src in seen:
                         continue
+                    seen.add(src)
                     sol = msgspec.structs.replace(p.baseline, name=f"{p.name}-{ch.name}-{ch.new}", sources=[
                         SourceFile(path=s.path, content=src if s.path == entry.path else s.content)
                         for s in p.baseline.sources])
