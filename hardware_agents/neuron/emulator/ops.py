@@ -152,7 +152,7 @@ def _check_write(dst: Access, mask: list[Idx], acc: bool) -> None:
 
 
 def emit(op: str, engine: str, dst: View | None, srcs: list[tuple[View, str]], args: dict[str, Any] | None = None,
-         mask: Any = None, acc: bool = False) -> Instr:
+         mask: Any = None, acc: bool = False, reduction: bool = False) -> Instr:
     t = tr.current()
     terms, mshape = mask_of(mask)
     dst_acc = dst.access() if dst is not None else None
@@ -161,7 +161,7 @@ def emit(op: str, engine: str, dst: View | None, srcs: list[tuple[View, str]], a
                 mask=terms, mask_shape=mshape, acc=acc, line=tr.source_line())
     validate.check_instr(ins, t.decl, t.trips)
     if dst_acc is not None:
-        _check_write(dst_acc, terms, acc or op == "loop_reduce")
+        _check_write(dst_acc, terms, acc or reduction or op == "loop_reduce")
         t.written.add(dst_acc.tensor)
         base = t.decl(dst_acc.tensor)["alias"]
         if base >= 0:
@@ -295,14 +295,15 @@ def accumulate(dst: View, value: Any, op: str) -> None:
     if d["buffer"] not in ON_CHIP:
         raise NKICompileError("err_unsupported_memory", f"`{op}=` on HBM tensor '{d['name']}' is not supported")
     if is_scalar(value):
-        emit("tensor_scalar", "any:act,dve", dst, [(dst, "data")], {"op0": op, "scalar0": scalar(value)})
+        emit("tensor_scalar", "any:act,dve", dst, [(dst, "data")], {"op0": op, "scalar0": scalar(value)},
+             reduction=True)
         return
     v = as_view(value, f"{op}=", "value")
     if op == "add" and _retarget(dst, v, acc=True):
         return
     v = on_chip(v, f"{op}=", "value")
     nki_broadcast(dst.shape, v.shape)
-    emit("tensor_tensor", "dve", dst, [(dst, "data1"), (v, "data2")], {"op": op})
+    emit("tensor_tensor", "dve", dst, [(dst, "data1"), (v, "data2")], {"op": op}, reduction=True)
 
 
 # --- high-level helpers -----------------------------------------------------------------------
@@ -377,9 +378,9 @@ def broadcast_to(x: View, shape: tuple[int, ...]) -> View:
         raise NKICompileError("err_shape_mismatch", f"cannot broadcast {list(v.shape)} to {list(shape)}")
     if v.shape[0] == shape[0]:
         return result("copy", "any:act,dve", shape, dtype_of(v), [(v, "data")])
-    # partition broadcast: a ones-matmul on the Tensor Engine (into PSUM), then a copy to SBUF
-    ps = result("broadcast", "pe", shape, dtype_of(v), [(v, "data")], buffer="psum")
-    return result("copy", "any:act,dve", shape, dtype_of(v), [(ps, "data")])
+    # partition broadcast: ones-matmuls on the Tensor Engine, 512 columns at a time through PSUM and
+    # copied out to SBUF (one instruction here; the cost model prices both halves)
+    return result("broadcast", "pe", shape, dtype_of(v), [(v, "data")])
 
 
 def copy(x: Any, *, dtype: Any = None, mask: Any = None, engine: str = "any:act,dve,pool") -> View:
