@@ -308,7 +308,8 @@ class View:
     def _is_full(self) -> bool:
         d = self.decl
         return self.shape == tuple(d["shape"]) and all(
-            e.const == 0 and not e.loops and e.axes == {i: 1} for i, e in enumerate(self.dims))
+            e.const == 0 and not e.loops and (e.axes == {i: 1} or (self.shape[i] == 1 and not e.axes))
+            for i, e in enumerate(self.dims))
 
     def broadcast_to(self, shape: Any) -> View:
         from hardware_agents.neuron.emulator import ops
