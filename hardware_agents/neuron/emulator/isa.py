@@ -7,9 +7,8 @@ import math
 from enum import IntEnum
 from typing import Any
 
-from hardware_agents.neuron.emulator import dtypes, ops
+from hardware_agents.neuron.emulator import dtypes, ops, validate
 from hardware_agents.neuron.emulator import tracer as tr
-from hardware_agents.neuron.emulator import validate
 from hardware_agents.neuron.emulator.errors import NKICompileError, NotEmulated
 from hardware_agents.neuron.emulator.expr import Ix, Pred
 from hardware_agents.neuron.emulator.tracer import View
@@ -33,7 +32,7 @@ _ENGINE = {"tensor_engine": "pe", "vector_engine": "dve", "scalar_engine": "act"
            "dma_engine": "dma"}
 
 
-class nc_version(IntEnum):  # noqa: N801
+class nc_version(IntEnum):
     gen2 = 2
     gen3 = 3
 

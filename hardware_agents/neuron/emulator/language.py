@@ -10,9 +10,8 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from hardware_agents.neuron.emulator import dtypes, ops
+from hardware_agents.neuron.emulator import dtypes, ops, validate
 from hardware_agents.neuron.emulator import tracer as tr
-from hardware_agents.neuron.emulator import validate
 from hardware_agents.neuron.emulator.errors import NKICompileError, NotEmulated
 from hardware_agents.neuron.emulator.expr import Ix, MGrid
 from hardware_agents.neuron.emulator.expr import arange as _arange
@@ -30,12 +29,12 @@ uint8, uint16, uint32 = np.uint8, np.uint16, np.uint32
 bool_ = np.bool_
 
 
-class fp32:  # noqa: N801
+class fp32:
     min = float(np.finfo(np.float32).min)
     max = float(np.finfo(np.float32).max)
 
 
-class bfp16:  # noqa: N801
+class bfp16:
     min = float(ml_dtypes.finfo(ml_dtypes.bfloat16).min)
 
 
@@ -68,7 +67,7 @@ def _buffer_name(buffer: Any) -> str:
     raise NotEmulated(f"buffer {buffer!r}", "nl.sbuf, nl.psum, nl.shared_hbm and nl.hbm are emulated")
 
 
-class tile_size:  # noqa: N801
+class tile_size:
     pmax = 128
     psum_fmax = 2048
     gemm_stationary_fmax = 128
@@ -232,9 +231,9 @@ def store(dst: Any, value: Any, *, mask: Any = None, **kwargs: Any) -> None:
         v = ops.on_chip(value, "store", "value")
         if v.decl["buffer"] == "psum":  # "an extra copy will be performed to move the tile to SBUF first"
             v = ops.copy(v)
-    if tuple(v.shape) != tuple(d.shape) and not ops._same_count(tuple(v.shape), tuple(d.shape)):
-        if ops.nki_broadcast(tuple(v.shape), tuple(d.shape)) != tuple(d.shape):
-            raise NKICompileError("err_shape_mismatch",
+    if (tuple(v.shape) != tuple(d.shape) and not ops._same_count(tuple(v.shape), tuple(d.shape))
+            and ops.nki_broadcast(tuple(v.shape), tuple(d.shape)) != tuple(d.shape)):
+        raise NKICompileError("err_shape_mismatch",
                                   f"the value {list(v.shape)} does not fit the store destination {list(d.shape)}")
     ops.emit("dma", "dma", d, [(v, "value")], {}, mask)
 

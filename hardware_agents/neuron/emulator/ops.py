@@ -13,9 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from hardware_agents.neuron.emulator import dtypes
+from hardware_agents.neuron.emulator import dtypes, validate
 from hardware_agents.neuron.emulator import tracer as tr
-from hardware_agents.neuron.emulator import validate
 from hardware_agents.neuron.emulator.errors import NKICompileError, NotEmulated
 from hardware_agents.neuron.emulator.expr import Ix, Pred
 from hardware_agents.neuron.emulator.program import Access, Idx, Instr
@@ -394,15 +393,13 @@ def transpose(x: Any, *, dtype: Any = None, mask: Any = None, engine: str = "", 
     """A PF transpose: on the Tensor Engine (SBUF -> PSUM) or, up to 32x32, the Vector Engine."""
     api = "nc_transpose" if strict else "nl.transpose"
     v = on_chip(x, api, "data")
-    if len(v.shape) > 2:
-        v = v  # free axes collapse into one
     f = math.prod(v.shape[1:])
     shape = (f, v.shape[0])
     if f > validate.PMAX:
         raise NKICompileError("err_size_of_dimension_exceed_arch_limit",
                               f"size of dimension 1 in 'x{list(v.shape)}' of '{api}' exceed architecture limitation "
                               f"of {validate.PMAX}.")
-    eng = engine or ("pe" if max(shape) > 32 else "pe")
+    eng = engine or "pe"  # nl.transpose: the Tensor Engine (the compiler's choice for these sizes)
     dt = out_dtype(dtype, v)
     if eng == "dve":
         return result("transpose", "dve", shape, dt, [(v, "data")], {}, mask)

@@ -23,7 +23,7 @@ import numpy as np
 
 from hardware_agents.neuron.emulator import dtypes
 from hardware_agents.neuron.emulator.errors import NKICompileError, NotEmulated
-from hardware_agents.neuron.emulator.expr import Ix, Pred
+from hardware_agents.neuron.emulator.expr import Ix
 from hardware_agents.neuron.emulator.program import (
     Access,
     Alloc,
@@ -322,7 +322,7 @@ class View:
         return ops.copy(self, dtype=dtype)
 
     @property
-    def T(self) -> View:  # noqa: N802
+    def T(self) -> View:
         from hardware_agents.neuron.emulator import ops
 
         return ops.transpose(self)

@@ -218,7 +218,7 @@ def check_program(prog: Program) -> None:
     for i, t in enumerate(tensors):
         if t.id != i:
             raise NKICompileError("err_invalid_program", "tensor ids out of order")
-        dtypes.STORAGE[t.dtype]  # noqa: B018  (KeyError for an unknown dtype)
+        dtypes.STORAGE[t.dtype]
         if t.buffer not in ("input", "shared_hbm", "hbm", "sbuf", "psum", "const"):
             raise NKICompileError("err_invalid_program", f"unknown buffer {t.buffer!r}")
         if any(s < 1 for s in t.shape) or len(t.shape) > 12:
