@@ -381,7 +381,8 @@ class Executor:
         box = elem = None
         tile: list[int] = []
         if ins.mask:
-            lead = srcs[0] if ins.op in ("reduce", "transpose", "matmul", "bn_stats", "bn_aggr") and srcs else (
+            # the mask is over the instruction's output tile, except for reductions (their input's)
+            lead = srcs[0] if ins.op in ("reduce", "bn_stats", "bn_aggr") and srcs else (
                 dst if dst is not None else srcs[0])
             tile = list(lead.shape)
             run, box, elem = self._box(ins, tile)
