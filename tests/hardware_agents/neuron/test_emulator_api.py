@@ -406,7 +406,7 @@ def test_an_api_that_is_not_emulated_is_named() -> None:
 
 # --- the compiled program, its validation and its price ---------------------------------------------
 
-def _program(kernel: object, *args: np.ndarray):  # noqa: ANN202
+def _program(kernel: object, *args: np.ndarray):
     return compile_kernel(kernel, [ArgSpec.of(a) for a in args])
 
 
@@ -449,7 +449,7 @@ def test_cost_model_formulas() -> None:
 
 
 def test_cost_model_prefers_large_tiles_and_fewer_instructions() -> None:
-    def silu(tile: int):  # noqa: ANN202
+    def silu(tile: int):
         @nki.jit
         def k(x):
             out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
