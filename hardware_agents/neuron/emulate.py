@@ -27,7 +27,6 @@ import numpy as np
 
 from accelopt.problem import Problem, Solution
 from accelopt.profile import Estimate, Profile, SeedCheck
-from hardware_agents import validity
 from hardware_agents.base import pct_peak, t_peak
 from hardware_agents.neuron.data import ProblemData
 from hardware_agents.neuron.reference import ReferenceModule
@@ -200,10 +199,10 @@ def profile_emulated(agent: NeuronAgent, problem: Problem, solution: Solution, d
               "peak_psum_bytes_per_partition": float(est.peak_psum_bytes)}
     estimate_rec = Estimate(latency_ms=t_est * 1e3, pct_peak=pct, t_peak_ms=tp * 1e3, bound=est.bound,
                             engines_ms={k: v * 1e3 for k, v in est.engines_s.items()}, model=est.model, detail=detail)
-    why = validity.implausible(t_est, tp, agent.max_pct_peak)
-    if why:
-        return _failed(agent, "incorrect", f"the cost model's estimate is implausible: {why}", extra_tools=tools,
-                       correctness=checks, counters=counters, isolation=isolation)
+    # No plausibility gate on an estimate: it comes from our cost model pricing the program we
+    # validated, not from the kernel's process, and the paper's roofline counts FLOPs a fused
+    # instruction does not spend (softmax's subtract inside the exp's bias), so an honest
+    # kernel may be estimated above 100 % of that roofline (docs/neuron.md).
     log = (f"correct in AccelOpt's NKI emulator ({len(checks)} cases); not timed: ESTIMATED {t_est * 1e3:.4g} ms on "
            f"{agent.kind} by {est.model} ({est.bound}-bound; {pct * 100:.1f}% of the {bound} roofline, estimated)")
     prof = _failed(agent, "unmeasured", log, extra_tools=tools, correctness=checks, counters=counters,
