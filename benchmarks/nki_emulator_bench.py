@@ -91,7 +91,7 @@ def bench(problem: suites.Problem) -> dict:
     refs = validity.reference_outputs(problem, inputs)
     got = ref_mod.kernel_outputs(tuple(outs) if prog.returned_tuple else outs[0], refs)
     tol = validity.tolerance_of(problem.definition)
-    rel = {n: float(np.linalg.norm(got[n].astype(np.float64) - r) / max(np.linalg.norm(r), 1e-30))
+    rel = {n: float(np.linalg.norm(got[n].astype(np.float64) - r)) / max(float(np.linalg.norm(r)), 1e-30)
            for n, r in refs.items()}
     terms = roofline_terms(problem)
     tp, bound = t_peak(problem, TRN1)

@@ -30,9 +30,9 @@ def modules() -> dict[str, types.ModuleType]:
 
     root = types.ModuleType("neuronxcc", "AccelOpt's NKI emulator standing in for the Neuron compiler")
     root.__version__ = EMULATOR_VERSION  # type: ignore[attr-defined]
-    root.__path__ = []  # type: ignore[attr-defined]
+    root.__path__ = []
     nki = types.ModuleType("neuronxcc.nki", "neuronxcc.nki (AccelOpt's NKI emulator)")
-    nki.__path__ = []  # type: ignore[attr-defined]
+    nki.__path__ = []
     for name in kernel.__all__:
         setattr(nki, name, getattr(kernel, name))
     nki.language, nki.isa, nki.typing = language, isa, nt  # type: ignore[attr-defined]

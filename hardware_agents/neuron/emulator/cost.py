@@ -142,7 +142,8 @@ def price(ins: Instr, prog: Program, spec: CostSpec) -> _Costed:
     """The cost of one instance of an instruction (see the module doc)."""
     op = ins.op
     data = ins.srcs[0] if ins.srcs else ins.dst
-    n = _free(data) if data is not None else 1
+    assert data is not None, "an instruction without operands"
+    n = _free(data)
     mi = spec.min_ii
     bufs = {_buf(a, prog) for a in ([ins.dst] if ins.dst is not None else []) + list(ins.srcs)}
     psum, sbuf = "psum" in bufs, "sbuf" in bufs

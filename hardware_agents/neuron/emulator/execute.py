@@ -130,7 +130,7 @@ def alu(op: str, a: Any, b: Any) -> Any:
     raise NKIRuntimeError("err_invalid_program", f"unknown ALU operator {op!r}")
 
 
-_REDUCE = {"add": np.sum, "max": np.max, "min": np.min, "multiply": np.prod}
+_REDUCE: dict[str, Any] = {"add": np.sum, "max": np.max, "min": np.min, "multiply": np.prod}
 
 
 def reduce_values(op: str, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
@@ -420,11 +420,9 @@ class Executor:
     def _compute(self, ins: Instr, vals: list[np.ndarray], out: np.ndarray | None) -> Any:
         op, args = ins.op, ins.args
         role = dict(zip(ins.roles, vals, strict=True))
-        if op in ("dma", "copy"):
-            x = vals[0]
-            if args.get("transpose"):
-                x = x  # the access pattern already walks the source transposed
-            return x if out is not None and x.dtype == out.dtype else x.astype(F32)
+        if op in ("dma", "copy"):  # (a transposing load's access pattern already walks its source transposed)
+            src = vals[0]
+            return src if out is not None and src.dtype == out.dtype else src.astype(F32)
         if op == "memset":
             return np.full(out.shape, args["value"], dtype=F32)  # type: ignore[union-attr]
         if op == "iota":
@@ -434,7 +432,7 @@ class Executor:
                 idx = np.arange(shape[a]).reshape([-1 if i == a else 1 for i in range(len(shape))])
                 val = val + k * idx
             return val.astype(F32)
-        x = role.get("data")
+        x: Any = role.get("data")
         if op == "act":
             xf = x.astype(F32)
             nd = xf.ndim

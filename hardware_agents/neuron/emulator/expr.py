@@ -200,7 +200,7 @@ class Ix:
     def __eq__(self, other: Any) -> Pred:  # type: ignore[override]
         return self._pred(other, "==")
 
-    def __ne__(self, other: Any) -> Any:  # type: ignore[override]
+    def __ne__(self, other: Any) -> Any:
         raise NotEmulated("`!=` on a loop index or nl.arange", "write the mask as a conjunction of <, <=, >, >=")
 
     __hash__ = None  # type: ignore[assignment]
@@ -309,7 +309,7 @@ class MGrid:
         return GridResult(out)
 
 
-class GridResult(tuple):  # type: ignore[type-arg]
+class GridResult(tuple):
     """The index grids of one `nl.mgrid[...]`."""
 
     def __new__(cls, items: list[Ix]) -> GridResult:

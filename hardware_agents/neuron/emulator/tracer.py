@@ -270,8 +270,8 @@ class View:
         raise NKICompileError("err_dynamic_control_flow_not_supported",
                               "a tile's values are not known while the kernel is traced")
 
-    __int__ = __float__  # type: ignore[assignment]
-    __index__ = __float__  # type: ignore[assignment]
+    __int__ = __float__
+    __index__ = __float__
 
     def __array__(self, *a: Any, **k: Any) -> Any:
         raise NKICompileError("err_dynamic_control_flow_not_supported",

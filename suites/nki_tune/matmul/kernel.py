@@ -4,7 +4,6 @@ time, accumulated in PSUM over 128-deep slices of K.
 Tunables: TILE_N (the matmul's moving free size and the width of each rhs load) and
 TRANSPOSED_LOAD (1: load each lhs tile already transposed with nl.load_transpose2d, so the
 Tensor Engine does no transpose; 0: nl.matmul transposes it on the Tensor Engine)."""
-import numpy as np
 import neuronxcc.nki as nki
 import neuronxcc.nki.language as nl
 

@@ -2,10 +2,9 @@
 
 Tunables: TILE_F (columns per tile: DMA transfer size and instructions per tile) and FUSED
 (1: one Scalar Engine activation, nl.silu; 0: exp, add and divide as three instructions)."""
-import numpy as np
 import neuronxcc.nki as nki
-import neuronxcc.nki.language as nl
 import neuronxcc.nki.isa as nisa
+import neuronxcc.nki.language as nl
 
 TILE_F = 128  # tune: TILE_F in {128, 256, 512, 1024, 2048}
 FUSED = 0  # tune: FUSED in {0, 1}
