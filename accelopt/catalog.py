@@ -114,8 +114,9 @@ class IterationStarted(Event, tag=True, frozen=True):
 
 class BeamMember(msgspec.Struct, kw_only=True, frozen=True):
     kernel_id: str
-    latency_ms: float
+    latency_ms: float  # measured (0.0 for an unmeasured kernel)
     pct_peak: float | None = None
+    estimated_ms: float | None = None  # an unmeasured kernel's estimated latency (never a measurement)
 
 
 class BeamSelected(Event, tag=True, frozen=True):
@@ -133,6 +134,9 @@ class IterationCompleted(Event, tag=True, frozen=True):
     best_pct_peak: float | None = None
     kernels_profiled: int = 0
     note: str = ""
+    # an unmeasured best kernel's estimated latency and % of peak (a cost model's, not measured)
+    best_estimated_ms: float | None = None
+    best_estimated_pct_peak: float | None = None
 
 
 # --- memory ---------------------------------------------------------------------------------
@@ -295,6 +299,7 @@ class SummaryRequested(Event, tag=True, frozen=True):
     device: str = "cpu"
     slow_source: str = ""
     fast_source: str = ""
+    estimated: bool = False  # the speedup is a cost model's estimate, not a measurement
 
 
 class InsightSummarized(Event, tag=True, frozen=True):

@@ -33,7 +33,7 @@ from accelopt import catalog as ev
 from accelopt.config import RunConfig, recorded_config
 from accelopt.policy import Scored, noise_margin, plan_pair, relative_spread, select_beam, select_summaries
 from accelopt.profile import Profile
-from accelopt.records import MemoryEntry
+from accelopt.records import MemoryEntry, mark_estimated
 
 FIXABLE = frozenset({"compile_error", "runtime_error", "incorrect", "timeout", "timing_mismatch",
                      "no_triton_launch"})
@@ -105,7 +105,11 @@ class KernelRec:
         return Scored(self.kernel_id, self.latency_ms if self.passed else None, self.passed,
                       hashlib.sha256(self.source.encode()).hexdigest(), self.iteration,
                       unmeasured=self.profile is not None and self.profile.status == "unmeasured",
-                      spread=self.spread)
+                      spread=self.spread, estimated_ms=self.estimated_ms)
+
+    @property
+    def estimated_ms(self) -> float | None:
+        return self.profile.estimated_ms if self.profile is not None else None
 
     @property
     def spread(self) -> float:
@@ -386,6 +390,9 @@ class CoordinatorCore:
             best_kernel_id=p.best_id or "", best_latency_ms=best.latency_ms if best and best.passed else None,
             best_pct_peak=best.profile.pct_peak if best and best.passed and best.profile else None,
             kernels_profiled=p.kernels_profiled, note=note,
+            best_estimated_ms=best.estimated_ms if best else None,
+            best_estimated_pct_peak=(best.profile.estimate.pct_peak if best and best.estimated_ms is not None
+                                     and best.profile and best.profile.estimate else None),
         )
 
     def _on_IterationCompleted(self, e: ev.IterationCompleted, out: Step) -> list[ev.Event]:
@@ -601,7 +608,8 @@ class CoordinatorCore:
             entry = MemoryEntry(
                 id=entry_id, source_run=self.run_id, problem=p.name, op_type=d.op_type, device=p.target.device,
                 language=p.target.language, slow_kernel=req.slow_source, fast_kernel=req.fast_source,
-                speedup=req.speedup, title=e.title, text=e.text, created_at=e.ts, positive=req.positive,
+                speedup=req.speedup, title=e.title, created_at=e.ts, positive=req.positive,
+                text=mark_estimated(e.text) if req.estimated else e.text,
             )
             outs.append(ev.MemoryEntryAdded(**self._env("MemoryEntryAdded", entry_id, cause=e), entry=entry))
         return outs + self._maybe_advance(p, e)
@@ -672,7 +680,7 @@ class CoordinatorCore:
     def _beam_member(self, kernel_id: str) -> ev.BeamMember:
         k = self.kernels[kernel_id]
         return ev.BeamMember(kernel_id=kernel_id, latency_ms=k.latency_ms or 0.0,
-                             pct_peak=k.profile.pct_peak if k.profile else None)
+                             pct_peak=k.profile.pct_peak if k.profile else None, estimated_ms=k.estimated_ms)
 
     def _plan_samples(self, p: ProblemState) -> dict[str, list[KernelRec]]:
         """This iteration's kernels per plan, fix chains included (only the final attempt of a
@@ -700,10 +708,16 @@ class CoordinatorCore:
         pairs = []
         for plan_id, ks in samples.items():
             parent = self.kernels.get(p.plan_candidate.get(plan_id, ""))
-            if parent is None or not parent.passed or not parent.latency_ms:
+            if parent is None:
                 continue
-            pair = plan_pair(parent.kernel_id, parent.latency_ms, [k.scored() for k in ks], parent.spread,
-                             noise_aware=s.summary_noise_margin)
+            if parent.passed and parent.latency_ms:
+                pair = plan_pair(parent.kernel_id, parent.latency_ms, [k.scored() for k in ks], parent.spread,
+                                 noise_aware=s.summary_noise_margin)
+            elif parent.estimated_ms:  # estimated pairs: a cost model's figures on both sides
+                pair = plan_pair(parent.kernel_id, parent.estimated_ms, [k.scored() for k in ks],
+                                 noise_aware=False, estimated=True)
+            else:
+                continue
             if pair:
                 pairs.append(pair)
         picks = select_summaries(
@@ -716,7 +730,7 @@ class CoordinatorCore:
                 **self._env("SummaryRequested", p.name, p.iteration, pick.slow_id, pick.fast_id, cause=cause),
                 problem=p.name, iteration=p.iteration, slow_kernel_id=pick.slow_id, fast_kernel_id=pick.fast_id,
                 speedup=pick.speedup, positive=pick.positive, language=p.target.language, device=p.target.device,
-                slow_source=slow.source, fast_source=fast.source,
+                slow_source=slow.source, fast_source=fast.source, estimated=pick.estimated,
             )
             outs += self._request(p, req)
         return outs + self._maybe_advance(p, cause)

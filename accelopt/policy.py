@@ -21,7 +21,10 @@ class Scored:
     `unmeasured`: correct but not timed (a Triton kernel checked in the interpreter on a host
     without a GPU). Such kernels may enter the beam, after every measured one, so a search
     on a CPU-only host still explores from correct kernels; they never become the best
-    over a measured kernel, and give no speedups to summarize.
+    over a measured kernel. `estimated_ms`: an unmeasured kernel's estimated latency (a cost
+    model's, e.g. NKI in the emulator): estimated kernels rank among themselves by it, after
+    every measured kernel and before unmeasured ones without an estimate; an estimate is
+    never compared with a measurement, and pairs of estimated kernels are marked estimated.
     """
 
     kernel_id: str
@@ -31,6 +34,7 @@ class Scored:
     order: int  # tie-break before the kernel id: the kernel's iteration (earlier first)
     unmeasured: bool = False
     spread: float = 0.0  # relative IQR of its timing samples (Profile.latency.spread)
+    estimated_ms: float | None = None  # unmeasured only: the cost model's estimate (Profile.estimate)
 
     @property
     def usable(self) -> bool:
@@ -38,8 +42,19 @@ class Scored:
 
     @property
     def rank_key(self) -> tuple[int, float, int, str]:
-        # measured before unmeasured; then fastest; then earliest iteration; then kernel id
-        return (0 if self.latency_ms is not None else 1, self.latency_ms or 0.0, self.order, self.kernel_id)
+        # measured, then estimated, then unmeasured; within each the fastest; then earliest
+        # iteration; then kernel id
+        if self.latency_ms is not None:
+            return (0, self.latency_ms, self.order, self.kernel_id)
+        if self.unmeasured and self.estimated_ms is not None:
+            return (1, self.estimated_ms, self.order, self.kernel_id)
+        return (2, 0.0, self.order, self.kernel_id)
+
+    def comparable_ms(self, estimated: bool) -> float | None:
+        """Its latency in the currency of a pair: measured, or (for estimated pairs) estimated."""
+        if estimated:
+            return self.estimated_ms if self.unmeasured else None
+        return self.latency_ms if self.passed else None
 
 
 def best_of(samples: list[Scored]) -> Scored | None:
@@ -78,6 +93,7 @@ class Pair:
     child_id: str
     speedup: float
     margin: float = 1.0  # the ratio either way below which parent and child are within noise
+    estimated: bool = False  # both sides estimated (a cost model's figures), not measured
 
 
 @dataclass(frozen=True)
@@ -86,6 +102,7 @@ class SummaryPick:
     fast_id: str
     speedup: float  # always >= 1: how much faster `fast` is than `slow`
     positive: bool  # False: a regression, shown reversed ("undo this change")
+    estimated: bool = False
 
 
 def noise_margin(spread_a: float, spread_b: float) -> float:
@@ -104,25 +121,26 @@ def relative_spread(samples: Sequence[float]) -> float:
 
 
 def plan_pair(parent_id: str, parent_latency: float, samples: list[Scored], parent_spread: float = 0.0,
-              *, noise_aware: bool = True) -> Pair | None:
+              *, noise_aware: bool = True, estimated: bool = False) -> Pair | None:
     """The pair one plan contributes to summarization (reference semantics): its best
     sample if any sped up, else its worst if all slowed down; nothing for ties or failures.
     The pair's `margin` is the noise of the parent's and the child's timings (1.0 when not
-    `noise_aware`)."""
-    ok = [s for s in samples if s.passed and s.latency_ms]
+    `noise_aware`). With `estimated`, the parent's latency is an estimate and only estimated
+    samples count (measured and estimated latencies are never compared)."""
+    ok = [s for s in samples if s.comparable_ms(estimated)]
     if not ok or parent_latency <= 0:
         return None
-    speedups = [(parent_latency / s.latency_ms, s) for s in ok]  # type: ignore[operator]
+    speedups = [(parent_latency / s.comparable_ms(estimated), s) for s in ok]  # type: ignore[operator]
 
     def margin(child: Scored) -> float:
         return noise_margin(parent_spread, child.spread) if noise_aware else 1.0
 
     best = min(speedups, key=lambda t: (-t[0], t[1].order, t[1].kernel_id))
     if best[0] > 1.0:
-        return Pair(parent_id, best[1].kernel_id, best[0], margin(best[1]))
+        return Pair(parent_id, best[1].kernel_id, best[0], margin(best[1]), estimated)
     worst = min(speedups, key=lambda t: (t[0], t[1].order, t[1].kernel_id))
     if worst[0] < 1.0:
-        return Pair(parent_id, worst[1].kernel_id, worst[0], margin(worst[1]))
+        return Pair(parent_id, worst[1].kernel_id, worst[0], margin(worst[1]), estimated)
     return None
 
 
@@ -136,7 +154,7 @@ def select_summaries(
                  key=lambda p: (-p.speedup, p.child_id))
     neg = sorted((p for p in pairs if p.speedup < 1.0 / max(negative_threshold, p.margin)),
                  key=lambda p: (p.speedup, p.child_id))
-    picks = [SummaryPick(p.parent_id, p.child_id, p.speedup, True) for p in pos[:max_positive]]
+    picks = [SummaryPick(p.parent_id, p.child_id, p.speedup, True, p.estimated) for p in pos[:max_positive]]
     for p in neg[: max(0, max_total - len(picks))]:
-        picks.append(SummaryPick(p.child_id, p.parent_id, 1.0 / p.speedup, False))
+        picks.append(SummaryPick(p.child_id, p.parent_id, 1.0 / p.speedup, False, p.estimated))
     return picks

@@ -37,6 +37,21 @@ class LatencyStats(msgspec.Struct, kw_only=True):
     reruns: int = 0
 
 
+class Estimate(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """An ESTIMATED latency: a cost model's figure for a kernel that was checked for
+    correctness but not timed (e.g. NKI in the emulator, without a Trainium). Never a
+    measurement: it lives apart from `Profile.latency`/`pct_peak`, and only estimated kernels
+    are ranked by it (see accelopt/policy.py)."""
+
+    latency_ms: float
+    pct_peak: float | None = None  # of the same roofline as measured profiles
+    t_peak_ms: float | None = None
+    bound: str = ""  # the engine that sets the estimate
+    engines_ms: dict[str, float] = {}  # busy time per engine
+    model: str = ""  # the cost model and its version
+    detail: dict[str, float] = {}  # instructions, HBM bytes, spill bytes, peak SBUF/PSUM
+
+
 class Profile(msgspec.Struct, kw_only=True, omit_defaults=True):
     status: ProfileStatus
     device: str
@@ -50,6 +65,7 @@ class Profile(msgspec.Struct, kw_only=True, omit_defaults=True):
     toolchain: dict[str, str] = {}
     wall_s: float = 0.0
     isolation: dict[str, str] = {}  # what the sandbox applied (uid, landlock, seccomp, network)
+    estimate: Estimate | None = None  # status `unmeasured` only: a cost model's estimate, not a measurement
 
     @property
     def passed(self) -> bool:
@@ -58,3 +74,8 @@ class Profile(msgspec.Struct, kw_only=True, omit_defaults=True):
     @property
     def latency_ms(self) -> float | None:
         return self.latency.median_ms if self.latency else None
+
+    @property
+    def estimated_ms(self) -> float | None:
+        """The estimated latency of a correct, unmeasured kernel (None for everything else)."""
+        return self.estimate.latency_ms if self.estimate is not None and self.status == "unmeasured" else None

@@ -44,3 +44,16 @@ class MemoryEntry(msgspec.Struct, kw_only=True, omit_defaults=True):
     text: str
     created_at: float
     positive: bool = True
+
+
+ESTIMATED_MARKER = "[ESTIMATED speedup: a cost model's figures (e.g. NKI in the emulator), not a measurement]"
+"""How a memory entry of an estimated pair is marked (its text starts with this line): the
+memory's stored schema stays as it is, and every reader (prompts, listings) shows it."""
+
+
+def mark_estimated(text: str) -> str:
+    return text if text.startswith(ESTIMATED_MARKER) else f"{ESTIMATED_MARKER}\n{text}"
+
+
+def is_estimated(text: str) -> bool:
+    return text.startswith(ESTIMATED_MARKER)

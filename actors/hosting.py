@@ -127,13 +127,19 @@ class Placement:
 def device_placement(device: str) -> Placement:
     """What one profiler actor of a device kind holds while it lives. A GPU kind on a Ray
     cluster without any GPU takes a CPU slot instead: its agent then checks correctness in
-    the Triton interpreter (status `unmeasured`) and leaves timing to a GPU worker."""
+    the Triton interpreter (status `unmeasured`) and leaves timing to a GPU worker. A
+    Trainium kind on a cluster without NeuronCores holds nothing: its agent emulates (an
+    estimate), in sandboxed processes of its own, and a CPU slot would keep it from starting
+    beside the cpu and GPU-less profilers on a small machine."""
     if device in ("h100", "h200", "b200") or device.startswith("cuda"):
         resources = _cluster_resources()
         if resources is not None and not resources.get("GPU"):
             return Placement(num_cpus=1)
         return Placement(num_gpus=1, resources=_generation(device))
     if device.startswith("trn"):
+        resources = _cluster_resources()
+        if resources is not None and not resources.get("neuron_cores"):
+            return Placement(num_cpus=0.0)
         return Placement(resources={"neuron_cores": 1, **_generation(device)})
     return Placement(num_cpus=1)
 

@@ -243,6 +243,7 @@ class Summarizer(RoleWorker):
     def messages(self, event: ev.SummaryRequested, problem: Problem, seed: int) -> list[ChatMessage]:
         return render("summarizer", event.language, problem=problem, slow_source=event.slow_source,
                       fast_source=event.fast_source, speedup=event.speedup, positive=event.positive,
+                      estimated=event.estimated,
                       device=event.device)
 
     def result(self, event: ev.SummaryRequested, problem: Problem, call: ev.LLMCallCompleted) -> ev.Event:

@@ -88,7 +88,7 @@ MODEL = "builtin/tuner"
 _SHAPE_LINE = re.compile(r"^- (?P<name>[A-Za-z_]\w*) = (?P<value>\d+)", re.MULTILINE)
 _INSIGHT_TITLE = re.compile(r"\*\*(?P<dir>Increase|Decrease)\s+(?P<name>[A-Za-z_]\w*)\b[^*\n]*\*\*")
 _SPEEDUP = re.compile(r"(?P<s>\d+(?:\.\d+)?)\s*x\b")
-_MEASURED = re.compile(r"Measured on `(?P<problem>[^`]*)`[^\n]*?(?P<s>\d+(?:\.\d+)?)\s*x\b(?P<rest>[^\n]*)")
+_MEASURED = re.compile(r"(?:Measured|Estimated) on `(?P<problem>[^`]*)`[^\n]*?(?P<s>\d+(?:\.\d+)?)\s*x\b(?P<rest>[^\n]*)")
 _PROBLEM_LINE = re.compile(r"^Problem: `(?P<problem>[^`]*)` on the device `(?P<device>[^`]*)`", re.MULTILINE)
 _PROBLEM_NAME = re.compile(r"^Name: (?P<name>\S+)", re.MULTILINE)
 

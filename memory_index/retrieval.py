@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from accelopt.catalog import RetrievedInsight
+from accelopt.records import is_estimated
 from memory_index.schema import humanize, sql_in, sql_str
 
 DEFAULT_TOP_M = 16
@@ -230,10 +231,11 @@ def format_for_prompt(
             gain = f"{e.speedup:.2f}x faster"
         else:
             gain = f"{e.speedup:.2f}x (a slowdown: avoid this change)"
+        how = "Estimated (by a cost model, not measured)" if is_estimated(e.text) else "Measured"
         lines += [
             "",
             f"## {i}. **{_strip_title(e.title)}**",
-            f"Measured on `{e.problem}`, device {e.device}, language {e.language}: {gain}.",
+            f"{how} on `{e.problem}`, device {e.device}, language {e.language}: {gain}.",
         ]
         body = _body(e.title, e.text, max_chars_per_insight)
         if body:

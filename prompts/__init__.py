@@ -156,7 +156,7 @@ def _values(role: str, lang: KernelLanguage, ctx: dict[str, Any]) -> dict[str, s
         v["slow_source"] = fence(ctx["slow_source"], tag)
         v["fast_source"] = fence(ctx["fast_source"], tag)
         v["speedup"] = format_speedup(float(ctx["speedup"]), positive=bool(ctx.get("positive", True)),
-                                      device=device)
+                                      device=device, estimated=bool(ctx.get("estimated", False)))
     return v
 
 

@@ -119,15 +119,30 @@ def format_profile(profile: Profile | None, *, seed: int, request_id: str) -> st
         lines.append(f"percent_of_peak: {profile.pct_peak * 100:.1f}%")
     if profile.bound is not None:
         lines.append(f"bound (roof that limits this problem): {profile.bound}")
+    est = profile.estimate
+    if est is not None:  # a cost model's figures: named as estimates, never as the latency
+        lines.append(f"ESTIMATED_latency_ms (cost model {est.model}, not measured): {_num(est.latency_ms)}")
+        if est.t_peak_ms is not None:
+            lines.append(f"roofline_time_ms (fastest possible on this device): {_num(est.t_peak_ms)}")
+        if est.pct_peak is not None:
+            lines.append(f"ESTIMATED_percent_of_peak: {est.pct_peak * 100:.1f}%")
+        if est.bound:
+            lines.append(f"ESTIMATED_bottleneck_engine: {est.bound}")
+        for eng, ms in sorted(est.engines_ms.items()):
+            lines.append(f"ESTIMATED_{eng}_busy_ms: {_num(ms)}")
+        for key, value in sorted(est.detail.items()):
+            lines.append(f"ESTIMATED_{key}: {_num(value)}")
     for key, value in sorted(profile.counters.items()):
         lines.append(f"{key}: {_num(value)}")
     random.Random(shuffle_key(seed, request_id)).shuffle(lines)
     return "\n".join(lines)
 
 
-def format_speedup(speedup: float, *, positive: bool, device: str) -> str:
+def format_speedup(speedup: float, *, positive: bool, device: str, estimated: bool = False) -> str:
     s = speedup if speedup >= 1.0 else 1.0 / speedup
-    text = f"{s:.3f}x: the fast kernel runs {s:.3f} times faster than the slow kernel (measured on {device})."
+    how = (f"ESTIMATED for {device} by a cost model, not measured: both kernels were checked in an emulator"
+           if estimated else f"measured on {device}")
+    text = f"{s:.3f}x: the fast kernel runs {s:.3f} times faster than the slow kernel ({how})."
     if not positive:
         text += (
             " This pair is a regression seen in reverse: the slow kernel is a change that made the"

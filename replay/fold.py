@@ -47,6 +47,16 @@ class KernelView:
         return self.profile.pct_peak if self.passed and self.profile else None
 
     @property
+    def estimated_ms(self) -> float | None:
+        """A correct, unmeasured kernel's estimated latency (a cost model's, never measured)."""
+        return self.profile.estimated_ms if self.profile is not None else None
+
+    @property
+    def estimated_pct_peak(self) -> float | None:
+        return self.profile.estimate.pct_peak if self.estimated_ms is not None and self.profile and \
+            self.profile.estimate else None
+
+    @property
     def status(self) -> str:
         return self.profile.status if self.profile is not None else "pending"
 
@@ -124,6 +134,12 @@ class ProblemResult:
     remeasured_speedup: float | None = None  # interleaved re-measure on fresh seeds, if made
     remeasure_noise: float | None = None  # relative band within which speedups cannot be told apart
     remeasure_agrees: bool = True  # the recorded speedup is within that band of the re-measured one
+    # ESTIMATED figures (a cost model's, e.g. NKI in the emulator), never mixed with the measured ones
+    est_baseline_ms: float | None = None
+    est_best_ms: float | None = None
+    est_speedup: float | None = None
+    est_baseline_pct_peak: float | None = None
+    est_best_pct_peak: float | None = None
 
     @property
     def reported_speedup(self) -> float | None:
@@ -496,8 +512,18 @@ class RunView:
                 remeasured_speedup=rm.speedup if rm is not None else None,
                 remeasure_noise=rm.noise if rm is not None else None,
                 remeasure_agrees=rm.agrees if rm is not None else True,
+                **_estimated(base, best),
             ))
         return out
+
+
+def _estimated(base: KernelView | None, best: KernelView | None) -> dict[str, float | None]:
+    """The ESTIMATED baseline/best figures of a problem whose kernels were estimated, not timed."""
+    b = base.estimated_ms if base is not None else None
+    k = best.estimated_ms if best is not None else None
+    return {"est_baseline_ms": b, "est_best_ms": k, "est_speedup": b / k if b and k else None,
+            "est_baseline_pct_peak": base.estimated_pct_peak if base is not None else None,
+            "est_best_pct_peak": best.estimated_pct_peak if best is not None else None}
 
 
 class IterationPoint(NamedTuple):

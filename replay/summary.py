@@ -50,11 +50,15 @@ class RunSummary:
     recorded_speedup_geomean: float | None = None
     remeasured_problems: int = 0
     speedup_disagrees: bool = False
+    # over the problems whose kernels were only estimated (a cost model's figures, not measured)
+    est_speedup_geomean: float | None = None
 
     @property
     def speedup_text(self) -> str:
         from replay.render.fmt import speedup
 
+        if self.speedup_geomean is None and self.est_speedup_geomean is not None:
+            return f"est. {speedup(self.est_speedup_geomean)}"
         text = speedup(self.speedup_geomean)
         if self.speedup_disagrees and self.recorded_speedup_geomean is not None:
             text += f" (recorded {speedup(self.recorded_speedup_geomean)})"
@@ -93,6 +97,7 @@ def summarize(view: RunView) -> RunSummary:
         recorded_speedup_geomean=geomean(r.speedup for r in results),
         remeasured_problems=sum(r.remeasured_speedup is not None for r in results),
         speedup_disagrees=any(not r.remeasure_agrees for r in results),
+        est_speedup_geomean=geomean(r.est_speedup for r in results if r.speedup is None),
         pct_peak_geomean=geomean(r.best_pct_peak for r in results),
         baseline_pct_peak_geomean=geomean(r.baseline_pct_peak for r in results),
         cost_usd=view.cost_usd,

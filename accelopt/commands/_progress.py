@@ -4,6 +4,7 @@ CLI rendering, not a command (the leading underscore keeps the CLI from register
 from __future__ import annotations
 
 from types import TracebackType
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
@@ -49,7 +50,14 @@ class RunProgress:
         best = view.kernels.get(p.best_id or "")
         kernels = p.kernels_profiled
         it = max((i.iteration for i in p.iterations), default=-1)
-        status = f"iter {max(it, 0)} · {kernels} kernels · best {_pct(best.profile.pct_peak if best and best.passed and best.profile else None)}"
+        if best is not None and not best.passed and best.estimated_ms is not None:
+            base = view.kernels.get(p.baseline_id or "")
+            gain = (f" ({base.estimated_ms / best.estimated_ms:.2f}x)" if base is not None and base.estimated_ms
+                    else "")
+            shown = f"est. {_pct(best.estimated_pct_peak)}{gain}"
+        else:
+            shown = _pct(best.profile.pct_peak if best and best.passed and best.profile else None)
+        status = f"iter {max(it, 0)} · {kernels} kernels · best {shown}"
         if isinstance(e, ev.ProfileRequested) and e.purpose == "remeasure":
             status += " · re-measuring baseline and best"
         elif p.remeasured is not None and p.remeasured.speedup is not None:
@@ -64,11 +72,15 @@ def speedup_text(r: ProblemResult) -> str:
     the two disagree beyond the timing noise."""
     shown = r.reported_speedup
     if shown is None:
-        return "-"
+        return f"est. {r.est_speedup:.2f}x" if r.est_speedup is not None else "-"
     text = f"{shown:.2f}x"
     if r.remeasured_speedup is not None and not r.remeasure_agrees and r.speedup is not None:
         text += f" (recorded {r.speedup:.2f}x)"
     return text
+
+
+def _est(fmt: Any, value: float | None) -> str:
+    return f"est. {fmt(value)}" if value is not None else fmt(None)
 
 
 def results_table(results: list[ProblemResult], title: str) -> Table:
@@ -80,10 +92,18 @@ def results_table(results: list[ProblemResult], title: str) -> Table:
     for col in ("problem", "device", "baseline", "best", "speedup", "base %peak", "best %peak", "kernels",
                 "LLM cost"):
         table.add_column(col, justify="left" if col in ("problem", "device") else "right")
+    if any(r.est_speedup is not None for r in results):
+        note = ("est.: ESTIMATED by the device's cost model on kernels checked in an emulator (not timed, not "
+                "measured)")
+        caption = f"{caption}; {note}" if caption else note
+        table.caption = caption
     for r in results:
         table.add_row(
-            r.problem, r.device, _ms(r.baseline_ms), _ms(r.best_ms),
-            speedup_text(r), _pct(r.baseline_pct_peak), _pct(r.best_pct_peak),
+            r.problem, r.device, _ms(r.baseline_ms) if r.baseline_ms is not None else _est(_ms, r.est_baseline_ms),
+            _ms(r.best_ms) if r.best_ms is not None else _est(_ms, r.est_best_ms),
+            speedup_text(r),
+            _pct(r.baseline_pct_peak) if r.baseline_pct_peak is not None else _est(_pct, r.est_baseline_pct_peak),
+            _pct(r.best_pct_peak) if r.best_pct_peak is not None else _est(_pct, r.est_best_pct_peak),
             str(r.kernels), f"${r.cost_usd:.4f}",
         )
     return table

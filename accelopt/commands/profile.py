@@ -53,6 +53,12 @@ def render(problem_ref: str, prof: Profile) -> Table:
         table.add_row("correctness", ", ".join(
             f"{c.case} {'ok' if c.passed else 'FAIL'}" + (f" (rel {c.rel_l2:.1e})" if c.rel_l2 is not None else "")
             for c in prof.correctness))
+    est = prof.estimate
+    if est is not None:  # a cost model's figures, never shown as the latency
+        table.add_row("ESTIMATED latency", f"{est.latency_ms:.4g} ms ({est.model}; not measured)")
+        if est.pct_peak is not None:
+            table.add_row("ESTIMATED % of peak", f"{est.pct_peak:.1%} ({est.bound}-bound)")
+        table.add_row("ESTIMATED engines", ", ".join(f"{k} {v:.3g} ms" for k, v in est.engines_ms.items()))
     table.add_row("wall time", f"{prof.wall_s:.2f} s")
     return table
 

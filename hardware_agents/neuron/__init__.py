@@ -12,8 +12,10 @@ Modes (chosen from what the host has):
   their own and bounded by the agent's clock; the profiler counters go into `Profile.counters`;
 - simulate (neuronx-cc but no device): correctness with `nki.simulate_kernel`, status
   `unmeasured`;
-- no SDK: the constructor raises `NeuronSDKMissing`, naming the AWS Neuron SDK and how to
-  install it.
+- emulate (no Neuron SDK): correctness in AccelOpt's NKI emulator (`emulator/`), status
+  `unmeasured` with an ESTIMATED latency from the trn1 cost model (`Profile.estimate`);
+  asking for `device`/`simulate` without the SDK raises `NeuronSDKMissing`, naming the AWS
+  Neuron SDK and how to install it.
 
 Device specs (`SPECS`): cited per-NeuronCore peaks for trn1 and trn2 (see `specs.py`).
 Prompt helpers: `nki_interface_lines(problem)`, `CONVENTION`. See docs/neuron.md.
@@ -26,8 +28,9 @@ from hardware_agents.neuron.sdk import NeuronSDKMissing, install_hint, sdk_avail
 from hardware_agents.neuron.specs import SPECS, TRN1, TRN2
 from hardware_agents.neuron.summary import COUNTER_FIELDS, parse_summary
 
-register_agent("trn1", Trn1Agent, probe=sdk_available)
-register_agent("trn2", Trn2Agent, probe=sdk_available)
+# available everywhere: without the SDK the agents emulate (correctness, an estimated latency)
+register_agent("trn1", Trn1Agent)
+register_agent("trn2", Trn2Agent)
 
 __all__ = ["CONVENTION", "COUNTER_FIELDS", "NKIBENCH_SEEDS", "SPECS", "TRN1", "TRN2", "NeuronAgent", "NeuronSDKMissing",
            "Trn1Agent", "Trn2Agent", "install_hint", "nki_interface_lines", "parse_summary", "sdk_available"]

@@ -124,7 +124,7 @@ class NeuronAgent(HardwareAgent):
     kind: ClassVar[str] = "trn1"
     languages: ClassVar[tuple[str, ...]] = ("nki",)
 
-    def __init__(self, *, mode: Literal["auto", "device", "simulate"] = "auto",
+    def __init__(self, *, mode: Literal["auto", "device", "simulate", "emulate"] = "auto",
                  sdk_path: str | Sequence[str] | None = None, neuron_profile: str | None = None,
                  core: str | int | None = None, timeout_s: float = 900.0, timing_timeout_s: float = 3600.0,
                  warmup: int = 2, runs: int = 10, max_rounds: int = 10, spread_threshold: float = 0.01,
@@ -139,15 +139,15 @@ class NeuronAgent(HardwareAgent):
             sdk_path = [p for p in sdk_path.split(os.pathsep) if p]
         elif sdk_path is None:
             sdk_path = [p for p in os.environ.get("ACCELOPT_NEURON_SDK_PATH", "").split(os.pathsep) if p]
-        info = sdk.find_sdk(list(sdk_path))
-        if info is None:
+        info = sdk.find_sdk(list(sdk_path)) if mode != "emulate" else None
+        if info is None and mode in ("device", "simulate"):
             raise sdk.NeuronSDKMissing(sdk.install_hint(self.kind))
-        self.sdk = info
+        self.sdk = info or sdk.SdkInfo(origin="")
         self._spec = spec or SPECS[self.kind]
-        self.neuron_profile = sdk.find_neuron_profile(neuron_profile)
-        self.devices = sdk.neuron_devices(device_glob)
+        self.neuron_profile = sdk.find_neuron_profile(neuron_profile) if info is not None else None
+        self.devices = sdk.neuron_devices(device_glob) if info is not None else []
         if mode == "auto":
-            mode = "device" if self.devices else "simulate"
+            mode = ("device" if self.devices else "simulate") if info is not None else "emulate"
         self.mode: Mode = mode
         self.instance = sdk.instance_type()
         if (check_instance and self.mode == "device" and self.instance.startswith("trn")
@@ -179,6 +179,13 @@ class NeuronAgent(HardwareAgent):
         return self._spec
 
     def toolchain(self) -> dict[str, str]:
+        if self.mode == "emulate":
+            from hardware_agents.neuron.emulator import EMULATOR_VERSION
+            from hardware_agents.neuron.emulator.cost import COST_SPECS, MODEL
+
+            return {"mode": "emulate", "emulator": EMULATOR_VERSION,
+                    "cost_model": MODEL if self.kind in COST_SPECS else f"none for {self.kind}",
+                    "spec": f"{self._spec.name} (cited)"}
         out = {"neuronx-cc": self.sdk.version, "neuronxcc_path": self.sdk.origin, "mode": self.mode,
                "neuron_profile": self.neuron_profile or "not found", "neuron_cc_flags": self.cc_flags,
                "compile_options": self.compile_options, "core": self.core or "runtime default",
@@ -248,6 +255,10 @@ class NeuronAgent(HardwareAgent):
             return self._fail("compile_error", f"entry point {solution.spec.entry_point!r}: {e}")
         data = self.data.get(problem, seeds)
         policy = self._policy(data, timeout)
+        if self.mode == "emulate":
+            from hardware_agents.neuron.emulate import profile_emulated
+
+            return profile_emulated(self, problem, solution, data, policy, entry_file, entry, timeout)
         with Sandbox(policy, base_dir=self.sandbox_dir) as box:
             kernel_file = self._stage_sources(box, solution, entry_file)
             req = HarnessRequest(mode=self.mode, kernel_file=kernel_file, entry=entry,

@@ -21,7 +21,7 @@ from typing import Literal
 
 import msgspec
 
-Mode = Literal["device", "simulate"]
+Mode = Literal["device", "simulate", "emulate"]
 Phase = Literal["load", "compile", "run"]
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from replay.fold import RunView
 from replay.render import fmt
@@ -89,14 +90,21 @@ def _remeasured(r) -> str:
     return fmt.speedup(r.remeasured_speedup) + band + ("" if r.remeasure_agrees else ", recorded disagrees")
 
 
+def _or_est(f: Any, measured: float | None, estimated: float | None) -> str:
+    """A measured figure, else an ESTIMATED one (a cost model's) marked `est.`."""
+    return f(measured) if measured is not None or estimated is None else f"est. {f(estimated)}"
+
+
 def results_tables(views: Sequence[RunView], labels: list[str]) -> str:
     out = []
     for v, label in zip(views, labels, strict=True):
         rows: list[list[Cell]] = []
         results = v.results()
         for r in results:
-            rows.append([r.problem, r.device, fmt.ms(r.baseline_ms), fmt.ms(r.best_ms), fmt.speedup(r.speedup),
-                         fmt.pct(r.baseline_pct_peak), fmt.pct(r.best_pct_peak), str(r.kernels), str(r.iterations),
+            rows.append([r.problem, r.device, _or_est(fmt.ms, r.baseline_ms, r.est_baseline_ms),
+                         _or_est(fmt.ms, r.best_ms, r.est_best_ms), _or_est(fmt.speedup, r.speedup, r.est_speedup),
+                         _or_est(fmt.pct, r.baseline_pct_peak, r.est_baseline_pct_peak),
+                         _or_est(fmt.pct, r.best_pct_peak, r.est_best_pct_peak), str(r.kernels), str(r.iterations),
                          fmt.usd(r.cost_usd), (r.best_kernel_id or "-")[:12], r.note or "", _remeasured(r)])
         if len(results) > 1:
             rows.append([("geomean", "total"), "", "", "", fmt.speedup(geomean(r.speedup for r in results)),

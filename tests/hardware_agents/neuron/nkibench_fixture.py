@@ -89,9 +89,9 @@ CATALOG: dict[str, FixtureProblem] = {p.name: p for p in [
   y = y / np.sqrt((t + eps).astype(y.dtype)) * g
   return np.matmul(y, w)"""),
     FixtureProblem("matmul_add_rmsnorm", {"M": 4096, "N": 2048, "K": 2048},
-                   [("x", ("M", "K")), ("w", ("K", "N")), ("z", ("M", "N")), ("g", ("N",))], """\
+                   [("x", ("M", "K")), ("w", ("K", "N")), ("eps", 1e-5), ("z", ("M", "N")), ("g", ("N",))], """\
   y = np.matmul(x, w) + z
-  return y * g / np.sqrt(np.mean(y ** 2, axis=-1, keepdims=True) + 1e-5)""", case_id="1"),
+  return y * g / np.sqrt(np.mean(y ** 2, axis=-1, keepdims=True) + eps)""", case_id="1"),
     FixtureProblem("swiglu", {"M": 4096, "N": 3072, "K": 1024},
                    [("x", ("M", "K")), ("w_up", ("K", "N")), ("w_down", ("N", "K")), ("w_gate", ("K", "N"))], """\
   gate = np.matmul(x, w_gate)

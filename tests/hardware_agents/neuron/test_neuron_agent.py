@@ -20,14 +20,20 @@ def test_missing_sdk_names_the_neuron_sdk_and_how_to_install(monkeypatch: pytest
     monkeypatch.delenv("ACCELOPT_NEURON_SDK_PATH", raising=False)
     assert {"trn1", "trn2"} <= set(registered_kinds())
     for kind in ("trn1", "trn2"):
-        with pytest.raises(NeuronSDKMissing) as err:
-            get_agent(kind)
-        msg = str(err.value)
-        assert f"The {kind} hardware agent needs the AWS Neuron SDK" in msg
-        assert "neuronx-cc" in msg and "neuronxcc.nki" in msg and "neuron-profile" in msg
-        assert "--extra-index-url https://pip.repos.neuron.amazonaws.com" in msg
-        assert "placeholders" in msg
-    assert "trn1" not in available_devices() and "cpu" in available_devices()
+        for mode in ("device", "simulate"):  # what needs the real SDK says so
+            with pytest.raises(NeuronSDKMissing) as err:
+                get_agent(kind, mode=mode)
+            msg = str(err.value)
+            assert f"The {kind} hardware agent needs the AWS Neuron SDK" in msg
+            assert "neuronx-cc" in msg and "neuronxcc.nki" in msg and "neuron-profile" in msg
+            assert "--extra-index-url https://pip.repos.neuron.amazonaws.com" in msg
+            assert "placeholders" in msg
+        agent = get_agent(kind)  # without the SDK: the emulator
+        try:
+            assert agent.mode == "emulate" and agent.toolchain()["mode"] == "emulate"
+        finally:
+            agent.close()
+    assert {"trn1", "cpu"} <= set(available_devices())
 
 
 def test_sdk_on_a_path_makes_the_kinds_available(monkeypatch: pytest.MonkeyPatch) -> None:

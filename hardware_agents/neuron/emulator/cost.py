@@ -1,0 +1,286 @@
+"""The trn1 cost model: an estimated latency for a compiled program, never a measurement.
+
+Per instruction, the engine cycles of the NKI ISA reference's "estimated instruction cost"
+formulas (nki.isa API docs) at the engine clocks of the Trainium architecture guide; DMA time
+from the DMA engines' published bandwidth with a per-descriptor overhead, bounded by HBM
+bandwidth. Each engine's instructions are summed (instructions the compiler may place on
+several engines go to the least loaded one), and the engines overlap perfectly with each
+other and with DMA, as the compiler would schedule them at best:
+
+    T = max(PE, ACT, DVE, POOL, DVE(SBUF) + POOL, DVE(PSUM) + ACT(PSUM), DMA) + DMA fill/drain
+
+(VectorE and GpSimdE share SBUF's port, VectorE and ScalarE PSUM's.) SBUF live beyond its
+24 MiB at the peak is spilled to HBM and reloaded (DMA). Every assumption, with its source,
+is listed in docs/neuron.md ("The trn1 cost model"). Not fitted to measured kernel latencies.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import msgspec
+
+from hardware_agents.neuron.emulator import dtypes
+from hardware_agents.neuron.emulator.analysis import Analysis, analyze, sbuf_spill_bytes
+from hardware_agents.neuron.emulator.program import Access, Instr, Loop, Node, Program
+
+MODEL = "accelopt-trn1-cost-model/1"
+
+
+class CostSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """Published per-NeuronCore characteristics the model prices with (see the module doc)."""
+
+    name: str
+    pe_hz: float  # Tensor Engine clock
+    act_hz: float  # Scalar Engine
+    dve_hz: float  # Vector Engine
+    pool_hz: float  # GpSimd Engine
+    min_ii: int = 64  # minimum instruction initiation interval (cycles) of ACT/DVE/POOL instructions
+    mm_init: int = 64  # Tensor Engine: min(64, N_stationary) in the nc_matmul cost
+    fp32_pe_factor: int = 4  # fp32 matmuls cost 4x (2x with a one/zero operand)
+    dma_engines: int = 16
+    dma_engine_bw: float = 27.2e9  # bytes/s per DMA engine
+    hbm_bw: float = 410 * 2**30  # bytes/s per NeuronCore (half of the chip's 820 GiB/s)
+    dma_descriptor_bytes: int = 512  # per-descriptor overhead, in bytes of transfer time
+    hbm_burst_bytes: int = 64  # the smallest HBM access
+    dma_latency_s: float = 1.3e-6  # trigger-to-start of one DMA (fill and drain of the pipeline)
+    stride_penalty_bytes: int = 16  # minor-dimension stride beyond which SBUF/PSUM streaming halves
+    sbuf_partition_bytes: int = 192 * 1024
+
+
+TRN1_COST = CostSpec(name="trn1 (NeuronCore-v2)", pe_hz=2.8e9, act_hz=1.4e9, dve_hz=1.12e9, pool_hz=1.4e9)
+COST_SPECS: dict[str, CostSpec] = {"trn1": TRN1_COST}
+
+ENGINES = ("pe", "act", "dve", "pool", "dma")
+
+
+class Estimate(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """What the model says about one program (per call of the kernel)."""
+
+    model: str = MODEL
+    device: str = "trn1"
+    latency_s: float
+    engines_s: dict[str, float]  # busy time per engine (pe, act, dve, pool, dma)
+    bound: str  # the engine (or shared port) that sets the estimate
+    instructions: int  # instruction instances executed
+    hbm_bytes: float
+    spill_bytes: float = 0.0
+    fixed_s: float = 0.0
+    peak_sbuf_bytes: int = 0  # per partition
+    peak_psum_bytes: int = 0
+
+    @property
+    def latency_ms(self) -> float:
+        return self.latency_s * 1e3
+
+
+def _free(a: Access) -> int:
+    return math.prod(a.shape[1:]) if len(a.shape) > 1 else 1
+
+
+def _strides(a: Access, prog: Program) -> list[int]:
+    """Element stride of each tile axis in the accessed tensor's memory."""
+    t = prog.tensors[a.tensor]
+    on_chip = t.buffer in ("sbuf", "psum") and t.alias < 0
+    inner = t.shape[t.par_axis:] if on_chip and t.par_axis > 0 else t.shape
+    st = [math.prod(inner[i + 1:]) for i in range(len(inner))]
+    out = [0] * len(a.shape)
+    for d, e in enumerate(a.dims):
+        for axis, k in e.axes:
+            out[axis] += k * st[d]
+    return out
+
+
+def _contiguous_run(a: Access, prog: Program, skip_partition: bool) -> int:
+    """Elements of the access that lie contiguously in memory, from the innermost tile axis
+    outwards (per partition on chip)."""
+    strides = _strides(a, prog)
+    run = 1
+    expect = 1
+    for axis in range(len(a.shape) - 1, 0 if skip_partition else -1, -1):
+        size = a.shape[axis]
+        if size == 1:
+            continue
+        if strides[axis] != expect:
+            break
+        run *= size
+        expect *= size
+    return max(run, 1)
+
+
+def _strided_penalty(ins: Instr, prog: Program, spec: CostSpec) -> float:
+    """The SBUF/PSUM streaming penalty of a large minor-dimension stride (2x, else 1x)."""
+    for a in ([ins.dst] if ins.dst is not None else []) + list(ins.srcs):
+        t = prog.tensors[a.tensor]
+        if t.buffer not in ("sbuf", "psum") or len(a.shape) < 2 or a.shape[-1] < 2:
+            continue
+        stride = abs(_strides(a, prog)[-1]) * dtypes.itemsize(t.dtype)
+        if stride > spec.stride_penalty_bytes:
+            return 2.0
+    return 1.0
+
+
+def _buf(a: Access | None, prog: Program) -> str:
+    if a is None:
+        return ""
+    b = prog.tensors[a.tensor].buffer
+    return b if b in ("sbuf", "psum") else "hbm"
+
+
+class _Costed(msgspec.Struct, kw_only=True):
+    """One instruction's price: seconds per engine it may run on, DMA numbers."""
+
+    options: dict[str, float]  # engine -> seconds
+    psum: bool = False
+    sbuf: bool = False
+    hbm_bytes: float = 0.0
+    extra: dict[str, float] = {}  # seconds on other engines besides the chosen one (e.g. a broadcast's copy)
+
+
+def price(ins: Instr, prog: Program, spec: CostSpec) -> _Costed:
+    """The cost of one instance of an instruction (see the module doc)."""
+    op = ins.op
+    data = ins.srcs[0] if ins.srcs else ins.dst
+    assert data is not None, "an instruction without operands"
+    n = _free(data)
+    mi = spec.min_ii
+    bufs = {_buf(a, prog) for a in ([ins.dst] if ins.dst is not None else []) + list(ins.srcs)}
+    psum, sbuf = "psum" in bufs, "sbuf" in bufs
+    hz = {"pe": spec.pe_hz, "act": spec.act_hz, "dve": spec.dve_hz, "pool": spec.pool_hz}
+    if op == "dma":
+        return _dma(ins, prog, spec)
+    if op in ("matmul", "transpose") and ins.engine == "pe":
+        if op == "matmul":
+            stat, mov = ins.srcs[0], ins.srcs[1]
+            n_stat, n_mov = _free(stat), _free(mov)
+            fp32 = "float32" in (prog.tensors[stat.tensor].dtype, prog.tensors[mov.tensor].dtype)
+            onezero = any(ins.args.get(k) for k in ("stationary_onezero", "moving_onezero", "transpose"))
+        else:
+            n_stat, n_mov = _free(data), data.shape[0]  # data is stationary, an identity streams through
+            fp32 = prog.tensors[data.tensor].dtype == "float32"
+            onezero = True
+        factor = (spec.fp32_pe_factor // 2 if onezero else spec.fp32_pe_factor) if fp32 else 1
+        cycles = factor * max(min(spec.mm_init, n_stat), n_mov)
+        return _Costed(options={"pe": cycles / spec.pe_hz}, psum=True, sbuf=True)
+    if op == "broadcast":
+        f = _free(ins.dst) if ins.dst is not None else n
+        p = ins.dst.shape[0] if ins.dst is not None else 128
+        chunks = max(1, math.ceil(f / 512))
+        fp32 = prog.tensors[data.tensor].dtype == "float32"
+        factor = spec.fp32_pe_factor // 2 if fp32 else 1
+        pe = chunks * factor * max(min(spec.mm_init, p), min(f, 512)) / spec.pe_hz
+        copy = max(mi, f) / spec.act_hz
+        return _Costed(options={"pe": pe}, psum=True, sbuf=True, extra={"act": copy})
+    # the streaming engines
+    if op == "act":
+        cyc = {"act": max(mi, n), "dve": max(mi, 8 * n) if ins.args.get("fn") == "reciprocal" else max(mi, n)}
+    elif op == "reduce":
+        cyc = {"act": mi, "dve": mi} if ins.args.get("pipelined") else {"dve": max(mi, n), "act": max(mi, n)}
+    elif op == "tensor_scalar":
+        cyc = {"act": max(mi, n), "dve": max(mi, n)}
+    elif op in ("tensor_tensor", "loop_reduce"):
+        one_psum = sum(1 for a in ins.srcs if _buf(a, prog) == "psum") == 1
+        cyc = {"dve": max(mi, n if one_psum else 2 * n), "pool": max(mi, 2 * n)}
+    elif op in ("scan", "scalar_tensor_tensor", "select"):
+        cyc = {"dve": max(mi, 2 * n)}
+    elif op in ("copy", "memset", "transpose"):
+        cyc = {"act": max(mi, n), "dve": max(mi, n), "pool": max(mi, n)}
+    elif op in ("iota", "affine_select"):
+        cyc = {"pool": 150 + n}
+    elif op == "bn_stats":
+        cyc = {"dve": max(mi, n)}
+    elif op == "bn_aggr":
+        cyc = {"dve": max(mi, 13 * n // 3)}
+    else:
+        cyc = {"dve": max(mi, 2 * n)}
+    allowed = ins.engine[4:].split(",") if ins.engine.startswith("any:") else [ins.engine]
+    pen = _strided_penalty(ins, prog, spec)
+    options = {e: pen * cyc.get(e, max(mi, n)) / hz[e] for e in allowed if e in hz}
+    if not options:
+        options = {"dve": pen * max(mi, n) / spec.dve_hz}
+    return _Costed(options=options, psum=psum, sbuf=sbuf)
+
+
+def _dma(ins: Instr, prog: Program, spec: CostSpec) -> _Costed:
+    src, dst = ins.srcs[0], ins.dst
+    assert dst is not None
+    elems = math.prod(dst.shape)
+    item = max(dtypes.itemsize(prog.tensors[src.tensor].dtype), dtypes.itemsize(prog.tensors[dst.tensor].dtype))
+    nbytes = elems * item
+    runs = []
+    hbm_sides = 0
+    for a in (src, dst):
+        if _buf(a, prog) == "hbm":
+            hbm_sides += 1
+            runs.append(_contiguous_run(a, prog, skip_partition=False))
+        else:
+            runs.append(_contiguous_run(a, prog, skip_partition=True))
+    chunk_elems = max(1, min(runs))
+    chunk = chunk_elems * item
+    descriptors = max(1, math.ceil(elems / chunk_elems))
+    engine_s = (nbytes + descriptors * spec.dma_descriptor_bytes) / (spec.dma_engines * spec.dma_engine_bw)
+    hbm = hbm_sides * descriptors * max(chunk, spec.hbm_burst_bytes)
+    return _Costed(options={"dma": engine_s}, hbm_bytes=float(hbm))
+
+
+def estimate(prog: Program, device: str = "trn1", analysis: Analysis | None = None) -> Estimate:
+    """The estimated latency of one call of a (validated) program on `device`."""
+    spec = COST_SPECS.get(device)
+    if spec is None:
+        raise ValueError(f"no cost model for {device!r}; known: {', '.join(COST_SPECS)}")
+    an = analysis or analyze(prog, check=False)
+    busy = dict.fromkeys(("pe", "act", "dve", "pool", "dma"), 0.0)
+    dve_sbuf = dve_psum = act_psum = 0.0
+    hbm = 0.0
+    count = 0
+    cache: dict[int, _Costed] = {}
+
+    def walk(nodes: list[Node], mult: int) -> None:
+        nonlocal dve_sbuf, dve_psum, act_psum, hbm, count
+        for n in nodes:
+            if isinstance(n, Loop):
+                walk(n.body, mult * n.trip)
+                continue
+            if not isinstance(n, Instr):
+                continue
+            c = cache.get(id(n))
+            if c is None:
+                c = cache[id(n)] = price(n, prog, spec)
+            count += mult
+            # the compiler's choice: the engine that finishes this work soonest
+            eng = min(c.options, key=lambda e: busy[e] + c.options[e] * mult)
+            t = c.options[eng] * mult
+            busy[eng] += t
+            for e, s in c.extra.items():
+                busy[e] += s * mult
+                if e == "act" and c.psum:
+                    act_psum += s * mult
+            if eng == "dve":
+                if c.sbuf:
+                    dve_sbuf += t
+                if c.psum:
+                    dve_psum += t
+            elif eng == "act" and c.psum:
+                act_psum += t
+            hbm += c.hbm_bytes * mult
+
+    walk(prog.body, 1)
+    spill = float(sbuf_spill_bytes(an))
+    if spill:
+        busy["dma"] += (spill + spill / (64 * 1024) * spec.dma_descriptor_bytes) / (spec.dma_engines * spec.dma_engine_bw)
+        hbm += spill
+    busy["dma"] = max(busy["dma"], hbm / spec.hbm_bw)
+    bounds = {**busy, "dve+pool (SBUF port)": dve_sbuf + busy["pool"], "dve+act (PSUM port)": dve_psum + act_psum}
+    bound = max(bounds, key=lambda k: bounds[k])
+    fixed = 2 * spec.dma_latency_s
+    return Estimate(device=device, latency_s=bounds[bound] + fixed, engines_s={k: busy[k] for k in ENGINES},
+                    bound=bound, instructions=count, hbm_bytes=hbm, spill_bytes=spill, fixed_s=fixed,
+                    peak_sbuf_bytes=an.peak_sbuf, peak_psum_bytes=an.peak_psum)
+
+
+def describe(est: Estimate) -> dict[str, Any]:
+    return msgspec.to_builtins(est)
+
+
+__all__ = ["COST_SPECS", "MODEL", "TRN1_COST", "CostSpec", "Estimate", "describe", "estimate", "price"]
