@@ -2,16 +2,25 @@
 
 Per instruction, the engine cycles of the NKI ISA reference's "estimated instruction cost"
 formulas (nki.isa API docs) at the engine clocks of the Trainium architecture guide; DMA time
-from the DMA engines' published bandwidth with a per-descriptor overhead, bounded by HBM
-bandwidth. Each engine's instructions are summed (instructions the compiler may place on
-several engines go to the least loaded one), and the engines overlap perfectly with each
-other and with DMA, as the compiler would schedule them at best:
+from the DMA engines' published bandwidth with a per-descriptor and a per-transfer overhead,
+bounded by HBM bandwidth. That is each instruction's occupancy of its engine; summed per engine
+(instructions the compiler may place on several engines go to the least loaded one) they give
+the perfect-overlap bound of cost model 1:
 
-    T = max(PE, ACT, DVE, POOL, DVE(SBUF) + POOL, DVE(PSUM) + ACT(PSUM), DMA) + DMA fill/drain
+    resource = max(PE, ACT, DVE, POOL, DVE(SBUF) + POOL, DVE(PSUM) + ACT(PSUM), DMA)
 
 (VectorE and GpSimdE share SBUF's port, VectorE and ScalarE PSUM's.) SBUF live beyond its
-24 MiB at the peak is spilled to HBM and reloaded (DMA). Every assumption, with its source,
-is listed in docs/neuron.md ("The trn1 cost model"). Not fitted to measured kernel latencies.
+24 MiB is spilled to HBM and reloaded (DMA), once per stretch of the program that overflows.
+Model 2 adds what perfect overlap ignores (schedule.py): an instruction waits for the
+instructions producing its operands, plus the fixed costs of a dependent instruction
+(`latency`), so one loop iteration is a chain across engines; iterations overlap only as far as
+loop-carried dependences, the rotating buffers of tiles allocated in the loop and the on-chip
+memory allow. The estimate is
+
+    T = max(resource, critical path of the pipelined schedule) + DMA fill/drain
+
+Every assumption, with its source, is listed in docs/neuron.md ("The trn1 cost model"). Not
+fitted to measured kernel latencies.
 """
 
 from __future__ import annotations
@@ -22,10 +31,19 @@ from typing import Any
 import msgspec
 
 from hardware_agents.neuron.emulator import dtypes
-from hardware_agents.neuron.emulator.analysis import Analysis, analyze, sbuf_spill_bytes
+from hardware_agents.neuron.emulator.analysis import (
+    Analysis,
+    analyze,
+    footprints,
+    sbuf_spill_bytes,
+    sbuf_spill_episode_bytes,
+)
 from hardware_agents.neuron.emulator.program import Access, Instr, Loop, Node, Program
+from hardware_agents.neuron.emulator.schedule import LoopEstimate, Scheduler, Timing
 
-MODEL = "accelopt-trn1-cost-model/1"
+MODEL = "accelopt-trn1-cost-model/2"
+SBUF_PORT = "dve+pool (SBUF port)"
+PSUM_PORT = "dve+act (PSUM port)"
 
 
 class CostSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -47,28 +65,47 @@ class CostSpec(msgspec.Struct, frozen=True, kw_only=True):
     dma_latency_s: float = 1.3e-6  # trigger-to-start of one DMA (fill and drain of the pipeline)
     stride_penalty_bytes: int = 16  # minor-dimension stride beyond which SBUF/PSUM streaming halves
     sbuf_partition_bytes: int = 192 * 1024
+    # model 2: what a dependent instruction waits for, and how far iterations overlap
+    dma_transfer_s: float = 136e-9  # fixed DMA engine time per transfer (one per engine a DMA uses)
+    dma_partitions_per_engine: int = 8  # SBUF partitions one DMA engine serves (128 / 16)
+    dependent_cycles: int = 100  # static overhead of an instruction that waits on the previous one's output
+    access_cycles: int = 60  # initiating an SBUF/PSUM tensor access
+    pe_depth_cycles: int = 128  # rows of the systolic array a matmul's results drain through
+    loop_buffers: int = 2  # physical buffers of a tile allocated inside a loop (double buffering)
+    sbuf_usable_bytes: int = (192 - 16) * 1024  # per partition, less the compiler's reserve
+    psum_partition_bytes: int = 16 * 1024
+    dependencies: bool = True  # False: model 1's perfect overlap (for comparisons)
+    spill_episodes: bool = True  # False: model 1's spill, once at the peak
 
 
 TRN1_COST = CostSpec(name="trn1 (NeuronCore-v2)", pe_hz=2.8e9, act_hz=1.4e9, dve_hz=1.12e9, pool_hz=1.4e9)
+# cost model 1 (perfect overlap), kept to show what model 2 adds
+TRN1_COST_V1 = msgspec.structs.replace(TRN1_COST, dma_transfer_s=0.0, dependencies=False, spill_episodes=False)
 COST_SPECS: dict[str, CostSpec] = {"trn1": TRN1_COST}
 
 ENGINES = ("pe", "act", "dve", "pool", "dma")
 
 
 class Estimate(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """What the model says about one program (per call of the kernel)."""
+    """What the model says about one program (per call of the kernel). Fields after
+    `peak_psum_bytes` are model 2's (absent from model 1 records, which still decode)."""
 
     model: str = MODEL
     device: str = "trn1"
     latency_s: float
     engines_s: dict[str, float]  # busy time per engine (pe, act, dve, pool, dma)
-    bound: str  # the engine (or shared port) that sets the estimate
+    bound: str  # the engine (or shared port) that sets the estimate, or "dependencies"
     instructions: int  # instruction instances executed
     hbm_bytes: float
     spill_bytes: float = 0.0
     fixed_s: float = 0.0
     peak_sbuf_bytes: int = 0  # per partition
     peak_psum_bytes: int = 0
+    resource_s: float = 0.0  # perfect overlap: the busiest engine or port (model 1's bound, less fixed_s)
+    critical_path_s: float = 0.0  # the pipelined schedule: dependences, latencies, buffers
+    dependency_s: float = 0.0  # what the schedule adds over perfect overlap (latency - resource - fixed)
+    overlap: float = 0.0  # engines busy at once on average: sum(engines_s) / latency_s
+    loops: list[LoopEstimate] = []  # per loop of the program (preorder by completion)
 
     @property
     def latency_ms(self) -> float:
@@ -136,6 +173,7 @@ class _Costed(msgspec.Struct, kw_only=True):
     sbuf: bool = False
     hbm_bytes: float = 0.0
     extra: dict[str, float] = {}  # seconds on other engines besides the chosen one (e.g. a broadcast's copy)
+    latency: float = 0.0  # DMA: seconds from start to completion; others: see `latency`
 
 
 def price(ins: Instr, prog: Program, spec: CostSpec) -> _Costed:
@@ -171,7 +209,8 @@ def price(ins: Instr, prog: Program, spec: CostSpec) -> _Costed:
         factor = spec.fp32_pe_factor // 2 if fp32 else 1
         pe = chunks * factor * max(min(spec.mm_init, p), min(f, 512)) / spec.pe_hz
         copy = max(mi, f) / spec.act_hz
-        return _Costed(options={"pe": pe}, psum=True, sbuf=True, extra={"act": copy})
+        return _Costed(options={"pe": pe}, psum=True, sbuf=True, extra={"act": copy},
+                       latency=copy + (spec.dependent_cycles + spec.access_cycles) / spec.act_hz)
     # the streaming engines
     if op == "act":
         cyc = {"act": max(mi, n), "dve": max(mi, 8 * n) if ins.args.get("fn") == "reciprocal" else max(mi, n)}
@@ -219,68 +258,103 @@ def _dma(ins: Instr, prog: Program, spec: CostSpec) -> _Costed:
     chunk_elems = max(1, min(runs))
     chunk = chunk_elems * item
     descriptors = max(1, math.ceil(elems / chunk_elems))
-    engine_s = (nbytes + descriptors * spec.dma_descriptor_bytes) / (spec.dma_engines * spec.dma_engine_bw)
+    # one transfer per DMA engine used: an engine serves `dma_partitions_per_engine` SBUF partitions
+    on_chip = [a for a in (src, dst) if _buf(a, prog) != "hbm"]
+    spread = math.ceil(on_chip[0].shape[0] / spec.dma_partitions_per_engine) if on_chip else descriptors
+    engines = max(1, min(spec.dma_engines, spread))
+    payload = nbytes + descriptors * spec.dma_descriptor_bytes
+    engine_s = (payload + engines * spec.dma_transfer_s * spec.dma_engine_bw) / (spec.dma_engines * spec.dma_engine_bw)
     hbm = hbm_sides * descriptors * max(chunk, spec.hbm_burst_bytes)
-    return _Costed(options={"dma": engine_s}, hbm_bytes=float(hbm))
+    return _Costed(options={"dma": engine_s}, hbm_bytes=float(hbm),
+                   latency=spec.dma_transfer_s + payload / (engines * spec.dma_engine_bw))
 
 
-def estimate(prog: Program, device: str = "trn1", analysis: Analysis | None = None) -> Estimate:
-    """The estimated latency of one call of a (validated) program on `device`."""
-    spec = COST_SPECS.get(device)
+def latency(c: _Costed, engine: str, spec: CostSpec) -> float:
+    """Seconds from an instruction's start until an instruction that waits on it may start: its
+    occupancy, plus for a DMA the per-transfer overhead, for the Tensor Engine the SBUF access
+    and the drain through the systolic array, for the other engines the static overhead of a
+    dependent instruction and the tensor access (a broadcast adds its PSUM -> SBUF copy)."""
+    t = c.options[engine]
+    if engine == "dma":
+        return c.latency
+    if engine == "pe":
+        return t + (spec.access_cycles + spec.pe_depth_cycles) / spec.pe_hz + c.latency
+    hz = {"act": spec.act_hz, "dve": spec.dve_hz, "pool": spec.pool_hz}[engine]
+    return t + (spec.dependent_cycles + spec.access_cycles) / hz + c.latency
+
+
+def estimate(prog: Program, device: str = "trn1", analysis: Analysis | None = None, *,
+             spec: CostSpec | None = None) -> Estimate:
+    """The estimated latency of one call of a (validated) program on `device` (`spec` overrides
+    the device's published figures, e.g. `TRN1_COST_V1` for model 1)."""
+    spec = spec or COST_SPECS.get(device)
     if spec is None:
         raise ValueError(f"no cost model for {device!r}; known: {', '.join(COST_SPECS)}")
     an = analysis or analyze(prog, check=False)
     busy = dict.fromkeys(("pe", "act", "dve", "pool", "dma"), 0.0)
-    dve_sbuf = dve_psum = act_psum = 0.0
+    ports = {SBUF_PORT: 0.0, PSUM_PORT: 0.0}
     hbm = 0.0
     count = 0
-    cache: dict[int, _Costed] = {}
+    timing: dict[int, Timing] = {}
 
     def walk(nodes: list[Node], mult: int) -> None:
-        nonlocal dve_sbuf, dve_psum, act_psum, hbm, count
+        nonlocal hbm, count
         for n in nodes:
             if isinstance(n, Loop):
                 walk(n.body, mult * n.trip)
                 continue
             if not isinstance(n, Instr):
                 continue
-            c = cache.get(id(n))
-            if c is None:
-                c = cache[id(n)] = price(n, prog, spec)
+            c = price(n, prog, spec)
             count += mult
             # the compiler's choice: the engine that finishes this work soonest
             eng = min(c.options, key=lambda e: busy[e] + c.options[e] * mult)
-            t = c.options[eng] * mult
-            busy[eng] += t
+            occ = {eng: c.options[eng]}
             for e, s in c.extra.items():
-                busy[e] += s * mult
-                if e == "act" and c.psum:
-                    act_psum += s * mult
-            if eng == "dve":
-                if c.sbuf:
-                    dve_sbuf += t
-                if c.psum:
-                    dve_psum += t
-            elif eng == "act" and c.psum:
-                act_psum += t
+                occ[e] = occ.get(e, 0.0) + s
+            if eng == "pool" or (eng == "dve" and c.sbuf):
+                occ[SBUF_PORT] = c.options[eng]
+            if c.psum and eng in ("dve", "act"):
+                occ[PSUM_PORT] = c.options[eng]
+            if c.psum and "act" in c.extra:
+                occ[PSUM_PORT] = occ.get(PSUM_PORT, 0.0) + c.extra["act"]
+            for r, s in occ.items():
+                (busy if r in busy else ports)[r] += s * mult
             hbm += c.hbm_bytes * mult
+            timing[id(n)] = Timing(occ=occ, lat=latency(c, eng, spec), pe=eng == "pe")
 
     walk(prog.body, 1)
     spill = float(sbuf_spill_bytes(an))
+    if spec.spill_episodes:
+        spill = max(spill, float(sbuf_spill_episode_bytes(an)))
     if spill:
         busy["dma"] += (spill + spill / (64 * 1024) * spec.dma_descriptor_bytes) / (spec.dma_engines * spec.dma_engine_bw)
         hbm += spill
     busy["dma"] = max(busy["dma"], hbm / spec.hbm_bw)
-    bounds = {**busy, "dve+pool (SBUF port)": dve_sbuf + busy["pool"], "dve+act (PSUM port)": dve_psum + act_psum}
+    bounds = {**busy, **ports}
     bound = max(bounds, key=lambda k: bounds[k])
+    resource = bounds[bound]
     fixed = 2 * spec.dma_latency_s
-    return Estimate(device=device, latency_s=bounds[bound] + fixed, engines_s={k: busy[k] for k in ENGINES},
+    critical = 0.0
+    loops: list[LoopEstimate] = []
+    if spec.dependencies:
+        sched = Scheduler(prog, timing, spec.loop_buffers, footprints(an, prog),
+                          {"sbuf": spec.sbuf_usable_bytes, "psum": spec.psum_partition_bytes})
+        critical = sched.run()
+        loops = sched.loops
+    if critical > resource * (1 + 1e-9):
+        bound = "dependencies"
+    total = max(resource, critical) + fixed
+    return Estimate(device=device, latency_s=total, engines_s={k: busy[k] for k in ENGINES},
                     bound=bound, instructions=count, hbm_bytes=hbm, spill_bytes=spill, fixed_s=fixed,
-                    peak_sbuf_bytes=an.peak_sbuf, peak_psum_bytes=an.peak_psum)
+                    peak_sbuf_bytes=an.peak_sbuf, peak_psum_bytes=an.peak_psum, resource_s=resource,
+                    critical_path_s=critical, dependency_s=total - resource - fixed,
+                    overlap=sum(busy.values()) / total if total > 0 else 0.0, loops=loops)
 
 
 def describe(est: Estimate) -> dict[str, Any]:
     return msgspec.to_builtins(est)
 
 
-__all__ = ["COST_SPECS", "MODEL", "TRN1_COST", "CostSpec", "Estimate", "describe", "estimate", "price"]
+__all__ = ["COST_SPECS", "MODEL", "TRN1_COST", "TRN1_COST_V1", "CostSpec", "Estimate", "LoopEstimate", "describe",
+           "estimate", "latency", "price"]
