@@ -196,7 +196,10 @@ def profile_emulated(agent: NeuronAgent, problem: Problem, solution: Solution, d
     pct = pct_peak(tp, t_est)
     detail = {"instructions": float(est.instructions), "hbm_bytes": est.hbm_bytes, "spill_bytes": est.spill_bytes,
               "fixed_ms": est.fixed_s * 1e3, "peak_sbuf_bytes_per_partition": float(est.peak_sbuf_bytes),
-              "peak_psum_bytes_per_partition": float(est.peak_psum_bytes)}
+              "peak_psum_bytes_per_partition": float(est.peak_psum_bytes),
+              # model 2: perfect overlap vs the dependence-aware schedule, and how much they differ
+              "engines_bound_ms": est.resource_s * 1e3, "critical_path_ms": est.critical_path_s * 1e3,
+              "dependency_ms": est.dependency_s * 1e3, "engine_overlap": est.overlap}
     estimate_rec = Estimate(latency_ms=t_est * 1e3, pct_peak=pct, t_peak_ms=tp * 1e3, bound=est.bound,
                             engines_ms={k: v * 1e3 for k, v in est.engines_s.items()}, model=est.model, detail=detail)
     # No plausibility gate on an estimate: it comes from our cost model pricing the program we

@@ -64,7 +64,12 @@ def test_nkibench_baseline_is_correct_and_estimated(name: str, emulated: NeuronA
     # it a little (bmm_softmax at NKIBench's shapes: 102 %), never by much
     assert 0 < est.pct_peak < 1.5
     assert est.t_peak_ms == pytest.approx(tp * 1e3)
-    assert est.bound in (*est.engines_ms, "dve+pool (SBUF port)", "dve+act (PSUM port)")
+    assert est.bound in (*est.engines_ms, "dve+pool (SBUF port)", "dve+act (PSUM port)", "dependencies")
+    # model 2's terms: the estimate is the larger of the engines' bound and the schedule, plus fixed
+    d = est.detail
+    assert est.latency_ms == pytest.approx(max(d["engines_bound_ms"], d["critical_path_ms"]) + d["fixed_ms"])
+    assert d["dependency_ms"] == pytest.approx(est.latency_ms - d["engines_bound_ms"] - d["fixed_ms"], abs=1e-9)
+    assert (est.bound == "dependencies") == (d["critical_path_ms"] > d["engines_bound_ms"] * (1 + 1e-9))
     assert prof.toolchain["mode"] == "emulate" and prof.toolchain["cost_model"].startswith("accelopt-trn1")
 
 
