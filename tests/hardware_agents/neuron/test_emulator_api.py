@@ -610,6 +610,26 @@ def test_an_affine_range_overlaps_iterations_up_to_the_buffer_count(buffers: int
 
 
 @nki.jit
+def producer_consumer_loops(x):
+    out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    mid = nl.ndarray((x.shape[0], nl.par_dim(x.shape[1]), x.shape[2]), dtype=nl.float32, buffer=nl.sbuf)
+    for i in nl.affine_range(x.shape[0]):  # writes mid part by part
+        mid[i] = nisa.activation(op=nl.exp, data=nl.load(x[i]))
+    for i in nl.affine_range(x.shape[0]):  # reads it part by part: each part waits for its own producer
+        nl.store(out[i], value=nisa.tensor_tensor(mid[i], mid[i], op=nl.multiply))
+    return out
+
+
+def test_a_loop_consuming_another_part_by_part_overlaps_it() -> None:
+    est = estimate(_program(producer_consumer_loops, rand(8, P, F, scale=0.01)))
+    first, second = est.loops
+    # the consumer cannot start before the first part exists, nor end before its last part's product
+    start = max(EXP_LAT, first.total_s - second.total_s + MUL_LAT)
+    assert est.critical_path_s == pytest.approx(start + second.total_s)
+    assert est.critical_path_s < first.total_s + second.total_s  # not one loop after the other
+
+
+@nki.jit
 def big_iterations(x):
     out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
     for i in nl.affine_range(x.shape[0]):
