@@ -118,7 +118,9 @@ def _instr_accs(ins: Instr, prog: Program, own: float) -> dict[int, list[_Acc]]:
     return out
 
 
-def _lift(accs: Iterable[_Acc], var: int, trip: int, drop: set[int], scope: dict[int, int]) -> dict[int, list[_Acc]]:
+def _lift(
+    accs: Iterable[_Acc], var: int, trip: int, drop: set[int], scope: dict[int, int]
+) -> dict[int, list[_Acc]]:
     """A loop's accesses as its parent sees them: the loop's counter sweeps its range, tensors
     declared inside the loop vanish, and accesses that now look alike merge into their hull."""
     merged: dict[tuple, list] = {}
@@ -144,8 +146,9 @@ def _lift(accs: Iterable[_Acc], var: int, trip: int, drop: set[int], scope: dict
             box[2] = max(box[2], a.own)
     out: dict[int, list[_Acc]] = {}
     for (tensor, write, read, acc, coef_t, whole, swept), (lo2, hi2, own) in merged.items():
-        out.setdefault(tensor, []).append(_Acc(tensor, write, read, acc, coef_t, tuple(lo2), tuple(hi2), whole,
-                                               own, swept))
+        out.setdefault(tensor, []).append(
+            _Acc(tensor, write, read, acc, coef_t, tuple(lo2), tuple(hi2), whole, own, swept)
+        )
     return out
 
 
@@ -190,8 +193,14 @@ def _deltas(x: _Acc, y: _Acc, var: int, trip: int, trips: dict[int, int]) -> tup
 class Scheduler:
     """The schedule of one program, given each instruction's `Timing` (keyed by id())."""
 
-    def __init__(self, prog: Program, timing: dict[int, Timing], loop_buffers: int,
-                 footprints: list[dict[str, int] | None], capacity: dict[str, int]) -> None:
+    def __init__(
+        self,
+        prog: Program,
+        timing: dict[int, Timing],
+        loop_buffers: int,
+        footprints: list[dict[str, int] | None],
+        capacity: dict[str, int],
+    ) -> None:
         self.prog = prog
         self.timing = timing
         self.buffers = max(1, loop_buffers)
@@ -233,7 +242,9 @@ class Scheduler:
             return x.occ.get("pe", x.lat)
         return x.lat
 
-    def _dag(self, items: list[_Item], var: int | None, trip: int) -> tuple[list[float], list[list[tuple[int, float]]]]:
+    def _dag(
+        self, items: list[_Item], var: int | None, trip: int
+    ) -> tuple[list[float], list[list[tuple[int, float]]]]:
         """Earliest start of each item within one iteration, and the edges into each item. Each
         access is tested against the last `LOOKBACK` accesses of its tensor (an older one's
         dependence is usually implied by a newer one's; a missed one only shortens the path)."""
@@ -261,7 +272,7 @@ class Scheduler:
                 lst = recent.setdefault(tensor, [])
                 lst.extend((j, b) for b in ys)
                 if len(lst) > LOOKBACK:
-                    del lst[:len(lst) - LOOKBACK]
+                    del lst[: len(lst) - LOOKBACK]
         return start, edges
 
     def _carried(self, items: list[_Item], var: int, trip: int) -> list[tuple[int, int, float, int, bool]]:
@@ -277,14 +288,16 @@ class Scheduler:
             if rotating and self.buffers >= trip:
                 continue
             for n, (xi, a) in enumerate(accs):
-                for yi, b in accs[max(0, n - LOOKBACK):n + 1]:
+                for yi, b in accs[max(0, n - LOOKBACK) : n + 1]:
                     for (pi, p), (qi, q) in (((xi, a), (yi, b)), ((yi, b), (xi, a))):
                         if not (p.write or q.write):
                             continue
                         d = _deltas(p, q, var, trip, self.trips)
                         if d is None:
                             continue
-                        if rotating:  # a fresh tile per iteration: its physical buffer returns every `buffers`
+                        if (
+                            rotating
+                        ):  # a fresh tile per iteration: its physical buffer returns every `buffers`
                             if d[0] > 0:
                                 continue
                             dist = self.buffers
@@ -334,15 +347,39 @@ class Scheduler:
         total = max(trip * engines, length + (trip - 1) * ii) if items else 0.0
         limit = "engines"
         if ii > engines * (1 + 1e-9):
-            limit = max((("carried dependence" if rec > rec_rotating else "buffers", rec), ("inner loop", inner),
-                         ("on-chip memory", memory)), key=lambda kv: kv[1])[0]
-        self.loops.append(LoopEstimate(line=_first_line(loop), kind=loop.kind, trip=trip, iteration_s=length, ii_s=ii,
-                                       engines_ii_s=engines, limit=limit, in_flight=in_flight if memory else 0,
-                                       total_s=total))
+            limit = max(
+                (
+                    ("carried dependence" if rec > rec_rotating else "buffers", rec),
+                    ("inner loop", inner),
+                    ("on-chip memory", memory),
+                ),
+                key=lambda kv: kv[1],
+            )[0]
+        self.loops.append(
+            LoopEstimate(
+                line=_first_line(loop),
+                kind=loop.kind,
+                trip=trip,
+                iteration_s=length,
+                ii_s=ii,
+                engines_ii_s=engines,
+                limit=limit,
+                in_flight=in_flight if memory else 0,
+                total_s=total,
+            )
+        )
         drop = {t.scope for t in self.prog.tensors if t.scope >= 0 and _declared_under(t.scope, loop)}
-        accs = _lift((a for it in items for lst in it.accs.values() for a in lst), loop.var, trip, drop, self.scope)
-        return _Item({r: s * trip for r, s in occ.items()}, total, accs, trip * max(rec_rotating, inner),
-                     pe=False, loop=True)
+        accs = _lift(
+            (a for it in items for lst in it.accs.values() for a in lst), loop.var, trip, drop, self.scope
+        )
+        return _Item(
+            {r: s * trip for r, s in occ.items()},
+            total,
+            accs,
+            trip * max(rec_rotating, inner),
+            pe=False,
+            loop=True,
+        )
 
     def _in_flight(self, loop: Loop) -> int:
         """Iterations whose transient tiles fit the on-chip memory at once (0: unknown). Memory
