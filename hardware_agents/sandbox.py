@@ -611,6 +611,7 @@ class SandboxChild:
         self.timed_out = False  # killed at its wall-clock deadline
         self.freeze_breach: FreezeBreach | None = None
         self._freezer: Freezer | None = None
+        self._expect_continue = False  # a continue report may be ours (after `resume`)
         self._outcome: SandboxOutcome | None = None
 
     @property
@@ -653,15 +654,30 @@ class SandboxChild:
         try:
             while True:
                 try:
-                    pid, status = os.waitpid(self.pid, os.WUNTRACED)
+                    pid, status = os.waitpid(self.pid, os.WUNTRACED | os.WCONTINUED)
                 except ChildProcessError:
                     self.exit_status = 0
                     return False
-                if pid == self.pid:
+                if pid != self.pid:
+                    continue
+                if self.freeze_breach is not None and (os.WIFSTOPPED(status) or os.WIFCONTINUED(status)):
+                    continue  # killed: wait for its end
+                if not os.WIFCONTINUED(status):
                     break
+                if self._expect_continue:  # our own `resume`
+                    self._expect_continue = False
+                    continue
+                # continued by someone else: a stop of its own may have been lost with it (a
+                # stop report is gone once the process runs again), and waiting for the next
+                # would hang
+                self.freeze_breach = FreezeBreach(
+                    reason="continued", pid=self.pid,
+                    detail="it was continued by a signal that was not the parent's (its stop was cut short)")
+                self.kill()
         finally:
             watchdog.cancel()
-        if os.WIFSTOPPED(status):
+        self._expect_continue = False
+        if os.WIFSTOPPED(status) and self.freeze_breach is None:
             if self._freezer is None:
                 self._freezer = Freezer(self.pid, self.freeze_scope, self._sandbox_pids)
             self._freezer.stopped()
@@ -704,6 +720,7 @@ class SandboxChild:
             self.freeze_breach = breach
             self.kill()
             raise RanWhileStopped(breach)
+        self._expect_continue = True
         if self.exit_status is not None or self._freezer is None:
             t = time.perf_counter()
             if self.exit_status is None:
