@@ -37,6 +37,9 @@ import msgspec
 
 _CPUCLOCK_SCHED = 2
 _HELPER_STOP_S = 1.0  # how long a helper process may take to stop before it counts as a breach
+# Where the stop reading cannot be exact (see settled_cpu_ns), CPU time that grows by less than
+# this (a scheduler tick at HZ=250) is the tail of the stop, not a breach.
+INEXACT_TOLERANCE_NS = 4_000_000
 
 
 class FreezeBreach(msgspec.Struct, kw_only=True, frozen=True):
@@ -76,18 +79,28 @@ def cpu_ns(pid: int) -> int | None:
         return None
 
 
-def settled_cpu_ns(pid: int, tries: int = 200) -> int | None:
-    """The CPU time of a process that has just stopped. The last thread to stop reports the
-    stop before it is off the CPU, and the clock of a running thread advances at every read:
-    two equal reads mean every thread is off the CPU."""
-    last = cpu_ns(pid)
-    for _ in range(tries):
-        now = cpu_ns(pid)
-        if now == last:
-            return now
-        last = now
-        time.sleep(20e-6)
-    return last
+def settled_cpu_ns(pid: int) -> tuple[int | None, bool]:
+    """The CPU time of a process that has just stopped, and whether it is exact. The last
+    thread to stop reports the stop before it is off the CPU, and a thread's CPU time is only
+    brought up to date when it leaves the CPU (or at a scheduler tick): read too early, the
+    clock would later grow by a tail the thread ran before its stop. Reading a thread's
+    /proc/<pid>/task/<tid>/syscall waits until that thread is off the CPU (the kernel's
+    wait_task_inactive), so after that the clock is final. That read needs ptrace access
+    (root, or a dumpable process): without it the reading is not exact."""
+    exact = True
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return cpu_ns(pid), False
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/syscall", "rb") as f:
+                f.read()
+        except FileNotFoundError:
+            continue  # a thread that is gone
+        except OSError:
+            exact = False
+    return cpu_ns(pid), exact
 
 
 def proc_state(pid: int) -> str | None:
@@ -120,6 +133,7 @@ class Freezer:
         self._cpu_at_resume: int | None = None
         self._pending: FreezeBreach | None = None
         self.last_run_cpu_s: float | None = None  # CPU the sandbox used from the last continue to the stop
+        self.exact = True  # every stop reading was exact (else INEXACT_TOLERANCE_NS applies)
 
     @property
     def holding(self) -> bool:
@@ -149,9 +163,10 @@ class Freezer:
                     pids.append(p)
         frozen = {}
         for p in pids:
-            c = settled_cpu_ns(p)
+            c, exact = settled_cpu_ns(p)
             if c is not None:
                 frozen[p] = c
+            self.exact = self.exact and exact
         self._frozen = frozen
         self._stopped_at = time.perf_counter()
         if self._cpu_at_resume is not None:
@@ -171,7 +186,7 @@ class Freezer:
             if now is None:
                 return FreezeBreach(reason="processes", pid=p, stopped_s=held,
                                     detail=f"a process of its sandbox (pid {p}) ended while it was held stopped")
-            if now != before:
+            if now - before > (0 if self.exact else INEXACT_TOLERANCE_NS):
                 return FreezeBreach(reason="cpu_time", pid=p, cpu_ns_at_stop=before, cpu_ns_now=now, stopped_s=held)
         status = pending_status
         if status is not None:

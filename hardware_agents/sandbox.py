@@ -602,6 +602,10 @@ class SandboxChild:
     is still held stopped, so `finish().freeze_breach` covers the time after the last stop.
     `last_run_cpu_s` is the CPU time the sandbox used from the last `resume` to the stop
     that followed (every thread: more than wall x cores given means cores it was not given).
+
+    A timed interval is `t0 = resume()` to `stopped_at` (the perf_counter reading taken as
+    soon as the stop was reported, before the freeze readings): the freeze bookkeeping on both
+    sides stays outside it.
     """
 
     def __init__(self, box: Sandbox, launched: _Launched, timeout_s: float) -> None:
@@ -612,6 +616,7 @@ class SandboxChild:
         self.freeze_breach: FreezeBreach | None = None
         self._freezer: Freezer | None = None
         self._expect_continue = False  # a continue report may be ours (after `resume`)
+        self.stopped_at = 0.0  # perf_counter when the last stop was reported: a timed interval ends there
         self._outcome: SandboxOutcome | None = None
 
     @property
@@ -632,7 +637,11 @@ class SandboxChild:
 
     def isolation(self) -> dict[str, str]:
         """The isolation the child reported, plus what the parent applied around it."""
-        return {**self._l.isolation(wait_s=2.0), "workdir": self.box.workdir_limit, "freeze": self.freeze_scope}
+        return {**self._l.isolation(wait_s=2.0), "workdir": self.box.workdir_limit, "freeze": self._freeze_record()}
+
+    def _freeze_record(self) -> str:
+        exact = self._freezer is None or self._freezer.exact
+        return self.freeze_scope + ("" if exact else " (stop readings within a scheduler tick)")
 
     def _sandbox_pids(self) -> set[int]:
         if self.box.uid is not None:
@@ -660,6 +669,7 @@ class SandboxChild:
                     return False
                 if pid != self.pid:
                     continue
+                self.stopped_at = time.perf_counter()
                 if self.freeze_breach is not None and (os.WIFSTOPPED(status) or os.WIFCONTINUED(status)):
                     continue  # killed: wait for its end
                 if not os.WIFCONTINUED(status):
@@ -751,7 +761,7 @@ class SandboxChild:
                 _, status = os.waitpid(self.pid, 0)
                 self._exited(status)
         out = self.box._finish(self._l, timed_out, self.timeout_s)
-        out.isolation["freeze"] = self.freeze_scope
+        out.isolation["freeze"] = self._freeze_record()
         out.freeze_breach = self.freeze_breach
         self._outcome = out
         self._l.close()

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 import os
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -162,11 +161,9 @@ class KernelRunner:
             t0 = self.child.resume()  # the freeze is checked first: nothing ran since the last stop
         except RanWhileStopped:
             raise KernelDied(self.child.finish()) from None
-        stopped = self.child.wait_stopped()
-        dt = time.perf_counter() - t0
-        if not stopped:
+        if not self.child.wait_stopped():
             raise KernelDied(self.child.finish())
-        return dt
+        return self.child.stopped_at - t0  # from just before the continue to the stop report
 
     @property
     def last_run_cpu_s(self) -> float | None:

@@ -3,7 +3,7 @@
 // why: asks for SIGCONT instead of SIGIO when one of its pipes becomes readable (fcntl F_SETOWN,
 //      F_SETSIG, O_ASYNC on every pipe it holds, the command pipe among them): the parent's next
 //      command would continue the process before the parent does, and it could start the batch
-//      off the clock. F_SETSIG now fails (seccomp profile `stoppable`); a signal it got set up
+//      off the clock (before: F_SETSIG was allowed). F_SETSIG now fails (seccomp profile `stoppable`); a signal it got set up
 //      spoils out[0]. With that wall down the freeze check sees the foreign continue.
 #ifdef ACCELOPT_HOSTILE_ONLY  /* the hostile instance itself, without the probe's spoil */
 #define SPOIL(c) 0

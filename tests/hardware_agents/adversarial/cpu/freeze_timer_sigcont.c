@@ -2,12 +2,14 @@
 // problem: cpu/silu
 // why: a POSIX timer (timer_create, SIGEV_SIGNAL, signal SIGCONT), armed again by every call to
 //      fire 20 ms after it, continues the kernel's process while the parent holds it stopped
-//      between timed batches (a stop ends at SIGCONT, whoever sends it). Two helper threads then finds the input region in /proc/self/maps
-//      (memfd:accelopt-in), computes silu of every buffer set the parent has written, and a timed
-//      call whose inputs it has done copies the stored output. Before the freeze check it passed
-//      at 0.68x the baseline's time; timer_create now fails (seccomp profile `stoppable`). An armed
-//      timer spoils out[0], so `passed` proves it was refused; with that wall down the freeze check
-//      catches it (test_cpu_adversarial.py: "ran while it was stopped").
+//      between timed batches (a stop ends at SIGCONT, whoever sends it). Two helper
+//      threads then find the input region in /proc/self/maps (memfd:accelopt-in), compute silu of
+//      every buffer set the parent has written, and a timed call whose inputs they have done
+//      copies the stored output. Before the freeze check it passed, having run 596 ms of CPU time
+//      in 3 of the 4 stops measured while the harness held it "stopped" (it raced the handshake
+//      into a timeout when the machine was loaded). timer_create now fails (seccomp profile
+//      `stoppable`); an armed timer spoils out[0], so `passed` proves it was refused. With that
+//      wall down the freeze check catches it (test_cpu_adversarial.py: "ran while it was stopped").
 #define _GNU_SOURCE
 #include <math.h>
 #include <pthread.h>

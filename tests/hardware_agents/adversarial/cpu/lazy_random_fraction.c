@@ -5,7 +5,7 @@
 //      function of its own inputs, different for every call) on one call in 6 (17 %; a fixed
 //      pattern rather than a random draw, so that every profile has lazy calls to catch). With
 //      full checks bounded by the float64 reference's time (~7 of ~130 calls on mamba) it escaped
-//      with probability 0.83^7 = 28 % (before: passed in 3 of 8 profiles). Now 90 calls per
+//      with probability 0.83^7 = 28 % (before: passed in 1 of 8 profiles). Now 90 calls per
 //      profile, or every call, are checked in full against the baseline run on the same inputs:
 //      f = 17 % escapes with probability 0.83^90 < 1e-7.
 #include <math.h>
