@@ -39,7 +39,11 @@ def run(args: argparse.Namespace) -> int:
             return 2
         for w in warnings:
             console.print(f"[yellow]warning:[/yellow] {w}", soft_wrap=True)
-        report = verifier.result()
+        try:
+            report = verifier.result()
+        except ValueError as e:  # no events (an empty valid prefix)
+            console.print(f"[red]{e}[/red]")
+            return 2
         if report.ok:
             console.print(f"[green]verified[/green]: {report.decisions_checked} coordinator decisions re-derived "
                           f"from {report.inputs} recorded results ({report.events} events)")
