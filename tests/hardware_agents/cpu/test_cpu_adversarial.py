@@ -36,7 +36,7 @@ WALLS: dict[str, tuple[dict[str, object], dict[str, object], str]] = {
     "read_other_runs": ({"restrict_reads": False}, {}, ""),
     "freeze_timer_sigcont": ({"stoppable": False}, {}, "ran while it was stopped"),
     "freeze_io_signal": ({"stoppable": False}, {}, "ran while it was stopped"),
-    "widen_affinity": ({"stoppable": False}, {"threads": 1}, "it was given [0]"),
+    "widen_affinity": ({"stoppable": False}, {"threads": 1}, "it was given"),
     "workdir_hog": ({"workdir_bytes": 0}, {}, ""),
     "clears_pdeathsig": ({"lock_pdeathsig": False}, {}, ""),
 }
