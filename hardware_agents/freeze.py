@@ -56,8 +56,10 @@ class FreezeBreach(msgspec.Struct, kw_only=True, frozen=True):
         head = f"the kernel's process (pid {self.pid}) ran while it was stopped between calls"
         if self.reason == "cpu_time":
             grew = (self.cpu_ns_now - self.cpu_ns_at_stop) / 1e6
-            what = (f"its CPU time grew by {grew:.3f} ms in the {self.stopped_s * 1e3:.1f} ms it was held stopped "
-                    "(something continued it: a timer, a signal)")
+            what = (
+                f"its CPU time grew by {grew:.3f} ms in the {self.stopped_s * 1e3:.1f} ms it was held stopped "
+                "(something continued it: a timer, a signal)"
+            )
         else:
             what = self.detail
         return f"{head}: {what}"
@@ -110,7 +112,7 @@ def proc_state(pid: int) -> str | None:
             data = f.read()
     except OSError:
         return None
-    return data[data.rfind(b")") + 2:][:1].decode() or None
+    return data[data.rfind(b")") + 2 :][:1].decode() or None
 
 
 def _stopped(state: str | None) -> bool:
@@ -154,9 +156,12 @@ class Freezer:
                     if state is None or state in ("Z", "X") or _stopped(state):
                         break
                     if time.perf_counter() > deadline:
-                        self._pending = FreezeBreach(reason="unstoppable", pid=p,
-                                                     detail=f"a process of its sandbox (pid {p}, state {state}) "
-                                                            f"did not stop within {_HELPER_STOP_S:.0f} s")
+                        self._pending = FreezeBreach(
+                            reason="unstoppable",
+                            pid=p,
+                            detail=f"a process of its sandbox (pid {p}, state {state}) "
+                            f"did not stop within {_HELPER_STOP_S:.0f} s",
+                        )
                         break
                     time.sleep(50e-6)
                 if _stopped(proc_state(p)):
@@ -184,25 +189,40 @@ class Freezer:
         for p, before in frozen.items():
             now = cpu_ns(p)
             if now is None:
-                return FreezeBreach(reason="processes", pid=p, stopped_s=held,
-                                    detail=f"a process of its sandbox (pid {p}) ended while it was held stopped")
+                return FreezeBreach(
+                    reason="processes",
+                    pid=p,
+                    stopped_s=held,
+                    detail=f"a process of its sandbox (pid {p}) ended while it was held stopped",
+                )
             if now - before > (0 if self.exact else INEXACT_TOLERANCE_NS):
-                return FreezeBreach(reason="cpu_time", pid=p, cpu_ns_at_stop=before, cpu_ns_now=now, stopped_s=held)
+                return FreezeBreach(
+                    reason="cpu_time", pid=p, cpu_ns_at_stop=before, cpu_ns_now=now, stopped_s=held
+                )
         status = pending_status
         if status is not None:
             what = "was continued" if os.WIFCONTINUED(status) else "stopped again"
-            return FreezeBreach(reason="continued", pid=self.pid, stopped_s=held,
-                                detail=f"it {what} while the parent held it stopped (wait status {status:#x}): "
-                                       "a signal that was not the parent's continued it")
+            return FreezeBreach(
+                reason="continued",
+                pid=self.pid,
+                stopped_s=held,
+                detail=f"it {what} while the parent held it stopped (wait status {status:#x}): "
+                "a signal that was not the parent's continued it",
+            )
         state = proc_state(self.pid)
         if state is not None and not _stopped(state):
-            return FreezeBreach(reason="state", pid=self.pid, stopped_s=held,
-                                detail=f"it is in state {state!r}, not stopped")
+            return FreezeBreach(
+                reason="state", pid=self.pid, stopped_s=held, detail=f"it is in state {state!r}, not stopped"
+            )
         if self.scope != "process":
             new = self._others() - set(frozen)
             if new:
-                return FreezeBreach(reason="processes", pid=min(new), stopped_s=held,
-                                    detail=f"{len(new)} process(es) of its sandbox appeared while it was held stopped")
+                return FreezeBreach(
+                    reason="processes",
+                    pid=min(new),
+                    stopped_s=held,
+                    detail=f"{len(new)} process(es) of its sandbox appeared while it was held stopped",
+                )
         return None
 
     def continue_all(self) -> float:

@@ -89,7 +89,7 @@ def pids_of_session(sid: int) -> set[int]:
                 data = f.read()
         except OSError:
             continue
-        fields = data[data.rfind(b")") + 2:].split()
+        fields = data[data.rfind(b")") + 2 :].split()
         if len(fields) > 3 and fields[0] not in (b"Z", b"X") and int(fields[3]) == sid:
             out.add(int(entry))
     return out

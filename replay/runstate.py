@@ -60,10 +60,16 @@ class RunLock:
         except BlockingIOError:
             os.close(fd)
             other = read_lock(self.path)
-            raise RunBusy(f"run {self.run_id} is being driven by pid {other.pid} on {other.host or '?'}; stop that "
-                          "first") from None
-        mine = {"pid": os.getpid(), "host": socket.gethostname(), "started_ts": time.time(),
-                "resume": resume_command(self.run_id, self.root)}
+            raise RunBusy(
+                f"run {self.run_id} is being driven by pid {other.pid} on {other.host or '?'}; stop that "
+                "first"
+            ) from None
+        mine = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started_ts": time.time(),
+            "resume": resume_command(self.run_id, self.root),
+        }
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(mine) + "\n").encode(), 0)
         self._fd = fd
@@ -82,8 +88,12 @@ def resume_command(run_id: str, root: str) -> str:
 def read_lock(path: str | Path) -> LockInfo:
     with contextlib.suppress(OSError, ValueError, TypeError):
         data = json.loads(Path(path).read_text())
-        return LockInfo(pid=int(data.get("pid", 0)), host=str(data.get("host", "")),
-                        started_ts=data.get("started_ts"), resume=str(data.get("resume", "")))
+        return LockInfo(
+            pid=int(data.get("pid", 0)),
+            host=str(data.get("host", "")),
+            started_ts=data.get("started_ts"),
+            resume=str(data.get("resume", "")),
+        )
     return LockInfo()
 
 

@@ -46,8 +46,16 @@ class OracleUnavailable(Exception):
 
 
 class BaselineOracle:
-    def __init__(self, problem: Problem, library: str, symbol: str, policy: SandboxPolicy, scalars: dict[str, Any],
-                 timeout_s: float, sandbox_dir: Any = None) -> None:
+    def __init__(
+        self,
+        problem: Problem,
+        library: str,
+        symbol: str,
+        policy: SandboxPolicy,
+        scalars: dict[str, Any],
+        timeout_s: float,
+        sandbox_dir: Any = None,
+    ) -> None:
         self.problem = problem
         self.tol = validity.tolerance_of(problem.definition)
         self.loose = Tolerance(rel_l2=2 * self.tol.rel_l2, atol=2 * self.tol.atol, rtol=2 * self.tol.rtol)
@@ -59,8 +67,15 @@ class BaselineOracle:
         try:
             shutil.copyfile(library, self._box.workdir / "baseline.so")
             self._box.give("baseline.so")
-            self._runner = KernelRunner(self._box, problem, library=str(self._box.workdir / "baseline.so"),
-                                        symbol=symbol, sets=ORACLE_SETS, scalars=scalars, timeout_s=timeout_s)
+            self._runner = KernelRunner(
+                self._box,
+                problem,
+                library=str(self._box.workdir / "baseline.so"),
+                symbol=symbol,
+                sets=ORACLE_SETS,
+                scalars=scalars,
+                timeout_s=timeout_s,
+            )
             self._runner.ready()
         except (KernelDied, OSError) as e:
             self.close()
@@ -73,7 +88,7 @@ class BaselineOracle:
         if runner is None:
             raise OracleUnavailable("closed")
         for lo in range(0, len(calls), ORACLE_SETS):
-            chunk = calls[lo:lo + ORACLE_SETS]
+            chunk = calls[lo : lo + ORACLE_SETS]
             sets = list(range(len(chunk)))
             for b, (_, inputs, _) in zip(sets, chunk, strict=True):
                 for name, arr in runner.buffers[b].inputs.items():
@@ -83,15 +98,22 @@ class BaselineOracle:
                 runner.run(sets)
             except KernelDied as e:
                 self._runner = None
-                raise OracleUnavailable(f"the baseline kernel died: {e.outcome.status} {e.outcome.error}") from e
+                raise OracleUnavailable(
+                    f"the baseline kernel died: {e.outcome.status} {e.outcome.error}"
+                ) from e
             for b, (name, inputs, outputs) in zip(sets, chunk, strict=True):
                 self.checked += 1
                 ref = runner.buffers[b].outputs
                 if validity.compare_outputs(name, outputs, ref, self.loose).passed:
                     continue
                 self.disagreements += 1  # the float64 reference decides
-                full = {n: np.array(inputs[n]) if n in inputs else self.scalars[n] for n in self.problem.definition.inputs}
-                chk = validity.compare_outputs(name, outputs, validity.reference_outputs(self.problem, full), self.tol)
+                full = {
+                    n: np.array(inputs[n]) if n in inputs else self.scalars[n]
+                    for n in self.problem.definition.inputs
+                }
+                chk = validity.compare_outputs(
+                    name, outputs, validity.reference_outputs(self.problem, full), self.tol
+                )
                 if not chk.passed:
                     return chk.note
         return None

@@ -34,7 +34,7 @@ def _record_offsets(path: Path) -> list[int]:
     pos, out = 15, []
     while pos < len(data):
         out.append(pos)
-        (n,) = struct.unpack(">I", data[pos:pos + 4])
+        (n,) = struct.unpack(">I", data[pos : pos + 4])
         pos += 4 + n + 16
     return out
 
@@ -61,7 +61,7 @@ def test_one_changed_byte_is_named_by_offset(log, record: int) -> None:
     assert info.value.offset == starts[k] and info.value.record == k
     assert f"damaged at byte {starts[k]} (record {k})" in str(info.value)
     reader = LogReader(path, valid_prefix=True)  # the valid prefix, with a warning
-    assert [decode(d, s) for s, d in reader.records()] == events[:k - 1]
+    assert [decode(d, s) for s, d in reader.records()] == events[: k - 1]
     assert reader.damage is not None and "valid prefix" in (reader.warning() or "")
 
 
@@ -70,10 +70,10 @@ def test_garbage_in_the_middle_cut_off_and_trailing_data(log) -> None:
     starts = _record_offsets(path)
     raw = path.read_bytes()
     mid = starts[len(starts) // 2]
-    path.write_bytes(raw[:mid + 10] + bytes(range(64)) + raw[mid + 74:])  # 64 corrupted bytes
+    path.write_bytes(raw[: mid + 10] + bytes(range(64)) + raw[mid + 74 :])  # 64 corrupted bytes
     with pytest.raises(LogIntegrityError, match=f"damaged at byte {mid} "):
         read_events(path)
-    path.write_bytes(raw[:starts[-1]])  # cut before the end mark, at a record boundary
+    path.write_bytes(raw[: starts[-1]])  # cut before the end mark, at a record boundary
     with pytest.raises(LogIntegrityError, match="without its end mark"):
         read_events(path)
     assert read_events(path, valid_prefix=True) == events  # every event is there, only the mark is not
@@ -96,8 +96,12 @@ def test_removed_or_swapped_records_break_the_chain(log) -> None:
 
 
 def test_empty_garbage_and_headerless_files_are_clear_errors(tmp_path: Path) -> None:
-    for content, words in [(b"", "bad magic"), (b"hello world", "bad magic"),
-                           (b"ACCELOPT-LOG 2\n", "empty log export"), (b"ACCELOPT-LOG 2\n\x00\x00", "truncated")]:
+    for content, words in [
+        (b"", "bad magic"),
+        (b"hello world", "bad magic"),
+        (b"ACCELOPT-LOG 2\n", "empty log export"),
+        (b"ACCELOPT-LOG 2\n\x00\x00", "truncated"),
+    ]:
         p = tmp_path / "f.aolog"
         p.write_bytes(content)
         with pytest.raises(LogFileError, match=words):
@@ -109,8 +113,10 @@ def test_format_1_still_reads_and_says_it_is_unchecked(tmp_path: Path, sample_ev
     p = tmp_path / "old.aolog"
     with open(p, "wb") as f:
         f.write(MAGIC_V1)
-        for payload in [msgspec.msgpack.encode({"run_id": "v1", "exported_at": 0.0}),
-                        *(msgspec.msgpack.encode([subject_for(e), encode(e)]) for e in events)]:
+        for payload in [
+            msgspec.msgpack.encode({"run_id": "v1", "exported_at": 0.0}),
+            *(msgspec.msgpack.encode([subject_for(e), encode(e)]) for e in events),
+        ]:
             f.write(struct.pack(">I", len(payload)) + payload)
     reader = LogReader(p)
     assert [decode(d, s) for s, d in reader.records()] == events

@@ -25,9 +25,15 @@ def test_a_damaged_message_is_named_by_its_sequence(nats_server, sample_events, 
         elog = await EventLog.connect(nats_server.url)
         await elog.publish_many(events[:3])
         data = encode(bad)
-        await elog.js.publish(subject_for(bad), data, stream=elog.settings.name,
-                              headers={"Nats-Msg-Id": msg_id(bad.run_id, bad.event_id),
-                                       SUM_HEADER: checksum(data[:-1] + b"\x00")})
+        await elog.js.publish(
+            subject_for(bad),
+            data,
+            stream=elog.settings.name,
+            headers={
+                "Nats-Msg-Id": msg_id(bad.run_id, bad.event_id),
+                SUM_HEADER: checksum(data[:-1] + b"\x00"),
+            },
+        )
         await elog.publish_many(events[4:])
         msgs = [m async for m in elog.iter_raw("accelopt.sum.>")]
         assert all(m.headers and SUM_HEADER in m.headers for m in msgs)  # every message carries one

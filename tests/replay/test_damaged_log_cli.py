@@ -57,16 +57,23 @@ def test_garbage_bytes_in_the_middle_every_tool(root: Path, events, capsys) -> N
     path = root / RUN / "log.aolog"
     raw = path.read_bytes()
     mid = len(raw) // 2
-    path.write_bytes(raw[:mid] + bytes(range(256))[:64] + raw[mid + 64:])
-    for args in (["replay", RUN], ["replay", RUN, "--verify"], ["report", RUN, "--out", str(root / "r.html")],
-                 ["resume", RUN]):
+    path.write_bytes(raw[:mid] + bytes(range(256))[:64] + raw[mid + 64 :])
+    for args in (
+        ["replay", RUN],
+        ["replay", RUN, "--verify"],
+        ["report", RUN, "--out", str(root / "r.html")],
+        ["resume", RUN],
+    ):
         assert main([*args, "--root", str(root)]) == 2, args
         out = capsys.readouterr().out
         assert "damaged at byte" in out and "Traceback" not in out, (args, out)
     reader = LogReader(path, valid_prefix=True)
     kept = sum(1 for _ in reader.records())
     assert 0 < kept < len(events)
-    for args in (["replay", RUN, "--valid-prefix"], ["report", RUN, "--valid-prefix", "--out", str(root / "r.html")]):
+    for args in (
+        ["replay", RUN, "--valid-prefix"],
+        ["report", RUN, "--valid-prefix", "--out", str(root / "r.html")],
+    ):
         assert main([*args, "--root", str(root)]) == 0, args
         out = capsys.readouterr().out
         assert f"using the {kept} records before it" in out, (args, out)
@@ -76,7 +83,11 @@ def test_garbage_bytes_in_the_middle_every_tool(root: Path, events, capsys) -> N
 @pytest.mark.parametrize("content", [b"", b"not a log at all", b"ACCELOPT-LOG 2\n"])
 def test_empty_truncated_or_garbage_files_exit_2_cleanly(root: Path, content: bytes, capsys) -> None:
     (root / RUN / "log.aolog").write_bytes(content)
-    for args in (["replay", RUN], ["replay", RUN, "--verify"], ["report", RUN, "--out", str(root / "r.html")]):
+    for args in (
+        ["replay", RUN],
+        ["replay", RUN, "--verify"],
+        ["report", RUN, "--out", str(root / "r.html")],
+    ):
         assert main([*args, "--root", str(root)]) == 2, args
         out = capsys.readouterr().out
         assert "log.aolog" in out and "Traceback" not in out, (args, out)

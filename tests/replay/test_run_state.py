@@ -27,8 +27,10 @@ RUN = "driven"
 
 def _driver(root: Path, run_id: str) -> subprocess.Popen[str]:
     """A process that takes the run's lock, says so, and sleeps."""
-    code = (f"from replay.runstate import RunLock\nwith RunLock({str(root)!r}, {run_id!r}):\n"
-            "    print('locked', flush=True)\n    import time; time.sleep(120)\n")
+    code = (
+        f"from replay.runstate import RunLock\nwith RunLock({str(root)!r}, {run_id!r}):\n"
+        "    print('locked', flush=True)\n    import time; time.sleep(120)\n"
+    )
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
     return proc
@@ -40,7 +42,7 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     data = Path(f"/proc/{pid}/stat").read_bytes()
-    return data[data.rfind(b")") + 2:][:1] not in (b"Z", b"X")
+    return data[data.rfind(b")") + 2 :][:1] not in (b"Z", b"X")
 
 
 def test_a_killed_driver_leaves_its_run_interrupted(tmp_path: Path, synthetic, export_log, capsys) -> None:
@@ -79,9 +81,11 @@ def test_a_run_known_only_by_its_lock_is_listed(tmp_path: Path) -> None:
 
 
 def test_the_embedded_server_dies_with_the_process_that_started_it(tmp_path: Path) -> None:
-    code = ("from events.runsource import open_log_endpoint\n"
-            f"e = open_log_endpoint(None, {str(tmp_path)!r})\nprint(e.url, flush=True)\n"
-            "import time; time.sleep(120)\n")
+    code = (
+        "from events.runsource import open_log_endpoint\n"
+        f"e = open_log_endpoint(None, {str(tmp_path)!r})\nprint(e.url, flush=True)\n"
+        "import time; time.sleep(120)\n"
+    )
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None and proc.stdout.readline().startswith("nats://")
     server_pid = json.loads((tmp_path / ".nats" / "server.json").read_text())["pid"]
@@ -100,11 +104,13 @@ def test_an_orphaned_embedded_server_is_stopped_not_reused(tmp_path: Path) -> No
     is stopped by the next command that looks for the root's server."""
     server = NatsServer(tmp_path / ".nats")
     server.start()
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                          text=True).stdout.strip()
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    ).stdout.strip()
     assert server.proc is not None
-    (tmp_path / ".nats" / "server.json").write_text(json.dumps({"url": server.url, "pid": server.proc.pid,
-                                                                 "owner": int(dead)}))
+    (tmp_path / ".nats" / "server.json").write_text(
+        json.dumps({"url": server.url, "pid": server.proc.pid, "owner": int(dead)})
+    )
     try:
         assert running_server_url(tmp_path) is None
         server.proc.wait(15)  # it was stopped (SIGTERM), and it is our child: reap it

@@ -45,8 +45,12 @@ def _err(rc: int) -> int:
 
 
 class _Sigevent(ctypes.Structure):
-    _fields_ = [("value", ctypes.c_void_p), ("signo", ctypes.c_int), ("notify", ctypes.c_int),
-                ("pad", ctypes.c_byte * 48)]
+    _fields_ = [
+        ("value", ctypes.c_void_p),
+        ("signo", ctypes.c_int),
+        ("notify", ctypes.c_int),
+        ("pad", ctypes.c_byte * 48),
+    ]
 
 
 def probe_calls(payload: bytes, workdir: Path) -> Probe:
@@ -54,7 +58,9 @@ def probe_calls(payload: bytes, workdir: Path) -> Probe:
     out: dict[str, int] = {}
     sev = _Sigevent(signo=signal.SIGCONT, notify=0)  # SIGEV_SIGNAL
     timer = ctypes.c_void_p()
-    out["timer_create"] = _err(_libc.timer_create(1, ctypes.byref(sev), ctypes.byref(timer)))  # CLOCK_MONOTONIC
+    out["timer_create"] = _err(
+        _libc.timer_create(1, ctypes.byref(sev), ctypes.byref(timer))
+    )  # CLOCK_MONOTONIC
     r, _w = os.pipe()
     out["fcntl_setsig"] = _err(_libc.fcntl(r, 10, signal.SIGCONT))  # F_SETSIG
     out["fcntl_setown"] = _err(_libc.fcntl(r, 8, os.getpid()))  # F_SETOWN

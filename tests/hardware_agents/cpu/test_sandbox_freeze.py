@@ -109,10 +109,27 @@ def _probe(**kw: object) -> dict[str, int]:
 
 def test_the_stoppable_profile_refuses_what_could_wake_or_widen_a_stopped_child() -> None:
     got = _probe()
-    assert {k: got[k] for k in ("timer_create", "fcntl_setsig", "fcntl_setown", "sched_setaffinity",
-                                "prctl_pdeathsig", "clone_exit_sigcont")} == dict.fromkeys(
-        ("timer_create", "fcntl_setsig", "fcntl_setown", "sched_setaffinity", "prctl_pdeathsig",
-         "clone_exit_sigcont"), 1)  # EPERM
+    assert {
+        k: got[k]
+        for k in (
+            "timer_create",
+            "fcntl_setsig",
+            "fcntl_setown",
+            "sched_setaffinity",
+            "prctl_pdeathsig",
+            "clone_exit_sigcont",
+        )
+    } == dict.fromkeys(
+        (
+            "timer_create",
+            "fcntl_setsig",
+            "fcntl_setown",
+            "sched_setaffinity",
+            "prctl_pdeathsig",
+            "clone_exit_sigcont",
+        ),
+        1,
+    )  # EPERM
     assert got["fcntl_getfl"] == got["prctl_name"] == got["fork"] == got["thread"] == 0  # honest calls work
 
 
@@ -121,4 +138,6 @@ def test_each_wall_can_be_taken_down() -> None:
     test above can fail."""
     with allow_unisolated(True):
         got = _probe(stoppable=False, lock_pdeathsig=False)
-    assert got["timer_create"] == got["fcntl_setsig"] == got["sched_setaffinity"] == got["prctl_pdeathsig"] == 0
+    assert (
+        got["timer_create"] == got["fcntl_setsig"] == got["sched_setaffinity"] == got["prctl_pdeathsig"] == 0
+    )
