@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import os
 import statistics
 import sys
 import time
@@ -180,7 +181,8 @@ def main() -> None:
     args = ap.parse_args()
     agent = CpuAgent()
     figures: dict[str, Any] = {"notes": "measured on a shared 2-core VM; latency ratios are noisy, the handshake "
-                                        "share is the boundary's own cost per call"}
+                                        "share is the boundary's own cost per call",
+                               "load_average_at_start": os.getloadavg()}
     print("hack x device -> status")
     table = corpus_table(agent, args.skip_triton)
     figures.update(table=table, caught=sum(r["caught"] for r in table), hacks=len(table))
@@ -216,6 +218,8 @@ def main() -> None:
         figures.update(handshake_share_median=median(shares), handshake_share_max=max(shares),
                        boundary_over_in_process_median=median(ratios))
         save("adversarial_bench", figures)
+    figures["load_average_at_end"] = os.getloadavg()
+    save("adversarial_bench", figures)
     print(f"caught {figures['caught']}/{len(table)}; false rejections {len(fr['rejected'])}; handshake share median "
           f"{100 * figures['handshake_share_median']:.3f} % (max {100 * figures['handshake_share_max']:.3f} %); "
           f"boundary/in-process median {figures['boundary_over_in_process_median']:.3f}")
