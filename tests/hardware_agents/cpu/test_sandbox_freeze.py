@@ -23,7 +23,7 @@ def _policy(**kw: object) -> SandboxPolicy:
 
 def test_an_honest_child_stays_frozen_and_resume_returns_the_clock_start() -> None:
     with Sandbox(_policy(no_fork=True)) as box:
-        child = box.spawn("freeze_targets:stop_loop", b"thread")
+        child = box.spawn("sandbox_targets:stop_loop", b"thread")
         try:
             assert child.wait_stopped()
             assert child.isolation()["freeze"] == "process"
@@ -45,7 +45,7 @@ def test_a_foreign_continue_is_caught_and_the_child_killed() -> None:
     """Whoever continues the child while the parent holds it (here: the test, standing in for a
     timer or an I/O signal), `resume` refuses to go on: RanWhileStopped with the figures."""
     with Sandbox(_policy(no_fork=True)) as box:
-        child = box.spawn("freeze_targets:stop_loop", b"")
+        child = box.spawn("sandbox_targets:stop_loop", b"")
         assert child.wait_stopped()
         os.kill(child.pid, signal.SIGCONT)  # it runs its loop and stops itself again
         time.sleep(0.05)
@@ -60,7 +60,7 @@ def test_a_foreign_continue_is_caught_and_the_child_killed() -> None:
 def test_a_breach_after_the_last_stop_is_in_the_outcome() -> None:
     """The time after the last stop (while the parent reads outputs) is covered by `finish`."""
     with Sandbox(_policy(no_fork=True)) as box:
-        child = box.spawn("freeze_targets:stop_loop", b"")
+        child = box.spawn("sandbox_targets:stop_loop", b"")
         assert child.wait_stopped()
         os.kill(child.pid, signal.SIGCONT)
         time.sleep(0.05)
@@ -74,7 +74,7 @@ def test_forked_helpers_are_frozen_with_the_child() -> None:
     if os.geteuid() != 0:
         pytest.skip("needs root: a uid of its own per sandbox")
     with Sandbox(_policy()) as box:
-        child = box.spawn("freeze_targets:stop_loop", b"fork")
+        child = box.spawn("sandbox_targets:stop_loop", b"fork")
         try:
             assert child.wait_stopped()
             assert child.isolation()["freeze"] == "uid"
@@ -96,10 +96,10 @@ def test_forked_helpers_are_frozen_with_the_child() -> None:
 
 
 def _probe(**kw: object) -> dict[str, int]:
-    from freeze_targets import Probe
+    from sandbox_targets import Probe
 
     with Sandbox(_policy(**kw)) as box:
-        child = box.spawn("freeze_targets:probe_calls", b"")
+        child = box.spawn("sandbox_targets:probe_calls", b"")
         while child.wait_stopped():  # it never stops itself: this waits for its exit
             child.resume()
         out = child.finish()

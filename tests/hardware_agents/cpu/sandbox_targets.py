@@ -1,4 +1,4 @@
-"""Sandbox targets for the freeze and seccomp tests (test_sandbox_freeze.py): children the test
+"""Sandbox targets for the sandbox tests (test_sandbox_freeze.py, test_cpu_sandbox.py): children the test
 drives with SIGSTOP/SIGCONT, and probes of what the seccomp profile `stoppable` refuses.
 They run inside the sandbox (this folder is on the policy's `python_path`)."""
 
@@ -89,3 +89,20 @@ def probe_calls(payload: bytes, workdir: Path) -> Probe:
     t.join()
     out["thread"] = 0
     return Probe(results=out)
+
+
+def fill_workdir(payload: bytes, workdir: Path) -> int:
+    """Write 1 MiB files into the work dir until a write fails; the bytes written. The last full
+    file goes again, so that the sandbox's own report (in the work dir too) fits."""
+    block = b"\x5a" * (1 << 20)
+    written = 0
+    for i in range(int(payload or b"64")):
+        try:
+            with open(workdir / f"fill-{i}", "wb") as f:
+                f.write(block)
+        except OSError:
+            (workdir / f"fill-{i}").unlink(missing_ok=True)
+            (workdir / f"fill-{i - 1}").unlink(missing_ok=True)
+            break
+        written += len(block)
+    return written
