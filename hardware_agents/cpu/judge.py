@@ -201,7 +201,7 @@ class Judge:
 
     # --- timing -----------------------------------------------------------------------------
 
-    def _batch_size(self, runner: KernelRunner, rng: np.random.Generator) -> tuple[int, str | None]:
+    def _batch_size(self, runner: KernelRunner, rng: np.random.Generator, distinct: bool) -> tuple[int, str | None]:
         """Calls per timed batch, from the handshake (a batch without calls, best of 3) and a
         first measured batch of `MIN_CALLS` calls on fresh inputs (checked like any other)."""
         h = min(runner.handshake() for _ in range(3))
@@ -212,7 +212,7 @@ class Judge:
         quiet.settle(SETTLE_MAX_S)
         dt = runner.run(probe)
         why = self._cores_used(runner, dt, "the first timed batch") or self._check_batch(
-            runner, probe, rng, {}, len(probe), False, -1)
+            runner, probe, rng, {}, len(probe), distinct, -1)
         t_call = max(dt - h, 1e-7) / len(probe)
         n = min(runner.sets, max(MIN_CALLS, math.ceil(h / (HANDSHAKE_SHARE * t_call))))
         self.counters.update(handshake_us=h * 1e6, first_call_ms=t_call * 1e3, calls_per_batch_max=float(n))
@@ -231,7 +231,9 @@ class Judge:
                 self.oracle = self._make_oracle()
             except OracleUnavailable as e:
                 self.oracle_note = str(e)
-        n_max, why = self._batch_size(runner, rng)
+        distinct = bool(data.float_inputs) and len(data.float_inputs) == sum(
+            1 for v in data.cases[0].inputs.values() if isinstance(v, np.ndarray))
+        n_max, why = self._batch_size(runner, rng, distinct)
         if why:
             return self.fail("incorrect", why)
         timed_calls = MIN_CALLS  # the first measured batch's calls were checked like the others
@@ -239,8 +241,6 @@ class Judge:
         per_batch = math.ceil(FULL_CHECKS / MIN_BATCHES)
         if self.oracle is None:  # float64 references only, as many as the time budget allows
             per_batch = max(1, int(CHECK_BUDGET_S / max(data.reference_s, 1e-3) / MIN_BATCHES))
-        distinct = bool(data.float_inputs) and len(data.float_inputs) == sum(
-            1 for v in data.cases[0].inputs.values() if isinstance(v, np.ndarray))
         pool_left = [int(i) for i in rng.permutation(len(data.pool))]  # each pool set once per profile
         means_ms: list[float] = []
         timed_s = 0.0
