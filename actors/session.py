@@ -36,6 +36,7 @@ from events.runsource import open_log_endpoint
 from events.subjects import role_filter, run_filter
 from hardware_agents.languages import find_language
 from replay.fold import RunView
+from replay.runstate import RunLock
 
 log = get_logger(component="session")
 
@@ -330,7 +331,15 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
     cfg = with_memory_uri(cfg)
     run_id = run_id or (started_event.run_id if started_event else new_run_id())
     run_dir = Path(cfg.root) / run_id
-    endpoint = open_log_endpoint(nats_url, cfg.root)
+    # held while this process drives the run: a killed driver leaves the run `interrupted`
+    # (replay/runstate.py), and a second driver of the same run is refused (RunBusy)
+    lock = RunLock(cfg.root, run_id).__enter__()
+    published = resume
+    try:
+        endpoint = open_log_endpoint(nats_url, cfg.root)
+    except BaseException:
+        _drop_lock(lock, run_dir, published)
+        raise
     deployment: Deployment | None = None
     coord: CoordinatorHandle | None = None
     try:
@@ -356,6 +365,7 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
             coord = start_coordinator(coordinator, endpoint.url, run_id, deployment)
         if start is not None:
             asyncio.run(publish(endpoint.url, start, settings))
+            published = True
         watch = StallWatch(devices, report=on_warning)
         view, timed_out = asyncio.run(follow_run(endpoint.url, run_id, on_event=on_event, timeout_s=timeout_s,
                                                  alive=coord.problem, stall_watch=watch))
@@ -374,6 +384,17 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
         if deployment is not None:
             deployment.stop()
         endpoint.close()
+        _drop_lock(lock, run_dir, published)
+
+
+def _drop_lock(lock: RunLock, run_dir: Path, published: bool) -> None:
+    """Release the run's lock; a run that never started (no RunStarted published) leaves no
+    directory behind."""
+    lock.__exit__(None, None, None)
+    if not published:
+        lock.path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            run_dir.rmdir()
 
 
 def _run_start(cfg: RunConfig, problems: list[Problem], run_id: str, devices: list[str] | None,

@@ -5,9 +5,11 @@ the trusted boundary cost?
 
 1. hack x device -> status: every file of the adversarial corpus (tests/hardware_agents/adversarial/<device>/)
    through the real agent of its device; caught = it got the status its file names.
-2. false rejections: the 14 CPU suite baselines (must pass), the Triton suite's baselines in
-   the interpreter (must be `unmeasured`: correct, not timed), and the best kernels of a
-   finished run (`--run runs/<id>`, e.g. a `make demo` run; must pass again).
+2. false rejections: every CPU suite's baselines (`cpu`, `cpu_v2`: must pass), the Triton
+   suite's baselines in the interpreter (must be `unmeasured`: correct, not timed), and the
+   best kernels of a finished run (`--run runs/<id>`, e.g. a `make demo` run; must pass
+   again). For the CPU baselines it also records what a profile checked (timed calls, full
+   checks, the lazy fraction caught with probability >= 99 %) and its wall time.
 3. the cost of the boundary on the CPU: the handshake of one batch (SIGCONT -> the child
    stopped again) measured with a kernel that does nothing, per call as a share of each
    suite baseline's latency at the batch size its profile used; and each baseline's
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import os
 import statistics
 import sys
 import time
@@ -46,6 +49,7 @@ from hardware_agents.cpu.runner import KernelRunner  # noqa: E402
 from hardware_agents.sandbox import Sandbox  # noqa: E402
 
 CPU_PROBLEMS = suites.load_suite("cpu")
+CPU_SUITES = ("cpu", "cpu_v2")
 
 
 def corpus_table(agent: CpuAgent, skip_triton: bool) -> list[dict[str, Any]]:
@@ -93,8 +97,18 @@ def triton_rows() -> list[dict[str, Any]]:
 
 def false_rejections(agent: CpuAgent, run_dir: str | None, skip_triton: bool) -> dict[str, Any]:
     out: dict[str, Any] = {"cpu_baselines": {}, "triton_baselines": {}, "run_best": {}}
-    for p in CPU_PROBLEMS:
-        out["cpu_baselines"][p.name] = agent.profile(p, p.baseline).status
+    checks: dict[str, Any] = {}
+    for suite in CPU_SUITES:
+        for p in suites.load_suite(suite):
+            prof = agent.profile(p, p.baseline)
+            name = f"{suite}/{p.name}"
+            out["cpu_baselines"][name] = prof.status
+            c = prof.counters
+            checks[name] = {k: c.get(k) for k in ("timed_calls", "timed_full_checks", "lazy_fraction_caught_99",
+                                                     "calls_per_batch", "first_call_ms", "handshake_us",
+                                                     "max_batch_cpu_over_wall")} | {"wall_s": prof.wall_s}
+            print(f"  {name:30s} {prof.status:10s} checked {c.get('timed_full_checks')} of {c.get('timed_calls')} "
+                  f"timed calls, wall {prof.wall_s:.2f} s")
     if not skip_triton:
         triton = get_agent("h100", mode="interpreter")
         for p in suites.load_suite("triton"):
@@ -111,6 +125,7 @@ def false_rejections(agent: CpuAgent, run_dir: str | None, skip_triton: bool) ->
     bad = [f"{k}/{n}" for k, d in out.items() for n, s in d.items()
            if s not in ("passed", "unmeasured") or (k != "triton_baselines" and s != "passed")]
     out["rejected"] = bad
+    out["cpu_checks"] = checks
     return out
 
 
@@ -167,7 +182,8 @@ def main() -> None:
     args = ap.parse_args()
     agent = CpuAgent()
     figures: dict[str, Any] = {"notes": "measured on a shared 2-core VM; latency ratios are noisy, the handshake "
-                                        "share is the boundary's own cost per call"}
+                                        "share is the boundary's own cost per call",
+                               "load_average_at_start": os.getloadavg()}
     print("hack x device -> status")
     table = corpus_table(agent, args.skip_triton)
     figures.update(table=table, caught=sum(r["caught"] for r in table), hacks=len(table))
@@ -203,6 +219,8 @@ def main() -> None:
         figures.update(handshake_share_median=median(shares), handshake_share_max=max(shares),
                        boundary_over_in_process_median=median(ratios))
         save("adversarial_bench", figures)
+    figures["load_average_at_end"] = os.getloadavg()
+    save("adversarial_bench", figures)
     print(f"caught {figures['caught']}/{len(table)}; false rejections {len(fr['rejected'])}; handshake share median "
           f"{100 * figures['handshake_share_median']:.3f} % (max {100 * figures['handshake_share_max']:.3f} %); "
           f"boundary/in-process median {figures['boundary_over_in_process_median']:.3f}")

@@ -1,6 +1,9 @@
-"""msgpack encoding of events, and decoding with errors that say where a bad message sits."""
+"""msgpack encoding of events, and decoding with errors that say where a bad message sits;
+the checksum every message on the stream carries (`Accelopt-Sum`)."""
 
 from __future__ import annotations
+
+import hashlib
 
 import msgspec
 
@@ -15,6 +18,23 @@ class EventDecodeError(ValueError):
         self.sequence = sequence
         where = f"subject {subject!r}" + (f", stream sequence {sequence}" if sequence is not None else "")
         super().__init__(f"cannot decode event at {where}: {reason}")
+
+
+class StreamIntegrityError(ValueError):
+    """A message on the stream whose bytes do not match the checksum it was published with."""
+
+    def __init__(self, subject: str, sequence: int | None) -> None:
+        self.subject, self.sequence = subject, sequence
+        super().__init__(f"damaged message on the event stream at sequence {sequence} ({subject}): its bytes do "
+                         "not match the checksum it was published with")
+
+
+SUM_HEADER = "Accelopt-Sum"
+
+
+def checksum(data: bytes) -> str:
+    """The `Accelopt-Sum` header of a message with these bytes: BLAKE2b-128, hex."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 _encoder = msgspec.msgpack.Encoder()

@@ -1,7 +1,10 @@
 """The JetStream log client: the one way AccelOpt components read and write events.
 
 - one stream (`ACCELOPT`, subjects `accelopt.>`, limits retention, file storage);
-- publish with `Nats-Msg-Id` = run id + event id, so a retried publish is de-duplicated;
+- publish with `Nats-Msg-Id` = run id + event id, so a retried publish is de-duplicated,
+  and `Accelopt-Sum` = a BLAKE2b-128 of the event bytes, checked by every reader (a damaged
+  message is a `StreamIntegrityError` naming its stream sequence; an export never copies
+  one into a file, whose own hash chain would otherwise seal it);
 - durable pull consumers per role (competing consumers, explicit ack, redelivery after
   `ack_wait`), wrapped as `WorkQueue`;
 - a run's history in order from any sequence, and live following of a run;
@@ -28,7 +31,7 @@ from nats.js import api
 from accelopt.catalog import Event, msg_id
 from accelopt.logging import get_logger
 from events import logfile
-from events.codec import EventDecodeError, decode, encode
+from events.codec import SUM_HEADER, EventDecodeError, StreamIntegrityError, checksum, decode, encode
 from events.subjects import ALL_EVENTS, PREFIX, STREAM, check_run_id, run_filter, subject_for
 
 log = get_logger(component="eventlog")
@@ -44,6 +47,15 @@ _TRANSIENT = (
     asyncio.TimeoutError,
 )
 PUB_ACK_TIMEOUT_S = 5.0  # how long a publish waits for JetStream's ack before it publishes again
+
+
+def verify_message(msg: Msg) -> None:
+    """Raise StreamIntegrityError when a message carries a checksum its bytes do not match
+    (messages published before checksums carry none and pass)."""
+    want = (msg.headers or {}).get(SUM_HEADER)
+    if want is not None and want != checksum(msg.data or b""):
+        seq = msg.metadata.sequence.stream if msg.reply else None
+        raise StreamIntegrityError(msg.subject, seq)
 CONSUMER_CHECK_S = 3.0  # how long a follower waits without news before it checks its consumer still exists
 
 
@@ -137,8 +149,9 @@ class WorkQueue:
         out: list[Delivery] = []
         for msg in msgs:
             try:
+                verify_message(msg)
                 event = decode(msg.data, msg.subject, msg.metadata.sequence.stream)
-            except EventDecodeError as e:
+            except (EventDecodeError, StreamIntegrityError) as e:
                 self.rejected.append(str(e))
                 log.error("bad event terminated", consumer=self.durable, error=str(e))
                 with contextlib.suppress(Exception):
@@ -274,8 +287,8 @@ class EventLog:
         while True:
             try:
                 ack = await self.js.publish(
-                    subject, data, headers={"Nats-Msg-Id": msg_id}, stream=self.settings.name,
-                    timeout=PUB_ACK_TIMEOUT_S,
+                    subject, data, headers={"Nats-Msg-Id": msg_id, SUM_HEADER: checksum(data)},
+                    stream=self.settings.name, timeout=PUB_ACK_TIMEOUT_S,
                 )
                 return PublishResult(seq=ack.seq, duplicate=bool(ack.duplicate))
             except _TRANSIENT as e:
@@ -310,7 +323,7 @@ class EventLog:
         for item in items:
             subject, data, msg_id = item
             fut = await self.js.publish_async(
-                subject, data, headers={"Nats-Msg-Id": msg_id}, stream=self.settings.name
+                subject, data, headers={"Nats-Msg-Id": msg_id, SUM_HEADER: checksum(data)}, stream=self.settings.name
             )
             pending.append((item, fut))
             if len(pending) >= window:
@@ -398,8 +411,10 @@ class EventLog:
                 await sub.unsubscribe()
 
     async def iter_history(self, run_id: str, *, from_seq: int = 1) -> AsyncIterator[tuple[int, Event]]:
+        """A run's events in log order; a damaged message raises StreamIntegrityError."""
         async for msg in self.iter_raw(run_filter(run_id), from_seq=from_seq):
             seq = msg.metadata.sequence.stream
+            verify_message(msg)
             yield seq, decode(msg.data, msg.subject, seq)
 
     async def history(self, run_id: str, *, from_seq: int = 1) -> list[Event]:
@@ -441,8 +456,9 @@ class EventLog:
                         if seq < next_seq:
                             continue
                         next_seq = seq + 1
+                        verify_message(msg)
                         yield seq, decode(msg.data, msg.subject, seq), msg.metadata.num_pending
-            except EventDecodeError:
+            except (EventDecodeError, StreamIntegrityError):
                 raise
             except (nats.js.errors.NotFoundError, *_TRANSIENT, nats.js.errors.APIError):
                 await asyncio.sleep(0.25)
@@ -457,6 +473,9 @@ class EventLog:
             raw = await self.js.get_last_msg(self.settings.name, subject)
         except nats.js.errors.NotFoundError:
             return None
+        want = (raw.headers or {}).get(SUM_HEADER)
+        if want is not None and want != checksum(raw.data or b""):
+            raise StreamIntegrityError(subject, raw.seq)
         return decode(raw.data or b"", subject, raw.seq)
 
     async def run_ids(self) -> list[str]:
@@ -469,9 +488,11 @@ class EventLog:
     # --- export / import ------------------------------------------------------------------
 
     async def export_run(self, run_id: str, path: str, *, from_seq: int = 1) -> int:
-        """Write a run's events (subject + exact bytes) to one file; returns the count."""
+        """Write a run's events (subject + exact bytes) to one file; returns the count. A damaged
+        message is never sealed into the file: StreamIntegrityError, and no file."""
         with logfile.LogWriter(path, run_id) as w:
             async for msg in self.iter_raw(run_filter(run_id), from_seq=from_seq):
+                verify_message(msg)
                 w.write(msg.subject, msg.data)
             return w.count
 

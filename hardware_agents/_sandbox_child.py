@@ -15,8 +15,10 @@ in an order that works, before any untrusted code is loaded:
 6. no_new_privs + Landlock: writes only beneath the work dir, reads only beneath the
    allowed trees (of /proc only this process's own entry and a few system files), no TCP,
    no signals/abstract sockets outside the domain;
-7. seccomp: no sockets of any family, optionally no new processes (threads only), no
-   ptrace/namespaces/mounts (see `hardware_agents.seccomp`);
+7. the CPU affinity the parent gives (`cpus`), then seccomp: no sockets of any family,
+   optionally no new processes (threads only), for a child the parent stops nothing that
+   could continue it or widen its CPU mask (`stoppable`), no clearing of the parent-death
+   signal, no ptrace/namespaces/mounts (see `hardware_agents.seccomp`);
 8. report the isolation actually applied on the status pipe and close it: this is the
    only report the parent believes, because it is sent before any untrusted code exists
    in the process. If the isolation the parent requires is missing, stop here: no
@@ -59,8 +61,11 @@ class ChildSpec(msgspec.Struct, kw_only=True):
     preload: list[str] = []
     seccomp_sockets: bool = True
     seccomp_no_fork: bool = False
+    seccomp_stoppable: bool = False
+    seccomp_pdeathsig: bool = True
+    cpus: list[int] = []  # the CPU affinity to run on (empty: the parent's)
     status_fd: int | None = None
-    require: list[str] = []  # isolation the parent requires: "filesystem", "network", "no_fork"
+    require: list[str] = []  # isolation the parent requires: "filesystem", "network", "no_fork", "stoppable"
 
 
 # /proc entries a child may read besides its own /proc/<pid> (libraries read these at start)
@@ -79,6 +84,10 @@ def missing_isolation(isolation: dict[str, str], require: list[str]) -> list[str
                        f"seccomp: {isolation.get('seccomp', 'not applied')})")
     if "no_fork" in require and "no_fork" not in isolation.get("seccomp", "").split(","):
         missing.append(f"no new processes (seccomp: {isolation.get('seccomp', 'not applied')})")
+    if "stoppable" in require and "stoppable" not in isolation.get("seccomp", "").split(","):
+        missing.append(f"no self-continue while stopped (seccomp: {isolation.get('seccomp', 'not applied')})")
+    if "cpus" in require and "cpus" not in isolation:
+        missing.append("the CPU affinity it was given")
     return missing
 
 
@@ -143,11 +152,18 @@ def _lock_down(spec: ChildSpec, isolation: dict[str, str]) -> None:
             isolation.update(landlock.restrict(write_paths=spec.write_paths, read_paths=reads))
         except landlock.LandlockError as e:
             isolation["landlock"] = f"unavailable: {e}"
-    if spec.seccomp_sockets or spec.seccomp_no_fork:
+    if spec.cpus:  # before seccomp, which refuses sched_setaffinity to a stoppable child
+        try:
+            os.sched_setaffinity(0, spec.cpus)
+            isolation["cpus"] = ",".join(map(str, sorted(os.sched_getaffinity(0))))
+        except OSError as e:
+            isolation["cpus_error"] = str(e)
+    if spec.seccomp_sockets or spec.seccomp_no_fork or spec.seccomp_stoppable or spec.seccomp_pdeathsig:
         from hardware_agents import seccomp
 
         try:
-            isolation.update(seccomp.restrict(sockets=spec.seccomp_sockets, no_fork=spec.seccomp_no_fork))
+            isolation.update(seccomp.restrict(sockets=spec.seccomp_sockets, no_fork=spec.seccomp_no_fork,
+                                              stoppable=spec.seccomp_stoppable, pdeathsig=spec.seccomp_pdeathsig))
         except seccomp.SeccompError as e:
             isolation["seccomp"] = f"unavailable: {e}"
 

@@ -50,6 +50,7 @@ __all__ = [
 
 # Correctness seeds used when the caller names none (three fresh seeds).
 DEFAULT_SEEDS: tuple[int, ...] = (0, 21, 42)
+MAX_SOURCE_BYTES = 1 << 20  # a kernel's sources, all files together: a larger one is a compile error
 
 
 class BandwidthPoint(msgspec.Struct, frozen=True, kw_only=True):
@@ -169,7 +170,14 @@ class HardwareAgent(ABC):
         if not seeds:
             raise ValueError("at least one correctness seed is required")
         t0 = time.perf_counter()
-        prof = self._profile(problem, solution, seeds, timeout_s or self.timeout_s, measure)
+        size = sum(len(src.content) for src in solution.sources)  # characters <= bytes: no copy of a huge one
+        if size <= MAX_SOURCE_BYTES:
+            size = sum(len(src.content.encode()) for src in solution.sources)
+        if size > MAX_SOURCE_BYTES:  # before anything hashes, stages or compiles it
+            prof = self._fail("compile_error", f"the solution's sources are {size / 2**20:.1f} MiB; the limit is "
+                              f"{MAX_SOURCE_BYTES >> 20} MiB")
+        else:
+            prof = self._profile(problem, solution, seeds, timeout_s or self.timeout_s, measure)
         prof.wall_s = time.perf_counter() - t0
         return prof
 

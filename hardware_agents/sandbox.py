@@ -34,8 +34,14 @@ Isolation, and why it is done this way here (Linux, root, kernel 6.x, no cgroup 
   connect/bind is blocked (ABI >= 4), and so are signals and abstract unix sockets outside
   the sandbox (ABI >= 6). Landlock needs no privilege and cannot be undone by the child.
 - System calls: a seccomp filter (`hardware_agents.seccomp`) refuses socket() of every
-  family (UDP and pathname unix sockets included), ptrace and namespace/mount calls, and,
-  for kernel servers, new processes (threads only).
+  family (UDP and pathname unix sockets included), ptrace and namespace/mount calls,
+  clearing the parent-death signal, for kernel servers new processes (threads only), and,
+  for every child the parent stops and continues (`spawn`), whatever could continue it
+  while stopped or widen its CPU mask (profile `stoppable`).
+- The freeze: a spawned child is stopped between the parent's commands, and the parent
+  checks that it stayed stopped (`hardware_agents.freeze`: the CPU time of every process of
+  the sandbox read at the stop and again before the continue, the state, no foreign
+  continue); `SandboxChild.resume` raises `RanWhileStopped` otherwise.
 - Fails closed: the child reports the isolation it applied on a pipe before any untrusted
   code exists in it (that report is the only one believed), and refuses to go on when the
   required isolation (filesystem and network, see `required_isolation`) is missing; the
@@ -44,22 +50,29 @@ Isolation, and why it is done this way here (Linux, root, kernel 6.x, no cgroup 
   records what was (not) applied.
 - Network: a new network namespace (unshare(CLONE_NEWNET), as root, before the uid drop);
   best effort, recorded in `isolation`.
-- Limits: RLIMIT_CPU, RLIMIT_AS, RLIMIT_NPROC, RLIMIT_FSIZE, RLIMIT_CORE=0; a wall-clock
-  timeout after which the whole process group, and every process of the sandbox uid, is
-  SIGKILLed.
-- The work dir is a fresh 0700 directory owned by the sandbox uid, removed afterwards.
-  Files the child leaves are read with O_NOFOLLOW and a size cap.
+- Limits: RLIMIT_CPU, RLIMIT_AS, RLIMIT_NPROC (per sandbox uid), RLIMIT_FSIZE,
+  RLIMIT_CORE=0; a wall-clock timeout after which the whole process group, and every
+  process of the sandbox uid, is SIGKILLed; the CPU affinity the policy gives (`cpus`).
+- The work dir is a fresh 0700 directory owned by the sandbox uid, removed afterwards. As
+  root it is a tmpfs of its own capped at `workdir_bytes` (and 16384 files): a kernel
+  cannot fill the machine's RAM through /dev/shm. Files the child leaves are read with
+  O_NOFOLLOW and a size cap.
+- Orphans: a sandbox uid belongs to the process that holds its lock
+  (`hardware_agents.sandbox_uids`); the first sandbox of every process kills the
+  processes of sandbox uids whose owner died (SIGKILL of the agent leaves them to init).
 
 Not root: no uid drop (RLIMIT_NPROC then counts all of the user's processes, so it is set
-relative to their current count), no network namespace; Landlock still applies.
+relative to their current count), no network namespace, no tmpfs work dir (recorded as
+`workdir: unbounded` in the isolation), and the freeze covers the child's session rather
+than a uid; Landlock and seccomp still apply.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import ctypes
 import errno
-import itertools
 import os
 import re
 import select
@@ -78,7 +91,13 @@ from typing import BinaryIO, Literal, TypeVar
 
 import msgspec
 
+from hardware_agents import sandbox_uids
 from hardware_agents._sandbox_child import ChildReport, ChildSpec
+from hardware_agents.freeze import FreezeBreach, Freezer, RanWhileStopped
+from hardware_agents.sandbox_uids import kill_uid, pids_of_uid, sweep_orphans
+
+__all__ = ["FreezeBreach", "RanWhileStopped", "Sandbox", "SandboxChild", "SandboxOutcome", "SandboxPolicy",
+           "kill_uid", "pids_of_uid", "sweep_orphans"]
 
 T = TypeVar("T")
 
@@ -118,13 +137,6 @@ _SECRET_RE = re.compile(
     re.IGNORECASE,
 )
 
-# Sandbox uids: a private range no real account uses; one uid per concurrent run.
-_UID_BASE = 0x3A000000
-_UID_SPAN = 1 << 20
-_uid_lock = threading.Lock()
-_uids_in_use: set[int] = set()
-_uid_counter = itertools.count()
-
 
 def is_secret_name(name: str) -> bool:
     return bool(_SECRET_RE.search(name))
@@ -162,6 +174,10 @@ class SandboxPolicy(msgspec.Struct, frozen=True, kw_only=True):
     log_bytes: int = 64 * 1024  # how much of the child's stderr the parent keeps (the head)
     block_sockets: bool = True  # seccomp: socket() of any family fails
     no_fork: bool = False  # seccomp: threads only, no new processes (kernel servers)
+    stoppable: bool = True  # seccomp profile `stoppable` for spawned (stopped) children; required
+    lock_pdeathsig: bool = True  # seccomp: prctl(PR_SET_PDEATHSIG) fails (the child dies with its parent)
+    cpus: tuple[int, ...] = ()  # CPU affinity of the child (empty: the parent's)
+    workdir_bytes: int = 512 << 20  # size cap of the work dir (its own tmpfs, as root); 0: none
     keep_stdout: bool = False  # the child's stdout joins the log (else it is discarded)
 
 
@@ -178,6 +194,7 @@ class SandboxOutcome(msgspec.Struct, kw_only=True):
     log: str = ""
     stray_processes: int = 0
     isolation: dict[str, str] = {}
+    freeze_breach: FreezeBreach | None = None  # a driven child ran while it was held stopped
 
     def decode(self, kind: type[T]) -> T:
         return msgspec.msgpack.decode(self.payload, type=kind)
@@ -245,67 +262,29 @@ def private_dir(base: Path, prefix: str) -> Path:
         for entry in os.listdir(base):
             m = _STALE_DIR.match(entry)
             if m and m.group("prefix") == prefix and not os.path.exists(f"/proc/{m.group('pid')}"):
+                _umount(base / entry / "work")  # a sandbox's tmpfs, if it had one
                 shutil.rmtree(base / entry, ignore_errors=True)
     return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=base))
 
 
-def _proc_status(pid: str) -> tuple[tuple[int, ...], bytes] | None:
-    """(uids, state letter) of a process, None if it is gone."""
-    uids, state = None, b"?"
-    try:
-        with open(f"/proc/{pid}/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"State:"):
-                    state = line.split()[1]
-                elif line.startswith(b"Uid:"):
-                    uids = tuple(int(x) for x in line.split()[1:])
-                    break
-    except OSError:
-        return None
-    return (uids, state) if uids is not None else None
+_MS_NOSUID, _MS_NODEV, _MNT_DETACH = 2, 4, 2
+_WORKDIR_FILES = 16384
+_libc = ctypes.CDLL(None, use_errno=True)
 
 
-def pids_of_uid(uid: int, *, zombies: bool = False) -> list[int]:
-    """Processes of `uid`; zombies (dead, waiting for init to reap them) only if asked."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            st = _proc_status(entry)
-            if st and uid in st[0] and (zombies or st[1] not in (b"Z", b"X")):
-                out.append(int(entry))
-    return out
+def _mount_tmpfs(path: Path, size: int, uid: int | None) -> str | None:
+    """Mount a tmpfs of `size` bytes on `path` (owned by `uid`); None, or why it failed."""
+    opts = f"size={size},nr_inodes={_WORKDIR_FILES},mode=0700"
+    if uid is not None:
+        opts += f",uid={uid},gid={uid}"
+    if _libc.mount(b"accelopt-sandbox", os.fsencode(path), b"tmpfs", _MS_NOSUID | _MS_NODEV, opts.encode()) != 0:
+        return os.strerror(ctypes.get_errno())
+    return None
 
 
-def kill_uid(uid: int, rounds: int = 100) -> int:
-    """SIGKILL every live process of `uid` until none is left; returns how many there were."""
-    killed: set[int] = set()
-    for _ in range(rounds):
-        pids = pids_of_uid(uid)
-        if not pids:
-            break
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed.add(pid)
-            except ProcessLookupError:
-                pass
-        time.sleep(0.005)
-    return len(killed)
-
-
-def _allocate_uid() -> int:
-    with _uid_lock:
-        for _ in range(1000):
-            uid = _UID_BASE + (os.getpid() * 7919 + next(_uid_counter)) % _UID_SPAN
-            if uid not in _uids_in_use and not pids_of_uid(uid):
-                _uids_in_use.add(uid)
-                return uid
-    raise RuntimeError("no free sandbox uid")
-
-
-def _release_uid(uid: int) -> None:
-    with _uid_lock:
-        _uids_in_use.discard(uid)
+def _umount(path: Path) -> None:
+    if os.path.ismount(path):
+        _libc.umount2(os.fsencode(path), _MNT_DETACH)
 
 
 def _count_own_processes() -> int:
@@ -360,17 +339,33 @@ class Sandbox:
         self._root = os.geteuid() == 0
         self.uid: int | None = None
         self.gid: int | None = None
-        uid = _allocate_uid() if self._root and self.policy.drop_privileges else None
+        sandbox_uids.sweep_once()  # orphans of agents that died: once per process
+        self._lease = sandbox_uids.allocate() if self._root and self.policy.drop_privileges else None
+        uid = self._lease.uid if self._lease is not None else None
         self.uid = self.gid = uid
+        self._closed = False
         self._outer = private_dir(base_dir or default_base_dir(), prefix)  # 0700, ours: the log lives here
         self.workdir = self._outer / "work"
         self.workdir.mkdir(mode=0o700)
+        self.workdir_limit = self._limit_workdir()
         (self.workdir / ".sandbox").mkdir(mode=0o700)
         if uid is not None:
             os.chmod(self._outer, 0o711)  # the child may traverse to its work dir, not list ours
             os.chown(self.workdir, uid, uid)
             os.chown(self.workdir / ".sandbox", uid, uid)
-        self._closed = False
+
+    def _limit_workdir(self) -> str:
+        """Give the work dir a tmpfs of its own, capped at `workdir_bytes` (as root); what was
+        done, for the isolation record."""
+        size = self.policy.workdir_bytes
+        if size <= 0:
+            return "unbounded (no limit asked)"
+        if not self._root:
+            return "unbounded (not root: no tmpfs of its own)"
+        why = _mount_tmpfs(self.workdir, size, self.uid)
+        if why is not None:
+            return f"unbounded (tmpfs mount failed: {why})"
+        return f"tmpfs {size >> 20} MiB"
 
     def __enter__(self) -> Sandbox:
         return self
@@ -382,9 +377,9 @@ class Sandbox:
         if self._closed:
             return
         self._closed = True
-        if self.uid is not None:
-            kill_uid(self.uid)
-            _release_uid(self.uid)
+        if self._lease is not None:
+            self._lease.release()  # kills whatever still runs as the uid
+        _umount(self.workdir)
         shutil.rmtree(self._outer, ignore_errors=True)
 
     def give(self, relpath: str) -> Path:
@@ -419,7 +414,7 @@ class Sandbox:
             timeout_s: float | None = None, extra_env: dict[str, str] | None = None) -> SandboxOutcome:
         """Run `target(payload, workdir)` ("pkg.module:function") in a sandboxed child."""
         timeout = timeout_s if timeout_s is not None else self.policy.wall_timeout_s
-        child = self._launch(target, payload, timeout, extra_env, ())
+        child = self._launch(target, payload, timeout, extra_env, (), stoppable=False)
         timed_out = not _wait_exit(child.proc, timeout)
         if timed_out:
             self._kill_all(child.proc)
@@ -429,17 +424,21 @@ class Sandbox:
     def spawn(self, target: str, payload: bytes | msgspec.Struct = b"", *, timeout_s: float | None = None,
               pass_fds: tuple[int, ...] = (), extra_env: dict[str, str] | None = None) -> SandboxChild:
         """Start `target(payload, workdir)` and return at once: for a child the parent drives
-        (a kernel server). `pass_fds` are inherited under the same numbers."""
+        (a kernel server), stopped between its commands (see `SandboxChild`), under the seccomp
+        profile `stoppable` unless the policy turns it off. `pass_fds` are inherited under the
+        same numbers."""
         timeout = timeout_s if timeout_s is not None else self.policy.wall_timeout_s
-        return SandboxChild(self, self._launch(target, payload, timeout, extra_env, pass_fds), timeout)
+        launched = self._launch(target, payload, timeout, extra_env, pass_fds, stoppable=self.policy.stoppable)
+        return SandboxChild(self, launched, timeout)
 
     def _launch(self, target: str, payload: bytes | msgspec.Struct, timeout: float,
-                extra_env: dict[str, str] | None, pass_fds: tuple[int, ...]) -> _Launched:
+                extra_env: dict[str, str] | None, pass_fds: tuple[int, ...], *, stoppable: bool) -> _Launched:
         pol = self.policy
         raw = payload if isinstance(payload, bytes) else msgspec.msgpack.encode(payload)
         result_path = self.workdir / ".sandbox" / "result.msgpack"
         status_r, status_w = os.pipe()
-        extra = ("no_fork",) if pol.no_fork else ()
+        extra = (*(("no_fork",) if pol.no_fork else ()), *(("stoppable",) if stoppable else ()),
+                 *(("cpus",) if pol.cpus else ()))
         spec = ChildSpec(
             target=target, payload=raw, workdir=str(self.workdir), result_path=str(result_path),
             uid=self.uid, gid=self.gid, rlimits=self._rlimits(timeout),
@@ -448,7 +447,8 @@ class Sandbox:
             read_paths=([*default_read_paths(), str(self.workdir), *pol.read_paths, *pol.python_path]
                         if pol.restrict_reads else None),
             write_paths=[str(self.workdir), *pol.write_paths], preload=list(pol.preload),
-            seccomp_sockets=pol.block_sockets, seccomp_no_fork=pol.no_fork, status_fd=status_w,
+            seccomp_sockets=pol.block_sockets, seccomp_no_fork=pol.no_fork, seccomp_stoppable=stoppable,
+            seccomp_pdeathsig=pol.lock_pdeathsig, cpus=list(pol.cpus), status_fd=status_w,
             require=required_isolation(extra),
         )
         result_path.unlink(missing_ok=True)  # never read an earlier run's report
@@ -483,7 +483,7 @@ class Sandbox:
             pass
         if self.uid is not None:
             stray = kill_uid(self.uid)
-        isolation = child.isolation()
+        isolation = {**child.isolation(), "workdir": self.workdir_limit}
         log_text = self._log_head(child.log_path)
         rc = proc.returncode
         sig = signal.Signals(-rc).name if rc is not None and rc < 0 else None
@@ -592,26 +592,66 @@ class _Launched:
 class SandboxChild:
     """A spawned sandboxed child the parent drives with SIGSTOP/SIGCONT (see
     `hardware_agents.cpu.runner`): it stops itself when it is ready or done with a command,
-    and the parent continues it. The parent's clock runs from `resume` to the stop."""
+    and the parent continues it. The parent's clock runs from `resume` to the stop.
+
+    The freeze (`hardware_agents.freeze`): at every stop `wait_stopped` reads the CPU time of
+    every process of the sandbox (freezing the others too where the sandbox may fork);
+    `resume` reads them again first and, if anything ran in between, kills the child,
+    records `freeze_breach` and raises `RanWhileStopped`. `check_frozen()` is that check
+    alone (e.g. after reading outputs at the last stop); `finish` runs it too when the child
+    is still held stopped, so `finish().freeze_breach` covers the time after the last stop.
+    `last_run_cpu_s` is the CPU time the sandbox used from the last `resume` to the stop
+    that followed (every thread: more than wall x cores given means cores it was not given).
+
+    A timed interval is `t0 = resume()` to `stopped_at` (the perf_counter reading taken as
+    soon as the stop was reported, before the freeze readings): the freeze bookkeeping on both
+    sides stays outside it.
+    """
 
     def __init__(self, box: Sandbox, launched: _Launched, timeout_s: float) -> None:
         self.box, self._l, self.timeout_s = box, launched, timeout_s
         self.deadline = launched.t0 + timeout_s
         self.exit_status: int | None = None  # raw wait status once it has exited
         self.timed_out = False  # killed at its wall-clock deadline
+        self.freeze_breach: FreezeBreach | None = None
+        self._freezer: Freezer | None = None
+        self._expect_continue = False  # a continue report may be ours (after `resume`)
+        self.stopped_at = 0.0  # perf_counter when the last stop was reported: a timed interval ends there
         self._outcome: SandboxOutcome | None = None
 
     @property
     def pid(self) -> int:
         return self._l.proc.pid
 
+    @property
+    def last_run_cpu_s(self) -> float | None:
+        return self._freezer.last_run_cpu_s if self._freezer is not None else None
+
+    @property
+    def freeze_scope(self) -> str:
+        """What the freeze covers: "process" (the sandbox cannot fork), "uid" (every process of
+        the sandbox uid) or "session" (not root: the processes of the child's session)."""
+        if "no_fork" in self._l.isolation(wait_s=2.0).get("seccomp", "").split(","):
+            return "process"
+        return "uid" if self.box.uid is not None else "session"
+
     def isolation(self) -> dict[str, str]:
-        return self._l.isolation(wait_s=2.0)
+        """The isolation the child reported, plus what the parent applied around it."""
+        return {**self._l.isolation(wait_s=2.0), "workdir": self.box.workdir_limit, "freeze": self._freeze_record()}
+
+    def _freeze_record(self) -> str:
+        exact = self._freezer is None or self._freezer.exact
+        return self.freeze_scope + ("" if exact else " (stop readings within a scheduler tick)")
+
+    def _sandbox_pids(self) -> set[int]:
+        if self.box.uid is not None:
+            return set(pids_of_uid(self.box.uid))
+        return sandbox_uids.pids_of_session(self.pid)
 
     def wait_stopped(self) -> bool:
         """Block until the child stops (True) or exits, or its wall-clock deadline passes
         (False: it has been killed; see `finish`). A watchdog kills it at the deadline so the
-        blocking wait returns."""
+        blocking wait returns. At a stop the freeze readings are taken."""
         if self.exit_status is not None:
             return False
         remaining = self.deadline - time.perf_counter()
@@ -623,22 +663,80 @@ class SandboxChild:
         try:
             while True:
                 try:
-                    pid, status = os.waitpid(self.pid, os.WUNTRACED)
+                    pid, status = os.waitpid(self.pid, os.WUNTRACED | os.WCONTINUED)
                 except ChildProcessError:
                     self.exit_status = 0
                     return False
-                if pid == self.pid:
+                if pid != self.pid:
+                    continue
+                self.stopped_at = time.perf_counter()
+                if self.freeze_breach is not None and (os.WIFSTOPPED(status) or os.WIFCONTINUED(status)):
+                    continue  # killed: wait for its end
+                if not os.WIFCONTINUED(status):
                     break
+                if self._expect_continue:  # our own `resume`
+                    self._expect_continue = False
+                    continue
+                # continued by someone else: a stop of its own may have been lost with it (a
+                # stop report is gone once the process runs again), and waiting for the next
+                # would hang
+                self.freeze_breach = FreezeBreach(
+                    reason="continued", pid=self.pid,
+                    detail="it was continued by a signal that was not the parent's (its stop was cut short)")
+                self.kill()
         finally:
             watchdog.cancel()
-        if os.WIFSTOPPED(status):
+        self._expect_continue = False
+        if os.WIFSTOPPED(status) and self.freeze_breach is None:
+            if self._freezer is None:
+                self._freezer = Freezer(self.pid, self.freeze_scope, self._sandbox_pids)
+            self._freezer.stopped()
             return True
-        self.exit_status = status
-        self._l.proc.returncode = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        self._exited(status)
         return False
 
-    def resume(self) -> None:
-        os.kill(self.pid, signal.SIGCONT)
+    def _exited(self, status: int) -> None:
+        self.exit_status = status
+        self._l.proc.returncode = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+    def check_frozen(self) -> FreezeBreach | None:
+        """Whether the sandbox ran since the child's last stop (None: it did not, or it is not
+        held stopped). Does not continue or kill it."""
+        fz = self._freezer
+        if fz is None or not fz.holding or self.exit_status is not None:
+            return None
+        try:
+            pid, status = os.waitpid(self.pid, os.WNOHANG | os.WUNTRACED | os.WCONTINUED)
+        except ChildProcessError:
+            pid, status = 0, 0
+        pending = None
+        if pid == self.pid:
+            if os.WIFEXITED(status) or os.WIFSIGNALED(status):
+                self._exited(status)
+                if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
+                    return None  # killed (the deadline, the OOM killer): nothing it did counts
+                return FreezeBreach(reason="state", pid=self.pid,
+                                    detail=f"it exited while it was held stopped (wait status {status:#x})")
+            pending = status
+        return fz.check(pending)
+
+    def resume(self) -> float:
+        """Continue the child (and, where it may fork, the sandbox's other processes it froze).
+        Returns the perf_counter reading taken just before the continue: a timed interval
+        starts there, after the freeze check. Raises `RanWhileStopped` (the child killed) if
+        anything of the sandbox ran while it was held stopped."""
+        breach = self.check_frozen()
+        if breach is not None:
+            self.freeze_breach = breach
+            self.kill()
+            raise RanWhileStopped(breach)
+        self._expect_continue = True
+        if self.exit_status is not None or self._freezer is None:
+            t = time.perf_counter()
+            if self.exit_status is None:
+                os.kill(self.pid, signal.SIGCONT)
+            return t
+        return self._freezer.continue_all()
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -650,20 +748,24 @@ class SandboxChild:
             self.kill()
 
     def finish(self) -> SandboxOutcome:
-        """Kill the child if it still runs, reap it, and describe what happened."""
+        """Kill the child if it still runs, reap it, and describe what happened (with
+        `freeze_breach` if it ran while held stopped, after its last stop included)."""
         if self._outcome is not None:
             return self._outcome
+        if self.freeze_breach is None:
+            self.freeze_breach = self.check_frozen()
         timed_out = self.timed_out
         if self.exit_status is None:
             self.kill()
             with contextlib.suppress(ChildProcessError):
                 _, status = os.waitpid(self.pid, 0)
-                self.exit_status = status
-                self._l.proc.returncode = (-os.WTERMSIG(status) if os.WIFSIGNALED(status)
-                                           else os.WEXITSTATUS(status))
-        self._outcome = self.box._finish(self._l, timed_out, self.timeout_s)
+                self._exited(status)
+        out = self.box._finish(self._l, timed_out, self.timeout_s)
+        out.isolation["freeze"] = self._freeze_record()
+        out.freeze_breach = self.freeze_breach
+        self._outcome = out
         self._l.close()
-        return self._outcome
+        return out
 
 
 def isolation_problem() -> str | None:

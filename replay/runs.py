@@ -4,6 +4,10 @@ and runs that exist only on the event stream (running, or crashed before their e
 `list_runs` never starts a server: it reads the stream only through a URL it is given or
 the root's embedded server if one is already up. `open_run` (for reports) may start the
 root's embedded server to read a run that has no export yet.
+
+A run's status comes from its log and, for a run whose log has not ended, from its driver's
+lock (`replay/runstate.py`): a run whose driver died is `interrupted` (with the command that
+resumes it), even where its events cannot be read now (the embedded server went with it).
 """
 
 from __future__ import annotations
@@ -16,23 +20,26 @@ from pathlib import Path
 
 from accelopt import catalog as ev
 from events.codec import decode
-from events.logfile import LogFileError, read_records
-from events.runsource import LOG_NAME, load_events, run_log_path, running_server_url
+from events.logfile import LogReader
+from events.runsource import LOG_DAMAGE, LOG_NAME, file_events, load_events, run_log_path, running_server_url
 from replay.fold import RunView
+from replay.runstate import DriverState, driver_state, locked_run_dirs, read_lock, resume_command
 from replay.summary import RunSummary, summarize
 
 STALLED_AFTER_S = 15 * 60  # a run with no terminal event and no news for this long is shown as stalled
 
 
 def iter_file_events(path: str | Path) -> Iterator[ev.Event]:
-    """The events of an exported log, decoded one at a time."""
-    _, records = read_records(path)
-    for i, (subject, data) in enumerate(records):
+    """The events of an exported log, decoded one at a time (damage raises, see LogReader)."""
+    reader = LogReader(path)
+    for i, (subject, data) in enumerate(reader.records()):
         yield decode(data, subject, i + 1)
 
 
-def fold_file(path: str | Path, *, until_iteration: int | None = None) -> RunView:
-    return RunView.from_events(iter_file_events(path), until_iteration=until_iteration)
+def fold_file(path: str | Path, *, until_iteration: int | None = None, valid_prefix: bool = False,
+              warnings: list[str] | None = None) -> RunView:
+    return RunView.from_events(file_events(Path(path), valid_prefix=valid_prefix, warnings=warnings),
+                               until_iteration=until_iteration)
 
 
 # --- the stream -------------------------------------------------------------------------------
@@ -66,18 +73,35 @@ async def _stream_runs(url: str, skip: set[str]) -> list[tuple[str, RunView]]:
 @dataclass
 class RunListing:
     summary: RunSummary
-    source: str  # "file" or "stream"
+    source: str  # "file", "stream" or "lock" (only its driver's lock file: no readable events)
     path: Path | None = None
+    driver: DriverState = "unknown"  # whether a live process drives it (replay/runstate.py)
+    resume: str = ""  # the command that resumes it, where it can be resumed
 
     def status(self, now: float | None = None) -> str:
         s = self.summary
-        if s.status == "running" and self.source == "file":
+        if s.status != "running":
+            return s.status
+        if self.driver == "interrupted":
+            return "interrupted"
+        if self.driver == "running":
+            return "running"
+        if self.source == "file":
             return "incomplete"  # exported before it ended (timed out, or a snapshot)
-        if s.status == "running" and s.last_ts and (now or time.time()) - s.last_ts > STALLED_AFTER_S:
+        if s.last_ts and (now or time.time()) - s.last_ts > STALLED_AFTER_S:
             from replay.render.fmt import ago
 
             return f"stalled (last event {ago(s.last_ts, now)})"
         return s.status
+
+
+def _lock_only(run_dir: Path) -> RunSummary:
+    """A run known only by its driver's lock file (its events are on a stream that is down)."""
+    info = read_lock(run_dir / "run.lock")
+    return RunSummary(run_id=run_dir.name, status="running", problems=0, iterations_done=0,
+                      iterations_planned=None, kernels=0, speedup_geomean=None, pct_peak_geomean=None,
+                      baseline_pct_peak_geomean=None, cost_usd=0.0, llm_calls=0, tokens=0,
+                      started_ts=info.started_ts, last_ts=None, events=0)
 
 
 def list_runs(root: str | Path, *, nats_url: str | None = None) -> tuple[list[RunListing], list[str]]:
@@ -88,8 +112,8 @@ def list_runs(root: str | Path, *, nats_url: str | None = None) -> tuple[list[Ru
     if root.is_dir():
         for log in sorted(root.glob(f"*/{LOG_NAME}")):
             try:
-                view = fold_file(log)
-            except (LogFileError, ValueError) as e:
+                view = fold_file(log, valid_prefix=True, warnings=warnings)  # damage: the valid prefix, warned
+            except (*LOG_DAMAGE, ValueError) as e:
                 warnings.append(f"{log}: {e}")
                 continue
             listings.append(RunListing(summarize(view), "file", log))
@@ -101,19 +125,29 @@ def list_runs(root: str | Path, *, nats_url: str | None = None) -> tuple[list[Ru
                 listings.append(RunListing(summarize(view), "stream"))
         except Exception as e:  # a listing still shows the files when the server is unreachable
             warnings.append(f"event stream at {url}: {e}")
+    seen = {r.summary.run_id for r in listings}
+    for run_dir in locked_run_dirs(root):
+        if run_dir.name not in seen:
+            listings.append(RunListing(_lock_only(run_dir), "lock"))
+    for r in listings:
+        r.driver = driver_state(root, r.summary.run_id)
+        if r.status() == "interrupted":
+            r.resume = resume_command(r.summary.run_id, str(root))
     listings.sort(key=lambda r: (r.summary.started_ts or 0.0, r.summary.run_id))
     return listings, warnings
 
 
 # --- one run ------------------------------------------------------------------------------------
 
-def open_run(run: str, root: str | Path, *, nats_url: str | None = None,
-             until_iteration: int | None = None) -> tuple[RunView, Path | None]:
+def open_run(run: str, root: str | Path, *, nats_url: str | None = None, until_iteration: int | None = None,
+             valid_prefix: bool = False, warnings: list[str] | None = None) -> tuple[RunView, Path | None]:
     """Fold a run given as a file, a run directory or a run id (under `root`, then on the
     stream: `nats_url`, the root's running server, or the root's embedded server started to
-    read it). Returns the view and the exported log it came from (None: the stream)."""
+    read it). Returns the view and the exported log it came from (None: the stream). A
+    damaged log raises one of LOG_DAMAGE (`valid_prefix`: its valid prefix, warned)."""
     path = run_log_path(run, root)
     if path is not None:
-        return fold_file(path, until_iteration=until_iteration), path
-    events = load_events(run, root, nats_url=nats_url, prefer_stream=True)
+        return fold_file(path, until_iteration=until_iteration, valid_prefix=valid_prefix, warnings=warnings), path
+    events = load_events(run, root, nats_url=nats_url, prefer_stream=True, valid_prefix=valid_prefix,
+                         warnings=warnings)
     return RunView.from_events(events, until_iteration=until_iteration), None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from accelopt.commands.run import load_run_events, wide_console
+from accelopt.commands.run import add_valid_prefix_arg, damage_message, wide_console
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -14,25 +14,36 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--iteration", type=int, help="show the state at the end of this iteration")
     p.add_argument("--root", default="runs")
     p.add_argument("--nats", help="NATS URL (default: the root's embedded server)")
+    add_valid_prefix_arg(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from accelopt.commands._progress import results_table
-    from replay.fold import RunView
+    from events.runsource import LOG_DAMAGE, RunNotFound, fold_events
 
     console = wide_console()
+    warnings: list[str] = []
     if args.verify:
-        from events.runsource import RunNotFound, fold_events
         from replay.verify import Verifier
 
         verifier = Verifier()  # fed as the log is read: a long run's history is never held
         try:
-            fold_events(args.run, args.root, verifier.feed, nats_url=args.nats)
+            fold_events(args.run, args.root, verifier.feed, nats_url=args.nats, valid_prefix=args.valid_prefix,
+                        warnings=warnings)
         except RunNotFound as e:
             console.print(f"[red]{e}[/red]")
             return 2
-        report = verifier.result()
+        except LOG_DAMAGE as e:
+            console.print(f"[red]{damage_message(e)}[/red]", soft_wrap=True)
+            return 2
+        for w in warnings:
+            console.print(f"[yellow]warning:[/yellow] {w}", soft_wrap=True)
+        try:
+            report = verifier.result()
+        except ValueError as e:  # no events (an empty valid prefix)
+            console.print(f"[red]{e}[/red]")
+            return 2
         if report.ok:
             console.print(f"[green]verified[/green]: {report.decisions_checked} coordinator decisions re-derived "
                           f"from {report.inputs} recorded results ({report.events} events)")
@@ -44,10 +55,22 @@ def run(args: argparse.Namespace) -> int:
         assert d is not None
         console.print(f"[red]diverges[/red] at {d.describe()}")
         return 1
-    events = load_run_events(console, args)
-    if events is None:
+    from replay.runs import open_run
+
+    try:
+        view, _ = open_run(args.run, args.root, nats_url=args.nats, until_iteration=args.iteration,
+                           valid_prefix=args.valid_prefix, warnings=warnings)
+    except RunNotFound as e:
+        console.print(f"[red]{e}[/red]")
         return 2
-    view = RunView.from_events(events, until_iteration=args.iteration)
+    except LOG_DAMAGE as e:
+        console.print(f"[red]{damage_message(e)}[/red]", soft_wrap=True)
+        return 2
+    except ConnectionError as e:
+        console.print(f"[red]{e}[/red]")
+        return 2
+    for w in warnings:
+        console.print(f"[yellow]warning:[/yellow] {w}", soft_wrap=True)
     title = f"run {view.run_id}: {view.status}" + (f", state after iteration {args.iteration}"
                                                     if args.iteration is not None else "")
     console.print(results_table(view.results(), title))

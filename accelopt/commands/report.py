@@ -8,6 +8,8 @@ import re
 import time
 from pathlib import Path
 
+from accelopt.commands.run import add_valid_prefix_arg, damage_message
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="write a self-contained HTML report of one run, or several side by side")
@@ -19,6 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--nats", help="NATS URL of the event log (default: the root's embedded server)")
     p.add_argument("--iteration", type=int, help="report the state at the end of this iteration")
     p.add_argument("--title", help="page title")
+    add_valid_prefix_arg(p)
     p.set_defaults(func=run)
 
 
@@ -32,8 +35,7 @@ def default_out(run_args: list[str], sources: list[Path | None], ids: list[str])
 
 def run(args: argparse.Namespace) -> int:
     from accelopt.commands.run import wide_console
-    from events.logfile import LogFileError
-    from events.runsource import RunNotFound
+    from events.runsource import LOG_DAMAGE, RunNotFound
     from replay.render.report import build_report
     from replay.runs import open_run
 
@@ -41,11 +43,18 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     views, sources = [], []
     for r in args.runs:
+        warnings: list[str] = []
         try:
-            view, source = open_run(r, args.root, nats_url=args.nats, until_iteration=args.iteration)
-        except (RunNotFound, LogFileError, ConnectionError) as e:
+            view, source = open_run(r, args.root, nats_url=args.nats, until_iteration=args.iteration,
+                                    valid_prefix=args.valid_prefix, warnings=warnings)
+        except LOG_DAMAGE as e:
+            console.print(f"[red]{damage_message(e)}[/red]", soft_wrap=True)
+            return 2
+        except (RunNotFound, ConnectionError) as e:
             console.print(f"[red]{e}[/red]")
             return 2
+        for w in warnings:
+            console.print(f"[yellow]warning:[/yellow] {w}", soft_wrap=True)
         views.append(view)
         sources.append(source)
     html = build_report(views, title=args.title)

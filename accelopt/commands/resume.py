@@ -3,7 +3,10 @@
 Everything derives from the log: the coordinator re-folds the run's history, re-makes its
 decisions (their ids are deterministic, so nothing already published is published twice),
 and publishes what is missing; requests that were in flight are still on the durable
-consumers and get (re)delivered to the new agents.
+consumers and get (re)delivered to the new agents. A run with a damaged log is not resumed
+(the coordinator would re-derive its state from a history with a hole): the error names
+where, and `accelopt replay RUN --valid-prefix` shows what is intact. A run another live
+process still drives is refused (replay/runstate.py).
 """
 
 from __future__ import annotations
@@ -26,16 +29,25 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from accelopt.config import recorded_config
-    from events.runsource import RunNotFound, fold_events
+    from events.runsource import LOG_DAMAGE, RunNotFound, fold_events
     from replay.fold import RunView
+    from replay.runstate import driver_state
 
     console = wide_console()
     # folded as it is read, never held: the history of a long run is gigabytes as a list
     view = RunView(compact=True)
+    if driver_state(args.root, args.run) == "running":
+        console.print(f"[red]run {args.run} is being driven by a live process (its lock "
+                      f"{args.root}/{args.run}/run.lock is held): nothing to resume[/red]", soft_wrap=True)
+        return 2
     try:
         n_events = fold_events(args.run, args.root, view.apply, nats_url=args.nats, prefer_stream=True)
     except RunNotFound as e:
         console.print(f"[red]{e}[/red]")
+        return 2
+    except LOG_DAMAGE as e:
+        console.print(f"[red]{e}\na run does not go on from a damaged log; `accelopt replay {args.run} "
+                      "--valid-prefix` shows what is intact[/red]", soft_wrap=True)
         return 2
     started = view.started
     if started is None:

@@ -80,6 +80,23 @@ def wide_console() -> Console:
     return console
 
 
+def add_valid_prefix_arg(p: argparse.ArgumentParser) -> None:
+    """`--valid-prefix` for the commands that read a run's log."""
+    p.add_argument("--valid-prefix", action="store_true",
+                   help="where the log is damaged, use the events before the damage (with a warning) instead of "
+                        "stopping with an error")
+
+
+def damage_message(e: Exception) -> str:
+    """A damaged log's error (it names where), and what the user can do."""
+    from events.codec import EventDecodeError, StreamIntegrityError
+    from events.logfile import LogIntegrityError
+
+    if isinstance(e, LogIntegrityError | StreamIntegrityError | EventDecodeError):
+        return f"{e}\nthe log is damaged there; --valid-prefix works on the events before it"
+    return str(e)
+
+
 def load_run_events(console: Console, args: argparse.Namespace, *,
                     prefer_stream: bool = False) -> list[ev.Event] | None:
     """The events of run `args.run` (under `args.root`, or on `args.nats`), or None after
@@ -165,6 +182,7 @@ def execute(console: Console, cfg: RunConfig, problems: list, args: argparse.Nam
     """Run a session with progress bars and print its outcome (shared by run, ablate, resume)."""
     from accelopt.commands._progress import RunProgress, results_table
     from actors.session import RunError, run_session
+    from replay.runstate import RunBusy
 
     if not preflight(console, cfg, getattr(args, "preflight", True)):
         return 2
@@ -183,7 +201,7 @@ def execute(console: Console, cfg: RunConfig, problems: list, args: argparse.Nam
                                   log_level=args.log_level,
                                   on_warning=lambda text: console.print(f"[yellow]waiting:[/yellow] {text}"),
                                   **where, **session_kwargs)
-    except (RunError, ConfigError) as e:
+    except (RunError, ConfigError, RunBusy) as e:
         console.print(f"[red]run failed:[/red] {e}")
         return 1
     except Exception as e:

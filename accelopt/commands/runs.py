@@ -40,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
                 "cost_usd": s.cost_usd, "llm_calls": s.llm_calls, "failed_llm_calls": s.failed_llm_calls,
                 "started_ts": s.started_ts,
                 "parent_run": s.parent_run, "fork_iteration": s.fork_iteration, "path": str(r.path or ""),
+                "resume": r.resume,
             }))
         for w in warnings:
             print(f"warning: {w}", file=sys.stderr)
@@ -58,6 +59,9 @@ def run(args: argparse.Namespace) -> int:
     console.print(table)
     if not listings:
         console.print(f"no runs under {args.root}")
+    for r in listings:
+        if r.resume:
+            console.print(f"{r.summary.run_id} was interrupted (its driver died): {r.resume}", soft_wrap=True)
     for w in warnings:
         console.print(f"[yellow]warning:[/yellow] {w}")
     return 0

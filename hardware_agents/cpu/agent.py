@@ -18,12 +18,12 @@ staging run concurrently.
 from __future__ import annotations
 
 import fcntl
-import math
+import os
 import re
 import shutil
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
@@ -40,18 +40,19 @@ from hardware_agents.cpu.data import ProblemData
 from hardware_agents.cpu.judge import Judge
 from hardware_agents.cpu.machine import DEFAULT_CC, machine_info, usable_cores
 from hardware_agents.cpu.machine import cache_dir as default_cache_dir
+from hardware_agents.cpu.oracle import ORACLE_SETS, BaselineOracle
 from hardware_agents.datacache import DataCache
 from hardware_agents.quiet import single_threaded_blas
-from hardware_agents.sandbox import Sandbox, SandboxPolicy
+from hardware_agents.sandbox import Sandbox, SandboxPolicy, sweep_orphans
 
 _LOW_PRECISION = re.compile(
     r"\b(_Float16|__fp16|__bf16|__m(?:128|256|512)bh|__m(?:128|256|512)h)\b|float16|_mm\d*_\w*(?:bf16|pbh)\w*")
-_MAX_ROTATION_BYTES = 256 << 20
-# A batch of calls costs one handshake (~0.2 ms: continue the child, wait for its stop), so a
-# batch needs enough calls to keep that under 2 % of a short kernel's time: at least this many
-# buffer sets when they fit in `_MAX_BATCH_BYTES`, even past the footprint the cache asks for.
-_MIN_SETS = 24
-_MAX_BATCH_BYTES = 1 << 30
+# Room for the buffer sets of a timed batch: the judge sizes a batch from a first measured
+# call (the handshake at most 2 % of it), up to this many sets and bytes; pages are only
+# allocated for the sets a profile uses.
+MAX_TIMED_SETS = 128
+MAX_REGION_BYTES = 256 << 20
+WORKDIR_BYTES = 128 << 20  # the kernel server's work dir (its own tmpfs): the .so and nothing else
 
 
 def _strip_comments(src: str) -> str:
@@ -59,17 +60,10 @@ def _strip_comments(src: str) -> str:
     return re.sub(r"//[^\n]*", " ", src)
 
 
-def rotation_sets(set_bytes: int, contents: int, l3_bytes: int) -> int:
-    """Buffer sets for the timed loop: footprint >= 2x L3 when memory allows, at least
-    `_MIN_SETS` (calls per handshake) when they fit in `_MAX_BATCH_BYTES`, more sets than
-    contents, and not a multiple of the content count (so contents move between buffers)."""
-    r = math.ceil(2 * l3_bytes / max(set_bytes, 1))
-    r = min(r, 64, max(1, _MAX_ROTATION_BYTES // max(set_bytes, 1)))
-    r = max(r, min(_MIN_SETS, _MAX_BATCH_BYTES // max(set_bytes, 1)))
-    r = max(r, contents + 1)
-    while contents > 1 and r % contents == 0:  # one content cannot move: nothing to avoid
-        r += 1
-    return r
+def timing_sets(set_bytes: int, cases: int) -> int:
+    """Buffer sets the kernel server has room for when timing: every correctness case, at
+    least 2 (the first measured batch), at most `MAX_TIMED_SETS` and `MAX_REGION_BYTES`."""
+    return max(cases, 2, min(MAX_TIMED_SETS, MAX_REGION_BYTES // max(set_bytes, 1)))
 
 
 class CpuAgent(HardwareAgent):
@@ -93,6 +87,10 @@ class CpuAgent(HardwareAgent):
         self.spread_threshold = spread_threshold
         self.max_pct_peak = max_pct_peak
         self.threads = threads or usable_cores()
+        # the cores a kernel runs on: `threads` of this process's CPU mask (its server is pinned to
+        # them and may not widen that; its CPU time per batch is bounded by wall x their number)
+        self.cpus: tuple[int, ...] = tuple(sorted(os.sched_getaffinity(0))[:self.threads])
+        sweep_orphans()  # kernel servers of an agent that died (SIGKILL) are killed at start-up
         self.exclusive_timing = exclusive_timing
         self.sandbox_dir = Path(sandbox_dir) if sandbox_dir else None
         self.cc = cc
@@ -155,13 +153,13 @@ class CpuAgent(HardwareAgent):
             return self._fail("compile_error", build.log, isolation=build.isolation)
         data = self.data.get(problem, seeds)
         spec = self.device if measure else None
-        contents = sum(1 for c in data.cases if not c.case.adversarial)
-        sets = max(len(data.cases), rotation_sets(data.set_bytes, contents, machine_info(self.cc).l3_bytes)
-                   if measure else 0)
-        with Sandbox(self._policy(data, sets), base_dir=self.sandbox_dir) as box:
+        sets = timing_sets(data.set_bytes, len(data.cases)) if measure else len(data.cases)
+        policy = self._policy(data, sets)
+        with Sandbox(policy, base_dir=self.sandbox_dir) as box:
             shutil.copyfile(build.so_path, box.workdir / "kernel.so")
             box.give("kernel.so")
-            judge = Judge(self, problem, data, spec, box, str(box.workdir / "kernel.so"), entry, sets, timeout)
+            judge = Judge(self, problem, data, spec, box, str(box.workdir / "kernel.so"), entry, sets, timeout,
+                          oracle=self._oracle_factory(problem, data, policy, timeout) if measure else None)
             with self._device_lock():
                 prof = judge.run()
         prof = judge.verify_deferred(prof)
@@ -173,10 +171,32 @@ class CpuAgent(HardwareAgent):
         region = sets * (data.set_bytes + 4096 * (1 + 2 * len(data.problem.definition.outputs)))
         policy = SandboxPolicy(
             address_space_bytes=(1 << 30) + 2 * region, max_processes=64, max_file_bytes=16 << 20,
-            no_fork=True, env={"OMP_NUM_THREADS": str(self.threads), "OPENBLAS_NUM_THREADS": "1",
-                               "MKL_NUM_THREADS": "1", "OMP_DYNAMIC": "false", "OMP_WAIT_POLICY": "passive"},
+            no_fork=True, cpus=self.cpus, workdir_bytes=WORKDIR_BYTES,
+            env={"OMP_NUM_THREADS": str(self.threads), "OPENBLAS_NUM_THREADS": "1",
+                 "MKL_NUM_THREADS": "1", "OMP_DYNAMIC": "false", "OMP_WAIT_POLICY": "passive"},
         )
         return msgspec.structs.replace(policy, **self.sandbox_options) if self.sandbox_options else policy
+
+    def _oracle_factory(self, problem: Problem, data: ProblemData, policy: SandboxPolicy,
+                        timeout: float) -> Callable[[], BaselineOracle] | None:
+        """The baseline kernel as the fast reference of the timed calls' full checks
+        (`oracle.py`), or None where the problem has no C baseline that builds."""
+        base = problem.baseline
+        if base is None or base.spec.language != "c":
+            return None
+        try:
+            symbol = base.entry_symbol
+        except IndexError:
+            return None
+        build = self.compiler.build(base, problem.axis_values())
+        if not build.ok or build.so_path is None:
+            return None
+        so_path = build.so_path
+        scalars = {n: v for n, v in data.cases[0].inputs.items() if not isinstance(v, np.ndarray)}
+        oracle_policy = msgspec.structs.replace(policy, address_space_bytes=(1 << 30) + 2 * ORACLE_SETS * (
+            data.set_bytes + 4096 * (1 + 2 * len(problem.definition.outputs))))
+        return lambda: BaselineOracle(problem, so_path, symbol, oracle_policy, scalars, timeout,
+                                      sandbox_dir=self.sandbox_dir)
 
     @contextmanager
     def _device_lock(self) -> Iterator[None]:

@@ -5,10 +5,16 @@ The compiler runs in the sandbox too (unprivileged, no network, Landlock): `#inc
 back to an LLM. Axis values are passed as -D defines. Successes and failures are cached
 under `<cache>/cpu/build/<key>.{so,json}` where key = sha256(compiler, flags, defines,
 sources), so a repeated kernel costs a file lookup.
+
+Bounds: a shared library over `MAX_LIBRARY_BYTES` is a compile error (`.fill 240000000`
+would otherwise be kept and copied into every profile's work dir); the compiler's files are
+capped (RLIMIT_FSIZE and a 256 MiB tmpfs work dir). The cache evicts its least recently used
+entries beyond `CACHE_BYTES` of libraries or `CACHE_ENTRIES` entries.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import os
@@ -26,6 +32,10 @@ from hardware_agents.sandbox import Sandbox, SandboxPolicy
 CFLAGS: tuple[str, ...] = ("-std=gnu11", "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
 LDLIBS: tuple[str, ...] = ("-lm",)
 _LOG_LIMIT = 16_000
+MAX_LIBRARY_BYTES = 32 << 20  # a kernel's .so; the suites' are ~20 KiB
+CACHE_BYTES = 1 << 30  # libraries kept in the build cache
+CACHE_ENTRIES = 4096  # verdicts kept (failures have no library)
+_EVICT_SPARE_S = 300.0  # entries used this recently are never evicted (a profile may be copying one)
 
 
 class CompileRequest(msgspec.Struct, kw_only=True):
@@ -109,7 +119,44 @@ class Compiler:
                 tmp.write_bytes(msgspec.json.encode(result))
                 os.replace(tmp, meta)
         result.seconds = time.perf_counter() - t0
+        if not result.cached:
+            self.evict()
         return result
+
+    def evict(self, max_bytes: int = CACHE_BYTES, max_entries: int = CACHE_ENTRIES) -> int:
+        """Remove the least recently used entries (verdict, library, lock) until the libraries
+        take at most `max_bytes` and there are at most `max_entries` verdicts; returns how
+        many went. An entry being built (its lock held) or used in the last few minutes stays."""
+        entries = []
+        for meta in self.dir.glob("*.json"):
+            so = meta.with_suffix(".so")
+            try:
+                st = meta.stat()
+                size = so.stat().st_size if so.exists() else 0
+            except OSError:
+                continue
+            entries.append((st.st_mtime, meta, size))
+        total = sum(e[2] for e in entries)
+        if total <= max_bytes and len(entries) <= max_entries:
+            return 0
+        removed = 0
+        now = time.time()
+        for mtime, meta, size in sorted(entries, key=lambda e: e[0]):
+            if total <= 0.9 * max_bytes and len(entries) - removed <= 0.9 * max_entries:
+                break
+            if now - mtime < _EVICT_SPARE_S:
+                break
+            with open(meta.with_suffix(".lock"), "w") as lock:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue
+                meta.unlink(missing_ok=True)
+                meta.with_suffix(".so").unlink(missing_ok=True)
+            meta.with_suffix(".lock").unlink(missing_ok=True)
+            total -= size
+            removed += 1
+        return removed
 
     def _cached(self, meta: Path, so: Path) -> BuildResult | None:
         try:
@@ -119,11 +166,14 @@ class Compiler:
         if result.ok and not so.is_file():
             return None
         result.cached = True
+        with contextlib.suppress(OSError):
+            os.utime(meta)  # most recently used: the last to be evicted
         return result
 
     def _compile(self, solution: Solution, defines: dict[str, int], key: str, so: Path) -> BuildResult:
         policy = SandboxPolicy(wall_timeout_s=self.timeout_s + 10, max_processes=32,
-                               max_file_bytes=256 << 20, address_space_bytes=4 << 30)
+                               max_file_bytes=4 * MAX_LIBRARY_BYTES, address_space_bytes=4 << 30,
+                               workdir_bytes=256 << 20)
         try:
             rels = [_safe_relpath(s.path) for s in solution.sources]
         except ValueError as e:
@@ -155,7 +205,12 @@ class Compiler:
                 return BuildResult(ok=False, key=key, log=log or f"compiler exited with {res.returncode}",
                                    isolation=iso)
             try:
-                data = box.read_file("kernel.so", max_bytes=256 << 20)  # no symlinks, bounded
+                size = (box.workdir / "kernel.so").lstat().st_size
+                if size > MAX_LIBRARY_BYTES:
+                    return BuildResult(ok=False, key=key, isolation=iso, log=(
+                        f"{log}\nthe shared library is {size / 2**20:.1f} MiB; the limit is "
+                        f"{MAX_LIBRARY_BYTES >> 20} MiB (large tables belong in code that computes them)").strip())
+                data = box.read_file("kernel.so", max_bytes=MAX_LIBRARY_BYTES)  # no symlinks, bounded
             except OSError as e:
                 return BuildResult(ok=False, key=key, log=f"{log}\ncompiler output unusable: {e}")
             tmp = so.with_suffix(f".so.{os.getpid()}.tmp")

@@ -8,16 +8,17 @@ a read-only shared region and never sees a reference.
 
 Besides the correctness cases, a `ProblemData` holds a timing pool: a few input sets on
 seeds drawn from the OS's random source when the data is built, never the correctness
-seeds, with their float64 references. Timed calls get contents made from the pool
-(`fresh_content`), so a kernel cannot know them in advance or recognise one it has seen; a
-few timed calls of each profile get a pool set as it is (each at most once per profile,
-and a kernel's process lives for one profile), whose output is then checked in full at no
-cost. The kernel cannot tell those calls from the others.
+seeds, with their float64 references. Every timed call gets fresh random values
+(`fresh_content`: the definition's init expressions on a seed drawn for that call), so no
+run of values in it was ever seen by the kernel: a cache keyed on content, on a sample of
+it or on any run of it misses. A few timed calls of each profile get a pool set as it is
+(each at most once per profile, and a kernel's process lives for one profile), whose
+output is then checked in full at no cost. The kernel cannot tell those calls from the
+others: both are the definition's inputs on a seed it has never seen.
 """
 
 from __future__ import annotations
 
-import itertools
 import secrets
 import time
 
@@ -27,7 +28,6 @@ from accelopt.problem import Problem
 from hardware_agents import validity
 
 TIMING_POOL = 4
-_CHUNKS = 8
 
 
 class CaseData:
@@ -79,32 +79,11 @@ class ProblemData:
         return dest
 
     def fresh_content(self, dest: dict[str, np.ndarray], rng: np.random.Generator) -> dict[str, np.ndarray]:
-        """Write a never-seen input set into `dest` (the buffer views) and return it.
-
-        Each float input is made of `_CHUNKS` pieces, each copied from a random pool set at
-        a random offset (cyclically), so every value comes from a valid input of the problem
-        but the whole is new: a cache keyed on content, or on a sample of it, misses, and
-        roll-invariant summaries (sums, norms) differ from any seen before. Other inputs
-        (integers, indices with structure) are copied whole from one pool set.
-        """
-        base = self.pool[int(rng.integers(len(self.pool)))]
+        """Write a never-seen input set into `dest` (the buffer views) and return it: every
+        array input drawn afresh from its init expression on a seed drawn from `rng` (the
+        correctness cases' generator, so the values are valid inputs of the problem)."""
+        seed = int(rng.integers(1 << 62)) | (1 << 62)  # never one of the small correctness seeds
+        values = validity.make_inputs(self.problem, validity.InputCase(name="timed", seed=seed))
         for name, arr in dest.items():
-            src_whole = base[name]
-            assert isinstance(src_whole, np.ndarray)
-            if name not in self.float_inputs or arr.size < _CHUNKS:
-                np.copyto(arr, src_whole)
-                continue
-            flat = arr.reshape(-1)
-            n = flat.size
-            bounds = np.linspace(0, n, _CHUNKS + 1).astype(np.int64)
-            for lo, hi in itertools.pairwise(bounds):
-                src = self.pool[int(rng.integers(len(self.pool)))][name]
-                assert isinstance(src, np.ndarray)
-                s = src.reshape(-1)
-                off = int(rng.integers(n))
-                take = int(hi - lo)
-                first = min(take, n - off)
-                flat[lo:lo + first] = s[off:off + first]
-                if first < take:
-                    flat[lo + first:hi] = s[:take - first]
+            np.copyto(arr, values[name])
         return dest

@@ -3,26 +3,36 @@
 Drives a `KernelRunner` (the kernel server in its sandbox) and decides everything from
 what the parent owns: the references (`ProblemData`, in this process only), the clock
 (the parent's, around each batch), and the outputs (read from the parent's own mapping
-while the child is stopped).
+while the child is stopped, and proved stopped: `hardware_agents.freeze`).
 
 Correctness: one batch with every case (seeds and adversarial) in its own buffer set,
 outputs poisoned with NaN and fenced by canaries, each compared in full with its float64
-reference. Timing: batches of calls, each call on an input set the kernel has never seen:
-made afresh from the timing pool (`ProblemData.fresh_content`), or, at random positions,
-a pool set as it is, each at most once per profile. After every batch every call's outputs
-must be finite, inside their canaries and distinct from the other calls' at positions drawn
-after the batch (a lazy kernel that skips, copies or repeats work shows here); the pool
-calls are checked in full against their precomputed references, and calls drawn at random
-after the batch are checked in full against references computed here, as many as the
-reference time allows (at least one per batch). Which calls get checked is decided only
-after the batch has run, so even a kernel that reads its own batch (it shares a process
-with the server) cannot know. Calls of both phases look the same to the kernel.
+reference.
+
+Timing: batches of calls, each call on fresh random inputs (`ProblemData.fresh_content`)
+or, at random positions, a pool set as it is (each at most once per profile). The batch
+size comes from a first measured call: a batch holds enough calls for the handshake that
+starts it (measured on a batch without calls) to be at most `HANDSHAKE_SHARE` of its time,
+and the memory roof is the bandwidth at the footprint of those calls. After every batch
+every call's outputs must be finite, inside their canaries and distinct from the other
+calls'; the process must not have used more CPU time than wall time x the cores it was
+given, nor have widened its CPU mask; the pool calls are checked in full against their
+float64 references, and calls drawn at random after the batch are checked in full
+(`oracle.py`: against the problem's baseline run on the same inputs, disagreements settled
+by the float64 reference), `FULL_CHECKS` per profile: a kernel lazy on a fraction
+f >= 5 % of its timed calls is caught with probability >= 99 %. Without a usable baseline
+the drawn calls are checked against float64 references within `CHECK_BUDGET_S`, and the
+profile records the fraction that bound then covers (`lazy_fraction_caught_99`). Which calls
+get checked is decided only after the batch has run, so even a kernel that reads its own
+batch (it shares a process with the server) cannot know. Calls of both phases look alike.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import secrets
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -33,6 +43,7 @@ from accelopt.profile import Profile, SeedCheck
 from hardware_agents import quiet, validity
 from hardware_agents.base import DeviceSpec, pct_peak, roofline_terms, t_peak
 from hardware_agents.cpu.data import ProblemData
+from hardware_agents.cpu.oracle import FULL_CHECKS, BaselineOracle, OracleUnavailable, lazy_fraction_caught
 from hardware_agents.cpu.runner import KernelDied, KernelRunner
 from hardware_agents.sandbox import Sandbox, SandboxOutcome
 
@@ -40,15 +51,20 @@ if TYPE_CHECKING:
     from hardware_agents.cpu.agent import CpuAgent
 
 MIN_BATCHES = 3  # timed batches per profile at least; up to 2 more per allowed re-run (CpuAgent.max_reruns)
-CHECK_BUDGET_S = 1.0  # reference time per profile for full checks of computed contents (>= 1 per batch)
+CHECK_BUDGET_S = 1.0  # without a baseline oracle: float64 reference time per profile for full checks (>= 1 per batch)
 EXTRA_THREADS = 4  # threads allowed beyond OMP_NUM_THREADS (the interpreter's own)
 SETTLE_MAX_S = 0.25  # before each timed batch, wait at most this long for the parent's other threads to stop
+HANDSHAKE_SHARE = 0.02  # a batch has enough calls for its handshake to be at most this share of its time
+MIN_CALLS = 2  # calls per timed batch at least
+CPU_SLACK = 1.05  # CPU time of a batch may exceed wall x cores given by this factor (+ CPU_SLACK_S): accounting
+CPU_SLACK_S = 0.002
 _SAMPLE = 64  # elements per output compared across the calls of a batch
 
 
 class Judge:
     def __init__(self, agent: CpuAgent, problem: Problem, data: ProblemData, spec: DeviceSpec | None, box: Sandbox,
-                 library: str, symbol: str, sets: int, timeout_s: float) -> None:
+                 library: str, symbol: str, sets: int, timeout_s: float,
+                 oracle: Callable[[], BaselineOracle] | None = None) -> None:
         self.agent, self.problem, self.data, self.spec = agent, problem, data, spec
         self.box, self.library, self.symbol, self.sets, self.timeout_s = box, library, symbol, sets, timeout_s
         self.tol = validity.tolerance_of(problem.definition)
@@ -56,19 +72,21 @@ class Judge:
         self.checks: list[SeedCheck] = []
         self.isolation: dict[str, str] = {}
         self.deferred: list[tuple[str, dict[str, Any], dict[str, np.ndarray]]] = []  # (case, inputs, outputs)
+        self._make_oracle = oracle
+        self.oracle: BaselineOracle | None = None
+        self.oracle_note = ""
+        self.scalars = {n: v for n, v in data.cases[0].inputs.items() if not isinstance(v, np.ndarray)}
 
     def fail(self, status: str, log: str, **kw: Any) -> Profile:
         return self.agent._fail(status, log, correctness=self.checks, counters=self.counters,
                                 isolation=self.isolation, **kw)
 
     def run(self) -> Profile:
-        first = self.data.cases[0]
-        scalars = {n: v for n, v in first.inputs.items() if not isinstance(v, np.ndarray)}
         runner: KernelRunner | None = None
         out = SandboxOutcome(status="ok")
         try:
             runner = KernelRunner(self.box, self.problem, library=self.library, symbol=self.symbol, sets=self.sets,
-                                  scalars=scalars, timeout_s=self.timeout_s)
+                                  scalars=self.scalars, timeout_s=self.timeout_s)
             runner.ready()
             self.isolation = runner.child.isolation()
             prof = self._correctness(runner)
@@ -79,12 +97,18 @@ class Judge:
             self.isolation = e.outcome.isolation
             prof = self._died(e.outcome)
         finally:
+            if self.oracle is not None:
+                self.counters["oracle_checks"] = float(self.oracle.checked)
+                self.counters["oracle_disagreements"] = float(self.oracle.disagreements)
+                self.oracle.close()
             if runner is not None:
                 out = runner.close()
                 self.counters["sandbox_wall_s"] = out.wall_s
                 self.counters["kernel_calls"] = float(runner.calls)
                 if out.stray_processes:
                     self.counters["stray_processes"] = float(out.stray_processes)
+        if out.freeze_breach is not None and prof.status not in ("sandbox_error", "timeout"):
+            prof = self._ran_while_stopped(out)  # after its last stop too: while its outputs were read
         prof.isolation = self.isolation
         # the kernel's own stderr (first lines, scrubbed: sandbox.scrub_output) helps the fixer of a
         # failed kernel; a passed kernel's output goes nowhere (no channel into later prompts)
@@ -92,7 +116,16 @@ class Judge:
             prof.log = f"{prof.log}\n--- kernel stderr (first lines) ---\n{out.log}"
         return prof
 
+    def _ran_while_stopped(self, out: SandboxOutcome) -> Profile:
+        b = out.freeze_breach
+        assert b is not None
+        self.counters["ran_while_stopped_ns"] = float(max(0, b.cpu_ns_now - b.cpu_ns_at_stop))
+        return self.fail("incorrect", f"{b.describe()}. Between timed batches the kernel's process must run no "
+                         "code: no timers, signals or helpers that wake it")
+
     def _died(self, out: SandboxOutcome) -> Profile:
+        if out.freeze_breach is not None:
+            return self._ran_while_stopped(out)
         if out.status == "unisolated":
             return self.fail("sandbox_error", out.error)
         if out.status in ("timeout", "cpu_limit"):
@@ -108,6 +141,29 @@ class Judge:
             return self.fail(status, out.error[-4000:])
         return self.fail("runtime_error", f"the kernel server exited unexpectedly ({out.status})")
 
+    # --- every batch ------------------------------------------------------------------------
+
+    def _cores_used(self, runner: KernelRunner, wall_s: float, what: str) -> str | None:
+        """Why the last batch used cores the kernel was not given, or None: its CPU time (all
+        threads) beyond wall x cores, or a thread whose CPU mask is wider than the one given."""
+        given = self.agent.cpus
+        cpu = runner.last_run_cpu_s
+        if cpu is not None:
+            self.counters["max_batch_cpu_over_wall"] = max(self.counters.get("max_batch_cpu_over_wall", 0.0),
+                                                           cpu / max(wall_s, 1e-9))
+            if cpu > len(given) * wall_s * CPU_SLACK + CPU_SLACK_S:
+                return (f"{what} used {cpu * 1e3:.3g} ms of CPU time in {wall_s * 1e3:.3g} ms: more than the "
+                        f"{len(given)} cores it was given (OMP_NUM_THREADS={self.agent.threads})")
+        for tid in runner.thread_ids():
+            try:
+                mask = os.sched_getaffinity(tid)
+            except OSError:
+                continue
+            if not mask <= set(given):
+                return (f"a thread of the kernel's process runs on CPUs {sorted(mask)}; it was given "
+                        f"{sorted(given)} and may not widen that")
+        return None
+
     # --- correctness ------------------------------------------------------------------------
 
     def _correctness(self, runner: KernelRunner) -> Profile | None:
@@ -117,9 +173,12 @@ class Judge:
             for name, arr in runner.buffers[i].inputs.items():
                 np.copyto(arr, c.inputs[name])  # type: ignore[arg-type]
         runner.prepare(order)
-        runner.run(order)
+        dt = runner.run(order)
         threads = runner.thread_count()
         self.counters["threads_seen"] = float(threads)
+        why = self._cores_used(runner, dt, "the correctness batch")
+        if why:
+            return self.fail("incorrect", why)
         for i, c in enumerate(cases):
             buf = runner.buffers[i]
             chk = validity.compare_outputs(c.case.name, buf.outputs, c.ref64, self.tol, stats=c.stats)
@@ -142,6 +201,23 @@ class Judge:
 
     # --- timing -----------------------------------------------------------------------------
 
+    def _batch_size(self, runner: KernelRunner, rng: np.random.Generator, distinct: bool) -> tuple[int, str | None]:
+        """Calls per timed batch, from the handshake (a batch without calls, best of 3) and a
+        first measured batch of `MIN_CALLS` calls on fresh inputs (checked like any other)."""
+        h = min(runner.handshake() for _ in range(3))
+        probe = list(range(MIN_CALLS))
+        for b in probe:
+            self.data.fresh_content(runner.buffers[b].inputs, rng)
+        runner.prepare(probe)
+        quiet.settle(SETTLE_MAX_S)
+        dt = runner.run(probe)
+        why = self._cores_used(runner, dt, "the first timed batch") or self._check_batch(
+            runner, probe, rng, {}, len(probe), distinct, -1)
+        t_call = max(dt - h, 1e-7) / len(probe)
+        n = min(runner.sets, max(MIN_CALLS, math.ceil(h / (HANDSHAKE_SHARE * t_call))))
+        self.counters.update(handshake_us=h * 1e6, first_call_ms=t_call * 1e3, calls_per_batch_max=float(n))
+        return n, why
+
     def _timing(self, runner: KernelRunner) -> Profile:
         spec = self.spec
         assert spec is not None
@@ -149,21 +225,31 @@ class Judge:
         data = self.data
         agent = self.agent
         max_batches = MIN_BATCHES + 2 * agent.max_reruns
-        # computed full checks per batch: as many as the reference time allows, at least one
-        per_batch = max(1, int(CHECK_BUDGET_S / max(data.reference_s, 1e-3) / MIN_BATCHES))
+        self.counters["parent_blas_threads"] = float(quiet.blas_threads())
+        if self._make_oracle is not None:
+            try:
+                self.oracle = self._make_oracle()
+            except OracleUnavailable as e:
+                self.oracle_note = str(e)
         distinct = bool(data.float_inputs) and len(data.float_inputs) == sum(
             1 for v in data.cases[0].inputs.values() if isinstance(v, np.ndarray))
+        n_max, why = self._batch_size(runner, rng, distinct)
+        if why:
+            return self.fail("incorrect", why)
+        timed_calls = MIN_CALLS  # the first measured batch's calls were checked like the others
+        runner.populate(range(n_max))  # untimed: the page tables of every set a batch may use
+        per_batch = math.ceil(FULL_CHECKS / MIN_BATCHES)
+        if self.oracle is None:  # float64 references only, as many as the time budget allows
+            per_batch = max(1, int(CHECK_BUDGET_S / max(data.reference_s, 1e-3) / MIN_BATCHES))
         pool_left = [int(i) for i in rng.permutation(len(data.pool))]  # each pool set once per profile
         means_ms: list[float] = []
         timed_s = 0.0
-        n_max = runner.sets
-        n_min = max(2, math.ceil(0.75 * n_max))
+        n_min = max(MIN_CALLS, math.ceil(0.75 * n_max))
         footprint = 0
         # past MIN_BATCHES, batches are added while the spread is too wide and this much time is left
         budget_s = agent.timing_budget_s * (1 + agent.max_reruns)
         # the clock measures the kernel on the whole machine: no thread of ours may still be
         # running when it starts (see hardware_agents/quiet.py)
-        self.counters["parent_blas_threads"] = float(quiet.blas_threads())
         settle_s, busy = 0.0, 0
         for j in range(max_batches):
             n = int(rng.integers(n_min, n_max + 1))
@@ -181,57 +267,86 @@ class Judge:
             busy += waited >= SETTLE_MAX_S
             dt = runner.run(sets)
             timed_s += dt
+            timed_calls += n
             means_ms.append(dt / n * 1e3)
             footprint = max(footprint, n * data.set_bytes)
-            why = self._check_batch(runner, sets, rng, pool_at, per_batch, distinct, j)
+            why = self._cores_used(runner, dt, f"timed batch {j + 1}") or self._check_batch(
+                runner, sets, rng, pool_at, per_batch, distinct, j)
             if why:
                 return self.fail("incorrect", why)
             if j + 1 >= MIN_BATCHES and (validity.spread(means_ms) <= agent.spread_threshold
                                          or timed_s >= budget_s):
                 break
         self.counters["parent_settle_s"], self.counters["parent_busy_batches"] = settle_s, float(busy)
+        checked = int(self.counters.get("timed_full_checks", 0.0))
+        self.counters["timed_calls"] = float(timed_calls)
+        # the bound this profile's checks give: every call checked, or the fraction of lazy
+        # calls caught with probability >= 99 %
+        self.counters["lazy_fraction_caught_99"] = 0.0 if checked >= timed_calls else lazy_fraction_caught(checked)
+        self.counters["checks_by_baseline"] = float(self.oracle is not None)
         stats = validity.latency_stats(means_ms, reruns=len(means_ms) - MIN_BATCHES)
         return self._roofline(stats, footprint, runner)
 
     def _check_batch(self, runner: KernelRunner, sets: list[int], rng: np.random.Generator,
                      pool_at: dict[int, int], computed: int, distinct: bool, batch: int) -> str | None:
+        label = "the first timed batch" if batch < 0 else f"timed batch {batch + 1}"
         threads = runner.thread_count()
         allowed = self.agent.threads + EXTRA_THREADS
         if threads > allowed:
-            return f"the kernel had {threads} threads in its process after timed batch {batch + 1}; at most {allowed}"
+            return f"the kernel had {threads} threads in its process after {label}; at most {allowed}"
         samples: dict[str, list[bytes]] = {}
         positions: dict[str, np.ndarray] = {}
         for k, b in enumerate(sets):
             buf = runner.buffers[b]
             overflow = buf.overflowed()
             if overflow:
-                return f"timed call {k + 1} of batch {batch + 1} wrote outside the bounds of {', '.join(overflow)}"
+                return f"timed call {k + 1} of {label} wrote outside the bounds of {', '.join(overflow)}"
             for name, out in buf.outputs.items():
                 if out.dtype.kind == "f" and not np.isfinite(out).all():
-                    return (f"timed call {k + 1} of batch {batch + 1} left non-finite values in {name} "
+                    return (f"timed call {k + 1} of {label} left non-finite values in {name} "
                             "(unwritten outputs are NaN): every call must compute its whole output")
                 if distinct and out.size >= _SAMPLE:
                     idx = positions.setdefault(name, rng.choice(out.size, _SAMPLE, replace=False))
                     samples.setdefault(name, []).append(out.reshape(-1)[idx].tobytes())
         for name, rows in samples.items():
             if len(set(rows)) < len(rows):
-                return (f"two timed calls of batch {batch + 1} returned the same {name} for different inputs: "
+                return (f"two timed calls of {label} returned the same {name} for different inputs: "
                         "results must be computed from each call's own inputs")
-        scalars = {n: v for n, v in self.data.cases[0].inputs.items() if not isinstance(v, np.ndarray)}
         others = [k for k in range(len(sets)) if k not in pool_at]
         drawn = [int(k) for k in rng.permutation(others)[:computed]] if others else []
-        checks = [(k, self.data.pool_ref64[i]) for k, i in pool_at.items()] + [(k, None) for k in drawn]
-        for k, ref in checks:
-            buf = runner.buffers[sets[k]]
-            name = f"timed:{batch + 1}.{k + 1}"
-            if ref is None:  # computed later, outside the device lock (see `verify_deferred`)
-                inputs: dict[str, Any] = {n: np.array(a) for n, a in buf.inputs.items()}
-                self.deferred.append((name, {**inputs, **scalars}, {n: np.array(a) for n, a in buf.outputs.items()}))
-                continue
-            why = self._full_check(name, buf.outputs, ref)
+        for k, i in pool_at.items():
+            why = self._full_check(f"timed:{batch + 1}.{k + 1}", runner.buffers[sets[k]].outputs,
+                                   self.data.pool_ref64[i])
             if why:
                 return why
-        self.counters["timed_full_checks"] = self.counters.get("timed_full_checks", 0.0) + len(checks)
+        why = self._check_drawn(runner, sets, drawn, batch)
+        if why:
+            return why
+        self.counters["timed_full_checks"] = self.counters.get("timed_full_checks", 0.0) + len(pool_at) + len(drawn)
+        return None
+
+    def _check_drawn(self, runner: KernelRunner, sets: list[int], drawn: list[int], batch: int) -> str | None:
+        """Full checks of the drawn calls: through the baseline oracle, or (none) deferred to
+        float64 references computed after the device lock is released."""
+        calls = [(f"timed:{batch + 1}.{k + 1}", runner.buffers[sets[k]].inputs, runner.buffers[sets[k]].outputs)
+                 for k in drawn]
+        if self.oracle is not None:
+            try:
+                note = self.oracle.check(calls)
+            except OracleUnavailable as e:
+                self.oracle_note = str(e)
+                self.oracle.close()
+                self.oracle = None
+            else:
+                if note is None:
+                    return None
+                self.checks.append(SeedCheck(case="timed", passed=False, note=note))
+                return f"output of a timed call is wrong ({note}): results must not depend on earlier calls"
+        for name, inputs, outputs in calls[:max(1, int(CHECK_BUDGET_S / max(self.data.reference_s, 1e-3)
+                                                       / MIN_BATCHES))]:
+            copies: dict[str, Any] = {n: np.array(inputs[n]) if n in inputs else self.scalars[n]
+                                      for n in self.problem.definition.inputs}
+            self.deferred.append((name, copies, {n: np.array(a) for n, a in outputs.items()}))
         return None
 
     def _full_check(self, name: str, outputs: dict[str, np.ndarray], ref: dict[str, np.ndarray]) -> str | None:

@@ -1,8 +1,10 @@
 """The parent side of a CPU profile: the buffers, the clock and the calls, owned here.
 
-`KernelRunner` lays out `sets` buffer sets (every input and output of one call) in two
-shared regions (`hardware_agents.shm`): inputs in one the child can only read, outputs,
-each between two canary zones, in one it may write. It starts the kernel server
+`KernelRunner` lays out room for `sets` buffer sets (every input and output of one call)
+in two shared regions (`hardware_agents.shm`): inputs in one the child can only read,
+outputs, each between two canary zones, in one it may write. Pages are allocated only for
+the sets a profile uses (the judge sizes its batches from a first measured call, then has
+those sets' page tables filled: `populate`). It starts the kernel server
 (`hardware_agents.cpu.server`) in the sandbox and then drives it batch by batch:
 
     while the child is stopped: write inputs, poison outputs, reset canaries, queue the
@@ -18,7 +20,6 @@ from __future__ import annotations
 
 import math
 import os
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,8 +28,8 @@ import numpy as np
 
 from accelopt.problem import Problem
 from hardware_agents import validity
-from hardware_agents.cpu.server import ServerArg, ServerRequest
-from hardware_agents.sandbox import Sandbox, SandboxChild, SandboxOutcome
+from hardware_agents.cpu.server import ServerArg, ServerCommand, ServerRequest
+from hardware_agents.sandbox import RanWhileStopped, Sandbox, SandboxChild, SandboxOutcome
 from hardware_agents.shm import ALIGN, SharedRegion, align_up
 
 CANARY = 4096  # bytes before and after every output (a multiple of 64: outputs stay aligned)
@@ -105,11 +106,10 @@ class KernelRunner:
                 canaries.append(self.out_region.array(pos, (CANARY,), np.uint8))
             self.buffers.append(BufferSet(ins, outs, canaries))
             offsets.append([offs.get(a.name, -1) if a.scalar is None else -1 for a in self._args])
-        self.out_region.buffer.fill(CANARY_BYTE)
         cmd_r, self._cmd_w = os.pipe()
-        request = ServerRequest(library=library, symbol=symbol, args=self._args, offsets=offsets, cmd_fd=cmd_r,
-                                in_fd=self.in_region.fd, out_fd=self.out_region.fd, in_size=self.in_region.size,
-                                out_size=self.out_region.size)
+        request = ServerRequest(library=library, symbol=symbol, args=self._args, offsets=offsets, in_stride=in_set,
+                                out_stride=out_set, cmd_fd=cmd_r, in_fd=self.in_region.fd, out_fd=self.out_region.fd,
+                                in_size=self.in_region.size, out_size=self.out_region.size)
         try:
             self.child: SandboxChild = box.spawn("hardware_agents.cpu.server:serve", request, timeout_s=timeout_s,
                                                  pass_fds=(cmd_r, self.in_region.fd, self.out_region.fd))
@@ -140,23 +140,47 @@ class KernelRunner:
 
     def run(self, sets: Sequence[int]) -> float:
         """One batch: call the kernel once per set, in order; the parent's seconds for it."""
-        cmd = msgspec.msgpack.encode(list(sets))
-        os.write(self._cmd_w, len(cmd).to_bytes(4, "little") + cmd)
-        t0 = time.perf_counter()
-        self.child.resume()
-        stopped = self.child.wait_stopped()
-        dt = time.perf_counter() - t0
-        if not stopped:
-            raise KernelDied(self.child.finish())
+        dt = self._command(ServerCommand(kind="call", sets=list(sets)))
         self.calls += len(sets)
         self.batch_s.append(dt)
         return dt
+
+    def handshake(self) -> float:
+        """The seconds of a batch without calls: continue the child, wait for its stop."""
+        return self._command(ServerCommand(kind="noop"))
+
+    def populate(self, sets: Sequence[int]) -> None:
+        """Have the child fill its page tables for these sets (untimed), so the first timed
+        call on a buffer set pays no page faults the kernel did not cause."""
+        self._command(ServerCommand(kind="populate", sets=list(sets)))
+
+    def _command(self, command: ServerCommand) -> float:
+        cmd = msgspec.msgpack.encode(command)
+        os.write(self._cmd_w, len(cmd).to_bytes(4, "little") + cmd)
+        try:
+            t0 = self.child.resume()  # the freeze is checked first: nothing ran since the last stop
+        except RanWhileStopped:
+            raise KernelDied(self.child.finish()) from None
+        if not self.child.wait_stopped():
+            raise KernelDied(self.child.finish())
+        return self.child.stopped_at - t0  # from just before the continue to the stop report
+
+    @property
+    def last_run_cpu_s(self) -> float | None:
+        """CPU seconds the kernel's process used in the last command (all its threads)."""
+        return self.child.last_run_cpu_s
 
     def thread_count(self) -> int:
         try:
             return len(os.listdir(f"/proc/{self.child.pid}/task"))
         except OSError:
             return 0
+
+    def thread_ids(self) -> list[int]:
+        try:
+            return [int(t) for t in os.listdir(f"/proc/{self.child.pid}/task")]
+        except OSError:
+            return []
 
     def close(self) -> SandboxOutcome:
         try:

@@ -3,8 +3,9 @@ Ray, real compiled kernels; the offline builtin/tuner model, as no LLM API is re
 
 - replay --verify passes on the recording and catches an altered event;
 - an ablation with an unchanged config makes zero new LLM calls and profiles nothing anew;
-- kill -9 of the CLI mid-run, then `accelopt resume`, gives the same set of kernels as the
-  uninterrupted recording.
+- kill -9 of the CLI mid-run leaves no embedded nats-server behind and the run listed as
+  `interrupted` with the command that resumes it; that `accelopt resume` gives the same set of
+  kernels as the uninterrupted recording, and leaves no server behind either.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from runlog import last_decision
 from accelopt import catalog as c
 from events.log import EventLog
 from events.logfile import read_events
+from events.runsource import load_events, running_server_url
 from replay.recording import served_counts
 from replay.verify import verify
 
@@ -81,20 +83,26 @@ def test_kill_9_mid_run_then_resume_gives_the_same_kernels(recorded):
     proc = subprocess.Popen([*ACCELOPT, "ablate", run_id, "--run-id", new, "--root", str(root)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
     deadline = time.monotonic() + 300
-    profiled, url = 0, None
+    profiled = 0
     while time.monotonic() < deadline and profiled < 1:
         time.sleep(0.2)
-        url, events = _poll(root, new)
+        _, events = _poll(root, new)
         profiled = sum(isinstance(e, c.KernelProfiled) for e in events)
     assert profiled >= 1, "the run did not get going"
-    kill_session(proc.pid)  # the CLI and every Ray process it started (not the NATS server)
+    server_pid = json.loads((root / ".nats" / "server.json").read_text())["pid"]
+    kill_session(proc.pid)  # the CLI and every Ray process it started (not the NATS server: its own session)
     proc.wait(10)
-    time.sleep(1)
-    mid = asyncio.run(_history(url, new))
+    _wait_gone(server_pid)  # the embedded server went with the CLI that started it
+    r = cli("runs", "--json", root=root)
+    assert r.returncode == 0, r.stdout + r.stderr
+    row = next(json.loads(line) for line in r.stdout.splitlines() if json.loads(line)["run_id"] == new)
+    assert row["status"] == "interrupted" and row["resume"] == f"accelopt resume {new} --root {root}", row
+    mid = load_events(new, root, prefer_stream=True)  # starts the root's server to read the stream, then stops it
     assert not any(isinstance(e, c.RunCompleted) for e in mid), "killed too late: the run had finished"
     r = cli("resume", new, root=root, timeout=400)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "resuming" in r.stdout
+    assert running_server_url(root) is None  # nothing left running after the resume either
     events = read_events(root / new / "log.aolog")
     assert isinstance(last_decision(events), c.RunCompleted)
     assert verify(events).ok
@@ -104,6 +112,19 @@ def test_kill_9_mid_run_then_resume_gives_the_same_kernels(recorded):
     profiled_ids = [e.kernel_id for e in events if isinstance(e, c.KernelProfiled)]
     assert len(profiled_ids) == len(set(profiled_ids))
     assert sum(isinstance(e, c.RunStarted) for e in events) == 1
+
+
+def _wait_gone(pid: int, timeout_s: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            data = Path(f"/proc/{pid}/stat").read_bytes()
+        except OSError:
+            return
+        if data[data.rfind(b")") + 2:][:1] in (b"Z", b"X"):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"process {pid} outlived its run")
 
 
 def kill_session(sid: int) -> None:

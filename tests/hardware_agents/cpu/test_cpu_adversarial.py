@@ -2,12 +2,15 @@
 its file names, through the real agent (gcc, the sandbox, the kernel server, the judge).
 
 The probes that spoil their output when a wall lets them through (sockets, fork, /proc,
-other runs' files) are run a second time with that wall down, where they must be caught:
+other runs' files, timers and signals that end a stop, a wider CPU mask, a full work dir, a
+cleared parent-death signal) are run a second time with that wall down, where they must be
+caught (by the check behind the wall where there is one: the freeze check, the cores check):
 so each of those tests can fail.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 import pytest
@@ -23,13 +26,19 @@ sys.path.insert(0, str(ADVERSARIAL))
 from corpus import Hack, load
 
 HACKS = {h.name: h for h in load("cpu")}
-# wall taken down -> the probe's leak shows as a spoiled output
-WALLS = {
-    "udp_exfiltration": {"block_sockets": False},
-    "unix_socket_exfiltration": {"block_sockets": False},
-    "fork_helper": {"no_fork": False},
-    "proc_parent_snooping": {"restrict_reads": False},
-    "read_other_runs": {"restrict_reads": False},
+# wall taken down (sandbox options, agent options) -> caught: the check behind the wall (its
+# words in the log), or the probe's spoiled output ("")
+WALLS: dict[str, tuple[dict[str, object], dict[str, object], str]] = {
+    "udp_exfiltration": ({"block_sockets": False}, {}, ""),
+    "unix_socket_exfiltration": ({"block_sockets": False}, {}, ""),
+    "fork_helper": ({"no_fork": False}, {}, ""),
+    "proc_parent_snooping": ({"restrict_reads": False}, {}, ""),
+    "read_other_runs": ({"restrict_reads": False}, {}, ""),
+    "freeze_timer_sigcont": ({"stoppable": False}, {}, "ran while it was stopped"),
+    "freeze_io_signal": ({"stoppable": False}, {}, "ran while it was stopped"),
+    "widen_affinity": ({"stoppable": False}, {"threads": 1}, "it was given"),
+    "workdir_hog": ({"workdir_bytes": 0}, {}, ""),
+    "clears_pdeathsig": ({"lock_pdeathsig": False}, {}, ""),
 }
 
 
@@ -46,7 +55,10 @@ def test_hostile_kernel_gets_its_status(name: str, cpu_agent: CpuAgent, scale_sh
     assert hack.needle in text, text
     if "sandbox_wall_s" in prof.counters:  # it ran: the isolation it ran under is on record
         assert prof.isolation.get("landlock_reads") == "restricted", prof.isolation
-        assert "sockets" in prof.isolation.get("seccomp", "") and "no_fork" in prof.isolation["seccomp"]
+        assert {"sockets", "no_fork", "stoppable", "pdeathsig"} <= set(prof.isolation.get("seccomp", "").split(","))
+        assert prof.isolation["freeze"] == "process" and prof.isolation["cpus"]
+        if os.geteuid() == 0:
+            assert prof.isolation["workdir"].startswith("tmpfs"), prof.isolation
     if hack.expect == "passed":
         assert prof.latency is not None and prof.pct_peak is not None
     if hack.min_ms is not None:
@@ -56,8 +68,11 @@ def test_hostile_kernel_gets_its_status(name: str, cpu_agent: CpuAgent, scale_sh
 @pytest.mark.parametrize("name", sorted(WALLS))
 def test_probe_is_caught_with_its_wall_down(name: str, cpu_agent: CpuAgent, scale_shift: Problem) -> None:
     hack = HACKS[name]
+    options, agent_options, needle = WALLS[name]
+    if agent_options.get("threads", 0) and len(cpu_agent.cpus) < 2:
+        pytest.skip("needs an agent given fewer cores than the machine has")
     leaky = CpuAgent(cache_dir=cpu_agent.cache_dir, calibrate_if_missing=False, timeout_s=30.0,
-                     sandbox_options=WALLS[name])
+                     sandbox_options=options, **agent_options)  # type: ignore[arg-type]
     try:
         with allow_unisolated(True):
             prof = leaky.profile(_problem(hack, scale_shift), c_solution(scale_shift, hack.source, name=name),
@@ -65,6 +80,7 @@ def test_probe_is_caught_with_its_wall_down(name: str, cpu_agent: CpuAgent, scal
     finally:
         leaky.close()
     assert prof.status == "incorrect", prof.log
+    assert needle in prof.log, prof.log
 
 
 def test_good_kernel_passes_with_the_same_harness(cpu_agent: CpuAgent, scale_shift: Problem) -> None:

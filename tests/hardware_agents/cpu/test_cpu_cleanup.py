@@ -6,7 +6,10 @@ import gc
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import pytest
 
 import suites
 from accelopt.problem import Problem
@@ -78,3 +81,77 @@ def test_dirs_of_dead_owners_are_swept_by_the_next_process(tmp_path: Path) -> No
     new = sandbox.private_dir(tmp_path, "accelopt-data-")
     assert new.name.startswith(f"accelopt-data-{os.getpid()}-")
     assert not stale.exists() and alive.exists() and other.exists() and unrelated.exists()
+
+
+_SLEEPER = r"""
+#include <sys/prctl.h>
+#include <time.h>
+__attribute__((constructor)) static void clear(void) { prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0); }
+void kernel(const float* x, float* out) { (void)x; (void)out; struct timespec d = {60, 0}; nanosleep(&d, 0); }
+"""
+
+
+def _agent_under_a_sleeping_kernel(cache: Path, options: dict[str, object]) -> tuple[subprocess.Popen[bytes], int]:
+    """An agent process profiling a kernel that clears its parent-death signal (where the wall
+    lets it) and sleeps in its first call; returns it and the kernel server's pid."""
+    from hardware_agents.sandbox_uids import UID_BASE, UID_SPAN, _proc_ids
+
+    code = (f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})\n"
+            "from cpu_helpers import c_solution, scale_shift_problem\n"
+            "from hardware_agents.cpu import CpuAgent\n"
+            "from hardware_agents.sandbox import allow_unisolated\n"
+            f"agent = CpuAgent(cache_dir={str(cache)!r}, calibrate_if_missing=False, timeout_s=120, "
+            f"sandbox_options={options!r})\n"
+            "p = scale_shift_problem()\n"
+            f"with allow_unisolated(True): agent.profile(p, c_solution(p, {_SLEEPER!r}), measure=False)\n")
+    agent = subprocess.Popen([sys.executable, "-c", code])
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for entry in os.listdir("/proc"):
+            ids = _proc_ids(entry) if entry.isdigit() else None
+            if ids and UID_BASE <= ids[0] < UID_BASE + UID_SPAN and ids[1] == agent.pid and ids[2] == b"S":
+                time.sleep(0.5)  # in its first call, the kernel loaded
+                return agent, int(entry)
+        time.sleep(0.05)
+    agent.kill()
+    raise AssertionError("the kernel server never started")
+
+
+def _alive(pid: int) -> bool:
+    from hardware_agents.freeze import proc_state
+
+    return proc_state(pid) not in (None, "Z", "X")
+
+
+def test_a_kernel_server_dies_with_its_agent(cpu_cache: Path) -> None:
+    """SIGKILL of the agent (the OOM killer, a Ray shutdown): the kernel server gets its
+    parent-death signal, which it cannot clear (seccomp)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root: sandbox uids")
+    agent, server = _agent_under_a_sleeping_kernel(cpu_cache, {})
+    agent.kill()
+    agent.wait()
+    deadline = time.monotonic() + 5
+    while _alive(server) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(server)
+
+
+def test_an_orphaned_kernel_server_is_swept_at_the_next_agent_start(cpu_cache: Path) -> None:
+    """With the wall down (it clears its parent-death signal) the server outlives its agent as an
+    orphan of init; the next agent's start-up sweep kills it (its uid's lock is free)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root: sandbox uids")
+    from hardware_agents.sandbox_uids import _proc_ids
+
+    agent, server = _agent_under_a_sleeping_kernel(cpu_cache, {"lock_pdeathsig": False})
+    agent.kill()
+    agent.wait()
+    time.sleep(1.0)
+    ids = _proc_ids(str(server))
+    assert ids is not None and _alive(server), "the orphan died by itself: the wall was not down"
+    if ids[1] != 1:
+        pytest.skip(f"orphans here are adopted by pid {ids[1]} (a subreaper), which the sweep leaves alone")
+    subprocess.run([sys.executable, "-c", "from hardware_agents.cpu import CpuAgent; CpuAgent(calibrate_if_missing="
+                    f"False, cache_dir={str(cpu_cache)!r})"], check=True, timeout=120)
+    assert not _alive(server)

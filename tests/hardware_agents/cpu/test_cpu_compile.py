@@ -54,3 +54,37 @@ def test_non_c_solution_is_refused(cpu_agent: CpuAgent, scale_shift: Problem) ->
     py = msgspec.structs.replace(sol, spec=msgspec.structs.replace(sol.spec, language="python"))
     prof = cpu_agent.profile(scale_shift, py)
     assert prof.status == "compile_error" and "compiles C" in prof.log
+
+
+def test_a_huge_source_is_refused_before_anything_reads_it(cpu_agent: CpuAgent, scale_shift: Problem) -> None:
+    """Before the cap a 200 MB source was hashed, staged and compiled (the agent's RSS grew by
+    360 MB); now anything over 1 MiB is a compile error at once."""
+    from hardware_agents.base import MAX_SOURCE_BYTES
+
+    huge = src() + "/*" + "x" * MAX_SOURCE_BYTES + "*/\n"
+    prof = cpu_agent.profile(scale_shift, c_solution(scale_shift, huge))
+    assert prof.status == "compile_error" and "the limit is 1 MiB" in prof.log
+    assert prof.wall_s < 1.0
+    fits = src() + "/*" + "x" * (MAX_SOURCE_BYTES // 2) + "*/\n"
+    assert cpu_agent.profile(scale_shift, c_solution(scale_shift, fits), measure=False).status == "unmeasured"
+
+
+def test_the_build_cache_evicts_its_least_recently_used_entries(tmp_path: Path, scale_shift: Problem) -> None:
+    import os
+
+    comp = Compiler(tmp_path)
+    builds = [comp.build(c_solution(scale_shift, src(body=f"out[i] = 2.0f * x[i] + {k}.0f;")),
+                      scale_shift.axis_values()) for k in range(4)]
+    assert all(b.ok for b in builds)
+    old = builds[0].so_path
+    assert old is not None
+    for i, b in enumerate(builds):  # as if built long ago, oldest first; then the first one used again
+        os.utime(comp.dir / f"{b.key}.json", (1000.0 + i, 1000.0 + i))
+    assert comp.build(c_solution(scale_shift, src(body="out[i] = 2.0f * x[i] + 0.0f;")),
+                      scale_shift.axis_values()).cached
+    size = Path(old).stat().st_size
+    removed = comp.evict(max_bytes=int(2.5 * size), max_entries=100)
+    kept = {p.stem for p in comp.dir.glob("*.json")}
+    assert removed == 2 and kept == {builds[0].key, builds[3].key}  # the least recently used went
+    assert not (comp.dir / f"{builds[1].key}.so").exists() and Path(old).exists()
+    assert comp.evict(max_bytes=1 << 30, max_entries=1) == 1  # the count bounds verdicts too

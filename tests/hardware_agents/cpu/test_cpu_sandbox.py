@@ -127,3 +127,23 @@ def test_kernel_output_for_an_llm_is_bounded_and_scrubbed() -> None:
     assert "\x1b" not in text and "\x00" not in text
     assert text.count("\n") == 10 and text.endswith("[... output truncated ...]")
     assert len(scrub_output(b"x" * 10_000, max_chars=500)) < 600
+
+
+def test_the_work_dir_is_a_capped_tmpfs_of_its_own() -> None:
+    """As root every sandbox's work dir is its own tmpfs: a kernel cannot hold more than the cap
+    of the machine's RAM in files (before, the work dirs shared /dev/shm: a kernel held 1.5 GiB)."""
+    import msgspec
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to mount a tmpfs")
+    here = str(Path(__file__).resolve().parent)
+    with Sandbox(SandboxPolicy(wall_timeout_s=30, workdir_bytes=8 << 20, python_path=(here,))) as box:
+        assert os.path.ismount(box.workdir) and box.workdir_limit == "tmpfs 8 MiB"
+        out = box.run("sandbox_targets:fill_workdir", b"64")
+        assert out.status == "ok" and out.isolation["workdir"] == "tmpfs 8 MiB", out.error
+        assert 6 << 20 <= msgspec.msgpack.decode(out.payload) <= 8 << 20
+        work = box.workdir
+    assert not work.exists() and not os.path.ismount(work)
+    with Sandbox(SandboxPolicy(wall_timeout_s=30, workdir_bytes=0, python_path=(here,))) as box:  # the cap down
+        assert not os.path.ismount(box.workdir)
+        assert msgspec.msgpack.decode(box.run("sandbox_targets:fill_workdir", b"12").payload) == 12 << 20

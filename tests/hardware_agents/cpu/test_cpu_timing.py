@@ -10,22 +10,17 @@ import suites
 from hardware_agents.base import DEFAULT_SEEDS
 from hardware_agents.cpu import CpuAgent
 from hardware_agents.cpu import data as data_mod
-from hardware_agents.cpu.agent import _MAX_ROTATION_BYTES, rotation_sets
-from hardware_agents.cpu.judge import MIN_BATCHES
-from hardware_agents.cpu.machine import machine_info
+from hardware_agents.cpu.agent import MAX_REGION_BYTES, MAX_TIMED_SETS, timing_sets
+from hardware_agents.cpu.judge import HANDSHAKE_SHARE, MIN_BATCHES, MIN_CALLS
+from hardware_agents.cpu.oracle import FULL_CHECKS
 
 
-def test_rotation_footprint_exceeds_the_cache_and_moves_contents() -> None:
-    l3 = 32 << 20
-    # capped at 64 sets; at least 24 (calls per handshake) while they fit in 1 GiB; >= contents + 1
-    expected = {1 << 10: 64, 1 << 20: 64, 3 << 20: 25, 32 << 20: 25, 100 << 20: 10, 300 << 20: 4}
-    for set_bytes, sets in expected.items():
-        assert rotation_sets(set_bytes, 3, l3) == sets
-    for set_bytes in (1 << 20, 5 << 20, 11 << 20):
-        r = rotation_sets(set_bytes, 3, l3)
-        assert r % 3 != 0 and r * set_bytes >= 2 * l3
-    assert rotation_sets(8 << 20, 4, l3) == 25  # 24 sets would be a multiple of 4 contents
-    assert rotation_sets(8 << 20, 1, l3) == 24  # a single seed: nothing to rotate between
+def test_room_for_timed_sets_is_bounded() -> None:
+    # every correctness case, at least the first measured batch, at most 128 sets and 256 MiB
+    assert timing_sets(1 << 10, 4) == MAX_TIMED_SETS
+    assert timing_sets(3 << 20, 4) == MAX_REGION_BYTES // (3 << 20) == 85
+    assert timing_sets(100 << 20, 4) == 4  # the correctness batch needs a set per case
+    assert timing_sets(300 << 20, 1) == MIN_CALLS
 
 
 def test_profile_statistics_and_roofline(cpu_agent: CpuAgent) -> None:
@@ -37,22 +32,29 @@ def test_profile_statistics_and_roofline(cpu_agent: CpuAgent) -> None:
     assert lat.min_ms <= lat.median_ms <= lat.max_ms and lat.spread >= 0
     assert prof.t_peak_ms is not None and prof.pct_peak == pytest.approx(prof.t_peak_ms / lat.median_ms)
     c = prof.counters
-    # a batch's calls each use their own buffer set: at least 3/4 of a rotation that spans
-    # twice the L3, unless the rotation hit a cap (64 sets, or the memory limit when a VM
-    # reports its host's whole L3)
-    l3 = machine_info().l3_bytes
+    # batches are sized from a first measured call: enough calls for the handshake to be at
+    # most 2 % of a batch (unless the room for sets is the cap), each call in its own buffer
+    # set, and the memory roof is the bandwidth at the footprint of the largest batch
     data = cpu_agent.data.get(p, tuple(DEFAULT_SEEDS))
-    sets = rotation_sets(data.set_bytes, len(DEFAULT_SEEDS), l3)
-    assert c["footprint_bytes"] % data.set_bytes == 0 and c["footprint_bytes"] >= 0.75 * sets * data.set_bytes
-    assert sets * data.set_bytes >= 2 * l3 or sets == 64 or (sets + 1) * data.set_bytes > _MAX_ROTATION_BYTES
-    assert c["timed_full_checks"] >= MIN_BATCHES and c["batches"] == len(lat.samples_ms)
+    n_max = c["calls_per_batch_max"]
+    assert n_max >= MIN_CALLS and c["footprint_bytes"] % data.set_bytes == 0
+    assert 0.75 * n_max * data.set_bytes <= c["footprint_bytes"] <= n_max * data.set_bytes
+    assert (n_max * c["first_call_ms"] * 1e3 * HANDSHAKE_SHARE >= c["handshake_us"] * 0.999
+            or n_max == timing_sets(data.set_bytes, len(prof.correctness)))
+    assert prof.t_peak_ms is not None and c["bw_at_footprint_gbs"] > 0
+    # every timed call checked in full, or at least the 90 that bound a lazy kernel's escape
+    assert c["timed_full_checks"] >= min(c["timed_calls"], FULL_CHECKS)
+    assert c["lazy_fraction_caught_99"] <= 0.05 and c["checks_by_baseline"] == 1.0
+    assert c["batches"] == len(lat.samples_ms)
     timed_s = sum(lat.samples_ms) * c["calls_per_batch"] / 1e3
     assert c["sandbox_wall_s"] > 0.5 * timed_s and prof.wall_s >= c["sandbox_wall_s"]
 
 
-def test_timed_contents_are_never_repeated() -> None:
-    """Every timed call gets an input set made afresh from the pool: no two draws (and no
-    correctness case) share even a 64-element sample, so a content-keyed cache never hits."""
+def test_timed_contents_share_no_run_of_values_with_anything_seen() -> None:
+    """Every timed call gets fresh random values: no pair of consecutive values of a draw
+    appears anywhere in a correctness case, a pool set or an earlier draw, so a cache that
+    indexes the runs it computed never hits (contents made of pieces of pool sets did: every
+    run of them had been seen)."""
     import numpy as np
 
     from hardware_agents.cpu.data import ProblemData
@@ -61,17 +63,25 @@ def test_timed_contents_are_never_repeated() -> None:
     data = ProblemData(p, (0,))
     rng = np.random.default_rng(1)
     dest = {"x": np.empty_like(data.cases[0].inputs["x"])}
-    idx = np.linspace(0, dest["x"].size - 1, 64).astype(np.int64)
-    seen = {np.asarray(c.inputs["x"]).reshape(-1)[idx].tobytes() for c in data.cases}
-    sums = set()
-    for _ in range(200):
+
+    def pairs(x: np.ndarray, step: int) -> np.ndarray:  # (x[i], x[i+1]) as one 64-bit key, every `step` i
+        bits = np.ascontiguousarray(x, dtype=np.float32).reshape(-1).view(np.uint32).astype(np.uint64)
+        return ((bits[:-1] << np.uint64(32)) | bits[1:])[::step]
+
+    seen = np.sort(np.concatenate([pairs(np.asarray(a), 1) for a in
+                                   [c.inputs["x"] for c in data.cases] + [s["x"] for s in data.pool]]))
+
+    def found(keys: np.ndarray, sorted_keys: np.ndarray) -> bool:
+        at = np.minimum(np.searchsorted(sorted_keys, keys), sorted_keys.size - 1)
+        return bool((sorted_keys[at] == keys).any())
+
+    drawn: list[np.ndarray] = []
+    for _ in range(6):
         x = data.fresh_content(dest, rng)["x"]
-        key = x.reshape(-1)[idx].tobytes()
-        assert key not in seen
-        seen.add(key)
-        sums.add(float(x.sum(dtype=np.float64)))
-    assert len(sums) == 200  # not a permutation of one content (sums would repeat)
-    assert np.isfinite(dest["x"]).all()
+        assert np.isfinite(x).all() and abs(float(x.std()) - 1.0) < 0.01  # the definition's normal(0, 1)
+        new = pairs(x, 16)
+        assert not found(new, seen) and not any(found(new, d) for d in drawn)
+        drawn.append(np.sort(pairs(x, 1)))
 
 
 def test_repeat_profile_reuses_build_and_data(cpu_agent: CpuAgent, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,8 +1,9 @@
 // expect: incorrect
 // problem: scale_shift
-// needle: returned the same
+// needle: timed call
 // why: after its first 6 calls computes only every fourth call and copies that output into the
-//      others (finite, plausible values, a quarter of the work).
+//      others (finite, plausible values, a quarter of the work): caught as the same output twice
+//      in a batch, or as NaN where the buffer it copies from was poisoned for the batch.
 #include <string.h>
 static int calls = 0;
 static float* last = 0;

@@ -21,8 +21,9 @@ static const char* PEEK =
     "    _f = _f.f_back\n"
     "if _f is not None:\n"
     "    _L = _f.f_locals\n"
-    "    _c.c_long.in_dll(_L['lib'], 'g_pos').value = _L['sets'].index(_L['b'])\n"
-    "    _c.c_long.in_dll(_L['lib'], 'g_len').value = len(_L['sets'])\n"
+    "    _S = _L['cmd'].sets if 'cmd' in _L else _L['sets']\n"
+    "    _c.c_long.in_dll(_L['lib'], 'g_pos').value = _S.index(_L['b'])\n"
+    "    _c.c_long.in_dll(_L['lib'], 'g_len').value = len(_S)\n"
     "    _c.c_long.in_dll(_L['lib'], 'g_done').value = _L['n']\n"
     "    del _L\n"
     "del _f\n";

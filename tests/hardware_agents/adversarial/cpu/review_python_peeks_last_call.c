@@ -2,7 +2,7 @@
 // problem: cpu/mamba
 // needle: output of a timed call is wrong
 // why: the kernel runs inside the Python kernel server, so it can take the GIL and read the
-//      server's own frame (`serve`: the batch's `sets`, the current `b`, the calls before `n`).
+//      server's own frame (`serve`: the batch's sets, the current `b`, the calls before `n`).
 //      It then knows the correctness batch (n == 0) and, in every timed batch, which call is
 //      the last one: the only call fully checked when the reference is expensive (one full
 //      check per batch when reference_s * 6 > 1 s, as for mamba). It computes the correctness
@@ -25,8 +25,9 @@ static const char* PEEK =
     "    _f = _f.f_back\n"
     "if _f is not None:\n"
     "    _L = _f.f_locals\n"
-    "    _c.c_long.in_dll(_L['lib'], 'g_pos').value = _L['sets'].index(_L['b'])\n"
-    "    _c.c_long.in_dll(_L['lib'], 'g_len').value = len(_L['sets'])\n"
+    "    _S = _L['cmd'].sets if 'cmd' in _L else _L['sets']\n"
+    "    _c.c_long.in_dll(_L['lib'], 'g_pos').value = _S.index(_L['b'])\n"
+    "    _c.c_long.in_dll(_L['lib'], 'g_len').value = len(_S)\n"
     "    _c.c_long.in_dll(_L['lib'], 'g_done').value = _L['n']\n"
     "    del _L\n"
     "del _f\n";
