@@ -32,7 +32,6 @@ import math
 import os
 import shutil
 import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -46,6 +45,7 @@ from accelopt.profile import Profile, SeedCheck
 from hardware_agents import validity
 from hardware_agents.base import DeviceSpec, HardwareAgent, pct_peak, roofline_terms, t_peak
 from hardware_agents.sandbox import (
+    RanWhileStopped,
     Sandbox,
     SandboxChild,
     SandboxOutcome,
@@ -326,37 +326,39 @@ class TritonAgent(HardwareAgent):
         read-only to the child) only once the child has stopped to wait for it, and what to
         send back of round k's outputs only once round k is over."""
 
-        def phase(setups: list[float], walls: list[float]) -> bool:
-            t0 = time.perf_counter()
-            child.resume()
-            if not child.wait_stopped():  # set up, ready to be timed
+        def step(times: list[float]) -> bool:
+            """Continue the child and clock it to its next stop (the freeze check on both
+            sides stays outside the interval: `resume` returns the moment of the continue)."""
+            t0 = child.resume()
+            if not child.wait_stopped():
                 return False
-            setups.append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            child.resume()
-            if not child.wait_stopped():  # stopped at the next round's start (or after the last)
-                return False
-            walls.append(time.perf_counter() - t0)
+            times.append(child.stopped_at - t0)
             return True
 
-        if not child.wait_stopped():  # exited or died before calibrating
-            return
-        for _ in range(spec.calibration_rounds):
-            if not phase(clock.cal_setups, clock.cal_walls):
+        def phase(setups: list[float], walls: list[float]) -> bool:
+            return step(setups) and step(walls)  # set up (ready to be timed), then the timed calls
+
+        try:
+            if not child.wait_stopped():  # exited or died before calibrating
                 return
-        child.resume()  # imports the solution, runs the correctness cases
-        if not child.wait_stopped():  # exited (no timing: a failed check) or died
-            return
-        for k in range(spec.trials):  # the child is stopped, waiting for round k's inputs
-            if k:
-                self._hand_over(data.rounds[k - 1].checks_payload(), inputs / checks_file(k - 1))
-            shutil.copyfile(data.rounds[k].file, inputs / round_file(k))
-            if not phase(clock.setups, clock.walls):
+            for _ in range(spec.calibration_rounds):
+                if not phase(clock.cal_setups, clock.cal_walls):
+                    return
+            child.resume()  # imports the solution, runs the correctness cases
+            if not child.wait_stopped():  # exited (no timing: a failed check) or died
                 return
-        self._hand_over(data.rounds[-1].checks_payload(), inputs / checks_file(spec.trials - 1))
-        child.resume()
-        if child.wait_stopped():  # one stop more than the protocol has: not our harness talking
-            child.kill()
+            for k in range(spec.trials):  # the child is stopped, waiting for round k's inputs
+                if k:
+                    self._hand_over(data.rounds[k - 1].checks_payload(), inputs / checks_file(k - 1))
+                shutil.copyfile(data.rounds[k].file, inputs / round_file(k))
+                if not phase(clock.setups, clock.walls):
+                    return
+            self._hand_over(data.rounds[-1].checks_payload(), inputs / checks_file(spec.trials - 1))
+            child.resume()
+            if child.wait_stopped():  # one stop more than the protocol has: not our harness talking
+                child.kill()
+        except RanWhileStopped:  # killed already; `finish()` carries the breach to the verdict
+            return
 
     @staticmethod
     def _hand_over(payload: dict[str, object], path: Path) -> None:
@@ -601,6 +603,12 @@ class TritonAgent(HardwareAgent):
                measure: bool, needs_launch: bool, clock: RoundClock) -> Profile:
         log_tail = f"\n--- kernel output ---\n{out.log}" if out.log.strip() else ""
         counters: dict[str, float] = {"sandbox_wall_s": out.wall_s}
+        if out.freeze_breach is not None:  # checked first: it voids everything the child reported
+            b = out.freeze_breach
+            counters["ran_while_stopped_ns"] = float(max(0, b.cpu_ns_now - b.cpu_ns_at_stop))
+            return self._fail("incorrect", f"{b.describe()}. While the agent holds it stopped (between timing "
+                              "rounds, while it stages inputs or reads outputs) the kernel's process must run no code: "
+                              f"no timers, signals or helper processes that wake it{log_tail}", counters=counters)
         if out.status in ("timeout", "cpu_limit"):
             hint = ""
             if self.mode == "interpreter":
