@@ -1,0 +1,25 @@
+"""The judging pipeline every hardware agent runs, with its language's steps plugged in.
+
+A profile is: plan the cases, run the kernel on them in a sandboxed child, judge how the
+child ended and its outputs against the agent's own references, time it in rounds the
+agent drives and clocks, bound the kernel's clock by the agent's, place the result on the
+roofline and gate it. The steps every agent repeats live here, one module each; an agent
+keeps what is its language's own (the static checks, compiling, launching its harness,
+laying out the data, reading its outputs back, its device's specs):
+
+- `cases`: `plan_cases` (the seeds and adversarial cases of each workload), `fresh_seed`
+  (timing inputs no kernel has seen), `adversarial_overflow` (an unusable reference);
+- `verdict`: `Verdict`, the profile in the making: `fail`, the statuses of a child's end
+  (`ended`: freeze breach, sandbox_error, timeout, runtime_error / compile_error), processes
+  left behind (`strays`), the cases judged (`spoil`, `wrong_cases`);
+- `rounds`: `drive_rounds` over a driven child (calibration rounds, an untimed step, timing
+  rounds with the language's `hand_over` and `after_round`), `RoundClock`, `timed_step`;
+- `clock`: `ClockBound` and `clock_mismatch`, the kernel's clock bounded by ours (with the
+  calibrated untimed work as the lower bound where the language calibrates it);
+- `roofline`: `place` (t_peak, pct_peak, bound), `achieved`, `implausible`, and
+  `speed_verdict`: passed, or incorrect when faster than the roofline allows;
+- `stats`: `latency_stats`, `spread`, `range_spread`.
+
+Nothing here imports an agent; agents import these modules (tests/test_layers.py checks
+that no modules import each other in a circle). See hardware_agents/README.md.
+"""

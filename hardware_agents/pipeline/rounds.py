@@ -1,0 +1,114 @@
+"""The rounds of a driven child: the agent's own clock around everything it runs.
+
+A timing child (`Sandbox.spawn`) stops itself whenever it waits for the agent, and the
+agent continues it (`hardware_agents/freeze.py` proves it stayed stopped in between). A
+round is two steps: set-up (the child takes the round's inputs, which the agent handed over
+while it was stopped, and stops, ready) and the timed calls (to its next stop). Every step
+is clocked by the agent, from the continue to the stop report:
+
+    clock = RoundClock()
+    verdict = drive_rounds(child, clock, rounds=3, hand_over=stage_inputs, after_round=judge_round,
+                           calibration=2, untimed_step=True)
+    out = child.finish()          # a child that ran while held stopped: out.freeze_breach
+
+- `calibration` rounds come first: the same loop with a null entry point, before the kernel
+  is loaded (`RoundClock.cal_walls`: the untimed work per call on this host, see clock.py);
+- `untimed_step`: one command between calibration and the rounds (loading the kernel,
+  the correctness cases), not clocked;
+- `hand_over(k)`: while the child waits for round k, give it round k's inputs (fresh ones,
+  drawn or handed over only now);
+- `after_round(k)`: while the child is stopped after round k, judge it or hand over what
+  the next needs; a failed Profile ends the rounds with that verdict, `STOP` ends them as
+  planned, None goes on.
+
+After the last round the child is continued once more to report and exit; a child that
+stops again instead is not the agent's harness talking, and is killed. A child that exits,
+dies or is killed for running while stopped ends the rounds: its outcome (`finish()`) says
+why, and the caller judges it (`Verdict.ended`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final
+
+from accelopt.profile import Profile
+from hardware_agents.freeze import RanWhileStopped
+from hardware_agents.sandbox import SandboxChild
+
+STOP: Final = "stop"  # after_round's answer: no more rounds
+
+
+class RoundClock:
+    """Our wall times of a timed child's rounds: `walls[k]` from continuing it to time round k
+    to its next stop; `setups[k]` from handing it round k's inputs to its ready stop; the
+    same for the calibration rounds (`cal_walls`, `cal_setups`)."""
+
+    def __init__(self) -> None:
+        self.walls: list[float] = []
+        self.setups: list[float] = []
+        self.cal_walls: list[float] = []
+        self.cal_setups: list[float] = []
+
+    def untimed_per_call(self, calls: int) -> float | None:
+        """The calibrated untimed work per call: the fastest calibration round's wall time per
+        call (noise only ever adds time), or None when no calibration round was clocked."""
+        return min(self.cal_walls) / calls if self.cal_walls and calls else None
+
+
+def timed_step(child: SandboxChild) -> float | None:
+    """Continue the child and clock it to its next stop: our seconds from the continue to the
+    stop report (the freeze checks on both sides stay outside the interval), or None when it
+    exited or died instead. Raises `RanWhileStopped` (the child killed) if it ran while held."""
+    t0 = child.resume()
+    if not child.wait_stopped():
+        return None
+    return child.stopped_at - t0
+
+
+def _step(child: SandboxChild, times: list[float]) -> bool:
+    dt = timed_step(child)
+    if dt is None:
+        return False
+    times.append(dt)
+    return True
+
+
+def _round(child: SandboxChild, setups: list[float], walls: list[float]) -> bool:
+    return _step(child, setups) and _step(child, walls)  # set up (ready to be timed), then the timed calls
+
+
+def drive_rounds(child: SandboxChild, clock: RoundClock, *, rounds: int, hand_over: Callable[[int], None],
+                 after_round: Callable[[int], Profile | str | None] | None = None, calibration: int = 0,
+                 untimed_step: bool = False) -> Profile | None:
+    """Drive a child that has just been spawned through its calibration and timing rounds,
+    filling `clock` (see the module doc). Returns the verdict an `after_round` gave, or None
+    (the rounds ended, or the child left the protocol: the caller judges its outcome)."""
+    try:
+        if not child.wait_stopped():  # exited or died before its first round
+            return None
+        for _ in range(calibration):
+            if not _round(child, clock.cal_setups, clock.cal_walls):
+                return None
+        if untimed_step:
+            child.resume()
+            if not child.wait_stopped():  # exited (a failed check: no timing) or died
+                return None
+        for k in range(rounds):  # the child is stopped, waiting for round k's inputs
+            hand_over(k)
+            if not _round(child, clock.setups, clock.walls):
+                return None
+            verdict = after_round(k) if after_round is not None else None
+            if verdict == STOP:
+                break
+            if isinstance(verdict, Profile):
+                return verdict
+        child.resume()  # no inputs for another round: the child reports and exits
+        if child.wait_stopped():  # one stop more than the protocol has: not our harness talking
+            child.kill()
+        return None
+    except RanWhileStopped:  # killed already; `finish()` carries the breach to the verdict
+        return None
+
+
+__all__ = ["STOP", "RoundClock", "drive_rounds", "timed_step"]
