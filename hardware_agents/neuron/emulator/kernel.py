@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from hardware_agents.neuron.emulator import dtypes
+from hardware_agents.neuron.emulator import dtypes, ops  # noqa: F401  (ops installs View's operators)
 from hardware_agents.neuron.emulator import tracer as tr
 from hardware_agents.neuron.emulator.errors import NKICompileError, NotEmulated
 from hardware_agents.neuron.emulator.program import Program

@@ -9,6 +9,7 @@ as the compiler lowers them, with the copies, transposes and partition broadcast
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 import numpy as np
@@ -429,6 +430,8 @@ def sbuf_operand(x: Any, api: str, role: str, lenient: bool) -> View:
         v = copy(v)
     return v
 
+
+tr.install_ops(sys.modules[__name__])  # the operators of View (see tracer.install_ops)
 
 __all__ = ["ACT_NAMES", "ALU_NAMES", "NL_FUNCS", "LoopReduce", "accumulate", "act_name", "alu_name", "as_view",
            "assign", "binary", "broadcast_to", "copy", "copy_into", "emit", "is_scalar", "mask_of", "matmul",

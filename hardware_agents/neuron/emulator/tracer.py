@@ -43,6 +43,22 @@ PSUM_BANK_BYTES = 2 * 1024
 ON_CHIP = ("sbuf", "psum")
 HBM = ("input", "shared_hbm", "hbm", "const")
 
+# The ops a View's operators emit (x + y, x[i] = v, x.T, ...) live in ops.py, which builds on
+# this module; it installs itself here when imported (`install_ops`), so the tracer does not
+# import it back. kernel.py imports it before anything is traced.
+_ops: Any = None
+
+
+def install_ops(module: Any) -> None:
+    global _ops
+    _ops = module
+
+
+def _the_ops() -> Any:
+    if _ops is None:
+        raise RuntimeError("hardware_agents.neuron.emulator.ops is not loaded: import it before tracing")
+    return _ops
+
 
 class ParDim(int):
     """`nl.par_dim(n)`: marks the partition dimension of an on-chip tensor."""
@@ -285,8 +301,7 @@ class View:
         return index_view(self, key)
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        from hardware_agents.neuron.emulator import ops
-
+        ops = _the_ops()
         ops.assign(index_view(self, key), value)
 
     def reshape(self, shape: Any) -> View:
@@ -312,25 +327,21 @@ class View:
             for i, e in enumerate(self.dims))
 
     def broadcast_to(self, shape: Any) -> View:
-        from hardware_agents.neuron.emulator import ops
-
+        ops = _the_ops()
         return ops.broadcast_to(self, tuple(int(s) for s in shape))
 
     def astype(self, dtype: Any) -> View:
-        from hardware_agents.neuron.emulator import ops
-
+        ops = _the_ops()
         return ops.copy(self, dtype=dtype)
 
     @property
     def T(self) -> View:
-        from hardware_agents.neuron.emulator import ops
-
+        ops = _the_ops()
         return ops.transpose(self)
 
     # --- operators: the nl.* element-wise ops --------------------------------------------
     def _bin(self, other: Any, op: str, reverse: bool = False) -> View:
-        from hardware_agents.neuron.emulator import ops
-
+        ops = _the_ops()
         return ops.binary(op, other, self) if reverse else ops.binary(op, self, other)
 
     def __add__(self, o: Any) -> View:
@@ -367,13 +378,11 @@ class View:
         return self._bin(o, "mod")
 
     def __neg__(self) -> View:
-        from hardware_agents.neuron.emulator import ops
-
+        ops = _the_ops()
         return ops.unary("negative", self)
 
     def __abs__(self) -> View:
-        from hardware_agents.neuron.emulator import ops
-
+        ops = _the_ops()
         return ops.unary("abs", self)
 
     def __lt__(self, o: Any) -> View:
@@ -401,15 +410,13 @@ class View:
         return self._bin(o, "logical_or")
 
     def __invert__(self) -> View:
-        from hardware_agents.neuron.emulator import ops
-
+        ops = _the_ops()
         return ops.unary("logical_not", self)
 
     __hash__ = object.__hash__
 
     def _inplace(self, other: Any, op: str) -> View:
-        from hardware_agents.neuron.emulator import ops
-
+        ops = _the_ops()
         ops.accumulate(self, other, op)
         return self
 
