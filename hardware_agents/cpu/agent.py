@@ -37,11 +37,12 @@ from hardware_agents.base import DeviceSpec, HardwareAgent
 from hardware_agents.cpu.calibrate import CalibrationRecord, calibrate, load_calibration, raise_peaks
 from hardware_agents.cpu.compiler import CFLAGS, LDLIBS, Compiler
 from hardware_agents.cpu.data import ProblemData
-from hardware_agents.cpu.judge import Judge
+from hardware_agents.cpu.judge import Judge, TimingRules
 from hardware_agents.cpu.machine import DEFAULT_CC, machine_info, usable_cores
 from hardware_agents.cpu.machine import cache_dir as default_cache_dir
 from hardware_agents.cpu.oracle import ORACLE_SETS, BaselineOracle
 from hardware_agents.datacache import DataCache
+from hardware_agents.pipeline.verdict import Verdict
 from hardware_agents.quiet import single_threaded_blas
 from hardware_agents.sandbox import Sandbox, SandboxPolicy, sweep_orphans
 
@@ -158,14 +159,21 @@ class CpuAgent(HardwareAgent):
         with Sandbox(policy, base_dir=self.sandbox_dir) as box:
             shutil.copyfile(build.so_path, box.workdir / "kernel.so")
             box.give("kernel.so")
-            judge = Judge(self, problem, data, spec, box, str(box.workdir / "kernel.so"), entry, sets, timeout,
-                          oracle=self._oracle_factory(problem, data, policy, timeout) if measure else None)
+            judge = Judge(Verdict(self._fail, held="between timed batches"), self._rules(), problem, data, spec, box,
+                          str(box.workdir / "kernel.so"), entry, sets, timeout,
+                          oracle=self._oracle_factory(problem, data, policy, timeout) if measure else None,
+                          remeasured=self._remeasured_peaks)
             with self._device_lock():
                 prof = judge.run()
         prof = judge.verify_deferred(prof)
         prof.counters["compile_s"] = build.seconds
         prof.counters["compile_cached"] = float(build.cached)
         return prof
+
+    def _rules(self) -> TimingRules:
+        return TimingRules(threads=self.threads, cpus=self.cpus, timing_budget_s=self.timing_budget_s,
+                           max_reruns=self.max_reruns, spread_threshold=self.spread_threshold,
+                           max_pct_peak=self.max_pct_peak)
 
     def _policy(self, data: ProblemData, sets: int) -> SandboxPolicy:
         region = sets * (data.set_bytes + 4096 * (1 + 2 * len(data.problem.definition.outputs)))
@@ -215,19 +223,19 @@ class CpuAgent(HardwareAgent):
     # every call must not turn every profile into a calibration
     RAISE_PEAKS_EVERY_S: ClassVar[float] = 600.0
 
-    def _raise_peaks(self) -> bool:
-        """Re-measure this machine's peaks (with the device to itself: the caller holds the
-        device lock) and keep the higher values; True if that was done. Only for a measured
-        calibration, rate-limited."""
+    def _remeasured_peaks(self) -> DeviceSpec | None:
+        """Re-measure this machine's peaks (with the device to itself: the judge asks while it
+        holds the device lock) and keep the higher values; the spec they make, or None when
+        not done. Only for a measured calibration, rate-limited."""
         if self._calibration is None or not self._calibration.spec.measured:
-            return False
+            return None
         now = time.monotonic()
         if self._peaks_raised_at is not None and now - self._peaks_raised_at < self.RAISE_PEAKS_EVERY_S:
-            return False
+            return None
         self._peaks_raised_at = now
-        # called by the judge, which holds the device lock (the kernel server is stopped)
+        # asked by the judge, which holds the device lock (the kernel server is stopped)
         rec = raise_peaks(self.cache_dir, self._calibration, cc=self.cc)
         with self._spec_lock:
             self._calibration, self._spec = rec, rec.spec
-        return True
+        return rec.spec
 

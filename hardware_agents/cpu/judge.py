@@ -33,22 +33,22 @@ import math
 import os
 import secrets
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 import numpy as np
 
 from accelopt.problem import Problem
-from accelopt.profile import Profile, SeedCheck
+from accelopt.profile import LatencyStats, Profile, SeedCheck
 from hardware_agents import quiet, validity
-from hardware_agents.base import DeviceSpec, pct_peak, roofline_terms, t_peak
+from hardware_agents.base import DeviceSpec
 from hardware_agents.cpu.data import ProblemData
 from hardware_agents.cpu.oracle import FULL_CHECKS, BaselineOracle, OracleUnavailable, lazy_fraction_caught
 from hardware_agents.cpu.runner import KernelDied, KernelRunner
+from hardware_agents.pipeline.roofline import achieved, speed_verdict
+from hardware_agents.pipeline.stats import latency_stats, spread
+from hardware_agents.pipeline.verdict import Verdict, spoil
 from hardware_agents.sandbox import Sandbox, SandboxOutcome
-
-if TYPE_CHECKING:
-    from hardware_agents.cpu.agent import CpuAgent
 
 MIN_BATCHES = 3  # timed batches per profile at least; up to 2 more per allowed re-run (CpuAgent.max_reruns)
 CHECK_BUDGET_S = 1.0  # without a baseline oracle: float64 reference time per profile for full checks (>= 1 per batch)
@@ -61,25 +61,36 @@ CPU_SLACK_S = 0.002
 _SAMPLE = 64  # elements per output compared across the calls of a batch
 
 
+class TimingRules(msgspec.Struct, frozen=True, kw_only=True):
+    """What the agent sets for the timing and the verdict of its profiles."""
+
+    threads: int  # OMP_NUM_THREADS
+    cpus: tuple[int, ...]  # the cores given to the kernel (its CPU time per batch <= wall x their number)
+    timing_budget_s: float
+    max_reruns: int
+    spread_threshold: float
+    max_pct_peak: float
+
+
 class Judge:
-    def __init__(self, agent: CpuAgent, problem: Problem, data: ProblemData, spec: DeviceSpec | None, box: Sandbox,
-                 library: str, symbol: str, sets: int, timeout_s: float,
-                 oracle: Callable[[], BaselineOracle] | None = None) -> None:
-        self.agent, self.problem, self.data, self.spec = agent, problem, data, spec
+    """One profile's correctness, timing and verdict (`verdict`: the pipeline's, made with the
+    agent's `_fail`). `remeasured` gives this machine's peaks measured again (or None: not
+    now), asked once a result looks faster than the machine allows."""
+
+    def __init__(self, verdict: Verdict, rules: TimingRules, problem: Problem, data: ProblemData,
+                 spec: DeviceSpec | None, box: Sandbox, library: str, symbol: str, sets: int, timeout_s: float,
+                 oracle: Callable[[], BaselineOracle] | None = None,
+                 remeasured: Callable[[], DeviceSpec | None] | None = None) -> None:
+        self.v, self.rules, self.problem, self.data, self.spec = verdict, rules, problem, data, spec
         self.box, self.library, self.symbol, self.sets, self.timeout_s = box, library, symbol, sets, timeout_s
         self.tol = validity.tolerance_of(problem.definition)
-        self.counters: dict[str, float] = {}
-        self.checks: list[SeedCheck] = []
-        self.isolation: dict[str, str] = {}
+        self.counters, self.checks = verdict.counters, verdict.checks
         self.deferred: list[tuple[str, dict[str, Any], dict[str, np.ndarray]]] = []  # (case, inputs, outputs)
         self._make_oracle = oracle
+        self._remeasured = remeasured
         self.oracle: BaselineOracle | None = None
         self.oracle_note = ""
         self.scalars = {n: v for n, v in data.cases[0].inputs.items() if not isinstance(v, np.ndarray)}
-
-    def fail(self, status: str, log: str, **kw: Any) -> Profile:
-        return self.agent._fail(status, log, correctness=self.checks, counters=self.counters,
-                                isolation=self.isolation, **kw)
 
     def run(self) -> Profile:
         runner: KernelRunner | None = None
@@ -88,14 +99,14 @@ class Judge:
             runner = KernelRunner(self.box, self.problem, library=self.library, symbol=self.symbol, sets=self.sets,
                                   scalars=self.scalars, timeout_s=self.timeout_s)
             runner.ready()
-            self.isolation = runner.child.isolation()
+            self.v.isolation.update(runner.child.isolation())
             prof = self._correctness(runner)
             if prof is None:
                 prof = self._timing(runner)
         except KernelDied as e:
             out = e.outcome
-            self.isolation = e.outcome.isolation
-            prof = self._died(e.outcome)
+            self.v.heard(out, tail=False)  # its stderr goes below every failure, as for the others
+            prof = self._died(out)
         finally:
             if self.oracle is not None:
                 self.counters["oracle_checks"] = float(self.oracle.checked)
@@ -108,52 +119,35 @@ class Judge:
                 if out.stray_processes:
                     self.counters["stray_processes"] = float(out.stray_processes)
         if out.freeze_breach is not None and prof.status not in ("sandbox_error", "timeout"):
-            prof = self._ran_while_stopped(out)  # after its last stop too: while its outputs were read
-        prof.isolation = self.isolation
+            prof = self.v.ran_while_stopped(out.freeze_breach)  # after its last stop too: while its outputs were read
+        prof.isolation = self.v.isolation
         # the kernel's own stderr (first lines, scrubbed: sandbox.scrub_output) helps the fixer of a
         # failed kernel; a passed kernel's output goes nowhere (no channel into later prompts)
         if out.log.strip() and not prof.passed:
             prof.log = f"{prof.log}\n--- kernel stderr (first lines) ---\n{out.log}"
         return prof
 
-    def _ran_while_stopped(self, out: SandboxOutcome) -> Profile:
-        b = out.freeze_breach
-        assert b is not None
-        self.counters["ran_while_stopped_ns"] = float(max(0, b.cpu_ns_now - b.cpu_ns_at_stop))
-        return self.fail("incorrect", f"{b.describe()}. Between timed batches the kernel's process must run no "
-                         "code: no timers, signals or helpers that wake it")
-
     def _died(self, out: SandboxOutcome) -> Profile:
-        if out.freeze_breach is not None:
-            return self._ran_while_stopped(out)
-        if out.status == "unisolated":
-            return self.fail("sandbox_error", out.error)
-        if out.status in ("timeout", "cpu_limit"):
-            return self.fail("timeout", out.error)
-        if out.status == "crashed":
-            hint = ""
-            if out.signal in ("SIGSEGV", "SIGBUS"):
-                hint = (" (inputs are mapped read-only: a write to an input faults; so does a write past the "
-                        "mapped buffers)")
-            return self.fail("runtime_error", f"the kernel crashed: {out.error}{hint}")
-        if out.status == "error":
-            status = "compile_error" if out.error_type == "EntrySymbolMissing" else "runtime_error"
-            return self.fail(status, out.error[-4000:])
-        return self.fail("runtime_error", f"the kernel server exited unexpectedly ({out.status})")
+        hint = ""
+        if out.signal in ("SIGSEGV", "SIGBUS"):
+            hint = " (inputs are mapped read-only: a write to an input faults; so does a write past the mapped buffers)"
+        return self.v.ended(out, crashed=f"the kernel crashed: {out.error}{hint}", error=out.error[-4000:],
+                            compile_error=out.status == "error" and out.error_type == "EntrySymbolMissing") \
+            or self.v.fail("runtime_error", f"the kernel server exited unexpectedly ({out.status})")
 
     # --- every batch ------------------------------------------------------------------------
 
     def _cores_used(self, runner: KernelRunner, wall_s: float, what: str) -> str | None:
         """Why the last batch used cores the kernel was not given, or None: its CPU time (all
         threads) beyond wall x cores, or a thread whose CPU mask is wider than the one given."""
-        given = self.agent.cpus
+        given = self.rules.cpus
         cpu = runner.last_run_cpu_s
         if cpu is not None:
             self.counters["max_batch_cpu_over_wall"] = max(self.counters.get("max_batch_cpu_over_wall", 0.0),
                                                            cpu / max(wall_s, 1e-9))
             if cpu > len(given) * wall_s * CPU_SLACK + CPU_SLACK_S:
                 return (f"{what} used {cpu * 1e3:.3g} ms of CPU time in {wall_s * 1e3:.3g} ms: more than the "
-                        f"{len(given)} cores it was given (OMP_NUM_THREADS={self.agent.threads})")
+                        f"{len(given)} cores it was given (OMP_NUM_THREADS={self.rules.threads})")
         for tid in runner.thread_ids():
             try:
                 mask = os.sched_getaffinity(tid)
@@ -178,25 +172,23 @@ class Judge:
         self.counters["threads_seen"] = float(threads)
         why = self._cores_used(runner, dt, "the correctness batch")
         if why:
-            return self.fail("incorrect", why)
+            return self.v.fail("incorrect", why)
         for i, c in enumerate(cases):
             buf = runner.buffers[i]
             chk = validity.compare_outputs(c.case.name, buf.outputs, c.ref64, self.tol, stats=c.stats)
             overflow = buf.overflowed()
             if overflow:
-                chk.passed = False
-                note = f"wrote outside the bounds of {', '.join(overflow)}"
-                chk.note = f"{chk.note}; {note}" if chk.note else note
+                spoil(chk, f"wrote outside the bounds of {', '.join(overflow)}")
             self.checks.append(chk)
-        allowed = self.agent.threads + EXTRA_THREADS
+        allowed = self.rules.threads + EXTRA_THREADS
         if threads > allowed:
-            return self.fail("runtime_error", f"the kernel left {threads} threads in its process; at most {allowed} "
-                             f"are allowed (OMP_NUM_THREADS={self.agent.threads})")
-        failed = [c for c in self.checks if not c.passed]
-        if failed:
-            return self.fail("incorrect", "\n".join(f"{c.case}: {c.note}" for c in failed))
+            return self.v.fail("runtime_error", f"the kernel left {threads} threads in its process; at most {allowed} "
+                             f"are allowed (OMP_NUM_THREADS={self.rules.threads})")
+        wrong = self.v.wrong_cases()
+        if wrong is not None:
+            return wrong
         if self.spec is None:
-            return self.fail("unmeasured", "correct; timing not requested")
+            return self.v.fail("unmeasured", "correct; timing not requested")
         return None
 
     # --- timing -----------------------------------------------------------------------------
@@ -223,8 +215,8 @@ class Judge:
         assert spec is not None
         rng = np.random.default_rng(secrets.randbits(64))
         data = self.data
-        agent = self.agent
-        max_batches = MIN_BATCHES + 2 * agent.max_reruns
+        rules = self.rules
+        max_batches = MIN_BATCHES + 2 * rules.max_reruns
         self.counters["parent_blas_threads"] = float(quiet.blas_threads())
         if self._make_oracle is not None:
             try:
@@ -235,7 +227,7 @@ class Judge:
             1 for v in data.cases[0].inputs.values() if isinstance(v, np.ndarray))
         n_max, why = self._batch_size(runner, rng, distinct)
         if why:
-            return self.fail("incorrect", why)
+            return self.v.fail("incorrect", why)
         timed_calls = MIN_CALLS  # the first measured batch's calls were checked like the others
         runner.populate(range(n_max))  # untimed: the page tables of every set a batch may use
         per_batch = math.ceil(FULL_CHECKS / MIN_BATCHES)
@@ -247,7 +239,7 @@ class Judge:
         n_min = max(MIN_CALLS, math.ceil(0.75 * n_max))
         footprint = 0
         # past MIN_BATCHES, batches are added while the spread is too wide and this much time is left
-        budget_s = agent.timing_budget_s * (1 + agent.max_reruns)
+        budget_s = rules.timing_budget_s * (1 + rules.max_reruns)
         # the clock measures the kernel on the whole machine: no thread of ours may still be
         # running when it starts (see hardware_agents/quiet.py)
         settle_s, busy = 0.0, 0
@@ -273,8 +265,8 @@ class Judge:
             why = self._cores_used(runner, dt, f"timed batch {j + 1}") or self._check_batch(
                 runner, sets, rng, pool_at, per_batch, distinct, j)
             if why:
-                return self.fail("incorrect", why)
-            if j + 1 >= MIN_BATCHES and (validity.spread(means_ms) <= agent.spread_threshold
+                return self.v.fail("incorrect", why)
+            if j + 1 >= MIN_BATCHES and (spread(means_ms) <= rules.spread_threshold
                                          or timed_s >= budget_s):
                 break
         self.counters["parent_settle_s"], self.counters["parent_busy_batches"] = settle_s, float(busy)
@@ -284,14 +276,14 @@ class Judge:
         # calls caught with probability >= 99 %
         self.counters["lazy_fraction_caught_99"] = 0.0 if checked >= timed_calls else lazy_fraction_caught(checked)
         self.counters["checks_by_baseline"] = float(self.oracle is not None)
-        stats = validity.latency_stats(means_ms, reruns=len(means_ms) - MIN_BATCHES)
+        stats = latency_stats(means_ms, reruns=len(means_ms) - MIN_BATCHES)
         return self._roofline(stats, footprint, runner)
 
     def _check_batch(self, runner: KernelRunner, sets: list[int], rng: np.random.Generator,
                      pool_at: dict[int, int], computed: int, distinct: bool, batch: int) -> str | None:
         label = "the first timed batch" if batch < 0 else f"timed batch {batch + 1}"
         threads = runner.thread_count()
-        allowed = self.agent.threads + EXTRA_THREADS
+        allowed = self.rules.threads + EXTRA_THREADS
         if threads > allowed:
             return f"the kernel had {threads} threads in its process after {label}; at most {allowed}"
         samples: dict[str, list[bytes]] = {}
@@ -366,42 +358,35 @@ class Judge:
         for name, inputs, outputs in pending:
             why = self._full_check(name, outputs, validity.reference_outputs(self.problem, inputs))
             if why:
-                return self.fail("incorrect", why, latency=prof.latency, t_peak_ms=prof.t_peak_ms,
+                return self.v.fail("incorrect", why, latency=prof.latency, t_peak_ms=prof.t_peak_ms,
                                  pct_peak=prof.pct_peak, bound=prof.bound)
         return prof
 
-    def _roofline(self, stats: validity.LatencyStats, footprint: int, runner: KernelRunner) -> Profile:
-        agent, problem = self.agent, self.problem
+    def _roofline(self, stats: LatencyStats, footprint: int, runner: KernelRunner) -> Profile:
+        """The roofline at the bandwidth of the timed footprint, and the gate on the FMA peak
+        (`_fma_roof`), judged again on re-measured peaks before it rejects a kernel."""
         spec = self.spec
         assert spec is not None
-        tp, bound = t_peak(problem, spec, working_set_bytes=footprint)
-        t_meas = stats.median_ms / 1e3
-        terms = roofline_terms(problem)
         self.counters.update({
             "footprint_bytes": float(footprint), "bw_at_footprint_gbs": spec.bandwidth_at(footprint) / 1e9,
             "batches": float(len(stats.samples_ms)), "calls_per_batch": float(runner.calls) / max(len(runner.batch_s), 1),
-            "achieved_gbs": terms.bytes_min / t_meas / 1e9,
-            "achieved_gflops": (terms.flops_matmul + terms.flops_vector) / t_meas / 1e9,
-            "threads": float(agent.threads), "reference_s": self.data.reference_s,
+            "threads": float(self.rules.threads), "reference_s": self.data.reference_s,
         })
-        why = validity.implausible(t_meas, _hard_t_peak(problem, spec, footprint), agent.max_pct_peak)
-        if why and agent._raise_peaks():  # the peaks may have been measured on a busy machine
-            spec = agent.device
-            tp, bound = t_peak(problem, spec, working_set_bytes=footprint)
-            self.counters["bw_at_footprint_gbs"] = spec.bandwidth_at(footprint) / 1e9
-            self.counters["peaks_raised"] = 1.0
-            why = validity.implausible(t_meas, _hard_t_peak(problem, spec, footprint), agent.max_pct_peak)
-        if why:
-            return self.fail("incorrect", why, latency=stats, t_peak_ms=tp * 1e3, pct_peak=pct_peak(tp, t_meas),
-                             bound=bound)
-        return Profile(status="passed", device=agent.kind, correctness=self.checks, latency=stats,
-                       t_peak_ms=tp * 1e3, pct_peak=pct_peak(tp, t_meas), bound=bound, counters=self.counters,
-                       toolchain=agent.toolchain(), isolation=self.isolation)
+        achieved(self.problem, stats.median_ms / 1e3, self.counters)
+
+        def remeasured() -> DeviceSpec | None:  # the peaks may have been measured on a busy machine
+            again = self._remeasured() if self._remeasured is not None else None
+            if again is not None:
+                self.counters["bw_at_footprint_gbs"] = again.bandwidth_at(footprint) / 1e9
+                self.counters["peaks_raised"] = 1.0
+            return again
+
+        return speed_verdict(self.v, self.problem, spec, stats, max_pct_peak=self.rules.max_pct_peak,
+                             working_set_bytes=footprint, gate_spec=_fma_roof, remeasured=remeasured)
 
 
-def _hard_t_peak(problem: Problem, spec: DeviceSpec, footprint: int) -> float:
-    """The roofline time with the matmul term at the FMA peak, for the plausibility gate only.
+def _fma_roof(spec: DeviceSpec) -> DeviceSpec:
+    """The roofline with the matmul term at the FMA peak, for the plausibility gate only.
     The reported % of peak measures matmuls against this machine's sgemm (numpy's BLAS), which
     a well-tuned kernel can beat; what no kernel can beat is the FMA units."""
-    hard = msgspec.structs.replace(spec, peak_matmul_flops=max(spec.peak_matmul_flops, spec.peak_vector_flops))
-    return t_peak(problem, hard, working_set_bytes=footprint)[0]
+    return msgspec.structs.replace(spec, peak_matmul_flops=max(spec.peak_matmul_flops, spec.peak_vector_flops))

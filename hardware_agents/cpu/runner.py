@@ -29,6 +29,7 @@ import numpy as np
 from accelopt.problem import Problem
 from hardware_agents import validity
 from hardware_agents.cpu.server import ServerArg, ServerCommand, ServerRequest
+from hardware_agents.pipeline.rounds import timed_step
 from hardware_agents.sandbox import RanWhileStopped, Sandbox, SandboxChild, SandboxOutcome
 from hardware_agents.shm import ALIGN, SharedRegion, align_up
 
@@ -157,13 +158,13 @@ class KernelRunner:
     def _command(self, command: ServerCommand) -> float:
         cmd = msgspec.msgpack.encode(command)
         os.write(self._cmd_w, len(cmd).to_bytes(4, "little") + cmd)
-        try:
-            t0 = self.child.resume()  # the freeze is checked first: nothing ran since the last stop
+        try:  # the freeze is checked first: nothing ran since the last stop
+            dt = timed_step(self.child)  # from just before the continue to the stop report
         except RanWhileStopped:
             raise KernelDied(self.child.finish()) from None
-        if not self.child.wait_stopped():
+        if dt is None:
             raise KernelDied(self.child.finish())
-        return self.child.stopped_at - t0  # from just before the continue to the stop report
+        return dt
 
     @property
     def last_run_cpu_s(self) -> float | None:
