@@ -99,12 +99,8 @@ def profile_row(kind: str, name: str, prof: Any, **extra: Any) -> dict[str, Any]
 def detects_2x(row: dict[str, Any], n_calls: float) -> bool | None:
     """Whether the calibrated clock bound catches this kernel's clock slowed 2x: a kernel of K
     per call, untimed work u: caught when K (1 - (1 + share) / 2) > u margin + slack."""
-    from hardware_agents.triton.agent import (
-        CLOCK_MARGIN,
-        CLOCK_SHARE,
-        CLOCK_SLACK_PER_CALL_S,
-        CLOCK_SLACK_PER_ROUND_S,
-    )
+    from hardware_agents.pipeline.clock import CLOCK_MARGIN, CLOCK_SLACK_PER_CALL_S, CLOCK_SLACK_PER_ROUND_S
+    from hardware_agents.triton.judge import CLOCK_SHARE
 
     k, u = row.get("median_ms"), row.get("untimed_per_call_us")
     if not k or not u or not n_calls:

@@ -30,6 +30,8 @@ from collections.abc import Sequence
 
 import msgspec
 
+from accelopt.profile import Profile
+
 # The kernel's clock must cover our wall time of a round less the calibrated untimed work, with
 # this much room: a relative margin on the calibrated figure, plus a little per call and per
 # round (scheduling jitter of the stop/continue handshake).
@@ -101,4 +103,18 @@ def clock_mismatch(bound: ClockBound, reported_s: Sequence[float], walls: Sequen
     return None
 
 
-__all__ = ["CLOCK_MARGIN", "CLOCK_SLACK_PER_CALL_S", "CLOCK_SLACK_PER_ROUND_S", "ClockBound", "clock_mismatch"]
+def confirmed(first: Profile, again: Profile) -> Profile:
+    """A `timing_mismatch` stands only when a second profile, in a fresh child, finds one too:
+    a busy host can stretch one profile's untimed work past its allowance, a forged clock is
+    caught every time. `again` is that second profile, which is the verdict either way."""
+    head = first.log.splitlines()[0] if first.log else ""
+    if again.status == "timing_mismatch":
+        again.counters["timing_mismatch_confirmed"] = 1.0
+        again.log = f"{again.log}\n(confirmed by a second profile; the first said: {head})"
+    else:
+        again.counters["timing_mismatch_retried"] = 1.0
+        again.log = f"{again.log}\nnote: a first profile was rejected ({head}); this one stands"
+    return again
+
+
+__all__ = ["CLOCK_MARGIN", "CLOCK_SLACK_PER_CALL_S", "CLOCK_SLACK_PER_ROUND_S", "ClockBound", "clock_mismatch", "confirmed"]

@@ -29,7 +29,7 @@ from typing import Any
 from hardware_agents.base import HardwareAgent, register_agent
 from hardware_agents.triton.specs import GPU_KINDS, device_spec, kind_for_gpu_name, spec_for_dtypes
 
-_LAZY = {"TritonAgent", "H100Agent", "H200Agent", "B200Agent", "AGENTS", "plan_cases"}
+_LAZY = {"TritonAgent", "H100Agent", "H200Agent", "B200Agent", "AGENTS", "plan_triton_cases"}
 
 
 def __getattr__(name: str) -> Any:
@@ -75,4 +75,4 @@ for _kind in GPU_KINDS:
     register_agent(_kind, _factory(_kind), probe=_probe)
 
 __all__ = ["AGENTS", "GPU_KINDS", "B200Agent", "H100Agent", "H200Agent", "TritonAgent", "device_spec",
-           "get_agent_for_host", "kind_for_gpu_name", "plan_cases", "spec_for_dtypes"]
+           "get_agent_for_host", "kind_for_gpu_name", "plan_triton_cases", "spec_for_dtypes"]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import secrets
 import shutil
 import tempfile
@@ -25,6 +24,7 @@ import torch
 
 from accelopt.problem import Definition, Problem, Tolerance, Workload
 from hardware_agents import datacache, validity
+from hardware_agents.pipeline.cases import PlannedCase, adversarial_overflow, fresh_seed
 from hardware_agents.triton import timed_inputs
 from hardware_agents.triton.inputs import axis_values, case_inputs, is_float
 from hardware_agents.triton.records import TensorMeta
@@ -43,18 +43,6 @@ def tolerance_for(definition: Definition) -> Tolerance:
     if any(d != "float32" for d in dtypes):
         return LOW_PRECISION_TOLERANCE
     return Tolerance()
-
-
-class PlannedCase(msgspec.Struct, frozen=True, kw_only=True):
-    name: str  # unique in the plan, safe as a file name
-    workload: Workload
-    case: validity.InputCase
-    label: str  # the workload's label, for logs
-
-
-def case_name(prefix: str, case: validity.InputCase) -> str:
-    base = f"{prefix}-{case.name}" if prefix else case.name
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", base)
 
 
 def output_metas(definition: Definition, workload: Workload) -> list[TensorMeta]:
@@ -123,9 +111,7 @@ def timing_bases(plan: Sequence[PlannedCase], tp: TimingPlan) -> list[list[Plann
     for k in range(tp.rounds):
         row = []
         for j in range(tp.per_round):
-            seed = secrets.randbits(31)
-            while seed in used:
-                seed = secrets.randbits(31)
+            seed = fresh_seed(used)
             used.add(seed)
             case = validity.InputCase(name=f"timing-r{k}-c{j}", seed=seed)
             row.append(PlannedCase(name=f"timing-r{k}-c{j}", workload=base.workload, case=case, label=base.label))
@@ -228,11 +214,11 @@ class ProblemData:
             refs = run_reference(request, [str(self.dir), str(self.timing_dir)])
             for pc, f, sc, outs, nbytes in staged:
                 ref64 = _ref64(d.name, refs[pc.name], outs, pc.label)
-                bad = [n for n, r in ref64.items() if not np.all(np.isfinite(r))]
-                if bad and pc.case.adversarial:
-                    if d.x_adversarial is not None:
-                        raise ValueError(f"{d.name}: adversarial case {pc.case.name!r} makes the reference non-finite "
-                                         f"in {bad}; fix x_adversarial")
+                overflow = adversarial_overflow(d.name, pc.case, ref64)
+                if overflow is not None:
+                    if d.x_adversarial is not None:  # declared: the problem must be fixed
+                        raise ValueError(overflow)
+                    bad = [n for n, r in ref64.items() if not np.all(np.isfinite(r))]
                     self.notes.append(f"adversarial case {pc.case.name!r} skipped at {pc.label}: the reference "
                                       f"overflows {', '.join(bad)} at those magnitudes (set x_adversarial)")
                     continue

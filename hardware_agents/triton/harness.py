@@ -26,7 +26,7 @@ round's start, where the parent's clock stops. No synchronisation happens betwee
 Every call writes its own output buffers, kept until the round ends; the parent then names
 secret positions of every call's outputs and a few calls to send back in full, and checks
 them against references it had computed for exactly those calls. It bounds the child's
-clock by its own (see `TritonAgent._clock_mismatch`). See `timing.py` for the statistics.
+clock by its own (see `triton.judge.timing_clock_mismatch`). See `timing.py` for the statistics.
 
 Before the solution is imported, the interpreter tier installs the CUDA shim and every tier
 counts Triton launches (`cuda_shim.py`).

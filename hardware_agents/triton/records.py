@@ -34,7 +34,7 @@ class TimingSpec(msgspec.Struct, kw_only=True, frozen=True):
 
     Before the solution is imported, `calibration_rounds` rounds of the same loop call a
     null entry point on dummy buffers of the same geometry: the parent's wall time of those
-    is the untimed work per call on this host (see `TritonAgent._clock_mismatch`).
+    is the untimed work per call on this host (see `triton.judge.timing_clock_mismatch`).
 
     Each timing round's inputs are fresh: `per_round` base contents and a mask per float
     input (`round_file(k)`, see `timed_inputs`), handed over only when the child has stopped

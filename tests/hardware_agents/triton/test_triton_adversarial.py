@@ -72,8 +72,10 @@ def test_a_timing_mismatch_is_confirmed_by_a_second_profile(triton_cache: Path,
     mismatch therefore stands only when a second profile, in a fresh child, says so too. An
     honest kernel rejected once (here: the first verdict forced) passes on the second; a
     slowed clock is caught both times."""
+    from hardware_agents.triton import judge
+
     agent = H100Agent(mode="interpreter", cache_dir=triton_cache, **TIMING)
-    real = agent._clock_mismatch
+    real = judge.timing_clock_mismatch
     verdicts: list[str | None] = []
 
     def first_one_rejected(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -83,7 +85,7 @@ def test_a_timing_mismatch_is_confirmed_by_a_second_profile(triton_cache: Path,
         verdicts.append(why)
         return why
 
-    monkeypatch.setattr(agent, "_clock_mismatch", first_one_rejected)
+    monkeypatch.setattr(judge, "timing_clock_mismatch", first_one_rejected)
     try:
         p = suites.get_problem("triton/rmsnorm_h4096")
         honest = agent.profile(p, p.baseline)

@@ -10,7 +10,7 @@ import pytest
 import suites
 from accelopt.problem import eval_expression
 from hardware_agents.languages.tunables import find_tunables
-from hardware_agents.triton import plan_cases
+from hardware_agents.triton import plan_triton_cases
 
 NAMES = sorted(p.name for p in suites.load_suite("triton"))
 
@@ -45,8 +45,8 @@ def test_problem_shape(triton_suite, name):
 
 def test_plans_pick_the_workload_by_tier(triton_suite):
     p = triton_suite["rmsnorm_h4096"]
-    gpu_plan, gpu_contents = plan_cases(p, (0, 21, 42), on_gpu=True)
-    cpu_plan, cpu_contents = plan_cases(p, (0, 21, 42), on_gpu=False)
+    gpu_plan, gpu_contents = plan_triton_cases(p, (0, 21, 42), on_gpu=True)
+    cpu_plan, cpu_contents = plan_triton_cases(p, (0, 21, 42), on_gpu=False)
     assert cpu_contents == ["seed0", "seed21", "seed42"]
     assert {c.workload.x_label for c in gpu_plan} == {"prod", "small-1", "small-2"}
     assert {c.workload.x_label for c in cpu_plan} == {"small-1", "small-2"}

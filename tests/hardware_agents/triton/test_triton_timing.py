@@ -19,7 +19,7 @@ import torch
 from triton_helpers import edited, solution
 
 from hardware_agents.triton import H100Agent, device_spec, timed_inputs, timing
-from hardware_agents.triton.agent import plan_cases, rotation_for
+from hardware_agents.triton.agent import plan_triton_cases, rotation_for
 
 
 class ScriptedTimer:
@@ -192,14 +192,15 @@ def test_cuda_events_on_a_real_gpu(triton_cache, triton_suite):
 
 
 def test_the_kernels_clock_is_bounded_by_ours(interp_agent, triton_suite):
-    """`_clock_mismatch` on reported rounds (no sandbox): an honest round passes, a clock
+    """`timing_clock_mismatch` on reported rounds (no sandbox): an honest round passes, a clock
     running fast, slowed 2x or frozen does not, nor does a wrong number of calls; the
     untimed work allowed is the calibration rounds' wall time per call."""
-    from hardware_agents.triton.agent import RoundClock
+    from hardware_agents.pipeline.rounds import RoundClock
+    from hardware_agents.triton.judge import call_count_error, timing_clock_mismatch
     from hardware_agents.triton.records import HarnessResult, TimingRun, TimingSpec
 
     p = triton_suite["rmsnorm_h4096"]
-    plan, contents = plan_cases(p, (0,), on_gpu=False)
+    plan, contents = plan_triton_cases(p, (0,), on_gpu=False)
     tplan = interp_agent._timing_plan(p, plan, contents[0])
     data = interp_agent.data.get(p, plan, interp_agent._run_reference, device="interpreter", timing=tplan)
     assert len(data.rounds) == interp_agent.trials and all(len(r.calls) == tplan.calls for r in data.rounds)
@@ -213,7 +214,8 @@ def test_the_kernels_clock_is_bounded_by_ours(interp_agent, triton_suite):
         clock = RoundClock()
         clock.walls, clock.setups = [wall_s], [setup_s]
         clock.cal_walls, clock.cal_setups = [10 * u, 10 * u * 1.5], [0.01]
-        return interp_agent._clock_mismatch(HarnessResult(cases=[], timing=[run]), clock, spec, data, {})
+        return timing_clock_mismatch(HarnessResult(cases=[], timing=[run]), clock, spec, data, mode="interpreter",
+                                     counters={})
 
     assert verdict(100.0, 1.0 + 10 * u) is None  # 10 calls of 100 ms, the calibrated untimed work between
     assert verdict(100.0, 1.0 + 10 * u * 1.05) is None  # within the margin
@@ -222,7 +224,7 @@ def test_the_kernels_clock_is_bounded_by_ours(interp_agent, triton_suite):
     assert slow is not None and "its clock was slowed or replaced" in slow and "calibrated on this host" in slow
     assert verdict(0.0, 1.0 + 10 * u) is not None  # a frozen one
     seven = HarnessResult(cases=[], timing=[TimingRun(samples_ms=[1.0] * 5, median_ms=1.0, warmup_ms=[1.0] * 2)])
-    assert interp_agent._call_count_error(seven, spec).startswith("reported 7 timed calls in round 0")
+    assert (call_count_error(seven, spec) or "").startswith("reported 7 timed calls in round 0")
     # a child that stopped itself out of turn, so that its calls ran in what we took for a set-up,
     # and reported a clock slowed to fit the short window: the whole timing phase is bounded too
     out_of_turn = verdict(5.0, 0.06, setup_s=2.0)
@@ -230,8 +232,8 @@ def test_the_kernels_clock_is_bounded_by_ours(interp_agent, triton_suite):
     uncalibrated = RoundClock()
     uncalibrated.walls = [1.0]
     run = TimingRun(samples_ms=[100.0] * 8, median_ms=100.0, warmup_ms=[100.0] * 2)
-    assert "no calibration" in interp_agent._clock_mismatch(HarnessResult(cases=[], timing=[run]), uncalibrated,
-                                                            spec, data, {})
+    assert "no calibration" in (timing_clock_mismatch(HarnessResult(cases=[], timing=[run]), uncalibrated, spec, data,
+                                                      mode="interpreter", counters={}) or "")
 
 
 def test_do_bench_is_no_agent_timer():
