@@ -26,6 +26,7 @@ import numpy as np
 
 from accelopt.problem import Problem
 from hardware_agents import validity
+from hardware_agents.pipeline.cases import adversarial_overflow
 
 TIMING_POOL = 4
 
@@ -52,10 +53,9 @@ class ProblemData:
             t0 = time.perf_counter()
             ref64 = validity.reference_outputs(problem, inputs)
             ref_s.append(time.perf_counter() - t0)
-            bad = [n for n, r in ref64.items() if not np.all(np.isfinite(r))]
-            if bad and case.adversarial:
-                raise ValueError(f"{problem.name}: adversarial case {case.name!r} makes the reference "
-                                 f"non-finite in {bad}; fix x_adversarial")
+            overflow = adversarial_overflow(problem.name, case, ref64)
+            if overflow is not None:
+                raise ValueError(overflow)
             self.cases.append(CaseData(case, inputs, ref64, tol))
         self.reference_s = float(np.median(ref_s)) if ref_s else 0.0
         self.pool: list[dict[str, object]] = []

@@ -22,7 +22,8 @@ profile(problem, solution):
      `incorrect`: results must not depend on being timed); a third child, which loads neither
      the kernel nor the SDK, runs `neuron-profile view --output-format summary-json` on copies
      of the round's NEFF/NTFF pairs; device times adding up to more than our wall time of the
-     round -> `timing_mismatch` (there is no lower bound: see `_rounds`). The round with the
+     round -> `timing_mismatch` (there is no lower bound: see `judge.NEURON_BOUND`); a child
+     that ran while the agent held it stopped -> `incorrect`. The round with the
      smallest spread is kept; its first summary fills the counters (the paper's 16 profiler
      fields; `timing_wall_s`, `timing_device_s`, `timing_setup_s` sum our clock and the
      readings over the rounds); roofline with the cited peaks; a result faster than
@@ -31,68 +32,43 @@ profile(problem, solution):
 
 Every Profile records the isolation its sandbox applied; a sandbox that cannot isolate the
 kernel (and is not allowed to run it unisolated) gives `sandbox_error`.
+The steps every agent shares are the pipeline's (hardware_agents/pipeline/: the rounds
+driver, the clock bound, the verdict, the roofline gate); reading this agent's children is
+`judge.py`, the emulate mode `emulate.py`.
 Without the SDK the constructor raises `NeuronSDKMissing`, naming what to install.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import io
-import math
 import os
 import re
 import shutil
 import stat
-import statistics
-import time
 import tokenize
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import msgspec
-import numpy as np
 
 from accelopt.problem import Problem, Solution
-from accelopt.profile import LatencyStats, Profile, SeedCheck
-from hardware_agents import validity
-from hardware_agents.base import DeviceSpec, HardwareAgent, pct_peak, roofline_terms, t_peak
+from accelopt.profile import Profile
+from hardware_agents.base import DeviceSpec, HardwareAgent
 from hardware_agents.datacache import DataCache
 from hardware_agents.neuron import sdk
-from hardware_agents.neuron.data import ProblemData, TimingRound, build_problem_data, fresh_seed
-from hardware_agents.neuron.protocol import (
-    CaseSpec,
-    HarnessRequest,
-    HarnessResult,
-    Mode,
-    SummaryRequest,
-    SummaryResult,
-    TimingSpec,
-    profiled_pair,
-    report_file,
-    round_dir,
-    round_file,
-    timed_output,
-)
-from hardware_agents.neuron.protocol import TimingRound as ChildRound
-from hardware_agents.neuron.reference import ReferenceModule
+from hardware_agents.neuron.data import ProblemData, build_problem_data
+from hardware_agents.neuron.judge import TimingRounds, judge_correctness, stage_sources, timed_verdict
+from hardware_agents.neuron.protocol import CaseSpec, HarnessRequest, Mode, TimingSpec
 from hardware_agents.neuron.specs import SPECS
-from hardware_agents.neuron.summary import COUNTER_FIELDS, ProfileSummary, SummaryError, parse_summary
-from hardware_agents.sandbox import (
-    Sandbox,
-    SandboxChild,
-    SandboxOutcome,
-    SandboxPolicy,
-    default_base_dir,
-    private_dir,
-)
+from hardware_agents.pipeline.rounds import RoundClock, drive_rounds
+from hardware_agents.pipeline.verdict import Verdict
+from hardware_agents.sandbox import Sandbox, SandboxPolicy, default_base_dir, private_dir
 
 NKIBENCH_SEEDS: tuple[int, ...] = (0, 21, 42, 63, 84)
 DEFAULT_CC_FLAGS = "--auto-cast=none"
 # The reference implementation's nki.baremetal options (one logical core = one physical core).
 DEFAULT_COMPILE_OPTIONS = "--disable-dge --logical-nc-config=1"
-_MAX_PROFILE_FILE = 4 << 30  # a NEFF or NTFF copied for the summary child
 _LOW_PRECISION = re.compile(r"\b(float16|bfloat16|fp16|bf16|float8\w*|fp8\w*|tfloat32|tf32)\b", re.IGNORECASE)
 
 
@@ -255,23 +231,22 @@ class NeuronAgent(HardwareAgent):
             return self._fail("compile_error", f"entry point {solution.spec.entry_point!r}: {e}")
         data = self.data.get(problem, seeds)
         policy = self._policy(data, timeout)
+        v = Verdict(self._fail)
         if self.mode == "emulate":
             from hardware_agents.neuron.emulate import profile_emulated
 
-            return profile_emulated(self, problem, solution, data, policy, entry_file, entry, timeout)
+            return profile_emulated(v, problem, solution, data, policy, entry_file, entry, timeout, kind=self.kind,
+                                    spec=self._spec, sandbox_dir=self.sandbox_dir)
         with Sandbox(policy, base_dir=self.sandbox_dir) as box:
-            kernel_file = self._stage_sources(box, solution, entry_file)
+            kernel_file = stage_sources(box, solution, entry_file)
             req = HarnessRequest(mode=self.mode, kernel_file=kernel_file, entry=entry,
                                  cases=[CaseSpec(name=c.case.name, args=c.args) for c in data.cases],
                                  compile_options=self.compile_options if self.mode == "device" else "")
             out = box.run("hardware_agents.neuron.harness:run", req, timeout_s=timeout)
-            failed, checks, res = self._judge(problem, data, out, box)
-        if failed is not None:
-            failed.isolation = out.isolation
-            return failed
-        assert res is not None
-        tools = {**res.versions}
-        counters: dict[str, float] = {"compile_s": res.compile_s}
+            res = judge_correctness(v, problem, data, out, box)
+        if isinstance(res, Profile):
+            return res
+        v.counters["compile_s"] = res.compile_s
         if not measure:
             why = "correct; timing not requested"
         elif self.mode == "simulate":
@@ -281,347 +256,47 @@ class NeuronAgent(HardwareAgent):
         else:
             why = ""
         if why:
-            return self._fail("unmeasured", why, tools, correctness=checks, counters=counters,
-                              isolation=out.isolation)
+            return v.fail("unmeasured", why)
         # A fresh work dir: nothing the correctness run left behind (a rewritten kernel module,
         # planted profiler files) reaches the timing run; its inputs come round by round.
         # The rounds' inputs go to a directory of ours that the timing child may read, not write.
         inputs = private_dir(self.sandbox_dir or default_base_dir(), "accelopt-nki-timing-")
         try:
             os.chmod(inputs, 0o755)
-            return self._time(problem, solution, data, policy, inputs, entry_file, entry, checks, counters, tools)
+            return self._time(v, problem, solution, data, policy, inputs, entry_file, entry)
         finally:
             shutil.rmtree(inputs, ignore_errors=True)
 
-    def _time(self, problem: Problem, solution: Solution, data: ProblemData, policy: SandboxPolicy, inputs: Path,
-              entry_file: str, entry: str, checks: list[SeedCheck], counters: dict[str, float],
-              tools: dict[str, str]) -> Profile:
+    def _time(self, v: Verdict, problem: Problem, solution: Solution, data: ProblemData, policy: SandboxPolicy,
+              inputs: Path, entry_file: str, entry: str) -> Profile:
+        """The timing child, in rounds the pipeline's driver runs with this agent's hooks
+        (`judge.TimingRounds`), then the verdict on them (`judge.timed_verdict`)."""
         tpolicy = msgspec.structs.replace(policy, wall_timeout_s=self.timing_timeout_s,
                                           read_paths=(*self._read_paths(None), str(inputs)))
         spolicy = msgspec.structs.replace(policy, wall_timeout_s=max(60.0, 30.0 * self.runs), write_paths=(),
                                           read_paths=self._read_paths(None), drop_privileges=True)
         with Sandbox(tpolicy, base_dir=self.sandbox_dir) as tbox, Sandbox(spolicy, base_dir=self.sandbox_dir) as sbox:
-            kernel_file = self._stage_sources(tbox, solution, entry_file)
+            kernel_file = stage_sources(tbox, solution, entry_file)
             treq = HarnessRequest(
                 mode="device", kernel_file=kernel_file, entry=entry, cases=[], compile_options=self.compile_options,
                 neuron_profile="" if self.verify_summaries else (self.neuron_profile or ""),
                 timing=TimingSpec(inputs_dir=str(inputs), warmup=self.warmup, runs=self.runs))
             child = tbox.spawn("hardware_agents.neuron.harness:run", treq, timeout_s=self.timing_timeout_s)
-            timing = TimingLog()
-            fail = functools.partial(self._fail, extra_tools=tools, counters=counters)
+            clock = RoundClock()
+            rounds = TimingRounds(v, problem, data, clock, tbox, sbox, inputs, runs=self.runs,
+                                  round_pause_s=self.round_pause_s, spread_threshold=self.spread_threshold,
+                                  neuron_profile=self.neuron_profile, verify_summaries=self.verify_summaries)
             try:
-                verdict = self._rounds(problem, data, child, tbox, sbox, inputs, timing, checks, fail)
+                verdict = drive_rounds(child, clock, rounds=self.max_rounds, hand_over=rounds.hand_over,
+                                       after_round=rounds.after_round)
             finally:
                 tout = child.finish()
-            counters.update(timing.counters())  # `fail` shares this dict: a failed round's profile has them too
-            prof = verdict or self._timed(problem, tout, timing, checks, counters, tools)
-            prof.isolation = tout.isolation
-            return prof
-
-    @staticmethod
-    def _stage_sources(box: Sandbox, solution: Solution, entry_file: str) -> str:
-        for src in solution.sources:
-            p = box.workdir / src.path
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_text(src.content)
-            box.give(src.path)
-        return str(box.workdir / entry_file)
-
-    # --- judging ---------------------------------------------------------------------------
-
-    def _stage(self, box: Sandbox) -> str:
-        try:
-            return box.read_file(".stage", 4096).decode(errors="replace")
-        except OSError:
-            return ""
-
-    def _judge(self, problem: Problem, data: ProblemData, out: SandboxOutcome, box: Sandbox,
-               ) -> tuple[Profile | None, list[SeedCheck], HarnessResult | None]:
-        tail = f"\n--- kernel output ---\n{out.log}" if out.log.strip() else ""
-        stage = self._stage(box)
-        compiling = stage.startswith(("load", "compile"))
-        if out.status in ("timeout", "cpu_limit"):
-            what = "while compiling" if compiling else f"while running ({stage or 'unknown stage'})"
-            return self._fail("timeout", f"{out.error} {what}{tail}"), [], None
-        if out.status == "crashed":
-            status = "compile_error" if compiling else "runtime_error"
-            return self._fail(status, f"the harness crashed {'while compiling' if compiling else 'running the kernel'}"
-                              f" ({stage}): {out.error}{tail}"), [], None
-        if out.status == "unisolated":
-            return self._fail("sandbox_error", out.error), [], None
-        if out.status != "ok":
-            return self._fail("runtime_error", f"{out.error}{tail}"), [], None
-        try:
-            res = out.decode(HarnessResult)
-        except Exception as e:
-            return self._fail("runtime_error", f"unreadable harness result: {e}{tail}"), [], None
-        tools = res.versions
-        if res.error is not None:
-            err = res.error
-            status = "runtime_error" if err.phase == "run" else "compile_error"
-            where = f" (case {err.case})" if err.case else ""
-            what = {"load": "loading the kernel module failed", "compile": "compilation failed",
-                    "run": "the kernel failed at run time"}[err.phase]
-            return self._fail(status, f"{what}{where}: {err.type}: {err.message}\n{err.traceback}{tail}",
-                              tools), [], None
-        if len(res.cases) != len(data.cases):
-            return self._fail("runtime_error", f"the harness ran {len(res.cases)} of {len(data.cases)} cases{tail}",
-                              tools), [], None
-        ref_mod = ReferenceModule(problem)
-        checks: list[SeedCheck] = []
-        for case, run in zip(data.cases, res.cases, strict=True):
-            if run.name != case.case.name:
-                return self._fail("runtime_error", f"harness result out of order ({run.name} != {case.case.name})",
-                                  tools), checks, None
-            chk = self._check_outputs(problem, ref_mod, case.refs(), box, run.name, run.outputs, run.returned_tuple,
-                                      self._output_cap(data))
-            if run.mutated:
-                chk.passed = False
-                note = f"modified its input argument(s) {run.mutated}; inputs are read-only"
-                chk.note = f"{chk.note}; {note}" if chk.note else note
-            checks.append(chk)
-        bad = [c for c in checks if not c.passed]
-        if bad:
-            return self._fail("incorrect", "\n".join(f"{c.case}: {c.note}" for c in bad) + tail, tools,
-                              correctness=checks), checks, None
-        return None, checks, res
-
-    @staticmethod
-    def _output_cap(data: ProblemData) -> int:
-        return 2 * max(data.output_bytes.values(), default=0) + (1 << 20)
-
-    def _check_outputs(self, problem: Problem, ref_mod: ReferenceModule, refs: dict[str, np.ndarray], box: Sandbox,
-                       name: str, rels: list[str], returned_tuple: bool, cap: int) -> SeedCheck:
-        """Judge one set of kernel outputs (files the child wrote) against the reference."""
-        try:
-            outs = []
-            for rel in rels:
-                with box.open_file(rel, max_bytes=cap) as f:
-                    outs.append(np.load(f, allow_pickle=False))
-        except (OSError, ValueError) as e:
-            return SeedCheck(case=name, passed=False, note=f"cannot read the kernel's output: {e}")
-        if not outs:
-            return SeedCheck(case=name, passed=False, note="the kernel returned nothing")
-        kernel_out: Any = tuple(outs) if (returned_tuple or len(outs) > 1) else outs[0]
-        try:
-            got = ref_mod.kernel_outputs(kernel_out, refs)
-        except ValueError as e:
-            return SeedCheck(case=name, passed=False, note=str(e))
-        dtypes: dict[str, str] = {n: s.dtype for n, s in problem.definition.outputs.items()}
-        return validity.compare_outputs(name, got, refs, validity.tolerance_of(problem.definition),
-                                        expected_dtypes=dtypes)
-
-    # --- timing ----------------------------------------------------------------------------
-
-    def _rounds(self, problem: Problem, data: ProblemData, child: SandboxChild, tbox: Sandbox, sbox: Sandbox,
-                inputs: Path, log: TimingLog, checks: list[SeedCheck], fail: Callable[..., Profile]) -> Profile | None:
-        """Drive the timing child's rounds (the handshake of protocol.py), filling `log`. Per
-        round: fresh inputs drawn now, handed over while the child waits; our clock around its
-        calls; every profiled run's output checked against our reference; the inputs checked;
-        the profiler files read in `sbox`; their device times bounded by our clock. Returns a
-        failed Profile, or None (the rounds ended, or the child left the protocol: the
-        caller judges its outcome)."""
-        ref_mod = ReferenceModule(problem)
-        cap = self._output_cap(data)
-        if not child.wait_stopped():  # exited (a load error) or died before its first round
-            return None
-        used = set(data.seeds)
-        for k in range(self.max_rounds):
-            if k and self.round_pause_s > 0:
-                time.sleep(self.round_pause_s)  # the paper sleeps before re-measuring
-            seed = fresh_seed(used)
-            used.add(seed)
-            rnd = TimingRound(problem, ref_mod, k, seed)
-            specs = rnd.stage(inputs / round_dir(k))
-            tmp = inputs / f"{round_file(k)}.tmp"
-            tmp.write_bytes(msgspec.msgpack.encode(specs))
-            os.chmod(tmp, 0o644)
-            tmp.rename(inputs / round_file(k))
-            t0 = time.perf_counter()
-            child.resume()
-            if not child.wait_stopped():  # loaded them and stopped, ready to be timed
-                return None
-            t1 = time.perf_counter()
-            child.resume()
-            if not child.wait_stopped():  # stopped after its calls
-                return None
-            rec = RoundRecord(index=k, seed=seed, setup_s=t1 - t0, wall_s=time.perf_counter() - t1)
-            log.rounds.append(rec)
-            try:
-                report = msgspec.msgpack.decode(tbox.read_file(report_file(k), 1 << 20), type=ChildRound)
-            except (OSError, msgspec.DecodeError) as e:
-                return fail("runtime_error", f"timing round {k}: no readable report from the harness ({e})",
-                            correctness=checks)
-            if len(report.runs) != self.runs:
-                return fail("runtime_error", f"timing round {k}: the harness reported {len(report.runs)} profiled "
-                            f"runs; {self.runs} were asked for", correctness=checks)
-            for i, run in enumerate(report.runs):
-                rels = [timed_output(k, i, j) for j in range(min(run.outputs, 64))]
-                chk = self._check_outputs(problem, ref_mod, rnd.refs, tbox, f"timed:{rnd.case.name}/run{i}", rels,
-                                          run.returned_tuple, cap)
-                if not chk.passed:
-                    return fail("incorrect", f"the output of a timed run is wrong ({chk.case}: {chk.note}): results must not "
-                                "depend on being timed", correctness=[*checks, chk])
-            changed = rnd.changed_files()
-            if report.mutated or changed:
-                what = ", ".join([*(f"argument {j}" for j in report.mutated), *changed])
-                return fail("incorrect", f"timing round {k}: modified its inputs ({what}) in timed calls; inputs are "
-                            "read-only", correctness=checks)
-            try:
-                rec.summaries = self._summaries(tbox, sbox, k, report)
-            except _Unisolated as e:
-                return fail("sandbox_error", str(e), correctness=checks)
-            if any(x is None for x in rec.summaries):
-                break  # no complete reading of this round: judged with the rounds before it
-            rec.device_s = sum(x.total_time_s for x in rec.summaries if x is not None)
-            # The profiled runs execute one after another inside the interval our clock measured
-            # (between two stops of the child), so their device times cannot add up to more.
-            # There is no lower bound here: what nki.baremetal spends around each device run
-            # (tracing, compiling, loading the NEFF, copying tensors, writing the trace) is not
-            # known without a device, so the device time may be any fraction of our wall time;
-            # the roofline gate (`max_pct_peak`) is the floor.
-            if rec.device_s > rec.wall_s * 1.01 + 1e-3:
-                return fail("timing_mismatch", f"timing round {k}: the profiler files report {rec.device_s * 1e3:.4g} "
-                            f"ms of device time over {len(rec.summaries)} profiled runs, but the whole round took "
-                            f"{rec.wall_s * 1e3:.4g} ms by our clock: the trace files were not written by these runs",
-                            correctness=checks)
-            if _spread(rec.summaries) <= self.spread_threshold:
-                break
-        child.resume()  # no inputs for another round: the child reports and exits
-        if child.wait_stopped():  # one stop more than the protocol has: not our harness talking
-            child.kill()
-        return None
-
-    def _summaries(self, tbox: Sandbox, sbox: Sandbox, k: int, report: ChildRound) -> list[ProfileSummary | None]:
-        """The profiler's reading of round k's runs: copies of the NEFF/NTFF files summarized by
-        neuron-profile in `sbox` (a child that loads neither the kernel nor the SDK); without
-        `verify_summaries`, the timing child's own reading."""
-        if not self.verify_summaries:
-            return [ProfileSummary(total_time_s=r.total_time_s) if r.total_time_s else None for r in report.runs]
-        # copies in a directory of ours (the summary child may read it, not write it)
-        rdir = sbox.workdir / f"r{k}"
-        try:
-            rdir.mkdir(mode=0o755)
-        except OSError:
-            return [None] * len(report.runs)
-        pairs: list[tuple[str, str]] = []
-        for i in range(len(report.runs)):
-            pair = profiled_pair(k, i)
-            for rel in pair:
-                dst = rdir / rel
-                dst.parent.mkdir(mode=0o755, exist_ok=True)
-                with contextlib.suppress(OSError), tbox.open_file(rel, max_bytes=_MAX_PROFILE_FILE) as src, \
-                        open(dst, "xb") as f:
-                    shutil.copyfileobj(src, f)
-            pairs.append((f"r{k}/{pair[0]}", f"r{k}/{pair[1]}"))
-        try:
-            sout = sbox.run("hardware_agents.neuron.summarizer:summarize",
-                            SummaryRequest(neuron_profile=self.neuron_profile or "", pairs=pairs))
-        finally:
-            shutil.rmtree(rdir, ignore_errors=True)
-        if sout.status == "unisolated":
-            raise _Unisolated(sout.error)
-        texts = sout.decode(SummaryResult).texts if sout.status == "ok" else []
-        parsed: list[ProfileSummary | None] = []
-        for text in texts[:len(pairs)] + [""] * (len(pairs) - len(texts)):
-            try:
-                parsed.append(parse_summary(text) if text else None)
-            except SummaryError:
-                parsed.append(None)
-        return parsed
-
-    def _timed(self, problem: Problem, out: SandboxOutcome, log: TimingLog, checks: list[SeedCheck],
-               counters: dict[str, float], tools: dict[str, str]) -> Profile:
-        """The verdict on rounds that all passed their checks: the child's outcome, then the
-        round with the smallest spread, its statistics, the roofline and the plausibility gate."""
-        tail = f"\n--- kernel output ---\n{out.log}" if out.log.strip() else ""
-        if out.status == "unisolated":
-            return self._fail("sandbox_error", out.error, tools, correctness=checks, counters=counters)
-        if out.status in ("timeout", "cpu_limit"):
-            return self._fail("timeout", f"timing: {out.error}{tail}", tools, correctness=checks, counters=counters)
-        if out.status != "ok":
-            return self._fail("runtime_error", f"timing: {out.error}{tail}", tools, correctness=checks,
-                              counters=counters)
-        try:
-            res = out.decode(HarnessResult)
-        except Exception as e:
-            return self._fail("runtime_error", f"timing: unreadable harness result: {e}{tail}", tools,
-                              correctness=checks, counters=counters)
-        if res.error is not None or res.timing_error:
-            msg = res.timing_error or f"{res.error.type}: {res.error.message}"  # type: ignore[union-attr]
-            return self._fail("runtime_error", f"the kernel failed during timing: {msg}{tail}", tools,
-                              correctness=checks, counters=counters)
-        if out.stray_processes:
-            return self._fail("runtime_error", f"the kernel left {out.stray_processes} process(es) running "
-                              f"(killed){tail}", tools, correctness=checks, counters=counters)
-        usable = [r for r in log.rounds if r.summaries and all(x is not None for x in r.summaries)]
-        if not usable:
-            return self._fail("unmeasured", f"correct, but no neuron-profile summary could be read from "
-                              f"{sum(len(r.summaries) for r in log.rounds)} profiled runs{tail}", tools,
-                              correctness=checks, counters=counters)
-        best_rec = min(usable, key=lambda r: _spread(r.summaries))
-        best = [x for x in best_rec.summaries if x is not None]
-        samples = [x.total_time_s * 1e3 for x in best]
-        stats = LatencyStats(samples_ms=samples, median_ms=statistics.median(samples), min_ms=min(samples),
-                             max_ms=max(samples), spread=_spread(best_rec.summaries), reruns=len(log.rounds) - 1)
-        first = best[0]
-        counters.update(first.counters)
-        counters["summary_total_time_ms"] = first.total_time_s * 1e3
-        counters["latency_mean_ms"] = statistics.fmean(samples)
-        counters["timing_round_kept"] = float(best_rec.index)
-        missing = [f for f in COUNTER_FIELDS if f not in first.counters]
-        tp, bound = t_peak(problem, self._spec)
-        t_meas = stats.median_ms / 1e3
-        if not math.isfinite(t_meas) or t_meas <= 0:
-            return self._fail("runtime_error", f"non-finite or zero latency ({t_meas} s)", tools, correctness=checks,
-                              counters=counters)
-        terms = roofline_terms(problem)
-        counters["achieved_gbs"] = terms.bytes_min / t_meas / 1e9
-        counters["achieved_gflops"] = (terms.flops_matmul + terms.flops_vector) / t_meas / 1e9
-        rounds = ", ".join(f"seed {r.seed}" for r in log.rounds)
-        note = f"timed in {len(log.rounds)} round(s) on fresh inputs ({rounds})"
-        log_text = f"{note}; profiler summary lacks {', '.join(missing)}" if missing else note
-        why = validity.implausible(t_meas, tp, self.max_pct_peak)
-        if why:
-            return self._fail("incorrect", why, tools, correctness=checks, latency=stats, t_peak_ms=tp * 1e3,
-                              pct_peak=pct_peak(tp, t_meas), bound=bound, counters=counters)
-        return Profile(status="passed", device=self.kind, log=log_text, correctness=checks, latency=stats,
-                       t_peak_ms=tp * 1e3, pct_peak=pct_peak(tp, t_meas), bound=bound, counters=counters,
-                       toolchain={**self.toolchain(), **tools})
-
-
-class _Unisolated(Exception):
-    """The summary child could not be isolated (and the run does not allow that)."""
-
-
-def _spread(summaries: Sequence[ProfileSummary | None]) -> float:
-    ts = [x.total_time_s for x in summaries if x is not None]
-    if not ts or min(ts) <= 0:
-        return math.inf
-    return (max(ts) - min(ts)) / min(ts)
-
-
-class RoundRecord(msgspec.Struct, kw_only=True):
-    """One timing round as the agent saw it: its seed, our clock (set-up: handing over its
-    inputs; wall: its calls) and the profiler's reading of its runs."""
-
-    index: int
-    seed: int
-    setup_s: float
-    wall_s: float
-    summaries: list[ProfileSummary | None] = []
-    device_s: float = 0.0
-
-
-class TimingLog(msgspec.Struct, kw_only=True):
-    rounds: list[RoundRecord] = []
-
-    def counters(self) -> dict[str, float]:
-        """Sums over the rounds: our wall time of their calls, the device times read from
-        their profiler files, our time handing over their inputs."""
-        return {"timing_rounds": float(len(self.rounds)), "timing_wall_s": sum(r.wall_s for r in self.rounds),
-                "timing_device_s": sum(r.device_s for r in self.rounds),
-                "timing_setup_s": sum(r.setup_s for r in self.rounds)}
+            v.counters.update(rounds.log.counters())  # a failed round's profile shares this dict: it has them too
+            v.heard(tout)
+            if verdict is not None and tout.freeze_breach is None:
+                return verdict
+            # the child's end first: a freeze breach voids everything it reported, a round's verdict too
+            return timed_verdict(v, problem, self._spec, tout, rounds.log, max_pct_peak=self.max_pct_peak)
 
 
 class Trn1Agent(NeuronAgent):

@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-import secrets
 import shutil
 import tempfile
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +30,7 @@ from accelopt.problem import Problem
 from hardware_agents import validity
 from hardware_agents.neuron.protocol import KernelArg
 from hardware_agents.neuron.reference import ReferenceModule
+from hardware_agents.pipeline.cases import adversarial_overflow
 from hardware_agents.sandbox import default_base_dir, private_dir
 
 
@@ -47,10 +46,9 @@ class CaseData:
 
 def _reference(problem: Problem, case: validity.InputCase, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
     ref64 = validity.reference_outputs(problem, inputs)
-    bad = [n for n, r in ref64.items() if not np.all(np.isfinite(r))]
-    if bad and case.adversarial:
-        raise ValueError(f"{problem.name}: adversarial case {case.name!r} makes the reference non-finite in "
-                         f"{bad}; fix x_adversarial")
+    overflow = adversarial_overflow(problem.name, case, ref64)
+    if overflow is not None:
+        raise ValueError(overflow)
     return {n: np.asarray(r, dtype=np.float64) for n, r in ref64.items()}
 
 
@@ -124,16 +122,6 @@ def file_digest(path: Path | str) -> str:
     return h.hexdigest()
 
 
-def fresh_seed(avoid: Iterable[int]) -> int:
-    """A seed from the OS's random source that is none of `avoid` (the correctness seeds and
-    the timing seeds drawn so far)."""
-    used = set(avoid)
-    seed = secrets.randbits(31)
-    while seed in used:
-        seed = secrets.randbits(31)
-    return seed
-
-
 class TimingRound:
     """One timing round's fresh inputs (as kernel arguments) and their float64 references,
     held in the agent's memory; `stage(dir)` writes the argument files for the timing child."""
@@ -175,4 +163,4 @@ def _scalar(a: Any) -> float | int | bool:
     raise TypeError(f"kernel argument of type {type(a).__name__} is neither an array nor a scalar")
 
 
-__all__ = ["CaseData", "ProblemData", "TimingRound", "build_problem_data", "file_digest", "fresh_seed", "write_args"]
+__all__ = ["CaseData", "ProblemData", "TimingRound", "build_problem_data", "file_digest", "write_args"]

@@ -20,20 +20,20 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
 import msgspec
 import numpy as np
 
 from accelopt.problem import Problem, Solution
-from accelopt.profile import Estimate, Profile, SeedCheck
-from hardware_agents.base import pct_peak, t_peak
+from accelopt.profile import Estimate, Profile
+from hardware_agents.base import DeviceSpec, pct_peak, t_peak
 from hardware_agents.neuron.data import ProblemData
+from hardware_agents.neuron.judge import check_outputs, output_cap, stage_sources
 from hardware_agents.neuron.reference import ReferenceModule
+from hardware_agents.pipeline.verdict import Verdict
 from hardware_agents.sandbox import Sandbox, SandboxOutcome, SandboxPolicy, default_base_dir, private_dir
-
-if TYPE_CHECKING:
-    from hardware_agents.neuron.agent import NeuronAgent
 
 MAX_PROGRAM_BYTES = 256 << 20
 COMPILE_TARGET = "hardware_agents.neuron.emulator.children:compile_target"
@@ -54,28 +54,18 @@ def _signature(args: list[Any]) -> list[Any]:
     return out
 
 
-def _failed(agent: NeuronAgent, status: str, log: str, out: SandboxOutcome | None = None,
-            **kw: Any) -> Profile:
-    prof = agent._fail(status, log, **kw)
-    if out is not None:
-        prof.isolation = out.isolation
-    return prof
+def _ended(v: Verdict, out: SandboxOutcome, what: str, compiling: bool) -> Profile | None:
+    """The verdict on an emulator child's end (None: it ended `ok`); `v` takes its isolation
+    and output."""
+    v.heard(out)
+    return v.ended(out, timeout=f"{out.error} while {what}", crashed=f"the emulator crashed while {what}: {out.error}",
+                   error=f"the emulator crashed while {what}: {out.error}", compile_error=compiling)
 
 
-def _outcome_failure(agent: NeuronAgent, out: SandboxOutcome, what: str, compiling: bool) -> Profile | None:
-    tail = f"\n--- kernel output ---\n{out.log}" if out.log.strip() else ""
-    if out.status in ("timeout", "cpu_limit"):
-        return _failed(agent, "timeout", f"{out.error} while {what}{tail}", out)
-    if out.status == "unisolated":
-        return _failed(agent, "sandbox_error", out.error, out)
-    if out.status != "ok":
-        return _failed(agent, "compile_error" if compiling else "runtime_error",
-                       f"the emulator crashed while {what}: {out.error}{tail}", out)
-    return None
-
-
-def profile_emulated(agent: NeuronAgent, problem: Problem, solution: Solution, data: ProblemData,
-                     policy: SandboxPolicy, entry_file: str, entry: str, timeout: float) -> Profile:
+def profile_emulated(v: Verdict, problem: Problem, solution: Solution, data: ProblemData, policy: SandboxPolicy,
+                     entry_file: str, entry: str, timeout: float, *, kind: str, spec: DeviceSpec,
+                     sandbox_dir: Path | None) -> Profile:
+    """One profile in the `emulate` mode (see the module doc); `v` is the agent's verdict."""
     from hardware_agents.neuron.emulator.analysis import analyze
     from hardware_agents.neuron.emulator.children import (
         CompileRequest,
@@ -99,27 +89,24 @@ def profile_emulated(agent: NeuronAgent, problem: Problem, solution: Solution, d
     # 1. compile in the kernel's sandbox: it may read nothing but its own work dir
     cpolicy = msgspec.structs.replace(policy, read_paths=(), python_path=(),
                                       address_space_bytes=max(policy.address_space_bytes, 8 << 30))
-    with Sandbox(cpolicy, base_dir=agent.sandbox_dir) as box:
-        kernel_file = agent._stage_sources(box, solution, entry_file)
+    with Sandbox(cpolicy, base_dir=sandbox_dir) as box:
+        kernel_file = stage_sources(box, solution, entry_file)
         out = box.run(COMPILE_TARGET, CompileRequest(kernel_file=kernel_file, entry=entry, signatures=sigs),
                       timeout_s=timeout)
-        failed = _outcome_failure(agent, out, "compiling the kernel in the emulator", compiling=True)
+        failed = _ended(v, out, "compiling the kernel in the emulator", compiling=True)
         if failed is not None:
             return failed
-        tail = f"\n--- kernel output ---\n{out.log}" if out.log.strip() else ""
         try:
             res = out.decode(CompileResult)
         except msgspec.DecodeError as e:
-            return _failed(agent, "compile_error", f"unreadable compile result: {e}{tail}", out)
-        tools = dict(res.versions)
+            return v.fail("compile_error", f"unreadable compile result: {e}{v.tail}")
+        v.tools = dict(res.versions)
         if res.error is not None:
             err = res.error
             what = "loading the kernel module failed" if err.phase == "load" else "compilation failed"
-            return _failed(agent, "compile_error", f"{what}: {err.type}: {err.message}\n{err.traceback}{tail}", out,
-                           extra_tools=tools)
+            return v.fail("compile_error", f"{what}: {err.type}: {err.message}\n{err.traceback}{v.tail}")
         if len(res.programs) != len(sigs):
-            return _failed(agent, "compile_error", f"the compiler produced {len(res.programs)} of {len(sigs)} programs",
-                           out, extra_tools=tools)
+            return v.fail("compile_error", f"the compiler produced {len(res.programs)} of {len(sigs)} programs")
         # 2. the programs, read and validated here
         progs = []
         blobs = []
@@ -131,19 +118,18 @@ def profile_emulated(agent: NeuronAgent, problem: Problem, solution: Solution, d
                 progs.append(prog)
                 blobs.append(raw)
         except NKIError as e:
-            return _failed(agent, "compile_error", f"compilation failed: {e}{tail}", out, extra_tools=tools)
+            return v.fail("compile_error", f"compilation failed: {e}{v.tail}")
         except (OSError, msgspec.DecodeError, KeyError, IndexError, ValueError, TypeError) as e:
-            return _failed(agent, "compile_error", f"the compiled program is unreadable or malformed: "
-                           f"{type(e).__name__}: {e}{tail}", out, extra_tools=tools)
-        isolation = out.isolation
+            return v.fail("compile_error", f"the compiled program is unreadable or malformed: "
+                          f"{type(e).__name__}: {e}{v.tail}")
     analyses = []
     try:
         for prog in progs:
             analyses.append(analyze(prog))  # PSUM overflow: a compile error
     except NKIError as e:
-        return _failed(agent, "compile_error", f"compilation failed: {e}", extra_tools=tools, isolation=isolation)
+        return v.fail("compile_error", f"compilation failed: {e}")
     # 3. execute in a second sandbox that loads no kernel code
-    pdir = private_dir(agent.sandbox_dir or default_base_dir(), "accelopt-nki-programs-")
+    pdir = private_dir(sandbox_dir or default_base_dir(), "accelopt-nki-programs-")
     try:
         os.chmod(pdir, 0o755)
         paths = []
@@ -154,44 +140,44 @@ def profile_emulated(agent: NeuronAgent, problem: Problem, solution: Solution, d
             paths.append(str(p))
         epolicy = msgspec.structs.replace(policy, read_paths=(str(data.dir), str(pdir)), python_path=())
         cases = [ExecCase(name=c.case.name, program=paths[case_sig[i]], args=c.args) for i, c in enumerate(data.cases)]
-        with Sandbox(epolicy, base_dir=agent.sandbox_dir) as ebox:
+        isolation = dict(v.isolation)  # the kernel's sandbox: what every later profile records
+        with Sandbox(epolicy, base_dir=sandbox_dir) as ebox:
             eout = ebox.run(EXECUTE_TARGET, ExecRequest(cases=cases), timeout_s=timeout)
-            failed = _outcome_failure(agent, eout, "running the kernel in the emulator", compiling=False)
+            failed = _ended(v, eout, "running the kernel in the emulator", compiling=False)
             if failed is not None:
                 return failed
             try:
                 eres = eout.decode(ExecResult)
             except msgspec.DecodeError as e:
-                return _failed(agent, "runtime_error", f"unreadable emulator result: {e}", eout)
+                return v.fail("runtime_error", f"unreadable emulator result: {e}")
             if eres.error is not None:
                 err = eres.error
                 status = "compile_error" if err.phase == "compile" else "runtime_error"
                 where = f" (case {err.case})" if err.case else ""
-                return _failed(agent, status, f"the kernel failed in the emulator{where}: {err.type}: {err.message}",
-                               eout, extra_tools=tools)
+                return v.fail(status, f"the kernel failed in the emulator{where}: {err.type}: {err.message}")
             if [r.name for r in eres.cases] != [c.case.name for c in data.cases]:
-                return _failed(agent, "runtime_error", "the emulator's results do not match the cases", eout)
+                return v.fail("runtime_error", "the emulator's results do not match the cases")
             # 4. correctness, judged here
+            v.isolation.clear()
+            v.isolation.update(isolation)
+            v.tail = ""
             ref_mod = ReferenceModule(problem)
-            checks: list[SeedCheck] = []
             for case, run in zip(data.cases, eres.cases, strict=True):
-                checks.append(agent._check_outputs(problem, ref_mod, case.refs(), ebox, run.name, run.outputs,
-                                                   run.returned_tuple, agent._output_cap(data)))
+                v.checks.append(check_outputs(problem, ref_mod, case.refs(), ebox, run.name, run.outputs,
+                                              run.returned_tuple, output_cap(data)))
     finally:
         shutil.rmtree(pdir, ignore_errors=True)
-    bad = [c for c in checks if not c.passed]
-    if bad:
-        return _failed(agent, "incorrect", "\n".join(f"{c.case}: {c.note}" for c in bad), extra_tools=tools,
-                       correctness=checks, isolation=isolation)
+    wrong = v.wrong_cases()
+    if wrong is not None:
+        return wrong
     # 5. the estimate (the programs of all signatures are the same kernel; price the first case's)
-    counters = {"compile_s": res.compile_s, "emulate_s": sum(r.wall_s for r in eres.cases)}
-    if agent.kind not in COST_SPECS:
-        return _failed(agent, "unmeasured", f"correct in AccelOpt's NKI emulator; no cost model for {agent.kind} "
-                       "(not timed, not estimated)", extra_tools=tools, correctness=checks, counters=counters,
-                       isolation=isolation)
+    v.counters.update({"compile_s": res.compile_s, "emulate_s": sum(r.wall_s for r in eres.cases)})
+    if kind not in COST_SPECS:
+        return v.fail("unmeasured", f"correct in AccelOpt's NKI emulator; no cost model for {kind} "
+                      "(not timed, not estimated)")
     sig0 = case_sig[0]
-    est = estimate(progs[sig0], agent.kind, analyses[sig0])
-    tp, bound = t_peak(problem, agent.device)
+    est = estimate(progs[sig0], kind, analyses[sig0])
+    tp, bound = t_peak(problem, spec)
     t_est = est.latency_s
     pct = pct_peak(tp, t_est)
     detail = {"instructions": float(est.instructions), "hbm_bytes": est.hbm_bytes, "spill_bytes": est.spill_bytes,
@@ -201,15 +187,14 @@ def profile_emulated(agent: NeuronAgent, problem: Problem, solution: Solution, d
               "engines_bound_ms": est.resource_s * 1e3, "critical_path_ms": est.critical_path_s * 1e3,
               "dependency_ms": est.dependency_s * 1e3, "engine_overlap": est.overlap}
     estimate_rec = Estimate(latency_ms=t_est * 1e3, pct_peak=pct, t_peak_ms=tp * 1e3, bound=est.bound,
-                            engines_ms={k: v * 1e3 for k, v in est.engines_s.items()}, model=est.model, detail=detail)
+                            engines_ms={k: t * 1e3 for k, t in est.engines_s.items()}, model=est.model, detail=detail)
     # No plausibility gate on an estimate: it comes from our cost model pricing the program we
     # validated, not from the kernel's process, and the paper's roofline counts FLOPs a fused
     # instruction does not spend (softmax's subtract inside the exp's bias), so an honest
     # kernel may be estimated above 100 % of that roofline (docs/neuron.md).
-    log = (f"correct in AccelOpt's NKI emulator ({len(checks)} cases); not timed: ESTIMATED {t_est * 1e3:.4g} ms on "
-           f"{agent.kind} by {est.model} ({est.bound}-bound; {pct * 100:.1f}% of the {bound} roofline, estimated)")
-    prof = _failed(agent, "unmeasured", log, extra_tools=tools, correctness=checks, counters=counters,
-                   isolation=isolation)
+    log = (f"correct in AccelOpt's NKI emulator ({len(v.checks)} cases); not timed: ESTIMATED {t_est * 1e3:.4g} ms "
+           f"on {kind} by {est.model} ({est.bound}-bound; {pct * 100:.1f}% of the {bound} roofline, estimated)")
+    prof = v.fail("unmeasured", log)
     prof.estimate = estimate_rec
     return prof
 

@@ -89,11 +89,11 @@ def test_the_content_cache_is_caught_when_timed_inputs_repeat_a_correctness_seed
         trn1: NeuronAgent, small_suite: dict[str, Problem], monkeypatch: pytest.MonkeyPatch) -> None:
     """With the timing seed forced to a correctness seed (84), the cache hits in the profiled
     runs and the probe spoils its output: its detection works, so its `passed` means a miss."""
-    import hardware_agents.neuron.agent as agent_mod
+    import hardware_agents.neuron.judge as judge_mod
 
     hack = HACKS["content_cache"]
     p = small_suite[hack.problem]
-    monkeypatch.setattr(agent_mod, "fresh_seed", lambda used: 84)
+    monkeypatch.setattr(judge_mod, "fresh_seed", lambda used: 84)
     prof = trn1.profile(p, _with(p, hack.source, hack.name))
     assert prof.status == "incorrect", prof.log
     assert "the output of a timed run is wrong" in prof.log and prof.correctness[-1].case == "timed:timing-r0/run0"

@@ -43,12 +43,6 @@ def test_inputs_readable_references_private_and_removed_on_close(small_suite: di
     assert not root.exists() and not other.private.exists()
 
 
-def test_fresh_seeds_are_never_a_seed_already_used(monkeypatch: pytest.MonkeyPatch) -> None:
-    draws = iter([0, 21, 21, 7])
-    monkeypatch.setattr(ndata.secrets, "randbits", lambda bits: next(draws))
-    assert ndata.fresh_seed({0, 21}) == 7
-
-
 def test_a_timing_round_keeps_its_references_and_sees_changed_inputs(small_suite: dict[str, Problem],
                                                                      tmp_path: Path) -> None:
     p = small_suite["silu"]

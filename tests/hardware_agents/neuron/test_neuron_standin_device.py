@@ -182,6 +182,35 @@ def test_a_kernel_that_behaves_differently_when_timed_is_caught(trn1: NeuronAgen
     assert all(c.passed for c in prof.correctness[:-1]) and prof.correctness[-1].case == "timed:timing-r0/run1"
 
 
+def test_a_timing_child_that_runs_while_held_stopped_is_incorrect(trn1: NeuronAgent, small_suite: dict[str, Problem],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Neuron timing child is driven by the pipeline's rounds driver, so the freeze check
+    applies to it as to every driven child: someone (here the test, standing in for a timer,
+    an I/O signal or a helper process) continues it while the agent hands it round 0's
+    inputs, and whatever the rounds would have said, the verdict is the breach."""
+    import os
+    import signal
+    import time
+
+    import hardware_agents.neuron.agent as agent_mod
+
+    real = agent_mod.drive_rounds
+
+    def meddling(child, clock, *, hand_over, **kw):  # type: ignore[no-untyped-def]
+        def hand_over_and_continue(k: int) -> None:
+            hand_over(k)
+            os.kill(child.pid, signal.SIGCONT)
+            time.sleep(0.05)
+
+        return real(child, clock, hand_over=hand_over_and_continue, **kw)
+
+    monkeypatch.setattr(agent_mod, "drive_rounds", meddling)
+    p = small_suite["silu"]
+    prof = trn1.profile(p, p.baseline)
+    assert prof.status == "incorrect" and "ran while it was stopped" in prof.log, prof.log
+    assert "ran_while_stopped_ns" in prof.counters and prof.isolation["freeze"]
+
+
 def test_missing_isolation_refuses_the_kernel(neuron_profile_exe: str, small_suite: dict[str, Problem]) -> None:
     """Landlock switched off stands in for a host kernel that lacks it: the kernel never runs."""
     from hardware_agents.neuron import Trn1Agent
