@@ -10,7 +10,6 @@
 - Comparison: shape/dtype, non-finite values, relative L2 with float64 norms (NKIBench's
   rule) and an elementwise allclose whose atol scales with the reference's RMS when that
   is above 1 (so large-magnitude cases are judged relative to their size).
-- Timing statistics and the roofline plausibility gate.
 
 Init expressions are a tiny whitelisted language: numbers, `normal(loc, scale)`,
 `uniform(low, high)`, `randint(low, high)`, `abs(x)`, `exp(x)`, `+ - * /` and parentheses.
@@ -20,7 +19,6 @@ from __future__ import annotations
 
 import ast
 import math
-import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -28,7 +26,7 @@ import msgspec
 import numpy as np
 
 from accelopt.problem import Definition, Problem, ScalarInput, Tolerance
-from accelopt.profile import LatencyStats, SeedCheck
+from accelopt.profile import SeedCheck
 
 DEFAULT_INIT = "normal(0, 1)"
 LARGE_SCALE = 1000.0
@@ -380,33 +378,3 @@ def sampled_agreement(got: np.ndarray, ref: np.ndarray, ref_rms: np.ndarray, tol
         close = np.abs(g - r) <= atol + tol.rtol * np.abs(r)
     same = (g == r) | (np.isnan(g) & np.isnan(r))
     return np.where(np.isfinite(r), np.isfinite(g) & close, same)
-
-
-# --- timing statistics and plausibility ------------------------------------------------------
-
-def spread(samples: Sequence[float]) -> float:
-    """Relative interquartile range: (p75 - p25) / median. Robust to a single preemption,
-    which on a shared 2-core machine would make (max - min) / min meaningless."""
-    if len(samples) < 2:
-        return 0.0
-    q = statistics.quantiles(samples, n=4, method="inclusive")
-    med = statistics.median(samples)
-    return (q[2] - q[0]) / med if med > 0 else 0.0
-
-
-def latency_stats(samples_ms: Sequence[float], reruns: int = 0) -> LatencyStats:
-    s = list(samples_ms)
-    return LatencyStats(samples_ms=s, median_ms=statistics.median(s), min_ms=min(s), max_ms=max(s),
-                        spread=spread(s), reruns=reruns)
-
-
-def implausible(t_measured_s: float, t_peak_s: float, max_pct_peak: float) -> str | None:
-    """Why a measurement cannot be real (faster than the roofline allows), or None."""
-    if t_measured_s <= 0:
-        return "measured time is not positive"
-    pct = t_peak_s / t_measured_s
-    if pct > max_pct_peak:
-        return (f"measured {t_measured_s * 1e3:.4g} ms is {pct:.2f}x the roofline "
-                f"(T_peak {t_peak_s * 1e3:.4g} ms): faster than the machine allows, so the timed "
-                "calls did not do the work (cached or deferred results?)")
-    return None

@@ -7,10 +7,14 @@ import math
 import threading
 from typing import Any, ClassVar
 
+import msgspec
+
 from accelopt.problem import Problem, Solution
 from accelopt.profile import Profile, SeedCheck
-from hardware_agents import validity
-from hardware_agents.base import DeviceSpec, ExpressionError, HardwareAgent, pct_peak, t_peak
+from hardware_agents.base import DeviceSpec, ExpressionError, HardwareAgent
+from hardware_agents.pipeline.roofline import Placement, place
+from hardware_agents.pipeline.stats import latency_stats
+from hardware_agents.pipeline.verdict import Verdict
 from hardware_agents.sim.gate import ALLOW_ENV, KIND, sim_allowed
 
 # Peaks high enough that drawn latencies of a millisecond or so stay well under the roof.
@@ -101,22 +105,23 @@ class SimAgent(HardwareAgent):
         finally:
             with self._lock:
                 self.in_flight -= 1
+        v = Verdict(self._fail)
         cases = [f"seed{s}" for s in seeds] + ["large"]
         if not passes:
             bad = cases[int(_unit(self.seed, solution.sources[0].content, "case") * len(cases))]
-            checks = [SeedCheck(case=c, passed=c != bad, rel_l2=0.5 if c == bad else 0.0,
-                                note="simulated wrong values" if c == bad else "") for c in cases]
-            return self._fail("incorrect", f"{bad}: simulated wrong values (rel_l2 0.5)", correctness=checks)
-        checks = [SeedCheck(case=c, passed=True, rel_l2=0.0, max_abs_err=0.0) for c in cases]
+            v.checks.extend(SeedCheck(case=c, passed=c != bad, rel_l2=0.5 if c == bad else 0.0,
+                                      note="simulated wrong values" if c == bad else "") for c in cases)
+            return v.fail("incorrect", f"{bad}: simulated wrong values (rel_l2 0.5)")
+        v.checks.extend(SeedCheck(case=c, passed=True, rel_l2=0.0, max_abs_err=0.0) for c in cases)
         if not measure:
-            return self._fail("unmeasured", "correct; not timed", correctness=checks)
+            return v.fail("unmeasured", "correct; not timed")
         try:
-            tp, bound = t_peak(problem, SPEC)
+            where = place(problem, SPEC, 0.0)
         except ExpressionError:
-            tp, bound = 0.0, "memory"
-        median_ms = max(median_ms, tp * 1e3 / 0.9)  # never faster than the simulated roof allows
+            where = Placement(t_peak_s=0.0, bound="memory", t_measured_s=0.0)
+        median_ms = max(median_ms, where.t_peak_s * 1e3 / 0.9)  # never faster than the simulated roof allows
         jitter = [1.0 + 0.02 * (_unit(median_ms, i, seeds) - 0.5) for i in range(SAMPLES)]
-        stats = validity.latency_stats([median_ms * j for j in jitter])
-        return Profile(status="passed", device=KIND, correctness=checks, latency=stats, t_peak_ms=tp * 1e3,
-                       pct_peak=pct_peak(tp, stats.median_ms / 1e3), bound=bound, toolchain=self.toolchain(),
-                       counters={"simulated": 1.0})
+        stats = latency_stats([median_ms * j for j in jitter])
+        v.counters["simulated"] = 1.0
+        where = msgspec.structs.replace(where, t_measured_s=stats.median_ms / 1e3)
+        return v.profile("passed", "", latency=stats, **where.fields())

@@ -18,7 +18,7 @@ from accelopt.problem import Problem, Workload
 from accelopt.profile import Profile
 from hardware_agents.pipeline.cases import fresh_seed, plan_cases
 from hardware_agents.pipeline.clock import ClockBound, clock_mismatch
-from hardware_agents.pipeline.roofline import speed_verdict
+from hardware_agents.pipeline.roofline import implausible, speed_verdict
 from hardware_agents.pipeline.stats import latency_stats, range_spread, spread
 from hardware_agents.pipeline.verdict import Verdict
 
@@ -222,7 +222,15 @@ def test_fresh_seeds_are_never_a_seed_already_used(monkeypatch: pytest.MonkeyPat
 
 def test_latency_statistics() -> None:
     s = latency_stats([1.0, 1.1, 0.9, 1.0, 5.0], reruns=1)
-    assert s.median_ms == 1.0 and s.min_ms == 0.9 and s.max_ms == 5.0 and s.reruns == 1
-    assert s.spread == pytest.approx(spread([1.0, 1.1, 0.9, 1.0, 5.0])) and spread([2.0]) == 0.0
+    assert (s.median_ms, s.min_ms, s.max_ms, s.reruns) == (1.0, 0.9, 5.0, 1)
+    assert s.spread == pytest.approx(0.1)  # one preemption (5.0) does not blow up the IQR
+    assert spread([2.0]) == 0.0
     assert latency_stats([1.0, 3.0], median_ms=1.5, spread_of=range_spread).median_ms == 1.5
     assert range_spread([1.0, 3.0]) == 2.0 and range_spread([]) == float("inf")
+
+
+def test_the_gate_rule() -> None:
+    assert implausible(1e-3, 0.5e-3, 1.5) is None
+    why = implausible(1e-4, 1e-3, 1.5)
+    assert why is not None and "faster than the machine allows" in why
+    assert implausible(0.0, 1e-3, 1.5) is not None
