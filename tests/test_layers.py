@@ -62,19 +62,15 @@ def _is_module(name: str) -> bool:
 
 
 def _module_graph() -> dict[str, set[str]]:
-    """Module -> the project's modules it imports at run time (a `TYPE_CHECKING` block is read
-    by type checkers only; `from pkg import sub` imports the submodule `pkg.sub`)."""
+    """Module -> the project's modules it imports (lazily inside functions, and for type
+    checkers only in a `TYPE_CHECKING` block, too: a module that needs another's types to
+    call it is as tied to it; `from pkg import sub` imports the submodule `pkg.sub`)."""
     graph: dict[str, set[str]] = {}
     for pkg in PACKAGES:
         for path in (ROOT / pkg).rglob("*.py"):
             tree = ast.parse(path.read_text(), str(path))
-            typing_only = {id(n) for node in ast.walk(tree)
-                           if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-                           for stmt in node.body for n in ast.walk(stmt)}
             deps: set[str] = set()
             for node in ast.walk(tree):
-                if id(node) in typing_only:
-                    continue
                 if isinstance(node, ast.Import):
                     deps.update(a.name for a in node.names)
                 elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
