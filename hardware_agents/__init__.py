@@ -6,7 +6,8 @@
 
 Shared parts every agent uses: `base` (DeviceSpec, HardwareAgent, registry, roofline),
 `sandbox` (run a trusted harness with untrusted code in a locked-down child), `validity`
-(inputs, adversarial cases, poisoning, comparison, timing statistics, plausibility).
+(inputs, adversarial cases, poisoning, comparison), `pipeline` (the judging steps every
+agent runs: cases, verdict, driven rounds, the clock bound, the roofline gate, statistics).
 Agents live in subpackages (`cpu/`, ...) that register their device kinds on import.
 See README.md in this folder.
 """
