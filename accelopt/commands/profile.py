@@ -34,6 +34,12 @@ def _solution(path: Path, baseline: Solution) -> Solution:
         sources=[SourceFile(path=entry_file, content=path.read_text())], description=f"from {path}")
 
 
+def _error(console: Console, e: BaseException | str) -> None:
+    """One error, as its message only (a KeyError's text without the quotes `str` adds)."""
+    text = e if isinstance(e, str) else (str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e))
+    console.print(text, style="red", markup=False, highlight=False, soft_wrap=True)
+
+
 def render(problem_ref: str, prof: Profile) -> Table:
     table = Table(title=f"{problem_ref} on {prof.device}", show_header=False)
     table.add_column("field", style="bold")
@@ -67,11 +73,21 @@ def run(args: argparse.Namespace) -> int:
         info = suites.suite_info(args.problem.rpartition("/")[0])  # split as suites.get_problem does
         solution = _solution(args.solution, problem.baseline) if args.solution else problem.baseline
     except (KeyError, ProblemFileError, OSError) as e:
-        console.print(f"[red]{e}[/red]")
-        return 1
-    seeds = tuple(int(s) for s in args.seeds.split(",") if s.strip())
+        _error(console, e)  # the same mistake that `run` and `remeasure` refuse with 2
+        return 2
+    try:
+        seeds = tuple(int(s) for s in args.seeds.split(",") if s.strip())
+    except ValueError:
+        _error(console, f"--seeds {args.seeds!r}: comma-separated integers expected")
+        return 2
     opts = {"cache_dir": args.cache_dir} if args.cache_dir else {}
-    agent = get_agent(info.device, **opts)
+    try:
+        agent = get_agent(info.device, **opts)
+    except (KeyError, RuntimeError, OSError, ValueError) as e:
+        # the device cannot be profiled here (its SDK is missing, a simulated device without
+        # the opt-in, ...): the agent's message says what to install or set
+        _error(console, e)
+        return 2
     try:
         with console.status(f"profiling {args.problem}..."):
             prof = agent.profile(problem, solution, seeds=seeds, timeout_s=args.timeout)

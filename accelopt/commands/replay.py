@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from accelopt.commands.run import load_run_events, wide_console
+from accelopt.commands.run import NATS_HELP, ROOT_HELP, load_run_events, wide_console
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -12,8 +12,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run", help="run id (under --root or on the log) or an exported .aolog file")
     p.add_argument("--verify", action="store_true", help="check every recorded decision against a re-drive")
     p.add_argument("--iteration", type=int, help="show the state at the end of this iteration")
-    p.add_argument("--root", default="runs")
-    p.add_argument("--nats", help="NATS URL (default: the root's embedded server)")
+    p.add_argument("--root", default="runs", help=ROOT_HELP)
+    p.add_argument("--nats", help=NATS_HELP)
     p.set_defaults(func=run)
 
 
