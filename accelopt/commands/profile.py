@@ -7,6 +7,7 @@ from pathlib import Path
 
 import msgspec
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from accelopt.problem import ProblemFileError, Solution, SourceFile, load_solution
@@ -41,25 +42,16 @@ def _error(console: Console, e: BaseException | str) -> None:
 
 
 def render(problem_ref: str, prof: Profile) -> Table:
+    from replay.render.profile import profile_facts
+
     table = Table(title=f"{problem_ref} on {prof.device}", show_header=False)
     table.add_column("field", style="bold")
     table.add_column("value")
     color = "green" if prof.status == "passed" else "red"
-    table.add_row("status", f"[{color}]{prof.status}[/{color}]")
-    if prof.latency:
-        lat = prof.latency
-        table.add_row("latency (median)", f"{lat.median_ms:.4g} ms")
-        table.add_row("min / max", f"{lat.min_ms:.4g} / {lat.max_ms:.4g} ms")
-        table.add_row("spread (IQR/median)", f"{lat.spread:.1%} over {len(lat.samples_ms)} runs, {lat.reruns} re-runs")
-    if prof.pct_peak is not None:
-        table.add_row("% of peak", f"{prof.pct_peak:.1%}")
-        table.add_row("bound", str(prof.bound))
-        table.add_row("T_peak", f"{prof.t_peak_ms:.4g} ms")
-    if prof.correctness:
-        table.add_row("correctness", ", ".join(
-            f"{c.case} {'ok' if c.passed else 'FAIL'}" + (f" (rel {c.rel_l2:.1e})" if c.rel_l2 is not None else "")
-            for c in prof.correctness))
-    table.add_row("wall time", f"{prof.wall_s:.2f} s")
+    for field, value in profile_facts(prof):
+        if field in ("device", "toolchain", "isolation"):  # the title names the device; the rest is --json's
+            continue
+        table.add_row(field, f"[{color}]{value}[/{color}]" if field == "status" else escape(value))
     return table
 
 

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     for r in listings:
         s = r.summary
         fork = f"{s.parent_run} @ {s.fork_iteration}" if s.parent_run else ""
-        table.add_row(s.run_id, r.status(now), str(s.problems), s.iterations, s.speedup_text,
+        table.add_row(s.run_id, r.status(now), str(s.problems), s.iterations, s.labelled_speedup_text,
                       fmt.pct(s.pct_peak_geomean), fmt.usd(s.cost_usd), failed_calls_text(s.failed_llm_calls),
                       fmt.stamp(s.started_ts), fork, r.source)
     console.print(table)
