@@ -100,9 +100,12 @@ class Hub:
         return self.connected and self.caught_up
 
     def get(self, run_id: str) -> Tracked | None:
+        """The run from the stream while the dashboard follows one that has caught up, else
+        from its exported log (a run's embedded server stops after the export); from the
+        stream as last read where there is no log."""
         s = self.stream.get(run_id)
         f = self.files.get(run_id)
-        if s is not None and (self.caught_up or f is None):
+        if s is not None and (f is None or (self.caught_up and self.connected)):
             return s
         return f or s
 
