@@ -8,7 +8,7 @@ from replay.render import fmt
 
 
 def profile_facts(prof: Profile) -> list[tuple[str, str]]:
-    rows = [("status", prof.status)]
+    rows: list[tuple[str, str]] = [("status", str(prof.status))]
     if prof.latency:
         lat = prof.latency
         rows += [("latency (median)", f"{lat.median_ms:.4g} ms"),
@@ -17,7 +17,7 @@ def profile_facts(prof: Profile) -> list[tuple[str, str]]:
     if prof.pct_peak is not None:
         rows.append(("% of peak", fmt.pct(prof.pct_peak)))
     if prof.bound is not None:
-        rows.append(("bound", prof.bound))
+        rows.append(("bound", str(prof.bound)))
     if prof.t_peak_ms is not None:
         rows.append(("T_peak", f"{prof.t_peak_ms:.4g} ms"))
     if prof.correctness:

@@ -85,7 +85,7 @@ def test_a_broken_problem_not_asked_for_is_a_warning(suite_with_a_broken_problem
     assert [p.name for p in problems] == ["silu"]
     assert len(warnings) == 1 and "problem 'matmul' skipped" in warnings[0] and "definition.json" in warnings[0]
     for asked in ("problems=[matmul]", "problems=[silu,matmul]"):
-        with pytest.raises(ConfigError, match="problem 'matmul': .*definition.json"):
+        with pytest.raises(ConfigError, match=r"problem 'matmul': .*definition\.json"):
             load_problems(build_config(overrides=[f"suite={suite}", asked]))
     with pytest.raises(ConfigError, match="name the problems to run with --problems"):  # the whole suite
         load_problems(build_config(overrides=[f"suite={suite}"]))
