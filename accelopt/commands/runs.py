@@ -48,7 +48,9 @@ def run(args: argparse.Namespace) -> int:
     for col in ("run", "status", "problems", "iterations", "speedup (geomean)", "best %peak (geomean)",
                 "LLM cost", "failed LLM calls", "started", "forked from", "source"):
         right = col in ("problems", "iterations", "speedup (geomean)", "best %peak (geomean)", "LLM cost")
-        table.add_column(col, justify="right" if right else "left", no_wrap=col in ("run", "speedup (geomean)"))
+        # figures whole (a cell too long for the terminal wraps; none is cut short)
+        table.add_column(col, justify="right" if right else "left", overflow="fold",
+                         no_wrap=col in ("run", "status", "speedup (geomean)"))
     for r in listings:
         s = r.summary
         fork = f"{s.parent_run} @ {s.fork_iteration}" if s.parent_run else ""
