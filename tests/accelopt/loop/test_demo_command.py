@@ -21,7 +21,7 @@ from replay.verify import verify
 def test_demo_fills_the_memory_then_plans_with_it(tmp_path):
     root = tmp_path / "runs"
     out = subprocess.run([sys.executable, "-m", "accelopt.cli", "demo", "--problems", "add_rmsnorm_matmul,bmm",
-                          "--root", str(root), "--set", "search.iterations=2", "--set", "search.remeasure_rounds=2"],
+                          "--root", str(root), "--set", "search.iterations=1", "--set", "search.remeasure_rounds=2"],
                          capture_output=True, text=True, timeout=1100)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     logs = {}
