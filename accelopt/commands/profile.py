@@ -49,7 +49,7 @@ def render(problem_ref: str, prof: Profile) -> Table:
     table.add_column("value")
     color = "green" if prof.status == "passed" else "red"
     for field, value in profile_facts(prof):
-        if field in ("device", "toolchain", "isolation"):  # the title names the device; the rest is --json's
+        if field in ("device", "toolchain", "isolation", "counters"):  # the title names the device; the rest: --json
             continue
         table.add_row(field, f"[{color}]{value}[/{color}]" if field == "status" else escape(value))
     return table
