@@ -249,11 +249,30 @@ def execute(console: Console, cfg: RunConfig, problems: list, args: argparse.Nam
         console.print(budget_note(view), soft_wrap=True)
     if view.failed is not None:
         console.print(f"[red]run failed:[/red] {view.failed.reason}: {view.failed.detail}", soft_wrap=True)
+    nothing = nothing_optimized(view)
+    if nothing:
+        console.print(f"[red]nothing was optimized:[/red] {escape(nothing)}", soft_wrap=True, highlight=False)
+        return 1
     if outcome.timed_out:
         console.print(f"[red]timed out[/red] after {args.timeout:g} s; the run is left incomplete (to go on: "
                       f"accelopt resume {outcome.run_id}{root_flag(cfg)})", soft_wrap=True, highlight=False)
         return 1
     return 0 if view.completed else 1
+
+
+def nothing_optimized(view) -> str | None:
+    """Why a run that ended had nothing to optimize (no problem's baseline could be profiled),
+    or None: such a run is not reported as a success."""
+    failed = {}
+    for name, p in view.problems.items():
+        k = view.kernels.get(p.baseline_id or "")
+        if k is None or k.status in ("passed", "unmeasured"):
+            return None
+        failed[name] = k.status
+    if not failed:
+        return None
+    return ("the baseline of every problem failed (" + ", ".join(f"{n}: {st}" for n, st in sorted(failed.items()))
+            + "); the table's note and `accelopt report` say why")
 
 
 def root_flag(cfg: RunConfig) -> str:

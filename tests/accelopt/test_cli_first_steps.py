@@ -157,3 +157,26 @@ def test_log_lines_on_the_command_line_are_for_people(capsys, monkeypatch):
     _cli(capsys, "--log-format", "json", "suite", "list")
     get_logger(component="deployment").warning("asked for")
     assert json.loads(capsys.readouterr().err.strip().splitlines()[-1])["event"] == "asked for"
+
+
+def test_a_run_whose_every_baseline_failed_is_not_a_success(synthetic_view):
+    from accelopt.commands.run import nothing_optimized
+    from accelopt.profile import Profile
+
+    view = synthetic_view
+    assert nothing_optimized(view) is None
+    first, *rest = view.problems.values()
+    view.kernels[first.baseline_id].profile = Profile(status="compile_error", device="cpu", log="error: x")
+    assert nothing_optimized(view) is None  # the other problem was optimized
+    for p in rest:
+        view.kernels[p.baseline_id].profile = Profile(status="runtime_error", device="cpu")
+    why = nothing_optimized(view)
+    assert why is not None and f"{first.name}: compile_error" in why and "runtime_error" in why
+
+
+@pytest.fixture
+def synthetic_view():
+    from replay.fold import RunView
+    from replay.synthetic import synthetic_run
+
+    return RunView.from_events(synthetic_run(run_id="nothing", problems=2, overrides=("search.iterations=1",)))
