@@ -50,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
     console = wide_console()
     args.preset = args.preset or "quick"
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    if not args.memory:  # a fresh memory: what the second run receives is what the first learnt
+    own_memory = not args.memory
+    if own_memory:  # a fresh memory: what the second run receives is what the first learnt
         args.memory = str(Path(args.root or "runs") / f"demo-memory-{stamp}")
     loaded = config_and_problems(console, args)
     if loaded is None:
@@ -93,8 +94,10 @@ def run(args: argparse.Namespace) -> int:
     root = "" if cfg.root == "runs" else f" --root {cfg.root}"
     last = outcomes[-1].run_id
     console.print("look into it:")
+    # without --uri, the memory commands read the memory under the root written last: the demo's own
+    memory = f"accelopt memory list{root}" if own_memory else f"accelopt memory list --uri {cfg.memory.uri}"
     for cmd in (f"accelopt runs{root}", f"accelopt replay {last} --verify{root}", f"accelopt report {last}{root}",
-                f"accelopt remeasure {last}{root}", f"accelopt memory list --uri {cfg.memory.uri}"):
+                f"accelopt remeasure {last}{root}", memory):
         console.print(f"  {cmd}", highlight=False)
     return 0
 
