@@ -59,31 +59,29 @@ class RunProgress:
         self.progress.update(self.tasks[name], completed=it + 1, status=status)
 
 
-def speedup_text(r: ProblemResult) -> str:
-    """The reported speedup (re-measured where made), with the recorded one beside it when
-    the two disagree beyond the timing noise."""
-    shown = r.reported_speedup
-    if shown is None:
-        return "-"
-    text = f"{shown:.2f}x"
-    if r.remeasured_speedup is not None and not r.remeasure_agrees and r.speedup is not None:
-        text += f" (recorded {r.speedup:.2f}x)"
-    return text
+def remeasured_of(view: RunView, r: ProblemResult):
+    """The problem's end-of-problem re-measure of its best kernel (None: not made)."""
+    rm = view.problems[r.problem].remeasured
+    return rm if rm is not None and rm.best.kernel_id == r.best_kernel_id else None
 
 
-def results_table(results: list[ProblemResult], title: str) -> Table:
+def results_table(view: RunView, title: str) -> Table:
+    """Per problem: the search's figures (baseline, best and the speedup that is their ratio)
+    and, where made, the re-measure (its speedup and the two medians it is the ratio of)."""
+    results = view.results()
     remeasured = any(r.remeasured_speedup is not None for r in results)
-    caption = ("speedup: baseline and best re-measured in interleaved rounds on fresh seeds at the end of each "
-               "problem; the recorded figure is shown beside it where the two disagree beyond the timing noise"
-               if remeasured else None)
+    caption = ("baseline, best, speedup: the search's profiles; re-measured: baseline and best timed again in "
+               "interleaved rounds on fresh seeds at the end of the problem (baseline / best medians)"
+               + ("; it disagrees with the recorded speedup beyond the timing noise where marked *"
+                  if any(not r.remeasure_agrees for r in results) else "")) if remeasured else None
     table = Table(title=title, caption=caption)
-    for col in ("problem", "device", "baseline", "best", "speedup", "base %peak", "best %peak", "kernels",
-                "LLM cost"):
+    columns = ["problem", "device", "baseline", "best", "speedup", *(["re-measured"] if remeasured else []),
+               "base %peak", "best %peak", "kernels", "LLM cost"]
+    for col in columns:
         table.add_column(col, justify="left" if col in ("problem", "device") else "right")
     for r in results:
-        table.add_row(
-            r.problem, r.device, _ms(r.baseline_ms), _ms(r.best_ms),
-            speedup_text(r), _pct(r.baseline_pct_peak), _pct(r.best_pct_peak),
-            str(r.kernels), f"${r.cost_usd:.4f}",
-        )
+        again = ([fmt.remeasured(remeasured_of(view, r)) + ("" if r.remeasure_agrees else "*")]
+                 if remeasured else [])
+        table.add_row(r.problem, r.device, _ms(r.baseline_ms), _ms(r.best_ms), fmt.speedup(r.speedup), *again,
+                      _pct(r.baseline_pct_peak), _pct(r.best_pct_peak), str(r.kernels), f"${r.cost_usd:.4f}")
     return table

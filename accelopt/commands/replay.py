@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     view = RunView.from_events(events, until_iteration=args.iteration)
     title = f"run {view.run_id}: {view.status}" + (f", state after iteration {args.iteration}"
                                                     if args.iteration is not None else "")
-    console.print(results_table(view.results(), title))
+    console.print(results_table(view, title))
     for name, p in sorted(view.problems.items()):
         for it, beam in sorted(p.beams.items()):
             members = ", ".join(

@@ -229,7 +229,7 @@ def execute(console: Console, cfg: RunConfig, problems: list, args: argparse.Nam
     view = outcome.view
     for w in outcome.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}")
-    console.print(results_table(view.results(), f"run {outcome.run_id}: {view.status}"))
+    console.print(results_table(view, f"run {outcome.run_id}: {view.status}"))
     if view.started is not None and view.started.parent_run:
         from events.logfile import read_events
         from replay.recording import served_counts

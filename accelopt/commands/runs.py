@@ -8,6 +8,10 @@ import json
 import sys
 import time
 
+SPEEDUP_CAPTION = ("speedup: re-measured (baseline and best timed again in interleaved rounds on fresh seeds at the "
+                   "end of each problem), the recorded one beside it where the two disagree beyond the noise; "
+                   "* recorded (the search's own profiles) for the problems the run did not re-measure")
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("runs", help="list runs with status and headline figures")
@@ -44,17 +48,18 @@ def run(args: argparse.Namespace) -> int:
         for w in warnings:
             print(f"warning: {w}", file=sys.stderr)
         return 0
-    table = Table(title=f"runs in {args.root}")
+    table = Table(title=f"runs in {args.root}", caption=SPEEDUP_CAPTION)
     for col in ("run", "status", "problems", "iterations", "speedup (geomean)", "best %peak (geomean)",
                 "LLM cost", "failed LLM calls", "started", "forked from", "source"):
         right = col in ("problems", "iterations", "speedup (geomean)", "best %peak (geomean)", "LLM cost")
-        # figures whole (a cell too long for the terminal wraps; none is cut short)
+        # figures whole: a long cell wraps, none is cut short
         table.add_column(col, justify="right" if right else "left", overflow="fold",
-                         no_wrap=col in ("run", "status", "speedup (geomean)"))
+                         no_wrap=col in ("run", "status", "iterations", "speedup (geomean)", "forked from"))
     for r in listings:
         s = r.summary
         fork = f"{s.parent_run} @ {s.fork_iteration}" if s.parent_run else ""
-        table.add_row(s.run_id, r.status(now), str(s.problems), s.iterations, s.labelled_speedup_text,
+        table.add_row(s.run_id, r.status(now), str(s.problems), s.iterations,
+                      s.speedup_text + ("" if s.speedup_label == fmt.REMEASURED or s.speedup_geomean is None else "*"),
                       fmt.pct(s.pct_peak_geomean), fmt.usd(s.cost_usd), failed_calls_text(s.failed_llm_calls),
                       fmt.stamp(s.started_ts), fork, r.source)
     console.print(table)

@@ -403,15 +403,14 @@ def run_row(view: RunView, source: str, *, streaming: bool, now: float | None = 
 # --- one run ----------------------------------------------------------------------------------
 
 def _remeasured_text(rm: ev.ProblemRemeasured | None) -> tuple[str, str]:
-    """The re-measured speedup with the medians it is the ratio of, and its noise band."""
+    """The re-measured speedup with the medians it is the ratio of, and its noise band (or
+    why it failed)."""
     if rm is None:
         return "-", ""
     if rm.speedup is None:
-        failed = rm.best if rm.best.status != "passed" else rm.baseline
-        return f"- ({failed.status})", failed.log_head
-    text = f"{fmt.speedup(rm.speedup)} ({fmt.ms(rm.baseline.median_ms).removesuffix(' ms')} / {fmt.ms(rm.best.median_ms)})"
+        return fmt.remeasured(rm), (rm.best if rm.best.status != "passed" else rm.baseline).log_head
     band = f"{rm.rounds} interleaved rounds; noise \u00b1{100 * rm.noise:.0f}%"
-    return text, band + ("" if rm.agrees else "; the recorded speedup is outside it")
+    return fmt.remeasured(rm), band + ("" if rm.agrees else "; the recorded speedup is outside it")
 
 
 def _problem_rows(view: RunView, figures: list[ProblemFigures]) -> list[ProblemRow]:
