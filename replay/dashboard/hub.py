@@ -176,10 +176,10 @@ class Hub:
             sig = (st.st_mtime_ns, st.st_size)
             if self._file_sigs.get(path) == sig:
                 continue
-            self._file_sigs[path] = sig
             run_id = path.parent.name
-            if run_id in self.stream and self.caught_up:
-                continue  # the stream has it, and more recent
+            if run_id in self.stream and self.caught_up and self.connected:
+                continue  # the stream has it, and more recent (read once the stream is gone)
+            self._file_sigs[path] = sig
             try:
                 view = await loop.run_in_executor(None, fold_file, path)
             except (LogFileError, ValueError, OSError) as e:
