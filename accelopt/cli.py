@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 
@@ -22,7 +23,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="accelopt",
         description="LLM roles that optimize compute kernels for Trainium, NVIDIA GPUs and CPUs.",
     )
-    parser.add_argument("--log-format", choices=["console", "json"], default=None, help="log line format (stderr)")
+    parser.add_argument("--log-format", choices=["console", "json"], default=None,
+                        help="log line format on stderr: console (human lines, the default) or json (one object "
+                             "per line, for log collectors; also $ACCELOPT_LOG_FORMAT)")
     parser.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING (default), ERROR")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for mod in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
@@ -35,7 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    configure_logging(args.log_format, args.log_level)
+    # the command line talks to a person: human log lines unless JSON is asked for (the
+    # library's own default, JSON off a terminal, is for processes whose stderr is collected)
+    configure_logging(args.log_format or os.environ.get("ACCELOPT_LOG_FORMAT") or "console", args.log_level)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

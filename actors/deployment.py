@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,6 +85,7 @@ class Deployment:
     log_level: str | None = None
     hosts: list[Hosted] = field(default_factory=list)
     tag: str = field(default_factory=lambda: secrets.token_hex(3))
+    not_ready: set[str] = field(default_factory=set)  # hosts the last wait_ready gave up on
 
     def _spawn(self, name: str, role: str, kwargs: dict[str, Any], placement: Placement | None = None,
                run_kwargs: dict[str, Any] | None = None) -> Hosted:
@@ -123,9 +125,11 @@ class Deployment:
             self._spawn("memory", "group", {"members": [(ROLE_FACTORIES["curator"], kw),
                                                         (ROLE_FACTORIES["retriever"], kw)]})
 
-    def wait_ready(self, timeout_s: float = 300.0) -> None:
+    def wait_ready(self, timeout_s: float = 300.0, report: Callable[[str], None] | None = None) -> list[str]:
         """Block until every started host has connected and loaded what it needs, so the
-        run's first profiles are not timed while actors are still importing and loading."""
+        run's first profiles are not timed while actors are still importing and loading.
+        Returns the hosts still not ready after `timeout_s` (said through `report`, else
+        logged)."""
         import ray
 
         refs = [h.handle.ready.remote() for h in self.hosts]
@@ -136,9 +140,15 @@ class Deployment:
                     ray.get(r)
                 except Exception as e:  # it could not even be built: the run would wait on it forever
                     raise ActorStartError(f"the {h.name} actor could not start: {_root_cause(e)}") from e
-        if pending:
-            slow = [h.name for h, r in zip(self.hosts, refs, strict=True) if r in pending]
-            log.warning("actors not ready", actors=slow, timeout_s=timeout_s)
+        slow = [h.name for h, r in zip(self.hosts, refs, strict=True) if r in pending]
+        self.not_ready = set(slow)
+        if slow:
+            text = f"actors not ready after {timeout_s:.0f} s: {', '.join(slow)}"
+            if report is not None:
+                report(text)
+            else:
+                log.warning(text)
+        return slow
 
     def start_coordinator(self, run_id: str) -> Hosted:
         return self._spawn(f"coordinator-{run_id}", "coordinator", {"nats_url": self.nats_url, "run_id": run_id})
@@ -147,12 +157,15 @@ class Deployment:
         import ray
 
         stops = []
-        for h in self.hosts:
+        # a host that never became ready (e.g. still waiting for a node with its device) is
+        # not waited for: it is only killed
+        started = [h for h in self.hosts if h.name not in self.not_ready]
+        for h in started:
             with contextlib.suppress(Exception):
                 # not retried: an actor killed below must not be restarted to stop again (Ray
                 # would print a retry warning for every one)
                 stops.append(h.handle.stop.options(max_task_retries=0).remote())
-        refs = [h.run_ref for h in self.hosts] + stops
+        refs = [h.run_ref for h in started] + stops
         with contextlib.suppress(Exception):
             ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
         for h in self.hosts:

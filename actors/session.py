@@ -45,6 +45,10 @@ class RunError(RuntimeError):
     pass
 
 
+class RunTimedOut(RunError):
+    """The run's `timeout_s` passed before it could start (its agents were not ready)."""
+
+
 def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
 
@@ -321,12 +325,16 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
     default: derived from `cfg`).
     `coordinator`: "ray" (an actor) or "local" (a thread of this process, for a run whose
     agents are already up, e.g. a warm pool's: such a run needs no Ray at all).
+    `timeout_s` bounds the whole call, the start of Ray and of the agents included: when it
+    passes before the agents are ready, nothing is published and `RunTimedOut` says which
+    ones were not; later, the outcome is `timed_out` and the run stays resumable.
     """
     from actors.coordinator_handle import CoordinatorHandle, start_coordinator
     from actors.deployment import ActorStartError, Deployment, init_ray
 
     if coordinator == "local" and start_workers:
         raise ValueError("a coordinator in this process serves agents started elsewhere (start_workers=False)")
+    deadline = time.monotonic() + timeout_s if timeout_s else None
     _refuse_unsafe(cfg, problems, devices, start_workers)
     cfg = with_memory_uri(cfg)
     run_id = run_id or (started_event.run_id if started_event else new_run_id())
@@ -357,17 +365,25 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
         memory_on = needs_memory(cfg, started_event if resume else start)
         if start_workers and deployment is not None:
             deployment.start_workers(devices, memory=memory_on)
+            wait_s = 300.0 if deadline is None else min(300.0, max(0.0, deadline - time.monotonic()))
             try:
-                deployment.wait_ready()
+                slow = deployment.wait_ready(wait_s, report=lambda _text: None)  # said here
             except ActorStartError as e:  # nothing would answer its requests: stop, say why
                 raise RunError(str(e)) from e
+            if slow and deadline is not None and time.monotonic() >= deadline:
+                raise RunTimedOut(f"timed out after {timeout_s:g} s waiting for the run's agents to start "
+                                  f"({', '.join(slow)} not ready); the run did not start")
+            if slow:
+                (on_warning or log.warning)(f"actors not ready after {wait_s:.0f} s: {', '.join(slow)}; the run "
+                                            "goes on and waits for them")
         if coord is None:
             coord = start_coordinator(coordinator, endpoint.url, run_id, deployment)
         if start is not None:
             asyncio.run(publish(endpoint.url, start, settings))
             published = True
         watch = StallWatch(devices, report=on_warning)
-        view, timed_out = asyncio.run(follow_run(endpoint.url, run_id, on_event=on_event, timeout_s=timeout_s,
+        left_s = None if deadline is None else max(0.001, deadline - time.monotonic())
+        view, timed_out = asyncio.run(follow_run(endpoint.url, run_id, on_event=on_event, timeout_s=left_s,
                                                  alive=coord.problem, stall_watch=watch))
         warnings = coord.warnings()
         # the run is done once its insights are in the memory (whoever hosts the curator: this

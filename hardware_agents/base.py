@@ -43,7 +43,7 @@ from accelopt.profile import Bound, Profile
 
 __all__ = [
     "DEFAULT_SEEDS", "BandwidthPoint", "DeviceSpec", "ExpressionError", "HardwareAgent",
-    "RooflineTerms", "available_devices", "eval_expression", "expression_names", "get_agent",
+    "RooflineTerms", "agent_languages", "available_devices", "eval_expression", "expression_names", "get_agent",
     "parse_expression", "pct_peak", "register_agent", "registered_kinds", "roofline_terms",
     "t_peak",
 ]
@@ -210,6 +210,7 @@ AgentFactory = Callable[..., HardwareAgent]
 class _Registration(msgspec.Struct, frozen=True):
     factory: Any  # AgentFactory
     probe: Any = None  # Callable[[], bool] | None: is the device usable on this machine?
+    languages: tuple[str, ...] | None = None  # kernel languages it runs (None: the factory's `languages`)
 
 
 _registry: dict[str, _Registration] = {}
@@ -217,10 +218,15 @@ _registry_lock = threading.Lock()
 _discovered = False
 
 
-def register_agent(kind: str, factory: AgentFactory, *, probe: Callable[[], bool] | None = None) -> None:
-    """Make `get_agent(kind, **opts)` call `factory(**opts)`. Re-registering replaces."""
+def register_agent(kind: str, factory: AgentFactory, *, probe: Callable[[], bool] | None = None,
+                   languages: Sequence[str] | None = None) -> None:
+    """Make `get_agent(kind, **opts)` call `factory(**opts)`. Re-registering replaces.
+    `languages`: the kernel languages the agent runs, for a factory that is not the agent
+    class itself (a class's own `languages` is read otherwise), so a run can refuse a problem
+    its device cannot run without making an agent (`agent_languages`)."""
     with _registry_lock:
-        _registry[kind] = _Registration(factory=factory, probe=probe)
+        _registry[kind] = _Registration(factory=factory, probe=probe,
+                                        languages=tuple(languages) if languages is not None else None)
 
 
 def _discover() -> None:
@@ -241,6 +247,19 @@ def _discover() -> None:
 def registered_kinds() -> list[str]:
     _discover()
     return sorted(_registry)
+
+
+def agent_languages(kind: str) -> tuple[str, ...] | None:
+    """The kernel languages the agent of `kind` runs, without making one; None when the kind
+    is not registered or its registration does not say (then nothing is refused up front)."""
+    _discover()
+    reg = _registry.get(kind)
+    if reg is None:
+        return None
+    if reg.languages is not None:
+        return reg.languages
+    declared = getattr(reg.factory, "languages", None)
+    return tuple(declared) if isinstance(declared, (tuple, list)) else None
 
 
 def available_devices() -> list[str]:

@@ -65,6 +65,25 @@ class RunSummary:
         return text
 
     @property
+    def speedup_label(self) -> str:
+        """What `speedup_geomean` was computed from: re-measured, recorded, or both."""
+        from replay.render.fmt import speedup_source
+
+        return speedup_source(self.remeasured_problems, self.problems)
+
+    @property
+    def labelled_speedup_text(self) -> str:
+        """`1.27x re-measured (recorded 1.26x)`: the figure, what it is, the recorded one where they disagree."""
+        from replay.render.fmt import speedup
+
+        if self.speedup_geomean is None:
+            return "-"
+        text = f"{speedup(self.speedup_geomean)} {self.speedup_label}"
+        if self.speedup_disagrees and self.recorded_speedup_geomean is not None:
+            text += f" (recorded {speedup(self.recorded_speedup_geomean)})"
+        return text
+
+    @property
     def duration_s(self) -> float | None:
         return self.last_ts - self.started_ts if self.started_ts and self.last_ts else None
 

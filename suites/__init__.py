@@ -66,21 +66,26 @@ def _is_path(name: str) -> bool:
     return os.sep in name or "/" in name or name.startswith((".", "~"))
 
 
+def suite_dir(name: str) -> Path:
+    """The folder of suite `name` (KeyError, naming the suites there are, if there is none)."""
+    return _suite_dir(name)
+
+
 def _suite_dir(name: str) -> Path:
     if _is_path(name):
         d = Path(name).expanduser()
         if (d / "suite.json").is_file():
             return d
-        raise KeyError(f"{name!r} is not a suite folder (no suite.json); suites: {list_suites()}")
+        raise KeyError(f"{name!r} is not a suite folder (no suite.json); suites: {', '.join(list_suites())}")
     if name.startswith("_"):
-        raise KeyError(f"no suite named {name!r}; suites: {list_suites()}")
+        raise KeyError(f"no suite named {name!r}; suites: {', '.join(list_suites())}")
     for base in (ROOT, *_user_dirs()):
         if (base / name / "suite.json").is_file():
             return base / name
     for path, declared in _declared_names():  # a folder whose suite.json names it differently (--name)
         if declared == name:
             return path
-    raise KeyError(f"no suite named {name!r}; suites: {list_suites()}")
+    raise KeyError(f"no suite named {name!r}; suites: {', '.join(list_suites())}")
 
 
 def _declared_names() -> list[tuple[Path, str]]:
@@ -174,9 +179,9 @@ def get_problem(ref: str) -> Problem:
     if not sep or not problem:
         raise KeyError(f"problem reference must be SUITE/PROBLEM, got {ref!r}")
     if problem not in problem_names(suite):
-        raise KeyError(f"suite {suite!r} has no problem {problem!r}; problems: {problem_names(suite)}")
+        raise KeyError(f"suite {suite!r} has no problem {problem!r}; problems: {', '.join(problem_names(suite))}")
     return load_problem_dir(_suite_dir(suite) / problem, suite_info(suite))
 
 
 __all__ = ["SuiteInfo", "get_problem", "list_suites", "load_problem_dir", "load_suite", "problem_names",
-           "suite_info", "user_suites_dir"]
+           "suite_dir", "suite_info", "user_suites_dir"]

@@ -73,13 +73,14 @@ def run_async(coro):
 @pytest.fixture
 def run_config(tmp_path: Path):
     """`run_config(*overrides)`: a quick-preset RunConfig isolated in tmp_path (runs root and
-    memory), for full runs."""
+    memory), for full runs; without the end-of-problem re-measure (6 more profiles per problem,
+    timed on purpose: the tests that look at it ask for it)."""
     from accelopt.config import RunConfig, build_config
 
     def make(*overrides: str, preset: str = "quick") -> RunConfig:
         return build_config(preset=preset, overrides=[
             f"root={tmp_path / 'runs'}", f"memory.uri={tmp_path / 'memory'}",
-            "profiling.timeout_s=60", *overrides,
+            "profiling.timeout_s=60", "search.remeasure_rounds=0", *overrides,
         ])
 
     return make

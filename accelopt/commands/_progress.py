@@ -67,43 +67,47 @@ class RunProgress:
         self.progress.update(self.tasks[name], completed=it + 1, status=status)
 
 
-def speedup_text(r: ProblemResult) -> str:
-    """The reported speedup (re-measured where made), with the recorded one beside it when
-    the two disagree beyond the timing noise."""
-    shown = r.reported_speedup
-    if shown is None:
-        return f"est. {r.est_speedup:.2f}x" if r.est_speedup is not None else "-"
-    text = f"{shown:.2f}x"
-    if r.remeasured_speedup is not None and not r.remeasure_agrees and r.speedup is not None:
-        text += f" (recorded {r.speedup:.2f}x)"
-    return text
+def remeasured_of(view: RunView, r: ProblemResult):
+    """The problem's end-of-problem re-measure of its best kernel (None: not made)."""
+    rm = view.problems[r.problem].remeasured
+    return rm if rm is not None and rm.best.kernel_id == r.best_kernel_id else None
 
 
 def _est(fmt: Any, value: float | None) -> str:
     return f"est. {fmt(value)}" if value is not None else fmt(None)
 
 
-def results_table(results: list[ProblemResult], title: str) -> Table:
+def _measured_or_est(fmt: Any, measured: float | None, estimated: float | None) -> str:
+    return fmt(measured) if measured is not None else _est(fmt, estimated)
+
+
+def results_table(view: RunView, title: str) -> Table:
+    """Per problem: the search's figures (baseline, best and the speedup that is their ratio)
+    and, where made, the re-measure (its speedup and the two medians it is the ratio of).
+    Where a device only estimates (an emulator and its cost model), the figures say est."""
+    results = view.results()
     remeasured = any(r.remeasured_speedup is not None for r in results)
-    caption = ("speedup: baseline and best re-measured in interleaved rounds on fresh seeds at the end of each "
-               "problem; the recorded figure is shown beside it where the two disagree beyond the timing noise"
-               if remeasured else None)
-    table = Table(title=title, caption=caption)
-    for col in ("problem", "device", "baseline", "best", "speedup", "base %peak", "best %peak", "kernels",
-                "LLM cost"):
-        table.add_column(col, justify="left" if col in ("problem", "device") else "right")
+    caption = ("baseline, best, speedup: the search's profiles; re-measured: baseline and best timed again in "
+               "interleaved rounds on fresh seeds at the end of the problem (baseline / best medians)"
+               + ("; it disagrees with the recorded speedup beyond the timing noise where marked *"
+                  if any(not r.remeasure_agrees for r in results) else "")) if remeasured else None
     if any(r.est_speedup is not None for r in results):
         note = ("est.: ESTIMATED by the device's cost model on kernels checked in an emulator (not timed, not "
                 "measured)")
         caption = f"{caption}; {note}" if caption else note
-        table.caption = caption
+    table = Table(title=title, caption=caption)
+    columns = ["problem", "device", "baseline", "best", "speedup", *(["re-measured"] if remeasured else []),
+               "base %peak", "best %peak", "kernels", "LLM cost"]
+    for col in columns:
+        table.add_column(col, justify="left" if col in ("problem", "device") else "right")
     for r in results:
-        table.add_row(
-            r.problem, r.device, _ms(r.baseline_ms) if r.baseline_ms is not None else _est(_ms, r.est_baseline_ms),
-            _ms(r.best_ms) if r.best_ms is not None else _est(_ms, r.est_best_ms),
-            speedup_text(r),
-            _pct(r.baseline_pct_peak) if r.baseline_pct_peak is not None else _est(_pct, r.est_baseline_pct_peak),
-            _pct(r.best_pct_peak) if r.best_pct_peak is not None else _est(_pct, r.est_best_pct_peak),
-            str(r.kernels), f"${r.cost_usd:.4f}",
-        )
+        again = ([fmt.remeasured(remeasured_of(view, r)) + ("" if r.remeasure_agrees else "*")]
+                 if remeasured else [])
+        speedup = (fmt.speedup(r.speedup) if r.speedup is not None or r.est_speedup is None
+                   else f"est. {r.est_speedup:.2f}x")
+        table.add_row(r.problem, r.device, _measured_or_est(_ms, r.baseline_ms, r.est_baseline_ms),
+                      _measured_or_est(_ms, r.best_ms, r.est_best_ms), speedup, *again,
+                      _measured_or_est(_pct, r.baseline_pct_peak, r.est_baseline_pct_peak),
+                      _measured_or_est(_pct, r.best_pct_peak, r.est_best_pct_peak), str(r.kernels),
+                      f"${r.cost_usd:.4f}")
     return table

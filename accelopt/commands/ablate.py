@@ -12,19 +12,28 @@ from __future__ import annotations
 import argparse
 import time
 
-from accelopt.commands.run import execute, load_run_events, wide_console
+from accelopt.commands.run import (
+    NATS_HELP,
+    RAY_HELP,
+    ROOT_HELP,
+    TIMEOUT_HELP,
+    execute,
+    load_run_events,
+    wide_console,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("ablate", help="re-run a recorded run with changed settings, reusing what is unchanged")
     p.add_argument("run", help="run id (under --root or on the log) or an exported .aolog file")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="a setting to change from the recorded run's (repeatable), e.g. --set memory.enabled=false")
     p.add_argument("--from-iteration", type=int, help="apply the change after this iteration")
     p.add_argument("--run-id", help="id of the new run (default: generated)")
-    p.add_argument("--root", default="runs")
-    p.add_argument("--nats", help="NATS URL (default: the root's embedded server)")
-    p.add_argument("--ray-address")
-    p.add_argument("--timeout", type=float)
+    p.add_argument("--root", default="runs", help=ROOT_HELP)
+    p.add_argument("--nats", help=NATS_HELP)
+    p.add_argument("--ray-address", help=RAY_HELP)
+    p.add_argument("--timeout", type=float, help=TIMEOUT_HELP)
     p.set_defaults(func=run)
 
 

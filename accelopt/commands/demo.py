@@ -50,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
     console = wide_console()
     args.preset = args.preset or "quick"
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    if not args.memory:  # a fresh memory: what the second run receives is what the first learnt
+    own_memory = not args.memory
+    if own_memory:  # a fresh memory: what the second run receives is what the first learnt
         args.memory = str(Path(args.root or "runs") / f"demo-memory-{stamp}")
     loaded = config_and_problems(console, args)
     if loaded is None:
@@ -93,8 +94,10 @@ def run(args: argparse.Namespace) -> int:
     root = "" if cfg.root == "runs" else f" --root {cfg.root}"
     last = outcomes[-1].run_id
     console.print("look into it:")
+    # without --uri, the memory commands read the memory under the root written last: the demo's own
+    memory = f"accelopt memory list{root}" if own_memory else f"accelopt memory list --uri {cfg.memory.uri}"
     for cmd in (f"accelopt runs{root}", f"accelopt replay {last} --verify{root}", f"accelopt report {last}{root}",
-                f"accelopt remeasure {last}{root}", f"accelopt memory list --uri {cfg.memory.uri}"):
+                f"accelopt remeasure {last}{root}", memory):
         console.print(f"  {cmd}", highlight=False)
     return 0
 
@@ -119,22 +122,39 @@ def _session(console: Console, cfg, problems: list, args: argparse.Namespace, na
 
 
 def closing_table(outcomes: list) -> Table:
-    """Per problem: its run, baseline and best, the (re-measured) speedup, and the memory
-    insights its planners received and used."""
-    from accelopt.commands._progress import _ms, speedup_text
+    """Per problem: its run; the baseline, best and speedup of its end-of-problem re-measure
+    (the speedup is the ratio of the two medians shown beside it; the search's figures where
+    no re-measure was made); the speedup the search recorded; the memory insights its planners
+    received and used."""
+    from accelopt.commands._progress import _ms
     from events.logfile import read_events
     from replay.memory_use import memory_use
 
     t = Table(title="AccelOpt demo: speedups, and the memory at work",
-              caption="speedup: baseline and best re-measured in interleaved rounds on fresh seeds (recorded "
-                      "figure beside it where the two disagree beyond the noise); used: a plan named the "
+              caption="baseline, best: medians of the end-of-problem re-measure (interleaved rounds on fresh "
+                      "seeds), speedup = baseline / best; recorded: the speedup the search's own profiles gave "
+                      "(marked * where no re-measure was made and the row shows them); used: a plan named the "
                       "insight's constant")
-    for col in ("problem", "run", "baseline", "best", "speedup", "insights received", "insights used", "kernels"):
+    for col in ("problem", "run", "baseline", "best", "speedup", "recorded", "insights received", "insights used",
+                "kernels"):
         t.add_column(col, justify="left" if col in ("problem", "run") else "right")
     for i, o in enumerate(outcomes, 1):
         use = memory_use(read_events(o.run_dir / "log.aolog"))
         for r in o.view.results():
             u = use.get(r.problem)
-            t.add_row(r.problem, f"{i} {o.run_id}", _ms(r.baseline_ms), _ms(r.best_ms), speedup_text(r),
+            base_ms, best_ms, speedup, remeasured = timed_figures(o.view, r)
+            mark = "" if remeasured else "*"
+            t.add_row(r.problem, f"{i} {o.run_id}", _ms(base_ms) + mark, _ms(best_ms) + mark,
+                      (f"{speedup:.2f}x" if speedup is not None else "-") + mark,
+                      f"{r.speedup:.2f}x" if r.speedup is not None else "-",
                       str(len(u.received)) if u else "-", str(len(u.used)) if u else "-", str(r.kernels))
     return t
+
+
+def timed_figures(view, r) -> tuple[float | None, float | None, float | None, bool]:
+    """(baseline ms, best ms, speedup, re-measured?): the re-measure's medians where the run made
+    one of this best kernel, else the search's profiles; the speedup is always their ratio."""
+    rm = view.problems[r.problem].remeasured
+    if rm is not None and rm.best.kernel_id == r.best_kernel_id and rm.speedup is not None:
+        return rm.baseline.median_ms, rm.best.median_ms, rm.speedup, True
+    return r.baseline_ms, r.best_ms, r.speedup, False

@@ -4,9 +4,12 @@
     accelopt memory rebuild LOG... [--replace] | rebuild --nats URL
     accelopt memory index            (vector + id indices, compaction; for large memories)
 
-The memory is `--uri` (a folder or `s3://bucket/prefix`), else `$ACCELOPT_MEMORY`, else
-`runs/memory`. Heavy imports (LanceDB, sentence-transformers) happen only when a command
-runs, so `accelopt --help` stays fast.
+The memory is `--uri` (a folder or `s3://bucket/prefix`), else `$ACCELOPT_MEMORY`, else the
+memory under `--root` (default runs) that was written last: `runs/memory`, which every
+`accelopt run` of that root shares, or the fresh one of the last `accelopt demo`
+(`runs/demo-memory-<time>`); the command says which it opened. Reading a memory that does
+not exist creates nothing. Heavy imports (LanceDB, sentence-transformers) happen only when a
+command runs, so `accelopt --help` stays fast.
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -22,8 +27,9 @@ from rich.table import Table
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--uri", default=None, help="memory location: folder or s3://bucket/prefix "
-                   "(default: $ACCELOPT_MEMORY, else runs/memory)")
+    p.add_argument("--uri", default=None, help="memory location: folder or s3://bucket/prefix (default: "
+                   "$ACCELOPT_MEMORY, else the memory under --root written last: runs/memory or the last demo's)")
+    p.add_argument("--root", default="runs", help="runs directory whose memories are the default (default ./runs)")
     p.add_argument("--table", default="memory", help="table name (default: memory)")
     p.add_argument("--model", default=None, help="embedding model (default: the one the table was built with)")
 
@@ -43,48 +49,49 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = msub.add_parser("stats", help="row counts by device, language and op type; model; indices")
     _common(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     p.set_defaults(func=_stats)
 
     p = msub.add_parser("list", help="entries, newest first")
     _common(p)
     _filters(p)
     p.add_argument("--problem", action="append", help="only this problem (repeatable)")
-    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--limit", type=int, default=20, help="at most this many entries (default 20)")
     p.add_argument("--json", action="store_true", help="JSON lines of full entries (with kernels)")
     p.set_defaults(func=_list)
 
     p = msub.add_parser("search", help="the entries most similar to TEXT (what a planner would see)")
     _common(p)
     _filters(p)
-    p.add_argument("text")
-    p.add_argument("--top-m", type=int, default=16)
-    p.add_argument("--exclude-problem", default=None)
+    p.add_argument("text", help="what to look for, e.g. a plan or an optimization idea")
+    p.add_argument("--top-m", type=int, default=16, help="at most this many entries (default 16, as a planner gets)")
+    p.add_argument("--exclude-problem", default=None, help="leave out this problem's own entries")
     p.add_argument("--no-collapse", action="store_true", help="keep near-duplicate insights")
     p.add_argument("--prompt", action="store_true", help="print the planner's memory block instead")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
     p.set_defaults(func=_search)
 
     p = msub.add_parser("show", help="one entry in full, with its slow and fast kernels")
     _common(p)
-    p.add_argument("id")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("id", help="entry id, or a unique prefix of one (as `list` shows them)")
+    p.add_argument("--json", action="store_true", help="print the entry as JSON")
     p.set_defaults(func=_show)
 
     p = msub.add_parser("export", help="write the entries to a JSONL file (no embeddings)")
     _common(p)
     _filters(p)
-    p.add_argument("file")
+    p.add_argument("file", help="JSONL file to write")
     p.set_defaults(func=_export)
 
     p = msub.add_parser("import", help="upsert the entries of a JSONL file (re-embedded)")
     _common(p)
-    p.add_argument("file")
+    p.add_argument("file", help="JSONL file of entries (as `export` writes)")
     p.set_defaults(func=_import)
 
     p = msub.add_parser("rebuild", help="re-project MemoryEntryAdded events from exported logs or a live log")
     _common(p)
-    p.add_argument("logs", nargs="*", metavar="LOG", help="exported run logs (accelopt log export files)")
+    p.add_argument("logs", nargs="*", metavar="LOG",
+                   help="exported run logs (the log.aolog of a run folder, written at the end of every run)")
     p.add_argument("--nats", default=None, help="read every run's entries from this JetStream log instead")
     p.add_argument("--run", default="*", help="with --nats: only this run")
     p.add_argument("--replace", action="store_true",
@@ -100,10 +107,57 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 # --- helpers -------------------------------------------------------------------------------------
 
-def _open(args: argparse.Namespace) -> Any:
-    from memory_index import MemoryIndex, default_uri
+def memory_uri(args: argparse.Namespace) -> str:
+    """The memory a command works on (see the module doc); says which where it was not given."""
+    from memory_index.store import ENV_URI, default_uri
 
-    return MemoryIndex.open(args.uri or default_uri(), embedder=args.model, table=args.table)
+    if args.uri:
+        return args.uri
+    env_uri = os.environ.get(ENV_URI)
+    if env_uri:
+        return env_uri
+    root = Path(args.root)
+    written = [(_last_write(d / f"{args.table}.lance"), d) for d in [root / "memory", *root.glob("demo-memory-*")]]
+    written = [(t, d) for t, d in written if t is not None]
+    if not written:
+        return default_uri(root)
+    _, chosen = max(written)
+    if len(written) > 1 or chosen != root / "memory":
+        others = len(written) - 1
+        print(f"memory {chosen}: the one under {root}/ written last"
+              + (f" (of {others + 1}; --uri to pick another)" if others else " (--uri to pick another)"),
+              file=sys.stderr)
+    return str(chosen)
+
+
+def _last_write(table_dir: Path) -> float | None:
+    """When a LanceDB table folder was last committed to (each commit adds a manifest under
+    `_versions`), or None if there is no table there."""
+    versions = table_dir / "_versions"
+    try:
+        return versions.stat().st_mtime if versions.is_dir() else None
+    except OSError:
+        return None
+
+
+def _missing(uri: str) -> bool:
+    """A local memory folder that does not exist (read commands say so and create nothing)."""
+    return "://" not in uri and not Path(uri).expanduser().exists()
+
+
+def _open(args: argparse.Namespace, uri: str | None = None) -> Any:
+    from memory_index import MemoryIndex
+
+    return MemoryIndex.open(uri or memory_uri(args), embedder=args.model, table=args.table)
+
+
+def _open_existing(args: argparse.Namespace) -> Any | None:
+    """The memory to read, or None (after saying so) when there is none: opening would create it."""
+    uri = memory_uri(args)
+    if _missing(uri):
+        print(f"no memory at {uri}: a run creates it with its first insight (--uri to read another)", file=sys.stderr)
+        return None
+    return _open(args, uri)
 
 
 def _filter_obj(args: argparse.Namespace, **extra: Any) -> Any:
@@ -127,7 +181,14 @@ def _short(text: str, n: int = 70) -> str:
 # --- commands ------------------------------------------------------------------------------------
 
 def _stats(args: argparse.Namespace) -> int:
-    s = _open(args).stats()
+    uri = memory_uri(args)
+    if _missing(uri):  # nothing to count, and nothing to create
+        if args.json:
+            _out({"uri": uri, "table": args.table, "exists": False, "rows": 0})
+        else:
+            Console().print(f"no memory at {uri} (a run creates it with its first insight)", highlight=False)
+        return 0
+    s = _open(args, uri).stats()
     if args.json:
         _out(s)
         return 0
@@ -155,7 +216,9 @@ def _stats(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    index = _open(args)
+    index = _open_existing(args)
+    if index is None:
+        return 1
     entries = index.list(_filter_obj(args, problem=args.problem), limit=args.limit, kernels=args.json)
     if args.json:
         for e in entries:
@@ -173,7 +236,9 @@ def _list(args: argparse.Namespace) -> int:
 def _search(args: argparse.Namespace) -> int:
     from memory_index import format_for_prompt
 
-    index = _open(args)
+    index = _open_existing(args)
+    if index is None:
+        return 1
     results = index.search(args.text, top_m=args.top_m, device=args.device, language=args.language,
                            op_type=args.op_type, min_speedup=args.min_speedup,
                            exclude_problem=args.exclude_problem, collapse=not args.no_collapse)
@@ -194,7 +259,9 @@ def _search(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    index = _open(args)
+    index = _open_existing(args)
+    if index is None:
+        return 1
     entry = index.get(args.id)
     if entry is None:  # accept a unique prefix, as `list` shows shortened ids
         matches = [e for e in index.list(limit=None) if e.id.startswith(args.id)]
@@ -222,7 +289,10 @@ def _show(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from memory_index import export_jsonl
 
-    n = export_jsonl(_open(args), args.file, _filter_obj(args))
+    index = _open_existing(args)
+    if index is None:
+        return 1
+    n = export_jsonl(index, args.file, _filter_obj(args))
     print(f"exported {n} entries to {args.file}")
     return 0
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import msgspec
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from accelopt.problem import ProblemFileError, Solution, SourceFile, load_solution
@@ -34,32 +35,23 @@ def _solution(path: Path, baseline: Solution) -> Solution:
         sources=[SourceFile(path=entry_file, content=path.read_text())], description=f"from {path}")
 
 
+def _error(console: Console, e: BaseException | str) -> None:
+    """One error, as its message only (a KeyError's text without the quotes `str` adds)."""
+    text = e if isinstance(e, str) else (str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e))
+    console.print(text, style="red", markup=False, highlight=False, soft_wrap=True)
+
+
 def render(problem_ref: str, prof: Profile) -> Table:
+    from replay.render.profile import profile_facts
+
     table = Table(title=f"{problem_ref} on {prof.device}", show_header=False)
     table.add_column("field", style="bold")
     table.add_column("value")
     color = "green" if prof.status == "passed" else "red"
-    table.add_row("status", f"[{color}]{prof.status}[/{color}]")
-    if prof.latency:
-        lat = prof.latency
-        table.add_row("latency (median)", f"{lat.median_ms:.4g} ms")
-        table.add_row("min / max", f"{lat.min_ms:.4g} / {lat.max_ms:.4g} ms")
-        table.add_row("spread (IQR/median)", f"{lat.spread:.1%} over {len(lat.samples_ms)} runs, {lat.reruns} re-runs")
-    if prof.pct_peak is not None:
-        table.add_row("% of peak", f"{prof.pct_peak:.1%}")
-        table.add_row("bound", str(prof.bound))
-        table.add_row("T_peak", f"{prof.t_peak_ms:.4g} ms")
-    if prof.correctness:
-        table.add_row("correctness", ", ".join(
-            f"{c.case} {'ok' if c.passed else 'FAIL'}" + (f" (rel {c.rel_l2:.1e})" if c.rel_l2 is not None else "")
-            for c in prof.correctness))
-    est = prof.estimate
-    if est is not None:  # a cost model's figures, never shown as the latency
-        table.add_row("ESTIMATED latency", f"{est.latency_ms:.4g} ms ({est.model}; not measured)")
-        if est.pct_peak is not None:
-            table.add_row("ESTIMATED % of peak", f"{est.pct_peak:.1%} ({est.bound}-bound)")
-        table.add_row("ESTIMATED engines", ", ".join(f"{k} {v:.3g} ms" for k, v in est.engines_ms.items()))
-    table.add_row("wall time", f"{prof.wall_s:.2f} s")
+    for field, value in profile_facts(prof):
+        if field in ("device", "toolchain", "isolation", "counters"):  # the title names the device; the rest: --json
+            continue
+        table.add_row(field, f"[{color}]{value}[/{color}]" if field == "status" else escape(value))
     return table
 
 
@@ -73,11 +65,21 @@ def run(args: argparse.Namespace) -> int:
         info = suites.suite_info(args.problem.rpartition("/")[0])  # split as suites.get_problem does
         solution = _solution(args.solution, problem.baseline) if args.solution else problem.baseline
     except (KeyError, ProblemFileError, OSError) as e:
-        console.print(f"[red]{e}[/red]")
-        return 1
-    seeds = tuple(int(s) for s in args.seeds.split(",") if s.strip())
+        _error(console, e)  # the same mistake that `run` and `remeasure` refuse with 2
+        return 2
+    try:
+        seeds = tuple(int(s) for s in args.seeds.split(",") if s.strip())
+    except ValueError:
+        _error(console, f"--seeds {args.seeds!r}: comma-separated integers expected")
+        return 2
     opts = {"cache_dir": args.cache_dir} if args.cache_dir else {}
-    agent = get_agent(info.device, **opts)
+    try:
+        agent = get_agent(info.device, **opts)
+    except (KeyError, RuntimeError, OSError, ValueError) as e:
+        # the device cannot be profiled here (its SDK is missing, a simulated device without
+        # the opt-in, ...): the agent's message says what to install or set
+        _error(console, e)
+        return 2
     try:
         with console.status(f"profiling {args.problem}..."):
             prof = agent.profile(problem, solution, seeds=seeds, timeout_s=args.timeout)

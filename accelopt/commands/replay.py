@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from accelopt.commands.run import add_valid_prefix_arg, damage_message, wide_console
+from accelopt.commands.run import NATS_HELP, ROOT_HELP, add_valid_prefix_arg, damage_message, wide_console
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -12,8 +12,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run", help="run id (under --root or on the log) or an exported .aolog file")
     p.add_argument("--verify", action="store_true", help="check every recorded decision against a re-drive")
     p.add_argument("--iteration", type=int, help="show the state at the end of this iteration")
-    p.add_argument("--root", default="runs")
-    p.add_argument("--nats", help="NATS URL (default: the root's embedded server)")
+    p.add_argument("--root", default="runs", help=ROOT_HELP)
+    p.add_argument("--nats", help=NATS_HELP)
     add_valid_prefix_arg(p)
     p.set_defaults(func=run)
 
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"[yellow]warning:[/yellow] {w}", soft_wrap=True)
     title = f"run {view.run_id}: {view.status}" + (f", state after iteration {args.iteration}"
                                                     if args.iteration is not None else "")
-    console.print(results_table(view.results(), title))
+    console.print(results_table(view, title))
     for name, p in sorted(view.problems.items()):
         for it, beam in sorted(p.beams.items()):
             members = ", ".join(

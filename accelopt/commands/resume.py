@@ -13,16 +13,24 @@ from __future__ import annotations
 
 import argparse
 
-from accelopt.commands.run import add_preflight_arg, execute, wide_console
+from accelopt.commands.run import (
+    NATS_HELP,
+    RAY_HELP,
+    ROOT_HELP,
+    TIMEOUT_HELP,
+    add_preflight_arg,
+    execute,
+    wide_console,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("resume", help="continue a run after a crash, from its log")
     p.add_argument("run", help="run id")
-    p.add_argument("--root", default="runs")
-    p.add_argument("--nats", help="NATS URL (default: the root's embedded server)")
-    p.add_argument("--ray-address")
-    p.add_argument("--timeout", type=float)
+    p.add_argument("--root", default="runs", help=ROOT_HELP)
+    p.add_argument("--nats", help=NATS_HELP)
+    p.add_argument("--ray-address", help=RAY_HELP)
+    p.add_argument("--timeout", type=float, help=TIMEOUT_HELP)
     add_preflight_arg(p)
     p.set_defaults(func=run)
 

@@ -6,29 +6,59 @@ import argparse
 import sys
 
 from rich.console import Console
+from rich.markup import escape
 
 from accelopt import catalog as ev
 from accelopt.config import ConfigError, RunConfig, build_config, problem_refs, target_devices
 
+# the help of flags that several commands share (one wording each)
+ROOT_HELP = "runs directory: run folders, the embedded event server, the default memory (default ./runs)"
+SET_HELP = ("override a config key (repeatable), e.g. --set search.beam_width=4 (the keys: the fields of "
+            "accelopt/config.py)")
+RAY_HELP = "Ray cluster address (default: a local Ray)"
+NATS_HELP = "NATS URL of a running deployment (default: the root's embedded server)"
+TIMEOUT_HELP = "give up after this many seconds, counted from the start (the agents' start-up included)"
+DEFAULT_PRESET = "quick"
+
+
+def preset_help() -> str:
+    """`--preset`'s help: each preset's settings, from the presets themselves."""
+    from accelopt.config import PRESETS
+
+    def what(name: str) -> str:
+        d = PRESETS[name]
+        s = d.get("search", {})
+        text = (f"B={s.get('beam_width')} N={s.get('plans_per_candidate')} K={s.get('samples_per_plan')} "
+                f"T={s.get('iterations')}")
+        return text + "".join(f", {k} {d[k]}" for k in ("suite", "device") if k in d)
+
+    return "search preset (default quick): " + "; ".join(f"{n} ({what(n)})" for n in PRESETS)
+
 
 def add_config_args(p: argparse.ArgumentParser) -> None:
-    """Flags shared by run-like commands (run, ablate, resume)."""
-    p.add_argument("--preset", choices=["quick", "triton", "nki"], help="search preset")
-    p.add_argument("--config", help="YAML config file")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config key (repeatable), e.g. --set search.beam_width=4")
+    """Flags shared by run-like commands (run, demo, up)."""
+    p.add_argument("--preset", choices=list(_presets()), default=DEFAULT_PRESET, help=preset_help())
+    p.add_argument("--config", help="YAML config file (applied over the preset; --set over both)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
     p.add_argument("--model", help="model for every agent (litellm name, e.g. openai/gpt-4o-mini)")
     p.add_argument("--api-base", help="OpenAI-compatible base URL for --model")
-    p.add_argument("--budget", type=float, help="hard LLM budget in USD")
+    p.add_argument("--budget", type=float, help="hard LLM budget in USD (default llm.budget_usd, 50)")
     p.add_argument("--allow-unpriced", action="store_true", help="run models without a known price (cost 0)")
     p.add_argument("--price", nargs=2, type=float, metavar=("IN", "OUT"),
                    help="USD per million input/output tokens for --model (0 allowed)")
-    p.add_argument("--memory", help="memory URI: a folder or s3://bucket/prefix")
-    p.add_argument("--seed", type=int)
-    p.add_argument("--root", help="runs directory (default ./runs)")
-    p.add_argument("--nats", help="NATS URL of a running deployment (default: embedded server)")
-    p.add_argument("--ray-address", help="Ray cluster address (default: local Ray)")
+    p.add_argument("--memory", help="memory URI: a folder or s3://bucket/prefix (default: $ACCELOPT_MEMORY, else "
+                   "<root>/memory, shared by every run of the root)")
+    p.add_argument("--seed", type=int, help="the run's seed (correctness inputs, sampling; default from the config)")
+    p.add_argument("--root", help=ROOT_HELP)
+    p.add_argument("--nats", help=NATS_HELP)
+    p.add_argument("--ray-address", help=RAY_HELP)
     add_preflight_arg(p)
+
+
+def _presets() -> list[str]:
+    from accelopt.config import PRESETS
+
+    return list(PRESETS)
 
 
 def add_preflight_arg(p: argparse.ArgumentParser) -> None:
@@ -116,7 +146,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--problems", help="comma-separated problems: NAME (of --suite, on --device), SUITE/NAME or "
                    "SUITE/NAME@DEVICE (default: all of the suite)")
     p.add_argument("--device", help="device kind to optimize for (default cpu)")
-    p.add_argument("--timeout", type=float, help="give up after this many seconds")
+    p.add_argument("--timeout", type=float, help=TIMEOUT_HELP)
     add_config_args(p)
     p.set_defaults(func=run)
 
@@ -127,9 +157,10 @@ def config_and_problems(console: Console, args: argparse.Namespace) -> tuple[Run
 
     try:
         cfg = config_from_args(args)
-        return cfg, load_problems(cfg)
+        return cfg, load_problems(cfg, on_warning=lambda text: console.print(
+            f"[yellow]warning:[/yellow] {text}", soft_wrap=True, highlight=False))
     except ConfigError as e:
-        console.print(f"[red]config error:[/red] {e}")
+        console.print(f"[red]config error:[/red] {escape(str(e))}", soft_wrap=True, highlight=False)
         return None
 
 
@@ -142,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
     suite_names = sorted({r.suite for r in problem_refs(cfg)}) or [cfg.suite]
     devices = sorted(set(target_devices(cfg, [p.name for p in problems]).values()))
     console.print(f"optimizing {len(problems)} problem(s) of suite{'s' if len(suite_names) > 1 else ''} "
-                  f"[bold]{', '.join(suite_names)}[/bold] on {', '.join(devices)}: "
+                  f"[bold]{', '.join(suite_names)}[/bold] on {', '.join(devices)}: preset {args.preset}, "
                   f"B={cfg.search.beam_width} N={cfg.search.plans_per_candidate} K={cfg.search.samples_per_plan} "
                   f"T={cfg.search.iterations}, model {cfg.llm.for_role('planner').model}")
     return execute(console, cfg, problems, args)
@@ -181,7 +212,7 @@ def preflight(console: Console, cfg: RunConfig, probe: bool) -> bool:
 def execute(console: Console, cfg: RunConfig, problems: list, args: argparse.Namespace, **session_kwargs) -> int:
     """Run a session with progress bars and print its outcome (shared by run, ablate, resume)."""
     from accelopt.commands._progress import RunProgress, results_table
-    from actors.session import RunError, run_session
+    from actors.session import RunError, RunTimedOut, run_session
     from replay.runstate import RunBusy
 
     if not preflight(console, cfg, getattr(args, "preflight", True)):
@@ -201,8 +232,11 @@ def execute(console: Console, cfg: RunConfig, problems: list, args: argparse.Nam
                                   log_level=args.log_level,
                                   on_warning=lambda text: console.print(f"[yellow]waiting:[/yellow] {text}"),
                                   **where, **session_kwargs)
+    except RunTimedOut as e:
+        console.print(f"[red]{escape(str(e))}[/red]", soft_wrap=True, highlight=False)
+        return 1
     except (RunError, ConfigError, RunBusy) as e:
-        console.print(f"[red]run failed:[/red] {e}")
+        console.print(f"[red]run failed:[/red] {escape(str(e))}", soft_wrap=True, highlight=False)
         return 1
     except Exception as e:
         pricing = sys.modules.get("actors.pricing")  # loaded if the run got far enough to raise this
@@ -213,7 +247,7 @@ def execute(console: Console, cfg: RunConfig, problems: list, args: argparse.Nam
     view = outcome.view
     for w in outcome.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}")
-    console.print(results_table(view.results(), f"run {outcome.run_id}: {view.status}"))
+    console.print(results_table(view, f"run {outcome.run_id}: {view.status}"))
     if view.started is not None and view.started.parent_run:
         from events.logfile import read_events
         from replay.recording import served_counts
@@ -233,10 +267,35 @@ def execute(console: Console, cfg: RunConfig, problems: list, args: argparse.Nam
         console.print(budget_note(view), soft_wrap=True)
     if view.failed is not None:
         console.print(f"[red]run failed:[/red] {view.failed.reason}: {view.failed.detail}", soft_wrap=True)
+    nothing = nothing_optimized(view)
+    if nothing:
+        console.print(f"[red]nothing was optimized:[/red] {escape(nothing)}", soft_wrap=True, highlight=False)
+        return 1
     if outcome.timed_out:
-        console.print("[red]timed out[/red]")
+        console.print(f"[red]timed out[/red] after {args.timeout:g} s; the run is left incomplete (to go on: "
+                      f"accelopt resume {outcome.run_id}{root_flag(cfg)})", soft_wrap=True, highlight=False)
         return 1
     return 0 if view.completed else 1
+
+
+def nothing_optimized(view) -> str | None:
+    """Why a run that ended had nothing to optimize (no problem's baseline could be profiled),
+    or None: such a run is not reported as a success."""
+    failed = {}
+    for name, p in view.problems.items():
+        k = view.kernels.get(p.baseline_id or "")
+        if k is None or k.status in ("passed", "unmeasured"):
+            return None
+        failed[name] = k.status
+    if not failed:
+        return None
+    return ("the baseline of every problem failed (" + ", ".join(f"{n}: {st}" for n, st in sorted(failed.items()))
+            + "); the table's note and `accelopt report` say why")
+
+
+def root_flag(cfg: RunConfig) -> str:
+    """` --root R` for a command to print, where the run's root is not the default."""
+    return "" if cfg.root == "runs" else f" --root {cfg.root}"
 
 
 def pool_kwargs(console: Console, cfg: RunConfig, problems: list, devices: list[str] | None) -> dict | None:

@@ -8,6 +8,31 @@ import json
 import sys
 import time
 
+from rich.table import Table
+
+SPEEDUP_CAPTION = ("speedup: re-measured (baseline and best timed again in interleaved rounds on fresh seeds at the "
+                   "end of each problem), the recorded one beside it where the two disagree beyond the noise; "
+                   "* recorded (the search's own profiles) for the problems the run did not re-measure")
+
+
+RIGHT = ("problems", "iterations", "speedup (geomean)", "best %peak (geomean)", "LLM cost")
+OPTIONAL = ("failed LLM calls", "forked from")  # shown when a run has one
+
+
+def runs_table(title: str, rows: list[dict[str, str]]) -> Table:
+    """The runs as a table whose cells wrap between words, never inside one: each column is at
+    least as wide as its longest word (a figure, a run id, a date), so on a narrow terminal
+    lines wrap instead of figures being cut or split."""
+    table = Table(title=title, caption=SPEEDUP_CAPTION)
+    columns = [c for c in rows[0] if c not in OPTIONAL or any(r[c] for r in rows)]
+    for col in columns:
+        words = [w for text in (col, *(r[col] for r in rows)) for w in text.split()]
+        table.add_column(col, justify="right" if col in RIGHT else "left", min_width=max(map(len, words)),
+                         no_wrap=col in ("run", "speedup (geomean)", "forked from"))
+    for r in rows:
+        table.add_row(*(r[c] for c in columns))
+    return table
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("runs", help="list runs with status and headline figures")
@@ -18,8 +43,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.table import Table
-
     from accelopt.commands.run import wide_console
     from replay.render import fmt
     from replay.runs import list_runs
@@ -45,19 +68,19 @@ def run(args: argparse.Namespace) -> int:
         for w in warnings:
             print(f"warning: {w}", file=sys.stderr)
         return 0
-    table = Table(title=f"runs in {args.root}")
-    for col in ("run", "status", "problems", "iterations", "speedup (geomean)", "best %peak (geomean)",
-                "LLM cost", "failed LLM calls", "started", "forked from", "source"):
-        right = col in ("problems", "iterations", "speedup (geomean)", "best %peak (geomean)", "LLM cost")
-        table.add_column(col, justify="right" if right else "left", no_wrap=col in ("run", "speedup (geomean)"))
+    rows = []
     for r in listings:
         s = r.summary
-        fork = f"{s.parent_run} @ {s.fork_iteration}" if s.parent_run else ""
-        table.add_row(s.run_id, r.status(now), str(s.problems), s.iterations, s.speedup_text,
-                      fmt.pct(s.pct_peak_geomean), fmt.usd(s.cost_usd), failed_calls_text(s.failed_llm_calls),
-                      fmt.stamp(s.started_ts), fork, r.source)
-    console.print(table)
-    if not listings:
+        rows.append({
+            "run": s.run_id, "status": r.status(now), "problems": str(s.problems), "iterations": s.iterations,
+            "speedup (geomean)": s.speedup_text + (
+                "" if s.speedup_label == fmt.REMEASURED or s.speedup_geomean is None else "*"),
+            "best %peak (geomean)": fmt.pct(s.pct_peak_geomean), "LLM cost": fmt.usd(s.cost_usd),
+            "failed LLM calls": failed_calls_text(s.failed_llm_calls), "started": fmt.stamp(s.started_ts),
+            "forked from": f"{s.parent_run} @ {s.fork_iteration}" if s.parent_run else "", "source": r.source})
+    if rows:
+        console.print(runs_table(f"runs in {args.root}", rows))
+    else:
         console.print(f"no runs under {args.root}")
     for r in listings:
         if r.resume:

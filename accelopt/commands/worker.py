@@ -28,7 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--roles", default="profiler",
                    help="comma-separated roles to run here: profiler, planner, executor, fixer, summarizer")
     p.add_argument("--config", help="YAML config (LLM settings for agent roles)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="a config key of this host's agents (repeatable), e.g. --set profiling.timeout_s=900: profiling.*, "
+                        "workers.*, devices.<kind>.* (docs/cluster.md)")
     p.add_argument("--ack-wait", type=float, help="seconds before unacked work is redelivered")
     p.add_argument("--heartbeat", type=float, help="seconds between lease heartbeats")
     p.add_argument("--name", help="worker name recorded in KernelProfiled (default host-pid)")

@@ -71,8 +71,11 @@ def _probe() -> bool:
     return all(importlib.util.find_spec(m) is not None for m in ("triton", "torch"))
 
 
+# what TritonAgent.languages says (read here without importing the agent module, i.e. torch)
+LANGUAGES = ("triton", "python")
+
 for _kind in GPU_KINDS:
-    register_agent(_kind, _factory(_kind), probe=_probe)
+    register_agent(_kind, _factory(_kind), probe=_probe, languages=LANGUAGES)
 
 __all__ = ["AGENTS", "GPU_KINDS", "B200Agent", "H100Agent", "H200Agent", "TritonAgent", "device_spec",
            "get_agent_for_host", "kind_for_gpu_name", "plan_triton_cases", "spec_for_dtypes"]

@@ -100,9 +100,12 @@ class Hub:
         return self.connected and self.caught_up
 
     def get(self, run_id: str) -> Tracked | None:
+        """The run from the stream while the dashboard follows one that has caught up, else
+        from its exported log (a run's embedded server stops after the export); from the
+        stream as last read where there is no log."""
         s = self.stream.get(run_id)
         f = self.files.get(run_id)
-        if s is not None and (self.caught_up or f is None):
+        if s is not None and (f is None or (self.caught_up and self.connected)):
             return s
         return f or s
 
@@ -173,10 +176,10 @@ class Hub:
             sig = (st.st_mtime_ns, st.st_size)
             if self._file_sigs.get(path) == sig:
                 continue
-            self._file_sigs[path] = sig
             run_id = path.parent.name
-            if run_id in self.stream and self.caught_up:
-                continue  # the stream has it, and more recent
+            if run_id in self.stream and self.caught_up and self.connected:
+                continue  # the stream has it, and more recent (read once the stream is gone)
+            self._file_sigs[path] = sig
             try:
                 view = await loop.run_in_executor(None, fold_file, path)
             except (LogFileError, ValueError, OSError) as e:

@@ -15,19 +15,23 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 import msgspec
 
-from replay.fold import KernelView, ProblemView, RunView
-from replay.lineage import best_path, plan_title
-from replay.render import fmt
+from accelopt import catalog as ev
+from replay.fold import KernelView, ProblemResult, ProblemView, RunView
+from replay.lineage import best_path
+from replay.render import fmt, markdown
 from replay.render.htmlkit import diff_stats, source_diff
 from replay.render.kernels import STATUSES
+from replay.render.markdown import title as plan_title
+from replay.render.profile import profile_facts
 from replay.render.report import _pct100, _x, run_labels
 from replay.render.svg import Series, line_chart
 from replay.runs import RunListing
-from replay.summary import RunSummary, config_differences, summarize
+from replay.summary import RunSummary, config_differences, geomean, summarize
 
 T = TypeVar("T")
 RECENT_KERNELS = 40
@@ -51,8 +55,11 @@ class RunRow(msgspec.Struct, kw_only=True):
     events: int
     pct_peak: float | None  # geomean over problems of the best kernel's fraction of peak
     pct_peak_text: str
-    speedup: float | None  # geomean over problems
+    speedup: float | None  # geomean over problems: re-measured where made, else recorded
     speedup_text: str
+    speedup_label: str  # what `speedup` was computed from (fmt.speedup_source)
+    recorded_speedup_text: str  # the recorded geomean, for where it is shown beside the re-measured one
+    speedup_disagrees: bool  # a problem's recorded speedup is outside its re-measure's noise
     cost_usd: float
     cost_text: str
     budget_usd: float | None
@@ -71,14 +78,21 @@ class RunRow(msgspec.Struct, kw_only=True):
 
 
 class ProblemRow(msgspec.Struct, kw_only=True):
+    """One problem: the recorded figures of its baseline and best kernel so far (the best
+    measured kernel, also while its iteration is open), and the end-of-problem re-measure."""
+
     problem: str
     device: str
     baseline_ms: float | None
     best_ms: float | None
     baseline_text: str
     best_text: str
-    speedup: float | None
+    speedup: float | None  # recorded: baseline / best, from their search profiles
     speedup_text: str
+    remeasured_speedup: float | None  # baseline and best re-measured in interleaved rounds (None: not made)
+    remeasured_text: str  # "6.04x (26.1 / 4.32 ms)": the speedup and the medians it is the ratio of
+    remeasured_title: str  # its noise band, and whether the recorded speedup stands within it
+    best_open: bool  # the best is from an iteration whose beam is not selected yet
     baseline_pct_peak: float | None
     best_pct_peak: float | None
     baseline_pct_text: str
@@ -228,6 +242,8 @@ class KernelModel(msgspec.Struct, kw_only=True):
     pct_text: str
     language: str
     plan: str
+    plan_html: str  # the plan's markdown rendered (raw HTML in it escaped)
+    profile: list[tuple[str, str]]  # the profile's facts (replay/render/profile.py), "" when not profiled yet
     log: str
     previous_id: str | None
     diff_html: str  # unified diff against `previous_id` (escaped, one span per line), or ""
@@ -239,7 +255,8 @@ class KernelModel(msgspec.Struct, kw_only=True):
 class CompareProblem(msgspec.Struct, kw_only=True):
     problem: str
     best_pct_text: list[str]  # per run
-    speedup_text: list[str]
+    speedup_text: list[str]  # recorded
+    remeasured_text: list[str]  # re-measured ("-" where not made)
     best_pct_peak: list[float | None]
     speedup: list[float | None]
     pct_ratio_text: list[str]  # per run after the first: run / first
@@ -290,17 +307,92 @@ def budget_of(view: RunView) -> float | None:
     return view.settings.llm.budget_usd if view.started is not None else None
 
 
+@dataclass
+class ProblemFigures:
+    """One problem's figures as every page of the dashboard shows them: the fold's result,
+    with the best measured kernel so far as its best (`open`: found in an iteration whose
+    beam is not selected yet) and the re-measure of that best, if made."""
+
+    result: ProblemResult
+    best: KernelView | None
+    open: bool
+    remeasured: ev.ProblemRemeasured | None
+
+    @property
+    def baseline_ms(self) -> float | None:
+        return self.result.baseline_ms
+
+    @property
+    def best_ms(self) -> float | None:
+        return self.best.latency_ms if self.best is not None else None
+
+    @property
+    def speedup(self) -> float | None:
+        """Recorded: the baseline's latency over the best's, from their search profiles."""
+        b, k = self.baseline_ms, self.best_ms
+        return b / k if b and k else None
+
+    @property
+    def best_pct_peak(self) -> float | None:
+        return self.best.pct_peak if self.best is not None else None
+
+    @property
+    def reported_speedup(self) -> float | None:
+        rm = self.remeasured
+        return rm.speedup if rm is not None and rm.speedup is not None else self.speedup
+
+
+def best_so_far(view: RunView, p: ProblemView) -> tuple[KernelView | None, bool]:
+    """The problem's best kernel: the selected one, or a faster one measured since, in an
+    iteration whose beam is not selected yet (then `True`)."""
+    best = view.kernels.get(p.best_id or "")
+    selected_through = max(p.beams) if p.beams else -1
+    fastest = best if best is not None and best.latency_ms is not None else None
+    for kid in reversed(p.kernel_ids):  # proposal order: the open iteration's kernels come last
+        k = view.kernels.get(kid)
+        if k is None:
+            continue
+        if k.iteration < selected_through:
+            break
+        if k.iteration == selected_through or k.latency_ms is None:
+            continue
+        if fastest is None or fastest.latency_ms is None or k.latency_ms < fastest.latency_ms:
+            fastest = k
+    if fastest is None or fastest is best or fastest.kernel_id == p.baseline_id:
+        return best, False
+    return fastest, True
+
+
+def problem_figures(view: RunView) -> list[ProblemFigures]:
+    out = []
+    for r in view.results():
+        p = view.problems[r.problem]
+        best, is_open = best_so_far(view, p)
+        rm = p.remeasured if p.remeasured is not None and best is not None and not is_open \
+            and p.remeasured.best.kernel_id == best.kernel_id else None
+        out.append(ProblemFigures(r, best, is_open, rm))
+    return out
+
+
 def run_row(view: RunView, source: str, *, streaming: bool, now: float | None = None,
-            summary: RunSummary | None = None) -> RunRow:
+            summary: RunSummary | None = None, figures: list[ProblemFigures] | None = None) -> RunRow:
     now = now if now is not None else time.time()
     s = summary or summarize(view)
+    figures = figures if figures is not None else problem_figures(view)
     status = RunListing(s, source).status(now)  # the same rules as `accelopt runs`
     budget = budget_of(view)
+    pct_peak = geomean(f.best_pct_peak for f in figures)
+    speedup, recorded = geomean(f.reported_speedup for f in figures), geomean(f.speedup for f in figures)
+    remeasured = sum(f.remeasured is not None and f.remeasured.speedup is not None for f in figures)
     return RunRow(
         run_id=s.run_id, status=status, live=streaming and source == "stream" and status == "running",
-        source=source, problems=s.problems, iterations=s.iterations, iterations_done=s.iterations_done,
-        kernels=s.kernels, events=s.events, pct_peak=s.pct_peak_geomean, pct_peak_text=fmt.pct(s.pct_peak_geomean),
-        speedup=s.speedup_geomean, speedup_text=fmt.speedup(s.speedup_geomean), cost_usd=s.cost_usd,
+        source=source if source != "stream" or streaming else "stream (stopped)", problems=s.problems,
+        iterations=s.iterations, iterations_done=s.iterations_done,
+        kernels=s.kernels, events=s.events, pct_peak=pct_peak, pct_peak_text=fmt.pct(pct_peak),
+        speedup=speedup, speedup_text=fmt.speedup(speedup),
+        speedup_label=fmt.speedup_source(remeasured, len(figures)), recorded_speedup_text=fmt.speedup(recorded),
+        speedup_disagrees=any(f.remeasured is not None and not f.remeasured.agrees for f in figures),
+        cost_usd=s.cost_usd,
         cost_text=fmt.usd(s.cost_usd), budget_usd=budget, budget_text=fmt.usd(budget) if budget is not None else "none",
         spend_fraction=(s.cost_usd / budget) if budget else None, llm_calls=s.llm_calls, tokens_text=fmt.tokens(s.tokens),
         started=fmt.stamp(s.started_ts), duration=fmt.duration(s.duration_s), last_event=fmt.ago(s.last_ts, now),
@@ -310,14 +402,35 @@ def run_row(view: RunView, source: str, *, streaming: bool, now: float | None = 
 
 # --- one run ----------------------------------------------------------------------------------
 
-def _problem_rows(view: RunView) -> list[ProblemRow]:
-    return [ProblemRow(
-        problem=r.problem, device=r.device, baseline_ms=r.baseline_ms, best_ms=r.best_ms,
-        baseline_text=fmt.ms(r.baseline_ms), best_text=fmt.ms(r.best_ms), speedup=r.speedup,
-        speedup_text=fmt.speedup(r.speedup), baseline_pct_peak=r.baseline_pct_peak, best_pct_peak=r.best_pct_peak,
-        baseline_pct_text=fmt.pct(r.baseline_pct_peak), best_pct_text=fmt.pct(r.best_pct_peak), kernels=r.kernels,
-        iterations=r.iterations, cost_text=fmt.usd(r.cost_usd), best_kernel_id=r.best_kernel_id, note=r.note,
-    ) for r in view.results()]
+def _remeasured_text(rm: ev.ProblemRemeasured | None) -> tuple[str, str]:
+    """The re-measured speedup with the medians it is the ratio of, and its noise band (or
+    why it failed)."""
+    if rm is None:
+        return "-", ""
+    if rm.speedup is None:
+        return fmt.remeasured(rm), (rm.best if rm.best.status != "passed" else rm.baseline).log_head
+    band = f"{rm.rounds} interleaved rounds; noise \u00b1{100 * rm.noise:.0f}%"
+    return fmt.remeasured(rm), band + ("" if rm.agrees else "; the recorded speedup is outside it")
+
+
+def _problem_rows(view: RunView, figures: list[ProblemFigures]) -> list[ProblemRow]:
+    rows = []
+    for f in figures:
+        r, best = f.result, f.best
+        remeasured_text, remeasured_title = _remeasured_text(f.remeasured)
+        note = (f"best so far: iteration {best.iteration} is still open" if f.open and best is not None
+                else r.note)
+        rows.append(ProblemRow(
+            problem=r.problem, device=r.device, baseline_ms=r.baseline_ms, best_ms=f.best_ms,
+            baseline_text=fmt.ms(r.baseline_ms), best_text=fmt.ms(f.best_ms), speedup=f.speedup,
+            speedup_text=fmt.speedup(f.speedup),
+            remeasured_speedup=f.remeasured.speedup if f.remeasured is not None else None,
+            remeasured_text=remeasured_text, remeasured_title=remeasured_title, best_open=f.open,
+            baseline_pct_peak=r.baseline_pct_peak, best_pct_peak=f.best_pct_peak,
+            baseline_pct_text=fmt.pct(r.baseline_pct_peak), best_pct_text=fmt.pct(f.best_pct_peak),
+            kernels=r.kernels, iterations=r.iterations, cost_text=fmt.usd(r.cost_usd),
+            best_kernel_id=best.kernel_id if best is not None else None, note=note))
+    return rows
 
 
 def _charts(views: Sequence[RunView], labels: Sequence[str], problem: str) -> tuple[str, str]:
@@ -537,8 +650,10 @@ def run_model(view: RunView, source: str, *, streaming: bool, now: float | None 
     label = view.run_id or "run"
     charts = [memo.part(("charts", name), len(p.iterations), functools.partial(_chart_pair, view, label, name))
               for name, p in sorted(view.problems.items())]
+    figures = problem_figures(view)
     return RunModel(
-        run=run_row(view, source, streaming=streaming, now=now), problems=_problem_rows(view), charts=charts,
+        run=run_row(view, source, streaming=streaming, now=now, figures=figures),
+        problems=_problem_rows(view, figures), charts=charts,
         beams=_beams(view), kernels=_kernels(view, memo), lineage=_lineage(view, memo), llm=_llm(view),
         cost_svg=memo.part(("cost",), len(view.cost_series), lambda: _cost_chart(view)), memory_enabled=view.settings.memory.enabled,
         retrievals=_retrievals(view, memo), insights=_insights(view), insights_total=len(view.memory_entries),
@@ -558,10 +673,12 @@ def kernel_model(view: RunView, kernel_id: str) -> KernelModel | None:
         diff = source_diff(prev.source, k.source, name_before=prev.kernel_id[:12], name_after=k.kernel_id[:12])
         added, removed = diff_stats(prev.source, k.source)
     log = k.profile.log if k.profile is not None else ""
+    plan = view.plan_text(k.kernel_id) or ""
     return KernelModel(
         kernel_id=k.kernel_id, problem=k.problem, iteration=k.iteration, kind=_kind(k), status=k.status,
         latency_text=fmt.ms(k.latency_ms), pct_text=fmt.pct(k.pct_peak), language=k.language,
-        plan=view.plan_text(k.kernel_id) or "", log=log[-4000:], previous_id=prev.kernel_id if prev else None,
+        plan=plan, plan_html=markdown.to_html(plan), profile=profile_facts(k.profile) if k.profile else [],
+        log=log[-4000:], previous_id=prev.kernel_id if prev else None,
         diff_html=diff, added=added, removed=removed, source=k.source)
 
 
@@ -577,7 +694,8 @@ def compare_model(views: Sequence[RunView], sources: Sequence[str], *, streaming
     reference of the ratios)."""
     now = now if now is not None else time.time()
     labels = run_labels(views)
-    by_run = [{r.problem: r for r in v.results()} for v in views]
+    figures = [problem_figures(v) for v in views]
+    by_run = [{f.result.problem: f for f in fs} for fs in figures]
     problems = []
     for name in sorted(set().union(*(v.problems for v in views))):
         rs = [res.get(name) for res in by_run]
@@ -586,9 +704,11 @@ def compare_model(views: Sequence[RunView], sources: Sequence[str], *, streaming
         pct_svg, sp_svg = _charts([v for v in views], labels, name)
         problems.append(CompareProblem(
             problem=name, best_pct_text=[fmt.pct(x) for x in pct], speedup_text=[fmt.speedup(x) for x in sp],
+            remeasured_text=[_remeasured_text(r.remeasured)[0] if r else "-" for r in rs],
             best_pct_peak=pct, speedup=sp, pct_ratio_text=[_ratio(x, pct[0]) for x in pct[1:]],
             speedup_ratio_text=[_ratio(x, sp[0]) for x in sp[1:]], pct_svg=pct_svg, speedup_svg=sp_svg))
-    rows = [run_row(v, src, streaming=streaming, now=now) for v, src in zip(views, sources, strict=True)]
+    rows = [run_row(v, src, streaming=streaming, now=now, figures=fs)
+            for v, src, fs in zip(views, sources, figures, strict=True)]
     return CompareModel(
         labels=labels, runs=rows,
         config_differences=[(k, ["-" if x is None else str(x) for x in vals]) for k, vals in config_differences(views)],

@@ -4,8 +4,9 @@ progress table of `accelopt run`)."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
-__all__ = ["ago", "duration", "ms", "pct", "speedup", "stamp", "tokens", "usd"]
+__all__ = ["ago", "duration", "ms", "pct", "remeasured", "speedup", "speedup_source", "stamp", "tokens", "usd"]
 
 
 def pct(x: float | None) -> str:
@@ -63,3 +64,32 @@ def ago(ts: float | None, now: float | None = None) -> str:
     if not ts:
         return "-"
     return duration((now if now is not None else time.time()) - ts) + " ago"
+
+
+# what a speedup figure was computed from, as every page labels it
+RECORDED = "recorded"
+REMEASURED = "re-measured"
+RECORDED_NOTE = "recorded: the baseline's and the best kernel's profiles during the search"
+REMEASURED_NOTE = ("re-measured: baseline and best timed again in interleaved rounds on fresh seeds at the end of "
+                   "the problem")
+
+
+def remeasured(rm: Any) -> str:
+    """An end-of-problem re-measure (`ProblemRemeasured`, or None) as `9.27x (15.54 / 1.603 ms)`:
+    the speedup with the baseline's and the best's medians it is the ratio of."""
+    if rm is None:
+        return "-"
+    if rm.speedup is None:
+        failed = rm.best if rm.best.status != "passed" else rm.baseline
+        return f"- ({failed.status})"
+    return f"{speedup(rm.speedup)} ({ms(rm.baseline.median_ms).removesuffix(' ms')} / {ms(rm.best.median_ms)})"
+
+
+def speedup_source(remeasured: int, problems: int) -> str:
+    """The label of a geomean speedup over `problems`, `remeasured` of which were re-measured
+    (the others count with their recorded speedup)."""
+    if problems and remeasured >= problems:
+        return REMEASURED
+    if not remeasured:
+        return RECORDED
+    return f"{REMEASURED} for {remeasured} of {problems} problems, {RECORDED} for the rest"

@@ -15,8 +15,9 @@ def esc(x: object) -> str:
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Cell]], *, cls: str = "", attrs: str = "",
           numeric_from: int = 1) -> str:
-    """A table; columns from `numeric_from` on are right-aligned."""
-    out = [f'<table class="{esc(cls)}"{" " + attrs if attrs else ""}><thead><tr>']
+    """A table; columns from `numeric_from` on are right-aligned. In a box that scrolls
+    sideways where a table is wider than the page (many runs side by side), never the page."""
+    out = [f'<div class="table-wrap"><table class="{esc(cls)}"{" " + attrs if attrs else ""}><thead><tr>']
     out += [f'<th{" class=num" if i >= numeric_from else ""}>{esc(h)}</th>' for i, h in enumerate(headers)]
     out.append("</tr></thead><tbody>")
     for row in rows:
@@ -26,7 +27,7 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Cell]], *, cls: str = 
             classes = " ".join(c for c in ("num" if i >= numeric_from else "", extra) if c)
             out.append(f'<td{f" class={chr(34)}{classes}{chr(34)}" if classes else ""}>{esc(text)}</td>')
         out.append("</tr>")
-    out.append("</tbody></table>")
+    out.append("</tbody></table></div>")
     return "".join(out)
 
 
@@ -79,8 +80,8 @@ h1 { font-size: 24px; margin: 0 0 4px; } h2 { font-size: 19px; margin: 36px 0 10
 nav a { margin-right: 14px; color: var(--accent); text-decoration: none; }
 table { border-collapse: collapse; margin: 8px 0 16px; font-size: 13px; }
 th, td { border-bottom: 1px solid var(--line); padding: 4px 10px; text-align: left; vertical-align: top; }
-th { background: var(--soft); font-weight: 600; white-space: nowrap; }
-td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+th { background: var(--soft); font-weight: 600; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; } td.num { white-space: nowrap; }
 td.good { color: var(--good); font-weight: 600; } td.bad { color: var(--bad); font-weight: 600; }
 tr.total td { font-weight: 600; border-top: 2px solid var(--line); }
 code, pre, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 12px; }
@@ -97,15 +98,22 @@ ol.lineage > li.fix::before { background: #ff7f0e; } ol.lineage > li.failed::bef
 .step-head { font-weight: 600; } .kind { display: inline-block; padding: 0 6px; border-radius: 8px; font-size: 11px;
    background: var(--soft); border: 1px solid var(--line); margin-right: 6px; }
 .plan { white-space: pre-wrap; background: var(--soft); border-left: 3px solid var(--accent); padding: 4px 8px;
-   margin: 4px 0; }
-pre.diff { background: #fbfbfd; border: 1px solid var(--line); padding: 6px 8px; overflow-x: auto; max-height: 520px; }
+   margin: 4px 0; overflow-wrap: anywhere; }
+.md { white-space: normal; } .md p { margin: 2px 0; } .md ul, .md ol { margin: 2px 0; padding-left: 20px; }
+.md pre { white-space: pre-wrap; overflow-wrap: anywhere; background: #fbfbfd; padding: 4px 6px; }
+.md code { background: rgba(0,0,0,.05); padding: 0 3px; border-radius: 3px; }
+.table-wrap { max-width: 100%; overflow-x: auto; }
+.src { font-size: 11px; color: var(--muted); font-weight: normal; white-space: nowrap; }
+pre.diff { background: #fbfbfd; border: 1px solid var(--line); padding: 6px 8px; overflow: auto; max-height: 520px;
+   white-space: pre-wrap; overflow-wrap: anywhere; }
 pre.diff .add { background: #e6ffec; color: #116329; display: block; }
 pre.diff .del { background: #ffebe9; color: #82071e; display: block; }
 pre.diff .hunk { color: #6f42c1; display: block; } pre.diff .file { color: var(--muted); display: block; }
 pre.diff .ctx { display: block; }
-pre.source { background: #fbfbfd; border: 1px solid var(--line); padding: 6px 8px; overflow-x: auto; max-height: 520px; }
+pre.source { background: #fbfbfd; border: 1px solid var(--line); padding: 6px 8px; overflow: auto; max-height: 520px;
+   white-space: pre-wrap; overflow-wrap: anywhere; }
 ul.tree, ul.tree ul { list-style: none; padding-left: 18px; margin: 0; border-left: 1px dotted var(--line); }
-ul.tree li { font-size: 12px; white-space: nowrap; }
+ul.tree li { font-size: 12px; overflow-wrap: anywhere; }
 ul.tree li.on-path > span.node { font-weight: 700; color: var(--accent); }
 ul.tree span.st-failed { color: var(--bad); }
 .badge { font-size: 11px; color: var(--muted); }

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections import Counter
 
 from replay.fold import RunView
-from replay.lineage import LineageStep, TreeNode, best_path, plan_title, search_tree
-from replay.render import fmt
+from replay.lineage import LineageStep, TreeNode, best_path, search_tree
+from replay.render import fmt, markdown
 from replay.render.htmlkit import diff_stats, esc, source_diff, table
+from replay.render.markdown import title as plan_title
 
 STATUSES = ("passed", "compile_error", "runtime_error", "incorrect", "timeout", "timing_mismatch", "sandbox_error",
             "no_triton_launch", "unmeasured", "pending")
@@ -43,7 +44,7 @@ def _step(step: LineageStep) -> str:
         if log:
             out.append(f'<details><summary>error log</summary><pre class="source">{esc(log[-1500:])}</pre></details>')
     elif step.plan:
-        out.append(f'<div class="plan">{esc(step.plan)}</div>')
+        out.append(f'<div class="plan md">{markdown.to_html(step.plan)}</div>')
     if prev is not None:
         added, removed = diff_stats(prev.source, k.source)
         out.append(f"<details><summary>diff vs <code>{esc(prev.kernel_id[:12])}</code> (+{added} \u2212{removed} "

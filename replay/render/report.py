@@ -52,19 +52,23 @@ def _ratio_cell(new: float | None, old: float | None) -> tuple[str, str]:
 
 
 def overview(views: Sequence[RunView], labels: list[str]) -> str:
-    rows = []
+    """Two tables (one that wide would not fit a page): the runs' figures, and their settings
+    and LLM use."""
+    rows, settings = [], []
     for v, label in zip(views, labels, strict=True):
         s = summarize(v)
         fork = f"{s.parent_run} @ iteration {s.fork_iteration}" if s.parent_run else "-"
         rows.append([label, s.status, fmt.stamp(s.started_ts), fmt.duration(s.duration_s), s.device,
                      str(s.problems), s.iterations, str(s.kernels), fmt.pct(s.baseline_pct_peak_geomean),
-                     fmt.pct(s.pct_peak_geomean), s.speedup_text, str(s.llm_calls),
-                     fmt.tokens(s.tokens), fmt.usd(s.cost_usd), ", ".join(s.models) or "-", s.search,
-                     str(s.seed) if s.seed is not None else "-", fork])
+                     fmt.pct(s.pct_peak_geomean), s.labelled_speedup_text, fork])
+        settings.append([label, s.search, ", ".join(s.models) or "-", str(s.seed) if s.seed is not None else "-",
+                         str(s.llm_calls), fmt.tokens(s.tokens), fmt.usd(s.cost_usd)])
     head = ["run", "status", "started", "duration", "device", "problems", "iterations", "kernels",
-            "baseline %peak (geomean)", "best %peak (geomean)", "speedup (geomean)", "LLM calls", "tokens",
-            "LLM cost", "models", "search", "seed", "forked from"]
-    return table(head, rows, cls="runs", numeric_from=5) + isolation_notes(views, labels)
+            "baseline %peak (geomean)", "best %peak (geomean)", "speedup (geomean)", "forked from"]
+    return (table(head, rows, cls="runs", numeric_from=5)
+            + table(["run", "search", "models", "seed", "LLM calls", "tokens", "LLM cost"], settings,
+                    cls="run-settings", numeric_from=3)
+            + isolation_notes(views, labels))
 
 
 def isolation_notes(views: Sequence[RunView], labels: list[str]) -> str:
@@ -113,9 +117,11 @@ def results_tables(views: Sequence[RunView], labels: list[str]) -> str:
                          str(sum(r.kernels for r in results)), "", fmt.usd(v.cost_usd), "", "",
                          fmt.speedup(geomean(r.reported_speedup for r in results))])
         out.append(f"<h3>{esc(label)}</h3>")
-        out.append(table(["problem", "device", "baseline", "best", "speedup", "base %peak", "best %peak", "kernels",
-                          "iterations", "LLM cost", "best kernel", "note", "re-measured speedup"], rows, cls="results",
+        out.append(table(["problem", "device", "recorded baseline", "recorded best", "recorded speedup",
+                          "base %peak", "best %peak", "kernels", "iterations", "LLM cost", "best kernel", "note",
+                          "re-measured speedup"], rows, cls="results",
                          attrs=f'data-run="{esc(v.run_id or "")}"', numeric_from=2))
+    out.append(f'<p class="note">{esc(fmt.RECORDED_NOTE)}; {esc(fmt.REMEASURED_NOTE)}</p>')
     return "".join(out)
 
 
@@ -131,9 +137,9 @@ def comparison(views: Sequence[RunView], labels: list[str]) -> str:
     problems = sorted(set().union(*(v.problems for v in views)))
     head = ["problem"]
     for label in labels:
-        head += [f"{label} best %peak", f"{label} speedup"]
+        head += [f"{label} best %peak", f"{label} recorded speedup"]
     for label in labels[1:]:
-        head += [f"%peak {label} / {labels[0]}", f"speedup {label} / {labels[0]}"]
+        head += [f"%peak {label} / {labels[0]}", f"recorded speedup {label} / {labels[0]}"]
     by_run = [{r.problem: r for r in v.results()} for v in views]
     rows = []
     for name in problems:

@@ -122,7 +122,7 @@ def _axes(f: _Frame, xticks: Sequence[float], yticks: Sequence[float], x_fmt: Fm
     out.append(f'<line class="axis" x1="{f.left}" x2="{f.left + f.pw:.1f}" y1="{f.top + f.ph:.1f}" '
                f'y2="{f.top + f.ph:.1f}"/>')
     if x_label:
-        out.append(f'<text class="axis-label" x="{f.left + f.pw / 2:.0f}" y="{f.height - 8}" '
+        out.append(f'<text class="axis-label" x="{f.left + f.pw / 2:.0f}" y="{f.top + f.ph + 36:.0f}" '
                    f'text-anchor="middle">{escape(x_label)}</text>')
     if y_label:
         cy = f.top + f.ph / 2
@@ -130,19 +130,28 @@ def _axes(f: _Frame, xticks: Sequence[float], yticks: Sequence[float], x_fmt: Fm
                    f'transform="rotate(-90 14 {cy:.0f})">{escape(y_label)}</text>')
 
 
+LEGEND_ROW = 15  # px per legend entry
+
+
+def _legend_height(n_series: int) -> int:
+    """The room a legend of `n_series` takes below the plot (none for a single series)."""
+    return LEGEND_ROW * n_series + 6 if n_series > 1 else 0
+
+
 def _legend(f: _Frame, names: Sequence[tuple[str, str, bool]]) -> None:
+    """One row per series under the axis label, outside the plot: it never covers data."""
     if len(names) < 2:
         return
     x = f.left + 8
-    y = f.top + 10
+    y = f.height - _legend_height(len(names)) + 8
     longest = max(len(n) for n, _, _ in names)
     f.parts.append(f'<rect class="legend-box" x="{x - 4}" y="{y - 8}" width="{min(26 + 6.2 * longest, f.pw - 8):.0f}" '
-                   f'height="{15 * len(names) + 2}" fill="#ffffff" fill-opacity="0.8" rx="3"/>')
+                   f'height="{LEGEND_ROW * len(names) + 2}" fill="#ffffff" fill-opacity="0.8" rx="3"/>')
     for name, color, dashed in names:
         dash = ' stroke-dasharray="5 3"' if dashed else ""
         f.parts.append(f'<line x1="{x}" x2="{x + 16}" y1="{y}" y2="{y}" stroke="{color}" stroke-width="2.5"{dash}/>')
         f.parts.append(f'<text class="legend" x="{x + 20}" y="{y + 4}">{escape(name)}</text>')
-        y += 15
+        y += LEGEND_ROW
 
 
 def line_chart(series: Sequence[Series], *, title: str, name: str = "", x_label: str = "", y_label: str = "",
@@ -151,7 +160,9 @@ def line_chart(series: Sequence[Series], *, title: str, name: str = "", x_label:
     """A line chart of `series`; points get tooltips "<series>: <x> -> <y>"."""
     xs = [x for s in series for x, y in s.points if y is not None]
     ys = [y for s in series for _, y in s.points if y is not None]
-    f = _Frame(width, height)
+    extra = _legend_height(len(series))
+    height += extra
+    f = _Frame(width, height, bottom=_Frame.bottom + extra)
     parts = _open("line-chart", name or title, title, width, height)
     if not ys:
         parts.append(f'<text class="empty" x="{width / 2:.0f}" y="{height / 2:.0f}" text-anchor="middle">'
@@ -204,7 +215,9 @@ def bar_chart(categories: Sequence[str], series: Sequence[BarSeries], *, title: 
               y_label: str = "", y_fmt: Fmt = _g, stacked: bool = False, width: int = 460,
               height: int = 260) -> str:
     """Bars per category: one per series side by side, or stacked."""
-    f = _Frame(width, height)
+    extra = _legend_height(len(series))
+    height += extra
+    f = _Frame(width, height, bottom=_Frame.bottom + extra)
     parts = _open("bar-chart", name or title, title, width, height)
     f.parts = parts
     if not categories or not series:

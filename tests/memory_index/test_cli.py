@@ -78,3 +78,35 @@ def test_cli_round_trip(capsys, tmp_path, memory, memory_uri, corpus, make_entry
     rc, out = _cli(capsys, "index", *u)
     assert rc == 0 and json.loads(out)["vector_index"] is False  # too small for an ANN index
     assert MemoryIndex.open(memory_uri).count() == len(corpus)
+
+
+def test_without_uri_the_memory_written_last_under_the_root(capsys, tmp_path, embedder, corpus, monkeypatch):
+    """After `make demo` (a fresh `runs/demo-memory-<time>`), `accelopt memory search` with no
+    flag searches the demo's memory; after a later run writes `runs/memory`, that one; reading
+    a root with no memory says so and creates nothing."""
+    import os
+
+    monkeypatch.delenv("ACCELOPT_MEMORY", raising=False)
+    root = tmp_path / "runs"
+    assert _cli(capsys, "search", "prefix sum", "--root", str(root))[0] == 1
+    assert _cli(capsys, "stats", "--root", str(root))[0] == 0
+    assert not root.exists(), "reading created the memory"
+    demo = root / "demo-memory-20261126-035946"
+    MemoryIndex.open(str(demo), embedder=embedder).upsert(corpus[:3])
+    capsys.readouterr()
+    rc = main(["memory", "search", "prefix sum", "--root", str(root), "--json"])
+    out = capsys.readouterr()
+    assert rc == 0 and {h["entry_id"] for h in json.loads(out.out)} <= {e.id for e in corpus[:3]}
+    assert f"memory {demo}: the one under {root}/ written last" in out.err
+    shared = root / "memory"
+    MemoryIndex.open(str(shared), embedder=embedder).upsert(corpus[3:])
+    later = (demo / "memory.lance" / "_versions").stat().st_mtime + 5
+    os.utime(shared / "memory.lance" / "_versions", (later, later))
+    rc, out = _cli(capsys, "list", "--root", str(root), "--json")
+    assert rc == 0 and {json.loads(line)["id"] for line in out.splitlines()} == {e.id for e in corpus[3:]}
+    # --uri, then $ACCELOPT_MEMORY, come first
+    rc, out = _cli(capsys, "list", "--root", str(root), "--uri", str(demo), "--json")
+    assert {json.loads(line)["id"] for line in out.splitlines()} == {e.id for e in corpus[:3]}
+    monkeypatch.setenv("ACCELOPT_MEMORY", str(demo))
+    rc, out = _cli(capsys, "list", "--root", str(root), "--json")
+    assert {json.loads(line)["id"] for line in out.splitlines()} == {e.id for e in corpus[:3]}

@@ -41,9 +41,10 @@ function trusted(html, cls) {
 function table(cls, head, rows, numeric) {
   const nf = numeric === undefined ? 1 : numeric;
   const isNum = (i) => Array.isArray(nf) ? nf.includes(i) : i >= nf;
-  return h("table", {class: cls},
+  // in a box that scrolls sideways where the table is wider than the page, never the page
+  return h("div", {class: "table-wrap"}, h("table", {class: cls},
     h("thead", {}, h("tr", {}, head.map((c, i) => h("th", {class: isNum(i) ? "num" : null}, c)))),
-    h("tbody", {}, rows));
+    h("tbody", {}, rows)));
 }
 
 function cell(text, attrs, i, nf) {
@@ -63,6 +64,14 @@ function spend(row) {
   const bar = frac === null ? null : h("span", {class: "spend" + (frac > 1 ? " over" : "")},
     h("i", {style: `width:${Math.min(100, 100 * frac).toFixed(1)}%`}));
   return [row.cost_text + " / " + row.budget_text, bar];
+}
+
+// a geomean speedup and what it was computed from (re-measured or recorded), with the
+// recorded figure beside a re-measured one that it disagrees with
+function speedupFigure(row, id) {
+  return [h("b", {id: id || null}, row.speedup_text), " ",
+    h("span", {class: "src", "data-label": "speedup"}, row.speedup_label +
+      (row.speedup_disagrees ? ` · recorded ${row.recorded_speedup_text}` : ""))];
 }
 
 function navigate(path) {
@@ -131,8 +140,10 @@ function runsPage() {
     navigate("/compare?runs=" + [...picked].map(encodeURIComponent).join(","))}, "compare selected");
   main.replaceChildren(h("h1", {}, "Runs"), h("p", {class: "sub", id: "runs-sub"}), compareBtn, body);
   follow("/api/runs/stream", (m) => {
-    document.getElementById("runs-sub").textContent =
-      `${m.runs.length} run(s) · root ${m.root}` + (m.stream ? ` · following ${m.stream}` : " · no event stream");
+    const held = m.runs.filter((r) => r.source === "stream (stopped)").length;
+    document.getElementById("runs-sub").textContent = `${m.runs.length} run(s) · root ${m.root} · ` +
+      (m.stream ? `following the event stream ${m.stream}` : "not following an event stream now" +
+        (held ? ` (${held} run(s) as last read from one that stopped)` : ""));
     const head = ["", "run", "status", "problems", "iterations", "best %peak (geomean)", "speedup (geomean)",
                   "spend / budget", "kernels", "events", "started", "last event", "source"];
     const rows = m.runs.map((r) => h("tr", {"data-run": r.run_id},
@@ -145,7 +156,7 @@ function runsPage() {
       cell(r.problems, {"data-col": "problems"}, 3, 3),
       cell(r.iterations, {"data-col": "iterations"}, 4, 3),
       cell(r.pct_peak_text, {"data-col": "pct_peak"}, 5, 3),
-      cell(r.speedup_text, {"data-col": "speedup"}, 6, 3),
+      h("td", {"data-col": "speedup", class: "num"}, speedupFigure(r)),
       cell(spend(r), {"data-col": "spend"}, 7, 3),
       cell(r.kernels, {"data-col": "kernels"}, 8, 3),
       cell(r.events, {"data-col": "events"}, 9, 3),
@@ -166,7 +177,7 @@ function header(r) {
       h("span", {}, "status ", h("b", {id: "run-status"}, r.status)),
       h("span", {}, "iterations ", h("b", {id: "run-iterations"}, r.iterations)),
       h("span", {}, "best %peak ", h("b", {id: "run-pct"}, r.pct_peak_text)),
-      h("span", {}, "speedup ", h("b", {id: "run-speedup"}, r.speedup_text)),
+      h("span", {}, "speedup (geomean) ", speedupFigure(r, "run-speedup")),
       h("span", {}, "spend ", h("b", {id: "run-spend"}, spend(r))),
       h("span", {}, "LLM calls ", h("b", {}, r.llm_calls), " · tokens ", h("b", {}, r.tokens_text)),
       h("span", {}, "kernels ", h("b", {id: "run-kernels"}, r.kernels)),
@@ -182,15 +193,23 @@ function header(r) {
 }
 
 function problemsTable(runId, rows) {
-  return [h("h2", {}, "Problems"), table("results", ["problem", "device", "baseline", "best", "speedup",
-    "base %peak", "best %peak", "kernels", "iterations", "LLM cost", "best kernel", "note"],
+  return [h("h2", {}, "Problems"), table("results", ["problem", "device", "recorded baseline", "recorded best",
+    "recorded speedup", "re-measured speedup (baseline / best)", "base %peak", "best %peak", "kernels", "iterations",
+    "LLM cost", "best kernel", "note"],
   rows.map((p) => h("tr", {"data-problem": p.problem},
     h("td", {}, p.problem), h("td", {}, p.device),
-    cell(p.baseline_text, {"data-col": "baseline"}, 2, 2), cell(p.best_text, {"data-col": "best"}, 3, 2),
-    cell(p.speedup_text, {"data-col": "speedup"}, 4, 2), cell(p.baseline_pct_text, {"data-col": "base_pct"}, 5, 2),
-    cell(p.best_pct_text, {"data-col": "best_pct"}, 6, 2), cell(p.kernels, {"data-col": "kernels"}, 7, 2),
-    cell(p.iterations, {"data-col": "iterations"}, 8, 2), cell(p.cost_text, {}, 9, 2),
-    h("td", {}, p.best_kernel_id ? kernelButton(runId, p.best_kernel_id) : "-"), h("td", {}, p.note))), 2)];
+    cell(p.baseline_text, {"data-col": "baseline"}, 2, 2),
+    cell(p.best_text, {"data-col": "best", class: p.best_open ? "open" : null}, 3, 2),
+    cell(p.speedup_text, {"data-col": "speedup"}, 4, 2),
+    cell(p.remeasured_text, {"data-col": "remeasured", title: p.remeasured_title || null}, 5, 2),
+    cell(p.baseline_pct_text, {"data-col": "base_pct"}, 6, 2),
+    cell(p.best_pct_text, {"data-col": "best_pct"}, 7, 2), cell(p.kernels, {"data-col": "kernels"}, 8, 2),
+    cell(p.iterations, {"data-col": "iterations"}, 9, 2), cell(p.cost_text, {}, 10, 2),
+    h("td", {}, p.best_kernel_id ? kernelButton(runId, p.best_kernel_id) : "-"),
+    h("td", {"data-col": "note"}, p.note))), [2, 3, 4, 5, 6, 7, 8, 9, 10]),
+  h("p", {class: "note"}, "recorded: the profiles of the search (the best kernel measured so far, also while its " +
+    "iteration is open); re-measured: baseline and best timed again in interleaved rounds on fresh seeds at the end " +
+    "of the problem, the speedup being the ratio of their medians")];
 }
 
 function charts(list) {
@@ -339,11 +358,14 @@ async function openKernel(runId, kernelId) {
       h("span", {}, k.kind), h("span", {class: statusClass(k.status)}, k.status),
       k.status === "passed" ? h("span", {}, `${k.latency_text} · ${k.pct_text} of peak`) : null,
       h("span", {}, k.language)),
-    k.plan ? [h("h3", {}, "Plan"), h("div", {class: "plan"}, k.plan)] : null,
+    k.plan ? [h("h3", {}, "Plan"), trusted(k.plan_html, "plan md")] : null,
     k.previous_id ? [h("h3", {}, "Diff vs ", h("code", {}, k.previous_id.slice(0, 12)),
       ` (+${k.added} −${k.removed} lines)`), trusted(k.diff_html, "kernel-diff")] : null,
-    k.log ? h("details", {open: k.status !== "passed"}, h("summary", {}, "profile log"),
-      h("pre", {class: "source"}, k.log)) : null,
+    k.profile.length ? h("details", {class: "profile", open: true}, h("summary", {}, "profile"),
+      h("table", {class: "profile-facts"}, h("tbody", {}, k.profile.map(([f, v]) => h("tr", {}, h("th", {}, f),
+        h("td", {}, v))))),
+      k.log ? [h("div", {class: "note"}, "profile log"), h("pre", {class: "source log"}, k.log)] : null)
+      : h("p", {class: "note"}, "not profiled yet"),
     h("details", {open: !k.previous_id}, h("summary", {}, "source"), h("pre", {class: "source"}, k.source))));
 }
 
@@ -364,19 +386,24 @@ function comparePage(ids) {
       "iterations", "best %peak (geomean)", "speedup (geomean)", "spend / budget", "LLM calls", "tokens", "search"],
     rows.map((r, i) => h("tr", {"data-run": r.run_id}, h("td", {}, link("/run/" + r.run_id, m.labels[i])),
       h("td", {}, r.status, liveBadge(r)), cell(r.problems, {}, 2, 2), cell(r.iterations, {}, 3, 2),
-      cell(r.pct_peak_text, {"data-col": "pct_peak"}, 4, 2), cell(r.speedup_text, {"data-col": "speedup"}, 5, 2),
+      cell(r.pct_peak_text, {"data-col": "pct_peak"}, 4, 2),
+      h("td", {"data-col": "speedup", class: "num"}, speedupFigure(r)),
       cell(spend(r), {}, 6, 2), cell(r.llm_calls, {}, 7, 2), cell(r.tokens_text, {}, 8, 2), h("td", {}, r.search))), 2)]);
     update("config", m.config_differences, (d) => [h("h2", {}, "Settings that differ"), d.length
       ? table("config-diff", ["config key", ...m.labels], d.map(([k, vals]) => h("tr", {}, h("td", {}, k),
         vals.map((v) => h("td", {}, v)))), 99) : h("p", {class: "note"}, "same configuration")]);
     const head = ["problem"];
-    m.labels.forEach((l) => head.push(`${l} best %peak`, `${l} speedup`));
-    m.labels.slice(1).forEach((l) => head.push(`%peak ${l} / ${m.labels[0]}`, `speedup ${l} / ${m.labels[0]}`));
-    update("final", [m.problems.map((p) => [p.problem, p.best_pct_text, p.speedup_text, p.pct_ratio_text,
-      p.speedup_ratio_text])], () => [h("h2", {}, "Final figures"), table("comparison", head, m.problems.map((p) =>
-      h("tr", {"data-problem": p.problem}, h("td", {}, p.problem),
-        p.best_pct_text.map((t, i) => [cell(t, {}, 1), cell(p.speedup_text[i], {}, 1)]),
-        p.pct_ratio_text.map((t, i) => [cell(t, {}, 1), cell(p.speedup_ratio_text[i], {}, 1)]))))]);
+    m.labels.forEach((l) => head.push(`${l} best %peak`, `${l} recorded speedup`, `${l} re-measured speedup`));
+    m.labels.slice(1).forEach((l) => head.push(`%peak ${l} / ${m.labels[0]}`,
+      `recorded speedup ${l} / ${m.labels[0]}`));
+    update("final", [m.problems.map((p) => [p.problem, p.best_pct_text, p.speedup_text, p.remeasured_text,
+      p.pct_ratio_text, p.speedup_ratio_text])], () => [h("h2", {}, "Final figures"), table("comparison", head,
+      m.problems.map((p) => h("tr", {"data-problem": p.problem}, h("td", {}, p.problem),
+        p.best_pct_text.map((t, i) => [cell(t, {}, 1), cell(p.speedup_text[i], {}, 1),
+          cell(p.remeasured_text[i], {}, 1)]),
+        p.pct_ratio_text.map((t, i) => [cell(t, {}, 1), cell(p.speedup_ratio_text[i], {}, 1)])))),
+      h("p", {class: "note"}, "recorded: the search's profiles of the baseline and the best kernel; re-measured: " +
+        "both timed again in interleaved rounds at the end of the problem (baseline / best medians)")]);
     update("charts", m.problems.map((p) => [p.pct_svg, p.speedup_svg]), () => [h("h2", {}, "Progress per problem"),
       h("div", {class: "cards"}, m.problems.map((p) => h("div", {"data-problem": p.problem}, h("h3", {}, p.problem),
         h("div", {class: "charts"}, trusted(p.pct_svg), trusted(p.speedup_svg)))))]);

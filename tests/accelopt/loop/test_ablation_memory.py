@@ -36,7 +36,8 @@ def recorded(tmp_path_factory):
         # the test is about the ablation, not the noise rule: without the noise margin the
         # summarizer surely gets iteration 1's slow-fast pair even on a loaded machine
         r = cli("run", "--suite", HEADROOM, "--problems", "rownorm", "--preset", "quick", "--memory", str(tmp / "memory"),
-                "--set", "search.iterations=2", "--set", "search.summary_noise_margin=false", root=root)
+                "--set", "search.iterations=2", "--set", "search.summary_noise_margin=false",
+                "--set", "search.remeasure_rounds=0", root=root)  # (nor the end-of-problem re-measure)
         assert r.returncode == 0, r.stdout + r.stderr
         (parent,) = run_dirs(root)
         yield root, parent

@@ -36,8 +36,11 @@ from replay.verify import verify
 def recorded(tmp_path_factory):
     root = tmp_path_factory.mktemp("abl") / "runs"
     root.mkdir()
+    # the ablations inherit the recording's settings: no end-of-problem re-measure in any of
+    # them (timed anew by design, it is what an unchanged ablation would not serve)
     r = cli("run", "--suite", "cpu", "--problems", "matmul", "--preset", "quick",
-            "--set", "search.iterations=3", "--set", "search.plans_per_candidate=3", root=root)
+            "--set", "search.iterations=3", "--set", "search.plans_per_candidate=3",
+            "--set", "search.remeasure_rounds=0", root=root)
     assert r.returncode == 0, r.stdout + r.stderr
     (run_id,) = run_dirs(root)
     yield root, run_id

@@ -16,8 +16,9 @@ from events.logfile import read_events
 def test_killed_planner_and_profiler_lose_and_duplicate_nothing(ray_session, run_config):
     import ray
 
+    # (the memory is not what this test looks at)
     cfg = run_config("problems=[matmul]", "search.iterations=2", "search.plans_per_candidate=3",
-                     "workers.ack_wait_s=4", "workers.heartbeat_s=1")
+                     "workers.ack_wait_s=4", "workers.heartbeat_s=1", "memory.enabled=false")
     killed: list[str] = []
 
     def kill(prefix: str) -> None:

@@ -4,7 +4,6 @@ model, and a fresh memory that the first problem fills and the others plan with.
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 
@@ -14,6 +13,7 @@ from runlog import last_decision
 from accelopt import catalog as c
 from events.logfile import read_events
 from replay.memory_use import memory_use
+from replay.render import fmt
 from replay.verify import verify
 
 
@@ -21,7 +21,7 @@ from replay.verify import verify
 def test_demo_fills_the_memory_then_plans_with_it(tmp_path):
     root = tmp_path / "runs"
     out = subprocess.run([sys.executable, "-m", "accelopt.cli", "demo", "--problems", "add_rmsnorm_matmul,bmm",
-                          "--root", str(root), "--set", "search.iterations=2", "--set", "search.remeasure_rounds=2"],
+                          "--root", str(root), "--set", "search.iterations=1", "--set", "search.remeasure_rounds=2"],
                          capture_output=True, text=True, timeout=1100)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     logs = {}
@@ -44,18 +44,24 @@ def test_demo_fills_the_memory_then_plans_with_it(tmp_path):
     assert received <= learnt | learnt_second
     assert bool(received & learnt) == bool(learnt)  # the planners of the second run got the first's insights
     assert sum(e.type == "KernelProfiled" for e in first) >= 2  # the baseline and candidates
-    # the closing table: per problem its run, speedup, and the insights received and used
+    # the closing table: per problem its run, the re-measured baseline and best and the speedup
+    # that is their ratio, the recorded speedup, and the insights received and used
     rows = {}
     for line in out.stdout.splitlines():
         cells = [x.strip() for x in line.split("│")[1:-1]]
-        if len(cells) == 8 and cells[0] in ("add_rmsnorm_matmul", "bmm"):
+        if len(cells) == 9 and cells[0] in ("add_rmsnorm_matmul", "bmm"):
             rows[cells[0]] = cells
     assert set(rows) == {"add_rmsnorm_matmul", "bmm"}, out.stdout
     assert rows["add_rmsnorm_matmul"][1] == f"1 {first_id}" and rows["bmm"][1] == f"2 {second_id}"
-    assert re.fullmatch(r"\d+\.\d\dx( \(recorded \d+\.\d\dx\))?", rows["bmm"][4])
     for name, events in (("add_rmsnorm_matmul", first), ("bmm", second)):
+        [done] = [e for e in events if isinstance(e, c.ProblemRemeasured)]
+        base, best, speedup, recorded = rows[name][2:6]
+        assert (base, best) == (fmt.ms(done.baseline.median_ms), fmt.ms(done.best.median_ms))
+        assert speedup == fmt.speedup(done.speedup) and recorded == fmt.speedup(done.recorded_speedup)
+        # the row adds up: the speedup is the ratio of the two figures beside it
+        assert float(speedup[:-1]) == pytest.approx(float(base.split()[0]) / float(best.split()[0]), rel=0.01)
         use = memory_use(events)[name]
-        assert rows[name][5:7] == [str(len(use.received)), str(len(use.used))]
+        assert rows[name][6:8] == [str(len(use.received)), str(len(use.used))]
     # the first problem's first plan moves its loop order (i-j-k -> i-k-j, many times faster):
     # an insight the second problem's planners receive and follow
     assert learnt and memory_use(second)["bmm"].used

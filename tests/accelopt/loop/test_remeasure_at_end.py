@@ -3,14 +3,17 @@ noise-aware summary rule, on the simulated world of sim.py (no LLM, no device)."
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from accelopt import catalog as c
-from accelopt.commands._progress import results_table, speedup_text
+from accelopt.commands._progress import results_table
 from accelopt.config import ConfigError, config_from_dict, legacy_config, recorded_config
 from accelopt.policy import Pair, Scored, noise_margin, plan_pair, select_summaries
 from accelopt.profile import LatencyStats, Profile
 from replay.fold import RunView
+from replay.render import fmt
 from replay.summary import summarize
 from replay.verify import verify
 
@@ -73,9 +76,16 @@ def test_each_problem_ends_with_an_interleaved_remeasure_on_fresh_seeds(simulate
         assert log.index(e) > last_it
     assert verify(log).ok
     view = RunView.from_events(log)
+    table = _text(results_table(view, "t"))
     for r in view.results():
         assert r.remeasured_speedup == pytest.approx(done[r.problem].speedup)
-        assert r.reported_speedup == r.remeasured_speedup and speedup_text(r) == f"{r.remeasured_speedup:.2f}x"
+        assert r.reported_speedup == r.remeasured_speedup
+        # the table's row adds up: the search's baseline, best and their ratio; the re-measure
+        # with the two medians it is the ratio of
+        rm = done[r.problem]
+        cells = [fmt.ms(r.baseline_ms), fmt.ms(r.best_ms), fmt.speedup(r.speedup),
+                 f"{fmt.speedup(rm.speedup)} ({fmt.ms(rm.baseline.median_ms)[:-3]} / {fmt.ms(rm.best.median_ms)})"]
+        assert re.search(r"\s+│\s+".join(map(re.escape, cells)), table), table
 
 
 def test_a_speedup_that_noise_made_is_reported_with_the_recorded_one_beside(simulate, sim_world):
@@ -83,18 +93,16 @@ def test_a_speedup_that_noise_made_is_reported_with_the_recorded_one_beside(simu
     _, log, _ = simulate(["memory.enabled=false", "search.remeasure_rounds=2"],
                          world=loaded_baseline_world(sim_world, 0.5))
     view = RunView.from_events(log)
+    table = _text(results_table(view, "t"))
     for r in view.results():
         assert r.remeasured_speedup == pytest.approx(r.speedup / 2)
         assert not r.remeasure_agrees
-        assert speedup_text(r) == f"{r.remeasured_speedup:.2f}x (recorded {r.speedup:.2f}x)"
+        assert re.search(rf"{re.escape(fmt.speedup(r.speedup))}\s+│\s+{re.escape(fmt.speedup(r.remeasured_speedup))} \(",
+                         table)  # recorded, then re-measured
+    assert "disagrees with the recorded speedup beyond the timing noise where marked *" in " ".join(table.split())
     s = summarize(view)
     assert s.speedup_disagrees and s.speedup_geomean == pytest.approx(s.recorded_speedup_geomean / 2)
     assert "(recorded" in s.speedup_text
-    from rich.console import Console
-
-    console = Console(width=200, record=True)
-    console.print(results_table(view.results(), "t"))
-    assert "(recorded" in console.export_text()
     assert verify(log).ok
 
 
@@ -164,3 +172,11 @@ def test_a_recorded_config_with_retired_settings_still_decodes():
     assert cfg.profiling.timeout_s == 42.0 and cfg.search.beam_width == 2 and cfg.search.remeasure_rounds == 0
     with pytest.raises(ConfigError, match=r"profiling\.seeds: unknown key"):
         config_from_dict({"profiling": {"seeds": 3}})
+
+
+def _text(table) -> str:
+    from rich.console import Console
+
+    console = Console(width=250, record=True)
+    console.print(table)
+    return console.export_text()

@@ -68,7 +68,8 @@ def test_killed_worker_kernel_goes_to_the_other(ray_session, nats_server, run_co
     t.start()
     assert watching.wait(30), "the ack watcher did not start"
     cfg = run_config("problems=[matmul]", "search.iterations=2", "search.plans_per_candidate=3",
-                     "devices.cpu.workers=0", "workers.ack_wait_s=4", "workers.heartbeat_s=1")
+                     "devices.cpu.workers=0", "workers.ack_wait_s=4", "workers.heartbeat_s=1",
+                     "memory.enabled=false")  # (the memory is not what this test looks at)
     try:
         outcome = run_session(cfg, [suites.get_problem("cpu/matmul")], nats_url=url, timeout_s=600)
         info = asyncio.run(_settled_consumer(url))
@@ -128,7 +129,7 @@ async def _history(url: str, run_id: str) -> list[tuple[int, c.Event]]:
 
 
 def test_run_without_a_worker_for_its_device_says_so(ray_session, nats_server, run_config):
-    cfg = run_config("problems=[matmul]", "search.iterations=1", "devices.cpu.workers=0")
+    cfg = run_config("problems=[matmul]", "search.iterations=1", "devices.cpu.workers=0", "memory.enabled=false")
     warnings: list[str] = []
     outcome = run_session(cfg, [suites.get_problem("cpu/matmul")], nats_url=nats_server.url, timeout_s=35,
                           on_warning=warnings.append)

@@ -47,4 +47,4 @@ def test_profile_given_source_and_json(cli_env: Path, tmp_path: Path, capsys: py
     assert main(["profile", "cpu/bmm", "--solution", str(src), "--json"]) == 1
     prof = json.loads(capsys.readouterr().out)
     assert prof["status"] == "incorrect"
-    assert main(["profile", "cpu/nope"]) == 1
+    assert main(["profile", "cpu/nope"]) == 2  # a wrong problem name, as `run` and `remeasure` exit

@@ -7,6 +7,7 @@ from __future__ import annotations
 import difflib
 
 import pytest
+from page_layout import layout_problems
 
 from replay.render import fmt
 from replay.runs import fold_file
@@ -55,6 +56,7 @@ def test_numbers_on_screen_match_the_fold(live_run, finished):
     assert text("#run-speedup") == fmt.speedup(s.speedup_geomean)
     assert text("#run-kernels") == str(s.kernels)
     assert text("#run-spend").startswith(f"{fmt.usd(s.cost_usd)} / ")
+    assert layout_problems(page, "main") == []  # the real run's page: nothing too wide or overlapping
     [r] = view.results()
     row = f'#sec-problems tr[data-problem="{PROBLEM}"]'
     assert r.speedup is not None and r.speedup > 1.0
@@ -79,7 +81,11 @@ def test_numbers_on_screen_match_the_fold(live_run, finished):
     run_row = page.locator(f'table.runs tr[data-run="{view.run_id}"]')
     run_row.wait_for()
     assert run_row.locator('td[data-col="pct_peak"]').inner_text() == fmt.pct(s.pct_peak_geomean)
-    assert run_row.locator('td[data-col="speedup"]').inner_text() == fmt.speedup(s.speedup_geomean)
+    assert run_row.locator('td[data-col="speedup"] b').inner_text() == fmt.speedup(s.speedup_geomean)
+    # with what it was computed from (the run ends its problem with a re-measure)
+    assert run_row.locator('td[data-col="speedup"] .src').inner_text().split(" · ")[0] == s.speedup_label \
+        == fmt.REMEASURED
+    assert layout_problems(page, "main") == []
     assert run_row.locator('td[data-col="iterations"]').inner_text() == s.iterations
     assert run_row.locator('td[data-col="status"]').inner_text() == "completed"
     page.go_back()
@@ -101,6 +107,7 @@ def test_a_kernel_diff_opens(live_run, finished):
     assert want, "the best kernel differs from the one it came from"
     shown = drawer.locator("pre.diff span.add, pre.diff span.del").all_inner_texts()
     assert shown == want
+    assert layout_problems(page, "#drawer-body") == []
     page.keyboard.press("Escape")
     drawer.wait_for(state="hidden")
 

@@ -18,6 +18,7 @@ import msgspec
 import pytest
 
 from accelopt.cli import main as cli_main
+from events.logfile import write_events
 from replay.dashboard.browser import ServerThread
 from replay.dashboard.models import RunModel, failure_reason, kernel_model, run_model
 from replay.fold import RunView
@@ -307,6 +308,12 @@ def test_follows_the_roots_embedded_server_while_it_is_up(synthetic, tmp_path):
         runs = wait_for(lambda r: r["stream"] == "", "the stopped server was not let go")
         assert [(r["run_id"], r["status"], r["events"]) for r in runs["runs"]] == [
             ("embedded-1", "completed", len(events))]
+        # the row says where it comes from now: the stream as last read (the subtitle says no
+        # stream is followed), then the exported log once there is one
+        assert runs["runs"][0]["source"] == "stream (stopped)"
+        write_events(root / "embedded-1" / "log.aolog", events)
+        runs = wait_for(lambda r: r["runs"][0]["source"] == "file", "the exported log was not used")
+        assert runs["runs"][0]["events"] == len(events)
 
 
 def test_a_model_kept_up_to_date_equals_one_built_afresh(synthetic):

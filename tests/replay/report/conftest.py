@@ -1,6 +1,6 @@
-"""Fixtures for the report tests: one real run (real NATS, Ray, compiled CPU kernels, the
-offline `builtin/tuner` model) and a small HTML tree parser (stdlib `html.parser`) that
-fails on unbalanced tags. Synthetic runs come from tests/replay/conftest.py."""
+"""Fixtures for the report tests: the real run they read (tests/replay/conftest.py, shared with
+the dashboard's tests) and a small HTML tree parser (stdlib `html.parser`) that fails on
+unbalanced tags. Synthetic runs come from tests/replay/conftest.py."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
 import pytest
-from testdirs import HEADROOM_SUITE
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 
@@ -89,25 +88,10 @@ def parse_html() -> Callable[[str], Node]:
     return parse
 
 
-# The recorded run the report tests read: a test-only problem whose tunable has a large real
-# effect (tests/accelopt/loop/headroom_suite), so the tuner surely improves it within two iterations;
-# on the CPU suite an "improvement" within noise may or may not happen.
-REAL_SUITE = str(HEADROOM_SUITE)
-REAL_PROBLEM = "rownorm"
-
-
 @pytest.fixture(scope="session")
-def real_run(ray_session, tmp_path_factory):
-    """A real `accelopt run` of the headroom suite's rownorm, 2 iterations, offline tuner."""
-    import suites
-    from accelopt.config import build_config
-    from actors.session import run_session
-
-    tmp = tmp_path_factory.mktemp("report-run")
-    cfg = build_config(preset="quick", overrides=[
-        f"root={tmp / 'runs'}", f"memory.uri={tmp / 'memory'}", f"suite={REAL_SUITE}", f"problems=[{REAL_PROBLEM}]",
-        "search.iterations=2", "search.plans_per_candidate=2", "profiling.timeout_s=60",
-    ])
-    outcome = run_session(cfg, [suites.get_problem(f"{REAL_SUITE}/{REAL_PROBLEM}")], timeout_s=300)
+def real_run(shared_real_run):
+    """The real run of tests/replay/conftest.py (rownorm of the headroom suite, 2 iterations),
+    once it has ended."""
+    outcome = shared_real_run.wait()
     assert not outcome.timed_out and outcome.view.completed is not None
     return outcome

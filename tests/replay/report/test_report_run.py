@@ -66,7 +66,9 @@ def test_tables_hold_the_run_numbers(report):
     assert statuses[1][0] == "rownorm" and int(statuses[1][1]) == sum(k.passed for k in view.kernels.values())
 
 
-def test_lineage_of_the_best_kernel_with_diffs(report):
+def test_lineage_of_the_best_kernel_with_diffs(report, parse_html):
+    from replay.render import markdown
+
     view, _, doc = report
     best = view.problems["rownorm"].best_id
     ol = doc.find("ol", cls="lineage", data_problem="rownorm")
@@ -78,8 +80,11 @@ def test_lineage_of_the_best_kernel_with_diffs(report):
         diff = step.find("pre", cls="diff")
         assert diff.find_all("span", cls="add") and diff.find_all("span", cls="del")
         plan = view.plan_text(step.attrs["data-kernel"])
-        if plan:
-            assert step.find("div", cls="plan").text() == plan
+        if plan:  # rendered from its markdown: its words, none of its marks
+            shown = step.find("div", cls="plan")
+            words = " ".join(parse_html(f"<div>{markdown.to_html(plan)}</div>").text().split())
+            assert " ".join(shown.text().split()) == words and "**" not in words
+            assert shown.find("strong") is not None
     k = view.kernels[best]
     assert fmt.ms(k.latency_ms) in steps[-1].find("div", cls="step-head").text()
     tree = doc.find("ul", cls="tree", data_problem="rownorm")

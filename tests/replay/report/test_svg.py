@@ -42,3 +42,20 @@ def test_empty_and_bar_charts():
     assert len(rects) == 4
     heights = [float(r.get("height")) for r in rects]
     assert heights[0] == max(heights) and abs(heights[1] - heights[2]) < 1e-6
+
+
+def test_the_legend_sits_under_the_plot_and_covers_no_data():
+    series = [Series(f"run {i}", [(x, float(x * (i + 1))) for x in range(6)]) for i in range(3)]
+    for svg in (line_chart(series, title="t", integer_x=True),
+                bar_chart(["a", "b"], [BarSeries(f"s{i}", [1.0, 2.0]) for i in range(3)], title="b")):
+        root = ET.fromstring(svg)
+        box = next(r for r in root.iter("{http://www.w3.org/2000/svg}rect") if r.get("class") == "legend-box")
+        top = float(box.get("y"))
+        axis_y = max(float(ln.get("y1")) for ln in root.iter("{http://www.w3.org/2000/svg}line")
+                     if ln.get("class") == "axis")
+        assert top > axis_y  # below the x axis, so below every point and bar
+        assert float(box.get("y")) + float(box.get("height")) <= float(root.get("height"))
+        for c in root.iter("{http://www.w3.org/2000/svg}circle"):
+            assert float(c.get("cy")) < top
+    single = ET.fromstring(line_chart([Series("only", [(0, 1.0), (1, 2.0)])], title="one"))
+    assert single.get("height") == "260" and not [r for r in single.iter() if r.get("class") == "legend-box"]
