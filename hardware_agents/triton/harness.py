@@ -275,6 +275,11 @@ def stop_for_parent() -> None:
     os.kill(os.getpid(), signal.SIGSTOP)
 
 
+class RanAheadOfItsInputs(RuntimeError):
+    """A round's inputs are missing: something continued this process while it was stopped
+    (its name is records.RAN_AHEAD; the agent judges it `incorrect`)."""
+
+
 class RoundData:
     """One round's contents on the device: base contents, a mask per float input, the
     (content, shift) of every call, and (outputs not kept) the positions to sample."""
@@ -285,6 +290,9 @@ class RoundData:
 
     @classmethod
     def load(cls, path: Path, device: torch.device) -> RoundData:
+        if not path.exists():
+            raise RanAheadOfItsInputs(f"{path.name} is not there: this process ran while the agent held it "
+                                      "stopped, before it had handed the round's inputs over")
         raw = torch.load(path, weights_only=True)
         contents = [{n: t.to(device) for n, t in c.items()} for c in raw["contents"]]
         masks = {n: t.to(device) for n, t in raw["masks"].items()}

@@ -34,7 +34,7 @@ from hardware_agents.triton.convention_hint import convention_hint
 from hardware_agents.triton.data import CaseData, ProblemData, TimedRound, to_float64, tolerance_for
 from hardware_agents.triton.harness import COMPILE_ERRORS
 from hardware_agents.triton.inputs import INTERPRETER_LIMIT, input_elements, torch_dtype
-from hardware_agents.triton.records import HarnessRequest, HarnessResult, TimingSpec
+from hardware_agents.triton.records import RAN_AHEAD, HarnessRequest, HarnessResult, TimingSpec
 from hardware_agents.triton.specs import spec_for_dtypes
 
 # The share of the kernel's own time its clock may fall short of ours by (besides the calibrated
@@ -156,6 +156,10 @@ class TritonJudge:
                     f"({describe_axes(biggest.planned.workload)}, "
                     f"{input_elements(problem.definition, biggest.planned.workload):,} input elements); give the "
                     "problem smaller check workloads (check_workloads.jsonl) or profile it on a GPU")
+        if out.freeze_breach is None and out.status == "error" and out.error_type == RAN_AHEAD:  # its own failure
+            return v.fail("incorrect", "the kernel's process ran while it was stopped between calls: it read a "
+                          f"round's inputs before the agent had handed them over ({out.error.strip().splitlines()[-1]})"
+                          f"{v.tail}")
         ended = v.ended(out, timeout=f"{out.error} (the worker was killed){hint}",
                         crashed=f"the kernel crashed the harness: {out.error}",
                         compile_error=out.status == "error" and out.error_type in COMPILE_ERRORS)

@@ -102,6 +102,11 @@ class TimingRun(msgspec.Struct, kw_only=True):
     malformed: int = 0  # calls of a value-returning entry point that returned the wrong kind of values
 
 
+# The harness's error type when a round's inputs are not there yet: its process ran while
+# the agent held it stopped (something continued it before the agent had handed them over).
+RAN_AHEAD = "RanAheadOfItsInputs"
+
+
 def round_file(k: int) -> str:
     """Where the parent puts the inputs of timing round k (relative to `TimingSpec.inputs_dir`)."""
     return f"timing/round-{k}.pt"

@@ -82,9 +82,16 @@ def test_device_mode_without_neuron_profile_is_unmeasured(small_suite: dict[str,
 
 
 def test_core_pinning_from_the_ray_assigned_cores(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Ray sets NEURON_RT_VISIBLE_CORES for an actor that holds `neuron_cores` resources.
+    # Ray sets NEURON_RT_VISIBLE_CORES for an actor that holds `neuron_cores` resources. The
+    # placement depends on the cluster Ray is connected to (an earlier test may have started
+    # one in this process): a cluster with NeuronCores, then one without (the agent emulates).
+    import actors.hosting as hosting
+
+    monkeypatch.setattr(hosting, "_cluster_resources", lambda: {"CPU": 2.0, "neuron_cores": 2.0})
     assert device_placement("trn1").options() == {"num_cpus": 0.0, "resources": {"neuron_cores": 1}}
     assert device_placement("trn2").resources == {"neuron_cores": 1}
+    monkeypatch.setattr(hosting, "_cluster_resources", lambda: {"CPU": 2.0})
+    assert device_placement("trn1").options() == {"num_cpus": 0.0}
     monkeypatch.setenv("NEURON_RT_VISIBLE_CORES", "5")
     agent = Trn1Agent(mode="simulate", sdk_path=[str(STANDIN)])
     try:
