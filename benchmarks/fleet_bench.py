@@ -39,7 +39,7 @@ def start_workers(url: str, n: int, logdir: Path) -> list[subprocess.Popen]:
     env = {**os.environ, "ACCELOPT_LOG_LEVEL": "ERROR"}
     for i in range(n):
         log = open(logdir / f"w{i}.log", "w")  # noqa: SIM115
-        procs.append(subprocess.Popen([sys.executable, "-m", "accelopt.cli", "worker", "--nats", url, "--device", "cpu",
+        procs.append(subprocess.Popen([sys.executable, "-m", "cli.main", "worker", "--nats", url, "--device", "cpu",
                                        "--name", f"w{i}"], stdout=log, stderr=subprocess.STDOUT, env=env))
     for i, _ in enumerate(procs):
         while "worker ready" not in (logdir / f"w{i}.log").read_text():

@@ -53,7 +53,7 @@ from fault_bench import stream_info
 import accelopt  # noqa: F401  (offline defaults)
 from accelopt import catalog as ev
 
-ACCELOPT = [sys.executable, "-m", "accelopt.cli"]
+ACCELOPT = [sys.executable, "-m", "cli.main"]
 TARGET_EVENTS = 1_000_000
 
 

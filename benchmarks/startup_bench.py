@@ -3,7 +3,7 @@
 Each part is timed in a fresh Python process (so one part's imports do not warm the next),
 parts interleaved, `--reps` rounds (median kept):
 
-- `cli`: `import accelopt.cli` (what every command pays);
+- `cli`: `import cli.main` (what every command pays);
 - `nats`: start the embedded nats-server with JetStream until it answers;
 - `ray_init`: a local `ray.init` (and the time to place and start one trivial actor);
 - `import:<module>`: the imports each actor makes before it can work (LLM roles: litellm
@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # code run in a fresh interpreter; each prints the seconds of the part it times
 PARTS: dict[str, str] = {
-    "cli": "import accelopt.cli",
+    "cli": "import cli.main",
     "import:actors.roles (LLM roles: litellm)": "import accelopt; import actors.roles",
     "import:actors.profiler + device registry": ("import accelopt; import actors.profiler; "
                                                  "from hardware_agents.base import get_agent; get_agent('cpu')"),
@@ -140,7 +140,7 @@ def start_pool(tmp: Path) -> tuple[subprocess.Popen, str]:
     root, memory = tmp / "pool-runs", tmp / "pool-memory"
     suite = write_suite(tmp, 1, name="pool-sim")
     env = {**os.environ, "ACCELOPT_LOG_LEVEL": "ERROR"}
-    proc = subprocess.Popen([sys.executable, "-m", "accelopt.cli", "up", "--root", str(root), "--memory", str(memory),
+    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "up", "--root", str(root), "--memory", str(memory),
                              *POOL_SETTINGS], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 600
     while read_pool(root) is None:

@@ -1,5 +1,4 @@
-"""The packages read top-down (docs/architecture.md): the command line (`accelopt/cli.py`,
-`accelopt/commands/`) is the top layer and alone wires actors, events, memory and devices
+"""The packages read top-down (docs/architecture.md): the command line (`cli/`) is the top layer and alone wires actors, events, memory and devices
 together; the core (the rest of `accelopt/`: config, problem, records, the event catalog,
 the coordinator) imports no other package of the project; nothing imports the command line;
 no two packages import each other, and no modules import each other in a circle. Checked
@@ -12,15 +11,13 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("accelopt", "actors", "events", "memory_index", "hardware_agents", "prompts", "replay", "suites")
+PACKAGES = ("cli", "accelopt", "actors", "events", "memory_index", "hardware_agents", "prompts", "replay", "suites")
 
 
 def _layer_of_module(module: str) -> str | None:
     top = module.split(".")[0]
     if top not in PACKAGES:
         return None
-    if module == "accelopt.cli" or module.startswith("accelopt.commands"):
-        return "cli"
     return top
 
 

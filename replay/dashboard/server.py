@@ -3,7 +3,7 @@
 Read-only: GET routes only. With a token every request (page, assets, API, event stream)
 must carry it, as `?token=`, an `X-AccelOpt-Token` or `Authorization: Bearer` header, or the
 cookie the page sets after the first authorized load; none is 401, a wrong one 403. Without a
-token (loopback only, see `accelopt/commands/dashboard.py`) requests must name a loopback
+token (loopback only, see `cli/commands/dashboard.py`) requests must name a loopback
 host, so a web page elsewhere cannot read the dashboard through DNS rebinding.
 """
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 import suites
-from accelopt.cli import build_parser, main
 from accelopt.config import ConfigError, build_config
+from cli.main import build_parser, main
 from suites.selection import load_problems
 
 
@@ -45,7 +45,7 @@ def test_a_problem_its_device_cannot_run_is_refused(capsys, tmp_path, argv, lang
 
 
 def _overrides(argv: list[str]) -> list[str]:
-    """`run` flags as config overrides (as accelopt/commands/run.py builds them)."""
+    """`run` flags as config overrides (as cli/commands/run.py builds them)."""
     flags = dict(zip(argv[::2], argv[1::2], strict=True))
     out = [f"suite={flags['--suite']}"] if "--suite" in flags else []
     out += [f"problems=[{flags['--problems']}]"] if "--problems" in flags else []
@@ -114,7 +114,7 @@ def test_profile_without_the_device_sdk_is_the_message_only(tmp_path):
     shutil.copytree(src / "silu", suite / "silu")
     info = json.loads((src / "suite.json").read_text())
     (suite / "suite.json").write_text(json.dumps({**info, "name": "trn", "device": "trn1"}))
-    out = subprocess.run([sys.executable, "-m", "accelopt.cli", "profile", f"{suite}/silu"],
+    out = subprocess.run([sys.executable, "-m", "cli.main", "profile", f"{suite}/silu"],
                          capture_output=True, text=True, timeout=120)
     text = out.stdout + out.stderr
     assert out.returncode == 2, text
@@ -160,8 +160,8 @@ def test_log_lines_on_the_command_line_are_for_people(capsys, monkeypatch):
 
 
 def test_a_run_whose_every_baseline_failed_is_not_a_success(synthetic_view):
-    from accelopt.commands.run import nothing_optimized
     from accelopt.profile import Profile
+    from cli.commands.run import nothing_optimized
 
     view = synthetic_view
     assert nothing_optimized(view) is None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from accelopt.cli import main
+from cli.main import main
 from events.codec import encode
 from events.log import EventLog
 from events.logfile import LogWriter

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from accelopt import catalog as ev
-from accelopt.cli import main
+from cli.main import main
 from events.logfile import LogReader, read_events
 
 RUN = "damaged"

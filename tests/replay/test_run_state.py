@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from accelopt.cli import main
+from cli.main import main
 from events.runsource import running_server_url
 from events.server import NatsServer
 from replay.runs import list_runs

@@ -1,11 +1,11 @@
 """`accelopt replay`, `resume` and `ablate` on a run that does not exist: exit 2 and name it
-(they share `load_run_events`, accelopt/commands/run.py)."""
+(they share `load_run_events`, cli/commands/run.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from accelopt.cli import main
+from cli.main import main
 
 
 @pytest.mark.parametrize("command", ["replay", "resume", "ablate"])

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ACCELOPT = [sys.executable, "-m", "accelopt.cli"]
+ACCELOPT = [sys.executable, "-m", "cli.main"]
 
 
 def cli(*args: str, root: Path, timeout: float = 600) -> subprocess.CompletedProcess:

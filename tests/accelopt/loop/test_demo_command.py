@@ -20,7 +20,7 @@ from replay.verify import verify
 @pytest.mark.timeout(1200)  # two runs; on a loaded 2-core machine the start-up alone can take minutes
 def test_demo_fills_the_memory_then_plans_with_it(tmp_path):
     root = tmp_path / "runs"
-    out = subprocess.run([sys.executable, "-m", "accelopt.cli", "demo", "--problems", "add_rmsnorm_matmul,bmm",
+    out = subprocess.run([sys.executable, "-m", "cli.main", "demo", "--problems", "add_rmsnorm_matmul,bmm",
                           "--root", str(root), "--set", "search.iterations=1", "--set", "search.remeasure_rounds=2"],
                          capture_output=True, text=True, timeout=1100)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]

@@ -16,8 +16,8 @@ import pytest
 from runlog import last_decision
 
 from accelopt import catalog as c
-from accelopt.cli import main
-from accelopt.commands.remeasure import RemeasureRecord
+from cli.commands.remeasure import RemeasureRecord
+from cli.main import main
 from events.codec import decode
 from events.log import EventLog
 from events.logfile import read_events

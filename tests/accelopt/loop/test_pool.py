@@ -48,7 +48,7 @@ def test_runs_attach_to_a_warm_pool_and_down_stops_it(tmp_path):
         assert f"attached to the agent pool of {root} (pid {pool.pid})" in out.stdout
         # a second run on the same agents; what an attached run costs: neither Ray nor litellm
         # is imported in its process (its coordinator runs on a thread there)
-        code = ("import sys; from accelopt.cli import main; rc = main(sys.argv[1:]); "
+        code = ("import sys; from cli.main import main; rc = main(sys.argv[1:]); "
                 "print('IMPORTED', 'ray' in sys.modules, 'litellm' in sys.modules); sys.exit(rc)")
         env = {k: v for k, v in os.environ.items() if k != "ACCELOPT_MEMORY"}
         out = subprocess.run([sys.executable, "-c", code, "run", *SMALL, "--problems", "rownorm", "--memory",

@@ -14,8 +14,8 @@ import pytest
 from runlog import last_decision
 
 from accelopt import catalog as c
-from accelopt.cli import main
 from accelopt.records import is_estimated
+from cli.main import main
 from events.logfile import read_events
 
 

@@ -84,7 +84,7 @@ def test_a_run_uses_both_plugins_in_its_ray_actors(tmp_path):
     out = subprocess.run(
         # one of the cheapest CPU problems to profile; the memory and the end-of-problem
         # re-measure are not what this test looks at
-        [sys.executable, "-m", "accelopt.cli", "run", "--problems", "cpu/rmsnorm_matmul@acmecpu", "--preset", "quick",
+        [sys.executable, "-m", "cli.main", "run", "--problems", "cpu/rmsnorm_matmul@acmecpu", "--preset", "quick",
          "--model", "mycorp/coder-1", "--price", "0", "0", "--root", str(root), "--memory", str(tmp_path / "memory"),
          "--timeout", "600", "--set", "search.iterations=1", "--set", "search.beam_width=1",
          "--set", "search.plans_per_candidate=1", "--set", "memory.enabled=false",

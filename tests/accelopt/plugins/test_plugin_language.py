@@ -271,7 +271,7 @@ def test_a_whole_run_optimizes_kernels_of_the_plugin_language(tmp_path, toylang)
     root = tmp_path / "runs"
     env = {**_plugin_env(), "ACCELOPT_ALLOW_SIM": "1"}  # toysim is the simulated device: opt in
     out = subprocess.run(
-        [sys.executable, "-m", "accelopt.cli", "run", "--suite", str(suite), "--device", "toysim", "--preset", "quick",
+        [sys.executable, "-m", "cli.main", "run", "--suite", str(suite), "--device", "toysim", "--preset", "quick",
          "--model", "builtin/tuner", "--no-preflight", "--root", str(root), "--memory", str(tmp_path / "memory"),
          "--timeout", "600", "--set", "memory.enabled=false", "--set", "search.iterations=2",
          "--set", "devices.toysim.options.profile_s=0.01"],

@@ -63,7 +63,7 @@ def test_worker_image_installs_the_pinned_project():
 
 
 def test_worker_count_gives_each_profiler_its_own_device(monkeypatch):
-    from accelopt.commands.worker import device_slot
+    from cli.commands.worker import device_slot
 
     monkeypatch.delenv("NEURON_RT_VISIBLE_CORES", raising=False)
     assert [device_slot("trn1", i, 4) for i in range(4)] == [{"core": str(i)} for i in range(4)]

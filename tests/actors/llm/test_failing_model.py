@@ -78,7 +78,7 @@ def test_a_run_whose_key_is_rejected_mid_run_ends_failed(tmp_path):
     env["STUB_KEY"] = "sk-wrong"
     with OpenAIStub(status=401) as stub:
         out = subprocess.run(
-            [sys.executable, "-m", "accelopt.cli", "run", "--problems", "silu", "--model", "openai/gpt-4o-mini",
+            [sys.executable, "-m", "cli.main", "run", "--problems", "silu", "--model", "openai/gpt-4o-mini",
              "--api-base", stub.url, "--set", "llm.default.api_key_env=STUB_KEY", "--no-preflight",
              "--preset", "quick", "--set", "search.iterations=2",
              "--root", str(tmp_path / "runs"), "--memory", str(tmp_path / "memory")],
@@ -92,7 +92,7 @@ def test_a_run_whose_key_is_rejected_mid_run_ends_failed(tmp_path):
     assert calls >= 3 and f"failed LLM calls: planner {calls} of {calls}" in text
     [results] = (tmp_path / "runs").glob("*/results.json")
     assert json.loads(results.read_text())["status"] == "failed"
-    listing = subprocess.run([sys.executable, "-m", "accelopt.cli", "runs", "--root", str(tmp_path / "runs"),
+    listing = subprocess.run([sys.executable, "-m", "cli.main", "runs", "--root", str(tmp_path / "runs"),
                               "--json"], capture_output=True, text=True, timeout=300, env=env)
     [row] = [json.loads(line) for line in listing.stdout.splitlines()]
     assert row["status"] == "failed" and row["failed_llm_calls"] == {"planner": calls}

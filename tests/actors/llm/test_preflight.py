@@ -90,7 +90,7 @@ def test_the_probe_reports_latency_and_a_rejected_key():
 def _accelopt(*args: str) -> tuple[int, str]:
     """`accelopt ARGS` in this process (the command line a user types; the preflight stops it
     before any server or actor starts), with its exit code and what it printed."""
-    from accelopt.cli import main
+    from cli.main import main
 
     with redirect_stdout(io.StringIO()) as out:
         code = main(list(args))
@@ -129,7 +129,7 @@ def test_run_whose_key_is_rejected_fails_at_the_probe(tmp_path, no_keys):
 def test_a_reachable_model_is_probed_and_its_latency_reported(run_config):
     from rich.console import Console
 
-    from accelopt.commands.run import preflight
+    from cli.commands.run import preflight
 
     with OpenAIStub(status=200) as stub:
         cfg = run_config("llm.default.model=openai/my-model", f"llm.default.api_base={stub.url}",

@@ -53,6 +53,6 @@ def test_the_record_of_a_dead_pool_is_removed(tmp_path):
 def test_up_refuses_a_second_pool_for_the_same_root(tmp_path):
     cfg = _cfg(tmp_path)
     record_pool(cfg, "nats://127.0.0.1:1", ["cpu"])  # this test process plays the running pool
-    out = subprocess.run([sys.executable, "-m", "accelopt.cli", "up", "--root", cfg.root], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "cli.main", "up", "--root", cfg.root], capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 2 and "a pool is already up" in out.stdout and f"pid {os.getpid()}" in out.stdout

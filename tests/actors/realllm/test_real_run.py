@@ -26,7 +26,7 @@ SMALL_SEARCH = ["--preset", "quick", "--set", "search.iterations=1", "--set", "s
 
 
 def _accelopt(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "accelopt.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "cli.main", *args], capture_output=True, text=True,
                           timeout=timeout)
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import suites
-from accelopt.cli import main
+from cli.main import main
 from hardware_agents.cpu.calibrate import CalibrationRecord
 
 

@@ -11,8 +11,8 @@ import pytest
 from nkibench_fixture import CATALOG, FixtureProblem, shaped, write_nkibench
 
 import suites
-from accelopt.cli import main
 from accelopt.problem import AxisConst, ScalarInput, load_definition
+from cli.main import main
 from hardware_agents import validity
 from hardware_agents.neuron.reference import ReferenceModule, kernel_arg_shapes
 from suites.nkibench import NkibenchError, import_nkibench, read_nkibench

@@ -104,7 +104,7 @@ def test_hidden_and_refused_without_the_opt_in(monkeypatch, tmp_path):
 
 
 def test_accelopt_run_refuses_sim_without_the_opt_in(monkeypatch, tmp_path, capsys):
-    from accelopt.cli import main
+    from cli.main import main
     from suites.selection import load_problems
 
     monkeypatch.delenv(ALLOW_ENV, raising=False)

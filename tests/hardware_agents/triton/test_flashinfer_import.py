@@ -15,8 +15,8 @@ import pytest
 from fib_helpers import load_with_flashinfer, write_fib_set
 
 import suites
-from accelopt.cli import main
 from accelopt.problem import SafetensorsInput
+from cli.main import main
 from suites.flashinfer import FlashInferImportError, TraceSet, load_suite_dir, problems_from
 
 BLOB = "blob/workloads/rmsnorm/rmsnorm_h64/rmsnorm_h64_w-r-5.safetensors"

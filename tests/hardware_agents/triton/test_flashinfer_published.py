@@ -22,7 +22,7 @@ import flashinfer_bench as fib
 import pytest
 from flashinfer_bench.data import save_json_file
 
-from accelopt.cli import main
+from cli.main import main
 from suites.flashinfer import FlashInferImportError, TraceSet, problems_from
 
 RMS_REF = ("import torch\n\ndef run(hidden_states, weight):\n    x = hidden_states.to(torch.float32)\n"

@@ -17,7 +17,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from accelopt.cli import main as cli_main
+from cli.main import main as cli_main
 from events.logfile import write_events
 from replay.dashboard.browser import ServerThread
 from replay.dashboard.models import RunModel, failure_reason, kernel_model, run_model

@@ -8,9 +8,9 @@ import msgspec
 import pytest
 
 from accelopt import catalog as ev
-from accelopt.cli import main
-from accelopt.commands.remeasure import RemeasureRecord
 from actors.profiler import seeds_for
+from cli.commands.remeasure import RemeasureRecord
+from cli.main import main
 from events.logfile import read_events
 from replay.fold import RunView
 

@@ -3,7 +3,7 @@ at an iteration, and a clear error for an unknown run."""
 
 from __future__ import annotations
 
-from accelopt.cli import main
+from cli.main import main
 from replay.render import fmt
 
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from accelopt.cli import main
+from cli.main import main
 from events.log import EventLog
 from events.runsource import open_log_endpoint, running_server_url
 from replay.fold import RunView

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from accelopt.commands.run import (
+from cli.commands.run import (
     NATS_HELP,
     RAY_HELP,
     ROOT_HELP,

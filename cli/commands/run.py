@@ -211,8 +211,8 @@ def preflight(console: Console, cfg: RunConfig, probe: bool) -> bool:
 
 def execute(console: Console, cfg: RunConfig, problems: list, args: argparse.Namespace, **session_kwargs) -> int:
     """Run a session with progress bars and print its outcome (shared by run, ablate, resume)."""
-    from accelopt.commands._progress import RunProgress, results_table
     from actors.session import RunError, RunTimedOut, run_session
+    from cli.commands._progress import RunProgress, results_table
     from replay.runstate import RunBusy
 
     if not preflight(console, cfg, getattr(args, "preflight", True)):

@@ -1,4 +1,4 @@
-"""The `accelopt` command line. Subcommands live in `accelopt/commands/`, one module each.
+"""The `accelopt` command line. Subcommands live in `cli/commands/`, one module (or package) each.
 
 Every module there exposes `register(subparsers)`, which adds its parser(s) and sets
 `func` (taking the parsed args, returning an exit code). Modules are found by name, so a
@@ -14,8 +14,8 @@ import pkgutil
 import sys
 
 import accelopt  # noqa: F401  (applies the offline environment defaults first)
-from accelopt import commands
 from accelopt.logging import configure_logging
+from cli import commands
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     for mod in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         if mod.name.startswith("_"):
             continue
-        importlib.import_module(f"accelopt.commands.{mod.name}").register(sub)
+        importlib.import_module(f"cli.commands.{mod.name}").register(sub)
     return parser
 
 

@@ -8,7 +8,7 @@ import re
 import time
 from pathlib import Path
 
-from accelopt.commands.run import add_valid_prefix_arg, damage_message
+from cli.commands.run import add_valid_prefix_arg, damage_message
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,7 +34,7 @@ def default_out(run_args: list[str], sources: list[Path | None], ids: list[str])
 
 
 def run(args: argparse.Namespace) -> int:
-    from accelopt.commands.run import wide_console
+    from cli.commands.run import wide_console
     from events.runsource import LOG_DAMAGE, RunNotFound
     from replay.render.report import build_report
     from replay.runs import open_run

@@ -119,7 +119,7 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from accelopt.commands.run import wide_console
+    from cli.commands.run import wide_console
     from events.logfile import LogFileError
     from events.runsource import run_log_path
     from replay.runs import fold_file

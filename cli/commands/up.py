@@ -15,7 +15,7 @@ import signal
 import threading
 import time
 
-from accelopt.commands.run import add_config_args, config_from_args, wide_console
+from cli.commands.run import add_config_args, config_from_args, wide_console
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-from accelopt.commands.run import (
+from cli.commands.run import (
     NATS_HELP,
     RAY_HELP,
     ROOT_HELP,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from accelopt.commands.run import NATS_HELP, ROOT_HELP, add_valid_prefix_arg, damage_message, wide_console
+from cli.commands.run import NATS_HELP, ROOT_HELP, add_valid_prefix_arg, damage_message, wide_console
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from accelopt.commands._progress import results_table
+    from cli.commands._progress import results_table
     from events.runsource import LOG_DAMAGE, RunNotFound, fold_events
 
     console = wide_console()

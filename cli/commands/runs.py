@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from accelopt.commands.run import wide_console
+    from cli.commands.run import wide_console
     from replay.render import fmt
     from replay.runs import list_runs
     from replay.summary import failed_calls_text

@@ -22,8 +22,8 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
-from accelopt.commands.run import add_config_args, config_and_problems, wide_console
 from accelopt.config import target_devices
+from cli.commands.run import add_config_args, config_and_problems, wide_console
 
 if TYPE_CHECKING:
     from actors.session import RunOutcome
@@ -104,8 +104,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _session(console: Console, cfg, problems: list, args: argparse.Namespace, nats_url: str,
              timeout_s: float | None) -> RunOutcome | None:
-    from accelopt.commands._progress import RunProgress
     from actors.session import RunError, run_session
+    from cli.commands._progress import RunProgress
 
     try:
         with RunProgress(console, cfg.search.iterations) as progress:
@@ -126,7 +126,7 @@ def closing_table(outcomes: list) -> Table:
     (the speedup is the ratio of the two medians shown beside it; the search's figures where
     no re-measure was made); the speedup the search recorded; the memory insights its planners
     received and used."""
-    from accelopt.commands._progress import _ms
+    from cli.commands._progress import _ms
     from events.logfile import read_events
     from replay.memory_use import memory_use
 

@@ -16,7 +16,7 @@ import os
 import signal
 import socket
 
-from accelopt.commands.run import wide_console
+from cli.commands.run import wide_console
 
 
 def register(sub: argparse._SubParsersAction) -> None:
