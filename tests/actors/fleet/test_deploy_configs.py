@@ -4,6 +4,7 @@ declare the resources AccelOpt's profiler actors ask for."""
 from __future__ import annotations
 
 import subprocess
+import tomllib
 
 import pytest
 import yaml
@@ -58,7 +59,8 @@ def test_compose_runs_three_nodes_with_their_configs():
 def test_worker_image_installs_the_pinned_project():
     text = (DEPLOY / "Dockerfile.worker").read_text()
     assert "constraints.txt" in text and "ENTRYPOINT [\"accelopt\"]" in text
-    for package in ("accelopt", "events", "actors", "hardware_agents", "memory_index", "prompts", "replay", "suites"):
+    packages = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    for package in (name.rstrip("*") for name in packages["include"]):  # every package the project installs
         assert f"COPY {package} {package}" in text
 
 
