@@ -185,8 +185,8 @@ def main() -> int:
 
     import suites
     from accelopt.config import build_config
-    from actors.deployment import init_ray
-    from actors.session import run_session
+    from actors.runtime.deployment import init_ray
+    from actors.runtime.session import run_session
     from events.logfile import read_events
     from events.server import NatsServer, free_port
     from hardware_agents.sim.suite import write_suite

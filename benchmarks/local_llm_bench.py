@@ -27,8 +27,8 @@ import accelopt  # noqa: F401  (offline defaults)
 from accelopt import catalog as ev
 from accelopt.config import LLMConfig, RoleLLM, build_config
 from accelopt.records import ChatMessage, ModelPrice
-from actors.gateway import LLMGateway
-from actors.local_llm import LITELLM_MODEL, LocalLLMServer, prepare
+from actors.llm.gateway import LLMGateway
+from actors.llm.local_llm import LITELLM_MODEL, LocalLLMServer, prepare
 from events.logfile import read_events
 from suites.selection import load_problems
 
@@ -107,7 +107,7 @@ def main() -> int:
     ap.add_argument("--no-save", action="store_true")
     args = ap.parse_args()
 
-    from actors.session import run_session
+    from actors.runtime.session import run_session
 
     prepared = prepare(say=lambda m: print(m, flush=True))
     with LocalLLMServer(prepared) as server, tempfile.TemporaryDirectory(prefix="llm-bench-") as tmp:

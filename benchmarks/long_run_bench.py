@@ -246,7 +246,7 @@ def growth(samples: list[Sample]) -> dict:
     """Per segment and process: RSS at a quarter of the segment (after warm-up) and at its end,
     the last sample while the run still made events (not the export of the log after its last
     event, which reads the whole stream). Ray's actor processes are all `ray::_Host`
-    (actors/hosting.py), so they are told apart by pid."""
+    (actors/runtime/hosting.py), so they are told apart by pid."""
     out: dict[str, dict] = {}
     for seg in sorted({s.segment for s in samples}):
         ss = [s for s in samples if s.segment == seg and s.rss_mb.get("cli")]

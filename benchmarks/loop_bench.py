@@ -291,7 +291,7 @@ def main() -> int:
     ap.add_argument("--no-save", action="store_true")
     args = ap.parse_args()
 
-    from actors.session import run_session
+    from actors.runtime.session import run_session
 
     with tempfile.TemporaryDirectory(prefix="loop-bench-") as scratch:
         tmp = args.root or scratch

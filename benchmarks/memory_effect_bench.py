@@ -120,7 +120,7 @@ def profiles_to_reach(curve: list[tuple[int, float | None]], bar: float) -> int 
 
 
 def run_condition(cfg, problems: list, *, timeout: float | None) -> list[ev.Event]:
-    from actors.session import run_session
+    from actors.runtime.session import run_session
     from events.logfile import read_events
 
     outcome = run_session(cfg, problems, timeout_s=timeout, log_level="ERROR")

@@ -26,7 +26,7 @@ from prompt_samples import SAMPLES, problem_for, render_all  # noqa: E402
 
 import accelopt  # noqa: E402,F401  (offline defaults)
 from accelopt.config import build_config  # noqa: E402
-from actors.gateway import max_output_tokens  # noqa: E402
+from actors.llm.gateway import max_output_tokens  # noqa: E402
 
 MODELS = ("openai/gpt-5-mini", "claude-sonnet-4-5", "gpt-4o-mini", "groq/openai/gpt-oss-120b",
           "gemini/gemini-2.5-pro")

@@ -122,7 +122,7 @@ def role_of(actor_name: str) -> str:
 def run_point(c: int, args: argparse.Namespace, nats_url: str, tmp: Path) -> dict:
     import suites
     from accelopt.config import build_config
-    from actors.session import run_session
+    from actors.runtime.session import run_session
     from events.logfile import read_events
     from hardware_agents.sim.suite import write_suite
 
@@ -258,7 +258,7 @@ def main() -> int:
         return 0
     points = [int(x) for x in args.points.split(",") if x.strip()]
 
-    from actors.deployment import init_ray
+    from actors.runtime.deployment import init_ray
     from events.server import NatsServer
 
     out: list[dict] = []

@@ -7,7 +7,7 @@ parts interleaved, `--reps` rounds (median kept):
 - `nats`: start the embedded nats-server with JetStream until it answers;
 - `ray_init`: a local `ray.init` (and the time to place and start one trivial actor);
 - `import:<module>`: the imports each actor makes before it can work (LLM roles: litellm
-  through actors.roles; profiler: actors.profiler plus the device registry; curator:
+  through actors.roles.llm_roles; profiler: actors.roles.profiler plus the device registry; curator:
   lancedb; coordinator), and torch / triton / lancedb / sentence_transformers alone;
 - `memory_model`: loading the default embedding model and encoding one text;
 - `run_to_first_profile`: a whole `run_session` on a one-problem suite of the simulated
@@ -45,11 +45,11 @@ ROOT = Path(__file__).resolve().parent.parent
 # code run in a fresh interpreter; each prints the seconds of the part it times
 PARTS: dict[str, str] = {
     "cli": "import cli.main",
-    "import:actors.roles (LLM roles: litellm)": "import accelopt; import actors.roles",
-    "import:actors.profiler + device registry": ("import accelopt; import actors.profiler; "
+    "import:actors.roles.llm_roles (LLM roles: litellm)": "import accelopt; import actors.roles.llm_roles",
+    "import:actors.roles.profiler + device registry": ("import accelopt; import actors.roles.profiler; "
                                                  "from hardware_agents.base import get_agent; get_agent('cpu')"),
-    "import:actors.curator (lancedb)": "import accelopt; import actors.curator",
-    "import:actors.coordinator": "import accelopt; import actors.coordinator",
+    "import:actors.roles.curator (lancedb)": "import accelopt; import actors.roles.curator",
+    "import:actors.roles.coordinator": "import accelopt; import actors.roles.coordinator",
     "import:torch": "import torch",
     "import:triton": "import triton",
     "import:lancedb": "import lancedb",
@@ -89,7 +89,7 @@ def time_part(code: str) -> float:
 RUN_CODE = """
 import accelopt, tempfile, time, pathlib, suites
 from accelopt.config import build_config
-from actors.session import run_session
+from actors.runtime.session import run_session
 from hardware_agents.sim.suite import write_suite
 tmp = pathlib.Path(tempfile.mkdtemp())
 suite = write_suite(tmp, 1)
@@ -114,8 +114,8 @@ POOL_SETTINGS = ["--devices", "sim", "--set", "devices.sim.options.allow=true", 
 POOL_RUN_CODE = """
 import accelopt, time, suites
 from accelopt.config import build_config
-from actors.pool import attach_check
-from actors.session import run_session
+from actors.runtime.pool import attach_check
+from actors.runtime.session import run_session
 cfg = build_config(overrides=["root=ROOT", "memory.uri=MEMORY", "suite=SUITE", "device=sim",
     "search.iterations=0", "search.remeasure_rounds=0", "devices.sim.options.allow=true",
     "devices.sim.options.profile_s=0.01"])
@@ -134,7 +134,7 @@ import sys; sys.exit(0)
 
 def start_pool(tmp: Path) -> tuple[subprocess.Popen, str]:
     """A warm pool for the sim device under `tmp` (not timed); returns it and the part's code."""
-    from actors.pool import read_pool
+    from actors.runtime.pool import read_pool
     from hardware_agents.sim.suite import write_suite
 
     root, memory = tmp / "pool-runs", tmp / "pool-memory"

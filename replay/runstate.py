@@ -2,7 +2,7 @@
 
 The log says whether a run ended (its terminal event); it cannot say whether the process
 driving an unfinished run is still alive. So the driver of a run (`accelopt run`, `resume`,
-`ablate`, the demo: everything that goes through `actors.session.run_session`) holds an
+`ablate`, the demo: everything that goes through `actors.runtime.session.run_session`) holds an
 exclusive `flock` on `<root>/<run_id>/run.lock` for as long as it drives the run, with its
 pid, host, start time and the command that resumes the run written in it. The kernel
 releases the lock when that process dies, however it dies (`kill -9` included), and the

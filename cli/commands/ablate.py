@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from accelopt import catalog as ev
     from accelopt.config import ConfigError, apply_overrides, config_from_dict
-    from actors.session import new_run_id, price_snapshot, toolchain
+    from actors.runtime.session import new_run_id, price_snapshot, toolchain
     from events.runsource import ensure_on_stream
 
     console = wide_console()

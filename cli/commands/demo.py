@@ -26,7 +26,7 @@ from accelopt.config import target_devices
 from cli.commands.run import add_config_args, config_and_problems, wide_console
 
 if TYPE_CHECKING:
-    from actors.session import RunOutcome
+    from actors.runtime.session import RunOutcome
 
 DEMO_SUITE = "cpu_v2"
 # a fused add + normalization + matmul fills the memory; a batched matmul and a batched matmul
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     deadline = time.monotonic() + args.timeout if args.timeout else None
     groups = [problems[:1], problems[1:]] if len(problems) > 1 else [problems]
     outcomes: list[RunOutcome] = []
-    from actors.pool import AgentPool
+    from actors.runtime.pool import AgentPool
 
     devices = sorted(set(target_devices(cfg, names).values()))
     # one set of agents serves both runs (agents serve every run on the stream)
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _session(console: Console, cfg, problems: list, args: argparse.Namespace, nats_url: str,
              timeout_s: float | None) -> RunOutcome | None:
-    from actors.session import RunError, run_session
+    from actors.runtime.session import RunError, run_session
     from cli.commands._progress import RunProgress
 
     try:

@@ -1,4 +1,4 @@
-"""`accelopt local-llm prepare|serve`: a real small model on loopback (see actors/local_llm.py)."""
+"""`accelopt local-llm prepare|serve`: a real small model on loopback (see actors/llm/local_llm.py)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from actors.local_llm import LITELLM_MODEL, LocalLLMError, LocalLLMServer, prepare
+    from actors.llm.local_llm import LITELLM_MODEL, LocalLLMError, LocalLLMServer, prepare
 
     def say(text: str) -> None:
         print(text, file=sys.stderr, flush=True)

@@ -22,7 +22,7 @@ machine changed, with more rounds, for every kernel (--all-kernels), or on anoth
 It profiles in-process, a reader of the run's exported log: the device's hardware agent
 comes from the registry (`hardware_agents.base.get_agent`) and runs each kernel in its
 sandbox with the solution and seeds the profiler actor would build
-(`actors.profiler.kernel_solution`/`offset_seeds`), but without the event log, Ray or a
+(`actors.roles.profiler.kernel_solution`/`offset_seeds`), but without the event log, Ray or a
 coordinator: the log is a finished file and nothing here is a decision of the run. The
 device must be usable on this machine (the local CPU, or a GPU/Neuron device attached here).
 `measure_interleaved` is the measuring loop (also used by benchmarks/memory_effect_bench.py).
@@ -250,7 +250,7 @@ def measure_interleaved(agent, problem, kernels: list[tuple[str, str, str]], *, 
     other round, round r on the fresh seeds `base_seed + r * 1000`, so all of them see the
     same machine conditions. A kernel that fails is not profiled again (its failure is the
     result). `progress(text)` is told what is being profiled."""
-    from actors.profiler import kernel_solution, offset_seeds
+    from actors.roles.profiler import kernel_solution, offset_seeds
 
     measures = [KernelMeasure(kernel_id=kid) for kid, _, _ in kernels]
     for r in range(rounds):
@@ -284,7 +284,7 @@ def remeasure_view(view, problems: list[str], agent, device: str, *, rounds: int
 
     Every problem must have its baseline kernel in the view. `progress(text)` is told what
     is being profiled."""
-    from actors.profiler import offset_seeds
+    from actors.roles.profiler import offset_seeds
 
     assert view.started is not None
     targets = {t.problem.name: t for t in view.started.targets}

@@ -180,15 +180,21 @@ def run(args: argparse.Namespace) -> int:
 
 
 def preflight(console: Console, cfg: RunConfig, probe: bool) -> bool:
-    """Check that every role can reach its model (`actors/preflight.py`); False (after one line
+    """Check that every role can reach its model (`actors/llm/preflight.py`); False (after one line
     per problem saying what to set) if not. `probe`: also make one tiny real call per model."""
     import asyncio
 
-    from actors.pricing import FREE_PROVIDERS, UnpricedModelError, price_snapshot, provider_of, role_models
+    from actors.llm.pricing import (
+        FREE_PROVIDERS,
+        UnpricedModelError,
+        price_snapshot,
+        provider_of,
+        role_models,
+    )
 
     if all(provider_of(m) in FREE_PROVIDERS for m in role_models(cfg.llm)):
         return True  # offline models only (checked without importing litellm, seconds of start-up)
-    from actors import preflight as pf
+    from actors.llm import preflight as pf
 
     if not pf.needs_preflight(cfg.llm):
         return True
@@ -211,7 +217,7 @@ def preflight(console: Console, cfg: RunConfig, probe: bool) -> bool:
 
 def execute(console: Console, cfg: RunConfig, problems: list, args: argparse.Namespace, **session_kwargs) -> int:
     """Run a session with progress bars and print its outcome (shared by run, ablate, resume)."""
-    from actors.session import RunError, RunTimedOut, run_session
+    from actors.runtime.session import RunError, RunTimedOut, run_session
     from cli.commands._progress import RunProgress, results_table
     from replay.runstate import RunBusy
 
@@ -239,7 +245,7 @@ def execute(console: Console, cfg: RunConfig, problems: list, args: argparse.Nam
         console.print(f"[red]run failed:[/red] {escape(str(e))}", soft_wrap=True, highlight=False)
         return 1
     except Exception as e:
-        pricing = sys.modules.get("actors.pricing")  # loaded if the run got far enough to raise this
+        pricing = sys.modules.get("actors.llm.pricing")  # loaded if the run got far enough to raise this
         if pricing is not None and isinstance(e, pricing.UnpricedModelError):
             console.print(f"[red]{e}[/red]")
             return 2
@@ -302,7 +308,7 @@ def pool_kwargs(console: Console, cfg: RunConfig, problems: list, devices: list[
     """How a run reaches a warm pool of its root (`accelopt up`): {} without one, None (after
     saying why) where one is up that cannot serve this run: its agents would serve the run's
     requests on the shared log with settings that are not the run's."""
-    from actors.pool import attach_check
+    from actors.runtime.pool import attach_check
 
     devices = devices or sorted(set(target_devices(cfg, [p.name for p in problems]).values()))
     pool, why = attach_check(cfg, devices)

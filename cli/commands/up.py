@@ -5,7 +5,7 @@ the runs under `--root`, records them in `<root>/.pool.json` and stays in the fo
 until Ctrl-C or `accelopt down`. While it is up, `accelopt run` (and `ablate`, `resume`) on
 that root attach to it: a run then starts in about a second instead of paying for Ray, the
 actors' imports and the embedding model (`benchmarks/startup_bench.py`). See
-`actors/pool.py` for which runs can attach.
+`actors/runtime/pool.py` for which runs can attach.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def up(args: argparse.Namespace) -> int:
     from accelopt.config import ConfigError
-    from actors.pool import AgentPool, forget_pool, read_pool, record_pool
-    from actors.session import RunError, refuse_unisolated
+    from actors.runtime.pool import AgentPool, forget_pool, read_pool, record_pool
+    from actors.runtime.session import RunError, refuse_unisolated
 
     console = wide_console()
     try:
@@ -73,7 +73,7 @@ def up(args: argparse.Namespace) -> int:
 def down(args: argparse.Namespace) -> int:
     import os
 
-    from actors.pool import process_alive, read_pool
+    from actors.runtime.pool import process_alive, read_pool
 
     console = wide_console()
     pool = read_pool(args.root)

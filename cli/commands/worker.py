@@ -40,8 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def build_workers(args: argparse.Namespace) -> list:
     from accelopt.config import build_config
-    from actors.deployment import LLM_ROLES, llm_role_options, profiler_options
-    from actors.hosting import ROLE_FACTORIES, build
+    from actors.runtime.deployment import LLM_ROLES, llm_role_options, profiler_options
+    from actors.runtime.hosting import ROLE_FACTORIES, build
 
     overrides = list(args.overrides)
     if args.ack_wait is not None:

@@ -24,7 +24,7 @@ class UnknownLanguageError(LookupError):
 
 @dataclass(frozen=True)
 class TunerSyntax:
-    """How `builtin/tuner` (`actors/tuner.py`) finds and edits a language's tunable constants.
+    """How `builtin/tuner` (`actors/llm/tuner.py`) finds and edits a language's tunable constants.
 
     `constant` matches one definition, with the groups `name` and `value` (the value's span is
     what the tuner rewrites); `diff` matches a `-`/`+` line of a diff that sets one (groups

@@ -1,7 +1,7 @@
 """Tunable constants of a kernel and changes to them, in the registered languages' tuner
 syntaxes (`hardware_agents/languages`): what a `tune: NAME in {...}` comment allows, the
 single steps and jumps of a constant, and the changes a plan, insight or diff names. The
-offline tuner (actors/tuner.py) moves them; reports (replay/memory_use.py) read them."""
+offline tuner (actors/llm/tuner.py) moves them; reports (replay/memory_use.py) read them."""
 
 from __future__ import annotations
 

@@ -34,7 +34,7 @@ def test_llm_call_failure_log_carries_run_id(capsys, monkeypatch):
 
     from scripted_llm import Script, install_script, remove_script
 
-    import actors.gateway as gateway
+    import actors.llm.gateway as gateway
     from accelopt.config import LLMConfig, RoleLLM
     from accelopt.records import ChatMessage
 

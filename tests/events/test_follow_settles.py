@@ -9,7 +9,7 @@ import time
 
 from accelopt import catalog as c
 from accelopt.records import TokenUsage
-from actors.session import create_stream, follow_run
+from actors.runtime.session import create_stream, follow_run
 from events.log import EventLog, StreamSettings
 
 RUN = "run-settle"

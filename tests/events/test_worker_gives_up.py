@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from accelopt import catalog as c
-from actors.worker import Worker, WorkerOptions
+from actors.base.worker import Worker, WorkerOptions
 from events.log import EventLog
 from events.subjects import role_filter, run_filter
 

@@ -131,7 +131,7 @@ def corpus() -> list[MemoryEntry]:
 
 
 class CuratorHosts:
-    """Memory curators hosted as a run hosts them (`actors.hosting`, one Ray actor each)."""
+    """Memory curators hosted as a run hosts them (`actors.runtime.hosting`, one Ray actor each)."""
 
     def __init__(self, ray: Any) -> None:
         self.ray = ray
@@ -139,7 +139,7 @@ class CuratorHosts:
     def start(self, nats_urls: list[str], uri: str, **kwargs: Any) -> tuple[list[Any], list[Any]]:
         """One curator per NATS URL: (actor handles, their `run` refs), each ready (connected,
         model loaded)."""
-        from actors.hosting import ROLE_FACTORIES, ray_host_class
+        from actors.runtime.hosting import ROLE_FACTORIES, ray_host_class
 
         host = ray_host_class()
         actors = [host.remote(ROLE_FACTORIES["curator"], {"nats_url": url, "uri": uri, **kwargs}) for url in nats_urls]

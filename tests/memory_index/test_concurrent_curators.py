@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from accelopt.catalog import MemoryEntryAdded, derive_event_id
-from actors.curator import curator_durable
+from actors.roles.curator import curator_durable
 from events.log import EventLog
 from memory_index import MemoryIndex
 

@@ -7,7 +7,7 @@ import asyncio
 import numpy as np
 
 from accelopt.catalog import MemoryEntryAdded, derive_event_id
-from actors.curator import MemoryCurator
+from actors.roles.curator import MemoryCurator
 from events.log import EventLog
 from memory_index import MemoryIndex, rebuild_from_logs
 

@@ -12,7 +12,7 @@ import msgspec
 
 from accelopt import catalog as c
 from accelopt.config import MemoryConfig
-from actors.retriever import MemoryRetriever
+from actors.roles.retriever import MemoryRetriever
 from events.log import EventLog
 
 
@@ -100,7 +100,7 @@ def test_only_a_worker_of_the_run_s_memory_answers(nats_server, memory, memory_u
 def test_the_session_waits_for_the_run_s_entries_to_be_indexed(nats_server):
     """`wait_indexed` (what a run does before exporting its log) counts the entries the
     curator has not said `MemoryIndexed` for, and gives up after its timeout."""
-    from actors.session import wait_indexed
+    from actors.runtime.session import wait_indexed
 
     said = c.MemoryIndexed(event_id=c.derive_event_id("run-i", "MemoryIndexed", "e1"), run_id="run-i", ts=1.0,
                            entry_id="e1")

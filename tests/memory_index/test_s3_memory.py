@@ -12,8 +12,8 @@ import pytest
 
 from accelopt import catalog as c
 from accelopt.config import ConfigError, build_config
-from actors.curator import MemoryCurator
-from actors.retriever import MemoryRetriever
+from actors.roles.curator import MemoryCurator
+from actors.roles.retriever import MemoryRetriever
 from events.log import EventLog
 from memory_index import MemoryIndex
 
@@ -26,7 +26,7 @@ def test_a_run_config_points_the_curator_and_retriever_at_an_s3_memory(nats_serv
                                   'allow_http: "true"}'])
     for key, value in local_s3.credentials.items():  # as a fleet host's environment would hold them
         monkeypatch.setenv(key.upper(), value)
-    options = dict(cfg.memory.storage_options)  # what actors/deployment.py hands both memory members
+    options = dict(cfg.memory.storage_options)  # what actors/runtime/deployment.py hands both memory members
     assert "aws_secret_access_key" not in options
     memory = msgspec.to_builtins(cfg.memory)
     insight = make_entry("**Vectorize the exp in silu**", "Use an 8-wide polynomial exp so silu runs in AVX2.",

@@ -42,7 +42,7 @@ class SharedRun:
     _error: list = field(default_factory=list)
 
     def start(self) -> None:
-        from actors.session import run_session
+        from actors.runtime.session import run_session
 
         def go() -> None:
             try:
@@ -74,7 +74,7 @@ class SharedRun:
 def shared_real_run(ray_session, shared_nats, tmp_path_factory) -> SharedRun:
     import suites
     from accelopt.config import build_config
-    from actors.session import new_run_id
+    from actors.runtime.session import new_run_id
 
     tmp = tmp_path_factory.mktemp("real-run")
     root = tmp / "runs"

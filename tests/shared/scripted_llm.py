@@ -35,8 +35,8 @@ import litellm
 from litellm import CustomLLM
 from litellm.types.utils import ModelResponse
 
-from actors.gateway import declare_free_provider
-from actors.tuner import fill_response, register_provider
+from actors.llm.gateway import declare_free_provider
+from actors.llm.tuner import fill_response, register_provider
 
 PROVIDER = "scripted"
 

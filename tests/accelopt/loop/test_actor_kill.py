@@ -9,7 +9,7 @@ from collections import Counter
 
 import suites
 from accelopt import catalog as c
-from actors.session import run_session
+from actors.runtime.session import run_session
 from events.logfile import read_events
 
 

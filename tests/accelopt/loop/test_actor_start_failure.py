@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import suites
-from actors.session import RunError, run_session
+from actors.runtime.session import RunError, run_session
 
 
 def test_a_profiler_that_cannot_start_fails_the_run_with_its_reason(ray_session, run_config):

@@ -14,7 +14,7 @@ import pytest
 from loop_cli import ACCELOPT, cli, kill_embedded_server, run_dirs
 from runlog import last_decision
 
-from actors.pool import read_pool
+from actors.runtime.pool import read_pool
 from events.logfile import read_events
 from replay.verify import verify
 

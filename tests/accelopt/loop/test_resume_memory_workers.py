@@ -9,7 +9,7 @@ import msgspec
 
 from accelopt import catalog as ev
 from accelopt.config import recorded_config
-from actors.session import needs_memory
+from actors.runtime.session import needs_memory
 from replay.synthetic import synthetic_run
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import suites
-from actors.session import RunTimedOut, run_session
+from actors.runtime.session import RunTimedOut, run_session
 
 TIMEOUT_S = 12.0
 

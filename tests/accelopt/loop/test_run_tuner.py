@@ -20,8 +20,8 @@ from runlog import last_decision
 
 import suites
 from accelopt import catalog as c
-from actors.profiler import seeds_for
-from actors.session import run_session
+from actors.roles.profiler import seeds_for
+from actors.runtime.session import run_session
 from events.logfile import read_events
 from replay.fold import RunView
 from replay.verify import verify

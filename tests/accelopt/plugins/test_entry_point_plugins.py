@@ -63,7 +63,7 @@ def test_an_llm_provider_plugin_serves_its_models_through_the_gateway():
         from accelopt.config import LLMConfig, RoleLLM
         from accelopt.plugins import LLM_PROVIDER_GROUP, plugin_failures
         from accelopt.records import ChatMessage
-        from actors.gateway import LLMGateway
+        from actors.llm.gateway import LLMGateway
 
         gw = LLMGateway(LLMConfig(default=RoleLLM(model="mycorp/coder-1", retries=0), allow_unpriced=True))
         calls = asyncio.run(gw.complete("summarizer", [ChatMessage(role="user", content="No kernels here")],

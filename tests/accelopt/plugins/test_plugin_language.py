@@ -43,10 +43,10 @@ from accelopt.problem import (
     one_file_solution,
 )
 from accelopt.profile import LatencyStats, Profile
-from actors.parsing import extract_code
-from actors.profiler import solution_for
-from actors.session import best_extension
-from actors.tuner import tuner_reply
+from actors.llm.parsing import extract_code
+from actors.llm.tuner import tuner_reply
+from actors.roles.profiler import solution_for
+from actors.runtime.session import best_extension
 from events.logfile import read_events
 from hardware_agents import base
 from hardware_agents.languages import KernelLanguage, UnknownLanguageError, get_language, language_names

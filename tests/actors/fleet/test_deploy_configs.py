@@ -10,7 +10,7 @@ import pytest
 import yaml
 from testdirs import REPO
 
-from actors.hosting import device_placement
+from actors.runtime.hosting import device_placement
 from events.server import nats_server_binary
 
 DEPLOY = REPO / "deploy"
@@ -78,7 +78,7 @@ def test_worker_count_gives_each_profiler_its_own_device(monkeypatch):
 
 
 def test_profilers_ask_for_their_generation_where_the_cluster_labels_it(monkeypatch):
-    import actors.hosting as hosting
+    import actors.runtime.hosting as hosting
 
     labels = {"CPU": 8.0, "GPU": 8.0, "neuron_cores": 96.0, "accelerator_type:trn1": 1.0,
               "accelerator_type:trn2": 1.0, "accelerator_type:H100": 1.0}

@@ -17,7 +17,7 @@ from nats.js import api
 
 import suites
 from accelopt import catalog as c
-from actors.session import run_session
+from actors.runtime.session import run_session
 from events.log import EventLog
 from events.logfile import read_events
 from events.server import NatsServer, free_port

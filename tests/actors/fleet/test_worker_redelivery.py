@@ -14,7 +14,7 @@ from nats.aio.msg import Msg
 
 import suites
 from accelopt import catalog as c
-from actors.session import run_session
+from actors.runtime.session import run_session
 from events.log import EventLog
 from events.logfile import read_events
 

@@ -43,7 +43,7 @@ def _litellm_warm() -> None:
     from llm_helpers import llm_config
 
     from accelopt.records import ChatMessage
-    from actors.gateway import LLMGateway
+    from actors.llm.gateway import LLMGateway
 
     gw = LLMGateway(llm_config("builtin/tuner"))
     asyncio.run(gw.complete("summarizer", [ChatMessage(role="user", content="No kernels")], run_id="w",

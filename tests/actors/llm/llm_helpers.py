@@ -25,8 +25,8 @@ from accelopt.problem import (
     one_file_solution,
 )
 from accelopt.profile import LatencyStats, Profile
-from actors.gateway import LLMGateway
-from actors.roles import ROLE_WORKERS, role_options
+from actors.llm.gateway import LLMGateway
+from actors.roles.llm_roles import ROLE_WORKERS, role_options
 from events.log import EventLog
 
 SCALE_ADD_C = """\

@@ -17,7 +17,7 @@ from llm_helpers import (
 )
 
 from accelopt import catalog as c
-from actors.roles import Planner
+from actors.roles.llm_roles import Planner
 from events.log import EventLog
 from events.subjects import role_filter
 

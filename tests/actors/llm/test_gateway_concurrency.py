@@ -10,7 +10,7 @@ from scripted_llm import Reply, Script
 
 from accelopt.config import RoleLLM
 from accelopt.records import ChatMessage
-from actors.gateway import LLMGateway
+from actors.llm.gateway import LLMGateway
 
 MSGS = [ChatMessage(role="user", content="hi")]
 

@@ -10,7 +10,7 @@ import pytest
 from llm_helpers import llm_config
 
 from accelopt.records import ChatMessage, ModelPrice
-from actors.gateway import LLMGateway, UnpricedModelError, price_snapshot
+from actors.llm.gateway import LLMGateway, UnpricedModelError, price_snapshot
 
 MSGS = [ChatMessage(role="user", content="Plan one optimization step for this kernel, please.")]
 

@@ -4,7 +4,7 @@ never the real OpenAI key from the environment sent to another server."""
 from __future__ import annotations
 
 from accelopt.config import ResolvedLLM
-from actors.gateway import _keyless_placeholder
+from actors.llm.gateway import _keyless_placeholder
 
 
 def _cfg(model: str, api_base: str | None = None, api_key_env: str | None = None) -> ResolvedLLM:

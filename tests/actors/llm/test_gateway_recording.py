@@ -7,7 +7,7 @@ import asyncio
 from llm_helpers import llm_config
 
 from accelopt.records import ChatMessage
-from actors.gateway import LLMGateway, content_hash, recording_from
+from actors.llm.gateway import LLMGateway, content_hash, recording_from
 
 MSGS = [ChatMessage(role="system", content="sys"), ChatMessage(role="user", content="Plan.")]
 

@@ -10,7 +10,7 @@ from llm_helpers import llm_config
 
 from accelopt.catalog import derive_event_id
 from accelopt.records import ChatMessage
-from actors.gateway import LLMGateway, is_transient
+from actors.llm.gateway import LLMGateway, is_transient
 
 MSGS = [ChatMessage(role="system", content="You plan."), ChatMessage(role="user", content="Plan one step.")]
 

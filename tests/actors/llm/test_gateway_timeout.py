@@ -8,7 +8,7 @@ from llm_helpers import llm_config
 from scripted_llm import Reply
 
 from accelopt.records import ChatMessage
-from actors.gateway import LLMGateway
+from actors.llm.gateway import LLMGateway
 
 MSGS = [ChatMessage(role="user", content="hi")]
 

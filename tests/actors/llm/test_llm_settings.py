@@ -13,7 +13,7 @@ from testdirs import LOOP
 
 from accelopt.config import BUILTIN_ROLE_MAX_TOKENS, ConfigError, build_config
 from accelopt.records import ChatMessage
-from actors.gateway import LLMGateway, max_output_tokens
+from actors.llm.gateway import LLMGateway, max_output_tokens
 
 MSG = [ChatMessage(role="user", content="hi")]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from actors.parsing import (
+from actors.llm.parsing import (
     EMPTY_REPLY,
     NO_CODE,
     ONLY_REASONING,

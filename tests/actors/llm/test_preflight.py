@@ -15,7 +15,7 @@ import pytest
 from openai_stub import OpenAIStub
 
 from accelopt.config import build_config
-from actors import preflight as pf
+from actors.llm import preflight as pf
 
 
 def _llm(*overrides: str):

@@ -22,9 +22,9 @@ from accelopt import catalog as c
 from accelopt.config import build_config
 from accelopt.coordinator import CoordinatorCore
 from accelopt.profile import LatencyStats, Profile
-from actors.gateway import LLMGateway
-from actors.roles import ROLE_WORKERS
-from actors.tuner import tuner_reply
+from actors.llm.gateway import LLMGateway
+from actors.llm.tuner import tuner_reply
+from actors.roles.llm_roles import ROLE_WORKERS
 
 RUN = "scripted-loop"
 CC = shutil.which("cc") or shutil.which("gcc")
@@ -32,7 +32,7 @@ pytestmark = pytest.mark.skipif(CC is None, reason="no C compiler")
 
 
 class Contexts:
-    """Stands in for actors.run_context.RunContexts (the run's RunStarted, without NATS)."""
+    """Stands in for actors.base.run_context.RunContexts (the run's RunStarted, without NATS)."""
 
     def __init__(self, started: c.RunStarted) -> None:
         self.s = started

@@ -9,9 +9,9 @@ from llm_helpers import SCALE_ADD_C, llm_config, sample_profile, scale_add_probl
 
 from accelopt.catalog import RetrievedInsight
 from accelopt.records import ChatMessage
-from actors.gateway import LLMGateway
-from actors.parsing import NO_CODE, ReplyParseError, extract_code, parse_insight
-from actors.tuner import insight_preferences, rank_changes, tuner_reply
+from actors.llm.gateway import LLMGateway
+from actors.llm.parsing import NO_CODE, ReplyParseError, extract_code, parse_insight
+from actors.llm.tuner import insight_preferences, rank_changes, tuner_reply
 from hardware_agents.languages.tunables import Change, apply_change, find_tunables, moves, parse_change
 from memory_index import format_for_prompt
 from prompts import render

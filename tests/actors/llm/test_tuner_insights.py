@@ -7,8 +7,8 @@ from llm_helpers import scale_add_problem
 
 from accelopt.catalog import RetrievedInsight
 from accelopt.records import ChatMessage
-from actors.parsing import extract_code, parse_insight
-from actors.tuner import (
+from actors.llm.parsing import extract_code, parse_insight
+from actors.llm.tuner import (
     compound_move,
     hint_preferences,
     insight_moves,

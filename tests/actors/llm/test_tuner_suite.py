@@ -10,8 +10,8 @@ import subprocess
 import pytest
 
 import suites
-from actors.parsing import extract_code, parse_insight
-from actors.tuner import tuner_reply
+from actors.llm.parsing import extract_code, parse_insight
+from actors.llm.tuner import tuner_reply
 from hardware_agents.languages.tunables import find_tunables, parse_change, parse_changes
 from prompts import render
 from suites.tuning import parse_space

@@ -1,4 +1,4 @@
-"""Which runs may attach to a warm pool (`actors/pool.py`), from its record alone: no agents
+"""Which runs may attach to a warm pool (`actors/runtime/pool.py`), from its record alone: no agents
 are started here, so each refusal is checked without the cost of a pool."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 import msgspec
 
 from accelopt.config import build_config
-from actors.pool import PoolInfo, agent_settings, attach_check, pool_path, read_pool, record_pool
+from actors.runtime.pool import PoolInfo, agent_settings, attach_check, pool_path, read_pool, record_pool
 
 
 def _cfg(tmp_path, *overrides: str):

@@ -1,5 +1,5 @@
 """Fixtures of the real-LLM tests: SmolLM2-135M behind llama-cpp-python's OpenAI-compatible
-server on a loopback port (actors/local_llm.py). Nothing is scripted or mocked here: the
+server on a loopback port (actors/llm/local_llm.py). Nothing is scripted or mocked here: the
 gateway and the agents talk HTTP to a real model through litellm.
 
 `make test` prepares the server once per machine (`accelopt local-llm prepare`) before
@@ -16,7 +16,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # for `real_helpers`
 
-from actors.local_llm import LocalLLMServer, Prepared, prepare
+from actors.llm.local_llm import LocalLLMServer, Prepared, prepare
 
 
 @pytest.fixture(scope="session")

@@ -8,8 +8,8 @@ from typing import Any
 from accelopt.catalog import LLMCallCompleted
 from accelopt.config import LLMConfig, RoleLLM
 from accelopt.records import ChatMessage, ModelPrice
-from actors.gateway import LLMGateway
-from actors.local_llm import LITELLM_MODEL
+from actors.llm.gateway import LLMGateway
+from actors.llm.local_llm import LITELLM_MODEL
 
 FREE = {LITELLM_MODEL: ModelPrice(input_cost_per_token=0.0, output_cost_per_token=0.0, source="config")}
 SHORT = [ChatMessage(role="user", content="Write a C function `float add(float a, float b)` in one fenced block.")]

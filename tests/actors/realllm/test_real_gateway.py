@@ -11,7 +11,7 @@ import time
 
 from real_helpers import LONG, SHORT, call, config, gateway, run
 
-from actors.local_llm import LITELLM_MODEL
+from actors.llm.local_llm import LITELLM_MODEL
 from events.server import free_port
 
 

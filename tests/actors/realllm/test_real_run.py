@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from accelopt import catalog as c
-from actors.local_llm import LITELLM_MODEL
+from actors.llm.local_llm import LITELLM_MODEL
 from events.logfile import read_events
 
 PROBLEMS = "swiglu"  # one problem: every call of a 135M model costs seconds (below)

@@ -9,7 +9,7 @@ import pytest
 from neuron_helpers import STANDIN
 
 from accelopt.problem import Problem
-from actors.hosting import device_placement
+from actors.runtime.hosting import device_placement
 from hardware_agents import available_devices, get_agent, registered_kinds
 from hardware_agents.neuron import COUNTER_FIELDS, NeuronSDKMissing, Trn1Agent, Trn2Agent, parse_summary
 from hardware_agents.neuron.agent import extend_seeds, lower_precision
@@ -85,7 +85,7 @@ def test_core_pinning_from_the_ray_assigned_cores(monkeypatch: pytest.MonkeyPatc
     # Ray sets NEURON_RT_VISIBLE_CORES for an actor that holds `neuron_cores` resources. The
     # placement depends on the cluster Ray is connected to (an earlier test may have started
     # one in this process): a cluster with NeuronCores, then one without (the agent emulates).
-    import actors.hosting as hosting
+    import actors.runtime.hosting as hosting
 
     monkeypatch.setattr(hosting, "_cluster_resources", lambda: {"CPU": 2.0, "neuron_cores": 2.0})
     assert device_placement("trn1").options() == {"num_cpus": 0.0, "resources": {"neuron_cores": 1}}

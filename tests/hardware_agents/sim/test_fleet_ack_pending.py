@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from actors.worker import FLEET_MAX_ACK_PENDING, Worker, WorkerOptions
+from actors.base.worker import FLEET_MAX_ACK_PENDING, Worker, WorkerOptions
 from events.log import EventLog
 
 

@@ -127,7 +127,7 @@ def test_accelopt_run_refuses_sim_without_the_opt_in(monkeypatch, tmp_path, caps
 
 
 def test_run_session_refuses_sim_without_the_opt_in(monkeypatch, tmp_path):
-    from actors.session import RunError, run_session
+    from actors.runtime.session import RunError, run_session
 
     monkeypatch.delenv(ALLOW_ENV, raising=False)
     suite = write_suite(tmp_path, 1)
@@ -137,7 +137,7 @@ def test_run_session_refuses_sim_without_the_opt_in(monkeypatch, tmp_path):
 
 
 def test_device_concurrency_config():
-    from actors.deployment import profiler_options
+    from actors.runtime.deployment import profiler_options
 
     cfg = build_config(overrides=["devices.sim.concurrency=64", "devices.sim.workers=1"])
     assert profiler_options("sim", cfg).concurrency == 64

@@ -9,8 +9,8 @@ import time
 
 from accelopt import catalog as c
 from accelopt.config import build_config
-from actors.deployment import profiler_options
-from actors.profiler import Profiler
+from actors.roles.profiler import Profiler
+from actors.runtime.deployment import profiler_options
 from events.log import EventLog
 from hardware_agents.sim.suite import write_suite
 

@@ -11,7 +11,7 @@ import pytest
 import suites
 from accelopt import catalog as c
 from accelopt.config import build_config
-from actors.session import run_session
+from actors.runtime.session import run_session
 from events.logfile import read_events
 from hardware_agents.sim.suite import write_suite
 from replay.verify import verify

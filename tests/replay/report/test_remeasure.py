@@ -8,7 +8,7 @@ import msgspec
 import pytest
 
 from accelopt import catalog as ev
-from actors.profiler import seeds_for
+from actors.roles.profiler import seeds_for
 from cli.commands.remeasure import RemeasureRecord
 from cli.main import main
 from events.logfile import read_events

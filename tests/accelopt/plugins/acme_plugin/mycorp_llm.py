@@ -6,7 +6,7 @@ from typing import Any
 from litellm import CustomLLM
 from litellm.types.utils import ModelResponse
 
-from actors.tuner import fill_response, tuner_reply
+from actors.llm.tuner import fill_response, tuner_reply
 
 
 class MyCorpLLM(CustomLLM):

@@ -21,8 +21,8 @@ from typing import Any
 from accelopt import catalog as ev
 from accelopt.config import RunConfig
 from accelopt.logging import get_logger
-from actors.hosting import ROLE_FACTORIES, Placement, device_placement, ray_host_class
-from actors.worker import WorkerOptions
+from actors.base.worker import WorkerOptions
+from actors.runtime.hosting import ROLE_FACTORIES, Placement, device_placement, ray_host_class
 from events.subjects import role_filter
 
 log = get_logger(component="deployment")
@@ -65,7 +65,7 @@ def profiler_options(device: str, cfg: RunConfig) -> WorkerOptions:
 
 
 def llm_role_options(role: ev.Role, cfg: RunConfig) -> WorkerOptions:
-    from actors.roles import role_options
+    from actors.roles.llm_roles import role_options
 
     w = cfg.workers
     return role_options(role, cfg.llm, ack_wait_s=w.ack_wait_s, heartbeat_s=w.heartbeat_s, max_deliver=w.max_deliver)

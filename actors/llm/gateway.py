@@ -44,7 +44,7 @@ from accelopt.catalog import LLMCallCompleted, derive_event_id
 from accelopt.config import LLMConfig, ResolvedLLM
 from accelopt.logging import get_logger
 from accelopt.records import ChatMessage, ModelPrice, TokenUsage
-from actors.pricing import (  # noqa: F401  (the pricing names are used through this module too)
+from actors.llm.pricing import (  # noqa: F401  (the pricing names are used through this module too)
     FREE_PROVIDERS,
     UnpricedModelError,
     declare_free_provider,
@@ -136,7 +136,7 @@ _plugins_loaded = False
 def use_llm_provider_plugin(name: str, obj: Any) -> None:
     """An LLM-provider entry point is a `litellm.CustomLLM` subclass or instance; its name
     is the provider prefix of the models it serves."""
-    from actors.tuner import register_provider
+    from actors.llm.tuner import register_provider
 
     handler = obj() if isinstance(obj, type) else obj
     if not isinstance(handler, litellm.CustomLLM):
@@ -149,7 +149,7 @@ def _register_offline_providers() -> None:
     """The built-in custom providers, then (once per process) those of installed plugins
     (`accelopt.llm_providers` entry points, `accelopt/plugins.py`)."""
     global _plugins_loaded
-    from actors.tuner import register_tuner_provider
+    from actors.llm.tuner import register_tuner_provider
 
     register_tuner_provider()
     if not _plugins_loaded:

@@ -30,17 +30,17 @@ from accelopt import catalog as ev
 from accelopt.config import LLMConfig
 from accelopt.problem import Problem
 from accelopt.records import ChatMessage
-from actors.gateway import LLMGateway
-from actors.parsing import (
+from actors.base.recordings import Recordings
+from actors.base.run_context import RunContextError, RunContexts
+from actors.base.worker import Worker, WorkerOptions
+from actors.llm.gateway import LLMGateway
+from actors.llm.parsing import (
     TRUNCATED,
     ReplyParseError,
     extract_code,
     extract_plan,
     parse_insight,
 )
-from actors.recordings import Recordings
-from actors.run_context import RunContextError, RunContexts
-from actors.worker import Worker, WorkerOptions
 from events.log import EventLog, StreamSettings
 from events.subjects import role_filter
 from hardware_agents.languages import find_language

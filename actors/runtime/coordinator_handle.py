@@ -15,8 +15,8 @@ import threading
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from actors.coordinator import CoordinatorReport
-    from actors.deployment import Hosted
+    from actors.roles.coordinator import CoordinatorReport
+    from actors.runtime.deployment import Hosted
 
 
 class CoordinatorHandle(Protocol):
@@ -65,7 +65,7 @@ class LocalCoordinator:
     """`CoordinatorService` on a daemon thread with its own event loop."""
 
     def __init__(self, nats_url: str, run_id: str) -> None:
-        from actors.coordinator import CoordinatorService
+        from actors.roles.coordinator import CoordinatorService
 
         self.service = CoordinatorService(nats_url, run_id)
         self.report: CoordinatorReport | None = None

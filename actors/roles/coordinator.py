@@ -6,7 +6,7 @@ everything already decided and publishes only what is missing). A decision's cop
 log always follows the event it was decided on, so a decision waiting to be published is
 dropped as soon as its copy goes by: what waits is only what the log does not hold yet,
 and re-deriving a long history holds no more than the live run did. The core's effects (memory
-retrievals, `MemoryRequested`) are published for the memory worker (actors/retriever.py),
+retrievals, `MemoryRequested`) are published for the memory worker (actors/roles/retriever.py),
 which answers with `MemoryRetrieved`: the coordinator itself does no memory I/O and loads
 no model. It also watches for stalls: requests that nobody
 consumes (e.g. a device with no profiler worker) are reported, not waited on silently.

@@ -23,8 +23,8 @@ from typing import Any
 
 from accelopt.catalog import Event, MemoryEntryAdded, MemoryIndexed, derive_event_id
 from accelopt.records import MemoryEntry
-from actors.run_context import RunContextError, RunContexts
-from actors.worker import Worker, WorkerOptions
+from actors.base.run_context import RunContextError, RunContexts
+from actors.base.worker import Worker, WorkerOptions
 from events.log import EventLog, StreamSettings
 from events.subjects import role_filter
 from memory_index import Embedder, MemoryIndex, normalize_uri

@@ -64,7 +64,7 @@ def cache_dir() -> Path:
 
 
 def _constraints() -> str:
-    return resources.files("actors").joinpath("local_llm_constraints.txt").read_text()
+    return resources.files("actors.llm").joinpath("local_llm_constraints.txt").read_text()
 
 
 class Prepared:

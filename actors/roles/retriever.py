@@ -22,10 +22,10 @@ import msgspec
 
 from accelopt import catalog as ev
 from accelopt.config import MemoryConfig
-from actors.curator import memory_digest, serves_memory
-from actors.recordings import Recordings
-from actors.run_context import RunContexts
-from actors.worker import Worker, WorkerOptions
+from actors.base.recordings import Recordings
+from actors.base.run_context import RunContexts
+from actors.base.worker import Worker, WorkerOptions
+from actors.roles.curator import memory_digest, serves_memory
 from events.log import EventLog, StreamSettings
 from events.subjects import role_filter
 from memory_index import MemoryIndex, query_for

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from actors.run_context import RunContexts
+from actors.base.run_context import RunContexts
 from events.log import EventLog
 from replay.recording import Recording
 

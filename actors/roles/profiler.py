@@ -16,9 +16,9 @@ import msgspec
 from accelopt import catalog as ev
 from accelopt.problem import Solution, SourceFile
 from accelopt.profile import Profile
-from actors.recordings import Recordings
-from actors.run_context import RunContexts
-from actors.worker import Worker, WorkerOptions
+from actors.base.recordings import Recordings
+from actors.base.run_context import RunContexts
+from actors.base.worker import Worker, WorkerOptions
 from events.log import EventLog
 from events.subjects import role_filter
 from hardware_agents.base import DEFAULT_SEEDS, HardwareAgent, get_agent

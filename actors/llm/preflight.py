@@ -29,7 +29,7 @@ import msgspec
 
 from accelopt.config import LLMConfig
 from accelopt.records import ChatMessage
-from actors.gateway import FREE_PROVIDERS, LLMGateway, _keyless_placeholder, provider_of
+from actors.llm.gateway import FREE_PROVIDERS, LLMGateway, _keyless_placeholder, provider_of
 
 ROLES = ("planner", "executor", "fixer", "summarizer")
 PROBE = [ChatMessage(role="user", content="Reply with the single word OK.")]
@@ -67,7 +67,7 @@ def model_uses(config: LLMConfig) -> list[ModelUse]:
 
 def is_offline(model: str) -> bool:
     """Served in this process: the built-in providers and plugins' litellm custom providers."""
-    from actors.gateway import _register_offline_providers
+    from actors.llm.gateway import _register_offline_providers
 
     provider = provider_of(model)
     if provider in FREE_PROVIDERS:

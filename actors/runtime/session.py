@@ -81,7 +81,7 @@ def toolchain(devices: list[str]) -> dict[str, str]:
 
 def price_snapshot(cfg: RunConfig) -> dict:
     """Prices of every configured model; fails closed on an unpriced one (see the gateway)."""
-    from actors.pricing import price_snapshot as snapshot
+    from actors.llm.pricing import price_snapshot as snapshot
 
     return snapshot(cfg.llm)
 
@@ -329,8 +329,8 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
     passes before the agents are ready, nothing is published and `RunTimedOut` says which
     ones were not; later, the outcome is `timed_out` and the run stays resumable.
     """
-    from actors.coordinator_handle import CoordinatorHandle, start_coordinator
-    from actors.deployment import ActorStartError, Deployment, init_ray
+    from actors.runtime.coordinator_handle import CoordinatorHandle, start_coordinator
+    from actors.runtime.deployment import ActorStartError, Deployment, init_ray
 
     if coordinator == "local" and start_workers:
         raise ValueError("a coordinator in this process serves agents started elsewhere (start_workers=False)")

@@ -67,7 +67,7 @@ import msgspec
 from litellm import CustomLLM
 from litellm.types.utils import ModelResponse, Usage
 
-from actors.parsing import code_blocks
+from actors.llm.parsing import code_blocks
 from hardware_agents.languages.tunables import (
     Change,
     Move,

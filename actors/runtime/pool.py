@@ -12,7 +12,7 @@ A run attaches only where the pool's agents behave as its own would: its devices
 the pool's, and the settings the agents were started with (memory URI and embedding model,
 device options, profiling timeouts, sandbox, delivery) are the run's. The LLM settings need
 not match: role workers take each run's model, limits and prices from its `RunStarted`
-(`actors/roles.py`); API keys come from the pool's environment.
+(`actors/roles/llm_roles.py`); API keys come from the pool's environment.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import msgspec
 from accelopt.config import RunConfig
 
 if TYPE_CHECKING:
-    from actors.deployment import Deployment
+    from actors.runtime.deployment import Deployment
     from events.runsource import LogEndpoint
 
 POOL_FILE = ".pool.json"
@@ -121,8 +121,8 @@ class AgentPool:
         self.deployment: Deployment | None = None
 
     def __enter__(self) -> str:
-        from actors.deployment import Deployment, init_ray
-        from actors.session import create_stream, with_memory_uri
+        from actors.runtime.deployment import Deployment, init_ray
+        from actors.runtime.session import create_stream, with_memory_uri
         from events.log import StreamSettings
         from events.runsource import open_log_endpoint
 

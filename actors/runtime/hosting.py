@@ -19,15 +19,15 @@ from typing import Any
 import accelopt  # noqa: F401  (offline environment defaults, also inside Ray workers)
 
 ROLE_FACTORIES: dict[str, str] = {
-    "planner": "actors.roles:Planner",
-    "executor": "actors.roles:Executor",
-    "fixer": "actors.roles:Fixer",
-    "summarizer": "actors.roles:Summarizer",
-    "profiler": "actors.profiler:Profiler",
-    "curator": "actors.curator:MemoryCurator",
-    "retriever": "actors.retriever:MemoryRetriever",
-    "coordinator": "actors.coordinator:CoordinatorService",
-    "group": "actors.hosting:ActorGroup",
+    "planner": "actors.roles.llm_roles:Planner",
+    "executor": "actors.roles.llm_roles:Executor",
+    "fixer": "actors.roles.llm_roles:Fixer",
+    "summarizer": "actors.roles.llm_roles:Summarizer",
+    "profiler": "actors.roles.profiler:Profiler",
+    "curator": "actors.roles.curator:MemoryCurator",
+    "retriever": "actors.roles.retriever:MemoryRetriever",
+    "coordinator": "actors.roles.coordinator:CoordinatorService",
+    "group": "actors.runtime.hosting:ActorGroup",
 }
 
 

@@ -10,7 +10,7 @@ never a second result.
 
 Subclasses implement `handle(event) -> list[Event]` and optionally `give_up(event, error)`
 (the failure events to publish when a request failed on its last allowed delivery).
-Ray actors wrap a Worker (see `actors.ray_actors`); the class itself is plain asyncio.
+Ray actors wrap a Worker (see `actors.runtime.hosting`); the class itself is plain asyncio.
 """
 
 from __future__ import annotations
