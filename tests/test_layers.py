@@ -1,52 +1,45 @@
-"""The packages read top-down (docs/architecture.md): the command line (`cli/`) is the top layer and alone wires actors, events, memory and devices
-together; the core (the rest of `accelopt/`: config, problem, records, the event catalog,
-the coordinator) imports no other package of the project; nothing imports the command line;
-no two packages import each other, and no modules import each other in a circle. Checked
-on the source's import statements (including the lazy ones inside functions)."""
+"""The project's folders read top-down (docs/architecture.md). `LAYERS` is their order: a
+folder imports only folders of the layers below its own, never one of its own layer or one
+above (0 upward imports). So the command line (`cli/`) is the top and nothing imports it;
+the actors come next and only the command line reaches into them; the core (`accelopt/`:
+config, problem, records, the event catalog, the coordinator core) is the bottom and imports
+no other folder. Inside `actors/` its groups are layered the same way (`ACTOR_GROUPS`), and
+no modules import each other in a circle. Checked on the source's import statements: lazy
+ones inside functions, `TYPE_CHECKING` ones and relative ones included."""
 
 from __future__ import annotations
 
 import ast
+import tomllib
 from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("cli", "accelopt", "actors", "events", "memory_index", "hardware_agents", "prompts", "replay", "suites")
+
+# top-down; a folder may import only folders of later layers
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("cli",),                            # the `accelopt` command: wires everything below together
+    ("actors",),                         # what runs while a run runs: hosting, roles, the LLM plumbing
+    ("replay", "prompts", "suites"),     # the read side; prompt rendering; problem suites
+    ("memory_index",),                   # the optimization memory (rebuilt from exported logs)
+    ("events", "hardware_agents"),       # the log's transport; the device agents
+    ("accelopt",),                       # the core
+)
+# the groups of actors/, top-down, the same rule inside the folder
+ACTOR_GROUPS: tuple[tuple[str, ...], ...] = (
+    ("actors.runtime",),
+    ("actors.roles",),
+    ("actors.llm", "actors.base"),
+)
 
 
-def _layer_of_module(module: str) -> str | None:
-    top = module.split(".")[0]
-    if top not in PACKAGES:
-        return None
-    return top
+def _installed_packages() -> list[str]:
+    """The top-level packages pyproject installs (`[tool.setuptools.packages.find] include`)."""
+    find = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    return [name.rstrip("*") for name in find["include"]]
 
 
-def _layer_of_file(path: Path) -> str:
-    rel = path.relative_to(ROOT).with_suffix("")
-    return _layer_of_module(".".join(p for p in rel.parts if p != "__init__")) or rel.parts[0]
-
-
-def _imports() -> dict[tuple[str, str], list[str]]:
-    """(importing layer, imported layer) -> 'file -> module' lines."""
-    edges: dict[tuple[str, str], list[str]] = defaultdict(list)
-    for pkg in PACKAGES:
-        for path in (ROOT / pkg).rglob("*.py"):
-            src = _layer_of_file(path)
-            for node in ast.walk(ast.parse(path.read_text(), str(path))):
-                if isinstance(node, ast.Import):
-                    modules = [a.name for a in node.names]
-                elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                    modules = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-                else:
-                    continue
-                for module in modules:
-                    dst = _layer_of_module(module)
-                    if dst is not None and dst != src:
-                        edges[(src, dst)].append(f"{path.relative_to(ROOT)} -> {module}")
-    return edges
-
-
-EDGES = _imports()
+PACKAGES = _installed_packages()
 
 
 def _module_of(path: Path) -> str:
@@ -58,22 +51,78 @@ def _is_module(name: str) -> bool:
     return rel.with_suffix(".py").is_file() or (rel / "__init__.py").is_file()
 
 
+def _imported(path: Path, tree: ast.AST) -> list[tuple[str, list[str]]]:
+    """(module, names it may be a package of) per imported module: `import a.b` is
+    ("a.b", []), `from pkg import x, y` is ("pkg", ["pkg.x", "pkg.y"]) (x may be a submodule);
+    a relative import is resolved against `path`."""
+    package = _module_of(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    out: list[tuple[str, list[str]]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.extend((a.name, []) for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
+            out.append((base, [f"{base}.{a.name}" for a in node.names]))
+    return out
+
+
+def _sources() -> list[tuple[Path, ast.AST]]:
+    return [(path, ast.parse(path.read_text(), str(path))) for pkg in PACKAGES for path in (ROOT / pkg).rglob("*.py")]
+
+
+SOURCES = _sources()
+
+
+def _edges(unit_of) -> dict[tuple[str, str], list[str]]:
+    """(importing unit, imported unit) -> 'file -> module' lines; `unit_of(module)` names a
+    module's unit (a folder, an actors group) or None for modules outside the check."""
+    edges: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for path, tree in SOURCES:
+        src = unit_of(_module_of(path))
+        if src is None:
+            continue
+        for base, subs in _imported(path, tree):
+            for module in (base, *subs):
+                dst = unit_of(module)
+                if dst is not None and dst != src:
+                    edges[(src, dst)].append(f"{path.relative_to(ROOT)} -> {module}")
+    return edges
+
+
+def _folder(module: str) -> str | None:
+    top = module.split(".")[0]
+    return top if top in PACKAGES else None
+
+
+def _actor_group(module: str) -> str | None:
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "actors" and len(parts) > 1 else None
+
+
+FOLDER_EDGES = _edges(_folder)
+GROUP_EDGES = _edges(_actor_group)
+
+
+def _upward(edges: dict[tuple[str, str], list[str]], layers: tuple[tuple[str, ...], ...]) -> list[str]:
+    """Imports of a unit of the same layer or of a layer above the importer's."""
+    rank = {unit: i for i, layer in enumerate(layers) for unit in layer}
+    return [line for (src, dst), lines in sorted(edges.items()) if rank[dst] <= rank[src] for line in lines]
+
+
 def _module_graph() -> dict[str, set[str]]:
     """Module -> the project's modules it imports (lazily inside functions, and for type
     checkers only in a `TYPE_CHECKING` block, too: a module that needs another's types to
     call it is as tied to it; `from pkg import sub` imports the submodule `pkg.sub`)."""
     graph: dict[str, set[str]] = {}
-    for pkg in PACKAGES:
-        for path in (ROOT / pkg).rglob("*.py"):
-            tree = ast.parse(path.read_text(), str(path))
-            deps: set[str] = set()
-            for node in ast.walk(tree):
-                if isinstance(node, ast.Import):
-                    deps.update(a.name for a in node.names)
-                elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                    subs = [f"{node.module}.{a.name}" for a in node.names]
-                    deps.update(subs if all(_is_module(m) for m in subs) else [node.module])
-            graph[_module_of(path)] = {d for d in deps if _is_module(d)}
+    for path, tree in SOURCES:
+        deps: set[str] = set()
+        for base, subs in _imported(path, tree):
+            deps.update(subs if subs and all(_is_module(m) for m in subs) else [base])
+        graph[_module_of(path)] = {d for d in deps if _is_module(d)}
     return graph
 
 
@@ -112,19 +161,34 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
-def test_the_core_imports_no_other_package():
-    leaks = [line for (src, _), lines in EDGES.items() if src == "accelopt" for line in lines]
-    assert not leaks, leaks
+def test_every_installed_folder_has_one_layer():
+    placed = [unit for layer in LAYERS for unit in layer]
+    assert sorted(placed) == sorted(PACKAGES) and len(set(placed)) == len(placed), (placed, PACKAGES)
+    groups = sorted(p.parent.name for p in (ROOT / "actors").glob("*/__init__.py"))
+    assert sorted(g.split(".")[1] for layer in ACTOR_GROUPS for g in layer) == groups, groups
+    assert not [p.name for p in (ROOT / "actors").glob("*.py") if p.name != "__init__.py"], \
+        "a module of actors/ belongs in one of its groups"
+
+
+def test_no_folder_imports_its_own_layer_or_one_above():
+    assert not _upward(FOLDER_EDGES, LAYERS)
 
 
 def test_nothing_imports_the_command_line():
-    callers = [line for (src, dst), lines in EDGES.items() if dst == "cli" for line in lines]
+    callers = [line for (_, dst), lines in FOLDER_EDGES.items() if dst == "cli" for line in lines]
     assert not callers, callers
 
 
-def test_no_two_packages_import_each_other():
-    pairs = [(a, b, EDGES[(a, b)][0], EDGES[(b, a)][0]) for (a, b) in EDGES if (b, a) in EDGES and a < b]
-    assert not pairs, pairs
+def test_no_actors_group_imports_its_own_layer_or_one_above():
+    assert not _upward(GROUP_EDGES, ACTOR_GROUPS)
+
+
+def test_actors_package_files_import_nothing():
+    """`actors/__init__.py` and its groups' are docstrings: importing one group (the light
+    `llm.pricing` in a run attached to a pool) must not load another (Ray, litellm)."""
+    inits = [ROOT / "actors" / "__init__.py", *(ROOT / "actors").glob("*/__init__.py")]
+    eager = [f"{p.relative_to(ROOT)}: {m}" for p in inits for m, _ in _imported(p, ast.parse(p.read_text()))]
+    assert not eager, eager
 
 
 def test_no_modules_import_each_other_in_a_circle():
@@ -135,11 +199,14 @@ def test_the_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-def test_the_read_side_does_not_reach_into_the_actors():
-    assert ("replay", "actors") not in EDGES, EDGES[("replay", "actors")]
-    assert ("events", "actors") not in EDGES, EDGES[("events", "actors")]
+def test_the_order_check_finds_an_upward_and_a_sideways_import():
+    layers = (("top",), ("mid_a", "mid_b"), ("core",))
+    edges = {("top", "core"): ["down"], ("core", "mid_a"): ["up"], ("mid_a", "mid_b"): ["sideways"]}
+    assert _upward(edges, layers) == ["up", "sideways"]
 
 
 def test_the_checker_sees_the_layers_it_checks():
     """Guards the checks above against passing on an empty or misparsed graph."""
-    assert EDGES[("cli", "actors")] and EDGES[("actors", "accelopt")] and EDGES[("events", "accelopt")]
+    assert FOLDER_EDGES[("cli", "actors")] and FOLDER_EDGES[("actors", "accelopt")]
+    assert FOLDER_EDGES[("events", "accelopt")] and FOLDER_EDGES[("memory_index", "events")]
+    assert GROUP_EDGES[("actors.runtime", "actors.roles")] and GROUP_EDGES[("actors.roles", "actors.base")]
