@@ -32,7 +32,7 @@ import msgspec
 from accelopt import catalog as ev
 from accelopt.config import RunConfig, recorded_config
 from accelopt.policy import Scored, noise_margin, plan_pair, relative_spread, select_beam, select_summaries
-from accelopt.profile import Profile
+from accelopt.profile import Profile, peak_fraction
 from accelopt.records import MemoryEntry, mark_estimated
 
 FIXABLE = frozenset({"compile_error", "runtime_error", "incorrect", "timeout", "timing_mismatch",
@@ -483,7 +483,7 @@ class CoordinatorCore:
         status = failed.status if failed is not None else "passed"
         return ev.RemeasuredSide(
             kernel_id=kernel_id, status=status, rounds_ms=rounds, median_ms=median, spread=spread,
-            pct_peak=t_peak / median if t_peak and median and failed is None else None,
+            pct_peak=peak_fraction(t_peak, median) if failed is None else None,
             log_head=next((ln.strip() for ln in failed.log.splitlines() if ln.strip()), "") if failed else "",
         )
 

@@ -35,7 +35,7 @@ def test_every_event_type_declares_its_subject_and_author_and_no_two_share_a_sub
     subjects = [t.subject for t in ev.EVENT_TYPES]
     assert len(set(subjects)) == len(subjects)
     assert all(t.author in ev.Author.__args__ for t in ev.EVENT_TYPES)  # type: ignore[attr-defined]
-    assert TOKENS == {t.__name__: t.subject for t in ev.EVENT_TYPES}
+    assert {t.__name__: t.subject for t in ev.EVENT_TYPES} == TOKENS
     # a class variable, not a field: it is never on the wire
     assert "subject" not in msgspec.structs.fields(ev.KernelProfiled).__repr__()
     e = ev.IterationStarted(event_id="x", run_id="r1", ts=0.0, problem="p", iteration=0, beam=[])
@@ -45,7 +45,7 @@ def test_every_event_type_declares_its_subject_and_author_and_no_two_share_a_sub
 
 
 def test_verify_re_derives_exactly_what_the_coordinator_authors() -> None:
-    assert DECISION_TYPES == {t for t in ev.EVENT_TYPES if t.author == "coordinator"}
+    assert {t for t in ev.EVENT_TYPES if t.author == "coordinator"} == DECISION_TYPES
     assert {t.__name__ for t in DECISION_TYPES} == {
         "IterationStarted", "PlanRequested", "ImplementationRequested", "ProfileRequested", "FixRequested",
         "BeamSelected", "SummaryRequested", "MemoryEntryAdded", "IterationCompleted", "RunCompleted",
