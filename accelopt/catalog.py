@@ -9,7 +9,9 @@ a decision after a crash is de-duplicated by JetStream's `Nats-Msg-Id` (run id +
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Literal
+import re
+import typing
+from typing import Any, ClassVar, Literal
 
 import msgspec
 
@@ -21,6 +23,12 @@ SCHEMA_VERSION = 1
 
 Role = Literal["planner", "executor", "fixer", "summarizer"]
 Stage = Literal["plan", "implement", "fix", "summarize", "profile", "memory"]
+# Who publishes an event type: "coordinator", its decisions (what `replay --verify` re-derives);
+# "effect", the coordinator's requests for a side effect (a retrieval: the recording's answer
+# is what counts); the session (start, failure: the coordinator also fails a run whose LLM
+# calls keep failing, but the session may fail it first, so it is never re-derived); the LLM
+# roles, the LLM gateway, the profilers and the memory workers.
+Author = Literal["coordinator", "effect", "session", "role", "gateway", "profiler", "memory"]
 
 
 def derive_event_id(run_id: str, type_name: str, *key: object) -> str:
@@ -45,6 +53,10 @@ def msg_id(run_id: str, event_id: str) -> str:
 
 
 class Event(msgspec.Struct, tag_field="type", kw_only=True, frozen=True):
+    # declared by every event type: its subject token (`events/subjects.py`) and its author
+    subject: ClassVar[str]
+    author: ClassVar[Author]
+
     event_id: str
     run_id: str
     ts: float
@@ -68,6 +80,9 @@ class ProblemTarget(msgspec.Struct, kw_only=True, frozen=True):
 
 
 class RunStarted(Event, tag=True, frozen=True):
+    subject: ClassVar[str] = "run.started"
+    author: ClassVar[Author] = "session"
+
     config: dict[str, Any]
     seed: int
     targets: list[ProblemTarget]
@@ -90,16 +105,25 @@ class RunStarted(Event, tag=True, frozen=True):
 
 
 class RunCompleted(Event, tag=True, frozen=True):
+    subject: ClassVar[str] = "run.completed"
+    author: ClassVar[Author] = "coordinator"
+
     reason: str
     best: dict[str, str] = {}
 
 
 class RunFailed(Event, tag=True, frozen=True):
+    subject: ClassVar[str] = "run.failed"
+    author: ClassVar[Author] = "session"
+
     reason: str
     detail: str = ""
 
 
 class BudgetExceeded(Event, tag=True, frozen=True):
+    subject: ClassVar[str] = "run.budget_exceeded"
+    author: ClassVar[Author] = "coordinator"
+
     spent_usd: float
     budget_usd: float
 
@@ -107,6 +131,9 @@ class BudgetExceeded(Event, tag=True, frozen=True):
 # --- iterations -----------------------------------------------------------------------------
 
 class IterationStarted(Event, tag=True, frozen=True):
+    subject: ClassVar[str] = "iteration.started"
+    author: ClassVar[Author] = "coordinator"
+
     problem: str
     iteration: int
     beam: list[str]
@@ -120,6 +147,9 @@ class BeamMember(msgspec.Struct, kw_only=True, frozen=True):
 
 
 class BeamSelected(Event, tag=True, frozen=True):
+    subject: ClassVar[str] = "iteration.beam_selected"
+    author: ClassVar[Author] = "coordinator"
+
     problem: str
     iteration: int
     beam: list[BeamMember]
@@ -127,6 +157,9 @@ class BeamSelected(Event, tag=True, frozen=True):
 
 
 class IterationCompleted(Event, tag=True, frozen=True):
+    subject: ClassVar[str] = "iteration.completed"
+    author: ClassVar[Author] = "coordinator"
+
     problem: str
     iteration: int
     best_kernel_id: str
@@ -158,6 +191,9 @@ class MemoryRequested(Event, tag=True, frozen=True):
     of the run's memory (`memory["uri"]`) with the `MemoryRetrieved` of id `result_id`.
     Self-contained: the query's inputs and the run's memory settings in force at `iteration`."""
 
+    subject: ClassVar[str] = "memory.requested"
+    author: ClassVar[Author] = "effect"
+
     result_id: str
     problem: str
     op_type: str
@@ -171,6 +207,9 @@ class MemoryRequested(Event, tag=True, frozen=True):
 
 
 class MemoryRetrieved(Event, tag=True, frozen=True):
+    subject: ClassVar[str] = "memory.retrieved"
+    author: ClassVar[Author] = "memory"
+
     problem: str
     iteration: int
     candidate_id: str
@@ -180,11 +219,17 @@ class MemoryRetrieved(Event, tag=True, frozen=True):
 
 
 class MemoryEntryAdded(Event, tag=True, frozen=True):
+    subject: ClassVar[str] = "memory.entry_added"
+    author: ClassVar[Author] = "coordinator"
+
     entry: MemoryEntry
 
 
 class MemoryIndexed(Event, tag=True, frozen=True):
     """The memory curator committed a run's entry to the run's memory."""
+
+    subject: ClassVar[str] = "memory.indexed"
+    author: ClassVar[Author] = "memory"
 
     entry_id: str
 
@@ -193,6 +238,9 @@ class MemoryIndexed(Event, tag=True, frozen=True):
 
 class PlanRequested(Event, tag=True, frozen=True):
     """Self-contained: the planner needs only this and the run's RunStarted (problem)."""
+
+    subject: ClassVar[str] = "plan.requested"
+    author: ClassVar[Author] = "coordinator"
 
     problem: str
     iteration: int
@@ -207,6 +255,9 @@ class PlanRequested(Event, tag=True, frozen=True):
 
 
 class LLMCallCompleted(Event, tag=True, frozen=True):
+    subject: ClassVar[str] = "llm.completed"
+    author: ClassVar[Author] = "gateway"
+
     role: Role
     request_id: str
     model: str
@@ -226,6 +277,9 @@ class LLMCallCompleted(Event, tag=True, frozen=True):
 
 
 class PlanProposed(Event, tag=True, frozen=True):
+    subject: ClassVar[str] = "plan.proposed"
+    author: ClassVar[Author] = "role"
+
     problem: str
     iteration: int
     candidate_id: str
@@ -235,6 +289,9 @@ class PlanProposed(Event, tag=True, frozen=True):
 
 
 class ImplementationRequested(Event, tag=True, frozen=True):
+    subject: ClassVar[str] = "impl.requested"
+    author: ClassVar[Author] = "coordinator"
+
     problem: str
     iteration: int
     candidate_id: str
@@ -247,6 +304,9 @@ class ImplementationRequested(Event, tag=True, frozen=True):
 
 
 class KernelProposed(Event, tag=True, frozen=True):
+    subject: ClassVar[str] = "kernel.proposed"
+    author: ClassVar[Author] = "role"
+
     kernel_id: str
     problem: str
     iteration: int
@@ -261,6 +321,9 @@ class KernelProposed(Event, tag=True, frozen=True):
 
 
 class ProposalFailed(Event, tag=True, frozen=True):
+    subject: ClassVar[str] = "proposal.failed"
+    author: ClassVar[Author] = "role"
+
     stage: Stage
     request_id: str
     problem: str
@@ -272,6 +335,9 @@ class ProposalFailed(Event, tag=True, frozen=True):
 
 class FixRequested(Event, tag=True, frozen=True):
     """Repair `kernel_id` (which failed with `status`), round `fix_round` of at most F."""
+
+    subject: ClassVar[str] = "fix.requested"
+    author: ClassVar[Author] = "coordinator"
 
     kernel_id: str
     problem: str
@@ -289,6 +355,9 @@ class SummaryRequested(Event, tag=True, frozen=True):
     """Distil the slow->fast pair into an insight. For a regression (positive=False) the
     roles are reversed: slow = the regressed child, fast = its parent ("undo this")."""
 
+    subject: ClassVar[str] = "summary.requested"
+    author: ClassVar[Author] = "coordinator"
+
     problem: str
     iteration: int
     slow_kernel_id: str
@@ -303,6 +372,9 @@ class SummaryRequested(Event, tag=True, frozen=True):
 
 
 class InsightSummarized(Event, tag=True, frozen=True):
+    subject: ClassVar[str] = "summary.completed"
+    author: ClassVar[Author] = "role"
+
     problem: str
     iteration: int
     request_id: str
@@ -315,6 +387,9 @@ class InsightSummarized(Event, tag=True, frozen=True):
 # --- profiling ------------------------------------------------------------------------------
 
 class ProfileRequested(Event, tag=True, frozen=True):
+    subject: ClassVar[str] = "profile.requested"
+    author: ClassVar[Author] = "coordinator"
+
     kernel_id: str
     problem: str
     device: str
@@ -325,6 +400,9 @@ class ProfileRequested(Event, tag=True, frozen=True):
 
 
 class KernelProfiled(Event, tag=True, frozen=True):
+    subject: ClassVar[str] = "profile.completed"
+    author: ClassVar[Author] = "profiler"
+
     kernel_id: str
     problem: str
     device: str
@@ -353,6 +431,9 @@ class ProblemRemeasured(Event, tag=True, frozen=True):
     within which two speedups of these kernels cannot be told apart; `agrees`: the recorded
     speedup is within that band of the re-measured one."""
 
+    subject: ClassVar[str] = "problem.remeasured"
+    author: ClassVar[Author] = "coordinator"
+
     problem: str
     rounds: int
     seed_offsets: list[int]
@@ -375,17 +456,32 @@ ROLE_OF_REQUEST: dict[type[Event], Role] = {t: r for r, t in REQUEST_OF_ROLE.ite
 STAGE_OF_ROLE: dict[Role, Stage] = {"planner": "plan", "executor": "implement", "fixer": "fix",
                                     "summarizer": "summarize"}
 
-EVENT_TYPES: tuple[type[Event], ...] = (
-    RunStarted, IterationStarted, PlanRequested, LLMCallCompleted, PlanProposed,
-    ImplementationRequested, KernelProposed, ProposalFailed, ProfileRequested, KernelProfiled,
-    FixRequested, BeamSelected, MemoryRequested, MemoryRetrieved, SummaryRequested, InsightSummarized,
-    MemoryEntryAdded, MemoryIndexed, IterationCompleted, RunCompleted, RunFailed, BudgetExceeded, ProblemRemeasured,
-)
-EVENTS_BY_NAME: dict[str, type[Event]] = {t.__name__: t for t in EVENT_TYPES}
-
+# Every event type: the union msgspec decodes a log with, and its members
 AnyEvent = (
     RunStarted | IterationStarted | PlanRequested | LLMCallCompleted | PlanProposed
     | ImplementationRequested | KernelProposed | ProposalFailed | ProfileRequested | KernelProfiled
     | FixRequested | BeamSelected | MemoryRequested | MemoryRetrieved | SummaryRequested | InsightSummarized
     | MemoryEntryAdded | MemoryIndexed | IterationCompleted | RunCompleted | RunFailed | BudgetExceeded | ProblemRemeasured
 )
+EVENT_TYPES: tuple[type[Event], ...] = typing.get_args(AnyEvent)
+EVENTS_BY_NAME: dict[str, type[Event]] = {t.__name__: t for t in EVENT_TYPES}
+# What the coordinator decides (everything else on a run's log is an input to it)
+DECISION_TYPES: frozenset[type[Event]] = frozenset(t for t in EVENT_TYPES if t.author == "coordinator")
+
+
+def snake_name(event_type: type[Event]) -> str:
+    """KernelProfiled -> kernel_profiled; LLMCallCompleted -> llm_call_completed."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", event_type.__name__).lower()
+
+
+def handlers(owner: object, *, prefix: str = "_on_") -> dict[type[Event], Any]:
+    """The dispatch table of an event reader: every event type whose handler `owner` defines,
+    named `<prefix><snake_name>` (`_on_kernel_profiled`). One naming rule for every reader,
+    so a new event type needs its catalog entry and a handler, nothing else."""
+    table = {}
+    for t in EVENT_TYPES:
+        method = getattr(owner, prefix + snake_name(t), None)
+        if method is not None:
+            table[t] = method
+    return table
+

@@ -32,7 +32,7 @@ import msgspec
 from accelopt import catalog as ev
 from accelopt.config import RunConfig, recorded_config
 from accelopt.policy import Scored, noise_margin, plan_pair, relative_spread, select_beam, select_summaries
-from accelopt.profile import Profile
+from accelopt.profile import Profile, peak_fraction
 from accelopt.records import MemoryEntry, mark_estimated
 
 FIXABLE = frozenset({"compile_error", "runtime_error", "incorrect", "timeout", "timing_mismatch",
@@ -170,20 +170,9 @@ class CoordinatorCore:
         self.finished = False
         self.failed: str | None = None
         self._order = 0
-        # each handler takes exactly its key's event type (a mapping the type system cannot spell)
-        self._handlers: dict[type[ev.Event], Callable[[Any, Step], list[ev.Event]]] = {
-            ev.KernelProposed: self._on_KernelProposed,
-            ev.KernelProfiled: self._on_KernelProfiled,
-            ev.IterationStarted: self._on_IterationStarted,
-            ev.IterationCompleted: self._on_IterationCompleted,
-            ev.MemoryRetrieved: self._on_MemoryRetrieved,
-            ev.PlanProposed: self._on_PlanProposed,
-            ev.ProposalFailed: self._on_ProposalFailed,
-            ev.InsightSummarized: self._on_InsightSummarized,
-            ev.LLMCallCompleted: self._on_LLMCallCompleted,
-            ev.RunCompleted: self._on_RunCompleted,
-            ev.RunFailed: self._on_RunFailed,
-        }
+        # each handler takes exactly its key's event type (a mapping the type system cannot spell);
+        # RunStarted is not among them: it comes before every other and is handled apart
+        self._handlers: dict[type[ev.Event], Callable[[Any, Step], list[ev.Event]]] = ev.handlers(self)
         # backpressure: requests decided but not yet published, per lane
         self.inflight: dict[str, int] = {}
         self.queued: dict[str, deque[ev.Event]] = {}
@@ -291,7 +280,7 @@ class CoordinatorCore:
 
     def _handle(self, e: ev.Event, out: Step) -> list[ev.Event]:
         if isinstance(e, ev.RunStarted):
-            return self._on_run_started(e)
+            return self._start_run(e)
         if self.config is None or self.failed:
             return []  # nothing is decided before the run's config is known, nor after it failed
         if type(e) in ev.ROLE_OF_REQUEST or isinstance(e, ev.ProfileRequested):
@@ -301,7 +290,7 @@ class CoordinatorCore:
         handler = self._handlers.get(type(e))
         return handler(e, out) if handler else []
 
-    def _on_run_started(self, e: ev.RunStarted) -> list[ev.Event]:
+    def _start_run(self, e: ev.RunStarted) -> list[ev.Event]:
         if self.started is not None:
             return []
         self.started = e
@@ -322,7 +311,7 @@ class CoordinatorCore:
             ))
         return outs
 
-    def _on_KernelProposed(self, e: ev.KernelProposed, out: Step) -> list[ev.Event]:
+    def _on_kernel_proposed(self, e: ev.KernelProposed, out: Step) -> list[ev.Event]:
         p = self.problems.get(e.problem)
         if p is None or e.kernel_id in self.kernels or e.iteration < p.iteration:
             return []  # unknown, known, or of an iteration already closed (its kernels may be forgotten)
@@ -349,10 +338,10 @@ class CoordinatorCore:
         )
         return released + self._request(p, req)
 
-    def _on_KernelProfiled(self, e: ev.KernelProfiled, out: Step) -> list[ev.Event]:
+    def _on_kernel_profiled(self, e: ev.KernelProfiled, out: Step) -> list[ev.Event]:
         req = self.requests.get(e.request_id)
         if isinstance(req, ev.ProfileRequested) and req.purpose == "remeasure":
-            return self._on_remeasured(e)
+            return self._remeasure_profiled(e)
         p, released = self._resolve(e.request_id)
         k = self.kernels.get(e.kernel_id)
         if p is None or k is None or k.profile is not None:
@@ -395,7 +384,7 @@ class CoordinatorCore:
                                      and best.profile and best.profile.estimate else None),
         )
 
-    def _on_IterationCompleted(self, e: ev.IterationCompleted, out: Step) -> list[ev.Event]:
+    def _on_iteration_completed(self, e: ev.IterationCompleted, out: Step) -> list[ev.Event]:
         p = self.problems[e.problem]
         if e.iteration <= p.completed_through:
             return []
@@ -473,7 +462,7 @@ class CoordinatorCore:
         p.remeasure_side[req.event_id] = side
         return self._request(p, req)
 
-    def _on_remeasured(self, e: ev.KernelProfiled) -> list[ev.Event]:
+    def _remeasure_profiled(self, e: ev.KernelProfiled) -> list[ev.Event]:
         p, released = self._resolve(e.request_id)
         side = p.remeasure_side.get(e.request_id) if p is not None else None
         if p is None or side is None or p.phase != "remeasure":
@@ -494,7 +483,7 @@ class CoordinatorCore:
         status = failed.status if failed is not None else "passed"
         return ev.RemeasuredSide(
             kernel_id=kernel_id, status=status, rounds_ms=rounds, median_ms=median, spread=spread,
-            pct_peak=t_peak / median if t_peak and median and failed is None else None,
+            pct_peak=peak_fraction(t_peak, median) if failed is None else None,
             log_head=next((ln.strip() for ln in failed.log.splitlines() if ln.strip()), "") if failed else "",
         )
 
@@ -517,7 +506,7 @@ class CoordinatorCore:
         )
         return [done, *self._problem_done(p, done)]
 
-    def _on_IterationStarted(self, e: ev.IterationStarted, out: Step) -> list[ev.Event]:
+    def _on_iteration_started(self, e: ev.IterationStarted, out: Step) -> list[ev.Event]:
         p = self.problems[e.problem]
         if e.iteration <= p.started_through:
             return []
@@ -563,14 +552,14 @@ class CoordinatorCore:
             outs += self._request(p, req)
         return outs
 
-    def _on_MemoryRetrieved(self, e: ev.MemoryRetrieved, out: Step) -> list[ev.Event]:
+    def _on_memory_retrieved(self, e: ev.MemoryRetrieved, out: Step) -> list[ev.Event]:
         p, _ = self._resolve(e.event_id)
         if p is None or e.candidate_id not in self.kernels:
             return []
         outs = self._plan_requests(p, e.iteration, self.kernels[e.candidate_id], list(e.entries), e.event_id, e)
         return outs + self._maybe_advance(p, e)
 
-    def _on_PlanProposed(self, e: ev.PlanProposed, out: Step) -> list[ev.Event]:
+    def _on_plan_proposed(self, e: ev.PlanProposed, out: Step) -> list[ev.Event]:
         p, released = self._resolve(e.request_id)
         if p is None:
             return released
@@ -589,13 +578,13 @@ class CoordinatorCore:
                 outs += self._request(p, req)
         return outs + self._maybe_advance(p, e)
 
-    def _on_ProposalFailed(self, e: ev.ProposalFailed, out: Step) -> list[ev.Event]:
+    def _on_proposal_failed(self, e: ev.ProposalFailed, out: Step) -> list[ev.Event]:
         p, released = self._resolve(e.request_id)
         if p is None:
             return released
         return released + self._maybe_advance(p, e)
 
-    def _on_InsightSummarized(self, e: ev.InsightSummarized, out: Step) -> list[ev.Event]:
+    def _on_insight_summarized(self, e: ev.InsightSummarized, out: Step) -> list[ev.Event]:
         req = self.requests.get(e.request_id)
         p, released = self._resolve(e.request_id)
         if p is None:
@@ -614,7 +603,7 @@ class CoordinatorCore:
             outs.append(ev.MemoryEntryAdded(**self._env("MemoryEntryAdded", entry_id, cause=e), entry=entry))
         return outs + self._maybe_advance(p, e)
 
-    def _on_LLMCallCompleted(self, e: ev.LLMCallCompleted, out: Step) -> list[ev.Event]:
+    def _on_llm_call_completed(self, e: ev.LLMCallCompleted, out: Step) -> list[ev.Event]:
         # a role publishes its calls before its result, so a call of a request no longer
         # pending is a copy of one already counted
         if e.request_id not in self.request_problem:
@@ -656,11 +645,11 @@ class CoordinatorCore:
                             detail=f"the last {streak} calls of the {e.role} ({e.model}) failed with errors no "
                                    f"retry can fix; the last: {e.error[:1500]}")
 
-    def _on_RunCompleted(self, e: ev.RunCompleted, out: Step) -> list[ev.Event]:
+    def _on_run_completed(self, e: ev.RunCompleted, out: Step) -> list[ev.Event]:
         self.finished = True
         return []
 
-    def _on_RunFailed(self, e: ev.RunFailed, out: Step) -> list[ev.Event]:
+    def _on_run_failed(self, e: ev.RunFailed, out: Step) -> list[ev.Event]:
         self.failed = e.reason
         return []
 

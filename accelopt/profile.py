@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import msgspec
@@ -14,6 +15,16 @@ import msgspec
 ProfileStatus = Literal["passed", "compile_error", "runtime_error", "incorrect", "timeout", "unmeasured",
                         "no_triton_launch", "timing_mismatch", "sandbox_error"]
 Bound = Literal["memory", "matmul", "vector"]
+
+
+def peak_fraction(t_peak: float | None, t_measured: float | None) -> float | None:
+    """The fraction of peak: T_peak / t (in the same unit), 1.0 = on the roofline. The one
+    place it is computed: every `pct_peak` field (profiles, estimates, beam members, a
+    re-measure's sides) holds this fraction, never a percentage; shown as % by
+    `replay/render/fmt.pct`. None where T_peak is unknown or t is not a positive finite time."""
+    if not t_peak or t_measured is None or not math.isfinite(t_measured) or t_measured <= 0:
+        return None
+    return t_peak / t_measured
 
 
 class SeedCheck(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -59,7 +70,7 @@ class Profile(msgspec.Struct, kw_only=True, omit_defaults=True):
     correctness: list[SeedCheck] = []
     latency: LatencyStats | None = None
     t_peak_ms: float | None = None
-    pct_peak: float | None = None
+    pct_peak: float | None = None  # a fraction: peak_fraction(t_peak_ms, latency.median_ms)
     bound: Bound | None = None
     counters: dict[str, float] = {}
     toolchain: dict[str, str] = {}

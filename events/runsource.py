@@ -41,14 +41,15 @@ def _server_info(root: str | Path) -> Path:
     return Path(root) / ".nats" / "server.json"
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie, exited but not reaped yet, does not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    return not _zombie(pid)
 
 
 def running_server_url(root: str | Path) -> str | None:
@@ -60,9 +61,9 @@ def running_server_url(root: str | Path) -> str | None:
         data = json.loads(info.read_text())
         host, port = data["url"].removeprefix("nats://").split(":")
         pid, owner = int(data["pid"]), int(data.get("owner", 0))
-        if not _alive(pid):
+        if not process_alive(pid):
             return None
-        if owner and not _alive(owner):
+        if owner and not process_alive(owner):
             stop_orphan_server(pid)
             info.unlink(missing_ok=True)
             return None
@@ -85,9 +86,9 @@ def stop_orphan_server(pid: int, timeout_s: float = 10.0) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and _alive(pid) and not _zombie(pid):
+        while time.monotonic() < deadline and process_alive(pid):
             time.sleep(0.05)
-        if _alive(pid) and not _zombie(pid):
+        if process_alive(pid):
             os.kill(pid, signal.SIGKILL)
 
 

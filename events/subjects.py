@@ -9,36 +9,13 @@ from __future__ import annotations
 
 import re
 
-from accelopt.catalog import Event, ProfileRequested
+from accelopt.catalog import EVENT_TYPES, Event, ProfileRequested
 
 STREAM = "ACCELOPT"
 PREFIX = "accelopt"
 
-TOKENS: dict[str, str] = {
-    "RunStarted": "run.started",
-    "RunCompleted": "run.completed",
-    "RunFailed": "run.failed",
-    "BudgetExceeded": "run.budget_exceeded",
-    "IterationStarted": "iteration.started",
-    "BeamSelected": "iteration.beam_selected",
-    "IterationCompleted": "iteration.completed",
-    "MemoryRequested": "memory.requested",
-    "MemoryRetrieved": "memory.retrieved",
-    "MemoryEntryAdded": "memory.entry_added",
-    "MemoryIndexed": "memory.indexed",
-    "PlanRequested": "plan.requested",
-    "PlanProposed": "plan.proposed",
-    "LLMCallCompleted": "llm.completed",
-    "ImplementationRequested": "impl.requested",
-    "KernelProposed": "kernel.proposed",
-    "ProposalFailed": "proposal.failed",
-    "FixRequested": "fix.requested",
-    "SummaryRequested": "summary.requested",
-    "InsightSummarized": "summary.completed",
-    "ProfileRequested": "profile.requested",
-    "KernelProfiled": "profile.completed",
-    "ProblemRemeasured": "problem.remeasured",
-}
+# event type name -> its subject token (declared with the type: `Event.subject`)
+TOKENS: dict[str, str] = {t.__name__: t.subject for t in EVENT_TYPES}
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 _DEVICE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

@@ -39,7 +39,7 @@ from accelopt.problem import (
     expression_names,
     parse_expression,
 )
-from accelopt.profile import Bound, Profile
+from accelopt.profile import Bound, Profile, peak_fraction
 
 __all__ = [
     "DEFAULT_SEEDS", "BandwidthPoint", "DeviceSpec", "ExpressionError", "HardwareAgent",
@@ -136,10 +136,9 @@ def t_peak(problem: Problem, spec: DeviceSpec, *, working_set_bytes: float | Non
 
 
 def pct_peak(t_peak_s: float, t_measured_s: float) -> float:
-    """Fraction of peak (1.0 = on the roofline); 0 when nothing was measured."""
-    if t_measured_s <= 0 or not math.isfinite(t_measured_s):
-        return 0.0
-    return t_peak_s / t_measured_s
+    """Fraction of peak (1.0 = on the roofline, `accelopt.profile.peak_fraction`); 0 when
+    nothing was measured."""
+    return peak_fraction(t_peak_s, t_measured_s) or 0.0
 
 
 # --- the interface ---------------------------------------------------------------------------

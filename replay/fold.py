@@ -190,26 +190,11 @@ class RunView:
         self._calls = 0
         self._insight_iteration: dict[str, int] = {}
         self._settings: RunConfig | None = None
-        # each handler takes exactly its key's event type (a mapping the type system cannot spell)
-        self._dispatch: dict[type[ev.Event], Callable[[Any], None]] = {
-            ev.RunStarted: self._on_run_started,
-            ev.RunCompleted: self._on_run_completed,
-            ev.RunFailed: self._on_run_failed,
-            ev.BudgetExceeded: self._on_budget,
-            ev.KernelProposed: self._on_kernel_proposed,
-            ev.KernelProfiled: self._on_kernel_profiled,
-            ev.BeamSelected: self._on_beam_selected,
-            ev.IterationCompleted: self._on_iteration_completed,
-            ev.LLMCallCompleted: self._on_llm_call,
-            ev.PlanProposed: self._on_plan_proposed,
-            ev.ProposalFailed: self._on_proposal_failed,
-            ev.InsightSummarized: self._on_insight,
-            ev.MemoryEntryAdded: self._on_memory_entry,
-            ev.MemoryRetrieved: self._on_memory_retrieved,
-            ev.ProfileRequested: self._on_request,
-            ev.ProblemRemeasured: self._on_remeasured,
-        }
-        for t in _REQUESTS:
+        # each handler takes exactly its key's event type (a mapping the type system cannot spell);
+        # the requests the roles and profilers answer share one
+        self._dispatch: dict[type[ev.Event], Callable[[Any], None]] = ev.handlers(self)
+        requests: tuple[type[ev.Event], ...] = (*_REQUESTS, ev.ProfileRequested)
+        for t in requests:
             self._dispatch[t] = self._on_request
 
     @classmethod
@@ -272,7 +257,7 @@ class RunView:
     def _on_run_failed(self, e: ev.RunFailed) -> None:
         self.failed = e
 
-    def _on_budget(self, e: ev.BudgetExceeded) -> None:
+    def _on_budget_exceeded(self, e: ev.BudgetExceeded) -> None:
         self.budget = e
 
     def _on_request(self, e: ev.Event) -> None:
@@ -338,7 +323,7 @@ class RunView:
             p.best_id = e.best_kernel_id or p.best_id
             p.note = e.note or p.note
 
-    def _on_llm_call(self, e: ev.LLMCallCompleted) -> None:
+    def _on_llm_call_completed(self, e: ev.LLMCallCompleted) -> None:
         u = self.usage.get(e.role)
         if u is None:
             u = self.usage[e.role] = RoleUsage()
@@ -375,14 +360,14 @@ class RunView:
             return
         self.plans[e.event_id] = PlanView(e.event_id, e.problem, e.iteration, e.candidate_id, e.plan, e.llm_call_id)
 
-    def _on_insight(self, e: ev.InsightSummarized) -> None:
+    def _on_insight_summarized(self, e: ev.InsightSummarized) -> None:
         if self.compact:
             self.request_problem.pop(e.request_id, None)
             return
         self.insights.append(e)
         self._insight_iteration[e.event_id] = e.iteration
 
-    def _on_memory_entry(self, e: ev.MemoryEntryAdded) -> None:
+    def _on_memory_entry_added(self, e: ev.MemoryEntryAdded) -> None:
         self.memory_entry_ids.append(e.entry.id)
         if self.compact:
             return
@@ -391,7 +376,7 @@ class RunView:
         if it is not None:
             self.memory_entry_iteration[e.entry.id] = it
 
-    def _on_remeasured(self, e: ev.ProblemRemeasured) -> None:
+    def _on_problem_remeasured(self, e: ev.ProblemRemeasured) -> None:
         p = self.problems.get(e.problem)
         if p is not None:
             p.remeasured = e

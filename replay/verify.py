@@ -18,12 +18,7 @@ import msgspec
 from accelopt import catalog as ev
 from accelopt.coordinator import CoordinatorCore
 
-# What the coordinator authors; everything else on a run's log is an input to it.
-DECISION_TYPES: frozenset[type[ev.Event]] = frozenset({
-    ev.IterationStarted, ev.PlanRequested, ev.ImplementationRequested, ev.ProfileRequested, ev.FixRequested,
-    ev.BeamSelected, ev.SummaryRequested, ev.MemoryEntryAdded, ev.IterationCompleted, ev.RunCompleted,
-    ev.BudgetExceeded, ev.ProblemRemeasured,
-})
+DECISION_TYPES = ev.DECISION_TYPES  # what the coordinator authors (`Event.author`)
 
 
 def is_decision(e: ev.Event, run_started_id: str | None) -> bool:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from accelopt.config import RunConfig
+from events.runsource import process_alive
 
 if TYPE_CHECKING:
     from actors.runtime.deployment import Deployment
@@ -60,20 +61,6 @@ def agent_settings(cfg: RunConfig) -> dict[str, Any]:
 
 def pool_path(root: str | Path) -> Path:
     return Path(root) / POOL_FILE
-
-
-def process_alive(pid: int) -> bool:
-    """Whether `pid` runs (an exited process its parent has not reaped yet does not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    with contextlib.suppress(OSError, IndexError):
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat[stat.rindex(")") + 2] != "Z"
-    return True
 
 
 def read_pool(root: str | Path) -> PoolInfo | None:

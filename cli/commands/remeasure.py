@@ -41,6 +41,7 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
+from accelopt.profile import peak_fraction
 from replay.summary import geomean
 
 FAILED = frozenset({"compile_error", "runtime_error", "incorrect", "timeout", "timing_mismatch",
@@ -274,7 +275,7 @@ def measure_interleaved(agent, problem, kernels: list[tuple[str, str, str]], *, 
         if m.status == "passed" and not m.rounds_ms:
             m.status = "unmeasured"
         m.median_ms = _median(m.rounds_ms)
-        m.pct_peak = m.t_peak_ms / m.median_ms if m.t_peak_ms and m.median_ms else None
+        m.pct_peak = peak_fraction(m.t_peak_ms, m.median_ms)
     return measures
 
 

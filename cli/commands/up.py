@@ -73,7 +73,8 @@ def up(args: argparse.Namespace) -> int:
 def down(args: argparse.Namespace) -> int:
     import os
 
-    from actors.runtime.pool import process_alive, read_pool
+    from actors.runtime.pool import read_pool
+    from events.runsource import process_alive
 
     console = wide_console()
     pool = read_pool(args.root)

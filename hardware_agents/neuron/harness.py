@@ -46,6 +46,7 @@ import numpy.lib.format
 import numpy.random
 
 from hardware_agents import validity
+from hardware_agents.neuron.kernel_module import load_kernel
 from hardware_agents.neuron.protocol import (
     CaseRun,
     ErrorInfo,
@@ -104,20 +105,6 @@ def versions() -> dict[str, str]:
         if os.environ.get(key):
             out[key.lower()] = os.environ[key]
     return out
-
-
-def _load_kernel(path: str, entry: str) -> Any:
-    spec = importlib.util.spec_from_file_location("accelopt_nki_kernel", path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    fn = getattr(module, entry, None)
-    if fn is None:
-        names = [n for n in vars(module) if not n.startswith("_")]
-        raise AttributeError(f"the kernel module defines no `{entry}` (it defines: {', '.join(names[:20])})")
-    return fn
 
 
 def _load_args(args: list[KernelArg]) -> list[Any]:
@@ -275,7 +262,7 @@ def run(payload: bytes, workdir: Path) -> HarnessResult:
     _stage(workdir, "load")
     try:
         _nki()
-        kernel = _load_kernel(req.kernel_file, req.entry)
+        kernel = load_kernel(req.kernel_file, req.entry)
     except BaseException as e:
         res.error = _error("load", e)
         return res

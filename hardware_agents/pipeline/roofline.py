@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 
 from accelopt.problem import Problem
-from accelopt.profile import Bound, LatencyStats, Profile
+from accelopt.profile import Bound, LatencyStats, Profile, peak_fraction
 from hardware_agents.base import DeviceSpec, pct_peak, roofline_terms, t_peak
 from hardware_agents.pipeline.verdict import Verdict
 
@@ -48,7 +48,7 @@ def implausible(t_measured_s: float, t_peak_s: float, max_pct_peak: float) -> st
     """Why a measurement cannot be real (faster than the roofline allows), or None."""
     if t_measured_s <= 0:
         return "measured time is not positive"
-    pct = t_peak_s / t_measured_s
+    pct = peak_fraction(t_peak_s, t_measured_s) or 0.0
     if pct > max_pct_peak:
         return (f"measured {t_measured_s * 1e3:.4g} ms is {pct:.2f}x the roofline "
                 f"(T_peak {t_peak_s * 1e3:.4g} ms): faster than the machine allows, so the timed "

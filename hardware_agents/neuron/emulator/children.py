@@ -14,11 +14,9 @@ privileges, after which the interpreter may not be able to read its own library.
 from __future__ import annotations
 
 import functools  # noqa: F401  (for kernels: imported before the privilege drop)
-import importlib.util
 import itertools  # noqa: F401
 import math  # noqa: F401
 import mmap  # noqa: F401  (np.load(mmap_mode=...) imports it lazily)
-import sys
 import time
 import traceback
 from pathlib import Path
@@ -35,6 +33,7 @@ from hardware_agents.neuron.emulator.errors import NKICompileError, NKIError
 from hardware_agents.neuron.emulator.execute import execute
 from hardware_agents.neuron.emulator.kernel import ArgSpec
 from hardware_agents.neuron.emulator.program import decode, encode
+from hardware_agents.neuron.kernel_module import load_kernel
 from hardware_agents.neuron.protocol import CaseRun, ErrorInfo, KernelArg, Phase
 
 PROGRAM_FILE = "prog{}.msgpack"
@@ -87,20 +86,6 @@ def _stage(workdir: Path, text: str) -> None:
         pass
 
 
-def _load_kernel(path: str, entry: str) -> Any:
-    spec = importlib.util.spec_from_file_location("accelopt_nki_kernel", path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    fn = getattr(module, entry, None)
-    if fn is None:
-        names = [n for n in vars(module) if not n.startswith("_")]
-        raise AttributeError(f"the kernel module defines no `{entry}` (it defines: {', '.join(names[:20])})")
-    return fn
-
-
 def compile_target(payload: bytes, workdir: Path) -> CompileResult:
     """Sandbox target (the kernel's process): trace the kernel into one program per signature."""
     req = msgspec.msgpack.decode(payload, type=CompileRequest)
@@ -108,7 +93,7 @@ def compile_target(payload: bytes, workdir: Path) -> CompileResult:
     emulator.install()
     _stage(workdir, "load")
     try:
-        fn = _load_kernel(req.kernel_file, req.entry)
+        fn = load_kernel(req.kernel_file, req.entry)
     except BaseException as e:
         res.error = _error("load", e)
         return res
