@@ -39,7 +39,7 @@ def load_problems(cfg: RunConfig, *, on_warning: Callable[[str], None] | None = 
                               "problems to run with --problems)")
         problems = list(catalog.loaded[cfg.suite].values())
         for p in problems:
-            _check_language(f"suite {cfg.suite!r}", p, cfg.device)
+            check_language(f"suite {cfg.suite!r}", p, cfg.device)
         return problems
     problems, missing, asked = [], [], {(ref.suite, ref.name) for ref in refs}
     for raw, ref in zip(cfg.problems, refs, strict=True):
@@ -49,7 +49,7 @@ def load_problems(cfg: RunConfig, *, on_warning: Callable[[str], None] | None = 
             raise ConfigError(f"problem {raw!r}: {broken[ref.name]}")
         if ref.name in by_name:
             problems.append(by_name[ref.name])
-            _check_language(f"problem {raw!r}", by_name[ref.name], ref.device)
+            check_language(f"problem {raw!r}", by_name[ref.name], ref.device)
         elif "/" in raw:
             raise ConfigError(f"problem {raw!r}: suite {ref.suite!r} has no problem {ref.name!r}; "
                               f"available: {', '.join(sorted([*by_name, *broken]))}")
@@ -100,7 +100,7 @@ class _Catalog:
         return self.broken[suite]
 
 
-def _check_language(what: str, problem: Problem, device: str) -> None:
+def check_language(what: str, problem: Problem, device: str) -> None:
     """Refuse a problem whose kernel language the agent of `device` does not run, naming the
     devices that do."""
     from hardware_agents.base import agent_languages, registered_kinds

@@ -57,7 +57,9 @@ def render(problem_ref: str, prof: Profile) -> Table:
 
 def run(args: argparse.Namespace) -> int:
     import suites
+    from accelopt.config import ConfigError
     from hardware_agents.base import get_agent
+    from suites.selection import check_language
 
     console = Console()
     try:
@@ -71,6 +73,11 @@ def run(args: argparse.Namespace) -> int:
         seeds = tuple(int(s) for s in args.seeds.split(",") if s.strip())
     except ValueError:
         _error(console, f"--seeds {args.seeds!r}: comma-separated integers expected")
+        return 2
+    try:  # a kernel language its device cannot run: refused as `run` refuses it
+        check_language(f"problem {args.problem!r}", problem, info.device)
+    except ConfigError as e:
+        _error(console, e)
         return 2
     opts = {"cache_dir": args.cache_dir} if args.cache_dir else {}
     try:
