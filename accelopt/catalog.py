@@ -70,6 +70,7 @@ class Event(msgspec.Struct, tag_field="type", kw_only=True, frozen=True):
 
 # --- run lifecycle -------------------------------------------------------------------------
 
+
 class ProblemTarget(msgspec.Struct, kw_only=True, frozen=True):
     """A problem to optimize on one device kind, as recorded in RunStarted."""
 
@@ -96,7 +97,11 @@ class RunStarted(Event, tag=True, frozen=True):
         """Whether `iteration` runs with the parent's settings: an ablation forked at
         iteration K repeats its parent's decisions and calls up to K and uses its own after.
         The one rule every reader of a run's settings follows."""
-        return self.fork_config is not None and self.fork_iteration is not None and iteration <= self.fork_iteration
+        return (
+            self.fork_config is not None
+            and self.fork_iteration is not None
+            and iteration <= self.fork_iteration
+        )
 
     def config_at(self, iteration: int) -> dict[str, Any]:
         """The recorded settings in force for `iteration` (decode with `accelopt.config.recorded_config`)."""
@@ -129,6 +134,7 @@ class BudgetExceeded(Event, tag=True, frozen=True):
 
 
 # --- iterations -----------------------------------------------------------------------------
+
 
 class IterationStarted(Event, tag=True, frozen=True):
     subject: ClassVar[str] = "iteration.started"
@@ -173,6 +179,7 @@ class IterationCompleted(Event, tag=True, frozen=True):
 
 
 # --- memory ---------------------------------------------------------------------------------
+
 
 class RetrievedInsight(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True):
     entry_id: str
@@ -235,6 +242,7 @@ class MemoryIndexed(Event, tag=True, frozen=True):
 
 
 # --- LLM roles -----------------------------------------------------------------------------
+
 
 class PlanRequested(Event, tag=True, frozen=True):
     """Self-contained: the planner needs only this and the run's RunStarted (problem)."""
@@ -386,6 +394,7 @@ class InsightSummarized(Event, tag=True, frozen=True):
 
 # --- profiling ------------------------------------------------------------------------------
 
+
 class ProfileRequested(Event, tag=True, frozen=True):
     subject: ClassVar[str] = "profile.requested"
     author: ClassVar[Author] = "coordinator"
@@ -449,19 +458,44 @@ class ProblemRemeasured(Event, tag=True, frozen=True):
 
 LLM_ROLES: tuple[Role, ...] = ("planner", "executor", "fixer", "summarizer")
 REQUEST_OF_ROLE: dict[Role, type[Event]] = {
-    "planner": PlanRequested, "executor": ImplementationRequested, "fixer": FixRequested,
+    "planner": PlanRequested,
+    "executor": ImplementationRequested,
+    "fixer": FixRequested,
     "summarizer": SummaryRequested,
 }
 ROLE_OF_REQUEST: dict[type[Event], Role] = {t: r for r, t in REQUEST_OF_ROLE.items()}
-STAGE_OF_ROLE: dict[Role, Stage] = {"planner": "plan", "executor": "implement", "fixer": "fix",
-                                    "summarizer": "summarize"}
+STAGE_OF_ROLE: dict[Role, Stage] = {
+    "planner": "plan",
+    "executor": "implement",
+    "fixer": "fix",
+    "summarizer": "summarize",
+}
 
 # Every event type: the union msgspec decodes a log with, and its members
 AnyEvent = (
-    RunStarted | IterationStarted | PlanRequested | LLMCallCompleted | PlanProposed
-    | ImplementationRequested | KernelProposed | ProposalFailed | ProfileRequested | KernelProfiled
-    | FixRequested | BeamSelected | MemoryRequested | MemoryRetrieved | SummaryRequested | InsightSummarized
-    | MemoryEntryAdded | MemoryIndexed | IterationCompleted | RunCompleted | RunFailed | BudgetExceeded | ProblemRemeasured
+    RunStarted
+    | IterationStarted
+    | PlanRequested
+    | LLMCallCompleted
+    | PlanProposed
+    | ImplementationRequested
+    | KernelProposed
+    | ProposalFailed
+    | ProfileRequested
+    | KernelProfiled
+    | FixRequested
+    | BeamSelected
+    | MemoryRequested
+    | MemoryRetrieved
+    | SummaryRequested
+    | InsightSummarized
+    | MemoryEntryAdded
+    | MemoryIndexed
+    | IterationCompleted
+    | RunCompleted
+    | RunFailed
+    | BudgetExceeded
+    | ProblemRemeasured
 )
 EVENT_TYPES: tuple[type[Event], ...] = typing.get_args(AnyEvent)
 EVENTS_BY_NAME: dict[str, type[Event]] = {t.__name__: t for t in EVENT_TYPES}
@@ -484,4 +518,3 @@ def handlers(owner: object, *, prefix: str = "_on_") -> dict[type[Event], Any]:
         if method is not None:
             table[t] = method
     return table
-

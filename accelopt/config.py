@@ -99,11 +99,19 @@ class ResolvedLLM(_C):
 
 
 BUILTIN_LLM_DEFAULTS = RoleLLM(
-    model="builtin/tuner", temperature=1.0, max_tokens=8192, concurrency=4, timeout_s=600.0, retries=3,
+    model="builtin/tuner",
+    temperature=1.0,
+    max_tokens=8192,
+    concurrency=4,
+    timeout_s=600.0,
+    retries=3,
 )
 
 BUILTIN_ROLE_MAX_TOKENS: dict[str, int] = {
-    "planner": 16_384, "executor": 65_536, "fixer": 65_536, "summarizer": 8_192,
+    "planner": 16_384,
+    "executor": 65_536,
+    "fixer": 65_536,
+    "summarizer": 8_192,
 }
 """Each role's output allowance below `llm.default` (so `llm.default.max_tokens` still sets
 every role): the planner reasons before it plans, the executor and fixer write whole kernels
@@ -111,8 +119,21 @@ after reasoning (the AccelOpt paper's settings: planner 10k, executor 65,536). T
 caps it at the model's own output limit where litellm's model info knows it."""
 
 
-RESERVED_PARAMS = frozenset({"model", "messages", "temperature", "max_tokens", "timeout", "api_base", "api_key",
-                             "num_retries", "max_retries", "metadata", "stream"})
+RESERVED_PARAMS = frozenset(
+    {
+        "model",
+        "messages",
+        "temperature",
+        "max_tokens",
+        "timeout",
+        "api_base",
+        "api_key",
+        "num_retries",
+        "max_retries",
+        "metadata",
+        "stream",
+    }
+)
 """litellm arguments that have their own config key or that the gateway sets: not in `params`."""
 
 
@@ -141,8 +162,11 @@ class LLMConfig(_C):
             merged.update({k: v for k, v in msgspec.structs.asdict(layer).items() if v is not None})
             params.update(layer.params or {})
         merged["params"] = params
-        missing = [k for k in ("model", "temperature", "max_tokens", "concurrency", "timeout_s", "retries")
-                   if merged.get(k) is None]
+        missing = [
+            k
+            for k in ("model", "temperature", "max_tokens", "concurrency", "timeout_s", "retries")
+            if merged.get(k) is None
+        ]
         if missing:
             raise ConfigError(f"llm.{role}: no value for {', '.join(missing)} (set llm.default.<key>)")
         return msgspec.convert(merged, ResolvedLLM)
@@ -187,7 +211,12 @@ class LogConfig(_C):
 
 
 DEVICE_PROFILE_TIMEOUT_S: dict[str, float] = {
-    "cpu": 60.0, "h100": 300.0, "h200": 300.0, "b200": 300.0, "trn1": 900.0, "trn2": 900.0,
+    "cpu": 60.0,
+    "h100": 300.0,
+    "h200": 300.0,
+    "b200": 300.0,
+    "trn1": 900.0,
+    "trn2": 900.0,
 }
 """How long one profile (compile + every seed + timing) may take per device kind: NKI
 compiles each seed's kernel for minutes (docs/neuron.md), Triton autotuning and JIT take
@@ -269,8 +298,10 @@ def problem_refs(cfg: RunConfig) -> list[ProblemRef]:
     seen: dict[str, str] = {}
     for raw, ref in zip(cfg.problems, refs, strict=True):
         if ref.name in seen:
-            raise ConfigError(f"problems: {ref.name!r} is referenced twice ({seen[ref.name]!r} and {raw!r}); a run "
-                              "optimizes each problem name once (on one device): start another run for the other")
+            raise ConfigError(
+                f"problems: {ref.name!r} is referenced twice ({seen[ref.name]!r} and {raw!r}); a run "
+                "optimizes each problem name once (on one device): start another run for the other"
+            )
         seen[ref.name] = raw
     return refs
 
@@ -284,10 +315,28 @@ def target_devices(cfg: RunConfig, names: list[str]) -> dict[str, str]:
 PRESETS: dict[str, dict[str, Any]] = {
     # the paper's beam-search defaults (docs/architecture.md)
     "quick": {"search": {"beam_width": 2, "plans_per_candidate": 2, "samples_per_plan": 1, "iterations": 3}},
-    "triton": {"search": {"beam_width": 2, "plans_per_candidate": 4, "samples_per_plan": 2, "iterations": 16,
-                          "fix_rounds": 4}, "suite": "triton", "device": "h100"},
-    "nki": {"search": {"beam_width": 6, "plans_per_candidate": 12, "samples_per_plan": 2, "iterations": 16,
-                       "fix_rounds": 0}, "suite": "nkibench", "device": "trn1"},
+    "triton": {
+        "search": {
+            "beam_width": 2,
+            "plans_per_candidate": 4,
+            "samples_per_plan": 2,
+            "iterations": 16,
+            "fix_rounds": 4,
+        },
+        "suite": "triton",
+        "device": "h100",
+    },
+    "nki": {
+        "search": {
+            "beam_width": 6,
+            "plans_per_candidate": 12,
+            "samples_per_plan": 2,
+            "iterations": 16,
+            "fix_rounds": 0,
+        },
+        "suite": "nkibench",
+        "device": "trn1",
+    },
 }
 
 
@@ -331,7 +380,10 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
 
 
 def build_config(
-    *, preset: str | None = None, file: str | Path | None = None, overrides: list[str] | None = None,
+    *,
+    preset: str | None = None,
+    file: str | Path | None = None,
+    overrides: list[str] | None = None,
     base: dict[str, Any] | None = None,
 ) -> RunConfig:
     data: dict[str, Any] = copy.deepcopy(base) if base else {}
@@ -428,11 +480,15 @@ def validate(cfg: RunConfig) -> None:
             raise ConfigError(f"devices.{kind}: workers must be >= 0 and concurrency >= 1")
     if cfg.memory.top_m < 0:
         raise ConfigError("memory.top_m: must be >= 0")
-    secrets = sorted(k for k in cfg.memory.storage_options if any(w in k.lower() for w in SECRET_STORAGE_KEYS))
+    secrets = sorted(
+        k for k in cfg.memory.storage_options if any(w in k.lower() for w in SECRET_STORAGE_KEYS)
+    )
     if secrets:
-        raise ConfigError(f"memory.storage_options: {', '.join(secrets)}: credentials do not belong in the run "
-                          "config (it is recorded in the event log); set them in the environment instead "
-                          "(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, ...; docs/memory.md)")
+        raise ConfigError(
+            f"memory.storage_options: {', '.join(secrets)}: credentials do not belong in the run "
+            "config (it is recorded in the event log); set them in the environment instead "
+            "(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, ...; docs/memory.md)"
+        )
     if not 0.0 <= cfg.memory.cross_device_share <= 1.0:
         raise ConfigError("memory.cross_device_share: must be between 0 and 1")
     if cfg.memory.rank_speedup_weight < 0 or cfg.memory.rank_recency_weight < 0:
@@ -442,7 +498,10 @@ def validate(cfg: RunConfig) -> None:
     if cfg.llm.fail_after < 0:
         raise ConfigError("llm.fail_after: must be >= 0 (0: never stop on failing calls)")
     p = cfg.profiling
-    for key, value in [("timeout_s", p.timeout_s), *((f"device_timeout_s.{d}", t) for d, t in p.device_timeout_s.items())]:
+    for key, value in [
+        ("timeout_s", p.timeout_s),
+        *((f"device_timeout_s.{d}", t) for d, t in p.device_timeout_s.items()),
+    ]:
         if value is not None and value <= 0:
             raise ConfigError(f"profiling.{key}: must be > 0")
     for role in ("planner", "executor", "fixer", "summarizer"):
@@ -455,4 +514,6 @@ def validate(cfg: RunConfig) -> None:
             raise ConfigError(f"llm.{role}.max_tokens: must be >= 1")
         reserved = sorted(set(r.params) & RESERVED_PARAMS)
         if reserved:
-            raise ConfigError(f"llm.{role}.params: {', '.join(reserved)} have their own keys (llm.{role}.<key>)")
+            raise ConfigError(
+                f"llm.{role}.params: {', '.join(reserved)} have their own keys (llm.{role}.<key>)"
+            )

@@ -35,8 +35,9 @@ from accelopt.policy import Scored, noise_margin, plan_pair, relative_spread, se
 from accelopt.profile import Profile, peak_fraction
 from accelopt.records import MemoryEntry, mark_estimated
 
-FIXABLE = frozenset({"compile_error", "runtime_error", "incorrect", "timeout", "timing_mismatch",
-                     "no_triton_launch"})
+FIXABLE = frozenset(
+    {"compile_error", "runtime_error", "incorrect", "timeout", "timing_mismatch", "no_triton_launch"}
+)
 
 
 class RecentIds:
@@ -102,10 +103,16 @@ class KernelRec:
         # ties (identical sources served from one profile) break on iteration then kernel id,
         # never on arrival order: a replay or an ablation that sees results in another order
         # must select the same kernels
-        return Scored(self.kernel_id, self.latency_ms if self.passed else None, self.passed,
-                      hashlib.sha256(self.source.encode()).hexdigest(), self.iteration,
-                      unmeasured=self.profile is not None and self.profile.status == "unmeasured",
-                      spread=self.spread, estimated_ms=self.estimated_ms)
+        return Scored(
+            self.kernel_id,
+            self.latency_ms if self.passed else None,
+            self.passed,
+            hashlib.sha256(self.source.encode()).hexdigest(),
+            self.iteration,
+            unmeasured=self.profile is not None and self.profile.status == "unmeasured",
+            spread=self.spread,
+            estimated_ms=self.estimated_ms,
+        )
 
     @property
     def estimated_ms(self) -> float | None:
@@ -147,8 +154,9 @@ class ProblemState:
 
 
 class CoordinatorCore:
-    def __init__(self, run_id: str, *, clock: Callable[[], float] = time.time,
-                 applied_window: int = APPLIED_WINDOW) -> None:
+    def __init__(
+        self, run_id: str, *, clock: Callable[[], float] = time.time, applied_window: int = APPLIED_WINDOW
+    ) -> None:
         self.run_id = run_id
         self.clock = clock
         self.config: RunConfig | None = None
@@ -206,7 +214,11 @@ class CoordinatorCore:
     def cfg_at(self, iteration: int) -> RunConfig:
         """The config in force for an iteration's decisions: an ablation fork repeats its
         parent's settings up to `fork_iteration` and uses its own after."""
-        if self.fork_config is not None and self.started is not None and self.started.parent_settings_at(iteration):
+        if (
+            self.fork_config is not None
+            and self.started is not None
+            and self.started.parent_settings_at(iteration)
+        ):
             return self.fork_config
         return self.cfg
 
@@ -304,11 +316,19 @@ class CoordinatorCore:
             base = target.problem.baseline
             kid = ev.derive_event_id(self.run_id, "Kernel", "baseline", p.name)
             p.baseline_id = kid
-            outs.append(ev.KernelProposed(
-                **self._env("KernelProposed", kid, cause=e), kernel_id=kid, problem=p.name, iteration=0,
-                parent_id=None, plan_id=None, request_id=e.event_id, language=target.language,
-                source=base.entry_file().content,
-            ))
+            outs.append(
+                ev.KernelProposed(
+                    **self._env("KernelProposed", kid, cause=e),
+                    kernel_id=kid,
+                    problem=p.name,
+                    iteration=0,
+                    parent_id=None,
+                    plan_id=None,
+                    request_id=e.event_id,
+                    language=target.language,
+                    source=base.entry_file().content,
+                )
+            )
         return outs
 
     def _on_kernel_proposed(self, e: ev.KernelProposed, out: Step) -> list[ev.Event]:
@@ -323,16 +343,33 @@ class CoordinatorCore:
             broken = self.kernels[e.fix_of]
             parent_id, plan_id, candidate_id = broken.parent_id, broken.plan_id, broken.candidate_id
         self._order += 1
-        rec = KernelRec(e.kernel_id, e.problem, e.iteration, e.source, e.language, parent_id, plan_id,
-                        candidate_id, e.fix_of, e.fix_round, self._order)
+        rec = KernelRec(
+            e.kernel_id,
+            e.problem,
+            e.iteration,
+            e.source,
+            e.language,
+            parent_id,
+            plan_id,
+            candidate_id,
+            e.fix_of,
+            e.fix_round,
+            self._order,
+        )
         self.kernels[e.kernel_id] = rec
         p.kernel_ids.append(e.kernel_id)
         if plan_id:
             p.plan_kernels.setdefault(plan_id, []).append(e.kernel_id)
-        seed_offset = int(hashlib.sha256(e.kernel_id.encode()).hexdigest()[:6], 16) % 100_000 if e.iteration else 0
+        seed_offset = (
+            int(hashlib.sha256(e.kernel_id.encode()).hexdigest()[:6], 16) % 100_000 if e.iteration else 0
+        )
         req = ev.ProfileRequested(
-            **self._env("ProfileRequested", e.kernel_id, cause=e), kernel_id=e.kernel_id, problem=e.problem,
-            device=p.target.device, language=e.language, source=e.source,
+            **self._env("ProfileRequested", e.kernel_id, cause=e),
+            kernel_id=e.kernel_id,
+            problem=e.problem,
+            device=p.target.device,
+            language=e.language,
+            source=e.source,
             purpose="baseline" if e.iteration == 0 and parent_id is None else "candidate",
             seed_offset=seed_offset,
         )
@@ -352,12 +389,23 @@ class CoordinatorCore:
         if p.phase == "baseline":
             return outs + self._baseline_done(p, k, e)
         prof = e.profile
-        if prof.status in FIXABLE and k.fix_round < self.cfg_at(k.iteration).search.fix_rounds and not self.stopping:
+        if (
+            prof.status in FIXABLE
+            and k.fix_round < self.cfg_at(k.iteration).search.fix_rounds
+            and not self.stopping
+        ):
             parent = self.kernels.get(k.parent_id) if k.parent_id else None
             fix = ev.FixRequested(
-                **self._env("FixRequested", k.kernel_id, cause=e), kernel_id=k.kernel_id, problem=p.name,
-                iteration=k.iteration, fix_round=k.fix_round + 1, error_log=prof.log[-8000:],
-                status=prof.status, language=k.language, device=p.target.device, source=k.source,
+                **self._env("FixRequested", k.kernel_id, cause=e),
+                kernel_id=k.kernel_id,
+                problem=p.name,
+                iteration=k.iteration,
+                fix_round=k.fix_round + 1,
+                error_log=prof.log[-8000:],
+                status=prof.status,
+                language=k.language,
+                device=p.target.device,
+                source=k.source,
                 parent_source=parent.source if parent else "",
             )
             outs += self._request(p, fix)
@@ -372,16 +420,25 @@ class CoordinatorCore:
         note = "" if usable else f"baseline {prof.status}: nothing to optimize from"
         return [self._iteration_completed(p, 0, cause, note=note)]
 
-    def _iteration_completed(self, p: ProblemState, iteration: int, cause: ev.Event, note: str = "") -> ev.Event:
+    def _iteration_completed(
+        self, p: ProblemState, iteration: int, cause: ev.Event, note: str = ""
+    ) -> ev.Event:
         best = self.kernels.get(p.best_id) if p.best_id else None
         return ev.IterationCompleted(
-            **self._env("IterationCompleted", p.name, iteration, cause=cause), problem=p.name, iteration=iteration,
-            best_kernel_id=p.best_id or "", best_latency_ms=best.latency_ms if best and best.passed else None,
+            **self._env("IterationCompleted", p.name, iteration, cause=cause),
+            problem=p.name,
+            iteration=iteration,
+            best_kernel_id=p.best_id or "",
+            best_latency_ms=best.latency_ms if best and best.passed else None,
             best_pct_peak=best.profile.pct_peak if best and best.passed and best.profile else None,
-            kernels_profiled=p.kernels_profiled, note=note,
+            kernels_profiled=p.kernels_profiled,
+            note=note,
             best_estimated_ms=best.estimated_ms if best else None,
-            best_estimated_pct_peak=(best.profile.estimate.pct_peak if best and best.estimated_ms is not None
-                                     and best.profile and best.profile.estimate else None),
+            best_estimated_pct_peak=(
+                best.profile.estimate.pct_peak
+                if best and best.estimated_ms is not None and best.profile and best.profile.estimate
+                else None
+            ),
         )
 
     def _on_iteration_completed(self, e: ev.IterationCompleted, out: Step) -> list[ev.Event]:
@@ -396,8 +453,14 @@ class CoordinatorCore:
             p.phase = "search"
             p.plan_kernels.clear()
             p.plan_candidate.clear()
-            return [ev.IterationStarted(**self._env("IterationStarted", p.name, p.iteration, cause=e),
-                                        problem=p.name, iteration=p.iteration, beam=list(p.beam))]
+            return [
+                ev.IterationStarted(
+                    **self._env("IterationStarted", p.name, p.iteration, cause=e),
+                    problem=p.name,
+                    iteration=p.iteration,
+                    beam=list(p.beam),
+                )
+            ]
         plan = self._remeasure_plan(p)
         if plan:
             p.phase = "remeasure"
@@ -419,8 +482,13 @@ class CoordinatorCore:
     def _problem_done(self, p: ProblemState, cause: ev.Event) -> list[ev.Event]:
         p.phase = "done"
         if all(q.phase == "done" for q in self.problems.values()):
-            return [ev.RunCompleted(**self._env("RunCompleted", cause=cause), reason=self.stopping or "completed",
-                                    best={q.name: q.best_id or "" for q in self.problems.values()})]
+            return [
+                ev.RunCompleted(
+                    **self._env("RunCompleted", cause=cause),
+                    reason=self.stopping or "completed",
+                    best={q.name: q.best_id or "" for q in self.problems.values()},
+                )
+            ]
         return []
 
     # --- the end-of-problem re-measure ------------------------------------------------------------
@@ -431,8 +499,16 @@ class CoordinatorCore:
         compare (re-measure off, a failed or unmeasured side, or the best is the baseline)."""
         rounds = self.cfg.search.remeasure_rounds
         base, best = self.kernels.get(p.baseline_id), self.kernels.get(p.best_id or "")
-        if (rounds <= 0 or base is None or best is None or not base.passed or not best.passed
-                or not base.latency_ms or not best.latency_ms or base.source == best.source):
+        if (
+            rounds <= 0
+            or base is None
+            or best is None
+            or not base.passed
+            or not best.passed
+            or not base.latency_ms
+            or not best.latency_ms
+            or base.source == best.source
+        ):
             return []
         plan: list[tuple[str, str]] = []
         for r in range(rounds):
@@ -455,8 +531,12 @@ class CoordinatorCore:
         k = self.kernels[kid]
         req = ev.ProfileRequested(
             **self._env("ProfileRequested", "remeasure", p.name, step, cause=cause),
-            kernel_id=ev.derive_event_id(self.run_id, "Kernel", "remeasure", p.name, step), problem=p.name,
-            device=p.target.device, language=k.language, source=k.source, purpose="remeasure",
+            kernel_id=ev.derive_event_id(self.run_id, "Kernel", "remeasure", p.name, step),
+            problem=p.name,
+            device=p.target.device,
+            language=k.language,
+            source=k.source,
+            purpose="remeasure",
             seed_offset=self._remeasure_seed(p, step // 2),
         )
         p.remeasure_side[req.event_id] = side
@@ -482,7 +562,11 @@ class CoordinatorCore:
         t_peak = next((x.t_peak_ms for x in profiles if x.t_peak_ms), None)
         status = failed.status if failed is not None else "passed"
         return ev.RemeasuredSide(
-            kernel_id=kernel_id, status=status, rounds_ms=rounds, median_ms=median, spread=spread,
+            kernel_id=kernel_id,
+            status=status,
+            rounds_ms=rounds,
+            median_ms=median,
+            spread=spread,
             pct_peak=peak_fraction(t_peak, median) if failed is None else None,
             log_head=next((ln.strip() for ln in failed.log.splitlines() if ln.strip()), "") if failed else "",
         )
@@ -496,13 +580,23 @@ class CoordinatorCore:
         speedup = b.median_ms / k.median_ms if ok else None  # type: ignore[operator]
         # both the re-measure's and the recorded profiles' noise bound what can be told apart
         noise = noise_margin(b.spread, k.spread) * noise_margin(base.spread, best.spread) - 1.0
-        agrees = recorded is None or speedup is None or (
-            max(recorded / speedup, speedup / recorded) <= 1.0 + noise)
+        agrees = (
+            recorded is None
+            or speedup is None
+            or (max(recorded / speedup, speedup / recorded) <= 1.0 + noise)
+        )
         rounds = (len(p.remeasure_plan) + 1) // 2
         done = ev.ProblemRemeasured(
-            **self._env("ProblemRemeasured", p.name, cause=cause), problem=p.name, rounds=rounds,
-            seed_offsets=[self._remeasure_seed(p, r) for r in range(rounds)], baseline=b, best=k,
-            recorded_speedup=recorded, speedup=speedup, noise=noise, agrees=agrees,
+            **self._env("ProblemRemeasured", p.name, cause=cause),
+            problem=p.name,
+            rounds=rounds,
+            seed_offsets=[self._remeasure_seed(p, r) for r in range(rounds)],
+            baseline=b,
+            best=k,
+            recorded_speedup=recorded,
+            speedup=speedup,
+            noise=noise,
+            agrees=agrees,
         )
         return [done, *self._problem_done(p, done)]
 
@@ -520,12 +614,21 @@ class CoordinatorCore:
                 p.pending.add(result_id)
                 self.request_problem[result_id] = p.name
                 d = p.target.problem.definition
-                out.effects.append(ev.MemoryRequested(
-                    **self._env("MemoryRequested", result_id, cause=e), result_id=result_id, problem=p.name,
-                    op_type=d.op_type, device=p.target.device, language=p.target.language, iteration=e.iteration,
-                    candidate_id=cand_id, candidate_source=cand.source, memory=msgspec.to_builtins(mem),
-                    expect_entry_ids=self._all_memory_ids(),
-                ))
+                out.effects.append(
+                    ev.MemoryRequested(
+                        **self._env("MemoryRequested", result_id, cause=e),
+                        result_id=result_id,
+                        problem=p.name,
+                        op_type=d.op_type,
+                        device=p.target.device,
+                        language=p.target.language,
+                        iteration=e.iteration,
+                        candidate_id=cand_id,
+                        candidate_source=cand.source,
+                        memory=msgspec.to_builtins(mem),
+                        expect_entry_ids=self._all_memory_ids(),
+                    )
+                )
             else:
                 outs += self._plan_requests(p, e.iteration, cand, [], None, e)
         return outs + self._maybe_advance(p, e)
@@ -533,9 +636,15 @@ class CoordinatorCore:
     def _all_memory_ids(self) -> list[str]:
         return [i for q in self.problems.values() for i in q.memory_ids]
 
-    def _plan_requests(self, p: ProblemState, iteration: int, cand: KernelRec,
-                       insights: list[ev.RetrievedInsight], memory_event_id: str | None,
-                       cause: ev.Event) -> list[ev.Event]:
+    def _plan_requests(
+        self,
+        p: ProblemState,
+        iteration: int,
+        cand: KernelRec,
+        insights: list[ev.RetrievedInsight],
+        memory_event_id: str | None,
+        cause: ev.Event,
+    ) -> list[ev.Event]:
         if self.stopping:
             return []
         outs: list[ev.Event] = []
@@ -545,9 +654,16 @@ class CoordinatorCore:
         for j in range(n):
             req = ev.PlanRequested(
                 **self._env("PlanRequested", p.name, iteration, cand.kernel_id, j, cause=cause),
-                problem=p.name, iteration=iteration, candidate_id=cand.kernel_id, sample_index=drawn + j,
-                language=p.target.language, device=p.target.device, candidate_source=cand.source,
-                candidate_profile=cand.profile, insights=insights, memory_event_id=memory_event_id,
+                problem=p.name,
+                iteration=iteration,
+                candidate_id=cand.kernel_id,
+                sample_index=drawn + j,
+                language=p.target.language,
+                device=p.target.device,
+                candidate_source=cand.source,
+                candidate_profile=cand.profile,
+                insights=insights,
+                memory_event_id=memory_event_id,
             )
             outs += self._request(p, req)
         return outs
@@ -556,7 +672,9 @@ class CoordinatorCore:
         p, _ = self._resolve(e.event_id)
         if p is None or e.candidate_id not in self.kernels:
             return []
-        outs = self._plan_requests(p, e.iteration, self.kernels[e.candidate_id], list(e.entries), e.event_id, e)
+        outs = self._plan_requests(
+            p, e.iteration, self.kernels[e.candidate_id], list(e.entries), e.event_id, e
+        )
         return outs + self._maybe_advance(p, e)
 
     def _on_plan_proposed(self, e: ev.PlanProposed, out: Step) -> list[ev.Event]:
@@ -570,9 +688,15 @@ class CoordinatorCore:
         if cand is not None and not self.stopping:
             for k in range(self.cfg_at(e.iteration).search.samples_per_plan):
                 req = ev.ImplementationRequested(
-                    **self._env("ImplementationRequested", e.event_id, k, cause=e), problem=p.name,
-                    iteration=e.iteration, candidate_id=e.candidate_id, plan_id=e.event_id, sample_index=k,
-                    language=p.target.language, device=p.target.device, plan=e.plan,
+                    **self._env("ImplementationRequested", e.event_id, k, cause=e),
+                    problem=p.name,
+                    iteration=e.iteration,
+                    candidate_id=e.candidate_id,
+                    plan_id=e.event_id,
+                    sample_index=k,
+                    language=p.target.language,
+                    device=p.target.device,
+                    plan=e.plan,
                     candidate_source=cand.source,
                 )
                 outs += self._request(p, req)
@@ -595,9 +719,18 @@ class CoordinatorCore:
             p.memory_ids.append(entry_id)
             d = p.target.problem.definition
             entry = MemoryEntry(
-                id=entry_id, source_run=self.run_id, problem=p.name, op_type=d.op_type, device=p.target.device,
-                language=p.target.language, slow_kernel=req.slow_source, fast_kernel=req.fast_source,
-                speedup=req.speedup, title=e.title, created_at=e.ts, positive=req.positive,
+                id=entry_id,
+                source_run=self.run_id,
+                problem=p.name,
+                op_type=d.op_type,
+                device=p.target.device,
+                language=p.target.language,
+                slow_kernel=req.slow_source,
+                fast_kernel=req.fast_source,
+                speedup=req.speedup,
+                title=e.title,
+                created_at=e.ts,
+                positive=req.positive,
                 text=mark_estimated(e.text) if req.estimated else e.text,
             )
             outs.append(ev.MemoryEntryAdded(**self._env("MemoryEntryAdded", entry_id, cause=e), entry=entry))
@@ -623,8 +756,11 @@ class CoordinatorCore:
                 if lane.startswith("llm:"):
                     while q:
                         self._drop(q.popleft())
-            outs: list[ev.Event] = [ev.BudgetExceeded(**self._env("BudgetExceeded", cause=e),
-                                                      spent_usd=self.spent_usd, budget_usd=budget)]
+            outs: list[ev.Event] = [
+                ev.BudgetExceeded(
+                    **self._env("BudgetExceeded", cause=e), spent_usd=self.spent_usd, budget_usd=budget
+                )
+            ]
             for p in self.problems.values():
                 outs += self._maybe_advance(p, e)
             return outs
@@ -641,9 +777,12 @@ class CoordinatorCore:
         streak = self.failing_calls[e.role] = self.failing_calls.get(e.role, 0) + 1
         if limit <= 0 or streak < limit or self.failed or self.finished:
             return None
-        return ev.RunFailed(**self._env("RunFailed", "llm", e.role, cause=e), reason=f"LLM calls failing ({e.role})",
-                            detail=f"the last {streak} calls of the {e.role} ({e.model}) failed with errors no "
-                                   f"retry can fix; the last: {e.error[:1500]}")
+        return ev.RunFailed(
+            **self._env("RunFailed", "llm", e.role, cause=e),
+            reason=f"LLM calls failing ({e.role})",
+            detail=f"the last {streak} calls of the {e.role} ({e.model}) failed with errors no "
+            f"retry can fix; the last: {e.error[:1500]}",
+        )
 
     def _on_run_completed(self, e: ev.RunCompleted, out: Step) -> list[ev.Event]:
         self.finished = True
@@ -668,29 +807,43 @@ class CoordinatorCore:
 
     def _beam_member(self, kernel_id: str) -> ev.BeamMember:
         k = self.kernels[kernel_id]
-        return ev.BeamMember(kernel_id=kernel_id, latency_ms=k.latency_ms or 0.0,
-                             pct_peak=k.profile.pct_peak if k.profile else None, estimated_ms=k.estimated_ms)
+        return ev.BeamMember(
+            kernel_id=kernel_id,
+            latency_ms=k.latency_ms or 0.0,
+            pct_peak=k.profile.pct_peak if k.profile else None,
+            estimated_ms=k.estimated_ms,
+        )
 
     def _plan_samples(self, p: ProblemState) -> dict[str, list[KernelRec]]:
         """This iteration's kernels per plan, fix chains included (only the final attempt of a
         chain can pass, and it counts as a sample of the plan)."""
-        return {plan: [self.kernels[k] for k in ks if k in self.kernels] for plan, ks in sorted(p.plan_kernels.items())}
+        return {
+            plan: [self.kernels[k] for k in ks if k in self.kernels]
+            for plan, ks in sorted(p.plan_kernels.items())
+        }
 
     def _select_and_summarize(self, p: ProblemState, cause: ev.Event) -> list[ev.Event]:
         s = self.cfg_at(p.iteration).search
         samples = self._plan_samples(p)
         beam_now = [self.kernels[k].scored() for k in p.beam]
-        new_beam = select_beam(beam_now, [[k.scored() for k in ks] for ks in samples.values()], s.beam_width,
-                               elitist=s.elitist)
+        new_beam = select_beam(
+            beam_now, [[k.scored() for k in ks] for ks in samples.values()], s.beam_width, elitist=s.elitist
+        )
         p.beam = [b.kernel_id for b in new_beam]
-        best = min((self.kernels[b] for b in p.beam + ([p.best_id] if p.best_id else [])),
-                   key=lambda k: k.scored().rank_key)
+        best = min(
+            (self.kernels[b] for b in p.beam + ([p.best_id] if p.best_id else [])),
+            key=lambda k: k.scored().rank_key,
+        )
         p.best_id = best.kernel_id
-        outs: list[ev.Event] = [ev.BeamSelected(
-            **self._env("BeamSelected", p.name, p.iteration, cause=cause), problem=p.name, iteration=p.iteration,
-            beam=[self._beam_member(k) for k in p.beam],
-            best_kernel_id=p.best_id,
-        )]
+        outs: list[ev.Event] = [
+            ev.BeamSelected(
+                **self._env("BeamSelected", p.name, p.iteration, cause=cause),
+                problem=p.name,
+                iteration=p.iteration,
+                beam=[self._beam_member(k) for k in p.beam],
+                best_kernel_id=p.best_id,
+            )
+        ]
         p.phase = "summarize"
         if self.stopping:
             return outs + self._maybe_advance(p, cause)
@@ -700,26 +853,47 @@ class CoordinatorCore:
             if parent is None:
                 continue
             if parent.passed and parent.latency_ms:
-                pair = plan_pair(parent.kernel_id, parent.latency_ms, [k.scored() for k in ks], parent.spread,
-                                 noise_aware=s.summary_noise_margin)
+                pair = plan_pair(
+                    parent.kernel_id,
+                    parent.latency_ms,
+                    [k.scored() for k in ks],
+                    parent.spread,
+                    noise_aware=s.summary_noise_margin,
+                )
             elif parent.estimated_ms:  # estimated pairs: a cost model's figures on both sides
-                pair = plan_pair(parent.kernel_id, parent.estimated_ms, [k.scored() for k in ks],
-                                 noise_aware=False, estimated=True)
+                pair = plan_pair(
+                    parent.kernel_id,
+                    parent.estimated_ms,
+                    [k.scored() for k in ks],
+                    noise_aware=False,
+                    estimated=True,
+                )
             else:
                 continue
             if pair:
                 pairs.append(pair)
         picks = select_summaries(
-            pairs, positive_threshold=s.summary_positive_threshold, negative_threshold=s.summary_negative_threshold,
-            max_positive=s.summary_max_positive, max_total=s.summary_max_total,
+            pairs,
+            positive_threshold=s.summary_positive_threshold,
+            negative_threshold=s.summary_negative_threshold,
+            max_positive=s.summary_max_positive,
+            max_total=s.summary_max_total,
         )
         for pick in picks:
             slow, fast = self.kernels[pick.slow_id], self.kernels[pick.fast_id]
             req = ev.SummaryRequested(
                 **self._env("SummaryRequested", p.name, p.iteration, pick.slow_id, pick.fast_id, cause=cause),
-                problem=p.name, iteration=p.iteration, slow_kernel_id=pick.slow_id, fast_kernel_id=pick.fast_id,
-                speedup=pick.speedup, positive=pick.positive, language=p.target.language, device=p.target.device,
-                slow_source=slow.source, fast_source=fast.source, estimated=pick.estimated,
+                problem=p.name,
+                iteration=p.iteration,
+                slow_kernel_id=pick.slow_id,
+                fast_kernel_id=pick.fast_id,
+                speedup=pick.speedup,
+                positive=pick.positive,
+                language=p.target.language,
+                device=p.target.device,
+                slow_source=slow.source,
+                fast_source=fast.source,
+                estimated=pick.estimated,
             )
             outs += self._request(p, req)
         return outs + self._maybe_advance(p, cause)

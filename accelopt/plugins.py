@@ -55,8 +55,9 @@ def load_plugins(group: str, use: Callable[[str, Any], None]) -> list[str]:
         try:
             use(ep.name, ep.load())
         except Exception as e:  # a broken plugin must not take the others (or the run) down
-            failure = PluginFailure(group=group, name=ep.name, value=ep.value,
-                                    error=f"{type(e).__name__}: {e}")
+            failure = PluginFailure(
+                group=group, name=ep.name, value=ep.value, error=f"{type(e).__name__}: {e}"
+            )
             with _lock:
                 _failures[(group, ep.name)] = failure
             log.warning("plugin_failed", group=group, plugin=ep.name, value=ep.value, error=failure.error)

@@ -63,7 +63,9 @@ def best_of(samples: list[Scored]) -> Scored | None:
     return min(ok, key=lambda s: s.rank_key) if ok else None
 
 
-def select_beam(beam: list[Scored], plan_samples: list[list[Scored]], width: int, *, elitist: bool = True) -> list[Scored]:
+def select_beam(
+    beam: list[Scored], plan_samples: list[list[Scored]], width: int, *, elitist: bool = True
+) -> list[Scored]:
     """The next beam from the current one and this iteration's samples grouped by plan.
 
     elitist: top-`width` over (current beam + each plan's best sample), identical sources
@@ -120,8 +122,15 @@ def relative_spread(samples: Sequence[float]) -> float:
     return (q[2] - q[0]) / med if med > 0 else 0.0
 
 
-def plan_pair(parent_id: str, parent_latency: float, samples: list[Scored], parent_spread: float = 0.0,
-              *, noise_aware: bool = True, estimated: bool = False) -> Pair | None:
+def plan_pair(
+    parent_id: str,
+    parent_latency: float,
+    samples: list[Scored],
+    parent_spread: float = 0.0,
+    *,
+    noise_aware: bool = True,
+    estimated: bool = False,
+) -> Pair | None:
     """The pair one plan contributes to summarization (reference semantics): its best
     sample if any sped up, else its worst if all slowed down; nothing for ties or failures.
     The pair's `margin` is the noise of the parent's and the child's timings (1.0 when not
@@ -145,15 +154,24 @@ def plan_pair(parent_id: str, parent_latency: float, samples: list[Scored], pare
 
 
 def select_summaries(
-    pairs: list[Pair], *, positive_threshold: float, negative_threshold: float, max_positive: int, max_total: int,
+    pairs: list[Pair],
+    *,
+    positive_threshold: float,
+    negative_threshold: float,
+    max_positive: int,
+    max_total: int,
 ) -> list[SummaryPick]:
     """Up to `max_positive` speedups > positive_threshold (largest first), then fill up to
     `max_total` with slowdowns < 1/negative_threshold (worst first), reversed. A pair's
     threshold is raised to its noise `margin` where that is larger."""
-    pos = sorted((p for p in pairs if p.speedup > max(positive_threshold, p.margin)),
-                 key=lambda p: (-p.speedup, p.child_id))
-    neg = sorted((p for p in pairs if p.speedup < 1.0 / max(negative_threshold, p.margin)),
-                 key=lambda p: (p.speedup, p.child_id))
+    pos = sorted(
+        (p for p in pairs if p.speedup > max(positive_threshold, p.margin)),
+        key=lambda p: (-p.speedup, p.child_id),
+    )
+    neg = sorted(
+        (p for p in pairs if p.speedup < 1.0 / max(negative_threshold, p.margin)),
+        key=lambda p: (p.speedup, p.child_id),
+    )
     picks = [SummaryPick(p.parent_id, p.child_id, p.speedup, True, p.estimated) for p in pos[:max_positive]]
     for p in neg[: max(0, max_total - len(picks))]:
         picks.append(SummaryPick(p.child_id, p.parent_id, 1.0 / p.speedup, False, p.estimated))

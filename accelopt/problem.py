@@ -21,8 +21,17 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 DType = Literal[
-    "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "float4_e2m1",
-    "int64", "int32", "int16", "int8", "bool",
+    "float32",
+    "float16",
+    "bfloat16",
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "float4_e2m1",
+    "int64",
+    "int32",
+    "int16",
+    "int8",
+    "bool",
 ]
 LANGUAGE_NAME = r"[a-z][a-z0-9_+-]{0,31}"
 Language = Annotated[str, msgspec.Meta(pattern=f"^{LANGUAGE_NAME}$")]
@@ -185,8 +194,13 @@ class Solution(_Base):
     def content_hash(self) -> str:
         """SHA-1 over everything but the name (FlashInfer-Bench HEAD semantics)."""
         h = hashlib.sha1()
-        for part in (self.definition, self.spec.language, self.spec.entry_point,
-                     str(self.spec.binding), ",".join(self.spec.dependencies)):
+        for part in (
+            self.definition,
+            self.spec.language,
+            self.spec.entry_point,
+            str(self.spec.binding),
+            ",".join(self.spec.dependencies),
+        ):
             h.update(part.encode())
             h.update(b"\0")
         for src in sorted(self.sources, key=lambda s: s.path):
@@ -197,16 +211,28 @@ class Solution(_Base):
         return h.hexdigest()
 
 
-def one_file_solution(definition: str, content: str, *, entry_point: str = "kernel.c::kernel",
-                      language: Language = "c", device: str = "cpu", name: str | None = None,
-                      author: str = "baseline", description: str | None = None,
-                      path: str | None = None) -> Solution:
+def one_file_solution(
+    definition: str,
+    content: str,
+    *,
+    entry_point: str = "kernel.c::kernel",
+    language: Language = "c",
+    device: str = "cpu",
+    name: str | None = None,
+    author: str = "baseline",
+    description: str | None = None,
+    path: str | None = None,
+) -> Solution:
     """A solution whose code is one file, `path` or else the one its entry point
     (`file::symbol`) names: a suite's baseline, and the toy problems of tests and synthetic logs."""
-    return Solution(name=name or f"{definition}_baseline", definition=definition, author=author,
-                    spec=BuildSpec(language=language, target_hardware=[device], entry_point=entry_point),
-                    sources=[SourceFile(path=path or entry_point.split("::", 1)[0], content=content)],
-                    description=description)
+    return Solution(
+        name=name or f"{definition}_baseline",
+        definition=definition,
+        author=author,
+        spec=BuildSpec(language=language, target_hardware=[device], entry_point=entry_point),
+        sources=[SourceFile(path=path or entry_point.split("::", 1)[0], content=content)],
+        description=description,
+    )
 
 
 class Environment(_Base):
@@ -227,8 +253,13 @@ class Performance(_Base):
 
 
 EvaluationStatus = Literal[
-    "PASSED", "INCORRECT_SHAPE", "INCORRECT_NUMERICAL", "INCORRECT_DTYPE",
-    "RUNTIME_ERROR", "COMPILE_ERROR", "TIMEOUT",
+    "PASSED",
+    "INCORRECT_SHAPE",
+    "INCORRECT_NUMERICAL",
+    "INCORRECT_DTYPE",
+    "RUNTIME_ERROR",
+    "COMPILE_ERROR",
+    "TIMEOUT",
 ]
 
 
@@ -288,6 +319,7 @@ class Problem(_Base):
 
 # --- whitelisted arithmetic (roofline expressions) -------------------------------------------
 
+
 class ExpressionError(ValueError):
     """An expression outside the whitelist, or naming an unknown axis."""
 
@@ -297,7 +329,7 @@ _BINOPS = {
     ast.Sub: lambda a, b: a - b,
     ast.Mult: lambda a, b: a * b,
     ast.Div: lambda a, b: a / b,
-    ast.Pow: lambda a, b: a ** b,
+    ast.Pow: lambda a, b: a**b,
 }
 
 
@@ -316,15 +348,18 @@ def parse_expression(expr: str) -> ast.Expression:
     if len(nodes) > 400:
         raise ExpressionError(f"{expr!r}: too long")
     for node in nodes:
-        if isinstance(node, ast.Expression | ast.Name | ast.Load | ast.UAdd | ast.USub
-                      | ast.BinOp | ast.UnaryOp):
+        if isinstance(
+            node, ast.Expression | ast.Name | ast.Load | ast.UAdd | ast.USub | ast.BinOp | ast.UnaryOp
+        ):
             continue
         if isinstance(node, ast.operator) and type(node) in _BINOPS:
             continue
         if isinstance(node, ast.Constant) and type(node.value) in (int, float):
             continue
-        raise ExpressionError(f"{expr!r}: {type(node).__name__} is not allowed "
-                              "(only numbers, axis names, + - * / ** and parentheses)")
+        raise ExpressionError(
+            f"{expr!r}: {type(node).__name__} is not allowed "
+            "(only numbers, axis names, + - * / ** and parentheses)"
+        )
     return tree
 
 
@@ -363,6 +398,7 @@ def eval_expression(expr: str, names: dict[str, int] | dict[str, float]) -> floa
 
 
 # --- semantic validation -------------------------------------------------------------------
+
 
 def _defines_run(source: str) -> bool:
     try:
@@ -422,8 +458,10 @@ def solution_errors(s: Solution) -> list[str]:
     if s.spec.entry_point.split("::", 1)[0] not in paths:
         errs.append("spec.entry_point: entry file is not among the sources")
     if not known_language(s.spec.language):
-        errs.append(f"spec.language: unknown kernel language {s.spec.language!r}; known: "
-                    f"{', '.join(sorted(_language_names))}")
+        errs.append(
+            f"spec.language: unknown kernel language {s.spec.language!r}; known: "
+            f"{', '.join(sorted(_language_names))}"
+        )
     return errs
 
 

@@ -12,8 +12,17 @@ import msgspec
 # timing_mismatch: a timer inside the kernel's process disagreed with the trusted side's clock;
 # sandbox_error: the sandbox could not apply the isolation untrusted code requires (the machine's
 # fault, not the kernel's: see hardware_agents/README.md).
-ProfileStatus = Literal["passed", "compile_error", "runtime_error", "incorrect", "timeout", "unmeasured",
-                        "no_triton_launch", "timing_mismatch", "sandbox_error"]
+ProfileStatus = Literal[
+    "passed",
+    "compile_error",
+    "runtime_error",
+    "incorrect",
+    "timeout",
+    "unmeasured",
+    "no_triton_launch",
+    "timing_mismatch",
+    "sandbox_error",
+]
 Bound = Literal["memory", "matmul", "vector"]
 
 

@@ -30,8 +30,13 @@ def median(values: list[float]) -> float:
 
 def machine() -> dict[str, Any]:
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=Path(__file__).parent, timeout=5).stdout.strip()
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).parent,
+            timeout=5,
+        ).stdout.strip()
     except Exception:
         commit = ""
     return {

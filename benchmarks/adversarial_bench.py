@@ -61,10 +61,15 @@ def corpus_table(agent: CpuAgent, skip_triton: bool) -> list[dict[str, Any]]:
     for hack in load("cpu"):
         problem = scale_shift if hack.problem == "scale_shift" else suites.get_problem(hack.problem)
         prof = agent.profile(problem, c_solution(problem, hack.source, name=hack.name), timeout_s=30)
-        ok = prof.status == hack.expect and (hack.min_ms is None or (
-            prof.latency is not None and prof.latency.min_ms >= hack.min_ms))
-        rows.append({"device": "cpu", "hack": hack.name, "expected": hack.expect, "got": prof.status, "caught": ok})
-        print(f"  cpu  {hack.name:28s} expected {hack.expect:15s} got {prof.status:15s} {'ok' if ok else 'MISSED'}")
+        ok = prof.status == hack.expect and (
+            hack.min_ms is None or (prof.latency is not None and prof.latency.min_ms >= hack.min_ms)
+        )
+        rows.append(
+            {"device": "cpu", "hack": hack.name, "expected": hack.expect, "got": prof.status, "caught": ok}
+        )
+        print(
+            f"  cpu  {hack.name:28s} expected {hack.expect:15s} got {prof.status:15s} {'ok' if ok else 'MISSED'}"
+        )
     if not skip_triton:
         rows += triton_rows()
     return rows
@@ -79,7 +84,9 @@ def triton_rows() -> list[dict[str, Any]]:
 
     from hardware_agents.triton import H100Agent
 
-    agent = H100Agent(mode="interpreter", interpreter_timing=True, warmup=1, reps=3, trials=2, timeout_s=120.0)
+    agent = H100Agent(
+        mode="interpreter", interpreter_timing=True, warmup=1, reps=3, trials=2, timeout_s=120.0
+    )
     rows = []
     try:
         for hack in load("triton"):
@@ -87,9 +94,12 @@ def triton_rows() -> list[dict[str, Any]]:
             prof = agent.profile(p, solution(p, hack.source, name=hack.name))
             expect, needle = hack.expected(on_gpu=False)
             ok = prof.status == expect and needle in prof.log + " ".join(c.note for c in prof.correctness)
-            rows.append({"device": "triton", "hack": hack.name, "expected": expect, "got": prof.status,
-                         "caught": ok})
-            print(f"  triton {hack.name:26s} expected {expect:15s} got {prof.status:15s} {'ok' if ok else 'MISSED'}")
+            rows.append(
+                {"device": "triton", "hack": hack.name, "expected": expect, "got": prof.status, "caught": ok}
+            )
+            print(
+                f"  triton {hack.name:26s} expected {expect:15s} got {prof.status:15s} {'ok' if ok else 'MISSED'}"
+            )
     finally:
         agent.close()
     return rows
@@ -104,11 +114,22 @@ def false_rejections(agent: CpuAgent, run_dir: str | None, skip_triton: bool) ->
             name = f"{suite}/{p.name}"
             out["cpu_baselines"][name] = prof.status
             c = prof.counters
-            checks[name] = {k: c.get(k) for k in ("timed_calls", "timed_full_checks", "lazy_fraction_caught_99",
-                                                     "calls_per_batch", "first_call_ms", "handshake_us",
-                                                     "max_batch_cpu_over_wall")} | {"wall_s": prof.wall_s}
-            print(f"  {name:30s} {prof.status:10s} checked {c.get('timed_full_checks')} of {c.get('timed_calls')} "
-                  f"timed calls, wall {prof.wall_s:.2f} s")
+            checks[name] = {
+                k: c.get(k)
+                for k in (
+                    "timed_calls",
+                    "timed_full_checks",
+                    "lazy_fraction_caught_99",
+                    "calls_per_batch",
+                    "first_call_ms",
+                    "handshake_us",
+                    "max_batch_cpu_over_wall",
+                )
+            } | {"wall_s": prof.wall_s}
+            print(
+                f"  {name:30s} {prof.status:10s} checked {c.get('timed_full_checks')} of {c.get('timed_calls')} "
+                f"timed calls, wall {prof.wall_s:.2f} s"
+            )
     if not skip_triton:
         triton = get_agent("h100", mode="interpreter")
         for p in suites.load_suite("triton"):
@@ -122,8 +143,12 @@ def false_rejections(agent: CpuAgent, run_dir: str | None, skip_triton: bool) ->
             sol = msgspec.json.decode(sol_path.read_bytes(), type=Solution)
             problem = suites.get_problem(f"cpu/{sol.definition}")
             out["run_best"][sol.definition] = agent.profile(problem, sol).status
-    bad = [f"{k}/{n}" for k, d in out.items() for n, s in d.items()
-           if s not in ("passed", "unmeasured") or (k != "triton_baselines" and s != "passed")]
+    bad = [
+        f"{k}/{n}"
+        for k, d in out.items()
+        for n, s in d.items()
+        if s not in ("passed", "unmeasured") or (k != "triton_baselines" and s != "passed")
+    ]
     out["rejected"] = bad
     out["cpu_checks"] = checks
     return out
@@ -134,16 +159,18 @@ def handshake_s(agent: CpuAgent, rounds: int = 200) -> float:
     from cpu_helpers import c_solution, scale_shift_problem
 
     p = scale_shift_problem(8, 8)
-    build = agent.compiler.build(c_solution(p, "void kernel(const float* x, float* out) { (void)x; (void)out; }\n"),
-                                 p.axis_values())
+    build = agent.compiler.build(
+        c_solution(p, "void kernel(const float* x, float* out) { (void)x; (void)out; }\n"), p.axis_values()
+    )
     assert build.so_path
     with Sandbox(agent._policy(agent.data.get(p, (0,)), 1)) as box:
         import shutil
 
         shutil.copyfile(build.so_path, box.workdir / "kernel.so")
         box.give("kernel.so")
-        runner = KernelRunner(box, p, library=str(box.workdir / "kernel.so"), symbol="kernel", sets=1, scalars={},
-                              timeout_s=120)
+        runner = KernelRunner(
+            box, p, library=str(box.workdir / "kernel.so"), symbol="kernel", sets=1, scalars={}, timeout_s=120
+        )
         try:
             runner.ready()
             times = [runner.run([0]) for _ in range(rounds)]
@@ -181,9 +208,11 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     agent = CpuAgent()
-    figures: dict[str, Any] = {"notes": "measured on a shared 2-core VM; latency ratios are noisy, the handshake "
-                                        "share is the boundary's own cost per call",
-                               "load_average_at_start": os.getloadavg()}
+    figures: dict[str, Any] = {
+        "notes": "measured on a shared 2-core VM; latency ratios are noisy, the handshake "
+        "share is the boundary's own cost per call",
+        "load_average_at_start": os.getloadavg(),
+    }
     print("hack x device -> status")
     table = corpus_table(agent, args.skip_triton)
     figures.update(table=table, caught=sum(r["caught"] for r in table), hacks=len(table))
@@ -210,20 +239,32 @@ def main() -> None:
         if not new:
             continue
         share = h * 1e3 / median(calls) / median(new)
-        overhead[p.name] = {"boundary_ms": median(new), "in_process_ms": median(old), "ratio": median(new) / median(old),
-                            "handshake_share": share, "calls_per_batch": median(calls)}
-        print(f"  {p.name:24s} boundary {median(new):8.3f} ms  in-process {median(old):8.3f} ms  "
-              f"ratio {median(new) / median(old):5.2f}  handshake/call {100 * share:6.3f} %")
+        overhead[p.name] = {
+            "boundary_ms": median(new),
+            "in_process_ms": median(old),
+            "ratio": median(new) / median(old),
+            "handshake_share": share,
+            "calls_per_batch": median(calls),
+        }
+        print(
+            f"  {p.name:24s} boundary {median(new):8.3f} ms  in-process {median(old):8.3f} ms  "
+            f"ratio {median(new) / median(old):5.2f}  handshake/call {100 * share:6.3f} %"
+        )
         shares = [v["handshake_share"] for v in overhead.values()]
         ratios = [v["ratio"] for v in overhead.values()]
-        figures.update(handshake_share_median=median(shares), handshake_share_max=max(shares),
-                       boundary_over_in_process_median=median(ratios))
+        figures.update(
+            handshake_share_median=median(shares),
+            handshake_share_max=max(shares),
+            boundary_over_in_process_median=median(ratios),
+        )
         save("adversarial_bench", figures)
     figures["load_average_at_end"] = os.getloadavg()
     save("adversarial_bench", figures)
-    print(f"caught {figures['caught']}/{len(table)}; false rejections {len(fr['rejected'])}; handshake share median "
-          f"{100 * figures['handshake_share_median']:.3f} % (max {100 * figures['handshake_share_max']:.3f} %); "
-          f"boundary/in-process median {figures['boundary_over_in_process_median']:.3f}")
+    print(
+        f"caught {figures['caught']}/{len(table)}; false rejections {len(fr['rejected'])}; handshake share median "
+        f"{100 * figures['handshake_share_median']:.3f} % (max {100 * figures['handshake_share_max']:.3f} %); "
+        f"boundary/in-process median {figures['boundary_over_in_process_median']:.3f}"
+    )
 
 
 if __name__ == "__main__":

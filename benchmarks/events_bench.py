@@ -29,8 +29,15 @@ from events.subjects import role_filter
 
 def make_events(run_id: str, n: int) -> list[c.PlanRequested]:
     return [
-        c.PlanRequested(event_id=c.derive_event_id(run_id, "PlanRequested", i), run_id=run_id, ts=0.0,
-                        problem="matmul", iteration=1, candidate_id="k0", sample_index=i)
+        c.PlanRequested(
+            event_id=c.derive_event_id(run_id, "PlanRequested", i),
+            run_id=run_id,
+            ts=0.0,
+            problem="matmul",
+            iteration=1,
+            candidate_id="k0",
+            sample_index=i,
+        )
         for i in range(n)
     ]
 
@@ -40,7 +47,9 @@ async def throughput(url: str, n: int, trials: int) -> dict:
     pub_rates, con_rates = [], []
     for t in range(trials):
         durable = f"bench-{t}"
-        q = await elog.work_queue(durable, role_filter("PlanRequested", run_id=f"tp{t}"), max_ack_pending=20000)
+        q = await elog.work_queue(
+            durable, role_filter("PlanRequested", run_id=f"tp{t}"), max_ack_pending=20000
+        )
         events = make_events(f"tp{t}", n)
         t0 = time.perf_counter()
         res = await elog.publish_many(events)
@@ -59,8 +68,12 @@ async def throughput(url: str, n: int, trials: int) -> dict:
         con_rates.append(n / con_s)
         print(f"trial {t}: publish {n / pub_s:,.0f} ev/s, consume+ack {n / con_s:,.0f} ev/s")
     await elog.close()
-    return {"publish_events_per_s": median(pub_rates), "consume_events_per_s": median(con_rates),
-            "publish_trials": pub_rates, "consume_trials": con_rates}
+    return {
+        "publish_events_per_s": median(pub_rates),
+        "consume_events_per_s": median(con_rates),
+        "publish_trials": pub_rates,
+        "consume_trials": con_rates,
+    }
 
 
 async def hop_latency(url: str, samples: int) -> dict:
@@ -87,8 +100,11 @@ async def hop_latency(url: str, samples: int) -> dict:
     task.cancel()
     await pub.close()
     await sub.close()
-    return {"hop_latency_ms_p50": percentile(lat_ms, 50), "hop_latency_ms_p99": percentile(lat_ms, 99),
-            "hop_latency_samples": samples}
+    return {
+        "hop_latency_ms_p50": percentile(lat_ms, 50),
+        "hop_latency_ms_p99": percentile(lat_ms, 99),
+        "hop_latency_samples": samples,
+    }
 
 
 def main() -> None:
@@ -105,10 +121,16 @@ def main() -> None:
             lat = asyncio.run(hop_latency(server.url, args.latency_samples))
         finally:
             server.stop()
-    figures = {"n_events": args.n, **tp, **lat,
-               "targets": {"publish_events_per_s": ">= 10000", "hop_latency_ms_p99": "< 5"}}
-    print(f"publish {tp['publish_events_per_s']:,.0f} ev/s | consume {tp['consume_events_per_s']:,.0f} ev/s | "
-          f"hop p50 {lat['hop_latency_ms_p50']:.2f} ms p99 {lat['hop_latency_ms_p99']:.2f} ms")
+    figures = {
+        "n_events": args.n,
+        **tp,
+        **lat,
+        "targets": {"publish_events_per_s": ">= 10000", "hop_latency_ms_p99": "< 5"},
+    }
+    print(
+        f"publish {tp['publish_events_per_s']:,.0f} ev/s | consume {tp['consume_events_per_s']:,.0f} ev/s | "
+        f"hop p50 {lat['hop_latency_ms_p50']:.2f} ms p99 {lat['hop_latency_ms_p99']:.2f} ms"
+    )
     save("events_bench", figures)
 
 

@@ -69,7 +69,9 @@ def replica_current(url: str, name: str) -> bool:
         return False
     if info.cluster.leader == name:
         return True
-    return any(p.name == name and p.current and not p.offline and not p.lag for p in info.cluster.replicas or [])
+    return any(
+        p.name == name and p.current and not p.offline and not p.lag for p in info.cluster.replicas or []
+    )
 
 
 class Faults:
@@ -147,8 +149,11 @@ class Faults:
 def in_flight_at(events: list[ev.Event], t: float) -> list[str]:
     """Profile requests made before `t` whose result came after it."""
     done_before = {e.request_id for e in events if isinstance(e, ev.KernelProfiled) and e.ts < t}
-    return [e.event_id for e in events if isinstance(e, ev.ProfileRequested) and e.ts < t
-            and e.event_id not in done_before]
+    return [
+        e.event_id
+        for e in events
+        if isinstance(e, ev.ProfileRequested) and e.ts < t and e.event_id not in done_before
+    ]
 
 
 def answered_by(events: list[ev.Event], requests: list[str]) -> float | None:
@@ -163,8 +168,14 @@ def answered_by(events: list[ev.Event], requests: list[str]) -> float | None:
 
 
 def first_after(events: list[ev.Event], t: float, worker: str | None = None) -> float | None:
-    return next((e.ts for e in sorted(events, key=lambda e: e.ts) if e.ts > t and
-                 (worker is None or (isinstance(e, ev.KernelProfiled) and e.worker == worker))), None)
+    return next(
+        (
+            e.ts
+            for e in sorted(events, key=lambda e: e.ts)
+            if e.ts > t and (worker is None or (isinstance(e, ev.KernelProfiled) and e.worker == worker))
+        ),
+        None,
+    )
 
 
 def since(t0: float | None, t1: float | None) -> float | None:
@@ -196,9 +207,21 @@ def main() -> int:
         tmp = Path(d)
         cports = [free_port() for _ in range(3)]
         routes = ",".join(f"nats://127.0.0.1:{p}" for p in cports)
-        nodes = [NatsServer(tmp / f"n{i}", name=f"n{i}",
-                            extra_args=["--cluster_name", "accelopt", "--cluster", f"nats://127.0.0.1:{cports[i]}",
-                                        "--routes", routes]) for i in range(3)]
+        nodes = [
+            NatsServer(
+                tmp / f"n{i}",
+                name=f"n{i}",
+                extra_args=[
+                    "--cluster_name",
+                    "accelopt",
+                    "--cluster",
+                    f"nats://127.0.0.1:{cports[i]}",
+                    "--routes",
+                    routes,
+                ],
+            )
+            for i in range(3)
+        ]
         for n in nodes:
             n.launch()
         for n in nodes:
@@ -207,21 +230,42 @@ def main() -> int:
         try:
             init_ray(num_cpus=max(4, os.cpu_count() or 2))
             suite = write_suite(tmp / "suite", args.problems)
-            cfg = build_config(overrides=[
-                f"root={tmp / 'runs'}", f"suite={suite}", "device=sim", "seed=1", "log.replicas=3",
-                "search.beam_width=2", "search.plans_per_candidate=4", "search.samples_per_plan=1",
-                f"search.iterations={args.iterations}", "search.remeasure_rounds=0", "search.fix_rounds=0",
-                "memory.enabled=false", "devices.sim.workers=2", f"devices.sim.concurrency={args.per_host}",
-                "devices.sim.options.allow=true", f"devices.sim.options.profile_s={args.profile_s}",
-                "devices.sim.options.pass_rate=0.9", f"workers.ack_wait_s={args.ack_wait_s}", "workers.heartbeat_s=1",
-                f"limits.profiles_inflight_per_device={4 * args.per_host}",
-            ])
+            cfg = build_config(
+                overrides=[
+                    f"root={tmp / 'runs'}",
+                    f"suite={suite}",
+                    "device=sim",
+                    "seed=1",
+                    "log.replicas=3",
+                    "search.beam_width=2",
+                    "search.plans_per_candidate=4",
+                    "search.samples_per_plan=1",
+                    f"search.iterations={args.iterations}",
+                    "search.remeasure_rounds=0",
+                    "search.fix_rounds=0",
+                    "memory.enabled=false",
+                    "devices.sim.workers=2",
+                    f"devices.sim.concurrency={args.per_host}",
+                    "devices.sim.options.allow=true",
+                    f"devices.sim.options.profile_s={args.profile_s}",
+                    "devices.sim.options.pass_rate=0.9",
+                    f"workers.ack_wait_s={args.ack_wait_s}",
+                    "workers.heartbeat_s=1",
+                    f"limits.profiles_inflight_per_device={4 * args.per_host}",
+                ]
+            )
             # profiles per problem: the baseline, then beam x plans per iteration (the first has a beam of one)
             expected = args.problems * (1 + 4 + 8 * (args.iterations - 1))
             faults = Faults(nodes, url, expected, args)
             t0 = time.time()
-            outcome = run_session(cfg, suites.load_suite(str(suite)), nats_url=url, on_event=faults.on_event,
-                                  timeout_s=args.timeout, log_level="ERROR")
+            outcome = run_session(
+                cfg,
+                suites.load_suite(str(suite)),
+                nats_url=url,
+                on_event=faults.on_event,
+                timeout_s=args.timeout,
+                log_level="ERROR",
+            )
             wall = time.time() - t0
             faults.join()
             events = read_events(outcome.run_dir / "log.aolog")
@@ -240,7 +284,9 @@ def main() -> int:
     stall_inflight = in_flight_at(events, t["host_stalled"]) if "host_stalled" in t else []
     report = {
         "completed": outcome.view.completed is not None and outcome.view.completed.reason == "completed",
-        "timed_out": outcome.timed_out, "run_wall_s": round(wall, 1), "events": len(events),
+        "timed_out": outcome.timed_out,
+        "run_wall_s": round(wall, 1),
+        "events": len(events),
         "profile_requests": len(requests),
         "lost_results": sum(1 for r in requests if results[r.event_id] == 0),
         "doubled_results": sum(1 for r in requests if results[r.event_id] > 1),
@@ -251,26 +297,39 @@ def main() -> int:
         "node": {
             "down_s": args.node_down_s,
             "kill_to_next_event_s": since(t.get("node_killed"), first_after(events, t["node_killed"]))
-            if "node_killed" in t else None,
+            if "node_killed" in t
+            else None,
             "back_to_replica_current_s": since(t.get("node_back"), t.get("node_current")),
         },
         "host_kill": {
             "in_flight": len(host_inflight),
-            "kill_to_all_in_flight_answered_s": since(t.get("host_killed"), answered_by(events, host_inflight)),
-            "kill_to_restarted_host_result_s": since(t.get("host_killed"),
-                                                     first_after(events, t["host_killed"], "sim-0"))
-            if "host_killed" in t else None,
+            "kill_to_all_in_flight_answered_s": since(
+                t.get("host_killed"), answered_by(events, host_inflight)
+            ),
+            "kill_to_restarted_host_result_s": since(
+                t.get("host_killed"), first_after(events, t["host_killed"], "sim-0")
+            )
+            if "host_killed" in t
+            else None,
         },
         "stall": {
             "stall_s": args.stall_s,
             "in_flight": len(stall_inflight),
-            "stop_to_all_in_flight_answered_s": since(t.get("host_stalled"), answered_by(events, stall_inflight)),
+            "stop_to_all_in_flight_answered_s": since(
+                t.get("host_stalled"), answered_by(events, stall_inflight)
+            ),
         },
     }
     print(report)
     save("fault_bench", {"settings": vars(args), **report})
-    ok = (report["completed"] and not report["lost_results"] and not report["doubled_results"]
-          and report["verify_ok"] and not faults.errors and len(t) >= 5)
+    ok = (
+        report["completed"]
+        and not report["lost_results"]
+        and not report["doubled_results"]
+        and report["verify_ok"]
+        and not faults.errors
+        and len(t) >= 5
+    )
     return 0 if ok else 1
 
 

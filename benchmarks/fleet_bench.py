@@ -39,8 +39,25 @@ def start_workers(url: str, n: int, logdir: Path) -> list[subprocess.Popen]:
     env = {**os.environ, "ACCELOPT_LOG_LEVEL": "ERROR"}
     for i in range(n):
         log = open(logdir / f"w{i}.log", "w")  # noqa: SIM115
-        procs.append(subprocess.Popen([sys.executable, "-m", "cli.main", "worker", "--nats", url, "--device", "cpu",
-                                       "--name", f"w{i}"], stdout=log, stderr=subprocess.STDOUT, env=env))
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "cli.main",
+                    "worker",
+                    "--nats",
+                    url,
+                    "--device",
+                    "cpu",
+                    "--name",
+                    f"w{i}",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+        )
     for i, _ in enumerate(procs):
         while "worker ready" not in (logdir / f"w{i}.log").read_text():
             time.sleep(0.2)
@@ -49,9 +66,18 @@ def start_workers(url: str, n: int, logdir: Path) -> list[subprocess.Popen]:
 
 def run_started(run_id: str, problems) -> c.RunStarted:
     cfg = build_config()
-    targets = [c.ProblemTarget(problem=p, device="cpu", language="c", content_hash=p.content_hash()) for p in problems]
-    return c.RunStarted(event_id=c.derive_event_id(run_id, "RunStarted"), run_id=run_id, ts=time.time(),
-                        config=cfg.to_dict(), seed=0, targets=targets)
+    targets = [
+        c.ProblemTarget(problem=p, device="cpu", language="c", content_hash=p.content_hash())
+        for p in problems
+    ]
+    return c.RunStarted(
+        event_id=c.derive_event_id(run_id, "RunStarted"),
+        run_id=run_id,
+        ts=time.time(),
+        config=cfg.to_dict(),
+        seed=0,
+        targets=targets,
+    )
 
 
 def requests(run_id: str, problems, reps: int) -> list[c.ProfileRequested]:
@@ -60,9 +86,18 @@ def requests(run_id: str, problems, reps: int) -> list[c.ProfileRequested]:
         for p in problems:
             src = p.baseline.entry_file().content + f"\n/* variant {run_id} {r} */\n"
             kid = c.derive_event_id(run_id, "Kernel", p.name, r)
-            out.append(c.ProfileRequested(event_id=c.derive_event_id(run_id, "ProfileRequested", kid), run_id=run_id,
-                                          ts=time.time(), kernel_id=kid, problem=p.name, device="cpu",
-                                          language="c", source=src))
+            out.append(
+                c.ProfileRequested(
+                    event_id=c.derive_event_id(run_id, "ProfileRequested", kid),
+                    run_id=run_id,
+                    ts=time.time(),
+                    kernel_id=kid,
+                    problem=p.name,
+                    device="cpu",
+                    language="c",
+                    source=src,
+                )
+            )
     return out
 
 
@@ -92,8 +127,13 @@ async def throughput(url: str, problems, reps: int, tag: str) -> dict:
     statuses: dict[str, int] = {}
     for r in results:
         statuses[r.profile.status] = statuses.get(r.profile.status, 0) + 1
-    return {"profiles": len(results), "wall_s": wall, "profiles_per_min": 60 * len(results) / wall,
-            "statuses": statuses, "workers_used": sorted({r.worker for r in results})}
+    return {
+        "profiles": len(results),
+        "wall_s": wall,
+        "profiles_per_min": 60 * len(results) / wall,
+        "statuses": statuses,
+        "workers_used": sorted({r.worker for r in results}),
+    }
 
 
 async def hop_latency(url: str, problems, samples: int) -> dict:
@@ -128,12 +168,16 @@ def main() -> None:
                 try:
                     if n == 1:
                         figures["hop"] = asyncio.run(hop_latency(server.url, problems, args.latency_samples))
-                        print(f"fleet overhead per profile: p50 {figures['hop']['overhead_ms_p50']:.1f} ms, "
-                              f"p99 {figures['hop']['overhead_ms_p99']:.1f} ms")
+                        print(
+                            f"fleet overhead per profile: p50 {figures['hop']['overhead_ms_p50']:.1f} ms, "
+                            f"p99 {figures['hop']['overhead_ms_p99']:.1f} ms"
+                        )
                     tp = asyncio.run(throughput(server.url, problems, args.reps, f"w{n}"))
                     figures[f"workers_{n}"] = tp
-                    print(f"{n} worker(s): {tp['profiles']} profiles in {tp['wall_s']:.1f} s = "
-                          f"{tp['profiles_per_min']:.1f}/min {tp['statuses']}")
+                    print(
+                        f"{n} worker(s): {tp['profiles']} profiles in {tp['wall_s']:.1f} s = "
+                        f"{tp['profiles_per_min']:.1f}/min {tp['statuses']}"
+                    )
                 finally:
                     for p in procs:
                         p.terminate()
@@ -141,7 +185,9 @@ def main() -> None:
                         p.wait(30)
         finally:
             server.stop()
-    figures["scaling_ratio_2_over_1"] = figures["workers_2"]["profiles_per_min"] / figures["workers_1"]["profiles_per_min"]
+    figures["scaling_ratio_2_over_1"] = (
+        figures["workers_2"]["profiles_per_min"] / figures["workers_1"]["profiles_per_min"]
+    )
     print(f"scaling 2 workers / 1 worker: {figures['scaling_ratio_2_over_1']:.2f}x (2 cores, one machine)")
     save("fleet_bench", figures)
 

@@ -60,8 +60,9 @@ def _key(point: Point) -> tuple[tuple[str, int], ...]:
 
 def _solution(problem: Problem, source: str, point: Point) -> Solution:
     src = problem.baseline.sources[0]
-    return msgspec.structs.replace(problem.baseline,
-                                   sources=[msgspec.structs.replace(src, content=set_values(source, point))])
+    return msgspec.structs.replace(
+        problem.baseline, sources=[msgspec.structs.replace(src, content=set_values(source, point))]
+    )
 
 
 class Search:
@@ -128,8 +129,13 @@ class Search:
                 return  # a local optimum (or the budget is spent)
 
 
-def remeasure(agent: CpuAgent, problem: Problem, source: str, points: list[Point], rounds: int,
-              ) -> list[tuple[float, float]]:
+def remeasure(
+    agent: CpuAgent,
+    problem: Problem,
+    source: str,
+    points: list[Point],
+    rounds: int,
+) -> list[tuple[float, float]]:
     """(median latency ms, median % of peak) of each point over `rounds` interleaved rounds."""
     lat: list[list[float]] = [[] for _ in points]
     pct: list[list[float]] = [[] for _ in points]
@@ -139,51 +145,89 @@ def remeasure(agent: CpuAgent, problem: Problem, source: str, points: list[Point
             if prof.status == "passed" and prof.latency is not None and prof.pct_peak is not None:
                 lat[i].append(prof.latency.median_ms)
                 pct[i].append(prof.pct_peak)
-    return [(statistics.median(x), statistics.median(y)) if x else (float("inf"), 0.0) for x, y in zip(lat, pct, strict=True)]
+    return [
+        (statistics.median(x), statistics.median(y)) if x else (float("inf"), 0.0)
+        for x, y in zip(lat, pct, strict=True)
+    ]
 
 
-def summarize(rows: dict[str, dict[str, Any]], args: argparse.Namespace, spec: Any, load_start: list[float],
-              wall_s: float, *, complete: bool, table: bool, parts: list[str] | None = None,
-              skipped: dict[str, list[str]] | None = None) -> None:
+def summarize(
+    rows: dict[str, dict[str, Any]],
+    args: argparse.Namespace,
+    spec: Any,
+    load_start: list[float],
+    wall_s: float,
+    *,
+    complete: bool,
+    table: bool,
+    parts: list[str] | None = None,
+    skipped: dict[str, list[str]] | None = None,
+) -> None:
     """Save the figures so far (after every problem, so a cut-off run keeps them); print the table."""
     speedup = geomean([r["speedup"] for r in rows.values()], strict=True) or 0.0
     vs_ikj = geomean([r["best_vs_ikj"] for r in rows.values() if r.get("best_vs_ikj")])
     beats = sorted(n for n, r in rows.items() if r["best_vs_numpy"] > 1.0)
     if table:
-        print(f"\n{'problem':24s} {'baseline':>16s} {'best':>16s} {'speedup':>8s} {'numpy':>16s} {'best/numpy':>10s}")
+        print(
+            f"\n{'problem':24s} {'baseline':>16s} {'best':>16s} {'speedup':>8s} {'numpy':>16s} {'best/numpy':>10s}"
+        )
         for n, r in rows.items():
-            print(f"{n:24s} {r['baseline_ms']:8.3f} {100 * r['baseline_pct_peak']:6.2f}% {r['best_ms']:8.3f} "
-                  f"{100 * r['best_pct_peak']:6.2f}% {r['speedup']:7.2f}x {r['numpy_ms']:8.3f} "
-                  f"{100 * r['numpy_pct_peak']:6.2f}% {r['best_vs_numpy']:9.2f}x")
-        print(f"\ngeomean speedup best/baseline: {speedup:.2f}x (target >= 3x); best beats numpy on {len(beats)} of "
-              f"{len(rows)} (target >= 7): {', '.join(beats)}")
+            print(
+                f"{n:24s} {r['baseline_ms']:8.3f} {100 * r['baseline_pct_peak']:6.2f}% {r['best_ms']:8.3f} "
+                f"{100 * r['best_pct_peak']:6.2f}% {r['speedup']:7.2f}x {r['numpy_ms']:8.3f} "
+                f"{100 * r['numpy_pct_peak']:6.2f}% {r['best_vs_numpy']:9.2f}x"
+            )
+        print(
+            f"\ngeomean speedup best/baseline: {speedup:.2f}x (target >= 3x); best beats numpy on {len(beats)} of "
+            f"{len(rows)} (target >= 7): {', '.join(beats)}"
+        )
         if vs_ikj:
-            print(f"GEMM family, best over the i-k-j loop order alone: geomean {vs_ikj:.2f}x "
-                  f"over {sum(1 for r in rows.values() if r.get('best_vs_ikj'))} problems")
-    save(args.name, {
-        "suite": SUITE,
-        "complete": complete,
-        "device": spec if isinstance(spec, dict) else {
-            "name": spec.name, "peak_bw_gb_s": spec.peak_bw_bytes_s / 1e9,
-            "peak_matmul_gflop_s": spec.peak_matmul_flops / 1e9, "peak_vector_gflop_s": spec.peak_vector_flops / 1e9},
-        **({"merged_from": parts} if parts else {}),
-        "search": {"random_points": args.points, "climb_profiles": args.climb, "starts": args.starts, "top": args.top,
-                   "rounds": args.rounds, "seed": args.seed},
-        "geomean_speedup": speedup,
-        "gemm_geomean_best_vs_ikj": vs_ikj,
-        "beats_numpy": beats,
-        "beats_numpy_count": len(beats),
-        "suite_baseline_pct_peak_geomean": geomean([r["baseline_pct_peak"] for r in rows.values()], strict=True),
-        "suite_best_pct_peak_geomean": geomean([r["best_pct_peak"] for r in rows.values()], strict=True),
-        "problems": rows,
-        "skipped": skipped or {},
-        "wall_s": wall_s,
-        "notes": ("kernels: the agent's timing (cold data rotated over >= 2x L3, roofline bandwidth at that working "
-                  "set), baseline and finalists re-measured interleaved, median of rounds; numpy: its reference on "
-                  "float32 inputs, hot cache, default threads. A shared 2-core machine: see loadavg."),
-        "loadavg_start": load_start,
-        "loadavg_end": list(os.getloadavg()),
-    })
+            print(
+                f"GEMM family, best over the i-k-j loop order alone: geomean {vs_ikj:.2f}x "
+                f"over {sum(1 for r in rows.values() if r.get('best_vs_ikj'))} problems"
+            )
+    save(
+        args.name,
+        {
+            "suite": SUITE,
+            "complete": complete,
+            "device": spec
+            if isinstance(spec, dict)
+            else {
+                "name": spec.name,
+                "peak_bw_gb_s": spec.peak_bw_bytes_s / 1e9,
+                "peak_matmul_gflop_s": spec.peak_matmul_flops / 1e9,
+                "peak_vector_gflop_s": spec.peak_vector_flops / 1e9,
+            },
+            **({"merged_from": parts} if parts else {}),
+            "search": {
+                "random_points": args.points,
+                "climb_profiles": args.climb,
+                "starts": args.starts,
+                "top": args.top,
+                "rounds": args.rounds,
+                "seed": args.seed,
+            },
+            "geomean_speedup": speedup,
+            "gemm_geomean_best_vs_ikj": vs_ikj,
+            "beats_numpy": beats,
+            "beats_numpy_count": len(beats),
+            "suite_baseline_pct_peak_geomean": geomean(
+                [r["baseline_pct_peak"] for r in rows.values()], strict=True
+            ),
+            "suite_best_pct_peak_geomean": geomean([r["best_pct_peak"] for r in rows.values()], strict=True),
+            "problems": rows,
+            "skipped": skipped or {},
+            "wall_s": wall_s,
+            "notes": (
+                "kernels: the agent's timing (cold data rotated over >= 2x L3, roofline bandwidth at that working "
+                "set), baseline and finalists re-measured interleaved, median of rounds; numpy: its reference on "
+                "float32 inputs, hot cache, default threads. A shared 2-core machine: see loadavg."
+            ),
+            "loadavg_start": load_start,
+            "loadavg_end": list(os.getloadavg()),
+        },
+    )
 
 
 def merge(args: argparse.Namespace) -> int:
@@ -199,9 +243,17 @@ def merge(args: argparse.Namespace) -> int:
     for k, v in parts[0]["search"].items():
         setattr(args, {"random_points": "points", "climb_profiles": "climb"}.get(k, k), v)
     loads = [p["loadavg_start"] for p in parts]
-    summarize(rows, args, parts[0]["device"], max(loads), sum(p["wall_s"] for p in parts),
-              complete=set(rows) == set(suites.problem_names(SUITE)), table=True, parts=[str(p) for p in args.merge],
-              skipped={n: f for p in parts for n, f in p.get("skipped", {}).items() if n not in rows})
+    summarize(
+        rows,
+        args,
+        parts[0]["device"],
+        max(loads),
+        sum(p["wall_s"] for p in parts),
+        complete=set(rows) == set(suites.problem_names(SUITE)),
+        table=True,
+        parts=[str(p) for p in args.merge],
+        skipped={n: f for p in parts for n, f in p.get("skipped", {}).items() if n not in rows},
+    )
     return 0
 
 
@@ -209,7 +261,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--problems", nargs="*", default=None, help=f"problem names of {SUITE} (default: all)")
     ap.add_argument("--points", type=int, default=8, help="random points per problem")
-    ap.add_argument("--climb", type=int, default=40, help="profiles of the hill-climbs, shared between the starts")
+    ap.add_argument(
+        "--climb", type=int, default=40, help="profiles of the hill-climbs, shared between the starts"
+    )
     ap.add_argument("--starts", type=int, default=3, help="hill-climbs, from the best random points")
     ap.add_argument("--top", type=int, default=2, help="fastest points re-measured against the baseline")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved re-measure rounds")
@@ -217,9 +271,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick-calibration", action="store_true")
     ap.add_argument("--cache-dir", type=Path, default=None)
     ap.add_argument("--name", default="headroom_bench", help="results file name under benchmarks/results/")
-    ap.add_argument("--merge", nargs="+", type=Path, default=None, metavar="JSON",
-                    help="measure nothing: combine the problems of result files of runs over disjoint problem "
-                         "sets (e.g. two processes sharing the machine) into one table and file")
+    ap.add_argument(
+        "--merge",
+        nargs="+",
+        type=Path,
+        default=None,
+        metavar="JSON",
+        help="measure nothing: combine the problems of result files of runs over disjoint problem "
+        "sets (e.g. two processes sharing the machine) into one table and file",
+    )
     args = ap.parse_args(argv)
     if args.merge:
         return merge(args)
@@ -231,7 +291,9 @@ def main(argv: list[str] | None = None) -> int:
     load_start = list(os.getloadavg())
     agent = CpuAgent(cache_dir=args.cache_dir, quick_calibration=args.quick_calibration)
     spec = agent.device
-    searcher = CpuAgent(cache_dir=args.cache_dir, calibrate_if_missing=False, timing_budget_s=0.08, max_reruns=1)
+    searcher = CpuAgent(
+        cache_dir=args.cache_dir, calibrate_if_missing=False, timing_budget_s=0.08, max_reruns=1
+    )
     rows: dict[str, dict[str, Any]] = {}
     skipped: dict[str, list[str]] = {}
     t_start = time.perf_counter()
@@ -256,37 +318,65 @@ def main(argv: list[str] | None = None) -> int:
             best_i = min(range(len(fin)), key=lambda i: fin[i][0]) if fin else None
             best_ms, best_pct = fin[best_i] if best_i is not None else (base_ms, base_pct)
             best_point = finalists[best_i] if best_i is not None else base
-            if ikj is not None and ikj_res and ikj_res[0] < best_ms:  # the i-k-j point is a measured point too
+            if (
+                ikj is not None and ikj_res and ikj_res[0] < best_ms
+            ):  # the i-k-j point is a measured point too
                 (best_ms, best_pct), best_point = ikj_res, ikj
             if best_ms > base_ms:  # nothing beat the baseline on re-measure
                 best_ms, best_pct, best_point = base_ms, base_pct, base
             np_s = numpy_time(p)
             tp_hot, bound = t_peak(p, spec)
             rows[name] = {
-                "bound": str(bound), "space_size": space_size(search.knobs),
-                "profiled": len(search.ms), "failed": len(search.failures), "failures": search.failures[:5],
-                "baseline_ms": base_ms, "baseline_pct_peak": base_pct,
-                "best_ms": best_ms, "best_pct_peak": best_pct,
+                "bound": str(bound),
+                "space_size": space_size(search.knobs),
+                "profiled": len(search.ms),
+                "failed": len(search.failures),
+                "failures": search.failures[:5],
+                "baseline_ms": base_ms,
+                "baseline_pct_peak": base_pct,
+                "best_ms": best_ms,
+                "best_pct_peak": best_pct,
                 "best_point": {k: v for k, v in best_point.items() if v != base[k]},
                 "speedup": base_ms / best_ms,
-                "ikj_ms": ikj_ms, "best_vs_ikj": ikj_ms / best_ms if ikj_ms else None,
-                "numpy_ms": np_s * 1e3, "numpy_pct_peak": tp_hot / np_s,
+                "ikj_ms": ikj_ms,
+                "best_vs_ikj": ikj_ms / best_ms if ikj_ms else None,
+                "numpy_ms": np_s * 1e3,
+                "numpy_pct_peak": tp_hot / np_s,
                 "best_vs_numpy": np_s * 1e3 / best_ms,
                 "search_s": time.perf_counter() - t0,
             }
             r = rows[name]
-            print(f"{name:24s} {r['bound']:7s} base {base_ms:9.3f} ms {100 * base_pct:6.2f}% | best {best_ms:9.3f} ms "
-                  f"{100 * best_pct:6.2f}% x{r['speedup']:6.2f} | numpy {np_s * 1e3:9.3f} ms "
-                  f"{100 * r['numpy_pct_peak']:6.2f}% | best/numpy x{r['best_vs_numpy']:5.2f} | "
-                  f"{r['profiled']} profiled, {r['search_s']:.0f} s", flush=True)
-            summarize(rows, args, spec, load_start, time.perf_counter() - t_start, complete=False, table=False,
-                      skipped=skipped)
+            print(
+                f"{name:24s} {r['bound']:7s} base {base_ms:9.3f} ms {100 * base_pct:6.2f}% | best {best_ms:9.3f} ms "
+                f"{100 * best_pct:6.2f}% x{r['speedup']:6.2f} | numpy {np_s * 1e3:9.3f} ms "
+                f"{100 * r['numpy_pct_peak']:6.2f}% | best/numpy x{r['best_vs_numpy']:5.2f} | "
+                f"{r['profiled']} profiled, {r['search_s']:.0f} s",
+                flush=True,
+            )
+            summarize(
+                rows,
+                args,
+                spec,
+                load_start,
+                time.perf_counter() - t_start,
+                complete=False,
+                table=False,
+                skipped=skipped,
+            )
     finally:
         searcher.close()
         agent.close()
 
-    summarize(rows, args, spec, load_start, time.perf_counter() - t_start, complete=not skipped, table=True,
-              skipped=skipped)
+    summarize(
+        rows,
+        args,
+        spec,
+        load_start,
+        time.perf_counter() - t_start,
+        complete=not skipped,
+        table=True,
+        skipped=skipped,
+    )
     return 1 if skipped else 0
 
 

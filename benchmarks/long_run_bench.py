@@ -59,6 +59,7 @@ TARGET_EVENTS = 1_000_000
 
 # --- processes ------------------------------------------------------------------------------
 
+
 def session_pids(sid: int) -> list[int]:
     """Every process whose session id is `sid` (the CLI started with start_new_session)."""
     out = []
@@ -109,8 +110,16 @@ def role_of(cmdline: list[str], cli_pid: int, pid: int) -> str:
         return head.split(".")[0].split(" ")[0]
     for part in cmdline[:3]:
         base = os.path.basename(part)
-        for daemon in ("raylet", "gcs_server", "nats-server", "log_monitor", "dashboard", "monitor",
-                       "runtime_env_agent", "default_worker"):
+        for daemon in (
+            "raylet",
+            "gcs_server",
+            "nats-server",
+            "log_monitor",
+            "dashboard",
+            "monitor",
+            "runtime_env_agent",
+            "default_worker",
+        ):
             if daemon in base or daemon in " ".join(cmdline[:4]):
                 return f"ray:{daemon}" if daemon != "nats-server" else daemon
     return os.path.basename(head) or "?"
@@ -160,10 +169,15 @@ class Sampler:
                     kind = role_of(cmdline_of(pid), self.cli_pid, pid)
                     rss[kind] = rss.get(kind, 0.0) + mb
                     by_pid[f"{kind}#{pid}"] = round(mb, 1)
-            sample = Sample(time.time(), self.events, self.segment, {k: round(v, 1) for k, v in rss.items()}, by_pid)
+            sample = Sample(
+                time.time(), self.events, self.segment, {k: round(v, 1) for k, v in rss.items()}, by_pid
+            )
             self.samples.append(sample)
-            print(f"sample {sample.events} events, segment {sample.segment}: "
-                  f"{ {k: v for k, v in sample.rss_mb.items() if v > 150 or k in ('cli', 'nats-server')} }", flush=True)
+            print(
+                f"sample {sample.events} events, segment {sample.segment}: "
+                f"{ {k: v for k, v in sample.rss_mb.items() if v > 150 or k in ('cli', 'nats-server')} }",
+                flush=True,
+            )
 
 
 def stream_messages(url: str) -> int | None:
@@ -211,11 +225,16 @@ def timed(cmd: list[str], env: dict[str, str]) -> dict:
         peak = max(peak, rss_mb(proc.pid) or 0.0)
         time.sleep(0.2)
     reader.join(5)
-    return {"rc": proc.returncode, "wall_s": round(time.time() - t0, 1), "peak_rss_mb": round(peak, 1),
-            "tail": [line.rstrip() for line in out[-4:]]}
+    return {
+        "rc": proc.returncode,
+        "wall_s": round(time.time() - t0, 1),
+        "peak_rss_mb": round(peak, 1),
+        "tail": [line.rstrip() for line in out[-4:]],
+    }
 
 
 # --- the log --------------------------------------------------------------------------------
+
 
 def log_checks(events: list[ev.Event]) -> dict:
     """Lost and doubled answers, counted from the exported log."""
@@ -260,15 +279,24 @@ def growth(samples: list[Sample]) -> dict:
             b = next((s for s in reversed(ss) if proc in s.by_pid), a)
             d = b.by_pid[proc] - a.by_pid[proc]
             dev = max(b.events - a.events, 1)
-            per[proc] = {"from_mb": a.by_pid[proc], "to_mb": b.by_pid[proc], "growth_mb": round(d, 1),
-                         "mb_per_100k_events": round(1e5 * d / dev, 2)}
+            per[proc] = {
+                "from_mb": a.by_pid[proc],
+                "to_mb": b.by_pid[proc],
+                "growth_mb": round(d, 1),
+                "mb_per_100k_events": round(1e5 * d / dev, 2),
+            }
         b = ss[-1]
-        out[str(seg)] = {"from_events": a.events, "to_events": b.events, "seconds": round(b.t - a.t, 1),
-                         "processes": per}
+        out[str(seg)] = {
+            "from_events": a.events,
+            "to_events": b.events,
+            "seconds": round(b.t - a.t, 1),
+            "processes": per,
+        }
     return out
 
 
 # --- main -----------------------------------------------------------------------------------
+
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -279,14 +307,22 @@ def main() -> int:
     ap.add_argument("--profile-s", type=float, default=0.002, help="simulated duration of one profile")
     ap.add_argument("--concurrency", type=int, default=64, help="simulated profilers in the one host")
     ap.add_argument("--kills", type=int, default=3)
-    ap.add_argument("--expect-events", type=int, default=TARGET_EVENTS,
-                    help="where the kill points are drawn from (10%%-90%% of this)")
+    ap.add_argument(
+        "--expect-events",
+        type=int,
+        default=TARGET_EVENTS,
+        help="where the kill points are drawn from (10%%-90%% of this)",
+    )
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--sample-s", type=float, default=5.0)
     ap.add_argument("--timeout", type=float, default=7200.0, help="for the whole run, seconds")
-    ap.add_argument("--duplicate-window-s", type=float, default=120.0,
-                    help="log.duplicate_window_s: JetStream keeps every message id this long (~300 B each), "
-                         "so a time-compressed run compresses it too (default 120 s; a real run's is an hour)")
+    ap.add_argument(
+        "--duplicate-window-s",
+        type=float,
+        default=120.0,
+        help="log.duplicate_window_s: JetStream keeps every message id this long (~300 B each), "
+        "so a time-compressed run compresses it too (default 120 s; a real run's is an hour)",
+    )
     ap.add_argument("--root", help="runs directory (default: a scratch directory, removed)")
     ap.add_argument("--name", default="long_run_bench")
     args = ap.parse_args()
@@ -295,7 +331,9 @@ def main() -> int:
     from hardware_agents.sim.suite import write_suite
 
     rng = random.Random(args.seed)
-    kill_at = sorted(rng.randint(args.expect_events // 10, 9 * args.expect_events // 10) for _ in range(args.kills))
+    kill_at = sorted(
+        rng.randint(args.expect_events // 10, 9 * args.expect_events // 10) for _ in range(args.kills)
+    )
     print(f"kill -9 at events {kill_at}", flush=True)
     scratch = tempfile.TemporaryDirectory(prefix="long-run-") if not args.root else None
     base = Path(args.root or scratch.name)  # type: ignore[union-attr]
@@ -305,17 +343,39 @@ def main() -> int:
     env = {k: v for k, v in os.environ.items() if k != "ACCELOPT_MEMORY"}
     env["ACCELOPT_LOG_LEVEL"] = "ERROR"
     settings = [
-        f"search.beam_width={args.beam}", f"search.plans_per_candidate={args.plans}", "search.samples_per_plan=1",
-        f"search.iterations={args.iterations}", "search.remeasure_rounds=0", "search.fix_rounds=0",
-        "memory.enabled=false", "devices.sim.workers=1", f"devices.sim.concurrency={args.concurrency}",
-        "devices.sim.options.allow=true", f"devices.sim.options.profile_s={args.profile_s}",
-        "devices.sim.options.pass_rate=0.9", f"devices.sim.options.seed={args.seed}",
+        f"search.beam_width={args.beam}",
+        f"search.plans_per_candidate={args.plans}",
+        "search.samples_per_plan=1",
+        f"search.iterations={args.iterations}",
+        "search.remeasure_rounds=0",
+        "search.fix_rounds=0",
+        "memory.enabled=false",
+        "devices.sim.workers=1",
+        f"devices.sim.concurrency={args.concurrency}",
+        "devices.sim.options.allow=true",
+        f"devices.sim.options.profile_s={args.profile_s}",
+        "devices.sim.options.pass_rate=0.9",
+        f"devices.sim.options.seed={args.seed}",
         f"limits.profiles_inflight_per_device={2 * args.concurrency}",
-        f"limits.llm_inflight_per_role={2 * args.concurrency}", "llm.default.concurrency=64",
+        f"limits.llm_inflight_per_role={2 * args.concurrency}",
+        "llm.default.concurrency=64",
         f"log.duplicate_window_s={args.duplicate_window_s:g}",
     ]
-    cmd = [*ACCELOPT, "run", "--suite", str(suite), "--device", "sim", "--root", str(root),
-           "--seed", str(args.seed), "--timeout", str(args.timeout), "--no-preflight"]
+    cmd = [
+        *ACCELOPT,
+        "run",
+        "--suite",
+        str(suite),
+        "--device",
+        "sim",
+        "--root",
+        str(root),
+        "--seed",
+        str(args.seed),
+        "--timeout",
+        str(args.timeout),
+        "--no-preflight",
+    ]
     for s in settings:
         cmd += ["--set", s]
 
@@ -323,8 +383,9 @@ def main() -> int:
     kills: list[dict] = []
     run_id: str | None = None
     sampler: Sampler | None = None
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True
+    )
     try:
         for segment in range(args.kills + 1):
             if sampler is None:
@@ -346,26 +407,50 @@ def main() -> int:
                     time.sleep(1.0)
                 if proc.poll() is not None:
                     print((proc.stdout.read() if proc.stdout else "")[-3000:])
-                    raise SystemExit(f"the run ended ({proc.returncode}) before the kill at {target} events; "
-                                     "give more --iterations or a smaller --expect-events")
+                    raise SystemExit(
+                        f"the run ended ({proc.returncode}) before the kill at {target} events; "
+                        "give more --iterations or a smaller --expect-events"
+                    )
                 run_id = run_id or run_id_on(sampler.url)
                 at = stream_messages(sampler.url)
                 killed = kill_session(proc.pid)
                 proc.wait(10)
                 t_kill = time.time()
                 time.sleep(1.0)
-                print(f"segment {segment}: killed {killed} processes at {at} events "
-                      f"({t_kill - t_start:.0f} s); resuming {run_id}", flush=True)
-                proc = subprocess.Popen([*ACCELOPT, "resume", str(run_id), "--root", str(root), "--no-preflight",
-                                         "--timeout", str(args.timeout)],
-                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                                        start_new_session=True)
+                print(
+                    f"segment {segment}: killed {killed} processes at {at} events "
+                    f"({t_kill - t_start:.0f} s); resuming {run_id}",
+                    flush=True,
+                )
+                proc = subprocess.Popen(
+                    [
+                        *ACCELOPT,
+                        "resume",
+                        str(run_id),
+                        "--root",
+                        str(root),
+                        "--no-preflight",
+                        "--timeout",
+                        str(args.timeout),
+                    ],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                    env=env,
+                    start_new_session=True,
+                )
                 sampler.cli_pid, sampler.segment = proc.pid, segment + 1
                 before = stream_messages(sampler.url) or 0
                 while (stream_messages(sampler.url) or 0) <= before and proc.poll() is None:
                     time.sleep(0.2)
-                kills.append({"at_events": at, "processes_killed": killed, "at_s": round(t_kill - t_start, 1),
-                              "resume_to_next_event_s": round(time.time() - t_kill, 1)})
+                kills.append(
+                    {
+                        "at_events": at,
+                        "processes_killed": killed,
+                        "at_s": round(t_kill - t_start, 1),
+                        "resume_to_next_event_s": round(time.time() - t_kill, 1),
+                    }
+                )
         out, _ = proc.communicate(timeout=args.timeout)
         print(out[-1500:], flush=True)
         final_rc = proc.returncode
@@ -393,30 +478,69 @@ def main() -> int:
     samples = sampler.samples if sampler else []
     result = {
         "settings": {k: v for k, v in vars(args).items() if k not in ("name", "root")},
-        "run_id": run_id, "final_rc": final_rc, "wall_s": round(wall, 1),
+        "run_id": run_id,
+        "final_rc": final_rc,
+        "wall_s": round(wall, 1),
         "events_per_s": round(checks["events"] / wall, 1),
-        "log_file_mb": round(log_path.stat().st_size / 2**20, 1), "log_read_s": round(read_s, 1),
-        "kills": kills, "log": checks,
-        "replay_verify": verify, "report": {**report, "html_kib": round(report_path.stat().st_size / 1024)
-                                            if report_path.exists() else None},
+        "log_file_mb": round(log_path.stat().st_size / 2**20, 1),
+        "log_read_s": round(read_s, 1),
+        "kills": kills,
+        "log": checks,
+        "replay_verify": verify,
+        "report": {
+            **report,
+            "html_kib": round(report_path.stat().st_size / 1024) if report_path.exists() else None,
+        },
         "rss_growth": growth(samples),
-        "rss_over_time": [{"s": round(s.t - t_start, 1), "events": s.events, "segment": s.segment, "rss_mb": s.rss_mb,
-                           "by_pid": s.by_pid} for s in samples],
-        "targets": {"events": f">= {TARGET_EVENTS}", "lost_and_doubled": "0", "replay_verify": "exit 0",
-                    "report": "exit 0"},
+        "rss_over_time": [
+            {
+                "s": round(s.t - t_start, 1),
+                "events": s.events,
+                "segment": s.segment,
+                "rss_mb": s.rss_mb,
+                "by_pid": s.by_pid,
+            }
+            for s in samples
+        ],
+        "targets": {
+            "events": f">= {TARGET_EVENTS}",
+            "lost_and_doubled": "0",
+            "replay_verify": "exit 0",
+            "report": "exit 0",
+        },
     }
-    ok = (checks["events"] >= TARGET_EVENTS and checks["run_completed"] == 1 and checks["run_started"] == 1
-          and not any(checks[k] for k in ("profiles_lost", "profiles_doubled", "llm_lost", "llm_doubled",
-                                          "kernels_doubled", "event_ids_doubled"))
-          and verify["rc"] == 0 and report["rc"] == 0)
+    ok = (
+        checks["events"] >= TARGET_EVENTS
+        and checks["run_completed"] == 1
+        and checks["run_started"] == 1
+        and not any(
+            checks[k]
+            for k in (
+                "profiles_lost",
+                "profiles_doubled",
+                "llm_lost",
+                "llm_doubled",
+                "kernels_doubled",
+                "event_ids_doubled",
+            )
+        )
+        and verify["rc"] == 0
+        and report["rc"] == 0
+    )
     result["meets_targets"] = ok
     save(args.name, result)
     print({k: result[k] for k in ("wall_s", "events_per_s", "log_file_mb", "kills", "meets_targets")})
     print({k: v for k, v in checks.items() if k != "event_mix"})
     print("verify", verify, "report", report)
     for seg, g in result["rss_growth"].items():
-        print("segment", seg, g["from_events"], "->", g["to_events"],
-              {r: (p["from_mb"], p["to_mb"]) for r, p in g["processes"].items() if abs(p["growth_mb"]) >= 5})
+        print(
+            "segment",
+            seg,
+            g["from_events"],
+            "->",
+            g["to_events"],
+            {r: (p["from_mb"], p["to_mb"]) for r, p in g["processes"].items() if abs(p["growth_mb"]) >= 5},
+        )
     if scratch is not None:
         scratch.cleanup()
     return 0 if ok else 1

@@ -71,6 +71,7 @@ Interval = tuple[float, float]
 
 # --- interval arithmetic ------------------------------------------------------------------------
 
+
 def union(intervals: list[Interval]) -> list[Interval]:
     """Merge into disjoint, sorted intervals (empty ones dropped)."""
     out: list[Interval] = []
@@ -108,9 +109,13 @@ def gaps(busy: list[Interval], lo: float, hi: float) -> list[Interval]:
 
 # --- the split ----------------------------------------------------------------------------------
 
+
 def llm_intervals(events: list[ev.Event]) -> list[tuple[Interval, str]]:
-    return [((e.ts - e.latency_s, e.ts), e.role) for e in events
-            if isinstance(e, ev.LLMCallCompleted) and e.latency_s > 0]
+    return [
+        ((e.ts - e.latency_s, e.ts), e.role)
+        for e in events
+        if isinstance(e, ev.LLMCallCompleted) and e.latency_s > 0
+    ]
 
 
 def measured(e: ev.KernelProfiled) -> bool:
@@ -118,11 +123,16 @@ def measured(e: ev.KernelProfiled) -> bool:
 
 
 def profile_intervals(events: list[ev.Event]) -> list[Interval]:
-    return [(e.ts - e.profile.wall_s, e.ts) for e in events
-            if isinstance(e, ev.KernelProfiled) and measured(e) and e.profile.wall_s > 0]
+    return [
+        (e.ts - e.profile.wall_s, e.ts)
+        for e in events
+        if isinstance(e, ev.KernelProfiled) and measured(e) and e.profile.wall_s > 0
+    ]
 
 
-def idle_breakdown(events: list[ev.Event], idle: list[Interval], starts: list[tuple[float, str]]) -> dict[str, dict]:
+def idle_breakdown(
+    events: list[ev.Event], idle: list[Interval], starts: list[tuple[float, str]]
+) -> dict[str, dict]:
     """Attribute idle time to what ended each idle stretch: cut every stretch at the events
     published inside it; a piece ends at an event (its type) or at the start of a busy
     interval ("-> <role> call" / "-> profile")."""
@@ -171,8 +181,11 @@ def split(events: list[ev.Event], seen: dict[str, float] | None = None) -> dict[
     by_role: dict[str, dict[str, float]] = {}
     for role in sorted({r for _, r in llm_raw}):
         ivs = [iv for iv, r in llm_raw if r == role]
-        by_role[role] = {"calls": len(ivs), "latency_sum_s": sum(b - a for a, b in ivs),
-                         "busy_s": length(union(clip(ivs, t0, t1)))}
+        by_role[role] = {
+            "calls": len(ivs),
+            "latency_sum_s": sum(b - a for a, b in ivs),
+            "busy_s": length(union(clip(ivs, t0, t1))),
+        }
     starts = [(a, f"-> {role} call") for (a, _b), role in llm_raw] + [(a, "-> profile") for a, _b in prof_raw]
 
     seen = seen or {}
@@ -192,32 +205,49 @@ def split(events: list[ev.Event], seen: dict[str, float] | None = None) -> dict[
 
     loop = t1 - first_work
     return {
-        "run_started_ts": t0, "first_decision_ts": first_decision, "first_work_ts": first_work,
-        "run_ended_ts": t1, "ending": ending.type,
+        "run_started_ts": t0,
+        "first_decision_ts": first_decision,
+        "first_work_ts": first_work,
+        "run_ended_ts": t1,
+        "ending": ending.type,
         "wall_s": wall,
-        "llm_busy_s": llm_s, "profiling_busy_s": prof_s, "busy_any_s": busy_s,
-        "llm_only_s": llm_s - both_s, "profiling_only_s": prof_s - both_s, "llm_and_profiling_s": both_s,
-        "orchestration_s": idle_s, "startup_s": startup_s, "orchestration_in_loop_s": idle_s - startup_s,
-        "llm_share": share(llm_s), "profiling_share": share(prof_s), "busy_any_share": share(busy_s),
-        "orchestration_share": share(idle_s), "startup_share": share(startup_s),
+        "llm_busy_s": llm_s,
+        "profiling_busy_s": prof_s,
+        "busy_any_s": busy_s,
+        "llm_only_s": llm_s - both_s,
+        "profiling_only_s": prof_s - both_s,
+        "llm_and_profiling_s": both_s,
+        "orchestration_s": idle_s,
+        "startup_s": startup_s,
+        "orchestration_in_loop_s": idle_s - startup_s,
+        "llm_share": share(llm_s),
+        "profiling_share": share(prof_s),
+        "busy_any_share": share(busy_s),
+        "orchestration_share": share(idle_s),
+        "startup_share": share(startup_s),
         "orchestration_in_loop_share": share(idle_s - startup_s),
         "loop_s": loop,
         "orchestration_in_loop_share_of_loop": (idle_s - startup_s) / loop if loop > 0 else 0.0,
         "startup_detail": startup_detail,
-        "llm_calls": len(calls), "llm_calls_timed": len(llm_raw),
-        "llm_latency_sum_s": sum(b - a for (a, b), _ in llm_raw), "llm_by_role": by_role,
-        "profiles": len(profiled), "profiles_measured": len(prof_raw),
+        "llm_calls": len(calls),
+        "llm_calls_timed": len(llm_raw),
+        "llm_latency_sum_s": sum(b - a for (a, b), _ in llm_raw),
+        "llm_by_role": by_role,
+        "profiles": len(profiled),
+        "profiles_measured": len(prof_raw),
         "profiles_cached": sum(1 for e in profiled if not measured(e)),
         "profile_wall_sum_s": sum(b - a for a, b in prof_raw),
         "profile_status": dict(Counter(e.profile.status for e in profiled).most_common()),
         "loop_idle_stretches": len(loop_idle),
         "loop_idle_longest_s": max((b - a for a, b in loop_idle), default=0.0),
         "loop_idle_by_what_ended_it": idle_breakdown(events, loop_idle, starts),
-        "events": len(events), "event_mix": dict(Counter(e.type for e in events).most_common()),
+        "events": len(events),
+        "event_mix": dict(Counter(e.type for e in events).most_common()),
     }
 
 
 # --- printing -----------------------------------------------------------------------------------
+
 
 def _ms(x: float | None) -> str:
     return "-" if x is None else (f"{x:.3f}" if x < 100 else f"{x:.1f}")
@@ -229,9 +259,19 @@ def _pct(x: float | None) -> str:
 
 def print_table(rows: list[dict]) -> None:
     head = ("problem", "baseline ms", "best ms", "speedup", "base %peak", "best %peak", "kernels", "LLM cost")
-    body = [(r["problem"], _ms(r["baseline_ms"]), _ms(r["best_ms"]),
-             f"{r['speedup']:.2f}x" if r["speedup"] else "-", _pct(r["baseline_pct_peak"]),
-             _pct(r["best_pct_peak"]), str(r["kernels"]), f"${r['cost_usd']:.4f}") for r in rows]
+    body = [
+        (
+            r["problem"],
+            _ms(r["baseline_ms"]),
+            _ms(r["best_ms"]),
+            f"{r['speedup']:.2f}x" if r["speedup"] else "-",
+            _pct(r["baseline_pct_peak"]),
+            _pct(r["best_pct_peak"]),
+            str(r["kernels"]),
+            f"${r['cost_usd']:.4f}",
+        )
+        for r in rows
+    ]
     widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(head)]
     fmt = "  ".join(f"{{:{'<' if i == 0 else '>'}{w}}}" for i, w in enumerate(widths))
     print(fmt.format(*head))
@@ -255,39 +295,63 @@ def print_split(s: dict, outside: dict) -> None:
     line("orchestration (neither busy)", s["orchestration_s"])
     line("  start-up (RunStarted -> first work begins)", s["startup_s"])
     d = s["startup_detail"]
-    for label, key in (("Ray init, actors started and ready", "ray_and_actors_ready_s"),
-                       ("coordinator actor: first decision", "coordinator_first_decision_s"),
-                       ("memory warm-up before first publish", "memory_warmup_until_first_publish_s"),
-                       ("hop to the first worker", "hop_to_first_work_s")):
+    for label, key in (
+        ("Ray init, actors started and ready", "ray_and_actors_ready_s"),
+        ("coordinator actor: first decision", "coordinator_first_decision_s"),
+        ("memory warm-up before first publish", "memory_warmup_until_first_publish_s"),
+        ("hop to the first worker", "hop_to_first_work_s"),
+    ):
         line(f"    {label}", d[key])
     line("  in the loop (first work -> end)", s["orchestration_in_loop_s"])
-    print(f"  orchestration in the loop as a share of the loop ({s['loop_s']:.1f} s): "
-          f"{100 * s['orchestration_in_loop_share_of_loop']:.1f}%")
-    print(f"  LLM calls: {s['llm_calls']} (latency sum {s['llm_latency_sum_s']:.1f} s); profiles: {s['profiles']} "
-          f"({s['profiles_measured']} measured, {s['profiles_cached']} from cache; wall sum "
-          f"{s['profile_wall_sum_s']:.1f} s) {s['profile_status']}")
-    print(f"  idle stretches in the loop: {s['loop_idle_stretches']}, longest {s['loop_idle_longest_s']:.2f} s; "
-          "idle time by what ended it:")
+    print(
+        f"  orchestration in the loop as a share of the loop ({s['loop_s']:.1f} s): "
+        f"{100 * s['orchestration_in_loop_share_of_loop']:.1f}%"
+    )
+    print(
+        f"  LLM calls: {s['llm_calls']} (latency sum {s['llm_latency_sum_s']:.1f} s); profiles: {s['profiles']} "
+        f"({s['profiles_measured']} measured, {s['profiles_cached']} from cache; wall sum "
+        f"{s['profile_wall_sum_s']:.1f} s) {s['profile_status']}"
+    )
+    print(
+        f"  idle stretches in the loop: {s['loop_idle_stretches']}, longest {s['loop_idle_longest_s']:.2f} s; "
+        "idle time by what ended it:"
+    )
     for what, v in list(s["loop_idle_by_what_ended_it"].items())[:10]:
         print(f"    {what:<28} {v['s']:7.2f} s over {v['n']:4d} pieces")
-    print(f"outside the wall time: session start -> RunStarted {outside['pre_run_s']:.1f} s (NATS server, prices, "
-          f"toolchain); {s['ending']} -> session end {outside['teardown_s']:.1f} s (export, run dir, stop); "
-          f"session total {outside['session_s']:.1f} s; load average {outside['loadavg_start'][0]:.1f} -> "
-          f"{outside['loadavg_end'][0]:.1f} on {os.cpu_count()} cpus")
+    print(
+        f"outside the wall time: session start -> RunStarted {outside['pre_run_s']:.1f} s (NATS server, prices, "
+        f"toolchain); {s['ending']} -> session end {outside['teardown_s']:.1f} s (export, run dir, stop); "
+        f"session total {outside['session_s']:.1f} s; load average {outside['loadavg_start'][0]:.1f} -> "
+        f"{outside['loadavg_end'][0]:.1f} on {os.cpu_count()} cpus"
+    )
 
 
 # --- main ---------------------------------------------------------------------------------------
+
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--problems", help="comma-separated problem names (default: the whole suite)")
     ap.add_argument("--preset", default="quick")
-    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                    help="config override passed to build_config (repeatable)")
-    ap.add_argument("--quick-calibration", action="store_true",
-                    help="if the CPU calibration is missing, make the ~2 s quick one instead of the full one")
-    ap.add_argument("--timeout", type=float, default=3600.0, help="give up on the run after this many seconds")
-    ap.add_argument("--root", help="runs and memory under this folder, kept (default: a temporary one, removed)")
+    ap.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="config override passed to build_config (repeatable)",
+    )
+    ap.add_argument(
+        "--quick-calibration",
+        action="store_true",
+        help="if the CPU calibration is missing, make the ~2 s quick one instead of the full one",
+    )
+    ap.add_argument(
+        "--timeout", type=float, default=3600.0, help="give up on the run after this many seconds"
+    )
+    ap.add_argument(
+        "--root", help="runs and memory under this folder, kept (default: a temporary one, removed)"
+    )
     ap.add_argument("--no-save", action="store_true")
     args = ap.parse_args()
 
@@ -301,9 +365,11 @@ def main() -> int:
         cfg = build_config(preset=args.preset, overrides=overrides)
         problems = load_problems(cfg)
         model = cfg.llm.for_role("planner").model
-        print(f"{len(problems)} problem(s) of suite {cfg.suite} on {cfg.device}: preset {args.preset}, "
-              f"B={cfg.search.beam_width} N={cfg.search.plans_per_candidate} K={cfg.search.samples_per_plan} "
-              f"T={cfg.search.iterations}, model {model}")
+        print(
+            f"{len(problems)} problem(s) of suite {cfg.suite} on {cfg.device}: preset {args.preset}, "
+            f"B={cfg.search.beam_width} N={cfg.search.plans_per_candidate} K={cfg.search.samples_per_plan} "
+            f"T={cfg.search.iterations}, model {model}"
+        )
 
         calibration_s = 0.0
         if cfg.device == "cpu":
@@ -329,8 +395,10 @@ def main() -> int:
         view = RunView.from_events(events)
         results = [dataclasses.asdict(r) for r in view.results()]
 
-    print(f"run {outcome.run_id}: {view.status}{' (timed out)' if outcome.timed_out else ''}, "
-          f"{len(events)} events, LLM cost ${view.cost_usd:.4f}")
+    print(
+        f"run {outcome.run_id}: {view.status}{' (timed out)' if outcome.timed_out else ''}, "
+        f"{len(events)} events, LLM cost ${view.cost_usd:.4f}"
+    )
     for w in outcome.warnings:
         print(f"warning: {w}")
     if not any(isinstance(e, (ev.RunCompleted, ev.RunFailed)) for e in events):
@@ -338,11 +406,14 @@ def main() -> int:
         return 1
     s = split(events, seen)
     outside = {
-        "session_start_ts": session_start, "session_end_ts": session_end,
-        "pre_run_s": s["run_started_ts"] - session_start, "teardown_s": session_end - s["run_ended_ts"],
+        "session_start_ts": session_start,
+        "session_end_ts": session_end,
+        "pre_run_s": s["run_started_ts"] - session_start,
+        "teardown_s": session_end - s["run_ended_ts"],
         "session_s": session_end - session_start,
         "calibration_s": calibration_s,
-        "loadavg_start": [round(x, 2) for x in load_start], "loadavg_end": [round(x, 2) for x in os.getloadavg()],
+        "loadavg_start": [round(x, 2) for x in load_start],
+        "loadavg_end": [round(x, 2) for x in os.getloadavg()],
     }
     print()
     print_split(s, outside)
@@ -352,36 +423,48 @@ def main() -> int:
     figures = {
         "definition": {
             "wall_s": "RunStarted.ts -> RunCompleted.ts (or RunFailed.ts) from the exported log; RunStarted is "
-                      "stamped when the session builds it, before Ray init and actor start-up",
+            "stamped when the session builds it, before Ray init and actor start-up",
             "llm_busy_s": "length of the union of [ts - latency_s, ts] over LLMCallCompleted, clipped to the wall",
             "profiling_busy_s": "length of the union of [ts - profile.wall_s, ts] over KernelProfiled actually "
-                                "measured (profiler-cache hits and recording-served profiles count 0), clipped",
+            "measured (profiler-cache hits and recording-served profiles count 0), clipped",
             "orchestration_s": "wall_s minus the union of all LLM and profiling intervals: time with neither an "
-                               "LLM call nor a profile in progress; includes startup_s",
+            "LLM call nor a profile in progress; includes startup_s",
             "startup_s": "RunStarted.ts -> the start of the first LLM or profiling interval (no work before it): "
-                         "Ray init, actor start and readiness, coordinator actor, its memory warm-up, first hop",
+            "Ray init, actor start and readiness, coordinator actor, its memory warm-up, first hop",
             "startup_detail": "sub-split of startup_s using when the session's follower first saw RunStarted "
-                              "(published once the actors are ready) and the first later event (the first "
-                              "publish of the coordinator), with the log's first-decision ts; approximate",
+            "(published once the actors are ready) and the first later event (the first "
+            "publish of the coordinator), with the log's first-decision ts; approximate",
             "orchestration_in_loop_s": "orchestration_s - startup_s: idle time after the first work began",
             "orchestration_share": "orchestration_s / wall_s (the target: < 5%)",
             "outside.pre_run_s": "session start -> RunStarted.ts (embedded NATS server, price snapshot, toolchain)",
             "outside.teardown_s": "RunCompleted.ts -> session end (log export, run dir, actors and server stopped)",
             "loop_idle_by_what_ended_it": "idle time after the first work began, cut at every event; each piece "
-                                          "is attributed to the event type, or busy-interval start, that ends it",
+            "is attributed to the event type, or busy-interval start, that ends it",
         },
-        "preset": args.preset, "overrides": args.overrides, "suite": cfg.suite, "device": cfg.device,
-        "model": model, "search": msgspec.to_builtins(cfg.search),
-        "problems": [p.name for p in problems], "run_id": outcome.run_id, "status": view.status,
-        "timed_out": outcome.timed_out, "cost_usd": view.cost_usd,
-        "split": s, "outside": outside, "results": results,
+        "preset": args.preset,
+        "overrides": args.overrides,
+        "suite": cfg.suite,
+        "device": cfg.device,
+        "model": model,
+        "search": msgspec.to_builtins(cfg.search),
+        "problems": [p.name for p in problems],
+        "run_id": outcome.run_id,
+        "status": view.status,
+        "timed_out": outcome.timed_out,
+        "cost_usd": view.cost_usd,
+        "split": s,
+        "outside": outside,
+        "results": results,
         "target_orchestration_share": TARGET_ORCHESTRATION_SHARE,
         "meets_target": s["orchestration_share"] < TARGET_ORCHESTRATION_SHARE,
-        "meets_target_excluding_startup": s["orchestration_in_loop_share_of_loop"] < TARGET_ORCHESTRATION_SHARE,
+        "meets_target_excluding_startup": s["orchestration_in_loop_share_of_loop"]
+        < TARGET_ORCHESTRATION_SHARE,
     }
-    print(f"orchestration {100 * s['orchestration_share']:.1f}% of the wall time (target < "
-          f"{100 * TARGET_ORCHESTRATION_SHARE:.0f}%); without start-up {100 * s['orchestration_in_loop_share_of_loop']:.1f}% "
-          f"of the loop")
+    print(
+        f"orchestration {100 * s['orchestration_share']:.1f}% of the wall time (target < "
+        f"{100 * TARGET_ORCHESTRATION_SHARE:.0f}%); without start-up {100 * s['orchestration_in_loop_share_of_loop']:.1f}% "
+        f"of the loop"
+    )
     if not args.no_save:
         save("loop_bench", figures)
     return 0 if figures["meets_target"] else 1

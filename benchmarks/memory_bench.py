@@ -39,47 +39,112 @@ from accelopt.records import MemoryEntry
 from memory_index import Embedder, MemoryIndex, embed_text, query_for
 
 TECHNIQUES = [
-    ("Tile the {loop} for the {level}", "Split the {loop} into tiles of {n} so the working set fits in the {level}."),
+    (
+        "Tile the {loop} for the {level}",
+        "Split the {loop} into tiles of {n} so the working set fits in the {level}.",
+    ),
     ("Unroll the {loop} by {k}", "Unroll the {loop} by {k} and keep {k} partial accumulators in registers."),
-    ("Vectorize the {loop}", "Rewrite the {loop} so the compiler emits {k}-wide SIMD; remove the loop-carried "
-     "dependency on the accumulator."),
-    ("Fuse the {op2} into the {loop}", "Apply the {op2} while the tile is still in the {level} instead of a "
-     "second pass over memory."),
+    (
+        "Vectorize the {loop}",
+        "Rewrite the {loop} so the compiler emits {k}-wide SIMD; remove the loop-carried "
+        "dependency on the accumulator.",
+    ),
+    (
+        "Fuse the {op2} into the {loop}",
+        "Apply the {op2} while the tile is still in the {level} instead of a second pass over memory.",
+    ),
     ("Hoist the {op2} out of the {loop}", "The {op2} does not depend on the {loop} index; compute it once."),
-    ("Double-buffer the loads of the {loop}", "Overlap the DMA of tile i+1 with the compute of tile i in the "
-     "{loop}."),
-    ("Reorder the {loop} for unit stride", "Swap the loop order so the innermost index walks contiguous memory."),
-    ("Privatize the accumulators of the {loop}", "Give each thread its own partial {op2} and merge at the end "
-     "instead of atomics."),
-    ("Increase the block size of the {loop} to {n}", "A block of {n} raises occupancy and amortizes the index "
-     "arithmetic of the {loop}."),
+    (
+        "Double-buffer the loads of the {loop}",
+        "Overlap the DMA of tile i+1 with the compute of tile i in the {loop}.",
+    ),
+    (
+        "Reorder the {loop} for unit stride",
+        "Swap the loop order so the innermost index walks contiguous memory.",
+    ),
+    (
+        "Privatize the accumulators of the {loop}",
+        "Give each thread its own partial {op2} and merge at the end instead of atomics.",
+    ),
+    (
+        "Increase the block size of the {loop} to {n}",
+        "A block of {n} raises occupancy and amortizes the index arithmetic of the {loop}.",
+    ),
     ("Use the tensor engine for the {op2}", "Express the {op2} as a matmul with a 128x128 stationary tile."),
 ]
-LOOPS = ["inner reduction loop", "row loop", "k loop of the matmul", "channel loop", "softmax row loop",
-         "outer batch loop", "column loop", "scan loop"]
+LOOPS = [
+    "inner reduction loop",
+    "row loop",
+    "k loop of the matmul",
+    "channel loop",
+    "softmax row loop",
+    "outer batch loop",
+    "column loop",
+    "scan loop",
+]
 LEVELS = ["L1 cache", "L2 cache", "SBUF", "shared memory", "registers", "PSUM"]
-OPS2 = ["normalization", "bias add", "activation", "exponent", "scaling", "transpose", "residual add",
-        "max-subtraction"]
-PROBLEMS = ["matmul", "rmsnorm_matmul", "add_rmsnorm_matmul", "softmax", "safe_softmax", "layernorm",
-            "gelu", "silu_mul", "conv2d", "depthwise_conv", "transpose", "cumsum", "topk", "histogram",
-            "attention", "flash_decode", "rope", "embedding_lookup", "batched_gemv", "mamba_scan"]
+OPS2 = [
+    "normalization",
+    "bias add",
+    "activation",
+    "exponent",
+    "scaling",
+    "transpose",
+    "residual add",
+    "max-subtraction",
+]
+PROBLEMS = [
+    "matmul",
+    "rmsnorm_matmul",
+    "add_rmsnorm_matmul",
+    "softmax",
+    "safe_softmax",
+    "layernorm",
+    "gelu",
+    "silu_mul",
+    "conv2d",
+    "depthwise_conv",
+    "transpose",
+    "cumsum",
+    "topk",
+    "histogram",
+    "attention",
+    "flash_decode",
+    "rope",
+    "embedding_lookup",
+    "batched_gemv",
+    "mamba_scan",
+]
 DEVICES = [("cpu", "c"), ("trn1", "nki"), ("trn2", "nki"), ("h100", "triton")]
 KERNEL = "for (int i = 0; i < n; ++i) {\n    y[i] = alpha * x[i] + y[i];\n}\n" * 16  # ~0.8 KB
 
 
 def synthetic_entry(i: int, rng: np.random.Generator) -> MemoryEntry:
     t, x = TECHNIQUES[rng.integers(len(TECHNIQUES))]
-    fill = {"loop": LOOPS[rng.integers(len(LOOPS))], "level": LEVELS[rng.integers(len(LEVELS))],
-            "op2": OPS2[rng.integers(len(OPS2))], "n": int(2 ** rng.integers(4, 10)), "k": int(rng.integers(2, 9))}
+    fill = {
+        "loop": LOOPS[rng.integers(len(LOOPS))],
+        "level": LEVELS[rng.integers(len(LEVELS))],
+        "op2": OPS2[rng.integers(len(OPS2))],
+        "n": int(2 ** rng.integers(4, 10)),
+        "k": int(rng.integers(2, 9)),
+    }
     problem = PROBLEMS[rng.integers(len(PROBLEMS))]
     device, language = DEVICES[rng.integers(len(DEVICES))]
     noop = rng.random() < 0.03
     return MemoryEntry(
-        id=f"bench-{i:07d}", source_run=f"run-{i % 97}", problem=problem, op_type=problem.split("_")[-1],
-        device=device, language=language, slow_kernel=KERNEL, fast_kernel=KERNEL,
+        id=f"bench-{i:07d}",
+        source_run=f"run-{i % 97}",
+        problem=problem,
+        op_type=problem.split("_")[-1],
+        device=device,
+        language=language,
+        slow_kernel=KERNEL,
+        fast_kernel=KERNEL,
         speedup=round(float(1.04 + rng.gamma(2.0, 0.2)), 3),
         title="**No optimization found**" if noop else f"**{t.format(**fill)} (variant {i})**",
-        text="No optimization found" if noop else x.format(**fill) + f" Measured on {problem} with shape set "
+        text="No optimization found"
+        if noop
+        else x.format(**fill) + f" Measured on {problem} with shape set "
         f"{i % 7}; the change is one step and keeps the numerics.",
         created_at=1.7e9 + i,
     )
@@ -90,7 +155,9 @@ def perturbed(base: np.ndarray, n: int, rng: np.random.Generator, sigma: float =
     return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
 
 
-def latencies(index: MemoryIndex, queries: np.ndarray, warmup: int = 10, **kw: Any) -> tuple[list[float], list]:
+def latencies(
+    index: MemoryIndex, queries: np.ndarray, warmup: int = 10, **kw: Any
+) -> tuple[list[float], list]:
     for q in queries[:warmup]:
         index.search(q, **kw)
     times, results = [], []
@@ -103,12 +170,18 @@ def latencies(index: MemoryIndex, queries: np.ndarray, warmup: int = 10, **kw: A
 
 
 def summary(times: list[float]) -> dict[str, float]:
-    return {"p50_ms": round(median(times), 2), "p99_ms": round(percentile(times, 99), 2),
-            "mean_ms": round(sum(times) / len(times), 2)}
+    return {
+        "p50_ms": round(median(times), 2),
+        "p99_ms": round(percentile(times, 99), 2),
+        "mean_ms": round(sum(times) / len(times), 2),
+    }
 
 
 def recall(results: list[list[str]], truth: list[list[str]]) -> float:
-    return round(float(np.mean([len(set(r) & set(t)) / max(1, len(t)) for r, t in zip(results, truth, strict=True)])), 4)
+    return round(
+        float(np.mean([len(set(r) & set(t)) / max(1, len(t)) for r, t in zip(results, truth, strict=True)])),
+        4,
+    )
 
 
 def main() -> int:
@@ -123,8 +196,16 @@ def main() -> int:
     rng = np.random.default_rng(0)
     root = Path(args.dir or tempfile.mkdtemp(prefix="accelopt-memory-bench-"))
     load_before = os.getloadavg()
-    out: dict[str, Any] = {"config": {"sizes": sizes, "unique_texts": args.unique, "queries": args.queries,
-                                      "bulk_batch": args.batch, "top_m": 16, "store": "local disk"}}
+    out: dict[str, Any] = {
+        "config": {
+            "sizes": sizes,
+            "unique_texts": args.unique,
+            "queries": args.queries,
+            "bulk_batch": args.batch,
+            "top_m": 16,
+            "store": "local disk",
+        }
+    }
 
     # --- embedding -----------------------------------------------------------------------------
     emb = Embedder()
@@ -136,9 +217,16 @@ def main() -> int:
     t = time.perf_counter()
     base = emb.encode(texts)
     embed_s = time.perf_counter() - t
-    qtexts = [query_for(PROBLEMS[i % len(PROBLEMS)], PROBLEMS[i % len(PROBLEMS)], None, None,
-                        f"Plan: {TECHNIQUES[i % len(TECHNIQUES)][0].format(loop=LOOPS[i % len(LOOPS)], level='cache', op2=OPS2[i % len(OPS2)], n=64, k=4)}")
-              for i in range(args.queries)]
+    qtexts = [
+        query_for(
+            PROBLEMS[i % len(PROBLEMS)],
+            PROBLEMS[i % len(PROBLEMS)],
+            None,
+            None,
+            f"Plan: {TECHNIQUES[i % len(TECHNIQUES)][0].format(loop=LOOPS[i % len(LOOPS)], level='cache', op2=OPS2[i % len(OPS2)], n=64, k=4)}",
+        )
+        for i in range(args.queries)
+    ]
     one = []
     for q in qtexts[:50]:
         t = time.perf_counter()
@@ -146,12 +234,18 @@ def main() -> int:
         one.append((time.perf_counter() - t) * 1000)
     queries = emb.encode(qtexts)
     out["embedding"] = {
-        "model": emb.name, "dim": int(base.shape[1]), "import_and_load_s": round(load_s, 2),
-        "texts": len(texts), "mean_chars": round(sum(map(len, texts)) / len(texts)),
-        "texts_per_s": round(len(texts) / embed_s, 1), "one_query": summary(one),
+        "model": emb.name,
+        "dim": int(base.shape[1]),
+        "import_and_load_s": round(load_s, 2),
+        "texts": len(texts),
+        "mean_chars": round(sum(map(len, texts)) / len(texts)),
+        "texts_per_s": round(len(texts) / embed_s, 1),
+        "one_query": summary(one),
     }
-    print(f"embedding: {out['embedding']['texts_per_s']} texts/s (batch 64), one query "
-          f"p50 {out['embedding']['one_query']['p50_ms']} ms; model import+load {load_s:.1f} s")
+    print(
+        f"embedding: {out['embedding']['texts_per_s']} texts/s (batch 64), one query "
+        f"p50 {out['embedding']['one_query']['p50_ms']} ms; model import+load {load_s:.1f} s"
+    )
 
     # --- curator-sized batches -----------------------------------------------------------------
     small = MemoryIndex.open(root / "curator", embedder=emb)
@@ -160,10 +254,13 @@ def main() -> int:
     vecs = perturbed(base, n_small, rng)
     t = time.perf_counter()
     for i in range(0, n_small, 64):
-        small.upsert_vectors(ents[i:i + 64], vecs[i:i + 64])
-    out["insert_curator_batches"] = {"rows": n_small, "batch": 64,
-                                     "rows_per_s": round(n_small / (time.perf_counter() - t), 1),
-                                     "commits_per_s": round(n_small / 64 / (time.perf_counter() - t), 1)}
+        small.upsert_vectors(ents[i : i + 64], vecs[i : i + 64])
+    out["insert_curator_batches"] = {
+        "rows": n_small,
+        "batch": 64,
+        "rows_per_s": round(n_small / (time.perf_counter() - t), 1),
+        "commits_per_s": round(n_small / 64 / (time.perf_counter() - t), 1),
+    }
     t = time.perf_counter()
     small.upsert(ents[:256])  # all present: the idempotent path (no embedding, no commit)
     out["insert_curator_batches"]["redelivery_256_ms"] = round((time.perf_counter() - t) * 1000, 1)
@@ -180,12 +277,15 @@ def main() -> int:
         for i in range(0, n, args.batch):
             chunk = [synthetic_entry(j, rng) for j in range(i, min(n, i + args.batch))]
             t = time.perf_counter()
-            index.upsert_vectors(chunk, vecs[i:i + len(chunk)])
+            index.upsert_vectors(chunk, vecs[i : i + len(chunk)])
             insert_s += time.perf_counter() - t
         t = time.perf_counter()
         index.optimize()
-        res["insert"] = {"rows_per_s": round(n / insert_s, 1), "batch": args.batch,
-                         "compact_s": round(time.perf_counter() - t, 2)}
+        res["insert"] = {
+            "rows_per_s": round(n / insert_s, 1),
+            "batch": args.batch,
+            "compact_s": round(time.perf_counter() - t, 2),
+        }
         times, truth = latencies(index, queries)
         res["flat"] = summary(times)
         res["flat_device_filter"] = summary(latencies(index, queries, device="trn1")[0])
@@ -200,28 +300,38 @@ def main() -> int:
         res["has_ids_16_ms"] = round((time.perf_counter() - t) * 1000, 2)
         res["flat_scalar_indices"] = summary(latencies(index, queries)[0])
         res["flat_scalar_indices_device_filter"] = summary(latencies(index, queries, device="trn1")[0])
-        print(f"{n:>7} rows: insert {res['insert']['rows_per_s']:.0f} rows/s; flat p50 {res['flat']['p50_ms']} ms "
-              f"p99 {res['flat']['p99_ms']} ms; with scalar indices p50 {res['flat_scalar_indices']['p50_ms']} ms")
+        print(
+            f"{n:>7} rows: insert {res['insert']['rows_per_s']:.0f} rows/s; flat p50 {res['flat']['p50_ms']} ms "
+            f"p99 {res['flat']['p99_ms']} ms; with scalar indices p50 {res['flat_scalar_indices']['p50_ms']} ms"
+        )
 
-        for label, kind, kw in (("ivf_hnsw_sq", "IVF_HNSW_SQ", {}), ("ivf_pq", "IVF_PQ", {}),
-                                ("ivf_pq_refine4", None, {"refine_factor": 4})):
+        for label, kind, kw in (
+            ("ivf_hnsw_sq", "IVF_HNSW_SQ", {}),
+            ("ivf_pq", "IVF_PQ", {}),
+            ("ivf_pq_refine4", None, {"refine_factor": 4}),
+        ):
             if kind is not None:
                 t = time.perf_counter()
-                index.create_vector_index(index_type=kind, min_rows=0,
-                                          num_partitions=max(1, int(math.sqrt(n))))
+                index.create_vector_index(
+                    index_type=kind, min_rows=0, num_partitions=max(1, int(math.sqrt(n)))
+                )
                 build_s = time.perf_counter() - t
             times, got = latencies(index, queries, **kw)
             res[label] = {**summary(times), "recall_at_16": recall(got, truth), "build_s": round(build_s, 2)}
             res[label + "_device_filter"] = summary(latencies(index, queries, device="trn1", **kw)[0])
-            print(f"{n:>7} rows: {label:<15} p50 {res[label]['p50_ms']} ms p99 {res[label]['p99_ms']} ms "
-                  f"recall@16 {res[label]['recall_at_16']} (build {build_s:.1f} s)")
+            print(
+                f"{n:>7} rows: {label:<15} p50 {res[label]['p50_ms']} ms p99 {res[label]['p99_ms']} ms "
+                f"recall@16 {res[label]['recall_at_16']} (build {build_s:.1f} s)"
+            )
         out["sizes"][str(n)] = res
         shutil.rmtree(root / f"m{n}", ignore_errors=True)
 
     big = out["sizes"].get("100000")
     if big:
-        out["target"] = {"p50_under_20ms_at_100k": big["ivf_hnsw_sq"]["p50_ms"] < 20.0,
-                         "index": "IVF_HNSW_SQ (the default of MemoryIndex.maintain / accelopt memory index)"}
+        out["target"] = {
+            "p50_under_20ms_at_100k": big["ivf_hnsw_sq"]["p50_ms"] < 20.0,
+            "index": "IVF_HNSW_SQ (the default of MemoryIndex.maintain / accelopt memory index)",
+        }
     out["notes"] = [
         f"{args.unique} distinct synthetic insight texts were embedded; larger tables reuse those vectors with "
         "Gaussian noise (sigma 0.025 per dim, cosine ~0.9 to the source) and carry distinct ids/titles/metadata.",
@@ -233,9 +343,11 @@ def main() -> int:
         "every vector-index row also have the scalar indices (BTREE on id, BITMAP on noop/device/language/"
         "op_type/problem) that MemoryIndex.maintain builds; each vector index replaced the previous one.",
     ]
-    out["load_average"] = {"before": [round(x, 2) for x in load_before],
-                           "after": [round(x, 2) for x in os.getloadavg()],
-                           "note": "1/5/15-min load of the 2-core machine, which other work shared"}
+    out["load_average"] = {
+        "before": [round(x, 2) for x in load_before],
+        "after": [round(x, 2) for x in os.getloadavg()],
+        "note": "1/5/15-min load of the 2-core machine, which other work shared",
+    }
     save("memory_bench", out)
     if not args.dir:
         shutil.rmtree(root, ignore_errors=True)

@@ -91,8 +91,12 @@ def searches_from_log(events: list[ev.Event], condition: str) -> dict[str, Searc
     """Each problem's anytime curve: after every timed profile (not a cache hit, not a
     re-measure), the best passing kernel so far (lowest recorded latency) and the dollars."""
     started = next(e for e in events if isinstance(e, ev.RunStarted))
-    out = {t.problem.name: Search(t.problem.name, condition, started.run_id,
-                                  t.problem.baseline.entry_file().content) for t in started.targets}
+    out = {
+        t.problem.name: Search(
+            t.problem.name, condition, started.run_id, t.problem.baseline.entry_file().content
+        )
+        for t in started.targets
+    }
     requests: dict[str, ev.ProfileRequested] = {}
     usd = 0.0
     best: dict[str, tuple[float, str]] = {}
@@ -138,21 +142,38 @@ def warm_memory(uri: Path, entries: list[Any], embedder: str | None) -> int:
     return len(index) if index.exists else 0
 
 
-def remeasure_problem(agent, problem, sources: list[str], *, rounds: int,
-                      timeout_s: float | None) -> tuple[dict[str, float | None], list[str]]:
+def remeasure_problem(
+    agent, problem, sources: list[str], *, rounds: int, timeout_s: float | None
+) -> tuple[dict[str, float | None], list[str]]:
     """Speedup over the baseline (sources[0]) of every source, in interleaved rounds, and
     what failed ("baseline: status: first log line"; a failed baseline leaves no speedup)."""
     from cli.commands.remeasure import measure_interleaved
 
     base_seed = 2_000_000 + secrets.randbelow(1_000_000_000)
     kernels = [(ev.derive_event_id("bench", "Kernel", i, src), "c", src) for i, src in enumerate(sources)]
-    measured = measure_interleaved(agent, problem, kernels, device="cpu", run_id="memory-effect-bench",
-                                   rounds=rounds, base_seed=base_seed, timeout_s=timeout_s)
+    measured = measure_interleaved(
+        agent,
+        problem,
+        kernels,
+        device="cpu",
+        run_id="memory-effect-bench",
+        rounds=rounds,
+        base_seed=base_seed,
+        timeout_s=timeout_s,
+    )
     base = measured[0].median_ms if measured[0].status == "passed" else None
-    failures = [f"{'baseline' if i == 0 else f'kernel {i}'}: {m.status}: {m.log_head}"
-                for i, m in enumerate(measured) if m.status != "passed"]
-    return ({src: (base / m.median_ms if base and m.status == "passed" and m.median_ms else None)
-             for src, m in zip(sources, measured, strict=True)}, failures)
+    failures = [
+        f"{'baseline' if i == 0 else f'kernel {i}'}: {m.status}: {m.log_head}"
+        for i, m in enumerate(measured)
+        if m.status != "passed"
+    ]
+    return (
+        {
+            src: (base / m.median_ms if base and m.status == "passed" and m.median_ms else None)
+            for src, m in zip(sources, measured, strict=True)
+        },
+        failures,
+    )
 
 
 def report_html(results: dict[str, Any]) -> str:
@@ -162,36 +183,94 @@ def report_html(results: dict[str, Any]) -> str:
     rows, charts = [], []
     for p in results["problems"]:
         c, w = p["cold"], p["warm"]
-        rows.append([p["problem"], f"{c['final_speedup']:.2f}x" if c["final_speedup"] else "-",
-                     f"{w['final_speedup']:.2f}x" if w["final_speedup"] else "-",
-                     str(c["profiles_to_90"] or "-"), str(w["profiles_to_90"] or "not reached"),
-                     f"{p['profile_ratio']:.2f}" if p["profile_ratio"] else "-", str(c["profiles"]),
-                     str(w["profiles"]), str(w["insights_received"])])
-        charts.append(line_chart(
-            [Series("cold (memory off)", [tuple(x) for x in c["curve"]]),
-             Series("warm (other problems' insights)", [tuple(x) for x in w["curve"]], dashed=True)],
-            title=f"{p['problem']}: best re-measured speedup vs profiles", name=f"curve:{p['problem']}",
-            x_label="profiles spent", y_label="speedup over baseline", integer_x=True,
-            y_fmt=lambda v: f"{v:.2f}x"))
+        rows.append(
+            [
+                p["problem"],
+                f"{c['final_speedup']:.2f}x" if c["final_speedup"] else "-",
+                f"{w['final_speedup']:.2f}x" if w["final_speedup"] else "-",
+                str(c["profiles_to_90"] or "-"),
+                str(w["profiles_to_90"] or "not reached"),
+                f"{p['profile_ratio']:.2f}" if p["profile_ratio"] else "-",
+                str(c["profiles"]),
+                str(w["profiles"]),
+                str(w["insights_received"]),
+            ]
+        )
+        charts.append(
+            line_chart(
+                [
+                    Series("cold (memory off)", [tuple(x) for x in c["curve"]]),
+                    Series("warm (other problems' insights)", [tuple(x) for x in w["curve"]], dashed=True),
+                ],
+                title=f"{p['problem']}: best re-measured speedup vs profiles",
+                name=f"curve:{p['problem']}",
+                x_label="profiles spent",
+                y_label="speedup over baseline",
+                integer_x=True,
+                y_fmt=lambda v: f"{v:.2f}x",
+            )
+        )
     g = results["geomean"]
-    charts.insert(0, line_chart(
-        [Series("cold", [tuple(x) for x in g["cold_curve"]]), Series("warm", [tuple(x) for x in g["warm_curve"]],
-                                                                      dashed=True)],
-        title="geomean over problems: best re-measured speedup vs profiles", name="curve:geomean",
-        x_label="profiles spent", y_label="speedup (geomean)", integer_x=True, y_fmt=lambda v: f"{v:.2f}x"))
-    usd_series = [Series(f"{p['problem']} {cond}", [tuple(x) for x in p[cond]["usd_curve"]], dashed=cond == "warm")
-                  for p in results["problems"] for cond in ("cold", "warm")]
-    charts.append(line_chart(usd_series, title="best re-measured speedup vs LLM dollars", name="curve:usd",
-                             x_label="LLM USD", y_label="speedup", y_fmt=lambda v: f"{v:.2f}x"))
-    head = ["problem", "cold final", "warm final", "cold profiles to 90%", "warm profiles to 90% of cold final",
-            "warm/cold", "cold profiles", "warm profiles", "insights received (warm)"]
-    rows.append([("geomean", "total"), f"{g['cold_final']:.2f}x" if g["cold_final"] else "-",
-                 f"{g['warm_final']:.2f}x" if g["warm_final"] else "-", "", "",
-                 f"{g['profile_ratio']:.2f}" if g["profile_ratio"] else "-", "", "", ""])
-    return (f"<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>memory effect</title>"
-            f"<style>{CSS}</style></head><body><h1>Memory effect (leave-one-out)</h1>"
-            f"<p>{esc(results['settings'])}</p>{table(head, rows, cls='results', numeric_from=1)}"
-            f"<section class=\"charts\">{''.join(charts)}</section></body></html>\n")
+    charts.insert(
+        0,
+        line_chart(
+            [
+                Series("cold", [tuple(x) for x in g["cold_curve"]]),
+                Series("warm", [tuple(x) for x in g["warm_curve"]], dashed=True),
+            ],
+            title="geomean over problems: best re-measured speedup vs profiles",
+            name="curve:geomean",
+            x_label="profiles spent",
+            y_label="speedup (geomean)",
+            integer_x=True,
+            y_fmt=lambda v: f"{v:.2f}x",
+        ),
+    )
+    usd_series = [
+        Series(f"{p['problem']} {cond}", [tuple(x) for x in p[cond]["usd_curve"]], dashed=cond == "warm")
+        for p in results["problems"]
+        for cond in ("cold", "warm")
+    ]
+    charts.append(
+        line_chart(
+            usd_series,
+            title="best re-measured speedup vs LLM dollars",
+            name="curve:usd",
+            x_label="LLM USD",
+            y_label="speedup",
+            y_fmt=lambda v: f"{v:.2f}x",
+        )
+    )
+    head = [
+        "problem",
+        "cold final",
+        "warm final",
+        "cold profiles to 90%",
+        "warm profiles to 90% of cold final",
+        "warm/cold",
+        "cold profiles",
+        "warm profiles",
+        "insights received (warm)",
+    ]
+    rows.append(
+        [
+            ("geomean", "total"),
+            f"{g['cold_final']:.2f}x" if g["cold_final"] else "-",
+            f"{g['warm_final']:.2f}x" if g["warm_final"] else "-",
+            "",
+            "",
+            f"{g['profile_ratio']:.2f}" if g["profile_ratio"] else "-",
+            "",
+            "",
+            "",
+        ]
+    )
+    return (
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>memory effect</title>'
+        f"<style>{CSS}</style></head><body><h1>Memory effect (leave-one-out)</h1>"
+        f"<p>{esc(results['settings'])}</p>{table(head, rows, cls='results', numeric_from=1)}"
+        f'<section class="charts">{"".join(charts)}</section></body></html>\n'
+    )
 
 
 def main() -> int:
@@ -206,9 +285,16 @@ def main() -> int:
     ap.add_argument("--root", help="runs directory (default: a scratch directory)")
     ap.add_argument("--timeout", type=float, default=3600.0, help="per run, seconds")
     ap.add_argument("--name", default="memory_effect_bench", help="name of the result files")
-    ap.add_argument("--cold", help="reuse this finished cold run (its log under --root) instead of running one")
-    ap.add_argument("--warm", action="append", default=[], metavar="PROBLEM=RUN_ID",
-                    help="reuse this finished warm run of PROBLEM (its log under --root); repeatable")
+    ap.add_argument(
+        "--cold", help="reuse this finished cold run (its log under --root) instead of running one"
+    )
+    ap.add_argument(
+        "--warm",
+        action="append",
+        default=[],
+        metavar="PROBLEM=RUN_ID",
+        help="reuse this finished warm run of PROBLEM (its log under --root); repeatable",
+    )
     args = ap.parse_args()
 
     import suites
@@ -220,7 +306,9 @@ def main() -> int:
     names = [n.strip() for n in args.problems.split(",")] if args.problems else sorted(all_problems)
     missing = [n for n in names if n not in all_problems]
     if missing or len(names) < 2:
-        print(f"need at least two problems of {args.suite}; unknown: {missing}; available: {sorted(all_problems)}")
+        print(
+            f"need at least two problems of {args.suite}; unknown: {missing}; available: {sorted(all_problems)}"
+        )
         return 2
     problems = [all_problems[n] for n in names]
     scratch = tempfile.TemporaryDirectory(prefix="memory-effect-") if not args.root else None
@@ -233,16 +321,22 @@ def main() -> int:
     t0 = time.monotonic()
 
     # (a) cold: every problem in one run, memory off
-    cold_cfg = build_config(preset=args.preset, overrides=[*base, f"problems=[{','.join(names)}]",
-                                                           "memory.enabled=false"])
-    print(f"cold: {len(names)} problems, memory off ({cold_cfg.llm.for_role('planner').model}, preset {args.preset})")
+    cold_cfg = build_config(
+        preset=args.preset, overrides=[*base, f"problems=[{','.join(names)}]", "memory.enabled=false"]
+    )
+    print(
+        f"cold: {len(names)} problems, memory off ({cold_cfg.llm.for_role('planner').model}, preset {args.preset})"
+    )
     if args.cold:
         cold_events = read_events(root / args.cold / "log.aolog")
     else:
         cold_events = run_condition(cold_cfg, problems, timeout=args.timeout)
     cold = searches_from_log(cold_events, "cold")
-    print(f"  run {next(iter(cold.values())).run_id}: " + ", ".join(f"{n} {cold[n].profiles}" for n in names)
-          + " profiles")
+    print(
+        f"  run {next(iter(cold.values())).run_id}: "
+        + ", ".join(f"{n} {cold[n].profiles}" for n in names)
+        + " profiles"
+    )
     learnt: dict[str, list] = {n: [] for n in names}
     for e in cold_events:
         if isinstance(e, ev.MemoryEntryAdded) and e.entry.problem in learnt:
@@ -256,8 +350,10 @@ def main() -> int:
         uri = root / f"memory-without-{n}"
         entries = [x for m in names if m != n for x in learnt[m]]
         size = warm_memory(uri, entries, cold_cfg.memory.embedding_model)
-        cfg = build_config(preset=args.preset, overrides=[*base, f"problems=[{n}]", "memory.enabled=true",
-                                                          f"memory.uri={uri}"])
+        cfg = build_config(
+            preset=args.preset,
+            overrides=[*base, f"problems=[{n}]", "memory.enabled=true", f"memory.uri={uri}"],
+        )
         print(f"warm: {n} with {size} insights of the other problems")
         if n in reuse:
             warm_events = read_events(root / reuse[n] / "log.aolog")
@@ -275,10 +371,13 @@ def main() -> int:
     try:
         for n in names:
             c, w = cold[n], warm[n]
-            sources = list(dict.fromkeys([c.baseline_source] + [pt.best_source for pt in c.points + w.points]))
+            sources = list(
+                dict.fromkeys([c.baseline_source] + [pt.best_source for pt in c.points + w.points])
+            )
             print(f"re-measuring {n}: baseline and {len(sources) - 1} kernels x {args.rounds} rounds")
-            speed, failures = remeasure_problem(agent, all_problems[n], sources, rounds=args.rounds,
-                                                timeout_s=cold_cfg.profiling.timeout_s)
+            speed, failures = remeasure_problem(
+                agent, all_problems[n], sources, rounds=args.rounds, timeout_s=cold_cfg.profiling.timeout_s
+            )
             for f in failures:
                 print(f"  re-measure failed: {f}")
             cold_final = speed.get(c.final_source)
@@ -287,10 +386,14 @@ def main() -> int:
                 curve = [(pt.profiles, speed.get(pt.best_source)) for pt in s.points]
                 final = speed.get(s.final_source)
                 row[s.condition] = {
-                    "run_id": s.run_id, "profiles": s.profiles, "final_speedup": final,
+                    "run_id": s.run_id,
+                    "profiles": s.profiles,
+                    "final_speedup": final,
                     "profiles_to_90": profiles_to_reach(curve, 0.9 * cold_final) if cold_final else None,
-                    "curve": curve, "usd_curve": [(pt.usd, speed.get(pt.best_source)) for pt in s.points],
-                    "usd": s.points[-1].usd if s.points else 0.0, "insights_received": s.insights_received,
+                    "curve": curve,
+                    "usd_curve": [(pt.usd, speed.get(pt.best_source)) for pt in s.points],
+                    "usd": s.points[-1].usd if s.points else 0.0,
+                    "insights_received": s.insights_received,
                     "memory_size": s.memory_size,
                 }
             c90, w90 = row["cold"]["profiles_to_90"], row["warm"]["profiles_to_90"]
@@ -298,8 +401,10 @@ def main() -> int:
             row["profile_ratio"] = (w90 or row["warm"]["profiles"]) / c90 if c90 else None
             row["warm_reached_90"] = w90 is not None
             rows.append(row)
-            print(f"  cold {_x(row['cold']['final_speedup'])} ({c90} profiles to 90%), warm "
-                  f"{_x(row['warm']['final_speedup'])} ({w90 or 'not reached'}), ratio {row['profile_ratio']}")
+            print(
+                f"  cold {_x(row['cold']['final_speedup'])} ({c90} profiles to 90%), warm "
+                f"{_x(row['warm']['final_speedup'])} ({w90 or 'not reached'}), ratio {row['profile_ratio']}"
+            )
     finally:
         agent.close()
 
@@ -315,26 +420,42 @@ def main() -> int:
         return out
 
     figures: dict[str, Any] = {
-        "settings": (f"suite {args.suite}, problems {', '.join(names)}, preset {args.preset}, model "
-                     f"{cold_cfg.llm.for_role('planner').model}, {args.rounds} interleaved re-measure rounds"),
-        "suite": args.suite, "preset": args.preset, "model": cold_cfg.llm.for_role("planner").model,
-        "rounds": args.rounds, "problems": rows, "search_wall_s": search_s,
+        "settings": (
+            f"suite {args.suite}, problems {', '.join(names)}, preset {args.preset}, model "
+            f"{cold_cfg.llm.for_role('planner').model}, {args.rounds} interleaved re-measure rounds"
+        ),
+        "suite": args.suite,
+        "preset": args.preset,
+        "model": cold_cfg.llm.for_role("planner").model,
+        "rounds": args.rounds,
+        "problems": rows,
+        "search_wall_s": search_s,
         # over the problems whose re-measure gave figures (the others are listed with why)
         "problems_without_figures": [r["problem"] for r in rows if r["profile_ratio"] is None],
         "geomean": {
             "cold_final": geomean([r["cold"]["final_speedup"] for r in rows]),
             "warm_final": geomean([r["warm"]["final_speedup"] for r in rows]),
             "profile_ratio": geomean([r["profile_ratio"] for r in rows]),
-            "cold_curve": geo_curve("cold"), "warm_curve": geo_curve("warm"),
+            "cold_curve": geo_curve("cold"),
+            "warm_curve": geo_curve("warm"),
         },
-        "targets": {"profile_ratio_at_most": TARGET_PROFILE_RATIO, "final_geomean_at_least": TARGET_FINAL_GEOMEAN},
+        "targets": {
+            "profile_ratio_at_most": TARGET_PROFILE_RATIO,
+            "final_geomean_at_least": TARGET_FINAL_GEOMEAN,
+        },
     }
     g = figures["geomean"]
     best_final = max(g["cold_final"] or 0.0, g["warm_final"] or 0.0)
-    figures["targets"]["profile_ratio_met"] = g["profile_ratio"] is not None and g["profile_ratio"] <= TARGET_PROFILE_RATIO
+    figures["targets"]["profile_ratio_met"] = (
+        g["profile_ratio"] is not None and g["profile_ratio"] <= TARGET_PROFILE_RATIO
+    )
     figures["targets"]["final_geomean_met"] = best_final >= TARGET_FINAL_GEOMEAN
-    print(f"geomean: cold final {_x(g['cold_final'])}, warm final {_x(g['warm_final'])}, profiles to 90% of the cold "
-          f"final warm/cold {g['profile_ratio']:.2f}" if g["profile_ratio"] else "geomean: -")
+    print(
+        f"geomean: cold final {_x(g['cold_final'])}, warm final {_x(g['warm_final'])}, profiles to 90% of the cold "
+        f"final warm/cold {g['profile_ratio']:.2f}"
+        if g["profile_ratio"]
+        else "geomean: -"
+    )
     save(args.name, figures)
     html = RESULTS / f"{args.name}.html"
     html.write_text(report_html(figures))

@@ -45,9 +45,19 @@ def free_port() -> int:
 
 def start_moto(log: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-c", "import sys; from moto.server import main; main(sys.argv[1:])",
-                             "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=log.open("w"))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from moto.server import main; main(sys.argv[1:])",
+            "-H",
+            "127.0.0.1",
+            "-p",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("w"),
+    )
     endpoint = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -61,17 +71,34 @@ def start_moto(log: Path) -> tuple[subprocess.Popen[bytes], str]:
 
 
 def entries(writer: int, batch: int, n: int) -> list[MemoryEntry]:
-    return [MemoryEntry(id=f"w{writer}-b{batch}-{i}", source_run=f"run-{writer}", problem=f"p{i}", op_type="o",
-                        device="cpu", language="c", slow_kernel="", fast_kernel="", speedup=1.2,
-                        title=f"insight {writer}/{batch}/{i}", text="x", created_at=float(batch))
-            for i in range(n)]
+    return [
+        MemoryEntry(
+            id=f"w{writer}-b{batch}-{i}",
+            source_run=f"run-{writer}",
+            problem=f"p{i}",
+            op_type="o",
+            device="cpu",
+            language="c",
+            slow_kernel="",
+            fast_kernel="",
+            speedup=1.2,
+            title=f"insight {writer}/{batch}/{i}",
+            text="x",
+            created_at=float(batch),
+        )
+        for i in range(n)
+    ]
 
 
-def run_case(uri: str, options: dict[str, str] | None, writers: int, batch: int, batches: int) -> dict[str, Any]:
+def run_case(
+    uri: str, options: dict[str, str] | None, writers: int, batch: int, batches: int
+) -> dict[str, Any]:
     rng = np.random.default_rng(0)
     seed = MemoryIndex.open(uri, embedder="all-MiniLM-L6-v2", storage_options=options)
     vec = rng.standard_normal((1, DIM)).astype(np.float32)
-    seed.upsert_vectors(entries(99, 0, 1), vec / np.linalg.norm(vec))  # the table exists before the clock starts
+    seed.upsert_vectors(
+        entries(99, 0, 1), vec / np.linalg.norm(vec)
+    )  # the table exists before the clock starts
     indices = [MemoryIndex.open(uri, storage_options=options) for _ in range(writers)]
     latencies: list[float] = []
     lock = threading.Lock()
@@ -97,12 +124,19 @@ def run_case(uri: str, options: dict[str, str] | None, writers: int, batch: int,
     expected = writers * batch * batches + 1
     rows = seed.list(limit=None)
     ids = [e.id for e in rows]
-    return {"writers": writers, "entries": expected - 1, "wall_s": round(wall, 3),
-            "entries_per_s": round((expected - 1) / wall, 1), "commits_per_s": round(writers * batches / wall, 2),
-            "commit_p50_ms": round(median(latencies) * 1000, 1),
-            "commit_p99_ms": round(percentile(latencies, 99) * 1000, 1),
-            "rows": len(ids), "unique_ids": len(set(ids)), "lost": expected - len(set(ids)),
-            "duplicated": len(ids) - len(set(ids))}
+    return {
+        "writers": writers,
+        "entries": expected - 1,
+        "wall_s": round(wall, 3),
+        "entries_per_s": round((expected - 1) / wall, 1),
+        "commits_per_s": round(writers * batches / wall, 2),
+        "commit_p50_ms": round(median(latencies) * 1000, 1),
+        "commit_p99_ms": round(percentile(latencies, 99) * 1000, 1),
+        "rows": len(ids),
+        "unique_ids": len(set(ids)),
+        "lost": expected - len(set(ids)),
+        "duplicated": len(ids) - len(set(ids)),
+    }
 
 
 def main() -> None:
@@ -116,10 +150,20 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="memory-s3-bench-"))
     log = tmp / "moto.log"
     proc, endpoint = start_moto(log)
-    options = {"endpoint": endpoint, "region": REGION, "allow_http": "true",
-               "aws_access_key_id": FAKE_KEY, "aws_secret_access_key": FAKE_KEY}
-    s3 = boto3.client("s3", endpoint_url=endpoint, region_name=REGION, aws_access_key_id=FAKE_KEY,
-                      aws_secret_access_key=FAKE_KEY)
+    options = {
+        "endpoint": endpoint,
+        "region": REGION,
+        "allow_http": "true",
+        "aws_access_key_id": FAKE_KEY,
+        "aws_secret_access_key": FAKE_KEY,
+    }
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name=REGION,
+        aws_access_key_id=FAKE_KEY,
+        aws_secret_access_key=FAKE_KEY,
+    )
     cases: list[dict[str, Any]] = []
     try:
         for writers in (int(w) for w in args.writers.split(",")):
@@ -133,7 +177,7 @@ def main() -> None:
                 before = log.read_text().splitlines()
                 case = {"backend": backend, **run_case(uri, opts, writers, args.batch, args.batches)}
                 if backend == "s3":
-                    lines = log.read_text().splitlines()[len(before):]
+                    lines = log.read_text().splitlines()[len(before) :]
                     puts = [x for x in lines if "PUT " in x and ".manifest HTTP" in x]
                     case["manifest_puts"] = len(puts)
                     case["commit_conflicts_412"] = sum('" 412 ' in x for x in puts)
@@ -143,8 +187,15 @@ def main() -> None:
         proc.kill()
         proc.wait()
         shutil.rmtree(tmp, ignore_errors=True)
-    save("memory_s3_bench", {"batch": args.batch, "batches_per_writer": args.batches,
-                             "s3": "moto server (local process, loopback HTTP)", "cases": cases})
+    save(
+        "memory_s3_bench",
+        {
+            "batch": args.batch,
+            "batches_per_writer": args.batches,
+            "s3": "moto server (local process, loopback HTTP)",
+            "cases": cases,
+        },
+    )
 
 
 if __name__ == "__main__":

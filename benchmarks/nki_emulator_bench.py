@@ -52,8 +52,12 @@ def fixture_folder(dst: Path) -> Path:
     from nkibench_fixture import CATALOG, FixtureProblem, write_nkibench
     from nkibench_kernels import KERNELS, TO_NKI
 
-    probs = [FixtureProblem(**{**CATALOG[n].__dict__, "kernel": KERNELS[n], **({"to_nki": TO_NKI[n]} if n in TO_NKI
-                                                                             else {})}) for n in NKIBENCH_PROBLEMS]
+    probs = [
+        FixtureProblem(
+            **{**CATALOG[n].__dict__, "kernel": KERNELS[n], **({"to_nki": TO_NKI[n]} if n in TO_NKI else {})}
+        )
+        for n in NKIBENCH_PROBLEMS
+    ]
     write_nkibench(dst, probs)
     return dst
 
@@ -94,37 +98,67 @@ def bench(problem: suites.Problem) -> dict:
     refs = validity.reference_outputs(problem, inputs)
     got = ref_mod.kernel_outputs(tuple(outs) if prog.returned_tuple else outs[0], refs)
     tol = validity.tolerance_of(problem.definition)
-    rel = {n: float(np.linalg.norm(got[n].astype(np.float64) - r)) / max(float(np.linalg.norm(r)), 1e-30)
-           for n, r in refs.items()}
+    rel = {
+        n: float(np.linalg.norm(got[n].astype(np.float64) - r)) / max(float(np.linalg.norm(r)), 1e-30)
+        for n, r in refs.items()
+    }
     terms = roofline_terms(problem)
     tp, bound = t_peak(problem, TRN1)
     flops = terms.flops_matmul + terms.flops_vector
     exec_s = t4 - t3
     return {
-        "problem": problem.name, "axes": problem.axis_values(), "correct": all(v < tol.rel_l2 for v in rel.values()),
-        "rel_l2": rel, "rel_tol": tol.rel_l2,
-        "compile_s": round(t1 - t0, 3), "validate_s": round(t2 - t1, 3), "analyze_and_estimate_s": round(t3 - t2, 3),
-        "execute_s": round(exec_s, 2), "emulate_total_s": round(t4 - t0, 2), "program_bytes": len(blob),
-        "instructions": an.steps, "instructions_per_s": round(an.steps / exec_s), "emulated_gflop_per_s":
-            round(flops / exec_s / 1e9, 2), "peak_sbuf_bytes_per_partition": an.peak_sbuf,
+        "problem": problem.name,
+        "axes": problem.axis_values(),
+        "correct": all(v < tol.rel_l2 for v in rel.values()),
+        "rel_l2": rel,
+        "rel_tol": tol.rel_l2,
+        "compile_s": round(t1 - t0, 3),
+        "validate_s": round(t2 - t1, 3),
+        "analyze_and_estimate_s": round(t3 - t2, 3),
+        "execute_s": round(exec_s, 2),
+        "emulate_total_s": round(t4 - t0, 2),
+        "program_bytes": len(blob),
+        "instructions": an.steps,
+        "instructions_per_s": round(an.steps / exec_s),
+        "emulated_gflop_per_s": round(flops / exec_s / 1e9, 2),
+        "peak_sbuf_bytes_per_partition": an.peak_sbuf,
         "peak_psum_bytes_per_partition": an.peak_psum,
-        "estimate": {"latency_ms": round(est.latency_s * 1e3, 4), "bound": est.bound,
-                     "engines_ms": {k: round(v * 1e3, 4) for k, v in est.engines_s.items()},
-                     "hbm_mb": round(est.hbm_bytes / 1e6, 2), "spill_mb": round(est.spill_bytes / 1e6, 2),
-                     "t_peak_ms": round(tp * 1e3, 4), "roofline_bound": bound,
-                     "pct_peak": round(tp / est.latency_s, 4), "model": est.model,
-                     "engines_bound_ms": round(est.resource_s * 1e3, 4),
-                     "critical_path_ms": round(est.critical_path_s * 1e3, 4),
-                     "dependency_ms": round(est.dependency_s * 1e3, 4), "fixed_ms": round(est.fixed_s * 1e3, 4),
-                     "engine_overlap": round(est.overlap, 3),
-                     "loops": [{"line": lp.line, "kind": lp.kind, "trip": lp.trip,
-                                "iteration_us": round(lp.iteration_s * 1e6, 3), "ii_us": round(lp.ii_s * 1e6, 3),
-                                "engines_ii_us": round(lp.engines_ii_s * 1e6, 3), "limit": lp.limit,
-                                "in_flight": lp.in_flight, "total_ms": round(lp.total_s * 1e3, 4)}
-                               for lp in est.loops],
-                     "model_1": {"latency_ms": round(v1.latency_s * 1e3, 4), "bound": v1.bound,
-                                 "engines_ms": {k: round(v * 1e3, 4) for k, v in v1.engines_s.items()},
-                                 "spill_mb": round(v1.spill_bytes / 1e6, 2)}},
+        "estimate": {
+            "latency_ms": round(est.latency_s * 1e3, 4),
+            "bound": est.bound,
+            "engines_ms": {k: round(v * 1e3, 4) for k, v in est.engines_s.items()},
+            "hbm_mb": round(est.hbm_bytes / 1e6, 2),
+            "spill_mb": round(est.spill_bytes / 1e6, 2),
+            "t_peak_ms": round(tp * 1e3, 4),
+            "roofline_bound": bound,
+            "pct_peak": round(tp / est.latency_s, 4),
+            "model": est.model,
+            "engines_bound_ms": round(est.resource_s * 1e3, 4),
+            "critical_path_ms": round(est.critical_path_s * 1e3, 4),
+            "dependency_ms": round(est.dependency_s * 1e3, 4),
+            "fixed_ms": round(est.fixed_s * 1e3, 4),
+            "engine_overlap": round(est.overlap, 3),
+            "loops": [
+                {
+                    "line": lp.line,
+                    "kind": lp.kind,
+                    "trip": lp.trip,
+                    "iteration_us": round(lp.iteration_s * 1e6, 3),
+                    "ii_us": round(lp.ii_s * 1e6, 3),
+                    "engines_ii_us": round(lp.engines_ii_s * 1e6, 3),
+                    "limit": lp.limit,
+                    "in_flight": lp.in_flight,
+                    "total_ms": round(lp.total_s * 1e3, 4),
+                }
+                for lp in est.loops
+            ],
+            "model_1": {
+                "latency_ms": round(v1.latency_s * 1e3, 4),
+                "bound": v1.bound,
+                "engines_ms": {k: round(v * 1e3, 4) for k, v in v1.engines_s.items()},
+                "spill_mb": round(v1.spill_bytes / 1e6, 2),
+            },
+        },
     }
 
 
@@ -144,21 +178,35 @@ def main() -> None:
         row = bench(problems[n])
         rows.append(row)
         e = row["estimate"]
-        print(f"{n:24s} correct={row['correct']} rel_l2={max(row['rel_l2'].values()):.2e} emulate={row['emulate_total_s']:7.1f}s "
-              f"({row['instructions']} instr, {row['instructions_per_s']}/s) est={e['latency_ms']:.3f} ms "
-              f"{e['bound']}-bound {e['pct_peak'] * 100:.1f}% of peak (model 1: {e['model_1']['latency_ms']:.3f} ms)",
-              flush=True)
+        print(
+            f"{n:24s} correct={row['correct']} rel_l2={max(row['rel_l2'].values()):.2e} emulate={row['emulate_total_s']:7.1f}s "
+            f"({row['instructions']} instr, {row['instructions_per_s']}/s) est={e['latency_ms']:.3f} ms "
+            f"{e['bound']}-bound {e['pct_peak'] * 100:.1f}% of peak (model 1: {e['model_1']['latency_ms']:.3f} ms)",
+            flush=True,
+        )
     pcts = [r["estimate"]["pct_peak"] for r in rows]
-    save(a.out, {
-        "kernels": "NKIBench folder " + str(a.nkibench) if a.nkibench else
-                   "tests/hardware_agents/neuron/nkibench_kernels.py (NKIBench-style baselines)",
-        "problems": rows,
-        "all_correct": all(r["correct"] for r in rows),
-        "max_emulate_s": max(r["emulate_total_s"] for r in rows),
-        "estimated_pct_peak_geomean": round(math.exp(sum(math.log(p) for p in pcts) / len(pcts)), 4),
-        "model_1_pct_peak_geomean": round(math.exp(sum(math.log(r["estimate"]["t_peak_ms"] / r["estimate"]["model_1"][
-            "latency_ms"]) for r in rows) / len(rows)), 4),
-    })
+    save(
+        a.out,
+        {
+            "kernels": "NKIBench folder " + str(a.nkibench)
+            if a.nkibench
+            else "tests/hardware_agents/neuron/nkibench_kernels.py (NKIBench-style baselines)",
+            "problems": rows,
+            "all_correct": all(r["correct"] for r in rows),
+            "max_emulate_s": max(r["emulate_total_s"] for r in rows),
+            "estimated_pct_peak_geomean": round(math.exp(sum(math.log(p) for p in pcts) / len(pcts)), 4),
+            "model_1_pct_peak_geomean": round(
+                math.exp(
+                    sum(
+                        math.log(r["estimate"]["t_peak_ms"] / r["estimate"]["model_1"]["latency_ms"])
+                        for r in rows
+                    )
+                    / len(rows)
+                ),
+                4,
+            ),
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -54,8 +54,10 @@ def numpy_time(problem: Problem, repeats: int = 7, budget_s: float = 2.0) -> flo
     cores = usable_cores()
     with threadpool_limits(limits=cores, user_api="blas"):
         if quiet.blas_threads() != cores:
-            raise RuntimeError(f"numpy's BLAS runs {quiet.blas_threads()} threads, not {cores}: numpy would be "
-                               "measured on part of the machine")
+            raise RuntimeError(
+                f"numpy's BLAS runs {quiet.blas_threads()} threads, not {cores}: numpy would be "
+                "measured on part of the machine"
+            )
         run(*inputs)
         times: list[float] = []
         t_end = time.perf_counter() + budget_s
@@ -107,8 +109,15 @@ def main(argv: list[str] | None = None) -> int:
                 bound = prof.bound
                 footprint = prof.counters["footprint_bytes"]
             # an uncached build of the same kernel (a nonce comment changes the source hash)
-            nonce = msgspec.structs.replace(p.baseline, sources=[msgspec.structs.replace(
-                p.baseline.sources[0], content=p.baseline.sources[0].content + f"\n/* {time.time_ns()} */\n")])
+            nonce = msgspec.structs.replace(
+                p.baseline,
+                sources=[
+                    msgspec.structs.replace(
+                        p.baseline.sources[0],
+                        content=p.baseline.sources[0].content + f"\n/* {time.time_ns()} */\n",
+                    )
+                ],
+            )
             build = agent.compiler.build(nonce, p.axis_values())
             assert build.ok and not build.cached, build.log
             warm_wall += sum(walls)
@@ -118,18 +127,27 @@ def main(argv: list[str] | None = None) -> int:
             np_s = numpy_time(p)
             med_lat = statistics.median(lat)
             rows[p.name] = {
-                "bound": str(bound), "t_peak_ms": tp * 1e3, "baseline_ms": med_lat,
-                "baseline_pct_peak": tp / (med_lat / 1e3), "numpy_ms": np_s * 1e3,
-                "numpy_pct_peak": tp_hot / np_s, "baseline_speedup_vs_numpy": np_s / (med_lat / 1e3),
-                "profile_wall_s": statistics.median(walls), "harness_overhead_s": statistics.median(overheads),
-                "cold_profile_s": cold_s, "cold_compile_cached": bool(cold.counters["compile_cached"]),
-                "compile_uncached_s": build.seconds, "timed_footprint_mib": footprint / 2**20,
+                "bound": str(bound),
+                "t_peak_ms": tp * 1e3,
+                "baseline_ms": med_lat,
+                "baseline_pct_peak": tp / (med_lat / 1e3),
+                "numpy_ms": np_s * 1e3,
+                "numpy_pct_peak": tp_hot / np_s,
+                "baseline_speedup_vs_numpy": np_s / (med_lat / 1e3),
+                "profile_wall_s": statistics.median(walls),
+                "harness_overhead_s": statistics.median(overheads),
+                "cold_profile_s": cold_s,
+                "cold_compile_cached": bool(cold.counters["compile_cached"]),
+                "compile_uncached_s": build.seconds,
+                "timed_footprint_mib": footprint / 2**20,
             }
             r = rows[p.name]
-            print(f"{p.name:24s} {r['bound']:7s} baseline {med_lat:9.3f} ms {100 * r['baseline_pct_peak']:6.2f}% | "
-                  f"numpy {np_s * 1e3:9.3f} ms {100 * r['numpy_pct_peak']:6.2f}% | profile {r['profile_wall_s']:.2f} s "
-                  f"(overhead {r['harness_overhead_s']:.2f} s, cold {cold_s:.2f} s, gcc {build.seconds:.2f} s)",
-                  flush=True)
+            print(
+                f"{p.name:24s} {r['bound']:7s} baseline {med_lat:9.3f} ms {100 * r['baseline_pct_peak']:6.2f}% | "
+                f"numpy {np_s * 1e3:9.3f} ms {100 * r['numpy_pct_peak']:6.2f}% | profile {r['profile_wall_s']:.2f} s "
+                f"(overhead {r['harness_overhead_s']:.2f} s, cold {cold_s:.2f} s, gcc {build.seconds:.2f} s)",
+                flush=True,
+            )
     finally:
         agent.close()
 
@@ -137,27 +155,42 @@ def main(argv: list[str] | None = None) -> int:
     suite_pct = geomean([float(r["baseline_pct_peak"]) for r in rows.values()], strict=True) or 0.0
     numpy_pct = geomean([float(r["numpy_pct_peak"]) for r in rows.values()], strict=True) or 0.0
     per_min = 60 * warm_count / warm_wall
-    print(f"\nsuite baseline % of peak (geomean): {100 * suite_pct:.2f}%   numpy reference: {100 * numpy_pct:.2f}%")
-    print(f"profiles per minute (warm): {per_min:.1f}; median harness overhead "
-          f"{statistics.median(float(r['harness_overhead_s']) for r in rows.values()):.2f} s")
-    save("profiler_bench", {
-        "device": {"name": spec.name, "peak_bw_gb_s": spec.peak_bw_bytes_s / 1e9,
-                   "peak_matmul_gflop_s": spec.peak_matmul_flops / 1e9,
-                   "peak_vector_gflop_s": spec.peak_vector_flops / 1e9,
-                   "bw_curve_gb_s": {str(b.working_set_bytes): b.bytes_per_s / 1e9 for b in spec.bw_curve},
-                   "calibration": "quick" if rec.quick else "full", "calibrated": rec.created},
-        "rounds": args.rounds,
-        "profiles_per_minute": per_min,
-        "suite_baseline_pct_peak_geomean": suite_pct,
-        "suite_numpy_pct_peak_geomean": numpy_pct,
-        "median_harness_overhead_s": statistics.median(float(r["harness_overhead_s"]) for r in rows.values()),
-        "problems": rows,
-        "notes": ("baseline: harness timing, cold (DRAM) data rotated over >= 2x L3, roofline bandwidth at that "
-                  "working set; numpy: reference on float32 inputs, hot cache, its default threads, roofline "
-                  "bandwidth at bytes_min. Other processes on this 2-core machine inflate times: see loadavg."),
-        "loadavg_start": load_start,
-        "loadavg_end": list(os.getloadavg()),
-    })
+    print(
+        f"\nsuite baseline % of peak (geomean): {100 * suite_pct:.2f}%   numpy reference: {100 * numpy_pct:.2f}%"
+    )
+    print(
+        f"profiles per minute (warm): {per_min:.1f}; median harness overhead "
+        f"{statistics.median(float(r['harness_overhead_s']) for r in rows.values()):.2f} s"
+    )
+    save(
+        "profiler_bench",
+        {
+            "device": {
+                "name": spec.name,
+                "peak_bw_gb_s": spec.peak_bw_bytes_s / 1e9,
+                "peak_matmul_gflop_s": spec.peak_matmul_flops / 1e9,
+                "peak_vector_gflop_s": spec.peak_vector_flops / 1e9,
+                "bw_curve_gb_s": {str(b.working_set_bytes): b.bytes_per_s / 1e9 for b in spec.bw_curve},
+                "calibration": "quick" if rec.quick else "full",
+                "calibrated": rec.created,
+            },
+            "rounds": args.rounds,
+            "profiles_per_minute": per_min,
+            "suite_baseline_pct_peak_geomean": suite_pct,
+            "suite_numpy_pct_peak_geomean": numpy_pct,
+            "median_harness_overhead_s": statistics.median(
+                float(r["harness_overhead_s"]) for r in rows.values()
+            ),
+            "problems": rows,
+            "notes": (
+                "baseline: harness timing, cold (DRAM) data rotated over >= 2x L3, roofline bandwidth at that "
+                "working set; numpy: reference on float32 inputs, hot cache, its default threads, roofline "
+                "bandwidth at bytes_min. Other processes on this 2-core machine inflate times: see loadavg."
+            ),
+            "loadavg_start": load_start,
+            "loadavg_end": list(os.getloadavg()),
+        },
+    )
     return 0
 
 

@@ -28,8 +28,13 @@ import accelopt  # noqa: E402,F401  (offline defaults)
 from accelopt.config import build_config  # noqa: E402
 from actors.llm.gateway import max_output_tokens  # noqa: E402
 
-MODELS = ("openai/gpt-5-mini", "claude-sonnet-4-5", "gpt-4o-mini", "groq/openai/gpt-oss-120b",
-          "gemini/gemini-2.5-pro")
+MODELS = (
+    "openai/gpt-5-mini",
+    "claude-sonnet-4-5",
+    "gpt-4o-mini",
+    "groq/openai/gpt-oss-120b",
+    "gemini/gemini-2.5-pro",
+)
 """Models named in README.md and docs/llm-providers.md (gpt-oss-120b as a hosted provider names it)."""
 
 
@@ -49,20 +54,43 @@ def main() -> int:
                     context = info.get("max_input_tokens") or info.get("max_tokens")
                     tokens = int(litellm.token_counter(model=model, messages=messages))
                     limit = max_output_tokens(model)
-                    out = min(llm.for_role(role).max_tokens, limit) if limit else llm.for_role(role).max_tokens
-                    rows.append({"language": key, "role": role, "model": model, "chars": chars,
-                                 "prompt_tokens": tokens, "max_tokens": out, "context": context,
-                                 "fits": bool(context and tokens + out <= context),
-                                 "prompt_share_of_context": round(tokens / context, 4) if context else None})
-    print(f"{'language':<9} {'role':<11} {'model':<26} {'chars':>7} {'tokens':>7} {'max_out':>8} {'context':>9}  fits")
+                    out = (
+                        min(llm.for_role(role).max_tokens, limit) if limit else llm.for_role(role).max_tokens
+                    )
+                    rows.append(
+                        {
+                            "language": key,
+                            "role": role,
+                            "model": model,
+                            "chars": chars,
+                            "prompt_tokens": tokens,
+                            "max_tokens": out,
+                            "context": context,
+                            "fits": bool(context and tokens + out <= context),
+                            "prompt_share_of_context": round(tokens / context, 4) if context else None,
+                        }
+                    )
+    print(
+        f"{'language':<9} {'role':<11} {'model':<26} {'chars':>7} {'tokens':>7} {'max_out':>8} {'context':>9}  fits"
+    )
     for r in rows:
-        print(f"{r['language']:<9} {r['role']:<11} {r['model']:<26} {r['chars']:>7} {r['prompt_tokens']:>7} "
-              f"{r['max_tokens']:>8} {r['context'] or '-':>9}  {'yes' if r['fits'] else 'NO'}")
+        print(
+            f"{r['language']:<9} {r['role']:<11} {r['model']:<26} {r['chars']:>7} {r['prompt_tokens']:>7} "
+            f"{r['max_tokens']:>8} {r['context'] or '-':>9}  {'yes' if r['fits'] else 'NO'}"
+        )
     worst = max(rows, key=lambda r: r["prompt_tokens"])
-    print(f"largest prompt: {worst['language']} {worst['role']}, {worst['prompt_tokens']} tokens ({worst['model']})")
-    save("prompt_tokens_bench", {"models": list(MODELS), "rows": rows,
-                                 "all_fit": all(r["fits"] for r in rows),
-                                 "largest_prompt_tokens": worst["prompt_tokens"]})
+    print(
+        f"largest prompt: {worst['language']} {worst['role']}, {worst['prompt_tokens']} tokens ({worst['model']})"
+    )
+    save(
+        "prompt_tokens_bench",
+        {
+            "models": list(MODELS),
+            "rows": rows,
+            "all_fit": all(r["fits"] for r in rows),
+            "largest_prompt_tokens": worst["prompt_tokens"],
+        },
+    )
     return 0
 
 

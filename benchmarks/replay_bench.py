@@ -51,12 +51,20 @@ def main() -> int:
     args = ap.parse_args()
 
     t0 = time.perf_counter()
-    events = synthetic_run(run_id="bench", problems=args.problems, preset="nki",
-                           overrides=("llm.budget_usd=100000",), max_events=args.events)
+    events = synthetic_run(
+        run_id="bench",
+        problems=args.problems,
+        preset="nki",
+        overrides=("llm.budget_usd=100000",),
+        max_events=args.events,
+    )
     gen_s = time.perf_counter() - t0
     mix = Counter(e.type for e in events)
-    print(f"synthesized {len(events):,} events in {gen_s:.1f} s: "
-          + ", ".join(f"{k} {v}" for k, v in mix.most_common(6)) + ", ...")
+    print(
+        f"synthesized {len(events):,} events in {gen_s:.1f} s: "
+        + ", ".join(f"{k} {v}" for k, v in mix.most_common(6))
+        + ", ..."
+    )
 
     fold_rates = []
     for i in range(args.trials):
@@ -91,8 +99,10 @@ def main() -> int:
             out = Path(tmp) / "report.html"
             out.write_text(build_report([fview]), encoding="utf-8")
             first_report_s.append(time.perf_counter() - t0)
-            print(f"decode+fold trial {i}: {s:.2f} s, {len(events) / s:,.0f} events/s; "
-                  f"first report written after {first_report_s[-1]:.2f} s")
+            print(
+                f"decode+fold trial {i}: {s:.2f} s, {len(events) / s:,.0f} events/s; "
+                f"first report written after {first_report_s[-1]:.2f} s"
+            )
     del events
 
     figures = {
@@ -114,10 +124,12 @@ def main() -> int:
         "target_fold_events_per_s": TARGET_EVENTS_PER_S,
         "meets_target": median(fold_rates) >= TARGET_EVENTS_PER_S,
     }
-    print(f"fold: {figures['fold_events_per_s_median']:,} events/s (target {TARGET_EVENTS_PER_S:,}); "
-          f"decode+fold from file: {figures['decode_fold_events_per_s_median']:,} events/s; "
-          f"report build {build_s:.2f} s ({figures['report_size_kib']} KiB); "
-          f"time to first report from the file: {figures['first_report_from_file_s_median']} s")
+    print(
+        f"fold: {figures['fold_events_per_s_median']:,} events/s (target {TARGET_EVENTS_PER_S:,}); "
+        f"decode+fold from file: {figures['decode_fold_events_per_s_median']:,} events/s; "
+        f"report build {build_s:.2f} s ({figures['report_size_kib']} KiB); "
+        f"time to first report from the file: {figures['first_report_from_file_s_median']} s"
+    )
     if not args.no_save:
         save("replay_bench", figures)
     return 0 if figures["meets_target"] else 1

@@ -55,9 +55,20 @@ from _common import median, percentile, save
 import accelopt  # noqa: F401  (offline defaults)
 
 # events the coordinator publishes: each is one decision of its state machine
-COORDINATOR_EVENTS = {"IterationStarted", "BeamSelected", "IterationCompleted", "PlanRequested",
-                      "ImplementationRequested", "FixRequested", "SummaryRequested", "ProfileRequested",
-                      "MemoryRetrieved", "ProblemCompleted", "ProblemRemeasured", "RunCompleted"}
+COORDINATOR_EVENTS = {
+    "IterationStarted",
+    "BeamSelected",
+    "IterationCompleted",
+    "PlanRequested",
+    "ImplementationRequested",
+    "FixRequested",
+    "SummaryRequested",
+    "ProfileRequested",
+    "MemoryRetrieved",
+    "ProblemCompleted",
+    "ProblemRemeasured",
+    "RunCompleted",
+}
 
 
 def actor_processes(known: dict[str, int]) -> dict[str, int]:
@@ -128,17 +139,31 @@ def run_point(c: int, args: argparse.Namespace, nats_url: str, tmp: Path) -> dic
 
     n_problems = max(1, round(c * args.problems_per_profiler))
     suite = write_suite(tmp / f"suite-{c}", n_problems)
-    cfg = build_config(overrides=[
-        f"root={tmp / 'runs'}", f"suite={suite}", "device=sim", f"seed={c}",
-        f"search.beam_width={args.beam}", f"search.plans_per_candidate={args.plans}", "search.samples_per_plan=1",
-        f"search.iterations={args.iterations}", "search.remeasure_rounds=0", "search.fix_rounds=0",
-        f"memory.enabled={'true' if args.memory else 'false'}", f"memory.uri={tmp / 'memory'}",
-        "devices.sim.workers=1", f"devices.sim.concurrency={c}", "devices.sim.options.allow=true",
-        f"devices.sim.options.profile_s={args.profile_s}", f"devices.sim.options.pass_rate={args.pass_rate}",
-        f"devices.sim.options.seed={c}",
-        f"limits.profiles_inflight_per_device={max(8, 2 * c)}", f"limits.llm_inflight_per_role={max(16, 2 * c)}",
-        f"llm.default.concurrency={args.llm_concurrency}",
-    ])
+    cfg = build_config(
+        overrides=[
+            f"root={tmp / 'runs'}",
+            f"suite={suite}",
+            "device=sim",
+            f"seed={c}",
+            f"search.beam_width={args.beam}",
+            f"search.plans_per_candidate={args.plans}",
+            "search.samples_per_plan=1",
+            f"search.iterations={args.iterations}",
+            "search.remeasure_rounds=0",
+            "search.fix_rounds=0",
+            f"memory.enabled={'true' if args.memory else 'false'}",
+            f"memory.uri={tmp / 'memory'}",
+            "devices.sim.workers=1",
+            f"devices.sim.concurrency={c}",
+            "devices.sim.options.allow=true",
+            f"devices.sim.options.profile_s={args.profile_s}",
+            f"devices.sim.options.pass_rate={args.pass_rate}",
+            f"devices.sim.options.seed={c}",
+            f"limits.profiles_inflight_per_device={max(8, 2 * c)}",
+            f"limits.llm_inflight_per_role={max(16, 2 * c)}",
+            f"llm.default.concurrency={args.llm_concurrency}",
+        ]
+    )
     problems = suites.load_suite(str(suite))
     received: list[tuple[float, float]] = []  # (receive time, event ts) at the driver
 
@@ -149,8 +174,9 @@ def run_point(c: int, args: argparse.Namespace, nats_url: str, tmp: Path) -> dic
     sampler.start()
     t0 = time.time()
     try:
-        outcome = run_session(cfg, problems, nats_url=nats_url, on_event=on_event, timeout_s=args.timeout,
-                              log_level="ERROR")
+        outcome = run_session(
+            cfg, problems, nats_url=nats_url, on_event=on_event, timeout_s=args.timeout, log_level="ERROR"
+        )
     finally:
         sampler.stop()
     wall = time.time() - t0
@@ -187,13 +213,20 @@ def run_point(c: int, args: argparse.Namespace, nats_url: str, tmp: Path) -> dic
     saturated = done_at_c / at_c if at_c > 1e-3 else None
     profiler_rss = {role_of(n): v for n, v in sampler.peak.items() if "profiler" in n}
     point = {
-        "profilers": c, "problems": n_problems, "completed": bool(outcome.view.completed),
-        "timed_out": outcome.timed_out, "run_wall_s": round(wall, 2),
-        "start_to_first_request_s": round(win_start - started_ts, 2), "window_s": round(window, 2),
-        "events": len(events), "profiles": len(results), "profiles_fresh": len(fresh),
+        "profilers": c,
+        "problems": n_problems,
+        "completed": bool(outcome.view.completed),
+        "timed_out": outcome.timed_out,
+        "run_wall_s": round(wall, 2),
+        "start_to_first_request_s": round(win_start - started_ts, 2),
+        "window_s": round(window, 2),
+        "events": len(events),
+        "profiles": len(results),
+        "profiles_fresh": len(fresh),
         "statuses": dict(Counter(e.profile.status for e in results)),
         "mean_profile_s": round(mean_duration, 4),
-        "throughput_per_s": round(throughput, 3), "ideal_per_s": round(ideal, 3),
+        "throughput_per_s": round(throughput, 3),
+        "ideal_per_s": round(ideal, 3),
         "throughput_vs_ideal": round(throughput / ideal, 3),
         "queue_at_least_c_share": round(at_c / covered, 3) if covered else 0.0,
         "saturated_s": round(at_c, 2),
@@ -202,9 +235,12 @@ def run_point(c: int, args: argparse.Namespace, nats_url: str, tmp: Path) -> dic
         "coordinator_decisions_per_s": round(len(coordinator) / window, 2),
         "log_publish_per_s": round(len(in_window) / window, 2),
         "driver_consume_per_s": round(len(received) / consume_window, 2),
-        "driver_lag_ms_p50": round(1e3 * median(lags), 1), "driver_lag_ms_p99": round(1e3 * percentile(lags, 99), 1),
-        "e2e_ms_p50": round(1e3 * median(e2e), 1), "e2e_ms_p99": round(1e3 * percentile(e2e, 99), 1),
-        "overhead_ms_p50": round(1e3 * median(overhead), 1), "overhead_ms_p99": round(1e3 * percentile(overhead, 99), 1),
+        "driver_lag_ms_p50": round(1e3 * median(lags), 1),
+        "driver_lag_ms_p99": round(1e3 * percentile(lags, 99), 1),
+        "e2e_ms_p50": round(1e3 * median(e2e), 1),
+        "e2e_ms_p99": round(1e3 * percentile(e2e, 99), 1),
+        "overhead_ms_p50": round(1e3 * median(overhead), 1),
+        "overhead_ms_p99": round(1e3 * percentile(overhead, 99), 1),
         "profiler_host_rss_mb": {k: round(v / 2**20, 1) for k, v in profiler_rss.items()},
         "actor_rss_mb": {role_of(k): round(v / 2**20, 1) for k, v in sorted(sampler.peak.items())},
     }
@@ -220,11 +256,15 @@ def bottleneck(p: dict) -> str:
     # saturation), so it names the machinery only when the profilers had work most of the time
     sat = p.get("saturated_vs_ideal")
     if sat is not None and sat < 0.9 and p["queue_at_least_c_share"] >= 0.8:
-        return ("profiler host / event log: even while C or more requests waited, profiles completed below the "
-                "ideal rate (fetch, thread hand-off, publish and ack per profile)")
-    return (f"supply of work: C or more requests waited only {100 * p['queue_at_least_c_share']:.0f}% of the window; "
-            "the rest of the time the profilers idled while the coordinator and the LLM roles produced the next "
-            "requests (between iterations, and at the run's start and end)")
+        return (
+            "profiler host / event log: even while C or more requests waited, profiles completed below the "
+            "ideal rate (fetch, thread hand-off, publish and ack per profile)"
+        )
+    return (
+        f"supply of work: C or more requests waited only {100 * p['queue_at_least_c_share']:.0f}% of the window; "
+        "the rest of the time the profilers idled while the coordinator and the LLM roles produced the next "
+        "requests (between iterations, and at the run's start and end)"
+    )
 
 
 def reanalyse(path: Path) -> None:
@@ -245,8 +285,12 @@ def main() -> int:
     ap.add_argument("--iterations", type=int, default=3)
     ap.add_argument("--beam", type=int, default=2)
     ap.add_argument("--plans", type=int, default=4)
-    ap.add_argument("--problems-per-profiler", type=float, default=1.0,
-                    help="problems per simulated profiler (each has beam x plans candidates per iteration)")
+    ap.add_argument(
+        "--problems-per-profiler",
+        type=float,
+        default=1.0,
+        help="problems per simulated profiler (each has beam x plans candidates per iteration)",
+    )
     ap.add_argument("--llm-concurrency", type=int, default=64)
     ap.add_argument("--memory", action="store_true", help="with the memory on (curator, retrieval, embedder)")
     ap.add_argument("--timeout", type=float, default=1200.0)
@@ -271,12 +315,29 @@ def main() -> int:
             for c in points:
                 point = run_point(c, args, server.url, tmp)
                 out.append(point)
-                save(f"{args.name}.partial", {"settings": {k: v for k, v in vars(args).items() if k != "name"},
-                                              "points": out})
-                print({k: point[k] for k in ("profilers", "throughput_per_s", "ideal_per_s", "throughput_vs_ideal",
-                                             "saturated_vs_ideal", "coordinator_decisions_per_s", "log_publish_per_s",
-                                             "e2e_ms_p50", "e2e_ms_p99", "profiler_host_rss_mb", "bottleneck")},
-                      flush=True)
+                save(
+                    f"{args.name}.partial",
+                    {"settings": {k: v for k, v in vars(args).items() if k != "name"}, "points": out},
+                )
+                print(
+                    {
+                        k: point[k]
+                        for k in (
+                            "profilers",
+                            "throughput_per_s",
+                            "ideal_per_s",
+                            "throughput_vs_ideal",
+                            "saturated_vs_ideal",
+                            "coordinator_decisions_per_s",
+                            "log_publish_per_s",
+                            "e2e_ms_p50",
+                            "e2e_ms_p99",
+                            "profiler_host_rss_mb",
+                            "bottleneck",
+                        )
+                    },
+                    flush=True,
+                )
         finally:
             import ray
 
@@ -289,14 +350,19 @@ def main() -> int:
         for p in out:
             if p["profilers"] > 1 and p["profiler_host_rss_mb"]:
                 per_profiler_kb[p["profilers"]] = round(
-                    1024 * (max(p["profiler_host_rss_mb"].values()) - b) / (p["profilers"] - 1), 1)
-    save(args.name, {
-        "settings": {k: v for k, v in vars(args).items() if k != "name"},
-        "points": out,
-        "extra_rss_kb_per_simulated_profiler": per_profiler_kb,
-        "ray_actor_per_profiler_rss_mb": (max(base["profiler_host_rss_mb"].values()) if base and
-                                          base["profiler_host_rss_mb"] else None),
-    })
+                    1024 * (max(p["profiler_host_rss_mb"].values()) - b) / (p["profilers"] - 1), 1
+                )
+    save(
+        args.name,
+        {
+            "settings": {k: v for k, v in vars(args).items() if k != "name"},
+            "points": out,
+            "extra_rss_kb_per_simulated_profiler": per_profiler_kb,
+            "ray_actor_per_profiler_rss_mb": (
+                max(base["profiler_host_rss_mb"].values()) if base and base["profiler_host_rss_mb"] else None
+            ),
+        },
+    )
     return 0
 
 

@@ -46,25 +46,34 @@ ROOT = Path(__file__).resolve().parent.parent
 PARTS: dict[str, str] = {
     "cli": "import cli.main",
     "import:actors.roles.llm_roles (LLM roles: litellm)": "import accelopt; import actors.roles.llm_roles",
-    "import:actors.roles.profiler + device registry": ("import accelopt; import actors.roles.profiler; "
-                                                 "from hardware_agents.base import get_agent; get_agent('cpu')"),
+    "import:actors.roles.profiler + device registry": (
+        "import accelopt; import actors.roles.profiler; "
+        "from hardware_agents.base import get_agent; get_agent('cpu')"
+    ),
     "import:actors.roles.curator (lancedb)": "import accelopt; import actors.roles.curator",
     "import:actors.roles.coordinator": "import accelopt; import actors.roles.coordinator",
     "import:torch": "import torch",
     "import:triton": "import triton",
     "import:lancedb": "import lancedb",
     "import:sentence_transformers": "import sentence_transformers",
-    "memory_model": ("import accelopt; from memory_index.embedder import Embedder; "
-                     "Embedder().encode(['warm up'])"),
-    "nats": ("import tempfile, pathlib; from events.server import NatsServer; "
-             "d = tempfile.mkdtemp(); s = NatsServer(pathlib.Path(d) / 'n'); s.start(); s.kill()"),
-    "ray_init": ("import ray; ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, "
-                 "configure_logging=False, object_store_memory=100 * 2**20)"),
-    "ray_first_actor": ("import ray; ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, "
-                        "configure_logging=False, object_store_memory=100 * 2**20)\n"
-                        "@ray.remote\nclass A:\n    def ping(self): return 1\n"
-                        "import time; t = time.perf_counter(); ray.get(A.remote().ping.remote()); "
-                        "T0 = t"),
+    "memory_model": (
+        "import accelopt; from memory_index.embedder import Embedder; Embedder().encode(['warm up'])"
+    ),
+    "nats": (
+        "import tempfile, pathlib; from events.server import NatsServer; "
+        "d = tempfile.mkdtemp(); s = NatsServer(pathlib.Path(d) / 'n'); s.start(); s.kill()"
+    ),
+    "ray_init": (
+        "import ray; ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, "
+        "configure_logging=False, object_store_memory=100 * 2**20)"
+    ),
+    "ray_first_actor": (
+        "import ray; ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, "
+        "configure_logging=False, object_store_memory=100 * 2**20)\n"
+        "@ray.remote\nclass A:\n    def ping(self): return 1\n"
+        "import time; t = time.perf_counter(); ray.get(A.remote().ping.remote()); "
+        "T0 = t"
+    ),
 }
 
 WRAPPER = """
@@ -78,8 +87,14 @@ print("PART_SECONDS", time.perf_counter() - T0)
 
 def time_part(code: str) -> float:
     env = {**os.environ, "TRITON_INTERPRET": "1", "RAY_DEDUP_LOGS": "0"}
-    out = subprocess.run([sys.executable, "-c", WRAPPER.format(root=str(ROOT), code=code)], capture_output=True,
-                         text=True, env=env, cwd=ROOT, timeout=900)
+    out = subprocess.run(
+        [sys.executable, "-c", WRAPPER.format(root=str(ROOT), code=code)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=900,
+    )
     for line in out.stdout.splitlines():
         if line.startswith("PART_SECONDS"):
             return float(line.split()[1])
@@ -108,8 +123,14 @@ import sys; sys.exit(0)
 """
 
 
-POOL_SETTINGS = ["--devices", "sim", "--set", "devices.sim.options.allow=true", "--set",
-                 "devices.sim.options.profile_s=0.01"]
+POOL_SETTINGS = [
+    "--devices",
+    "sim",
+    "--set",
+    "devices.sim.options.allow=true",
+    "--set",
+    "devices.sim.options.profile_s=0.01",
+]
 
 POOL_RUN_CODE = """
 import accelopt, time, suites
@@ -140,15 +161,32 @@ def start_pool(tmp: Path) -> tuple[subprocess.Popen, str]:
     root, memory = tmp / "pool-runs", tmp / "pool-memory"
     suite = write_suite(tmp, 1, name="pool-sim")
     env = {**os.environ, "ACCELOPT_LOG_LEVEL": "ERROR"}
-    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "up", "--root", str(root), "--memory", str(memory),
-                             *POOL_SETTINGS], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "cli.main",
+            "up",
+            "--root",
+            str(root),
+            "--memory",
+            str(memory),
+            *POOL_SETTINGS,
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 600
     while read_pool(root) is None:
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
             raise RuntimeError("the warm pool did not come up")
         time.sleep(0.2)
-    code = POOL_RUN_CODE.replace("ROOT", str(root)).replace("MEMORY", str(memory)).replace("SUITE", str(suite))
+    code = (
+        POOL_RUN_CODE.replace("ROOT", str(root)).replace("MEMORY", str(memory)).replace("SUITE", str(suite))
+    )
     return proc, code
 
 
@@ -163,10 +201,12 @@ def main() -> int:
     if not args.skip_run:
         for mem in ("false", "true"):
             parts[f"run_to_first_profile (memory {'on' if mem == 'true' else 'off'})"] = RUN_CODE.replace(
-                "MEMORY", mem).replace("TOGETHER", "true")
+                "MEMORY", mem
+            ).replace("TOGETHER", "true")
         # the same with a process per LLM role (each importing litellm), as before they shared one
         parts["run_to_first_profile (memory on, a process per LLM role)"] = RUN_CODE.replace(
-            "MEMORY", "true").replace("TOGETHER", "false")
+            "MEMORY", "true"
+        ).replace("TOGETHER", "false")
     if args.only:
         keys = [k.strip() for k in args.only.split(",")]
         parts = {n: c for n, c in parts.items() if any(n.startswith(k) for k in keys)}
@@ -174,8 +214,9 @@ def main() -> int:
     load_before = os.getloadavg()
     failed: set[str] = set()
     pool_part = "run_to_first_result (warm pool)"
-    with_pool = not args.skip_run and (not args.only or any(pool_part.startswith(k.strip())
-                                                            for k in args.only.split(",")))
+    with_pool = not args.skip_run and (
+        not args.only or any(pool_part.startswith(k.strip()) for k in args.only.split(","))
+    )
     runs: dict[str, list[float]] = {name: [] for name in [*parts, *([pool_part] if with_pool else [])]}
 
     def timed(name: str, code: str) -> None:
@@ -203,8 +244,15 @@ def main() -> int:
     for name, secs in runs.items():
         if secs:
             figures[name] = {"median_s": round(median(secs), 3), "runs_s": [round(s, 3) for s in secs]}
-    save(args.name, {"parts": figures, "load_average_before": load_before, "load_average_after": os.getloadavg(),
-                     "cpus": os.cpu_count()})
+    save(
+        args.name,
+        {
+            "parts": figures,
+            "load_average_before": load_before,
+            "load_average_after": os.getloadavg(),
+            "cpus": os.cpu_count(),
+        },
+    )
     print(json.dumps({k: v["median_s"] for k, v in figures.items()}, indent=1))
     return 0
 

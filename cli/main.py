@@ -23,9 +23,13 @@ def build_parser() -> argparse.ArgumentParser:
         prog="accelopt",
         description="LLM roles that optimize compute kernels for Trainium, NVIDIA GPUs and CPUs.",
     )
-    parser.add_argument("--log-format", choices=["console", "json"], default=None,
-                        help="log line format on stderr: console (human lines, the default) or json (one object "
-                             "per line, for log collectors; also $ACCELOPT_LOG_FORMAT)")
+    parser.add_argument(
+        "--log-format",
+        choices=["console", "json"],
+        default=None,
+        help="log line format on stderr: console (human lines, the default) or json (one object "
+        "per line, for log collectors; also $ACCELOPT_LOG_FORMAT)",
+    )
     parser.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING (default), ERROR")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for mod in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):

@@ -33,6 +33,17 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "EVENTS_BY_NAME", "EVENT_TYPES", "SCHEMA_VERSION", "AnyEvent", "Event", "EventDecodeError",
-    "decode", "derive_event_id", "encode", "role_filter", "run_filter", "subject_for", *_LAZY,
+    "EVENTS_BY_NAME",
+    "EVENT_TYPES",
+    "SCHEMA_VERSION",
+    "AnyEvent",
+    "Event",
+    "EventDecodeError",
+    "decode",
+    "derive_event_id",
+    "encode",
+    "role_filter",
+    "run_filter",
+    "subject_for",
+    *_LAZY,
 ]

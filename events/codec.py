@@ -25,8 +25,10 @@ class StreamIntegrityError(ValueError):
 
     def __init__(self, subject: str, sequence: int | None) -> None:
         self.subject, self.sequence = subject, sequence
-        super().__init__(f"damaged message on the event stream at sequence {sequence} ({subject}): its bytes do "
-                         "not match the checksum it was published with")
+        super().__init__(
+            f"damaged message on the event stream at sequence {sequence} ({subject}): its bytes do "
+            "not match the checksum it was published with"
+        )
 
 
 SUM_HEADER = "Accelopt-Sum"
@@ -57,7 +59,8 @@ def decode(data: bytes, subject: str = "?", sequence: int | None = None) -> Even
         raise EventDecodeError(subject, sequence, f"not msgpack: {e}") from e
     if event.schema_version > SCHEMA_VERSION:
         raise EventDecodeError(
-            subject, sequence,
+            subject,
+            sequence,
             f"schema_version {event.schema_version} is newer than this AccelOpt ({SCHEMA_VERSION}); upgrade",
         )
     return event

@@ -56,6 +56,8 @@ def verify_message(msg: Msg) -> None:
     if want is not None and want != checksum(msg.data or b""):
         seq = msg.metadata.sequence.stream if msg.reply else None
         raise StreamIntegrityError(msg.subject, seq)
+
+
 CONSUMER_CHECK_S = 3.0  # how long a follower waits without news before it checks its consumer still exists
 
 
@@ -193,18 +195,23 @@ class EventLog:
         try:
             # nats-py retries the *first* connection forever when reconnects are unlimited:
             # bound it, so a dead server is an error rather than a hang
-            nc = await asyncio.wait_for(nats.connect(
-                servers=servers,
-                name=name,
-                connect_timeout=connect_timeout,
-                allow_reconnect=True,
-                max_reconnect_attempts=-1,
-                reconnect_time_wait=0.25,
-                error_cb=quiet,
-                pending_size=64 * 1024 * 1024,
-            ), timeout=connect_timeout + 1.0)
+            nc = await asyncio.wait_for(
+                nats.connect(
+                    servers=servers,
+                    name=name,
+                    connect_timeout=connect_timeout,
+                    allow_reconnect=True,
+                    max_reconnect_attempts=-1,
+                    reconnect_time_wait=0.25,
+                    error_cb=quiet,
+                    pending_size=64 * 1024 * 1024,
+                ),
+                timeout=connect_timeout + 1.0,
+            )
         except TimeoutError as e:
-            raise ConnectionError(f"cannot connect to NATS at {url}: no answer within {connect_timeout + 1:.0f}s") from e
+            raise ConnectionError(
+                f"cannot connect to NATS at {url}: no answer within {connect_timeout + 1:.0f}s"
+            ) from e
         except Exception as e:
             raise ConnectionError(f"cannot connect to NATS at {url}: {type(e).__name__}: {e}") from e
         elog = cls(nc, settings or StreamSettings())
@@ -263,7 +270,9 @@ class EventLog:
         if cfg.retention != api.RetentionPolicy.LIMITS:
             problems.append(f"retention is {cfg.retention}, need limits")
         if problems:
-            raise RuntimeError(f"stream {s.name} exists but cannot hold the event log: " + "; ".join(problems))
+            raise RuntimeError(
+                f"stream {s.name} exists but cannot hold the event log: " + "; ".join(problems)
+            )
         return info
 
     async def stream_info(self) -> api.StreamInfo:
@@ -276,8 +285,9 @@ class EventLog:
 
         Retrying is safe: the message id is the event id, so the stream keeps one copy.
         """
-        return await self.publish_raw(subject_for(event), encode(event), msg_id(event.run_id, event.event_id),
-                                      retry_for=retry_for)
+        return await self.publish_raw(
+            subject_for(event), encode(event), msg_id(event.run_id, event.event_id), retry_for=retry_for
+        )
 
     async def publish_raw(
         self, subject: str, data: bytes, msg_id: str, *, retry_for: float = 60.0
@@ -287,8 +297,11 @@ class EventLog:
         while True:
             try:
                 ack = await self.js.publish(
-                    subject, data, headers={"Nats-Msg-Id": msg_id, SUM_HEADER: checksum(data)},
-                    stream=self.settings.name, timeout=PUB_ACK_TIMEOUT_S,
+                    subject,
+                    data,
+                    headers={"Nats-Msg-Id": msg_id, SUM_HEADER: checksum(data)},
+                    stream=self.settings.name,
+                    timeout=PUB_ACK_TIMEOUT_S,
                 )
                 return PublishResult(seq=ack.seq, duplicate=bool(ack.duplicate))
             except _TRANSIENT as e:
@@ -323,7 +336,10 @@ class EventLog:
         for item in items:
             subject, data, msg_id = item
             fut = await self.js.publish_async(
-                subject, data, headers={"Nats-Msg-Id": msg_id, SUM_HEADER: checksum(data)}, stream=self.settings.name
+                subject,
+                data,
+                headers={"Nats-Msg-Id": msg_id, SUM_HEADER: checksum(data)},
+                stream=self.settings.name,
             )
             pending.append((item, fut))
             if len(pending) >= window:
@@ -381,7 +397,9 @@ class EventLog:
             inactive_threshold=60.0,
             mem_storage=True,
         )
-        return await self.js.pull_subscribe(filter_subject, durable=None, stream=self.settings.name, config=config)
+        return await self.js.pull_subscribe(
+            filter_subject, durable=None, stream=self.settings.name, config=config
+        )
 
     async def iter_raw(
         self, filter_subject: str, *, from_seq: int = 1, batch: int = 1000

@@ -203,14 +203,18 @@ class LogReader:
     def warning(self) -> str | None:
         """What a tool working on this file should tell its user, if anything."""
         if self.damage is not None:
-            return (f"{self.damage}; using the {self.count} records before it (the valid prefix): what came "
-                    "after is lost")
+            return (
+                f"{self.damage}; using the {self.count} records before it (the valid prefix): what came "
+                "after is lost"
+            )
         if not self.checked:
             return f"{self.path}: an export of format 1, without checksums: damage to it would go unnoticed"
         return None
 
 
-def read_records(path: str | Path, *, valid_prefix: bool = False) -> tuple[LogHeader, Iterator[tuple[str, bytes]]]:
+def read_records(
+    path: str | Path, *, valid_prefix: bool = False
+) -> tuple[LogHeader, Iterator[tuple[str, bytes]]]:
     """The header and an iterator of (subject, event bytes) in log order (see `LogReader`)."""
     reader = LogReader(path, valid_prefix=valid_prefix)
     return reader.header, reader.records()

@@ -37,6 +37,7 @@ class RunNotFound(LookupError):
 
 # --- the log endpoint -----------------------------------------------------------------------
 
+
 def _server_info(root: str | Path) -> Path:
     return Path(root) / ".nats" / "server.json"
 
@@ -97,7 +98,7 @@ def _zombie(pid: int) -> bool:
         data = Path(f"/proc/{pid}/stat").read_bytes()
     except OSError:
         return True
-    return data[data.rfind(b")") + 2:][:1] in (b"Z", b"X")
+    return data[data.rfind(b")") + 2 :][:1] in (b"Z", b"X")
 
 
 @dataclass
@@ -121,12 +122,14 @@ def open_log_endpoint(nats_url: str | None, root: str | Path) -> LogEndpoint:
         return LogEndpoint(url)
     server = NatsServer(Path(root) / ".nats", die_with_owner=True)
     server.start()
-    _server_info(root).write_text(json.dumps({"url": server.url, "pid": server.proc.pid if server.proc else 0,
-                                              "owner": os.getpid()}))
+    _server_info(root).write_text(
+        json.dumps({"url": server.url, "pid": server.proc.pid if server.proc else 0, "owner": os.getpid()})
+    )
     return LogEndpoint(server.url, server)
 
 
 # --- one run ----------------------------------------------------------------------------------
+
 
 def run_log_path(run: str, root: str | Path) -> Path | None:
     """`run` as an exported log file, a run directory, or a run id under `root`."""
@@ -139,8 +142,13 @@ def run_log_path(run: str, root: str | Path) -> Path | None:
     return candidate if candidate.is_file() else None
 
 
-async def _stream_each(url: str, run_id: str, on_event: Callable[[ev.Event], object], valid_prefix: bool,
-                       warnings: list[str] | None) -> int:
+async def _stream_each(
+    url: str,
+    run_id: str,
+    on_event: Callable[[ev.Event], object],
+    valid_prefix: bool,
+    warnings: list[str] | None,
+) -> int:
     """Hand the run's events on the stream at `url` to `on_event`, one at a time; how many
     (0 if there is no stream yet)."""
     import nats.js.errors
@@ -169,8 +177,9 @@ def _warn(warnings: list[str] | None, text: str) -> None:
         warnings.append(text)
 
 
-def file_events(path: Path, *, valid_prefix: bool = False,
-                warnings: list[str] | None = None) -> Iterator[ev.Event]:
+def file_events(
+    path: Path, *, valid_prefix: bool = False, warnings: list[str] | None = None
+) -> Iterator[ev.Event]:
     """An exported log's events, decoded one at a time. Damage raises a LogFileError naming
     where (`valid_prefix`: they stop there, with a warning)."""
     reader = LogReader(path, valid_prefix=valid_prefix)
@@ -181,7 +190,9 @@ def file_events(path: Path, *, valid_prefix: bool = False,
         except EventDecodeError as e:
             if not valid_prefix:
                 raise LogFileError(f"{path}: record {n}: {e}") from e
-            _warn(warnings, f"{path}: record {n}: {e}; using the {n - 1} records before it (the valid prefix)")
+            _warn(
+                warnings, f"{path}: record {n}: {e}; using the {n - 1} records before it (the valid prefix)"
+            )
             return
         yield event
     text = reader.warning()
@@ -189,8 +200,13 @@ def file_events(path: Path, *, valid_prefix: bool = False,
         _warn(warnings, text)
 
 
-def file_each(path: Path, on_event: Callable[[ev.Event], object], *, valid_prefix: bool = False,
-              warnings: list[str] | None = None) -> int:
+def file_each(
+    path: Path,
+    on_event: Callable[[ev.Event], object],
+    *,
+    valid_prefix: bool = False,
+    warnings: list[str] | None = None,
+) -> int:
     """Hand an exported log's events to `on_event` (see `file_events`); how many."""
     n = 0
     for event in file_events(path, valid_prefix=valid_prefix, warnings=warnings):
@@ -199,9 +215,17 @@ def file_each(path: Path, on_event: Callable[[ev.Event], object], *, valid_prefi
     return n
 
 
-def fold_events(run: str, root: str | Path, on_event: Callable[[ev.Event], object], *, nats_url: str | None = None,
-                prefer_stream: bool = False, start_server: bool = True, valid_prefix: bool = False,
-                warnings: list[str] | None = None) -> int:
+def fold_events(
+    run: str,
+    root: str | Path,
+    on_event: Callable[[ev.Event], object],
+    *,
+    nats_url: str | None = None,
+    prefer_stream: bool = False,
+    start_server: bool = True,
+    valid_prefix: bool = False,
+    warnings: list[str] | None = None,
+) -> int:
     """Hand the run's events to `on_event` one at a time, holding none of them (a run of a
     million events is gigabytes as a list); returns how many. They come from its exported
     file, else (or with `prefer_stream`, first) from the stream (the given NATS URL, the
@@ -212,7 +236,11 @@ def fold_events(run: str, root: str | Path, on_event: Callable[[ev.Event], objec
     if path is not None and not prefer_stream:
         return file_each(path, on_event, valid_prefix=valid_prefix, warnings=warnings)
     run_id = Path(run).name
-    if nats_url or running_server_url(root) or (start_server and (Path(root) / ".nats" / "jetstream").is_dir()):
+    if (
+        nats_url
+        or running_server_url(root)
+        or (start_server and (Path(root) / ".nats" / "jetstream").is_dir())
+    ):
         endpoint = open_log_endpoint(nats_url, root)
         try:
             n = asyncio.run(_stream_each(endpoint.url, run_id, on_event, valid_prefix, warnings))
@@ -222,17 +250,33 @@ def fold_events(run: str, root: str | Path, on_event: Callable[[ev.Event], objec
             return n
     if path is not None:
         return file_each(path, on_event, valid_prefix=valid_prefix, warnings=warnings)
-    raise RunNotFound(f"run {run!r}: not a log file, no {LOG_NAME} under {Path(root) / run_id}, "
-                      "and no events on the stream")
+    raise RunNotFound(
+        f"run {run!r}: not a log file, no {LOG_NAME} under {Path(root) / run_id}, and no events on the stream"
+    )
 
 
-def load_events(run: str, root: str | Path, *, nats_url: str | None = None, prefer_stream: bool = False,
-                start_server: bool = True, valid_prefix: bool = False,
-                warnings: list[str] | None = None) -> list[ev.Event]:
+def load_events(
+    run: str,
+    root: str | Path,
+    *,
+    nats_url: str | None = None,
+    prefer_stream: bool = False,
+    start_server: bool = True,
+    valid_prefix: bool = False,
+    warnings: list[str] | None = None,
+) -> list[ev.Event]:
     """The run's events as a list (`fold_events` without the folding). Raises RunNotFound."""
     events: list[ev.Event] = []
-    fold_events(run, root, events.append, nats_url=nats_url, prefer_stream=prefer_stream, start_server=start_server,
-                valid_prefix=valid_prefix, warnings=warnings)
+    fold_events(
+        run,
+        root,
+        events.append,
+        nats_url=nats_url,
+        prefer_stream=prefer_stream,
+        start_server=start_server,
+        valid_prefix=valid_prefix,
+        warnings=warnings,
+    )
     return events
 
 

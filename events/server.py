@@ -100,8 +100,16 @@ class NatsServer:
 
     def command(self) -> list[str]:
         cmd = [
-            nats_server_binary(), "-a", self.host, "-p", str(self.port), "-js",
-            "-sd", str(self.store_dir), "-m", str(self.monitor_port),
+            nats_server_binary(),
+            "-a",
+            self.host,
+            "-p",
+            str(self.port),
+            "-js",
+            "-sd",
+            str(self.store_dir),
+            "-m",
+            str(self.monitor_port),
         ]
         if self.name:
             cmd += ["-n", self.name]
@@ -123,7 +131,10 @@ class NatsServer:
         # owner recorded in server.json covers the rest (`runsource.running_server_url`).
         tie = self.die_with_owner and threading.current_thread() is threading.main_thread()
         self.proc = subprocess.Popen(
-            self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            self.command(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
             preexec_fn=_die_with_parent(os.getpid()) if tie else None,
         )
         log.close()

@@ -27,6 +27,15 @@ from hardware_agents.base import (
 )
 
 __all__ = [
-    "DEFAULT_SEEDS", "BandwidthPoint", "DeviceSpec", "HardwareAgent", "available_devices", "get_agent",
-    "pct_peak", "register_agent", "registered_kinds", "roofline_terms", "t_peak",
+    "DEFAULT_SEEDS",
+    "BandwidthPoint",
+    "DeviceSpec",
+    "HardwareAgent",
+    "available_devices",
+    "get_agent",
+    "pct_peak",
+    "register_agent",
+    "registered_kinds",
+    "roofline_terms",
+    "t_peak",
 ]

@@ -60,11 +60,16 @@ def describe(payload: bytes, workdir: Path) -> ProbeReport:
 
     names = ["RLIMIT_CPU", "RLIMIT_AS", "RLIMIT_NPROC", "RLIMIT_FSIZE", "RLIMIT_CORE"]
     return ProbeReport(
-        uid=os.getuid(), gid=os.getgid(), cwd=os.getcwd(), env=dict(os.environ),
+        uid=os.getuid(),
+        gid=os.getgid(),
+        cwd=os.getcwd(),
+        env=dict(os.environ),
         rlimits={n: resource.getrlimit(getattr(resource, n)) for n in names},
         writable={p: _attempt(lambda p=p: write(p)) for p in req.try_write},
         readable={p: _attempt(lambda p=p: read(p)) for p in req.try_read},
-        connect={f"{h}:{port}": _attempt(lambda h=h, port=port: connect(h, port)) for h, port in req.try_connect},
+        connect={
+            f"{h}:{port}": _attempt(lambda h=h, port=port: connect(h, port)) for h, port in req.try_connect
+        },
     )
 
 

@@ -69,19 +69,30 @@ class ChildSpec(msgspec.Struct, kw_only=True):
 
 
 # /proc entries a child may read besides its own /proc/<pid> (libraries read these at start)
-PROC_READS = ("/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/filesystems", "/proc/sys/kernel",
-              "/proc/sys/vm", "/proc/loadavg")
+PROC_READS = (
+    "/proc/cpuinfo",
+    "/proc/meminfo",
+    "/proc/stat",
+    "/proc/filesystems",
+    "/proc/sys/kernel",
+    "/proc/sys/vm",
+    "/proc/loadavg",
+)
 
 
 def missing_isolation(isolation: dict[str, str], require: list[str]) -> list[str]:
     """Which required kinds of isolation `isolation` (as recorded) lacks."""
     missing = []
-    if "filesystem" in require and not (isolation.get("landlock_abi") and isolation.get("landlock_reads") == "restricted"):
+    if "filesystem" in require and not (
+        isolation.get("landlock_abi") and isolation.get("landlock_reads") == "restricted"
+    ):
         missing.append(f"filesystem (Landlock: {isolation.get('landlock', 'not applied')})")
     sockets_blocked = "sockets" in isolation.get("seccomp", "").split(",")
     if "network" in require and not (isolation.get("network") == "netns" or sockets_blocked):
-        missing.append(f"network (namespace: {isolation.get('network', 'none')}; "
-                       f"seccomp: {isolation.get('seccomp', 'not applied')})")
+        missing.append(
+            f"network (namespace: {isolation.get('network', 'none')}; "
+            f"seccomp: {isolation.get('seccomp', 'not applied')})"
+        )
     if "no_fork" in require and "no_fork" not in isolation.get("seccomp", "").split(","):
         missing.append(f"no new processes (seccomp: {isolation.get('seccomp', 'not applied')})")
     if "stoppable" in require and "stoppable" not in isolation.get("seccomp", "").split(","):
@@ -162,8 +173,14 @@ def _lock_down(spec: ChildSpec, isolation: dict[str, str]) -> None:
         from hardware_agents import seccomp
 
         try:
-            isolation.update(seccomp.restrict(sockets=spec.seccomp_sockets, no_fork=spec.seccomp_no_fork,
-                                              stoppable=spec.seccomp_stoppable, pdeathsig=spec.seccomp_pdeathsig))
+            isolation.update(
+                seccomp.restrict(
+                    sockets=spec.seccomp_sockets,
+                    no_fork=spec.seccomp_no_fork,
+                    stoppable=spec.seccomp_stoppable,
+                    pdeathsig=spec.seccomp_pdeathsig,
+                )
+            )
         except seccomp.SeccompError as e:
             isolation["seccomp"] = f"unavailable: {e}"
 
@@ -199,12 +216,21 @@ def main(argv: list[str]) -> int:
         if missing:
             raise IsolationUnavailable("required isolation is missing: " + "; ".join(missing))
     except IsolationUnavailable as e:
-        _write_report(spec.result_path, ChildReport(ok=False, error=str(e), error_type="IsolationUnavailable",
-                                                    isolation=isolation))
+        _write_report(
+            spec.result_path,
+            ChildReport(ok=False, error=str(e), error_type="IsolationUnavailable", isolation=isolation),
+        )
         os._exit(3)
     except BaseException as e:  # setup failed: nothing untrusted ran yet
-        _write_report(spec.result_path, ChildReport(ok=False, error=f"sandbox setup failed: {e}",
-                                                    error_type="SandboxSetupError", isolation=isolation))
+        _write_report(
+            spec.result_path,
+            ChildReport(
+                ok=False,
+                error=f"sandbox setup failed: {e}",
+                error_type="SandboxSetupError",
+                isolation=isolation,
+            ),
+        )
         sys.stdout.flush()
         os._exit(3)
     try:
@@ -212,8 +238,12 @@ def main(argv: list[str]) -> int:
         payload = result if isinstance(result, bytes) else msgspec.msgpack.encode(result)
         report = ChildReport(ok=True, payload=payload, isolation=isolation)
     except BaseException as e:
-        report = ChildReport(ok=False, error=f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=20)}",
-                             error_type=type(e).__name__, isolation=isolation)
+        report = ChildReport(
+            ok=False,
+            error=f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=20)}",
+            error_type=type(e).__name__,
+            isolation=isolation,
+        )
     _write_report(spec.result_path, report)
     sys.stdout.flush()
     sys.stderr.flush()

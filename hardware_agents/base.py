@@ -42,9 +42,22 @@ from accelopt.problem import (
 from accelopt.profile import Bound, Profile, peak_fraction
 
 __all__ = [
-    "DEFAULT_SEEDS", "BandwidthPoint", "DeviceSpec", "ExpressionError", "HardwareAgent",
-    "RooflineTerms", "agent_languages", "available_devices", "eval_expression", "expression_names", "get_agent",
-    "parse_expression", "pct_peak", "register_agent", "registered_kinds", "roofline_terms",
+    "DEFAULT_SEEDS",
+    "BandwidthPoint",
+    "DeviceSpec",
+    "ExpressionError",
+    "HardwareAgent",
+    "RooflineTerms",
+    "agent_languages",
+    "available_devices",
+    "eval_expression",
+    "expression_names",
+    "get_agent",
+    "parse_expression",
+    "pct_peak",
+    "register_agent",
+    "registered_kinds",
+    "roofline_terms",
     "t_peak",
 ]
 
@@ -92,12 +105,14 @@ class DeviceSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
         for lo, hi in itertools.pairwise(pts):
             if w <= hi.working_set_bytes:
                 f = (math.log(w) - math.log(lo.working_set_bytes)) / (
-                    math.log(hi.working_set_bytes) - math.log(lo.working_set_bytes))
+                    math.log(hi.working_set_bytes) - math.log(lo.working_set_bytes)
+                )
                 return lo.bytes_per_s + f * (hi.bytes_per_s - lo.bytes_per_s)
         return pts[-1].bytes_per_s
 
 
 # --- roofline --------------------------------------------------------------------------------
+
 
 class RooflineTerms(msgspec.Struct, frozen=True, kw_only=True):
     flops_matmul: float
@@ -118,8 +133,12 @@ def roofline_terms(problem: Problem) -> RooflineTerms:
     )
 
 
-def t_peak(problem: Problem, spec: DeviceSpec, *, working_set_bytes: float | None = None,
-           ) -> tuple[float, Bound]:
+def t_peak(
+    problem: Problem,
+    spec: DeviceSpec,
+    *,
+    working_set_bytes: float | None = None,
+) -> tuple[float, Bound]:
     """Roofline time in seconds and which roof binds.
 
     `working_set_bytes` selects the bandwidth on a cache-aware spec; by default it is the
@@ -143,6 +162,7 @@ def pct_peak(t_peak_s: float, t_measured_s: float) -> float:
 
 # --- the interface ---------------------------------------------------------------------------
 
+
 class HardwareAgent(ABC):
     """Profiles kernels for one device kind. `profile` blocks and is safe to call from threads.
 
@@ -161,8 +181,15 @@ class HardwareAgent(ABC):
     def device(self) -> DeviceSpec:
         """The roofline spec used for % of peak (measured or cited)."""
 
-    def profile(self, problem: Problem, solution: Solution, *, seeds: Sequence[int] = DEFAULT_SEEDS,
-                timeout_s: float | None = None, measure: bool = True) -> Profile:
+    def profile(
+        self,
+        problem: Problem,
+        solution: Solution,
+        *,
+        seeds: Sequence[int] = DEFAULT_SEEDS,
+        timeout_s: float | None = None,
+        measure: bool = True,
+    ) -> Profile:
         """Compile, check correctness on `seeds` plus adversarial inputs, time (if `measure`),
         and return the Profile. Never raises for a bad kernel: failures are statuses."""
         seeds = self._seeds(tuple(int(s) for s in seeds))
@@ -173,8 +200,11 @@ class HardwareAgent(ABC):
         if size <= MAX_SOURCE_BYTES:
             size = sum(len(src.content.encode()) for src in solution.sources)
         if size > MAX_SOURCE_BYTES:  # before anything hashes, stages or compiles it
-            prof = self._fail("compile_error", f"the solution's sources are {size / 2**20:.1f} MiB; the limit is "
-                              f"{MAX_SOURCE_BYTES >> 20} MiB")
+            prof = self._fail(
+                "compile_error",
+                f"the solution's sources are {size / 2**20:.1f} MiB; the limit is "
+                f"{MAX_SOURCE_BYTES >> 20} MiB",
+            )
         else:
             prof = self._profile(problem, solution, seeds, timeout_s or self.timeout_s, measure)
         prof.wall_s = time.perf_counter() - t0
@@ -185,15 +215,21 @@ class HardwareAgent(ABC):
         minimum count extends them)."""
         return seeds
 
-    def _profile(self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout_s: float,
-                 measure: bool) -> Profile:
+    def _profile(
+        self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout_s: float, measure: bool
+    ) -> Profile:
         raise NotImplementedError(f"{type(self).__name__} implements neither profile nor _profile")
 
     def _fail(self, status: str, log: str, extra_tools: dict[str, str] | None = None, **kw: Any) -> Profile:
         """A profile that did not pass (`extra_tools`: versions learnt on the way, e.g. from the
         device's harness)."""
-        return Profile(status=status, device=self.kind, log=log,  # type: ignore[arg-type]
-                       toolchain={**self.toolchain(), **(extra_tools or {})}, **kw)
+        return Profile(
+            status=status,
+            device=self.kind,
+            log=log,  # type: ignore[arg-type]
+            toolchain={**self.toolchain(), **(extra_tools or {})},
+            **kw,
+        )
 
     def toolchain(self) -> dict[str, str]:
         """Versions of the tools that produced a profile (compiler, runtime, libraries)."""
@@ -217,15 +253,21 @@ _registry_lock = threading.Lock()
 _discovered = False
 
 
-def register_agent(kind: str, factory: AgentFactory, *, probe: Callable[[], bool] | None = None,
-                   languages: Sequence[str] | None = None) -> None:
+def register_agent(
+    kind: str,
+    factory: AgentFactory,
+    *,
+    probe: Callable[[], bool] | None = None,
+    languages: Sequence[str] | None = None,
+) -> None:
     """Make `get_agent(kind, **opts)` call `factory(**opts)`. Re-registering replaces.
     `languages`: the kernel languages the agent runs, for a factory that is not the agent
     class itself (a class's own `languages` is read otherwise), so a run can refuse a problem
     its device cannot run without making an agent (`agent_languages`)."""
     with _registry_lock:
-        _registry[kind] = _Registration(factory=factory, probe=probe,
-                                        languages=tuple(languages) if languages is not None else None)
+        _registry[kind] = _Registration(
+            factory=factory, probe=probe, languages=tuple(languages) if languages is not None else None
+        )
 
 
 def _discover() -> None:
@@ -281,6 +323,8 @@ def get_agent(kind: str, **opts: Any) -> HardwareAgent:
     if reg is None:
         from accelopt.plugins import DEVICE_GROUP, describe_failures
 
-        raise KeyError(f"no hardware agent for device kind {kind!r}; registered: {sorted(_registry)}"
-                       f"{describe_failures(DEVICE_GROUP)}")
+        raise KeyError(
+            f"no hardware agent for device kind {kind!r}; registered: {sorted(_registry)}"
+            f"{describe_failures(DEVICE_GROUP)}"
+        )
     return reg.factory(**opts)

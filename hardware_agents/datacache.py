@@ -29,8 +29,15 @@ T = TypeVar("T")
 
 
 class DataCache(Generic[T]):
-    def __init__(self, build: Callable[[Problem, tuple[int, ...], Path | None], T], *, capacity: int = 3,
-                 base_dir: Path | None = None, prefix: str | None = None, mode: int = 0o700) -> None:
+    def __init__(
+        self,
+        build: Callable[[Problem, tuple[int, ...], Path | None], T],
+        *,
+        capacity: int = 3,
+        base_dir: Path | None = None,
+        prefix: str | None = None,
+        mode: int = 0o700,
+    ) -> None:
         self.build = build
         self.capacity = capacity
         self._base = base_dir

@@ -71,9 +71,13 @@ def _fs_access(abi: int) -> int:
     return mask
 
 
-def restrict(*, write_paths: list[str], read_paths: list[str] | None,
-             device_paths: list[str] = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"),  # type: ignore[assignment]
-             block_tcp: bool = True) -> dict[str, str]:
+def restrict(
+    *,
+    write_paths: list[str],
+    read_paths: list[str] | None,
+    device_paths: list[str] = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"),  # type: ignore[assignment]
+    block_tcp: bool = True,
+) -> dict[str, str]:
     """Apply a Landlock domain to the calling process. Returns what was applied.
 
     write_paths: full access beneath them. read_paths: read/execute beneath them; None leaves
@@ -98,6 +102,7 @@ def restrict(*, write_paths: list[str], read_paths: list[str] | None,
     if fd < 0:
         raise LandlockError(ctypes.get_errno(), f"landlock_create_ruleset: {os.strerror(ctypes.get_errno())}")
     try:
+
         def allow(path: str, access: int) -> None:
             try:
                 pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)
@@ -107,8 +112,16 @@ def restrict(*, write_paths: list[str], read_paths: list[str] | None,
                 if not os.path.isdir(path):
                     access &= FILE_ONLY_ACCESS
                 rule = ctypes.create_string_buffer(struct.pack("=Qi", access & handled, pfd), 12)
-                if _libc.syscall(_SYS_ADD_RULE, ctypes.c_int(fd), ctypes.c_int(_RULE_PATH_BENEATH), rule,
-                                 ctypes.c_uint32(0)) < 0:
+                if (
+                    _libc.syscall(
+                        _SYS_ADD_RULE,
+                        ctypes.c_int(fd),
+                        ctypes.c_int(_RULE_PATH_BENEATH),
+                        rule,
+                        ctypes.c_uint32(0),
+                    )
+                    < 0
+                ):
                     err = ctypes.get_errno()
                     raise LandlockError(err, f"landlock_add_rule({path}): {os.strerror(err)}")
             finally:
@@ -128,5 +141,8 @@ def restrict(*, write_paths: list[str], read_paths: list[str] | None,
             raise LandlockError(err, f"landlock_restrict_self: {os.strerror(err)}")
     finally:
         os.close(fd)
-    return {"landlock_abi": str(abi), "landlock_reads": "restricted" if read_paths is not None else "open",
-            "landlock_tcp": "blocked" if net else "open"}
+    return {
+        "landlock_abi": str(abi),
+        "landlock_reads": "restricted" if read_paths is not None else "open",
+        "landlock_tcp": "blocked" if net else "open",
+    }

@@ -52,7 +52,9 @@ def single_threaded_blas() -> Iterator[None]:
 
 def blas_threads() -> int:
     """The largest thread count of the BLAS libraries loaded in this process (1 if none)."""
-    return max((int(i.get("num_threads", 1)) for i in threadpool_info() if i.get("user_api") == "blas"), default=1)
+    return max(
+        (int(i.get("num_threads", 1)) for i in threadpool_info() if i.get("user_api") == "blas"), default=1
+    )
 
 
 def running_threads() -> list[int]:

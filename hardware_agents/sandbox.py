@@ -96,8 +96,17 @@ from hardware_agents._sandbox_child import ChildReport, ChildSpec
 from hardware_agents.freeze import FreezeBreach, Freezer, RanWhileStopped
 from hardware_agents.sandbox_uids import kill_uid, pids_of_uid, sweep_orphans
 
-__all__ = ["FreezeBreach", "RanWhileStopped", "Sandbox", "SandboxChild", "SandboxOutcome", "SandboxPolicy",
-           "kill_uid", "pids_of_uid", "sweep_orphans"]
+__all__ = [
+    "FreezeBreach",
+    "RanWhileStopped",
+    "Sandbox",
+    "SandboxChild",
+    "SandboxOutcome",
+    "SandboxPolicy",
+    "kill_uid",
+    "pids_of_uid",
+    "sweep_orphans",
+]
 
 T = TypeVar("T")
 
@@ -105,7 +114,9 @@ SandboxStatus = Literal["ok", "error", "crashed", "timeout", "cpu_limit", "uniso
 
 REQUIRED_ISOLATION: tuple[str, ...] = ("filesystem", "network")
 _allow_unisolated: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "accelopt_allow_unisolated", default=os.environ.get("ACCELOPT_ALLOW_UNISOLATED", "") in ("1", "true", "yes"))
+    "accelopt_allow_unisolated",
+    default=os.environ.get("ACCELOPT_ALLOW_UNISOLATED", "") in ("1", "true", "yes"),
+)
 
 
 @contextlib.contextmanager
@@ -127,6 +138,7 @@ def required_isolation(extra: tuple[str, ...] = ()) -> list[str]:
 def unisolated_allowed() -> bool:
     return _allow_unisolated.get()
 
+
 _ENV_ALLOW = {"PATH", "LANG", "LANGUAGE", "TZ", "TERM", "SOURCE_DATE_EPOCH"}
 _ENV_ALLOW_PREFIXES = ("LC_",)
 _SECRET_RE = re.compile(
@@ -142,12 +154,16 @@ def is_secret_name(name: str) -> bool:
     return bool(_SECRET_RE.search(name))
 
 
-def scrub_env(environ: dict[str, str] | os._Environ[str] | None = None,
-              extra: dict[str, str] | None = None) -> dict[str, str]:
+def scrub_env(
+    environ: dict[str, str] | os._Environ[str] | None = None, extra: dict[str, str] | None = None
+) -> dict[str, str]:
     """The child's environment: allowlisted basics of `environ` plus `extra`, minus secrets."""
     src = os.environ if environ is None else environ
-    env = {k: v for k, v in src.items()
-           if (k in _ENV_ALLOW or k.startswith(_ENV_ALLOW_PREFIXES)) and not is_secret_name(k)}
+    env = {
+        k: v
+        for k, v in src.items()
+        if (k in _ENV_ALLOW or k.startswith(_ENV_ALLOW_PREFIXES)) and not is_secret_name(k)
+    }
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     for k, v in (extra or {}).items():
         if is_secret_name(k):
@@ -212,15 +228,20 @@ def default_read_paths() -> list[str]:
     cfg = sysconfig.get_paths()
     paths += [cfg["stdlib"], cfg["platstdlib"], cfg["purelib"], cfg["platlib"]]
     paths += [os.path.join(p, "lib") for p in {sys.base_prefix, sys.base_exec_prefix}]
-    paths += [p for p in sys.path if p and p.endswith(("site-packages", "dist-packages", "lib-dynload"))
-              and os.path.isdir(p)]
+    paths += [
+        p
+        for p in sys.path
+        if p and p.endswith(("site-packages", "dist-packages", "lib-dynload")) and os.path.isdir(p)
+    ]
     root = Path(__file__).resolve().parent.parent
     paths += [str(root / pkg) for pkg in TRUSTED_PACKAGES]
     return sorted({os.path.realpath(p) for p in paths})
 
 
-_SCRUB_SECRET = re.compile(r"(sk-[A-Za-z0-9_-]{16,}|AKIA[0-9A-Z]{16}|gh[pousr]_[A-Za-z0-9]{20,}|"
-                           r"xox[abpr]-[A-Za-z0-9-]{10,}|[A-Za-z0-9+/]{40,}={0,2})")
+_SCRUB_SECRET = re.compile(
+    r"(sk-[A-Za-z0-9_-]{16,}|AKIA[0-9A-Z]{16}|gh[pousr]_[A-Za-z0-9]{20,}|"
+    r"xox[abpr]-[A-Za-z0-9-]{10,}|[A-Za-z0-9+/]{40,}={0,2})"
+)
 
 
 def scrub_output(raw: bytes, *, max_lines: int = 40, max_chars: int = 4000) -> str:
@@ -277,7 +298,10 @@ def _mount_tmpfs(path: Path, size: int, uid: int | None) -> str | None:
     opts = f"size={size},nr_inodes={_WORKDIR_FILES},mode=0700"
     if uid is not None:
         opts += f",uid={uid},gid={uid}"
-    if _libc.mount(b"accelopt-sandbox", os.fsencode(path), b"tmpfs", _MS_NOSUID | _MS_NODEV, opts.encode()) != 0:
+    if (
+        _libc.mount(b"accelopt-sandbox", os.fsencode(path), b"tmpfs", _MS_NOSUID | _MS_NODEV, opts.encode())
+        != 0
+    ):
         return os.strerror(ctypes.get_errno())
     return None
 
@@ -333,8 +357,13 @@ def read_file_safely(path: Path, max_bytes: int) -> bytes:
 class Sandbox:
     """A private work dir plus the means to run sandboxed children in it (one at a time)."""
 
-    def __init__(self, policy: SandboxPolicy | None = None, *, base_dir: Path | None = None,
-                 prefix: str = "accelopt-sbx-") -> None:
+    def __init__(
+        self,
+        policy: SandboxPolicy | None = None,
+        *,
+        base_dir: Path | None = None,
+        prefix: str = "accelopt-sbx-",
+    ) -> None:
         self.policy = policy or SandboxPolicy()
         self._root = os.geteuid() == 0
         self.uid: int | None = None
@@ -406,12 +435,22 @@ class Sandbox:
         nproc = pol.max_processes
         if self.uid is None:
             nproc += _count_own_processes()
-        return {"RLIMIT_CPU": (cpu, cpu + 1), "RLIMIT_AS": (pol.address_space_bytes,) * 2,
-                "RLIMIT_NPROC": (nproc, nproc), "RLIMIT_FSIZE": (pol.max_file_bytes,) * 2,
-                "RLIMIT_CORE": (0, 0)}
+        return {
+            "RLIMIT_CPU": (cpu, cpu + 1),
+            "RLIMIT_AS": (pol.address_space_bytes,) * 2,
+            "RLIMIT_NPROC": (nproc, nproc),
+            "RLIMIT_FSIZE": (pol.max_file_bytes,) * 2,
+            "RLIMIT_CORE": (0, 0),
+        }
 
-    def run(self, target: str, payload: bytes | msgspec.Struct = b"", *,
-            timeout_s: float | None = None, extra_env: dict[str, str] | None = None) -> SandboxOutcome:
+    def run(
+        self,
+        target: str,
+        payload: bytes | msgspec.Struct = b"",
+        *,
+        timeout_s: float | None = None,
+        extra_env: dict[str, str] | None = None,
+    ) -> SandboxOutcome:
         """Run `target(payload, workdir)` ("pkg.module:function") in a sandboxed child."""
         timeout = timeout_s if timeout_s is not None else self.policy.wall_timeout_s
         child = self._launch(target, payload, timeout, extra_env, (), stoppable=False)
@@ -421,34 +460,67 @@ class Sandbox:
             child.proc.wait()
         return self._finish(child, timed_out, timeout)
 
-    def spawn(self, target: str, payload: bytes | msgspec.Struct = b"", *, timeout_s: float | None = None,
-              pass_fds: tuple[int, ...] = (), extra_env: dict[str, str] | None = None) -> SandboxChild:
+    def spawn(
+        self,
+        target: str,
+        payload: bytes | msgspec.Struct = b"",
+        *,
+        timeout_s: float | None = None,
+        pass_fds: tuple[int, ...] = (),
+        extra_env: dict[str, str] | None = None,
+    ) -> SandboxChild:
         """Start `target(payload, workdir)` and return at once: for a child the parent drives
         (a kernel server), stopped between its commands (see `SandboxChild`), under the seccomp
         profile `stoppable` unless the policy turns it off. `pass_fds` are inherited under the
         same numbers."""
         timeout = timeout_s if timeout_s is not None else self.policy.wall_timeout_s
-        launched = self._launch(target, payload, timeout, extra_env, pass_fds, stoppable=self.policy.stoppable)
+        launched = self._launch(
+            target, payload, timeout, extra_env, pass_fds, stoppable=self.policy.stoppable
+        )
         return SandboxChild(self, launched, timeout)
 
-    def _launch(self, target: str, payload: bytes | msgspec.Struct, timeout: float,
-                extra_env: dict[str, str] | None, pass_fds: tuple[int, ...], *, stoppable: bool) -> _Launched:
+    def _launch(
+        self,
+        target: str,
+        payload: bytes | msgspec.Struct,
+        timeout: float,
+        extra_env: dict[str, str] | None,
+        pass_fds: tuple[int, ...],
+        *,
+        stoppable: bool,
+    ) -> _Launched:
         pol = self.policy
         raw = payload if isinstance(payload, bytes) else msgspec.msgpack.encode(payload)
         result_path = self.workdir / ".sandbox" / "result.msgpack"
         status_r, status_w = os.pipe()
-        extra = (*(("no_fork",) if pol.no_fork else ()), *(("stoppable",) if stoppable else ()),
-                 *(("cpus",) if pol.cpus else ()))
+        extra = (
+            *(("no_fork",) if pol.no_fork else ()),
+            *(("stoppable",) if stoppable else ()),
+            *(("cpus",) if pol.cpus else ()),
+        )
         spec = ChildSpec(
-            target=target, payload=raw, workdir=str(self.workdir), result_path=str(result_path),
-            uid=self.uid, gid=self.gid, rlimits=self._rlimits(timeout),
+            target=target,
+            payload=raw,
+            workdir=str(self.workdir),
+            result_path=str(result_path),
+            uid=self.uid,
+            gid=self.gid,
+            rlimits=self._rlimits(timeout),
             isolate_network=pol.isolate_network and self._root,
             landlock=pol.landlock,
-            read_paths=([*default_read_paths(), str(self.workdir), *pol.read_paths, *pol.python_path]
-                        if pol.restrict_reads else None),
-            write_paths=[str(self.workdir), *pol.write_paths], preload=list(pol.preload),
-            seccomp_sockets=pol.block_sockets, seccomp_no_fork=pol.no_fork, seccomp_stoppable=stoppable,
-            seccomp_pdeathsig=pol.lock_pdeathsig, cpus=list(pol.cpus), status_fd=status_w,
+            read_paths=(
+                [*default_read_paths(), str(self.workdir), *pol.read_paths, *pol.python_path]
+                if pol.restrict_reads
+                else None
+            ),
+            write_paths=[str(self.workdir), *pol.write_paths],
+            preload=list(pol.preload),
+            seccomp_sockets=pol.block_sockets,
+            seccomp_no_fork=pol.no_fork,
+            seccomp_stoppable=stoppable,
+            seccomp_pdeathsig=pol.lock_pdeathsig,
+            cpus=list(pol.cpus),
+            status_fd=status_w,
             require=required_isolation(extra),
         )
         result_path.unlink(missing_ok=True)  # never read an earlier run's report
@@ -457,15 +529,27 @@ class Sandbox:
         log_path = self._outer / "child.log"
         pkg_root = str(Path(__file__).resolve().parent.parent)
         env = scrub_env(extra={**pol.env, **(extra_env or {})})
-        env.update({"HOME": str(self.workdir), "TMPDIR": str(self.workdir), "PYTHONNOUSERSITE": "1",
-                    "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": os.pathsep.join([pkg_root, *pol.python_path])})
+        env.update(
+            {
+                "HOME": str(self.workdir),
+                "TMPDIR": str(self.workdir),
+                "PYTHONNOUSERSITE": "1",
+                "PYTHONDONTWRITEBYTECODE": "1",
+                "PYTHONPATH": os.pathsep.join([pkg_root, *pol.python_path]),
+            }
+        )
         t0 = time.perf_counter()
         try:
             with open(log_path, "wb") as log:
                 proc = subprocess.Popen(
                     [sys.executable, "-m", "hardware_agents._sandbox_child", str(spec_path)],
-                    stdin=subprocess.DEVNULL, stdout=log if pol.keep_stdout else subprocess.DEVNULL,
-                    stderr=log, env=env, cwd="/", start_new_session=True, close_fds=True,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log if pol.keep_stdout else subprocess.DEVNULL,
+                    stderr=log,
+                    env=env,
+                    cwd="/",
+                    start_new_session=True,
+                    close_fds=True,
                     pass_fds=(status_w, *pass_fds),
                 )
         finally:
@@ -488,11 +572,21 @@ class Sandbox:
         rc = proc.returncode
         sig = signal.Signals(-rc).name if rc is not None and rc < 0 else None
 
-        def outcome(status: SandboxStatus, error: str = "", *, error_type: str = "",
-                    payload: bytes = b"") -> SandboxOutcome:
-            return SandboxOutcome(status=status, error=error, error_type=error_type, payload=payload,
-                                  returncode=rc, signal=sig, wall_s=wall, log=log_text,
-                                  stray_processes=stray, isolation=isolation)
+        def outcome(
+            status: SandboxStatus, error: str = "", *, error_type: str = "", payload: bytes = b""
+        ) -> SandboxOutcome:
+            return SandboxOutcome(
+                status=status,
+                error=error,
+                error_type=error_type,
+                payload=payload,
+                returncode=rc,
+                signal=sig,
+                wall_s=wall,
+                log=log_text,
+                stray_processes=stray,
+                isolation=isolation,
+            )
 
         if timed_out:
             return outcome("timeout", f"wall-clock timeout after {timeout:.1f} s")
@@ -537,16 +631,19 @@ class Sandbox:
 
 
 def unisolated_message(detail: str) -> str:
-    return (f"refusing to run LLM-written code: {detail}. Run where Landlock and seccomp are available "
-            "(Linux >= 5.13 with Landlock enabled), or accept the risk with `--set sandbox.allow_unisolated=true` "
-            "(recorded in every profile and the report)")
+    return (
+        f"refusing to run LLM-written code: {detail}. Run where Landlock and seccomp are available "
+        "(Linux >= 5.13 with Landlock enabled), or accept the risk with `--set sandbox.allow_unisolated=true` "
+        "(recorded in every profile and the report)"
+    )
 
 
 class _Launched:
     """A started child: its process, clock start, files, and the status pipe's read end."""
 
-    def __init__(self, *, proc: subprocess.Popen[bytes], t0: float, log_path: Path, result_path: Path,
-                 status_fd: int) -> None:
+    def __init__(
+        self, *, proc: subprocess.Popen[bytes], t0: float, log_path: Path, result_path: Path, status_fd: int
+    ) -> None:
         self.proc, self.t0, self.log_path, self.result_path = proc, t0, log_path, result_path
         self._status_fd: int | None = status_fd
         self._isolation: dict[str, str] | None = None
@@ -577,7 +674,11 @@ class _Launched:
                 self._status_fd = None
         try:
             n = int.from_bytes(data[:4], "little")
-            iso = msgspec.msgpack.decode(data[4:4 + n], type=dict[str, str]) if len(data) == 4 + n and n else None
+            iso = (
+                msgspec.msgpack.decode(data[4 : 4 + n], type=dict[str, str])
+                if len(data) == 4 + n and n
+                else None
+            )
         except (msgspec.DecodeError, msgspec.ValidationError):
             iso = None
         self._isolation = iso if iso is not None else {"_untrusted": "no isolation report"}
@@ -637,7 +738,11 @@ class SandboxChild:
 
     def isolation(self) -> dict[str, str]:
         """The isolation the child reported, plus what the parent applied around it."""
-        return {**self._l.isolation(wait_s=2.0), "workdir": self.box.workdir_limit, "freeze": self._freeze_record()}
+        return {
+            **self._l.isolation(wait_s=2.0),
+            "workdir": self.box.workdir_limit,
+            "freeze": self._freeze_record(),
+        }
 
     def _freeze_record(self) -> str:
         exact = self._freezer is None or self._freezer.exact
@@ -681,8 +786,10 @@ class SandboxChild:
                 # stop report is gone once the process runs again), and waiting for the next
                 # would hang
                 self.freeze_breach = FreezeBreach(
-                    reason="continued", pid=self.pid,
-                    detail="it was continued by a signal that was not the parent's (its stop was cut short)")
+                    reason="continued",
+                    pid=self.pid,
+                    detail="it was continued by a signal that was not the parent's (its stop was cut short)",
+                )
                 self.kill()
         finally:
             watchdog.cancel()
@@ -715,8 +822,11 @@ class SandboxChild:
                 self._exited(status)
                 if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
                     return None  # killed (the deadline, the OOM killer): nothing it did counts
-                return FreezeBreach(reason="state", pid=self.pid,
-                                    detail=f"it exited while it was held stopped (wait status {status:#x})")
+                return FreezeBreach(
+                    reason="state",
+                    pid=self.pid,
+                    detail=f"it exited while it was held stopped (wait status {status:#x})",
+                )
             pending = status
         return fz.check(pending)
 
@@ -781,8 +891,13 @@ def isolation_problem() -> str | None:
     return None
 
 
-def run_sandboxed(target: str, payload: bytes | msgspec.Struct = b"", *, policy: SandboxPolicy | None = None,
-                  files: dict[str, bytes] | None = None) -> SandboxOutcome:
+def run_sandboxed(
+    target: str,
+    payload: bytes | msgspec.Struct = b"",
+    *,
+    policy: SandboxPolicy | None = None,
+    files: dict[str, bytes] | None = None,
+) -> SandboxOutcome:
     """One-shot helper: stage `files` into a fresh sandbox, run `target`, clean up."""
     with Sandbox(policy) as box:
         for rel, data in (files or {}).items():

@@ -75,28 +75,101 @@ def _arg(i: int) -> int:
 # syscall numbers; None where the architecture has no such call
 _NR: dict[str, dict[str, int | None]] = {
     "x86_64": {
-        "socket": 41, "clone": 56, "fork": 57, "vfork": 58, "clone3": 435, "ptrace": 101,
-        "process_vm_readv": 310, "process_vm_writev": 311, "perf_event_open": 298, "bpf": 321,
-        "userfaultfd": 323, "keyctl": 250, "add_key": 248, "request_key": 249, "unshare": 272,
-        "setns": 308, "mount": 165, "umount2": 166, "pivot_root": 155, "chroot": 161, "kexec_load": 246,
-        "socketpair": 53, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
-        "pidfd_getfd": 438, "process_madvise": 440, "timer_create": 222, "timer_settime": 223,
-        "mq_notify": 244, "sched_setaffinity": 203, "fcntl": 72, "ioctl": 16, "prctl": 157,
+        "socket": 41,
+        "clone": 56,
+        "fork": 57,
+        "vfork": 58,
+        "clone3": 435,
+        "ptrace": 101,
+        "process_vm_readv": 310,
+        "process_vm_writev": 311,
+        "perf_event_open": 298,
+        "bpf": 321,
+        "userfaultfd": 323,
+        "keyctl": 250,
+        "add_key": 248,
+        "request_key": 249,
+        "unshare": 272,
+        "setns": 308,
+        "mount": 165,
+        "umount2": 166,
+        "pivot_root": 155,
+        "chroot": 161,
+        "kexec_load": 246,
+        "socketpair": 53,
+        "io_uring_setup": 425,
+        "io_uring_enter": 426,
+        "io_uring_register": 427,
+        "pidfd_getfd": 438,
+        "process_madvise": 440,
+        "timer_create": 222,
+        "timer_settime": 223,
+        "mq_notify": 244,
+        "sched_setaffinity": 203,
+        "fcntl": 72,
+        "ioctl": 16,
+        "prctl": 157,
     },
     "aarch64": {
-        "socket": 198, "clone": 220, "fork": None, "vfork": None, "clone3": 435, "ptrace": 117,
-        "process_vm_readv": 270, "process_vm_writev": 271, "perf_event_open": 241, "bpf": 280,
-        "userfaultfd": 282, "keyctl": 219, "add_key": 217, "request_key": 218, "unshare": 97,
-        "setns": 268, "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51, "kexec_load": 104,
-        "socketpair": 199, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
-        "pidfd_getfd": 438, "process_madvise": 440, "timer_create": 107, "timer_settime": 110,
-        "mq_notify": 184, "sched_setaffinity": 122, "fcntl": 25, "ioctl": 29, "prctl": 167,
+        "socket": 198,
+        "clone": 220,
+        "fork": None,
+        "vfork": None,
+        "clone3": 435,
+        "ptrace": 117,
+        "process_vm_readv": 270,
+        "process_vm_writev": 271,
+        "perf_event_open": 241,
+        "bpf": 280,
+        "userfaultfd": 282,
+        "keyctl": 219,
+        "add_key": 217,
+        "request_key": 218,
+        "unshare": 97,
+        "setns": 268,
+        "mount": 40,
+        "umount2": 39,
+        "pivot_root": 41,
+        "chroot": 51,
+        "kexec_load": 104,
+        "socketpair": 199,
+        "io_uring_setup": 425,
+        "io_uring_enter": 426,
+        "io_uring_register": 427,
+        "pidfd_getfd": 438,
+        "process_madvise": 440,
+        "timer_create": 107,
+        "timer_settime": 110,
+        "mq_notify": 184,
+        "sched_setaffinity": 122,
+        "fcntl": 25,
+        "ioctl": 29,
+        "prctl": 167,
     },
 }
-_ALWAYS_DENIED = ("ptrace", "process_vm_readv", "process_vm_writev", "perf_event_open", "bpf", "userfaultfd",
-                  "keyctl", "add_key", "request_key", "unshare", "setns", "mount", "umount2", "pivot_root",
-                  "chroot", "kexec_load", "io_uring_setup", "io_uring_enter", "io_uring_register",
-                  "pidfd_getfd", "process_madvise")
+_ALWAYS_DENIED = (
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "perf_event_open",
+    "bpf",
+    "userfaultfd",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "unshare",
+    "setns",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "kexec_load",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "pidfd_getfd",
+    "process_madvise",
+)
 _STOPPABLE_DENIED = ("timer_create", "timer_settime", "mq_notify", "sched_setaffinity")
 _X32_BIT = 0x40000000  # x86_64: syscall numbers of the x32 ABI (same arch value, other table)
 
@@ -108,7 +181,12 @@ class SeccompError(OSError):
 
 
 class _SockFilter(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+    _fields_ = [
+        ("code", ctypes.c_uint16),
+        ("jt", ctypes.c_uint8),
+        ("jf", ctypes.c_uint8),
+        ("k", ctypes.c_uint32),
+    ]
 
 
 class _SockFprog(ctypes.Structure):
@@ -137,14 +215,19 @@ def _clone_rule(nr: int, *, no_fork: bool, stoppable: bool) -> list[Insn]:
     if no_fork:
         body += [(_JSET_K, 1, 0, _CLONE_THREAD), (_RET_K, 0, 0, eperm)]
     if stoppable:
-        body += [(_AND_K, 0, 0, _CSIGNAL), (_JEQ_K, 2, 0, 0), (_JEQ_K, 1, 0, int(signal.SIGCHLD)),
-                 (_RET_K, 0, 0, eperm)]
+        body += [
+            (_AND_K, 0, 0, _CSIGNAL),
+            (_JEQ_K, 2, 0, 0),
+            (_JEQ_K, 1, 0, int(signal.SIGCHLD)),
+            (_RET_K, 0, 0, eperm),
+        ]
     body.append((_RET_K, 0, 0, _RET_ALLOW))
     return [(_JEQ_K, 0, len(body), nr), *body]
 
 
-def _program(arch: str, *, sockets: bool, no_fork: bool, stoppable: bool = False,
-             pdeathsig: bool = False) -> list[Insn]:
+def _program(
+    arch: str, *, sockets: bool, no_fork: bool, stoppable: bool = False, pdeathsig: bool = False
+) -> list[Insn]:
     nr = _NR[arch]
     deny = [n for n in _ALWAYS_DENIED if nr[n] is not None]
     if sockets:
@@ -180,8 +263,9 @@ def _program(arch: str, *, sockets: bool, no_fork: bool, stoppable: bool = False
     return prog
 
 
-def restrict(*, sockets: bool = True, no_fork: bool = False, stoppable: bool = False,
-             pdeathsig: bool = True) -> dict[str, str]:
+def restrict(
+    *, sockets: bool = True, no_fork: bool = False, stoppable: bool = False, pdeathsig: bool = True
+) -> dict[str, str]:
     """Install the filter on the calling thread (call it while the process has one thread)."""
     arch = platform.machine()
     if not available():
@@ -196,6 +280,11 @@ def restrict(*, sockets: bool = True, no_fork: bool = False, stoppable: bool = F
     if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
         err = ctypes.get_errno()
         raise SeccompError(err, f"prctl(SECCOMP): {errno.errorcode.get(err, err)}")
-    applied = ["sockets" if sockets else "", "no_fork" if no_fork else "", "stoppable" if stoppable else "",
-               "pdeathsig" if pdeathsig else "", "ptrace,bpf,ns,mount"]
+    applied = [
+        "sockets" if sockets else "",
+        "no_fork" if no_fork else "",
+        "stoppable" if stoppable else "",
+        "pdeathsig" if pdeathsig else "",
+        "ptrace,bpf,ns,mount",
+    ]
     return {"seccomp": ",".join(a for a in applied if a)}

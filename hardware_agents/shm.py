@@ -52,7 +52,7 @@ class SharedRegion:
 
     def array(self, offset: int, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
         dt = np.dtype(dtype)
-        return self.buffer[offset:offset + math.prod(shape) * dt.itemsize].view(dt).reshape(shape)
+        return self.buffer[offset : offset + math.prod(shape) * dt.itemsize].view(dt).reshape(shape)
 
     def close(self) -> None:
         """Close the fd; the mapping goes when the last view of it is garbage."""

@@ -35,8 +35,13 @@ LARGE_SCALE = 1000.0
 _ADVERSARIAL_SEED_BASE = 1_000_003
 
 _NP_DTYPES: dict[str, Any] = {
-    "float32": np.float32, "float16": np.float16, "int64": np.int64, "int32": np.int32,
-    "int16": np.int16, "int8": np.int8, "bool": np.bool_,
+    "float32": np.float32,
+    "float16": np.float16,
+    "int64": np.int64,
+    "int32": np.int32,
+    "int16": np.int16,
+    "int8": np.int8,
+    "bool": np.bool_,
 }
 
 
@@ -58,14 +63,30 @@ def numpy_dtype(dtype: str) -> Any:
 
 # --- input generation ------------------------------------------------------------------------
 
+
 def _parse_init(expr: str) -> ast.Expression:
     tree = ast.parse(expr, mode="eval")
     for node in ast.walk(tree):
-        ok = isinstance(node, ast.Expression | ast.BinOp | ast.UnaryOp | ast.Load | ast.USub | ast.UAdd
-                        | ast.Add | ast.Sub | ast.Mult | ast.Div)
+        ok = isinstance(
+            node,
+            ast.Expression
+            | ast.BinOp
+            | ast.UnaryOp
+            | ast.Load
+            | ast.USub
+            | ast.UAdd
+            | ast.Add
+            | ast.Sub
+            | ast.Mult
+            | ast.Div,
+        )
         ok = ok or (isinstance(node, ast.Constant) and type(node.value) in (int, float))
-        ok = ok or (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                    and node.func.id in _INIT_FUNCS and not node.keywords)
+        ok = ok or (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in _INIT_FUNCS
+            and not node.keywords
+        )
         ok = ok or (isinstance(node, ast.Name) and node.id in _INIT_FUNCS)
         if not ok:
             raise ValueError(f"init expression {expr!r}: {type(node).__name__} is not allowed")
@@ -98,13 +119,13 @@ def generate(expr: str, shape: tuple[int, ...], dtype: str, rng: np.random.Gener
             fn = node.func.id  # type: ignore[attr-defined]
             args = [ev(a) for a in node.args]
             if fn == "normal":
-                loc, scale = (args + [0.0, 1.0][len(args):])[:2]
+                loc, scale = (args + [0.0, 1.0][len(args) :])[:2]
                 x = rng.standard_normal(size, dtype=work)
                 x *= work(scale)
                 x += work(loc)
                 return x
             if fn == "uniform":
-                lo, hi = (args + [0.0, 1.0][len(args):])[:2]
+                lo, hi = (args + [0.0, 1.0][len(args) :])[:2]
                 x = rng.random(size, dtype=work)
                 x *= work(hi - lo)
                 x += work(lo)
@@ -138,9 +159,11 @@ def input_cases(definition: Definition, seeds: Sequence[int]) -> list[InputCase]
 def adversarial_cases(definition: Definition) -> dict[str, dict[str, str]]:
     if definition.x_adversarial is not None:
         return definition.x_adversarial
-    large = {name: f"{LARGE_SCALE:g} * ({definition.x_input_init.get(name, DEFAULT_INIT)})"
-             for name, spec in definition.inputs.items()
-             if spec.shape is not None and spec.dtype.startswith(("float", "bfloat"))}
+    large = {
+        name: f"{LARGE_SCALE:g} * ({definition.x_input_init.get(name, DEFAULT_INIT)})"
+        for name, spec in definition.inputs.items()
+        if spec.shape is not None and spec.dtype.startswith(("float", "bfloat"))
+    }
     return {"large": large} if large else {}
 
 
@@ -153,7 +176,9 @@ def make_inputs(problem: Problem, case: InputCase) -> dict[str, Any]:
         if spec.shape is None:
             src = problem.workload.inputs.get(name)
             if not isinstance(src, ScalarInput):
-                raise ValueError(f"{problem.name}: scalar input {name!r} needs a scalar value in the workload")
+                raise ValueError(
+                    f"{problem.name}: scalar input {name!r} needs a scalar value in the workload"
+                )
             out[name] = src.value
             continue
         expr = case.inits.get(name) or d.x_input_init.get(name, DEFAULT_INIT)
@@ -163,6 +188,7 @@ def make_inputs(problem: Problem, case: InputCase) -> dict[str, Any]:
 
 
 # --- references ------------------------------------------------------------------------------
+
 
 def numpy_reference(problem: Problem) -> Callable[..., Any]:
     """The definition's numpy `run`, with numpy as `np` and the axis values as globals.
@@ -178,30 +204,41 @@ def numpy_reference(problem: Problem) -> Callable[..., Any]:
     return ns["run"]
 
 
-def reference_outputs(problem: Problem, inputs: dict[str, Any], *, precision: Any = np.float64,
-                      ) -> dict[str, np.ndarray]:
+def reference_outputs(
+    problem: Problem,
+    inputs: dict[str, Any],
+    *,
+    precision: Any = np.float64,
+) -> dict[str, np.ndarray]:
     """Run the numpy reference on `inputs` upcast to `precision`; outputs in definition order."""
     run = numpy_reference(problem)
-    args = [np.asarray(v, dtype=precision) if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v
-            for v in inputs.values()]
+    args = [
+        np.asarray(v, dtype=precision) if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v
+        for v in inputs.values()
+    ]
     with np.errstate(all="ignore"):
         result = run(*args)
     names = list(problem.definition.outputs)
     values = list(result) if isinstance(result, tuple | list) else [result]
     if len(values) != len(names):
-        raise ValueError(f"{problem.name}: reference returned {len(values)} outputs, definition has {len(names)}")
+        raise ValueError(
+            f"{problem.name}: reference returned {len(values)} outputs, definition has {len(names)}"
+        )
     shapes = problem.output_shapes()
     out: dict[str, np.ndarray] = {}
     for name, v in zip(names, values, strict=True):
         arr = np.asarray(v)
         if shapes[name] is not None and tuple(arr.shape) != shapes[name]:
-            raise ValueError(f"{problem.name}: reference output {name} has shape {arr.shape}, "
-                             f"definition says {shapes[name]}")
+            raise ValueError(
+                f"{problem.name}: reference output {name} has shape {arr.shape}, "
+                f"definition says {shapes[name]}"
+            )
         out[name] = arr
     return out
 
 
 # --- output buffers and mutation -------------------------------------------------------------
+
 
 def aligned_empty(shape: Sequence[int], dtype: Any, align: int = 64) -> np.ndarray:
     """An uninitialised C-contiguous array whose data pointer is `align`-byte aligned."""
@@ -209,7 +246,7 @@ def aligned_empty(shape: Sequence[int], dtype: Any, align: int = 64) -> np.ndarr
     n = math.prod(shape)
     raw = np.empty(n * dt.itemsize + align, dtype=np.uint8)
     off = (-raw.ctypes.data) % align
-    return raw[off:off + n * dt.itemsize].view(dt).reshape(tuple(shape))
+    return raw[off : off + n * dt.itemsize].view(dt).reshape(tuple(shape))
 
 
 def poison(arr: np.ndarray) -> np.ndarray:
@@ -226,17 +263,23 @@ def poison(arr: np.ndarray) -> np.ndarray:
 def alloc_outputs(problem: Problem, align: int = 64) -> dict[str, np.ndarray]:
     """Harness-owned, poisoned output buffers in definition order."""
     shapes = problem.output_shapes()
-    return {name: poison(aligned_empty(shapes[name] or (), numpy_dtype(spec.dtype), align))
-            for name, spec in problem.definition.outputs.items()}
+    return {
+        name: poison(aligned_empty(shapes[name] or (), numpy_dtype(spec.dtype), align))
+        for name, spec in problem.definition.outputs.items()
+    }
 
 
 def same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
     """Bitwise equality (NaN-safe), for mutation checks."""
-    return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(
-        np.ascontiguousarray(a).view(np.uint8), np.ascontiguousarray(b).view(np.uint8))
+    return (
+        a.shape == b.shape
+        and a.dtype == b.dtype
+        and np.array_equal(np.ascontiguousarray(a).view(np.uint8), np.ascontiguousarray(b).view(np.uint8))
+    )
 
 
 # --- comparison ------------------------------------------------------------------------------
+
 
 def tolerance_of(definition: Definition) -> Tolerance:
     return definition.x_tolerance or Tolerance()
@@ -260,8 +303,12 @@ class RefStats:
         self.bound = (self.atol + tol.rtol * np.abs(r)).astype(np.float32)
 
 
-def compare_output(got: np.ndarray, ref: np.ndarray, tol: Tolerance, stats: RefStats | None = None,
-                   ) -> tuple[bool, float, float, str]:
+def compare_output(
+    got: np.ndarray,
+    ref: np.ndarray,
+    tol: Tolerance,
+    stats: RefStats | None = None,
+) -> tuple[bool, float, float, str]:
     """(passed, rel_l2, max_abs_err, note) for one output tensor against a float64 reference."""
     if tuple(got.shape) != tuple(ref.shape):
         return False, math.inf, math.inf, f"shape {tuple(got.shape)} != expected {tuple(ref.shape)}"
@@ -270,11 +317,15 @@ def compare_output(got: np.ndarray, ref: np.ndarray, tol: Tolerance, stats: RefS
     if not (st.finite and got_finite_all):
         g64, r64 = got.astype(np.float64), np.asarray(ref, dtype=np.float64)
         ref_finite, got_finite = np.isfinite(r64), np.isfinite(g64)
-        if not np.array_equal(ref_finite, got_finite) or not np.array_equal(g64[~ref_finite], r64[~ref_finite]):
+        if not np.array_equal(ref_finite, got_finite) or not np.array_equal(
+            g64[~ref_finite], r64[~ref_finite]
+        ):
             bad = int(np.count_nonzero(~got_finite & ref_finite))
             nans = int(np.count_nonzero(np.isnan(g64) & ref_finite))
-            note = (f"{bad} non-finite values where the reference is finite ({nans} NaN; outputs are "
-                    "poisoned with NaN, so NaN can mean an element was never written)")
+            note = (
+                f"{bad} non-finite values where the reference is finite ({nans} NaN; outputs are "
+                "poisoned with NaN, so NaN can mean an element was never written)"
+            )
             return False, math.inf, math.inf, note
         got, ref = g64[ref_finite], r64[ref_finite]
         st = RefStats(ref, tol)
@@ -285,11 +336,11 @@ def compare_output(got: np.ndarray, ref: np.ndarray, tol: Tolerance, stats: RefS
     err2, max_abs, outside, first = 0.0, 0.0, 0, -1
     step = 1 << 16
     for lo in range(0, g.size, step):
-        diff = np.subtract(g[lo:lo + step], r[lo:lo + step], dtype=np.float64)
+        diff = np.subtract(g[lo : lo + step], r[lo : lo + step], dtype=np.float64)
         err2 += float(np.dot(diff, diff))
         np.abs(diff, out=diff)
         max_abs = max(max_abs, float(diff.max()))
-        over = diff > b[lo:lo + step]
+        over = diff > b[lo : lo + step]
         n_over = int(np.count_nonzero(over))
         if n_over and first < 0:
             first = lo + int(np.argmax(over))
@@ -300,15 +351,23 @@ def compare_output(got: np.ndarray, ref: np.ndarray, tol: Tolerance, stats: RefS
     if rel > tol.rel_l2:
         notes.append(f"relative L2 error {_fmt(rel)} > {_fmt(tol.rel_l2)}")
     if outside:
-        notes.append(f"{outside} of {got.size} elements outside allclose(atol={_fmt(st.atol)}, "
-                     f"rtol={_fmt(tol.rtol)}); first at flat index {first}: got {_fmt(float(g[first]))} "
-                     f"expected {_fmt(float(r[first]))}")
+        notes.append(
+            f"{outside} of {got.size} elements outside allclose(atol={_fmt(st.atol)}, "
+            f"rtol={_fmt(tol.rtol)}); first at flat index {first}: got {_fmt(float(g[first]))} "
+            f"expected {_fmt(float(r[first]))}"
+        )
     return not notes, rel, max_abs, "; ".join(notes)
 
 
-def compare_outputs(case: str, outputs: dict[str, np.ndarray], reference: dict[str, np.ndarray],
-                    tol: Tolerance, *, expected_dtypes: dict[str, str] | None = None,
-                    stats: dict[str, RefStats] | None = None) -> SeedCheck:
+def compare_outputs(
+    case: str,
+    outputs: dict[str, np.ndarray],
+    reference: dict[str, np.ndarray],
+    tol: Tolerance,
+    *,
+    expected_dtypes: dict[str, str] | None = None,
+    stats: dict[str, RefStats] | None = None,
+) -> SeedCheck:
     """One SeedCheck for a case: every output must pass."""
     worst_rel, worst_abs, worst_elem, notes, ok = 0.0, 0.0, 0.0, [], True
     for name, ref in reference.items():
@@ -316,17 +375,25 @@ def compare_outputs(case: str, outputs: dict[str, np.ndarray], reference: dict[s
         if got is None:
             return SeedCheck(case=case, passed=False, note=f"output {name} missing")
         if expected_dtypes and np.dtype(numpy_dtype(expected_dtypes[name])) != got.dtype:
-            return SeedCheck(case=case, passed=False, note=f"output {name} has dtype {got.dtype}, "
-                             f"expected {expected_dtypes[name]}")
+            return SeedCheck(
+                case=case,
+                passed=False,
+                note=f"output {name} has dtype {got.dtype}, expected {expected_dtypes[name]}",
+            )
         passed, rel, mabs, note = compare_output(got, ref, tol, (stats or {}).get(name))
         worst_rel, worst_abs = max(worst_rel, rel), max(worst_abs, mabs)
         worst_elem = max(worst_elem, max_relative_error(got, ref))
         if not passed:
             ok = False
             notes.append(f"{name}: {note}")
-    return SeedCheck(case=case, passed=ok, rel_l2=_finite_or_none(worst_rel),
-                     max_abs_err=_finite_or_none(worst_abs), max_rel_err=_finite_or_none(worst_elem),
-                     note="; ".join(notes))
+    return SeedCheck(
+        case=case,
+        passed=ok,
+        rel_l2=_finite_or_none(worst_rel),
+        max_abs_err=_finite_or_none(worst_abs),
+        max_rel_err=_finite_or_none(worst_elem),
+        note="; ".join(notes),
+    )
 
 
 def max_relative_error(got: np.ndarray, ref: np.ndarray) -> float:
@@ -338,7 +405,7 @@ def max_relative_error(got: np.ndarray, ref: np.ndarray) -> float:
     worst, step = 0.0, 1 << 16
     with np.errstate(invalid="ignore", over="ignore"):
         for lo in range(0, g.size, step):
-            chunk = _elem_rel(g[lo:lo + step], r[lo:lo + step])
+            chunk = _elem_rel(g[lo : lo + step], r[lo : lo + step])
             if not math.isfinite(chunk):
                 return math.inf
             worst = max(worst, chunk)

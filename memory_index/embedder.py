@@ -98,8 +98,11 @@ class Embedder:
         model = self.model
         with self._lock:  # one encode at a time per embedder: torch already uses every core
             vecs = model.encode(
-                list(texts), batch_size=self.batch_size, normalize_embeddings=True,
-                convert_to_numpy=True, show_progress_bar=False,
+                list(texts),
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
             )
         return np.ascontiguousarray(vecs, dtype=np.float32)
 

@@ -27,8 +27,9 @@ class LocalS3:
         try:
             from moto.server import ThreadedMotoServer
         except ImportError as e:
-            raise RuntimeError("a local S3 API needs moto[server]: install the dev extra "
-                               "(pip install -e '.[dev]')") from e
+            raise RuntimeError(
+                "a local S3 API needs moto[server]: install the dev extra (pip install -e '.[dev]')"
+            ) from e
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         self._server.start()
@@ -56,7 +57,8 @@ class LocalS3:
 
         name = name or f"memory-{uuid.uuid4().hex[:12]}"
         boto3.client("s3", endpoint_url=self.endpoint, region_name=REGION, **self.credentials).create_bucket(
-            Bucket=name)
+            Bucket=name
+        )
         return name
 
     def objects(self, uri: str) -> list[str]:

@@ -20,7 +20,9 @@ DUPLICATE_COSINE = 0.95
 """Two retrieved insights whose embeddings are closer than this count as one."""
 
 DEVICE_FAMILIES: dict[str, tuple[str, ...]] = {
-    "cpu": ("cpu",), "nvidia": ("h100", "h200", "b200"), "trainium": ("trn1", "trn2"),
+    "cpu": ("cpu",),
+    "nvidia": ("h100", "h200", "b200"),
+    "trainium": ("trn1", "trn2"),
 }
 """Devices whose insights transfer as they are (same memory hierarchy and kernel language);
 retrieval stays within a family unless cross-device slots are asked for."""
@@ -34,7 +36,9 @@ def device_family(device: str) -> tuple[str, ...]:
     return next((members for members in DEVICE_FAMILIES.values() if device in members), (device,))
 
 
-def kernel_diff(slow: str, fast: str, *, max_lines: int = MAX_DIFF_LINES, max_chars: int = MAX_DIFF_CHARS) -> str:
+def kernel_diff(
+    slow: str, fast: str, *, max_lines: int = MAX_DIFF_LINES, max_chars: int = MAX_DIFF_CHARS
+) -> str:
     """The unified diff slow -> fast, changed hunks only (2 lines of context). Bounded by
     whole hunks: the hunks that fit are kept and the rest counted, so the model never sees
     code cut in the middle. "" when the kernels are equal or empty."""
@@ -52,7 +56,11 @@ def kernel_diff(slow: str, fast: str, *, max_lines: int = MAX_DIFF_LINES, max_ch
     kept: list[str] = lines[:2]
     omitted = 0
     for hunk in hunks:
-        if omitted or len(kept) + len(hunk) > max_lines or sum(map(len, kept + hunk)) + len(kept + hunk) > max_chars:
+        if (
+            omitted
+            or len(kept) + len(hunk) > max_lines
+            or sum(map(len, kept + hunk)) + len(kept + hunk) > max_chars
+        ):
             omitted += 1
             continue
         kept += hunk
@@ -63,8 +71,14 @@ def kernel_diff(slow: str, fast: str, *, max_lines: int = MAX_DIFF_LINES, max_ch
     return "\n".join(kept)
 
 
-def blended_rank(similarity: Sequence[float], speedup: Sequence[float], created_at: Sequence[float], *,
-                 speedup_weight: float, recency_weight: float) -> list[int]:
+def blended_rank(
+    similarity: Sequence[float],
+    speedup: Sequence[float],
+    created_at: Sequence[float],
+    *,
+    speedup_weight: float,
+    recency_weight: float,
+) -> list[int]:
     """Candidate order, best first: cosine similarity, plus `speedup_weight` x the measured
     speedup on a log2 scale clamped to [-1, 1] (a 2x gain +1, a 2x slowdown -1), plus
     `recency_weight` x the entry's place in the candidates' creation order (newest 1, oldest 0,
@@ -153,7 +167,11 @@ def normalize_title(title: str) -> str:
 
 
 def collapse_near_duplicates(
-    titles: Sequence[str], vectors: np.ndarray, *, threshold: float = DUPLICATE_COSINE, limit: int | None = None
+    titles: Sequence[str],
+    vectors: np.ndarray,
+    *,
+    threshold: float = DUPLICATE_COSINE,
+    limit: int | None = None,
 ) -> list[int]:
     """Indexes of the results to keep, in order: greedy, best first.
 
@@ -197,7 +215,7 @@ def _body(title: str, text: str, max_chars: int | None) -> str:
     body = _FENCED.sub("[code not shown: see the diff]", body)
     m = _OPEN_FENCE.search(body)  # a block left open by a truncated summary: drop it to the end
     if m is not None:
-        body = body[:m.start()].rstrip() + "\n[code not shown: see the diff]"
+        body = body[: m.start()].rstrip() + "\n[code not shown: see the diff]"
     if len(body) <= max_chars:
         return body
     cut = body.rfind("\n\n", 0, max_chars)
@@ -205,7 +223,7 @@ def _body(title: str, text: str, max_chars: int | None) -> str:
         cut = body.rfind("\n", 0, max_chars)
     if cut < max_chars // 2:
         cut = body.rfind(" ", 0, max_chars)
-    return body[:max(cut, 1)].rstrip() + "\n[...]"
+    return body[: max(cut, 1)].rstrip() + "\n[...]"
 
 
 def format_for_prompt(

@@ -97,8 +97,10 @@ def entries_to_table(entries: Sequence[MemoryEntry], vectors: np.ndarray, schema
     cols["noop"] = [is_noop(e.title, e.text) for e in entries]
     flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1), type=pa.float32())
     cols[VECTOR_COLUMN] = pa.FixedSizeListArray.from_arrays(flat, dim)
-    arrays = [cols[name] if isinstance(cols[name], pa.Array) else pa.array(cols[name], type=schema.field(name).type)
-              for name in schema.names]
+    arrays = [
+        cols[name] if isinstance(cols[name], pa.Array) else pa.array(cols[name], type=schema.field(name).type)
+        for name in schema.names
+    ]
     return pa.Table.from_arrays(arrays, schema=schema)
 
 

@@ -56,8 +56,14 @@ from memory_index.schema import (
 DEFAULT_TABLE = "memory"
 ANN_MIN_ROWS = 5000
 """Below this many rows a vector index is not worth building (a flat scan is a few ms)."""
-SCALAR_INDICES = {"id": "btree", "noop": "bitmap", "device": "bitmap", "language": "bitmap",
-                  "op_type": "bitmap", "problem": "bitmap"}
+SCALAR_INDICES = {
+    "id": "btree",
+    "noop": "bitmap",
+    "device": "bitmap",
+    "language": "bitmap",
+    "op_type": "bitmap",
+    "problem": "bitmap",
+}
 DEFAULT_INDEX_TYPE = "IVF_HNSW_SQ"
 """Measured at 100k rows (benchmarks/memory_bench.py): builds 3x faster than IVF_PQ and has
 ~0.98 recall@16 without a refine step."""
@@ -82,7 +88,7 @@ def normalize_uri(uri: str | Path) -> str:
     if "://" in s and not s.startswith("file://"):
         return s.rstrip("/")
     if s.startswith("file://"):
-        s = s[len("file://"):]
+        s = s[len("file://") :]
     return str(Path(s).expanduser().resolve())
 
 
@@ -104,8 +110,19 @@ class MemoryStats(msgspec.Struct, kw_only=True):
     by_op_type: dict[str, int] = {}
 
 
-_RETRIEVE_COLUMNS = ["id", "problem", "device", "language", "speedup", "title", "text", "created_at", "slow_kernel",
-                     "fast_kernel", VECTOR_COLUMN]
+_RETRIEVE_COLUMNS = [
+    "id",
+    "problem",
+    "device",
+    "language",
+    "speedup",
+    "title",
+    "text",
+    "created_at",
+    "slow_kernel",
+    "fast_kernel",
+    VECTOR_COLUMN,
+]
 
 
 class MemoryIndex:
@@ -290,12 +307,14 @@ class MemoryIndex:
             return set()
         found: set[str] = set()
         for i in range(0, len(wanted), 500):
-            chunk = wanted[i:i + 500]
+            chunk = wanted[i : i + 500]
             got = tbl.search().where(sql_in("id", chunk)).select(["id"]).limit(len(chunk)).to_arrow()
             found.update(got.column("id").to_pylist())
         return found
 
-    async def wait_for_ids(self, ids: Iterable[str], *, timeout_s: float = 30.0, poll_s: float = 0.1) -> set[str]:
+    async def wait_for_ids(
+        self, ids: Iterable[str], *, timeout_s: float = 30.0, poll_s: float = 0.1
+    ) -> set[str]:
         """Wait until every id is indexed or `timeout_s` passed; returns the ids that are
         indexed (like `has_ids`: all of them unless it timed out)."""
         wanted = set(ids)
@@ -333,9 +352,11 @@ class MemoryIndex:
         if where:
             q = q.where(where)
         keys = q.to_arrow()
-        order = sorted(zip(keys.column("created_at").to_pylist(), keys.column("id").to_pylist(), strict=True),
-                       reverse=newest_first)
-        page = order[offset:offset + limit if limit is not None else None]
+        order = sorted(
+            zip(keys.column("created_at").to_pylist(), keys.column("id").to_pylist(), strict=True),
+            reverse=newest_first,
+        )
+        page = order[offset : offset + limit if limit is not None else None]
         if not page:
             return []
         ids = [i for _, i in page]
@@ -369,7 +390,10 @@ class MemoryIndex:
             return {}
         got = tbl.search().where(sql_in("id", ids)).select(["id", VECTOR_COLUMN]).limit(len(ids)).to_arrow()
         vecs = got.column(VECTOR_COLUMN).to_pylist()
-        return {i: np.asarray(v, dtype=np.float32) for i, v in zip(got.column("id").to_pylist(), vecs, strict=True)}
+        return {
+            i: np.asarray(v, dtype=np.float32)
+            for i, v in zip(got.column("id").to_pylist(), vecs, strict=True)
+        }
 
     # --- retrieval --------------------------------------------------------------------------
 
@@ -412,13 +436,23 @@ class MemoryIndex:
             vec = self.embedder.encode([query])[0]
         else:
             vec = np.asarray(query, dtype=np.float32)
-        filters = Filters(device=device, language=language, op_type=op_type, min_speedup=min_speedup,
-                          exclude_problem=exclude_problem, exclude_source_runs=exclude_source_runs,
-                          allow_ids=allow_ids)
+        filters = Filters(
+            device=device,
+            language=language,
+            op_type=op_type,
+            min_speedup=min_speedup,
+            exclude_problem=exclude_problem,
+            exclude_source_runs=exclude_source_runs,
+            allow_ids=allow_ids,
+        )
         blended = speedup_weight != 0.0 or recency_weight != 0.0
         fetch = top_m * 3 + 8 if collapse or blended else top_m
-        q = (tbl.search(vec, vector_column_name=VECTOR_COLUMN).distance_type("cosine")
-             .select(_RETRIEVE_COLUMNS).limit(fetch))
+        q = (
+            tbl.search(vec, vector_column_name=VECTOR_COLUMN)
+            .distance_type("cosine")
+            .select(_RETRIEVE_COLUMNS)
+            .limit(fetch)
+        )
         where = filters.where()
         if where:
             q = q.where(where, prefilter=True)
@@ -433,22 +467,36 @@ class MemoryIndex:
         dist = res.column("_distance").to_pylist()
         n = res.num_rows
         sims = [1.0 - float(d) for d in dist]
-        order = blended_rank(sims, [float(x) for x in cols["speedup"]], [float(x) for x in cols["created_at"]],
-                             speedup_weight=speedup_weight, recency_weight=recency_weight) if blended \
+        order = (
+            blended_rank(
+                sims,
+                [float(x) for x in cols["speedup"]],
+                [float(x) for x in cols["created_at"]],
+                speedup_weight=speedup_weight,
+                recency_weight=recency_weight,
+            )
+            if blended
             else list(range(n))
+        )
         if collapse:
             flat = res.column(VECTOR_COLUMN).combine_chunks().values.to_numpy(zero_copy_only=False)
             vecs = flat.reshape(n, -1)[order]
-            kept = collapse_near_duplicates([cols["title"][i] for i in order], vecs, threshold=duplicate_cosine,
-                                            limit=top_m)
+            kept = collapse_near_duplicates(
+                [cols["title"][i] for i in order], vecs, threshold=duplicate_cosine, limit=top_m
+            )
             keep = [order[k] for k in kept]
         else:
             keep = order[:top_m]
         return [
             RetrievedInsight(
-                entry_id=cols["id"][i], problem=cols["problem"][i], device=cols["device"][i],
-                language=cols["language"][i], speedup=float(cols["speedup"][i]), title=cols["title"][i],
-                text=cols["text"][i], score=round(sims[i], 6),
+                entry_id=cols["id"][i],
+                problem=cols["problem"][i],
+                device=cols["device"][i],
+                language=cols["language"][i],
+                speedup=float(cols["speedup"][i]),
+                title=cols["title"][i],
+                text=cols["text"][i],
+                score=round(sims[i], 6),
                 diff=kernel_diff(cols["slow_kernel"][i] or "", cols["fast_kernel"][i] or ""),
             )
             for i in keep
@@ -474,18 +522,33 @@ class MemoryIndex:
         other devices or languages. Each part ranked as `search` ranks."""
         if top_m <= 0:
             return []
-        vec = self.embedder.encode([query])[0] if isinstance(query, str) else np.asarray(query, dtype=np.float32)
-        cross = 0 if same_device_only or cross_device_share <= 0 else max(1, round(top_m * cross_device_share))
+        vec = (
+            self.embedder.encode([query])[0]
+            if isinstance(query, str)
+            else np.asarray(query, dtype=np.float32)
+        )
+        cross = (
+            0 if same_device_only or cross_device_share <= 0 else max(1, round(top_m * cross_device_share))
+        )
         cross = min(cross, top_m)
-        search = functools.partial(self.search, vec, exclude_source_runs=exclude_source_runs, allow_ids=allow_ids,
-                                   speedup_weight=speedup_weight, recency_weight=recency_weight)
+        search = functools.partial(
+            self.search,
+            vec,
+            exclude_source_runs=exclude_source_runs,
+            allow_ids=allow_ids,
+            speedup_weight=speedup_weight,
+            recency_weight=recency_weight,
+        )
         family = [device] if same_device_only else list(device_family(device))
         own = search(top_m=top_m - cross, device=family, language=language) if top_m > cross else []
         if not cross:
             return own
         seen = {e.entry_id for e in own}
-        others = [e for e in search(top_m=top_m + cross)
-                  if e.entry_id not in seen and not (e.language == language and e.device in family)]
+        others = [
+            e
+            for e in search(top_m=top_m + cross)
+            if e.entry_id not in seen and not (e.language == language and e.device in family)
+        ]
         return own + others[:cross]
 
     # --- maintenance ------------------------------------------------------------------------
@@ -495,18 +558,30 @@ class MemoryIndex:
         if tbl is None:
             return MemoryStats(uri=self.uri, table=self.table_name, exists=False)
         model, dim = schema_model(tbl.schema)
-        meta = tbl.search().select(["source_run", "problem", "device", "language", "op_type", "noop"]) \
-            .limit(None).to_arrow()
+        meta = (
+            tbl.search()
+            .select(["source_run", "problem", "device", "language", "op_type", "noop"])
+            .limit(None)
+            .to_arrow()
+        )
         col = {name: meta.column(name).to_pylist() for name in meta.column_names}
         try:
             fragments = int(tbl.stats()["fragment_stats"]["num_fragments"])
         except Exception:
             fragments = 0
         return MemoryStats(
-            uri=self.uri, table=self.table_name, exists=True, rows=meta.num_rows,
-            noop_rows=sum(1 for x in col["noop"] if x), model=model, dim=dim, version=int(tbl.version),
-            fragments=fragments, indices=[_index_name(ix) for ix in tbl.list_indices()],
-            runs=len(set(col["source_run"])), problems=len(set(col["problem"])),
+            uri=self.uri,
+            table=self.table_name,
+            exists=True,
+            rows=meta.num_rows,
+            noop_rows=sum(1 for x in col["noop"] if x),
+            model=model,
+            dim=dim,
+            version=int(tbl.version),
+            fragments=fragments,
+            indices=[_index_name(ix) for ix in tbl.list_indices()],
+            runs=len(set(col["source_run"])),
+            problems=len(set(col["problem"])),
             by_device=dict(Counter(col["device"]).most_common()),
             by_language=dict(Counter(col["language"]).most_common()),
             by_op_type=dict(Counter(col["op_type"]).most_common()),
@@ -533,12 +608,20 @@ class MemoryIndex:
         self.create_scalar_indices()
         if rows < min_rows:
             return False
-        tbl.create_index(VECTOR_COLUMN, config=_vector_index_config(
-            index_type, tbl.schema.field(VECTOR_COLUMN).type.list_size,
-            num_partitions or max(1, int(math.sqrt(rows))), num_sub_vectors))
+        tbl.create_index(
+            VECTOR_COLUMN,
+            config=_vector_index_config(
+                index_type,
+                tbl.schema.field(VECTOR_COLUMN).type.list_size,
+                num_partitions or max(1, int(math.sqrt(rows))),
+                num_sub_vectors,
+            ),
+        )
         return True
 
-    def maintain(self, *, ann_min_rows: int = ANN_MIN_ROWS, index_type: str = DEFAULT_INDEX_TYPE) -> dict[str, Any]:
+    def maintain(
+        self, *, ann_min_rows: int = ANN_MIN_ROWS, index_type: str = DEFAULT_INDEX_TYPE
+    ) -> dict[str, Any]:
         """What a long-lived writer runs now and then: build the scalar indices once the
         table has rows and the vector index once it is large enough, then compact and fold
         new rows into the indices. Returns what it did."""
@@ -549,7 +632,9 @@ class MemoryIndex:
         indexed = {c for ix in tbl.list_indices() for c in _index_columns(ix)}
         done: dict[str, Any] = {"rows": rows, "vector_index_built": False, "scalar_indices_built": False}
         if rows >= ann_min_rows and VECTOR_COLUMN not in indexed:
-            done["vector_index_built"] = self.create_vector_index(index_type=index_type, min_rows=ann_min_rows)
+            done["vector_index_built"] = self.create_vector_index(
+                index_type=index_type, min_rows=ann_min_rows
+            )
             done["scalar_indices_built"] = True
         elif rows > 0 and not set(SCALAR_INDICES) <= indexed:
             self.create_scalar_indices()
@@ -594,8 +679,9 @@ def _vector_index_config(index_type: str, dim: int, num_partitions: int, num_sub
         return ix.HnswPq(distance_type="cosine", num_partitions=num_partitions, num_sub_vectors=sub)
     simple = {"IVF_FLAT": ix.IvfFlat, "IVF_SQ": ix.IvfSq, "IVF_HNSW_SQ": ix.HnswSq, "IVF_RQ": ix.IvfRq}
     if kind not in simple:
-        raise ValueError(f"unknown vector index type {index_type!r}: use one of IVF_PQ, IVF_HNSW_PQ, "
-                         + ", ".join(simple))
+        raise ValueError(
+            f"unknown vector index type {index_type!r}: use one of IVF_PQ, IVF_HNSW_PQ, " + ", ".join(simple)
+        )
     return simple[kind](distance_type="cosine", num_partitions=num_partitions)
 
 

@@ -44,7 +44,9 @@ from hardware_agents.languages import KernelLanguage, UnknownLanguageError, get_
 from prompts.format import fence, format_problem, format_profile, format_speedup
 
 ROLES = ("planner", "executor", "fixer", "summarizer")
-LANGUAGES = tuple(n for n in language_names() if get_language(n).prompt_dir is None)  # templates in this package
+LANGUAGES = tuple(
+    n for n in language_names() if get_language(n).prompt_dir is None
+)  # templates in this package
 
 _PLACEHOLDER = re.compile(r"\{\{([a-z_]+)\}\}")
 _SECTION = re.compile(r"^=== (system|user) ===\n", re.MULTILINE)
@@ -81,7 +83,9 @@ def _template(lang: KernelLanguage, name: str) -> str:
     try:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError as e:
-        raise PromptError(f"prompt template {name!r} of kernel language {lang.name!r} is missing: {path}") from e
+        raise PromptError(
+            f"prompt template {name!r} of kernel language {lang.name!r} is missing: {path}"
+        ) from e
 
 
 def _fill(template: str, values: dict[str, str], name: str) -> str:
@@ -125,8 +129,11 @@ def _values(role: str, lang: KernelLanguage, ctx: dict[str, Any]) -> dict[str, s
     tag = lang.fence
     problem: Problem | None = ctx.get("problem")
     device = str(ctx.get("device", "cpu"))
-    v = {"primer": _template(lang, f"primer.{lang.name}.txt").strip(), "device": device,
-         "entry": _entry(problem, lang)}
+    v = {
+        "primer": _template(lang, f"primer.{lang.name}.txt").strip(),
+        "device": device,
+        "entry": _entry(problem, lang),
+    }
     if role in ("planner", "executor", "fixer"):
         _need(ctx, role, "problem", "source")
         assert problem is not None
@@ -134,7 +141,9 @@ def _values(role: str, lang: KernelLanguage, ctx: dict[str, Any]) -> dict[str, s
         v["source"] = fence(ctx["source"], tag)
     if role == "planner":
         _need(ctx, role, "seed", "request_id")
-        v["profile"] = format_profile(ctx.get("profile"), seed=int(ctx["seed"]), request_id=str(ctx["request_id"]))
+        v["profile"] = format_profile(
+            ctx.get("profile"), seed=int(ctx["seed"]), request_id=str(ctx["request_id"])
+        )
         v["experiences"] = _experiences(ctx.get("insights") or ())
     elif role == "executor":
         _need(ctx, role, "plan")
@@ -146,17 +155,25 @@ def _values(role: str, lang: KernelLanguage, ctx: dict[str, Any]) -> dict[str, s
         v["error_log"] = fence(log, "text")
         parent = (ctx.get("parent_source") or "").strip()
         v["parent_section"] = (
-            "\n# Last working version\nThe wrong code was derived from this version, which compiles and "
-            "passes the checks. Keep the wrong code's optimization if you can fix it; otherwise fall "
-            "back to this version.\n" + fence(parent, tag) + "\n"
-        ) if parent else ""
+            (
+                "\n# Last working version\nThe wrong code was derived from this version, which compiles and "
+                "passes the checks. Keep the wrong code's optimization if you can fix it; otherwise fall "
+                "back to this version.\n" + fence(parent, tag) + "\n"
+            )
+            if parent
+            else ""
+        )
     elif role == "summarizer":
         _need(ctx, role, "slow_source", "fast_source", "speedup")
         v["problem_name"] = problem.name if problem is not None else str(ctx.get("problem_name", "unknown"))
         v["slow_source"] = fence(ctx["slow_source"], tag)
         v["fast_source"] = fence(ctx["fast_source"], tag)
-        v["speedup"] = format_speedup(float(ctx["speedup"]), positive=bool(ctx.get("positive", True)),
-                                      device=device, estimated=bool(ctx.get("estimated", False)))
+        v["speedup"] = format_speedup(
+            float(ctx["speedup"]),
+            positive=bool(ctx.get("positive", True)),
+            device=device,
+            estimated=bool(ctx.get("estimated", False)),
+        )
     return v
 
 

@@ -14,8 +14,17 @@ from accelopt.problem import AxisConst, Problem, ScalarInput, Tolerance, Workloa
 from accelopt.profile import Profile
 from hardware_agents.languages import fence, get_language
 
-__all__ = ["axis_lines", "check_workload_line", "correctness_bar", "fence", "format_problem", "format_profile",
-           "format_speedup", "interface_lines", "shuffle_key"]
+__all__ = [
+    "axis_lines",
+    "check_workload_line",
+    "correctness_bar",
+    "fence",
+    "format_problem",
+    "format_profile",
+    "format_speedup",
+    "interface_lines",
+    "shuffle_key",
+]
 
 
 def axis_lines(problem: Problem) -> list[str]:
@@ -61,7 +70,8 @@ def correctness_bar(problem: Problem, language: str = "c") -> str:
         f"|out - ref| <= {tol.atol:g} * max(1, rms(ref)) + {tol.rtol:g} * |ref|. The checks use several "
         "fresh random seeds plus adversarial inputs (for example inputs scaled by 1000, which break a "
         "softmax without max subtraction or an unguarded exp). Inputs must not be modified. "
-        + get_language(language).output_rule + "Timing is done by the harness."
+        + get_language(language).output_rule
+        + "Timing is done by the harness."
     )
 
 
@@ -80,8 +90,11 @@ def format_problem(problem: Problem, language: str) -> str:
     parts += ["", "## Inputs", *_tensor_lines(problem, outputs=False)]
     parts += ["", "## Outputs", *_tensor_lines(problem, outputs=True)]
     if problem.check_workloads:
-        parts += ["", "## Also checked at (correctness only; the kernel must handle these sizes too)",
-                  *(f"- {check_workload_line(problem, w)}" for w in problem.check_workloads)]
+        parts += [
+            "",
+            "## Also checked at (correctness only; the kernel must handle these sizes too)",
+            *(f"- {check_workload_line(problem, w)}" for w in problem.check_workloads),
+        ]
     if d.constraints:
         parts += ["", "## Constraints", *(f"- {c}" for c in d.constraints)]
     parts += ["", "## Kernel interface", *interface_lines(problem, language)]
@@ -140,8 +153,11 @@ def format_profile(profile: Profile | None, *, seed: int, request_id: str) -> st
 
 def format_speedup(speedup: float, *, positive: bool, device: str, estimated: bool = False) -> str:
     s = speedup if speedup >= 1.0 else 1.0 / speedup
-    how = (f"ESTIMATED for {device} by a cost model, not measured: both kernels were checked in an emulator"
-           if estimated else f"measured on {device}")
+    how = (
+        f"ESTIMATED for {device} by a cost model, not measured: both kernels were checked in an emulator"
+        if estimated
+        else f"measured on {device}"
+    )
     text = f"{s:.3f}x: the fast kernel runs {s:.3f} times faster than the slow kernel ({how})."
     if not positive:
         text += (

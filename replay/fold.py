@@ -53,8 +53,11 @@ class KernelView:
 
     @property
     def estimated_pct_peak(self) -> float | None:
-        return self.profile.estimate.pct_peak if self.estimated_ms is not None and self.profile and \
-            self.profile.estimate else None
+        return (
+            self.profile.estimate.pct_peak
+            if self.estimated_ms is not None and self.profile and self.profile.estimate
+            else None
+        )
 
     @property
     def status(self) -> str:
@@ -248,8 +251,9 @@ class RunView:
         self.started = e
         self._settings = None
         for t in e.targets:
-            self.problems[t.problem.name] = ProblemView(t.problem.name, t.device, t.language,
-                                                        op_type=t.problem.definition.op_type)
+            self.problems[t.problem.name] = ProblemView(
+                t.problem.name, t.device, t.language, op_type=t.problem.definition.op_type
+            )
 
     def _on_run_completed(self, e: ev.RunCompleted) -> None:
         self.completed = e
@@ -271,8 +275,20 @@ class RunView:
             if broken is not None:
                 parent, plan = broken.parent_id, broken.plan_id
                 broken.fixed_by = e.kernel_id
-        kernels[e.kernel_id] = KernelView(e.kernel_id, e.problem, e.iteration, parent, plan, e.fix_of,
-                                          e.fix_round, e.language, e.source, None, None, e.ts)
+        kernels[e.kernel_id] = KernelView(
+            e.kernel_id,
+            e.problem,
+            e.iteration,
+            parent,
+            plan,
+            e.fix_of,
+            e.fix_round,
+            e.language,
+            e.source,
+            None,
+            None,
+            e.ts,
+        )
         p = self.problems.get(e.problem)
         if self.compact:
             self.request_problem.pop(e.request_id, None)
@@ -358,7 +374,9 @@ class RunView:
         if self.compact:
             self.request_problem.pop(e.request_id, None)
             return
-        self.plans[e.event_id] = PlanView(e.event_id, e.problem, e.iteration, e.candidate_id, e.plan, e.llm_call_id)
+        self.plans[e.event_id] = PlanView(
+            e.event_id, e.problem, e.iteration, e.candidate_id, e.plan, e.llm_call_id
+        )
 
     def _on_insight_summarized(self, e: ev.InsightSummarized) -> None:
         if self.compact:
@@ -408,7 +426,11 @@ class RunView:
         if self.failed:
             return "failed"
         if self.completed:
-            return f"completed ({self.completed.reason})" if self.completed.reason != "completed" else "completed"
+            return (
+                f"completed ({self.completed.reason})"
+                if self.completed.reason != "completed"
+                else "completed"
+            )
         return "running" if self.started else "empty"
 
     @property
@@ -425,7 +447,9 @@ class RunView:
 
     @property
     def duration_s(self) -> float:
-        return (self.last_ts - self.first_ts) if self.first_ts is not None and self.last_ts is not None else 0.0
+        return (
+            (self.last_ts - self.first_ts) if self.first_ts is not None and self.last_ts is not None else 0.0
+        )
 
     def lineage(self, kernel_id: str) -> list[KernelView]:
         """The kernel's ancestors from the baseline down to it (fix attempts included)."""
@@ -458,8 +482,9 @@ class RunView:
         learnt into the memory before that iteration (all problems)."""
         p = self.problems.get(problem)
         retrieved = list(p.memory.get(iteration, [])) if p is not None else []
-        learnt = [m.entry for m in self.memory_entries
-                  if self.memory_entry_iteration.get(m.entry.id, 0) < iteration]
+        learnt = [
+            m.entry for m in self.memory_entries if self.memory_entry_iteration.get(m.entry.id, 0) < iteration
+        ]
         return MemorySnapshot(problem, iteration, retrieved, learnt)
 
     def best_per_iteration(self, problem: str) -> list[IterationPoint]:
@@ -474,8 +499,14 @@ class RunView:
         for it in p.iterations:
             lat = it.best_latency_ms
             out[it.iteration] = IterationPoint(
-                it.iteration, it.best_kernel_id, lat, it.best_pct_peak,
-                base_ms / lat if base_ms and lat else None, p.iteration_cost.get(it.iteration, 0.0), it.ts)
+                it.iteration,
+                it.best_kernel_id,
+                lat,
+                it.best_pct_peak,
+                base_ms / lat if base_ms and lat else None,
+                p.iteration_cost.get(it.iteration, 0.0),
+                it.ts,
+            )
         return [out[i] for i in sorted(out)]
 
     def results(self) -> list[ProblemResult]:
@@ -485,20 +516,33 @@ class RunView:
             best = self.kernels.get(p.best_id or "")
             b_ms = base.latency_ms if base else None
             best_ms = best.latency_ms if best else None
-            rm = p.remeasured if p.remeasured is not None and p.remeasured.best.kernel_id == p.best_id else None
-            out.append(ProblemResult(
-                problem=name, device=p.device, baseline_ms=b_ms, best_ms=best_ms,
-                speedup=(b_ms / best_ms) if b_ms and best_ms else None,
-                baseline_pct_peak=base.profile.pct_peak if base and base.passed and base.profile else None,
-                best_pct_peak=best.profile.pct_peak if best and best.passed and best.profile else None,
-                kernels=p.kernels_seen,
-                iterations=max((i.iteration for i in p.iterations), default=0),
-                cost_usd=p.cost_usd, best_kernel_id=p.best_id, note=p.note,
-                remeasured_speedup=rm.speedup if rm is not None else None,
-                remeasure_noise=rm.noise if rm is not None else None,
-                remeasure_agrees=rm.agrees if rm is not None else True,
-                **_estimated(base, best),
-            ))
+            rm = (
+                p.remeasured
+                if p.remeasured is not None and p.remeasured.best.kernel_id == p.best_id
+                else None
+            )
+            out.append(
+                ProblemResult(
+                    problem=name,
+                    device=p.device,
+                    baseline_ms=b_ms,
+                    best_ms=best_ms,
+                    speedup=(b_ms / best_ms) if b_ms and best_ms else None,
+                    baseline_pct_peak=base.profile.pct_peak
+                    if base and base.passed and base.profile
+                    else None,
+                    best_pct_peak=best.profile.pct_peak if best and best.passed and best.profile else None,
+                    kernels=p.kernels_seen,
+                    iterations=max((i.iteration for i in p.iterations), default=0),
+                    cost_usd=p.cost_usd,
+                    best_kernel_id=p.best_id,
+                    note=p.note,
+                    remeasured_speedup=rm.speedup if rm is not None else None,
+                    remeasure_noise=rm.noise if rm is not None else None,
+                    remeasure_agrees=rm.agrees if rm is not None else True,
+                    **_estimated(base, best),
+                )
+            )
         return out
 
 
@@ -506,9 +550,13 @@ def _estimated(base: KernelView | None, best: KernelView | None) -> dict[str, fl
     """The ESTIMATED baseline/best figures of a problem whose kernels were estimated, not timed."""
     b = base.estimated_ms if base is not None else None
     k = best.estimated_ms if best is not None else None
-    return {"est_baseline_ms": b, "est_best_ms": k, "est_speedup": b / k if b and k else None,
-            "est_baseline_pct_peak": base.estimated_pct_peak if base is not None else None,
-            "est_best_pct_peak": best.estimated_pct_peak if best is not None else None}
+    return {
+        "est_baseline_ms": b,
+        "est_best_ms": k,
+        "est_speedup": b / k if b and k else None,
+        "est_baseline_pct_peak": base.estimated_pct_peak if base is not None else None,
+        "est_best_pct_peak": best.estimated_pct_peak if best is not None else None,
+    }
 
 
 class IterationPoint(NamedTuple):

@@ -57,13 +57,22 @@ def best_path(view: RunView, kernel_id: str) -> list[LineageStep]:
         lat = k.latency_ms
         siblings = 0
         if kind == "plan":
-            siblings = sum(1 for s in kids.get(k.parent_id, []) if s.iteration == k.iteration and not s.fix_of) - 1
-        steps.append(LineageStep(
-            kernel=k, kind=kind, previous=chain[i - 1] if i else None, plan=view.plan_text(k.kernel_id),
-            speedup=base_ms / lat if base_ms and lat else None,
-            step_speedup=last_ok.latency_ms / lat if last_ok is not None and last_ok.latency_ms and lat else None,
-            siblings=max(siblings, 0),
-        ))
+            siblings = (
+                sum(1 for s in kids.get(k.parent_id, []) if s.iteration == k.iteration and not s.fix_of) - 1
+            )
+        steps.append(
+            LineageStep(
+                kernel=k,
+                kind=kind,
+                previous=chain[i - 1] if i else None,
+                plan=view.plan_text(k.kernel_id),
+                speedup=base_ms / lat if base_ms and lat else None,
+                step_speedup=last_ok.latency_ms / lat
+                if last_ok is not None and last_ok.latency_ms and lat
+                else None,
+                siblings=max(siblings, 0),
+            )
+        )
         if lat is not None:
             last_ok = k
     return steps
@@ -94,7 +103,11 @@ def search_tree(view: RunView, problem: str, *, limit: int = 400) -> tuple[list[
         keep = path | beams | ({p.baseline_id} if p.baseline_id else set())
         for kid in list(keep):  # fix chains of kept kernels
             keep.update(k.kernel_id for k in view.fix_chain(kid))
-    nodes = {kid: TreeNode(view.kernels[kid], on_path=kid in path, in_beam=kid in beams) for kid in ids if kid in keep}
+    nodes = {
+        kid: TreeNode(view.kernels[kid], on_path=kid in path, in_beam=kid in beams)
+        for kid in ids
+        if kid in keep
+    }
     roots: list[TreeNode] = []
     for kid in ids:
         node = nodes.get(kid)

@@ -62,7 +62,9 @@ def memory_use(events: Iterable[ev.Event]) -> dict[str, MemoryUse]:
                 continue
             followed = False
             for x in req.insights:
-                names = constants.get(x.entry_id) or insight_constants(x.title, x.text, tunables.get(e.problem, ()))
+                names = constants.get(x.entry_id) or insight_constants(
+                    x.title, x.text, tunables.get(e.problem, ())
+                )
                 if names and _names(e.plan, names):
                     out[e.problem].used.add(x.entry_id)
                     followed = True

@@ -51,7 +51,9 @@ class Recording:
         return rec or cls("")
 
     def profile_for(self, request: ev.ProfileRequested) -> ev.KernelProfiled | None:
-        return self.profiles.get(profile_key(request.problem, request.device, request.language, request.source))
+        return self.profiles.get(
+            profile_key(request.problem, request.device, request.language, request.source)
+        )
 
 
 @dataclass

@@ -36,13 +36,20 @@ def iter_file_events(path: str | Path) -> Iterator[ev.Event]:
         yield decode(data, subject, i + 1)
 
 
-def fold_file(path: str | Path, *, until_iteration: int | None = None, valid_prefix: bool = False,
-              warnings: list[str] | None = None) -> RunView:
-    return RunView.from_events(file_events(Path(path), valid_prefix=valid_prefix, warnings=warnings),
-                               until_iteration=until_iteration)
+def fold_file(
+    path: str | Path,
+    *,
+    until_iteration: int | None = None,
+    valid_prefix: bool = False,
+    warnings: list[str] | None = None,
+) -> RunView:
+    return RunView.from_events(
+        file_events(Path(path), valid_prefix=valid_prefix, warnings=warnings), until_iteration=until_iteration
+    )
 
 
 # --- the stream -------------------------------------------------------------------------------
+
 
 async def _stream_runs(url: str, skip: set[str]) -> list[tuple[str, RunView]]:
     import nats.js.errors
@@ -69,6 +76,7 @@ async def _stream_runs(url: str, skip: set[str]) -> list[tuple[str, RunView]]:
 
 
 # --- listing ----------------------------------------------------------------------------------
+
 
 @dataclass
 class RunListing:
@@ -98,10 +106,23 @@ class RunListing:
 def _lock_only(run_dir: Path) -> RunSummary:
     """A run known only by its driver's lock file (its events are on a stream that is down)."""
     info = read_lock(run_dir / "run.lock")
-    return RunSummary(run_id=run_dir.name, status="running", problems=0, iterations_done=0,
-                      iterations_planned=None, kernels=0, speedup_geomean=None, pct_peak_geomean=None,
-                      baseline_pct_peak_geomean=None, cost_usd=0.0, llm_calls=0, tokens=0,
-                      started_ts=info.started_ts, last_ts=None, events=0)
+    return RunSummary(
+        run_id=run_dir.name,
+        status="running",
+        problems=0,
+        iterations_done=0,
+        iterations_planned=None,
+        kernels=0,
+        speedup_geomean=None,
+        pct_peak_geomean=None,
+        baseline_pct_peak_geomean=None,
+        cost_usd=0.0,
+        llm_calls=0,
+        tokens=0,
+        started_ts=info.started_ts,
+        last_ts=None,
+        events=0,
+    )
 
 
 def list_runs(root: str | Path, *, nats_url: str | None = None) -> tuple[list[RunListing], list[str]]:
@@ -112,7 +133,9 @@ def list_runs(root: str | Path, *, nats_url: str | None = None) -> tuple[list[Ru
     if root.is_dir():
         for log in sorted(root.glob(f"*/{LOG_NAME}")):
             try:
-                view = fold_file(log, valid_prefix=True, warnings=warnings)  # damage: the valid prefix, warned
+                view = fold_file(
+                    log, valid_prefix=True, warnings=warnings
+                )  # damage: the valid prefix, warned
             except (*LOG_DAMAGE, ValueError) as e:
                 warnings.append(f"{log}: {e}")
                 continue
@@ -139,15 +162,26 @@ def list_runs(root: str | Path, *, nats_url: str | None = None) -> tuple[list[Ru
 
 # --- one run ------------------------------------------------------------------------------------
 
-def open_run(run: str, root: str | Path, *, nats_url: str | None = None, until_iteration: int | None = None,
-             valid_prefix: bool = False, warnings: list[str] | None = None) -> tuple[RunView, Path | None]:
+
+def open_run(
+    run: str,
+    root: str | Path,
+    *,
+    nats_url: str | None = None,
+    until_iteration: int | None = None,
+    valid_prefix: bool = False,
+    warnings: list[str] | None = None,
+) -> tuple[RunView, Path | None]:
     """Fold a run given as a file, a run directory or a run id (under `root`, then on the
     stream: `nats_url`, the root's running server, or the root's embedded server started to
     read it). Returns the view and the exported log it came from (None: the stream). A
     damaged log raises one of LOG_DAMAGE (`valid_prefix`: its valid prefix, warned)."""
     path = run_log_path(run, root)
     if path is not None:
-        return fold_file(path, until_iteration=until_iteration, valid_prefix=valid_prefix, warnings=warnings), path
-    events = load_events(run, root, nats_url=nats_url, prefer_stream=True, valid_prefix=valid_prefix,
-                         warnings=warnings)
+        return fold_file(
+            path, until_iteration=until_iteration, valid_prefix=valid_prefix, warnings=warnings
+        ), path
+    events = load_events(
+        run, root, nats_url=nats_url, prefer_stream=True, valid_prefix=valid_prefix, warnings=warnings
+    )
     return RunView.from_events(events, until_iteration=until_iteration), None

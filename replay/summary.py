@@ -95,8 +95,9 @@ class RunSummary:
 
 def search_settings(cfg: RunConfig) -> str:
     s = cfg.search
-    text = (f"B={s.beam_width} N={s.plans_per_candidate} K={s.samples_per_plan} T={s.iterations} "
-            f"F={s.fix_rounds}")
+    text = (
+        f"B={s.beam_width} N={s.plans_per_candidate} K={s.samples_per_plan} T={s.iterations} F={s.fix_rounds}"
+    )
     return text if cfg.memory.enabled else text + " memory=off"
 
 

@@ -47,25 +47,39 @@ void kernel(const float* x, float* y) {{
     }}
 }}
 """
-SYSTEM = ("You are an expert performance engineer. Optimize the kernel below for the target device. "
-          "Propose exactly one single-step optimization plan, or implement the plan you are given, "
-          "returning the full kernel in one fenced code block. ") * 4
+SYSTEM = (
+    "You are an expert performance engineer. Optimize the kernel below for the target device. "
+    "Propose exactly one single-step optimization plan, or implement the plan you are given, "
+    "returning the full kernel in one fenced code block. "
+) * 4
 PRICE_IN, PRICE_OUT = 2.5e-6, 10e-6  # USD per token
 # simulated seconds an event's work advances the clock (agents and profilers work in parallel)
 ADVANCE = {ev.LLMCallCompleted: 0.4, ev.KernelProfiled: 0.25, ev.MemoryRetrieved: 0.05}
 ROLE_OF: dict[type[ev.Event], ev.Role] = {
-    ev.PlanRequested: "planner", ev.ImplementationRequested: "executor", ev.FixRequested: "fixer",
-    ev.SummaryRequested: "summarizer"}
+    ev.PlanRequested: "planner",
+    ev.ImplementationRequested: "executor",
+    ev.FixRequested: "fixer",
+    ev.SummaryRequested: "summarizer",
+}
 
 
 def _target(name: str) -> ev.ProblemTarget:
-    d = Definition(name=name, op_type="elementwise", axes={"N": AxisConst(value=1 << 20)},
-                   inputs={"x": TensorSpec(shape=["N"], dtype="float32")},
-                   outputs={"y": TensorSpec(shape=["N"], dtype="float32")},
-                   reference="def run(x):\n    return x * 0.5 + 1.0\n", x_roofline=Roofline(bytes_min="8*N"))
+    d = Definition(
+        name=name,
+        op_type="elementwise",
+        axes={"N": AxisConst(value=1 << 20)},
+        inputs={"x": TensorSpec(shape=["N"], dtype="float32")},
+        outputs={"y": TensorSpec(shape=["N"], dtype="float32")},
+        reference="def run(x):\n    return x * 0.5 + 1.0\n",
+        x_roofline=Roofline(bytes_min="8*N"),
+    )
     s = one_file_solution(name, SOURCE.format(name=name, tile=16, unroll=1), name=f"{name}_base")
-    return ev.ProblemTarget(problem=Problem(definition=d, workload=Workload(uuid=f"w-{name}"), baseline=s),
-                            device="cpu", language="c", content_hash=name)
+    return ev.ProblemTarget(
+        problem=Problem(definition=d, workload=Workload(uuid=f"w-{name}"), baseline=s),
+        device="cpu",
+        language="c",
+        content_hash=name,
+    )
 
 
 def _knobs(src: str) -> tuple[int, int]:
@@ -93,27 +107,46 @@ class SyntheticWorld:
         c_tok = 60 + len(response) // 4 + self.rng.randint(0, 40)
         latency = 1.0 + self.rng.random() * (6.0 if role == "executor" else 3.0)
         return ev.LLMCallCompleted(
-            **self.env("LLMCallCompleted", req.event_id), role=role, request_id=req.event_id,
-            model="openai/gpt-4o-mini", params={"temperature": 1.0},
+            **self.env("LLMCallCompleted", req.event_id),
+            role=role,
+            request_id=req.event_id,
+            model="openai/gpt-4o-mini",
+            params={"temperature": 1.0},
             messages=[ChatMessage(role="system", content=SYSTEM), ChatMessage(role="user", content=prompt)],
-            response=response, usage=TokenUsage(prompt_tokens=p_tok, completion_tokens=c_tok),
-            cost_usd=p_tok * PRICE_IN + c_tok * PRICE_OUT, latency_s=latency, content_hash=req.event_id[:16],
+            response=response,
+            usage=TokenUsage(prompt_tokens=p_tok, completion_tokens=c_tok),
+            cost_usd=p_tok * PRICE_IN + c_tok * PRICE_OUT,
+            latency_s=latency,
+            content_hash=req.event_id[:16],
             finish_reason="stop",
         )
 
     def latency(self, problem: str, src: str) -> float:
         tile, unroll = _knobs(src)
-        best_t, best_u = self.optimum.setdefault(problem, (self.rng.choice([1024, 2048, 4096]), self.rng.choice([8, 16])))
-        dist = abs(tile.bit_length() - best_t.bit_length()) + 0.5 * abs(unroll.bit_length() - best_u.bit_length())
+        best_t, best_u = self.optimum.setdefault(
+            problem, (self.rng.choice([1024, 2048, 4096]), self.rng.choice([8, 16]))
+        )
+        dist = abs(tile.bit_length() - best_t.bit_length()) + 0.5 * abs(
+            unroll.bit_length() - best_u.bit_length()
+        )
         return 1.0 * (1.0 + 0.35 * dist) * (1.0 + 0.02 * self.rng.random())
 
     def answer(self, e: ev.Event) -> list[ev.Event]:
         rng = self.rng
         if isinstance(e, ev.MemoryRequested):
             picked = rng.sample(self.entries, min(len(self.entries), 8))
-            return [ev.MemoryRetrieved(event_id=e.result_id, run_id=self.run_id, ts=0.0,
-                                       problem=e.problem, iteration=e.iteration, candidate_id=e.candidate_id,
-                                       query=e.candidate_source[:400], entries=picked)]
+            return [
+                ev.MemoryRetrieved(
+                    event_id=e.result_id,
+                    run_id=self.run_id,
+                    ts=0.0,
+                    problem=e.problem,
+                    iteration=e.iteration,
+                    candidate_id=e.candidate_id,
+                    query=e.candidate_source[:400],
+                    entries=picked,
+                )
+            ]
         if isinstance(e, ev.PlanRequested):
             tile, unroll = _knobs(e.candidate_source)
             up = rng.random() < 0.7
@@ -122,16 +155,36 @@ class SyntheticWorld:
             else:
                 what, old, new = "UNROLL", unroll, unroll * 2 if up else max(1, unroll // 2)
             step = f"{what} {old} -> {new}"
-            plan = (f"**Retune {what}**\nChange `{what}` and leave everything else unchanged; the profile shows "
-                    f"the kernel is memory bound.\nCHANGE: {step}")
+            plan = (
+                f"**Retune {what}**\nChange `{what}` and leave everything else unchanged; the profile shows "
+                f"the kernel is memory bound.\nCHANGE: {step}"
+            )
             call = self.llm(e, e.candidate_source, plan)
             if rng.random() < 0.02:
-                return [call, ev.ProposalFailed(**self.env("ProposalFailed", e.event_id), stage="plan",
-                                                request_id=e.event_id, problem=e.problem, iteration=e.iteration,
-                                                reason="no plan in the response", llm_call_id=call.event_id)]
-            return [call, ev.PlanProposed(**self.env("PlanProposed", e.event_id), problem=e.problem,
-                                          iteration=e.iteration, candidate_id=e.candidate_id, request_id=e.event_id,
-                                          plan=plan, llm_call_id=call.event_id)]
+                return [
+                    call,
+                    ev.ProposalFailed(
+                        **self.env("ProposalFailed", e.event_id),
+                        stage="plan",
+                        request_id=e.event_id,
+                        problem=e.problem,
+                        iteration=e.iteration,
+                        reason="no plan in the response",
+                        llm_call_id=call.event_id,
+                    ),
+                ]
+            return [
+                call,
+                ev.PlanProposed(
+                    **self.env("PlanProposed", e.event_id),
+                    problem=e.problem,
+                    iteration=e.iteration,
+                    candidate_id=e.candidate_id,
+                    request_id=e.event_id,
+                    plan=plan,
+                    llm_call_id=call.event_id,
+                ),
+            ]
         if isinstance(e, ev.ImplementationRequested):
             what, change = e.plan.rsplit("CHANGE: ", 1)[1].split(" ", 1)
             value = int(change.split("-> ")[1])
@@ -139,56 +192,129 @@ class SyntheticWorld:
             if rng.random() < self.fail_rate:
                 src = src.replace("size_t i1", "size_t i1 = ;", 1)  # does not compile
             call = self.llm(e, e.plan + e.candidate_source, src)
-            return [call, ev.KernelProposed(**self.env("KernelProposed", e.event_id),
-                                            kernel_id=ev.derive_event_id(self.run_id, "Kernel", e.event_id),
-                                            problem=e.problem, iteration=e.iteration, parent_id=e.candidate_id,
-                                            plan_id=e.plan_id, request_id=e.event_id, language="c", source=src,
-                                            llm_call_id=call.event_id)]
+            return [
+                call,
+                ev.KernelProposed(
+                    **self.env("KernelProposed", e.event_id),
+                    kernel_id=ev.derive_event_id(self.run_id, "Kernel", e.event_id),
+                    problem=e.problem,
+                    iteration=e.iteration,
+                    parent_id=e.candidate_id,
+                    plan_id=e.plan_id,
+                    request_id=e.event_id,
+                    language="c",
+                    source=src,
+                    llm_call_id=call.event_id,
+                ),
+            ]
         if isinstance(e, ev.FixRequested):
             src = e.source if rng.random() < 0.3 else e.source.replace("size_t i1 = ;", "size_t i1", 1)
             call = self.llm(e, e.error_log + e.source, src)
-            return [call, ev.KernelProposed(**self.env("KernelProposed", e.event_id),
-                                            kernel_id=ev.derive_event_id(self.run_id, "Kernel", e.event_id),
-                                            problem=e.problem, iteration=e.iteration, parent_id=None, plan_id=None,
-                                            request_id=e.event_id, language="c", source=src, fix_of=e.kernel_id,
-                                            fix_round=e.fix_round, llm_call_id=call.event_id)]
+            return [
+                call,
+                ev.KernelProposed(
+                    **self.env("KernelProposed", e.event_id),
+                    kernel_id=ev.derive_event_id(self.run_id, "Kernel", e.event_id),
+                    problem=e.problem,
+                    iteration=e.iteration,
+                    parent_id=None,
+                    plan_id=None,
+                    request_id=e.event_id,
+                    language="c",
+                    source=src,
+                    fix_of=e.kernel_id,
+                    fix_round=e.fix_round,
+                    llm_call_id=call.event_id,
+                ),
+            ]
         if isinstance(e, ev.ProfileRequested):
             if "i1 = ;" in e.source:
-                prof = Profile(status="compile_error", device="cpu",
-                               log="kernel.c:10:25: error: expected expression before ';' token")
+                prof = Profile(
+                    status="compile_error",
+                    device="cpu",
+                    log="kernel.c:10:25: error: expected expression before ';' token",
+                )
             else:
                 lat = self.latency(e.problem, e.source)
-                prof = Profile(status="passed", device="cpu", t_peak_ms=0.12, pct_peak=0.12 / lat, bound="memory",
-                               latency=LatencyStats(samples_ms=[lat] * 5, median_ms=lat, min_ms=lat, max_ms=lat,
-                                                    spread=0.0), counters={"achieved_gbs": 8.4 / lat})
-            return [ev.KernelProfiled(**self.env("KernelProfiled", e.event_id), kernel_id=e.kernel_id,
-                                      problem=e.problem, device="cpu", request_id=e.event_id, profile=prof)]
+                prof = Profile(
+                    status="passed",
+                    device="cpu",
+                    t_peak_ms=0.12,
+                    pct_peak=0.12 / lat,
+                    bound="memory",
+                    latency=LatencyStats(
+                        samples_ms=[lat] * 5, median_ms=lat, min_ms=lat, max_ms=lat, spread=0.0
+                    ),
+                    counters={"achieved_gbs": 8.4 / lat},
+                )
+            return [
+                ev.KernelProfiled(
+                    **self.env("KernelProfiled", e.event_id),
+                    kernel_id=e.kernel_id,
+                    problem=e.problem,
+                    device="cpu",
+                    request_id=e.event_id,
+                    profile=prof,
+                )
+            ]
         if isinstance(e, ev.SummaryRequested):
             title = f"**{'Retune' if e.positive else 'Undo'} the tile size**"
             text = "Larger tiles amortise the loop overhead; past the cache size they stop helping."
             call = self.llm(e, e.slow_source + e.fast_source, title + "\n" + text)
-            return [call, ev.InsightSummarized(**self.env("InsightSummarized", e.event_id), problem=e.problem,
-                                               iteration=e.iteration, request_id=e.event_id, title=title, text=text,
-                                               llm_call_id=call.event_id)]
+            return [
+                call,
+                ev.InsightSummarized(
+                    **self.env("InsightSummarized", e.event_id),
+                    problem=e.problem,
+                    iteration=e.iteration,
+                    request_id=e.event_id,
+                    title=title,
+                    text=text,
+                    llm_call_id=call.event_id,
+                ),
+            ]
         if isinstance(e, ev.MemoryEntryAdded):
             m: MemoryEntry = e.entry
-            self.entries.append(ev.RetrievedInsight(entry_id=m.id, problem=m.problem, device=m.device,
-                                                    language=m.language, speedup=m.speedup, title=m.title,
-                                                    text=m.text, score=0.5 + 0.5 * self.rng.random()))
+            self.entries.append(
+                ev.RetrievedInsight(
+                    entry_id=m.id,
+                    problem=m.problem,
+                    device=m.device,
+                    language=m.language,
+                    speedup=m.speedup,
+                    title=m.title,
+                    text=m.text,
+                    score=0.5 + 0.5 * self.rng.random(),
+                )
+            )
         return []
 
 
-def synthetic_run(*, run_id: str = "synthetic", problems: int = 2, preset: str = "quick",
-                  overrides: tuple[str, ...] = (), seed: int = 0, fail_rate: float = 0.15,
-                  max_events: int | None = None, t0: float = 1_700_000_000.0,
-                  parent_run: str | None = None, fork_iteration: int | None = None) -> list[ev.Event]:
+def synthetic_run(
+    *,
+    run_id: str = "synthetic",
+    problems: int = 2,
+    preset: str = "quick",
+    overrides: tuple[str, ...] = (),
+    seed: int = 0,
+    fail_rate: float = 0.15,
+    max_events: int | None = None,
+    t0: float = 1_700_000_000.0,
+    parent_run: str | None = None,
+    fork_iteration: int | None = None,
+) -> list[ev.Event]:
     """A complete run log (or its first `max_events` events) of `problems` synthetic problems."""
     cfg = build_config(preset=preset, overrides=["memory.enabled=true", f"seed={seed}", *overrides])
     world = SyntheticWorld(run_id, seed, fail_rate, t0)
     core = CoordinatorCore(run_id, clock=lambda: world.now)
-    start = ev.RunStarted(**{**world.env("RunStarted"), "ts": t0}, config=cfg.to_dict(), seed=seed,
-                          targets=[_target(f"op{i:02d}") for i in range(problems)],
-                          parent_run=parent_run, fork_iteration=fork_iteration)
+    start = ev.RunStarted(
+        **{**world.env("RunStarted"), "ts": t0},
+        config=cfg.to_dict(),
+        seed=seed,
+        targets=[_target(f"op{i:02d}") for i in range(problems)],
+        parent_run=parent_run,
+        fork_iteration=fork_iteration,
+    )
 
     def stamp(e: ev.Event) -> ev.Event:  # the simulated clock advances with the work an event stands for
         world.now += ADVANCE.get(type(e), 0.002)
@@ -197,11 +323,17 @@ def synthetic_run(*, run_id: str = "synthetic", problems: int = 2, preset: str =
     return drive_core(core, start, world.answer, admit=stamp, max_events=max_events)
 
 
-def drive_core(core: CoordinatorCore, start: ev.Event, answer: Callable[[ev.Event], list[ev.Event]], *,
-               pick: Callable[[Sequence[ev.Event]], int] | None = None,
-               admit: Callable[[ev.Event], ev.Event] | None = None,
-               on_output: Callable[[ev.Event], None] | None = None,
-               max_events: int | None = None, max_steps: int | None = None) -> list[ev.Event]:
+def drive_core(
+    core: CoordinatorCore,
+    start: ev.Event,
+    answer: Callable[[ev.Event], list[ev.Event]],
+    *,
+    pick: Callable[[Sequence[ev.Event]], int] | None = None,
+    admit: Callable[[ev.Event], ev.Event] | None = None,
+    on_output: Callable[[ev.Event], None] | None = None,
+    max_events: int | None = None,
+    max_steps: int | None = None,
+) -> list[ev.Event]:
     """The loop of every simulated run (synthetic logs, the core's tests): step the core over
     `start` and the world's answers to its outputs and effects until the run completes.
 

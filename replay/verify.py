@@ -126,8 +126,13 @@ class Verifier:
             self.verified.add(e.event_id)
             return True
         report.inputs += 1
-        effect_id = e.event_id if isinstance(e, ev.MemoryRetrieved) else \
-            e.result_id if isinstance(e, ev.MemoryRequested) else None
+        effect_id = (
+            e.event_id
+            if isinstance(e, ev.MemoryRetrieved)
+            else e.result_id
+            if isinstance(e, ev.MemoryRequested)
+            else None
+        )
         if effect_id is not None and effect_id not in self.expected_effects:
             report.divergence = Divergence(i, "unexpected-effect", e.event_id, e.type, recorded=e)
             return False
@@ -147,7 +152,9 @@ class Verifier:
             extra = list(self.pending.values())
             if extra and self.finished:
                 first = extra[0]
-                report.divergence = Divergence(report.events, "extra", first.event_id, first.type, replayed=first)
+                report.divergence = Divergence(
+                    report.events, "extra", first.event_id, first.type, replayed=first
+                )
             else:
                 report.pending_at_end = [f"{d.type} {d.event_id[:12]}" for d in extra]
         return report

@@ -51,12 +51,29 @@ WHEELS = ("msgspec==0.22.0",)
 
 # --- set-up ----------------------------------------------------------------------------------
 
+
 def prepare_wheels(dest: Path, python: str) -> int:
     """Download the wheels a stock CUDA image lacks, for CPython `python` (e.g. 3.12)."""
     dest.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--only-binary=:all:", "--no-deps", "--implementation", "cp",
-           "--python-version", python, "--platform", "manylinux2014_x86_64", "--platform",
-           "manylinux_2_17_x86_64", "-d", str(dest), *WHEELS]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--only-binary=:all:",
+        "--no-deps",
+        "--implementation",
+        "cp",
+        "--python-version",
+        python,
+        "--platform",
+        "manylinux2014_x86_64",
+        "--platform",
+        "manylinux_2_17_x86_64",
+        "-d",
+        str(dest),
+        *WHEELS,
+    ]
     return subprocess.call(cmd)
 
 
@@ -65,7 +82,9 @@ def ensure_deps(wheels: Path | None) -> None:
     if importlib.util.find_spec("msgspec") is not None:
         return
     if wheels is None:
-        sys.exit("msgspec is missing: pass --wheels DIR (made by --prepare-wheels DIR on a host with a registry)")
+        sys.exit(
+            "msgspec is missing: pass --wheels DIR (made by --prepare-wheels DIR on a host with a registry)"
+        )
     files = sorted(str(p) for p in wheels.glob("*.whl"))
     subprocess.check_call([sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", *files])
 
@@ -80,18 +99,27 @@ class Budget:
 
 # --- rows ------------------------------------------------------------------------------------
 
+
 def profile_row(kind: str, name: str, prof: Any, **extra: Any) -> dict[str, Any]:
     c = prof.counters
     n_calls = c.get("timing_calls", 0.0) / max(c.get("trials", 1.0), 1.0)
     row: dict[str, Any] = {
-        "kind": kind, "name": name, "status": prof.status, "wall_s": round(prof.wall_s, 2),
+        "kind": kind,
+        "name": name,
+        "status": prof.status,
+        "wall_s": round(prof.wall_s, 2),
         "median_ms": prof.latency.median_ms if prof.latency else None,
         "pct_peak": prof.pct_peak,
         "untimed_per_call_us": c.get("timing_untimed_per_call_s", 0.0) * 1e6 or None,
         "overhead_per_call_us": c.get("timing_overhead_per_call_s", 0.0) * 1e6 or None,
-        "kernel_clock_over_wall": (c["timing_kernel_clock_s"] / c["timing_wall_s"]) if c.get("timing_wall_s") else None,
-        "checked_calls": c.get("timing_checked_calls"), "calls": c.get("timing_calls"),
-        "log": prof.log.splitlines()[0][:300] if prof.log else "", **extra}
+        "kernel_clock_over_wall": (c["timing_kernel_clock_s"] / c["timing_wall_s"])
+        if c.get("timing_wall_s")
+        else None,
+        "checked_calls": c.get("timing_checked_calls"),
+        "calls": c.get("timing_calls"),
+        "log": prof.log.splitlines()[0][:300] if prof.log else "",
+        **extra,
+    }
     row["detects_2x_slow_clock"] = detects_2x(row, n_calls)
     return row
 
@@ -112,16 +140,28 @@ def detects_2x(row: dict[str, Any], n_calls: float) -> bool | None:
 
 # --- steps -----------------------------------------------------------------------------------
 
+
 def run_gpu_tests() -> dict[str, Any]:
     t0 = time.monotonic()
     # the files that hold gpu-marked tests (others may import what a stock image lacks)
-    files = sorted(str(p.relative_to(REPO)) for p in (REPO / "tests").rglob("test_*.py")
-                   if "mark.gpu" in p.read_text())
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", *files],
-                          cwd=REPO, capture_output=True, text=True, timeout=900)
+    files = sorted(
+        str(p.relative_to(REPO)) for p in (REPO / "tests").rglob("test_*.py") if "mark.gpu" in p.read_text()
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", *files],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     tail = [ln for ln in proc.stdout.splitlines() if ln.strip()][-1:] or [proc.stderr[-300:]]
-    return {"kind": "tests", "name": "pytest -m gpu", "status": "passed" if proc.returncode == 0 else "failed",
-            "wall_s": round(time.monotonic() - t0, 1), "log": tail[0][:300]}
+    return {
+        "kind": "tests",
+        "name": "pytest -m gpu",
+        "status": "passed" if proc.returncode == 0 else "failed",
+        "wall_s": round(time.monotonic() - t0, 1),
+        "log": tail[0][:300],
+    }
 
 
 def suite_rows(agent: Any, budget: Budget) -> list[dict[str, Any]]:
@@ -148,13 +188,23 @@ def corpus_rows(agent: Any, on_gpu: bool, budget: Budget) -> list[dict[str, Any]
     for hack in load("triton"):
         expect, needle = hack.expected(on_gpu)
         if budget.left() < 20:
-            rows.append({"kind": "corpus", "name": hack.name, "status": "skipped (budget)", "expected": expect})
+            rows.append(
+                {"kind": "corpus", "name": hack.name, "status": "skipped (budget)", "expected": expect}
+            )
             continue
         p = suites.get_problem(hack.problem)
         prof = agent.profile(p, solution(p, hack.source, name=hack.name))
         text = prof.log + " ".join(c.note for c in prof.correctness)
-        rows.append(profile_row("corpus", hack.name, prof, expected=expect, needle=needle,
-                                caught=prof.status == expect and needle in text))
+        rows.append(
+            profile_row(
+                "corpus",
+                hack.name,
+                prof,
+                expected=expect,
+                needle=needle,
+                caught=prof.status == expect and needle in text,
+            )
+        )
     return rows
 
 
@@ -176,8 +226,17 @@ def fib_rows(agent: Any, folder: Path, budget: Budget) -> tuple[list[dict[str, A
                 rows.append({"kind": "fib", "name": f"{p.name}/{sol.name}", "status": "skipped (budget)"})
                 continue
             role = "baseline" if sol.name == p.baseline.name else "other"
-            rows.append(profile_row("fib", f"{p.name}/{sol.name}", agent.profile(p, sol), expected="passed",
-                                    problem=p.name, solution=sol.name, role=role))
+            rows.append(
+                profile_row(
+                    "fib",
+                    f"{p.name}/{sol.name}",
+                    agent.profile(p, sol),
+                    expected="passed",
+                    problem=p.name,
+                    solution=sol.name,
+                    role=role,
+                )
+            )
     return rows, pairs
 
 
@@ -191,14 +250,26 @@ def paper_speedups(folder: Path, rows: list[dict[str, Any]]) -> list[dict[str, A
     for entry in json.loads(path.read_text()):
         d = entry["definition"]
         base = by.get((d, entry["baseline_solution"]))
-        best = next((r for (pd, _), r in by.items() if pd == d and r is not base and r.get("median_ms")), None)
-        ours = (base["median_ms"] / best["median_ms"]) if base and best and base.get("median_ms") and \
-            best.get("median_ms") else None
+        best = next(
+            (r for (pd, _), r in by.items() if pd == d and r is not base and r.get("median_ms")), None
+        )
+        ours = (
+            (base["median_ms"] / best["median_ms"])
+            if base and best and base.get("median_ms") and best.get("median_ms")
+            else None
+        )
         paper = entry["baseline_ms"] / entry["accelopt_best_ms"]
-        out.append({"kind": "paper", "name": d, "paper_speedup": round(paper, 3),
-                    "agent_speedup": round(ours, 3) if ours else None,
-                    "within_15pct": ours is not None and abs(ours / paper - 1) <= 0.15,
-                    "paper_baseline_ms": entry["baseline_ms"], "paper_best_ms": entry["accelopt_best_ms"]})
+        out.append(
+            {
+                "kind": "paper",
+                "name": d,
+                "paper_speedup": round(paper, 3),
+                "agent_speedup": round(ours, 3) if ours else None,
+                "within_15pct": ours is not None and abs(ours / paper - 1) <= 0.15,
+                "paper_baseline_ms": entry["baseline_ms"],
+                "paper_best_ms": entry["accelopt_best_ms"],
+            }
+        )
     return out
 
 
@@ -206,14 +277,21 @@ def witness_rows(items: list[tuple[str, Any, Any]], budget: Budget) -> list[dict
     """do_bench medians of (name, problem, solution), in a plain child process."""
     import msgspec
 
-    spec = [{"name": n, "problem": msgspec.json.encode(p).decode(), "solution": msgspec.json.encode(s).decode()}
-            for n, p, s in items]
+    spec = [
+        {"name": n, "problem": msgspec.json.encode(p).decode(), "solution": msgspec.json.encode(s).decode()}
+        for n, p, s in items
+    ]
     with tempfile.TemporaryDirectory() as tmp:
         req = Path(tmp) / "witness.json"
         req.write_text(json.dumps(spec))
         try:
-            proc = subprocess.run([sys.executable, __file__, "--witness", str(req)], cwd=REPO, capture_output=True,
-                                  text=True, timeout=max(60.0, budget.left()))
+            proc = subprocess.run(
+                [sys.executable, __file__, "--witness", str(req)],
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                timeout=max(60.0, budget.left()),
+            )
         except subprocess.TimeoutExpired:
             return [{"kind": "witness", "name": n, "status": "skipped (budget)"} for n, _, _ in items]
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
@@ -246,20 +324,34 @@ def witness_main(path: Path) -> int:
                     (pkg / src.path).parent.mkdir(parents=True, exist_ok=True)
                     (pkg / src.path).write_text(src.content)
                 sys.path.insert(0, tmp)
-                mod = __import__(f"{pkg.name}.{sol.entry_file().path.removesuffix('.py').replace('/', '.')}",
-                                 fromlist=["_"])
+                mod = __import__(
+                    f"{pkg.name}.{sol.entry_file().path.removesuffix('.py').replace('/', '.')}",
+                    fromlist=["_"],
+                )
                 fn = getattr(mod, sol.entry_symbol)
-                tensors, scalars = case_inputs(p.definition, p.workload, validity.InputCase(name="seed0", seed=0), ())
-                args: list[Any] = [scalars[m.name] if m.shape is None else tensors[m.name].cuda()
-                                   for m in input_metas(p.definition, p.workload)]
+                tensors, scalars = case_inputs(
+                    p.definition, p.workload, validity.InputCase(name="seed0", seed=0), ()
+                )
+                args: list[Any] = [
+                    scalars[m.name] if m.shape is None else tensors[m.name].cuda()
+                    for m in input_metas(p.definition, p.workload)
+                ]
                 if sol.spec.destination_passing_style:
-                    args += [torch.empty(tuple(o.shape or ()), dtype=torch_dtype(o.dtype), device="cuda")
-                             for o in output_metas(p.definition, p.workload)]
-                ms = triton.testing.do_bench(lambda fn=fn, args=args: fn(*args), warmup=25, rep=100,
-                                             return_mode="median")
+                    args += [
+                        torch.empty(tuple(o.shape or ()), dtype=torch_dtype(o.dtype), device="cuda")
+                        for o in output_metas(p.definition, p.workload)
+                    ]
+                ms = triton.testing.do_bench(
+                    lambda fn=fn, args=args: fn(*args), warmup=25, rep=100, return_mode="median"
+                )
                 row = {"kind": "witness", "name": item["name"], "status": "ok", "median_ms": float(ms)}
         except Exception as e:  # one kernel's failure is a row, not the end of the run
-            row = {"kind": "witness", "name": item["name"], "status": "failed", "log": f"{type(e).__name__}: {e}"[:300]}
+            row = {
+                "kind": "witness",
+                "name": item["name"],
+                "status": "failed",
+                "log": f"{type(e).__name__}: {e}"[:300],
+            }
         print(json.dumps(row), flush=True)
     return 0
 
@@ -293,25 +385,43 @@ def sweep_rows(agent: Any, budget: Budget, steps: int = 2) -> list[dict[str, Any
                     if src is None or src in seen:
                         continue
                     seen.add(src)
-                    sol = msgspec.structs.replace(p.baseline, name=f"{p.name}-{ch.name}-{ch.new}", sources=[
-                        SourceFile(path=s.path, content=src if s.path == entry.path else s.content)
-                        for s in p.baseline.sources])
+                    sol = msgspec.structs.replace(
+                        p.baseline,
+                        name=f"{p.name}-{ch.name}-{ch.new}",
+                        sources=[
+                            SourceFile(path=s.path, content=src if s.path == entry.path else s.content)
+                            for s in p.baseline.sources
+                        ],
+                    )
                     prof = agent.profile(p, sol)
                     tried += 1
-                    if prof.status == "passed" and prof.latency and prof.latency.median_ms < (
-                            improved[0] if improved else best_ms):
+                    if (
+                        prof.status == "passed"
+                        and prof.latency
+                        and prof.latency.median_ms < (improved[0] if improved else best_ms)
+                    ):
                         improved = (prof.latency.median_ms, src, f"{ch.name} {ch.old}->{ch.new}")
             if improved is None:
                 break
             best_ms, best_src = improved[0], improved[1]
             trail.append(improved[2])
-        rows.append({"kind": "sweep", "name": p.name, "status": base.status, "baseline_ms": base_ms,
-                     "best_ms": best_ms, "speedup": (base_ms / best_ms) if base_ms and best_ms else None,
-                     "moves_profiled": tried, "path": trail})
+        rows.append(
+            {
+                "kind": "sweep",
+                "name": p.name,
+                "status": base.status,
+                "baseline_ms": base_ms,
+                "best_ms": best_ms,
+                "speedup": (base_ms / best_ms) if base_ms and best_ms else None,
+                "moves_profiled": tried,
+                "path": trail,
+            }
+        )
     return rows
 
 
 # --- report ----------------------------------------------------------------------------------
+
 
 def attach_witness(rows: list[dict[str, Any]], witness: list[dict[str, Any]]) -> None:
     by = {w["name"]: w for w in witness}
@@ -333,15 +443,16 @@ def targets(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "suite_baselines_passed": f"{sum(r['status'] == 'passed' for r in of('suite'))}/{len(of('suite'))}",
         "fib_kernels_passed": f"{sum(r['status'] == 'passed' for r in of('fib'))}/{len(of('fib'))}",
         "corpus_caught": f"{sum(bool(r.get('caught')) for r in of('corpus'))}/{len(of('corpus'))}",
-        "honest_rejected": sum(r["status"] not in ("passed", "skipped (budget)")
-                               for r in (*of("suite"), *of("fib"))),
+        "honest_rejected": sum(
+            r["status"] not in ("passed", "skipped (budget)") for r in (*of("suite"), *of("fib"))
+        ),
         "agent_within_15pct_of_do_bench": f"{sum(abs(r['agent_over_do_bench'] - 1) <= 0.15 for r in timed)}"
-                                          f"/{len(timed)} (kernels of 0.1 ms or more)",
+        f"/{len(timed)} (kernels of 0.1 ms or more)",
         "paper_speedups_within_15pct": f"{sum(r['within_15pct'] for r in of('paper'))}/{len(of('paper'))}",
         "profile_wall_s_rmsnorm_h4096": rms["wall_s"] if rms else None,
         "sweep_geomean_speedup": math.exp(statistics.fmean(math.log(s) for s in sweep)) if sweep else None,
         "slow_clock_2x_detectable": f"{sum(bool(r.get('detects_2x_slow_clock')) for r in rows)}"
-                                    f"/{sum(r.get('detects_2x_slow_clock') is not None for r in rows)} profiles",
+        f"/{sum(r.get('detects_2x_slow_clock') is not None for r in rows)} profiles",
     }
 
 
@@ -372,11 +483,23 @@ def versions(on_gpu: bool) -> dict[str, Any]:
     import torch
     import triton
 
-    out: dict[str, Any] = {"torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version(),
-                           "cuda": torch.version.cuda}
+    out: dict[str, Any] = {
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "python": platform.python_version(),
+        "cuda": torch.version.cuda,
+    }
     try:
-        smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20).stdout.strip().splitlines()
+        smi = (
+            subprocess.run(
+                ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=20,
+            )
+            .stdout.strip()
+            .splitlines()
+        )
         out["device"], out["driver"] = [x.strip() for x in smi[0].split(",")][:2]
     except (OSError, subprocess.SubprocessError, IndexError, ValueError):
         out["device"] = "cpu (Triton interpreter)" if not on_gpu else "unknown GPU"
@@ -389,8 +512,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prepare-wheels", type=Path, help="download those wheels into this folder and exit")
     ap.add_argument("--python", default="3.12", help="CPython version the wheels are for (--prepare-wheels)")
     ap.add_argument("--fib", type=Path, help="a FlashInfer-Bench folder to import and profile")
-    ap.add_argument("--budget-s", type=float, default=450.0, help="stop starting work after this many seconds")
-    ap.add_argument("--out", type=Path, help="results JSON (default benchmarks/results/gpu_check-<device>.json)")
+    ap.add_argument(
+        "--budget-s", type=float, default=450.0, help="stop starting work after this many seconds"
+    )
+    ap.add_argument(
+        "--out", type=Path, help="results JSON (default benchmarks/results/gpu_check-<device>.json)"
+    )
     ap.add_argument("--only", default=",".join(STEPS), help=f"comma-separated steps of {', '.join(STEPS)}")
     ap.add_argument("--interpreter", action="store_true", help="dry run on the CPU (Triton interpreter)")
     ap.add_argument("--witness", type=Path, help=argparse.SUPPRESS)
@@ -409,8 +536,11 @@ def main(argv: list[str] | None = None) -> int:
     agent, on_gpu = get_agent_for_host(interpreter=args.interpreter)
     assert isinstance(agent, TritonAgent)
     info = versions(on_gpu)
-    print(f"gpu_check on {info.get('device')} (driver {info.get('driver', '-')}), torch {info['torch']}, triton "
-          f"{info['triton']}, agent kind {agent.kind}, mode {agent.mode}", flush=True)
+    print(
+        f"gpu_check on {info.get('device')} (driver {info.get('driver', '-')}), torch {info['torch']}, triton "
+        f"{info['triton']}, agent kind {agent.kind}, mode {agent.mode}",
+        flush=True,
+    )
     slug = "".join(ch if ch.isalnum() else "-" for ch in str(info.get("device", "gpu"))).strip("-").lower()
     out = args.out or REPO / "benchmarks" / "results" / f"gpu_check-{slug}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -418,9 +548,22 @@ def main(argv: list[str] | None = None) -> int:
 
     def save() -> dict[str, Any]:  # after every step: a run cut short keeps what it measured
         goals = targets(rows)
-        out.write_text(json.dumps({"benchmark": "gpu_check", "versions": info, "mode": agent.mode,
-                                   "budget_s": args.budget_s, "elapsed_s": round(args.budget_s - budget.left(), 1),
-                                   "targets": goals, "rows": rows}, indent=1, default=str) + "\n")
+        out.write_text(
+            json.dumps(
+                {
+                    "benchmark": "gpu_check",
+                    "versions": info,
+                    "mode": agent.mode,
+                    "budget_s": args.budget_s,
+                    "elapsed_s": round(args.budget_s - budget.left(), 1),
+                    "targets": goals,
+                    "rows": rows,
+                },
+                indent=1,
+                default=str,
+            )
+            + "\n"
+        )
         return goals
 
     try:

@@ -123,9 +123,12 @@ def problem_names(suite: str) -> list[str]:
 
 
 def _resolve_blobs(workload: Workload, folder: Path) -> Workload:
-    inputs = {n: msgspec.structs.replace(i, path=str(folder / i.path))
-              if isinstance(i, SafetensorsInput) and not Path(i.path).is_absolute() else i
-              for n, i in workload.inputs.items()}
+    inputs = {
+        n: msgspec.structs.replace(i, path=str(folder / i.path))
+        if isinstance(i, SafetensorsInput) and not Path(i.path).is_absolute()
+        else i
+        for n, i in workload.inputs.items()
+    }
     return msgspec.structs.replace(workload, inputs=inputs) if inputs != workload.inputs else workload
 
 
@@ -139,7 +142,9 @@ def _check_workloads(path: Path, definition: Definition) -> list[Workload]:
             continue
         try:
             raw = msgspec.json.decode(line)
-            w = msgspec.convert(raw["workload"] if isinstance(raw, dict) and "workload" in raw else raw, Workload)
+            w = msgspec.convert(
+                raw["workload"] if isinstance(raw, dict) and "workload" in raw else raw, Workload
+            )
         except (msgspec.DecodeError, msgspec.ValidationError) as e:
             raise ProblemFileError(f"{file}:{i}: invalid workload: {e}") from e
         errs = workload_errors(w, definition)
@@ -163,8 +168,14 @@ def load_problem_dir(path: Path, info: SuiteInfo) -> Problem:
         content = src.read_text()
     except OSError as e:
         raise ProblemFileError(f"{src}: cannot read baseline ({e.strerror})") from e
-    baseline = one_file_solution(definition.name, content, entry_point=info.entry_point, language=info.language,
-                                 device=info.device, description=f"baseline of the {info.name} suite")
+    baseline = one_file_solution(
+        definition.name,
+        content,
+        entry_point=info.entry_point,
+        language=info.language,
+        device=info.device,
+        description=f"baseline of the {info.name} suite",
+    )
     return Problem(definition=definition, workload=workload, baseline=baseline, check_workloads=checks)
 
 
@@ -179,9 +190,20 @@ def get_problem(ref: str) -> Problem:
     if not sep or not problem:
         raise KeyError(f"problem reference must be SUITE/PROBLEM, got {ref!r}")
     if problem not in problem_names(suite):
-        raise KeyError(f"suite {suite!r} has no problem {problem!r}; problems: {', '.join(problem_names(suite))}")
+        raise KeyError(
+            f"suite {suite!r} has no problem {problem!r}; problems: {', '.join(problem_names(suite))}"
+        )
     return load_problem_dir(_suite_dir(suite) / problem, suite_info(suite))
 
 
-__all__ = ["SuiteInfo", "get_problem", "list_suites", "load_problem_dir", "load_suite", "problem_names",
-           "suite_dir", "suite_info", "user_suites_dir"]
+__all__ = [
+    "SuiteInfo",
+    "get_problem",
+    "list_suites",
+    "load_problem_dir",
+    "load_suite",
+    "problem_names",
+    "suite_dir",
+    "suite_info",
+    "user_suites_dir",
+]

@@ -58,8 +58,20 @@ from accelopt.problem import (
 )
 
 NKIBENCH_PROBLEMS: tuple[str, ...] = (
-    "adamw", "add_rmsnorm_matmul", "bmm", "bmm_softmax", "gqa_full", "lora", "mamba", "matmul",
-    "matmul_add_rmsnorm", "rmsnorm_matmul", "rope_single_freq_apply", "silu", "swiglu", "transpose_matmul",
+    "adamw",
+    "add_rmsnorm_matmul",
+    "bmm",
+    "bmm_softmax",
+    "gqa_full",
+    "lora",
+    "mamba",
+    "matmul",
+    "matmul_add_rmsnorm",
+    "rmsnorm_matmul",
+    "rope_single_freq_apply",
+    "silu",
+    "swiglu",
+    "transpose_matmul",
 )
 REL_TOL: dict[str, float] = {"mamba": 3e-5}  # the reference code's rel_tol per problem
 DEFAULT_REL_TOL = 2e-5
@@ -68,8 +80,17 @@ ENTRY_FILE = "kernel.py"
 ENTRY = "kernel"
 _RUN_WRAPPER = "\n\n# AccelOpt: the definition's `run` is NKIBench's `forward`.\ndef run(*inputs):\n    return forward(*inputs)\n"
 _MAX_PROBE_ELEMENTS = 1 << 22
-_DTYPES = {"float32": "float32", "float64": "float32", "int32": "int32", "int64": "int64", "float16": "float16",
-           "int8": "int8", "int16": "int16", "bool_": "bool", "bool": "bool"}
+_DTYPES = {
+    "float32": "float32",
+    "float64": "float32",
+    "int32": "int32",
+    "int64": "int64",
+    "float16": "float16",
+    "int8": "int8",
+    "int16": "int16",
+    "bool_": "bool",
+    "bool": "bool",
+}
 
 
 class NkibenchError(ProblemFileError):
@@ -113,6 +134,7 @@ class ImportReport(msgspec.Struct, kw_only=True):
 
 # --- small expression helpers ----------------------------------------------------------------------
 
+
 def _int_eval(node: ast.AST, values: dict[str, int]) -> int:
     """An integer shape expression of the axes: names, ints, + - * // / (exact), parentheses."""
     if isinstance(node, ast.Expression):
@@ -155,6 +177,7 @@ def _fmt(x: float | int) -> str:
 
 # --- reading a reference module ----------------------------------------------------------------------
 
+
 def _dotted(node: ast.AST) -> str:
     if isinstance(node, ast.Name):
         return node.id
@@ -196,15 +219,28 @@ def _random_init(expr: ast.AST, where: str) -> tuple[str, list[ast.AST], str]:
     if fn in ("abs", "exp", "absolute"):
         init, shape, _ = _random_init(expr.args[0], where)
         return f"{'exp' if fn == 'exp' else 'abs'}({init})", shape, dtype
-    if fn in ("random.normal", "random.standard_normal", "random.randn", "random.uniform", "random.rand",
-              "random.random", "random.random_sample", "random.randint"):
+    if fn in (
+        "random.normal",
+        "random.standard_normal",
+        "random.randn",
+        "random.uniform",
+        "random.rand",
+        "random.random",
+        "random.random_sample",
+        "random.randint",
+    ):
         if fn == "random.randn" or fn == "random.rand":
             shape_nodes: list[ast.AST] = list(expr.args)
             init = "normal(0, 1)" if fn == "random.randn" else "uniform(0, 1)"
             return init, shape_nodes, dtype
-        params = {"random.normal": ("loc", "scale", "size"), "random.standard_normal": ("size",),
-                  "random.uniform": ("low", "high", "size"), "random.random": ("size",),
-                  "random.random_sample": ("size",), "random.randint": ("low", "high", "size")}[fn]
+        params = {
+            "random.normal": ("loc", "scale", "size"),
+            "random.standard_normal": ("size",),
+            "random.uniform": ("low", "high", "size"),
+            "random.random": ("size",),
+            "random.random_sample": ("size",),
+            "random.randint": ("low", "high", "size"),
+        }[fn]
         a = _call_args(expr, params)
         size = a.get("size")
         if size is None:
@@ -246,7 +282,11 @@ class ReferenceSource:
         self.constants: dict[str, int] = {}
         funcs: dict[str, ast.FunctionDef] = {}
         for node in tree.body:
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            if (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+            ):
                 try:
                     value = _num(node.value)
                 except (ValueError, SyntaxError):
@@ -262,20 +302,27 @@ class ReferenceSource:
         self.inputs = self._inputs(funcs["get_inputs"])
         params = [a.arg for a in funcs["forward"].args.args]
         if funcs["forward"].args.vararg is None and len(params) != len(self.inputs):
-            raise NkibenchError(f"{path}: forward takes {len(params)} arguments, get_inputs returns {len(self.inputs)}")
+            raise NkibenchError(
+                f"{path}: forward takes {len(params)} arguments, get_inputs returns {len(self.inputs)}"
+            )
 
     def _inputs(self, fn: ast.FunctionDef) -> list[InputDecl]:
         assigned: dict[str, ast.AST] = {}
         order: list[str] | None = None
         for stmt in fn.body:
-            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            if (
+                isinstance(stmt, ast.Assign)
+                and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name)
+            ):
                 assigned[stmt.targets[0].id] = stmt.value
             elif isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.List | ast.Tuple):
                 order = []
                 for elt in stmt.value.elts:
                     if not isinstance(elt, ast.Name):
-                        raise NkibenchError(f"{self.path}: get_inputs must return a list of names, "
-                                            f"got `{ast.unparse(elt)}`")
+                        raise NkibenchError(
+                            f"{self.path}: get_inputs must return a list of names, got `{ast.unparse(elt)}`"
+                        )
                     order.append(elt.id)
             elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
                 continue  # docstring
@@ -301,6 +348,7 @@ class ReferenceSource:
 
 # --- templates (the CPU suite's definitions of the same operators) --------------------------------------
 
+
 def _template(problem: str) -> Definition | None:
     if problem not in NKIBENCH_PROBLEMS:
         return None
@@ -311,7 +359,7 @@ def _template(problem: str) -> Definition | None:
 def _template_aliases(t: Definition | None) -> list[tuple[str, str]]:
     """(axis name, expression) of the template's derived axes, from constraints "X == expr"."""
     out = []
-    for c in (t.constraints if t else []):
+    for c in t.constraints if t else []:
         lhs, sep, rhs = c.partition("==")
         if sep and lhs.strip().isidentifier():
             out.append((lhs.strip(), rhs.strip()))
@@ -329,6 +377,7 @@ def _derived_name(expr: str, taken: Iterable[str]) -> str:
 
 
 # --- one case -----------------------------------------------------------------------------------------
+
 
 def _case_name(problem: str, values: dict[str, int]) -> str:
     return problem + "_" + "_".join(f"{k}{values[k]}" for k in sorted(values))
@@ -351,7 +400,9 @@ def _kernel_source(path: Path) -> tuple[str, list[str]]:
     entry = "optimized_kernel" if "optimized_kernel" in names else (jitted[0] if jitted else "")
     if not entry:
         raise NkibenchError(f"{path}: no `kernel` (or @nki.jit) function")
-    return src.rstrip() + f"\n\n\n{ENTRY} = {entry}  # AccelOpt's entry point\n", [f"entry `{entry}` aliased as `kernel`"]
+    return src.rstrip() + f"\n\n\n{ENTRY} = {entry}  # AccelOpt's entry point\n", [
+        f"entry `{entry}` aliased as `kernel`"
+    ]
 
 
 def _probe_outputs(ref: ReferenceSource, values: dict[str, int]) -> list[tuple[int, ...]]:
@@ -363,8 +414,10 @@ def _probe_outputs(ref: ReferenceSource, values: dict[str, int]) -> list[tuple[i
         if d.dims:
             n += math.prod(_int_eval(ast.parse(x, mode="eval"), values) for x in d.dims)
     if n > _MAX_PROBE_ELEMENTS:
-        raise NkibenchError(f"{ref.path}: not one of the 14 NKIBench problems and too large ({n} input elements) "
-                            "to learn its output shapes by running forward")
+        raise NkibenchError(
+            f"{ref.path}: not one of the 14 NKIBench problems and too large ({n} input elements) "
+            "to learn its output shapes by running forward"
+        )
     ns: dict[str, Any] = {"np": np, "numpy": np}
     exec(compile(ref.source, str(ref.path), "exec"), ns)
     np.random.seed(0)
@@ -374,8 +427,9 @@ def _probe_outputs(ref: ReferenceSource, values: dict[str, int]) -> list[tuple[i
     return [tuple(int(s) for s in np.shape(o)) for o in outs]
 
 
-def import_case(root: Path, problem: str, seed: dict[str, Any], case_id: str, case: dict[str, Any],
-                folder: str) -> ImportedProblem:
+def import_case(
+    root: Path, problem: str, seed: dict[str, Any], case_id: str, case: dict[str, Any], folder: str
+) -> ImportedProblem:
     values = {str(k): int(v) for k, v in (case.get("values") or {}).items()}
     impls = case.get("impls") or []
     if not impls:
@@ -403,7 +457,9 @@ def import_case(root: Path, problem: str, seed: dict[str, Any], case_id: str, ca
             raise NkibenchError(f"{ref.path}: shape dimension `{dim}`: {e}") from None
         for name, expr in aliases:  # the template's name for the same derived dimension
             try:
-                same = _names(expr) == _names(dim) and _int_eval(ast.parse(expr, mode="eval"), values) == value
+                same = (
+                    _names(expr) == _names(dim) and _int_eval(ast.parse(expr, mode="eval"), values) == value
+                )
             except (ValueError, SyntaxError):
                 same = False
             if same:
@@ -430,8 +486,11 @@ def import_case(root: Path, problem: str, seed: dict[str, Any], case_id: str, ca
     scalars: dict[str, float | int | bool] = {}
     for d in ref.inputs:
         if not d.dims:
-            inputs[d.name] = TensorSpec(shape=None, dtype="int64" if isinstance(d.scalar, int) else "float32",
-                                        description="scalar argument")
+            inputs[d.name] = TensorSpec(
+                shape=None,
+                dtype="int64" if isinstance(d.scalar, int) else "float32",
+                description="scalar argument",
+            )
             scalars[d.name] = d.scalar  # type: ignore[assignment]
             continue
         inputs[d.name] = TensorSpec(shape=[axis_of(x) for x in d.dims], dtype=d.dtype)  # type: ignore[arg-type]
@@ -442,7 +501,9 @@ def import_case(root: Path, problem: str, seed: dict[str, Any], case_id: str, ca
         outputs = {n: TensorSpec(shape=s.shape, dtype=s.dtype) for n, s in template.outputs.items()}
         missing = {a for s in outputs.values() for a in s.shape or [] if a not in axes}
         if missing:
-            raise NkibenchError(f"{ref.path}: the {problem} outputs need axes {sorted(missing)} the case lacks")
+            raise NkibenchError(
+                f"{ref.path}: the {problem} outputs need axes {sorted(missing)} the case lacks"
+            )
     else:
         shapes = _probe_outputs(ref, values)
         outputs = {}
@@ -459,17 +520,27 @@ def import_case(root: Path, problem: str, seed: dict[str, Any], case_id: str, ca
     else:
         from accelopt.problem import Roofline
 
-        terms = [("*".join(s.shape) if s.shape else "1") for s in (*inputs.values(), *outputs.values())
-                 if s.shape is not None]
+        terms = [
+            ("*".join(s.shape) if s.shape else "1")
+            for s in (*inputs.values(), *outputs.values())
+            if s.shape is not None
+        ]
         roofline = Roofline(bytes_min=f"4 * ({' + '.join(terms)})")
-        notes.append("not one of the 14 NKIBench problems: roofline counts memory traffic only (FLOPs unknown)")
+        notes.append(
+            "not one of the 14 NKIBench problems: roofline counts memory traffic only (FLOPs unknown)"
+        )
     rel_tol = REL_TOL.get(problem, DEFAULT_REL_TOL)
-    tolerance = template.x_tolerance if template is not None and template.x_tolerance is not None else Tolerance()
+    tolerance = (
+        template.x_tolerance if template is not None and template.x_tolerance is not None else Tolerance()
+    )
     if tolerance.rel_l2 != rel_tol:
         tolerance = msgspec.structs.replace(tolerance, rel_l2=rel_tol)
     adversarial = None
-    if template is not None and template.x_adversarial is not None and all(
-            n in inputs for inits_ in template.x_adversarial.values() for n in inits_):
+    if (
+        template is not None
+        and template.x_adversarial is not None
+        and all(n in inputs for inits_ in template.x_adversarial.values() for n in inits_)
+    ):
         adversarial = template.x_adversarial
     source = ref.source.rstrip() + "\n" + _RUN_WRAPPER
     desc = (template.description if template and template.description else problem).strip()
@@ -478,30 +549,54 @@ def import_case(root: Path, problem: str, seed: dict[str, Any], case_id: str, ca
         desc += f"\n{str(comments).strip()}"
     desc += f"\n(NKIBench {problem}, case {case_id}: {ref.path.name})"
     definition = Definition(
-        name=folder, op_type=template.op_type if template else problem,
+        name=folder,
+        op_type=template.op_type if template else problem,
         axes={k: AxisConst(value=v, description=descriptions.get(k)) for k, v in axes.items()},
-        inputs=inputs, outputs=outputs, reference=source,
-        tags=["origin:nkibench", f"nkibench:problem:{problem}", f"nkibench:case:{case_id}", "status:imported"],
-        description=desc, constraints=constraints, x_numpy_reference=source, x_tolerance=tolerance,
-        x_roofline=roofline, x_input_init=inits, x_adversarial=adversarial,
+        inputs=inputs,
+        outputs=outputs,
+        reference=source,
+        tags=[
+            "origin:nkibench",
+            f"nkibench:problem:{problem}",
+            f"nkibench:case:{case_id}",
+            "status:imported",
+        ],
+        description=desc,
+        constraints=constraints,
+        x_numpy_reference=source,
+        x_tolerance=tolerance,
+        x_roofline=roofline,
+        x_input_init=inits,
+        x_adversarial=adversarial,
     )
     errs = definition_errors(definition)
     if errs:
         raise NkibenchError(f"{ref.path}: the imported definition is invalid: {'; '.join(errs)}")
     workload = Workload(
         uuid=str(uuid.uuid5(uuid.NAMESPACE_URL, f"nkibench/{folder}/{json.dumps(values, sort_keys=True)}")),
-        inputs={n: (ScalarInput(value=scalars[n]) if s.shape is None else RandomInput()) for n, s in inputs.items()},
+        inputs={
+            n: (ScalarInput(value=scalars[n]) if s.shape is None else RandomInput())
+            for n, s in inputs.items()
+        },
         x_label=f"nkibench case {case_id}",
     )
     errs = workload_errors(workload, definition)
     if errs:
         raise NkibenchError(f"{ref.path}: the imported workload is invalid: {'; '.join(errs)}")
     kernel, knotes = _kernel_source(root / impls[0]["kernel"])
-    return ImportedProblem(folder=folder, problem=problem, case=case_id, definition=definition, workload=workload,
-                           kernel=kernel, notes=notes + knotes)
+    return ImportedProblem(
+        folder=folder,
+        problem=problem,
+        case=case_id,
+        definition=definition,
+        workload=workload,
+        kernel=kernel,
+        notes=notes + knotes,
+    )
 
 
 # --- a whole folder -----------------------------------------------------------------------------------
+
 
 def _read_summary(root: Path) -> dict[str, Any]:
     path = root / "summary.json"
@@ -553,8 +648,15 @@ def read_nkibench(src: str | Path) -> list[ImportedProblem]:
     return out
 
 
-def write_suite(problems: list[ImportedProblem], out: Path, *, name: str, device: str, source: str,
-                overwrite: bool = False) -> Path:
+def write_suite(
+    problems: list[ImportedProblem],
+    out: Path,
+    *,
+    name: str,
+    device: str,
+    source: str,
+    overwrite: bool = False,
+) -> Path:
     """Write the problems as a suite folder (replacing an earlier import when `overwrite`)."""
     out = out.expanduser().resolve()
     if out.exists() and any(out.iterdir()):
@@ -565,10 +667,18 @@ def write_suite(problems: list[ImportedProblem], out: Path, *, name: str, device
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     try:
-        info = {"name": name, "description": f"NKIBench ({len(problems)} fp32 NKI problems), imported from {source}",
-                "device": device, "language": "nki", "entry_point": f"{ENTRY_FILE}::{ENTRY}",
-                "origin": {"format": "nkibench", "source": source,
-                           "imported": time.strftime("%Y-%m-%dT%H:%M:%S")}}
+        info = {
+            "name": name,
+            "description": f"NKIBench ({len(problems)} fp32 NKI problems), imported from {source}",
+            "device": device,
+            "language": "nki",
+            "entry_point": f"{ENTRY_FILE}::{ENTRY}",
+            "origin": {
+                "format": "nkibench",
+                "source": source,
+                "imported": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            },
+        }
         (tmp / "suite.json").write_text(json.dumps(info, indent=2) + "\n")
         for p in problems:
             d = tmp / p.folder
@@ -585,8 +695,14 @@ def write_suite(problems: list[ImportedProblem], out: Path, *, name: str, device
     return out
 
 
-def import_nkibench(src: str | Path, out: str | Path | None = None, *, name: str = "nkibench",
-                    device: str = "trn1", overwrite: bool = False) -> ImportReport:
+def import_nkibench(
+    src: str | Path,
+    out: str | Path | None = None,
+    *,
+    name: str = "nkibench",
+    device: str = "trn1",
+    overwrite: bool = False,
+) -> ImportReport:
     """Read an NKIBench folder and write it as the suite `name` (default: in the user suite dir)."""
     import suites
 
@@ -594,16 +710,46 @@ def import_nkibench(src: str | Path, out: str | Path | None = None, *, name: str
         raise NkibenchError(f"suite name {name!r}: use letters, digits, '_', '.', '-'")
     problems = read_nkibench(src)
     target = Path(out) if out is not None else suites.user_suites_dir() / name
-    written = write_suite(problems, target, name=name, device=device, source=str(Path(src).expanduser().resolve()),
-                          overwrite=overwrite)
+    written = write_suite(
+        problems,
+        target,
+        name=name,
+        device=device,
+        source=str(Path(src).expanduser().resolve()),
+        overwrite=overwrite,
+    )
     loaded = {p.name for p in suites.load_suite(str(written))}  # what `accelopt run --suite` will read
     if loaded != {p.folder for p in problems}:
         raise NkibenchError(f"{written}: the written suite does not load back ({sorted(loaded)})")
-    return ImportReport(source=str(src), out=str(written), suite=name, device=device, problems=[
-        ImportedSummary(folder=p.folder, problem=p.problem, case=p.case,
-                        axes={k: a.value for k, a in p.definition.axes.items() if isinstance(a, AxisConst)},
-                        known=p.problem in NKIBENCH_PROBLEMS, notes=p.notes) for p in problems])
+    return ImportReport(
+        source=str(src),
+        out=str(written),
+        suite=name,
+        device=device,
+        problems=[
+            ImportedSummary(
+                folder=p.folder,
+                problem=p.problem,
+                case=p.case,
+                axes={k: a.value for k, a in p.definition.axes.items() if isinstance(a, AxisConst)},
+                known=p.problem in NKIBENCH_PROBLEMS,
+                notes=p.notes,
+            )
+            for p in problems
+        ],
+    )
 
 
-__all__ = ["DEFAULT_REL_TOL", "NKIBENCH_PROBLEMS", "REL_TOL", "ImportReport", "ImportedProblem", "NkibenchError",
-           "ReferenceSource", "import_case", "import_nkibench", "read_nkibench", "write_suite"]
+__all__ = [
+    "DEFAULT_REL_TOL",
+    "NKIBENCH_PROBLEMS",
+    "REL_TOL",
+    "ImportReport",
+    "ImportedProblem",
+    "NkibenchError",
+    "ReferenceSource",
+    "import_case",
+    "import_nkibench",
+    "read_nkibench",
+    "write_suite",
+]

@@ -26,8 +26,10 @@ def load_problems(cfg: RunConfig, *, on_warning: Callable[[str], None] | None = 
         if device not in kinds:
             from accelopt.plugins import DEVICE_GROUP, describe_failures
 
-            raise ConfigError(f"{what}: unknown device kind {device!r}; known: {', '.join(kinds)}"
-                              f"{describe_failures(DEVICE_GROUP)}")
+            raise ConfigError(
+                f"{what}: unknown device kind {device!r}; known: {', '.join(kinds)}"
+                f"{describe_failures(DEVICE_GROUP)}"
+            )
     sim_why = run_refusal(cfg, [device for _, device in uses] or [cfg.device])
     if sim_why:
         raise ConfigError(sim_why)
@@ -35,8 +37,10 @@ def load_problems(cfg: RunConfig, *, on_warning: Callable[[str], None] | None = 
     if not refs:
         broken = catalog.load(cfg.suite, what=None)
         if broken:
-            raise ConfigError(f"suite {cfg.suite!r}: {'; '.join(broken.values())} (fix the folder, or name the "
-                              "problems to run with --problems)")
+            raise ConfigError(
+                f"suite {cfg.suite!r}: {'; '.join(broken.values())} (fix the folder, or name the "
+                "problems to run with --problems)"
+            )
         problems = list(catalog.loaded[cfg.suite].values())
         for p in problems:
             check_language(f"suite {cfg.suite!r}", p, cfg.device)
@@ -51,13 +55,17 @@ def load_problems(cfg: RunConfig, *, on_warning: Callable[[str], None] | None = 
             problems.append(by_name[ref.name])
             check_language(f"problem {raw!r}", by_name[ref.name], ref.device)
         elif "/" in raw:
-            raise ConfigError(f"problem {raw!r}: suite {ref.suite!r} has no problem {ref.name!r}; "
-                              f"available: {', '.join(sorted([*by_name, *broken]))}")
+            raise ConfigError(
+                f"problem {raw!r}: suite {ref.suite!r} has no problem {ref.name!r}; "
+                f"available: {', '.join(sorted([*by_name, *broken]))}"
+            )
         else:
             missing.append(ref.name)
     if missing:
         names = sorted([*catalog.loaded[cfg.suite], *catalog.broken[cfg.suite]])
-        raise ConfigError(f"problems not in suite {cfg.suite!r}: {', '.join(missing)}; available: {', '.join(names)}")
+        raise ConfigError(
+            f"problems not in suite {cfg.suite!r}: {', '.join(missing)}; available: {', '.join(names)}"
+        )
     warn = on_warning or _log_warning
     for suite, broken in sorted(catalog.broken.items()):
         for name, why in sorted(broken.items()):
@@ -84,7 +92,9 @@ class _Catalog:
             try:
                 info, names = s.suite_info(suite), s.problem_names(suite)
             except KeyError:
-                raise ConfigError(f"{prefix}no suite named {suite!r}; suites: {', '.join(s.list_suites())}") from None
+                raise ConfigError(
+                    f"{prefix}no suite named {suite!r}; suites: {', '.join(s.list_suites())}"
+                ) from None
             except ProblemFileError as e:
                 raise ConfigError(f"{prefix}{e}") from e
             folder = s.suite_dir(suite)
@@ -110,9 +120,13 @@ def check_language(what: str, problem: Problem, device: str) -> None:
     if runs is None or language in runs:
         return
     able = [k for k in registered_kinds() if language in (agent_languages(k) or ())]
-    where = f"devices that run {language}: {', '.join(able)}" if able else f"no registered device runs {language}"
-    raise ConfigError(f"{what} is written in {language}, which device {device!r} cannot run (it runs "
-                      f"{', '.join(runs)}); {where}")
+    where = (
+        f"devices that run {language}: {', '.join(able)}" if able else f"no registered device runs {language}"
+    )
+    raise ConfigError(
+        f"{what} is written in {language}, which device {device!r} cannot run (it runs "
+        f"{', '.join(runs)}); {where}"
+    )
 
 
 def _log_warning(text: str) -> None:

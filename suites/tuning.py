@@ -23,7 +23,8 @@ import msgspec
 _TUNE = re.compile(
     r"^[ \t]*//[ \t]*tune:[ \t]*(?P<name>[A-Za-z_]\w*)[ \t]+in[ \t]*\{(?P<values>[^}]*)\}"
     r"(?:[ \t]*--[ \t]*(?P<doc>[^\n]*))?\n[ \t]*#[ \t]*define[ \t]+(?P<dname>[A-Za-z_]\w*)[ \t]+(?P<value>\d+)\b",
-    re.MULTILINE)
+    re.MULTILINE,
+)
 
 
 class SpaceError(ValueError):
@@ -43,7 +44,9 @@ def parse_space(source: str) -> list[Knob]:
     for m in _TUNE.finditer(source):
         name = m.group("name")
         if m.group("dname") != name:
-            raise SpaceError(f"`// tune: {name}` is followed by `#define {m.group('dname')}`, not `#define {name}`")
+            raise SpaceError(
+                f"`// tune: {name}` is followed by `#define {m.group('dname')}`, not `#define {name}`"
+            )
         try:
             values = tuple(sorted({int(v) for v in m.group("values").split(",") if v.strip()}))
         except ValueError as e:
@@ -81,7 +84,7 @@ def set_values(source: str, point: Mapping[str, int]) -> str:
         if name not in point:
             return m.group(0)
         s, e = m.span("value")
-        return m.group(0)[: s - m.start()] + str(point[name]) + m.group(0)[e - m.start():]
+        return m.group(0)[: s - m.start()] + str(point[name]) + m.group(0)[e - m.start() :]
 
     return _TUNE.sub(repl, source)
 

@@ -78,9 +78,15 @@ def run_config(tmp_path: Path):
     from accelopt.config import RunConfig, build_config
 
     def make(*overrides: str, preset: str = "quick") -> RunConfig:
-        return build_config(preset=preset, overrides=[
-            f"root={tmp_path / 'runs'}", f"memory.uri={tmp_path / 'memory'}",
-            "profiling.timeout_s=60", "search.remeasure_rounds=0", *overrides,
-        ])
+        return build_config(
+            preset=preset,
+            overrides=[
+                f"root={tmp_path / 'runs'}",
+                f"memory.uri={tmp_path / 'memory'}",
+                "profiling.timeout_s=60",
+                "search.remeasure_rounds=0",
+                *overrides,
+            ],
+        )
 
     return make

@@ -18,12 +18,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # top-down; a folder may import only folders of later layers
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("cli",),                            # the `accelopt` command: wires everything below together
-    ("actors",),                         # what runs while a run runs: hosting, roles, the LLM plumbing
-    ("replay", "prompts", "suites"),     # the read side; prompt rendering; problem suites
-    ("memory_index",),                   # the optimization memory (rebuilt from exported logs)
-    ("events", "hardware_agents"),       # the log's transport; the device agents
-    ("accelopt",),                       # the core
+    ("cli",),  # the `accelopt` command: wires everything below together
+    ("actors",),  # what runs while a run runs: hosting, roles, the LLM plumbing
+    ("replay", "prompts", "suites"),  # the read side; prompt rendering; problem suites
+    ("memory_index",),  # the optimization memory (rebuilt from exported logs)
+    ("events", "hardware_agents"),  # the log's transport; the device agents
+    ("accelopt",),  # the core
 )
 # the groups of actors/, top-down, the same rule inside the folder
 ACTOR_GROUPS: tuple[tuple[str, ...], ...] = (
@@ -71,7 +71,11 @@ def _imported(path: Path, tree: ast.AST) -> list[tuple[str, list[str]]]:
 
 
 def _sources() -> list[tuple[Path, ast.AST]]:
-    return [(path, ast.parse(path.read_text(), str(path))) for pkg in PACKAGES for path in (ROOT / pkg).rglob("*.py")]
+    return [
+        (path, ast.parse(path.read_text(), str(path)))
+        for pkg in PACKAGES
+        for path in (ROOT / pkg).rglob("*.py")
+    ]
 
 
 SOURCES = _sources()
@@ -166,8 +170,9 @@ def test_every_installed_folder_has_one_layer():
     assert sorted(placed) == sorted(PACKAGES) and len(set(placed)) == len(placed), (placed, PACKAGES)
     groups = sorted(p.parent.name for p in (ROOT / "actors").glob("*/__init__.py"))
     assert sorted(g.split(".")[1] for layer in ACTOR_GROUPS for g in layer) == groups, groups
-    assert not [p.name for p in (ROOT / "actors").glob("*.py") if p.name != "__init__.py"], \
+    assert not [p.name for p in (ROOT / "actors").glob("*.py") if p.name != "__init__.py"], (
         "a module of actors/ belongs in one of its groups"
+    )
 
 
 def test_no_folder_imports_its_own_layer_or_one_above():

@@ -55,7 +55,9 @@ class Worker:
 
     role: ClassVar[str] = "worker"
 
-    def __init__(self, nats_url: str, options: WorkerOptions, *, stream: StreamSettings | None = None) -> None:
+    def __init__(
+        self, nats_url: str, options: WorkerOptions, *, stream: StreamSettings | None = None
+    ) -> None:
         self.nats_url = nats_url
         self.options = options
         self.stream = stream
@@ -82,7 +84,9 @@ class Worker:
 
     async def connect(self) -> EventLog:
         if self._elog is None:
-            self._elog = await EventLog.connect(self.nats_url, settings=self.stream, name=f"accelopt-{self.role}")
+            self._elog = await EventLog.connect(
+                self.nats_url, settings=self.stream, name=f"accelopt-{self.role}"
+            )
             await self._bind()
             await self.on_start(self._elog)
             self.is_ready = True
@@ -97,7 +101,10 @@ class Worker:
         # max_ack_pending bounds the whole consumer, i.e. every host of the role together (each
         # host bounds its own share by fetching only what it can start): sized for a fleet
         self._queue = await self._elog.work_queue(
-            o.durable, o.filter_subject, ack_wait=o.ack_wait_s, max_deliver=o.max_deliver + 1,
+            o.durable,
+            o.filter_subject,
+            ack_wait=o.ack_wait_s,
+            max_deliver=o.max_deliver + 1,
             max_ack_pending=max(FLEET_MAX_ACK_PENDING, o.concurrency * 4),
         )
 
@@ -143,7 +150,11 @@ class Worker:
                     await self._rebind()
                     continue
                 if not deliveries:
-                    if until_idle_s is not None and not tasks and time.monotonic() - idle_since > until_idle_s:
+                    if (
+                        until_idle_s is not None
+                        and not tasks
+                        and time.monotonic() - idle_since > until_idle_s
+                    ):
                         break
                     continue
                 idle_since = time.monotonic()
@@ -189,8 +200,15 @@ class Worker:
             self.stats.failed += 1
             error = f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=8)}"
             last = d.num_delivered >= self.options.max_deliver
-            self.log.error("handler failed", run_id=d.event.run_id, event_type=d.event.type,
-                           event_id=d.event.event_id, delivery=d.num_delivered, giving_up=last, error=str(e))
+            self.log.error(
+                "handler failed",
+                run_id=d.event.run_id,
+                event_type=d.event.type,
+                event_id=d.event.event_id,
+                delivery=d.num_delivered,
+                giving_up=last,
+                error=str(e),
+            )
             with contextlib.suppress(Exception):
                 if last:
                     await self._publish(await self.give_up(d.event, error))
@@ -202,11 +220,18 @@ class Worker:
 
     async def _give_up_dead(self, d: Delivery) -> None:
         attempts = d.num_delivered - 1
-        error = (f"no worker finished this request in {attempts} deliveries: each attempt ended without an "
-                 "answer (the worker process was killed, ran out of memory or lost its lease)")
+        error = (
+            f"no worker finished this request in {attempts} deliveries: each attempt ended without an "
+            "answer (the worker process was killed, ran out of memory or lost its lease)"
+        )
         self.stats.failed += 1
-        self.log.error("giving up on a request whose every attempt died", run_id=d.event.run_id,
-                       event_type=d.event.type, event_id=d.event.event_id, deliveries=attempts)
+        self.log.error(
+            "giving up on a request whose every attempt died",
+            run_id=d.event.run_id,
+            event_type=d.event.type,
+            event_id=d.event.event_id,
+            deliveries=attempts,
+        )
         with contextlib.suppress(Exception):
             await self._publish(await self.give_up(d.event, error))
             await d.ack()

@@ -106,17 +106,27 @@ def call_params(cfg: ResolvedLLM) -> dict[str, Any]:
     """What the call sends besides model and messages: temperature, max_tokens (capped at the
     model's output limit) and the role's provider parameters. Recorded and hashed."""
     limit = max_output_tokens(cfg.model)
-    params: dict[str, Any] = {"temperature": cfg.temperature,
-                              "max_tokens": min(cfg.max_tokens, limit) if limit else cfg.max_tokens}
+    params: dict[str, Any] = {
+        "temperature": cfg.temperature,
+        "max_tokens": min(cfg.max_tokens, limit) if limit else cfg.max_tokens,
+    }
     params.update(cfg.params)
     return params
 
 
-def content_hash(model: str, messages: Sequence[ChatMessage], params: Mapping[str, Any], sample_index: int) -> str:
+def content_hash(
+    model: str, messages: Sequence[ChatMessage], params: Mapping[str, Any], sample_index: int
+) -> str:
     payload = json.dumps(
-        {"model": model, "messages": [[m.role, m.content] for m in messages], "params": dict(params),
-         "sample_index": sample_index},
-        sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+        {
+            "model": model,
+            "messages": [[m.role, m.content] for m in messages],
+            "params": dict(params),
+            "sample_index": sample_index,
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
     )
     return hashlib.sha256(payload.encode()).hexdigest()
 
@@ -140,8 +150,10 @@ def use_llm_provider_plugin(name: str, obj: Any) -> None:
 
     handler = obj() if isinstance(obj, type) else obj
     if not isinstance(handler, litellm.CustomLLM):
-        raise TypeError(f"entry point {name!r} is not a litellm.CustomLLM (subclass or instance): "
-                        f"{type(handler).__name__}")
+        raise TypeError(
+            f"entry point {name!r} is not a litellm.CustomLLM (subclass or instance): "
+            f"{type(handler).__name__}"
+        )
     register_provider(name, handler)
 
 
@@ -182,7 +194,8 @@ class LLMGateway:
         self.timeout_grace_s = timeout_grace_s
         # per event loop (a semaphore belongs to one loop), per role
         self._sems: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]] = (
-            weakref.WeakKeyDictionary())
+            weakref.WeakKeyDictionary()
+        )
         self._prices: dict[str, ModelPrice | None] = {}
         _register_offline_providers()
 
@@ -226,18 +239,36 @@ class LLMGateway:
         def record(attempt: int, **fields: Any) -> LLMCallCompleted:
             base: dict[str, Any] = {
                 "event_id": derive_event_id(run_id, "LLMCallCompleted", request_id, attempt),
-                "run_id": run_id, "ts": time.time(), "causation_id": request_id, "role": role,
-                "request_id": request_id, "model": cfg.model, "params": params, "messages": msgs,
-                "response": None, "usage": TokenUsage(), "cost_usd": 0.0, "latency_s": 0.0,
-                "content_hash": chash, "attempt": attempt,
+                "run_id": run_id,
+                "ts": time.time(),
+                "causation_id": request_id,
+                "role": role,
+                "request_id": request_id,
+                "model": cfg.model,
+                "params": params,
+                "messages": msgs,
+                "response": None,
+                "usage": TokenUsage(),
+                "cost_usd": 0.0,
+                "latency_s": 0.0,
+                "content_hash": chash,
+                "attempt": attempt,
             }
             base.update(fields)
             return LLMCallCompleted(**base)
 
         recorded = (recording or {}).get(chash) or self.recording.get(chash)
         if recorded is not None and recorded.error is None and recorded.response is not None:
-            return [record(0, response=recorded.response, usage=recorded.usage, served_from=recorded.event_id,
-                           finish_reason=recorded.finish_reason, reasoning=recorded.reasoning)]
+            return [
+                record(
+                    0,
+                    response=recorded.response,
+                    usage=recorded.usage,
+                    served_from=recorded.event_id,
+                    finish_reason=recorded.finish_reason,
+                    reasoning=recorded.reasoning,
+                )
+            ]
 
         price = self.price_of(cfg.model)
         if price is None and not self.config.allow_unpriced:
@@ -246,8 +277,14 @@ class LLMGateway:
         if cfg.api_key_env:
             api_key = os.environ.get(cfg.api_key_env)
             if not api_key:
-                return [record(0, error=f"MissingAPIKey: environment variable {cfg.api_key_env} "
-                                        f"(llm.{role}.api_key_env) is not set", permanent=True)]
+                return [
+                    record(
+                        0,
+                        error=f"MissingAPIKey: environment variable {cfg.api_key_env} "
+                        f"(llm.{role}.api_key_env) is not set",
+                        permanent=True,
+                    )
+                ]
 
         rng = random.Random(f"{seed}\x1f{request_id}")
         out: list[LLMCallCompleted] = []
@@ -271,15 +308,32 @@ class LLMGateway:
             text = _error_text(error, api_key, cfg.timeout_s)
             transient = is_transient(error)
             out.append(record(attempt, error=text, latency_s=latency, permanent=not transient))
-            log.warning("llm call failed", run_id=run_id, request_id=request_id, role=role, model=cfg.model,
-                        attempt=attempt, transient=transient, error=text[:300])
+            log.warning(
+                "llm call failed",
+                run_id=run_id,
+                request_id=request_id,
+                role=role,
+                model=cfg.model,
+                attempt=attempt,
+                transient=transient,
+                error=text[:300],
+            )
             if not transient or attempt >= cfg.retries:
                 break
             await asyncio.sleep(self._backoff(attempt, rng, error))
         return out
 
-    async def _call(self, cfg: ResolvedLLM, role: str, msgs: list[ChatMessage], params: Mapping[str, Any],
-                    api_key: str | None, sample_index: int, seed: int, request_id: str) -> Any:
+    async def _call(
+        self,
+        cfg: ResolvedLLM,
+        role: str,
+        msgs: list[ChatMessage],
+        params: Mapping[str, Any],
+        api_key: str | None,
+        sample_index: int,
+        seed: int,
+        request_id: str,
+    ) -> Any:
         kwargs: dict[str, Any] = {
             **params,
             "model": cfg.model,
@@ -287,8 +341,12 @@ class LLMGateway:
             "timeout": cfg.timeout_s,
             "num_retries": 0,
             "max_retries": 0,
-            "metadata": {"accelopt_role": role, "sample_index": sample_index, "seed": seed,
-                         "request_id": request_id},
+            "metadata": {
+                "accelopt_role": role,
+                "sample_index": sample_index,
+                "seed": seed,
+                "request_id": request_id,
+            },
         }
         if cfg.api_base:
             kwargs["api_base"] = cfg.api_base
@@ -299,15 +357,23 @@ class LLMGateway:
         return await litellm.acompletion(**kwargs)
 
     def _backoff(self, attempt: int, rng: random.Random, error: BaseException) -> float:
-        cap = min(self.backoff_max_s, self.backoff_base_s * (2 ** attempt))
+        cap = min(self.backoff_max_s, self.backoff_base_s * (2**attempt))
         delay = cap * (0.5 + 0.5 * rng.random())  # "equal jitter": half fixed, half random
         retry_after = _retry_after(error)
         if retry_after is not None:
             delay = max(delay, min(retry_after, self.backoff_max_s))
         return delay
 
-    def _success(self, record: Any, attempt: int, cfg: ResolvedLLM, msgs: list[ChatMessage], resp: Any,
-                 latency: float, price: ModelPrice | None) -> LLMCallCompleted:
+    def _success(
+        self,
+        record: Any,
+        attempt: int,
+        cfg: ResolvedLLM,
+        msgs: list[ChatMessage],
+        resp: Any,
+        latency: float,
+        price: ModelPrice | None,
+    ) -> LLMCallCompleted:
         choice = resp.choices[0] if getattr(resp, "choices", None) else None
         message = getattr(choice, "message", None)
         text = getattr(message, "content", None)
@@ -315,9 +381,15 @@ class LLMGateway:
         finish = getattr(choice, "finish_reason", None)
         usage = _usage(resp, cfg.model, msgs, text)
         cost = self._cost(cfg.model, resp, usage, price)
-        return record(attempt, response=text, usage=usage, cost_usd=cost, latency_s=latency,
-                      finish_reason=str(finish) if finish else None,
-                      reasoning=reasoning if isinstance(reasoning, str) and reasoning else None)
+        return record(
+            attempt,
+            response=text,
+            usage=usage,
+            cost_usd=cost,
+            latency_s=latency,
+            finish_reason=str(finish) if finish else None,
+            reasoning=reasoning if isinstance(reasoning, str) and reasoning else None,
+        )
 
     def _cost(self, model: str, resp: Any, usage: TokenUsage, price: ModelPrice | None) -> float:
         if price is None:  # allowed unpriced
@@ -327,7 +399,10 @@ class LLMGateway:
                 return float(litellm.completion_cost(completion_response=resp, model=model))
             except Exception:  # fall back to the snapshot's per-token price
                 pass
-        return usage.prompt_tokens * price.input_cost_per_token + usage.completion_tokens * price.output_cost_per_token
+        return (
+            usage.prompt_tokens * price.input_cost_per_token
+            + usage.completion_tokens * price.output_cost_per_token
+        )
 
 
 def _keyless_placeholder(cfg: ResolvedLLM) -> str | None:
@@ -337,7 +412,11 @@ def _keyless_placeholder(cfg: ResolvedLLM) -> str | None:
     (OPENAI_API_KEY), which the client would otherwise hand to whatever server `api_base`
     names. A server that wants a key gets it through `api_key_env`."""
     provider = provider_of(cfg.model)
-    if not cfg.api_base or cfg.api_key_env or provider not in ("openai", "hosted_vllm", "text-completion-openai"):
+    if (
+        not cfg.api_base
+        or cfg.api_key_env
+        or provider not in ("openai", "hosted_vllm", "text-completion-openai")
+    ):
         return None
     return "none"
 

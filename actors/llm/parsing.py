@@ -36,9 +36,7 @@ TRUNCATED = "truncated"
 NOOP_MARKER = "no optimization found"
 
 _REASONING_TAGS = ("think", "thinking", "reasoning", "reflection")
-_CLOSED = re.compile(
-    r"<(" + "|".join(_REASONING_TAGS) + r")\b[^>]*>.*?</\1\s*>", re.IGNORECASE | re.DOTALL
-)
+_CLOSED = re.compile(r"<(" + "|".join(_REASONING_TAGS) + r")\b[^>]*>.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
 _OPEN = re.compile(r"<(" + "|".join(_REASONING_TAGS) + r")\b[^>]*>", re.IGNORECASE)
 _STRAY_CLOSE = re.compile(r"</(" + "|".join(_REASONING_TAGS) + r")\s*>", re.IGNORECASE)
 _FENCE_OPEN = re.compile(r"^[ \t]{0,3}(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^\n`]*)$")
@@ -72,7 +70,7 @@ def strip_reasoning(text: str) -> str:
     strays = list(_STRAY_CLOSE.finditer(out))
     if strays:
         stray = strays[-1]  # "...reasoning</think> answer": the opening tag was stripped upstream
-        out = out[stray.end():]
+        out = out[stray.end() :]
     m = _OPEN.search(out)
     if m is not None:  # cut off while reasoning
         out = out[: m.start()]
@@ -103,8 +101,10 @@ def code_blocks(text: str) -> list[CodeBlock]:
             j += 1
         found.append(("\n".join(body), lang, closed))
         i = j + 1
-    return [CodeBlock(code=c, lang=lg, closed=cl, index=k, blocks=len(found))
-            for k, (c, lg, cl) in enumerate(found)]
+    return [
+        CodeBlock(code=c, lang=lg, closed=cl, index=k, blocks=len(found))
+        for k, (c, lg, cl) in enumerate(found)
+    ]
 
 
 def extract_code(text: str | None, *, entry: str | None = None) -> CodeBlock:
@@ -124,10 +124,17 @@ def extract_code(text: str | None, *, entry: str | None = None) -> CodeBlock:
         word = re.compile(r"\b" + re.escape(entry) + r"\b")
         chosen = next((b for b in blocks if word.search(b.code)), blocks[0])
     if not chosen.closed:
-        raise ReplyParseError(TRUNCATED, f"the code block has no closing fence: the reply ends mid-code after "
-                                         f"{len(chosen.code)} chars")
-    return CodeBlock(code=chosen.code.strip("\n") + "\n", lang=chosen.lang, closed=chosen.closed,
-                     index=chosen.index, blocks=len(blocks))
+        raise ReplyParseError(
+            TRUNCATED,
+            f"the code block has no closing fence: the reply ends mid-code after {len(chosen.code)} chars",
+        )
+    return CodeBlock(
+        code=chosen.code.strip("\n") + "\n",
+        lang=chosen.lang,
+        closed=chosen.closed,
+        index=chosen.index,
+        blocks=len(blocks),
+    )
 
 
 def extract_plan(text: str | None) -> str:

@@ -73,22 +73,27 @@ def is_offline(model: str) -> bool:
     if provider in FREE_PROVIDERS:
         return True
     _register_offline_providers()
-    return any(isinstance(p, Mapping) and p.get("provider") == provider for p in litellm.custom_provider_map or [])
+    return any(
+        isinstance(p, Mapping) and p.get("provider") == provider for p in litellm.custom_provider_map or []
+    )
 
 
 def needs_preflight(config: LLMConfig) -> bool:
     return any(not is_offline(u.model) for u in model_uses(config))
 
 
-def check_models(config: LLMConfig, *, env: Mapping[str, str] | None = None,
-                 connect_timeout_s: float = 3.0) -> list[str]:
+def check_models(
+    config: LLMConfig, *, env: Mapping[str, str] | None = None, connect_timeout_s: float = 3.0
+) -> list[str]:
     """What stops the run's models from being reached, one line each (empty: nothing found)."""
     env = os.environ if env is None else env
     problems: list[str] = []
     for use in model_uses(config):
         if is_offline(use.model):
             continue
-        problem = _provider_problem(use) or _key_problem(use, config, env) or _reach_problem(use, connect_timeout_s)
+        problem = (
+            _provider_problem(use) or _key_problem(use, config, env) or _reach_problem(use, connect_timeout_s)
+        )
         if problem:
             problems.append(problem)
     return problems
@@ -99,28 +104,36 @@ def _provider_problem(use: ModelUse) -> str | None:
         litellm.get_llm_provider(use.model, api_base=use.api_base)
     except Exception as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        return (f"model {use.label}: litellm knows no provider for {use.model!r} ({first[:160]}); name it as "
-                "PROVIDER/MODEL, e.g. openai/gpt-4o-mini, anthropic/claude-sonnet-4-5, or hosted_vllm/NAME with "
-                "--api-base for a self-hosted server (docs/llm-providers.md)")
+        return (
+            f"model {use.label}: litellm knows no provider for {use.model!r} ({first[:160]}); name it as "
+            "PROVIDER/MODEL, e.g. openai/gpt-4o-mini, anthropic/claude-sonnet-4-5, or hosted_vllm/NAME with "
+            "--api-base for a self-hosted server (docs/llm-providers.md)"
+        )
     return None
 
 
 def _key_problem(use: ModelUse, config: LLMConfig, env: Mapping[str, str]) -> str | None:
     if use.api_key_env:
         if not env.get(use.api_key_env):
-            return f"model {use.label}: set {use.api_key_env} (named by llm.<role>.api_key_env) to its API key"
+            return (
+                f"model {use.label}: set {use.api_key_env} (named by llm.<role>.api_key_env) to its API key"
+            )
         return None
     resolved = config.for_role(use.roles[0])
     if _keyless_placeholder(resolved):  # a self-hosted OpenAI-compatible server: no key wanted
         return None
     try:
-        missing = list(litellm.validate_environment(use.model, api_base=use.api_base).get("missing_keys") or [])
+        missing = list(
+            litellm.validate_environment(use.model, api_base=use.api_base).get("missing_keys") or []
+        )
     except Exception:
         return None  # litellm cannot tell; the probe call will
     missing = [k for k in missing if not env.get(k)]
     if missing:
-        return (f"model {use.label}: set {' and '.join(missing)} in the environment (the key litellm needs for "
-                f"{use.model}), or name another variable with llm.default.api_key_env")
+        return (
+            f"model {use.label}: set {' and '.join(missing)} in the environment (the key litellm needs for "
+            f"{use.model}), or name another variable with llm.default.api_key_env"
+        )
     return None
 
 
@@ -138,8 +151,10 @@ def _reach_problem(use: ModelUse, timeout_s: float) -> str | None:
         with socket.create_connection((url.hostname, port), timeout=timeout_s):
             return None
     except OSError as e:
-        return (f"model {use.label}: api_base {use.api_base} is not reachable ({e.strerror or e}); start the server "
-                "or fix --api-base / llm.<role>.api_base")
+        return (
+            f"model {use.label}: api_base {use.api_base} is not reachable ({e.strerror or e}); start the server "
+            "or fix --api-base / llm.<role>.api_base"
+        )
 
 
 def probe_config(config: LLMConfig) -> LLMConfig:
@@ -157,7 +172,9 @@ async def probe_models(config: LLMConfig, *, gateway: LLMGateway | None = None) 
 
     async def one(use: ModelUse) -> Probe:
         start = time.monotonic()
-        calls = await gw.complete(use.roles[0], PROBE, run_id="preflight", request_id=f"preflight-{use.model}")
+        calls = await gw.complete(
+            use.roles[0], PROBE, run_id="preflight", request_id=f"preflight-{use.model}"
+        )
         last = calls[-1]
         return Probe(use=use, latency_s=time.monotonic() - start, error=last.error, cost_usd=last.cost_usd)
 

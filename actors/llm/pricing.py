@@ -57,8 +57,11 @@ def model_price(config: LLMConfig, model: str) -> ModelPrice | None:
     """The price of `model`: config, then the offline providers (0), then litellm's map."""
     if model in config.prices:
         p = config.prices[model]
-        return ModelPrice(input_cost_per_token=p.input_cost_per_token,
-                          output_cost_per_token=p.output_cost_per_token, source="config")
+        return ModelPrice(
+            input_cost_per_token=p.input_cost_per_token,
+            output_cost_per_token=p.output_cost_per_token,
+            source="config",
+        )
     free = FREE_PROVIDERS.get(provider_of(model))
     if free is not None:
         return ModelPrice(input_cost_per_token=0.0, output_cost_per_token=0.0, source=free)

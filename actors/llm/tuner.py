@@ -88,7 +88,9 @@ MODEL = "builtin/tuner"
 _SHAPE_LINE = re.compile(r"^- (?P<name>[A-Za-z_]\w*) = (?P<value>\d+)", re.MULTILINE)
 _INSIGHT_TITLE = re.compile(r"\*\*(?P<dir>Increase|Decrease)\s+(?P<name>[A-Za-z_]\w*)\b[^*\n]*\*\*")
 _SPEEDUP = re.compile(r"(?P<s>\d+(?:\.\d+)?)\s*x\b")
-_MEASURED = re.compile(r"(?:Measured|Estimated) on `(?P<problem>[^`]*)`[^\n]*?(?P<s>\d+(?:\.\d+)?)\s*x\b(?P<rest>[^\n]*)")
+_MEASURED = re.compile(
+    r"(?:Measured|Estimated) on `(?P<problem>[^`]*)`[^\n]*?(?P<s>\d+(?:\.\d+)?)\s*x\b(?P<rest>[^\n]*)"
+)
 _PROBLEM_LINE = re.compile(r"^Problem: `(?P<problem>[^`]*)` on the device `(?P<device>[^`]*)`", re.MULTILINE)
 _PROBLEM_NAME = re.compile(r"^Name: (?P<name>\S+)", re.MULTILINE)
 
@@ -111,13 +113,14 @@ class InsightHint(msgspec.Struct, frozen=True):
 
 # --- insights --------------------------------------------------------------------------------
 
+
 def _memory_segments(text: str) -> list[str]:
     """The insight entries of the prompt's memory block (`## i. ...` sections after a
     `# Experiences`-like heading), each as its text."""
     m = re.search(r"^# (?:Experiences|Insights|Memory)\b.*$", text, re.MULTILINE)
     if m is None:
         return []
-    block = text[m.end():]
+    block = text[m.end() :]
     nxt = re.search(r"^# \S", block, re.MULTILINE)
     if nxt is not None:
         block = block[: nxt.start()]
@@ -142,8 +145,10 @@ def parse_insights(text: str) -> list[InsightHint]:
         out.append(InsightHint(i, problem, speedup, slowdown, tuple(changes)))
     if not out:  # a prompt with insights that are not in a memory block: bold titles only
         for i, m in enumerate(_INSIGHT_TITLE.finditer(text), 1):
-            seg = text[m.start(): m.start() + 2000]
-            changes = changes_in(seg.split("\n## ", 1)[0]) or [Change(m.group("name"), 1, 2 if m.group("dir") == "Increase" else 0)]
+            seg = text[m.start() : m.start() + 2000]
+            changes = changes_in(seg.split("\n## ", 1)[0]) or [
+                Change(m.group("name"), 1, 2 if m.group("dir") == "Increase" else 0)
+            ]
             slowdown = "slowdown" in seg.lower()
             out.append(InsightHint(i, "", 1.05, slowdown, tuple(changes[:1])))
     return out
@@ -202,8 +207,11 @@ def _toward(t: Tunable, c: Change, slowdown: bool, max_shape: int | None) -> tup
     if slowdown:
         direction, target = {"Increase": "Decrease", "Decrease": "Increase"}.get(direction, "Set"), c.old
     reached = t.value == target or (
-        isinstance(t.value, int) and isinstance(target, int) and direction != "Set"
-        and (t.value > target if direction == "Increase" else t.value < target))
+        isinstance(t.value, int)
+        and isinstance(target, int)
+        and direction != "Set"
+        and (t.value > target if direction == "Increase" else t.value < target)
+    )
     if not reached:
         nxt = step_towards(t, direction, target, max_shape)
         return (Change(t.name, t.value, nxt), True) if nxt is not None else (None, True)
@@ -217,8 +225,9 @@ def _toward(t: Tunable, c: Change, slowdown: bool, max_shape: int | None) -> tup
     return None, False
 
 
-def insight_moves(tunables: Sequence[Tunable], hints: Sequence[InsightHint], problem: str,
-                  max_shape: int | None) -> list[InsightMove]:
+def insight_moves(
+    tunables: Sequence[Tunable], hints: Sequence[InsightHint], problem: str, max_shape: int | None
+) -> list[InsightMove]:
     """Each insight as a move on this kernel (all the constants it names that the kernel has),
     with its weight; an insight already applied yields one more step the same way (weight
     x0.3). Slowdown insights propose the opposite direction."""
@@ -279,7 +288,9 @@ def compound_move(items: Sequence[InsightMove]) -> InsightMove | None:
             break
     if len(used) < 2:
         return None
-    return InsightMove(tuple(chosen), sum(im.weight for im in used), tuple(h for im in used for h in im.hints))
+    return InsightMove(
+        tuple(chosen), sum(im.weight for im in used), tuple(h for im in used for h in im.hints)
+    )
 
 
 def _unit(*parts: object) -> float:
@@ -289,6 +300,7 @@ def _unit(*parts: object) -> float:
 
 def _weighted_order(items: list[tuple[Move, float]], key: str) -> list[Move]:
     """Weighted sampling without replacement, deterministic in `key`: u**(1/w), largest first."""
+
     def score(item: tuple[Move, float]) -> float:
         move, w = item
         u = max(_unit("tuner-plan", key, *((c.name, c.old, c.new) for c in move)), 1e-12)
@@ -300,6 +312,7 @@ def _weighted_order(items: list[tuple[Move, float]], key: str) -> list[Move]:
 def _strongest_first(items: Sequence[InsightMove], key: str) -> list[Move]:
     """The insights' moves by weight, strongest first (ties in an order drawn from `key`),
     led by the compound of the strongest ones when several combine."""
+
     def score(im: InsightMove) -> tuple[float, float]:
         return (-im.weight, _unit("tuner-insight", key, *((c.name, c.old, c.new) for c in im.move)))
 
@@ -312,15 +325,17 @@ def _alternate(led: list[Move], rest: list[Move]) -> list[Move]:
     kernel, so insights from other problems cannot crowd out this kernel's own best move."""
     out: list[Move] = []
     for i in range(max(len(led), len(rest))):
-        out += led[i: i + 1] + rest[i: i + 1]
+        out += led[i : i + 1] + rest[i : i + 1]
     return out
 
 
-def exploration_moves(tunables: Sequence[Tunable], max_shape: int | None,
-                      prefs: dict[tuple[str, str], float]) -> list[tuple[Move, float]]:
+def exploration_moves(
+    tunables: Sequence[Tunable], max_shape: int | None, prefs: dict[tuple[str, str], float]
+) -> list[tuple[Move, float]]:
     """Single steps (weight 1), two-step jumps (0.5) and pairs of single steps on two
     constants (together half the weight of the singles, however many pairs there are),
     each scaled by the insights' preference for its directions."""
+
     def pref(c: Change) -> float:
         return prefs.get((c.name, c.direction), 1.0)
 
@@ -333,8 +348,15 @@ def exploration_moves(tunables: Sequence[Tunable], max_shape: int | None,
     return out
 
 
-def rank_moves(source: str, *, skip: Iterable[str] = (), max_shape: int | None = None,
-               hints: Sequence[InsightHint] = (), problem: str = "", key: str = "") -> list[Move]:
+def rank_moves(
+    source: str,
+    *,
+    skip: Iterable[str] = (),
+    max_shape: int | None = None,
+    hints: Sequence[InsightHint] = (),
+    problem: str = "",
+    key: str = "",
+) -> list[Move]:
     """Every move, best first: the insights' moves (strongest first) alternating with
     exploration (weighted random order), starting with an insight; duplicates removed."""
     tunables = find_tunables(source, skip)
@@ -351,18 +373,34 @@ def rank_moves(source: str, *, skip: Iterable[str] = (), max_shape: int | None =
     return out
 
 
-def rank_changes(source: str, *, skip: Iterable[str] = (), max_shape: int | None = None,
-                 prefs: dict[tuple[str, str], float] | None = None, key: str = "") -> list[Change]:
+def rank_changes(
+    source: str,
+    *,
+    skip: Iterable[str] = (),
+    max_shape: int | None = None,
+    prefs: dict[tuple[str, str], float] | None = None,
+    key: str = "",
+) -> list[Change]:
     """Every single step over all tunables, in a weighted random order drawn deterministically
     from `key`, weighted by `prefs` ((NAME, direction) -> weight)."""
-    options: list[tuple[Move, float]] = [((c,), (prefs or {}).get((c.name, c.direction), 1.0))
-                                          for t in find_tunables(source, skip) for c in moves(t, max_shape)]
+    options: list[tuple[Move, float]] = [
+        ((c,), (prefs or {}).get((c.name, c.direction), 1.0))
+        for t in find_tunables(source, skip)
+        for c in moves(t, max_shape)
+    ]
     return [m[0] for m in _weighted_order(options, key)]
 
 
-def choose_move(source: str, *, skip: Iterable[str] = (), max_shape: int | None = None,
-                hints: Sequence[InsightHint] = (), problem: str = "", key: str = "",
-                sample_index: int = 0) -> Move | None:
+def choose_move(
+    source: str,
+    *,
+    skip: Iterable[str] = (),
+    max_shape: int | None = None,
+    hints: Sequence[InsightHint] = (),
+    problem: str = "",
+    key: str = "",
+    sample_index: int = 0,
+) -> Move | None:
     """The move for sample `sample_index`: the samples of one kernel (same `key`) walk down one
     ranking, so N plans for a candidate are N different moves while there are enough."""
     ranked = rank_moves(source, skip=skip, max_shape=max_shape, hints=hints, problem=problem, key=key)
@@ -374,7 +412,7 @@ def _section_block(text: str, heading: str) -> tuple[str, str] | None:
     m = re.search(r"^# " + re.escape(heading) + r"[ \t]*$", text, re.MULTILINE)
     if m is None:
         return None
-    blocks = code_blocks(text[m.end():])
+    blocks = code_blocks(text[m.end() :])
     if not blocks:
         return None
     return blocks[0].code, blocks[0].lang
@@ -384,7 +422,7 @@ def _shapes(text: str) -> dict[str, int]:
     m = re.search(r"^## Shapes.*$", text, re.MULTILINE)
     if m is None:
         return {}
-    section = text[m.end():].split("\n\n", 1)[0]
+    section = text[m.end() :].split("\n\n", 1)[0]
     return {s.group("name"): int(s.group("value")) for s in _SHAPE_LINE.finditer(section)}
 
 
@@ -397,7 +435,7 @@ def _definition_line(source: str, name: str) -> str:
         if t.name == name:
             start = source.rfind("\n", 0, t.start) + 1
             end = source.find("\n", t.end)
-            return source[start: end if end >= 0 else len(source)].strip()
+            return source[start : end if end >= 0 else len(source)].strip()
     return name
 
 
@@ -422,12 +460,21 @@ def plan_reply(system: str, user: str, sample_index: int) -> str:
     # the ranking depends on the kernel and the insights, not on the per-call profile order,
     # so the N samples of one candidate take N different moves
     key = f"{source}\x1f{[(h.problem, h.speedup, h.slowdown, h.changes) for h in hints]}"
-    move = choose_move(source, skip=shapes, max_shape=max_shape, hints=hints, problem=problem, key=key,
-                       sample_index=sample_index)
+    move = choose_move(
+        source,
+        skip=shapes,
+        max_shape=max_shape,
+        hints=hints,
+        problem=problem,
+        key=key,
+        sample_index=sample_index,
+    )
     if move is None:
-        return ("**Keep the kernel unchanged**\nNo tunable constant (an integer `#define` or an UPPER_CASE "
-                "module-level integer) was found in the current kernel, so there is nothing for the tuner "
-                "to change.")
+        return (
+            "**Keep the kernel unchanged**\nNo tunable constant (an integer `#define` or an UPPER_CASE "
+            "module-level integer) was found in the current kernel, so there is nothing for the tuner "
+            "to change."
+        )
     found_moves = insight_moves(find_tunables(source, shapes), hints, problem, max_shape)
     compound = compound_move(found_moves)
     led = [im for im in ([compound] if compound else []) + found_moves if im.move == move]
@@ -435,9 +482,13 @@ def plan_reply(system: str, user: str, sample_index: int) -> str:
     title = " and ".join(phrases)
     title = title[0].upper() + title[1:]
     if led and len(led[0].hints) > 1:
-        why = ("It applies at once the moves of insights " + ", ".join(str(h.rank) for h in led[0].hints[:-1])
-               + f" and {led[0].hints[-1].rank} of the memory, each on its own constants (measured: "
-               + "; ".join(f"{h.speedup:.2f}x on `{h.problem or 'an earlier run'}`" for h in led[0].hints) + ").")
+        why = (
+            "It applies at once the moves of insights "
+            + ", ".join(str(h.rank) for h in led[0].hints[:-1])
+            + f" and {led[0].hints[-1].rank} of the memory, each on its own constants (measured: "
+            + "; ".join(f"{h.speedup:.2f}x on `{h.problem or 'an earlier run'}`" for h in led[0].hints)
+            + ")."
+        )
     elif led:
         h = led[0].hints[0]
         where = f"on `{h.problem}`" if h.problem else "in an earlier run"
@@ -447,12 +498,17 @@ def plan_reply(system: str, user: str, sample_index: int) -> str:
         else:
             why = f"Insight {h.rank} of the memory reports that changing {names} this way gave {h.speedup:.2f}x {where}."
     else:
-        why = ("Retuning " + ", ".join(f"`{c.name}`" for c in move)
-               + " changes the work per block, the reuse of data in fast memory and the parallel schedule.")
-    return (f"**{title}**\n"
-            f"Change the tunable constant{'s' if len(move) > 1 else ''} as follows and leave everything else "
-            f"unchanged: {'; '.join(phrases)}. {why}\n"
-            + "".join(f"CHANGE: {c.name} {c.old} -> {c.new}\n" for c in move))
+        why = (
+            "Retuning "
+            + ", ".join(f"`{c.name}`" for c in move)
+            + " changes the work per block, the reuse of data in fast memory and the parallel schedule."
+        )
+    return (
+        f"**{title}**\n"
+        f"Change the tunable constant{'s' if len(move) > 1 else ''} as follows and leave everything else "
+        f"unchanged: {'; '.join(phrases)}. {why}\n"
+        + "".join(f"CHANGE: {c.name} {c.old} -> {c.new}\n" for c in move)
+    )
 
 
 def execute_reply(user: str) -> str:
@@ -464,7 +520,9 @@ def execute_reply(user: str) -> str:
     changes = parse_changes(plan_block[0]) if plan_block else []
     new, done = apply_changes(source, changes, _shapes(user))
     if not done:
-        note = "The plan names no change to a tunable constant of this kernel; the kernel is returned unchanged."
+        note = (
+            "The plan names no change to a tunable constant of this kernel; the kernel is returned unchanged."
+        )
         return f"{note}\n\n{_fenced(source, lang)}\n"
     what = ", ".join(f"`{c.name}` {c.old} -> {c.new}" for c in done)
     return f"Applied the plan: {what}.\n\n{_fenced(new, lang)}\n"
@@ -473,8 +531,10 @@ def execute_reply(user: str) -> str:
 def fix_reply(user: str) -> str:
     found = _section_block(user, "Last working version")
     if found is None:
-        return ("I cannot fix this kernel: the prompt shows no working version to revert to, and the "
-                "tuner does not repair code.")
+        return (
+            "I cannot fix this kernel: the prompt shows no working version to revert to, and the "
+            "tuner does not repair code."
+        )
     source, lang = found
     return f"Reverting to the last version that compiled and passed the checks.\n\n{_fenced(source, lang)}\n"
 
@@ -486,32 +546,43 @@ def summarize_reply(user: str) -> str:
         return "No optimization found"
     (slow_src, lang), (fast_src, _) = slow, fast
     fast_values = {t.name: t.value for t in find_tunables(fast_src)}
-    diffs = [Change(t.name, t.value, fast_values[t.name]) for t in find_tunables(slow_src)
-             if t.name in fast_values and fast_values[t.name] != t.value]
+    diffs = [
+        Change(t.name, t.value, fast_values[t.name])
+        for t in find_tunables(slow_src)
+        if t.name in fast_values and fast_values[t.name] != t.value
+    ]
     if not diffs:
         return "No optimization found"
     sp = re.search(r"^# Speedup[ \t]*$", user, re.MULTILINE)
-    speed = _SPEEDUP.search(user[sp.end():]) if sp else None
+    speed = _SPEEDUP.search(user[sp.end() :]) if sp else None
     speedup = f"{float(speed.group('s')):.3f}x" if speed else "a measured"
     where = _PROBLEM_LINE.search(user)
     context = f" on `{where.group('problem')}` (device {where.group('device')})" if where else ""
-    parts = [f"{c.direction if i == 0 else _verb(c)} {c.name} ({c.old} -> {c.new})" for i, c in enumerate(diffs)]
+    parts = [
+        f"{c.direction if i == 0 else _verb(c)} {c.name} ({c.old} -> {c.new})" for i, c in enumerate(diffs)
+    ]
     listed = "; ".join(f"{c.name} {c.old} -> {c.new} ({_verb(c)})" for c in diffs)
     names = " and ".join(f"`{c.name}`" for c in diffs)
     snippet_slow = "\n".join(_definition_line(slow_src, c.name) for c in diffs)
     snippet_fast = "\n".join(_definition_line(fast_src, c.name) for c in diffs)
-    return (f"**{', '.join(parts)}**\n"
-            f"Tuned constants: {listed}.\n"
-            f"Retuning {names} this way made the kernel {speedup} faster{context}. In kernels with "
-            f"{'these constants' if len(diffs) > 1 else 'a `' + diffs[0].name + '` constant'}, try the same "
-            f"change{'s' if len(diffs) > 1 else ''} (towards the same values) first.\n"
-            f"Original code:\n{_fenced(snippet_slow, lang)}\n"
-            f"Optimized code:\n{_fenced(snippet_fast, lang)}\n")
+    return (
+        f"**{', '.join(parts)}**\n"
+        f"Tuned constants: {listed}.\n"
+        f"Retuning {names} this way made the kernel {speedup} faster{context}. In kernels with "
+        f"{'these constants' if len(diffs) > 1 else 'a `' + diffs[0].name + '` constant'}, try the same "
+        f"change{'s' if len(diffs) > 1 else ''} (towards the same values) first.\n"
+        f"Original code:\n{_fenced(snippet_slow, lang)}\n"
+        f"Optimized code:\n{_fenced(snippet_fast, lang)}\n"
+    )
 
 
 def _role_from_prompt(user: str) -> str:
-    for heading, role in (("Slow kernel", "summarizer"), ("Wrong code", "fixer"),
-                          ("Optimization plan", "executor"), ("Profile", "planner")):
+    for heading, role in (
+        ("Slow kernel", "summarizer"),
+        ("Wrong code", "fixer"),
+        ("Optimization plan", "executor"),
+        ("Profile", "planner"),
+    ):
         if re.search(r"^# " + heading + r"[ \t]*$", user, re.MULTILINE):
             return role
     return "planner"
@@ -535,19 +606,28 @@ def tuner_reply(messages: Sequence[dict[str, Any]], role: str | None = None, sam
 
 # --- litellm provider ------------------------------------------------------------------------
 
+
 def _estimate_tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
-def fill_response(model_response: ModelResponse, model: str, messages: Sequence[dict[str, Any]],
-                  text: str, finish_reason: str = "stop") -> ModelResponse:
+def fill_response(
+    model_response: ModelResponse,
+    model: str,
+    messages: Sequence[dict[str, Any]],
+    text: str,
+    finish_reason: str = "stop",
+) -> ModelResponse:
     model_response.choices[0].message.content = text
     # litellm types this as OpenAI's reasons; a scripted reply may carry any provider's
     model_response.choices[0].finish_reason = finish_reason  # type: ignore[assignment]
     prompt = sum(_estimate_tokens(str(m.get("content") or "")) for m in messages)
     completion = _estimate_tokens(text)
-    model_response.usage = Usage(prompt_tokens=prompt, completion_tokens=completion,  # type: ignore[attr-defined]
-                                 total_tokens=prompt + completion)
+    model_response.usage = Usage(
+        prompt_tokens=prompt,
+        completion_tokens=completion,  # type: ignore[attr-defined]
+        total_tokens=prompt + completion,
+    )
     model_response.model = model
     return model_response
 

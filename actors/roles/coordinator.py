@@ -62,7 +62,9 @@ class CoordinatorService:
                     seen += 1
                     last_progress = time.monotonic()
                     outbox.pop(event.event_id, None)
-                    effects.pop(event.result_id if isinstance(event, ev.MemoryRequested) else event.event_id, None)
+                    effects.pop(
+                        event.result_id if isinstance(event, ev.MemoryRequested) else event.event_id, None
+                    )
                     step = self.core.step(event)
                     if isinstance(event, ev.MemoryRetrieved) and event.note:
                         self._warning(event.note)
@@ -75,7 +77,11 @@ class CoordinatorService:
                     outbox, effects = {}, {}
                 if self.core.finished or self.core.failed:
                     break
-                if event is None and self.core.started and time.monotonic() - last_progress > self.stall_warn_s:
+                if (
+                    event is None
+                    and self.core.started
+                    and time.monotonic() - last_progress > self.stall_warn_s
+                ):
                     self._warn_stall()
                     last_progress = time.monotonic()
         finally:
@@ -85,8 +91,9 @@ class CoordinatorService:
             reason = self.core.stopping or "completed"
         elif self.core.failed:  # a RunFailed of its own (e.g. the model cannot be reached) ends it too
             reason = f"failed: {self.core.failed}"
-        return CoordinatorReport(self.run_id, self.core.finished or bool(self.core.failed), reason, decisions, seen,
-                                 self.warnings)
+        return CoordinatorReport(
+            self.run_id, self.core.finished or bool(self.core.failed), reason, decisions, seen, self.warnings
+        )
 
     async def _flush(self, elog: EventLog, outbox: list[ev.Event], effects: list[ev.MemoryRequested]) -> None:
         if outbox:
@@ -113,9 +120,10 @@ class CoordinatorService:
                 waiting[kind] = waiting.get(kind, 0) + 1
         if waiting:
             what = ", ".join(f"{n} {k}" for k, n in sorted(waiting.items()))
-            self._warning(f"no progress for {self.stall_warn_s:.0f}s; waiting on {what} "
-                          "(is a worker for that role/device running?)")
+            self._warning(
+                f"no progress for {self.stall_warn_s:.0f}s; waiting on {what} "
+                "(is a worker for that role/device running?)"
+            )
 
     async def close(self) -> None:
         self.stop()
-

@@ -147,7 +147,10 @@ class MemoryCurator(Worker):
     async def on_start(self, elog: EventLog) -> None:
         self._contexts = RunContexts(elog)
         self.index = await asyncio.to_thread(
-            MemoryIndex.open, self.uri, embedder=self._embedder, table=self.table,
+            MemoryIndex.open,
+            self.uri,
+            embedder=self._embedder,
+            table=self.table,
             storage_options=self._storage_options,
         )
         # Load the model now rather than inside the first delivery's ack window.
@@ -157,9 +160,15 @@ class MemoryCurator(Worker):
         if isinstance(event, MemoryEntryAdded) and await self._writes_here(event.run_id):
             await self._batcher.add(event.entry)
             # said on the log once committed (an id derived from the entry: a redelivery says it once)
-            return [MemoryIndexed(event_id=derive_event_id(event.run_id, "MemoryIndexed", event.entry.id),
-                                  run_id=event.run_id, ts=time.time(), causation_id=event.event_id,
-                                  entry_id=event.entry.id)]
+            return [
+                MemoryIndexed(
+                    event_id=derive_event_id(event.run_id, "MemoryIndexed", event.entry.id),
+                    run_id=event.run_id,
+                    ts=time.time(),
+                    causation_id=event.event_id,
+                    entry_id=event.entry.id,
+                )
+            ]
         return []
 
     async def _writes_here(self, run_id: str) -> bool:
@@ -194,5 +203,11 @@ class MemoryCurator(Worker):
             self.log.warning("memory maintenance skipped", error=str(e))
 
     def summary(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self.stats), "written": self.written, "batches": self.batches,
-                "durable": self.options.durable, "uri": self.uri, "table": self.table}
+        return {
+            **dataclasses.asdict(self.stats),
+            "written": self.written,
+            "batches": self.batches,
+            "durable": self.options.durable,
+            "uri": self.uri,
+            "table": self.table,
+        }

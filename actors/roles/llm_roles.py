@@ -55,7 +55,9 @@ def role_options(role: ev.Role, llm_config: LLMConfig, **overrides: Any) -> Work
     """Default worker options of a role worker: its role's durable, filter and LLM concurrency."""
     r = llm_config.for_role(role)
     base: dict[str, Any] = {
-        "durable": role, "filter_subject": role_filter(ev.REQUEST_OF_ROLE[role].__name__), "concurrency": r.concurrency,
+        "durable": role,
+        "filter_subject": role_filter(ev.REQUEST_OF_ROLE[role].__name__),
+        "concurrency": r.concurrency,
     }
     base.update(overrides)
     return WorkerOptions(**base)
@@ -116,19 +118,33 @@ class RoleWorker(Worker):
         recording = await self._recordings.for_run(event.run_id) if self._recordings else None
         gateway = self.gateway_for(started, event.iteration)  # type: ignore[attr-defined]
         calls = await gateway.complete(
-            self.role, messages, run_id=event.run_id, request_id=event.event_id,
-            sample_index=self.sample_index(event), seed=started.seed,
+            self.role,
+            messages,
+            run_id=event.run_id,
+            request_id=event.event_id,
+            sample_index=self.sample_index(event),
+            seed=started.seed,
             recording=recording.llm if recording else None,
         )
         last = calls[-1]
         if last.error is not None:
             kind = last.error.split(":", 1)[0]
             return [*calls, self.failed(event, f"llm error: {kind}", last.error, last.event_id)]
-        if last.finish_reason == "length" and self.role in KERNEL_ROLES:  # cut at max_tokens: never half a kernel
+        if (
+            last.finish_reason == "length" and self.role in KERNEL_ROLES
+        ):  # cut at max_tokens: never half a kernel
             limit = last.params.get("max_tokens")
-            return [*calls, self.failed(event, TRUNCATED, f"the reply stopped at the token limit (max_tokens={limit}, "
-                                        f"{last.usage.completion_tokens} completion tokens); raise "
-                                        f"llm.{self.role}.max_tokens", last.event_id)]
+            return [
+                *calls,
+                self.failed(
+                    event,
+                    TRUNCATED,
+                    f"the reply stopped at the token limit (max_tokens={limit}, "
+                    f"{last.usage.completion_tokens} completion tokens); raise "
+                    f"llm.{self.role}.max_tokens",
+                    last.event_id,
+                ),
+            ]
         try:
             return [*calls, self.result(event, target.problem, last)]
         except ReplyParseError as e:
@@ -155,8 +171,11 @@ class RoleWorker(Worker):
             from accelopt.config import recorded_config
 
             run_llm = recorded_config(config).llm
-            gateway = self.gateway if run_llm == self.llm_config else LLMGateway(
-                run_llm, call_kwargs=self.gateway.call_kwargs)
+            gateway = (
+                self.gateway
+                if run_llm == self.llm_config
+                else LLMGateway(run_llm, call_kwargs=self.gateway.call_kwargs)
+            )
             self._run_gateways[key] = gateway
         return gateway
 
@@ -166,26 +185,44 @@ class RoleWorker(Worker):
         return [self.failed(event, "role error", error[-4000:])]
 
     def envelope(self, event: ev.Event, type_name: str) -> dict[str, Any]:
-        return {"event_id": ev.derive_event_id(event.run_id, type_name, event.event_id), "run_id": event.run_id,
-                "ts": time.time(), "causation_id": event.event_id}
+        return {
+            "event_id": ev.derive_event_id(event.run_id, type_name, event.event_id),
+            "run_id": event.run_id,
+            "ts": time.time(),
+            "causation_id": event.event_id,
+        }
 
-    def failed(self, event: Any, reason: str, detail: str = "", llm_call_id: str | None = None) -> ev.ProposalFailed:
+    def failed(
+        self, event: Any, reason: str, detail: str = "", llm_call_id: str | None = None
+    ) -> ev.ProposalFailed:
         return ev.ProposalFailed(
-            **self.envelope(event, "ProposalFailed"), stage=ev.STAGE_OF_ROLE[self.role], request_id=event.event_id,
-            problem=event.problem, iteration=event.iteration, reason=reason, detail=detail[:8000],
+            **self.envelope(event, "ProposalFailed"),
+            stage=ev.STAGE_OF_ROLE[self.role],
+            request_id=event.event_id,
+            problem=event.problem,
+            iteration=event.iteration,
+            reason=reason,
+            detail=detail[:8000],
             llm_call_id=llm_call_id,
         )
 
-    def kernel(self, event: Any, problem: Problem, call: ev.LLMCallCompleted, **lineage: Any) -> ev.KernelProposed:
+    def kernel(
+        self, event: Any, problem: Problem, call: ev.LLMCallCompleted, **lineage: Any
+    ) -> ev.KernelProposed:
         entry = problem.baseline.entry_symbol
         block = extract_code(call.response, entry=entry)
         lang = find_language(event.language)
         source = lang.complete_source(block.code, entry) if lang and lang.complete_source else block.code
         return ev.KernelProposed(
             **self.envelope(event, "KernelProposed"),
-            kernel_id=ev.derive_event_id(event.run_id, "Kernel", event.event_id), problem=event.problem,
-            iteration=event.iteration, request_id=event.event_id, language=event.language, source=source,
-            llm_call_id=call.event_id, **lineage,
+            kernel_id=ev.derive_event_id(event.run_id, "Kernel", event.event_id),
+            problem=event.problem,
+            iteration=event.iteration,
+            request_id=event.event_id,
+            language=event.language,
+            source=source,
+            llm_call_id=call.event_id,
+            **lineage,
         )
 
 
@@ -193,17 +230,29 @@ class Planner(RoleWorker):
     role = "planner"
 
     def messages(self, event: ev.PlanRequested, problem: Problem, seed: int) -> list[ChatMessage]:
-        return render("planner", event.language, problem=problem, source=event.candidate_source,
-                      profile=event.candidate_profile, insights=event.insights, device=event.device,
-                      seed=seed, request_id=event.event_id)
+        return render(
+            "planner",
+            event.language,
+            problem=problem,
+            source=event.candidate_source,
+            profile=event.candidate_profile,
+            insights=event.insights,
+            device=event.device,
+            seed=seed,
+            request_id=event.event_id,
+        )
 
     def sample_index(self, event: ev.PlanRequested) -> int:
         return event.sample_index
 
     def result(self, event: ev.PlanRequested, problem: Problem, call: ev.LLMCallCompleted) -> ev.Event:
         return ev.PlanProposed(
-            **self.envelope(event, "PlanProposed"), problem=event.problem, iteration=event.iteration,
-            candidate_id=event.candidate_id, request_id=event.event_id, plan=extract_plan(call.response),
+            **self.envelope(event, "PlanProposed"),
+            problem=event.problem,
+            iteration=event.iteration,
+            candidate_id=event.candidate_id,
+            request_id=event.event_id,
+            plan=extract_plan(call.response),
             llm_call_id=call.event_id,
         )
 
@@ -212,13 +261,21 @@ class Executor(RoleWorker):
     role = "executor"
 
     def messages(self, event: ev.ImplementationRequested, problem: Problem, seed: int) -> list[ChatMessage]:
-        return render("executor", event.language, problem=problem, source=event.candidate_source,
-                      plan=event.plan, device=event.device)
+        return render(
+            "executor",
+            event.language,
+            problem=problem,
+            source=event.candidate_source,
+            plan=event.plan,
+            device=event.device,
+        )
 
     def sample_index(self, event: ev.ImplementationRequested) -> int:
         return event.sample_index
 
-    def result(self, event: ev.ImplementationRequested, problem: Problem, call: ev.LLMCallCompleted) -> ev.Event:
+    def result(
+        self, event: ev.ImplementationRequested, problem: Problem, call: ev.LLMCallCompleted
+    ) -> ev.Event:
         return self.kernel(event, problem, call, parent_id=event.candidate_id, plan_id=event.plan_id)
 
 
@@ -226,35 +283,65 @@ class Fixer(RoleWorker):
     role = "fixer"
 
     def messages(self, event: ev.FixRequested, problem: Problem, seed: int) -> list[ChatMessage]:
-        return render("fixer", event.language, problem=problem, source=event.source, error_log=event.error_log,
-                      status=event.status, parent_source=event.parent_source, device=event.device)
+        return render(
+            "fixer",
+            event.language,
+            problem=problem,
+            source=event.source,
+            error_log=event.error_log,
+            status=event.status,
+            parent_source=event.parent_source,
+            device=event.device,
+        )
 
     def sample_index(self, event: ev.FixRequested) -> int:
         return event.fix_round
 
     def result(self, event: ev.FixRequested, problem: Problem, call: ev.LLMCallCompleted) -> ev.Event:
-        return self.kernel(event, problem, call, parent_id=None, plan_id=None, fix_of=event.kernel_id,
-                           fix_round=event.fix_round)
+        return self.kernel(
+            event,
+            problem,
+            call,
+            parent_id=None,
+            plan_id=None,
+            fix_of=event.kernel_id,
+            fix_round=event.fix_round,
+        )
 
 
 class Summarizer(RoleWorker):
     role = "summarizer"
 
     def messages(self, event: ev.SummaryRequested, problem: Problem, seed: int) -> list[ChatMessage]:
-        return render("summarizer", event.language, problem=problem, slow_source=event.slow_source,
-                      fast_source=event.fast_source, speedup=event.speedup, positive=event.positive,
-                      estimated=event.estimated,
-                      device=event.device)
+        return render(
+            "summarizer",
+            event.language,
+            problem=problem,
+            slow_source=event.slow_source,
+            fast_source=event.fast_source,
+            speedup=event.speedup,
+            positive=event.positive,
+            estimated=event.estimated,
+            device=event.device,
+        )
 
     def result(self, event: ev.SummaryRequested, problem: Problem, call: ev.LLMCallCompleted) -> ev.Event:
         insight = parse_insight(call.response)
         return ev.InsightSummarized(
-            **self.envelope(event, "InsightSummarized"), problem=event.problem, iteration=event.iteration,
-            request_id=event.event_id, title=insight.title, text=insight.text, noop=insight.noop,
+            **self.envelope(event, "InsightSummarized"),
+            problem=event.problem,
+            iteration=event.iteration,
+            request_id=event.event_id,
+            title=insight.title,
+            text=insight.text,
+            noop=insight.noop,
             llm_call_id=call.event_id,
         )
 
 
 ROLE_WORKERS: dict[str, type[RoleWorker]] = {
-    "planner": Planner, "executor": Executor, "fixer": Fixer, "summarizer": Summarizer,
+    "planner": Planner,
+    "executor": Executor,
+    "fixer": Fixer,
+    "summarizer": Summarizer,
 }

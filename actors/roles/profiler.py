@@ -31,8 +31,13 @@ def kernel_solution(problem: str, kernel_id: str, language: str, source: str, ba
     lang = find_language(language)
     path = baseline.spec.entry_point.split("::", 1)[0] or (lang.entry_file if lang else "kernel")
     spec = msgspec.structs.replace(baseline.spec, language=language)
-    return Solution(name=f"{problem}_{kernel_id[:12]}", definition=baseline.definition, author="accelopt",
-                    spec=spec, sources=[SourceFile(path=path, content=source)])
+    return Solution(
+        name=f"{problem}_{kernel_id[:12]}",
+        definition=baseline.definition,
+        author="accelopt",
+        spec=spec,
+        sources=[SourceFile(path=path, content=source)],
+    )
 
 
 def offset_seeds(offset: int) -> tuple[int, ...]:
@@ -83,12 +88,28 @@ class ProfileCache:
 class Profiler(Worker):
     role = "profiler"
 
-    def __init__(self, nats_url: str, device: str, *, agent_options: dict | None = None,
-                 timeout_s: float = 120.0, worker_name: str = "", options: WorkerOptions | None = None) -> None:
-        super().__init__(nats_url, options or WorkerOptions(
-            durable=f"profiler-{device}", filter_subject=role_filter("ProfileRequested", device=device),
-            concurrency=1, ack_wait_s=30.0, heartbeat_s=5.0, max_deliver=3,
-        ))
+    def __init__(
+        self,
+        nats_url: str,
+        device: str,
+        *,
+        agent_options: dict | None = None,
+        timeout_s: float = 120.0,
+        worker_name: str = "",
+        options: WorkerOptions | None = None,
+    ) -> None:
+        super().__init__(
+            nats_url,
+            options
+            or WorkerOptions(
+                durable=f"profiler-{device}",
+                filter_subject=role_filter("ProfileRequested", device=device),
+                concurrency=1,
+                ack_wait_s=30.0,
+                heartbeat_s=5.0,
+                max_deliver=3,
+            ),
+        )
         self.device = device
         self.agent_options = agent_options or {}
         self.timeout_s = timeout_s
@@ -119,15 +140,20 @@ class Profiler(Worker):
         key = ProfileCache.key(event.run_id, event.problem, self.device, event.language, event.source)
         cached = self.cache.get(key)
         if cached is not None and event.purpose not in ("reverify", "remeasure"):
-            return [self._result(event, msgspec.structs.replace(
-                cached, counters={**cached.counters, "cached": 1.0}))]
+            return [
+                self._result(
+                    event, msgspec.structs.replace(cached, counters={**cached.counters, "cached": 1.0})
+                )
+            ]
         solution = solution_for(event, target.problem.baseline)
         allowed = (await self._contexts.settings(event.run_id)).sandbox.allow_unisolated
         agent = self._agent
 
         def run_profile() -> Profile:
             with allow_unisolated(allowed):  # the run's own setting, whatever this worker was started with
-                return agent.profile(target.problem, solution, seeds=seeds_for(event), timeout_s=self.timeout_s)
+                return agent.profile(
+                    target.problem, solution, seeds=seeds_for(event), timeout_s=self.timeout_s
+                )
 
         profile = await asyncio.to_thread(run_profile)
         if profile.status not in ("timeout", "sandbox_error"):  # maybe the machine's fault: allow a retry
@@ -140,12 +166,19 @@ class Profiler(Worker):
         prof = Profile(status="runtime_error", device=self.device, log=f"profiler failed: {error[-4000:]}")
         return [self._result(event, prof)]
 
-    def _result(self, event: ev.ProfileRequested, profile: Profile,
-                served_from: str | None = None) -> ev.KernelProfiled:
+    def _result(
+        self, event: ev.ProfileRequested, profile: Profile, served_from: str | None = None
+    ) -> ev.KernelProfiled:
         return ev.KernelProfiled(
-            event_id=ev.derive_event_id(event.run_id, "KernelProfiled", event.event_id), run_id=event.run_id,
-            ts=time.time(), causation_id=event.event_id, kernel_id=event.kernel_id, problem=event.problem,
-            device=self.device, request_id=event.event_id, profile=profile, worker=self.worker_name,
+            event_id=ev.derive_event_id(event.run_id, "KernelProfiled", event.event_id),
+            run_id=event.run_id,
+            ts=time.time(),
+            causation_id=event.event_id,
+            kernel_id=event.kernel_id,
+            problem=event.problem,
+            device=self.device,
+            request_id=event.event_id,
+            profile=profile,
+            worker=self.worker_name,
             served_from=served_from,
         )
-

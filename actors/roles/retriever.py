@@ -32,17 +32,30 @@ from memory_index import MemoryIndex, query_for
 
 
 def retriever_options(uri: str, table: str = "memory") -> WorkerOptions:
-    return WorkerOptions(durable=f"memory-retriever-{memory_digest(uri, table)}",
-                         filter_subject=role_filter("MemoryRequested"),
-                         concurrency=8, ack_wait_s=60.0, heartbeat_s=10.0, max_deliver=5)
+    return WorkerOptions(
+        durable=f"memory-retriever-{memory_digest(uri, table)}",
+        filter_subject=role_filter("MemoryRequested"),
+        concurrency=8,
+        ack_wait_s=60.0,
+        heartbeat_s=10.0,
+        max_deliver=5,
+    )
 
 
 class MemoryRetriever(Worker):
     role = "memory-retriever"
 
-    def __init__(self, nats_url: str, uri: str, *, table: str = "memory", embedder: str | None = None,
-                 storage_options: dict[str, str] | None = None, options: WorkerOptions | None = None,
-                 stream: StreamSettings | None = None) -> None:
+    def __init__(
+        self,
+        nats_url: str,
+        uri: str,
+        *,
+        table: str = "memory",
+        embedder: str | None = None,
+        storage_options: dict[str, str] | None = None,
+        options: WorkerOptions | None = None,
+        stream: StreamSettings | None = None,
+    ) -> None:
         super().__init__(nats_url, options or retriever_options(uri, table), stream=stream)
         self.uri = uri
         self.table = table
@@ -55,8 +68,13 @@ class MemoryRetriever(Worker):
     async def on_start(self, elog: EventLog) -> None:
         self._contexts = RunContexts(elog)
         self._recordings = Recordings(elog, self._contexts)
-        self.index = await asyncio.to_thread(MemoryIndex.open, self.uri, embedder=self._embedder, table=self.table,
-                                             storage_options=self._storage_options)
+        self.index = await asyncio.to_thread(
+            MemoryIndex.open,
+            self.uri,
+            embedder=self._embedder,
+            table=self.table,
+            storage_options=self._storage_options,
+        )
         await asyncio.to_thread(lambda: self.index.embedder.model if self.index else None)
 
     async def handle(self, event: ev.Event) -> list[ev.Event]:
@@ -68,28 +86,54 @@ class MemoryRetriever(Worker):
         if recording is not None:
             served = recording.retrievals.get(event.result_id)
             if served is not None and (recording.config or {}).get("memory") == event.memory:
-                return [msgspec.structs.replace(served, run_id=event.run_id, ts=time.time(),
-                                                causation_id=event.event_id)]
+                return [
+                    msgspec.structs.replace(
+                        served, run_id=event.run_id, ts=time.time(), causation_id=event.event_id
+                    )
+                ]
         m = msgspec.convert(event.memory, MemoryConfig)
         query, entries, notes = "", [], []
         try:
             assert self.index is not None
             if event.expect_entry_ids:
                 missing = set(event.expect_entry_ids) - await self.index.wait_for_ids(
-                    event.expect_entry_ids, timeout_s=m.index_wait_s)
+                    event.expect_entry_ids, timeout_s=m.index_wait_s
+                )
                 if missing:
-                    notes.append(f"memory: {len(missing)} of this run's entries not indexed after "
-                                 f"{m.index_wait_s:.0f}s (is the memory curator running?)")
-            query = query_for(event.problem, event.op_type, event.device, event.language, event.candidate_source)
+                    notes.append(
+                        f"memory: {len(missing)} of this run's entries not indexed after "
+                        f"{m.index_wait_s:.0f}s (is the memory curator running?)"
+                    )
+            query = query_for(
+                event.problem, event.op_type, event.device, event.language, event.candidate_source
+            )
             lineage = [event.run_id] + ([started.parent_run] if started.parent_run else [])
             entries = await asyncio.to_thread(
-                self.index.retrieve, query, device=event.device, language=event.language, top_m=m.top_m,
-                cross_device_share=m.cross_device_share, same_device_only=m.same_device_only,
-                exclude_source_runs=lineage, allow_ids=list(event.expect_entry_ids),
-                speedup_weight=m.rank_speedup_weight, recency_weight=m.rank_recency_weight)
+                self.index.retrieve,
+                query,
+                device=event.device,
+                language=event.language,
+                top_m=m.top_m,
+                cross_device_share=m.cross_device_share,
+                same_device_only=m.same_device_only,
+                exclude_source_runs=lineage,
+                allow_ids=list(event.expect_entry_ids),
+                speedup_weight=m.rank_speedup_weight,
+                recency_weight=m.rank_recency_weight,
+            )
         except Exception as e:  # retrieval must not stall the run: it plans without memory, and says so
             notes.append(f"memory retrieval failed for {event.problem}/{event.candidate_id[:8]}: {e!r}")
-        return [ev.MemoryRetrieved(
-            event_id=event.result_id, run_id=event.run_id, ts=time.time(), causation_id=event.event_id,
-            problem=event.problem, iteration=event.iteration, candidate_id=event.candidate_id, query=query,
-            entries=entries, note="; ".join(notes))]
+        return [
+            ev.MemoryRetrieved(
+                event_id=event.result_id,
+                run_id=event.run_id,
+                ts=time.time(),
+                causation_id=event.event_id,
+                problem=event.problem,
+                iteration=event.iteration,
+                candidate_id=event.candidate_id,
+                query=query,
+                entries=entries,
+                note="; ".join(notes),
+            )
+        ]

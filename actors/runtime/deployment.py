@@ -60,15 +60,23 @@ def init_ray(address: str | None = None, *, num_cpus: int | None = None, object_
 def profiler_options(device: str, cfg: RunConfig) -> WorkerOptions:
     w = cfg.workers
     dcfg = cfg.devices.get(device)
-    return WorkerOptions(durable=f"profiler-{device}", filter_subject=role_filter("ProfileRequested", device=device),
-                         concurrency=dcfg.concurrency if dcfg else 1, ack_wait_s=w.ack_wait_s, heartbeat_s=w.heartbeat_s, max_deliver=w.max_deliver)
+    return WorkerOptions(
+        durable=f"profiler-{device}",
+        filter_subject=role_filter("ProfileRequested", device=device),
+        concurrency=dcfg.concurrency if dcfg else 1,
+        ack_wait_s=w.ack_wait_s,
+        heartbeat_s=w.heartbeat_s,
+        max_deliver=w.max_deliver,
+    )
 
 
 def llm_role_options(role: ev.Role, cfg: RunConfig) -> WorkerOptions:
     from actors.roles.llm_roles import role_options
 
     w = cfg.workers
-    return role_options(role, cfg.llm, ack_wait_s=w.ack_wait_s, heartbeat_s=w.heartbeat_s, max_deliver=w.max_deliver)
+    return role_options(
+        role, cfg.llm, ack_wait_s=w.ack_wait_s, heartbeat_s=w.heartbeat_s, max_deliver=w.max_deliver
+    )
 
 
 @dataclass
@@ -87,13 +95,21 @@ class Deployment:
     tag: str = field(default_factory=lambda: secrets.token_hex(3))
     not_ready: set[str] = field(default_factory=set)  # hosts the last wait_ready gave up on
 
-    def _spawn(self, name: str, role: str, kwargs: dict[str, Any], placement: Placement | None = None,
-               run_kwargs: dict[str, Any] | None = None) -> Hosted:
+    def _spawn(
+        self,
+        name: str,
+        role: str,
+        kwargs: dict[str, Any],
+        placement: Placement | None = None,
+        run_kwargs: dict[str, Any] | None = None,
+    ) -> Hosted:
         host_cls = ray_host_class()
         opts = (placement or Placement()).options()
         # named "accelopt-<name>-<deployment tag>", so operators (and tests) can find an actor
         actor_name = f"accelopt-{name}-{self.tag}"
-        handle = host_cls.options(name=actor_name, **opts).remote(ROLE_FACTORIES[role], kwargs, self.log_level)
+        handle = host_cls.options(name=actor_name, **opts).remote(
+            ROLE_FACTORIES[role], kwargs, self.log_level
+        )
         hosted = Hosted(name, handle, handle.run.remote(**(run_kwargs or {})))
         self.hosts.append(hosted)
         return hosted
@@ -102,8 +118,14 @@ class Deployment:
         """LLM roles, profilers for `devices`, and the memory (curator and retriever; by
         default when the config enables it: `memory=True` when another config in force
         during the run may, e.g. an ablation's parent's before the fork)."""
-        roles = {role: {"nats_url": self.nats_url, "llm_config": self.cfg.llm,
-                        "options": llm_role_options(role, self.cfg)} for role in LLM_ROLES}
+        roles = {
+            role: {
+                "nats_url": self.nats_url,
+                "llm_config": self.cfg.llm,
+                "options": llm_role_options(role, self.cfg),
+            }
+            for role in LLM_ROLES
+        }
         if self.cfg.workers.llm_roles_together:
             self._spawn("llm", "group", {"members": [(ROLE_FACTORIES[r], kw) for r, kw in roles.items()]})
         else:
@@ -112,18 +134,32 @@ class Deployment:
         for device in devices:
             dcfg = self.cfg.devices.get(device)
             for i in range(dcfg.workers if dcfg else 1):
-                self._spawn(f"profiler-{device}-{i}", "profiler",
-                            {"nats_url": self.nats_url, "device": device,
-                             "timeout_s": self.cfg.profiling.timeout_for(device), "worker_name": f"{device}-{i}",
-                             "options": profiler_options(device, self.cfg),
-                             "agent_options": dict(dcfg.options) if dcfg else {}},
-                            device_placement(device))
+                self._spawn(
+                    f"profiler-{device}-{i}",
+                    "profiler",
+                    {
+                        "nats_url": self.nats_url,
+                        "device": device,
+                        "timeout_s": self.cfg.profiling.timeout_for(device),
+                        "worker_name": f"{device}-{i}",
+                        "options": profiler_options(device, self.cfg),
+                        "agent_options": dict(dcfg.options) if dcfg else {},
+                    },
+                    device_placement(device),
+                )
         if self.cfg.memory.enabled if memory is None else memory:
             # one process keeps the memory: it indexes entries and answers retrievals
-            kw = {"nats_url": self.nats_url, "uri": self.cfg.memory.uri, "embedder": self.cfg.memory.embedding_model,
-                  "storage_options": dict(self.cfg.memory.storage_options) or None}
-            self._spawn("memory", "group", {"members": [(ROLE_FACTORIES["curator"], kw),
-                                                        (ROLE_FACTORIES["retriever"], kw)]})
+            kw = {
+                "nats_url": self.nats_url,
+                "uri": self.cfg.memory.uri,
+                "embedder": self.cfg.memory.embedding_model,
+                "storage_options": dict(self.cfg.memory.storage_options) or None,
+            }
+            self._spawn(
+                "memory",
+                "group",
+                {"members": [(ROLE_FACTORIES["curator"], kw), (ROLE_FACTORIES["retriever"], kw)]},
+            )
 
     def wait_ready(self, timeout_s: float = 300.0, report: Callable[[str], None] | None = None) -> list[str]:
         """Block until every started host has connected and loaded what it needs, so the
@@ -151,7 +187,9 @@ class Deployment:
         return slow
 
     def start_coordinator(self, run_id: str) -> Hosted:
-        return self._spawn(f"coordinator-{run_id}", "coordinator", {"nats_url": self.nats_url, "run_id": run_id})
+        return self._spawn(
+            f"coordinator-{run_id}", "coordinator", {"nats_url": self.nats_url, "run_id": run_id}
+        )
 
     def stop(self, timeout_s: float = 15.0) -> None:
         import ray

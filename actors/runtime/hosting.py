@@ -146,9 +146,13 @@ def device_placement(device: str) -> Placement:
 
 # Ray labels NVIDIA nodes `accelerator_type:H100` itself; deploy/ray-cluster-aws.yaml labels
 # Trainium nodes `accelerator_type:trn1` / `trn2` (Ray's own label does not tell them apart)
-_GENERATION_RESOURCE = {"h100": "accelerator_type:H100", "h200": "accelerator_type:H200",
-                        "b200": "accelerator_type:B200", "trn1": "accelerator_type:trn1",
-                        "trn2": "accelerator_type:trn2"}
+_GENERATION_RESOURCE = {
+    "h100": "accelerator_type:H100",
+    "h200": "accelerator_type:H200",
+    "b200": "accelerator_type:B200",
+    "trn1": "accelerator_type:trn1",
+    "trn2": "accelerator_type:trn2",
+}
 
 
 def _generation(device: str) -> dict[str, float]:

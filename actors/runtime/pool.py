@@ -55,7 +55,10 @@ def agent_settings(cfg: RunConfig) -> dict[str, Any]:
     return {
         "memory.uri": normalize_uri(cfg.memory.uri or default_uri(cfg.root)),
         "memory.embedding_model": cfg.memory.embedding_model,
-        "devices": b["devices"], "profiling": b["profiling"], "sandbox": b["sandbox"], "workers": b["workers"],
+        "devices": b["devices"],
+        "profiling": b["profiling"],
+        "sandbox": b["sandbox"],
+        "workers": b["workers"],
     }
 
 
@@ -88,8 +91,11 @@ def attach_check(cfg: RunConfig, devices: list[str]) -> tuple[PoolInfo | None, s
         return None, f"it has no profiler for {', '.join(missing)} (it serves {', '.join(pool.devices)})"
     mine = agent_settings(cfg)
     if not cfg.memory.enabled:  # a run with the memory off does not care where the pool's is
-        mine = {**mine, "memory.uri": pool.agents.get("memory.uri"),
-                "memory.embedding_model": pool.agents.get("memory.embedding_model")}
+        mine = {
+            **mine,
+            "memory.uri": pool.agents.get("memory.uri"),
+            "memory.embedding_model": pool.agents.get("memory.embedding_model"),
+        }
     differ = [k for k in mine if mine[k] != pool.agents.get(k)]
     if differ:
         return None, f"its agents were started with other settings: {', '.join(differ)}"
@@ -100,8 +106,15 @@ class AgentPool:
     """The log endpoint, Ray and one set of agents for the devices of `devices`, as a context
     manager that yields the NATS URL (the agents are ready when it does)."""
 
-    def __init__(self, cfg: RunConfig, devices: list[str], *, nats_url: str | None = None,
-                 ray_address: str | None = None, log_level: str | None = None) -> None:
+    def __init__(
+        self,
+        cfg: RunConfig,
+        devices: list[str],
+        *,
+        nats_url: str | None = None,
+        ray_address: str | None = None,
+        log_level: str | None = None,
+    ) -> None:
         self.cfg, self.devices = cfg, devices
         self.nats_url, self.ray_address, self.log_level = nats_url, ray_address, log_level
         self.endpoint: LogEndpoint | None = None
@@ -116,7 +129,9 @@ class AgentPool:
         cfg = with_memory_uri(self.cfg)
         self.endpoint = endpoint = open_log_endpoint(self.nats_url, cfg.root)
         try:
-            settings = StreamSettings(replicas=cfg.log.replicas, duplicate_window_s=cfg.log.duplicate_window_s)
+            settings = StreamSettings(
+                replicas=cfg.log.replicas, duplicate_window_s=cfg.log.duplicate_window_s
+            )
             asyncio.run(create_stream(endpoint.url, settings))
             init_ray(self.ray_address)
             self.deployment = deployment = Deployment(cfg, endpoint.url, log_level=self.log_level)
@@ -140,8 +155,13 @@ def record_pool(cfg: RunConfig, nats_url: str, devices: list[str]) -> Path:
     """Write `<root>/.pool.json` for this process's pool (atomically)."""
     path = pool_path(cfg.root)
     path.parent.mkdir(parents=True, exist_ok=True)
-    info = PoolInfo(nats_url=nats_url, pid=os.getpid(), devices=sorted(devices), agents=agent_settings(cfg),
-                    started_at=time.time())
+    info = PoolInfo(
+        nats_url=nats_url,
+        pid=os.getpid(),
+        devices=sorted(devices),
+        agents=agent_settings(cfg),
+        started_at=time.time(),
+    )
     tmp = path.with_suffix(".tmp")
     tmp.write_bytes(msgspec.json.encode(info))
     tmp.replace(path)

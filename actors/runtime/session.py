@@ -63,10 +63,15 @@ def with_memory_uri(cfg: RunConfig) -> RunConfig:
 
 # --- RunStarted -----------------------------------------------------------------------------
 
+
 def toolchain(devices: list[str]) -> dict[str, str]:
     import importlib.metadata as md
 
-    out = {"accelopt": accelopt.__version__, "python": platform.python_version(), "platform": platform.platform()}
+    out = {
+        "accelopt": accelopt.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
     for pkg in ("ray", "nats-py", "litellm", "lancedb", "torch", "triton", "msgspec"):
         with contextlib.suppress(md.PackageNotFoundError):
             out[pkg] = md.version(pkg)
@@ -86,20 +91,42 @@ def price_snapshot(cfg: RunConfig) -> dict:
     return snapshot(cfg.llm)
 
 
-def run_started(run_id: str, cfg: RunConfig, problems: list[Problem], *, prices: dict,
-                tools: dict[str, str], parent_run: str | None = None,
-                fork_iteration: int | None = None) -> ev.RunStarted:
+def run_started(
+    run_id: str,
+    cfg: RunConfig,
+    problems: list[Problem],
+    *,
+    prices: dict,
+    tools: dict[str, str],
+    parent_run: str | None = None,
+    fork_iteration: int | None = None,
+) -> ev.RunStarted:
     devices = target_devices(cfg, [p.name for p in problems])
-    targets = [ev.ProblemTarget(problem=p, device=devices[p.name], language=p.baseline.spec.language,
-                                content_hash=p.content_hash()) for p in problems]
+    targets = [
+        ev.ProblemTarget(
+            problem=p,
+            device=devices[p.name],
+            language=p.baseline.spec.language,
+            content_hash=p.content_hash(),
+        )
+        for p in problems
+    ]
     return ev.RunStarted(
-        event_id=ev.derive_event_id(run_id, "RunStarted"), run_id=run_id, ts=time.time(),
-        config=cfg.to_dict(), seed=cfg.seed, targets=targets, prices=prices, toolchain=tools,
-        parent_run=parent_run, fork_iteration=fork_iteration,
+        event_id=ev.derive_event_id(run_id, "RunStarted"),
+        run_id=run_id,
+        ts=time.time(),
+        config=cfg.to_dict(),
+        seed=cfg.seed,
+        targets=targets,
+        prices=prices,
+        toolchain=tools,
+        parent_run=parent_run,
+        fork_iteration=fork_iteration,
     )
 
 
 # --- following a run --------------------------------------------------------------------------
+
 
 @dataclass
 class RunOutcome:
@@ -116,8 +143,9 @@ class StallWatch:
     either does not exist (no worker ever joined) or has pending messages with none being
     worked on and no instance fetching. Checked while the run is idle; reported once."""
 
-    def __init__(self, devices: str | list[str], *, after_s: float = 20.0,
-                 report: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, devices: str | list[str], *, after_s: float = 20.0, report: Callable[[str], None] | None = None
+    ) -> None:
         self.devices = [devices] if isinstance(devices, str) else list(devices)
         self.after_s = after_s
         self.report = report or (lambda text: log.warning(text))
@@ -162,8 +190,10 @@ class StallWatch:
                     start = f"accelopt worker --nats URL --device {durable.removeprefix('profiler-')}"
                 else:
                     start = f"accelopt worker --nats URL --roles {durable}"
-                self.report(f"{len(reqs)} request(s) wait on '{durable}' and no worker serves it "
-                            f"(start one, e.g. `{start}`); the run waits")
+                self.report(
+                    f"{len(reqs)} request(s) wait on '{durable}' and no worker serves it "
+                    f"(start one, e.g. `{start}`); the run waits"
+                )
 
 
 class InFlight:
@@ -179,9 +209,16 @@ class InFlight:
             self.open.discard(e.request_id)
 
 
-async def follow_run(url: str, run_id: str, *, on_event: Callable[[ev.Event, RunView], None] | None = None,
-                     timeout_s: float | None = None, alive: Callable[[], str | None] | None = None,
-                     stall_watch: StallWatch | None = None, settle_s: float = 5.0) -> tuple[RunView, bool]:
+async def follow_run(
+    url: str,
+    run_id: str,
+    *,
+    on_event: Callable[[ev.Event, RunView], None] | None = None,
+    timeout_s: float | None = None,
+    alive: Callable[[], str | None] | None = None,
+    stall_watch: StallWatch | None = None,
+    settle_s: float = 5.0,
+) -> tuple[RunView, bool]:
     """Fold the run's events as they arrive until RunCompleted/RunFailed (or timeout).
 
     A run that fails or stops on budget can end with LLM calls or profiles in flight: their
@@ -222,8 +259,13 @@ async def follow_run(url: str, run_id: str, *, on_event: Callable[[ev.Event, Run
             elif alive is not None:
                 why = alive()
                 if why:
-                    failed = ev.RunFailed(event_id=ev.derive_event_id(run_id, "RunFailed", "coordinator"),
-                                          run_id=run_id, ts=time.time(), reason="coordinator stopped", detail=why)
+                    failed = ev.RunFailed(
+                        event_id=ev.derive_event_id(run_id, "RunFailed", "coordinator"),
+                        run_id=run_id,
+                        ts=time.time(),
+                        reason="coordinator stopped",
+                        detail=why,
+                    )
                     await elog.publish(failed)
             if deadline and time.monotonic() > deadline:
                 return view, True
@@ -233,6 +275,7 @@ async def follow_run(url: str, run_id: str, *, on_event: Callable[[ev.Event, Run
 
 
 # --- run directory ---------------------------------------------------------------------------
+
 
 def best_extension(language: str) -> str:
     """The extension of `best/<problem>.*` for a kernel in `language` (`.txt` if unregistered)."""
@@ -250,15 +293,18 @@ def write_run_dir(run_dir: Path, view: RunView, cfg: RunConfig) -> None:
         if k is not None:
             (best_dir / f"{r.problem}{best_extension(k.language)}").write_text(k.source)
     results = {
-        "run_id": view.run_id, "status": view.status, "cost_usd": view.cost_usd,
+        "run_id": view.run_id,
+        "status": view.status,
+        "cost_usd": view.cost_usd,
         "problems": [dataclasses.asdict(r) for r in view.results()],
         "usage": {role: dataclasses.asdict(u) for role, u in view.usage.items()},
     }
     (run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
 
 
-async def wait_indexed(url: str, run_id: str, entry_ids: set[str], *, timeout_s: float,
-                       poll_s: float = 0.2) -> int:
+async def wait_indexed(
+    url: str, run_id: str, entry_ids: set[str], *, timeout_s: float, poll_s: float = 0.2
+) -> int:
     """Wait until the curator has said `MemoryIndexed` for each of the run's entries (the last
     insight lands after the run's last decision); returns how many are still not. Reads only
     the run's `memory.indexed` subject, and each message once."""
@@ -307,13 +353,23 @@ async def publish(url: str, event: ev.Event, settings: StreamSettings | None = N
         await elog.close()
 
 
-def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None = None,
-                ray_address: str | None = None, run_id: str | None = None,
-                on_event: Callable[[ev.Event, RunView], None] | None = None,
-                timeout_s: float | None = None, start_workers: bool = True, log_level: str | None = None,
-                started_event: ev.RunStarted | None = None, resume: bool = False,
-                on_warning: Callable[[str], None] | None = None, devices: list[str] | None = None,
-                coordinator: str = "ray") -> RunOutcome:
+def run_session(
+    cfg: RunConfig,
+    problems: list[Problem],
+    *,
+    nats_url: str | None = None,
+    ray_address: str | None = None,
+    run_id: str | None = None,
+    on_event: Callable[[ev.Event, RunView], None] | None = None,
+    timeout_s: float | None = None,
+    start_workers: bool = True,
+    log_level: str | None = None,
+    started_event: ev.RunStarted | None = None,
+    resume: bool = False,
+    on_warning: Callable[[str], None] | None = None,
+    devices: list[str] | None = None,
+    coordinator: str = "ray",
+) -> RunOutcome:
     """Run `problems` under `cfg` to completion (see the module docstring).
 
     Each problem is optimized on its own device kind (`target_devices`: the `@DEVICE` of its
@@ -333,7 +389,9 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
     from actors.runtime.deployment import ActorStartError, Deployment, init_ray
 
     if coordinator == "local" and start_workers:
-        raise ValueError("a coordinator in this process serves agents started elsewhere (start_workers=False)")
+        raise ValueError(
+            "a coordinator in this process serves agents started elsewhere (start_workers=False)"
+        )
     deadline = time.monotonic() + timeout_s if timeout_s else None
     _refuse_unsafe(cfg, problems, devices, start_workers)
     cfg = with_memory_uri(cfg)
@@ -371,11 +429,15 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
             except ActorStartError as e:  # nothing would answer its requests: stop, say why
                 raise RunError(str(e)) from e
             if slow and deadline is not None and time.monotonic() >= deadline:
-                raise RunTimedOut(f"timed out after {timeout_s:g} s waiting for the run's agents to start "
-                                  f"({', '.join(slow)} not ready); the run did not start")
+                raise RunTimedOut(
+                    f"timed out after {timeout_s:g} s waiting for the run's agents to start "
+                    f"({', '.join(slow)} not ready); the run did not start"
+                )
             if slow:
-                (on_warning or log.warning)(f"actors not ready after {wait_s:.0f} s: {', '.join(slow)}; the run "
-                                            "goes on and waits for them")
+                (on_warning or log.warning)(
+                    f"actors not ready after {wait_s:.0f} s: {', '.join(slow)}; the run "
+                    "goes on and waits for them"
+                )
         if coord is None:
             coord = start_coordinator(coordinator, endpoint.url, run_id, deployment)
         if start is not None:
@@ -383,8 +445,16 @@ def run_session(cfg: RunConfig, problems: list[Problem], *, nats_url: str | None
             published = True
         watch = StallWatch(devices, report=on_warning)
         left_s = None if deadline is None else max(0.001, deadline - time.monotonic())
-        view, timed_out = asyncio.run(follow_run(endpoint.url, run_id, on_event=on_event, timeout_s=left_s,
-                                                 alive=coord.problem, stall_watch=watch))
+        view, timed_out = asyncio.run(
+            follow_run(
+                endpoint.url,
+                run_id,
+                on_event=on_event,
+                timeout_s=left_s,
+                alive=coord.problem,
+                stall_watch=watch,
+            )
+        )
         warnings = coord.warnings()
         # the run is done once its insights are in the memory (whoever hosts the curator: this
         # run, a pool or the demo's shared agents)
@@ -413,15 +483,23 @@ def _drop_lock(lock: RunLock, run_dir: Path, published: bool) -> None:
             run_dir.rmdir()
 
 
-def _run_start(cfg: RunConfig, problems: list[Problem], run_id: str, devices: list[str] | None,
-               started_event: ev.RunStarted | None, resume: bool) -> tuple[ev.RunStarted | None, list[str]]:
+def _run_start(
+    cfg: RunConfig,
+    problems: list[Problem],
+    run_id: str,
+    devices: list[str] | None,
+    started_event: ev.RunStarted | None,
+    resume: bool,
+) -> tuple[ev.RunStarted | None, list[str]]:
     """The RunStarted to publish (None when resuming: the run is on the log) and the run's
     device kinds (an ablation's are its parent's)."""
     if devices is None:
         devices = sorted(set(target_devices(cfg, [p.name for p in problems]).values()))
     if resume:
         return None, devices
-    start = started_event or run_started(run_id, cfg, problems, prices=price_snapshot(cfg), tools=toolchain(devices))
+    start = started_event or run_started(
+        run_id, cfg, problems, prices=price_snapshot(cfg), tools=toolchain(devices)
+    )
     return start, sorted({t.device for t in start.targets})
 
 
@@ -433,8 +511,10 @@ def needs_memory(cfg: RunConfig, started: ev.RunStarted | None) -> bool:
         return True
     if started is None:
         return True
-    return started.fork_config is not None and recorded_config(
-        started.fork_config, source="RunStarted.fork_config").memory.enabled
+    return (
+        started.fork_config is not None
+        and recorded_config(started.fork_config, source="RunStarted.fork_config").memory.enabled
+    )
 
 
 def _memory_warnings(url: str, run_id: str, view: RunView, cfg: RunConfig) -> list[str]:
@@ -443,11 +523,15 @@ def _memory_warnings(url: str, run_id: str, view: RunView, cfg: RunConfig) -> li
     missing = asyncio.run(wait_indexed(url, run_id, added, timeout_s=cfg.memory.index_wait_s))
     if not missing:
         return []
-    return [f"memory: {missing} of this run's entries not indexed after "
-            f"{cfg.memory.index_wait_s:.0f}s (is the memory curator running?)"]
+    return [
+        f"memory: {missing} of this run's entries not indexed after "
+        f"{cfg.memory.index_wait_s:.0f}s (is the memory curator running?)"
+    ]
 
 
-def _refuse_unsafe(cfg: RunConfig, problems: list[Problem], devices: list[str] | None, start_workers: bool) -> None:
+def _refuse_unsafe(
+    cfg: RunConfig, problems: list[Problem], devices: list[str] | None, start_workers: bool
+) -> None:
     """Refuse a run before anything starts: no problems, a simulated device selected by
     accident, or kernels to run on a machine that cannot isolate them."""
     if not problems:

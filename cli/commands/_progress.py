@@ -24,8 +24,13 @@ class RunProgress:
         self.console = console
         self.total = iterations + 1
         self.progress = Progress(
-            TextColumn("{task.fields[problem]:<24}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=console, transient=False,
+            TextColumn("{task.fields[problem]:<24}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[status]}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
         )
         self.tasks: dict[str, TaskID] = {}
 
@@ -33,15 +38,17 @@ class RunProgress:
         self.progress.__enter__()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.progress.__exit__(exc_type, exc, tb)
 
     def on_event(self, e: ev.Event, view: RunView) -> None:
         if isinstance(e, ev.RunStarted):
             for t in sorted(e.targets, key=lambda t: t.problem.name):
                 self.tasks[t.problem.name] = self.progress.add_task(
-                    "", total=self.total, problem=t.problem.name, status="profiling baseline")
+                    "", total=self.total, problem=t.problem.name, status="profiling baseline"
+                )
             return
         name = getattr(e, "problem", None)
         if name not in self.tasks:
@@ -52,8 +59,11 @@ class RunProgress:
         it = max((i.iteration for i in p.iterations), default=-1)
         if best is not None and not best.passed and best.estimated_ms is not None:
             base = view.kernels.get(p.baseline_id or "")
-            gain = (f" ({base.estimated_ms / best.estimated_ms:.2f}x)" if base is not None and base.estimated_ms
-                    else "")
+            gain = (
+                f" ({base.estimated_ms / best.estimated_ms:.2f}x)"
+                if base is not None and base.estimated_ms
+                else ""
+            )
             shown = f"est. {_pct(best.estimated_pct_peak)}{gain}"
         else:
             shown = _pct(best.profile.pct_peak if best and best.passed and best.profile else None)
@@ -87,27 +97,61 @@ def results_table(view: RunView, title: str) -> Table:
     Where a device only estimates (an emulator and its cost model), the figures say est."""
     results = view.results()
     remeasured = any(r.remeasured_speedup is not None for r in results)
-    caption = ("baseline, best, speedup: the search's profiles; re-measured: baseline and best timed again in "
-               "interleaved rounds on fresh seeds at the end of the problem (baseline / best medians)"
-               + ("; it disagrees with the recorded speedup beyond the timing noise where marked *"
-                  if any(not r.remeasure_agrees for r in results) else "")) if remeasured else None
+    caption = (
+        (
+            "baseline, best, speedup: the search's profiles; re-measured: baseline and best timed again in "
+            "interleaved rounds on fresh seeds at the end of the problem (baseline / best medians)"
+            + (
+                "; it disagrees with the recorded speedup beyond the timing noise where marked *"
+                if any(not r.remeasure_agrees for r in results)
+                else ""
+            )
+        )
+        if remeasured
+        else None
+    )
     if any(r.est_speedup is not None for r in results):
-        note = ("est.: ESTIMATED by the device's cost model on kernels checked in an emulator (not timed, not "
-                "measured)")
+        note = (
+            "est.: ESTIMATED by the device's cost model on kernels checked in an emulator (not timed, not "
+            "measured)"
+        )
         caption = f"{caption}; {note}" if caption else note
     table = Table(title=title, caption=caption)
-    columns = ["problem", "device", "baseline", "best", "speedup", *(["re-measured"] if remeasured else []),
-               "base %peak", "best %peak", "kernels", "LLM cost"]
+    columns = [
+        "problem",
+        "device",
+        "baseline",
+        "best",
+        "speedup",
+        *(["re-measured"] if remeasured else []),
+        "base %peak",
+        "best %peak",
+        "kernels",
+        "LLM cost",
+    ]
     for col in columns:
         table.add_column(col, justify="left" if col in ("problem", "device") else "right")
     for r in results:
-        again = ([fmt.remeasured(remeasured_of(view, r)) + ("" if r.remeasure_agrees else "*")]
-                 if remeasured else [])
-        speedup = (fmt.speedup(r.speedup) if r.speedup is not None or r.est_speedup is None
-                   else f"est. {r.est_speedup:.2f}x")
-        table.add_row(r.problem, r.device, _measured_or_est(_ms, r.baseline_ms, r.est_baseline_ms),
-                      _measured_or_est(_ms, r.best_ms, r.est_best_ms), speedup, *again,
-                      _measured_or_est(_pct, r.baseline_pct_peak, r.est_baseline_pct_peak),
-                      _measured_or_est(_pct, r.best_pct_peak, r.est_best_pct_peak), str(r.kernels),
-                      f"${r.cost_usd:.4f}")
+        again = (
+            [fmt.remeasured(remeasured_of(view, r)) + ("" if r.remeasure_agrees else "*")]
+            if remeasured
+            else []
+        )
+        speedup = (
+            fmt.speedup(r.speedup)
+            if r.speedup is not None or r.est_speedup is None
+            else f"est. {r.est_speedup:.2f}x"
+        )
+        table.add_row(
+            r.problem,
+            r.device,
+            _measured_or_est(_ms, r.baseline_ms, r.est_baseline_ms),
+            _measured_or_est(_ms, r.best_ms, r.est_best_ms),
+            speedup,
+            *again,
+            _measured_or_est(_pct, r.baseline_pct_peak, r.est_baseline_pct_peak),
+            _measured_or_est(_pct, r.best_pct_peak, r.est_best_pct_peak),
+            str(r.kernels),
+            f"${r.cost_usd:.4f}",
+        )
     return table

@@ -24,10 +24,18 @@ from cli.commands.run import (
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("ablate", help="re-run a recorded run with changed settings, reusing what is unchanged")
+    p = sub.add_parser(
+        "ablate", help="re-run a recorded run with changed settings, reusing what is unchanged"
+    )
     p.add_argument("run", help="run id (under --root or on the log) or an exported .aolog file")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="a setting to change from the recorded run's (repeatable), e.g. --set memory.enabled=false")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a setting to change from the recorded run's (repeatable), e.g. --set memory.enabled=false",
+    )
     p.add_argument("--from-iteration", type=int, help="apply the change after this iteration")
     p.add_argument("--run-id", help="id of the new run (default: generated)")
     p.add_argument("--root", default="runs", help=ROOT_HELP)
@@ -60,12 +68,21 @@ def run(args: argparse.Namespace) -> int:
     run_id = args.run_id or new_run_id()
     fork = args.from_iteration
     start = ev.RunStarted(
-        event_id=ev.derive_event_id(run_id, "RunStarted"), run_id=run_id, ts=time.time(), config=cfg.to_dict(),
-        seed=cfg.seed, targets=list(parent.targets), prices=price_snapshot(cfg),
+        event_id=ev.derive_event_id(run_id, "RunStarted"),
+        run_id=run_id,
+        ts=time.time(),
+        config=cfg.to_dict(),
+        seed=cfg.seed,
+        targets=list(parent.targets),
+        prices=price_snapshot(cfg),
         toolchain=toolchain(sorted({t.device for t in parent.targets})),
-        parent_run=parent.run_id, fork_iteration=fork, fork_config=parent.config if fork is not None else None,
+        parent_run=parent.run_id,
+        fork_iteration=fork,
+        fork_config=parent.config if fork is not None else None,
     )
     changes = ", ".join(args.overrides) or "no changes"
-    console.print(f"ablation {run_id} of {parent.run_id}: {changes}"
-                  + (f", from iteration {fork}" if fork is not None else ""))
+    console.print(
+        f"ablation {run_id} of {parent.run_id}: {changes}"
+        + (f", from iteration {fork}" if fork is not None else "")
+    )
     return execute(console, cfg, [t.problem for t in parent.targets], args, started_event=start)

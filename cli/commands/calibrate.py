@@ -13,8 +13,12 @@ from rich.table import Table
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("calibrate", help="measure and cache the CPU roofline peaks (bandwidth, sgemm, FMA)")
     p.add_argument("--force", action="store_true", help="measure again even if a calibration is cached")
-    p.add_argument("--quick", action="store_true", help="a ~2 s measurement (for tests), kept apart from the full one")
-    p.add_argument("--cache-dir", type=Path, default=None, help="default: $ACCELOPT_CACHE_DIR or ~/.cache/accelopt")
+    p.add_argument(
+        "--quick", action="store_true", help="a ~2 s measurement (for tests), kept apart from the full one"
+    )
+    p.add_argument(
+        "--cache-dir", type=Path, default=None, help="default: $ACCELOPT_CACHE_DIR or ~/.cache/accelopt"
+    )
     p.add_argument("--json", action="store_true", help="print the calibration record as JSON")
     p.set_defaults(func=run)
 
@@ -40,10 +44,16 @@ def run(args: argparse.Namespace) -> int:
     table.add_row("matmul (sgemm)", f"{s.peak_matmul_flops / 1e9:.1f} GFLOP/s")
     table.add_row("vector (FMA)", f"{s.peak_vector_flops / 1e9:.1f} GFLOP/s")
     for p in s.bw_curve:
-        table.add_row(f"  triad, working set {p.working_set_bytes / 2**20:.2f} MiB", f"{p.bytes_per_s / 1e9:.1f} GB/s")
+        table.add_row(
+            f"  triad, working set {p.working_set_bytes / 2**20:.2f} MiB", f"{p.bytes_per_s / 1e9:.1f} GB/s"
+        )
     console.print(table)
-    console.print(f"cached in {calibration_path(args.cache_dir, quick=rec.quick)} (measured in {rec.seconds:.1f} s)")
+    console.print(
+        f"cached in {calibration_path(args.cache_dir, quick=rec.quick)} (measured in {rec.seconds:.1f} s)"
+    )
     if rec.busy():
-        console.print(f"[yellow]the machine was busy (load {rec.loadavg:.1f} on {rec.machine.cores} cores): peaks are "
-                      "probably under-measured; run `accelopt calibrate --force` on an idle machine[/yellow]")
+        console.print(
+            f"[yellow]the machine was busy (load {rec.loadavg:.1f} on {rec.machine.cores} cores): peaks are "
+            "probably under-measured; run `accelopt calibrate --force` on an idle machine[/yellow]"
+        )
     return 0

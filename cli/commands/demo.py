@@ -37,9 +37,14 @@ DEMO_PROBLEMS = "add_rmsnorm_matmul,bmm,bmm_softmax"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("demo", help="the loop and its memory on 3 CPU problems with the offline builtin/tuner model")
-    p.add_argument("--problems", default=DEMO_PROBLEMS,
-                   help=f"comma-separated problems of --suite; the first fills the memory (default {DEMO_PROBLEMS})")
+    p = sub.add_parser(
+        "demo", help="the loop and its memory on 3 CPU problems with the offline builtin/tuner model"
+    )
+    p.add_argument(
+        "--problems",
+        default=DEMO_PROBLEMS,
+        help=f"comma-separated problems of --suite; the first fills the memory (default {DEMO_PROBLEMS})",
+    )
     p.add_argument("--suite", default=DEMO_SUITE, help=f"problem suite (default {DEMO_SUITE})")
     p.add_argument("--timeout", type=float, help="give up after this many seconds")
     add_config_args(p)
@@ -59,9 +64,12 @@ def run(args: argparse.Namespace) -> int:
     cfg, problems = loaded
     s = cfg.search
     names = [p.name for p in problems]
-    console.print(f"[bold]AccelOpt demo[/bold]: {len(problems)} problems of {cfg.suite} ({', '.join(names)}), preset "
-                  f"{args.preset} (B={s.beam_width} N={s.plans_per_candidate} K={s.samples_per_plan} "
-                  f"T={s.iterations}), model {cfg.llm.for_role('planner').model}", highlight=False)
+    console.print(
+        f"[bold]AccelOpt demo[/bold]: {len(problems)} problems of {cfg.suite} ({', '.join(names)}), preset "
+        f"{args.preset} (B={s.beam_width} N={s.plans_per_candidate} K={s.samples_per_plan} "
+        f"T={s.iterations}), model {cfg.llm.for_role('planner').model}",
+        highlight=False,
+    )
     console.print(f"memory: {cfg.memory.uri}", highlight=False)
     deadline = time.monotonic() + args.timeout if args.timeout else None
     groups = [problems[:1], problems[1:]] if len(problems) > 1 else [problems]
@@ -70,7 +78,9 @@ def run(args: argparse.Namespace) -> int:
 
     devices = sorted(set(target_devices(cfg, names).values()))
     # one set of agents serves both runs (agents serve every run on the stream)
-    with AgentPool(cfg, devices, nats_url=args.nats, ray_address=args.ray_address, log_level=args.log_level) as nats_url:
+    with AgentPool(
+        cfg, devices, nats_url=args.nats, ray_address=args.ray_address, log_level=args.log_level
+    ) as nats_url:
         for i, group in enumerate(groups, 1):
             if i == 1:
                 role = "fills the memory" if len(groups) > 1 else "memory on"
@@ -85,34 +95,51 @@ def run(args: argparse.Namespace) -> int:
                 return 1
             outcomes.append(outcome)
             if outcome.timed_out or not outcome.view.completed:
-                console.print(f"[red]run {outcome.run_id}: "
-                              f"{'timed out' if outcome.timed_out else outcome.view.status}[/red]")
+                console.print(
+                    f"[red]run {outcome.run_id}: "
+                    f"{'timed out' if outcome.timed_out else outcome.view.status}[/red]"
+                )
                 return 1
     console.print(closing_table(outcomes))
     cost = sum(o.view.cost_usd for o in outcomes)
-    console.print(f"LLM cost ${cost:.4f} · runs {', '.join(o.run_id for o in outcomes)} in {cfg.root}/", highlight=False)
+    console.print(
+        f"LLM cost ${cost:.4f} · runs {', '.join(o.run_id for o in outcomes)} in {cfg.root}/", highlight=False
+    )
     root = "" if cfg.root == "runs" else f" --root {cfg.root}"
     last = outcomes[-1].run_id
     console.print("look into it:")
     # without --uri, the memory commands read the memory under the root written last: the demo's own
     memory = f"accelopt memory list{root}" if own_memory else f"accelopt memory list --uri {cfg.memory.uri}"
-    for cmd in (f"accelopt runs{root}", f"accelopt replay {last} --verify{root}", f"accelopt report {last}{root}",
-                f"accelopt remeasure {last}{root}", memory):
+    for cmd in (
+        f"accelopt runs{root}",
+        f"accelopt replay {last} --verify{root}",
+        f"accelopt report {last}{root}",
+        f"accelopt remeasure {last}{root}",
+        memory,
+    ):
         console.print(f"  {cmd}", highlight=False)
     return 0
 
 
-def _session(console: Console, cfg, problems: list, args: argparse.Namespace, nats_url: str,
-             timeout_s: float | None) -> RunOutcome | None:
+def _session(
+    console: Console, cfg, problems: list, args: argparse.Namespace, nats_url: str, timeout_s: float | None
+) -> RunOutcome | None:
     from actors.runtime.session import RunError, run_session
     from cli.commands._progress import RunProgress
 
     try:
         with RunProgress(console, cfg.search.iterations) as progress:
-            outcome = run_session(cfg, problems, nats_url=nats_url, ray_address=args.ray_address,
-                                  on_event=progress.on_event, timeout_s=timeout_s, log_level=args.log_level,
-                                  start_workers=False,
-                                  on_warning=lambda text: console.print(f"[yellow]waiting:[/yellow] {text}"))
+            outcome = run_session(
+                cfg,
+                problems,
+                nats_url=nats_url,
+                ray_address=args.ray_address,
+                on_event=progress.on_event,
+                timeout_s=timeout_s,
+                log_level=args.log_level,
+                start_workers=False,
+                on_warning=lambda text: console.print(f"[yellow]waiting:[/yellow] {text}"),
+            )
     except RunError as e:
         console.print(f"[red]run failed:[/red] {e}")
         return None
@@ -130,13 +157,24 @@ def closing_table(outcomes: list) -> Table:
     from events.logfile import read_events
     from replay.memory_use import memory_use
 
-    t = Table(title="AccelOpt demo: speedups, and the memory at work",
-              caption="baseline, best: medians of the end-of-problem re-measure (interleaved rounds on fresh "
-                      "seeds), speedup = baseline / best; recorded: the speedup the search's own profiles gave "
-                      "(marked * where no re-measure was made and the row shows them); used: a plan named the "
-                      "insight's constant")
-    for col in ("problem", "run", "baseline", "best", "speedup", "recorded", "insights received", "insights used",
-                "kernels"):
+    t = Table(
+        title="AccelOpt demo: speedups, and the memory at work",
+        caption="baseline, best: medians of the end-of-problem re-measure (interleaved rounds on fresh "
+        "seeds), speedup = baseline / best; recorded: the speedup the search's own profiles gave "
+        "(marked * where no re-measure was made and the row shows them); used: a plan named the "
+        "insight's constant",
+    )
+    for col in (
+        "problem",
+        "run",
+        "baseline",
+        "best",
+        "speedup",
+        "recorded",
+        "insights received",
+        "insights used",
+        "kernels",
+    ):
         t.add_column(col, justify="left" if col in ("problem", "run") else "right")
     for i, o in enumerate(outcomes, 1):
         use = memory_use(read_events(o.run_dir / "log.aolog"))
@@ -144,10 +182,17 @@ def closing_table(outcomes: list) -> Table:
             u = use.get(r.problem)
             base_ms, best_ms, speedup, remeasured = timed_figures(o.view, r)
             mark = "" if remeasured else "*"
-            t.add_row(r.problem, f"{i} {o.run_id}", _ms(base_ms) + mark, _ms(best_ms) + mark,
-                      (f"{speedup:.2f}x" if speedup is not None else "-") + mark,
-                      f"{r.speedup:.2f}x" if r.speedup is not None else "-",
-                      str(len(u.received)) if u else "-", str(len(u.used)) if u else "-", str(r.kernels))
+            t.add_row(
+                r.problem,
+                f"{i} {o.run_id}",
+                _ms(base_ms) + mark,
+                _ms(best_ms) + mark,
+                (f"{speedup:.2f}x" if speedup is not None else "-") + mark,
+                f"{r.speedup:.2f}x" if r.speedup is not None else "-",
+                str(len(u.received)) if u else "-",
+                str(len(u.used)) if u else "-",
+                str(r.kernels),
+            )
     return t
 
 

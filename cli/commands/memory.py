@@ -27,11 +27,19 @@ from rich.table import Table
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--uri", default=None, help="memory location: folder or s3://bucket/prefix (default: "
-                   "$ACCELOPT_MEMORY, else the memory under --root written last: runs/memory or the last demo's)")
-    p.add_argument("--root", default="runs", help="runs directory whose memories are the default (default ./runs)")
+    p.add_argument(
+        "--uri",
+        default=None,
+        help="memory location: folder or s3://bucket/prefix (default: "
+        "$ACCELOPT_MEMORY, else the memory under --root written last: runs/memory or the last demo's)",
+    )
+    p.add_argument(
+        "--root", default="runs", help="runs directory whose memories are the default (default ./runs)"
+    )
     p.add_argument("--table", default="memory", help="table name (default: memory)")
-    p.add_argument("--model", default=None, help="embedding model (default: the one the table was built with)")
+    p.add_argument(
+        "--model", default=None, help="embedding model (default: the one the table was built with)"
+    )
 
 
 def _filters(p: argparse.ArgumentParser) -> None:
@@ -42,8 +50,12 @@ def _filters(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    mem = sub.add_parser("memory", help="inspect and maintain the optimization memory",
-                         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    mem = sub.add_parser(
+        "memory",
+        help="inspect and maintain the optimization memory",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     msub = mem.add_subparsers(dest="memory_command", metavar="SUBCOMMAND")
     mem.set_defaults(func=lambda args: (mem.print_help(), 2)[1])
 
@@ -64,7 +76,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     _common(p)
     _filters(p)
     p.add_argument("text", help="what to look for, e.g. a plan or an optimization idea")
-    p.add_argument("--top-m", type=int, default=16, help="at most this many entries (default 16, as a planner gets)")
+    p.add_argument(
+        "--top-m", type=int, default=16, help="at most this many entries (default 16, as a planner gets)"
+    )
     p.add_argument("--exclude-problem", default=None, help="leave out this problem's own entries")
     p.add_argument("--no-collapse", action="store_true", help="keep near-duplicate insights")
     p.add_argument("--prompt", action="store_true", help="print the planner's memory block instead")
@@ -90,12 +104,19 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = msub.add_parser("rebuild", help="re-project MemoryEntryAdded events from exported logs or a live log")
     _common(p)
-    p.add_argument("logs", nargs="*", metavar="LOG",
-                   help="exported run logs (the log.aolog of a run folder, written at the end of every run)")
+    p.add_argument(
+        "logs",
+        nargs="*",
+        metavar="LOG",
+        help="exported run logs (the log.aolog of a run folder, written at the end of every run)",
+    )
     p.add_argument("--nats", default=None, help="read every run's entries from this JetStream log instead")
     p.add_argument("--run", default="*", help="with --nats: only this run")
-    p.add_argument("--replace", action="store_true",
-                   help="drop the table first (only when these logs are all that feeds this memory)")
+    p.add_argument(
+        "--replace",
+        action="store_true",
+        help="drop the table first (only when these logs are all that feeds this memory)",
+    )
     p.set_defaults(func=_rebuild)
 
     p = msub.add_parser("index", help="build the vector index (ANN) and the id index; compact")
@@ -107,6 +128,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 # --- helpers -------------------------------------------------------------------------------------
 
+
 def memory_uri(args: argparse.Namespace) -> str:
     """The memory a command works on (see the module doc); says which where it was not given."""
     from memory_index.store import ENV_URI, default_uri
@@ -117,16 +139,20 @@ def memory_uri(args: argparse.Namespace) -> str:
     if env_uri:
         return env_uri
     root = Path(args.root)
-    written = [(_last_write(d / f"{args.table}.lance"), d) for d in [root / "memory", *root.glob("demo-memory-*")]]
+    written = [
+        (_last_write(d / f"{args.table}.lance"), d) for d in [root / "memory", *root.glob("demo-memory-*")]
+    ]
     written = [(t, d) for t, d in written if t is not None]
     if not written:
         return default_uri(root)
     _, chosen = max(written)
     if len(written) > 1 or chosen != root / "memory":
         others = len(written) - 1
-        print(f"memory {chosen}: the one under {root}/ written last"
-              + (f" (of {others + 1}; --uri to pick another)" if others else " (--uri to pick another)"),
-              file=sys.stderr)
+        print(
+            f"memory {chosen}: the one under {root}/ written last"
+            + (f" (of {others + 1}; --uri to pick another)" if others else " (--uri to pick another)"),
+            file=sys.stderr,
+        )
     return str(chosen)
 
 
@@ -155,7 +181,10 @@ def _open_existing(args: argparse.Namespace) -> Any | None:
     """The memory to read, or None (after saying so) when there is none: opening would create it."""
     uri = memory_uri(args)
     if _missing(uri):
-        print(f"no memory at {uri}: a run creates it with its first insight (--uri to read another)", file=sys.stderr)
+        print(
+            f"no memory at {uri}: a run creates it with its first insight (--uri to read another)",
+            file=sys.stderr,
+        )
         return None
     return _open(args, uri)
 
@@ -163,8 +192,14 @@ def _open_existing(args: argparse.Namespace) -> Any | None:
 def _filter_obj(args: argparse.Namespace, **extra: Any) -> Any:
     from memory_index import Filters
 
-    return Filters(device=args.device, language=args.language, op_type=args.op_type,
-                   min_speedup=args.min_speedup, include_noop=True, **extra)
+    return Filters(
+        device=args.device,
+        language=args.language,
+        op_type=args.op_type,
+        min_speedup=args.min_speedup,
+        include_noop=True,
+        **extra,
+    )
 
 
 def _out(obj: Any) -> None:
@@ -179,6 +214,7 @@ def _short(text: str, n: int = 70) -> str:
 
 
 # --- commands ------------------------------------------------------------------------------------
+
 
 def _stats(args: argparse.Namespace) -> int:
     uri = memory_uri(args)
@@ -199,10 +235,16 @@ def _stats(args: argparse.Namespace) -> int:
     t = Table(title=f"memory {s.uri} (table {s.table})", show_header=False)
     t.add_column("key", style="bold")
     t.add_column("value")
-    for k, v in (("entries", s.rows), ("no-op entries (never retrieved)", s.noop_rows), ("runs", s.runs),
-                 ("problems", s.problems), ("embedding model", f"{s.model} ({s.dim}-dim)"),
-                 ("table version", s.version), ("fragments", s.fragments),
-                 ("indices", ", ".join(s.indices) or "none (flat search)")):
+    for k, v in (
+        ("entries", s.rows),
+        ("no-op entries (never retrieved)", s.noop_rows),
+        ("runs", s.runs),
+        ("problems", s.problems),
+        ("embedding model", f"{s.model} ({s.dim}-dim)"),
+        ("table version", s.version),
+        ("fragments", s.fragments),
+        ("indices", ", ".join(s.indices) or "none (flat search)"),
+    ):
         t.add_row(k, str(v))
     con.print(t)
     for title, counts in (("device", s.by_device), ("language", s.by_language), ("op type", s.by_op_type)):
@@ -239,9 +281,16 @@ def _search(args: argparse.Namespace) -> int:
     index = _open_existing(args)
     if index is None:
         return 1
-    results = index.search(args.text, top_m=args.top_m, device=args.device, language=args.language,
-                           op_type=args.op_type, min_speedup=args.min_speedup,
-                           exclude_problem=args.exclude_problem, collapse=not args.no_collapse)
+    results = index.search(
+        args.text,
+        top_m=args.top_m,
+        device=args.device,
+        language=args.language,
+        op_type=args.op_type,
+        min_speedup=args.min_speedup,
+        exclude_problem=args.exclude_problem,
+        collapse=not args.no_collapse,
+    )
     if args.prompt:
         sys.stdout.write(format_for_prompt(results))
         return 0
@@ -252,8 +301,15 @@ def _search(args: argparse.Namespace) -> int:
     for col in ("score", "id", "problem", "device", "lang", "speedup", "title"):
         t.add_column(col, justify="right" if col in ("score", "speedup") else "left")
     for r in results:
-        t.add_row(f"{r.score:.3f}", r.entry_id[:12], r.problem, r.device, r.language, f"{r.speedup:.2f}x",
-                  _short(r.title))
+        t.add_row(
+            f"{r.score:.3f}",
+            r.entry_id[:12],
+            r.problem,
+            r.device,
+            r.language,
+            f"{r.speedup:.2f}x",
+            _short(r.title),
+        )
     Console().print(t)
     return 0
 
@@ -268,16 +324,20 @@ def _show(args: argparse.Namespace) -> int:
         if len(matches) == 1:
             entry = index.get(matches[0].id)
         else:
-            print(f"no entry {args.id!r}" + (f" ({len(matches)} ids start with it)" if matches else ""),
-                  file=sys.stderr)
+            print(
+                f"no entry {args.id!r}" + (f" ({len(matches)} ids start with it)" if matches else ""),
+                file=sys.stderr,
+            )
             return 1
     if args.json:
         _out(entry)
         return 0
     con = Console()
     con.print(f"[bold]{entry.title.strip().strip('*')}[/]")
-    con.print(f"id {entry.id}  run {entry.source_run}  problem {entry.problem} ({entry.op_type})  "
-              f"{entry.device}/{entry.language}  {entry.speedup:.2f}x  positive={entry.positive}")
+    con.print(
+        f"id {entry.id}  run {entry.source_run}  problem {entry.problem} ({entry.op_type})  "
+        f"{entry.device}/{entry.language}  {entry.speedup:.2f}x  positive={entry.positive}"
+    )
     con.print()
     con.print(entry.text, markup=False, highlight=False)
     for name, src in (("slow kernel", entry.slow_kernel), ("fast kernel", entry.fast_kernel)):

@@ -17,11 +17,17 @@ from accelopt.profile import Profile
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("profile", help="compile, check and time one kernel on its device")
     p.add_argument("problem", help="SUITE/PROBLEM, e.g. cpu/matmul or /path/to/suite/problem")
-    p.add_argument("--solution", type=Path, default=None,
-                   help="a Solution JSON, or a kernel source file (default: the suite's baseline)")
+    p.add_argument(
+        "--solution",
+        type=Path,
+        default=None,
+        help="a Solution JSON, or a kernel source file (default: the suite's baseline)",
+    )
     p.add_argument("--seeds", default="0,21,42", help="comma-separated correctness seeds")
     p.add_argument("--timeout", type=float, default=None, help="wall-clock limit of the kernel run, seconds")
-    p.add_argument("--cache-dir", type=Path, default=None, help="default: $ACCELOPT_CACHE_DIR or ~/.cache/accelopt")
+    p.add_argument(
+        "--cache-dir", type=Path, default=None, help="default: $ACCELOPT_CACHE_DIR or ~/.cache/accelopt"
+    )
     p.add_argument("--json", action="store_true", help="print the Profile record as JSON")
     p.set_defaults(func=run)
 
@@ -31,8 +37,12 @@ def _solution(path: Path, baseline: Solution) -> Solution:
         return load_solution(path)
     entry_file = baseline.spec.entry_point.split("::", 1)[0]
     return msgspec.structs.replace(
-        baseline, name=path.stem, author="user",
-        sources=[SourceFile(path=entry_file, content=path.read_text())], description=f"from {path}")
+        baseline,
+        name=path.stem,
+        author="user",
+        sources=[SourceFile(path=entry_file, content=path.read_text())],
+        description=f"from {path}",
+    )
 
 
 def _error(console: Console, e: BaseException | str) -> None:
@@ -49,7 +59,12 @@ def render(problem_ref: str, prof: Profile) -> Table:
     table.add_column("value")
     color = "green" if prof.status == "passed" else "red"
     for field, value in profile_facts(prof):
-        if field in ("device", "toolchain", "isolation", "counters"):  # the title names the device; the rest: --json
+        if field in (
+            "device",
+            "toolchain",
+            "isolation",
+            "counters",
+        ):  # the title names the device; the rest: --json
             continue
         table.add_row(field, f"[{color}]{value}[/{color}]" if field == "status" else escape(value))
     return table

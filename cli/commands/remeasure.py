@@ -44,8 +44,17 @@ from rich.table import Table
 from accelopt.profile import peak_fraction
 from replay.summary import geomean
 
-FAILED = frozenset({"compile_error", "runtime_error", "incorrect", "timeout", "timing_mismatch",
-                    "sandbox_error", "no_triton_launch"})
+FAILED = frozenset(
+    {
+        "compile_error",
+        "runtime_error",
+        "incorrect",
+        "timeout",
+        "timing_mismatch",
+        "sandbox_error",
+        "no_triton_launch",
+    }
+)
 
 
 class KernelMeasure(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -95,11 +104,15 @@ class RemeasureRecord(msgspec.Struct, kw_only=True):
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("remeasure", help="re-profile a run's best kernels and their baselines (on another device)")
+    p = sub.add_parser(
+        "remeasure", help="re-profile a run's best kernels and their baselines (on another device)"
+    )
     p.add_argument("run", help="run id (under --root), run directory or exported .aolog file")
     p.add_argument("--device", help="device kind to profile on (default: each problem's device in the run)")
     p.add_argument("--problems", help="comma-separated problems of the run (default: all)")
-    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the median per side is reported")
+    p.add_argument(
+        "--rounds", type=int, default=3, help="interleaved rounds; the median per side is reported"
+    )
     p.add_argument("--all-kernels", action="store_true", help="every kernel that passed, not only the best")
     p.add_argument("--seed", type=int, help="base of the fresh correctness seeds (default: random)")
     p.add_argument("--json", action="store_true", help="print the result as JSON instead of a table")
@@ -132,8 +145,10 @@ def run(args: argparse.Namespace) -> int:
     log_path = run_log_path(args.run, args.root)
     if log_path is None:
         where = Path(args.run) if Path(args.run).is_dir() else Path(args.root) / args.run
-        out.print(f"[red]run {args.run!r}: no exported log ({where / 'log.aolog'} does not exist); remeasure "
-                  "reads a run's exported log (a run exports it when it ends)[/red]")
+        out.print(
+            f"[red]run {args.run!r}: no exported log ({where / 'log.aolog'} does not exist); remeasure "
+            "reads a run's exported log (a run exports it when it ends)[/red]"
+        )
         return 2
     try:
         view = fold_file(log_path)
@@ -149,8 +164,10 @@ def run(args: argparse.Namespace) -> int:
         names = [n.strip() for n in args.problems.split(",") if n.strip()]
         missing = [n for n in names if n not in targets]
         if missing:
-            out.print(f"[red]problems not in run {view.run_id}: {', '.join(missing)}; "
-                      f"the run has: {', '.join(sorted(targets))}[/red]")
+            out.print(
+                f"[red]problems not in run {view.run_id}: {', '.join(missing)}; "
+                f"the run has: {', '.join(sorted(targets))}[/red]"
+            )
             return 2
     no_base = [n for n in names if view.problems[n].baseline_id not in view.kernels]
     if no_base:
@@ -182,16 +199,30 @@ def run(args: argparse.Namespace) -> int:
             agent = agents[device]
             run_device = ",".join(sorted({targets[n].device for n in group})) or device
             with out.status(f"re-measuring {len(group)} problem(s) of {view.run_id} on {device}") as status:
-                rows, seeds = remeasure_view(view, group, agent, device, rounds=args.rounds,
-                                             all_kernels=args.all_kernels, base_seed=base_seed,
-                                             timeout_s=view.settings.profiling.timeout_for(device),
-                                             progress=lambda text, status=status: status.update(f"re-measuring {text}"))
+                rows, seeds = remeasure_view(
+                    view,
+                    group,
+                    agent,
+                    device,
+                    rounds=args.rounds,
+                    all_kernels=args.all_kernels,
+                    base_seed=base_seed,
+                    timeout_s=view.settings.profiling.timeout_for(device),
+                    progress=lambda text, status=status: status.update(f"re-measuring {text}"),
+                )
             group_ok = all(r.status == "passed" or r.status == "unmeasured" for r in rows)
             ok = ok and group_ok
             record = RemeasureRecord(
-                run_id=view.run_id or "", run_device=run_device, device=device,
-                created=time.strftime("%Y-%m-%dT%H:%M:%S"), rounds=args.rounds, seeds=seeds,
-                all_kernels=args.all_kernels, toolchain=agent.toolchain(), rows=rows, ok=group_ok,
+                run_id=view.run_id or "",
+                run_device=run_device,
+                device=device,
+                created=time.strftime("%Y-%m-%dT%H:%M:%S"),
+                rounds=args.rounds,
+                seeds=seeds,
+                all_kernels=args.all_kernels,
+                toolchain=agent.toolchain(),
+                rows=rows,
+                ok=group_ok,
             )
             path = log_path.parent / f"remeasure-{device}-{time.strftime('%Y%m%d-%H%M%S')}.json"
             path.write_bytes(msgspec.json.format(msgspec.json.encode(record), indent=2) + b"\n")
@@ -243,9 +274,18 @@ def _kernels_to_measure(view, problem: str, all_kernels: bool) -> list:
     return out or [base]
 
 
-def measure_interleaved(agent, problem, kernels: list[tuple[str, str, str]], *, device: str, run_id: str,
-                        rounds: int, base_seed: int, timeout_s: float | None,
-                        progress=None) -> list[KernelMeasure]:
+def measure_interleaved(
+    agent,
+    problem,
+    kernels: list[tuple[str, str, str]],
+    *,
+    device: str,
+    run_id: str,
+    rounds: int,
+    base_seed: int,
+    timeout_s: float | None,
+    progress=None,
+) -> list[KernelMeasure]:
     """Profile `kernels` ((kernel id, language, source), the baseline first) in `rounds`
     interleaved rounds on `agent`: every kernel once per round, the order reversed every
     other round, round r on the fresh seeds `base_seed + r * 1000`, so all of them see the
@@ -256,7 +296,7 @@ def measure_interleaved(agent, problem, kernels: list[tuple[str, str, str]], *, 
     measures = [KernelMeasure(kernel_id=kid) for kid, _, _ in kernels]
     for r in range(rounds):
         order = list(range(len(kernels)))
-        for i in (order if r % 2 == 0 else order[::-1]):
+        for i in order if r % 2 == 0 else order[::-1]:
             m = measures[i]
             if m.status in FAILED:
                 continue
@@ -264,8 +304,12 @@ def measure_interleaved(agent, problem, kernels: list[tuple[str, str, str]], *, 
             if progress is not None:
                 what = "baseline" if i == 0 else f"kernel {kid[:12]}"
                 progress(f"{problem.name}: {what}, round {r + 1}/{rounds} on {device}")
-            prof = agent.profile(problem, kernel_solution(problem.name, kid, language, source, problem.baseline),
-                                 seeds=offset_seeds(base_seed + r * 1000), timeout_s=timeout_s)
+            prof = agent.profile(
+                problem,
+                kernel_solution(problem.name, kid, language, source, problem.baseline),
+                seeds=offset_seeds(base_seed + r * 1000),
+                timeout_s=timeout_s,
+            )
             if prof.status != "passed":
                 m.status, m.log_head = prof.status, first_line(prof.log)
             elif prof.latency_ms is not None:
@@ -279,8 +323,18 @@ def measure_interleaved(agent, problem, kernels: list[tuple[str, str, str]], *, 
     return measures
 
 
-def remeasure_view(view, problems: list[str], agent, device: str, *, rounds: int, all_kernels: bool,
-                   base_seed: int, timeout_s: float, progress=None) -> tuple[list[RemeasureRow], list[list[int]]]:
+def remeasure_view(
+    view,
+    problems: list[str],
+    agent,
+    device: str,
+    *,
+    rounds: int,
+    all_kernels: bool,
+    base_seed: int,
+    timeout_s: float,
+    progress=None,
+) -> tuple[list[RemeasureRow], list[list[int]]]:
     """Re-profile each problem's baseline and kernels in interleaved rounds on `agent`.
 
     Every problem must have its baseline kernel in the view. `progress(text)` is told what
@@ -300,9 +354,17 @@ def remeasure_view(view, problems: list[str], agent, device: str, *, rounds: int
         kernels = _kernels_to_measure(view, name, all_kernels)
         # the baseline first, then each kernel whose source differs from it
         sides = [base] + [k for k in kernels if k.source != base.source]
-        measured = measure_interleaved(agent, target.problem, [(k.kernel_id, k.language, k.source) for k in sides],
-                                       device=device, run_id=run_id, rounds=rounds, base_seed=base_seed,
-                                       timeout_s=timeout_s, progress=progress)
+        measured = measure_interleaved(
+            agent,
+            target.problem,
+            [(k.kernel_id, k.language, k.source) for k in sides],
+            device=device,
+            run_id=run_id,
+            rounds=rounds,
+            base_seed=base_seed,
+            timeout_s=timeout_s,
+            progress=progress,
+        )
         measures = {k.kernel_id: m for k, m in zip(sides, measured, strict=True)}
         bm = measures[base.kernel_id]
         for k in kernels:
@@ -314,16 +376,28 @@ def remeasure_view(view, problems: list[str], agent, device: str, *, rounds: int
                 else:
                     status, log_head = f"baseline {bm.status}", bm.log_head
             both = bm.status == km.status == "passed"
-            rows.append(RemeasureRow(
-                problem=name, kernel_id=k.kernel_id, iteration=k.iteration, best=k.kernel_id == best_id,
-                recorded_baseline_ms=base.latency_ms, recorded_ms=k.latency_ms,
-                recorded_speedup=_ratio(base.latency_ms, k.latency_ms), recorded_pct_peak=k.pct_peak,
-                baseline_ms=bm.median_ms, ms=km.median_ms,
-                speedup=_ratio(bm.median_ms, km.median_ms) if both else None,
-                pct_peak=km.pct_peak if km.status == "passed" else None,
-                baseline_rounds_ms=list(bm.rounds_ms), rounds_ms=list(km.rounds_ms), status=status,
-                log_head=log_head, baseline_status=bm.status, baseline_log_head=bm.log_head,
-            ))
+            rows.append(
+                RemeasureRow(
+                    problem=name,
+                    kernel_id=k.kernel_id,
+                    iteration=k.iteration,
+                    best=k.kernel_id == best_id,
+                    recorded_baseline_ms=base.latency_ms,
+                    recorded_ms=k.latency_ms,
+                    recorded_speedup=_ratio(base.latency_ms, k.latency_ms),
+                    recorded_pct_peak=k.pct_peak,
+                    baseline_ms=bm.median_ms,
+                    ms=km.median_ms,
+                    speedup=_ratio(bm.median_ms, km.median_ms) if both else None,
+                    pct_peak=km.pct_peak if km.status == "passed" else None,
+                    baseline_rounds_ms=list(bm.rounds_ms),
+                    rounds_ms=list(km.rounds_ms),
+                    status=status,
+                    log_head=log_head,
+                    baseline_status=bm.status,
+                    baseline_log_head=bm.log_head,
+                )
+            )
     return rows, seeds
 
 
@@ -340,14 +414,23 @@ def _pct(x: float | None) -> str:
 
 
 def table(record: RemeasureRecord) -> Table:
-    t = Table(title=f"run {record.run_id} re-measured on {record.device} "
-                    f"({record.rounds} interleaved round{'s' if record.rounds != 1 else ''}, median; "
-                    f"recorded on {record.run_device})")
+    t = Table(
+        title=f"run {record.run_id} re-measured on {record.device} "
+        f"({record.rounds} interleaved round{'s' if record.rounds != 1 else ''}, median; "
+        f"recorded on {record.run_device})"
+    )
     t.add_column("problem")
     if record.all_kernels:
         t.add_column("kernel", no_wrap=True)
-    for col in ("recorded\nbaseline ms", "recorded\nbest ms", "recorded\nspeedup", "re-measured\nbaseline ms",
-                "re-measured\nbest ms", "re-measured\nspeedup", "re-measured\n% of peak"):
+    for col in (
+        "recorded\nbaseline ms",
+        "recorded\nbest ms",
+        "recorded\nspeedup",
+        "re-measured\nbaseline ms",
+        "re-measured\nbest ms",
+        "re-measured\nspeedup",
+        "re-measured\n% of peak",
+    ):
         t.add_column(col, justify="right")
     t.add_column("status")
     for r in record.rows:
@@ -355,17 +438,34 @@ def table(record: RemeasureRecord) -> Table:
         cells = [r.problem]
         if record.all_kernels:
             cells.append(f"{r.kernel_id[:8]} it{r.iteration}" + (" best" if r.best else ""))
-        cells += [_ms(r.recorded_baseline_ms), _ms(r.recorded_ms), _x(r.recorded_speedup), _ms(r.baseline_ms),
-                  _ms(r.ms), _x(r.speedup), _pct(r.pct_peak), f"[{color}]{r.status}[/{color}]"]
+        cells += [
+            _ms(r.recorded_baseline_ms),
+            _ms(r.recorded_ms),
+            _x(r.recorded_speedup),
+            _ms(r.baseline_ms),
+            _ms(r.ms),
+            _x(r.speedup),
+            _pct(r.pct_peak),
+            f"[{color}]{r.status}[/{color}]",
+        ]
         t.add_row(*cells)
     best = [r for r in record.rows if r.best]
     if len(best) > 1:
         t.add_section()
         cells = ["geomean"] + ([""] if record.all_kernels else [])
+
         def every(values: list[float | None]) -> float | None:
             return geomean(values, strict=True)
 
-        cells += ["", "", _x(every([r.recorded_speedup for r in best])), "", "",
-                  _x(every([r.speedup for r in best])), _pct(every([r.pct_peak for r in best])), ""]
+        cells += [
+            "",
+            "",
+            _x(every([r.recorded_speedup for r in best])),
+            "",
+            "",
+            _x(every([r.speedup for r in best])),
+            _pct(every([r.pct_peak for r in best])),
+            "",
+        ]
         t.add_row(*cells)
     return t

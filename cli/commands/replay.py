@@ -29,8 +29,14 @@ def run(args: argparse.Namespace) -> int:
 
         verifier = Verifier()  # fed as the log is read: a long run's history is never held
         try:
-            fold_events(args.run, args.root, verifier.feed, nats_url=args.nats, valid_prefix=args.valid_prefix,
-                        warnings=warnings)
+            fold_events(
+                args.run,
+                args.root,
+                verifier.feed,
+                nats_url=args.nats,
+                valid_prefix=args.valid_prefix,
+                warnings=warnings,
+            )
         except RunNotFound as e:
             console.print(f"[red]{e}[/red]")
             return 2
@@ -45,11 +51,15 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"[red]{e}[/red]")
             return 2
         if report.ok:
-            console.print(f"[green]verified[/green]: {report.decisions_checked} coordinator decisions re-derived "
-                          f"from {report.inputs} recorded results ({report.events} events)")
+            console.print(
+                f"[green]verified[/green]: {report.decisions_checked} coordinator decisions re-derived "
+                f"from {report.inputs} recorded results ({report.events} events)"
+            )
             if report.pending_at_end:
-                console.print(f"the recording ends before {len(report.pending_at_end)} decisions were published "
-                              "(an interrupted run; `accelopt resume` publishes them)")
+                console.print(
+                    f"the recording ends before {len(report.pending_at_end)} decisions were published "
+                    "(an interrupted run; `accelopt resume` publishes them)"
+                )
             return 0
         d = report.divergence
         assert d is not None
@@ -58,8 +68,14 @@ def run(args: argparse.Namespace) -> int:
     from replay.runs import open_run
 
     try:
-        view, _ = open_run(args.run, args.root, nats_url=args.nats, until_iteration=args.iteration,
-                           valid_prefix=args.valid_prefix, warnings=warnings)
+        view, _ = open_run(
+            args.run,
+            args.root,
+            nats_url=args.nats,
+            until_iteration=args.iteration,
+            valid_prefix=args.valid_prefix,
+            warnings=warnings,
+        )
     except RunNotFound as e:
         console.print(f"[red]{e}[/red]")
         return 2
@@ -71,13 +87,17 @@ def run(args: argparse.Namespace) -> int:
         return 2
     for w in warnings:
         console.print(f"[yellow]warning:[/yellow] {w}", soft_wrap=True)
-    title = f"run {view.run_id}: {view.status}" + (f", state after iteration {args.iteration}"
-                                                    if args.iteration is not None else "")
+    title = f"run {view.run_id}: {view.status}" + (
+        f", state after iteration {args.iteration}" if args.iteration is not None else ""
+    )
     console.print(results_table(view, title))
     for name, p in sorted(view.problems.items()):
         for it, beam in sorted(p.beams.items()):
             members = ", ".join(
-                f"{k[:8]} ({view.kernels[k].latency_ms:.3f} ms)" if k in view.kernels and view.kernels[k].latency_ms
-                else k[:8] for k in beam)
+                f"{k[:8]} ({view.kernels[k].latency_ms:.3f} ms)"
+                if k in view.kernels and view.kernels[k].latency_ms
+                else k[:8]
+                for k in beam
+            )
             console.print(f"  {name} iteration {it}: beam {members}")
     return 0

@@ -12,11 +12,20 @@ from cli.commands.run import add_valid_prefix_arg, damage_message
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("report", help="write a self-contained HTML report of one run, or several side by side")
-    p.add_argument("runs", nargs="+", metavar="RUN",
-                   help="run id (under --root, then on the event stream), run directory or exported .aolog file")
-    p.add_argument("--out", help="HTML file to write (default: <root>/<run>/report.html for one exported run, "
-                                 "else report-<runs>.html here)")
+    p = sub.add_parser(
+        "report", help="write a self-contained HTML report of one run, or several side by side"
+    )
+    p.add_argument(
+        "runs",
+        nargs="+",
+        metavar="RUN",
+        help="run id (under --root, then on the event stream), run directory or exported .aolog file",
+    )
+    p.add_argument(
+        "--out",
+        help="HTML file to write (default: <root>/<run>/report.html for one exported run, "
+        "else report-<runs>.html here)",
+    )
     p.add_argument("--root", default="runs", help="runs directory (default ./runs)")
     p.add_argument("--nats", help="NATS URL of the event log (default: the root's embedded server)")
     p.add_argument("--iteration", type=int, help="report the state at the end of this iteration")
@@ -45,8 +54,14 @@ def run(args: argparse.Namespace) -> int:
     for r in args.runs:
         warnings: list[str] = []
         try:
-            view, source = open_run(r, args.root, nats_url=args.nats, until_iteration=args.iteration,
-                                    valid_prefix=args.valid_prefix, warnings=warnings)
+            view, source = open_run(
+                r,
+                args.root,
+                nats_url=args.nats,
+                until_iteration=args.iteration,
+                valid_prefix=args.valid_prefix,
+                warnings=warnings,
+            )
         except LOG_DAMAGE as e:
             console.print(f"[red]{damage_message(e)}[/red]", soft_wrap=True)
             return 2
@@ -62,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(html, encoding="utf-8")
     events = sum(v.events for v in views)
-    console.print(f"report of {len(views)} run(s), {events:,} events, written to {out} "
-                  f"({len(html) / 1024:.0f} KiB, {time.perf_counter() - t0:.2f} s)")
+    console.print(
+        f"report of {len(views)} run(s), {events:,} events, written to {out} "
+        f"({len(html) / 1024:.0f} KiB, {time.perf_counter() - t0:.2f} s)"
+    )
     return 0

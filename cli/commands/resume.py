@@ -45,8 +45,11 @@ def run(args: argparse.Namespace) -> int:
     # folded as it is read, never held: the history of a long run is gigabytes as a list
     view = RunView(compact=True)
     if driver_state(args.root, args.run) == "running":
-        console.print(f"[red]run {args.run} is being driven by a live process (its lock "
-                      f"{args.root}/{args.run}/run.lock is held): nothing to resume[/red]", soft_wrap=True)
+        console.print(
+            f"[red]run {args.run} is being driven by a live process (its lock "
+            f"{args.root}/{args.run}/run.lock is held): nothing to resume[/red]",
+            soft_wrap=True,
+        )
         return 2
     try:
         n_events = fold_events(args.run, args.root, view.apply, nats_url=args.nats, prefer_stream=True)
@@ -54,8 +57,11 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"[red]{e}[/red]")
         return 2
     except LOG_DAMAGE as e:
-        console.print(f"[red]{e}\na run does not go on from a damaged log; `accelopt replay {args.run} "
-                      "--valid-prefix` shows what is intact[/red]", soft_wrap=True)
+        console.print(
+            f"[red]{e}\na run does not go on from a damaged log; `accelopt replay {args.run} "
+            "--valid-prefix` shows what is intact[/red]",
+            soft_wrap=True,
+        )
         return 2
     started = view.started
     if started is None:
@@ -68,5 +74,13 @@ def run(args: argparse.Namespace) -> int:
     done = sum(p.kernels_profiled for p in view.problems.values())
     console.print(f"resuming {started.run_id}: {n_events} events on the log, {done} kernels profiled")
     problems = [t.problem for t in started.targets]
-    return execute(console, cfg, problems, args, run_id=started.run_id, resume=True, started_event=started,
-                   devices=sorted({t.device for t in started.targets}))
+    return execute(
+        console,
+        cfg,
+        problems,
+        args,
+        run_id=started.run_id,
+        resume=True,
+        started_event=started,
+        devices=sorted({t.device for t in started.targets}),
+    )

@@ -13,8 +13,10 @@ from accelopt.config import ConfigError, RunConfig, build_config, problem_refs, 
 
 # the help of flags that several commands share (one wording each)
 ROOT_HELP = "runs directory: run folders, the embedded event server, the default memory (default ./runs)"
-SET_HELP = ("override a config key (repeatable), e.g. --set search.beam_width=4 (the keys: the fields of "
-            "accelopt/config.py)")
+SET_HELP = (
+    "override a config key (repeatable), e.g. --set search.beam_width=4 (the keys: the fields of "
+    "accelopt/config.py)"
+)
 RAY_HELP = "Ray cluster address (default: a local Ray)"
 NATS_HELP = "NATS URL of a running deployment (default: the root's embedded server)"
 TIMEOUT_HELP = "give up after this many seconds, counted from the start (the agents' start-up included)"
@@ -28,8 +30,10 @@ def preset_help() -> str:
     def what(name: str) -> str:
         d = PRESETS[name]
         s = d.get("search", {})
-        text = (f"B={s.get('beam_width')} N={s.get('plans_per_candidate')} K={s.get('samples_per_plan')} "
-                f"T={s.get('iterations')}")
+        text = (
+            f"B={s.get('beam_width')} N={s.get('plans_per_candidate')} K={s.get('samples_per_plan')} "
+            f"T={s.get('iterations')}"
+        )
         return text + "".join(f", {k} {d[k]}" for k in ("suite", "device") if k in d)
 
     return "search preset (default quick): " + "; ".join(f"{n} ({what(n)})" for n in PRESETS)
@@ -44,11 +48,21 @@ def add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--api-base", help="OpenAI-compatible base URL for --model")
     p.add_argument("--budget", type=float, help="hard LLM budget in USD (default llm.budget_usd, 50)")
     p.add_argument("--allow-unpriced", action="store_true", help="run models without a known price (cost 0)")
-    p.add_argument("--price", nargs=2, type=float, metavar=("IN", "OUT"),
-                   help="USD per million input/output tokens for --model (0 allowed)")
-    p.add_argument("--memory", help="memory URI: a folder or s3://bucket/prefix (default: $ACCELOPT_MEMORY, else "
-                   "<root>/memory, shared by every run of the root)")
-    p.add_argument("--seed", type=int, help="the run's seed (correctness inputs, sampling; default from the config)")
+    p.add_argument(
+        "--price",
+        nargs=2,
+        type=float,
+        metavar=("IN", "OUT"),
+        help="USD per million input/output tokens for --model (0 allowed)",
+    )
+    p.add_argument(
+        "--memory",
+        help="memory URI: a folder or s3://bucket/prefix (default: $ACCELOPT_MEMORY, else "
+        "<root>/memory, shared by every run of the root)",
+    )
+    p.add_argument(
+        "--seed", type=int, help="the run's seed (correctness inputs, sampling; default from the config)"
+    )
     p.add_argument("--root", help=ROOT_HELP)
     p.add_argument("--nats", help=NATS_HELP)
     p.add_argument("--ray-address", help=RAY_HELP)
@@ -62,9 +76,13 @@ def _presets() -> list[str]:
 
 
 def add_preflight_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--preflight", action=argparse.BooleanOptionalAction, default=True,
-                   help="before starting, make one tiny real call per model and report its latency (default on; "
-                        "keys, providers and api_base are always checked)")
+    p.add_argument(
+        "--preflight",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="before starting, make one tiny real call per model and report its latency (default on; "
+        "keys, providers and api_base are always checked)",
+    )
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
@@ -96,9 +114,14 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         from accelopt.records import ModelPrice
 
         model = cfg.llm.default.model or ""
-        price = ModelPrice(input_cost_per_token=args.price[0] / 1e6, output_cost_per_token=args.price[1] / 1e6,
-                           source="config")
-        cfg = msgspec.structs.replace(cfg, llm=msgspec.structs.replace(cfg.llm, prices={**cfg.llm.prices, model: price}))
+        price = ModelPrice(
+            input_cost_per_token=args.price[0] / 1e6,
+            output_cost_per_token=args.price[1] / 1e6,
+            source="config",
+        )
+        cfg = msgspec.structs.replace(
+            cfg, llm=msgspec.structs.replace(cfg.llm, prices={**cfg.llm.prices, model: price})
+        )
     return cfg
 
 
@@ -112,9 +135,12 @@ def wide_console() -> Console:
 
 def add_valid_prefix_arg(p: argparse.ArgumentParser) -> None:
     """`--valid-prefix` for the commands that read a run's log."""
-    p.add_argument("--valid-prefix", action="store_true",
-                   help="where the log is damaged, use the events before the damage (with a warning) instead of "
-                        "stopping with an error")
+    p.add_argument(
+        "--valid-prefix",
+        action="store_true",
+        help="where the log is damaged, use the events before the damage (with a warning) instead of "
+        "stopping with an error",
+    )
 
 
 def damage_message(e: Exception) -> str:
@@ -127,8 +153,9 @@ def damage_message(e: Exception) -> str:
     return str(e)
 
 
-def load_run_events(console: Console, args: argparse.Namespace, *,
-                    prefer_stream: bool = False) -> list[ev.Event] | None:
+def load_run_events(
+    console: Console, args: argparse.Namespace, *, prefer_stream: bool = False
+) -> list[ev.Event] | None:
     """The events of run `args.run` (under `args.root`, or on `args.nats`), or None after
     saying why there are none (the command then exits 2)."""
     from events.runsource import RunNotFound, load_events
@@ -143,8 +170,11 @@ def load_run_events(console: Console, args: argparse.Namespace, *,
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="optimize a suite's problems with the AccelOpt loop")
     p.add_argument("--suite", help="problem suite (default cpu)")
-    p.add_argument("--problems", help="comma-separated problems: NAME (of --suite, on --device), SUITE/NAME or "
-                   "SUITE/NAME@DEVICE (default: all of the suite)")
+    p.add_argument(
+        "--problems",
+        help="comma-separated problems: NAME (of --suite, on --device), SUITE/NAME or "
+        "SUITE/NAME@DEVICE (default: all of the suite)",
+    )
     p.add_argument("--device", help="device kind to optimize for (default cpu)")
     p.add_argument("--timeout", type=float, help=TIMEOUT_HELP)
     add_config_args(p)
@@ -157,8 +187,12 @@ def config_and_problems(console: Console, args: argparse.Namespace) -> tuple[Run
 
     try:
         cfg = config_from_args(args)
-        return cfg, load_problems(cfg, on_warning=lambda text: console.print(
-            f"[yellow]warning:[/yellow] {text}", soft_wrap=True, highlight=False))
+        return cfg, load_problems(
+            cfg,
+            on_warning=lambda text: console.print(
+                f"[yellow]warning:[/yellow] {text}", soft_wrap=True, highlight=False
+            ),
+        )
     except ConfigError as e:
         console.print(f"[red]config error:[/red] {escape(str(e))}", soft_wrap=True, highlight=False)
         return None
@@ -172,10 +206,12 @@ def run(args: argparse.Namespace) -> int:
     cfg, problems = loaded
     suite_names = sorted({r.suite for r in problem_refs(cfg)}) or [cfg.suite]
     devices = sorted(set(target_devices(cfg, [p.name for p in problems]).values()))
-    console.print(f"optimizing {len(problems)} problem(s) of suite{'s' if len(suite_names) > 1 else ''} "
-                  f"[bold]{', '.join(suite_names)}[/bold] on {', '.join(devices)}: preset {args.preset}, "
-                  f"B={cfg.search.beam_width} N={cfg.search.plans_per_candidate} K={cfg.search.samples_per_plan} "
-                  f"T={cfg.search.iterations}, model {cfg.llm.for_role('planner').model}")
+    console.print(
+        f"optimizing {len(problems)} problem(s) of suite{'s' if len(suite_names) > 1 else ''} "
+        f"[bold]{', '.join(suite_names)}[/bold] on {', '.join(devices)}: preset {args.preset}, "
+        f"B={cfg.search.beam_width} N={cfg.search.plans_per_candidate} K={cfg.search.samples_per_plan} "
+        f"T={cfg.search.iterations}, model {cfg.llm.for_role('planner').model}"
+    )
     return execute(console, cfg, problems, args)
 
 
@@ -215,7 +251,9 @@ def preflight(console: Console, cfg: RunConfig, probe: bool) -> bool:
     return not problems
 
 
-def execute(console: Console, cfg: RunConfig, problems: list, args: argparse.Namespace, **session_kwargs) -> int:
+def execute(
+    console: Console, cfg: RunConfig, problems: list, args: argparse.Namespace, **session_kwargs
+) -> int:
     """Run a session with progress bars and print its outcome (shared by run, ablate, resume)."""
     from actors.runtime.session import RunError, RunTimedOut, run_session
     from cli.commands._progress import RunProgress, results_table
@@ -224,8 +262,10 @@ def execute(console: Console, cfg: RunConfig, problems: list, args: argparse.Nam
     if not preflight(console, cfg, getattr(args, "preflight", True)):
         return 2
     budget = cfg.llm.budget_usd
-    console.print(f"LLM budget: {f'${budget:.2f}' if budget is not None else 'none'} "
-                  "(llm.budget_usd; --budget USD to change)")
+    console.print(
+        f"LLM budget: {f'${budget:.2f}' if budget is not None else 'none'} "
+        "(llm.budget_usd; --budget USD to change)"
+    )
     where = {"nats_url": args.nats, "ray_address": args.ray_address}
     if not args.nats and not args.ray_address:
         pooled = pool_kwargs(console, cfg, problems, session_kwargs.get("devices"))
@@ -234,10 +274,16 @@ def execute(console: Console, cfg: RunConfig, problems: list, args: argparse.Nam
         where.update(pooled)
     try:
         with RunProgress(console, cfg.search.iterations) as progress:
-            outcome = run_session(cfg, problems, on_event=progress.on_event, timeout_s=getattr(args, "timeout", None),
-                                  log_level=args.log_level,
-                                  on_warning=lambda text: console.print(f"[yellow]waiting:[/yellow] {text}"),
-                                  **where, **session_kwargs)
+            outcome = run_session(
+                cfg,
+                problems,
+                on_event=progress.on_event,
+                timeout_s=getattr(args, "timeout", None),
+                log_level=args.log_level,
+                on_warning=lambda text: console.print(f"[yellow]waiting:[/yellow] {text}"),
+                **where,
+                **session_kwargs,
+            )
     except RunTimedOut as e:
         console.print(f"[red]{escape(str(e))}[/red]", soft_wrap=True, highlight=False)
         return 1
@@ -259,16 +305,22 @@ def execute(console: Console, cfg: RunConfig, problems: list, args: argparse.Nam
         from replay.recording import served_counts
 
         s = served_counts(read_events(outcome.run_dir / "log.aolog"))
-        console.print(f"served from the recording of {view.started.parent_run}: {s.llm_served} of {s.llm_calls} "
-                      f"LLM calls ({s.llm_calls - s.llm_served} made anew), {s.profiles_served} of {s.profiles} "
-                      f"profiles" + (f" (+{s.remeasures} re-measure profiles, timed anew)" if s.remeasures else ""))
+        console.print(
+            f"served from the recording of {view.started.parent_run}: {s.llm_served} of {s.llm_calls} "
+            f"LLM calls ({s.llm_calls - s.llm_served} made anew), {s.profiles_served} of {s.profiles} "
+            f"profiles" + (f" (+{s.remeasures} re-measure profiles, timed anew)" if s.remeasures else "")
+        )
     console.print(f"LLM cost ${view.cost_usd:.4f} · log, best kernels and results in {outcome.run_dir}")
     failed = {role: u.failed_calls for role, u in sorted(view.usage.items()) if u.failed_calls}
     if failed:
         calls = {role: u.calls for role, u in view.usage.items()}
-        console.print("[yellow]failed LLM calls:[/yellow] " + ", ".join(
-            f"{role} {n} of {calls[role]}" for role, n in failed.items()) + " (the errors: accelopt report "
-            f"{outcome.run_id})", soft_wrap=True)
+        console.print(
+            "[yellow]failed LLM calls:[/yellow] "
+            + ", ".join(f"{role} {n} of {calls[role]}" for role, n in failed.items())
+            + " (the errors: accelopt report "
+            f"{outcome.run_id})",
+            soft_wrap=True,
+        )
     if view.budget is not None:
         console.print(budget_note(view), soft_wrap=True)
     if view.failed is not None:
@@ -278,8 +330,12 @@ def execute(console: Console, cfg: RunConfig, problems: list, args: argparse.Nam
         console.print(f"[red]nothing was optimized:[/red] {escape(nothing)}", soft_wrap=True, highlight=False)
         return 1
     if outcome.timed_out:
-        console.print(f"[red]timed out[/red] after {args.timeout:g} s; the run is left incomplete (to go on: "
-                      f"accelopt resume {outcome.run_id}{root_flag(cfg)})", soft_wrap=True, highlight=False)
+        console.print(
+            f"[red]timed out[/red] after {args.timeout:g} s; the run is left incomplete (to go on: "
+            f"accelopt resume {outcome.run_id}{root_flag(cfg)})",
+            soft_wrap=True,
+            highlight=False,
+        )
         return 1
     return 0 if view.completed else 1
 
@@ -295,8 +351,11 @@ def nothing_optimized(view) -> str | None:
         failed[name] = k.status
     if not failed:
         return None
-    return ("the baseline of every problem failed (" + ", ".join(f"{n}: {st}" for n, st in sorted(failed.items()))
-            + "); the table's note and `accelopt report` say why")
+    return (
+        "the baseline of every problem failed ("
+        + ", ".join(f"{n}: {st}" for n, st in sorted(failed.items()))
+        + "); the table's note and `accelopt report` say why"
+    )
 
 
 def root_flag(cfg: RunConfig) -> str:
@@ -313,8 +372,11 @@ def pool_kwargs(console: Console, cfg: RunConfig, problems: list, devices: list[
     devices = devices or sorted(set(target_devices(cfg, [p.name for p in problems]).values()))
     pool, why = attach_check(cfg, devices)
     if why:
-        console.print(f"[red]a pool of agents is up for {cfg.root} that cannot serve this run:[/red] {why}. Stop it "
-                      f"(accelopt down --root {cfg.root}) or use another --root", soft_wrap=True)
+        console.print(
+            f"[red]a pool of agents is up for {cfg.root} that cannot serve this run:[/red] {why}. Stop it "
+            f"(accelopt down --root {cfg.root}) or use another --root",
+            soft_wrap=True,
+        )
         return None
     if pool is None:
         return {}
@@ -325,8 +387,12 @@ def pool_kwargs(console: Console, cfg: RunConfig, problems: list, devices: list[
 def budget_note(view) -> str:
     """What a run that stopped on its budget says: spent, and how to go on."""
     b = view.budget
-    done = min((max((i.iteration for i in p.iterations), default=0) for p in view.problems.values()), default=0)
-    return (f"[yellow]stopped on the LLM budget:[/yellow] spent ${b.spent_usd:.4f} of ${b.budget_usd:.2f}. To go on "
-            f"with a larger budget: accelopt ablate {view.run_id} --from-iteration {done} "
-            f"--set llm.budget_usd={max(2 * b.budget_usd, 1.0):g} (iterations up to {done} are served from this "
-            "run's recording at no cost)")
+    done = min(
+        (max((i.iteration for i in p.iterations), default=0) for p in view.problems.values()), default=0
+    )
+    return (
+        f"[yellow]stopped on the LLM budget:[/yellow] spent ${b.spent_usd:.4f} of ${b.budget_usd:.2f}. To go on "
+        f"with a larger budget: accelopt ablate {view.run_id} --from-iteration {done} "
+        f"--set llm.budget_usd={max(2 * b.budget_usd, 1.0):g} (iterations up to {done} are served from this "
+        "run's recording at no cost)"
+    )

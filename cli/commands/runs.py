@@ -10,9 +10,11 @@ import time
 
 from rich.table import Table
 
-SPEEDUP_CAPTION = ("speedup: re-measured (baseline and best timed again in interleaved rounds on fresh seeds at the "
-                   "end of each problem), the recorded one beside it where the two disagree beyond the noise; "
-                   "* recorded (the search's own profiles) for the problems the run did not re-measure")
+SPEEDUP_CAPTION = (
+    "speedup: re-measured (baseline and best timed again in interleaved rounds on fresh seeds at the "
+    "end of each problem), the recorded one beside it where the two disagree beyond the noise; "
+    "* recorded (the search's own profiles) for the problems the run did not re-measure"
+)
 
 
 RIGHT = ("problems", "iterations", "speedup (geomean)", "best %peak (geomean)", "LLM cost")
@@ -27,8 +29,12 @@ def runs_table(title: str, rows: list[dict[str, str]]) -> Table:
     columns = [c for c in rows[0] if c not in OPTIONAL or any(r[c] for r in rows)]
     for col in columns:
         words = [w for text in (col, *(r[col] for r in rows)) for w in text.split()]
-        table.add_column(col, justify="right" if col in RIGHT else "left", min_width=max(map(len, words)),
-                         no_wrap=col in ("run", "speedup (geomean)", "forked from"))
+        table.add_column(
+            col,
+            justify="right" if col in RIGHT else "left",
+            min_width=max(map(len, words)),
+            no_wrap=col in ("run", "speedup (geomean)", "forked from"),
+        )
     for r in rows:
         table.add_row(*(r[c] for c in columns))
     return table
@@ -37,7 +43,9 @@ def runs_table(title: str, rows: list[dict[str, str]]) -> Table:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("runs", help="list runs with status and headline figures")
     p.add_argument("--root", default="runs", help="runs directory (default ./runs)")
-    p.add_argument("--nats", help="NATS URL of the event log (default: the root's embedded server, if running)")
+    p.add_argument(
+        "--nats", help="NATS URL of the event log (default: the root's embedded server, if running)"
+    )
     p.add_argument("--json", action="store_true", help="print JSON lines instead of a table")
     p.set_defaults(func=run)
 
@@ -54,30 +62,53 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         for r in listings:
             s = r.summary
-            print(json.dumps({
-                "run_id": s.run_id, "status": r.status(now), "source": r.source, "problems": s.problems,
-                "iterations_done": s.iterations_done, "iterations_planned": s.iterations_planned,
-                "speedup_geomean": s.speedup_geomean, "recorded_speedup_geomean": s.recorded_speedup_geomean,
-                "remeasured_problems": s.remeasured_problems, "speedup_disagrees": s.speedup_disagrees,
-                "pct_peak_geomean": s.pct_peak_geomean,
-                "cost_usd": s.cost_usd, "llm_calls": s.llm_calls, "failed_llm_calls": s.failed_llm_calls,
-                "started_ts": s.started_ts,
-                "parent_run": s.parent_run, "fork_iteration": s.fork_iteration, "path": str(r.path or ""),
-                "resume": r.resume,
-            }))
+            print(
+                json.dumps(
+                    {
+                        "run_id": s.run_id,
+                        "status": r.status(now),
+                        "source": r.source,
+                        "problems": s.problems,
+                        "iterations_done": s.iterations_done,
+                        "iterations_planned": s.iterations_planned,
+                        "speedup_geomean": s.speedup_geomean,
+                        "recorded_speedup_geomean": s.recorded_speedup_geomean,
+                        "remeasured_problems": s.remeasured_problems,
+                        "speedup_disagrees": s.speedup_disagrees,
+                        "pct_peak_geomean": s.pct_peak_geomean,
+                        "cost_usd": s.cost_usd,
+                        "llm_calls": s.llm_calls,
+                        "failed_llm_calls": s.failed_llm_calls,
+                        "started_ts": s.started_ts,
+                        "parent_run": s.parent_run,
+                        "fork_iteration": s.fork_iteration,
+                        "path": str(r.path or ""),
+                        "resume": r.resume,
+                    }
+                )
+            )
         for w in warnings:
             print(f"warning: {w}", file=sys.stderr)
         return 0
     rows = []
     for r in listings:
         s = r.summary
-        rows.append({
-            "run": s.run_id, "status": r.status(now), "problems": str(s.problems), "iterations": s.iterations,
-            "speedup (geomean)": s.speedup_text + (
-                "" if s.speedup_label == fmt.REMEASURED or s.speedup_geomean is None else "*"),
-            "best %peak (geomean)": fmt.pct(s.pct_peak_geomean), "LLM cost": fmt.usd(s.cost_usd),
-            "failed LLM calls": failed_calls_text(s.failed_llm_calls), "started": fmt.stamp(s.started_ts),
-            "forked from": f"{s.parent_run} @ {s.fork_iteration}" if s.parent_run else "", "source": r.source})
+        rows.append(
+            {
+                "run": s.run_id,
+                "status": r.status(now),
+                "problems": str(s.problems),
+                "iterations": s.iterations,
+                "speedup (geomean)": s.speedup_text
+                + ("" if s.speedup_label == fmt.REMEASURED or s.speedup_geomean is None else "*"),
+                "best %peak (geomean)": fmt.pct(s.pct_peak_geomean),
+                "LLM cost": fmt.usd(s.cost_usd),
+                "failed LLM calls": failed_calls_text(s.failed_llm_calls),
+                "started": fmt.stamp(s.started_ts),
+                "forked from": f"{s.parent_run} @ {s.fork_iteration}" if s.parent_run else "",
+                "source": r.source,
+            }
+        )
     if rows:
         console.print(runs_table(f"runs in {args.root}", rows))
     else:

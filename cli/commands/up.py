@@ -20,7 +20,9 @@ from cli.commands.run import add_config_args, config_from_args, wide_console
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("up", help="start a warm pool of agents that runs under --root attach to (foreground)")
-    p.add_argument("--devices", default="cpu", help="comma-separated device kinds to profile for (default cpu)")
+    p.add_argument(
+        "--devices", default="cpu", help="comma-separated device kinds to profile for (default cpu)"
+    )
     add_config_args(p)
     p.set_defaults(func=up)
     d = sub.add_parser("down", help="stop the warm pool of --root")
@@ -42,8 +44,10 @@ def up(args: argparse.Namespace) -> int:
         return 2
     running = read_pool(cfg.root)
     if running is not None:
-        console.print(f"[red]a pool is already up for {cfg.root}[/red] (pid {running.pid}): accelopt down --root "
-                      f"{cfg.root}")
+        console.print(
+            f"[red]a pool is already up for {cfg.root}[/red] (pid {running.pid}): accelopt down --root "
+            f"{cfg.root}"
+        )
         return 2
     devices = sorted({d.strip() for d in args.devices.split(",") if d.strip()})
     try:
@@ -53,16 +57,20 @@ def up(args: argparse.Namespace) -> int:
         return 2
     stop = threading.Event()
     t0 = time.monotonic()
-    with AgentPool(cfg, devices, nats_url=args.nats, ray_address=args.ray_address,
-                   log_level=args.log_level) as nats_url:
+    with AgentPool(
+        cfg, devices, nats_url=args.nats, ray_address=args.ray_address, log_level=args.log_level
+    ) as nats_url:
         # after ray.init, which installs a SIGTERM handler of its own that aborts the process
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
         record_pool(cfg, nats_url, devices)
         try:
-            console.print(f"pool up in {time.monotonic() - t0:.1f} s: log {nats_url}, profilers for "
-                          f"{', '.join(devices)}, memory {'on' if cfg.memory.enabled else 'off'}; runs under "
-                          f"{cfg.root} attach to it (stop: Ctrl-C or accelopt down --root {cfg.root})", highlight=False)
+            console.print(
+                f"pool up in {time.monotonic() - t0:.1f} s: log {nats_url}, profilers for "
+                f"{', '.join(devices)}, memory {'on' if cfg.memory.enabled else 'off'}; runs under "
+                f"{cfg.root} attach to it (stop: Ctrl-C or accelopt down --root {cfg.root})",
+                highlight=False,
+            )
             stop.wait()
         finally:
             forget_pool(cfg.root)

@@ -20,21 +20,40 @@ from cli.commands.run import wide_console
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("worker", help="start profiler (and LLM role) actors on this host for a running deployment")
-    p.add_argument("--nats", required=True, help="NATS URL(s) of the deployment, comma-separated for a cluster")
+    p = sub.add_parser(
+        "worker", help="start profiler (and LLM role) actors on this host for a running deployment"
+    )
+    p.add_argument(
+        "--nats", required=True, help="NATS URL(s) of the deployment, comma-separated for a cluster"
+    )
     p.add_argument("--device", default="cpu", help="device kind to profile for (cpu, h100, trn1, ...)")
-    p.add_argument("--count", type=int, default=1,
-                   help="profiler actors; with more than one, profiler i takes GPU i / NeuronCore i")
-    p.add_argument("--roles", default="profiler",
-                   help="comma-separated roles to run here: profiler, planner, executor, fixer, summarizer")
+    p.add_argument(
+        "--count",
+        type=int,
+        default=1,
+        help="profiler actors; with more than one, profiler i takes GPU i / NeuronCore i",
+    )
+    p.add_argument(
+        "--roles",
+        default="profiler",
+        help="comma-separated roles to run here: profiler, planner, executor, fixer, summarizer",
+    )
     p.add_argument("--config", help="YAML config (LLM settings for agent roles)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="a config key of this host's agents (repeatable), e.g. --set profiling.timeout_s=900: profiling.*, "
-                        "workers.*, devices.<kind>.* (docs/cluster.md)")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a config key of this host's agents (repeatable), e.g. --set profiling.timeout_s=900: profiling.*, "
+        "workers.*, devices.<kind>.* (docs/cluster.md)",
+    )
     p.add_argument("--ack-wait", type=float, help="seconds before unacked work is redelivered")
     p.add_argument("--heartbeat", type=float, help="seconds between lease heartbeats")
     p.add_argument("--name", help="worker name recorded in KernelProfiled (default host-pid)")
-    p.add_argument("--idle-exit", type=float, help="exit after this many idle seconds (default: run until stopped)")
+    p.add_argument(
+        "--idle-exit", type=float, help="exit after this many idle seconds (default: run until stopped)"
+    )
     p.set_defaults(func=run)
 
 
@@ -54,14 +73,29 @@ def build_workers(args: argparse.Namespace) -> list:
     for role in [r.strip() for r in args.roles.split(",") if r.strip()]:
         if role == "profiler":
             for i in range(args.count):
-                workers.append(build(ROLE_FACTORIES["profiler"], {
-                    "nats_url": args.nats, "device": args.device, "timeout_s": cfg.profiling.timeout_for(args.device),
-                    "worker_name": f"{name}-{args.device}-{i}", "options": profiler_options(args.device, cfg),
-                    "agent_options": {**(cfg.devices[args.device].options if args.device in cfg.devices else {}),
-                                      **device_slot(args.device, i, args.count)}}))
+                workers.append(
+                    build(
+                        ROLE_FACTORIES["profiler"],
+                        {
+                            "nats_url": args.nats,
+                            "device": args.device,
+                            "timeout_s": cfg.profiling.timeout_for(args.device),
+                            "worker_name": f"{name}-{args.device}-{i}",
+                            "options": profiler_options(args.device, cfg),
+                            "agent_options": {
+                                **(cfg.devices[args.device].options if args.device in cfg.devices else {}),
+                                **device_slot(args.device, i, args.count),
+                            },
+                        },
+                    )
+                )
         elif role in LLM_ROLES:
-            workers.append(build(ROLE_FACTORIES[role], {"nats_url": args.nats, "llm_config": cfg.llm,
-                                                        "options": llm_role_options(role, cfg)}))
+            workers.append(
+                build(
+                    ROLE_FACTORIES[role],
+                    {"nats_url": args.nats, "llm_config": cfg.llm, "options": llm_role_options(role, cfg)},
+                )
+            )
         else:
             raise SystemExit(f"unknown role {role!r}; choose from profiler, {', '.join(LLM_ROLES)}")
     return workers
@@ -93,8 +127,11 @@ async def serve(workers: list, idle_exit: float | None, console) -> None:
             loop.add_signal_handler(sig, lambda: [w.stop() for w in workers])
     for w in workers:
         await w.connect()
-    console.print(f"worker ready: {len(workers)} actor(s): "
-                  + ", ".join(f"{w.role}[{w.options.durable}]" for w in workers), highlight=False)
+    console.print(
+        f"worker ready: {len(workers)} actor(s): "
+        + ", ".join(f"{w.role}[{w.options.durable}]" for w in workers),
+        highlight=False,
+    )
     try:
         await asyncio.gather(*(w.run(until_idle_s=idle_exit) for w in workers))
     finally:
@@ -111,6 +148,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     asyncio.run(serve(workers, args.idle_exit, console))
     for w in workers:
-        console.print(f"{w.role}[{w.options.durable}]: handled {w.stats.handled}, failed {w.stats.failed}",
-                      highlight=False)
+        console.print(
+            f"{w.role}[{w.options.durable}]: handled {w.stats.handled}, failed {w.stats.failed}",
+            highlight=False,
+        )
     return 0

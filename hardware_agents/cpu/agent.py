@@ -47,7 +47,8 @@ from hardware_agents.quiet import single_threaded_blas
 from hardware_agents.sandbox import Sandbox, SandboxPolicy, sweep_orphans
 
 _LOW_PRECISION = re.compile(
-    r"\b(_Float16|__fp16|__bf16|__m(?:128|256|512)bh|__m(?:128|256|512)h)\b|float16|_mm\d*_\w*(?:bf16|pbh)\w*")
+    r"\b(_Float16|__fp16|__bf16|__m(?:128|256|512)bh|__m(?:128|256|512)h)\b|float16|_mm\d*_\w*(?:bf16|pbh)\w*"
+)
 # Room for the buffer sets of a timed batch: the judge sizes a batch from a first measured
 # call (the handshake at most 2 % of it), up to this many sets and bytes; pages are only
 # allocated for the sets a profile uses.
@@ -71,12 +72,25 @@ class CpuAgent(HardwareAgent):
     kind: ClassVar[str] = "cpu"
     languages: ClassVar[tuple[str, ...]] = ("c",)
 
-    def __init__(self, *, cache_dir: str | Path | None = None, spec: DeviceSpec | None = None,
-                 calibrate_if_missing: bool = True, quick_calibration: bool = False,
-                 timeout_s: float = 60.0, timing_budget_s: float = 0.15, max_reruns: int = 2,
-                 spread_threshold: float = 0.10, max_pct_peak: float = 1.5, threads: int | None = None,
-                 exclusive_timing: bool = True, sandbox_dir: str | Path | None = None, cc: str = DEFAULT_CC,
-                 data_cache_problems: int = 3, sandbox_options: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        cache_dir: str | Path | None = None,
+        spec: DeviceSpec | None = None,
+        calibrate_if_missing: bool = True,
+        quick_calibration: bool = False,
+        timeout_s: float = 60.0,
+        timing_budget_s: float = 0.15,
+        max_reruns: int = 2,
+        spread_threshold: float = 0.10,
+        max_pct_peak: float = 1.5,
+        threads: int | None = None,
+        exclusive_timing: bool = True,
+        sandbox_dir: str | Path | None = None,
+        cc: str = DEFAULT_CC,
+        data_cache_problems: int = 3,
+        sandbox_options: dict[str, Any] | None = None,
+    ) -> None:
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self._spec = spec
         self._calibration: CalibrationRecord | None = None
@@ -90,15 +104,16 @@ class CpuAgent(HardwareAgent):
         self.threads = threads or usable_cores()
         # the cores a kernel runs on: `threads` of this process's CPU mask (its server is pinned to
         # them and may not widen that; its CPU time per batch is bounded by wall x their number)
-        self.cpus: tuple[int, ...] = tuple(sorted(os.sched_getaffinity(0))[:self.threads])
+        self.cpus: tuple[int, ...] = tuple(sorted(os.sched_getaffinity(0))[: self.threads])
         sweep_orphans()  # kernel servers of an agent that died (SIGKILL) are killed at start-up
         self.exclusive_timing = exclusive_timing
         self.sandbox_dir = Path(sandbox_dir) if sandbox_dir else None
         self.cc = cc
         self.sandbox_options = dict(sandbox_options or {})  # SandboxPolicy fields (tests take walls down)
         self.compiler = Compiler(self.cache_dir, cc=cc)
-        self.data: DataCache[ProblemData] = DataCache(lambda p, seeds, _root: ProblemData(p, seeds),
-                                                     capacity=data_cache_problems)
+        self.data: DataCache[ProblemData] = DataCache(
+            lambda p, seeds, _root: ProblemData(p, seeds), capacity=data_cache_problems
+        )
         self._spec_lock = threading.Lock()
         self._lock_path = self.cache_dir / "cpu" / "device.lock"
         self._peaks_raised_at: float | None = None
@@ -120,10 +135,19 @@ class CpuAgent(HardwareAgent):
 
     def toolchain(self) -> dict[str, str]:
         m = machine_info(self.cc)
-        out = {"compiler": self.compiler.version, "cflags": " ".join(CFLAGS + LDLIBS), "numpy": np.__version__,
-               "cpu": m.cpu_model, "cores": str(m.cores), "kernel": m.kernel, "omp_threads": str(self.threads)}
+        out = {
+            "compiler": self.compiler.version,
+            "cflags": " ".join(CFLAGS + LDLIBS),
+            "numpy": np.__version__,
+            "cpu": m.cpu_model,
+            "cores": str(m.cores),
+            "kernel": m.kernel,
+            "omp_threads": str(self.threads),
+        }
         if self._calibration is not None:
-            out["calibration"] = f"{'quick' if self._calibration.quick else 'full'} {self._calibration.created}"
+            out["calibration"] = (
+                f"{'quick' if self._calibration.quick else 'full'} {self._calibration.created}"
+            )
         return out
 
     def close(self) -> None:
@@ -131,24 +155,33 @@ class CpuAgent(HardwareAgent):
 
     # --- profile -------------------------------------------------------------------------
 
-    def _profile(self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout: float,
-                 measure: bool) -> Profile:
+    def _profile(
+        self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout: float, measure: bool
+    ) -> Profile:
         with single_threaded_blas():  # the parent's numpy must not spin on a core the kernel needs
             return self._profile_quiet(problem, solution, seeds, timeout, measure)
 
-    def _profile_quiet(self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout: float,
-                       measure: bool) -> Profile:
+    def _profile_quiet(
+        self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout: float, measure: bool
+    ) -> Profile:
         if solution.spec.language != "c":
-            return self._fail("compile_error", f"the CPU agent compiles C; this solution is {solution.spec.language!r}")
+            return self._fail(
+                "compile_error", f"the CPU agent compiles C; this solution is {solution.spec.language!r}"
+            )
         for src in solution.sources:
             m = _LOW_PRECISION.search(_strip_comments(src.content))
             if m:
-                return self._fail("incorrect", f"{src.path}: uses a lower-precision type or intrinsic ({m.group(0)}); "
-                                  "kernels must compute in fp32 or wider")
+                return self._fail(
+                    "incorrect",
+                    f"{src.path}: uses a lower-precision type or intrinsic ({m.group(0)}); "
+                    "kernels must compute in fp32 or wider",
+                )
         try:
             entry = solution.entry_symbol
         except IndexError:
-            return self._fail("compile_error", f"entry point {solution.spec.entry_point!r} is not FILE::SYMBOL")
+            return self._fail(
+                "compile_error", f"entry point {solution.spec.entry_point!r} is not FILE::SYMBOL"
+            )
         build = self.compiler.build(solution, problem.axis_values())
         if not build.ok or build.so_path is None:
             return self._fail("compile_error", build.log, isolation=build.isolation)
@@ -159,10 +192,20 @@ class CpuAgent(HardwareAgent):
         with Sandbox(policy, base_dir=self.sandbox_dir) as box:
             shutil.copyfile(build.so_path, box.workdir / "kernel.so")
             box.give("kernel.so")
-            judge = Judge(Verdict(self._fail, held="between timed batches"), self._rules(), problem, data, spec, box,
-                          str(box.workdir / "kernel.so"), entry, sets, timeout,
-                          oracle=self._oracle_factory(problem, data, policy, timeout) if measure else None,
-                          remeasured=self._remeasured_peaks)
+            judge = Judge(
+                Verdict(self._fail, held="between timed batches"),
+                self._rules(),
+                problem,
+                data,
+                spec,
+                box,
+                str(box.workdir / "kernel.so"),
+                entry,
+                sets,
+                timeout,
+                oracle=self._oracle_factory(problem, data, policy, timeout) if measure else None,
+                remeasured=self._remeasured_peaks,
+            )
             with self._device_lock():
                 prof = judge.run()
         prof = judge.verify_deferred(prof)
@@ -171,22 +214,37 @@ class CpuAgent(HardwareAgent):
         return prof
 
     def _rules(self) -> TimingRules:
-        return TimingRules(threads=self.threads, cpus=self.cpus, timing_budget_s=self.timing_budget_s,
-                           max_reruns=self.max_reruns, spread_threshold=self.spread_threshold,
-                           max_pct_peak=self.max_pct_peak)
+        return TimingRules(
+            threads=self.threads,
+            cpus=self.cpus,
+            timing_budget_s=self.timing_budget_s,
+            max_reruns=self.max_reruns,
+            spread_threshold=self.spread_threshold,
+            max_pct_peak=self.max_pct_peak,
+        )
 
     def _policy(self, data: ProblemData, sets: int) -> SandboxPolicy:
         region = sets * (data.set_bytes + 4096 * (1 + 2 * len(data.problem.definition.outputs)))
         policy = SandboxPolicy(
-            address_space_bytes=(1 << 30) + 2 * region, max_processes=64, max_file_bytes=16 << 20,
-            no_fork=True, cpus=self.cpus, workdir_bytes=WORKDIR_BYTES,
-            env={"OMP_NUM_THREADS": str(self.threads), "OPENBLAS_NUM_THREADS": "1",
-                 "MKL_NUM_THREADS": "1", "OMP_DYNAMIC": "false", "OMP_WAIT_POLICY": "passive"},
+            address_space_bytes=(1 << 30) + 2 * region,
+            max_processes=64,
+            max_file_bytes=16 << 20,
+            no_fork=True,
+            cpus=self.cpus,
+            workdir_bytes=WORKDIR_BYTES,
+            env={
+                "OMP_NUM_THREADS": str(self.threads),
+                "OPENBLAS_NUM_THREADS": "1",
+                "MKL_NUM_THREADS": "1",
+                "OMP_DYNAMIC": "false",
+                "OMP_WAIT_POLICY": "passive",
+            },
         )
         return msgspec.structs.replace(policy, **self.sandbox_options) if self.sandbox_options else policy
 
-    def _oracle_factory(self, problem: Problem, data: ProblemData, policy: SandboxPolicy,
-                        timeout: float) -> Callable[[], BaselineOracle] | None:
+    def _oracle_factory(
+        self, problem: Problem, data: ProblemData, policy: SandboxPolicy, timeout: float
+    ) -> Callable[[], BaselineOracle] | None:
         """The baseline kernel as the fast reference of the timed calls' full checks
         (`oracle.py`), or None where the problem has no C baseline that builds."""
         base = problem.baseline
@@ -201,10 +259,14 @@ class CpuAgent(HardwareAgent):
             return None
         so_path = build.so_path
         scalars = {n: v for n, v in data.cases[0].inputs.items() if not isinstance(v, np.ndarray)}
-        oracle_policy = msgspec.structs.replace(policy, address_space_bytes=(1 << 30) + 2 * ORACLE_SETS * (
-            data.set_bytes + 4096 * (1 + 2 * len(problem.definition.outputs))))
-        return lambda: BaselineOracle(problem, so_path, symbol, oracle_policy, scalars, timeout,
-                                      sandbox_dir=self.sandbox_dir)
+        oracle_policy = msgspec.structs.replace(
+            policy,
+            address_space_bytes=(1 << 30)
+            + 2 * ORACLE_SETS * (data.set_bytes + 4096 * (1 + 2 * len(problem.definition.outputs))),
+        )
+        return lambda: BaselineOracle(
+            problem, so_path, symbol, oracle_policy, scalars, timeout, sandbox_dir=self.sandbox_dir
+        )
 
     @contextmanager
     def _device_lock(self) -> Iterator[None]:
@@ -238,4 +300,3 @@ class CpuAgent(HardwareAgent):
         with self._spec_lock:
             self._calibration, self._spec = rec, rec.spec
         return rec.spec
-

@@ -88,7 +88,9 @@ class CalibrationError(RuntimeError):
     pass
 
 
-def calibration_path(root: Path | None = None, *, quick: bool = False, machine: MachineInfo | None = None) -> Path:
+def calibration_path(
+    root: Path | None = None, *, quick: bool = False, machine: MachineInfo | None = None
+) -> Path:
     m = machine or machine_info()
     return (root or cache_dir()) / "cpu" / f"calibration-{m.key()}{'-quick' if quick else ''}.json"
 
@@ -104,8 +106,9 @@ def load_calibration(root: Path | None = None, *, allow_quick: bool = True) -> C
     return None
 
 
-def calibrate(root: Path | None = None, *, force: bool = False, quick: bool = False,
-              cc: str = DEFAULT_CC) -> CalibrationRecord:
+def calibrate(
+    root: Path | None = None, *, force: bool = False, quick: bool = False, cc: str = DEFAULT_CC
+) -> CalibrationRecord:
     """Return the cached calibration, measuring (and caching) it first if needed or forced."""
     if not force:
         existing = load_calibration(root, allow_quick=quick)
@@ -126,21 +129,31 @@ def raise_peaks(root: Path | None, old: CalibrationRecord, *, cc: str = DEFAULT_
     """
     new = _measure_record(old.quick, cc)
     fresh = {p.working_set_bytes: p.bytes_per_s for p in new.spec.bw_curve}
-    curve = [BandwidthPoint(working_set_bytes=p.working_set_bytes,
-                            bytes_per_s=max(p.bytes_per_s, fresh.get(p.working_set_bytes, 0.0)))
-             for p in old.spec.bw_curve] or new.spec.bw_curve
+    curve = [
+        BandwidthPoint(
+            working_set_bytes=p.working_set_bytes,
+            bytes_per_s=max(p.bytes_per_s, fresh.get(p.working_set_bytes, 0.0)),
+        )
+        for p in old.spec.bw_curve
+    ] or new.spec.bw_curve
     o, n = old.spec, new.spec
     spec = msgspec.structs.replace(
-        o, peak_bw_bytes_s=max(o.peak_bw_bytes_s, n.peak_bw_bytes_s),
+        o,
+        peak_bw_bytes_s=max(o.peak_bw_bytes_s, n.peak_bw_bytes_s),
         peak_matmul_flops=max(o.peak_matmul_flops, n.peak_matmul_flops),
-        peak_vector_flops=max(o.peak_vector_flops, n.peak_vector_flops), bw_curve=curve,
+        peak_vector_flops=max(o.peak_vector_flops, n.peak_vector_flops),
+        bw_curve=curve,
         source=f"{o.source.split('; raised')[0]}; raised to the best of a re-measure on {time.strftime('%Y-%m-%d')}",
     )
     merged = msgspec.structs.replace(
-        old, spec=spec,
-        triad_bytes_per_s={k: max(v, new.triad_bytes_per_s.get(k, 0.0)) for k, v in old.triad_bytes_per_s.items()},
+        old,
+        spec=spec,
+        triad_bytes_per_s={
+            k: max(v, new.triad_bytes_per_s.get(k, 0.0)) for k, v in old.triad_bytes_per_s.items()
+        },
         sgemm_flops={k: max(v, new.sgemm_flops.get(k, 0.0)) for k, v in old.sgemm_flops.items()},
-        fma_flops=max(old.fma_flops, new.fma_flops), loadavg=min(old.loadavg, new.loadavg),
+        fma_flops=max(old.fma_flops, new.fma_flops),
+        loadavg=min(old.loadavg, new.loadavg),
     )
     _save(merged, calibration_path(root, quick=old.quick, machine=old.machine))
     return merged
@@ -157,21 +170,36 @@ def _measure_record(quick: bool, cc: str) -> CalibrationRecord:
         raise CalibrationError(f"calibration failed:\n{proc.stderr[-4000:]}")
     raw = json.loads(proc.stdout.strip().splitlines()[-1])
     m = machine_info(cc)
-    curve = [BandwidthPoint(working_set_bytes=int(k), bytes_per_s=v) for k, v in sorted(
-        raw["triad"].items(), key=lambda kv: int(kv[0]))]
+    curve = [
+        BandwidthPoint(working_set_bytes=int(k), bytes_per_s=v)
+        for k, v in sorted(raw["triad"].items(), key=lambda kv: int(kv[0]))
+    ]
     mode = "quick" if quick else "full"
     spec = DeviceSpec(
-        kind="cpu", name=f"{m.cpu_model} ({m.cores} cores)",
-        peak_bw_bytes_s=curve[-1].bytes_per_s, peak_matmul_flops=max(raw["sgemm"].values()),
-        peak_vector_flops=raw["fma"], measured=True, bw_curve=curve,
-        source=(f"measured by accelopt calibrate ({mode}) on {time.strftime('%Y-%m-%d')}: "
-                "STREAM triad (OpenMP, fp32), numpy sgemm, OpenMP FMA loop"),
+        kind="cpu",
+        name=f"{m.cpu_model} ({m.cores} cores)",
+        peak_bw_bytes_s=curve[-1].bytes_per_s,
+        peak_matmul_flops=max(raw["sgemm"].values()),
+        peak_vector_flops=raw["fma"],
+        measured=True,
+        bw_curve=curve,
+        source=(
+            f"measured by accelopt calibrate ({mode}) on {time.strftime('%Y-%m-%d')}: "
+            "STREAM triad (OpenMP, fp32), numpy sgemm, OpenMP FMA loop"
+        ),
         extra={"l2_bytes": str(m.l2_bytes), "l3_bytes": str(m.l3_bytes), "compiler": m.compiler},
     )
-    return CalibrationRecord(spec=spec, machine=m, quick=quick, created=time.strftime("%Y-%m-%dT%H:%M:%S"),
-                             seconds=time.perf_counter() - t0, triad_bytes_per_s=raw["triad"],
-                             sgemm_flops=raw["sgemm"], fma_flops=raw["fma"],
-                             loadavg=max(load, os.getloadavg()[0]))
+    return CalibrationRecord(
+        spec=spec,
+        machine=m,
+        quick=quick,
+        created=time.strftime("%Y-%m-%dT%H:%M:%S"),
+        seconds=time.perf_counter() - t0,
+        triad_bytes_per_s=raw["triad"],
+        sgemm_flops=raw["sgemm"],
+        fma_flops=raw["fma"],
+        loadavg=max(load, os.getloadavg()[0]),
+    )
 
 
 def _save(record: CalibrationRecord, path: Path) -> None:
@@ -182,6 +210,7 @@ def _save(record: CalibrationRecord, path: Path) -> None:
 
 
 # --- the measurement (runs in the subprocess) -------------------------------------------------
+
 
 def _best(fn: Callable[[], float], budget_s: float, max_trials: int) -> float:
     """Minimum over short trials until the time budget is spent (at least 3 trials)."""
@@ -206,8 +235,11 @@ def _measure(quick: bool, cc: str) -> dict[str, object]:
     with tempfile.TemporaryDirectory(prefix="accelopt-cal-") as tmp:
         src, so = Path(tmp) / "cal.c", Path(tmp) / "cal.so"
         src.write_text(CALIBRATION_C)
-        subprocess.run([cc, "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", str(src), "-o", str(so)],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [cc, "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", str(src), "-o", str(so)],
+            check=True,
+            capture_output=True,
+        )
         lib = ctypes.CDLL(str(so))
     lib.triad.restype = ctypes.c_double
     lib.triad.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_long, ctypes.c_float, ctypes.c_int]
@@ -221,8 +253,17 @@ def _measure(quick: bool, cc: str) -> dict[str, object]:
     # a VM may report its host's whole L3 (480 MiB seen): beyond a cap the arrays would only
     # cost memory and time, and such a cache is shared with the host's other tenants anyway
     cap = (1 << 30) if quick else (2 << 30)
-    footprints = sorted({min(f, cap) for f in ([1 << 20, l3 // 2, 8 * l3] if quick else
-                                                [256 << 10, 1 << 20, 4 << 20, l3 // 2, l3, 2 * l3, 4 * l3, 16 * l3])})
+    footprints = sorted(
+        {
+            min(f, cap)
+            for f in (
+                [1 << 20, l3 // 2, 8 * l3]
+                if quick
+                else [256 << 10, 1 << 20, 4 << 20, l3 // 2, l3, 2 * l3, 4 * l3, 16 * l3]
+            )
+        }
+    )
+
     def triad_bw(footprint: int) -> tuple[int, float]:
         n = footprint // 12
         arrays = [np.ones(n, dtype=np.float32) for _ in range(3)]
@@ -239,7 +280,7 @@ def _measure(quick: bool, cc: str) -> dict[str, object]:
     triad = {str(k): v for k, v in map(triad_bw, sorted(set(footprints)))}
 
     sgemm: dict[str, float] = {}
-    for size in ([768] if quick else [768, 1024, 2048]):
+    for size in [768] if quick else [768, 1024, 2048]:
         x = np.random.default_rng(0).standard_normal((size, size), dtype=np.float32)
         y = np.random.default_rng(1).standard_normal((size, size), dtype=np.float32)
 

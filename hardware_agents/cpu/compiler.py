@@ -66,15 +66,22 @@ def compile_in_child(payload: bytes, workdir: Path) -> CompileOutput:
     """Sandbox target: run the compiler in the work dir."""
     req = msgspec.msgpack.decode(payload, type=CompileRequest)
     try:
-        proc = subprocess.run([req.cc, *req.args], cwd=workdir, capture_output=True, text=True,
-                              timeout=req.timeout_s, errors="replace")
+        proc = subprocess.run(
+            [req.cc, *req.args],
+            cwd=workdir,
+            capture_output=True,
+            text=True,
+            timeout=req.timeout_s,
+            errors="replace",
+        )
     except subprocess.TimeoutExpired:
         return CompileOutput(ok=False, returncode=-1, log=f"compiler timed out after {req.timeout_s:.0f} s")
     except OSError as e:
         return CompileOutput(ok=False, returncode=-1, log=f"cannot run {req.cc}: {e}")
     log = (proc.stdout + proc.stderr)[-_LOG_LIMIT:]
-    return CompileOutput(ok=proc.returncode == 0 and (workdir / "kernel.so").is_file(),
-                         returncode=proc.returncode, log=log)
+    return CompileOutput(
+        ok=proc.returncode == 0 and (workdir / "kernel.so").is_file(), returncode=proc.returncode, log=log
+    )
 
 
 def _safe_relpath(p: str) -> str:
@@ -85,8 +92,14 @@ def _safe_relpath(p: str) -> str:
 
 
 class Compiler:
-    def __init__(self, cache_dir: Path, *, cc: str = DEFAULT_CC, flags: tuple[str, ...] = CFLAGS,
-                 timeout_s: float = 60.0) -> None:
+    def __init__(
+        self,
+        cache_dir: Path,
+        *,
+        cc: str = DEFAULT_CC,
+        flags: tuple[str, ...] = CFLAGS,
+        timeout_s: float = 60.0,
+    ) -> None:
         self.dir = cache_dir / "cpu" / "build"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.cc = shutil.which(cc) or cc
@@ -96,8 +109,11 @@ class Compiler:
 
     def key(self, solution: Solution, defines: dict[str, int]) -> str:
         h = hashlib.sha256()
-        for part in (self.version, " ".join(self.flags + LDLIBS),
-                     ",".join(f"{k}={v}" for k, v in sorted(defines.items()))):
+        for part in (
+            self.version,
+            " ".join(self.flags + LDLIBS),
+            ",".join(f"{k}={v}" for k, v in sorted(defines.items())),
+        ):
             h.update(part.encode() + b"\0")
         for src in sorted(solution.sources, key=lambda s: s.path):
             h.update(src.path.encode() + b"\0" + src.content.encode() + b"\0")
@@ -171,9 +187,13 @@ class Compiler:
         return result
 
     def _compile(self, solution: Solution, defines: dict[str, int], key: str, so: Path) -> BuildResult:
-        policy = SandboxPolicy(wall_timeout_s=self.timeout_s + 10, max_processes=32,
-                               max_file_bytes=4 * MAX_LIBRARY_BYTES, address_space_bytes=4 << 30,
-                               workdir_bytes=256 << 20)
+        policy = SandboxPolicy(
+            wall_timeout_s=self.timeout_s + 10,
+            max_processes=32,
+            max_file_bytes=4 * MAX_LIBRARY_BYTES,
+            address_space_bytes=4 << 30,
+            workdir_bytes=256 << 20,
+        )
         try:
             rels = [_safe_relpath(s.path) for s in solution.sources]
         except ValueError as e:
@@ -189,27 +209,48 @@ class Compiler:
             c_files = [f"src/{r}" for r in rels if r.endswith(".c")]
             if not c_files:
                 return BuildResult(ok=False, key=key, log="no .c source among the solution's files")
-            args = [*self.flags, *(f"-D{k}={v}" for k, v in defines.items()), "-Isrc",
-                    *c_files, "-o", "kernel.so", *LDLIBS]
-            out = box.run("hardware_agents.cpu.compiler:compile_in_child",
-                          CompileRequest(cc=self.cc, args=args, timeout_s=self.timeout_s))
+            args = [
+                *self.flags,
+                *(f"-D{k}={v}" for k, v in defines.items()),
+                "-Isrc",
+                *c_files,
+                "-o",
+                "kernel.so",
+                *LDLIBS,
+            ]
+            out = box.run(
+                "hardware_agents.cpu.compiler:compile_in_child",
+                CompileRequest(cc=self.cc, args=args, timeout_s=self.timeout_s),
+            )
             iso = out.isolation
             if out.status == "unisolated":
                 return BuildResult(ok=False, key=key, log=out.error, isolation=iso, unisolated=True)
             if out.status != "ok":
-                return BuildResult(ok=False, key=key, log=f"compiler sandbox {out.status}: {out.error}\n{out.log}",
-                                   isolation=iso, infrastructure=out.status != "timeout")
+                return BuildResult(
+                    ok=False,
+                    key=key,
+                    log=f"compiler sandbox {out.status}: {out.error}\n{out.log}",
+                    isolation=iso,
+                    infrastructure=out.status != "timeout",
+                )
             res = out.decode(CompileOutput)
             log = res.log.replace(str(box.workdir) + "/src/", "").replace(str(box.workdir) + "/", "")
             if not res.ok:
-                return BuildResult(ok=False, key=key, log=log or f"compiler exited with {res.returncode}",
-                                   isolation=iso)
+                return BuildResult(
+                    ok=False, key=key, log=log or f"compiler exited with {res.returncode}", isolation=iso
+                )
             try:
                 size = (box.workdir / "kernel.so").lstat().st_size
                 if size > MAX_LIBRARY_BYTES:
-                    return BuildResult(ok=False, key=key, isolation=iso, log=(
-                        f"{log}\nthe shared library is {size / 2**20:.1f} MiB; the limit is "
-                        f"{MAX_LIBRARY_BYTES >> 20} MiB (large tables belong in code that computes them)").strip())
+                    return BuildResult(
+                        ok=False,
+                        key=key,
+                        isolation=iso,
+                        log=(
+                            f"{log}\nthe shared library is {size / 2**20:.1f} MiB; the limit is "
+                            f"{MAX_LIBRARY_BYTES >> 20} MiB (large tables belong in code that computes them)"
+                        ).strip(),
+                    )
                 data = box.read_file("kernel.so", max_bytes=MAX_LIBRARY_BYTES)  # no symlinks, bounded
             except OSError as e:
                 return BuildResult(ok=False, key=key, log=f"{log}\ncompiler output unusable: {e}")

@@ -21,8 +21,14 @@ C kernels for the CPU agent (C11 with GNU extensions, OpenMP, gcc -O3 -march=nat
 
 
 def _ctype(dtype: str) -> str:
-    return {"float32": "float", "int32": "int32_t", "int64": "int64_t", "int16": "int16_t", "int8": "int8_t",
-            "bool": "bool"}.get(dtype, dtype)
+    return {
+        "float32": "float",
+        "int32": "int32_t",
+        "int64": "int64_t",
+        "int16": "int16_t",
+        "int8": "int8_t",
+        "bool": "bool",
+    }.get(dtype, dtype)
 
 
 def c_signature(problem: Problem, symbol: str = "kernel") -> str:
@@ -32,7 +38,9 @@ def c_signature(problem: Problem, symbol: str = "kernel") -> str:
     params = []
     for name, ts in d.inputs.items():
         t = _ctype(ts.dtype)
-        params.append(f"{t} {name}" if ts.shape is None else f"const {t}* {name} /* [{']['.join(ts.shape)}] */")
+        params.append(
+            f"{t} {name}" if ts.shape is None else f"const {t}* {name} /* [{']['.join(ts.shape)}] */"
+        )
     for name, ts in d.outputs.items():
         params.append(f"{_ctype(ts.dtype)}* {name} /* [{']['.join(ts.shape or [])}] */")
     macros = " ".join(f"{k}={v}" for k, v in axes.items())
@@ -43,5 +51,9 @@ def c_signature(problem: Problem, symbol: str = "kernel") -> str:
 def interface_lines(problem: Problem) -> list[str]:
     """The prompt's "Kernel interface" lines: the convention and this problem's prototype
     (kept next to the agent, so the prompt states exactly what the harness does)."""
-    return [CONVENTION.strip(), "", "Prototype and axis macros for this problem:",
-            fence(c_signature(problem, problem.baseline.entry_symbol), "c")]
+    return [
+        CONVENTION.strip(),
+        "",
+        "Prototype and axis macros for this problem:",
+        fence(c_signature(problem, problem.baseline.entry_symbol), "c"),
+    ]

@@ -32,8 +32,13 @@ TIMING_POOL = 4
 
 
 class CaseData:
-    def __init__(self, case: validity.InputCase, inputs: dict[str, object], ref64: dict[str, np.ndarray],
-                 tol: validity.Tolerance) -> None:
+    def __init__(
+        self,
+        case: validity.InputCase,
+        inputs: dict[str, object],
+        ref64: dict[str, np.ndarray],
+        tol: validity.Tolerance,
+    ) -> None:
         self.case = case
         self.inputs = inputs
         self.ref64 = ref64
@@ -69,8 +74,10 @@ class ProblemData:
         self.float_inputs = [n for n, s in d.inputs.items() if s.dtype.startswith(("float", "bfloat"))]
         first = self.cases[0]
         self.set_bytes = sum(a.nbytes for a in first.inputs.values() if isinstance(a, np.ndarray))
-        self.set_bytes += sum(np.dtype(validity.numpy_dtype(s.dtype)).itemsize * first.ref64[n].size
-                              for n, s in d.outputs.items())
+        self.set_bytes += sum(
+            np.dtype(validity.numpy_dtype(s.dtype)).itemsize * first.ref64[n].size
+            for n, s in d.outputs.items()
+        )
 
     def pool_content(self, dest: dict[str, np.ndarray], index: int) -> dict[str, np.ndarray]:
         """Write pool set `index` as it is into `dest`; its reference is `pool_ref64[index]`."""

@@ -51,12 +51,16 @@ from hardware_agents.pipeline.verdict import Verdict, spoil
 from hardware_agents.sandbox import Sandbox, SandboxOutcome
 
 MIN_BATCHES = 3  # timed batches per profile at least; up to 2 more per allowed re-run (CpuAgent.max_reruns)
-CHECK_BUDGET_S = 1.0  # without a baseline oracle: float64 reference time per profile for full checks (>= 1 per batch)
+CHECK_BUDGET_S = (
+    1.0  # without a baseline oracle: float64 reference time per profile for full checks (>= 1 per batch)
+)
 EXTRA_THREADS = 4  # threads allowed beyond OMP_NUM_THREADS (the interpreter's own)
 SETTLE_MAX_S = 0.25  # before each timed batch, wait at most this long for the parent's other threads to stop
 HANDSHAKE_SHARE = 0.02  # a batch has enough calls for its handshake to be at most this share of its time
 MIN_CALLS = 2  # calls per timed batch at least
-CPU_SLACK = 1.05  # CPU time of a batch may exceed wall x cores given by this factor (+ CPU_SLACK_S): accounting
+CPU_SLACK = (
+    1.05  # CPU time of a batch may exceed wall x cores given by this factor (+ CPU_SLACK_S): accounting
+)
 CPU_SLACK_S = 0.002
 _SAMPLE = 64  # elements per output compared across the calls of a batch
 
@@ -77,10 +81,21 @@ class Judge:
     agent's `_fail`). `remeasured` gives this machine's peaks measured again (or None: not
     now), asked once a result looks faster than the machine allows."""
 
-    def __init__(self, verdict: Verdict, rules: TimingRules, problem: Problem, data: ProblemData,
-                 spec: DeviceSpec | None, box: Sandbox, library: str, symbol: str, sets: int, timeout_s: float,
-                 oracle: Callable[[], BaselineOracle] | None = None,
-                 remeasured: Callable[[], DeviceSpec | None] | None = None) -> None:
+    def __init__(
+        self,
+        verdict: Verdict,
+        rules: TimingRules,
+        problem: Problem,
+        data: ProblemData,
+        spec: DeviceSpec | None,
+        box: Sandbox,
+        library: str,
+        symbol: str,
+        sets: int,
+        timeout_s: float,
+        oracle: Callable[[], BaselineOracle] | None = None,
+        remeasured: Callable[[], DeviceSpec | None] | None = None,
+    ) -> None:
         self.v, self.rules, self.problem, self.data, self.spec = verdict, rules, problem, data, spec
         self.box, self.library, self.symbol, self.sets, self.timeout_s = box, library, symbol, sets, timeout_s
         self.tol = validity.tolerance_of(problem.definition)
@@ -96,8 +111,15 @@ class Judge:
         runner: KernelRunner | None = None
         out = SandboxOutcome(status="ok")
         try:
-            runner = KernelRunner(self.box, self.problem, library=self.library, symbol=self.symbol, sets=self.sets,
-                                  scalars=self.scalars, timeout_s=self.timeout_s)
+            runner = KernelRunner(
+                self.box,
+                self.problem,
+                library=self.library,
+                symbol=self.symbol,
+                sets=self.sets,
+                scalars=self.scalars,
+                timeout_s=self.timeout_s,
+            )
             runner.ready()
             self.v.isolation.update(runner.child.isolation())
             prof = self._correctness(runner)
@@ -119,7 +141,9 @@ class Judge:
                 if out.stray_processes:
                     self.counters["stray_processes"] = float(out.stray_processes)
         if out.freeze_breach is not None and prof.status not in ("sandbox_error", "timeout"):
-            prof = self.v.ran_while_stopped(out.freeze_breach)  # after its last stop too: while its outputs were read
+            prof = self.v.ran_while_stopped(
+                out.freeze_breach
+            )  # after its last stop too: while its outputs were read
         prof.isolation = self.v.isolation
         # the kernel's own stderr (first lines, scrubbed: sandbox.scrub_output) helps the fixer of a
         # failed kernel; a passed kernel's output goes nowhere (no channel into later prompts)
@@ -131,9 +155,12 @@ class Judge:
         hint = ""
         if out.signal in ("SIGSEGV", "SIGBUS"):
             hint = " (inputs are mapped read-only: a write to an input faults; so does a write past the mapped buffers)"
-        return self.v.ended(out, crashed=f"the kernel crashed: {out.error}{hint}", error=out.error[-4000:],
-                            compile_error=out.status == "error" and out.error_type == "EntrySymbolMissing") \
-            or self.v.fail("runtime_error", f"the kernel server exited unexpectedly ({out.status})")
+        return self.v.ended(
+            out,
+            crashed=f"the kernel crashed: {out.error}{hint}",
+            error=out.error[-4000:],
+            compile_error=out.status == "error" and out.error_type == "EntrySymbolMissing",
+        ) or self.v.fail("runtime_error", f"the kernel server exited unexpectedly ({out.status})")
 
     # --- every batch ------------------------------------------------------------------------
 
@@ -143,19 +170,24 @@ class Judge:
         given = self.rules.cpus
         cpu = runner.last_run_cpu_s
         if cpu is not None:
-            self.counters["max_batch_cpu_over_wall"] = max(self.counters.get("max_batch_cpu_over_wall", 0.0),
-                                                           cpu / max(wall_s, 1e-9))
+            self.counters["max_batch_cpu_over_wall"] = max(
+                self.counters.get("max_batch_cpu_over_wall", 0.0), cpu / max(wall_s, 1e-9)
+            )
             if cpu > len(given) * wall_s * CPU_SLACK + CPU_SLACK_S:
-                return (f"{what} used {cpu * 1e3:.3g} ms of CPU time in {wall_s * 1e3:.3g} ms: more than the "
-                        f"{len(given)} cores it was given (OMP_NUM_THREADS={self.rules.threads})")
+                return (
+                    f"{what} used {cpu * 1e3:.3g} ms of CPU time in {wall_s * 1e3:.3g} ms: more than the "
+                    f"{len(given)} cores it was given (OMP_NUM_THREADS={self.rules.threads})"
+                )
         for tid in runner.thread_ids():
             try:
                 mask = os.sched_getaffinity(tid)
             except OSError:
                 continue
             if not mask <= set(given):
-                return (f"a thread of the kernel's process runs on CPUs {sorted(mask)}; it was given "
-                        f"{sorted(given)} and may not widen that")
+                return (
+                    f"a thread of the kernel's process runs on CPUs {sorted(mask)}; it was given "
+                    f"{sorted(given)} and may not widen that"
+                )
         return None
 
     # --- correctness ------------------------------------------------------------------------
@@ -182,8 +214,11 @@ class Judge:
             self.checks.append(chk)
         allowed = self.rules.threads + EXTRA_THREADS
         if threads > allowed:
-            return self.v.fail("runtime_error", f"the kernel left {threads} threads in its process; at most {allowed} "
-                             f"are allowed (OMP_NUM_THREADS={self.rules.threads})")
+            return self.v.fail(
+                "runtime_error",
+                f"the kernel left {threads} threads in its process; at most {allowed} "
+                f"are allowed (OMP_NUM_THREADS={self.rules.threads})",
+            )
         wrong = self.v.wrong_cases()
         if wrong is not None:
             return wrong
@@ -193,7 +228,9 @@ class Judge:
 
     # --- timing -----------------------------------------------------------------------------
 
-    def _batch_size(self, runner: KernelRunner, rng: np.random.Generator, distinct: bool) -> tuple[int, str | None]:
+    def _batch_size(
+        self, runner: KernelRunner, rng: np.random.Generator, distinct: bool
+    ) -> tuple[int, str | None]:
         """Calls per timed batch, from the handshake (a batch without calls, best of 3) and a
         first measured batch of `MIN_CALLS` calls on fresh inputs (checked like any other)."""
         h = min(runner.handshake() for _ in range(3))
@@ -204,7 +241,8 @@ class Judge:
         quiet.settle(SETTLE_MAX_S)
         dt = runner.run(probe)
         why = self._cores_used(runner, dt, "the first timed batch") or self._check_batch(
-            runner, probe, rng, {}, len(probe), distinct, -1)
+            runner, probe, rng, {}, len(probe), distinct, -1
+        )
         t_call = max(dt - h, 1e-7) / len(probe)
         n = min(runner.sets, max(MIN_CALLS, math.ceil(h / (HANDSHAKE_SHARE * t_call))))
         self.counters.update(handshake_us=h * 1e6, first_call_ms=t_call * 1e3, calls_per_batch_max=float(n))
@@ -224,7 +262,8 @@ class Judge:
             except OracleUnavailable as e:
                 self.oracle_note = str(e)
         distinct = bool(data.float_inputs) and len(data.float_inputs) == sum(
-            1 for v in data.cases[0].inputs.values() if isinstance(v, np.ndarray))
+            1 for v in data.cases[0].inputs.values() if isinstance(v, np.ndarray)
+        )
         n_max, why = self._batch_size(runner, rng, distinct)
         if why:
             return self.v.fail("incorrect", why)
@@ -263,24 +302,34 @@ class Judge:
             means_ms.append(dt / n * 1e3)
             footprint = max(footprint, n * data.set_bytes)
             why = self._cores_used(runner, dt, f"timed batch {j + 1}") or self._check_batch(
-                runner, sets, rng, pool_at, per_batch, distinct, j)
+                runner, sets, rng, pool_at, per_batch, distinct, j
+            )
             if why:
                 return self.v.fail("incorrect", why)
-            if j + 1 >= MIN_BATCHES and (spread(means_ms) <= rules.spread_threshold
-                                         or timed_s >= budget_s):
+            if j + 1 >= MIN_BATCHES and (spread(means_ms) <= rules.spread_threshold or timed_s >= budget_s):
                 break
         self.counters["parent_settle_s"], self.counters["parent_busy_batches"] = settle_s, float(busy)
         checked = int(self.counters.get("timed_full_checks", 0.0))
         self.counters["timed_calls"] = float(timed_calls)
         # the bound this profile's checks give: every call checked, or the fraction of lazy
         # calls caught with probability >= 99 %
-        self.counters["lazy_fraction_caught_99"] = 0.0 if checked >= timed_calls else lazy_fraction_caught(checked)
+        self.counters["lazy_fraction_caught_99"] = (
+            0.0 if checked >= timed_calls else lazy_fraction_caught(checked)
+        )
         self.counters["checks_by_baseline"] = float(self.oracle is not None)
         stats = latency_stats(means_ms, reruns=len(means_ms) - MIN_BATCHES)
         return self._roofline(stats, footprint, runner)
 
-    def _check_batch(self, runner: KernelRunner, sets: list[int], rng: np.random.Generator,
-                     pool_at: dict[int, int], computed: int, distinct: bool, batch: int) -> str | None:
+    def _check_batch(
+        self,
+        runner: KernelRunner,
+        sets: list[int],
+        rng: np.random.Generator,
+        pool_at: dict[int, int],
+        computed: int,
+        distinct: bool,
+        batch: int,
+    ) -> str | None:
         label = "the first timed batch" if batch < 0 else f"timed batch {batch + 1}"
         threads = runner.thread_count()
         allowed = self.rules.threads + EXTRA_THREADS
@@ -295,33 +344,42 @@ class Judge:
                 return f"timed call {k + 1} of {label} wrote outside the bounds of {', '.join(overflow)}"
             for name, out in buf.outputs.items():
                 if out.dtype.kind == "f" and not np.isfinite(out).all():
-                    return (f"timed call {k + 1} of {label} left non-finite values in {name} "
-                            "(unwritten outputs are NaN): every call must compute its whole output")
+                    return (
+                        f"timed call {k + 1} of {label} left non-finite values in {name} "
+                        "(unwritten outputs are NaN): every call must compute its whole output"
+                    )
                 if distinct and out.size >= _SAMPLE:
                     idx = positions.setdefault(name, rng.choice(out.size, _SAMPLE, replace=False))
                     samples.setdefault(name, []).append(out.reshape(-1)[idx].tobytes())
         for name, rows in samples.items():
             if len(set(rows)) < len(rows):
-                return (f"two timed calls of {label} returned the same {name} for different inputs: "
-                        "results must be computed from each call's own inputs")
+                return (
+                    f"two timed calls of {label} returned the same {name} for different inputs: "
+                    "results must be computed from each call's own inputs"
+                )
         others = [k for k in range(len(sets)) if k not in pool_at]
         drawn = [int(k) for k in rng.permutation(others)[:computed]] if others else []
         for k, i in pool_at.items():
-            why = self._full_check(f"timed:{batch + 1}.{k + 1}", runner.buffers[sets[k]].outputs,
-                                   self.data.pool_ref64[i])
+            why = self._full_check(
+                f"timed:{batch + 1}.{k + 1}", runner.buffers[sets[k]].outputs, self.data.pool_ref64[i]
+            )
             if why:
                 return why
         why = self._check_drawn(runner, sets, drawn, batch)
         if why:
             return why
-        self.counters["timed_full_checks"] = self.counters.get("timed_full_checks", 0.0) + len(pool_at) + len(drawn)
+        self.counters["timed_full_checks"] = (
+            self.counters.get("timed_full_checks", 0.0) + len(pool_at) + len(drawn)
+        )
         return None
 
     def _check_drawn(self, runner: KernelRunner, sets: list[int], drawn: list[int], batch: int) -> str | None:
         """Full checks of the drawn calls: through the baseline oracle, or (none) deferred to
         float64 references computed after the device lock is released."""
-        calls = [(f"timed:{batch + 1}.{k + 1}", runner.buffers[sets[k]].inputs, runner.buffers[sets[k]].outputs)
-                 for k in drawn]
+        calls = [
+            (f"timed:{batch + 1}.{k + 1}", runner.buffers[sets[k]].inputs, runner.buffers[sets[k]].outputs)
+            for k in drawn
+        ]
         if self.oracle is not None:
             try:
                 note = self.oracle.check(calls)
@@ -334,14 +392,19 @@ class Judge:
                     return None
                 self.checks.append(SeedCheck(case="timed", passed=False, note=note))
                 return f"output of a timed call is wrong ({note}): results must not depend on earlier calls"
-        for name, inputs, outputs in calls[:max(1, int(CHECK_BUDGET_S / max(self.data.reference_s, 1e-3)
-                                                       / MIN_BATCHES))]:
-            copies: dict[str, Any] = {n: np.array(inputs[n]) if n in inputs else self.scalars[n]
-                                      for n in self.problem.definition.inputs}
+        for name, inputs, outputs in calls[
+            : max(1, int(CHECK_BUDGET_S / max(self.data.reference_s, 1e-3) / MIN_BATCHES))
+        ]:
+            copies: dict[str, Any] = {
+                n: np.array(inputs[n]) if n in inputs else self.scalars[n]
+                for n in self.problem.definition.inputs
+            }
             self.deferred.append((name, copies, {n: np.array(a) for n, a in outputs.items()}))
         return None
 
-    def _full_check(self, name: str, outputs: dict[str, np.ndarray], ref: dict[str, np.ndarray]) -> str | None:
+    def _full_check(
+        self, name: str, outputs: dict[str, np.ndarray], ref: dict[str, np.ndarray]
+    ) -> str | None:
         chk = validity.compare_outputs(name, outputs, ref, self.tol)
         if chk.passed:
             return None
@@ -358,8 +421,14 @@ class Judge:
         for name, inputs, outputs in pending:
             why = self._full_check(name, outputs, validity.reference_outputs(self.problem, inputs))
             if why:
-                return self.v.fail("incorrect", why, latency=prof.latency, t_peak_ms=prof.t_peak_ms,
-                                 pct_peak=prof.pct_peak, bound=prof.bound)
+                return self.v.fail(
+                    "incorrect",
+                    why,
+                    latency=prof.latency,
+                    t_peak_ms=prof.t_peak_ms,
+                    pct_peak=prof.pct_peak,
+                    bound=prof.bound,
+                )
         return prof
 
     def _roofline(self, stats: LatencyStats, footprint: int, runner: KernelRunner) -> Profile:
@@ -367,11 +436,16 @@ class Judge:
         (`_fma_roof`), judged again on re-measured peaks before it rejects a kernel."""
         spec = self.spec
         assert spec is not None
-        self.counters.update({
-            "footprint_bytes": float(footprint), "bw_at_footprint_gbs": spec.bandwidth_at(footprint) / 1e9,
-            "batches": float(len(stats.samples_ms)), "calls_per_batch": float(runner.calls) / max(len(runner.batch_s), 1),
-            "threads": float(self.rules.threads), "reference_s": self.data.reference_s,
-        })
+        self.counters.update(
+            {
+                "footprint_bytes": float(footprint),
+                "bw_at_footprint_gbs": spec.bandwidth_at(footprint) / 1e9,
+                "batches": float(len(stats.samples_ms)),
+                "calls_per_batch": float(runner.calls) / max(len(runner.batch_s), 1),
+                "threads": float(self.rules.threads),
+                "reference_s": self.data.reference_s,
+            }
+        )
         achieved(self.problem, stats.median_ms / 1e3, self.counters)
 
         def remeasured() -> DeviceSpec | None:  # the peaks may have been measured on a busy machine
@@ -381,12 +455,22 @@ class Judge:
                 self.counters["peaks_raised"] = 1.0
             return again
 
-        return speed_verdict(self.v, self.problem, spec, stats, max_pct_peak=self.rules.max_pct_peak,
-                             working_set_bytes=footprint, gate_spec=_fma_roof, remeasured=remeasured)
+        return speed_verdict(
+            self.v,
+            self.problem,
+            spec,
+            stats,
+            max_pct_peak=self.rules.max_pct_peak,
+            working_set_bytes=footprint,
+            gate_spec=_fma_roof,
+            remeasured=remeasured,
+        )
 
 
 def _fma_roof(spec: DeviceSpec) -> DeviceSpec:
     """The roofline with the matmul term at the FMA peak, for the plausibility gate only.
     The reported % of peak measures matmuls against this machine's sgemm (numpy's BLAS), which
     a well-tuned kernel can beat; what no kernel can beat is the FMA units."""
-    return msgspec.structs.replace(spec, peak_matmul_flops=max(spec.peak_matmul_flops, spec.peak_vector_flops))
+    return msgspec.structs.replace(
+        spec, peak_matmul_flops=max(spec.peak_matmul_flops, spec.peak_vector_flops)
+    )

@@ -74,7 +74,9 @@ def compiler_version(cc: str = DEFAULT_CC) -> str:
     if path is None:
         return f"{cc} (not found)"
     try:
-        out = subprocess.run([path, "-dumpfullversion"], capture_output=True, text=True, timeout=10).stdout.strip()
+        out = subprocess.run(
+            [path, "-dumpfullversion"], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         out = "unknown"
     return f"{Path(cc).name} {out}"
@@ -83,8 +85,14 @@ def compiler_version(cc: str = DEFAULT_CC) -> str:
 @functools.cache
 def machine_info(cc: str = DEFAULT_CC) -> MachineInfo:
     l2, l3 = _cache_sizes()
-    return MachineInfo(cpu_model=_cpu_model(), cores=usable_cores(), l2_bytes=l2, l3_bytes=l3,
-                       compiler=compiler_version(cc), kernel=platform.release())
+    return MachineInfo(
+        cpu_model=_cpu_model(),
+        cores=usable_cores(),
+        l2_bytes=l2,
+        l3_bytes=l3,
+        compiler=compiler_version(cc),
+        kernel=platform.release(),
+    )
 
 
 def cache_dir() -> Path:

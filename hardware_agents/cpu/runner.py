@@ -48,8 +48,9 @@ class KernelDied(Exception):
 class BufferSet:
     """The parent's views of one call's buffers."""
 
-    def __init__(self, inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray],
-                 canaries: list[np.ndarray]) -> None:
+    def __init__(
+        self, inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray], canaries: list[np.ndarray]
+    ) -> None:
         self.inputs, self.outputs, self.canaries = inputs, outputs, canaries
 
     def canary_ok(self) -> bool:
@@ -61,8 +62,17 @@ class BufferSet:
 
 
 class KernelRunner:
-    def __init__(self, box: Sandbox, problem: Problem, *, library: str, symbol: str, sets: int,
-                 scalars: dict[str, Any], timeout_s: float) -> None:
+    def __init__(
+        self,
+        box: Sandbox,
+        problem: Problem,
+        *,
+        library: str,
+        symbol: str,
+        sets: int,
+        scalars: dict[str, Any],
+        timeout_s: float,
+    ) -> None:
         d = problem.definition
         axes = problem.axis_values()
         self.sets = sets
@@ -79,7 +89,9 @@ class KernelRunner:
         for name, ts in d.outputs.items():
             shape = d.shape_of(name, axes)
             if shape is None:
-                raise ValueError(f"{problem.name}: scalar outputs are not supported by the CPU calling convention")
+                raise ValueError(
+                    f"{problem.name}: scalar outputs are not supported by the CPU calling convention"
+                )
             self._args.append(ServerArg(name=name, role="out", dtype=ts.dtype))
             out_layout.append((name, tuple(shape), np.dtype(validity.numpy_dtype(ts.dtype))))
         in_set = sum(align_up(math.prod(s) * dt.itemsize) for _, s, dt in in_layout)
@@ -108,12 +120,26 @@ class KernelRunner:
             self.buffers.append(BufferSet(ins, outs, canaries))
             offsets.append([offs.get(a.name, -1) if a.scalar is None else -1 for a in self._args])
         cmd_r, self._cmd_w = os.pipe()
-        request = ServerRequest(library=library, symbol=symbol, args=self._args, offsets=offsets, in_stride=in_set,
-                                out_stride=out_set, cmd_fd=cmd_r, in_fd=self.in_region.fd, out_fd=self.out_region.fd,
-                                in_size=self.in_region.size, out_size=self.out_region.size)
+        request = ServerRequest(
+            library=library,
+            symbol=symbol,
+            args=self._args,
+            offsets=offsets,
+            in_stride=in_set,
+            out_stride=out_set,
+            cmd_fd=cmd_r,
+            in_fd=self.in_region.fd,
+            out_fd=self.out_region.fd,
+            in_size=self.in_region.size,
+            out_size=self.out_region.size,
+        )
         try:
-            self.child: SandboxChild = box.spawn("hardware_agents.cpu.server:serve", request, timeout_s=timeout_s,
-                                                 pass_fds=(cmd_r, self.in_region.fd, self.out_region.fd))
+            self.child: SandboxChild = box.spawn(
+                "hardware_agents.cpu.server:serve",
+                request,
+                timeout_s=timeout_s,
+                pass_fds=(cmd_r, self.in_region.fd, self.out_region.fd),
+            )
         finally:
             os.close(cmd_r)
         self.in_region.close()

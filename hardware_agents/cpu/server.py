@@ -32,8 +32,15 @@ import msgspec
 _PROT_READ, _PROT_WRITE, _MAP_SHARED = 1, 2, 1
 _MADV_POPULATE_READ, _MADV_POPULATE_WRITE = 22, 23
 _PAGE = os.sysconf("SC_PAGE_SIZE")
-_CTYPES = {"float32": ctypes.c_float, "float64": ctypes.c_double, "int32": ctypes.c_int32,
-           "int64": ctypes.c_int64, "int16": ctypes.c_int16, "int8": ctypes.c_int8, "bool": ctypes.c_bool}
+_CTYPES = {
+    "float32": ctypes.c_float,
+    "float64": ctypes.c_double,
+    "int32": ctypes.c_int32,
+    "int64": ctypes.c_int64,
+    "int16": ctypes.c_int16,
+    "int8": ctypes.c_int8,
+    "bool": ctypes.c_bool,
+}
 
 
 class ServerArg(msgspec.Struct, kw_only=True):
@@ -111,7 +118,14 @@ def serve(payload: bytes, workdir: Path) -> ServerExit:
     req = msgspec.msgpack.decode(payload, type=ServerRequest)
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.mmap.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_long,
+    ]
     libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     in_base = _map(libc, req.in_fd, req.in_size, _PROT_READ)
     out_base = _map(libc, req.out_fd, req.out_size, _PROT_READ | _PROT_WRITE)
@@ -124,8 +138,12 @@ def serve(payload: bytes, workdir: Path) -> ServerExit:
     fn.argtypes = [ctypes.c_void_p if a.scalar is None else _CTYPES[a.dtype] for a in req.args]
     calls: list[list[Any]] = []
     for offs in req.offsets:
-        calls.append([a.scalar if a.scalar is not None else (in_base if a.role == "in" else out_base) + off
-                      for a, off in zip(req.args, offs, strict=True)])
+        calls.append(
+            [
+                a.scalar if a.scalar is not None else (in_base if a.role == "in" else out_base) + off
+                for a, off in zip(req.args, offs, strict=True)
+            ]
+        )
     decoder = msgspec.msgpack.Decoder(ServerCommand)
     pid = os.getpid()
     n = 0

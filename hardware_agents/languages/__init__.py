@@ -27,8 +27,17 @@ from hardware_agents.languages.registry import (
     tuner_syntaxes,
 )
 
-__all__ = ["KernelLanguage", "TunerSyntax", "UnknownLanguageError", "fence", "find_language", "get_language",
-           "language_names", "register_language", "tuner_syntaxes"]
+__all__ = [
+    "KernelLanguage",
+    "TunerSyntax",
+    "UnknownLanguageError",
+    "fence",
+    "find_language",
+    "get_language",
+    "language_names",
+    "register_language",
+    "tuner_syntaxes",
+]
 
 from hardware_agents.languages import builtin as _builtin
 

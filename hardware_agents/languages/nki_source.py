@@ -17,16 +17,24 @@ NKI_ENTRY_ALIASES = ("optimized_kernel",)
 
 def _binds(code: str, name: str) -> bool:
     n = re.escape(name)
-    return re.search(rf"^[ \t]*(?:import\s+[\w.]+\s+as\s+{n}\b|import\s+{n}\b|from\s+\S+\s+import\s+[^\n]*\b{n}\b|"
-                     rf"def\s+{n}\b|{n}\s*=)", code, re.MULTILINE) is not None
+    return (
+        re.search(
+            rf"^[ \t]*(?:import\s+[\w.]+\s+as\s+{n}\b|import\s+{n}\b|from\s+\S+\s+import\s+[^\n]*\b{n}\b|"
+            rf"def\s+{n}\b|{n}\s*=)",
+            code,
+            re.MULTILINE,
+        )
+        is not None
+    )
 
 
 def complete_nki_module(code: str, entry: str) -> str:
     """An NKI module as the harness imports it (nothing is injected there): the standard imports
     it uses without importing them are added at the top, and a module that defines only the
     alias `optimized_kernel` gets `entry = optimized_kernel`. Anything else is left as it is."""
-    missing = [line for alias, line in NKI_IMPORTS
-               if re.search(rf"\b{alias}\.", code) and not _binds(code, alias)]
+    missing = [
+        line for alias, line in NKI_IMPORTS if re.search(rf"\b{alias}\.", code) and not _binds(code, alias)
+    ]
     out = code
     if missing:
         lines = out.split("\n")

@@ -1,7 +1,6 @@
 """The registry itself: the `KernelLanguage` record, registration and lookup (re-exported by
 `hardware_agents.languages`, which also registers the built-in languages)."""
 
-
 from __future__ import annotations
 
 import re
@@ -12,8 +11,17 @@ from pathlib import Path
 
 from accelopt.problem import LANGUAGE_NAME, Problem, add_language_name
 
-__all__ = ["KernelLanguage", "TunerSyntax", "UnknownLanguageError", "fence", "find_language", "get_language",
-           "language_names", "register_language", "tuner_syntaxes"]
+__all__ = [
+    "KernelLanguage",
+    "TunerSyntax",
+    "UnknownLanguageError",
+    "fence",
+    "find_language",
+    "get_language",
+    "language_names",
+    "register_language",
+    "tuner_syntaxes",
+]
 
 _NAME = re.compile(LANGUAGE_NAME)
 
@@ -46,14 +54,14 @@ class KernelLanguage:
     (None: the `prompts` package)."""
 
     name: str
-    fence: str                                  # tag of its fenced code blocks in prompts
-    entry: str                                  # entry-point name when the problem's baseline names none
-    entry_file: str                             # source file name when the baseline's entry point names none
-    extension: str                              # of `best/<problem><extension>` in a run directory
+    fence: str  # tag of its fenced code blocks in prompts
+    entry: str  # entry-point name when the problem's baseline names none
+    entry_file: str  # source file name when the baseline's entry point names none
+    extension: str  # of `best/<problem><extension>` in a run directory
     interface_lines: Callable[[Problem], list[str]]  # how the harness calls this problem's kernel
-    output_rule: str                            # the correctness bar's sentence about the outputs
-    numpy_reference: bool = False               # show the definition's numpy reference when it has one
-    tuner: TunerSyntax | None = None            # None: the tuner finds no constant to change
+    output_rule: str  # the correctness bar's sentence about the outputs
+    numpy_reference: bool = False  # show the definition's numpy reference when it has one
+    tuner: TunerSyntax | None = None  # None: the tuner finds no constant to change
     complete_source: Callable[[str, str], str] | None = None  # (reply's code, entry) -> the module to profile
     prompt_dir: Path | None = None
     aliases: tuple[str, ...] = field(default=())
@@ -61,10 +69,13 @@ class KernelLanguage:
     def __post_init__(self) -> None:
         for n in (self.name, *self.aliases):
             if not _NAME.fullmatch(n):
-                raise ValueError(f"kernel language name {n!r}: use 1-32 of a-z, 0-9, _, + or -, starting "
-                                 "with a letter")
+                raise ValueError(
+                    f"kernel language name {n!r}: use 1-32 of a-z, 0-9, _, + or -, starting with a letter"
+                )
         if not self.extension.startswith("."):
-            raise ValueError(f"kernel language {self.name!r}: extension {self.extension!r} must start with '.'")
+            raise ValueError(
+                f"kernel language {self.name!r}: extension {self.extension!r} must start with '.'"
+            )
 
 
 _languages: dict[str, KernelLanguage] = {}  # name and aliases -> language
@@ -101,8 +112,10 @@ def get_language(name: str) -> KernelLanguage:
     found = find_language(name)
     if found is None:
         aliases = sorted(n for n, lang in _languages.items() if n != lang.name)
-        raise UnknownLanguageError(f"unknown kernel language {name!r}; known: {', '.join(language_names())}"
-                                   + (f" (aliases: {', '.join(aliases)})" if aliases else ""))
+        raise UnknownLanguageError(
+            f"unknown kernel language {name!r}; known: {', '.join(language_names())}"
+            + (f" (aliases: {', '.join(aliases)})" if aliases else "")
+        )
     return found
 
 
@@ -120,4 +133,3 @@ def fence(content: str, lang: str = "") -> str:
     longest = max((len(m) for m in re.findall(r"`+", content)), default=0)
     ticks = "`" * max(3, longest + 1)
     return f"{ticks}{lang}\n{content.rstrip()}\n{ticks}"
-

@@ -14,12 +14,16 @@ from hardware_agents.languages import TunerSyntax, tuner_syntaxes
 
 Value = int | str
 
-_TUNE = re.compile(r"(?://|#|/\*)[ \t]*tune:[ \t]*(?P<name>[A-Za-z_]\w*)[ \t]+in[ \t]*\{(?P<values>[^}\n]*)\}")
+_TUNE = re.compile(
+    r"(?://|#|/\*)[ \t]*tune:[ \t]*(?P<name>[A-Za-z_]\w*)[ \t]+in[ \t]*\{(?P<values>[^}\n]*)\}"
+)
 _TOKEN = r"[A-Za-z_]\w*|\d+"
-_CHANGE = re.compile(r"CHANGE:[ \t]*(?P<name>[A-Za-z_]\w*)[ \t]+(?P<old>" + _TOKEN + r")[ \t]*->[ \t]*(?P<new>"
-                     + _TOKEN + r")")
+_CHANGE = re.compile(
+    r"CHANGE:[ \t]*(?P<name>[A-Za-z_]\w*)[ \t]+(?P<old>" + _TOKEN + r")[ \t]*->[ \t]*(?P<new>" + _TOKEN + r")"
+)
 _LOOSE_CHANGE = re.compile(
-    r"\b(?P<name>[A-Z_][A-Z0-9_]*[A-Z0-9])\b[^\n\d]{0,40}?\b(?P<old>\d+)\s*(?:->|→|=>|\bto\b)\s*(?P<new>\d+)")
+    r"\b(?P<name>[A-Z_][A-Z0-9_]*[A-Z0-9])\b[^\n\d]{0,40}?\b(?P<old>\d+)\s*(?:->|→|=>|\bto\b)\s*(?P<new>\d+)"
+)
 
 
 class Tunable(msgspec.Struct, frozen=True):
@@ -99,11 +103,13 @@ def apply_change(source: str, change: Change, skip: Iterable[str] = ()) -> str |
     """`source` with the constant set to `change.new`; None if it has no such constant."""
     for t in find_tunables(source, skip):
         if t.name == change.name:
-            return source[: t.start] + str(change.new) + source[t.end:]
+            return source[: t.start] + str(change.new) + source[t.end :]
     return None
 
 
-def apply_changes(source: str, changes: Iterable[Change], skip: Iterable[str] = ()) -> tuple[str, list[Change]]:
+def apply_changes(
+    source: str, changes: Iterable[Change], skip: Iterable[str] = ()
+) -> tuple[str, list[Change]]:
     """`source` with every applicable change made, and the changes that were applied."""
     done: list[Change] = []
     for c in changes:
@@ -168,8 +174,11 @@ def jumps(t: Tunable, max_shape: int | None) -> list[Change]:
         return [Change(t.name, t.value, t.legal[j]) for j in (i + 2, i - 2) if 0 <= j < len(t.legal)]
     assert isinstance(t.value, int)
     lo, hi = _bounds(t.name, max_shape)
-    return [Change(t.name, t.value, v) for v in (t.value * 4, t.value // 4) if lo <= v <= hi and v != t.value
-            and (v > t.value * 2 or v < t.value // 2)]
+    return [
+        Change(t.name, t.value, v)
+        for v in (t.value * 4, t.value // 4)
+        if lo <= v <= hi and v != t.value and (v > t.value * 2 or v < t.value // 2)
+    ]
 
 
 def step_towards(t: Tunable, direction: str, target: Value | None, max_shape: int | None) -> Value | None:
@@ -201,7 +210,9 @@ def changes_in(text: str) -> list[Change]:
     and `-`/`+` define (or Python constant) lines of a diff; first mention of a name wins."""
     found: dict[str, Change] = {}
     for m in _CHANGE.finditer(text):
-        found.setdefault(m.group("name"), Change(m.group("name"), _token(m.group("old")), _token(m.group("new"))))
+        found.setdefault(
+            m.group("name"), Change(m.group("name"), _token(m.group("old")), _token(m.group("new")))
+        )
     for m in _LOOSE_CHANGE.finditer(text):
         found.setdefault(m.group("name"), Change(m.group("name"), int(m.group("old")), int(m.group("new"))))
     for syntax in tuner_syntaxes():
@@ -217,10 +228,16 @@ def changes_in(text: str) -> list[Change]:
 
 def parse_changes(plan: str) -> list[Change]:
     """The changes a plan names: its `CHANGE:` lines, else its `NAME ... 32 -> 64` phrases."""
-    strict = [Change(m.group("name"), _token(m.group("old")), _token(m.group("new"))) for m in _CHANGE.finditer(plan)]
+    strict = [
+        Change(m.group("name"), _token(m.group("old")), _token(m.group("new")))
+        for m in _CHANGE.finditer(plan)
+    ]
     if strict:
         return list({c.name: c for c in reversed(strict)}.values())[::-1]
-    loose = [Change(m.group("name"), int(m.group("old")), int(m.group("new"))) for m in _LOOSE_CHANGE.finditer(plan)]
+    loose = [
+        Change(m.group("name"), int(m.group("old")), int(m.group("new")))
+        for m in _LOOSE_CHANGE.finditer(plan)
+    ]
     return list({c.name: c for c in reversed(loose)}.values())[::-1]
 
 

@@ -32,5 +32,19 @@ from hardware_agents.neuron.summary import COUNTER_FIELDS, parse_summary
 register_agent("trn1", Trn1Agent)
 register_agent("trn2", Trn2Agent)
 
-__all__ = ["CONVENTION", "COUNTER_FIELDS", "NKIBENCH_SEEDS", "SPECS", "TRN1", "TRN2", "NeuronAgent", "NeuronSDKMissing",
-           "Trn1Agent", "Trn2Agent", "install_hint", "nki_interface_lines", "parse_summary", "sdk_available"]
+__all__ = [
+    "CONVENTION",
+    "COUNTER_FIELDS",
+    "NKIBENCH_SEEDS",
+    "SPECS",
+    "TRN1",
+    "TRN2",
+    "NeuronAgent",
+    "NeuronSDKMissing",
+    "Trn1Agent",
+    "Trn2Agent",
+    "install_hint",
+    "nki_interface_lines",
+    "parse_summary",
+    "sdk_available",
+]

@@ -100,16 +100,34 @@ class NeuronAgent(HardwareAgent):
     kind: ClassVar[str] = "trn1"
     languages: ClassVar[tuple[str, ...]] = ("nki",)
 
-    def __init__(self, *, mode: Literal["auto", "device", "simulate", "emulate"] = "auto",
-                 sdk_path: str | Sequence[str] | None = None, neuron_profile: str | None = None,
-                 core: str | int | None = None, timeout_s: float = 900.0, timing_timeout_s: float = 3600.0,
-                 warmup: int = 2, runs: int = 10, max_rounds: int = 10, spread_threshold: float = 0.01,
-                 round_pause_s: float = 1.0, min_seeds: int = 5, max_pct_peak: float = 1.1,
-                 cc_flags: str = DEFAULT_CC_FLAGS, compile_options: str = DEFAULT_COMPILE_OPTIONS,
-                 device_glob: str = sdk.DEVICE_GLOB, verify_summaries: bool = True, check_instance: bool = True,
-                 sandbox_dir: str | Path | None = None, sandbox_options: dict[str, Any] | None = None,
-                 cache_dir: str | Path | None = None, spec: DeviceSpec | None = None,
-                 extra_env: dict[str, str] | None = None, data_cache_problems: int = 2) -> None:
+    def __init__(
+        self,
+        *,
+        mode: Literal["auto", "device", "simulate", "emulate"] = "auto",
+        sdk_path: str | Sequence[str] | None = None,
+        neuron_profile: str | None = None,
+        core: str | int | None = None,
+        timeout_s: float = 900.0,
+        timing_timeout_s: float = 3600.0,
+        warmup: int = 2,
+        runs: int = 10,
+        max_rounds: int = 10,
+        spread_threshold: float = 0.01,
+        round_pause_s: float = 1.0,
+        min_seeds: int = 5,
+        max_pct_peak: float = 1.1,
+        cc_flags: str = DEFAULT_CC_FLAGS,
+        compile_options: str = DEFAULT_COMPILE_OPTIONS,
+        device_glob: str = sdk.DEVICE_GLOB,
+        verify_summaries: bool = True,
+        check_instance: bool = True,
+        sandbox_dir: str | Path | None = None,
+        sandbox_options: dict[str, Any] | None = None,
+        cache_dir: str | Path | None = None,
+        spec: DeviceSpec | None = None,
+        extra_env: dict[str, str] | None = None,
+        data_cache_problems: int = 2,
+    ) -> None:
         del cache_dir  # accepted for CLI symmetry with the CPU agent; nothing is cached on disk
         if isinstance(sdk_path, str):
             sdk_path = [p for p in sdk_path.split(os.pathsep) if p]
@@ -126,10 +144,16 @@ class NeuronAgent(HardwareAgent):
             mode = ("device" if self.devices else "simulate") if info is not None else "emulate"
         self.mode: Mode = mode
         self.instance = sdk.instance_type()
-        if (check_instance and self.mode == "device" and self.instance.startswith("trn")
-                and not self.instance.startswith(self.kind)):
-            raise ValueError(f"the {self.kind} agent cannot time kernels on a {self.instance} host; "
-                             f"use the device kind {self.instance.split('.', 1)[0]}")
+        if (
+            check_instance
+            and self.mode == "device"
+            and self.instance.startswith("trn")
+            and not self.instance.startswith(self.kind)
+        ):
+            raise ValueError(
+                f"the {self.kind} agent cannot time kernels on a {self.instance} host; "
+                f"use the device kind {self.instance.split('.', 1)[0]}"
+            )
         self.core = str(core) if core is not None else sdk.visible_core()
         self.timeout_s = timeout_s
         self.timing_timeout_s = timing_timeout_s
@@ -138,15 +162,22 @@ class NeuronAgent(HardwareAgent):
         self.round_pause_s = round_pause_s
         self.min_seeds = min_seeds
         self.max_pct_peak = max_pct_peak
-        self.cc_flags = cc_flags if "--auto-cast=none" in cc_flags.split() else f"{DEFAULT_CC_FLAGS} {cc_flags}".strip()
+        self.cc_flags = (
+            cc_flags if "--auto-cast=none" in cc_flags.split() else f"{DEFAULT_CC_FLAGS} {cc_flags}".strip()
+        )
         self.compile_options = compile_options
         self.verify_summaries = verify_summaries
         self.sandbox_dir = Path(sandbox_dir) if sandbox_dir else None
         self.sandbox_options = dict(sandbox_options or {})
         self.extra_env = dict(extra_env or {})
         # staged under a 0755 root (the sandbox's uid reads the inputs); references stay private
-        self.data: DataCache[ProblemData] = DataCache(build_problem_data, capacity=data_cache_problems,
-                                                     base_dir=self.sandbox_dir, prefix="accelopt-nki-", mode=0o755)
+        self.data: DataCache[ProblemData] = DataCache(
+            build_problem_data,
+            capacity=data_cache_problems,
+            base_dir=self.sandbox_dir,
+            prefix="accelopt-nki-",
+            mode=0o755,
+        )
 
     # --- device ----------------------------------------------------------------------------
 
@@ -159,13 +190,22 @@ class NeuronAgent(HardwareAgent):
             from hardware_agents.neuron.emulator import EMULATOR_VERSION
             from hardware_agents.neuron.emulator.cost import COST_SPECS, MODEL
 
-            return {"mode": "emulate", "emulator": EMULATOR_VERSION,
-                    "cost_model": MODEL if self.kind in COST_SPECS else f"none for {self.kind}",
-                    "spec": f"{self._spec.name} (cited)"}
-        out = {"neuronx-cc": self.sdk.version, "neuronxcc_path": self.sdk.origin, "mode": self.mode,
-               "neuron_profile": self.neuron_profile or "not found", "neuron_cc_flags": self.cc_flags,
-               "compile_options": self.compile_options, "core": self.core or "runtime default",
-               "spec": f"{self._spec.name} (cited)"}
+            return {
+                "mode": "emulate",
+                "emulator": EMULATOR_VERSION,
+                "cost_model": MODEL if self.kind in COST_SPECS else f"none for {self.kind}",
+                "spec": f"{self._spec.name} (cited)",
+            }
+        out = {
+            "neuronx-cc": self.sdk.version,
+            "neuronxcc_path": self.sdk.origin,
+            "mode": self.mode,
+            "neuron_profile": self.neuron_profile or "not found",
+            "neuron_cc_flags": self.cc_flags,
+            "compile_options": self.compile_options,
+            "core": self.core or "runtime default",
+            "spec": f"{self._spec.name} (cited)",
+        }
         if self.instance:
             out["instance"] = self.instance
         return out
@@ -190,15 +230,23 @@ class NeuronAgent(HardwareAgent):
         device = self.mode == "device"
         footprint = sum(os.path.getsize(a.path) for c in data.cases for a in c.args if a.path)
         opts: dict[str, Any] = dict(
-            wall_timeout_s=timeout, max_processes=512, max_file_bytes=16 << 30,
+            wall_timeout_s=timeout,
+            max_processes=512,
+            max_file_bytes=16 << 30,
             address_space_bytes=(1 << 40) if device else max(8 << 30, 16 * footprint),
             read_paths=self._read_paths(data),
             python_path=self.sdk.python_path,
-            write_paths=tuple(self.devices) if device else (), env=self.child_env(),
+            write_paths=tuple(self.devices) if device else (),
+            env=self.child_env(),
         )
-        if device and os.geteuid() == 0 and any(
+        if (
+            device
+            and os.geteuid() == 0
+            and any(
                 (os.stat(d).st_mode & (stat.S_IROTH | stat.S_IWOTH)) != (stat.S_IROTH | stat.S_IWOTH)
-                for d in self.devices):
+                for d in self.devices
+            )
+        ):
             opts["drop_privileges"] = False  # the runtime must open device nodes that only root may use
         opts.update(self.sandbox_options)
         return SandboxPolicy(**opts)
@@ -206,24 +254,33 @@ class NeuronAgent(HardwareAgent):
     def _read_paths(self, data: ProblemData | None) -> tuple[str, ...]:
         """The SDK, neuron-profile and (for the correctness child) the data dir; the timing
         child gets the agent's staging dir instead, where its inputs arrive round by round."""
-        return (*([str(data.dir)] if data is not None else []), *self.sdk.python_path,
-                *([os.path.dirname(self.neuron_profile)] if self.neuron_profile else []))
+        return (
+            *([str(data.dir)] if data is not None else []),
+            *self.sdk.python_path,
+            *([os.path.dirname(self.neuron_profile)] if self.neuron_profile else []),
+        )
 
     # --- profile ---------------------------------------------------------------------------
 
     def _seeds(self, seeds: tuple[int, ...]) -> tuple[int, ...]:
         return extend_seeds(seeds, self.min_seeds)
 
-    def _profile(self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout: float,
-                 measure: bool) -> Profile:
+    def _profile(
+        self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout: float, measure: bool
+    ) -> Profile:
         if solution.spec.language != "nki":
-            return self._fail("compile_error", f"the {self.kind} agent runs NKI kernels; this solution is "
-                              f"{solution.spec.language!r}")
+            return self._fail(
+                "compile_error",
+                f"the {self.kind} agent runs NKI kernels; this solution is {solution.spec.language!r}",
+            )
         for src in solution.sources:
             low = lower_precision(src.content)
             if low:
-                return self._fail("incorrect", f"{src.path}: uses a lower-precision type ({low}); NKIBench kernels "
-                                  "must compute in float32 (the compiler runs with --auto-cast=none)")
+                return self._fail(
+                    "incorrect",
+                    f"{src.path}: uses a lower-precision type ({low}); NKIBench kernels "
+                    "must compute in float32 (the compiler runs with --auto-cast=none)",
+                )
         try:
             entry_file = solution.entry_file().path
             entry = solution.entry_symbol
@@ -235,13 +292,28 @@ class NeuronAgent(HardwareAgent):
         if self.mode == "emulate":
             from hardware_agents.neuron.emulate import profile_emulated
 
-            return profile_emulated(v, problem, solution, data, policy, entry_file, entry, timeout, kind=self.kind,
-                                    spec=self._spec, sandbox_dir=self.sandbox_dir)
+            return profile_emulated(
+                v,
+                problem,
+                solution,
+                data,
+                policy,
+                entry_file,
+                entry,
+                timeout,
+                kind=self.kind,
+                spec=self._spec,
+                sandbox_dir=self.sandbox_dir,
+            )
         with Sandbox(policy, base_dir=self.sandbox_dir) as box:
             kernel_file = stage_sources(box, solution, entry_file)
-            req = HarnessRequest(mode=self.mode, kernel_file=kernel_file, entry=entry,
-                                 cases=[CaseSpec(name=c.case.name, args=c.args) for c in data.cases],
-                                 compile_options=self.compile_options if self.mode == "device" else "")
+            req = HarnessRequest(
+                mode=self.mode,
+                kernel_file=kernel_file,
+                entry=entry,
+                cases=[CaseSpec(name=c.case.name, args=c.args) for c in data.cases],
+                compile_options=self.compile_options if self.mode == "device" else "",
+            )
             out = box.run("hardware_agents.neuron.harness:run", req, timeout_s=timeout)
             res = judge_correctness(v, problem, data, out, box)
         if isinstance(res, Profile):
@@ -267,31 +339,72 @@ class NeuronAgent(HardwareAgent):
         finally:
             shutil.rmtree(inputs, ignore_errors=True)
 
-    def _time(self, v: Verdict, problem: Problem, solution: Solution, data: ProblemData, policy: SandboxPolicy,
-              inputs: Path, entry_file: str, entry: str) -> Profile:
+    def _time(
+        self,
+        v: Verdict,
+        problem: Problem,
+        solution: Solution,
+        data: ProblemData,
+        policy: SandboxPolicy,
+        inputs: Path,
+        entry_file: str,
+        entry: str,
+    ) -> Profile:
         """The timing child, in rounds the pipeline's driver runs with this agent's hooks
         (`judge.TimingRounds`), then the verdict on them (`judge.timed_verdict`)."""
-        tpolicy = msgspec.structs.replace(policy, wall_timeout_s=self.timing_timeout_s,
-                                          read_paths=(*self._read_paths(None), str(inputs)))
-        spolicy = msgspec.structs.replace(policy, wall_timeout_s=max(60.0, 30.0 * self.runs), write_paths=(),
-                                          read_paths=self._read_paths(None), drop_privileges=True)
-        with Sandbox(tpolicy, base_dir=self.sandbox_dir) as tbox, Sandbox(spolicy, base_dir=self.sandbox_dir) as sbox:
+        tpolicy = msgspec.structs.replace(
+            policy, wall_timeout_s=self.timing_timeout_s, read_paths=(*self._read_paths(None), str(inputs))
+        )
+        spolicy = msgspec.structs.replace(
+            policy,
+            wall_timeout_s=max(60.0, 30.0 * self.runs),
+            write_paths=(),
+            read_paths=self._read_paths(None),
+            drop_privileges=True,
+        )
+        with (
+            Sandbox(tpolicy, base_dir=self.sandbox_dir) as tbox,
+            Sandbox(spolicy, base_dir=self.sandbox_dir) as sbox,
+        ):
             kernel_file = stage_sources(tbox, solution, entry_file)
             treq = HarnessRequest(
-                mode="device", kernel_file=kernel_file, entry=entry, cases=[], compile_options=self.compile_options,
+                mode="device",
+                kernel_file=kernel_file,
+                entry=entry,
+                cases=[],
+                compile_options=self.compile_options,
                 neuron_profile="" if self.verify_summaries else (self.neuron_profile or ""),
-                timing=TimingSpec(inputs_dir=str(inputs), warmup=self.warmup, runs=self.runs))
+                timing=TimingSpec(inputs_dir=str(inputs), warmup=self.warmup, runs=self.runs),
+            )
             child = tbox.spawn("hardware_agents.neuron.harness:run", treq, timeout_s=self.timing_timeout_s)
             clock = RoundClock()
-            rounds = TimingRounds(v, problem, data, clock, tbox, sbox, inputs, runs=self.runs,
-                                  round_pause_s=self.round_pause_s, spread_threshold=self.spread_threshold,
-                                  neuron_profile=self.neuron_profile, verify_summaries=self.verify_summaries)
+            rounds = TimingRounds(
+                v,
+                problem,
+                data,
+                clock,
+                tbox,
+                sbox,
+                inputs,
+                runs=self.runs,
+                round_pause_s=self.round_pause_s,
+                spread_threshold=self.spread_threshold,
+                neuron_profile=self.neuron_profile,
+                verify_summaries=self.verify_summaries,
+            )
             try:
-                verdict = drive_rounds(child, clock, rounds=self.max_rounds, hand_over=rounds.hand_over,
-                                       after_round=rounds.after_round)
+                verdict = drive_rounds(
+                    child,
+                    clock,
+                    rounds=self.max_rounds,
+                    hand_over=rounds.hand_over,
+                    after_round=rounds.after_round,
+                )
             finally:
                 tout = child.finish()
-            v.counters.update(rounds.log.counters())  # a failed round's profile shares this dict: it has them too
+            v.counters.update(
+                rounds.log.counters()
+            )  # a failed round's profile shares this dict: it has them too
             v.heard(tout)
             if verdict is not None and tout.freeze_breach is None:
                 return verdict
@@ -307,5 +420,14 @@ class Trn2Agent(NeuronAgent):
     kind: ClassVar[str] = "trn2"
 
 
-__all__ = ["DEFAULT_CC_FLAGS", "DEFAULT_COMPILE_OPTIONS", "NKIBENCH_SEEDS", "NeuronAgent", "Trn1Agent", "Trn2Agent",
-           "extend_seeds", "lower_precision", "strip_comments"]
+__all__ = [
+    "DEFAULT_CC_FLAGS",
+    "DEFAULT_COMPILE_OPTIONS",
+    "NKIBENCH_SEEDS",
+    "NeuronAgent",
+    "Trn1Agent",
+    "Trn2Agent",
+    "extend_seeds",
+    "lower_precision",
+    "strip_comments",
+]

@@ -36,19 +36,27 @@ def nki_interface_lines(problem: Problem) -> list[str]:
     ins = ", ".join(d.inputs)
     lines = []
     if ref is not None and ref.to_nki is not None:
-        lines.append(f"- The harness draws the inputs ({ins}), calls `{TO_NKI}([{ins}])` of the reference "
-                     f"module below and passes its result positionally: `{entry}(*{TO_NKI}([{ins}]))`.")
+        lines.append(
+            f"- The harness draws the inputs ({ins}), calls `{TO_NKI}([{ins}])` of the reference "
+            f"module below and passes its result positionally: `{entry}(*{TO_NKI}([{ins}]))`."
+        )
         shapes = kernel_arg_shapes(problem)
         if shapes:
-            desc = ", ".join(f"arg{i}: {dt}{_shape(s)}" if kind == "array" else f"arg{i}: scalar {dt}"
-                             for i, (kind, s, dt) in enumerate(shapes))
+            desc = ", ".join(
+                f"arg{i}: {dt}{_shape(s)}" if kind == "array" else f"arg{i}: scalar {dt}"
+                for i, (kind, s, dt) in enumerate(shapes)
+            )
             lines.append(f"- So the kernel's arguments are: {desc}.")
     else:
-        lines.append(f"- Entry point: `{entry}({ins})`, the inputs in this order (scalars as Python numbers).")
+        lines.append(
+            f"- Entry point: `{entry}({ins})`, the inputs in this order (scalars as Python numbers)."
+        )
     outs = ", ".join(d.outputs)
     if ref is not None and ref.from_nki is not None:
-        lines.append(f"- Its return value goes through `{FROM_NKI}(kernel_out, ref)` of the reference module "
-                     f"(which reshapes it to the reference's shape) and is compared with `forward` ({outs}).")
+        lines.append(
+            f"- Its return value goes through `{FROM_NKI}(kernel_out, ref)` of the reference module "
+            f"(which reshapes it to the reference's shape) and is compared with `forward` ({outs})."
+        )
     else:
         lines.append(f"- It returns the outputs ({outs}) with exactly the shapes listed above.")
     lines.append(CONVENTION)

@@ -58,13 +58,29 @@ def _ended(v: Verdict, out: SandboxOutcome, what: str, compiling: bool) -> Profi
     """The verdict on an emulator child's end (None: it ended `ok`); `v` takes its isolation
     and output."""
     v.heard(out)
-    return v.ended(out, timeout=f"{out.error} while {what}", crashed=f"the emulator crashed while {what}: {out.error}",
-                   error=f"the emulator crashed while {what}: {out.error}", compile_error=compiling)
+    return v.ended(
+        out,
+        timeout=f"{out.error} while {what}",
+        crashed=f"the emulator crashed while {what}: {out.error}",
+        error=f"the emulator crashed while {what}: {out.error}",
+        compile_error=compiling,
+    )
 
 
-def profile_emulated(v: Verdict, problem: Problem, solution: Solution, data: ProblemData, policy: SandboxPolicy,
-                     entry_file: str, entry: str, timeout: float, *, kind: str, spec: DeviceSpec,
-                     sandbox_dir: Path | None) -> Profile:
+def profile_emulated(
+    v: Verdict,
+    problem: Problem,
+    solution: Solution,
+    data: ProblemData,
+    policy: SandboxPolicy,
+    entry_file: str,
+    entry: str,
+    timeout: float,
+    *,
+    kind: str,
+    spec: DeviceSpec,
+    sandbox_dir: Path | None,
+) -> Profile:
     """One profile in the `emulate` mode (see the module doc); `v` is the agent's verdict."""
     from hardware_agents.neuron.emulator.analysis import analyze
     from hardware_agents.neuron.emulator.children import (
@@ -87,12 +103,16 @@ def profile_emulated(v: Verdict, problem: Problem, solution: Solution, data: Pro
             sigs.append(sig)
         case_sig.append(sigs.index(sig))
     # 1. compile in the kernel's sandbox: it may read nothing but its own work dir
-    cpolicy = msgspec.structs.replace(policy, read_paths=(), python_path=(),
-                                      address_space_bytes=max(policy.address_space_bytes, 8 << 30))
+    cpolicy = msgspec.structs.replace(
+        policy, read_paths=(), python_path=(), address_space_bytes=max(policy.address_space_bytes, 8 << 30)
+    )
     with Sandbox(cpolicy, base_dir=sandbox_dir) as box:
         kernel_file = stage_sources(box, solution, entry_file)
-        out = box.run(COMPILE_TARGET, CompileRequest(kernel_file=kernel_file, entry=entry, signatures=sigs),
-                      timeout_s=timeout)
+        out = box.run(
+            COMPILE_TARGET,
+            CompileRequest(kernel_file=kernel_file, entry=entry, signatures=sigs),
+            timeout_s=timeout,
+        )
         failed = _ended(v, out, "compiling the kernel in the emulator", compiling=True)
         if failed is not None:
             return failed
@@ -106,7 +126,9 @@ def profile_emulated(v: Verdict, problem: Problem, solution: Solution, data: Pro
             what = "loading the kernel module failed" if err.phase == "load" else "compilation failed"
             return v.fail("compile_error", f"{what}: {err.type}: {err.message}\n{err.traceback}{v.tail}")
         if len(res.programs) != len(sigs):
-            return v.fail("compile_error", f"the compiler produced {len(res.programs)} of {len(sigs)} programs")
+            return v.fail(
+                "compile_error", f"the compiler produced {len(res.programs)} of {len(sigs)} programs"
+            )
         # 2. the programs, read and validated here
         progs = []
         blobs = []
@@ -120,8 +142,10 @@ def profile_emulated(v: Verdict, problem: Problem, solution: Solution, data: Pro
         except NKIError as e:
             return v.fail("compile_error", f"compilation failed: {e}{v.tail}")
         except (OSError, msgspec.DecodeError, KeyError, IndexError, ValueError, TypeError) as e:
-            return v.fail("compile_error", f"the compiled program is unreadable or malformed: "
-                          f"{type(e).__name__}: {e}{v.tail}")
+            return v.fail(
+                "compile_error",
+                f"the compiled program is unreadable or malformed: {type(e).__name__}: {e}{v.tail}",
+            )
     analyses = []
     try:
         for prog in progs:
@@ -139,7 +163,10 @@ def profile_emulated(v: Verdict, problem: Problem, solution: Solution, data: Pro
             os.chmod(p, 0o644)
             paths.append(str(p))
         epolicy = msgspec.structs.replace(policy, read_paths=(str(data.dir), str(pdir)), python_path=())
-        cases = [ExecCase(name=c.case.name, program=paths[case_sig[i]], args=c.args) for i, c in enumerate(data.cases)]
+        cases = [
+            ExecCase(name=c.case.name, program=paths[case_sig[i]], args=c.args)
+            for i, c in enumerate(data.cases)
+        ]
         isolation = dict(v.isolation)  # the kernel's sandbox: what every later profile records
         with Sandbox(epolicy, base_dir=sandbox_dir) as ebox:
             eout = ebox.run(EXECUTE_TARGET, ExecRequest(cases=cases), timeout_s=timeout)
@@ -163,8 +190,18 @@ def profile_emulated(v: Verdict, problem: Problem, solution: Solution, data: Pro
             v.tail = ""
             ref_mod = ReferenceModule(problem)
             for case, run in zip(data.cases, eres.cases, strict=True):
-                v.checks.append(check_outputs(problem, ref_mod, case.refs(), ebox, run.name, run.outputs,
-                                              run.returned_tuple, output_cap(data)))
+                v.checks.append(
+                    check_outputs(
+                        problem,
+                        ref_mod,
+                        case.refs(),
+                        ebox,
+                        run.name,
+                        run.outputs,
+                        run.returned_tuple,
+                        output_cap(data),
+                    )
+                )
     finally:
         shutil.rmtree(pdir, ignore_errors=True)
     wrong = v.wrong_cases()
@@ -173,27 +210,45 @@ def profile_emulated(v: Verdict, problem: Problem, solution: Solution, data: Pro
     # 5. the estimate (the programs of all signatures are the same kernel; price the first case's)
     v.counters.update({"compile_s": res.compile_s, "emulate_s": sum(r.wall_s for r in eres.cases)})
     if kind not in COST_SPECS:
-        return v.fail("unmeasured", f"correct in AccelOpt's NKI emulator; no cost model for {kind} "
-                      "(not timed, not estimated)")
+        return v.fail(
+            "unmeasured",
+            f"correct in AccelOpt's NKI emulator; no cost model for {kind} (not timed, not estimated)",
+        )
     sig0 = case_sig[0]
     est = estimate(progs[sig0], kind, analyses[sig0])
     tp, bound = t_peak(problem, spec)
     t_est = est.latency_s
     pct = pct_peak(tp, t_est)
-    detail = {"instructions": float(est.instructions), "hbm_bytes": est.hbm_bytes, "spill_bytes": est.spill_bytes,
-              "fixed_ms": est.fixed_s * 1e3, "peak_sbuf_bytes_per_partition": float(est.peak_sbuf_bytes),
-              "peak_psum_bytes_per_partition": float(est.peak_psum_bytes),
-              # model 2: perfect overlap vs the dependence-aware schedule, and how much they differ
-              "engines_bound_ms": est.resource_s * 1e3, "critical_path_ms": est.critical_path_s * 1e3,
-              "dependency_ms": est.dependency_s * 1e3, "engine_overlap": est.overlap}
-    estimate_rec = Estimate(latency_ms=t_est * 1e3, pct_peak=pct, t_peak_ms=tp * 1e3, bound=est.bound,
-                            engines_ms={k: t * 1e3 for k, t in est.engines_s.items()}, model=est.model, detail=detail)
+    detail = {
+        "instructions": float(est.instructions),
+        "hbm_bytes": est.hbm_bytes,
+        "spill_bytes": est.spill_bytes,
+        "fixed_ms": est.fixed_s * 1e3,
+        "peak_sbuf_bytes_per_partition": float(est.peak_sbuf_bytes),
+        "peak_psum_bytes_per_partition": float(est.peak_psum_bytes),
+        # model 2: perfect overlap vs the dependence-aware schedule, and how much they differ
+        "engines_bound_ms": est.resource_s * 1e3,
+        "critical_path_ms": est.critical_path_s * 1e3,
+        "dependency_ms": est.dependency_s * 1e3,
+        "engine_overlap": est.overlap,
+    }
+    estimate_rec = Estimate(
+        latency_ms=t_est * 1e3,
+        pct_peak=pct,
+        t_peak_ms=tp * 1e3,
+        bound=est.bound,
+        engines_ms={k: t * 1e3 for k, t in est.engines_s.items()},
+        model=est.model,
+        detail=detail,
+    )
     # No plausibility gate on an estimate: it comes from our cost model pricing the program we
     # validated, not from the kernel's process, and the paper's roofline counts FLOPs a fused
     # instruction does not spend (softmax's subtract inside the exp's bias), so an honest
     # kernel may be estimated above 100 % of that roofline (docs/neuron.md).
-    log = (f"correct in AccelOpt's NKI emulator ({len(v.checks)} cases); not timed: ESTIMATED {t_est * 1e3:.4g} ms "
-           f"on {kind} by {est.model} ({est.bound}-bound; {pct * 100:.1f}% of the {bound} roofline, estimated)")
+    log = (
+        f"correct in AccelOpt's NKI emulator ({len(v.checks)} cases); not timed: ESTIMATED {t_est * 1e3:.4g} ms "
+        f"on {kind} by {est.model} ({est.bound}-bound; {pct * 100:.1f}% of the {bound} roofline, estimated)"
+    )
     prof = v.fail("unmeasured", log)
     prof.estimate = estimate_rec
     return prof

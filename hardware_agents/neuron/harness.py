@@ -65,8 +65,14 @@ from hardware_agents.neuron.summarizer import profile_total_time
 from hardware_agents.neuron.summary import SummaryError, parse_summary
 
 # The SDK, when this Python has it (the agent never imports it itself).
-_SDK_MODULES = ("neuronxcc", "neuronxcc.nki", "neuronxcc.nki.language", "neuronxcc.nki.isa",
-                "neuronxcc.nki.typing", "neuronxcc.nki.compiler")
+_SDK_MODULES = (
+    "neuronxcc",
+    "neuronxcc.nki",
+    "neuronxcc.nki.language",
+    "neuronxcc.nki.isa",
+    "neuronxcc.nki.typing",
+    "neuronxcc.nki.compiler",
+)
 _sdk_errors: dict[str, str] = {}
 for _name in _SDK_MODULES:
     try:
@@ -76,7 +82,8 @@ for _name in _SDK_MODULES:
 
 _RUNTIME_HINTS = re.compile(
     r"\bnrt[_.]|\bNRT\b|NRT_|neuron[ _-]?runtime|\bNERR|libnrt|execution (?:failed|timed out)|nrt_execute|nrt_load",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 _STAGE = ".stage"
 
 
@@ -90,8 +97,10 @@ def _stage(workdir: Path, text: str) -> None:
 def _nki() -> Any:
     mod = sys.modules.get("neuronxcc.nki")
     if mod is None:
-        raise ImportError("neuronxcc.nki is not importable in the sandbox: "
-                          + (_sdk_errors.get("neuronxcc.nki") or _sdk_errors.get("neuronxcc") or "unknown"))
+        raise ImportError(
+            "neuronxcc.nki is not importable in the sandbox: "
+            + (_sdk_errors.get("neuronxcc.nki") or _sdk_errors.get("neuronxcc") or "unknown")
+        )
     return mod
 
 
@@ -100,8 +109,12 @@ def versions() -> dict[str, str]:
     cc = sys.modules.get("neuronxcc")
     if cc is not None:
         out["neuronx-cc"] = str(getattr(cc, "__version__", "unknown"))
-    for key in ("NEURON_RT_VISIBLE_CORES", "NEURON_RT_NUM_CORES", "NEURON_CC_FLAGS",
-                "NEURON_PLATFORM_TARGET_OVERRIDE"):
+    for key in (
+        "NEURON_RT_VISIBLE_CORES",
+        "NEURON_RT_NUM_CORES",
+        "NEURON_CC_FLAGS",
+        "NEURON_PLATFORM_TARGET_OVERRIDE",
+    ):
         if os.environ.get(key):
             out[key.lower()] = os.environ[key]
     return out
@@ -115,8 +128,13 @@ def _load_args(args: list[KernelArg]) -> list[Any]:
 
 
 def _error(phase: Phase, e: BaseException, case: str = "") -> ErrorInfo:
-    return ErrorInfo(phase=phase, type=type(e).__name__, message=str(e)[:20000],
-                     traceback=traceback.format_exc(limit=30)[-20000:], case=case)
+    return ErrorInfo(
+        phase=phase,
+        type=type(e).__name__,
+        message=str(e)[:20000],
+        traceback=traceback.format_exc(limit=30)[-20000:],
+        case=case,
+    )
 
 
 def _phase_of(e: BaseException, neff: Path | None, compiled_before: bool) -> Phase:
@@ -129,8 +147,9 @@ def _phase_of(e: BaseException, neff: Path | None, compiled_before: bool) -> Pha
     return "compile"
 
 
-def _call(req: HarnessRequest, kernel: Any, args: list[Any], *, neff: Path | None = None,
-          ntff: Path | None = None) -> Any:
+def _call(
+    req: HarnessRequest, kernel: Any, args: list[Any], *, neff: Path | None = None, ntff: Path | None = None
+) -> Any:
     nki = _nki()
     if req.mode == "simulate":
         if hasattr(nki, "simulate_kernel"):
@@ -222,7 +241,10 @@ def _time(req: HarnessRequest, kernel: Any, workdir: Path, res: HarnessResult) -
         stop_for_parent()
         if res.rounds:  # the agent has read the previous round's files
             for i, prev in enumerate(res.rounds[-1].runs):
-                for rel in (*profiled_pair(k - 1, i), *(timed_output(k - 1, i, j) for j in range(prev.outputs))):
+                for rel in (
+                    *profiled_pair(k - 1, i),
+                    *(timed_output(k - 1, i, j) for j in range(prev.outputs)),
+                ):
                     (workdir / rel).unlink(missing_ok=True)
         if not (inputs / round_file(k)).is_file():
             return

@@ -61,8 +61,12 @@ _MAX_PROFILE_FILE = 4 << 30  # a NEFF or NTFF copied for the summary child
 # bound: what nki.baremetal spends around each device run (tracing, compiling, loading the
 # NEFF, copying tensors, writing the trace) is not known without a device, so the device time
 # may be any fraction of our wall time; the roofline gate (`max_pct_peak`) is the floor.
-NEURON_BOUND = ClockBound(over=0.01, lower=False, reading="device time in the profiler files",
-                          forged="the trace files were not written by these runs")
+NEURON_BOUND = ClockBound(
+    over=0.01,
+    lower=False,
+    reading="device time in the profiler files",
+    forged="the trace files were not written by these runs",
+)
 
 
 def stage_sources(box: Sandbox, solution: Solution, entry_file: str) -> str:
@@ -79,8 +83,16 @@ def output_cap(data: ProblemData) -> int:
     return 2 * max(data.output_bytes.values(), default=0) + (1 << 20)
 
 
-def check_outputs(problem: Problem, ref_mod: ReferenceModule, refs: dict[str, np.ndarray], box: Sandbox, name: str,
-                  rels: list[str], returned_tuple: bool, cap: int) -> SeedCheck:
+def check_outputs(
+    problem: Problem,
+    ref_mod: ReferenceModule,
+    refs: dict[str, np.ndarray],
+    box: Sandbox,
+    name: str,
+    rels: list[str],
+    returned_tuple: bool,
+    cap: int,
+) -> SeedCheck:
     """Judge one set of kernel outputs (files the child wrote) against the reference."""
     try:
         outs = []
@@ -97,11 +109,18 @@ def check_outputs(problem: Problem, ref_mod: ReferenceModule, refs: dict[str, np
     except ValueError as e:
         return SeedCheck(case=name, passed=False, note=str(e))
     dtypes: dict[str, str] = {n: s.dtype for n, s in problem.definition.outputs.items()}
-    return validity.compare_outputs(name, got, refs, validity.tolerance_of(problem.definition), expected_dtypes=dtypes)
+    return validity.compare_outputs(
+        name, got, refs, validity.tolerance_of(problem.definition), expected_dtypes=dtypes
+    )
 
 
-def judge_correctness(v: Verdict, problem: Problem, data: ProblemData, out: SandboxOutcome, box: Sandbox,
-                      ) -> Profile | HarnessResult:
+def judge_correctness(
+    v: Verdict,
+    problem: Problem,
+    data: ProblemData,
+    out: SandboxOutcome,
+    box: Sandbox,
+) -> Profile | HarnessResult:
     """The verdict on the correctness child, or its result when every case passed (its
     versions in `v.tools`, its cases in `v.checks`)."""
     v.heard(out)
@@ -110,10 +129,14 @@ def judge_correctness(v: Verdict, problem: Problem, data: ProblemData, out: Sand
     except OSError:
         stage = ""
     compiling = stage.startswith(("load", "compile"))
-    ended = v.ended(out, timeout=f"{out.error} " + ("while compiling" if compiling else
-                                                     f"while running ({stage or 'unknown stage'})"),
-                    crashed=f"the harness crashed {'while compiling' if compiling else 'running the kernel'}"
-                    f" ({stage}): {out.error}", compile_error=out.status == "crashed" and compiling)
+    ended = v.ended(
+        out,
+        timeout=f"{out.error} "
+        + ("while compiling" if compiling else f"while running ({stage or 'unknown stage'})"),
+        crashed=f"the harness crashed {'while compiling' if compiling else 'running the kernel'}"
+        f" ({stage}): {out.error}",
+        compile_error=out.status == "crashed" and compiling,
+    )
     if ended is not None:
         return ended
     try:
@@ -125,8 +148,11 @@ def judge_correctness(v: Verdict, problem: Problem, data: ProblemData, out: Sand
         err = res.error
         status = "runtime_error" if err.phase == "run" else "compile_error"
         where = f" (case {err.case})" if err.case else ""
-        what = {"load": "loading the kernel module failed", "compile": "compilation failed",
-                "run": "the kernel failed at run time"}[err.phase]
+        what = {
+            "load": "loading the kernel module failed",
+            "compile": "compilation failed",
+            "run": "the kernel failed at run time",
+        }[err.phase]
         return v.fail(status, f"{what}{where}: {err.type}: {err.message}\n{err.traceback}{v.tail}")
     if len(res.cases) != len(data.cases):
         return v.fail("runtime_error", f"the harness ran {len(res.cases)} of {len(data.cases)} cases{v.tail}")
@@ -134,8 +160,9 @@ def judge_correctness(v: Verdict, problem: Problem, data: ProblemData, out: Sand
     for case, run in zip(data.cases, res.cases, strict=True):
         if run.name != case.case.name:
             return v.fail("runtime_error", f"harness result out of order ({run.name} != {case.case.name})")
-        chk = check_outputs(problem, ref_mod, case.refs(), box, run.name, run.outputs, run.returned_tuple,
-                            output_cap(data))
+        chk = check_outputs(
+            problem, ref_mod, case.refs(), box, run.name, run.outputs, run.returned_tuple, output_cap(data)
+        )
         if run.mutated:
             spoil(chk, f"modified its input argument(s) {run.mutated}; inputs are read-only")
         v.checks.append(chk)
@@ -164,9 +191,12 @@ class TimingLog(msgspec.Struct, kw_only=True):
     def counters(self) -> dict[str, float]:
         """Sums over the rounds: our wall time of their calls, the device times read from
         their profiler files, our time handing over their inputs."""
-        return {"timing_rounds": float(len(self.rounds)), "timing_wall_s": sum(r.wall_s for r in self.rounds),
-                "timing_device_s": sum(r.device_s for r in self.rounds),
-                "timing_setup_s": sum(r.setup_s for r in self.rounds)}
+        return {
+            "timing_rounds": float(len(self.rounds)),
+            "timing_wall_s": sum(r.wall_s for r in self.rounds),
+            "timing_device_s": sum(r.device_s for r in self.rounds),
+            "timing_setup_s": sum(r.setup_s for r in self.rounds),
+        }
 
 
 def _spread(summaries: Sequence[ProfileSummary | None]) -> float:
@@ -179,10 +209,30 @@ class TimingRounds:
     `after_round(k)` judges round k (a failed Profile, `STOP`, or None: another round).
     `log` holds what the rounds measured."""
 
-    def __init__(self, v: Verdict, problem: Problem, data: ProblemData, clock: RoundClock, tbox: Sandbox,
-                 sbox: Sandbox, inputs: Path, *, runs: int, round_pause_s: float, spread_threshold: float,
-                 neuron_profile: str | None, verify_summaries: bool) -> None:
-        self.v, self.problem, self.clock, self.tbox, self.sbox, self.inputs = v, problem, clock, tbox, sbox, inputs
+    def __init__(
+        self,
+        v: Verdict,
+        problem: Problem,
+        data: ProblemData,
+        clock: RoundClock,
+        tbox: Sandbox,
+        sbox: Sandbox,
+        inputs: Path,
+        *,
+        runs: int,
+        round_pause_s: float,
+        spread_threshold: float,
+        neuron_profile: str | None,
+        verify_summaries: bool,
+    ) -> None:
+        self.v, self.problem, self.clock, self.tbox, self.sbox, self.inputs = (
+            v,
+            problem,
+            clock,
+            tbox,
+            sbox,
+            inputs,
+        )
         self.runs, self.round_pause_s, self.spread_threshold = runs, round_pause_s, spread_threshold
         self.neuron_profile, self.verify_summaries = neuron_profile, verify_summaries
         self.ref_mod = ReferenceModule(problem)
@@ -206,27 +256,46 @@ class TimingRounds:
     def after_round(self, k: int) -> Profile | str | None:
         v, rnd = self.v, self.round
         assert rnd is not None
-        rec = RoundRecord(index=k, seed=rnd.case.seed, setup_s=self.clock.setups[k], wall_s=self.clock.walls[k])
+        rec = RoundRecord(
+            index=k, seed=rnd.case.seed, setup_s=self.clock.setups[k], wall_s=self.clock.walls[k]
+        )
         self.log.rounds.append(rec)
         try:
             report = msgspec.msgpack.decode(self.tbox.read_file(report_file(k), 1 << 20), type=ChildRound)
         except (OSError, msgspec.DecodeError) as e:
             return v.fail("runtime_error", f"timing round {k}: no readable report from the harness ({e})")
         if len(report.runs) != self.runs:
-            return v.fail("runtime_error", f"timing round {k}: the harness reported {len(report.runs)} profiled "
-                          f"runs; {self.runs} were asked for")
+            return v.fail(
+                "runtime_error",
+                f"timing round {k}: the harness reported {len(report.runs)} profiled "
+                f"runs; {self.runs} were asked for",
+            )
         for i, run in enumerate(report.runs):
             rels = [timed_output(k, i, j) for j in range(min(run.outputs, 64))]
-            chk = check_outputs(self.problem, self.ref_mod, rnd.refs, self.tbox, f"timed:{rnd.case.name}/run{i}",
-                                rels, run.returned_tuple, self.cap)
+            chk = check_outputs(
+                self.problem,
+                self.ref_mod,
+                rnd.refs,
+                self.tbox,
+                f"timed:{rnd.case.name}/run{i}",
+                rels,
+                run.returned_tuple,
+                self.cap,
+            )
             if not chk.passed:
-                return v.fail("incorrect", f"the output of a timed run is wrong ({chk.case}: {chk.note}): results "
-                              "must not depend on being timed", correctness=[*v.checks, chk])
+                return v.fail(
+                    "incorrect",
+                    f"the output of a timed run is wrong ({chk.case}: {chk.note}): results "
+                    "must not depend on being timed",
+                    correctness=[*v.checks, chk],
+                )
         changed = rnd.changed_files()
         if report.mutated or changed:
             what = ", ".join([*(f"argument {j}" for j in report.mutated), *changed])
-            return v.fail("incorrect", f"timing round {k}: modified its inputs ({what}) in timed calls; inputs are "
-                          "read-only")
+            return v.fail(
+                "incorrect",
+                f"timing round {k}: modified its inputs ({what}) in timed calls; inputs are read-only",
+            )
         try:
             rec.summaries = self._summaries(k, report)
         except _Unisolated as e:
@@ -234,7 +303,9 @@ class TimingRounds:
         if any(x is None for x in rec.summaries):
             return STOP  # no complete reading of this round: judged with the rounds before it
         rec.device_s = sum(x.total_time_s for x in rec.summaries if x is not None)
-        why = clock_mismatch(NEURON_BOUND, [rec.device_s], [rec.wall_s], calls=len(rec.summaries), first_round=k)
+        why = clock_mismatch(
+            NEURON_BOUND, [rec.device_s], [rec.wall_s], calls=len(rec.summaries), first_round=k
+        )
         if why:
             return v.fail("timing_mismatch", why)
         return STOP if _spread(rec.summaries) <= self.spread_threshold else None
@@ -244,7 +315,9 @@ class TimingRounds:
         neuron-profile in `sbox` (a child that loads neither the kernel nor the SDK); without
         `verify_summaries`, the timing child's own reading."""
         if not self.verify_summaries:
-            return [ProfileSummary(total_time_s=r.total_time_s) if r.total_time_s else None for r in report.runs]
+            return [
+                ProfileSummary(total_time_s=r.total_time_s) if r.total_time_s else None for r in report.runs
+            ]
         # copies in a directory of ours (the summary child may read it, not write it)
         rdir = self.sbox.workdir / f"r{k}"
         try:
@@ -257,20 +330,25 @@ class TimingRounds:
             for rel in pair:
                 dst = rdir / rel
                 dst.parent.mkdir(mode=0o755, exist_ok=True)
-                with contextlib.suppress(OSError), self.tbox.open_file(rel, max_bytes=_MAX_PROFILE_FILE) as src, \
-                        open(dst, "xb") as f:
+                with (
+                    contextlib.suppress(OSError),
+                    self.tbox.open_file(rel, max_bytes=_MAX_PROFILE_FILE) as src,
+                    open(dst, "xb") as f,
+                ):
                     shutil.copyfileobj(src, f)
             pairs.append((f"r{k}/{pair[0]}", f"r{k}/{pair[1]}"))
         try:
-            sout = self.sbox.run("hardware_agents.neuron.summarizer:summarize",
-                                 SummaryRequest(neuron_profile=self.neuron_profile or "", pairs=pairs))
+            sout = self.sbox.run(
+                "hardware_agents.neuron.summarizer:summarize",
+                SummaryRequest(neuron_profile=self.neuron_profile or "", pairs=pairs),
+            )
         finally:
             shutil.rmtree(rdir, ignore_errors=True)
         if sout.status == "unisolated":
             raise _Unisolated(sout.error)
         texts = sout.decode(SummaryResult).texts if sout.status == "ok" else []
         parsed: list[ProfileSummary | None] = []
-        for text in texts[:len(pairs)] + [""] * (len(pairs) - len(texts)):
+        for text in texts[: len(pairs)] + [""] * (len(pairs) - len(texts)):
             try:
                 parsed.append(parse_summary(text) if text else None)
             except SummaryError:
@@ -278,11 +356,20 @@ class TimingRounds:
         return parsed
 
 
-def timed_verdict(v: Verdict, problem: Problem, spec: DeviceSpec, out: SandboxOutcome, log: TimingLog, *,
-                  max_pct_peak: float) -> Profile:
+def timed_verdict(
+    v: Verdict,
+    problem: Problem,
+    spec: DeviceSpec,
+    out: SandboxOutcome,
+    log: TimingLog,
+    *,
+    max_pct_peak: float,
+) -> Profile:
     """The verdict on rounds that all passed their checks: the child's end, then the round
     with the smallest spread, its statistics, the roofline and the plausibility gate."""
-    ended = v.ended(out, timeout=f"timing: {out.error}", crashed=f"timing: {out.error}", error=f"timing: {out.error}")
+    ended = v.ended(
+        out, timeout=f"timing: {out.error}", crashed=f"timing: {out.error}", error=f"timing: {out.error}"
+    )
     if ended is not None:
         return ended
     try:
@@ -297,8 +384,11 @@ def timed_verdict(v: Verdict, problem: Problem, spec: DeviceSpec, out: SandboxOu
         return strays
     usable = [r for r in log.rounds if r.summaries and all(x is not None for x in r.summaries)]
     if not usable:
-        return v.fail("unmeasured", f"correct, but no neuron-profile summary could be read from "
-                      f"{sum(len(r.summaries) for r in log.rounds)} profiled runs{v.tail}")
+        return v.fail(
+            "unmeasured",
+            f"correct, but no neuron-profile summary could be read from "
+            f"{sum(len(r.summaries) for r in log.rounds)} profiled runs{v.tail}",
+        )
     best_rec = min(usable, key=lambda r: _spread(r.summaries))
     best = [x for x in best_rec.summaries if x is not None]
     samples = [x.total_time_s * 1e3 for x in best]
@@ -319,5 +409,14 @@ def timed_verdict(v: Verdict, problem: Problem, spec: DeviceSpec, out: SandboxOu
     return speed_verdict(v, problem, spec, stats, max_pct_peak=max_pct_peak, log=log_text)
 
 
-__all__ = ["NEURON_BOUND", "RoundRecord", "TimingLog", "TimingRounds", "check_outputs", "judge_correctness",
-           "output_cap", "stage_sources", "timed_verdict"]
+__all__ = [
+    "NEURON_BOUND",
+    "RoundRecord",
+    "TimingLog",
+    "TimingRounds",
+    "check_outputs",
+    "judge_correctness",
+    "output_cap",
+    "stage_sources",
+    "timed_verdict",
+]

@@ -130,6 +130,23 @@ class SummaryResult(msgspec.Struct, kw_only=True):
     errors: list[str] = []
 
 
-__all__ = ["CaseRun", "CaseSpec", "ErrorInfo", "HarnessRequest", "HarnessResult", "KernelArg", "Mode", "Phase",
-           "SummaryRequest", "SummaryResult", "TimedRun", "TimingRound", "TimingSpec", "profiled_pair", "report_file", "round_dir", "round_file",
-           "timed_output"]
+__all__ = [
+    "CaseRun",
+    "CaseSpec",
+    "ErrorInfo",
+    "HarnessRequest",
+    "HarnessResult",
+    "KernelArg",
+    "Mode",
+    "Phase",
+    "SummaryRequest",
+    "SummaryResult",
+    "TimedRun",
+    "TimingRound",
+    "TimingSpec",
+    "profiled_pair",
+    "report_file",
+    "round_dir",
+    "round_file",
+    "timed_output",
+]

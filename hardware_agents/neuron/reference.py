@@ -37,9 +37,12 @@ class ReferenceModule:
         if src:
             exec(compile(src, f"<x_numpy_reference of {problem.name}>", "exec"), ns)
         self.namespace = ns
-        self.to_nki: Callable[[list[Any]], Sequence[Any]] | None = ns.get(TO_NKI) if callable(ns.get(TO_NKI)) else None
+        self.to_nki: Callable[[list[Any]], Sequence[Any]] | None = (
+            ns.get(TO_NKI) if callable(ns.get(TO_NKI)) else None
+        )
         self.from_nki: Callable[[Any, Any], Sequence[Any]] | None = (
-            ns.get(FROM_NKI) if callable(ns.get(FROM_NKI)) else None)
+            ns.get(FROM_NKI) if callable(ns.get(FROM_NKI)) else None
+        )
 
     @property
     def output_names(self) -> list[str]:
@@ -61,13 +64,16 @@ class ReferenceModule:
             try:
                 got = list(self.from_nki(kernel_out, ref_arg))
             except Exception as e:
-                raise ValueError(f"{FROM_NKI} failed on the kernel's output ({type(e).__name__}: {e}); "
-                                 "the kernel returned outputs of the wrong size or number") from None
+                raise ValueError(
+                    f"{FROM_NKI} failed on the kernel's output ({type(e).__name__}: {e}); "
+                    "the kernel returned outputs of the wrong size or number"
+                ) from None
         else:
             got = list(kernel_out) if isinstance(kernel_out, tuple | list) else [kernel_out]
         if len(got) != len(names):
-            raise ValueError(f"the kernel returned {len(got)} output(s), the problem has {len(names)} "
-                             f"({', '.join(names)})")
+            raise ValueError(
+                f"the kernel returned {len(got)} output(s), the problem has {len(names)} ({', '.join(names)})"
+            )
         return {n: np.asarray(g) for n, g in zip(names, got, strict=True)}
 
 

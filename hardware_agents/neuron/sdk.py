@@ -126,5 +126,16 @@ def visible_core() -> str | None:
     return None
 
 
-__all__ = ["DEVICE_GLOB", "NEURON_PIP_INDEX", "NeuronSDKMissing", "SdkInfo", "find_neuron_profile", "find_sdk",
-           "install_hint", "instance_type", "neuron_devices", "sdk_available", "visible_core"]
+__all__ = [
+    "DEVICE_GLOB",
+    "NEURON_PIP_INDEX",
+    "NeuronSDKMissing",
+    "SdkInfo",
+    "find_neuron_profile",
+    "find_sdk",
+    "install_hint",
+    "instance_type",
+    "neuron_devices",
+    "sdk_available",
+    "visible_core",
+]

@@ -41,24 +41,36 @@ TRN2_SOURCE = (
 )
 
 TRN1 = DeviceSpec(
-    kind="trn1", name="AWS Trainium1, one NeuronCore-v2",
+    kind="trn1",
+    name="AWS Trainium1, one NeuronCore-v2",
     peak_bw_bytes_s=410 * 2**30,  # 440.2 GB/s
     peak_matmul_flops=47.5e12 / 2,  # 23.75 TFLOP/s fp32
     peak_vector_flops=2 * 128 * 1.12e9,  # 286.72 GFLOP/s
-    source=TRN1_SOURCE, measured=False,
-    extra={"cores_per_chip": "2", "sbuf_per_partition_bytes": str(192 * 1024), "partitions": "128",
-           "psum_free_max_fp32": "512"},
+    source=TRN1_SOURCE,
+    measured=False,
+    extra={
+        "cores_per_chip": "2",
+        "sbuf_per_partition_bytes": str(192 * 1024),
+        "partitions": "128",
+        "psum_free_max_fp32": "512",
+    },
 )
 
 TRN2 = DeviceSpec(
-    kind="trn2", name="AWS Trainium2, one NeuronCore-v3 (LNC=1)",
+    kind="trn2",
+    name="AWS Trainium2, one NeuronCore-v3 (LNC=1)",
     peak_bw_bytes_s=2.9e12 / 8,  # 362.5 GB/s
     peak_matmul_flops=181e12 / 8,  # 22.625 TFLOP/s fp32
     peak_vector_flops=256 * 0.96e9 + 128 * 1.2e9,  # 399.36 GFLOP/s
-    source=TRN2_SOURCE, measured=False,
-    extra={"cores_per_chip": "8", "sbuf_per_partition_bytes": str(224 * 1024), "partitions": "128",
-           "psum_free_max_fp32": "512",
-           "vector_peak_at_vector_clock_flops": str((256 + 128) * 0.96e9)},
+    source=TRN2_SOURCE,
+    measured=False,
+    extra={
+        "cores_per_chip": "8",
+        "sbuf_per_partition_bytes": str(224 * 1024),
+        "partitions": "128",
+        "psum_free_max_fp32": "512",
+        "vector_peak_at_vector_clock_flops": str((256 + 128) * 0.96e9),
+    },
 )
 
 SPECS: dict[str, DeviceSpec] = {"trn1": TRN1, "trn2": TRN2}

@@ -17,7 +17,9 @@ from hardware_agents.neuron.protocol import SummaryRequest, SummaryResult
 _MAX_SUMMARY_BYTES = 8 << 20
 
 
-def profile_total_time(neuron_profile: str, neff: Path, ntff: Path, timeout_s: float = 120.0) -> tuple[str, str]:
+def profile_total_time(
+    neuron_profile: str, neff: Path, ntff: Path, timeout_s: float = 120.0
+) -> tuple[str, str]:
     """(summary-json text, error) of one NEFF/NTFF pair."""
     cmd = [neuron_profile, "view", "--output-format", "summary-json", "-n", str(neff), "-s", str(ntff)]
     try:

@@ -15,10 +15,22 @@ import msgspec
 
 # The paper's profile fields (prompts/profile_list.json of the reference code), in its order.
 COUNTER_FIELDS: tuple[str, ...] = (
-    "hbm_read_bytes", "hbm_write_bytes", "psum_read_bytes", "psum_write_bytes", "sbuf_read_bytes",
-    "sbuf_write_bytes", "spill_reload_bytes", "spill_save_bytes", "hardware_flops", "transpose_flops",
-    "peak_flops_bandwidth_ratio", "mm_arithmetic_intensity", "hfu_estimated_percent",
-    "scalar_engine_active_time_percent", "vector_engine_active_time_percent", "gpsimd_engine_active_time_percent",
+    "hbm_read_bytes",
+    "hbm_write_bytes",
+    "psum_read_bytes",
+    "psum_write_bytes",
+    "sbuf_read_bytes",
+    "sbuf_write_bytes",
+    "spill_reload_bytes",
+    "spill_save_bytes",
+    "hardware_flops",
+    "transpose_flops",
+    "peak_flops_bandwidth_ratio",
+    "mm_arithmetic_intensity",
+    "hfu_estimated_percent",
+    "scalar_engine_active_time_percent",
+    "vector_engine_active_time_percent",
+    "gpsimd_engine_active_time_percent",
 )
 # With the latency (`total_time`), the 17 fields the paper's planner sees.
 TOTAL_TIME = "total_time"
@@ -70,7 +82,7 @@ def parse_summary(text: str | bytes) -> ProfileSummary:
         try:
             if lo < 0 or hi <= lo:
                 raise msgspec.DecodeError(str(e))
-            doc = msgspec.json.decode(raw[lo:hi + 1])
+            doc = msgspec.json.decode(raw[lo : hi + 1])
         except msgspec.DecodeError:
             raise SummaryError(f"summary is not JSON: {e}") from None
     key, entry = _entry(doc)

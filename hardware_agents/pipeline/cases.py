@@ -40,8 +40,11 @@ def describe_axes(w: Workload) -> str:
     return " ".join(f"{k}={v}" for k, v in w.axes.items()) or "(no variable axes)"
 
 
-def plan_cases(problem: Problem, seeds: Sequence[int], workloads: Sequence[Workload] | None = None,
-               ) -> list[PlannedCase]:
+def plan_cases(
+    problem: Problem,
+    seeds: Sequence[int],
+    workloads: Sequence[Workload] | None = None,
+) -> list[PlannedCase]:
     """The cases of one profile: every seed and adversarial case (`validity.input_cases`) at
     the first workload (by default the problem's own, the only one), one seed at each other
     (a device's check workloads: other shapes, the seeds' values are the same draw)."""
@@ -51,12 +54,14 @@ def plan_cases(problem: Problem, seeds: Sequence[int], workloads: Sequence[Workl
     for i, w in enumerate(workloads or [problem.workload]):
         label = workload_label(w, i)
         prefix = "" if i == 0 else label
-        for c in (cases if i == 0 else first_seed):
+        for c in cases if i == 0 else first_seed:
             plan.append(PlannedCase(name=case_name(prefix, c), workload=w, case=c, label=label))
     return plan
 
 
-def adversarial_overflow(problem_name: str, case: validity.InputCase, ref64: Mapping[str, np.ndarray]) -> str | None:
+def adversarial_overflow(
+    problem_name: str, case: validity.InputCase, ref64: Mapping[str, np.ndarray]
+) -> str | None:
     """Why an adversarial case cannot be judged (its reference is non-finite: the magnitudes
     overflow the reference itself), or None. A seed case's reference is taken as it is."""
     bad = [n for n, r in ref64.items() if not np.all(np.isfinite(r))]
@@ -76,5 +81,12 @@ def fresh_seed(avoid: Iterable[int]) -> int:
     return seed
 
 
-__all__ = ["PlannedCase", "adversarial_overflow", "case_name", "describe_axes", "fresh_seed", "plan_cases",
-           "workload_label"]
+__all__ = [
+    "PlannedCase",
+    "adversarial_overflow",
+    "case_name",
+    "describe_axes",
+    "fresh_seed",
+    "plan_cases",
+    "workload_label",
+]

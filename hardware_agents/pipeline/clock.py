@@ -55,13 +55,26 @@ class ClockBound(msgspec.Struct, frozen=True, kw_only=True):
 
     def allowance(self, calls: int, untimed_per_call: float, reported_s: float) -> float:
         """A: the most of a round's wall time that may lie outside its calls."""
-        return (calls * untimed_per_call * (1 + self.margin) + calls * self.per_call_s + self.per_round_s
-                + self.share * reported_s)
+        return (
+            calls * untimed_per_call * (1 + self.margin)
+            + calls * self.per_call_s
+            + self.per_round_s
+            + self.share * reported_s
+        )
 
 
-def clock_mismatch(bound: ClockBound, reported_s: Sequence[float], walls: Sequence[float], *, calls: int,
-                   untimed_per_call: float | None = None, setups: Sequence[float] = (), per_setup_s: float = 0.0,
-                   first_round: int = 0, counters: dict[str, float] | None = None) -> str | None:
+def clock_mismatch(
+    bound: ClockBound,
+    reported_s: Sequence[float],
+    walls: Sequence[float],
+    *,
+    calls: int,
+    untimed_per_call: float | None = None,
+    setups: Sequence[float] = (),
+    per_setup_s: float = 0.0,
+    first_round: int = 0,
+    counters: dict[str, float] | None = None,
+) -> str | None:
     """Why the readings of rounds `first_round`, ... (`reported_s[i]` seconds for `calls`
     calls; our wall times `walls[i]`) cannot be the calls' own time, or None. With a lower
     bound, `setups` (our times of the rounds' set-ups, `per_setup_s` allowed each) bound the
@@ -75,31 +88,43 @@ def clock_mismatch(bound: ClockBound, reported_s: Sequence[float], walls: Sequen
         total_w, total_t = total_w + wall, total_t + t
         if t > wall * (1 + bound.over) + bound.over_s:
             forged = f": {bound.forged}" if bound.forged else ""
-            return (f"reported {bound.reading} ({t * 1e3:.4g} ms over {calls} calls) exceeds the wall time of timing "
-                    f"round {k} ({wall * 1e3:.4g} ms by our clock){forged}")
+            return (
+                f"reported {bound.reading} ({t * 1e3:.4g} ms over {calls} calls) exceeds the wall time of timing "
+                f"round {k} ({wall * 1e3:.4g} ms by our clock){forged}"
+            )
         if u is None:
             continue
         allow = bound.allowance(calls, u, t)
         total_a += allow
         if t < wall - allow:
-            return (f"timing_mismatch: in timing round {k} the kernel's process timed its {calls} calls at "
-                    f"{t * 1e3:.4g} ms in all, but they took {wall * 1e3:.4g} ms by our clock, of which at most "
-                    f"{allow * 1e3:.4g} ms is the untimed work between calls (calibrated on this host: "
-                    f"{u * 1e6:.4g} us a call): its clock was slowed or replaced")
+            return (
+                f"timing_mismatch: in timing round {k} the kernel's process timed its {calls} calls at "
+                f"{t * 1e3:.4g} ms in all, but they took {wall * 1e3:.4g} ms by our clock, of which at most "
+                f"{allow * 1e3:.4g} ms is the untimed work between calls (calibrated on this host: "
+                f"{u * 1e6:.4g} us a call): its clock was slowed or replaced"
+            )
     if u is None:
         return None
     setup_allow = len(setups) * per_setup_s
     all_w = total_w + sum(setups)
     if total_t < all_w - total_a - setup_allow:
-        return (f"timing_mismatch: the kernel's process ran {all_w * 1e3:.4g} ms in its timing phase by our "
-                f"clock (at most {(total_a + setup_allow) * 1e3:.4g} ms of it outside the calls) but timed its "
-                f"calls at {total_t * 1e3:.4g} ms: its clock was slowed or replaced")
+        return (
+            f"timing_mismatch: the kernel's process ran {all_w * 1e3:.4g} ms in its timing phase by our "
+            f"clock (at most {(total_a + setup_allow) * 1e3:.4g} ms of it outside the calls) but timed its "
+            f"calls at {total_t * 1e3:.4g} ms: its clock was slowed or replaced"
+        )
     if counters is not None:
         n = calls * len(walls)
-        counters.update({
-            "timing_wall_s": total_w, "timing_kernel_clock_s": total_t, "timing_untimed_bound_s": total_a,
-            "timing_setup_s": sum(setups), "timing_untimed_per_call_s": u,
-            "timing_overhead_per_call_s": (total_w - total_t) / n if n else 0.0})
+        counters.update(
+            {
+                "timing_wall_s": total_w,
+                "timing_kernel_clock_s": total_t,
+                "timing_untimed_bound_s": total_a,
+                "timing_setup_s": sum(setups),
+                "timing_untimed_per_call_s": u,
+                "timing_overhead_per_call_s": (total_w - total_t) / n if n else 0.0,
+            }
+        )
     return None
 
 
@@ -117,4 +142,11 @@ def confirmed(first: Profile, again: Profile) -> Profile:
     return again
 
 
-__all__ = ["CLOCK_MARGIN", "CLOCK_SLACK_PER_CALL_S", "CLOCK_SLACK_PER_ROUND_S", "ClockBound", "clock_mismatch", "confirmed"]
+__all__ = [
+    "CLOCK_MARGIN",
+    "CLOCK_SLACK_PER_CALL_S",
+    "CLOCK_SLACK_PER_ROUND_S",
+    "ClockBound",
+    "clock_mismatch",
+    "confirmed",
+]

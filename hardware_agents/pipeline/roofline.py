@@ -34,12 +34,20 @@ class Placement(msgspec.Struct, frozen=True, kw_only=True):
 
     def fields(self) -> dict[str, Any]:
         """The Profile fields of the placement."""
-        return {"t_peak_ms": self.t_peak_s * 1e3, "pct_peak": pct_peak(self.t_peak_s, self.t_measured_s),
-                "bound": self.bound}
+        return {
+            "t_peak_ms": self.t_peak_s * 1e3,
+            "pct_peak": pct_peak(self.t_peak_s, self.t_measured_s),
+            "bound": self.bound,
+        }
 
 
-def place(problem: Problem, spec: DeviceSpec, t_measured_s: float, *, working_set_bytes: float | None = None,
-          ) -> Placement:
+def place(
+    problem: Problem,
+    spec: DeviceSpec,
+    t_measured_s: float,
+    *,
+    working_set_bytes: float | None = None,
+) -> Placement:
     tp, bound = t_peak(problem, spec, working_set_bytes=working_set_bytes)
     return Placement(t_peak_s=tp, bound=bound, t_measured_s=t_measured_s)
 
@@ -50,14 +58,21 @@ def implausible(t_measured_s: float, t_peak_s: float, max_pct_peak: float) -> st
         return "measured time is not positive"
     pct = peak_fraction(t_peak_s, t_measured_s) or 0.0
     if pct > max_pct_peak:
-        return (f"measured {t_measured_s * 1e3:.4g} ms is {pct:.2f}x the roofline "
-                f"(T_peak {t_peak_s * 1e3:.4g} ms): faster than the machine allows, so the timed "
-                "calls did not do the work (cached or deferred results?)")
+        return (
+            f"measured {t_measured_s * 1e3:.4g} ms is {pct:.2f}x the roofline "
+            f"(T_peak {t_peak_s * 1e3:.4g} ms): faster than the machine allows, so the timed "
+            "calls did not do the work (cached or deferred results?)"
+        )
     return None
 
 
-def achieved(problem: Problem, t_measured_s: float, counters: dict[str, float], *, flops_unit: str = "gflops",
-             ) -> None:
+def achieved(
+    problem: Problem,
+    t_measured_s: float,
+    counters: dict[str, float],
+    *,
+    flops_unit: str = "gflops",
+) -> None:
     """The achieved bandwidth and FLOP rate of the problem's minimal work (`achieved_gbs`,
     `achieved_<flops_unit>`: gflops or tflops)."""
     if t_measured_s <= 0:
@@ -68,10 +83,18 @@ def achieved(problem: Problem, t_measured_s: float, counters: dict[str, float], 
     counters[f"achieved_{flops_unit}"] = (terms.flops_matmul + terms.flops_vector) / t_measured_s / scale
 
 
-def speed_verdict(v: Verdict, problem: Problem, spec: DeviceSpec, latency: LatencyStats, *, max_pct_peak: float,
-                  log: str = "", working_set_bytes: float | None = None,
-                  gate_spec: Callable[[DeviceSpec], DeviceSpec] | None = None,
-                  remeasured: Callable[[], DeviceSpec | None] | None = None) -> Profile:
+def speed_verdict(
+    v: Verdict,
+    problem: Problem,
+    spec: DeviceSpec,
+    latency: LatencyStats,
+    *,
+    max_pct_peak: float,
+    log: str = "",
+    working_set_bytes: float | None = None,
+    gate_spec: Callable[[DeviceSpec], DeviceSpec] | None = None,
+    remeasured: Callable[[], DeviceSpec | None] | None = None,
+) -> Profile:
     """A correct, measured kernel's verdict: `passed` with its place on the roofline (the
     latency's median at `working_set_bytes` on `spec`), or `incorrect` (with that place)
     when it is faster than `max_pct_peak` x the roofline of `gate_spec(spec)` (default: the
@@ -81,8 +104,11 @@ def speed_verdict(v: Verdict, problem: Problem, spec: DeviceSpec, latency: Laten
 
     def gate(s: DeviceSpec) -> tuple[Placement, str | None]:
         where = place(problem, s, t_meas, working_set_bytes=working_set_bytes)
-        hard = where.t_peak_s if gate_spec is None else \
-            t_peak(problem, gate_spec(s), working_set_bytes=working_set_bytes)[0]
+        hard = (
+            where.t_peak_s
+            if gate_spec is None
+            else t_peak(problem, gate_spec(s), working_set_bytes=working_set_bytes)[0]
+        )
         return where, implausible(t_meas, hard, max_pct_peak)
 
     where, why = gate(spec)

@@ -78,9 +78,16 @@ def _round(child: SandboxChild, setups: list[float], walls: list[float]) -> bool
     return _step(child, setups) and _step(child, walls)  # set up (ready to be timed), then the timed calls
 
 
-def drive_rounds(child: SandboxChild, clock: RoundClock, *, rounds: int, hand_over: Callable[[int], object],
-                 after_round: Callable[[int], Profile | str | None] | None = None, calibration: int = 0,
-                 untimed_step: bool = False) -> Profile | None:
+def drive_rounds(
+    child: SandboxChild,
+    clock: RoundClock,
+    *,
+    rounds: int,
+    hand_over: Callable[[int], object],
+    after_round: Callable[[int], Profile | str | None] | None = None,
+    calibration: int = 0,
+    untimed_step: bool = False,
+) -> Profile | None:
     """Drive a child that has just been spawned through its calibration and timing rounds,
     filling `clock` (see the module doc). Returns the verdict an `after_round` gave, or None
     (the rounds ended, or the child left the protocol: the caller judges its outcome)."""

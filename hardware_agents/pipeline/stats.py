@@ -1,8 +1,8 @@
 """Latency statistics of a timed kernel.
 
-    latency_stats(samples_ms, reruns)          # LatencyStats: median, min, max, spread
-    spread(samples)                            # (p75 - p25) / median: robust to one preemption
-    range_spread(samples)                      # (max - min) / min: the paper's re-run rule (Neuron)
+latency_stats(samples_ms, reruns)          # LatencyStats: median, min, max, spread
+spread(samples)                            # (p75 - p25) / median: robust to one preemption
+range_spread(samples)                      # (max - min) / min: the paper's re-run rule (Neuron)
 """
 
 from __future__ import annotations
@@ -31,13 +31,24 @@ def range_spread(samples: Sequence[float]) -> float:
     return (max(samples) - min(samples)) / min(samples)
 
 
-def latency_stats(samples_ms: Sequence[float], reruns: int = 0, *, median_ms: float | None = None,
-                  spread_of: Callable[[Sequence[float]], float] = spread) -> LatencyStats:
+def latency_stats(
+    samples_ms: Sequence[float],
+    reruns: int = 0,
+    *,
+    median_ms: float | None = None,
+    spread_of: Callable[[Sequence[float]], float] = spread,
+) -> LatencyStats:
     """The statistics of a kernel's timed samples; `median_ms` replaces the median where the
     agent's latency is another statistic of them (Triton: the mean of its rounds' medians)."""
     s = list(samples_ms)
-    return LatencyStats(samples_ms=s, median_ms=statistics.median(s) if median_ms is None else median_ms,
-                        min_ms=min(s), max_ms=max(s), spread=spread_of(s), reruns=reruns)
+    return LatencyStats(
+        samples_ms=s,
+        median_ms=statistics.median(s) if median_ms is None else median_ms,
+        min_ms=min(s),
+        max_ms=max(s),
+        spread=spread_of(s),
+        reruns=reruns,
+    )
 
 
 __all__ = ["latency_stats", "range_spread", "spread"]

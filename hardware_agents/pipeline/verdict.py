@@ -72,12 +72,22 @@ class Verdict:
         """The kernel's process ran while the agent held it stopped (`hardware_agents.freeze`):
         everything it reported is void."""
         self.counters["ran_while_stopped_ns"] = float(max(0, breach.cpu_ns_now - breach.cpu_ns_at_stop))
-        return self.fail("incorrect", f"{breach.describe()}. While the agent holds it stopped ({self.held}, while "
-                         "it stages inputs or reads outputs) the kernel's process must run no code: no timers, "
-                         f"signals or helper processes that wake it{self.tail}")
+        return self.fail(
+            "incorrect",
+            f"{breach.describe()}. While the agent holds it stopped ({self.held}, while "
+            "it stages inputs or reads outputs) the kernel's process must run no code: no timers, "
+            f"signals or helper processes that wake it{self.tail}",
+        )
 
-    def ended(self, out: SandboxOutcome, *, timeout: str = "", crashed: str = "", error: str = "",
-              compile_error: bool = False) -> Profile | None:
+    def ended(
+        self,
+        out: SandboxOutcome,
+        *,
+        timeout: str = "",
+        crashed: str = "",
+        error: str = "",
+        compile_error: bool = False,
+    ) -> Profile | None:
         """The verdict on how a child ended, or None when it ended `ok` (and was not caught
         running while stopped): the freeze breach first (it voids everything the child
         reported), `sandbox_error` when it could not be isolated, `timeout` at its wall or CPU
@@ -93,14 +103,17 @@ class Verdict:
         if out.status in ("timeout", "cpu_limit"):
             return self.fail("timeout", f"{timeout or out.error}{self.tail}")
         text = crashed if out.status == "crashed" else error
-        return self.fail("compile_error" if compile_error else "runtime_error", f"{text or out.error}{self.tail}")
+        return self.fail(
+            "compile_error" if compile_error else "runtime_error", f"{text or out.error}{self.tail}"
+        )
 
     def strays(self, out: SandboxOutcome) -> Profile | None:
         """runtime_error when the kernel left processes running after its child ended."""
         if not out.stray_processes:
             return None
-        return self.fail("runtime_error", f"the kernel left {out.stray_processes} process(es) running "
-                         f"(killed){self.tail}")
+        return self.fail(
+            "runtime_error", f"the kernel left {out.stray_processes} process(es) running (killed){self.tail}"
+        )
 
     def wrong_cases(self, note: str = "") -> Profile | None:
         """`incorrect`, naming every failed case with its note (then `note`), or None when all passed."""

@@ -18,8 +18,15 @@ from hardware_agents.pipeline.verdict import Verdict
 from hardware_agents.sim.gate import ALLOW_ENV, KIND, sim_allowed
 
 # Peaks high enough that drawn latencies of a millisecond or so stay well under the roof.
-SPEC = DeviceSpec(kind=KIND, name="simulated device", peak_bw_bytes_s=1e12, peak_matmul_flops=1e15,
-                  peak_vector_flops=1e13, source="simulated: no device, latencies are drawn", measured=False)
+SPEC = DeviceSpec(
+    kind=KIND,
+    name="simulated device",
+    peak_bw_bytes_s=1e12,
+    peak_matmul_flops=1e15,
+    peak_vector_flops=1e13,
+    source="simulated: no device, latencies are drawn",
+    measured=False,
+)
 SAMPLES = 5
 
 
@@ -49,13 +56,26 @@ class SimAgent(HardwareAgent):
     languages: ClassVar[tuple[str, ...]] = ("c", "triton", "python", "nki", "cpp", "cuda", "tilelang")
     concurrent_profiles: ClassVar[bool] = True  # no device to hold: a profiler host may run many at once
 
-    def __init__(self, *, latency_ms: float = 1.0, spread: float = 0.25, pass_rate: float = 0.9,
-                 profile_s: float = 0.5, profile_jitter: float = 0.0, seed: int = 0, baseline_passes: bool = True,
-                 allow: bool = False, timeout_s: float = 60.0, cache_dir: Any = None) -> None:
+    def __init__(
+        self,
+        *,
+        latency_ms: float = 1.0,
+        spread: float = 0.25,
+        pass_rate: float = 0.9,
+        profile_s: float = 0.5,
+        profile_jitter: float = 0.0,
+        seed: int = 0,
+        baseline_passes: bool = True,
+        allow: bool = False,
+        timeout_s: float = 60.0,
+        cache_dir: Any = None,
+    ) -> None:
         del cache_dir  # `accelopt profile --cache-dir` passes it; nothing is cached
         if not sim_allowed({"allow": allow}):
-            raise SimNotAllowed(f"the {KIND!r} device is simulated (made-up latencies); set {ALLOW_ENV}=1 or "
-                                f"pass allow=True (devices.{KIND}.options.allow=true) to use it on purpose")
+            raise SimNotAllowed(
+                f"the {KIND!r} device is simulated (made-up latencies); set {ALLOW_ENV}=1 or "
+                f"pass allow=True (devices.{KIND}.options.allow=true) to use it on purpose"
+            )
         if latency_ms <= 0 or spread < 0 or profile_s < 0 or profile_jitter < 0:
             raise ValueError("sim agent: latency_ms must be > 0; spread, profile_s and profile_jitter >= 0")
         if not 0.0 <= pass_rate <= 1.0:
@@ -87,15 +107,21 @@ class SimAgent(HardwareAgent):
         duration = self.profile_s * (1.0 + self.profile_jitter * _unit(*key, "duration"))
         return passes, median_ms, duration
 
-    def _profile(self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout_s: float,
-                 measure: bool) -> Profile:
+    def _profile(
+        self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout_s: float, measure: bool
+    ) -> Profile:
         if solution.spec.language not in self.languages or not solution.sources:
-            return self._fail("compile_error", f"the {KIND} agent takes one of {', '.join(self.languages)} "
-                              f"with a source file, not {solution.spec.language!r}")
+            return self._fail(
+                "compile_error",
+                f"the {KIND} agent takes one of {', '.join(self.languages)} "
+                f"with a source file, not {solution.spec.language!r}",
+            )
         passes, median_ms, duration = self.draw(problem, solution.sources[0].content)
         if duration > timeout_s:
             self._closed.wait(timeout_s)
-            return self._fail("timeout", f"simulated profile takes {duration:.3g} s, over the {timeout_s:g} s limit")
+            return self._fail(
+                "timeout", f"simulated profile takes {duration:.3g} s, over the {timeout_s:g} s limit"
+            )
         with self._lock:
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
@@ -109,8 +135,15 @@ class SimAgent(HardwareAgent):
         cases = [f"seed{s}" for s in seeds] + ["large"]
         if not passes:
             bad = cases[int(_unit(self.seed, solution.sources[0].content, "case") * len(cases))]
-            v.checks.extend(SeedCheck(case=c, passed=c != bad, rel_l2=0.5 if c == bad else 0.0,
-                                      note="simulated wrong values" if c == bad else "") for c in cases)
+            v.checks.extend(
+                SeedCheck(
+                    case=c,
+                    passed=c != bad,
+                    rel_l2=0.5 if c == bad else 0.0,
+                    note="simulated wrong values" if c == bad else "",
+                )
+                for c in cases
+            )
             return v.fail("incorrect", f"{bad}: simulated wrong values (rel_l2 0.5)")
         v.checks.extend(SeedCheck(case=c, passed=True, rel_l2=0.0, max_abs_err=0.0) for c in cases)
         if not measure:

@@ -26,8 +26,10 @@ def sim_allowed(options: Mapping[str, Any] | None = None) -> bool:
 def refusal(devices: Iterable[str], options: Mapping[str, Any] | None = None) -> str | None:
     """Why a run on `devices` may not start (the sim kind without the opt-in), or None."""
     if KIND in set(devices) and not sim_allowed(options):
-        return (f"device {KIND!r} is the simulated device for fleet tests and benchmarks (made-up latencies); "
-                f"set {ALLOW_ENV}=1 or devices.{KIND}.options.allow=true to use it on purpose")
+        return (
+            f"device {KIND!r} is the simulated device for fleet tests and benchmarks (made-up latencies); "
+            f"set {ALLOW_ENV}=1 or devices.{KIND}.options.allow=true to use it on purpose"
+        )
     return None
 
 

@@ -27,13 +27,17 @@ void kernel(const float* x, float* out) {{
 
 def _definition(name: str, scale: int) -> dict:
     return {
-        "name": name, "op_type": "elementwise", "axes": {"M": {"type": "var"}, "N": {"type": "var"}},
+        "name": name,
+        "op_type": "elementwise",
+        "axes": {"M": {"type": "var"}, "N": {"type": "var"}},
         "inputs": {"x": {"shape": ["M", "N"], "dtype": "float32"}},
         "outputs": {"out": {"shape": ["M", "N"], "dtype": "float32"}},
         "reference": f"def run(x):\n    return x * {scale} + 1\n",
-        "tags": [f"suite:{KIND}"], "description": f"out = x * {scale} + 1 (simulated device)",
+        "tags": [f"suite:{KIND}"],
+        "description": f"out = x * {scale} + 1 (simulated device)",
         "x_numpy_reference": f"def run(x):\n    return x * {scale} + 1\n",
-        "x_tolerance": {}, "x_roofline": {"flops_vector": "2*M*N", "bytes_min": "4 * (2*M*N)"},
+        "x_tolerance": {},
+        "x_roofline": {"flops_vector": "2*M*N", "bytes_min": "4 * (2*M*N)"},
     }
 
 
@@ -44,16 +48,31 @@ def write_suite(root: str | Path, problems: int = 4, *, name: str = "sim") -> Pa
         raise ValueError("a sim suite needs at least one problem")
     folder = Path(root) / name
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "suite.json").write_text(json.dumps({
-        "name": name, "description": "test-only problems for the simulated device", "device": KIND,
-        "language": "c", "entry_point": "baseline.c::kernel"}))
+    (folder / "suite.json").write_text(
+        json.dumps(
+            {
+                "name": name,
+                "description": "test-only problems for the simulated device",
+                "device": KIND,
+                "language": "c",
+                "entry_point": "baseline.c::kernel",
+            }
+        )
+    )
     for i in range(problems):
         pname = f"p{i:03d}"
         d = folder / pname
         d.mkdir(exist_ok=True)
         (d / "definition.json").write_text(json.dumps(_definition(pname, i + 2), indent=1))
-        (d / "workload.json").write_text(json.dumps({
-            "uuid": f"00000000-0000-5000-8000-{i:012d}", "axes": {"M": 256, "N": 256},
-            "inputs": {"x": {"type": "random"}}, "x_label": "sim"}))
+        (d / "workload.json").write_text(
+            json.dumps(
+                {
+                    "uuid": f"00000000-0000-5000-8000-{i:012d}",
+                    "axes": {"M": 256, "N": 256},
+                    "inputs": {"x": {"type": "random"}},
+                    "x_label": "sim",
+                }
+            )
+        )
         (d / "baseline.c").write_text(BASELINE.format(name=pname, scale=i + 2))
     return folder

@@ -77,5 +77,16 @@ LANGUAGES = ("triton", "python")
 for _kind in GPU_KINDS:
     register_agent(_kind, _factory(_kind), probe=_probe, languages=LANGUAGES)
 
-__all__ = ["AGENTS", "GPU_KINDS", "B200Agent", "H100Agent", "H200Agent", "TritonAgent", "device_spec",
-           "get_agent_for_host", "kind_for_gpu_name", "plan_triton_cases", "spec_for_dtypes"]
+__all__ = [
+    "AGENTS",
+    "GPU_KINDS",
+    "B200Agent",
+    "H100Agent",
+    "H200Agent",
+    "TritonAgent",
+    "device_spec",
+    "get_agent_for_host",
+    "kind_for_gpu_name",
+    "plan_triton_cases",
+    "spec_for_dtypes",
+]

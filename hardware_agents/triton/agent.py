@@ -73,21 +73,33 @@ from hardware_agents.triton.static import check_sources
 Mode = Literal["auto", "cuda", "interpreter"]
 PER_ROUND = 2  # fresh base contents per timing round (every call derives its own content from one)
 # imported before the privilege drop; `warmup` opens Triton's cache (and CUDA on a GPU) as root
-_PRELOAD = ("torch", "triton", "triton.language", "numpy", "hardware_agents.triton.harness",
-            "hardware_agents.triton.reference", "hardware_agents.triton.warmup")
+_PRELOAD = (
+    "torch",
+    "triton",
+    "triton.language",
+    "numpy",
+    "hardware_agents.triton.harness",
+    "hardware_agents.triton.reference",
+    "hardware_agents.triton.warmup",
+)
 
 
 def default_cache_dir() -> Path:
     return Path(os.environ.get("ACCELOPT_CACHE_DIR") or Path.home() / ".cache" / "accelopt")
 
 
-def plan_triton_cases(problem: Problem, seeds: Sequence[int], on_gpu: bool) -> tuple[list[PlannedCase], list[str]]:
+def plan_triton_cases(
+    problem: Problem, seeds: Sequence[int], on_gpu: bool
+) -> tuple[list[PlannedCase], list[str]]:
     """The cases of one profile (`pipeline.cases.plan_cases`) and the names of the timing
     contents (the seed cases of the first workload). GPU: the problem's workload with every
     seed and adversarial case, one seed at each check workload. Interpreter: the same with the
     check workloads in place of the problem's (which may be far too large to interpret)."""
-    workloads = [problem.workload, *problem.check_workloads] if on_gpu else \
-        list(problem.check_workloads) or [problem.workload]
+    workloads = (
+        [problem.workload, *problem.check_workloads]
+        if on_gpu
+        else list(problem.check_workloads) or [problem.workload]
+    )
     plan = cases.plan_cases(problem, seeds, workloads)
     return plan, [p.name for p in plan if p.workload is workloads[0] and not p.case.adversarial]
 
@@ -121,28 +133,50 @@ class TritonAgent(HardwareAgent):
     kind: ClassVar[str] = "h100"
     languages: ClassVar[tuple[str, ...]] = ("triton", "python")
 
-    def __init__(self, *, mode: Mode = "auto", cache_dir: str | Path | None = None,
-                 sandbox_dir: str | Path | None = None, timeout_s: float = 120.0, max_pct_peak: float = 1.25,
-                 timer: TimerName = "cuda_event", warmup: int = 10, reps: int = 50, trials: int = 3,
-                 flush_bytes: int | None = None, gpus_to_use: Sequence[int] | None = None, any_gpu: bool = False,
-                 data_roots: Sequence[str | Path] = (), data_cache_problems: int | None = None,
-                 interpreter_timing: bool = False, spec: DeviceSpec | None = None,
-                 sandbox_options: dict[str, Any] | None = None, calibration_rounds: int = 2,
-                 clock_margin: float = CLOCK_MARGIN, sample_positions: int = 128, full_checks_per_round: int = 1,
-                 keep_outputs_bytes: int | None = None, confirm_mismatch: bool = True,
-                 reference_budget_s: float = 20.0) -> None:
+    def __init__(
+        self,
+        *,
+        mode: Mode = "auto",
+        cache_dir: str | Path | None = None,
+        sandbox_dir: str | Path | None = None,
+        timeout_s: float = 120.0,
+        max_pct_peak: float = 1.25,
+        timer: TimerName = "cuda_event",
+        warmup: int = 10,
+        reps: int = 50,
+        trials: int = 3,
+        flush_bytes: int | None = None,
+        gpus_to_use: Sequence[int] | None = None,
+        any_gpu: bool = False,
+        data_roots: Sequence[str | Path] = (),
+        data_cache_problems: int | None = None,
+        interpreter_timing: bool = False,
+        spec: DeviceSpec | None = None,
+        sandbox_options: dict[str, Any] | None = None,
+        calibration_rounds: int = 2,
+        clock_margin: float = CLOCK_MARGIN,
+        sample_positions: int = 128,
+        full_checks_per_round: int = 1,
+        keep_outputs_bytes: int | None = None,
+        confirm_mismatch: bool = True,
+        reference_budget_s: float = 20.0,
+    ) -> None:
         self._spec = spec or device_spec(self.kind)
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.sandbox_dir = Path(sandbox_dir) if sandbox_dir else None
         self.timeout_s = timeout_s
         self.max_pct_peak = max_pct_peak
         if timer == "do_bench":
-            raise ValueError("timer 'do_bench' is not an agent timer: triton.testing.do_bench picks its own number "
-                             "of calls and runs untimed warm-ups, so its clock cannot be bounded by ours; the agent "
-                             "times with 'cuda_event' (scripts/gpu_check.py uses do_bench as an independent witness)")
+            raise ValueError(
+                "timer 'do_bench' is not an agent timer: triton.testing.do_bench picks its own number "
+                "of calls and runs untimed warm-ups, so its clock cannot be bounded by ours; the agent "
+                "times with 'cuda_event' (scripts/gpu_check.py uses do_bench as an independent witness)"
+            )
         if timer != "cuda_event":
-            raise ValueError(f"timer must be 'cuda_event' (the GPU timer), not {timer!r}; the host clock is used "
-                             "automatically with interpreter_timing")
+            raise ValueError(
+                f"timer must be 'cuda_event' (the GPU timer), not {timer!r}; the host clock is used "
+                "automatically with interpreter_timing"
+            )
         self.timer: TimerName = timer
         self.warmup, self.reps, self.trials = warmup, reps, trials
         self.calibration_rounds = max(1, calibration_rounds)
@@ -157,13 +191,18 @@ class TritonAgent(HardwareAgent):
         if env_roots:
             self.data_roots += env_roots.split(os.pathsep)
         self.interpreter_timing = interpreter_timing
-        self.sandbox_options = dict(sandbox_options or {})  # SandboxPolicy fields, e.g. for an unusual GPU host
+        self.sandbox_options = dict(
+            sandbox_options or {}
+        )  # SandboxPolicy fields, e.g. for an unusual GPU host
         self.gpu_infos = self._select_gpus(mode, gpus_to_use, any_gpu)
         self.mode: Literal["cuda", "interpreter"] = "cuda" if self.gpu_infos else "interpreter"
         # production-size data is large (GBs in /dev/shm); the interpreter's small data is cheap to keep
         self.data = DataCache(data_cache_problems or (3 if self.mode == "cuda" else 16), self.sandbox_dir)
-        self.pool = gpus.GpuPool([g.index for g in self.gpu_infos], self.cache_dir / "triton" / "locks") \
-            if self.gpu_infos else None
+        self.pool = (
+            gpus.GpuPool([g.index for g in self.gpu_infos], self.cache_dir / "triton" / "locks")
+            if self.gpu_infos
+            else None
+        )
         self.mode_note = self._mode_note(mode)
         self._toolchain: dict[str, str] | None = None
         self._lock = threading.Lock()
@@ -179,8 +218,10 @@ class TritonAgent(HardwareAgent):
         matching = [g for g in found if any_gpu or kind_for_gpu_name(g.name) == self.kind]
         if mode == "cuda" and not matching:
             names = ", ".join(g.name for g in found) or "none"
-            raise RuntimeError(f"the {self.kind} agent was asked for mode 'cuda' but this host has no "
-                               f"{self._spec.name} (GPUs found: {names}); pass any_gpu=True to time on another GPU")
+            raise RuntimeError(
+                f"the {self.kind} agent was asked for mode 'cuda' but this host has no "
+                f"{self._spec.name} (GPUs found: {names}); pass any_gpu=True to time on another GPU"
+            )
         return matching
 
     def _mode_note(self, mode: Mode) -> str:
@@ -218,9 +259,14 @@ class TritonAgent(HardwareAgent):
         env = {"TRITON_INTERPRET": "1"} if self.mode == "interpreter" else {}
         env.update({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"})
         kw: dict[str, Any] = {
-            "wall_timeout_s": timeout, "address_space_bytes": (1 << 44) if self.mode == "cuda" else 16 << 30,
-            "max_processes": 256, "max_file_bytes": max(64 << 20, file_bytes), "read_paths": tuple(read_paths),
-            "env": env, "preload": _PRELOAD}
+            "wall_timeout_s": timeout,
+            "address_space_bytes": (1 << 44) if self.mode == "cuda" else 16 << 30,
+            "max_processes": 256,
+            "max_file_bytes": max(64 << 20, file_bytes),
+            "read_paths": tuple(read_paths),
+            "env": env,
+            "preload": _PRELOAD,
+        }
         if self.mode == "cuda":  # CUDA maps a huge address space and opens /dev/nvidia* read/write
             kw["write_paths"] = tuple(gpus.device_nodes())
         kw.update(self.sandbox_options)
@@ -239,19 +285,30 @@ class TritonAgent(HardwareAgent):
             raise
         return box
 
-    def _run(self, target: str, request: msgspec.Struct, policy: SandboxPolicy, stage: dict[str, str] | None = None,
-             ) -> tuple[SandboxOutcome, Sandbox]:
+    def _run(
+        self,
+        target: str,
+        request: msgspec.Struct,
+        policy: SandboxPolicy,
+        stage: dict[str, str] | None = None,
+    ) -> tuple[SandboxOutcome, Sandbox]:
         box = self._box(policy, stage)
         try:
             with self.pool.acquire() if self.pool is not None else contextlib.nullcontext(None) as idx:
-                return box.run(target, request, extra_env={"CUDA_VISIBLE_DEVICES": str(idx)} if idx is not None
-                               else None), box
+                return box.run(
+                    target, request, extra_env={"CUDA_VISIBLE_DEVICES": str(idx)} if idx is not None else None
+                ), box
         except BaseException:
             box.close()
             raise
 
-    def _drive(self, request: HarnessRequest, policy: SandboxPolicy, stage: dict[str, str], data: ProblemData,
-               ) -> tuple[SandboxOutcome, Sandbox, RoundClock]:
+    def _drive(
+        self,
+        request: HarnessRequest,
+        policy: SandboxPolicy,
+        stage: dict[str, str],
+        data: ProblemData,
+    ) -> tuple[SandboxOutcome, Sandbox, RoundClock]:
         """Run the harness; when it times, drive its rounds (see TimingSpec and
         `pipeline/rounds.py`): at each of its stops hand it the next round's inputs, then
         measure our own wall time from continuing it to its next stop. Returns the outcome, the
@@ -268,11 +325,15 @@ class TritonAgent(HardwareAgent):
                 try:  # calibration first, before the child imports the solution and runs the correctness cases;
                     # round k's file goes to `inputs` (ours, read-only to the child) only once the child waits
                     # for it, and what to send back of round k's outputs only once round k is over
-                    drive_rounds(child, clock, rounds=request.timing.trials,
-                                 calibration=request.timing.calibration_rounds, untimed_step=True,
-                                 hand_over=lambda k: shutil.copyfile(rounds[k].file, inputs / round_file(k)),
-                                 after_round=lambda k: hand_over(rounds[k].checks_payload(),
-                                                                  inputs / checks_file(k)))
+                    drive_rounds(
+                        child,
+                        clock,
+                        rounds=request.timing.trials,
+                        calibration=request.timing.calibration_rounds,
+                        untimed_step=True,
+                        hand_over=lambda k: shutil.copyfile(rounds[k].file, inputs / round_file(k)),
+                        after_round=lambda k: hand_over(rounds[k].checks_payload(), inputs / checks_file(k)),
+                    )
                 finally:
                     out = child.finish()
             return out, box, clock
@@ -280,14 +341,18 @@ class TritonAgent(HardwareAgent):
             box.close()
             raise
 
-    def _run_reference(self, request: RefRequest, read_paths: Sequence[str]) -> dict[str, dict[str, torch.Tensor]]:
+    def _run_reference(
+        self, request: RefRequest, read_paths: Sequence[str]
+    ) -> dict[str, dict[str, torch.Tensor]]:
         request = msgspec.structs.replace(request, device="cuda" if self.mode == "cuda" else "cpu")
         policy = self._policy(max(self.timeout_s, 600.0), read_paths, 16 << 30)
         out, box = self._run("hardware_agents.triton.reference:run_reference", request, policy)
         try:
             if out.status != "ok":
-                raise ProblemFileError(f"{request.definition}: the reference failed ({out.status}): "
-                                       f"{out.error}\n{out.log[-4000:]}")
+                raise ProblemFileError(
+                    f"{request.definition}: the reference failed ({out.status}): "
+                    f"{out.error}\n{out.log[-4000:]}"
+                )
             res = out.decode(RefResult)
             refs = {}
             for case, rel in res.files.items():
@@ -299,8 +364,9 @@ class TritonAgent(HardwareAgent):
 
     # --- profile -------------------------------------------------------------------------------
 
-    def _profile(self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout: float,
-                 measure: bool) -> Profile:
+    def _profile(
+        self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout: float, measure: bool
+    ) -> Profile:
         """One profile; a `timing_mismatch` is confirmed by a second one in a fresh child before
         it stands (a busy host can stretch one profile's untimed work past its allowance; a
         forged clock is caught every time)."""
@@ -322,19 +388,30 @@ class TritonAgent(HardwareAgent):
         from hardware_agents.triton.data import output_metas
 
         pc = next(p for p in plan if p.name == like)
-        out_bytes = sum(math.prod(o.shape or ()) * torch.empty((), dtype=torch_dtype(o.dtype)).element_size()
-                        for o in output_metas(problem.definition, pc.workload))
+        out_bytes = sum(
+            math.prod(o.shape or ()) * torch.empty((), dtype=torch_dtype(o.dtype)).element_size()
+            for o in output_metas(problem.definition, pc.workload)
+        )
         calls = self.warmup + max(self.reps, PER_ROUND)
-        return TimingPlan(like=like, rounds=self.trials, per_round=PER_ROUND, calls=calls,
-                          samples=self.sample_positions, full=self.full_checks,
-                          positions_in_round=calls * out_bytes > self._keep_budget(),
-                          reference_budget_s=self.reference_budget_s)
+        return TimingPlan(
+            like=like,
+            rounds=self.trials,
+            per_round=PER_ROUND,
+            calls=calls,
+            samples=self.sample_positions,
+            full=self.full_checks,
+            positions_in_round=calls * out_bytes > self._keep_budget(),
+            reference_budget_s=self.reference_budget_s,
+        )
 
-    def _profile_once(self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout: float,
-                      measure: bool) -> Profile:
+    def _profile_once(
+        self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout: float, measure: bool
+    ) -> Profile:
         if solution.spec.language not in self.languages:
-            return self._fail("compile_error", f"the Triton agent runs Python/Triton solutions; this one is "
-                              f"{solution.spec.language!r}")
+            return self._fail(
+                "compile_error",
+                f"the Triton agent runs Python/Triton solutions; this one is {solution.spec.language!r}",
+            )
         try:
             entry = solution.entry_file()
             symbol = solution.entry_symbol
@@ -352,15 +429,17 @@ class TritonAgent(HardwareAgent):
             return self._fail("timeout", too_big)
         timed = measure and (on_gpu or self.interpreter_timing)
         tplan = self._timing_plan(problem, plan, contents[0]) if timed else None
-        data = self.data.get(problem, plan, self._run_reference, device=self.mode, data_roots=self.data_roots,
-                             timing=tplan)
+        data = self.data.get(
+            problem, plan, self._run_reference, device=self.mode, data_roots=self.data_roots, timing=tplan
+        )
         request = self._request(problem, solution, data, contents, seeds[0], tplan, entry.path, symbol)
         stage = {f"{PACKAGE}/{s.path}": s.content for s in solution.sources}
         stage.setdefault(f"{PACKAGE}/__init__.py", "")
         out_bytes = max(sum(r.nbytes for c in data.by_name.values() for r in c.ref64.values()), 1)
         rounds_dir = Path(request.timing.inputs_dir) if request.timing is not None else None
-        policy = self._policy(timeout, [str(data.dir), *([str(rounds_dir)] if rounds_dir else [])],
-                              4 * out_bytes + (64 << 20))
+        policy = self._policy(
+            timeout, [str(data.dir), *([str(rounds_dir)] if rounds_dir else [])], 4 * out_bytes + (64 << 20)
+        )
         try:
             out, box, clock = self._drive(request, policy, stage, data)
         except BaseException:
@@ -368,9 +447,14 @@ class TritonAgent(HardwareAgent):
                 shutil.rmtree(rounds_dir, ignore_errors=True)
             raise
         try:
-            settings = JudgeSettings(mode=self.mode, spec=self._spec, max_pct_peak=self.max_pct_peak,
-                                     sample_positions=self.sample_positions, clock_margin=self.clock_margin,
-                                     mode_note=self.mode_note)
+            settings = JudgeSettings(
+                mode=self.mode,
+                spec=self._spec,
+                max_pct_peak=self.max_pct_peak,
+                sample_positions=self.sample_positions,
+                clock_margin=self.clock_margin,
+                mode_note=self.mode_note,
+            )
             judge = TritonJudge(Verdict(self._fail), settings, problem, data, request, box, clock)
             return judge.judge(out, needs_launch=solution.spec.language == "triton")
         except Exception as e:  # a result the kernel tampered with must not crash the agent
@@ -380,27 +464,50 @@ class TritonAgent(HardwareAgent):
             if rounds_dir is not None:
                 shutil.rmtree(rounds_dir, ignore_errors=True)
 
-    def _request(self, problem: Problem, solution: Solution, data: ProblemData, contents: list[str], seed: int,
-                 tplan: TimingPlan | None, entry_path: str, symbol: str) -> HarnessRequest:
-        cases = [CaseSpec(name=c.name, inputs_file=c.inputs_file, scalars=c.scalars, outputs=c.outputs)
-                 for c in data.cases]
+    def _request(
+        self,
+        problem: Problem,
+        solution: Solution,
+        data: ProblemData,
+        contents: list[str],
+        seed: int,
+        tplan: TimingPlan | None,
+        entry_path: str,
+        symbol: str,
+    ) -> HarnessRequest:
+        cases = [
+            CaseSpec(name=c.name, inputs_file=c.inputs_file, scalars=c.scalars, outputs=c.outputs)
+            for c in data.cases
+        ]
         timing_spec = None
         if tplan is not None:
             set_bytes = data.by_name[contents[0]].set_bytes
             l2 = l2_bytes(self._spec)
             timing_spec = TimingSpec(
-                like=contents[0], per_round=PER_ROUND,
+                like=contents[0],
+                per_round=PER_ROUND,
                 rotation=rotation_for(PER_ROUND, set_bytes, l2 if self.mode == "cuda" else 0),
                 timer="perf_counter" if self.mode == "interpreter" else self.timer,
-                warmup=self.warmup, reps=tplan.calls - self.warmup, trials=self.trials,
-                flush_bytes=self._flush_bytes(l2), calibration_rounds=self.calibration_rounds,
-                keep_outputs=not tplan.positions_in_round, inputs_dir=str(rounds_dir(self.sandbox_dir)))
+                warmup=self.warmup,
+                reps=tplan.calls - self.warmup,
+                trials=self.trials,
+                flush_bytes=self._flush_bytes(l2),
+                calibration_rounds=self.calibration_rounds,
+                keep_outputs=not tplan.positions_in_round,
+                inputs_dir=str(rounds_dir(self.sandbox_dir)),
+            )
         first = data.cases[0].planned.workload
         return HarnessRequest(
-            module_dir="", entry_file=entry_path, entry_symbol=symbol,
+            module_dir="",
+            entry_file=entry_path,
+            entry_symbol=symbol,
             destination_passing=solution.spec.destination_passing_style,
-            inputs=input_metas(problem.definition, first), cases=cases,
-            device="cuda" if self.mode == "cuda" else "cpu", timing=timing_spec, seed=seed)
+            inputs=input_metas(problem.definition, first),
+            cases=cases,
+            device="cuda" if self.mode == "cuda" else "cpu",
+            timing=timing_spec,
+            seed=seed,
+        )
 
     def _flush_bytes(self, l2: int) -> int:
         if self.flush_bytes is not None:

@@ -25,13 +25,39 @@ from typing import Any
 
 import torch
 
-_FACTORIES = ("empty", "zeros", "ones", "full", "rand", "randn", "randint", "arange", "tensor", "as_tensor",
-              "empty_like", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like", "randint_like",
-              "empty_strided", "linspace", "eye")
+_FACTORIES = (
+    "empty",
+    "zeros",
+    "ones",
+    "full",
+    "rand",
+    "randn",
+    "randint",
+    "arange",
+    "tensor",
+    "as_tensor",
+    "empty_like",
+    "zeros_like",
+    "ones_like",
+    "full_like",
+    "rand_like",
+    "randn_like",
+    "randint_like",
+    "empty_strided",
+    "linspace",
+    "eye",
+)
 _TENSOR_NEW = ("new_empty", "new_zeros", "new_ones", "new_full", "new_tensor")
-H100 = types.SimpleNamespace(name="NVIDIA H100 80GB HBM3 (Triton interpreter)", major=9, minor=0,
-                             multi_processor_count=132, total_memory=80 << 30, L2_cache_size=50 << 20,
-                             warp_size=32, max_shared_memory_per_block_optin=227 << 10)
+H100 = types.SimpleNamespace(
+    name="NVIDIA H100 80GB HBM3 (Triton interpreter)",
+    major=9,
+    minor=0,
+    multi_processor_count=132,
+    total_memory=80 << 30,
+    L2_cache_size=50 << 20,
+    warp_size=32,
+    max_shared_memory_per_block_optin=227 << 10,
+)
 
 
 def _cpu(device: Any) -> Any:

@@ -64,8 +64,16 @@ def input_metas(definition: Definition, workload: Workload) -> list[TensorMeta]:
 
 
 class CaseData:
-    def __init__(self, planned: PlannedCase, inputs_file: str, scalars: dict[str, float | int | bool],
-                 outputs: list[TensorMeta], ref64: dict[str, np.ndarray], tol: Tolerance, set_bytes: int) -> None:
+    def __init__(
+        self,
+        planned: PlannedCase,
+        inputs_file: str,
+        scalars: dict[str, float | int | bool],
+        outputs: list[TensorMeta],
+        ref64: dict[str, np.ndarray],
+        tol: Tolerance,
+        set_bytes: int,
+    ) -> None:
         self.planned = planned
         self.name = planned.name
         self.inputs_file = inputs_file
@@ -114,7 +122,9 @@ def timing_bases(plan: Sequence[PlannedCase], tp: TimingPlan) -> list[list[Plann
             seed = fresh_seed(used)
             used.add(seed)
             case = validity.InputCase(name=f"timing-r{k}-c{j}", seed=seed)
-            row.append(PlannedCase(name=f"timing-r{k}-c{j}", workload=base.workload, case=case, label=base.label))
+            row.append(
+                PlannedCase(name=f"timing-r{k}-c{j}", workload=base.workload, case=case, label=base.label)
+            )
         out.append(row)
     return out
 
@@ -126,8 +136,15 @@ class TimedRound:
     the references at exactly those (computed by the reference child before the kernel's
     child starts)."""
 
-    def __init__(self, k: int, file: str, calls: list[tuple[int, int]], positions: dict[str, np.ndarray],
-                 order: list[int], full: list[int]) -> None:
+    def __init__(
+        self,
+        k: int,
+        file: str,
+        calls: list[tuple[int, int]],
+        positions: dict[str, np.ndarray],
+        order: list[int],
+        full: list[int],
+    ) -> None:
         self.k, self.file, self.calls, self.positions = k, file, calls, positions
         self.order, self.full = order, full  # the secret order of the checked calls; the full ones lead it
         self.ref_samples: dict[str, np.ndarray] = {}  # output -> [calls, samples] float64
@@ -137,27 +154,40 @@ class TimedRound:
 
     def checks_payload(self) -> dict[str, object]:
         """What the agent tells the child once the round is over (see `checks_file`)."""
-        return {"positions": {n: torch.from_numpy(p) for n, p in self.positions.items()},
-                "full": torch.tensor(self.full, dtype=torch.int64)}
+        return {
+            "positions": {n: torch.from_numpy(p) for n, p in self.positions.items()},
+            "full": torch.tensor(self.full, dtype=torch.int64),
+        }
 
 
-def _draw_round(k: int, tp: TimingPlan, bases: list[dict[str, torch.Tensor]], outputs: list[TensorMeta],
-                directory: Path) -> TimedRound:
+def _draw_round(
+    k: int, tp: TimingPlan, bases: list[dict[str, torch.Tensor]], outputs: list[TensorMeta], directory: Path
+) -> TimedRound:
     gen = torch.Generator().manual_seed(secrets.randbits(63))
-    masks = {n: timed_inputs.make_mask(t.numel(), t.dtype, gen) for n, t in bases[0].items()
-             if timed_inputs.maskable(t.dtype)}
-    calls = timed_inputs.draw_calls(tp.calls, tp.per_round, {n: m.numel() // 2 for n, m in masks.items()}, gen)
-    positions = {o.name: timed_inputs.sample_positions(math.prod(o.shape or ()), tp.calls, tp.samples, gen).numpy()
-                 for o in outputs}
+    masks = {
+        n: timed_inputs.make_mask(t.numel(), t.dtype, gen)
+        for n, t in bases[0].items()
+        if timed_inputs.maskable(t.dtype)
+    }
+    calls = timed_inputs.draw_calls(
+        tp.calls, tp.per_round, {n: m.numel() // 2 for n, m in masks.items()}, gen
+    )
+    positions = {
+        o.name: timed_inputs.sample_positions(math.prod(o.shape or ()), tp.calls, tp.samples, gen).numpy()
+        for o in outputs
+    }
     order = torch.randperm(tp.calls, generator=gen).tolist()
     if tp.positions_in_round:  # the child sends back the last call's outputs in full
         order.remove(tp.calls - 1)
         order.insert(0, tp.calls - 1)
         full = [tp.calls - 1]
     else:
-        full = order[:tp.full]
-    payload: dict[str, object] = {"contents": bases, "masks": masks,
-                                  "calls": torch.tensor(calls, dtype=torch.int64).reshape(-1, 2)}
+        full = order[: tp.full]
+    payload: dict[str, object] = {
+        "contents": bases,
+        "masks": masks,
+        "calls": torch.tensor(calls, dtype=torch.int64).reshape(-1, 2),
+    }
     if tp.positions_in_round:
         payload["positions"] = {n: torch.from_numpy(p) for n, p in positions.items()}
     path = directory / f"round-{k}.pt"
@@ -173,8 +203,15 @@ class ProblemData:
     read (the agent hands a round's file to the kernel's child when it times that round),
     and the references at the checked positions and calls, in memory too."""
 
-    def __init__(self, problem: Problem, plan: Sequence[PlannedCase], root: Path, run_reference: RefRunner,
-                 data_roots: Sequence[str | Path] = (), timing: TimingPlan | None = None) -> None:
+    def __init__(
+        self,
+        problem: Problem,
+        plan: Sequence[PlannedCase],
+        root: Path,
+        run_reference: RefRunner,
+        data_roots: Sequence[str | Path] = (),
+        timing: TimingPlan | None = None,
+    ) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="triton-data-", dir=root))
         os.chmod(self.dir, 0o755)
         self.timing_dir = Path(tempfile.mkdtemp(prefix="triton-timing-", dir=root))
@@ -203,14 +240,25 @@ class ProblemData:
                     torch.save(tr.checks_payload(), checks)
                     os.chmod(checks, 0o644)
                     self.rounds.append(tr)
-                    ref_rounds.append(RefRound(name=f"timing-r{k}", round_file=tr.file, checks_file=str(checks),
-                                               order=tr.order, scalars=like[2]))
-            request = RefRequest(definition=d.name, source=d.reference, inputs=input_metas(d, problem.workload),
-                                 outputs=list(d.outputs),
-                                 output_dtypes={n: o.dtype for n, o in d.outputs.items()},
-                                 cases=[RefCase(name=pc.name, inputs_file=f, scalars=sc) for pc, f, sc, _, _ in staged],
-                                 rounds=ref_rounds,
-                                 round_budget_s=timing.reference_budget_s if timing is not None else 0.0)
+                    ref_rounds.append(
+                        RefRound(
+                            name=f"timing-r{k}",
+                            round_file=tr.file,
+                            checks_file=str(checks),
+                            order=tr.order,
+                            scalars=like[2],
+                        )
+                    )
+            request = RefRequest(
+                definition=d.name,
+                source=d.reference,
+                inputs=input_metas(d, problem.workload),
+                outputs=list(d.outputs),
+                output_dtypes={n: o.dtype for n, o in d.outputs.items()},
+                cases=[RefCase(name=pc.name, inputs_file=f, scalars=sc) for pc, f, sc, _, _ in staged],
+                rounds=ref_rounds,
+                round_budget_s=timing.reference_budget_s if timing is not None else 0.0,
+            )
             refs = run_reference(request, [str(self.dir), str(self.timing_dir)])
             for pc, f, sc, outs, nbytes in staged:
                 ref64 = _ref64(d.name, refs[pc.name], outs, pc.label)
@@ -219,8 +267,10 @@ class ProblemData:
                     if d.x_adversarial is not None:  # declared: the problem must be fixed
                         raise ValueError(overflow)
                     bad = [n for n, r in ref64.items() if not np.all(np.isfinite(r))]
-                    self.notes.append(f"adversarial case {pc.case.name!r} skipped at {pc.label}: the reference "
-                                      f"overflows {', '.join(bad)} at those magnitudes (set x_adversarial)")
+                    self.notes.append(
+                        f"adversarial case {pc.case.name!r} skipped at {pc.label}: the reference "
+                        f"overflows {', '.join(bad)} at those magnitudes (set x_adversarial)"
+                    )
                     continue
                 self.cases.append(CaseData(pc, f, sc, outs, ref64, tol, nbytes))
             if timing is not None:
@@ -233,8 +283,9 @@ class ProblemData:
                     for t in tr.full:
                         full = {n: got[f"full/{t}/{n}"] for n in d.outputs}
                         pc = msgspec.structs.replace(like[0], name=f"timed-r{tr.k}-call{t}")
-                        tr.full_cases[t] = CaseData(pc, "", like[2], like[3], _ref64(d.name, full, like[3], pc.label),
-                                                    tol, like[4])
+                        tr.full_cases[t] = CaseData(
+                            pc, "", like[2], like[3], _ref64(d.name, full, like[3], pc.label), tol, like[4]
+                        )
         except BaseException:
             self.remove()
             raise
@@ -253,10 +304,14 @@ def _dt(name: str) -> torch.dtype:
 
 def _set_bytes(tensors: dict[str, torch.Tensor], outs: list[TensorMeta]) -> int:
     nbytes = sum(t.numel() * t.element_size() for t in tensors.values())
-    return nbytes + sum(math.prod(o.shape or ()) * torch.empty((), dtype=_dt(o.dtype)).element_size() for o in outs)
+    return nbytes + sum(
+        math.prod(o.shape or ()) * torch.empty((), dtype=_dt(o.dtype)).element_size() for o in outs
+    )
 
 
-def _ref64(definition: str, ref: dict[str, torch.Tensor], outs: list[TensorMeta], label: str) -> dict[str, np.ndarray]:
+def _ref64(
+    definition: str, ref: dict[str, torch.Tensor], outs: list[TensorMeta], label: str
+) -> dict[str, np.ndarray]:
     """A reference's outputs as float64, checked against the definition's shapes; floats
     rounded to the output dtype first (the exact answer as that dtype holds it: fp16 overflows)."""
     ref64: dict[str, np.ndarray] = {}
@@ -265,8 +320,10 @@ def _ref64(definition: str, ref: dict[str, torch.Tensor], outs: list[TensorMeta]
         if t is None:
             raise ValueError(f"{definition}: the reference produced no output {meta.name}")
         if meta.shape is not None and list(t.shape) != meta.shape:
-            raise ValueError(f"{definition}: reference output {meta.name} has shape {list(t.shape)}, "
-                             f"the definition says {meta.shape} (workload {label})")
+            raise ValueError(
+                f"{definition}: reference output {meta.name} has shape {list(t.shape)}, "
+                f"the definition says {meta.shape} (workload {label})"
+            )
         if t.is_floating_point():
             t = t.to(_dt(meta.dtype))
         ref64[meta.name] = to_float64(t)
@@ -280,7 +337,8 @@ class DataCache:
     def __init__(self, capacity: int = 3, base_dir: Path | None = None) -> None:
         # 0755: the sandboxed children (other uids) read the inputs; references are in memory
         self._cache: datacache.DataCache[ProblemData] = datacache.DataCache(
-            _by_lookup_only, capacity=capacity, base_dir=base_dir, prefix="accelopt-triton-data-", mode=0o755)
+            _by_lookup_only, capacity=capacity, base_dir=base_dir, prefix="accelopt-triton-data-", mode=0o755
+        )
 
     @property
     def root(self) -> Path:
@@ -288,12 +346,24 @@ class DataCache:
         assert root is not None
         return root
 
-    def get(self, problem: Problem, plan: Sequence[PlannedCase], run_reference: RefRunner, *, device: str,
-            data_roots: Sequence[str | Path] = (), timing: TimingPlan | None = None) -> ProblemData:
+    def get(
+        self,
+        problem: Problem,
+        plan: Sequence[PlannedCase],
+        run_reference: RefRunner,
+        *,
+        device: str,
+        data_roots: Sequence[str | Path] = (),
+        timing: TimingPlan | None = None,
+    ) -> ProblemData:
         """`timing`: the timing rounds to draw too (see `TimingPlan`); drawn once per cached
         problem (each profile's child is new to them: it can keep nothing across profiles)."""
-        key = (problem.content_hash(), msgspec.json.encode(list(plan)).decode(), device,
-               msgspec.json.encode(timing).decode() if timing else None)
+        key = (
+            problem.content_hash(),
+            msgspec.json.encode(list(plan)).decode(),
+            device,
+            msgspec.json.encode(timing).decode() if timing else None,
+        )
 
         def build(root: Path | None) -> ProblemData:
             assert root is not None

@@ -35,32 +35,46 @@ def _from_nvidia_smi() -> list[GpuInfo] | None:
     if exe is None:
         return None
     try:
-        out = subprocess.run([exe, "--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=20, check=True).stdout
+        out = subprocess.run(
+            [exe, "--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     gpus = []
     for line in out.splitlines():
         parts = [p.strip() for p in line.split(",")]
         if len(parts) >= 2 and parts[0].isdigit():
-            mem = int(float(parts[2]) * (1 << 20)) if len(parts) > 2 and parts[2].replace(".", "").isdigit() else 0
+            mem = (
+                int(float(parts[2]) * (1 << 20))
+                if len(parts) > 2 and parts[2].replace(".", "").isdigit()
+                else 0
+            )
             gpus.append(GpuInfo(index=int(parts[0]), name=parts[1], memory_bytes=mem))
     return gpus
 
 
-_TORCH_PROBE = ("import json, torch\n"
-                "n = torch.cuda.device_count() if torch.cuda.is_available() else 0\n"
-                "print(json.dumps([[i, torch.cuda.get_device_name(i), torch.cuda.get_device_properties(i).total_memory]"
-                " for i in range(n)]))\n")
+_TORCH_PROBE = (
+    "import json, torch\n"
+    "n = torch.cuda.device_count() if torch.cuda.is_available() else 0\n"
+    "print(json.dumps([[i, torch.cuda.get_device_name(i), torch.cuda.get_device_properties(i).total_memory]"
+    " for i in range(n)]))\n"
+)
 
 
 def _from_torch_child() -> list[GpuInfo]:
     if not glob.glob("/dev/nvidia[0-9]*"):
         return []  # no device nodes: no need to spend seconds importing torch
     try:
-        out = subprocess.run([sys.executable, "-c", _TORCH_PROBE], capture_output=True, text=True, timeout=120,
-                             check=True).stdout
-        return [GpuInfo(index=i, name=n, memory_bytes=m) for i, n, m in json.loads(out.strip().splitlines()[-1])]
+        out = subprocess.run(
+            [sys.executable, "-c", _TORCH_PROBE], capture_output=True, text=True, timeout=120, check=True
+        ).stdout
+        return [
+            GpuInfo(index=i, name=n, memory_bytes=m) for i, n, m in json.loads(out.strip().splitlines()[-1])
+        ]
     except (OSError, subprocess.SubprocessError, ValueError, IndexError):
         return []
 

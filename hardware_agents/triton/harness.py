@@ -74,8 +74,15 @@ GUARD_BYTES = 4096
 PACKAGE = "accelopt_solution"
 # Reported as `compile_error`: what Triton raises while compiling (on a GPU: also a kernel whose
 # blocks exceed the SM's shared memory or registers), and a module that does not import.
-COMPILE_ERRORS = {"CompilationError", "CompileTimeAssertionFailure", "UnsupportedLanguageConstruct",
-                  "OutOfResources", "PTXASError", "SolutionImportError", "EntrySymbolMissing"}
+COMPILE_ERRORS = {
+    "CompilationError",
+    "CompileTimeAssertionFailure",
+    "UnsupportedLanguageConstruct",
+    "OutOfResources",
+    "PTXASError",
+    "SolutionImportError",
+    "EntrySymbolMissing",
+}
 
 
 class SolutionImportError(Exception):
@@ -92,6 +99,7 @@ class OutputMismatch(Exception):
 
 # --- buffers ---------------------------------------------------------------------------------
 
+
 def poison_value(dtype: torch.dtype) -> Any:
     if dtype.is_floating_point:
         return float("nan")
@@ -101,7 +109,9 @@ def poison_value(dtype: torch.dtype) -> Any:
 
 
 def as_bytes(t: torch.Tensor) -> torch.Tensor:
-    return t.contiguous().view(torch.uint8) if t.numel() else torch.zeros(0, dtype=torch.uint8, device=t.device)
+    return (
+        t.contiguous().view(torch.uint8) if t.numel() else torch.zeros(0, dtype=torch.uint8, device=t.device)
+    )
 
 
 def same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -118,9 +128,9 @@ class Guarded:
         self.base = torch.empty(pad + n + pad, dtype=dtype, device=device)
         fill = poison_value(dtype)
         self.base[:pad].fill_(fill)
-        self.base[pad + n:].fill_(fill)
-        self.view = self.base[pad:pad + n].view(shape)
-        self._guards = (self.base[:pad], self.base[pad + n:])
+        self.base[pad + n :].fill_(fill)
+        self.view = self.base[pad : pad + n].view(shape)
+        self._guards = (self.base[:pad], self.base[pad + n :])
         self._pristine = tuple(g.clone() for g in self._guards)
 
     def guards_intact(self) -> bool:
@@ -128,6 +138,7 @@ class Guarded:
 
 
 # --- the solution ----------------------------------------------------------------------------
+
 
 def interpreter_autotune() -> None:
     """Under TRITON_INTERPRET there is no GPU to benchmark autotune configs on (Triton's
@@ -152,7 +163,9 @@ def load_entry(req: HarnessRequest, workdir: Path) -> Callable[..., Any]:
         mod = importlib.import_module(module)
     except BaseException as e:
         tb = _short_paths(traceback.format_exc(limit=8), root)
-        raise SolutionImportError(f"importing {req.entry_file} failed: {type(e).__name__}: {e}\n{tb}") from None
+        raise SolutionImportError(
+            f"importing {req.entry_file} failed: {type(e).__name__}: {e}\n{tb}"
+        ) from None
     fn = getattr(mod, req.entry_symbol, None)
     if not callable(fn):
         raise EntrySymbolMissing(f"{req.entry_file} defines no callable `{req.entry_symbol}`")
@@ -196,8 +209,10 @@ def _sync(device: torch.device) -> None:
 def _normalize(result: Any, metas: list[TensorMeta]) -> dict[str, torch.Tensor]:
     values = list(result) if isinstance(result, tuple | list) else [result]
     if len(values) != len(metas):
-        raise OutputMismatch(f"the entry point returned {len(values)} value(s); the definition has "
-                             f"{len(metas)} output(s): {', '.join(m.name for m in metas)}")
+        raise OutputMismatch(
+            f"the entry point returned {len(values)} value(s); the definition has "
+            f"{len(metas)} output(s): {', '.join(m.name for m in metas)}"
+        )
     out = {}
     for m, v in zip(metas, values, strict=True):
         if isinstance(v, torch.Tensor):
@@ -235,8 +250,14 @@ class _Case:
                 self.args.append(g.view)
 
 
-def _run_case(fn: Callable[..., Any], req: HarnessRequest, case: CaseSpec, device: torch.device,
-              workdir: Path, launches: Callable[[], int]) -> tuple[CaseRun, dict[str, torch.Tensor] | None, _Case | None]:
+def _run_case(
+    fn: Callable[..., Any],
+    req: HarnessRequest,
+    case: CaseSpec,
+    device: torch.device,
+    workdir: Path,
+    launches: Callable[[], int],
+) -> tuple[CaseRun, dict[str, torch.Tensor] | None, _Case | None]:
     run = CaseRun(name=case.name)
     try:
         live = _Case(req, case, device)
@@ -269,6 +290,7 @@ def _run_case(fn: Callable[..., Any], req: HarnessRequest, case: CaseSpec, devic
 
 # --- timing ----------------------------------------------------------------------------------
 
+
 def stop_for_parent() -> None:
     """Stop this process until the parent continues it (the timing handshake): the parent
     stages a round's inputs, or starts / stops its own clock, while we are stopped."""
@@ -284,15 +306,22 @@ class RoundData:
     """One round's contents on the device: base contents, a mask per float input, the
     (content, shift) of every call, and (outputs not kept) the positions to sample."""
 
-    def __init__(self, contents: list[dict[str, torch.Tensor]], masks: dict[str, torch.Tensor],
-                 calls: list[tuple[int, int]], positions: dict[str, torch.Tensor] | None = None) -> None:
+    def __init__(
+        self,
+        contents: list[dict[str, torch.Tensor]],
+        masks: dict[str, torch.Tensor],
+        calls: list[tuple[int, int]],
+        positions: dict[str, torch.Tensor] | None = None,
+    ) -> None:
         self.contents, self.masks, self.calls, self.positions = contents, masks, calls, positions
 
     @classmethod
     def load(cls, path: Path, device: torch.device) -> RoundData:
         if not path.exists():
-            raise RanAheadOfItsInputs(f"{path.name} is not there: this process ran while the agent held it "
-                                      "stopped, before it had handed the round's inputs over")
+            raise RanAheadOfItsInputs(
+                f"{path.name} is not there: this process ran while the agent held it "
+                "stopped, before it had handed the round's inputs over"
+            )
         raw = torch.load(path, weights_only=True)
         contents = [{n: t.to(device) for n, t in c.items()} for c in raw["contents"]]
         masks = {n: t.to(device) for n, t in raw["masks"].items()}
@@ -308,8 +337,13 @@ class RoundData:
         like = _like_case(req)
         contents, masks = [], {}
         for _ in range(spec.per_round):
-            contents.append({m.name: torch.zeros(tuple(m.shape or ()), dtype=TORCH_DTYPES[m.dtype], device=device)
-                             for m in req.inputs if m.shape is not None})
+            contents.append(
+                {
+                    m.name: torch.zeros(tuple(m.shape or ()), dtype=TORCH_DTYPES[m.dtype], device=device)
+                    for m in req.inputs
+                    if m.shape is not None
+                }
+            )
         for name, t in contents[0].items():
             if timed_inputs.maskable(t.dtype):
                 masks[name] = timed_inputs.make_mask(t.numel(), t.dtype, gen).to(device)
@@ -317,8 +351,12 @@ class RoundData:
         calls = timed_inputs.draw_calls(spec.calls, spec.per_round, periods, gen)
         positions = None
         if not spec.keep_outputs:
-            positions = {o.name: timed_inputs.sample_positions(math.prod(o.shape or ()), spec.calls, 64, gen).to(device)
-                         for o in like.outputs}
+            positions = {
+                o.name: timed_inputs.sample_positions(math.prod(o.shape or ()), spec.calls, 64, gen).to(
+                    device
+                )
+                for o in like.outputs
+            }
         return cls(contents, masks, calls, positions)
 
 
@@ -332,12 +370,20 @@ def _null_entry(req: HarnessRequest, device: torch.device) -> Callable[..., Any]
     if req.destination_passing:
         return lambda *args: None
     like = _like_case(req)
-    outs = tuple(torch.empty(tuple(o.shape or ()), dtype=TORCH_DTYPES[o.dtype], device=device) for o in like.outputs)
+    outs = tuple(
+        torch.empty(tuple(o.shape or ()), dtype=TORCH_DTYPES[o.dtype], device=device) for o in like.outputs
+    )
     return lambda *args: outs if len(outs) != 1 else outs[0]
 
 
-def _calibrate(req: HarnessRequest, device: torch.device, timer: timing.Timer, flush_buf: torch.Tensor,
-               gen: torch.Generator, result: HarnessResult) -> None:
+def _calibrate(
+    req: HarnessRequest,
+    device: torch.device,
+    timer: timing.Timer,
+    flush_buf: torch.Tensor,
+    gen: torch.Generator,
+    result: HarnessResult,
+) -> None:
     """Before the solution exists in this process: the same rounds with a null entry point on
     dummy buffers of the timed geometry. The parent's clock over them is the untimed work of
     a call on this host (flush, restock, bookkeeping, the handshake), which bounds the
@@ -351,8 +397,16 @@ def _calibrate(req: HarnessRequest, device: torch.device, timer: timing.Timer, f
     stop_for_parent()  # the last calibration round's clock stops
 
 
-def _time(fn: Callable[..., Any], req: HarnessRequest, device: torch.device, workdir: Path, timer: timing.Timer,
-          flush_buf: torch.Tensor, gen: torch.Generator, result: HarnessResult) -> None:
+def _time(
+    fn: Callable[..., Any],
+    req: HarnessRequest,
+    device: torch.device,
+    workdir: Path,
+    timer: timing.Timer,
+    flush_buf: torch.Tensor,
+    gen: torch.Generator,
+    result: HarnessResult,
+) -> None:
     """The timing rounds (see TimingSpec): per round, stop for the inputs (and send back what
     the parent names of the previous round's outputs), set up the buffer sets, stop again
     (the parent starts its clock when it continues us), run the calls, and stop at the next
@@ -366,7 +420,9 @@ def _time(fn: Callable[..., Any], req: HarnessRequest, device: torch.device, wor
         stop_for_parent()  # the parent's clock (previous round) stops; it stages round k
         if k:
             _send_checks(k - 1, kept, req, inputs, workdir, result)
-        run, kept = _round(fn, req, RoundData.load(inputs / round_file(k), device), device, timer, flush_buf, gen)
+        run, kept = _round(
+            fn, req, RoundData.load(inputs / round_file(k), device), device, timer, flush_buf, gen
+        )
         result.timing.append(run)
     stop_for_parent()  # the last round's clock stops
     _send_checks(spec.trials - 1, kept, req, inputs, workdir, result)
@@ -376,8 +432,9 @@ def _outputs_of(value: Any, req: HarnessRequest, like: CaseSpec) -> dict[str, to
     return value if req.destination_passing else _normalize(value, like.outputs)
 
 
-def _send_checks(k: int, kept: list[Any], req: HarnessRequest, inputs: Path, workdir: Path,
-                 result: HarnessResult) -> None:
+def _send_checks(
+    k: int, kept: list[Any], req: HarnessRequest, inputs: Path, workdir: Path, result: HarnessResult
+) -> None:
     """Round k is over: save the values at the positions the parent names now (kept outputs),
     or those gathered during the round (outputs not kept), and the calls it wants in full."""
     spec = req.timing
@@ -404,7 +461,9 @@ def _send_checks(k: int, kept: list[Any], req: HarnessRequest, inputs: Path, wor
                 rel = f"out/timed-{k}-{t}.pt"
                 torch.save({n: v.detach().to("cpu").clone() for n, v in outs.items()}, workdir / rel)
                 result.timed_full[f"{k}-{t}"] = rel
-        stacked = {n: torch.stack(v) if v else torch.zeros((0, 0), dtype=torch.float64) for n, v in samples.items()}
+        stacked = {
+            n: torch.stack(v) if v else torch.zeros((0, 0), dtype=torch.float64) for n, v in samples.items()
+        }
     else:
         stacked = {n: v.to("cpu", torch.float64) for n, v in kept[0].items()}
         last = kept[1]
@@ -417,8 +476,15 @@ def _send_checks(k: int, kept: list[Any], req: HarnessRequest, inputs: Path, wor
     kept.clear()
 
 
-def _round(fn: Callable[..., Any], req: HarnessRequest, rd: RoundData, device: torch.device, timer: timing.Timer,
-           flush_buf: torch.Tensor, gen: torch.Generator) -> tuple[TimingRun, list[Any]]:
+def _round(
+    fn: Callable[..., Any],
+    req: HarnessRequest,
+    rd: RoundData,
+    device: torch.device,
+    timer: timing.Timer,
+    flush_buf: torch.Tensor,
+    gen: torch.Generator,
+) -> tuple[TimingRun, list[Any]]:
     """One round: set up, stop (ready: the parent's clock starts when it continues us), run
     every call with its own content, collect the timer readings. Returns the run and what
     the checks need: every call's outputs (kept), or [samples, last outputs] (not kept)."""
@@ -430,8 +496,11 @@ def _round(fn: Callable[..., Any], req: HarnessRequest, rd: RoundData, device: t
     sets = [{name: torch.empty_like(t) for name, t in base.items()} for _ in range(R)]
     # input elements compared after each call with what was handed over (sampled: a full
     # comparison would double the untimed work; the restock overwrites the set anyway)
-    mpos = {name: torch.randint(0, max(t.numel(), 1), (n, spec.mutation_samples), generator=gen).to(device)
-            for name, t in base.items() if t.numel()}
+    mpos = {
+        name: torch.randint(0, max(t.numel(), 1), (n, spec.mutation_samples), generator=gen).to(device)
+        for name, t in base.items()
+        if t.numel()
+    }
     expected: list[dict[str, torch.Tensor]] = [{} for _ in range(R)]
 
     def stock(b: int, t: int) -> None:
@@ -448,15 +517,19 @@ def _round(fn: Callable[..., Any], req: HarnessRequest, rd: RoundData, device: t
     outs: list[dict[str, torch.Tensor]] = []
     if req.destination_passing:
         for _ in range(n_out):
-            d = {o.name: torch.empty(tuple(o.shape or ()), dtype=TORCH_DTYPES[o.dtype], device=device)
-                 for o in like.outputs}
+            d = {
+                o.name: torch.empty(tuple(o.shape or ()), dtype=TORCH_DTYPES[o.dtype], device=device)
+                for o in like.outputs
+            }
             for v in d.values():
                 v.fill_(poison_value(v.dtype))
             outs.append(d)
     kept: list[Any] = []
     samples: dict[str, torch.Tensor] = {}
     if rd.positions is not None:
-        samples = {o: torch.zeros(p.shape, dtype=torch.float64, device=device) for o, p in rd.positions.items()}
+        samples = {
+            o: torch.zeros(p.shape, dtype=torch.float64, device=device) for o, p in rd.positions.items()
+        }
     last: dict[str, torch.Tensor] = {}
     mutated = torch.zeros((), dtype=torch.int64, device=device)
     malformed = [0]
@@ -480,7 +553,9 @@ def _round(fn: Callable[..., Any], req: HarnessRequest, rd: RoundData, device: t
                 got = {}
             for o, pos in (rd.positions or {}).items():
                 g = got.get(o)
-                if g is not None and g.numel() == math.prod(next(m.shape or () for m in like.outputs if m.name == o)):
+                if g is not None and g.numel() == math.prod(
+                    next(m.shape or () for m in like.outputs if m.name == o)
+                ):
                     samples[o][t] = g.reshape(-1)[pos[t]].to(torch.float64)
                 else:
                     samples[o][t] = float("nan")
@@ -499,8 +574,9 @@ def _round(fn: Callable[..., Any], req: HarnessRequest, rd: RoundData, device: t
                 v.fill_(poison_value(v.dtype))
 
     stop_for_parent()  # set up; the parent's clock starts when it continues us
-    run = timing.measure(call=call, after=after, flush=flush_buf.zero_, timer=timer, warmup=spec.warmup,
-                         reps=spec.reps)
+    run = timing.measure(
+        call=call, after=after, flush=flush_buf.zero_, timer=timer, warmup=spec.warmup, reps=spec.reps
+    )
     run.mutated = int(mutated.item())
     run.malformed = malformed[0]
     return run, (kept if keep else [samples, last])
@@ -508,12 +584,15 @@ def _round(fn: Callable[..., Any], req: HarnessRequest, rd: RoundData, device: t
 
 # --- entry -----------------------------------------------------------------------------------
 
+
 def run(payload: bytes, workdir: Path) -> HarnessResult:
     """Sandbox target."""
     t_start = time.perf_counter()
     req = msgspec.msgpack.decode(payload, type=HarnessRequest)
     device = torch.device(req.device)
-    result = HarnessResult(cases=[], versions={"torch": str(torch.__version__), "triton": str(triton.__version__)})
+    result = HarnessResult(
+        cases=[], versions={"torch": str(torch.__version__), "triton": str(triton.__version__)}
+    )
     if device.type == "cuda":
         result.device_name = torch.cuda.get_device_name(device)
         result.versions["cuda"] = str(torch.version.cuda)

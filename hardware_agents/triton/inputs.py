@@ -31,9 +31,16 @@ from accelopt.problem import Definition, RandomInput, SafetensorsInput, ScalarIn
 from hardware_agents import validity
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
-    "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
-    "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2,
-    "int64": torch.int64, "int32": torch.int32, "int16": torch.int16, "int8": torch.int8, "bool": torch.bool,
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float8_e4m3fn": torch.float8_e4m3fn,
+    "float8_e5m2": torch.float8_e5m2,
+    "int64": torch.int64,
+    "int32": torch.int32,
+    "int16": torch.int16,
+    "int8": torch.int8,
+    "bool": torch.bool,
 }
 _FP8_MAX = {"float8_e4m3fn": 448.0, "float8_e5m2": 57344.0}
 
@@ -69,17 +76,22 @@ def resolve_blob(path: str, roots: Sequence[str | Path]) -> Path:
         if c.is_file():
             return c
     where = ", ".join(str(c) for c in candidates) or f"{path} (no data root to resolve it against)"
-    raise InputError(f"safetensors file {path!r} not found (looked at {where}); fetch the trace set's blobs "
-                     "(git lfs pull) or re-import with the blob files present")
+    raise InputError(
+        f"safetensors file {path!r} not found (looked at {where}); fetch the trace set's blobs "
+        "(git lfs pull) or re-import with the blob files present"
+    )
 
 
-def load_safetensors(spec: SafetensorsInput, name: str, shape: tuple[int, ...] | None, dtype: str,
-                     roots: Sequence[str | Path]) -> torch.Tensor:
+def load_safetensors(
+    spec: SafetensorsInput, name: str, shape: tuple[int, ...] | None, dtype: str, roots: Sequence[str | Path]
+) -> torch.Tensor:
     file = resolve_blob(spec.path, roots)
     head = file.read_bytes()[:64]
     if head.startswith(b"version https://git-lfs"):
-        raise InputError(f"safetensors file {file} is a Git LFS pointer, not the data: run "
-                         f"`git lfs pull --include {spec.path}` in the trace set")
+        raise InputError(
+            f"safetensors file {file} is a Git LFS pointer, not the data: run "
+            f"`git lfs pull --include {spec.path}` in the trace set"
+        )
     try:
         from safetensors.torch import load_file
     except ImportError as e:  # pragma: no cover - safetensors comes with the ML stack
@@ -89,7 +101,9 @@ def load_safetensors(spec: SafetensorsInput, name: str, shape: tuple[int, ...] |
         raise InputError(f"{file}: no tensor {spec.tensor_key!r} (has {sorted(tensors)})")
     t = tensors[spec.tensor_key]
     if shape is not None and tuple(t.shape) != shape:
-        raise InputError(f"{file}:{spec.tensor_key}: shape {tuple(t.shape)}, the definition says {name}{list(shape)}")
+        raise InputError(
+            f"{file}:{spec.tensor_key}: shape {tuple(t.shape)}, the definition says {name}{list(shape)}"
+        )
     if t.dtype != torch_dtype(dtype):
         raise InputError(f"{file}:{spec.tensor_key}: dtype {t.dtype}, the definition says {dtype}")
     return t.contiguous()
@@ -97,9 +111,12 @@ def load_safetensors(spec: SafetensorsInput, name: str, shape: tuple[int, ...] |
 
 # --- index synthesis -------------------------------------------------------------------------
 
+
 def _last_element_axis(definition: Definition, indptr: str) -> str | None:
-    pat = re.compile(rf"^\s*(?:(\w+)\s*==\s*{indptr}\s*\[\s*-1\s*\](?:\.item\(\))?|{indptr}\s*\[\s*-1\s*\]"
-                     rf"(?:\.item\(\))?\s*==\s*(\w+))\s*$")
+    pat = re.compile(
+        rf"^\s*(?:(\w+)\s*==\s*{indptr}\s*\[\s*-1\s*\](?:\.item\(\))?|{indptr}\s*\[\s*-1\s*\]"
+        rf"(?:\.item\(\))?\s*==\s*(\w+))\s*$"
+    )
     for c in definition.constraints:
         m = pat.match(c)
         if m:
@@ -122,7 +139,11 @@ def synthesized_inputs(definition: Definition) -> list[str]:
     for name, spec in definition.inputs.items():
         if spec.shape is None or is_float(spec.dtype) or spec.dtype == "bool":
             continue
-        if name.endswith("indptr") or name.endswith("last_page_len") or (name.endswith("indices") and (name[: -len("indices")] + "indptr") in definition.inputs):
+        if (
+            name.endswith("indptr")
+            or name.endswith("last_page_len")
+            or (name.endswith("indices") and (name[: -len("indices")] + "indptr") in definition.inputs)
+        ):
             out.append(name)
     return out
 
@@ -131,7 +152,11 @@ def _offsets(batch: int, total: int, rng: np.random.Generator) -> np.ndarray:
     if batch <= 0:
         return np.zeros(1, np.int64)
     if total >= batch:
-        cuts = np.sort(rng.choice(np.arange(1, total), size=batch - 1, replace=False)) if batch > 1 else np.zeros(0)
+        cuts = (
+            np.sort(rng.choice(np.arange(1, total), size=batch - 1, replace=False))
+            if batch > 1
+            else np.zeros(0)
+        )
     else:
         cuts = np.sort(rng.integers(0, total + 1, size=batch - 1))
     return np.concatenate([[0], cuts, [total]]).astype(np.int64)
@@ -155,8 +180,10 @@ def synthesize(definition: Definition, axes: dict[str, int], seed: int) -> dict[
                 ispec = definition.inputs[prefix + "indices"]
                 total = axes[ispec.shape[0]] if ispec.shape else 0
             else:
-                raise InputError(f"{definition.name}: cannot synthesize {name}: no constraint ties "
-                                 f"{name}[-1] to an axis and there is no {prefix}indices input")
+                raise InputError(
+                    f"{definition.name}: cannot synthesize {name}: no constraint ties "
+                    f"{name}[-1] to an axis and there is no {prefix}indices input"
+                )
             arr = _offsets(shape[0] - 1, total, rng)
         elif name.endswith("last_page_len"):
             ps = axes.get("page_size", 1)
@@ -165,13 +192,16 @@ def synthesize(definition: Definition, axes: dict[str, int], seed: int) -> dict[
             n = shape[0]
             pages = _num_pages(definition, axes)
             if pages is None or pages <= 0:
-                raise InputError(f"{definition.name}: cannot synthesize {name}: no num_pages axis and no *cache* input")
+                raise InputError(
+                    f"{definition.name}: cannot synthesize {name}: no num_pages axis and no *cache* input"
+                )
             arr = rng.permutation(pages)[:n] if n <= pages else rng.integers(0, pages, size=n)
         out[name] = torch.from_numpy(np.ascontiguousarray(arr)).to(torch_dtype(spec.dtype)).reshape(shape)
     return out
 
 
 # --- one case --------------------------------------------------------------------------------
+
 
 def _default_init(dtype: str) -> str:
     if is_float(dtype):
@@ -183,8 +213,9 @@ def _default_init(dtype: str) -> str:
     return "randint(-1024, 1024)"
 
 
-def case_inputs(definition: Definition, workload: Workload, case: validity.InputCase,
-                roots: Sequence[str | Path] = ()) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+def case_inputs(
+    definition: Definition, workload: Workload, case: validity.InputCase, roots: Sequence[str | Path] = ()
+) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """(tensors, scalars) of one case, in the definition's order, as CPU tensors."""
     axes = axis_values(definition, workload)
     synth = synthesize(definition, axes, case.seed)
@@ -195,12 +226,16 @@ def case_inputs(definition: Definition, workload: Workload, case: validity.Input
         shape = definition.shape_of(name, axes)
         if spec.shape is None:
             if not isinstance(src, ScalarInput):
-                raise InputError(f"{definition.name}: scalar input {name!r} needs a scalar value in workload "
-                                 f"{workload.uuid}")
+                raise InputError(
+                    f"{definition.name}: scalar input {name!r} needs a scalar value in workload "
+                    f"{workload.uuid}"
+                )
             scalars[name] = src.value
             continue
         if isinstance(src, ScalarInput):
-            raise InputError(f"{definition.name}: input {name!r} is a tensor, workload {workload.uuid} gives a scalar")
+            raise InputError(
+                f"{definition.name}: input {name!r} is a tensor, workload {workload.uuid} gives a scalar"
+            )
         if isinstance(src, SafetensorsInput):
             tensors[name] = load_safetensors(src, name, shape, spec.dtype, roots)
             continue

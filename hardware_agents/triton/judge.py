@@ -54,8 +54,16 @@ class JudgeSettings(msgspec.Struct, frozen=True, kw_only=True):
     mode_note: str = ""
 
 
-def timing_clock_mismatch(res: HarnessResult, clock: RoundClock, spec: TimingSpec, data: ProblemData, *,
-                          mode: str, margin: float = CLOCK_MARGIN, counters: dict[str, float]) -> str | None:
+def timing_clock_mismatch(
+    res: HarnessResult,
+    clock: RoundClock,
+    spec: TimingSpec,
+    data: ProblemData,
+    *,
+    mode: str,
+    margin: float = CLOCK_MARGIN,
+    counters: dict[str, float],
+) -> str | None:
     """The kernel's timer (CUDA events, or the host clock in the interpreter) lives in the
     kernel's process: each round's n = warmup + reps calls summing to T by it are bounded by
     our wall time W of the round (`pipeline/clock.py`), the untimed work allowed being what
@@ -66,9 +74,16 @@ def timing_clock_mismatch(res: HarnessResult, clock: RoundClock, spec: TimingSpe
     load = max((os.path.getsize(r.file) for r in data.rounds), default=0)
     per_setup = 2 * max(clock.cal_setups, default=0.0) + 4 * load / 200e6 + 0.25
     reported = [(sum(run.samples_ms) + sum(run.warmup_ms)) / 1e3 for run in res.timing]
-    why = clock_mismatch(bound, reported, clock.walls, calls=spec.calls,
-                         untimed_per_call=clock.untimed_per_call(spec.calls), setups=clock.setups,
-                         per_setup_s=per_setup, counters=counters)
+    why = clock_mismatch(
+        bound,
+        reported,
+        clock.walls,
+        calls=spec.calls,
+        untimed_per_call=clock.untimed_per_call(spec.calls),
+        setups=clock.setups,
+        per_setup_s=per_setup,
+        counters=counters,
+    )
     if why is None:
         counters["calibration_wall_s"] = sum(clock.cal_walls) + sum(clock.cal_setups)
     return why
@@ -78,7 +93,9 @@ def call_count_error(res: HarnessResult, spec: TimingSpec) -> str | None:
     for k, run in enumerate([*res.calibration, *res.timing]):
         n = len(run.samples_ms) + len(run.warmup_ms)
         if n != spec.calls:
-            what = f"calibration round {k}" if k < len(res.calibration) else f"round {k - len(res.calibration)}"
+            what = (
+                f"calibration round {k}" if k < len(res.calibration) else f"round {k - len(res.calibration)}"
+            )
             return f"reported {n} timed calls in {what}; {spec.calls} were asked for"
     return None
 
@@ -99,14 +116,23 @@ def check_case(problem: Problem, case: CaseData, label: str, got: dict[str, torc
         if t is None:
             return SeedCheck(case=label, passed=False, note=f"output {meta.name} missing")
         if t.dtype != torch_dtype(meta.dtype):
-            return SeedCheck(case=label, passed=False, note=f"output {meta.name} has dtype "
-                             f"{str(t.dtype).removeprefix('torch.')}, the definition says {meta.dtype}")
+            return SeedCheck(
+                case=label,
+                passed=False,
+                note=f"output {meta.name} has dtype "
+                f"{str(t.dtype).removeprefix('torch.')}, the definition says {meta.dtype}",
+            )
         expected = tuple(meta.shape or ())
         if tuple(t.shape) != expected:
-            return SeedCheck(case=label, passed=False, note=f"output {meta.name} has shape {list(t.shape)}, "
-                             f"the definition says {list(expected)}")
+            return SeedCheck(
+                case=label,
+                passed=False,
+                note=f"output {meta.name} has shape {list(t.shape)}, the definition says {list(expected)}",
+            )
     outputs = {n: to_float64(got[n]) for n in case.ref64}
-    return validity.compare_outputs(label, outputs, case.ref64, tolerance_for(problem.definition), stats=case.stats)
+    return validity.compare_outputs(
+        label, outputs, case.ref64, tolerance_for(problem.definition), stats=case.stats
+    )
 
 
 def interpreter_note(problem: Problem, mode: str) -> str:
@@ -116,9 +142,11 @@ def interpreter_note(problem: Problem, mode: str) -> str:
         return ""
     if not any(s.dtype == "bfloat16" for s in problem.definition.inputs.values()):
         return ""
-    return ("\nnote: checked in the Triton interpreter, whose bf16 arithmetic is unreliable (tl.dot, and "
-            "products or sums of bf16 tiles, can give NaN or wrong values where a GPU does not): upcast tiles "
-            "to fp32 before arithmetic (`.to(tl.float32)`), or check the kernel on a GPU")
+    return (
+        "\nnote: checked in the Triton interpreter, whose bf16 arithmetic is unreliable (tl.dot, and "
+        "products or sums of bf16 tiles, can give NaN or wrong values where a GPU does not): upcast tiles "
+        "to fp32 before arithmetic (`.to(tl.float32)`), or check the kernel on a GPU"
+    )
 
 
 def too_big_to_interpret(problem: Problem, plan: Sequence[PlannedCase], mode: str, device_name: str) -> str:
@@ -129,20 +157,37 @@ def too_big_to_interpret(problem: Problem, plan: Sequence[PlannedCase], mode: st
     n = input_elements(problem.definition, worst.workload)
     if n <= INTERPRETER_LIMIT:
         return ""
-    return (f"not run: on this host (no {device_name}) correctness is checked in the Triton interpreter, and "
-            f"the workload it would run, {worst.label} ({describe_axes(worst.workload)}), holds {n:,} input "
-            f"elements: hours of interpretation (the limit is {INTERPRETER_LIMIT:,}). Give the problem small "
-            "check workloads (check_workloads.jsonl; `accelopt suite import-flashinfer` derives them from the "
-            "variable axes where it can) or profile it on a GPU")
+    return (
+        f"not run: on this host (no {device_name}) correctness is checked in the Triton interpreter, and "
+        f"the workload it would run, {worst.label} ({describe_axes(worst.workload)}), holds {n:,} input "
+        f"elements: hours of interpretation (the limit is {INTERPRETER_LIMIT:,}). Give the problem small "
+        "check workloads (check_workloads.jsonl; `accelopt suite import-flashinfer` derives them from the "
+        "variable axes where it can) or profile it on a GPU"
+    )
 
 
 class TritonJudge:
     """The verdict on one harness child (see the module doc): `judge(out, needs_launch)`."""
 
-    def __init__(self, verdict: Verdict, settings: JudgeSettings, problem: Problem, data: ProblemData,
-                 req: HarnessRequest, box: Sandbox, clock: RoundClock) -> None:
+    def __init__(
+        self,
+        verdict: Verdict,
+        settings: JudgeSettings,
+        problem: Problem,
+        data: ProblemData,
+        req: HarnessRequest,
+        box: Sandbox,
+        clock: RoundClock,
+    ) -> None:
         self.v, self.s, self.problem, self.data, self.req, self.box, self.clock = (
-            verdict, settings, problem, data, req, box, clock)
+            verdict,
+            settings,
+            problem,
+            data,
+            req,
+            box,
+            clock,
+        )
         self.max_bytes = max((c.set_bytes for c in data.cases), default=0) * 2 + (1 << 20)
 
     def judge(self, out: SandboxOutcome, needs_launch: bool) -> Profile:
@@ -152,17 +197,27 @@ class TritonJudge:
         hint = ""
         if out.status in ("timeout", "cpu_limit") and self.s.mode == "interpreter":
             biggest = max(data.cases, key=lambda c: input_elements(problem.definition, c.planned.workload))
-            hint = (f"\nhint: the Triton interpreter ran {biggest.planned.label} "
-                    f"({describe_axes(biggest.planned.workload)}, "
-                    f"{input_elements(problem.definition, biggest.planned.workload):,} input elements); give the "
-                    "problem smaller check workloads (check_workloads.jsonl) or profile it on a GPU")
-        if out.freeze_breach is None and out.status == "error" and out.error_type == RAN_AHEAD:  # its own failure
-            return v.fail("incorrect", "the kernel's process ran while it was stopped between calls: it read a "
-                          f"round's inputs before the agent had handed them over ({out.error.strip().splitlines()[-1]})"
-                          f"{v.tail}")
-        ended = v.ended(out, timeout=f"{out.error} (the worker was killed){hint}",
-                        crashed=f"the kernel crashed the harness: {out.error}",
-                        compile_error=out.status == "error" and out.error_type in COMPILE_ERRORS)
+            hint = (
+                f"\nhint: the Triton interpreter ran {biggest.planned.label} "
+                f"({describe_axes(biggest.planned.workload)}, "
+                f"{input_elements(problem.definition, biggest.planned.workload):,} input elements); give the "
+                "problem smaller check workloads (check_workloads.jsonl) or profile it on a GPU"
+            )
+        if (
+            out.freeze_breach is None and out.status == "error" and out.error_type == RAN_AHEAD
+        ):  # its own failure
+            return v.fail(
+                "incorrect",
+                "the kernel's process ran while it was stopped between calls: it read a "
+                f"round's inputs before the agent had handed them over ({out.error.strip().splitlines()[-1]})"
+                f"{v.tail}",
+            )
+        ended = v.ended(
+            out,
+            timeout=f"{out.error} (the worker was killed){hint}",
+            crashed=f"the kernel crashed the harness: {out.error}",
+            compile_error=out.status == "error" and out.error_type in COMPILE_ERRORS,
+        )
         if ended is not None:
             return ended
         res = out.decode(HarnessResult)
@@ -172,8 +227,11 @@ class TritonJudge:
             case = data.by_name.get(run.name)
             if case is None:
                 return v.fail("runtime_error", f"the harness reported an unknown case {run.name!r}{v.tail}")
-            label = run.name if case.planned.label == data.cases[0].planned.label else \
-                f"{run.name} ({describe_axes(case.planned.workload)})"
+            label = (
+                run.name
+                if case.planned.label == data.cases[0].planned.label
+                else f"{run.name} ({describe_axes(case.planned.workload)})"
+            )
             hint = convention_hint(req.destination_passing, run, len(req.inputs), len(case.outputs))
             hint = f"\n{hint}" if hint else ""
             if run.error:
@@ -186,17 +244,24 @@ class TritonJudge:
             chk = check_case(problem, case, label, got)
             if not chk.passed and req.destination_passing:
                 unwritten = all(bool(torch.isnan(t).all()) for t in got.values() if t.is_floating_point())
-                hint = convention_hint(True, run, len(req.inputs), len(case.outputs), outputs_unwritten=unwritten)
+                hint = convention_hint(
+                    True, run, len(req.inputs), len(case.outputs), outputs_unwritten=unwritten
+                )
                 if hint:
                     chk.note = f"{chk.note}\n{hint}"
             if run.mutated:
-                spoil(chk, f"modified its input(s) {', '.join(run.mutated)} (or memory next to them); "
-                      "inputs are read-only")
+                spoil(
+                    chk,
+                    f"modified its input(s) {', '.join(run.mutated)} (or memory next to them); "
+                    "inputs are read-only",
+                )
             if run.overflow:
                 spoil(chk, f"wrote outside the bounds of output(s) {', '.join(run.overflow)}")
             checks.append(chk)
         if len(checks) != len(data.cases):
-            return v.fail("runtime_error", f"the harness ran {len(checks)} of {len(data.cases)} cases{v.tail}")
+            return v.fail(
+                "runtime_error", f"the harness ran {len(checks)} of {len(data.cases)} cases{v.tail}"
+            )
         strays = v.strays(out)
         if strays is not None:
             return strays
@@ -206,20 +271,29 @@ class TritonJudge:
         idle = [r.name for r in res.cases if r.launches == 0]
         if needs_launch and idle:
             v.counters["cases_without_launch"] = float(len(idle))
-            return v.fail("no_triton_launch", f"the Triton solution launched no Triton kernel in {len(idle)} of "
-                          f"{len(res.cases)} checks ({', '.join(idle[:4])}): its outputs came from other code "
-                          "(a torch fallback?), so they say nothing about its kernels. Under the interpreter "
-                          "torch.cuda.is_available() is true and device='cuda' works on CPU tensors: take the "
-                          f"Triton path.{v.tail}")
-        where = "; ".join(sorted({f"{c.planned.label}: {describe_axes(c.planned.workload)}" for c in data.cases}))
+            return v.fail(
+                "no_triton_launch",
+                f"the Triton solution launched no Triton kernel in {len(idle)} of "
+                f"{len(res.cases)} checks ({', '.join(idle[:4])}): its outputs came from other code "
+                "(a torch fallback?), so they say nothing about its kernels. Under the interpreter "
+                "torch.cuda.is_available() is true and device='cuda' works on CPU tensors: take the "
+                f"Triton path.{v.tail}",
+            )
+        where = "; ".join(
+            sorted({f"{c.planned.label}: {describe_axes(c.planned.workload)}" for c in data.cases})
+        )
         if req.timing is None:
             why = self.s.mode_note if self.s.mode == "interpreter" else "timing not requested"
             notes = "".join(f"\nnote: {n}" for n in data.notes)
             return v.fail("unmeasured", f"correct at {where}; {why}{notes}")
         return self._timed(res, req.timing)
 
-    def _timed_outputs_wrong(self, tr: TimedRound, res: HarnessResult, spec: TimingSpec,
-                             ) -> tuple[str, list[SeedCheck]] | None:
+    def _timed_outputs_wrong(
+        self,
+        tr: TimedRound,
+        res: HarnessResult,
+        spec: TimingSpec,
+    ) -> tuple[str, list[SeedCheck]] | None:
         """Round `tr`'s outputs against the references of exactly its calls: every call at the
         secret positions (the allclose rule), the secretly chosen calls in full. (message,
         failed checks) or None."""
@@ -240,16 +314,19 @@ class TritonJudge:
                 t = int(bad[0])
                 j = int(np.flatnonzero(~ok[t])[0])
                 kind = "warm-up" if t < spec.warmup else "timed"
-                return (f"the output of a timed call is wrong: {bad.size} of {len(tr.calls)} calls of timing round "
-                        f"{tr.k} disagree with the reference at sampled elements (e.g. {kind} call {t}: "
-                        f"{int((~ok[t]).sum())} of {ok.shape[1]} sampled elements of {name} wrong, "
-                        f"{float(g[t, j]):.6g} where the reference is {float(ref[t, j]):.6g})"), []
+                return (
+                    f"the output of a timed call is wrong: {bad.size} of {len(tr.calls)} calls of timing round "
+                    f"{tr.k} disagree with the reference at sampled elements (e.g. {kind} call {t}: "
+                    f"{int((~ok[t]).sum())} of {ok.shape[1]} sampled elements of {name} wrong, "
+                    f"{float(g[t, j]):.6g} where the reference is {float(ref[t, j]):.6g})"
+                ), []
         for t, case in tr.full_cases.items():
             rel_full = res.timed_full.get(f"{tr.k}-{t}")
             if rel_full is None:
                 return f"the harness sent back no output of call {t} of round {tr.k}", []
-            chk = check_case(self.problem, case, f"timed:r{tr.k}-call{t}",
-                             load_outputs(self.box, rel_full, self.max_bytes))
+            chk = check_case(
+                self.problem, case, f"timed:r{tr.k}-call{t}", load_outputs(self.box, rel_full, self.max_bytes)
+            )
             if not chk.passed:
                 return f"the output of a timed call is wrong ({chk.note})", [chk]
         return None
@@ -260,20 +337,30 @@ class TritonJudge:
         if res.skipped_timing or not res.timing:
             return v.fail("unmeasured", res.skipped_timing or "no timing result")
         if len(res.timing) != spec.trials or len(walls) != spec.trials:
-            return v.fail("runtime_error", f"the harness reported {len(res.timing)} timing rounds and stopped for "
-                          f"{len(walls)}; {spec.trials} were asked for")
+            return v.fail(
+                "runtime_error",
+                f"the harness reported {len(res.timing)} timing rounds and stopped for "
+                f"{len(walls)}; {spec.trials} were asked for",
+            )
         if res.timer != spec.timer:  # the child's record of how it timed is checked, never believed
-            return v.fail("timing_mismatch", f"timing_mismatch: the kernel's process reported timing with "
-                          f"{res.timer!r}; {spec.timer!r} was asked for")
+            return v.fail(
+                "timing_mismatch",
+                f"timing_mismatch: the kernel's process reported timing with "
+                f"{res.timer!r}; {spec.timer!r} was asked for",
+            )
         wrong_count = call_count_error(res, spec)
         if wrong_count:  # not our harness's protocol
             return v.fail("runtime_error", wrong_count)
         changed = sum(r.mutated for r in res.timing)
         if changed:
-            return v.fail("incorrect", f"modified its inputs in {changed} timed call(s); inputs are read-only")
+            return v.fail(
+                "incorrect", f"modified its inputs in {changed} timed call(s); inputs are read-only"
+            )
         malformed = sum(r.malformed for r in res.timing)
         if malformed:
-            return v.fail("incorrect", f"returned the wrong number or kind of values in {malformed} timed call(s)")
+            return v.fail(
+                "incorrect", f"returned the wrong number or kind of values in {malformed} timed call(s)"
+            )
         for tr in data.rounds:
             wrong = self._timed_outputs_wrong(tr, res, spec)
             if wrong is not None:
@@ -282,34 +369,65 @@ class TritonJudge:
         counters["timing_checked_calls"] = float(checked)
         counters["timing_calls"] = float(sum(len(tr.calls) for tr in data.rounds))
         # the chance that a kernel wrong on a random 5% of its calls passes every checked call
-        counters["timing_escape_lazy_5pct"] = 0.95 ** checked
+        counters["timing_escape_lazy_5pct"] = 0.95**checked
         counters["timing_sampled_positions"] = float(self.s.sample_positions)
-        why = timing_clock_mismatch(res, clock, spec, data, mode=self.s.mode, margin=self.s.clock_margin,
-                                    counters=counters)
+        why = timing_clock_mismatch(
+            res, clock, spec, data, mode=self.s.mode, margin=self.s.clock_margin, counters=counters
+        )
         if why:
             return v.fail("timing_mismatch", why)
         samples = [s for r in res.timing for s in r.samples_ms]
         lat = timing.latency_ms(res.timing)
         stats = latency_stats(samples, median_ms=lat)
         timing_workload = data.by_name[spec.like].planned.workload
-        timed_problem = problem if timing_workload == problem.workload else \
-            msgspec.structs.replace(problem, workload=timing_workload)
-        counters.update({
-            "footprint_bytes": float(spec.rotation * data.by_name[spec.like].set_bytes),
-            "trials": float(len(res.timing)),
-            "reps_per_trial": float(len(res.timing[0].samples_ms)),
-            "trial_median_spread": (max(r.median_ms for r in res.timing) - min(r.median_ms for r in res.timing))
-            / lat if lat > 0 else 0.0,
-        })
-        v.tools = {"timer": res.timer, **res.versions, **({"gpu": res.device_name} if res.device_name else {})}
+        timed_problem = (
+            problem
+            if timing_workload == problem.workload
+            else msgspec.structs.replace(problem, workload=timing_workload)
+        )
+        counters.update(
+            {
+                "footprint_bytes": float(spec.rotation * data.by_name[spec.like].set_bytes),
+                "trials": float(len(res.timing)),
+                "reps_per_trial": float(len(res.timing[0].samples_ms)),
+                "trial_median_spread": (
+                    max(r.median_ms for r in res.timing) - min(r.median_ms for r in res.timing)
+                )
+                / lat
+                if lat > 0
+                else 0.0,
+            }
+        )
+        v.tools = {
+            "timer": res.timer,
+            **res.versions,
+            **({"gpu": res.device_name} if res.device_name else {}),
+        }
         where = f"timed at {describe_axes(timing_workload)}" + "".join(f"\nnote: {n}" for n in data.notes)
         if problem.definition.x_roofline is None:  # e.g. imported definitions: no % of peak, no gate
-            return v.profile("passed", f"{where}; the definition has no x_roofline, so no % of peak", latency=stats)
+            return v.profile(
+                "passed", f"{where}; the definition has no x_roofline, so no % of peak", latency=stats
+            )
         dtypes = [s.dtype for s in problem.definition.inputs.values() if s.shape is not None]
         achieved(timed_problem, lat / 1e3, counters, flops_unit="tflops")
-        return speed_verdict(v, timed_problem, spec_for_dtypes(self.s.spec, dtypes), stats,
-                             max_pct_peak=self.s.max_pct_peak, log=where)
+        return speed_verdict(
+            v,
+            timed_problem,
+            spec_for_dtypes(self.s.spec, dtypes),
+            stats,
+            max_pct_peak=self.s.max_pct_peak,
+            log=where,
+        )
 
 
-__all__ = ["CLOCK_SHARE", "JudgeSettings", "TritonJudge", "call_count_error", "check_case", "interpreter_note",
-           "load_outputs", "timing_clock_mismatch", "too_big_to_interpret"]
+__all__ = [
+    "CLOCK_SHARE",
+    "JudgeSettings",
+    "TritonJudge",
+    "call_count_error",
+    "check_case",
+    "interpreter_note",
+    "load_outputs",
+    "timing_clock_mismatch",
+    "too_big_to_interpret",
+]

@@ -70,11 +70,15 @@ def _upcast(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
-def _as_outputs(result: Any, names: list[str], definition: str, device: str = "cpu") -> dict[str, torch.Tensor]:
+def _as_outputs(
+    result: Any, names: list[str], definition: str, device: str = "cpu"
+) -> dict[str, torch.Tensor]:
     values = list(result) if isinstance(result, tuple | list) else [result]
     if len(values) != len(names):
-        raise ValueError(f"{definition}: the reference returned {len(values)} values, the definition has "
-                         f"{len(names)} outputs ({', '.join(names)})")
+        raise ValueError(
+            f"{definition}: the reference returned {len(values)} values, the definition has "
+            f"{len(names)} outputs ({', '.join(names)})"
+        )
     out = {}
     for name, v in zip(names, values, strict=True):
         t = v if isinstance(v, torch.Tensor) else torch.as_tensor(v)
@@ -94,8 +98,10 @@ def run_reference(payload: bytes, workdir: Path) -> RefResult:
     files = {}
     for case in req.cases:
         tensors = torch.load(case.inputs_file, weights_only=True)
-        args = [case.scalars[m.name] if m.shape is None else _upcast(tensors[m.name].to(device))
-                for m in req.inputs]
+        args = [
+            case.scalars[m.name] if m.shape is None else _upcast(tensors[m.name].to(device))
+            for m in req.inputs
+        ]
         with torch.no_grad():
             result = run(*args)
         if device.type == "cuda":
@@ -123,15 +129,20 @@ class _RoundState:
         self.positions = checks["positions"]
         self.full = set(checks["full"].tolist())
         n = len(self.calls)
-        self.samples = {o: torch.full(tuple(self.positions[o].shape), float("nan"), dtype=torch.float64)
-                        for o in outputs}
+        self.samples = {
+            o: torch.full(tuple(self.positions[o].shape), float("nan"), dtype=torch.float64) for o in outputs
+        }
         self.rms = {o: torch.zeros(n, dtype=torch.float64) for o in outputs}
         self.covered = torch.zeros(n, dtype=torch.bool)
         self.out: dict[str, torch.Tensor] = {}
 
     def result(self) -> dict[str, torch.Tensor]:
-        return {**self.out, **{f"samples/{o}": v for o, v in self.samples.items()},
-                **{f"rms/{o}": v for o, v in self.rms.items()}, "covered": self.covered}
+        return {
+            **self.out,
+            **{f"samples/{o}": v for o, v in self.samples.items()},
+            **{f"rms/{o}": v for o, v in self.rms.items()},
+            "covered": self.covered,
+        }
 
 
 def _round_references(run: Any, req: RefRequest, device: torch.device) -> list[dict[str, torch.Tensor]]:

@@ -37,26 +37,53 @@ TF = 1e12
 
 _SPECS: dict[str, DeviceSpec] = {
     "h100": DeviceSpec(
-        kind="h100", name="NVIDIA H100 SXM5 80GB", peak_bw_bytes_s=3.35 * TB,
-        peak_matmul_flops=989.4 * TF, peak_vector_flops=66.9 * TF,
+        kind="h100",
+        name="NVIDIA H100 SXM5 80GB",
+        peak_bw_bytes_s=3.35 * TB,
+        peak_matmul_flops=989.4 * TF,
+        peak_vector_flops=66.9 * TF,
         source="NVIDIA H100 Tensor Core GPU datasheet; NVIDIA H100 Tensor Core GPU Architecture whitepaper (SXM5)",
-        extra={"tf32_tensor_flops": "494.7e12", "fp8_tensor_flops": "1978.9e12",
-               "fp16_vector_flops": "133.8e12", "l2_bytes": str(50 << 20), "hbm_bytes": str(80 << 30),
-               "match": "H100"}),
+        extra={
+            "tf32_tensor_flops": "494.7e12",
+            "fp8_tensor_flops": "1978.9e12",
+            "fp16_vector_flops": "133.8e12",
+            "l2_bytes": str(50 << 20),
+            "hbm_bytes": str(80 << 30),
+            "match": "H100",
+        },
+    ),
     "h200": DeviceSpec(
-        kind="h200", name="NVIDIA H200 SXM 141GB", peak_bw_bytes_s=4.8 * TB,
-        peak_matmul_flops=989.4 * TF, peak_vector_flops=66.9 * TF,
+        kind="h200",
+        name="NVIDIA H200 SXM 141GB",
+        peak_bw_bytes_s=4.8 * TB,
+        peak_matmul_flops=989.4 * TF,
+        peak_vector_flops=66.9 * TF,
         source="NVIDIA H200 Tensor Core GPU datasheet (SXM)",
-        extra={"tf32_tensor_flops": "494.7e12", "fp8_tensor_flops": "1978.9e12",
-               "fp16_vector_flops": "133.8e12", "l2_bytes": str(50 << 20), "hbm_bytes": str(141 << 30),
-               "match": "H200"}),
+        extra={
+            "tf32_tensor_flops": "494.7e12",
+            "fp8_tensor_flops": "1978.9e12",
+            "fp16_vector_flops": "133.8e12",
+            "l2_bytes": str(50 << 20),
+            "hbm_bytes": str(141 << 30),
+            "match": "H200",
+        },
+    ),
     "b200": DeviceSpec(
-        kind="b200", name="NVIDIA B200 (HGX, 1000 W)", peak_bw_bytes_s=8.0 * TB,
-        peak_matmul_flops=2250 * TF, peak_vector_flops=80 * TF,
+        kind="b200",
+        name="NVIDIA B200 (HGX, 1000 W)",
+        peak_bw_bytes_s=8.0 * TB,
+        peak_matmul_flops=2250 * TF,
+        peak_vector_flops=80 * TF,
         source="NVIDIA Blackwell Architecture Technical Brief; NVIDIA HGX B200 / DGX B200 datasheets",
-        extra={"tf32_tensor_flops": "1100e12", "fp8_tensor_flops": "4500e12",
-               "fp16_vector_flops": "160e12 (derived: 2x FP32)", "l2_bytes": str(126 << 20),
-               "hbm_bytes": str(180 << 30), "match": "B200"}),
+        extra={
+            "tf32_tensor_flops": "1100e12",
+            "fp8_tensor_flops": "4500e12",
+            "fp16_vector_flops": "160e12 (derived: 2x FP32)",
+            "l2_bytes": str(126 << 20),
+            "hbm_bytes": str(180 << 30),
+            "match": "B200",
+        },
+    ),
 }
 
 GPU_KINDS: tuple[str, ...] = tuple(_SPECS)
@@ -86,8 +113,10 @@ def spec_for_dtypes(spec: DeviceSpec, dtypes: Iterable[str]) -> DeviceSpec:
     floats = [d for d in dtypes if d.startswith(("float", "bfloat"))]
     if not floats:
         return spec
-    widths = {d: 32 if d == "float32" else 8 if d.startswith("float8") else 4 if d.startswith("float4") else 16
-              for d in floats}
+    widths = {
+        d: 32 if d == "float32" else 8 if d.startswith("float8") else 4 if d.startswith("float4") else 16
+        for d in floats
+    }
     mm = spec.peak_matmul_flops
     if max(widths.values()) >= 32 and min(widths.values()) >= 16:
         mm = _extra_flops(spec, "tf32_tensor_flops", mm)

@@ -11,20 +11,34 @@ import re
 import tokenize
 
 _RULES: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(r"\bcuda\s*\.\s*(Stream|stream|set_stream|ExternalStream|graph|CUDAGraph|graphs)\b"),
-     "uses another CUDA stream or a CUDA graph; the harness times the default stream, so all work "
-     "must be launched there, eagerly"),
-    (re.compile(r"^\s*(?:import|from)\s+(threading|multiprocessing|concurrent|subprocess|ctypes|signal|socket)\b",
-                re.MULTILINE),
-     "imports a thread, process, FFI or socket module; kernels run in the caller's thread"),
+    (
+        re.compile(r"\bcuda\s*\.\s*(Stream|stream|set_stream|ExternalStream|graph|CUDAGraph|graphs)\b"),
+        "uses another CUDA stream or a CUDA graph; the harness times the default stream, so all work "
+        "must be launched there, eagerly",
+    ),
+    (
+        re.compile(
+            r"^\s*(?:import|from)\s+(threading|multiprocessing|concurrent|subprocess|ctypes|signal|socket)\b",
+            re.MULTILINE,
+        ),
+        "imports a thread, process, FFI or socket module; kernels run in the caller's thread",
+    ),
     (re.compile(r"\bos\s*\.\s*(fork|system|popen|exec\w*|spawn\w*|kill)\b"), "starts or signals processes"),
-    (re.compile(r"^\s*(?:torch|triton|time|sys|os|gc|builtins)(?:\s*\.\s*\w+)+\s*=(?!=)", re.MULTILINE),
-     "assigns to an attribute of a library module (patching what the harness uses)"),
-    (re.compile(r"\bsetattr\s*\(\s*(?:torch|triton|time|sys|builtins)\b"),
-     "patches a library module with setattr"),
-    (re.compile(r"\b(gc\s*\.\s*get_objects|sys\s*\.\s*_getframe|inspect\s*\.\s*(stack|currentframe)|"
-                r"sys\s*\.\s*modules)\b"),
-     "introspects the calling harness"),
+    (
+        re.compile(r"^\s*(?:torch|triton|time|sys|os|gc|builtins)(?:\s*\.\s*\w+)+\s*=(?!=)", re.MULTILINE),
+        "assigns to an attribute of a library module (patching what the harness uses)",
+    ),
+    (
+        re.compile(r"\bsetattr\s*\(\s*(?:torch|triton|time|sys|builtins)\b"),
+        "patches a library module with setattr",
+    ),
+    (
+        re.compile(
+            r"\b(gc\s*\.\s*get_objects|sys\s*\.\s*_getframe|inspect\s*\.\s*(stack|currentframe)|"
+            r"sys\s*\.\s*modules)\b"
+        ),
+        "introspects the calling harness",
+    ),
 ]
 
 

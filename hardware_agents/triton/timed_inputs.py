@@ -60,7 +60,7 @@ def derive_into(dst: torch.Tensor, base: torch.Tensor, mask: torch.Tensor | None
     n = base.numel()
     if n == 0:
         return
-    window = mask[shift % period: shift % period + period]
+    window = mask[shift % period : shift % period + period]
     torch.mul(base.reshape(-1, period), window, out=dst.view(-1, period))
 
 

@@ -84,8 +84,15 @@ def make_timer(name: str) -> Timer:
     raise ValueError(f"unknown timer {name!r}")
 
 
-def measure(*, call: Callable[[int], Any], after: Callable[[int], Any], flush: Callable[[], Any],
-            timer: Timer, warmup: int, reps: int) -> TimingRun:
+def measure(
+    *,
+    call: Callable[[int], Any],
+    after: Callable[[int], Any],
+    flush: Callable[[], Any],
+    timer: Timer,
+    warmup: int,
+    reps: int,
+) -> TimingRun:
     """One round. `call(t)` runs the t-th call (the caller maps t to a buffer set and its
     content), `after(t)` does the untimed work that follows it (restocking the set), and
     `flush()` evicts the L2 before every call (queued on the same stream, outside the timed

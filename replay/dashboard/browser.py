@@ -16,14 +16,25 @@ from typing import Any
 from replay.dashboard.server import DashboardServer
 
 CHROMIUM = "/usr/bin/chromium"
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-               "--disable-component-update", "--disable-sync"]
+LAUNCH_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def find_chromium() -> str | None:
     """The Chromium binary to drive, or None."""
-    for c in (os.environ.get("ACCELOPT_CHROMIUM"), CHROMIUM, shutil.which("chromium"),
-              shutil.which("chromium-browser")):
+    for c in (
+        os.environ.get("ACCELOPT_CHROMIUM"),
+        CHROMIUM,
+        shutil.which("chromium"),
+        shutil.which("chromium-browser"),
+    ):
         if c and Path(c).is_file() and os.access(c, os.X_OK):
             return c
     return None
@@ -36,8 +47,10 @@ def browser_missing() -> str | None:
     except ImportError:
         return "the Python package 'playwright' is not installed (pip install -e '.[dev]')"
     if find_chromium() is None:
-        return (f"no Chromium at {CHROMIUM}: install Debian's with `sudo apt-get install -y chromium` "
-                "(or set ACCELOPT_CHROMIUM to a Chromium binary)")
+        return (
+            f"no Chromium at {CHROMIUM}: install Debian's with `sudo apt-get install -y chromium` "
+            "(or set ACCELOPT_CHROMIUM to a Chromium binary)"
+        )
     return None
 
 

@@ -59,7 +59,9 @@ class Watch:
 
 
 class Hub:
-    def __init__(self, root: str | Path, nats_url: str | None = None, *, scan_interval_s: float = 2.0) -> None:
+    def __init__(
+        self, root: str | Path, nats_url: str | None = None, *, scan_interval_s: float = 2.0
+    ) -> None:
         self.root = Path(root)
         self.nats_url = nats_url
         self.scan_interval_s = scan_interval_s
@@ -82,8 +84,10 @@ class Hub:
 
     async def start(self) -> None:
         await self.scan_files()
-        self._tasks = [asyncio.create_task(self._scan_loop(), name="dashboard-files"),
-                       asyncio.create_task(self._stream_loop(), name="dashboard-stream")]
+        self._tasks = [
+            asyncio.create_task(self._scan_loop(), name="dashboard-files"),
+            asyncio.create_task(self._stream_loop(), name="dashboard-stream"),
+        ]
 
     async def stop(self) -> None:
         for t in self._tasks:
@@ -183,7 +187,9 @@ class Hub:
             try:
                 view = await loop.run_in_executor(None, fold_file, path)
             except (LogFileError, ValueError, OSError) as e:
-                self.warnings[str(path)] = f"{path}: {e}"  # retried when the file changes (an export in progress)
+                self.warnings[str(path)] = (
+                    f"{path}: {e}"  # retried when the file changes (an export in progress)
+                )
                 continue
             self.warnings.pop(str(path), None)
             rid = view.run_id or run_id
@@ -273,9 +279,14 @@ class Hub:
                 self._set_caught_up()
 
         return await elog.js.subscribe(
-            ALL_EVENTS, ordered_consumer=True, cb=on_msg, deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE,
-            config=api.ConsumerConfig(opt_start_seq=self._last_seq + 1), pending_msgs_limit=-1,
-            pending_bytes_limit=-1)
+            ALL_EVENTS,
+            ordered_consumer=True,
+            cb=on_msg,
+            deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE,
+            config=api.ConsumerConfig(opt_start_seq=self._last_seq + 1),
+            pending_msgs_limit=-1,
+            pending_bytes_limit=-1,
+        )
 
     def _set_caught_up(self) -> None:
         self.caught_up = True

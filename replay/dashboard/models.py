@@ -41,6 +41,7 @@ ROLES = ("planner", "executor", "fixer", "summarizer")
 
 # --- records ----------------------------------------------------------------------------------
 
+
 class RunRow(msgspec.Struct, kw_only=True):
     """One run in the runs list (and the header of its page)."""
 
@@ -303,6 +304,7 @@ class Memo:
 
 # --- runs list --------------------------------------------------------------------------------
 
+
 def budget_of(view: RunView) -> float | None:
     return view.settings.llm.budget_usd if view.started is not None else None
 
@@ -368,14 +370,27 @@ def problem_figures(view: RunView) -> list[ProblemFigures]:
     for r in view.results():
         p = view.problems[r.problem]
         best, is_open = best_so_far(view, p)
-        rm = p.remeasured if p.remeasured is not None and best is not None and not is_open \
-            and p.remeasured.best.kernel_id == best.kernel_id else None
+        rm = (
+            p.remeasured
+            if p.remeasured is not None
+            and best is not None
+            and not is_open
+            and p.remeasured.best.kernel_id == best.kernel_id
+            else None
+        )
         out.append(ProblemFigures(r, best, is_open, rm))
     return out
 
 
-def run_row(view: RunView, source: str, *, streaming: bool, now: float | None = None,
-            summary: RunSummary | None = None, figures: list[ProblemFigures] | None = None) -> RunRow:
+def run_row(
+    view: RunView,
+    source: str,
+    *,
+    streaming: bool,
+    now: float | None = None,
+    summary: RunSummary | None = None,
+    figures: list[ProblemFigures] | None = None,
+) -> RunRow:
     now = now if now is not None else time.time()
     s = summary or summarize(view)
     figures = figures if figures is not None else problem_figures(view)
@@ -385,22 +400,42 @@ def run_row(view: RunView, source: str, *, streaming: bool, now: float | None = 
     speedup, recorded = geomean(f.reported_speedup for f in figures), geomean(f.speedup for f in figures)
     remeasured = sum(f.remeasured is not None and f.remeasured.speedup is not None for f in figures)
     return RunRow(
-        run_id=s.run_id, status=status, live=streaming and source == "stream" and status == "running",
-        source=source if source != "stream" or streaming else "stream (stopped)", problems=s.problems,
-        iterations=s.iterations, iterations_done=s.iterations_done,
-        kernels=s.kernels, events=s.events, pct_peak=pct_peak, pct_peak_text=fmt.pct(pct_peak),
-        speedup=speedup, speedup_text=fmt.speedup(speedup),
-        speedup_label=fmt.speedup_source(remeasured, len(figures)), recorded_speedup_text=fmt.speedup(recorded),
+        run_id=s.run_id,
+        status=status,
+        live=streaming and source == "stream" and status == "running",
+        source=source if source != "stream" or streaming else "stream (stopped)",
+        problems=s.problems,
+        iterations=s.iterations,
+        iterations_done=s.iterations_done,
+        kernels=s.kernels,
+        events=s.events,
+        pct_peak=pct_peak,
+        pct_peak_text=fmt.pct(pct_peak),
+        speedup=speedup,
+        speedup_text=fmt.speedup(speedup),
+        speedup_label=fmt.speedup_source(remeasured, len(figures)),
+        recorded_speedup_text=fmt.speedup(recorded),
         speedup_disagrees=any(f.remeasured is not None and not f.remeasured.agrees for f in figures),
         cost_usd=s.cost_usd,
-        cost_text=fmt.usd(s.cost_usd), budget_usd=budget, budget_text=fmt.usd(budget) if budget is not None else "none",
-        spend_fraction=(s.cost_usd / budget) if budget else None, llm_calls=s.llm_calls, tokens_text=fmt.tokens(s.tokens),
-        started=fmt.stamp(s.started_ts), duration=fmt.duration(s.duration_s), last_event=fmt.ago(s.last_ts, now),
-        device=s.device, search=s.search, models=s.models, parent_run=s.parent_run, fork_iteration=s.fork_iteration,
+        cost_text=fmt.usd(s.cost_usd),
+        budget_usd=budget,
+        budget_text=fmt.usd(budget) if budget is not None else "none",
+        spend_fraction=(s.cost_usd / budget) if budget else None,
+        llm_calls=s.llm_calls,
+        tokens_text=fmt.tokens(s.tokens),
+        started=fmt.stamp(s.started_ts),
+        duration=fmt.duration(s.duration_s),
+        last_event=fmt.ago(s.last_ts, now),
+        device=s.device,
+        search=s.search,
+        models=s.models,
+        parent_run=s.parent_run,
+        fork_iteration=s.fork_iteration,
     )
 
 
 # --- one run ----------------------------------------------------------------------------------
+
 
 def _remeasured_text(rm: ev.ProblemRemeasured | None) -> tuple[str, str]:
     """The re-measured speedup with the medians it is the ratio of, and its noise band (or
@@ -418,18 +453,36 @@ def _problem_rows(view: RunView, figures: list[ProblemFigures]) -> list[ProblemR
     for f in figures:
         r, best = f.result, f.best
         remeasured_text, remeasured_title = _remeasured_text(f.remeasured)
-        note = (f"best so far: iteration {best.iteration} is still open" if f.open and best is not None
-                else r.note)
-        rows.append(ProblemRow(
-            problem=r.problem, device=r.device, baseline_ms=r.baseline_ms, best_ms=f.best_ms,
-            baseline_text=fmt.ms(r.baseline_ms), best_text=fmt.ms(f.best_ms), speedup=f.speedup,
-            speedup_text=fmt.speedup(f.speedup),
-            remeasured_speedup=f.remeasured.speedup if f.remeasured is not None else None,
-            remeasured_text=remeasured_text, remeasured_title=remeasured_title, best_open=f.open,
-            baseline_pct_peak=r.baseline_pct_peak, best_pct_peak=f.best_pct_peak,
-            baseline_pct_text=fmt.pct(r.baseline_pct_peak), best_pct_text=fmt.pct(f.best_pct_peak),
-            kernels=r.kernels, iterations=r.iterations, cost_text=fmt.usd(r.cost_usd),
-            best_kernel_id=best.kernel_id if best is not None else None, note=note))
+        note = (
+            f"best so far: iteration {best.iteration} is still open"
+            if f.open and best is not None
+            else r.note
+        )
+        rows.append(
+            ProblemRow(
+                problem=r.problem,
+                device=r.device,
+                baseline_ms=r.baseline_ms,
+                best_ms=f.best_ms,
+                baseline_text=fmt.ms(r.baseline_ms),
+                best_text=fmt.ms(f.best_ms),
+                speedup=f.speedup,
+                speedup_text=fmt.speedup(f.speedup),
+                remeasured_speedup=f.remeasured.speedup if f.remeasured is not None else None,
+                remeasured_text=remeasured_text,
+                remeasured_title=remeasured_title,
+                best_open=f.open,
+                baseline_pct_peak=r.baseline_pct_peak,
+                best_pct_peak=f.best_pct_peak,
+                baseline_pct_text=fmt.pct(r.baseline_pct_peak),
+                best_pct_text=fmt.pct(f.best_pct_peak),
+                kernels=r.kernels,
+                iterations=r.iterations,
+                cost_text=fmt.usd(r.cost_usd),
+                best_kernel_id=best.kernel_id if best is not None else None,
+                note=note,
+            )
+        )
     return rows
 
 
@@ -437,13 +490,33 @@ def _charts(views: Sequence[RunView], labels: Sequence[str], problem: str) -> tu
     pct, sp = [], []
     for v, label in zip(views, labels, strict=True):
         pts = v.best_per_iteration(problem)
-        pct.append(Series(label, [(p.iteration, 100 * p.best_pct_peak if p.best_pct_peak is not None else None)
-                                  for p in pts]))
+        pct.append(
+            Series(
+                label,
+                [(p.iteration, 100 * p.best_pct_peak if p.best_pct_peak is not None else None) for p in pts],
+            )
+        )
         sp.append(Series(label, [(p.iteration, p.speedup) for p in pts]))
-    return (line_chart(pct, title=f"{problem}: best % of peak per iteration", name=f"pct-peak:{problem}",
-                       x_label="iteration", y_label="% of peak", y_fmt=_pct100, integer_x=True),
-            line_chart(sp, title=f"{problem}: speedup over baseline per iteration", name=f"speedup:{problem}",
-                       x_label="iteration", y_label="speedup", y_fmt=_x, integer_x=True))
+    return (
+        line_chart(
+            pct,
+            title=f"{problem}: best % of peak per iteration",
+            name=f"pct-peak:{problem}",
+            x_label="iteration",
+            y_label="% of peak",
+            y_fmt=_pct100,
+            integer_x=True,
+        ),
+        line_chart(
+            sp,
+            title=f"{problem}: speedup over baseline per iteration",
+            name=f"speedup:{problem}",
+            x_label="iteration",
+            y_label="speedup",
+            y_fmt=_x,
+            integer_x=True,
+        ),
+    )
 
 
 def _kind(k: KernelView) -> str:
@@ -471,10 +544,17 @@ def _beams(view: RunView) -> list[BeamRow]:
             if k is None:
                 continue
             lat = k.latency_ms
-            members.append(BeamMemberRow(
-                kernel_id=kid, iteration=k.iteration, latency_text=fmt.ms(lat), pct_text=fmt.pct(k.pct_peak),
-                speedup_text=fmt.speedup(base_ms / lat if base_ms and lat else None), plan=_what(view, k),
-                best=kid == p.best_id))
+            members.append(
+                BeamMemberRow(
+                    kernel_id=kid,
+                    iteration=k.iteration,
+                    latency_text=fmt.ms(lat),
+                    pct_text=fmt.pct(k.pct_peak),
+                    speedup_text=fmt.speedup(base_ms / lat if base_ms and lat else None),
+                    plan=_what(view, k),
+                    best=kid == p.best_id,
+                )
+            )
         out.append(BeamRow(problem=name, iteration=it, members=members))
     return out
 
@@ -554,22 +634,45 @@ def _kernels(view: RunView, memo: Memo) -> KernelsBlock:
     recent = []
     for kid in itertools.islice(reversed(view.kernels), RECENT_KERNELS):  # latest proposed first
         k = view.kernels[kid]
-        recent.append(KernelRow(kernel_id=kid, problem=k.problem, iteration=k.iteration, kind=_kind(k), status=k.status,
-                                latency_text=fmt.ms(k.latency_ms), pct_text=fmt.pct(k.pct_peak), what=_what(view, k)))
+        recent.append(
+            KernelRow(
+                kernel_id=kid,
+                problem=k.problem,
+                iteration=k.iteration,
+                kind=_kind(k),
+                status=k.status,
+                latency_text=fmt.ms(k.latency_ms),
+                pct_text=fmt.pct(k.pct_peak),
+                what=_what(view, k),
+            )
+        )
     return KernelsBlock(
-        statuses=statuses, counts=counts, fix_attempts=fixes, fixes_passed=fixes_ok,
-        failures=[FailureGroup(status=s, reason=r, count=n, kernel_ids=examples[(s, r)])
-                  for (s, r), n in groups.most_common()],
-        proposal_failures=[FailureGroup(status=s, reason=r, count=n, kernel_ids=[]) for (s, r), n in
-                           proposals.most_common()],
-        recent=recent, total=len(view.kernels))
+        statuses=statuses,
+        counts=counts,
+        fix_attempts=fixes,
+        fixes_passed=fixes_ok,
+        failures=[
+            FailureGroup(status=s, reason=r, count=n, kernel_ids=examples[(s, r)])
+            for (s, r), n in groups.most_common()
+        ],
+        proposal_failures=[
+            FailureGroup(status=s, reason=r, count=n, kernel_ids=[]) for (s, r), n in proposals.most_common()
+        ],
+        recent=recent,
+        total=len(view.kernels),
+    )
 
 
 def _lineage(view: RunView, memo: Memo) -> list[LineageBlock]:
     # a problem's path changes with its best kernel; sibling counts with its kernels
-    return [memo.part(("lineage", name), (p.best_id, len(p.kernel_ids)),
-                      functools.partial(_lineage_block, view, p, memo))
-            for name, p in sorted(view.problems.items())]
+    return [
+        memo.part(
+            ("lineage", name),
+            (p.best_id, len(p.kernel_ids)),
+            functools.partial(_lineage_block, view, p, memo),
+        )
+        for name, p in sorted(view.problems.items())
+    ]
 
 
 def _lineage_block(view: RunView, p: ProblemView, memo: Memo) -> LineageBlock:
@@ -577,12 +680,24 @@ def _lineage_block(view: RunView, p: ProblemView, memo: Memo) -> LineageBlock:
     for s in best_path(view, p.best_id) if p.best_id else []:
         k, prev = s.kernel, s.previous
         added, removed = memo.diff_size(prev, k) if prev is not None else (0, 0)
-        rows.append(StepRow(
-            kernel_id=k.kernel_id, previous_id=prev.kernel_id if prev is not None else None, kind=s.kind,
-            label=f"fix round {k.fix_round}" if s.kind == "fix" else s.kind, iteration=k.iteration,
-            status=k.status, latency_text=fmt.ms(k.latency_ms), pct_text=fmt.pct(k.pct_peak),
-            speedup_text=fmt.speedup(s.speedup), step_speedup_text=fmt.speedup(s.step_speedup),
-            plan=plan_title(s.plan), siblings=s.siblings, added=added, removed=removed))
+        rows.append(
+            StepRow(
+                kernel_id=k.kernel_id,
+                previous_id=prev.kernel_id if prev is not None else None,
+                kind=s.kind,
+                label=f"fix round {k.fix_round}" if s.kind == "fix" else s.kind,
+                iteration=k.iteration,
+                status=k.status,
+                latency_text=fmt.ms(k.latency_ms),
+                pct_text=fmt.pct(k.pct_peak),
+                speedup_text=fmt.speedup(s.speedup),
+                step_speedup_text=fmt.speedup(s.step_speedup),
+                plan=plan_title(s.plan),
+                siblings=s.siblings,
+                added=added,
+                removed=removed,
+            )
+        )
     return LineageBlock(problem=p.name, best_kernel_id=p.best_id, steps=rows)
 
 
@@ -591,49 +706,82 @@ def _llm(view: RunView) -> list[RoleRow]:
     rows = []
     for role in roles:
         u = view.usage[role]
-        rows.append(RoleRow(
-            role=role, calls=u.calls, failed=u.failed_calls, prompt_tokens=u.prompt_tokens,
-            completion_tokens=u.completion_tokens, tokens_text=fmt.tokens(u.tokens), cost_usd=u.cost_usd,
-            cost_text=fmt.usd(u.cost_usd), mean_latency_text=f"{u.latency_s / u.calls:.2f} s" if u.calls else "-",
-            total_latency_text=fmt.duration(u.latency_s)))
+        rows.append(
+            RoleRow(
+                role=role,
+                calls=u.calls,
+                failed=u.failed_calls,
+                prompt_tokens=u.prompt_tokens,
+                completion_tokens=u.completion_tokens,
+                tokens_text=fmt.tokens(u.tokens),
+                cost_usd=u.cost_usd,
+                cost_text=fmt.usd(u.cost_usd),
+                mean_latency_text=f"{u.latency_s / u.calls:.2f} s" if u.calls else "-",
+                total_latency_text=fmt.duration(u.latency_s),
+            )
+        )
     return rows
 
 
 def _cost_chart(view: RunView, limit: int = 300) -> str:
     t0 = view.first_ts or 0.0
-    unit, scale = ("h", 3600.0) if view.duration_s > 3 * 3600 else (("min", 60.0) if view.duration_s > 180 else ("s", 1.0))
+    unit, scale = (
+        ("h", 3600.0)
+        if view.duration_s > 3 * 3600
+        else (("min", 60.0) if view.duration_s > 180 else ("s", 1.0))
+    )
     series = view.cost_series
     step = max(1, len(series) // limit)
     pts: list[tuple[float, float | None]] = [(0.0, 0.0)]
     pts += [((c.ts - t0) / scale, c.cost_usd) for c in series[::step]]
     if series and step > 1:
         pts.append(((series[-1].ts - t0) / scale, series[-1].cost_usd))
-    return line_chart([Series("LLM cost", pts)], title="LLM cost over time", name="cost-over-time",
-                      x_label=f"elapsed ({unit})", y_label="USD (cumulative)", x_fmt=lambda x: f"{x:g} {unit}",
-                      y_fmt=lambda y: f"${y:g}")
+    return line_chart(
+        [Series("LLM cost", pts)],
+        title="LLM cost over time",
+        name="cost-over-time",
+        x_label=f"elapsed ({unit})",
+        y_label="USD (cumulative)",
+        x_fmt=lambda x: f"{x:g} {unit}",
+        y_fmt=lambda y: f"${y:g}",
+    )
 
 
 def _retrieval(name: str, it: int, got: list) -> RetrievalRow:
     entries = {r.entry_id: r for m in got for r in m.entries}
     top = sorted(entries.values(), key=lambda r: -r.score)[:3]
-    return RetrievalRow(problem=name, iteration=it, candidates=len(got), insights=len(entries),
-                        foreign=sum(1 for r in entries.values() if r.problem != name),
-                        top=[plan_title(r.title) for r in top])
+    return RetrievalRow(
+        problem=name,
+        iteration=it,
+        candidates=len(got),
+        insights=len(entries),
+        foreign=sum(1 for r in entries.values() if r.problem != name),
+        top=[plan_title(r.title) for r in top],
+    )
 
 
 def _retrievals(view: RunView, memo: Memo) -> list[RetrievalRow]:
     # an iteration's row changes only while its candidates retrieve
-    return [memo.part(("retrieved", name, it), len(got), functools.partial(_retrieval, name, it, got))
-            for name, p in sorted(view.problems.items()) for it, got in sorted(p.memory.items())]
+    return [
+        memo.part(("retrieved", name, it), len(got), functools.partial(_retrieval, name, it, got))
+        for name, p in sorted(view.problems.items())
+        for it, got in sorted(p.memory.items())
+    ]
 
 
 def _insights(view: RunView) -> list[InsightRow]:
     rows = []
     for m in reversed(view.memory_entries[-RECENT_INSIGHTS:]):
         e = m.entry
-        rows.append(InsightRow(iteration=view.memory_entry_iteration.get(e.id), problem=e.problem,
-                               title=plan_title(e.title), speedup_text=fmt.speedup(e.speedup),
-                               kind="speedup" if e.positive else "undo regression"))
+        rows.append(
+            InsightRow(
+                iteration=view.memory_entry_iteration.get(e.id),
+                problem=e.problem,
+                title=plan_title(e.title),
+                speedup_text=fmt.speedup(e.speedup),
+                kind="speedup" if e.positive else "undo regression",
+            )
+        )
     return rows
 
 
@@ -642,22 +790,33 @@ def _chart_pair(view: RunView, label: str, problem: str) -> ChartPair:
     return ChartPair(problem=problem, pct_svg=pct_svg, speedup_svg=speedup_svg)
 
 
-def run_model(view: RunView, source: str, *, streaming: bool, now: float | None = None,
-              memo: Memo | None = None) -> RunModel:
+def run_model(
+    view: RunView, source: str, *, streaming: bool, now: float | None = None, memo: Memo | None = None
+) -> RunModel:
     """Everything the run page shows (`memo`: kept between updates of the same run)."""
     now = now if now is not None else time.time()
     memo = memo or Memo()
     label = view.run_id or "run"
-    charts = [memo.part(("charts", name), len(p.iterations), functools.partial(_chart_pair, view, label, name))
-              for name, p in sorted(view.problems.items())]
+    charts = [
+        memo.part(("charts", name), len(p.iterations), functools.partial(_chart_pair, view, label, name))
+        for name, p in sorted(view.problems.items())
+    ]
     figures = problem_figures(view)
     return RunModel(
         run=run_row(view, source, streaming=streaming, now=now, figures=figures),
-        problems=_problem_rows(view, figures), charts=charts,
-        beams=_beams(view), kernels=_kernels(view, memo), lineage=_lineage(view, memo), llm=_llm(view),
-        cost_svg=memo.part(("cost",), len(view.cost_series), lambda: _cost_chart(view)), memory_enabled=view.settings.memory.enabled,
-        retrievals=_retrievals(view, memo), insights=_insights(view), insights_total=len(view.memory_entries),
-        generated_ts=now)
+        problems=_problem_rows(view, figures),
+        charts=charts,
+        beams=_beams(view),
+        kernels=_kernels(view, memo),
+        lineage=_lineage(view, memo),
+        llm=_llm(view),
+        cost_svg=memo.part(("cost",), len(view.cost_series), lambda: _cost_chart(view)),
+        memory_enabled=view.settings.memory.enabled,
+        retrievals=_retrievals(view, memo),
+        insights=_insights(view),
+        insights_total=len(view.memory_entries),
+        generated_ts=now,
+    )
 
 
 def kernel_model(view: RunView, kernel_id: str) -> KernelModel | None:
@@ -670,26 +829,48 @@ def kernel_model(view: RunView, kernel_id: str) -> KernelModel | None:
     diff = ""
     added = removed = 0
     if prev is not None:
-        diff = source_diff(prev.source, k.source, name_before=prev.kernel_id[:12], name_after=k.kernel_id[:12])
+        diff = source_diff(
+            prev.source, k.source, name_before=prev.kernel_id[:12], name_after=k.kernel_id[:12]
+        )
         added, removed = diff_stats(prev.source, k.source)
     log = k.profile.log if k.profile is not None else ""
     plan = view.plan_text(k.kernel_id) or ""
     return KernelModel(
-        kernel_id=k.kernel_id, problem=k.problem, iteration=k.iteration, kind=_kind(k), status=k.status,
-        latency_text=fmt.ms(k.latency_ms), pct_text=fmt.pct(k.pct_peak), language=k.language,
-        plan=plan, plan_html=markdown.to_html(plan), profile=profile_facts(k.profile) if k.profile else [],
-        log=log[-4000:], previous_id=prev.kernel_id if prev else None,
-        diff_html=diff, added=added, removed=removed, source=k.source)
+        kernel_id=k.kernel_id,
+        problem=k.problem,
+        iteration=k.iteration,
+        kind=_kind(k),
+        status=k.status,
+        latency_text=fmt.ms(k.latency_ms),
+        pct_text=fmt.pct(k.pct_peak),
+        language=k.language,
+        plan=plan,
+        plan_html=markdown.to_html(plan),
+        profile=profile_facts(k.profile) if k.profile else [],
+        log=log[-4000:],
+        previous_id=prev.kernel_id if prev else None,
+        diff_html=diff,
+        added=added,
+        removed=removed,
+        source=k.source,
+    )
 
 
 # --- compare ----------------------------------------------------------------------------------
+
 
 def _ratio(new: float | None, old: float | None) -> str:
     return f"{new / old:.2f}x" if new and old else "-"
 
 
-def compare_model(views: Sequence[RunView], sources: Sequence[str], *, streaming: bool,
-                  report_path: str, now: float | None = None) -> CompareModel:
+def compare_model(
+    views: Sequence[RunView],
+    sources: Sequence[str],
+    *,
+    streaming: bool,
+    report_path: str,
+    now: float | None = None,
+) -> CompareModel:
     """The side-by-side figures of `accelopt report RUN1 RUN2 ...` (the first run is the
     reference of the ratios)."""
     now = now if now is not None else time.time()
@@ -702,15 +883,32 @@ def compare_model(views: Sequence[RunView], sources: Sequence[str], *, streaming
         pct = [r.best_pct_peak if r else None for r in rs]
         sp = [r.speedup if r else None for r in rs]
         pct_svg, sp_svg = _charts([v for v in views], labels, name)
-        problems.append(CompareProblem(
-            problem=name, best_pct_text=[fmt.pct(x) for x in pct], speedup_text=[fmt.speedup(x) for x in sp],
-            remeasured_text=[_remeasured_text(r.remeasured)[0] if r else "-" for r in rs],
-            best_pct_peak=pct, speedup=sp, pct_ratio_text=[_ratio(x, pct[0]) for x in pct[1:]],
-            speedup_ratio_text=[_ratio(x, sp[0]) for x in sp[1:]], pct_svg=pct_svg, speedup_svg=sp_svg))
-    rows = [run_row(v, src, streaming=streaming, now=now, figures=fs)
-            for v, src, fs in zip(views, sources, figures, strict=True)]
+        problems.append(
+            CompareProblem(
+                problem=name,
+                best_pct_text=[fmt.pct(x) for x in pct],
+                speedup_text=[fmt.speedup(x) for x in sp],
+                remeasured_text=[_remeasured_text(r.remeasured)[0] if r else "-" for r in rs],
+                best_pct_peak=pct,
+                speedup=sp,
+                pct_ratio_text=[_ratio(x, pct[0]) for x in pct[1:]],
+                speedup_ratio_text=[_ratio(x, sp[0]) for x in sp[1:]],
+                pct_svg=pct_svg,
+                speedup_svg=sp_svg,
+            )
+        )
+    rows = [
+        run_row(v, src, streaming=streaming, now=now, figures=fs)
+        for v, src, fs in zip(views, sources, figures, strict=True)
+    ]
     return CompareModel(
-        labels=labels, runs=rows,
-        config_differences=[(k, ["-" if x is None else str(x) for x in vals]) for k, vals in config_differences(views)],
-        problems=problems, cost_ratio_text=[_ratio(v.cost_usd, views[0].cost_usd) for v in views[1:]],
-        report_path=report_path, generated_ts=now)
+        labels=labels,
+        runs=rows,
+        config_differences=[
+            (k, ["-" if x is None else str(x) for x in vals]) for k, vals in config_differences(views)
+        ],
+        problems=problems,
+        cost_ratio_text=[_ratio(v.cost_usd, views[0].cost_usd) for v in views[1:]],
+        report_path=report_path,
+        generated_ts=now,
+    )

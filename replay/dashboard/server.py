@@ -37,8 +37,9 @@ _encode = msgspec.json.Encoder().encode
 
 
 def _json(data: bytes, status: int = 200) -> web.Response:
-    return web.Response(body=data, status=status, content_type="application/json",
-                        headers={"Cache-Control": "no-store"})
+    return web.Response(
+        body=data, status=status, content_type="application/json", headers={"Cache-Control": "no-store"}
+    )
 
 
 def _error(status: int, message: str) -> web.Response:
@@ -47,10 +48,15 @@ def _error(status: int, message: str) -> web.Response:
 
 # --- access -----------------------------------------------------------------------------------
 
+
 def _given_token(request: web.Request) -> str | None:
     auth = request.headers.get("Authorization", "")
-    for value in (request.query.get("token"), request.headers.get("X-AccelOpt-Token"),
-                  auth[7:] if auth.startswith("Bearer ") else None, request.cookies.get(COOKIE)):
+    for value in (
+        request.query.get("token"),
+        request.headers.get("X-AccelOpt-Token"),
+        auth[7:] if auth.startswith("Bearer ") else None,
+        request.cookies.get(COOKIE),
+    ):
         if value:
             return value
     return None
@@ -64,18 +70,26 @@ def _hostname(host: str) -> str:
 
 
 @web.middleware
-async def access(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
-                 ) -> web.StreamResponse:
+async def access(
+    request: web.Request,
+    handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+) -> web.StreamResponse:
     token = request.app[TOKEN]
     if not token:
         if _hostname(request.host or "") not in LOOPBACK_HOSTS:
-            return web.Response(status=403, text=f"host {request.host!r} refused: the dashboard serves loopback only "
-                                                 "(bind another address with --host and --token)\n")
+            return web.Response(
+                status=403,
+                text=f"host {request.host!r} refused: the dashboard serves loopback only "
+                "(bind another address with --host and --token)\n",
+            )
         return await handler(request)
     given = _given_token(request)
     if given is None:
-        return web.Response(status=401, text="this dashboard needs its token: open it with ?token=...\n",
-                            headers={"WWW-Authenticate": "Bearer"})
+        return web.Response(
+            status=401,
+            text="this dashboard needs its token: open it with ?token=...\n",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
     if not hmac.compare_digest(given.encode(), token.encode()):
         return web.Response(status=403, text="wrong token\n")
     resp = await handler(request)
@@ -85,6 +99,7 @@ async def access(request: web.Request, handler: Callable[[web.Request], Awaitabl
 
 
 # --- models -----------------------------------------------------------------------------------
+
 
 def _version(hub: Hub, t: Tracked) -> tuple:
     return (t.source, t.version, hub.streaming)
@@ -96,11 +111,23 @@ def runs_json(hub: Hub) -> tuple[object, bytes]:
 
     def build() -> bytes:
         now = time.time()
-        rows = [hub.cached(("row", t.run_id), (*_version(hub, t), tick),
-                           functools.partial(models.run_row, t.view, t.source, streaming=hub.streaming, now=now))
-                for t in hub.runs()]
-        return _encode(models.RunsModel(runs=list(reversed(rows)), stream=hub.stream_url if hub.connected else "",
-                                        root=str(hub.root), warnings=sorted(hub.warnings.values()), generated_ts=now))
+        rows = [
+            hub.cached(
+                ("row", t.run_id),
+                (*_version(hub, t), tick),
+                functools.partial(models.run_row, t.view, t.source, streaming=hub.streaming, now=now),
+            )
+            for t in hub.runs()
+        ]
+        return _encode(
+            models.RunsModel(
+                runs=list(reversed(rows)),
+                stream=hub.stream_url if hub.connected else "",
+                root=str(hub.root),
+                warnings=sorted(hub.warnings.values()),
+                generated_ts=now,
+            )
+        )
 
     return version, hub.cached(("runs",), version, build)
 
@@ -122,8 +149,11 @@ def run_sections(hub: Hub, run_id: str) -> tuple[object, Sections | None]:
     if t is None:
         return None, None
     version = _version(hub, t)
-    data = hub.cached(("run", run_id), version,
-                      lambda: _sections(models.run_model(t.view, t.source, streaming=hub.streaming, memo=t.memo)))
+    data = hub.cached(
+        ("run", run_id),
+        version,
+        lambda: _sections(models.run_model(t.view, t.source, streaming=hub.streaming, memo=t.memo)),
+    )
     return version, data
 
 
@@ -142,12 +172,20 @@ def compare_json(hub: Hub, ids: list[str], report_path: str) -> tuple[object, by
         return None, None
     ts = [t for t in tracked if t is not None]
     version = tuple(_version(hub, t) for t in ts)
-    data = hub.cached(("compare", *ids), version, lambda: _encode(models.compare_model(
-        [t.view for t in ts], [t.source for t in ts], streaming=hub.streaming, report_path=report_path)))
+    data = hub.cached(
+        ("compare", *ids),
+        version,
+        lambda: _encode(
+            models.compare_model(
+                [t.view for t in ts], [t.source for t in ts], streaming=hub.streaming, report_path=report_path
+            )
+        ),
+    )
     return version, data
 
 
 # --- handlers ---------------------------------------------------------------------------------
+
 
 async def page(request: web.Request) -> web.StreamResponse:
     return web.FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-store"})
@@ -175,7 +213,9 @@ async def api_kernel(request: web.Request) -> web.Response:
     if t is None:
         return _error(404, f"no run {request.match_info['run_id']!r}")
     k = models.kernel_model(t.view, request.match_info["kernel_id"])
-    return _json(_encode(k)) if k is not None else _error(404, f"no kernel {request.match_info['kernel_id']!r}")
+    return (
+        _json(_encode(k)) if k is not None else _error(404, f"no kernel {request.match_info['kernel_id']!r}")
+    )
 
 
 def _report_path(request: web.Request, ids: list[str]) -> str:
@@ -201,8 +241,11 @@ async def report(request: web.Request) -> web.Response:
     return web.Response(text=html, content_type="text/html", headers={"Cache-Control": "no-store"})
 
 
-async def _sse(request: web.Request, run_ids: frozenset[str] | None,
-               build: Callable[[], tuple[object, bytes | Sections | None]]) -> web.StreamResponse:
+async def _sse(
+    request: web.Request,
+    run_ids: frozenset[str] | None,
+    build: Callable[[], tuple[object, bytes | Sections | None]],
+) -> web.StreamResponse:
     """Send `build()`'s model now and again whenever a watched run changes (at most one
     update per MIN_UPDATE_INTERVAL_S); `event: missing` while the run is not known yet.
 
@@ -211,8 +254,9 @@ async def _sse(request: web.Request, run_ids: frozenset[str] | None,
     most of the model (charts, lineage, memory) changes rarely, and the page then parses
     and redraws only what did."""
     hub = request.app[HUB]
-    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store",
-                                       "X-Accel-Buffering": "no"})
+    resp = web.StreamResponse(
+        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+    )
     await resp.prepare(request)
     watch = hub.watch(run_ids)
     last: object = ()
@@ -266,6 +310,7 @@ async def stream_compare(request: web.Request) -> web.StreamResponse:
 
 # --- the app ----------------------------------------------------------------------------------
 
+
 def make_app(hub: Hub, *, token: str = "") -> web.Application:
     app = web.Application(middlewares=[access])
     app[HUB] = hub
@@ -299,8 +344,16 @@ class DashboardServer:
     """The dashboard on its own event loop (CLI, tests and benchmarks): `start()` returns
     once it listens; `url` is where."""
 
-    def __init__(self, root: str | Path, *, nats_url: str | None = None, host: str = "127.0.0.1", port: int = 8765,
-                 token: str = "", scan_interval_s: float = 2.0) -> None:
+    def __init__(
+        self,
+        root: str | Path,
+        *,
+        nats_url: str | None = None,
+        host: str = "127.0.0.1",
+        port: int = 8765,
+        token: str = "",
+        scan_interval_s: float = 2.0,
+    ) -> None:
         self.hub = Hub(root, nats_url, scan_interval_s=scan_interval_s)
         self.app = make_app(self.hub, token=token)
         self.host, self.port, self.token = host, port, token

@@ -6,7 +6,18 @@ from __future__ import annotations
 import time
 from typing import Any
 
-__all__ = ["ago", "duration", "ms", "pct", "remeasured", "speedup", "speedup_source", "stamp", "tokens", "usd"]
+__all__ = [
+    "ago",
+    "duration",
+    "ms",
+    "pct",
+    "remeasured",
+    "speedup",
+    "speedup_source",
+    "stamp",
+    "tokens",
+    "usd",
+]
 
 
 def pct(x: float | None) -> str:
@@ -70,8 +81,10 @@ def ago(ts: float | None, now: float | None = None) -> str:
 RECORDED = "recorded"
 REMEASURED = "re-measured"
 RECORDED_NOTE = "recorded: the baseline's and the best kernel's profiles during the search"
-REMEASURED_NOTE = ("re-measured: baseline and best timed again in interleaved rounds on fresh seeds at the end of "
-                   "the problem")
+REMEASURED_NOTE = (
+    "re-measured: baseline and best timed again in interleaved rounds on fresh seeds at the end of "
+    "the problem"
+)
 
 
 def remeasured(rm: Any) -> str:
@@ -82,7 +95,9 @@ def remeasured(rm: Any) -> str:
     if rm.speedup is None:
         failed = rm.best if rm.best.status != "passed" else rm.baseline
         return f"- ({failed.status})"
-    return f"{speedup(rm.speedup)} ({ms(rm.baseline.median_ms).removesuffix(' ms')} / {ms(rm.best.median_ms)})"
+    return (
+        f"{speedup(rm.speedup)} ({ms(rm.baseline.median_ms).removesuffix(' ms')} / {ms(rm.best.median_ms)})"
+    )
 
 
 def speedup_source(remeasured: int, problems: int) -> str:

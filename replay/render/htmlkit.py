@@ -13,29 +13,39 @@ def esc(x: object) -> str:
     return escape(str(x), quote=True)
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[Cell]], *, cls: str = "", attrs: str = "",
-          numeric_from: int = 1) -> str:
+def table(
+    headers: Sequence[str],
+    rows: Iterable[Sequence[Cell]],
+    *,
+    cls: str = "",
+    attrs: str = "",
+    numeric_from: int = 1,
+) -> str:
     """A table; columns from `numeric_from` on are right-aligned. In a box that scrolls
     sideways where a table is wider than the page (many runs side by side), never the page."""
     out = [f'<div class="table-wrap"><table class="{esc(cls)}"{" " + attrs if attrs else ""}><thead><tr>']
-    out += [f'<th{" class=num" if i >= numeric_from else ""}>{esc(h)}</th>' for i, h in enumerate(headers)]
+    out += [f"<th{' class=num' if i >= numeric_from else ''}>{esc(h)}</th>" for i, h in enumerate(headers)]
     out.append("</tr></thead><tbody>")
     for row in rows:
         out.append("<tr>")
         for i, cell in enumerate(row):
             text, extra = cell if isinstance(cell, tuple) else (cell, "")
             classes = " ".join(c for c in ("num" if i >= numeric_from else "", extra) if c)
-            out.append(f'<td{f" class={chr(34)}{classes}{chr(34)}" if classes else ""}>{esc(text)}</td>')
+            out.append(f"<td{f' class={chr(34)}{classes}{chr(34)}' if classes else ''}>{esc(text)}</td>")
         out.append("</tr>")
     out.append("</tbody></table></div>")
     return "".join(out)
 
 
-def source_diff(before: str, after: str, *, name_before: str = "before", name_after: str = "after",
-                context: int = 3) -> str:
+def source_diff(
+    before: str, after: str, *, name_before: str = "before", name_after: str = "after", context: int = 3
+) -> str:
     """A unified diff as `<pre class="diff">`, one span per line classed add/del/hunk/ctx."""
-    lines = list(difflib.unified_diff(before.splitlines(), after.splitlines(), name_before, name_after,
-                                      n=context, lineterm=""))
+    lines = list(
+        difflib.unified_diff(
+            before.splitlines(), after.splitlines(), name_before, name_after, n=context, lineterm=""
+        )
+    )
     if not lines:
         return '<pre class="diff"><span class="ctx">(identical source)</span></pre>'
     out = ['<pre class="diff">']

@@ -11,9 +11,14 @@ def profile_facts(prof: Profile) -> list[tuple[str, str]]:
     rows: list[tuple[str, str]] = [("status", str(prof.status))]
     if prof.latency:
         lat = prof.latency
-        rows += [("latency (median)", f"{lat.median_ms:.4g} ms"),
-                 ("min / max", f"{lat.min_ms:.4g} / {lat.max_ms:.4g} ms"),
-                 ("spread (IQR/median)", f"{lat.spread:.1%} over {len(lat.samples_ms)} runs, {lat.reruns} re-runs")]
+        rows += [
+            ("latency (median)", f"{lat.median_ms:.4g} ms"),
+            ("min / max", f"{lat.min_ms:.4g} / {lat.max_ms:.4g} ms"),
+            (
+                "spread (IQR/median)",
+                f"{lat.spread:.1%} over {len(lat.samples_ms)} runs, {lat.reruns} re-runs",
+            ),
+        ]
     if prof.pct_peak is not None:
         rows.append(("% of peak", fmt.pct(prof.pct_peak)))
     if prof.bound is not None:
@@ -21,9 +26,16 @@ def profile_facts(prof: Profile) -> list[tuple[str, str]]:
     if prof.t_peak_ms is not None:
         rows.append(("T_peak", f"{prof.t_peak_ms:.4g} ms"))
     if prof.correctness:
-        rows.append(("correctness", ", ".join(
-            f"{c.case} {'ok' if c.passed else 'FAIL'}" + (f" (rel {c.rel_l2:.1e})" if c.rel_l2 is not None else "")
-            for c in prof.correctness)))
+        rows.append(
+            (
+                "correctness",
+                ", ".join(
+                    f"{c.case} {'ok' if c.passed else 'FAIL'}"
+                    + (f" (rel {c.rel_l2:.1e})" if c.rel_l2 is not None else "")
+                    for c in prof.correctness
+                ),
+            )
+        )
     est = prof.estimate
     if est is not None:  # a cost model's figures, never shown as the latency
         rows.append(("ESTIMATED latency", f"{est.latency_ms:.4g} ms ({est.model}; not measured)"))

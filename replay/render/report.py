@@ -58,17 +58,57 @@ def overview(views: Sequence[RunView], labels: list[str]) -> str:
     for v, label in zip(views, labels, strict=True):
         s = summarize(v)
         fork = f"{s.parent_run} @ iteration {s.fork_iteration}" if s.parent_run else "-"
-        rows.append([label, s.status, fmt.stamp(s.started_ts), fmt.duration(s.duration_s), s.device,
-                     str(s.problems), s.iterations, str(s.kernels), fmt.pct(s.baseline_pct_peak_geomean),
-                     fmt.pct(s.pct_peak_geomean), s.labelled_speedup_text, fork])
-        settings.append([label, s.search, ", ".join(s.models) or "-", str(s.seed) if s.seed is not None else "-",
-                         str(s.llm_calls), fmt.tokens(s.tokens), fmt.usd(s.cost_usd)])
-    head = ["run", "status", "started", "duration", "device", "problems", "iterations", "kernels",
-            "baseline %peak (geomean)", "best %peak (geomean)", "speedup (geomean)", "forked from"]
-    return (table(head, rows, cls="runs", numeric_from=5)
-            + table(["run", "search", "models", "seed", "LLM calls", "tokens", "LLM cost"], settings,
-                    cls="run-settings", numeric_from=3)
-            + isolation_notes(views, labels))
+        rows.append(
+            [
+                label,
+                s.status,
+                fmt.stamp(s.started_ts),
+                fmt.duration(s.duration_s),
+                s.device,
+                str(s.problems),
+                s.iterations,
+                str(s.kernels),
+                fmt.pct(s.baseline_pct_peak_geomean),
+                fmt.pct(s.pct_peak_geomean),
+                s.labelled_speedup_text,
+                fork,
+            ]
+        )
+        settings.append(
+            [
+                label,
+                s.search,
+                ", ".join(s.models) or "-",
+                str(s.seed) if s.seed is not None else "-",
+                str(s.llm_calls),
+                fmt.tokens(s.tokens),
+                fmt.usd(s.cost_usd),
+            ]
+        )
+    head = [
+        "run",
+        "status",
+        "started",
+        "duration",
+        "device",
+        "problems",
+        "iterations",
+        "kernels",
+        "baseline %peak (geomean)",
+        "best %peak (geomean)",
+        "speedup (geomean)",
+        "forked from",
+    ]
+    return (
+        table(head, rows, cls="runs", numeric_from=5)
+        + table(
+            ["run", "search", "models", "seed", "LLM calls", "tokens", "LLM cost"],
+            settings,
+            cls="run-settings",
+            numeric_from=3,
+        )
+        + isolation_notes(views, labels)
+    )
 
 
 def isolation_notes(views: Sequence[RunView], labels: list[str]) -> str:
@@ -77,11 +117,16 @@ def isolation_notes(views: Sequence[RunView], labels: list[str]) -> str:
     out = []
     for v, label in zip(views, labels, strict=True):
         allowed = v.settings.sandbox.allow_unisolated
-        bare = sum(1 for k in v.kernels.values() if k.profile is not None and k.profile.isolation
-                   and not k.profile.isolation.get("landlock_abi"))
+        bare = sum(
+            1
+            for k in v.kernels.values()
+            if k.profile is not None and k.profile.isolation and not k.profile.isolation.get("landlock_abi")
+        )
         if allowed or bare:
-            out.append(f'<p class="warn">{esc(label)}: sandbox.allow_unisolated was '
-                       f'{"set" if allowed else "not set"}; {bare} kernel(s) ran without filesystem isolation</p>')
+            out.append(
+                f'<p class="warn">{esc(label)}: sandbox.allow_unisolated was '
+                f"{'set' if allowed else 'not set'}; {bare} kernel(s) ran without filesystem isolation</p>"
+            )
     return "".join(out)
 
 
@@ -105,22 +150,65 @@ def results_tables(views: Sequence[RunView], labels: list[str]) -> str:
         rows: list[list[Cell]] = []
         results = v.results()
         for r in results:
-            rows.append([r.problem, r.device, _or_est(fmt.ms, r.baseline_ms, r.est_baseline_ms),
-                         _or_est(fmt.ms, r.best_ms, r.est_best_ms), _or_est(fmt.speedup, r.speedup, r.est_speedup),
-                         _or_est(fmt.pct, r.baseline_pct_peak, r.est_baseline_pct_peak),
-                         _or_est(fmt.pct, r.best_pct_peak, r.est_best_pct_peak), str(r.kernels), str(r.iterations),
-                         fmt.usd(r.cost_usd), (r.best_kernel_id or "-")[:12], r.note or "", _remeasured(r)])
+            rows.append(
+                [
+                    r.problem,
+                    r.device,
+                    _or_est(fmt.ms, r.baseline_ms, r.est_baseline_ms),
+                    _or_est(fmt.ms, r.best_ms, r.est_best_ms),
+                    _or_est(fmt.speedup, r.speedup, r.est_speedup),
+                    _or_est(fmt.pct, r.baseline_pct_peak, r.est_baseline_pct_peak),
+                    _or_est(fmt.pct, r.best_pct_peak, r.est_best_pct_peak),
+                    str(r.kernels),
+                    str(r.iterations),
+                    fmt.usd(r.cost_usd),
+                    (r.best_kernel_id or "-")[:12],
+                    r.note or "",
+                    _remeasured(r),
+                ]
+            )
         if len(results) > 1:
-            rows.append([("geomean", "total"), "", "", "", fmt.speedup(geomean(r.speedup for r in results)),
-                         fmt.pct(geomean(r.baseline_pct_peak for r in results)),
-                         fmt.pct(geomean(r.best_pct_peak for r in results)),
-                         str(sum(r.kernels for r in results)), "", fmt.usd(v.cost_usd), "", "",
-                         fmt.speedup(geomean(r.reported_speedup for r in results))])
+            rows.append(
+                [
+                    ("geomean", "total"),
+                    "",
+                    "",
+                    "",
+                    fmt.speedup(geomean(r.speedup for r in results)),
+                    fmt.pct(geomean(r.baseline_pct_peak for r in results)),
+                    fmt.pct(geomean(r.best_pct_peak for r in results)),
+                    str(sum(r.kernels for r in results)),
+                    "",
+                    fmt.usd(v.cost_usd),
+                    "",
+                    "",
+                    fmt.speedup(geomean(r.reported_speedup for r in results)),
+                ]
+            )
         out.append(f"<h3>{esc(label)}</h3>")
-        out.append(table(["problem", "device", "recorded baseline", "recorded best", "recorded speedup",
-                          "base %peak", "best %peak", "kernels", "iterations", "LLM cost", "best kernel", "note",
-                          "re-measured speedup"], rows, cls="results",
-                         attrs=f'data-run="{esc(v.run_id or "")}"', numeric_from=2))
+        out.append(
+            table(
+                [
+                    "problem",
+                    "device",
+                    "recorded baseline",
+                    "recorded best",
+                    "recorded speedup",
+                    "base %peak",
+                    "best %peak",
+                    "kernels",
+                    "iterations",
+                    "LLM cost",
+                    "best kernel",
+                    "note",
+                    "re-measured speedup",
+                ],
+                rows,
+                cls="results",
+                attrs=f'data-run="{esc(v.run_id or "")}"',
+                numeric_from=2,
+            )
+        )
     out.append(f'<p class="note">{esc(fmt.RECORDED_NOTE)}; {esc(fmt.REMEASURED_NOTE)}</p>')
     return "".join(out)
 
@@ -130,8 +218,14 @@ def comparison(views: Sequence[RunView], labels: list[str]) -> str:
     out = ["<h3>settings that differ</h3>"]
     diffs = config_differences(list(views))
     if diffs:
-        out.append(table(["config key", *labels], [[k, *(esc_json(x) for x in vals)] for k, vals in diffs],
-                         cls="config-diff", numeric_from=99))
+        out.append(
+            table(
+                ["config key", *labels],
+                [[k, *(esc_json(x) for x in vals)] for k, vals in diffs],
+                cls="config-diff",
+                numeric_from=99,
+            )
+        )
     else:
         out.append('<p class="note">same configuration</p>')
     problems = sorted(set().union(*(v.problems for v in views)))
@@ -150,21 +244,48 @@ def comparison(views: Sequence[RunView], labels: list[str]) -> str:
         base = by_run[0].get(name)
         for res in by_run[1:]:
             r = res.get(name)
-            row += [_ratio_cell(r.best_pct_peak if r else None, base.best_pct_peak if base else None),
-                    _ratio_cell(r.speedup if r else None, base.speedup if base else None)]
+            row += [
+                _ratio_cell(r.best_pct_peak if r else None, base.best_pct_peak if base else None),
+                _ratio_cell(r.speedup if r else None, base.speedup if base else None),
+            ]
         rows.append(row)
     out.append("<h3>final figures</h3>")
     out.append(table(head, rows, cls="comparison", numeric_from=1))
     rows = []
     for v, label in zip(views, labels, strict=True):
         s = summarize(v)
-        rows.append([label, s.parent_run or "-", str(s.fork_iteration) if s.fork_iteration is not None else "-",
-                     str(s.llm_calls), fmt.tokens(s.tokens), fmt.usd(s.cost_usd),
-                     _ratio_cell(s.cost_usd, first.cost_usd)[0] if v is not first else "-", str(s.kernels),
-                     fmt.duration(s.duration_s)])
+        rows.append(
+            [
+                label,
+                s.parent_run or "-",
+                str(s.fork_iteration) if s.fork_iteration is not None else "-",
+                str(s.llm_calls),
+                fmt.tokens(s.tokens),
+                fmt.usd(s.cost_usd),
+                _ratio_cell(s.cost_usd, first.cost_usd)[0] if v is not first else "-",
+                str(s.kernels),
+                fmt.duration(s.duration_s),
+            ]
+        )
     out.append("<h3>LLM use and cost</h3>")
-    out.append(table(["run", "parent run", "fork iteration", "LLM calls", "tokens", "LLM cost",
-                      f"cost / {labels[0]}", "kernels", "duration"], rows, cls="comparison-cost", numeric_from=3))
+    out.append(
+        table(
+            [
+                "run",
+                "parent run",
+                "fork iteration",
+                "LLM calls",
+                "tokens",
+                "LLM cost",
+                f"cost / {labels[0]}",
+                "kernels",
+                "duration",
+            ],
+            rows,
+            cls="comparison-cost",
+            numeric_from=3,
+        )
+    )
     return "".join(out)
 
 
@@ -181,14 +302,39 @@ def progress(views: Sequence[RunView], labels: list[str]) -> str:
             pts = v.best_per_iteration(name)
             if not pts and name not in v.problems:
                 continue
-            pct_series.append(Series(label, [(p.iteration, 100 * p.best_pct_peak if p.best_pct_peak is not None
-                                               else None) for p in pts]))
+            pct_series.append(
+                Series(
+                    label,
+                    [
+                        (p.iteration, 100 * p.best_pct_peak if p.best_pct_peak is not None else None)
+                        for p in pts
+                    ],
+                )
+            )
             sp_series.append(Series(label, [(p.iteration, p.speedup) for p in pts]))
         out.append(f'<h3>{esc(name)}</h3><div class="charts">')
-        out.append(line_chart(pct_series, title=f"{name}: best % of peak per iteration", name=f"pct-peak:{name}",
-                              x_label="iteration", y_label="% of peak", y_fmt=_pct100, integer_x=True))
-        out.append(line_chart(sp_series, title=f"{name}: speedup over baseline per iteration", name=f"speedup:{name}",
-                              x_label="iteration", y_label="speedup", y_fmt=_x, integer_x=True))
+        out.append(
+            line_chart(
+                pct_series,
+                title=f"{name}: best % of peak per iteration",
+                name=f"pct-peak:{name}",
+                x_label="iteration",
+                y_label="% of peak",
+                y_fmt=_pct100,
+                integer_x=True,
+            )
+        )
+        out.append(
+            line_chart(
+                sp_series,
+                title=f"{name}: speedup over baseline per iteration",
+                name=f"speedup:{name}",
+                x_label="iteration",
+                y_label="speedup",
+                y_fmt=_x,
+                integer_x=True,
+            )
+        )
         out.append("</div>")
         for v, label in zip(views, labels, strict=True):
             pts = v.best_per_iteration(name)
@@ -196,17 +342,44 @@ def progress(views: Sequence[RunView], labels: list[str]) -> str:
                 continue
             p = v.problems[name]
             profiled = {it.iteration: it.kernels_profiled for it in p.iterations}
-            rows = [[str(pt.iteration), pt.best_kernel_id[:12], fmt.ms(pt.best_latency_ms), fmt.pct(pt.best_pct_peak),
-                     fmt.speedup(pt.speedup), str(profiled.get(pt.iteration, 0)),
-                     str(len(p.beams.get(pt.iteration, []))), fmt.usd(pt.cost_usd)] for pt in pts]
+            rows = [
+                [
+                    str(pt.iteration),
+                    pt.best_kernel_id[:12],
+                    fmt.ms(pt.best_latency_ms),
+                    fmt.pct(pt.best_pct_peak),
+                    fmt.speedup(pt.speedup),
+                    str(profiled.get(pt.iteration, 0)),
+                    str(len(p.beams.get(pt.iteration, []))),
+                    fmt.usd(pt.cost_usd),
+                ]
+                for pt in pts
+            ]
             caption = f"<h4>{esc(label)}</h4>" if len(views) > 1 else ""
-            out.append(caption + table(["iteration", "best kernel", "latency", "% of peak", "speedup",
-                                        "kernels profiled", "beam", "LLM cost so far"], rows, cls="iterations",
-                                       attrs=f'data-run="{esc(v.run_id or "")}" data-problem="{esc(name)}"'))
+            out.append(
+                caption
+                + table(
+                    [
+                        "iteration",
+                        "best kernel",
+                        "latency",
+                        "% of peak",
+                        "speedup",
+                        "kernels profiled",
+                        "beam",
+                        "LLM cost so far",
+                    ],
+                    rows,
+                    cls="iterations",
+                    attrs=f'data-run="{esc(v.run_id or "")}" data-problem="{esc(name)}"',
+                )
+            )
     return "".join(out)
 
 
-def _downsample(points: list[tuple[float, float | None]], limit: int = 400) -> list[tuple[float, float | None]]:
+def _downsample(
+    points: list[tuple[float, float | None]], limit: int = 400
+) -> list[tuple[float, float | None]]:
     if len(points) <= limit:
         return points
     step = len(points) / limit
@@ -233,24 +406,63 @@ def cost(views: Sequence[RunView], labels: list[str]) -> str:
     def _x_fmt(x: float) -> str:
         return f"{x:g} {unit}"
 
-    out = ['<div class="charts">',
-           line_chart(cost_s, title="LLM cost over time", name="cost-over-time", x_label=f"elapsed ({unit})",
-                      y_label="USD (cumulative)", x_fmt=_x_fmt, y_fmt=lambda y: f"${y:g}"),
-           line_chart(tok_s, title="LLM tokens over time", name="tokens-over-time", x_label=f"elapsed ({unit})",
-                      y_label="k tokens (cumulative)", x_fmt=_x_fmt, y_fmt=lambda y: f"{y:g}k")]
+    out = [
+        '<div class="charts">',
+        line_chart(
+            cost_s,
+            title="LLM cost over time",
+            name="cost-over-time",
+            x_label=f"elapsed ({unit})",
+            y_label="USD (cumulative)",
+            x_fmt=_x_fmt,
+            y_fmt=lambda y: f"${y:g}",
+        ),
+        line_chart(
+            tok_s,
+            title="LLM tokens over time",
+            name="tokens-over-time",
+            x_label=f"elapsed ({unit})",
+            y_label="k tokens (cumulative)",
+            x_fmt=_x_fmt,
+            y_fmt=lambda y: f"{y:g}k",
+        ),
+    ]
     roles = [r for r in ROLES if any(r in v.usage for v in views)]
     roles += sorted({r for v in views for r in v.usage} - set(roles))
     if len(views) == 1:
         usage = views[0].usage
-        bars = [BarSeries("prompt", [usage[r].prompt_tokens / 1000 if r in usage else 0.0 for r in roles]),
-                BarSeries("completion", [usage[r].completion_tokens / 1000 if r in usage else 0.0 for r in roles])]
-        out.append(bar_chart(roles, bars, title="tokens per role", name="tokens-per-role", y_label="k tokens",
-                             y_fmt=lambda y: f"{y:g}k", stacked=True))
+        bars = [
+            BarSeries("prompt", [usage[r].prompt_tokens / 1000 if r in usage else 0.0 for r in roles]),
+            BarSeries(
+                "completion", [usage[r].completion_tokens / 1000 if r in usage else 0.0 for r in roles]
+            ),
+        ]
+        out.append(
+            bar_chart(
+                roles,
+                bars,
+                title="tokens per role",
+                name="tokens-per-role",
+                y_label="k tokens",
+                y_fmt=lambda y: f"{y:g}k",
+                stacked=True,
+            )
+        )
     else:
-        bars = [BarSeries(label, [v.usage[r].tokens / 1000 if r in v.usage else 0.0 for r in roles])
-                for v, label in zip(views, labels, strict=True)]
-        out.append(bar_chart(roles, bars, title="tokens per role", name="tokens-per-role", y_label="k tokens",
-                             y_fmt=lambda y: f"{y:g}k"))
+        bars = [
+            BarSeries(label, [v.usage[r].tokens / 1000 if r in v.usage else 0.0 for r in roles])
+            for v, label in zip(views, labels, strict=True)
+        ]
+        out.append(
+            bar_chart(
+                roles,
+                bars,
+                title="tokens per role",
+                name="tokens-per-role",
+                y_label="k tokens",
+                y_fmt=lambda y: f"{y:g}k",
+            )
+        )
     out.append("</div>")
     rows = []
     for v, label in zip(views, labels, strict=True):
@@ -258,11 +470,26 @@ def cost(views: Sequence[RunView], labels: list[str]) -> str:
             u = v.usage.get(role)
             if u is None:
                 continue
-            rows.append([label, role, str(u.calls), str(u.failed_calls), fmt.tokens(u.prompt_tokens),
-                         fmt.tokens(u.completion_tokens), fmt.usd(u.cost_usd),
-                         f"{u.latency_s / u.calls:.2f} s" if u.calls else "-"])
-    out.append(table(["run", "role", "calls", "failed", "prompt tokens", "completion tokens", "cost",
-                      "mean latency"], rows, cls="usage", numeric_from=2))
+            rows.append(
+                [
+                    label,
+                    role,
+                    str(u.calls),
+                    str(u.failed_calls),
+                    fmt.tokens(u.prompt_tokens),
+                    fmt.tokens(u.completion_tokens),
+                    fmt.usd(u.cost_usd),
+                    f"{u.latency_s / u.calls:.2f} s" if u.calls else "-",
+                ]
+            )
+    out.append(
+        table(
+            ["run", "role", "calls", "failed", "prompt tokens", "completion tokens", "cost", "mean latency"],
+            rows,
+            cls="usage",
+            numeric_from=2,
+        )
+    )
     return "".join(out)
 
 
@@ -271,25 +498,38 @@ def build_report(views: Sequence[RunView], *, title: str | None = None, now: flo
     if not views:
         raise ValueError("a report needs at least one run")
     labels = run_labels(views)
-    title = title or ("AccelOpt run " + labels[0] if len(views) == 1 else "AccelOpt runs: " + " vs ".join(labels))
-    sections: list[tuple[str, str, str]] = [("overview", "Overview", overview(views, labels)
-                                             + results_tables(views, labels))]
+    title = title or (
+        "AccelOpt run " + labels[0] if len(views) == 1 else "AccelOpt runs: " + " vs ".join(labels)
+    )
+    sections: list[tuple[str, str, str]] = [
+        ("overview", "Overview", overview(views, labels) + results_tables(views, labels))
+    ]
     if len(views) > 1:
         sections.append(("comparison", "Side by side", comparison(views, labels)))
     sections += [
         ("progress", "Progress per problem", progress(views, labels)),
         ("cost", "LLM cost and tokens", cost(views, labels)),
-        ("lineage", "Lineage of the best kernels", "".join(lineage_section(v, lab) for v, lab in zip(views, labels,
-                                                                                                      strict=True))),
+        (
+            "lineage",
+            "Lineage of the best kernels",
+            "".join(lineage_section(v, lab) for v, lab in zip(views, labels, strict=True)),
+        ),
         ("memory", "Memory", "".join(memory_section(v, lab) for v, lab in zip(views, labels, strict=True))),
-        ("failures", "Kernel outcomes and failures", "".join(failures_section(v, lab)
-                                                              for v, lab in zip(views, labels, strict=True))),
+        (
+            "failures",
+            "Kernel outcomes and failures",
+            "".join(failures_section(v, lab) for v, lab in zip(views, labels, strict=True)),
+        ),
     ]
     generated = fmt.stamp(now if now is not None else time.time())
     nav = "".join(f'<a href="#{sid}">{esc(name)}</a>' for sid, name, _ in sections)
-    body = "".join(f'<section id="{sid}"><h2>{esc(name)}</h2>{html}</section>' for sid, name, html in sections)
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{esc(title)}</title><style>{CSS}</style></head><body>"
-            f"<h1>{esc(title)}</h1><p class=\"sub\">generated {esc(generated)} from the event log"
-            f" \u00b7 {sum(v.events for v in views):,} events</p><nav>{nav}</nav>{body}</body></html>\n")
+    body = "".join(
+        f'<section id="{sid}"><h2>{esc(name)}</h2>{html}</section>' for sid, name, html in sections
+    )
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{esc(title)}</title><style>{CSS}</style></head><body>"
+        f'<h1>{esc(title)}</h1><p class="sub">generated {esc(generated)} from the event log'
+        f" \u00b7 {sum(v.events for v in views):,} events</p><nav>{nav}</nav>{body}</body></html>\n"
+    )

@@ -13,8 +13,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from html import escape
 
-PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
-           "#7f7f7f", "#bcbd22")
+PALETTE = (
+    "#1f77b4",
+    "#d62728",
+    "#2ca02c",
+    "#ff7f0e",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#17becf",
+    "#7f7f7f",
+    "#bcbd22",
+)
 
 Fmt = Callable[[float], str]
 
@@ -106,28 +116,48 @@ def _open(kind: str, name: str, title: str, width: int, height: int) -> list[str
     ]
 
 
-def _axes(f: _Frame, xticks: Sequence[float], yticks: Sequence[float], x_fmt: Fmt, y_fmt: Fmt,
-          x_label: str, y_label: str, x_labels: Sequence[str] | None = None) -> None:
+def _axes(
+    f: _Frame,
+    xticks: Sequence[float],
+    yticks: Sequence[float],
+    x_fmt: Fmt,
+    y_fmt: Fmt,
+    x_label: str,
+    y_label: str,
+    x_labels: Sequence[str] | None = None,
+) -> None:
     out = f.parts
     for t in yticks:
         y = f.py(t)
-        out.append(f'<line class="grid" x1="{f.left}" x2="{f.left + f.pw:.1f}" y1="{_num(y)}" y2="{_num(y)}"/>')
-        out.append(f'<text class="tick" x="{f.left - 6}" y="{_num(y + 4)}" text-anchor="end">{escape(y_fmt(t))}</text>')
+        out.append(
+            f'<line class="grid" x1="{f.left}" x2="{f.left + f.pw:.1f}" y1="{_num(y)}" y2="{_num(y)}"/>'
+        )
+        out.append(
+            f'<text class="tick" x="{f.left - 6}" y="{_num(y + 4)}" text-anchor="end">{escape(y_fmt(t))}</text>'
+        )
     for i, t in enumerate(xticks):
         x = f.px(t)
         label = x_labels[i] if x_labels is not None else x_fmt(t)
-        out.append(f'<text class="tick" x="{_num(x)}" y="{f.top + f.ph + 16:.0f}" text-anchor="middle">'
-                   f"{escape(label)}</text>")
+        out.append(
+            f'<text class="tick" x="{_num(x)}" y="{f.top + f.ph + 16:.0f}" text-anchor="middle">'
+            f"{escape(label)}</text>"
+        )
     out.append(f'<line class="axis" x1="{f.left}" x2="{f.left}" y1="{f.top}" y2="{f.top + f.ph:.1f}"/>')
-    out.append(f'<line class="axis" x1="{f.left}" x2="{f.left + f.pw:.1f}" y1="{f.top + f.ph:.1f}" '
-               f'y2="{f.top + f.ph:.1f}"/>')
+    out.append(
+        f'<line class="axis" x1="{f.left}" x2="{f.left + f.pw:.1f}" y1="{f.top + f.ph:.1f}" '
+        f'y2="{f.top + f.ph:.1f}"/>'
+    )
     if x_label:
-        out.append(f'<text class="axis-label" x="{f.left + f.pw / 2:.0f}" y="{f.top + f.ph + 36:.0f}" '
-                   f'text-anchor="middle">{escape(x_label)}</text>')
+        out.append(
+            f'<text class="axis-label" x="{f.left + f.pw / 2:.0f}" y="{f.top + f.ph + 36:.0f}" '
+            f'text-anchor="middle">{escape(x_label)}</text>'
+        )
     if y_label:
         cy = f.top + f.ph / 2
-        out.append(f'<text class="axis-label" x="14" y="{cy:.0f}" text-anchor="middle" '
-                   f'transform="rotate(-90 14 {cy:.0f})">{escape(y_label)}</text>')
+        out.append(
+            f'<text class="axis-label" x="14" y="{cy:.0f}" text-anchor="middle" '
+            f'transform="rotate(-90 14 {cy:.0f})">{escape(y_label)}</text>'
+        )
 
 
 LEGEND_ROW = 15  # px per legend entry
@@ -145,18 +175,33 @@ def _legend(f: _Frame, names: Sequence[tuple[str, str, bool]]) -> None:
     x = f.left + 8
     y = f.height - _legend_height(len(names)) + 8
     longest = max(len(n) for n, _, _ in names)
-    f.parts.append(f'<rect class="legend-box" x="{x - 4}" y="{y - 8}" width="{min(26 + 6.2 * longest, f.pw - 8):.0f}" '
-                   f'height="{LEGEND_ROW * len(names) + 2}" fill="#ffffff" fill-opacity="0.8" rx="3"/>')
+    f.parts.append(
+        f'<rect class="legend-box" x="{x - 4}" y="{y - 8}" width="{min(26 + 6.2 * longest, f.pw - 8):.0f}" '
+        f'height="{LEGEND_ROW * len(names) + 2}" fill="#ffffff" fill-opacity="0.8" rx="3"/>'
+    )
     for name, color, dashed in names:
         dash = ' stroke-dasharray="5 3"' if dashed else ""
-        f.parts.append(f'<line x1="{x}" x2="{x + 16}" y1="{y}" y2="{y}" stroke="{color}" stroke-width="2.5"{dash}/>')
+        f.parts.append(
+            f'<line x1="{x}" x2="{x + 16}" y1="{y}" y2="{y}" stroke="{color}" stroke-width="2.5"{dash}/>'
+        )
         f.parts.append(f'<text class="legend" x="{x + 20}" y="{y + 4}">{escape(name)}</text>')
         y += LEGEND_ROW
 
 
-def line_chart(series: Sequence[Series], *, title: str, name: str = "", x_label: str = "", y_label: str = "",
-               x_fmt: Fmt = _g, y_fmt: Fmt = _g, width: int = 460, height: int = 260, y_from_zero: bool = True,
-               integer_x: bool = False) -> str:
+def line_chart(
+    series: Sequence[Series],
+    *,
+    title: str,
+    name: str = "",
+    x_label: str = "",
+    y_label: str = "",
+    x_fmt: Fmt = _g,
+    y_fmt: Fmt = _g,
+    width: int = 460,
+    height: int = 260,
+    y_from_zero: bool = True,
+    integer_x: bool = False,
+) -> str:
     """A line chart of `series`; points get tooltips "<series>: <x> -> <y>"."""
     xs = [x for s in series for x, y in s.points if y is not None]
     ys = [y for s in series for _, y in s.points if y is not None]
@@ -165,8 +210,10 @@ def line_chart(series: Sequence[Series], *, title: str, name: str = "", x_label:
     f = _Frame(width, height, bottom=_Frame.bottom + extra)
     parts = _open("line-chart", name or title, title, width, height)
     if not ys:
-        parts.append(f'<text class="empty" x="{width / 2:.0f}" y="{height / 2:.0f}" text-anchor="middle">'
-                     "no data</text></svg>")
+        parts.append(
+            f'<text class="empty" x="{width / 2:.0f}" y="{height / 2:.0f}" text-anchor="middle">'
+            "no data</text></svg>"
+        )
         return "".join(parts)
     ylo = min(0.0, min(ys)) if y_from_zero else min(ys)
     yticks = nice_ticks(ylo, max(ys))
@@ -197,23 +244,36 @@ def line_chart(series: Sequence[Series], *, title: str, name: str = "", x_label:
             if len(run) > 1:
                 d = " ".join(f"{_num(f.px(x))},{_num(f.py(y))}" for x, y in run)
                 lx, ly = run[-1]
-                parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2"{dash} points="{d}">'
-                             f"<title>{escape(s.name)}: last {escape(x_fmt(lx))} \u2192 {escape(y_fmt(ly))}</title>"
-                             "</polyline>")
+                parts.append(
+                    f'<polyline fill="none" stroke="{color}" stroke-width="2"{dash} points="{d}">'
+                    f"<title>{escape(s.name)}: last {escape(x_fmt(lx))} \u2192 {escape(y_fmt(ly))}</title>"
+                    "</polyline>"
+                )
         if sum(len(r) for r in runs) <= 60:  # markers with tooltips, unless the series is dense
             for x, y in (p for r in runs for p in r):
-                parts.append(f'<circle cx="{_num(f.px(x))}" cy="{_num(f.py(y))}" r="3" fill="{color}">'
-                             f"<title>{escape(s.name)}: {escape(x_fmt(x))} \u2192 {escape(y_fmt(y))}</title>"
-                             "</circle>")
+                parts.append(
+                    f'<circle cx="{_num(f.px(x))}" cy="{_num(f.py(y))}" r="3" fill="{color}">'
+                    f"<title>{escape(s.name)}: {escape(x_fmt(x))} \u2192 {escape(y_fmt(y))}</title>"
+                    "</circle>"
+                )
         parts.append("</g>")
     _legend(f, legend)
     parts.append("</svg>")
     return "".join(parts)
 
 
-def bar_chart(categories: Sequence[str], series: Sequence[BarSeries], *, title: str, name: str = "",
-              y_label: str = "", y_fmt: Fmt = _g, stacked: bool = False, width: int = 460,
-              height: int = 260) -> str:
+def bar_chart(
+    categories: Sequence[str],
+    series: Sequence[BarSeries],
+    *,
+    title: str,
+    name: str = "",
+    y_label: str = "",
+    y_fmt: Fmt = _g,
+    stacked: bool = False,
+    width: int = 460,
+    height: int = 260,
+) -> str:
     """Bars per category: one per series side by side, or stacked."""
     extra = _legend_height(len(series))
     height += extra
@@ -221,8 +281,10 @@ def bar_chart(categories: Sequence[str], series: Sequence[BarSeries], *, title: 
     parts = _open("bar-chart", name or title, title, width, height)
     f.parts = parts
     if not categories or not series:
-        parts.append(f'<text class="empty" x="{width / 2:.0f}" y="{height / 2:.0f}" text-anchor="middle">'
-                     "no data</text></svg>")
+        parts.append(
+            f'<text class="empty" x="{width / 2:.0f}" y="{height / 2:.0f}" text-anchor="middle">'
+            "no data</text></svg>"
+        )
         return "".join(parts)
     if stacked:
         top = max(sum(s.values[i] for s in series) for i in range(len(categories)))
@@ -245,9 +307,11 @@ def bar_chart(categories: Sequence[str], series: Sequence[BarSeries], *, title: 
             base = sum(series[k].values[i] for k in range(j)) if stacked else 0.0
             x = f.left + i * slot + (slot - inner) / 2 + (0 if stacked else j * bw)
             y_top, y_bot = f.py(base + v), f.py(base)
-            parts.append(f'<rect x="{_num(x)}" y="{_num(y_top)}" width="{_num(max(bw - 1, 1))}" '
-                         f'height="{_num(max(y_bot - y_top, 0))}" fill="{color}">'
-                         f"<title>{escape(cat)} \u00b7 {escape(s.name)}: {escape(y_fmt(v))}</title></rect>")
+            parts.append(
+                f'<rect x="{_num(x)}" y="{_num(y_top)}" width="{_num(max(bw - 1, 1))}" '
+                f'height="{_num(max(y_bot - y_top, 0))}" fill="{color}">'
+                f"<title>{escape(cat)} \u00b7 {escape(s.name)}: {escape(y_fmt(v))}</title></rect>"
+            )
         parts.append("</g>")
     _legend(f, legend)
     parts.append("</svg>")

@@ -21,6 +21,18 @@ from suites.flashinfer.convert import (
 )
 from suites.flashinfer.traceset import FIB_LANGUAGES, FlashInferImportError, TraceSet, merge_raw, to_fib
 
-__all__ = ["FIB_LANGUAGES", "FlashInferImportError", "TraceSet", "choose_baseline", "export_problems",
-           "load_suite_dir", "merge_raw", "problems_from", "reference_solution", "to_fib",
-           "trace_set_from_problems", "workload_elements", "write_suite"]
+__all__ = [
+    "FIB_LANGUAGES",
+    "FlashInferImportError",
+    "TraceSet",
+    "choose_baseline",
+    "export_problems",
+    "load_suite_dir",
+    "merge_raw",
+    "problems_from",
+    "reference_solution",
+    "to_fib",
+    "trace_set_from_problems",
+    "workload_elements",
+    "write_suite",
+]

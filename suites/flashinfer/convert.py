@@ -101,8 +101,9 @@ def _synthesize_missing(d: Definition, root: Path, w: Workload) -> tuple[Workloa
     return msgspec.structs.replace(w, inputs={n: s for n, s in w.inputs.items() if n not in missing}), missing
 
 
-def derived_check_workloads(d: Definition, main: Workload, count: int,
-                            targets: Sequence[int] = (1 << 15, 1 << 12)) -> list[Workload]:
+def derived_check_workloads(
+    d: Definition, main: Workload, count: int, targets: Sequence[int] = (1 << 15, 1 << 12)
+) -> list[Workload]:
     """Small workloads of the definition for correctness checks, derived from its variable
     axes when the folder has none smaller than the problem's: every variable axis scaled
     down by one factor (none below 2, or its own value if smaller) until the inputs hold at
@@ -111,8 +112,9 @@ def derived_check_workloads(d: Definition, main: Workload, count: int,
     Workloads that are not smaller, break a constraint, or stay above
     INTERPRETABLE_ELEMENTS (a large constant part: a GEMM's weight) are left out."""
     var = [a for a, spec in d.axes.items() if not isinstance(spec, AxisConst) and a in main.axes]
-    if not var or any(isinstance(s, SafetensorsInput) and n not in synthesized_inputs(d)
-                      for n, s in main.inputs.items()):
+    if not var or any(
+        isinstance(s, SafetensorsInput) and n not in synthesized_inputs(d) for n, s in main.inputs.items()
+    ):
         return []
     size = workload_elements(d, main)
     out: list[Workload] = []
@@ -128,12 +130,20 @@ def derived_check_workloads(d: Definition, main: Workload, count: int,
             if workload_elements(d, msgspec.structs.replace(main, axes=axes)) <= target:
                 break
             f /= 2
-        w = Workload(uuid=f"{main.uuid}-x-small-{i + 1}", axes=axes,
-                     inputs={n: s for n, s in main.inputs.items() if not isinstance(s, SafetensorsInput)},
-                     x_label=f"derived-{i + 1}")
+        w = Workload(
+            uuid=f"{main.uuid}-x-small-{i + 1}",
+            axes=axes,
+            inputs={n: s for n, s in main.inputs.items() if not isinstance(s, SafetensorsInput)},
+            x_label=f"derived-{i + 1}",
+        )
         key = tuple(sorted(axes.items()))
         elements = workload_elements(d, w)
-        if key in seen or elements >= size or elements > INTERPRETABLE_ELEMENTS or not _axes_consistent(d, axes):
+        if (
+            key in seen
+            or elements >= size
+            or elements > INTERPRETABLE_ELEMENTS
+            or not _axes_consistent(d, axes)
+        ):
             continue
         seen.add(key)
         out.append(w)
@@ -172,19 +182,30 @@ def _axes_consistent(d: Definition, axes: dict[str, int]) -> bool:
 
 
 def _absolute_blobs(root: Path, w: Workload) -> Workload:
-    inputs = {n: msgspec.structs.replace(s, path=str((root / s.path).resolve()))
-              if isinstance(s, SafetensorsInput) and not Path(s.path).is_absolute() else s
-              for n, s in w.inputs.items()}
+    inputs = {
+        n: msgspec.structs.replace(s, path=str((root / s.path).resolve()))
+        if isinstance(s, SafetensorsInput) and not Path(s.path).is_absolute()
+        else s
+        for n, s in w.inputs.items()
+    }
     return msgspec.structs.replace(w, inputs=inputs)
 
 
 def reference_solution(d: Definition) -> Solution:
     """The definition's PyTorch reference as a (value-returning) Python solution."""
-    return Solution(name=f"{d.name}_reference", definition=d.name, author="reference",
-                    spec=BuildSpec(language="python", target_hardware=["cuda"], entry_point="main.py::run",
-                                   destination_passing_style=False),
-                    sources=[SourceFile(path="main.py", content=d.reference)],
-                    description="the definition's PyTorch reference, as the starting point")
+    return Solution(
+        name=f"{d.name}_reference",
+        definition=d.name,
+        author="reference",
+        spec=BuildSpec(
+            language="python",
+            target_hardware=["cuda"],
+            entry_point="main.py::run",
+            destination_passing_style=False,
+        ),
+        sources=[SourceFile(path="main.py", content=d.reference)],
+        description="the definition's PyTorch reference, as the starting point",
+    )
 
 
 _BASELINE_LANGUAGES = ("triton", "python", "c", "nki")
@@ -197,17 +218,33 @@ def choose_baseline(ts: TraceSet, d: Definition, baseline_author: str) -> Soluti
     traced = {t.solution for t in ts.traces if t.definition == d.name and t.solution}
     for s in sols:
         if s.spec.language not in _BASELINE_LANGUAGES:
-            ts.notes.append(f"{d.name}: solution {s.name} ({s.spec.language}) not usable as a baseline by the "
-                            "Triton agent")
-    ranked = sorted((s for s in sols if s.spec.language in _BASELINE_LANGUAGES),
-                    key=lambda s: (s.author != baseline_author, s.name not in traced,
-                                   _BASELINE_LANGUAGES.index(s.spec.language), s.name))
+            ts.notes.append(
+                f"{d.name}: solution {s.name} ({s.spec.language}) not usable as a baseline by the "
+                "Triton agent"
+            )
+    ranked = sorted(
+        (s for s in sols if s.spec.language in _BASELINE_LANGUAGES),
+        key=lambda s: (
+            s.author != baseline_author,
+            s.name not in traced,
+            _BASELINE_LANGUAGES.index(s.spec.language),
+            s.name,
+        ),
+    )
     return ranked[0] if ranked else reference_solution(d)
 
 
-def problems_from(ts: TraceSet, *, workload: str = "largest", checks: int = 2, baseline_author: str = "baseline",
-                  skip_missing_blobs: bool = False, synthesize_indices: bool = False, derive_checks: bool = True,
-                  definitions: Iterable[str] | None = None) -> list[Problem]:
+def problems_from(
+    ts: TraceSet,
+    *,
+    workload: str = "largest",
+    checks: int = 2,
+    baseline_author: str = "baseline",
+    skip_missing_blobs: bool = False,
+    synthesize_indices: bool = False,
+    derive_checks: bool = True,
+    definitions: Iterable[str] | None = None,
+) -> list[Problem]:
     """One Problem per definition with usable workloads (notes go to `ts.notes`).
 
     A workload whose index blobs (`*_indptr`, `*_indices`, ...) are missing is an error,
@@ -220,8 +257,10 @@ def problems_from(ts: TraceSet, *, workload: str = "largest", checks: int = 2, b
     root = ts.root or Path(".")
     wanted = set(definitions) if definitions is not None else None
     if wanted is not None and not wanted <= set(ts.definitions):
-        raise FlashInferImportError(f"no definition named {', '.join(sorted(wanted - set(ts.definitions)))}; the "
-                                    f"folder has: {', '.join(sorted(ts.definitions)) or 'none'}")
+        raise FlashInferImportError(
+            f"no definition named {', '.join(sorted(wanted - set(ts.definitions)))}; the "
+            f"folder has: {', '.join(sorted(ts.definitions)) or 'none'}"
+        )
     out = []
     for name, d in ts.definitions.items():
         if wanted is not None and name not in wanted:
@@ -242,13 +281,18 @@ def problems_from(ts: TraceSet, *, workload: str = "largest", checks: int = 2, b
             elif skip_missing_blobs:
                 ts.notes.append(f"{name}: workload {w.uuid} skipped: {why}")
             else:
-                hint = (" (pass --synthesize-indices to synthesize the index inputs, or --skip-missing-blobs to "
-                        "drop such workloads)" if set(_missing_blob_inputs(root, w)) <= set(synthesized_inputs(d))
-                        else " (pass --skip-missing-blobs to drop such workloads)")
+                hint = (
+                    " (pass --synthesize-indices to synthesize the index inputs, or --skip-missing-blobs to "
+                    "drop such workloads)"
+                    if set(_missing_blob_inputs(root, w)) <= set(synthesized_inputs(d))
+                    else " (pass --skip-missing-blobs to drop such workloads)"
+                )
                 raise FlashInferImportError(f"{name}: workload {w.uuid}: {why}{hint}")
         if synthesized:
-            ts.notes.append(f"{name}: index inputs {', '.join(sorted(synthesized))} synthesized (their blobs are "
-                            "missing; --synthesize-indices): valid indices drawn from each seed, not the recorded ones")
+            ts.notes.append(
+                f"{name}: index inputs {', '.join(sorted(synthesized))} synthesized (their blobs are "
+                "missing; --synthesize-indices): valid indices drawn from each seed, not the recorded ones"
+            )
         if not usable:
             ts.notes.append(f"{name}: skipped (no workloads)")
             continue
@@ -267,22 +311,32 @@ def problems_from(ts: TraceSet, *, workload: str = "largest", checks: int = 2, b
             main = match[0]
         size = workload_elements(d, main)
         chosen = {w.uuid for w in by_size if w.uuid != main.uuid and workload_elements(d, w) <= size}
-        picked = [w.uuid for w in by_size if w.uuid in chosen][:max(0, checks)]
+        picked = [w.uuid for w in by_size if w.uuid in chosen][: max(0, checks)]
         small = [w for w in usable if w.uuid in picked]  # in the file's order
         if derive_checks and len(small) < checks and workload != "smallest" and size > INTERPRETABLE_ELEMENTS:
             derived = derived_check_workloads(d, main, checks - len(small))
             if derived:
                 small += derived
-                ts.notes.append(f"{name}: {len(derived)} small check workload(s) derived from its variable axes "
-                                f"({'; '.join(describe_axes(w.axes) for w in derived)}): the folder has "
-                                f"{len(picked)} smaller than the problem's")
+                ts.notes.append(
+                    f"{name}: {len(derived)} small check workload(s) derived from its variable axes "
+                    f"({'; '.join(describe_axes(w.axes) for w in derived)}): the folder has "
+                    f"{len(picked)} smaller than the problem's"
+                )
             elif not small:
-                ts.notes.append(f"{name}: no check workloads (the folder has none smaller, and scaling its variable "
-                                f"axes down leaves more than {INTERPRETABLE_ELEMENTS:,} input elements): a host "
-                                "without a GPU would check it at the problem's own workload in the interpreter; "
-                                "profile it on a GPU")
-        out.append(Problem(definition=d, workload=main, baseline=choose_baseline(ts, d, baseline_author),
-                           check_workloads=small))
+                ts.notes.append(
+                    f"{name}: no check workloads (the folder has none smaller, and scaling its variable "
+                    f"axes down leaves more than {INTERPRETABLE_ELEMENTS:,} input elements): a host "
+                    "without a GPU would check it at the problem's own workload in the interpreter; "
+                    "profile it on a GPU"
+                )
+        out.append(
+            Problem(
+                definition=d,
+                workload=main,
+                baseline=choose_baseline(ts, d, baseline_author),
+                check_workloads=small,
+            )
+        )
     return out
 
 
@@ -291,6 +345,7 @@ def describe_axes(axes: dict[str, int]) -> str:
 
 
 # --- our suite folders -----------------------------------------------------------------------
+
 
 def _localize(w: Workload, folder: Path) -> Workload:
     """Copy the workload's blobs into `folder/blob/` and reference them relative to `folder`."""
@@ -306,19 +361,29 @@ def _localize(w: Workload, folder: Path) -> Workload:
     return msgspec.structs.replace(w, inputs=inputs)
 
 
-def write_suite(problems: Sequence[Problem], out: str | Path, *, name: str, device: str = "h100",
-                description: str = "imported from a FlashInfer-Bench trace set", overwrite: bool = False) -> Path:
+def write_suite(
+    problems: Sequence[Problem],
+    out: str | Path,
+    *,
+    name: str,
+    device: str = "h100",
+    description: str = "imported from a FlashInfer-Bench trace set",
+    overwrite: bool = False,
+) -> Path:
     """A suite folder (suite.json + one folder per problem) that `suites.load_suite` loads
     (by path, or by name under the user suite dir). An existing suite there is replaced only
     with `overwrite`."""
     dest = Path(out)
     if (dest / "suite.json").exists():
         if not overwrite:
-            raise FlashInferImportError(f"{dest} already holds a suite; pass overwrite (--force) to replace it")
+            raise FlashInferImportError(
+                f"{dest} already holds a suite; pass overwrite (--force) to replace it"
+            )
         shutil.rmtree(dest)
     dest.mkdir(parents=True, exist_ok=True)
-    info = suites.SuiteInfo(name=name, description=description, device=device, language="triton",
-                            entry_point="main.py::run")
+    info = suites.SuiteInfo(
+        name=name, description=description, device=device, language="triton", entry_point="main.py::run"
+    )
     (dest / "suite.json").write_bytes(to_json(info) + b"\n")
     for p in problems:
         folder = dest / p.definition.name
@@ -340,6 +405,7 @@ def load_suite_dir(path: str | Path) -> list[Problem]:
 
 
 # --- export ----------------------------------------------------------------------------------
+
 
 def _relative_blobs(w: Workload, d: Definition, dest_root: Path, ts: TraceSet) -> Workload:
     inputs = {}
@@ -376,8 +442,13 @@ def _synthesized_blob(d: Definition, w: Workload, dest_root: Path, ts: TraceSet)
     ts.fib_inputs[(d.name, w.uuid)] = fib
 
 
-def trace_set_from_problems(problems: Sequence[Problem], out: str | Path | None = None, *,
-                            traces: Iterable[tuple[Solution, Trace]] = (), author: str | None = None) -> TraceSet:
+def trace_set_from_problems(
+    problems: Sequence[Problem],
+    out: str | Path | None = None,
+    *,
+    traces: Iterable[tuple[Solution, Trace]] = (),
+    author: str | None = None,
+) -> TraceSet:
     """A TraceSet of the problems (and extra solutions with their traces); blobs are copied
     under `out` when given."""
     ts = TraceSet()
@@ -400,8 +471,13 @@ def trace_set_from_problems(problems: Sequence[Problem], out: str | Path | None 
     return ts
 
 
-def export_problems(problems: Sequence[Problem], out: str | Path, *, traces: Iterable[tuple[Solution, Trace]] = (),
-                    author: str | None = None) -> TraceSet:
+def export_problems(
+    problems: Sequence[Problem],
+    out: str | Path,
+    *,
+    traces: Iterable[tuple[Solution, Trace]] = (),
+    author: str | None = None,
+) -> TraceSet:
     """Write the problems (and traces) as a FlashInfer-Bench folder at `out`."""
     ts = trace_set_from_problems(problems, out, traces=traces, author=author)
     ts.save(out)

@@ -28,16 +28,27 @@ import time
 from accelopt.problem import Correctness, Environment, Evaluation, Performance, Problem, Solution, Trace
 from accelopt.profile import Profile, SeedCheck
 
-FIB_STATUS = {"passed": "PASSED", "compile_error": "COMPILE_ERROR", "runtime_error": "RUNTIME_ERROR",
-              "incorrect": "INCORRECT_NUMERICAL", "timeout": "TIMEOUT", "no_triton_launch": "RUNTIME_ERROR",
-              "timing_mismatch": "RUNTIME_ERROR", "sandbox_error": "RUNTIME_ERROR"}
+FIB_STATUS = {
+    "passed": "PASSED",
+    "compile_error": "COMPILE_ERROR",
+    "runtime_error": "RUNTIME_ERROR",
+    "incorrect": "INCORRECT_NUMERICAL",
+    "timeout": "TIMEOUT",
+    "no_triton_launch": "RUNTIME_ERROR",
+    "timing_mismatch": "RUNTIME_ERROR",
+    "sandbox_error": "RUNTIME_ERROR",
+}
 
 
 def _worst(checks: list[SeedCheck], field: str) -> float:
     """The largest value of `field` over the checks: inf where an output was non-finite, NaN
     where a check has no value (a record from before the field existed)."""
-    vals = [getattr(c, field) if getattr(c, field) is not None else (math.inf if "non-finite" in c.note else math.nan)
-            for c in checks]
+    vals = [
+        getattr(c, field)
+        if getattr(c, field) is not None
+        else (math.inf if "non-finite" in c.note else math.nan)
+        for c in checks
+    ]
     if any(math.isinf(v) for v in vals):
         return math.inf
     if any(math.isnan(v) for v in vals):
@@ -47,26 +58,41 @@ def _worst(checks: list[SeedCheck], field: str) -> float:
 
 def correctness_of(checks: list[SeedCheck]) -> Correctness | None:
     """FlashInfer-Bench's Correctness over the checks that compared values (None if none did)."""
-    compared = [c for c in checks if c.rel_l2 is not None or c.max_abs_err is not None or c.max_rel_err is not None
-                or (not c.passed and "non-finite" in c.note)]
+    compared = [
+        c
+        for c in checks
+        if c.rel_l2 is not None
+        or c.max_abs_err is not None
+        or c.max_rel_err is not None
+        or (not c.passed and "non-finite" in c.note)
+    ]
     if not compared:
         return None
-    return Correctness(max_relative_error=_worst(compared, "max_rel_err"),
-                       max_absolute_error=_worst(compared, "max_abs_err"),
-                       extra={"x_rel_l2": _worst(compared, "rel_l2"), "x_cases": {c.case: c.passed for c in checks}})
+    return Correctness(
+        max_relative_error=_worst(compared, "max_rel_err"),
+        max_absolute_error=_worst(compared, "max_abs_err"),
+        extra={"x_rel_l2": _worst(compared, "rel_l2"), "x_cases": {c.case: c.passed for c in checks}},
+    )
 
 
-def to_trace(problem: Problem, solution: Solution, profile: Profile, *, hardware: str,
-             timestamp: str | None = None) -> Trace:
+def to_trace(
+    problem: Problem, solution: Solution, profile: Profile, *, hardware: str, timestamp: str | None = None
+) -> Trace:
     """The FlashInfer Trace of one profile (our extras in x_ fields)."""
     env = Environment(hardware=hardware, libs=dict(profile.toolchain))
     stamp = timestamp or time.strftime("%Y-%m-%dT%H:%M:%S")
     correctness = correctness_of(profile.correctness)
     log = profile.log
     if profile.status == "unmeasured":
-        untimed = Evaluation(status="PASSED", environment=env, timestamp=stamp, log=log, correctness=correctness)
-        return Trace(definition=problem.definition.name, workload=problem.workload, solution=solution.name,
-                     x_untimed=untimed)
+        untimed = Evaluation(
+            status="PASSED", environment=env, timestamp=stamp, log=log, correctness=correctness
+        )
+        return Trace(
+            definition=problem.definition.name,
+            workload=problem.workload,
+            solution=solution.name,
+            x_untimed=untimed,
+        )
     status = FIB_STATUS[profile.status]
     performance = None
     if status == "PASSED":
@@ -74,13 +100,23 @@ def to_trace(problem: Problem, solution: Solution, profile: Profile, *, hardware
             raise ValueError(f"a passed profile of {solution.name} without latency or correctness checks")
         performance = Performance(latency_ms=profile.latency.median_ms)
     elif status == "INCORRECT_NUMERICAL" and correctness is None:
-        status = "RUNTIME_ERROR"  # no values were compared: FlashInfer-Bench's INCORRECT_NUMERICAL needs errors
+        status = (
+            "RUNTIME_ERROR"  # no values were compared: FlashInfer-Bench's INCORRECT_NUMERICAL needs errors
+        )
     if profile.status == "no_triton_launch":
         log = "launched no Triton kernel" + (f"\n{log}" if log else "")
     return Trace(
-        definition=problem.definition.name, workload=problem.workload, solution=solution.name,
+        definition=problem.definition.name,
+        workload=problem.workload,
+        solution=solution.name,
         evaluation=Evaluation(
-            status=status, environment=env, timestamp=stamp, log=log,  # type: ignore[arg-type]
+            status=status,
+            environment=env,
+            timestamp=stamp,
+            log=log,  # type: ignore[arg-type]
             correctness=correctness if status in ("PASSED", "INCORRECT_NUMERICAL") else None,
-            performance=performance, x_pct_peak=profile.pct_peak, x_bound=profile.bound),
+            performance=performance,
+            x_pct_peak=profile.pct_peak,
+            x_bound=profile.bound,
+        ),
     )

@@ -57,10 +57,23 @@ from accelopt.problem import (
 )
 
 FIB_LANGUAGES = frozenset(FLASHINFER_LANGUAGES)
-_NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf, "nan": math.nan, "inf": math.inf,
-              "-inf": -math.inf}
-_FLOAT_KEYS = {"max_relative_error", "max_absolute_error", "latency_ms", "reference_latency_ms", "speedup_factor",
-               "x_pct_peak", "x_rel_l2"}
+_NONFINITE = {
+    "NaN": math.nan,
+    "Infinity": math.inf,
+    "-Infinity": -math.inf,
+    "nan": math.nan,
+    "inf": math.inf,
+    "-inf": -math.inf,
+}
+_FLOAT_KEYS = {
+    "max_relative_error",
+    "max_absolute_error",
+    "latency_ms",
+    "reference_latency_ms",
+    "speedup_factor",
+    "x_pct_peak",
+    "x_rel_l2",
+}
 
 
 class FlashInferImportError(ValueError):
@@ -75,8 +88,14 @@ class Origin(msgspec.Struct, frozen=True):
 def _nonfinite_in(obj: Any) -> Any:
     """Strings standing for non-finite floats at float fields -> floats (reading)."""
     if isinstance(obj, dict):
-        return {k: (_NONFINITE[v] if k in _FLOAT_KEYS and isinstance(v, str) and v in _NONFINITE else _nonfinite_in(v))
-                for k, v in obj.items()}
+        return {
+            k: (
+                _NONFINITE[v]
+                if k in _FLOAT_KEYS and isinstance(v, str) and v in _NONFINITE
+                else _nonfinite_in(v)
+            )
+            for k, v in obj.items()
+        }
     if isinstance(obj, list):
         return [_nonfinite_in(v) for v in obj]
     return obj
@@ -118,7 +137,10 @@ def _tagged(entries: Any, infer: Any) -> Any:
     """A dict of axes or inputs with the `type` FlashInfer-Bench's writer may leave out put in."""
     if not isinstance(entries, dict):
         return entries
-    return {k: ({"type": infer(v), **v} if isinstance(v, dict) and "type" not in v else v) for k, v in entries.items()}
+    return {
+        k: ({"type": infer(v), **v} if isinstance(v, dict) and "type" not in v else v)
+        for k, v in entries.items()
+    }
 
 
 def _untag_like(out: Any, raw: Any) -> None:
@@ -130,7 +152,11 @@ def _untag_like(out: Any, raw: Any) -> None:
 
 
 def _fill_definition(raw: Any) -> Any:
-    return {**raw, "axes": _tagged(raw.get("axes"), _axis_tag)} if isinstance(raw, dict) and "axes" in raw else raw
+    return (
+        {**raw, "axes": _tagged(raw.get("axes"), _axis_tag)}
+        if isinstance(raw, dict) and "axes" in raw
+        else raw
+    )
 
 
 def _fill_line(raw: Any) -> Any:
@@ -199,8 +225,11 @@ def entry_returns_value(source: str, symbol: str) -> bool | None:
                 n = todo.pop()
                 if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
                     continue
-                if isinstance(n, ast.Return) and n.value is not None and not (
-                        isinstance(n.value, ast.Constant) and n.value.value is None):
+                if (
+                    isinstance(n, ast.Return)
+                    and n.value is not None
+                    and not (isinstance(n.value, ast.Constant) and n.value.value is None)
+                ):
                     return True
                 todo.extend(ast.iter_child_nodes(n))
             return False
@@ -228,8 +257,12 @@ def infer_destination_passing(s: Solution, d: Definition) -> bool | None:
 
 def _explicit_workload(data: dict[str, Any]) -> dict[str, Any]:
     """FlashInfer-Bench's Workload requires `axes` and `inputs` (our structs omit empty ones)."""
-    return {"uuid": data["uuid"], "axes": data.get("axes", {}), "inputs": data.get("inputs", {}),
-            **{k: v for k, v in data.items() if k not in ("uuid", "axes", "inputs")}}
+    return {
+        "uuid": data["uuid"],
+        "axes": data.get("axes", {}),
+        "inputs": data.get("inputs", {}),
+        **{k: v for k, v in data.items() if k not in ("uuid", "axes", "inputs")},
+    }
 
 
 def to_fib(obj: msgspec.Struct) -> Any:
@@ -284,8 +317,10 @@ class TraceSet:
         `x_solutions/`, which FlashInfer-Bench does not read (noted; returns False)."""
         fib = s.spec.language in FIB_LANGUAGES
         if not fib:
-            self.notes.append(f"solution {s.name} ({s.definition}): language {s.spec.language!r} has no "
-                              "FlashInfer-Bench equivalent; written under x_solutions/")
+            self.notes.append(
+                f"solution {s.name} ({s.definition}): language {s.spec.language!r} has no "
+                "FlashInfer-Bench equivalent; written under x_solutions/"
+            )
         if s.name in self.solutions:
             raise FlashInferImportError(f"duplicate solution name {s.name!r}")
         self.solutions[s.name] = s
@@ -301,8 +336,13 @@ class TraceSet:
     # --- reading -----------------------------------------------------------------------------
 
     @classmethod
-    def load(cls, path: str | Path, *, convention: str = "auto", conventions: dict[str, str] | None = None,
-             ) -> TraceSet:
+    def load(
+        cls,
+        path: str | Path,
+        *,
+        convention: str = "auto",
+        conventions: dict[str, str] | None = None,
+    ) -> TraceSet:
         """Read a trace-set folder. A Python/Triton solution file that leaves
         `destination_passing_style` implicit gets `convention` ("auto": what its entry function
         shows, else FlashInfer-Bench's default, destination-passing; "value" or "dps" for all
@@ -326,7 +366,10 @@ class TraceSet:
                 raise FlashInferImportError(f"{f}: duplicate definition name {d.name!r}")
             ts.definitions[d.name] = d
             ts._origin[("definition", d.name)] = Origin(str(f.relative_to(root)), raw)
-        for f in [*sorted((root / "solutions").rglob("*.json")), *sorted((root / "x_solutions").rglob("*.json"))]:
+        for f in [
+            *sorted((root / "solutions").rglob("*.json")),
+            *sorted((root / "x_solutions").rglob("*.json")),
+        ]:
             raw = _read_json(f)
             s = _convert(raw, Solution, f)
             s = ts._convention(s, raw, f)
@@ -339,13 +382,17 @@ class TraceSet:
             ts._origin[("solution", s.name)] = Origin(str(f.relative_to(root)), raw)
         unknown = sorted(ts._conventions[1])
         if unknown:
-            raise FlashInferImportError(f"no solution named {', '.join(unknown)} (for --solution-convention); the "
-                                        f"folder has: {', '.join(sorted(ts.solutions)) or 'none'}")
+            raise FlashInferImportError(
+                f"no solution named {', '.join(unknown)} (for --solution-convention); the "
+                f"folder has: {', '.join(sorted(ts.solutions)) or 'none'}"
+            )
         for f in sorted((root / "workloads").rglob("*.jsonl")):
             for i, raw in _read_jsonl(f):
                 t = _convert(_fill_line(raw), Trace, f, i)
                 if t.solution is not None or t.evaluation is not None or t.x_untimed is not None:
-                    raise FlashInferImportError(f"{f}:{i}: a workload line must have no solution and no evaluation")
+                    raise FlashInferImportError(
+                        f"{f}:{i}: a workload line must have no solution and no evaluation"
+                    )
                 ts._add_read_workload(t, raw, f, i)
         for f in sorted((root / "traces").rglob("*.jsonl")):
             for i, raw in _read_jsonl(f):
@@ -366,9 +413,13 @@ class TraceSet:
         if errs:
             raise FlashInferImportError(f"{f}:{i}: invalid Workload: " + "; ".join(errs))
         self.workloads.setdefault(t.definition, []).append(t.workload)
-        self._origin[("workload", f"{t.definition}\x1f{t.workload.uuid}")] = Origin(str(f.relative_to(self.root)), raw)
+        self._origin[("workload", f"{t.definition}\x1f{t.workload.uuid}")] = Origin(
+            str(f.relative_to(self.root)), raw
+        )
         if "x_inputs" in raw["workload"]:
-            fib = msgspec.convert(_tagged(raw["workload"].get("inputs", {}), _input_tag), dict[str, InputSpec])
+            fib = msgspec.convert(
+                _tagged(raw["workload"].get("inputs", {}), _input_tag), dict[str, InputSpec]
+            )
             self.fib_inputs[(t.definition, t.workload.uuid)] = fib
 
     def _convention(self, s: Solution, raw: Any, f: Path) -> Solution:
@@ -386,19 +437,29 @@ class TraceSet:
             return s
         if default != "auto":
             dps = default == "dps"
-            self.notes.append(f"{s.name}: {'destination-passing' if dps else 'value-returning'} (--convention "
-                              f"{default}; the file leaves destination_passing_style implicit)")
+            self.notes.append(
+                f"{s.name}: {'destination-passing' if dps else 'value-returning'} (--convention "
+                f"{default}; the file leaves destination_passing_style implicit)"
+            )
             return self._with_convention(s, dps)
         inferred = infer_destination_passing(s, d)
         if inferred is None:
-            self.notes.append(f"{s.name}: no destination_passing_style and its entry tells neither convention; "
-                              "FlashInfer-Bench's default (destination-passing) is kept (choose with "
-                              f"--solution-convention {s.name}=value|dps)")
+            self.notes.append(
+                f"{s.name}: no destination_passing_style and its entry tells neither convention; "
+                "FlashInfer-Bench's default (destination-passing) is kept (choose with "
+                f"--solution-convention {s.name}=value|dps)"
+            )
             return s
-        by = "signature" if entry_params(s.entry_file().content, s.entry_symbol) is not None else "return statements"
+        by = (
+            "signature"
+            if entry_params(s.entry_file().content, s.entry_symbol) is not None
+            else "return statements"
+        )
         kind = "destination-passing" if inferred else "value-returning"
-        self.notes.append(f"{s.name}: {kind} by its entry's {by} (the file leaves destination_passing_style "
-                          f"implicit; override with --solution-convention {s.name}=value|dps)")
+        self.notes.append(
+            f"{s.name}: {kind} by its entry's {by} (the file leaves destination_passing_style "
+            f"implicit; override with --solution-convention {s.name}=value|dps)"
+        )
         return self._with_convention(s, inferred)
 
     @staticmethod
@@ -435,8 +496,11 @@ class TraceSet:
             top = "solutions" if s.spec.language in FIB_LANGUAGES else "x_solutions"
             rel, raw = self._path(("solution", s.name), f"{top}/{s.author}/{op}/{s.definition}/{s.name}.json")
             data = merge_raw(to_fib(s), raw) if raw is not None else to_fib(s)
-            if raw is not None and "destination_passing_style" not in raw.get("spec", {}) \
-                    and s.spec.destination_passing_style:  # FlashInfer-Bench's default, left implicit as it was
+            if (
+                raw is not None
+                and "destination_passing_style" not in raw.get("spec", {})
+                and s.spec.destination_passing_style
+            ):  # FlashInfer-Bench's default, left implicit as it was
                 data["spec"].pop("destination_passing_style", None)
             _write_json(dest / rel, data)
         lines: dict[str, list[Any]] = {}
@@ -449,7 +513,9 @@ class TraceSet:
                 if fib is not None and raw is None:
                     line["workload"]["x_inputs"] = line["workload"]["inputs"]
                     line["workload"]["inputs"] = msgspec.to_builtins(fib)
-                lines.setdefault(rel, []).append(_restore_line(merge_raw(line, raw), raw) if raw is not None else line)
+                lines.setdefault(rel, []).append(
+                    _restore_line(merge_raw(line, raw), raw) if raw is not None else line
+                )
         for t, origin in zip(self.traces, self._trace_origin, strict=True):
             if origin is not None:
                 rel, raw = origin.path, origin.raw
@@ -459,7 +525,9 @@ class TraceSet:
                 op = self.definitions[t.definition].op_type if t.definition in self.definitions else "unknown"
                 rel, raw = f"traces/{author}/{op}/{t.definition}.jsonl", None
             line = to_fib(t)
-            lines.setdefault(rel, []).append(_restore_line(merge_raw(line, raw), raw) if raw is not None else line)
+            lines.setdefault(rel, []).append(
+                _restore_line(merge_raw(line, raw), raw) if raw is not None else line
+            )
         for rel, objs in lines.items():
             p = dest / rel
             p.parent.mkdir(parents=True, exist_ok=True)

@@ -26,12 +26,15 @@ def _cli(capsys, *argv: str) -> tuple[int, str]:
     return rc, out.out + out.err
 
 
-@pytest.mark.parametrize(("argv", "language", "device", "able"), [
-    (["--problems", "cpu_v2/silu@h100"], "c", "h100", "cpu"),
-    (["--problems", "silu", "--device", "trn1"], "c", "trn1", "cpu"),
-    (["--suite", "cpu", "--device", "h100"], "c", "h100", "cpu"),
-    (["--problems", "triton/rmsnorm_h4096@cpu"], "triton", "cpu", "b200, h100, h200"),
-])
+@pytest.mark.parametrize(
+    ("argv", "language", "device", "able"),
+    [
+        (["--problems", "cpu_v2/silu@h100"], "c", "h100", "cpu"),
+        (["--problems", "silu", "--device", "trn1"], "c", "trn1", "cpu"),
+        (["--suite", "cpu", "--device", "h100"], "c", "h100", "cpu"),
+        (["--problems", "triton/rmsnorm_h4096@cpu"], "triton", "cpu", "b200, h100, h200"),
+    ],
+)
 def test_a_problem_its_device_cannot_run_is_refused(capsys, tmp_path, argv, language, device, able):
     with pytest.raises(ConfigError, match=f"is written in {language}, which device '{device}' cannot run"):
         load_problems(build_config(overrides=_overrides(argv)))
@@ -58,7 +61,7 @@ def test_an_unknown_suite_or_problem_names_what_there_is(capsys):
     assert "problem 'nosuch'" not in out
     rc, out = _cli(capsys, "profile", "cpu/nosuch")
     assert rc == 2 and "suite 'cpu' has no problem 'nosuch'; problems: adamw, add_rmsnorm_matmul" in out
-    assert "\"" not in out and "['" not in out  # a message, not a KeyError's repr
+    assert '"' not in out and "['" not in out  # a message, not a KeyError's repr
     rc, out = _cli(capsys, "profile", "nosuch/silu")
     assert rc == 2 and "no suite named 'nosuch'" in out
     rc, out = _cli(capsys, "remeasure", "no-such-run")
@@ -81,9 +84,13 @@ def suite_with_a_broken_problem(tmp_path: Path) -> Path:
 def test_a_broken_problem_not_asked_for_is_a_warning(suite_with_a_broken_problem):
     suite = str(suite_with_a_broken_problem)
     warnings: list[str] = []
-    problems = load_problems(build_config(overrides=[f"suite={suite}", "problems=[silu]"]), on_warning=warnings.append)
+    problems = load_problems(
+        build_config(overrides=[f"suite={suite}", "problems=[silu]"]), on_warning=warnings.append
+    )
     assert [p.name for p in problems] == ["silu"]
-    assert len(warnings) == 1 and "problem 'matmul' skipped" in warnings[0] and "definition.json" in warnings[0]
+    assert (
+        len(warnings) == 1 and "problem 'matmul' skipped" in warnings[0] and "definition.json" in warnings[0]
+    )
     for asked in ("problems=[matmul]", "problems=[silu,matmul]"):
         with pytest.raises(ConfigError, match=r"problem 'matmul': .*definition\.json"):
             load_problems(build_config(overrides=[f"suite={suite}", asked]))
@@ -94,8 +101,18 @@ def test_a_broken_problem_not_asked_for_is_a_warning(suite_with_a_broken_problem
 def test_the_cli_warns_about_it_and_goes_on(capsys, monkeypatch, suite_with_a_broken_problem, tmp_path):
     # the run stops at the next check (preflight: no API key), after the problems loaded
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    rc, out = _cli(capsys, "run", "--suite", str(suite_with_a_broken_problem), "--problems", "silu",
-                   "--model", "openai/gpt-4o-mini", "--root", str(tmp_path / "runs"))
+    rc, out = _cli(
+        capsys,
+        "run",
+        "--suite",
+        str(suite_with_a_broken_problem),
+        "--problems",
+        "silu",
+        "--model",
+        "openai/gpt-4o-mini",
+        "--root",
+        str(tmp_path / "runs"),
+    )
     assert rc == 2 and "Traceback" not in out and "ProblemFileError" not in out
     assert "warning: suite" in out and "problem 'matmul' skipped" in out
     assert "optimizing 1 problem(s)" in out and "preflight failed" in out
@@ -111,8 +128,12 @@ def test_profile_of_a_kernel_its_device_cannot_run_is_the_message_only(tmp_path)
     shutil.copytree(src / "silu", suite / "silu")
     info = json.loads((src / "suite.json").read_text())
     (suite / "suite.json").write_text(json.dumps({**info, "name": "trn", "device": "trn1"}))
-    out = subprocess.run([sys.executable, "-m", "cli.main", "profile", f"{suite}/silu"],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "cli.main", "profile", f"{suite}/silu"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     text = out.stdout + out.stderr
     assert out.returncode == 2, text
     assert "Traceback" not in text
@@ -129,10 +150,15 @@ def _options(parser: argparse.ArgumentParser, path: str):
 
 
 def test_every_option_says_what_it_does():
-    missing = [f"{path} {'/'.join(a.option_strings) or a.dest}" for path, a in _options(build_parser(), "accelopt")
-               if not (a.help or "").strip()]
+    missing = [
+        f"{path} {'/'.join(a.option_strings) or a.dest}"
+        for path, a in _options(build_parser(), "accelopt")
+        if not (a.help or "").strip()
+    ]
     assert missing == []
-    helps = {path: a.help for path, a in _options(build_parser(), "accelopt") if "--preset" in a.option_strings}
+    helps = {
+        path: a.help for path, a in _options(build_parser(), "accelopt") if "--preset" in a.option_strings
+    }
     assert set(helps) == {"accelopt run", "accelopt demo", "accelopt up"}
     assert all("default quick" in h and "quick (B=2 N=2 K=1 T=3)" in h for h in helps.values())
     # every command named in a help text exists
@@ -176,7 +202,9 @@ def synthetic_view():
     from replay.fold import RunView
     from replay.synthetic import synthetic_run
 
-    return RunView.from_events(synthetic_run(run_id="nothing", problems=2, overrides=("search.iterations=1",)))
+    return RunView.from_events(
+        synthetic_run(run_id="nothing", problems=2, overrides=("search.iterations=1",))
+    )
 
 
 def test_the_languages_a_run_checks_are_the_agents_own():

@@ -44,8 +44,11 @@ def test_llm_call_failure_log_carries_run_id(capsys, monkeypatch):
     model = install_script("test-logging-empty", Script({"*": []}))  # no reply: the call fails (not retried)
     try:
         gw = gateway.LLMGateway(LLMConfig(default=RoleLLM(model=model, retries=0)))
-        calls = asyncio.run(gw.complete("planner", [ChatMessage(role="user", content="hi")], run_id="run-7",
-                                        request_id="req-1"))
+        calls = asyncio.run(
+            gw.complete(
+                "planner", [ChatMessage(role="user", content="hi")], run_id="run-7", request_id="req-1"
+            )
+        )
     finally:
         remove_script("test-logging-empty")
     assert calls[-1].error is not None, calls

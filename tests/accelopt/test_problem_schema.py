@@ -22,9 +22,26 @@ from accelopt.problem import (
 )
 
 # FlashInfer-Bench's field names (docs: Definition, TensorSpec, Workload, Solution, BuildSpec).
-FIB_DEFINITION = {"name", "op_type", "axes", "inputs", "outputs", "reference", "tags", "description", "constraints"}
+FIB_DEFINITION = {
+    "name",
+    "op_type",
+    "axes",
+    "inputs",
+    "outputs",
+    "reference",
+    "tags",
+    "description",
+    "constraints",
+}
 FIB_SOLUTION = {"name", "definition", "author", "spec", "sources", "description"}
-FIB_BUILD = {"language", "target_hardware", "entry_point", "dependencies", "destination_passing_style", "binding"}
+FIB_BUILD = {
+    "language",
+    "target_hardware",
+    "entry_point",
+    "dependencies",
+    "destination_passing_style",
+    "binding",
+}
 
 
 def _definition_json() -> dict:
@@ -65,19 +82,22 @@ def test_unknown_fields_are_ignored_like_flashinfer(tmp_path: Path) -> None:
     assert load_definition(_write(tmp_path, d)).name == "matmul"
 
 
-@pytest.mark.parametrize(("mutate", "needle"), [
-    (lambda d: d["axes"]["M"].update(type="cons"), "axes"),
-    (lambda d: d.pop("reference"), "reference"),
-    (lambda d: d["inputs"]["lhs"].update(dtype="float64"), "dtype"),
-    (lambda d: d["inputs"]["lhs"].update(shape=["M", "Q"]), "inputs.lhs.shape"),
-    (lambda d: d.update(reference="import torch\n"), "reference: must be Python source defining"),
-    (lambda d: d.update(x_numpy_reference="def forward(x): pass"), "x_numpy_reference"),
-    (lambda d: d["x_roofline"].update(flops_matmul="__import__('os')"), "x_roofline.flops_matmul"),
-    (lambda d: d["x_roofline"].update(bytes_min="4 * M * Z"), "x_roofline.bytes_min: unknown axes ['Z']"),
-    (lambda d: d.update(x_input_init={"nope": "normal(0, 1)"}), "x_input_init.nope"),
-    (lambda d: d.update(x_adversarial={"big": {"nope": "1"}}), "x_adversarial.big.nope"),
-    (lambda d: d["outputs"].update(lhs=d["outputs"]["out"]), "outputs.lhs: also an input"),
-])
+@pytest.mark.parametrize(
+    ("mutate", "needle"),
+    [
+        (lambda d: d["axes"]["M"].update(type="cons"), "axes"),
+        (lambda d: d.pop("reference"), "reference"),
+        (lambda d: d["inputs"]["lhs"].update(dtype="float64"), "dtype"),
+        (lambda d: d["inputs"]["lhs"].update(shape=["M", "Q"]), "inputs.lhs.shape"),
+        (lambda d: d.update(reference="import torch\n"), "reference: must be Python source defining"),
+        (lambda d: d.update(x_numpy_reference="def forward(x): pass"), "x_numpy_reference"),
+        (lambda d: d["x_roofline"].update(flops_matmul="__import__('os')"), "x_roofline.flops_matmul"),
+        (lambda d: d["x_roofline"].update(bytes_min="4 * M * Z"), "x_roofline.bytes_min: unknown axes ['Z']"),
+        (lambda d: d.update(x_input_init={"nope": "normal(0, 1)"}), "x_input_init.nope"),
+        (lambda d: d.update(x_adversarial={"big": {"nope": "1"}}), "x_adversarial.big.nope"),
+        (lambda d: d["outputs"].update(lhs=d["outputs"]["out"]), "outputs.lhs: also an input"),
+    ],
+)
 def test_malformed_definition_names_file_and_field(tmp_path: Path, mutate, needle: str) -> None:  # type: ignore[no-untyped-def]
     d = _definition_json()
     mutate(d)
@@ -122,10 +142,19 @@ def test_workload_from_plain_object_or_flashinfer_trace_line(tmp_path: Path) -> 
 
 
 def test_traces_jsonl(tmp_path: Path) -> None:
-    line = {"definition": "matmul", "workload": {"uuid": "u", "axes": {"M": 1}}, "solution": "s",
-            "evaluation": {"status": "PASSED", "environment": {"hardware": "cpu"}, "timestamp": "t",
-                           "correctness": {"max_relative_error": 0.0, "max_absolute_error": 0.0},
-                           "performance": {"latency_ms": 1.0}, "x_pct_peak": 0.5}}
+    line = {
+        "definition": "matmul",
+        "workload": {"uuid": "u", "axes": {"M": 1}},
+        "solution": "s",
+        "evaluation": {
+            "status": "PASSED",
+            "environment": {"hardware": "cpu"},
+            "timestamp": "t",
+            "correctness": {"max_relative_error": 0.0, "max_absolute_error": 0.0},
+            "performance": {"latency_ms": 1.0},
+            "x_pct_peak": 0.5,
+        },
+    }
     path = tmp_path / "t.jsonl"
     path.write_text(json.dumps(line) + "\n\n" + json.dumps(line) + "\n")
     traces = load_traces(path)

@@ -30,8 +30,18 @@ def test_unknown_type_names_subject_and_sequence():
 
 
 def test_bad_shape_names_the_field():
-    data = msgspec.msgpack.encode({"type": "PlanRequested", "event_id": "x", "run_id": "r", "ts": 1.0,
-                                   "problem": "p", "iteration": "one", "candidate_id": "k", "sample_index": 0})
+    data = msgspec.msgpack.encode(
+        {
+            "type": "PlanRequested",
+            "event_id": "x",
+            "run_id": "r",
+            "ts": 1.0,
+            "problem": "p",
+            "iteration": "one",
+            "candidate_id": "k",
+            "sample_index": 0,
+        }
+    )
     with pytest.raises(EventDecodeError, match=r"iteration"):
         decode(data, "accelopt.r.plan.requested", 7)
 

@@ -47,9 +47,19 @@ def test_every_event_type_declares_its_subject_and_author_and_no_two_share_a_sub
 def test_verify_re_derives_exactly_what_the_coordinator_authors() -> None:
     assert {t for t in ev.EVENT_TYPES if t.author == "coordinator"} == DECISION_TYPES
     assert {t.__name__ for t in DECISION_TYPES} == {
-        "IterationStarted", "PlanRequested", "ImplementationRequested", "ProfileRequested", "FixRequested",
-        "BeamSelected", "SummaryRequested", "MemoryEntryAdded", "IterationCompleted", "RunCompleted",
-        "BudgetExceeded", "ProblemRemeasured"}
+        "IterationStarted",
+        "PlanRequested",
+        "ImplementationRequested",
+        "ProfileRequested",
+        "FixRequested",
+        "BeamSelected",
+        "SummaryRequested",
+        "MemoryEntryAdded",
+        "IterationCompleted",
+        "RunCompleted",
+        "BudgetExceeded",
+        "ProblemRemeasured",
+    }
 
 
 @pytest.mark.parametrize("reader", [CoordinatorCore, RunView])

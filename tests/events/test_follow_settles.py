@@ -20,15 +20,30 @@ def _env(kind: str, *key: object) -> dict:
 
 
 def _answer(request: c.PlanRequested) -> c.LLMCallCompleted:
-    return c.LLMCallCompleted(**_env("LLMCallCompleted", request.event_id), role="planner",
-                              request_id=request.event_id, model="openai/gpt-4o-mini", params={}, messages=[],
-                              response=None, usage=TokenUsage(), cost_usd=0.0, latency_s=0.1, content_hash="h",
-                              error="AuthenticationError", permanent=True)
+    return c.LLMCallCompleted(
+        **_env("LLMCallCompleted", request.event_id),
+        role="planner",
+        request_id=request.event_id,
+        model="openai/gpt-4o-mini",
+        params={},
+        messages=[],
+        response=None,
+        usage=TokenUsage(),
+        cost_usd=0.0,
+        latency_s=0.1,
+        content_hash="h",
+        error="AuthenticationError",
+        permanent=True,
+    )
 
 
 def _requests(n: int) -> list[c.PlanRequested]:
-    return [c.PlanRequested(**_env("PlanRequested", i), problem="silu", iteration=1, candidate_id="k0",
-                            sample_index=i) for i in range(n)]
+    return [
+        c.PlanRequested(
+            **_env("PlanRequested", i), problem="silu", iteration=1, candidate_id="k0", sample_index=i
+        )
+        for i in range(n)
+    ]
 
 
 async def _scenario(url: str, answer_late: bool, settle_s: float) -> tuple[dict[str, int], float]:
@@ -36,7 +51,12 @@ async def _scenario(url: str, answer_late: bool, settle_s: float) -> tuple[dict[
     first, in_flight = _requests(2)
     elog = await EventLog.connect(url)
     try:
-        for e in (first, _answer(first), in_flight, c.RunFailed(**_env("RunFailed"), reason="llm", detail="x")):
+        for e in (
+            first,
+            _answer(first),
+            in_flight,
+            c.RunFailed(**_env("RunFailed"), reason="llm", detail="x"),
+        ):
             await elog.publish(e)
 
         async def late() -> None:

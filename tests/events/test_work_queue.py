@@ -13,8 +13,15 @@ from events.subjects import role_filter
 
 def _plan_requests(run_id: str, n: int) -> list[c.PlanRequested]:
     return [
-        c.PlanRequested(event_id=c.derive_event_id(run_id, "PlanRequested", i), run_id=run_id, ts=0.0,
-                        problem="p", iteration=1, candidate_id="k0", sample_index=i)
+        c.PlanRequested(
+            event_id=c.derive_event_id(run_id, "PlanRequested", i),
+            run_id=run_id,
+            ts=0.0,
+            problem="p",
+            iteration=1,
+            candidate_id="k0",
+            sample_index=i,
+        )
         for i in range(n)
     ]
 
@@ -48,8 +55,10 @@ def test_two_consumers_share_work_without_double_handling(nats_server):
         elog = await EventLog.connect(nats_server.url)
         await elog.work_queue("planner", role_filter("PlanRequested"), ack_wait=30)
         done = asyncio.Event()
-        tasks = [asyncio.create_task(consumer("a", "b", done, seen_a)),
-                 asyncio.create_task(consumer("b", "a", done, seen_b))]
+        tasks = [
+            asyncio.create_task(consumer("a", "b", done, seen_a)),
+            asyncio.create_task(consumer("b", "a", done, seen_b)),
+        ]
         await elog.publish_many(_plan_requests("wq", n))
         await asyncio.wait_for(asyncio.gather(*tasks), 60)
         info = await elog.js.consumer_info("ACCELOPT", "planner")
@@ -99,8 +108,17 @@ def test_bad_message_is_terminated_and_does_not_block(nats_server):
         q = await elog.work_queue("summarizer", role_filter("SummaryRequested"), ack_wait=1.0)
         bad = msgspec.msgpack.encode({"type": "Bogus"})
         await elog.publish_raw("accelopt.bq.summary.requested", bad, "bad-1")
-        good = c.SummaryRequested(event_id="good-1", run_id="bq", ts=0.0, problem="p", iteration=1,
-                                  slow_kernel_id="a", fast_kernel_id="b", speedup=1.2, positive=True)
+        good = c.SummaryRequested(
+            event_id="good-1",
+            run_id="bq",
+            ts=0.0,
+            problem="p",
+            iteration=1,
+            slow_kernel_id="a",
+            fast_kernel_id="b",
+            speedup=1.2,
+            positive=True,
+        )
         await elog.publish(good)
         got = []
         for _ in range(5):
@@ -116,4 +134,6 @@ def test_bad_message_is_terminated_and_does_not_block(nats_server):
     got, later, rejected = asyncio.run(go())
     assert [d.event.event_id for d in got] == ["good-1"]
     assert later == []
-    assert len(rejected) == 1 and "accelopt.bq.summary.requested" in rejected[0] and "sequence 1" in rejected[0]
+    assert (
+        len(rejected) == 1 and "accelopt.bq.summary.requested" in rejected[0] and "sequence 1" in rejected[0]
+    )

@@ -12,8 +12,15 @@ from events.log import EventLog
 from events.subjects import role_filter, run_filter
 
 RUN = "giveup"
-OPTIONS = WorkerOptions(durable="planner", filter_subject=role_filter("PlanRequested"), ack_wait_s=1.0,
-                        heartbeat_s=0.3, max_deliver=2, retry_delay_s=0.1, fetch_timeout_s=0.2)
+OPTIONS = WorkerOptions(
+    durable="planner",
+    filter_subject=role_filter("PlanRequested"),
+    ack_wait_s=1.0,
+    heartbeat_s=0.3,
+    max_deliver=2,
+    retry_delay_s=0.1,
+    fetch_timeout_s=0.2,
+)
 
 
 class Dies(Worker):
@@ -34,14 +41,31 @@ class Dies(Worker):
         return []
 
     async def give_up(self, event: c.Event, error: str) -> list[c.Event]:
-        return [c.ProposalFailed(event_id=c.derive_event_id(RUN, "ProposalFailed", event.event_id), run_id=RUN,
-                                 ts=0.0, stage="plan", request_id=event.event_id, problem="p", iteration=1,
-                                 reason="gave up", detail=error)]
+        return [
+            c.ProposalFailed(
+                event_id=c.derive_event_id(RUN, "ProposalFailed", event.event_id),
+                run_id=RUN,
+                ts=0.0,
+                stage="plan",
+                request_id=event.event_id,
+                problem="p",
+                iteration=1,
+                reason="gave up",
+                detail=error,
+            )
+        ]
 
 
 def test_the_spare_delivery_reports_a_request_whose_attempts_all_died(nats_server):
-    request = c.PlanRequested(event_id=c.derive_event_id(RUN, "PlanRequested", 0), run_id=RUN, ts=0.0, problem="p",
-                              iteration=1, candidate_id="k0", sample_index=0)
+    request = c.PlanRequested(
+        event_id=c.derive_event_id(RUN, "PlanRequested", 0),
+        run_id=RUN,
+        ts=0.0,
+        problem="p",
+        iteration=1,
+        candidate_id="k0",
+        sample_index=0,
+    )
 
     async def kill_while_handling(w: Dies) -> None:
         task = asyncio.create_task(w.run())

@@ -75,9 +75,19 @@ def new_entry(
 ) -> MemoryEntry:
     n = next(_counter)
     return MemoryEntry(
-        id=id or f"{source_run}-m{n}", source_run=source_run, problem=problem, op_type=op_type or problem,
-        device=device, language=language, slow_kernel=f"/* slow {n} */", fast_kernel=f"/* fast {n} */",
-        speedup=speedup, title=title, text=text, created_at=1_700_000_000.0 + n, positive=positive,
+        id=id or f"{source_run}-m{n}",
+        source_run=source_run,
+        problem=problem,
+        op_type=op_type or problem,
+        device=device,
+        language=language,
+        slow_kernel=f"/* slow {n} */",
+        fast_kernel=f"/* fast {n} */",
+        speedup=speedup,
+        title=title,
+        text=text,
+        created_at=1_700_000_000.0 + n,
+        positive=positive,
     )
 
 
@@ -91,7 +101,9 @@ def added_events(entries: list[MemoryEntry], run_id: str | None = None) -> list[
     return [
         MemoryEntryAdded(
             event_id=derive_event_id(run_id or e.source_run, "MemoryEntryAdded", e.id),
-            run_id=run_id or e.source_run, ts=time.time(), entry=e,
+            run_id=run_id or e.source_run,
+            ts=time.time(),
+            entry=e,
         )
         for e in entries
     ]
@@ -104,30 +116,79 @@ def to_events() -> Callable[..., list[MemoryEntryAdded]]:
 
 CORPUS: list[tuple[str, str, str, str, str, str]] = [
     # (problem, op_type, device, language, title, text)
-    ("softmax", "softmax", "cpu", "c", "**Vectorize exp with a polynomial approximation**",
-     "Replace expf in the inner loop by an 8-wide polynomial approximation so the compiler emits AVX2."),
-    ("conv2d", "convolution", "trn1", "nki", "**Tile output channels over 128 partitions**",
-     "Split the output channels into tiles of 128 partitions so the tensor engine stays busy."),
-    ("transpose", "transpose", "trn1", "nki", "**Use the DMA engine to transpose tiles**",
-     "Move 128x128 tiles with a transposing DMA instead of nc_transpose on the tensor engine."),
-    ("topk", "sort", "cpu", "c", "**Partial selection instead of a full sort**",
-     "Keep a k-element heap per row instead of sorting the whole row."),
-    ("embedding_lookup", "gather", "h100", "triton", "**Coalesce the gather by row blocks**",
-     "Load whole embedding rows with a BLOCK_D-wide vector load so accesses coalesce."),
-    ("cumsum", "scan", "cpu", "c", "**Blocked two-pass prefix sum**",
-     "Compute per-block sums in parallel with OpenMP, then add block offsets in a second pass."),
-    ("gelu", "activation", "h100", "triton", "**Fuse the bias add into the activation**",
-     "Read the bias in the same kernel as GELU instead of a separate elementwise kernel."),
-    ("histogram", "reduction", "cpu", "c", "**Privatize histogram bins per thread**",
-     "Give every OpenMP thread its own bins and merge them at the end to avoid atomics."),
+    (
+        "softmax",
+        "softmax",
+        "cpu",
+        "c",
+        "**Vectorize exp with a polynomial approximation**",
+        "Replace expf in the inner loop by an 8-wide polynomial approximation so the compiler emits AVX2.",
+    ),
+    (
+        "conv2d",
+        "convolution",
+        "trn1",
+        "nki",
+        "**Tile output channels over 128 partitions**",
+        "Split the output channels into tiles of 128 partitions so the tensor engine stays busy.",
+    ),
+    (
+        "transpose",
+        "transpose",
+        "trn1",
+        "nki",
+        "**Use the DMA engine to transpose tiles**",
+        "Move 128x128 tiles with a transposing DMA instead of nc_transpose on the tensor engine.",
+    ),
+    (
+        "topk",
+        "sort",
+        "cpu",
+        "c",
+        "**Partial selection instead of a full sort**",
+        "Keep a k-element heap per row instead of sorting the whole row.",
+    ),
+    (
+        "embedding_lookup",
+        "gather",
+        "h100",
+        "triton",
+        "**Coalesce the gather by row blocks**",
+        "Load whole embedding rows with a BLOCK_D-wide vector load so accesses coalesce.",
+    ),
+    (
+        "cumsum",
+        "scan",
+        "cpu",
+        "c",
+        "**Blocked two-pass prefix sum**",
+        "Compute per-block sums in parallel with OpenMP, then add block offsets in a second pass.",
+    ),
+    (
+        "gelu",
+        "activation",
+        "h100",
+        "triton",
+        "**Fuse the bias add into the activation**",
+        "Read the bias in the same kernel as GELU instead of a separate elementwise kernel.",
+    ),
+    (
+        "histogram",
+        "reduction",
+        "cpu",
+        "c",
+        "**Privatize histogram bins per thread**",
+        "Give every OpenMP thread its own bins and merge them at the end to avoid atomics.",
+    ),
 ]
 
 
 @pytest.fixture
 def corpus() -> list[MemoryEntry]:
-    return [new_entry(t, x, problem=p, op_type=o, device=d, language=lang, source_run="run-corpus")
-            for p, o, d, lang, t, x in CORPUS]
-
+    return [
+        new_entry(t, x, problem=p, op_type=o, device=d, language=lang, source_run="run-corpus")
+        for p, o, d, lang, t, x in CORPUS
+    ]
 
 
 class CuratorHosts:
@@ -142,7 +203,10 @@ class CuratorHosts:
         from actors.runtime.hosting import ROLE_FACTORIES, ray_host_class
 
         host = ray_host_class()
-        actors = [host.remote(ROLE_FACTORIES["curator"], {"nats_url": url, "uri": uri, **kwargs}) for url in nats_urls]
+        actors = [
+            host.remote(ROLE_FACTORIES["curator"], {"nats_url": url, "uri": uri, **kwargs})
+            for url in nats_urls
+        ]
         runs = [a.run.remote() for a in actors]
         assert self.ray.get([a.ready.remote() for a in actors], timeout=120) == [True] * len(actors)
         return actors, runs

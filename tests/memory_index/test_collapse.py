@@ -21,8 +21,12 @@ def test_search_collapses_repeated_insights_and_still_fills_top_m(memory, corpus
     title = "**Fuse the RMS normalization into the matmul row loop**"
     text = "Compute each row's inverse RMS once and scale the tile while loading it into the matmul."
     copies = [make_entry(title, text, problem="rmsnorm_matmul", source_run=f"run-{i}") for i in range(5)]
-    paraphrase = make_entry("**Fuse RMS normalization into the matmul row loop.**", text,
-                            problem="rmsnorm_matmul", source_run="run-x")
+    paraphrase = make_entry(
+        "**Fuse RMS normalization into the matmul row loop.**",
+        text,
+        problem="rmsnorm_matmul",
+        source_run="run-x",
+    )
     memory.upsert([*copies, paraphrase, *corpus])
 
     results = memory.search("rmsnorm matmul fusion", top_m=4)

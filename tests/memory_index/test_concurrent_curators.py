@@ -10,17 +10,27 @@ from events.log import EventLog
 from memory_index import MemoryIndex
 
 
-def test_two_curators_lose_nothing_and_duplicate_nothing(nats_server, ray_session, memory_uri, embedder,
-                                                           make_entry, to_events, curator_hosts):
+def test_two_curators_lose_nothing_and_duplicate_nothing(
+    nats_server, ray_session, memory_uri, embedder, make_entry, to_events, curator_hosts
+):
     ray = ray_session
-    entries = [make_entry(f"**Insight {i}: unroll the loop by {i % 7 + 2}**",
-                          f"Unroll the inner loop of problem {i % 13} by {i % 7 + 2} and keep partial sums "
-                          "in registers.", problem=f"p{i % 13}", device=("cpu", "trn1", "h100")[i % 3],
-                          source_run=f"run-{i % 3}")
-               for i in range(240)]
+    entries = [
+        make_entry(
+            f"**Insight {i}: unroll the loop by {i % 7 + 2}**",
+            f"Unroll the inner loop of problem {i % 13} by {i % 7 + 2} and keep partial sums in registers.",
+            problem=f"p{i % 13}",
+            device=("cpu", "trn1", "h100")[i % 3],
+            source_run=f"run-{i % 3}",
+        )
+        for i in range(240)
+    ]
     # Re-emissions of the same entries under new event ids (a coordinator replaying after a crash).
-    again = [MemoryEntryAdded(event_id=derive_event_id(e.source_run, "again", e.id), run_id=e.source_run,
-                              ts=0.0, entry=e) for e in entries[:60]]
+    again = [
+        MemoryEntryAdded(
+            event_id=derive_event_id(e.source_run, "again", e.id), run_id=e.source_run, ts=0.0, entry=e
+        )
+        for e in entries[:60]
+    ]
     events = to_events(entries) + again
     actors, runs = curator_hosts.start([nats_server.url] * 2, memory_uri, batch_max=16, batch_window_s=0.02)
     try:
@@ -29,7 +39,7 @@ def test_two_curators_lose_nothing_and_duplicate_nothing(nats_server, ray_sessio
         async def feed() -> None:
             elog = await EventLog.connect(nats_server.url)
             for i in range(0, len(events), 20):
-                await elog.publish_many(events[i:i + 20])
+                await elog.publish_many(events[i : i + 20])
                 await asyncio.sleep(0.02)
             assert await index.wait_for_ids([e.id for e in entries], timeout_s=90) == {e.id for e in entries}
             q = await elog.work_queue(curator_durable(memory_uri), "accelopt.*.memory.entry_added")

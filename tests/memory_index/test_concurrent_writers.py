@@ -40,9 +40,12 @@ def test_concurrent_merge_inserts_of_the_same_ids_do_not_duplicate(shared_memory
     uri, storage_options = shared_memory
     barrier = tmp_path / "barrier"
     barrier.mkdir()
-    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, uri, str(seed), str(barrier), "2",
-                               json.dumps(storage_options)])
-             for seed in (1, 2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WRITER, uri, str(seed), str(barrier), "2", json.dumps(storage_options)]
+        )
+        for seed in (1, 2)
+    ]
     assert [p.wait(timeout=180) for p in procs] == [0, 0]
     index = MemoryIndex.open(uri, storage_options=storage_options)
     ids = [e.id for e in index.list(limit=None)]

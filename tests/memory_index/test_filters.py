@@ -10,8 +10,15 @@ def _ids(results):
 
 
 def test_filters_restrict_candidates(memory, corpus, make_entry):
-    fast = make_entry("**Unroll the reduction by 8**", "Unroll the inner reduction loop.", problem="rowsum",
-                      op_type="reduction", device="cpu", language="c", speedup=3.0)
+    fast = make_entry(
+        "**Unroll the reduction by 8**",
+        "Unroll the inner reduction loop.",
+        problem="rowsum",
+        op_type="reduction",
+        device="cpu",
+        language="c",
+        speedup=3.0,
+    )
     memory.upsert([*corpus, fast])
     q = "make this kernel faster"
 
@@ -36,7 +43,9 @@ def test_filters_restrict_candidates(memory, corpus, make_entry):
 
 def test_noop_insights_are_never_retrieved(memory, make_entry):
     noop = make_entry("**No optimization found**", "No optimization found", problem="softmax")
-    noop2 = make_entry("**Same kernel**", "The kernels are identical. No optimization found.", problem="softmax")
+    noop2 = make_entry(
+        "**Same kernel**", "The kernels are identical. No optimization found.", problem="softmax"
+    )
     real = make_entry("**Vectorize softmax**", "Use SIMD for exp.", problem="softmax")
     memory.upsert([noop, noop2, real])
     assert _ids(memory.search("softmax no optimization found", top_m=10)) == {real.id}

@@ -7,13 +7,18 @@ import numpy as np
 
 def test_maintain_builds_indices_and_search_still_finds_the_nearest(memory, make_entry):
     rng = np.random.default_rng(0)
-    entries = [make_entry(f"**Insight {i}**", f"text {i}", problem=f"p{i % 5}", device=("cpu", "trn1")[i % 2])
-               for i in range(400)]
+    entries = [
+        make_entry(f"**Insight {i}**", f"text {i}", problem=f"p{i % 5}", device=("cpu", "trn1")[i % 2])
+        for i in range(400)
+    ]
     vecs = rng.standard_normal((400, 384)).astype(np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
     memory.upsert_vectors(entries[:100], vecs[:100])
-    assert memory.maintain(ann_min_rows=300) == {"rows": 100, "vector_index_built": False,
-                                                 "scalar_indices_built": True}
+    assert memory.maintain(ann_min_rows=300) == {
+        "rows": 100,
+        "vector_index_built": False,
+        "scalar_indices_built": True,
+    }
     assert memory.maintain(ann_min_rows=300)["scalar_indices_built"] is False  # already there
     assert not memory.has_vector_index()
 

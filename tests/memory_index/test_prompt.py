@@ -8,12 +8,26 @@ from memory_index import format_for_prompt, query_for
 
 def test_prompt_block_shows_device_language_and_speedup():
     entries = [
-        RetrievedInsight(entry_id="a", problem="rmsnorm_matmul", device="cpu", language="c", speedup=1.42,
-                         title="**Fuse the norm into the matmul**",
-                         text="**Fuse the norm into the matmul**\nScale rows while loading.\n" + "x" * 3000,
-                         score=0.8),
-        RetrievedInsight(entry_id="b", problem="softmax", device="trn1", language="nki", speedup=0.8,
-                         title="Avoid a second pass", text="Keep the row in SBUF.", score=0.5),
+        RetrievedInsight(
+            entry_id="a",
+            problem="rmsnorm_matmul",
+            device="cpu",
+            language="c",
+            speedup=1.42,
+            title="**Fuse the norm into the matmul**",
+            text="**Fuse the norm into the matmul**\nScale rows while loading.\n" + "x" * 3000,
+            score=0.8,
+        ),
+        RetrievedInsight(
+            entry_id="b",
+            problem="softmax",
+            device="trn1",
+            language="nki",
+            speedup=0.8,
+            title="Avoid a second pass",
+            text="Keep the row in SBUF.",
+            score=0.5,
+        ),
     ]
     block = format_for_prompt(entries, max_chars_per_insight=200)
     assert block.startswith("# Experiences")

@@ -17,14 +17,28 @@ def _snapshot(index: MemoryIndex) -> tuple[list, dict]:
     return entries, index.vectors([e.id for e in entries])
 
 
-def test_rebuild_from_exported_log_equals_live_table(nats_server, tmp_path, memory_uri, embedder, corpus,
-                                                     make_entry, to_events):
+def test_rebuild_from_exported_log_equals_live_table(
+    nats_server, tmp_path, memory_uri, embedder, corpus, make_entry, to_events
+):
     run_id = "run-rebuild"
-    entries = [*(make_entry(e.title, e.text, problem=e.problem, op_type=e.op_type, device=e.device,
-                            language=e.language, source_run=run_id) for e in corpus),
-               make_entry("**No optimization found**", "No optimization found", source_run=run_id)]
-    replay = MemoryEntryAdded(event_id=derive_event_id(run_id, "again", 0), run_id=run_id, ts=0.0,
-                              entry=entries[0])
+    entries = [
+        *(
+            make_entry(
+                e.title,
+                e.text,
+                problem=e.problem,
+                op_type=e.op_type,
+                device=e.device,
+                language=e.language,
+                source_run=run_id,
+            )
+            for e in corpus
+        ),
+        make_entry("**No optimization found**", "No optimization found", source_run=run_id),
+    ]
+    replay = MemoryEntryAdded(
+        event_id=derive_event_id(run_id, "again", 0), run_id=run_id, ts=0.0, entry=entries[0]
+    )
     log_file = tmp_path / "run.alog"
 
     async def live() -> dict:

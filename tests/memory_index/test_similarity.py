@@ -10,12 +10,20 @@ def test_related_insight_ranks_first_across_devices(memory, corpus, make_entry):
         "**Fuse the RMS normalization into the matmul row loop**",
         "Compute each row's inverse RMS once and scale the A tile while loading it into the matmul "
         "inner loop, so the normalized activations never make a round trip through memory.",
-        problem="rmsnorm_matmul", device="cpu", language="c", speedup=1.8,
+        problem="rmsnorm_matmul",
+        device="cpu",
+        language="c",
+        speedup=1.8,
     )
     memory.upsert([*corpus, related])
 
-    query = query_for("add_rmsnorm_matmul", "add_rmsnorm_matmul", "trn1", "nki",
-                      "Plan: fuse the residual add and the RMS norm into the matmul kernel.")
+    query = query_for(
+        "add_rmsnorm_matmul",
+        "add_rmsnorm_matmul",
+        "trn1",
+        "nki",
+        "Plan: fuse the residual add and the RMS norm into the matmul kernel.",
+    )
     results = memory.search(query, top_m=5)
 
     assert results[0].entry_id == related.id

@@ -18,8 +18,9 @@ def test_export_import_round_trip(memory, tmp_path, corpus, embedder):
     assert import_jsonl(other, path) == len(corpus)
     assert import_jsonl(other, path) == 0
     assert sorted(other.iter_entries(), key=lambda e: e.id) == sorted(corpus, key=lambda e: e.id)
-    assert [r.entry_id for r in other.search("prefix sum", top_m=2)] == \
-        [r.entry_id for r in memory.search("prefix sum", top_m=2)]
+    assert [r.entry_id for r in other.search("prefix sum", top_m=2)] == [
+        r.entry_id for r in memory.search("prefix sum", top_m=2)
+    ]
 
 
 def test_opening_with_another_model_is_refused(memory, corpus, memory_uri):

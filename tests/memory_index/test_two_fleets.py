@@ -11,42 +11,75 @@ from events.log import EventLog
 from events.server import NatsServer
 from memory_index import MemoryIndex, format_for_prompt, query_for
 
-BULK = 20   # entries per fleet besides the two named insights
+BULK = 20  # entries per fleet besides the two named insights
 SHARED = 8  # entries on both fleets' logs (a run resumed on the other fleet): must stay one row each
 
 
-def test_runs_on_cpu_and_trn1_share_one_memory(nats_server, tmp_path, ray_session, shared_memory, embedder,
-                                                make_entry, to_events, request, curator_hosts):
+def test_runs_on_cpu_and_trn1_share_one_memory(
+    nats_server, tmp_path, ray_session, shared_memory, embedder, make_entry, to_events, request, curator_hosts
+):
     ray = ray_session
     uri, storage_options = shared_memory
     fleet_b = NatsServer(tmp_path / "nats-b")
     fleet_b.start()
-    cpu_rms = make_entry("**Fuse the RMS normalization into the matmul row loop**",
-                         "Compute each row's inverse RMS once and scale the A tile while loading it into "
-                         "the matmul inner loop.", problem="rmsnorm_matmul", device="cpu", language="c",
-                         speedup=1.6, source_run="run-cpu")
-    cpu_other = make_entry("**Privatize histogram bins per thread**", "Per-thread bins, merged at the end.",
-                           problem="histogram", device="cpu", language="c", source_run="run-cpu")
-    trn_softmax = make_entry("**Single-pass online softmax with the row max kept in SBUF**",
-                             "Track the running max and rescale the running sum so each softmax row is "
-                             "read from HBM once.", problem="softmax", device="trn1", language="nki",
-                             speedup=2.1, source_run="run-trn1")
-    trn_other = make_entry("**Use the DMA engine to transpose tiles**", "Transposing DMA of 128x128 tiles.",
-                           problem="transpose", device="trn1", language="nki", source_run="run-trn1")
+    cpu_rms = make_entry(
+        "**Fuse the RMS normalization into the matmul row loop**",
+        "Compute each row's inverse RMS once and scale the A tile while loading it into "
+        "the matmul inner loop.",
+        problem="rmsnorm_matmul",
+        device="cpu",
+        language="c",
+        speedup=1.6,
+        source_run="run-cpu",
+    )
+    cpu_other = make_entry(
+        "**Privatize histogram bins per thread**",
+        "Per-thread bins, merged at the end.",
+        problem="histogram",
+        device="cpu",
+        language="c",
+        source_run="run-cpu",
+    )
+    trn_softmax = make_entry(
+        "**Single-pass online softmax with the row max kept in SBUF**",
+        "Track the running max and rescale the running sum so each softmax row is read from HBM once.",
+        problem="softmax",
+        device="trn1",
+        language="nki",
+        speedup=2.1,
+        source_run="run-trn1",
+    )
+    trn_other = make_entry(
+        "**Use the DMA engine to transpose tiles**",
+        "Transposing DMA of 128x128 tiles.",
+        problem="transpose",
+        device="trn1",
+        language="nki",
+        source_run="run-trn1",
+    )
 
     def bulk(run: str, device: str, language: str, n: int, start: int = 0) -> list:
-        return [make_entry(f"**Unroll the scan of problem q{i} by {i % 5 + 2}**",
-                           f"Unroll the prefix-scan loop of q{i} by {i % 5 + 2} and keep the carry in a "
-                           "register.", problem=f"q{i}", device=device, language=language, speedup=1.1,
-                           source_run=run, id=f"{run}-bulk{i}")
-                for i in range(start, start + n)]
+        return [
+            make_entry(
+                f"**Unroll the scan of problem q{i} by {i % 5 + 2}**",
+                f"Unroll the prefix-scan loop of q{i} by {i % 5 + 2} and keep the carry in a register.",
+                problem=f"q{i}",
+                device=device,
+                language=language,
+                speedup=1.1,
+                source_run=run,
+                id=f"{run}-bulk{i}",
+            )
+            for i in range(start, start + n)
+        ]
 
     only_a = [cpu_rms, cpu_other, *bulk("run-cpu", "cpu", "c", BULK)]
     only_b = [trn_softmax, trn_other, *bulk("run-trn1", "trn1", "nki", BULK)]
     shared = bulk("run-moved", "cpu", "c", SHARED, start=1000)
     unique = {e.id for e in only_a + only_b + shared}
-    actors, runs = curator_hosts.start([nats_server.url, fleet_b.url], uri, batch_max=8, batch_window_s=0.02,
-                                  storage_options=storage_options)
+    actors, runs = curator_hosts.start(
+        [nats_server.url, fleet_b.url], uri, batch_max=8, batch_window_s=0.02, storage_options=storage_options
+    )
     try:
         index = MemoryIndex.open(uri, embedder=embedder, storage_options=storage_options)
 
@@ -57,7 +90,7 @@ def test_runs_on_cpu_and_trn1_share_one_memory(nats_server, tmp_path, ray_sessio
             async def emit(elog: EventLog, entries: list) -> None:  # as a run would, a few at a time
                 events = to_events(entries)
                 for i in range(0, len(events), 4):
-                    await elog.publish_many(events[i:i + 4])
+                    await elog.publish_many(events[i : i + 4])
                     await asyncio.sleep(0.01)
 
             # Both fleets write at once; the shared entries go to both logs, in opposite orders.
@@ -73,8 +106,15 @@ def test_runs_on_cpu_and_trn1_share_one_memory(nats_server, tmp_path, ray_sessio
                 query = query_for(problem, problem, device, language)
                 found = await asyncio.to_thread(index.search, query, top_m=16)
                 event = MemoryRetrieved(
-                    event_id=derive_event_id(run_id, "MemoryRetrieved", problem, 1, "k0"), run_id=run_id,
-                    ts=0.0, problem=problem, iteration=1, candidate_id="k0", query=query, entries=found)
+                    event_id=derive_event_id(run_id, "MemoryRetrieved", problem, 1, "k0"),
+                    run_id=run_id,
+                    ts=0.0,
+                    problem=problem,
+                    iteration=1,
+                    candidate_id="k0",
+                    query=query,
+                    entries=found,
+                )
                 await elog.publish(event)
                 recorded.append(next(e for e in await elog.history(run_id) if isinstance(e, MemoryRetrieved)))
             await log_a.close()
@@ -100,7 +140,9 @@ def test_runs_on_cpu_and_trn1_share_one_memory(nats_server, tmp_path, ray_sessio
         assert summaries[0]["durable"] == summaries[1]["durable"]  # same memory, same consumer name
         if uri.startswith("s3://"):  # the table really lives on the S3 API, not in a local folder
             keys = request.getfixturevalue("local_s3").objects(uri)
-            assert any(k.endswith(".manifest") for k in keys) and any(k.endswith(".lance") for k in keys), keys
+            assert any(k.endswith(".manifest") for k in keys) and any(k.endswith(".lance") for k in keys), (
+                keys
+            )
     finally:
         for a in actors:
             ray.kill(a)

@@ -29,6 +29,8 @@ def test_duplicates_within_one_batch_and_replacement(memory, make_entry):
 
 
 def test_get_round_trips_every_field(memory, make_entry):
-    e = make_entry("**Title**", "Body with 'quotes' and\nnewlines", problem="p'q", speedup=2.5, positive=False)
+    e = make_entry(
+        "**Title**", "Body with 'quotes' and\nnewlines", problem="p'q", speedup=2.5, positive=False
+    )
     memory.upsert([e])
     assert memory.get(e.id) == e

@@ -19,8 +19,11 @@ from accelopt.records import ChatMessage
 from prompts import ROLES, render
 
 # (language key, suite, problem, device)
-SAMPLES = (("cpu", "cpu", "silu", "cpu"), ("triton", "triton", "rmsnorm_h4096", "h100"),
-           ("nkibench", "nkibench", "silu", "trn1"))
+SAMPLES = (
+    ("cpu", "cpu", "silu", "cpu"),
+    ("triton", "triton", "rmsnorm_h4096", "h100"),
+    ("nkibench", "nkibench", "silu", "trn1"),
+)
 
 
 def nkibench_problem(workdir: Path, name: str = "silu") -> Problem:
@@ -43,20 +46,30 @@ def problem_for(key: str, workdir: Path) -> Problem:
 
 def sample_profile(device: str) -> Profile:
     return Profile(
-        status="passed", device=device,
+        status="passed",
+        device=device,
         latency=LatencyStats(samples_ms=[2.0, 2.1, 2.2], median_ms=2.1, min_ms=2.0, max_ms=2.2, spread=0.05),
-        t_peak_ms=0.42, pct_peak=0.2, bound="memory", counters={"bytes_moved": 3.1e6, "achieved_gbs": 14.8},
+        t_peak_ms=0.42,
+        pct_peak=0.2,
+        bound="memory",
+        counters={"bytes_moved": 3.1e6, "achieved_gbs": 14.8},
     )
 
 
 def sample_insight(device: str, language: str) -> RetrievedInsight:
     return RetrievedInsight(
-        entry_id="golden-insight", title="Fuse the two passes over x", device=device, language=language,
-        problem="silu", speedup=1.42, score=0.83,
+        entry_id="golden-insight",
+        title="Fuse the two passes over x",
+        device=device,
+        language=language,
+        problem="silu",
+        speedup=1.42,
+        score=0.83,
         text="**Fuse the two passes over x**\nThe slow kernel read x twice; the fast one computes the "
-             "result in the pass that loads it, so every input byte crosses memory once.",
+        "result in the pass that loads it, so every input byte crosses memory once.",
         diff="--- slow\n+++ fast\n@@ -3,3 +3,2 @@\n-    t = load(x)\n-    y = f(load(x))\n+    y = f(load(x))\n"
-             "     store(out, y)")
+        "     store(out, y)",
+    )
 
 
 def render_all(key: str, problem: Problem) -> dict[str, list[ChatMessage]]:
@@ -66,14 +79,37 @@ def render_all(key: str, problem: Problem) -> dict[str, list[ChatMessage]]:
     source = problem.baseline.entry_file().content
     faster = source + ("\n/* variant */\n" if lang == "c" else "\n# variant\n")
     ctx = {
-        "planner": dict(problem=problem, source=source, profile=sample_profile(device),
-                        insights=[sample_insight(device, lang)], device=device, seed=0, request_id="golden"),
-        "executor": dict(problem=problem, source=source, device=device,
-                         plan="**Fuse the two passes**\nCompute the output in the loop that loads the input."),
-        "fixer": dict(problem=problem, source=faster, device=device, status="compile_error",
-                      error_log="error: 'tile' undeclared (first use in this function)", parent_source=source),
-        "summarizer": dict(problem=problem, slow_source=source, fast_source=faster, speedup=1.42, positive=True,
-                           device=device),
+        "planner": dict(
+            problem=problem,
+            source=source,
+            profile=sample_profile(device),
+            insights=[sample_insight(device, lang)],
+            device=device,
+            seed=0,
+            request_id="golden",
+        ),
+        "executor": dict(
+            problem=problem,
+            source=source,
+            device=device,
+            plan="**Fuse the two passes**\nCompute the output in the loop that loads the input.",
+        ),
+        "fixer": dict(
+            problem=problem,
+            source=faster,
+            device=device,
+            status="compile_error",
+            error_log="error: 'tile' undeclared (first use in this function)",
+            parent_source=source,
+        ),
+        "summarizer": dict(
+            problem=problem,
+            slow_source=source,
+            fast_source=faster,
+            speedup=1.42,
+            positive=True,
+            device=device,
+        ),
     }
     return {role: render(role, lang, **ctx[role]) for role in ROLES}
 

@@ -38,8 +38,10 @@ def test_prompt_matches_its_golden(rendered, key, role):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     assert path.is_file(), f"{path} is missing: run with ACCELOPT_UPDATE_GOLDENS=1 to write it"
-    assert text == path.read_text(), (f"the {role} prompt for {key} changed; if intended, regenerate with "
-                                      "ACCELOPT_UPDATE_GOLDENS=1 and review the diff of tests/prompts/golden/")
+    assert text == path.read_text(), (
+        f"the {role} prompt for {key} changed; if intended, regenerate with "
+        "ACCELOPT_UPDATE_GOLDENS=1 and review the diff of tests/prompts/golden/"
+    )
 
 
 def test_no_golden_is_stale():
@@ -49,14 +51,27 @@ def test_no_golden_is_stale():
 
 def test_the_prompts_carry_what_a_strong_model_needs(rendered):
     nki_exec = rendered["nkibench"]["executor"]
-    for fact in ("nisa.nc_matmul(stationary, moving, is_stationary_onezero=False, is_moving_onezero=False, "
-                 "mask=None, is_transpose=False)", "Basic and advanced indexing", "shadowing",
-                 "import neuronxcc.nki.isa as nisa", "nothing is injected", "nl.store(dst[...], value=tile)"):
+    for fact in (
+        "nisa.nc_matmul(stationary, moving, is_stationary_onezero=False, is_moving_onezero=False, "
+        "mask=None, is_transpose=False)",
+        "Basic and advanced indexing",
+        "shadowing",
+        "import neuronxcc.nki.isa as nisa",
+        "nothing is injected",
+        "nl.store(dst[...], value=tile)",
+    ):
         assert fact in nki_exec, fact
     assert "filled with NaN" not in rendered["nkibench"]["planner"]  # NKI outputs cannot be poisoned
     assert "filled with NaN" in rendered["cpu"]["planner"]
     triton = rendered["triton"]["executor"]
-    for fact in ("tl.make_tensor_descriptor", "triton.set_allocator", "no `mask`", "loop_unroll_factor",
-                 "flatten=True", "warp_specialize=True", "@triton.autotune("):
+    for fact in (
+        "tl.make_tensor_descriptor",
+        "triton.set_allocator",
+        "no `mask`",
+        "loop_unroll_factor",
+        "flatten=True",
+        "warp_specialize=True",
+        "@triton.autotune(",
+    ):
         assert fact in triton, fact
     assert "suggest `@triton.autotune`" in rendered["triton"]["planner"]

@@ -27,28 +27,58 @@ from suites.nkibench import import_nkibench
 
 # the reference planner's profile glossary; ours names its latency latency_ms
 REFERENCE_PROFILE_FIELDS = (
-    "hbm_read_bytes", "hbm_write_bytes", "psum_read_bytes", "psum_write_bytes", "sbuf_read_bytes",
-    "sbuf_write_bytes", "spill_reload_bytes", "spill_save_bytes", "hardware_flops", "transpose_flops",
-    "peak_flops_bandwidth_ratio", "mm_arithmetic_intensity", "hfu_estimated_percent",
-    "scalar_engine_active_time_percent", "vector_engine_active_time_percent", "gpsimd_engine_active_time_percent",
+    "hbm_read_bytes",
+    "hbm_write_bytes",
+    "psum_read_bytes",
+    "psum_write_bytes",
+    "sbuf_read_bytes",
+    "sbuf_write_bytes",
+    "spill_reload_bytes",
+    "spill_save_bytes",
+    "hardware_flops",
+    "transpose_flops",
+    "peak_flops_bandwidth_ratio",
+    "mm_arithmetic_intensity",
+    "hfu_estimated_percent",
+    "scalar_engine_active_time_percent",
+    "vector_engine_active_time_percent",
+    "gpsimd_engine_active_time_percent",
 )
 
 # the reference's NKI API notes (planner and executor), as our primer states them
 API_FACTS = (
-    "partition dimension", "nl.par_dim", "free dimensions, stored sequentially", "at most 128",
-    "at most 512 float32 per partition", "192 KiB", "nisa.nc_matmul(stationary, moving)",
-    "stationary.T @ moving", "128x128 stationary with a 128x512 moving tile",
+    "partition dimension",
+    "nl.par_dim",
+    "free dimensions, stored sequentially",
+    "at most 128",
+    "at most 512 float32 per partition",
+    "192 KiB",
+    "nisa.nc_matmul(stationary, moving)",
+    "stationary.T @ moving",
+    "128x128 stationary with a 128x512 moving tile",
     "nisa.nc_transpose(x)` costs as much as `nisa.nc_matmul(x, identity, is_moving_onezero=True, is_transpose=True)",
 )
 
 # the reference executor's rules
 EXECUTOR_FACTS = (
     "nisa.nc_matmul(stationary, moving, is_stationary_onezero=False, is_moving_onezero=False, mask=None, "
-    "is_transpose=False)", "is_stationary_onezero / is_moving_onezero", "is_transpose", "mask: a compile-time",
-    "must write to distinct locations", "nl.sequential_range", "Basic indexing uses integers, slices",
-    "Advanced indexing uses index grids", "Never mix basic indexing", "cannot be used after the block",
-    "shadowing", "no slices whose length depends on a loop variable", "shape elements must be Python integers",
-    "cannot be assigned into an HBM tensor", "nl.store(", "Only use NKI APIs that exist", "Don't use lower precision",
+    "is_transpose=False)",
+    "is_stationary_onezero / is_moving_onezero",
+    "is_transpose",
+    "mask: a compile-time",
+    "must write to distinct locations",
+    "nl.sequential_range",
+    "Basic indexing uses integers, slices",
+    "Advanced indexing uses index grids",
+    "Never mix basic indexing",
+    "cannot be used after the block",
+    "shadowing",
+    "no slices whose length depends on a loop variable",
+    "shape elements must be Python integers",
+    "cannot be assigned into an HBM tensor",
+    "nl.store(",
+    "Only use NKI APIs that exist",
+    "Don't use lower precision",
 )
 
 
@@ -62,9 +92,15 @@ def nkibench(tmp_path_factory: pytest.TempPathFactory):
 
 def _profile() -> Profile:
     counters = {name: float(i + 1) * 1000 for i, name in enumerate(REFERENCE_PROFILE_FIELDS)}
-    return Profile(status="passed", device="trn1", pct_peak=0.31, bound="memory", t_peak_ms=0.6,
-                   latency=LatencyStats(samples_ms=[2.0], median_ms=2.0, min_ms=2.0, max_ms=2.0, spread=0.0),
-                   counters=counters)
+    return Profile(
+        status="passed",
+        device="trn1",
+        pct_peak=0.31,
+        bound="memory",
+        t_peak_ms=0.6,
+        latency=LatencyStats(samples_ms=[2.0], median_ms=2.0, min_ms=2.0, max_ms=2.0, spread=0.0),
+        counters=counters,
+    )
 
 
 def _text(messages) -> str:
@@ -81,10 +117,29 @@ def test_every_fact_of_the_reference_prompts_is_in_ours(nkibench, name):
     problems, written = nkibench
     problem = problems[name]
     kernel = problem.baseline.entry_file().content
-    planner = _text(render("planner", "nki", problem=problem, source=kernel, profile=_profile(), insights=[],
-                           device="trn1", seed=0, request_id="r"))
-    executor = _text(render("executor", "nki", problem=problem, source=kernel, device="trn1",
-                            plan="Tile the free dimension by 512."))
+    planner = _text(
+        render(
+            "planner",
+            "nki",
+            problem=problem,
+            source=kernel,
+            profile=_profile(),
+            insights=[],
+            device="trn1",
+            seed=0,
+            request_id="r",
+        )
+    )
+    executor = _text(
+        render(
+            "executor",
+            "nki",
+            problem=problem,
+            source=kernel,
+            device="trn1",
+            plan="Tile the free dimension by 512.",
+        )
+    )
     reference = written.references[name].read_text()
     for text in (planner, executor):
         # the problem code: every line of the reference module (inputs, forward, transforms)

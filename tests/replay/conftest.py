@@ -46,8 +46,15 @@ class SharedRun:
 
         def go() -> None:
             try:
-                self._outcome.append(run_session(self.cfg, [self.problem], nats_url=self.nats_url,
-                                                 run_id=self.run_id, timeout_s=self.timeout_s))
+                self._outcome.append(
+                    run_session(
+                        self.cfg,
+                        [self.problem],
+                        nats_url=self.nats_url,
+                        run_id=self.run_id,
+                        timeout_s=self.timeout_s,
+                    )
+                )
             except BaseException as e:
                 self._error.append(e)
 
@@ -79,11 +86,21 @@ def shared_real_run(ray_session, shared_nats, tmp_path_factory) -> SharedRun:
     tmp = tmp_path_factory.mktemp("real-run")
     root = tmp / "runs"
     root.mkdir()
-    cfg = build_config(preset="quick", overrides=[
-        f"root={root}", f"memory.uri={tmp / 'memory'}", f"suite={REAL_SUITE}", f"problems=[{REAL_PROBLEM}]",
-        f"search.iterations={REAL_ITERATIONS}", "search.plans_per_candidate=2", "profiling.timeout_s=60",
-    ])
-    return SharedRun(cfg, suites.get_problem(f"{REAL_SUITE}/{REAL_PROBLEM}"), shared_nats.url, new_run_id(), root)
+    cfg = build_config(
+        preset="quick",
+        overrides=[
+            f"root={root}",
+            f"memory.uri={tmp / 'memory'}",
+            f"suite={REAL_SUITE}",
+            f"problems=[{REAL_PROBLEM}]",
+            f"search.iterations={REAL_ITERATIONS}",
+            "search.plans_per_candidate=2",
+            "profiling.timeout_s=60",
+        ],
+    )
+    return SharedRun(
+        cfg, suites.get_problem(f"{REAL_SUITE}/{REAL_PROBLEM}"), shared_nats.url, new_run_id(), root
+    )
 
 
 @pytest.fixture(scope="session")

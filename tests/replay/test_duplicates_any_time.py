@@ -18,8 +18,12 @@ RUN = "dups"
 
 @pytest.fixture(scope="module")
 def log() -> list[ev.Event]:
-    events = synthetic_run(run_id=RUN, problems=2, seed=3,
-                           overrides=("search.iterations=4", "search.beam_width=2", "llm.budget_usd=1000"))
+    events = synthetic_run(
+        run_id=RUN,
+        problems=2,
+        seed=3,
+        overrides=("search.iterations=4", "search.beam_width=2", "llm.budget_usd=1000"),
+    )
     assert isinstance(events[-1], ev.RunCompleted)
     return events
 
@@ -55,7 +59,9 @@ def test_copies_of_earlier_events_decide_nothing_and_cost_nothing(log):
     assert sorted(again) == sorted(decided)  # the same decisions, each made once
     assert len(small.applied) <= 4
     assert small.spent_usd == pytest.approx(reference.spent_usd) and reference.spent_usd > 0
-    assert {n: p.best_id for n, p in small.problems.items()} == {n: p.best_id for n, p in reference.problems.items()}
+    assert {n: p.best_id for n, p in small.problems.items()} == {
+        n: p.best_id for n, p in reference.problems.items()
+    }
     assert small.requests == {} and small.request_problem == {} and small.calls_counted == {}
 
 
@@ -65,8 +71,14 @@ def test_each_kind_of_copy_is_caught_without_the_window(log):
     fold(log, core)
     spent = core.spent_usd
     kinds = {type(e) for e in log}
-    assert {ev.LLMCallCompleted, ev.IterationStarted, ev.IterationCompleted, ev.KernelProposed,
-            ev.KernelProfiled, ev.PlanRequested} <= kinds
+    assert {
+        ev.LLMCallCompleted,
+        ev.IterationStarted,
+        ev.IterationCompleted,
+        ev.KernelProposed,
+        ev.KernelProfiled,
+        ev.PlanRequested,
+    } <= kinds
     for e in log:
         assert core.step(e).outputs == [], f"a copy of {e.type} decided something"
     assert core.spent_usd == spent

@@ -20,8 +20,11 @@ PROBLEMS, ITERATIONS, BEAM = 3, 8, 2
 
 @pytest.fixture(scope="module")
 def log() -> list[ev.Event]:
-    events = synthetic_run(run_id="long", problems=PROBLEMS,
-                           overrides=(f"search.iterations={ITERATIONS}", f"search.beam_width={BEAM}"))
+    events = synthetic_run(
+        run_id="long",
+        problems=PROBLEMS,
+        overrides=(f"search.iterations={ITERATIONS}", f"search.beam_width={BEAM}"),
+    )
     assert isinstance(events[-1], ev.RunCompleted)
     return events
 
@@ -42,8 +45,11 @@ def test_a_late_kernel_of_a_closed_iteration_is_ignored(log):
     core = CoordinatorCore("long")
     for e in log:
         core.step(e)
-    old = next(e for e in log if isinstance(e, ev.KernelProposed) and e.iteration == 1
-               and e.kernel_id not in core.kernels)
+    old = next(
+        e
+        for e in log
+        if isinstance(e, ev.KernelProposed) and e.iteration == 1 and e.kernel_id not in core.kernels
+    )
     again = msgspec.structs.replace(old, event_id=old.event_id[:-4] + "beef")
     assert core.step(again).outputs == []  # not profiled again, though the core forgot the kernel
 
@@ -63,7 +69,9 @@ def test_the_compact_view_gives_the_same_summary_with_a_fraction_of_the_state(lo
     assert not (compact.failures or compact.insights or compact.memory_retrieved or compact.memory_entries)
     assert full.insights and full.memory_retrieved and full.memory_entries
     assert compact.memory_entry_ids == [m.entry.id for m in full.memory_entries]
-    assert all(len(p.iterations) == 1 and len(p.beams) == 1 and not p.memory for p in compact.problems.values())
+    assert all(
+        len(p.iterations) == 1 and len(p.beams) == 1 and not p.memory for p in compact.problems.values()
+    )
     assert compact.status == full.status and summarize(compact) == summarize(full)
     for p in compact.problems.values():  # the best kernel's source is still there to be written out
         assert p.best_id and compact.kernels[p.best_id].source == full.kernels[p.best_id].source

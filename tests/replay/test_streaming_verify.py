@@ -38,7 +38,7 @@ def test_a_removed_decision_is_caught_when_streamed(log):
 
     def without() -> Iterator[ev.Event]:
         yield from log[:i]
-        yield from log[i + 1:]
+        yield from log[i + 1 :]
 
     report = verify(without())
     assert not report.ok and report.divergence is not None
@@ -47,7 +47,7 @@ def test_a_removed_decision_is_caught_when_streamed(log):
 
 def test_a_repeated_decision_is_a_copy(log):
     i = next(n for n, e in enumerate(log) if isinstance(e, ev.PlanRequested))
-    report = verify([*log[: i + 1], log[i], *log[i + 1:]])
+    report = verify([*log[: i + 1], log[i], *log[i + 1 :]])
     assert report.ok, report.divergence.describe() if report.divergence else ""
 
 

@@ -16,34 +16,69 @@ _spec.loader.exec_module(gpu_check)
 
 
 def test_paper_speedups_compare_the_agents_ratio_with_the_papers(tmp_path: Path) -> None:
-    (tmp_path / "paper_latencies.json").write_text(json.dumps([
-        {"definition": "rms", "baseline_solution": "base", "baseline_ms": 0.32, "accelopt_best_ms": 0.16},
-        {"definition": "gemm", "baseline_solution": "g0", "baseline_ms": 3.3, "accelopt_best_ms": 2.85}]))
-    rows = [{"kind": "fib", "name": "rms/base", "problem": "rms", "solution": "base", "median_ms": 0.30},
-            {"kind": "fib", "name": "rms/best", "problem": "rms", "solution": "best", "median_ms": 0.16},
-            {"kind": "fib", "name": "gemm/g0", "problem": "gemm", "solution": "g0", "median_ms": 3.0},
-            {"kind": "fib", "name": "gemm/g1", "problem": "gemm", "solution": "g1", "median_ms": 4.0}]
+    (tmp_path / "paper_latencies.json").write_text(
+        json.dumps(
+            [
+                {
+                    "definition": "rms",
+                    "baseline_solution": "base",
+                    "baseline_ms": 0.32,
+                    "accelopt_best_ms": 0.16,
+                },
+                {
+                    "definition": "gemm",
+                    "baseline_solution": "g0",
+                    "baseline_ms": 3.3,
+                    "accelopt_best_ms": 2.85,
+                },
+            ]
+        )
+    )
+    rows = [
+        {"kind": "fib", "name": "rms/base", "problem": "rms", "solution": "base", "median_ms": 0.30},
+        {"kind": "fib", "name": "rms/best", "problem": "rms", "solution": "best", "median_ms": 0.16},
+        {"kind": "fib", "name": "gemm/g0", "problem": "gemm", "solution": "g0", "median_ms": 3.0},
+        {"kind": "fib", "name": "gemm/g1", "problem": "gemm", "solution": "g1", "median_ms": 4.0},
+    ]
     out = {r["name"]: r for r in gpu_check.paper_speedups(tmp_path, rows)}
-    assert out["rms"]["paper_speedup"] == 2.0 and out["rms"]["agent_speedup"] == 1.875 and out["rms"]["within_15pct"]
+    assert (
+        out["rms"]["paper_speedup"] == 2.0
+        and out["rms"]["agent_speedup"] == 1.875
+        and out["rms"]["within_15pct"]
+    )
     assert out["gemm"]["agent_speedup"] == 0.75 and not out["gemm"]["within_15pct"]  # the paper's: 1.158
     assert gpu_check.paper_speedups(tmp_path / "nowhere", rows) == []
 
 
 def test_targets_count_what_the_issue_asks_for() -> None:
     rows = [
-        {"kind": "suite", "name": "rmsnorm_h4096", "status": "passed", "median_ms": 0.2, "wall_s": 9.0,
-         "agent_over_do_bench": 1.05, "detects_2x_slow_clock": True},
-        {"kind": "suite", "name": "gemm_fp16", "status": "timing_mismatch", "median_ms": 0.5,
-         "agent_over_do_bench": 1.4, "detects_2x_slow_clock": False},
+        {
+            "kind": "suite",
+            "name": "rmsnorm_h4096",
+            "status": "passed",
+            "median_ms": 0.2,
+            "wall_s": 9.0,
+            "agent_over_do_bench": 1.05,
+            "detects_2x_slow_clock": True,
+        },
+        {
+            "kind": "suite",
+            "name": "gemm_fp16",
+            "status": "timing_mismatch",
+            "median_ms": 0.5,
+            "agent_over_do_bench": 1.4,
+            "detects_2x_slow_clock": False,
+        },
         {"kind": "corpus", "name": "slow_clock_2x", "status": "timing_mismatch", "caught": True},
         {"kind": "corpus", "name": "content_cache", "status": "incorrect", "caught": False},
-        {"kind": "sweep", "name": "a", "speedup": 1.5}, {"kind": "sweep", "name": "b", "speedup": 1.0},
+        {"kind": "sweep", "name": "a", "speedup": 1.5},
+        {"kind": "sweep", "name": "b", "speedup": 1.0},
     ]
     goals = gpu_check.targets(rows)
     assert goals["suite_baselines_passed"] == "1/2" and goals["honest_rejected"] == 1
     assert goals["corpus_caught"] == "1/2"
     assert goals["agent_within_15pct_of_do_bench"].startswith("1/2")
-    assert abs(goals["sweep_geomean_speedup"] - 1.5 ** 0.5) < 1e-9
+    assert abs(goals["sweep_geomean_speedup"] - 1.5**0.5) < 1e-9
     assert goals["profile_wall_s_rmsnorm_h4096"] == 9.0
     assert goals["slow_clock_2x_detectable"] == "1/2 profiles"
 

@@ -17,8 +17,23 @@ from __future__ import annotations
 
 from typing import Any
 
-BLOCKS = ("table", "svg.chart", "pre", ".plan", "h1", "h2", "h3", "h4", "img", "ol.lineage > li", ".facts",
-          ".cards > div", "details", "p", "#kernel .facts")
+BLOCKS = (
+    "table",
+    "svg.chart",
+    "pre",
+    ".plan",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "img",
+    "ol.lineage > li",
+    ".facts",
+    ".cards > div",
+    "details",
+    "p",
+    "#kernel .facts",
+)
 
 # an element a person cannot see: not displayed, hidden, or inside a closed <details> (its summary aside)
 _UNSEEN = """(e) => {
@@ -28,8 +43,11 @@ _UNSEEN = """(e) => {
   return !!d && !e.closest('summary');
 }"""
 
-_TOO_WIDE = """() => {
-  const unseen = """ + _UNSEEN + """;
+_TOO_WIDE = (
+    """() => {
+  const unseen = """
+    + _UNSEEN
+    + """;
   const vw = document.documentElement.clientWidth;
   const name = (e) => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') +
     (typeof e.className === 'string' && e.className ? '.' + e.className.trim().split(/\\s+/).join('.') : '');
@@ -54,9 +72,13 @@ _TOO_WIDE = """() => {
   }
   return out;
 }"""
+)
 
-_OVERLAPS = """([root, selectors]) => {
-  const unseen = """ + _UNSEEN + """;
+_OVERLAPS = (
+    """([root, selectors]) => {
+  const unseen = """
+    + _UNSEEN
+    + """;
   const name = (e) => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') +
     (typeof e.className === 'string' && e.className ? '.' + e.className.trim().split(/\\s+/).join('.') :
      (e.className && e.className.baseVal ? '.' + e.className.baseVal.split(/\\s+/).join('.') : ''));
@@ -82,9 +104,13 @@ _OVERLAPS = """([root, selectors]) => {
   }
   return out;
 }"""
+)
 
-_STRETCHED = """() => {
-  const unseen = """ + _UNSEEN + """;
+_STRETCHED = (
+    """() => {
+  const unseen = """
+    + _UNSEEN
+    + """;
   const out = [];
   for (const tr of document.querySelectorAll('tr')) {
     const r = tr.getBoundingClientRect();
@@ -105,6 +131,7 @@ _STRETCHED = """() => {
   }
   return out;
 }"""
+)
 
 _LEGENDS = """() => {
   const out = [];
@@ -123,8 +150,11 @@ _LEGENDS = """() => {
   return out;
 }"""
 
-_RAW_MARKDOWN = """() => {
-  const unseen = """ + _UNSEEN + r""";
+_RAW_MARKDOWN = (
+    """() => {
+  const unseen = """
+    + _UNSEEN
+    + r""";
   const out = [];
   const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
   const marks = /\*\*[^*\s][^*]*\*\*|__[^_\s][^_]*__|`[^`\s][^`]*`/;
@@ -137,6 +167,7 @@ _RAW_MARKDOWN = """() => {
   }
   return out;
 }"""
+)
 
 
 def too_wide(page: Any) -> list[str]:
@@ -163,5 +194,10 @@ def raw_markdown(page: Any) -> list[str]:
 
 def layout_problems(page: Any, root: str = "body") -> list[str]:
     """Every finding of the checks above on the page as it is now (`root`: see `overlaps`)."""
-    return (too_wide(page) + overlaps(page, root) + stretched_rows(page) + legends_over_data(page)
-            + raw_markdown(page))
+    return (
+        too_wide(page)
+        + overlaps(page, root)
+        + stretched_rows(page)
+        + legends_over_data(page)
+        + raw_markdown(page)
+    )

@@ -80,8 +80,9 @@ class Script:
         }
         self._lock = threading.Lock()
 
-    def next_reply(self, role: str, messages: list[dict[str, Any]], metadata: dict[str, Any],
-                   api_key_given: bool = False) -> Reply:
+    def next_reply(
+        self, role: str, messages: list[dict[str, Any]], metadata: dict[str, Any], api_key_given: bool = False
+    ) -> Reply:
         with self._lock:
             call = ScriptedCall(role, messages, metadata, time.monotonic(), api_key_given=api_key_given)
             self.calls.append(call)
@@ -91,7 +92,10 @@ class Script:
             if not queue:
                 raise litellm.BadRequestError(
                     message=f"scripted model: the script has no reply left for role {role!r} "
-                            f"(call {len(self.calls)})", model=f"{PROVIDER}/?", llm_provider=PROVIDER)
+                    f"(call {len(self.calls)})",
+                    model=f"{PROVIDER}/?",
+                    llm_provider=PROVIDER,
+                )
             call.reply = queue.pop(0)
             return call.reply
 
@@ -129,8 +133,11 @@ def _next(kwargs: dict[str, Any]) -> tuple[Script, Reply, list[dict[str, Any]]]:
     name = model.split("/", 1)[1] if model.startswith(f"{PROVIDER}/") else model
     script = _SCRIPTS.get(name)
     if script is None:
-        raise litellm.BadRequestError(message=f"scripted model {name!r}: no script installed",
-                                      model=f"{PROVIDER}/{name}", llm_provider=PROVIDER)
+        raise litellm.BadRequestError(
+            message=f"scripted model {name!r}: no script installed",
+            model=f"{PROVIDER}/{name}",
+            llm_provider=PROVIDER,
+        )
     meta = dict((kwargs.get("litellm_params") or {}).get("metadata") or {})
     role = str(meta.get("accelopt_role") or "*")
     messages = list(kwargs.get("messages") or [])

@@ -29,6 +29,8 @@ def run(args: argparse.Namespace) -> int:
     ts = export_problems(problems, args.out, author=args.author)
     for note in ts.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
-    console.print(f"wrote {len(ts.definitions)} definitions, {sum(map(len, ts.workloads.values()))} workloads and "
-                  f"{len(ts.solutions)} solutions to {args.out}")
+    console.print(
+        f"wrote {len(ts.definitions)} definitions, {sum(map(len, ts.workloads.values()))} workloads and "
+        f"{len(ts.solutions)} solutions to {args.out}"
+    )
     return 0

@@ -12,33 +12,62 @@ from rich.table import Table
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("import-flashinfer", help="import a FlashInfer-Bench trace-set folder as a suite")
-    p.add_argument("path", type=Path, help="the trace-set folder (definitions/, workloads/, solutions/, traces/)")
-    p.add_argument("--out", type=Path, default=None,
-                   help="suite folder to write (default: the user suite dir / NAME, e.g. "
-                        "~/.local/share/accelopt/suites/flashinfer)")
-    p.add_argument("--name", default=None, help="suite name (default: the --out folder's name, else flashinfer)")
+    p.add_argument(
+        "path", type=Path, help="the trace-set folder (definitions/, workloads/, solutions/, traces/)"
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="suite folder to write (default: the user suite dir / NAME, e.g. "
+        "~/.local/share/accelopt/suites/flashinfer)",
+    )
+    p.add_argument(
+        "--name", default=None, help="suite name (default: the --out folder's name, else flashinfer)"
+    )
     p.add_argument("--force", action="store_true", help="replace an earlier import at the same place")
     p.add_argument("--device", default="h100", help="device kind the suite targets (default h100)")
-    p.add_argument("--workload", default="largest",
-                   help="the problem's workload: largest (default), smallest, first, or a workload uuid")
+    p.add_argument(
+        "--workload",
+        default="largest",
+        help="the problem's workload: largest (default), smallest, first, or a workload uuid",
+    )
     p.add_argument("--checks", type=int, default=2, help="smaller workloads also checked (interpreter tier)")
     p.add_argument("--baseline-author", default="baseline", help="author whose solution is the baseline")
     p.add_argument("--definitions", help="comma-separated definition names (default: all)")
-    p.add_argument("--skip-missing-blobs", action="store_true",
-                   help="drop workloads whose safetensors files are missing instead of failing")
-    p.add_argument("--synthesize-indices", action="store_true",
-                   help="where a workload's index blobs (*_indptr, *_indices, *_last_page_len) are missing, "
-                        "synthesize valid index inputs per seed instead of failing (noted per definition)")
-    p.add_argument("--convention", choices=("auto", "value", "dps"), default="auto",
-                   help="calling convention of solutions whose file leaves destination_passing_style implicit: "
-                        "auto (default: what the entry function's signature or return statements show, else "
-                        "destination-passing), value (run(*inputs) returns the outputs), dps (run(*inputs, "
-                        "*outputs))")
-    p.add_argument("--solution-convention", action="append", default=[], metavar="NAME=value|dps",
-                   help="the convention of one solution, over its file and --convention (repeatable)")
-    p.add_argument("--no-derived-checks", action="store_true",
-                   help="do not derive small check workloads from a definition's variable axes when the folder "
-                        "has none smaller than the problem's")
+    p.add_argument(
+        "--skip-missing-blobs",
+        action="store_true",
+        help="drop workloads whose safetensors files are missing instead of failing",
+    )
+    p.add_argument(
+        "--synthesize-indices",
+        action="store_true",
+        help="where a workload's index blobs (*_indptr, *_indices, *_last_page_len) are missing, "
+        "synthesize valid index inputs per seed instead of failing (noted per definition)",
+    )
+    p.add_argument(
+        "--convention",
+        choices=("auto", "value", "dps"),
+        default="auto",
+        help="calling convention of solutions whose file leaves destination_passing_style implicit: "
+        "auto (default: what the entry function's signature or return statements show, else "
+        "destination-passing), value (run(*inputs) returns the outputs), dps (run(*inputs, "
+        "*outputs))",
+    )
+    p.add_argument(
+        "--solution-convention",
+        action="append",
+        default=[],
+        metavar="NAME=value|dps",
+        help="the convention of one solution, over its file and --convention (repeatable)",
+    )
+    p.add_argument(
+        "--no-derived-checks",
+        action="store_true",
+        help="do not derive small check workloads from a definition's variable axes when the folder "
+        "has none smaller than the problem's",
+    )
     p.set_defaults(func=run)
 
 
@@ -51,29 +80,45 @@ def run(args: argparse.Namespace) -> int:
     for item in args.solution_convention:
         name, sep, choice = item.partition("=")
         if not sep or choice not in ("value", "dps") or not name:
-            console.print(f"[red]import failed:[/red] --solution-convention {item!r}: write NAME=value or NAME=dps")
+            console.print(
+                f"[red]import failed:[/red] --solution-convention {item!r}: write NAME=value or NAME=dps"
+            )
             return 2
         per_solution[name] = choice
     try:
         ts = TraceSet.load(args.path, convention=args.convention, conventions=per_solution)
         names = [n.strip() for n in args.definitions.split(",")] if args.definitions else None
-        problems = problems_from(ts, workload=args.workload, checks=args.checks, baseline_author=args.baseline_author,
-                                 skip_missing_blobs=args.skip_missing_blobs, synthesize_indices=args.synthesize_indices,
-                                 derive_checks=not args.no_derived_checks, definitions=names)
+        problems = problems_from(
+            ts,
+            workload=args.workload,
+            checks=args.checks,
+            baseline_author=args.baseline_author,
+            skip_missing_blobs=args.skip_missing_blobs,
+            synthesize_indices=args.synthesize_indices,
+            derive_checks=not args.no_derived_checks,
+            definitions=names,
+        )
     except (FlashInferImportError, ProblemFileError) as e:
         console.print(f"[red]import failed:[/red] {e}")
         return 2 if "no definition named" in str(e) or "no solution named" in str(e) else 1
     if not problems:
-        console.print("[red]import failed:[/red] no problem to import" +
-                      "".join(f"\n  note: {n}" for n in ts.notes))
+        console.print(
+            "[red]import failed:[/red] no problem to import" + "".join(f"\n  note: {n}" for n in ts.notes)
+        )
         return 1
     import suites
 
     name = args.name or (args.out.resolve().name if args.out else "flashinfer")
     out = args.out or suites.user_suites_dir() / name
     try:
-        write_suite(problems, out, name=name, device=args.device, overwrite=args.force,
-                    description=f"imported from the FlashInfer-Bench trace set {args.path}")
+        write_suite(
+            problems,
+            out,
+            name=name,
+            device=args.device,
+            overwrite=args.force,
+            description=f"imported from the FlashInfer-Bench trace set {args.path}",
+        )
     except FlashInferImportError as e:
         console.print(f"[red]import failed:[/red] {e}")
         return 1
@@ -81,13 +126,19 @@ def run(args: argparse.Namespace) -> int:
     for col in ("problem", "workload", "check workloads", "baseline"):
         table.add_column(col)
     for p in problems:
-        table.add_row(p.name, " ".join(f"{k}={v}" for k, v in p.workload.axes.items()),
-                      str(len(p.check_workloads)), f"{p.baseline.name} ({p.baseline.spec.language})")
+        table.add_row(
+            p.name,
+            " ".join(f"{k}={v}" for k, v in p.workload.axes.items()),
+            str(len(p.check_workloads)),
+            f"{p.baseline.name} ({p.baseline.spec.language})",
+        )
     console.print(table)
     for note in ts.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
-    console.print(f"read {len(ts.definitions)} definitions, {sum(map(len, ts.workloads.values()))} workloads, "
-                  f"{len(ts.solutions)} solutions, {len(ts.traces)} traces")
+    console.print(
+        f"read {len(ts.definitions)} definitions, {sum(map(len, ts.workloads.values()))} workloads, "
+        f"{len(ts.solutions)} solutions, {len(ts.traces)} traces"
+    )
     where = name if out.parent == suites.user_suites_dir() else out
     console.print(f"run it with: accelopt run --suite {where} --device {args.device}", highlight=False)
     return 0

@@ -14,11 +14,19 @@ from rich.table import Table
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("import-nkibench", help="import an NKIBench folder (summary.json) as a suite")
     p.add_argument("path", type=Path, help="the NKIBench folder (holds summary.json)")
-    p.add_argument("--out", type=Path, default=None,
-                   help="suite folder to write (default: the user suite dir / NAME, e.g. "
-                        "~/.local/share/accelopt/suites/nkibench)")
-    p.add_argument("--name", default="nkibench", help="suite name (default nkibench, the `nki` preset's suite)")
-    p.add_argument("--device", default="trn1", choices=("trn1", "trn2"), help="the suite's default device kind")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="suite folder to write (default: the user suite dir / NAME, e.g. "
+        "~/.local/share/accelopt/suites/nkibench)",
+    )
+    p.add_argument(
+        "--name", default="nkibench", help="suite name (default nkibench, the `nki` preset's suite)"
+    )
+    p.add_argument(
+        "--device", default="trn1", choices=("trn1", "trn2"), help="the suite's default device kind"
+    )
     p.add_argument("--force", action="store_true", help="replace an earlier import at the same place")
     p.set_defaults(func=run)
 
@@ -30,22 +38,37 @@ def run(args: argparse.Namespace) -> int:
 
     console = Console()
     try:
-        report = import_nkibench(args.path, args.out, name=args.name, device=args.device, overwrite=args.force)
+        report = import_nkibench(
+            args.path, args.out, name=args.name, device=args.device, overwrite=args.force
+        )
     except NkibenchError as e:
         console.print(f"[red]import failed:[/red] {e}", markup=True, highlight=False)
         return 1
     by_name = {p.name: p for p in suites.load_suite(report.out)}
     table = Table(title=f"suite {report.suite}: {len(report.problems)} problem(s) from {report.source}")
-    for col, just in (("problem", "left"), ("case", "left"), ("axes", "left"), ("GFLOP mm / vec", "right"),
-                      ("min MiB", "right"), ("notes", "left")):
+    for col, just in (
+        ("problem", "left"),
+        ("case", "left"),
+        ("axes", "left"),
+        ("GFLOP mm / vec", "right"),
+        ("min MiB", "right"),
+        ("notes", "left"),
+    ):
         table.add_column(col, justify=just)  # type: ignore[arg-type]
     for s in report.problems:
         terms = roofline_terms(by_name[s.folder])
-        table.add_row(s.folder, s.case, " ".join(f"{k}={v}" for k, v in s.axes.items()),
-                      f"{terms.flops_matmul / 1e9:.2f} / {terms.flops_vector / 1e9:.3f}",
-                      f"{terms.bytes_min / 2**20:.1f}", "; ".join(s.notes) or ("" if s.known else "unknown problem"))
+        table.add_row(
+            s.folder,
+            s.case,
+            " ".join(f"{k}={v}" for k, v in s.axes.items()),
+            f"{terms.flops_matmul / 1e9:.2f} / {terms.flops_vector / 1e9:.3f}",
+            f"{terms.bytes_min / 2**20:.1f}",
+            "; ".join(s.notes) or ("" if s.known else "unknown problem"),
+        )
     console.print(table)
     where = report.suite if Path(report.out).parent == suites.user_suites_dir() else report.out
-    console.print(f"written to {report.out}\nrun it with: accelopt run --suite {where} --device {report.device}",
-                  highlight=False)
+    console.print(
+        f"written to {report.out}\nrun it with: accelopt run --suite {where} --device {report.device}",
+        highlight=False,
+    )
     return 0

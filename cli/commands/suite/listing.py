@@ -15,7 +15,9 @@ from hardware_agents.base import roofline_terms
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("list", help="list suites, or the problems of one suite")
-    p.add_argument("suite", nargs="?", help="a suite name or the path of a suite folder (default: all suites)")
+    p.add_argument(
+        "suite", nargs="?", help="a suite name or the path of a suite folder (default: all suites)"
+    )
     p.set_defaults(func=run)
 
 
@@ -29,8 +31,14 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"[red]{e.args[0] if e.args else e}[/red]", highlight=False, soft_wrap=True)
             return 1
         table = Table(title=f"suite {name}: {info.description} (device {info.device}, {info.language})")
-        for col, just in (("problem", "left"), ("op type", "left"), ("axes", "left"), ("GFLOP", "right"),
-                          ("min MiB", "right"), ("inputs -> outputs", "left")):
+        for col, just in (
+            ("problem", "left"),
+            ("op type", "left"),
+            ("axes", "left"),
+            ("GFLOP", "right"),
+            ("min MiB", "right"),
+            ("inputs -> outputs", "left"),
+        ):
             table.add_column(col, justify=just)  # type: ignore[arg-type]
         for prob in suites.load_suite(name):
             d = prob.definition
@@ -40,8 +48,12 @@ def run(args: argparse.Namespace) -> int:
             io = ", ".join(f"{n}{list(s) if s else ''}" for n, s in shapes.items())
             io += " -> " + ", ".join(f"{n}{list(s) if s else ''}" for n, s in outs.items())
             table.add_row(
-                f"{name}/{prob.name}", d.op_type, " ".join(f"{k}={v}" for k, v in prob.axis_values().items()),
+                f"{name}/{prob.name}",
+                d.op_type,
+                " ".join(f"{k}={v}" for k, v in prob.axis_values().items()),
                 f"{(terms.flops_matmul + terms.flops_vector) / 1e9:.3f}" if terms else "-",
-                f"{terms.bytes_min / 2**20:.1f}" if terms else "-", io)
+                f"{terms.bytes_min / 2**20:.1f}" if terms else "-",
+                io,
+            )
         console.print(table)
     return 0

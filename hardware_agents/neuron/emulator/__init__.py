@@ -20,7 +20,13 @@ import types
 from hardware_agents.neuron.emulator.errors import NKICompileError, NKIError, NKIRuntimeError, NotEmulated
 from hardware_agents.neuron.emulator.kernel import ArgSpec, compile_kernel, simulate_kernel
 
-MODULES = ("neuronxcc", "neuronxcc.nki", "neuronxcc.nki.language", "neuronxcc.nki.isa", "neuronxcc.nki.typing")
+MODULES = (
+    "neuronxcc",
+    "neuronxcc.nki",
+    "neuronxcc.nki.language",
+    "neuronxcc.nki.isa",
+    "neuronxcc.nki.typing",
+)
 EMULATOR_VERSION = "accelopt-nki-emulator 1"
 
 
@@ -38,8 +44,13 @@ def modules() -> dict[str, types.ModuleType]:
     nki.language, nki.isa, nki.typing = language, isa, nt  # type: ignore[attr-defined]
     nki.emulated = True  # type: ignore[attr-defined]
     root.nki = nki  # type: ignore[attr-defined]
-    return {"neuronxcc": root, "neuronxcc.nki": nki, "neuronxcc.nki.language": language,
-            "neuronxcc.nki.isa": isa, "neuronxcc.nki.typing": nt}
+    return {
+        "neuronxcc": root,
+        "neuronxcc.nki": nki,
+        "neuronxcc.nki.language": language,
+        "neuronxcc.nki.isa": isa,
+        "neuronxcc.nki.typing": nt,
+    }
 
 
 def install() -> None:
@@ -47,5 +58,16 @@ def install() -> None:
     sys.modules.update(modules())
 
 
-__all__ = ["EMULATOR_VERSION", "MODULES", "ArgSpec", "NKICompileError", "NKIError", "NKIRuntimeError", "NotEmulated",
-           "compile_kernel", "install", "modules", "simulate_kernel"]
+__all__ = [
+    "EMULATOR_VERSION",
+    "MODULES",
+    "ArgSpec",
+    "NKICompileError",
+    "NKIError",
+    "NKIRuntimeError",
+    "NotEmulated",
+    "compile_kernel",
+    "install",
+    "modules",
+    "simulate_kernel",
+]

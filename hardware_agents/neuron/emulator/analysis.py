@@ -57,7 +57,11 @@ def analyze(prog: Program, *, check: bool = True) -> Analysis:
     """Liveness of on-chip tiles; raises NKICompileError when PSUM overflows (with `check`)."""
     tensors = prog.tensors
     on_chip = {t.id for t in tensors if t.buffer in ("sbuf", "psum") and t.alias < 0}
-    per_part = {t.id: math.prod(t.shape[t.par_axis + 1:]) * dtypes.itemsize(t.dtype) for t in tensors if t.id in on_chip}
+    per_part = {
+        t.id: math.prod(t.shape[t.par_axis + 1 :]) * dtypes.itemsize(t.dtype)
+        for t in tensors
+        if t.id in on_chip
+    }
     res = Analysis()
     inst = {t: 0 for t in on_chip}
     env = [0] * (max(prog.loop_trips, default=-1) + 1)
@@ -93,8 +97,9 @@ def analyze(prog: Program, *, check: bool = True) -> Analysis:
                         res.fresh_last[fkey] = step
                 res.steps += 1
                 if res.steps > MAX_INSTANCES:
-                    raise NKICompileError("err_program_too_large",
-                                          f"the kernel executes more than {MAX_INSTANCES} instructions")
+                    raise NKICompileError(
+                        "err_program_too_large", f"the kernel executes more than {MAX_INSTANCES} instructions"
+                    )
             elif isinstance(n, Loop):
                 li = order[id(n)]
                 for k in range(n.trip):
@@ -135,7 +140,8 @@ def analyze(prog: Program, *, check: bool = True) -> Analysis:
         raise NKICompileError(
             "err_out_of_memory",
             f"PSUM overflow: the PSUM tiles live at the same time need {res.peak_psum} bytes per partition, a PSUM "
-            f"partition has {PSUM_PARTITION_BYTES} bytes (8 banks of 2 KiB); copy results out of PSUM sooner")
+            f"partition has {PSUM_PARTITION_BYTES} bytes (8 banks of 2 KiB); copy results out of PSUM sooner",
+        )
     return res
 
 
@@ -173,7 +179,7 @@ def footprints(res: Analysis, prog: Program) -> list[dict[str, int] | None]:
             continue
         a, b = window
         ev: dict[str, list[tuple[int, int]]] = {"sbuf": [], "psum": []}
-        for key in keys[bisect.bisect_left(firsts, a):bisect.bisect_left(firsts, b)]:
+        for key in keys[bisect.bisect_left(firsts, a) : bisect.bisect_left(firsts, b)]:
             size, buf, end = res.per_part[key[0]], res.buffer[key[0]], lasts[key]
             if end < b:
                 ev[buf] += [(born[key], size), (end + 1, -size)]
@@ -237,9 +243,19 @@ def sbuf_spill_episode_bytes(res: Analysis, partitions: int = 128) -> int:
 
 
 def describe(res: Analysis) -> dict[str, Any]:
-    return {"instructions": res.steps, "peak_sbuf_bytes_per_partition": res.peak_sbuf,
-            "peak_psum_bytes_per_partition": res.peak_psum}
+    return {
+        "instructions": res.steps,
+        "peak_sbuf_bytes_per_partition": res.peak_sbuf,
+        "peak_psum_bytes_per_partition": res.peak_psum,
+    }
 
 
-__all__ = ["Analysis", "analyze", "describe", "footprints", "loop_order", "sbuf_spill_bytes",
-           "sbuf_spill_episode_bytes"]
+__all__ = [
+    "Analysis",
+    "analyze",
+    "describe",
+    "footprints",
+    "loop_order",
+    "sbuf_spill_bytes",
+    "sbuf_spill_episode_bytes",
+]

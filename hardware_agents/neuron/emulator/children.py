@@ -71,12 +71,21 @@ class ExecResult(msgspec.Struct, kw_only=True):
 def _versions() -> dict[str, str]:
     import platform
 
-    return {"python": platform.python_version(), "numpy": np.__version__, "emulator": emulator.EMULATOR_VERSION}
+    return {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "emulator": emulator.EMULATOR_VERSION,
+    }
 
 
 def _error(phase: Phase, e: BaseException, case: str = "") -> ErrorInfo:
-    return ErrorInfo(phase=phase, type=type(e).__name__, message=str(e)[:20000],
-                     traceback=traceback.format_exc(limit=30)[-20000:], case=case)
+    return ErrorInfo(
+        phase=phase,
+        type=type(e).__name__,
+        message=str(e)[:20000],
+        traceback=traceback.format_exc(limit=30)[-20000:],
+        case=case,
+    )
 
 
 def _stage(workdir: Path, text: str) -> None:
@@ -150,5 +159,13 @@ def execute_target(payload: bytes, workdir: Path) -> ExecResult:
     return res
 
 
-__all__ = ["PROGRAM_FILE", "CompileRequest", "CompileResult", "ExecCase", "ExecRequest", "ExecResult",
-           "compile_target", "execute_target"]
+__all__ = [
+    "PROGRAM_FILE",
+    "CompileRequest",
+    "CompileResult",
+    "ExecCase",
+    "ExecRequest",
+    "ExecResult",
+    "compile_target",
+    "execute_target",
+]

@@ -80,7 +80,9 @@ class CostSpec(msgspec.Struct, frozen=True, kw_only=True):
 
 TRN1_COST = CostSpec(name="trn1 (NeuronCore-v2)", pe_hz=2.8e9, act_hz=1.4e9, dve_hz=1.12e9, pool_hz=1.4e9)
 # cost model 1 (perfect overlap), kept to show what model 2 adds
-TRN1_COST_V1 = msgspec.structs.replace(TRN1_COST, dma_transfer_s=0.0, dependencies=False, spill_episodes=False)
+TRN1_COST_V1 = msgspec.structs.replace(
+    TRN1_COST, dma_transfer_s=0.0, dependencies=False, spill_episodes=False
+)
 COST_SPECS: dict[str, CostSpec] = {"trn1": TRN1_COST}
 
 ENGINES = ("pe", "act", "dve", "pool", "dma")
@@ -120,8 +122,8 @@ def _strides(a: Access, prog: Program) -> list[int]:
     """Element stride of each tile axis in the accessed tensor's memory."""
     t = prog.tensors[a.tensor]
     on_chip = t.buffer in ("sbuf", "psum") and t.alias < 0
-    inner = t.shape[t.par_axis:] if on_chip and t.par_axis > 0 else t.shape
-    st = [math.prod(inner[i + 1:]) for i in range(len(inner))]
+    inner = t.shape[t.par_axis :] if on_chip and t.par_axis > 0 else t.shape
+    st = [math.prod(inner[i + 1 :]) for i in range(len(inner))]
     out = [0] * len(a.shape)
     for d, e in enumerate(a.dims):
         for axis, k in e.axes:
@@ -209,8 +211,13 @@ def price(ins: Instr, prog: Program, spec: CostSpec) -> _Costed:
         factor = spec.fp32_pe_factor // 2 if fp32 else 1
         pe = chunks * factor * max(min(spec.mm_init, p), min(f, 512)) / spec.pe_hz
         copy = max(mi, f) / spec.act_hz
-        return _Costed(options={"pe": pe}, psum=True, sbuf=True, extra={"act": copy},
-                       latency=copy + (spec.dependent_cycles + spec.access_cycles) / spec.act_hz)
+        return _Costed(
+            options={"pe": pe},
+            psum=True,
+            sbuf=True,
+            extra={"act": copy},
+            latency=copy + (spec.dependent_cycles + spec.access_cycles) / spec.act_hz,
+        )
     # the streaming engines
     if op == "act":
         cyc = {"act": max(mi, n), "dve": max(mi, 8 * n) if ins.args.get("fn") == "reciprocal" else max(mi, n)}
@@ -245,7 +252,9 @@ def _dma(ins: Instr, prog: Program, spec: CostSpec) -> _Costed:
     src, dst = ins.srcs[0], ins.dst
     assert dst is not None
     elems = math.prod(dst.shape)
-    item = max(dtypes.itemsize(prog.tensors[src.tensor].dtype), dtypes.itemsize(prog.tensors[dst.tensor].dtype))
+    item = max(
+        dtypes.itemsize(prog.tensors[src.tensor].dtype), dtypes.itemsize(prog.tensors[dst.tensor].dtype)
+    )
     nbytes = elems * item
     runs = []
     hbm_sides = 0
@@ -263,10 +272,15 @@ def _dma(ins: Instr, prog: Program, spec: CostSpec) -> _Costed:
     spread = math.ceil(on_chip[0].shape[0] / spec.dma_partitions_per_engine) if on_chip else descriptors
     engines = max(1, min(spec.dma_engines, spread))
     payload = nbytes + descriptors * spec.dma_descriptor_bytes
-    engine_s = (payload + engines * spec.dma_transfer_s * spec.dma_engine_bw) / (spec.dma_engines * spec.dma_engine_bw)
+    engine_s = (payload + engines * spec.dma_transfer_s * spec.dma_engine_bw) / (
+        spec.dma_engines * spec.dma_engine_bw
+    )
     hbm = hbm_sides * descriptors * max(chunk, spec.hbm_burst_bytes)
-    return _Costed(options={"dma": engine_s}, hbm_bytes=float(hbm),
-                   latency=spec.dma_transfer_s + payload / (engines * spec.dma_engine_bw))
+    return _Costed(
+        options={"dma": engine_s},
+        hbm_bytes=float(hbm),
+        latency=spec.dma_transfer_s + payload / (engines * spec.dma_engine_bw),
+    )
 
 
 def latency(c: _Costed, engine: str, spec: CostSpec) -> float:
@@ -283,8 +297,9 @@ def latency(c: _Costed, engine: str, spec: CostSpec) -> float:
     return t + (spec.dependent_cycles + spec.access_cycles) / hz + c.latency
 
 
-def estimate(prog: Program, device: str = "trn1", analysis: Analysis | None = None, *,
-             spec: CostSpec | None = None) -> Estimate:
+def estimate(
+    prog: Program, device: str = "trn1", analysis: Analysis | None = None, *, spec: CostSpec | None = None
+) -> Estimate:
     """The estimated latency of one call of a (validated) program on `device` (`spec` overrides
     the device's published figures, e.g. `TRN1_COST_V1` for model 1)."""
     spec = spec or COST_SPECS.get(device)
@@ -328,7 +343,9 @@ def estimate(prog: Program, device: str = "trn1", analysis: Analysis | None = No
     if spec.spill_episodes:
         spill = max(spill, float(sbuf_spill_episode_bytes(an)))
     if spill:
-        busy["dma"] += (spill + spill / (64 * 1024) * spec.dma_descriptor_bytes) / (spec.dma_engines * spec.dma_engine_bw)
+        busy["dma"] += (spill + spill / (64 * 1024) * spec.dma_descriptor_bytes) / (
+            spec.dma_engines * spec.dma_engine_bw
+        )
         hbm += spill
     busy["dma"] = max(busy["dma"], hbm / spec.hbm_bw)
     bounds = {**busy, **ports}
@@ -338,23 +355,51 @@ def estimate(prog: Program, device: str = "trn1", analysis: Analysis | None = No
     critical = 0.0
     loops: list[LoopEstimate] = []
     if spec.dependencies:
-        sched = Scheduler(prog, timing, spec.loop_buffers, footprints(an, prog),
-                          {"sbuf": spec.sbuf_usable_bytes, "psum": spec.psum_partition_bytes})
+        sched = Scheduler(
+            prog,
+            timing,
+            spec.loop_buffers,
+            footprints(an, prog),
+            {"sbuf": spec.sbuf_usable_bytes, "psum": spec.psum_partition_bytes},
+        )
         critical = sched.run()
         loops = sched.loops
     if critical > resource * (1 + 1e-9):
         bound = "dependencies"
     total = max(resource, critical) + fixed
-    return Estimate(device=device, latency_s=total, engines_s={k: busy[k] for k in ENGINES},
-                    bound=bound, instructions=count, hbm_bytes=hbm, spill_bytes=spill, fixed_s=fixed,
-                    peak_sbuf_bytes=an.peak_sbuf, peak_psum_bytes=an.peak_psum, resource_s=resource,
-                    critical_path_s=critical, dependency_s=total - resource - fixed,
-                    overlap=sum(busy.values()) / total if total > 0 else 0.0, loops=loops)
+    return Estimate(
+        device=device,
+        latency_s=total,
+        engines_s={k: busy[k] for k in ENGINES},
+        bound=bound,
+        instructions=count,
+        hbm_bytes=hbm,
+        spill_bytes=spill,
+        fixed_s=fixed,
+        peak_sbuf_bytes=an.peak_sbuf,
+        peak_psum_bytes=an.peak_psum,
+        resource_s=resource,
+        critical_path_s=critical,
+        dependency_s=total - resource - fixed,
+        overlap=sum(busy.values()) / total if total > 0 else 0.0,
+        loops=loops,
+    )
 
 
 def describe(est: Estimate) -> dict[str, Any]:
     return msgspec.to_builtins(est)
 
 
-__all__ = ["COST_SPECS", "MODEL", "TRN1_COST", "TRN1_COST_V1", "CostSpec", "Estimate", "LoopEstimate", "describe",
-           "estimate", "latency", "price"]
+__all__ = [
+    "COST_SPECS",
+    "MODEL",
+    "TRN1_COST",
+    "TRN1_COST_V1",
+    "CostSpec",
+    "Estimate",
+    "LoopEstimate",
+    "describe",
+    "estimate",
+    "latency",
+    "price",
+]

@@ -15,17 +15,37 @@ from hardware_agents.neuron.emulator.errors import compile_error
 TFLOAT32 = "tfloat32"
 
 STORAGE: dict[str, np.dtype[Any]] = {
-    "float32": np.dtype(np.float32), "bfloat16": np.dtype(ml_dtypes.bfloat16),
-    "float16": np.dtype(np.float16), "float8_e4m3": np.dtype(ml_dtypes.float8_e4m3),
-    "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2), TFLOAT32: np.dtype(np.float32),
-    "int32": np.dtype(np.int32), "int16": np.dtype(np.int16), "int8": np.dtype(np.int8),
-    "uint32": np.dtype(np.uint32), "uint16": np.dtype(np.uint16), "uint8": np.dtype(np.uint8),
+    "float32": np.dtype(np.float32),
+    "bfloat16": np.dtype(ml_dtypes.bfloat16),
+    "float16": np.dtype(np.float16),
+    "float8_e4m3": np.dtype(ml_dtypes.float8_e4m3),
+    "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
+    TFLOAT32: np.dtype(np.float32),
+    "int32": np.dtype(np.int32),
+    "int16": np.dtype(np.int16),
+    "int8": np.dtype(np.int8),
+    "uint32": np.dtype(np.uint32),
+    "uint16": np.dtype(np.uint16),
+    "uint8": np.dtype(np.uint8),
     "bool": np.dtype(np.bool_),
 }
 FLOATS = ("float32", "bfloat16", "float16", "float8_e4m3", "float8_e5m2", TFLOAT32)
 # precision order for promotion (NKI: "whichever input type has the highest precision")
-_RANK = {"bool": 0, "uint8": 1, "int8": 1, "uint16": 2, "int16": 2, "uint32": 3, "int32": 3,
-         "float8_e5m2": 4, "float8_e4m3": 5, "bfloat16": 6, "float16": 7, TFLOAT32: 8, "float32": 9}
+_RANK = {
+    "bool": 0,
+    "uint8": 1,
+    "int8": 1,
+    "uint16": 2,
+    "int16": 2,
+    "uint32": 3,
+    "int32": 3,
+    "float8_e5m2": 4,
+    "float8_e4m3": 5,
+    "bfloat16": 6,
+    "float16": 7,
+    TFLOAT32: 8,
+    "float32": 9,
+}
 
 
 class _TF32:
@@ -53,7 +73,9 @@ def canon(dtype: Any) -> str:
     except TypeError:
         raise compile_error("err_unsupported_dtype", f"{dtype!r} is not an NKI data type") from None
     if dt == np.float64:
-        raise compile_error("err_unsupported_dtype", "float64 is not supported on NeuronCores (use nl.float32)")
+        raise compile_error(
+            "err_unsupported_dtype", "float64 is not supported on NeuronCores (use nl.float32)"
+        )
     for name, st in STORAGE.items():
         if name != TFLOAT32 and st == dt:
             return name
@@ -97,5 +119,15 @@ def garbage(name: str) -> float | int:
     return int(np.iinfo(STORAGE[name]).max)
 
 
-__all__ = ["FLOATS", "STORAGE", "TFLOAT32", "canon", "garbage", "is_float", "itemsize", "promote", "tfloat32",
-           "to_storage"]
+__all__ = [
+    "FLOATS",
+    "STORAGE",
+    "TFLOAT32",
+    "canon",
+    "garbage",
+    "is_float",
+    "itemsize",
+    "promote",
+    "tfloat32",
+    "to_storage",
+]

@@ -36,9 +36,12 @@ class NotEmulated(NKICompileError):
     """An NKI API (or a use of one) that the emulator does not implement."""
 
     def __init__(self, api: str, detail: str = "") -> None:
-        super().__init__("not_emulated", f"{api} is not emulated by AccelOpt's NKI emulator"
-                         + (f" ({detail})" if detail else "")
-                         + "; rewrite the kernel with the emulated APIs (docs/neuron.md lists them)")
+        super().__init__(
+            "not_emulated",
+            f"{api} is not emulated by AccelOpt's NKI emulator"
+            + (f" ({detail})" if detail else "")
+            + "; rewrite the kernel with the emulated APIs (docs/neuron.md lists them)",
+        )
         self.api = api
 
 

@@ -34,8 +34,9 @@ def _erf(x: np.ndarray) -> np.ndarray:
     s = np.sign(x64)
     a = np.abs(x64)
     t = 1.0 / (1.0 + 0.3275911 * a)
-    y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * np.exp(
-        -a * a)
+    y = 1.0 - (
+        ((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592
+    ) * t * np.exp(-a * a)
     return (s * y).astype(np.float32)
 
 
@@ -84,7 +85,19 @@ def activation(fn: str, x: Any) -> Any:
             return _erf(np.asarray(x, dtype=F32))
         if fn == "erf_dx":
             return F32(2 / math.sqrt(math.pi)) * np.exp(-x * x)
-        if fn in ("sin", "cos", "tan", "arctan", "square", "abs", "sign", "negative", "floor", "ceil", "trunc"):
+        if fn in (
+            "sin",
+            "cos",
+            "tan",
+            "arctan",
+            "square",
+            "abs",
+            "sign",
+            "negative",
+            "floor",
+            "ceil",
+            "trunc",
+        ):
             return getattr(np, fn)(x)
         if fn == "copy":
             return x
@@ -146,6 +159,7 @@ def reduce_values(op: str, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
 
 # --- memory -------------------------------------------------------------------------------------
 
+
 class Memory:
     """Every tensor's storage: HBM arrays, on-chip blocks allocated on first touch."""
 
@@ -160,8 +174,10 @@ class Memory:
             arr = inputs[pos] if pos < len(inputs) else None
             t = prog.tensors[tid]
             if arr is None or list(arr.shape) != t.shape:
-                raise NKIRuntimeError("err_invalid_argument", f"argument {pos} ('{t.name}') should be an array of shape "
-                                      f"{t.shape}")
+                raise NKIRuntimeError(
+                    "err_invalid_argument",
+                    f"argument {pos} ('{t.name}') should be an array of shape {t.shape}",
+                )
             view = np.ascontiguousarray(arr, dtype=dtypes.STORAGE[t.dtype])
             view = view.view()
             view.flags.writeable = False
@@ -193,7 +209,7 @@ class Memory:
         arr = self.blocks.get(full)
         if arr is None:
             t = self.prog.tensors[tid]
-            shape = t.shape[t.par_axis:]
+            shape = t.shape[t.par_axis :]
             if t.init == "zeros":
                 arr = np.zeros(shape, dtype=dtypes.STORAGE[t.dtype])
             elif t.init == "fill":
@@ -212,7 +228,17 @@ class _Resolved:
     """An access compiled for fast resolution: block key, base offset and axis strides as
     functions of the loop counters."""
 
-    __slots__ = ("access", "axis_strides", "block", "const_block", "dims", "loop_terms", "offset", "shape", "tid")
+    __slots__ = (
+        "access",
+        "axis_strides",
+        "block",
+        "const_block",
+        "dims",
+        "loop_terms",
+        "offset",
+        "shape",
+        "tid",
+    )
 
     def __init__(self, a: Access, prog: Program) -> None:
         t = prog.tensors[a.tensor]
@@ -221,10 +247,10 @@ class _Resolved:
         self.shape = tuple(a.shape)
         self.block = [(e.c, e.loops) for e in a.block]
         self.const_block = tuple(c for c, _ in self.block) if all(not lp for _, lp in self.block) else None
-        inner = t.shape[t.par_axis:] if t.buffer in ("sbuf", "psum") and t.par_axis > 0 else t.shape
+        inner = t.shape[t.par_axis :] if t.buffer in ("sbuf", "psum") and t.par_axis > 0 else t.shape
         if t.alias >= 0 or t.buffer not in ("sbuf", "psum"):
             inner = t.shape
-        strides = [math.prod(inner[i + 1:]) for i in range(len(inner))]
+        strides = [math.prod(inner[i + 1 :]) for i in range(len(inner))]
         self.dims = [(e, strides[i], inner[i]) for i, e in enumerate(a.dims)]
         self.offset = sum(e.c * st for e, st, _ in self.dims)
         terms: dict[int, int] = {}
@@ -243,8 +269,9 @@ class _Resolved:
             return self.const_block
         return tuple(c + sum(k * env[v] for v, k in lp) for c, lp in self.block)
 
-    def view(self, mem: Memory, env: list[int], box: list[tuple[int, int]] | None = None,
-             check: bool = False) -> np.ndarray:
+    def view(
+        self, mem: Memory, env: list[int], box: list[tuple[int, int]] | None = None, check: bool = False
+    ) -> np.ndarray:
         arr = mem.block(self.tid, self.key(env))
         flat = arr.reshape(-1)
         off = self.offset + sum(k * env[v] for v, k in self.loop_terms)
@@ -257,27 +284,37 @@ class _Resolved:
         if check:
             self._check(env, box)
         item = arr.itemsize
-        return as_strided(flat[off:], shape=tuple(shape), strides=tuple(s * item for s in self.axis_strides),
-                          writeable=flat.flags.writeable)
+        return as_strided(
+            flat[off:],
+            shape=tuple(shape),
+            strides=tuple(s * item for s in self.axis_strides),
+            writeable=flat.flags.writeable,
+        )
 
     def _check(self, env: list[int], box: list[tuple[int, int]] | None) -> None:
         for dim, (e, _, size) in enumerate(self.dims):
             lo = hi = e.c + sum(k * env[v] for v, k in e.loops)
             for axis, k in e.axes:
-                a_lo, a_hi = (box[axis] if box is not None and axis < len(box) and self.shape[axis] > 1
-                              else (0, self.shape[axis]))
+                a_lo, a_hi = (
+                    box[axis]
+                    if box is not None and axis < len(box) and self.shape[axis] > 1
+                    else (0, self.shape[axis])
+                )
                 if a_hi <= a_lo:
                     return
                 span = k * (a_hi - 1 - a_lo)
                 lo, hi = lo + k * a_lo + min(0, span), hi + k * a_lo + max(0, span)
             if lo < 0 or hi >= size:
                 t = self.tid
-                raise NKIRuntimeError("err_tensor_access_out_of_bound",
-                                      f"Out-of-bound access for tensor {t} on dimension {dim}: index range [{lo}, {hi}] "
-                                      f"exceed dimension size of {size} (under the instruction's mask)")
+                raise NKIRuntimeError(
+                    "err_tensor_access_out_of_bound",
+                    f"Out-of-bound access for tensor {t} on dimension {dim}: index range [{lo}, {hi}] "
+                    f"exceed dimension size of {size} (under the instruction's mask)",
+                )
 
 
 # --- instructions ----------------------------------------------------------------------------------
+
 
 def _as_nd(x: np.ndarray, ndim: int) -> np.ndarray:
     """A tile (P, free...) with its free dims right-aligned to `ndim` dims (NKI broadcasting)."""
@@ -294,7 +331,9 @@ def _vec(x: np.ndarray, ndim: int) -> np.ndarray:
 
 
 class Executor:
-    def __init__(self, prog: Program, inputs: list[np.ndarray | None], analysis: Analysis | None = None) -> None:
+    def __init__(
+        self, prog: Program, inputs: list[np.ndarray | None], analysis: Analysis | None = None
+    ) -> None:
         self.prog = prog
         self.mem = Memory(prog, inputs)
         self.analysis = analysis or analyze(prog, check=False)
@@ -338,7 +377,9 @@ class Executor:
             self.resolved[id(ins)] = r
         return r
 
-    def _box(self, ins: Instr, tile: list[int]) -> tuple[bool, list[tuple[int, int]] | None, np.ndarray | None]:
+    def _box(
+        self, ins: Instr, tile: list[int]
+    ) -> tuple[bool, list[tuple[int, int]] | None, np.ndarray | None]:
         """(executes at all, a box of the tile it covers, or an element mask)."""
         env = self.env
         nd = len(tile)
@@ -382,16 +423,24 @@ class Executor:
         tile: list[int] = []
         if ins.mask:
             # the mask is over the instruction's output tile, except for reductions (their input's)
-            lead = srcs[0] if ins.op in ("reduce", "bn_stats", "bn_aggr") and srcs else (
-                dst if dst is not None else srcs[0])
+            lead = (
+                srcs[0]
+                if ins.op in ("reduce", "bn_stats", "bn_aggr") and srcs
+                else (dst if dst is not None else srcs[0])
+            )
             tile = list(lead.shape)
             run, box, elem = self._box(ins, tile)
             if not run:
                 return
         checks = set(outside)
         base = 1 if dst is not None else 0
-        vals = [s.view(mem, env, self._box_for(box, tile, s), check=(i + base) in checks) for i, s in enumerate(srcs)]
-        out = dst.view(mem, env, self._box_for(box, tile, dst), check=0 in checks) if dst is not None else None
+        vals = [
+            s.view(mem, env, self._box_for(box, tile, s), check=(i + base) in checks)
+            for i, s in enumerate(srcs)
+        ]
+        out = (
+            dst.view(mem, env, self._box_for(box, tile, dst), check=0 in checks) if dst is not None else None
+        )
         res = self._compute(ins, vals, out)
         if out is None:
             return
@@ -404,18 +453,25 @@ class Executor:
         name = self.prog.tensors[dst.tid].dtype  # type: ignore[union-attr]
         if ins.acc:
             res = out.astype(F32) + res
-        res = dtypes.to_storage(np.asarray(res, dtype=F32) if dtypes.is_float(name) else np.asarray(res), name)
+        res = dtypes.to_storage(
+            np.asarray(res, dtype=F32) if dtypes.is_float(name) else np.asarray(res), name
+        )
         if elem is not None:
             res = np.where(elem.reshape(out.shape) if elem.size == out.size else elem, res, out)
         out[...] = res
 
     @staticmethod
-    def _box_for(box: list[tuple[int, int]] | None, tile: list[int], r: _Resolved) -> list[tuple[int, int]] | None:
+    def _box_for(
+        box: list[tuple[int, int]] | None, tile: list[int], r: _Resolved
+    ) -> list[tuple[int, int]] | None:
         """The instruction's box restricted to one operand: axes of the tile's size are cut,
         broadcast (size-1) and other axes are kept whole."""
         if box is None:
             return None
-        return [box[i] if i < len(tile) and r.shape[i] == tile[i] else (0, r.shape[i]) for i in range(len(r.shape))]
+        return [
+            box[i] if i < len(tile) and r.shape[i] == tile[i] else (0, r.shape[i])
+            for i in range(len(r.shape))
+        ]
 
     def _compute(self, ins: Instr, vals: list[np.ndarray], out: np.ndarray | None) -> Any:
         op, args = ins.op, ins.args
@@ -495,8 +551,11 @@ class Executor:
             nd = out.ndim  # type: ignore[union-attr]
             xs = role["x"].astype(F32) if "x" in role else F32(args["x"])
             ys = role["y"].astype(F32) if "y" in role else F32(args["y"])
-            return np.where(_as_nd(cond, nd) != 0, _as_nd(np.asarray(xs), nd) if "x" in role else xs,
-                            _as_nd(np.asarray(ys), nd) if "y" in role else ys)
+            return np.where(
+                _as_nd(cond, nd) != 0,
+                _as_nd(np.asarray(xs), nd) if "x" in role else xs,
+                _as_nd(np.asarray(ys), nd) if "y" in role else ys,
+            )
         if op == "affine_select":
             shape = x.shape
             shift = len(shape) - len(args["pred_shape"])
@@ -505,7 +564,8 @@ class Executor:
                 acc: Any = c + sum(k * self.env[v] for v, k in loops)
                 for a, k in axes:
                     acc = acc + k * np.arange(shape[a + shift]).reshape(
-                        [-1 if i == a + shift else 1 for i in range(len(shape))])
+                        [-1 if i == a + shift else 1 for i in range(len(shape))]
+                    )
                 keep &= np.asarray(acc >= 0)
             return np.where(keep, x.astype(F32), F32(args["fill"]))
         if op == "bn_stats":
@@ -542,7 +602,9 @@ class Executor:
         return out.reshape(role["data0"].shape)
 
 
-def execute(prog: Program, inputs: list[np.ndarray | None], analysis: Analysis | None = None) -> list[np.ndarray]:
+def execute(
+    prog: Program, inputs: list[np.ndarray | None], analysis: Analysis | None = None
+) -> list[np.ndarray]:
     """Run a (validated) program on its array arguments (None for scalar arguments); returns
     the output tensors in the kernel's return order."""
     return Executor(prog, inputs, analysis).run()

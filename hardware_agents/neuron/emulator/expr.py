@@ -24,8 +24,10 @@ def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
     out = []
     for x, y in zip(a2, b2, strict=True):
         if x != y and 1 not in (x, y):
-            raise NKICompileError("err_index_shape_mismatch",
-                                  f"index shapes {list(a)} and {list(b)} cannot be broadcast together")
+            raise NKICompileError(
+                "err_index_shape_mismatch",
+                f"index shapes {list(a)} and {list(b)} cannot be broadcast together",
+            )
         out.append(max(x, y))
     return tuple(out)
 
@@ -35,8 +37,13 @@ class Ix:
 
     __slots__ = ("axes", "const", "loops", "shape")
 
-    def __init__(self, const: int = 0, loops: dict[int, int] | None = None, axes: dict[int, int] | None = None,
-                 shape: tuple[int, ...] = ()) -> None:
+    def __init__(
+        self,
+        const: int = 0,
+        loops: dict[int, int] | None = None,
+        axes: dict[int, int] | None = None,
+        shape: tuple[int, ...] = (),
+    ) -> None:
         self.const = int(const)
         self.loops = {k: v for k, v in (loops or {}).items() if v}
         self.shape = tuple(int(s) for s in shape)
@@ -56,13 +63,17 @@ class Ix:
                 return Ix(int(x))
         except ImportError:  # pragma: no cover
             pass
-        raise NotEmulated(f"indexing with {type(x).__name__}", "indices are integers, loop indices and nl.arange")
+        raise NotEmulated(
+            f"indexing with {type(x).__name__}", "indices are integers, loop indices and nl.arange"
+        )
 
     def _aligned(self, ndim: int) -> Ix:
         shift = ndim - len(self.shape)
         if shift == 0:
             return self
-        return Ix(self.const, self.loops, {k + shift: v for k, v in self.axes.items()}, (1,) * shift + self.shape)
+        return Ix(
+            self.const, self.loops, {k + shift: v for k, v in self.axes.items()}, (1,) * shift + self.shape
+        )
 
     @property
     def is_const(self) -> bool:
@@ -113,8 +124,10 @@ class Ix:
             elif self.is_const:
                 return other * self.const
             else:
-                raise NKICompileError("err_unsupported_expression_in_mask",
-                                      "the product of two loop/arange indices is not an affine expression")
+                raise NKICompileError(
+                    "err_unsupported_expression_in_mask",
+                    "the product of two loop/arange indices is not an affine expression",
+                )
         if isinstance(other, float) and other.is_integer():
             other = int(other)
         try:
@@ -122,18 +135,26 @@ class Ix:
         except (TypeError, ValueError):
             raise NotEmulated(f"multiplying an index by {type(other).__name__}") from None
         if k != other:
-            raise NKICompileError("err_unsupported_expression_in_mask", f"an index times {other!r} is not an integer")
-        return Ix(self.const * k, {a: c * k for a, c in self.loops.items()},
-                  {a: c * k for a, c in self.axes.items()}, self.shape)
+            raise NKICompileError(
+                "err_unsupported_expression_in_mask", f"an index times {other!r} is not an integer"
+            )
+        return Ix(
+            self.const * k,
+            {a: c * k for a, c in self.loops.items()},
+            {a: c * k for a, c in self.axes.items()},
+            self.shape,
+        )
 
     __rmul__ = __mul__
 
     def _nonaffine(self, op: str, other: Any) -> Any:
         if self.is_const and isinstance(other, int):
             return {"//": self.const // other, "%": self.const % other}[op] if other else 0
-        raise NKICompileError("err_unsupported_expression_in_mask",
-                              f"`{op}` of a loop index or nl.arange is not an affine expression (use a loop over the "
-                              "tiles instead, or nl.static_range where the value must be known)")
+        raise NKICompileError(
+            "err_unsupported_expression_in_mask",
+            f"`{op}` of a loop index or nl.arange is not an affine expression (use a loop over the "
+            "tiles instead, or nl.static_range where the value must be known)",
+        )
 
     def __floordiv__(self, other: Any) -> Any:
         return self._nonaffine("//", other)
@@ -165,7 +186,9 @@ class Ix:
                     axes[len(shape)] = self.axes[d]
                 shape.append(self.shape[d])
                 continue
-            raise NotEmulated(f"indexing an nl.arange with {k!r}", "only `[:, None]`-style reshapes are emulated")
+            raise NotEmulated(
+                f"indexing an nl.arange with {k!r}", "only `[:, None]`-style reshapes are emulated"
+            )
         for d in dims:
             if d in self.axes:
                 axes[len(shape)] = self.axes[d]
@@ -201,7 +224,9 @@ class Ix:
         return self._pred(other, "==")
 
     def __ne__(self, other: Any) -> Any:
-        raise NotEmulated("`!=` on a loop index or nl.arange", "write the mask as a conjunction of <, <=, >, >=")
+        raise NotEmulated(
+            "`!=` on a loop index or nl.arange", "write the mask as a conjunction of <, <=, >, >="
+        )
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -210,12 +235,16 @@ class Ix:
         if self.is_const:
             return self.const
         if self.axes:
-            raise NKICompileError("err_control_flow_condition_depending_on_arange",
-                                  f"{what} depending on `nl.arange` or `nl.mgrid` is not supported")
-        raise NKICompileError("err_dynamic_control_flow_not_supported",
-                              f"{what} depending on the index of an nl.affine_range/nl.sequential_range loop is "
-                              "not supported: the loop body is traced once (use nl.static_range for a Python value, "
-                              "or a mask)")
+            raise NKICompileError(
+                "err_control_flow_condition_depending_on_arange",
+                f"{what} depending on `nl.arange` or `nl.mgrid` is not supported",
+            )
+        raise NKICompileError(
+            "err_dynamic_control_flow_not_supported",
+            f"{what} depending on the index of an nl.affine_range/nl.sequential_range loop is "
+            "not supported: the loop body is traced once (use nl.static_range for a Python value, "
+            "or a mask)",
+        )
 
     def __int__(self) -> int:
         return self._concrete("a Python integer")

@@ -28,8 +28,13 @@ vector_engine = _Engine("vector_engine")
 scalar_engine = _Engine("scalar_engine")
 gpsimd_engine = _Engine("gpsimd_engine")
 dma_engine = _Engine("dma_engine")
-_ENGINE = {"tensor_engine": "pe", "vector_engine": "dve", "scalar_engine": "act", "gpsimd_engine": "pool",
-           "dma_engine": "dma"}
+_ENGINE = {
+    "tensor_engine": "pe",
+    "vector_engine": "dve",
+    "scalar_engine": "act",
+    "gpsimd_engine": "pool",
+    "dma_engine": "dma",
+}
 
 
 class nc_version(IntEnum):
@@ -51,8 +56,14 @@ def _engine(engine: Any, allowed: str, default: str) -> str:
     return name
 
 
-def nc_matmul(*args: Any, is_stationary_onezero: bool = False, is_moving_onezero: bool = False,
-              is_transpose: bool = False, mask: Any = None, **kwargs: Any) -> Any:
+def nc_matmul(
+    *args: Any,
+    is_stationary_onezero: bool = False,
+    is_moving_onezero: bool = False,
+    is_transpose: bool = False,
+    mask: Any = None,
+    **kwargs: Any,
+) -> Any:
     """stationary.T @ moving on the Tensor Engine: SBUF operands, a PSUM result (fp32)."""
     dst = kwargs.pop("dst", None)
     stationary, moving = kwargs.pop("stationary", None), kwargs.pop("moving", None)
@@ -66,8 +77,11 @@ def nc_matmul(*args: Any, is_stationary_onezero: bool = False, is_moving_onezero
     s = ops.sbuf_operand(stationary, "nc_matmul", "stationary", lenient=False)
     m = ops.sbuf_operand(moving, "nc_matmul", "moving", lenient=False)
     validate.check_matmul(s.access(), m.access())
-    flags = {"stationary_onezero": bool(is_stationary_onezero), "moving_onezero": bool(is_moving_onezero),
-             "transpose": bool(is_transpose)}
+    flags = {
+        "stationary_onezero": bool(is_stationary_onezero),
+        "moving_onezero": bool(is_moving_onezero),
+        "transpose": bool(is_transpose),
+    }
     out = ops.matmul(s, m, flags=flags, mask=mask)
     if dst is not None:  # the newer signature: nc_matmul(dst, stationary, moving, accumulate=...)
         d = ops.as_view(dst, "nc_matmul", "dst")
@@ -79,15 +93,25 @@ def nc_matmul(*args: Any, is_stationary_onezero: bool = False, is_moving_onezero
     return out
 
 
-def nc_transpose(data: Any, *, mask: Any = None, dtype: Any = None, engine: Any = None, **kwargs: Any) -> View:
+def nc_transpose(
+    data: Any, *, mask: Any = None, dtype: Any = None, engine: Any = None, **kwargs: Any
+) -> View:
     v = ops.on_chip(data, "nc_transpose", "data")
     f = math.prod(v.shape[1:])
     eng = _engine(engine, "pe,dve", "pe" if v.shape[0] > 32 or f > 32 else "dve")
     return ops.transpose(v, dtype=dtype, mask=mask, engine=eng, strict=True)
 
 
-def activation(op: Any, data: Any, *, bias: Any = None, scale: Any = 1.0, mask: Any = None, dtype: Any = None,
-               **kwargs: Any) -> View:
+def activation(
+    op: Any,
+    data: Any,
+    *,
+    bias: Any = None,
+    scale: Any = 1.0,
+    mask: Any = None,
+    dtype: Any = None,
+    **kwargs: Any,
+) -> View:
     """op(data * scale + bias) on the Scalar Engine."""
     fn = ops.act_name(op, "activation")
     v = ops.on_chip(data, "activation", "data")
@@ -98,34 +122,72 @@ def activation(op: Any, data: Any, *, bias: Any = None, scale: Any = 1.0, mask: 
     else:
         s = ops.on_chip(scale, "activation", "scale")
         if math.prod(s.shape[1:]) != 1 or s.shape[0] != v.shape[0]:
-            raise NKICompileError("err_activation_scale_scalar_or_vector",
-                                  "Scale parameter of activation must be either a scalar value or a 1D vector "
-                                  "spanning the partition dimension.")
+            raise NKICompileError(
+                "err_activation_scale_scalar_or_vector",
+                "Scale parameter of activation must be either a scalar value or a 1D vector "
+                "spanning the partition dimension.",
+            )
         srcs.append((s, "scale"))
     if bias is not None:
         b = ops.on_chip(bias, "activation", "bias")
         if math.prod(b.shape[1:]) != 1 or b.shape[0] != v.shape[0]:
-            raise NKICompileError("err_activation_bias_invalid_type",
-                                  "Bias parameter of activation must be a vector with one element per partition of "
-                                  "the data tile.")
+            raise NKICompileError(
+                "err_activation_bias_invalid_type",
+                "Bias parameter of activation must be a vector with one element per partition of "
+                "the data tile.",
+            )
         srcs.append((b, "bias"))
     return ops.result("act", "act", v.shape, ops.out_dtype(dtype, v), srcs, args, mask)
 
 
-def activation_reduce(op: Any, data: Any, *, reduce_op: Any, reduce_res: Any, bias: Any = None, scale: Any = 1.0,
-                      mask: Any = None, dtype: Any = None, **kwargs: Any) -> View:
+def activation_reduce(
+    op: Any,
+    data: Any,
+    *,
+    reduce_op: Any,
+    reduce_res: Any,
+    bias: Any = None,
+    scale: Any = 1.0,
+    mask: Any = None,
+    dtype: Any = None,
+    **kwargs: Any,
+) -> View:
     if ops.alu_name(reduce_op, "activation_reduce") != "add":
-        raise NKICompileError("err_unsupported_reduce_op", "On NeuronCore-v2, the reduce_op can only be an addition")
+        raise NKICompileError(
+            "err_unsupported_reduce_op", "On NeuronCore-v2, the reduce_op can only be an addition"
+        )
     out = activation(op, data, bias=bias, scale=scale, mask=mask, dtype=dtype)
     red = ops.as_view(reduce_res, "activation_reduce", "reduce_res")
-    ops.emit("reduce", "act", red, [(out, "data")],
-             {"op": "add", "axes": list(range(1, len(out.shape))), "negate": False, "scale": 1.0, "pipelined": True})
+    ops.emit(
+        "reduce",
+        "act",
+        red,
+        [(out, "data")],
+        {
+            "op": "add",
+            "axes": list(range(1, len(out.shape))),
+            "negate": False,
+            "scale": 1.0,
+            "pipelined": True,
+        },
+    )
     return out
 
 
-def tensor_scalar(data: Any, op0: Any, operand0: Any, reverse0: bool = False, op1: Any = None, operand1: Any = None,
-                  reverse1: bool = False, *, dtype: Any = None, mask: Any = None, engine: Any = None,
-                  **kwargs: Any) -> View:
+def tensor_scalar(
+    data: Any,
+    op0: Any,
+    operand0: Any,
+    reverse0: bool = False,
+    op1: Any = None,
+    operand1: Any = None,
+    reverse1: bool = False,
+    *,
+    dtype: Any = None,
+    mask: Any = None,
+    engine: Any = None,
+    **kwargs: Any,
+) -> View:
     v = ops.on_chip(data, "tensor_scalar", "data")
     srcs: list[tuple[View, str]] = [(v, "data")]
     args: dict[str, Any] = {"op0": ops.alu_name(op0, "tensor_scalar"), "reverse0": bool(reverse0)}
@@ -137,9 +199,11 @@ def tensor_scalar(data: Any, op0: Any, operand0: Any, reverse0: bool = False, op
         else:
             o = ops.on_chip(operand, "tensor_scalar", f"operand{k}")
             if o.shape[0] != v.shape[0] or math.prod(o.shape[1:]) != 1:
-                raise NKICompileError("err_num_partition_mismatch",
-                                      f"operand{k} of 'tensor_scalar' must be a scalar or a tile of shape "
-                                      f"({v.shape[0]}, 1), got {list(o.shape)}")
+                raise NKICompileError(
+                    "err_num_partition_mismatch",
+                    f"operand{k} of 'tensor_scalar' must be a scalar or a tile of shape "
+                    f"({v.shape[0]}, 1), got {list(o.shape)}",
+                )
             srcs.append((o, f"operand{k}"))
     if op1 is not None:
         args["op1"] = ops.alu_name(op1, "tensor_scalar")
@@ -149,32 +213,62 @@ def tensor_scalar(data: Any, op0: Any, operand0: Any, reverse0: bool = False, op
     return ops.result("tensor_scalar", eng, v.shape, ops.out_dtype(dtype, v), srcs, args, mask)
 
 
-def tensor_tensor(data1: Any, data2: Any, op: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> View:
+def tensor_tensor(
+    data1: Any, data2: Any, op: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any
+) -> View:
     a = ops.on_chip(data1, "tensor_tensor", "data1")
     b = ops.on_chip(data2, "tensor_tensor", "data2")
     if a.shape[0] != b.shape[0]:
-        raise NKICompileError("err_num_partition_mismatch",
-                              f"number of partitions (dimension 0 size of a tile) mismatch in parameters (data1"
-                              f"{list(a.shape)}, data2{list(b.shape)}) of 'tensor_tensor'")
+        raise NKICompileError(
+            "err_num_partition_mismatch",
+            f"number of partitions (dimension 0 size of a tile) mismatch in parameters (data1"
+            f"{list(a.shape)}, data2{list(b.shape)}) of 'tensor_tensor'",
+        )
     if math.prod(a.shape[1:]) != math.prod(b.shape[1:]):
-        raise NKICompileError("err_shape_mismatch",
-                              f"tensor_tensor operands must have the same number of elements per partition: "
-                              f"{list(a.shape)} and {list(b.shape)} (use tensor_scalar to broadcast)")
+        raise NKICompileError(
+            "err_shape_mismatch",
+            f"tensor_tensor operands must have the same number of elements per partition: "
+            f"{list(a.shape)} and {list(b.shape)} (use tensor_scalar to broadcast)",
+        )
     if a.decl["buffer"] == "psum" and b.decl["buffer"] == "psum":
-        raise NKICompileError("err_unsupported_memory", "the two inputs of tensor_tensor cannot both be in PSUM")
+        raise NKICompileError(
+            "err_unsupported_memory", "the two inputs of tensor_tensor cannot both be in PSUM"
+        )
     name = ops.alu_name(op, "tensor_tensor")
     eng = "pool" if name == "power" else "dve"
-    return ops.result("tensor_tensor", eng, a.shape, ops.out_dtype(dtype, a, b), [(a, "data1"), (b, "data2")],
-                      {"op": name}, mask)
+    return ops.result(
+        "tensor_tensor",
+        eng,
+        a.shape,
+        ops.out_dtype(dtype, a, b),
+        [(a, "data1"), (b, "data2")],
+        {"op": name},
+        mask,
+    )
 
 
-def scalar_tensor_tensor(*, data: Any, op0: Any, operand0: Any, op1: Any, operand1: Any, reverse0: bool = False,
-                         reverse1: bool = False, dtype: Any = None, mask: Any = None, **kwargs: Any) -> View:
+def scalar_tensor_tensor(
+    *,
+    data: Any,
+    op0: Any,
+    operand0: Any,
+    op1: Any,
+    operand1: Any,
+    reverse0: bool = False,
+    reverse1: bool = False,
+    dtype: Any = None,
+    mask: Any = None,
+    **kwargs: Any,
+) -> View:
     v = ops.on_chip(data, "scalar_tensor_tensor", "data")
     o1 = ops.on_chip(operand1, "scalar_tensor_tensor", "operand1")
     srcs: list[tuple[View, str]] = [(v, "data"), (o1, "operand1")]
-    args: dict[str, Any] = {"op0": ops.alu_name(op0, "scalar_tensor_tensor"), "reverse0": bool(reverse0),
-                            "op1": ops.alu_name(op1, "scalar_tensor_tensor"), "reverse1": bool(reverse1)}
+    args: dict[str, Any] = {
+        "op0": ops.alu_name(op0, "scalar_tensor_tensor"),
+        "reverse0": bool(reverse0),
+        "op1": ops.alu_name(op1, "scalar_tensor_tensor"),
+        "reverse1": bool(reverse1),
+    }
     if ops.is_scalar(operand0):
         args["scalar0"] = ops.scalar(operand0)
     else:
@@ -182,32 +276,86 @@ def scalar_tensor_tensor(*, data: Any, op0: Any, operand0: Any, op1: Any, operan
     return ops.result("scalar_tensor_tensor", "dve", v.shape, ops.out_dtype(dtype, v), srcs, args, mask)
 
 
-def tensor_reduce(op: Any, data: Any, axis: Any, *, mask: Any = None, dtype: Any = None, negate: bool = False,
-                  keepdims: bool = False, **kwargs: Any) -> View:
-    return ops.reduce(ops.alu_name(op, "tensor_reduce"), data, axis, dtype=dtype, mask=mask, keepdims=keepdims,
-                      negate=negate, api="tensor_reduce")
+def tensor_reduce(
+    op: Any,
+    data: Any,
+    axis: Any,
+    *,
+    mask: Any = None,
+    dtype: Any = None,
+    negate: bool = False,
+    keepdims: bool = False,
+    **kwargs: Any,
+) -> View:
+    return ops.reduce(
+        ops.alu_name(op, "tensor_reduce"),
+        data,
+        axis,
+        dtype=dtype,
+        mask=mask,
+        keepdims=keepdims,
+        negate=negate,
+        api="tensor_reduce",
+    )
 
 
-def tensor_scalar_reduce(*, data: Any, op0: Any, operand0: Any, reduce_op: Any, reduce_res: Any,
-                         reverse0: bool = False, dtype: Any = None, mask: Any = None, **kwargs: Any) -> View:
+def tensor_scalar_reduce(
+    *,
+    data: Any,
+    op0: Any,
+    operand0: Any,
+    reduce_op: Any,
+    reduce_res: Any,
+    reverse0: bool = False,
+    dtype: Any = None,
+    mask: Any = None,
+    **kwargs: Any,
+) -> View:
     out = tensor_scalar(data, op0, operand0, reverse0, dtype=dtype, mask=mask, engine=vector_engine)
     red = ops.as_view(reduce_res, "tensor_scalar_reduce", "reduce_res")
-    ops.emit("reduce", "dve", red, [(out, "data")],
-             {"op": ops.alu_name(reduce_op, "tensor_scalar_reduce"), "axes": list(range(1, len(out.shape))),
-              "negate": False, "scale": 1.0, "pipelined": True})
+    ops.emit(
+        "reduce",
+        "dve",
+        red,
+        [(out, "data")],
+        {
+            "op": ops.alu_name(reduce_op, "tensor_scalar_reduce"),
+            "axes": list(range(1, len(out.shape))),
+            "negate": False,
+            "scale": 1.0,
+            "pipelined": True,
+        },
+    )
     return out
 
 
-def tensor_tensor_scan(data0: Any, data1: Any, initial: Any, op0: Any, op1: Any, reverse0: bool = False,
-                       reverse1: bool = False, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> View:
+def tensor_tensor_scan(
+    data0: Any,
+    data1: Any,
+    initial: Any,
+    op0: Any,
+    op1: Any,
+    reverse0: bool = False,
+    reverse1: bool = False,
+    *,
+    dtype: Any = None,
+    mask: Any = None,
+    **kwargs: Any,
+) -> View:
     a = ops.on_chip(data0, "tensor_tensor_scan", "data0")
     b = ops.on_chip(data1, "tensor_tensor_scan", "data1")
     if a.shape[0] != b.shape[0] or math.prod(a.shape[1:]) != math.prod(b.shape[1:]):
-        raise NKICompileError("err_shape_mismatch",
-                              f"tensor_tensor_scan operands must have the same shape: {list(a.shape)}, {list(b.shape)}")
+        raise NKICompileError(
+            "err_shape_mismatch",
+            f"tensor_tensor_scan operands must have the same shape: {list(a.shape)}, {list(b.shape)}",
+        )
     srcs: list[tuple[View, str]] = [(a, "data0"), (b, "data1")]
-    args: dict[str, Any] = {"op0": ops.alu_name(op0, "tensor_tensor_scan"), "op1": ops.alu_name(op1, "tensor_tensor_scan"),
-                            "reverse0": bool(reverse0), "reverse1": bool(reverse1)}
+    args: dict[str, Any] = {
+        "op0": ops.alu_name(op0, "tensor_tensor_scan"),
+        "op1": ops.alu_name(op1, "tensor_tensor_scan"),
+        "reverse0": bool(reverse0),
+        "reverse1": bool(reverse1),
+    }
     if ops.is_scalar(initial):
         args["initial"] = ops.scalar(initial)
     else:
@@ -218,18 +366,23 @@ def tensor_tensor_scan(data0: Any, data1: Any, initial: Any, op0: Any, op1: Any,
 def tensor_copy(src: Any, *, mask: Any = None, dtype: Any = None, engine: Any = None, **kwargs: Any) -> View:
     v = ops.on_chip(src, "tensor_copy", "src")
     psum = v.decl["buffer"] == "psum"
-    eng = _engine(engine, "dve,act" if psum else "dve,act,pool", "any:act,dve" if psum else "any:act,dve,pool")
+    eng = _engine(
+        engine, "dve,act" if psum else "dve,act,pool", "any:act,dve" if psum else "any:act,dve,pool"
+    )
     return ops.copy(v, dtype=dtype, mask=mask, engine=eng)
 
 
 def reciprocal(data: Any, *, dtype: Any = None, mask: Any = None, engine: Any = None, **kwargs: Any) -> View:
     v = ops.on_chip(data, "reciprocal", "data")
     eng = _engine(engine, "dve,act", "any:act,dve")
-    return ops.result("act", eng, v.shape, ops.out_dtype(dtype, v), [(v, "data")], {"fn": "reciprocal", "scale": 1.0},
-                      mask)
+    return ops.result(
+        "act", eng, v.shape, ops.out_dtype(dtype, v), [(v, "data")], {"fn": "reciprocal", "scale": 1.0}, mask
+    )
 
 
-def memset(shape: Any, value: Any, dtype: Any, *, mask: Any = None, engine: Any = None, **kwargs: Any) -> View:
+def memset(
+    shape: Any, value: Any, dtype: Any, *, mask: Any = None, engine: Any = None, **kwargs: Any
+) -> View:
     shp = tuple(int(s) for s in shape)
     eng = _engine(engine, "dve,pool", "any:dve,pool")
     out = ops.temp(shp, dtypes.canon(dtype))
@@ -245,28 +398,47 @@ def iota(expr: Any, dtype: Any, *, mask: Any = None, **kwargs: Any) -> View:
         shape = (shape[0], 1)
     e = e._aligned(len(shape)) if e.shape else Ix(e.const, e.loops, None, shape)
     out = ops.temp(tuple(shape), dtypes.canon(dtype))
-    ops.emit("iota", "pool", out, [], {"c": e.const, "loops": sorted(e.loops.items()), "axes": sorted(e.axes.items())},
-             mask)
+    ops.emit(
+        "iota",
+        "pool",
+        out,
+        [],
+        {"c": e.const, "loops": sorted(e.loops.items()), "axes": sorted(e.axes.items())},
+        mask,
+    )
     tr.current().mark_fresh(out.tid)
     return out
 
 
-def affine_select(pred: Any, on_true_tile: Any, on_false_value: Any, *, mask: Any = None, dtype: Any = None,
-                  **kwargs: Any) -> View:
+def affine_select(
+    pred: Any, on_true_tile: Any, on_false_value: Any, *, mask: Any = None, dtype: Any = None, **kwargs: Any
+) -> View:
     v = ops.on_chip(on_true_tile, "affine_select", "on_true_tile")
     if not isinstance(pred, Pred):
         raise NKICompileError("err_unsupported_expression_in_mask", "affine_select takes an affine predicate")
     terms, pshape = ops.mask_of(pred)
-    return ops.result("affine_select", "pool", v.shape, ops.out_dtype(dtype, v), [(v, "data")],
-                      {"pred": [[t.c, t.loops, t.axes] for t in terms], "pred_shape": pshape,
-                       "fill": float(on_false_value)}, mask)
+    return ops.result(
+        "affine_select",
+        "pool",
+        v.shape,
+        ops.out_dtype(dtype, v),
+        [(v, "data")],
+        {
+            "pred": [[t.c, t.loops, t.axes] for t in terms],
+            "pred_shape": pshape,
+            "fill": float(on_false_value),
+        },
+        mask,
+    )
 
 
 def bn_stats(data: Any, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> View:
     v = ops.on_chip(data, "bn_stats", "data")
     if math.prod(v.shape[1:]) > 512:
-        raise NKICompileError("err_size_of_dimension_exceed_arch_limit",
-                              "the free size of bn_stats' input must not exceed 512 (nl.tile_size.bn_stats_fmax)")
+        raise NKICompileError(
+            "err_size_of_dimension_exceed_arch_limit",
+            "the free size of bn_stats' input must not exceed 512 (nl.tile_size.bn_stats_fmax)",
+        )
     return ops.result("bn_stats", "dve", (v.shape[0], 6), ops.out_dtype(dtype, v), [(v, "data")], {}, mask)
 
 
@@ -286,12 +458,17 @@ def dma_copy(*args: Any, dst: Any = None, src: Any = None, mask: Any = None, **k
     d = ops.as_view(dst, "dma_copy", "dst")
     s = ops.as_view(src, "dma_copy", "src")
     if d.decl["buffer"] == "input":
-        raise NKICompileError("err_cannot_update_immutable_parameter",
-                              f"Cannot update immutable parameter '{d.name}'")
+        raise NKICompileError(
+            "err_cannot_update_immutable_parameter", f"Cannot update immutable parameter '{d.name}'"
+        )
     if d.decl["buffer"] == "psum" or s.decl["buffer"] == "psum":
-        raise NKICompileError("err_unsupported_memory", "DMA engines move data between HBM and SBUF, not PSUM")
+        raise NKICompileError(
+            "err_unsupported_memory", "DMA engines move data between HBM and SBUF, not PSUM"
+        )
     if tuple(s.shape) != tuple(d.shape) and not ops._same_count(tuple(s.shape), tuple(d.shape)):
-        raise NKICompileError("err_shape_mismatch", f"dma_copy shapes differ: {list(s.shape)} -> {list(d.shape)}")
+        raise NKICompileError(
+            "err_shape_mismatch", f"dma_copy shapes differ: {list(s.shape)} -> {list(d.shape)}"
+        )
     ops.emit("dma", "dma", d, [(s, "src")], {}, mask)
 
 

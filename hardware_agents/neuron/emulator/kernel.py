@@ -34,8 +34,10 @@ class ArgSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
             value = value.item()
         if isinstance(value, bool | int | float):
             return cls(scalar=value)
-        raise NKICompileError("err_invalid_argument", f"a kernel argument of type {type(value).__name__} is neither an "
-                              "array nor a scalar")
+        raise NKICompileError(
+            "err_invalid_argument",
+            f"a kernel argument of type {type(value).__name__} is neither an array nor a scalar",
+        )
 
 
 class Kernel:
@@ -105,13 +107,21 @@ def compile_kernel(kernel: Any, specs: Sequence[ArgSpec]) -> Program:
         t.check()
         outs = list(out) if isinstance(out, tuple | list) else [out]
         if out is None or not outs:
-            raise NKICompileError("err_tensor_output_not_written_to",
-                                  "the kernel returns no output (return the nl.shared_hbm tensors it wrote)")
+            raise NKICompileError(
+                "err_tensor_output_not_written_to",
+                "the kernel returns no output (return the nl.shared_hbm tensors it wrote)",
+            )
         out_ids = []
         for o in outs:
-            if not isinstance(o, View) or o.decl["buffer"] not in ("shared_hbm", "hbm", "input") or not o._is_full():
-                raise NKICompileError("err_invalid_kernel_output",
-                                      f"a kernel returns whole HBM tensors (nl.shared_hbm), not {o!r}")
+            if (
+                not isinstance(o, View)
+                or o.decl["buffer"] not in ("shared_hbm", "hbm", "input")
+                or not o._is_full()
+            ):
+                raise NKICompileError(
+                    "err_invalid_kernel_output",
+                    f"a kernel returns whole HBM tensors (nl.shared_hbm), not {o!r}",
+                )
             out_ids.append(o.tid)
         prog = t.program(ids, scalars, out_ids, isinstance(out, tuple | list))
     finally:
@@ -144,12 +154,24 @@ def baremetal(kernel: Any = None, **kwargs: Any) -> Any:
 
 
 def benchmark(*args: Any, **kwargs: Any) -> Any:
-    raise NotEmulated("nki.benchmark", "the emulator has no device to time; AccelOpt estimates latency from the program")
+    raise NotEmulated(
+        "nki.benchmark", "the emulator has no device to time; AccelOpt estimates latency from the program"
+    )
 
 
 def profile(*args: Any, **kwargs: Any) -> Any:
     raise NotEmulated("nki.profile")
 
 
-__all__ = ["ArgSpec", "Kernel", "baremetal", "benchmark", "compile_kernel", "jit", "profile", "simulate",
-           "simulate_kernel", "trace"]
+__all__ = [
+    "ArgSpec",
+    "Kernel",
+    "baremetal",
+    "benchmark",
+    "compile_kernel",
+    "jit",
+    "profile",
+    "simulate",
+    "simulate_kernel",
+    "trace",
+]

@@ -150,8 +150,10 @@ def _new(shape: Any, dtype: Any, buffer: Any, name: str, init: str, fill: float 
     dt = dtypes.canon(dtype if dtype is not None else np.float32)
     if buf in ("hbm", "shared_hbm"):
         if init:
-            raise NKICompileError("err_hbm_tensor_with_init_value_not_supported",
-                                  "Creating HBM tensor with init value is not supported.")
+            raise NKICompileError(
+                "err_hbm_tensor_with_init_value_not_supported",
+                "Creating HBM tensor with init value is not supported.",
+            )
         pa = -1
     t = tr.current()
     tid = t.new_tensor(dims, dt, buf, name=name, par_axis=pa, init=init, fill=fill)
@@ -159,7 +161,9 @@ def _new(shape: Any, dtype: Any, buffer: Any, name: str, init: str, fill: float 
     return View.full(tid)
 
 
-def ndarray(shape: Any, dtype: Any = np.float32, *, buffer: Any = None, name: str = "", **kwargs: Any) -> View:
+def ndarray(
+    shape: Any, dtype: Any = np.float32, *, buffer: Any = None, name: str = "", **kwargs: Any
+) -> View:
     return _new(shape, dtype, buffer, name, "")
 
 
@@ -179,8 +183,9 @@ def ones(shape: Any, dtype: Any = np.float32, *, buffer: Any = None, name: str =
     return _new(shape, dtype, buffer, name, "fill", 1.0)
 
 
-def full(shape: Any, fill_value: Any, dtype: Any = np.float32, *, buffer: Any = None, name: str = "",
-         **kwargs: Any) -> View:
+def full(
+    shape: Any, fill_value: Any, dtype: Any = np.float32, *, buffer: Any = None, name: str = "", **kwargs: Any
+) -> View:
     return _new(shape, dtype, buffer, name, "fill", float(fill_value))
 
 
@@ -202,14 +207,17 @@ def shared_identity_matrix(n: int, dtype: Any = np.uint8, **kwargs: Any) -> View
 def load(src: Any, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> View:
     v = ops.as_view(src, "load", "src")
     if v.decl["buffer"] not in tr.HBM:
-        raise NKICompileError("err_unsupported_memory",
-                              f"Expected operand 'src' of 'load' to be in address space 'hbm', but got a tile in "
-                              f"'{v.decl['buffer']}' instead.")
+        raise NKICompileError(
+            "err_unsupported_memory",
+            f"Expected operand 'src' of 'load' to be in address space 'hbm', but got a tile in "
+            f"'{v.decl['buffer']}' instead.",
+        )
     shape = v.shape if v.shape else (1,)
     if shape[0] > validate.PMAX:
-        raise NKICompileError("err_num_partition_exceed_arch_limit",
-                              f"number of partitions {shape[0]} of 'load' exceed architecture limitation of "
-                              f"{validate.PMAX}.")
+        raise NKICompileError(
+            "err_num_partition_exceed_arch_limit",
+            f"number of partitions {shape[0]} of 'load' exceed architecture limitation of {validate.PMAX}.",
+        )
     return ops.result("dma", "dma", tuple(shape), ops.out_dtype(dtype, v), [(v, "src")], {}, mask)
 
 
@@ -217,12 +225,15 @@ def store(dst: Any, value: Any, *, mask: Any = None, **kwargs: Any) -> None:
     d = ops.as_view(dst, "store", "dst")
     dd = d.decl
     if dd["buffer"] == "input" or (dd["alias"] >= 0 and tr.current().decl(dd["alias"])["buffer"] == "input"):
-        raise NKICompileError("err_cannot_update_immutable_parameter",
-                              f"Cannot update immutable parameter '{dd['name']}'")
+        raise NKICompileError(
+            "err_cannot_update_immutable_parameter", f"Cannot update immutable parameter '{dd['name']}'"
+        )
     if dd["buffer"] not in tr.HBM:
-        raise NKICompileError("err_unsupported_memory",
-                              f"Expected operand 'dst' of 'store' to be in address space 'hbm', but got a tile in "
-                              f"'{dd['buffer']}' instead.")
+        raise NKICompileError(
+            "err_unsupported_memory",
+            f"Expected operand 'dst' of 'store' to be in address space 'hbm', but got a tile in "
+            f"'{dd['buffer']}' instead.",
+        )
     if ops.is_scalar(value):
         shape = d.shape if d.shape else (1,)
         v = ops.temp(tuple(shape), dd["dtype"])
@@ -231,10 +242,15 @@ def store(dst: Any, value: Any, *, mask: Any = None, **kwargs: Any) -> None:
         v = ops.on_chip(value, "store", "value")
         if v.decl["buffer"] == "psum":  # "an extra copy will be performed to move the tile to SBUF first"
             v = ops.copy(v)
-    if (tuple(v.shape) != tuple(d.shape) and not ops._same_count(tuple(v.shape), tuple(d.shape))
-            and ops.nki_broadcast(tuple(v.shape), tuple(d.shape)) != tuple(d.shape)):
-        raise NKICompileError("err_shape_mismatch",
-                                  f"the value {list(v.shape)} does not fit the store destination {list(d.shape)}")
+    if (
+        tuple(v.shape) != tuple(d.shape)
+        and not ops._same_count(tuple(v.shape), tuple(d.shape))
+        and ops.nki_broadcast(tuple(v.shape), tuple(d.shape)) != tuple(d.shape)
+    ):
+        raise NKICompileError(
+            "err_shape_mismatch",
+            f"the value {list(v.shape)} does not fit the store destination {list(d.shape)}",
+        )
     ops.emit("dma", "dma", d, [(v, "value")], {}, mask)
 
 
@@ -245,13 +261,22 @@ def load_transpose2d(src: Any, *, mask: Any = None, dtype: Any = None, **kwargs:
     t = v[:, :]
     tv = View(t.tid, [t.dims[0], t.dims[1]], t.shape)
     # the transposed view: tile axis 0 walks the source's dimension 1
-    swapped = View(tv.tid, [Ix(e.const, e.loops, {1 - a: c for a, c in e.axes.items()}, (v.shape[1], v.shape[0]))
-                            for e in tv.dims], (v.shape[1], v.shape[0]))
+    swapped = View(
+        tv.tid,
+        [
+            Ix(e.const, e.loops, {1 - a: c for a, c in e.axes.items()}, (v.shape[1], v.shape[0]))
+            for e in tv.dims
+        ],
+        (v.shape[1], v.shape[0]),
+    )
     if swapped.shape[0] > validate.PMAX:
-        raise NKICompileError("err_num_partition_exceed_arch_limit",
-                              f"number of partitions {swapped.shape[0]} exceed architecture limitation of 128.")
-    return ops.result("dma", "dma", swapped.shape, ops.out_dtype(dtype, v), [(swapped, "src")],
-                      {"transpose": True}, mask)
+        raise NKICompileError(
+            "err_num_partition_exceed_arch_limit",
+            f"number of partitions {swapped.shape[0]} exceed architecture limitation of 128.",
+        )
+    return ops.result(
+        "dma", "dma", swapped.shape, ops.out_dtype(dtype, v), [(swapped, "src")], {"transpose": True}, mask
+    )
 
 
 def copy(src: Any, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> View:
@@ -276,9 +301,10 @@ def expand_dims(data: Any, axis: Any) -> View:
 def transpose(x: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> View:
     v = ops.on_chip(x, "transpose", "x")
     if len(v.shape) > 2:
-        raise NKICompileError("err_exceed_max_supported_dimension",
-                              f"parameter 'x{list(v.shape)}' of 'transpose' exceed max supported number of dimensions "
-                              "of 2.")
+        raise NKICompileError(
+            "err_exceed_max_supported_dimension",
+            f"parameter 'x{list(v.shape)}' of 'transpose' exceed max supported number of dimensions of 2.",
+        )
     return ops.transpose(v, dtype=dtype, mask=mask)
 
 
@@ -290,23 +316,28 @@ def matmul(x: Any, y: Any, *, transpose_x: bool = False, mask: Any = None, **kwa
         stat = ops.sbuf_operand(a, "matmul", "x", lenient=True)
     else:
         if math.prod(a.shape[1:]) > validate.PMAX:
-            raise NKICompileError("err_size_of_dimension_exceed_arch_limit",
-                                  f"size of dimension 1 in 'x{list(a.shape)}' of 'matmul' exceed architecture "
-                                  f"limitation of {validate.PMAX}.")
+            raise NKICompileError(
+                "err_size_of_dimension_exceed_arch_limit",
+                f"size of dimension 1 in 'x{list(a.shape)}' of 'matmul' exceed architecture "
+                f"limitation of {validate.PMAX}.",
+            )
         stat = ops.transpose(a)  # PE transpose into PSUM and a copy back to SBUF
     validate.check_matmul(stat.access(), b.access(), "matmul")
     return ops.matmul(stat, b, flags={}, mask=mask)
 
 
-def loop_reduce(x: Any, op: Any, loop_indices: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Any:
+def loop_reduce(
+    x: Any, op: Any, loop_indices: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any
+) -> Any:
     v = ops.on_chip(x, "loop_reduce", "x")
     idx = loop_indices if isinstance(loop_indices, list | tuple) else [loop_indices]
     loops = []
     for i in idx:
         if isinstance(i, Ix) and len(i.loops) == 1 and not i.axes:
             loops.append(next(iter(i.loops)))
-    return ops.LoopReduce(v, ops.alu_name(op, "loop_reduce"), loops, None if dtype is None else dtypes.canon(dtype),
-                          mask)
+    return ops.LoopReduce(
+        v, ops.alu_name(op, "loop_reduce"), loops, None if dtype is None else dtypes.canon(dtype), mask
+    )
 
 
 # --- element-wise math -------------------------------------------------------------------------
@@ -333,27 +364,37 @@ def _binary(op: str, name: str | None = None) -> Any:
 
 
 exp, log, sqrt, rsqrt, tanh = (_unary(n) for n in ("exp", "log", "sqrt", "rsqrt", "tanh"))
-sigmoid, silu, gelu, relu, softplus, mish = (_unary(n) for n in ("sigmoid", "silu", "gelu", "relu", "softplus",
-                                                                  "mish"))
-gelu_apprx_tanh, gelu_apprx_sigmoid, gelu_dx, silu_dx = (_unary(n) for n in (
-    "gelu_apprx_tanh", "gelu_apprx_sigmoid", "gelu_dx", "silu_dx"))
+sigmoid, silu, gelu, relu, softplus, mish = (
+    _unary(n) for n in ("sigmoid", "silu", "gelu", "relu", "softplus", "mish")
+)
+gelu_apprx_tanh, gelu_apprx_sigmoid, gelu_dx, silu_dx = (
+    _unary(n) for n in ("gelu_apprx_tanh", "gelu_apprx_sigmoid", "gelu_dx", "silu_dx")
+)
 sin, cos, tan, arctan, erf, erf_dx = (_unary(n) for n in ("sin", "cos", "tan", "arctan", "erf", "erf_dx"))
-square, abs, sign, negative, reciprocal = (_unary(n) for n in ("square", "abs", "sign", "negative", "reciprocal"))
+square, abs, sign, negative, reciprocal = (
+    _unary(n) for n in ("square", "abs", "sign", "negative", "reciprocal")
+)
 floor, ceil, trunc = (_unary(n) for n in ("floor", "ceil", "trunc"))
 logical_not, invert = _unary("logical_not"), _unary("invert")
 
-add, subtract, multiply, divide, power = (_binary(n) for n in ("add", "subtract", "multiply", "divide", "power"))
+add, subtract, multiply, divide, power = (
+    _binary(n) for n in ("add", "subtract", "multiply", "divide", "power")
+)
 maximum, minimum = _binary("max", "maximum"), _binary("min", "minimum")
 mod, fmod = _binary("mod"), _binary("fmod")
-equal, not_equal, greater, greater_equal, less, less_equal = (_binary(n) for n in (
-    "equal", "not_equal", "greater", "greater_equal", "less", "less_equal"))
+equal, not_equal, greater, greater_equal, less, less_equal = (
+    _binary(n) for n in ("equal", "not_equal", "greater", "greater_equal", "less", "less_equal")
+)
 logical_and, logical_or, logical_xor = (_binary(n) for n in ("logical_and", "logical_or", "logical_xor"))
-bitwise_and, bitwise_or, bitwise_xor, left_shift, right_shift = (_binary(n) for n in (
-    "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift"))
+bitwise_and, bitwise_or, bitwise_xor, left_shift, right_shift = (
+    _binary(n) for n in ("bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift")
+)
 
 
 def _reduction(op: str, name: str) -> Any:
-    def f(x: Any, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False, **kwargs: Any) -> View:
+    def f(
+        x: Any, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False, **kwargs: Any
+    ) -> View:
         return ops.reduce(op, x, axis, dtype=dtype, mask=mask, keepdims=keepdims, api=f"nl.{name}")
 
     f.__name__ = name
@@ -368,7 +409,9 @@ prod = _reduction("multiply", "prod")
 all = _reduction("min", "all")
 
 
-def mean(x: Any, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False, **kwargs: Any) -> View:
+def mean(
+    x: Any, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False, **kwargs: Any
+) -> View:
     v = ops.on_chip(x, "nl.mean", "x")
     axes = axis if isinstance(axis, list | tuple) else [axis]
     n = math.prod(v.shape[int(a)] for a in axes)
@@ -394,7 +437,9 @@ def where(condition: Any, x: Any, y: Any, *, dtype: Any = None, mask: Any = None
             srcs.append((vv, role))
             views.append(vv)
     shape = ops.nki_broadcast(*(s.shape for s, _ in srcs))
-    return ops.result("select", "dve", shape, ops.out_dtype(dtype, *views) if views else "float32", srcs, args, mask)
+    return ops.result(
+        "select", "dve", shape, ops.out_dtype(dtype, *views) if views else "float32", srcs, args, mask
+    )
 
 
 def softmax(x: Any, axis: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> View:
@@ -403,7 +448,9 @@ def softmax(x: Any, axis: Any, *, dtype: Any = None, mask: Any = None, **kwargs:
     return divide(e, sum(e, axis, keepdims=True), dtype=dtype)
 
 
-def rms_norm(x: Any, w: Any, axis: Any, n: int, epsilon: float = 1e-6, *, dtype: Any = None, **kwargs: Any) -> View:
+def rms_norm(
+    x: Any, w: Any, axis: Any, n: int, epsilon: float = 1e-6, *, dtype: Any = None, **kwargs: Any
+) -> View:
     ms = multiply(sum(square(x), axis, keepdims=True), 1.0 / n)
     return multiply(multiply(x, rsqrt(add(ms, epsilon))), w, dtype=dtype)
 

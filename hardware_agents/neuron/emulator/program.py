@@ -106,4 +106,16 @@ def decode(data: bytes) -> Program:
     return msgspec.msgpack.decode(data, type=Program)
 
 
-__all__ = ["Access", "Alloc", "Constant", "Idx", "Instr", "Loop", "Node", "Program", "TensorDecl", "decode", "encode"]
+__all__ = [
+    "Access",
+    "Alloc",
+    "Constant",
+    "Idx",
+    "Instr",
+    "Loop",
+    "Node",
+    "Program",
+    "TensorDecl",
+    "decode",
+    "encode",
+]

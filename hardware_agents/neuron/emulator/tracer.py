@@ -90,17 +90,44 @@ class Trace:
         self._next_var = 0
 
     # --- tensors --------------------------------------------------------------------------
-    def new_tensor(self, shape: tuple[int, ...], dtype: str, buffer: str, *, name: str = "", par_axis: int = -1,
-                   init: str = "", fill: float = 0.0, const: int = -1, temp: bool = False, alias: int = -1) -> int:
+    def new_tensor(
+        self,
+        shape: tuple[int, ...],
+        dtype: str,
+        buffer: str,
+        *,
+        name: str = "",
+        par_axis: int = -1,
+        init: str = "",
+        fill: float = 0.0,
+        const: int = -1,
+        temp: bool = False,
+        alias: int = -1,
+    ) -> int:
         self.check()
         tid = len(self.decls)
         scope = self.loops[-1].var if self.loops else -1
         if buffer == "shared_hbm" and self.loops and alias < 0:
-            raise NKICompileError("err_shared_hbm_must_in_kernel_level",
-                                  "shared_hbm buffer can only be created in the top level kernel scope")
-        self.decls.append(dict(id=tid, name=name or f"t{tid}", shape=[int(s) for s in shape], dtype=dtype,
-                               buffer=buffer, par_axis=par_axis, init=init, fill=float(fill), const=const,
-                               scope=scope, temp=temp, alias=alias))
+            raise NKICompileError(
+                "err_shared_hbm_must_in_kernel_level",
+                "shared_hbm buffer can only be created in the top level kernel scope",
+            )
+        self.decls.append(
+            dict(
+                id=tid,
+                name=name or f"t{tid}",
+                shape=[int(s) for s in shape],
+                dtype=dtype,
+                buffer=buffer,
+                par_axis=par_axis,
+                init=init,
+                fill=float(fill),
+                const=const,
+                scope=scope,
+                temp=temp,
+                alias=alias,
+            )
+        )
         if init and alias < 0:  # memory with a declared initial value (others start as whatever it held)
             self.blocks[-1].append(Alloc(tensor=tid))
         return tid
@@ -112,10 +139,12 @@ class Trace:
         scope = self.decls[tid]["scope"]
         if scope >= 0 and all(f.var != scope for f in self.loops):
             name = self.decls[tid]["name"]
-            raise NKICompileError("err_local_variable_used_out_of_scope",
-                                  f"Local variable '{name}' is referenced outside of its parent scope (a tensor "
-                                  "created in a loop body cannot be used after the loop; allocate it before the "
-                                  "loop and write into it with `t[...] = ...`)")
+            raise NKICompileError(
+                "err_local_variable_used_out_of_scope",
+                f"Local variable '{name}' is referenced outside of its parent scope (a tensor "
+                "created in a loop body cannot be used after the loop; allocate it before the "
+                "loop and write into it with `t[...] = ...`)",
+            )
 
     # --- loops ----------------------------------------------------------------------------
     def loop(self, start: int, stop: int, step: int, kind: str) -> Iterator[Any]:
@@ -143,7 +172,8 @@ class Trace:
             if not completed and self.error is None and sys.exc_info()[0] is None:
                 self.error = NKICompileError(
                     "err_unsupported_control_flow",
-                    f"`break` or `return` inside an nl.{kind}_range loop is not supported (its body is traced once)")
+                    f"`break` or `return` inside an nl.{kind}_range loop is not supported (its body is traced once)",
+                )
 
     def check(self) -> None:
         if self.error is not None:
@@ -181,18 +211,30 @@ class Trace:
     def mark_fresh(self, tid: int) -> None:
         self.fresh[tid] = (self.blocks[-1], len(self.blocks[-1]) - 1)
 
-    def program(self, args: list[int], scalars: list[Any], outputs: list[int], returned_tuple: bool) -> Program:
+    def program(
+        self, args: list[int], scalars: list[Any], outputs: list[int], returned_tuple: bool
+    ) -> Program:
         self.check()
         if self.loops:
             raise NKICompileError("err_unsupported_control_flow", "the kernel returned from inside a loop")
         for tid in outputs:
             if tid not in self.written and tid not in self.inputs:
-                raise NKICompileError("err_tensor_output_not_written_to",
-                                      f"output tensor '{self.decls[tid]['name']}' is never written to")
+                raise NKICompileError(
+                    "err_tensor_output_not_written_to",
+                    f"output tensor '{self.decls[tid]['name']}' is never written to",
+                )
         tensors = [TensorDecl(**d) for d in self.decls]
-        return Program(kernel=self.kernel, tensors=tensors, body=self.body, args=args, scalars=scalars,
-                       outputs=outputs, returned_tuple=returned_tuple, constants=self.constants,
-                       loop_trips=dict(self.trips))
+        return Program(
+            kernel=self.kernel,
+            tensors=tensors,
+            body=self.body,
+            args=args,
+            scalars=scalars,
+            outputs=outputs,
+            returned_tuple=returned_tuple,
+            constants=self.constants,
+            loop_trips=dict(self.trips),
+        )
 
 
 _CURRENT: list[Trace] = []
@@ -200,8 +242,9 @@ _CURRENT: list[Trace] = []
 
 def current() -> Trace:
     if not _CURRENT:
-        raise NKICompileError("err_nki_api_outside_of_nki_kernel",
-                              "Calling NKI API outside of NKI kernels is not supported")
+        raise NKICompileError(
+            "err_nki_api_outside_of_nki_kernel", "Calling NKI API outside of NKI kernels is not supported"
+        )
     return _CURRENT[-1]
 
 
@@ -227,6 +270,7 @@ def source_line() -> int:
 
 # --- views ------------------------------------------------------------------------------------
 
+
 def _to_idx(e: Ix) -> Idx:
     return Idx(c=e.const, loops=sorted(e.loops.items()), axes=sorted(e.axes.items()))
 
@@ -241,7 +285,9 @@ class View:
         self.tid = tid
         self.dims = dims
         self.shape = tuple(int(s) for s in shape)
-        self.lead1 = lead1  # an on-chip view whose partition dim is indexed by a scalar: shape[0] == 1 is synthetic
+        self.lead1 = (
+            lead1  # an on-chip view whose partition dim is indexed by a scalar: shape[0] == 1 is synthetic
+        )
 
     @classmethod
     def full(cls, tid: int) -> View:
@@ -279,19 +325,25 @@ class View:
         return f"<NKI {self.buffer} tile {self.name}{list(self.shape)} {self.decl['dtype']}>"
 
     def __bool__(self) -> bool:
-        raise NKICompileError("err_dynamic_control_flow_not_supported",
-                              "dynamic control-flow depending on tensor value is not supported")
+        raise NKICompileError(
+            "err_dynamic_control_flow_not_supported",
+            "dynamic control-flow depending on tensor value is not supported",
+        )
 
     def __float__(self) -> float:
-        raise NKICompileError("err_dynamic_control_flow_not_supported",
-                              "a tile's values are not known while the kernel is traced")
+        raise NKICompileError(
+            "err_dynamic_control_flow_not_supported",
+            "a tile's values are not known while the kernel is traced",
+        )
 
     __int__ = __float__
     __index__ = __float__
 
     def __array__(self, *a: Any, **k: Any) -> Any:
-        raise NKICompileError("err_dynamic_control_flow_not_supported",
-                              "a tile's values are not known while the kernel is traced (no numpy on tiles)")
+        raise NKICompileError(
+            "err_dynamic_control_flow_not_supported",
+            "a tile's values are not known while the kernel is traced (no numpy on tiles)",
+        )
 
     def __iter__(self) -> Any:
         raise NKICompileError("err_unsupported_iteration", "iterating over a tile is not supported; index it")
@@ -309,10 +361,14 @@ class View:
         d = self.decl
         shape = tuple(int(s) for s in (shape if isinstance(shape, tuple | list) else (shape,)))
         if d["buffer"] not in HBM or not self._is_full():
-            raise NotEmulated("reshape of an on-chip tile or of a part of a tensor",
-                              "only whole HBM tensors can be reshaped")
+            raise NotEmulated(
+                "reshape of an on-chip tile or of a part of a tensor",
+                "only whole HBM tensors can be reshaped",
+            )
         if math.prod(shape) != math.prod(self.shape):
-            raise NKICompileError("err_reshape_size_mismatch", f"cannot reshape {list(self.shape)} to {list(shape)}")
+            raise NKICompileError(
+                "err_reshape_size_mismatch", f"cannot reshape {list(self.shape)} to {list(shape)}"
+            )
         tr = current()
         base = d["alias"] if d["alias"] >= 0 else self.tid
         alias = tr.new_tensor(shape, d["dtype"], d["buffer"], name=f"{d['name']}.reshape", alias=base)
@@ -324,7 +380,8 @@ class View:
         d = self.decl
         return self.shape == tuple(d["shape"]) and all(
             e.const == 0 and not e.loops and (e.axes == {i: 1} or (self.shape[i] == 1 and not e.axes))
-            for i, e in enumerate(self.dims))
+            for i, e in enumerate(self.dims)
+        )
 
     def broadcast_to(self, shape: Any) -> View:
         ops = _the_ops()
@@ -441,15 +498,20 @@ class View:
         block = []
         for e in self.dims[:nb]:
             if not e.scalar:
-                raise NotEmulated(f"indexing several blocks of the on-chip tensor '{d['name']}' at once",
-                                  "index its block dimensions with integers or loop indices")
+                raise NotEmulated(
+                    f"indexing several blocks of the on-chip tensor '{d['name']}' at once",
+                    "index its block dimensions with integers or loop indices",
+                )
             block.append(_to_idx(e))
         dims = [_to_idx(e) for e in self.dims[nb:]]
         return Access(tensor=self.tid, block=block, dims=dims, shape=list(self.shape))
 
     def same_as(self, other: View) -> bool:
-        return (self.tid == other.tid and self.shape == other.shape
-                and [_to_idx(e) for e in self.dims] == [_to_idx(e) for e in other.dims])
+        return (
+            self.tid == other.tid
+            and self.shape == other.shape
+            and [_to_idx(e) for e in self.dims] == [_to_idx(e) for e in other.dims]
+        )
 
 
 def _norm_key(key: Any, ndim: int) -> list[Any]:
@@ -459,11 +521,13 @@ def _norm_key(key: Any, ndim: int) -> list[Any]:
     if Ellipsis in [k if k is Ellipsis else None for k in items]:
         i = next(j for j, k in enumerate(items) if k is Ellipsis)
         fill = ndim - (len(items) - 1)
-        items = items[:i] + [slice(None)] * fill + items[i + 1:]
+        items = items[:i] + [slice(None)] * fill + items[i + 1 :]
     if any(k is None for k in items):
         raise NotEmulated("`None` (np.newaxis) when indexing a tensor")
     if len(items) > ndim:
-        raise NKICompileError("err_invalid_index", f"too many indices ({len(items)}) for a tensor of {ndim} dimensions")
+        raise NKICompileError(
+            "err_invalid_index", f"too many indices ({len(items)}) for a tensor of {ndim} dimensions"
+        )
     return items + [slice(None)] * (ndim - len(items))
 
 
@@ -507,8 +571,10 @@ def index_view(view: View, key: Any) -> View:
     if kinds == {"basic", "advanced"}:
         full_slices = all(k == slice(None) for k in items if isinstance(k, slice))
         if not full_slices:
-            raise NKICompileError("err_unsupported_mixing_basic_advanced_tensor_indexing",
-                                  "Mixing basic tensor indexing and advanced tensor indexing is not supported.")
+            raise NKICompileError(
+                "err_unsupported_mixing_basic_advanced_tensor_indexing",
+                "Mixing basic tensor indexing and advanced tensor indexing is not supported.",
+            )
     new_axes: list[Ix] = []  # per old axis: its expression over the new axes
     if "advanced" in kinds:
         adv = [Ix.of(k) for k in items if not isinstance(k, slice)]
@@ -518,8 +584,10 @@ def index_view(view: View, key: Any) -> View:
 
             shape = _broadcast(shape, a.shape)
         if any(isinstance(k, slice) for k in items):
-            raise NKICompileError("err_unsupported_mixing_basic_advanced_tensor_indexing",
-                                  "Mixing basic tensor indexing and advanced tensor indexing is not supported.")
+            raise NKICompileError(
+                "err_unsupported_mixing_basic_advanced_tensor_indexing",
+                "Mixing basic tensor indexing and advanced tensor indexing is not supported.",
+            )
         n = len(shape)
         for k in items:
             e = Ix.of(k)
@@ -567,11 +635,30 @@ def _partition_first(view: View, d: dict[str, Any]) -> View:
 
 def constant(value: np.ndarray, dtype: str) -> int:
     tr = current()
-    arr = np.ascontiguousarray(dtypes.to_storage(np.asarray(value, dtype=np.float32)
-                                                 if dtypes.is_float(dtype) else np.asarray(value), dtype))
+    arr = np.ascontiguousarray(
+        dtypes.to_storage(
+            np.asarray(value, dtype=np.float32) if dtypes.is_float(dtype) else np.asarray(value), dtype
+        )
+    )
     tr.constants.append(Constant(dtype=dtype, shape=list(arr.shape), data=arr.tobytes()))
     return len(tr.constants) - 1
 
 
-__all__ = ["HBM", "ON_CHIP", "PMAX", "PSUM_BANK_BYTES", "PSUM_PARTITION_BYTES", "SBUF_PARTITION_BYTES", "ParDim",
-           "Trace", "View", "active", "constant", "current", "index_view", "pop", "push", "source_line"]
+__all__ = [
+    "HBM",
+    "ON_CHIP",
+    "PMAX",
+    "PSUM_BANK_BYTES",
+    "PSUM_PARTITION_BYTES",
+    "SBUF_PARTITION_BYTES",
+    "ParDim",
+    "Trace",
+    "View",
+    "active",
+    "constant",
+    "current",
+    "index_view",
+    "pop",
+    "push",
+    "source_line",
+]

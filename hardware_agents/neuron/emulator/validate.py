@@ -38,7 +38,9 @@ def idx_bounds(e: Idx, trips: dict[int, int], shape: list[int]) -> tuple[int, in
         lo, hi = lo + min(0, span), hi + max(0, span)
     for axis, coef in e.axes:
         if axis >= len(shape):
-            raise NKICompileError("err_invalid_program", f"index axis {axis} outside a tile of {len(shape)} dims")
+            raise NKICompileError(
+                "err_invalid_program", f"index axis {axis} outside a tile of {len(shape)} dims"
+            )
         span = coef * (shape[axis] - 1)
         lo, hi = lo + min(0, span), hi + max(0, span)
     return lo, hi
@@ -64,14 +66,17 @@ def check_access(a: Access, decl: Any, trips: dict[int, int], *, masked: bool) -
     outside = False
     for dim, (e, size) in enumerate(zip([*a.block, *a.dims], shape, strict=True)):
         if dim < nb and e.axes:
-            raise NKICompileError("err_invalid_program", f"block dimension {dim} of '{name}' indexed by a tile axis")
+            raise NKICompileError(
+                "err_invalid_program", f"block dimension {dim} of '{name}' indexed by a tile axis"
+            )
         lo, hi = idx_bounds(e, trips, a.shape)
         if lo < 0 or hi >= size:
             if not masked:
                 raise NKICompileError(
                     "err_tensor_access_out_of_bound",
                     f"Out-of-bound access for tensor `{name}` on dimension {dim}: index range [{lo}, {hi}] exceed "
-                    f"dimension size of {size}")
+                    f"dimension size of {size}",
+                )
             outside = True
     if _get(decl, "buffer") in ON_CHIP:
         p = a.dims[0]
@@ -79,7 +84,8 @@ def check_access(a: Access, decl: Any, trips: dict[int, int], *, masked: bool) -
             raise NKICompileError(
                 "err_unsupported_partition_access",
                 f"the partition dimension of on-chip tensor `{name}` must be indexed by the first dimension of the "
-                "tile, with stride 1 (the hardware does not allow P dimension striding)")
+                "tile, with stride 1 (the hardware does not allow P dimension striding)",
+            )
     return outside
 
 
@@ -96,20 +102,26 @@ def check_tile(a: Access, decl: Any, api: str, role: str) -> None:
     buf = _get(decl, "buffer")
     name = _get(decl, "name")
     if buf not in ON_CHIP:
-        raise NKICompileError("err_unsupported_memory",
-                              f"Expected operand '{role}' of '{api}' to be in address space 'psum|sbuf', but got a tile "
-                              f"in 'hbm' instead.")
+        raise NKICompileError(
+            "err_unsupported_memory",
+            f"Expected operand '{role}' of '{api}' to be in address space 'psum|sbuf', but got a tile "
+            f"in 'hbm' instead.",
+        )
     p = tile_partitions(a)
     if p > PMAX:
-        raise NKICompileError("err_num_partition_exceed_arch_limit",
-                              f"number of partitions {p} of '{name}{a.shape}' ({role} of '{api}') exceed architecture "
-                              f"limitation of {PMAX}.")
+        raise NKICompileError(
+            "err_num_partition_exceed_arch_limit",
+            f"number of partitions {p} of '{name}{a.shape}' ({role} of '{api}') exceed architecture "
+            f"limitation of {PMAX}.",
+        )
     f = free_elems(a)
     limit = PSUM_FREE_MAX if buf == "psum" else SBUF_FREE_MAX
     if f > limit:
-        raise NKICompileError("err_size_of_dimension_exceed_arch_limit",
-                              f"the free size {f} of '{name}{a.shape}' ({role} of '{api}') exceed architecture "
-                              f"limitation of {limit} elements per partition in {buf.upper()}.")
+        raise NKICompileError(
+            "err_size_of_dimension_exceed_arch_limit",
+            f"the free size {f} of '{name}{a.shape}' ({role} of '{api}') exceed architecture "
+            f"limitation of {limit} elements per partition in {buf.upper()}.",
+        )
 
 
 def check_decl(decl: Any) -> None:
@@ -121,31 +133,40 @@ def check_decl(decl: Any) -> None:
     name = _get(decl, "name")
     p = shape[nb]
     if p > PMAX:
-        raise NKICompileError("err_num_partition_exceed_arch_limit",
-                              f"number of partitions {p} of tensor '{name}{shape}' exceed architecture limitation of "
-                              f"{PMAX}.")
-    per = math.prod(shape[nb + 1:]) * dtypes.itemsize(_get(decl, "dtype"))
+        raise NKICompileError(
+            "err_num_partition_exceed_arch_limit",
+            f"number of partitions {p} of tensor '{name}{shape}' exceed architecture limitation of {PMAX}.",
+        )
+    per = math.prod(shape[nb + 1 :]) * dtypes.itemsize(_get(decl, "dtype"))
     cap = PSUM_PARTITION_BYTES if buf == "psum" else SBUF_PARTITION_BYTES
     if per > cap:
-        raise NKICompileError("err_out_of_memory",
-                              f"{buf.upper()} overflow: a tile of tensor '{name}{shape}' needs {per} bytes per "
-                              f"partition, a {buf.upper()} partition has {cap} bytes")
+        raise NKICompileError(
+            "err_out_of_memory",
+            f"{buf.upper()} overflow: a tile of tensor '{name}{shape}' needs {per} bytes per "
+            f"partition, a {buf.upper()} partition has {cap} bytes",
+        )
 
 
 def check_matmul(stat: Access, mov: Access, api: str = "nc_matmul") -> None:
     k1, k2 = tile_partitions(stat), tile_partitions(mov)
     if k1 != k2:
-        raise NKICompileError("err_num_partition_mismatch",
-                              f"number of partitions (dimension 0 size of a tile) mismatch in parameters "
-                              f"(stationary{stat.shape}, moving{mov.shape}) of '{api}'")
+        raise NKICompileError(
+            "err_num_partition_mismatch",
+            f"number of partitions (dimension 0 size of a tile) mismatch in parameters "
+            f"(stationary{stat.shape}, moving{mov.shape}) of '{api}'",
+        )
     if free_elems(stat) > STATIONARY_FMAX:
-        raise NKICompileError("err_size_of_dimension_exceed_arch_limit",
-                              f"size of dimension 1 in 'stationary{stat.shape}' of '{api}' exceed architecture "
-                              f"limitation of {STATIONARY_FMAX}.")
+        raise NKICompileError(
+            "err_size_of_dimension_exceed_arch_limit",
+            f"size of dimension 1 in 'stationary{stat.shape}' of '{api}' exceed architecture "
+            f"limitation of {STATIONARY_FMAX}.",
+        )
     if free_elems(mov) > MOVING_FMAX:
-        raise NKICompileError("err_size_of_dimension_exceed_arch_limit",
-                              f"size of dimension 1 in 'moving{mov.shape}' of '{api}' exceed architecture limitation "
-                              f"of {MOVING_FMAX}.")
+        raise NKICompileError(
+            "err_size_of_dimension_exceed_arch_limit",
+            f"size of dimension 1 in 'moving{mov.shape}' of '{api}' exceed architecture limitation "
+            f"of {MOVING_FMAX}.",
+        )
 
 
 def write_depends(dst: Access, mask: list[Idx], loop: int) -> bool:
@@ -180,34 +201,49 @@ def check_instr(ins: Instr, decl: Decl, trips: dict[int, int]) -> list[int]:
         for a in accs:
             d = decl(a.tensor)
             if _get(d, "buffer") in ON_CHIP and tile_partitions(a) > PMAX:
-                raise NKICompileError("err_num_partition_exceed_arch_limit",
-                                      f"number of partitions {tile_partitions(a)} exceed architecture limitation of {PMAX}.")
+                raise NKICompileError(
+                    "err_num_partition_exceed_arch_limit",
+                    f"number of partitions {tile_partitions(a)} exceed architecture limitation of {PMAX}.",
+                )
     if ins.dst is not None and _get(decl(ins.dst.tensor), "buffer") == "input":
-        raise NKICompileError("err_cannot_update_immutable_parameter",
-                              f"Cannot update immutable parameter '{_get(decl(ins.dst.tensor), 'name')}'")
+        raise NKICompileError(
+            "err_cannot_update_immutable_parameter",
+            f"Cannot update immutable parameter '{_get(decl(ins.dst.tensor), 'name')}'",
+        )
     if ins.op == "matmul":
         stat, mov = ins.srcs[0], ins.srcs[1]
         for a, role in ((stat, "stationary"), (mov, "moving")):
             if _get(decl(a.tensor), "buffer") != "sbuf":
-                raise NKICompileError("err_unsupported_memory",
-                                      f"Expected operand '{role}' of 'nc_matmul' to be in address space 'sbuf', but got "
-                                      f"a tile in '{_get(decl(a.tensor), 'buffer')}' instead.")
+                raise NKICompileError(
+                    "err_unsupported_memory",
+                    f"Expected operand '{role}' of 'nc_matmul' to be in address space 'sbuf', but got "
+                    f"a tile in '{_get(decl(a.tensor), 'buffer')}' instead.",
+                )
         check_matmul(stat, mov)
         if ins.dst is None or _get(decl(ins.dst.tensor), "buffer") != "psum":
             raise NKICompileError("err_unsupported_memory", "nc_matmul writes its result to PSUM")
     if ins.op == "transpose" and ins.engine == "pe":
         a = ins.srcs[0]
         if tile_partitions(a) > PMAX or free_elems(a) > PMAX:
-            raise NKICompileError("err_size_of_dimension_exceed_arch_limit",
-                                  f"nc_transpose on the Tensor Engine takes at most [128, 128], got {a.shape}")
-        if _get(decl(a.tensor), "buffer") != "sbuf" or ins.dst is None or _get(decl(ins.dst.tensor), "buffer") != "psum":
-            raise NKICompileError("err_unsupported_memory",
-                                  "a Tensor Engine transpose reads SBUF and writes PSUM")
+            raise NKICompileError(
+                "err_size_of_dimension_exceed_arch_limit",
+                f"nc_transpose on the Tensor Engine takes at most [128, 128], got {a.shape}",
+            )
+        if (
+            _get(decl(a.tensor), "buffer") != "sbuf"
+            or ins.dst is None
+            or _get(decl(ins.dst.tensor), "buffer") != "psum"
+        ):
+            raise NKICompileError(
+                "err_unsupported_memory", "a Tensor Engine transpose reads SBUF and writes PSUM"
+            )
     if ins.op == "transpose" and ins.engine == "dve":
         a = ins.srcs[0]
         if tile_partitions(a) > 32 or free_elems(a) > 32:
-            raise NKICompileError("err_size_of_dimension_exceed_arch_limit",
-                                  f"nc_transpose on the Vector Engine takes at most [32, 32], got {a.shape}")
+            raise NKICompileError(
+                "err_size_of_dimension_exceed_arch_limit",
+                f"nc_transpose on the Vector Engine takes at most [32, 32], got {a.shape}",
+            )
     return outside
 
 
@@ -223,12 +259,16 @@ def check_program(prog: Program) -> None:
             raise NKICompileError("err_invalid_program", f"unknown buffer {t.buffer!r}")
         if any(s < 1 for s in t.shape) or len(t.shape) > 12:
             raise NKICompileError("err_invalid_program", f"tensor '{t.name}' has shape {t.shape}")
-        if t.alias >= 0 and (t.alias >= len(tensors) or math.prod(tensors[t.alias].shape) != math.prod(t.shape)):
+        if t.alias >= 0 and (
+            t.alias >= len(tensors) or math.prod(tensors[t.alias].shape) != math.prod(t.shape)
+        ):
             raise NKICompileError("err_invalid_program", f"tensor '{t.name}' aliases an incompatible tensor")
         if t.const >= 0 and t.const >= len(prog.constants):
             raise NKICompileError("err_invalid_program", f"tensor '{t.name}' names a missing constant")
         if t.buffer in ON_CHIP and not (0 <= t.par_axis < len(t.shape)):
-            raise NKICompileError("err_invalid_program", f"on-chip tensor '{t.name}' has no partition dimension")
+            raise NKICompileError(
+                "err_invalid_program", f"on-chip tensor '{t.name}' has no partition dimension"
+            )
         check_decl(t)
     for c in prog.constants:
         if len(c.data) != math.prod(c.shape) * dtypes.itemsize(c.dtype):
@@ -261,7 +301,9 @@ def check_program(prog: Program) -> None:
                 for a in ([n.dst] if n.dst is not None else []) + list(n.srcs):
                     for e in (*a.block, *a.dims):
                         if any(loop not in trips for loop, _ in e.loops):
-                            raise NKICompileError("err_invalid_program", "an index names a loop it is not inside")
+                            raise NKICompileError(
+                                "err_invalid_program", "an index names a loop it is not inside"
+                            )
                 for e in n.mask:
                     if any(loop not in trips for loop, _ in e.loops):
                         raise NKICompileError("err_invalid_program", "a mask names a loop it is not inside")
@@ -275,6 +317,22 @@ def check_program(prog: Program) -> None:
             raise NKICompileError("err_invalid_program", "an output is not an HBM tensor")
 
 
-__all__ = ["MOVING_FMAX", "ON_CHIP", "PMAX", "PSUM_PARTITION_BYTES", "SBUF_PARTITION_BYTES", "STATIONARY_FMAX",
-           "check_access", "check_decl", "check_instr", "check_matmul", "check_program", "check_tile",
-           "free_elems", "idx_bounds", "tensor_dims", "tile_partitions", "write_depends"]
+__all__ = [
+    "MOVING_FMAX",
+    "ON_CHIP",
+    "PMAX",
+    "PSUM_PARTITION_BYTES",
+    "SBUF_PARTITION_BYTES",
+    "STATIONARY_FMAX",
+    "check_access",
+    "check_decl",
+    "check_instr",
+    "check_matmul",
+    "check_program",
+    "check_tile",
+    "free_elems",
+    "idx_bounds",
+    "tensor_dims",
+    "tile_partitions",
+    "write_depends",
+]

@@ -18,8 +18,9 @@ def cli(*args: str, root: Path, timeout: float = 600) -> subprocess.CompletedPro
     """`accelopt ARGS --root ROOT`, quiet logs, no memory URI from the environment."""
     env = {k: v for k, v in os.environ.items() if k != "ACCELOPT_MEMORY"}
     env["ACCELOPT_LOG_LEVEL"] = "ERROR"
-    return subprocess.run([*ACCELOPT, *args, "--root", str(root)], capture_output=True, text=True,
-                          timeout=timeout, env=env)
+    return subprocess.run(
+        [*ACCELOPT, *args, "--root", str(root)], capture_output=True, text=True, timeout=timeout, env=env
+    )
 
 
 def run_dirs(root: Path) -> set[str]:

@@ -35,9 +35,24 @@ def recorded(tmp_path_factory):
     try:
         # the test is about the ablation, not the noise rule: without the noise margin the
         # summarizer surely gets iteration 1's slow-fast pair even on a loaded machine
-        r = cli("run", "--suite", HEADROOM, "--problems", "rownorm", "--preset", "quick", "--memory", str(tmp / "memory"),
-                "--set", "search.iterations=2", "--set", "search.summary_noise_margin=false",
-                "--set", "search.remeasure_rounds=0", root=root)  # (nor the end-of-problem re-measure)
+        r = cli(
+            "run",
+            "--suite",
+            HEADROOM,
+            "--problems",
+            "rownorm",
+            "--preset",
+            "quick",
+            "--memory",
+            str(tmp / "memory"),
+            "--set",
+            "search.iterations=2",
+            "--set",
+            "search.summary_noise_margin=false",
+            "--set",
+            "search.remeasure_rounds=0",
+            root=root,
+        )  # (nor the end-of-problem re-measure)
         assert r.returncode == 0, r.stdout + r.stderr
         (parent,) = run_dirs(root)
         yield root, parent
@@ -61,8 +76,11 @@ def parent_and_ablation(recorded):
 
 def _iteration_of(events: list[c.Event]) -> dict[str, int]:
     """Request id -> iteration, for every request (LLM calls are about a request)."""
-    return {e.event_id: e.iteration for e in events
-            if isinstance(e, (c.PlanRequested, c.ImplementationRequested, c.FixRequested, c.SummaryRequested))}
+    return {
+        e.event_id: e.iteration
+        for e in events
+        if isinstance(e, (c.PlanRequested, c.ImplementationRequested, c.FixRequested, c.SummaryRequested))
+    }
 
 
 def test_the_ablation_completes_as_a_fork_of_its_parent(parent_and_ablation):
@@ -81,16 +99,25 @@ def test_up_to_the_fork_the_ablation_repeats_its_parent(parent_and_ablation):
     parent, child, _ = parent_and_ablation
 
     def kernels(events):
-        return {(e.kernel_id, e.iteration, e.source) for e in events
-                if isinstance(e, c.KernelProposed) and e.iteration <= FORK}
+        return {
+            (e.kernel_id, e.iteration, e.source)
+            for e in events
+            if isinstance(e, c.KernelProposed) and e.iteration <= FORK
+        }
 
     def beams(events):
-        return {(e.iteration, tuple(m.kernel_id for m in e.beam), e.best_kernel_id) for e in events
-                if isinstance(e, c.BeamSelected) and e.iteration <= FORK}
+        return {
+            (e.iteration, tuple(m.kernel_id for m in e.beam), e.best_kernel_id)
+            for e in events
+            if isinstance(e, c.BeamSelected) and e.iteration <= FORK
+        }
 
     def retrievals(events):
-        return {(e.event_id, tuple(x.entry_id for x in e.entries)) for e in events
-                if isinstance(e, c.MemoryRetrieved) and e.iteration <= FORK}
+        return {
+            (e.event_id, tuple(x.entry_id for x in e.entries))
+            for e in events
+            if isinstance(e, c.MemoryRetrieved) and e.iteration <= FORK
+        }
 
     assert kernels(child) == kernels(parent) and len(kernels(parent)) > 1
     assert beams(child) == beams(parent) and beams(parent)
@@ -118,16 +145,19 @@ def test_only_changed_decisions_cost_new_llm_calls(parent_and_ablation):
     s = served_counts(child)
     new = s.llm_calls - s.llm_served
     assert s.llm_served > 0 and s.profiles_served > 0
-    assert (f"served from the recording of {parent[0].run_id}: {s.llm_served} of {s.llm_calls} LLM calls "
-            f"({new} made anew), {s.profiles_served} of {s.profiles} profiles") in " ".join(stdout.split())
+    assert (
+        f"served from the recording of {parent[0].run_id}: {s.llm_served} of {s.llm_calls} LLM calls "
+        f"({new} made anew), {s.profiles_served} of {s.profiles} profiles"
+    ) in " ".join(stdout.split())
     parent_calls = [e for e in parent if isinstance(e, c.LLMCallCompleted)]
     recorded = {e.content_hash for e in parent_calls if e.error is None and e.response is not None}
     calls = [e for e in child if isinstance(e, c.LLMCallCompleted)]
     # a call is made anew exactly when its prompt was not in the recording
     assert all((e.served_from is not None) == (e.content_hash in recorded) for e in calls)
     # the planner calls whose parent prompt carried insights now differ: each is a new call
-    with_insights = {e.event_id for e in parent if isinstance(e, c.PlanRequested) and e.insights
-                     and e.iteration > FORK}
+    with_insights = {
+        e.event_id for e in parent if isinstance(e, c.PlanRequested) and e.insights and e.iteration > FORK
+    }
     changed_plans = [e for e in calls if e.role == "planner" and e.request_id in with_insights]
     assert changed_plans and all(e.served_from is None for e in changed_plans)
     assert 0 < new < len(parent_calls)

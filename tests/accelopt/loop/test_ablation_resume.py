@@ -38,9 +38,22 @@ def recorded(tmp_path_factory):
     root.mkdir()
     # the ablations inherit the recording's settings: no end-of-problem re-measure in any of
     # them (timed anew by design, it is what an unchanged ablation would not serve)
-    r = cli("run", "--suite", "cpu", "--problems", "matmul", "--preset", "quick",
-            "--set", "search.iterations=3", "--set", "search.plans_per_candidate=3",
-            "--set", "search.remeasure_rounds=0", root=root)
+    r = cli(
+        "run",
+        "--suite",
+        "cpu",
+        "--problems",
+        "matmul",
+        "--preset",
+        "quick",
+        "--set",
+        "search.iterations=3",
+        "--set",
+        "search.plans_per_candidate=3",
+        "--set",
+        "search.remeasure_rounds=0",
+        root=root,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     (run_id,) = run_dirs(root)
     yield root, run_id
@@ -53,11 +66,18 @@ def test_replay_verify_passes_and_catches_an_altered_event(recorded):
     assert r.returncode == 0 and "verified" in r.stdout, r.stdout + r.stderr
     events = read_events(root / run_id / "log.aolog")
     assert verify(events).ok
-    i = next(i for i, e in enumerate(events) if isinstance(e, c.KernelProfiled) and e.profile.status == "passed"
-             and e.profile.latency and e.request_id and i > len(events) // 3)
+    i = next(
+        i
+        for i, e in enumerate(events)
+        if isinstance(e, c.KernelProfiled)
+        and e.profile.status == "passed"
+        and e.profile.latency
+        and e.request_id
+        and i > len(events) // 3
+    )
     prof = events[i].profile
     bad = msgspec.structs.replace(prof, status="incorrect", latency=None)
-    altered = [*events[:i], msgspec.structs.replace(events[i], profile=bad), *events[i + 1:]]
+    altered = [*events[:i], msgspec.structs.replace(events[i], profile=bad), *events[i + 1 :]]
     report = verify(altered)
     assert not report.ok and report.divergence.position > i + 1
 
@@ -83,8 +103,13 @@ def test_kill_9_mid_run_then_resume_gives_the_same_kernels(recorded):
     root, run_id = recorded
     new = "resumed-run"
     env = {**os.environ, "ACCELOPT_LOG_LEVEL": "ERROR"}
-    proc = subprocess.Popen([*ACCELOPT, "ablate", run_id, "--run-id", new, "--root", str(root)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        [*ACCELOPT, "ablate", run_id, "--run-id", new, "--root", str(root)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 300
     profiled = 0
     while time.monotonic() < deadline and profiled < 1:
@@ -100,7 +125,9 @@ def test_kill_9_mid_run_then_resume_gives_the_same_kernels(recorded):
     assert r.returncode == 0, r.stdout + r.stderr
     row = next(json.loads(line) for line in r.stdout.splitlines() if json.loads(line)["run_id"] == new)
     assert row["status"] == "interrupted" and row["resume"] == f"accelopt resume {new} --root {root}", row
-    mid = load_events(new, root, prefer_stream=True)  # starts the root's server to read the stream, then stops it
+    mid = load_events(
+        new, root, prefer_stream=True
+    )  # starts the root's server to read the stream, then stops it
     assert not any(isinstance(e, c.RunCompleted) for e in mid), "killed too late: the run had finished"
     r = cli("resume", new, root=root, timeout=400)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -124,7 +151,7 @@ def _wait_gone(pid: int, timeout_s: float = 15.0) -> None:
             data = Path(f"/proc/{pid}/stat").read_bytes()
         except OSError:
             return
-        if data[data.rfind(b")") + 2:][:1] in (b"Z", b"X"):
+        if data[data.rfind(b")") + 2 :][:1] in (b"Z", b"X"):
             return
         time.sleep(0.05)
     raise AssertionError(f"process {pid} outlived its run")

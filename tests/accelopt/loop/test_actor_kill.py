@@ -17,8 +17,14 @@ def test_killed_planner_and_profiler_lose_and_duplicate_nothing(ray_session, run
     import ray
 
     # (the memory is not what this test looks at)
-    cfg = run_config("problems=[matmul]", "search.iterations=2", "search.plans_per_candidate=3",
-                     "workers.ack_wait_s=4", "workers.heartbeat_s=1", "memory.enabled=false")
+    cfg = run_config(
+        "problems=[matmul]",
+        "search.iterations=2",
+        "search.plans_per_candidate=3",
+        "workers.ack_wait_s=4",
+        "workers.heartbeat_s=1",
+        "memory.enabled=false",
+    )
     killed: list[str] = []
 
     def kill(prefix: str) -> None:
@@ -37,8 +43,12 @@ def test_killed_planner_and_profiler_lose_and_duplicate_nothing(ray_session, run
     assert len(killed) == 2, killed
     assert outcome.view.completed is not None
     events = read_events(outcome.run_dir / "log.aolog")
-    answered = Counter(e.request_id for e in events if isinstance(e, (c.PlanProposed, c.ProposalFailed))
-                       and e.request_id in {p.event_id for p in events if isinstance(p, c.PlanRequested)})
+    answered = Counter(
+        e.request_id
+        for e in events
+        if isinstance(e, (c.PlanProposed, c.ProposalFailed))
+        and e.request_id in {p.event_id for p in events if isinstance(p, c.PlanRequested)}
+    )
     plan_requests = [e.event_id for e in events if isinstance(e, c.PlanRequested)]
     assert sorted(answered) == sorted(plan_requests) and set(answered.values()) == {1}
     profiled = Counter(e.kernel_id for e in events if isinstance(e, c.KernelProfiled))

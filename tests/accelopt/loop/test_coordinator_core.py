@@ -38,13 +38,20 @@ def test_a_candidate_planned_again_draws_new_samples(simulate, sim_world):
     """A candidate the beam keeps is planned again in the next iteration with the next sample
     indices: the same prompt with the same index would be served the cached (or the same
     deterministic) plans, and the iteration would re-profile kernels it already has."""
+
     class BaselineStaysBest(sim_world):
         def answer(self, e: c.Event) -> list[c.Event]:
             out = super().answer(e)
             if isinstance(e, c.ProfileRequested) and out[0].profile.latency is not None:
                 t = float(tile(e.source))  # every plan raises TILE, so every new kernel is slower
-                lat = msgspec.structs.replace(out[0].profile.latency, samples_ms=[t], median_ms=t, min_ms=t, max_ms=t)
-                out = [msgspec.structs.replace(out[0], profile=msgspec.structs.replace(out[0].profile, latency=lat))]
+                lat = msgspec.structs.replace(
+                    out[0].profile.latency, samples_ms=[t], median_ms=t, min_ms=t, max_ms=t
+                )
+                out = [
+                    msgspec.structs.replace(
+                        out[0], profile=msgspec.structs.replace(out[0].profile, latency=lat)
+                    )
+                ]
             return out
 
     _, log, _ = simulate(["memory.enabled=false", "search.iterations=4"], world=BaselineStaysBest())
@@ -83,8 +90,15 @@ def test_fix_budget_zero_means_no_fixes(simulate, sim_world):
 
 
 def test_backpressure_bounds_requests_in_flight(simulate, sim_world):
-    _, log, peak = simulate(["memory.enabled=false", "limits.llm_inflight_per_role=1",
-                          "limits.profiles_inflight_per_device=1", "search.plans_per_candidate=3"], shuffle_seed=5)
+    _, log, peak = simulate(
+        [
+            "memory.enabled=false",
+            "limits.llm_inflight_per_role=1",
+            "limits.profiles_inflight_per_device=1",
+            "search.plans_per_candidate=3",
+        ],
+        shuffle_seed=5,
+    )
     assert log[-1].type == "RunCompleted"
     assert peak["PlanRequested"] == 1 and peak["profile"] == 1 and peak["ImplementationRequested"] == 1
 
@@ -94,7 +108,7 @@ def test_budget_stop(simulate, sim_world):
     assert len(of(log, c.BudgetExceeded)) == 1
     assert log[-1].type == "RunCompleted" and log[-1].reason == "budget"
     over = of(log, c.BudgetExceeded)[0]
-    later_requests = [e for e in log[log.index(over):] if isinstance(e, c.PlanRequested)]
+    later_requests = [e for e in log[log.index(over) :] if isinstance(e, c.PlanRequested)]
     assert later_requests == []
     assert core.spent_usd == pytest.approx(sum(e.cost_usd for e in of(log, c.LLMCallCompleted)))
 

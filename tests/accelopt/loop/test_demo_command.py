@@ -20,14 +20,34 @@ from replay.verify import verify
 @pytest.mark.timeout(1200)  # two runs; on a loaded 2-core machine the start-up alone can take minutes
 def test_demo_fills_the_memory_then_plans_with_it(tmp_path):
     root = tmp_path / "runs"
-    out = subprocess.run([sys.executable, "-m", "cli.main", "demo", "--problems", "add_rmsnorm_matmul,bmm",
-                          "--root", str(root), "--set", "search.iterations=1", "--set", "search.remeasure_rounds=2"],
-                         capture_output=True, text=True, timeout=1100)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cli.main",
+            "demo",
+            "--problems",
+            "add_rmsnorm_matmul,bmm",
+            "--root",
+            str(root),
+            "--set",
+            "search.iterations=1",
+            "--set",
+            "search.remeasure_rounds=2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1100,
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     logs = {}
     for log in root.glob("*/log.aolog"):
         events = read_events(log)
-        assert events[0].type == "RunStarted" and last_decision(events).type == "RunCompleted" and verify(events).ok
+        assert (
+            events[0].type == "RunStarted"
+            and last_decision(events).type == "RunCompleted"
+            and verify(events).ok
+        )
         assert events[0].config["suite"] == "cpu_v2"
         assert events[0].config["llm"]["default"]["model"] in (None, "builtin/tuner")
         logs[tuple(t.problem.name for t in events[0].targets)] = (log.parent.name, events)

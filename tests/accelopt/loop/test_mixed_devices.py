@@ -30,8 +30,10 @@ PROBLEMS = "cpu/silu@cpu,triton/rmsnorm_h4096@h100"
 async def _profile_subjects(url: str, run_id: str) -> list[tuple[str, c.Event]]:
     elog = await EventLog.connect(url)
     try:
-        return [(m.subject, decode(m.data, m.subject, m.metadata.sequence.stream))
-                async for m in elog.iter_raw(f"accelopt.{run_id}.profile.requested.>")]
+        return [
+            (m.subject, decode(m.data, m.subject, m.metadata.sequence.stream))
+            async for m in elog.iter_raw(f"accelopt.{run_id}.profile.requested.>")
+        ]
     finally:
         await elog.close()
 
@@ -47,10 +49,31 @@ def mixed_run(ray_session, tmp_path_factory):
         root = tmp / "runs"
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
-            rc = main(["run", "--problems", PROBLEMS, "--preset", "quick", "--root", str(root),
-                       "--memory", str(tmp / "memory"), "--nats", server.url, "--timeout", "600",
-                       "--set", "search.iterations=1", "--set", "search.beam_width=1",
-                       "--set", "search.plans_per_candidate=1", "--set", "profiling.timeout_s=120"])
+            rc = main(
+                [
+                    "run",
+                    "--problems",
+                    PROBLEMS,
+                    "--preset",
+                    "quick",
+                    "--root",
+                    str(root),
+                    "--memory",
+                    str(tmp / "memory"),
+                    "--nats",
+                    server.url,
+                    "--timeout",
+                    "600",
+                    "--set",
+                    "search.iterations=1",
+                    "--set",
+                    "search.beam_width=1",
+                    "--set",
+                    "search.plans_per_candidate=1",
+                    "--set",
+                    "profiling.timeout_s=120",
+                ]
+            )
         (log,) = root.glob("*/log.aolog")
         run_id = log.parent.name
         subjects = asyncio.run(_profile_subjects(server.url, run_id))
@@ -93,7 +116,8 @@ def test_each_problem_runs_on_its_own_device(mixed_run):
     assert "unmeasured" in statuses["rmsnorm_h4096"] and "passed" not in statuses["rmsnorm_h4096"]
     # both problems went through their iteration and are in the results, each with its device
     assert {(e.problem, e.iteration) for e in events if isinstance(e, c.IterationCompleted)} >= {
-        (n, 1) for n in DEVICES}
+        (n, 1) for n in DEVICES
+    }
     assert set(completed.best) == set(DEVICES)
 
 
@@ -101,8 +125,12 @@ def test_remeasure_profiles_each_problem_on_its_device(mixed_run, capsys):
     _rc, _out, run_dir, _events, _subjects = mixed_run
     capsys.readouterr()
     assert main(["remeasure", str(run_dir), "--rounds", "1", "--json"]) == 0
-    records = [msgspec.json.decode(line, type=RemeasureRecord) for line in capsys.readouterr().out.splitlines()]
-    assert {r.device: {row.problem for row in r.rows} for r in records} == {"cpu": {"silu"},
-                                                                            "h100": {"rmsnorm_h4096"}}
+    records = [
+        msgspec.json.decode(line, type=RemeasureRecord) for line in capsys.readouterr().out.splitlines()
+    ]
+    assert {r.device: {row.problem for row in r.rows} for r in records} == {
+        "cpu": {"silu"},
+        "h100": {"rmsnorm_h4096"},
+    }
     assert all(r.run_device == r.device for r in records)
     assert sorted(p.name.split("-")[1] for p in run_dir.glob("remeasure-*.json")) == ["cpu", "h100"]

@@ -7,9 +7,12 @@ from __future__ import annotations
 from accelopt.policy import Scored, best_of, select_beam
 
 
-def k(kid: str, order: int, *, ms: float | None = None, unmeasured: bool = False, failed: bool = False) -> Scored:
-    return Scored(kid, ms, passed=ms is not None and not failed, source_hash=kid, order=order,
-                  unmeasured=unmeasured)
+def k(
+    kid: str, order: int, *, ms: float | None = None, unmeasured: bool = False, failed: bool = False
+) -> Scored:
+    return Scored(
+        kid, ms, passed=ms is not None and not failed, source_hash=kid, order=order, unmeasured=unmeasured
+    )
 
 
 def test_unmeasured_kernels_fill_the_beam_after_measured_ones():
@@ -20,7 +23,10 @@ def test_unmeasured_kernels_fill_the_beam_after_measured_ones():
 
 
 def test_a_plan_whose_samples_are_untimed_still_contributes_its_first_correct_one():
-    assert best_of([k("x", 5, failed=True), k("y", 6, unmeasured=True), k("z", 7, unmeasured=True)]).kernel_id == "y"
+    assert (
+        best_of([k("x", 5, failed=True), k("y", 6, unmeasured=True), k("z", 7, unmeasured=True)]).kernel_id
+        == "y"
+    )
     assert best_of([k("y", 6, unmeasured=True), k("t", 8, ms=1.0)]).kernel_id == "t"
     assert best_of([k("x", 5, failed=True)]) is None
 

@@ -19,14 +19,28 @@ from events.logfile import read_events
 from replay.verify import verify
 
 SUITE = str(Path(__file__).with_name("headroom_suite"))
-SMALL = ["--suite", SUITE, "--preset", "quick", "--set", "search.iterations=1", "--set", "search.remeasure_rounds=0"]
+SMALL = [
+    "--suite",
+    SUITE,
+    "--preset",
+    "quick",
+    "--set",
+    "search.iterations=1",
+    "--set",
+    "search.remeasure_rounds=0",
+]
 
 
 def _start_pool(root: Path, memory: Path) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k != "ACCELOPT_MEMORY"}
     env["ACCELOPT_LOG_LEVEL"] = "ERROR"
-    proc = subprocess.Popen([*ACCELOPT, "up", "--root", str(root), "--memory", str(memory)], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=env)
+    proc = subprocess.Popen(
+        [*ACCELOPT, "up", "--root", str(root), "--memory", str(memory)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
     deadline = time.monotonic() + 300
     while read_pool(root) is None:
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -48,11 +62,30 @@ def test_runs_attach_to_a_warm_pool_and_down_stops_it(tmp_path):
         assert f"attached to the agent pool of {root} (pid {pool.pid})" in out.stdout
         # a second run on the same agents; what an attached run costs: neither Ray nor litellm
         # is imported in its process (its coordinator runs on a thread there)
-        code = ("import sys; from cli.main import main; rc = main(sys.argv[1:]); "
-                "print('IMPORTED', 'ray' in sys.modules, 'litellm' in sys.modules); sys.exit(rc)")
+        code = (
+            "import sys; from cli.main import main; rc = main(sys.argv[1:]); "
+            "print('IMPORTED', 'ray' in sys.modules, 'litellm' in sys.modules); sys.exit(rc)"
+        )
         env = {k: v for k, v in os.environ.items() if k != "ACCELOPT_MEMORY"}
-        out = subprocess.run([sys.executable, "-c", code, "run", *SMALL, "--problems", "rownorm", "--memory",
-                              str(memory), "--root", str(root)], capture_output=True, text=True, timeout=600, env=env)
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                code,
+                "run",
+                *SMALL,
+                "--problems",
+                "rownorm",
+                "--memory",
+                str(memory),
+                "--root",
+                str(root),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=env,
+        )
         assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
         assert "attached to the agent pool" in out.stdout and "IMPORTED False False" in out.stdout
         logs = {d: read_events(root / d / "log.aolog") for d in run_dirs(root)}
@@ -77,12 +110,16 @@ def test_runs_attach_to_a_warm_pool_and_down_stops_it(tmp_path):
         assert f"accelopt down --root {root}" in out.stdout
         assert run_dirs(root) == before
 
-        down = subprocess.run([*ACCELOPT, "down", "--root", str(root)], capture_output=True, text=True, timeout=120)
+        down = subprocess.run(
+            [*ACCELOPT, "down", "--root", str(root)], capture_output=True, text=True, timeout=120
+        )
         assert down.returncode == 0, down.stdout + down.stderr
         assert pool.wait(timeout=30) == 0
         assert read_pool(root) is None and not (root / ".pool.json").exists()
         assert "pool stopped" in (pool.stdout.read() if pool.stdout else "")
-        again = subprocess.run([*ACCELOPT, "down", "--root", str(root)], capture_output=True, text=True, timeout=60)
+        again = subprocess.run(
+            [*ACCELOPT, "down", "--root", str(root)], capture_output=True, text=True, timeout=60
+        )
         assert again.returncode == 1 and "no pool is up" in again.stdout
     finally:
         if pool.poll() is None:

@@ -21,16 +21,27 @@ def test_recorded_run_verifies(simulate, shuffle):
 def test_altered_profile_is_caught(simulate):
     _, log, _ = simulate(["memory.enabled=false"])
     # make a slow candidate look fast: the beam the recording shows no longer follows
-    idx = next(i for i, e in enumerate(log) if isinstance(e, c.KernelProfiled) and e.profile.latency_ms
-               and e.profile.latency_ms > 1.0 and e.kernel_id not in _best_ids(log))
+    idx = next(
+        i
+        for i, e in enumerate(log)
+        if isinstance(e, c.KernelProfiled)
+        and e.profile.latency_ms
+        and e.profile.latency_ms > 1.0
+        and e.kernel_id not in _best_ids(log)
+    )
     prof = log[idx].profile
     lat = msgspec.structs.replace(prof.latency, median_ms=0.001, min_ms=0.001, samples_ms=[0.001])
     altered = list(log)
     altered[idx] = msgspec.structs.replace(log[idx], profile=msgspec.structs.replace(prof, latency=lat))
     report = verify(altered)
     assert not report.ok
-    assert report.divergence.event_type in ("BeamSelected", "SummaryRequested", "IterationCompleted",
-                                            "PlanRequested", "IterationStarted")
+    assert report.divergence.event_type in (
+        "BeamSelected",
+        "SummaryRequested",
+        "IterationCompleted",
+        "PlanRequested",
+        "IterationStarted",
+    )
     assert report.divergence.position > idx
     assert "differ" in report.divergence.describe() or "did not decide" in report.divergence.describe()
 
@@ -39,7 +50,7 @@ def test_removed_decision_is_caught(simulate):
     _, log, _ = simulate(["memory.enabled=false"])
     idx = next(i for i, e in enumerate(log) if isinstance(e, c.PlanRequested))
     forged = msgspec.structs.replace(log[idx], sample_index=99)
-    report = verify([*log[:idx], forged, *log[idx + 1:]])
+    report = verify([*log[:idx], forged, *log[idx + 1 :]])
     assert not report.ok and report.divergence.position == idx + 1
     assert "sample_index" in report.divergence.describe()
 

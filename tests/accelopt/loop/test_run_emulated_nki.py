@@ -30,10 +30,31 @@ def nki_run(ray_session, tmp_path_factory):
         root = tmp / "runs"
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
-            rc = main(["run", "--suite", "nki_tune", "--device", "trn1", "--preset", "quick", "--root", str(root),
-                       "--memory", str(tmp / "memory"), "--nats", server.url, "--timeout", "900",
-                       "--set", "search.iterations=2", "--set", "search.beam_width=1",
-                       "--set", "profiling.timeout_s=300"])
+            rc = main(
+                [
+                    "run",
+                    "--suite",
+                    "nki_tune",
+                    "--device",
+                    "trn1",
+                    "--preset",
+                    "quick",
+                    "--root",
+                    str(root),
+                    "--memory",
+                    str(tmp / "memory"),
+                    "--nats",
+                    server.url,
+                    "--timeout",
+                    "900",
+                    "--set",
+                    "search.iterations=2",
+                    "--set",
+                    "search.beam_width=1",
+                    "--set",
+                    "profiling.timeout_s=300",
+                ]
+            )
         (log,) = root.glob("*/log.aolog")
     finally:
         server.kill()

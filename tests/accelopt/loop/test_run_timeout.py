@@ -24,7 +24,9 @@ def test_the_timeout_bounds_the_wait_for_agents(ray_session, run_config):
         run_session(cfg, [suites.get_problem("cpu/silu")], timeout_s=TIMEOUT_S)
     took = time.monotonic() - t0
     text = str(err.value)
-    assert f"timed out after {TIMEOUT_S:g} s" in text and "profiler-trn1-0" in text and "did not start" in text
+    assert (
+        f"timed out after {TIMEOUT_S:g} s" in text and "profiler-trn1-0" in text and "did not start" in text
+    )
     # the timeout and the agents' teardown, not the 300 s wait for agents the run used to make
     assert took < TIMEOUT_S + 30, took
     assert not list(Path(cfg.root).glob("*/log.aolog"))  # no run was started: nothing half-recorded

@@ -39,10 +39,18 @@ def tuner_run(ray_session, tmp_path_factory):
     from accelopt.config import build_config
 
     tmp = tmp_path_factory.mktemp("tuner-run")
-    cfg = build_config(preset="quick", overrides=[
-        f"root={tmp / 'runs'}", f"memory.uri={tmp / 'memory'}", f"suite={SUITE}", f"problems=[{','.join(PROBLEMS)}]",
-        "search.iterations=3", "search.plans_per_candidate=3", f"search.remeasure_rounds={ROUNDS}",
-    ])
+    cfg = build_config(
+        preset="quick",
+        overrides=[
+            f"root={tmp / 'runs'}",
+            f"memory.uri={tmp / 'memory'}",
+            f"suite={SUITE}",
+            f"problems=[{','.join(PROBLEMS)}]",
+            "search.iterations=3",
+            "search.plans_per_candidate=3",
+            f"search.remeasure_rounds={ROUNDS}",
+        ],
+    )
     problems = [suites.get_problem(f"{SUITE}/{p}") for p in PROBLEMS]
     outcome = run_session(cfg, problems, timeout_s=900)
     return outcome, problems
@@ -61,8 +69,11 @@ def test_run_completes_and_records_everything(tuner_run):
     requested = Counter(e.kernel_id for e in events if isinstance(e, c.ProfileRequested))
     profiled = Counter(e.kernel_id for e in events if isinstance(e, c.KernelProfiled))
     assert requested == profiled and set(profiled.values()) == {1}
-    llm_requests = {e.event_id for e in events if e.type in ("PlanRequested", "ImplementationRequested",
-                                                             "FixRequested", "SummaryRequested")}
+    llm_requests = {
+        e.event_id
+        for e in events
+        if e.type in ("PlanRequested", "ImplementationRequested", "FixRequested", "SummaryRequested")
+    }
     answered = {e.request_id for e in events if isinstance(e, c.LLMCallCompleted)}
     assert llm_requests <= answered
     assert (outcome.run_dir / "results.json").exists()
@@ -78,9 +89,15 @@ def test_best_kernels_are_correct_and_faster_when_remeasured(tuner_run):
     outcome, problems = tuner_run
     events = read_events(outcome.run_dir / "log.aolog")
     view = RunView.from_events(events)
-    searched = {s for e in events if isinstance(e, c.ProfileRequested) and e.purpose != "remeasure"
-                for s in seeds_for(e)}
-    remeasures = {e.event_id: e for e in events if isinstance(e, c.ProfileRequested) and e.purpose == "remeasure"}
+    searched = {
+        s
+        for e in events
+        if isinstance(e, c.ProfileRequested) and e.purpose != "remeasure"
+        for s in seeds_for(e)
+    }
+    remeasures = {
+        e.event_id: e for e in events if isinstance(e, c.ProfileRequested) and e.purpose == "remeasure"
+    }
     for problem in problems:
         p = view.problems[problem.name]
         assert p.best_id != p.baseline_id, f"{problem.name}: no improvement found"
@@ -88,18 +105,22 @@ def test_best_kernels_are_correct_and_faster_when_remeasured(tuner_run):
         assert (done.baseline.kernel_id, done.best.kernel_id) == (p.baseline_id, p.best_id)
         assert done.rounds == ROUNDS and done.baseline.status == done.best.status == "passed"
         assert len(done.baseline.rounds_ms) == len(done.best.rounds_ms) == ROUNDS
-        profiles = [e for e in events if isinstance(e, c.KernelProfiled) and e.request_id in remeasures
-                    and e.problem == problem.name]
+        profiles = [
+            e
+            for e in events
+            if isinstance(e, c.KernelProfiled) and e.request_id in remeasures and e.problem == problem.name
+        ]
         assert len(profiles) == 2 * ROUNDS and all(e.profile.status == "passed" for e in profiles)
         assert all(c.passed for e in profiles for c in e.profile.correctness)
         fresh = {s for e in profiles for s in seeds_for(remeasures[e.request_id])}
         assert fresh and not fresh & searched, "the re-measure reused the search's seeds"
         base, best = view.kernels[p.baseline_id].source, view.kernels[p.best_id].source
         order = [remeasures[e.request_id].source for e in profiles]
-        assert order == [base, best, best, base, base, best][:2 * ROUNDS], "not interleaved"
+        assert order == [base, best, best, base, base, best][: 2 * ROUNDS], "not interleaved"
         assert done.speedup == pytest.approx(done.baseline.median_ms / done.best.median_ms)
         assert done.speedup >= MIN_SPEEDUP, (
-            f"{problem.name}: best {done.best.median_ms:.3f} ms vs baseline {done.baseline.median_ms:.3f} ms")
+            f"{problem.name}: best {done.best.median_ms:.3f} ms vs baseline {done.baseline.median_ms:.3f} ms"
+        )
 
 
 def test_memory_entries_were_indexed_and_retrieved(tuner_run):

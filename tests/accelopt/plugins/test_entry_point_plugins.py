@@ -31,8 +31,9 @@ def _env() -> dict[str, str]:
 
 
 def _python(code: str) -> subprocess.CompletedProcess[str]:
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                         env=_env(), timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=_env(), timeout=300
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     return out
 
@@ -84,12 +85,42 @@ def test_a_run_uses_both_plugins_in_its_ray_actors(tmp_path):
     out = subprocess.run(
         # one of the cheapest CPU problems to profile; the memory and the end-of-problem
         # re-measure are not what this test looks at
-        [sys.executable, "-m", "cli.main", "run", "--problems", "cpu/rmsnorm_matmul@acmecpu", "--preset", "quick",
-         "--model", "mycorp/coder-1", "--price", "0", "0", "--root", str(root), "--memory", str(tmp_path / "memory"),
-         "--timeout", "600", "--set", "search.iterations=1", "--set", "search.beam_width=1",
-         "--set", "search.plans_per_candidate=1", "--set", "memory.enabled=false",
-         "--set", "search.remeasure_rounds=0"],
-        capture_output=True, text=True, env=_env(), timeout=900)
+        [
+            sys.executable,
+            "-m",
+            "cli.main",
+            "run",
+            "--problems",
+            "cpu/rmsnorm_matmul@acmecpu",
+            "--preset",
+            "quick",
+            "--model",
+            "mycorp/coder-1",
+            "--price",
+            "0",
+            "0",
+            "--root",
+            str(root),
+            "--memory",
+            str(tmp_path / "memory"),
+            "--timeout",
+            "600",
+            "--set",
+            "search.iterations=1",
+            "--set",
+            "search.beam_width=1",
+            "--set",
+            "search.plans_per_candidate=1",
+            "--set",
+            "memory.enabled=false",
+            "--set",
+            "search.remeasure_rounds=0",
+        ],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=900,
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     (log,) = root.glob("*/log.aolog")
     events = read_events(log)

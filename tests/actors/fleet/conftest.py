@@ -14,9 +14,29 @@ import pytest
 def start_worker(url: str, name: str, *extra: str, log: Path) -> subprocess.Popen:
     env = {**os.environ, "ACCELOPT_LOG_LEVEL": "ERROR"}
     out = open(log, "w")  # noqa: SIM115 - owned by the child
-    return subprocess.Popen([sys.executable, "-m", "cli.main", "worker", "--nats", url, "--device", "cpu",
-                             "--name", name, "--ack-wait", "4", "--heartbeat", "1", *extra],
-                            stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "cli.main",
+            "worker",
+            "--nats",
+            url,
+            "--device",
+            "cpu",
+            "--name",
+            name,
+            "--ack-wait",
+            "4",
+            "--heartbeat",
+            "1",
+            *extra,
+        ],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        env=env,
+        start_new_session=True,
+    )
 
 
 def wait_ready(proc: subprocess.Popen, log: Path, timeout: float = 120) -> None:

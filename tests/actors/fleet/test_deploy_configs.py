@@ -38,7 +38,9 @@ def test_ray_cluster_declares_device_resources():
 def test_nats_cluster_configs_are_valid_for_nats_server():
     for i in (1, 2, 3):
         conf = DEPLOY / "nats" / f"nats-{i}.conf"
-        r = subprocess.run([nats_server_binary(), "-t", "-c", str(conf)], capture_output=True, text=True, timeout=30)
+        r = subprocess.run(
+            [nats_server_binary(), "-t", "-c", str(conf)], capture_output=True, text=True, timeout=30
+        )
         assert r.returncode == 0, r.stderr
         text = conf.read_text()
         assert f"server_name: nats-{i}" in text and "jetstream" in text
@@ -58,7 +60,7 @@ def test_compose_runs_three_nodes_with_their_configs():
 
 def test_worker_image_installs_the_pinned_project():
     text = (DEPLOY / "Dockerfile.worker").read_text()
-    assert "constraints.txt" in text and "ENTRYPOINT [\"accelopt\"]" in text
+    assert "constraints.txt" in text and 'ENTRYPOINT ["accelopt"]' in text
     packages = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
     for package in (name.rstrip("*") for name in packages["include"]):  # every package the project installs
         assert f"COPY {package} {package}" in text
@@ -80,8 +82,14 @@ def test_worker_count_gives_each_profiler_its_own_device(monkeypatch):
 def test_profilers_ask_for_their_generation_where_the_cluster_labels_it(monkeypatch):
     import actors.runtime.hosting as hosting
 
-    labels = {"CPU": 8.0, "GPU": 8.0, "neuron_cores": 96.0, "accelerator_type:trn1": 1.0,
-              "accelerator_type:trn2": 1.0, "accelerator_type:H100": 1.0}
+    labels = {
+        "CPU": 8.0,
+        "GPU": 8.0,
+        "neuron_cores": 96.0,
+        "accelerator_type:trn1": 1.0,
+        "accelerator_type:trn2": 1.0,
+        "accelerator_type:H100": 1.0,
+    }
     monkeypatch.setattr(hosting, "_cluster_resources", lambda: labels)
     assert device_placement("trn1").resources == {"neuron_cores": 1, "accelerator_type:trn1": 0.001}
     assert device_placement("trn2").resources == {"neuron_cores": 1, "accelerator_type:trn2": 0.001}
@@ -89,6 +97,11 @@ def test_profilers_ask_for_their_generation_where_the_cluster_labels_it(monkeypa
     assert h100.num_gpus == 1 and h100.resources == {"accelerator_type:H100": 0.001}
     assert device_placement("h200").resources == {}  # no H200 node: placed by GPU count alone
     # the generation labels this repository's cluster config declares are the ones asked for
-    declared = {k for node in yaml.safe_load((DEPLOY / "ray-cluster-aws.yaml").read_text())["available_node_types"]
-                .values() for k in node.get("resources", {})}
+    declared = {
+        k
+        for node in yaml.safe_load((DEPLOY / "ray-cluster-aws.yaml").read_text())[
+            "available_node_types"
+        ].values()
+        for k in node.get("resources", {})
+    }
     assert {"accelerator_type:trn1", "accelerator_type:trn2", "accelerator_type:H100"} <= declared

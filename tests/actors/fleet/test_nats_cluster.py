@@ -32,9 +32,18 @@ def cluster(tmp_path):
     cports = [free_port() for _ in range(3)]
     routes = ",".join(f"nats://127.0.0.1:{p}" for p in cports)
     nodes = [
-        NatsServer(tmp_path / f"n{i}", name=f"n{i}",
-                   extra_args=["--cluster_name", "accelopt", "--cluster", f"nats://127.0.0.1:{cports[i]}",
-                               "--routes", routes])
+        NatsServer(
+            tmp_path / f"n{i}",
+            name=f"n{i}",
+            extra_args=[
+                "--cluster_name",
+                "accelopt",
+                "--cluster",
+                f"nats://127.0.0.1:{cports[i]}",
+                "--routes",
+                routes,
+            ],
+        )
         for i in range(3)
     ]
     for n in nodes:
@@ -48,8 +57,13 @@ def cluster(tmp_path):
 
 def test_run_survives_losing_a_node(ray_session, cluster, run_config):
     url = ",".join(n.url for n in cluster)
-    cfg = run_config("problems=[matmul]", "search.iterations=2", "log.replicas=3",
-                     "workers.ack_wait_s=6", "workers.heartbeat_s=1")
+    cfg = run_config(
+        "problems=[matmul]",
+        "search.iterations=2",
+        "log.replicas=3",
+        "workers.ack_wait_s=6",
+        "workers.heartbeat_s=1",
+    )
     killed: list[str] = []
     infos: list[api.StreamInfo] = []
     holders: list[set[str]] = []
@@ -66,7 +80,9 @@ def test_run_survives_losing_a_node(ray_session, cluster, run_config):
             victim.kill()
             killed.append(victim.name or "")
 
-    outcome = run_session(cfg, [suites.get_problem("cpu/matmul")], nats_url=url, on_event=on_event, timeout_s=600)
+    outcome = run_session(
+        cfg, [suites.get_problem("cpu/matmul")], nats_url=url, on_event=on_event, timeout_s=600
+    )
     assert infos, "the run never reached the point where a node is killed"
     info = infos[0]
     assert info.config.num_replicas == 3, info.config
@@ -110,8 +126,14 @@ def _follower_nodes(url: str, run_id: str) -> set[str]:
 
     async def leaders(elog: EventLog) -> set[str]:
         infos = await elog.js.consumers_info(STREAM)
-        return {i.cluster.leader for i in infos if not i.config.durable_name and i.cluster
-                and i.cluster.leader and i.config.filter_subject == run_filter(run_id)}
+        return {
+            i.cluster.leader
+            for i in infos
+            if not i.config.durable_name
+            and i.cluster
+            and i.cluster.leader
+            and i.config.filter_subject == run_filter(run_id)
+        }
 
     return _ask(url, leaders)
 

@@ -47,7 +47,9 @@ def test_killed_worker_kernel_goes_to_the_other(ray_session, nats_server, run_co
                 while not stop.is_set():
                     if not killed.is_set():
                         info = await elog.js.consumer_info(STREAM, CONSUMER)
-                        if info.num_ack_pending >= 2 and info.delivered.consumer_seq >= 3:  # both hold a kernel
+                        if (
+                            info.num_ack_pending >= 2 and info.delivered.consumer_seq >= 3
+                        ):  # both hold a kernel
                             os.killpg(a.pid, signal.SIGSTOP)  # freeze wa, then make sure it still holds one
                             await asyncio.sleep(0.2)
                             info = await elog.js.consumer_info(STREAM, CONSUMER)
@@ -67,9 +69,15 @@ def test_killed_worker_kernel_goes_to_the_other(ray_session, nats_server, run_co
     t = threading.Thread(target=killer, daemon=True)
     t.start()
     assert watching.wait(30), "the ack watcher did not start"
-    cfg = run_config("problems=[matmul]", "search.iterations=2", "search.plans_per_candidate=3",
-                     "devices.cpu.workers=0", "workers.ack_wait_s=4", "workers.heartbeat_s=1",
-                     "memory.enabled=false")  # (the memory is not what this test looks at)
+    cfg = run_config(
+        "problems=[matmul]",
+        "search.iterations=2",
+        "search.plans_per_candidate=3",
+        "devices.cpu.workers=0",
+        "workers.ack_wait_s=4",
+        "workers.heartbeat_s=1",
+        "memory.enabled=false",
+    )  # (the memory is not what this test looks at)
     try:
         outcome = run_session(cfg, [suites.get_problem("cpu/matmul")], nats_url=url, timeout_s=600)
         info = asyncio.run(_settled_consumer(url))
@@ -91,8 +99,12 @@ def test_killed_worker_kernel_goes_to_the_other(ray_session, nats_server, run_co
     # the kernel wa held when it was killed: delivered, never acked on its first delivery,
     # redelivered after the kill, acked then; its result is wb's
     by_seq = dict(asyncio.run(_history(url, outcome.run_id)))
-    acks = [x for x in acks if isinstance(by_seq.get(x[0]), c.ProfileRequested)]  # this run's profile requests
-    assert {seq for seq, _, _ in acks} == {seq for seq, e in by_seq.items() if isinstance(e, c.ProfileRequested)}
+    acks = [
+        x for x in acks if isinstance(by_seq.get(x[0]), c.ProfileRequested)
+    ]  # this run's profile requests
+    assert {seq for seq, _, _ in acks} == {
+        seq for seq, e in by_seq.items() if isinstance(e, c.ProfileRequested)
+    }
     first_delivery_acked = {seq for seq, n, _ in acks if n == 1}
     abandoned = {seq for seq, _, _ in acks} - first_delivery_acked
     assert len(abandoned) == 1, acks
@@ -129,9 +141,16 @@ async def _history(url: str, run_id: str) -> list[tuple[int, c.Event]]:
 
 
 def test_run_without_a_worker_for_its_device_says_so(ray_session, nats_server, run_config):
-    cfg = run_config("problems=[matmul]", "search.iterations=1", "devices.cpu.workers=0", "memory.enabled=false")
+    cfg = run_config(
+        "problems=[matmul]", "search.iterations=1", "devices.cpu.workers=0", "memory.enabled=false"
+    )
     warnings: list[str] = []
-    outcome = run_session(cfg, [suites.get_problem("cpu/matmul")], nats_url=nats_server.url, timeout_s=35,
-                          on_warning=warnings.append)
+    outcome = run_session(
+        cfg,
+        [suites.get_problem("cpu/matmul")],
+        nats_url=nats_server.url,
+        timeout_s=35,
+        on_warning=warnings.append,
+    )
     assert outcome.timed_out and outcome.view.completed is None  # ended by the session's timeout
     assert any("profiler-cpu" in w and "no worker" in w for w in warnings), warnings

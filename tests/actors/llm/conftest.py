@@ -32,8 +32,6 @@ def scripted() -> Iterator[Callable[..., tuple[str, Script]]]:
         remove_script(name)
 
 
-
-
 @pytest.fixture(scope="session", autouse=True)
 def _litellm_warm() -> None:
     """litellm imports lazily on its first call (~1 s, blocking the loop): pay it once here so
@@ -46,5 +44,8 @@ def _litellm_warm() -> None:
     from actors.llm.gateway import LLMGateway
 
     gw = LLMGateway(llm_config("builtin/tuner"))
-    asyncio.run(gw.complete("summarizer", [ChatMessage(role="user", content="No kernels")], run_id="w",
-                            request_id="w"))
+    asyncio.run(
+        gw.complete(
+            "summarizer", [ChatMessage(role="user", content="No kernels")], run_id="w", request_id="w"
+        )
+    )

@@ -51,10 +51,13 @@ BROKEN_C = SCALE_ADD_C.replace("out[(size_t)i * N + j] =", "out[(size_t)i * N + 
 
 def scale_add_problem(name: str = "scale_add") -> Problem:
     d = Definition(
-        name=name, op_type="elementwise",
+        name=name,
+        op_type="elementwise",
         axes={"M": AxisVar(), "N": AxisConst(value=256)},
-        inputs={"x": TensorSpec(shape=["M", "N"], dtype="float32"),
-                "y": TensorSpec(shape=["M", "N"], dtype="float32")},
+        inputs={
+            "x": TensorSpec(shape=["M", "N"], dtype="float32"),
+            "y": TensorSpec(shape=["M", "N"], dtype="float32"),
+        },
         outputs={"out": TensorSpec(shape=["M", "N"], dtype="float32")},
         reference="import torch\n\ndef run(x, y):\n    return 2.0 * x + y\n",
         x_numpy_reference="def run(x, y):\n    return 2.0 * x + y\n",
@@ -66,16 +69,30 @@ def scale_add_problem(name: str = "scale_add") -> Problem:
 
 def sample_profile() -> Profile:
     return Profile(
-        status="passed", device="cpu",
+        status="passed",
+        device="cpu",
         latency=LatencyStats(samples_ms=[2.0, 2.1, 2.2], median_ms=2.1, min_ms=2.0, max_ms=2.2, spread=0.05),
-        t_peak_ms=0.42, pct_peak=0.2, bound="memory", counters={"bytes_moved": 3.1e6, "threads": 2.0},
+        t_peak_ms=0.42,
+        pct_peak=0.2,
+        bound="memory",
+        counters={"bytes_moved": 3.1e6, "threads": 2.0},
     )
 
 
-def llm_config(model: str, *, retries: int = 0, timeout_s: float = 5.0, concurrency: int = 4,
-               **kw: Any) -> LLMConfig:
-    return LLMConfig(default=RoleLLM(model=model, temperature=0.0, max_tokens=2048, concurrency=concurrency,
-                                     timeout_s=timeout_s, retries=retries), **kw)
+def llm_config(
+    model: str, *, retries: int = 0, timeout_s: float = 5.0, concurrency: int = 4, **kw: Any
+) -> LLMConfig:
+    return LLMConfig(
+        default=RoleLLM(
+            model=model,
+            temperature=0.0,
+            max_tokens=2048,
+            concurrency=concurrency,
+            timeout_s=timeout_s,
+            retries=retries,
+        ),
+        **kw,
+    )
 
 
 def envelope(run_id: str, kind: str, *key: object) -> dict[str, Any]:
@@ -83,21 +100,38 @@ def envelope(run_id: str, kind: str, *key: object) -> dict[str, Any]:
 
 
 def run_started(run_id: str, problem: Problem, seed: int = 7, config: dict | None = None) -> c.RunStarted:
-    return c.RunStarted(**envelope(run_id, "RunStarted"), config=config or {}, seed=seed,
-                        targets=[c.ProblemTarget(problem=problem, device="cpu", language="c", content_hash="h")])
+    return c.RunStarted(
+        **envelope(run_id, "RunStarted"),
+        config=config or {},
+        seed=seed,
+        targets=[c.ProblemTarget(problem=problem, device="cpu", language="c", content_hash="h")],
+    )
 
 
-async def run_agent(nats_url: str, role: str, cfg: LLMConfig, run_id: str, problem: Problem,
-                    requests: Sequence[c.Event], *, gateway: LLMGateway | None = None,
-                    idle_s: float = 0.3, run_config: dict | None = None) -> list[c.Event]:
+async def run_agent(
+    nats_url: str,
+    role: str,
+    cfg: LLMConfig,
+    run_id: str,
+    problem: Problem,
+    requests: Sequence[c.Event],
+    *,
+    gateway: LLMGateway | None = None,
+    idle_s: float = 0.3,
+    run_config: dict | None = None,
+) -> list[c.Event]:
     """Publish RunStarted + `requests`, run the role's agent until idle, return the run's log."""
     elog = await EventLog.connect(nats_url)
     try:
         await elog.publish(run_started(run_id, problem, config=run_config))
         for r in requests:
             await elog.publish(r)
-        agent = ROLE_WORKERS[role](nats_url, cfg, gateway=gateway or LLMGateway(cfg, backoff_base_s=0.01),
-                             options=role_options(role, cfg, fetch_timeout_s=0.2))
+        agent = ROLE_WORKERS[role](
+            nats_url,
+            cfg,
+            gateway=gateway or LLMGateway(cfg, backoff_base_s=0.01),
+            options=role_options(role, cfg, fetch_timeout_s=0.2),
+        )
         try:
             await asyncio.wait_for(agent.run(until_idle_s=idle_s), timeout=30)
         finally:

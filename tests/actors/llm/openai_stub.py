@@ -25,13 +25,29 @@ class OpenAIStub:
                 body = self.rfile.read(int(self.headers.get("content-length") or 0))
                 stub.requests.append(json.loads(body or b"{}"))
                 if stub.status == 200:
-                    payload = {"id": "x", "object": "chat.completion", "created": 0, "model": "stub",
-                               "choices": [{"index": 0, "finish_reason": "stop",
-                                            "message": {"role": "assistant", "content": stub.text}}],
-                               "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}}
+                    payload = {
+                        "id": "x",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": "stub",
+                        "choices": [
+                            {
+                                "index": 0,
+                                "finish_reason": "stop",
+                                "message": {"role": "assistant", "content": stub.text},
+                            }
+                        ],
+                        "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
+                    }
                 else:
-                    payload = {"error": {"message": "Incorrect API key provided: sk-wr***ng.", "type":
-                                         "invalid_request_error", "param": None, "code": "invalid_api_key"}}
+                    payload = {
+                        "error": {
+                            "message": "Incorrect API key provided: sk-wr***ng.",
+                            "type": "invalid_request_error",
+                            "param": None,
+                            "code": "invalid_api_key",
+                        }
+                    }
                 data = json.dumps(payload).encode()
                 self.send_response(stub.status)
                 self.send_header("content-type", "application/json")

@@ -12,15 +12,25 @@ from accelopt import catalog as c
 
 RUN = "impl-run"
 TILED = SCALE_ADD_C.replace("#define TILE_J 32", "#define TILE_J 64")
-CPP = "#include <vector>\nextern \"C\" void kernel(const float* x, const float* y, float* out) {\n" \
-      "    std::vector<float> t(16);\n}\n"
+CPP = (
+    '#include <vector>\nextern "C" void kernel(const float* x, const float* y, float* out) {\n'
+    "    std::vector<float> t(16);\n}\n"
+)
 
 
 def impl_request(k: int, plan: str = "CHANGE: TILE_J 32 -> 64") -> c.ImplementationRequested:
     return c.ImplementationRequested(
-        **envelope(RUN, "ImplementationRequested", "plan1", k), problem="scale_add", iteration=1,
-        candidate_id="k0", plan_id="plan1", sample_index=k, language="c", device="cpu", plan=plan,
-        candidate_source=SCALE_ADD_C)
+        **envelope(RUN, "ImplementationRequested", "plan1", k),
+        problem="scale_add",
+        iteration=1,
+        candidate_id="k0",
+        plan_id="plan1",
+        sample_index=k,
+        language="c",
+        device="cpu",
+        plan=plan,
+        candidate_source=SCALE_ADD_C,
+    )
 
 
 REPLIES = [
@@ -34,7 +44,9 @@ REPLIES = [
 
 
 def test_replies_in_real_shapes(nats_server, scripted):
-    model, _ = scripted({"executor": [*REPLIES[:3], Reply(text=REPLIES[3], finish_reason="length"), *REPLIES[4:]]})
+    model, _ = scripted(
+        {"executor": [*REPLIES[:3], Reply(text=REPLIES[3], finish_reason="length"), *REPLIES[4:]]}
+    )
     reqs = [impl_request(k) for k in range(len(REPLIES))]
     cfg = llm_config(model, concurrency=1)  # one at a time: replies are consumed in request order
     log = asyncio.run(run_agent(nats_server.url, "executor", cfg, RUN, scale_add_problem(), reqs))
@@ -63,11 +75,18 @@ def test_replies_in_real_shapes(nats_server, scripted):
 
 
 def test_rate_limited_then_kernel(nats_server, scripted):
-    model, _ = scripted({"executor": [litellm.RateLimitError(message="429", llm_provider="openai", model="m"),
-                                      f"```c\n{TILED}```"]})
+    model, _ = scripted(
+        {
+            "executor": [
+                litellm.RateLimitError(message="429", llm_provider="openai", model="m"),
+                f"```c\n{TILED}```",
+            ]
+        }
+    )
     req = impl_request(0)
-    log = asyncio.run(run_agent(nats_server.url, "executor", llm_config(model, retries=2), RUN,
-                                scale_add_problem(), [req]))
+    log = asyncio.run(
+        run_agent(nats_server.url, "executor", llm_config(model, retries=2), RUN, scale_add_problem(), [req])
+    )
     calls = of_type(log, c.LLMCallCompleted)
     assert [(x.attempt, bool(x.error)) for x in calls] == [(0, True), (1, False)]
     [kernel] = of_type(log, c.KernelProposed)
@@ -76,7 +95,8 @@ def test_rate_limited_then_kernel(nats_server, scripted):
 
 def test_tuner_applies_the_plan(nats_server):
     req = impl_request(0, plan="**Increase TILE_J from 32 to 64**\nCHANGE: TILE_J 32 -> 64")
-    log = asyncio.run(run_agent(nats_server.url, "executor", llm_config("builtin/tuner"), RUN,
-                                scale_add_problem(), [req]))
+    log = asyncio.run(
+        run_agent(nats_server.url, "executor", llm_config("builtin/tuner"), RUN, scale_add_problem(), [req])
+    )
     [kernel] = of_type(log, c.KernelProposed)
     assert kernel.source == TILED

@@ -17,27 +17,46 @@ STILL_BROKEN = BROKEN_C.replace("undefined_symbol +", "undefined_symbol2 +")
 
 
 def fix_request(kernel_id: str, fix_round: int, source: str, log: str) -> c.FixRequested:
-    return c.FixRequested(**envelope(RUN, "FixRequested", kernel_id), kernel_id=kernel_id, problem="scale_add",
-                          iteration=1, fix_round=fix_round, error_log=log, status="compile_error", language="c",
-                          device="cpu", source=source, parent_source=SCALE_ADD_C)
+    return c.FixRequested(
+        **envelope(RUN, "FixRequested", kernel_id),
+        kernel_id=kernel_id,
+        problem="scale_add",
+        iteration=1,
+        fix_round=fix_round,
+        error_log=log,
+        status="compile_error",
+        language="c",
+        device="cpu",
+        source=source,
+        parent_source=SCALE_ADD_C,
+    )
 
 
 def compile_errors(source: str) -> str:
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         pytest.skip("no C compiler")
-    proc = subprocess.run([cc, "-std=c11", "-fsyntax-only", "-fopenmp", "-DM=1024", "-DN=256", "-x", "c", "-"],
-                          input=source, capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [cc, "-std=c11", "-fsyntax-only", "-fopenmp", "-DM=1024", "-DN=256", "-x", "c", "-"],
+        input=source,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     return proc.stderr if proc.returncode else ""
 
 
 def test_fix_that_does_not_compile_then_a_fixed_one(nats_server, scripted):
     error1 = compile_errors(BROKEN_C)
     assert "undefined_symbol" in error1
-    model, script = scripted({"fixer": [
-        f"The symbol was misspelled:\n```c\n{STILL_BROKEN}```",
-        f"I removed the stray symbol.\n```c\n{SCALE_ADD_C}```",
-    ]})
+    model, script = scripted(
+        {
+            "fixer": [
+                f"The symbol was misspelled:\n```c\n{STILL_BROKEN}```",
+                f"I removed the stray symbol.\n```c\n{SCALE_ADD_C}```",
+            ]
+        }
+    )
     cfg = llm_config(model)
     first = fix_request("kb", 1, BROKEN_C, error1)
     log = asyncio.run(run_agent(nats_server.url, "fixer", cfg, RUN, scale_add_problem(), [first]))
@@ -66,7 +85,8 @@ def test_fixer_without_code_fails(nats_server, scripted):
 
 def test_tuner_fixer_reverts_to_the_parent(nats_server):
     req = fix_request("kb", 1, BROKEN_C, "error: undefined_symbol")
-    log = asyncio.run(run_agent(nats_server.url, "fixer", llm_config("builtin/tuner"), RUN,
-                                scale_add_problem(), [req]))
+    log = asyncio.run(
+        run_agent(nats_server.url, "fixer", llm_config("builtin/tuner"), RUN, scale_add_problem(), [req])
+    )
     [kernel] = of_type(log, c.KernelProposed)
     assert kernel.source == SCALE_ADD_C and kernel.fix_of == "kb"

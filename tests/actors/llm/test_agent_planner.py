@@ -25,18 +25,41 @@ RUN = "plan-run"
 
 
 def plan_request(run_id: str = RUN, sample_index: int = 0, problem: str = "scale_add") -> c.PlanRequested:
-    insight = c.RetrievedInsight(entry_id="m1", problem="matmul", device="cpu", language="c", speedup=1.3,
-                                 title="Increase TILE_J (32 -> 64)", text="Larger tiles.")
-    return c.PlanRequested(**envelope(run_id, "PlanRequested", problem, 1, "k0", sample_index), problem=problem,
-                           iteration=1, candidate_id="k0", sample_index=sample_index, language="c", device="cpu",
-                           candidate_source=SCALE_ADD_C, candidate_profile=sample_profile(), insights=[insight])
+    insight = c.RetrievedInsight(
+        entry_id="m1",
+        problem="matmul",
+        device="cpu",
+        language="c",
+        speedup=1.3,
+        title="Increase TILE_J (32 -> 64)",
+        text="Larger tiles.",
+    )
+    return c.PlanRequested(
+        **envelope(run_id, "PlanRequested", problem, 1, "k0", sample_index),
+        problem=problem,
+        iteration=1,
+        candidate_id="k0",
+        sample_index=sample_index,
+        language="c",
+        device="cpu",
+        candidate_source=SCALE_ADD_C,
+        candidate_profile=sample_profile(),
+        insights=[insight],
+    )
 
 
 def test_plan_from_a_reasoning_model(nats_server, scripted):
-    model, script = scripted({"planner": ["<think>The profile says memory bound.</think>\n"
-                                          "Increase TILE_J to 64 to stream longer rows."]})
+    model, script = scripted(
+        {
+            "planner": [
+                "<think>The profile says memory bound.</think>\nIncrease TILE_J to 64 to stream longer rows."
+            ]
+        }
+    )
     req = plan_request()
-    log = asyncio.run(run_agent(nats_server.url, "planner", llm_config(model), RUN, scale_add_problem(), [req]))
+    log = asyncio.run(
+        run_agent(nats_server.url, "planner", llm_config(model), RUN, scale_add_problem(), [req])
+    )
     [call] = of_type(log, c.LLMCallCompleted)
     [plan] = of_type(log, c.PlanProposed)
     assert plan.plan == "Increase TILE_J to 64 to stream longer rows."
@@ -52,8 +75,9 @@ def test_plan_from_a_reasoning_model(nats_server, scripted):
 
 def test_tuner_plans_and_samples_differ(nats_server):
     reqs = [plan_request(sample_index=i) for i in range(3)]
-    log = asyncio.run(run_agent(nats_server.url, "planner", llm_config("builtin/tuner"), RUN,
-                                scale_add_problem(), reqs))
+    log = asyncio.run(
+        run_agent(nats_server.url, "planner", llm_config("builtin/tuner"), RUN, scale_add_problem(), reqs)
+    )
     plans = of_type(log, c.PlanProposed)
     assert len(plans) == 3 and len(of_type(log, c.LLMCallCompleted)) == 3
     assert all("CHANGE: " in p.plan for p in plans)
@@ -64,8 +88,9 @@ def test_llm_error_after_retries_becomes_proposal_failed(nats_server, scripted):
     auth = litellm.AuthenticationError(message="invalid api key", llm_provider="openai", model="m")
     model, _ = scripted([auth])
     req = plan_request()
-    log = asyncio.run(run_agent(nats_server.url, "planner", llm_config(model, retries=3), RUN,
-                                scale_add_problem(), [req]))
+    log = asyncio.run(
+        run_agent(nats_server.url, "planner", llm_config(model, retries=3), RUN, scale_add_problem(), [req])
+    )
     [call] = of_type(log, c.LLMCallCompleted)
     [failed] = of_type(log, c.ProposalFailed)
     assert call.error.startswith("AuthenticationError")
@@ -76,8 +101,9 @@ def test_llm_error_after_retries_becomes_proposal_failed(nats_server, scripted):
 
 def test_unknown_problem_fails_at_once(nats_server):
     req = plan_request(problem="nope")
-    log = asyncio.run(run_agent(nats_server.url, "planner", llm_config("builtin/tuner"), RUN,
-                                scale_add_problem(), [req]))
+    log = asyncio.run(
+        run_agent(nats_server.url, "planner", llm_config("builtin/tuner"), RUN, scale_add_problem(), [req])
+    )
     [failed] = of_type(log, c.ProposalFailed)
     assert failed.reason == "unknown problem" and "nope" in failed.detail
     assert not of_type(log, c.LLMCallCompleted)

@@ -33,11 +33,33 @@ class FailingPlanner(World):
         if kind == "ok":
             return super().answer(e)
         error = "AuthenticationError: 401 bad key" if kind == "auth" else "RateLimitError: 429"
-        call = c.LLMCallCompleted(**self.env("LLMCallCompleted", e.event_id), role="planner", request_id=e.event_id,
-                                  model="m", params={}, messages=[], response=None, usage=TokenUsage(), cost_usd=0.0,
-                                  latency_s=0.0, content_hash="h", error=error, permanent=kind == "auth")
-        return [call, c.ProposalFailed(**self.env("ProposalFailed", e.event_id), stage="plan", request_id=e.event_id,
-                                       problem=e.problem, iteration=e.iteration, reason="llm error", detail=error)]
+        call = c.LLMCallCompleted(
+            **self.env("LLMCallCompleted", e.event_id),
+            role="planner",
+            request_id=e.event_id,
+            model="m",
+            params={},
+            messages=[],
+            response=None,
+            usage=TokenUsage(),
+            cost_usd=0.0,
+            latency_s=0.0,
+            content_hash="h",
+            error=error,
+            permanent=kind == "auth",
+        )
+        return [
+            call,
+            c.ProposalFailed(
+                **self.env("ProposalFailed", e.event_id),
+                stage="plan",
+                request_id=e.event_id,
+                problem=e.problem,
+                iteration=e.iteration,
+                reason="llm error",
+                detail=error,
+            ),
+        ]
 
 
 def _failed(log):
@@ -51,7 +73,7 @@ def test_three_permanent_failures_in_a_row_fail_the_run():
     calls = [e for e in log if isinstance(e, c.LLMCallCompleted)]
     assert calls.index(next(e for e in calls if e.event_id == failed.causation_id)) == 2  # the third call
     assert core.failed and not any(isinstance(e, c.RunCompleted) for e in log)
-    after = log[log.index(failed) + 1:]
+    after = log[log.index(failed) + 1 :]
     assert not [e for e in after if e.type.endswith("Requested")]  # nothing decided after it
 
 
@@ -62,11 +84,13 @@ def test_a_success_or_a_transient_error_resets_the_count():
 
 
 def test_fail_after_zero_never_stops_and_the_limit_is_configurable():
-    _, log, _ = drive(["search.iterations=2", "llm.fail_after=0"], world=FailingPlanner(["auth"] * 20),
-                      problems=("a",))
+    _, log, _ = drive(
+        ["search.iterations=2", "llm.fail_after=0"], world=FailingPlanner(["auth"] * 20), problems=("a",)
+    )
     assert not _failed(log) and any(isinstance(e, c.RunCompleted) for e in log)
-    _, log, _ = drive(["search.iterations=2", "llm.fail_after=1"], world=FailingPlanner(["auth"] * 20),
-                      problems=("a",))
+    _, log, _ = drive(
+        ["search.iterations=2", "llm.fail_after=1"], world=FailingPlanner(["auth"] * 20), problems=("a",)
+    )
     assert len(_failed(log)) == 1
 
 
@@ -78,11 +102,34 @@ def test_a_run_whose_key_is_rejected_mid_run_ends_failed(tmp_path):
     env["STUB_KEY"] = "sk-wrong"
     with OpenAIStub(status=401) as stub:
         out = subprocess.run(
-            [sys.executable, "-m", "cli.main", "run", "--problems", "silu", "--model", "openai/gpt-4o-mini",
-             "--api-base", stub.url, "--set", "llm.default.api_key_env=STUB_KEY", "--no-preflight",
-             "--preset", "quick", "--set", "search.iterations=2",
-             "--root", str(tmp_path / "runs"), "--memory", str(tmp_path / "memory")],
-            capture_output=True, text=True, timeout=900, env=env)
+            [
+                sys.executable,
+                "-m",
+                "cli.main",
+                "run",
+                "--problems",
+                "silu",
+                "--model",
+                "openai/gpt-4o-mini",
+                "--api-base",
+                stub.url,
+                "--set",
+                "llm.default.api_key_env=STUB_KEY",
+                "--no-preflight",
+                "--preset",
+                "quick",
+                "--set",
+                "search.iterations=2",
+                "--root",
+                str(tmp_path / "runs"),
+                "--memory",
+                str(tmp_path / "memory"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            env=env,
+        )
     text = " ".join(out.stdout.split())
     assert out.returncode == 1, out.stdout[-3000:] + out.stderr[-3000:]
     assert ": failed" in text and "completed" not in text
@@ -92,7 +139,12 @@ def test_a_run_whose_key_is_rejected_mid_run_ends_failed(tmp_path):
     assert calls >= 3 and f"failed LLM calls: planner {calls} of {calls}" in text
     [results] = (tmp_path / "runs").glob("*/results.json")
     assert json.loads(results.read_text())["status"] == "failed"
-    listing = subprocess.run([sys.executable, "-m", "cli.main", "runs", "--root", str(tmp_path / "runs"),
-                              "--json"], capture_output=True, text=True, timeout=300, env=env)
+    listing = subprocess.run(
+        [sys.executable, "-m", "cli.main", "runs", "--root", str(tmp_path / "runs"), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     [row] = [json.loads(line) for line in listing.stdout.splitlines()]
     assert row["status"] == "failed" and row["failed_llm_calls"] == {"planner": calls}

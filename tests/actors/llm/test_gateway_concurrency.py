@@ -36,8 +36,9 @@ class InFlightGate:
 
 
 async def _burst(gw: LLMGateway, role: str, n: int, prefix: str = "q") -> list:
-    return await asyncio.gather(*(gw.complete(role, MSGS, run_id="r", request_id=f"{prefix}{i}", sample_index=i)
-                                  for i in range(n)))
+    return await asyncio.gather(
+        *(gw.complete(role, MSGS, run_id="r", request_id=f"{prefix}{i}", sample_index=i) for i in range(n))
+    )
 
 
 def test_limit_of_two_means_two_in_flight(scripted):

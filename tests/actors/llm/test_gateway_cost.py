@@ -33,26 +33,31 @@ def test_litellm_price_map_for_a_current_model():
     call = _call(gw)[-1]
     assert call.error is None and call.response == "Tile the j loop by 64."
     info = litellm.get_model_info("gpt-4o-mini")
-    expected = (call.usage.prompt_tokens * info["input_cost_per_token"]
-                + call.usage.completion_tokens * info["output_cost_per_token"])
+    expected = (
+        call.usage.prompt_tokens * info["input_cost_per_token"]
+        + call.usage.completion_tokens * info["output_cost_per_token"]
+    )
     assert call.cost_usd > 0 and call.cost_usd == pytest.approx(expected)
     snap = gw.price_snapshot(["gpt-4o-mini", "claude-sonnet-4-5"])
-    assert snap["gpt-4o-mini"].source == "litellm" and snap["gpt-4o-mini"].input_cost_per_token == pytest.approx(
-        info["input_cost_per_token"])
+    assert snap["gpt-4o-mini"].source == "litellm" and snap[
+        "gpt-4o-mini"
+    ].input_cost_per_token == pytest.approx(info["input_cost_per_token"])
     assert snap["claude-sonnet-4-5"].output_cost_per_token > 0
 
 
 def test_offline_providers_cost_nothing():
     cfg = llm_config("builtin/tuner")
-    assert price_snapshot(cfg) == {"builtin/tuner": ModelPrice(input_cost_per_token=0.0, output_cost_per_token=0.0,
-                                                               source="builtin")}
+    assert price_snapshot(cfg) == {
+        "builtin/tuner": ModelPrice(input_cost_per_token=0.0, output_cost_per_token=0.0, source="builtin")
+    }
     call = _call(LLMGateway(cfg), role="summarizer")[-1]
     assert call.cost_usd == 0.0 and call.usage.prompt_tokens > 0
 
 
 def test_config_price_overrides_litellm_and_zero_is_allowed():
-    cfg = llm_config("gpt-4o-mini", prices={"gpt-4o-mini": ModelPrice(input_cost_per_token=0.0,
-                                                                        output_cost_per_token=0.0)})
+    cfg = llm_config(
+        "gpt-4o-mini", prices={"gpt-4o-mini": ModelPrice(input_cost_per_token=0.0, output_cost_per_token=0.0)}
+    )
     assert price_snapshot(cfg)["gpt-4o-mini"].source == "config"
     call = _call(LLMGateway(cfg, call_kwargs={"mock_response": "ok"}))[-1]
     assert call.cost_usd == 0.0
@@ -76,6 +81,8 @@ def test_unpriced_model_allowed_costs_zero():
 
 def test_failed_attempts_cost_nothing(scripted):
     model, _ = scripted([litellm.RateLimitError(message="429", llm_provider="x", model="m"), "ok"])
-    cfg = llm_config(model, retries=1, prices={model: ModelPrice(input_cost_per_token=1.0, output_cost_per_token=1.0)})
+    cfg = llm_config(
+        model, retries=1, prices={model: ModelPrice(input_cost_per_token=1.0, output_cost_per_token=1.0)}
+    )
     calls = _call(LLMGateway(cfg, backoff_base_s=0.01))
     assert calls[0].cost_usd == 0.0 and calls[1].cost_usd > 0

@@ -8,8 +8,16 @@ from actors.llm.gateway import _keyless_placeholder
 
 
 def _cfg(model: str, api_base: str | None = None, api_key_env: str | None = None) -> ResolvedLLM:
-    return ResolvedLLM(model=model, temperature=0.0, max_tokens=16, concurrency=1, timeout_s=5.0, retries=0,
-                       api_base=api_base, api_key_env=api_key_env)
+    return ResolvedLLM(
+        model=model,
+        temperature=0.0,
+        max_tokens=16,
+        concurrency=1,
+        timeout_s=5.0,
+        retries=0,
+        api_base=api_base,
+        api_key_env=api_key_env,
+    )
 
 
 def test_a_self_hosted_server_gets_a_placeholder_not_the_openai_key(monkeypatch):

@@ -15,7 +15,9 @@ MSGS = [ChatMessage(role="system", content="sys"), ChatMessage(role="user", cont
 def test_recorded_call_is_served_and_the_model_not_called(scripted):
     model, script = scripted(["live plan"])
     cfg = llm_config(model)
-    first = asyncio.run(LLMGateway(cfg).complete("planner", MSGS, run_id="r1", request_id="q", sample_index=2))[-1]
+    first = asyncio.run(
+        LLMGateway(cfg).complete("planner", MSGS, run_id="r1", request_id="q", sample_index=2)
+    )[-1]
     assert first.response == "live plan" and first.served_from is None
     assert first.content_hash == content_hash(model, MSGS, first.params, 2)
 

@@ -16,7 +16,9 @@ MSGS = [ChatMessage(role="system", content="You plan."), ChatMessage(role="user"
 
 
 def _call(gw: LLMGateway, role: str = "planner", request_id: str = "req", **kw):
-    return asyncio.run(gw.complete(role, MSGS, run_id="run1", request_id=request_id, sample_index=0, seed=3, **kw))
+    return asyncio.run(
+        gw.complete(role, MSGS, run_id="run1", request_id=request_id, sample_index=0, seed=3, **kw)
+    )
 
 
 def rate_limit() -> litellm.RateLimitError:
@@ -46,17 +48,21 @@ def test_auth_error_is_not_retried(scripted):
 
 
 def test_bad_request_and_context_window_are_not_retried(scripted):
-    for exc in (litellm.ContextWindowExceededError(message="too long", model="m", llm_provider="openai"),
-                litellm.BadRequestError(message="bad", model="m", llm_provider="openai")):
+    for exc in (
+        litellm.ContextWindowExceededError(message="too long", model="m", llm_provider="openai"),
+        litellm.BadRequestError(message="bad", model="m", llm_provider="openai"),
+    ):
         model, _script = scripted([exc, "never reached"])
         calls = _call(LLMGateway(llm_config(model, retries=5), backoff_base_s=0.01))
         assert len(calls) == 1 and not is_transient(exc)
 
 
 def test_server_and_connection_errors_are_retried_until_the_limit(scripted):
-    errors = [litellm.InternalServerError(message="500", llm_provider="openai", model="m"),
-              litellm.ServiceUnavailableError(message="503", llm_provider="openai", model="m"),
-              litellm.APIConnectionError(message="connection refused", llm_provider="openai", model="m")]
+    errors = [
+        litellm.InternalServerError(message="500", llm_provider="openai", model="m"),
+        litellm.ServiceUnavailableError(message="503", llm_provider="openai", model="m"),
+        litellm.APIConnectionError(message="connection refused", llm_provider="openai", model="m"),
+    ]
     model, _ = scripted(errors)
     start = time.monotonic()
     calls = _call(LLMGateway(llm_config(model, retries=2), backoff_base_s=0.05))
@@ -73,7 +79,7 @@ def test_backoff_is_exponential_with_jitter_and_honours_retry_after():
     rng = random.Random(0)
     delays = [gw._backoff(a, rng, RuntimeError()) for a in range(6)]
     for a, d in enumerate(delays):
-        cap = min(10.0, 2.0 ** a)
+        cap = min(10.0, 2.0**a)
         assert cap / 2 <= d <= cap
     assert len(set(delays)) == len(delays)
     import httpx
@@ -98,7 +104,10 @@ def test_missing_api_key_env_fails_without_calling(scripted, monkeypatch):
 
 def test_a_missing_api_key_reported_as_a_500_is_not_retried():
     # the OpenAI client raises this (as litellm.InternalServerError) before any request is sent
-    err = litellm.InternalServerError(message="OpenAIException - Missing credentials. Please pass an `api_key`",
-                                      llm_provider="openai", model="gpt-4o-mini")
+    err = litellm.InternalServerError(
+        message="OpenAIException - Missing credentials. Please pass an `api_key`",
+        llm_provider="openai",
+        model="gpt-4o-mini",
+    )
     assert not is_transient(err)
     assert is_transient(litellm.InternalServerError(message="upstream 503", llm_provider="openai", model="m"))

@@ -31,26 +31,44 @@ def test_role_allowances_follow_the_papers_settings():
     assert {r: llm.for_role(r).max_tokens for r in BUILTIN_ROLE_MAX_TOKENS} == BUILTIN_ROLE_MAX_TOKENS
     # llm.default.max_tokens still sets every role, a role's own key wins over it
     llm = build_config(overrides=["llm.default.max_tokens=768", "llm.fixer.max_tokens=2000"]).llm
-    assert [llm.for_role(r).max_tokens for r in ("planner", "executor", "fixer", "summarizer")] == \
-        [768, 768, 2000, 768]
+    assert [llm.for_role(r).max_tokens for r in ("planner", "executor", "fixer", "summarizer")] == [
+        768,
+        768,
+        2000,
+        768,
+    ]
 
 
 def test_provider_params_merge_and_reserved_keys_are_refused():
-    llm = build_config(overrides=["llm.default.params.top_p=0.9", "llm.executor.params.reasoning_effort=medium",
-                                  "llm.executor.params.extra_body={chat_template_kwargs: {thinking: true}}"]).llm
+    llm = build_config(
+        overrides=[
+            "llm.default.params.top_p=0.9",
+            "llm.executor.params.reasoning_effort=medium",
+            "llm.executor.params.extra_body={chat_template_kwargs: {thinking: true}}",
+        ]
+    ).llm
     assert llm.for_role("planner").params == {"top_p": 0.9}
-    assert llm.for_role("executor").params == {"top_p": 0.9, "reasoning_effort": "medium",
-                                               "extra_body": {"chat_template_kwargs": {"thinking": True}}}
+    assert llm.for_role("executor").params == {
+        "top_p": 0.9,
+        "reasoning_effort": "medium",
+        "extra_body": {"chat_template_kwargs": {"thinking": True}},
+    }
     with pytest.raises(ConfigError, match=r"llm.planner.params: max_tokens have their own keys"):
         build_config(overrides=["llm.planner.params.max_tokens=5"])
 
 
 def test_what_the_provider_receives_per_role():
     with OpenAIStub(status=200, text="```c\nint x;\n```") as stub:
-        llm = build_config(overrides=[
-            "llm.default.model=openai/gpt-4o", f"llm.default.api_base={stub.url}", "llm.default.retries=0",
-            "llm.executor.params.top_p=0.5", "llm.executor.params.extra_body={seed_hint: 7}",
-            "llm.planner.max_tokens=12000"]).llm
+        llm = build_config(
+            overrides=[
+                "llm.default.model=openai/gpt-4o",
+                f"llm.default.api_base={stub.url}",
+                "llm.default.retries=0",
+                "llm.executor.params.top_p=0.5",
+                "llm.executor.params.extra_body={seed_hint: 7}",
+                "llm.planner.max_tokens=12000",
+            ]
+        ).llm
         gw = LLMGateway(llm)
         [planner] = _call(gw, "planner")
         [executor] = _call(gw, "executor")
@@ -60,27 +78,46 @@ def test_what_the_provider_receives_per_role():
     assert first["max_tokens"] == min(12000, limit) and "top_p" not in first
     # the executor's 65,536 is capped at the model's output limit; its params go through as they are
     assert second["max_tokens"] == limit and second["top_p"] == 0.5 and second["seed_hint"] == 7
-    assert executor.params == {"temperature": 1.0, "max_tokens": limit, "top_p": 0.5, "extra_body": {"seed_hint": 7}}
+    assert executor.params == {
+        "temperature": 1.0,
+        "max_tokens": limit,
+        "top_p": 0.5,
+        "extra_body": {"seed_hint": 7},
+    }
     assert planner.error is None and executor.error is None
 
 
 def test_a_rejected_key_is_one_permanent_attempt_and_a_server_error_is_not_permanent():
     with OpenAIStub(status=401) as bad:
-        llm = build_config(overrides=["llm.default.model=openai/gpt-4o", f"llm.default.api_base={bad.url}",
-                                      "llm.default.retries=2"]).llm
+        llm = build_config(
+            overrides=[
+                "llm.default.model=openai/gpt-4o",
+                f"llm.default.api_base={bad.url}",
+                "llm.default.retries=2",
+            ]
+        ).llm
         calls = _call(LLMGateway(llm), "planner")
     assert len(calls) == 1 and calls[0].permanent and calls[0].error.startswith("AuthenticationError")
     with OpenAIStub(status=503) as down:
-        llm = build_config(overrides=["llm.default.model=openai/gpt-4o", f"llm.default.api_base={down.url}",
-                                      "llm.default.retries=1"]).llm
+        llm = build_config(
+            overrides=[
+                "llm.default.model=openai/gpt-4o",
+                f"llm.default.api_base={down.url}",
+                "llm.default.retries=1",
+            ]
+        ).llm
         calls = _call(LLMGateway(llm, backoff_base_s=0.01), "planner")
     assert len(calls) == 2 and not any(c.permanent for c in calls) and all(c.error for c in calls)
 
 
 def test_profiling_timeouts_per_device_kind():
     p = build_config().profiling
-    assert (p.timeout_for("cpu"), p.timeout_for("h100"), p.timeout_for("trn1"), p.timeout_for("trn2")) == \
-        (60.0, 300.0, 900.0, 900.0)
+    assert (p.timeout_for("cpu"), p.timeout_for("h100"), p.timeout_for("trn1"), p.timeout_for("trn2")) == (
+        60.0,
+        300.0,
+        900.0,
+        900.0,
+    )
     assert p.timeout_for("some-plugin-device") == 60.0
     p = build_config(overrides=["profiling.device_timeout_s.trn1=1800"]).profiling
     assert p.timeout_for("trn1") == 1800.0 and p.timeout_for("h100") == 300.0
@@ -101,10 +138,22 @@ def test_a_budget_stop_says_how_to_go_on():
     from replay.fold import RunView
 
     env = {"run_id": "r1", "ts": 0.0}
-    events = [c.RunStarted(event_id="s", config=build_config().to_dict(), seed=0, targets=[problem("a")], **env),
-              *(c.IterationCompleted(event_id=f"i{i}", problem="a", iteration=i, best_kernel_id="k", best_latency_ms=1.0,
-                                     kernels_profiled=1, **env) for i in (0, 1, 2)),
-              c.BudgetExceeded(event_id="b", spent_usd=50.01, budget_usd=50.0, **env)]
+    events = [
+        c.RunStarted(event_id="s", config=build_config().to_dict(), seed=0, targets=[problem("a")], **env),
+        *(
+            c.IterationCompleted(
+                event_id=f"i{i}",
+                problem="a",
+                iteration=i,
+                best_kernel_id="k",
+                best_latency_ms=1.0,
+                kernels_profiled=1,
+                **env,
+            )
+            for i in (0, 1, 2)
+        ),
+        c.BudgetExceeded(event_id="b", spent_usd=50.01, budget_usd=50.0, **env),
+    ]
     view = RunView.from_events(events)
     note = budget_note(view)
     assert "spent $50.0100 of $50.00" in note

@@ -68,8 +68,10 @@ def test_empty_reply(reply):
 
 
 def test_fence_inside_think_is_ignored():
-    reply = (f"<think>Maybe:\n```c\nint draft;\n```\nno, better tile it.</think>\n"
-             f"Final kernel:\n```c\n{KERNEL}\n```")
+    reply = (
+        f"<think>Maybe:\n```c\nint draft;\n```\nno, better tile it.</think>\n"
+        f"Final kernel:\n```c\n{KERNEL}\n```"
+    )
     assert extract_code(reply).code == KERNEL + "\n"
 
 
@@ -98,11 +100,17 @@ def test_plan_strips_reasoning():
 
 
 def test_insight_title_and_body():
-    reply = ("<think>compare</think>**Increase TILE_J (32 -> 64)**\nLarger tiles amortize loop overhead.\n"
-             "Original code:\n```c\n#define TILE_J 32\n```\nOptimized code:\n```c\n#define TILE_J 64\n```")
+    reply = (
+        "<think>compare</think>**Increase TILE_J (32 -> 64)**\nLarger tiles amortize loop overhead.\n"
+        "Original code:\n```c\n#define TILE_J 32\n```\nOptimized code:\n```c\n#define TILE_J 64\n```"
+    )
     ins = parse_insight(reply)
     assert ins.title == "Increase TILE_J (32 -> 64)"
-    assert ins.text.startswith("**Increase TILE_J") and "Optimized code" in ins.text and "<think>" not in ins.text
+    assert (
+        ins.text.startswith("**Increase TILE_J")
+        and "Optimized code" in ins.text
+        and "<think>" not in ins.text
+    )
     assert not ins.noop
 
 
@@ -122,12 +130,16 @@ def test_an_nki_module_gets_the_imports_it_uses_and_the_entry_alias():
 
     body = "@nki.jit\ndef optimized_kernel(a):\n    t = nl.load(a)\n    return nisa.nc_transpose(t)\n"
     out = complete_nki_module(body, "kernel")
-    assert out.startswith("import neuronxcc.nki as nki\nimport neuronxcc.nki.language as nl\n"
-                          "import neuronxcc.nki.isa as nisa\n@nki.jit")
+    assert out.startswith(
+        "import neuronxcc.nki as nki\nimport neuronxcc.nki.language as nl\n"
+        "import neuronxcc.nki.isa as nisa\n@nki.jit"
+    )
     assert "import numpy" not in out  # np is not used
     assert out.rstrip().endswith("kernel = optimized_kernel")
     compile(out, "kernel.py", "exec")
     # a complete module is left exactly as it is, and the entry is never aliased over
-    whole = "import numpy as np\nfrom neuronxcc import nki\nimport neuronxcc.nki.language as nl\n\n" \
-            "@nki.jit\ndef kernel(a):\n    return nl.load(a) * np.float32(2)\n\ndef optimized_kernel(a):\n    pass\n"
+    whole = (
+        "import numpy as np\nfrom neuronxcc import nki\nimport neuronxcc.nki.language as nl\n\n"
+        "@nki.jit\ndef kernel(a):\n    return nl.load(a) * np.float32(2)\n\ndef optimized_kernel(a):\n    pass\n"
+    )
     assert complete_nki_module(whole, "kernel") == whole

@@ -75,8 +75,13 @@ def test_offline_models_need_no_preflight(scripted):
 
 def test_the_probe_reports_latency_and_a_rejected_key():
     with OpenAIStub(status=200) as ok, OpenAIStub(status=401) as bad:
-        llm = _llm("llm.default.model=openai/my-model", f"llm.default.api_base={ok.url}", "llm.allow_unpriced=true",
-                   "llm.default.params.top_p=0.5", f"llm.summarizer.api_base={bad.url}")
+        llm = _llm(
+            "llm.default.model=openai/my-model",
+            f"llm.default.api_base={ok.url}",
+            "llm.allow_unpriced=true",
+            "llm.default.params.top_p=0.5",
+            f"llm.summarizer.api_base={bad.url}",
+        )
         probes = asyncio.run(pf.probe_models(llm))
     good, rejected = sorted(probes, key=lambda p: p.use.api_base == bad.url)
     assert good.error is None and good.latency_s > 0 and pf.probe_problem(good) is None
@@ -105,7 +110,9 @@ def no_keys(monkeypatch):
 
 
 def test_run_without_the_key_exits_2_naming_it(tmp_path, no_keys):
-    code, text = _accelopt("run", "--problems", "silu", "--model", "claude-sonnet-4-5", "--root", str(tmp_path))
+    code, text = _accelopt(
+        "run", "--problems", "silu", "--model", "claude-sonnet-4-5", "--root", str(tmp_path)
+    )
     assert code == 2, text
     assert "set ANTHROPIC_API_KEY" in text and "completed" not in text
     assert not list(tmp_path.glob("*/log.aolog"))
@@ -120,8 +127,19 @@ def test_run_with_an_unknown_provider_exits_2_naming_it(tmp_path, no_keys):
 def test_run_whose_key_is_rejected_fails_at_the_probe(tmp_path, no_keys):
     no_keys.setenv("STUB_KEY", "sk-wrong")
     with OpenAIStub(status=401) as stub:
-        code, text = _accelopt("run", "--problems", "silu", "--model", "openai/gpt-4o-mini", "--api-base", stub.url,
-                               "--set", "llm.default.api_key_env=STUB_KEY", "--root", str(tmp_path))
+        code, text = _accelopt(
+            "run",
+            "--problems",
+            "silu",
+            "--model",
+            "openai/gpt-4o-mini",
+            "--api-base",
+            stub.url,
+            "--set",
+            "llm.default.api_key_env=STUB_KEY",
+            "--root",
+            str(tmp_path),
+        )
     assert code == 2, text
     assert "the test call failed: AuthenticationError" in text
 
@@ -132,13 +150,17 @@ def test_a_reachable_model_is_probed_and_its_latency_reported(run_config):
     from cli.commands.run import preflight
 
     with OpenAIStub(status=200) as stub:
-        cfg = run_config("llm.default.model=openai/my-model", f"llm.default.api_base={stub.url}",
-                         "llm.allow_unpriced=true")
+        cfg = run_config(
+            "llm.default.model=openai/my-model", f"llm.default.api_base={stub.url}", "llm.allow_unpriced=true"
+        )
         console = Console(file=io.StringIO(), width=200)
         assert preflight(console, cfg, probe=True)
         assert len(stub.requests) == 1
-        assert not preflight(console, msgspec.structs.replace(
-            cfg, llm=msgspec.structs.replace(cfg.llm, allow_unpriced=False)), probe=True)  # no price, no call
+        assert not preflight(
+            console,
+            msgspec.structs.replace(cfg, llm=msgspec.structs.replace(cfg.llm, allow_unpriced=False)),
+            probe=True,
+        )  # no price, no call
         assert len(stub.requests) == 1
     text = " ".join(console.file.getvalue().split())
     assert "preflight: openai/my-model (planner, executor, fixer, summarizer) answered in" in text

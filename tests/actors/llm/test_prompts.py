@@ -13,16 +13,37 @@ from accelopt.catalog import RetrievedInsight
 from prompts import LANGUAGES, ROLES, PromptError, render
 
 INSIGHTS = [
-    RetrievedInsight(entry_id="a", problem="matmul", device="trn1", language="nki", speedup=1.42,
-                     title="Increase TILE_J (32 -> 64)", text="**Increase TILE_J (32 -> 64)**\nBigger tiles."),
-    RetrievedInsight(entry_id="b", problem="silu", device="cpu", language="c", speedup=0.8,
-                     title="Halve CHUNK", text="Smaller chunks hurt."),
+    RetrievedInsight(
+        entry_id="a",
+        problem="matmul",
+        device="trn1",
+        language="nki",
+        speedup=1.42,
+        title="Increase TILE_J (32 -> 64)",
+        text="**Increase TILE_J (32 -> 64)**\nBigger tiles.",
+    ),
+    RetrievedInsight(
+        entry_id="b",
+        problem="silu",
+        device="cpu",
+        language="c",
+        speedup=0.8,
+        title="Halve CHUNK",
+        text="Smaller chunks hurt.",
+    ),
 ]
 
 
 def _planner(**kw):
-    args = dict(problem=scale_add_problem(), source=SCALE_ADD_C, profile=sample_profile(), insights=INSIGHTS,
-                device="cpu", seed=7, request_id="req-1")
+    args = dict(
+        problem=scale_add_problem(),
+        source=SCALE_ADD_C,
+        profile=sample_profile(),
+        insights=INSIGHTS,
+        device="cpu",
+        seed=7,
+        request_id="req-1",
+    )
     args.update(kw)
     return render("planner", "c", **args)
 
@@ -35,7 +56,9 @@ def test_planner_shows_shapes_tolerance_interface_and_kernel():
     assert "x: float32[M, N] = [1024, 256]" in user.content
     assert "3e-05" in user.content and "0.0001 * max(1, rms(ref))" in user.content  # the real bar
     assert "const float* y /* [M][N] */" in user.content and "float* out /* [M][N] */" in user.content
-    assert "/* axis macros: N=256 M=1024 */" in user.content and "Outputs contain NaN on entry" in user.content
+    assert (
+        "/* axis macros: N=256 M=1024 */" in user.content and "Outputs contain NaN on entry" in user.content
+    )
     assert "#define TILE_J 32" in user.content
     assert "```python\ndef run(x, y):" in user.content  # numpy reference for C
 
@@ -43,11 +66,20 @@ def test_planner_shows_shapes_tolerance_interface_and_kernel():
 def test_planner_profile_complete_and_shuffled_per_request():
     user = _planner()[1].content
     profile = user.split("# Profile\n", 1)[1]
-    for key in ("latency_ms (median of 3 runs): 2.1", "percent_of_peak: 20.0%", "bound (roof that limits",
-                "roofline_time_ms", "bytes_moved: 3.1e+06", "threads: 2", "status: passed"):
+    for key in (
+        "latency_ms (median of 3 runs): 2.1",
+        "percent_of_peak: 20.0%",
+        "bound (roof that limits",
+        "roofline_time_ms",
+        "bytes_moved: 3.1e+06",
+        "threads: 2",
+        "status: passed",
+    ):
         assert key in profile
-    orders = {tuple(_planner(request_id=f"r{i}")[1].content.split("# Profile\n", 1)[1].splitlines())
-              for i in range(8)}
+    orders = {
+        tuple(_planner(request_id=f"r{i}")[1].content.split("# Profile\n", 1)[1].splitlines())
+        for i in range(8)
+    }
     assert len(orders) > 1  # shuffled by request
     assert _planner()[1].content == _planner()[1].content  # deterministic for (seed, request)
 
@@ -66,24 +98,49 @@ def test_planner_without_profile():
 
 
 def test_summarizer_speedup_is_substituted():
-    system, user = render("summarizer", "c", problem=scale_add_problem(), slow_source="int a;",
-                          fast_source="int b;", speedup=1.372, positive=True, device="cpu")
+    system, user = render(
+        "summarizer",
+        "c",
+        problem=scale_add_problem(),
+        slow_source="int a;",
+        fast_source="int b;",
+        speedup=1.372,
+        positive=True,
+        device="cpu",
+    )
     assert "{speedup}" not in user.content and "{{" not in user.content
     assert "# Speedup\n1.372x" in user.content
     assert "No optimization found" in system.content and "**{Short description" in system.content
-    _, rev = render("summarizer", "c", problem=scale_add_problem(), slow_source="a", fast_source="b",
-                    speedup=1.25, positive=False, device="cpu")
+    _, rev = render(
+        "summarizer",
+        "c",
+        problem=scale_add_problem(),
+        slow_source="a",
+        fast_source="b",
+        speedup=1.25,
+        positive=False,
+        device="cpu",
+    )
     assert "1.250x" in rev.content and "regression seen in reverse" in rev.content
 
 
 def test_executor_and_fixer():
     p = scale_add_problem()
-    _, user = render("executor", "c", problem=p, source=SCALE_ADD_C, plan="Tile by 64 ```not a fence```",
-                     device="cpu")
+    _, user = render(
+        "executor", "c", problem=p, source=SCALE_ADD_C, plan="Tile by 64 ```not a fence```", device="cpu"
+    )
     assert "# Optimization plan\n````text\nTile by 64" in user.content  # fence longer than the plan's
     assert "one ```c code block" in user.content
-    _, fix = render("fixer", "c", problem=p, source="bad", error_log="error: undefined_symbol",
-                    status="compile_error", parent_source=SCALE_ADD_C, device="cpu")
+    _, fix = render(
+        "fixer",
+        "c",
+        problem=p,
+        source="bad",
+        error_log="error: undefined_symbol",
+        status="compile_error",
+        parent_source=SCALE_ADD_C,
+        device="cpu",
+    )
     assert "`compile_error`" in fix.content and "undefined_symbol" in fix.content
     assert "# Last working version" in fix.content
     _, fix2 = render("fixer", "c", problem=p, source="bad", error_log="", status="incorrect", device="cpu")
@@ -94,9 +151,22 @@ def test_executor_and_fixer():
 @pytest.mark.parametrize("role", ROLES)
 def test_every_template_renders_without_leftover_placeholders(role, language):
     p = scale_add_problem()
-    ctx = dict(problem=p, source="code", profile=sample_profile(), insights=INSIGHTS, device="dev", seed=1,
-               request_id="r", plan="plan", error_log="log", status="incorrect", parent_source="old",
-               slow_source="a", fast_source="b", speedup=1.5)
+    ctx = dict(
+        problem=p,
+        source="code",
+        profile=sample_profile(),
+        insights=INSIGHTS,
+        device="dev",
+        seed=1,
+        request_id="r",
+        plan="plan",
+        error_log="log",
+        status="incorrect",
+        parent_source="old",
+        slow_source="a",
+        fast_source="b",
+        speedup=1.5,
+    )
     messages = render(role, language, **ctx)
     assert [m.role for m in messages] == ["system", "user"]
     for m in messages:
@@ -115,6 +185,8 @@ def test_errors_are_clear():
 
 
 def test_templates_ship_as_package_data():
-    names = {f"{r}.{lang}.txt" for r in ROLES for lang in LANGUAGES} | {f"primer.{lang}.txt" for lang in LANGUAGES}
+    names = {f"{r}.{lang}.txt" for r in ROLES for lang in LANGUAGES} | {
+        f"primer.{lang}.txt" for lang in LANGUAGES
+    }
     for name in names:
         assert prompts.template_text(name).strip()

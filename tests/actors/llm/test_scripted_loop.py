@@ -45,17 +45,33 @@ class Contexts:
 
 
 def profile(req: c.ProfileRequested) -> c.KernelProfiled:
-    proc = subprocess.run([CC, "-std=c11", "-fsyntax-only", "-fopenmp", "-DM=1024", "-DN=256", "-x", "c", "-"],
-                          input=req.source, capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [CC, "-std=c11", "-fsyntax-only", "-fopenmp", "-DM=1024", "-DN=256", "-x", "c", "-"],
+        input=req.source,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if proc.returncode:
         prof = Profile(status="compile_error", device="cpu", log=proc.stderr)
     else:
         tile = int(re.search(r"#define TILE_J (\d+)", req.source).group(1))
         lat = 8.0 / min(tile, 128) + (0.2 if tile > 128 else 0.0)
-        prof = Profile(status="passed", device="cpu", pct_peak=0.1, t_peak_ms=0.01,
-                       latency=LatencyStats(samples_ms=[lat], median_ms=lat, min_ms=lat, max_ms=lat, spread=0.0))
-    return c.KernelProfiled(**envelope(RUN, "KernelProfiled", req.event_id), kernel_id=req.kernel_id,
-                            problem=req.problem, device="cpu", request_id=req.event_id, profile=prof)
+        prof = Profile(
+            status="passed",
+            device="cpu",
+            pct_peak=0.1,
+            t_peak_ms=0.01,
+            latency=LatencyStats(samples_ms=[lat], median_ms=lat, min_ms=lat, max_ms=lat, spread=0.0),
+        )
+    return c.KernelProfiled(
+        **envelope(RUN, "KernelProfiled", req.event_id),
+        kernel_id=req.kernel_id,
+        problem=req.problem,
+        device="cpu",
+        request_id=req.event_id,
+        profile=prof,
+    )
 
 
 def model_like_replies() -> dict[str, list[Any]]:
@@ -63,7 +79,9 @@ def model_like_replies() -> dict[str, list[Any]]:
     n = itertools.count()
 
     def planner(messages):
-        return "<think>The kernel is memory bound; a wider tile helps.</think>\n" + tuner_reply(messages, "planner")
+        return "<think>The kernel is memory bound; a wider tile helps.</think>\n" + tuner_reply(
+            messages, "planner"
+        )
 
     def executor(messages):
         i = next(n)
@@ -75,22 +93,31 @@ def model_like_replies() -> dict[str, list[Any]]:
         return f"Here is the optimized kernel:\n\n```c\n{kernel}```\n\nIt follows the plan exactly."
 
     def fixer(messages):
-        return "The identifier was never declared; here is the corrected kernel.\n" + tuner_reply(messages, "fixer")
+        return "The identifier was never declared; here is the corrected kernel.\n" + tuner_reply(
+            messages, "fixer"
+        )
 
     def summarizer(messages):
         return tuner_reply(messages, "summarizer")
 
     many = 500
-    return {"planner": [Reply(text=planner)] * many, "executor": [Reply(text=executor)] * many,
-            "fixer": [Reply(text=fixer)] * many, "summarizer": [Reply(text=summarizer)] * many}
+    return {
+        "planner": [Reply(text=planner)] * many,
+        "executor": [Reply(text=executor)] * many,
+        "fixer": [Reply(text=fixer)] * many,
+        "summarizer": [Reply(text=summarizer)] * many,
+    }
 
 
 def drive(model: str, overrides: list[str], base: dict | None = None, max_steps: int = 5000):
     roles = [f"llm.{role}.model={model}" for role in ROLE_WORKERS]
     cfg = build_config(preset="quick", overrides=[*roles, "memory.enabled=false", *overrides], base=base)
-    started = c.RunStarted(**envelope(RUN, "RunStarted"), config=cfg.to_dict(), seed=11,
-                           targets=[c.ProblemTarget(problem=scale_add_problem(), device="cpu", language="c",
-                                                    content_hash="h")])
+    started = c.RunStarted(
+        **envelope(RUN, "RunStarted"),
+        config=cfg.to_dict(),
+        seed=11,
+        targets=[c.ProblemTarget(problem=scale_add_problem(), device="cpu", language="c", content_hash="h")],
+    )
     gateway = LLMGateway(cfg.llm, backoff_base_s=0.01)
     agents = {}
     for role, cls in ROLE_WORKERS.items():
@@ -149,15 +176,17 @@ def test_scripted_run_parses_fixes_and_records_failures(scripted):
     done = of(log, c.IterationCompleted)
     assert done[-1].best_latency_ms < done[0].best_latency_ms
     insights = [i for i in of(log, c.InsightSummarized) if not i.noop]
-    assert insights and all(re.match(r"(Increase|Decrease) TILE_J|(Increase|Decrease) UNROLL", i.title)
-                            for i in insights)
+    assert insights and all(
+        re.match(r"(Increase|Decrease) TILE_J|(Increase|Decrease) UNROLL", i.title) for i in insights
+    )
 
 
 def test_budget_stop_from_recorded_costs(scripted):
     model, _ = scripted(model_like_replies())
     price = {"input_cost_per_token": 1e-5, "output_cost_per_token": 1e-5}
-    log = drive(model, ["llm.budget_usd=0.05", "search.iterations=5"],
-                base={"llm": {"prices": {model: price}}})
+    log = drive(
+        model, ["llm.budget_usd=0.05", "search.iterations=5"], base={"llm": {"prices": {model: price}}}
+    )
     spent = sum(e.cost_usd for e in of(log, c.LLMCallCompleted))
     [over] = of(log, c.BudgetExceeded)
     assert log[-1].type == "RunCompleted" and log[-1].reason == "budget"

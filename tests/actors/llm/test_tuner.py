@@ -16,7 +16,7 @@ from hardware_agents.languages.tunables import Change, apply_change, find_tunabl
 from memory_index import format_for_prompt
 from prompts import render
 
-PY_KERNEL = '''import triton
+PY_KERNEL = """import triton
 import triton.language as tl
 
 BLOCK_M = 64
@@ -33,7 +33,7 @@ def _k(x_ptr, BLOCK: tl.constexpr):
 
 def run(x):
     return x
-'''
+"""
 
 
 def _dicts(messages: list[ChatMessage]) -> list[dict]:
@@ -41,8 +41,17 @@ def _dicts(messages: list[ChatMessage]) -> list[dict]:
 
 
 def plan_for(source: str = SCALE_ADD_C, sample: int = 0, insights=(), request_id: str = "r") -> str:
-    msgs = render("planner", "c", problem=scale_add_problem(), source=source, profile=sample_profile(),
-                  insights=list(insights), device="cpu", seed=1, request_id=request_id)
+    msgs = render(
+        "planner",
+        "c",
+        problem=scale_add_problem(),
+        source=source,
+        profile=sample_profile(),
+        insights=list(insights),
+        device="cpu",
+        seed=1,
+        request_id=request_id,
+    )
     return tuner_reply(_dicts(msgs), "planner", sample)
 
 
@@ -53,7 +62,11 @@ def test_c_tunables_skip_shapes_floats_and_zero():
 
 
 def test_python_tunables_are_module_level_upper_case_ints():
-    assert {t.name: t.value for t in find_tunables(PY_KERNEL)} == {"BLOCK_M": 64, "NUM_WARPS": 4, "NUM_STAGES": 3}
+    assert {t.name: t.value for t in find_tunables(PY_KERNEL)} == {
+        "BLOCK_M": 64,
+        "NUM_WARPS": 4,
+        "NUM_STAGES": 3,
+    }
 
 
 def test_moves_keep_powers_of_two_and_bounds():
@@ -72,7 +85,9 @@ def test_plan_is_deterministic_names_the_constant_and_samples_differ():
     assert plan == plan_for()
     change = parse_change(plan)
     assert change is not None and change.name in ("TILE_J", "UNROLL")
-    assert f"from {change.old} to {change.new}" in plan and plan.startswith(f"**{change.direction} {change.name}")
+    assert f"from {change.old} to {change.new}" in plan and plan.startswith(
+        f"**{change.direction} {change.name}"
+    )
     assert f"CHANGE: {change.name} {change.old} -> {change.new}" in plan
     # four moves exist (TILE_J x2 and /2, UNROLL x2 and /2): four samples take four different ones
     assert len({parse_change(plan_for(sample=i)) for i in range(4)}) == 4
@@ -81,12 +96,26 @@ def test_plan_is_deterministic_names_the_constant_and_samples_differ():
 
 
 def test_insights_steer_the_direction():
-    insight = RetrievedInsight(entry_id="e", problem="x", device="cpu", language="c", speedup=1.4,
-                               title="Increase TILE_J (32 -> 64)", text="**Increase TILE_J (32 -> 64)**\nfaster")
+    insight = RetrievedInsight(
+        entry_id="e",
+        problem="x",
+        device="cpu",
+        language="c",
+        speedup=1.4,
+        title="Increase TILE_J (32 -> 64)",
+        text="**Increase TILE_J (32 -> 64)**\nfaster",
+    )
     prefs = insight_preferences(format_for_prompt([insight]))
     assert prefs[("TILE_J", "Increase")] > 1 > prefs[("TILE_J", "Decrease")]
-    slow = RetrievedInsight(entry_id="f", problem="x", device="cpu", language="c", speedup=0.7,
-                            title="Increase UNROLL (4 -> 8)", text="slower")
+    slow = RetrievedInsight(
+        entry_id="f",
+        problem="x",
+        device="cpu",
+        language="c",
+        speedup=0.7,
+        title="Increase UNROLL (4 -> 8)",
+        text="slower",
+    )
     prefs = insight_preferences(format_for_prompt([slow]))
     assert prefs[("UNROLL", "Decrease")] > 1 > prefs[("UNROLL", "Increase")]
     # across many kernels, the first choice follows the insight far more often
@@ -103,8 +132,9 @@ def test_insights_steer_the_direction():
 def test_executor_applies_the_plan_and_returns_the_full_kernel():
     p = scale_add_problem()
     plan = "**Increase TILE_J from 32 to 64**\nDouble it.\nCHANGE: TILE_J 32 -> 64"
-    reply = tuner_reply(_dicts(render("executor", "c", problem=p, source=SCALE_ADD_C, plan=plan, device="cpu")),
-                        "executor")
+    reply = tuner_reply(
+        _dicts(render("executor", "c", problem=p, source=SCALE_ADD_C, plan=plan, device="cpu")), "executor"
+    )
     code = extract_code(reply, entry="kernel").code
     assert code == SCALE_ADD_C.replace("#define TILE_J 32", "#define TILE_J 64")
     assert "```c\n" in reply
@@ -113,10 +143,14 @@ def test_executor_applies_the_plan_and_returns_the_full_kernel():
 def test_executor_reads_a_plan_written_by_another_model_and_keeps_kernel_without_change():
     p = scale_add_problem()
     prose = "I suggest raising UNROLL from 4 to 16 so the loop body has more independent work."
-    reply = tuner_reply(_dicts(render("executor", "c", problem=p, source=SCALE_ADD_C, plan=prose, device="cpu")))
+    reply = tuner_reply(
+        _dicts(render("executor", "c", problem=p, source=SCALE_ADD_C, plan=prose, device="cpu"))
+    )
     assert "#define UNROLL 16" in extract_code(reply).code
     vague = "Use better vectorization."
-    reply = tuner_reply(_dicts(render("executor", "c", problem=p, source=SCALE_ADD_C, plan=vague, device="cpu")))
+    reply = tuner_reply(
+        _dicts(render("executor", "c", problem=p, source=SCALE_ADD_C, plan=vague, device="cpu"))
+    )
     assert extract_code(reply).code == SCALE_ADD_C
 
 
@@ -131,11 +165,23 @@ def test_kernel_without_tunables():
 
 def test_fixer_reverts_to_the_last_working_version():
     p = scale_add_problem()
-    broken = SCALE_ADD_C.replace("#define TILE_J 32", "#define TILE_J 64").replace("ALPHA *", "ALPHA * undefined *")
-    msgs = render("fixer", "c", problem=p, source=broken, error_log="error: 'undefined' undeclared",
-                  status="compile_error", parent_source=SCALE_ADD_C, device="cpu")
+    broken = SCALE_ADD_C.replace("#define TILE_J 32", "#define TILE_J 64").replace(
+        "ALPHA *", "ALPHA * undefined *"
+    )
+    msgs = render(
+        "fixer",
+        "c",
+        problem=p,
+        source=broken,
+        error_log="error: 'undefined' undeclared",
+        status="compile_error",
+        parent_source=SCALE_ADD_C,
+        device="cpu",
+    )
     assert extract_code(tuner_reply(_dicts(msgs))).code == SCALE_ADD_C
-    msgs = render("fixer", "c", problem=p, source=broken, error_log="error", status="compile_error", device="cpu")
+    msgs = render(
+        "fixer", "c", problem=p, source=broken, error_log="error", status="compile_error", device="cpu"
+    )
     with pytest.raises(ReplyParseError) as e:
         extract_code(tuner_reply(_dicts(msgs), "fixer"))
     assert e.value.reason == NO_CODE
@@ -144,30 +190,58 @@ def test_fixer_reverts_to_the_last_working_version():
 def test_summarizer_names_constant_direction_and_speedup_and_the_planner_reads_it():
     p = scale_add_problem()
     fast = SCALE_ADD_C.replace("#define TILE_J 32", "#define TILE_J 64")
-    msgs = render("summarizer", "c", problem=p, slow_source=SCALE_ADD_C, fast_source=fast, speedup=1.37,
-                  positive=True, device="cpu")
+    msgs = render(
+        "summarizer",
+        "c",
+        problem=p,
+        slow_source=SCALE_ADD_C,
+        fast_source=fast,
+        speedup=1.37,
+        positive=True,
+        device="cpu",
+    )
     reply = tuner_reply(_dicts(msgs))
     ins = parse_insight(reply)
     assert ins.title == "Increase TILE_J (32 -> 64)" and not ins.noop
     assert "1.370x faster" in ins.text and "`scale_add` (device cpu)" in ins.text
-    assert "Original code:\n```c\n#define TILE_J 32" in ins.text and "Optimized code:\n```c\n#define TILE_J 64" in ins.text
+    assert (
+        "Original code:\n```c\n#define TILE_J 32" in ins.text
+        and "Optimized code:\n```c\n#define TILE_J 64" in ins.text
+    )
     # the planner, shown this insight through the memory block, prefers the same direction
-    entry = RetrievedInsight(entry_id="e", problem="scale_add", device="cpu", language="c", speedup=1.37,
-                             title=ins.title, text=ins.text)
+    entry = RetrievedInsight(
+        entry_id="e",
+        problem="scale_add",
+        device="cpu",
+        language="c",
+        speedup=1.37,
+        title=ins.title,
+        text=ins.text,
+    )
     assert insight_preferences(format_for_prompt([entry]))[("TILE_J", "Increase")] > 1
-    same = render("summarizer", "c", problem=p, slow_source=SCALE_ADD_C, fast_source=SCALE_ADD_C, speedup=1.05,
-                  device="cpu")
+    same = render(
+        "summarizer",
+        "c",
+        problem=p,
+        slow_source=SCALE_ADD_C,
+        fast_source=SCALE_ADD_C,
+        speedup=1.05,
+        device="cpu",
+    )
     assert parse_insight(tuner_reply(_dicts(same))).noop
 
 
 def test_python_kernel_round_trip():
     p = scale_add_problem()
-    msgs = render("planner", "triton", problem=p, source=PY_KERNEL, profile=None, device="h100", seed=0,
-                  request_id="r")
+    msgs = render(
+        "planner", "triton", problem=p, source=PY_KERNEL, profile=None, device="h100", seed=0, request_id="r"
+    )
     change = parse_change(tuner_reply(_dicts(msgs), "planner", 0))
     assert change is not None and change.name in ("BLOCK_M", "NUM_WARPS", "NUM_STAGES")
     plan = f"CHANGE: {change.name} {change.old} -> {change.new}"
-    reply = tuner_reply(_dicts(render("executor", "triton", problem=p, source=PY_KERNEL, plan=plan, device="h100")))
+    reply = tuner_reply(
+        _dicts(render("executor", "triton", problem=p, source=PY_KERNEL, plan=plan, device="h100"))
+    )
     block = extract_code(reply)
     assert block.lang == "python" and block.code == apply_change(PY_KERNEL, change)
 
@@ -175,8 +249,9 @@ def test_python_kernel_round_trip():
 def test_through_litellm_each_role_and_deterministic():
     gw = LLMGateway(llm_config("builtin/tuner"))
     p = scale_add_problem()
-    planner_msgs = render("planner", "c", problem=p, source=SCALE_ADD_C, profile=None, device="cpu", seed=0,
-                          request_id="r")
+    planner_msgs = render(
+        "planner", "c", problem=p, source=SCALE_ADD_C, profile=None, device="cpu", seed=0, request_id="r"
+    )
 
     async def go():
         a = await gw.complete("planner", planner_msgs, run_id="r", request_id="a", sample_index=1)

@@ -30,21 +30,54 @@ def test_plan_apply_summarize(problem):
     src = problem.baseline.entry_file().content
     axes = problem.axis_values()
     assert find_tunables(src, skip=axes), f"{problem.name}: baseline has no tunable constant"
-    plan = tuner_reply(_dicts(render("planner", "c", problem=problem, source=src, profile=None, device="cpu",
-                                     seed=0, request_id="r")), "planner", 0)
+    plan = tuner_reply(
+        _dicts(
+            render(
+                "planner",
+                "c",
+                problem=problem,
+                source=src,
+                profile=None,
+                device="cpu",
+                seed=0,
+                request_id="r",
+            )
+        ),
+        "planner",
+        0,
+    )
     change = parse_change(plan)
     assert change is not None and change.name not in axes
-    reply = tuner_reply(_dicts(render("executor", "c", problem=problem, source=src, plan=plan, device="cpu")),
-                        "executor")
+    reply = tuner_reply(
+        _dicts(render("executor", "c", problem=problem, source=src, plan=plan, device="cpu")), "executor"
+    )
     new = extract_code(reply, entry=problem.baseline.entry_symbol).code
     assert new != src and f" {change.new}" in new
     if CC:
         macros = [f"-D{k}={v}" for k, v in axes.items()]
-        proc = subprocess.run([CC, "-std=gnu11", "-fsyntax-only", "-fopenmp", *macros, "-x", "c", "-"],
-                              input=new, capture_output=True, text=True, check=False)
+        proc = subprocess.run(
+            [CC, "-std=gnu11", "-fsyntax-only", "-fopenmp", *macros, "-x", "c", "-"],
+            input=new,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         assert proc.returncode == 0, proc.stderr
-    insight = parse_insight(tuner_reply(_dicts(render(
-        "summarizer", "c", problem=problem, slow_source=src, fast_source=new, speedup=1.2, device="cpu"))))
+    insight = parse_insight(
+        tuner_reply(
+            _dicts(
+                render(
+                    "summarizer",
+                    "c",
+                    problem=problem,
+                    slow_source=src,
+                    fast_source=new,
+                    speedup=1.2,
+                    device="cpu",
+                )
+            )
+        )
+    )
     assert insight.title == f"{change.direction} {change.name} ({change.old} -> {change.new})"
 
 
@@ -55,17 +88,37 @@ def test_v2_moves_stay_legal_and_compile(problem):
     axes = problem.axis_values()
     assert {t.name for t in find_tunables(src, skip=axes)} >= set(legal)
     for sample in range(6):
-        plan = tuner_reply(_dicts(render("planner", "c", problem=problem, source=src, profile=None, device="cpu",
-                                         seed=0, request_id="r")), "planner", sample)
+        plan = tuner_reply(
+            _dicts(
+                render(
+                    "planner",
+                    "c",
+                    problem=problem,
+                    source=src,
+                    profile=None,
+                    device="cpu",
+                    seed=0,
+                    request_id="r",
+                )
+            ),
+            "planner",
+            sample,
+        )
         changes = parse_changes(plan)
         assert changes, plan
         for ch in changes:
             assert ch.name in legal and ch.new in legal[ch.name], (ch, legal.get(ch.name))
-        reply = tuner_reply(_dicts(render("executor", "c", problem=problem, source=src, plan=plan, device="cpu")),
-                            "executor")
+        reply = tuner_reply(
+            _dicts(render("executor", "c", problem=problem, source=src, plan=plan, device="cpu")), "executor"
+        )
         new = extract_code(reply, entry=problem.baseline.entry_symbol).code
         if CC and sample < 2:
             macros = [f"-D{k}={v}" for k, v in axes.items()]
-            proc = subprocess.run([CC, "-std=gnu11", "-fsyntax-only", "-fopenmp", *macros, "-x", "c", "-"],
-                                  input=new, capture_output=True, text=True, check=False)
+            proc = subprocess.run(
+                [CC, "-std=gnu11", "-fsyntax-only", "-fopenmp", *macros, "-x", "c", "-"],
+                input=new,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
             assert proc.returncode == 0, proc.stderr

@@ -20,19 +20,42 @@ from events.logfile import read_events
 PROBLEMS = "swiglu"  # one problem: every call of a 135M model costs seconds (below)
 # one plan and one kernel per problem and iteration: each call of a 135M model that seldom
 # stops costs up to max_tokens / ~80 tokens/s on this machine, so the call count sets the time
-SMALL_SEARCH = ["--preset", "quick", "--set", "search.iterations=1", "--set", "search.fix_rounds=1",
-                "--set", "search.beam_width=1", "--set", "search.plans_per_candidate=1",
-                "--set", "llm.default.max_tokens=768"]
+SMALL_SEARCH = [
+    "--preset",
+    "quick",
+    "--set",
+    "search.iterations=1",
+    "--set",
+    "search.fix_rounds=1",
+    "--set",
+    "search.beam_width=1",
+    "--set",
+    "search.plans_per_candidate=1",
+    "--set",
+    "llm.default.max_tokens=768",
+]
 
 
 def _accelopt(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_a_model_with_no_price_is_refused_with_what_to_do(llm_server, tmp_path):
-    out = _accelopt("run", "--problems", PROBLEMS, "--model", LITELLM_MODEL, "--api-base", llm_server.url,
-                    "--root", str(tmp_path), *SMALL_SEARCH, timeout=300)
+    out = _accelopt(
+        "run",
+        "--problems",
+        PROBLEMS,
+        "--model",
+        LITELLM_MODEL,
+        "--api-base",
+        llm_server.url,
+        "--root",
+        str(tmp_path),
+        *SMALL_SEARCH,
+        timeout=300,
+    )
     assert out.returncode == 2, out.stdout + out.stderr
     text = " ".join((out.stdout + out.stderr).split())
     assert f"no price known for model(s) {LITELLM_MODEL}" in text
@@ -43,9 +66,23 @@ def test_a_model_with_no_price_is_refused_with_what_to_do(llm_server, tmp_path):
 @pytest.fixture(scope="module")
 def real_run(llm_server, tmp_path_factory):
     root = tmp_path_factory.mktemp("real-run")
-    out = _accelopt("run", "--problems", PROBLEMS, "--model", LITELLM_MODEL, "--api-base", llm_server.url,
-                    "--price", "0", "0", "--root", str(root / "runs"), "--memory", str(root / "memory"),
-                    *SMALL_SEARCH)
+    out = _accelopt(
+        "run",
+        "--problems",
+        PROBLEMS,
+        "--model",
+        LITELLM_MODEL,
+        "--api-base",
+        llm_server.url,
+        "--price",
+        "0",
+        "0",
+        "--root",
+        str(root / "runs"),
+        "--memory",
+        str(root / "memory"),
+        *SMALL_SEARCH,
+    )
     runs = list((root / "runs").glob("*/log.aolog"))
     return out, runs[0].parent if runs else None
 
@@ -77,34 +114,53 @@ def test_every_call_is_recorded_with_the_servers_token_counts(real_run):
         assert e.usage.prompt_tokens > 100 and e.usage.completion_tokens > 0 and not e.usage.estimated
         assert e.latency_s > 0 and e.cost_usd == 0.0
     # every LLM request has its call record
-    requests = {e.event_id for e in events if e.type in ("PlanRequested", "ImplementationRequested",
-                                                         "FixRequested", "SummaryRequested")}
+    requests = {
+        e.event_id
+        for e in events
+        if e.type in ("PlanRequested", "ImplementationRequested", "FixRequested", "SummaryRequested")
+    }
     assert requests <= {e.request_id for e in calls}
 
 
 def test_every_reply_ends_in_a_kernel_or_a_failure_event_and_every_kernel_is_profiled_once(real_run):
     _, run_dir = real_run
     events = read_events(run_dir / "log.aolog")
-    kernel_requests = {e.event_id for e in events if isinstance(e, c.ImplementationRequested | c.FixRequested)}
-    outcomes = Counter(e.request_id for e in events if isinstance(e, c.KernelProposed | c.ProposalFailed)
-                       and e.request_id in kernel_requests)
+    kernel_requests = {
+        e.event_id for e in events if isinstance(e, c.ImplementationRequested | c.FixRequested)
+    }
+    outcomes = Counter(
+        e.request_id
+        for e in events
+        if isinstance(e, c.KernelProposed | c.ProposalFailed) and e.request_id in kernel_requests
+    )
     assert set(outcomes) == kernel_requests and set(outcomes.values()) == {1}
     plans = {e.event_id for e in events if isinstance(e, c.PlanRequested)}
-    planned = Counter(e.request_id for e in events if isinstance(e, c.PlanProposed | c.ProposalFailed)
-                      and e.request_id in plans)
+    planned = Counter(
+        e.request_id
+        for e in events
+        if isinstance(e, c.PlanProposed | c.ProposalFailed) and e.request_id in plans
+    )
     assert set(planned) == plans and set(planned.values()) == {1}
     proposed = Counter(e.kernel_id for e in events if isinstance(e, c.KernelProposed))
     # the end-of-problem re-measure profiles baseline and best again (purpose remeasure): not counted
     remeasure = {e.event_id for e in events if isinstance(e, c.ProfileRequested) and e.purpose == "remeasure"}
-    profiled = Counter(e.kernel_id for e in events if isinstance(e, c.KernelProfiled)
-                       and e.request_id not in remeasure)
+    profiled = Counter(
+        e.kernel_id for e in events if isinstance(e, c.KernelProfiled) and e.request_id not in remeasure
+    )
     assert proposed == profiled and set(profiled.values()) == {1}
     # failed profiles went to the fixer within its budget of one round
-    failed = {e.kernel_id for e in events if isinstance(e, c.KernelProfiled)
-              and e.profile.status in ("compile_error", "runtime_error", "incorrect", "timeout")}
+    failed = {
+        e.kernel_id
+        for e in events
+        if isinstance(e, c.KernelProfiled)
+        and e.profile.status in ("compile_error", "runtime_error", "incorrect", "timeout")
+    }
     fixes = {e.kernel_id: e for e in events if isinstance(e, c.FixRequested)}
-    first_round = {k.kernel_id for k in events if isinstance(k, c.KernelProposed) and k.fix_round == 0
-                   and k.iteration > 0}
+    first_round = {
+        k.kernel_id
+        for k in events
+        if isinstance(k, c.KernelProposed) and k.fix_round == 0 and k.iteration > 0
+    }
     assert failed & first_round <= set(fixes)
     assert all(f.fix_round == 1 for f in fixes.values())
 

@@ -10,7 +10,9 @@ import msgspec
 
 CORPUS = Path(__file__).resolve().parent
 REPO = CORPUS.parents[2]
-_HEADER = re.compile(r"^\s*(?://|#)\s*(expect|expect_gpu|needle_gpu|problem|needle|min_ms|why|entry):\s*(.*?)\s*$")
+_HEADER = re.compile(
+    r"^\s*(?://|#)\s*(expect|expect_gpu|needle_gpu|problem|needle|min_ms|why|entry):\s*(.*?)\s*$"
+)
 _COMMENT = {".c": "//", ".py": "#"}
 
 
@@ -51,12 +53,22 @@ def load(device_dir: str) -> list[Hack]:
             elif not line.lstrip().startswith(mark):
                 break  # the header is the file's first comment block
             elif "why" in fields:
-                fields["why"] += " " + line.lstrip()[len(mark):].strip()
+                fields["why"] += " " + line.lstrip()[len(mark) :].strip()
         if "expect" not in fields or "problem" not in fields:
             raise ValueError(f"{path}: a corpus file must start with '// expect:' and '// problem:' lines")
-        out.append(Hack(name=path.stem, device_dir=device_dir, path=str(path),
-                        source=text.replace("@REPO@", str(REPO)), expect=fields["expect"],
-                        problem=fields["problem"], needle=fields.get("needle", ""),
-                        min_ms=float(fields["min_ms"]) if "min_ms" in fields else None, why=fields.get("why", ""),
-                        expect_gpu=fields.get("expect_gpu", ""), needle_gpu=fields.get("needle_gpu", "")))
+        out.append(
+            Hack(
+                name=path.stem,
+                device_dir=device_dir,
+                path=str(path),
+                source=text.replace("@REPO@", str(REPO)),
+                expect=fields["expect"],
+                problem=fields["problem"],
+                needle=fields.get("needle", ""),
+                min_ms=float(fields["min_ms"]) if "min_ms" in fields else None,
+                why=fields.get("why", ""),
+                expect_gpu=fields.get("expect_gpu", ""),
+                needle_gpu=fields.get("needle_gpu", ""),
+            )
+        )
     return out

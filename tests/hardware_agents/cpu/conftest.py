@@ -33,8 +33,9 @@ def calibration(cpu_cache: Path) -> CalibrationRecord:
 
 @pytest.fixture(scope="session")
 def cpu_agent(cpu_cache: Path, calibration: CalibrationRecord) -> Iterator[CpuAgent]:
-    agent = CpuAgent(cache_dir=cpu_cache, calibrate_if_missing=False, timing_budget_s=0.08, max_reruns=1,
-                     timeout_s=30.0)
+    agent = CpuAgent(
+        cache_dir=cpu_cache, calibrate_if_missing=False, timing_budget_s=0.08, max_reruns=1, timeout_s=30.0
+    )
     yield agent
     agent.close()
 

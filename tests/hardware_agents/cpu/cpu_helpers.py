@@ -22,7 +22,9 @@ def c_solution(problem: Problem, source: str, name: str = "candidate") -> Soluti
 def scale_shift_problem(m: int = 256, n: int = 512) -> Problem:
     """out = 2x + 1: a tiny problem on which the misbehaving kernels run fast."""
     d = Definition(
-        name="scale_shift", op_type="elementwise", axes={"M": AxisVar(), "N": AxisVar()},
+        name="scale_shift",
+        op_type="elementwise",
+        axes={"M": AxisVar(), "N": AxisVar()},
         inputs={"x": TensorSpec(shape=["M", "N"], dtype="float32")},
         outputs={"out": TensorSpec(shape=["M", "N"], dtype="float32")},
         reference="def run(x):\n    return 2 * x + 1\n",
@@ -35,8 +37,9 @@ def scale_shift_problem(m: int = 256, n: int = 512) -> Problem:
     return Problem(definition=d, workload=w, baseline=base)
 
 
-def c_solution_source_scale_shift(body: str = "out[i] = 2.0f * x[i] + 1.0f;", prelude: str = "",
-                                  setup: str = "") -> str:
+def c_solution_source_scale_shift(
+    body: str = "out[i] = 2.0f * x[i] + 1.0f;", prelude: str = "", setup: str = ""
+) -> str:
     return f"""
 #include <math.h>
 #include <stdio.h>

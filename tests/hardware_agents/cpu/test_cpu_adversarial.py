@@ -49,13 +49,17 @@ def _problem(hack: Hack, scale_shift: Problem) -> Problem:
 @pytest.mark.parametrize("name", sorted(HACKS))
 def test_hostile_kernel_gets_its_status(name: str, cpu_agent: CpuAgent, scale_shift: Problem) -> None:
     hack = HACKS[name]
-    prof = cpu_agent.profile(_problem(hack, scale_shift), c_solution(scale_shift, hack.source, name=name), timeout_s=30)
+    prof = cpu_agent.profile(
+        _problem(hack, scale_shift), c_solution(scale_shift, hack.source, name=name), timeout_s=30
+    )
     text = prof.log + " ".join(c.note for c in prof.correctness)
     assert prof.status == hack.expect, f"{name} ({hack.why}): {prof.status}\n{prof.log}"
     assert hack.needle in text, text
     if "sandbox_wall_s" in prof.counters:  # it ran: the isolation it ran under is on record
         assert prof.isolation.get("landlock_reads") == "restricted", prof.isolation
-        assert {"sockets", "no_fork", "stoppable", "pdeathsig"} <= set(prof.isolation.get("seccomp", "").split(","))
+        assert {"sockets", "no_fork", "stoppable", "pdeathsig"} <= set(
+            prof.isolation.get("seccomp", "").split(",")
+        )
         assert prof.isolation["freeze"] == "process" and prof.isolation["cpus"]
         if os.geteuid() == 0:
             assert prof.isolation["workdir"].startswith("tmpfs"), prof.isolation
@@ -71,12 +75,18 @@ def test_probe_is_caught_with_its_wall_down(name: str, cpu_agent: CpuAgent, scal
     options, agent_options, needle = WALLS[name]
     if agent_options.get("threads", 0) and len(cpu_agent.cpus) < 2:
         pytest.skip("needs an agent given fewer cores than the machine has")
-    leaky = CpuAgent(cache_dir=cpu_agent.cache_dir, calibrate_if_missing=False, timeout_s=30.0,
-                     sandbox_options=options, **agent_options)  # type: ignore[arg-type]
+    leaky = CpuAgent(
+        cache_dir=cpu_agent.cache_dir,
+        calibrate_if_missing=False,
+        timeout_s=30.0,
+        sandbox_options=options,
+        **agent_options,
+    )  # type: ignore[arg-type]
     try:
         with allow_unisolated(True):
-            prof = leaky.profile(_problem(hack, scale_shift), c_solution(scale_shift, hack.source, name=name),
-                                 measure=False)
+            prof = leaky.profile(
+                _problem(hack, scale_shift), c_solution(scale_shift, hack.source, name=name), measure=False
+            )
     finally:
         leaky.close()
     assert prof.status == "incorrect", prof.log

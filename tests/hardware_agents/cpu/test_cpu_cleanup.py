@@ -40,11 +40,13 @@ def test_data_dir_is_removed_on_close_and_on_garbage_collection(tmp_path: Path) 
 
 
 def test_data_dir_is_removed_at_interpreter_exit(tmp_path: Path) -> None:
-    code = ("import suites; from pathlib import Path; from hardware_agents.datacache import DataCache\n"
-            "def build(p, s, root):\n    (root / 'x').write_text('x'); return root\n"
-            f"c = DataCache(build, base_dir=Path({str(tmp_path)!r}), prefix='accelopt-data-')\n"
-            "c.get(suites.get_problem('cpu/lora'), (0,))\n"
-            f"print('made', list(Path({str(tmp_path)!r}).iterdir()))\n")
+    code = (
+        "import suites; from pathlib import Path; from hardware_agents.datacache import DataCache\n"
+        "def build(p, s, root):\n    (root / 'x').write_text('x'); return root\n"
+        f"c = DataCache(build, base_dir=Path({str(tmp_path)!r}), prefix='accelopt-data-')\n"
+        "c.get(suites.get_problem('cpu/lora'), (0,))\n"
+        f"print('made', list(Path({str(tmp_path)!r}).iterdir()))\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "made [" in out.stdout and "accelopt-data-" in out.stdout, out.stderr
     assert list(tmp_path.iterdir()) == []
@@ -68,8 +70,9 @@ def test_cpu_agent_keeps_its_data_in_memory(cpu_agent: CpuAgent, tmp_path: Path)
 def test_dirs_of_dead_owners_are_swept_by_the_next_process(tmp_path: Path) -> None:
     from hardware_agents import sandbox
 
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                          text=True).stdout.strip()
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    ).stdout.strip()
     stale = tmp_path / f"accelopt-data-{dead}-abc123"
     (stale / "case").mkdir(parents=True)
     alive = tmp_path / f"accelopt-data-{os.getpid()}-def456"
@@ -91,19 +94,23 @@ void kernel(const float* x, float* out) { (void)x; (void)out; struct timespec d 
 """
 
 
-def _agent_under_a_sleeping_kernel(cache: Path, options: dict[str, object]) -> tuple[subprocess.Popen[bytes], int]:
+def _agent_under_a_sleeping_kernel(
+    cache: Path, options: dict[str, object]
+) -> tuple[subprocess.Popen[bytes], int]:
     """An agent process profiling a kernel that clears its parent-death signal (where the wall
     lets it) and sleeps in its first call; returns it and the kernel server's pid."""
     from hardware_agents.sandbox_uids import UID_BASE, UID_SPAN, _proc_ids
 
-    code = (f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})\n"
-            "from cpu_helpers import c_solution, scale_shift_problem\n"
-            "from hardware_agents.cpu import CpuAgent\n"
-            "from hardware_agents.sandbox import allow_unisolated\n"
-            f"agent = CpuAgent(cache_dir={str(cache)!r}, calibrate_if_missing=False, timeout_s=120, "
-            f"sandbox_options={options!r})\n"
-            "p = scale_shift_problem()\n"
-            f"with allow_unisolated(True): agent.profile(p, c_solution(p, {_SLEEPER!r}), measure=False)\n")
+    code = (
+        f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})\n"
+        "from cpu_helpers import c_solution, scale_shift_problem\n"
+        "from hardware_agents.cpu import CpuAgent\n"
+        "from hardware_agents.sandbox import allow_unisolated\n"
+        f"agent = CpuAgent(cache_dir={str(cache)!r}, calibrate_if_missing=False, timeout_s=120, "
+        f"sandbox_options={options!r})\n"
+        "p = scale_shift_problem()\n"
+        f"with allow_unisolated(True): agent.profile(p, c_solution(p, {_SLEEPER!r}), measure=False)\n"
+    )
     agent = subprocess.Popen([sys.executable, "-c", code])
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -152,6 +159,14 @@ def test_an_orphaned_kernel_server_is_swept_at_the_next_agent_start(cpu_cache: P
     assert ids is not None and _alive(server), "the orphan died by itself: the wall was not down"
     if ids[1] != 1:
         pytest.skip(f"orphans here are adopted by pid {ids[1]} (a subreaper), which the sweep leaves alone")
-    subprocess.run([sys.executable, "-c", "from hardware_agents.cpu import CpuAgent; CpuAgent(calibrate_if_missing="
-                    f"False, cache_dir={str(cpu_cache)!r})"], check=True, timeout=120)
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from hardware_agents.cpu import CpuAgent; CpuAgent(calibrate_if_missing="
+            f"False, cache_dir={str(cpu_cache)!r})",
+        ],
+        check=True,
+        timeout=120,
+    )
     assert not _alive(server)

@@ -40,10 +40,14 @@ def test_profile_baseline_table(cli_env: Path, capsys: pytest.CaptureFixture[str
         assert word in out
 
 
-def test_profile_given_source_and_json(cli_env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_profile_given_source_and_json(
+    cli_env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     src = tmp_path / "wrong.c"
-    src.write_text("void kernel(const float* lhs, const float* rhs, float* out) {\n"
-                   "    for (long i = 0; i < (long)B * M * N; i++) out[i] = lhs[i % (B * M * K)];\n}\n")
+    src.write_text(
+        "void kernel(const float* lhs, const float* rhs, float* out) {\n"
+        "    for (long i = 0; i < (long)B * M * N; i++) out[i] = lhs[i % (B * M * K)];\n}\n"
+    )
     assert main(["profile", "cpu/bmm", "--solution", str(src), "--json"]) == 1
     prof = json.loads(capsys.readouterr().out)
     assert prof["status"] == "incorrect"

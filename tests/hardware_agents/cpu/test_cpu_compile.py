@@ -36,7 +36,9 @@ def test_builds_are_cached_by_content(cpu_cache: Path, scale_shift: Problem) -> 
     assert not failed.ok and again.cached and again.log == failed.log
 
 
-def test_compiler_cannot_include_private_files(cpu_agent: CpuAgent, scale_shift: Problem, tmp_path: Path) -> None:
+def test_compiler_cannot_include_private_files(
+    cpu_agent: CpuAgent, scale_shift: Problem, tmp_path: Path
+) -> None:
     """The compiler runs sandboxed: `#include` of a file outside the allowed trees fails,
     so its contents cannot reach the compile log (which goes back to an LLM)."""
     secret = tmp_path / "secret.h"
@@ -73,15 +75,20 @@ def test_the_build_cache_evicts_its_least_recently_used_entries(tmp_path: Path, 
     import os
 
     comp = Compiler(tmp_path)
-    builds = [comp.build(c_solution(scale_shift, src(body=f"out[i] = 2.0f * x[i] + {k}.0f;")),
-                      scale_shift.axis_values()) for k in range(4)]
+    builds = [
+        comp.build(
+            c_solution(scale_shift, src(body=f"out[i] = 2.0f * x[i] + {k}.0f;")), scale_shift.axis_values()
+        )
+        for k in range(4)
+    ]
     assert all(b.ok for b in builds)
     old = builds[0].so_path
     assert old is not None
     for i, b in enumerate(builds):  # as if built long ago, oldest first; then the first one used again
         os.utime(comp.dir / f"{b.key}.json", (1000.0 + i, 1000.0 + i))
-    assert comp.build(c_solution(scale_shift, src(body="out[i] = 2.0f * x[i] + 0.0f;")),
-                      scale_shift.axis_values()).cached
+    assert comp.build(
+        c_solution(scale_shift, src(body="out[i] = 2.0f * x[i] + 0.0f;")), scale_shift.axis_values()
+    ).cached
     size = Path(old).stat().st_size
     removed = comp.evict(max_bytes=int(2.5 * size), max_entries=100)
     kept = {p.stem for p in comp.dir.glob("*.json")}

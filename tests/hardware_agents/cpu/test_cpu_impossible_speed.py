@@ -42,8 +42,11 @@ def inflated_roofline(problem: Problem, factor: int = 1000) -> Problem:
     then looks faster than the machine allows."""
     r = problem.definition.x_roofline
     assert r is not None
-    big = Roofline(flops_matmul=f"({r.flops_matmul})*{factor}", flops_vector=f"({r.flops_vector})*{factor}",
-                   bytes_min=f"({r.bytes_min})*{factor}")
+    big = Roofline(
+        flops_matmul=f"({r.flops_matmul})*{factor}",
+        flops_vector=f"({r.flops_vector})*{factor}",
+        bytes_min=f"({r.bytes_min})*{factor}",
+    )
     d = msgspec.structs.replace(problem.definition, x_roofline=big)
     return msgspec.structs.replace(problem, definition=d)
 

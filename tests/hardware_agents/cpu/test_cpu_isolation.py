@@ -12,8 +12,12 @@ from hardware_agents.sandbox import allow_unisolated, isolation_problem, unisola
 
 def _agent_without_landlock(cpu_agent: CpuAgent) -> CpuAgent:
     # Landlock switched off stands in for a kernel that lacks it (this machine has it)
-    return CpuAgent(cache_dir=cpu_agent.cache_dir, calibrate_if_missing=False, timeout_s=30.0,
-                    sandbox_options={"landlock": False})
+    return CpuAgent(
+        cache_dir=cpu_agent.cache_dir,
+        calibrate_if_missing=False,
+        timeout_s=30.0,
+        sandbox_options={"landlock": False},
+    )
 
 
 def test_missing_filesystem_isolation_refuses_the_kernel(cpu_agent: CpuAgent, scale_shift: Problem) -> None:

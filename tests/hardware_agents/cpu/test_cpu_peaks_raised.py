@@ -21,10 +21,15 @@ DEFLATE = 1000.0  # as if calibrated while something else had the machine (far b
 def _deflated_cache(tmp_path: Path, calibration: CalibrationRecord) -> Path:
     s = calibration.spec
     low = msgspec.structs.replace(
-        s, peak_bw_bytes_s=s.peak_bw_bytes_s / DEFLATE, peak_matmul_flops=s.peak_matmul_flops / DEFLATE,
+        s,
+        peak_bw_bytes_s=s.peak_bw_bytes_s / DEFLATE,
+        peak_matmul_flops=s.peak_matmul_flops / DEFLATE,
         peak_vector_flops=s.peak_vector_flops / DEFLATE,
-        bw_curve=[BandwidthPoint(working_set_bytes=p.working_set_bytes, bytes_per_s=p.bytes_per_s / DEFLATE)
-                  for p in s.bw_curve])
+        bw_curve=[
+            BandwidthPoint(working_set_bytes=p.working_set_bytes, bytes_per_s=p.bytes_per_s / DEFLATE)
+            for p in s.bw_curve
+        ],
+    )
     path = calibration_path(tmp_path, quick=True)
     path.parent.mkdir(parents=True)
     path.write_bytes(msgspec.json.encode(msgspec.structs.replace(calibration, spec=low)))
@@ -32,11 +37,14 @@ def _deflated_cache(tmp_path: Path, calibration: CalibrationRecord) -> Path:
 
 
 def _agent(cache: Path) -> CpuAgent:
-    return CpuAgent(cache_dir=cache, calibrate_if_missing=False, timing_budget_s=0.08, max_reruns=1, timeout_s=30.0)
+    return CpuAgent(
+        cache_dir=cache, calibrate_if_missing=False, timing_budget_s=0.08, max_reruns=1, timeout_s=30.0
+    )
 
 
 def test_a_correct_kernel_passes_once_the_peaks_are_measured_again(
-        tmp_path: Path, calibration: CalibrationRecord) -> None:
+    tmp_path: Path, calibration: CalibrationRecord
+) -> None:
     cache = _deflated_cache(tmp_path, calibration)
     low_bw = load_calibration(cache).spec.peak_bw_bytes_s
     agent = _agent(cache)
@@ -55,7 +63,8 @@ def test_a_correct_kernel_passes_once_the_peaks_are_measured_again(
 
 
 def test_a_kernel_that_fakes_its_speed_is_rejected_after_the_re_measure(
-        tmp_path: Path, calibration: CalibrationRecord) -> None:
+    tmp_path: Path, calibration: CalibrationRecord
+) -> None:
     cache = _deflated_cache(tmp_path, calibration)
     agent = _agent(cache)
     try:

@@ -13,8 +13,18 @@ from hardware_agents import landlock, sandbox
 from hardware_agents._probe import ProbeReport, ProbeRequest
 from hardware_agents.sandbox import Sandbox, SandboxPolicy, is_secret_name, run_sandboxed, scrub_env
 
-SECRET_NAMES = ["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "MY_SERVICE_TOKEN", "HF_TOKEN", "AWS_ACCESS_KEY_ID",
-                "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD", "CLIENT_SECRET_VALUE", "GITHUB_TOKEN", "AZURE_OPENAI_KEY"]
+SECRET_NAMES = [
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "MY_SERVICE_TOKEN",
+    "HF_TOKEN",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "DB_PASSWORD",
+    "CLIENT_SECRET_VALUE",
+    "GITHUB_TOKEN",
+    "AZURE_OPENAI_KEY",
+]
 
 
 def test_secret_names_are_recognised() -> None:
@@ -25,8 +35,10 @@ def test_secret_names_are_recognised() -> None:
 
 
 def test_scrubbed_environment_keeps_basics_and_refuses_secrets() -> None:
-    env = scrub_env({"PATH": "/usr/bin", "LANG": "C.UTF-8", "OPENAI_API_KEY": "x", "RANDOM_VAR": "y"},
-                    extra={"OMP_NUM_THREADS": "2"})
+    env = scrub_env(
+        {"PATH": "/usr/bin", "LANG": "C.UTF-8", "OPENAI_API_KEY": "x", "RANDOM_VAR": "y"},
+        extra={"OMP_NUM_THREADS": "2"},
+    )
     assert env == {"PATH": "/usr/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "2"}
     with pytest.raises(ValueError, match="secret"):
         scrub_env({}, extra={"ANTHROPIC_API_KEY": "x"})
@@ -39,8 +51,17 @@ def test_child_sees_no_secrets_and_runs_unprivileged(monkeypatch: pytest.MonkeyP
     assert out.status == "ok", out.error
     rep = out.decode(ProbeReport)
     assert "leaked-value" not in str(rep.env)
-    allowed = {"PATH", "LANG", "TERM", "TZ", "HOME", "TMPDIR", "PYTHONNOUSERSITE", "PYTHONDONTWRITEBYTECODE",
-               "PYTHONPATH"} | set(OFFLINE_DEFAULTS)  # importing accelopt in the child sets those
+    allowed = {
+        "PATH",
+        "LANG",
+        "TERM",
+        "TZ",
+        "HOME",
+        "TMPDIR",
+        "PYTHONNOUSERSITE",
+        "PYTHONDONTWRITEBYTECODE",
+        "PYTHONPATH",
+    } | set(OFFLINE_DEFAULTS)  # importing accelopt in the child sets those
     assert set(rep.env) <= allowed | {k for k in rep.env if k.startswith("LC_")}
     assert rep.env["HOME"] == rep.cwd
     if os.geteuid() == 0:
@@ -49,7 +70,9 @@ def test_child_sees_no_secrets_and_runs_unprivileged(monkeypatch: pytest.MonkeyP
 
 
 def test_rlimits_are_applied() -> None:
-    pol = SandboxPolicy(wall_timeout_s=7, address_space_bytes=3 << 30, max_processes=17, max_file_bytes=5 << 20)
+    pol = SandboxPolicy(
+        wall_timeout_s=7, address_space_bytes=3 << 30, max_processes=17, max_file_bytes=5 << 20
+    )
     out = run_sandboxed("hardware_agents._probe:describe", ProbeRequest(), policy=pol)
     rep = out.decode(ProbeReport)
     assert rep.rlimits["RLIMIT_AS"] == (3 << 30, 3 << 30)
@@ -64,8 +87,11 @@ def test_rlimits_are_applied() -> None:
 def test_writes_only_in_the_work_dir_and_no_tcp(tmp_path: Path) -> None:
     outside = [str(tmp_path / "x"), f"/dev/shm/escape-{uuid.uuid4().hex}", f"/tmp/escape-{uuid.uuid4().hex}"]
     os.chmod(tmp_path, 0o777)
-    req = ProbeRequest(try_write=["inside.txt", *outside], try_read=["/etc/hostname", f"{Path.home()}/.bashrc"],
-                       try_connect=[("127.0.0.1", 9)])
+    req = ProbeRequest(
+        try_write=["inside.txt", *outside],
+        try_read=["/etc/hostname", f"{Path.home()}/.bashrc"],
+        try_connect=[("127.0.0.1", 9)],
+    )
     out = run_sandboxed("hardware_agents._probe:describe", req)
     rep = out.decode(ProbeReport)
     assert rep.writable["inside.txt"] == "ok"
@@ -144,6 +170,8 @@ def test_the_work_dir_is_a_capped_tmpfs_of_its_own() -> None:
         assert 6 << 20 <= msgspec.msgpack.decode(out.payload) <= 8 << 20
         work = box.workdir
     assert not work.exists() and not os.path.ismount(work)
-    with Sandbox(SandboxPolicy(wall_timeout_s=30, workdir_bytes=0, python_path=(here,))) as box:  # the cap down
+    with Sandbox(
+        SandboxPolicy(wall_timeout_s=30, workdir_bytes=0, python_path=(here,))
+    ) as box:  # the cap down
         assert not os.path.ismount(box.workdir)
         assert msgspec.msgpack.decode(box.run("sandbox_targets:fill_workdir", b"12").payload) == 12 << 20

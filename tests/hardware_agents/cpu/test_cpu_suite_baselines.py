@@ -9,9 +9,22 @@ from hardware_agents import validity
 from hardware_agents.base import roofline_terms
 from hardware_agents.cpu import CpuAgent, c_signature
 
-NKIBENCH = {"matmul", "transpose_matmul", "bmm", "bmm_softmax", "silu", "swiglu", "rmsnorm_matmul",
-            "add_rmsnorm_matmul", "matmul_add_rmsnorm", "lora", "adamw", "rope_single_freq_apply", "gqa_full",
-            "mamba"}
+NKIBENCH = {
+    "matmul",
+    "transpose_matmul",
+    "bmm",
+    "bmm_softmax",
+    "silu",
+    "swiglu",
+    "rmsnorm_matmul",
+    "add_rmsnorm_matmul",
+    "matmul_add_rmsnorm",
+    "lora",
+    "adamw",
+    "rope_single_freq_apply",
+    "gqa_full",
+    "mamba",
+}
 
 
 def test_suite_has_the_14_nkibench_problems() -> None:

@@ -43,14 +43,17 @@ def test_fork_bomb_is_contained_and_reaped(cpu_agent: CpuAgent, scale_shift: Pro
     assert not _leftovers(prof.log)
 
 
-def test_background_process_that_would_escape_the_group_cannot_start(cpu_agent: CpuAgent,
-                                                                     scale_shift: Problem) -> None:
+def test_background_process_that_would_escape_the_group_cannot_start(
+    cpu_agent: CpuAgent, scale_shift: Problem
+) -> None:
     """A kernel that tries to daemonize (fork + setsid) a child: the fork is refused, its
     correct results stand, and nothing runs under its uid afterwards."""
-    daemon = src("out[i] = forked ? -1.0f : 2.0f * x[i] + 1.0f;",
-                 prelude="static int started = 0, forked = 0;",
-                 setup=SAY_UID + "if (!started) { started = 1; pid_t p = fork(); if (p == 0) { setsid(); "
-                       "for (;;) pause(); } forked = p > 0; }")
+    daemon = src(
+        "out[i] = forked ? -1.0f : 2.0f * x[i] + 1.0f;",
+        prelude="static int started = 0, forked = 0;",
+        setup=SAY_UID + "if (!started) { started = 1; pid_t p = fork(); if (p == 0) { setsid(); "
+        "for (;;) pause(); } forked = p > 0; }",
+    )
     prof = cpu_agent.profile(scale_shift, c_solution(scale_shift, daemon))
     assert prof.status == "passed", prof.log
     assert "stray_processes" not in prof.counters

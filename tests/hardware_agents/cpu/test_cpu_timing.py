@@ -39,8 +39,9 @@ def test_profile_statistics_and_roofline(cpu_agent: CpuAgent) -> None:
     n_max = c["calls_per_batch_max"]
     assert n_max >= MIN_CALLS and c["footprint_bytes"] % data.set_bytes == 0
     assert 0.75 * n_max * data.set_bytes <= c["footprint_bytes"] <= n_max * data.set_bytes
-    assert (n_max * c["first_call_ms"] * 1e3 * HANDSHAKE_SHARE >= c["handshake_us"] * 0.999
-            or n_max == timing_sets(data.set_bytes, len(prof.correctness)))
+    assert n_max * c["first_call_ms"] * 1e3 * HANDSHAKE_SHARE >= c[
+        "handshake_us"
+    ] * 0.999 or n_max == timing_sets(data.set_bytes, len(prof.correctness))
     assert prof.t_peak_ms is not None and c["bw_at_footprint_gbs"] > 0
     # every timed call checked in full, or at least the 90 that bound a lazy kernel's escape
     assert c["timed_full_checks"] >= min(c["timed_calls"], FULL_CHECKS)
@@ -68,8 +69,14 @@ def test_timed_contents_share_no_run_of_values_with_anything_seen() -> None:
         bits = np.ascontiguousarray(x, dtype=np.float32).reshape(-1).view(np.uint32).astype(np.uint64)
         return ((bits[:-1] << np.uint64(32)) | bits[1:])[::step]
 
-    seen = np.sort(np.concatenate([pairs(np.asarray(a), 1) for a in
-                                   [c.inputs["x"] for c in data.cases] + [s["x"] for s in data.pool]]))
+    seen = np.sort(
+        np.concatenate(
+            [
+                pairs(np.asarray(a), 1)
+                for a in [c.inputs["x"] for c in data.cases] + [s["x"] for s in data.pool]
+            ]
+        )
+    )
 
     def found(keys: np.ndarray, sorted_keys: np.ndarray) -> bool:
         at = np.minimum(np.searchsorted(sorted_keys, keys), sorted_keys.size - 1)

@@ -54,8 +54,9 @@ def test_per_problem_overrides_apply() -> None:
     assert float(V.make_inputs(adam, V.InputCase(name="s", seed=3))["v"].min()) >= 0
 
 
-@pytest.mark.parametrize("expr", ["__import__('os')", "normal(0, 1).real", "open('x')", "normal(x=1)",
-                                  "[1, 2]", "lambda: 1"])
+@pytest.mark.parametrize(
+    "expr", ["__import__('os')", "normal(0, 1).real", "open('x')", "normal(x=1)", "[1, 2]", "lambda: 1"]
+)
 def test_init_expressions_are_whitelisted(expr: str) -> None:
     with pytest.raises(ValueError):
         V.generate(expr, (4,), "float32", np.random.default_rng(0))
@@ -108,7 +109,9 @@ def test_large_magnitude_outputs_are_judged_relative_to_their_size() -> None:
 def test_compare_outputs_checks_dtype_and_presence() -> None:
     ref = {"out": np.zeros(4)}
     assert not V.compare_outputs("c", {}, ref, Tolerance()).passed
-    bad = V.compare_outputs("c", {"out": np.zeros(4, np.int32)}, ref, Tolerance(), expected_dtypes={"out": "float32"})
+    bad = V.compare_outputs(
+        "c", {"out": np.zeros(4, np.int32)}, ref, Tolerance(), expected_dtypes={"out": "float32"}
+    )
     assert not bad.passed and "dtype" in bad.note
 
 

@@ -35,9 +35,11 @@ def neuron_profile_exe() -> Iterator[str]:
     os.chmod(d, 0o755)
     python = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
     exe = d / "neuron-profile"
-    exe.write_text(f"#!{python}\n# STAND-IN neuron-profile (tests only)\nimport sys\n"
-                   f"sys.path.insert(0, {str(STANDIN)!r})\nfrom neuron_profile import main\n"
-                   "sys.exit(main(sys.argv[1:]))\n")
+    exe.write_text(
+        f"#!{python}\n# STAND-IN neuron-profile (tests only)\nimport sys\n"
+        f"sys.path.insert(0, {str(STANDIN)!r})\nfrom neuron_profile import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
     exe.chmod(stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
     yield str(exe)
     exe.unlink()
@@ -60,7 +62,15 @@ def trn1(neuron_profile_exe: str) -> Iterator:
     """A trn1 agent in device mode on the stand-in SDK, pinned to NeuronCore 3."""
     from hardware_agents.neuron import Trn1Agent
 
-    agent = Trn1Agent(mode="device", sdk_path=[str(STANDIN)], neuron_profile=neuron_profile_exe, core="3",
-                      timeout_s=60, timing_timeout_s=120, round_pause_s=0.0, check_instance=False)
+    agent = Trn1Agent(
+        mode="device",
+        sdk_path=[str(STANDIN)],
+        neuron_profile=neuron_profile_exe,
+        core="3",
+        timeout_s=60,
+        timing_timeout_s=120,
+        round_pause_s=0.0,
+        check_instance=False,
+    )
     yield agent
     agent.close()

@@ -38,27 +38,45 @@ def _normal(scale: float = 1.0) -> str:
 
 ABS_NORMAL = "np.abs(np.random.normal(loc=0, scale=1.0, size={size})).astype(np.float32)"
 
-CATALOG: dict[str, FixtureProblem] = {p.name: p for p in [
-    FixtureProblem("silu", {"M": 4096, "N": 7168}, [("x", ("M", "N"))], "  return x / (1 + np.exp(-x))"),
-    FixtureProblem("adamw", {"M": 10944, "N": 2048},
-                   [("theta", ("M", "N")), ("g", ("M", "N")), ("m", ("M", "N")), ("v", ("M", "N"), ABS_NORMAL)],
-                   """\
+CATALOG: dict[str, FixtureProblem] = {
+    p.name: p
+    for p in [
+        FixtureProblem("silu", {"M": 4096, "N": 7168}, [("x", ("M", "N"))], "  return x / (1 + np.exp(-x))"),
+        FixtureProblem(
+            "adamw",
+            {"M": 10944, "N": 2048},
+            [("theta", ("M", "N")), ("g", ("M", "N")), ("m", ("M", "N")), ("v", ("M", "N"), ABS_NORMAL)],
+            """\
   theta_t = theta - 1e-5 * theta
   m_t = 0.9 * m + 0.1 * g
   v_t = 0.999 * v + 0.001 * g * g
   v_hat = v_t * 1000
-  return theta_t - 0.01 * m_t / (np.sqrt(v_hat) + 1e-8)"""),
-    FixtureProblem("rope_single_freq_apply", {"B": 1, "H": 64, "N": 4096, "D": 128},
-                   [("x", ("D", "B*H*N")), ("freqs_cos", ("D // 2", "B*H*N")), ("freqs_sin", ("D // 2", "B*H*N"))],
-                   """\
+  return theta_t - 0.01 * m_t / (np.sqrt(v_hat) + 1e-8)""",
+        ),
+        FixtureProblem(
+            "rope_single_freq_apply",
+            {"B": 1, "H": 64, "N": 4096, "D": 128},
+            [("x", ("D", "B*H*N")), ("freqs_cos", ("D // 2", "B*H*N")), ("freqs_sin", ("D // 2", "B*H*N"))],
+            """\
   h = D // 2
   x0, x1 = x[:h, :], x[h:, :]
   return np.concatenate([x0 * freqs_cos - x1 * freqs_sin, x0 * freqs_sin + x1 * freqs_cos], axis=0)""",
-                   case_id="1"),
-    FixtureProblem("mamba", {"M": 7168, "C": 256, "S": 16},
-                   [(n, s, _normal(0.05)) for n, s in (("delta", ("C", "M")), ("u", ("C", "M")), ("a", ("C", "S")),
-                                                      ("b", ("S", "M")), ("c", ("S", "M")))],
-                   """\
+            case_id="1",
+        ),
+        FixtureProblem(
+            "mamba",
+            {"M": 7168, "C": 256, "S": 16},
+            [
+                (n, s, _normal(0.05))
+                for n, s in (
+                    ("delta", ("C", "M")),
+                    ("u", ("C", "M")),
+                    ("a", ("C", "S")),
+                    ("b", ("S", "M")),
+                    ("c", ("S", "M")),
+                )
+            ],
+            """\
   dA = np.exp(delta[:, None, :] * a[:, :, None])
   dBu = delta[:, None, :] * b[None, :, :] * u[:, None, :]
   state = np.zeros((C, S), dtype=dA.dtype)
@@ -66,51 +84,95 @@ CATALOG: dict[str, FixtureProblem] = {p.name: p for p in [
   for i in range(M):
       state = dA[..., i] * state + dBu[..., i]
       out[:, i] = np.sum(c[None, :, i] * state, axis=1)
-  return out"""),
-    FixtureProblem("matmul", {"M": 4096, "N": 12288, "K": 5120}, [("lhs", ("M", "K")), ("rhs", ("K", "N"))],
-                   "  return np.matmul(lhs, rhs)", case_id="3"),
-    FixtureProblem("transpose_matmul", {"M": 4096, "K": 2048, "N": 10944}, [("lhs_t", ("K", "M")), ("rhs", ("K", "N"))],
-                   "  return np.matmul(lhs_t.T, rhs)"),
-    FixtureProblem("bmm", {"B": 16, "M": 4096, "K": 64, "N": 4096}, [("lhs", ("B", "M", "K")), ("rhs", ("B", "K", "N"))],
-                   "  return np.matmul(lhs, rhs)"),
-    FixtureProblem("bmm_softmax", {"B": 16, "M": 4096, "K": 64, "N": 4096},
-                   [("lhs", ("B", "M", "K")), ("rhs", ("B", "K", "N"))], """\
+  return out""",
+        ),
+        FixtureProblem(
+            "matmul",
+            {"M": 4096, "N": 12288, "K": 5120},
+            [("lhs", ("M", "K")), ("rhs", ("K", "N"))],
+            "  return np.matmul(lhs, rhs)",
+            case_id="3",
+        ),
+        FixtureProblem(
+            "transpose_matmul",
+            {"M": 4096, "K": 2048, "N": 10944},
+            [("lhs_t", ("K", "M")), ("rhs", ("K", "N"))],
+            "  return np.matmul(lhs_t.T, rhs)",
+        ),
+        FixtureProblem(
+            "bmm",
+            {"B": 16, "M": 4096, "K": 64, "N": 4096},
+            [("lhs", ("B", "M", "K")), ("rhs", ("B", "K", "N"))],
+            "  return np.matmul(lhs, rhs)",
+        ),
+        FixtureProblem(
+            "bmm_softmax",
+            {"B": 16, "M": 4096, "K": 64, "N": 4096},
+            [("lhs", ("B", "M", "K")), ("rhs", ("B", "K", "N"))],
+            """\
   x = np.matmul(lhs, rhs)
   e = np.exp(x - np.max(x, axis=2, keepdims=True))
-  return e / np.sum(e, axis=2, keepdims=True)"""),
-    FixtureProblem("rmsnorm_matmul", {"M": 4096, "N": 2048, "K": 1024},
-                   [("input_tensor", ("M", "K")), ("weight_matrix", ("K", "N"))], """\
+  return e / np.sum(e, axis=2, keepdims=True)""",
+        ),
+        FixtureProblem(
+            "rmsnorm_matmul",
+            {"M": 4096, "N": 2048, "K": 1024},
+            [("input_tensor", ("M", "K")), ("weight_matrix", ("K", "N"))],
+            """\
   rms = np.sqrt(np.sum(np.square(input_tensor) / K, axis=1, keepdims=True))
-  return np.matmul(input_tensor / rms, weight_matrix)"""),
-    FixtureProblem("add_rmsnorm_matmul", {"M": 4096, "N": 2048, "K": 1024},
-                   [("x", ("M", "K")), ("w", ("K", "N")), ("eps", 1e-5), ("z", ("M", "K")), ("g", ("K",))], """\
+  return np.matmul(input_tensor / rms, weight_matrix)""",
+        ),
+        FixtureProblem(
+            "add_rmsnorm_matmul",
+            {"M": 4096, "N": 2048, "K": 1024},
+            [("x", ("M", "K")), ("w", ("K", "N")), ("eps", 1e-5), ("z", ("M", "K")), ("g", ("K",))],
+            """\
   y = x + z
   t = np.sum(np.square(y) / y.shape[-1], axis=-1, keepdims=True)
   y = y / np.sqrt((t + eps).astype(y.dtype)) * g
-  return np.matmul(y, w)"""),
-    FixtureProblem("matmul_add_rmsnorm", {"M": 4096, "N": 2048, "K": 2048},
-                   [("x", ("M", "K")), ("w", ("K", "N")), ("eps", 1e-5), ("z", ("M", "N")), ("g", ("N",))], """\
+  return np.matmul(y, w)""",
+        ),
+        FixtureProblem(
+            "matmul_add_rmsnorm",
+            {"M": 4096, "N": 2048, "K": 2048},
+            [("x", ("M", "K")), ("w", ("K", "N")), ("eps", 1e-5), ("z", ("M", "N")), ("g", ("N",))],
+            """\
   y = np.matmul(x, w) + z
-  return y * g / np.sqrt(np.mean(y ** 2, axis=-1, keepdims=True) + eps)""", case_id="1"),
-    FixtureProblem("swiglu", {"M": 4096, "N": 3072, "K": 1024},
-                   [("x", ("M", "K")), ("w_up", ("K", "N")), ("w_down", ("N", "K")), ("w_gate", ("K", "N"))], """\
+  return y * g / np.sqrt(np.mean(y ** 2, axis=-1, keepdims=True) + eps)""",
+            case_id="1",
+        ),
+        FixtureProblem(
+            "swiglu",
+            {"M": 4096, "N": 3072, "K": 1024},
+            [("x", ("M", "K")), ("w_up", ("K", "N")), ("w_down", ("N", "K")), ("w_gate", ("K", "N"))],
+            """\
   gate = np.matmul(x, w_gate)
-  return np.matmul(gate / (1 + np.exp(-gate)) * np.matmul(x, w_up), w_down)"""),
-    FixtureProblem("lora", {"M": 4096, "N": 12288, "K": 5120, "R": 128},
-                   [("x", ("M", "K")), ("w", ("K", "N")), ("a", ("K", "R")), ("b", ("R", "N"))],
-                   "  return np.matmul(x, w) + np.matmul(np.matmul(x, a), b)"),
-    FixtureProblem("gqa_full", {"B": 1, "N": 4096, "QH": 16, "KH": 8, "D": 128},
-                   [("q", ("B", "N", "QH", "D")), ("k", ("B", "N", "KH", "D")), ("v", ("B", "N", "KH", "D"))], """\
+  return np.matmul(gate / (1 + np.exp(-gate)) * np.matmul(x, w_up), w_down)""",
+        ),
+        FixtureProblem(
+            "lora",
+            {"M": 4096, "N": 12288, "K": 5120, "R": 128},
+            [("x", ("M", "K")), ("w", ("K", "N")), ("a", ("K", "R")), ("b", ("R", "N"))],
+            "  return np.matmul(x, w) + np.matmul(np.matmul(x, a), b)",
+        ),
+        FixtureProblem(
+            "gqa_full",
+            {"B": 1, "N": 4096, "QH": 16, "KH": 8, "D": 128},
+            [("q", ("B", "N", "QH", "D")), ("k", ("B", "N", "KH", "D")), ("v", ("B", "N", "KH", "D"))],
+            """\
   rep = QH // KH
   xq = q.transpose(0, 2, 1, 3)
   xk = np.repeat(k, rep, axis=2).transpose(0, 2, 1, 3)
   xv = np.repeat(v, rep, axis=2).transpose(0, 2, 1, 3)
   s = (xq @ xk.transpose(0, 1, 3, 2)) / np.float32(np.sqrt(D))
   e = np.exp(s - np.max(s, axis=-1, keepdims=True))
-  return (e / np.sum(e, axis=-1, keepdims=True)) @ xv""", case_id="0"),
-]}
+  return (e / np.sum(e, axis=-1, keepdims=True)) @ xv""",
+            case_id="0",
+        ),
+    ]
+}
 
-STUB_KERNEL = '''\
+STUB_KERNEL = """\
 import numpy as np
 import neuronxcc.nki as nki
 import neuronxcc.nki.language as nl
@@ -119,9 +181,9 @@ import neuronxcc.nki.language as nl
 @nki.jit
 def kernel(*args):
     raise NotImplementedError("a stub baseline of the test fixture")
-'''
+"""
 
-_FROM_NKI = '''\
+_FROM_NKI = """\
 def transform_nki_outputs(k_res, ref):
     if not isinstance(k_res, tuple):
         k_res = (k_res,)
@@ -130,7 +192,7 @@ def transform_nki_outputs(k_res, ref):
     for v, r in zip(k_res, refs):
         outs.append(np.reshape(v, r.shape) if hasattr(r, "shape") else v)
     return outs
-'''
+"""
 
 
 def shaped(name: str, **values: int) -> FixtureProblem:
@@ -158,8 +220,22 @@ def _reference(p: FixtureProblem) -> str:
     body, names = _input_lines(p)
     lines = ["", "import numpy as np", ""]
     lines += [f"{k} = {v}" for k, v in p.values.items()]
-    lines += ["", "def get_inputs():", *("    " + b for b in body), "    ", "", f"def forward({', '.join(names)}):",
-              p.forward, "", "", "def transform_to_nki_inputs(inputs):", p.to_nki, "", "", _FROM_NKI]
+    lines += [
+        "",
+        "def get_inputs():",
+        *("    " + b for b in body),
+        "    ",
+        "",
+        f"def forward({', '.join(names)}):",
+        p.forward,
+        "",
+        "",
+        "def transform_to_nki_inputs(inputs):",
+        p.to_nki,
+        "",
+        "",
+        _FROM_NKI,
+    ]
     return "\n".join(lines)
 
 
@@ -194,8 +270,10 @@ def write_nkibench(root: Path, problems: Iterable[FixtureProblem]) -> Written:
         ker.write_text(p.kernel or STUB_KERNEL)
         (root / "seeds" / f"{p.name}.yaml").write_text(_seed(p))
         impls = [{"task": f"./reference/{ref.name}", "kernel": f"./kernels/{ker.name}"}] * (1 + p.extra_impls)
-        summary[p.name] = {"seed": f"./seeds/{p.name}.yaml",
-                           "cases": {p.case_id: {"values": dict(p.values), "impls": impls}}}
+        summary[p.name] = {
+            "seed": f"./seeds/{p.name}.yaml",
+            "cases": {p.case_id: {"values": dict(p.values), "impls": impls}},
+        }
         out.references[p.name], out.kernels[p.name] = ref, ker
     (root / "summary.json").write_text(json.dumps(summary, indent=4))
     return out

@@ -46,12 +46,15 @@ def nkb14(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Problem]:
 
 
 def _with(problem: Problem, source: str, name: str) -> Solution:
-    return msgspec.structs.replace(problem.baseline, name=name, sources=[SourceFile(path="kernel.py", content=source)])
+    return msgspec.structs.replace(
+        problem.baseline, name=name, sources=[SourceFile(path="kernel.py", content=source)]
+    )
 
 
 @pytest.mark.parametrize("name", sorted(NKIBENCH_PROBLEMS))
-def test_nkibench_baseline_is_correct_and_estimated(name: str, emulated: NeuronAgent,
-                                                    nkb14: dict[str, Problem]) -> None:
+def test_nkibench_baseline_is_correct_and_estimated(
+    name: str, emulated: NeuronAgent, nkb14: dict[str, Problem]
+) -> None:
     p = nkb14[name]
     prof = emulated.profile(p, p.baseline)
     assert prof.status == "unmeasured", prof.log
@@ -68,7 +71,9 @@ def test_nkibench_baseline_is_correct_and_estimated(name: str, emulated: NeuronA
     # model 2's terms: the estimate is the larger of the engines' bound and the schedule, plus fixed
     d = est.detail
     assert est.latency_ms == pytest.approx(max(d["engines_bound_ms"], d["critical_path_ms"]) + d["fixed_ms"])
-    assert d["dependency_ms"] == pytest.approx(est.latency_ms - d["engines_bound_ms"] - d["fixed_ms"], abs=1e-9)
+    assert d["dependency_ms"] == pytest.approx(
+        est.latency_ms - d["engines_bound_ms"] - d["fixed_ms"], abs=1e-9
+    )
     assert (est.bound == "dependencies") == (d["critical_path_ms"] > d["engines_bound_ms"] * (1 + 1e-9))
     assert prof.toolchain["mode"] == "emulate" and prof.toolchain["cost_model"].startswith("accelopt-trn1")
 
@@ -78,11 +83,12 @@ def test_broken_kernels_get_their_status() -> None:
     try:
         plain = _plain_silu()
         for src, status, needle in (
-                (SILU_GOOD, "unmeasured", "ESTIMATED"),
-                (SILU_BAD_VALUES, "incorrect", "relative L2 error"),
-                (SILU_TOO_MANY_PARTITIONS, "compile_error", "err_num_partition_exceed_arch_limit"),
-                (SILU_GOOD.replace("def kernel(x):", "def kernel(x)"), "compile_error", "SyntaxError"),
-                (SILU_HANGS, "timeout", "compil")):
+            (SILU_GOOD, "unmeasured", "ESTIMATED"),
+            (SILU_BAD_VALUES, "incorrect", "relative L2 error"),
+            (SILU_TOO_MANY_PARTITIONS, "compile_error", "err_num_partition_exceed_arch_limit"),
+            (SILU_GOOD.replace("def kernel(x):", "def kernel(x)"), "compile_error", "SyntaxError"),
+            (SILU_HANGS, "timeout", "compil"),
+        ):
             prof = agent.profile(plain, _with(plain, src, "probe"))
             text = prof.log + " ".join(c.note for c in prof.correctness)
             assert prof.status == status, prof.log

@@ -45,17 +45,31 @@ def error_of(kernel: object, *args: np.ndarray) -> NKICompileError:
 
 # --- nki.language ------------------------------------------------------------------------------
 
+
 @nki.jit
 def elementwise(x, y):
     out = nl.ndarray((12, *x.shape), dtype=nl.float32, buffer=nl.shared_hbm)
     for i in nl.affine_range(x.shape[0] // 128):
-        a = nl.load(x[i * 128:(i + 1) * 128, :])
-        b = nl.load(y[i * 128:(i + 1) * 128, :])
+        a = nl.load(x[i * 128 : (i + 1) * 128, :])
+        b = nl.load(y[i * 128 : (i + 1) * 128, :])
         pos = nl.add(nl.abs(b), 0.5)
         rows = nl.ds(i * 128, 128)
-        for j, r in enumerate((nl.add(a, b), nl.subtract(a, b), a * b, nl.divide(a, pos), nl.maximum(a, b),
-                               nl.exp(a), nl.log(pos), nl.sqrt(pos), nl.rsqrt(pos), nl.tanh(a), nl.sigmoid(a),
-                               nl.silu(a))):
+        for j, r in enumerate(
+            (
+                nl.add(a, b),
+                nl.subtract(a, b),
+                a * b,
+                nl.divide(a, pos),
+                nl.maximum(a, b),
+                nl.exp(a),
+                nl.log(pos),
+                nl.sqrt(pos),
+                nl.rsqrt(pos),
+                nl.tanh(a),
+                nl.sigmoid(a),
+                nl.silu(a),
+            )
+        ):
             nl.store(out[j, rows, :], value=r)
     return out
 
@@ -65,8 +79,22 @@ def test_load_store_and_elementwise_ops() -> None:
     got = elementwise(x, y)
     pos = np.abs(y) + 0.5
     sig = 1 / (1 + np.exp(-x))
-    for j, want in enumerate((x + y, x - y, x * y, x / pos, np.maximum(x, y), np.exp(x), np.log(pos), np.sqrt(pos),
-                              1 / np.sqrt(pos), np.tanh(x), sig, x * sig)):
+    for j, want in enumerate(
+        (
+            x + y,
+            x - y,
+            x * y,
+            x / pos,
+            np.maximum(x, y),
+            np.exp(x),
+            np.log(pos),
+            np.sqrt(pos),
+            1 / np.sqrt(pos),
+            np.tanh(x),
+            sig,
+            x * sig,
+        )
+    ):
         close(got[j], want, 1e-6)
 
 
@@ -113,7 +141,7 @@ def matmuls(a, b, at):
     nl.store(out[1], value=nl.matmul(nl.load(at), bt, transpose_x=True))
     acc = nl.zeros((M, N), dtype=nl.float32, buffer=nl.psum)
     for k in nl.affine_range(K // 32):  # PSUM accumulation over the contraction
-        acc += nisa.nc_matmul(nl.load(at[k * 32:(k + 1) * 32, :]), nl.load(b[k * 32:(k + 1) * 32, :]))
+        acc += nisa.nc_matmul(nl.load(at[k * 32 : (k + 1) * 32, :]), nl.load(b[k * 32 : (k + 1) * 32, :]))
     nl.store(out[2], value=nl.copy(acc))
     return out
 
@@ -149,8 +177,12 @@ def isa_ops(x, s):
     v = nl.load(s)  # (P, 1): one value per partition
     nl.store(out[0], value=nisa.activation(op=nl.exp, data=t, bias=v, scale=0.5))
     nl.store(out[1], value=nisa.activation(op=nl.tanh, data=t, scale=v))
-    nl.store(out[2], value=nisa.tensor_scalar(data=t, op0=nl.subtract, operand0=2.0, reverse0=True, op1=nl.multiply,
-                                              operand1=v))
+    nl.store(
+        out[2],
+        value=nisa.tensor_scalar(
+            data=t, op0=nl.subtract, operand0=2.0, reverse0=True, op1=nl.multiply, operand1=v
+        ),
+    )
     nl.store(out[3], value=nisa.tensor_tensor(t, nl.exp(t), op=nl.multiply))
     nl.store(out[4], value=nisa.reciprocal(data=nl.add(nl.abs(t), 1.0)))
     nl.store(out[5], value=nisa.memset(shape=(P, F), value=3.5, dtype=nl.float32))
@@ -182,14 +214,22 @@ def scan_and_loop_reduce(a, b):
     state = nl.zeros((P, 1), dtype=nl.float32)
     half = F // 2
     for c in nl.sequential_range(2):  # a scan in two chunks: the carried state crosses iterations
-        seg = nisa.tensor_tensor_scan(nl.load(a[:, c * half:(c + 1) * half]), nl.load(b[:, c * half:(c + 1) * half]),
-                                      initial=state, op0=np.multiply, op1=np.add)
-        nl.store(out[0, :, c * half:(c + 1) * half], value=seg)
-        state[...] = nl.copy(seg[:, half - 1:half])
+        seg = nisa.tensor_tensor_scan(
+            nl.load(a[:, c * half : (c + 1) * half]),
+            nl.load(b[:, c * half : (c + 1) * half]),
+            initial=state,
+            op0=np.multiply,
+            op1=np.add,
+        )
+        nl.store(out[0, :, c * half : (c + 1) * half], value=seg)
+        state[...] = nl.copy(seg[:, half - 1 : half])
     best = nl.ndarray((P, 1), dtype=nl.float32)
     for c in nl.affine_range(4):
-        best[...] = nl.loop_reduce(nl.max(nl.load(b[:, c * (F // 4):(c + 1) * (F // 4)]), axis=[1], keepdims=True),
-                                   op=np.max, loop_indices=[c])
+        best[...] = nl.loop_reduce(
+            nl.max(nl.load(b[:, c * (F // 4) : (c + 1) * (F // 4)]), axis=[1], keepdims=True),
+            op=np.max,
+            loop_indices=[c],
+        )
     nl.store(out[1], value=best.broadcast_to((P, F)))
     return out
 
@@ -233,8 +273,8 @@ def test_block_dimensions_masks_and_shared_constants() -> None:
 def static_and_python_loops(x):
     out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
     for i in nl.static_range(x.shape[0] // 64):  # unrolled: `i` is a Python int
-        t = nl.load(x[i * 64:(i + 1) * 64, :])
-        nl.store(out[i * 64:(i + 1) * 64, :], value=nl.multiply(t, float(i + 1)))
+        t = nl.load(x[i * 64 : (i + 1) * 64, :])
+        nl.store(out[i * 64 : (i + 1) * 64, :], value=nl.multiply(t, float(i + 1)))
     return out
 
 
@@ -264,6 +304,7 @@ def test_bf16_rounds_where_the_hardware_rounds() -> None:
 
 
 # --- errors the compiler raises ------------------------------------------------------------------
+
 
 @nki.jit
 def too_many_partitions(x):
@@ -312,7 +353,7 @@ def loop_carried_write(x):
     out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
     acc = nl.zeros((128, 64), dtype=nl.float32)
     for i in nl.affine_range(4):
-        acc[...] = nl.add(acc, nl.load(x[i * 128:(i + 1) * 128, :]))  # every iteration writes all of acc
+        acc[...] = nl.add(acc, nl.load(x[i * 128 : (i + 1) * 128, :]))  # every iteration writes all of acc
     nl.store(out, value=acc)
     return out
 
@@ -322,7 +363,7 @@ def loop_carried_sequential(x):
     out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
     acc = nl.zeros((128, 64), dtype=nl.float32)
     for i in nl.sequential_range(4):  # the same write is legal in a sequential loop
-        acc[...] = nl.add(acc, nl.load(x[i * 128:(i + 1) * 128, :]))
+        acc[...] = nl.add(acc, nl.load(x[i * 128 : (i + 1) * 128, :]))
     nl.store(out, value=acc)
     return out
 
@@ -331,7 +372,7 @@ def loop_carried_sequential(x):
 def out_of_bounds(x):
     out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
     for i in nl.affine_range(2):
-        nl.store(out, value=nl.load(x[i * 100:i * 100 + 128, :]))
+        nl.store(out, value=nl.load(x[i * 100 : i * 100 + 128, :]))
     return out
 
 
@@ -355,7 +396,7 @@ def tile_out_of_scope(x):
     out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
     acc = nl.zeros((128, 64), dtype=nl.float32)
     for i in nl.sequential_range(2):
-        acc = nl.add(acc, nl.load(x[i * 128:(i + 1) * 128, :]))  # rebinds to a tile of the loop body
+        acc = nl.add(acc, nl.load(x[i * 128 : (i + 1) * 128, :]))  # rebinds to a tile of the loop body
     nl.store(out, value=acc)
     return out
 
@@ -374,21 +415,45 @@ def not_emulated(x):
     return out
 
 
-@pytest.mark.parametrize(("kernel", "shapes", "name", "text"), [
-    (too_many_partitions, [(256, 64)], "err_num_partition_exceed_arch_limit", "exceed architecture limitation of 128"),
-    (stationary_too_wide, [(128, 256), (128, 64)], "err_size_of_dimension_exceed_arch_limit", "of 128."),
-    (moving_too_wide, [(128, 64), (128, 1024)], "err_size_of_dimension_exceed_arch_limit", "of 512."),
-    (sbuf_overflow, [(128, 64)], "err_out_of_memory", "SBUF overflow"),
-    (psum_overflow, [(128, 128), (128, 512)], "err_out_of_memory", "PSUM overflow"),
-    (loop_carried_write, [(512, 64)], "err_unexpected_output_dependencies", "nl.sequential_range"),
-    (out_of_bounds, [(200, 64)], "err_tensor_access_out_of_bound", "exceed dimension size of 200"),
-    (writes_its_input, [(128, 64)], "err_cannot_update_immutable_parameter", "Cannot update immutable parameter"),
-    (branches_on_data, [(128, 64)], "err_dynamic_control_flow_not_supported", "tensor value"),
-    (tile_out_of_scope, [(256, 64)], "err_local_variable_used_out_of_scope", "outside of its parent scope"),
-    (mixes_indexing, [(128, 64)], "err_unsupported_mixing_basic_advanced_tensor_indexing", "Mixing basic"),
-])
-def test_the_compiler_rejects_it_with_the_nki_error(kernel: object, shapes: list[tuple[int, ...]], name: str,
-                                                   text: str) -> None:
+@pytest.mark.parametrize(
+    ("kernel", "shapes", "name", "text"),
+    [
+        (
+            too_many_partitions,
+            [(256, 64)],
+            "err_num_partition_exceed_arch_limit",
+            "exceed architecture limitation of 128",
+        ),
+        (stationary_too_wide, [(128, 256), (128, 64)], "err_size_of_dimension_exceed_arch_limit", "of 128."),
+        (moving_too_wide, [(128, 64), (128, 1024)], "err_size_of_dimension_exceed_arch_limit", "of 512."),
+        (sbuf_overflow, [(128, 64)], "err_out_of_memory", "SBUF overflow"),
+        (psum_overflow, [(128, 128), (128, 512)], "err_out_of_memory", "PSUM overflow"),
+        (loop_carried_write, [(512, 64)], "err_unexpected_output_dependencies", "nl.sequential_range"),
+        (out_of_bounds, [(200, 64)], "err_tensor_access_out_of_bound", "exceed dimension size of 200"),
+        (
+            writes_its_input,
+            [(128, 64)],
+            "err_cannot_update_immutable_parameter",
+            "Cannot update immutable parameter",
+        ),
+        (branches_on_data, [(128, 64)], "err_dynamic_control_flow_not_supported", "tensor value"),
+        (
+            tile_out_of_scope,
+            [(256, 64)],
+            "err_local_variable_used_out_of_scope",
+            "outside of its parent scope",
+        ),
+        (
+            mixes_indexing,
+            [(128, 64)],
+            "err_unsupported_mixing_basic_advanced_tensor_indexing",
+            "Mixing basic",
+        ),
+    ],
+)
+def test_the_compiler_rejects_it_with_the_nki_error(
+    kernel: object, shapes: list[tuple[int, ...]], name: str, text: str
+) -> None:
     err = error_of(kernel, *(rand(*s) for s in shapes))
     assert err.name == name, str(err)
     assert text in str(err) and name in str(err)
@@ -405,6 +470,7 @@ def test_an_api_that_is_not_emulated_is_named() -> None:
 
 
 # --- the compiled program, its validation and its price ---------------------------------------------
+
 
 def _program(kernel: object, *args: np.ndarray):
     return compile_kernel(kernel, [ArgSpec.of(a) for a in args])
@@ -446,7 +512,8 @@ def test_cost_model_formulas() -> None:
     # three DMAs over all 16 engines (8 partitions each), each engine paying one transfer's fixed time
     assert est.engines_s["dma"] == pytest.approx(
         (nbytes + descriptors * TRN1_COST.dma_descriptor_bytes) / (16 * TRN1_COST.dma_engine_bw)
-        + 3 * TRN1_COST.dma_transfer_s)
+        + 3 * TRN1_COST.dma_transfer_s
+    )
     assert est.resource_s == pytest.approx(max(est.engines_s.values()))
     # the loads, the matmul, the copy and the store wait for each other: the chain sets the estimate
     assert est.critical_path_s > est.resource_s and est.bound == "dependencies"
@@ -460,10 +527,13 @@ def test_cost_model_prefers_large_tiles_and_fewer_instructions() -> None:
             out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
             for i in nl.affine_range(x.shape[0] // 128):
                 for j in nl.affine_range(x.shape[1] // tile):
-                    t = nl.load(x[i * 128:(i + 1) * 128, j * tile:(j + 1) * tile])
-                    nl.store(out[i * 128:(i + 1) * 128, j * tile:(j + 1) * tile],
-                             value=nl.divide(t, nl.add(nl.exp(nl.negative(t)), 1.0)))
+                    t = nl.load(x[i * 128 : (i + 1) * 128, j * tile : (j + 1) * tile])
+                    nl.store(
+                        out[i * 128 : (i + 1) * 128, j * tile : (j + 1) * tile],
+                        value=nl.divide(t, nl.add(nl.exp(nl.negative(t)), 1.0)),
+                    )
             return out
+
         return k
 
     x = rand(256, 2048)
@@ -533,7 +603,10 @@ def test_a_dependent_chain_costs_the_sum_and_independent_work_the_max() -> None:
     for est in (chain, both):  # neither is engine-bound: the chain sets the estimate
         assert est.bound == "dependencies"
         assert est.latency_s == pytest.approx(est.critical_path_s + est.fixed_s)
-        assert est.dependency_s == pytest.approx(est.latency_s - est.resource_s - est.fixed_s) and est.dependency_s > 0
+        assert (
+            est.dependency_s == pytest.approx(est.latency_s - est.resource_s - est.fixed_s)
+            and est.dependency_s > 0
+        )
 
 
 @nki.jit
@@ -673,20 +746,27 @@ def test_spill_is_paid_by_every_stretch_that_overflows_the_sbuf() -> None:
 
 # model 1's estimates of the kernels of this file (commit af3a6c6), to show model 2 only adds time
 MODEL_1_S = {
-    "elementwise": 8.924705882352942e-06, "reductions": 3.470588235294118e-06,
-    "softmax_rows": 3.3142857142857146e-06, "matmuls": 5.5929411764705875e-06,
-    "transposes": 3.315294117647059e-06, "isa_ops": 3.899411764705882e-06,
-    "scan_and_loop_reduce": 3.171428571428572e-06, "blocks_masks_constants": 3.804705882352941e-06,
-    "static_and_python_loops": 3.108235294117647e-06, "bf16_path": 3.296470588235294e-06,
+    "elementwise": 8.924705882352942e-06,
+    "reductions": 3.470588235294118e-06,
+    "softmax_rows": 3.3142857142857146e-06,
+    "matmuls": 5.5929411764705875e-06,
+    "transposes": 3.315294117647059e-06,
+    "isa_ops": 3.899411764705882e-06,
+    "scan_and_loop_reduce": 3.171428571428572e-06,
+    "blocks_masks_constants": 3.804705882352941e-06,
+    "static_and_python_loops": 3.108235294117647e-06,
+    "bf16_path": 3.296470588235294e-06,
 }
 
 
 def _model_1_programs():
     z = np.zeros
     return {
-        "elementwise": (elementwise, [z((256, 64)), z((256, 64))]), "reductions": (reductions, [z((128, 96))]),
+        "elementwise": (elementwise, [z((256, 64)), z((256, 64))]),
+        "reductions": (reductions, [z((128, 96))]),
         "softmax_rows": (softmax_rows, [z((64, 200))]),
-        "matmuls": (matmuls, [z((96, 128)), z((128, 320)), z((128, 96))]), "transposes": (transposes, [z((128, 96))]),
+        "matmuls": (matmuls, [z((96, 128)), z((128, 320)), z((128, 96))]),
+        "transposes": (transposes, [z((128, 96))]),
         "isa_ops": (isa_ops, [z((64, 80)), z((64, 1))]),
         "scan_and_loop_reduce": (scan_and_loop_reduce, [z((32, 64)), z((32, 64))]),
         "blocks_masks_constants": (blocks_masks_constants, [z((200, 64))]),
@@ -708,8 +788,10 @@ def test_model_2_only_adds_time_to_model_1() -> None:
 
 
 def test_model_1_estimates_still_decode() -> None:
-    old = (b'{"model":"accelopt-trn1-cost-model/1","device":"trn1","latency_s":0.001,"engines_s":{"pe":0.001},'
-           b'"bound":"pe","instructions":3,"hbm_bytes":100.0}')
+    old = (
+        b'{"model":"accelopt-trn1-cost-model/1","device":"trn1","latency_s":0.001,"engines_s":{"pe":0.001},'
+        b'"bound":"pe","instructions":3,"hbm_bytes":100.0}'
+    )
     est = msgspec.json.decode(old, type=Estimate)
     assert est.latency_s == 0.001 and est.critical_path_s == 0.0 and est.loops == []
     new = estimate(_program(carried_product, rand(3, P, F, scale=0.01)))

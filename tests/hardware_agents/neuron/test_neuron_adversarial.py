@@ -34,7 +34,9 @@ STANDIN = Path(__file__).resolve().parent / "standin"
 
 
 def _with(problem: Problem, source: str, name: str) -> Solution:
-    return msgspec.structs.replace(problem.baseline, name=name, sources=[SourceFile(path="kernel.py", content=source)])
+    return msgspec.structs.replace(
+        problem.baseline, name=name, sources=[SourceFile(path="kernel.py", content=source)]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +48,9 @@ def honest_ms(trn1: NeuronAgent, small_suite: dict[str, Problem]) -> float:
 
 
 @pytest.mark.parametrize("name", sorted(HACKS))
-def test_hostile_kernel_gets_its_status(name: str, trn1: NeuronAgent, small_suite: dict[str, Problem],
-                                        honest_ms: float) -> None:
+def test_hostile_kernel_gets_its_status(
+    name: str, trn1: NeuronAgent, small_suite: dict[str, Problem], honest_ms: float
+) -> None:
     hack = HACKS[name]
     p = small_suite[hack.problem]
     prof = trn1.profile(p, _with(p, hack.source, name))
@@ -60,17 +63,26 @@ def test_hostile_kernel_gets_its_status(name: str, trn1: NeuronAgent, small_suit
         assert prof.counters["timing_device_s"] > prof.counters["timing_wall_s"] > 0
 
 
-def test_reading_the_references_is_caught_with_the_walls_down(neuron_profile_exe: str,
-                                                                small_suite: dict[str, Problem]) -> None:
+def test_reading_the_references_is_caught_with_the_walls_down(
+    neuron_profile_exe: str, small_suite: dict[str, Problem]
+) -> None:
     """Reads unrestricted and the references' private dir opened to everyone: the probe finds
     them and spoils its output."""
     from hardware_agents.neuron import Trn1Agent
 
     hack = HACKS["read_references"]
     p = small_suite[hack.problem]
-    leaky = Trn1Agent(mode="device", sdk_path=[str(STANDIN)], neuron_profile=neuron_profile_exe, core="3",
-                      timeout_s=60, timing_timeout_s=120, round_pause_s=0.0, check_instance=False,
-                      sandbox_options={"restrict_reads": False})
+    leaky = Trn1Agent(
+        mode="device",
+        sdk_path=[str(STANDIN)],
+        neuron_profile=neuron_profile_exe,
+        core="3",
+        timeout_s=60,
+        timing_timeout_s=120,
+        round_pause_s=0.0,
+        check_instance=False,
+        sandbox_options={"restrict_reads": False},
+    )
     try:
         with allow_unisolated(True):
             first = leaky.profile(p, _with(p, SILU_GOOD, "honest"))  # makes the problem's data
@@ -86,7 +98,8 @@ def test_reading_the_references_is_caught_with_the_walls_down(neuron_profile_exe
 
 
 def test_the_content_cache_is_caught_when_timed_inputs_repeat_a_correctness_seed(
-        trn1: NeuronAgent, small_suite: dict[str, Problem], monkeypatch: pytest.MonkeyPatch) -> None:
+    trn1: NeuronAgent, small_suite: dict[str, Problem], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """With the timing seed forced to a correctness seed (84), the cache hits in the profiled
     runs and the probe spoils its output: its detection works, so its `passed` means a miss."""
     import hardware_agents.neuron.judge as judge_mod
@@ -96,4 +109,7 @@ def test_the_content_cache_is_caught_when_timed_inputs_repeat_a_correctness_seed
     monkeypatch.setattr(judge_mod, "fresh_seed", lambda used: 84)
     prof = trn1.profile(p, _with(p, hack.source, hack.name))
     assert prof.status == "incorrect", prof.log
-    assert "the output of a timed run is wrong" in prof.log and prof.correctness[-1].case == "timed:timing-r0/run0"
+    assert (
+        "the output of a timed run is wrong" in prof.log
+        and prof.correctness[-1].case == "timed:timing-r0/run0"
+    )

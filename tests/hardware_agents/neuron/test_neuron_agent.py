@@ -60,8 +60,9 @@ def test_simulate_mode_checks_correctness_and_is_unmeasured(small_suite: dict[st
         from neuron_kernels import SILU_BAD_VALUES, SILU_MUTATES_INPUT
 
         for src, status in ((SILU_BAD_VALUES, "incorrect"), (SILU_MUTATES_INPUT, "incorrect")):
-            sol = msgspec.structs.replace(p.baseline, sources=[msgspec.structs.replace(p.baseline.sources[0],
-                                                                                       content=src)])
+            sol = msgspec.structs.replace(
+                p.baseline, sources=[msgspec.structs.replace(p.baseline.sources[0], content=src)]
+            )
             bad = agent.profile(p, sol)
             assert bad.status == status, bad.log
         assert "modified its input argument(s) [0]" in bad.log
@@ -70,8 +71,9 @@ def test_simulate_mode_checks_correctness_and_is_unmeasured(small_suite: dict[st
 
 
 def test_device_mode_without_neuron_profile_is_unmeasured(small_suite: dict[str, Problem], tmp_path) -> None:
-    agent = Trn1Agent(mode="device", sdk_path=[str(STANDIN)], neuron_profile=str(tmp_path / "missing"),
-                      check_instance=False)
+    agent = Trn1Agent(
+        mode="device", sdk_path=[str(STANDIN)], neuron_profile=str(tmp_path / "missing"), check_instance=False
+    )
     try:
         agent.neuron_profile = None  # as on a host without aws-neuronx-tools
         p = small_suite["silu"]
@@ -130,9 +132,21 @@ def test_summary_parser() -> None:
     full = {"total_time": 0.00123, **{f: i for i, f in enumerate(COUNTER_FIELDS)}}
     s = parse_summary(msgspec.json.encode({"kernel_abc": full}))
     assert s.key == "kernel_abc" and s.total_time_s == 0.00123 and set(s.counters) == set(COUNTER_FIELDS)
-    s = parse_summary('INFO: processing\n{"total_time": "2.5e-3", "hfu_estimated_percent": "41.5%", '
-                      '"hbm_read_bytes": "1,024", "spill_save_bytes": null}\n')
-    assert s.total_time_s == 0.0025 and s.counters == {"hfu_estimated_percent": 41.5, "hbm_read_bytes": 1024.0}
-    for bad in ("", "not json", "{}", '{"k": {"hbm_read_bytes": 1}}', '{"total_time": 0}', '{"total_time": "x"}'):
+    s = parse_summary(
+        'INFO: processing\n{"total_time": "2.5e-3", "hfu_estimated_percent": "41.5%", '
+        '"hbm_read_bytes": "1,024", "spill_save_bytes": null}\n'
+    )
+    assert s.total_time_s == 0.0025 and s.counters == {
+        "hfu_estimated_percent": 41.5,
+        "hbm_read_bytes": 1024.0,
+    }
+    for bad in (
+        "",
+        "not json",
+        "{}",
+        '{"k": {"hbm_read_bytes": 1}}',
+        '{"total_time": 0}',
+        '{"total_time": "x"}',
+    ):
         with pytest.raises(SummaryError):
             parse_summary(bad)

@@ -21,11 +21,13 @@ def _mode(p: Path) -> int:
     return stat.S_IMODE(p.stat().st_mode)
 
 
-def test_inputs_readable_references_private_and_removed_on_close(small_suite: dict[str, Problem],
-                                                                 tmp_path: Path) -> None:
+def test_inputs_readable_references_private_and_removed_on_close(
+    small_suite: dict[str, Problem], tmp_path: Path
+) -> None:
     p = small_suite["silu"]
-    cache: DataCache[ndata.ProblemData] = DataCache(ndata.build_problem_data, capacity=1, base_dir=tmp_path,
-                                                    prefix="accelopt-nki-", mode=0o755)
+    cache: DataCache[ndata.ProblemData] = DataCache(
+        ndata.build_problem_data, capacity=1, base_dir=tmp_path, prefix="accelopt-nki-", mode=0o755
+    )
     data = cache.get(p, (0, 21))
     root = cache.root
     assert root is not None and _mode(root) == 0o755 and data.dir.parent == root
@@ -43,8 +45,9 @@ def test_inputs_readable_references_private_and_removed_on_close(small_suite: di
     assert not root.exists() and not other.private.exists()
 
 
-def test_a_timing_round_keeps_its_references_and_sees_changed_inputs(small_suite: dict[str, Problem],
-                                                                     tmp_path: Path) -> None:
+def test_a_timing_round_keeps_its_references_and_sees_changed_inputs(
+    small_suite: dict[str, Problem], tmp_path: Path
+) -> None:
     p = small_suite["silu"]
     rnd = ndata.TimingRound(p, ReferenceModule(p), 0, 123456789)
     x = rnd.args[0]
@@ -74,6 +77,7 @@ def test_lookup_builds_once_per_key_and_tells_evicted_entries() -> None:
             assert root is None  # no prefix: in-memory entries
             built.append(name)
             return Entry(name)
+
         return make
 
     cache: DataCache[Entry] = DataCache(lambda *_: Entry("unused"), capacity=2)

@@ -35,11 +35,14 @@ from hardware_agents.neuron.specs import TRN1 as SPEC
 
 
 def _with(problem: Problem, source: str) -> Solution:
-    return msgspec.structs.replace(problem.baseline, name="candidate",
-                                   sources=[SourceFile(path="kernel.py", content=source)])
+    return msgspec.structs.replace(
+        problem.baseline, name="candidate", sources=[SourceFile(path="kernel.py", content=source)]
+    )
 
 
-def test_baseline_passes_with_timing_counters_and_roofline(trn1: NeuronAgent, small_suite: dict[str, Problem]) -> None:
+def test_baseline_passes_with_timing_counters_and_roofline(
+    trn1: NeuronAgent, small_suite: dict[str, Problem]
+) -> None:
     p = small_suite["silu"]
     prof = trn1.profile(p, p.baseline)
     assert prof.status == "passed", prof.log
@@ -80,12 +83,20 @@ def test_transforms_and_scalar_arguments(trn1: NeuronAgent, small_suite: dict[st
     assert prof.status == "unmeasured", prof.log
 
 
-def test_rerun_while_spread_exceeds_one_percent(trn1: NeuronAgent, small_suite: dict[str, Problem],
-                                                neuron_profile_exe: str) -> None:
+def test_rerun_while_spread_exceeds_one_percent(
+    trn1: NeuronAgent, small_suite: dict[str, Problem], neuron_profile_exe: str
+) -> None:
     from hardware_agents.neuron import Trn1Agent
 
-    noisy = Trn1Agent(mode="device", sdk_path=trn1.sdk.python_path, neuron_profile=neuron_profile_exe, core="1",
-                      round_pause_s=0.0, check_instance=False, extra_env={"STANDIN_NOISY_RUNS": "12"})
+    noisy = Trn1Agent(
+        mode="device",
+        sdk_path=trn1.sdk.python_path,
+        neuron_profile=neuron_profile_exe,
+        core="1",
+        round_pause_s=0.0,
+        check_instance=False,
+        extra_env={"STANDIN_NOISY_RUNS": "12"},
+    )
     try:
         p = small_suite["silu"]
         prof = noisy.profile(p, p.baseline)
@@ -123,8 +134,9 @@ def test_wrong_output_and_unwritten_output(trn1: NeuronAgent, small_suite: dict[
     assert prof.status == "incorrect" and "non-finite values" in prof.log
 
 
-def test_softmax_without_max_subtraction_fails_only_the_adversarial_case(trn1: NeuronAgent,
-                                                                          small_suite: dict[str, Problem]) -> None:
+def test_softmax_without_max_subtraction_fails_only_the_adversarial_case(
+    trn1: NeuronAgent, small_suite: dict[str, Problem]
+) -> None:
     p = small_suite["bmm_softmax"]
     good = trn1.profile(p, p.baseline, measure=False)
     assert good.status == "unmeasured", good.log
@@ -134,7 +146,9 @@ def test_softmax_without_max_subtraction_fails_only_the_adversarial_case(trn1: N
     assert by_case.pop("large") is False and all(by_case.values())
 
 
-def test_lower_precision_rejected_before_compiling(trn1: NeuronAgent, small_suite: dict[str, Problem]) -> None:
+def test_lower_precision_rejected_before_compiling(
+    trn1: NeuronAgent, small_suite: dict[str, Problem]
+) -> None:
     p = small_suite["silu"]
     prof = trn1.profile(p, _with(p, SILU_BF16))
     assert prof.status == "incorrect" and "bfloat16" in prof.log
@@ -157,12 +171,19 @@ def test_forged_profiler_readings_are_not_trusted(trn1: NeuronAgent, small_suite
     assert forged.latency.median_ms == pytest.approx(honest.latency.median_ms, rel=0.05)
 
 
-def test_without_verification_a_forged_reading_hits_the_roofline_gate(trn1: NeuronAgent, small_suite: dict[str, Problem],
-                                                                       neuron_profile_exe: str) -> None:
+def test_without_verification_a_forged_reading_hits_the_roofline_gate(
+    trn1: NeuronAgent, small_suite: dict[str, Problem], neuron_profile_exe: str
+) -> None:
     from hardware_agents.neuron import Trn1Agent
 
-    trusting = Trn1Agent(mode="device", sdk_path=trn1.sdk.python_path, neuron_profile=neuron_profile_exe,
-                         round_pause_s=0.0, check_instance=False, verify_summaries=False)
+    trusting = Trn1Agent(
+        mode="device",
+        sdk_path=trn1.sdk.python_path,
+        neuron_profile=neuron_profile_exe,
+        round_pause_s=0.0,
+        check_instance=False,
+        verify_summaries=False,
+    )
     try:
         p = small_suite["silu"]
         prof = trusting.profile(p, _with(p, SILU_FORGES_TIMING))
@@ -171,19 +192,23 @@ def test_without_verification_a_forged_reading_hits_the_roofline_gate(trn1: Neur
     assert prof.status == "incorrect" and "faster than the machine allows" in prof.log
 
 
-def test_a_kernel_that_behaves_differently_when_timed_is_caught(trn1: NeuronAgent,
-                                                                small_suite: dict[str, Problem]) -> None:
+def test_a_kernel_that_behaves_differently_when_timed_is_caught(
+    trn1: NeuronAgent, small_suite: dict[str, Problem]
+) -> None:
     p = small_suite["silu"]
     prof = trn1.profile(p, _with(p, SILU_LAZY_WHEN_TIMED))
     assert prof.status == "incorrect", prof.log
     assert "the output of a timed run is wrong" in prof.log
     # every profiled run's output is checked: the first one ran before its profiler file
     # existed (still honest), the second is the first lazy one
-    assert all(c.passed for c in prof.correctness[:-1]) and prof.correctness[-1].case == "timed:timing-r0/run1"
+    assert (
+        all(c.passed for c in prof.correctness[:-1]) and prof.correctness[-1].case == "timed:timing-r0/run1"
+    )
 
 
-def test_a_timing_child_that_runs_while_held_stopped_is_incorrect(trn1: NeuronAgent, small_suite: dict[str, Problem],
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_timing_child_that_runs_while_held_stopped_is_incorrect(
+    trn1: NeuronAgent, small_suite: dict[str, Problem], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The Neuron timing child is driven by the pipeline's rounds driver, so the freeze check
     applies to it as to every driven child: someone (here the test, standing in for a timer,
     an I/O signal or a helper process) continues it while the agent hands it round 0's
@@ -211,12 +236,21 @@ def test_a_timing_child_that_runs_while_held_stopped_is_incorrect(trn1: NeuronAg
     assert "ran_while_stopped_ns" in prof.counters and prof.isolation["freeze"]
 
 
-def test_missing_isolation_refuses_the_kernel(neuron_profile_exe: str, small_suite: dict[str, Problem]) -> None:
+def test_missing_isolation_refuses_the_kernel(
+    neuron_profile_exe: str, small_suite: dict[str, Problem]
+) -> None:
     """Landlock switched off stands in for a host kernel that lacks it: the kernel never runs."""
     from hardware_agents.neuron import Trn1Agent
 
-    agent = Trn1Agent(mode="device", sdk_path=[str(STANDIN)], neuron_profile=neuron_profile_exe, core="3",
-                      round_pause_s=0.0, check_instance=False, sandbox_options={"landlock": False})
+    agent = Trn1Agent(
+        mode="device",
+        sdk_path=[str(STANDIN)],
+        neuron_profile=neuron_profile_exe,
+        core="3",
+        round_pause_s=0.0,
+        check_instance=False,
+        sandbox_options={"landlock": False},
+    )
     try:
         p = small_suite["silu"]
         prof = agent.profile(p, p.baseline)

@@ -18,9 +18,16 @@ from hardware_agents.neuron.reference import ReferenceModule, kernel_arg_shapes
 from suites.nkibench import NkibenchError, import_nkibench, read_nkibench
 
 UNKNOWN = FixtureProblem(
-    "scale_add", {"M": 64, "N": 32},
-    [("x", ("M", "N")), ("y", ("N",), "np.random.uniform(low=-1.0, high=1.0, size={size}).astype(np.float32)")],
-    "  return 2.0 * x + y, x.sum(axis=1)", case_id="0", comments="a problem NKIBench does not have")
+    "scale_add",
+    {"M": 64, "N": 32},
+    [
+        ("x", ("M", "N")),
+        ("y", ("N",), "np.random.uniform(low=-1.0, high=1.0, size={size}).astype(np.float32)"),
+    ],
+    "  return 2.0 * x + y, x.sum(axis=1)",
+    case_id="0",
+    comments="a problem NKIBench does not have",
+)
 RENAMED_KERNEL = """\
 import neuronxcc.nki as nki
 import neuronxcc.nki.language as nl
@@ -34,9 +41,14 @@ def silu_kernel(x):
 
 def _folder(tmp_path: Path) -> Path:
     problems = [
-        FixtureProblem(**{**shaped("silu", M=256, N=512).__dict__, "kernel": RENAMED_KERNEL, "extra_impls": 1}),
-        shaped("adamw", M=128, N=64), shaped("mamba", M=64, C=8, S=4), shaped("add_rmsnorm_matmul", M=64, N=32, K=16),
-        shaped("rope_single_freq_apply", B=1, H=2, N=8, D=16), shaped("gqa_full", B=1, N=16, QH=4, KH=2, D=8),
+        FixtureProblem(
+            **{**shaped("silu", M=256, N=512).__dict__, "kernel": RENAMED_KERNEL, "extra_impls": 1}
+        ),
+        shaped("adamw", M=128, N=64),
+        shaped("mamba", M=64, C=8, S=4),
+        shaped("add_rmsnorm_matmul", M=64, N=32, K=16),
+        shaped("rope_single_freq_apply", B=1, H=2, N=8, D=16),
+        shaped("gqa_full", B=1, N=16, QH=4, KH=2, D=8),
         UNKNOWN,
     ]
     write_nkibench(tmp_path / "nkb", problems)
@@ -53,14 +65,27 @@ def imported(tmp_path: Path) -> dict[str, suites.Problem]:
 def test_suite_layout_and_baselines(imported: dict, tmp_path: Path) -> None:
     info = json.loads((tmp_path / "suite" / "suite.json").read_text())
     assert (info["name"], info["device"], info["language"], info["entry_point"]) == (
-        "nkb-test", "trn1", "nki", "kernel.py::kernel")
+        "nkb-test",
+        "trn1",
+        "nki",
+        "kernel.py::kernel",
+    )
     assert info["origin"]["format"] == "nkibench"
-    assert set(imported) == {"silu", "adamw", "mamba", "add_rmsnorm_matmul", "rope_single_freq_apply", "gqa_full",
-                             "scale_add"}
+    assert set(imported) == {
+        "silu",
+        "adamw",
+        "mamba",
+        "add_rmsnorm_matmul",
+        "rope_single_freq_apply",
+        "gqa_full",
+        "scale_add",
+    }
     silu = imported["silu"]
     assert silu.baseline.spec.language == "nki" and silu.baseline.entry_symbol == "kernel"
     assert "def silu_kernel(x)" in silu.baseline.sources[0].content
-    assert silu.baseline.sources[0].content.rstrip().endswith("kernel = silu_kernel  # AccelOpt's entry point")
+    assert (
+        silu.baseline.sources[0].content.rstrip().endswith("kernel = silu_kernel  # AccelOpt's entry point")
+    )
     assert all(isinstance(a, AxisConst) for a in silu.definition.axes.values())
     assert silu.axis_values() == {"M": 256, "N": 512}
     assert "origin:nkibench" in silu.definition.tags
@@ -80,7 +105,10 @@ def test_inputs_inits_scalars_and_derived_axes(imported: dict) -> None:
     assert arm.definition.inputs["eps"].shape is None
     assert arm.workload.inputs["eps"] == ScalarInput(value=1e-5)
     rope = imported["rope_single_freq_apply"]
-    assert rope.definition.inputs["x"].shape == ["D", "T"] and rope.definition.inputs["freqs_cos"].shape == ["D2", "T"]
+    assert rope.definition.inputs["x"].shape == ["D", "T"] and rope.definition.inputs["freqs_cos"].shape == [
+        "D2",
+        "T",
+    ]
     assert rope.axis_values()["T"] == 1 * 2 * 8 and rope.axis_values()["D2"] == 8
     assert rope.definition.constraints == ["T == B * H * N", "D2 == D // 2"]
 
@@ -88,7 +116,9 @@ def test_inputs_inits_scalars_and_derived_axes(imported: dict) -> None:
 def test_reference_is_nkibench_forward_with_its_transforms(imported: dict) -> None:
     for name, p in imported.items():
         src = p.definition.x_numpy_reference
-        assert "def get_inputs" in src and "def transform_to_nki_inputs" in src and "def run(*inputs)" in src, name
+        assert (
+            "def get_inputs" in src and "def transform_to_nki_inputs" in src and "def run(*inputs)" in src
+        ), name
         ref = ReferenceModule(p)
         assert ref.to_nki is not None and ref.from_nki is not None
         case = validity.input_cases(p.definition, (0,))[0]
@@ -105,8 +135,12 @@ def test_reference_is_nkibench_forward_with_its_transforms(imported: dict) -> No
     delta = validity.make_inputs(mamba, validity.input_cases(mamba.definition, (0,))[0])["delta"]
     assert 0.03 < float(delta.std()) < 0.07  # scale 0.05
     assert kernel_arg_shapes(imported["add_rmsnorm_matmul"]) == [
-        ("array", (64, 16), "float32"), ("array", (16, 32), "float32"), ("scalar", None, "1e-05"),
-        ("array", (64, 16), "float32"), ("array", (16,), "float32")]
+        ("array", (64, 16), "float32"),
+        ("array", (16, 32), "float32"),
+        ("scalar", None, "1e-05"),
+        ("array", (64, 16), "float32"),
+        ("array", (16,), "float32"),
+    ]
 
 
 def test_roofline_reused_from_the_cpu_suite(imported: dict) -> None:
@@ -147,7 +181,11 @@ def test_errors_name_the_file(tmp_path: Path) -> None:
     ref.write_text(ref.read_text().replace("M = 256", "M = 512"))
     with pytest.raises(NkibenchError, match=r"M = 512, but summary.json says M = 256"):
         read_nkibench(root)
-    ref.write_text(ref.read_text().replace("M = 512", "M = 256").replace("    x = np.random", "    print()\n    x = np.random"))
+    ref.write_text(
+        ref.read_text()
+        .replace("M = 512", "M = 256")
+        .replace("    x = np.random", "    print()\n    x = np.random")
+    )
     with pytest.raises(NkibenchError, match="get_inputs: unsupported statement `print\\(\\)`"):
         read_nkibench(root)
 
@@ -165,8 +203,9 @@ def test_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
     assert (tmp_path / "other" / "keep.txt").exists()
 
 
-def test_cli_writes_a_suite_found_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_writes_a_suite_found_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     monkeypatch.delenv("ACCELOPT_SUITES_PATH", raising=False)
     write_nkibench(tmp_path / "nkb", [CATALOG["silu"], CATALOG["matmul"]])  # NKIBench shapes: nothing is run

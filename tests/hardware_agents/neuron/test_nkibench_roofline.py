@@ -36,8 +36,14 @@ EXPECTED: dict[str, tuple[int, int, int]] = {
 }
 # T_peak on trn1 in ms and the binding roof, by hand: e.g. silu 234881024 B / 440.234e9 B/s,
 # mamba 234881024 / 286.72e9, matmul 515396075520 / 23.75e12.
-TRN1_TPEAK = {"silu": (0.533537, "memory"), "mamba": (0.8192, "vector"), "matmul": (21.700887, "matmul"),
-              "bmm_softmax": (4.681143, "vector"), "adamw": (1.018245, "memory"), "gqa_full": (5.786903, "matmul")}
+TRN1_TPEAK = {
+    "silu": (0.533537, "memory"),
+    "mamba": (0.8192, "vector"),
+    "matmul": (21.700887, "matmul"),
+    "bmm_softmax": (4.681143, "vector"),
+    "adamw": (1.018245, "memory"),
+    "gqa_full": (5.786903, "matmul"),
+}
 
 
 @pytest.fixture(scope="module")

@@ -46,11 +46,21 @@ UNTIMED = {
     "no_entry": ("def other(x):\n    return x\n", "compile_error", "defines no function `kernel`"),
     "raises": ("def kernel(x):\n    return 1 / 0\n", "runtime_error", "ZeroDivisionError"),
     "aborts": ("import os\n\ndef kernel(x):\n    os.abort()\n", "runtime_error", "SIGABRT"),
-    "wrong": ("def kernel(x):\n    return (3 * x + 1).astype(x.dtype)\n", "incorrect", "seed0: out: relative L2"),
-    "unwritten": ("import numpy as np\n\ndef kernel(x):\n    return np.full_like(x, np.nan)\n", "incorrect",
-                  "non-finite values"),
-    "mutates": ("def kernel(x):\n    y = (2 * x + 1).astype(x.dtype)\n    x[0] = 7\n    return y\n", "incorrect",
-                "modified its input x"),
+    "wrong": (
+        "def kernel(x):\n    return (3 * x + 1).astype(x.dtype)\n",
+        "incorrect",
+        "seed0: out: relative L2",
+    ),
+    "unwritten": (
+        "import numpy as np\n\ndef kernel(x):\n    return np.full_like(x, np.nan)\n",
+        "incorrect",
+        "non-finite values",
+    ),
+    "mutates": (
+        "def kernel(x):\n    y = (2 * x + 1).astype(x.dtype)\n    x[0] = 7\n    return y\n",
+        "incorrect",
+        "modified its input x",
+    ),
     "honest": (HONEST, "unmeasured", "timing not requested"),
 }
 
@@ -77,12 +87,17 @@ def test_an_honest_kernel_passes_on_the_roofline(agent: ToyAgent, problem: Probl
     assert prof.pct_peak is not None and 0 < prof.pct_peak <= agent.max_pct_peak and prof.bound == "memory"
     c = prof.counters
     assert 0 < c["timing_kernel_clock_s"] <= c["timing_wall_s"] and c["timing_untimed_per_call_s"] > 0
-    assert c["achieved_gbs"] > 0 and prof.isolation["freeze"] and prof.isolation["landlock_reads"] == "restricted"
+    assert (
+        c["achieved_gbs"] > 0
+        and prof.isolation["freeze"]
+        and prof.isolation["landlock_reads"] == "restricted"
+    )
 
 
 @pytest.mark.parametrize("name", sorted(UNTIMED))
-def test_every_end_of_the_child_and_of_its_outputs_gets_its_status(agent: ToyAgent, problem: Problem,
-                                                                    name: str) -> None:
+def test_every_end_of_the_child_and_of_its_outputs_gets_its_status(
+    agent: ToyAgent, problem: Problem, name: str
+) -> None:
     source, status, needle = UNTIMED[name]
     prof = _profile(agent, problem, source, measure=False)
     assert prof.status == status, prof.log
@@ -91,15 +106,18 @@ def test_every_end_of_the_child_and_of_its_outputs_gets_its_status(agent: ToyAge
 
 
 def test_a_kernel_that_loops_times_out(problem: Problem) -> None:
-    prof = ToyAgent(timeout_s=3.0).profile(problem, toy_solution(problem.name, "def kernel(x):\n    while True:\n"
-                                                                 "        pass\n"), measure=False)
+    prof = ToyAgent(timeout_s=3.0).profile(
+        problem, toy_solution(problem.name, "def kernel(x):\n    while True:\n        pass\n"), measure=False
+    )
     assert prof.status == "timeout" and "wall-clock timeout" in prof.log, prof.log
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox counts leftover processes by its uid (root only)")
 def test_processes_left_behind_are_a_runtime_error(agent: ToyAgent, problem: Problem) -> None:
-    source = ("import os, time\n\ndef kernel(x):\n    if os.fork() == 0:\n        os.setsid()\n        time.sleep(60)\n"
-              "        os._exit(0)\n    return (2 * x + 1).astype(x.dtype)\n")
+    source = (
+        "import os, time\n\ndef kernel(x):\n    if os.fork() == 0:\n        os.setsid()\n        time.sleep(60)\n"
+        "        os._exit(0)\n    return (2 * x + 1).astype(x.dtype)\n"
+    )
     prof = _profile(agent, problem, source, measure=False)
     assert prof.status == "runtime_error" and "process(es) running (killed)" in prof.log, prof.log
 
@@ -117,7 +135,9 @@ def test_a_slowed_clock_is_caught_end_to_end(agent: ToyAgent, problem: Problem) 
 
 def test_a_clock_running_fast_is_caught_end_to_end(agent: ToyAgent, problem: Problem) -> None:
     prof = _profile(agent, problem, FAST_CLOCK)
-    assert prof.status == "timing_mismatch" and "exceeds the wall time of timing round 0" in prof.log, prof.log
+    assert prof.status == "timing_mismatch" and "exceeds the wall time of timing round 0" in prof.log, (
+        prof.log
+    )
 
 
 def test_the_clock_bound_on_reported_rounds() -> None:
@@ -129,16 +149,32 @@ def test_the_clock_bound_on_reported_rounds() -> None:
     bound = ClockBound(over=0.02, share=0.10)
     u, n = 0.002, 10
 
-    def why(reported: float, wall: float, setups: tuple[float, ...] = (0.01,), b: ClockBound = bound,
-            calibrated: bool = True) -> str | None:
-        return clock_mismatch(b, [reported], [wall], calls=n, untimed_per_call=u if calibrated else None,
-                              setups=setups, per_setup_s=0.05)
+    def why(
+        reported: float,
+        wall: float,
+        setups: tuple[float, ...] = (0.01,),
+        b: ClockBound = bound,
+        calibrated: bool = True,
+    ) -> str | None:
+        return clock_mismatch(
+            b,
+            [reported],
+            [wall],
+            calls=n,
+            untimed_per_call=u if calibrated else None,
+            setups=setups,
+            per_setup_s=0.05,
+        )
 
     assert why(1.0, 1.0 + n * u) is None
     assert why(1.0, 1.0 + n * u * 1.05) is None  # within the margin
     slowed = why(0.5, 1.0 + n * u)
-    assert slowed is not None and slowed.startswith("timing_mismatch: in timing round 0") and \
-        "its clock was slowed or replaced" in slowed and "calibrated on this host" in slowed
+    assert (
+        slowed is not None
+        and slowed.startswith("timing_mismatch: in timing round 0")
+        and "its clock was slowed or replaced" in slowed
+        and "calibrated on this host" in slowed
+    )
     assert why(0.0, 1.0 + n * u) is not None  # frozen
     fast = why(1.0, 0.5)
     assert fast is not None and fast.startswith("reported kernel time") and "by our clock" in fast
@@ -148,9 +184,16 @@ def test_the_clock_bound_on_reported_rounds() -> None:
     upper_only = ClockBound(over=0.01, lower=False, reading="device time", forged="not these runs")
     assert why(0.5, 1.0 + n * u, b=upper_only, calibrated=False) is None  # no lower bound
     forged = why(1.2, 1.0, b=upper_only, calibrated=False)
-    assert forged is not None and forged.startswith("reported device time") and forged.endswith(": not these runs")
+    assert (
+        forged is not None
+        and forged.startswith("reported device time")
+        and forged.endswith(": not these runs")
+    )
     counters: dict[str, float] = {}
-    assert clock_mismatch(bound, [1.0, 1.0], [1.02, 1.03], calls=n, untimed_per_call=u, counters=counters) is None
+    assert (
+        clock_mismatch(bound, [1.0, 1.0], [1.02, 1.03], calls=n, untimed_per_call=u, counters=counters)
+        is None
+    )
     assert counters["timing_wall_s"] == pytest.approx(2.05) and counters["timing_kernel_clock_s"] == 2.0
     assert TOY_BOUND.lower and TOY_BOUND.allowance(n, u, 1.0) > n * u
 
@@ -158,8 +201,11 @@ def test_the_clock_bound_on_reported_rounds() -> None:
 def test_the_plausibility_gate(problem: Problem) -> None:
     """A kernel faster than max_pct_peak x the roofline is `incorrect`, with its place on the
     roofline recorded: the honest kernel on a device 10^4 times slower than the toy's."""
-    slow = msgspec.structs.replace(TOY_SPEC, peak_bw_bytes_s=TOY_SPEC.peak_bw_bytes_s / 1e4,
-                                   peak_vector_flops=TOY_SPEC.peak_vector_flops / 1e4)
+    slow = msgspec.structs.replace(
+        TOY_SPEC,
+        peak_bw_bytes_s=TOY_SPEC.peak_bw_bytes_s / 1e4,
+        peak_vector_flops=TOY_SPEC.peak_vector_flops / 1e4,
+    )
     prof = ToyAgent(spec=slow).profile(problem, toy_solution(problem.name, HONEST))
     assert prof.status == "incorrect" and "faster than the machine allows" in prof.log, prof.log
     assert prof.pct_peak is not None and prof.pct_peak > 1.25 and prof.t_peak_ms is not None
@@ -177,15 +223,18 @@ def test_the_gate_judges_again_on_re_measured_peaks(problem: Problem) -> None:
         asked.append(1)
         return TOY_SPEC
 
-    prof = speed_verdict(Verdict(agent._fail), problem, slow, stats, max_pct_peak=1.25,
-                         remeasured=remeasured)  # type: ignore[arg-type]
+    prof = speed_verdict(Verdict(agent._fail), problem, slow, stats, max_pct_peak=1.25, remeasured=remeasured)  # type: ignore[arg-type]
     assert prof.status == "passed" and asked == [1] and prof.pct_peak is not None and prof.pct_peak < 1.25
-    prof = speed_verdict(Verdict(agent._fail), problem, TOY_SPEC, stats, max_pct_peak=1.25,
-                         remeasured=remeasured)  # type: ignore[arg-type]
+    prof = speed_verdict(
+        Verdict(agent._fail), problem, TOY_SPEC, stats, max_pct_peak=1.25, remeasured=remeasured
+    )  # type: ignore[arg-type]
     assert prof.status == "passed" and asked == [1]  # not asked: nothing to doubt
-    prof = speed_verdict(Verdict(agent._fail), problem, TOY_SPEC, stats, max_pct_peak=1.25,
-                         gate_spec=lambda s: slow)
-    assert prof.status == "incorrect" and prof.pct_peak is not None and prof.pct_peak < 1.25  # reported on TOY_SPEC
+    prof = speed_verdict(
+        Verdict(agent._fail), problem, TOY_SPEC, stats, max_pct_peak=1.25, gate_spec=lambda s: slow
+    )
+    assert (
+        prof.status == "incorrect" and prof.pct_peak is not None and prof.pct_peak < 1.25
+    )  # reported on TOY_SPEC
 
 
 def test_a_child_that_runs_while_held_stopped_is_incorrect(problem: Problem) -> None:

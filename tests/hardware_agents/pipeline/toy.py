@@ -42,8 +42,14 @@ from hardware_agents.sandbox import Sandbox, SandboxPolicy, default_base_dir, pr
 HERE = Path(__file__).resolve().parent
 TARGET = "toy_harness:run"
 # A made-up device on whose roofline an honest numpy kernel sits at a few per cent.
-TOY_SPEC = DeviceSpec(kind="toy", name="toy device", peak_bw_bytes_s=100e9, peak_matmul_flops=1e12,
-                      peak_vector_flops=1e11, source="made up for the pipeline tests")
+TOY_SPEC = DeviceSpec(
+    kind="toy",
+    name="toy device",
+    peak_bw_bytes_s=100e9,
+    peak_matmul_flops=1e12,
+    peak_vector_flops=1e11,
+    source="made up for the pipeline tests",
+)
 # Host-clock calls of a Python kernel on a shared 2-core machine: a generous share of noise (a
 # preemption inside a round); a clock slowed 2x still misses the bound by far.
 TOY_BOUND = ClockBound(over=0.02, share=0.25)
@@ -52,7 +58,9 @@ TOY_BOUND = ClockBound(over=0.02, share=0.25)
 def toy_problem(n: int = 1 << 20) -> Problem:
     """out = 2x + 1 on n floats."""
     d = Definition(
-        name="toy_scale_shift", op_type="elementwise", axes={"N": AxisVar()},
+        name="toy_scale_shift",
+        op_type="elementwise",
+        axes={"N": AxisVar()},
         inputs={"x": TensorSpec(shape=["N"], dtype="float32")},
         outputs={"out": TensorSpec(shape=["N"], dtype="float32")},
         reference="def run(x):\n    return 2 * x + 1\n",
@@ -67,8 +75,15 @@ HONEST = "import numpy as np\n\ndef kernel(x):\n    return (2 * x + 1).astype(np
 
 
 def toy_solution(problem: str, source: str, name: str = "candidate") -> Solution:
-    return one_file_solution(problem, source, entry_point="kernel.py::kernel", language="toy", device="toy",
-                             name=name, author="test")
+    return one_file_solution(
+        problem,
+        source,
+        entry_point="kernel.py::kernel",
+        language="toy",
+        device="toy",
+        name=name,
+        author="test",
+    )
 
 
 def _load(box: Sandbox, rel: str) -> np.ndarray:
@@ -80,9 +95,18 @@ class ToyAgent(HardwareAgent):
     kind: ClassVar[str] = "toy"
     languages: ClassVar[tuple[str, ...]] = ("toy",)
 
-    def __init__(self, *, spec: DeviceSpec = TOY_SPEC, timeout_s: float = 60.0, max_pct_peak: float = 1.25,
-                 rounds: int = 3, calls: int = 20, calibration: int = 2, sandbox_options: dict[str, Any] | None = None,
-                 meddle: Callable[[int, int], None] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        spec: DeviceSpec = TOY_SPEC,
+        timeout_s: float = 60.0,
+        max_pct_peak: float = 1.25,
+        rounds: int = 3,
+        calls: int = 20,
+        calibration: int = 2,
+        sandbox_options: dict[str, Any] | None = None,
+        meddle: Callable[[int, int], None] | None = None,
+    ) -> None:
         self._spec, self.timeout_s, self.max_pct_peak = spec, timeout_s, max_pct_peak
         self.rounds, self.calls, self.calibration = rounds, calls, calibration
         self.sandbox_options = dict(sandbox_options or {})
@@ -95,8 +119,9 @@ class ToyAgent(HardwareAgent):
     def toolchain(self) -> dict[str, str]:
         return {"numpy": np.__version__}
 
-    def _profile(self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout: float,
-                 measure: bool) -> Profile:
+    def _profile(
+        self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout: float, measure: bool
+    ) -> Profile:
         v = Verdict(self._fail)
         if solution.spec.language != "toy":
             return v.fail("compile_error", f"the toy agent runs toy kernels, not {solution.spec.language!r}")
@@ -105,8 +130,12 @@ class ToyAgent(HardwareAgent):
         refs = {pc.name: validity.reference_outputs(problem, inputs[pc.name]) for pc in plan}  # ours alone
         rounds_dir = private_dir(default_base_dir(), "accelopt-toy-rounds-")
         os.chmod(rounds_dir, 0o755)  # the child reads the rounds' inputs; only we write them
-        policy = SandboxPolicy(wall_timeout_s=timeout, python_path=(str(HERE),), read_paths=(str(rounds_dir),),
-                               **self.sandbox_options)
+        policy = SandboxPolicy(
+            wall_timeout_s=timeout,
+            python_path=(str(HERE),),
+            read_paths=(str(rounds_dir),),
+            **self.sandbox_options,
+        )
         try:
             with Sandbox(policy) as box:
                 box.workdir.joinpath("kernel.py").write_text(solution.sources[0].content)
@@ -114,9 +143,19 @@ class ToyAgent(HardwareAgent):
                 for name, arrays in inputs.items():
                     np.save(box.workdir / f"case-{name}.npy", arrays["x"])
                     box.give(f"case-{name}.npy")
-                timing = ToyTiming(rounds=self.rounds, calls=self.calls, calibration=self.calibration,
-                                   inputs_dir=str(rounds_dir)) if measure else None
-                req = ToyRequest(kernel_file=str(box.workdir / "kernel.py"), cases=list(inputs), timing=timing)
+                timing = (
+                    ToyTiming(
+                        rounds=self.rounds,
+                        calls=self.calls,
+                        calibration=self.calibration,
+                        inputs_dir=str(rounds_dir),
+                    )
+                    if measure
+                    else None
+                )
+                req = ToyRequest(
+                    kernel_file=str(box.workdir / "kernel.py"), cases=list(inputs), timing=timing
+                )
                 clock = RoundClock()
                 failed: Profile | None = None
                 round_refs: dict[int, dict[str, np.ndarray]] = {}
@@ -137,8 +176,9 @@ class ToyAgent(HardwareAgent):
 
                     def after_round(k: int) -> Profile | None:  # its last call's output, checked now
                         got = {"out": _load(box, f"round-{k}.npy")}
-                        chk = validity.compare_outputs(f"timed:r{k}", got, round_refs[k],
-                                                       validity.tolerance_of(problem.definition))
+                        chk = validity.compare_outputs(
+                            f"timed:r{k}", got, round_refs[k], validity.tolerance_of(problem.definition)
+                        )
                         if chk.passed:
                             return None
                         v.checks.append(chk)
@@ -146,20 +186,32 @@ class ToyAgent(HardwareAgent):
 
                     child = box.spawn(TARGET, req)
                     try:
-                        failed = drive_rounds(child, clock, rounds=self.rounds, hand_over=hand_over,
-                                              after_round=after_round, calibration=self.calibration,
-                                              untimed_step=True)
+                        failed = drive_rounds(
+                            child,
+                            clock,
+                            rounds=self.rounds,
+                            hand_over=hand_over,
+                            after_round=after_round,
+                            calibration=self.calibration,
+                            untimed_step=True,
+                        )
                     finally:
                         out = child.finish()
                 v.heard(out)
-                if failed is not None and out.freeze_breach is None:  # a round's verdict (the child was killed)
+                if (
+                    failed is not None and out.freeze_breach is None
+                ):  # a round's verdict (the child was killed)
                     return failed
                 ended = v.ended(out, compile_error=out.error_type == "ToyCompileError") or v.strays(out)
                 if ended is not None:
                     return ended
                 for name in inputs:  # judged here, against references the child never saw
-                    chk = validity.compare_outputs(name, {"out": _load(box, f"out-{name}.npy")}, refs[name],
-                                                   validity.tolerance_of(problem.definition))
+                    chk = validity.compare_outputs(
+                        name,
+                        {"out": _load(box, f"out-{name}.npy")},
+                        refs[name],
+                        validity.tolerance_of(problem.definition),
+                    )
                     if not np.array_equal(inputs[name]["x"], _load(box, f"in-{name}.npy")):
                         spoil(chk, "modified its input x; inputs are read-only")
                     v.checks.append(chk)
@@ -171,9 +223,16 @@ class ToyAgent(HardwareAgent):
         if timing is None:
             return v.fail("unmeasured", "correct; timing not requested")
         res = out.decode(ToyResult)
-        why = clock_mismatch(TOY_BOUND, res.rounds_s, clock.walls, calls=self.calls,
-                             untimed_per_call=clock.untimed_per_call(self.calls), setups=clock.setups,
-                             per_setup_s=0.25, counters=v.counters)
+        why = clock_mismatch(
+            TOY_BOUND,
+            res.rounds_s,
+            clock.walls,
+            calls=self.calls,
+            untimed_per_call=clock.untimed_per_call(self.calls),
+            setups=clock.setups,
+            per_setup_s=0.25,
+            counters=v.counters,
+        )
         if why:
             return v.fail("timing_mismatch", why)
         stats = latency_stats([t / self.calls * 1e3 for t in res.rounds_s])

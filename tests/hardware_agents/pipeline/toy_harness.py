@@ -46,7 +46,9 @@ def _stop() -> None:
     os.kill(os.getpid(), signal.SIGSTOP)
 
 
-def _timed_calls(fn: Callable[[np.ndarray], np.ndarray], x: np.ndarray, calls: int) -> tuple[float, np.ndarray]:
+def _timed_calls(
+    fn: Callable[[np.ndarray], np.ndarray], x: np.ndarray, calls: int
+) -> tuple[float, np.ndarray]:
     total, y = 0.0, x
     for _ in range(calls):
         t0 = time.perf_counter()  # looked up at every call: the kernel may have replaced it

@@ -26,8 +26,9 @@ def problems(tmp_path: Path):
 def variant(problem, text: str):
     """The baseline with a marker comment: a distinct kernel source."""
     src = problem.baseline.sources[0]
-    return msgspec.structs.replace(problem.baseline, sources=[
-        SourceFile(path=src.path, content=src.content + f"\n/* {text} */\n")])
+    return msgspec.structs.replace(
+        problem.baseline, sources=[SourceFile(path=src.path, content=src.content + f"\n/* {text} */\n")]
+    )
 
 
 def agent(**opts):
@@ -109,8 +110,20 @@ def test_accelopt_run_refuses_sim_without_the_opt_in(monkeypatch, tmp_path, caps
 
     monkeypatch.delenv(ALLOW_ENV, raising=False)
     suite = write_suite(tmp_path, 1)
-    rc = main(["run", "--suite", str(suite), "--device", "sim", "--root", str(tmp_path / "runs"),
-               "--memory", str(tmp_path / "mem"), "--no-preflight"])
+    rc = main(
+        [
+            "run",
+            "--suite",
+            str(suite),
+            "--device",
+            "sim",
+            "--root",
+            str(tmp_path / "runs"),
+            "--memory",
+            str(tmp_path / "mem"),
+            "--no-preflight",
+        ]
+    )
     assert rc == 2
     out = " ".join(capsys.readouterr().out.split())
     assert "simulated device" in out and ALLOW_ENV in out

@@ -22,9 +22,18 @@ def requests(run_id: str, problem) -> list[c.ProfileRequested]:
     for i in range(N):
         src = problem.baseline.sources[0].content + f"\n/* v{i} */\n"
         kid = c.derive_event_id(run_id, "Kernel", i)
-        out.append(c.ProfileRequested(event_id=c.derive_event_id(run_id, "ProfileRequested", kid), run_id=run_id,
-                                      ts=time.time(), kernel_id=kid, problem=problem.name, device="sim",
-                                      language="c", source=src))
+        out.append(
+            c.ProfileRequested(
+                event_id=c.derive_event_id(run_id, "ProfileRequested", kid),
+                run_id=run_id,
+                ts=time.time(),
+                kernel_id=kid,
+                problem=problem.name,
+                device="sim",
+                language="c",
+                source=src,
+            )
+        )
     return out
 
 
@@ -37,14 +46,28 @@ def test_one_host_runs_many_simulated_profiles_at_once(shared_nats, tmp_path):
 
     async def go():
         elog = await EventLog.connect(shared_nats.url)
-        started = c.RunStarted(event_id=c.derive_event_id(run_id, "RunStarted"), run_id=run_id, ts=time.time(),
-                               config=cfg.to_dict(), seed=0, targets=[c.ProblemTarget(
-                                   problem=problem, device="sim", language="c", content_hash=problem.content_hash())])
+        started = c.RunStarted(
+            event_id=c.derive_event_id(run_id, "RunStarted"),
+            run_id=run_id,
+            ts=time.time(),
+            config=cfg.to_dict(),
+            seed=0,
+            targets=[
+                c.ProblemTarget(
+                    problem=problem, device="sim", language="c", content_hash=problem.content_hash()
+                )
+            ],
+        )
         await elog.publish(started)
         for r in requests(run_id, problem):
             await elog.publish(r)
-        host = Profiler(shared_nats.url, "sim", agent_options={"allow": True, "profile_s": 0.3},
-                             options=profiler_options("sim", cfg), worker_name="simhost")
+        host = Profiler(
+            shared_nats.url,
+            "sim",
+            agent_options={"allow": True, "profile_s": 0.3},
+            options=profiler_options("sim", cfg),
+            worker_name="simhost",
+        )
         stats = await host.run(until_idle_s=2.0)
         got = [e for e in await elog.history(run_id) if isinstance(e, c.KernelProfiled)]
         agent = host._agent

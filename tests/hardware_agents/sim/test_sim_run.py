@@ -21,13 +21,23 @@ from replay.verify import verify
 def sim_run(ray_session, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("sim-run")
     suite = write_suite(tmp, 2)
-    cfg = build_config(preset="quick", overrides=[
-        f"root={tmp / 'runs'}", f"memory.uri={tmp / 'memory'}", f"suite={suite}", "device=sim",
-        "search.iterations=2", "search.plans_per_candidate=3", "search.remeasure_rounds=1",
-        "memory.enabled=false",  # the memory's model load dominates a run this short: a benchmark's matter
-        "devices.sim.options.allow=true", "devices.sim.options.profile_s=0.05",
-        "devices.sim.options.pass_rate=0.7", "devices.sim.concurrency=4",
-    ])
+    cfg = build_config(
+        preset="quick",
+        overrides=[
+            f"root={tmp / 'runs'}",
+            f"memory.uri={tmp / 'memory'}",
+            f"suite={suite}",
+            "device=sim",
+            "search.iterations=2",
+            "search.plans_per_candidate=3",
+            "search.remeasure_rounds=1",
+            "memory.enabled=false",  # the memory's model load dominates a run this short: a benchmark's matter
+            "devices.sim.options.allow=true",
+            "devices.sim.options.profile_s=0.05",
+            "devices.sim.options.pass_rate=0.7",
+            "devices.sim.concurrency=4",
+        ],
+    )
     return run_session(cfg, suites.load_suite(str(suite)), timeout_s=600)
 
 
@@ -43,6 +53,9 @@ def test_run_on_the_sim_device_completes(sim_run):
     assert {e.device for e in profiles} == {"sim"}
     statuses = Counter(e.profile.status for e in profiles)
     assert statuses["passed"] > 0 and statuses["incorrect"] > 0  # the configured pass rate at work
-    assert all(e.profile.counters.get("simulated") == 1.0 and e.profile.latency_ms > 0
-               for e in profiles if e.profile.status == "passed")
+    assert all(
+        e.profile.counters.get("simulated") == 1.0 and e.profile.latency_ms > 0
+        for e in profiles
+        if e.profile.status == "passed"
+    )
     assert {r.problem for r in sim_run.view.results()} == {"p000", "p001"}

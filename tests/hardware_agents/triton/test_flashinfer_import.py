@@ -86,9 +86,13 @@ def test_cli_import_profile_list_and_export(fib_dir, tmp_path, capsys):
     assert saved["spec"]["destination_passing_style"] is False  # the recognised convention is saved
     problems = {p.name: p for p in load_suite_dir(out)}
     rms = problems["rmsnorm_h64"]
-    assert Path(rms.check_workloads[1].inputs["hidden_states"].path).is_file()  # resolved in the problem folder
+    assert Path(
+        rms.check_workloads[1].inputs["hidden_states"].path
+    ).is_file()  # resolved in the problem folder
     # `accelopt profile /path/to/suite/problem`: the GPU-minded Triton baseline runs its Triton path
-    assert main(["profile", f"{out}/rmsnorm_h64", "--seeds", "0", "--json"]) == 1  # unmeasured is not "passed"
+    assert (
+        main(["profile", f"{out}/rmsnorm_h64", "--seeds", "0", "--json"]) == 1
+    )  # unmeasured is not "passed"
     prof = json.loads(capsys.readouterr().out)
     assert prof["status"] == "unmeasured", prof["log"]
     assert len(prof["correctness"]) == 3 and all(c["passed"] for c in prof["correctness"])
@@ -101,7 +105,10 @@ def test_cli_import_profile_list_and_export(fib_dir, tmp_path, capsys):
     assert main(["suite", "export-flashinfer", str(out), str(tmp_path / "fib")]) == 0
     loaded = load_with_flashinfer(tmp_path / "fib")
     assert set(loaded.definitions) == {"rmsnorm_h64", "gemm_n32_k48"}
-    assert {s.name for ss in loaded.solutions.values() for s in ss} == {"rmsnorm_h64_triton_v1", "gemm_n32_k48_torch"}
+    assert {s.name for ss in loaded.solutions.values() for s in ss} == {
+        "rmsnorm_h64_triton_v1",
+        "gemm_n32_k48_torch",
+    }
     assert loaded.get_solution("rmsnorm_h64_triton_v1").spec.destination_passing_style is False
 
 
@@ -109,7 +116,10 @@ def test_cli_import_reports_errors(tmp_path, capsys):
     src = write_fib_set(tmp_path / "src", with_blob=False)
     assert main(["suite", "import-flashinfer", str(src), "--out", str(tmp_path / "x")]) == 1
     assert "rmsnorm_h64_w-r-5.safetensors" in capsys.readouterr().out
-    assert main(["suite", "import-flashinfer", str(src), "--out", str(tmp_path / "x"), "--skip-missing-blobs"]) == 0
+    assert (
+        main(["suite", "import-flashinfer", str(src), "--out", str(tmp_path / "x"), "--skip-missing-blobs"])
+        == 0
+    )
     assert main(["suite", "list", str(tmp_path / "nowhere")]) == 1
     assert "not a suite folder" in capsys.readouterr().out
 

@@ -25,11 +25,13 @@ from flashinfer_bench.data import save_json_file
 from cli.main import main
 from suites.flashinfer import FlashInferImportError, TraceSet, problems_from
 
-RMS_REF = ("import torch\n\ndef run(hidden_states, weight):\n    x = hidden_states.to(torch.float32)\n"
-           "    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * weight.float()\n"
-           "    return y.to(hidden_states.dtype)\n")
+RMS_REF = (
+    "import torch\n\ndef run(hidden_states, weight):\n    x = hidden_states.to(torch.float32)\n"
+    "    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * weight.float()\n"
+    "    return y.to(hidden_states.dtype)\n"
+)
 # the published style: *args, returns its output, launches a Triton kernel
-RMS_VALUE = '''import torch
+RMS_VALUE = """import torch
 import triton
 import triton.language as tl
 
@@ -48,55 +50,98 @@ def run(*args, **kwargs):
     out = torch.empty_like(hidden_states)
     _k[(hidden_states.shape[0],)](hidden_states, weight, out, H=hidden_states.shape[1])
     return out
-'''
+"""
 # destination-passing, but with a signature that tells nothing either
-RMS_DPS = RMS_VALUE.replace('''    out = torch.empty_like(hidden_states)
+RMS_DPS = RMS_VALUE.replace(
+    """    out = torch.empty_like(hidden_states)
     _k[(hidden_states.shape[0],)](hidden_states, weight, out, H=hidden_states.shape[1])
-    return out''', '''    out = args[2]
-    _k[(hidden_states.shape[0],)](hidden_states, weight, out, H=hidden_states.shape[1])''')
-SEGSUM_REF = ("import torch\n\ndef run(x, indptr):\n    return torch.stack([x[indptr[i]:indptr[i + 1]].sum(0) "
-              "for i in range(indptr.numel() - 1)])\n")
+    return out""",
+    """    out = args[2]
+    _k[(hidden_states.shape[0],)](hidden_states, weight, out, H=hidden_states.shape[1])""",
+)
+SEGSUM_REF = (
+    "import torch\n\ndef run(x, indptr):\n    return torch.stack([x[indptr[i]:indptr[i + 1]].sum(0) "
+    "for i in range(indptr.numel() - 1)])\n"
+)
 
 
 def _sol(name: str, definition: str, content: str, language: str = "triton") -> fib.Solution:
-    return fib.Solution(name=name, definition=definition, author="someone",
-                        spec=fib.BuildSpec(language=language, target_hardware=["NVIDIA_H100"],
-                                           entry_point="main.py::run"),
-                        sources=[fib.SourceFile(path="main.py", content=content)])
+    return fib.Solution(
+        name=name,
+        definition=definition,
+        author="someone",
+        spec=fib.BuildSpec(language=language, target_hardware=["NVIDIA_H100"], entry_point="main.py::run"),
+        sources=[fib.SourceFile(path="main.py", content=content)],
+    )
 
 
 def write_published(root: Path) -> Path:
     """rmsnorm_h64 with one production workload (520,128 rows) and two *args solutions; a
     segment sum whose index input is a safetensors blob that is not in the folder."""
     rms = fib.Definition(
-        name="rmsnorm_h64", op_type="rmsnorm", description="RMSNorm, hidden 64",
+        name="rmsnorm_h64",
+        op_type="rmsnorm",
+        description="RMSNorm, hidden 64",
         axes={"batch_size": fib.AxisVar(), "hidden_size": fib.AxisConst(value=64)},
-        inputs={"hidden_states": fib.TensorSpec(shape=["batch_size", "hidden_size"], dtype="bfloat16"),
-                "weight": fib.TensorSpec(shape=["hidden_size"], dtype="bfloat16")},
+        inputs={
+            "hidden_states": fib.TensorSpec(shape=["batch_size", "hidden_size"], dtype="bfloat16"),
+            "weight": fib.TensorSpec(shape=["hidden_size"], dtype="bfloat16"),
+        },
         outputs={"output": fib.TensorSpec(shape=["batch_size", "hidden_size"], dtype="bfloat16")},
-        reference=RMS_REF)
+        reference=RMS_REF,
+    )
     seg = fib.Definition(
-        name="segment_sum_h8", op_type="segment", description="per-segment sums",
-        axes={"batch_size": fib.AxisVar(), "len_indptr": fib.AxisVar(), "total": fib.AxisVar(),
-              "hidden": fib.AxisConst(value=8)},
+        name="segment_sum_h8",
+        op_type="segment",
+        description="per-segment sums",
+        axes={
+            "batch_size": fib.AxisVar(),
+            "len_indptr": fib.AxisVar(),
+            "total": fib.AxisVar(),
+            "hidden": fib.AxisConst(value=8),
+        },
         constraints=["len_indptr == batch_size + 1", "total == indptr[-1].item()"],
-        inputs={"x": fib.TensorSpec(shape=["total", "hidden"], dtype="float32"),
-                "indptr": fib.TensorSpec(shape=["len_indptr"], dtype="int32")},
-        outputs={"out": fib.TensorSpec(shape=["batch_size", "hidden"], dtype="float32")}, reference=SEGSUM_REF)
+        inputs={
+            "x": fib.TensorSpec(shape=["total", "hidden"], dtype="float32"),
+            "indptr": fib.TensorSpec(shape=["len_indptr"], dtype="int32"),
+        },
+        outputs={"out": fib.TensorSpec(shape=["batch_size", "hidden"], dtype="float32")},
+        reference=SEGSUM_REF,
+    )
     ts = fib.TraceSet.from_path(str(root))
     for d in (rms, seg):
         save_json_file(d, root / "definitions" / d.op_type / f"{d.name}.json")
         ts.definitions[d.name] = d
     for s in (_sol("rms_value", "rmsnorm_h64", RMS_VALUE), _sol("rms_dps", "rmsnorm_h64", RMS_DPS)):
         save_json_file(s, root / "solutions" / s.author / "rmsnorm" / s.definition / f"{s.name}.json")
-    ts.add_workload_traces([fib.Trace(definition="rmsnorm_h64", workload=fib.Workload(
-        uuid="w-big", axes={"batch_size": 520_128}, inputs={"hidden_states": fib.RandomInput(),
-                                                             "weight": fib.RandomInput()}))])
-    missing: dict[str, Any] = {"x": fib.RandomInput(),
-                               "indptr": fib.SafetensorsInput(path="./blob/workloads/segment/segment_sum_h8/"
-                                                              "gone.safetensors", tensor_key="indptr")}
-    ts.add_workload_traces([fib.Trace(definition="segment_sum_h8", workload=fib.Workload(
-        uuid="w-seg", axes={"batch_size": 40, "len_indptr": 41, "total": 900_000}, inputs=missing))])
+    ts.add_workload_traces(
+        [
+            fib.Trace(
+                definition="rmsnorm_h64",
+                workload=fib.Workload(
+                    uuid="w-big",
+                    axes={"batch_size": 520_128},
+                    inputs={"hidden_states": fib.RandomInput(), "weight": fib.RandomInput()},
+                ),
+            )
+        ]
+    )
+    missing: dict[str, Any] = {
+        "x": fib.RandomInput(),
+        "indptr": fib.SafetensorsInput(
+            path="./blob/workloads/segment/segment_sum_h8/gone.safetensors", tensor_key="indptr"
+        ),
+    }
+    ts.add_workload_traces(
+        [
+            fib.Trace(
+                definition="segment_sum_h8",
+                workload=fib.Workload(
+                    uuid="w-seg", axes={"batch_size": 40, "len_indptr": 41, "total": 900_000}, inputs=missing
+                ),
+            )
+        ]
+    )
     return root
 
 
@@ -155,13 +200,40 @@ def test_missing_index_blobs_are_synthesized_only_when_asked(published, interp_a
 
 def test_cli_names_what_exists(published, tmp_path, capsys):
     out = tmp_path / "suite"
-    assert main(["suite", "import-flashinfer", str(published), "--out", str(out), "--definitions", "nope"]) == 2
+    assert (
+        main(["suite", "import-flashinfer", str(published), "--out", str(out), "--definitions", "nope"]) == 2
+    )
     text = capsys.readouterr().out
     assert "no definition named nope" in text and "rmsnorm_h64" in text and "segment_sum_h8" in text
     assert not (out / "suite.json").exists()
-    assert main(["suite", "import-flashinfer", str(published), "--out", str(out),
-                 "--solution-convention", "rms_value"]) == 2
-    assert main(["suite", "import-flashinfer", str(published), "--out", str(out), "--synthesize-indices",
-                 "--solution-convention", "rms_value=dps"]) == 0
+    assert (
+        main(
+            [
+                "suite",
+                "import-flashinfer",
+                str(published),
+                "--out",
+                str(out),
+                "--solution-convention",
+                "rms_value",
+            ]
+        )
+        == 2
+    )
+    assert (
+        main(
+            [
+                "suite",
+                "import-flashinfer",
+                str(published),
+                "--out",
+                str(out),
+                "--synthesize-indices",
+                "--solution-convention",
+                "rms_value=dps",
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "rms_value: destination_passing_style=true (chosen at import)" in text.replace("\n", " ")

@@ -60,8 +60,9 @@ def test_a_folder_flashinfer_wrote_reads_and_writes_back_losslessly(tmp_path):
     a, b = load_with_flashinfer(src), load_with_flashinfer(tmp_path / "out")
     assert counts(a) == counts(b) == {"definitions": 2, "solutions": 3, "workloads": 6, "traces": 3}
     assert a.definitions == b.definitions and a.workloads == b.workloads
-    assert [t.model_dump_json() for ts_ in a.traces.values() for t in ts_] == \
-        [t.model_dump_json() for ts_ in b.traces.values() for t in ts_]  # JSON: NaN == NaN
+    assert [t.model_dump_json() for ts_ in a.traces.values() for t in ts_] == [
+        t.model_dump_json() for ts_ in b.traces.values() for t in ts_
+    ]  # JSON: NaN == NaN
     assert b.get_solution("rmsnorm_h64_triton_v1").spec.destination_passing_style is False
     assert a.get_solution("rmsnorm_h64_triton_v1").spec.destination_passing_style is True  # FIB's default
     # a second trip is a fixed point
@@ -74,8 +75,14 @@ def nkibench_suite(tmp_path_factory: pytest.TempPathFactory) -> str:
     from suites.nkibench import import_nkibench
 
     root = tmp_path_factory.mktemp("nkb")
-    write_nkibench(root / "src", [shaped("silu", M=64, N=128), shaped("adamw", M=32, N=64),
-                                  shaped("add_rmsnorm_matmul", M=16, N=32, K=16)])
+    write_nkibench(
+        root / "src",
+        [
+            shaped("silu", M=64, N=128),
+            shaped("adamw", M=32, N=64),
+            shaped("add_rmsnorm_matmul", M=16, N=32, K=16),
+        ],
+    )
     return import_nkibench(root / "src", root / "suite", name="nkb-fib").out
 
 
@@ -88,7 +95,9 @@ def _fib_rewrite(src: Path, dest: Path) -> fib.TraceSet:
         out.definitions[d.name] = d
     for name, sols in loaded.solutions.items():
         for s in sols:
-            save_json_file(s, dest / "solutions" / s.author / out.definitions[name].op_type / name / f"{s.name}.json")
+            save_json_file(
+                s, dest / "solutions" / s.author / out.definitions[name].op_type / name / f"{s.name}.json"
+            )
     for wls in loaded.workloads.values():
         out.add_workload_traces(wls)
     return loaded
@@ -101,8 +110,12 @@ def test_every_suite_round_trips_through_flashinfer(suite, tmp_path, nkibench_su
     loaded = load_with_flashinfer(tmp_path / "fib")
     n_workloads = sum(1 + len(p.check_workloads) for p in problems)
     fib_solutions = [p.baseline for p in problems if p.baseline.spec.language in ("triton", "python")]
-    assert counts(loaded) == {"definitions": len(problems), "solutions": len(fib_solutions),
-                              "workloads": n_workloads, "traces": 0}
+    assert counts(loaded) == {
+        "definitions": len(problems),
+        "solutions": len(fib_solutions),
+        "workloads": n_workloads,
+        "traces": 0,
+    }
     # C and NKI baselines travel under x_solutions/, which FlashInfer-Bench does not read
     others = [p for p in problems if p.baseline.spec.language not in ("triton", "python")]
     assert len(list((tmp_path / "fib" / "x_solutions").rglob("*.json"))) == len(others)
@@ -118,8 +131,14 @@ def test_every_suite_round_trips_through_flashinfer(suite, tmp_path, nkibench_su
     again = TraceSet.load(tmp_path / "rewritten")
     for p in problems:
         d = again.definitions[p.name]
-        plain = msgspec.structs.replace(p.definition, x_numpy_reference=None, x_tolerance=None, x_roofline=None,
-                                        x_input_init={}, x_adversarial=None)
+        plain = msgspec.structs.replace(
+            p.definition,
+            x_numpy_reference=None,
+            x_tolerance=None,
+            x_roofline=None,
+            x_input_init={},
+            x_adversarial=None,
+        )
         assert d == plain, p.name
         ws = {w.uuid: w for w in again.workloads[p.name]}
         for w in (p.workload, *p.check_workloads):

@@ -55,19 +55,23 @@ def test_hostile_kernel_gets_its_status(name: str, timed_agent: H100Agent) -> No
 
 def test_reading_the_data_is_caught_with_the_read_wall_down(triton_cache: Path) -> None:
     hack = HACKS["read_references"]
-    leaky = H100Agent(mode="interpreter", cache_dir=triton_cache, sandbox_options={"restrict_reads": False},
-                      **TIMING)
+    leaky = H100Agent(
+        mode="interpreter", cache_dir=triton_cache, sandbox_options={"restrict_reads": False}, **TIMING
+    )
     try:
         p = suites.get_problem(hack.problem)
         with allow_unisolated(True):  # reads unrestricted is "unisolated": allowed for this test only
             prof = leaky.profile(p, solution(p, hack.source, name=hack.name))
     finally:
         leaky.close()
-    assert prof.status == "incorrect", prof.log  # it found the inputs' files and said so by spoiling its output
+    assert prof.status == "incorrect", (
+        prof.log
+    )  # it found the inputs' files and said so by spoiling its output
 
 
-def test_a_timing_mismatch_is_confirmed_by_a_second_profile(triton_cache: Path,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_timing_mismatch_is_confirmed_by_a_second_profile(
+    triton_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A busy host can stretch one profile's untimed work past its calibrated allowance; a
     mismatch therefore stands only when a second profile, in a fresh child, says so too. An
     honest kernel rejected once (here: the first verdict forced) passes on the second; a
@@ -95,7 +99,9 @@ def test_a_timing_mismatch_is_confirmed_by_a_second_profile(triton_cache: Path,
         verdicts.clear()
         slowed = HACKS["slow_clock_2x"]
         prof = agent.profile(p, solution(p, slowed.source, name=slowed.name))
-        assert prof.status == "timing_mismatch" and prof.counters["timing_mismatch_confirmed"] == 1.0, prof.log
+        assert prof.status == "timing_mismatch" and prof.counters["timing_mismatch_confirmed"] == 1.0, (
+            prof.log
+        )
         assert len(verdicts) == 2 and all(v and "slowed or replaced" in v for v in verdicts)
     finally:
         agent.close()

@@ -36,8 +36,11 @@ def test_kernel_the_compiler_rejects_is_a_compile_error(interp_agent, triton_sui
 
 def test_exception_is_a_runtime_error(interp_agent, triton_suite):
     p = triton_suite[RMSNORM]
-    src = edited(p, "    batch_size, hidden_size = hidden_states.shape\n",
-                 "    batch_size, hidden_size = hidden_states.shape\n    raise ValueError('boom at runtime')\n")
+    src = edited(
+        p,
+        "    batch_size, hidden_size = hidden_states.shape\n",
+        "    batch_size, hidden_size = hidden_states.shape\n    raise ValueError('boom at runtime')\n",
+    )
     prof = interp_agent.profile(p, solution(p, src))
     assert prof.status == "runtime_error" and "boom at runtime" in prof.log, prof.log
 
@@ -51,8 +54,11 @@ def test_crash_is_a_runtime_error(interp_agent, triton_suite):
 
 def test_endless_kernel_times_out_and_is_killed(interp_agent, triton_suite):
     p = triton_suite[RMSNORM]
-    src = edited(p, "    batch_size, hidden_size = hidden_states.shape\n",
-                 "    batch_size, hidden_size = hidden_states.shape\n    while True:\n        pass\n")
+    src = edited(
+        p,
+        "    batch_size, hidden_size = hidden_states.shape\n",
+        "    batch_size, hidden_size = hidden_states.shape\n    while True:\n        pass\n",
+    )
     prof = interp_agent.profile(p, solution(p, src), timeout_s=6.0)
     assert prof.status == "timeout" and "killed" in prof.log, prof.log
     assert "wall-clock timeout after 6.0 s" in prof.log  # the requested timeout is the one applied
@@ -61,8 +67,11 @@ def test_endless_kernel_times_out_and_is_killed(interp_agent, triton_suite):
 
 def test_input_mutation_is_incorrect(interp_agent, triton_suite):
     p = triton_suite[RMSNORM]
-    src = edited(p, "    _rmsnorm_kernel[(batch_size,)]",
-                 "    weight.mul_(1)\n    hidden_states[0, 0] = 0\n    _rmsnorm_kernel[(batch_size,)]")
+    src = edited(
+        p,
+        "    _rmsnorm_kernel[(batch_size,)]",
+        "    weight.mul_(1)\n    hidden_states[0, 0] = 0\n    _rmsnorm_kernel[(batch_size,)]",
+    )
     prof = interp_agent.profile(p, solution(p, src))
     assert prof.status == "incorrect" and "modified its input(s) hidden_states" in prof.log, prof.log
 
@@ -82,14 +91,18 @@ def test_static_checks_reject_streams_threads_and_patching(interp_agent, triton_
 
     monkeypatch.setattr(interp_agent, "_run", spy)
     monkeypatch.setattr(interp_agent, "_drive", spy_drive)
-    for bad, reason in [("import threading\n", "thread"),
-                        ("s = torch.cuda.Stream()\n", "another CUDA stream"),
-                        ("torch.cuda.synchronize = lambda: None\n", "patching"),
-                        ("import gc\nobjs = gc.get_objects()\n", "introspects")]:
+    for bad, reason in [
+        ("import threading\n", "thread"),
+        ("s = torch.cuda.Stream()\n", "another CUDA stream"),
+        ("torch.cuda.synchronize = lambda: None\n", "patching"),
+        ("import gc\nobjs = gc.get_objects()\n", "introspects"),
+    ]:
         prof = interp_agent.profile(p, solution(p, bad + baseline_source(p)))
         assert prof.status == "incorrect" and reason in prof.log, (bad, prof.log)
         assert sandboxed == [], bad  # rejected before any sandbox starts
-    ok = "# torch.cuda.Stream() in a comment and 'import threading' in a string are fine\n" + baseline_source(p)
+    ok = "# torch.cuda.Stream() in a comment and 'import threading' in a string are fine\n" + baseline_source(
+        p
+    )
     assert interp_agent.profile(p, solution(p, ok)).status == "unmeasured"
     assert HARNESS in sandboxed  # an accepted solution does run in the sandbox (the spy sees it)
 
@@ -99,7 +112,10 @@ def test_other_languages_are_refused(interp_agent, triton_suite):
     prof = interp_agent.profile(p, solution(p, "void kernel(void) {}", language="c"))
     assert prof.status == "compile_error" and "'c'" in prof.log
     cand = solution(p, baseline_source(p))
-    not_py = msgspec.structs.replace(cand, sources=[SourceFile(path="main.cu", content="")],
-                                     spec=msgspec.structs.replace(cand.spec, entry_point="main.cu::run"))
+    not_py = msgspec.structs.replace(
+        cand,
+        sources=[SourceFile(path="main.cu", content="")],
+        spec=msgspec.structs.replace(cand.spec, entry_point="main.cu::run"),
+    )
     prof = interp_agent.profile(p, not_py)
     assert prof.status == "compile_error" and "not a Python module" in prof.log

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from triton_helpers import solution
 
-RMSNORM_FALLBACK = '''import torch
+RMSNORM_FALLBACK = """import torch
 import triton
 import triton.language as tl
 
@@ -43,9 +43,9 @@ def run(hidden_states, weight):
     _rms[(hidden_states.shape[0],)](hidden_states, weight, out, H=hidden_states.shape[1], BLOCK=1024)
     torch.cuda.synchronize()
     return out
-'''
+"""
 
-FUSED_ADD_RAISES = '''import torch
+FUSED_ADD_RAISES = """import torch
 import triton
 import triton.language as tl
 
@@ -80,13 +80,14 @@ def run(hidden_states, residual, weight):
                                           BLOCK=1024)
     torch.cuda.current_stream().synchronize()
     return out, res_out
-'''
+"""
 
 TORCH_ONLY = RMSNORM_FALLBACK.replace("if not torch.cuda.is_available():", "if True:  # the torch path")
 
-FIRST_CALL_ONLY = RMSNORM_FALLBACK.replace("    if not torch.cuda.is_available():\n",
-                                           "    global _CALLS\n    _CALLS = globals().get('_CALLS', 0) + 1\n"
-                                           "    if _CALLS > 1:\n")
+FIRST_CALL_ONLY = RMSNORM_FALLBACK.replace(
+    "    if not torch.cuda.is_available():\n",
+    "    global _CALLS\n    _CALLS = globals().get('_CALLS', 0) + 1\n    if _CALLS > 1:\n",
+)
 
 
 def test_fallback_kernel_takes_its_triton_path(interp_agent, triton_suite):
@@ -108,7 +109,9 @@ def test_a_triton_solution_that_launches_nothing_is_not_correct(interp_agent, tr
     prof = interp_agent.profile(p, solution(p, TORCH_ONLY, dps=False), seeds=(0,))
     assert prof.status == "no_triton_launch", prof.log
     assert "launched no Triton kernel" in prof.log
-    assert all(c.passed for c in prof.correctness)  # its values were right: the status says why it is not kept
+    assert all(
+        c.passed for c in prof.correctness
+    )  # its values were right: the status says why it is not kept
     # the same code as a Python solution is judged on its values alone
     prof = interp_agent.profile(p, solution(p, TORCH_ONLY, dps=False, language="python"), seeds=(0,))
     assert prof.status == "unmeasured", prof.log

@@ -10,8 +10,17 @@ from prompts import render
 
 
 def _user(problem, role="planner", **kw):  # type: ignore[no-untyped-def]
-    ctx = dict(problem=problem, source=problem.baseline.sources[0].content, profile=None, device="h100", seed=0,
-               request_id="r", plan="**Use tl.dot**\nCHANGE: BLOCK_KV 32 -> 64", error_log="boom", status="incorrect")
+    ctx = dict(
+        problem=problem,
+        source=problem.baseline.sources[0].content,
+        profile=None,
+        device="h100",
+        seed=0,
+        request_id="r",
+        plan="**Use tl.dot**\nCHANGE: BLOCK_KV 32 -> 64",
+        error_log="boom",
+        status="incorrect",
+    )
     ctx.update(kw)
     return render(role, "triton", **ctx)
 
@@ -24,8 +33,10 @@ def test_planner_shows_shapes_checks_scalars_and_convention(triton_suite):
     assert "k_cache: bfloat16[num_pages, page_size, num_kv_heads, head_dim] = [70000, 1, 8, 128]" in text
     assert "## Also checked at" in text and "small-1: batch_size = 2, num_pages = 64" in text
     assert "sm_scale: scalar float32 = 0.08838834764831845" in text
-    assert ("Destination-passing style: `run(q, k_cache, v_cache, kv_indptr, kv_indices, sm_scale, output, lse)`"
-            in text)
+    assert (
+        "Destination-passing style: `run(q, k_cache, v_cache, kv_indptr, kv_indices, sm_scale, output, lse)`"
+        in text
+    )
     assert "filled with NaN" in text and "Read the workload sizes from the tensors' shapes" in text
     assert "`tl.dot(a, b)`" in system.content and "How kernels are checked" in system.content
     assert "CUDA events" in system.content and "interpreter" in system.content
@@ -33,8 +44,12 @@ def test_planner_shows_shapes_checks_scalars_and_convention(triton_suite):
 
 def test_value_returning_convention(triton_suite):
     p = triton_suite["rmsnorm_h4096"]
-    vr = msgspec.structs.replace(p, baseline=msgspec.structs.replace(
-        p.baseline, spec=msgspec.structs.replace(p.baseline.spec, destination_passing_style=False)))
+    vr = msgspec.structs.replace(
+        p,
+        baseline=msgspec.structs.replace(
+            p.baseline, spec=msgspec.structs.replace(p.baseline.spec, destination_passing_style=False)
+        ),
+    )
     text = _user(vr)[1].content
     assert "Value-returning: `run(hidden_states, weight)` returns the outputs (output)" in text
 

@@ -16,8 +16,11 @@ from hardware_agents.triton.warmup import CacheProbe
 
 @pytest.mark.skipif(os.getuid() != 0, reason="the privilege drop happens only when the agent runs as root")
 def test_triton_cache_created_before_the_drop_is_writable_after_it() -> None:
-    policy = SandboxPolicy(wall_timeout_s=120, preload=("torch", "triton", "hardware_agents.triton.warmup"),
-                           address_space_bytes=16 << 30)
+    policy = SandboxPolicy(
+        wall_timeout_s=120,
+        preload=("torch", "triton", "hardware_agents.triton.warmup"),
+        address_space_bytes=16 << 30,
+    )
     with Sandbox(policy) as box:
         out = box.run("hardware_agents.triton.warmup:cache_write_probe")
         assert out.status == "ok", f"{out.status}: {out.error}\n{out.log}"

@@ -12,7 +12,9 @@ from hardware_agents.triton.specs import __doc__ as SPECS_DOC
 
 def test_cited_peaks():
     h100, h200, b200 = (device_spec(k) for k in ("h100", "h200", "b200"))
-    assert h100.peak_bw_bytes_s == 3.35e12 and h200.peak_bw_bytes_s == 4.8e12 and b200.peak_bw_bytes_s == 8.0e12
+    assert (
+        h100.peak_bw_bytes_s == 3.35e12 and h200.peak_bw_bytes_s == 4.8e12 and b200.peak_bw_bytes_s == 8.0e12
+    )
     assert h100.peak_matmul_flops == pytest.approx(989.4e12) == h200.peak_matmul_flops
     assert b200.peak_matmul_flops == pytest.approx(2.25e15)
     assert h100.peak_vector_flops == pytest.approx(66.9e12) and b200.peak_vector_flops == pytest.approx(80e12)
@@ -25,9 +27,13 @@ def test_cited_peaks():
 def test_dtype_specific_peaks():
     h100 = device_spec("h100")
     bf16 = spec_for_dtypes(h100, ["bfloat16", "int32"])
-    assert bf16.peak_matmul_flops == pytest.approx(989.4e12) and bf16.peak_vector_flops == pytest.approx(133.8e12)
+    assert bf16.peak_matmul_flops == pytest.approx(989.4e12) and bf16.peak_vector_flops == pytest.approx(
+        133.8e12
+    )
     fp32 = spec_for_dtypes(h100, ["float32"])
-    assert fp32.peak_matmul_flops == pytest.approx(494.7e12) and fp32.peak_vector_flops == pytest.approx(66.9e12)
+    assert fp32.peak_matmul_flops == pytest.approx(494.7e12) and fp32.peak_vector_flops == pytest.approx(
+        66.9e12
+    )
     fp8 = spec_for_dtypes(h100, ["float8_e4m3fn", "bfloat16"])
     assert fp8.peak_matmul_flops == pytest.approx(1978.9e12)
     assert spec_for_dtypes(h100, ["int32"]) == h100

@@ -34,11 +34,20 @@ def test_problem_shape(triton_suite, name):
     for w in (p.workload, *p.check_workloads):
         axes = {k: a.value for k, a in p.definition.axes.items() if hasattr(a, "value")} | w.axes
         assert eval_expression(roof.bytes_min, axes) > 0
-    small = sum(eval_expression(roof.bytes_min, {**{k: a.value for k, a in p.definition.axes.items()
-                                                    if hasattr(a, "value")}, **w.axes}) for w in p.check_workloads)
-    prod = eval_expression(roof.bytes_min, {**{k: a.value for k, a in p.definition.axes.items()
-                                               if hasattr(a, "value")}, **p.workload.axes})
-    assert prod > 20 * small  # the production workload is what a GPU times; the small ones are for the interpreter
+    small = sum(
+        eval_expression(
+            roof.bytes_min,
+            {**{k: a.value for k, a in p.definition.axes.items() if hasattr(a, "value")}, **w.axes},
+        )
+        for w in p.check_workloads
+    )
+    prod = eval_expression(
+        roof.bytes_min,
+        {**{k: a.value for k, a in p.definition.axes.items() if hasattr(a, "value")}, **p.workload.axes},
+    )
+    assert (
+        prod > 20 * small
+    )  # the production workload is what a GPU times; the small ones are for the interpreter
     names = {t.name for t in find_tunables(p.baseline.sources[0].content)}
     assert any(n.startswith("BLOCK") for n in names) and "NUM_WARPS" in names
 
@@ -52,7 +61,8 @@ def test_plans_pick_the_workload_by_tier(triton_suite):
     assert {c.workload.x_label for c in cpu_plan} == {"small-1", "small-2"}
     assert [c.name for c in cpu_plan] == ["seed0", "seed21", "seed42", "large", "small-2-seed0"]
     assert gpu_contents == ["seed0", "seed21", "seed42"] and all(
-        c.workload.x_label == "prod" for c in gpu_plan if c.name in gpu_contents)
+        c.workload.x_label == "prod" for c in gpu_plan if c.name in gpu_contents
+    )
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -47,9 +47,14 @@ def test_measure_flushes_before_every_call_and_reads_the_timer_once_per_round():
     timer = ScriptedTimer([5.0, 1.0, 3.0, 9.0], events)
     calls: list[int] = []
     restocked: list[int] = []
-    run = timing.measure(call=lambda t: (calls.append(t), events.append(f"call{t}")),
-                         after=lambda t: (restocked.append(t), events.append(f"after{t}")),
-                         flush=lambda: events.append("flush"), timer=timer, warmup=1, reps=3)
+    run = timing.measure(
+        call=lambda t: (calls.append(t), events.append(f"call{t}")),
+        after=lambda t: (restocked.append(t), events.append(f"after{t}")),
+        flush=lambda: events.append("flush"),
+        timer=timer,
+        warmup=1,
+        reps=3,
+    )
     assert run.warmup_ms == [5.0] and run.samples_ms == [1.0, 3.0, 9.0] and run.median_ms == 3.0
     assert calls == restocked == [0, 1, 2, 3]
     # every call is preceded by an L2 flush outside the timed region; readings are collected last
@@ -69,18 +74,20 @@ def test_every_timed_call_gets_its_own_content_derived_exactly():
     calls = timed_inputs.draw_calls(8, 2, {"x": base.numel()}, gen)
     xs = [timed_inputs.derive(base, mask, shift) for _, shift in calls]
     for (_, shift), x in zip(calls, xs, strict=True):
-        window = mask[shift:shift + base.numel()].reshape(base.shape).float()
+        window = mask[shift : shift + base.numel()].reshape(base.shape).float()
         assert torch.equal(x.float(), base.float() * window)  # exact: no rounding happened
         out = torch.empty_like(base)
         timed_inputs.derive_into(out, base, mask, shift)
         assert torch.equal(out, x)
     assert len({x.float().sum().item() for x in xs}) == len(xs)
-    runs = {tuple(x.reshape(-1)[i:i + 16].tolist()) for x in xs for i in range(0, x.numel() - 16, 16)}
+    runs = {tuple(x.reshape(-1)[i : i + 16].tolist()) for x in xs for i in range(0, x.numel() - 16, 16)}
     assert len(runs) == len(xs) * (base.numel() // 16 - 1)  # no run of 16 values comes back
     ints = torch.arange(10, dtype=torch.int32)
     assert not timed_inputs.maskable(ints.dtype) and torch.equal(timed_inputs.derive(ints, None, 3), ints)
     big = 3 * timed_inputs.MAX_PERIOD
-    assert big % timed_inputs.mask_period(big) == 0 and timed_inputs.mask_period(big) <= timed_inputs.MAX_PERIOD
+    assert (
+        big % timed_inputs.mask_period(big) == 0 and timed_inputs.mask_period(big) <= timed_inputs.MAX_PERIOD
+    )
     # the checks' reach: a call wrong at 5% of its elements escapes 128 sampled positions < 0.2%
     assert timed_inputs.escape_probability(128, 0.05) < 0.002
 
@@ -95,8 +102,16 @@ def test_rotation_moves_contents_between_buffers():
 
 @pytest.fixture(scope="module")
 def timed_agent(triton_cache):  # type: ignore[no-untyped-def]
-    agent = H100Agent(mode="interpreter", cache_dir=triton_cache, interpreter_timing=True, warmup=1, reps=4,
-                      trials=2, flush_bytes=1 << 20, timeout_s=90.0)
+    agent = H100Agent(
+        mode="interpreter",
+        cache_dir=triton_cache,
+        interpreter_timing=True,
+        warmup=1,
+        reps=4,
+        trials=2,
+        flush_bytes=1 << 20,
+        timeout_s=90.0,
+    )
     yield agent
     agent.close()
 
@@ -117,18 +132,31 @@ def test_output_cache_keyed_on_buffers_is_caught_by_rotation(triton_cache, trito
     p = triton_suite["rmsnorm_h4096"]
     # computes each buffer once, then replays its output: right in the correctness phase (fresh
     # buffers), stale once contents rotate through the timing buffers
-    src = edited(p, "def run(hidden_states: torch.Tensor, weight: torch.Tensor, output: torch.Tensor) -> None:\n",
-                 "_SEEN = {}\n\n\ndef run(hidden_states: torch.Tensor, weight: torch.Tensor, output: torch.Tensor)"
-                 " -> None:\n"
-                 "    key = hidden_states.data_ptr()\n"
-                 "    if key in _SEEN:\n"
-                 "        output.copy_(_SEEN[key])\n"
-                 "        return\n")
-    src = src.replace("BLOCK=BLOCK_SIZE, num_warps=NUM_WARPS)",
-                      "BLOCK=BLOCK_SIZE, num_warps=NUM_WARPS)\n    _SEEN[key] = output.clone()")
+    src = edited(
+        p,
+        "def run(hidden_states: torch.Tensor, weight: torch.Tensor, output: torch.Tensor) -> None:\n",
+        "_SEEN = {}\n\n\ndef run(hidden_states: torch.Tensor, weight: torch.Tensor, output: torch.Tensor)"
+        " -> None:\n"
+        "    key = hidden_states.data_ptr()\n"
+        "    if key in _SEEN:\n"
+        "        output.copy_(_SEEN[key])\n"
+        "        return\n",
+    )
+    src = src.replace(
+        "BLOCK=BLOCK_SIZE, num_warps=NUM_WARPS)",
+        "BLOCK=BLOCK_SIZE, num_warps=NUM_WARPS)\n    _SEEN[key] = output.clone()",
+    )
     # more timed calls than buffer sets, so buffers are reused (with other contents)
-    agent = H100Agent(mode="interpreter", cache_dir=triton_cache, interpreter_timing=True, warmup=2, reps=40,
-                      trials=2, flush_bytes=1 << 16, timeout_s=90.0)
+    agent = H100Agent(
+        mode="interpreter",
+        cache_dir=triton_cache,
+        interpreter_timing=True,
+        warmup=2,
+        reps=40,
+        trials=2,
+        flush_bytes=1 << 16,
+        timeout_s=90.0,
+    )
     try:
         prof = agent.profile(p, solution(p, src))
     finally:
@@ -137,8 +165,14 @@ def test_output_cache_keyed_on_buffers_is_caught_by_rotation(triton_cache, trito
     # caught by the spot checks, or where the allocator hands a new buffer a freed one's address
     # (a stale output even for a first call) by the full checks: of a round's last output or of a
     # correctness case
-    assert any(m in prof.log for m in ("timed calls returned values different", "the output of a timed call is wrong",
-                                       "outside allclose")), prof.log
+    assert any(
+        m in prof.log
+        for m in (
+            "timed calls returned values different",
+            "the output of a timed call is wrong",
+            "outside allclose",
+        )
+    ), prof.log
 
 
 def test_outputs_too_large_to_keep_and_a_slow_reference_check_fewer_calls(triton_cache, triton_suite):
@@ -146,14 +180,31 @@ def test_outputs_too_large_to_keep_and_a_slow_reference_check_fewer_calls(triton
     in the round file and the last call is checked in full; where the reference is too slow
     for every call (`reference_budget_s`), a secret random part of the calls is checked (at
     least 4 per round), and the profile says how many and what that leaves to chance."""
-    agent = H100Agent(mode="interpreter", cache_dir=triton_cache, interpreter_timing=True, warmup=2, reps=10,
-                      trials=2, flush_bytes=1 << 16, keep_outputs_bytes=0, reference_budget_s=0.0)
+    agent = H100Agent(
+        mode="interpreter",
+        cache_dir=triton_cache,
+        interpreter_timing=True,
+        warmup=2,
+        reps=10,
+        trials=2,
+        flush_bytes=1 << 16,
+        keep_outputs_bytes=0,
+        reference_budget_s=0.0,
+    )
     try:
         p = triton_suite["rmsnorm_h4096"]
         prof = agent.profile(p, p.baseline)
-        lazy = agent.profile(p, solution(p, edited(p, "def run(", "_N = [0]\n\n\ndef _run(") + (
-            "\n\ndef run(*args):\n    _N[0] += 1\n    _run(*args)\n    if _N[0] > 5:\n"
-            "        args[-1].mul_(1.5)  # wrong by half on every timed call\n")))
+        lazy = agent.profile(
+            p,
+            solution(
+                p,
+                edited(p, "def run(", "_N = [0]\n\n\ndef _run(")
+                + (
+                    "\n\ndef run(*args):\n    _N[0] += 1\n    _run(*args)\n    if _N[0] > 5:\n"
+                    "        args[-1].mul_(1.5)  # wrong by half on every timed call\n"
+                ),
+            ),
+        )
     finally:
         agent.close()
     assert prof.status == "passed", prof.log
@@ -164,10 +215,19 @@ def test_outputs_too_large_to_keep_and_a_slow_reference_check_fewer_calls(triton
 
 def test_faster_than_the_roofline_is_rejected(triton_cache, triton_suite):
     # a device whose roofline no real run can reach: the plausibility gate must fire
-    slow = device_spec("h100").__class__(kind="h100", name="imaginary", peak_bw_bytes_s=1.0,
-                                         peak_matmul_flops=1.0, peak_vector_flops=1.0)
-    agent = H100Agent(mode="interpreter", cache_dir=triton_cache, interpreter_timing=True, warmup=0, reps=2,
-                      trials=1, flush_bytes=1 << 16, spec=slow)
+    slow = device_spec("h100").__class__(
+        kind="h100", name="imaginary", peak_bw_bytes_s=1.0, peak_matmul_flops=1.0, peak_vector_flops=1.0
+    )
+    agent = H100Agent(
+        mode="interpreter",
+        cache_dir=triton_cache,
+        interpreter_timing=True,
+        warmup=0,
+        reps=2,
+        trials=1,
+        flush_bytes=1 << 16,
+        spec=slow,
+    )
     try:
         p = triton_suite["rmsnorm_h4096"]
         prof = agent.profile(p, p.baseline)
@@ -205,25 +265,40 @@ def test_the_kernels_clock_is_bounded_by_ours(interp_agent, triton_suite):
     data = interp_agent.data.get(p, plan, interp_agent._run_reference, device="interpreter", timing=tplan)
     assert len(data.rounds) == interp_agent.trials and all(len(r.calls) == tplan.calls for r in data.rounds)
     assert not data.rounds[0].file.startswith(str(data.dir))  # not where the kernel may read
-    spec = TimingSpec(like=contents[0], per_round=2, rotation=3, timer="perf_counter", warmup=2, reps=8,
-                      trials=1, flush_bytes=1 << 20)
+    spec = TimingSpec(
+        like=contents[0],
+        per_round=2,
+        rotation=3,
+        timer="perf_counter",
+        warmup=2,
+        reps=8,
+        trials=1,
+        flush_bytes=1 << 20,
+    )
     u = 0.002  # the calibrated untimed work: 2 ms a call (20 ms for a calibration round of 10 calls)
 
     def verdict(per_call_ms: float, wall_s: float, calls: int = 10, setup_s: float = 0.01) -> str | None:
-        run = TimingRun(samples_ms=[per_call_ms] * (calls - 2), median_ms=per_call_ms, warmup_ms=[per_call_ms] * 2)
+        run = TimingRun(
+            samples_ms=[per_call_ms] * (calls - 2), median_ms=per_call_ms, warmup_ms=[per_call_ms] * 2
+        )
         clock = RoundClock()
         clock.walls, clock.setups = [wall_s], [setup_s]
         clock.cal_walls, clock.cal_setups = [10 * u, 10 * u * 1.5], [0.01]
-        return timing_clock_mismatch(HarnessResult(cases=[], timing=[run]), clock, spec, data, mode="interpreter",
-                                     counters={})
+        return timing_clock_mismatch(
+            HarnessResult(cases=[], timing=[run]), clock, spec, data, mode="interpreter", counters={}
+        )
 
     assert verdict(100.0, 1.0 + 10 * u) is None  # 10 calls of 100 ms, the calibrated untimed work between
     assert verdict(100.0, 1.0 + 10 * u * 1.05) is None  # within the margin
     assert verdict(100.0, 0.5).startswith("reported kernel time")  # a clock running fast
     slow = verdict(50.0, 1.0 + 10 * u)  # 1 s of calls reported as 0.5 s: a clock slowed 2x
-    assert slow is not None and "its clock was slowed or replaced" in slow and "calibrated on this host" in slow
+    assert (
+        slow is not None and "its clock was slowed or replaced" in slow and "calibrated on this host" in slow
+    )
     assert verdict(0.0, 1.0 + 10 * u) is not None  # a frozen one
-    seven = HarnessResult(cases=[], timing=[TimingRun(samples_ms=[1.0] * 5, median_ms=1.0, warmup_ms=[1.0] * 2)])
+    seven = HarnessResult(
+        cases=[], timing=[TimingRun(samples_ms=[1.0] * 5, median_ms=1.0, warmup_ms=[1.0] * 2)]
+    )
     assert (call_count_error(seven, spec) or "").startswith("reported 7 timed calls in round 0")
     # a child that stopped itself out of turn, so that its calls ran in what we took for a set-up,
     # and reported a clock slowed to fit the short window: the whole timing phase is bounded too
@@ -232,8 +307,12 @@ def test_the_kernels_clock_is_bounded_by_ours(interp_agent, triton_suite):
     uncalibrated = RoundClock()
     uncalibrated.walls = [1.0]
     run = TimingRun(samples_ms=[100.0] * 8, median_ms=100.0, warmup_ms=[100.0] * 2)
-    assert "no calibration" in (timing_clock_mismatch(HarnessResult(cases=[], timing=[run]), uncalibrated, spec, data,
-                                                      mode="interpreter", counters={}) or "")
+    assert "no calibration" in (
+        timing_clock_mismatch(
+            HarnessResult(cases=[], timing=[run]), uncalibrated, spec, data, mode="interpreter", counters={}
+        )
+        or ""
+    )
 
 
 def test_do_bench_is_no_agent_timer():

@@ -13,10 +13,13 @@ RMSNORM = "rmsnorm_h4096"
 
 def test_off_by_one_load_mask_reads_the_guard(interp_agent, triton_suite):
     p = triton_suite[SOFTMAX]
-    src = edited(p, "x = tl.load(x_ptr + base + offs, mask=offs < n_cols, other=float(\"-inf\")).to(tl.float32)\n"
-                    "        s += tl.exp(x - row_max)",
-                 "x = tl.load(x_ptr + base + offs, mask=offs <= n_cols, other=float(\"-inf\")).to(tl.float32)\n"
-                 "        s += tl.exp(x - row_max)")
+    src = edited(
+        p,
+        'x = tl.load(x_ptr + base + offs, mask=offs < n_cols, other=float("-inf")).to(tl.float32)\n'
+        "        s += tl.exp(x - row_max)",
+        'x = tl.load(x_ptr + base + offs, mask=offs <= n_cols, other=float("-inf")).to(tl.float32)\n'
+        "        s += tl.exp(x - row_max)",
+    )
     prof = interp_agent.profile(p, solution(p, src))
     assert prof.status == "incorrect", prof.log
     assert "non-finite" in prof.log  # the last row read the NaN guard zone past the input
@@ -24,8 +27,11 @@ def test_off_by_one_load_mask_reads_the_guard(interp_agent, triton_suite):
 
 def test_off_by_one_store_mask_writes_past_the_output(interp_agent, triton_suite):
     p = triton_suite[SOFTMAX]
-    src = edited(p, "        mask = offs < n_cols\n        x = tl.load(x_ptr + base + offs, mask=mask",
-                 "        mask = offs <= n_cols\n        x = tl.load(x_ptr + base + offs, mask=offs < n_cols")
+    src = edited(
+        p,
+        "        mask = offs < n_cols\n        x = tl.load(x_ptr + base + offs, mask=mask",
+        "        mask = offs <= n_cols\n        x = tl.load(x_ptr + base + offs, mask=offs < n_cols",
+    )
     prof = interp_agent.profile(p, solution(p, src))
     assert prof.status == "incorrect", prof.log
     assert "wrote outside the bounds of output(s) probs" in prof.log
@@ -40,7 +46,7 @@ def test_softmax_without_max_subtraction_fails_the_large_case(interp_agent, trit
     assert failing(prof) == ["large"]  # correct on ordinary inputs, overflows at large magnitudes
 
 
-VALUE_RETURNING = '''
+VALUE_RETURNING = """
 import torch
 import triton
 import triton.language as tl
@@ -62,7 +68,7 @@ def run(hidden_states, weight):
     out = torch.empty(hidden_states.shape, dtype=OUT_DTYPE)
     _kernel[(hidden_states.shape[0],)](hidden_states, weight, out, hidden_states.shape[1], BLOCK=BLOCK_SIZE)
     return RESULT
-'''
+"""
 
 
 def test_wrong_output_dtype(interp_agent, triton_suite):

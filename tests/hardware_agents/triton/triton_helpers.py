@@ -18,15 +18,26 @@ def edited(problem: Problem, old: str, new: str, count: int = 1) -> str:
     return src.replace(old, new, count)
 
 
-def solution(problem: Problem, source: str, *, name: str = "candidate", dps: bool | None = None,
-             language: str | None = None) -> Solution:
+def solution(
+    problem: Problem,
+    source: str,
+    *,
+    name: str = "candidate",
+    dps: bool | None = None,
+    language: str | None = None,
+) -> Solution:
     spec = problem.baseline.spec
     if dps is not None:
         spec = msgspec.structs.replace(spec, destination_passing_style=dps)
     if language is not None:
         spec = msgspec.structs.replace(spec, language=language)
-    return msgspec.structs.replace(problem.baseline, name=name, author="test", spec=spec,
-                                   sources=[SourceFile(path=problem.baseline.sources[0].path, content=source)])
+    return msgspec.structs.replace(
+        problem.baseline,
+        name=name,
+        author="test",
+        spec=spec,
+        sources=[SourceFile(path=problem.baseline.sources[0].path, content=source)],
+    )
 
 
 def failing(profile) -> list[str]:  # type: ignore[no-untyped-def]

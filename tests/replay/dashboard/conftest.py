@@ -68,8 +68,12 @@ def live_run(shared_real_run, shared_nats, browser) -> Iterator[LiveRun]:
     from replay.dashboard.browser import ServerThread
 
     if shared_real_run.started:
-        pytest.skip("the shared real run was started before its page could open (run the dashboard tests first)")
-    with ServerThread(shared_real_run.root, nats_url=shared_nats.url, token=TOKEN, scan_interval_s=0.5) as server:
+        pytest.skip(
+            "the shared real run was started before its page could open (run the dashboard tests first)"
+        )
+    with ServerThread(
+        shared_real_run.root, nats_url=shared_nats.url, token=TOKEN, scan_interval_s=0.5
+    ) as server:
         context = browser.new_context(viewport={"width": 1400, "height": 1000})
         page = context.new_page()
         # every render the page makes, with what it showed (the test reads the history)
@@ -82,8 +86,15 @@ def live_run(shared_real_run, shared_nats, browser) -> Iterator[LiveRun]:
           });
         """)
         shared = shared_real_run
-        live = LiveRun(shared.run_id, shared.root, server.url, page, shared, problem=shared.problem.name,
-                       iterations=shared.cfg.search.iterations)
+        live = LiveRun(
+            shared.run_id,
+            shared.root,
+            server.url,
+            page,
+            shared,
+            problem=shared.problem.name,
+            iterations=shared.cfg.search.iterations,
+        )
         page.goto(live.link(f"/run/{live.run_id}"))
         page.wait_for_selector("p.waiting", state="visible")
         page.evaluate("window.__opened = 'before the run'")

@@ -25,7 +25,9 @@ def finished(live_run):
     assert not outcome.timed_out and outcome.view.completed is not None
     view = fold_file(live_run.root / live_run.run_id / "log.aolog")
     page = live_run.page
-    page.wait_for_function("(n) => Number(document.body.dataset.events) === n", arg=view.events, timeout=10_000)
+    page.wait_for_function(
+        "(n) => Number(document.body.dataset.events) === n", arg=view.events, timeout=10_000
+    )
     return view
 
 
@@ -60,10 +62,15 @@ def test_numbers_on_screen_match_the_fold(live_run, finished):
     [r] = view.results()
     row = f'#sec-problems tr[data-problem="{PROBLEM}"]'
     assert r.speedup is not None and r.speedup > 1.0
-    for col, want in (("baseline", fmt.ms(r.baseline_ms)), ("best", fmt.ms(r.best_ms)),
-                      ("speedup", fmt.speedup(r.speedup)), ("base_pct", fmt.pct(r.baseline_pct_peak)),
-                      ("best_pct", fmt.pct(r.best_pct_peak)), ("kernels", str(r.kernels)),
-                      ("iterations", str(r.iterations))):
+    for col, want in (
+        ("baseline", fmt.ms(r.baseline_ms)),
+        ("best", fmt.ms(r.best_ms)),
+        ("speedup", fmt.speedup(r.speedup)),
+        ("base_pct", fmt.pct(r.baseline_pct_peak)),
+        ("best_pct", fmt.pct(r.best_pct_peak)),
+        ("kernels", str(r.kernels)),
+        ("iterations", str(r.iterations)),
+    ):
         assert text(f'{row} td[data-col="{col}"]') == want, col
     for role, u in view.usage.items():
         assert text(f'#sec-llm tr[data-role="{role}"] td[data-col="calls"]') == str(u.calls)
@@ -75,7 +82,9 @@ def test_numbers_on_screen_match_the_fold(live_run, finished):
     beam = page.locator(f'#sec-beams div[data-problem="{PROBLEM}"] tr[data-kernel]')
     assert [beam.nth(i).get_attribute("data-kernel") for i in range(beam.count())] == p.beams[max(p.beams)]
     passed = sum(1 for k in p.kernel_ids if view.kernels[k].passed)
-    assert text(f'#sec-kernels table.statuses tr[data-problem="{PROBLEM}"] td[data-status="passed"]') == str(passed)
+    assert text(f'#sec-kernels table.statuses tr[data-problem="{PROBLEM}"] td[data-status="passed"]') == str(
+        passed
+    )
     # the runs list shows the same run with the same figures
     page.goto(live_run.link("/"))
     run_row = page.locator(f'table.runs tr[data-run="{view.run_id}"]')
@@ -83,8 +92,11 @@ def test_numbers_on_screen_match_the_fold(live_run, finished):
     assert run_row.locator('td[data-col="pct_peak"]').inner_text() == fmt.pct(s.pct_peak_geomean)
     assert run_row.locator('td[data-col="speedup"] b').inner_text() == fmt.speedup(s.speedup_geomean)
     # with what it was computed from (the run ends its problem with a re-measure)
-    assert run_row.locator('td[data-col="speedup"] .src').inner_text().split(" · ")[0] == s.speedup_label \
+    assert (
+        run_row.locator('td[data-col="speedup"] .src').inner_text().split(" · ")[0]
+        == s.speedup_label
         == fmt.REMEASURED
+    )
     assert layout_problems(page, "main") == []
     assert run_row.locator('td[data-col="iterations"]').inner_text() == s.iterations
     assert run_row.locator('td[data-col="status"]').inner_text() == "completed"
@@ -102,8 +114,11 @@ def test_a_kernel_diff_opens(live_run, finished):
     drawer.wait_for(state="visible")
     page.wait_for_selector(f'#kernel[data-kernel="{best.kernel_id}"] pre.diff')
     before = view.kernels[best.fix_of or best.parent_id]
-    want = [ln for ln in difflib.unified_diff(before.source.splitlines(), best.source.splitlines(), lineterm="", n=0)
-            if ln.startswith(("+", "-")) and not ln.startswith(("+++", "---"))]
+    want = [
+        ln
+        for ln in difflib.unified_diff(before.source.splitlines(), best.source.splitlines(), lineterm="", n=0)
+        if ln.startswith(("+", "-")) and not ln.startswith(("+++", "---"))
+    ]
     assert want, "the best kernel differs from the one it came from"
     shown = drawer.locator("pre.diff span.add, pre.diff span.del").all_inner_texts()
     assert shown == want

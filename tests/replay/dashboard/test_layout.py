@@ -30,13 +30,20 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     root = tmp_path_factory.mktemp("layout") / "runs"
     with pytest.MonkeyPatch.context() as mp:  # every kernel carries one very long line near what plans change
-        mp.setattr(synthetic, "SOURCE", synthetic.SOURCE.replace("#define UNROLL {unroll}",
-                                                                 "#define UNROLL {unroll}  " + LONG_LINE))
-        runs = {RUN_A: synthetic.synthetic_run(run_id=RUN_A, problems=3, seed=1),
-                RUN_B: synthetic.synthetic_run(run_id=RUN_B, problems=3, seed=2)}
-        whole = synthetic.synthetic_run(run_id=RUN_OPEN, problems=1, seed=5, overrides=("search.iterations=3",))
+        mp.setattr(
+            synthetic,
+            "SOURCE",
+            synthetic.SOURCE.replace("#define UNROLL {unroll}", "#define UNROLL {unroll}  " + LONG_LINE),
+        )
+        runs = {
+            RUN_A: synthetic.synthetic_run(run_id=RUN_A, problems=3, seed=1),
+            RUN_B: synthetic.synthetic_run(run_id=RUN_B, problems=3, seed=2),
+        }
+        whole = synthetic.synthetic_run(
+            run_id=RUN_OPEN, problems=1, seed=5, overrides=("search.iterations=3",)
+        )
     # cut inside iteration 2: after a kernel of it passed faster than the best selected so far
-    runs[RUN_OPEN] = whole[:_open_cut(whole)]
+    runs[RUN_OPEN] = whole[: _open_cut(whole)]
     for run_id, events in runs.items():
         (root / run_id).mkdir(parents=True)
         write_events(root / run_id / "log.aolog", events)
@@ -56,8 +63,13 @@ def _open_cut(events: list) -> int:
             k = view.kernels[e.kernel_id]
             p = view.problems[k.problem]
             best = view.kernels.get(p.best_id or "")
-            if p.beams and k.iteration > max(p.beams) and best is not None and best.latency_ms \
-                    and e.profile.latency_ms < best.latency_ms:
+            if (
+                p.beams
+                and k.iteration > max(p.beams)
+                and best is not None
+                and best.latency_ms
+                and e.profile.latency_ms < best.latency_ms
+            ):
                 return i + 1
     raise AssertionError("the synthetic run never found a faster kernel in an open iteration")
 
@@ -121,7 +133,8 @@ def test_run_page_and_its_labels(page, dashboard, root):
         # the re-measured speedup with the medians it is the ratio of
         assert row.locator('td[data-col="remeasured"]').inner_text() == (
             f"{fmt.speedup(rm.speedup)} ({fmt.ms(rm.baseline.median_ms).removesuffix(' ms')} / "
-            f"{fmt.ms(rm.best.median_ms)})")
+            f"{fmt.ms(rm.best.median_ms)})"
+        )
         assert row.locator('td[data-col="speedup"]').inner_text() == fmt.speedup(f.speedup)
 
 
@@ -135,8 +148,13 @@ def test_kernel_view_plan_diff_and_profile(page, dashboard):
     assert drawer.locator(".plan strong").count() == 1 and drawer.locator(".plan code").count() >= 1
     assert LONG_LINE in drawer.locator("pre.diff").inner_text().replace("\n", "")
     # a passed kernel has its profile there (docs/dashboard.md), not only a failed one's log
-    facts = dict(zip(drawer.locator("table.profile-facts th").all_inner_texts(),
-                     drawer.locator("table.profile-facts td").all_inner_texts(), strict=True))
+    facts = dict(
+        zip(
+            drawer.locator("table.profile-facts th").all_inner_texts(),
+            drawer.locator("table.profile-facts td").all_inner_texts(),
+            strict=True,
+        )
+    )
     assert facts["status"] == "passed" and facts["latency (median)"].endswith(" ms") and "% of peak" in facts
     page.keyboard.press("Escape")
 
@@ -149,8 +167,10 @@ def test_the_best_kernel_so_far_while_an_iteration_is_open(page, dashboard, root
     [f] = problem_figures(view)
     p = view.problems[f.result.problem]
     selected = view.kernels[p.best_id]
-    fastest = min((view.kernels[k] for k in p.kernel_ids if view.kernels[k].latency_ms is not None),
-                  key=lambda k: k.latency_ms)
+    fastest = min(
+        (view.kernels[k] for k in p.kernel_ids if view.kernels[k].latency_ms is not None),
+        key=lambda k: k.latency_ms,
+    )
     assert f.open and f.best is fastest and fastest.latency_ms < selected.latency_ms
     assert f.result.best_ms == selected.latency_ms  # the fold's result still has the selected one
     _open(page, f"{dashboard}/run/{RUN_OPEN}", "#sec-problems td[data-col=best]")
@@ -186,19 +206,26 @@ def test_the_checks_catch_what_they_look_for(page, dashboard):
     """Each check, on a page broken on purpose the way a real defect looked: so a clean page
     above means something."""
     _open(page, f"{dashboard}/run/{RUN_A}", "#sec-llm svg.chart")
-    page.add_style_tag(content=".grid2 { display: grid; grid-template-columns: 400px 1fr; align-items: stretch; } "
-                               ".grid2 > .table-wrap { overflow: visible; }")
+    page.add_style_tag(
+        content=".grid2 { display: grid; grid-template-columns: 400px 1fr; align-items: stretch; } "
+        ".grid2 > .table-wrap { overflow: visible; }"
+    )
     time.sleep(0.1)
     found = layout_problems(page, "main")
     assert any("overlap" in f for f in found), found
     _open(page, f"{dashboard}/run/{RUN_A}", "#sec-llm svg.chart")
-    page.add_style_tag(content=".grid2 { display: grid; grid-template-columns: 1fr 1fr; align-items: stretch; } "
-                               "#sec-llm svg.chart { height: 600px; }")
-    page.evaluate("document.querySelector('#sec-llm .table-wrap').replaceWith("
-                  "document.querySelector('#sec-llm table'))")  # the table as the grid's item
+    page.add_style_tag(
+        content=".grid2 { display: grid; grid-template-columns: 1fr 1fr; align-items: stretch; } "
+        "#sec-llm svg.chart { height: 600px; }"
+    )
+    page.evaluate(
+        "document.querySelector('#sec-llm .table-wrap').replaceWith(document.querySelector('#sec-llm table'))"
+    )  # the table as the grid's item
     assert any("tall for" in f for f in layout_problems(page, "main"))
-    page.evaluate("document.querySelector('main').append(Object.assign(document.createElement('div'), "
-                  "{className: 'plan', textContent: '**Increase LOOP_ORDER** with `TILE`'}))")
+    page.evaluate(
+        "document.querySelector('main').append(Object.assign(document.createElement('div'), "
+        "{className: 'plan', textContent: '**Increase LOOP_ORDER** with `TILE`'}))"
+    )
     found = layout_problems(page, "main")
     assert any("raw markdown" in f for f in found), found
     page.add_style_tag(content="table.results { width: 2000px; }")

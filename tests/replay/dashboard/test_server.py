@@ -46,7 +46,9 @@ def get_json(url: str) -> dict:
 def two_runs(synthetic, export_log, tmp_path_factory):
     root = tmp_path_factory.mktemp("dash-files") / "runs"
     a = synthetic(run_id="run-a", problems=2, overrides=("search.iterations=3",), seed=1)
-    b = synthetic(run_id="run-b", problems=2, overrides=("search.iterations=3", "search.beam_width=3"), seed=2)
+    b = synthetic(
+        run_id="run-b", problems=2, overrides=("search.iterations=3", "search.beam_width=3"), seed=2
+    )
     for events in (a, b):
         export_log(events, root / events[0].run_id / "log.aolog")
     with ServerThread(root) as server:
@@ -91,19 +93,29 @@ def test_runs_and_run_models_are_the_fold(two_runs):
         s, row = summarize(view), rows[view.run_id]
         assert (row["status"], row["source"], row["live"]) == ("completed", "file", False)
         assert row["iterations"] == s.iterations == "3/3" and row["kernels"] == s.kernels
-        assert row["pct_peak_text"] == fmt.pct(s.pct_peak_geomean) and row["speedup"] == pytest.approx(s.speedup_geomean)
+        assert row["pct_peak_text"] == fmt.pct(s.pct_peak_geomean) and row["speedup"] == pytest.approx(
+            s.speedup_geomean
+        )
         assert row["cost_text"] == fmt.usd(s.cost_usd) and row["budget_usd"] == 50.0
         assert row["spend_fraction"] == pytest.approx(s.cost_usd / 50.0)
     m = get_json(f"{server.url}/api/run/run-a")
     for p, r in zip(m["problems"], a.results(), strict=True):
         assert (p["problem"], p["best_text"], p["speedup_text"], p["kernels"]) == (
-            r.problem, fmt.ms(r.best_ms), fmt.speedup(r.speedup), r.kernels)
+            r.problem,
+            fmt.ms(r.best_ms),
+            fmt.speedup(r.speedup),
+            r.kernels,
+        )
     usage = {u["role"]: u for u in m["llm"]}
     assert {r: (u["calls"], u["prompt_tokens"]) for r, u in usage.items()} == {
-        r: (u.calls, u.prompt_tokens) for r, u in a.usage.items()}
+        r: (u.calls, u.prompt_tokens) for r, u in a.usage.items()
+    }
     for beam in m["beams"]:
         p = a.problems[beam["problem"]]
-        assert beam["iteration"] == max(p.beams) and [x["kernel_id"] for x in beam["members"]] == p.beams[max(p.beams)]
+        assert (
+            beam["iteration"] == max(p.beams)
+            and [x["kernel_id"] for x in beam["members"]] == p.beams[max(p.beams)]
+        )
     for block in m["lineage"]:
         path = [k.kernel_id for k in a.lineage(a.problems[block["problem"]].best_id)]
         assert [s["kernel_id"] for s in block["steps"]] == path and block["steps"][0]["kind"] == "baseline"
@@ -301,13 +313,16 @@ def test_follows_the_roots_embedded_server_while_it_is_up(synthetic, tmp_path):
         try:
             assert endpoint.server is not None
             asyncio.run(publish(endpoint.url))
-            runs = wait_for(lambda r: r["runs"] and r["runs"][0]["events"] == len(events), "the run never showed")
+            runs = wait_for(
+                lambda r: r["runs"] and r["runs"][0]["events"] == len(events), "the run never showed"
+            )
             assert runs["stream"] == endpoint.url and runs["runs"][0]["source"] == "stream"
         finally:
             endpoint.close()
         runs = wait_for(lambda r: r["stream"] == "", "the stopped server was not let go")
         assert [(r["run_id"], r["status"], r["events"]) for r in runs["runs"]] == [
-            ("embedded-1", "completed", len(events))]
+            ("embedded-1", "completed", len(events))
+        ]
         # the row says where it comes from now: the stream as last read (the subtitle says no
         # stream is followed), then the exported log once there is one
         assert runs["runs"][0]["source"] == "stream (stopped)"
@@ -328,5 +343,7 @@ def test_a_model_kept_up_to_date_equals_one_built_afresh(synthetic):
         view.apply(e)
         kept = run_model(view, "stream", streaming=True, now=1.0, memo=memo)
         if i % 7 == 0 or i == len(events) - 1:
-            assert strip(kept) == strip(run_model(view, "stream", streaming=True, now=1.0)), f"after event {i}"
+            assert strip(kept) == strip(run_model(view, "stream", streaming=True, now=1.0)), (
+                f"after event {i}"
+            )
     assert kept.kernels.failures and kept.run.status == "completed"

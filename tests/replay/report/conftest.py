@@ -48,7 +48,9 @@ class Node:
 
     def rows(self) -> list[list[str]]:
         """A table's cell texts, header row first."""
-        return [[c.text().strip() for c in tr.find_all() if c.tag in ("td", "th")] for tr in self.find_all("tr")]
+        return [
+            [c.text().strip() for c in tr.find_all() if c.tag in ("td", "th")] for tr in self.find_all("tr")
+        ]
 
 
 class _TreeBuilder(HTMLParser):

@@ -12,7 +12,9 @@ T = 4
 
 @pytest.fixture(scope="module")
 def log(synthetic):
-    return synthetic(run_id="cut", problems=2, preset="quick", overrides=(f"search.iterations={T}",), fail_rate=0.3)
+    return synthetic(
+        run_id="cut", problems=2, preset="quick", overrides=(f"search.iterations={T}",), fail_rate=0.3
+    )
 
 
 def test_each_iteration_state_matches_the_full_run(log):

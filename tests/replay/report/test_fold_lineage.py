@@ -13,7 +13,9 @@ from replay.lineage import best_path, search_tree
 
 @pytest.fixture(scope="module")
 def view(synthetic):
-    return RunView.from_events(synthetic(run_id="lin", problems=2, overrides=("search.iterations=4",), fail_rate=0.4))
+    return RunView.from_events(
+        synthetic(run_id="lin", problems=2, overrides=("search.iterations=4",), fail_rate=0.4)
+    )
 
 
 def test_fix_chains_keep_the_lineage_of_the_broken_kernel(view):
@@ -25,8 +27,9 @@ def test_fix_chains_keep_the_lineage_of_the_broken_kernel(view):
         assert (k.parent_id, k.plan_id) == (broken.parent_id, broken.plan_id)
         assert view.plan_text(k.kernel_id) == view.plan_text(broken.kernel_id) is not None
         chain = view.fix_chain(broken.kernel_id)
-        assert chain[0] is broken and [c.fix_round for c in chain] == list(range(broken.fix_round, broken.fix_round
-                                                                                    + len(chain)))
+        assert chain[0] is broken and [c.fix_round for c in chain] == list(
+            range(broken.fix_round, broken.fix_round + len(chain))
+        )
 
 
 def test_best_path_runs_from_the_baseline_with_plans(view):

@@ -22,9 +22,14 @@ def saved(run_dir, device: str) -> list:
 def test_json_has_remeasured_numbers_for_every_problem(real_run, capsys):
     root = real_run.run_dir.parent
     before = saved(real_run.run_dir, "cpu")
-    assert main(["remeasure", real_run.run_id, "--root", str(root), "--rounds", "2", "--seed", "4242", "--json"]) == 0
+    assert (
+        main(["remeasure", real_run.run_id, "--root", str(root), "--rounds", "2", "--seed", "4242", "--json"])
+        == 0
+    )
     rec = msgspec.json.decode(capsys.readouterr().out, type=RemeasureRecord)
-    assert rec.ok and rec.run_id == real_run.run_id and rec.device == rec.run_device == "cpu" and rec.rounds == 2
+    assert (
+        rec.ok and rec.run_id == real_run.run_id and rec.device == rec.run_device == "cpu" and rec.rounds == 2
+    )
     results = {r.problem: r for r in real_run.view.results()}
     assert {r.problem for r in rec.rows} == set(results)
     for row in rec.rows:
@@ -35,8 +40,12 @@ def test_json_has_remeasured_numbers_for_every_problem(real_run, capsys):
         assert row.baseline_ms > 0 and row.ms > 0 and row.speedup > 0 and 0 < row.pct_peak < 1.5
         assert row.speedup == pytest.approx(row.baseline_ms / row.ms)
     # fresh seeds: none of those the run checked its kernels with
-    used = {s for e in read_events(real_run.run_dir / "log.aolog") if isinstance(e, ev.ProfileRequested)
-            for s in seeds_for(e)}
+    used = {
+        s
+        for e in read_events(real_run.run_dir / "log.aolog")
+        if isinstance(e, ev.ProfileRequested)
+        for s in seeds_for(e)
+    }
     assert len(rec.seeds) == 2 and not used & {s for r in rec.seeds for s in r}
     (path,) = set(saved(real_run.run_dir, "cpu")) - set(before)
     assert msgspec.json.decode(path.read_bytes(), type=RemeasureRecord) == rec
@@ -50,7 +59,9 @@ def test_table_of_all_kernels(real_run, capsys):
         assert header in out
     (path,) = set(saved(real_run.run_dir, "cpu")) - set(before)
     rec = msgspec.json.decode(path.read_bytes(), type=RemeasureRecord)
-    view = RunView.from_events(read_events(real_run.run_dir / "log.aolog"))  # every kernel (the run's own view is compact)
+    view = RunView.from_events(
+        read_events(real_run.run_dir / "log.aolog")
+    )  # every kernel (the run's own view is compact)
     for problem in view.problems.values():
         base = view.kernels[problem.baseline_id]
         passed = {k.source for k in map(view.kernels.get, problem.kernel_ids) if k.passed} - {base.source}
@@ -64,9 +75,12 @@ def test_a_kernel_that_no_longer_compiles_fails_the_command(real_run, tmp_path, 
     view = real_run.view
     problem = sorted(view.problems)[0]
     best_id = view.problems[problem].best_id
-    events = [msgspec.structs.replace(e, source="#error tampered by the test\n" + e.source)
-              if isinstance(e, ev.KernelProposed) and e.kernel_id == best_id else e
-              for e in read_events(real_run.run_dir / "log.aolog")]
+    events = [
+        msgspec.structs.replace(e, source="#error tampered by the test\n" + e.source)
+        if isinstance(e, ev.KernelProposed) and e.kernel_id == best_id
+        else e
+        for e in read_events(real_run.run_dir / "log.aolog")
+    ]
     run_dir = tmp_path / "runs" / real_run.run_id
     export_log(events, run_dir / "log.aolog")
     assert main(["remeasure", str(run_dir), "--rounds", "2", "--problems", problem]) == 1
@@ -84,8 +98,21 @@ def test_a_device_that_cannot_compile_c(real_run, capsys):
 
     if "h100" not in available_devices():
         pytest.skip("no Triton agent on this machine")
-    assert main(["remeasure", real_run.run_id, "--root", str(real_run.run_dir.parent), "--device", "h100",
-                 "--rounds", "1"]) == 1
+    assert (
+        main(
+            [
+                "remeasure",
+                real_run.run_id,
+                "--root",
+                str(real_run.run_dir.parent),
+                "--device",
+                "h100",
+                "--rounds",
+                "1",
+            ]
+        )
+        == 1
+    )
     out = capsys.readouterr().out
     assert "compile_error" in out and "Python/Triton" in out
 

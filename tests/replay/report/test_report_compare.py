@@ -13,9 +13,16 @@ from replay.render.report import build_report
 @pytest.fixture(scope="module")
 def compared(synthetic, parse_html):
     a = RunView.from_events(synthetic(run_id="base-run", problems=2, overrides=("search.iterations=4",)))
-    b = RunView.from_events(synthetic(run_id="ablation", problems=2, seed=1, parent_run="base-run", fork_iteration=1,
-                                      overrides=("search.iterations=4", "search.beam_width=1",
-                                                 "memory.enabled=false")))
+    b = RunView.from_events(
+        synthetic(
+            run_id="ablation",
+            problems=2,
+            seed=1,
+            parent_run="base-run",
+            fork_iteration=1,
+            overrides=("search.iterations=4", "search.beam_width=1", "memory.enabled=false"),
+        )
+    )
     return a, b, parse_html(build_report([a, b]))
 
 
@@ -36,8 +43,12 @@ def test_final_figures_with_ratios(compared):
     rb = {r.problem: r for r in b.results()}
     for row in table[1:]:
         name = row[0]
-        assert row[1:5] == [fmt.pct(ra[name].best_pct_peak), fmt.speedup(ra[name].speedup),
-                            fmt.pct(rb[name].best_pct_peak), fmt.speedup(rb[name].speedup)]
+        assert row[1:5] == [
+            fmt.pct(ra[name].best_pct_peak),
+            fmt.speedup(ra[name].speedup),
+            fmt.pct(rb[name].best_pct_peak),
+            fmt.speedup(rb[name].speedup),
+        ]
         assert row[5] == f"{rb[name].best_pct_peak / ra[name].best_pct_peak:.2f}x"
         assert row[6] == f"{rb[name].speedup / ra[name].speedup:.2f}x"
 

@@ -26,14 +26,23 @@ def test_sections_and_plots(report):
     ids = {s.attrs["id"] for s in doc.find_all("section")}
     assert ids == {"overview", "progress", "cost", "lineage", "memory", "failures"}
     charts = {svg.attrs["data-chart"]: svg for svg in doc.find_all("svg", cls="chart")}
-    assert {"pct-peak:rownorm", "speedup:rownorm", "cost-over-time", "tokens-over-time", "tokens-per-role"} <= set(charts)
+    assert {
+        "pct-peak:rownorm",
+        "speedup:rownorm",
+        "cost-over-time",
+        "tokens-over-time",
+        "tokens-per-role",
+    } <= set(charts)
     for svg in charts.values():
         assert svg.find_all("title"), "every chart has a title"
     # one point per completed iteration (0 = baseline, 1, 2) with the recorded % of peak
     points = charts["pct-peak:rownorm"].find_all("circle")
     assert len(points) == 3
     for point, it in zip(points, view.problems["rownorm"].iterations, strict=True):
-        assert f"{100 * it.best_pct_peak:.1f}" in point.text() or f"{100 * it.best_pct_peak:.0f}%" in point.text()
+        assert (
+            f"{100 * it.best_pct_peak:.1f}" in point.text()
+            or f"{100 * it.best_pct_peak:.0f}%" in point.text()
+        )
     # tokens per role: one bar per role used, prompt and completion stacked
     bars = charts["tokens-per-role"].find_all("rect", cls=None)
     roles = [r for r in ("planner", "executor", "fixer", "summarizer") if r in view.usage]
@@ -50,13 +59,22 @@ def test_tables_hold_the_run_numbers(report):
     r = view.results()[0]
     results = doc.find("table", cls="results", data_run=view.run_id).rows()
     row = next(x for x in results if x[0] == "rownorm")
-    assert row[2:7] == [fmt.ms(r.baseline_ms), fmt.ms(r.best_ms), fmt.speedup(r.speedup),
-                        fmt.pct(r.baseline_pct_peak), fmt.pct(r.best_pct_peak)]
+    assert row[2:7] == [
+        fmt.ms(r.baseline_ms),
+        fmt.ms(r.best_ms),
+        fmt.speedup(r.speedup),
+        fmt.pct(r.baseline_pct_peak),
+        fmt.pct(r.best_pct_peak),
+    ]
     assert row[7] == str(r.kernels) and r.speedup > 1.0
     iterations = doc.find("table", cls="iterations", data_problem="rownorm").rows()[1:]
     assert [x[0] for x in iterations] == ["0", "1", "2"]
     for x, pt in zip(iterations, view.best_per_iteration("rownorm"), strict=True):
-        assert x[1] == pt.best_kernel_id[:12] and x[2] == fmt.ms(pt.best_latency_ms) and x[4] == fmt.speedup(pt.speedup)
+        assert (
+            x[1] == pt.best_kernel_id[:12]
+            and x[2] == fmt.ms(pt.best_latency_ms)
+            and x[4] == fmt.speedup(pt.speedup)
+        )
     overview = doc.find("table", cls="runs").rows()
     assert overview[1][0] == view.run_id and overview[1][1] == "completed"
     usage = {x[1]: x for x in doc.find("table", cls="usage").rows()[1:]}
@@ -89,8 +107,9 @@ def test_lineage_of_the_best_kernel_with_diffs(report, parse_html):
     assert fmt.ms(k.latency_ms) in steps[-1].find("div", cls="step-head").text()
     tree = doc.find("ul", cls="tree", data_problem="rownorm")
     assert len(tree.find_all("li")) == len(view.problems["rownorm"].kernel_ids)
-    assert {li.attrs["data-kernel"] for li in tree.find_all("li", cls="on-path")} == {k.kernel_id for k in
-                                                                                      view.lineage(best)}
+    assert {li.attrs["data-kernel"] for li in tree.find_all("li", cls="on-path")} == {
+        k.kernel_id for k in view.lineage(best)
+    }
 
 
 def test_self_contained(report):

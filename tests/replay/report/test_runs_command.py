@@ -57,7 +57,13 @@ def test_lists_exported_runs_with_headline_figures(root, real_run, capsys):
     assert main(["runs", "--root", str(root)]) == 0
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if real_run.run_id in x)
-    for figure in ("completed", "2/2", fmt.speedup(real.speedup_geomean), fmt.pct(real.pct_peak_geomean), "file"):
+    for figure in (
+        "completed",
+        "2/2",
+        fmt.speedup(real.speedup_geomean),
+        fmt.pct(real.pct_peak_geomean),
+        "file",
+    ):
         assert figure in line
     assert running_server_url(root) is None and not (root / ".nats").exists(), "listing started no server"
 

@@ -20,8 +20,12 @@ def test_nice_ticks_cover_the_range():
 
 
 def test_line_chart_points_gaps_and_tooltips():
-    svg = line_chart([Series("a <b>", [(0, 1.0), (1, None), (2, 3.0), (3, 4.0)]), Series("c", [(0, 2.0)])],
-                     title="t & u", name="demo", integer_x=True)
+    svg = line_chart(
+        [Series("a <b>", [(0, 1.0), (1, None), (2, 3.0), (3, 4.0)]), Series("c", [(0, 2.0)])],
+        title="t & u",
+        name="demo",
+        integer_x=True,
+    )
     root = ET.fromstring(svg)
     assert root.get("data-chart") == "demo" and root.find("s:title", NS).text == "t & u"
     groups = root.findall("s:g", NS)
@@ -35,9 +39,14 @@ def test_line_chart_points_gaps_and_tooltips():
 def test_empty_and_bar_charts():
     empty = ET.fromstring(line_chart([Series("x", [])], title="nothing"))
     assert "no data" in "".join(empty.itertext())
-    bars = ET.fromstring(bar_chart(["planner", "executor"], [BarSeries("prompt", [3.0, 1.0]),
-                                                            BarSeries("completion", [1.0, 1.0])],
-                                   title="tokens", stacked=True))
+    bars = ET.fromstring(
+        bar_chart(
+            ["planner", "executor"],
+            [BarSeries("prompt", [3.0, 1.0]), BarSeries("completion", [1.0, 1.0])],
+            title="tokens",
+            stacked=True,
+        )
+    )
     rects = [r for r in bars.iter("{http://www.w3.org/2000/svg}rect") if r.find("s:title", NS) is not None]
     assert len(rects) == 4
     heights = [float(r.get("height")) for r in rects]
@@ -46,13 +55,18 @@ def test_empty_and_bar_charts():
 
 def test_the_legend_sits_under_the_plot_and_covers_no_data():
     series = [Series(f"run {i}", [(x, float(x * (i + 1))) for x in range(6)]) for i in range(3)]
-    for svg in (line_chart(series, title="t", integer_x=True),
-                bar_chart(["a", "b"], [BarSeries(f"s{i}", [1.0, 2.0]) for i in range(3)], title="b")):
+    for svg in (
+        line_chart(series, title="t", integer_x=True),
+        bar_chart(["a", "b"], [BarSeries(f"s{i}", [1.0, 2.0]) for i in range(3)], title="b"),
+    ):
         root = ET.fromstring(svg)
         box = next(r for r in root.iter("{http://www.w3.org/2000/svg}rect") if r.get("class") == "legend-box")
         top = float(box.get("y"))
-        axis_y = max(float(ln.get("y1")) for ln in root.iter("{http://www.w3.org/2000/svg}line")
-                     if ln.get("class") == "axis")
+        axis_y = max(
+            float(ln.get("y1"))
+            for ln in root.iter("{http://www.w3.org/2000/svg}line")
+            if ln.get("class") == "axis"
+        )
         assert top > axis_y  # below the x axis, so below every point and bar
         assert float(box.get("y")) + float(box.get("height")) <= float(root.get("height"))
         for c in root.iter("{http://www.w3.org/2000/svg}circle"):

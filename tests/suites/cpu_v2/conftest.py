@@ -16,7 +16,11 @@ from hardware_agents.base import HardwareAgent, get_agent
 
 @pytest.fixture(scope="session")
 def cpu_v2_agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HardwareAgent]:
-    agent = get_agent("cpu", cache_dir=tmp_path_factory.mktemp("accelopt-cache-v2"), calibrate_if_missing=False,
-                      timeout_s=60.0)
+    agent = get_agent(
+        "cpu",
+        cache_dir=tmp_path_factory.mktemp("accelopt-cache-v2"),
+        calibrate_if_missing=False,
+        timeout_s=60.0,
+    )
     yield agent
     agent.close()

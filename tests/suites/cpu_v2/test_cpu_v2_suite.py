@@ -60,7 +60,9 @@ def test_sampled_points_are_correct(name: str, cpu_v2_agent: HardwareAgent) -> N
     p = suites.get_problem(f"cpu_v2/{name}")
     src = p.baseline.sources[0].content
     knobs = parse_space(src)
-    seed = int(hashlib.sha256(name.encode()).hexdigest()[:8], 16) + int(os.environ.get("ACCELOPT_CPU_V2_SEED", "0"))
+    seed = int(hashlib.sha256(name.encode()).hexdigest()[:8], 16) + int(
+        os.environ.get("ACCELOPT_CPU_V2_SEED", "0")
+    )
     points = [default_point(knobs), *sample_points(knobs, POINTS, seed=seed)]
     for point in points:
         prof = cpu_v2_agent.profile(p, _with_source(p, set_values(src, point)), measure=False)
@@ -70,7 +72,9 @@ def test_sampled_points_are_correct(name: str, cpu_v2_agent: HardwareAgent) -> N
 
 def test_an_illegal_value_stops_the_build(cpu_v2_agent: HardwareAgent) -> None:
     p = suites.get_problem("cpu_v2/silu")
-    src, n = re.subn(r"^#define VEC \d+$", "#define VEC 3", p.baseline.sources[0].content, count=1, flags=re.M)
+    src, n = re.subn(
+        r"^#define VEC \d+$", "#define VEC 3", p.baseline.sources[0].content, count=1, flags=re.M
+    )
     assert n == 1
     prof = cpu_v2_agent.profile(p, _with_source(p, src), measure=False)
     assert prof.status == "compile_error"
@@ -78,26 +82,36 @@ def test_an_illegal_value_stops_the_build(cpu_v2_agent: HardwareAgent) -> None:
 
 
 def test_parse_and_set_values() -> None:
-    src = ("// tune: TILE in {64,16,32} -- columns per tile\n#define TILE 32\n"
-           "#define EPS 1e-5f\n"
-           "// tune: FUSE in {1,2} -- 1 = two passes, 2 = fused\n#define FUSE 1  /* shipped */\n")
+    src = (
+        "// tune: TILE in {64,16,32} -- columns per tile\n#define TILE 32\n"
+        "#define EPS 1e-5f\n"
+        "// tune: FUSE in {1,2} -- 1 = two passes, 2 = fused\n#define FUSE 1  /* shipped */\n"
+    )
     knobs = parse_space(src)
-    assert knobs == [Knob("TILE", (16, 32, 64), 32, "columns per tile"), Knob("FUSE", (1, 2), 1, "1 = two passes, 2 = fused")]
+    assert knobs == [
+        Knob("TILE", (16, 32, 64), 32, "columns per tile"),
+        Knob("FUSE", (1, 2), 1, "1 = two passes, 2 = fused"),
+    ]
     out = set_values(src, {"TILE": 64, "FUSE": 2})
-    assert "#define TILE 64\n" in out and "#define FUSE 2  /* shipped */\n" in out and "#define EPS 1e-5f" in out
+    assert (
+        "#define TILE 64\n" in out and "#define FUSE 2  /* shipped */\n" in out and "#define EPS 1e-5f" in out
+    )
     with pytest.raises(SpaceError, match="TILE=48 is not legal"):
         set_values(src, {"TILE": 48})
     with pytest.raises(SpaceError, match="EPS is not a declared tunable"):
         set_values(src, {"EPS": 1})
 
 
-@pytest.mark.parametrize(("src", "message"), [
-    ("// tune: A in {1,2}\n#define B 1\n", "followed by `#define B`"),
-    ("// tune: A in {1,2}\n#define A 4\n", "not among its legal values"),
-    ("// tune: A in {0,1}\n#define A 1\n", "all >= 1"),
-    ("// tune: A in {1,x}\n#define A 1\n", "must be integers"),
-    ("// tune: A in {1}\n#define A 1\n// tune: A in {1}\n#define A 1\n", "declared twice"),
-])
+@pytest.mark.parametrize(
+    ("src", "message"),
+    [
+        ("// tune: A in {1,2}\n#define B 1\n", "followed by `#define B`"),
+        ("// tune: A in {1,2}\n#define A 4\n", "not among its legal values"),
+        ("// tune: A in {0,1}\n#define A 1\n", "all >= 1"),
+        ("// tune: A in {1,x}\n#define A 1\n", "must be integers"),
+        ("// tune: A in {1}\n#define A 1\n// tune: A in {1}\n#define A 1\n", "declared twice"),
+    ],
+)
 def test_malformed_declarations_are_rejected(src: str, message: str) -> None:
     with pytest.raises(SpaceError, match=message):
         parse_space(src)

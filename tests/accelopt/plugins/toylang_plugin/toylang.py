@@ -21,10 +21,14 @@ from hardware_agents.sim.agent import SimAgent
 
 PARAMS = TunerSyntax(
     name="toy-param",
-    constant=re.compile(r"^(?P<pre>param[ \t]+(?P<name>[A-Z_][A-Z0-9_]*)[ \t]*:=[ \t]*)(?P<value>\d+)"
-                        r"(?P<post>;[ \t]*(?:--[^\n]*)?)$", re.MULTILINE),
-    diff=re.compile(r"^(?P<sign>[-+])param[ \t]+(?P<name>[A-Z_][A-Z0-9_]*)[ \t]*:=[ \t]*(?P<value>\d+)",
-                    re.MULTILINE),
+    constant=re.compile(
+        r"^(?P<pre>param[ \t]+(?P<name>[A-Z_][A-Z0-9_]*)[ \t]*:=[ \t]*)(?P<value>\d+)"
+        r"(?P<post>;[ \t]*(?:--[^\n]*)?)$",
+        re.MULTILINE,
+    ),
+    diff=re.compile(
+        r"^(?P<sign>[-+])param[ \t]+(?P<name>[A-Z_][A-Z0-9_]*)[ \t]*:=[ \t]*(?P<value>\d+)", re.MULTILINE
+    ),
     detect=re.compile(r"^param\b", re.MULTILINE),
 )
 
@@ -32,12 +36,18 @@ PARAMS = TunerSyntax(
 def interface_lines(problem: Problem) -> list[str]:
     d = problem.definition
     args = ", ".join([*d.inputs, *d.outputs])
-    return [f"- One toy module defining `proc {problem.baseline.entry_symbol}({args})`; it writes the outputs."]
+    return [
+        f"- One toy module defining `proc {problem.baseline.entry_symbol}({args})`; it writes the outputs."
+    ]
 
 
 def complete_module(code: str, entry: str) -> str:
     """A toy module ends with `end {entry}.`; a reply that left it out gets it."""
-    return code if re.search(rf"^end {re.escape(entry)}\.$", code, re.MULTILINE) else code.rstrip() + f"\nend {entry}.\n"
+    return (
+        code
+        if re.search(rf"^end {re.escape(entry)}\.$", code, re.MULTILINE)
+        else code.rstrip() + f"\nend {entry}.\n"
+    )
 
 
 class ToySimAgent(SimAgent):
@@ -47,8 +57,19 @@ class ToySimAgent(SimAgent):
 
 def register() -> None:
     register_agent("toysim", ToySimAgent)
-    register_language(KernelLanguage(
-        name="toylang", fence="toy", entry="main", entry_file="kernel.toy", extension=".toy",
-        interface_lines=interface_lines, output_rule="Toy outputs start as zeros; write every element. ",
-        numpy_reference=True, tuner=PARAMS, complete_source=complete_module,
-        prompt_dir=Path(__file__).parent / "toylang_prompts", aliases=("toy",)))
+    register_language(
+        KernelLanguage(
+            name="toylang",
+            fence="toy",
+            entry="main",
+            entry_file="kernel.toy",
+            extension=".toy",
+            interface_lines=interface_lines,
+            output_rule="Toy outputs start as zeros; write every element. ",
+            numpy_reference=True,
+            tuner=PARAMS,
+            complete_source=complete_module,
+            prompt_dir=Path(__file__).parent / "toylang_prompts",
+            aliases=("toy",),
+        )
+    )

@@ -15,7 +15,7 @@ _real = _k.compile_kernel
 def _copy(x):
     out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
     for i in nl.affine_range(x.shape[0] // 128):
-        nl.store(out[i * 128:(i + 1) * 128, :], value=nl.load(x[i * 128:(i + 1) * 128, :]))
+        nl.store(out[i * 128 : (i + 1) * 128, :], value=nl.load(x[i * 128 : (i + 1) * 128, :]))
     return out
 
 

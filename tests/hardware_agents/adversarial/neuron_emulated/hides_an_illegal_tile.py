@@ -22,6 +22,6 @@ _ops.temp.__globals__["validate"] = _v
 def kernel(x):
     out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
     for i in nl.affine_range(x.shape[0] // 256):
-        t = nl.load(x[i * 256:(i + 1) * 256, :])
-        nl.store(out[i * 256:(i + 1) * 256, :], value=nl.divide(t, nl.add(nl.exp(nl.negative(t)), 1.0)))
+        t = nl.load(x[i * 256 : (i + 1) * 256, :])
+        nl.store(out[i * 256 : (i + 1) * 256, :], value=nl.divide(t, nl.add(nl.exp(nl.negative(t)), 1.0)))
     return out

@@ -49,4 +49,13 @@ def benchmark(*_: Any, **__: Any) -> Any:
     raise NotImplementedError("the stand-in has no nki.benchmark")
 
 
-__all__ = ["CompilationError", "baremetal", "benchmark", "isa", "jit", "language", "simulate_kernel", "typing"]
+__all__ = [
+    "CompilationError",
+    "baremetal",
+    "benchmark",
+    "isa",
+    "jit",
+    "language",
+    "simulate_kernel",
+    "typing",
+]

@@ -50,12 +50,16 @@ def check_tile(shape: tuple[int, ...], dtype: Any, where: str) -> None:
     if not shape:
         return
     if shape[0] > PARTITIONS:
-        raise CompilationError(f"[stand-in NKI] {where}: partition dimension {shape[0]} exceeds the "
-                               f"architecture limit of {PARTITIONS}")
+        raise CompilationError(
+            f"[stand-in NKI] {where}: partition dimension {shape[0]} exceeds the "
+            f"architecture limit of {PARTITIONS}"
+        )
     per_partition = math.prod(shape[1:]) * np.dtype(dtype).itemsize
     if per_partition > SBUF_PARTITION_BYTES:
-        raise CompilationError(f"[stand-in NKI] {where}: {per_partition} bytes per partition exceed "
-                               f"{SBUF_PARTITION_BYTES} (SBUF)")
+        raise CompilationError(
+            f"[stand-in NKI] {where}: {per_partition} bytes per partition exceed "
+            f"{SBUF_PARTITION_BYTES} (SBUF)"
+        )
 
 
 def count_vec(*arrays: Any) -> None:
@@ -65,8 +69,10 @@ def count_vec(*arrays: Any) -> None:
 def _compile_flags() -> str:
     flags = os.environ.get("NEURON_CC_FLAGS", "")
     if "--auto-cast=none" not in flags.split():
-        raise CompilationError("[stand-in neuronx-cc] NEURON_CC_FLAGS must contain --auto-cast=none "
-                               f"(got {flags!r}): the harness would let the compiler cast fp32 to bf16")
+        raise CompilationError(
+            "[stand-in neuronx-cc] NEURON_CC_FLAGS must contain --auto-cast=none "
+            f"(got {flags!r}): the harness would let the compiler cast fp32 to bf16"
+        )
     return flags
 
 
@@ -79,8 +85,14 @@ def _trace(fn: Any, args: tuple[Any, ...]) -> dict[str, Any]:
             fn(*zeros)
     finally:
         STATE.tracing = False
-    return {"hbm_alloc_bytes": STATE.hbm_alloc, "read": STATE.read, "written": STATE.written,
-            "mm_flops": STATE.mm_flops, "vec_elems": STATE.vec_elems, "psum": STATE.psum}
+    return {
+        "hbm_alloc_bytes": STATE.hbm_alloc,
+        "read": STATE.read,
+        "written": STATE.written,
+        "mm_flops": STATE.mm_flops,
+        "vec_elems": STATE.vec_elems,
+        "psum": STATE.psum,
+    }
 
 
 def _jitter() -> float:
@@ -97,11 +109,16 @@ def _ntff(neff: dict[str, Any]) -> dict[str, Any]:
     t = max(traffic / BW, c["mm_flops"] / PEAK_MM, c["vec_elems"] / PEAK_VEC) / EFFICIENCY + LAUNCH_S
     t *= _jitter()
     counters = {
-        "hbm_read_bytes": c["read"], "hbm_write_bytes": c["written"],
-        "psum_read_bytes": c["psum"], "psum_write_bytes": c["psum"],
-        "sbuf_read_bytes": c["written"] + c["psum"], "sbuf_write_bytes": c["read"] + c["psum"],
-        "spill_reload_bytes": 0, "spill_save_bytes": 0,
-        "hardware_flops": c["mm_flops"], "transpose_flops": 0,
+        "hbm_read_bytes": c["read"],
+        "hbm_write_bytes": c["written"],
+        "psum_read_bytes": c["psum"],
+        "psum_write_bytes": c["psum"],
+        "sbuf_read_bytes": c["written"] + c["psum"],
+        "sbuf_write_bytes": c["read"] + c["psum"],
+        "spill_reload_bytes": 0,
+        "spill_save_bytes": 0,
+        "hardware_flops": c["mm_flops"],
+        "transpose_flops": 0,
         "peak_flops_bandwidth_ratio": PEAK_MM / BW,
         "mm_arithmetic_intensity": c["mm_flops"] / max(traffic, 1),
         "hfu_estimated_percent": 100.0 * c["mm_flops"] / (PEAK_MM * t),
@@ -112,20 +129,33 @@ def _ntff(neff: dict[str, Any]) -> dict[str, Any]:
     return {"standin": True, "neff": neff["kernel"], "total_time": t, "counters": counters}
 
 
-def baremetal_run(fn: Any, args: tuple[Any, ...], *, save_neff_name: str | None = None,
-                  save_trace_name: str | None = None, additional_compile_opt: str | None = None,
-                  **_: Any) -> Any:
+def baremetal_run(
+    fn: Any,
+    args: tuple[Any, ...],
+    *,
+    save_neff_name: str | None = None,
+    save_trace_name: str | None = None,
+    additional_compile_opt: str | None = None,
+    **_: Any,
+) -> Any:
     flags = _compile_flags()
     cost = _trace(fn, args)  # compile: constraint violations raise here, before any NEFF
-    neff = {"standin": True, "kernel": getattr(fn, "__name__", "kernel"), "flags": flags,
-            "additional_compile_opt": additional_compile_opt or "", "cost": cost,
-            "visible_cores": os.environ.get("NEURON_RT_VISIBLE_CORES", "")}
+    neff = {
+        "standin": True,
+        "kernel": getattr(fn, "__name__", "kernel"),
+        "flags": flags,
+        "additional_compile_opt": additional_compile_opt or "",
+        "cost": cost,
+        "visible_cores": os.environ.get("NEURON_RT_VISIBLE_CORES", ""),
+    }
     if save_neff_name:
         Path(save_neff_name).write_text(json.dumps(neff))
     limit = int(os.environ.get("STANDIN_HBM_LIMIT_BYTES", str(64 << 20)))
     if cost["hbm_alloc_bytes"] > limit:
-        raise RuntimeError(f"[stand-in] nrt_load failed: NRT_RESOURCE: cannot allocate "
-                           f"{cost['hbm_alloc_bytes']} bytes of device memory (limit {limit})")
+        raise RuntimeError(
+            f"[stand-in] nrt_load failed: NRT_RESOURCE: cannot allocate "
+            f"{cost['hbm_alloc_bytes']} bytes of device memory (limit {limit})"
+        )
     copies = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args]
     with np.errstate(all="ignore"):
         out = fn(*copies)

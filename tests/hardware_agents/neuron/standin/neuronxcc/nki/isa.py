@@ -18,7 +18,9 @@ def nc_transpose(x: Any, **_: Any) -> np.ndarray:
     return nl.transpose(x)
 
 
-def activation(op: Any, data: Any, bias: Any = None, scale: Any = 1.0, dtype: Any = None, **_: Any) -> np.ndarray:
+def activation(
+    op: Any, data: Any, bias: Any = None, scale: Any = 1.0, dtype: Any = None, **_: Any
+) -> np.ndarray:
     x = np.asarray(data) * scale
     if bias is not None:
         x = x + np.asarray(bias)

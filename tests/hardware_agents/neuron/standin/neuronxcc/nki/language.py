@@ -49,8 +49,9 @@ def ndarray(shape: Any, dtype: Any = np.float32, buffer: Any = None, name: str =
     if buf in (sbuf, psum):
         E.check_tile(shape, dt, f"nl.ndarray({list(shape)}, buffer={buf!r})")
         if buf is psum and len(shape) > 1 and math.prod(shape[1:]) > E.PSUM_FREE_MAX:
-            raise E.CompilationError(f"[stand-in NKI] PSUM tile free size {math.prod(shape[1:])} exceeds "
-                                     f"{E.PSUM_FREE_MAX}")
+            raise E.CompilationError(
+                f"[stand-in NKI] PSUM tile free size {math.prod(shape[1:])} exceeds {E.PSUM_FREE_MAX}"
+            )
         return np.zeros(shape, dt)
     E.STATE.hbm_alloc += math.prod(shape) * dt.itemsize
     if E.STATE.tracing:
@@ -102,6 +103,7 @@ def _unary(fn: Any) -> Any:
     def op(x: Any, dtype: Any = None, **_: Any) -> Any:
         E.count_vec(x)
         return fn(np.asarray(x)).astype(dtype or np.asarray(x).dtype, copy=False)
+
     return op
 
 
@@ -110,6 +112,7 @@ def _binary(fn: Any) -> Any:
         E.count_vec(x, y)
         r = fn(np.asarray(x), np.asarray(y))
         return r.astype(dtype, copy=False) if dtype is not None else r
+
     return op
 
 
@@ -137,6 +140,7 @@ def _reduce(fn: Any) -> Any:
     def op(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False, **_: Any) -> Any:
         E.count_vec(x)
         return fn(np.asarray(x), axis=axis, keepdims=keepdims)
+
     return op
 
 
