@@ -151,7 +151,8 @@ def main() -> int:
     print(
         f"whole run page drawn: median {figures['full_render_run_s']['median']:.3f} s, worst "
         f"{figures['full_render_run_s']['max']:.3f} s; the run model over HTTP: first "
-        f"{figures['run_model_http_s']['cold']:.3f} s (built from the fold), then {figures['run_model_http_s']['warm']:.3f} s"
+        f"{figures['run_model_http_s']['cold']:.3f} s (built from the fold), then "
+        f"{figures['run_model_http_s']['warm']:.3f} s"
     )
     e2s = figures["event_to_screen_s"]
     print(

@@ -462,7 +462,8 @@ def main() -> int:
     }
     print(
         f"orchestration {100 * s['orchestration_share']:.1f}% of the wall time (target < "
-        f"{100 * TARGET_ORCHESTRATION_SHARE:.0f}%); without start-up {100 * s['orchestration_in_loop_share_of_loop']:.1f}% "
+        f"{100 * TARGET_ORCHESTRATION_SHARE:.0f}%); without start-up "
+        f"{100 * s['orchestration_in_loop_share_of_loop']:.1f}% "
         f"of the loop"
     )
     if not args.no_save:

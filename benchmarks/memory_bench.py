@@ -223,7 +223,10 @@ def main() -> int:
             PROBLEMS[i % len(PROBLEMS)],
             None,
             None,
-            f"Plan: {TECHNIQUES[i % len(TECHNIQUES)][0].format(loop=LOOPS[i % len(LOOPS)], level='cache', op2=OPS2[i % len(OPS2)], n=64, k=4)}",
+            "Plan: "
+            + TECHNIQUES[i % len(TECHNIQUES)][0].format(
+                loop=LOOPS[i % len(LOOPS)], level="cache", op2=OPS2[i % len(OPS2)], n=64, k=4
+            ),
         )
         for i in range(args.queries)
     ]

@@ -179,7 +179,8 @@ def main() -> None:
         rows.append(row)
         e = row["estimate"]
         print(
-            f"{n:24s} correct={row['correct']} rel_l2={max(row['rel_l2'].values()):.2e} emulate={row['emulate_total_s']:7.1f}s "
+            f"{n:24s} correct={row['correct']} rel_l2={max(row['rel_l2'].values()):.2e} "
+            f"emulate={row['emulate_total_s']:7.1f}s "
             f"({row['instructions']} instr, {row['instructions_per_s']}/s) est={e['latency_ms']:.3f} ms "
             f"{e['bound']}-bound {e['pct_peak'] * 100:.1f}% of peak (model 1: {e['model_1']['latency_ms']:.3f} ms)",
             flush=True,

@@ -1,8 +1,9 @@
 """The event transport: codec, subjects, the JetStream log client, log files.
 
 The event types live in the core (`accelopt/catalog.py`, re-exported here); `events/`
-imports the core and the core never imports `events/`. `events.codec` needs only msgspec; the NATS client parts (`EventLog`,
-`NatsServer`) are imported lazily so the pure domain code never pulls in nats-py.
+imports the core and the core never imports `events/`. `events.codec` needs only msgspec;
+the NATS client parts (`EventLog`, `NatsServer`) are imported lazily so the pure domain
+code never pulls in nats-py.
 """
 
 from __future__ import annotations

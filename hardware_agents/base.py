@@ -224,9 +224,9 @@ class HardwareAgent(ABC):
         """A profile that did not pass (`extra_tools`: versions learnt on the way, e.g. from the
         device's harness)."""
         return Profile(
-            status=status,
+            status=status,  # type: ignore[arg-type]
             device=self.kind,
-            log=log,  # type: ignore[arg-type]
+            log=log,
             toolchain={**self.toolchain(), **(extra_tools or {})},
             **kw,
         )

@@ -245,10 +245,11 @@ def format_for_prompt(
         "gave there; an insight from another device or language may still apply once adapted.",
     ]
     for i, e in enumerate(entries, 1):
-        if e.speedup >= 1.0:
-            gain = f"{e.speedup:.2f}x faster"
-        else:
-            gain = f"{e.speedup:.2f}x (a slowdown: avoid this change)"
+        gain = (
+            f"{e.speedup:.2f}x faster"
+            if e.speedup >= 1.0
+            else f"{e.speedup:.2f}x (a slowdown: avoid this change)"
+        )
         how = "Estimated (by a cost model, not measured)" if is_estimated(e.text) else "Measured"
         lines += [
             "",

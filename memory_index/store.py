@@ -432,10 +432,11 @@ class MemoryIndex:
         tbl = self._open_table()
         if tbl is None:
             return []
-        if isinstance(query, str):
-            vec = self.embedder.encode([query])[0]
-        else:
-            vec = np.asarray(query, dtype=np.float32)
+        vec = (
+            self.embedder.encode([query])[0]
+            if isinstance(query, str)
+            else np.asarray(query, dtype=np.float32)
+        )
         filters = Filters(
             device=device,
             language=language,

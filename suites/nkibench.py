@@ -78,7 +78,10 @@ DEFAULT_REL_TOL = 2e-5
 TEMPLATE_SUITE = "cpu"  # the same 14 operators at CPU shapes: roofline, op type, output names
 ENTRY_FILE = "kernel.py"
 ENTRY = "kernel"
-_RUN_WRAPPER = "\n\n# AccelOpt: the definition's `run` is NKIBench's `forward`.\ndef run(*inputs):\n    return forward(*inputs)\n"
+_RUN_WRAPPER = (
+    "\n\n# AccelOpt: the definition's `run` is NKIBench's `forward`.\n"
+    "def run(*inputs):\n    return forward(*inputs)\n"
+)
 _MAX_PROBE_ELEMENTS = 1 << 22
 _DTYPES = {
     "float32": "float32",
@@ -247,11 +250,15 @@ def _random_init(expr: ast.AST, where: str) -> tuple[str, list[ast.AST], str]:
             raise NkibenchError(f"{where}: `{ast.unparse(expr)}` has no size")
         shape_nodes = list(size.elts) if isinstance(size, ast.Tuple | ast.List) else [size]
         if fn == "random.normal":
-            init = f"normal({_fmt(_num(a['loc'])) if 'loc' in a else '0'}, {_fmt(_num(a['scale'])) if 'scale' in a else '1'})"
+            loc = _fmt(_num(a["loc"])) if "loc" in a else "0"
+            scale = _fmt(_num(a["scale"])) if "scale" in a else "1"
+            init = f"normal({loc}, {scale})"
         elif fn == "random.standard_normal":
             init = "normal(0, 1)"
         elif fn == "random.uniform":
-            init = f"uniform({_fmt(_num(a['low'])) if 'low' in a else '0'}, {_fmt(_num(a['high'])) if 'high' in a else '1'})"
+            low = _fmt(_num(a["low"])) if "low" in a else "0"
+            high_ = _fmt(_num(a["high"])) if "high" in a else "1"
+            init = f"uniform({low}, {high_})"
         elif fn == "random.randint":
             high = a.get("high")
             lo, hi = (_num(a["low"]), _num(high)) if high is not None else (0, _num(a["low"]))

@@ -496,7 +496,10 @@ def plan_reply(system: str, user: str, sample_index: int) -> str:
         if h.slowdown:
             why = f"Insight {h.rank} of the memory reports that changing {names} the other way was a slowdown {where}."
         else:
-            why = f"Insight {h.rank} of the memory reports that changing {names} this way gave {h.speedup:.2f}x {where}."
+            why = (
+                f"Insight {h.rank} of the memory reports that changing {names} this way gave "
+                f"{h.speedup:.2f}x {where}."
+            )
     else:
         why = (
             "Retuning "
@@ -623,9 +626,9 @@ def fill_response(
     model_response.choices[0].finish_reason = finish_reason  # type: ignore[assignment]
     prompt = sum(_estimate_tokens(str(m.get("content") or "")) for m in messages)
     completion = _estimate_tokens(text)
-    model_response.usage = Usage(
+    model_response.usage = Usage(  # type: ignore[attr-defined]
         prompt_tokens=prompt,
-        completion_tokens=completion,  # type: ignore[attr-defined]
+        completion_tokens=completion,
         total_tokens=prompt + completion,
     )
     model_response.model = model

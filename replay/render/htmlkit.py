@@ -84,8 +84,9 @@ CSS = """
 * { box-sizing: border-box; }
 body { font: 14px/1.45 -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif; color: var(--fg);
        background: var(--bg); margin: 0 auto; padding: 24px 32px 64px; max-width: 1280px; }
-h1 { font-size: 24px; margin: 0 0 4px; } h2 { font-size: 19px; margin: 36px 0 10px; border-bottom: 2px solid var(--line);
-     padding-bottom: 4px; } h3 { font-size: 16px; margin: 22px 0 8px; } h4 { font-size: 14px; margin: 14px 0 6px; }
+h1 { font-size: 24px; margin: 0 0 4px; }
+h2 { font-size: 19px; margin: 36px 0 10px; border-bottom: 2px solid var(--line); padding-bottom: 4px; }
+h3 { font-size: 16px; margin: 22px 0 8px; } h4 { font-size: 14px; margin: 14px 0 6px; }
 .sub { color: var(--muted); margin: 0 0 16px; }
 nav a { margin-right: 14px; color: var(--accent); text-decoration: none; }
 table { border-collapse: collapse; margin: 8px 0 16px; font-size: 13px; }

@@ -65,7 +65,8 @@ def _step(step: LineageStep) -> str:
         added, removed = diff_stats(prev.source, k.source)
         out.append(
             f"<details><summary>diff vs <code>{esc(prev.kernel_id[:12])}</code> (+{added} \u2212{removed} "
-            f"lines)</summary>{source_diff(prev.source, k.source, name_before=prev.kernel_id[:12], name_after=k.kernel_id[:12])}"
+            f"lines)</summary>"
+            f"{source_diff(prev.source, k.source, name_before=prev.kernel_id[:12], name_after=k.kernel_id[:12])}"
             "</details>"
         )
     else:
@@ -81,7 +82,8 @@ def _tree_node(node: TreeNode, view: RunView) -> str:
     figures = f"{fmt.ms(k.latency_ms)} \u00b7 {fmt.pct(k.pct_peak)}" if k.passed else k.status
     st = "" if k.passed else ' class="st-failed"'
     out = [
-        f'<li class="{classes}" data-kernel="{esc(k.kernel_id)}"><span class="node"><code>{esc(k.kernel_id[:8])}</code> '
+        f'<li class="{classes}" data-kernel="{esc(k.kernel_id)}">'
+        f'<span class="node"><code>{esc(k.kernel_id[:8])}</code> '
         f"it {k.iteration} \u00b7 <span{st}>{esc(figures)}</span> \u00b7 {esc(what)}</span>"
     ]
     if node.in_beam:

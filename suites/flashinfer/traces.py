@@ -110,10 +110,10 @@ def to_trace(
         workload=problem.workload,
         solution=solution.name,
         evaluation=Evaluation(
-            status=status,
+            status=status,  # type: ignore[arg-type]
             environment=env,
             timestamp=stamp,
-            log=log,  # type: ignore[arg-type]
+            log=log,
             correctness=correctness if status in ("PASSED", "INCORRECT_NUMERICAL") else None,
             performance=performance,
             x_pct_peak=profile.pct_peak,

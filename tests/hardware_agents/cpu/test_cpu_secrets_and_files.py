@@ -28,11 +28,13 @@ def test_api_key_in_parent_environment_is_invisible(
         GOOD,
         setup=r"""
         const char* names[] = {"ACCELOPT_TEST_API_KEY", "AWS_SECRET_ACCESS_KEY"};
-        for (int k = 0; k < 2; k++) { const char* v = getenv(names[k]); if (v) { fprintf(stderr, "LEAK %s\n", v); abort(); } }
+        for (int k = 0; k < 2; k++) {
+            const char* v = getenv(names[k]); if (v) { fprintf(stderr, "LEAK %s\n", v); abort(); } }
         char path[64]; snprintf(path, sizeof path, "/proc/%d/environ", (int)getppid());
         FILE* f = fopen(path, "rb");
         if (f) { char buf[65536]; size_t n = fread(buf, 1, sizeof buf, f); fclose(f);
-                 for (size_t i = 0; i + 8 < n; i++) if (!memcmp(buf + i, "sk-test-", 8)) { fprintf(stderr, "LEAK %.40s\n", buf + i); abort(); } }
+                 for (size_t i = 0; i + 8 < n; i++)
+                     if (!memcmp(buf + i, "sk-test-", 8)) { fprintf(stderr, "LEAK %.40s\n", buf + i); abort(); } }
         fprintf(stderr, "no secrets found\n");
     """,
     )
