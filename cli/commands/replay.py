@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from typing import TypeVar
+
+from rich.console import Console
 
 from cli.commands.run import NATS_HELP, ROOT_HELP, add_valid_prefix_arg, damage_message, wide_console
 
@@ -18,9 +22,30 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+T = TypeVar("T")
+
+
+def _read_log(console: Console, read: Callable[[], T], warnings: list[str]) -> T | None:
+    """`read()` the run's log; None after saying why it could not be read (the command then
+    exits 2), else its result, after the warnings it gave (a damaged log's valid prefix)."""
+    from events.runsource import LOG_DAMAGE, RunNotFound
+
+    try:
+        out = read()
+    except LOG_DAMAGE as e:
+        console.print(f"[red]{damage_message(e)}[/red]", soft_wrap=True)
+        return None
+    except (RunNotFound, ConnectionError) as e:
+        console.print(f"[red]{e}[/red]")
+        return None
+    for w in warnings:
+        console.print(f"[yellow]warning:[/yellow] {w}", soft_wrap=True)
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     from cli.commands._progress import results_table
-    from events.runsource import LOG_DAMAGE, RunNotFound, fold_events
+    from events.runsource import fold_events
 
     console = wide_console()
     warnings: list[str] = []
@@ -28,23 +53,23 @@ def run(args: argparse.Namespace) -> int:
         from replay.verify import Verifier
 
         verifier = Verifier()  # fed as the log is read: a long run's history is never held
-        try:
-            fold_events(
-                args.run,
-                args.root,
-                verifier.feed,
-                nats_url=args.nats,
-                valid_prefix=args.valid_prefix,
-                warnings=warnings,
-            )
-        except RunNotFound as e:
-            console.print(f"[red]{e}[/red]")
+        read = _read_log(
+            console,
+            lambda: (
+                fold_events(
+                    args.run,
+                    args.root,
+                    verifier.feed,
+                    nats_url=args.nats,
+                    valid_prefix=args.valid_prefix,
+                    warnings=warnings,
+                )
+                or True
+            ),
+            warnings,
+        )
+        if read is None:
             return 2
-        except LOG_DAMAGE as e:
-            console.print(f"[red]{damage_message(e)}[/red]", soft_wrap=True)
-            return 2
-        for w in warnings:
-            console.print(f"[yellow]warning:[/yellow] {w}", soft_wrap=True)
         try:
             report = verifier.result()
         except ValueError as e:  # no events (an empty valid prefix)
@@ -67,26 +92,21 @@ def run(args: argparse.Namespace) -> int:
         return 1
     from replay.runs import open_run
 
-    try:
-        view, _ = open_run(
+    opened = _read_log(
+        console,
+        lambda: open_run(
             args.run,
             args.root,
             nats_url=args.nats,
             until_iteration=args.iteration,
             valid_prefix=args.valid_prefix,
             warnings=warnings,
-        )
-    except RunNotFound as e:
-        console.print(f"[red]{e}[/red]")
+        ),
+        warnings,
+    )
+    if opened is None:
         return 2
-    except LOG_DAMAGE as e:
-        console.print(f"[red]{damage_message(e)}[/red]", soft_wrap=True)
-        return 2
-    except ConnectionError as e:
-        console.print(f"[red]{e}[/red]")
-        return 2
-    for w in warnings:
-        console.print(f"[yellow]warning:[/yellow] {w}", soft_wrap=True)
+    view, _ = opened
     title = f"run {view.run_id}: {view.status}" + (
         f", state after iteration {args.iteration}" if args.iteration is not None else ""
     )
