@@ -55,16 +55,13 @@ def run(args: argparse.Namespace) -> int:
         verifier = Verifier()  # fed as the log is read: a long run's history is never held
         read = _read_log(
             console,
-            lambda: (
-                fold_events(
-                    args.run,
-                    args.root,
-                    verifier.feed,
-                    nats_url=args.nats,
-                    valid_prefix=args.valid_prefix,
-                    warnings=warnings,
-                )
-                or True
+            lambda: fold_events(
+                args.run,
+                args.root,
+                verifier.feed,
+                nats_url=args.nats,
+                valid_prefix=args.valid_prefix,
+                warnings=warnings,
             ),
             warnings,
         )
