@@ -1,6 +1,9 @@
 """`--timeout` bounds the whole run, the start of its agents included (real Ray, real NATS):
 here the run's trn1 profiler waits for a node with a NeuronCore, which this Ray does not
-have, so the agents never all become ready. The run gives up when its time is up, says which
+have, so the agents never all become ready. (On a Ray without NeuronCores a trn1 profiler
+would emulate instead, `actors/runtime/hosting.device_placement`; the test asks for the
+placement a cluster with NeuronCores gives, the one real fault: a Trainium node that never
+joins.) The run gives up when its time is up, says which
 agent was not ready, and leaves nothing half-recorded (before: the wait for the agents alone
 took 5 minutes, whatever the timeout)."""
 
@@ -12,12 +15,18 @@ from pathlib import Path
 import pytest
 
 import suites
+from actors.runtime.hosting import Placement
 from actors.runtime.session import RunTimedOut, run_session
 
 TIMEOUT_S = 12.0
 
 
-def test_the_timeout_bounds_the_wait_for_agents(ray_session, run_config):
+def test_the_timeout_bounds_the_wait_for_agents(ray_session, run_config, monkeypatch):
+    import actors.runtime.deployment as deployment
+
+    monkeypatch.setattr(
+        deployment, "device_placement", lambda device: Placement(resources={"neuron_cores": 1})
+    )
     cfg = run_config("problems=[silu]", "device=trn1", "memory.enabled=false")
     t0 = time.monotonic()
     with pytest.raises(RunTimedOut) as err:
