@@ -429,7 +429,8 @@ def cost(views: Sequence[RunView], labels: list[str]) -> str:
     ]
     roles = [r for r in ROLES if any(r in v.usage for v in views)]
     roles += sorted({r for v in views for r in v.usage} - set(roles))
-    if len(views) == 1:
+    stacked = len(views) == 1  # one run: its prompt and completion tokens; several: a bar each
+    if stacked:
         usage = views[0].usage
         bars = [
             BarSeries("prompt", [usage[r].prompt_tokens / 1000 if r in usage else 0.0 for r in roles]),
@@ -437,32 +438,22 @@ def cost(views: Sequence[RunView], labels: list[str]) -> str:
                 "completion", [usage[r].completion_tokens / 1000 if r in usage else 0.0 for r in roles]
             ),
         ]
-        out.append(
-            bar_chart(
-                roles,
-                bars,
-                title="tokens per role",
-                name="tokens-per-role",
-                y_label="k tokens",
-                y_fmt=lambda y: f"{y:g}k",
-                stacked=True,
-            )
-        )
     else:
         bars = [
             BarSeries(label, [v.usage[r].tokens / 1000 if r in v.usage else 0.0 for r in roles])
             for v, label in zip(views, labels, strict=True)
         ]
-        out.append(
-            bar_chart(
-                roles,
-                bars,
-                title="tokens per role",
-                name="tokens-per-role",
-                y_label="k tokens",
-                y_fmt=lambda y: f"{y:g}k",
-            )
+    out.append(
+        bar_chart(
+            roles,
+            bars,
+            title="tokens per role",
+            name="tokens-per-role",
+            y_label="k tokens",
+            y_fmt=lambda y: f"{y:g}k",
+            stacked=stacked,
         )
+    )
     out.append("</div>")
     rows = []
     for v, label in zip(views, labels, strict=True):
