@@ -471,33 +471,10 @@ STAGE_OF_ROLE: dict[Role, Stage] = {
     "summarizer": "summarize",
 }
 
-# Every event type: the union msgspec decodes a log with, and its members
-AnyEvent = (
-    RunStarted
-    | IterationStarted
-    | PlanRequested
-    | LLMCallCompleted
-    | PlanProposed
-    | ImplementationRequested
-    | KernelProposed
-    | ProposalFailed
-    | ProfileRequested
-    | KernelProfiled
-    | FixRequested
-    | BeamSelected
-    | MemoryRequested
-    | MemoryRetrieved
-    | SummaryRequested
-    | InsightSummarized
-    | MemoryEntryAdded
-    | MemoryIndexed
-    | IterationCompleted
-    | RunCompleted
-    | RunFailed
-    | BudgetExceeded
-    | ProblemRemeasured
-)
-EVENT_TYPES: tuple[type[Event], ...] = typing.get_args(AnyEvent)
+# Every event type: the Event classes above, in the order they are declared (a new one is its
+# class and nothing else here), and their union, which msgspec decodes a log with
+EVENT_TYPES: tuple[type[Event], ...] = tuple(Event.__subclasses__())
+AnyEvent: Any = typing.Union[EVENT_TYPES]  # noqa: UP007 (a union built from the tuple)
 EVENTS_BY_NAME: dict[str, type[Event]] = {t.__name__: t for t in EVENT_TYPES}
 # What the coordinator decides (everything else on a run's log is an input to it)
 DECISION_TYPES: frozenset[type[Event]] = frozenset(t for t in EVENT_TYPES if t.author == "coordinator")

@@ -7,12 +7,14 @@ missing from the union the log is decoded with."""
 from __future__ import annotations
 
 import inspect
+import typing
 
 import msgspec
 import pytest
 
 from accelopt import catalog as ev
 from accelopt.coordinator import CoordinatorCore
+from events.codec import decode, encode
 from events.subjects import TOKENS, role_filter, subject_for
 from replay.fold import RunView
 from replay.verify import DECISION_TYPES
@@ -27,8 +29,11 @@ def _event_subclasses(cls: type) -> set[type]:
 
 
 def test_every_event_type_of_the_catalog_is_in_the_union_the_log_is_decoded_with() -> None:
-    assert set(ev.EVENT_TYPES) == _event_subclasses(ev.Event)
+    assert set(ev.EVENT_TYPES) == _event_subclasses(ev.Event)  # a subclass of a subclass too
+    assert typing.get_args(ev.AnyEvent) == ev.EVENT_TYPES
     assert len(ev.EVENT_TYPES) == 23
+    e = ev.MemoryIndexed(event_id="x", run_id="r1", ts=1.0, entry_id="m")
+    assert decode(encode(e)) == e
 
 
 def test_every_event_type_declares_its_subject_and_author_and_no_two_share_a_subject() -> None:
