@@ -148,7 +148,7 @@ class IterationStarted(Event, tag=True, frozen=True):
 class BeamMember(msgspec.Struct, kw_only=True, frozen=True):
     kernel_id: str
     latency_ms: float  # measured (0.0 for an unmeasured kernel)
-    pct_peak: float | None = None
+    peak_fraction: float | None = msgspec.field(default=None, name="pct_peak")
     estimated_ms: float | None = None  # an unmeasured kernel's estimated latency (never a measurement)
 
 
@@ -429,7 +429,7 @@ class RemeasuredSide(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=Tr
     rounds_ms: list[float] = []
     median_ms: float | None = None
     spread: float = 0.0  # relative noise of the side: max(IQR/median of the rounds, profiles' spread)
-    pct_peak: float | None = None
+    peak_fraction: float | None = msgspec.field(default=None, name="pct_peak")
     log_head: str = ""
 
 

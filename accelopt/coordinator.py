@@ -430,12 +430,12 @@ class CoordinatorCore:
             iteration=iteration,
             best_kernel_id=p.best_id or "",
             best_latency_ms=best.latency_ms if best and best.passed else None,
-            best_pct_peak=best.profile.pct_peak if best and best.passed and best.profile else None,
+            best_pct_peak=best.profile.peak_fraction if best and best.passed and best.profile else None,
             kernels_profiled=p.kernels_profiled,
             note=note,
             best_estimated_ms=best.estimated_ms if best else None,
             best_estimated_pct_peak=(
-                best.profile.estimate.pct_peak
+                best.profile.estimate.peak_fraction
                 if best and best.estimated_ms is not None and best.profile and best.profile.estimate
                 else None
             ),
@@ -567,7 +567,7 @@ class CoordinatorCore:
             rounds_ms=rounds,
             median_ms=median,
             spread=spread,
-            pct_peak=peak_fraction(t_peak, median) if failed is None else None,
+            peak_fraction=peak_fraction(t_peak, median) if failed is None else None,
             log_head=next((ln.strip() for ln in failed.log.splitlines() if ln.strip()), "") if failed else "",
         )
 
@@ -810,7 +810,7 @@ class CoordinatorCore:
         return ev.BeamMember(
             kernel_id=kernel_id,
             latency_ms=k.latency_ms or 0.0,
-            pct_peak=k.profile.pct_peak if k.profile else None,
+            peak_fraction=k.profile.peak_fraction if k.profile else None,
             estimated_ms=k.estimated_ms,
         )
 

@@ -28,8 +28,9 @@ Bound = Literal["memory", "matmul", "vector"]
 
 def peak_fraction(t_peak: float | None, t_measured: float | None) -> float | None:
     """The fraction of peak: T_peak / t (in the same unit), 1.0 = on the roofline. The one
-    place it is computed: every `pct_peak` field (profiles, estimates, beam members, a
-    re-measure's sides) holds this fraction, never a percentage; shown as % by
+    place it is computed: every `peak_fraction` field (profiles, estimates, beam members, a
+    re-measure's sides; `pct_peak` on the wire, as recorded logs have it) holds this
+    fraction, never a percentage; shown as % by
     `replay/render/fmt.pct`. None where T_peak is unknown or t is not a positive finite time."""
     if not t_peak or t_measured is None or not math.isfinite(t_measured) or t_measured <= 0:
         return None
@@ -60,11 +61,12 @@ class LatencyStats(msgspec.Struct, kw_only=True):
 class Estimate(msgspec.Struct, kw_only=True, omit_defaults=True):
     """An ESTIMATED latency: a cost model's figure for a kernel that was checked for
     correctness but not timed (e.g. NKI in the emulator, without a Trainium). Never a
-    measurement: it lives apart from `Profile.latency`/`pct_peak`, and only estimated kernels
+    measurement: it lives apart from `Profile.latency`/`peak_fraction`, and only estimated kernels
     are ranked by it (see accelopt/policy.py)."""
 
     latency_ms: float
-    pct_peak: float | None = None  # of the same roofline as measured profiles
+    # of the same roofline as measured profiles (`pct_peak` on the wire)
+    peak_fraction: float | None = msgspec.field(default=None, name="pct_peak")
     t_peak_ms: float | None = None
     bound: str = ""  # the engine that sets the estimate
     engines_ms: dict[str, float] = {}  # busy time per engine
@@ -79,7 +81,9 @@ class Profile(msgspec.Struct, kw_only=True, omit_defaults=True):
     correctness: list[SeedCheck] = []
     latency: LatencyStats | None = None
     t_peak_ms: float | None = None
-    pct_peak: float | None = None  # a fraction: peak_fraction(t_peak_ms, latency.median_ms)
+    # a fraction: peak_fraction(t_peak_ms, latency.median_ms) (`pct_peak` on the wire, as
+    # recorded logs have it)
+    peak_fraction: float | None = msgspec.field(default=None, name="pct_peak")
     bound: Bound | None = None
     counters: dict[str, float] = {}
     toolchain: dict[str, str] = {}

@@ -142,9 +142,9 @@ def remeasure(
     for _ in range(rounds):
         for i, point in enumerate(points):
             prof = agent.profile(problem, _solution(problem, source, point))
-            if prof.status == "passed" and prof.latency is not None and prof.pct_peak is not None:
+            if prof.status == "passed" and prof.latency is not None and prof.peak_fraction is not None:
                 lat[i].append(prof.latency.median_ms)
-                pct[i].append(prof.pct_peak)
+                pct[i].append(prof.peak_fraction)
     return [
         (statistics.median(x), statistics.median(y)) if x else (float("inf"), 0.0)
         for x, y in zip(lat, pct, strict=True)

@@ -98,14 +98,14 @@ def main(argv: list[str] | None = None) -> int:
                 prof = agent.profile(p, p.baseline)
                 wall = time.perf_counter() - t0
                 assert prof.status == "passed", prof.log
-                assert prof.latency is not None and prof.pct_peak is not None
+                assert prof.latency is not None and prof.peak_fraction is not None
                 walls.append(wall)
                 # time the parent's clock spent in timed batches (median ms/call x calls x batches
                 # approximates it); the rest is compile lookup, data, correctness, judging
                 timed = sum(prof.latency.samples_ms) / 1e3 * prof.counters.get("calls_per_batch", 1.0)
                 overheads.append(wall - timed)
                 lat.append(prof.latency.median_ms)
-                pcts.append(prof.pct_peak)
+                pcts.append(prof.peak_fraction)
                 bound = prof.bound
                 footprint = prof.counters["footprint_bytes"]
             # an uncached build of the same kernel (a nonce comment changes the source hash)

@@ -4,7 +4,7 @@ A hardware agent turns (problem, solution) into a `Profile`: compile, check corr
 fresh and adversarial inputs, time, and place the result on the device's roofline:
 
     T_peak = max(bytes_min / BW, flops_matmul / PEAK_MM, flops_vector / PEAK_VEC)
-    pct_peak = T_peak / t_measured
+    peak_fraction = T_peak / t_measured      (accelopt.profile.peak_fraction; 1.0 = on the roofline)
 
 Roofline expressions come from problem files, i.e. from outside the program, so they are
 evaluated by a small AST whitelist (numbers, axis names, + - * / ** and parentheses; see
@@ -39,7 +39,7 @@ from accelopt.problem import (
     expression_names,
     parse_expression,
 )
-from accelopt.profile import Bound, Profile, peak_fraction
+from accelopt.profile import Bound, Profile
 
 __all__ = [
     "DEFAULT_SEEDS",
@@ -54,7 +54,6 @@ __all__ = [
     "expression_names",
     "get_agent",
     "parse_expression",
-    "pct_peak",
     "register_agent",
     "registered_kinds",
     "roofline_terms",
@@ -152,12 +151,6 @@ def t_peak(
         (terms.flops_vector / spec.peak_vector_flops, "vector"),
     ]
     return max(candidates, key=lambda c: c[0])
-
-
-def pct_peak(t_peak_s: float, t_measured_s: float) -> float:
-    """Fraction of peak (1.0 = on the roofline, `accelopt.profile.peak_fraction`); 0 when
-    nothing was measured."""
-    return peak_fraction(t_peak_s, t_measured_s) or 0.0
 
 
 # --- the interface ---------------------------------------------------------------------------

@@ -128,8 +128,8 @@ def format_profile(profile: Profile | None, *, seed: int, request_id: str) -> st
         lines.append(f"latency_spread: {lat.spread * 100:.2f}%")
     if profile.t_peak_ms is not None:
         lines.append(f"roofline_time_ms (fastest possible on this device): {_num(profile.t_peak_ms)}")
-    if profile.pct_peak is not None:
-        lines.append(f"percent_of_peak: {profile.pct_peak * 100:.1f}%")
+    if profile.peak_fraction is not None:
+        lines.append(f"percent_of_peak: {profile.peak_fraction * 100:.1f}%")
     if profile.bound is not None:
         lines.append(f"bound (roof that limits this problem): {profile.bound}")
     est = profile.estimate
@@ -137,8 +137,8 @@ def format_profile(profile: Profile | None, *, seed: int, request_id: str) -> st
         lines.append(f"ESTIMATED_latency_ms (cost model {est.model}, not measured): {_num(est.latency_ms)}")
         if est.t_peak_ms is not None:
             lines.append(f"roofline_time_ms (fastest possible on this device): {_num(est.t_peak_ms)}")
-        if est.pct_peak is not None:
-            lines.append(f"ESTIMATED_percent_of_peak: {est.pct_peak * 100:.1f}%")
+        if est.peak_fraction is not None:
+            lines.append(f"ESTIMATED_percent_of_peak: {est.peak_fraction * 100:.1f}%")
         if est.bound:
             lines.append(f"ESTIMATED_bottleneck_engine: {est.bound}")
         for eng, ms in sorted(est.engines_ms.items()):

@@ -43,8 +43,8 @@ class KernelView:
         return self.profile.latency_ms if self.passed and self.profile else None
 
     @property
-    def pct_peak(self) -> float | None:
-        return self.profile.pct_peak if self.passed and self.profile else None
+    def peak_fraction(self) -> float | None:
+        return self.profile.peak_fraction if self.passed and self.profile else None
 
     @property
     def estimated_ms(self) -> float | None:
@@ -54,7 +54,7 @@ class KernelView:
     @property
     def estimated_pct_peak(self) -> float | None:
         return (
-            self.profile.estimate.pct_peak
+            self.profile.estimate.peak_fraction
             if self.estimated_ms is not None and self.profile and self.profile.estimate
             else None
         )
@@ -528,10 +528,12 @@ class RunView:
                     baseline_ms=b_ms,
                     best_ms=best_ms,
                     speedup=(b_ms / best_ms) if b_ms and best_ms else None,
-                    baseline_pct_peak=base.profile.pct_peak
+                    baseline_pct_peak=base.profile.peak_fraction
                     if base and base.passed and base.profile
                     else None,
-                    best_pct_peak=best.profile.pct_peak if best and best.passed and best.profile else None,
+                    best_pct_peak=best.profile.peak_fraction
+                    if best and best.passed and best.profile
+                    else None,
                     kernels=p.kernels_seen,
                     iterations=max((i.iteration for i in p.iterations), default=0),
                     cost_usd=p.cost_usd,

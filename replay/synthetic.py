@@ -240,7 +240,7 @@ class SyntheticWorld:
                     status="passed",
                     device="cpu",
                     t_peak_ms=0.12,
-                    pct_peak=0.12 / lat,
+                    peak_fraction=0.12 / lat,
                     bound="memory",
                     latency=LatencyStats(
                         samples_ms=[lat] * 5, median_ms=lat, min_ms=lat, max_ms=lat, spread=0.0

@@ -109,7 +109,7 @@ def profile_row(kind: str, name: str, prof: Any, **extra: Any) -> dict[str, Any]
         "status": prof.status,
         "wall_s": round(prof.wall_s, 2),
         "median_ms": prof.latency.median_ms if prof.latency else None,
-        "pct_peak": prof.pct_peak,
+        "pct_peak": prof.peak_fraction,
         "untimed_per_call_us": c.get("timing_untimed_per_call_s", 0.0) * 1e6 or None,
         "overhead_per_call_us": c.get("timing_overhead_per_call_s", 0.0) * 1e6 or None,
         "kernel_clock_over_wall": (c["timing_kernel_clock_s"] / c["timing_wall_s"])

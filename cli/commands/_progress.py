@@ -66,7 +66,7 @@ class RunProgress:
             )
             shown = f"est. {_pct(best.estimated_pct_peak)}{gain}"
         else:
-            shown = _pct(best.profile.pct_peak if best and best.passed and best.profile else None)
+            shown = _pct(best.profile.peak_fraction if best and best.passed and best.profile else None)
         status = f"iter {max(it, 0)} · {kernels} kernels · best {shown}"
         if isinstance(e, ev.ProfileRequested) and e.purpose == "remeasure":
             status += " · re-measuring baseline and best"

@@ -65,7 +65,7 @@ class KernelMeasure(msgspec.Struct, kw_only=True, omit_defaults=True):
     rounds_ms: list[float] = []
     median_ms: float | None = None
     t_peak_ms: float | None = None
-    pct_peak: float | None = None
+    peak_fraction: float | None = msgspec.field(default=None, name="pct_peak")
     log_head: str = ""
 
 
@@ -81,7 +81,7 @@ class RemeasureRow(msgspec.Struct, kw_only=True, omit_defaults=True):
     baseline_ms: float | None = None
     ms: float | None = None
     speedup: float | None = None
-    pct_peak: float | None = None
+    peak_fraction: float | None = msgspec.field(default=None, name="pct_peak")
     baseline_rounds_ms: list[float] = []
     rounds_ms: list[float] = []
     status: str = "passed"  # passed, unmeasured, the kernel's failure, and/or "baseline <failure>"
@@ -319,7 +319,7 @@ def measure_interleaved(
         if m.status == "passed" and not m.rounds_ms:
             m.status = "unmeasured"
         m.median_ms = _median(m.rounds_ms)
-        m.pct_peak = peak_fraction(m.t_peak_ms, m.median_ms)
+        m.peak_fraction = peak_fraction(m.t_peak_ms, m.median_ms)
     return measures
 
 
@@ -385,11 +385,11 @@ def remeasure_view(
                     recorded_baseline_ms=base.latency_ms,
                     recorded_ms=k.latency_ms,
                     recorded_speedup=_ratio(base.latency_ms, k.latency_ms),
-                    recorded_pct_peak=k.pct_peak,
+                    recorded_pct_peak=k.peak_fraction,
                     baseline_ms=bm.median_ms,
                     ms=km.median_ms,
                     speedup=_ratio(bm.median_ms, km.median_ms) if both else None,
-                    pct_peak=km.pct_peak if km.status == "passed" else None,
+                    peak_fraction=km.peak_fraction if km.status == "passed" else None,
                     baseline_rounds_ms=list(bm.rounds_ms),
                     rounds_ms=list(km.rounds_ms),
                     status=status,
@@ -445,7 +445,7 @@ def table(record: RemeasureRecord) -> Table:
             _ms(r.baseline_ms),
             _ms(r.ms),
             _x(r.speedup),
-            _pct(r.pct_peak),
+            _pct(r.peak_fraction),
             f"[{color}]{r.status}[/{color}]",
         ]
         t.add_row(*cells)
@@ -464,7 +464,7 @@ def table(record: RemeasureRecord) -> Table:
             "",
             "",
             _x(every([r.speedup for r in best])),
-            _pct(every([r.pct_peak for r in best])),
+            _pct(every([r.peak_fraction for r in best])),
             "",
         ]
         t.add_row(*cells)

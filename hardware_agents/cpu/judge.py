@@ -426,7 +426,7 @@ class Judge:
                     why,
                     latency=prof.latency,
                     t_peak_ms=prof.t_peak_ms,
-                    pct_peak=prof.pct_peak,
+                    peak_fraction=prof.peak_fraction,
                     bound=prof.bound,
                 )
         return prof

@@ -13,7 +13,7 @@ nobody, priced by the trn1 cost model (chosen where the Neuron SDK is missing).
     4. the agent judges the outputs against its float64 references as the other modes do;
     5. the estimate: the cost model prices the validated program here, in the agent
        (`emulator/cost.py`): status `unmeasured`, `Profile.estimate` holds the estimated
-       latency and % of peak; `Profile.latency` and `pct_peak` stay empty.
+       latency and % of peak; `Profile.latency` and `peak_fraction` stay empty.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ import msgspec
 import numpy as np
 
 from accelopt.problem import Problem, Solution
-from accelopt.profile import Estimate, Profile
-from hardware_agents.base import DeviceSpec, pct_peak, t_peak
+from accelopt.profile import Estimate, Profile, peak_fraction
+from hardware_agents.base import DeviceSpec, t_peak
 from hardware_agents.neuron.data import ProblemData
 from hardware_agents.neuron.judge import check_outputs, output_cap, stage_sources
 from hardware_agents.neuron.reference import ReferenceModule
@@ -218,7 +218,7 @@ def profile_emulated(
     est = estimate(progs[sig0], kind, analyses[sig0])
     tp, bound = t_peak(problem, spec)
     t_est = est.latency_s
-    pct = pct_peak(tp, t_est)
+    pct = peak_fraction(tp, t_est) or 0.0
     detail = {
         "instructions": float(est.instructions),
         "hbm_bytes": est.hbm_bytes,
@@ -234,7 +234,7 @@ def profile_emulated(
     }
     estimate_rec = Estimate(
         latency_ms=t_est * 1e3,
-        pct_peak=pct,
+        peak_fraction=pct,
         t_peak_ms=tp * 1e3,
         bound=est.bound,
         engines_ms={k: t * 1e3 for k, t in est.engines_s.items()},

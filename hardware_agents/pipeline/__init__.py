@@ -16,7 +16,7 @@ laying out the data, reading its outputs back, its device's specs):
   rounds with the language's `hand_over` and `after_round`), `RoundClock`, `timed_step`;
 - `clock`: `ClockBound` and `clock_mismatch`, the kernel's clock bounded by ours (with the
   calibrated untimed work as the lower bound where the language calibrates it);
-- `roofline`: `place` (t_peak, pct_peak, bound), `achieved`, `implausible`, and
+- `roofline`: `place` (t_peak, peak_fraction, bound), `achieved`, `implausible`, and
   `speed_verdict`: passed, or incorrect when faster than the roofline allows;
 - `stats`: `latency_stats`, `spread`, `range_spread`.
 

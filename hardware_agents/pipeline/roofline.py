@@ -1,7 +1,7 @@
 """A measured kernel on the roofline, and the plausibility gate.
 
     where = place(problem, spec, t_measured_s, working_set_bytes=None)   # Placement
-    where.fields()                       # t_peak_ms, pct_peak, bound: the Profile's fields
+    where.fields()                       # t_peak_ms, peak_fraction, bound: the Profile's fields
     implausible(t_measured_s, t_peak_s, max_pct_peak)                     # reason | None
     speed_verdict(verdict, problem, spec, latency, max_pct_peak=1.25)     # passed or incorrect
 
@@ -21,7 +21,7 @@ import msgspec
 
 from accelopt.problem import Problem
 from accelopt.profile import Bound, LatencyStats, Profile, peak_fraction
-from hardware_agents.base import DeviceSpec, pct_peak, roofline_terms, t_peak
+from hardware_agents.base import DeviceSpec, roofline_terms, t_peak
 from hardware_agents.pipeline.verdict import Verdict
 
 
@@ -36,7 +36,7 @@ class Placement(msgspec.Struct, frozen=True, kw_only=True):
         """The Profile fields of the placement."""
         return {
             "t_peak_ms": self.t_peak_s * 1e3,
-            "pct_peak": pct_peak(self.t_peak_s, self.t_measured_s),
+            "peak_fraction": peak_fraction(self.t_peak_s, self.t_measured_s),
             "bound": self.bound,
         }
 

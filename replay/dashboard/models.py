@@ -54,7 +54,8 @@ class RunRow(msgspec.Struct, kw_only=True):
     iterations_done: int
     kernels: int
     events: int
-    pct_peak: float | None  # geomean over problems of the best kernel's fraction of peak
+    # geomean over problems of the best kernel's fraction of peak
+    peak_fraction: float | None = msgspec.field(name="pct_peak")
     pct_peak_text: str
     speedup: float | None  # geomean over problems: re-measured where made, else recorded
     speedup_text: str
@@ -336,7 +337,7 @@ class ProblemFigures:
 
     @property
     def best_pct_peak(self) -> float | None:
-        return self.best.pct_peak if self.best is not None else None
+        return self.best.peak_fraction if self.best is not None else None
 
     @property
     def reported_speedup(self) -> float | None:
@@ -396,7 +397,7 @@ def run_row(
     figures = figures if figures is not None else problem_figures(view)
     status = RunListing(s, source).status(now)  # the same rules as `accelopt runs`
     budget = budget_of(view)
-    pct_peak = geomean(f.best_pct_peak for f in figures)
+    peak_fraction = geomean(f.best_pct_peak for f in figures)
     speedup, recorded = geomean(f.reported_speedup for f in figures), geomean(f.speedup for f in figures)
     remeasured = sum(f.remeasured is not None and f.remeasured.speedup is not None for f in figures)
     return RunRow(
@@ -409,8 +410,8 @@ def run_row(
         iterations_done=s.iterations_done,
         kernels=s.kernels,
         events=s.events,
-        pct_peak=pct_peak,
-        pct_peak_text=fmt.pct(pct_peak),
+        peak_fraction=peak_fraction,
+        pct_peak_text=fmt.pct(peak_fraction),
         speedup=speedup,
         speedup_text=fmt.speedup(speedup),
         speedup_label=fmt.speedup_source(remeasured, len(figures)),
@@ -549,7 +550,7 @@ def _beams(view: RunView) -> list[BeamRow]:
                     kernel_id=kid,
                     iteration=k.iteration,
                     latency_text=fmt.ms(lat),
-                    pct_text=fmt.pct(k.pct_peak),
+                    pct_text=fmt.pct(k.peak_fraction),
                     speedup_text=fmt.speedup(base_ms / lat if base_ms and lat else None),
                     plan=_what(view, k),
                     best=kid == p.best_id,
@@ -642,7 +643,7 @@ def _kernels(view: RunView, memo: Memo) -> KernelsBlock:
                 kind=_kind(k),
                 status=k.status,
                 latency_text=fmt.ms(k.latency_ms),
-                pct_text=fmt.pct(k.pct_peak),
+                pct_text=fmt.pct(k.peak_fraction),
                 what=_what(view, k),
             )
         )
@@ -689,7 +690,7 @@ def _lineage_block(view: RunView, p: ProblemView, memo: Memo) -> LineageBlock:
                 iteration=k.iteration,
                 status=k.status,
                 latency_text=fmt.ms(k.latency_ms),
-                pct_text=fmt.pct(k.pct_peak),
+                pct_text=fmt.pct(k.peak_fraction),
                 speedup_text=fmt.speedup(s.speedup),
                 step_speedup_text=fmt.speedup(s.step_speedup),
                 plan=plan_title(s.plan),
@@ -842,7 +843,7 @@ def kernel_model(view: RunView, kernel_id: str) -> KernelModel | None:
         kind=_kind(k),
         status=k.status,
         latency_text=fmt.ms(k.latency_ms),
-        pct_text=fmt.pct(k.pct_peak),
+        pct_text=fmt.pct(k.peak_fraction),
         language=k.language,
         plan=plan,
         plan_html=markdown.to_html(plan),

@@ -37,7 +37,7 @@ def _step(step: LineageStep) -> str:
     facts = [f"iteration {k.iteration}", k.status]
     if k.latency_ms is not None:
         facts.append(fmt.ms(k.latency_ms))
-        facts.append(f"{fmt.pct(k.pct_peak)} of peak")
+        facts.append(f"{fmt.pct(k.peak_fraction)} of peak")
     if step.speedup is not None and step.kind != "baseline":
         facts.append(f"{fmt.speedup(step.speedup)} over baseline")
     if step.step_speedup is not None and step.kind != "baseline":
@@ -79,7 +79,7 @@ def _tree_node(node: TreeNode, view: RunView) -> str:
     k = node.kernel
     classes = " ".join(c for c in ("on-path" if node.on_path else "", "in-beam" if node.in_beam else "") if c)
     what = f"fix {k.fix_round}" if k.fix_of else plan_title(view.plan_text(k.kernel_id)) or "baseline"
-    figures = f"{fmt.ms(k.latency_ms)} \u00b7 {fmt.pct(k.pct_peak)}" if k.passed else k.status
+    figures = f"{fmt.ms(k.latency_ms)} \u00b7 {fmt.pct(k.peak_fraction)}" if k.passed else k.status
     st = "" if k.passed else ' class="st-failed"'
     out = [
         f'<li class="{classes}" data-kernel="{esc(k.kernel_id)}">'
@@ -106,7 +106,7 @@ def lineage_section(view: RunView, label: str) -> str:
         speedup = steps[-1].speedup if steps else None
         out.append(
             f"<p>best kernel <code>{esc(best.kernel_id[:12])}</code>: {esc(fmt.ms(best.latency_ms))}, "
-            f"{esc(fmt.pct(best.pct_peak))} of peak, {esc(fmt.speedup(speedup))} over the baseline, "
+            f"{esc(fmt.pct(best.peak_fraction))} of peak, {esc(fmt.speedup(speedup))} over the baseline, "
             f"found in iteration {best.iteration} after {max(len(steps) - 1, 0)} step(s)</p>"
         )
         out.append(f'<ol class="lineage" data-run="{esc(view.run_id or "")}" data-problem="{esc(name)}">')

@@ -19,8 +19,8 @@ def profile_facts(prof: Profile) -> list[tuple[str, str]]:
                 f"{lat.spread:.1%} over {len(lat.samples_ms)} runs, {lat.reruns} re-runs",
             ),
         ]
-    if prof.pct_peak is not None:
-        rows.append(("% of peak", fmt.pct(prof.pct_peak)))
+    if prof.peak_fraction is not None:
+        rows.append(("% of peak", fmt.pct(prof.peak_fraction)))
     if prof.bound is not None:
         rows.append(("bound", str(prof.bound)))
     if prof.t_peak_ms is not None:
@@ -39,8 +39,8 @@ def profile_facts(prof: Profile) -> list[tuple[str, str]]:
     est = prof.estimate
     if est is not None:  # a cost model's figures, never shown as the latency
         rows.append(("ESTIMATED latency", f"{est.latency_ms:.4g} ms ({est.model}; not measured)"))
-        if est.pct_peak is not None:
-            rows.append(("ESTIMATED % of peak", f"{fmt.pct(est.pct_peak)} ({est.bound}-bound)"))
+        if est.peak_fraction is not None:
+            rows.append(("ESTIMATED % of peak", f"{fmt.pct(est.peak_fraction)} ({est.bound}-bound)"))
         rows.append(("ESTIMATED engines", ", ".join(f"{k} {v:.3g} ms" for k, v in est.engines_ms.items())))
     if prof.counters:
         rows.append(("counters", ", ".join(f"{k} {v:.4g}" for k, v in sorted(prof.counters.items()))))

@@ -116,7 +116,7 @@ def to_trace(
             log=log,
             correctness=correctness if status in ("PASSED", "INCORRECT_NUMERICAL") else None,
             performance=performance,
-            x_pct_peak=profile.pct_peak,
+            x_pct_peak=profile.peak_fraction,
             x_bound=profile.bound,
         ),
     )

@@ -43,7 +43,7 @@ def make_sample_events(run_id: str) -> list[c.Event]:
         correctness=[SeedCheck(case="seed0", passed=True, rel_l2=1e-7)],
         latency=LatencyStats(samples_ms=[1.0, 1.1], median_ms=1.05, min_ms=1.0, max_ms=1.1, spread=0.1),
         t_peak_ms=0.5,
-        pct_peak=0.47,
+        peak_fraction=0.47,
         bound="memory",
         counters={"x": 1.0},
         toolchain={"gcc": "12"},
@@ -183,7 +183,7 @@ def make_sample_events(run_id: str) -> list[c.Event]:
             **env("BeamSelected", 1),
             problem="silu",
             iteration=1,
-            beam=[c.BeamMember(kernel_id="k1", latency_ms=1.05, pct_peak=0.47)],
+            beam=[c.BeamMember(kernel_id="k1", latency_ms=1.05, peak_fraction=0.47)],
             best_kernel_id="k1",
         ),
         c.SummaryRequested(
@@ -220,7 +220,7 @@ def make_sample_events(run_id: str) -> list[c.Event]:
             seed_offsets=[700000, 710000],
             baseline=c.RemeasuredSide(kernel_id="k0", rounds_ms=[2.0, 2.2], median_ms=2.1, spread=0.05),
             best=c.RemeasuredSide(
-                kernel_id="k1", rounds_ms=[1.0, 1.1], median_ms=1.05, spread=0.04, pct_peak=0.47
+                kernel_id="k1", rounds_ms=[1.0, 1.1], median_ms=1.05, spread=0.04, peak_fraction=0.47
             ),
             recorded_speedup=1.3,
             speedup=2.0,

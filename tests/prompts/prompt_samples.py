@@ -50,7 +50,7 @@ def sample_profile(device: str) -> Profile:
         device=device,
         latency=LatencyStats(samples_ms=[2.0, 2.1, 2.2], median_ms=2.1, min_ms=2.0, max_ms=2.2, spread=0.05),
         t_peak_ms=0.42,
-        pct_peak=0.2,
+        peak_fraction=0.2,
         bound="memory",
         counters={"bytes_moved": 3.1e6, "achieved_gbs": 14.8},
     )

@@ -95,7 +95,7 @@ def _profile() -> Profile:
     return Profile(
         status="passed",
         device="trn1",
-        pct_peak=0.31,
+        peak_fraction=0.31,
         bound="memory",
         t_peak_ms=0.6,
         latency=LatencyStats(samples_ms=[2.0], median_ms=2.0, min_ms=2.0, max_ms=2.0, spread=0.0),

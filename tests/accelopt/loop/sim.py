@@ -147,7 +147,7 @@ class World:
                 prof = Profile(
                     status="passed",
                     device="cpu",
-                    pct_peak=0.1,
+                    peak_fraction=0.1,
                     latency=LatencyStats(samples_ms=[lat], median_ms=lat, min_ms=lat, max_ms=lat, spread=0),
                 )
             return [

@@ -54,7 +54,7 @@ def _profile(est_ms: float) -> Profile:
         status="unmeasured",
         device="trn1",
         correctness=[SeedCheck(case="seed0", passed=True)],
-        estimate=Estimate(latency_ms=est_ms, pct_peak=0.1, model="test"),
+        estimate=Estimate(latency_ms=est_ms, peak_fraction=0.1, model="test"),
     )
 
 

@@ -26,7 +26,7 @@ def _profile(lat: float, spread: float = 0.0) -> Profile:
     return Profile(
         status="passed",
         device="cpu",
-        pct_peak=0.1,
+        peak_fraction=0.1,
         t_peak_ms=0.1,
         latency=LatencyStats(samples_ms=[lat], median_ms=lat, min_ms=lat, max_ms=lat, spread=spread),
     )

@@ -69,7 +69,7 @@ def test_the_loop_runs_on_estimates_and_finds_a_faster_kernel(nki_run) -> None:
     profiled = [e for e in events if isinstance(e, c.KernelProfiled)]
     assert profiled and all(e.profile.device == "trn1" for e in profiled)
     ok = [e.profile for e in profiled if e.profile.status == "unmeasured"]
-    assert ok and all(p.estimate is not None and p.latency is None and p.pct_peak is None for p in ok)
+    assert ok and all(p.estimate is not None and p.latency is None and p.peak_fraction is None for p in ok)
     assert not any(e.profile.status == "passed" for e in profiled)  # nothing was measured
     assert all(e.profile.toolchain.get("mode") == "emulate" for e in profiled)
     for problem in ("silu", "matmul"):

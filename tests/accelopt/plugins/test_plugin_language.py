@@ -117,7 +117,7 @@ def _profile() -> Profile:
         status="passed",
         device="toydev",
         t_peak_ms=0.4,
-        pct_peak=0.2,
+        peak_fraction=0.2,
         bound="memory",
         latency=LatencyStats(samples_ms=[2.0, 2.1], median_ms=2.05, min_ms=2.0, max_ms=2.1, spread=0.02),
     )

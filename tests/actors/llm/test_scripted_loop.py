@@ -60,7 +60,7 @@ def profile(req: c.ProfileRequested) -> c.KernelProfiled:
         prof = Profile(
             status="passed",
             device="cpu",
-            pct_peak=0.1,
+            peak_fraction=0.1,
             t_peak_ms=0.01,
             latency=LatencyStats(samples_ms=[lat], median_ms=lat, min_ms=lat, max_ms=lat, spread=0.0),
         )

@@ -64,7 +64,7 @@ def test_hostile_kernel_gets_its_status(name: str, cpu_agent: CpuAgent, scale_sh
         if os.geteuid() == 0:
             assert prof.isolation["workdir"].startswith("tmpfs"), prof.isolation
     if hack.expect == "passed":
-        assert prof.latency is not None and prof.pct_peak is not None
+        assert prof.latency is not None and prof.peak_fraction is not None
     if hack.min_ms is not None:
         assert prof.latency is not None and prof.latency.min_ms >= hack.min_ms, prof.latency
 

@@ -55,7 +55,7 @@ def test_content_keyed_cache_never_hits_and_is_timed_doing_the_work(cpu_agent: C
     problem = suites.get_problem("cpu/matmul")
     prof = cpu_agent.profile(problem, c_solution(problem, CONTENT_CACHE))
     assert prof.status == "passed", prof.log
-    assert prof.pct_peak is not None and prof.pct_peak <= cpu_agent.max_pct_peak
+    assert prof.peak_fraction is not None and prof.peak_fraction <= cpu_agent.max_pct_peak
     honest = cpu_agent.profile(problem, problem.baseline)
     assert honest.latency is not None and prof.latency is not None
     assert prof.latency.median_ms > 0.2 * honest.latency.median_ms  # a hit would be a memcpy, >100x faster
@@ -67,4 +67,4 @@ def test_faster_than_the_machine_allows_is_rejected(cpu_agent: CpuAgent) -> None
     assert prof.status == "incorrect", prof.log
     assert "faster than the machine allows" in prof.log
     assert all(c.passed for c in prof.correctness)  # every value it returned was right
-    assert prof.pct_peak is not None and prof.pct_peak > cpu_agent.max_pct_peak
+    assert prof.peak_fraction is not None and prof.peak_fraction > cpu_agent.max_pct_peak

@@ -55,7 +55,7 @@ def test_a_correct_kernel_passes_once_the_peaks_are_measured_again(
         agent.close()
     assert prof.status == "passed", prof.log
     assert prof.counters.get("peaks_raised") == 1.0
-    assert prof.pct_peak is not None and prof.pct_peak <= agent.max_pct_peak
+    assert prof.peak_fraction is not None and prof.peak_fraction <= agent.max_pct_peak
     raised = load_calibration(cache)
     assert raised.spec.peak_bw_bytes_s > 5 * low_bw  # saved for every later profile
     assert "raised" in raised.spec.source

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import suites
+from accelopt.profile import peak_fraction
 from hardware_agents.base import (
     BandwidthPoint,
     DeviceSpec,
@@ -12,7 +13,6 @@ from hardware_agents.base import (
     available_devices,
     eval_expression,
     get_agent,
-    pct_peak,
     register_agent,
     registered_kinds,
     t_peak,
@@ -39,8 +39,8 @@ def test_t_peak_takes_the_binding_roof() -> None:
     assert t == pytest.approx(4 * 2 * 512 * 4096 / 440.2e9)
     mamba = suites.get_problem("cpu/mamba")
     assert t_peak(mamba, TRN1)[1] == "vector"
-    assert pct_peak(1.0, 4.0) == 0.25
-    assert pct_peak(1.0, 0.0) == 0.0
+    assert peak_fraction(1.0, 4.0) == 0.25
+    assert peak_fraction(1.0, 0.0) is None  # nothing measured: no fraction
 
 
 def test_cache_aware_bandwidth_interpolates_on_log_size() -> None:
@@ -122,7 +122,7 @@ def test_profile_exports_as_flashinfer_trace() -> None:
         device="cpu",
         correctness=[SeedCheck(case="seed0", passed=True, rel_l2=1e-7, max_abs_err=1e-5, max_rel_err=3e-6)],
         latency=LatencyStats(samples_ms=[2.0], median_ms=2.0, min_ms=2.0, max_ms=2.0, spread=0.0),
-        pct_peak=0.5,
+        peak_fraction=0.5,
         bound="matmul",
         toolchain={"compiler": "gcc 12"},
     )

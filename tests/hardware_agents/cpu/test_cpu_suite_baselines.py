@@ -60,6 +60,6 @@ def test_baseline_passes(name: str, cpu_agent: CpuAgent) -> None:
     assert len(prof.correctness) >= 4 and all(c.passed for c in prof.correctness)
     assert any(c.case == "large" for c in prof.correctness)
     assert prof.latency is not None and prof.latency.median_ms > 0
-    assert prof.pct_peak is not None and 0 < prof.pct_peak <= cpu_agent.max_pct_peak
+    assert prof.peak_fraction is not None and 0 < prof.peak_fraction <= cpu_agent.max_pct_peak
     assert prof.bound in ("memory", "matmul", "vector")
     assert prof.toolchain["compiler"].startswith("gcc")

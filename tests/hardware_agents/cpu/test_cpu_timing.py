@@ -30,7 +30,7 @@ def test_profile_statistics_and_roofline(cpu_agent: CpuAgent) -> None:
     lat = prof.latency
     assert lat is not None and len(lat.samples_ms) >= MIN_BATCHES  # one sample per timed batch
     assert lat.min_ms <= lat.median_ms <= lat.max_ms and lat.spread >= 0
-    assert prof.t_peak_ms is not None and prof.pct_peak == pytest.approx(prof.t_peak_ms / lat.median_ms)
+    assert prof.t_peak_ms is not None and prof.peak_fraction == pytest.approx(prof.t_peak_ms / lat.median_ms)
     c = prof.counters
     # batches are sized from a first measured call: enough calls for the handshake to be at
     # most 2 % of a batch (unless the room for sets is the cap), each call in its own buffer

@@ -59,13 +59,13 @@ def test_nkibench_baseline_is_correct_and_estimated(
     prof = emulated.profile(p, p.baseline)
     assert prof.status == "unmeasured", prof.log
     assert len(prof.correctness) >= 6 and all(c.passed for c in prof.correctness), prof.correctness
-    assert prof.latency is None and prof.pct_peak is None  # nothing measured
+    assert prof.latency is None and prof.peak_fraction is None  # nothing measured
     est = prof.estimate
     assert est is not None and "ESTIMATED" in prof.log
     tp, _ = t_peak(p, emulated.device)
     # the paper's roofline counts FLOPs a fused instruction does not spend, so an estimate may pass
     # it a little (bmm_softmax at NKIBench's shapes: 102 %), never by much
-    assert 0 < est.pct_peak < 1.5
+    assert 0 < est.peak_fraction < 1.5
     assert est.t_peak_ms == pytest.approx(tp * 1e3)
     assert est.bound in (*est.engines_ms, "dve+pool (SBUF port)", "dve+act (PSUM port)", "dependencies")
     # model 2's terms: the estimate is the larger of the engines' bound and the schedule, plus fixed

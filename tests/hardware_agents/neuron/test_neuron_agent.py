@@ -54,7 +54,7 @@ def test_simulate_mode_checks_correctness_and_is_unmeasured(small_suite: dict[st
         p = small_suite["silu"]
         prof = agent.profile(p, p.baseline)
         assert prof.status == "unmeasured" and "nki.simulate_kernel" in prof.log
-        assert prof.latency is None and prof.pct_peak is None
+        assert prof.latency is None and prof.peak_fraction is None
         assert len(prof.correctness) == 6 and all(c.passed for c in prof.correctness)
         assert prof.toolchain["neuron_platform_target_override"] == "trn2"
         from neuron_kernels import SILU_BAD_VALUES, SILU_MUTATES_INPUT

@@ -14,7 +14,7 @@ def _profile() -> Profile:
     return Profile(
         status="passed",
         device="trn1",
-        pct_peak=0.42,
+        peak_fraction=0.42,
         bound="matmul",
         t_peak_ms=0.01,
         latency=LatencyStats(

@@ -64,7 +64,7 @@ def test_baseline_passes_with_timing_counters_and_roofline(
     assert prof.isolation.get("landlock_reads") == "restricted", prof.isolation  # on record
     assert prof.counters["hbm_read_bytes"] == 256 * 512 * 4  # each input tile loaded once
     # the stand-in models 60 % of the roofline: the agent's % of peak must find it again
-    assert prof.bound == "memory" and prof.pct_peak is not None and 0.3 < prof.pct_peak < 0.65
+    assert prof.bound == "memory" and prof.peak_fraction is not None and 0.3 < prof.peak_fraction < 0.65
     assert prof.t_peak_ms == pytest.approx(2 * 256 * 512 * 4 / SPEC.peak_bw_bytes_s * 1e3)
     # compile flags and the pinned core reached the child (the stand-in refuses to compile
     # without --auto-cast=none)

@@ -11,7 +11,8 @@ from nkibench_fixture import CATALOG, write_nkibench
 
 import suites
 from accelopt.problem import Problem
-from hardware_agents.base import pct_peak, roofline_terms, t_peak
+from accelopt.profile import peak_fraction
+from hardware_agents.base import roofline_terms, t_peak
 from hardware_agents.neuron import SPECS, TRN1, TRN2
 from suites.nkibench import NKIBENCH_PROBLEMS, import_nkibench
 
@@ -89,8 +90,8 @@ def test_trn2_peaks_and_t_peak(nkibench: dict[str, Problem]) -> None:
 
 def test_percent_of_peak_is_t_peak_over_measured(nkibench: dict[str, Problem]) -> None:
     tp, _ = t_peak(nkibench["silu"], TRN1)
-    assert pct_peak(tp, 2 * tp) == pytest.approx(0.5)
-    assert pct_peak(tp, 0.0) == 0.0
+    assert peak_fraction(tp, 2 * tp) == pytest.approx(0.5)
+    assert peak_fraction(tp, 0.0) is None
 
 
 def test_rope_derived_axes(nkibench: dict[str, Problem]) -> None:

@@ -84,7 +84,11 @@ def test_an_honest_kernel_passes_on_the_roofline(agent: ToyAgent, problem: Probl
     assert prof.status == "passed", prof.log
     assert [c.case for c in prof.correctness] == ["seed0", "seed21", "seed42", "large"]
     assert prof.latency is not None and len(prof.latency.samples_ms) == agent.rounds
-    assert prof.pct_peak is not None and 0 < prof.pct_peak <= agent.max_pct_peak and prof.bound == "memory"
+    assert (
+        prof.peak_fraction is not None
+        and 0 < prof.peak_fraction <= agent.max_pct_peak
+        and prof.bound == "memory"
+    )
     c = prof.counters
     assert 0 < c["timing_kernel_clock_s"] <= c["timing_wall_s"] and c["timing_untimed_per_call_s"] > 0
     assert (
@@ -208,7 +212,7 @@ def test_the_plausibility_gate(problem: Problem) -> None:
     )
     prof = ToyAgent(spec=slow).profile(problem, toy_solution(problem.name, HONEST))
     assert prof.status == "incorrect" and "faster than the machine allows" in prof.log, prof.log
-    assert prof.pct_peak is not None and prof.pct_peak > 1.25 and prof.t_peak_ms is not None
+    assert prof.peak_fraction is not None and prof.peak_fraction > 1.25 and prof.t_peak_ms is not None
 
 
 def test_the_gate_judges_again_on_re_measured_peaks(problem: Problem) -> None:
@@ -224,7 +228,12 @@ def test_the_gate_judges_again_on_re_measured_peaks(problem: Problem) -> None:
         return TOY_SPEC
 
     prof = speed_verdict(Verdict(agent._fail), problem, slow, stats, max_pct_peak=1.25, remeasured=remeasured)  # type: ignore[arg-type]
-    assert prof.status == "passed" and asked == [1] and prof.pct_peak is not None and prof.pct_peak < 1.25
+    assert (
+        prof.status == "passed"
+        and asked == [1]
+        and prof.peak_fraction is not None
+        and prof.peak_fraction < 1.25
+    )
     prof = speed_verdict(
         Verdict(agent._fail), problem, TOY_SPEC, stats, max_pct_peak=1.25, remeasured=remeasured
     )  # type: ignore[arg-type]
@@ -233,7 +242,7 @@ def test_the_gate_judges_again_on_re_measured_peaks(problem: Problem) -> None:
         Verdict(agent._fail), problem, TOY_SPEC, stats, max_pct_peak=1.25, gate_spec=lambda s: slow
     )
     assert (
-        prof.status == "incorrect" and prof.pct_peak is not None and prof.pct_peak < 1.25
+        prof.status == "incorrect" and prof.peak_fraction is not None and prof.peak_fraction < 1.25
     )  # reported on TOY_SPEC
 
 

@@ -57,7 +57,7 @@ def test_pass_rate_and_plausible_profiles(problems):
     for x in passed:
         assert x.device == "sim" and x.latency is not None and len(x.latency.samples_ms) == 5
         assert x.latency.min_ms <= x.latency.median_ms <= x.latency.max_ms
-        assert 0 < x.pct_peak < 1 and x.bound == "memory" and x.t_peak_ms > 0
+        assert 0 < x.peak_fraction < 1 and x.bound == "memory" and x.t_peak_ms > 0
         assert [c.case for c in x.correctness] == ["seed0", "seed21", "seed42", "large"]
     medians = sorted(x.latency_ms for x in passed)
     assert 1.5 < medians[len(medians) // 2] < 2.6  # the configured median (log-normal, sigma 0.3)

@@ -75,7 +75,9 @@ CHECKS = [
 ]
 LAT = LatencyStats(samples_ms=[0.05, 0.06], median_ms=0.055, min_ms=0.05, max_ms=0.06, spread=0.1)
 PROFILES = [
-    Profile(status="passed", device="h100", correctness=CHECKS, pct_peak=0.71, bound="memory", latency=LAT),
+    Profile(
+        status="passed", device="h100", correctness=CHECKS, peak_fraction=0.71, bound="memory", latency=LAT
+    ),
     Profile(status="unmeasured", device="h100", correctness=CHECKS, log="correct; not timed"),
     Profile(
         status="incorrect",

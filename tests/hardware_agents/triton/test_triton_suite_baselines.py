@@ -70,7 +70,7 @@ def test_baseline_correct_in_the_interpreter(interp_agent, triton_suite, name):
     p = triton_suite[name]
     prof = interp_agent.profile(p, p.baseline)
     assert prof.status == "unmeasured", prof.log
-    assert prof.latency is None and prof.pct_peak is None
+    assert prof.latency is None and prof.peak_fraction is None
     assert prof.correctness and all(c.passed for c in prof.correctness)
     cases = [c.case for c in prof.correctness]
     assert any(not c.startswith(("seed", "small")) for c in cases)  # an adversarial case ran

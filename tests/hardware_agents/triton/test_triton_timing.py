@@ -125,7 +125,7 @@ def test_timed_path_in_the_sandbox(timed_agent, triton_suite):
     assert prof.latency.median_ms == pytest.approx(statistics.fmean(medians))
     assert prof.toolchain["timer"] == "perf_counter" and prof.counters["trials"] == 2
     assert prof.counters["footprint_bytes"] > 0 and prof.bound == "memory"
-    assert prof.pct_peak is not None and 0 < prof.pct_peak < 1 and prof.t_peak_ms is not None
+    assert prof.peak_fraction is not None and 0 < prof.peak_fraction < 1 and prof.t_peak_ms is not None
 
 
 def test_output_cache_keyed_on_buffers_is_caught_by_rotation(triton_cache, triton_suite):
@@ -247,7 +247,7 @@ def test_cuda_events_on_a_real_gpu(triton_cache, triton_suite):
     assert prof.status == "passed", prof.log
     assert prof.toolchain["timer"] == "cuda_event" and prof.toolchain["mode"] == "cuda"
     assert prof.latency is not None and len(prof.latency.samples_ms) == 150
-    assert prof.pct_peak is not None and 0 < prof.pct_peak <= 1.25
+    assert prof.peak_fraction is not None and 0 < prof.peak_fraction <= 1.25
     assert any("small" in c.case for c in prof.correctness)  # the check workloads ran on the GPU too
 
 
