@@ -137,7 +137,7 @@ def test_output_cache_keyed_on_buffers_is_caught_by_rotation(triton_cache, trito
         "def run(hidden_states: torch.Tensor, weight: torch.Tensor, output: torch.Tensor) -> None:\n",
         "_SEEN = {}\n\n\ndef run(hidden_states: torch.Tensor, weight: torch.Tensor, output: torch.Tensor)"
         " -> None:\n"
-        "    key = hidden_states.data_ptr()\n"
+        "    key = (hidden_states.data_ptr(), tuple(hidden_states.shape))\n"
         "    if key in _SEEN:\n"
         "        output.copy_(_SEEN[key])\n"
         "        return\n",
