@@ -46,6 +46,20 @@ from hardware_agents.triton.specs import spec_for_dtypes
 CLOCK_SHARE = {"cuda": 0.05, "interpreter": 0.25}
 
 
+def ran_ahead(out: SandboxOutcome) -> str | None:
+    """Why the harness child ran while it was held stopped, when it says so itself: it found a
+    round's inputs missing (records.RAN_AHEAD), so something continued it before the agent
+    handed them over. Trusted only because it can only fail the kernel; a freeze breach the
+    agent saw itself comes first (None then, and for any other end)."""
+    if out.freeze_breach is not None or out.status != "error" or out.error_type != RAN_AHEAD:
+        return None
+    last = out.error.strip().splitlines()[-1] if out.error.strip() else ""
+    return (
+        "the kernel's process ran while it was stopped between calls: it read a round's inputs "
+        f"before the agent had handed them over ({last})"
+    )
+
+
 class JudgeSettings(msgspec.Struct, frozen=True, kw_only=True):
     """What the agent sets for judging its profiles."""
 
@@ -206,15 +220,9 @@ class TritonJudge:
                 f"{input_elements(problem.definition, biggest.planned.workload):,} input elements); give the "
                 "problem smaller check workloads (check_workloads.jsonl) or profile it on a GPU"
             )
-        if (
-            out.freeze_breach is None and out.status == "error" and out.error_type == RAN_AHEAD
-        ):  # its own failure
-            return v.fail(
-                "incorrect",
-                "the kernel's process ran while it was stopped between calls: it read a "
-                f"round's inputs before the agent had handed them over ({out.error.strip().splitlines()[-1]})"
-                f"{v.tail}",
-            )
+        early = ran_ahead(out)
+        if early is not None:
+            return v.fail("incorrect", f"{early}{v.tail}")
         ended = v.ended(
             out,
             timeout=f"{out.error} (the worker was killed){hint}",
