@@ -24,7 +24,8 @@ them on a host with a package registry; no Ray, NATS or LanceDB is needed). In o
 
 `--interpreter` runs steps 2-4 and 6 on this host's CPU through the Triton interpreter with
 the host clock (a dry run of the script itself; figures meaningless); `--only` narrows the
-run to some steps (`tests,suite,corpus,fib,witness,sweep`).
+run to some steps (`tests,suite,corpus,fib,witness,sweep`), `--problems` to some problems
+(a row that failed, re-run alone; a problem's name keeps its corpus files too).
 """
 
 from __future__ import annotations
@@ -164,11 +165,16 @@ def run_gpu_tests() -> dict[str, Any]:
     }
 
 
-def suite_rows(agent: Any, budget: Budget) -> list[dict[str, Any]]:
+def picked(only: set[str] | None, *names: str) -> bool:
+    """Whether `--problems` keeps a row about these names (a problem, a corpus file)."""
+    return only is None or any(n in only for n in names)
+
+
+def suite_rows(agent: Any, budget: Budget, only: set[str] | None = None) -> list[dict[str, Any]]:
     import suites
 
     rows = []
-    for p in suites.load_suite("triton"):
+    for p in (p for p in suites.load_suite("triton") if picked(only, p.name)):
         if budget.left() < 30:
             rows.append({"kind": "suite", "name": p.name, "status": "skipped (budget)"})
             continue
@@ -176,7 +182,9 @@ def suite_rows(agent: Any, budget: Budget) -> list[dict[str, Any]]:
     return rows
 
 
-def corpus_rows(agent: Any, on_gpu: bool, budget: Budget) -> list[dict[str, Any]]:
+def corpus_rows(
+    agent: Any, on_gpu: bool, budget: Budget, only: set[str] | None = None
+) -> list[dict[str, Any]]:
     import suites
 
     sys.path.insert(0, str(REPO / "tests" / "hardware_agents" / "adversarial"))
@@ -185,7 +193,7 @@ def corpus_rows(agent: Any, on_gpu: bool, budget: Budget) -> list[dict[str, Any]
     from triton_helpers import solution
 
     rows = []
-    for hack in load("triton"):
+    for hack in (h for h in load("triton") if picked(only, h.name, h.problem)):
         expect, needle = hack.expected(on_gpu)
         if budget.left() < 20:
             rows.append(
@@ -216,10 +224,12 @@ def fib_problems(folder: Path) -> tuple[list[Any], dict[str, Any], list[str]]:
     return problems, ts.solutions, ts.notes
 
 
-def fib_rows(agent: Any, folder: Path, budget: Budget) -> tuple[list[dict[str, Any]], list[tuple[Any, Any]]]:
+def fib_rows(
+    agent: Any, folder: Path, budget: Budget, only: set[str] | None = None
+) -> tuple[list[dict[str, Any]], list[tuple[Any, Any]]]:
     problems, solutions, _ = fib_problems(folder)
     rows, pairs = [], []
-    for p in problems:
+    for p in (p for p in problems if picked(only, p.name)):
         for sol in sorted((s for s in solutions.values() if s.definition == p.name), key=lambda s: s.name):
             pairs.append((p, sol))
             if budget.left() < 30:
@@ -356,7 +366,9 @@ def witness_main(path: Path) -> int:
     return 0
 
 
-def sweep_rows(agent: Any, budget: Budget, steps: int = 2) -> list[dict[str, Any]]:
+def sweep_rows(
+    agent: Any, budget: Budget, steps: int = 2, only: set[str] | None = None
+) -> list[dict[str, Any]]:
     """The tuner's single-step moves per triton-suite problem, greedily from the baseline."""
     import msgspec
 
@@ -365,7 +377,7 @@ def sweep_rows(agent: Any, budget: Budget, steps: int = 2) -> list[dict[str, Any
     from hardware_agents.languages.tunables import apply_change, find_tunables, moves
 
     rows: list[dict[str, Any]] = []
-    for p in suites.load_suite("triton"):
+    for p in (p for p in suites.load_suite("triton") if picked(only, p.name)):
         if budget.left() < 40:
             rows.append({"kind": "sweep", "name": p.name, "status": "skipped (budget)"})
             continue
@@ -519,6 +531,9 @@ def main(argv: list[str] | None = None) -> int:
         "--out", type=Path, help="results JSON (default benchmarks/results/gpu_check-<device>.json)"
     )
     ap.add_argument("--only", default=",".join(STEPS), help=f"comma-separated steps of {', '.join(STEPS)}")
+    ap.add_argument(
+        "--problems", help="comma-separated problem (or corpus file) names: re-run only their rows"
+    )
     ap.add_argument("--interpreter", action="store_true", help="dry run on the CPU (Triton interpreter)")
     ap.add_argument("--witness", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -529,6 +544,7 @@ def main(argv: list[str] | None = None) -> int:
         return witness_main(args.witness)
     os.environ.setdefault("ACCELOPT_CACHE_DIR", str(Path(tempfile.gettempdir()) / "accelopt-gpu-check"))
     steps = set(args.only.split(","))
+    only = set(args.problems.split(",")) if args.problems else None
     budget = Budget(args.budget_s)
     from hardware_agents.triton import get_agent_for_host
     from hardware_agents.triton.agent import TritonAgent
@@ -571,25 +587,25 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(run_gpu_tests())
             save()
         if "suite" in steps:
-            rows += suite_rows(agent, budget)
+            rows += suite_rows(agent, budget, only)
             save()
         if "corpus" in steps:
-            rows += corpus_rows(agent, on_gpu, budget)
+            rows += corpus_rows(agent, on_gpu, budget, only)
             save()
         pairs: list[tuple[Any, Any]] = []
         if "fib" in steps and args.fib:
-            fib, pairs = fib_rows(agent, args.fib, budget)
+            fib, pairs = fib_rows(agent, args.fib, budget, only)
             rows += fib + paper_speedups(args.fib, fib)
             save()
         if "witness" in steps and on_gpu:
             import suites
 
-            items = [(p.name, p, p.baseline) for p in suites.load_suite("triton")]
+            items = [(p.name, p, p.baseline) for p in suites.load_suite("triton") if picked(only, p.name)]
             items += [(f"{p.name}/{s.name}", p, s) for p, s in pairs]
             attach_witness(rows, witness_rows(items, budget))
             save()
         if "sweep" in steps:
-            rows += sweep_rows(agent, budget)
+            rows += sweep_rows(agent, budget, only=only)
     finally:
         agent.close()
         goals = save()
