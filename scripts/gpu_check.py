@@ -142,19 +142,28 @@ def detects_2x(row: dict[str, Any], n_calls: float) -> bool | None:
 # --- steps -----------------------------------------------------------------------------------
 
 
-def run_gpu_tests() -> dict[str, Any]:
+def run_gpu_tests(timeout_s: float) -> dict[str, Any]:
     t0 = time.monotonic()
     # the files that hold gpu-marked tests (others may import what a stock image lacks)
     files = sorted(
         str(p.relative_to(REPO)) for p in (REPO / "tests").rglob("test_*.py") if "mark.gpu" in p.read_text()
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", *files],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", *files],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
+    except subprocess.TimeoutExpired:
+        return {
+            "kind": "tests",
+            "name": "pytest -m gpu",
+            "status": "failed",
+            "wall_s": round(time.monotonic() - t0, 1),
+            "log": f"timed out after {timeout_s:g} s",
+        }
     tail = [ln for ln in proc.stdout.splitlines() if ln.strip()][-1:] or [proc.stderr[-300:]]
     return {
         "kind": "tests",
@@ -584,7 +593,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if "tests" in steps and on_gpu:
-            rows.append(run_gpu_tests())
+            rows.append(run_gpu_tests(timeout_s=max(60.0, budget.left() / 3)))
             save()
         if "suite" in steps:
             rows += suite_rows(agent, budget, only)
