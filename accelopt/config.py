@@ -197,6 +197,8 @@ class WorkersConfig(_C):
     ack_wait_s: float = 30.0
     heartbeat_s: float = 5.0
     max_deliver: int = 3
+    # a run whose requests for a role wait this long with no worker serving it says so
+    unserved_warn_after_s: float = 20.0
     # the four LLM roles in one host process (one litellm import; they wait on the network);
     # false: a process per role, each restarted on its own
     llm_roles_together: bool = True
@@ -473,6 +475,8 @@ def validate(cfg: RunConfig) -> None:
     w = cfg.workers
     if w.heartbeat_s <= 0 or w.ack_wait_s <= w.heartbeat_s:
         raise ConfigError("workers.ack_wait_s must exceed workers.heartbeat_s (> 0)")
+    if w.unserved_warn_after_s <= 0:
+        raise ConfigError("workers.unserved_warn_after_s: must be > 0")
     if w.max_deliver < 1:
         raise ConfigError("workers.max_deliver: must be >= 1")
     for kind, d in cfg.devices.items():

@@ -443,7 +443,7 @@ def run_session(
         if start is not None:
             asyncio.run(publish(endpoint.url, start, settings))
             published = True
-        watch = StallWatch(devices, report=on_warning)
+        watch = StallWatch(devices, after_s=cfg.workers.unserved_warn_after_s, report=on_warning)
         left_s = None if deadline is None else max(0.001, deadline - time.monotonic())
         view, timed_out = asyncio.run(
             follow_run(

@@ -142,14 +142,18 @@ async def _history(url: str, run_id: str) -> list[tuple[int, c.Event]]:
 
 def test_run_without_a_worker_for_its_device_says_so(ray_session, nats_server, run_config):
     cfg = run_config(
-        "problems=[matmul]", "search.iterations=1", "devices.cpu.workers=0", "memory.enabled=false"
+        "problems=[matmul]",
+        "search.iterations=1",
+        "devices.cpu.workers=0",
+        "memory.enabled=false",
+        "workers.unserved_warn_after_s=2",
     )
     warnings: list[str] = []
     outcome = run_session(
         cfg,
         [suites.get_problem("cpu/matmul")],
         nats_url=nats_server.url,
-        timeout_s=35,
+        timeout_s=15,
         on_warning=warnings.append,
     )
     assert outcome.timed_out and outcome.view.completed is None  # ended by the session's timeout
