@@ -199,33 +199,13 @@ def main() -> int:
     from actors.runtime.deployment import init_ray
     from actors.runtime.session import run_session
     from events.logfile import read_events
-    from events.server import NatsServer, free_port
+    from events.server import start_cluster
     from hardware_agents.sim.suite import write_suite
     from replay.verify import verify
 
     with tempfile.TemporaryDirectory(prefix="fault-bench-") as d:
         tmp = Path(d)
-        cports = [free_port() for _ in range(3)]
-        routes = ",".join(f"nats://127.0.0.1:{p}" for p in cports)
-        nodes = [
-            NatsServer(
-                tmp / f"n{i}",
-                name=f"n{i}",
-                extra_args=[
-                    "--cluster_name",
-                    "accelopt",
-                    "--cluster",
-                    f"nats://127.0.0.1:{cports[i]}",
-                    "--routes",
-                    routes,
-                ],
-            )
-            for i in range(3)
-        ]
-        for n in nodes:
-            n.launch()
-        for n in nodes:
-            n.wait_ready(timeout=60)
+        nodes = start_cluster(tmp)
         url = ",".join(n.url for n in nodes)
         try:
             init_ray(num_cpus=max(4, os.cpu_count() or 2))

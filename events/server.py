@@ -194,6 +194,39 @@ class NatsServer:
         self.stop()
 
 
+def start_cluster(root: Path, size: int = 3, timeout: float = 60.0) -> list[NatsServer]:
+    """`size` JetStream servers on loopback, routed to each other as one cluster (a log with
+    replicas survives losing a node); each keeps its store under `root/n<i>`. The caller
+    stops or kills them."""
+    cports = [free_port() for _ in range(size)]
+    routes = ",".join(f"nats://127.0.0.1:{p}" for p in cports)
+    nodes = [
+        NatsServer(
+            root / f"n{i}",
+            name=f"n{i}",
+            extra_args=[
+                "--cluster_name",
+                "accelopt",
+                "--cluster",
+                f"nats://127.0.0.1:{port}",
+                "--routes",
+                routes,
+            ],
+        )
+        for i, port in enumerate(cports)
+    ]
+    try:
+        for n in nodes:
+            n.launch()
+        for n in nodes:
+            n.wait_ready(timeout=timeout)
+    except BaseException:
+        for n in nodes:
+            n.kill()
+        raise
+    return nodes
+
+
 def check_url(url: str, timeout: float = 2.0) -> None:
     """Raise a clear error when no server answers at a NATS URL (or comma-separated list)."""
     tried = []

@@ -20,7 +20,7 @@ from accelopt import catalog as c
 from actors.runtime.session import run_session
 from events.log import EventLog
 from events.logfile import read_events
-from events.server import NatsServer, free_port
+from events.server import start_cluster
 from events.subjects import STREAM, run_filter
 from replay.verify import verify
 
@@ -29,27 +29,7 @@ T = TypeVar("T")
 
 @pytest.fixture
 def cluster(tmp_path):
-    cports = [free_port() for _ in range(3)]
-    routes = ",".join(f"nats://127.0.0.1:{p}" for p in cports)
-    nodes = [
-        NatsServer(
-            tmp_path / f"n{i}",
-            name=f"n{i}",
-            extra_args=[
-                "--cluster_name",
-                "accelopt",
-                "--cluster",
-                f"nats://127.0.0.1:{cports[i]}",
-                "--routes",
-                routes,
-            ],
-        )
-        for i in range(3)
-    ]
-    for n in nodes:
-        n.launch()
-    for n in nodes:
-        n.wait_ready(timeout=30)
+    nodes = start_cluster(tmp_path, timeout=30)
     yield nodes
     for n in nodes:
         n.kill()
