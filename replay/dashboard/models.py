@@ -28,7 +28,7 @@ from replay.render.htmlkit import diff_stats, source_diff
 from replay.render.kernels import STATUSES
 from replay.render.markdown import title as plan_title
 from replay.render.profile import profile_facts
-from replay.render.report import _pct100, _x, run_labels
+from replay.render.report import progress_charts, run_labels
 from replay.render.svg import Series, line_chart
 from replay.runs import RunListing
 from replay.summary import RunSummary, config_differences, geomean, summarize
@@ -487,39 +487,6 @@ def _problem_rows(view: RunView, figures: list[ProblemFigures]) -> list[ProblemR
     return rows
 
 
-def _charts(views: Sequence[RunView], labels: Sequence[str], problem: str) -> tuple[str, str]:
-    pct, sp = [], []
-    for v, label in zip(views, labels, strict=True):
-        pts = v.best_per_iteration(problem)
-        pct.append(
-            Series(
-                label,
-                [(p.iteration, 100 * p.best_pct_peak if p.best_pct_peak is not None else None) for p in pts],
-            )
-        )
-        sp.append(Series(label, [(p.iteration, p.speedup) for p in pts]))
-    return (
-        line_chart(
-            pct,
-            title=f"{problem}: best % of peak per iteration",
-            name=f"pct-peak:{problem}",
-            x_label="iteration",
-            y_label="% of peak",
-            y_fmt=_pct100,
-            integer_x=True,
-        ),
-        line_chart(
-            sp,
-            title=f"{problem}: speedup over baseline per iteration",
-            name=f"speedup:{problem}",
-            x_label="iteration",
-            y_label="speedup",
-            y_fmt=_x,
-            integer_x=True,
-        ),
-    )
-
-
 def _kind(k: KernelView) -> str:
     return "fix" if k.fix_of else ("baseline" if k.parent_id is None else "plan")
 
@@ -787,7 +754,7 @@ def _insights(view: RunView) -> list[InsightRow]:
 
 
 def _chart_pair(view: RunView, label: str, problem: str) -> ChartPair:
-    pct_svg, speedup_svg = _charts([view], [label], problem)
+    pct_svg, speedup_svg = progress_charts([view], [label], problem)
     return ChartPair(problem=problem, pct_svg=pct_svg, speedup_svg=speedup_svg)
 
 
@@ -883,7 +850,7 @@ def compare_model(
         rs = [res.get(name) for res in by_run]
         pct = [r.best_pct_peak if r else None for r in rs]
         sp = [r.speedup if r else None for r in rs]
-        pct_svg, sp_svg = _charts([v for v in views], labels, name)
+        pct_svg, sp_svg = progress_charts(views, labels, name)
         problems.append(
             CompareProblem(
                 problem=name,

@@ -293,48 +293,49 @@ def esc_json(x: object) -> str:
     return "-" if x is None else str(x)
 
 
+def progress_charts(views: Sequence[RunView], labels: Sequence[str], problem: str) -> tuple[str, str]:
+    """A problem's best % of peak and its speedup over the baseline per iteration, a line per
+    run (a run without the problem is left out): the report's and the dashboard's charts."""
+    pct, sp = [], []
+    for v, label in zip(views, labels, strict=True):
+        pts = v.best_per_iteration(problem)
+        if not pts and problem not in v.problems:
+            continue
+        pct.append(
+            Series(
+                label,
+                [(p.iteration, 100 * p.best_pct_peak if p.best_pct_peak is not None else None) for p in pts],
+            )
+        )
+        sp.append(Series(label, [(p.iteration, p.speedup) for p in pts]))
+    return (
+        line_chart(
+            pct,
+            title=f"{problem}: best % of peak per iteration",
+            name=f"pct-peak:{problem}",
+            x_label="iteration",
+            y_label="% of peak",
+            y_fmt=_pct100,
+            integer_x=True,
+        ),
+        line_chart(
+            sp,
+            title=f"{problem}: speedup over baseline per iteration",
+            name=f"speedup:{problem}",
+            x_label="iteration",
+            y_label="speedup",
+            y_fmt=_x,
+            integer_x=True,
+        ),
+    )
+
+
 def progress(views: Sequence[RunView], labels: list[str]) -> str:
     problems = sorted(set().union(*(v.problems for v in views)))
     out = []
     for name in problems:
-        pct_series, sp_series = [], []
-        for v, label in zip(views, labels, strict=True):
-            pts = v.best_per_iteration(name)
-            if not pts and name not in v.problems:
-                continue
-            pct_series.append(
-                Series(
-                    label,
-                    [
-                        (p.iteration, 100 * p.best_pct_peak if p.best_pct_peak is not None else None)
-                        for p in pts
-                    ],
-                )
-            )
-            sp_series.append(Series(label, [(p.iteration, p.speedup) for p in pts]))
         out.append(f'<h3>{esc(name)}</h3><div class="charts">')
-        out.append(
-            line_chart(
-                pct_series,
-                title=f"{name}: best % of peak per iteration",
-                name=f"pct-peak:{name}",
-                x_label="iteration",
-                y_label="% of peak",
-                y_fmt=_pct100,
-                integer_x=True,
-            )
-        )
-        out.append(
-            line_chart(
-                sp_series,
-                title=f"{name}: speedup over baseline per iteration",
-                name=f"speedup:{name}",
-                x_label="iteration",
-                y_label="speedup",
-                y_fmt=_x,
-                integer_x=True,
-            )
-        )
+        out.extend(progress_charts(views, labels, name))
         out.append("</div>")
         for v, label in zip(views, labels, strict=True):
             pts = v.best_per_iteration(name)
