@@ -112,7 +112,43 @@ class MicroBatcher:
                     fut.set_result(None)
 
 
-class MemoryCurator(Worker):
+class MemoryWorker(Worker):
+    """A worker on one memory table (the curator writes it, the retriever reads it): the
+    index opens, and its embedding model loads, when the worker starts."""
+
+    def __init__(
+        self,
+        nats_url: str,
+        uri: str,
+        *,
+        table: str,
+        embedder: Embedder | str | None,
+        storage_options: dict[str, str] | None,
+        options: WorkerOptions,
+        stream: StreamSettings | None,
+    ) -> None:
+        super().__init__(nats_url, options, stream=stream)
+        self.uri = uri
+        self.table = table
+        self._embedder = embedder
+        self._storage_options = storage_options
+        self.index: MemoryIndex | None = None
+        self._contexts: RunContexts | None = None
+
+    async def on_start(self, elog: EventLog) -> None:
+        self._contexts = RunContexts(elog)
+        self.index = await asyncio.to_thread(
+            MemoryIndex.open,
+            self.uri,
+            embedder=self._embedder,
+            table=self.table,
+            storage_options=self._storage_options,
+        )
+        # Load the model now rather than inside the first delivery's ack window.
+        await asyncio.to_thread(lambda: self.index.embedder.model if self.index else None)
+
+
+class MemoryCurator(MemoryWorker):
     """Keeps the memory table equal to the log's MemoryEntryAdded events."""
 
     role = "memory-curator"
@@ -131,30 +167,20 @@ class MemoryCurator(Worker):
         batch_window_s: float = 0.05,
         maintain_every_rows: int = 1000,
     ) -> None:
-        super().__init__(nats_url, options or curator_options(uri, table), stream=stream)
-        self.uri = uri
-        self.table = table
-        self._embedder = embedder
-        self._storage_options = storage_options
-        self.index: MemoryIndex | None = None
-        self._contexts: RunContexts | None = None
+        super().__init__(
+            nats_url,
+            uri,
+            table=table,
+            embedder=embedder,
+            storage_options=storage_options,
+            options=options or curator_options(uri, table),
+            stream=stream,
+        )
         self.written = 0
         self.batches = 0
         self.maintain_every_rows = maintain_every_rows
         self._since_maintain = 0
         self._batcher = MicroBatcher(self._flush, max_items=batch_max, window_s=batch_window_s)
-
-    async def on_start(self, elog: EventLog) -> None:
-        self._contexts = RunContexts(elog)
-        self.index = await asyncio.to_thread(
-            MemoryIndex.open,
-            self.uri,
-            embedder=self._embedder,
-            table=self.table,
-            storage_options=self._storage_options,
-        )
-        # Load the model now rather than inside the first delivery's ack window.
-        await asyncio.to_thread(lambda: self.index.embedder.model if self.index else None)
 
     async def handle(self, event: Event) -> list[Event]:
         if isinstance(event, MemoryEntryAdded) and await self._writes_here(event.run_id):

@@ -23,12 +23,11 @@ import msgspec
 from accelopt import catalog as ev
 from accelopt.config import MemoryConfig
 from actors.base.recordings import Recordings
-from actors.base.run_context import RunContexts
-from actors.base.worker import Worker, WorkerOptions
-from actors.roles.curator import memory_digest, serves_memory
+from actors.base.worker import WorkerOptions
+from actors.roles.curator import MemoryWorker, memory_digest, serves_memory
 from events.log import EventLog, StreamSettings
 from events.subjects import role_filter
-from memory_index import MemoryIndex, query_for
+from memory_index import query_for
 
 
 def retriever_options(uri: str, table: str = "memory") -> WorkerOptions:
@@ -42,7 +41,7 @@ def retriever_options(uri: str, table: str = "memory") -> WorkerOptions:
     )
 
 
-class MemoryRetriever(Worker):
+class MemoryRetriever(MemoryWorker):
     role = "memory-retriever"
 
     def __init__(
@@ -56,26 +55,21 @@ class MemoryRetriever(Worker):
         options: WorkerOptions | None = None,
         stream: StreamSettings | None = None,
     ) -> None:
-        super().__init__(nats_url, options or retriever_options(uri, table), stream=stream)
-        self.uri = uri
-        self.table = table
-        self._embedder = embedder
-        self._storage_options = storage_options
-        self.index: MemoryIndex | None = None
-        self._contexts: RunContexts | None = None
+        super().__init__(
+            nats_url,
+            uri,
+            table=table,
+            embedder=embedder,
+            storage_options=storage_options,
+            options=options or retriever_options(uri, table),
+            stream=stream,
+        )
         self._recordings: Recordings | None = None
 
     async def on_start(self, elog: EventLog) -> None:
-        self._contexts = RunContexts(elog)
+        await super().on_start(elog)
+        assert self._contexts is not None
         self._recordings = Recordings(elog, self._contexts)
-        self.index = await asyncio.to_thread(
-            MemoryIndex.open,
-            self.uri,
-            embedder=self._embedder,
-            table=self.table,
-            storage_options=self._storage_options,
-        )
-        await asyncio.to_thread(lambda: self.index.embedder.model if self.index else None)
 
     async def handle(self, event: ev.Event) -> list[ev.Event]:
         assert isinstance(event, ev.MemoryRequested) and self._contexts and self._recordings
