@@ -32,12 +32,10 @@ import msgspec
 from accelopt import catalog as ev
 from accelopt.config import RunConfig, recorded_config
 from accelopt.policy import Scored, noise_margin, plan_pair, relative_spread, select_beam, select_summaries
-from accelopt.profile import Profile, peak_fraction
+from accelopt.profile import KERNEL_FAILURES, Profile, peak_fraction
 from accelopt.records import MemoryEntry, mark_estimated
 
-FIXABLE = frozenset(
-    {"compile_error", "runtime_error", "incorrect", "timeout", "timing_mismatch", "no_triton_launch"}
-)
+FIXABLE = KERNEL_FAILURES
 
 
 class RecentIds:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Literal, get_args
 
 import msgspec
 
@@ -18,11 +18,16 @@ ProfileStatus = Literal[
     "runtime_error",
     "incorrect",
     "timeout",
-    "unmeasured",
-    "no_triton_launch",
     "timing_mismatch",
     "sandbox_error",
+    "no_triton_launch",
+    "unmeasured",
 ]
+PROFILE_STATUSES: tuple[ProfileStatus, ...] = get_args(ProfileStatus)  # in the order tables show them
+# the kernel's own failures: a fixer is asked to repair them (sandbox_error is the machine's)
+KERNEL_FAILURES: frozenset[ProfileStatus] = frozenset(
+    {"compile_error", "runtime_error", "incorrect", "timeout", "timing_mismatch", "no_triton_launch"}
+)
 Bound = Literal["memory", "matmul", "vector"]
 
 

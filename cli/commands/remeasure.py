@@ -41,20 +41,10 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
-from accelopt.profile import peak_fraction
+from accelopt.profile import KERNEL_FAILURES, peak_fraction
 from replay.summary import geomean
 
-FAILED = frozenset(
-    {
-        "compile_error",
-        "runtime_error",
-        "incorrect",
-        "timeout",
-        "timing_mismatch",
-        "sandbox_error",
-        "no_triton_launch",
-    }
-)
+FAILED = KERNEL_FAILURES | {"sandbox_error"}
 
 
 class KernelMeasure(msgspec.Struct, kw_only=True, omit_defaults=True):

@@ -5,24 +5,14 @@ from __future__ import annotations
 
 from collections import Counter
 
+from accelopt.profile import PROFILE_STATUSES
 from replay.fold import RunView
 from replay.lineage import LineageStep, TreeNode, best_path, search_tree
 from replay.render import fmt, markdown
 from replay.render.htmlkit import diff_stats, esc, source_diff, table
 from replay.render.markdown import title as plan_title
 
-STATUSES = (
-    "passed",
-    "compile_error",
-    "runtime_error",
-    "incorrect",
-    "timeout",
-    "timing_mismatch",
-    "sandbox_error",
-    "no_triton_launch",
-    "unmeasured",
-    "pending",
-)
+STATUSES = (*PROFILE_STATUSES, "pending")
 
 
 def _step_label(step: LineageStep) -> str:
