@@ -127,16 +127,6 @@ def _load_args(args: list[KernelArg]) -> list[Any]:
     return out
 
 
-def _error(phase: Phase, e: BaseException, case: str = "") -> ErrorInfo:
-    return ErrorInfo(
-        phase=phase,
-        type=type(e).__name__,
-        message=str(e)[:20000],
-        traceback=traceback.format_exc(limit=30)[-20000:],
-        case=case,
-    )
-
-
 def _phase_of(e: BaseException, neff: Path | None, compiled_before: bool) -> Phase:
     if compiled_before:
         return "run"
@@ -182,7 +172,7 @@ def _correctness(req: HarnessRequest, kernel: Any, workdir: Path, res: HarnessRe
         try:
             args = _load_args(case.args)
         except Exception as e:
-            res.error = _error("run", e, case.name)
+            res.error = ErrorInfo.of("run", e, case.name)
             return
         neff = art / f"case{i}.neff" if req.mode == "device" else None
         t0 = time.perf_counter()
@@ -190,7 +180,7 @@ def _correctness(req: HarnessRequest, kernel: Any, workdir: Path, res: HarnessRe
             with np.errstate(all="ignore"):
                 out = _call(req, kernel, args, neff=neff)
         except BaseException as e:
-            res.error = _error(_phase_of(e, neff, compiled), e, case.name)
+            res.error = ErrorInfo.of(_phase_of(e, neff, compiled), e, case.name)
             return
         wall = time.perf_counter() - t0
         if not compiled:
@@ -286,7 +276,7 @@ def run(payload: bytes, workdir: Path) -> HarnessResult:
         _nki()
         kernel = load_kernel(req.kernel_file, req.entry)
     except BaseException as e:
-        res.error = _error("load", e)
+        res.error = ErrorInfo.of("load", e)
         return res
     if req.cases:
         _correctness(req, kernel, workdir, res)

@@ -17,6 +17,7 @@ agent starts its clock and continues it; the child runs `warmup` + `runs` calls,
 
 from __future__ import annotations
 
+import traceback
 from typing import Literal
 
 import msgspec
@@ -87,6 +88,17 @@ class ErrorInfo(msgspec.Struct, kw_only=True):
     message: str
     traceback: str = ""
     case: str = ""
+
+    @classmethod
+    def of(cls, phase: Phase, e: BaseException, case: str = "") -> ErrorInfo:
+        """The exception being handled, bounded for the wire (call it inside `except`)."""
+        return cls(
+            phase=phase,
+            type=type(e).__name__,
+            message=str(e)[:20000],
+            traceback=traceback.format_exc(limit=30)[-20000:],
+            case=case,
+        )
 
 
 class CaseRun(msgspec.Struct, kw_only=True):

@@ -18,7 +18,6 @@ import itertools  # noqa: F401
 import math  # noqa: F401
 import mmap  # noqa: F401  (np.load(mmap_mode=...) imports it lazily)
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,7 @@ from hardware_agents.neuron.emulator.execute import execute
 from hardware_agents.neuron.emulator.kernel import ArgSpec
 from hardware_agents.neuron.emulator.program import decode, encode
 from hardware_agents.neuron.kernel_module import load_kernel
-from hardware_agents.neuron.protocol import CaseRun, ErrorInfo, KernelArg, Phase
+from hardware_agents.neuron.protocol import CaseRun, ErrorInfo, KernelArg
 
 PROGRAM_FILE = "prog{}.msgpack"
 
@@ -78,16 +77,6 @@ def _versions() -> dict[str, str]:
     }
 
 
-def _error(phase: Phase, e: BaseException, case: str = "") -> ErrorInfo:
-    return ErrorInfo(
-        phase=phase,
-        type=type(e).__name__,
-        message=str(e)[:20000],
-        traceback=traceback.format_exc(limit=30)[-20000:],
-        case=case,
-    )
-
-
 def _stage(workdir: Path, text: str) -> None:
     try:
         (workdir / ".stage").write_text(text)
@@ -104,7 +93,7 @@ def compile_target(payload: bytes, workdir: Path) -> CompileResult:
     try:
         fn = load_kernel(req.kernel_file, req.entry)
     except BaseException as e:
-        res.error = _error("load", e)
+        res.error = ErrorInfo.of("load", e)
         return res
     _stage(workdir, "compile")
     t0 = time.perf_counter()
@@ -112,7 +101,7 @@ def compile_target(payload: bytes, workdir: Path) -> CompileResult:
         try:
             prog = kernel.compile_kernel(fn, sig)
         except BaseException as e:
-            res.error = _error("compile", e)
+            res.error = ErrorInfo.of("compile", e)
             return res
         rel = PROGRAM_FILE.format(i)
         (workdir / rel).write_bytes(encode(prog))
@@ -139,13 +128,13 @@ def execute_target(payload: bytes, workdir: Path) -> ExecResult:
             outs = execute(prog, args)
             wall = time.perf_counter() - t0
         except NKICompileError as e:
-            res.error = _error("compile", e, case.name)
+            res.error = ErrorInfo.of("compile", e, case.name)
             return res
         except NKIError as e:
-            res.error = _error("run", e, case.name)
+            res.error = ErrorInfo.of("run", e, case.name)
             return res
         except Exception as e:
-            res.error = _error("run", e, case.name)
+            res.error = ErrorInfo.of("run", e, case.name)
             return res
         run = CaseRun(name=case.name, wall_s=wall, returned_tuple=prog.returned_tuple)
         odir = workdir / "out" / case.name
