@@ -116,18 +116,22 @@ class MemoryWorker(Worker):
     """A worker on one memory table (the curator writes it, the retriever reads it): the
     index opens, and its embedding model loads, when the worker starts."""
 
+    @staticmethod
+    def default_options(uri: str, table: str) -> WorkerOptions:
+        raise NotImplementedError
+
     def __init__(
         self,
         nats_url: str,
         uri: str,
         *,
-        table: str,
-        embedder: Embedder | str | None,
-        storage_options: dict[str, str] | None,
-        options: WorkerOptions,
-        stream: StreamSettings | None,
+        table: str = "memory",
+        embedder: Embedder | str | None = None,
+        storage_options: dict[str, str] | None = None,
+        options: WorkerOptions | None = None,
+        stream: StreamSettings | None = None,
     ) -> None:
-        super().__init__(nats_url, options, stream=stream)
+        super().__init__(nats_url, options or self.default_options(uri, table), stream=stream)
         self.uri = uri
         self.table = table
         self._embedder = embedder
@@ -152,6 +156,7 @@ class MemoryCurator(MemoryWorker):
     """Keeps the memory table equal to the log's MemoryEntryAdded events."""
 
     role = "memory-curator"
+    default_options = staticmethod(curator_options)
 
     def __init__(
         self,
@@ -173,7 +178,7 @@ class MemoryCurator(MemoryWorker):
             table=table,
             embedder=embedder,
             storage_options=storage_options,
-            options=options or curator_options(uri, table),
+            options=options,
             stream=stream,
         )
         self.written = 0

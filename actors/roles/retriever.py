@@ -25,7 +25,7 @@ from accelopt.config import MemoryConfig
 from actors.base.recordings import Recordings
 from actors.base.worker import WorkerOptions
 from actors.roles.curator import MemoryWorker, memory_digest, serves_memory
-from events.log import EventLog, StreamSettings
+from events.log import EventLog
 from events.subjects import role_filter
 from memory_index import query_for
 
@@ -43,28 +43,8 @@ def retriever_options(uri: str, table: str = "memory") -> WorkerOptions:
 
 class MemoryRetriever(MemoryWorker):
     role = "memory-retriever"
-
-    def __init__(
-        self,
-        nats_url: str,
-        uri: str,
-        *,
-        table: str = "memory",
-        embedder: str | None = None,
-        storage_options: dict[str, str] | None = None,
-        options: WorkerOptions | None = None,
-        stream: StreamSettings | None = None,
-    ) -> None:
-        super().__init__(
-            nats_url,
-            uri,
-            table=table,
-            embedder=embedder,
-            storage_options=storage_options,
-            options=options or retriever_options(uri, table),
-            stream=stream,
-        )
-        self._recordings: Recordings | None = None
+    default_options = staticmethod(retriever_options)
+    _recordings: Recordings | None = None
 
     async def on_start(self, elog: EventLog) -> None:
         await super().on_start(elog)
