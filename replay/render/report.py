@@ -308,26 +308,22 @@ def progress_charts(views: Sequence[RunView], labels: Sequence[str], problem: st
             )
         )
         sp.append(Series(label, [(p.iteration, p.speedup) for p in pts]))
-    return (
+    pct_svg, sp_svg = (
         line_chart(
-            pct,
-            title=f"{problem}: best % of peak per iteration",
-            name=f"pct-peak:{problem}",
+            series,
+            title=f"{problem}: {what} per iteration",
+            name=f"{key}:{problem}",
             x_label="iteration",
-            y_label="% of peak",
-            y_fmt=_pct100,
+            y_label=y_label,
+            y_fmt=y_fmt,
             integer_x=True,
-        ),
-        line_chart(
-            sp,
-            title=f"{problem}: speedup over baseline per iteration",
-            name=f"speedup:{problem}",
-            x_label="iteration",
-            y_label="speedup",
-            y_fmt=_x,
-            integer_x=True,
-        ),
+        )
+        for series, what, key, y_label, y_fmt in (
+            (pct, "best % of peak", "pct-peak", "% of peak", _pct100),
+            (sp, "speedup over baseline", "speedup", "speedup", _x),
+        )
     )
+    return pct_svg, sp_svg
 
 
 def progress(views: Sequence[RunView], labels: list[str]) -> str:
