@@ -263,6 +263,10 @@ class TritonAgent(HardwareAgent):
             "address_space_bytes": (1 << 44) if self.mode == "cuda" else 16 << 30,
             "max_processes": 256,
             "max_file_bytes": max(64 << 20, file_bytes),
+            # the work dir (a tmpfs of its own as root) holds the outputs of every case and
+            # timed round, at production shapes on a GPU (GBs of fp32 references): sized from
+            # the data, never the 512 MiB default
+            "workdir_bytes": max(512 << 20, file_bytes + (256 << 20)),
             "read_paths": tuple(read_paths),
             "env": env,
             "preload": _PRELOAD,

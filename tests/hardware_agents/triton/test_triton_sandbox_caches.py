@@ -31,3 +31,26 @@ def test_triton_cache_created_before_the_drop_is_writable_after_it() -> None:
         assert {"warmup.txt", "probe.txt", "later.txt"} <= entries, entries
         # the warm-up entry was created by root before the drop, then handed to the sandbox uid
         assert next(warm.rglob("warmup.txt")).stat().st_uid == box.uid
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="the work dir is a tmpfs of its own only when the agent runs as root")
+def test_production_shape_references_fit_the_reference_sandbox(tmp_path) -> None:
+    """On a GPU the plan holds the production workload: fp32 references of every case and
+    timed round, 700 MiB for rmsnorm_h4096. The work dir's tmpfs once kept the 512 MiB
+    default and the reference child died with 'No space left on device' (every suite problem
+    but two). The reference runs on the CPU here; only the plan is the GPU's."""
+    import suites
+    from hardware_agents.base import DEFAULT_SEEDS
+    from hardware_agents.triton.agent import H100Agent, plan_triton_cases
+
+    problem = suites.get_problem("triton/rmsnorm_h4096")
+    agent = H100Agent(mode="interpreter", cache_dir=tmp_path / "cache", reference_budget_s=2.0)
+    try:
+        plan, contents = plan_triton_cases(problem, DEFAULT_SEEDS, on_gpu=True)
+        timing = agent._timing_plan(problem, plan, contents[0])
+        data = agent.data.get(problem, plan, agent._run_reference, device="interpreter", timing=timing)
+        ref_bytes = sum(r.nbytes for c in data.by_name.values() for r in c.ref64.values())
+        assert ref_bytes > 512 << 20, ref_bytes  # more than the old cap: the case this test is about
+        assert {c.name for c in plan} <= set(data.by_name)
+    finally:
+        agent.close()
