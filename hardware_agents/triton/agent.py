@@ -118,14 +118,23 @@ def rounds_dir(base: Path | None) -> Path:
     """A directory of ours for the timing rounds' inputs, readable by the child (on its read
     list), writable by us alone: nothing the kernel plants there can redirect a write."""
     d = private_dir(base or default_base_dir(), "accelopt-triton-rounds-")
-    os.chmod(d, 0o755)
-    (d / Path(round_file(0)).parent).mkdir(mode=0o755)
+    sub = d / Path(round_file(0)).parent
+    sub.mkdir()
+    for path in (d, sub):  # whatever the umask
+        os.chmod(path, 0o755)
     return d
 
 
 def hand_over(payload: dict[str, object], path: Path) -> None:
     """Put what the child may read next (a round's checks) where it reads it, read-only to it."""
     torch.save(payload, path)
+    os.chmod(path, 0o644)
+
+
+def hand_over_file(src: str | Path, path: Path) -> None:
+    """A round's inputs file, copied where the child reads it, read-only to it (whatever the
+    umask: the child runs as another uid)."""
+    shutil.copyfile(src, path)
     os.chmod(path, 0o644)
 
 
@@ -335,7 +344,7 @@ class TritonAgent(HardwareAgent):
                         rounds=request.timing.trials,
                         calibration=request.timing.calibration_rounds,
                         untimed_step=True,
-                        hand_over=lambda k: shutil.copyfile(rounds[k].file, inputs / round_file(k)),
+                        hand_over=lambda k: hand_over_file(rounds[k].file, inputs / round_file(k)),
                         after_round=lambda k: hand_over(rounds[k].checks_payload(), inputs / checks_file(k)),
                     )
                 finally:

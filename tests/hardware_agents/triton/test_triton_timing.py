@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 
 import pytest
@@ -126,6 +127,19 @@ def test_timed_path_in_the_sandbox(timed_agent, triton_suite):
     assert prof.toolchain["timer"] == "perf_counter" and prof.counters["trials"] == 2
     assert prof.counters["footprint_bytes"] > 0 and prof.bound == "memory"
     assert prof.peak_fraction is not None and 0 < prof.peak_fraction < 1 and prof.t_peak_ms is not None
+
+
+def test_a_strict_umask_does_not_hide_the_rounds_from_the_child(timed_agent, triton_suite):
+    """As root the child runs as another uid: the rounds' files and folders we hand over must
+    be readable by it whatever the agent's umask (under 077 every timed profile once ended
+    `runtime_error`, Permission denied on the round file)."""
+    p = triton_suite["rmsnorm_h4096"]
+    old = os.umask(0o077)
+    try:
+        prof = timed_agent.profile(p, p.baseline)
+    finally:
+        os.umask(old)
+    assert prof.status == "passed", prof.log
 
 
 def test_output_cache_keyed_on_buffers_is_caught_by_rotation(triton_cache, triton_suite):
