@@ -33,7 +33,9 @@ def test_triton_cache_created_before_the_drop_is_writable_after_it() -> None:
         assert next(warm.rglob("warmup.txt")).stat().st_uid == box.uid
 
 
-@pytest.mark.skipif(os.getuid() != 0, reason="the work dir is a tmpfs of its own only when the agent runs as root")
+@pytest.mark.skipif(
+    os.getuid() != 0, reason="the work dir is a tmpfs of its own only when the agent runs as root"
+)
 def test_production_shape_references_fit_the_reference_sandbox(tmp_path) -> None:
     """On a GPU the plan holds the production workload: fp32 references of every case and
     timed round, 700 MiB for rmsnorm_h4096. The work dir's tmpfs once kept the 512 MiB
