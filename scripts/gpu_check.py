@@ -6,23 +6,28 @@ Needs only what such an image has (torch, triton, numpy, pytest) plus msgspec, i
 from `--wheels DIR` into this Python when it is missing (`--prepare-wheels DIR` downloads
 them on a host with a package registry; no Ray, NATS or LanceDB is needed). In one run:
 
-1. the `gpu`-marked tests (`pytest -m gpu tests/hardware_agents/triton`);
+1. the `gpu`-marked tests (`pytest -m gpu tests/hardware_agents/triton`), a third of the budget;
 2. every triton-suite baseline, profiled by the agent;
-3. every file of the Triton adversarial corpus, checked for the status and reason its
-   header names for a GPU (`expect_gpu`, else `expect`);
-4. a FlashInfer-Bench folder named by `--fib` (e.g. the AccelOpt paper's published H100
+3. a FlashInfer-Bench folder named by `--fib` (e.g. the AccelOpt paper's published H100
    problems), imported as a suite (index inputs synthesized where their blobs are
    missing) and every solution of it profiled; where the folder has `paper_latencies.json`
    the baseline -> best speedups are compared with the paper's;
-5. the same kernels timed with `triton.testing.do_bench` in a plain process (no sandbox),
+4. the same kernels timed with `triton.testing.do_bench` in a plain process (no sandbox),
    as an independent witness of the agent's medians;
+5. every file of the Triton adversarial corpus, checked for the status and reason its
+   header names for a GPU (`expect_gpu`, else `expect`);
 6. a tuner sweep: per triton-suite problem, the built-in tuner's single-step moves of its
    tunable constants (BLOCK sizes, NUM_WARPS, NUM_STAGES), profiled by the agent, greedily
    for as many steps as the budget allows: best vs baseline, and the geomean;
 7. writes `benchmarks/results/gpu_check-<device>.json` (device, driver, versions, every
-   row, the targets and whether each is met) and prints a table.
+   row, the targets and whether each is met) after every step, and prints a table.
 
-`--interpreter` runs steps 2-4 and 6 on this host's CPU through the Triton interpreter with
+A profile that makes the agent raise is an `agent_error` row; the run goes on. Steps start
+no new work once `--budget-s` is spent (rows left are `skipped (budget)`): `--merge` then
+runs what is left in a second call (`--only corpus,sweep --merge`), keeping the first
+call's rows.
+
+`--interpreter` runs steps 2, 3, 5 and 6 on this host's CPU through the Triton interpreter with
 the host clock (a dry run of the script itself; figures meaningless); `--only` narrows the
 run to some steps (`tests,suite,corpus,fib,witness,sweep`), `--problems` to some problems
 (a row that failed, re-run alone; a problem's name keeps its corpus files too).
@@ -86,8 +91,23 @@ def ensure_deps(wheels: Path | None) -> None:
         sys.exit(
             "msgspec is missing: pass --wheels DIR (made by --prepare-wheels DIR on a host with a registry)"
         )
-    files = sorted(str(p) for p in wheels.glob("*.whl"))
-    subprocess.check_call([sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", *files])
+    files = sorted(wheels.glob("*.whl"))
+    if not files:
+        sys.exit(f"msgspec is missing and {wheels} holds no wheels (make them with --prepare-wheels)")
+    if subprocess.call([sys.executable, "-m", "pip", "--version"], stdout=subprocess.DEVNULL) == 0:
+        subprocess.check_call(
+            [sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", *map(str, files)]
+        )
+    else:  # a venv made without pip: a wheel is a zip of what goes into site-packages
+        import sysconfig
+        import zipfile
+
+        for whl in files:
+            with zipfile.ZipFile(whl) as z:
+                z.extractall(sysconfig.get_paths()["platlib"])
+    importlib.invalidate_caches()
+    if importlib.util.find_spec("msgspec") is None:
+        sys.exit(f"msgspec is still missing after installing {', '.join(f.name for f in files)}")
 
 
 class Budget:
@@ -174,6 +194,19 @@ def run_gpu_tests(timeout_s: float) -> dict[str, Any]:
     }
 
 
+def profile_or_error(agent: Any, problem: Any, solution: Any) -> tuple[Any | None, str]:
+    """The agent's profile, or why the agent raised instead: one row's failure, never the end
+    of the only run on a lent GPU."""
+    try:
+        return agent.profile(problem, solution), ""
+    except Exception as e:
+        return None, " ".join(f"{type(e).__name__}: {e}".split())[:300]
+
+
+def error_row(kind: str, name: str, why: str, **extra: Any) -> dict[str, Any]:
+    return {"kind": kind, "name": name, "status": "agent_error", "log": why, **extra}
+
+
 def picked(only: set[str] | None, *names: str) -> bool:
     """Whether `--problems` keeps a row about these names (a problem, a corpus file)."""
     return only is None or any(n in only for n in names)
@@ -187,7 +220,12 @@ def suite_rows(agent: Any, budget: Budget, only: set[str] | None = None) -> list
         if budget.left() < 30:
             rows.append({"kind": "suite", "name": p.name, "status": "skipped (budget)"})
             continue
-        rows.append(profile_row("suite", p.name, agent.profile(p, p.baseline), expected="passed"))
+        prof, why = profile_or_error(agent, p, p.baseline)
+        rows.append(
+            profile_row("suite", p.name, prof, expected="passed")
+            if prof
+            else error_row("suite", p.name, why, expected="passed")
+        )
     return rows
 
 
@@ -210,7 +248,10 @@ def corpus_rows(
             )
             continue
         p = suites.get_problem(hack.problem)
-        prof = agent.profile(p, solution(p, hack.source, name=hack.name))
+        prof, why = profile_or_error(agent, p, solution(p, hack.source, name=hack.name))
+        if prof is None:
+            rows.append(error_row("corpus", hack.name, why, expected=expect, needle=needle, caught=False))
+            continue
         text = prof.log + " ".join(c.note for c in prof.correctness)
         rows.append(
             profile_row(
@@ -229,34 +270,34 @@ def fib_problems(folder: Path) -> tuple[list[Any], dict[str, Any], list[str]]:
     from suites.flashinfer import TraceSet, problems_from
 
     ts = TraceSet.load(folder)
-    problems = problems_from(ts, synthesize_indices=True, skip_missing_blobs=False)
+    # index blobs synthesized; a workload missing another blob is dropped (a note), not the run
+    problems = problems_from(ts, synthesize_indices=True, skip_missing_blobs=True)
     return problems, ts.solutions, ts.notes
 
 
-def fib_rows(
-    agent: Any, folder: Path, budget: Budget, only: set[str] | None = None
-) -> tuple[list[dict[str, Any]], list[tuple[Any, Any]]]:
+def fib_pairs(folder: Path, only: set[str] | None = None) -> list[tuple[Any, Any]]:
+    """(problem, solution) for every solution of the folder, problems in its order."""
     problems, solutions, _ = fib_problems(folder)
-    rows, pairs = [], []
-    for p in (p for p in problems if picked(only, p.name)):
-        for sol in sorted((s for s in solutions.values() if s.definition == p.name), key=lambda s: s.name):
-            pairs.append((p, sol))
-            if budget.left() < 30:
-                rows.append({"kind": "fib", "name": f"{p.name}/{sol.name}", "status": "skipped (budget)"})
-                continue
-            role = "baseline" if sol.name == p.baseline.name else "other"
-            rows.append(
-                profile_row(
-                    "fib",
-                    f"{p.name}/{sol.name}",
-                    agent.profile(p, sol),
-                    expected="passed",
-                    problem=p.name,
-                    solution=sol.name,
-                    role=role,
-                )
-            )
-    return rows, pairs
+    return [
+        (p, sol)
+        for p in problems
+        if picked(only, p.name)
+        for sol in sorted((s for s in solutions.values() if s.definition == p.name), key=lambda s: s.name)
+    ]
+
+
+def fib_rows(agent: Any, folder: Path, budget: Budget, only: set[str] | None = None) -> list[dict[str, Any]]:
+    rows = []
+    for p, sol in fib_pairs(folder, only):
+        name = f"{p.name}/{sol.name}"
+        if budget.left() < 30:
+            rows.append({"kind": "fib", "name": name, "status": "skipped (budget)"})
+            continue
+        role = "baseline" if sol.name == p.baseline.name else "other"
+        prof, why = profile_or_error(agent, p, sol)
+        extra = {"expected": "passed", "problem": p.name, "solution": sol.name, "role": role}
+        rows.append(profile_row("fib", name, prof, **extra) if prof else error_row("fib", name, why, **extra))
+    return rows
 
 
 def paper_speedups(folder: Path, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -311,12 +352,20 @@ def witness_rows(items: list[tuple[str, Any, Any]], budget: Budget) -> list[dict
                 text=True,
                 timeout=max(60.0, budget.left()),
             )
-        except subprocess.TimeoutExpired:
-            return [{"kind": "witness", "name": n, "status": "skipped (budget)"} for n, _, _ in items]
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 and not lines:
-        return [{"kind": "witness", "name": "do_bench", "status": "failed", "log": proc.stderr[-500:]}]
-    return [json.loads(ln) for ln in lines]
+            stdout, stderr, failed = proc.stdout, proc.stderr, proc.returncode != 0
+        except subprocess.TimeoutExpired as e:  # what it measured before the budget ran out counts
+            stdout, stderr, failed = _text(e.stdout), _text(e.stderr), True
+    done = [json.loads(ln) for ln in stdout.splitlines() if ln.startswith("{")]
+    if failed and not done:
+        return [{"kind": "witness", "name": "do_bench", "status": "failed", "log": stderr[-500:]}]
+    named = {w["name"] for w in done}
+    return done + [
+        {"kind": "witness", "name": n, "status": "skipped (budget)"} for n, _, _ in items if n not in named
+    ]
+
+
+def _text(out: str | bytes | None) -> str:
+    return out.decode("utf-8", "replace") if isinstance(out, bytes) else (out or "")
 
 
 def witness_main(path: Path) -> int:
@@ -392,7 +441,10 @@ def sweep_rows(
             continue
         entry = p.baseline.entry_file()
         best_src = entry.content
-        base = agent.profile(p, p.baseline)
+        base, why = profile_or_error(agent, p, p.baseline)
+        if base is None:
+            rows.append(error_row("sweep", p.name, why))
+            continue
         best_ms = base.latency.median_ms if base.status == "passed" and base.latency else None
         base_ms, tried, trail = best_ms, 0, []
         seen = {best_src}  # no move back to a kernel already profiled
@@ -414,10 +466,11 @@ def sweep_rows(
                             for s in p.baseline.sources
                         ],
                     )
-                    prof = agent.profile(p, sol)
+                    prof, _ = profile_or_error(agent, p, sol)
                     tried += 1
                     if (
-                        prof.status == "passed"
+                        prof is not None
+                        and prof.status == "passed"
                         and prof.latency
                         and prof.latency.median_ms < (improved[0] if improved else best_ms)
                     ):
@@ -442,6 +495,16 @@ def sweep_rows(
 
 
 # --- report ----------------------------------------------------------------------------------
+
+
+def previous_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows of an earlier run's results file (none if there is none)."""
+    if not path.exists():
+        return []
+    try:
+        return list(json.loads(path.read_text())["rows"])
+    except (ValueError, KeyError, TypeError) as e:
+        sys.exit(f"--merge: {path} is not a gpu_check results file ({e}); move it away or drop --merge")
 
 
 def attach_witness(rows: list[dict[str, Any]], witness: list[dict[str, Any]]) -> None:
@@ -470,7 +533,7 @@ def targets(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "agent_within_15pct_of_do_bench": f"{sum(abs(r['agent_over_do_bench'] - 1) <= 0.15 for r in timed)}"
         f"/{len(timed)} (kernels of 0.1 ms or more)",
         "paper_speedups_within_15pct": f"{sum(r['within_15pct'] for r in of('paper'))}/{len(of('paper'))}",
-        "profile_wall_s_rmsnorm_h4096": rms["wall_s"] if rms else None,
+        "profile_wall_s_rmsnorm_h4096": rms.get("wall_s") if rms else None,
         "sweep_geomean_speedup": math.exp(statistics.fmean(math.log(s) for s in sweep)) if sweep else None,
         "slow_clock_2x_detectable": f"{sum(bool(r.get('detects_2x_slow_clock')) for r in rows)}"
         f"/{sum(r.get('detects_2x_slow_clock') is not None for r in rows)} profiles",
@@ -490,6 +553,8 @@ def print_table(rows: list[dict[str, Any]], goals: dict[str, Any]) -> None:
         note = r.get("log", "") if r.get("status") not in ("passed", "ok") else ""
         if r["kind"] == "corpus":
             note = f"expected {r.get('expected')}: {'ok' if r.get('caught') else 'MISSED'}"
+            if r.get("status") == "agent_error":
+                note += f" ({r.get('log')})"
         if r["kind"] == "sweep":
             note = f"{r.get('speedup') or 0:.2f}x via {', '.join(r.get('path', [])) or '-'}"
         if r["kind"] == "paper":
@@ -543,6 +608,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--problems", help="comma-separated problem (or corpus file) names: re-run only their rows"
     )
+    ap.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the rows of the results file already there; the rows measured now replace theirs",
+    )
     ap.add_argument("--interpreter", action="store_true", help="dry run on the CPU (Triton interpreter)")
     ap.add_argument("--witness", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -569,7 +639,7 @@ def main(argv: list[str] | None = None) -> int:
     slug = "".join(ch if ch.isalnum() else "-" for ch in str(info.get("device", "gpu"))).strip("-").lower()
     out = args.out or REPO / "benchmarks" / "results" / f"gpu_check-{slug}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, Any]] = previous_rows(out) if args.merge else []
 
     def save() -> dict[str, Any]:  # after every step: a run cut short keeps what it measured
         goals = targets(rows)
@@ -591,30 +661,33 @@ def main(argv: list[str] | None = None) -> int:
         )
         return goals
 
+    def add(new: list[dict[str, Any]]) -> None:  # a row measured again replaces the earlier one
+        keys = {(r["kind"], r["name"]) for r in new}
+        rows[:] = [r for r in rows if (r["kind"], r["name"]) not in keys] + new
+        save()
+
+    # the order puts what the witness compares first; the corpus and the sweep take what is left
     try:
         if "tests" in steps and on_gpu:
-            rows.append(run_gpu_tests(timeout_s=max(60.0, budget.left() / 3)))
-            save()
+            add([run_gpu_tests(timeout_s=max(60.0, budget.left() / 3))])
         if "suite" in steps:
-            rows += suite_rows(agent, budget, only)
-            save()
-        if "corpus" in steps:
-            rows += corpus_rows(agent, on_gpu, budget, only)
-            save()
-        pairs: list[tuple[Any, Any]] = []
+            add(suite_rows(agent, budget, only))
         if "fib" in steps and args.fib:
-            fib, pairs = fib_rows(agent, args.fib, budget, only)
-            rows += fib + paper_speedups(args.fib, fib)
-            save()
+            add(fib_rows(agent, args.fib, budget, only))
+            add(paper_speedups(args.fib, [r for r in rows if r["kind"] == "fib"]))
         if "witness" in steps and on_gpu:
             import suites
 
             items = [(p.name, p, p.baseline) for p in suites.load_suite("triton") if picked(only, p.name)]
-            items += [(f"{p.name}/{s.name}", p, s) for p, s in pairs]
-            attach_witness(rows, witness_rows(items, budget))
-            save()
+            if args.fib:
+                items += [(f"{p.name}/{s.name}", p, s) for p, s in fib_pairs(args.fib, only)]
+            witness = witness_rows(items, budget)
+            attach_witness(rows, witness)
+            add([w for w in witness if w.get("status") != "ok"])
+        if "corpus" in steps:
+            add(corpus_rows(agent, on_gpu, budget, only))
         if "sweep" in steps:
-            rows += sweep_rows(agent, budget, only=only)
+            add(sweep_rows(agent, budget, only=only))
     finally:
         agent.close()
         goals = save()

@@ -8,6 +8,8 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("gpu_check", REPO / "scripts" / "gpu_check.py")
 assert _spec is not None and _spec.loader is not None
@@ -88,3 +90,34 @@ def test_a_2x_slowed_clock_is_detectable_once_the_kernel_outweighs_the_margin() 
     assert gpu_check.detects_2x({"median_ms": 0.2, "untimed_per_call_us": 200.0}, 60)
     assert not gpu_check.detects_2x({"median_ms": 0.05, "untimed_per_call_us": 200.0}, 60)
     assert gpu_check.detects_2x({"median_ms": None, "untimed_per_call_us": 200.0}, 60) is None
+
+
+def test_an_agent_that_raises_is_a_row_not_the_end_of_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A problem whose reference crashes makes the agent raise (ProblemFileError): on the
+    one GPU run a lent machine gives, that must be one `agent_error` row and the run goes on."""
+    import msgspec
+
+    import suites
+    from hardware_agents.triton import H100Agent
+
+    p = suites.get_problem("triton/rmsnorm_h4096")
+    broken = msgspec.structs.replace(
+        p,
+        definition=msgspec.structs.replace(
+            p.definition, reference="def run(*args):\n    raise RuntimeError('reference broke')\n"
+        ),
+    )
+    agent = H100Agent(mode="interpreter", cache_dir=tmp_path / "cache", timeout_s=90.0)
+    try:
+        prof, why = gpu_check.profile_or_error(agent, broken, broken.baseline)
+    finally:
+        agent.close()
+    assert prof is None and why.startswith("ProblemFileError:") and "reference broke" in why
+    row = gpu_check.error_row("suite", p.name, why, expected="passed")
+    goals = gpu_check.targets([row])
+    assert goals["suite_baselines_passed"] == "0/1" and goals["honest_rejected"] == 1
+    gpu_check.print_table([row, gpu_check.error_row("corpus", "x", why, expected="incorrect")], goals)
+    shown = capsys.readouterr().out
+    assert "agent_error" in shown and "expected incorrect: MISSED (ProblemFileError" in shown

@@ -55,9 +55,7 @@ sys.exit(mod.main(sys.argv[3:]))
 """
 
 
-def test_the_gpu_check_needs_nothing_a_stock_cuda_image_lacks(tmp_path: Path) -> None:
-    fib = write_fib_set(tmp_path / "fib")
-    out = tmp_path / "gpu_check.json"
+def _gpu_check(tmp_path: Path, *args: str) -> None:
     proc = subprocess.run(
         [
             sys.executable,
@@ -65,15 +63,7 @@ def test_the_gpu_check_needs_nothing_a_stock_cuda_image_lacks(tmp_path: Path) ->
             RUNNER,
             ",".join(NOT_ON_A_STOCK_IMAGE),
             str(REPO / "scripts" / "gpu_check.py"),
-            "--interpreter",
-            "--only",
-            "suite,fib",
-            "--problems",
-            "rmsnorm_h4096,rmsnorm_h64,gemm_n32_k48",
-            "--fib",
-            str(fib),
-            "--out",
-            str(out),
+            *args,
         ],
         cwd=tmp_path,
         capture_output=True,
@@ -81,6 +71,16 @@ def test_the_gpu_check_needs_nothing_a_stock_cuda_image_lacks(tmp_path: Path) ->
         timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+
+
+def test_the_gpu_check_needs_nothing_a_stock_cuda_image_lacks(tmp_path: Path) -> None:
+    """Also: a second run with `--merge` adds its rows to the first's results file (a lent
+    GPU's session can split the check over two calls)."""
+    fib = write_fib_set(tmp_path / "fib")
+    out = tmp_path / "gpu_check.json"
+    picked = ("--problems", "rmsnorm_h4096,rmsnorm_h64,gemm_n32_k48", "--out", str(out), "--interpreter")
+    _gpu_check(tmp_path, "--only", "suite", *picked)
+    _gpu_check(tmp_path, "--only", "fib", "--fib", str(fib), "--merge", *picked)
     rows = {(r["kind"], r["name"]): r for r in json.loads(out.read_text())["rows"]}
     assert rows[("suite", "rmsnorm_h4096")]["status"] == "passed"
     assert [k for k in rows if k[0] == "suite"] == [("suite", "rmsnorm_h4096")]  # --problems kept one
