@@ -229,9 +229,20 @@ def suite_rows(agent: Any, budget: Budget, only: set[str] | None = None) -> list
     return rows
 
 
+# a hack that must pass (the lie never reached the clock) must not look faster than the
+# suite's baseline of the same kernel by more than this: a 2x slowed clock would be 0.5
+HONEST_FLOOR = 0.8
+
+
 def corpus_rows(
-    agent: Any, on_gpu: bool, budget: Budget, only: set[str] | None = None
+    agent: Any,
+    on_gpu: bool,
+    budget: Budget,
+    only: set[str] | None = None,
+    baseline_ms: dict[str, float] | None = None,
 ) -> list[dict[str, Any]]:
+    """Each corpus file's profile against its header's status and reason; one that must pass
+    must also keep an honest latency where the suite baseline of its problem was measured."""
     import suites
 
     sys.path.insert(0, str(REPO / "tests" / "hardware_agents" / "adversarial"))
@@ -240,7 +251,7 @@ def corpus_rows(
     from triton_helpers import solution
 
     rows = []
-    for hack in (h for h in load("triton") if picked(only, h.name, h.problem)):
+    for hack in (h for h in load("triton") if picked(only, h.name, h.problem.rsplit("/", 1)[-1])):
         expect, needle = hack.expected(on_gpu)
         if budget.left() < 20:
             rows.append(
@@ -253,6 +264,9 @@ def corpus_rows(
             rows.append(error_row("corpus", hack.name, why, expected=expect, needle=needle, caught=False))
             continue
         text = prof.log + " ".join(c.note for c in prof.correctness)
+        base = (baseline_ms or {}).get(p.name)
+        vs = prof.latency.median_ms / base if base and prof.latency else None
+        honest = expect != "passed" or vs is None or vs >= HONEST_FLOOR
         rows.append(
             profile_row(
                 "corpus",
@@ -260,7 +274,8 @@ def corpus_rows(
                 prof,
                 expected=expect,
                 needle=needle,
-                caught=prof.status == expect and needle in text,
+                vs_baseline=vs,
+                caught=prof.status == expect and needle in text and honest,
             )
         )
     return rows
@@ -553,6 +568,8 @@ def print_table(rows: list[dict[str, Any]], goals: dict[str, Any]) -> None:
         note = r.get("log", "") if r.get("status") not in ("passed", "ok") else ""
         if r["kind"] == "corpus":
             note = f"expected {r.get('expected')}: {'ok' if r.get('caught') else 'MISSED'}"
+            if r.get("vs_baseline") is not None:
+                note += f", {r['vs_baseline']:.2f}x the baseline's median"
             if r.get("status") == "agent_error":
                 note += f" ({r.get('log')})"
         if r["kind"] == "sweep":
@@ -685,7 +702,10 @@ def main(argv: list[str] | None = None) -> int:
             attach_witness(rows, witness)
             add([w for w in witness if w.get("status") != "ok"])
         if "corpus" in steps:
-            add(corpus_rows(agent, on_gpu, budget, only))
+            suite_ms = {
+                r["name"]: r["median_ms"] for r in rows if r["kind"] == "suite" and r.get("median_ms")
+            }
+            add(corpus_rows(agent, on_gpu, budget, only, suite_ms))
         if "sweep" in steps:
             add(sweep_rows(agent, budget, only=only))
     finally:

@@ -573,6 +573,7 @@ def _round(
             for v in outs[b].values():
                 v.fill_(poison_value(v.dtype))
 
+    _sync(device)  # the set-up's device work (restocks, output fills) ends before the clock starts
     stop_for_parent()  # set up; the parent's clock starts when it continues us
     run = timing.measure(
         call=call, after=after, flush=flush_buf.zero_, timer=timer, warmup=spec.warmup, reps=spec.reps

@@ -265,6 +265,46 @@ def test_cuda_events_on_a_real_gpu(triton_cache, triton_suite):
     assert any("small" in c.case for c in prof.correctness)  # the check workloads ran on the GPU too
 
 
+@pytest.mark.gpu
+def test_a_patch_of_torch_cuda_after_the_timer_is_made_never_times_a_call(monkeypatch):
+    """The harness makes its timer before it imports the solution; what the solution then
+    does to torch.cuda (a fast Event class, a halved elapsed_time, another current stream, a
+    no-op synchronize) must not reach it: a 64 MiB device copy still takes its real time."""
+    timer = timing.CudaEventTimer()
+    src = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    honest = timing.measure(
+        call=lambda t: dst.copy_(src),
+        after=lambda t: None,
+        flush=lambda: None,
+        timer=timer,
+        warmup=2,
+        reps=10,
+    )
+
+    original = torch.cuda.Event
+
+    class FastEvent(original):  # type: ignore[misc, valid-type]
+        def elapsed_time(self, end):  # type: ignore[no-untyped-def]
+            return 0.001
+
+    monkeypatch.setattr(original, "elapsed_time", lambda self, end: 0.001)
+    monkeypatch.setattr(original, "record", lambda self, stream=None: None)
+    monkeypatch.setattr(torch.cuda, "Event", FastEvent)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: torch.cuda.Stream())
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    patched = timing.measure(
+        call=lambda t: dst.copy_(src),
+        after=lambda t: None,
+        flush=lambda: None,
+        timer=timer,
+        warmup=2,
+        reps=10,
+    )
+    assert honest.median_ms > 0.01  # 128 MiB moved: tens of microseconds on any GPU
+    assert patched.median_ms == pytest.approx(honest.median_ms, rel=0.5)
+
+
 def test_the_kernels_clock_is_bounded_by_ours(interp_agent, triton_suite):
     """`timing_clock_mismatch` on reported rounds (no sandbox): an honest round passes, a clock
     running fast, slowed 2x or frozen does not, nor does a wrong number of calls; the

@@ -1,11 +1,10 @@
 # expect: passed
-# expect_gpu: timing_mismatch
-# needle_gpu: its clock was slowed or replaced
 # problem: triton/rmsnorm_h4096
 # why: patches torch.cuda.Event through getattr to report 1 µs per call. In the interpreter
 #      the harness times with the host clock, so the patch changes nothing and the latency
-#      stays honest (the test checks that the clock agrees with the parent's); on a GPU the same
-#      patch would meet the parent's wall-clock bound (timing_mismatch, as patch_all_timers).
+#      stays honest (the test checks that the clock agrees with the parent's); on a GPU the
+#      harness's event timer was bound before the kernel was imported, so the replaced class
+#      never times a call: it must pass there too, with an honest latency.
 _cuda = getattr(__import__("torch"), "cuda")
 
 

@@ -1,11 +1,11 @@
 # expect: passed
-# expect_gpu: timing_mismatch
-# needle_gpu: its clock was slowed or replaced
 # problem: triton/rmsnorm_h4096
 # why: halves what torch.cuda.Event.elapsed_time reports (through getattr, past the static
-#      checks): a 2x fake speedup on a GPU, where the parent's clock and the untimed work
-#      calibrated on that host bound it. In the interpreter the harness times with the host
-#      clock, so the patch changes nothing and the kernel must pass with an honest latency.
+#      checks): a 2x fake speedup on a GPU, where the parent's wall-clock bound cannot see it
+#      for a kernel shorter than a call's untimed work (the GPU work overlaps it). The
+#      harness's event timer holds the method as it was before the kernel was imported, so
+#      the patch never reaches it: the kernel must pass with an honest latency, there and in
+#      the interpreter (whose harness times with the host clock).
 _cuda = getattr(__import__("torch"), "cuda")
 _Real = getattr(_cuda, "Event")
 
