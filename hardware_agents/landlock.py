@@ -4,7 +4,10 @@ After `restrict(...)` the calling thread (and everything it execs or forks) may 
 beneath `write_paths`, read only beneath `read_paths` (when reads are restricted), cannot
 connect or bind TCP sockets (ABI >= 4), and cannot signal or reach abstract unix sockets of
 processes outside its domain (ABI >= 6). Landlock stacks and cannot be undone, and it needs
-no privilege. Call it from a single-threaded process (the sandbox launcher).
+no privilege. From ABI 8 the domain goes to every thread of the process (TSYNC); before it,
+threads that libraries started earlier (a CUDA driver's, after the sandbox's warm-up) keep
+their file access, and the record says how many (`landlock_threads`): they still run as the
+sandbox's uid, in its network namespace and under its seccomp filter.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ NET_BIND_TCP = 1 << 0  # ABI 4
 NET_CONNECT_TCP = 1 << 1
 SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
 SCOPE_SIGNAL = 1 << 1
+RESTRICT_SELF_TSYNC = 1 << 3  # ABI 8: every thread of the process
 
 READ_ACCESS = EXECUTE | READ_FILE | READ_DIR
 FILE_ONLY_ACCESS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV
@@ -136,7 +140,10 @@ def restrict(
         if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             err = ctypes.get_errno()
             raise LandlockError(err, f"prctl(NO_NEW_PRIVS): {os.strerror(err)}")
-        if _libc.syscall(_SYS_RESTRICT, ctypes.c_int(fd), ctypes.c_uint32(0)) < 0:
+        others = other_threads()
+        tsync = abi >= 8
+        flags = RESTRICT_SELF_TSYNC if tsync else 0
+        if _libc.syscall(_SYS_RESTRICT, ctypes.c_int(fd), ctypes.c_uint32(flags)) < 0:
             err = ctypes.get_errno()
             raise LandlockError(err, f"landlock_restrict_self: {os.strerror(err)}")
     finally:
@@ -145,4 +152,18 @@ def restrict(
         "landlock_abi": str(abi),
         "landlock_reads": "restricted" if read_paths is not None else "open",
         "landlock_tcp": "blocked" if net else "open",
+        "landlock_threads": (
+            "all"
+            if tsync or others == 0
+            else f"calling thread only ({others if others > 0 else 'an unknown number of'} other "
+            f"thread(s) started before it; ABI {abi} has no TSYNC)"
+        ),
     }
+
+
+def other_threads() -> int:
+    """Threads of this process besides the calling one (-1 when /proc cannot say)."""
+    try:
+        return len(os.listdir("/proc/self/task")) - 1
+    except OSError:
+        return -1

@@ -227,6 +227,8 @@ def default_read_paths() -> list[str]:
     paths = list(_SYSTEM_TREES)
     cfg = sysconfig.get_paths()
     paths += [cfg["stdlib"], cfg["platstdlib"], cfg["purelib"], cfg["platlib"]]
+    # Python's headers: Triton (3.6 and older) builds a C launcher per kernel signature with gcc
+    paths += [p for p in (cfg.get("include"), cfg.get("platinclude")) if p and os.path.isdir(p)]
     paths += [os.path.join(p, "lib") for p in {sys.base_prefix, sys.base_exec_prefix}]
     paths += [
         p

@@ -29,6 +29,11 @@ processes. This filter adds, for the calling thread and everything it later crea
   SIGSTOP), pidfd_getfd and process_madvise fail with EPERM: nothing a kernel needs, and
   each could reach past the other walls. x32 system calls (x86_64) kill the process.
 
+The filter goes to every thread of the process (SECCOMP_FILTER_FLAG_TSYNC): threads that
+libraries started before the lockdown (a CUDA driver's, a thread pool's) get it too; where
+the kernel refuses to synchronise, the calling thread alone gets it and the record says so
+(`seccomp_threads`).
+
 Needs no privilege once no_new_privs is set. Returns what was applied, for the record:
 `{"seccomp": "sockets,no_fork,stoppable,pdeathsig,ptrace,bpf,ns,mount"}` (the applied parts).
 """
@@ -43,6 +48,9 @@ import signal
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_SET_SECCOMP = 22
 _SECCOMP_MODE_FILTER = 2
+_SECCOMP_SET_MODE_FILTER = 1  # seccomp(2)'s operation
+_SECCOMP_FILTER_FLAG_TSYNC = 1
+_SYS_SECCOMP = {"x86_64": 317, "aarch64": 277}
 
 _RET_ALLOW = 0x7FFF0000
 _RET_ERRNO = 0x00050000
@@ -266,7 +274,8 @@ def _program(
 def restrict(
     *, sockets: bool = True, no_fork: bool = False, stoppable: bool = False, pdeathsig: bool = True
 ) -> dict[str, str]:
-    """Install the filter on the calling thread (call it while the process has one thread)."""
+    """Install the filter on every thread of the process (the calling thread alone where the
+    kernel cannot synchronise the others: said in the record)."""
     arch = platform.machine()
     if not available():
         raise SeccompError(errno.ENOSYS, f"seccomp filter not supported on {platform.system()}/{arch}")
@@ -277,9 +286,20 @@ def restrict(
     if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         err = ctypes.get_errno()
         raise SeccompError(err, f"prctl(NO_NEW_PRIVS): {errno.errorcode.get(err, err)}")
-    if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
-        err = ctypes.get_errno()
-        raise SeccompError(err, f"prctl(SECCOMP): {errno.errorcode.get(err, err)}")
+    synced = libc.syscall(
+        ctypes.c_long(_SYS_SECCOMP[arch]),
+        ctypes.c_uint(_SECCOMP_SET_MODE_FILTER),
+        ctypes.c_uint(_SECCOMP_FILTER_FLAG_TSYNC),
+        ctypes.byref(fprog),
+    )
+    if synced == 0:
+        threads = "all"
+    else:  # a thread that cannot synchronise (its id returned), or no seccomp(2): this thread only
+        why = f"thread {synced} could not synchronise" if synced > 0 else "seccomp(2) refused TSYNC"
+        if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+            err = ctypes.get_errno()
+            raise SeccompError(err, f"prctl(SECCOMP): {errno.errorcode.get(err, err)}")
+        threads = f"calling thread only ({why})"
     applied = [
         "sockets" if sockets else "",
         "no_fork" if no_fork else "",
@@ -287,4 +307,4 @@ def restrict(
         "pdeathsig" if pdeathsig else "",
         "ptrace,bpf,ns,mount",
     ]
-    return {"seccomp": ",".join(a for a in applied if a)}
+    return {"seccomp": ",".join(a for a in applied if a), "seccomp_threads": threads}

@@ -59,10 +59,11 @@ class CudaEventTimer:
     The event class, its methods, the stream and the synchronisation are bound when the timer
     is made, before the solution is imported (harness.run): code that later replaces
     `torch.cuda.Event`, its `record`/`elapsed_time`, `torch.cuda.current_stream` or
-    `torch.cuda.synchronize` does not reach this timer. That matters on a GPU, where the parent's wall-clock bound is weak for
-    a kernel shorter than the calibrated untimed work of a call (the GPU work overlaps it):
-    a 2x slowed event there would pass the bound. (The host-clock timer stays reachable: in
-    the interpreter every call is synchronous and the bound catches a slowed clock.)"""
+    `torch.cuda.synchronize` does not reach this timer. That matters on a GPU, where the
+    parent's wall-clock bound is weak for a kernel shorter than the calibrated untimed work
+    of a call (the GPU work overlaps it): a 2x slowed event there would pass the bound. (The
+    host-clock timer stays reachable: in the interpreter every call is synchronous and the
+    bound catches a slowed clock.)"""
 
     name = "cuda_event"
 

@@ -78,7 +78,9 @@ def test_the_gpu_check_needs_nothing_a_stock_cuda_image_lacks(tmp_path: Path) ->
     GPU's session can split the check over two calls)."""
     fib = write_fib_set(tmp_path / "fib")
     out = tmp_path / "gpu_check.json"
-    picked = ("--problems", "rmsnorm_h4096,rmsnorm_h64,gemm_n32_k48", "--out", str(out), "--interpreter")
+    # (the folder's tiny torch gemm is left out: at microseconds a call, the interpreter's clock
+    # bound is at the mercy of a loaded 2-core machine, and the imports are what is tested here)
+    picked = ("--problems", "rmsnorm_h4096,rmsnorm_h64", "--out", str(out), "--interpreter")
     _gpu_check(tmp_path, "--only", "suite", *picked)
     _gpu_check(tmp_path, "--only", "fib", "--fib", str(fib), "--merge", *picked)
     rows = {(r["kind"], r["name"]): r for r in json.loads(out.read_text())["rows"]}
@@ -87,6 +89,5 @@ def test_the_gpu_check_needs_nothing_a_stock_cuda_image_lacks(tmp_path: Path) ->
     fib_rows = {name: r["status"] for (kind, name), r in rows.items() if kind == "fib"}
     assert fib_rows == {
         "rmsnorm_h64/rmsnorm_h64_triton_v1": "passed",
-        "gemm_n32_k48/gemm_n32_k48_torch": "passed",
         "rmsnorm_h64/rmsnorm_h64_cuda_v2": "compile_error",  # CUDA C++: not built by the Triton agent
     }

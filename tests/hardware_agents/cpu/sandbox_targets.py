@@ -106,3 +106,25 @@ def fill_workdir(payload: bytes, workdir: Path) -> int:
             break
         written += len(block)
     return written
+
+
+class EarlyThread(msgspec.Struct):
+    socket_errno: int  # socket() on the thread started before the lockdown: 0 if allowed
+    cpus: list[int]  # that thread's CPU affinity
+
+
+def probe_early_thread(payload: bytes, workdir: Path) -> EarlyThread:
+    """What the thread `early_thread` started before the lockdown may still do."""
+    import early_thread
+
+    def try_socket() -> int:  # socket(AF_INET, SOCK_DGRAM, 0) through libc (the module is barred)
+        fd = _libc.socket(2, 2, 0)
+        if fd < 0:
+            return ctypes.get_errno()
+        os.close(fd)
+        return 0
+
+    return EarlyThread(
+        socket_errno=early_thread.ask(try_socket),
+        cpus=sorted(os.sched_getaffinity(early_thread.native_id[0])),
+    )

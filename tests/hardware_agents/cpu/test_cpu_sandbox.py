@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import uuid
 from pathlib import Path
@@ -175,3 +176,25 @@ def test_the_work_dir_is_a_capped_tmpfs_of_its_own() -> None:
     ) as box:  # the cap down
         assert not os.path.ismount(box.workdir)
         assert msgspec.msgpack.decode(box.run("sandbox_targets:fill_workdir", b"12").payload) == 12 << 20
+
+
+def test_threads_started_before_the_lockdown_are_confined_or_named() -> None:
+    """A library may start threads before the lockdown (a CUDA driver's, in the Triton
+    warm-up). seccomp reaches them (TSYNC: socket() fails there too), so does the CPU
+    affinity; Landlock reaches them only from ABI 8, and the record says how many it missed."""
+    import msgspec
+
+    here = str(Path(__file__).resolve().parent)
+    cpus = (sorted(os.sched_getaffinity(0))[0],)
+    policy = SandboxPolicy(wall_timeout_s=30, python_path=(here,), preload=("early_thread",), cpus=cpus)
+    with Sandbox(policy) as box:
+        out = box.run("sandbox_targets:probe_early_thread")
+    assert out.status == "ok", f"{out.error}\n{out.log}"
+    probe = msgspec.msgpack.decode(out.payload)
+    assert probe["socket_errno"] == errno.EPERM
+    assert probe["cpus"] == list(cpus)
+    assert out.isolation["seccomp_threads"] == "all"
+    if landlock.abi_version() >= 8:
+        assert out.isolation["landlock_threads"] == "all"
+    else:
+        assert out.isolation["landlock_threads"].startswith("calling thread only (1 other thread(s)")
