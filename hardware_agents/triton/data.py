@@ -190,7 +190,7 @@ def _draw_round(
     }
     if tp.positions_in_round:
         payload["positions"] = {n: torch.from_numpy(p) for n, p in positions.items()}
-    path = directory / f"round-{k}.pt"
+    path = directory / f"round-{k}-{secrets.token_hex(8)}.pt"  # unguessable: the folder is not listable
     torch.save(payload, path)
     os.chmod(path, 0o644)
     return TimedRound(k, str(path), calls, positions, order, full)
@@ -215,7 +215,10 @@ class ProblemData:
         self.dir = Path(tempfile.mkdtemp(prefix="triton-data-", dir=root))
         os.chmod(self.dir, 0o755)
         self.timing_dir = Path(tempfile.mkdtemp(prefix="triton-timing-", dir=root))
-        os.chmod(self.timing_dir, 0o755)  # for the reference child's uid; never on the kernel's read list
+        # the reference child (another uid) opens its files by name; nobody may list them: a
+        # thread of the kernel's process that Landlock could not reach (ABI < 8) has the
+        # sandbox uid's access only, and never learns the names of rounds still to come
+        os.chmod(self.timing_dir, 0o711)
         self.cases: list[CaseData] = []
         self.rounds: list[TimedRound] = []
         self.notes: list[str] = []
@@ -236,7 +239,7 @@ class ProblemData:
                 for k, row in enumerate(timing_bases(plan, timing)):
                     bases = [case_inputs(d, pc.workload, pc.case, data_roots)[0] for pc in row]
                     tr = _draw_round(k, timing, bases, like[3], self.timing_dir)
-                    checks = self.timing_dir / f"checks-{k}.pt"
+                    checks = self.timing_dir / f"checks-{k}-{secrets.token_hex(8)}.pt"
                     torch.save(tr.checks_payload(), checks)
                     os.chmod(checks, 0o644)
                     self.rounds.append(tr)

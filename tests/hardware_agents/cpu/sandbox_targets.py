@@ -128,3 +128,17 @@ def probe_early_thread(payload: bytes, workdir: Path) -> EarlyThread:
         socket_errno=early_thread.ask(try_socket),
         cpus=sorted(os.sched_getaffinity(early_thread.native_id[0])),
     )
+
+
+def list_then_open(payload: bytes, workdir: Path) -> list[int]:
+    """[errno of listing the folder (0: listed), errno of opening the named file (0: opened)];
+    payload: the folder and a file in it, NUL-separated."""
+    folder, name = payload.decode().split("\0")
+    out = []
+    for attempt in (lambda: os.listdir(folder), lambda: open(os.path.join(folder, name), "rb").close()):
+        try:
+            attempt()
+            out.append(0)
+        except OSError as e:
+            out.append(e.errno or -1)
+    return out

@@ -6,6 +6,7 @@ the dropped uid."""
 
 from __future__ import annotations
 
+import errno
 import os
 
 import pytest
@@ -54,5 +55,38 @@ def test_production_shape_references_fit_the_reference_sandbox(tmp_path) -> None
         ref_bytes = sum(r.nbytes for c in data.by_name.values() for r in c.ref64.values())
         assert ref_bytes > 512 << 20, ref_bytes  # more than the old cap: the case this test is about
         assert {c.name for c in plan} <= set(data.by_name)
+    finally:
+        agent.close()
+
+
+@pytest.mark.skipif(
+    os.getuid() != 0, reason="the sandbox runs as another uid only when the agent runs as root"
+)
+def test_the_timing_rounds_cannot_be_listed_by_the_sandbox_uid(tmp_path) -> None:
+    """The rounds still to come sit in a folder only the reference child reads, by name. Even
+    without Landlock (a thread it could not reach, ABI < 8), the sandbox's uid cannot list
+    that folder, and the files have unguessable names."""
+    import msgspec
+    from testdirs import CPU
+
+    import suites
+    from hardware_agents.base import DEFAULT_SEEDS
+    from hardware_agents.sandbox import allow_unisolated
+    from hardware_agents.triton.agent import H100Agent, plan_triton_cases
+
+    problem = suites.get_problem("triton/rmsnorm_h4096")
+    agent = H100Agent(mode="interpreter", cache_dir=tmp_path / "cache", interpreter_timing=True)
+    try:
+        plan, contents = plan_triton_cases(problem, DEFAULT_SEEDS, on_gpu=False)
+        timing = agent._timing_plan(problem, plan, contents[0])
+        data = agent.data.get(problem, plan, agent._run_reference, device="interpreter", timing=timing)
+        folder, name = os.path.split(data.rounds[0].file)
+        assert name.startswith("round-0-") and len(name) > len("round-0-.pt") + 8
+        policy = SandboxPolicy(wall_timeout_s=30, python_path=(str(CPU),), landlock=False)
+        with allow_unisolated(True), Sandbox(policy) as box:
+            out = box.run("sandbox_targets:list_then_open", f"{folder}\0{name}".encode())
+        assert out.status == "ok", f"{out.error}\n{out.log}"
+        listed, opened = msgspec.msgpack.decode(out.payload)
+        assert listed == errno.EACCES and opened == 0  # by name only: the reference child's way
     finally:
         agent.close()
