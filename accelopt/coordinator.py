@@ -35,8 +35,6 @@ from accelopt.policy import Scored, noise_margin, plan_pair, relative_spread, se
 from accelopt.profile import KERNEL_FAILURES, Profile, peak_fraction
 from accelopt.records import MemoryEntry, mark_estimated
 
-FIXABLE = KERNEL_FAILURES
-
 
 class RecentIds:
     """The last `capacity` ids added: set membership with first-in-first-out eviction."""
@@ -388,7 +386,7 @@ class CoordinatorCore:
             return outs + self._baseline_done(p, k, e)
         prof = e.profile
         if (
-            prof.status in FIXABLE
+            prof.status in KERNEL_FAILURES
             and k.fix_round < self.cfg_at(k.iteration).search.fix_rounds
             and not self.stopping
         ):

@@ -165,7 +165,9 @@ def _lock_down(spec: ChildSpec, isolation: dict[str, str]) -> None:
             isolation["landlock"] = f"unavailable: {e}"
     if spec.cpus:  # before seccomp, which refuses sched_setaffinity to a stoppable child
         try:
-            for tid in _thread_ids():  # threads libraries started before the lockdown too
+            from hardware_agents.landlock import thread_ids
+
+            for tid in thread_ids() or [0]:  # threads libraries started before the lockdown too
                 os.sched_setaffinity(tid, spec.cpus)
             isolation["cpus"] = ",".join(map(str, sorted(os.sched_getaffinity(0))))
         except OSError as e:
@@ -184,13 +186,6 @@ def _lock_down(spec: ChildSpec, isolation: dict[str, str]) -> None:
             )
         except seccomp.SeccompError as e:
             isolation["seccomp"] = f"unavailable: {e}"
-
-
-def _thread_ids() -> list[int]:
-    try:
-        return [int(t) for t in os.listdir("/proc/self/task")]
-    except OSError:
-        return [0]  # the calling thread
 
 
 class IsolationUnavailable(Exception):

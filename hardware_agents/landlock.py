@@ -140,7 +140,8 @@ def restrict(
         if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             err = ctypes.get_errno()
             raise LandlockError(err, f"prctl(NO_NEW_PRIVS): {os.strerror(err)}")
-        others = other_threads()
+        ids = thread_ids()
+        others = len(ids) - 1 if ids else -1
         tsync = abi >= 8
         flags = RESTRICT_SELF_TSYNC if tsync else 0
         if _libc.syscall(_SYS_RESTRICT, ctypes.c_int(fd), ctypes.c_uint32(flags)) < 0:
@@ -161,9 +162,9 @@ def restrict(
     }
 
 
-def other_threads() -> int:
-    """Threads of this process besides the calling one (-1 when /proc cannot say)."""
+def thread_ids() -> list[int]:
+    """The ids of this process's threads (none when /proc cannot say)."""
     try:
-        return len(os.listdir("/proc/self/task")) - 1
+        return [int(t) for t in os.listdir("/proc/self/task")]
     except OSError:
-        return -1
+        return []

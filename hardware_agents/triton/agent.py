@@ -54,7 +54,7 @@ from hardware_agents.pipeline.rounds import RoundClock, drive_rounds
 from hardware_agents.pipeline.verdict import Verdict
 from hardware_agents.sandbox import Sandbox, SandboxOutcome, SandboxPolicy, default_base_dir, private_dir
 from hardware_agents.triton import gpu as gpus
-from hardware_agents.triton.data import DataCache, ProblemData, TimingPlan, input_metas
+from hardware_agents.triton.data import DataCache, ProblemData, TimingPlan, input_metas, save_readable
 from hardware_agents.triton.harness import PACKAGE
 from hardware_agents.triton.inputs import torch_dtype
 from hardware_agents.triton.judge import JudgeSettings, TritonJudge, too_big_to_interpret
@@ -123,12 +123,6 @@ def rounds_dir(base: Path | None) -> Path:
     for path in (d, sub):  # whatever the umask
         os.chmod(path, 0o755)
     return d
-
-
-def hand_over(payload: dict[str, object], path: Path) -> None:
-    """Put what the child may read next (a round's checks) where it reads it, read-only to it."""
-    torch.save(payload, path)
-    os.chmod(path, 0o644)
 
 
 def hand_over_file(src: str | Path, path: Path) -> None:
@@ -345,7 +339,9 @@ class TritonAgent(HardwareAgent):
                         calibration=request.timing.calibration_rounds,
                         untimed_step=True,
                         hand_over=lambda k: hand_over_file(rounds[k].file, inputs / round_file(k)),
-                        after_round=lambda k: hand_over(rounds[k].checks_payload(), inputs / checks_file(k)),
+                        after_round=lambda k: save_readable(
+                            rounds[k].checks_payload(), inputs / checks_file(k)
+                        ),
                     )
                 finally:
                     out = child.finish()

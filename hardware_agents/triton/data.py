@@ -160,6 +160,12 @@ class TimedRound:
         }
 
 
+def save_readable(obj: object, path: Path) -> None:
+    """torch.save, then readable by a child of another uid (as root), whatever the umask."""
+    torch.save(obj, path)
+    os.chmod(path, 0o644)
+
+
 def _draw_round(
     k: int, tp: TimingPlan, bases: list[dict[str, torch.Tensor]], outputs: list[TensorMeta], directory: Path
 ) -> TimedRound:
@@ -191,8 +197,7 @@ def _draw_round(
     if tp.positions_in_round:
         payload["positions"] = {n: torch.from_numpy(p) for n, p in positions.items()}
     path = directory / f"round-{k}-{secrets.token_hex(8)}.pt"  # unguessable: the folder is not listable
-    torch.save(payload, path)
-    os.chmod(path, 0o644)
+    save_readable(payload, path)
     return TimedRound(k, str(path), calls, positions, order, full)
 
 
@@ -229,8 +234,7 @@ class ProblemData:
             for pc in plan:
                 tensors, scalars = case_inputs(d, pc.workload, pc.case, data_roots)
                 path = self.dir / f"{pc.name}.pt"
-                torch.save(tensors, path)
-                os.chmod(path, 0o644)
+                save_readable(tensors, path)
                 outs = output_metas(d, pc.workload)
                 staged.append((pc, str(path), scalars, outs, _set_bytes(tensors, outs)))
             ref_rounds: list[RefRound] = []
@@ -240,8 +244,7 @@ class ProblemData:
                     bases = [case_inputs(d, pc.workload, pc.case, data_roots)[0] for pc in row]
                     tr = _draw_round(k, timing, bases, like[3], self.timing_dir)
                     checks = self.timing_dir / f"checks-{k}-{secrets.token_hex(8)}.pt"
-                    torch.save(tr.checks_payload(), checks)
-                    os.chmod(checks, 0o644)
+                    save_readable(tr.checks_payload(), checks)
                     self.rounds.append(tr)
                     ref_rounds.append(
                         RefRound(
