@@ -121,3 +121,15 @@ def test_an_agent_that_raises_is_a_row_not_the_end_of_the_run(
     gpu_check.print_table([row, gpu_check.error_row("corpus", "x", why, expected="incorrect")], goals)
     shown = capsys.readouterr().out
     assert "agent_error" in shown and "expected incorrect: MISSED (ProblemFileError" in shown
+
+
+def test_merge_reads_an_earlier_results_file_and_refuses_anything_else(tmp_path: Path) -> None:
+    assert gpu_check.previous_rows(tmp_path / "none.json") == []  # no earlier run: nothing kept
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"benchmark": "gpu_check", "rows": [{"kind": "suite", "name": "x"}]}))
+    assert gpu_check.previous_rows(good) == [{"kind": "suite", "name": "x"}]
+    for text in ("{not json", json.dumps({"benchmark": "other"}), "[1, 2]"):
+        bad = tmp_path / "bad.json"
+        bad.write_text(text)
+        with pytest.raises(SystemExit, match="not a gpu_check results file"):
+            gpu_check.previous_rows(bad)
