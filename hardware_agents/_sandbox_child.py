@@ -11,7 +11,9 @@ in an order that works, before any untrusted code is loaded:
    the sandbox uid before the drop: the libraries write there again later, as that uid;
 3. rlimits: CPU seconds, address space, processes, file size, core dumps = 0;
 4. cwd = the private work dir, umask 077;
-5. drop to the unprivileged uid/gid chosen by the parent (when started as root);
+5. drop to the unprivileged uid/gid chosen by the parent (when started as root), first
+   making the trees it may read reachable by that uid wherever they live (a checkout under
+   a 0700 home: `hardware_agents.reach`, bind mounts in a mount namespace of its own);
 6. no_new_privs + Landlock: writes only beneath the work dir, reads only beneath the
    allowed trees (of /proc only this process's own entry and a few system files), no TCP,
    no signals/abstract sockets outside the domain;
@@ -56,7 +58,8 @@ class ChildSpec(msgspec.Struct, kw_only=True):
     rlimits: dict[str, tuple[int, int]] = {}
     isolate_network: bool = True
     landlock: bool = True
-    read_paths: list[str] | None = None
+    read_paths: list[str] | None = None  # Landlock's read list (None: reads not restricted)
+    reach_paths: list[str] = []  # what the sandbox uid must be able to reach (hardware_agents.reach)
     write_paths: list[str] = []
     preload: list[str] = []
     seccomp_sockets: bool = True
@@ -135,6 +138,32 @@ def give_tree(root: Path, uid: int, gid: int) -> None:
                 os.lchown(path, uid, gid)
 
 
+def _reach(spec: ChildSpec, isolation: dict[str, str]) -> None:
+    """Before the drop to the sandbox uid: make the trees it may read reachable by it, wherever
+    the checkout lives (`hardware_agents.reach`); fail with what to change where that cannot be
+    done."""
+    from hardware_agents import reach
+
+    assert spec.uid is not None and spec.gid is not None
+    try:
+        line = reach.expose(spec.reach_paths, spec.uid, spec.gid, writable=tuple(spec.write_paths))
+    except reach.ReachError as e:
+        tops = sorted({t for p in spec.reach_paths if (t := reach.blocked_ancestor(p, spec.uid, spec.gid))})
+        raise reach.ReachError(
+            f"the sandbox uid cannot reach {', '.join(tops)} ({e}): make it searchable "
+            f"(chmod o+x {' '.join(tops)}) or keep the checkout and its .venv elsewhere"
+        ) from e
+    if line:
+        isolation["reach"] = line
+    closed = reach.unreachable(spec.reach_paths, spec.uid, spec.gid)
+    if closed:
+        raise reach.ReachError(
+            "the sandbox uid cannot read these allowed paths (their own mode keeps others out): "
+            + ", ".join(closed)
+            + "; make them readable by others (chmod -R o+rX) or keep the checkout elsewhere"
+        )
+
+
 def _lock_down(spec: ChildSpec, isolation: dict[str, str]) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     for name, (soft, hard) in spec.rlimits.items():
@@ -142,6 +171,7 @@ def _lock_down(spec: ChildSpec, isolation: dict[str, str]) -> None:
     os.chdir(spec.workdir)
     os.umask(0o077)
     if spec.uid is not None and spec.gid is not None:
+        _reach(spec, isolation)
         give_tree(Path(spec.workdir), spec.uid, spec.gid)
         os.setgroups([])
         os.setresgid(spec.gid, spec.gid, spec.gid)

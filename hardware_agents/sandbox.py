@@ -500,6 +500,7 @@ class Sandbox:
             *(("stoppable",) if stoppable else ()),
             *(("cpus",) if pol.cpus else ()),
         )
+        allowed = [*default_read_paths(), str(self.workdir), *pol.read_paths, *pol.python_path]
         spec = ChildSpec(
             target=target,
             payload=raw,
@@ -510,11 +511,8 @@ class Sandbox:
             rlimits=self._rlimits(timeout),
             isolate_network=pol.isolate_network and self._root,
             landlock=pol.landlock,
-            read_paths=(
-                [*default_read_paths(), str(self.workdir), *pol.read_paths, *pol.python_path]
-                if pol.restrict_reads
-                else None
-            ),
+            read_paths=allowed if pol.restrict_reads else None,
+            reach_paths=allowed,
             write_paths=[str(self.workdir), *pol.write_paths],
             preload=list(pol.preload),
             seccomp_sockets=pol.block_sockets,
