@@ -122,7 +122,7 @@ def expose(paths: list[str], uid: int, gid: int, *, writable: tuple[str, ...] = 
     finally:
         os.umask(umask)
     tops = ", ".join(sorted(groups))
-    return f"{exposed} allowed path(s) under {tops} (not searchable by the sandbox uid) bind-mounted in a mount namespace"
+    return f"{exposed} allowed path(s) under {tops} (closed to the sandbox uid) bind-mounted in a mount namespace"
 
 
 def _expose_under(libc: ctypes.CDLL, top: str, members: list[str], rw: set[str]) -> int:
