@@ -129,7 +129,7 @@ def _expose_under(libc: ctypes.CDLL, top: str, members: list[str], rw: set[str])
     """A tmpfs over `top` with each of `members` bind-mounted back under its own name."""
     exposed = 0
     # hold every path before the tmpfs hides it, then put it back under its own name
-    held = []
+    held: list[tuple[str, int]] = []
     for p in members:
         if any(p.startswith(q + os.sep) for q, _ in held):
             continue  # inside a path already exposed
