@@ -29,6 +29,7 @@ why, and the caller judges it (`Verdict.ended`).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Final
 
@@ -49,6 +50,19 @@ class RoundClock:
         self.setups: list[float] = []
         self.cal_walls: list[float] = []
         self.cal_setups: list[float] = []
+        self.ready_s = 0.0  # from `drive_rounds` (just after the spawn) to the child's first stop
+        self.untimed_s = 0.0  # the untimed step (loading the kernel, the correctness cases)
+        self.exit_s = 0.0  # from the last continue to the child's exit
+
+    def phases(self) -> dict[str, float]:
+        """Our own clock of each phase of the child's life, for a profile's counters."""
+        return {
+            "phase_child_start_s": self.ready_s,
+            "phase_calibration_s": sum(self.cal_walls) + sum(self.cal_setups),
+            "phase_load_and_check_s": self.untimed_s,
+            "phase_timing_rounds_s": sum(self.walls) + sum(self.setups),
+            "phase_child_exit_s": self.exit_s,
+        }
 
     def untimed_per_call(self, calls: int) -> float | None:
         """The calibrated untimed work per call: the fastest calibration round's wall time per
@@ -92,14 +106,18 @@ def drive_rounds(
     filling `clock` (see the module doc). Returns the verdict an `after_round` gave, or None
     (the rounds ended, or the child left the protocol: the caller judges its outcome)."""
     try:
+        t0 = time.perf_counter()
         if not child.wait_stopped():  # exited or died before its first round
             return None
+        clock.ready_s = child.stopped_at - t0
         for _ in range(calibration):
             if not _round(child, clock.cal_setups, clock.cal_walls):
                 return None
         if untimed_step:
-            child.resume()
-            if not child.wait_stopped():  # exited (a failed check: no timing) or died
+            t0 = child.resume()
+            stopped = child.wait_stopped()
+            clock.untimed_s = (child.stopped_at if stopped else time.perf_counter()) - t0
+            if not stopped:  # exited (a failed check: no timing) or died
                 return None
         for k in range(rounds):  # the child is stopped, waiting for round k's inputs
             hand_over(k)
@@ -110,9 +128,10 @@ def drive_rounds(
                 break
             if isinstance(verdict, Profile):
                 return verdict
-        child.resume()  # no inputs for another round: the child reports and exits
+        t0 = child.resume()  # no inputs for another round: the child reports and exits
         if child.wait_stopped():  # one stop more than the protocol has: not our harness talking
             child.kill()
+        clock.exit_s = time.perf_counter() - t0
         return None
     except RanWhileStopped:  # killed already; `finish()` carries the breach to the verdict
         return None

@@ -37,6 +37,7 @@ import math
 import os
 import shutil
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -49,7 +50,7 @@ from accelopt.profile import Profile
 from hardware_agents.base import DeviceSpec, HardwareAgent
 from hardware_agents.pipeline import cases
 from hardware_agents.pipeline.cases import PlannedCase
-from hardware_agents.pipeline.clock import CLOCK_MARGIN, confirmed
+from hardware_agents.pipeline.clock import ClockBound, confirmed
 from hardware_agents.pipeline.rounds import RoundClock, drive_rounds
 from hardware_agents.pipeline.verdict import Verdict
 from hardware_agents.sandbox import Sandbox, SandboxOutcome, SandboxPolicy, default_base_dir, private_dir
@@ -114,6 +115,15 @@ def rotation_for(contents: int, set_bytes: int, l2: int, max_bytes: int = 4 << 3
     return r
 
 
+def sets_for(contents: int, calls: int, set_bytes: int, l2: int, budget: int) -> int:
+    """Buffer sets for the timed loop: one per call where they fit in `budget` (stocked before
+    the clock starts: nothing is restocked between calls, so a call's untimed work is the same
+    for every kernel), else `rotation_for`'s."""
+    if calls * set_bytes <= budget:
+        return calls
+    return rotation_for(contents, set_bytes, l2, max_bytes=budget)
+
+
 def rounds_dir(base: Path | None) -> Path:
     """A directory of ours for the timing rounds' inputs, readable by the child (on its read
     list), writable by us alone: nothing the kernel plants there can redirect a write."""
@@ -157,10 +167,12 @@ class TritonAgent(HardwareAgent):
         spec: DeviceSpec | None = None,
         sandbox_options: dict[str, Any] | None = None,
         calibration_rounds: int = 2,
-        clock_margin: float = CLOCK_MARGIN,
+        clock_bound: ClockBound | None = None,
+        simulated_flush_s: float = 0.0,
         sample_positions: int = 128,
         full_checks_per_round: int = 1,
         keep_outputs_bytes: int | None = None,
+        timing_sets_bytes: int | None = None,
         confirm_mismatch: bool = True,
         reference_budget_s: float = 20.0,
     ) -> None:
@@ -177,15 +189,17 @@ class TritonAgent(HardwareAgent):
             )
         if timer != "cuda_event":
             raise ValueError(
-                f"timer must be 'cuda_event' (the GPU timer), not {timer!r}; the host clock is used "
-                "automatically with interpreter_timing"
+                f"timer must be 'cuda_event' (the GPU timer), not {timer!r}; the interpreter's simulated "
+                "device clock is used automatically with interpreter_timing"
             )
         self.timer: TimerName = timer
         self.warmup, self.reps, self.trials = warmup, reps, trials
         self.calibration_rounds = max(1, calibration_rounds)
-        self.clock_margin = clock_margin
+        self.clock_bound = clock_bound  # how the kernel's clock is held to ours (None: the mode's)
+        self.simulated_flush_s = simulated_flush_s  # interpreter timing: the simulated device's flush
         self.sample_positions, self.full_checks = sample_positions, full_checks_per_round
         self.keep_outputs_bytes = keep_outputs_bytes
+        self.timing_sets_bytes = timing_sets_bytes
         self.confirm_mismatch = confirm_mismatch
         self.reference_budget_s = reference_budget_s
         self.flush_bytes = flush_bytes
@@ -382,12 +396,24 @@ class TritonAgent(HardwareAgent):
         prof = self._profile_once(problem, solution, seeds, timeout, measure)
         if prof.status != "timing_mismatch" or not self.confirm_mismatch:
             return prof
-        return confirmed(prof, self._profile_once(problem, solution, seeds, timeout, measure))
+        t0 = time.perf_counter()
+        again = confirmed(prof, self._profile_once(problem, solution, seeds, timeout, measure))
+        again.counters["phase_confirmation_s"] = time.perf_counter() - t0
+        return again
 
     def _keep_budget(self) -> int:
         """How many bytes of outputs a round may keep (every call's, for the secret checks)."""
         if self.keep_outputs_bytes is not None:
             return self.keep_outputs_bytes
+        if self.mode == "cuda":
+            mem = min((g.memory_bytes for g in self.gpu_infos if g.memory_bytes), default=16 << 30)
+            return mem // 4
+        return 1 << 30
+
+    def _sets_budget(self) -> int:
+        """How many bytes of input buffer sets a round may stock before its clock starts."""
+        if self.timing_sets_bytes is not None:
+            return self.timing_sets_bytes
         if self.mode == "cuda":
             mem = min((g.memory_bytes for g in self.gpu_infos if g.memory_bytes), default=16 << 30)
             return mem // 4
@@ -438,9 +464,11 @@ class TritonAgent(HardwareAgent):
             return self._fail("timeout", too_big)
         timed = measure and (on_gpu or self.interpreter_timing)
         tplan = self._timing_plan(problem, plan, contents[0]) if timed else None
+        t_data = time.perf_counter()
         data = self.data.get(
             problem, plan, self._run_reference, device=self.mode, data_roots=self.data_roots, timing=tplan
         )
+        t_data = time.perf_counter() - t_data
         request = self._request(problem, solution, data, contents, seeds[0], tplan, entry.path, symbol)
         stage = {f"{PACKAGE}/{s.path}": s.content for s in solution.sources}
         stage.setdefault(f"{PACKAGE}/__init__.py", "")
@@ -461,11 +489,16 @@ class TritonAgent(HardwareAgent):
                 spec=self._spec,
                 max_pct_peak=self.max_pct_peak,
                 sample_positions=self.sample_positions,
-                clock_margin=self.clock_margin,
+                clock_bound=self.clock_bound,
                 mode_note=self.mode_note,
             )
             judge = TritonJudge(Verdict(self._fail), settings, problem, data, request, box, clock)
-            return judge.judge(out, needs_launch=solution.spec.language == "triton")
+            t_judge = time.perf_counter()
+            prof = judge.judge(out, needs_launch=solution.spec.language == "triton")
+            prof.counters.update(
+                {"phase_data_s": t_data, **clock.phases(), "phase_judge_s": time.perf_counter() - t_judge}
+            )
+            return prof
         except Exception as e:  # a result the kernel tampered with must not crash the agent
             return self._fail("runtime_error", f"invalid harness result ({type(e).__name__}: {e})\n{out.log}")
         finally:
@@ -495,8 +528,11 @@ class TritonAgent(HardwareAgent):
             timing_spec = TimingSpec(
                 like=contents[0],
                 per_round=PER_ROUND,
-                rotation=rotation_for(PER_ROUND, set_bytes, l2 if self.mode == "cuda" else 0),
-                timer="perf_counter" if self.mode == "interpreter" else self.timer,
+                rotation=sets_for(
+                    PER_ROUND, tplan.calls, set_bytes, l2 if self.mode == "cuda" else 0, self._sets_budget()
+                ),
+                timer="simulated" if self.mode == "interpreter" else self.timer,
+                device_flush_s=self.simulated_flush_s if self.mode == "interpreter" else 0.0,
                 warmup=self.warmup,
                 reps=tplan.calls - self.warmup,
                 trials=self.trials,

@@ -18,11 +18,14 @@ child stops itself (SIGSTOP); the parent puts the round's inputs in a directory 
 (base contents the kernel has never been able to read, a mask per float input, the calls'
 content and mask shift) and continues it; the child sets up R buffer sets with the first
 calls' contents and stops again; the parent starts its own clock and continues it; the
-child runs `warmup` + `reps` calls, each after an L2 flush and timed by the timer (CUDA
-events read after the round, or the host clock in the interpreter), each on its own content
-(`timed_inputs`), and after each (untimed) compares sampled input elements with what was
-handed over and restocks the set with a later call's content; then it stops at the next
-round's start, where the parent's clock stops. No synchronisation happens between calls.
+child runs `warmup` + `reps` calls, each after an L2 flush (the call's lead on the device),
+timed by CUDA events and followed by a device synchronisation, so that the parent's clock sees
+every call alone (`timing.py`; the interpreter's clock is the shim's simulated device), each on
+its own content (`timed_inputs`); where the round has fewer buffer sets than calls, after each
+call (untimed) it compares sampled input elements with what was handed over and restocks the
+set with a later call's content, else every set was stocked before the clock started and the
+comparison runs once the clock has stopped; then it stops at the next round's start, where
+the parent's clock stops.
 Every call writes its own output buffers, kept until the round ends; the parent then names
 secret positions of every call's outputs and a few calls to send back in full, and checks
 them against references it had computed for exactly those calls. It bounds the child's
@@ -380,7 +383,7 @@ def _calibrate(
     req: HarnessRequest,
     device: torch.device,
     timer: timing.Timer,
-    flush_buf: torch.Tensor,
+    flush: Callable[[], Any],
     gen: torch.Generator,
     result: HarnessResult,
 ) -> None:
@@ -390,11 +393,16 @@ def _calibrate(
     kernel's clock later. Protocol: like a timing round, with no inputs handed over."""
     assert req.timing is not None
     fn = _null_entry(req, device)
+    late: Callable[[], None] | None = None
     for _ in range(req.timing.calibration_rounds):
         stop_for_parent()  # the parent stages nothing
-        run, _ = _round(fn, req, RoundData.dummy(req, device, gen), device, timer, flush_buf, gen)
+        if late is not None:
+            late()
+        run, _, late = _round(fn, req, RoundData.dummy(req, device, gen), device, timer, flush, gen)
         result.calibration.append(run)
     stop_for_parent()  # the last calibration round's clock stops
+    if late is not None:
+        late()
 
 
 def _time(
@@ -403,7 +411,7 @@ def _time(
     device: torch.device,
     workdir: Path,
     timer: timing.Timer,
-    flush_buf: torch.Tensor,
+    flush: Callable[[], Any],
     gen: torch.Generator,
     result: HarnessResult,
 ) -> None:
@@ -416,15 +424,20 @@ def _time(
     (workdir / "out").mkdir(exist_ok=True)
     inputs = Path(spec.inputs_dir) if spec.inputs_dir else workdir
     kept: list[Any] = []
+    late: Callable[[], None] | None = None
     for k in range(spec.trials):
         stop_for_parent()  # the parent's clock (previous round) stops; it stages round k
+        if late is not None:
+            late()
         if k:
             _send_checks(k - 1, kept, req, inputs, workdir, result)
-        run, kept = _round(
-            fn, req, RoundData.load(inputs / round_file(k), device), device, timer, flush_buf, gen
+        run, kept, late = _round(
+            fn, req, RoundData.load(inputs / round_file(k), device), device, timer, flush, gen
         )
         result.timing.append(run)
     stop_for_parent()  # the last round's clock stops
+    if late is not None:
+        late()
     _send_checks(spec.trials - 1, kept, req, inputs, workdir, result)
 
 
@@ -482,12 +495,15 @@ def _round(
     rd: RoundData,
     device: torch.device,
     timer: timing.Timer,
-    flush_buf: torch.Tensor,
+    flush: Callable[[], Any],
     gen: torch.Generator,
-) -> tuple[TimingRun, list[Any]]:
+) -> tuple[TimingRun, list[Any], Callable[[], None] | None]:
     """One round: set up, stop (ready: the parent's clock starts when it continues us), run
-    every call with its own content, collect the timer readings. Returns the run and what
-    the checks need: every call's outputs (kept), or [samples, last outputs] (not kept)."""
+    every call with its own content, collect the timer readings. Returns the run, what the
+    checks need (every call's outputs (kept), or [samples, last outputs] (not kept)) and, where
+    every call had a buffer set of its own (stocked before the clock started, so nothing is
+    restocked between calls), the comparison of the sets' sampled inputs with what was handed
+    over, to run once the parent's clock has stopped (`late`; it fills `run.mutated`)."""
     spec = req.timing
     assert spec is not None
     like = _like_case(req)
@@ -562,11 +578,19 @@ def _round(
             if t == n - 1:
                 last.update({k: v.detach().clone() for k, v in got.items()})
 
-    def after(t: int) -> None:
+    def check_inputs(t: int) -> None:
         nonlocal mutated
         b = t % R
         for name, want in expected[b].items():
             mutated = mutated + (sets[b][name].reshape(-1)[mpos[name][t]] != want).any().to(torch.int64)
+
+    prestocked = n <= R  # every call has its own set: nothing to restock between calls
+
+    def after(t: int) -> None:
+        if prestocked:
+            return
+        check_inputs(t)
+        b = t % R
         if t + R < n:
             stock(b, t + R)
         if not keep and req.destination_passing:
@@ -575,12 +599,19 @@ def _round(
 
     _sync(device)  # the set-up's device work (restocks, output fills) ends before the clock starts
     stop_for_parent()  # set up; the parent's clock starts when it continues us
-    run = timing.measure(
-        call=call, after=after, flush=flush_buf.zero_, timer=timer, warmup=spec.warmup, reps=spec.reps
-    )
-    run.mutated = int(mutated.item())
+    run = timing.measure(call=call, after=after, flush=flush, timer=timer, warmup=spec.warmup, reps=spec.reps)
     run.malformed = malformed[0]
-    return run, (kept if keep else [samples, last])
+    out = kept if keep else [samples, last]
+    if not prestocked:
+        run.mutated = int(mutated.item())
+        return run, out, None
+
+    def late() -> None:
+        for t in range(n):
+            check_inputs(t)
+        run.mutated = int(mutated.item())
+
+    return run, out, late
 
 
 # --- entry -----------------------------------------------------------------------------------
@@ -598,13 +629,14 @@ def run(payload: bytes, workdir: Path) -> HarnessResult:
         result.device_name = torch.cuda.get_device_name(device)
         result.versions["cuda"] = str(torch.version.cuda)
     (workdir / "out").mkdir(exist_ok=True)
-    timer, flush_buf = None, None
+    timer, flush = None, None
     gen = torch.Generator().manual_seed(req.seed)
     if req.timing is not None:  # calibrated before the solution is imported: nothing of it runs yet
-        timer = timing.make_timer(req.timing.timer)
+        timer = timing.make_timer(req.timing.timer, req.timing.device_flush_s)
         result.timer = timer.name
         flush_buf = torch.empty(max(req.timing.flush_bytes, 1), dtype=torch.uint8, device=device)
-        _calibrate(req, device, timer, flush_buf, gen, result)
+        flush = timing.bound_flush(flush_buf, req.timing.timer)
+        _calibrate(req, device, timer, flush, gen, result)
         result.phase_s["calibration"] = time.perf_counter() - t_start
     if os.environ.get("TRITON_INTERPRET") == "1":
         interpreter_autotune()
@@ -624,11 +656,11 @@ def run(payload: bytes, workdir: Path) -> HarnessResult:
         ok = ok and not run_.mutated and not run_.overflow
     t_correct = time.perf_counter()
     result.phase_s["correctness"] = t_correct - t_import
-    if req.timing is None or timer is None or flush_buf is None:
+    if req.timing is None or timer is None or flush is None:
         return result
     if not ok:
         result.skipped_timing = "not timed: a correctness case failed"
         return result
-    _time(fn, req, device, workdir, timer, flush_buf, gen, result)
+    _time(fn, req, device, workdir, timer, flush, gen, result)
     result.phase_s["timing"] = time.perf_counter() - t_correct
     return result
