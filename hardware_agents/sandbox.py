@@ -290,7 +290,7 @@ def private_dir(base: Path, prefix: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=base))
 
 
-_MS_NOSUID, _MS_NODEV, _MNT_DETACH = 2, 4, 2
+_MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MNT_DETACH = 2, 4, 32, 2
 _WORKDIR_FILES = 16384
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -412,6 +412,28 @@ class Sandbox:
             self._lease.release()  # kills whatever still runs as the uid
         _umount(self.workdir)
         shutil.rmtree(self._outer, ignore_errors=True)
+
+    def resize_workdir(self, size: int) -> str:
+        """Re-cap the work dir's tmpfs at `size` bytes (a child started ahead of need gets the
+        cap of the work it is given; never below what it holds); what was done, for the record."""
+        if not self.workdir_limit.startswith("tmpfs"):
+            return self.workdir_limit
+        used = sum(f.stat().st_size for f in self.workdir.rglob("*") if f.is_file() and not f.is_symlink())
+        size = max(size, used + (64 << 20))
+        opts = f"size={size},nr_inodes={_WORKDIR_FILES}".encode()
+        if (
+            _libc.mount(
+                b"accelopt-sandbox",
+                os.fsencode(self.workdir),
+                b"tmpfs",
+                _MS_REMOUNT | _MS_NOSUID | _MS_NODEV,
+                opts,
+            )
+            != 0
+        ):
+            return self.workdir_limit  # the cap it was started with stays
+        self.workdir_limit = f"tmpfs {size >> 20} MiB"
+        return self.workdir_limit
 
     def give(self, relpath: str) -> Path:
         """Make a staged file or dir (created by the parent) readable by the child."""
@@ -725,6 +747,11 @@ class SandboxChild:
         return self._l.proc.pid
 
     @property
+    def held(self) -> bool:
+        """Stopped, its stop already reported to us, and not continued since."""
+        return self._freezer is not None and self._freezer.holding and self.exit_status is None
+
+    @property
     def last_run_cpu_s(self) -> float | None:
         return self._freezer.last_run_cpu_s if self._freezer is not None else None
 
@@ -847,6 +874,13 @@ class SandboxChild:
                 os.kill(self.pid, signal.SIGCONT)
             return t
         return self._freezer.continue_all()
+
+    def restart_clock(self, timeout_s: float) -> None:
+        """Start the child's wall-clock allowance (and the outcome's wall time) now: a child
+        started ahead of need and held stopped until it is given its work."""
+        self._l.t0 = time.perf_counter()
+        self.timeout_s = timeout_s
+        self.deadline = self._l.t0 + timeout_s
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -51,13 +51,14 @@ class RoundClock:
         self.cal_walls: list[float] = []
         self.cal_setups: list[float] = []
         self.ready_s = 0.0  # from `drive_rounds` (just after the spawn) to the child's first stop
+        self.start_s = 0.0  # before that: starting the child, or waiting for a spare to be ready
         self.untimed_s = 0.0  # the untimed step (loading the kernel, the correctness cases)
         self.exit_s = 0.0  # from the last continue to the child's exit
 
     def phases(self) -> dict[str, float]:
         """Our own clock of each phase of the child's life, for a profile's counters."""
         return {
-            "phase_child_start_s": self.ready_s,
+            "phase_child_start_s": self.start_s + self.ready_s,
             "phase_calibration_s": sum(self.cal_walls) + sum(self.cal_setups),
             "phase_load_and_check_s": self.untimed_s,
             "phase_timing_rounds_s": sum(self.walls) + sum(self.setups),

@@ -36,6 +36,7 @@ import contextlib
 import math
 import os
 import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -53,7 +54,14 @@ from hardware_agents.pipeline.cases import PlannedCase
 from hardware_agents.pipeline.clock import ClockBound, confirmed
 from hardware_agents.pipeline.rounds import RoundClock, drive_rounds
 from hardware_agents.pipeline.verdict import Verdict
-from hardware_agents.sandbox import Sandbox, SandboxOutcome, SandboxPolicy, default_base_dir, private_dir
+from hardware_agents.sandbox import (
+    Sandbox,
+    SandboxChild,
+    SandboxOutcome,
+    SandboxPolicy,
+    default_base_dir,
+    private_dir,
+)
 from hardware_agents.triton import gpu as gpus
 from hardware_agents.triton.data import DataCache, ProblemData, TimingPlan, input_metas, save_readable
 from hardware_agents.triton.harness import PACKAGE
@@ -68,10 +76,18 @@ from hardware_agents.triton.records import (
     round_file,
 )
 from hardware_agents.triton.reference import RefRequest, RefResult
+from hardware_agents.triton.spare import REQUEST_FILE, ServeRequest
 from hardware_agents.triton.specs import device_spec, kind_for_gpu_name, l2_bytes
 from hardware_agents.triton.static import check_sources
 
 Mode = Literal["auto", "cuda", "interpreter"]
+HARNESS_TARGET = "hardware_agents.triton.harness:run"
+REFERENCE_TARGET = "hardware_agents.triton.reference:run_reference"
+SERVE_TARGET = "hardware_agents.triton.spare:serve"
+SERVED = {HARNESS_TARGET: "harness", REFERENCE_TARGET: "reference"}  # spare.TARGETS, by target
+SPARE_FILE_BYTES = 32 << 30  # the largest file a spare may write (its work dir is re-capped per request)
+SPARE_START_S = 600.0  # how long a spare may take to be ready
+REFERENCE_TIMEOUT_S = 600.0  # a problem's references (its definition's code, every case and timed call)
 PER_ROUND = 2  # fresh base contents per timing round (every call derives its own content from one)
 # imported before the privilege drop; `warmup` opens Triton's cache (and CUDA on a GPU) as root
 _PRELOAD = (
@@ -124,17 +140,6 @@ def sets_for(contents: int, calls: int, set_bytes: int, l2: int, budget: int) ->
     return rotation_for(contents, set_bytes, l2, max_bytes=budget)
 
 
-def rounds_dir(base: Path | None) -> Path:
-    """A directory of ours for the timing rounds' inputs, readable by the child (on its read
-    list), writable by us alone: nothing the kernel plants there can redirect a write."""
-    d = private_dir(base or default_base_dir(), "accelopt-triton-rounds-")
-    sub = d / Path(round_file(0)).parent
-    sub.mkdir()
-    for path in (d, sub):  # whatever the umask
-        os.chmod(path, 0o755)
-    return d
-
-
 def hand_over_file(src: str | Path, path: Path) -> None:
     """A round's inputs file, copied where the child reads it, read-only to it (whatever the
     umask: the child runs as another uid)."""
@@ -173,6 +178,7 @@ class TritonAgent(HardwareAgent):
         full_checks_per_round: int = 1,
         keep_outputs_bytes: int | None = None,
         timing_sets_bytes: int | None = None,
+        spare_children: bool | None = None,
         confirm_mismatch: bool = True,
         reference_budget_s: float = 20.0,
     ) -> None:
@@ -223,6 +229,12 @@ class TritonAgent(HardwareAgent):
         self.mode_note = self._mode_note(mode)
         self._toolchain: dict[str, str] | None = None
         self._lock = threading.Lock()
+        # children started ahead of need (`spare.py`), one per GPU (None: the interpreter's)
+        self.spare_children = self.mode == "cuda" if spare_children is None else spare_children
+        self._spares: dict[int | None, tuple[Sandbox, SandboxChild]] = {}
+        self._spare_lock = threading.Lock()
+        self._rounds: Path | None = None
+        self._closed = False
 
     # --- device ------------------------------------------------------------------------------
 
@@ -268,7 +280,12 @@ class TritonAgent(HardwareAgent):
             return dict(self._toolchain)
 
     def close(self) -> None:
+        self._closed = True
+        self._close_spares()
         self.data.close()
+        if self._rounds is not None:
+            shutil.rmtree(self._rounds, ignore_errors=True)
+            self._rounds = None
 
     # --- sandboxes -----------------------------------------------------------------------------
 
@@ -293,18 +310,111 @@ class TritonAgent(HardwareAgent):
         kw.update(self.sandbox_options)
         return SandboxPolicy(**kw)
 
+    @staticmethod
+    def _stage(box: Sandbox, stage: dict[str, str] | None) -> None:
+        for rel, content in (stage or {}).items():
+            p = box.workdir / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(content)
+            box.give(rel)
+
     def _box(self, policy: SandboxPolicy, stage: dict[str, str] | None) -> Sandbox:
         box = Sandbox(policy, base_dir=self.sandbox_dir)
         try:
-            for rel, content in (stage or {}).items():
-                p = box.workdir / rel
-                p.parent.mkdir(parents=True, exist_ok=True)
-                p.write_text(content)
-                box.give(rel)
+            self._stage(box, stage)
         except BaseException:
             box.close()
             raise
         return box
+
+    # --- spares (`spare.py`): children started ahead of need --------------------------------------
+
+    def _spare_policy(self) -> SandboxPolicy:
+        """What a spare may read: every problem's data and every timing round's folder (the
+        work dir is re-capped for each request)."""
+        timeout = max(
+            self.timeout_s, REFERENCE_TIMEOUT_S
+        )  # its CPU allowance; the wall clock starts per request
+        return self._policy(timeout, [str(self.data.root), str(self._rounds_root())], SPARE_FILE_BYTES)
+
+    def _start_spare(self, gpu: int | None) -> None:
+        if not self.spare_children or self._closed:
+            return
+        with self._spare_lock:
+            if gpu in self._spares:
+                return
+            box = Sandbox(self._spare_policy(), base_dir=self.sandbox_dir)
+            try:
+                env = {"CUDA_VISIBLE_DEVICES": str(gpu)} if gpu is not None else None
+                child = box.spawn(SERVE_TARGET, b"", timeout_s=SPARE_START_S, extra_env=env)
+            except BaseException:
+                box.close()
+                raise
+            self._spares[gpu] = (box, child)
+
+    def _claim_spare(
+        self,
+        gpu: int | None,
+        target: str,
+        request: msgspec.Struct,
+        policy: SandboxPolicy,
+        stage: dict[str, str] | None,
+    ) -> tuple[Sandbox, SandboxChild] | None:
+        """The spare of `gpu`, given `request` for `target` and continued into it (None: there
+        is none, it died, or the request needs more time than it was started with)."""
+        if policy.wall_timeout_s > max(self.timeout_s, REFERENCE_TIMEOUT_S):
+            return None
+        with self._spare_lock:
+            got = self._spares.pop(gpu, None)
+        if got is None:
+            return None
+        box, child = got
+        try:
+            if not (child.held or child.wait_stopped()):  # died while warming up: a fresh child instead
+                child.finish()
+                box.close()
+                return None
+            box.resize_workdir(policy.workdir_bytes)
+            self._stage(box, stage)
+            req = ServeRequest(target=target, payload=msgspec.msgpack.encode(request))
+            path = box.workdir / REQUEST_FILE
+            path.write_bytes(msgspec.msgpack.encode(req))
+            box.give(REQUEST_FILE)
+            child.restart_clock(policy.wall_timeout_s)
+            child.resume()
+        except BaseException:
+            child.finish()
+            box.close()
+            raise
+        return box, child
+
+    def _close_spares(self) -> None:
+        with self._spare_lock:
+            spares, self._spares = list(self._spares.values()), {}
+        for box, child in spares:
+            child.kill()
+            child.finish()
+            box.close()
+
+    def _rounds_root(self) -> Path:
+        """The agent's folder of timing rounds (0711: each profile's folder in it has an
+        unguessable name, and the children may read beneath it, never list it)."""
+        if self._rounds is None:
+            self._rounds = private_dir(self.sandbox_dir or default_base_dir(), "accelopt-triton-rounds-")
+            os.chmod(self._rounds, 0o711)
+        return self._rounds
+
+    def _rounds_dir(self) -> Path:
+        """A folder of ours for one profile's timing rounds' inputs: the child may read it, never
+        write it (nothing the kernel plants there can redirect a write of ours)."""
+        d = Path(tempfile.mkdtemp(prefix="r-", dir=self._rounds_root()))
+        sub = d / Path(round_file(0)).parent
+        sub.mkdir()
+        for path in (d, sub):  # whatever the umask; the child opens the round files by name
+            os.chmod(path, 0o711)
+        return d
+
+    # --- running children -------------------------------------------------------------------------
 
     def _run(
         self,
@@ -313,15 +423,26 @@ class TritonAgent(HardwareAgent):
         policy: SandboxPolicy,
         stage: dict[str, str] | None = None,
     ) -> tuple[SandboxOutcome, Sandbox]:
-        box = self._box(policy, stage)
-        try:
-            with self.pool.acquire() if self.pool is not None else contextlib.nullcontext(None) as idx:
-                return box.run(
-                    target, request, extra_env={"CUDA_VISIBLE_DEVICES": str(idx)} if idx is not None else None
-                ), box
-        except BaseException:
-            box.close()
-            raise
+        """A child that runs to its end (the reference, an untimed harness)."""
+        with self.pool.acquire() if self.pool is not None else contextlib.nullcontext(None) as idx:
+            claimed = self._claim_spare(idx, SERVED[target], request, policy, stage)
+            self._start_spare(idx)  # the next child warms up while this one works
+            if claimed is not None:
+                box, child = claimed
+                try:
+                    if child.wait_stopped():  # a stop the protocol does not have: not our harness
+                        child.kill()
+                    return child.finish(), box
+                except BaseException:
+                    box.close()
+                    raise
+            box = self._box(policy, stage)
+            try:
+                env = {"CUDA_VISIBLE_DEVICES": str(idx)} if idx is not None else None
+                return box.run(target, request, extra_env=env), box
+            except BaseException:
+                box.close()
+                raise
 
     def _drive(
         self,
@@ -336,40 +457,48 @@ class TritonAgent(HardwareAgent):
         box (for its files) and those times."""
         clock = RoundClock()
         if request.timing is None:
-            return *self._run("hardware_agents.triton.harness:run", request, policy, stage), clock
-        box = self._box(policy, stage)
-        try:
-            inputs, rounds = Path(request.timing.inputs_dir), data.rounds
-            with self.pool.acquire() if self.pool is not None else contextlib.nullcontext(None) as idx:
-                env = {"CUDA_VISIBLE_DEVICES": str(idx)} if idx is not None else None
-                child = box.spawn("hardware_agents.triton.harness:run", request, extra_env=env)
-                try:  # calibration first, before the child imports the solution and runs the correctness cases;
-                    # round k's file goes to `inputs` (ours, read-only to the child) only once the child waits
-                    # for it, and what to send back of round k's outputs only once round k is over
-                    drive_rounds(
-                        child,
-                        clock,
-                        rounds=request.timing.trials,
-                        calibration=request.timing.calibration_rounds,
-                        untimed_step=True,
-                        hand_over=lambda k: hand_over_file(rounds[k].file, inputs / round_file(k)),
-                        after_round=lambda k: save_readable(
-                            rounds[k].checks_payload(), inputs / checks_file(k)
-                        ),
-                    )
-                finally:
-                    out = child.finish()
-            return out, box, clock
-        except BaseException:
-            box.close()
-            raise
+            return *self._run(HARNESS_TARGET, request, policy, stage), clock
+        inputs, rounds = Path(request.timing.inputs_dir), data.rounds
+        with self.pool.acquire() if self.pool is not None else contextlib.nullcontext(None) as idx:
+            t0 = time.perf_counter()
+            claimed = self._claim_spare(idx, "harness", request, policy, stage)
+            if claimed is not None:
+                box, child = claimed
+            else:
+                box = self._box(policy, stage)
+                try:
+                    env = {"CUDA_VISIBLE_DEVICES": str(idx)} if idx is not None else None
+                    child = box.spawn(HARNESS_TARGET, request, extra_env=env)
+                except BaseException:
+                    box.close()
+                    raise
+            clock.start_s = time.perf_counter() - t0
+            self._start_spare(idx)  # the next child warms up while this one works
+            try:  # calibration first, before the child imports the solution and runs the correctness cases;
+                # round k's file goes to `inputs` (ours, read-only to the child) only once the child waits
+                # for it, and what to send back of round k's outputs only once round k is over
+                drive_rounds(
+                    child,
+                    clock,
+                    rounds=request.timing.trials,
+                    calibration=request.timing.calibration_rounds,
+                    untimed_step=True,
+                    hand_over=lambda k: hand_over_file(rounds[k].file, inputs / round_file(k)),
+                    after_round=lambda k: save_readable(rounds[k].checks_payload(), inputs / checks_file(k)),
+                )
+                out = child.finish()
+            except BaseException:
+                child.finish()
+                box.close()
+                raise
+        return out, box, clock
 
     def _run_reference(
         self, request: RefRequest, read_paths: Sequence[str]
     ) -> dict[str, dict[str, torch.Tensor]]:
         request = msgspec.structs.replace(request, device="cuda" if self.mode == "cuda" else "cpu")
-        policy = self._policy(max(self.timeout_s, 600.0), read_paths, 16 << 30)
-        out, box = self._run("hardware_agents.triton.reference:run_reference", request, policy)
+        policy = self._policy(max(self.timeout_s, REFERENCE_TIMEOUT_S), read_paths, 16 << 30)
+        out, box = self._run(REFERENCE_TARGET, request, policy)
         try:
             if out.status != "ok":
                 raise ProblemFileError(
@@ -539,7 +668,7 @@ class TritonAgent(HardwareAgent):
                 flush_bytes=self._flush_bytes(l2),
                 calibration_rounds=self.calibration_rounds,
                 keep_outputs=not tplan.positions_in_round,
-                inputs_dir=str(rounds_dir(self.sandbox_dir)),
+                inputs_dir=str(self._rounds_dir()),
             )
         first = data.cases[0].planned.workload
         return HarnessRequest(

@@ -160,6 +160,19 @@ class TimedRound:
         }
 
 
+def _draw_all(
+    cases: Sequence[PlannedCase], d: Definition, data_roots: Sequence[str | Path]
+) -> dict[str, tuple[dict[str, torch.Tensor], dict[str, float | int | bool]]]:
+    """Every case's inputs, drawn on several threads (numpy's generators release the GIL while
+    they fill an array: a GPU host draws a problem's dozen production-size inputs at once)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    workers = max(1, min(8, os.cpu_count() or 1, len(cases)))
+    with ThreadPoolExecutor(workers, thread_name_prefix="accelopt-inputs") as pool:
+        drawn = list(pool.map(lambda pc: case_inputs(d, pc.workload, pc.case, data_roots), cases))
+    return {pc.name: got for pc, got in zip(cases, drawn, strict=True)}
+
+
 def timed_structure(base: dict[str, torch.Tensor], like: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """A timing round's base content with the integer inputs (index pointers, page tables,
     lengths) of the correctness case `like`: every timed call runs on the workload's one
@@ -244,8 +257,10 @@ class ProblemData:
         try:
             staged: list[tuple[PlannedCase, str, dict, list[TensorMeta], int]] = []
             like_tensors: dict[str, torch.Tensor] = {}
+            bases_of = timing_bases(plan, timing) if timing is not None else []
+            drawn = _draw_all([*plan, *(pc for row in bases_of for pc in row)], d, data_roots)
             for pc in plan:
-                tensors, scalars = case_inputs(d, pc.workload, pc.case, data_roots)
+                tensors, scalars = drawn[pc.name]
                 if timing is not None and pc.name == timing.like:
                     like_tensors = tensors
                 path = self.dir / f"{pc.name}.pt"
@@ -255,11 +270,8 @@ class ProblemData:
             ref_rounds: list[RefRound] = []
             if timing is not None:
                 like = next(st for st in staged if st[0].name == timing.like)
-                for k, row in enumerate(timing_bases(plan, timing)):
-                    bases = [
-                        timed_structure(case_inputs(d, pc.workload, pc.case, data_roots)[0], like_tensors)
-                        for pc in row
-                    ]
+                for k, row in enumerate(bases_of):
+                    bases = [timed_structure(drawn[pc.name][0], like_tensors) for pc in row]
                     tr = _draw_round(k, timing, bases, like[3], self.timing_dir)
                     checks = self.timing_dir / f"checks-{k}-{secrets.token_hex(8)}.pt"
                     save_readable(tr.checks_payload(), checks)

@@ -60,7 +60,7 @@ except ImportError:  # pragma: no cover - older Triton
     pass
 
 from hardware_agents.triton import timed_inputs, timing
-from hardware_agents.triton.cuda_shim import count_launches, install_cuda_shim
+from hardware_agents.triton.cuda_shim import SIM, count_launches, install_cuda_shim
 from hardware_agents.triton.inputs import TORCH_DTYPES
 from hardware_agents.triton.records import (
     CaseRun,
@@ -205,8 +205,11 @@ def describe_return(value: Any) -> str:
 
 
 def _sync(device: torch.device) -> None:
+    """Wait for the device's queued work (on CPU tensors: the simulated device's, see cuda_shim)."""
     if device.type == "cuda":
         torch.cuda.synchronize()
+    else:
+        SIM.synchronize()
 
 
 def _normalize(result: Any, metas: list[TensorMeta]) -> dict[str, torch.Tensor]:

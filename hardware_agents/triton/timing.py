@@ -49,6 +49,7 @@ uses it in a plain process as an independent witness of the agent's figures.
 from __future__ import annotations
 
 import functools
+import gc
 import statistics
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -180,10 +181,16 @@ def measure(
     if reps < 1 or warmup < 0:
         raise ValueError("reps must be at least 1 and warmup at least 0")
     tokens = []
-    for t in range(warmup + reps):
-        flush()
-        tokens.append(timer.start(functools.partial(call, t)))
-        after(t)
+    collecting = gc.isenabled()
+    gc.disable()  # no collection pause inside the round (it would be untimed work of one call)
+    try:
+        for t in range(warmup + reps):
+            flush()
+            tokens.append(timer.start(functools.partial(call, t)))
+            after(t)
+    finally:
+        if collecting:
+            gc.enable()
     ms = timer.collect(tokens)
     samples = ms[warmup:]
     return TimingRun(samples_ms=samples, median_ms=statistics.median(samples), warmup_ms=ms[:warmup])
