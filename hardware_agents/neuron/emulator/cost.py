@@ -183,7 +183,9 @@ def price(ins: Instr, prog: Program, spec: CostSpec) -> _Costed:
     op = ins.op
     data = ins.srcs[0] if ins.srcs else ins.dst
     assert data is not None, "an instruction without operands"
-    n = _free(data)
+    # a streaming engine reads its inputs and writes its output element by element: the largest
+    # operand per partition (a result broadcast along the free axis is written in full)
+    n = max(_free(a) for a in ([ins.dst] if ins.dst is not None else []) + list(ins.srcs))
     mi = spec.min_ii
     bufs = {_buf(a, prog) for a in ([ins.dst] if ins.dst is not None else []) + list(ins.srcs)}
     psum, sbuf = "psum" in bufs, "sbuf" in bufs
