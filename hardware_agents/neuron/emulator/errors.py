@@ -32,6 +32,19 @@ class NKIRuntimeError(NKIError):
     phase = "run"
 
 
+class OneZeroFlagError(NKIRuntimeError):
+    """An `nc_matmul` told the Tensor Engine an operand holds only 0s and 1s (which prices it at
+    half the cycles) and the operand held something else: the hardware would compute garbage,
+    so the kernel is wrong (the agent's verdict is `incorrect`)."""
+
+    def __init__(self, role: str, value: float) -> None:
+        super().__init__(
+            "err_false_onezero_flag",
+            f"nc_matmul's {role} operand was declared one/zero (is_{role}_onezero or is_transpose) but "
+            f"holds {value!r}: the flag is only for operands made of 0s and 1s (an identity)",
+        )
+
+
 class NotEmulated(NKICompileError):
     """An NKI API (or a use of one) that the emulator does not implement."""
 
@@ -49,4 +62,12 @@ def compile_error(name: str, message: str) -> NKICompileError:
     return NKICompileError(name, message)
 
 
-__all__ = ["ERRORS_DOC", "NKICompileError", "NKIError", "NKIRuntimeError", "NotEmulated", "compile_error"]
+__all__ = [
+    "ERRORS_DOC",
+    "NKICompileError",
+    "NKIError",
+    "NKIRuntimeError",
+    "NotEmulated",
+    "OneZeroFlagError",
+    "compile_error",
+]

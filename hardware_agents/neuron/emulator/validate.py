@@ -208,6 +208,14 @@ def check_matmul(stat: Access, mov: Access, api: str = "nc_matmul") -> None:
         )
 
 
+def onezero_roles(args: dict[str, Any]) -> tuple[str, ...]:
+    """The nc_matmul operands its flags declare made of 0s and 1s (`is_transpose` streams an
+    identity as the moving operand): the cost model halves the fp32 price for them, and the
+    executor checks them on the data."""
+    roles = ("stationary",) if args.get("stationary_onezero") else ()
+    return roles + (("moving",) if args.get("moving_onezero") or args.get("transpose") else ())
+
+
 def write_depends(dst: Access, mask: list[Idx], loop: int) -> bool:
     return any(loop in dict(e.loops) for e in (*dst.block, *dst.dims, *mask))
 
@@ -622,6 +630,7 @@ __all__ = [
     "check_tile",
     "free_elems",
     "idx_bounds",
+    "onezero_roles",
     "tensor_dims",
     "tile_partitions",
     "write_depends",
