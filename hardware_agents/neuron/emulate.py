@@ -45,6 +45,7 @@ from hardware_agents.pipeline.verdict import Verdict
 from hardware_agents.sandbox import Sandbox, SandboxOutcome, SandboxPolicy, default_base_dir, private_dir
 
 MAX_PROGRAM_BYTES = 256 << 20
+COMPILE_NO_FORK = True  # the compile child starts no process (the tests take this wall down to see it hold)
 COMPILE_TARGET = "hardware_agents.neuron.emulator.children:compile_target"
 EXECUTE_TARGET = "hardware_agents.neuron.emulator.children:execute_target"
 
@@ -133,7 +134,7 @@ def profile_emulated(
         read_paths=(),
         python_path=(),
         address_space_bytes=max(policy.address_space_bytes, 8 << 30),
-        no_fork=True,  # threads only: tracing starts no process (isolation the child must report)
+        no_fork=COMPILE_NO_FORK,  # threads only: tracing starts no process (isolation the child must report)
     )
     with Sandbox(cpolicy, base_dir=sandbox_dir) as box:
         kernel_file = stage_sources(box, solution, entry_file)
