@@ -14,20 +14,20 @@ import numpy as np
 import pytest
 from test_emulator_api import _model_1_programs, _program, rand
 
-from hardware_agents.neuron.emulator import ArgSpec, NKICompileError, compile_kernel
+from hardware_agents.neuron.emulator import ArgSpec, NKICompileError, compile_kernel, install
 from hardware_agents.neuron.emulator.cost import TRN1_COST, estimate
 from hardware_agents.neuron.emulator.errors import OneZeroFlagError
 from hardware_agents.neuron.emulator.execute import execute
-from hardware_agents.neuron.emulator.program import Alloc, Instr, Loop, Node, Program
+from hardware_agents.neuron.emulator.program import Access, Alloc, Instr, Loop, Node, Program
 from hardware_agents.neuron.emulator.validate import check_program
 from hardware_agents.neuron.estimate_gate import hard_limits
 from hardware_agents.neuron.specs import TRN1
 from hardware_agents.pipeline.roofline import implausible
 
-import neuronxcc.nki as nki  # noqa: E402  (the emulator, installed by test_emulator_api)
+install()
+import neuronxcc.nki as nki  # noqa: E402
 import neuronxcc.nki.isa as nisa  # noqa: E402
 import neuronxcc.nki.language as nl  # noqa: E402
-
 
 # --- a program of each instruction kind the forgeries edit -------------------------------------
 
@@ -113,7 +113,9 @@ def _alias_shape(prog: Program) -> None:
     """An HBM alias of another size than its base: the executor's reshape would fail, a view
     of it would read beyond the base."""
     base = prog.tensors[prog.args[0]]
-    fake = msgspec.structs.replace(base, id=len(prog.tensors), name="fake", shape=[4, 128, 128], alias=base.id)
+    fake = msgspec.structs.replace(
+        base, id=len(prog.tensors), name="fake", shape=[4, 128, 128], alias=base.id
+    )
     prog.tensors.append(fake)
 
 
@@ -191,11 +193,16 @@ def _pipelined_alone(prog: Program) -> None:
     prog.body = move(prog.body)
 
 
+def _dst(n: Instr) -> Access:
+    assert n.dst is not None
+    return n.dst
+
+
 def _matmul_result(prog: Program) -> None:
     prog.body = _edit(
         prog.body,
         _instrs(prog, "matmul"),
-        lambda n: msgspec.structs.replace(n, dst=msgspec.structs.replace(n.dst, shape=[1, 1])),
+        lambda n: msgspec.structs.replace(n, dst=msgspec.structs.replace(_dst(n), shape=[1, 1])),
     )
 
 
@@ -212,7 +219,7 @@ def _dma_from_psum(prog: Program) -> None:
     acc = next(t for t in prog.tensors if t.buffer == "psum" and t.init == "zeros")
     prog.body = _edit(
         prog.body,
-        lambda n: n.op == "dma" and prog.tensors[n.dst.tensor].buffer == "shared_hbm",
+        lambda n: n.op == "dma" and prog.tensors[_dst(n).tensor].buffer == "shared_hbm",
         lambda n: msgspec.structs.replace(n, srcs=[msgspec.structs.replace(n.srcs[0], tensor=acc.id)]),
     )
 
@@ -355,12 +362,16 @@ def python_range_on_host_values(x):
     out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
     scales = [1.0, 2.0]
     for i in range(2):
-        nl.store(out[i * 128 : (i + 1) * 128, :], value=nl.multiply(nl.load(x[i * 128 : (i + 1) * 128, :]), scales[i]))
+        nl.store(
+            out[i * 128 : (i + 1) * 128, :],
+            value=nl.multiply(nl.load(x[i * 128 : (i + 1) * 128, :]), scales[i]),
+        )
     return out
 
 
 def test_a_python_range_index_is_symbolic_as_in_nki() -> None:
-    err = pytest.raises(NKICompileError, compile_kernel, python_range_on_host_values, [ArgSpec(shape=[256, 8])])
+    with pytest.raises(NKICompileError) as err:
+        compile_kernel(python_range_on_host_values, [ArgSpec(shape=[256, 8])])
     assert err.value.name == "err_dynamic_control_flow_not_supported" and "static_range" in str(err.value)
 
 
@@ -404,3 +415,62 @@ def test_no_honest_kernel_beats_its_bytes_at_hbm_bandwidth(name: str) -> None:
     io = sum(a.size * 4 for a in args) + sum(int(np.prod(prog.tensors[t].shape)) * 4 for t in prog.outputs)
     t_io = io / hard_limits(TRN1, TRN1_COST).peak_bw_bytes_s
     assert implausible(estimate(prog).latency_s, t_io, 1.0) is None
+
+
+def _suite_kernels() -> dict[str, tuple[Any, str]]:
+    """(problem, kernel source) of the 14 NKIBench-style baselines (the tests' small shapes) and
+    of every point of the `nki_tune` suite's tuning spaces (`NAME = v  # tune: NAME in {...}`)."""
+    import itertools
+    import re
+    import tempfile
+    from pathlib import Path
+
+    from neuron_helpers import nkibench14_problems
+    from nkibench_fixture import write_nkibench
+
+    import suites
+    from suites.nkibench import import_nkibench
+
+    root = Path(tempfile.mkdtemp(prefix="nkb14-gate-"))
+    write_nkibench(root / "src", nkibench14_problems())
+    report = import_nkibench(root / "src", root / "suite", name="nkb14")
+    out = {f"nkb14/{p.name}": (p, p.baseline.sources[0].content) for p in suites.load_suite(str(report.out))}
+    knob = re.compile(r"^(\w+) = \d+  # tune: \1 in \{([^}]*)\}", re.M)
+    for p in suites.load_suite("nki_tune"):
+        src = p.baseline.sources[0].content
+        space = [(m.group(1), [int(v) for v in m.group(2).split(",")]) for m in knob.finditer(src)]
+        assert space, p.name
+        for values in itertools.product(*(vals for _, vals in space)):
+            text = src
+            for (name, _), v in zip(space, values, strict=True):
+                text = re.sub(rf"^{name} = \d+", f"{name} = {v}", text, flags=re.M)
+            label = ",".join(f"{name}={v}" for (name, _), v in zip(space, values, strict=True))
+            out[f"nki_tune/{p.name}/{label}"] = (p, text)
+    return out
+
+
+SUITE_KERNELS = _suite_kernels()
+
+
+@pytest.mark.parametrize("name", sorted(SUITE_KERNELS))
+def test_no_honest_suite_kernel_beats_the_hard_roofline(name: str, tmp_path: Any) -> None:
+    """The gate accepts every honest kernel: each NKIBench baseline and each `nki_tune` variant,
+    traced and priced as the agent does, is estimated slower than what no program can beat."""
+    import importlib.util
+
+    from hardware_agents import validity
+    from hardware_agents.neuron.estimate_gate import implausible_estimate
+    from hardware_agents.neuron.reference import ReferenceModule
+
+    problem, src = SUITE_KERNELS[name]
+    (tmp_path / "kernel.py").write_text(src)
+    spec = importlib.util.spec_from_file_location("gate_kernel", tmp_path / "kernel.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    inputs = validity.make_inputs(problem, validity.input_cases(problem.definition, (0,))[0])
+    args = ReferenceModule(problem).kernel_args(inputs)
+    prog = compile_kernel(mod.kernel, [ArgSpec.of(a) for a in args])
+    check_program(prog, [ArgSpec.of(a) for a in args])
+    t = estimate(prog).latency_s
+    assert implausible_estimate(problem, TRN1, TRN1_COST, t) is None
