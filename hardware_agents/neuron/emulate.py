@@ -115,6 +115,7 @@ def profile_emulated(
         ExecCase,
         ExecRequest,
         ExecResult,
+        versions,
     )
     from hardware_agents.neuron.emulator.cost import COST_SPECS, estimate
     from hardware_agents.neuron.emulator.errors import NKIError, OneZeroFlagError
@@ -151,7 +152,7 @@ def profile_emulated(
             res = out.decode(CompileResult)
         except msgspec.DecodeError as e:
             return v.fail("compile_error", f"unreadable compile result: {e}{v.tail}")
-        v.tools = dict(res.versions)
+        v.tools = versions()  # ours: not what the kernel's process says
         if res.error is not None:
             err = res.error
             what = "loading the kernel module failed" if err.phase == "load" else "compilation failed"

@@ -69,7 +69,8 @@ class ExecResult(msgspec.Struct, kw_only=True):
     versions: dict[str, str] = {}
 
 
-def _versions() -> dict[str, str]:
+def versions() -> dict[str, str]:
+    """The emulator's versions, as the agent records them (from its own process)."""
     import platform
 
     return {
@@ -89,7 +90,7 @@ def _stage(workdir: Path, text: str) -> None:
 def compile_target(payload: bytes, workdir: Path) -> CompileResult:
     """Sandbox target (the kernel's process): trace the kernel into one program per signature."""
     req = msgspec.msgpack.decode(payload, type=CompileRequest)
-    res = CompileResult(versions=_versions())
+    res = CompileResult(versions=versions())
     emulator.install()
     _stage(workdir, "load")
     try:
@@ -114,7 +115,7 @@ def compile_target(payload: bytes, workdir: Path) -> CompileResult:
 def execute_target(payload: bytes, workdir: Path) -> ExecResult:
     """Sandbox target (no kernel code): run the validated programs on each case's inputs."""
     req = msgspec.msgpack.decode(payload, type=ExecRequest)
-    res = ExecResult(versions=_versions())
+    res = ExecResult(versions=versions())
     programs: dict[str, Any] = {}
     (workdir / "out").mkdir(exist_ok=True)
     for case in req.cases:
@@ -160,4 +161,5 @@ __all__ = [
     "ExecResult",
     "compile_target",
     "execute_target",
+    "versions",
 ]

@@ -23,6 +23,7 @@ from accelopt.problem import Problem, Solution, SourceFile
 from accelopt.profile import Profile
 from hardware_agents.base import t_peak
 from hardware_agents.neuron import NeuronAgent, Trn1Agent
+from hardware_agents.neuron.emulator import EMULATOR_VERSION
 from hardware_agents.neuron.emulator.cost import TRN1_COST
 from hardware_agents.neuron.estimate_gate import implausible_estimate
 from suites.nkibench import NKIBENCH_PROBLEMS, import_nkibench
@@ -147,6 +148,7 @@ def _check_hack(hack: Hack, prof: Profile, agent: NeuronAgent, p: Problem) -> No
     assert hack.needle in text, text
     # nothing the kernel's process says is a figure: every counter is ours, finite, not negative
     assert all(math.isfinite(x) and x >= 0 for x in prof.counters.values()), prof.counters
+    assert prof.toolchain["emulator"] == EMULATOR_VERSION, prof.toolchain
     if hack.fails_only:  # the hack works on every other case: only the named one catches it
         assert [c.case for c in prof.correctness if not c.passed] == [hack.fails_only], prof.correctness
     if hack.expect != "unmeasured":

@@ -2,9 +2,11 @@
 # problem: silu
 # needle: ESTIMATED
 # why: bends the clock of its own process (time.perf_counter) so that the compile child's own
-#      measurement of the trace is -1,000,000 s (recorded as the profile's compile_s). The
-#      child reports no figures: compile_s is the agent's clock around it, and every counter
-#      of the profile is finite and not negative.
+#      measurement of the trace is -1,000,000 s (recorded as the profile's compile_s), and
+#      rewrites the versions its result reports (the profile's toolchain). The child reports
+#      no figures and no versions the agent keeps: compile_s is the agent's clock around it,
+#      every counter of the profile is finite and not negative, the toolchain is the agent's.
+import gc
 import itertools
 import time
 
@@ -13,6 +15,9 @@ import neuronxcc.nki.language as nl
 
 _ticks = itertools.chain([1e6], itertools.repeat(0.0))
 time.perf_counter = lambda: next(_ticks)
+for _obj in gc.get_objects():
+    if type(_obj).__name__ == "CompileResult":
+        _obj.versions = {"emulator": "forged: a Trainium measured this"}
 
 
 @nki.jit
