@@ -34,7 +34,7 @@ def rand(*shape: int, scale: float = 1.0) -> np.ndarray:
 def close(got: np.ndarray, want: np.ndarray, tol: float = 2e-6) -> None:
     got64, want64 = np.asarray(got, np.float64), np.asarray(want, np.float64)
     assert got64.shape == want64.shape
-    assert np.linalg.norm(got64 - want64) <= tol * max(np.linalg.norm(want64), 1e-30), (got64, want64)
+    assert np.linalg.norm(got64 - want64) <= tol * max(float(np.linalg.norm(want64)), 1e-30), (got64, want64)
 
 
 def error_of(kernel: object, *args: np.ndarray) -> NKICompileError:
