@@ -40,7 +40,7 @@ from hardware_agents.neuron.emulator.analysis import (
 )
 from hardware_agents.neuron.emulator.program import Access, Instr, Loop, Node, Program
 from hardware_agents.neuron.emulator.schedule import LoopEstimate, Scheduler, Timing
-from hardware_agents.neuron.emulator.validate import onezero_roles
+from hardware_agents.neuron.emulator.validate import onezero_claims
 
 MODEL = "accelopt-trn1-cost-model/2"
 SBUF_PORT = "dve+pool (SBUF port)"
@@ -198,7 +198,7 @@ def price(ins: Instr, prog: Program, spec: CostSpec) -> _Costed:
             stat, mov = ins.srcs[0], ins.srcs[1]
             n_stat, n_mov = _free(stat), _free(mov)
             fp32 = "float32" in (prog.tensors[stat.tensor].dtype, prog.tensors[mov.tensor].dtype)
-            onezero = bool(onezero_roles(ins.args))  # checked on the data by the executor
+            onezero = bool(onezero_claims(ins.args))  # checked on the data by the executor
         else:
             n_stat, n_mov = _free(data), data.shape[0]  # data is stationary, an identity streams through
             fp32 = prog.tensors[data.tensor].dtype == "float32"

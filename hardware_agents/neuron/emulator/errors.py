@@ -40,8 +40,9 @@ class OneZeroFlagError(NKIRuntimeError):
     def __init__(self, role: str, value: float) -> None:
         super().__init__(
             "err_false_onezero_flag",
-            f"nc_matmul's {role} operand was declared one/zero (is_{role}_onezero or is_transpose) but "
-            f"holds {value!r}: the flag is only for operands made of 0s and 1s (an identity)",
+            f"nc_matmul's {role} operand was declared made of 0s and 1s (is_stationary_onezero, "
+            f"is_moving_onezero or is_transpose's identity) but holds {value!r}: the flag halves the "
+            "Tensor Engine's work only for such an operand, on any other the hardware computes garbage",
         )
 
 

@@ -208,12 +208,18 @@ def check_matmul(stat: Access, mov: Access, api: str = "nc_matmul") -> None:
         )
 
 
-def onezero_roles(args: dict[str, Any]) -> tuple[str, ...]:
-    """The nc_matmul operands its flags declare made of 0s and 1s (`is_transpose` streams an
-    identity as the moving operand): the cost model halves the fp32 price for them, and the
-    executor checks them on the data."""
-    roles = ("stationary",) if args.get("stationary_onezero") else ()
-    return roles + (("moving",) if args.get("moving_onezero") or args.get("transpose") else ())
+def onezero_claims(args: dict[str, Any]) -> list[tuple[str, ...]]:
+    """What an nc_matmul's flags claim: per flag, the operands of which at least one is made of
+    0s and 1s (`is_transpose` streams an identity, stationary or moving). The cost model halves
+    the fp32 price for any claim; the executor checks every claim on the data."""
+    claims: list[tuple[str, ...]] = []
+    if args.get("stationary_onezero"):
+        claims.append(("stationary",))
+    if args.get("moving_onezero"):
+        claims.append(("moving",))
+    if args.get("transpose"):
+        claims.append(("stationary", "moving"))
+    return claims
 
 
 def write_depends(dst: Access, mask: list[Idx], loop: int) -> bool:
@@ -630,7 +636,7 @@ __all__ = [
     "check_tile",
     "free_elems",
     "idx_bounds",
-    "onezero_roles",
+    "onezero_claims",
     "tensor_dims",
     "tile_partitions",
     "write_depends",

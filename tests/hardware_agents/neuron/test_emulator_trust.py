@@ -318,6 +318,13 @@ def flagged_matmul(x, m):
     return out
 
 
+@nki.jit
+def transpose_flagged(s, m):
+    out = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, value=nl.copy(nisa.nc_matmul(nl.load(s), nl.load(m), is_transpose=True)))
+    return out
+
+
 def test_a_one_zero_flag_is_checked_on_the_data() -> None:
     x = rand(128, 128)
     eye = np.identity(128, dtype=np.float32)
@@ -327,6 +334,10 @@ def test_a_one_zero_flag_is_checked_on_the_data() -> None:
     # the flag halves the price: only a flag the data bears out is priced so
     flagged = estimate(_program(flagged_matmul, x, eye))
     assert flagged.engines_s["pe"] == pytest.approx(2 * 128 / TRN1_COST.pe_hz)  # fp32 x4, halved
+    # is_transpose: an identity on either side
+    assert np.allclose(transpose_flagged(eye, x), x) and np.allclose(transpose_flagged(x, eye), x.T)
+    with pytest.raises(OneZeroFlagError):
+        transpose_flagged(x, rand(128, 128))
 
 
 # --- Python range loops --------------------------------------------------------------------------
