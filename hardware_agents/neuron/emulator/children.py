@@ -28,7 +28,7 @@ import threadpoolctl  # noqa: F401  (the executor limits BLAS threads)
 
 from hardware_agents.neuron import emulator
 from hardware_agents.neuron.emulator import analysis, cost, isa, kernel, language, nt  # noqa: F401
-from hardware_agents.neuron.emulator.errors import NKICompileError, NKIError
+from hardware_agents.neuron.emulator.errors import NKICompileError, NKIError, OneZeroFlagError
 from hardware_agents.neuron.emulator.execute import execute
 from hardware_agents.neuron.emulator.kernel import ArgSpec
 from hardware_agents.neuron.emulator.program import decode, encode
@@ -45,9 +45,11 @@ class CompileRequest(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class CompileResult(msgspec.Struct, kw_only=True):
+    """What the kernel's process hands over: program files and an error, nothing the agent
+    records as a figure (its compile time is the agent's clock around the child)."""
+
     programs: list[str] = []  # program files, relative to the work dir, one per signature
     error: ErrorInfo | None = None
-    compile_s: float = 0.0
     versions: dict[str, str] = {}
 
 
@@ -67,7 +69,8 @@ class ExecResult(msgspec.Struct, kw_only=True):
     versions: dict[str, str] = {}
 
 
-def _versions() -> dict[str, str]:
+def versions() -> dict[str, str]:
+    """The emulator's versions, as the agent records them (from its own process)."""
     import platform
 
     return {
@@ -87,7 +90,7 @@ def _stage(workdir: Path, text: str) -> None:
 def compile_target(payload: bytes, workdir: Path) -> CompileResult:
     """Sandbox target (the kernel's process): trace the kernel into one program per signature."""
     req = msgspec.msgpack.decode(payload, type=CompileRequest)
-    res = CompileResult(versions=_versions())
+    res = CompileResult(versions=versions())
     emulator.install()
     _stage(workdir, "load")
     try:
@@ -96,7 +99,6 @@ def compile_target(payload: bytes, workdir: Path) -> CompileResult:
         res.error = ErrorInfo.of("load", e)
         return res
     _stage(workdir, "compile")
-    t0 = time.perf_counter()
     for i, sig in enumerate(req.signatures):
         try:
             prog = kernel.compile_kernel(fn, sig)
@@ -106,7 +108,6 @@ def compile_target(payload: bytes, workdir: Path) -> CompileResult:
         rel = PROGRAM_FILE.format(i)
         (workdir / rel).write_bytes(encode(prog))
         res.programs.append(rel)
-    res.compile_s = time.perf_counter() - t0
     _stage(workdir, "done")
     return res
 
@@ -114,7 +115,7 @@ def compile_target(payload: bytes, workdir: Path) -> CompileResult:
 def execute_target(payload: bytes, workdir: Path) -> ExecResult:
     """Sandbox target (no kernel code): run the validated programs on each case's inputs."""
     req = msgspec.msgpack.decode(payload, type=ExecRequest)
-    res = ExecResult(versions=_versions())
+    res = ExecResult(versions=versions())
     programs: dict[str, Any] = {}
     (workdir / "out").mkdir(exist_ok=True)
     for case in req.cases:
@@ -129,6 +130,9 @@ def execute_target(payload: bytes, workdir: Path) -> ExecResult:
             wall = time.perf_counter() - t0
         except NKICompileError as e:
             res.error = ErrorInfo.of("compile", e, case.name)
+            return res
+        except OneZeroFlagError as e:  # a wrong answer the hardware would give: the agent says `incorrect`
+            res.error = ErrorInfo.of("run", e, case.name)
             return res
         except NKIError as e:
             res.error = ErrorInfo.of("run", e, case.name)
@@ -157,4 +161,5 @@ __all__ = [
     "ExecResult",
     "compile_target",
     "execute_target",
+    "versions",
 ]

@@ -18,8 +18,9 @@ from numpy.lib.stride_tricks import as_strided
 
 from hardware_agents.neuron.emulator import dtypes
 from hardware_agents.neuron.emulator.analysis import Analysis, analyze
-from hardware_agents.neuron.emulator.errors import NKIRuntimeError
+from hardware_agents.neuron.emulator.errors import NKIRuntimeError, OneZeroFlagError
 from hardware_agents.neuron.emulator.program import Access, Alloc, Instr, Loop, Node, Program
+from hardware_agents.neuron.emulator.validate import onezero_claims
 
 F32 = np.float32
 
@@ -532,6 +533,10 @@ class Executor:
             return r
         if op == "matmul":
             s, m = role["stationary"], role["moving"]
+            for claim in onezero_claims(args):  # a flag the cost model believed: true on this data?
+                bad = [role[r][(role[r] != 0) & (role[r] != 1)] for r in claim]
+                if all(b.size for b in bad):
+                    raise OneZeroFlagError(" or ".join(claim), float(bad[0].flat[0]))
             s2 = s.reshape(s.shape[0], -1).astype(F32)
             m2 = m.reshape(m.shape[0], -1).astype(F32)
             return s2.T @ m2
