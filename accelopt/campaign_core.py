@@ -472,7 +472,9 @@ class CampaignCore:
         if b.total_usd is not None:
             committed = sum(r.committed_usd for r in self.running)
             total_left = b.total_usd - self.spent_usd - committed
-        return self._day_available(now) < total_left and self._fund_from(total_left, 1) is not None
+        if self._day_available(now) >= total_left:
+            return False
+        return math.isinf(total_left) or self._fund_from(total_left, 1) is not None
 
     def _fund(self, now: float, free_slots: int) -> tuple[float | None, int | None, float] | None:
         """(the run's budget, its in-flight limit, what it commits) for one of `free_slots`

@@ -20,10 +20,9 @@ import msgspec
 from accelopt import catalog as ev
 from accelopt.campaign import CampaignSpec
 from accelopt.campaign_core import CampaignCore, ItemState
+from events.runsource import CAMPAIGNS_DIR, fold_events
 from replay.fold import RunView
 from replay.verify import Divergence, VerifyReport
-
-CAMPAIGNS_DIR = "campaigns"  # <root>/campaigns/<id>/: the campaign's exported log, lock and summary
 
 
 def campaign_dir(root: str | Path, campaign_id: str) -> Path:
@@ -32,6 +31,27 @@ def campaign_dir(root: str | Path, campaign_id: str) -> Path:
 
 def is_campaign_event(e: ev.Event) -> bool:
     return type(e) in ev.CAMPAIGN_TYPES
+
+
+def campaign_ids(root: str | Path) -> list[str]:
+    """The campaigns with an exported log under `root`, oldest first."""
+    base = Path(root) / CAMPAIGNS_DIR
+    logs = sorted(base.glob("*/log.aolog"), key=lambda p: p.stat().st_mtime) if base.is_dir() else []
+    return [p.parent.name for p in logs]
+
+
+def load_campaign(
+    campaign: str, root: str | Path, *, nats_url: str | None = None, prefer_stream: bool = False
+) -> CampaignView:
+    """Fold a campaign given by id (its export under `<root>/campaigns/`, else the stream) or
+    as a log file. Raises events.runsource.RunNotFound, or LOG_DAMAGE for a damaged log."""
+    view = CampaignView()
+    fold_events(campaign, root, view.apply, nats_url=nats_url, prefer_stream=prefer_stream)
+    if view.started is None:
+        from events.runsource import RunNotFound
+
+        raise RunNotFound(f"{campaign!r} is not a campaign (its log has no CampaignStarted)")
+    return view
 
 
 # --- one run's outcome -------------------------------------------------------------------------
