@@ -76,26 +76,26 @@ def resolve_items(
     import suites
     from suites.selection import load_problems
 
-    refs: list[tuple[str, str, str]] = []  # (suite, name, device)
+    refs: list[tuple[str, str, str, str]] = []  # (suite as named, the suite's own name, problem, device)
     for p in problem_specs(spec):
         try:
             info = suites.suite_info(p.suite)
             names = [p.name] if p.name else suites.problem_names(p.suite)
         except KeyError as e:
             raise ConfigError(f"problems: {e.args[0]}") from None
-        refs += [(p.suite, n, p.device or info.device) for n in names]
+        refs += [(p.suite, info.name, n, p.device or info.device) for n in names]
     out: list[tuple[ev.CampaignItem, Problem]] = []
     seen: set[str] = set()
-    for suite, name, device in refs:
-        key = f"{suite}/{name}@{device}"
+    for suite, suite_name, name, device in refs:
+        key = f"{suite_name}/{name}@{device}"  # a suite given as a folder is keyed by its name
         if key in seen:
             raise ConfigError(f"problems: {key} is named twice")
         seen.add(key)
-        cfg = build_config(overrides=[f"problems=[{key}]"])
+        cfg = build_config(overrides=[f"problems=[{suite}/{name}@{device}]"])
         (problem,) = load_problems(cfg, on_warning=on_warning)
         item = ev.CampaignItem(
             key=key,
-            suite=suite,
+            suite=suite_name,
             problem=problem.name,
             device=device,
             language=problem.baseline.spec.language,
