@@ -266,6 +266,21 @@ def agent_config(spec: CampaignSpec, devices: list[str], root: str, memory_uri: 
     return build_config(preset="quick", overrides=agent_overrides(spec, devices, root, memory_uri))
 
 
+class _Trial(msgspec.Struct, frozen=True):
+    device: str
+    seed: int = 0
+    budget_usd: float | None = 1.0
+    llm_inflight: int | None = 1
+
+
+def check_configs(spec: CampaignSpec, devices: list[str], root: str, memory_uri: str) -> None:
+    """Build the agents' config and a run config per device kind: a bad `set` entry or model
+    is a ConfigError before the campaign starts, not at its first run."""
+    agent_config(spec, devices, root, memory_uri)
+    for d in devices:
+        run_config(spec, devices, root, memory_uri, _Trial(device=d), f"suite/problem@{d}")
+
+
 def with_start_kernel(problem: Problem, source: str) -> Problem:
     """`problem` with its baseline's entry file replaced by `source`: a run of the campaign
     starts from the best kernel its item has so far (the other files of a multi-file

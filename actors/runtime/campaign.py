@@ -36,6 +36,7 @@ from accelopt import catalog as ev
 from accelopt.campaign import (
     CampaignSpec,
     agent_config,
+    check_configs,
     problem_specs,
     run_config,
     with_start_kernel,
@@ -236,6 +237,7 @@ class CampaignDriver:
         self.problems = {item.key: p for item, p in resolved}
         devices = sorted({item.device for item, _ in resolved})
         uri = memory_uri(spec, self.root)
+        check_configs(spec, devices, self.root, uri)
         started = ev.CampaignStarted(
             event_id=ev.derive_event_id(self.campaign_id, "CampaignStarted"),
             run_id=self.campaign_id,
