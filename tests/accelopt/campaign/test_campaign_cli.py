@@ -30,11 +30,13 @@ from events.logfile import read_events
 from events.runsource import running_server_url
 
 TINY = [
-    "search.iterations=2",
+    "search.iterations=1",
     "search.beam_width=1",
     "search.plans_per_candidate=2",
     "search.remeasure_rounds=0",
 ]
+# a request the killed campaign's profiler held goes to the resumed one's after ack_wait_s
+FAST_REDELIVERY = ["workers.ack_wait_s=8", "workers.heartbeat_s=2"]
 
 
 def write_spec(path: Path, **extra: object) -> Path:
