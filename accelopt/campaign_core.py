@@ -402,10 +402,17 @@ class CampaignCore:
             r.finished.duration_s for r in self.runs.values() if r.finished and r.scheduled.device == device
         ]
         total = spec.budget.total_usd
+        prior = spec.scheduler.prior_gain
+        firsts = [
+            max(0.0, it.log_gains[0])
+            for it in self.items.values()
+            if it.item.device == device and it.log_gains
+        ]
         return PolicyContext(
-            prior_gain=spec.scheduler.prior_gain,
+            prior_gain=prior,
             device_run_s=sum(done) / len(done) if done else DEVICE_RUN_PRIOR_S,
             fair_share_usd=total / len(self.items) if total else None,
+            first_run_gain=(prior + sum(firsts)) / (1 + len(firsts)),
         )
 
     def _queue(self, device: str, ranked: list) -> list[ev.QueueEntry]:

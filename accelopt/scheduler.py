@@ -36,9 +36,12 @@ class Candidate:
 
 @dataclass(frozen=True)
 class PolicyContext:
-    prior_gain: float  # expected log-speedup of a run of an item nothing is known of
+    prior_gain: float  # expected log-speedup of a run of an item nothing is known of (the file's)
     device_run_s: float  # mean length of a run on this device so far (a prior where none ran)
     fair_share_usd: float | None  # the total budget over the items (None: no total budget)
+    # what a first run gains here: the mean log-gain of the device's items' first runs, with
+    # the prior counted as one of them (an item not run yet expects this)
+    first_run_gain: float | None = None
 
 
 class Policy(Protocol):
@@ -47,7 +50,7 @@ class Policy(Protocol):
     def rank(
         self, candidates: Sequence[Candidate], ctx: PolicyContext
     ) -> list[tuple[Candidate, ScheduleScore]]:
-        """The candidates best first, each with why (ties broken by the campaign file's order)."""
+        """The candidates best first, each with why."""
         ...
 
 
@@ -63,9 +66,11 @@ class ExpectedGain:
     """Spend where it pays: the expected log-speedup of the item's next run, per minute of the
     device it takes, scaled by how far it is from the roofline.
 
-    - expected gain: its recent runs' gains (the last `window`) shrunk toward the prior by one
-      run's weight, so a new item starts at the prior and an item whose runs stopped gaining
-      sinks;
+    - expected gain: an item not run yet expects what first runs on its device have gained
+      so far (the prior counted as one of them), so while first runs pay, every item gets
+      one; after that, its recent runs' gains (the last `window`) shrunk toward the prior by
+      one run's weight, so an item that keeps gaining stays on top and one whose runs stopped
+      gaining sinks;
     - new insights: memory insights of the same operator learnt since its last run (on another
       chip or problem) add up to another prior's worth (n / (n + 2) of it): an insight learnt
       on one device re-opens the problem on another;
@@ -81,12 +86,15 @@ class ExpectedGain:
         self, candidates: Sequence[Candidate], ctx: PolicyContext
     ) -> list[tuple[Candidate, ScheduleScore]]:
         scored = [(c, self.score(c, ctx)) for c in candidates]
-        scored.sort(key=lambda cs: (-cs[1].score, cs[0].order))
+        scored.sort(key=lambda cs: (-cs[1].score, cs[0].runs, cs[0].order))  # ties: the less tried first
         return scored
 
     def score(self, c: Candidate, ctx: PolicyContext) -> ScheduleScore:
-        recent = [max(0.0, g) for g in c.log_gains[-self.window :]]
-        expected = (sum(recent) + ctx.prior_gain) / (len(recent) + 1)
+        if c.runs == 0:
+            expected = ctx.first_run_gain if ctx.first_run_gain is not None else ctx.prior_gain
+        else:
+            recent = [max(0.0, g) for g in c.log_gains[-self.window :]]
+            expected = (sum(recent) + ctx.prior_gain) / (len(recent) + 1)
         novelty = ctx.prior_gain * c.new_insights / (c.new_insights + 2)
         headroom = _headroom(c)
         expected_s = max(1.0, _expected_s(c, ctx))
@@ -94,7 +102,7 @@ class ExpectedGain:
         score = headroom * (expected + novelty) / (expected_s / 60.0) / spend
         parts = [f"expected gain {math.exp(expected) - 1:+.0%} per run"]
         if c.runs == 0:
-            parts[0] += " (prior: not run yet)"
+            parts[0] += " (not run yet: what first runs here gained, with the prior)"
         if c.new_insights:
             parts.append(f"{c.new_insights} new insight{'s' if c.new_insights != 1 else ''} of its operator")
         if c.pct_peak is not None:

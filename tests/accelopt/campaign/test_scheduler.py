@@ -10,81 +10,13 @@ import math
 
 import msgspec
 import pytest
+from campaign_log import CID, ITEMS, T0, Log, finished, item, started, synthetic_campaign
 
 from accelopt import catalog as c
 from accelopt.campaign import spec_from_dict
 from accelopt.campaign_core import CampaignCore, utc_day
 from accelopt.config import ConfigError
 from replay.campaign import CampaignVerifier, CampaignView
-
-CID = "camp-test"
-T0 = 1_800_000_000.0  # a fixed clock: decisions depend on the inputs' timestamps only
-
-
-def item(suite: str, problem: str, device: str, op_type: str | None = None) -> c.CampaignItem:
-    return c.CampaignItem(
-        key=f"{suite}/{problem}@{device}",
-        suite=suite,
-        problem=problem,
-        device=device,
-        language="nki" if device == "trn1" else "c",
-        op_type=op_type or problem,
-        content_hash="h-" + problem,
-    )
-
-
-ITEMS = [
-    item("cpu_v2", "silu", "cpu"),
-    item("cpu_v2", "bmm", "cpu"),
-    item("cpu_v2", "matmul", "cpu"),
-    item("nki_tune", "matmul", "trn1"),
-]
-
-
-def started(spec: dict, items=ITEMS, max_call: float = 0.0, ts: float = T0) -> c.CampaignStarted:
-    full = {"problems": ["cpu_v2/silu@cpu"], **spec}
-    return c.CampaignStarted(
-        event_id=c.derive_event_id(CID, "CampaignStarted"),
-        run_id=CID,
-        ts=ts,
-        name="t",
-        spec=spec_from_dict(full).to_dict(),
-        items=items,
-        root="runs",
-        memory_uri="/tmp/m",
-        max_call_usd=max_call,
-    )
-
-
-def finished(s: c.CampaignRunScheduled, ts: float, **fields) -> c.CampaignRunFinished:
-    base = {"status": "completed", "duration_s": 60.0, "best_kernel_id": f"k-{s.run}", "best_source": "src"}
-    return c.CampaignRunFinished(
-        event_id=c.derive_event_id(CID, "CampaignRunFinished", s.run),
-        run_id=CID,
-        ts=ts,
-        run=s.run,
-        item=s.item,
-        **{**base, **fields},
-    )
-
-
-class Log:
-    """The campaign's log as the driver writes it: each input, then the core's decisions."""
-
-    def __init__(self) -> None:
-        self.core = CampaignCore(CID, clock=lambda: 0.0)
-        self.events: list[c.Event] = []
-
-    def put(self, e: c.Event) -> list[c.Event]:
-        outs = self.core.step(e)
-        self.events += [e, *outs]
-        return outs
-
-    def scheduled(self) -> list[c.CampaignRunScheduled]:
-        return [e for e in self.events if isinstance(e, c.CampaignRunScheduled)]
-
-    def running(self) -> list[c.CampaignRunScheduled]:
-        return [r.scheduled for r in self.core.running]
 
 
 def test_the_first_picks_fill_every_device_in_file_order_and_say_why() -> None:
@@ -97,7 +29,7 @@ def test_the_first_picks_fill_every_device_in_file_order_and_say_why() -> None:
     ]
     cpu = picks[0]
     assert cpu.run == f"{CID}-r001" and cpu.index == 1 and cpu.start_run is None and cpu.budget_usd is None
-    assert "prior: not run yet" in cpu.reason.why and cpu.reason.expected_gain == pytest.approx(0.2)
+    assert "not run yet" in cpu.reason.why and cpu.reason.expected_gain == pytest.approx(0.2)
     # the queue says where every item of the device is and why
     assert [(q.item, q.state) for q in cpu.queue] == [
         ("cpu_v2/silu@cpu", "picked"),
@@ -107,14 +39,20 @@ def test_the_first_picks_fill_every_device_in_file_order_and_say_why() -> None:
     assert cpu.day == utc_day(T0)
 
 
-def test_an_item_that_gains_is_worked_on_again_from_its_best_kernel() -> None:
+def test_first_runs_that_pay_give_every_item_one_then_the_gainers_go_on_from_their_best() -> None:
     log = Log()
-    log.put(started({}))
+    log.put(started({}, items=ITEMS[:2]))
     silu = log.scheduled()[0]
+    # silu's first run doubles it: an item not run yet now expects as much (the prior counted
+    # as one first run), and has more headroom
     outs = log.put(finished(silu, T0 + 60, gain=2.0, pct_peak=0.3))
-    (nxt,) = [e for e in outs if isinstance(e, c.CampaignRunScheduled)]
+    (bmm,) = [e for e in outs if isinstance(e, c.CampaignRunScheduled)]
+    assert bmm.item == "cpu_v2/bmm@cpu" and bmm.start_run is None
+    assert bmm.reason.expected_gain == pytest.approx((math.log(2.0) + 0.2) / 2)
+    assert "not run yet" in bmm.reason.why
+    # bmm's first run gains little: silu goes on, from its best kernel
+    (nxt,) = [e for e in log.put(finished(bmm, T0 + 120, gain=1.05)) if isinstance(e, c.CampaignRunScheduled)]
     assert nxt.item == "cpu_v2/silu@cpu" and nxt.start_run == silu.run and nxt.start_kernel == f"k-{silu.run}"
-    # its expected gain (ln 2 and the prior, shrunk) beats the prior of the items not run yet
     assert nxt.reason.expected_gain == pytest.approx((math.log(2.0) + 0.2) / 2)
     others = {q.item: q for q in nxt.queue}
     assert others["cpu_v2/bmm@cpu"].state == "ready" and others["cpu_v2/bmm@cpu"].score < nxt.reason.score
@@ -264,22 +202,8 @@ def test_round_robin_takes_every_item_in_turn() -> None:
     assert order == ["silu@cpu", "bmm@cpu", "matmul@cpu"] * 2
 
 
-def _campaign_log() -> list[c.Event]:
-    log = Log()
-    log.put(started({"budget": {"total_usd": 2.0}, "stop": {"plateau_runs": 2}}, max_call=0.01))
-    ts = T0
-    gains = iter([2.0, 1.0, 1.3, 1.0, 1.0, 1.6, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0])
-    while not log.core.stopped:
-        s = log.running()[0]
-        ts += 45
-        log.put(
-            finished(s, ts, gain=next(gains, 1.0), cost_usd=0.05, max_call_usd=0.004, memory_entries=["m"])
-        )
-    return log.events
-
-
 def test_replay_verify_re_derives_the_schedule_and_catches_a_changed_decision() -> None:
-    events = _campaign_log()
+    events = synthetic_campaign()
     v = CampaignVerifier()
     for e in events:
         assert v.feed(e)
@@ -304,7 +228,7 @@ def test_replay_verify_re_derives_the_schedule_and_catches_a_changed_decision() 
 
 
 def test_a_resumed_core_re_derives_what_was_decided_and_adds_nothing() -> None:
-    events = _campaign_log()
+    events = synthetic_campaign()
     core = CampaignCore(CID)
     outbox: dict[str, c.Event] = {}
     for e in events:  # as the driver refolds its log on resume
