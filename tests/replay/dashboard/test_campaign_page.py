@@ -38,7 +38,7 @@ def test_the_campaign_is_listed_and_its_model_says_where_each_item_is_and_why(ca
     scheduled = [e for e in events if isinstance(e, c.CampaignRunScheduled)]
     assert row["campaign_id"] == CID and row["runs"] == len(scheduled) and row["status"] == "stopped (budget)"
     m = get_json(server.url + f"/api/campaign/{CID}")
-    assert m["campaign"]["spend_text"].endswith("/ $2.00")
+    assert m["campaign"]["spend_text"] == "$1.9000 / $2.0000"  # spent of the total budget
     assert {r[0] for r in m["items"]} == {e.key for e in events[0].items}
     assert [d["device"] for d in m["devices"]] == ["cpu", "trn1"]
     cpu = m["devices"][0]
