@@ -152,7 +152,7 @@ class RoundRobin:
         ]
 
 
-POLICIES: dict[str, type[Policy]] = {p.name: p for p in (ExpectedGain, RoundRobin)}  # type: ignore[misc]
+POLICIES: dict[str, type[Policy]] = {p.name: p for p in (ExpectedGain, RoundRobin)}
 
 
 def policy(name: str) -> Policy:

@@ -88,6 +88,7 @@ def run_outcome(view: RunView, item: str, *, timed_out: bool = False) -> dict:
         return out  # nothing to optimize from (its baseline failed, or never ran)
     best = view.kernels.get(r.best_kernel_id or "") or base
     estimated = r.speedup is None and base.estimated_ms is not None
+    gain: float | None
     if best.kernel_id == base.kernel_id or best.source == base.source:
         gain, source = 1.0, "recorded"
     elif estimated:

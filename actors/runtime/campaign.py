@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from accelopt import catalog as ev
 from accelopt.campaign import (
@@ -435,7 +436,7 @@ class CampaignDriver:
                 self._ended.put(_Ended(s.run))
                 return
             timeout = max(1.0, s.deadline_ts - time.time()) if s.deadline_ts is not None else None
-            common = {
+            common: dict[str, Any] = {
                 "nats_url": self.url,
                 "run_id": s.run,
                 "start_workers": False,

@@ -161,7 +161,7 @@ def _verified_campaign(console: Console, args: argparse.Namespace, report: Any, 
     from events.runsource import LOG_DAMAGE, RunNotFound, fold_events
     from replay.verify import Verifier
 
-    if not report.ok:
+    if report.divergence is not None:
         console.print(f"[red]diverges[/red] at {report.divergence.describe()}")
         return 1
     console.print(
@@ -190,7 +190,7 @@ def _verified_campaign(console: Console, args: argparse.Namespace, report: Any, 
             console.print(f"[red]{run_id}: {damage_message(e)}[/red]", soft_wrap=True)
             continue
         checked += 1
-        if not r.ok:
+        if r.divergence is not None:
             bad += 1
             console.print(f"[red]{run_id} diverges[/red] at {r.divergence.describe()}")
     if bad:

@@ -29,7 +29,8 @@ def speedup_chart(view: CampaignView, device: str) -> str:
     for key, it in view.items.items():
         if it.item.device != device:
             continue
-        points = [(0.0, 1.0)] + [(_hours(view, p.ts), p.speedup) for p in view.history.get(key, [])]
+        points: list[tuple[float, float | None]] = [(0.0, 1.0)]
+        points += [(_hours(view, p.ts), p.speedup) for p in view.history.get(key, [])]
         series.append(Series(it.item.problem, points))
     est = (
         " (estimated)" if any(it.estimated for it in view.items.values() if it.item.device == device) else ""
