@@ -42,6 +42,7 @@ from accelopt.scheduler import Candidate, PolicyContext, policy
 ROLES_IN_FLIGHT = len(ev.LLM_ROLES)  # a run's LLM lanes (one per role), each bounded by the in-flight limit
 MAX_INFLIGHT = 16  # the runs' default `limits.llm_inflight_per_role`
 DEVICE_RUN_PRIOR_S = 300.0  # a run's expected length on a device none has run on yet
+SETTLED_WORDS = {"target": "at their target", "plateau": "on a plateau", "failed": "whose baseline did not run"}
 
 
 def utc_day(ts: float) -> str:
@@ -292,7 +293,9 @@ class CampaignCore:
             return "no profilers", "; ".join(
                 self.parked[d] for d in sorted({it.item.device for it in waiting})
             )
-        return "settled", "every item reached its target or plateaued"
+        states = [it.settled for it in self.items.values() if it.settled]
+        counts = ", ".join(f"{states.count(k)} {what}" for k, what in SETTLED_WORDS.items() if k in states)
+        return "settled", f"every item is settled: {counts}"
 
     def _ready(self, it: ItemState) -> tuple[bool, bool]:
         """(whether it may run, whether it re-opens after a plateau)."""
