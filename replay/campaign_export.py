@@ -11,8 +11,8 @@
   (null where it is not: an entry another campaign's run added from elsewhere);
 - `manifest.json`: what was written, and why anything was left out.
 
-The Parquet file is plain Arrow (pyarrow): `pandas.read_parquet` and
-`datasets.load_dataset("parquet", ...)` read it as it is.
+The Parquet file is plain Parquet written by pyarrow (flat columns; a profile as a JSON
+string), the format `pandas.read_parquet` and `datasets.load_dataset("parquet", ...)` read.
 """
 
 from __future__ import annotations

@@ -198,6 +198,17 @@ def test_export_round_trips_and_every_fast_kernel_profiles_correct(resumed, tmp_
         assert path.endswith(".c") and (out / path).read_text().strip()
 
 
+def test_the_pairs_load_in_pandas(resumed, tmp_path) -> None:
+    """Where pandas is installed (it is not a dependency: the file is plain Parquet written by
+    pyarrow, the engine pandas reads it with)."""
+    pd = pytest.importorskip("pandas")
+    root, cid, *_ = resumed
+    out = tmp_path / "export"
+    assert cli("campaign", "export", cid, "--out", str(out), root=root).returncode == 0
+    frame = pd.read_parquet(out / "pairs.parquet")
+    assert len(frame) > 0 and {"slow_kernel", "fast_kernel", "insight", "fast_profile"} <= set(frame.columns)
+
+
 def test_status_report_and_dashboard_model_show_the_campaign(resumed, tmp_path) -> None:
     from replay.campaign import load_campaign
     from replay.dashboard.campaign_models import campaign_model
