@@ -422,11 +422,15 @@ class CampaignDriver:
     # --- one run ------------------------------------------------------------------------------------
 
     def _start_thread(self, s: ev.CampaignRunScheduled) -> None:
-        t = threading.Thread(target=self._run, args=(s,), name=f"campaign-run-{s.index}", daemon=True)
+        try:  # here, not on the thread: the core is only read and written by this one
+            setup: tuple[RunConfig, Problem] | Exception = self._run_setup(s)
+        except Exception as e:
+            setup = e
+        t = threading.Thread(target=self._run, args=(s, setup), name=f"campaign-run-{s.index}", daemon=True)
         self._threads[s.run] = t
         t.start()
 
-    def _run(self, s: ev.CampaignRunScheduled) -> None:
+    def _run(self, s: ev.CampaignRunScheduled, setup: tuple[RunConfig, Problem] | Exception) -> None:
         """A thread: drive run `s` to its end (start it, resume it, or only note that it ended)."""
         from actors.runtime.session import run_session
 
@@ -456,7 +460,9 @@ class CampaignDriver:
                     **common,
                 )
             else:
-                cfg, problem = self._run_setup(s)
+                if isinstance(setup, Exception):
+                    raise setup
+                cfg, problem = setup
                 outcome = run_session(cfg, [problem], **common)
             self._ended.put(_Ended(s.run, timed_out=outcome.timed_out))
         except RunBusy as e:  # another process drives it (a second driver of this campaign)

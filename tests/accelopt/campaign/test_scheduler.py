@@ -125,8 +125,9 @@ def test_the_budget_is_shared_held_and_never_passed() -> None:
     while not log.core.stopped:
         s = log.running()[0]
         ts += 60
-        # a run spends its budget and the most its reserve allows (the worst case)
-        cost = s.budget_usd + 4 * (s.llm_inflight or 0) * 0.01
+        # the worst case: a run reaches its budget with every call it may have in flight
+        # (its in-flight limit, else the runs' default of 16 per role) still to come, each $0.01
+        cost = s.budget_usd + 4 * (s.llm_inflight or 16) * 0.01
         spent += cost
         log.put(finished(s, ts, gain=1.2, cost_usd=cost, max_call_usd=0.005))
         assert log.core.spent_usd == pytest.approx(spent)
