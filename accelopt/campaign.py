@@ -31,7 +31,7 @@ from typing import Any
 import msgspec
 import yaml
 
-from accelopt.config import PRESETS, ConfigError, RunConfig, build_config, parse_override
+from accelopt.config import PRESETS, ConfigError, RunConfig, _readable, build_config, parse_override
 from accelopt.problem import Problem, SourceFile
 
 
@@ -162,14 +162,6 @@ def spec_from_dict(data: dict[str, Any], source: str = "campaign") -> CampaignSp
         raise ConfigError(f"{source}: {_readable(e)}") from e
     validate(spec, source)
     return spec
-
-
-def _readable(e: msgspec.ValidationError) -> str:
-    text = str(e)
-    if " - at `$." in text:
-        what, where = text.rsplit(" - at `$.", 1)
-        return f"{where.rstrip('`')}: {what}"
-    return text
 
 
 def validate(spec: CampaignSpec, source: str = "campaign") -> None:
