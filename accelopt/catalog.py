@@ -27,8 +27,12 @@ Stage = Literal["plan", "implement", "fix", "summarize", "profile", "memory"]
 # "effect", the coordinator's requests for a side effect (a retrieval: the recording's answer
 # is what counts); the session (start, failure: the coordinator also fails a run whose LLM
 # calls keep failing, but the session may fail it first, so it is never re-derived); the LLM
-# roles, the LLM gateway, the profilers and the memory workers.
-Author = Literal["coordinator", "effect", "session", "role", "gateway", "profiler", "memory"]
+# roles, the LLM gateway, the profilers and the memory workers; a campaign's driver ("campaign":
+# its start, resumes, clock ticks and the outcome of each of its runs) and its scheduler
+# ("scheduler": its decisions, what `replay --verify` re-derives of a campaign).
+Author = Literal[
+    "coordinator", "effect", "session", "role", "gateway", "profiler", "memory", "campaign", "scheduler"
+]
 
 
 def derive_event_id(run_id: str, type_name: str, *key: object) -> str:
@@ -454,6 +458,170 @@ class ProblemRemeasured(Event, tag=True, frozen=True):
     agrees: bool = True
 
 
+# --- campaigns ------------------------------------------------------------------------------
+# A campaign (docs/campaigns.md) is a queue of problems on several device kinds worked on by
+# many runs; its events go to the same log under the campaign's id (`accelopt.<campaign>.>`),
+# its runs' under their own. Its scheduler's decisions are a pure function of its inputs
+# (`accelopt/campaign_core.py`), so a resumed campaign and `replay --verify` re-derive them.
+
+
+class CampaignItem(msgspec.Struct, kw_only=True, frozen=True):
+    """One problem on one device kind: what the scheduler picks from. `key` is
+    `SUITE/PROBLEM@DEVICE`."""
+
+    key: str
+    suite: str
+    problem: str
+    device: str
+    language: str
+    op_type: str
+    content_hash: str
+
+
+class CampaignStarted(Event, tag=True, frozen=True):
+    subject: ClassVar[str] = "campaign.started"
+    author: ClassVar[Author] = "campaign"
+
+    name: str
+    spec: dict[str, Any]  # the campaign file as parsed (`accelopt.campaign.CampaignSpec`)
+    items: list[CampaignItem]
+    root: str
+    memory_uri: str
+    # the most one LLM call may cost before any was seen (from the models' prices and output
+    # allowance; `budget.max_call_usd` when set): what the budget keeps in reserve per call in flight
+    max_call_usd: float = 0.0
+
+
+class CampaignResumed(Event, tag=True, frozen=True):
+    """The campaign's driver started again (`accelopt campaign resume`): parked devices are
+    tried again."""
+
+    subject: ClassVar[str] = "campaign.resumed"
+    author: ClassVar[Author] = "campaign"
+
+    attempt: int
+
+
+class CampaignTicked(Event, tag=True, frozen=True):
+    """The clock, as an input: a paused campaign's day has turned, or its time is up."""
+
+    subject: ClassVar[str] = "campaign.ticked"
+    author: ClassVar[Author] = "campaign"
+
+    why: str
+
+
+class ScheduleScore(msgspec.Struct, kw_only=True, frozen=True):
+    """Why an item ranks where it does: the policy's score and what it was made of."""
+
+    score: float
+    headroom: float  # 1 - its best kernel's fraction of peak (1: not known)
+    expected_gain: float  # the expected log-speedup of its next run (recent runs, prior)
+    new_insights: int  # memory insights of its operator learnt elsewhere since its last run
+    cost_usd: float  # LLM spend on it so far
+    runs: int
+    expected_s: float  # the expected length of its next run
+    why: str
+
+
+class QueueEntry(msgspec.Struct, kw_only=True, frozen=True):
+    """One item of a device's queue when a run was scheduled: its rank's reasons, or why it
+    is not in line (running, settled, parked)."""
+
+    item: str
+    state: str  # "picked", "ready", "running", "settled: plateau", "settled: target", "parked", ...
+    score: float | None = None
+    why: str = ""
+
+
+class CampaignRunScheduled(Event, tag=True, frozen=True):
+    subject: ClassVar[str] = "campaign.run_scheduled"
+    author: ClassVar[Author] = "scheduler"
+
+    run: str  # the run's id (`<campaign>-r<index>`); the envelope's run_id is the campaign's
+    index: int  # the campaign's runs in the order they were scheduled, from 1
+    item: str
+    device: str
+    seed: int
+    policy: str
+    reason: ScheduleScore
+    queue: list[QueueEntry]
+    day: str  # the UTC day whose budget the run spends
+    budget_usd: float | None = None  # the run's llm.budget_usd (None: the campaign has no cap)
+    llm_inflight: int | None = None  # the run's limits.llm_inflight_per_role, where the budget bounds it
+    deadline_ts: float | None = None  # the campaign's time limit: the run stops there
+    start_run: str | None = (
+        None  # the run whose best kernel this one starts from (None: the suite's baseline)
+    )
+    start_kernel: str | None = None
+
+
+class CampaignRunFinished(Event, tag=True, frozen=True):
+    """What one run of the campaign came to, read from the run's own log."""
+
+    subject: ClassVar[str] = "campaign.run_finished"
+    author: ClassVar[Author] = "campaign"
+
+    run: str  # the run's id; the envelope's run_id is the campaign's
+    item: str
+    status: str  # the run's: completed, completed (budget), failed, incomplete (stopped at the deadline)
+    reason: str = ""  # a failed run's reason
+    gain: float | None = None  # its best kernel over the kernel it started from (None: nothing usable)
+    gain_source: str = ""  # "remeasured", "recorded" or "estimated"
+    estimated: bool = False  # its figures are a cost model's (an emulated device), not measurements
+    best_kernel_id: str | None = None
+    best_source: str = ""
+    start_ms: float | None = None  # the kernel it started from, and its best (estimated where `estimated`)
+    best_ms: float | None = None
+    pct_peak: float | None = None  # its best kernel's fraction of peak
+    cost_usd: float = 0.0
+    max_call_usd: float = 0.0  # its most expensive LLM call
+    llm_calls: int = 0
+    kernels: int = 0
+    duration_s: float = 0.0
+    memory_entries: list[str] = []
+    unserved: list[str] = []  # work queues nobody served (`profiler-<device>`): why it failed
+
+
+class CampaignBudgetSpent(Event, tag=True, frozen=True):
+    subject: ClassVar[str] = "campaign.budget_spent"
+    author: ClassVar[Author] = "scheduler"
+
+    run: str  # the run whose end this spend follows
+    day: str
+    spent_usd: float  # the campaign's, in total
+    day_spent_usd: float  # of the runs scheduled on `day`
+    total_usd: float | None
+    daily_usd: float | None
+
+
+class CampaignDeviceParked(Event, tag=True, frozen=True):
+    """No profiler serves this device kind: its items wait until the campaign is resumed."""
+
+    subject: ClassVar[str] = "campaign.device_parked"
+    author: ClassVar[Author] = "scheduler"
+
+    device: str
+    reason: str
+    items: list[str]
+
+
+class CampaignPaused(Event, tag=True, frozen=True):
+    subject: ClassVar[str] = "campaign.paused"
+    author: ClassVar[Author] = "scheduler"
+
+    reason: str
+    until_ts: float
+
+
+class CampaignStopped(Event, tag=True, frozen=True):
+    subject: ClassVar[str] = "campaign.stopped"
+    author: ClassVar[Author] = "scheduler"
+
+    reason: str  # "settled", "budget", "time", "max_runs", "no profilers"
+    detail: str = ""
+
+
 # --- the LLM roles: which request each one answers, and the stage its failures are filed under
 
 LLM_ROLES: tuple[Role, ...] = ("planner", "executor", "fixer", "summarizer")
@@ -478,6 +646,11 @@ AnyEvent: Any = typing.Union[EVENT_TYPES]  # noqa: UP007 (a union built from the
 EVENTS_BY_NAME: dict[str, type[Event]] = {t.__name__: t for t in EVENT_TYPES}
 # What the coordinator decides (everything else on a run's log is an input to it)
 DECISION_TYPES: frozenset[type[Event]] = frozenset(t for t in EVENT_TYPES if t.author == "coordinator")
+# What a campaign's scheduler decides (the rest of a campaign's log is its inputs)
+CAMPAIGN_DECISION_TYPES: frozenset[type[Event]] = frozenset(t for t in EVENT_TYPES if t.author == "scheduler")
+CAMPAIGN_TYPES: frozenset[type[Event]] = frozenset(
+    t for t in EVENT_TYPES if t.author in ("campaign", "scheduler")
+)
 
 
 def snake_name(event_type: type[Event]) -> str:

@@ -199,6 +199,8 @@ class WorkersConfig(_C):
     max_deliver: int = 3
     # a run whose requests for a role wait this long with no worker serving it says so
     unserved_warn_after_s: float = 20.0
+    # ... and after this long fails (RunFailed "unserved: <work queue>"); None: it waits
+    unserved_fail_after_s: float | None = None
     # the four LLM roles in one host process (one litellm import; they wait on the network);
     # false: a process per role, each restarted on its own
     llm_roles_together: bool = True
@@ -477,6 +479,8 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError("workers.ack_wait_s must exceed workers.heartbeat_s (> 0)")
     if w.unserved_warn_after_s <= 0:
         raise ConfigError("workers.unserved_warn_after_s: must be > 0")
+    if w.unserved_fail_after_s is not None and w.unserved_fail_after_s <= 0:
+        raise ConfigError("workers.unserved_fail_after_s: must be > 0 (or null: wait)")
     if w.max_deliver < 1:
         raise ConfigError("workers.max_deliver: must be >= 1")
     for kind, d in cfg.devices.items():

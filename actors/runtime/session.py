@@ -144,10 +144,18 @@ class StallWatch:
     worked on and no instance fetching. Checked while the run is idle; reported once."""
 
     def __init__(
-        self, devices: str | list[str], *, after_s: float = 20.0, report: Callable[[str], None] | None = None
+        self,
+        devices: str | list[str],
+        *,
+        after_s: float = 20.0,
+        report: Callable[[str], None] | None = None,
+        fail_after_s: float | None = None,
     ) -> None:
         self.devices = [devices] if isinstance(devices, str) else list(devices)
         self.after_s = after_s
+        # a role still unserved after this long ends the run (`workers.unserved_fail_after_s`)
+        self.fail_after_s = fail_after_s
+        self.given_up: str | None = None  # the work queue the run gave up on
         self.report = report or (lambda text: log.warning(text))
         self.open: dict[str, dict[str, str]] = {}  # durable -> request id -> type
         self._since: dict[str, float] = {}
@@ -184,15 +192,22 @@ class StallWatch:
                 self._reported.discard(durable)
                 continue
             first = self._since.setdefault(durable, now)
+            if self.fail_after_s is not None and now - first >= self.fail_after_s and self.given_up is None:
+                self.given_up = durable
             if now - first >= self.after_s and durable not in self._reported:
                 self._reported.add(durable)
                 if durable.startswith("profiler-"):
                     start = f"accelopt worker --nats URL --device {durable.removeprefix('profiler-')}"
                 else:
                     start = f"accelopt worker --nats URL --roles {durable}"
+                then = (
+                    f"the run fails after {self.fail_after_s:g} s of this"
+                    if self.fail_after_s is not None
+                    else "the run waits"
+                )
                 self.report(
                     f"{len(reqs)} request(s) wait on '{durable}' and no worker serves it "
-                    f"(start one, e.g. `{start}`); the run waits"
+                    f"(start one, e.g. `{start}`); {then}"
                 )
 
 
@@ -207,6 +222,20 @@ class InFlight:
             self.open.add(e.event_id)
         elif isinstance(e, (ev.LLMCallCompleted, ev.KernelProfiled)):
             self.open.discard(e.request_id)
+
+
+def unserved_failure(run_id: str, watch: StallWatch) -> ev.RunFailed:
+    """The RunFailed of a run whose requests waited on a work queue nobody served for
+    `watch.fail_after_s` (reason `unserved: <queue>`, e.g. `unserved: profiler-h100`)."""
+    durable = watch.given_up or ""
+    return ev.RunFailed(
+        event_id=ev.derive_event_id(run_id, "RunFailed", "unserved", durable),
+        run_id=run_id,
+        ts=time.time(),
+        reason=f"unserved: {durable}",
+        detail=f"requests waited {watch.fail_after_s:g} s on '{durable}' and no worker served them "
+        "(workers.unserved_fail_after_s)",
+    )
 
 
 async def follow_run(
@@ -233,6 +262,7 @@ async def follow_run(
     deadline = time.monotonic() + timeout_s if timeout_s else None
     answers = InFlight()
     ended_at: float | None = None
+    gave_up = False
     elog = await EventLog.connect(url, name=f"accelopt-follow-{run_id}")
     try:
         async for _seq, event, _pending in elog.follow(run_filter(run_id), idle_timeout=0.5):
@@ -245,6 +275,9 @@ async def follow_run(
                 continue
             if event is None and stall_watch is not None:
                 await stall_watch.check(elog)
+                if stall_watch.given_up is not None and not gave_up:  # reported, not waited on forever
+                    gave_up = True
+                    await elog.publish(unserved_failure(run_id, stall_watch))
             if event is not None:
                 view.apply(event)
                 answers.observe(event)
@@ -443,7 +476,12 @@ def run_session(
         if start is not None:
             asyncio.run(publish(endpoint.url, start, settings))
             published = True
-        watch = StallWatch(devices, after_s=cfg.workers.unserved_warn_after_s, report=on_warning)
+        watch = StallWatch(
+            devices,
+            after_s=cfg.workers.unserved_warn_after_s,
+            report=on_warning,
+            fail_after_s=cfg.workers.unserved_fail_after_s,
+        )
         left_s = None if deadline is None else max(0.001, deadline - time.monotonic())
         view, timed_out = asyncio.run(
             follow_run(

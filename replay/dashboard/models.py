@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -228,6 +228,7 @@ class RunModel(msgspec.Struct, kw_only=True):
 
 class RunsModel(msgspec.Struct, kw_only=True):
     runs: list[RunRow]
+    campaigns: list[Any]  # campaign_models.CampaignRow, the campaigns under the root and on the stream
     stream: str  # where live runs are followed from ("" when no event stream is followed)
     root: str
     warnings: list[str]
