@@ -42,7 +42,11 @@ from accelopt.scheduler import Candidate, PolicyContext, policy
 ROLES_IN_FLIGHT = len(ev.LLM_ROLES)  # a run's LLM lanes (one per role), each bounded by the in-flight limit
 MAX_INFLIGHT = 16  # the runs' default `limits.llm_inflight_per_role`
 DEVICE_RUN_PRIOR_S = 300.0  # a run's expected length on a device none has run on yet
-SETTLED_WORDS = {"target": "at their target", "plateau": "on a plateau", "failed": "whose baseline did not run"}
+SETTLED_WORDS = {
+    "target": "at their target",
+    "plateau": "on a plateau",
+    "failed": "whose baseline did not run",
+}
 
 
 def utc_day(ts: float) -> str:

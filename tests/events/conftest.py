@@ -245,7 +245,14 @@ def campaign_events(env, p: Problem) -> list[c.Event]:
         content_hash=p.content_hash(),
     )
     score = c.ScheduleScore(
-        score=0.5, headroom=0.9, expected_gain=0.2, new_insights=1, cost_usd=0.0, runs=0, expected_s=60.0, why="w"
+        score=0.5,
+        headroom=0.9,
+        expected_gain=0.2,
+        new_insights=1,
+        cost_usd=0.0,
+        runs=0,
+        expected_s=60.0,
+        why="w",
     )
     return [
         c.CampaignStarted(

@@ -315,13 +315,14 @@ def test_a_patch_of_torch_cuda_after_the_timer_is_made_never_times_a_call(monkey
     monkeypatch.setattr(torch.cuda, "Event", FastEvent)
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: torch.cuda.Stream())
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+
     # the wrappers' own code, changed in place (what binding the Python functions could not stop)
     class Fakes:  # methods that carry the __class__ cell the wrappers' super() calls need
         def elapsed_time(self, end_event):  # type: ignore[no-untyped-def]
-            return 0.001 or super().elapsed_time(end_event)
+            return 0.001 or super().elapsed_time(end_event)  # noqa: SIM222 (super(): the cell)
 
         def record(self, stream=None):  # type: ignore[no-untyped-def]
-            return None or super().record(stream)
+            return None or super().record(stream)  # noqa: SIM222 (super(): the cell)
 
     fakes = (Fakes.elapsed_time, Fakes.record, lambda device=None: None)
     for fn, fake in zip(wrappers, fakes, strict=True):
