@@ -322,7 +322,7 @@ def test_a_patch_of_torch_cuda_after_the_timer_is_made_never_times_a_call(monkey
             return 0.001 or super().elapsed_time(end_event)  # noqa: SIM222 (super(): the cell)
 
         def record(self, stream=None):  # type: ignore[no-untyped-def]
-            return None or super().record(stream)  # noqa: SIM222 (super(): the cell)
+            return None or super().record(stream)
 
     fakes = (Fakes.elapsed_time, Fakes.record, lambda device=None: None)
     for fn, fake in zip(wrappers, fakes, strict=True):
