@@ -45,6 +45,7 @@ from hardware_agents.base import DeviceSpec
 from hardware_agents.cpu.data import ProblemData
 from hardware_agents.cpu.oracle import FULL_CHECKS, BaselineOracle, OracleUnavailable, lazy_fraction_caught
 from hardware_agents.cpu.runner import KernelDied, KernelRunner
+from hardware_agents.pipeline.phases import Phases
 from hardware_agents.pipeline.roofline import achieved, speed_verdict
 from hardware_agents.pipeline.stats import latency_stats, spread
 from hardware_agents.pipeline.verdict import Verdict, spoil
@@ -110,21 +111,25 @@ class Judge:
     def run(self) -> Profile:
         runner: KernelRunner | None = None
         out = SandboxOutcome(status="ok")
+        phases = Phases(self.counters)
         try:
-            runner = KernelRunner(
-                self.box,
-                self.problem,
-                library=self.library,
-                symbol=self.symbol,
-                sets=self.sets,
-                scalars=self.scalars,
-                timeout_s=self.timeout_s,
-            )
-            runner.ready()
+            with phases("child_start"):
+                runner = KernelRunner(
+                    self.box,
+                    self.problem,
+                    library=self.library,
+                    symbol=self.symbol,
+                    sets=self.sets,
+                    scalars=self.scalars,
+                    timeout_s=self.timeout_s,
+                )
+                runner.ready()
             self.v.isolation.update(runner.child.isolation())
-            prof = self._correctness(runner)
+            with phases("correctness"):
+                prof = self._correctness(runner)
             if prof is None:
-                prof = self._timing(runner)
+                with phases("timing"):
+                    prof = self._timing(runner)
         except KernelDied as e:
             out = e.outcome
             self.v.heard(out, tail=False)  # its stderr goes below every failure, as for the others
@@ -135,7 +140,8 @@ class Judge:
                 self.counters["oracle_disagreements"] = float(self.oracle.disagreements)
                 self.oracle.close()
             if runner is not None:
-                out = runner.close()
+                with phases("child_exit"):
+                    out = runner.close()
                 self.counters["sandbox_wall_s"] = out.wall_s
                 self.counters["kernel_calls"] = float(runner.calls)
                 if out.stray_processes:
