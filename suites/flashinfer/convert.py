@@ -91,14 +91,63 @@ def _missing_blob_inputs(root: Path, w: Workload) -> list[str]:
     return out
 
 
-def _synthesize_missing(d: Definition, root: Path, w: Workload) -> tuple[Workload, list[str]] | None:
-    """The workload with its missing index blobs dropped, so that the input generator
-    synthesizes those inputs (`synthesized_inputs`), and their names; None when a missing
-    input is not one the generator can synthesize."""
+def _random_range(d: Definition, name: str) -> str | None:
+    """What the input generator draws for an input with no data (the definition's
+    `x_input_init`, else the default for its dtype); None for an integer input the definition
+    gives no range for (any integers would be no valid value: expert ids, offsets...)."""
+    from hardware_agents import validity
+    from hardware_agents.triton.inputs import is_float
+
+    spec = d.inputs[name]
+    if name in d.x_input_init:
+        return d.x_input_init[name]
+    if is_float(spec.dtype):
+        fp8 = " (clamped to the fp8 range)" if spec.dtype.startswith("float8") else ""
+        return f"{validity.DEFAULT_INIT}{fp8}"
+    if spec.dtype == "bool":
+        return "randint(0, 2)"
+    return None
+
+
+def _synthesize_missing(
+    d: Definition, root: Path, w: Workload, *, indices: bool, everything: bool
+) -> tuple[Workload, list[str]] | str:
+    """The workload with its missing blobs dropped, so that the input generator produces those
+    inputs (index inputs: `synthesized_inputs`, valid indices; with `everything`, any other
+    input too, at random in the range the definition allows: `_random_range`), and their
+    names; else why not."""
     missing = _missing_blob_inputs(root, w)
-    if not missing or not set(missing) <= set(synthesized_inputs(d)):
-        return None
-    return msgspec.structs.replace(w, inputs={n: s for n, s in w.inputs.items() if n not in missing}), missing
+    index = set(synthesized_inputs(d))
+    others = [n for n in missing if n not in index]
+    if others and not everything:
+        return f"input(s) {', '.join(others)} are not index inputs"
+    if not indices and not everything:
+        return "not asked to synthesize"
+    rangeless = [n for n in others if _random_range(d, n) is None]
+    if rangeless:
+        return (
+            f"integer input(s) {', '.join(rangeless)} have no value range in the definition "
+            "(x_input_init), so no valid values can be drawn"
+        )
+    kept = {n: s for n, s in w.inputs.items() if n not in missing}
+    return msgspec.structs.replace(w, inputs=kept), missing
+
+
+def _synthesis_note(d: Definition, names: set[str]) -> str:
+    """What was drawn in place of the missing blobs (never the recorded data)."""
+    index = set(synthesized_inputs(d))
+    parts = []
+    idx = sorted(names & index)
+    if idx:
+        parts.append(
+            f"index inputs {', '.join(idx)} synthesized (their blobs are missing): valid indices "
+            "drawn per seed, within the definition's constraints and semantics"
+        )
+    parts += [
+        f"input {n} ({d.inputs[n].dtype}) synthesized at random (its blob is missing): {_random_range(d, n)}"
+        for n in sorted(names - index)
+    ]
+    return f"{d.name}: " + "; ".join(parts) + "; not the recorded data"
 
 
 def derived_check_workloads(
@@ -234,6 +283,44 @@ def choose_baseline(ts: TraceSet, d: Definition, baseline_author: str) -> Soluti
     return ranked[0] if ranked else reference_solution(d)
 
 
+def _usable_workloads(
+    ts: TraceSet,
+    d: Definition,
+    root: Path,
+    skip_missing_blobs: bool,
+    synthesize_indices: bool,
+    synthesize_missing: bool,
+) -> tuple[list[Workload], set[str]]:
+    """The definition's workloads with their blobs resolved (or the missing ones left to the
+    input generator, when asked) and the names of the inputs synthesized; a workload whose
+    blobs are missing is dropped (noted) with `skip_missing_blobs`, else an error naming the
+    options."""
+    usable: list[Workload] = []
+    synthesized: set[str] = set()
+    for w in ts.workloads.get(d.name, []):
+        why = _blob_status(root, w)
+        if why is None:
+            usable.append(_absolute_blobs(root, w))
+            continue
+        fixed = _synthesize_missing(d, root, w, indices=synthesize_indices, everything=synthesize_missing)
+        if not isinstance(fixed, str):
+            usable.append(_absolute_blobs(root, fixed[0]))
+            synthesized.update(fixed[1])
+        elif skip_missing_blobs:
+            ts.notes.append(f"{d.name}: workload {w.uuid} skipped: {why}")
+        else:
+            index_only = set(_missing_blob_inputs(root, w)) <= set(synthesized_inputs(d))
+            hint = (
+                "pass --synthesize-indices to synthesize the index inputs, "
+                if index_only
+                else f"{fixed}: pass --synthesize-missing to draw them at random (noted per input), "
+            )
+            raise FlashInferImportError(
+                f"{d.name}: workload {w.uuid}: {why} ({hint}or --skip-missing-blobs to drop such workloads)"
+            )
+    return usable, synthesized
+
+
 def problems_from(
     ts: TraceSet,
     *,
@@ -242,6 +329,7 @@ def problems_from(
     baseline_author: str = "baseline",
     skip_missing_blobs: bool = False,
     synthesize_indices: bool = False,
+    synthesize_missing: bool = False,
     derive_checks: bool = True,
     definitions: Iterable[str] | None = None,
 ) -> list[Problem]:
@@ -268,31 +356,11 @@ def problems_from(
         if any(s.dtype == "float4_e2m1" for s in (*d.inputs.values(), *d.outputs.values())):
             ts.notes.append(f"{name}: skipped (float4_e2m1 tensors are not supported by the Triton agent)")
             continue
-        usable = []
-        synthesized: set[str] = set()
-        for w in ts.workloads.get(name, []):
-            why = _blob_status(root, w)
-            fixed = _synthesize_missing(d, root, w) if why is not None and synthesize_indices else None
-            if why is None:
-                usable.append(_absolute_blobs(root, w))
-            elif fixed is not None:
-                usable.append(_absolute_blobs(root, fixed[0]))
-                synthesized.update(fixed[1])
-            elif skip_missing_blobs:
-                ts.notes.append(f"{name}: workload {w.uuid} skipped: {why}")
-            else:
-                hint = (
-                    " (pass --synthesize-indices to synthesize the index inputs, or --skip-missing-blobs to "
-                    "drop such workloads)"
-                    if set(_missing_blob_inputs(root, w)) <= set(synthesized_inputs(d))
-                    else " (pass --skip-missing-blobs to drop such workloads)"
-                )
-                raise FlashInferImportError(f"{name}: workload {w.uuid}: {why}{hint}")
+        usable, synthesized = _usable_workloads(
+            ts, d, root, skip_missing_blobs, synthesize_indices, synthesize_missing
+        )
         if synthesized:
-            ts.notes.append(
-                f"{name}: index inputs {', '.join(sorted(synthesized))} synthesized (their blobs are "
-                "missing; --synthesize-indices): valid indices drawn from each seed, not the recorded ones"
-            )
+            ts.notes.append(_synthesis_note(d, synthesized))
         if not usable:
             ts.notes.append(f"{name}: skipped (no workloads)")
             continue
