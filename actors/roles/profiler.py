@@ -156,7 +156,7 @@ class Profiler(Worker):
                 )
 
         profile = await asyncio.to_thread(run_profile)
-        if profile.status not in ("timeout", "sandbox_error"):  # maybe the machine's fault: allow a retry
+        if profile.status not in ("timeout", "sandbox_error", "unchecked"):  # the machine's limits: a retry elsewhere
             self.cache.put(key, profile)
         return [self._result(event, profile)]
 

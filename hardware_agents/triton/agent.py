@@ -380,9 +380,46 @@ class TritonAgent(HardwareAgent):
         it stands (a busy host can stretch one profile's untimed work past its allowance; a
         forged clock is caught every time)."""
         prof = self._profile_once(problem, solution, seeds, timeout, measure)
+        if prof.status == "incorrect" and self._bf16_in_doubt(problem, solution):
+            return self._decide_bf16(prof, self._profile_once(problem, solution, seeds, timeout, measure, True))
         if prof.status != "timing_mismatch" or not self.confirm_mismatch:
             return prof
         return confirmed(prof, self._profile_once(problem, solution, seeds, timeout, measure))
+
+    def _bf16_in_doubt(self, problem: Problem, solution: Solution) -> bool:
+        """Whether an `incorrect` verdict may be the interpreter's: its bf16 tile arithmetic is
+        wrong (raw 16-bit patterns), so a Triton kernel on bf16 data is re-run with bf16 tiles
+        held in fp32 (`bf16_upcast`) to decide."""
+        d = problem.definition
+        tensors = [*d.inputs.values(), *d.outputs.values()]
+        return (
+            self.mode == "interpreter"
+            and solution.spec.language == "triton"
+            and any(t.dtype == "bfloat16" for t in tensors)
+        )
+
+    @staticmethod
+    def _decide_bf16(native: Profile, upcast: Profile) -> Profile:
+        """The verdict once the bf16 kernel has also run with its bf16 tiles in fp32: still
+        wrong, it is wrong for its own reasons (the first verdict stands, saying so); correct,
+        its failure was the interpreter's bf16 arithmetic (the upcast run's verdict, saying so
+        and what failed natively)."""
+        if upcast.status not in ("unmeasured", "passed"):
+            note = (
+                "\nnote: the same checks with bf16 tiles computed in fp32 fail too "
+                f"({upcast.status}), so this is the kernel's own error, not the interpreter's bf16 arithmetic"
+            )
+            head, sep, tail = native.log.partition("\n--- kernel output ---")
+            native.log = head + note + sep + tail
+            return native
+        failed = "; ".join(f"{c.case}: {c.note.splitlines()[0]}" for c in native.correctness if not c.passed)
+        upcast.log = (
+            "correct with bf16 tiles computed in fp32: the Triton interpreter's own bf16 arithmetic gave "
+            f"wrong values ({failed or native.log.splitlines()[0]}), and with bf16 tiles held in fp32 every "
+            "check passes. bf16 precision itself is checked on a GPU.\n" + upcast.log
+        )
+        upcast.counters["bf16_upcast"] = 1.0
+        return upcast
 
     def _keep_budget(self) -> int:
         """How many bytes of outputs a round may keep (every call's, for the secret checks)."""
@@ -414,7 +451,13 @@ class TritonAgent(HardwareAgent):
         )
 
     def _profile_once(
-        self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout: float, measure: bool
+        self,
+        problem: Problem,
+        solution: Solution,
+        seeds: tuple[int, ...],
+        timeout: float,
+        measure: bool,
+        upcast_bf16: bool = False,
     ) -> Profile:
         if solution.spec.language not in self.languages:
             return self._fail(
@@ -435,13 +478,14 @@ class TritonAgent(HardwareAgent):
         plan, contents = plan_triton_cases(problem, seeds, on_gpu)
         too_big = too_big_to_interpret(problem, plan, self.mode, self._spec.name)
         if too_big:
-            return self._fail("timeout", too_big)
+            return self._fail("unchecked", too_big)
         timed = measure and (on_gpu or self.interpreter_timing)
         tplan = self._timing_plan(problem, plan, contents[0]) if timed else None
         data = self.data.get(
             problem, plan, self._run_reference, device=self.mode, data_roots=self.data_roots, timing=tplan
         )
         request = self._request(problem, solution, data, contents, seeds[0], tplan, entry.path, symbol)
+        request = msgspec.structs.replace(request, upcast_bf16=upcast_bf16)
         stage = {f"{PACKAGE}/{s.path}": s.content for s in solution.sources}
         stage.setdefault(f"{PACKAGE}/__init__.py", "")
         out_bytes = max(sum(r.nbytes for c in data.by_name.values() for r in c.ref64.values()), 1)

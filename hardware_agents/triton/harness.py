@@ -56,7 +56,7 @@ try:  # the interpreter's modules load lazily; import them before the sandbox lo
 except ImportError:  # pragma: no cover - older Triton
     pass
 
-from hardware_agents.triton import timed_inputs, timing
+from hardware_agents.triton import bf16_upcast, timed_inputs, timing
 from hardware_agents.triton.cuda_shim import count_launches, install_cuda_shim
 from hardware_agents.triton.inputs import TORCH_DTYPES
 from hardware_agents.triton.records import (
@@ -198,6 +198,8 @@ def describe_return(value: Any) -> str:
         return "tensor"
     if isinstance(value, tuple | list):
         return f"tuple of {len(value)}"
+    if isinstance(value, dict):
+        return f"dict of {len(value)}"
     return type(value).__name__
 
 
@@ -207,6 +209,16 @@ def _sync(device: torch.device) -> None:
 
 
 def _normalize(result: Any, metas: list[TensorMeta]) -> dict[str, torch.Tensor]:
+    """A value-returning entry point's outputs: one value, a tuple/list in the definition's
+    order, or a dict keyed by output name (as FlashInfer-Bench accepts)."""
+    if isinstance(result, dict):
+        absent = [m.name for m in metas if m.name not in result]
+        if absent:
+            raise OutputMismatch(
+                f"the entry point returned a dict without output(s) {', '.join(absent)} "
+                f"(its keys: {', '.join(map(str, result)) or 'none'})"
+            )
+        result = [result[m.name] for m in metas]
     values = list(result) if isinstance(result, tuple | list) else [result]
     if len(values) != len(metas):
         raise OutputMismatch(
@@ -610,6 +622,8 @@ def run(payload: bytes, workdir: Path) -> HarnessResult:
         interpreter_autotune()
         if device.type == "cpu":
             install_cuda_shim()
+        if req.upcast_bf16:
+            bf16_upcast.install()
     launches = count_launches()
     t_import = time.perf_counter()
     fn = load_entry(req, workdir)

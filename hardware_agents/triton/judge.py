@@ -11,6 +11,7 @@ medians) and the roofline with the peaks of the problem's dtypes.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 
@@ -18,7 +19,7 @@ import msgspec
 import numpy as np
 import torch
 
-from accelopt.problem import Problem
+from accelopt.problem import AxisConst, Problem
 from accelopt.profile import Profile, SeedCheck
 from hardware_agents import validity
 from hardware_agents.base import DeviceSpec
@@ -152,34 +153,43 @@ def check_case(problem: Problem, case: CaseData, label: str, got: dict[str, torc
     )
 
 
-def interpreter_note(problem: Problem, mode: str) -> str:
-    """In the interpreter, bf16 tile arithmetic is unreliable (tl.dot, and products and
-    sums of bf16 tiles can come out NaN): a wrong bf16 result there may be the interpreter's."""
-    if mode != "interpreter":
-        return ""
-    if not any(s.dtype == "bfloat16" for s in problem.definition.inputs.values()):
-        return ""
-    return (
-        "\nnote: checked in the Triton interpreter, whose bf16 arithmetic is unreliable (tl.dot, and "
-        "products or sums of bf16 tiles, can give NaN or wrong values where a GPU does not): upcast tiles "
-        "to fp32 before arithmetic (`.to(tl.float32)`), or check the kernel on a GPU"
-    )
+def _constant_part(problem: Problem) -> tuple[int, list[str]]:
+    """Input elements of the definition with every variable axis at 1 (what no smaller
+    workload can shrink), and its largest inputs at that size, as `name[shape]`."""
+    d = problem.definition
+    axes = {a: 1 for a in d.axes} | {k: v.value for k, v in d.axes.items() if isinstance(v, AxisConst)}
+    sizes = []
+    for name, spec in d.inputs.items():
+        shape = d.shape_of(name, axes)
+        if spec.shape is not None and shape is not None:
+            sizes.append((math.prod(shape), f"{name}{list(shape)}"))
+    sizes.sort(reverse=True)
+    return sum(n for n, _ in sizes), [s for _, s in sizes[:3]]
 
 
 def too_big_to_interpret(problem: Problem, plan: Sequence[PlannedCase], mode: str, device_name: str) -> str:
-    """Why the interpreter is not even started (a production shape it would run for hours)."""
+    """Why the interpreter is not even started (a production shape it would run for hours):
+    the status is `unchecked`, and the message says to check it on a GPU, and why."""
     if mode != "interpreter":
         return ""
     worst = max(plan, key=lambda pc: input_elements(problem.definition, pc.workload))
     n = input_elements(problem.definition, worst.workload)
     if n <= INTERPRETER_LIMIT:
         return ""
-    return (
-        f"not run: on this host (no {device_name}) correctness is checked in the Triton interpreter, and "
-        f"the workload it would run, {worst.label} ({describe_axes(worst.workload)}), holds {n:,} input "
-        f"elements: hours of interpretation (the limit is {INTERPRETER_LIMIT:,}). Give the problem small "
-        "check workloads (check_workloads.jsonl; `accelopt suite import-flashinfer` derives them from the "
-        "variable axes where it can) or profile it on a GPU"
+    why = (
+        f"not checked: on this host (no {device_name}) correctness is checked in the Triton interpreter, "
+        f"and the workload it would run, {worst.label} ({describe_axes(worst.workload)}), holds {n:,} input "
+        f"elements: hours of interpretation (the limit is {INTERPRETER_LIMIT:,}). "
+    )
+    fixed, largest = _constant_part(problem)
+    if fixed > INTERPRETER_LIMIT:
+        return why + (
+            f"The definition's constant axes alone hold {fixed:,} input elements ({', '.join(largest)}), "
+            "so no smaller workload can be interpreted either: check it on a GPU"
+        )
+    return why + (
+        "Give the problem small check workloads (check_workloads.jsonl; `accelopt suite import-flashinfer` "
+        "derives them from the variable axes where it can), or check it on a GPU"
     )
 
 
@@ -276,7 +286,7 @@ class TritonJudge:
         strays = v.strays(out)
         if strays is not None:
             return strays
-        wrong = v.wrong_cases(interpreter_note(problem, self.s.mode))
+        wrong = v.wrong_cases()
         if wrong is not None:
             return wrong
         idle = [r.name for r in res.cases if r.launches == 0]
@@ -437,7 +447,6 @@ __all__ = [
     "TritonJudge",
     "call_count_error",
     "check_case",
-    "interpreter_note",
     "load_outputs",
     "timing_clock_mismatch",
     "too_big_to_interpret",

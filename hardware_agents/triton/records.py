@@ -80,6 +80,9 @@ class HarnessRequest(msgspec.Struct, kw_only=True, frozen=True):
     timing_case_workload: str = ""  # informational
     timing: TimingSpec | None = None
     seed: int = 0
+    # the interpreter holds bf16 tiles in fp32 (`bf16_upcast`): the agent's re-run of a bf16
+    # kernel found incorrect, to tell the interpreter's bf16 arithmetic from the kernel's fault
+    upcast_bf16: bool = False
 
 
 class CaseRun(msgspec.Struct, kw_only=True):

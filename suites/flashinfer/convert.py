@@ -50,6 +50,8 @@ from accelopt.problem import (
     to_json,
 )
 from hardware_agents.triton.inputs import INTERPRETABLE_ELEMENTS
+from suites.flashinfer.ragged import MIN_SEQUENCES, covers_batches, ragged_check_workloads
+from suites.flashinfer.ragged import describe as describe_ragged
 from suites.flashinfer.traceset import FlashInferImportError, TraceSet, synthesized_inputs
 
 
@@ -171,14 +173,7 @@ def derived_check_workloads(
     for i, target in enumerate(targets):
         if len(out) >= count:
             break
-        f = 1.0
-        axes = dict(main.axes)
-        while f > 1e-9:
-            axes = {a: (max(min(v, 2), int(v * f)) if a in var else v) for a, v in main.axes.items()}
-            axes = _apply_axis_equalities(d, axes)
-            if workload_elements(d, msgspec.structs.replace(main, axes=axes)) <= target:
-                break
-            f /= 2
+        axes = _scaled_axes(d, main, target)
         w = Workload(
             uuid=f"{main.uuid}-x-small-{i + 1}",
             axes=axes,
@@ -197,6 +192,38 @@ def derived_check_workloads(
         seen.add(key)
         out.append(w)
     return out
+
+
+def _scaled_axes(d: Definition, main: Workload, target: int) -> dict[str, int]:
+    """The workload's axes with every variable axis scaled down by one factor (none below 2, or
+    its own value if smaller) until the inputs hold at most `target` elements, then the axis
+    equalities of the constraints applied."""
+    var = [a for a, spec in d.axes.items() if not isinstance(spec, AxisConst) and a in main.axes]
+    f = 1.0
+    axes = dict(main.axes)
+    while f > 1e-9:
+        axes = {a: (max(min(v, 2), int(v * f)) if a in var else v) for a, v in main.axes.items()}
+        axes = _apply_axis_equalities(d, axes)
+        if workload_elements(d, msgspec.structs.replace(main, axes=axes)) <= target:
+            break
+        f /= 2
+    return axes
+
+
+def _ragged_checks(d: Definition, main: Workload, count: int) -> list[Workload]:
+    """Structured check workloads of a paged/ragged definition (`ragged.ragged_check_workloads`)
+    that satisfy its constraints and the interpreter's size; none where a non-index input is
+    recorded data (its shape is the workload's)."""
+    if any(
+        isinstance(s, SafetensorsInput) and n not in synthesized_inputs(d) for n, s in main.inputs.items()
+    ):
+        return []
+    base = _scaled_axes(d, main, 1 << 12)
+    return [
+        w
+        for w in ragged_check_workloads(d, main, base, count)
+        if _axes_consistent(d, w.axes) and workload_elements(d, w) <= INTERPRETABLE_ELEMENTS
+    ]
 
 
 def _axis_equalities(d: Definition) -> list[tuple[str, str]]:
@@ -381,6 +408,16 @@ def problems_from(
         chosen = {w.uuid for w in by_size if w.uuid != main.uuid and workload_elements(d, w) <= size}
         picked = [w.uuid for w in by_size if w.uuid in chosen][: max(0, checks)]
         small = [w for w in usable if w.uuid in picked]  # in the file's order
+        interpreted = small or ([main] if size <= INTERPRETABLE_ELEMENTS else [])  # what a CPU host checks
+        if derive_checks and not covers_batches(d, interpreted):
+            ragged = _ragged_checks(d, main, max(1, checks - len(small)))
+            if ragged:
+                small += ragged
+                ts.notes.append(
+                    f"{name}: {len(ragged)} check workload(s) derived to cover its batch and ragged structure "
+                    f"({'; '.join(f'{describe_axes(w.axes)}: {describe_ragged(d, w)}' for w in ragged)}): "
+                    f"the folder has none with {MIN_SEQUENCES} or more sequences of synthesized indices"
+                )
         if derive_checks and len(small) < checks and workload != "smallest" and size > INTERPRETABLE_ELEMENTS:
             derived = derived_check_workloads(d, main, checks - len(small))
             if derived:
