@@ -104,6 +104,20 @@ def plan_triton_cases(
     return plan, [p.name for p in plan if p.workload is workloads[0] and not p.case.adversarial]
 
 
+def reference_failure(definition: str, out: SandboxOutcome) -> str:
+    """Why the definition's reference failed, without the harness's own frames: the error, and
+    the lines of the traceback in the reference's code (where it raised)."""
+    lines = out.log.splitlines()
+    own = [
+        f"{line.strip()}: {lines[i + 1].strip()}" if i + 1 < len(lines) else line.strip()
+        for i, line in enumerate(lines)
+        if f"<reference of {definition}>" in line
+    ]
+    where = "".join(f"\n  at {x}" for x in own[-3:])
+    error = out.error.strip().splitlines()[-1] if out.error.strip() else out.status
+    return f"{definition}: the reference failed ({out.status}): {error}{where}"
+
+
 def rotation_for(contents: int, set_bytes: int, l2: int, max_bytes: int = 4 << 30) -> int:
     """Buffer sets for the timed loop: more than the contents and not a multiple of their
     count (contents move between buffers), enough to exceed 2x L2 when memory allows."""
@@ -358,10 +372,7 @@ class TritonAgent(HardwareAgent):
         out, box = self._run("hardware_agents.triton.reference:run_reference", request, policy)
         try:
             if out.status != "ok":
-                raise ProblemFileError(
-                    f"{request.definition}: the reference failed ({out.status}): "
-                    f"{out.error}\n{out.log[-4000:]}"
-                )
+                raise ProblemFileError(reference_failure(request.definition, out))
             res = out.decode(RefResult)
             refs = {}
             for case, rel in res.files.items():

@@ -286,9 +286,12 @@ class TritonJudge:
         strays = v.strays(out)
         if strays is not None:
             return strays
-        wrong = v.wrong_cases()
+        sweep, configs_wrong = self._autotune_configs(res)
+        wrong = v.wrong_cases(sweep)
         if wrong is not None:
             return wrong
+        if configs_wrong:
+            return v.fail("incorrect", sweep.lstrip("\n") + v.tail)
         idle = [r.name for r in res.cases if r.launches == 0]
         if needs_launch and idle:
             v.counters["cases_without_launch"] = float(len(idle))
@@ -306,8 +309,44 @@ class TritonJudge:
         if req.timing is None:
             why = self.s.mode_note if self.s.mode == "interpreter" else "timing not requested"
             notes = "".join(f"\nnote: {n}" for n in data.notes)
-            return v.fail("unmeasured", f"correct at {where}; {why}{notes}")
+            return v.fail("unmeasured", f"correct at {where}; {why}{notes}{sweep}")
         return self._timed(res, req.timing)
+
+    def _autotune_configs(self, res: HarnessResult) -> tuple[str, bool]:
+        """What the interpreter found of each `triton.autotune` config (`autotune.py`): a note
+        naming the configs that ran, which are wrong (and where) and which pass, and whether
+        any config other than the first is wrong ("", False without autotuned kernels)."""
+        if not res.autotune:
+            return "", False
+        first = "; ".join(f"{k}: {c}" for k, c in res.autotune.items())
+        lines = [f"autotune: the checks above ran config 0 of each autotuned kernel ({first})"]
+        verdicts: dict[int, list[str]] = {}
+        described: dict[int, str] = {}
+        for cr in res.config_runs:
+            case = self.data.by_name.get(cr.run.name)
+            if case is None:
+                continue
+            described[cr.index] = "; ".join(f"{k}: {c}" for k, c in cr.configs.items())
+            if cr.run.error:
+                why = f"{cr.run.name}: {cr.run.error.splitlines()[0]}"
+            else:
+                got = load_outputs(self.box, cr.run.output_file, self.max_bytes)
+                chk = check_case(self.problem, case, f"{cr.run.name}@config{cr.index}", got)
+                why = "" if chk.passed else f"{cr.run.name}: {chk.note.splitlines()[0]}"
+                if not chk.passed:
+                    self.v.checks.append(chk)
+            verdicts.setdefault(cr.index, [])
+            if why:
+                verdicts[cr.index].append(why)
+        for k in sorted(verdicts):
+            state = "wrong at " + "; ".join(verdicts[k]) if verdicts[k] else "correct"
+            lines.append(f"config {k} ({described[k]}): {state}")
+        wrong = any(verdicts.values())
+        if verdicts:
+            lines.append(
+                "on a GPU the tuner may pick any of these configs: a wrong one is wrong there whenever it is picked"
+            )
+        return "\n" + "\n".join(lines), wrong
 
     def _timed_outputs_wrong(
         self,

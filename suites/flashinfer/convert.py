@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import shutil
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import msgspec
@@ -52,6 +52,7 @@ from accelopt.problem import (
 from hardware_agents.triton.inputs import INTERPRETABLE_ELEMENTS
 from suites.flashinfer.ragged import MIN_SEQUENCES, covers_batches, ragged_check_workloads
 from suites.flashinfer.ragged import describe as describe_ragged
+from suites.flashinfer.recorded import Recorded, write_recorded
 from suites.flashinfer.traceset import FlashInferImportError, TraceSet, synthesized_inputs
 
 
@@ -474,10 +475,12 @@ def write_suite(
     device: str = "h100",
     description: str = "imported from a FlashInfer-Bench trace set",
     overwrite: bool = False,
+    recorded: Mapping[str, Recorded] | None = None,
 ) -> Path:
     """A suite folder (suite.json + one folder per problem) that `suites.load_suite` loads
     (by path, or by name under the user suite dir). An existing suite there is replaced only
-    with `overwrite`."""
+    with `overwrite`. `recorded` (problem name -> the folder's traces and other solutions of
+    it) is kept beside each problem for the export (`suites.flashinfer.recorded`)."""
     dest = Path(out)
     if (dest / "suite.json").exists():
         if not overwrite:
@@ -498,6 +501,8 @@ def write_suite(
         lines = [msgspec.json.encode(_localize(w, folder)) for w in p.check_workloads]
         (folder / "check_workloads.jsonl").write_bytes(b"".join(line + b"\n" for line in lines))
         (folder / "solution.json").write_bytes(to_json(p.baseline) + b"\n")
+        if recorded and p.name in recorded:
+            write_recorded(folder, recorded[p.name])
     return dest
 
 
@@ -553,9 +558,10 @@ def trace_set_from_problems(
     *,
     traces: Iterable[tuple[Solution, Trace]] = (),
     author: str | None = None,
+    solutions: Iterable[Solution] = (),
 ) -> TraceSet:
-    """A TraceSet of the problems (and extra solutions with their traces); blobs are copied
-    under `out` when given."""
+    """A TraceSet of the problems (and extra solutions, with their traces or without); blobs
+    are copied under `out` when given."""
     ts = TraceSet()
     dest = Path(out) if out is not None else None
     for p in problems:
@@ -569,6 +575,9 @@ def trace_set_from_problems(
         base = p.baseline if author is None else msgspec.structs.replace(p.baseline, author=author)
         if base.name not in ts.solutions:
             ts.add_solution(base)
+    for sol in solutions:
+        if sol.name not in ts.solutions:
+            ts.add_solution(sol)
     for sol, trace in traces:
         if sol.name not in ts.solutions:
             ts.add_solution(sol)
@@ -582,8 +591,9 @@ def export_problems(
     *,
     traces: Iterable[tuple[Solution, Trace]] = (),
     author: str | None = None,
+    solutions: Iterable[Solution] = (),
 ) -> TraceSet:
     """Write the problems (and traces) as a FlashInfer-Bench folder at `out`."""
-    ts = trace_set_from_problems(problems, out, traces=traces, author=author)
+    ts = trace_set_from_problems(problems, out, traces=traces, author=author, solutions=solutions)
     ts.save(out)
     return ts

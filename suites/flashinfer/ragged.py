@@ -28,7 +28,7 @@ from hardware_agents.triton.indices import IndexLayout
 
 # (sequences, mean query (or key/value) length, extra key/value tokens per sequence for a
 # causal operator)
-STRUCTURES: tuple[tuple[int, int, int], ...] = ((5, 4, 3), (3, 3, 0))
+STRUCTURES: tuple[tuple[int, int, int], ...] = ((4, 3, 2), (3, 2, 0))
 MIN_SEQUENCES = 3  # a check workload with fewer synthesized sequences does not cover a batch
 
 

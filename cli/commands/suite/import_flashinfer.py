@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -148,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     import suites
+    from suites.flashinfer.recorded import recorded_of
 
     name = args.name or (args.out.resolve().name if args.out else "flashinfer")
     out = args.out or suites.user_suites_dir() / name
@@ -159,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
             device=args.device,
             overwrite=args.force,
             description=f"imported from the FlashInfer-Bench trace set {args.path}",
+            recorded={p.name: recorded_of(ts.solutions.values(), ts.traces, p) for p in problems},
         )
     except FlashInferImportError as e:
         console.print(f"[red]import failed:[/red] {e}")
