@@ -392,7 +392,9 @@ class TritonAgent(HardwareAgent):
         forged clock is caught every time)."""
         prof = self._profile_once(problem, solution, seeds, timeout, measure)
         if prof.status == "incorrect" and self._bf16_in_doubt(problem, solution):
-            return self._decide_bf16(prof, self._profile_once(problem, solution, seeds, timeout, measure, True))
+            return self._decide_bf16(
+                prof, self._profile_once(problem, solution, seeds, timeout, measure, True)
+            )
         if prof.status != "timing_mismatch" or not self.confirm_mismatch:
             return prof
         return confirmed(prof, self._profile_once(problem, solution, seeds, timeout, measure))
@@ -423,11 +425,17 @@ class TritonAgent(HardwareAgent):
             head, sep, tail = native.log.partition("\n--- kernel output ---")
             native.log = head + note + sep + tail
             return native
-        failed = "; ".join(f"{c.case}: {c.note.splitlines()[0]}" for c in native.correctness if not c.passed)
+        failed = [c for c in native.correctness if not c.passed]
+        what = (
+            f"{len(failed)} check(s) failed ({', '.join(c.case for c in failed[:6])}"
+            f"{', ...' if len(failed) > 6 else ''}; {failed[0].case}: {failed[0].note.splitlines()[0]})"
+            if failed
+            else native.log.splitlines()[0]
+        )
         upcast.log = (
-            "correct with bf16 tiles computed in fp32: the Triton interpreter's own bf16 arithmetic gave "
-            f"wrong values ({failed or native.log.splitlines()[0]}), and with bf16 tiles held in fp32 every "
-            "check passes. bf16 precision itself is checked on a GPU.\n" + upcast.log
+            "correct with bf16 tiles computed in fp32: with the Triton interpreter's own bf16 arithmetic "
+            f"{what}, and with bf16 tiles held in fp32 every check passes, so the failure was the "
+            "interpreter's. bf16 precision itself is checked on a GPU.\n" + upcast.log
         )
         upcast.counters["bf16_upcast"] = 1.0
         return upcast

@@ -106,7 +106,8 @@ def launched() -> dict[str, str]:
         if cfg is None:
             continue
         same = next((g for g in groups(t) if any(c is cfg for c in g)), [cfg])
-        text = describe(cfg)
+        index = next((i for i, c in enumerate(t.configs) if c is cfg), -1)
+        text = f"configs[{index}] {describe(cfg)}"
         if len(same) > 1:
             text += f" (and {len(same) - 1} config(s) differing only in num_warps/num_stages)"
         out[tuner_name(t)] = text

@@ -319,7 +319,7 @@ class TritonJudge:
         if not res.autotune:
             return "", False
         first = "; ".join(f"{k}: {c}" for k, c in res.autotune.items())
-        lines = [f"autotune: the checks above ran config 0 of each autotuned kernel ({first})"]
+        lines = [f"autotune: the checks above ran {first}"]
         verdicts: dict[int, list[str]] = {}
         described: dict[int, str] = {}
         for cr in res.config_runs:
@@ -340,7 +340,7 @@ class TritonJudge:
                 verdicts[cr.index].append(why)
         for k in sorted(verdicts):
             state = "wrong at " + "; ".join(verdicts[k]) if verdicts[k] else "correct"
-            lines.append(f"config {k} ({described[k]}): {state}")
+            lines.append(f"then {described[k]}: {state}")
         wrong = any(verdicts.values())
         if verdicts:
             lines.append(

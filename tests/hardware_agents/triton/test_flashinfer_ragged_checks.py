@@ -19,12 +19,12 @@ import numpy as np
 import pytest
 import ragged_fixture as rf
 from flashinfer_bench.data import save_json_file
+from triton_helpers import failing
 
 from accelopt.problem import Workload
 from hardware_agents.triton.indices import IndexLayout, synthesize
 from suites.flashinfer import FlashInferImportError, TraceSet, problems_from
 from suites.flashinfer.ragged import MIN_SEQUENCES
-from triton_helpers import failing
 
 
 def _write(root: Path) -> Path:
@@ -72,7 +72,7 @@ def test_synthesized_indices_respect_causality_and_pages(problem, seed):
         assert q.sum() == axes["total_q"] and pages.sum() == axes["num_kv_indices"]
         assert (tokens >= q).all(), (q, tokens)  # causal: no query without a key
         assert 1 in set(q.tolist()) and len(set(q.tolist())) > 1  # a length-1 sequence, different lengths
-        assert {1, 4} <= set(last.tolist()) and ((1 <= last) & (last <= 4)).all()  # both page edges
+        assert {1, 4} <= set(last.tolist()) and ((last >= 1) & (last <= 4)).all()  # both page edges
         ids = idx["kv_indices"]
         assert ids.min() >= 0 and ids.max() < axes["num_pages"] and len(set(ids.tolist())) == len(ids)
 
@@ -88,7 +88,7 @@ def test_a_causal_total_no_keys_can_hold_is_an_error(problem):
         "num_pages": 8,
         "page_size": 4,
     }
-    with pytest.raises(ValueError, match="causal.*total_q=50 queries cannot fit"):
+    with pytest.raises(ValueError, match=r"causal.*total_q=50 queries cannot fit"):
         synthesize(d, axes, 0)
 
 
