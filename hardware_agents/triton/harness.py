@@ -306,7 +306,7 @@ def _sweep_configs(
     try:
         for k in range(1, autotune.sweep_count()):
             autotune.force(k)
-            run_, _, _ = _run_case(fn, req, case, device, workdir, launches, suffix=f"@config{k}")
+            run_, _, _ = _run_case(fn, req, case, device, workdir, launches, suffix=f"@config-group{k}")
             result.config_runs.append(ConfigRun(index=k, configs=autotune.launched(), run=run_))
     finally:
         autotune.force(0)

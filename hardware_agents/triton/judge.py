@@ -331,7 +331,7 @@ class TritonJudge:
                 why = f"{cr.run.name}: {cr.run.error.splitlines()[0]}"
             else:
                 got = load_outputs(self.box, cr.run.output_file, self.max_bytes)
-                chk = check_case(self.problem, case, f"{cr.run.name}@config{cr.index}", got)
+                chk = check_case(self.problem, case, f"{cr.run.name}@config-group{cr.index}", got)
                 why = "" if chk.passed else f"{cr.run.name}: {chk.note.splitlines()[0]}"
                 if not chk.passed:
                     self.v.checks.append(chk)
