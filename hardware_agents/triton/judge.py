@@ -287,7 +287,7 @@ class TritonJudge:
         if strays is not None:
             return strays
         sweep, configs_wrong = self._autotune_configs(res)
-        wrong = v.wrong_cases(sweep)
+        wrong = v.wrong_cases(self._adversarial_note() + sweep)
         if wrong is not None:
             return wrong
         if configs_wrong:
@@ -311,6 +311,17 @@ class TritonJudge:
             notes = "".join(f"\nnote: {n}" for n in data.notes)
             return v.fail("unmeasured", f"correct at {where}; {why}{notes}{sweep}")
         return self._timed(res, req.timing)
+
+    def _adversarial_note(self) -> str:
+        """What the failed adversarial cases were (their names alone do not say)."""
+        inits = validity.adversarial_cases(self.problem.definition)
+        failed = {c.case for c in self.v.checks if not c.passed}
+        return "".join(
+            f"\nnote: {name} is an adversarial case: "
+            + ", ".join(f"{n} = {e}" for n, e in inits[name].items())
+            + " (finite in the reference; a kernel whose exp or sum of squares overflows fails it)"
+            for name in sorted(failed & set(inits))
+        )
 
     def _autotune_configs(self, res: HarnessResult) -> tuple[str, bool]:
         """What the interpreter found of each `triton.autotune` config (`autotune.py`): a note

@@ -335,7 +335,8 @@ def _usable_workloads(
             usable.append(_absolute_blobs(root, fixed[0]))
             synthesized.update(fixed[1])
         elif skip_missing_blobs:
-            ts.notes.append(f"{d.name}: workload {w.uuid} skipped: {why}")
+            asked = synthesize_indices or synthesize_missing
+            ts.notes.append(f"{d.name}: workload {w.uuid} skipped: {why}" + (f" ({fixed})" if asked else ""))
         else:
             index_only = set(_missing_blob_inputs(root, w)) <= set(synthesized_inputs(d))
             hint = (
