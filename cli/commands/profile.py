@@ -83,6 +83,8 @@ def _solution(path: Path, problem: Problem, convention: str) -> tuple[Solution, 
             description=f"from {path}",
         )
         default = "the baseline's"
+    if sol.spec.language not in ("python", "triton"):  # C, NKI: the suite's own convention
+        return sol, ""
     if convention != "auto":
         dps, how = convention == "dps", f"--convention {convention}"
     else:

@@ -22,7 +22,10 @@ profile(problem, solution):
      ours with the calibrated allowance -> `timing_mismatch`, confirmed by a second profile
      before it stands), the roofline with the peaks of the problem's dtypes, and the
      plausibility gate -> `passed`; in the interpreter: `unmeasured` (correct, not timed),
-     or `no_triton_launch` for a Triton solution whose checks launched no Triton kernel.
+     or `no_triton_launch` for a Triton solution whose checks launched no Triton kernel;
+     every config group of an autotuned kernel checked (`autotune.py`); an `incorrect`
+     bf16 kernel run again with bf16 tiles in fp32 to decide whose error it is
+     (`bf16_upcast.py`, `_decide_bf16`); a shape too large to interpret: `unchecked`.
 
 The steps every agent shares are the pipeline's (hardware_agents/pipeline/: the plan, the
 rounds driver, the clock bound, the verdict, the roofline gate); reading this harness's
