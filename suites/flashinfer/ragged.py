@@ -20,6 +20,7 @@ from accelopt.problem import (
     AxisConst,
     Definition,
     ExpressionError,
+    InputSpec,
     SafetensorsInput,
     Workload,
     eval_expression,
@@ -100,7 +101,7 @@ def ragged_axes(d: Definition, base: dict[str, int], sequences: int, mean: int, 
 def ragged_check_workloads(d: Definition, main: Workload, base: dict[str, int], count: int) -> list[Workload]:
     """Up to `count` structured check workloads (STRUCTURES), from `base` axes."""
     out = []
-    keep = {n: s for n, s in main.inputs.items() if not isinstance(s, SafetensorsInput)}
+    keep: dict[str, InputSpec] = {n: s for n, s in main.inputs.items() if not isinstance(s, SafetensorsInput)}
     for i, (sequences, mean, extra) in enumerate(STRUCTURES[:count]):
         axes = ragged_axes(d, base, sequences, mean, extra)
         out.append(
