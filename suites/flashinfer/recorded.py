@@ -12,12 +12,14 @@ The problem itself (and its hash) does not change: these are records, read only 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import msgspec
 
 from accelopt.problem import Problem, ProblemFileError, Solution, Trace, load_solution, to_json
+from suites.flashinfer.traceset import _nonfinite_in, to_fib
 
 TRACES_FILE = "traces.jsonl"
 SOLUTIONS_DIR = "solutions"
@@ -41,8 +43,9 @@ def recorded_of(solutions: Iterable[Solution], traces: Iterable[Trace], p: Probl
 
 
 def write_recorded(folder: Path, rec: Recorded) -> None:
-    if rec.traces:
-        (folder / TRACES_FILE).write_bytes(b"".join(msgspec.json.encode(t) + b"\n" for t in rec.traces))
+    if rec.traces:  # FlashInfer-Bench lines: non-finite errors as "NaN" / "Infinity" strings
+        text = "".join(json.dumps(to_fib(t), allow_nan=False) + "\n" for t in rec.traces)
+        (folder / TRACES_FILE).write_text(text)
     for s in rec.solutions:
         (folder / SOLUTIONS_DIR).mkdir(exist_ok=True)
         (folder / SOLUTIONS_DIR / f"{s.name}.json").write_bytes(to_json(s) + b"\n")
@@ -56,8 +59,8 @@ def read_recorded(folder: Path) -> Recorded:
             if not line.strip():
                 continue
             try:
-                traces.append(msgspec.json.decode(line, type=Trace))
-            except (msgspec.DecodeError, msgspec.ValidationError) as e:
+                traces.append(msgspec.convert(_nonfinite_in(json.loads(line)), Trace))
+            except (ValueError, msgspec.ValidationError) as e:
                 raise ProblemFileError(f"{file}:{i}: invalid Trace: {e}") from e
     solutions = [load_solution(p) for p in sorted((folder / SOLUTIONS_DIR).glob("*.json"))]
     return Recorded(solutions=solutions, traces=traces)

@@ -107,9 +107,12 @@ def test_cli_import_profile_list_and_export(fib_dir, tmp_path, capsys):
     assert set(loaded.definitions) == {"rmsnorm_h64", "gemm_n32_k48"}
     assert {s.name for ss in loaded.solutions.values() for s in ss} == {
         "rmsnorm_h64_triton_v1",
+        "rmsnorm_h64_cuda_v2",  # the folder's other solution, kept with the traces that evaluate it
         "gemm_n32_k48_torch",
     }
     assert loaded.get_solution("rmsnorm_h64_triton_v1").spec.destination_passing_style is False
+    statuses = [t.evaluation.status.value for t in loaded.traces["rmsnorm_h64"]]
+    assert statuses == ["PASSED", "INCORRECT_NUMERICAL", "RUNTIME_ERROR"]  # the recorded traces, NaN/inf too
 
 
 def test_cli_import_reports_errors(tmp_path, capsys):
