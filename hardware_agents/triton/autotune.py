@@ -29,13 +29,15 @@ _LAUNCHED: dict[int, Any] = {}  # id(tuner) -> the config it launched last
 
 
 def describe(config: Any) -> str:
-    """A config as `BLOCK_M=64, num_warps=4, num_stages=2` (its kwargs, then its options)."""
-    parts = [f"{k}={v}" for k, v in getattr(config, "kwargs", {}).items()]
-    for opt in ("num_warps", "num_stages", "num_ctas", "maxnreg"):
-        v = getattr(config, opt, None)
-        if v is not None:
-            parts.append(f"{opt}={v}")
-    return ", ".join(parts) or str(config)
+    """A config as `BLOCK_M=64 (launch: num_warps=4, num_stages=2)`: its meta-parameters, then
+    its launch options."""
+    meta = ", ".join(f"{k}={v}" for k, v in getattr(config, "kwargs", {}).items())
+    launch = ", ".join(
+        f"{opt}={getattr(config, opt)}"
+        for opt in ("num_warps", "num_stages", "num_ctas", "maxnreg")
+        if getattr(config, opt, None) is not None
+    )
+    return f"{meta or 'no meta-parameters'}" + (f" (launch: {launch})" if launch else "")
 
 
 def tuner_name(tuner: Any) -> str:
