@@ -8,6 +8,10 @@ Layout (FlashInfer-Bench `TraceSet.from_path`, which scans each folder recursive
     traces/<author>/<op_type>/<definition>.jsonl     evaluated traces
     blob/workloads/<op_type>/<definition>/*.safetensors
 
+As people publish it (`folder.py`): workloads and traces may also be `.json` files of one
+record each, and are read (and written back) so; a file or line we cannot read is skipped
+with the reason (`TraceSet.skipped`), and of solution files that share a name one is kept.
+
 FlashInfer-Bench's own writer (`save_json_file`, `model_dump_json(exclude_unset=True)`)
 leaves out the `type` of an axis or input that was never set explicitly (`"batch": {}` is a
 variable axis, `"x": {}` a random input): reading infers it (const if there is a `value`,
