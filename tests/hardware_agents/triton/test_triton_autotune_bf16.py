@@ -82,8 +82,8 @@ def test_a_wrong_first_config_is_named_and_the_others_judged(interp_agent, trito
     log = " ".join(prof.log.split())
     assert "the checks above ran _rmsnorm_kernel: configs[0] BLOCK=2048, HALF=True" in log
     assert (
-        "then _rmsnorm_kernel: configs[1] BLOCK=1024, HALF=False (launch: num_warps=4, num_stages=3, num_ctas=1): correct"
-        in log
+        "then _rmsnorm_kernel: configs[1] BLOCK=1024, HALF=False "
+        "(launch: num_warps=4, num_stages=3, num_ctas=1): correct" in log
     )
 
 
