@@ -156,7 +156,8 @@ class Profiler(Worker):
                 )
 
         profile = await asyncio.to_thread(run_profile)
-        if profile.status not in ("timeout", "sandbox_error"):  # maybe the machine's fault: allow a retry
+        # the machine's limits (not the kernel's): a retry, elsewhere or later, may do better
+        if profile.status not in ("timeout", "sandbox_error", "unchecked"):
             self.cache.put(key, profile)
         return [self._result(event, profile)]
 

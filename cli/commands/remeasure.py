@@ -44,7 +44,7 @@ from rich.table import Table
 from accelopt.profile import KERNEL_FAILURES, peak_fraction
 from replay.summary import geomean
 
-FAILED = KERNEL_FAILURES | {"sandbox_error"}
+FAILED = KERNEL_FAILURES | {"sandbox_error", "unchecked"}
 
 
 class KernelMeasure(msgspec.Struct, kw_only=True, omit_defaults=True):

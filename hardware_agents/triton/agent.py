@@ -22,7 +22,10 @@ profile(problem, solution):
      ours with the calibrated allowance -> `timing_mismatch`, confirmed by a second profile
      before it stands), the roofline with the peaks of the problem's dtypes, and the
      plausibility gate -> `passed`; in the interpreter: `unmeasured` (correct, not timed),
-     or `no_triton_launch` for a Triton solution whose checks launched no Triton kernel.
+     or `no_triton_launch` for a Triton solution whose checks launched no Triton kernel;
+     every config group of an autotuned kernel checked (`autotune.py`); an `incorrect`
+     bf16 kernel run again with bf16 tiles in fp32 to decide whose error it is
+     (`bf16_upcast.py`, `_decide_bf16`); a shape too large to interpret: `unchecked`.
 
 The steps every agent shares are the pipeline's (hardware_agents/pipeline/: the plan, the
 rounds driver, the clock bound, the verdict, the roofline gate); reading this harness's
@@ -119,6 +122,20 @@ def plan_triton_cases(
     )
     plan = cases.plan_cases(problem, seeds, workloads)
     return plan, [p.name for p in plan if p.workload is workloads[0] and not p.case.adversarial]
+
+
+def reference_failure(definition: str, out: SandboxOutcome) -> str:
+    """Why the definition's reference failed, without the harness's own frames: the error, and
+    the lines of the traceback in the reference's code (where it raised)."""
+    lines = out.log.splitlines()
+    own = [
+        f"{line.strip()}: {lines[i + 1].strip()}" if i + 1 < len(lines) else line.strip()
+        for i, line in enumerate(lines)
+        if f"<reference of {definition}>" in line
+    ]
+    where = "".join(f"\n  at {x}" for x in own[-3:])
+    error = out.error.strip().splitlines()[-1] if out.error.strip() else out.status
+    return f"{definition}: the reference failed ({out.status}): {error}{where}"
 
 
 def rotation_for(contents: int, set_bytes: int, l2: int, max_bytes: int = 4 << 30) -> int:
@@ -501,10 +518,7 @@ class TritonAgent(HardwareAgent):
         out, box = self._run(REFERENCE_TARGET, request, policy)
         try:
             if out.status != "ok":
-                raise ProblemFileError(
-                    f"{request.definition}: the reference failed ({out.status}): "
-                    f"{out.error}\n{out.log[-4000:]}"
-                )
+                raise ProblemFileError(reference_failure(request.definition, out))
             res = out.decode(RefResult)
             refs = {}
             for case, rel in res.files.items():
@@ -523,12 +537,57 @@ class TritonAgent(HardwareAgent):
         it stands (a busy host can stretch one profile's untimed work past its allowance; a
         forged clock is caught every time)."""
         prof = self._profile_once(problem, solution, seeds, timeout, measure)
+        if prof.status == "incorrect" and self._bf16_in_doubt(problem, solution):
+            return self._decide_bf16(
+                prof, self._profile_once(problem, solution, seeds, timeout, measure, True)
+            )
         if prof.status != "timing_mismatch" or not self.confirm_mismatch:
             return prof
         t0 = time.perf_counter()
         again = confirmed(prof, self._profile_once(problem, solution, seeds, timeout, measure))
         again.counters["phase_confirmation_s"] = time.perf_counter() - t0
         return again
+
+    def _bf16_in_doubt(self, problem: Problem, solution: Solution) -> bool:
+        """Whether an `incorrect` verdict may be the interpreter's: its bf16 tile arithmetic is
+        wrong (raw 16-bit patterns), so a Triton kernel on bf16 data is re-run with bf16 tiles
+        held in fp32 (`bf16_upcast`) to decide."""
+        d = problem.definition
+        tensors = [*d.inputs.values(), *d.outputs.values()]
+        return (
+            self.mode == "interpreter"
+            and solution.spec.language == "triton"
+            and any(t.dtype == "bfloat16" for t in tensors)
+        )
+
+    @staticmethod
+    def _decide_bf16(native: Profile, upcast: Profile) -> Profile:
+        """The verdict once the bf16 kernel has also run with its bf16 tiles in fp32: still
+        wrong, it is wrong for its own reasons (the first verdict stands, saying so); correct,
+        its failure was the interpreter's bf16 arithmetic (the upcast run's verdict, saying so
+        and what failed natively)."""
+        if upcast.status not in ("unmeasured", "passed"):
+            note = (
+                "\nnote: the same checks with bf16 tiles computed in fp32 fail too "
+                f"({upcast.status}), so this is the kernel's own error, not the interpreter's bf16 arithmetic"
+            )
+            head, sep, tail = native.log.partition("\n--- kernel output ---")
+            native.log = head + note + sep + tail
+            return native
+        failed = [c for c in native.correctness if not c.passed]
+        what = (
+            f"{len(failed)} check(s) failed ({', '.join(c.case for c in failed[:6])}"
+            f"{', ...' if len(failed) > 6 else ''}; {failed[0].case}: {failed[0].note.splitlines()[0]})"
+            if failed
+            else native.log.splitlines()[0]
+        )
+        upcast.log = (
+            "correct with bf16 tiles computed in fp32: with the Triton interpreter's own bf16 arithmetic "
+            f"{what}, and with bf16 tiles held in fp32 every check passes, so the failure was the "
+            "interpreter's. bf16 precision itself is checked on a GPU.\n" + upcast.log
+        )
+        upcast.counters["bf16_upcast"] = 1.0
+        return upcast
 
     def _keep_budget(self) -> int:
         """How many bytes of outputs a round may keep (every call's, for the secret checks)."""
@@ -569,7 +628,13 @@ class TritonAgent(HardwareAgent):
         )
 
     def _profile_once(
-        self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout: float, measure: bool
+        self,
+        problem: Problem,
+        solution: Solution,
+        seeds: tuple[int, ...],
+        timeout: float,
+        measure: bool,
+        upcast_bf16: bool = False,
     ) -> Profile:
         if solution.spec.language not in self.languages:
             return self._fail(
@@ -590,7 +655,7 @@ class TritonAgent(HardwareAgent):
         plan, contents = plan_triton_cases(problem, seeds, on_gpu)
         too_big = too_big_to_interpret(problem, plan, self.mode, self._spec.name)
         if too_big:
-            return self._fail("timeout", too_big)
+            return self._fail("unchecked", too_big)
         timed = measure and (on_gpu or self.interpreter_timing)
         tplan = self._timing_plan(problem, plan, contents[0]) if timed else None
         t_data = time.perf_counter()
@@ -599,6 +664,7 @@ class TritonAgent(HardwareAgent):
         )
         t_data = time.perf_counter() - t_data
         request = self._request(problem, solution, data, contents, seeds[0], tplan, entry.path, symbol)
+        request = msgspec.structs.replace(request, upcast_bf16=upcast_bf16)
         stage = {f"{PACKAGE}/{s.path}": s.content for s in solution.sources}
         stage.setdefault(f"{PACKAGE}/__init__.py", "")
         out_bytes = max(sum(r.nbytes for c in data.by_name.values() for r in c.ref64.values()), 1)

@@ -59,12 +59,13 @@ try:  # the interpreter's modules load lazily; import them before the sandbox lo
 except ImportError:  # pragma: no cover - older Triton
     pass
 
-from hardware_agents.triton import timed_inputs, timing
+from hardware_agents.triton import autotune, bf16_upcast, timed_inputs, timing
 from hardware_agents.triton.cuda_shim import SIM, count_launches, install_cuda_shim
 from hardware_agents.triton.inputs import TORCH_DTYPES
 from hardware_agents.triton.records import (
     CaseRun,
     CaseSpec,
+    ConfigRun,
     HarnessRequest,
     HarnessResult,
     TensorMeta,
@@ -143,17 +144,6 @@ class Guarded:
 # --- the solution ----------------------------------------------------------------------------
 
 
-def interpreter_autotune() -> None:
-    """Under TRITON_INTERPRET there is no GPU to benchmark autotune configs on (Triton's
-    benchmarker needs a driver): rank the configs by their order, so the first one runs."""
-
-    def _bench(self: Any, *args: Any, config: Any, **meta: Any) -> list[float]:
-        rank = float(self.configs.index(config)) if config in self.configs else 0.0
-        return [rank, rank, rank]
-
-    triton.runtime.autotuner.Autotuner._bench = _bench
-
-
 def load_entry(req: HarnessRequest, workdir: Path) -> Callable[..., Any]:
     """Import the solution as the package `accelopt_solution` (relative imports work, as in
     FlashInfer-Bench's builders; the package dir is also on sys.path for absolute ones)."""
@@ -201,6 +191,8 @@ def describe_return(value: Any) -> str:
         return "tensor"
     if isinstance(value, tuple | list):
         return f"tuple of {len(value)}"
+    if isinstance(value, dict):
+        return f"dict of {len(value)}"
     return type(value).__name__
 
 
@@ -213,6 +205,16 @@ def _sync(device: torch.device) -> None:
 
 
 def _normalize(result: Any, metas: list[TensorMeta]) -> dict[str, torch.Tensor]:
+    """A value-returning entry point's outputs: one value, a tuple/list in the definition's
+    order, or a dict keyed by output name (as FlashInfer-Bench accepts)."""
+    if isinstance(result, dict):
+        absent = [m.name for m in metas if m.name not in result]
+        if absent:
+            raise OutputMismatch(
+                f"the entry point returned a dict without output(s) {', '.join(absent)} "
+                f"(its keys: {', '.join(map(str, result)) or 'none'})"
+            )
+        result = [result[m.name] for m in metas]
     values = list(result) if isinstance(result, tuple | list) else [result]
     if len(values) != len(metas):
         raise OutputMismatch(
@@ -263,6 +265,7 @@ def _run_case(
     device: torch.device,
     workdir: Path,
     launches: Callable[[], int],
+    suffix: str = "",
 ) -> tuple[CaseRun, dict[str, torch.Tensor] | None, _Case | None]:
     run = CaseRun(name=case.name)
     try:
@@ -288,10 +291,31 @@ def _run_case(
         run.error = _short_paths(f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=12)}", workdir)
         run.error_type = error_kind(e)
         return run, None, None
-    rel = f"out/{case.name}.pt"
+    rel = f"out/{case.name}{suffix}.pt"
     torch.save(saved, workdir / rel)
     run.output_file = rel
     return run, saved, live
+
+
+def _sweep_configs(
+    fn: Callable[..., Any],
+    req: HarnessRequest,
+    device: torch.device,
+    workdir: Path,
+    launches: Callable[[], int],
+    result: HarnessResult,
+) -> None:
+    """Every further config group of the autotuned kernels (`autotune.py`), at one case: the
+    first case of the smallest workload (by output elements); back to group 0 after."""
+    result.autotune = autotune.launched()
+    case = min(req.cases, key=lambda c: sum(math.prod(o.shape or ()) for o in c.outputs))
+    try:
+        for k in range(1, autotune.sweep_count()):
+            autotune.force(k)
+            run_, _, _ = _run_case(fn, req, case, device, workdir, launches, suffix=f"@config-group{k}")
+            result.config_runs.append(ConfigRun(index=k, configs=autotune.launched(), run=run_))
+    finally:
+        autotune.force(0)
 
 
 # --- timing ----------------------------------------------------------------------------------
@@ -642,9 +666,11 @@ def run(payload: bytes, workdir: Path) -> HarnessResult:
         _calibrate(req, device, timer, flush, gen, result)
         result.phase_s["calibration"] = time.perf_counter() - t_start
     if os.environ.get("TRITON_INTERPRET") == "1":
-        interpreter_autotune()
+        autotune.install()
         if device.type == "cpu":
             install_cuda_shim()
+        if req.upcast_bf16:
+            bf16_upcast.install()
     launches = count_launches()
     t_import = time.perf_counter()
     fn = load_entry(req, workdir)
@@ -657,6 +683,8 @@ def run(payload: bytes, workdir: Path) -> HarnessResult:
             ok = False
             break
         ok = ok and not run_.mutated and not run_.overflow
+    if os.environ.get("TRITON_INTERPRET") == "1" and result.cases and not any(r.error for r in result.cases):
+        _sweep_configs(fn, req, device, workdir, launches, result)
     t_correct = time.perf_counter()
     result.phase_s["correctness"] = t_correct - t_import
     if req.timing is None or timer is None or flush is None:

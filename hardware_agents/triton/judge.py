@@ -11,6 +11,7 @@ medians) and the roofline with the peaks of the problem's dtypes.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 
@@ -18,7 +19,7 @@ import msgspec
 import numpy as np
 import torch
 
-from accelopt.problem import Problem
+from accelopt.problem import AxisConst, Problem
 from accelopt.profile import Profile, SeedCheck
 from hardware_agents import validity
 from hardware_agents.base import DeviceSpec
@@ -160,34 +161,43 @@ def check_case(problem: Problem, case: CaseData, label: str, got: dict[str, torc
     )
 
 
-def interpreter_note(problem: Problem, mode: str) -> str:
-    """In the interpreter, bf16 tile arithmetic is unreliable (tl.dot, and products and
-    sums of bf16 tiles can come out NaN): a wrong bf16 result there may be the interpreter's."""
-    if mode != "interpreter":
-        return ""
-    if not any(s.dtype == "bfloat16" for s in problem.definition.inputs.values()):
-        return ""
-    return (
-        "\nnote: checked in the Triton interpreter, whose bf16 arithmetic is unreliable (tl.dot, and "
-        "products or sums of bf16 tiles, can give NaN or wrong values where a GPU does not): upcast tiles "
-        "to fp32 before arithmetic (`.to(tl.float32)`), or check the kernel on a GPU"
-    )
+def _constant_part(problem: Problem) -> tuple[int, list[str]]:
+    """Input elements of the definition with every variable axis at 1 (what no smaller
+    workload can shrink), and its largest inputs at that size, as `name[shape]`."""
+    d = problem.definition
+    axes = {a: 1 for a in d.axes} | {k: v.value for k, v in d.axes.items() if isinstance(v, AxisConst)}
+    sizes = []
+    for name, spec in d.inputs.items():
+        shape = d.shape_of(name, axes)
+        if spec.shape is not None and shape is not None:
+            sizes.append((math.prod(shape), f"{name}{list(shape)}"))
+    sizes.sort(reverse=True)
+    return sum(n for n, _ in sizes), [s for _, s in sizes[:3]]
 
 
 def too_big_to_interpret(problem: Problem, plan: Sequence[PlannedCase], mode: str, device_name: str) -> str:
-    """Why the interpreter is not even started (a production shape it would run for hours)."""
+    """Why the interpreter is not even started (a production shape it would run for hours):
+    the status is `unchecked`, and the message says to check it on a GPU, and why."""
     if mode != "interpreter":
         return ""
     worst = max(plan, key=lambda pc: input_elements(problem.definition, pc.workload))
     n = input_elements(problem.definition, worst.workload)
     if n <= INTERPRETER_LIMIT:
         return ""
-    return (
-        f"not run: on this host (no {device_name}) correctness is checked in the Triton interpreter, and "
-        f"the workload it would run, {worst.label} ({describe_axes(worst.workload)}), holds {n:,} input "
-        f"elements: hours of interpretation (the limit is {INTERPRETER_LIMIT:,}). Give the problem small "
-        "check workloads (check_workloads.jsonl; `accelopt suite import-flashinfer` derives them from the "
-        "variable axes where it can) or profile it on a GPU"
+    why = (
+        f"not checked: on this host (no {device_name}) correctness is checked in the Triton interpreter, "
+        f"and the workload it would run, {worst.label} ({describe_axes(worst.workload)}), holds {n:,} input "
+        f"elements: hours of interpretation (the limit is {INTERPRETER_LIMIT:,}). "
+    )
+    fixed, largest = _constant_part(problem)
+    if fixed > INTERPRETER_LIMIT:
+        return why + (
+            f"The definition's constant axes alone hold {fixed:,} input elements ({', '.join(largest)}), "
+            "so no smaller workload can be interpreted either: check it on a GPU"
+        )
+    return why + (
+        "Give the problem small check workloads (check_workloads.jsonl; `accelopt suite import-flashinfer` "
+        "derives them from the variable axes where it can), or check it on a GPU"
     )
 
 
@@ -283,9 +293,12 @@ class TritonJudge:
         strays = v.strays(out)
         if strays is not None:
             return strays
-        wrong = v.wrong_cases(interpreter_note(problem, self.s.mode))
+        sweep, configs_wrong = self._autotune_configs(res)
+        wrong = v.wrong_cases(self._adversarial_note() + sweep)
         if wrong is not None:
             return wrong
+        if configs_wrong:
+            return v.fail("incorrect", sweep.lstrip("\n") + v.tail)
         idle = [r.name for r in res.cases if r.launches == 0]
         if needs_launch and idle:
             v.counters["cases_without_launch"] = float(len(idle))
@@ -303,8 +316,55 @@ class TritonJudge:
         if req.timing is None:
             why = self.s.mode_note if self.s.mode == "interpreter" else "timing not requested"
             notes = "".join(f"\nnote: {n}" for n in data.notes)
-            return v.fail("unmeasured", f"correct at {where}; {why}{notes}")
+            return v.fail("unmeasured", f"correct at {where}; {why}{notes}{sweep}")
         return self._timed(res, req.timing)
+
+    def _adversarial_note(self) -> str:
+        """What the failed adversarial cases were (their names alone do not say)."""
+        inits = validity.adversarial_cases(self.problem.definition)
+        failed = {c.case for c in self.v.checks if not c.passed}
+        return "".join(
+            f"\nnote: {name} is an adversarial case: "
+            + ", ".join(f"{n} = {e}" for n, e in inits[name].items())
+            + " (finite in the reference; a kernel whose exp or sum of squares overflows fails it)"
+            for name in sorted(failed & set(inits))
+        )
+
+    def _autotune_configs(self, res: HarnessResult) -> tuple[str, bool]:
+        """What the interpreter found of each `triton.autotune` config (`autotune.py`): a note
+        naming the configs that ran, which are wrong (and where) and which pass, and whether
+        any config other than the first is wrong ("", False without autotuned kernels)."""
+        if not res.autotune:
+            return "", False
+        first = "; ".join(f"{k}: {c}" for k, c in res.autotune.items())
+        lines = [f"autotune: the checks above ran {first}"]
+        verdicts: dict[int, list[str]] = {}
+        described: dict[int, str] = {}
+        for cr in res.config_runs:
+            case = self.data.by_name.get(cr.run.name)
+            if case is None:
+                continue
+            described[cr.index] = "; ".join(f"{k}: {c}" for k, c in cr.configs.items())
+            if cr.run.error:
+                why = f"{cr.run.name}: {cr.run.error.splitlines()[0]}"
+            else:
+                got = load_outputs(self.box, cr.run.output_file, self.max_bytes)
+                chk = check_case(self.problem, case, f"{cr.run.name}@config-group{cr.index}", got)
+                why = "" if chk.passed else f"{cr.run.name}: {chk.note.splitlines()[0]}"
+                if not chk.passed:
+                    self.v.checks.append(chk)
+            verdicts.setdefault(cr.index, [])
+            if why:
+                verdicts[cr.index].append(why)
+        for k in sorted(verdicts):
+            state = "wrong at " + "; ".join(verdicts[k]) if verdicts[k] else "correct"
+            lines.append(f"then {described[k]}: {state}")
+        wrong = any(verdicts.values())
+        if verdicts:
+            lines.append(
+                "on a GPU the tuner may pick any of these configs: a wrong one is wrong there whenever it is picked"
+            )
+        return "\n" + "\n".join(lines), wrong
 
     def _timed_outputs_wrong(
         self,
@@ -444,7 +504,6 @@ __all__ = [
     "TritonJudge",
     "call_count_error",
     "check_case",
-    "interpreter_note",
     "load_outputs",
     "timing_clock_mismatch",
     "too_big_to_interpret",

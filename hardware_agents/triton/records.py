@@ -83,6 +83,9 @@ class HarnessRequest(msgspec.Struct, kw_only=True, frozen=True):
     timing_case_workload: str = ""  # informational
     timing: TimingSpec | None = None
     seed: int = 0
+    # the interpreter holds bf16 tiles in fp32 (`bf16_upcast`): the agent's re-run of a bf16
+    # kernel found incorrect, to tell the interpreter's bf16 arithmetic from the kernel's fault
+    upcast_bf16: bool = False
 
 
 class CaseRun(msgspec.Struct, kw_only=True):
@@ -120,6 +123,15 @@ def checks_file(k: int) -> str:
     return f"timing/checks-{k}.pt"
 
 
+class ConfigRun(msgspec.Struct, kw_only=True):
+    """One correctness case run again with config `index` of every `triton.autotune` kernel
+    (interpreter only; see `autotune.py`)."""
+
+    index: int
+    configs: dict[str, str]  # kernel -> the config it launched
+    run: CaseRun
+
+
 class HarnessResult(msgspec.Struct, kw_only=True):
     cases: list[CaseRun]
     timing: list[TimingRun] = []
@@ -131,3 +143,5 @@ class HarnessResult(msgspec.Struct, kw_only=True):
     device_name: str = ""
     phase_s: dict[str, float] = {}
     versions: dict[str, str] = {}
+    autotune: dict[str, str] = {}  # kernel -> the config the correctness cases launched (interpreter)
+    config_runs: list[ConfigRun] = []  # the other configs of autotuned kernels, at the sweep cases
