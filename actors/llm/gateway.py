@@ -40,7 +40,7 @@ from typing import Any
 
 import litellm
 
-from accelopt.catalog import LLMCallCompleted, derive_event_id
+from accelopt.catalog import LLMCallCompleted, envelope
 from accelopt.config import LLMConfig, ResolvedLLM
 from accelopt.logging import get_logger
 from accelopt.records import ChatMessage, ModelPrice, TokenUsage
@@ -238,10 +238,7 @@ class LLMGateway:
 
         def record(attempt: int, **fields: Any) -> LLMCallCompleted:
             base: dict[str, Any] = {
-                "event_id": derive_event_id(run_id, "LLMCallCompleted", request_id, attempt),
-                "run_id": run_id,
-                "ts": time.time(),
-                "causation_id": request_id,
+                **envelope(LLMCallCompleted, run_id, request_id, attempt, ts=time.time(), cause=request_id),
                 "role": role,
                 "request_id": request_id,
                 "model": cfg.model,

@@ -240,9 +240,7 @@ class CampaignDriver:
         uri = memory_uri(spec, self.root)
         check_configs(spec, devices, self.root, uri)
         started = ev.CampaignStarted(
-            event_id=ev.derive_event_id(self.campaign_id, "CampaignStarted"),
-            run_id=self.campaign_id,
-            ts=time.time(),
+            **ev.envelope(ev.CampaignStarted, self.campaign_id, ts=time.time()),
             name=spec.name,
             spec=spec.to_dict(),
             items=[item for item, _ in resolved],
@@ -312,9 +310,9 @@ class CampaignDriver:
         elif self.core.started is not None and self.core.stopped is None:
             inputs.append(
                 ev.CampaignResumed(
-                    event_id=ev.derive_event_id(self.campaign_id, "CampaignResumed", self.core.resumes + 1),
-                    run_id=self.campaign_id,
-                    ts=time.time(),
+                    **ev.envelope(
+                        ev.CampaignResumed, self.campaign_id, self.core.resumes + 1, ts=time.time()
+                    ),
                     attempt=self.core.resumes + 1,
                 )
             )
@@ -367,9 +365,7 @@ class CampaignDriver:
         while time.time() < until:
             time.sleep(min(30.0, max(0.1, until - time.time())))
         tick = ev.CampaignTicked(
-            event_id=ev.derive_event_id(self.campaign_id, "CampaignTicked", until),
-            run_id=self.campaign_id,
-            ts=time.time(),
+            **ev.envelope(ev.CampaignTicked, self.campaign_id, until, ts=time.time()),
             why="day",
         )
         self._publish([tick, *self.core.step(tick)])
@@ -497,10 +493,13 @@ class CampaignDriver:
         if ended.error and fields.get("status") in ("running", "empty", None):
             fields.update(status="error", reason=ended.error[:500])
         return ev.CampaignRunFinished(
-            event_id=ev.derive_event_id(self.campaign_id, "CampaignRunFinished", ended.run_id),
-            run_id=self.campaign_id,
-            ts=time.time(),
-            causation_id=ev.derive_event_id(self.campaign_id, "CampaignRunScheduled", s.index),
+            **ev.envelope(
+                ev.CampaignRunFinished,
+                self.campaign_id,
+                ended.run_id,
+                ts=time.time(),
+                cause=ev.derive_event_id(self.campaign_id, "CampaignRunScheduled", s.index),
+            ),
             run=ended.run_id,
             item=s.item,
             **fields,

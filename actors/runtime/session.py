@@ -112,9 +112,7 @@ def run_started(
         for p in problems
     ]
     return ev.RunStarted(
-        event_id=ev.derive_event_id(run_id, "RunStarted"),
-        run_id=run_id,
-        ts=time.time(),
+        **ev.envelope(ev.RunStarted, run_id, ts=time.time()),
         config=cfg.to_dict(),
         seed=cfg.seed,
         targets=targets,
@@ -229,9 +227,7 @@ def unserved_failure(run_id: str, watch: StallWatch) -> ev.RunFailed:
     `watch.fail_after_s` (reason `unserved: <queue>`, e.g. `unserved: profiler-h100`)."""
     durable = watch.given_up or ""
     return ev.RunFailed(
-        event_id=ev.derive_event_id(run_id, "RunFailed", "unserved", durable),
-        run_id=run_id,
-        ts=time.time(),
+        **ev.envelope(ev.RunFailed, run_id, "unserved", durable, ts=time.time()),
         reason=f"unserved: {durable}",
         detail=f"requests waited {watch.fail_after_s:g} s on '{durable}' and no worker served them "
         "(workers.unserved_fail_after_s)",
@@ -293,9 +289,7 @@ async def follow_run(
                 why = alive()
                 if why:
                     failed = ev.RunFailed(
-                        event_id=ev.derive_event_id(run_id, "RunFailed", "coordinator"),
-                        run_id=run_id,
-                        ts=time.time(),
+                        **ev.envelope(ev.RunFailed, run_id, "coordinator", ts=time.time()),
                         reason="coordinator stopped",
                         detail=why,
                     )
