@@ -646,6 +646,11 @@ REQUEST_OF_ROLE: dict[Role, type[Event]] = {r.name: r.request for r in LLM_ROLE_
 ROLE_OF_REQUEST: dict[type[Event], Role] = {r.request: r.name for r in LLM_ROLE_TABLE}
 STAGE_OF_ROLE: dict[Role, Stage] = {r.name: r.stage for r in LLM_ROLE_TABLE}
 
+
+def is_llm_role(name: str) -> typing.TypeGuard[Role]:
+    """Whether `name` (a command-line word, a config key) is one of the LLM roles."""
+    return name in LLM_ROLES
+
 # Every event type: the Event classes above, in the order they are declared (a new one is its
 # class and nothing else here), and their union, which msgspec decodes a log with
 EVENT_TYPES: tuple[type[Event], ...] = tuple(Event.__subclasses__())

@@ -335,9 +335,6 @@ class Summarizer(RoleWorker):
         )
 
 
-ROLE_WORKERS: dict[str, type[RoleWorker]] = {
-    "planner": Planner,
-    "executor": Executor,
-    "fixer": Fixer,
-    "summarizer": Summarizer,
-}
+# each LLM role's worker, by the role it declares (one per role of `ev.LLM_ROLE_TABLE`:
+# tests/test_layers.py)
+ROLE_WORKERS: dict[ev.Role, type[RoleWorker]] = {w.role: w for w in (Planner, Executor, Fixer, Summarizer)}

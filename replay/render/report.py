@@ -14,14 +14,13 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from accelopt.catalog import LLM_ROLES
 from replay.fold import RunView
 from replay.render import fmt
 from replay.render.htmlkit import CSS, Cell, esc, table
 from replay.render.kernels import failures_section, lineage_section, memory_section
 from replay.render.svg import BarSeries, Series, bar_chart, line_chart
 from replay.summary import config_differences, geomean, summarize
-
-ROLES = ("planner", "executor", "fixer", "summarizer")
 
 
 def run_labels(views: Sequence[RunView]) -> list[str]:
@@ -424,7 +423,7 @@ def cost(views: Sequence[RunView], labels: list[str]) -> str:
             y_fmt=lambda y: f"{y:g}k",
         ),
     ]
-    roles = [r for r in ROLES if any(r in v.usage for v in views)]
+    roles = [r for r in LLM_ROLES if any(r in v.usage for v in views)]
     roles += sorted({r for v in views for r in v.usage} - set(roles))
     stacked = len(views) == 1  # one run: its prompt and completion tokens; several: a bar each
     if stacked:
