@@ -255,7 +255,7 @@ def execute(
     console: Console, cfg: RunConfig, problems: list, args: argparse.Namespace, **session_kwargs
 ) -> int:
     """Run a session with progress bars and print its outcome (shared by run, ablate, resume)."""
-    from actors.runtime.session import RunError, RunTimedOut, run_session
+    from actors.runtime.session import RunError, RunTimedOut, SessionOptions, run_session
     from cli.commands._progress import RunProgress, results_table
     from replay.runstate import RunBusy
 
@@ -277,12 +277,14 @@ def execute(
             outcome = run_session(
                 cfg,
                 problems,
-                on_event=progress.on_event,
-                timeout_s=getattr(args, "timeout", None),
-                log_level=args.log_level,
-                on_warning=lambda text: console.print(f"[yellow]waiting:[/yellow] {text}"),
-                **where,
-                **session_kwargs,
+                SessionOptions(
+                    on_event=progress.on_event,
+                    timeout_s=getattr(args, "timeout", None),
+                    log_level=args.log_level,
+                    on_warning=lambda text: console.print(f"[yellow]waiting:[/yellow] {text}"),
+                    **where,
+                    **session_kwargs,
+                ),
             )
     except RunTimedOut as e:
         console.print(f"[red]{escape(str(e))}[/red]", soft_wrap=True, highlight=False)
