@@ -651,6 +651,7 @@ def is_llm_role(name: str) -> typing.TypeGuard[Role]:
     """Whether `name` (a command-line word, a config key) is one of the LLM roles."""
     return name in LLM_ROLES
 
+
 # Every event type: the Event classes above, in the order they are declared (a new one is its
 # class and nothing else here), and their union, which msgspec decodes a log with
 EVENT_TYPES: tuple[type[Event], ...] = tuple(Event.__subclasses__())

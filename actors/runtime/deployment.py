@@ -27,6 +27,7 @@ from events.subjects import role_filter
 
 log = get_logger(component="deployment")
 
+
 class ActorStartError(RuntimeError):
     """An actor of the run failed while being built (an import error, a bad option)."""
 

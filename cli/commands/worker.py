@@ -93,7 +93,8 @@ def build_workers(args: argparse.Namespace) -> list:
         elif ev.is_llm_role(role):
             workers.append(
                 build(
-                    role, {"nats_url": args.nats, "llm_config": cfg.llm, "options": llm_role_options(role, cfg)}
+                    role,
+                    {"nats_url": args.nats, "llm_config": cfg.llm, "options": llm_role_options(role, cfg)},
                 )
             )
         else:
