@@ -28,7 +28,6 @@ import re
 from dataclasses import dataclass, field
 
 import numpy as np
-import torch
 
 from accelopt.problem import AxisConst, Definition
 
@@ -267,20 +266,10 @@ def _page_ids(
     return rng.permutation(pages)[:n] if n <= pages else rng.integers(0, pages, size=n)
 
 
-def as_tensors(definition: Definition, arrays: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
-    from hardware_agents.triton.inputs import torch_dtype
-
-    return {
-        n: torch.from_numpy(np.ascontiguousarray(a)).to(torch_dtype(definition.inputs[n].dtype))
-        for n, a in arrays.items()
-    }
-
-
 __all__ = [
     "IndexLayout",
     "IndexSynthesisError",
     "Indptr",
-    "as_tensors",
     "is_causal",
     "last_element_axis",
     "lengths",

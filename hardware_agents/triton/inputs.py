@@ -125,7 +125,8 @@ def synthesize(definition: Definition, axes: dict[str, int], seed: int) -> dict[
     except indices.IndexSynthesisError as e:
         raise InputError(str(e)) from None
     out = {}
-    for name, t in indices.as_tensors(definition, arrays).items():
+    for name, a in arrays.items():
+        t = torch.from_numpy(np.ascontiguousarray(a)).to(torch_dtype(definition.inputs[name].dtype))
         shape = definition.shape_of(name, axes)
         if shape is not None and tuple(t.shape) != tuple(shape):
             raise InputError(
