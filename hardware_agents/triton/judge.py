@@ -57,15 +57,15 @@ CLOCK_BOUNDS = {
 
 def ran_ahead(out: SandboxOutcome) -> str | None:
     """Why the harness child ran while it was held stopped, when it says so itself: it found a
-    round's inputs missing (records.RAN_AHEAD), so something continued it before the agent
+    file the agent hands over between calls missing (records.RAN_AHEAD), so something continued it before the agent
     handed them over. Trusted only because it can only fail the kernel; a freeze breach the
     agent saw itself comes first (None then, and for any other end)."""
     if out.freeze_breach is not None or out.status != "error" or out.error_type != RAN_AHEAD:
         return None
     last = out.error.strip().splitlines()[-1] if out.error.strip() else ""
     return (
-        "the kernel's process ran while it was stopped between calls: it read a round's inputs "
-        f"before the agent had handed them over ({last})"
+        "the kernel's process ran while it was stopped between calls: it looked for a file the "
+        f"agent hands over before the agent had written it ({last})"
     )
 
 
