@@ -3,7 +3,7 @@
 Drives a `KernelRunner` (the kernel server in its sandbox) and decides everything from
 what the parent owns: the references (`ProblemData`, in this process only), the clock
 (the parent's, around each batch), and the outputs (read from the parent's own mapping
-while the child is stopped, and proved stopped: `hardware_agents.freeze`).
+while the child is stopped, and proved stopped: `hardware_agents/sandbox/freeze.py`).
 
 Correctness: one batch with every case (seeds and adversarial) in its own buffer set,
 outputs poisoned with NaN and fenced by canaries, each compared in full with its float64

@@ -21,8 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from accelopt.profile import Profile, SeedCheck
-from hardware_agents.freeze import FreezeBreach
-from hardware_agents.sandbox import SandboxOutcome
+from hardware_agents.sandbox import FreezeBreach, SandboxOutcome
 
 Fail = Callable[..., Profile]  # HardwareAgent._fail(status, log, extra_tools=None, **Profile fields)
 
@@ -69,7 +68,7 @@ class Verdict:
     fail = profile  # a failure is a profile whose status says so
 
     def ran_while_stopped(self, breach: FreezeBreach) -> Profile:
-        """The kernel's process ran while the agent held it stopped (`hardware_agents.freeze`):
+        """The kernel's process ran while the agent held it stopped (`hardware_agents/sandbox/freeze.py`):
         everything it reported is void."""
         self.counters["ran_while_stopped_ns"] = float(max(0, breach.cpu_ns_now - breach.cpu_ns_at_stop))
         return self.fail(
