@@ -59,9 +59,6 @@ class BufferSet:
     ) -> None:
         self.inputs, self.outputs, self.canaries = inputs, outputs, canaries
 
-    def canary_ok(self) -> bool:
-        return all(bool(np.all(c == CANARY_BYTE)) for c in self.canaries)
-
     def overflowed(self) -> list[str]:
         names = list(self.outputs)
         return sorted({names[i // 2] for i, c in enumerate(self.canaries) if not np.all(c == CANARY_BYTE)})
@@ -152,10 +149,6 @@ class KernelRunner:
         self.out_region.close()
         self.calls = 0
         self.batch_s: list[float] = []
-
-    @property
-    def region_bytes(self) -> int:
-        return self.in_region.size + self.out_region.size
 
     def ready(self) -> None:
         """Wait for the server to have loaded the kernel and stopped; KernelDied otherwise."""

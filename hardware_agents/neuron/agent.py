@@ -328,7 +328,7 @@ class NeuronAgent(HardwareAgent):
         else:
             why = ""
         if why:
-            return v.fail("unmeasured", why)
+            return v.profile("unmeasured", why)
         # A fresh work dir: nothing the correctness run left behind (a rewritten kernel module,
         # planted profiler files) reaches the timing run; its inputs come round by round.
         # The rounds' inputs go to a directory of ours that the timing child may read, not write.
@@ -405,7 +405,7 @@ class NeuronAgent(HardwareAgent):
             v.counters.update(
                 rounds.log.counters()
             )  # a failed round's profile shares this dict: it has them too
-            v.heard(tout)
+            v.record_outcome(tout)
             if verdict is not None and tout.freeze_breach is None:
                 return verdict
             # the child's end first: a freeze breach voids everything it reported, a round's verdict too
