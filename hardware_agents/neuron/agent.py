@@ -182,7 +182,7 @@ class NeuronAgent(HardwareAgent):
     # --- device ----------------------------------------------------------------------------
 
     @property
-    def device(self) -> DeviceSpec:
+    def spec(self) -> DeviceSpec:
         return self._spec
 
     def toolchain(self) -> dict[str, str]:

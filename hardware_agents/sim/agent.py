@@ -89,7 +89,7 @@ class SimAgent(HardwareAgent):
         self.max_in_flight = 0
 
     @property
-    def device(self) -> DeviceSpec:
+    def spec(self) -> DeviceSpec:
         return SPEC
 
     def toolchain(self) -> dict[str, str]:

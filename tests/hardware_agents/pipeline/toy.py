@@ -113,7 +113,7 @@ class ToyAgent(HardwareAgent):
         self.meddle = meddle  # tests: meddle(k, pid) while the child waits for round k (a foreign signal)
 
     @property
-    def device(self) -> DeviceSpec:
+    def spec(self) -> DeviceSpec:
         return self._spec
 
     def toolchain(self) -> dict[str, str]:
