@@ -34,7 +34,7 @@ Every Profile records the isolation its sandbox applied; a sandbox that cannot i
 kernel (and is not allowed to run it unisolated) gives `sandbox_error`.
 The steps every agent shares are the pipeline's (hardware_agents/pipeline/: the rounds
 driver, the clock bound, the verdict, the roofline gate); reading this agent's children is
-`judge.py`, the emulate mode `emulate.py`.
+`judge.py`, the emulate mode `emulate_mode.py`.
 Without the SDK the constructor raises `NeuronSDKMissing`, naming what to install.
 """
 
@@ -290,7 +290,7 @@ class NeuronAgent(HardwareAgent):
         policy = self._policy(data, timeout)
         v = Verdict(self._fail)
         if self.mode == "emulate":
-            from hardware_agents.neuron.emulate import profile_emulated
+            from hardware_agents.neuron.emulate_mode import profile_emulated
 
             return profile_emulated(
                 v,

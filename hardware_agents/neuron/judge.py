@@ -34,6 +34,7 @@ from accelopt.profile import Profile, SeedCheck
 from hardware_agents import validity
 from hardware_agents.base import DeviceSpec
 from hardware_agents.neuron.data import ProblemData, TimingRound
+from hardware_agents.neuron.profile_summary import COUNTER_FIELDS, ProfileSummary, SummaryError, parse_summary
 from hardware_agents.neuron.protocol import (
     HarnessResult,
     SummaryRequest,
@@ -46,7 +47,6 @@ from hardware_agents.neuron.protocol import (
 )
 from hardware_agents.neuron.protocol import TimingRound as ChildRound
 from hardware_agents.neuron.reference import ReferenceModule
-from hardware_agents.neuron.summary import COUNTER_FIELDS, ProfileSummary, SummaryError, parse_summary
 from hardware_agents.pipeline.cases import fresh_seed
 from hardware_agents.pipeline.clock import ClockBound, clock_mismatch
 from hardware_agents.pipeline.roofline import achieved, speed_verdict
@@ -341,7 +341,7 @@ class TimingRounds:
             pairs.append((f"r{k}/{pair[0]}", f"r{k}/{pair[1]}"))
         try:
             sout = self.sbox.run(
-                "hardware_agents.neuron.summarizer:summarize",
+                "hardware_agents.neuron.profile_view:summarize",
                 SummaryRequest(neuron_profile=self.neuron_profile or "", pairs=pairs),
             )
         finally:

@@ -175,9 +175,9 @@ def test_hostile_kernel_gets_its_status(name: str, emulated: NeuronAgent) -> Non
 def test_the_compile_child_starts_no_process(emulated: NeuronAgent, monkeypatch: pytest.MonkeyPatch) -> None:
     """starts_processes.py spoils its output when it started a process: with the compile child's
     `no_fork` wall taken down it does, and gets caught, so the corpus test can fail."""
-    from hardware_agents.neuron import emulate
+    from hardware_agents.neuron import emulate_mode
 
-    monkeypatch.setattr(emulate, "COMPILE_NO_FORK", False)
+    monkeypatch.setattr(emulate_mode, "COMPILE_NO_FORK", False)
     p = _plain("silu")
     prof = emulated.profile(p, _with(p, HACKS["starts_processes"].source, "starts_processes"))
     assert prof.status == "incorrect", prof.log
