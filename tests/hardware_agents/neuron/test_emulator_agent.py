@@ -67,12 +67,12 @@ def test_nkibench_baseline_is_correct_and_estimated(
     assert prof.latency is None and prof.peak_fraction is None  # nothing measured
     est = prof.estimate
     assert est is not None and "ESTIMATED" in prof.log
-    tp, _ = t_peak(p, emulated.device)
+    tp, _ = t_peak(p, emulated.spec)
     # the paper's roofline counts FLOPs a fused instruction does not spend, so an estimate may pass
     # it a little (bmm_softmax at NKIBench's shapes: 102 %), never by much; the gate holds it to
     # the hard roofline (estimate_gate.py), which no honest kernel beats
     assert est.peak_fraction is not None and 0 < est.peak_fraction < 1.5
-    assert implausible_estimate(p, emulated.device, TRN1_COST, est.latency_ms / 1e3) is None
+    assert implausible_estimate(p, emulated.spec, TRN1_COST, est.latency_ms / 1e3) is None
     fresh = [c for c in prof.correctness if c.case == "fresh"]
     assert len(fresh) == 1 and fresh[0].passed  # inputs drawn after the kernel was traced
     assert est.t_peak_ms == pytest.approx(tp * 1e3)
