@@ -151,7 +151,7 @@ class Judge:
                 out.freeze_breach
             )  # after its last stop too: while its outputs were read
         prof.isolation = self.v.isolation
-        # the kernel's own stderr (first lines, scrubbed: sandbox.scrub_output) helps the fixer of a
+        # the kernel's own stderr (first lines, scrubbed: sandbox/scrub.py) helps the fixer of a
         # failed kernel; a passed kernel's output goes nowhere (no channel into later prompts)
         if out.log.strip() and not prof.passed:
             prof.log = f"{prof.log}\n--- kernel stderr (first lines) ---\n{out.log}"
