@@ -33,7 +33,6 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from accelopt import catalog as ev
 from accelopt.campaign import CampaignSpec, floor_cents, spec_from_dict
@@ -107,7 +106,14 @@ class CampaignCore:
         self.stopped: str | None = None
         self.resumes = 0
         self.applied: set[str] = set()
-        self._handlers: dict[type[ev.Event], Callable[[Any], list[ev.Event]]] = ev.handlers(self)
+        # the inputs of a campaign's log; its decisions (CAMPAIGN_DECISION_TYPES) are made here
+        # and never re-applied (`step`)
+        self._handlers: dict[type[ev.Event], Callable[..., list[ev.Event]]] = ev.dispatch_table(
+            ev.on(ev.CampaignStarted, self._on_campaign_started),
+            ev.on(ev.CampaignResumed, self._on_campaign_resumed),
+            ev.on(ev.CampaignTicked, self._on_campaign_ticked),
+            ev.on(ev.CampaignRunFinished, self._on_campaign_run_finished),
+        )
 
     # --- public -------------------------------------------------------------------------------
 
@@ -211,18 +217,14 @@ class CampaignCore:
 
     # --- decisions ------------------------------------------------------------------------------
 
-    def _env(self, kind: str, *key: object, cause: ev.Event) -> dict:
-        return {
-            "event_id": ev.derive_event_id(self.campaign_id, kind, *key),
-            "run_id": self.campaign_id,
-            "ts": self.clock(),
-            "causation_id": cause.event_id,
-        }
+    def _env(self, kind: type[ev.Event], *key: object, cause: ev.Event) -> ev.Envelope:
+        """The envelope of a decision of this campaign, on the core's clock (`ev.envelope`)."""
+        return ev.envelope(kind, self.campaign_id, *key, ts=self.clock(), cause=cause)
 
     def _budget_spent(self, e: ev.CampaignRunFinished, s: ev.CampaignRunScheduled) -> ev.CampaignBudgetSpent:
         b = self.spec.budget if self.spec else None
         return ev.CampaignBudgetSpent(
-            **self._env("CampaignBudgetSpent", e.run, cause=e),
+            **self._env(ev.CampaignBudgetSpent, e.run, cause=e),
             run=e.run,
             day=s.day,
             spent_usd=self.spent_usd,
@@ -242,7 +244,7 @@ class CampaignCore:
             self.parked[device] = why
             outs.append(
                 ev.CampaignDeviceParked(
-                    **self._env("CampaignDeviceParked", device, self.resumes, cause=cause),
+                    **self._env(ev.CampaignDeviceParked, device, self.resumes, cause=cause),
                     device=device,
                     reason=why,
                     items=sorted(k for k, it in self.items.items() if it.item.device == device),
@@ -267,7 +269,7 @@ class CampaignCore:
                 self.stopped = reason
                 outs.append(
                     ev.CampaignStopped(
-                        **self._env("CampaignStopped", cause=cause), reason=reason, detail=detail
+                        **self._env(ev.CampaignStopped, cause=cause), reason=reason, detail=detail
                     )
                 )
         return outs
@@ -329,7 +331,7 @@ class CampaignCore:
                         self.paused_until = next_day_ts(now)
                         outs.append(
                             ev.CampaignPaused(
-                                **self._env("CampaignPaused", self.paused_until, cause=cause),
+                                **self._env(ev.CampaignPaused, self.paused_until, cause=cause),
                                 reason=f"the day's budget (${spec.budget.daily_usd:.2f}) cannot fund another run",
                                 until_ts=self.paused_until,
                             )
@@ -379,7 +381,7 @@ class CampaignCore:
         run_id = f"{self.campaign_id}-r{index:03d}"
         budget, inflight, committed = funded
         decision = ev.CampaignRunScheduled(
-            **self._env("CampaignRunScheduled", index, cause=cause),
+            **self._env(ev.CampaignRunScheduled, index, cause=cause),
             run=run_id,
             index=index,
             item=it.key,

@@ -1,7 +1,8 @@
 """The event catalog: every fact of a run as an immutable msgspec Struct (see docs/architecture.md).
 
 Each event carries the envelope fields (event_id, run_id, type, schema_version,
-causation_id, ts). `type` is the msgspec tag, i.e. the class name. Event ids are derived
+causation_id, ts), built in one place (`envelope`). `type` is the msgspec tag, i.e. the class
+name. Event ids are derived
 deterministically from what the event is about (see `derive_event_id`), so re-publishing
 a decision after a crash is de-duplicated by JetStream's `Nats-Msg-Id` (run id + event id).
 """
@@ -9,9 +10,9 @@ a decision after a crash is de-duplicated by JetStream's `Nats-Msg-Id` (run id +
 from __future__ import annotations
 
 import hashlib
-import re
 import typing
-from typing import Any, ClassVar, Literal
+from collections.abc import Callable
+from typing import Any, ClassVar, Concatenate, Literal
 
 import msgspec
 
@@ -622,22 +623,34 @@ class CampaignStopped(Event, tag=True, frozen=True):
     detail: str = ""
 
 
-# --- the LLM roles: which request each one answers, and the stage its failures are filed under
+# --- the LLM roles: the one table of them ----------------------------------------------------
 
-LLM_ROLES: tuple[Role, ...] = ("planner", "executor", "fixer", "summarizer")
-REQUEST_OF_ROLE: dict[Role, type[Event]] = {
-    "planner": PlanRequested,
-    "executor": ImplementationRequested,
-    "fixer": FixRequested,
-    "summarizer": SummaryRequested,
-}
-ROLE_OF_REQUEST: dict[type[Event], Role] = {t: r for r, t in REQUEST_OF_ROLE.items()}
-STAGE_OF_ROLE: dict[Role, Stage] = {
-    "planner": "plan",
-    "executor": "implement",
-    "fixer": "fix",
-    "summarizer": "summarize",
-}
+
+class LLMRole(typing.NamedTuple):
+    """One LLM role: the request it answers and the stage its failures are filed under."""
+
+    name: Role
+    request: type[Event]
+    stage: Stage
+
+
+LLM_ROLE_TABLE: tuple[LLMRole, ...] = (
+    LLMRole("planner", PlanRequested, "plan"),
+    LLMRole("executor", ImplementationRequested, "implement"),
+    LLMRole("fixer", FixRequested, "fix"),
+    LLMRole("summarizer", SummaryRequested, "summarize"),
+)
+# views of the table, for the lookups readers make
+LLM_ROLES: tuple[Role, ...] = tuple(r.name for r in LLM_ROLE_TABLE)
+REQUEST_OF_ROLE: dict[Role, type[Event]] = {r.name: r.request for r in LLM_ROLE_TABLE}
+ROLE_OF_REQUEST: dict[type[Event], Role] = {r.request: r.name for r in LLM_ROLE_TABLE}
+STAGE_OF_ROLE: dict[Role, Stage] = {r.name: r.stage for r in LLM_ROLE_TABLE}
+
+
+def is_llm_role(name: str) -> typing.TypeGuard[Role]:
+    """Whether `name` (a command-line word, a config key) is one of the LLM roles."""
+    return name in LLM_ROLES
+
 
 # Every event type: the Event classes above, in the order they are declared (a new one is its
 # class and nothing else here), and their union, which msgspec decodes a log with
@@ -651,20 +664,66 @@ CAMPAIGN_DECISION_TYPES: frozenset[type[Event]] = frozenset(t for t in EVENT_TYP
 CAMPAIGN_TYPES: frozenset[type[Event]] = frozenset(
     t for t in EVENT_TYPES if t.author in ("campaign", "scheduler")
 )
+# What a run's log holds (a campaign's events go to the same stream under the campaign's id)
+RUN_TYPES: frozenset[type[Event]] = frozenset(EVENT_TYPES) - CAMPAIGN_TYPES
 
 
-def snake_name(event_type: type[Event]) -> str:
-    """KernelProfiled -> kernel_profiled; LLMCallCompleted -> llm_call_completed."""
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", event_type.__name__).lower()
+# --- building events: the one envelope builder --------------------------------------------
 
 
-def handlers(owner: object, *, prefix: str = "_on_") -> dict[type[Event], Any]:
-    """The dispatch table of an event reader: every event type whose handler `owner` defines,
-    named `<prefix><snake_name>` (`_on_kernel_profiled`). One naming rule for every reader,
-    so a new event type needs its catalog entry and a handler, nothing else."""
-    table = {}
-    for t in EVENT_TYPES:
-        method = getattr(owner, prefix + snake_name(t), None)
-        if method is not None:
-            table[t] = method
+class Envelope(typing.TypedDict):
+    """The envelope fields of a new event (`schema_version` keeps its default), spread into
+    its constructor: `KernelProfiled(**envelope(KernelProfiled, run, request.event_id, ...), ...)`."""
+
+    event_id: str
+    run_id: str
+    ts: float
+    causation_id: str | None
+
+
+def envelope(
+    event_type: type[Event],
+    run_id: str,
+    *key: object,
+    ts: float,
+    cause: Event | str | None = None,
+    event_id: str | None = None,
+) -> Envelope:
+    """The envelope of the `event_type` event about `key` in run `run_id` (a campaign's
+    events: the campaign's id): its id derived from them (`derive_event_id`), or `event_id`
+    where the id was fixed beforehand (a `MemoryRetrieved` answers with its request's
+    `result_id`); `ts` the author's clock (the coordinator's is an input, so it is passed,
+    never read here); `cause` the event (or the id of the event) it answers."""
+    return {
+        "event_id": event_id if event_id is not None else derive_event_id(run_id, event_type.__name__, *key),
+        "run_id": run_id,
+        "ts": ts,
+        "causation_id": cause.event_id if isinstance(cause, Event) else cause,
+    }
+
+
+# --- reading events: dispatch tables written out -------------------------------------------
+
+_E = typing.TypeVar("_E", bound=Event)
+_P = typing.ParamSpec("_P")
+_R = typing.TypeVar("_R")
+
+
+def on(
+    event_type: type[_E], handler: Callable[Concatenate[_E, _P], _R]
+) -> tuple[type[Event], Callable[..., _R]]:
+    """One row of a reader's dispatch table: `handler` takes `event_type` first (a type checker
+    refuses a handler of another event type: `on(KernelProposed, self._on_kernel_profiled)`)."""
+    return event_type, handler
+
+
+def dispatch_table(*rows: tuple[type[Event], Callable[..., _R]]) -> dict[type[Event], Callable[..., _R]]:
+    """A reader's event type -> handler table from its rows (`on(...)`), each type once: the
+    table is the list a reader reads to see what is handled where (`tests/events/
+    test_event_catalog.py` checks each reader's table against the types it reads)."""
+    table: dict[type[Event], Callable[..., _R]] = {}
+    for event_type, handler in rows:
+        if event_type in table:
+            raise ValueError(f"{event_type.__name__} has two handlers")
+        table[event_type] = handler
     return table

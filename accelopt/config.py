@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 import yaml
 
+from accelopt.catalog import LLM_ROLES
 from accelopt.records import ModelPrice
 
 
@@ -512,7 +513,7 @@ def validate(cfg: RunConfig) -> None:
     ]:
         if value is not None and value <= 0:
             raise ConfigError(f"profiling.{key}: must be > 0")
-    for role in ("planner", "executor", "fixer", "summarizer"):
+    for role in LLM_ROLES:
         r = cfg.llm.for_role(role)
         if r.concurrency < 1:
             raise ConfigError(f"llm.{role}.concurrency: must be >= 1")

@@ -13,8 +13,8 @@ Nothing is lost to a crash (`kill -9` included): the campaign's events and its r
 the log. `resume` re-derives the core's state and decisions from the campaign's log
 (publishing only what the log lacks), then for each run scheduled and not finished: a run
 that ended while the driver was down is only read; a run that started is resumed
-(`run_session(resume=True)`: its coordinator re-derives its state, nothing it finished is
-done again); a run that never started is started with the id it was given. The campaign's
+(`run_session` with `SessionOptions(resume=True)`: its coordinator re-derives its state,
+nothing it finished is done again); a run that never started is started with the id it was given. The campaign's
 exported log, lock and summary live in `<root>/campaigns/<id>/`; its runs in `<root>/<run_id>/`.
 """
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import queue
 import re
@@ -31,7 +32,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from accelopt import catalog as ev
 from accelopt.campaign import (
@@ -240,9 +240,7 @@ class CampaignDriver:
         uri = memory_uri(spec, self.root)
         check_configs(spec, devices, self.root, uri)
         started = ev.CampaignStarted(
-            event_id=ev.derive_event_id(self.campaign_id, "CampaignStarted"),
-            run_id=self.campaign_id,
-            ts=time.time(),
+            **ev.envelope(ev.CampaignStarted, self.campaign_id, ts=time.time()),
             name=spec.name,
             spec=spec.to_dict(),
             items=[item for item, _ in resolved],
@@ -312,9 +310,9 @@ class CampaignDriver:
         elif self.core.started is not None and self.core.stopped is None:
             inputs.append(
                 ev.CampaignResumed(
-                    event_id=ev.derive_event_id(self.campaign_id, "CampaignResumed", self.core.resumes + 1),
-                    run_id=self.campaign_id,
-                    ts=time.time(),
+                    **ev.envelope(
+                        ev.CampaignResumed, self.campaign_id, self.core.resumes + 1, ts=time.time()
+                    ),
                     attempt=self.core.resumes + 1,
                 )
             )
@@ -367,9 +365,7 @@ class CampaignDriver:
         while time.time() < until:
             time.sleep(min(30.0, max(0.1, until - time.time())))
         tick = ev.CampaignTicked(
-            event_id=ev.derive_event_id(self.campaign_id, "CampaignTicked", until),
-            run_id=self.campaign_id,
-            ts=time.time(),
+            **ev.envelope(ev.CampaignTicked, self.campaign_id, until, ts=time.time()),
             why="day",
         )
         self._publish([tick, *self.core.step(tick)])
@@ -432,7 +428,7 @@ class CampaignDriver:
 
     def _run(self, s: ev.CampaignRunScheduled, setup: tuple[RunConfig, Problem] | Exception) -> None:
         """A thread: drive run `s` to its end (start it, resume it, or only note that it ended)."""
-        from actors.runtime.session import run_session
+        from actors.runtime.session import SessionOptions, run_session
 
         try:
             started, ended = asyncio.run(_run_state(self.url, s.run))
@@ -440,30 +436,29 @@ class CampaignDriver:
                 self._ended.put(_Ended(s.run))
                 return
             timeout = max(1.0, s.deadline_ts - time.time()) if s.deadline_ts is not None else None
-            common: dict[str, Any] = {
-                "nats_url": self.url,
-                "run_id": s.run,
-                "start_workers": False,
-                "coordinator": "local",
-                "timeout_s": timeout,
-                "log_level": self.log_level,
-                "on_warning": lambda text: self.note(f"{s.run}: {text}"),
-            }
+            common = SessionOptions(
+                nats_url=self.url,
+                run_id=s.run,
+                start_workers=False,
+                coordinator="local",
+                timeout_s=timeout,
+                log_level=self.log_level,
+                on_warning=lambda text: self.note(f"{s.run}: {text}"),
+            )
             if started is not None:
                 cfg = recorded_config(started.config)
-                outcome = run_session(
-                    cfg,
-                    [t.problem for t in started.targets],
+                resumed = dataclasses.replace(
+                    common,
                     resume=True,
                     started_event=started,
                     devices=sorted({t.device for t in started.targets}),
-                    **common,
                 )
+                outcome = run_session(cfg, [t.problem for t in started.targets], resumed)
             else:
                 if isinstance(setup, Exception):
                     raise setup
                 cfg, problem = setup
-                outcome = run_session(cfg, [problem], **common)
+                outcome = run_session(cfg, [problem], common)
             self._ended.put(_Ended(s.run, timed_out=outcome.timed_out))
         except RunBusy as e:  # another process drives it (a second driver of this campaign)
             self._ended.put(_Ended(s.run, error=str(e)))
@@ -497,10 +492,13 @@ class CampaignDriver:
         if ended.error and fields.get("status") in ("running", "empty", None):
             fields.update(status="error", reason=ended.error[:500])
         return ev.CampaignRunFinished(
-            event_id=ev.derive_event_id(self.campaign_id, "CampaignRunFinished", ended.run_id),
-            run_id=self.campaign_id,
-            ts=time.time(),
-            causation_id=ev.derive_event_id(self.campaign_id, "CampaignRunScheduled", s.index),
+            **ev.envelope(
+                ev.CampaignRunFinished,
+                self.campaign_id,
+                ended.run_id,
+                ts=time.time(),
+                cause=ev.derive_event_id(self.campaign_id, "CampaignRunScheduled", s.index),
+            ),
             run=ended.run_id,
             item=s.item,
             **fields,

@@ -44,51 +44,60 @@ def _read_log(console: Console, read: Callable[[], T], warnings: list[str]) -> T
 
 
 def run(args: argparse.Namespace) -> int:
-    from cli.commands._progress import results_table
+    console = wide_console()
+    return _verify(console, args) if args.verify else _show(console, args)
+
+
+def _verify(console: Console, args: argparse.Namespace) -> int:
+    """`--verify`: re-derive every recorded decision of the run (or the campaign)."""
     from events.runsource import fold_events
 
-    console = wide_console()
     warnings: list[str] = []
-    if args.verify:
-        verifier = AnyVerifier()  # fed as the log is read: a long run's history is never held
-        read = _read_log(
-            console,
-            lambda: fold_events(
-                args.run,
-                args.root,
-                verifier.feed,
-                nats_url=args.nats,
-                valid_prefix=args.valid_prefix,
-                warnings=warnings,
-            ),
-            warnings,
+    verifier = AnyVerifier()  # fed as the log is read: a long run's history is never held
+    read = _read_log(
+        console,
+        lambda: fold_events(
+            args.run,
+            args.root,
+            verifier.feed,
+            nats_url=args.nats,
+            valid_prefix=args.valid_prefix,
+            warnings=warnings,
+        ),
+        warnings,
+    )
+    if read is None:
+        return 2
+    try:
+        report = verifier.result()
+    except ValueError as e:  # no events (an empty valid prefix)
+        console.print(f"[red]{e}[/red]")
+        return 2
+    if verifier.campaign is not None:
+        return _verified_campaign(console, args, report, verifier.campaign)
+    if report.ok:
+        console.print(
+            f"[green]verified[/green]: {report.decisions_checked} coordinator decisions re-derived "
+            f"from {report.inputs} recorded results ({report.events} events)"
         )
-        if read is None:
-            return 2
-        try:
-            report = verifier.result()
-        except ValueError as e:  # no events (an empty valid prefix)
-            console.print(f"[red]{e}[/red]")
-            return 2
-        if verifier.campaign is not None:
-            return _verified_campaign(console, args, report, verifier.campaign)
-        if report.ok:
+        if report.pending_at_end:
             console.print(
-                f"[green]verified[/green]: {report.decisions_checked} coordinator decisions re-derived "
-                f"from {report.inputs} recorded results ({report.events} events)"
+                f"the recording ends before {len(report.pending_at_end)} decisions were published "
+                "(an interrupted run; `accelopt resume` publishes them)"
             )
-            if report.pending_at_end:
-                console.print(
-                    f"the recording ends before {len(report.pending_at_end)} decisions were published "
-                    "(an interrupted run; `accelopt resume` publishes them)"
-                )
-            return 0
-        d = report.divergence
-        assert d is not None
-        console.print(f"[red]diverges[/red] at {d.describe()}")
-        return 1
+        return 0
+    d = report.divergence
+    assert d is not None
+    console.print(f"[red]diverges[/red] at {d.describe()}")
+    return 1
+
+
+def _show(console: Console, args: argparse.Namespace) -> int:
+    """Without `--verify`: the run's results and beams (at `--iteration`), or a campaign's status."""
+    from cli.commands._progress import results_table
     from replay.runs import open_run
 
+    warnings: list[str] = []
     opened = _read_log(
         console,
         lambda: open_run(

@@ -36,7 +36,6 @@ from replay.summary import RunSummary, config_differences, geomean, summarize
 T = TypeVar("T")
 RECENT_KERNELS = 40
 RECENT_INSIGHTS = 30
-ROLES = ("planner", "executor", "fixer", "summarizer")
 
 
 # --- records ----------------------------------------------------------------------------------
@@ -671,7 +670,7 @@ def _lineage_block(view: RunView, p: ProblemView, memo: Memo) -> LineageBlock:
 
 
 def _llm(view: RunView) -> list[RoleRow]:
-    roles = [r for r in ROLES if r in view.usage] + sorted(set(view.usage) - set(ROLES))
+    roles = [r for r in ev.LLM_ROLES if r in view.usage] + sorted(set(view.usage) - set(ev.LLM_ROLES))
     rows = []
     for role in roles:
         u = view.usage[role]

@@ -394,48 +394,11 @@ def problems_from(
             ts.notes.append(f"{name}: skipped (no workloads)")
             continue
         by_size = sorted(usable, key=lambda w: (workload_elements(d, w), w.uuid))
-        if workload == "largest":
-            main = by_size[-1]
-        elif workload == "smallest":
-            main = by_size[0]
-        elif workload == "first":
-            main = usable[0]
-        else:
-            match = [w for w in usable if w.uuid == workload]
-            if not match:
-                ts.notes.append(f"{name}: skipped (no workload {workload})")
-                continue
-            main = match[0]
-        size = workload_elements(d, main)
-        chosen = {w.uuid for w in by_size if w.uuid != main.uuid and workload_elements(d, w) <= size}
-        picked = [w.uuid for w in by_size if w.uuid in chosen][: max(0, checks)]
-        small = [w for w in usable if w.uuid in picked]  # in the file's order
-        interpreted = small or ([main] if size <= INTERPRETABLE_ELEMENTS else [])  # what a CPU host checks
-        if derive_checks and not covers_batches(d, interpreted):
-            ragged = _ragged_checks(d, main, max(1, checks - len(small)))
-            if ragged:
-                small += ragged
-                ts.notes.append(
-                    f"{name}: {len(ragged)} check workload(s) derived to cover its batch and ragged structure "
-                    f"({'; '.join(f'{describe_axes(w.axes)}: {describe_ragged(d, w)}' for w in ragged)}): "
-                    f"the folder has none with {MIN_SEQUENCES} or more sequences of synthesized indices"
-                )
-        if derive_checks and len(small) < checks and workload != "smallest" and size > INTERPRETABLE_ELEMENTS:
-            derived = derived_check_workloads(d, main, checks - len(small))
-            if derived:
-                small += derived
-                ts.notes.append(
-                    f"{name}: {len(derived)} small check workload(s) derived from its variable axes "
-                    f"({'; '.join(describe_axes(w.axes) for w in derived)}): the folder has "
-                    f"{len(picked)} smaller than the problem's"
-                )
-            elif not small:
-                ts.notes.append(
-                    f"{name}: no check workloads (the folder has none smaller, and scaling its variable "
-                    f"axes down leaves more than {INTERPRETABLE_ELEMENTS:,} input elements): a host "
-                    "without a GPU would check it at the problem's own workload in the interpreter; "
-                    "profile it on a GPU"
-                )
+        main = _main_workload(usable, by_size, workload)
+        if main is None:
+            ts.notes.append(f"{name}: skipped (no workload {workload})")
+            continue
+        small = _check_workloads(ts, name, d, usable, by_size, main, checks, workload, derive_checks)
         out.append(
             Problem(
                 definition=d,
@@ -445,6 +408,65 @@ def problems_from(
             )
         )
     return out
+
+
+def _main_workload(usable: list[Workload], by_size: list[Workload], workload: str) -> Workload | None:
+    """The problem's workload: the largest, the smallest, the first in the file, or the one of
+    uuid `workload` (None: there is none)."""
+    if workload == "largest":
+        return by_size[-1]
+    if workload == "smallest":
+        return by_size[0]
+    if workload == "first":
+        return usable[0]
+    return next((w for w in usable if w.uuid == workload), None)
+
+
+def _check_workloads(
+    ts: TraceSet,
+    name: str,
+    d: Definition,
+    usable: list[Workload],
+    by_size: list[Workload],
+    main: Workload,
+    checks: int,
+    workload: str,
+    derive_checks: bool,
+) -> list[Workload]:
+    """Up to `checks` of the folder's workloads no larger than `main` (in the file's order),
+    plus derived ones where they do not cover the batch and ragged structure or where `main`
+    is too large for the interpreter (see `problems_from`); what was derived goes to `ts.notes`."""
+    size = workload_elements(d, main)
+    chosen = {w.uuid for w in by_size if w.uuid != main.uuid and workload_elements(d, w) <= size}
+    picked = [w.uuid for w in by_size if w.uuid in chosen][: max(0, checks)]
+    small = [w for w in usable if w.uuid in picked]  # in the file's order
+    interpreted = small or ([main] if size <= INTERPRETABLE_ELEMENTS else [])  # what a CPU host checks
+    if derive_checks and not covers_batches(d, interpreted):
+        ragged = _ragged_checks(d, main, max(1, checks - len(small)))
+        if ragged:
+            small += ragged
+            ts.notes.append(
+                f"{name}: {len(ragged)} check workload(s) derived to cover its batch and ragged structure "
+                f"({'; '.join(f'{describe_axes(w.axes)}: {describe_ragged(d, w)}' for w in ragged)}): "
+                f"the folder has none with {MIN_SEQUENCES} or more sequences of synthesized indices"
+            )
+    if derive_checks and len(small) < checks and workload != "smallest" and size > INTERPRETABLE_ELEMENTS:
+        derived = derived_check_workloads(d, main, checks - len(small))
+        if derived:
+            small += derived
+            ts.notes.append(
+                f"{name}: {len(derived)} small check workload(s) derived from its variable axes "
+                f"({'; '.join(describe_axes(w.axes) for w in derived)}): the folder has "
+                f"{len(picked)} smaller than the problem's"
+            )
+        elif not small:
+            ts.notes.append(
+                f"{name}: no check workloads (the folder has none smaller, and scaling its variable "
+                f"axes down leaves more than {INTERPRETABLE_ELEMENTS:,} input elements): a host "
+                "without a GPU would check it at the problem's own workload in the interpreter; "
+                "profile it on a GPU"
+            )
+    return small
 
 
 def describe_axes(axes: dict[str, int]) -> str:

@@ -1,12 +1,14 @@
 """`accelopt campaign ...`: many runs over many problems and devices, scheduled, resumable
 (docs/campaigns.md). Like `accelopt suite`, each module here is one subcommand (`run`,
-`resume`, `status`, `export`), found by name."""
+`resume`, `status`, `export`), listed in `SUBCOMMANDS`."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import pkgutil
+
+from cli.commands.campaign import export, resume, run, status
+
+SUBCOMMANDS = (export, resume, run, status)  # in the order `accelopt campaign --help` lists them
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -15,6 +17,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     group = p.add_subparsers(dest="campaign_command", metavar="CAMPAIGN_COMMAND")
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
-    for mod in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if not mod.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{mod.name}").register(group)
+    for command in SUBCOMMANDS:
+        command.register(group)

@@ -99,21 +99,43 @@ def _print_skipped(console: Console, ts: TraceSet) -> None:
         console.print(f"[yellow]skipped[/yellow] {escape(s.path)}: {escape(s.reason)}", highlight=False)
 
 
+def _solution_conventions(console: Console, items: list[str]) -> dict[str, str] | None:
+    """`--solution-convention NAME=value|dps` as {NAME: convention}; None (after saying why) if bad."""
+    per_solution: dict[str, str] = {}
+    for item in items:
+        name, sep, choice = item.partition("=")
+        if not sep or choice not in ("value", "dps") or not name:
+            console.print(
+                f"[red]import failed:[/red] --solution-convention {item!r}: write NAME=value or NAME=dps"
+            )
+            return None
+        per_solution[name] = choice
+    return per_solution
+
+
+def _imported_table(title: str, problems: list) -> Table:
+    table = Table(title=title)
+    for col in ("problem", "workload", "check workloads", "baseline"):
+        table.add_column(col)
+    for p in problems:
+        table.add_row(
+            p.name,
+            " ".join(f"{k}={v}" for k, v in p.workload.axes.items()),
+            str(len(p.check_workloads)),
+            f"{p.baseline.name} ({p.baseline.spec.language})",
+        )
+    return table
+
+
 def run(args: argparse.Namespace) -> int:
     from accelopt.problem import ProblemFileError
     from suites.flashinfer import FlashInferImportError, TraceSet, problems_from, write_suite
 
     console = Console()
     ts = None
-    per_solution: dict[str, str] = {}
-    for item in args.solution_convention:
-        name, sep, choice = item.partition("=")
-        if not sep or choice not in ("value", "dps") or not name:
-            console.print(
-                f"[red]import failed:[/red] --solution-convention {item!r}: write NAME=value or NAME=dps"
-            )
-            return 2
-        per_solution[name] = choice
+    per_solution = _solution_conventions(console, args.solution_convention)
+    if per_solution is None:
+        return 2
     try:
         ts = TraceSet.load(
             args.path,
@@ -164,17 +186,7 @@ def run(args: argparse.Namespace) -> int:
     except FlashInferImportError as e:
         console.print(f"[red]import failed:[/red] {e}")
         return 1
-    table = Table(title=f"suite {name} ({len(problems)} problems) in {out}")
-    for col in ("problem", "workload", "check workloads", "baseline"):
-        table.add_column(col)
-    for p in problems:
-        table.add_row(
-            p.name,
-            " ".join(f"{k}={v}" for k, v in p.workload.axes.items()),
-            str(len(p.check_workloads)),
-            f"{p.baseline.name} ({p.baseline.spec.language})",
-        )
-    console.print(table)
+    console.print(_imported_table(f"suite {name} ({len(problems)} problems) in {out}", problems))
     _print_skipped(console, ts)
     for note in ts.notes:
         console.print(f"[yellow]note:[/yellow] {escape(note)}", highlight=False)
