@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from hardware_agents.freeze import FreezeBreach
-from hardware_agents.sandbox import SandboxOutcome
+from hardware_agents.sandbox import FreezeBreach, SandboxOutcome
 from hardware_agents.triton.harness import RanAheadOfItsInputs, RoundData, load_handed_over
 from hardware_agents.triton.judge import ran_ahead
 from hardware_agents.triton.records import RAN_AHEAD, checks_file, round_file
