@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import difflib
+import time
 from collections.abc import Iterable, Sequence
 from html import escape
+
+from replay.render import fmt
 
 Cell = str | tuple[str, str]  # text, or (text, css class); text is escaped
 
@@ -131,3 +134,20 @@ ul.tree span.st-failed { color: var(--bad); }
 details > summary { cursor: pointer; color: var(--accent); }
 .note { color: var(--muted); font-size: 12px; }
 """
+
+
+def page(title: str, sections: Sequence[tuple[str, str, str]], events: int, now: float | None = None) -> str:
+    """A whole static page: the title, when and from how many events it was made, a nav of
+    its sections ((id, heading, html) each) and the sections."""
+    generated = fmt.stamp(now if now is not None else time.time())
+    nav = "".join(f'<a href="#{sid}">{esc(name)}</a>' for sid, name, _ in sections)
+    body = "".join(
+        f'<section id="{sid}"><h2>{esc(name)}</h2>{html}</section>' for sid, name, html in sections
+    )
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{esc(title)}</title><style>{CSS}</style></head><body>"
+        f'<h1>{esc(title)}</h1><p class="sub">generated {esc(generated)} from the event log'
+        f" \u00b7 {events:,} events</p><nav>{nav}</nav>{body}</body></html>\n"
+    )
