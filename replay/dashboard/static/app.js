@@ -161,7 +161,7 @@ function runsPage() {
       cell(r.kernels, {"data-col": "kernels"}, 8, 3),
       cell(r.events, {"data-col": "events"}, 9, 3),
       h("td", {}, r.started), h("td", {}, r.last_event), h("td", {}, r.source)));
-    body.replaceChildren(campaignsTable(m.campaigns || []), table("runs", head, rows, [3, 4, 5, 6, 7, 8, 9]),
+    body.replaceChildren(...campaignsTable(m.campaigns || []), table("runs", head, rows, [3, 4, 5, 6, 7, 8, 9]),
       m.runs.length ? "" : h("p", {class: "note"}, "no runs yet: start one with `accelopt run`"),
       m.warnings.length ? h("div", {class: "warnings"}, m.warnings.map((w) => h("div", {}, "warning: " + w))) : "");
     rendered({page: "runs", runs: m.runs.length, events: m.runs.reduce((a, r) => a + r.events, 0)});
@@ -170,8 +170,10 @@ function runsPage() {
 
 // --- campaigns --------------------------------------------------------------------------------
 
+// the campaigns list and the "Runs" heading under it, as nodes to spread into a parent
+// (replaceChildren does not flatten an array: it would print it as text); none without campaigns
 function campaignsTable(list) {
-  if (!list.length) return "";
+  if (!list.length) return [];
   const head = ["campaign", "status", "runs", "items", "speedup (geomean)", "spend / budget", "policy", "started",
                 "last event"];
   return [h("h2", {}, "Campaigns"), table("campaigns", head, list.map((c) => h("tr", {"data-campaign": c.campaign_id},
