@@ -37,13 +37,18 @@ function trusted(html, cls) {
   return d;
 }
 
+// a header that may wrap after an underscore (status names such as timing_mismatch are one word)
+function breakable(text) {
+  return String(text).split("_").flatMap((part, i) => i ? ["_", h("wbr", {}), part] : [part]);
+}
+
 // numeric: the first right-aligned column, or the list of right-aligned columns
 function table(cls, head, rows, numeric) {
   const nf = numeric === undefined ? 1 : numeric;
   const isNum = (i) => Array.isArray(nf) ? nf.includes(i) : i >= nf;
   // in a box that scrolls sideways where the table is wider than the page, never the page
   return h("div", {class: "table-wrap"}, h("table", {class: cls},
-    h("thead", {}, h("tr", {}, head.map((c, i) => h("th", {class: isNum(i) ? "num" : null}, c)))),
+    h("thead", {}, h("tr", {}, head.map((c, i) => h("th", {class: isNum(i) ? "num" : null}, breakable(c))))),
     h("tbody", {}, rows)));
 }
 
