@@ -16,6 +16,13 @@ def esc(x: object) -> str:
     return escape(str(x), quote=True)
 
 
+def wrappable_header(text: str) -> str:
+    """A column header that may break after an underscore: status names such as
+    `timing_mismatch` are single words a header could not otherwise wrap, and a table
+    with a column for each of them would be wider than the page."""
+    return esc(text).replace("_", "_<wbr>")
+
+
 def table(
     headers: Sequence[str],
     rows: Iterable[Sequence[Cell]],
@@ -24,10 +31,14 @@ def table(
     attrs: str = "",
     numeric_from: int = 1,
 ) -> str:
-    """A table; columns from `numeric_from` on are right-aligned. In a box that scrolls
-    sideways where a table is wider than the page (many runs side by side), never the page."""
+    """A table; columns from `numeric_from` on are right-aligned; headers wrap, after
+    underscores too. In a box that scrolls sideways where a table is wider than the page
+    (many runs side by side), never the page."""
     out = [f'<div class="table-wrap"><table class="{esc(cls)}"{" " + attrs if attrs else ""}><thead><tr>']
-    out += [f"<th{' class=num' if i >= numeric_from else ''}>{esc(h)}</th>" for i, h in enumerate(headers)]
+    out += [
+        f"<th{' class=num' if i >= numeric_from else ''}>{wrappable_header(h)}</th>"
+        for i, h in enumerate(headers)
+    ]
     out.append("</tr></thead><tbody>")
     for row in rows:
         out.append("<tr>")
