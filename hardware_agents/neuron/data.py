@@ -34,6 +34,9 @@ from hardware_agents.pipeline.cases import adversarial_overflow
 from hardware_agents.sandbox import default_base_dir, private_dir
 
 
+WORKDIR_SLACK = 256 << 20  # a child's work dir beyond the outputs it writes (headers, its stage file)
+
+
 class CaseData:
     def __init__(self, case: validity.InputCase, args: list[KernelArg], ref_files: dict[str, str]) -> None:
         self.case = case
@@ -85,6 +88,11 @@ class ProblemData:
             ref_files[name] = str(path)
             self.output_bytes[name] = max(self.output_bytes.get(name, 0), int(ref.size) * 4)
         return CaseData(case, specs, ref_files)
+
+    def workdir_bytes(self, files: int, floor: int) -> int:
+        """The work-dir cap of a child that writes `files` sets of this problem's outputs: their
+        size (as fp32, what the references hold) + 256 MiB for the rest, at least `floor`."""
+        return max(floor, files * sum(self.output_bytes.values()) + WORKDIR_SLACK)
 
     def remove(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)

@@ -162,7 +162,12 @@ def profile_emulated(
             p.write_bytes(raw)
             os.chmod(p, 0o644)
             paths.append(str(p))
-        epolicy = msgspec.structs.replace(policy, read_paths=(str(data.dir), str(pdir)), python_path=())
+        epolicy = msgspec.structs.replace(
+            policy,
+            read_paths=(str(data.dir), str(pdir)),
+            python_path=(),
+            workdir_bytes=data.workdir_bytes(len(data.cases), policy.workdir_bytes),
+        )
         cases = [
             ExecCase(name=c.case.name, program=paths[case_sig[i]], args=c.args)
             for i, c in enumerate(data.cases)
