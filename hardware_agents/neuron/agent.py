@@ -61,6 +61,7 @@ from hardware_agents.neuron.data import ProblemData, build_problem_data
 from hardware_agents.neuron.judge import TimingRounds, judge_correctness, stage_sources, timed_verdict
 from hardware_agents.neuron.protocol import CaseSpec, HarnessRequest, Mode, TimingSpec
 from hardware_agents.neuron.specs import SPECS
+from hardware_agents.pipeline.phases import Phases
 from hardware_agents.pipeline.rounds import RoundClock, drive_rounds
 from hardware_agents.pipeline.verdict import Verdict
 from hardware_agents.sandbox import Sandbox, SandboxPolicy, default_base_dir, private_dir
@@ -286,9 +287,11 @@ class NeuronAgent(HardwareAgent):
             entry = solution.entry_symbol
         except Exception as e:
             return self._fail("compile_error", f"entry point {solution.spec.entry_point!r}: {e}")
-        data = self.data.get(problem, seeds)
-        policy = self._policy(data, timeout)
         v = Verdict(self._fail)
+        phases = Phases(v.counters)
+        with phases("stage"):  # inputs drawn and staged (a cache hit: nothing); references follow in a thread
+            data = self.data.get(problem, seeds)
+        policy = self._policy(data, timeout)
         if self.mode == "emulate":
             from hardware_agents.neuron.emulate import profile_emulated
 
@@ -304,8 +307,12 @@ class NeuronAgent(HardwareAgent):
                 kind=self.kind,
                 spec=self._spec,
                 sandbox_dir=self.sandbox_dir,
+                phases=phases,
             )
-        with Sandbox(policy, base_dir=self.sandbox_dir) as box:
+        cpolicy = msgspec.structs.replace(  # its work dir holds every case's outputs
+            policy, workdir_bytes=data.workdir_bytes(len(data.cases), policy.workdir_bytes)
+        )
+        with Sandbox(cpolicy, base_dir=self.sandbox_dir) as box:
             kernel_file = stage_sources(box, solution, entry_file)
             req = HarnessRequest(
                 mode=self.mode,
@@ -314,11 +321,12 @@ class NeuronAgent(HardwareAgent):
                 cases=[CaseSpec(name=c.case.name, args=c.args) for c in data.cases],
                 compile_options=self.compile_options if self.mode == "device" else "",
             )
-            out = box.run("hardware_agents.neuron.harness:run", req, timeout_s=timeout)
-            res = judge_correctness(v, problem, data, out, box)
+            with phases("correctness"):  # the child compiles and runs every case (our clock)
+                out = box.run("hardware_agents.neuron.harness:run", req, timeout_s=timeout)
+            with phases("judge"):
+                res = judge_correctness(v, problem, data, out, box)
         if isinstance(res, Profile):
             return res
-        v.counters["compile_s"] = res.compile_s
         if not measure:
             why = "correct; timing not requested"
         elif self.mode == "simulate":
@@ -353,7 +361,11 @@ class NeuronAgent(HardwareAgent):
         """The timing child, in rounds the pipeline's driver runs with this agent's hooks
         (`judge.TimingRounds`), then the verdict on them (`judge.timed_verdict`)."""
         tpolicy = msgspec.structs.replace(
-            policy, wall_timeout_s=self.timing_timeout_s, read_paths=(*self._read_paths(None), str(inputs))
+            policy,
+            wall_timeout_s=self.timing_timeout_s,
+            read_paths=(*self._read_paths(None), str(inputs)),
+            # a round's profiled runs' outputs (and their NEFF/NTFF pairs) until the agent has read them
+            workdir_bytes=data.workdir_bytes(self.runs, policy.workdir_bytes),
         )
         spolicy = msgspec.structs.replace(
             policy,

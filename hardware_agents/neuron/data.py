@@ -18,9 +18,11 @@ child's work dir only when the child waits for that round.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -31,20 +33,41 @@ from hardware_agents import validity
 from hardware_agents.neuron.protocol import KernelArg
 from hardware_agents.neuron.reference import ReferenceModule
 from hardware_agents.pipeline.cases import adversarial_overflow
-from hardware_agents.sandbox import default_base_dir, private_dir
-
+from hardware_agents.sandbox import private_dir
 
 WORKDIR_SLACK = 256 << 20  # a child's work dir beyond the outputs it writes (headers, its stage file)
 
 
+def references_base() -> Path:
+    """Where the private reference dirs go: the temp dir, not `/dev/shm` (the sandboxes'
+    base). NKIBench's bmm holds 12 GiB of float64 references over its six cases: in RAM
+    they would take the machine's memory; on a disk-backed temp dir the page cache keeps
+    what fits."""
+    return Path(tempfile.gettempdir())
+
+
 class CaseData:
-    def __init__(self, case: validity.InputCase, args: list[KernelArg], ref_files: dict[str, str]) -> None:
+    """One case: its staged kernel arguments at once, its float64 references when the
+    problem's reference thread has computed them (`refs()` waits for them)."""
+
+    def __init__(self, case: validity.InputCase, args: list[KernelArg]) -> None:
         self.case = case
         self.args = args
-        self.ref_files = ref_files
+        self.ref_files: dict[str, str] = {}
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
 
     def refs(self) -> dict[str, np.ndarray]:
+        """The references (memory-mapped), once computed; re-raises what computing them raised."""
+        self._ready.wait()
+        if self._error is not None:
+            raise self._error
         return {n: np.load(p, mmap_mode="r", allow_pickle=False) for n, p in self.ref_files.items()}
+
+    def _done(self, ref_files: dict[str, str] | None, error: BaseException | None = None) -> None:
+        self.ref_files = ref_files or {}
+        self._error = error
+        self._ready.set()
 
 
 def _reference(problem: Problem, case: validity.InputCase, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
@@ -55,39 +78,78 @@ def _reference(problem: Problem, case: validity.InputCase, inputs: dict[str, Any
     return {n: np.asarray(r, dtype=np.float64) for n, r in ref64.items()}
 
 
+def output_bytes_of(problem: Problem) -> dict[str, int]:
+    """Each output's size as the references hold it in fp32 (at least 4 bytes an element),
+    from the definition's shapes: known before any reference is computed."""
+    out = {}
+    for name, shape in problem.output_shapes().items():
+        item = max(4, np.dtype(validity.numpy_dtype(problem.definition.outputs[name].dtype)).itemsize)
+        out[name] = math.prod(shape or ()) * item
+    return out
+
+
 class ProblemData:
-    """All correctness cases of one (problem, seeds), under `root` (the cache's staging dir)."""
+    """All correctness cases of one (problem, seeds), under `root` (the cache's staging dir).
+
+    The inputs are drawn and staged here; the float64 references are computed in a thread of
+    their own, case by case in the cases' order, while the kernel compiles and runs (they are
+    needed only to judge it: `CaseData.refs()` waits). numpy releases the GIL in the
+    references' array work, so on a machine with two cores they cost no wall time of their
+    own when the kernel's run takes longer."""
 
     def __init__(self, problem: Problem, seeds: tuple[int, ...], root: Path) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="nki-data-", dir=root))
         os.chmod(self.dir, 0o755)
         # outside the data dir (which is on the sandbox's read list) and 0700: the kernel's uid
         # reaches it neither through Landlock nor through permissions
-        self.private = private_dir(default_base_dir(), "accelopt-nki-refs-")
+        self.private = private_dir(references_base(), "accelopt-nki-refs-")
         self.cases: list[CaseData] = []
-        self.output_bytes: dict[str, int] = {}
+        self.output_bytes = output_bytes_of(problem)
+        self._cancel = threading.Event()
+        pending: list[tuple[CaseData, dict[str, Any]]] = []
         try:
             ref_mod = ReferenceModule(problem)
             for case in validity.input_cases(problem.definition, seeds):
-                self.cases.append(self._case(problem, ref_mod, case))
+                inputs = validity.make_inputs(problem, case)
+                cdir = self.dir / case.name
+                cdir.mkdir(mode=0o755)
+                specs, _ = write_args(ref_mod.kernel_args(inputs), cdir)
+                cd = CaseData(case, specs)
+                self.cases.append(cd)
+                pending.append((cd, inputs))
         except BaseException:
             self.remove()
             raise
         self.seeds = frozenset(c.case.seed for c in self.cases)
+        self._thread = threading.Thread(
+            target=self._references, args=(problem, pending), name=f"nki-refs-{problem.name}", daemon=True
+        )
+        self._thread.start()
 
-    def _case(self, problem: Problem, ref_mod: ReferenceModule, case: validity.InputCase) -> CaseData:
-        inputs = validity.make_inputs(problem, case)
-        ref64 = _reference(problem, case, inputs)
-        cdir = self.dir / case.name
-        cdir.mkdir(mode=0o755)
-        specs, _ = write_args(ref_mod.kernel_args(inputs), cdir)
-        ref_files = {}
-        for name, ref in ref64.items():
-            path = self.private / f"{case.name}-{name}.npy"
-            np.save(path, ref, allow_pickle=False)
-            ref_files[name] = str(path)
-            self.output_bytes[name] = max(self.output_bytes.get(name, 0), int(ref.size) * 4)
-        return CaseData(case, specs, ref_files)
+    def _references(self, problem: Problem, pending: list[tuple[CaseData, dict[str, Any]]]) -> None:
+        failed: BaseException | None = None
+        while pending:
+            cd, inputs = pending.pop(0)
+            if failed is not None or self._cancel.is_set():
+                cd._done(None, failed or RuntimeError("the problem's data was removed"))
+                continue
+            try:
+                ref64 = _reference(problem, cd.case, inputs)
+                del inputs
+                files = {}
+                for name, ref in ref64.items():
+                    path = self.private / f"{cd.case.name}-{name}.npy"
+                    np.save(path, ref, allow_pickle=False)
+                    files[name] = str(path)
+                cd._done(files)
+            except BaseException as e:
+                failed = e
+                cd._done(None, e)
+
+    def wait_references(self) -> None:
+        """Block until every case's references are computed (or failed)."""
+        for cd in self.cases:
+            cd._ready.wait()
 
     def workdir_bytes(self, files: int, floor: int) -> int:
         """The work-dir cap of a child that writes `files` sets of this problem's outputs: their
@@ -95,6 +157,7 @@ class ProblemData:
         return max(floor, files * sum(self.output_bytes.values()) + WORKDIR_SLACK)
 
     def remove(self) -> None:
+        self._cancel.set()
         shutil.rmtree(self.dir, ignore_errors=True)
         shutil.rmtree(self.private, ignore_errors=True)
 

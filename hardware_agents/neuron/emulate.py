@@ -32,12 +32,15 @@ from hardware_agents.base import DeviceSpec, t_peak
 from hardware_agents.neuron.data import ProblemData
 from hardware_agents.neuron.judge import check_outputs, output_cap, stage_sources
 from hardware_agents.neuron.reference import ReferenceModule
+from hardware_agents.pipeline.phases import Phases
 from hardware_agents.pipeline.verdict import Verdict
 from hardware_agents.sandbox import Sandbox, SandboxOutcome, SandboxPolicy, default_base_dir, private_dir
 
 MAX_PROGRAM_BYTES = 256 << 20
 COMPILE_TARGET = "hardware_agents.neuron.emulator.children:compile_target"
 EXECUTE_TARGET = "hardware_agents.neuron.emulator.children:execute_target"
+# device memory (arguments, outputs, scratch) of the cases the execute child runs at once
+EXECUTE_BATCH_BYTES = 2 << 30
 
 
 def _signature(args: list[Any]) -> list[Any]:
@@ -80,8 +83,11 @@ def profile_emulated(
     kind: str,
     spec: DeviceSpec,
     sandbox_dir: Path | None,
+    phases: Phases | None = None,
 ) -> Profile:
-    """One profile in the `emulate` mode (see the module doc); `v` is the agent's verdict."""
+    """One profile in the `emulate` mode (see the module doc); `v` is the agent's verdict.
+    `phases` records where the wall time goes (`compile_s`, `validate_s`, `analyse_s`,
+    `execute_s`, `references_s`, `judge_s`, `price_s` in the counters), on our clock."""
     from hardware_agents.neuron.emulator.analysis import analyze
     from hardware_agents.neuron.emulator.children import (
         CompileRequest,
@@ -95,6 +101,7 @@ def profile_emulated(
     from hardware_agents.neuron.emulator.program import decode
     from hardware_agents.neuron.emulator.validate import check_program
 
+    phases = phases or Phases(v.counters)
     sigs: list[list[Any]] = []
     case_sig: list[int] = []
     for c in data.cases:
@@ -108,11 +115,12 @@ def profile_emulated(
     )
     with Sandbox(cpolicy, base_dir=sandbox_dir) as box:
         kernel_file = stage_sources(box, solution, entry_file)
-        out = box.run(
-            COMPILE_TARGET,
-            CompileRequest(kernel_file=kernel_file, entry=entry, signatures=sigs),
-            timeout_s=timeout,
-        )
+        with phases("compile"):
+            out = box.run(
+                COMPILE_TARGET,
+                CompileRequest(kernel_file=kernel_file, entry=entry, signatures=sigs),
+                timeout_s=timeout,
+            )
         failed = _ended(v, out, "compiling the kernel in the emulator", compiling=True)
         if failed is not None:
             return failed
@@ -133,12 +141,13 @@ def profile_emulated(
         progs = []
         blobs = []
         try:
-            for rel in res.programs:
-                raw = box.read_file(rel, MAX_PROGRAM_BYTES)
-                prog = decode(raw)
-                check_program(prog)
-                progs.append(prog)
-                blobs.append(raw)
+            with phases("validate"):
+                for rel in res.programs:
+                    raw = box.read_file(rel, MAX_PROGRAM_BYTES)
+                    prog = decode(raw)
+                    check_program(prog)
+                    progs.append(prog)
+                    blobs.append(raw)
         except NKIError as e:
             return v.fail("compile_error", f"compilation failed: {e}{v.tail}")
         except (OSError, msgspec.DecodeError, KeyError, IndexError, ValueError, TypeError) as e:
@@ -148,8 +157,9 @@ def profile_emulated(
             )
     analyses = []
     try:
-        for prog in progs:
-            analyses.append(analyze(prog))  # PSUM overflow: a compile error
+        with phases("analyse"):
+            for prog in progs:
+                analyses.append(analyze(prog))  # PSUM overflow: a compile error
     except NKIError as e:
         return v.fail("compile_error", f"compilation failed: {e}")
     # 3. execute in a second sandbox that loads no kernel code
@@ -174,7 +184,12 @@ def profile_emulated(
         ]
         isolation = dict(v.isolation)  # the kernel's sandbox: what every later profile records
         with Sandbox(epolicy, base_dir=sandbox_dir) as ebox:
-            eout = ebox.run(EXECUTE_TARGET, ExecRequest(cases=cases), timeout_s=timeout)
+            with phases("execute"):
+                eout = ebox.run(
+                    EXECUTE_TARGET,
+                    ExecRequest(cases=cases, batch_bytes=EXECUTE_BATCH_BYTES),
+                    timeout_s=timeout,
+                )
             failed = _ended(v, eout, "running the kernel in the emulator", compiling=False)
             if failed is not None:
                 return failed
@@ -189,38 +204,41 @@ def profile_emulated(
                 return v.fail(status, f"the kernel failed in the emulator{where}: {err.type}: {err.message}")
             if [r.name for r in eres.cases] != [c.case.name for c in data.cases]:
                 return v.fail("runtime_error", "the emulator's results do not match the cases")
-            # 4. correctness, judged here
+            # 4. correctness, judged here (each case once its references are computed)
             v.isolation.clear()
             v.isolation.update(isolation)
             v.tail = ""
             ref_mod = ReferenceModule(problem)
             for case, run in zip(data.cases, eres.cases, strict=True):
-                v.checks.append(
-                    check_outputs(
-                        problem,
-                        ref_mod,
-                        case.refs(),
-                        ebox,
-                        run.name,
-                        run.outputs,
-                        run.returned_tuple,
-                        output_cap(data),
+                with phases("references"):  # waiting for the reference thread, if it is behind
+                    refs = case.refs()
+                with phases("judge"):
+                    v.checks.append(
+                        check_outputs(
+                            problem,
+                            ref_mod,
+                            refs,
+                            ebox,
+                            run.name,
+                            run.outputs,
+                            run.returned_tuple,
+                            output_cap(data),
+                        )
                     )
-                )
     finally:
         shutil.rmtree(pdir, ignore_errors=True)
     wrong = v.wrong_cases()
     if wrong is not None:
         return wrong
     # 5. the estimate (the programs of all signatures are the same kernel; price the first case's)
-    v.counters.update({"compile_s": res.compile_s, "emulate_s": sum(r.wall_s for r in eres.cases)})
     if kind not in COST_SPECS:
         return v.fail(
             "unmeasured",
             f"correct in AccelOpt's NKI emulator; no cost model for {kind} (not timed, not estimated)",
         )
     sig0 = case_sig[0]
-    est = estimate(progs[sig0], kind, analyses[sig0])
+    with phases("price"):
+        est = estimate(progs[sig0], kind, analyses[sig0])
     tp, bound = t_peak(problem, spec)
     t_est = est.latency_s
     pct = peak_fraction(tp, t_est) or 0.0

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools  # noqa: F401  (for kernels: imported before the privilege drop)
 import itertools  # noqa: F401
-import math  # noqa: F401
+import math
 import mmap  # noqa: F401  (np.load(mmap_mode=...) imports it lazily)
 import time
 from pathlib import Path
@@ -27,9 +27,9 @@ import numpy.lib.format
 import threadpoolctl  # noqa: F401  (the executor limits BLAS threads)
 
 from hardware_agents.neuron import emulator
-from hardware_agents.neuron.emulator import analysis, cost, isa, kernel, language, nt  # noqa: F401
-from hardware_agents.neuron.emulator.errors import NKICompileError, NKIError
-from hardware_agents.neuron.emulator.execute import execute
+from hardware_agents.neuron.emulator import analysis, cost, dtypes, isa, kernel, language, nt  # noqa: F401
+from hardware_agents.neuron.emulator.errors import NKICompileError
+from hardware_agents.neuron.emulator.execute import execute_batch
 from hardware_agents.neuron.emulator.kernel import ArgSpec
 from hardware_agents.neuron.emulator.program import decode, encode
 from hardware_agents.neuron.kernel_module import load_kernel
@@ -59,6 +59,9 @@ class ExecCase(msgspec.Struct, frozen=True, kw_only=True):
 
 class ExecRequest(msgspec.Struct, frozen=True, kw_only=True):
     cases: list[ExecCase]
+    # the device memory (HBM: arguments, outputs, scratch) of the cases run at once, at most
+    # (one case alone may exceed it): a batch's tiles carry a case axis (`execute_batch`)
+    batch_bytes: int = 2 << 30
 
 
 class ExecResult(msgspec.Struct, kw_only=True):
@@ -111,39 +114,75 @@ def compile_target(payload: bytes, workdir: Path) -> CompileResult:
     return res
 
 
+def _hbm_bytes(prog: Any) -> int:
+    """The device memory one case of a program holds: its arguments, outputs and scratch."""
+    return sum(
+        math.prod(t.shape) * dtypes.itemsize(t.dtype)
+        for t in prog.tensors
+        if t.alias < 0 and t.buffer in ("input", "shared_hbm", "hbm")
+    )
+
+
+def _batches(req: ExecRequest, programs: dict[str, Any]) -> list[list[ExecCase]]:
+    """Consecutive cases of one program, as many at once as `batch_bytes` holds (at least one)."""
+    out: list[list[ExecCase]] = []
+    for case in req.cases:
+        prog = programs[case.program]
+        cap = max(1, req.batch_bytes // max(1, _hbm_bytes(prog)))
+        if out and out[-1][0].program == case.program and len(out[-1]) < cap:
+            out[-1].append(case)
+        else:
+            out.append([case])
+    return out
+
+
 def execute_target(payload: bytes, workdir: Path) -> ExecResult:
-    """Sandbox target (no kernel code): run the validated programs on each case's inputs."""
+    """Sandbox target (no kernel code): run the validated programs on each case's inputs, the
+    cases of one program in batches (`execute_batch`: one walk of the program for all of them)."""
     req = msgspec.msgpack.decode(payload, type=ExecRequest)
     res = ExecResult(versions=_versions())
     programs: dict[str, Any] = {}
     (workdir / "out").mkdir(exist_ok=True)
-    for case in req.cases:
-        _stage(workdir, f"run:{case.name}")
+    try:
+        for case in req.cases:
+            if case.program not in programs:
+                programs[case.program] = decode(Path(case.program).read_bytes())
+    except Exception as e:
+        res.error = ErrorInfo.of("run", e, req.cases[0].name if req.cases else "")
+        return res
+    analyses: dict[str, Any] = {}
+    for batch in _batches(req, programs):
+        names = ",".join(c.name for c in batch)
+        _stage(workdir, f"run:{names}")
+        prog = programs[batch[0].program]
         try:
-            prog = programs.get(case.program)
-            if prog is None:
-                prog = programs[case.program] = decode(Path(case.program).read_bytes())
-            args = [np.load(a.path, allow_pickle=False) if a.path else None for a in case.args]
+            an = analyses.get(batch[0].program)
+            if an is None:
+                an = analyses[batch[0].program] = analysis.analyze(prog, check=False)
+            args = [
+                [np.load(a.path, mmap_mode="r", allow_pickle=False) if a.path else None for a in c.args]
+                for c in batch
+            ]
             t0 = time.perf_counter()
-            outs = execute(prog, args)
-            wall = time.perf_counter() - t0
+            outs = execute_batch(prog, args, an)
+            wall = (time.perf_counter() - t0) / len(batch)
+            del args
         except NKICompileError as e:
-            res.error = ErrorInfo.of("compile", e, case.name)
+            res.error = ErrorInfo.of("compile", e, names)
             return res
-        except NKIError as e:
-            res.error = ErrorInfo.of("run", e, case.name)
+        except Exception as e:  # NKIError and anything else: the run failed
+            res.error = ErrorInfo.of("run", e, names)
             return res
-        except Exception as e:
-            res.error = ErrorInfo.of("run", e, case.name)
-            return res
-        run = CaseRun(name=case.name, wall_s=wall, returned_tuple=prog.returned_tuple)
-        odir = workdir / "out" / case.name
-        odir.mkdir(parents=True, exist_ok=True)
-        for j, arr in enumerate(outs):
-            rel = f"out/{case.name}/{j}.npy"
-            np.save(workdir / rel, np.ascontiguousarray(arr), allow_pickle=False)
-            run.outputs.append(rel)
-        res.cases.append(run)
+        for case, case_outs in zip(batch, outs, strict=True):
+            run = CaseRun(name=case.name, wall_s=wall, returned_tuple=prog.returned_tuple)
+            odir = workdir / "out" / case.name
+            odir.mkdir(parents=True, exist_ok=True)
+            for j, arr in enumerate(case_outs):
+                rel = f"out/{case.name}/{j}.npy"
+                np.save(workdir / rel, np.ascontiguousarray(arr), allow_pickle=False)
+                run.outputs.append(rel)
+            res.cases.append(run)
+        del outs
     _stage(workdir, "done")
     return res
 
