@@ -23,6 +23,7 @@ import os
 import shutil
 import tempfile
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -50,22 +51,53 @@ class CaseData:
     """One case: its staged kernel arguments at once, its float64 references when the
     problem's reference thread has computed them (`refs()` waits for them)."""
 
-    def __init__(self, case: validity.InputCase, args: list[KernelArg]) -> None:
+    def __init__(self, case: validity.InputCase, args: list[KernelArg], private: Path) -> None:
         self.case = case
         self.args = args
         self.ref_files: dict[str, str] = {}
+        self.stats: dict[str, validity.RefStats] = {}
+        self._private = private
         self._ready = threading.Event()
         self._error: BaseException | None = None
+        self._floor_lock = threading.Lock()
+        self._floor: dict[str, tuple[str, float]] | None = None
 
     def refs(self) -> dict[str, np.ndarray]:
         """The references (memory-mapped), once computed; re-raises what computing them raised."""
         self._ready.wait()
         if self._error is not None:
             raise self._error
-        return {n: np.load(p, mmap_mode="r", allow_pickle=False) for n, p in self.ref_files.items()}
+        return {
+            n: np.asarray(np.load(p, mmap_mode="r", allow_pickle=False)) for n, p in self.ref_files.items()
+        }
 
-    def _done(self, ref_files: dict[str, str] | None, error: BaseException | None = None) -> None:
+    def floor(self, problem: Problem) -> dict[str, validity.Fp32Floor]:
+        """float32's own error on this case's inputs (`validity.Fp32Floor`), computed on first
+        use (the inputs drawn again: they are deterministic) and kept with the references."""
+        with self._floor_lock:
+            if self._floor is None:
+                refs = self.refs()
+                inputs = validity.make_inputs(problem, self.case)
+                floors = validity.fp32_floor(problem, inputs, refs, self.case.seed)
+                kept = {}
+                for name, f in floors.items():
+                    path = self._private / f"{self.case.name}-{name}.floor.npy"
+                    np.save(path, f.err, allow_pickle=False)
+                    kept[name] = (str(path), f.rel_l2)
+                self._floor = kept
+        return {
+            n: validity.Fp32Floor(err=np.asarray(np.load(p, mmap_mode="r", allow_pickle=False)), rel_l2=rel)
+            for n, (p, rel) in self._floor.items()
+        }
+
+    def _done(
+        self,
+        ref_files: dict[str, str] | None,
+        stats: dict[str, validity.RefStats] | None = None,
+        error: BaseException | None = None,
+    ) -> None:
         self.ref_files = ref_files or {}
+        self.stats = stats or {}
         self._error = error
         self._ready.set()
 
@@ -109,12 +141,12 @@ class ProblemData:
         pending: list[tuple[CaseData, dict[str, Any]]] = []
         try:
             ref_mod = ReferenceModule(problem)
-            for case in validity.input_cases(problem.definition, seeds):
-                inputs = validity.make_inputs(problem, case)
-                cdir = self.dir / case.name
-                cdir.mkdir(mode=0o755)
-                specs, _ = write_args(ref_mod.kernel_args(inputs), cdir)
-                cd = CaseData(case, specs)
+            cases = validity.input_cases(problem.definition, seeds)
+            # the cases' inputs drawn and written in parallel (numpy's generators and file
+            # writes release the GIL): NKIBench's adamw draws 90 M numbers a case
+            with ThreadPoolExecutor(max_workers=stage_threads()) as pool:
+                staged = list(pool.map(lambda c: self._stage(problem, ref_mod, c), cases))
+            for cd, inputs in staged:
                 self.cases.append(cd)
                 pending.append((cd, inputs))
         except BaseException:
@@ -126,25 +158,36 @@ class ProblemData:
         )
         self._thread.start()
 
+    def _stage(
+        self, problem: Problem, ref_mod: ReferenceModule, case: validity.InputCase
+    ) -> tuple[CaseData, dict[str, Any]]:
+        inputs = validity.make_inputs(problem, case)
+        cdir = self.dir / case.name
+        cdir.mkdir(mode=0o755)
+        specs, _ = write_args(ref_mod.kernel_args(inputs), cdir, digest=False)
+        return CaseData(case, specs, self.private), inputs
+
     def _references(self, problem: Problem, pending: list[tuple[CaseData, dict[str, Any]]]) -> None:
         failed: BaseException | None = None
+        tol = validity.tolerance_of(problem.definition)
         while pending:
             cd, inputs = pending.pop(0)
             if failed is not None or self._cancel.is_set():
-                cd._done(None, failed or RuntimeError("the problem's data was removed"))
+                cd._done(None, error=failed or RuntimeError("the problem's data was removed"))
                 continue
             try:
                 ref64 = _reference(problem, cd.case, inputs)
                 del inputs
-                files = {}
+                files, stats = {}, {}
                 for name, ref in ref64.items():
                     path = self.private / f"{cd.case.name}-{name}.npy"
                     np.save(path, ref, allow_pickle=False)
                     files[name] = str(path)
-                cd._done(files)
-            except BaseException as e:
+                    stats[name] = validity.RefStats(ref, tol, bound=False)  # its norm, while in memory
+                cd._done(files, stats)
+            except BaseException as e:  # handed to whoever waits for these references
                 failed = e
-                cd._done(None, e)
+                cd._done(None, error=e)
 
     def wait_references(self) -> None:
         """Block until every case's references are computed (or failed)."""
@@ -168,9 +211,18 @@ def build_problem_data(problem: Problem, seeds: tuple[int, ...], root: Path | No
     return ProblemData(problem, seeds, root)
 
 
-def write_args(args: list[Any], cdir: Path) -> tuple[list[KernelArg], dict[str, str]]:
+def stage_threads() -> int:
+    """Threads that draw and write the cases' inputs: the CPUs this process may use, at most 4."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(1, min(4, cpus))
+
+
+def write_args(args: list[Any], cdir: Path, *, digest: bool = True) -> tuple[list[KernelArg], dict[str, str]]:
     """Save the array arguments as world-readable .npy files in `cdir`; (their specs, sha256 of
-    each file by path)."""
+    each file by path, when `digest`: a timing round re-hashes them to see a changed input)."""
     specs: list[KernelArg] = []
     digests: dict[str, str] = {}
     for i, a in enumerate(args):
@@ -179,7 +231,8 @@ def write_args(args: list[Any], cdir: Path) -> tuple[list[KernelArg], dict[str, 
             np.save(path, np.ascontiguousarray(a), allow_pickle=False)
             os.chmod(path, 0o644)
             specs.append(KernelArg(path=str(path)))
-            digests[str(path)] = file_digest(path)
+            if digest:
+                digests[str(path)] = file_digest(path)
         else:
             specs.append(KernelArg(scalar=_scalar(a)))
     return specs, digests

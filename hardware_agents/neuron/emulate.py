@@ -29,9 +29,8 @@ import numpy as np
 from accelopt.problem import Problem, Solution
 from accelopt.profile import Estimate, Profile, peak_fraction
 from hardware_agents.base import DeviceSpec, t_peak
-from hardware_agents.neuron.data import ProblemData
-from hardware_agents.neuron.judge import check_outputs, output_cap, stage_sources
-from hardware_agents.neuron.reference import ReferenceModule
+from hardware_agents.neuron.data import ProblemData, stage_threads
+from hardware_agents.neuron.judge import judge_cases, stage_sources
 from hardware_agents.pipeline.phases import Phases
 from hardware_agents.pipeline.verdict import Verdict
 from hardware_agents.sandbox import Sandbox, SandboxOutcome, SandboxPolicy, default_base_dir, private_dir
@@ -39,8 +38,9 @@ from hardware_agents.sandbox import Sandbox, SandboxOutcome, SandboxPolicy, defa
 MAX_PROGRAM_BYTES = 256 << 20
 COMPILE_TARGET = "hardware_agents.neuron.emulator.children:compile_target"
 EXECUTE_TARGET = "hardware_agents.neuron.emulator.children:execute_target"
-# device memory (arguments, outputs, scratch) of the cases the execute child runs at once
-EXECUTE_BATCH_BYTES = 2 << 30
+# device memory (arguments, outputs, scratch) of the cases one thread of the execute child runs
+# at once (it runs as many threads as the agent has CPUs, at most 4)
+EXECUTE_BATCH_BYTES = 1 << 30
 
 
 def _signature(args: list[Any]) -> list[Any]:
@@ -185,11 +185,8 @@ def profile_emulated(
         isolation = dict(v.isolation)  # the kernel's sandbox: what every later profile records
         with Sandbox(epolicy, base_dir=sandbox_dir) as ebox:
             with phases("execute"):
-                eout = ebox.run(
-                    EXECUTE_TARGET,
-                    ExecRequest(cases=cases, batch_bytes=EXECUTE_BATCH_BYTES),
-                    timeout_s=timeout,
-                )
+                req = ExecRequest(cases=cases, batch_bytes=EXECUTE_BATCH_BYTES, workers=stage_threads())
+                eout = ebox.run(EXECUTE_TARGET, req, timeout_s=timeout)
             failed = _ended(v, eout, "running the kernel in the emulator", compiling=False)
             if failed is not None:
                 return failed
@@ -208,23 +205,11 @@ def profile_emulated(
             v.isolation.clear()
             v.isolation.update(isolation)
             v.tail = ""
-            ref_mod = ReferenceModule(problem)
-            for case, run in zip(data.cases, eres.cases, strict=True):
-                with phases("references"):  # waiting for the reference thread, if it is behind
-                    refs = case.refs()
-                with phases("judge"):
-                    v.checks.append(
-                        check_outputs(
-                            problem,
-                            ref_mod,
-                            refs,
-                            ebox,
-                            run.name,
-                            run.outputs,
-                            run.returned_tuple,
-                            output_cap(data),
-                        )
-                    )
+            with phases("references"):  # waiting for the reference thread, if it is behind
+                data.wait_references()
+            with phases("judge"):
+                runs = [(r.name, r.outputs, r.returned_tuple) for r in eres.cases]
+                v.checks.extend(judge_cases(problem, data, runs, ebox, phases))
     finally:
         shutil.rmtree(pdir, ignore_errors=True)
     wrong = v.wrong_cases()

@@ -18,13 +18,14 @@ import itertools  # noqa: F401
 import math
 import mmap  # noqa: F401  (np.load(mmap_mode=...) imports it lazily)
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import numpy as np
 import numpy.lib.format
-import threadpoolctl  # noqa: F401  (the executor limits BLAS threads)
+import threadpoolctl
 
 from hardware_agents.neuron import emulator
 from hardware_agents.neuron.emulator import analysis, cost, dtypes, isa, kernel, language, nt  # noqa: F401
@@ -61,7 +62,8 @@ class ExecRequest(msgspec.Struct, frozen=True, kw_only=True):
     cases: list[ExecCase]
     # the device memory (HBM: arguments, outputs, scratch) of the cases run at once, at most
     # (one case alone may exceed it): a batch's tiles carry a case axis (`execute_batch`)
-    batch_bytes: int = 2 << 30
+    batch_bytes: int = 1 << 30
+    workers: int = 1  # threads, each running its own batches
 
 
 class ExecResult(msgspec.Struct, kw_only=True):
@@ -124,11 +126,13 @@ def _hbm_bytes(prog: Any) -> int:
 
 
 def _batches(req: ExecRequest, programs: dict[str, Any]) -> list[list[ExecCase]]:
-    """Consecutive cases of one program, as many at once as `batch_bytes` holds (at least one)."""
+    """Consecutive cases of one program, as many at once as `batch_bytes` holds (at least one)
+    and no more than spreads them over the `workers` (a batch runs in one thread)."""
+    spread = -(-len(req.cases) // max(1, req.workers))
     out: list[list[ExecCase]] = []
     for case in req.cases:
         prog = programs[case.program]
-        cap = max(1, req.batch_bytes // max(1, _hbm_bytes(prog)))
+        cap = max(1, min(spread, req.batch_bytes // max(1, _hbm_bytes(prog))))
         if out and out[-1][0].program == case.program and len(out[-1]) < cap:
             out[-1].append(case)
         else:
@@ -136,9 +140,41 @@ def _batches(req: ExecRequest, programs: dict[str, Any]) -> list[list[ExecCase]]
     return out
 
 
+def _run_batch(
+    batch: list[ExecCase], prog: Any, an: Any, workdir: Path
+) -> tuple[list[CaseRun], ErrorInfo | None]:
+    names = ",".join(c.name for c in batch)
+    try:
+        args = [
+            [np.load(a.path, mmap_mode="r", allow_pickle=False) if a.path else None for a in c.args]
+            for c in batch
+        ]
+        t0 = time.perf_counter()
+        outs = execute_batch(prog, args, an)
+        wall = (time.perf_counter() - t0) / len(batch)
+        del args
+    except NKICompileError as e:
+        return [], ErrorInfo.of("compile", e, names)
+    except Exception as e:  # NKIError and anything else: the run failed
+        return [], ErrorInfo.of("run", e, names)
+    runs = []
+    for case, case_outs in zip(batch, outs, strict=True):
+        run = CaseRun(name=case.name, wall_s=wall, returned_tuple=prog.returned_tuple)
+        odir = workdir / "out" / case.name
+        odir.mkdir(parents=True, exist_ok=True)
+        for j, arr in enumerate(case_outs):
+            rel = f"out/{case.name}/{j}.npy"
+            np.save(workdir / rel, np.ascontiguousarray(arr), allow_pickle=False)
+            run.outputs.append(rel)
+        runs.append(run)
+    return runs, None
+
+
 def execute_target(payload: bytes, workdir: Path) -> ExecResult:
     """Sandbox target (no kernel code): run the validated programs on each case's inputs, the
-    cases of one program in batches (`execute_batch`: one walk of the program for all of them)."""
+    cases of one program in batches (`execute_batch`: one walk of the program for all of
+    them), the batches in `workers` threads (BLAS and numpy's array work release the GIL;
+    each BLAS call keeps one thread)."""
     req = msgspec.msgpack.decode(payload, type=ExecRequest)
     res = ExecResult(versions=_versions())
     programs: dict[str, Any] = {}
@@ -147,42 +183,26 @@ def execute_target(payload: bytes, workdir: Path) -> ExecResult:
         for case in req.cases:
             if case.program not in programs:
                 programs[case.program] = decode(Path(case.program).read_bytes())
+        analyses = {key: analysis.analyze(prog, check=False) for key, prog in programs.items()}
     except Exception as e:
         res.error = ErrorInfo.of("run", e, req.cases[0].name if req.cases else "")
         return res
-    analyses: dict[str, Any] = {}
-    for batch in _batches(req, programs):
-        names = ",".join(c.name for c in batch)
-        _stage(workdir, f"run:{names}")
-        prog = programs[batch[0].program]
-        try:
-            an = analyses.get(batch[0].program)
-            if an is None:
-                an = analyses[batch[0].program] = analysis.analyze(prog, check=False)
-            args = [
-                [np.load(a.path, mmap_mode="r", allow_pickle=False) if a.path else None for a in c.args]
-                for c in batch
-            ]
-            t0 = time.perf_counter()
-            outs = execute_batch(prog, args, an)
-            wall = (time.perf_counter() - t0) / len(batch)
-            del args
-        except NKICompileError as e:
-            res.error = ErrorInfo.of("compile", e, names)
+    batches = _batches(req, programs)
+    _stage(workdir, "run:" + ";".join(",".join(c.name for c in b) for b in batches))
+    with (
+        threadpoolctl.threadpool_limits(limits=1),
+        ThreadPoolExecutor(max_workers=max(1, req.workers)) as pool,
+    ):
+        done = list(
+            pool.map(
+                lambda b: _run_batch(b, programs[b[0].program], analyses[b[0].program], workdir), batches
+            )
+        )
+    for runs, error in done:  # in the cases' order
+        if error is not None:
+            res.error = error
             return res
-        except Exception as e:  # NKIError and anything else: the run failed
-            res.error = ErrorInfo.of("run", e, names)
-            return res
-        for case, case_outs in zip(batch, outs, strict=True):
-            run = CaseRun(name=case.name, wall_s=wall, returned_tuple=prog.returned_tuple)
-            odir = workdir / "out" / case.name
-            odir.mkdir(parents=True, exist_ok=True)
-            for j, arr in enumerate(case_outs):
-                rel = f"out/{case.name}/{j}.npy"
-                np.save(workdir / rel, np.ascontiguousarray(arr), allow_pickle=False)
-                run.outputs.append(rel)
-            res.cases.append(run)
-        del outs
+        res.cases.extend(runs)
     _stage(workdir, "done")
     return res
 

@@ -192,7 +192,7 @@ class Memory:
                         f"argument {pos} ('{t.name}') should be an array of shape {t.shape}",
                     )
             if n == 1:
-                stacked = np.ascontiguousarray(arrs[0], dtype=st)[None]  # type: ignore[index]
+                stacked = np.ascontiguousarray(arrs[0], dtype=st)[None]
             else:
                 stacked = np.empty((n, *t.shape), dtype=st)
                 for i, arr in enumerate(arrs):
@@ -519,7 +519,7 @@ class Executor:
         if op == "memset":
             return np.full(out.shape, args["value"], dtype=F32)  # type: ignore[union-attr]
         if op == "iota":
-            shape = out.shape[1:]  # type: ignore[union-attr]  (the same in every case)
+            shape = out.shape[1:]  # type: ignore[union-attr]
             val = np.full(shape, args["c"] + sum(k * self.env[v] for v, k in args["loops"]), dtype=np.int64)
             for a, k in args["axes"]:
                 idx = np.arange(shape[a]).reshape([-1 if i == a else 1 for i in range(len(shape))])
@@ -587,7 +587,7 @@ class Executor:
             xf = _f32(x)
             if all(self.env[v] == 0 for v in args["loops"]):
                 return xf
-            return alu(args["op"], _as_nd(xf, out.ndim), _f32(out))  # type: ignore[union-attr]
+            return alu(args["op"], _as_nd(xf, out.ndim), _f32(out))  # type: ignore[union-attr,arg-type]
         if op == "scan":
             return self._scan(role, args)
         if op == "select":
