@@ -82,11 +82,11 @@ class CaseData:
                 kept = {}
                 for name, f in floors.items():
                     path = self._private / f"{self.case.name}-{name}.floor.npy"
-                    np.save(path, f.err, allow_pickle=False)
+                    np.save(path, f.rows, allow_pickle=False)
                     kept[name] = (str(path), f.rel_l2)
                 self._floor = kept
         return {
-            n: validity.Fp32Floor(err=np.asarray(np.load(p, mmap_mode="r", allow_pickle=False)), rel_l2=rel)
+            n: validity.Fp32Floor(rows=np.load(p, allow_pickle=False), rel_l2=rel)
             for n, (p, rel) in self._floor.items()
         }
 
