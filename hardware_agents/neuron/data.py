@@ -4,9 +4,12 @@ Correctness (`ProblemData`, one per (problem, seeds), kept by the generic LRU of
 `hardware_agents.datacache`): per case (the seeds, then the adversarial cases of the
 validity layer) inputs drawn from the definition's `x_input_init` (NKIBench's `get_inputs`
 distributions), transformed into the kernel's arguments with the problem's
-`transform_to_nki_inputs`, and saved as .npy files in a directory the sandbox may read; the
-float64 reference outputs go to a private 0700 directory outside the data dir and every
-sandbox read path (a kernel must not be able to copy them).
+`transform_to_nki_inputs`, and saved as .npy files in a directory the sandbox may read (the
+cases in parallel threads); the float64 reference outputs are computed in a thread of their
+own while the kernel compiles and runs, into a private 0700 directory in the temp dir, outside
+the data dir and every sandbox read path (a kernel must not be able to copy them), with each
+one's norm; the float32 floor of a case's tolerance (`validity.Fp32Floor`) is computed there
+on first use.
 
 Timing (`TimingRound`, one per timing round, made by the agent when that round starts):
 inputs drawn on a fresh seed from the OS's random source (never a correctness seed), so a

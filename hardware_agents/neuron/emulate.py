@@ -29,7 +29,7 @@ import numpy as np
 from accelopt.problem import Problem, Solution
 from accelopt.profile import Estimate, Profile, peak_fraction
 from hardware_agents.base import DeviceSpec, t_peak
-from hardware_agents.neuron.data import ProblemData, stage_threads
+from hardware_agents.neuron.data import ProblemData
 from hardware_agents.neuron.judge import judge_cases, stage_sources
 from hardware_agents.pipeline.phases import Phases
 from hardware_agents.pipeline.verdict import Verdict
@@ -38,8 +38,7 @@ from hardware_agents.sandbox import Sandbox, SandboxOutcome, SandboxPolicy, defa
 MAX_PROGRAM_BYTES = 256 << 20
 COMPILE_TARGET = "hardware_agents.neuron.emulator.children:compile_target"
 EXECUTE_TARGET = "hardware_agents.neuron.emulator.children:execute_target"
-# device memory (arguments, outputs, scratch) of the cases one thread of the execute child runs
-# at once (it runs as many threads as the agent has CPUs, at most 4)
+# device memory (arguments, outputs, scratch) of the cases the execute child runs at once
 EXECUTE_BATCH_BYTES = 1 << 30
 
 
@@ -185,7 +184,7 @@ def profile_emulated(
         isolation = dict(v.isolation)  # the kernel's sandbox: what every later profile records
         with Sandbox(epolicy, base_dir=sandbox_dir) as ebox:
             with phases("execute"):
-                req = ExecRequest(cases=cases, batch_bytes=EXECUTE_BATCH_BYTES, workers=stage_threads())
+                req = ExecRequest(cases=cases, batch_bytes=EXECUTE_BATCH_BYTES)
                 eout = ebox.run(EXECUTE_TARGET, req, timeout_s=timeout)
             failed = _ended(v, eout, "running the kernel in the emulator", compiling=False)
             if failed is not None:

@@ -18,7 +18,6 @@ import itertools  # noqa: F401
 import math
 import mmap  # noqa: F401  (np.load(mmap_mode=...) imports it lazily)
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +62,6 @@ class ExecRequest(msgspec.Struct, frozen=True, kw_only=True):
     # the device memory (HBM: arguments, outputs, scratch) of the cases run at once, at most
     # (one case alone may exceed it): a batch's tiles carry a case axis (`execute_batch`)
     batch_bytes: int = 1 << 30
-    workers: int = 1  # threads, each running its own batches
 
 
 class ExecResult(msgspec.Struct, kw_only=True):
@@ -126,13 +124,11 @@ def _hbm_bytes(prog: Any) -> int:
 
 
 def _batches(req: ExecRequest, programs: dict[str, Any]) -> list[list[ExecCase]]:
-    """Consecutive cases of one program, as many at once as `batch_bytes` holds (at least one)
-    and no more than spreads them over the `workers` (a batch runs in one thread)."""
-    spread = -(-len(req.cases) // max(1, req.workers))
+    """Consecutive cases of one program, as many at once as `batch_bytes` holds (at least one)."""
     out: list[list[ExecCase]] = []
     for case in req.cases:
         prog = programs[case.program]
-        cap = max(1, min(spread, req.batch_bytes // max(1, _hbm_bytes(prog))))
+        cap = max(1, req.batch_bytes // max(1, _hbm_bytes(prog)))
         if out and out[-1][0].program == case.program and len(out[-1]) < cap:
             out[-1].append(case)
         else:
@@ -173,8 +169,8 @@ def _run_batch(
 def execute_target(payload: bytes, workdir: Path) -> ExecResult:
     """Sandbox target (no kernel code): run the validated programs on each case's inputs, the
     cases of one program in batches (`execute_batch`: one walk of the program for all of
-    them), the batches in `workers` threads (BLAS and numpy's array work release the GIL;
-    each BLAS call keeps one thread)."""
+    them). One thread: two threads running batches take turns at the GIL for every numpy
+    call of the program's walk (the agent's reference thread has the other core)."""
     req = msgspec.msgpack.decode(payload, type=ExecRequest)
     res = ExecResult(versions=_versions())
     programs: dict[str, Any] = {}
@@ -187,17 +183,13 @@ def execute_target(payload: bytes, workdir: Path) -> ExecResult:
     except Exception as e:
         res.error = ErrorInfo.of("run", e, req.cases[0].name if req.cases else "")
         return res
-    batches = _batches(req, programs)
-    _stage(workdir, "run:" + ";".join(",".join(c.name for c in b) for b in batches))
-    with (
-        threadpoolctl.threadpool_limits(limits=1),
-        ThreadPoolExecutor(max_workers=max(1, req.workers)) as pool,
-    ):
-        done = list(
-            pool.map(
-                lambda b: _run_batch(b, programs[b[0].program], analyses[b[0].program], workdir), batches
-            )
-        )
+    done = []
+    with threadpoolctl.threadpool_limits(limits=1):
+        for b in _batches(req, programs):
+            _stage(workdir, "run:" + ",".join(c.name for c in b))
+            done.append(_run_batch(b, programs[b[0].program], analyses[b[0].program], workdir))
+            if done[-1][1] is not None:
+                break
     for runs, error in done:  # in the cases' order
         if error is not None:
             res.error = error
