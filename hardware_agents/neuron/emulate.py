@@ -86,7 +86,8 @@ def profile_emulated(
 ) -> Profile:
     """One profile in the `emulate` mode (see the module doc); `v` is the agent's verdict.
     `phases` records where the wall time goes (`compile_s`, `validate_s`, `analyse_s`,
-    `execute_s`, `references_s`, `judge_s`, `price_s` in the counters), on our clock."""
+    `execute_s`, `references_s`, `judge_s` (with `floor_s` inside it), `price_s` in the
+    counters), on our clock."""
     from hardware_agents.neuron.emulator.analysis import analyze
     from hardware_agents.neuron.emulator.children import (
         CompileRequest,
