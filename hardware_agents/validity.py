@@ -326,6 +326,15 @@ class RefStats:
             (self.atol + tol.rtol * np.abs(r.astype(np.float64))).astype(np.float32) if bound else None
         )
 
+    @classmethod
+    def of_norm(cls, norm: float, rms: float, finite: bool, tol: Tolerance) -> RefStats:
+        """The stats of a reference known by its norm and RMS (no bound array)."""
+        st = cls.__new__(cls)
+        st.finite, st.norm, st.rms = finite, norm, rms
+        st.atol = tol.atol * max(1.0, rms)
+        st.bound = None
+        return st
+
 
 # How many times the error of the reference formula's own float32 evaluation a kernel may make
 # (see `Fp32Floor`).

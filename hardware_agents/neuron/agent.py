@@ -40,6 +40,7 @@ Without the SDK the constructor raises `NeuronSDKMissing`, naming what to instal
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import re
@@ -60,6 +61,7 @@ from hardware_agents.neuron import sdk
 from hardware_agents.neuron.data import ProblemData, build_problem_data
 from hardware_agents.neuron.judge import TimingRounds, judge_correctness, stage_sources, timed_verdict
 from hardware_agents.neuron.protocol import CaseSpec, HarnessRequest, Mode, TimingSpec
+from hardware_agents.neuron.refstore import ReferenceStore
 from hardware_agents.neuron.specs import SPECS
 from hardware_agents.pipeline.phases import Phases
 from hardware_agents.pipeline.rounds import RoundClock, drive_rounds
@@ -129,7 +131,8 @@ class NeuronAgent(HardwareAgent):
         extra_env: dict[str, str] | None = None,
         data_cache_problems: int = 2,
     ) -> None:
-        del cache_dir  # accepted for CLI symmetry with the CPU agent; nothing is cached on disk
+        # the float64 references that are slow to compute, kept across processes (`refstore.py`)
+        self.references = ReferenceStore.default(cache_dir)
         if isinstance(sdk_path, str):
             sdk_path = [p for p in sdk_path.split(os.pathsep) if p]
         elif sdk_path is None:
@@ -173,7 +176,7 @@ class NeuronAgent(HardwareAgent):
         self.extra_env = dict(extra_env or {})
         # staged under a 0755 root (the sandbox's uid reads the inputs); references stay private
         self.data: DataCache[ProblemData] = DataCache(
-            build_problem_data,
+            functools.partial(build_problem_data, store=self.references),
             capacity=data_cache_problems,
             base_dir=self.sandbox_dir,
             prefix="accelopt-nki-",

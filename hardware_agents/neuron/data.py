@@ -26,16 +26,18 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from accelopt.problem import Problem
+from accelopt.problem import Problem, Tolerance
 from hardware_agents import validity
 from hardware_agents.neuron.protocol import KernelArg
 from hardware_agents.neuron.reference import ReferenceModule
+from hardware_agents.neuron.refstore import Entry, ReferenceStore, case_key
 from hardware_agents.pipeline.cases import adversarial_overflow
 from hardware_agents.sandbox import private_dir
 
@@ -54,11 +56,20 @@ class CaseData:
     """One case: its staged kernel arguments at once, its float64 references when the
     problem's reference thread has computed them (`refs()` waits for them)."""
 
-    def __init__(self, case: validity.InputCase, args: list[KernelArg], private: Path) -> None:
+    def __init__(
+        self,
+        case: validity.InputCase,
+        args: list[KernelArg],
+        private: Path,
+        store: ReferenceStore | None = None,
+        key: str = "",
+    ) -> None:
         self.case = case
         self.args = args
         self.ref_files: dict[str, str] = {}
         self.stats: dict[str, validity.RefStats] = {}
+        self.store, self.key = store, key
+        self.entry: Entry | None = None  # the case's entry in the reference store, if it has one
         self._private = private
         self._ready = threading.Event()
         self._error: BaseException | None = None
@@ -80,8 +91,12 @@ class CaseData:
         with self._floor_lock:
             if self._floor is None:
                 refs = self.refs()
-                inputs = validity.make_inputs(problem, self.case)
-                floors = validity.fp32_floor(problem, inputs, refs, self.case.seed)
+                floors = self.entry.floor() if self.entry is not None else None
+                if floors is None:
+                    inputs = validity.make_inputs(problem, self.case)
+                    floors = validity.fp32_floor(problem, inputs, refs, self.case.seed)
+                    if self.entry is not None and self.store is not None:
+                        self.store.put_floor(self.entry, floors)
                 kept = {}
                 for name, f in floors.items():
                     path = self._private / f"{self.case.name}-{name}.floor.npy"
@@ -132,7 +147,10 @@ class ProblemData:
     references' array work, so on a machine with two cores they cost no wall time of their
     own when the kernel's run takes longer."""
 
-    def __init__(self, problem: Problem, seeds: tuple[int, ...], root: Path) -> None:
+    def __init__(
+        self, problem: Problem, seeds: tuple[int, ...], root: Path, store: ReferenceStore | None = None
+    ) -> None:
+        self.store = store
         self.dir = Path(tempfile.mkdtemp(prefix="nki-data-", dir=root))
         os.chmod(self.dir, 0o755)
         # outside the data dir (which is on the sandbox's read list) and 0700: the kernel's uid
@@ -151,7 +169,8 @@ class ProblemData:
                 staged = list(pool.map(lambda c: self._stage(problem, ref_mod, c), cases))
             for cd, inputs in staged:
                 self.cases.append(cd)
-                pending.append((cd, inputs))
+                if not self._stored(cd, validity.tolerance_of(problem.definition)):
+                    pending.append((cd, inputs))
         except BaseException:
             self.remove()
             raise
@@ -168,7 +187,29 @@ class ProblemData:
         cdir = self.dir / case.name
         cdir.mkdir(mode=0o755)
         specs, _ = write_args(ref_mod.kernel_args(inputs), cdir, digest=False)
-        return CaseData(case, specs, self.private), inputs
+        key = case_key(problem, case) if self.store is not None else ""
+        return CaseData(case, specs, self.private, self.store, key), inputs
+
+    def _stored(self, cd: CaseData, tol: Tolerance) -> bool:
+        """Take a case's references from the store (linked into the private dir, so that an
+        eviction by another process cannot take them away mid-profile); False: not stored."""
+        entry = self.store.get(cd.key) if self.store is not None else None
+        if entry is None:
+            return False
+        try:
+            files = {}
+            for name, src in entry.files.items():
+                dst = self.private / f"{cd.case.name}-{name}.npy"
+                try:
+                    os.link(src, dst)
+                except OSError:
+                    shutil.copyfile(src, dst)
+                files[name] = str(dst)
+        except OSError:
+            return False
+        cd.entry = entry
+        cd._done(files, {n: validity.RefStats.of_norm(*v, tol) for n, v in entry.norms.items()})
+        return True
 
     def _references(self, problem: Problem, pending: list[tuple[CaseData, dict[str, Any]]]) -> None:
         failed: BaseException | None = None
@@ -179,14 +220,21 @@ class ProblemData:
                 cd._done(None, error=failed or RuntimeError("the problem's data was removed"))
                 continue
             try:
+                t0 = time.perf_counter()
                 ref64 = _reference(problem, cd.case, inputs)
+                seconds = time.perf_counter() - t0
                 del inputs
-                files, stats = {}, {}
+                stats = {n: validity.RefStats(r, tol, bound=False) for n, r in ref64.items()}  # norms
+                nbytes = sum(r.nbytes for r in ref64.values())
+                if self.store is not None and self.store.worth_keeping(seconds, nbytes):
+                    cd.entry = self.store.put(cd.key, ref64, stats)
+                if cd.entry is not None and self._stored(cd, tol):
+                    continue
+                files = {}
                 for name, ref in ref64.items():
                     path = self.private / f"{cd.case.name}-{name}.npy"
                     np.save(path, ref, allow_pickle=False)
                     files[name] = str(path)
-                    stats[name] = validity.RefStats(ref, tol, bound=False)  # its norm, while in memory
                 cd._done(files, stats)
             except BaseException as e:  # handed to whoever waits for these references
                 failed = e
@@ -208,10 +256,12 @@ class ProblemData:
         shutil.rmtree(self.private, ignore_errors=True)
 
 
-def build_problem_data(problem: Problem, seeds: tuple[int, ...], root: Path | None) -> ProblemData:
+def build_problem_data(
+    problem: Problem, seeds: tuple[int, ...], root: Path | None, store: ReferenceStore | None = None
+) -> ProblemData:
     """The `build` of the agent's `DataCache` (which stages under a 0755 root)."""
     assert root is not None, "the Neuron agent's DataCache stages files: it needs a prefix"
-    return ProblemData(problem, seeds, root)
+    return ProblemData(problem, seeds, root, store)
 
 
 def stage_threads() -> int:

@@ -18,8 +18,10 @@ nobody, priced by the trn1 cost model (chosen where the Neuron SDK is missing).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +31,7 @@ import numpy as np
 from accelopt.problem import Problem, Solution
 from accelopt.profile import Estimate, Profile, peak_fraction
 from hardware_agents.base import DeviceSpec, t_peak
-from hardware_agents.neuron.data import ProblemData
+from hardware_agents.neuron.data import ProblemData, stage_threads
 from hardware_agents.neuron.judge import judge_cases, stage_sources
 from hardware_agents.pipeline.phases import Phases
 from hardware_agents.pipeline.verdict import Verdict
@@ -38,7 +40,7 @@ from hardware_agents.sandbox import Sandbox, SandboxOutcome, SandboxPolicy, defa
 MAX_PROGRAM_BYTES = 256 << 20
 COMPILE_TARGET = "hardware_agents.neuron.emulator.children:compile_target"
 EXECUTE_TARGET = "hardware_agents.neuron.emulator.children:execute_target"
-# device memory (arguments, outputs, scratch) of the cases the execute child runs at once
+# device memory (arguments, outputs, scratch) of the cases an execute child runs at once
 EXECUTE_BATCH_BYTES = 1 << 30
 
 
@@ -53,6 +55,18 @@ def _signature(args: list[Any]) -> list[Any]:
             out.append(ArgSpec(shape=[int(s) for s in arr.shape], dtype=canon(arr.dtype)))
         else:
             out.append(ArgSpec(scalar=a.scalar))
+    return out
+
+
+def _groups(n: int, parts: int) -> list[list[int]]:
+    """0..n-1 in `parts` contiguous groups of (nearly) equal size."""
+    parts = max(1, min(n, parts))
+    size, extra = divmod(n, parts)
+    out, lo = [], 0
+    for k in range(parts):
+        hi = lo + size + (1 if k < extra else 0)
+        out.append(list(range(lo, hi)))
+        lo = hi
     return out
 
 
@@ -172,35 +186,53 @@ def profile_emulated(
             p.write_bytes(raw)
             os.chmod(p, 0o644)
             paths.append(str(p))
-        epolicy = msgspec.structs.replace(
-            policy,
-            read_paths=(str(data.dir), str(pdir)),
-            python_path=(),
-            workdir_bytes=data.workdir_bytes(len(data.cases), policy.workdir_bytes),
-        )
+        epolicy = msgspec.structs.replace(policy, read_paths=(str(data.dir), str(pdir)), python_path=())
         cases = [
             ExecCase(name=c.case.name, program=paths[case_sig[i]], args=c.args)
             for i, c in enumerate(data.cases)
         ]
         isolation = dict(v.isolation)  # the kernel's sandbox: what every later profile records
-        with Sandbox(epolicy, base_dir=sandbox_dir) as ebox:
-            with phases("execute"):
-                req = ExecRequest(cases=cases, batch_bytes=EXECUTE_BATCH_BYTES)
-                eout = ebox.run(EXECUTE_TARGET, req, timeout_s=timeout)
-            failed = _ended(v, eout, "running the kernel in the emulator", compiling=False)
-            if failed is not None:
-                return failed
-            try:
-                eres = eout.decode(ExecResult)
-            except msgspec.DecodeError as e:
-                return v.fail("runtime_error", f"unreadable emulator result: {e}")
-            if eres.error is not None:
-                err = eres.error
-                status = "compile_error" if err.phase == "compile" else "runtime_error"
-                where = f" (case {err.case})" if err.case else ""
-                return v.fail(status, f"the kernel failed in the emulator{where}: {err.type}: {err.message}")
-            if [r.name for r in eres.cases] != [c.case.name for c in data.cases]:
-                return v.fail("runtime_error", "the emulator's results do not match the cases")
+        groups = _groups(len(cases), min(len(cases), stage_threads()))
+        with contextlib.ExitStack() as stack:
+            # one execute child per group of cases, side by side (each single-threaded); each
+            # work dir holds its cases' outputs
+            boxes = [
+                stack.enter_context(
+                    Sandbox(
+                        msgspec.structs.replace(
+                            epolicy, workdir_bytes=data.workdir_bytes(len(g), policy.workdir_bytes)
+                        ),
+                        base_dir=sandbox_dir,
+                    )
+                )
+                for g in groups
+            ]
+            reqs = [ExecRequest(cases=[cases[i] for i in g], batch_bytes=EXECUTE_BATCH_BYTES) for g in groups]
+            with phases("execute"), ThreadPoolExecutor(max_workers=len(boxes)) as pool:
+                futures = [
+                    pool.submit(b.run, EXECUTE_TARGET, r, timeout_s=timeout)
+                    for b, r in zip(boxes, reqs, strict=True)
+                ]
+                eouts = [f.result() for f in futures]
+            runs: list[tuple[Sandbox, str, list[str], bool]] = []
+            for ebox, req, eout in zip(boxes, reqs, eouts, strict=True):  # in the cases' order
+                failed = _ended(v, eout, "running the kernel in the emulator", compiling=False)
+                if failed is not None:
+                    return failed
+                try:
+                    eres = eout.decode(ExecResult)
+                except msgspec.DecodeError as e:
+                    return v.fail("runtime_error", f"unreadable emulator result: {e}")
+                if eres.error is not None:
+                    err = eres.error
+                    status = "compile_error" if err.phase == "compile" else "runtime_error"
+                    where = f" (case {err.case})" if err.case else ""
+                    return v.fail(
+                        status, f"the kernel failed in the emulator{where}: {err.type}: {err.message}"
+                    )
+                if [r.name for r in eres.cases] != [c.name for c in req.cases]:
+                    return v.fail("runtime_error", "the emulator's results do not match the cases")
+                runs.extend((ebox, r.name, r.outputs, r.returned_tuple) for r in eres.cases)
             # 4. correctness, judged here (each case once its references are computed)
             v.isolation.clear()
             v.isolation.update(isolation)
@@ -208,8 +240,7 @@ def profile_emulated(
             with phases("references"):  # waiting for the reference thread, if it is behind
                 data.wait_references()
             with phases("judge"):
-                runs = [(r.name, r.outputs, r.returned_tuple) for r in eres.cases]
-                v.checks.extend(judge_cases(problem, data, runs, ebox, phases))
+                v.checks.extend(judge_cases(problem, data, runs, phases))
     finally:
         shutil.rmtree(pdir, ignore_errors=True)
     wrong = v.wrong_cases()

@@ -170,21 +170,21 @@ class FloorGate:
 def judge_cases(
     problem: Problem,
     data: ProblemData,
-    runs: Sequence[tuple[str, list[str], bool]],
-    box: Sandbox,
+    runs: Sequence[tuple[Sandbox, str, list[str], bool]],
     phases: Phases | None = None,
 ) -> list[SeedCheck]:
-    """Every case's outputs (`runs`: per case of `data`, its name, output files and whether the
-    kernel returned a tuple) against its references; then, in the cases' order, those that
-    missed the tolerance judged again with float32's own error as its floor (`FloorGate`:
-    until one fails with it). One thread: the comparison's chunks are many short numpy
-    calls, and two threads taking turns at the GIL for each made six cases ten times slower
-    than one thread (measured: 22 s against 1.6 s for add_rmsnorm_matmul)."""
+    """Every case's outputs (`runs`: per case of `data`, the sandbox whose work dir holds them,
+    its name, output files and whether the kernel returned a tuple) against its references;
+    then, in the cases' order, those that missed the tolerance judged again with float32's
+    own error as its floor (`FloorGate`: until one fails with it). One thread: the
+    comparison's chunks are many short numpy calls, and two threads taking turns at the GIL
+    for each made six cases ten times slower than one thread (measured: 22 s against 1.6 s
+    for add_rmsnorm_matmul)."""
     ref_mod = ReferenceModule(problem)
     cap = output_cap(data)
 
     def judge(i: int, floor: Callable[[], dict[str, validity.Fp32Floor]] | None = None) -> SeedCheck:
-        case, (name, rels, returned_tuple) = data.cases[i], runs[i]
+        case, (box, name, rels, returned_tuple) = data.cases[i], runs[i]
         return check_outputs(
             problem,
             ref_mod,
