@@ -130,8 +130,8 @@ def test_the_reference_store_keeps_what_pays_and_evicts_the_least_recently_used(
     from hardware_agents.neuron.refstore import ReferenceStore
 
     big = ReferenceStore(tmp_path / "big", budget_bytes=16 << 30)
-    assert big.worth_keeping(2.0, 1 << 30)  # 1 GiB that took 2 s: reading it back is faster
-    assert not big.worth_keeping(0.5, 1 << 30)  # 1 GiB that took 0.5 s: recomputing is
+    assert big.worth_keeping(10.0, 1 << 30)  # 1 GiB that took 10 s: reading it back is faster
+    assert not big.worth_keeping(3.0, 1 << 30)  # 1 GiB that took 3 s: recomputing is
     assert not big.worth_keeping(600.0, 8 << 30)  # more than a quarter of the budget
     store = ReferenceStore(tmp_path / "store", budget_bytes=(3 << 20) + (64 << 10))  # three entries
     ref = {"out": np.zeros(1 << 17)}  # 1 MiB
