@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import threadpoolctl
 
 from accelopt.problem import Problem, Tolerance
 from hardware_agents import validity
@@ -94,7 +95,8 @@ class CaseData:
                 floors = self.entry.floor() if self.entry is not None else None
                 if floors is None:
                     inputs = validity.make_inputs(problem, self.case)
-                    floors = validity.fp32_floor(problem, inputs, refs, self.case.seed)
+                    with threadpoolctl.threadpool_limits(limits=1):  # (see ProblemData._references)
+                        floors = validity.fp32_floor(problem, inputs, refs, self.case.seed)
                     if self.entry is not None and self.store is not None:
                         self.store.put_floor(self.entry, floors)
                 kept = {}
@@ -212,6 +214,12 @@ class ProblemData:
         return True
 
     def _references(self, problem: Problem, pending: list[tuple[CaseData, dict[str, Any]]]) -> None:
+        # one BLAS thread: the execute children have the other cores, and a multi-threaded BLAS
+        # whose threads wait for a busy core spins instead of computing (the executor's reason)
+        with threadpoolctl.threadpool_limits(limits=1):
+            self._compute_references(problem, pending)
+
+    def _compute_references(self, problem: Problem, pending: list[tuple[CaseData, dict[str, Any]]]) -> None:
         failed: BaseException | None = None
         tol = validity.tolerance_of(problem.definition)
         while pending:
