@@ -235,7 +235,7 @@ class ProblemData:
                 stats = {n: validity.RefStats(r, tol, bound=False) for n, r in ref64.items()}  # norms
                 nbytes = sum(r.nbytes for r in ref64.values())
                 if self.store is not None and self.store.worth_keeping(seconds, nbytes):
-                    cd.entry = self.store.put(cd.key, ref64, stats)
+                    cd.entry = self.store.put(cd.key, ref64, stats, seconds)
                 if cd.entry is not None and self._stored(cd, tol):
                     continue
                 files = {}

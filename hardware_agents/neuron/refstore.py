@@ -12,10 +12,12 @@ It keeps only what pays: a case whose references took longer to compute than rea
 back from a disk would (`READ_BYTES_S`, 200 MB/s: writing them, and reading them when the
 page cache no longer holds them, is disk work); silu's 224 MiB (0.3 s) and bmm's 2 GiB
 (~3 s) are recomputed, gqa_full's 64 MiB (~10 s) and matmul's 384 MiB (~11 s) kept. An
-entry over a quarter of the budget is never kept; entries past `budget_bytes` (8 GiB by
-default, `$ACCELOPT_NKI_REFERENCE_STORE_BYTES`; 0 turns the store off) go least recently
-used first. (Keeping bmm's and bmm_softmax's 12 GiB each at 1 GB/s filled the page cache of
-this 23 GiB machine and made their judging ten times slower.)
+entry over a quarter of the budget is never kept; past `budget_bytes` (8 GiB by default,
+`$ACCELOPT_NKI_REFERENCE_STORE_BYTES`; 0 turns the store off) the entries that save the
+least computing time per byte go first (the least recently used among equals): the 14
+NKIBench problems hold more than 8 GiB worth keeping, and cycling through them evicted
+every entry before its next use when the oldest went first. (Keeping bmm's and
+bmm_softmax's 12 GiB each, at 1 GB/s, crowded this 23 GiB machine's page cache.)
 
 Trust: the store is the agent's (a 0700 directory under the user's cache dir; entries
 written to a temporary directory and renamed into place, so a reader sees a whole entry or
@@ -31,6 +33,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -108,7 +111,8 @@ class ReferenceStore:
             for name, f in entry.files.items():
                 if os.path.getsize(f) != manifest["sizes"][name]:
                     return None
-            os.utime(path)  # recently used
+            now = time.time_ns()  # recently used (the fine clock: a plain utime takes the coarse one)
+            os.utime(path, ns=(now, now))
             return entry
         except (OSError, ValueError, KeyError, TypeError):
             return None
@@ -116,8 +120,11 @@ class ReferenceStore:
     def worth_keeping(self, seconds: float, nbytes: int) -> bool:
         return self.budget > 0 and nbytes <= self.budget // 4 and seconds > nbytes / READ_BYTES_S
 
-    def put(self, key: str, refs: dict[str, np.ndarray], stats: dict[str, validity.RefStats]) -> Entry | None:
-        """Store one case's references (whole, or not at all); the entry, or None."""
+    def put(
+        self, key: str, refs: dict[str, np.ndarray], stats: dict[str, validity.RefStats], seconds: float = 0.0
+    ) -> Entry | None:
+        """Store one case's references (whole, or not at all; `seconds`: what computing them
+        took); the entry, or None."""
         try:
             tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self._dir()))
             files, sizes = {}, {}
@@ -126,7 +133,8 @@ class ReferenceStore:
                 np.save(tmp / f, np.asarray(ref, dtype=np.float64), allow_pickle=False)
                 files[name], sizes[name] = f, os.path.getsize(tmp / f)
             norms = {n: [st.norm, st.rms, st.finite] for n, st in stats.items()}
-            (tmp / "manifest.json").write_text(json.dumps({"files": files, "sizes": sizes, "norms": norms}))
+            manifest = {"files": files, "sizes": sizes, "norms": norms, "seconds": seconds}
+            (tmp / "manifest.json").write_text(json.dumps(manifest))
             try:
                 os.rename(tmp, self.root / key)
             except OSError:  # another process stored it first
@@ -150,7 +158,8 @@ class ReferenceStore:
             pass
 
     def _evict(self) -> None:
-        """Least recently used entries out until the store holds at most `budget` bytes."""
+        """Entries out, those that save the least computing time per byte first (then the
+        least recently used), until the store holds at most `budget` bytes."""
         with self._lock:
             entries = []
             for d in self.root.iterdir():
@@ -158,11 +167,12 @@ class ReferenceStore:
                     continue
                 try:
                     size = sum(f.stat().st_size for f in d.iterdir())
-                    entries.append((d.stat().st_mtime, size, d))
-                except OSError:
+                    seconds = float(json.loads((d / "manifest.json").read_text()).get("seconds", 0.0))
+                    entries.append((seconds / max(1, size), d.stat().st_mtime, size, d))
+                except (OSError, ValueError):
                     continue
-            total = sum(s for _, s, _ in entries)
-            for _, size, d in sorted(entries, key=lambda e: e[0]):
+            total = sum(e[2] for e in entries)
+            for _, _, size, d in sorted(entries, key=lambda e: (e[0], e[1])):
                 if total <= self.budget:
                     break
                 shutil.rmtree(d, ignore_errors=True)

@@ -139,7 +139,12 @@ def test_the_reference_store_keeps_what_pays_and_evicts_the_least_recently_used(
 
     stats = {"out": RefStats(ref["out"], Tolerance(), bound=False)}
     for key in ("a", "b", "c"):
-        assert store.put(key, ref, stats) is not None
+        assert store.put(key, ref, stats, seconds=5.0) is not None
     assert store.get("a") is not None  # a used again: b is now the least recently used
-    store.put("d", ref, stats)
+    store.put("d", ref, stats, seconds=5.0)
     assert store.get("b") is None and all(store.get(k) is not None for k in ("a", "c", "d"))
+    # what saves the least computing time per byte goes first, however recently it was used
+    store.put("cheap", ref, stats, seconds=0.5)
+    assert store.get("cheap") is None and all(store.get(k) is not None for k in ("a", "c", "d"))
+    store.put("dear", ref, stats, seconds=50.0)
+    assert store.get("a") is None and store.get("dear") is not None  # a: the least recently used 5 s one
