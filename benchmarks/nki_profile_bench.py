@@ -150,7 +150,8 @@ def profile_one(
         ],
         phases_s={k: round(v, 2) for k, v in prof.get("counters", {}).items() if k.endswith("_s")},
         estimated_ms=est.get("latency_ms"),
-        estimated_pct_peak=est.get("peak_fraction"),
+        estimated_pct_peak=est.get("pct_peak"),  # Profile.estimate.peak_fraction, as encoded
+        t_peak_ms=est.get("t_peak_ms"),
         bound=est.get("bound"),
         model=est.get("model"),
     )
