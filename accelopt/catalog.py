@@ -1,7 +1,8 @@
 """The event catalog: every fact of a run as an immutable msgspec Struct (see docs/architecture.md).
 
 Each event carries the envelope fields (event_id, run_id, type, schema_version,
-causation_id, ts). `type` is the msgspec tag, i.e. the class name. Event ids are derived
+causation_id, ts), built in one place (`envelope`). `type` is the msgspec tag, i.e. the class
+name. Event ids are derived
 deterministically from what the event is about (see `derive_event_id`), so re-publishing
 a decision after a crash is de-duplicated by JetStream's `Nats-Msg-Id` (run id + event id).
 """
@@ -9,9 +10,9 @@ a decision after a crash is de-duplicated by JetStream's `Nats-Msg-Id` (run id +
 from __future__ import annotations
 
 import hashlib
-import re
 import typing
-from typing import Any, ClassVar, Literal
+from collections.abc import Callable
+from typing import Any, ClassVar, Concatenate, Literal
 
 import msgspec
 
@@ -27,8 +28,12 @@ Stage = Literal["plan", "implement", "fix", "summarize", "profile", "memory"]
 # "effect", the coordinator's requests for a side effect (a retrieval: the recording's answer
 # is what counts); the session (start, failure: the coordinator also fails a run whose LLM
 # calls keep failing, but the session may fail it first, so it is never re-derived); the LLM
-# roles, the LLM gateway, the profilers and the memory workers.
-Author = Literal["coordinator", "effect", "session", "role", "gateway", "profiler", "memory"]
+# roles, the LLM gateway, the profilers and the memory workers; a campaign's driver ("campaign":
+# its start, resumes, clock ticks and the outcome of each of its runs) and its scheduler
+# ("scheduler": its decisions, what `replay --verify` re-derives of a campaign).
+Author = Literal[
+    "coordinator", "effect", "session", "role", "gateway", "profiler", "memory", "campaign", "scheduler"
+]
 
 
 def derive_event_id(run_id: str, type_name: str, *key: object) -> str:
@@ -454,22 +459,198 @@ class ProblemRemeasured(Event, tag=True, frozen=True):
     agrees: bool = True
 
 
-# --- the LLM roles: which request each one answers, and the stage its failures are filed under
+# --- campaigns ------------------------------------------------------------------------------
+# A campaign (docs/campaigns.md) is a queue of problems on several device kinds worked on by
+# many runs; its events go to the same log under the campaign's id (`accelopt.<campaign>.>`),
+# its runs' under their own. Its scheduler's decisions are a pure function of its inputs
+# (`accelopt/campaign_core.py`), so a resumed campaign and `replay --verify` re-derive them.
 
-LLM_ROLES: tuple[Role, ...] = ("planner", "executor", "fixer", "summarizer")
-REQUEST_OF_ROLE: dict[Role, type[Event]] = {
-    "planner": PlanRequested,
-    "executor": ImplementationRequested,
-    "fixer": FixRequested,
-    "summarizer": SummaryRequested,
-}
-ROLE_OF_REQUEST: dict[type[Event], Role] = {t: r for r, t in REQUEST_OF_ROLE.items()}
-STAGE_OF_ROLE: dict[Role, Stage] = {
-    "planner": "plan",
-    "executor": "implement",
-    "fixer": "fix",
-    "summarizer": "summarize",
-}
+
+class CampaignItem(msgspec.Struct, kw_only=True, frozen=True):
+    """One problem on one device kind: what the scheduler picks from. `key` is
+    `SUITE/PROBLEM@DEVICE`."""
+
+    key: str
+    suite: str
+    problem: str
+    device: str
+    language: str
+    op_type: str
+    content_hash: str
+
+
+class CampaignStarted(Event, tag=True, frozen=True):
+    subject: ClassVar[str] = "campaign.started"
+    author: ClassVar[Author] = "campaign"
+
+    name: str
+    spec: dict[str, Any]  # the campaign file as parsed (`accelopt.campaign.CampaignSpec`)
+    items: list[CampaignItem]
+    root: str
+    memory_uri: str
+    # the most one LLM call may cost before any was seen (from the models' prices and output
+    # allowance; `budget.max_call_usd` when set): what the budget keeps in reserve per call in flight
+    max_call_usd: float = 0.0
+
+
+class CampaignResumed(Event, tag=True, frozen=True):
+    """The campaign's driver started again (`accelopt campaign resume`): parked devices are
+    tried again."""
+
+    subject: ClassVar[str] = "campaign.resumed"
+    author: ClassVar[Author] = "campaign"
+
+    attempt: int
+
+
+class CampaignTicked(Event, tag=True, frozen=True):
+    """The clock, as an input: a paused campaign's day has turned, or its time is up."""
+
+    subject: ClassVar[str] = "campaign.ticked"
+    author: ClassVar[Author] = "campaign"
+
+    why: str
+
+
+class ScheduleScore(msgspec.Struct, kw_only=True, frozen=True):
+    """Why an item ranks where it does: the policy's score and what it was made of."""
+
+    score: float
+    headroom: float  # 1 - its best kernel's fraction of peak (1: not known)
+    expected_gain: float  # the expected log-speedup of its next run (recent runs, prior)
+    new_insights: int  # memory insights of its operator learnt elsewhere since its last run
+    cost_usd: float  # LLM spend on it so far
+    runs: int
+    expected_s: float  # the expected length of its next run
+    why: str
+
+
+class QueueEntry(msgspec.Struct, kw_only=True, frozen=True):
+    """One item of a device's queue when a run was scheduled: its rank's reasons, or why it
+    is not in line (running, settled, parked)."""
+
+    item: str
+    state: str  # "picked", "ready", "running", "settled: plateau", "settled: target", "parked", ...
+    score: float | None = None
+    why: str = ""
+
+
+class CampaignRunScheduled(Event, tag=True, frozen=True):
+    subject: ClassVar[str] = "campaign.run_scheduled"
+    author: ClassVar[Author] = "scheduler"
+
+    run: str  # the run's id (`<campaign>-r<index>`); the envelope's run_id is the campaign's
+    index: int  # the campaign's runs in the order they were scheduled, from 1
+    item: str
+    device: str
+    seed: int
+    policy: str
+    reason: ScheduleScore
+    queue: list[QueueEntry]
+    day: str  # the UTC day whose budget the run spends
+    budget_usd: float | None = None  # the run's llm.budget_usd (None: the campaign has no cap)
+    llm_inflight: int | None = None  # the run's limits.llm_inflight_per_role, where the budget bounds it
+    deadline_ts: float | None = None  # the campaign's time limit: the run stops there
+    start_run: str | None = (
+        None  # the run whose best kernel this one starts from (None: the suite's baseline)
+    )
+    start_kernel: str | None = None
+
+
+class CampaignRunFinished(Event, tag=True, frozen=True):
+    """What one run of the campaign came to, read from the run's own log."""
+
+    subject: ClassVar[str] = "campaign.run_finished"
+    author: ClassVar[Author] = "campaign"
+
+    run: str  # the run's id; the envelope's run_id is the campaign's
+    item: str
+    status: str  # the run's: completed, completed (budget), failed, incomplete (stopped at the deadline)
+    reason: str = ""  # a failed run's reason
+    gain: float | None = None  # its best kernel over the kernel it started from (None: nothing usable)
+    gain_source: str = ""  # "remeasured", "recorded" or "estimated"
+    estimated: bool = False  # its figures are a cost model's (an emulated device), not measurements
+    best_kernel_id: str | None = None
+    best_source: str = ""
+    start_ms: float | None = None  # the kernel it started from, and its best (estimated where `estimated`)
+    best_ms: float | None = None
+    pct_peak: float | None = None  # its best kernel's fraction of peak
+    cost_usd: float = 0.0
+    max_call_usd: float = 0.0  # its most expensive LLM call
+    llm_calls: int = 0
+    kernels: int = 0
+    duration_s: float = 0.0
+    memory_entries: list[str] = []
+    unserved: list[str] = []  # work queues nobody served (`profiler-<device>`): why it failed
+
+
+class CampaignBudgetSpent(Event, tag=True, frozen=True):
+    subject: ClassVar[str] = "campaign.budget_spent"
+    author: ClassVar[Author] = "scheduler"
+
+    run: str  # the run whose end this spend follows
+    day: str
+    spent_usd: float  # the campaign's, in total
+    day_spent_usd: float  # of the runs scheduled on `day`
+    total_usd: float | None
+    daily_usd: float | None
+
+
+class CampaignDeviceParked(Event, tag=True, frozen=True):
+    """No profiler serves this device kind: its items wait until the campaign is resumed."""
+
+    subject: ClassVar[str] = "campaign.device_parked"
+    author: ClassVar[Author] = "scheduler"
+
+    device: str
+    reason: str
+    items: list[str]
+
+
+class CampaignPaused(Event, tag=True, frozen=True):
+    subject: ClassVar[str] = "campaign.paused"
+    author: ClassVar[Author] = "scheduler"
+
+    reason: str
+    until_ts: float
+
+
+class CampaignStopped(Event, tag=True, frozen=True):
+    subject: ClassVar[str] = "campaign.stopped"
+    author: ClassVar[Author] = "scheduler"
+
+    reason: str  # "settled", "budget", "time", "max_runs", "no profilers"
+    detail: str = ""
+
+
+# --- the LLM roles: the one table of them ----------------------------------------------------
+
+
+class LLMRole(typing.NamedTuple):
+    """One LLM role: the request it answers and the stage its failures are filed under."""
+
+    name: Role
+    request: type[Event]
+    stage: Stage
+
+
+LLM_ROLE_TABLE: tuple[LLMRole, ...] = (
+    LLMRole("planner", PlanRequested, "plan"),
+    LLMRole("executor", ImplementationRequested, "implement"),
+    LLMRole("fixer", FixRequested, "fix"),
+    LLMRole("summarizer", SummaryRequested, "summarize"),
+)
+# views of the table, for the lookups readers make
+LLM_ROLES: tuple[Role, ...] = tuple(r.name for r in LLM_ROLE_TABLE)
+REQUEST_OF_ROLE: dict[Role, type[Event]] = {r.name: r.request for r in LLM_ROLE_TABLE}
+ROLE_OF_REQUEST: dict[type[Event], Role] = {r.request: r.name for r in LLM_ROLE_TABLE}
+STAGE_OF_ROLE: dict[Role, Stage] = {r.name: r.stage for r in LLM_ROLE_TABLE}
+
+
+def is_llm_role(name: str) -> typing.TypeGuard[Role]:
+    """Whether `name` (a command-line word, a config key) is one of the LLM roles."""
+    return name in LLM_ROLES
+
 
 # Every event type: the Event classes above, in the order they are declared (a new one is its
 # class and nothing else here), and their union, which msgspec decodes a log with
@@ -478,20 +659,71 @@ AnyEvent: Any = typing.Union[EVENT_TYPES]  # noqa: UP007 (a union built from the
 EVENTS_BY_NAME: dict[str, type[Event]] = {t.__name__: t for t in EVENT_TYPES}
 # What the coordinator decides (everything else on a run's log is an input to it)
 DECISION_TYPES: frozenset[type[Event]] = frozenset(t for t in EVENT_TYPES if t.author == "coordinator")
+# What a campaign's scheduler decides (the rest of a campaign's log is its inputs)
+CAMPAIGN_DECISION_TYPES: frozenset[type[Event]] = frozenset(t for t in EVENT_TYPES if t.author == "scheduler")
+CAMPAIGN_TYPES: frozenset[type[Event]] = frozenset(
+    t for t in EVENT_TYPES if t.author in ("campaign", "scheduler")
+)
+# What a run's log holds (a campaign's events go to the same stream under the campaign's id)
+RUN_TYPES: frozenset[type[Event]] = frozenset(EVENT_TYPES) - CAMPAIGN_TYPES
 
 
-def snake_name(event_type: type[Event]) -> str:
-    """KernelProfiled -> kernel_profiled; LLMCallCompleted -> llm_call_completed."""
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", event_type.__name__).lower()
+# --- building events: the one envelope builder --------------------------------------------
 
 
-def handlers(owner: object, *, prefix: str = "_on_") -> dict[type[Event], Any]:
-    """The dispatch table of an event reader: every event type whose handler `owner` defines,
-    named `<prefix><snake_name>` (`_on_kernel_profiled`). One naming rule for every reader,
-    so a new event type needs its catalog entry and a handler, nothing else."""
-    table = {}
-    for t in EVENT_TYPES:
-        method = getattr(owner, prefix + snake_name(t), None)
-        if method is not None:
-            table[t] = method
+class Envelope(typing.TypedDict):
+    """The envelope fields of a new event (`schema_version` keeps its default), spread into
+    its constructor: `KernelProfiled(**envelope(KernelProfiled, run, request.event_id, ...), ...)`."""
+
+    event_id: str
+    run_id: str
+    ts: float
+    causation_id: str | None
+
+
+def envelope(
+    event_type: type[Event],
+    run_id: str,
+    *key: object,
+    ts: float,
+    cause: Event | str | None = None,
+    event_id: str | None = None,
+) -> Envelope:
+    """The envelope of the `event_type` event about `key` in run `run_id` (a campaign's
+    events: the campaign's id): its id derived from them (`derive_event_id`), or `event_id`
+    where the id was fixed beforehand (a `MemoryRetrieved` answers with its request's
+    `result_id`); `ts` the author's clock (the coordinator's is an input, so it is passed,
+    never read here); `cause` the event (or the id of the event) it answers."""
+    return {
+        "event_id": event_id if event_id is not None else derive_event_id(run_id, event_type.__name__, *key),
+        "run_id": run_id,
+        "ts": ts,
+        "causation_id": cause.event_id if isinstance(cause, Event) else cause,
+    }
+
+
+# --- reading events: dispatch tables written out -------------------------------------------
+
+_E = typing.TypeVar("_E", bound=Event)
+_P = typing.ParamSpec("_P")
+_R = typing.TypeVar("_R")
+
+
+def on(
+    event_type: type[_E], handler: Callable[Concatenate[_E, _P], _R]
+) -> tuple[type[Event], Callable[..., _R]]:
+    """One row of a reader's dispatch table: `handler` takes `event_type` first (a type checker
+    refuses a handler of another event type: `on(KernelProposed, self._on_kernel_profiled)`)."""
+    return event_type, handler
+
+
+def dispatch_table(*rows: tuple[type[Event], Callable[..., _R]]) -> dict[type[Event], Callable[..., _R]]:
+    """A reader's event type -> handler table from its rows (`on(...)`), each type once: the
+    table is the list a reader reads to see what is handled where (`tests/events/
+    test_event_catalog.py` checks each reader's table against the types it reads)."""
+    table: dict[type[Event], Callable[..., _R]] = {}
+    for event_type, handler in rows:
+        if event_type in table:
+            raise ValueError(f"{event_type.__name__} has two handlers")
+        table[event_type] = handler
     return table

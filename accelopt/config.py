@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 import yaml
 
+from accelopt.catalog import LLM_ROLES
 from accelopt.records import ModelPrice
 
 
@@ -199,6 +200,8 @@ class WorkersConfig(_C):
     max_deliver: int = 3
     # a run whose requests for a role wait this long with no worker serving it says so
     unserved_warn_after_s: float = 20.0
+    # ... and after this long fails (RunFailed "unserved: <work queue>"); None: it waits
+    unserved_fail_after_s: float | None = None
     # the four LLM roles in one host process (one litellm import; they wait on the network);
     # false: a process per role, each restarted on its own
     llm_roles_together: bool = True
@@ -477,6 +480,8 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError("workers.ack_wait_s must exceed workers.heartbeat_s (> 0)")
     if w.unserved_warn_after_s <= 0:
         raise ConfigError("workers.unserved_warn_after_s: must be > 0")
+    if w.unserved_fail_after_s is not None and w.unserved_fail_after_s <= 0:
+        raise ConfigError("workers.unserved_fail_after_s: must be > 0 (or null: wait)")
     if w.max_deliver < 1:
         raise ConfigError("workers.max_deliver: must be >= 1")
     for kind, d in cfg.devices.items():
@@ -508,7 +513,7 @@ def validate(cfg: RunConfig) -> None:
     ]:
         if value is not None and value <= 0:
             raise ConfigError(f"profiling.{key}: must be > 0")
-    for role in ("planner", "executor", "fixer", "summarizer"):
+    for role in LLM_ROLES:
         r = cfg.llm.for_role(role)
         if r.concurrency < 1:
             raise ConfigError(f"llm.{role}.concurrency: must be >= 1")

@@ -25,7 +25,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import ClassVar
 
 import msgspec
 
@@ -150,6 +150,21 @@ class ProblemState:
 
 
 class CoordinatorCore:
+    # the types of a run's log that change nothing here: its own decisions applied when they
+    # were made (a copy coming back is a no-op), the retrieval it asked for as an effect, and
+    # the curator's receipts. With the table (`_handlers`) and what `_handle` takes apart
+    # (RunStarted, the requests) they are every type of a run's log (tests/events/test_event_catalog.py)
+    IGNORED: ClassVar[frozenset[type[ev.Event]]] = frozenset(
+        {
+            ev.BeamSelected,
+            ev.BudgetExceeded,
+            ev.MemoryEntryAdded,
+            ev.ProblemRemeasured,
+            ev.MemoryRequested,
+            ev.MemoryIndexed,
+        }
+    )
+
     def __init__(
         self, run_id: str, *, clock: Callable[[], float] = time.time, applied_window: int = APPLIED_WINDOW
     ) -> None:
@@ -174,9 +189,22 @@ class CoordinatorCore:
         self.finished = False
         self.failed: str | None = None
         self._order = 0
-        # each handler takes exactly its key's event type (a mapping the type system cannot spell);
-        # RunStarted is not among them: it comes before every other and is handled apart
-        self._handlers: dict[type[ev.Event], Callable[[Any, Step], list[ev.Event]]] = ev.handlers(self)
+        # what each event type of the run's log does to the core (`ev.on` holds each handler
+        # to its type); RunStarted and the requests are handled apart (`_handle`), and the
+        # types in IGNORED change nothing here
+        self._handlers: dict[type[ev.Event], Callable[..., list[ev.Event]]] = ev.dispatch_table(
+            ev.on(ev.KernelProposed, self._on_kernel_proposed),
+            ev.on(ev.KernelProfiled, self._on_kernel_profiled),
+            ev.on(ev.IterationStarted, self._on_iteration_started),
+            ev.on(ev.IterationCompleted, self._on_iteration_completed),
+            ev.on(ev.MemoryRetrieved, self._on_memory_retrieved),
+            ev.on(ev.PlanProposed, self._on_plan_proposed),
+            ev.on(ev.ProposalFailed, self._on_proposal_failed),
+            ev.on(ev.InsightSummarized, self._on_insight_summarized),
+            ev.on(ev.LLMCallCompleted, self._on_llm_call_completed),
+            ev.on(ev.RunCompleted, self._on_run_completed),
+            ev.on(ev.RunFailed, self._on_run_failed),
+        )
         # backpressure: requests decided but not yet published, per lane
         self.inflight: dict[str, int] = {}
         self.queued: dict[str, deque[ev.Event]] = {}
@@ -220,13 +248,9 @@ class CoordinatorCore:
 
     # --- helpers ------------------------------------------------------------------------------
 
-    def _env(self, kind: str, *key: object, cause: ev.Event | None = None) -> dict:
-        return {
-            "event_id": ev.derive_event_id(self.run_id, kind, *key),
-            "run_id": self.run_id,
-            "ts": self.clock(),
-            "causation_id": cause.event_id if cause else None,
-        }
+    def _env(self, kind: type[ev.Event], *key: object, cause: ev.Event | None = None) -> ev.Envelope:
+        """The envelope of a decision of this run, on the core's clock (`ev.envelope`)."""
+        return ev.envelope(kind, self.run_id, *key, ts=self.clock(), cause=cause)
 
     def _lane(self, request: ev.Event) -> str | None:
         role = ev.ROLE_OF_REQUEST.get(type(request))
@@ -314,7 +338,7 @@ class CoordinatorCore:
             p.baseline_id = kid
             outs.append(
                 ev.KernelProposed(
-                    **self._env("KernelProposed", kid, cause=e),
+                    **self._env(ev.KernelProposed, kid, cause=e),
                     kernel_id=kid,
                     problem=p.name,
                     iteration=0,
@@ -360,7 +384,7 @@ class CoordinatorCore:
             int(hashlib.sha256(e.kernel_id.encode()).hexdigest()[:6], 16) % 100_000 if e.iteration else 0
         )
         req = ev.ProfileRequested(
-            **self._env("ProfileRequested", e.kernel_id, cause=e),
+            **self._env(ev.ProfileRequested, e.kernel_id, cause=e),
             kernel_id=e.kernel_id,
             problem=e.problem,
             device=p.target.device,
@@ -392,7 +416,7 @@ class CoordinatorCore:
         ):
             parent = self.kernels.get(k.parent_id) if k.parent_id else None
             fix = ev.FixRequested(
-                **self._env("FixRequested", k.kernel_id, cause=e),
+                **self._env(ev.FixRequested, k.kernel_id, cause=e),
                 kernel_id=k.kernel_id,
                 problem=p.name,
                 iteration=k.iteration,
@@ -421,7 +445,7 @@ class CoordinatorCore:
     ) -> ev.Event:
         best = self.kernels.get(p.best_id) if p.best_id else None
         return ev.IterationCompleted(
-            **self._env("IterationCompleted", p.name, iteration, cause=cause),
+            **self._env(ev.IterationCompleted, p.name, iteration, cause=cause),
             problem=p.name,
             iteration=iteration,
             best_kernel_id=p.best_id or "",
@@ -451,7 +475,7 @@ class CoordinatorCore:
             p.plan_candidate.clear()
             return [
                 ev.IterationStarted(
-                    **self._env("IterationStarted", p.name, p.iteration, cause=e),
+                    **self._env(ev.IterationStarted, p.name, p.iteration, cause=e),
                     problem=p.name,
                     iteration=p.iteration,
                     beam=list(p.beam),
@@ -480,7 +504,7 @@ class CoordinatorCore:
         if all(q.phase == "done" for q in self.problems.values()):
             return [
                 ev.RunCompleted(
-                    **self._env("RunCompleted", cause=cause),
+                    **self._env(ev.RunCompleted, cause=cause),
                     reason=self.stopping or "completed",
                     best={q.name: q.best_id or "" for q in self.problems.values()},
                 )
@@ -526,7 +550,7 @@ class CoordinatorCore:
         side, kid = p.remeasure_plan[step]
         k = self.kernels[kid]
         req = ev.ProfileRequested(
-            **self._env("ProfileRequested", "remeasure", p.name, step, cause=cause),
+            **self._env(ev.ProfileRequested, "remeasure", p.name, step, cause=cause),
             kernel_id=ev.derive_event_id(self.run_id, "Kernel", "remeasure", p.name, step),
             problem=p.name,
             device=p.target.device,
@@ -583,7 +607,7 @@ class CoordinatorCore:
         )
         rounds = (len(p.remeasure_plan) + 1) // 2
         done = ev.ProblemRemeasured(
-            **self._env("ProblemRemeasured", p.name, cause=cause),
+            **self._env(ev.ProblemRemeasured, p.name, cause=cause),
             problem=p.name,
             rounds=rounds,
             seed_offsets=[self._remeasure_seed(p, r) for r in range(rounds)],
@@ -612,7 +636,7 @@ class CoordinatorCore:
                 d = p.target.problem.definition
                 out.effects.append(
                     ev.MemoryRequested(
-                        **self._env("MemoryRequested", result_id, cause=e),
+                        **self._env(ev.MemoryRequested, result_id, cause=e),
                         result_id=result_id,
                         problem=p.name,
                         op_type=d.op_type,
@@ -649,7 +673,7 @@ class CoordinatorCore:
         p.plans_drawn[cand.kernel_id] = drawn + n
         for j in range(n):
             req = ev.PlanRequested(
-                **self._env("PlanRequested", p.name, iteration, cand.kernel_id, j, cause=cause),
+                **self._env(ev.PlanRequested, p.name, iteration, cand.kernel_id, j, cause=cause),
                 problem=p.name,
                 iteration=iteration,
                 candidate_id=cand.kernel_id,
@@ -684,7 +708,7 @@ class CoordinatorCore:
         if cand is not None and not self.stopping:
             for k in range(self.cfg_at(e.iteration).search.samples_per_plan):
                 req = ev.ImplementationRequested(
-                    **self._env("ImplementationRequested", e.event_id, k, cause=e),
+                    **self._env(ev.ImplementationRequested, e.event_id, k, cause=e),
                     problem=p.name,
                     iteration=e.iteration,
                     candidate_id=e.candidate_id,
@@ -729,7 +753,7 @@ class CoordinatorCore:
                 positive=req.positive,
                 text=mark_estimated(e.text) if req.estimated else e.text,
             )
-            outs.append(ev.MemoryEntryAdded(**self._env("MemoryEntryAdded", entry_id, cause=e), entry=entry))
+            outs.append(ev.MemoryEntryAdded(**self._env(ev.MemoryEntryAdded, entry_id, cause=e), entry=entry))
         return outs + self._maybe_advance(p, e)
 
     def _on_llm_call_completed(self, e: ev.LLMCallCompleted, out: Step) -> list[ev.Event]:
@@ -754,7 +778,7 @@ class CoordinatorCore:
                         self._drop(q.popleft())
             outs: list[ev.Event] = [
                 ev.BudgetExceeded(
-                    **self._env("BudgetExceeded", cause=e), spent_usd=self.spent_usd, budget_usd=budget
+                    **self._env(ev.BudgetExceeded, cause=e), spent_usd=self.spent_usd, budget_usd=budget
                 )
             ]
             for p in self.problems.values():
@@ -774,7 +798,7 @@ class CoordinatorCore:
         if limit <= 0 or streak < limit or self.failed or self.finished:
             return None
         return ev.RunFailed(
-            **self._env("RunFailed", "llm", e.role, cause=e),
+            **self._env(ev.RunFailed, "llm", e.role, cause=e),
             reason=f"LLM calls failing ({e.role})",
             detail=f"the last {streak} calls of the {e.role} ({e.model}) failed with errors no "
             f"retry can fix; the last: {e.error[:1500]}",
@@ -833,7 +857,7 @@ class CoordinatorCore:
         p.best_id = best.kernel_id
         outs: list[ev.Event] = [
             ev.BeamSelected(
-                **self._env("BeamSelected", p.name, p.iteration, cause=cause),
+                **self._env(ev.BeamSelected, p.name, p.iteration, cause=cause),
                 problem=p.name,
                 iteration=p.iteration,
                 beam=[self._beam_member(k) for k in p.beam],
@@ -878,7 +902,9 @@ class CoordinatorCore:
         for pick in picks:
             slow, fast = self.kernels[pick.slow_id], self.kernels[pick.fast_id]
             req = ev.SummaryRequested(
-                **self._env("SummaryRequested", p.name, p.iteration, pick.slow_id, pick.fast_id, cause=cause),
+                **self._env(
+                    ev.SummaryRequested, p.name, p.iteration, pick.slow_id, pick.fast_id, cause=cause
+                ),
                 problem=p.name,
                 iteration=p.iteration,
                 slow_kernel_id=pick.slow_id,

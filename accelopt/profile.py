@@ -12,6 +12,9 @@ import msgspec
 # timing_mismatch: a timer inside the kernel's process disagreed with the trusted side's clock;
 # sandbox_error: the sandbox could not apply the isolation untrusted code requires (the machine's
 # fault, not the kernel's: see hardware_agents/README.md).
+# unchecked: nothing ran: this host's checker cannot run the problem in reasonable time (a
+# production shape the Triton interpreter would take hours on, with no smaller check workload);
+# the log says why and where to check it (a GPU). Neither correct nor the kernel's failure.
 ProfileStatus = Literal[
     "passed",
     "compile_error",
@@ -22,6 +25,7 @@ ProfileStatus = Literal[
     "sandbox_error",
     "no_triton_launch",
     "unmeasured",
+    "unchecked",
 ]
 PROFILE_STATUSES: tuple[ProfileStatus, ...] = get_args(ProfileStatus)  # in the order tables show them
 # the kernel's own failures: a fixer is asked to repair them (sandbox_error is the machine's)

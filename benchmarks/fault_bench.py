@@ -197,7 +197,7 @@ def main() -> int:
     import suites
     from accelopt.config import build_config
     from actors.runtime.deployment import init_ray
-    from actors.runtime.session import run_session
+    from actors.runtime.session import SessionOptions, run_session
     from events.logfile import read_events
     from events.server import start_cluster
     from hardware_agents.sim.suite import write_suite
@@ -241,10 +241,9 @@ def main() -> int:
             outcome = run_session(
                 cfg,
                 suites.load_suite(str(suite)),
-                nats_url=url,
-                on_event=faults.on_event,
-                timeout_s=args.timeout,
-                log_level="ERROR",
+                SessionOptions(
+                    nats_url=url, on_event=faults.on_event, timeout_s=args.timeout, log_level="ERROR"
+                ),
             )
             wall = time.time() - t0
             faults.join()

@@ -129,7 +129,7 @@ def main() -> int:
     ap.add_argument("--no-save", action="store_true")
     args = ap.parse_args()
 
-    from actors.runtime.session import run_session
+    from actors.runtime.session import SessionOptions, run_session
 
     prepared = prepare(say=lambda m: print(m, flush=True))
     with LocalLLMServer(prepared) as server, tempfile.TemporaryDirectory(prefix="llm-bench-") as tmp:
@@ -156,7 +156,7 @@ def main() -> int:
         )
         problems = load_problems(cfg)
         t0 = time.time()
-        outcome = run_session(cfg, problems, timeout_s=3600, log_level="ERROR")
+        outcome = run_session(cfg, problems, SessionOptions(timeout_s=3600, log_level="ERROR"))
         wall = time.time() - t0
         events = read_events(outcome.run_dir / "log.aolog")
     calls = call_figures(events)

@@ -355,7 +355,7 @@ def main() -> int:
     ap.add_argument("--no-save", action="store_true")
     args = ap.parse_args()
 
-    from actors.runtime.session import run_session
+    from actors.runtime.session import SessionOptions, run_session
 
     with tempfile.TemporaryDirectory(prefix="loop-bench-") as scratch:
         tmp = args.root or scratch
@@ -388,7 +388,9 @@ def main() -> int:
 
         load_start = os.getloadavg()
         session_start = time.time()
-        outcome = run_session(cfg, problems, on_event=on_event, timeout_s=args.timeout, log_level="ERROR")
+        outcome = run_session(
+            cfg, problems, SessionOptions(on_event=on_event, timeout_s=args.timeout, log_level="ERROR")
+        )
         session_end = time.time()
         log_path = outcome.run_dir / "log.aolog"
         events = read_events(log_path)

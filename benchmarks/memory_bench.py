@@ -36,7 +36,7 @@ from _common import median, percentile, save
 
 import accelopt  # noqa: F401  (offline defaults)
 from accelopt.records import MemoryEntry
-from memory_index import Embedder, MemoryIndex, embed_text, query_for
+from memory_index import Embedder, MemoryIndex, SearchQuery, embed_text, query_for
 
 TECHNIQUES = [
     (
@@ -159,11 +159,11 @@ def latencies(
     index: MemoryIndex, queries: np.ndarray, warmup: int = 10, **kw: Any
 ) -> tuple[list[float], list]:
     for q in queries[:warmup]:
-        index.search(q, **kw)
+        index.search(q, SearchQuery(**kw))
     times, results = [], []
     for q in queries:
         t = time.perf_counter()
-        r = index.search(q, **kw)
+        r = index.search(q, SearchQuery(**kw))
         times.append((time.perf_counter() - t) * 1000)
         results.append([e.entry_id for e in r])
     return times, results

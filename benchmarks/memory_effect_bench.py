@@ -124,10 +124,10 @@ def profiles_to_reach(curve: list[tuple[int, float | None]], bar: float) -> int 
 
 
 def run_condition(cfg, problems: list, *, timeout: float | None) -> list[ev.Event]:
-    from actors.runtime.session import run_session
+    from actors.runtime.session import SessionOptions, run_session
     from events.logfile import read_events
 
-    outcome = run_session(cfg, problems, timeout_s=timeout, log_level="ERROR")
+    outcome = run_session(cfg, problems, SessionOptions(timeout_s=timeout, log_level="ERROR"))
     if outcome.timed_out or outcome.view.completed is None:
         raise SystemExit(f"run {outcome.run_id} did not complete ({outcome.view.status})")
     return read_events(outcome.run_dir / "log.aolog")

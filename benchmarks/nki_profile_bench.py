@@ -11,13 +11,14 @@ profile --json` process, one after another, as a user runs them. Per problem: st
 wall time of the whole command (our clock around the process), the CPU time of its process
 tree (user + system, from the kernel's accounting of the process and its waited-for
 children: what the profile costs whatever else the machine runs), the profile's phase
-timings (`*_s` counters, measured by the agent on its own clock), the ESTIMATED latency and %
-of peak, and the load average before and after. `--repeat 2` runs the 14 again: run 1 starts
-with an empty reference store (the profiles' `--cache-dir`, a temporary one), run 2 finds
-what run 1 kept there (hardware_agents/neuron/refstore.py). Summary: median and max wall time, and the
-estimates against the trn1 latencies the paper published for the same 14 baselines
-(`PAPER_TRN1_MS`, a held-out check: the cost model is fitted to nothing): Spearman rank
-correlation and how many lie within 2x. Results: benchmarks/results/<out>.json.
+timings (the `phase_<name>_s` counters, measured by the agent on its own clock, kept by
+name), the ESTIMATED latency and % of peak, and the load average before and after.
+`--repeat 2` runs the 14 again: run 1 starts with an empty reference store (the profiles'
+`--cache-dir`, a temporary one), run 2 finds what run 1 kept there
+(hardware_agents/neuron/refstore.py). Summary: median and max wall time, and the estimates
+against the trn1 latencies the paper published for the same 14 baselines (`PAPER_TRN1_MS`, a
+held-out check: the cost model is fitted to nothing): Spearman rank correlation and how many
+lie within 2x. Results: benchmarks/results/<out>.json.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._common import median, save  # noqa: E402
+from hardware_agents.pipeline.phases import phases_of  # noqa: E402
 
 # The trn1 latencies (ms, median of the paper's timing loop) of NKIBench's 14 baseline kernels as
 # published with the paper: github.com/zhang677/AccelOpt, experiments/full_complete_local/
@@ -148,7 +150,7 @@ def profile_one(
         cases=[
             {"case": c["case"], "passed": c["passed"], "rel_l2": c.get("rel_l2")} for c in prof["correctness"]
         ],
-        phases_s={k: round(v, 2) for k, v in prof.get("counters", {}).items() if k.endswith("_s")},
+        phases_s={k: round(v, 2) for k, v in phases_of(prof.get("counters", {})).items()},
         estimated_ms=est.get("latency_ms"),
         estimated_pct_peak=est.get("pct_peak"),  # Profile.estimate.peak_fraction, as encoded
         t_peak_ms=est.get("t_peak_ms"),

@@ -133,7 +133,7 @@ def role_of(actor_name: str) -> str:
 def run_point(c: int, args: argparse.Namespace, nats_url: str, tmp: Path) -> dict:
     import suites
     from accelopt.config import build_config
-    from actors.runtime.session import run_session
+    from actors.runtime.session import SessionOptions, run_session
     from events.logfile import read_events
     from hardware_agents.sim.suite import write_suite
 
@@ -175,7 +175,9 @@ def run_point(c: int, args: argparse.Namespace, nats_url: str, tmp: Path) -> dic
     t0 = time.time()
     try:
         outcome = run_session(
-            cfg, problems, nats_url=nats_url, on_event=on_event, timeout_s=args.timeout, log_level="ERROR"
+            cfg,
+            problems,
+            SessionOptions(nats_url=nats_url, on_event=on_event, timeout_s=args.timeout, log_level="ERROR"),
         )
     finally:
         sampler.stop()

@@ -104,7 +104,7 @@ def time_part(code: str) -> float:
 RUN_CODE = """
 import accelopt, tempfile, time, pathlib, suites
 from accelopt.config import build_config
-from actors.runtime.session import run_session
+from actors.runtime.session import SessionOptions, run_session
 from hardware_agents.sim.suite import write_suite
 tmp = pathlib.Path(tempfile.mkdtemp())
 suite = write_suite(tmp, 1)
@@ -116,7 +116,7 @@ def on_event(e, _v):
     if e.type == "ProfileRequested" and not first:
         first.append(time.perf_counter())
 t = time.perf_counter()
-run_session(cfg, suites.load_suite(str(suite)), on_event=on_event, timeout_s=900, log_level="ERROR")
+run_session(cfg, suites.load_suite(str(suite)), SessionOptions(on_event=on_event, timeout_s=900, log_level="ERROR"))
 T0 = t
 print("PART_SECONDS", first[0] - t)
 import sys; sys.exit(0)
@@ -136,7 +136,7 @@ POOL_RUN_CODE = """
 import accelopt, time, suites
 from accelopt.config import build_config
 from actors.runtime.pool import attach_check
-from actors.runtime.session import run_session
+from actors.runtime.session import SessionOptions, run_session
 cfg = build_config(overrides=["root=ROOT", "memory.uri=MEMORY", "suite=SUITE", "device=sim",
     "search.iterations=0", "search.remeasure_rounds=0", "devices.sim.options.allow=true",
     "devices.sim.options.profile_s=0.01"])
@@ -146,8 +146,8 @@ first = []
 def on_event(e, _v):
     if e.type == "KernelProfiled" and not first:
         first.append(time.perf_counter())
-run_session(cfg, suites.load_suite("SUITE"), on_event=on_event, timeout_s=300, log_level="ERROR",
-            nats_url=pool.nats_url, start_workers=False, coordinator="local")
+run_session(cfg, suites.load_suite("SUITE"), SessionOptions(on_event=on_event, timeout_s=300, log_level="ERROR",
+            nats_url=pool.nats_url, start_workers=False, coordinator="local"))
 print("PART_SECONDS", first[0] - T0)
 import sys; sys.exit(0)
 """

@@ -1,21 +1,67 @@
 """The `accelopt` command line. Subcommands live in `cli/commands/`, one module (or package) each.
 
 Every module there exposes `register(subparsers)`, which adds its parser(s) and sets
-`func` (taking the parsed args, returning an exit code). Modules are found by name, so a
-new command needs no edit here.
+`func` (taking the parsed args, returning an exit code). `COMMANDS` lists them: a new
+command is its module and its line there (tests/test_layers.py checks that every module of
+`cli/commands/` is listed).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
-import pkgutil
 import sys
+from typing import Protocol
 
 import accelopt  # noqa: F401  (applies the offline environment defaults first)
 from accelopt.logging import configure_logging
-from cli import commands
+from cli.commands import (
+    ablate,
+    calibrate,
+    campaign,
+    dashboard,
+    demo,
+    local_llm,
+    memory,
+    profile,
+    remeasure,
+    replay,
+    report,
+    resume,
+    run,
+    runs,
+    suite,
+    up,
+    worker,
+)
+
+
+class Command(Protocol):
+    """A module of `cli/commands/`."""
+
+    def register(self, sub: argparse._SubParsersAction) -> None: ...
+
+
+# in the order `accelopt --help` lists them
+COMMANDS: tuple[Command, ...] = (
+    ablate,
+    calibrate,
+    campaign,
+    dashboard,
+    demo,
+    local_llm,
+    memory,
+    profile,
+    remeasure,
+    replay,
+    report,
+    resume,
+    run,
+    runs,
+    suite,
+    up,
+    worker,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,10 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING (default), ERROR")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for mod in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        if mod.name.startswith("_"):
-            continue
-        importlib.import_module(f"cli.commands.{mod.name}").register(sub)
+    for command in COMMANDS:
+        command.register(sub)
     return parser
 
 

@@ -15,21 +15,24 @@ from accelopt.catalog import EVENT_TYPES, EVENTS_BY_NAME, SCHEMA_VERSION, AnyEve
 from events.codec import EventDecodeError, decode, encode
 from events.subjects import role_filter, run_filter, subject_for
 
-_LAZY = {
-    "EventLog": "events.log",
-    "WorkQueue": "events.log",
-    "Delivery": "events.log",
-    "StreamSettings": "events.log",
-    "NatsServer": "events.server",
-    "read_events": "events.logfile",
-}
+_FROM_LOG = ("EventLog", "WorkQueue", "Delivery", "StreamSettings")
+_LAZY = (*_FROM_LOG, "NatsServer", "read_events")  # imported on first use
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
+    """The NATS client parts, imported on first use."""
+    if name in _FROM_LOG:
+        from events import log
 
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        return getattr(log, name)
+    if name == "NatsServer":
+        from events.server import NatsServer
+
+        return NatsServer
+    if name == "read_events":
+        from events.logfile import read_events
+
+        return read_events
     raise AttributeError(name)
 
 

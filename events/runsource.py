@@ -131,15 +131,20 @@ def open_log_endpoint(nats_url: str | None, root: str | Path) -> LogEndpoint:
 # --- one run ----------------------------------------------------------------------------------
 
 
+CAMPAIGNS_DIR = "campaigns"  # <root>/campaigns/<id>/log.aolog: a campaign's own log (docs/campaigns.md)
+
+
 def run_log_path(run: str, root: str | Path) -> Path | None:
-    """`run` as an exported log file, a run directory, or a run id under `root`."""
+    """`run` as an exported log file, a run directory, or a run (or campaign) id under `root`."""
     p = Path(run)
     if p.is_file():
         return p
     if p.is_dir() and (p / LOG_NAME).is_file():
         return p / LOG_NAME
-    candidate = Path(root) / run / LOG_NAME
-    return candidate if candidate.is_file() else None
+    for candidate in (Path(root) / run / LOG_NAME, Path(root) / CAMPAIGNS_DIR / run / LOG_NAME):
+        if candidate.is_file():
+            return candidate
+    return None
 
 
 async def _stream_each(

@@ -6,7 +6,8 @@ up to date; `rebuild_from_logs` rebuilds it). Public API:
 
 - `MemoryIndex.open(uri, *, embedder=None, table="memory", storage_options=None,
   read_consistency_s=0.0)`; `upsert`, `get`, `has_ids`, `wait_for_ids`, `search`, `list`,
-  `count`, `stats`, `create_vector_index`, `optimize`, `drop`.
+  `count`, `stats`, `create_vector_index`, `optimize`, `drop`; `search(query, SearchQuery(...))`
+  (how many, which entries, ranked how).
 - `export_jsonl(index, path, filters)`, `import_jsonl(index, path)`,
   `rebuild_from_logs(index, paths)`, `rebuild_from_nats(index, url)` (memory_index/transfer.py).
 - `Embedder(model=None, *, device="cpu")`: the bundled all-MiniLM-L6-v2 by default.
@@ -18,6 +19,7 @@ from memory_index.embedder import DEFAULT_MODEL, Embedder
 from memory_index.retrieval import (
     DEFAULT_TOP_M,
     Filters,
+    SearchQuery,
     collapse_near_duplicates,
     format_for_prompt,
     query_for,
@@ -47,6 +49,7 @@ __all__ = [
     "MemoryIndex",
     "MemoryIndexError",
     "MemoryStats",
+    "SearchQuery",
     "collapse_near_duplicates",
     "default_uri",
     "embed_text",

@@ -9,6 +9,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import msgspec
 import numpy as np
 
 from accelopt.catalog import RetrievedInsight
@@ -158,6 +159,53 @@ class Filters:
             runs = f"NOT ({sql_in('source_run', list(self.exclude_source_runs))})"
             parts.append(f"({runs} OR {sql_in('id', list(self.allow_ids))})" if self.allow_ids else runs)
         return " AND ".join(parts) if parts else None
+
+
+class SearchQuery(msgspec.Struct, kw_only=True, frozen=True):
+    """What a search asks for besides its text (or vector): how many insights, from which
+    entries, ranked how (`MemoryIndex.search`). None means any; a list means any of."""
+
+    top_m: int = DEFAULT_TOP_M
+    # the candidates (a prefilter: `Filters`)
+    device: str | Sequence[str] | None = None
+    language: str | Sequence[str] | None = None
+    op_type: str | Sequence[str] | None = None
+    min_speedup: float | None = None
+    exclude_problem: str | None = None
+    # entries of these runs are left out unless their id is in `allow_ids` (a run's lineage)
+    exclude_source_runs: Sequence[str] | None = None
+    allow_ids: Sequence[str] | None = None
+    # the ranking (`blended_rank`; both 0: similarity alone) and near-duplicates collapsed to
+    # the best-ranked (same normalized title, or embeddings with cosine > `duplicate_cosine`)
+    speedup_weight: float = 0.0
+    recency_weight: float = 0.0
+    collapse: bool = True
+    duplicate_cosine: float = DUPLICATE_COSINE
+    # the vector index's search (None: LanceDB's defaults)
+    nprobes: int | None = None
+    refine_factor: int | None = None
+
+    def filters(self) -> Filters:
+        return Filters(
+            device=self.device,
+            language=self.language,
+            op_type=self.op_type,
+            min_speedup=self.min_speedup,
+            exclude_problem=self.exclude_problem,
+            exclude_source_runs=self.exclude_source_runs,
+            allow_ids=self.allow_ids,
+        )
+
+    @property
+    def blended(self) -> bool:
+        """Ranked by more than similarity."""
+        return self.speedup_weight != 0.0 or self.recency_weight != 0.0
+
+    @property
+    def fetch(self) -> int:
+        """How many nearest candidates to fetch: more than `top_m` where collapsing or
+        re-ranking may pass over some, so `top_m` distinct insights come back when they exist."""
+        return self.top_m * 3 + 8 if self.collapse or self.blended else self.top_m
 
 
 def normalize_title(title: str) -> str:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import functools
 import math
 import os
 import random
@@ -32,8 +31,8 @@ from accelopt.records import MemoryEntry
 from memory_index.embedder import Embedder, canonical_model_name
 from memory_index.retrieval import (
     DEFAULT_TOP_M,
-    DUPLICATE_COSINE,
     Filters,
+    SearchQuery,
     blended_rank,
     collapse_near_duplicates,
     device_family,
@@ -398,110 +397,83 @@ class MemoryIndex:
     # --- retrieval --------------------------------------------------------------------------
 
     def search(
-        self,
-        query: str | np.ndarray | Sequence[float],
-        *,
-        top_m: int = DEFAULT_TOP_M,
-        device: str | Sequence[str] | None = None,
-        language: str | Sequence[str] | None = None,
-        op_type: str | Sequence[str] | None = None,
-        min_speedup: float | None = None,
-        exclude_problem: str | None = None,
-        collapse: bool = True,
-        duplicate_cosine: float = DUPLICATE_COSINE,
-        nprobes: int | None = None,
-        refine_factor: int | None = None,
-        exclude_source_runs: Sequence[str] | None = None,
-        allow_ids: Sequence[str] | None = None,
-        speedup_weight: float = 0.0,
-        recency_weight: float = 0.0,
+        self, query: str | np.ndarray | Sequence[float], q: SearchQuery | None = None
     ) -> builtins.list[RetrievedInsight]:  # `list` in this class is the method
-        """The `top_m` best entries for `query` (text, or a unit vector).
+        """The `q.top_m` best entries for `query` (text, or a unit vector), as `q` asks.
 
-        Filters restrict the candidates before ranking (prefilter); `exclude_source_runs`
-        leaves out those runs' entries except `allow_ids`. No-op insights are never
-        returned. The nearest candidates by cosine similarity are ranked by `blended_rank`
-        (with both weights 0: similarity alone). With `collapse`, near-duplicates (same
-        normalized title, or embeddings with cosine > `duplicate_cosine`) are reduced to the
-        best-ranked one, and more candidates are fetched so `top_m` distinct insights come
-        back when they exist. `score` is the cosine similarity to the query; `diff` the
-        slow -> fast change (`kernel_diff`).
+        `q`'s filters restrict the candidates before ranking (prefilter); no-op insights are
+        never returned. The nearest candidates by cosine similarity are ranked by
+        `blended_rank` (with both weights 0: similarity alone), then near-duplicates are
+        collapsed where `q.collapse` (see `SearchQuery`). `score` is the cosine similarity to
+        the query; `diff` the slow -> fast change (`kernel_diff`).
         """
-        if top_m <= 0:
+        q = q or SearchQuery()
+        if q.top_m <= 0:
             return []
         tbl = self._open_table()
         if tbl is None:
             return []
-        vec = (
-            self.embedder.encode([query])[0]
-            if isinstance(query, str)
-            else np.asarray(query, dtype=np.float32)
-        )
-        filters = Filters(
-            device=device,
-            language=language,
-            op_type=op_type,
-            min_speedup=min_speedup,
-            exclude_problem=exclude_problem,
-            exclude_source_runs=exclude_source_runs,
-            allow_ids=allow_ids,
-        )
-        blended = speedup_weight != 0.0 or recency_weight != 0.0
-        fetch = top_m * 3 + 8 if collapse or blended else top_m
-        q = (
-            tbl.search(vec, vector_column_name=VECTOR_COLUMN)
-            .distance_type("cosine")
-            .select(_RETRIEVE_COLUMNS)
-            .limit(fetch)
-        )
-        where = filters.where()
-        if where:
-            q = q.where(where, prefilter=True)
-        if nprobes is not None:
-            q = q.nprobes(nprobes)
-        if refine_factor is not None:
-            q = q.refine_factor(refine_factor)
-        res = q.to_arrow()
+        res = self._nearest(tbl, self._vector(query), q)
         if res.num_rows == 0:
             return []
         cols = {name: res.column(name).to_pylist() for name in _RETRIEVE_COLUMNS if name != VECTOR_COLUMN}
-        dist = res.column("_distance").to_pylist()
-        n = res.num_rows
-        sims = [1.0 - float(d) for d in dist]
-        order = (
-            blended_rank(
-                sims,
-                [float(x) for x in cols["speedup"]],
-                [float(x) for x in cols["created_at"]],
-                speedup_weight=speedup_weight,
-                recency_weight=recency_weight,
-            )
-            if blended
-            else list(range(n))
+        sims = [1.0 - float(d) for d in res.column("_distance").to_pylist()]
+        keep = self._keep(res, cols, self._rank(cols, sims, q), q)
+        return [_insight(cols, i, sims[i]) for i in keep]
+
+    def _vector(self, query: str | np.ndarray | Sequence[float]) -> np.ndarray:
+        """The query as a vector: a text embedded with this memory's model."""
+        if isinstance(query, str):
+            return self.embedder.encode([query])[0]
+        return np.asarray(query, dtype=np.float32)
+
+    @staticmethod
+    def _nearest(tbl: Any, vec: np.ndarray, q: SearchQuery) -> pa.Table:
+        """The `q.fetch` nearest entries that pass `q`'s filters, with their distances."""
+        search = (
+            tbl.search(vec, vector_column_name=VECTOR_COLUMN)
+            .distance_type("cosine")
+            .select(_RETRIEVE_COLUMNS)
+            .limit(q.fetch)
         )
-        if collapse:
-            flat = res.column(VECTOR_COLUMN).combine_chunks().values.to_numpy(zero_copy_only=False)
-            vecs = flat.reshape(n, -1)[order]
-            kept = collapse_near_duplicates(
-                [cols["title"][i] for i in order], vecs, threshold=duplicate_cosine, limit=top_m
-            )
-            keep = [order[k] for k in kept]
-        else:
-            keep = order[:top_m]
-        return [
-            RetrievedInsight(
-                entry_id=cols["id"][i],
-                problem=cols["problem"][i],
-                device=cols["device"][i],
-                language=cols["language"][i],
-                speedup=float(cols["speedup"][i]),
-                title=cols["title"][i],
-                text=cols["text"][i],
-                score=round(sims[i], 6),
-                diff=kernel_diff(cols["slow_kernel"][i] or "", cols["fast_kernel"][i] or ""),
-            )
-            for i in keep
-        ]
+        where = q.filters().where()
+        if where:
+            search = search.where(where, prefilter=True)
+        if q.nprobes is not None:
+            search = search.nprobes(q.nprobes)
+        if q.refine_factor is not None:
+            search = search.refine_factor(q.refine_factor)
+        return search.to_arrow()
+
+    @staticmethod
+    def _rank(
+        cols: dict[str, builtins.list[Any]], sims: builtins.list[float], q: SearchQuery
+    ) -> builtins.list[int]:
+        """The candidates' order: by similarity, or by `blended_rank` where `q` blends."""
+        if not q.blended:
+            return builtins.list(range(len(sims)))
+        return blended_rank(
+            sims,
+            [float(x) for x in cols["speedup"]],
+            [float(x) for x in cols["created_at"]],
+            speedup_weight=q.speedup_weight,
+            recency_weight=q.recency_weight,
+        )
+
+    @staticmethod
+    def _keep(
+        res: pa.Table, cols: dict[str, builtins.list[Any]], order: builtins.list[int], q: SearchQuery
+    ) -> builtins.list[int]:
+        """The first `q.top_m` of `order`, near-duplicates collapsed to the best-ranked one
+        where `q.collapse`."""
+        if not q.collapse:
+            return order[: q.top_m]
+        flat = res.column(VECTOR_COLUMN).combine_chunks().values.to_numpy(zero_copy_only=False)
+        vecs = flat.reshape(res.num_rows, -1)[order]
+        kept = collapse_near_duplicates(
+            [cols["title"][i] for i in order], vecs, threshold=q.duplicate_cosine, limit=q.top_m
+        )
+        return [order[k] for k in kept]
 
     def retrieve(
         self,
@@ -523,31 +495,31 @@ class MemoryIndex:
         other devices or languages. Each part ranked as `search` ranks."""
         if top_m <= 0:
             return []
-        vec = (
-            self.embedder.encode([query])[0]
-            if isinstance(query, str)
-            else np.asarray(query, dtype=np.float32)
-        )
+        vec = self._vector(query)
         cross = (
             0 if same_device_only or cross_device_share <= 0 else max(1, round(top_m * cross_device_share))
         )
         cross = min(cross, top_m)
-        search = functools.partial(
-            self.search,
-            vec,
+        base = SearchQuery(
             exclude_source_runs=exclude_source_runs,
             allow_ids=allow_ids,
             speedup_weight=speedup_weight,
             recency_weight=recency_weight,
         )
-        family = [device] if same_device_only else list(device_family(device))
-        own = search(top_m=top_m - cross, device=family, language=language) if top_m > cross else []
+        family = [device] if same_device_only else builtins.list(device_family(device))
+        own = (
+            self.search(
+                vec, msgspec.structs.replace(base, top_m=top_m - cross, device=family, language=language)
+            )
+            if top_m > cross
+            else []
+        )
         if not cross:
             return own
         seen = {e.entry_id for e in own}
         others = [
             e
-            for e in search(top_m=top_m + cross)
+            for e in self.search(vec, msgspec.structs.replace(base, top_m=top_m + cross))
             if e.entry_id not in seen and not (e.language == language and e.device in family)
         ]
         return own + others[:cross]
@@ -667,6 +639,21 @@ class MemoryIndex:
         if cleanup_older_than_s is not None:
             kwargs["cleanup_older_than"] = timedelta(seconds=cleanup_older_than_s)
         tbl.optimize(**kwargs)
+
+
+def _insight(cols: dict[str, list[Any]], i: int, sim: float) -> RetrievedInsight:
+    """Row `i` of a search's columns as the insight a planner receives."""
+    return RetrievedInsight(
+        entry_id=cols["id"][i],
+        problem=cols["problem"][i],
+        device=cols["device"][i],
+        language=cols["language"][i],
+        speedup=float(cols["speedup"][i]),
+        title=cols["title"][i],
+        text=cols["text"][i],
+        score=round(sim, 6),
+        diff=kernel_diff(cols["slow_kernel"][i] or "", cols["fast_kernel"][i] or ""),
+    )
 
 
 def _vector_index_config(index_type: str, dim: int, num_partitions: int, num_sub_vectors: int | None) -> Any:

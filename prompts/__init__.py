@@ -38,12 +38,13 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from accelopt.catalog import LLM_ROLES
 from accelopt.problem import Problem
 from accelopt.records import ChatMessage
 from hardware_agents.languages import KernelLanguage, UnknownLanguageError, get_language, language_names
 from prompts.format import fence, format_problem, format_profile, format_speedup
 
-ROLES = ("planner", "executor", "fixer", "summarizer")
+ROLES: tuple[str, ...] = LLM_ROLES  # a template per LLM role (the roles: `accelopt.catalog.LLM_ROLE_TABLE`)
 LANGUAGES = tuple(
     n for n in language_names() if get_language(n).prompt_dir is None
 )  # templates in this package

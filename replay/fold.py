@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import ClassVar, NamedTuple
 
 from accelopt import catalog as ev
 from accelopt.config import ConfigError, RunConfig, recorded_config
@@ -150,7 +150,8 @@ class ProblemResult:
         return self.remeasured_speedup if self.remeasured_speedup is not None else self.speedup
 
 
-_REQUESTS = tuple(ev.ROLE_OF_REQUEST)
+# the requests the roles and profilers answer: the view keeps which problem each is about
+_REQUESTS: tuple[type[ev.Event], ...] = (*ev.ROLE_OF_REQUEST, ev.ProfileRequested)
 
 
 class RunView:
@@ -162,6 +163,12 @@ class RunView:
     plans, the cost series, answered requests, failures, insights and retrievals are not
     kept, and memory entries only by id, so its size follows the current iterations, not the
     run's length. Reports, replay and the dashboard fold the full view."""
+
+    # the types of a run's log that add nothing to the view (iterations start in the beam the
+    # view already holds; retrievals are read from their answers; the curator's receipts)
+    IGNORED: ClassVar[frozenset[type[ev.Event]]] = frozenset(
+        {ev.IterationStarted, ev.MemoryRequested, ev.MemoryIndexed}
+    )
 
     def __init__(self, run_id: str | None = None, *, compact: bool = False) -> None:
         self.run_id = run_id
@@ -193,12 +200,27 @@ class RunView:
         self._calls = 0
         self._insight_iteration: dict[str, int] = {}
         self._settings: RunConfig | None = None
-        # each handler takes exactly its key's event type (a mapping the type system cannot spell);
-        # the requests the roles and profilers answer share one
-        self._dispatch: dict[type[ev.Event], Callable[[Any], None]] = ev.handlers(self)
-        requests: tuple[type[ev.Event], ...] = (*_REQUESTS, ev.ProfileRequested)
-        for t in requests:
-            self._dispatch[t] = self._on_request
+        # what each event type of a run's log adds to the view (`ev.on` holds each handler to
+        # its type); the requests the roles and profilers answer share one, and the types in
+        # IGNORED add nothing
+        self._dispatch: dict[type[ev.Event], Callable[..., None]] = ev.dispatch_table(
+            ev.on(ev.RunStarted, self._on_run_started),
+            ev.on(ev.RunCompleted, self._on_run_completed),
+            ev.on(ev.RunFailed, self._on_run_failed),
+            ev.on(ev.BudgetExceeded, self._on_budget_exceeded),
+            *(ev.on(t, self._on_request) for t in _REQUESTS),
+            ev.on(ev.KernelProposed, self._on_kernel_proposed),
+            ev.on(ev.KernelProfiled, self._on_kernel_profiled),
+            ev.on(ev.BeamSelected, self._on_beam_selected),
+            ev.on(ev.IterationCompleted, self._on_iteration_completed),
+            ev.on(ev.LLMCallCompleted, self._on_llm_call_completed),
+            ev.on(ev.ProposalFailed, self._on_proposal_failed),
+            ev.on(ev.PlanProposed, self._on_plan_proposed),
+            ev.on(ev.InsightSummarized, self._on_insight_summarized),
+            ev.on(ev.MemoryEntryAdded, self._on_memory_entry_added),
+            ev.on(ev.ProblemRemeasured, self._on_problem_remeasured),
+            ev.on(ev.MemoryRetrieved, self._on_memory_retrieved),
+        )
 
     @classmethod
     def from_events(cls, events: Iterable[ev.Event], *, until_iteration: int | None = None) -> RunView:

@@ -14,26 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from accelopt import catalog as ev
-from events.codec import decode
-from events.logfile import LogReader
 from events.runsource import LOG_DAMAGE, LOG_NAME, file_events, load_events, run_log_path, running_server_url
 from replay.fold import RunView
 from replay.runstate import DriverState, driver_state, locked_run_dirs, read_lock, resume_command
 from replay.summary import RunSummary, summarize
 
 STALLED_AFTER_S = 15 * 60  # a run with no terminal event and no news for this long is shown as stalled
-
-
-def iter_file_events(path: str | Path) -> Iterator[ev.Event]:
-    """The events of an exported log, decoded one at a time (damage raises, see LogReader)."""
-    reader = LogReader(path)
-    for i, (subject, data) in enumerate(reader.records()):
-        yield decode(data, subject, i + 1)
 
 
 def fold_file(

@@ -55,12 +55,6 @@ SYSTEM = (
 PRICE_IN, PRICE_OUT = 2.5e-6, 10e-6  # USD per token
 # simulated seconds an event's work advances the clock (agents and profilers work in parallel)
 ADVANCE = {ev.LLMCallCompleted: 0.4, ev.KernelProfiled: 0.25, ev.MemoryRetrieved: 0.05}
-ROLE_OF: dict[type[ev.Event], ev.Role] = {
-    ev.PlanRequested: "planner",
-    ev.ImplementationRequested: "executor",
-    ev.FixRequested: "fixer",
-    ev.SummaryRequested: "summarizer",
-}
 
 
 def _target(name: str) -> ev.ProblemTarget:
@@ -89,6 +83,9 @@ def _knobs(src: str) -> tuple[int, int]:
 
 
 class SyntheticWorld:
+    """Answers the coordinator's requests and effects as agents and profilers would (see the
+    module docstring); `answer` dispatches on the request's type (`_answers`)."""
+
     def __init__(self, run_id: str, seed: int, fail_rate: float, t0: float) -> None:
         self.run_id = run_id
         self.rng = random.Random(seed)
@@ -96,18 +93,27 @@ class SyntheticWorld:
         self.now = t0
         self.entries: list[ev.RetrievedInsight] = []
         self.optimum: dict[str, tuple[int, int]] = {}  # problem -> (tile, unroll) with the best latency
+        self._answers: dict[type[ev.Event], Callable[..., list[ev.Event]]] = ev.dispatch_table(
+            ev.on(ev.MemoryRequested, self._retrieve),
+            ev.on(ev.PlanRequested, self._plan),
+            ev.on(ev.ImplementationRequested, self._implement),
+            ev.on(ev.FixRequested, self._fix),
+            ev.on(ev.ProfileRequested, self._profile),
+            ev.on(ev.SummaryRequested, self._summarize),
+            ev.on(ev.MemoryEntryAdded, self._learn),
+        )
 
-    def env(self, kind: str, *key: object) -> dict:
+    def env(self, kind: type[ev.Event], *key: object) -> ev.Envelope:
         # ts is stamped when the event enters the log (see `synthetic_run`)
-        return {"event_id": ev.derive_event_id(self.run_id, kind, *key), "run_id": self.run_id, "ts": 0.0}
+        return ev.envelope(kind, self.run_id, *key, ts=0.0)
 
     def llm(self, req: ev.Event, prompt: str, response: str) -> ev.LLMCallCompleted:
-        role = ROLE_OF[type(req)]
+        role = ev.ROLE_OF_REQUEST[type(req)]
         p_tok = 400 + len(prompt) // 4 + self.rng.randint(0, 200)
         c_tok = 60 + len(response) // 4 + self.rng.randint(0, 40)
         latency = 1.0 + self.rng.random() * (6.0 if role == "executor" else 3.0)
         return ev.LLMCallCompleted(
-            **self.env("LLMCallCompleted", req.event_id),
+            **self.env(ev.LLMCallCompleted, req.event_id),
             role=role,
             request_id=req.event_id,
             model="openai/gpt-4o-mini",
@@ -132,161 +138,172 @@ class SyntheticWorld:
         return 1.0 * (1.0 + 0.35 * dist) * (1.0 + 0.02 * self.rng.random())
 
     def answer(self, e: ev.Event) -> list[ev.Event]:
+        """What the world says to `e` (nothing to a type it does not answer)."""
+        handler = self._answers.get(type(e))
+        return handler(e) if handler is not None else []
+
+    # --- the answers, one per request type --------------------------------------------------
+
+    def _retrieve(self, e: ev.MemoryRequested) -> list[ev.Event]:
+        picked = self.rng.sample(self.entries, min(len(self.entries), 8))
+        return [
+            ev.MemoryRetrieved(
+                **ev.envelope(ev.MemoryRetrieved, self.run_id, ts=0.0, event_id=e.result_id),
+                problem=e.problem,
+                iteration=e.iteration,
+                candidate_id=e.candidate_id,
+                query=e.candidate_source[:400],
+                entries=picked,
+            )
+        ]
+
+    def _plan(self, e: ev.PlanRequested) -> list[ev.Event]:
         rng = self.rng
-        if isinstance(e, ev.MemoryRequested):
-            picked = rng.sample(self.entries, min(len(self.entries), 8))
+        tile, unroll = _knobs(e.candidate_source)
+        up = rng.random() < 0.7
+        if rng.random() < 0.6:
+            what, old, new = "TILE", tile, tile * 2 if up else max(1, tile // 2)
+        else:
+            what, old, new = "UNROLL", unroll, unroll * 2 if up else max(1, unroll // 2)
+        step = f"{what} {old} -> {new}"
+        plan = (
+            f"**Retune {what}**\nChange `{what}` and leave everything else unchanged; the profile shows "
+            f"the kernel is memory bound.\nCHANGE: {step}"
+        )
+        call = self.llm(e, e.candidate_source, plan)
+        if rng.random() < 0.02:
             return [
-                ev.MemoryRetrieved(
-                    event_id=e.result_id,
-                    run_id=self.run_id,
-                    ts=0.0,
+                call,
+                ev.ProposalFailed(
+                    **self.env(ev.ProposalFailed, e.event_id),
+                    stage="plan",
+                    request_id=e.event_id,
                     problem=e.problem,
                     iteration=e.iteration,
-                    candidate_id=e.candidate_id,
-                    query=e.candidate_source[:400],
-                    entries=picked,
-                )
+                    reason="no plan in the response",
+                    llm_call_id=call.event_id,
+                ),
             ]
-        if isinstance(e, ev.PlanRequested):
-            tile, unroll = _knobs(e.candidate_source)
-            up = rng.random() < 0.7
-            if rng.random() < 0.6:
-                what, old, new = "TILE", tile, tile * 2 if up else max(1, tile // 2)
-            else:
-                what, old, new = "UNROLL", unroll, unroll * 2 if up else max(1, unroll // 2)
-            step = f"{what} {old} -> {new}"
-            plan = (
-                f"**Retune {what}**\nChange `{what}` and leave everything else unchanged; the profile shows "
-                f"the kernel is memory bound.\nCHANGE: {step}"
+        return [
+            call,
+            ev.PlanProposed(
+                **self.env(ev.PlanProposed, e.event_id),
+                problem=e.problem,
+                iteration=e.iteration,
+                candidate_id=e.candidate_id,
+                request_id=e.event_id,
+                plan=plan,
+                llm_call_id=call.event_id,
+            ),
+        ]
+
+    def _implement(self, e: ev.ImplementationRequested) -> list[ev.Event]:
+        what, change = e.plan.rsplit("CHANGE: ", 1)[1].split(" ", 1)
+        value = int(change.split("-> ")[1])
+        src = re.sub(rf"#define {what} \d+", f"#define {what} {value}", e.candidate_source)
+        if self.rng.random() < self.fail_rate:
+            src = src.replace("size_t i1", "size_t i1 = ;", 1)  # does not compile
+        call = self.llm(e, e.plan + e.candidate_source, src)
+        return [
+            call,
+            ev.KernelProposed(
+                **self.env(ev.KernelProposed, e.event_id),
+                kernel_id=ev.derive_event_id(self.run_id, "Kernel", e.event_id),
+                problem=e.problem,
+                iteration=e.iteration,
+                parent_id=e.candidate_id,
+                plan_id=e.plan_id,
+                request_id=e.event_id,
+                language="c",
+                source=src,
+                llm_call_id=call.event_id,
+            ),
+        ]
+
+    def _fix(self, e: ev.FixRequested) -> list[ev.Event]:
+        src = e.source if self.rng.random() < 0.3 else e.source.replace("size_t i1 = ;", "size_t i1", 1)
+        call = self.llm(e, e.error_log + e.source, src)
+        return [
+            call,
+            ev.KernelProposed(
+                **self.env(ev.KernelProposed, e.event_id),
+                kernel_id=ev.derive_event_id(self.run_id, "Kernel", e.event_id),
+                problem=e.problem,
+                iteration=e.iteration,
+                parent_id=None,
+                plan_id=None,
+                request_id=e.event_id,
+                language="c",
+                source=src,
+                fix_of=e.kernel_id,
+                fix_round=e.fix_round,
+                llm_call_id=call.event_id,
+            ),
+        ]
+
+    def _profile(self, e: ev.ProfileRequested) -> list[ev.Event]:
+        return [
+            ev.KernelProfiled(
+                **self.env(ev.KernelProfiled, e.event_id),
+                kernel_id=e.kernel_id,
+                problem=e.problem,
+                device="cpu",
+                request_id=e.event_id,
+                profile=self._measure(e),
             )
-            call = self.llm(e, e.candidate_source, plan)
-            if rng.random() < 0.02:
-                return [
-                    call,
-                    ev.ProposalFailed(
-                        **self.env("ProposalFailed", e.event_id),
-                        stage="plan",
-                        request_id=e.event_id,
-                        problem=e.problem,
-                        iteration=e.iteration,
-                        reason="no plan in the response",
-                        llm_call_id=call.event_id,
-                    ),
-                ]
-            return [
-                call,
-                ev.PlanProposed(
-                    **self.env("PlanProposed", e.event_id),
-                    problem=e.problem,
-                    iteration=e.iteration,
-                    candidate_id=e.candidate_id,
-                    request_id=e.event_id,
-                    plan=plan,
-                    llm_call_id=call.event_id,
-                ),
-            ]
-        if isinstance(e, ev.ImplementationRequested):
-            what, change = e.plan.rsplit("CHANGE: ", 1)[1].split(" ", 1)
-            value = int(change.split("-> ")[1])
-            src = re.sub(rf"#define {what} \d+", f"#define {what} {value}", e.candidate_source)
-            if rng.random() < self.fail_rate:
-                src = src.replace("size_t i1", "size_t i1 = ;", 1)  # does not compile
-            call = self.llm(e, e.plan + e.candidate_source, src)
-            return [
-                call,
-                ev.KernelProposed(
-                    **self.env("KernelProposed", e.event_id),
-                    kernel_id=ev.derive_event_id(self.run_id, "Kernel", e.event_id),
-                    problem=e.problem,
-                    iteration=e.iteration,
-                    parent_id=e.candidate_id,
-                    plan_id=e.plan_id,
-                    request_id=e.event_id,
-                    language="c",
-                    source=src,
-                    llm_call_id=call.event_id,
-                ),
-            ]
-        if isinstance(e, ev.FixRequested):
-            src = e.source if rng.random() < 0.3 else e.source.replace("size_t i1 = ;", "size_t i1", 1)
-            call = self.llm(e, e.error_log + e.source, src)
-            return [
-                call,
-                ev.KernelProposed(
-                    **self.env("KernelProposed", e.event_id),
-                    kernel_id=ev.derive_event_id(self.run_id, "Kernel", e.event_id),
-                    problem=e.problem,
-                    iteration=e.iteration,
-                    parent_id=None,
-                    plan_id=None,
-                    request_id=e.event_id,
-                    language="c",
-                    source=src,
-                    fix_of=e.kernel_id,
-                    fix_round=e.fix_round,
-                    llm_call_id=call.event_id,
-                ),
-            ]
-        if isinstance(e, ev.ProfileRequested):
-            if "i1 = ;" in e.source:
-                prof = Profile(
-                    status="compile_error",
-                    device="cpu",
-                    log="kernel.c:10:25: error: expected expression before ';' token",
-                )
-            else:
-                lat = self.latency(e.problem, e.source)
-                prof = Profile(
-                    status="passed",
-                    device="cpu",
-                    t_peak_ms=0.12,
-                    peak_fraction=0.12 / lat,
-                    bound="memory",
-                    latency=LatencyStats(
-                        samples_ms=[lat] * 5, median_ms=lat, min_ms=lat, max_ms=lat, spread=0.0
-                    ),
-                    counters={"achieved_gbs": 8.4 / lat},
-                )
-            return [
-                ev.KernelProfiled(
-                    **self.env("KernelProfiled", e.event_id),
-                    kernel_id=e.kernel_id,
-                    problem=e.problem,
-                    device="cpu",
-                    request_id=e.event_id,
-                    profile=prof,
-                )
-            ]
-        if isinstance(e, ev.SummaryRequested):
-            title = f"**{'Retune' if e.positive else 'Undo'} the tile size**"
-            text = "Larger tiles amortise the loop overhead; past the cache size they stop helping."
-            call = self.llm(e, e.slow_source + e.fast_source, title + "\n" + text)
-            return [
-                call,
-                ev.InsightSummarized(
-                    **self.env("InsightSummarized", e.event_id),
-                    problem=e.problem,
-                    iteration=e.iteration,
-                    request_id=e.event_id,
-                    title=title,
-                    text=text,
-                    llm_call_id=call.event_id,
-                ),
-            ]
-        if isinstance(e, ev.MemoryEntryAdded):
-            m: MemoryEntry = e.entry
-            self.entries.append(
-                ev.RetrievedInsight(
-                    entry_id=m.id,
-                    problem=m.problem,
-                    device=m.device,
-                    language=m.language,
-                    speedup=m.speedup,
-                    title=m.title,
-                    text=m.text,
-                    score=0.5 + 0.5 * self.rng.random(),
-                )
+        ]
+
+    def _measure(self, e: ev.ProfileRequested) -> Profile:
+        """A broken kernel does not compile; the others run at the latency their knobs give."""
+        if "i1 = ;" in e.source:
+            return Profile(
+                status="compile_error",
+                device="cpu",
+                log="kernel.c:10:25: error: expected expression before ';' token",
             )
+        lat = self.latency(e.problem, e.source)
+        return Profile(
+            status="passed",
+            device="cpu",
+            t_peak_ms=0.12,
+            peak_fraction=0.12 / lat,
+            bound="memory",
+            latency=LatencyStats(samples_ms=[lat] * 5, median_ms=lat, min_ms=lat, max_ms=lat, spread=0.0),
+            counters={"achieved_gbs": 8.4 / lat},
+        )
+
+    def _summarize(self, e: ev.SummaryRequested) -> list[ev.Event]:
+        title = f"**{'Retune' if e.positive else 'Undo'} the tile size**"
+        text = "Larger tiles amortise the loop overhead; past the cache size they stop helping."
+        call = self.llm(e, e.slow_source + e.fast_source, title + "\n" + text)
+        return [
+            call,
+            ev.InsightSummarized(
+                **self.env(ev.InsightSummarized, e.event_id),
+                problem=e.problem,
+                iteration=e.iteration,
+                request_id=e.event_id,
+                title=title,
+                text=text,
+                llm_call_id=call.event_id,
+            ),
+        ]
+
+    def _learn(self, e: ev.MemoryEntryAdded) -> list[ev.Event]:
+        """Later retrievals may return what the run learnt (no answer on the log)."""
+        m: MemoryEntry = e.entry
+        self.entries.append(
+            ev.RetrievedInsight(
+                entry_id=m.id,
+                problem=m.problem,
+                device=m.device,
+                language=m.language,
+                speedup=m.speedup,
+                title=m.title,
+                text=m.text,
+                score=0.5 + 0.5 * self.rng.random(),
+            )
+        )
         return []
 
 
@@ -308,7 +325,7 @@ def synthetic_run(
     world = SyntheticWorld(run_id, seed, fail_rate, t0)
     core = CoordinatorCore(run_id, clock=lambda: world.now)
     start = ev.RunStarted(
-        **{**world.env("RunStarted"), "ts": t0},
+        **ev.envelope(ev.RunStarted, run_id, ts=t0),
         config=cfg.to_dict(),
         seed=seed,
         targets=[_target(f"op{i:02d}") for i in range(problems)],

@@ -1,16 +1,16 @@
 """Every GPU check of the Triton agent in one run, for a GPU host with a stock CUDA image.
 
-    python3 scripts/gpu_check.py [--wheels DIR] [--fib FOLDER] [--budget-s 450] [--out FILE]
+    python3 scripts/gpu_check.py [--wheels DIR] [--fib FOLDER] [--budget-s 400] [--out FILE]
 
 Needs only what such an image has (torch, triton, numpy, pytest) plus msgspec, installed
 from `--wheels DIR` into this Python when it is missing (`--prepare-wheels DIR` downloads
 them on a host with a package registry; no Ray, NATS or LanceDB is needed). In one run:
 
 1. the `gpu`-marked tests (`pytest -m gpu tests/hardware_agents/triton`), a third of the budget;
-2. every triton-suite baseline, profiled by the agent;
+2. every triton-suite baseline, profiled by the agent `--repeat` (3) times;
 3. a FlashInfer-Bench folder named by `--fib` (e.g. the AccelOpt paper's published H100
    problems), imported as a suite (index inputs synthesized where their blobs are
-   missing) and every solution of it profiled; where the folder has `paper_latencies.json`
+   missing) and every solution of it profiled `--repeat` times; where it has `paper_latencies.json`
    the baseline -> best speedups are compared with the paper's;
 4. the same kernels timed with `triton.testing.do_bench` in a plain process (no sandbox),
    as an independent witness of the agent's medians;
@@ -121,15 +121,22 @@ class Budget:
 # --- rows ------------------------------------------------------------------------------------
 
 
-def profile_row(kind: str, name: str, prof: Any, **extra: Any) -> dict[str, Any]:
+def profile_row(kind: str, name: str, profs: list[Any], **extra: Any) -> dict[str, Any]:
+    """One row for a kernel profiled len(profs) times: the first profile's figures, every
+    profile's status, wall time and phases, and the median of the medians."""
+    prof = profs[0]
     c = prof.counters
     n_calls = c.get("timing_calls", 0.0) / max(c.get("trials", 1.0), 1.0)
+    medians = [p.latency.median_ms for p in profs if p.latency]
     row: dict[str, Any] = {
         "kind": kind,
         "name": name,
-        "status": prof.status,
+        "status": next((p.status for p in profs if p.status != "passed"), prof.status),
+        "statuses": [p.status for p in profs],
         "wall_s": round(prof.wall_s, 2),
-        "median_ms": prof.latency.median_ms if prof.latency else None,
+        "walls_s": [round(p.wall_s, 2) for p in profs],
+        "median_ms": statistics.median(medians) if medians else None,
+        "medians_ms": medians,
         "pct_peak": prof.peak_fraction,
         "untimed_per_call_us": c.get("timing_untimed_per_call_s", 0.0) * 1e6 or None,
         "overhead_per_call_us": c.get("timing_overhead_per_call_s", 0.0) * 1e6 or None,
@@ -138,25 +145,30 @@ def profile_row(kind: str, name: str, prof: Any, **extra: Any) -> dict[str, Any]
         else None,
         "checked_calls": c.get("timing_checked_calls"),
         "calls": c.get("timing_calls"),
-        "log": prof.log.splitlines()[0][:300] if prof.log else "",
+        "phases_s": [
+            {k: round(v, 3) for k, v in p.counters.items() if k.startswith("phase_")} for p in profs
+        ],
+        "log": next((p.log for p in profs if p.status != "passed"), prof.log).splitlines()[0][:300]
+        if prof.log
+        else "",
         **extra,
     }
-    row["detects_2x_slow_clock"] = detects_2x(row, n_calls)
+    row["detects_2x_slow_clock"] = detects_lie(row, n_calls, 2.0)
+    row["detects_1.25x_slow_clock"] = detects_lie(row, n_calls, 1.25)
     return row
 
 
-def detects_2x(row: dict[str, Any], n_calls: float) -> bool | None:
-    """Whether the calibrated clock bound catches this kernel's clock slowed 2x: a kernel of K
-    per call, untimed work u: caught when K (1 - (1 + share) / 2) > u margin + slack."""
-    from hardware_agents.pipeline.clock import CLOCK_MARGIN, CLOCK_SLACK_PER_CALL_S, CLOCK_SLACK_PER_ROUND_S
-    from hardware_agents.triton.judge import CLOCK_SHARE
+def detects_lie(row: dict[str, Any], n_calls: float, s: float) -> bool | None:
+    """Whether the GPU's clock bound catches this kernel's clock slowed by s: a kernel of K per
+    call, untimed work u: caught when K (1 - (1 + share) / s) > u margin + per call + per round / n."""
+    from hardware_agents.triton.judge import CLOCK_BOUNDS
 
+    b = CLOCK_BOUNDS["cuda"]
     k, u = row.get("median_ms"), row.get("untimed_per_call_us")
     if not k or not u or not n_calls:
         return None
-    share = CLOCK_SHARE["cuda"]
-    slack = u * 1e-6 * CLOCK_MARGIN + CLOCK_SLACK_PER_CALL_S + CLOCK_SLACK_PER_ROUND_S / n_calls
-    return k / 1e3 * (1 - (1 + share) / 2) > slack
+    slack = u * 1e-6 * b.margin + b.per_call_s + b.per_round_s / n_calls
+    return k / 1e3 * (1 - (1 + b.share) / s) > slack
 
 
 # --- steps -----------------------------------------------------------------------------------
@@ -203,6 +215,17 @@ def profile_or_error(agent: Any, problem: Any, solution: Any) -> tuple[Any | Non
         return None, " ".join(f"{type(e).__name__}: {e}".split())[:300]
 
 
+def profiles_or_error(agent: Any, problem: Any, solution: Any, repeat: int) -> tuple[list[Any], str]:
+    """`repeat` profiles of one kernel (each in a fresh child), or why the agent raised."""
+    profs = []
+    for _ in range(max(1, repeat)):
+        prof, why = profile_or_error(agent, problem, solution)
+        if prof is None:
+            return [], why
+        profs.append(prof)
+    return profs, ""
+
+
 def error_row(kind: str, name: str, why: str, **extra: Any) -> dict[str, Any]:
     return {"kind": kind, "name": name, "status": "agent_error", "log": why, **extra}
 
@@ -212,7 +235,9 @@ def picked(only: set[str] | None, *names: str) -> bool:
     return only is None or any(n in only for n in names)
 
 
-def suite_rows(agent: Any, budget: Budget, only: set[str] | None = None) -> list[dict[str, Any]]:
+def suite_rows(
+    agent: Any, budget: Budget, only: set[str] | None = None, repeat: int = 3
+) -> list[dict[str, Any]]:
     import suites
 
     rows = []
@@ -220,10 +245,10 @@ def suite_rows(agent: Any, budget: Budget, only: set[str] | None = None) -> list
         if budget.left() < 30:
             rows.append({"kind": "suite", "name": p.name, "status": "skipped (budget)"})
             continue
-        prof, why = profile_or_error(agent, p, p.baseline)
+        profs, why = profiles_or_error(agent, p, p.baseline, repeat)
         rows.append(
-            profile_row("suite", p.name, prof, expected="passed")
-            if prof
+            profile_row("suite", p.name, profs, expected="passed")
+            if profs
             else error_row("suite", p.name, why, expected="passed")
         )
     return rows
@@ -271,7 +296,7 @@ def corpus_rows(
             profile_row(
                 "corpus",
                 hack.name,
-                prof,
+                [prof],
                 expected=expect,
                 needle=needle,
                 vs_baseline=vs,
@@ -301,7 +326,9 @@ def fib_pairs(folder: Path, only: set[str] | None = None) -> list[tuple[Any, Any
     ]
 
 
-def fib_rows(agent: Any, folder: Path, budget: Budget, only: set[str] | None = None) -> list[dict[str, Any]]:
+def fib_rows(
+    agent: Any, folder: Path, budget: Budget, only: set[str] | None = None, repeat: int = 3
+) -> list[dict[str, Any]]:
     rows = []
     for p, sol in fib_pairs(folder, only):
         name = f"{p.name}/{sol.name}"
@@ -309,9 +336,11 @@ def fib_rows(agent: Any, folder: Path, budget: Budget, only: set[str] | None = N
             rows.append({"kind": "fib", "name": name, "status": "skipped (budget)"})
             continue
         role = "baseline" if sol.name == p.baseline.name else "other"
-        prof, why = profile_or_error(agent, p, sol)
+        profs, why = profiles_or_error(agent, p, sol, repeat)
         extra = {"expected": "passed", "problem": p.name, "solution": sol.name, "role": role}
-        rows.append(profile_row("fib", name, prof, **extra) if prof else error_row("fib", name, why, **extra))
+        rows.append(
+            profile_row("fib", name, profs, **extra) if profs else error_row("fib", name, why, **extra)
+        )
     return rows
 
 
@@ -535,23 +564,35 @@ def targets(rows: list[dict[str, Any]]) -> dict[str, Any]:
     def of(kind: str) -> list[dict[str, Any]]:
         return [r for r in rows if r["kind"] == kind]
 
-    timed = [r for r in rows if r.get("agent_over_do_bench") and r["median_ms"] >= 0.1]
+    honest = (*of("suite"), *of("fib"))
+    timed = [r for r in honest if r.get("agent_over_do_bench") and r["median_ms"] >= 0.05]
+    long = [r for r in honest if r.get("median_ms") and r["median_ms"] >= 0.1]
     sweep = [r["speedup"] for r in of("sweep") if r.get("speedup")]
-    rms = next((r for r in of("suite") if r["name"] == "rmsnorm_h4096"), None)
+    walls = sorted(w for r in honest for w in r.get("walls_s", []))
+    warm = sorted(w for r in honest for w in r.get("walls_s", [])[1:])  # the problem's data already built
+
+    def pct(xs: list[float], q: float) -> float | None:
+        return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else None
+
+    statuses = [s for r in honest for s in r.get("statuses", [r["status"]])]
     return {
         "suite_baselines_passed": f"{sum(r['status'] == 'passed' for r in of('suite'))}/{len(of('suite'))}",
         "fib_kernels_passed": f"{sum(r['status'] == 'passed' for r in of('fib'))}/{len(of('fib'))}",
         "corpus_caught": f"{sum(bool(r.get('caught')) for r in of('corpus'))}/{len(of('corpus'))}",
-        "honest_rejected": sum(
-            r["status"] not in ("passed", "skipped (budget)") for r in (*of("suite"), *of("fib"))
-        ),
-        "agent_within_15pct_of_do_bench": f"{sum(abs(r['agent_over_do_bench'] - 1) <= 0.15 for r in timed)}"
-        f"/{len(timed)} (kernels of 0.1 ms or more)",
+        "honest_rejected": f"{sum(s not in ('passed', 'skipped (budget)') for s in statuses)} of "
+        f"{len(statuses)} profiles",
+        "agent_within_10pct_of_do_bench": f"{sum(abs(r['agent_over_do_bench'] - 1) <= 0.10 for r in timed)}"
+        f"/{len(timed)} (kernels of 0.05 ms or more)",
         "paper_speedups_within_15pct": f"{sum(r['within_15pct'] for r in of('paper'))}/{len(of('paper'))}",
-        "profile_wall_s_rmsnorm_h4096": rms.get("wall_s") if rms else None,
+        "profile_wall_s_median": statistics.median(walls) if walls else None,
+        "profile_wall_s_p90": pct(walls, 0.9),
+        "profile_wall_s_warm_median": statistics.median(warm) if warm else None,
+        "profile_wall_s_warm_p90": pct(warm, 0.9),
         "sweep_geomean_speedup": math.exp(statistics.fmean(math.log(s) for s in sweep)) if sweep else None,
-        "slow_clock_2x_detectable": f"{sum(bool(r.get('detects_2x_slow_clock')) for r in rows)}"
-        f"/{sum(r.get('detects_2x_slow_clock') is not None for r in rows)} profiles",
+        "slow_clock_2x_caught": f"{sum(bool(r.get('detects_2x_slow_clock')) for r in honest)}"
+        f"/{sum(r.get('detects_2x_slow_clock') is not None for r in honest)} suite and paper kernels",
+        "slow_clock_1.25x_caught": f"{sum(bool(r.get('detects_1.25x_slow_clock')) for r in long)}"
+        f"/{sum(r.get('detects_1.25x_slow_clock') is not None for r in long)} kernels of 0.1 ms or more",
     }
 
 
@@ -616,8 +657,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--python", default="3.12", help="CPython version the wheels are for (--prepare-wheels)")
     ap.add_argument("--fib", type=Path, help="a FlashInfer-Bench folder to import and profile")
     ap.add_argument(
-        "--budget-s", type=float, default=450.0, help="stop starting work after this many seconds"
+        "--budget-s", type=float, default=400.0, help="stop starting work after this many seconds"
     )
+    ap.add_argument("--repeat", type=int, default=3, help="profiles of each suite and paper kernel")
     ap.add_argument(
         "--out", type=Path, help="results JSON (default benchmarks/results/gpu_check-<device>.json)"
     )
@@ -688,9 +730,9 @@ def main(argv: list[str] | None = None) -> int:
         if "tests" in steps and on_gpu:
             add([run_gpu_tests(timeout_s=max(60.0, budget.left() / 3))])
         if "suite" in steps:
-            add(suite_rows(agent, budget, only))
+            add(suite_rows(agent, budget, only, args.repeat))
         if "fib" in steps and args.fib:
-            add(fib_rows(agent, args.fib, budget, only))
+            add(fib_rows(agent, args.fib, budget, only, args.repeat))
             add(paper_speedups(args.fib, [r for r in rows if r["kind"] == "fib"]))
         if "witness" in steps and on_gpu:
             import suites

@@ -47,6 +47,7 @@ from accelopt.problem import (
     Definition,
     ProblemFileError,
     RandomInput,
+    Roofline,
     ScalarInput,
     TensorSpec,
     Tolerance,
@@ -434,35 +435,34 @@ def _probe_outputs(ref: ReferenceSource, values: dict[str, int]) -> list[tuple[i
     return [tuple(int(s) for s in np.shape(o)) for o in outs]
 
 
-def import_case(
-    root: Path, problem: str, seed: dict[str, Any], case_id: str, case: dict[str, Any], folder: str
-) -> ImportedProblem:
-    values = {str(k): int(v) for k, v in (case.get("values") or {}).items()}
-    impls = case.get("impls") or []
-    if not impls:
-        raise NkibenchError(f"{root / 'summary.json'}: {problem} case {case_id} has no implementation")
-    notes = [f"{len(impls) - 1} more implementation(s) of the case ignored"] if len(impls) > 1 else []
-    ref = ReferenceSource(root / impls[0]["task"])
-    for k, v in ref.constants.items():
-        if k in values and v != values[k]:
-            raise NkibenchError(f"{ref.path}: {k} = {v}, but summary.json says {k} = {values[k]}")
-    template = _template(problem)
-    params = [str(p) for p in seed.get("parameters") or []] or list(values)
-    axes: dict[str, int] = {p: values[p] for p in params if p in values}
-    axes.update({k: v for k, v in values.items() if k not in axes})
-    descriptions: dict[str, str] = {}
-    constraints: list[str] = []
-    aliases = _template_aliases(template)
+class _Axes:
+    """A case's axes: its parameters first, then dimensions derived from them (`of`)."""
 
-    def axis_of(dim: str) -> str:
+    def __init__(
+        self, ref: ReferenceSource, seed: dict[str, Any], values: dict[str, int], template: Definition | None
+    ):
+        self.ref = ref
+        self.values = values
+        params = [str(p) for p in seed.get("parameters") or []] or list(values)
+        self.axes: dict[str, int] = {p: values[p] for p in params if p in values}
+        self.axes.update({k: v for k, v in values.items() if k not in self.axes})
+        self.descriptions: dict[str, str] = {}
+        self.constraints: list[str] = []
+        self.aliases = _template_aliases(template)
+
+    def of(self, dim: str) -> str:
+        """The axis of shape dimension `dim` (a parameter, or an expression of them): a
+        parameter itself, the template's name for the same derived dimension, `n<size>` for a
+        constant, else a new derived axis with its constraint."""
+        axes, values = self.axes, self.values
         node = ast.parse(dim, mode="eval")
         if isinstance(node.body, ast.Name) and node.body.id in axes:
             return node.body.id
         try:
             value = _int_eval(node, values)
         except ValueError as e:
-            raise NkibenchError(f"{ref.path}: shape dimension `{dim}`: {e}") from None
-        for name, expr in aliases:  # the template's name for the same derived dimension
+            raise NkibenchError(f"{self.ref.path}: shape dimension `{dim}`: {e}") from None
+        for name, expr in self.aliases:  # the template's name for the same derived dimension
             try:
                 same = (
                     _names(expr) == _names(dim) and _int_eval(ast.parse(expr, mode="eval"), values) == value
@@ -471,23 +471,29 @@ def import_case(
                 same = False
             if same:
                 axes.setdefault(name, value)
-                descriptions.setdefault(name, f"{dim} (derived)")
-                if f"{name} == {dim}" not in constraints:
-                    constraints.append(f"{name} == {dim}")
+                self.descriptions.setdefault(name, f"{dim} (derived)")
+                if f"{name} == {dim}" not in self.constraints:
+                    self.constraints.append(f"{name} == {dim}")
                 return name
         if isinstance(node.body, ast.Constant):
             name = f"n{value}"
             axes.setdefault(name, value)
             return name
-        for name, desc in descriptions.items():
+        for name, desc in self.descriptions.items():
             if desc == f"{dim} (derived)":
                 return name
         name = _derived_name(dim, axes)
         axes[name] = value
-        descriptions[name] = f"{dim} (derived)"
-        constraints.append(f"{name} == {dim}")
+        self.descriptions[name] = f"{dim} (derived)"
+        self.constraints.append(f"{name} == {dim}")
         return name
 
+
+def _case_inputs(
+    ref: ReferenceSource, axes: _Axes
+) -> tuple[dict[str, TensorSpec], dict[str, str], dict[str, float | int | bool]]:
+    """The reference's inputs as tensors (a scalar argument as a shapeless one), their
+    non-default initializations, and the scalars' values."""
     inputs: dict[str, TensorSpec] = {}
     inits: dict[str, str] = {}
     scalars: dict[str, float | int | bool] = {}
@@ -500,42 +506,52 @@ def import_case(
             )
             scalars[d.name] = d.scalar  # type: ignore[assignment]
             continue
-        inputs[d.name] = TensorSpec(shape=[axis_of(x) for x in d.dims], dtype=d.dtype)  # type: ignore[arg-type]
+        inputs[d.name] = TensorSpec(shape=[axes.of(x) for x in d.dims], dtype=d.dtype)  # type: ignore[arg-type]
         if not _is_default_init(d.init):
             inits[d.name] = d.init
-    outputs: dict[str, TensorSpec]
+    return inputs, inits, scalars
+
+
+def _case_outputs(
+    ref: ReferenceSource, problem: str, axes: _Axes, template: Definition | None, notes: list[str]
+) -> dict[str, TensorSpec]:
+    """The template's outputs, or else those the reference returns when run (their dimensions
+    matched to the axes by size)."""
     if template is not None:
         outputs = {n: TensorSpec(shape=s.shape, dtype=s.dtype) for n, s in template.outputs.items()}
-        missing = {a for s in outputs.values() for a in s.shape or [] if a not in axes}
+        missing = {a for s in outputs.values() for a in s.shape or [] if a not in axes.axes}
         if missing:
             raise NkibenchError(
                 f"{ref.path}: the {problem} outputs need axes {sorted(missing)} the case lacks"
             )
-    else:
-        shapes = _probe_outputs(ref, values)
-        outputs = {}
-        for i, shape in enumerate(shapes):
-            dims = []
-            for size in shape:
-                match = [a for a, v in axes.items() if v == size]
-                if len(match) > 1:
-                    notes.append(f"output dimension of size {size} matched axes {match}; took {match[0]}")
-                dims.append(match[0] if match else axis_of(str(size)))
-            outputs["out" if len(shapes) == 1 else f"out{i}"] = TensorSpec(shape=dims, dtype="float32")
-    if template is not None and template.x_roofline is not None:
-        roofline = template.x_roofline
-    else:
-        from accelopt.problem import Roofline
+        return outputs
+    shapes = _probe_outputs(ref, axes.values)
+    outputs = {}
+    for i, shape in enumerate(shapes):
+        dims = []
+        for size in shape:
+            match = [a for a, v in axes.axes.items() if v == size]
+            if len(match) > 1:
+                notes.append(f"output dimension of size {size} matched axes {match}; took {match[0]}")
+            dims.append(match[0] if match else axes.of(str(size)))
+        outputs["out" if len(shapes) == 1 else f"out{i}"] = TensorSpec(shape=dims, dtype="float32")
+    return outputs
 
-        terms = [
-            ("*".join(s.shape) if s.shape else "1")
-            for s in (*inputs.values(), *outputs.values())
-            if s.shape is not None
-        ]
-        roofline = Roofline(bytes_min=f"4 * ({' + '.join(terms)})")
-        notes.append(
-            "not one of the 14 NKIBench problems: roofline counts memory traffic only (FLOPs unknown)"
-        )
+
+def _case_roofline(template: Definition | None, tensors: Iterable[TensorSpec], notes: list[str]) -> Roofline:
+    """The template's roofline; for a problem without one, its memory traffic only."""
+    if template is not None and template.x_roofline is not None:
+        return template.x_roofline
+    terms = [("*".join(s.shape) if s.shape else "1") for s in tensors if s.shape is not None]
+    notes.append("not one of the 14 NKIBench problems: roofline counts memory traffic only (FLOPs unknown)")
+    return Roofline(bytes_min=f"4 * ({' + '.join(terms)})")
+
+
+def _case_checks(
+    problem: str, template: Definition | None, inputs: dict[str, TensorSpec]
+) -> tuple[Tolerance, dict[str, dict[str, str]] | None]:
+    """The tolerance (the problem's relative L2 bound) and the template's adversarial inputs,
+    where the case has every input they name."""
     rel_tol = REL_TOL.get(problem, DEFAULT_REL_TOL)
     tolerance = (
         template.x_tolerance if template is not None and template.x_tolerance is not None else Tolerance()
@@ -549,16 +565,42 @@ def import_case(
         and all(n in inputs for inits_ in template.x_adversarial.values() for n in inits_)
     ):
         adversarial = template.x_adversarial
-    source = ref.source.rstrip() + "\n" + _RUN_WRAPPER
+    return tolerance, adversarial
+
+
+def _case_description(
+    problem: str, template: Definition | None, seed: dict[str, Any], case_id: str, ref: ReferenceSource
+) -> str:
     desc = (template.description if template and template.description else problem).strip()
     comments = seed.get("comments")
     if comments:
         desc += f"\n{str(comments).strip()}"
-    desc += f"\n(NKIBench {problem}, case {case_id}: {ref.path.name})"
+    return desc + f"\n(NKIBench {problem}, case {case_id}: {ref.path.name})"
+
+
+def import_case(
+    root: Path, problem: str, seed: dict[str, Any], case_id: str, case: dict[str, Any], folder: str
+) -> ImportedProblem:
+    values = {str(k): int(v) for k, v in (case.get("values") or {}).items()}
+    impls = case.get("impls") or []
+    if not impls:
+        raise NkibenchError(f"{root / 'summary.json'}: {problem} case {case_id} has no implementation")
+    notes = [f"{len(impls) - 1} more implementation(s) of the case ignored"] if len(impls) > 1 else []
+    ref = ReferenceSource(root / impls[0]["task"])
+    for k, v in ref.constants.items():
+        if k in values and v != values[k]:
+            raise NkibenchError(f"{ref.path}: {k} = {v}, but summary.json says {k} = {values[k]}")
+    template = _template(problem)
+    axes = _Axes(ref, seed, values, template)
+    inputs, inits, scalars = _case_inputs(ref, axes)
+    outputs = _case_outputs(ref, problem, axes, template, notes)
+    roofline = _case_roofline(template, (*inputs.values(), *outputs.values()), notes)
+    tolerance, adversarial = _case_checks(problem, template, inputs)
+    source = ref.source.rstrip() + "\n" + _RUN_WRAPPER
     definition = Definition(
         name=folder,
         op_type=template.op_type if template else problem,
-        axes={k: AxisConst(value=v, description=descriptions.get(k)) for k, v in axes.items()},
+        axes={k: AxisConst(value=v, description=axes.descriptions.get(k)) for k, v in axes.axes.items()},
         inputs=inputs,
         outputs=outputs,
         reference=source,
@@ -568,8 +610,8 @@ def import_case(
             f"nkibench:case:{case_id}",
             "status:imported",
         ],
-        description=desc,
-        constraints=constraints,
+        description=_case_description(problem, template, seed, case_id, ref),
+        constraints=axes.constraints,
         x_numpy_reference=source,
         x_tolerance=tolerance,
         x_roofline=roofline,

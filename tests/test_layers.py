@@ -10,9 +10,13 @@ ones inside functions, `TYPE_CHECKING` ones and relative ones included."""
 from __future__ import annotations
 
 import ast
+import functools
+import re
 import tomllib
 from collections import defaultdict
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -215,3 +219,221 @@ def test_the_checker_sees_the_layers_it_checks():
     assert FOLDER_EDGES[("cli", "actors")] and FOLDER_EDGES[("actors", "accelopt")]
     assert FOLDER_EDGES[("events", "accelopt")] and FOLDER_EDGES[("memory_index", "events")]
     assert GROUP_EDGES[("actors.runtime", "actors.roles")] and GROUP_EDGES[("actors.roles", "actors.base")]
+
+
+# --- dispatch you can grep: explicit registries, one role table, one envelope builder ---------
+# (outside hardware_agents/, whose sandbox children are started by a "module:function" target
+# and whose agents register through their family's descriptor)
+
+OUTSIDE_DEVICES = [(p, t) for p, t in SOURCES if p.relative_to(ROOT).parts[0] != "hardware_agents"]
+IMPORT_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+:[A-Za-z_]\w*$")  # "pkg.module:Name"
+LLM_ROLE_NAMES = {"planner", "executor", "fixer", "summarizer"}
+
+
+def _rel(path: Path) -> str:
+    return str(path.relative_to(ROOT))
+
+
+def test_nothing_is_looked_up_by_an_import_path_string():
+    """Roles, commands and lazy names are imported by import statements a reader and a type
+    checker follow, not by "pkg.module:Name" strings or a module name built at run time."""
+    found = [
+        f"{_rel(p)}:{n.lineno}: {n.value!r}"
+        for p, t in OUTSIDE_DEVICES
+        for n in ast.walk(t)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and IMPORT_PATH.match(n.value)
+    ]
+    assert not found, found
+    dynamic = [
+        f"{_rel(p)}:{n.lineno}"
+        for p, t in OUTSIDE_DEVICES
+        for n in ast.walk(t)
+        if isinstance(n, ast.Attribute) and n.attr in ("import_module", "iter_modules", "__import__")
+    ]
+    assert not dynamic, dynamic
+
+
+def test_the_import_path_check_finds_one():
+    """Guards the check above: it sees a "module:Name" string and an import by name."""
+    tree = ast.parse('F = "actors.roles.profiler:Profiler"\nimportlib.import_module(F.split(":")[0])')
+    strings = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    assert [s for s in strings if IMPORT_PATH.match(s)] == ["actors.roles.profiler:Profiler"]
+    assert [n for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "import_module"]
+
+
+def _modules_of(package: Path) -> set[str]:
+    return {
+        p.stem if p.suffix == ".py" else p.name
+        for p in package.iterdir()
+        if not p.name.startswith("_") and (p.suffix == ".py" or (p / "__init__.py").is_file())
+    }
+
+
+def test_every_command_module_is_listed():
+    """`cli/main.py` lists the commands, each group's package its subcommands: a module left
+    out of its list would be a command nobody can run."""
+    from cli import main
+    from cli.commands import campaign, suite
+
+    commands = ROOT / "cli" / "commands"
+    assert {m.__name__.rpartition(".")[2] for m in main.COMMANDS} == _modules_of(commands)
+    for group in (campaign, suite):
+        listed = {m.__name__.rpartition(".")[2] for m in group.SUBCOMMANDS}
+        assert listed == _modules_of(commands / group.__name__.rpartition(".")[2]), group.__name__
+
+
+def test_every_hosted_role_is_in_the_one_table():
+    """A host builds an actor by its role (`actors/runtime/hosting.py`: `ACTOR_ROLES`,
+    `actor_class`); the LLM roles among them are the catalog's (`LLM_ROLE_TABLE`), each
+    served by the worker that declares it and answers its request."""
+    from accelopt import catalog as ev
+    from actors.base.worker import Worker
+    from actors.roles.llm_roles import ROLE_WORKERS
+    from actors.runtime.hosting import ACTOR_ROLES, actor_class
+
+    assert set(ev.LLM_ROLES) <= set(ACTOR_ROLES) and len(set(ACTOR_ROLES)) == len(ACTOR_ROLES)
+    assert list(ROLE_WORKERS) == list(ev.LLM_ROLES)
+    for row in ev.LLM_ROLE_TABLE:
+        worker = actor_class(row.name)
+        assert worker is ROLE_WORKERS[row.name] and worker.role == row.name
+    hosted = {actor_class(r) for r in ACTOR_ROLES}
+    # every worker class of actors/roles/ is hosted under some role
+    workers = {
+        c for c in _subclasses(Worker) if c.__module__.startswith("actors.roles.") and "role" in c.__dict__
+    }
+    assert workers and workers <= hosted, workers - hosted
+    with pytest.raises(KeyError, match="unknown actor role 'planer'"):
+        actor_class("planer")  # type: ignore[arg-type]
+
+
+def _subclasses(cls: type) -> set[type]:
+    return {s for c in cls.__subclasses__() for s in {c, *_subclasses(c)}}
+
+
+def test_the_llm_roles_are_named_in_one_table():
+    """No other list, tuple or set of the four role names: every reader takes them from
+    `accelopt/catalog.py` (a dict of per-role settings, e.g. output allowances, is a setting
+    per role, not a second table)."""
+    copies = [
+        f"{_rel(p)}:{n.lineno}"
+        for p, t in SOURCES
+        if _rel(p) != "accelopt/catalog.py"
+        for n in ast.walk(t)
+        if isinstance(n, (ast.Tuple, ast.List, ast.Set))
+        and {e.value for e in n.elts if isinstance(e, ast.Constant)} == LLM_ROLE_NAMES
+    ]
+    assert not copies, copies
+
+
+def _event_names() -> set[str]:
+    from accelopt import catalog as ev
+
+    return set(ev.EVENTS_BY_NAME)
+
+
+def test_every_envelope_is_built_by_the_one_builder():
+    """An event's envelope (event_id, run_id, ts, causation_id) is built by
+    `accelopt.catalog.envelope` only: no event constructed with its own `event_id=`, no
+    dict that spells the envelope out."""
+    names = _event_names()
+    found = []
+    for p, t in SOURCES:
+        if _rel(p) == "accelopt/catalog.py":
+            continue
+        for n in ast.walk(t):
+            if isinstance(n, ast.Call):
+                func = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
+                if func in names and any(k.arg == "event_id" for k in n.keywords):
+                    found.append(f"{_rel(p)}:{n.lineno}: {func}(event_id=...)")
+            elif isinstance(n, ast.Dict):
+                keys = {k.value for k in n.keys if isinstance(k, ast.Constant)}
+                if {"event_id", "run_id"} <= keys:
+                    found.append(f"{_rel(p)}:{n.lineno}: an envelope dict")
+    assert not found, found
+
+
+# --- functions a reader can hold in view -------------------------------------------------------
+
+MAX_FUNCTION_LINES = 80
+# hardware_agents/ is being reworked into its stages (docs/architecture.md); scripts/ and
+# benchmarks/ are scripts, not the library
+SHORT_FUNCTION_FOLDERS = [p for p in PACKAGES if p != "hardware_agents"]
+
+
+def test_no_function_is_over_80_lines_without_saying_why():
+    """A function longer than MAX_FUNCTION_LINES says why in its docstring ("Long because ...")."""
+    long = [
+        f"{_rel(p)}:{n.lineno} {n.name} ({n.end_lineno - n.lineno + 1} lines)"  # type: ignore[operator]
+        for p, t in SOURCES
+        if p.relative_to(ROOT).parts[0] in SHORT_FUNCTION_FOLDERS
+        for n in ast.walk(t)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and n.end_lineno - n.lineno + 1 > MAX_FUNCTION_LINES  # type: ignore[operator]
+        and "long because" not in (ast.get_docstring(n) or "").lower()
+    ]
+    assert not long, long
+
+
+# --- the sandbox's one interface ---------------------------------------------------------------
+
+SANDBOX = "hardware_agents.sandbox"
+# the sandbox's own tests, which exercise its parts directly (Landlock, the uids, the freeze's
+# process readings, the reach, the secret scrubbing, the self-check target)
+SANDBOX_TESTS = {
+    "tests/hardware_agents/cpu/test_cpu_sandbox.py",
+    "tests/hardware_agents/cpu/test_cpu_cleanup.py",
+    "tests/hardware_agents/cpu/test_sandbox_freeze.py",
+    "tests/hardware_agents/test_checkout_anywhere.py",
+}
+
+
+@functools.cache
+def _sandbox_internals() -> dict[str, list[str]]:
+    """Per file outside `hardware_agents/sandbox/` (the installed packages' modules, the tests,
+    scripts, benchmarks and examples): its imports of a module of the package other than its `__init__`
+    (`from hardware_agents.sandbox import landlock` included), and its strings that name one (a
+    "module:function" target, the launcher's `-m` name)."""
+    inside = ROOT / "hardware_agents" / "sandbox"
+    texts = {
+        p: p.read_text()
+        for folder in ("tests", "scripts", "benchmarks", "examples")
+        for p in (ROOT / folder).rglob("*.py")
+    }
+    scripts = [(p, ast.parse(text, str(p))) for p, text in texts.items() if "sandbox" in text]
+    found: dict[str, list[str]] = {}
+    for path, tree in [*SOURCES, *scripts]:  # a script that never says "sandbox" cannot name it
+        if path.is_relative_to(inside):
+            continue
+        rel = _rel(path)
+        lines = [
+            f"{rel} imports {m}"
+            for base, subs in _imported(path, tree)
+            for m in (base, *subs)
+            if m.startswith(SANDBOX + ".") and _is_module(m)
+        ]
+        lines += [
+            f"{rel}:{n.lineno} names {n.value!r}"
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.startswith(SANDBOX + ".")
+        ]
+        found[rel] = lines
+    return found
+
+
+def test_only_the_sandbox_interface_is_imported_outside_the_sandbox():
+    """`hardware_agents.sandbox` (its `__init__`) is what the agents, the actors, the command
+    line, the scripts and the other tests use; its modules are its own."""
+    found = [
+        line for rel, lines in _sandbox_internals().items() if rel not in SANDBOX_TESTS for line in lines
+    ]
+    assert not found, found
+
+
+def test_the_sandbox_interface_check_finds_an_internal_import():
+    """Guards the check above: the sandbox's own tests reach its parts, and it sees them."""
+    own = {rel: lines for rel, lines in _sandbox_internals().items() if rel in SANDBOX_TESTS}
+    assert sorted(own) == sorted(SANDBOX_TESTS)
+    found = [line for lines in own.values() for line in lines]
+    assert any("imports hardware_agents.sandbox.landlock" in f for f in found), found
+    assert any("imports hardware_agents.sandbox.uids" in f for f in found), found
+    assert any("names 'hardware_agents.sandbox.probe:describe'" in f for f in found), found

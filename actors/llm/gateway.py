@@ -29,6 +29,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import os
@@ -36,11 +37,12 @@ import random
 import time
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import litellm
 
-from accelopt.catalog import LLMCallCompleted, derive_event_id
+from accelopt.catalog import LLMCallCompleted, envelope
 from accelopt.config import LLMConfig, ResolvedLLM
 from accelopt.logging import get_logger
 from accelopt.records import ChatMessage, ModelPrice, TokenUsage
@@ -171,6 +173,45 @@ def _register_offline_providers() -> None:
         _plugins_loaded = True
 
 
+@dataclass(frozen=True)
+class _Call:
+    """One LLM call of a request: what every attempt's `LLMCallCompleted` records."""
+
+    role: str
+    cfg: ResolvedLLM
+    params: dict[str, Any]
+    msgs: list[ChatMessage]
+    run_id: str
+    request_id: str
+    sample_index: int
+    seed: int
+
+    @functools.cached_property
+    def content_hash(self) -> str:
+        return content_hash(self.cfg.model, self.msgs, self.params, self.sample_index)
+
+    def record(self, attempt: int, **fields: Any) -> LLMCallCompleted:
+        """The event of attempt `attempt`: the call's facts, then `fields` (its outcome)."""
+        base: dict[str, Any] = {
+            **envelope(
+                LLMCallCompleted, self.run_id, self.request_id, attempt, ts=time.time(), cause=self.request_id
+            ),
+            "role": self.role,
+            "request_id": self.request_id,
+            "model": self.cfg.model,
+            "params": self.params,
+            "messages": self.msgs,
+            "response": None,
+            "usage": TokenUsage(),
+            "cost_usd": 0.0,
+            "latency_s": 0.0,
+            "content_hash": self.content_hash,
+            "attempt": attempt,
+        }
+        base.update(fields)
+        return LLMCallCompleted(**base)
+
+
 class LLMGateway:
     """See the module docstring. One per process (or per agent); safe across event loops."""
 
@@ -234,33 +275,11 @@ class LLMGateway:
         cfg = self.config.for_role(role)
         params = call_params(cfg)
         msgs = list(messages)
-        chash = content_hash(cfg.model, msgs, params, sample_index)
-
-        def record(attempt: int, **fields: Any) -> LLMCallCompleted:
-            base: dict[str, Any] = {
-                "event_id": derive_event_id(run_id, "LLMCallCompleted", request_id, attempt),
-                "run_id": run_id,
-                "ts": time.time(),
-                "causation_id": request_id,
-                "role": role,
-                "request_id": request_id,
-                "model": cfg.model,
-                "params": params,
-                "messages": msgs,
-                "response": None,
-                "usage": TokenUsage(),
-                "cost_usd": 0.0,
-                "latency_s": 0.0,
-                "content_hash": chash,
-                "attempt": attempt,
-            }
-            base.update(fields)
-            return LLMCallCompleted(**base)
-
-        recorded = (recording or {}).get(chash) or self.recording.get(chash)
+        call = _Call(role, cfg, params, msgs, run_id, request_id, sample_index, seed)
+        recorded = (recording or {}).get(call.content_hash) or self.recording.get(call.content_hash)
         if recorded is not None and recorded.error is None and recorded.response is not None:
             return [
-                record(
+                call.record(
                     0,
                     response=recorded.response,
                     usage=recorded.usage,
@@ -269,31 +288,48 @@ class LLMGateway:
                     reasoning=recorded.reasoning,
                 )
             ]
-
         price = self.price_of(cfg.model)
         if price is None and not self.config.allow_unpriced:
-            return [record(0, error=f"UnpricedModelError: {UnpricedModelError([cfg.model])}", permanent=True)]
+            return [
+                call.record(0, error=f"UnpricedModelError: {UnpricedModelError([cfg.model])}", permanent=True)
+            ]
         api_key: str | None = None
         if cfg.api_key_env:
             api_key = os.environ.get(cfg.api_key_env)
             if not api_key:
                 return [
-                    record(
+                    call.record(
                         0,
                         error=f"MissingAPIKey: environment variable {cfg.api_key_env} "
                         f"(llm.{role}.api_key_env) is not set",
                         permanent=True,
                     )
                 ]
+        return await self._attempts(call, api_key, price)
 
-        rng = random.Random(f"{seed}\x1f{request_id}")
+    async def _attempts(
+        self, call: _Call, api_key: str | None, price: ModelPrice | None
+    ) -> list[LLMCallCompleted]:
+        """Call the model until it answers, an error no retry can fix, or the retries run out:
+        one event per attempt."""
+        cfg, role = call.cfg, call.role
+        rng = random.Random(f"{call.seed}\x1f{call.request_id}")
         out: list[LLMCallCompleted] = []
         for attempt in range(cfg.retries + 1):
             async with self._semaphore(role, cfg.concurrency):
                 start = time.monotonic()
                 try:
                     resp = await asyncio.wait_for(
-                        self._call(cfg, role, msgs, params, api_key, sample_index, seed, request_id),
+                        self._call(
+                            cfg,
+                            role,
+                            call.msgs,
+                            call.params,
+                            api_key,
+                            call.sample_index,
+                            call.seed,
+                            call.request_id,
+                        ),
                         timeout=cfg.timeout_s + self.timeout_grace_s,
                     )
                     error: BaseException | None = None
@@ -303,15 +339,15 @@ class LLMGateway:
                     resp, error = None, e
                 latency = time.monotonic() - start
             if error is None:
-                out.append(self._success(record, attempt, cfg, msgs, resp, latency, price))
+                out.append(self._success(call.record, attempt, cfg, call.msgs, resp, latency, price))
                 return out
             text = _error_text(error, api_key, cfg.timeout_s)
             transient = is_transient(error)
-            out.append(record(attempt, error=text, latency_s=latency, permanent=not transient))
+            out.append(call.record(attempt, error=text, latency_s=latency, permanent=not transient))
             log.warning(
                 "llm call failed",
-                run_id=run_id,
-                request_id=request_id,
+                run_id=call.run_id,
+                request_id=call.request_id,
                 role=role,
                 model=cfg.model,
                 attempt=attempt,

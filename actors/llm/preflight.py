@@ -27,11 +27,11 @@ from urllib.parse import urlparse
 import litellm
 import msgspec
 
+from accelopt.catalog import LLM_ROLES
 from accelopt.config import LLMConfig
 from accelopt.records import ChatMessage
 from actors.llm.gateway import FREE_PROVIDERS, LLMGateway, _keyless_placeholder, provider_of
 
-ROLES = ("planner", "executor", "fixer", "summarizer")
 PROBE = [ChatMessage(role="user", content="Reply with the single word OK.")]
 PROBE_MAX_TOKENS = 16
 
@@ -59,7 +59,7 @@ class Probe(msgspec.Struct, frozen=True, kw_only=True):
 def model_uses(config: LLMConfig) -> list[ModelUse]:
     """The run's distinct (model, api_base, api_key_env), with the roles of each."""
     roles: dict[tuple[str, str | None, str | None], list[str]] = {}
-    for role in ROLES:
+    for role in LLM_ROLES:
         r = config.for_role(role)
         roles.setdefault((r.model, r.api_base, r.api_key_env), []).append(role)
     return [ModelUse(model=m, api_base=b, api_key_env=k, roles=tuple(rs)) for (m, b, k), rs in roles.items()]
@@ -160,7 +160,7 @@ def _reach_problem(use: ModelUse, timeout_s: float) -> str | None:
 def probe_config(config: LLMConfig) -> LLMConfig:
     """The run's LLM settings for one short probe call per model: few tokens, no retries."""
     small = msgspec.structs.replace(config.default, max_tokens=PROBE_MAX_TOKENS, retries=0)
-    roles = {r: msgspec.structs.replace(getattr(config, r), max_tokens=None, retries=None) for r in ROLES}
+    roles = {r: msgspec.structs.replace(getattr(config, r), max_tokens=None, retries=None) for r in LLM_ROLES}
     return msgspec.structs.replace(config, default=small, **roles)
 
 

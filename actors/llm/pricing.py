@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from accelopt.catalog import LLM_ROLES
 from accelopt.config import LLMConfig
 from accelopt.records import ModelPrice
 
@@ -69,7 +70,7 @@ def model_price(config: LLMConfig, model: str) -> ModelPrice | None:
 
 
 def role_models(config: LLMConfig) -> list[str]:
-    return sorted({config.for_role(r).model for r in ("planner", "executor", "fixer", "summarizer")})
+    return sorted({config.for_role(r).model for r in LLM_ROLES})
 
 
 def price_snapshot(config: LLMConfig, models: Iterable[str] | None = None) -> dict[str, ModelPrice]:

@@ -4,5 +4,5 @@ curator and retriever (`curator`, `retriever`) and the coordinator's actor shell
 `accelopt.coordinator.CoordinatorCore` (`coordinator`).
 
 Imports `llm/` and `base/`, never `runtime/`; imported by `runtime/` (which builds them by
-the paths in `runtime.hosting.ROLE_FACTORIES`) and by `cli/` only for the profiler's kernel
-helpers (`accelopt remeasure`)."""
+role: `runtime.hosting.actor_class`) and by `cli/` only for the profiler's kernel helpers
+(`accelopt remeasure`)."""

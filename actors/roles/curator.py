@@ -21,7 +21,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from accelopt.catalog import Event, MemoryEntryAdded, MemoryIndexed, derive_event_id
+from accelopt.catalog import Event, MemoryEntryAdded, MemoryIndexed, envelope
 from accelopt.records import MemoryEntry
 from actors.base.run_context import RunContextError, RunContexts
 from actors.base.worker import Worker, WorkerOptions
@@ -193,10 +193,7 @@ class MemoryCurator(MemoryWorker):
             # said on the log once committed (an id derived from the entry: a redelivery says it once)
             return [
                 MemoryIndexed(
-                    event_id=derive_event_id(event.run_id, "MemoryIndexed", event.entry.id),
-                    run_id=event.run_id,
-                    ts=time.time(),
-                    causation_id=event.event_id,
+                    **envelope(MemoryIndexed, event.run_id, event.entry.id, ts=time.time(), cause=event),
                     entry_id=event.entry.id,
                 )
             ]

@@ -184,19 +184,15 @@ class RoleWorker(Worker):
             return []
         return [self.failed(event, "role error", error[-4000:])]
 
-    def envelope(self, event: ev.Event, type_name: str) -> dict[str, Any]:
-        return {
-            "event_id": ev.derive_event_id(event.run_id, type_name, event.event_id),
-            "run_id": event.run_id,
-            "ts": time.time(),
-            "causation_id": event.event_id,
-        }
+    def envelope(self, event: ev.Event, kind: type[ev.Event]) -> ev.Envelope:
+        """The envelope of this role's answer to request `event` (`ev.envelope`)."""
+        return ev.envelope(kind, event.run_id, event.event_id, ts=time.time(), cause=event)
 
     def failed(
         self, event: Any, reason: str, detail: str = "", llm_call_id: str | None = None
     ) -> ev.ProposalFailed:
         return ev.ProposalFailed(
-            **self.envelope(event, "ProposalFailed"),
+            **self.envelope(event, ev.ProposalFailed),
             stage=ev.STAGE_OF_ROLE[self.role],
             request_id=event.event_id,
             problem=event.problem,
@@ -214,7 +210,7 @@ class RoleWorker(Worker):
         lang = find_language(event.language)
         source = lang.complete_source(block.code, entry) if lang and lang.complete_source else block.code
         return ev.KernelProposed(
-            **self.envelope(event, "KernelProposed"),
+            **self.envelope(event, ev.KernelProposed),
             kernel_id=ev.derive_event_id(event.run_id, "Kernel", event.event_id),
             problem=event.problem,
             iteration=event.iteration,
@@ -247,7 +243,7 @@ class Planner(RoleWorker):
 
     def result(self, event: ev.PlanRequested, problem: Problem, call: ev.LLMCallCompleted) -> ev.Event:
         return ev.PlanProposed(
-            **self.envelope(event, "PlanProposed"),
+            **self.envelope(event, ev.PlanProposed),
             problem=event.problem,
             iteration=event.iteration,
             candidate_id=event.candidate_id,
@@ -328,7 +324,7 @@ class Summarizer(RoleWorker):
     def result(self, event: ev.SummaryRequested, problem: Problem, call: ev.LLMCallCompleted) -> ev.Event:
         insight = parse_insight(call.response)
         return ev.InsightSummarized(
-            **self.envelope(event, "InsightSummarized"),
+            **self.envelope(event, ev.InsightSummarized),
             problem=event.problem,
             iteration=event.iteration,
             request_id=event.event_id,
@@ -339,9 +335,6 @@ class Summarizer(RoleWorker):
         )
 
 
-ROLE_WORKERS: dict[str, type[RoleWorker]] = {
-    "planner": Planner,
-    "executor": Executor,
-    "fixer": Fixer,
-    "summarizer": Summarizer,
-}
+# each LLM role's worker, by the role it declares (one per role of `ev.LLM_ROLE_TABLE`:
+# tests/test_layers.py)
+ROLE_WORKERS: dict[ev.Role, type[RoleWorker]] = {w.role: w for w in (Planner, Executor, Fixer, Summarizer)}

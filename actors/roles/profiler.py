@@ -156,7 +156,8 @@ class Profiler(Worker):
                 )
 
         profile = await asyncio.to_thread(run_profile)
-        if profile.status not in ("timeout", "sandbox_error"):  # maybe the machine's fault: allow a retry
+        # the machine's limits (not the kernel's): a retry, elsewhere or later, may do better
+        if profile.status not in ("timeout", "sandbox_error", "unchecked"):
             self.cache.put(key, profile)
         return [self._result(event, profile)]
 
@@ -170,10 +171,7 @@ class Profiler(Worker):
         self, event: ev.ProfileRequested, profile: Profile, served_from: str | None = None
     ) -> ev.KernelProfiled:
         return ev.KernelProfiled(
-            event_id=ev.derive_event_id(event.run_id, "KernelProfiled", event.event_id),
-            run_id=event.run_id,
-            ts=time.time(),
-            causation_id=event.event_id,
+            **ev.envelope(ev.KernelProfiled, event.run_id, event.event_id, ts=time.time(), cause=event),
             kernel_id=event.kernel_id,
             problem=event.problem,
             device=self.device,

@@ -60,11 +60,11 @@ class MemoryRetriever(MemoryWorker):
         if recording is not None:
             served = recording.retrievals.get(event.result_id)
             if served is not None and (recording.config or {}).get("memory") == event.memory:
-                return [
-                    msgspec.structs.replace(
-                        served, run_id=event.run_id, ts=time.time(), causation_id=event.event_id
-                    )
-                ]
+                # the recorded answer, in an envelope of this run (its id is the request's result id)
+                env = ev.envelope(
+                    ev.MemoryRetrieved, event.run_id, ts=time.time(), cause=event, event_id=served.event_id
+                )
+                return [msgspec.structs.replace(served, **env)]
         m = msgspec.convert(event.memory, MemoryConfig)
         query, entries, notes = "", [], []
         try:
@@ -99,10 +99,9 @@ class MemoryRetriever(MemoryWorker):
             notes.append(f"memory retrieval failed for {event.problem}/{event.candidate_id[:8]}: {e!r}")
         return [
             ev.MemoryRetrieved(
-                event_id=event.result_id,
-                run_id=event.run_id,
-                ts=time.time(),
-                causation_id=event.event_id,
+                **ev.envelope(
+                    ev.MemoryRetrieved, event.run_id, ts=time.time(), cause=event, event_id=event.result_id
+                ),
                 problem=event.problem,
                 iteration=event.iteration,
                 candidate_id=event.candidate_id,

@@ -22,12 +22,10 @@ from accelopt import catalog as ev
 from accelopt.config import RunConfig
 from accelopt.logging import get_logger
 from actors.base.worker import WorkerOptions
-from actors.runtime.hosting import ROLE_FACTORIES, Placement, device_placement, ray_host_class
+from actors.runtime.hosting import ActorRole, Placement, device_placement, ray_host_class
 from events.subjects import role_filter
 
 log = get_logger(component="deployment")
-
-LLM_ROLES = ev.LLM_ROLES
 
 
 class ActorStartError(RuntimeError):
@@ -98,7 +96,7 @@ class Deployment:
     def _spawn(
         self,
         name: str,
-        role: str,
+        role: ActorRole,
         kwargs: dict[str, Any],
         placement: Placement | None = None,
         run_kwargs: dict[str, Any] | None = None,
@@ -107,9 +105,7 @@ class Deployment:
         opts = (placement or Placement()).options()
         # named "accelopt-<name>-<deployment tag>", so operators (and tests) can find an actor
         actor_name = f"accelopt-{name}-{self.tag}"
-        handle = host_cls.options(name=actor_name, **opts).remote(
-            ROLE_FACTORIES[role], kwargs, self.log_level
-        )
+        handle = host_cls.options(name=actor_name, **opts).remote(role, kwargs, self.log_level)
         hosted = Hosted(name, handle, handle.run.remote(**(run_kwargs or {})))
         self.hosts.append(hosted)
         return hosted
@@ -124,10 +120,10 @@ class Deployment:
                 "llm_config": self.cfg.llm,
                 "options": llm_role_options(role, self.cfg),
             }
-            for role in LLM_ROLES
+            for role in ev.LLM_ROLES
         }
         if self.cfg.workers.llm_roles_together:
-            self._spawn("llm", "group", {"members": [(ROLE_FACTORIES[r], kw) for r, kw in roles.items()]})
+            self._spawn("llm", "group", {"members": list(roles.items())})
         else:
             for role, kwargs in roles.items():
                 self._spawn(role, role, kwargs)
@@ -158,7 +154,7 @@ class Deployment:
             self._spawn(
                 "memory",
                 "group",
-                {"members": [(ROLE_FACTORIES["curator"], kw), (ROLE_FACTORIES["retriever"], kw)]},
+                {"members": [("curator", kw), ("retriever", kw)]},
             )
 
     def wait_ready(self, timeout_s: float = 300.0, report: Callable[[str], None] | None = None) -> list[str]:

@@ -2,38 +2,65 @@
 
 Every actor is a plain asyncio object with `run()` and `stop()` (a `Worker` or the
 coordinator service). `ActorHost` is the one Ray actor class that hosts any of them: it
-builds the object from an import path and keyword arguments inside the actor process and
-runs it. Placement is by Ray resources: profilers declare their device (`num_gpus`, a
-`neuron_cores` custom resource, or CPU cores); LLM roles and the coordinator need none.
-Ray restarts a dead host (`max_restarts`) and re-submits its `run()` call on the new
-process (`max_task_retries`), so a killed actor comes back and resumes consuming;
-JetStream redelivers what it had not acked.
+builds the object of an actor role (`ACTOR_ROLES`; `actor_class` is the one table of what
+each role is) from keyword arguments inside the actor process and runs it. Placement is by
+Ray resources: profilers declare their device (`num_gpus`, a `neuron_cores` custom resource,
+or CPU cores); LLM roles and the coordinator need none. Ray restarts a dead host
+(`max_restarts`) and re-submits its `run()` call on the new process (`max_task_retries`), so a
+killed actor comes back and resumes consuming; JetStream redelivers what it had not acked.
 """
 
 from __future__ import annotations
 
-import importlib
+import typing
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, assert_never
 
 import accelopt  # noqa: F401  (offline environment defaults, also inside Ray workers)
+from accelopt import catalog as ev
 
-ROLE_FACTORIES: dict[str, str] = {
-    "planner": "actors.roles.llm_roles:Planner",
-    "executor": "actors.roles.llm_roles:Executor",
-    "fixer": "actors.roles.llm_roles:Fixer",
-    "summarizer": "actors.roles.llm_roles:Summarizer",
-    "profiler": "actors.roles.profiler:Profiler",
-    "curator": "actors.roles.curator:MemoryCurator",
-    "retriever": "actors.roles.retriever:MemoryRetriever",
-    "coordinator": "actors.roles.coordinator:CoordinatorService",
-    "group": "actors.runtime.hosting:ActorGroup",
-}
+ActorRole = Literal[ev.Role, "profiler", "curator", "retriever", "coordinator", "group"]
+"""What a host can run: the four LLM roles, a device's profiler, the memory's curator and
+retriever, a run's coordinator, and a group of several of these in one process."""
+ACTOR_ROLES: tuple[ActorRole, ...] = typing.get_args(ActorRole)
 
 
-def build(factory: str, kwargs: dict[str, Any]) -> Any:
-    module, _, name = factory.partition(":")
-    return getattr(importlib.import_module(module), name)(**kwargs)
+def actor_class(role: ActorRole) -> type[Any]:
+    """The class a host builds for `role`, imported only when one is built: a role's imports
+    (litellm for the LLM roles, LanceDB and torch for the memory, a device's toolchain for a
+    profiler) load only in the processes that host it. KeyError for a name that is no role."""
+    if role not in ACTOR_ROLES:
+        raise KeyError(f"unknown actor role {role!r}; the roles are {', '.join(ACTOR_ROLES)}")
+    match role:
+        case "planner" | "executor" | "fixer" | "summarizer":
+            from actors.roles.llm_roles import ROLE_WORKERS
+
+            return ROLE_WORKERS[role]
+        case "profiler":
+            from actors.roles.profiler import Profiler
+
+            return Profiler
+        case "curator":
+            from actors.roles.curator import MemoryCurator
+
+            return MemoryCurator
+        case "retriever":
+            from actors.roles.retriever import MemoryRetriever
+
+            return MemoryRetriever
+        case "coordinator":
+            from actors.roles.coordinator import CoordinatorService
+
+            return CoordinatorService
+        case "group":
+            return ActorGroup
+        case _:
+            assert_never(role)
+
+
+def build(role: ActorRole, kwargs: dict[str, Any]) -> Any:
+    """An actor of `role` built from its keyword arguments."""
+    return actor_class(role)(**kwargs)
 
 
 class ActorGroup:
@@ -42,8 +69,8 @@ class ActorGroup:
     The LLM roles wait on the network, not the CPU, so one process serves them all and pays
     for importing litellm once instead of once per role (see docs/cluster.md)."""
 
-    def __init__(self, members: list[tuple[str, dict[str, Any]]]) -> None:
-        self.members = [build(factory, kwargs) for factory, kwargs in members]
+    def __init__(self, members: list[tuple[ActorRole, dict[str, Any]]]) -> None:
+        self.members = [build(role, kwargs) for role, kwargs in members]
 
     @property
     def is_ready(self) -> bool:
@@ -62,13 +89,13 @@ class ActorGroup:
 class _Host:
     """Body of the Ray actor (kept importable without Ray for tests and local runs)."""
 
-    def __init__(self, factory: str, kwargs: dict[str, Any], log_level: str | None = None) -> None:
+    def __init__(self, role: ActorRole, kwargs: dict[str, Any], log_level: str | None = None) -> None:
         from accelopt.logging import configure_logging
 
         configure_logging("json", log_level)
-        self.factory = factory
+        self.role = role
         self.failed: Exception | None = None
-        self.obj = build(factory, kwargs)
+        self.obj = build(role, kwargs)
 
     async def run(self, **kwargs: Any) -> Any:
         try:
@@ -93,7 +120,7 @@ class _Host:
         return True
 
     def ping(self) -> str:
-        return self.factory
+        return self.role
 
     def summary(self) -> dict[str, Any]:
         """What the hosted object says it did (e.g. a curator's entries written), if it says."""

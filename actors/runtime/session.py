@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 import msgspec
 import nats.js.errors
@@ -37,6 +38,10 @@ from events.subjects import role_filter, run_filter
 from hardware_agents.languages import find_language
 from replay.fold import RunView
 from replay.runstate import RunLock
+
+if TYPE_CHECKING:
+    from actors.runtime.coordinator_handle import CoordinatorHandle
+    from actors.runtime.deployment import Deployment
 
 log = get_logger(component="session")
 
@@ -112,9 +117,7 @@ def run_started(
         for p in problems
     ]
     return ev.RunStarted(
-        event_id=ev.derive_event_id(run_id, "RunStarted"),
-        run_id=run_id,
-        ts=time.time(),
+        **ev.envelope(ev.RunStarted, run_id, ts=time.time()),
         config=cfg.to_dict(),
         seed=cfg.seed,
         targets=targets,
@@ -144,10 +147,18 @@ class StallWatch:
     worked on and no instance fetching. Checked while the run is idle; reported once."""
 
     def __init__(
-        self, devices: str | list[str], *, after_s: float = 20.0, report: Callable[[str], None] | None = None
+        self,
+        devices: str | list[str],
+        *,
+        after_s: float = 20.0,
+        report: Callable[[str], None] | None = None,
+        fail_after_s: float | None = None,
     ) -> None:
         self.devices = [devices] if isinstance(devices, str) else list(devices)
         self.after_s = after_s
+        # a role still unserved after this long ends the run (`workers.unserved_fail_after_s`)
+        self.fail_after_s = fail_after_s
+        self.given_up: str | None = None  # the work queue the run gave up on
         self.report = report or (lambda text: log.warning(text))
         self.open: dict[str, dict[str, str]] = {}  # durable -> request id -> type
         self._since: dict[str, float] = {}
@@ -184,15 +195,22 @@ class StallWatch:
                 self._reported.discard(durable)
                 continue
             first = self._since.setdefault(durable, now)
+            if self.fail_after_s is not None and now - first >= self.fail_after_s and self.given_up is None:
+                self.given_up = durable
             if now - first >= self.after_s and durable not in self._reported:
                 self._reported.add(durable)
                 if durable.startswith("profiler-"):
                     start = f"accelopt worker --nats URL --device {durable.removeprefix('profiler-')}"
                 else:
                     start = f"accelopt worker --nats URL --roles {durable}"
+                then = (
+                    f"the run fails after {self.fail_after_s:g} s of this"
+                    if self.fail_after_s is not None
+                    else "the run waits"
+                )
                 self.report(
                     f"{len(reqs)} request(s) wait on '{durable}' and no worker serves it "
-                    f"(start one, e.g. `{start}`); the run waits"
+                    f"(start one, e.g. `{start}`); {then}"
                 )
 
 
@@ -207,6 +225,18 @@ class InFlight:
             self.open.add(e.event_id)
         elif isinstance(e, (ev.LLMCallCompleted, ev.KernelProfiled)):
             self.open.discard(e.request_id)
+
+
+def unserved_failure(run_id: str, watch: StallWatch) -> ev.RunFailed:
+    """The RunFailed of a run whose requests waited on a work queue nobody served for
+    `watch.fail_after_s` (reason `unserved: <queue>`, e.g. `unserved: profiler-h100`)."""
+    durable = watch.given_up or ""
+    return ev.RunFailed(
+        **ev.envelope(ev.RunFailed, run_id, "unserved", durable, ts=time.time()),
+        reason=f"unserved: {durable}",
+        detail=f"requests waited {watch.fail_after_s:g} s on '{durable}' and no worker served them "
+        "(workers.unserved_fail_after_s)",
+    )
 
 
 async def follow_run(
@@ -233,6 +263,7 @@ async def follow_run(
     deadline = time.monotonic() + timeout_s if timeout_s else None
     answers = InFlight()
     ended_at: float | None = None
+    gave_up = False
     elog = await EventLog.connect(url, name=f"accelopt-follow-{run_id}")
     try:
         async for _seq, event, _pending in elog.follow(run_filter(run_id), idle_timeout=0.5):
@@ -245,6 +276,9 @@ async def follow_run(
                 continue
             if event is None and stall_watch is not None:
                 await stall_watch.check(elog)
+                if stall_watch.given_up is not None and not gave_up:  # reported, not waited on forever
+                    gave_up = True
+                    await elog.publish(unserved_failure(run_id, stall_watch))
             if event is not None:
                 view.apply(event)
                 answers.observe(event)
@@ -260,9 +294,7 @@ async def follow_run(
                 why = alive()
                 if why:
                     failed = ev.RunFailed(
-                        event_id=ev.derive_event_id(run_id, "RunFailed", "coordinator"),
-                        run_id=run_id,
-                        ts=time.time(),
+                        **ev.envelope(ev.RunFailed, run_id, "coordinator", ts=time.time()),
                         reason="coordinator stopped",
                         detail=why,
                     )
@@ -353,124 +385,185 @@ async def publish(url: str, event: ev.Event, settings: StreamSettings | None = N
         await elog.close()
 
 
-def run_session(
-    cfg: RunConfig,
-    problems: list[Problem],
-    *,
-    nats_url: str | None = None,
-    ray_address: str | None = None,
-    run_id: str | None = None,
-    on_event: Callable[[ev.Event, RunView], None] | None = None,
-    timeout_s: float | None = None,
-    start_workers: bool = True,
-    log_level: str | None = None,
-    started_event: ev.RunStarted | None = None,
-    resume: bool = False,
-    on_warning: Callable[[str], None] | None = None,
-    devices: list[str] | None = None,
-    coordinator: str = "ray",
-) -> RunOutcome:
-    """Run `problems` under `cfg` to completion (see the module docstring).
+@dataclass(frozen=True)
+class SessionOptions:
+    """How `run_session` runs a run, besides its config and problems (all optional).
+
+    Where: `nats_url` (default: the root's embedded server), `ray_address` (default: a local
+    Ray), `coordinator` ("ray": an actor; "local": a thread of this process, for a run whose
+    agents are already up, e.g. a warm pool's: such a run needs no Ray at all),
+    `start_workers` (False: agents started elsewhere serve it), `log_level` of the actors.
+    Which run: `run_id` (default: a new one, or `started_event`'s); `started_event`: publish
+    this RunStarted (an ablation's) instead of building one; `resume`: the run exists on the
+    log (`started_event`: its recorded RunStarted): start its actors and coordinator again,
+    which re-derives its state from the log and goes on from there; `devices`: the run's
+    device kinds when resuming (its RunStarted's targets; default: derived from the config).
+    Following it: `on_event(event, view)` per event, `on_warning(text)` per warning (default:
+    logged), `timeout_s` bounding the whole call, the start of Ray and of the agents
+    included: when it passes before the agents are ready, nothing is published and
+    `RunTimedOut` says which ones were not; later, the outcome is `timed_out` and the run
+    stays resumable.
+    """
+
+    nats_url: str | None = None
+    ray_address: str | None = None
+    coordinator: Literal["ray", "local"] = "ray"
+    start_workers: bool = True
+    log_level: str | None = None
+    run_id: str | None = None
+    started_event: ev.RunStarted | None = None
+    resume: bool = False
+    devices: list[str] | None = None
+    on_event: Callable[[ev.Event, RunView], None] | None = None
+    on_warning: Callable[[str], None] | None = None
+    timeout_s: float | None = None
+
+
+def run_session(cfg: RunConfig, problems: list[Problem], options: SessionOptions | None = None) -> RunOutcome:
+    """Run `problems` under `cfg` to completion (see the module docstring and `SessionOptions`).
 
     Each problem is optimized on its own device kind (`target_devices`: the `@DEVICE` of its
     reference in `cfg.problems`, else `cfg.device`); profilers start for every kind of the run.
-    `started_event`: publish this RunStarted (an ablation's) instead of building one.
-    `resume`: the run exists on the log (`started_event`: its recorded RunStarted); start its
-    actors and coordinator again, which re-derives its state from the log and goes on from
-    there. `devices`: the run's device kinds when resuming (its RunStarted's targets;
-    default: derived from `cfg`).
-    `coordinator`: "ray" (an actor) or "local" (a thread of this process, for a run whose
-    agents are already up, e.g. a warm pool's: such a run needs no Ray at all).
-    `timeout_s` bounds the whole call, the start of Ray and of the agents included: when it
-    passes before the agents are ready, nothing is published and `RunTimedOut` says which
-    ones were not; later, the outcome is `timed_out` and the run stays resumable.
     """
-    from actors.runtime.coordinator_handle import CoordinatorHandle, start_coordinator
-    from actors.runtime.deployment import ActorStartError, Deployment, init_ray
-
-    if coordinator == "local" and start_workers:
+    o = options or SessionOptions()
+    if o.coordinator == "local" and o.start_workers:
         raise ValueError(
             "a coordinator in this process serves agents started elsewhere (start_workers=False)"
         )
-    deadline = time.monotonic() + timeout_s if timeout_s else None
-    _refuse_unsafe(cfg, problems, devices, start_workers)
+    deadline = time.monotonic() + o.timeout_s if o.timeout_s else None
+    _refuse_unsafe(cfg, problems, o.devices, o.start_workers)
     cfg = with_memory_uri(cfg)
-    run_id = run_id or (started_event.run_id if started_event else new_run_id())
+    run_id = o.run_id or (o.started_event.run_id if o.started_event else new_run_id())
     run_dir = Path(cfg.root) / run_id
     # held while this process drives the run: a killed driver leaves the run `interrupted`
     # (replay/runstate.py), and a second driver of the same run is refused (RunBusy)
     lock = RunLock(cfg.root, run_id).__enter__()
-    published = resume
+    published = o.resume
     try:
-        endpoint = open_log_endpoint(nats_url, cfg.root)
+        endpoint = open_log_endpoint(o.nats_url, cfg.root)
     except BaseException:
         _drop_lock(lock, run_dir, published)
         raise
-    deployment: Deployment | None = None
-    coord: CoordinatorHandle | None = None
+    actors = _RunActors(o.coordinator, endpoint.url, run_id)
     try:
-        start, devices = _run_start(cfg, problems, run_id, devices, started_event, resume)
+        start, devices = _run_start(cfg, problems, run_id, o.devices, o.started_event, o.resume)
         settings = StreamSettings(replicas=cfg.log.replicas, duplicate_window_s=cfg.log.duplicate_window_s)
         # the run's settings (replicas) make the stream, not the first actor to connect with the defaults
         asyncio.run(create_stream(endpoint.url, settings))
-        if coordinator == "ray":
-            init_ray(ray_address)
-            deployment = Deployment(cfg, endpoint.url, log_level=log_level)
-        # a new run's coordinator starts with the agents (it waits for RunStarted); a resumed
-        # one only once they are ready, as it acts at once
-        if start is not None:
-            coord = start_coordinator(coordinator, endpoint.url, run_id, deployment)
-        memory_on = needs_memory(cfg, started_event if resume else start)
-        if start_workers and deployment is not None:
-            deployment.start_workers(devices, memory=memory_on)
-            wait_s = 300.0 if deadline is None else min(300.0, max(0.0, deadline - time.monotonic()))
-            try:
-                slow = deployment.wait_ready(wait_s, report=lambda _text: None)  # said here
-            except ActorStartError as e:  # nothing would answer its requests: stop, say why
-                raise RunError(str(e)) from e
-            if slow and deadline is not None and time.monotonic() >= deadline:
-                raise RunTimedOut(
-                    f"timed out after {timeout_s:g} s waiting for the run's agents to start "
-                    f"({', '.join(slow)} not ready); the run did not start"
-                )
-            if slow:
-                (on_warning or log.warning)(
-                    f"actors not ready after {wait_s:.0f} s: {', '.join(slow)}; the run "
-                    "goes on and waits for them"
-                )
-        if coord is None:
-            coord = start_coordinator(coordinator, endpoint.url, run_id, deployment)
+        memory_on = needs_memory(cfg, o.started_event if o.resume else start)
+        actors.start(cfg, o, devices, memory_on, deadline, new_run=start is not None)
         if start is not None:
             asyncio.run(publish(endpoint.url, start, settings))
             published = True
-        watch = StallWatch(devices, after_s=cfg.workers.unserved_warn_after_s, report=on_warning)
-        left_s = None if deadline is None else max(0.001, deadline - time.monotonic())
-        view, timed_out = asyncio.run(
-            follow_run(
-                endpoint.url,
-                run_id,
-                on_event=on_event,
-                timeout_s=left_s,
-                alive=coord.problem,
-                stall_watch=watch,
-            )
-        )
-        warnings = coord.warnings()
-        # the run is done once its insights are in the memory (whoever hosts the curator: this
-        # run, a pool or the demo's shared agents)
-        if memory_on and not timed_out:
-            warnings += _memory_warnings(endpoint.url, run_id, view, cfg)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        asyncio.run(export_log(endpoint.url, run_id, run_dir / "log.aolog"))
-        write_run_dir(run_dir, view, cfg)
-        return RunOutcome(run_id, view, run_dir, warnings, timed_out)
+        return _follow_and_write(cfg, o, endpoint.url, run_id, run_dir, actors, devices, memory_on, deadline)
     finally:
-        if coord is not None:
-            coord.stop()
-        if deployment is not None:
-            deployment.stop()
+        actors.stop()
         endpoint.close()
         _drop_lock(lock, run_dir, published)
+
+
+class _RunActors:
+    """The run's coordinator and, where the run starts its own, its agents on Ray."""
+
+    def __init__(self, coordinator: str, url: str, run_id: str) -> None:
+        self.coordinator = coordinator
+        self.url = url
+        self.run_id = run_id
+        self.deployment: Deployment | None = None
+        self.coord: CoordinatorHandle | None = None
+
+    def start(
+        self,
+        cfg: RunConfig,
+        o: SessionOptions,
+        devices: list[str],
+        memory_on: bool,
+        deadline: float | None,
+        *,
+        new_run: bool,
+    ) -> None:
+        """Ray and the agents (when this run starts them), and the coordinator: a new run's
+        starts with the agents (it waits for RunStarted), a resumed one's only once they are
+        ready, as it acts at once."""
+        from actors.runtime.coordinator_handle import start_coordinator
+        from actors.runtime.deployment import Deployment, init_ray
+
+        if self.coordinator == "ray":
+            init_ray(o.ray_address)
+            self.deployment = Deployment(cfg, self.url, log_level=o.log_level)
+        if new_run:
+            self.coord = start_coordinator(self.coordinator, self.url, self.run_id, self.deployment)
+        if o.start_workers and self.deployment is not None:
+            self._start_agents(self.deployment, o, devices, memory_on, deadline)
+        if self.coord is None:
+            self.coord = start_coordinator(self.coordinator, self.url, self.run_id, self.deployment)
+
+    @staticmethod
+    def _start_agents(
+        deployment: Deployment, o: SessionOptions, devices: list[str], memory_on: bool, deadline: float | None
+    ) -> None:
+        """Start the run's agents and wait until they are ready: RunError if one cannot start,
+        RunTimedOut if the run's time is up first, a warning if they are slow."""
+        from actors.runtime.deployment import ActorStartError
+
+        deployment.start_workers(devices, memory=memory_on)
+        wait_s = 300.0 if deadline is None else min(300.0, max(0.0, deadline - time.monotonic()))
+        try:
+            slow = deployment.wait_ready(wait_s, report=lambda _text: None)  # said here
+        except ActorStartError as e:  # nothing would answer its requests: stop, say why
+            raise RunError(str(e)) from e
+        if slow and deadline is not None and time.monotonic() >= deadline:
+            raise RunTimedOut(
+                f"timed out after {o.timeout_s:g} s waiting for the run's agents to start "
+                f"({', '.join(slow)} not ready); the run did not start"
+            )
+        if slow:
+            (o.on_warning or log.warning)(
+                f"actors not ready after {wait_s:.0f} s: {', '.join(slow)}; the run goes on and waits for them"
+            )
+
+    def stop(self) -> None:
+        if self.coord is not None:
+            self.coord.stop()
+        if self.deployment is not None:
+            self.deployment.stop()
+
+
+def _follow_and_write(
+    cfg: RunConfig,
+    o: SessionOptions,
+    url: str,
+    run_id: str,
+    run_dir: Path,
+    actors: _RunActors,
+    devices: list[str],
+    memory_on: bool,
+    deadline: float | None,
+) -> RunOutcome:
+    """Follow the published run to its end, wait for its insights to be in the memory, export
+    its log and write its directory."""
+    assert actors.coord is not None
+    watch = StallWatch(
+        devices,
+        after_s=cfg.workers.unserved_warn_after_s,
+        report=o.on_warning,
+        fail_after_s=cfg.workers.unserved_fail_after_s,
+    )
+    left_s = None if deadline is None else max(0.001, deadline - time.monotonic())
+    view, timed_out = asyncio.run(
+        follow_run(
+            url, run_id, on_event=o.on_event, timeout_s=left_s, alive=actors.coord.problem, stall_watch=watch
+        )
+    )
+    warnings = actors.coord.warnings()
+    # the run is done once its insights are in the memory (whoever hosts the curator: this
+    # run, a pool or the demo's shared agents)
+    if memory_on and not timed_out:
+        warnings += _memory_warnings(url, run_id, view, cfg)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    asyncio.run(export_log(url, run_id, run_dir / "log.aolog"))
+    write_run_dir(run_dir, view, cfg)
+    return RunOutcome(run_id, view, run_dir, warnings, timed_out)
 
 
 def _drop_lock(lock: RunLock, run_dir: Path, published: bool) -> None:

@@ -68,9 +68,7 @@ def run(args: argparse.Namespace) -> int:
     run_id = args.run_id or new_run_id()
     fork = args.from_iteration
     start = ev.RunStarted(
-        event_id=ev.derive_event_id(run_id, "RunStarted"),
-        run_id=run_id,
-        ts=time.time(),
+        **ev.envelope(ev.RunStarted, run_id, ts=time.time()),
         config=cfg.to_dict(),
         seed=cfg.seed,
         targets=list(parent.targets),

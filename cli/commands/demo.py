@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
 def _session(
     console: Console, cfg, problems: list, args: argparse.Namespace, nats_url: str, timeout_s: float | None
 ) -> RunOutcome | None:
-    from actors.runtime.session import RunError, run_session
+    from actors.runtime.session import RunError, SessionOptions, run_session
     from cli.commands._progress import RunProgress
 
     try:
@@ -132,13 +132,15 @@ def _session(
             outcome = run_session(
                 cfg,
                 problems,
-                nats_url=nats_url,
-                ray_address=args.ray_address,
-                on_event=progress.on_event,
-                timeout_s=timeout_s,
-                log_level=args.log_level,
-                start_workers=False,
-                on_warning=lambda text: console.print(f"[yellow]waiting:[/yellow] {text}"),
+                SessionOptions(
+                    nats_url=nats_url,
+                    ray_address=args.ray_address,
+                    on_event=progress.on_event,
+                    timeout_s=timeout_s,
+                    log_level=args.log_level,
+                    start_workers=False,
+                    on_warning=lambda text: console.print(f"[yellow]waiting:[/yellow] {text}"),
+                ),
             )
     except RunError as e:
         console.print(f"[red]run failed:[/red] {e}")

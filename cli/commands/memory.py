@@ -276,20 +276,22 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _search(args: argparse.Namespace) -> int:
-    from memory_index import format_for_prompt
+    from memory_index import SearchQuery, format_for_prompt
 
     index = _open_existing(args)
     if index is None:
         return 1
     results = index.search(
         args.text,
-        top_m=args.top_m,
-        device=args.device,
-        language=args.language,
-        op_type=args.op_type,
-        min_speedup=args.min_speedup,
-        exclude_problem=args.exclude_problem,
-        collapse=not args.no_collapse,
+        SearchQuery(
+            top_m=args.top_m,
+            device=args.device,
+            language=args.language,
+            op_type=args.op_type,
+            min_speedup=args.min_speedup,
+            exclude_problem=args.exclude_problem,
+            collapse=not args.no_collapse,
+        ),
     )
     if args.prompt:
         sys.stdout.write(format_for_prompt(results))

@@ -36,6 +36,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 from rich.console import Console
@@ -44,7 +45,11 @@ from rich.table import Table
 from accelopt.profile import KERNEL_FAILURES, peak_fraction
 from replay.summary import geomean
 
-FAILED = KERNEL_FAILURES | {"sandbox_error"}
+if TYPE_CHECKING:
+    from hardware_agents.base import HardwareAgent
+    from replay.fold import RunView
+
+FAILED = KERNEL_FAILURES | {"sandbox_error", "unchecked"}
 
 
 class KernelMeasure(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -124,53 +129,20 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 def run(args: argparse.Namespace) -> int:
     from cli.commands.run import wide_console
-    from events.logfile import LogFileError
-    from events.runsource import run_log_path
-    from replay.runs import fold_file
 
     out = Console(stderr=True) if args.json else wide_console()
     if args.rounds < 1:
         out.print("[red]--rounds must be at least 1[/red]")
         return 2
-    log_path = run_log_path(args.run, args.root)
-    if log_path is None:
-        where = Path(args.run) if Path(args.run).is_dir() else Path(args.root) / args.run
-        out.print(
-            f"[red]run {args.run!r}: no exported log ({where / 'log.aolog'} does not exist); remeasure "
-            "reads a run's exported log (a run exports it when it ends)[/red]"
-        )
+    loaded = _load_run(out, args)
+    if loaded is None:
         return 2
-    try:
-        view = fold_file(log_path)
-    except (LogFileError, ValueError, OSError) as e:
-        out.print(f"[red]{log_path}: {e}[/red]")
+    log_path, view = loaded
+    groups = _device_groups(out, args, view)
+    if groups is None:
         return 2
-    if view.started is None:
-        out.print(f"[red]{log_path}: the log has no RunStarted[/red]")
-        return 2
-    targets = {t.problem.name: t for t in view.started.targets}
-    names = sorted(targets)
-    if args.problems:
-        names = [n.strip() for n in args.problems.split(",") if n.strip()]
-        missing = [n for n in names if n not in targets]
-        if missing:
-            out.print(
-                f"[red]problems not in run {view.run_id}: {', '.join(missing)}; "
-                f"the run has: {', '.join(sorted(targets))}[/red]"
-            )
-            return 2
-    no_base = [n for n in names if view.problems[n].baseline_id not in view.kernels]
-    if no_base:
-        out.print(f"[red]run {view.run_id}: no baseline kernel in the log for {', '.join(no_base)}[/red]")
-        return 2
-    # each problem on its own device kind (a run may target several), or all on --device
-    groups: dict[str, list[str]] = {}
-    for n in names:
-        groups.setdefault(args.device or targets[n].device, []).append(n)
-    if not groups:
-        groups[args.device or view.settings.device] = []
 
-    from hardware_agents.base import HardwareAgent, get_agent
+    from hardware_agents.base import get_agent
 
     agents: dict[str, HardwareAgent] = {}
     try:
@@ -186,46 +158,113 @@ def run(args: argparse.Namespace) -> int:
         base_seed = args.seed if args.seed is not None else 1_000_000 + secrets.randbelow(1_000_000_000)
         ok = True
         for device, group in groups.items():
-            agent = agents[device]
-            run_device = ",".join(sorted({targets[n].device for n in group})) or device
-            with out.status(f"re-measuring {len(group)} problem(s) of {view.run_id} on {device}") as status:
-                rows, seeds = remeasure_view(
-                    view,
-                    group,
-                    agent,
-                    device,
-                    rounds=args.rounds,
-                    all_kernels=args.all_kernels,
-                    base_seed=base_seed,
-                    timeout_s=view.settings.profiling.timeout_for(device),
-                    progress=lambda text, status=status: status.update(f"re-measuring {text}"),
-                )
-            group_ok = all(r.status == "passed" or r.status == "unmeasured" for r in rows)
-            ok = ok and group_ok
-            record = RemeasureRecord(
-                run_id=view.run_id or "",
-                run_device=run_device,
-                device=device,
-                created=time.strftime("%Y-%m-%dT%H:%M:%S"),
-                rounds=args.rounds,
-                seeds=seeds,
-                all_kernels=args.all_kernels,
-                toolchain=agent.toolchain(),
-                rows=rows,
-                ok=group_ok,
-            )
+            record = _remeasure_group(out, args, view, agents[device], device, group, base_seed)
+            ok = ok and record.ok
             path = log_path.parent / f"remeasure-{device}-{time.strftime('%Y%m%d-%H%M%S')}.json"
             path.write_bytes(msgspec.json.format(msgspec.json.encode(record), indent=2) + b"\n")
             if args.json:
                 sys.stdout.write(msgspec.json.encode(record).decode() + "\n")
             else:
                 out.print(table(record))
-                print_failures(out, rows)
+                print_failures(out, record.rows)
             out.print(f"saved to {path}")
     finally:
         for agent in agents.values():
             agent.close()
     return 0 if ok else 1
+
+
+def _load_run(out: Console, args: argparse.Namespace) -> tuple[Path, RunView] | None:
+    """The run's exported log and its fold; None (after saying why) without a usable one."""
+    from events.logfile import LogFileError
+    from events.runsource import run_log_path
+    from replay.runs import fold_file
+
+    log_path = run_log_path(args.run, args.root)
+    if log_path is None:
+        where = Path(args.run) if Path(args.run).is_dir() else Path(args.root) / args.run
+        out.print(
+            f"[red]run {args.run!r}: no exported log ({where / 'log.aolog'} does not exist); remeasure "
+            "reads a run's exported log (a run exports it when it ends)[/red]"
+        )
+        return None
+    try:
+        view = fold_file(log_path)
+    except (LogFileError, ValueError, OSError) as e:
+        out.print(f"[red]{log_path}: {e}[/red]")
+        return None
+    if view.started is None:
+        out.print(f"[red]{log_path}: the log has no RunStarted[/red]")
+        return None
+    return log_path, view
+
+
+def _device_groups(out: Console, args: argparse.Namespace, view: RunView) -> dict[str, list[str]] | None:
+    """The problems to re-measure by the device kind they are re-measured on: each problem on
+    its own (a run may target several), or all on `--device`. None (after saying why) for a
+    problem the run does not have, or one without its baseline in the log."""
+    assert view.started is not None
+    targets = {t.problem.name: t for t in view.started.targets}
+    names = sorted(targets)
+    if args.problems:
+        names = [n.strip() for n in args.problems.split(",") if n.strip()]
+        missing = [n for n in names if n not in targets]
+        if missing:
+            out.print(
+                f"[red]problems not in run {view.run_id}: {', '.join(missing)}; "
+                f"the run has: {', '.join(sorted(targets))}[/red]"
+            )
+            return None
+    no_base = [n for n in names if view.problems[n].baseline_id not in view.kernels]
+    if no_base:
+        out.print(f"[red]run {view.run_id}: no baseline kernel in the log for {', '.join(no_base)}[/red]")
+        return None
+    groups: dict[str, list[str]] = {}
+    for n in names:
+        groups.setdefault(args.device or targets[n].device, []).append(n)
+    if not groups:
+        groups[args.device or view.settings.device] = []
+    return groups
+
+
+def _remeasure_group(
+    out: Console,
+    args: argparse.Namespace,
+    view: RunView,
+    agent: HardwareAgent,
+    device: str,
+    group: list[str],
+    base_seed: int,
+) -> RemeasureRecord:
+    """Re-measure `group`'s problems on `device` in interleaved rounds: the record saved and shown."""
+    assert view.started is not None
+    run_device = (
+        ",".join(sorted({t.device for t in view.started.targets if t.problem.name in group})) or device
+    )
+    with out.status(f"re-measuring {len(group)} problem(s) of {view.run_id} on {device}") as status:
+        rows, seeds = remeasure_view(
+            view,
+            group,
+            agent,
+            device,
+            rounds=args.rounds,
+            all_kernels=args.all_kernels,
+            base_seed=base_seed,
+            timeout_s=view.settings.profiling.timeout_for(device),
+            progress=lambda text, status=status: status.update(f"re-measuring {text}"),
+        )
+    return RemeasureRecord(
+        run_id=view.run_id or "",
+        run_device=run_device,
+        device=device,
+        created=time.strftime("%Y-%m-%dT%H:%M:%S"),
+        rounds=args.rounds,
+        seeds=seeds,
+        all_kernels=args.all_kernels,
+        toolchain=agent.toolchain(),
+        rows=rows,
+        ok=all(r.status == "passed" or r.status == "unmeasured" for r in rows),
+    )
 
 
 def print_failures(out: Console, rows: list[RemeasureRow]) -> None:

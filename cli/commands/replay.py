@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from rich.console import Console
 
@@ -44,51 +44,60 @@ def _read_log(console: Console, read: Callable[[], T], warnings: list[str]) -> T
 
 
 def run(args: argparse.Namespace) -> int:
-    from cli.commands._progress import results_table
+    console = wide_console()
+    return _verify(console, args) if args.verify else _show(console, args)
+
+
+def _verify(console: Console, args: argparse.Namespace) -> int:
+    """`--verify`: re-derive every recorded decision of the run (or the campaign)."""
     from events.runsource import fold_events
 
-    console = wide_console()
     warnings: list[str] = []
-    if args.verify:
-        from replay.verify import Verifier
-
-        verifier = Verifier()  # fed as the log is read: a long run's history is never held
-        read = _read_log(
-            console,
-            lambda: fold_events(
-                args.run,
-                args.root,
-                verifier.feed,
-                nats_url=args.nats,
-                valid_prefix=args.valid_prefix,
-                warnings=warnings,
-            ),
-            warnings,
+    verifier = AnyVerifier()  # fed as the log is read: a long run's history is never held
+    read = _read_log(
+        console,
+        lambda: fold_events(
+            args.run,
+            args.root,
+            verifier.feed,
+            nats_url=args.nats,
+            valid_prefix=args.valid_prefix,
+            warnings=warnings,
+        ),
+        warnings,
+    )
+    if read is None:
+        return 2
+    try:
+        report = verifier.result()
+    except ValueError as e:  # no events (an empty valid prefix)
+        console.print(f"[red]{e}[/red]")
+        return 2
+    if verifier.campaign is not None:
+        return _verified_campaign(console, args, report, verifier.campaign)
+    if report.ok:
+        console.print(
+            f"[green]verified[/green]: {report.decisions_checked} coordinator decisions re-derived "
+            f"from {report.inputs} recorded results ({report.events} events)"
         )
-        if read is None:
-            return 2
-        try:
-            report = verifier.result()
-        except ValueError as e:  # no events (an empty valid prefix)
-            console.print(f"[red]{e}[/red]")
-            return 2
-        if report.ok:
+        if report.pending_at_end:
             console.print(
-                f"[green]verified[/green]: {report.decisions_checked} coordinator decisions re-derived "
-                f"from {report.inputs} recorded results ({report.events} events)"
+                f"the recording ends before {len(report.pending_at_end)} decisions were published "
+                "(an interrupted run; `accelopt resume` publishes them)"
             )
-            if report.pending_at_end:
-                console.print(
-                    f"the recording ends before {len(report.pending_at_end)} decisions were published "
-                    "(an interrupted run; `accelopt resume` publishes them)"
-                )
-            return 0
-        d = report.divergence
-        assert d is not None
-        console.print(f"[red]diverges[/red] at {d.describe()}")
-        return 1
+        return 0
+    d = report.divergence
+    assert d is not None
+    console.print(f"[red]diverges[/red] at {d.describe()}")
+    return 1
+
+
+def _show(console: Console, args: argparse.Namespace) -> int:
+    """Without `--verify`: the run's results and beams (at `--iteration`), or a campaign's status."""
+    from cli.commands._progress import results_table
     from replay.runs import open_run
 
+    warnings: list[str] = []
     opened = _read_log(
         console,
         lambda: open_run(
@@ -104,6 +113,15 @@ def run(args: argparse.Namespace) -> int:
     if opened is None:
         return 2
     view, _ = opened
+    if view.started is None:
+        from replay.campaign import CampaignView, load_campaign
+
+        campaign = _read_log(console, lambda: load_campaign(args.run, args.root, nats_url=args.nats), [])
+        if isinstance(campaign, CampaignView):
+            from cli.commands.campaign.status import print_status
+
+            print_status(console, campaign, args.root)
+            return 0
     title = f"run {view.run_id}: {view.status}" + (
         f", state after iteration {args.iteration}" if args.iteration is not None else ""
     )
@@ -117,4 +135,75 @@ def run(args: argparse.Namespace) -> int:
                 for k in beam
             )
             console.print(f"  {name} iteration {it}: beam {members}")
+    return 0
+
+
+class AnyVerifier:
+    """The verifier for what the log holds: a run's coordinator decisions, or a campaign's
+    scheduler decisions (its first event says which)."""
+
+    def __init__(self) -> None:
+        self.inner: Any = None
+        self.campaign: Any = None  # the campaign's view, folded on the way
+
+    def feed(self, e: Any) -> bool:
+        if self.inner is None:
+            from replay.campaign import CampaignVerifier, CampaignView, is_campaign_event
+            from replay.verify import Verifier
+
+            if is_campaign_event(e):
+                self.inner, self.campaign = CampaignVerifier(), CampaignView()
+            else:
+                self.inner = Verifier()
+        if self.campaign is not None:
+            self.campaign.apply(e)
+        return bool(self.inner.feed(e))
+
+    def result(self) -> Any:
+        if self.inner is None:
+            raise ValueError("empty log: nothing to verify")
+        return self.inner.result()
+
+
+def _verified_campaign(console: Console, args: argparse.Namespace, report: Any, campaign: Any) -> int:
+    """A campaign verifies when its schedule re-derives and each of its runs verifies."""
+    from events.runsource import LOG_DAMAGE, RunNotFound, fold_events
+    from replay.verify import Verifier
+
+    if report.divergence is not None:
+        console.print(f"[red]diverges[/red] at {report.divergence.describe()}")
+        return 1
+    console.print(
+        f"[green]verified[/green]: {report.decisions_checked} scheduler decisions of campaign {report.run_id} "
+        f"re-derived from {report.inputs} recorded inputs ({report.events} events)"
+    )
+    if report.pending_at_end:
+        console.print(
+            f"the log ends before {len(report.pending_at_end)} decisions were published (an interrupted "
+            "campaign; `accelopt campaign resume` publishes them)"
+        )
+    bad = 0
+    checked = 0
+    for run_id, run in campaign.runs.items():
+        v = Verifier()
+        try:
+            fold_events(run_id, args.root, v.feed, nats_url=args.nats)
+            r = v.result()
+        except RunNotFound:
+            if run.finished is not None and run.finished.status != "error":
+                bad += 1
+                console.print(f"[red]{run_id}: its log is missing[/red]")
+            continue
+        except (*LOG_DAMAGE, ValueError) as e:
+            bad += 1
+            console.print(f"[red]{run_id}: {damage_message(e)}[/red]", soft_wrap=True)
+            continue
+        checked += 1
+        if r.divergence is not None:
+            bad += 1
+            console.print(f"[red]{run_id} diverges[/red] at {r.divergence.describe()}")
+    if bad:
+        console.print(f"[red]{bad} of the campaign's {len(campaign.runs)} runs do not verify[/red]")
+        return 1
+    console.print(f"[green]verified[/green]: each of its {checked} runs' coordinator decisions re-derived")
     return 0

@@ -19,7 +19,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "runs",
         nargs="+",
         metavar="RUN",
-        help="run id (under --root, then on the event stream), run directory or exported .aolog file",
+        help="run id (under --root, then on the event stream), run directory or exported .aolog file; "
+        "or a campaign's id (its report: items, queues, spend, runs)",
     )
     p.add_argument(
         "--out",
@@ -72,6 +73,24 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"[yellow]warning:[/yellow] {w}", soft_wrap=True)
         views.append(view)
         sources.append(source)
+    if len(views) == 1 and views[0].started is None:  # not a run: a campaign?
+        campaign = _campaign(args)
+        if campaign is not None:
+            from replay.render.campaign import build_campaign_report
+
+            html = build_campaign_report(campaign, title=args.title)
+            out = (
+                Path(args.out)
+                if args.out
+                else default_out(args.runs, sources, [campaign.campaign_id or "campaign"])
+            )
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(html, encoding="utf-8")
+            console.print(
+                f"report of campaign {campaign.campaign_id} ({len(campaign.runs)} runs, {campaign.events:,} events) "
+                f"written to {out} ({len(html) / 1024:.0f} KiB, {time.perf_counter() - t0:.2f} s)"
+            )
+            return 0
     html = build_report(views, title=args.title)
     out = Path(args.out) if args.out else default_out(args.runs, sources, [v.run_id or "run" for v in views])
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -82,3 +101,14 @@ def run(args: argparse.Namespace) -> int:
         f"({len(html) / 1024:.0f} KiB, {time.perf_counter() - t0:.2f} s)"
     )
     return 0
+
+
+def _campaign(args: argparse.Namespace):
+    """The campaign `args.runs[0]` names, or None where it is not one."""
+    from events.runsource import RunNotFound
+    from replay.campaign import load_campaign
+
+    try:
+        return load_campaign(args.runs[0], args.root, nats_url=args.nats)
+    except RunNotFound:
+        return None

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
 
 from accelopt import catalog as ev
 from accelopt.config import ConfigError, RunConfig, build_config, problem_refs, target_devices
+
+if TYPE_CHECKING:
+    from actors.runtime.session import RunOutcome
 
 # the help of flags that several commands share (one wording each)
 ROOT_HELP = "runs directory: run folders, the embedded event server, the default memory (default ./runs)"
@@ -255,8 +259,8 @@ def execute(
     console: Console, cfg: RunConfig, problems: list, args: argparse.Namespace, **session_kwargs
 ) -> int:
     """Run a session with progress bars and print its outcome (shared by run, ablate, resume)."""
-    from actors.runtime.session import RunError, RunTimedOut, run_session
-    from cli.commands._progress import RunProgress, results_table
+    from actors.runtime.session import RunError, RunTimedOut, SessionOptions, run_session
+    from cli.commands._progress import RunProgress
     from replay.runstate import RunBusy
 
     if not preflight(console, cfg, getattr(args, "preflight", True)):
@@ -277,12 +281,14 @@ def execute(
             outcome = run_session(
                 cfg,
                 problems,
-                on_event=progress.on_event,
-                timeout_s=getattr(args, "timeout", None),
-                log_level=args.log_level,
-                on_warning=lambda text: console.print(f"[yellow]waiting:[/yellow] {text}"),
-                **where,
-                **session_kwargs,
+                SessionOptions(
+                    on_event=progress.on_event,
+                    timeout_s=getattr(args, "timeout", None),
+                    log_level=args.log_level,
+                    on_warning=lambda text: console.print(f"[yellow]waiting:[/yellow] {text}"),
+                    **where,
+                    **session_kwargs,
+                ),
             )
     except RunTimedOut as e:
         console.print(f"[red]{escape(str(e))}[/red]", soft_wrap=True, highlight=False)
@@ -296,6 +302,14 @@ def execute(
             console.print(f"[red]{e}[/red]")
             return 2
         raise
+    return report_outcome(console, cfg, args, outcome)
+
+
+def report_outcome(console: Console, cfg: RunConfig, args: argparse.Namespace, outcome: RunOutcome) -> int:
+    """Print a finished session's outcome (results, what was served from a recording, cost,
+    failures) and return the command's exit code."""
+    from cli.commands._progress import results_table
+
     view = outcome.view
     for w in outcome.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}")

@@ -58,9 +58,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def build_workers(args: argparse.Namespace) -> list:
+    from accelopt import catalog as ev
     from accelopt.config import build_config
-    from actors.runtime.deployment import LLM_ROLES, llm_role_options, profiler_options
-    from actors.runtime.hosting import ROLE_FACTORIES, build
+    from actors.runtime.deployment import llm_role_options, profiler_options
+    from actors.runtime.hosting import build
 
     overrides = list(args.overrides)
     if args.ack_wait is not None:
@@ -75,7 +76,7 @@ def build_workers(args: argparse.Namespace) -> list:
             for i in range(args.count):
                 workers.append(
                     build(
-                        ROLE_FACTORIES["profiler"],
+                        "profiler",
                         {
                             "nats_url": args.nats,
                             "device": args.device,
@@ -89,15 +90,15 @@ def build_workers(args: argparse.Namespace) -> list:
                         },
                     )
                 )
-        elif role in LLM_ROLES:
+        elif ev.is_llm_role(role):
             workers.append(
                 build(
-                    ROLE_FACTORIES[role],
+                    role,
                     {"nats_url": args.nats, "llm_config": cfg.llm, "options": llm_role_options(role, cfg)},
                 )
             )
         else:
-            raise SystemExit(f"unknown role {role!r}; choose from profiler, {', '.join(LLM_ROLES)}")
+            raise SystemExit(f"unknown role {role!r}; choose from profiler, {', '.join(ev.LLM_ROLES)}")
     return workers
 
 

@@ -42,6 +42,7 @@ from hardware_agents.cpu.machine import DEFAULT_CC, machine_info, usable_cores
 from hardware_agents.cpu.machine import cache_dir as default_cache_dir
 from hardware_agents.cpu.oracle import ORACLE_SETS, BaselineOracle
 from hardware_agents.datacache import DataCache
+from hardware_agents.pipeline.phases import Phases
 from hardware_agents.pipeline.verdict import Verdict
 from hardware_agents.quiet import single_threaded_blas
 from hardware_agents.sandbox import Sandbox, SandboxPolicy, sweep_orphans
@@ -121,7 +122,7 @@ class CpuAgent(HardwareAgent):
     # --- device --------------------------------------------------------------------------
 
     @property
-    def device(self) -> DeviceSpec:
+    def spec(self) -> DeviceSpec:
         with self._spec_lock:
             if self._spec is None:
                 rec = load_calibration(self.cache_dir)
@@ -182,11 +183,17 @@ class CpuAgent(HardwareAgent):
             return self._fail(
                 "compile_error", f"entry point {solution.spec.entry_point!r} is not FILE::SYMBOL"
             )
-        build = self.compiler.build(solution, problem.axis_values())
+        times: dict[str, float] = {}
+        phases = Phases(times)
+        with phases("compile"):
+            build = self.compiler.build(solution, problem.axis_values())
         if not build.ok or build.so_path is None:
-            return self._fail("compile_error", build.log, isolation=build.isolation)
-        data = self.data.get(problem, seeds)
-        spec = self.device if measure else None
+            prof = self._fail("compile_error", build.log, isolation=build.isolation)
+            prof.counters.update(times)
+            return prof
+        with phases("data"):
+            data = self.data.get(problem, seeds)
+        spec = self.spec if measure else None
         sets = timing_sets(data.set_bytes, len(data.cases)) if measure else len(data.cases)
         policy = self._policy(data, sets)
         with Sandbox(policy, base_dir=self.sandbox_dir) as box:
@@ -208,7 +215,9 @@ class CpuAgent(HardwareAgent):
             )
             with self._device_lock():
                 prof = judge.run()
-        prof = judge.verify_deferred(prof)
+        with phases("deferred_checks"):
+            prof = judge.verify_deferred(prof)
+        prof.counters.update(times)
         prof.counters["compile_s"] = build.seconds
         prof.counters["compile_cached"] = float(build.cached)
         return prof

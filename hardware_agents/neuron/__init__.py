@@ -24,9 +24,9 @@ Prompt helpers: `nki_interface_lines(problem)`, `CONVENTION`. See docs/neuron.md
 from hardware_agents.base import register_agent
 from hardware_agents.neuron.agent import NKIBENCH_SEEDS, NeuronAgent, Trn1Agent, Trn2Agent
 from hardware_agents.neuron.convention import CONVENTION, nki_interface_lines
+from hardware_agents.neuron.profile_summary import COUNTER_FIELDS, parse_summary
 from hardware_agents.neuron.sdk import NeuronSDKMissing, install_hint, sdk_available
 from hardware_agents.neuron.specs import SPECS, TRN1, TRN2
-from hardware_agents.neuron.summary import COUNTER_FIELDS, parse_summary
 
 # available everywhere: without the SDK the agents emulate (correctness, an estimated latency)
 register_agent("trn1", Trn1Agent)

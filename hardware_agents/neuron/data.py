@@ -15,7 +15,8 @@ Timing (`TimingRound`, one per timing round, made by the agent when that round s
 inputs drawn on a fresh seed from the OS's random source (never a correctness seed), so a
 cache keyed on content seen in the correctness runs never hits; their float64 references
 stay in the agent's memory. The agent writes a round's argument files into the timing
-child's work dir only when the child waits for that round.
+child's work dir only when the child waits for that round. The emulate mode draws one such
+round after the kernel was traced and judges it as one more correctness case (`FreshCase`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import threadpoolctl
@@ -232,7 +233,9 @@ class ProblemData:
                 ref64 = _reference(problem, cd.case, inputs)
                 seconds = time.perf_counter() - t0
                 del inputs
-                stats = {n: validity.RefStats(r, tol, bound=False) for n, r in ref64.items()}  # norms
+                stats = {
+                    n: validity.RefStats(r, tol, bound=False, threads=1) for n, r in ref64.items()
+                }  # norms
                 nbytes = sum(r.nbytes for r in ref64.values())
                 if self.store is not None and self.store.worth_keeping(seconds, nbytes):
                     cd.entry = self.store.put(cd.key, ref64, stats, seconds)
@@ -340,6 +343,40 @@ class TimingRound:
         return out
 
 
+class JudgedCase(Protocol):
+    """What the judge needs of a case (`judge.judge_cases`): `CaseData`, `FreshCase`."""
+
+    case: validity.InputCase
+    stats: dict[str, validity.RefStats]
+
+    def refs(self) -> dict[str, np.ndarray]: ...
+
+    def floor(self, problem: Problem) -> dict[str, validity.Fp32Floor]: ...
+
+
+class FreshCase:
+    """A `TimingRound` judged as one more correctness case (the emulate mode's case drawn after
+    the kernel was traced): its in-memory references, their norms, and its float32 floor on
+    first use (`CaseData.floor`'s rule, the inputs drawn again: they are deterministic)."""
+
+    def __init__(self, problem: Problem, rnd: TimingRound) -> None:
+        self.round = rnd
+        self.case = rnd.case
+        tol = validity.tolerance_of(problem.definition)
+        self.stats = {n: validity.RefStats(r, tol, bound=False, threads=1) for n, r in rnd.refs.items()}
+        self._floor: dict[str, validity.Fp32Floor] | None = None
+
+    def refs(self) -> dict[str, np.ndarray]:
+        return self.round.refs
+
+    def floor(self, problem: Problem) -> dict[str, validity.Fp32Floor]:
+        if self._floor is None:
+            inputs = validity.make_inputs(problem, self.case)
+            with threadpoolctl.threadpool_limits(limits=1):  # (see ProblemData._references)
+                self._floor = validity.fp32_floor(problem, inputs, self.round.refs, self.case.seed)
+        return self._floor
+
+
 def _scalar(a: Any) -> float | int | bool:
     if isinstance(a, np.generic):
         a = a.item()
@@ -348,4 +385,13 @@ def _scalar(a: Any) -> float | int | bool:
     raise TypeError(f"kernel argument of type {type(a).__name__} is neither an array nor a scalar")
 
 
-__all__ = ["CaseData", "ProblemData", "TimingRound", "build_problem_data", "file_digest", "write_args"]
+__all__ = [
+    "CaseData",
+    "FreshCase",
+    "JudgedCase",
+    "ProblemData",
+    "TimingRound",
+    "build_problem_data",
+    "file_digest",
+    "write_args",
+]

@@ -1,7 +1,7 @@
 """The rounds of a driven child: the agent's own clock around everything it runs.
 
 A timing child (`Sandbox.spawn`) stops itself whenever it waits for the agent, and the
-agent continues it (`hardware_agents/freeze.py` proves it stayed stopped in between). A
+agent continues it (`hardware_agents/sandbox/freeze.py` proves it stayed stopped in between). A
 round is two steps: set-up (the child takes the round's inputs, which the agent handed over
 while it was stopped, and stops, ready) and the timed calls (to its next stop). Every step
 is clocked by the agent, from the continue to the stop report:
@@ -29,12 +29,12 @@ why, and the caller judges it (`Verdict.ended`).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Final
 
 from accelopt.profile import Profile
-from hardware_agents.freeze import RanWhileStopped
-from hardware_agents.sandbox import SandboxChild
+from hardware_agents.sandbox import RanWhileStopped, SandboxChild
 
 STOP: Final = "stop"  # after_round's answer: no more rounds
 
@@ -49,6 +49,20 @@ class RoundClock:
         self.setups: list[float] = []
         self.cal_walls: list[float] = []
         self.cal_setups: list[float] = []
+        self.ready_s = 0.0  # from `drive_rounds` (just after the spawn) to the child's first stop
+        self.start_s = 0.0  # before that: starting the child, or waiting for a spare to be ready
+        self.untimed_s = 0.0  # the untimed step (loading the kernel, the correctness cases)
+        self.exit_s = 0.0  # from the last continue to the child's exit
+
+    def phases(self) -> dict[str, float]:
+        """Our own clock of each phase of the child's life, for a profile's counters."""
+        return {
+            "phase_child_start_s": self.start_s + self.ready_s,
+            "phase_calibration_s": sum(self.cal_walls) + sum(self.cal_setups),
+            "phase_load_and_check_s": self.untimed_s,
+            "phase_timing_rounds_s": sum(self.walls) + sum(self.setups),
+            "phase_child_exit_s": self.exit_s,
+        }
 
     def untimed_per_call(self, calls: int) -> float | None:
         """The calibrated untimed work per call: the fastest calibration round's wall time per
@@ -92,14 +106,18 @@ def drive_rounds(
     filling `clock` (see the module doc). Returns the verdict an `after_round` gave, or None
     (the rounds ended, or the child left the protocol: the caller judges its outcome)."""
     try:
+        t0 = time.perf_counter()
         if not child.wait_stopped():  # exited or died before its first round
             return None
+        clock.ready_s = child.stopped_at - t0
         for _ in range(calibration):
             if not _round(child, clock.cal_setups, clock.cal_walls):
                 return None
         if untimed_step:
-            child.resume()
-            if not child.wait_stopped():  # exited (a failed check: no timing) or died
+            t0 = child.resume()
+            stopped = child.wait_stopped()
+            clock.untimed_s = (child.stopped_at if stopped else time.perf_counter()) - t0
+            if not stopped:  # exited (a failed check: no timing) or died
                 return None
         for k in range(rounds):  # the child is stopped, waiting for round k's inputs
             hand_over(k)
@@ -110,9 +128,10 @@ def drive_rounds(
                 break
             if isinstance(verdict, Profile):
                 return verdict
-        child.resume()  # no inputs for another round: the child reports and exits
+        t0 = child.resume()  # no inputs for another round: the child reports and exits
         if child.wait_stopped():  # one stop more than the protocol has: not our harness talking
             child.kill()
+        clock.exit_s = time.perf_counter() - t0
         return None
     except RanWhileStopped:  # killed already; `finish()` carries the breach to the verdict
         return None

@@ -22,7 +22,10 @@ profile(problem, solution):
      ours with the calibrated allowance -> `timing_mismatch`, confirmed by a second profile
      before it stands), the roofline with the peaks of the problem's dtypes, and the
      plausibility gate -> `passed`; in the interpreter: `unmeasured` (correct, not timed),
-     or `no_triton_launch` for a Triton solution whose checks launched no Triton kernel.
+     or `no_triton_launch` for a Triton solution whose checks launched no Triton kernel;
+     every config group of an autotuned kernel checked (`autotune.py`); an `incorrect`
+     bf16 kernel run again with bf16 tiles in fp32 to decide whose error it is
+     (`bf16_upcast.py`, `_decide_bf16`); a shape too large to interpret: `unchecked`.
 
 The steps every agent shares are the pipeline's (hardware_agents/pipeline/: the plan, the
 rounds driver, the clock bound, the verdict, the roofline gate); reading this harness's
@@ -36,7 +39,9 @@ import contextlib
 import math
 import os
 import shutil
+import tempfile
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -49,10 +54,17 @@ from accelopt.profile import Profile
 from hardware_agents.base import DeviceSpec, HardwareAgent
 from hardware_agents.pipeline import cases
 from hardware_agents.pipeline.cases import PlannedCase
-from hardware_agents.pipeline.clock import CLOCK_MARGIN, confirmed
+from hardware_agents.pipeline.clock import ClockBound, confirmed
 from hardware_agents.pipeline.rounds import RoundClock, drive_rounds
 from hardware_agents.pipeline.verdict import Verdict
-from hardware_agents.sandbox import Sandbox, SandboxOutcome, SandboxPolicy, default_base_dir, private_dir
+from hardware_agents.sandbox import (
+    Sandbox,
+    SandboxChild,
+    SandboxOutcome,
+    SandboxPolicy,
+    default_base_dir,
+    private_dir,
+)
 from hardware_agents.triton import gpu as gpus
 from hardware_agents.triton.data import DataCache, ProblemData, TimingPlan, input_metas, save_readable
 from hardware_agents.triton.harness import PACKAGE
@@ -67,10 +79,18 @@ from hardware_agents.triton.records import (
     round_file,
 )
 from hardware_agents.triton.reference import RefRequest, RefResult
+from hardware_agents.triton.spare import REQUEST_FILE, ServeRequest
 from hardware_agents.triton.specs import device_spec, kind_for_gpu_name, l2_bytes
 from hardware_agents.triton.static import check_sources
 
 Mode = Literal["auto", "cuda", "interpreter"]
+HARNESS_TARGET = "hardware_agents.triton.harness:run"
+REFERENCE_TARGET = "hardware_agents.triton.reference:run_reference"
+SERVE_TARGET = "hardware_agents.triton.spare:serve"
+SERVED = {HARNESS_TARGET: "harness", REFERENCE_TARGET: "reference"}  # spare.TARGETS, by target
+SPARE_FILE_BYTES = 32 << 30  # the largest file a spare may write (its work dir is re-capped per request)
+SPARE_START_S = 600.0  # how long a spare may take to be ready
+REFERENCE_TIMEOUT_S = 600.0  # a problem's references (its definition's code, every case and timed call)
 PER_ROUND = 2  # fresh base contents per timing round (every call derives its own content from one)
 # imported before the privilege drop; `warmup` opens Triton's cache (and CUDA on a GPU) as root
 _PRELOAD = (
@@ -104,6 +124,20 @@ def plan_triton_cases(
     return plan, [p.name for p in plan if p.workload is workloads[0] and not p.case.adversarial]
 
 
+def reference_failure(definition: str, out: SandboxOutcome) -> str:
+    """Why the definition's reference failed, without the harness's own frames: the error, and
+    the lines of the traceback in the reference's code (where it raised)."""
+    lines = out.log.splitlines()
+    own = [
+        f"{line.strip()}: {lines[i + 1].strip()}" if i + 1 < len(lines) else line.strip()
+        for i, line in enumerate(lines)
+        if f"<reference of {definition}>" in line
+    ]
+    where = "".join(f"\n  at {x}" for x in own[-3:])
+    error = out.error.strip().splitlines()[-1] if out.error.strip() else out.status
+    return f"{definition}: the reference failed ({out.status}): {error}{where}"
+
+
 def rotation_for(contents: int, set_bytes: int, l2: int, max_bytes: int = 4 << 30) -> int:
     """Buffer sets for the timed loop: more than the contents and not a multiple of their
     count (contents move between buffers), enough to exceed 2x L2 when memory allows."""
@@ -114,15 +148,13 @@ def rotation_for(contents: int, set_bytes: int, l2: int, max_bytes: int = 4 << 3
     return r
 
 
-def rounds_dir(base: Path | None) -> Path:
-    """A directory of ours for the timing rounds' inputs, readable by the child (on its read
-    list), writable by us alone: nothing the kernel plants there can redirect a write."""
-    d = private_dir(base or default_base_dir(), "accelopt-triton-rounds-")
-    sub = d / Path(round_file(0)).parent
-    sub.mkdir()
-    for path in (d, sub):  # whatever the umask
-        os.chmod(path, 0o755)
-    return d
+def sets_for(contents: int, calls: int, set_bytes: int, l2: int, budget: int) -> int:
+    """Buffer sets for the timed loop: one per call where they fit in `budget` (stocked before
+    the clock starts: nothing is restocked between calls, so a call's untimed work is the same
+    for every kernel), else `rotation_for`'s."""
+    if calls * set_bytes <= budget:
+        return calls
+    return rotation_for(contents, set_bytes, l2, max_bytes=budget)
 
 
 def hand_over_file(src: str | Path, path: Path) -> None:
@@ -157,10 +189,13 @@ class TritonAgent(HardwareAgent):
         spec: DeviceSpec | None = None,
         sandbox_options: dict[str, Any] | None = None,
         calibration_rounds: int = 2,
-        clock_margin: float = CLOCK_MARGIN,
+        clock_bound: ClockBound | None = None,
+        simulated_flush_s: float = 0.0,
         sample_positions: int = 128,
         full_checks_per_round: int = 1,
         keep_outputs_bytes: int | None = None,
+        timing_sets_bytes: int | None = None,
+        spare_children: bool | None = None,
         confirm_mismatch: bool = True,
         reference_budget_s: float = 20.0,
     ) -> None:
@@ -177,15 +212,17 @@ class TritonAgent(HardwareAgent):
             )
         if timer != "cuda_event":
             raise ValueError(
-                f"timer must be 'cuda_event' (the GPU timer), not {timer!r}; the host clock is used "
-                "automatically with interpreter_timing"
+                f"timer must be 'cuda_event' (the GPU timer), not {timer!r}; the interpreter's simulated "
+                "device clock is used automatically with interpreter_timing"
             )
         self.timer: TimerName = timer
         self.warmup, self.reps, self.trials = warmup, reps, trials
         self.calibration_rounds = max(1, calibration_rounds)
-        self.clock_margin = clock_margin
+        self.clock_bound = clock_bound  # how the kernel's clock is held to ours (None: the mode's)
+        self.simulated_flush_s = simulated_flush_s  # interpreter timing: the simulated device's flush
         self.sample_positions, self.full_checks = sample_positions, full_checks_per_round
         self.keep_outputs_bytes = keep_outputs_bytes
+        self.timing_sets_bytes = timing_sets_bytes
         self.confirm_mismatch = confirm_mismatch
         self.reference_budget_s = reference_budget_s
         self.flush_bytes = flush_bytes
@@ -209,6 +246,12 @@ class TritonAgent(HardwareAgent):
         self.mode_note = self._mode_note(mode)
         self._toolchain: dict[str, str] | None = None
         self._lock = threading.Lock()
+        # children started ahead of need (`spare.py`), one per GPU (None: the interpreter's)
+        self.spare_children = self.mode == "cuda" if spare_children is None else spare_children
+        self._spares: dict[int | None, tuple[Sandbox, SandboxChild]] = {}
+        self._spare_lock = threading.Lock()
+        self._rounds: Path | None = None
+        self._closed = False
 
     # --- device ------------------------------------------------------------------------------
 
@@ -237,7 +280,7 @@ class TritonAgent(HardwareAgent):
         return f"no {self._spec.name} on this host{extra}: correctness in the Triton interpreter; not timed"
 
     @property
-    def device(self) -> DeviceSpec:
+    def spec(self) -> DeviceSpec:
         return self._spec
 
     def toolchain(self) -> dict[str, str]:
@@ -254,7 +297,12 @@ class TritonAgent(HardwareAgent):
             return dict(self._toolchain)
 
     def close(self) -> None:
+        self._closed = True
+        self._close_spares()
         self.data.close()
+        if self._rounds is not None:
+            shutil.rmtree(self._rounds, ignore_errors=True)
+            self._rounds = None
 
     # --- sandboxes -----------------------------------------------------------------------------
 
@@ -279,18 +327,111 @@ class TritonAgent(HardwareAgent):
         kw.update(self.sandbox_options)
         return SandboxPolicy(**kw)
 
+    @staticmethod
+    def _stage(box: Sandbox, stage: dict[str, str] | None) -> None:
+        for rel, content in (stage or {}).items():
+            p = box.workdir / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(content)
+            box.give(rel)
+
     def _box(self, policy: SandboxPolicy, stage: dict[str, str] | None) -> Sandbox:
         box = Sandbox(policy, base_dir=self.sandbox_dir)
         try:
-            for rel, content in (stage or {}).items():
-                p = box.workdir / rel
-                p.parent.mkdir(parents=True, exist_ok=True)
-                p.write_text(content)
-                box.give(rel)
+            self._stage(box, stage)
         except BaseException:
             box.close()
             raise
         return box
+
+    # --- spares (`spare.py`): children started ahead of need --------------------------------------
+
+    def _spare_policy(self) -> SandboxPolicy:
+        """What a spare may read: every problem's data and every timing round's folder (the
+        work dir is re-capped for each request)."""
+        timeout = max(
+            self.timeout_s, REFERENCE_TIMEOUT_S
+        )  # its CPU allowance; the wall clock starts per request
+        return self._policy(timeout, [str(self.data.root), str(self._rounds_root())], SPARE_FILE_BYTES)
+
+    def _start_spare(self, gpu: int | None) -> None:
+        if not self.spare_children or self._closed:
+            return
+        with self._spare_lock:
+            if gpu in self._spares:
+                return
+            box = Sandbox(self._spare_policy(), base_dir=self.sandbox_dir)
+            try:
+                env = {"CUDA_VISIBLE_DEVICES": str(gpu)} if gpu is not None else None
+                child = box.spawn(SERVE_TARGET, b"", timeout_s=SPARE_START_S, extra_env=env)
+            except BaseException:
+                box.close()
+                raise
+            self._spares[gpu] = (box, child)
+
+    def _claim_spare(
+        self,
+        gpu: int | None,
+        target: str,
+        request: msgspec.Struct,
+        policy: SandboxPolicy,
+        stage: dict[str, str] | None,
+    ) -> tuple[Sandbox, SandboxChild] | None:
+        """The spare of `gpu`, given `request` for `target` and continued into it (None: there
+        is none, it died, or the request needs more time than it was started with)."""
+        if policy.wall_timeout_s > max(self.timeout_s, REFERENCE_TIMEOUT_S):
+            return None
+        with self._spare_lock:
+            got = self._spares.pop(gpu, None)
+        if got is None:
+            return None
+        box, child = got
+        try:
+            if not (child.held or child.wait_stopped()):  # died while warming up: a fresh child instead
+                child.finish()
+                box.close()
+                return None
+            box.resize_workdir(policy.workdir_bytes)
+            self._stage(box, stage)
+            req = ServeRequest(target=target, payload=msgspec.msgpack.encode(request))
+            path = box.workdir / REQUEST_FILE
+            path.write_bytes(msgspec.msgpack.encode(req))
+            box.give(REQUEST_FILE)
+            child.restart_clock(policy.wall_timeout_s)
+            child.resume()
+        except BaseException:
+            child.finish()
+            box.close()
+            raise
+        return box, child
+
+    def _close_spares(self) -> None:
+        with self._spare_lock:
+            spares, self._spares = list(self._spares.values()), {}
+        for box, child in spares:
+            child.kill()
+            child.finish()
+            box.close()
+
+    def _rounds_root(self) -> Path:
+        """The agent's folder of timing rounds (0711: each profile's folder in it has an
+        unguessable name, and the children may read beneath it, never list it)."""
+        if self._rounds is None:
+            self._rounds = private_dir(self.sandbox_dir or default_base_dir(), "accelopt-triton-rounds-")
+            os.chmod(self._rounds, 0o711)
+        return self._rounds
+
+    def _rounds_dir(self) -> Path:
+        """A folder of ours for one profile's timing rounds' inputs: the child may read it, never
+        write it (nothing the kernel plants there can redirect a write of ours)."""
+        d = Path(tempfile.mkdtemp(prefix="r-", dir=self._rounds_root()))
+        sub = d / Path(round_file(0)).parent
+        sub.mkdir()
+        for path in (d, sub):  # whatever the umask; the child opens the round files by name
+            os.chmod(path, 0o711)
+        return d
+
+    # --- running children -------------------------------------------------------------------------
 
     def _run(
         self,
@@ -299,15 +440,26 @@ class TritonAgent(HardwareAgent):
         policy: SandboxPolicy,
         stage: dict[str, str] | None = None,
     ) -> tuple[SandboxOutcome, Sandbox]:
-        box = self._box(policy, stage)
-        try:
-            with self.pool.acquire() if self.pool is not None else contextlib.nullcontext(None) as idx:
-                return box.run(
-                    target, request, extra_env={"CUDA_VISIBLE_DEVICES": str(idx)} if idx is not None else None
-                ), box
-        except BaseException:
-            box.close()
-            raise
+        """A child that runs to its end (the reference, an untimed harness)."""
+        with self.pool.acquire() if self.pool is not None else contextlib.nullcontext(None) as idx:
+            claimed = self._claim_spare(idx, SERVED[target], request, policy, stage)
+            self._start_spare(idx)  # the next child warms up while this one works
+            if claimed is not None:
+                box, child = claimed
+                try:
+                    if child.wait_stopped():  # a stop the protocol does not have: not our harness
+                        child.kill()
+                    return child.finish(), box
+                except BaseException:
+                    box.close()
+                    raise
+            box = self._box(policy, stage)
+            try:
+                env = {"CUDA_VISIBLE_DEVICES": str(idx)} if idx is not None else None
+                return box.run(target, request, extra_env=env), box
+            except BaseException:
+                box.close()
+                raise
 
     def _drive(
         self,
@@ -322,46 +474,51 @@ class TritonAgent(HardwareAgent):
         box (for its files) and those times."""
         clock = RoundClock()
         if request.timing is None:
-            return *self._run("hardware_agents.triton.harness:run", request, policy, stage), clock
-        box = self._box(policy, stage)
-        try:
-            inputs, rounds = Path(request.timing.inputs_dir), data.rounds
-            with self.pool.acquire() if self.pool is not None else contextlib.nullcontext(None) as idx:
-                env = {"CUDA_VISIBLE_DEVICES": str(idx)} if idx is not None else None
-                child = box.spawn("hardware_agents.triton.harness:run", request, extra_env=env)
-                try:  # calibration first, before the child imports the solution and runs the correctness cases;
-                    # round k's file goes to `inputs` (ours, read-only to the child) only once the child waits
-                    # for it, and what to send back of round k's outputs only once round k is over
-                    drive_rounds(
-                        child,
-                        clock,
-                        rounds=request.timing.trials,
-                        calibration=request.timing.calibration_rounds,
-                        untimed_step=True,
-                        hand_over=lambda k: hand_over_file(rounds[k].file, inputs / round_file(k)),
-                        after_round=lambda k: save_readable(
-                            rounds[k].checks_payload(), inputs / checks_file(k)
-                        ),
-                    )
-                finally:
-                    out = child.finish()
-            return out, box, clock
-        except BaseException:
-            box.close()
-            raise
+            return *self._run(HARNESS_TARGET, request, policy, stage), clock
+        inputs, rounds = Path(request.timing.inputs_dir), data.rounds
+        with self.pool.acquire() if self.pool is not None else contextlib.nullcontext(None) as idx:
+            t0 = time.perf_counter()
+            claimed = self._claim_spare(idx, "harness", request, policy, stage)
+            if claimed is not None:
+                box, child = claimed
+            else:
+                box = self._box(policy, stage)
+                try:
+                    env = {"CUDA_VISIBLE_DEVICES": str(idx)} if idx is not None else None
+                    child = box.spawn(HARNESS_TARGET, request, extra_env=env)
+                except BaseException:
+                    box.close()
+                    raise
+            clock.start_s = time.perf_counter() - t0
+            self._start_spare(idx)  # the next child warms up while this one works
+            try:  # calibration first, before the child imports the solution and runs the correctness cases;
+                # round k's file goes to `inputs` (ours, read-only to the child) only once the child waits
+                # for it, and what to send back of round k's outputs only once round k is over
+                drive_rounds(
+                    child,
+                    clock,
+                    rounds=request.timing.trials,
+                    calibration=request.timing.calibration_rounds,
+                    untimed_step=True,
+                    hand_over=lambda k: hand_over_file(rounds[k].file, inputs / round_file(k)),
+                    after_round=lambda k: save_readable(rounds[k].checks_payload(), inputs / checks_file(k)),
+                )
+                out = child.finish()
+            except BaseException:
+                child.finish()
+                box.close()
+                raise
+        return out, box, clock
 
     def _run_reference(
         self, request: RefRequest, read_paths: Sequence[str]
     ) -> dict[str, dict[str, torch.Tensor]]:
         request = msgspec.structs.replace(request, device="cuda" if self.mode == "cuda" else "cpu")
-        policy = self._policy(max(self.timeout_s, 600.0), read_paths, 16 << 30)
-        out, box = self._run("hardware_agents.triton.reference:run_reference", request, policy)
+        policy = self._policy(max(self.timeout_s, REFERENCE_TIMEOUT_S), read_paths, 16 << 30)
+        out, box = self._run(REFERENCE_TARGET, request, policy)
         try:
             if out.status != "ok":
-                raise ProblemFileError(
-                    f"{request.definition}: the reference failed ({out.status}): "
-                    f"{out.error}\n{out.log[-4000:]}"
-                )
+                raise ProblemFileError(reference_failure(request.definition, out))
             res = out.decode(RefResult)
             refs = {}
             for case, rel in res.files.items():
@@ -380,14 +537,71 @@ class TritonAgent(HardwareAgent):
         it stands (a busy host can stretch one profile's untimed work past its allowance; a
         forged clock is caught every time)."""
         prof = self._profile_once(problem, solution, seeds, timeout, measure)
+        if prof.status == "incorrect" and self._bf16_in_doubt(problem, solution):
+            return self._decide_bf16(
+                prof, self._profile_once(problem, solution, seeds, timeout, measure, True)
+            )
         if prof.status != "timing_mismatch" or not self.confirm_mismatch:
             return prof
-        return confirmed(prof, self._profile_once(problem, solution, seeds, timeout, measure))
+        t0 = time.perf_counter()
+        again = confirmed(prof, self._profile_once(problem, solution, seeds, timeout, measure))
+        again.counters["phase_confirmation_s"] = time.perf_counter() - t0
+        return again
+
+    def _bf16_in_doubt(self, problem: Problem, solution: Solution) -> bool:
+        """Whether an `incorrect` verdict may be the interpreter's: its bf16 tile arithmetic is
+        wrong (raw 16-bit patterns), so a Triton kernel on bf16 data is re-run with bf16 tiles
+        held in fp32 (`bf16_upcast`) to decide."""
+        d = problem.definition
+        tensors = [*d.inputs.values(), *d.outputs.values()]
+        return (
+            self.mode == "interpreter"
+            and solution.spec.language == "triton"
+            and any(t.dtype == "bfloat16" for t in tensors)
+        )
+
+    @staticmethod
+    def _decide_bf16(native: Profile, upcast: Profile) -> Profile:
+        """The verdict once the bf16 kernel has also run with its bf16 tiles in fp32: still
+        wrong, it is wrong for its own reasons (the first verdict stands, saying so); correct,
+        its failure was the interpreter's bf16 arithmetic (the upcast run's verdict, saying so
+        and what failed natively)."""
+        if upcast.status not in ("unmeasured", "passed"):
+            note = (
+                "\nnote: the same checks with bf16 tiles computed in fp32 fail too "
+                f"({upcast.status}), so this is the kernel's own error, not the interpreter's bf16 arithmetic"
+            )
+            head, sep, tail = native.log.partition("\n--- kernel output ---")
+            native.log = head + note + sep + tail
+            return native
+        failed = [c for c in native.correctness if not c.passed]
+        what = (
+            f"{len(failed)} check(s) failed ({', '.join(c.case for c in failed[:6])}"
+            f"{', ...' if len(failed) > 6 else ''}; {failed[0].case}: {failed[0].note.splitlines()[0]})"
+            if failed
+            else native.log.splitlines()[0]
+        )
+        upcast.log = (
+            "correct with bf16 tiles computed in fp32: with the Triton interpreter's own bf16 arithmetic "
+            f"{what}, and with bf16 tiles held in fp32 every check passes, so the failure was the "
+            "interpreter's. bf16 precision itself is checked on a GPU.\n" + upcast.log
+        )
+        upcast.counters["bf16_upcast"] = 1.0
+        return upcast
 
     def _keep_budget(self) -> int:
         """How many bytes of outputs a round may keep (every call's, for the secret checks)."""
         if self.keep_outputs_bytes is not None:
             return self.keep_outputs_bytes
+        if self.mode == "cuda":
+            mem = min((g.memory_bytes for g in self.gpu_infos if g.memory_bytes), default=16 << 30)
+            return mem // 4
+        return 1 << 30
+
+    def _sets_budget(self) -> int:
+        """How many bytes of input buffer sets a round may stock before its clock starts."""
+        if self.timing_sets_bytes is not None:
+            return self.timing_sets_bytes
         if self.mode == "cuda":
             mem = min((g.memory_bytes for g in self.gpu_infos if g.memory_bytes), default=16 << 30)
             return mem // 4
@@ -414,7 +628,13 @@ class TritonAgent(HardwareAgent):
         )
 
     def _profile_once(
-        self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout: float, measure: bool
+        self,
+        problem: Problem,
+        solution: Solution,
+        seeds: tuple[int, ...],
+        timeout: float,
+        measure: bool,
+        upcast_bf16: bool = False,
     ) -> Profile:
         if solution.spec.language not in self.languages:
             return self._fail(
@@ -435,13 +655,16 @@ class TritonAgent(HardwareAgent):
         plan, contents = plan_triton_cases(problem, seeds, on_gpu)
         too_big = too_big_to_interpret(problem, plan, self.mode, self._spec.name)
         if too_big:
-            return self._fail("timeout", too_big)
+            return self._fail("unchecked", too_big)
         timed = measure and (on_gpu or self.interpreter_timing)
         tplan = self._timing_plan(problem, plan, contents[0]) if timed else None
+        t_data = time.perf_counter()
         data = self.data.get(
             problem, plan, self._run_reference, device=self.mode, data_roots=self.data_roots, timing=tplan
         )
+        t_data = time.perf_counter() - t_data
         request = self._request(problem, solution, data, contents, seeds[0], tplan, entry.path, symbol)
+        request = msgspec.structs.replace(request, upcast_bf16=upcast_bf16)
         stage = {f"{PACKAGE}/{s.path}": s.content for s in solution.sources}
         stage.setdefault(f"{PACKAGE}/__init__.py", "")
         out_bytes = max(sum(r.nbytes for c in data.by_name.values() for r in c.ref64.values()), 1)
@@ -461,11 +684,16 @@ class TritonAgent(HardwareAgent):
                 spec=self._spec,
                 max_pct_peak=self.max_pct_peak,
                 sample_positions=self.sample_positions,
-                clock_margin=self.clock_margin,
+                clock_bound=self.clock_bound,
                 mode_note=self.mode_note,
             )
             judge = TritonJudge(Verdict(self._fail), settings, problem, data, request, box, clock)
-            return judge.judge(out, needs_launch=solution.spec.language == "triton")
+            t_judge = time.perf_counter()
+            prof = judge.judge(out, needs_launch=solution.spec.language == "triton")
+            prof.counters.update(
+                {"phase_data_s": t_data, **clock.phases(), "phase_judge_s": time.perf_counter() - t_judge}
+            )
+            return prof
         except Exception as e:  # a result the kernel tampered with must not crash the agent
             return self._fail("runtime_error", f"invalid harness result ({type(e).__name__}: {e})\n{out.log}")
         finally:
@@ -495,15 +723,18 @@ class TritonAgent(HardwareAgent):
             timing_spec = TimingSpec(
                 like=contents[0],
                 per_round=PER_ROUND,
-                rotation=rotation_for(PER_ROUND, set_bytes, l2 if self.mode == "cuda" else 0),
-                timer="perf_counter" if self.mode == "interpreter" else self.timer,
+                rotation=sets_for(
+                    PER_ROUND, tplan.calls, set_bytes, l2 if self.mode == "cuda" else 0, self._sets_budget()
+                ),
+                timer="simulated" if self.mode == "interpreter" else self.timer,
+                device_flush_s=self.simulated_flush_s if self.mode == "interpreter" else 0.0,
                 warmup=self.warmup,
                 reps=tplan.calls - self.warmup,
                 trials=self.trials,
                 flush_bytes=self._flush_bytes(l2),
                 calibration_rounds=self.calibration_rounds,
                 keep_outputs=not tplan.positions_in_round,
-                inputs_dir=str(rounds_dir(self.sandbox_dir)),
+                inputs_dir=str(self._rounds_dir()),
             )
         first = data.cases[0].planned.workload
         return HarnessRequest(

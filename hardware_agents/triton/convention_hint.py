@@ -29,7 +29,7 @@ def convention_hint(
     """A hint for the log, or "" when nothing points at the calling convention."""
     if destination_passing:
         arity = _arity_error(run)
-        returned = run.returned.startswith(("tensor", "tuple"))
+        returned = run.returned.startswith(("tensor", "tuple", "dict"))
         if arity or (outputs_unwritten and returned):
             why = (
                 "it failed on the argument count"

@@ -6,7 +6,8 @@ and then either fall back to plain torch (so "correct in the interpreter" would 
 nothing about their Triton code) or raise; they call `.cuda()`, allocate with
 `device="cuda"`, assert `x.is_cuda` and `torch.cuda.synchronize()`. Under the shim
 `torch.cuda.is_available()` is true, the device queries describe one H100, `.cuda()` and
-`device="cuda"` give CPU tensors, `is_cuda` is true and synchronization is a no-op.
+`device="cuda"` give CPU tensors, `is_cuda` is true and synchronization waits for the
+simulated device (`SIM`, below).
 `torch.cuda.Event` is left alone: the harness owns the clock.
 
 `count_launches()` (every tier): wraps Triton's JIT launch (`JITFunction.run`, and
@@ -14,11 +15,21 @@ nothing about their Triton code) or raise; they call `.cuda()`, allocate with
 of kernel launches so far, so the harness can tell a solution that launched no Triton
 kernel during a call (a torch fallback) from one that did. It guards against the honest
 fallback, not against a kernel that forges the count from inside the same process.
+
+`SIM` (a `SimulatedDevice`) is the interpreter tier's device timeline, the clock of its
+timer (`timing.make_timer("simulated")`): CPU work is synchronous and takes host time;
+device work queued through the shim (`torch.cuda._sleep(cycles)`, at `SIM_CYCLES_PER_S`,
+and the timer's simulated flush) runs back to back on its stream after what was queued
+before; events record the time their stream reaches them; a synchronisation waits for
+every stream. Streams made with `torch.cuda.Stream()` are timelines of their own, so the
+tests can show what a GPU does with work on a side stream, a lead before the begin event, a
+clock slowed by code in the kernel's process.
 """
 
 from __future__ import annotations
 
 import functools
+import time
 import types
 from collections.abc import Callable
 from typing import Any
@@ -92,27 +103,100 @@ def _to(orig: Callable[..., Any]) -> Callable[..., Any]:
     return to
 
 
-class _Stream:
-    """torch.cuda.Stream / current_stream stand-in: work on CPU tensors is already done."""
+SIM_CYCLES_PER_S = 1.0e9  # the simulated device's clock, for `torch.cuda._sleep(cycles)`
+_now = time.perf_counter  # taken at import, before any solution exists in the process
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+
+class SimulatedDevice:
+    """A device timeline in host time (see the module doc). Stream 0 is the harness's. `now`
+    and `wait` are the host's clock and how to let it pass (tests give a virtual clock)."""
+
+    name = "simulated"
+
+    def __init__(self, now: Callable[[], float] = _now, wait: Callable[[float], None] | None = None) -> None:
+        self.free_at: dict[int, float] = {0: 0.0}  # stream -> when its queued work ends
+        self.current = 0
+        self.flush_s = 0.0  # the simulated device time of the timer's flush
+        self._now = now
+        self._wait = wait or _wait_until
+
+    def new_stream(self) -> int:
+        sid = len(self.free_at)
+        self.free_at[sid] = 0.0
+        return sid
+
+    def work(self, seconds: float, stream: int | None = None) -> None:
+        """Queue `seconds` of device work on `stream` (default: the current one)."""
+        sid = self.current if stream is None else stream
+        self.free_at[sid] = max(self.free_at[sid], self._now()) + max(seconds, 0.0)
+
+    def queue_flush(self) -> None:
+        if self.flush_s:
+            self.work(self.flush_s, 0)
+
+    def wait_stream(self, waiter: int, other: int) -> None:
+        self.free_at[waiter] = max(self.free_at[waiter], self.free_at[other])
+
+    def event(self) -> list[float]:
+        return [0.0]
+
+    def record(self, event: list[float]) -> None:
+        event[0] = max(self.free_at[0], self._now())
+
+    def elapsed_ms(self, begin: list[float], end: list[float]) -> float:
+        return (end[0] - begin[0]) * 1e3
+
+    def synchronize(self, stream: int | None = None) -> None:
+        self._wait(self.free_at[stream] if stream is not None else max(self.free_at.values()))
+
+
+def _wait_until(t: float) -> None:
+    """Let host time pass until `t`: asleep for the bulk (a shared host's other work runs
+    meanwhile), spinning for the last 100 us."""
+    left = t - _now()
+    if left > 2e-4:
+        time.sleep(left - 1e-4)
+    while _now() < t:
+        pass
+
+
+SIM = SimulatedDevice()
+
+
+class _Stream:
+    """torch.cuda.Stream / current_stream stand-in: a timeline of the simulated device (CPU
+    work on it is synchronous; `torch.cuda._sleep` queues device time on it)."""
+
+    def __init__(self, *args: Any, _sid: int | None = None, **kwargs: Any) -> None:
         self.device = torch.device("cpu")
-        self.cuda_stream = 0
+        self.sid = SIM.new_stream() if _sid is None else _sid
+        self.cuda_stream = self.sid
+        self._outer: list[int] = []
 
     def synchronize(self) -> None:
-        pass
+        SIM.synchronize(self.sid)
 
     def wait_stream(self, other: Any) -> None:
-        pass
+        SIM.wait_stream(self.sid, getattr(other, "sid", 0))
 
     def query(self) -> bool:
-        return True
+        return SIM.free_at[self.sid] <= _now()
 
     def __enter__(self) -> _Stream:
+        self._outer.append(SIM.current)
+        SIM.current = self.sid
         return self
 
     def __exit__(self, *exc: object) -> None:
-        pass
+        SIM.current = self._outer.pop() if self._outer else 0
+
+
+def _current_stream(device: Any = None) -> _Stream:
+    return _Stream(_sid=SIM.current)
+
+
+def _stream_context(stream: Any = None) -> Any:
+    return stream if isinstance(stream, _Stream) else _Stream(_sid=SIM.current)
 
 
 class _DeviceContext:
@@ -135,15 +219,16 @@ def install_cuda_shim() -> None:
     cuda.device_count = lambda: 1
     cuda.current_device = lambda: 0
     cuda.set_device = lambda device: None
-    cuda.synchronize = lambda device=None: None
+    cuda.synchronize = lambda device=None: SIM.synchronize()
+    cuda._sleep = lambda cycles: SIM.work(cycles / SIM_CYCLES_PER_S)
     cuda.get_device_name = lambda device=None: H100.name
     cuda.get_device_capability = lambda device=None: (H100.major, H100.minor)
     cuda.get_device_properties = lambda device=None: H100  # type: ignore[assignment,return-value]
     cuda.device = _DeviceContext  # type: ignore[assignment,misc]
     cuda.Stream = _Stream  # type: ignore[assignment,misc]
-    cuda.current_stream = lambda device=None: _Stream()  # type: ignore[assignment,return-value]
-    cuda.default_stream = lambda device=None: _Stream()  # type: ignore[assignment,return-value]
-    cuda.stream = lambda stream=None: _Stream()  # type: ignore[assignment,misc]
+    cuda.current_stream = _current_stream  # type: ignore[assignment]
+    cuda.default_stream = lambda device=None: _Stream(_sid=0)  # type: ignore[assignment,return-value]
+    cuda.stream = _stream_context
     cuda.empty_cache = lambda: None
     for name in _FACTORIES:
         setattr(torch, name, _with_cpu_device(getattr(torch, name)))

@@ -160,6 +160,31 @@ class TimedRound:
         }
 
 
+def _draw_all(
+    cases: Sequence[PlannedCase], d: Definition, data_roots: Sequence[str | Path]
+) -> dict[str, tuple[dict[str, torch.Tensor], dict[str, float | int | bool]]]:
+    """Every case's inputs, drawn on several threads (numpy's generators release the GIL while
+    they fill an array: a GPU host draws a problem's dozen production-size inputs at once)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    workers = max(1, min(8, os.cpu_count() or 1, len(cases)))
+    with ThreadPoolExecutor(workers, thread_name_prefix="accelopt-inputs") as pool:
+        drawn = list(pool.map(lambda pc: case_inputs(d, pc.workload, pc.case, data_roots), cases))
+    return {pc.name: got for pc, got in zip(cases, drawn, strict=True)}
+
+
+def timed_structure(base: dict[str, torch.Tensor], like: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A timing round's base content with the integer inputs (index pointers, page tables,
+    lengths) of the correctness case `like`: every timed call runs on the workload's one
+    structure, as FlashInfer-Bench times a workload and as `do_bench` on that case does, while
+    its float values stay fresh per call (`timed_inputs`). Drawing the structure afresh would
+    time other sequence lengths every round (a paged decode's time follows its longest
+    sequence). Where no float input takes a mask, every input stays fresh."""
+    if not any(timed_inputs.maskable(t.dtype) for t in base.values()):
+        return base
+    return {n: like[n] if not t.is_floating_point() and n in like else t for n, t in base.items()}
+
+
 def save_readable(obj: object, path: Path) -> None:
     """torch.save, then readable by a child of another uid (as root), whatever the umask."""
     torch.save(obj, path)
@@ -231,8 +256,13 @@ class ProblemData:
         tol = tolerance_for(d)
         try:
             staged: list[tuple[PlannedCase, str, dict, list[TensorMeta], int]] = []
+            like_tensors: dict[str, torch.Tensor] = {}
+            bases_of = timing_bases(plan, timing) if timing is not None else []
+            drawn = _draw_all([*plan, *(pc for row in bases_of for pc in row)], d, data_roots)
             for pc in plan:
-                tensors, scalars = case_inputs(d, pc.workload, pc.case, data_roots)
+                tensors, scalars = drawn[pc.name]
+                if timing is not None and pc.name == timing.like:
+                    like_tensors = tensors
                 path = self.dir / f"{pc.name}.pt"
                 save_readable(tensors, path)
                 outs = output_metas(d, pc.workload)
@@ -240,8 +270,8 @@ class ProblemData:
             ref_rounds: list[RefRound] = []
             if timing is not None:
                 like = next(st for st in staged if st[0].name == timing.like)
-                for k, row in enumerate(timing_bases(plan, timing)):
-                    bases = [case_inputs(d, pc.workload, pc.case, data_roots)[0] for pc in row]
+                for k, row in enumerate(bases_of):
+                    bases = [timed_structure(drawn[pc.name][0], like_tensors) for pc in row]
                     tr = _draw_round(k, timing, bases, like[3], self.timing_dir)
                     checks = self.timing_dir / f"checks-{k}-{secrets.token_hex(8)}.pt"
                     save_readable(tr.checks_payload(), checks)

@@ -18,11 +18,14 @@ child stops itself (SIGSTOP); the parent puts the round's inputs in a directory 
 (base contents the kernel has never been able to read, a mask per float input, the calls'
 content and mask shift) and continues it; the child sets up R buffer sets with the first
 calls' contents and stops again; the parent starts its own clock and continues it; the
-child runs `warmup` + `reps` calls, each after an L2 flush and timed by the timer (CUDA
-events read after the round, or the host clock in the interpreter), each on its own content
-(`timed_inputs`), and after each (untimed) compares sampled input elements with what was
-handed over and restocks the set with a later call's content; then it stops at the next
-round's start, where the parent's clock stops. No synchronisation happens between calls.
+child runs `warmup` + `reps` calls, each after an L2 flush (the call's lead on the device),
+timed by CUDA events and followed by a device synchronisation, so that the parent's clock sees
+every call alone (`timing.py`; the interpreter's clock is the shim's simulated device), each on
+its own content (`timed_inputs`); where the round has fewer buffer sets than calls, after each
+call (untimed) it compares sampled input elements with what was handed over and restocks the
+set with a later call's content, else every set was stocked before the clock started and the
+comparison runs once the clock has stopped; then it stops at the next round's start, where
+the parent's clock stops.
 Every call writes its own output buffers, kept until the round ends; the parent then names
 secret positions of every call's outputs and a few calls to send back in full, and checks
 them against references it had computed for exactly those calls. It bounds the child's
@@ -56,12 +59,13 @@ try:  # the interpreter's modules load lazily; import them before the sandbox lo
 except ImportError:  # pragma: no cover - older Triton
     pass
 
-from hardware_agents.triton import timed_inputs, timing
-from hardware_agents.triton.cuda_shim import count_launches, install_cuda_shim
+from hardware_agents.triton import autotune, bf16_upcast, timed_inputs, timing
+from hardware_agents.triton.cuda_shim import SIM, count_launches, install_cuda_shim
 from hardware_agents.triton.inputs import TORCH_DTYPES
 from hardware_agents.triton.records import (
     CaseRun,
     CaseSpec,
+    ConfigRun,
     HarnessRequest,
     HarnessResult,
     TensorMeta,
@@ -140,17 +144,6 @@ class Guarded:
 # --- the solution ----------------------------------------------------------------------------
 
 
-def interpreter_autotune() -> None:
-    """Under TRITON_INTERPRET there is no GPU to benchmark autotune configs on (Triton's
-    benchmarker needs a driver): rank the configs by their order, so the first one runs."""
-
-    def _bench(self: Any, *args: Any, config: Any, **meta: Any) -> list[float]:
-        rank = float(self.configs.index(config)) if config in self.configs else 0.0
-        return [rank, rank, rank]
-
-    triton.runtime.autotuner.Autotuner._bench = _bench
-
-
 def load_entry(req: HarnessRequest, workdir: Path) -> Callable[..., Any]:
     """Import the solution as the package `accelopt_solution` (relative imports work, as in
     FlashInfer-Bench's builders; the package dir is also on sys.path for absolute ones)."""
@@ -198,15 +191,30 @@ def describe_return(value: Any) -> str:
         return "tensor"
     if isinstance(value, tuple | list):
         return f"tuple of {len(value)}"
+    if isinstance(value, dict):
+        return f"dict of {len(value)}"
     return type(value).__name__
 
 
 def _sync(device: torch.device) -> None:
+    """Wait for the device's queued work (on CPU tensors: the simulated device's, see cuda_shim)."""
     if device.type == "cuda":
         torch.cuda.synchronize()
+    else:
+        SIM.synchronize()
 
 
 def _normalize(result: Any, metas: list[TensorMeta]) -> dict[str, torch.Tensor]:
+    """A value-returning entry point's outputs: one value, a tuple/list in the definition's
+    order, or a dict keyed by output name (as FlashInfer-Bench accepts)."""
+    if isinstance(result, dict):
+        absent = [m.name for m in metas if m.name not in result]
+        if absent:
+            raise OutputMismatch(
+                f"the entry point returned a dict without output(s) {', '.join(absent)} "
+                f"(its keys: {', '.join(map(str, result)) or 'none'})"
+            )
+        result = [result[m.name] for m in metas]
     values = list(result) if isinstance(result, tuple | list) else [result]
     if len(values) != len(metas):
         raise OutputMismatch(
@@ -257,6 +265,7 @@ def _run_case(
     device: torch.device,
     workdir: Path,
     launches: Callable[[], int],
+    suffix: str = "",
 ) -> tuple[CaseRun, dict[str, torch.Tensor] | None, _Case | None]:
     run = CaseRun(name=case.name)
     try:
@@ -282,10 +291,31 @@ def _run_case(
         run.error = _short_paths(f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=12)}", workdir)
         run.error_type = error_kind(e)
         return run, None, None
-    rel = f"out/{case.name}.pt"
+    rel = f"out/{case.name}{suffix}.pt"
     torch.save(saved, workdir / rel)
     run.output_file = rel
     return run, saved, live
+
+
+def _sweep_configs(
+    fn: Callable[..., Any],
+    req: HarnessRequest,
+    device: torch.device,
+    workdir: Path,
+    launches: Callable[[], int],
+    result: HarnessResult,
+) -> None:
+    """Every further config group of the autotuned kernels (`autotune.py`), at one case: the
+    first case of the smallest workload (by output elements); back to group 0 after."""
+    result.autotune = autotune.launched()
+    case = min(req.cases, key=lambda c: sum(math.prod(o.shape or ()) for o in c.outputs))
+    try:
+        for k in range(1, autotune.sweep_count()):
+            autotune.force(k)
+            run_, _, _ = _run_case(fn, req, case, device, workdir, launches, suffix=f"@config-group{k}")
+            result.config_runs.append(ConfigRun(index=k, configs=autotune.launched(), run=run_))
+    finally:
+        autotune.force(0)
 
 
 # --- timing ----------------------------------------------------------------------------------
@@ -300,6 +330,17 @@ def stop_for_parent() -> None:
 class RanAheadOfItsInputs(RuntimeError):
     """A round's inputs are missing: something continued this process while it was stopped
     (its name is records.RAN_AHEAD; the agent judges it `incorrect`)."""
+
+
+def load_handed_over(path: Path) -> Any:
+    """A file the agent hands over while this process is stopped (a round's inputs, what to
+    send back of a round's outputs); missing, it means this process ran before it was there."""
+    if not path.exists():
+        raise RanAheadOfItsInputs(
+            f"{path.name} is not there: this process ran while the agent held it "
+            "stopped, before it had handed the file over"
+        )
+    return torch.load(path, weights_only=True)
 
 
 class RoundData:
@@ -317,12 +358,7 @@ class RoundData:
 
     @classmethod
     def load(cls, path: Path, device: torch.device) -> RoundData:
-        if not path.exists():
-            raise RanAheadOfItsInputs(
-                f"{path.name} is not there: this process ran while the agent held it "
-                "stopped, before it had handed the round's inputs over"
-            )
-        raw = torch.load(path, weights_only=True)
+        raw = load_handed_over(path)
         contents = [{n: t.to(device) for n, t in c.items()} for c in raw["contents"]]
         masks = {n: t.to(device) for n, t in raw["masks"].items()}
         calls = [(int(c), int(s)) for c, s in raw["calls"].tolist()]
@@ -380,7 +416,7 @@ def _calibrate(
     req: HarnessRequest,
     device: torch.device,
     timer: timing.Timer,
-    flush_buf: torch.Tensor,
+    flush: Callable[[], Any],
     gen: torch.Generator,
     result: HarnessResult,
 ) -> None:
@@ -390,11 +426,16 @@ def _calibrate(
     kernel's clock later. Protocol: like a timing round, with no inputs handed over."""
     assert req.timing is not None
     fn = _null_entry(req, device)
+    late: Callable[[], None] | None = None
     for _ in range(req.timing.calibration_rounds):
         stop_for_parent()  # the parent stages nothing
-        run, _ = _round(fn, req, RoundData.dummy(req, device, gen), device, timer, flush_buf, gen)
+        if late is not None:
+            late()
+        run, _, late = _round(fn, req, RoundData.dummy(req, device, gen), device, timer, flush, gen)
         result.calibration.append(run)
     stop_for_parent()  # the last calibration round's clock stops
+    if late is not None:
+        late()
 
 
 def _time(
@@ -403,7 +444,7 @@ def _time(
     device: torch.device,
     workdir: Path,
     timer: timing.Timer,
-    flush_buf: torch.Tensor,
+    flush: Callable[[], Any],
     gen: torch.Generator,
     result: HarnessResult,
 ) -> None:
@@ -416,15 +457,20 @@ def _time(
     (workdir / "out").mkdir(exist_ok=True)
     inputs = Path(spec.inputs_dir) if spec.inputs_dir else workdir
     kept: list[Any] = []
+    late: Callable[[], None] | None = None
     for k in range(spec.trials):
         stop_for_parent()  # the parent's clock (previous round) stops; it stages round k
+        if late is not None:
+            late()
         if k:
             _send_checks(k - 1, kept, req, inputs, workdir, result)
-        run, kept = _round(
-            fn, req, RoundData.load(inputs / round_file(k), device), device, timer, flush_buf, gen
+        run, kept, late = _round(
+            fn, req, RoundData.load(inputs / round_file(k), device), device, timer, flush, gen
         )
         result.timing.append(run)
     stop_for_parent()  # the last round's clock stops
+    if late is not None:
+        late()
     _send_checks(spec.trials - 1, kept, req, inputs, workdir, result)
 
 
@@ -441,7 +487,7 @@ def _send_checks(
     assert spec is not None
     like = _like_case(req)
     if spec.keep_outputs:
-        checks = torch.load(inputs / checks_file(k), weights_only=True)
+        checks = load_handed_over(inputs / checks_file(k))
         samples: dict[str, list[torch.Tensor]] = {o.name: [] for o in like.outputs}
         full = [int(t) for t in checks["full"].tolist()]
         for t, value in enumerate(kept):
@@ -482,12 +528,15 @@ def _round(
     rd: RoundData,
     device: torch.device,
     timer: timing.Timer,
-    flush_buf: torch.Tensor,
+    flush: Callable[[], Any],
     gen: torch.Generator,
-) -> tuple[TimingRun, list[Any]]:
+) -> tuple[TimingRun, list[Any], Callable[[], None] | None]:
     """One round: set up, stop (ready: the parent's clock starts when it continues us), run
-    every call with its own content, collect the timer readings. Returns the run and what
-    the checks need: every call's outputs (kept), or [samples, last outputs] (not kept)."""
+    every call with its own content, collect the timer readings. Returns the run, what the
+    checks need (every call's outputs (kept), or [samples, last outputs] (not kept)) and, where
+    every call had a buffer set of its own (stocked before the clock started, so nothing is
+    restocked between calls), the comparison of the sets' sampled inputs with what was handed
+    over, to run once the parent's clock has stopped (`late`; it fills `run.mutated`)."""
     spec = req.timing
     assert spec is not None
     like = _like_case(req)
@@ -562,11 +611,19 @@ def _round(
             if t == n - 1:
                 last.update({k: v.detach().clone() for k, v in got.items()})
 
-    def after(t: int) -> None:
+    def check_inputs(t: int) -> None:
         nonlocal mutated
         b = t % R
         for name, want in expected[b].items():
             mutated = mutated + (sets[b][name].reshape(-1)[mpos[name][t]] != want).any().to(torch.int64)
+
+    prestocked = n <= R  # every call has its own set: nothing to restock between calls
+
+    def after(t: int) -> None:
+        if prestocked:
+            return
+        check_inputs(t)
+        b = t % R
         if t + R < n:
             stock(b, t + R)
         if not keep and req.destination_passing:
@@ -575,12 +632,19 @@ def _round(
 
     _sync(device)  # the set-up's device work (restocks, output fills) ends before the clock starts
     stop_for_parent()  # set up; the parent's clock starts when it continues us
-    run = timing.measure(
-        call=call, after=after, flush=flush_buf.zero_, timer=timer, warmup=spec.warmup, reps=spec.reps
-    )
-    run.mutated = int(mutated.item())
+    run = timing.measure(call=call, after=after, flush=flush, timer=timer, warmup=spec.warmup, reps=spec.reps)
     run.malformed = malformed[0]
-    return run, (kept if keep else [samples, last])
+    out = kept if keep else [samples, last]
+    if not prestocked:
+        run.mutated = int(mutated.item())
+        return run, out, None
+
+    def late() -> None:
+        for t in range(n):
+            check_inputs(t)
+        run.mutated = int(mutated.item())
+
+    return run, out, late
 
 
 # --- entry -----------------------------------------------------------------------------------
@@ -598,18 +662,21 @@ def run(payload: bytes, workdir: Path) -> HarnessResult:
         result.device_name = torch.cuda.get_device_name(device)
         result.versions["cuda"] = str(torch.version.cuda)
     (workdir / "out").mkdir(exist_ok=True)
-    timer, flush_buf = None, None
+    timer, flush = None, None
     gen = torch.Generator().manual_seed(req.seed)
     if req.timing is not None:  # calibrated before the solution is imported: nothing of it runs yet
-        timer = timing.make_timer(req.timing.timer)
+        timer = timing.make_timer(req.timing.timer, req.timing.device_flush_s)
         result.timer = timer.name
         flush_buf = torch.empty(max(req.timing.flush_bytes, 1), dtype=torch.uint8, device=device)
-        _calibrate(req, device, timer, flush_buf, gen, result)
+        flush = timing.bound_flush(flush_buf, req.timing.timer)
+        _calibrate(req, device, timer, flush, gen, result)
         result.phase_s["calibration"] = time.perf_counter() - t_start
     if os.environ.get("TRITON_INTERPRET") == "1":
-        interpreter_autotune()
+        autotune.install()
         if device.type == "cpu":
             install_cuda_shim()
+        if req.upcast_bf16:
+            bf16_upcast.install()
     launches = count_launches()
     t_import = time.perf_counter()
     fn = load_entry(req, workdir)
@@ -622,13 +689,15 @@ def run(payload: bytes, workdir: Path) -> HarnessResult:
             ok = False
             break
         ok = ok and not run_.mutated and not run_.overflow
+    if os.environ.get("TRITON_INTERPRET") == "1" and result.cases and not any(r.error for r in result.cases):
+        _sweep_configs(fn, req, device, workdir, launches, result)
     t_correct = time.perf_counter()
     result.phase_s["correctness"] = t_correct - t_import
-    if req.timing is None or timer is None or flush_buf is None:
+    if req.timing is None or timer is None or flush is None:
         return result
     if not ok:
         result.skipped_timing = "not timed: a correctness case failed"
         return result
-    _time(fn, req, device, workdir, timer, flush_buf, gen, result)
+    _time(fn, req, device, workdir, timer, flush, gen, result)
     result.phase_s["timing"] = time.perf_counter() - t_correct
     return result

@@ -9,17 +9,17 @@
   the agent's data roots) and checked against the definition's shape and dtype; a missing
   file is an error naming it;
 - index tensors of paged/ragged operators are synthesized so that the definition's
-  constraints hold (FlashInfer-Bench ships them as blobs): an integer input `<p>indptr`
-  becomes monotone offsets from 0 to the axis its constraint ties to `<p>indptr[-1]` (or
-  the length of `<p>indices`), every sequence non-empty when there are enough entries;
-  `<p>indices` becomes distinct page ids drawn from the cache's pages (`num_pages`, or the
-  first dimension of the inputs named `*cache*`); `*last_page_len` is in [1, page_size].
+  constraints and semantics hold (FlashInfer-Bench ships them as blobs; see `indices.py`):
+  `<p>indptr` offsets from 0 to the axis its constraint ties to `<p>indptr[-1]` (or the
+  length of `<p>indices`), sequences of different lengths including one of length 1,
+  `<p>indices` distinct page ids below the cache's pages, `*last_page_len` in [1,
+  page_size] with both edges, and for a causal operator every sequence's key/value tokens
+  at least its query length.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ import torch
 
 from accelopt.problem import Definition, RandomInput, SafetensorsInput, ScalarInput, Workload
 from hardware_agents import validity
+from hardware_agents.triton import indices
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
@@ -109,94 +110,29 @@ def load_safetensors(
     return t.contiguous()
 
 
-# --- index synthesis -------------------------------------------------------------------------
-
-
-def _last_element_axis(definition: Definition, indptr: str) -> str | None:
-    pat = re.compile(
-        rf"^\s*(?:(\w+)\s*==\s*{indptr}\s*\[\s*-1\s*\](?:\.item\(\))?|{indptr}\s*\[\s*-1\s*\]"
-        rf"(?:\.item\(\))?\s*==\s*(\w+))\s*$"
-    )
-    for c in definition.constraints:
-        m = pat.match(c)
-        if m:
-            return m.group(1) or m.group(2)
-    return None
-
-
-def _num_pages(definition: Definition, axes: dict[str, int]) -> int | None:
-    if "num_pages" in axes:
-        return axes["num_pages"]
-    for name, spec in definition.inputs.items():
-        if "cache" in name and spec.shape:
-            return axes[spec.shape[0]]
-    return None
+# --- index synthesis (hardware_agents/triton/indices.py) ---------------------------------------
 
 
 def synthesized_inputs(definition: Definition) -> list[str]:
-    """Integer inputs whose values this module synthesizes (indptr / indices / last_page_len)."""
-    out = []
-    for name, spec in definition.inputs.items():
-        if spec.shape is None or is_float(spec.dtype) or spec.dtype == "bool":
-            continue
-        if (
-            name.endswith("indptr")
-            or name.endswith("last_page_len")
-            or (name.endswith("indices") and (name[: -len("indices")] + "indptr") in definition.inputs)
-        ):
-            out.append(name)
-    return out
-
-
-def _offsets(batch: int, total: int, rng: np.random.Generator) -> np.ndarray:
-    if batch <= 0:
-        return np.zeros(1, np.int64)
-    if total >= batch:
-        cuts = (
-            np.sort(rng.choice(np.arange(1, total), size=batch - 1, replace=False))
-            if batch > 1
-            else np.zeros(0)
-        )
-    else:
-        cuts = np.sort(rng.integers(0, total + 1, size=batch - 1))
-    return np.concatenate([[0], cuts, [total]]).astype(np.int64)
+    """Integer inputs whose values are synthesized (indptr / indices / last_page_len)."""
+    return indices.synthesized_inputs(definition)
 
 
 def synthesize(definition: Definition, axes: dict[str, int], seed: int) -> dict[str, torch.Tensor]:
-    names = synthesized_inputs(definition)
-    order = list(definition.inputs)
-    out: dict[str, torch.Tensor] = {}
-    for name in sorted(names, key=lambda n: (not n.endswith("indptr"), n)):  # indptr first
-        spec = definition.inputs[name]
-        assert spec.shape is not None
-        shape = tuple(axes[a] for a in spec.shape)
-        rng = np.random.default_rng([seed, order.index(name), 7])
-        if name.endswith("indptr"):
-            prefix = name[: -len("indptr")]
-            axis = _last_element_axis(definition, name)
-            if axis is not None and axis in axes:
-                total = axes[axis]
-            elif prefix + "indices" in definition.inputs:
-                ispec = definition.inputs[prefix + "indices"]
-                total = axes[ispec.shape[0]] if ispec.shape else 0
-            else:
-                raise InputError(
-                    f"{definition.name}: cannot synthesize {name}: no constraint ties "
-                    f"{name}[-1] to an axis and there is no {prefix}indices input"
-                )
-            arr = _offsets(shape[0] - 1, total, rng)
-        elif name.endswith("last_page_len"):
-            ps = axes.get("page_size", 1)
-            arr = rng.integers(1, ps + 1, size=shape)
-        else:
-            n = shape[0]
-            pages = _num_pages(definition, axes)
-            if pages is None or pages <= 0:
-                raise InputError(
-                    f"{definition.name}: cannot synthesize {name}: no num_pages axis and no *cache* input"
-                )
-            arr = rng.permutation(pages)[:n] if n <= pages else rng.integers(0, pages, size=n)
-        out[name] = torch.from_numpy(np.ascontiguousarray(arr)).to(torch_dtype(spec.dtype)).reshape(shape)
+    """The index inputs of one case (`indices.synthesize`), in the definition's dtypes and shapes."""
+    try:
+        arrays = indices.synthesize(definition, axes, seed)
+    except indices.IndexSynthesisError as e:
+        raise InputError(str(e)) from None
+    out = {}
+    for name, a in arrays.items():
+        t = torch.from_numpy(np.ascontiguousarray(a)).to(torch_dtype(definition.inputs[name].dtype))
+        shape = definition.shape_of(name, axes)
+        if shape is not None and tuple(t.shape) != tuple(shape):
+            raise InputError(
+                f"{definition.name}: synthesized {name} has {t.numel()} elements, its shape is {list(shape)}"
+            )
+        out[name] = t
     return out
 
 

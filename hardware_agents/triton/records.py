@@ -11,7 +11,7 @@ from typing import Literal
 
 import msgspec
 
-TimerName = Literal["cuda_event", "perf_counter"]
+TimerName = Literal["cuda_event", "simulated"]
 
 
 class TensorMeta(msgspec.Struct, kw_only=True, frozen=True):
@@ -42,11 +42,13 @@ class TimingSpec(msgspec.Struct, kw_only=True, frozen=True):
     its own content (base x rotated mask). The contents go through `rotation` buffer sets;
     before every call the L2 is flushed by writing `flush_bytes`; a round runs `warmup` then
     `reps` calls, every one timed (the warm-ups count toward the parent's wall-clock bound
-    only). With `keep_outputs` every call writes a fresh output buffer that is kept until
-    the round ends; the parent then names (`checks_file(k)`) the secret positions of each
-    call's outputs and the calls to send back in full. Without it (outputs too large to keep
-    them all), the positions come in the round file and the last call is sent in full. No
-    host synchronisation happens between calls: timer readings are collected at the end.
+    only) and followed by a device synchronisation (`timing.py`: the parent's clock sees each
+    call alone). With `rotation` >= the calls every call has a buffer set of its own, stocked
+    before the clock starts. With `keep_outputs` every call writes a fresh output buffer that
+    is kept until the round ends; the parent then names (`checks_file(k)`) the secret
+    positions of each call's outputs and the calls to send back in full. Without it (outputs
+    too large to keep them all), the positions come in the round file and the last call is
+    sent in full. Timer readings are collected at the end of the round.
     """
 
     like: str
@@ -59,7 +61,8 @@ class TimingSpec(msgspec.Struct, kw_only=True, frozen=True):
     flush_bytes: int = 256 << 20
     calibration_rounds: int = 2
     keep_outputs: bool = True
-    mutation_samples: int = 256  # input elements compared with what was handed over, after each call
+    mutation_samples: int = 256  # input elements compared with what was handed over, per call
+    device_flush_s: float = 0.0  # the `simulated` timer's flush on its simulated device (tests)
     # a directory of the parent's that the child may read, not write, holding `round_file(k)`
     # (so the kernel cannot plant a link where the parent writes); empty: the work dir
     inputs_dir: str = ""
@@ -80,6 +83,9 @@ class HarnessRequest(msgspec.Struct, kw_only=True, frozen=True):
     timing_case_workload: str = ""  # informational
     timing: TimingSpec | None = None
     seed: int = 0
+    # the interpreter holds bf16 tiles in fp32 (`bf16_upcast`): the agent's re-run of a bf16
+    # kernel found incorrect, to tell the interpreter's bf16 arithmetic from the kernel's fault
+    upcast_bf16: bool = False
 
 
 class CaseRun(msgspec.Struct, kw_only=True):
@@ -117,6 +123,15 @@ def checks_file(k: int) -> str:
     return f"timing/checks-{k}.pt"
 
 
+class ConfigRun(msgspec.Struct, kw_only=True):
+    """One correctness case run again with config `index` of every `triton.autotune` kernel
+    (interpreter only; see `autotune.py`)."""
+
+    index: int
+    configs: dict[str, str]  # kernel -> the config it launched
+    run: CaseRun
+
+
 class HarnessResult(msgspec.Struct, kw_only=True):
     cases: list[CaseRun]
     timing: list[TimingRun] = []
@@ -128,3 +143,5 @@ class HarnessResult(msgspec.Struct, kw_only=True):
     device_name: str = ""
     phase_s: dict[str, float] = {}
     versions: dict[str, str] = {}
+    autotune: dict[str, str] = {}  # kernel -> the config the correctness cases launched (interpreter)
+    config_runs: list[ConfigRun] = []  # the other configs of autotuned kernels, at the sweep cases

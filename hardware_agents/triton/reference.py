@@ -73,7 +73,19 @@ def _upcast(t: torch.Tensor) -> torch.Tensor:
 def _as_outputs(
     result: Any, names: list[str], definition: str, device: str = "cpu"
 ) -> dict[str, torch.Tensor]:
-    values = list(result) if isinstance(result, tuple | list) else [result]
+    """The reference's return value as {output: tensor}: one value, a tuple/list in the
+    definition's order, or a dict keyed by output name (as FlashInfer-Bench accepts; keys that
+    are not outputs are ignored)."""
+    if isinstance(result, dict):
+        absent = [n for n in names if n not in result]
+        if absent:
+            raise ValueError(
+                f"{definition}: the reference returned a dict without output(s) {', '.join(absent)} "
+                f"(its keys: {', '.join(map(str, result)) or 'none'})"
+            )
+        values = [result[n] for n in names]
+    else:
+        values = list(result) if isinstance(result, tuple | list) else [result]
     if len(values) != len(names):
         raise ValueError(
             f"{definition}: the reference returned {len(values)} values, the definition has "

@@ -1,17 +1,45 @@
-"""Timing of a Triton/PyTorch entry point: timers, the per-round loop, statistics.
+"""Timing of a Triton/PyTorch entry point: the device clock, the per-round loop, statistics.
 
 `measure` is the loop of one round; the harness supplies what a call does and a `Timer`:
 
-    for each of warmup + reps calls:      (all timed; the warm-ups only count toward the
-        flush L2 (write a buffer larger    parent's wall-clock bound)
-        than L2), then time one call;
-        after it (untimed): restock the buffer set just used with a later call's content
-    collect every reading at the end (one synchronisation per round, none between calls)
+    for each of warmup + reps calls:       (all timed; the warm-ups only count toward the
+        flush L2 (write a buffer larger     parent's wall-clock bound)
+        than L2: on the device it is also
+        the call's lead, see below);
+        begin event, the call, end event,
+        a device synchronisation;
+        after it (untimed): restock the buffer set just used with a later call's content,
+        where the round has fewer buffer sets than calls
+    read every event pair at the end of the round
 
-Timers: `CudaEventTimer` (CUDA events around the call on the current stream, read after
-the round), `PerfCounterTimer` (host wall clock; for CPU tensors, where calls are
-synchronous: the interpreter and tests). Tests inject their own timer (any object with
-`name`, `start(fn) -> token` and `collect(tokens) -> [ms]`).
+**One call at a time.** The device is synchronised after every call, so the parent's wall
+clock of a round sees each call nearly alone: the untimed work of a call (the flush, the
+host's loop, the synchronisation's wake-up) no longer overlaps the kernel, and the kernel
+no longer overlaps the next call's untimed work. The round's wall time is then the calls'
+own device time plus n times a figure that does not depend on the kernel, which the
+calibration rounds measure with a null entry point before the kernel is loaded: the bound
+of `pipeline/clock.py` is tight for a short kernel too (a clock slowed 2x is caught once a
+call's kernel time exceeds about twice the margin on that figure, a few microseconds,
+instead of a fifth of it). Work the kernel leaves on another stream is waited for by the
+device-wide synchronisation inside the call's wall time, outside its events.
+
+**The lead.** The flush is queued before the begin event, so the device is still busy with
+it while the host records the begin event and launches the call: the launch's host time
+is not counted (as in `triton.testing.do_bench`, whose device runs behind the host), and
+the kernel runs back to back after the begin event. 256 MiB of writes take 55-80 us on a
+Hopper, longer than a Triton launch.
+
+**Clocks bound before the kernel exists.** `CudaClock` holds torch's C-level functions
+(`torch._C._CudaEventBase` and its `record`/`elapsed_time`, `torch._C._cuda_synchronize`,
+the current stream) taken when the timer is made, before the solution is imported: C
+functions have no code object to change, and C types refuse new attributes, so nothing the
+kernel does to `torch.cuda` (its Python wrappers, their code objects, its Event class)
+reaches the timer. The flush's `zero_` is bound the same way (`bound_flush`). Where the
+kernel finds another route into the process anyway, the parent's bound is what stops it.
+`SimulatedDevice` (the interpreter and the tests, `cuda_shim.py`) is the same clock on a
+simulated device timeline: CPU work is synchronous and its time is host time; queued
+device work (`torch.cuda._sleep` under the shim, a simulated flush) runs back to back after
+what was queued before it.
 
 `triton.testing.do_bench` is not a timer of the agent: it picks its own number of calls
 and runs untimed warm-ups, so the parent could not bound its clock. The GPU check script
@@ -21,8 +49,8 @@ uses it in a plain process as an independent witness of the agent's figures.
 from __future__ import annotations
 
 import functools
+import gc
 import statistics
-import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -33,68 +61,108 @@ class Timer(Protocol):
     name: str
 
     def start(self, fn: Callable[[], Any]) -> Any:
-        """Run `fn` once, timed; return a token for `collect` (no synchronisation)."""
+        """Run `fn` once, timed; return a token for `collect`."""
         ...
 
     def collect(self, tokens: list[Any]) -> list[float]:
-        """Milliseconds per token, in order (synchronises the device once)."""
+        """Milliseconds per token, in order."""
         ...
 
 
-class PerfCounterTimer:
-    name = "perf_counter"
+class DeviceClock(Protocol):
+    """Events on the device's timeline and a device-wide synchronisation."""
 
-    def start(self, fn: Callable[[], Any]) -> float:
-        t0 = time.perf_counter_ns()
-        fn()
-        return (time.perf_counter_ns() - t0) / 1e6
+    name: str
 
-    def collect(self, tokens: list[Any]) -> list[float]:
-        return [float(t) for t in tokens]
+    def event(self) -> Any: ...
+
+    def record(self, event: Any) -> None: ...
+
+    def elapsed_ms(self, begin: Any, end: Any) -> float: ...
+
+    def synchronize(self) -> None: ...
 
 
-class CudaEventTimer:
-    """CUDA events recorded on the current stream around the call, read after the round.
-
-    The event class, its methods, the stream and the synchronisation are bound when the timer
-    is made, before the solution is imported (harness.run): code that later replaces
-    `torch.cuda.Event`, its `record`/`elapsed_time`, `torch.cuda.current_stream` or
-    `torch.cuda.synchronize` does not reach this timer. That matters on a GPU, where the
-    parent's wall-clock bound is weak for a kernel shorter than the calibrated untimed work
-    of a call (the GPU work overlaps it): a 2x slowed event there would pass the bound. (The
-    host-clock timer stays reachable: in the interpreter every call is synchronous and the
-    bound catches a slowed clock.)"""
+class CudaClock:
+    """torch's C-level CUDA event and synchronisation functions, bound when made (see the
+    module doc): the current stream's events, `cudaDeviceSynchronize`."""
 
     name = "cuda_event"
 
     def __init__(self) -> None:
         import torch
 
-        event = torch.cuda.Event
-        self._event = event
-        self._record = event.record
-        self._elapsed = event.elapsed_time
+        base = torch._C._CudaEventBase
+        self._new = functools.partial(base, enable_timing=True)
+        self._record = base.record
+        self._elapsed = base.elapsed_time
+        self._synchronize = torch._C._cuda_synchronize
         self._stream = torch.cuda.current_stream()  # the harness's calls run on it
-        self._synchronize = torch.cuda.synchronize
+
+    def event(self) -> Any:
+        return self._new()
+
+    def record(self, event: Any) -> None:
+        self._record(event, self._stream)
+
+    def elapsed_ms(self, begin: Any, end: Any) -> float:
+        return float(self._elapsed(begin, end))
+
+    def synchronize(self) -> None:
+        self._synchronize()
+
+
+class SyncedEventTimer:
+    """Per call: begin event, the call, end event, then a device-wide synchronisation; the
+    readings are taken after the round (see the module doc)."""
+
+    def __init__(self, clock: DeviceClock) -> None:
+        self.clock = clock
+        self.name = clock.name
 
     def start(self, fn: Callable[[], Any]) -> tuple[Any, Any]:
-        begin, end = self._event(enable_timing=True), self._event(enable_timing=True)
-        self._record(begin, self._stream)
+        clock = self.clock
+        begin, end = clock.event(), clock.event()
+        clock.record(begin)
         fn()
-        self._record(end, self._stream)
+        clock.record(end)
+        clock.synchronize()
         return begin, end
 
     def collect(self, tokens: list[Any]) -> list[float]:
-        self._synchronize()
-        return [float(self._elapsed(b, e)) for b, e in tokens]
+        return [self.clock.elapsed_ms(b, e) for b, e in tokens]
 
 
-def make_timer(name: str) -> Timer:
+def make_timer(name: str, device_flush_s: float = 0.0) -> Timer:
+    """`cuda_event`: a GPU's clock; `simulated`: the interpreter's (`cuda_shim.SIM`, whose
+    flush takes `device_flush_s` of simulated device time besides its real host memset)."""
     if name == "cuda_event":
-        return CudaEventTimer()
-    if name == "perf_counter":
-        return PerfCounterTimer()
+        return SyncedEventTimer(CudaClock())
+    if name == "simulated":
+        from hardware_agents.triton.cuda_shim import SIM
+
+        SIM.flush_s = device_flush_s
+        return SyncedEventTimer(SIM)
     raise ValueError(f"unknown timer {name!r}")
+
+
+def bound_flush(buf: Any, timer_name: str) -> Callable[[], Any]:
+    """The L2 flush of every call (`buf.zero_()`), through torch's C method taken now; on the
+    simulated device it also queues the flush's simulated device time."""
+    import torch
+
+    zero = functools.partial(torch._C.TensorBase.zero_, buf)
+    if timer_name != "simulated":
+        return zero
+    from hardware_agents.triton.cuda_shim import SIM
+
+    queue = SIM.queue_flush
+
+    def flush() -> None:
+        zero()
+        queue()
+
+    return flush
 
 
 def measure(
@@ -108,15 +176,21 @@ def measure(
 ) -> TimingRun:
     """One round. `call(t)` runs the t-th call (the caller maps t to a buffer set and its
     content), `after(t)` does the untimed work that follows it (restocking the set), and
-    `flush()` evicts the L2 before every call (queued on the same stream, outside the timed
-    region)."""
+    `flush()` evicts the L2 before every call (queued on the same stream, before the begin
+    event: the call's lead)."""
     if reps < 1 or warmup < 0:
         raise ValueError("reps must be at least 1 and warmup at least 0")
     tokens = []
-    for t in range(warmup + reps):
-        flush()
-        tokens.append(timer.start(functools.partial(call, t)))
-        after(t)
+    collecting = gc.isenabled()
+    gc.disable()  # no collection pause inside the round (it would be untimed work of one call)
+    try:
+        for t in range(warmup + reps):
+            flush()
+            tokens.append(timer.start(functools.partial(call, t)))
+            after(t)
+    finally:
+        if collecting:
+            gc.enable()
     ms = timer.collect(tokens)
     samples = ms[warmup:]
     return TimingRun(samples_ms=samples, median_ms=statistics.median(samples), warmup_ms=ms[:warmup])

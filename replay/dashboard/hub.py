@@ -25,8 +25,9 @@ from accelopt import catalog as ev
 from accelopt.logging import get_logger
 from events.codec import EventDecodeError, decode
 from events.logfile import LogFileError
-from events.runsource import LOG_NAME, running_server_url
+from events.runsource import CAMPAIGNS_DIR, LOG_NAME, running_server_url
 from events.subjects import ALL_EVENTS
+from replay.campaign import CampaignView, is_campaign_event
 from replay.dashboard.models import Memo
 from replay.fold import RunView
 from replay.runs import fold_file
@@ -50,6 +51,17 @@ class Tracked:
     memo: Memo = field(default_factory=Memo)  # the view models' parts kept between updates
 
 
+@dataclass
+class TrackedCampaign:
+    """One campaign as the dashboard holds it (its own events; its runs are tracked as runs)."""
+
+    campaign_id: str
+    view: CampaignView
+    source: str  # "stream" or "file"
+    path: Path | None = None
+    version: int = 0
+
+
 @dataclass(eq=False)
 class Watch:
     """A subscriber: woken when any of `run_ids` (None: any run) changes."""
@@ -67,6 +79,8 @@ class Hub:
         self.scan_interval_s = scan_interval_s
         self.files: dict[str, Tracked] = {}
         self.stream: dict[str, Tracked] = {}
+        self.campaign_files: dict[str, TrackedCampaign] = {}
+        self.campaign_stream: dict[str, TrackedCampaign] = {}
         self.stream_url = ""  # the server being followed ("" when none)
         self.connected = False
         self.caught_up = False
@@ -112,6 +126,20 @@ class Hub:
         if s is not None and (f is None or (self.caught_up and self.connected)):
             return s
         return f or s
+
+    def campaign(self, campaign_id: str) -> TrackedCampaign | None:
+        """As `get`, for a campaign."""
+        s = self.campaign_stream.get(campaign_id)
+        f = self.campaign_files.get(campaign_id)
+        if s is not None and (f is None or (self.caught_up and self.connected)):
+            return s
+        return f or s
+
+    def campaigns(self) -> list[TrackedCampaign]:
+        ids = set(self.campaign_files) | set(self.campaign_stream)
+        out = [t for t in (self.campaign(i) for i in ids) if t is not None]
+        out.sort(key=lambda t: (t.view.first_ts or 0.0, t.campaign_id))
+        return out
 
     def runs(self) -> list[Tracked]:
         ids = set(self.files) | set(self.stream)
@@ -172,6 +200,7 @@ class Hub:
         if not self.root.is_dir():
             return
         loop = asyncio.get_running_loop()
+        await self._scan_campaign_files(loop)
         for path in sorted(self.root.glob(f"*/{LOG_NAME}")):
             try:
                 st = path.stat()
@@ -196,6 +225,31 @@ class Hub:
             old = self.files.get(rid)
             self.files[rid] = Tracked(rid, view, "file", path, (old.version + 1) if old else 1)
             self._changed(rid)
+
+    async def _scan_campaign_files(self, loop: asyncio.AbstractEventLoop) -> None:
+        for path in sorted((self.root / CAMPAIGNS_DIR).glob(f"*/{LOG_NAME}")):
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            sig = (st.st_mtime_ns, st.st_size)
+            if self._file_sigs.get(path) == sig:
+                continue
+            cid = path.parent.name
+            if cid in self.campaign_stream and self.caught_up and self.connected:
+                continue
+            self._file_sigs[path] = sig
+            try:
+                view = await loop.run_in_executor(None, _fold_campaign, path)
+            except (LogFileError, ValueError, OSError) as e:
+                self.warnings[str(path)] = f"{path}: {e}"
+                continue
+            self.warnings.pop(str(path), None)
+            old = self.campaign_files.get(cid)
+            self.campaign_files[cid] = TrackedCampaign(
+                cid, view, "file", path, (old.version + 1) if old else 1
+            )
+            self._changed(cid)
 
     # --- the stream -------------------------------------------------------------------------
 
@@ -293,13 +347,29 @@ class Hub:
         self._changed_all()
 
     def apply(self, e: ev.Event) -> None:
-        """Fold one event from the stream into its run."""
+        """Fold one event from the stream into its run (or campaign)."""
+        if is_campaign_event(e):
+            c = self.campaign_stream.get(e.run_id)
+            if c is None:
+                c = self.campaign_stream[e.run_id] = TrackedCampaign(
+                    e.run_id, CampaignView(e.run_id), "stream"
+                )
+            c.view.apply(e)
+            c.version += 1
+            self._changed(e.run_id)
+            return
         t = self.stream.get(e.run_id)
         if t is None:
             t = self.stream[e.run_id] = Tracked(e.run_id, RunView(e.run_id), "stream")
         t.view.apply(e)
         t.version += 1
         self._changed(e.run_id)
+
+
+def _fold_campaign(path: Path) -> CampaignView:
+    from events.runsource import file_events
+
+    return CampaignView.from_events(file_events(path))
 
 
 def _started_ts(view: RunView) -> float:

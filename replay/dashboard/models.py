@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -36,7 +36,6 @@ from replay.summary import RunSummary, config_differences, geomean, summarize
 T = TypeVar("T")
 RECENT_KERNELS = 40
 RECENT_INSIGHTS = 30
-ROLES = ("planner", "executor", "fixer", "summarizer")
 
 
 # --- records ----------------------------------------------------------------------------------
@@ -228,6 +227,7 @@ class RunModel(msgspec.Struct, kw_only=True):
 
 class RunsModel(msgspec.Struct, kw_only=True):
     runs: list[RunRow]
+    campaigns: list[Any]  # campaign_models.CampaignRow, the campaigns under the root and on the stream
     stream: str  # where live runs are followed from ("" when no event stream is followed)
     root: str
     warnings: list[str]
@@ -670,7 +670,7 @@ def _lineage_block(view: RunView, p: ProblemView, memo: Memo) -> LineageBlock:
 
 
 def _llm(view: RunView) -> list[RoleRow]:
-    roles = [r for r in ROLES if r in view.usage] + sorted(set(view.usage) - set(ROLES))
+    roles = [r for r in ev.LLM_ROLES if r in view.usage] + sorted(set(view.usage) - set(ev.LLM_ROLES))
     rows = []
     for role in roles:
         u = view.usage[role]

@@ -20,7 +20,7 @@ from pathlib import Path
 import msgspec
 from aiohttp import web
 
-from replay.dashboard import models
+from replay.dashboard import campaign_models, models
 from replay.dashboard.hub import Hub, Tracked
 
 STATIC = Path(__file__).with_name("static")
@@ -119,9 +119,20 @@ def runs_json(hub: Hub) -> tuple[object, bytes]:
             )
             for t in hub.runs()
         ]
+        campaigns = [
+            hub.cached(
+                ("campaign-row", c.campaign_id),
+                (c.source, c.version, hub.streaming, tick),
+                functools.partial(
+                    campaign_models.campaign_row, c.view, c.source, streaming=hub.streaming, now=now
+                ),
+            )
+            for c in hub.campaigns()
+        ]
         return _encode(
             models.RunsModel(
                 runs=list(reversed(rows)),
+                campaigns=list(reversed(campaigns)),
                 stream=hub.stream_url if hub.connected else "",
                 root=str(hub.root),
                 warnings=sorted(hub.warnings.values()),
@@ -153,6 +164,19 @@ def run_sections(hub: Hub, run_id: str) -> tuple[object, Sections | None]:
         ("run", run_id),
         version,
         lambda: _sections(models.run_model(t.view, t.source, streaming=hub.streaming, memo=t.memo)),
+    )
+    return version, data
+
+
+def campaign_json(hub: Hub, campaign_id: str) -> tuple[object, bytes | None]:
+    t = hub.campaign(campaign_id)
+    if t is None:
+        return None, None
+    version = (t.source, t.version, hub.streaming)
+    data = hub.cached(
+        ("campaign", campaign_id),
+        version,
+        lambda: _encode(campaign_models.campaign_model(t.view, t.source, streaming=hub.streaming)),
     )
     return version, data
 
@@ -206,6 +230,29 @@ async def api_run(request: web.Request) -> web.Response:
     run_id = request.match_info["run_id"]
     _, sections = run_sections(request.app[HUB], run_id)
     return _json(_joined(sections)) if sections is not None else _error(404, f"no run {run_id!r} (yet)")
+
+
+async def api_campaign(request: web.Request) -> web.Response:
+    cid = request.match_info["campaign_id"]
+    _, data = campaign_json(request.app[HUB], cid)
+    return _json(data) if data is not None else _error(404, f"no campaign {cid!r} (yet)")
+
+
+async def stream_campaign(request: web.Request) -> web.StreamResponse:
+    hub = request.app[HUB]
+    cid = request.match_info["campaign_id"]
+    return await _sse(request, frozenset({cid}), lambda: campaign_json(hub, cid))
+
+
+async def campaign_report(request: web.Request) -> web.Response:
+    """The static report (`accelopt report CAMPAIGN`) of a campaign the dashboard holds."""
+    from replay.render.campaign import build_campaign_report
+
+    t = request.app[HUB].campaign(request.match_info["campaign_id"])
+    if t is None:
+        return web.Response(status=404, text="unknown campaign\n")
+    html = build_campaign_report(t.view)
+    return web.Response(text=html, content_type="text/html", headers={"Cache-Control": "no-store"})
 
 
 async def api_kernel(request: web.Request) -> web.Response:
@@ -316,8 +363,11 @@ def make_app(hub: Hub, *, token: str = "") -> web.Application:
     app[HUB] = hub
     app[TOKEN] = token
     r = app.router
-    for path in ("/", "/run/{run_id}", "/compare"):
+    for path in ("/", "/run/{run_id}", "/compare", "/campaign/{campaign_id}"):
         r.add_get(path, page)
+    r.add_get("/api/campaign/{campaign_id}", api_campaign)
+    r.add_get("/api/campaign/{campaign_id}/stream", stream_campaign)
+    r.add_get("/campaign-report/{campaign_id}", campaign_report)
     r.add_get("/api/runs", api_runs)
     r.add_get("/api/runs/stream", stream_runs)
     r.add_get("/api/run/{run_id}", api_run)

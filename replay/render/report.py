@@ -14,14 +14,13 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from accelopt.catalog import LLM_ROLES
 from replay.fold import RunView
 from replay.render import fmt
 from replay.render.htmlkit import CSS, Cell, esc, table
 from replay.render.kernels import failures_section, lineage_section, memory_section
 from replay.render.svg import BarSeries, Series, bar_chart, line_chart
 from replay.summary import config_differences, geomean, summarize
-
-ROLES = ("planner", "executor", "fixer", "summarizer")
 
 
 def run_labels(views: Sequence[RunView]) -> list[str]:
@@ -386,6 +385,22 @@ def _downsample(
 
 
 def cost(views: Sequence[RunView], labels: list[str]) -> str:
+    """The cost section: cost and tokens over time, tokens per role, and the usage table."""
+    roles: list[str] = [r for r in LLM_ROLES if any(r in v.usage for v in views)]
+    roles += sorted({r for v in views for r in v.usage} - set(roles))
+    return "".join(
+        [
+            '<div class="charts">',
+            *_over_time_charts(views, labels),
+            _tokens_per_role_chart(views, labels, roles),
+            "</div>",
+            _usage_table(views, labels, roles),
+        ]
+    )
+
+
+def _over_time_charts(views: Sequence[RunView], labels: list[str]) -> list[str]:
+    """Cumulative LLM cost and tokens over each run's elapsed time (s, min or h)."""
     longest = max((v.duration_s for v in views), default=0.0)
     unit, scale = ("h", 3600.0) if longest > 3 * 3600 else (("min", 60.0) if longest > 180 else ("s", 1.0))
     cost_s, tok_s = [], []
@@ -403,8 +418,7 @@ def cost(views: Sequence[RunView], labels: list[str]) -> str:
     def _x_fmt(x: float) -> str:
         return f"{x:g} {unit}"
 
-    out = [
-        '<div class="charts">',
+    return [
         line_chart(
             cost_s,
             title="LLM cost over time",
@@ -424,9 +438,11 @@ def cost(views: Sequence[RunView], labels: list[str]) -> str:
             y_fmt=lambda y: f"{y:g}k",
         ),
     ]
-    roles = [r for r in ROLES if any(r in v.usage for v in views)]
-    roles += sorted({r for v in views for r in v.usage} - set(roles))
-    stacked = len(views) == 1  # one run: its prompt and completion tokens; several: a bar each
+
+
+def _tokens_per_role_chart(views: Sequence[RunView], labels: list[str], roles: list[str]) -> str:
+    """One run: its prompt and completion tokens per role, stacked; several: a bar per run."""
+    stacked = len(views) == 1
     if stacked:
         usage = views[0].usage
         bars = [
@@ -440,18 +456,18 @@ def cost(views: Sequence[RunView], labels: list[str]) -> str:
             BarSeries(label, [v.usage[r].tokens / 1000 if r in v.usage else 0.0 for r in roles])
             for v, label in zip(views, labels, strict=True)
         ]
-    out.append(
-        bar_chart(
-            roles,
-            bars,
-            title="tokens per role",
-            name="tokens-per-role",
-            y_label="k tokens",
-            y_fmt=lambda y: f"{y:g}k",
-            stacked=stacked,
-        )
+    return bar_chart(
+        roles,
+        bars,
+        title="tokens per role",
+        name="tokens-per-role",
+        y_label="k tokens",
+        y_fmt=lambda y: f"{y:g}k",
+        stacked=stacked,
     )
-    out.append("</div>")
+
+
+def _usage_table(views: Sequence[RunView], labels: list[str], roles: list[str]) -> str:
     rows = []
     for v, label in zip(views, labels, strict=True):
         for role in roles:
@@ -470,15 +486,12 @@ def cost(views: Sequence[RunView], labels: list[str]) -> str:
                     f"{u.latency_s / u.calls:.2f} s" if u.calls else "-",
                 ]
             )
-    out.append(
-        table(
-            ["run", "role", "calls", "failed", "prompt tokens", "completion tokens", "cost", "mean latency"],
-            rows,
-            cls="usage",
-            numeric_from=2,
-        )
+    return table(
+        ["run", "role", "calls", "failed", "prompt tokens", "completion tokens", "cost", "mean latency"],
+        rows,
+        cls="usage",
+        numeric_from=2,
     )
-    return "".join(out)
 
 
 def build_report(views: Sequence[RunView], *, title: str | None = None, now: float | None = None) -> str:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import shutil
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import msgspec
@@ -50,6 +50,9 @@ from accelopt.problem import (
     to_json,
 )
 from hardware_agents.triton.inputs import INTERPRETABLE_ELEMENTS
+from suites.flashinfer.ragged import MIN_SEQUENCES, covers_batches, ragged_check_workloads
+from suites.flashinfer.ragged import describe as describe_ragged
+from suites.flashinfer.recorded import Recorded, write_recorded
 from suites.flashinfer.traceset import FlashInferImportError, TraceSet, synthesized_inputs
 
 
@@ -91,14 +94,63 @@ def _missing_blob_inputs(root: Path, w: Workload) -> list[str]:
     return out
 
 
-def _synthesize_missing(d: Definition, root: Path, w: Workload) -> tuple[Workload, list[str]] | None:
-    """The workload with its missing index blobs dropped, so that the input generator
-    synthesizes those inputs (`synthesized_inputs`), and their names; None when a missing
-    input is not one the generator can synthesize."""
+def _random_range(d: Definition, name: str) -> str | None:
+    """What the input generator draws for an input with no data (the definition's
+    `x_input_init`, else the default for its dtype); None for an integer input the definition
+    gives no range for (any integers would be no valid value: expert ids, offsets...)."""
+    from hardware_agents import validity
+    from hardware_agents.triton.inputs import is_float
+
+    spec = d.inputs[name]
+    if name in d.x_input_init:
+        return d.x_input_init[name]
+    if is_float(spec.dtype):
+        fp8 = " (clamped to the fp8 range)" if spec.dtype.startswith("float8") else ""
+        return f"{validity.DEFAULT_INIT}{fp8}"
+    if spec.dtype == "bool":
+        return "randint(0, 2)"
+    return None
+
+
+def _synthesize_missing(
+    d: Definition, root: Path, w: Workload, *, indices: bool, everything: bool
+) -> tuple[Workload, list[str]] | str:
+    """The workload with its missing blobs dropped, so that the input generator produces those
+    inputs (index inputs: `synthesized_inputs`, valid indices; with `everything`, any other
+    input too, at random in the range the definition allows: `_random_range`), and their
+    names; else why not."""
     missing = _missing_blob_inputs(root, w)
-    if not missing or not set(missing) <= set(synthesized_inputs(d)):
-        return None
-    return msgspec.structs.replace(w, inputs={n: s for n, s in w.inputs.items() if n not in missing}), missing
+    index = set(synthesized_inputs(d))
+    others = [n for n in missing if n not in index]
+    if others and not everything:
+        return f"input(s) {', '.join(others)} are not index inputs"
+    if not indices and not everything:
+        return "not asked to synthesize"
+    rangeless = [n for n in others if _random_range(d, n) is None]
+    if rangeless:
+        return (
+            f"integer input(s) {', '.join(rangeless)} have no value range in the definition "
+            "(x_input_init), so no valid values can be drawn"
+        )
+    kept = {n: s for n, s in w.inputs.items() if n not in missing}
+    return msgspec.structs.replace(w, inputs=kept), missing
+
+
+def _synthesis_note(d: Definition, names: set[str]) -> str:
+    """What was drawn in place of the missing blobs (never the recorded data)."""
+    index = set(synthesized_inputs(d))
+    parts = []
+    idx = sorted(names & index)
+    if idx:
+        parts.append(
+            f"index inputs {', '.join(idx)} synthesized (their blobs are missing): valid indices "
+            "drawn per seed, within the definition's constraints and semantics"
+        )
+    parts += [
+        f"input {n} ({d.inputs[n].dtype}) synthesized at random (its blob is missing): {_random_range(d, n)}"
+        for n in sorted(names - index)
+    ]
+    return f"{d.name}: " + "; ".join(parts) + "; not the recorded data"
 
 
 def derived_check_workloads(
@@ -122,14 +174,7 @@ def derived_check_workloads(
     for i, target in enumerate(targets):
         if len(out) >= count:
             break
-        f = 1.0
-        axes = dict(main.axes)
-        while f > 1e-9:
-            axes = {a: (max(min(v, 2), int(v * f)) if a in var else v) for a, v in main.axes.items()}
-            axes = _apply_axis_equalities(d, axes)
-            if workload_elements(d, msgspec.structs.replace(main, axes=axes)) <= target:
-                break
-            f /= 2
+        axes = _scaled_axes(d, main, target)
         w = Workload(
             uuid=f"{main.uuid}-x-small-{i + 1}",
             axes=axes,
@@ -148,6 +193,38 @@ def derived_check_workloads(
         seen.add(key)
         out.append(w)
     return out
+
+
+def _scaled_axes(d: Definition, main: Workload, target: int) -> dict[str, int]:
+    """The workload's axes with every variable axis scaled down by one factor (none below 2, or
+    its own value if smaller) until the inputs hold at most `target` elements, then the axis
+    equalities of the constraints applied."""
+    var = [a for a, spec in d.axes.items() if not isinstance(spec, AxisConst) and a in main.axes]
+    f = 1.0
+    axes = dict(main.axes)
+    while f > 1e-9:
+        axes = {a: (max(min(v, 2), int(v * f)) if a in var else v) for a, v in main.axes.items()}
+        axes = _apply_axis_equalities(d, axes)
+        if workload_elements(d, msgspec.structs.replace(main, axes=axes)) <= target:
+            break
+        f /= 2
+    return axes
+
+
+def _ragged_checks(d: Definition, main: Workload, count: int) -> list[Workload]:
+    """Structured check workloads of a paged/ragged definition (`ragged.ragged_check_workloads`)
+    that satisfy its constraints and the interpreter's size; none where a non-index input is
+    recorded data (its shape is the workload's)."""
+    if any(
+        isinstance(s, SafetensorsInput) and n not in synthesized_inputs(d) for n, s in main.inputs.items()
+    ):
+        return []
+    base = _scaled_axes(d, main, 1 << 12)
+    return [
+        w
+        for w in ragged_check_workloads(d, main, base, count)
+        if _axes_consistent(d, w.axes) and workload_elements(d, w) <= INTERPRETABLE_ELEMENTS
+    ]
 
 
 def _axis_equalities(d: Definition) -> list[tuple[str, str]]:
@@ -234,6 +311,45 @@ def choose_baseline(ts: TraceSet, d: Definition, baseline_author: str) -> Soluti
     return ranked[0] if ranked else reference_solution(d)
 
 
+def _usable_workloads(
+    ts: TraceSet,
+    d: Definition,
+    root: Path,
+    skip_missing_blobs: bool,
+    synthesize_indices: bool,
+    synthesize_missing: bool,
+) -> tuple[list[Workload], set[str]]:
+    """The definition's workloads with their blobs resolved (or the missing ones left to the
+    input generator, when asked) and the names of the inputs synthesized; a workload whose
+    blobs are missing is dropped (noted) with `skip_missing_blobs`, else an error naming the
+    options."""
+    usable: list[Workload] = []
+    synthesized: set[str] = set()
+    for w in ts.workloads.get(d.name, []):
+        why = _blob_status(root, w)
+        if why is None:
+            usable.append(_absolute_blobs(root, w))
+            continue
+        fixed = _synthesize_missing(d, root, w, indices=synthesize_indices, everything=synthesize_missing)
+        if not isinstance(fixed, str):
+            usable.append(_absolute_blobs(root, fixed[0]))
+            synthesized.update(fixed[1])
+        elif skip_missing_blobs:
+            asked = synthesize_indices or synthesize_missing
+            ts.notes.append(f"{d.name}: workload {w.uuid} skipped: {why}" + (f" ({fixed})" if asked else ""))
+        else:
+            index_only = set(_missing_blob_inputs(root, w)) <= set(synthesized_inputs(d))
+            hint = (
+                "pass --synthesize-indices to synthesize the index inputs, "
+                if index_only
+                else f"{fixed}: pass --synthesize-missing to draw them at random (noted per input), "
+            )
+            raise FlashInferImportError(
+                f"{d.name}: workload {w.uuid}: {why} ({hint}or --skip-missing-blobs to drop such workloads)"
+            )
+    return usable, synthesized
+
+
 def problems_from(
     ts: TraceSet,
     *,
@@ -242,6 +358,7 @@ def problems_from(
     baseline_author: str = "baseline",
     skip_missing_blobs: bool = False,
     synthesize_indices: bool = False,
+    synthesize_missing: bool = False,
     derive_checks: bool = True,
     definitions: Iterable[str] | None = None,
 ) -> list[Problem]:
@@ -268,67 +385,20 @@ def problems_from(
         if any(s.dtype == "float4_e2m1" for s in (*d.inputs.values(), *d.outputs.values())):
             ts.notes.append(f"{name}: skipped (float4_e2m1 tensors are not supported by the Triton agent)")
             continue
-        usable = []
-        synthesized: set[str] = set()
-        for w in ts.workloads.get(name, []):
-            why = _blob_status(root, w)
-            fixed = _synthesize_missing(d, root, w) if why is not None and synthesize_indices else None
-            if why is None:
-                usable.append(_absolute_blobs(root, w))
-            elif fixed is not None:
-                usable.append(_absolute_blobs(root, fixed[0]))
-                synthesized.update(fixed[1])
-            elif skip_missing_blobs:
-                ts.notes.append(f"{name}: workload {w.uuid} skipped: {why}")
-            else:
-                hint = (
-                    " (pass --synthesize-indices to synthesize the index inputs, or --skip-missing-blobs to "
-                    "drop such workloads)"
-                    if set(_missing_blob_inputs(root, w)) <= set(synthesized_inputs(d))
-                    else " (pass --skip-missing-blobs to drop such workloads)"
-                )
-                raise FlashInferImportError(f"{name}: workload {w.uuid}: {why}{hint}")
+        usable, synthesized = _usable_workloads(
+            ts, d, root, skip_missing_blobs, synthesize_indices, synthesize_missing
+        )
         if synthesized:
-            ts.notes.append(
-                f"{name}: index inputs {', '.join(sorted(synthesized))} synthesized (their blobs are "
-                "missing; --synthesize-indices): valid indices drawn from each seed, not the recorded ones"
-            )
+            ts.notes.append(_synthesis_note(d, synthesized))
         if not usable:
             ts.notes.append(f"{name}: skipped (no workloads)")
             continue
         by_size = sorted(usable, key=lambda w: (workload_elements(d, w), w.uuid))
-        if workload == "largest":
-            main = by_size[-1]
-        elif workload == "smallest":
-            main = by_size[0]
-        elif workload == "first":
-            main = usable[0]
-        else:
-            match = [w for w in usable if w.uuid == workload]
-            if not match:
-                ts.notes.append(f"{name}: skipped (no workload {workload})")
-                continue
-            main = match[0]
-        size = workload_elements(d, main)
-        chosen = {w.uuid for w in by_size if w.uuid != main.uuid and workload_elements(d, w) <= size}
-        picked = [w.uuid for w in by_size if w.uuid in chosen][: max(0, checks)]
-        small = [w for w in usable if w.uuid in picked]  # in the file's order
-        if derive_checks and len(small) < checks and workload != "smallest" and size > INTERPRETABLE_ELEMENTS:
-            derived = derived_check_workloads(d, main, checks - len(small))
-            if derived:
-                small += derived
-                ts.notes.append(
-                    f"{name}: {len(derived)} small check workload(s) derived from its variable axes "
-                    f"({'; '.join(describe_axes(w.axes) for w in derived)}): the folder has "
-                    f"{len(picked)} smaller than the problem's"
-                )
-            elif not small:
-                ts.notes.append(
-                    f"{name}: no check workloads (the folder has none smaller, and scaling its variable "
-                    f"axes down leaves more than {INTERPRETABLE_ELEMENTS:,} input elements): a host "
-                    "without a GPU would check it at the problem's own workload in the interpreter; "
-                    "profile it on a GPU"
-                )
+        main = _main_workload(usable, by_size, workload)
+        if main is None:
+            ts.notes.append(f"{name}: skipped (no workload {workload})")
+            continue
+        small = _check_workloads(ts, name, d, usable, by_size, main, checks, workload, derive_checks)
         out.append(
             Problem(
                 definition=d,
@@ -338,6 +408,65 @@ def problems_from(
             )
         )
     return out
+
+
+def _main_workload(usable: list[Workload], by_size: list[Workload], workload: str) -> Workload | None:
+    """The problem's workload: the largest, the smallest, the first in the file, or the one of
+    uuid `workload` (None: there is none)."""
+    if workload == "largest":
+        return by_size[-1]
+    if workload == "smallest":
+        return by_size[0]
+    if workload == "first":
+        return usable[0]
+    return next((w for w in usable if w.uuid == workload), None)
+
+
+def _check_workloads(
+    ts: TraceSet,
+    name: str,
+    d: Definition,
+    usable: list[Workload],
+    by_size: list[Workload],
+    main: Workload,
+    checks: int,
+    workload: str,
+    derive_checks: bool,
+) -> list[Workload]:
+    """Up to `checks` of the folder's workloads no larger than `main` (in the file's order),
+    plus derived ones where they do not cover the batch and ragged structure or where `main`
+    is too large for the interpreter (see `problems_from`); what was derived goes to `ts.notes`."""
+    size = workload_elements(d, main)
+    chosen = {w.uuid for w in by_size if w.uuid != main.uuid and workload_elements(d, w) <= size}
+    picked = [w.uuid for w in by_size if w.uuid in chosen][: max(0, checks)]
+    small = [w for w in usable if w.uuid in picked]  # in the file's order
+    interpreted = small or ([main] if size <= INTERPRETABLE_ELEMENTS else [])  # what a CPU host checks
+    if derive_checks and not covers_batches(d, interpreted):
+        ragged = _ragged_checks(d, main, max(1, checks - len(small)))
+        if ragged:
+            small += ragged
+            ts.notes.append(
+                f"{name}: {len(ragged)} check workload(s) derived to cover its batch and ragged structure "
+                f"({'; '.join(f'{describe_axes(w.axes)}: {describe_ragged(d, w)}' for w in ragged)}): "
+                f"the folder has none with {MIN_SEQUENCES} or more sequences of synthesized indices"
+            )
+    if derive_checks and len(small) < checks and workload != "smallest" and size > INTERPRETABLE_ELEMENTS:
+        derived = derived_check_workloads(d, main, checks - len(small))
+        if derived:
+            small += derived
+            ts.notes.append(
+                f"{name}: {len(derived)} small check workload(s) derived from its variable axes "
+                f"({'; '.join(describe_axes(w.axes) for w in derived)}): the folder has "
+                f"{len(picked)} smaller than the problem's"
+            )
+        elif not small:
+            ts.notes.append(
+                f"{name}: no check workloads (the folder has none smaller, and scaling its variable "
+                f"axes down leaves more than {INTERPRETABLE_ELEMENTS:,} input elements): a host "
+                "without a GPU would check it at the problem's own workload in the interpreter; "
+                "profile it on a GPU"
+            )
+    return small
 
 
 def describe_axes(axes: dict[str, int]) -> str:
@@ -369,10 +498,12 @@ def write_suite(
     device: str = "h100",
     description: str = "imported from a FlashInfer-Bench trace set",
     overwrite: bool = False,
+    recorded: Mapping[str, Recorded] | None = None,
 ) -> Path:
     """A suite folder (suite.json + one folder per problem) that `suites.load_suite` loads
     (by path, or by name under the user suite dir). An existing suite there is replaced only
-    with `overwrite`."""
+    with `overwrite`. `recorded` (problem name -> the folder's traces and other solutions of
+    it) is kept beside each problem for the export (`suites.flashinfer.recorded`)."""
     dest = Path(out)
     if (dest / "suite.json").exists():
         if not overwrite:
@@ -393,6 +524,8 @@ def write_suite(
         lines = [msgspec.json.encode(_localize(w, folder)) for w in p.check_workloads]
         (folder / "check_workloads.jsonl").write_bytes(b"".join(line + b"\n" for line in lines))
         (folder / "solution.json").write_bytes(to_json(p.baseline) + b"\n")
+        if recorded and p.name in recorded:
+            write_recorded(folder, recorded[p.name])
     return dest
 
 
@@ -448,9 +581,10 @@ def trace_set_from_problems(
     *,
     traces: Iterable[tuple[Solution, Trace]] = (),
     author: str | None = None,
+    solutions: Iterable[Solution] = (),
 ) -> TraceSet:
-    """A TraceSet of the problems (and extra solutions with their traces); blobs are copied
-    under `out` when given."""
+    """A TraceSet of the problems (and extra solutions, with their traces or without); blobs
+    are copied under `out` when given."""
     ts = TraceSet()
     dest = Path(out) if out is not None else None
     for p in problems:
@@ -464,6 +598,9 @@ def trace_set_from_problems(
         base = p.baseline if author is None else msgspec.structs.replace(p.baseline, author=author)
         if base.name not in ts.solutions:
             ts.add_solution(base)
+    for sol in solutions:
+        if sol.name not in ts.solutions:
+            ts.add_solution(sol)
     for sol, trace in traces:
         if sol.name not in ts.solutions:
             ts.add_solution(sol)
@@ -477,8 +614,9 @@ def export_problems(
     *,
     traces: Iterable[tuple[Solution, Trace]] = (),
     author: str | None = None,
+    solutions: Iterable[Solution] = (),
 ) -> TraceSet:
     """Write the problems (and traces) as a FlashInfer-Bench folder at `out`."""
-    ts = trace_set_from_problems(problems, out, traces=traces, author=author)
+    ts = trace_set_from_problems(problems, out, traces=traces, author=author, solutions=solutions)
     ts.save(out)
     return ts

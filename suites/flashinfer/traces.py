@@ -15,6 +15,8 @@ neither; errors and latencies are non-negative (errors may be NaN/inf). Our stat
     sandbox_error     RUNTIME_ERROR (the isolation could not be applied; nothing ran)
     unmeasured        no evaluation (FlashInfer-Bench's "not evaluated yet": `flashinfer-bench
                       run --resume` times it); our correctness goes under `x_untimed`
+    unchecked         no evaluation and no `x_untimed`: nothing ran here (a shape this host's
+                      checker cannot run), so nothing is claimed
 
 `max_relative_error` is FlashInfer-Bench's: the largest |got - ref| / (|ref| + 1e-8) over the
 elements of every check; our relative L2 error rides in `correctness.extra["x_rel_l2"]`.
@@ -83,6 +85,8 @@ def to_trace(
     stamp = timestamp or time.strftime("%Y-%m-%dT%H:%M:%S")
     correctness = correctness_of(profile.correctness)
     log = profile.log
+    if profile.status == "unchecked":
+        return Trace(definition=problem.definition.name, workload=problem.workload, solution=solution.name)
     if profile.status == "unmeasured":
         untimed = Evaluation(
             status="PASSED", environment=env, timestamp=stamp, log=log, correctness=correctness

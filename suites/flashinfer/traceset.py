@@ -8,6 +8,10 @@ Layout (FlashInfer-Bench `TraceSet.from_path`, which scans each folder recursive
     traces/<author>/<op_type>/<definition>.jsonl     evaluated traces
     blob/workloads/<op_type>/<definition>/*.safetensors
 
+As people publish it (`folder.py`): workloads and traces may also be `.json` files of one
+record each, and are read (and written back) so; a file or line we cannot read is skipped
+with the reason (`TraceSet.skipped`), and of solution files that share a name one is kept.
+
 FlashInfer-Bench's own writer (`save_json_file`, `model_dump_json(exclude_unset=True)`)
 leaves out the `type` of an axis or input that was never set explicitly (`"batch": {}` is a
 variable axis, `"x": {}` a random input): reading infers it (const if there is a `value`,
@@ -36,7 +40,7 @@ import ast
 import json
 import math
 import shutil
-from collections.abc import Iterable
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +59,7 @@ from accelopt.problem import (
     solution_errors,
     workload_errors,
 )
+from suites.flashinfer.folder import Record, Skipped, choose_duplicate, records
 
 FIB_LANGUAGES = frozenset(FLASHINFER_LANGUAGES)
 _NONFINITE = {
@@ -292,6 +297,7 @@ class TraceSet:
         self.solutions: dict[str, Solution] = {}
         self.traces: list[Trace] = []
         self.notes: list[str] = []
+        self.skipped: list[Skipped] = []  # files (or lines) of the folder left out, and why
         self._origin: dict[tuple[str, str], Origin] = {}
         self._trace_origin: list[Origin | None] = []
         # (definition, workload uuid) -> the inputs FlashInfer-Bench sees where ours differ
@@ -342,83 +348,131 @@ class TraceSet:
         *,
         convention: str = "auto",
         conventions: dict[str, str] | None = None,
+        solution_files: Sequence[str] = (),
     ) -> TraceSet:
-        """Read a trace-set folder. A Python/Triton solution file that leaves
-        `destination_passing_style` implicit gets `convention` ("auto": what its entry function
-        shows, else FlashInfer-Bench's default, destination-passing; "value" or "dps" for all
-        of them); `conventions` (solution name -> "value" | "dps") decides per solution, over
-        the file too."""
+        """Read a trace-set folder as published: a file (or line) that cannot be read into our
+        schema is skipped with the reason (`skipped`), and the rest is read. Workloads and
+        traces are read from `.jsonl` lines and from `.json` files of one record each. Of
+        solution files that share a name, one is kept (`folder.choose_duplicate`;
+        `solution_files` names the ones to keep, relative to the folder). A Python/Triton
+        solution file that leaves `destination_passing_style` implicit gets `convention`
+        ("auto": what its entry function shows, else FlashInfer-Bench's default,
+        destination-passing; "value" or "dps" for all of them); `conventions` (solution name ->
+        "value" | "dps") decides per solution, over the file too."""
         root = Path(path)
         if not root.is_dir():
             raise FlashInferImportError(f"{root}: not a directory")
         for choice in (convention, *(conventions or {}).values()):
             if choice not in ("auto", "value", "dps"):
                 raise FlashInferImportError(f"convention {choice!r}: choose auto, value or dps")
+        missing = [f for f in solution_files if not (root / f).is_file()]
+        if missing:
+            raise FlashInferImportError(
+                f"--solution-file {', '.join(missing)}: no such file in {root} (give paths relative to it)"
+            )
         ts = cls(root)
         ts._conventions = (convention, dict(conventions or {}))
-        for f in sorted((root / "definitions").rglob("*.json")):
-            raw = _read_json(f)
-            d = _convert(_fill_definition(raw), Definition, f)
-            errs = definition_errors(d)
-            if errs:
-                raise FlashInferImportError(f"{f}: invalid Definition: " + "; ".join(errs))
-            if d.name in ts.definitions:
-                raise FlashInferImportError(f"{f}: duplicate definition name {d.name!r}")
-            ts.definitions[d.name] = d
-            ts._origin[("definition", d.name)] = Origin(str(f.relative_to(root)), raw)
-        for f in [
-            *sorted((root / "solutions").rglob("*.json")),
-            *sorted((root / "x_solutions").rglob("*.json")),
-        ]:
-            raw = _read_json(f)
-            s = _convert(raw, Solution, f)
-            s = ts._convention(s, raw, f)
-            errs = solution_errors(s)
-            if errs:
-                raise FlashInferImportError(f"{f}: invalid Solution: " + "; ".join(errs))
-            if s.name in ts.solutions:
-                raise FlashInferImportError(f"{f}: duplicate solution name {s.name!r}")
-            ts.solutions[s.name] = s
-            ts._origin[("solution", s.name)] = Origin(str(f.relative_to(root)), raw)
+        ts._read_definitions()
+        ts._read_solutions([str(Path(f)) for f in solution_files])
         unknown = sorted(ts._conventions[1])
         if unknown:
             raise FlashInferImportError(
                 f"no solution named {', '.join(unknown)} (for --solution-convention); the "
                 f"folder has: {', '.join(sorted(ts.solutions)) or 'none'}"
             )
-        for f in sorted((root / "workloads").rglob("*.jsonl")):
-            for i, raw in _read_jsonl(f):
-                t = _convert(_fill_line(raw), Trace, f, i)
-                if t.solution is not None or t.evaluation is not None or t.x_untimed is not None:
-                    raise FlashInferImportError(
-                        f"{f}:{i}: a workload line must have no solution and no evaluation"
-                    )
-                ts._add_read_workload(t, raw, f, i)
-        for f in sorted((root / "traces").rglob("*.jsonl")):
-            for i, raw in _read_jsonl(f):
-                t = _convert(_fill_line(raw), Trace, f, i)
-                if t.solution is None and t.evaluation is None and t.x_untimed is None:
-                    ts._add_read_workload(t, raw, f, i)  # `flashinfer-bench report merge` puts workloads here
-                    continue
-                ts.traces.append(t)
-                ts._trace_origin.append(Origin(str(f.relative_to(root)), raw))
+        ts._read_lines("workloads")
+        ts._read_lines("traces")
         return ts
 
-    def _add_read_workload(self, t: Trace, raw: Any, f: Path, i: int) -> None:
+    def _skip(self, where: str, reason: str) -> None:
+        self.skipped.append(Skipped(where, reason))
+
+    def _read_definitions(self) -> None:
         assert self.root is not None
+        recs, bad = records(self.root, "definitions", lines=False, decode=_nonfinite_in)
+        self.skipped += bad
+        for r in recs:
+            try:
+                d = _convert(_fill_definition(r.raw), Definition, Path(r.path))
+            except FlashInferImportError as e:
+                self._skip(r.path, _reason(e, r.path))
+                continue
+            errs = definition_errors(d)
+            if errs:
+                self._skip(r.path, "invalid Definition: " + "; ".join(errs))
+            elif d.name in self.definitions:
+                first = self._origin[("definition", d.name)].path
+                self._skip(r.path, f"a second definition named {d.name!r}; kept {first}")
+            else:
+                self.definitions[d.name] = d
+                self._origin[("definition", d.name)] = Origin(r.path, r.raw)
+
+    def _read_solutions(self, preferred: list[str]) -> None:
+        assert self.root is not None
+        recs: list[Record] = []
+        for top in ("solutions", "x_solutions"):
+            got, bad = records(self.root, top, lines=False, decode=_nonfinite_in)
+            recs += got
+            self.skipped += bad
+        by_name: dict[str, list[tuple[Record, Solution]]] = {}
+        for r in recs:
+            try:
+                s = _convert(r.raw, Solution, Path(r.path))
+            except FlashInferImportError as e:
+                self._skip(r.path, _reason(e, r.path))
+                continue
+            errs = solution_errors(s)
+            if errs:
+                self._skip(r.path, "invalid Solution: " + "; ".join(errs))
+                continue
+            by_name.setdefault(s.name, []).append((r, s))
+        for name, copies in by_name.items():
+            keep, others = choose_duplicate(name, [r for r, _ in copies], preferred)
+            self.skipped += others
+            s = next(s for r, s in copies if r is keep)
+            self.solutions[name] = self._convention(s, keep.raw, Path(keep.path))
+            self._origin[("solution", name)] = Origin(keep.path, keep.raw)
+
+    def _read_lines(self, top: str) -> None:
+        """Workload lines (`workloads/`, and those `flashinfer-bench report merge` puts under
+        `traces/`) and evaluated traces (`traces/`)."""
+        assert self.root is not None
+        recs, bad = records(self.root, top, lines=True, decode=_nonfinite_in)
+        self.skipped += bad
+        for r in recs:
+            try:
+                t = _convert(_fill_line(r.raw), Trace, Path(r.path), r.line)
+            except FlashInferImportError as e:
+                self._skip(r.where, _reason(e, r.where))
+                continue
+            evaluated = t.solution is not None or t.evaluation is not None or t.x_untimed is not None
+            if not evaluated:
+                self._add_read_workload(t, r)
+            elif top == "workloads":
+                self._skip(
+                    r.where, "a workload record with a solution or an evaluation (a trace belongs in traces/)"
+                )
+            else:
+                self.traces.append(t)
+                self._trace_origin.append(Origin(r.path, r.raw))
+
+    def _add_read_workload(self, t: Trace, r: Record) -> None:
         d = self.definitions.get(t.definition)
         if d is None:
-            raise FlashInferImportError(f"{f}:{i}: workload of unknown definition {t.definition!r}")
+            self._skip(r.where, f"workload of {t.definition!r}, which no definition read here defines")
+            return
         errs = workload_errors(t.workload, d)
         if errs:
-            raise FlashInferImportError(f"{f}:{i}: invalid Workload: " + "; ".join(errs))
+            self._skip(r.where, "invalid Workload: " + "; ".join(errs))
+            return
+        if any(w.uuid == t.workload.uuid for w in self.workloads.get(t.definition, [])):
+            self._skip(r.where, f"workload {t.workload.uuid} of {t.definition} read already")
+            return
         self.workloads.setdefault(t.definition, []).append(t.workload)
-        self._origin[("workload", f"{t.definition}\x1f{t.workload.uuid}")] = Origin(
-            str(f.relative_to(self.root)), raw
-        )
-        if "x_inputs" in raw["workload"]:
+        self._origin[("workload", f"{t.definition}\x1f{t.workload.uuid}")] = Origin(r.path, r.raw)
+        if "x_inputs" in r.raw["workload"]:
             fib = msgspec.convert(
-                _tagged(raw["workload"].get("inputs", {}), _input_tag), dict[str, InputSpec]
+                _tagged(r.raw["workload"].get("inputs", {}), _input_tag), dict[str, InputSpec]
             )
             self.fib_inputs[(t.definition, t.workload.uuid)] = fib
 
@@ -531,7 +585,10 @@ class TraceSet:
         for rel, objs in lines.items():
             p = dest / rel
             p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_text("".join(json.dumps(o, allow_nan=False) + "\n" for o in objs))
+            if rel.endswith(".json") and len(objs) == 1:  # published one record to a file
+                _write_json(p, objs[0])
+            else:
+                p.write_text("".join(json.dumps(o, allow_nan=False) + "\n" for o in objs))
         if copy_blobs and self.root is not None:
             for rel in self.blob_files():
                 if Path(rel).is_absolute():
@@ -546,32 +603,17 @@ class TraceSet:
         return dest
 
 
-def _read_json(f: Path) -> Any:
-    try:
-        return _nonfinite_in(json.loads(f.read_text()))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise FlashInferImportError(f"{f}: not readable JSON: {e}") from e
-
-
-def _read_jsonl(f: Path) -> Iterable[tuple[int, Any]]:
-    try:
-        text = f.read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise FlashInferImportError(f"{f}: not readable: {e}") from e
-    for i, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            try:
-                yield i, _nonfinite_in(json.loads(line))
-            except json.JSONDecodeError as e:
-                raise FlashInferImportError(f"{f}:{i}: not valid JSON: {e}") from e
-
-
 def _convert(raw: Any, kind: type, f: Path, line: int | None = None) -> Any:
     try:
         return msgspec.convert(raw, kind)
     except msgspec.ValidationError as e:
         where = f"{f}:{line}" if line is not None else str(f)
         raise FlashInferImportError(f"{where}: invalid {kind.__name__}: {e}") from e
+
+
+def _reason(e: FlashInferImportError, where: str) -> str:
+    """The message of an error about `where`, without the location it starts with."""
+    return str(e).removeprefix(f"{where}: ")
 
 
 def _write_json(p: Path, obj: Any) -> None:

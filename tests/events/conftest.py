@@ -228,8 +228,81 @@ def make_sample_events(run_id: str) -> list[c.Event]:
             agrees=False,
         ),
         c.BudgetExceeded(**env("BudgetExceeded"), spent_usd=1.01, budget_usd=1.0),
+        *campaign_events(env, p),
         c.RunFailed(**env("RunFailed"), reason="test", detail="none"),
         c.RunCompleted(**env("RunCompleted"), reason="done", best={"silu": "k1"}),
+    ]
+
+
+def campaign_events(env, p: Problem) -> list[c.Event]:
+    item = c.CampaignItem(
+        key="cpu_v2/silu@cpu",
+        suite="cpu_v2",
+        problem="silu",
+        device="cpu",
+        language="c",
+        op_type="elementwise",
+        content_hash=p.content_hash(),
+    )
+    score = c.ScheduleScore(
+        score=0.5,
+        headroom=0.9,
+        expected_gain=0.2,
+        new_insights=1,
+        cost_usd=0.0,
+        runs=0,
+        expected_s=60.0,
+        why="w",
+    )
+    return [
+        c.CampaignStarted(
+            **env("CampaignStarted"),
+            name="n",
+            spec={"problems": ["cpu_v2/silu@cpu"]},
+            items=[item],
+            root="runs",
+            memory_uri="/m",
+            max_call_usd=0.01,
+        ),
+        c.CampaignResumed(**env("CampaignResumed", 1), attempt=1),
+        c.CampaignTicked(**env("CampaignTicked", 1), why="day"),
+        c.CampaignRunScheduled(
+            **env("CampaignRunScheduled", 1),
+            run="c-r001",
+            index=1,
+            item=item.key,
+            device="cpu",
+            seed=1,
+            policy="expected_gain",
+            reason=score,
+            queue=[c.QueueEntry(item=item.key, state="picked", score=0.5, why="w")],
+            day="2026-01-01",
+            budget_usd=1.25,
+            llm_inflight=4,
+        ),
+        c.CampaignRunFinished(
+            **env("CampaignRunFinished", 1),
+            run="c-r001",
+            item=item.key,
+            status="completed",
+            gain=1.5,
+            gain_source="remeasured",
+            best_kernel_id="k1",
+            best_source="src",
+            memory_entries=["m1"],
+        ),
+        c.CampaignBudgetSpent(
+            **env("CampaignBudgetSpent", 1),
+            run="c-r001",
+            day="2026-01-01",
+            spent_usd=0.5,
+            day_spent_usd=0.5,
+            total_usd=2.0,
+            daily_usd=None,
+        ),
+        c.CampaignDeviceParked(**env("CampaignDeviceParked", "h100"), device="h100", reason="r", items=[]),
+        c.CampaignPaused(**env("CampaignPaused", 1), reason="day", until_ts=1.0),
+        c.CampaignStopped(**env("CampaignStopped"), reason="settled", detail="d"),
     ]
 
 

@@ -200,13 +200,10 @@ class CuratorHosts:
     def start(self, nats_urls: list[str], uri: str, **kwargs: Any) -> tuple[list[Any], list[Any]]:
         """One curator per NATS URL: (actor handles, their `run` refs), each ready (connected,
         model loaded)."""
-        from actors.runtime.hosting import ROLE_FACTORIES, ray_host_class
+        from actors.runtime.hosting import ray_host_class
 
         host = ray_host_class()
-        actors = [
-            host.remote(ROLE_FACTORIES["curator"], {"nats_url": url, "uri": uri, **kwargs})
-            for url in nats_urls
-        ]
+        actors = [host.remote("curator", {"nats_url": url, "uri": uri, **kwargs}) for url in nats_urls]
         runs = [a.run.remote() for a in actors]
         assert self.ray.get([a.ready.remote() for a in actors], timeout=120) == [True] * len(actors)
         return actors, runs

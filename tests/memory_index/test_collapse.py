@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from memory_index import collapse_near_duplicates
+from memory_index import SearchQuery, collapse_near_duplicates
 
 
 def test_collapse_by_title_and_by_cosine():
@@ -29,9 +29,9 @@ def test_search_collapses_repeated_insights_and_still_fills_top_m(memory, corpus
     )
     memory.upsert([*copies, paraphrase, *corpus])
 
-    results = memory.search("rmsnorm matmul fusion", top_m=4)
+    results = memory.search("rmsnorm matmul fusion", SearchQuery(top_m=4))
     assert len(results) == 4
     assert sum(r.entry_id in {c.id for c in [*copies, paraphrase]} for r in results) == 1
 
-    raw = memory.search("rmsnorm matmul fusion", top_m=4, collapse=False)
+    raw = memory.search("rmsnorm matmul fusion", SearchQuery(top_m=4, collapse=False))
     assert all(r.entry_id in {c.id for c in [*copies, paraphrase]} for r in raw)

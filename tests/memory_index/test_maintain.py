@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from memory_index import SearchQuery
+
 
 def test_maintain_builds_indices_and_search_still_finds_the_nearest(memory, make_entry):
     rng = np.random.default_rng(0)
@@ -31,10 +33,10 @@ def test_maintain_builds_indices_and_search_still_finds_the_nearest(memory, make
     late_vec = rng.standard_normal(384).astype(np.float32)
     memory.upsert_vectors([late], (late_vec / np.linalg.norm(late_vec))[None, :])  # unindexed until maintain
     for k in (3, 250, 399):
-        assert memory.search(vecs[k], top_m=4)[0].entry_id == entries[k].id
-    assert memory.search(late_vec, top_m=1, device="trn1")[0].entry_id == late.id
+        assert memory.search(vecs[k], SearchQuery(top_m=4))[0].entry_id == entries[k].id
+    assert memory.search(late_vec, SearchQuery(top_m=1, device="trn1"))[0].entry_id == late.id
     assert memory.maintain(ann_min_rows=300)["vector_index_built"] is False  # already there: folded in
-    assert memory.search(late_vec, top_m=1)[0].entry_id == late.id
+    assert memory.search(late_vec, SearchQuery(top_m=1))[0].entry_id == late.id
     assert memory.has_ids([late.id, entries[0].id]) == {late.id, entries[0].id}
-    assert {r.device for r in memory.search(vecs[0], top_m=20, device="cpu")} == {"cpu"}
+    assert {r.device for r in memory.search(vecs[0], SearchQuery(top_m=20, device="cpu"))} == {"cpu"}
     assert len(memory.stats().indices) == 7  # embedding + id + 5 filter columns

@@ -7,7 +7,7 @@ from __future__ import annotations
 import msgspec
 
 from accelopt.catalog import RetrievedInsight
-from memory_index import format_for_prompt
+from memory_index import SearchQuery, format_for_prompt
 from memory_index.retrieval import blended_rank, device_family, kernel_diff
 
 SLOW = "\n".join([f"int line{i} = {i};" for i in range(200)]) + "\n"
@@ -105,11 +105,11 @@ def test_speedup_and_recency_move_equally_similar_insights(memory, make_entry):
     big = make_entry("**Vectorize B**", text, speedup=1.9)
     memory.upsert([small, big])
     q = "vectorize the loop"
-    ranked = memory.search(q, collapse=False, speedup_weight=0.5)
+    ranked = memory.search(q, SearchQuery(collapse=False, speedup_weight=0.5))
     assert _ids(ranked) == [big.id, small.id]
     newer_small = make_entry("**Vectorize C**", text, speedup=1.05)  # created after big
     memory.upsert([newer_small])
-    by_recency = memory.search(q, collapse=False, recency_weight=1.0)
+    by_recency = memory.search(q, SearchQuery(collapse=False, recency_weight=1.0))
     assert _ids(by_recency)[0] == newer_small.id
 
 

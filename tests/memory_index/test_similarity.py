@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memory_index import query_for
+from memory_index import SearchQuery, query_for
 
 
 def test_related_insight_ranks_first_across_devices(memory, corpus, make_entry):
@@ -24,7 +24,7 @@ def test_related_insight_ranks_first_across_devices(memory, corpus, make_entry):
         "nki",
         "Plan: fuse the residual add and the RMS norm into the matmul kernel.",
     )
-    results = memory.search(query, top_m=5)
+    results = memory.search(query, SearchQuery(top_m=5))
 
     assert results[0].entry_id == related.id
     assert results[0].device == "cpu" and results[0].language == "c" and results[0].speedup == 1.8
@@ -34,7 +34,7 @@ def test_related_insight_ranks_first_across_devices(memory, corpus, make_entry):
 
 def test_scores_are_sorted_and_top_m_respected(memory, corpus):
     memory.upsert(corpus)
-    results = memory.search("parallel prefix sum scan with OpenMP blocks", top_m=3)
+    results = memory.search("parallel prefix sum scan with OpenMP blocks", SearchQuery(top_m=3))
     assert len(results) == 3
     assert results[0].problem == "cumsum"
     assert [r.score for r in results] == sorted((r.score for r in results), reverse=True)

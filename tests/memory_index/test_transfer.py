@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory_index import Filters, MemoryIndex, MemoryIndexError, export_jsonl, import_jsonl
+from memory_index import Filters, MemoryIndex, MemoryIndexError, SearchQuery, export_jsonl, import_jsonl
 
 
 def test_export_import_round_trip(memory, tmp_path, corpus, embedder):
@@ -18,8 +18,8 @@ def test_export_import_round_trip(memory, tmp_path, corpus, embedder):
     assert import_jsonl(other, path) == len(corpus)
     assert import_jsonl(other, path) == 0
     assert sorted(other.iter_entries(), key=lambda e: e.id) == sorted(corpus, key=lambda e: e.id)
-    assert [r.entry_id for r in other.search("prefix sum", top_m=2)] == [
-        r.entry_id for r in memory.search("prefix sum", top_m=2)
+    assert [r.entry_id for r in other.search("prefix sum", SearchQuery(top_m=2))] == [
+        r.entry_id for r in memory.search("prefix sum", SearchQuery(top_m=2))
     ]
 
 

@@ -9,7 +9,7 @@ import asyncio
 from accelopt.catalog import MemoryRetrieved, derive_event_id
 from events.log import EventLog
 from events.server import NatsServer
-from memory_index import MemoryIndex, format_for_prompt, query_for
+from memory_index import MemoryIndex, SearchQuery, format_for_prompt, query_for
 
 BULK = 20  # entries per fleet besides the two named insights
 SHARED = 8  # entries on both fleets' logs (a run resumed on the other fleet): must stay one row each
@@ -104,7 +104,7 @@ def test_runs_on_cpu_and_trn1_share_one_memory(
                 (log_b, "run-trn1", "add_rmsnorm_matmul", "trn1", "nki"),
             ):
                 query = query_for(problem, problem, device, language)
-                found = await asyncio.to_thread(index.search, query, top_m=16)
+                found = await asyncio.to_thread(index.search, query, SearchQuery(top_m=16))
                 event = MemoryRetrieved(
                     event_id=derive_event_id(run_id, "MemoryRetrieved", problem, 1, "k0"),
                     run_id=run_id,

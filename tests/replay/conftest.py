@@ -42,7 +42,7 @@ class SharedRun:
     _error: list = field(default_factory=list)
 
     def start(self) -> None:
-        from actors.runtime.session import run_session
+        from actors.runtime.session import SessionOptions, run_session
 
         def go() -> None:
             try:
@@ -50,9 +50,7 @@ class SharedRun:
                     run_session(
                         self.cfg,
                         [self.problem],
-                        nats_url=self.nats_url,
-                        run_id=self.run_id,
-                        timeout_s=self.timeout_s,
+                        SessionOptions(nats_url=self.nats_url, run_id=self.run_id, timeout_s=self.timeout_s),
                     )
                 )
             except BaseException as e:

@@ -80,7 +80,7 @@ def test_the_gpu_check_needs_nothing_a_stock_cuda_image_lacks(tmp_path: Path) ->
     out = tmp_path / "gpu_check.json"
     # (the folder's tiny torch gemm is left out: at microseconds a call, the interpreter's clock
     # bound is at the mercy of a loaded 2-core machine, and the imports are what is tested here)
-    picked = ("--problems", "rmsnorm_h4096,rmsnorm_h64", "--out", str(out), "--interpreter")
+    picked = ("--problems", "rmsnorm_h4096,rmsnorm_h64", "--out", str(out), "--interpreter", "--repeat", "2")
     _gpu_check(tmp_path, "--only", "suite", *picked)
     _gpu_check(tmp_path, "--only", "fib", "--fib", str(fib), "--merge", *picked)
     rows = {(r["kind"], r["name"]): r for r in json.loads(out.read_text())["rows"]}

@@ -19,18 +19,20 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from accelopt.problem import ProblemFileError
     from suites.flashinfer import export_problems, load_suite_dir
+    from suites.flashinfer.recorded import suite_records
 
     console = Console()
     try:
         problems = load_suite_dir(args.suite)
+        solutions, traces = suite_records(args.suite, problems)
     except (ProblemFileError, KeyError) as e:
         console.print(f"[red]{e}[/red]")
         return 1
-    ts = export_problems(problems, args.out, author=args.author)
+    ts = export_problems(problems, args.out, author=args.author, traces=traces, solutions=solutions)
     for note in ts.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
     console.print(
         f"wrote {len(ts.definitions)} definitions, {sum(map(len, ts.workloads.values()))} workloads and "
-        f"{len(ts.solutions)} solutions to {args.out}"
+        f"{len(ts.solutions)} solutions and {len(ts.traces)} traces to {args.out}"
     )
     return 0

@@ -45,9 +45,11 @@ class CompileRequest(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class CompileResult(msgspec.Struct, kw_only=True):
+    """What the kernel's process hands over: program files and an error, nothing the agent
+    records as a figure (its compile time is the agent's clock around the child)."""
+
     programs: list[str] = []  # program files, relative to the work dir, one per signature
     error: ErrorInfo | None = None
-    compile_s: float = 0.0
     versions: dict[str, str] = {}
 
 
@@ -70,7 +72,8 @@ class ExecResult(msgspec.Struct, kw_only=True):
     versions: dict[str, str] = {}
 
 
-def _versions() -> dict[str, str]:
+def versions() -> dict[str, str]:
+    """The emulator's versions, as the agent records them (from its own process)."""
     import platform
 
     return {
@@ -90,7 +93,7 @@ def _stage(workdir: Path, text: str) -> None:
 def compile_target(payload: bytes, workdir: Path) -> CompileResult:
     """Sandbox target (the kernel's process): trace the kernel into one program per signature."""
     req = msgspec.msgpack.decode(payload, type=CompileRequest)
-    res = CompileResult(versions=_versions())
+    res = CompileResult(versions=versions())
     emulator.install()
     _stage(workdir, "load")
     try:
@@ -99,7 +102,6 @@ def compile_target(payload: bytes, workdir: Path) -> CompileResult:
         res.error = ErrorInfo.of("load", e)
         return res
     _stage(workdir, "compile")
-    t0 = time.perf_counter()
     for i, sig in enumerate(req.signatures):
         try:
             prog = kernel.compile_kernel(fn, sig)
@@ -109,7 +111,6 @@ def compile_target(payload: bytes, workdir: Path) -> CompileResult:
         rel = PROGRAM_FILE.format(i)
         (workdir / rel).write_bytes(encode(prog))
         res.programs.append(rel)
-    res.compile_s = time.perf_counter() - t0
     _stage(workdir, "done")
     return res
 
@@ -151,7 +152,8 @@ def _run_batch(
         del args
     except NKICompileError as e:
         return [], ErrorInfo.of("compile", e, names)
-    except Exception as e:  # NKIError and anything else: the run failed
+    except Exception as e:  # NKIError and anything else: the run failed (a OneZeroFlagError,
+        # a one/zero flag the data contradicts, keeps its name: the agent says `incorrect`)
         return [], ErrorInfo.of("run", e, names)
     runs = []
     for case, case_outs in zip(batch, outs, strict=True):
@@ -172,7 +174,7 @@ def execute_target(payload: bytes, workdir: Path) -> ExecResult:
     them). One thread: two threads running batches take turns at the GIL for every numpy
     call of the program's walk (the agent's reference thread has the other core)."""
     req = msgspec.msgpack.decode(payload, type=ExecRequest)
-    res = ExecResult(versions=_versions())
+    res = ExecResult(versions=versions())
     programs: dict[str, Any] = {}
     (workdir / "out").mkdir(exist_ok=True)
     try:
@@ -208,4 +210,5 @@ __all__ = [
     "ExecResult",
     "compile_target",
     "execute_target",
+    "versions",
 ]

@@ -40,6 +40,7 @@ from hardware_agents.neuron.emulator.analysis import (
 )
 from hardware_agents.neuron.emulator.program import Access, Instr, Loop, Node, Program
 from hardware_agents.neuron.emulator.schedule import LoopEstimate, Scheduler, Timing
+from hardware_agents.neuron.emulator.validate import onezero_claims
 
 MODEL = "accelopt-trn1-cost-model/2"
 SBUF_PORT = "dve+pool (SBUF port)"
@@ -183,7 +184,9 @@ def price(ins: Instr, prog: Program, spec: CostSpec) -> _Costed:
     op = ins.op
     data = ins.srcs[0] if ins.srcs else ins.dst
     assert data is not None, "an instruction without operands"
-    n = _free(data)
+    # a streaming engine reads its inputs and writes its output element by element: the largest
+    # operand per partition (a result broadcast along the free axis is written in full)
+    n = max(_free(a) for a in ([ins.dst] if ins.dst is not None else []) + list(ins.srcs))
     mi = spec.min_ii
     bufs = {_buf(a, prog) for a in ([ins.dst] if ins.dst is not None else []) + list(ins.srcs)}
     psum, sbuf = "psum" in bufs, "sbuf" in bufs
@@ -195,7 +198,7 @@ def price(ins: Instr, prog: Program, spec: CostSpec) -> _Costed:
             stat, mov = ins.srcs[0], ins.srcs[1]
             n_stat, n_mov = _free(stat), _free(mov)
             fp32 = "float32" in (prog.tensors[stat.tensor].dtype, prog.tensors[mov.tensor].dtype)
-            onezero = any(ins.args.get(k) for k in ("stationary_onezero", "moving_onezero", "transpose"))
+            onezero = bool(onezero_claims(ins.args))  # checked on the data by the executor
         else:
             n_stat, n_mov = _free(data), data.shape[0]  # data is stationary, an identity streams through
             fp32 = prog.tensors[data.tensor].dtype == "float32"

@@ -32,6 +32,20 @@ class NKIRuntimeError(NKIError):
     phase = "run"
 
 
+class OneZeroFlagError(NKIRuntimeError):
+    """An `nc_matmul` told the Tensor Engine an operand holds only 0s and 1s (which prices it at
+    half the cycles) and the operand held something else: the hardware would compute garbage,
+    so the kernel is wrong (the agent's verdict is `incorrect`)."""
+
+    def __init__(self, role: str, value: float) -> None:
+        super().__init__(
+            "err_false_onezero_flag",
+            f"nc_matmul's {role} operand was declared made of 0s and 1s (is_stationary_onezero, "
+            f"is_moving_onezero or is_transpose's identity) but holds {value!r}: the flag halves the "
+            "Tensor Engine's work only for such an operand, on any other the hardware computes garbage",
+        )
+
+
 class NotEmulated(NKICompileError):
     """An NKI API (or a use of one) that the emulator does not implement."""
 
@@ -49,4 +63,12 @@ def compile_error(name: str, message: str) -> NKICompileError:
     return NKICompileError(name, message)
 
 
-__all__ = ["ERRORS_DOC", "NKICompileError", "NKIError", "NKIRuntimeError", "NotEmulated", "compile_error"]
+__all__ = [
+    "ERRORS_DOC",
+    "NKICompileError",
+    "NKIError",
+    "NKIRuntimeError",
+    "NotEmulated",
+    "OneZeroFlagError",
+    "compile_error",
+]

@@ -27,8 +27,9 @@ from numpy.lib.stride_tricks import as_strided
 
 from hardware_agents.neuron.emulator import dtypes
 from hardware_agents.neuron.emulator.analysis import Analysis, analyze
-from hardware_agents.neuron.emulator.errors import NKIRuntimeError
+from hardware_agents.neuron.emulator.errors import NKIRuntimeError, OneZeroFlagError
 from hardware_agents.neuron.emulator.program import Access, Alloc, Instr, Loop, Node, Program
+from hardware_agents.neuron.emulator.validate import onezero_claims
 
 F32 = np.float32
 
@@ -573,6 +574,7 @@ class Executor:
             return r
         if op == "matmul":
             s, m = role["stationary"], role["moving"]
+            self._check_onezero(role, args)
             s2 = s.reshape(s.shape[0], s.shape[1], -1).astype(F32)
             m2 = m.reshape(m.shape[0], m.shape[1], -1).astype(F32)
             res = np.empty((s2.shape[0], s2.shape[2], m2.shape[2]), dtype=F32)
@@ -635,6 +637,17 @@ class Executor:
             var = (m2 + n * (mean - mu[..., None]) ** 2).sum(axis=2) / np.maximum(tot, 1)
             return np.stack([mu, var], axis=2).astype(F32)
         raise NKIRuntimeError("err_invalid_program", f"unknown instruction {op!r}")
+
+    @staticmethod
+    def _check_onezero(role: dict[str, np.ndarray], args: dict[str, Any]) -> None:
+        """Each flag the cost model believed (`validate.onezero_claims`), true on every case's
+        data? A claim fails on a case where each of its operands holds something not 0 or 1."""
+        for claim in onezero_claims(args):
+            off = [(role[r] != 0) & (role[r] != 1) for r in claim]
+            per_case = np.logical_and.reduce([o.reshape(o.shape[0], -1).any(axis=1) for o in off])
+            if per_case.any():
+                c = int(np.argmax(per_case))
+                raise OneZeroFlagError(" or ".join(claim), float(role[claim[0]][c][off[0][c]].flat[0]))
 
     @staticmethod
     def _scan(role: dict[str, np.ndarray], args: dict[str, Any]) -> np.ndarray:

@@ -235,7 +235,8 @@ def tensor_tensor(
             "err_unsupported_memory", "the two inputs of tensor_tensor cannot both be in PSUM"
         )
     name = ops.alu_name(op, "tensor_tensor")
-    eng = "pool" if name == "power" else "dve"
+    psum = "psum" in (a.decl["buffer"], b.decl["buffer"])
+    eng = "pool" if name == "power" and not psum else "dve"  # GpSimd has no PSUM access
     return ops.result(
         "tensor_tensor",
         eng,

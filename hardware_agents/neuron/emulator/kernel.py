@@ -4,10 +4,13 @@ the agent runs the two steps in separate sandboxed processes)."""
 
 from __future__ import annotations
 
+import ast
+import builtins
 import functools
 import inspect
+import textwrap
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 import numpy as np
@@ -77,9 +80,65 @@ def _function(kernel: Any) -> Callable[..., Any]:
     return kernel
 
 
+_SEQUENTIAL = "__nki_python_range__"
+
+
+class _RangeLoops(ast.NodeTransformer):
+    """`for i in range(...)` -> a sequential loop, as the NKI compiler reads a kernel ("any use
+    of Python range(...) will be replaced with sequential_range(...)", nki.language.sequential_range);
+    comprehensions and other uses of `range` stay Python (they build Python values)."""
+
+    def __init__(self) -> None:
+        self.changed = False
+
+    def visit_For(self, node: ast.For) -> ast.AST:
+        self.generic_visit(node)
+        it = node.iter
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range":
+            it.func = ast.copy_location(ast.Name(id=_SEQUENTIAL, ctx=ast.Load()), it.func)
+            self.changed = True
+        return node
+
+
+def _python_range(*args: Any) -> Any:
+    from hardware_agents.neuron.emulator import language
+
+    if not tr.active():
+        return range(*args)
+    return language.sequential_range(*args)
+
+
+def _with_sequential_ranges(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The kernel function with its Python `range` loops compiled as `nl.sequential_range` (the
+    function itself where its source is not available, or it is a closure)."""
+    if fn.__code__.co_freevars or fn.__globals__.get("range", builtins.range) is not builtins.range:
+        return fn
+    try:
+        lines, first = inspect.getsourcelines(fn)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return fn
+    node = tree.body[0] if tree.body else None
+    if not isinstance(node, ast.FunctionDef) or node.name != fn.__name__:
+        return fn
+    node.decorator_list = []
+    loops = _RangeLoops()
+    loops.visit(node)
+    if not loops.changed:
+        return fn
+    ast.increment_lineno(tree, first - 1)
+    code = compile(tree, fn.__code__.co_filename, "exec")
+    fn.__globals__.setdefault(_SEQUENTIAL, _python_range)
+    scope: dict[str, Any] = {}
+    exec(code, fn.__globals__, scope)
+    new = scope[fn.__name__]
+    new.__defaults__, new.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
+    return cast(Callable[..., Any], new)
+
+
 def compile_kernel(kernel: Any, specs: Sequence[ArgSpec]) -> Program:
     """Trace `kernel` on arguments of these shapes (no data): the emulator's compile step."""
-    fn = _function(kernel)
+    fn = _with_sequential_ranges(_function(kernel))
     t = tr.Trace(getattr(fn, "__name__", "kernel"))
     try:
         names = list(inspect.signature(fn).parameters)

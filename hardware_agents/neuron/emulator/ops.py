@@ -414,8 +414,8 @@ def assign(dst: View, value: Any) -> None:
         nki_broadcast(x.shape, dst.shape)
         emit("loop_reduce", "dve", dst, [(x, "data")], {"op": value.op, "loops": value.loops}, value.mask)
         return
-    if is_scalar(value):
-        emit("memset", "any:dve,pool", dst, [], {"value": scalar(value)})
+    if is_scalar(value):  # GpSimd has no PSUM access
+        emit("memset", "dve" if d["buffer"] == "psum" else "any:dve,pool", dst, [], {"value": scalar(value)})
         return
     v = as_view(value, "assignment", "value")
     if v.decl["buffer"] not in ON_CHIP:

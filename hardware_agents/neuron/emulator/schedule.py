@@ -205,7 +205,9 @@ class Scheduler:
         self.timing = timing
         self.buffers = max(1, loop_buffers)
         self.capacity = capacity
-        self.scope = {t.id: t.scope for t in prog.tensors}
+        # where a tensor was declared matters for on-chip tiles only (a tile declared in a loop body
+        # is fresh memory each iteration: the executor allocates it so); HBM keeps its contents
+        self.scope = {t.id: t.scope if t.buffer in ("sbuf", "psum") else -1 for t in prog.tensors}
         self.trips = dict(prog.loop_trips)
         self.footprints = footprints
         self.loops: list[LoopEstimate] = []
@@ -368,7 +370,7 @@ class Scheduler:
                 total_s=total,
             )
         )
-        drop = {t.scope for t in self.prog.tensors if t.scope >= 0 and _declared_under(t.scope, loop)}
+        drop = {s for s in self.scope.values() if s >= 0 and _declared_under(s, loop)}
         accs = _lift(
             (a for it in items for lst in it.accs.values() for a in lst), loop.var, trip, drop, self.scope
         )

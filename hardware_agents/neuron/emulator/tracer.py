@@ -128,7 +128,10 @@ class Trace:
                 alias=alias,
             )
         )
-        if init and alias < 0:  # memory with a declared initial value (others start as whatever it held)
+        # memory with a declared initial value, and an on-chip tile declared in a loop body (fresh
+        # memory each iteration: nothing carries over from the previous one); others start as
+        # whatever the memory held
+        if alias < 0 and (init or (scope >= 0 and buffer in ON_CHIP)):
             self.blocks[-1].append(Alloc(tensor=tid))
         return tid
 

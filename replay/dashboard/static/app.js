@@ -161,11 +161,69 @@ function runsPage() {
       cell(r.kernels, {"data-col": "kernels"}, 8, 3),
       cell(r.events, {"data-col": "events"}, 9, 3),
       h("td", {}, r.started), h("td", {}, r.last_event), h("td", {}, r.source)));
-    body.replaceChildren(table("runs", head, rows, [3, 4, 5, 6, 7, 8, 9]),
+    body.replaceChildren(campaignsTable(m.campaigns || []), table("runs", head, rows, [3, 4, 5, 6, 7, 8, 9]),
       m.runs.length ? "" : h("p", {class: "note"}, "no runs yet: start one with `accelopt run`"),
       m.warnings.length ? h("div", {class: "warnings"}, m.warnings.map((w) => h("div", {}, "warning: " + w))) : "");
     rendered({page: "runs", runs: m.runs.length, events: m.runs.reduce((a, r) => a + r.events, 0)});
   });
+}
+
+// --- campaigns --------------------------------------------------------------------------------
+
+function campaignsTable(list) {
+  if (!list.length) return "";
+  const head = ["campaign", "status", "runs", "items", "speedup (geomean)", "spend / budget", "policy", "started",
+                "last event"];
+  return [h("h2", {}, "Campaigns"), table("campaigns", head, list.map((c) => h("tr", {"data-campaign": c.campaign_id},
+    h("td", {}, link("/campaign/" + encodeURIComponent(c.campaign_id), c.campaign_id)),
+    h("td", {"data-col": "status"}, c.status, c.live ? h("span", {class: "live"}, "live") : null),
+    cell(c.runs, {"data-col": "runs"}, 2, 2), cell(c.items, {}, 3, 2),
+    cell(c.speedup_text, {"data-col": "speedup"}, 4, 2), cell(c.spend_text, {"data-col": "spend"}, 5, 2),
+    h("td", {}, c.policy), h("td", {}, c.started), h("td", {}, c.last_event))), [2, 3, 4, 5]),
+    h("h2", {}, "Runs")];
+}
+
+// a table of rows of ready-made text cells; `runCol`: the column holding a run id (a link to its page)
+function textTable(cls, head, rows, numeric, runCol) {
+  return table(cls, head, rows.map((r) => h("tr", {"data-key": r[runCol === undefined ? 0 : runCol]},
+    r.map((text, i) => i === runCol ? h("td", {}, link("/run/" + encodeURIComponent(text), text))
+                                    : h("td", {class: numeric.includes(i) ? "num" : null}, text)))), numeric);
+}
+
+function campaignPage(campaignId) {
+  document.title = "AccelOpt campaign " + campaignId;
+  const up = sectionUpdater(main);
+  main.replaceChildren(h("p", {class: "note"}, "loading campaign " + campaignId + "…"));
+  let first = true;
+  follow("/api/campaign/" + encodeURIComponent(campaignId) + "/stream", (m) => {
+    if (first) { main.replaceChildren(); first = false; }
+    const c = m.campaign;
+    up("head", c, () => [
+      h("h1", {}, "Campaign ", h("span", {id: "campaign-id"}, c.campaign_id), c.live ? h("span", {class: "live"}, "live") : null),
+      h("div", {class: "facts"},
+        h("span", {}, "status ", h("b", {id: "campaign-status"}, c.status)),
+        h("span", {}, "runs ", h("b", {id: "campaign-runs"}, c.runs), ` (${c.running} running)`),
+        h("span", {}, "speedup (geomean) ", h("b", {id: "campaign-speedup"}, c.speedup_text)),
+        h("span", {}, "LLM spend ", h("b", {id: "campaign-spend"}, c.spend_text)),
+        h("span", {}, "policy ", h("b", {}, c.policy)),
+        h("span", {}, "started ", h("b", {}, c.started), " · last event ", c.last_event),
+        h("span", {}, link("/campaign-report/" + encodeURIComponent(c.campaign_id), "static report",
+          {target: "_blank", onclick: null}))),
+      c.stopped ? h("p", {class: "note", id: "campaign-stopped"}, "stopped: " + c.stopped) : null]);
+    up("items", m.items, () => [h("h2", {}, "Items"),
+      h("div", {id: "campaign-items"}, textTable("items", m.item_headers, m.items, [1, 2, 3, 4]))]);
+    up("devices", m.devices, () => [h("h2", {}, "Per device: best speedup and % of peak over time, and the queue"),
+      m.devices.map((d) => h("div", {"data-device": d.device}, h("h3", {}, d.device),
+        d.parked ? h("p", {class: "warnings"}, "parked: " + d.parked) : null,
+        h("div", {class: "grid2"}, trusted(d.speedup_svg), trusted(d.pct_svg)),
+        d.queue.length ? textTable("queue", d.queue_headers, d.queue, [3])
+                       : h("p", {class: "note"}, "nothing scheduled on it yet")))]);
+    up("spend", [m.spend_svg, m.spend_per_day], () => [h("h2", {}, "Spend per day"),
+      h("div", {id: "campaign-spend-chart"}, trusted(m.spend_svg))]);
+    up("runs", m.runs, () => [h("h2", {}, "Runs"),
+      h("div", {id: "campaign-runs-table"}, textTable("campaign-runs", m.run_headers, m.runs, [0, 5, 6, 7], 1))]);
+    rendered({page: "campaign", events: c.events, runs: c.runs});
+  }, () => main.replaceChildren(h("div", {class: "waiting"}, "no campaign " + campaignId + " yet: waiting for its first event")));
 }
 
 // --- one run ----------------------------------------------------------------------------------
@@ -417,6 +475,7 @@ function route() {
   drawer.hidden = true;
   const path = location.pathname;
   if (path.startsWith("/run/")) runPage(decodeURIComponent(path.slice(5)));
+  else if (path.startsWith("/campaign/")) campaignPage(decodeURIComponent(path.slice(10)));
   else if (path === "/compare") {
     comparePage((new URLSearchParams(location.search).get("runs") || "").split(",").filter((x) => x));
   } else runsPage();

@@ -33,3 +33,19 @@ def kill_embedded_server(root: Path) -> None:
     if info.exists():
         with contextlib.suppress(ProcessLookupError, ValueError, KeyError):
             os.kill(json.loads(info.read_text())["pid"], signal.SIGKILL)
+
+
+def kill_session(sid: int) -> None:
+    """SIGKILL every process of a session (a CLI started with `start_new_session=True` and every
+    Ray process it started), as a crash of the whole machine's CLI side would. (Ray's workers
+    run in their own process groups, so killpg is not enough.)"""
+    from pathlib import Path as _Path
+
+    for stat in _Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid:  # field 6 of stat: session id
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(stat.parent.name), signal.SIGKILL)

@@ -185,7 +185,7 @@ def test_an_ablation_never_retrieves_its_parents_future(recorded):
     that now holds everything its parent learnt, later iterations included; none of the
     parent's entries may come back (the ablation's own copies of the insights up to the fork
     are its own entries), else the counterfactual would know its own future."""
-    from memory_index import MemoryIndex
+    from memory_index import MemoryIndex, SearchQuery
 
     root, parent_id = recorded
     parent, child, _ = ablate(root, parent_id, "memory.top_m=15")
@@ -200,5 +200,5 @@ def test_an_ablation_never_retrieves_its_parents_future(recorded):
     assert not {x.entry_id for x in late[0].entries} & emitted_after
     # the exclusion is what keeps them out: a plain search of the same memory returns them
     index = MemoryIndex.open(child[0].config["memory"]["uri"])
-    plain = index.search(late[0].query, top_m=50, collapse=False)
+    plain = index.search(late[0].query, SearchQuery(top_m=50, collapse=False))
     assert {x.entry_id for x in plain} & parent_entries

@@ -9,7 +9,7 @@ from collections import Counter
 
 import suites
 from accelopt import catalog as c
-from actors.runtime.session import run_session
+from actors.runtime.session import SessionOptions, run_session
 from events.logfile import read_events
 
 
@@ -39,7 +39,9 @@ def test_killed_planner_and_profiler_lose_and_duplicate_nothing(ray_session, run
         if isinstance(e, c.ProfileRequested) and e.purpose == "candidate" and len(killed) == 1:
             kill("accelopt-profiler-cpu-")
 
-    outcome = run_session(cfg, [suites.get_problem("cpu/matmul")], on_event=on_event, timeout_s=600)
+    outcome = run_session(
+        cfg, [suites.get_problem("cpu/matmul")], SessionOptions(on_event=on_event, timeout_s=600)
+    )
     assert len(killed) == 2, killed
     assert outcome.view.completed is not None
     events = read_events(outcome.run_dir / "log.aolog")

@@ -16,7 +16,7 @@ import pytest
 
 import suites
 from actors.runtime.hosting import Placement
-from actors.runtime.session import RunTimedOut, run_session
+from actors.runtime.session import RunTimedOut, SessionOptions, run_session
 
 TIMEOUT_S = 12.0
 
@@ -30,7 +30,7 @@ def test_the_timeout_bounds_the_wait_for_agents(ray_session, run_config, monkeyp
     cfg = run_config("problems=[silu]", "device=trn1", "memory.enabled=false")
     t0 = time.monotonic()
     with pytest.raises(RunTimedOut) as err:
-        run_session(cfg, [suites.get_problem("cpu/silu")], timeout_s=TIMEOUT_S)
+        run_session(cfg, [suites.get_problem("cpu/silu")], SessionOptions(timeout_s=TIMEOUT_S))
     took = time.monotonic() - t0
     text = str(err.value)
     assert (

@@ -21,7 +21,7 @@ from runlog import last_decision
 import suites
 from accelopt import catalog as c
 from actors.roles.profiler import seeds_for
-from actors.runtime.session import run_session
+from actors.runtime.session import SessionOptions, run_session
 from events.logfile import read_events
 from replay.fold import RunView
 from replay.verify import verify
@@ -52,7 +52,7 @@ def tuner_run(ray_session, tmp_path_factory):
         ],
     )
     problems = [suites.get_problem(f"{SUITE}/{p}") for p in PROBLEMS]
-    outcome = run_session(cfg, problems, timeout_s=900)
+    outcome = run_session(cfg, problems, SessionOptions(timeout_s=900))
     return outcome, problems
 
 

@@ -17,7 +17,7 @@ from nats.js import api
 
 import suites
 from accelopt import catalog as c
-from actors.runtime.session import run_session
+from actors.runtime.session import SessionOptions, run_session
 from events.log import EventLog
 from events.logfile import read_events
 from events.server import start_cluster
@@ -61,7 +61,9 @@ def test_run_survives_losing_a_node(ray_session, cluster, run_config):
             killed.append(victim.name or "")
 
     outcome = run_session(
-        cfg, [suites.get_problem("cpu/matmul")], nats_url=url, on_event=on_event, timeout_s=600
+        cfg,
+        [suites.get_problem("cpu/matmul")],
+        SessionOptions(nats_url=url, on_event=on_event, timeout_s=600),
     )
     assert infos, "the run never reached the point where a node is killed"
     info = infos[0]

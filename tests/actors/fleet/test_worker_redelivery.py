@@ -14,7 +14,7 @@ from nats.aio.msg import Msg
 
 import suites
 from accelopt import catalog as c
-from actors.runtime.session import run_session
+from actors.runtime.session import SessionOptions, run_session
 from events.log import EventLog
 from events.logfile import read_events
 
@@ -79,7 +79,9 @@ def test_killed_worker_kernel_goes_to_the_other(ray_session, nats_server, run_co
         "memory.enabled=false",
     )  # (the memory is not what this test looks at)
     try:
-        outcome = run_session(cfg, [suites.get_problem("cpu/matmul")], nats_url=url, timeout_s=600)
+        outcome = run_session(
+            cfg, [suites.get_problem("cpu/matmul")], SessionOptions(nats_url=url, timeout_s=600)
+        )
         info = asyncio.run(_settled_consumer(url))
     finally:
         stop.set()
@@ -152,9 +154,7 @@ def test_run_without_a_worker_for_its_device_says_so(ray_session, nats_server, r
     outcome = run_session(
         cfg,
         [suites.get_problem("cpu/matmul")],
-        nats_url=nats_server.url,
-        timeout_s=15,
-        on_warning=warnings.append,
+        SessionOptions(nats_url=nats_server.url, timeout_s=15, on_warning=warnings.append),
     )
     assert outcome.timed_out and outcome.view.completed is None  # ended by the session's timeout
     assert any("profiler-cpu" in w and "no worker" in w for w in warnings), warnings

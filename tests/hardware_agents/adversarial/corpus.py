@@ -11,7 +11,8 @@ import msgspec
 CORPUS = Path(__file__).resolve().parent
 REPO = CORPUS.parents[2]
 _HEADER = re.compile(
-    r"^\s*(?://|#)\s*(expect|expect_gpu|needle_gpu|problem|needle|min_ms|why|entry):\s*(.*?)\s*$"
+    r"^\s*(?://|#)\s*(expect|expect_gpu|needle_gpu|problem|needle|min_ms|why|entry|reference|margin|fails_only):"
+    r"\s*(.*?)\s*$"
 )
 _COMMENT = {".c": "//", ".py": "#"}
 
@@ -28,12 +29,22 @@ class Hack(msgspec.Struct, kw_only=True):
     why: str = ""
     expect_gpu: str = ""  # where a real GPU's harness gives another status (its CUDA-event clock)
     needle_gpu: str = ""
+    # an estimate that must stay within `margin` (a fraction) of the estimate of `reference` (the
+    # stem of a `_`-prefixed file beside it: the kernel without the hack, or its honest twin)
+    reference: str = ""
+    margin: float = 0.0
+    fails_only: str = ""  # the only correctness case that may fail (the hack works on all others)
 
     def expected(self, on_gpu: bool) -> tuple[str, str]:
         """(status, needle) this hack must get on a GPU or elsewhere."""
         if on_gpu and self.expect_gpu:
             return self.expect_gpu, self.needle_gpu
         return self.expect, self.needle
+
+
+def reference_source(hack: Hack) -> str:
+    """The source of the kernel a hack's estimate is compared with (`reference`)."""
+    return (CORPUS / hack.device_dir / f"{hack.reference}.py").read_text()
 
 
 def load(device_dir: str) -> list[Hack]:
@@ -69,6 +80,9 @@ def load(device_dir: str) -> list[Hack]:
                 why=fields.get("why", ""),
                 expect_gpu=fields.get("expect_gpu", ""),
                 needle_gpu=fields.get("needle_gpu", ""),
+                reference=fields.get("reference", ""),
+                margin=float(fields.get("margin", 0.0)),
+                fails_only=fields.get("fails_only", ""),
             )
         )
     return out

@@ -13,6 +13,7 @@ from hardware_agents.cpu import data as data_mod
 from hardware_agents.cpu.agent import MAX_REGION_BYTES, MAX_TIMED_SETS, timing_sets
 from hardware_agents.cpu.judge import HANDSHAKE_SHARE, MIN_BATCHES, MIN_CALLS
 from hardware_agents.cpu.oracle import FULL_CHECKS
+from hardware_agents.pipeline.phases import phases_of
 
 
 def test_room_for_timed_sets_is_bounded() -> None:
@@ -49,6 +50,11 @@ def test_profile_statistics_and_roofline(cpu_agent: CpuAgent) -> None:
     assert c["batches"] == len(lat.samples_ms)
     timed_s = sum(lat.samples_ms) * c["calls_per_batch"] / 1e3
     assert c["sandbox_wall_s"] > 0.5 * timed_s and prof.wall_s >= c["sandbox_wall_s"]
+    # where the profile's time went, on the agent's clock
+    phases = phases_of(c)
+    assert set(phases) >= {"compile", "data", "child_start", "correctness", "timing", "child_exit"}, phases
+    assert all(t >= 0 for t in phases.values()) and phases["timing"] > 0.5 * timed_s
+    assert sum(phases.values()) <= prof.wall_s * 1.05
 
 
 def test_timed_contents_share_no_run_of_values_with_anything_seen() -> None:

@@ -7,6 +7,7 @@ tests/hardware_agents/adversarial/neuron_emulated/ get the status their file nam
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Iterator
 
@@ -19,12 +20,16 @@ from testdirs import ADVERSARIAL
 
 import suites
 from accelopt.problem import Problem, Solution, SourceFile
+from accelopt.profile import Profile
 from hardware_agents.base import t_peak
 from hardware_agents.neuron import NeuronAgent, Trn1Agent
+from hardware_agents.neuron.emulator import EMULATOR_VERSION
+from hardware_agents.neuron.emulator.cost import TRN1_COST
+from hardware_agents.neuron.estimate_gate import implausible_estimate
 from suites.nkibench import NKIBENCH_PROBLEMS, import_nkibench
 
 sys.path.insert(0, str(ADVERSARIAL))
-from corpus import load
+from corpus import Hack, load, reference_source
 
 HACKS = {h.name: h for h in load("neuron_emulated")}
 
@@ -62,10 +67,14 @@ def test_nkibench_baseline_is_correct_and_estimated(
     assert prof.latency is None and prof.peak_fraction is None  # nothing measured
     est = prof.estimate
     assert est is not None and "ESTIMATED" in prof.log
-    tp, _ = t_peak(p, emulated.device)
+    tp, _ = t_peak(p, emulated.spec)
     # the paper's roofline counts FLOPs a fused instruction does not spend, so an estimate may pass
-    # it a little (bmm_softmax at NKIBench's shapes: 102 %), never by much
-    assert 0 < est.peak_fraction < 1.5
+    # it a little (bmm_softmax at NKIBench's shapes: 102 %), never by much; the gate holds it to
+    # the hard roofline (estimate_gate.py), which no honest kernel beats
+    assert est.peak_fraction is not None and 0 < est.peak_fraction < 1.5
+    assert implausible_estimate(p, emulated.spec, TRN1_COST, est.latency_ms / 1e3) is None
+    fresh = [c for c in prof.correctness if c.case == "fresh"]
+    assert len(fresh) == 1 and fresh[0].passed  # inputs drawn after the kernel was traced
     assert est.t_peak_ms == pytest.approx(tp * 1e3)
     assert est.bound in (*est.engines_ms, "dve+pool (SBUF port)", "dve+act (PSUM port)", "dependencies")
     # model 2's terms: the estimate is the larger of the engines' bound and the schedule, plus fixed
@@ -97,33 +106,94 @@ def test_broken_kernels_get_their_status() -> None:
         agent.close()
 
 
-_PLAIN: dict[str, Problem] = {}
+_PLAIN: dict[tuple[str, tuple[tuple[str, int], ...]], Problem] = {}
+# the corpus' problems: silu with x as (M, N) (the layout of tests/.../neuron_kernels.py); matmul
+# with lhs in 128-row blocks (M // 128, 128, K) and the output reshaped back
+_SHAPES = {"silu": {"M": 256, "N": 512}, "matmul": {"M": 256, "N": 512, "K": 256}}
+_TO_NKI = {"matmul": "    return [np.reshape(inputs[0], (M // 128, 128, K)), inputs[1]]"}
 
 
-def _plain_silu() -> Problem:
-    """silu with the kernel taking x as (M, N) (the layout of tests/.../neuron_kernels.py)."""
-    if not _PLAIN:
+def _plain(name: str = "silu", **values: int) -> Problem:
+    key = (name, tuple(sorted({**_SHAPES[name], **values}.items())))
+    if key not in _PLAIN:
+        import dataclasses
         import tempfile
         from pathlib import Path
 
         from nkibench_fixture import shaped
 
         root = Path(tempfile.mkdtemp(prefix="nkb-plain-"))
-        write_nkibench(root / "src", [shaped("silu", M=256, N=512)])
+        fixture = shaped(name, **dict(key[1]))
+        if name in _TO_NKI:
+            fixture = dataclasses.replace(fixture, to_nki=_TO_NKI[name])
+        write_nkibench(root / "src", [fixture])
         report = import_nkibench(root / "src", root / "suite", name="plain")
-        _PLAIN["silu"] = suites.load_suite(report.out)[0]
-    return _PLAIN["silu"]
+        _PLAIN[key] = suites.load_suite(report.out)[0]
+    return _PLAIN[key]
+
+
+def _plain_silu() -> Problem:
+    return _plain("silu")
+
+
+def _estimate_ms(agent: NeuronAgent, p: Problem, source: str, name: str) -> float:
+    prof = agent.profile(p, _with(p, source, name))
+    assert prof.status == "unmeasured" and prof.estimate is not None, prof.log
+    return prof.estimate.latency_ms
+
+
+def _check_hack(hack: Hack, prof: Profile, agent: NeuronAgent, p: Problem) -> None:
+    text = prof.log + " ".join(c.note for c in prof.correctness)
+    assert prof.status == hack.expect, f"{hack.name} ({hack.why}): {prof.status}\n{prof.log}"
+    assert hack.needle in text, text
+    # nothing the kernel's process says is a figure: every counter is ours, finite, not negative
+    assert all(math.isfinite(x) and x >= 0 for x in prof.counters.values()), prof.counters
+    assert prof.toolchain["emulator"] == EMULATOR_VERSION, prof.toolchain
+    if hack.fails_only:  # the hack works on every other case: only the named one catches it
+        assert [c.case for c in prof.correctness if not c.passed] == [hack.fails_only], prof.correctness
+    if hack.expect != "unmeasured":
+        return
+    assert prof.estimate is not None
+    if hack.reference:  # within the stated margin of the kernel without the hack
+        ref = _estimate_ms(agent, p, reference_source(hack), hack.reference)
+        got = prof.estimate.latency_ms
+        assert abs(got - ref) <= hack.margin * ref + 1e-12, (got, ref)
+    else:  # the estimate is the honest kernel's, whatever the kernel claimed
+        assert prof.estimate.latency_ms == pytest.approx(_estimate_ms(agent, p, SILU_GOOD, "honest"))
 
 
 @pytest.mark.parametrize("name", sorted(HACKS))
 def test_hostile_kernel_gets_its_status(name: str, emulated: NeuronAgent) -> None:
     hack = HACKS[name]
-    p = _plain_silu()
+    p = _plain(hack.problem)
     prof = emulated.profile(p, _with(p, hack.source, name))
-    text = prof.log + " ".join(c.note for c in prof.correctness)
-    assert prof.status == hack.expect, f"{name} ({hack.why}): {prof.status}\n{prof.log}"
-    assert hack.needle in text, text
-    if hack.expect == "unmeasured":  # the estimate is the honest kernel's, whatever the kernel claimed
-        honest = emulated.profile(p, _with(p, SILU_GOOD, "honest"))
-        assert prof.estimate is not None and honest.estimate is not None
-        assert prof.estimate.latency_ms == pytest.approx(honest.estimate.latency_ms)
+    _check_hack(hack, prof, emulated, p)
+    if prof.status == "unmeasured":  # the kernel's process could not start another
+        assert "no_fork" in prof.isolation.get("seccomp", "").split(","), prof.isolation
+
+
+def test_the_compile_child_starts_no_process(emulated: NeuronAgent, monkeypatch: pytest.MonkeyPatch) -> None:
+    """starts_processes.py spoils its output when it started a process: with the compile child's
+    `no_fork` wall taken down it does, and gets caught, so the corpus test can fail."""
+    from hardware_agents.neuron import emulate_mode
+
+    monkeypatch.setattr(emulate_mode, "COMPILE_NO_FORK", False)
+    p = _plain("silu")
+    prof = emulated.profile(p, _with(p, HACKS["starts_processes"].source, "starts_processes"))
+    assert prof.status == "incorrect", prof.log
+
+
+def test_the_gate_rejects_an_estimate_no_program_can_reach(
+    emulated: NeuronAgent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the validator's tensor checks taken down, the SBUF-aliases-HBM hack executes (right
+    answers, no DMA) and is priced below what HBM's bandwidth allows: the plausibility gate alone
+    rejects it, as a measurement faster than the roofline."""
+    from hardware_agents.neuron.emulator import validate
+
+    monkeypatch.setattr(validate, "_check_tensor", lambda t, prog: None)
+    p = _plain("silu", M=1024, N=2048)
+    prof = emulated.profile(p, _with(p, HACKS["aliases_on_chip_to_hbm"].source, "alias"))
+    assert prof.status == "incorrect", prof.log
+    assert "hard roofline" in prof.log and all(c.passed for c in prof.correctness), prof.log
+    assert prof.estimate is not None and prof.latency is None

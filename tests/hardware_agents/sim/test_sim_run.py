@@ -11,7 +11,7 @@ import pytest
 import suites
 from accelopt import catalog as c
 from accelopt.config import build_config
-from actors.runtime.session import run_session
+from actors.runtime.session import SessionOptions, run_session
 from events.logfile import read_events
 from hardware_agents.sim.suite import write_suite
 from replay.verify import verify
@@ -38,7 +38,7 @@ def sim_run(ray_session, tmp_path_factory):
             "devices.sim.concurrency=4",
         ],
     )
-    return run_session(cfg, suites.load_suite(str(suite)), timeout_s=600)
+    return run_session(cfg, suites.load_suite(str(suite)), SessionOptions(timeout_s=600))
 
 
 def test_run_on_the_sim_device_completes(sim_run):

@@ -91,12 +91,12 @@ def test_cli_import_profile_list_and_export(fib_dir, tmp_path, capsys):
     ).is_file()  # resolved in the problem folder
     # `accelopt profile /path/to/suite/problem`: the GPU-minded Triton baseline runs its Triton path
     assert (
-        main(["profile", f"{out}/rmsnorm_h64", "--seeds", "0", "--json"]) == 1
-    )  # unmeasured is not "passed"
+        main(["profile", f"{out}/rmsnorm_h64", "--seeds", "0", "--json"]) == 3
+    )  # unmeasured: correct, not timed (neither "passed", 0, nor a failure, 1)
     prof = json.loads(capsys.readouterr().out)
     assert prof["status"] == "unmeasured", prof["log"]
     assert len(prof["correctness"]) == 3 and all(c["passed"] for c in prof["correctness"])
-    assert main(["profile", f"{out}/gemm_n32_k48", "--seeds", "0", "--json"]) == 1
+    assert main(["profile", f"{out}/gemm_n32_k48", "--seeds", "0", "--json"]) == 3
     assert json.loads(capsys.readouterr().out)["status"] == "unmeasured"
     assert main(["suite", "list", str(out)]) == 0
     listed = capsys.readouterr().out  # a suite given by its path: its problems with their shapes
@@ -107,9 +107,12 @@ def test_cli_import_profile_list_and_export(fib_dir, tmp_path, capsys):
     assert set(loaded.definitions) == {"rmsnorm_h64", "gemm_n32_k48"}
     assert {s.name for ss in loaded.solutions.values() for s in ss} == {
         "rmsnorm_h64_triton_v1",
+        "rmsnorm_h64_cuda_v2",  # the folder's other solution, kept with the traces that evaluate it
         "gemm_n32_k48_torch",
     }
     assert loaded.get_solution("rmsnorm_h64_triton_v1").spec.destination_passing_style is False
+    statuses = [t.evaluation.status.value for t in loaded.traces["rmsnorm_h64"]]
+    assert statuses == ["PASSED", "INCORRECT_NUMERICAL", "RUNTIME_ERROR"]  # the recorded traces, NaN/inf too
 
 
 def test_cli_import_reports_errors(tmp_path, capsys):

@@ -1,6 +1,6 @@
 """The Triton adversarial corpus (tests/hardware_agents/adversarial/triton/): every hostile kernel gets the
 status its file names, through the real agent in the Triton interpreter with the timed path
-on (`interpreter_timing=True`: the host clock plays the part of CUDA events, and the parent's
+on (`interpreter_timing=True`: the simulated device's clock plays the part of CUDA events, and the parent's
 wall clock bounds it), in sandboxed children.
 
 The probe that spoils its output when a wall lets it through (reading the agent's data) runs
@@ -97,7 +97,7 @@ def test_a_timing_mismatch_is_confirmed_by_a_second_profile(
         assert honest.counters["timing_mismatch_retried"] == 1.0 and "this one stands" in honest.log
         assert len(verdicts) == 2 and verdicts[1] is None
         verdicts.clear()
-        slowed = HACKS["slow_clock_2x"]
+        slowed = HACKS["patch_timer_code"]
         prof = agent.profile(p, solution(p, slowed.source, name=slowed.name))
         assert prof.status == "timing_mismatch" and prof.counters["timing_mismatch_confirmed"] == 1.0, (
             prof.log

@@ -1,13 +1,12 @@
-# expect: timing_mismatch
-# expect_gpu: passed
+# expect: passed
 # problem: triton/rmsnorm_h4096
-# needle: its clock was slowed or replaced
 # why: at import, reaches the timers through __import__/getattr (no "import time" a static
 #      check could see) and slows every clock the harness could use: time.perf_counter(_ns)
-#      (the interpreter's timer) by 50x, torch.cuda.Event.elapsed_time (a GPU's) and
-#      triton.testing.do_bench; then computes honestly, so only the clock lies. On a GPU the
-#      event timer was bound before the import, so the replaced Event never times a call:
-#      it must pass with an honest latency.
+#      by 50x, torch.cuda.Event.elapsed_time (a GPU's) and triton.testing.do_bench; then
+#      computes honestly, so only the clock lies. The harness's timers were bound before the
+#      import (torch's C functions on a GPU; the simulated device's clock, taken at its
+#      import, in the interpreter), so the replaced functions never time a call: it must
+#      pass with an honest latency.
 _t = __import__("ti" + "me")
 _real = getattr(_t, "perf_counter_ns")
 _start = _real()

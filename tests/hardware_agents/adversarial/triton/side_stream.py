@@ -5,12 +5,12 @@
 # why: launches its (honest) kernel on a CUDA stream of its own and returns without waiting:
 #      the harness's events, recorded on its own stream around the call, time an empty
 #      stretch, and the work finishes later, before the round's outputs are read. Its
-#      outputs are right; only the time is a lie. On a GPU the parent's clock must see the
-#      work that ran outside the timed windows; in the interpreter the shim's streams are
-#      synchronous, so the kernel must pass with an honest latency. It reaches the stream API
-#      through getattr, past the static check that rejects `cuda.Stream` (side_stream_plain).
-#      An open question on a GPU for a kernel shorter than a call's untimed work, whose GPU
-#      time overlaps that work: the GPU check's row says whether it is caught.
+#      outputs are right; only the time is a lie. On a GPU every call is followed by a
+#      device-wide synchronisation, so the parent's clock of the round holds the work the
+#      events missed: caught even on this shortest suite kernel. In the interpreter the
+#      shim's Triton work is synchronous, so the kernel must pass with an honest latency. It
+#      reaches the stream API through getattr, past the static check that rejects
+#      `cuda.Stream` (side_stream_plain).
 import torch
 import triton
 import triton.language as tl

@@ -1,12 +1,11 @@
-# expect: timing_mismatch
-# expect_gpu: passed
+# expect: passed
 # problem: triton/rmsnorm_h4096
-# needle: its clock was slowed or replaced
 # why: slows every host clock it can reach by 2x (not the crude 50x): the fake speedup a
-#      model would settle for. The parent's own clock, with the untimed work calibrated on
-#      this host before the kernel was imported, bounds the kernel's clock. On a GPU the
-#      harness times with CUDA events, which no host clock reaches: it must pass with an
-#      honest latency (the GPU check compares it with the suite baseline's).
+#      model would settle for. No timer of the harness reads them: on a GPU it times with
+#      CUDA events through torch's C functions, in the interpreter with the simulated
+#      device, whose host clock was taken before the kernel was imported; and the parent's
+#      own clock bounds whatever the child reports. It must pass with an honest latency (the
+#      GPU check compares it with the suite baseline's).
 _t = __import__("ti" + "me")
 for _name in ("perf_counter_ns", "monotonic_ns", "time_ns"):
     _real = getattr(_t, _name)

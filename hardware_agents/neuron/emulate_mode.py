@@ -1,19 +1,26 @@
 """The Neuron agent's `emulate` mode: NKI kernels checked in AccelOpt's NKI emulator, timed by
 nobody, priced by the trn1 cost model (chosen where the Neuron SDK is missing).
 
-    1. compile: the kernel's sandboxed child traces the entry on each argument signature
-       (shapes only; it never receives data) into program files (`emulator/children.py`);
+    1. compile: the kernel's sandboxed child (no new processes: seccomp `no_fork`) traces
+       the entry on each argument signature (shapes only; it never receives data) into
+       program files (`emulator/children.py`); it hands over nothing else we believe (its
+       compile time is our clock around it);
     2. the agent reads each program (bounded), decodes it and validates every instruction
-       again (`validate.check_program`): whatever the kernel's process did to its own
-       tracer, what it hands over is only a program, and a program that breaks a hardware
-       rule is a compile error;
+       again (`validate.check_program`, against the signature it asked for): whatever the
+       kernel's process did to its own tracer, what it hands over is only a program, and a
+       program that breaks a hardware rule, or claims what the executor would not do, is a
+       compile error;
     3. execute: a second sandboxed child, which imports no kernel code, runs the validated
-       programs on the staged inputs of every case (the correctness seeds and adversarial
-       cases) and saves the outputs;
-    4. the agent judges the outputs against its float64 references as the other modes do;
+       programs on the staged inputs of every case (the correctness seeds, the adversarial
+       cases, and one case drawn now, after the kernel was traced, on a fresh seed from the
+       OS's random source) and saves the outputs;
+    4. the agent judges the outputs against its float64 references as the other modes do (a
+       one/zero flag the data contradicts is `incorrect` too);
     5. the estimate: the cost model prices the validated program here, in the agent
        (`emulator/cost.py`): status `unmeasured`, `Profile.estimate` holds the estimated
-       latency and % of peak; `Profile.latency` and `peak_fraction` stay empty.
+       latency and % of peak; `Profile.latency` and `peak_fraction` stay empty. An estimate
+       faster than the hard roofline (`estimate_gate.py`) is rejected (`incorrect`), as a
+       measurement faster than the roofline is.
 """
 
 from __future__ import annotations
@@ -31,13 +38,25 @@ import numpy as np
 from accelopt.problem import Problem, Solution
 from accelopt.profile import Estimate, Profile, peak_fraction
 from hardware_agents.base import DeviceSpec, t_peak
-from hardware_agents.neuron.data import ProblemData, stage_threads
+from hardware_agents.neuron.data import (
+    FreshCase,
+    JudgedCase,
+    ProblemData,
+    TimingRound,
+    stage_threads,
+    write_args,
+)
+from hardware_agents.neuron.estimate_gate import implausible_estimate
 from hardware_agents.neuron.judge import judge_cases, stage_sources
+from hardware_agents.neuron.protocol import ErrorInfo
+from hardware_agents.neuron.reference import ReferenceModule
+from hardware_agents.pipeline.cases import fresh_seed
 from hardware_agents.pipeline.phases import Phases
 from hardware_agents.pipeline.verdict import Verdict
 from hardware_agents.sandbox import Sandbox, SandboxOutcome, SandboxPolicy, default_base_dir, private_dir
 
 MAX_PROGRAM_BYTES = 256 << 20
+COMPILE_NO_FORK = True  # the compile child starts no process (the tests take this wall down to see it hold)
 COMPILE_TARGET = "hardware_agents.neuron.emulator.children:compile_target"
 EXECUTE_TARGET = "hardware_agents.neuron.emulator.children:execute_target"
 # device memory (arguments, outputs, scratch) of the cases an execute child runs at once
@@ -70,10 +89,38 @@ def _groups(n: int, parts: int) -> list[list[int]]:
     return out
 
 
+FRESH_CASE = "fresh"
+
+
+def _fresh_case(problem: Problem, data: ProblemData, ref_mod: ReferenceModule) -> TimingRound:
+    """Inputs drawn now, after the kernel was traced, on a seed from the OS's random source
+    (never a correctness seed): a program that carries answers for the known inputs fails it."""
+    error: ValueError | None = None
+    for _ in range(3):
+        try:
+            return TimingRound(problem, ref_mod, 0, fresh_seed(data.seeds))
+        except ValueError as e:  # a reference that is not finite on this seed: draw again
+            error = e
+    assert error is not None
+    raise error
+
+
+def _exec_error(v: Verdict, err: ErrorInfo) -> Profile:
+    """The verdict on an execute child's error report (the cases of a batch fail together: a
+    batch's error names them all)."""
+    from hardware_agents.neuron.emulator.errors import OneZeroFlagError
+
+    where = f" (case {err.case})" if err.case else ""
+    if err.type == OneZeroFlagError.__name__:  # the hardware would compute garbage: the kernel is wrong
+        return v.profile("incorrect", f"the kernel is wrong on the data{where}: {err.message}")
+    status = "compile_error" if err.phase == "compile" else "runtime_error"
+    return v.profile(status, f"the kernel failed in the emulator{where}: {err.type}: {err.message}")
+
+
 def _ended(v: Verdict, out: SandboxOutcome, what: str, compiling: bool) -> Profile | None:
     """The verdict on an emulator child's end (None: it ended `ok`); `v` takes its isolation
     and output."""
-    v.heard(out)
+    v.record_outcome(out)
     return v.ended(
         out,
         timeout=f"{out.error} while {what}",
@@ -99,9 +146,9 @@ def profile_emulated(
     phases: Phases | None = None,
 ) -> Profile:
     """One profile in the `emulate` mode (see the module doc); `v` is the agent's verdict.
-    `phases` records where the wall time goes (`compile_s`, `validate_s`, `analyse_s`,
-    `execute_s`, `references_s`, `judge_s` (with `floor_s` inside it), `price_s` in the
-    counters), on our clock."""
+    `phases` records where the wall time goes, on our clock (`phase_<name>_s` in the counters:
+    compile, validate, analyse, fresh (drawing the case after tracing, its references
+    included), execute, references, judge (with floor inside it), price)."""
     from hardware_agents.neuron.emulator.analysis import analyze
     from hardware_agents.neuron.emulator.children import (
         CompileRequest,
@@ -109,6 +156,7 @@ def profile_emulated(
         ExecCase,
         ExecRequest,
         ExecResult,
+        versions,
     )
     from hardware_agents.neuron.emulator.cost import COST_SPECS, estimate
     from hardware_agents.neuron.emulator.errors import NKIError
@@ -125,7 +173,11 @@ def profile_emulated(
         case_sig.append(sigs.index(sig))
     # 1. compile in the kernel's sandbox: it may read nothing but its own work dir
     cpolicy = msgspec.structs.replace(
-        policy, read_paths=(), python_path=(), address_space_bytes=max(policy.address_space_bytes, 8 << 30)
+        policy,
+        read_paths=(),
+        python_path=(),
+        address_space_bytes=max(policy.address_space_bytes, 8 << 30),
+        no_fork=COMPILE_NO_FORK,  # threads only: tracing starts no process (isolation the child must report)
     )
     with Sandbox(cpolicy, base_dir=sandbox_dir) as box:
         kernel_file = stage_sources(box, solution, entry_file)
@@ -141,14 +193,14 @@ def profile_emulated(
         try:
             res = out.decode(CompileResult)
         except msgspec.DecodeError as e:
-            return v.fail("compile_error", f"unreadable compile result: {e}{v.tail}")
-        v.tools = dict(res.versions)
+            return v.profile("compile_error", f"unreadable compile result: {e}{v.tail}")
+        v.tools = versions()  # ours: not what the kernel's process says
         if res.error is not None:
             err = res.error
             what = "loading the kernel module failed" if err.phase == "load" else "compilation failed"
-            return v.fail("compile_error", f"{what}: {err.type}: {err.message}\n{err.traceback}{v.tail}")
+            return v.profile("compile_error", f"{what}: {err.type}: {err.message}\n{err.traceback}{v.tail}")
         if len(res.programs) != len(sigs):
-            return v.fail(
+            return v.profile(
                 "compile_error", f"the compiler produced {len(res.programs)} of {len(sigs)} programs"
             )
         # 2. the programs, read and validated here
@@ -156,16 +208,16 @@ def profile_emulated(
         blobs = []
         try:
             with phases("validate"):
-                for rel in res.programs:
+                for rel, sig in zip(res.programs, sigs, strict=True):
                     raw = box.read_file(rel, MAX_PROGRAM_BYTES)
                     prog = decode(raw)
-                    check_program(prog)
+                    check_program(prog, sig)
                     progs.append(prog)
                     blobs.append(raw)
         except NKIError as e:
-            return v.fail("compile_error", f"compilation failed: {e}{v.tail}")
+            return v.profile("compile_error", f"compilation failed: {e}{v.tail}")
         except (OSError, msgspec.DecodeError, KeyError, IndexError, ValueError, TypeError) as e:
-            return v.fail(
+            return v.profile(
                 "compile_error",
                 f"the compiled program is unreadable or malformed: {type(e).__name__}: {e}{v.tail}",
             )
@@ -175,8 +227,11 @@ def profile_emulated(
             for prog in progs:
                 analyses.append(analyze(prog))  # PSUM overflow: a compile error
     except NKIError as e:
-        return v.fail("compile_error", f"compilation failed: {e}")
+        return v.profile("compile_error", f"compilation failed: {e}")
     # 3. execute in a second sandbox that loads no kernel code
+    ref_mod = ReferenceModule(problem)
+    with phases("fresh"):
+        fresh = _fresh_case(problem, data, ref_mod)  # drawn only now that the programs exist
     pdir = private_dir(sandbox_dir or default_base_dir(), "accelopt-nki-programs-")
     try:
         os.chmod(pdir, 0o755)
@@ -186,11 +241,20 @@ def profile_emulated(
             p.write_bytes(raw)
             os.chmod(p, 0o644)
             paths.append(str(p))
-        epolicy = msgspec.structs.replace(policy, read_paths=(str(data.dir), str(pdir)), python_path=())
+        with phases("fresh"):
+            (pdir / FRESH_CASE).mkdir(mode=0o755)
+            fresh_args, _ = write_args(fresh.args, pdir / FRESH_CASE, digest=False)
+        fresh_sig = _signature(fresh_args)
+        if fresh_sig not in sigs:
+            return v.profile("runtime_error", f"the fresh inputs do not have the cases' shapes: {fresh_sig}")
+        epolicy = msgspec.structs.replace(
+            policy, read_paths=(str(data.dir), str(pdir)), python_path=(), no_fork=True
+        )
         cases = [
             ExecCase(name=c.case.name, program=paths[case_sig[i]], args=c.args)
             for i, c in enumerate(data.cases)
         ]
+        cases.append(ExecCase(name=FRESH_CASE, program=paths[sigs.index(fresh_sig)], args=fresh_args))
         isolation = dict(v.isolation)  # the kernel's sandbox: what every later profile records
         groups = _groups(len(cases), min(len(cases), stage_threads()))
         with contextlib.ExitStack() as stack:
@@ -222,33 +286,36 @@ def profile_emulated(
                 try:
                     eres = eout.decode(ExecResult)
                 except msgspec.DecodeError as e:
-                    return v.fail("runtime_error", f"unreadable emulator result: {e}")
+                    return v.profile("runtime_error", f"unreadable emulator result: {e}")
                 if eres.error is not None:
-                    err = eres.error
-                    status = "compile_error" if err.phase == "compile" else "runtime_error"
-                    where = f" (case {err.case})" if err.case else ""
-                    return v.fail(
-                        status, f"the kernel failed in the emulator{where}: {err.type}: {err.message}"
-                    )
+                    return _exec_error(v, eres.error)
                 if [r.name for r in eres.cases] != [c.name for c in req.cases]:
-                    return v.fail("runtime_error", "the emulator's results do not match the cases")
+                    return v.profile("runtime_error", "the emulator's results do not match the cases")
                 runs.extend((ebox, r.name, r.outputs, r.returned_tuple) for r in eres.cases)
-            # 4. correctness, judged here (each case once its references are computed)
+            # 4. correctness, judged here (each case once its references are computed), the
+            # fresh case with the others
             v.isolation.clear()
             v.isolation.update(isolation)
             v.tail = ""
             with phases("references"):  # waiting for the reference thread, if it is behind
                 data.wait_references()
+            judged: list[JudgedCase] = [*data.cases, FreshCase(problem, fresh)]
             with phases("judge"):
-                v.checks.extend(judge_cases(problem, data, runs, phases))
+                v.checks.extend(judge_cases(problem, data, judged, runs, phases))
     finally:
         shutil.rmtree(pdir, ignore_errors=True)
-    wrong = v.wrong_cases()
+    fresh_failed = any(c.case == FRESH_CASE and not c.passed for c in v.checks)
+    wrong = v.wrong_cases(
+        f"\n(case {FRESH_CASE}: inputs drawn after the kernel was traced, on seed {fresh.case.seed}: "
+        "results must not depend on knowing the inputs in advance)"
+        if fresh_failed
+        else ""
+    )
     if wrong is not None:
         return wrong
     # 5. the estimate (the programs of all signatures are the same kernel; price the first case's)
     if kind not in COST_SPECS:
-        return v.fail(
+        return v.profile(
             "unmeasured",
             f"correct in AccelOpt's NKI emulator; no cost model for {kind} (not timed, not estimated)",
         )
@@ -280,15 +347,18 @@ def profile_emulated(
         model=est.model,
         detail=detail,
     )
-    # No plausibility gate on an estimate: it comes from our cost model pricing the program we
-    # validated, not from the kernel's process, and the paper's roofline counts FLOPs a fused
-    # instruction does not spend (softmax's subtract inside the exp's bias), so an honest
-    # kernel may be estimated above 100 % of that roofline (docs/neuron.md).
+    # The plausibility gate: an estimate is held to the hard roofline, what no program can beat
+    # (the paper's counts a fused instruction's work as separate FLOPs: estimate_gate.py)
+    why = implausible_estimate(problem, spec, COST_SPECS[kind], t_est)
+    if why is not None:
+        prof = v.profile("incorrect", f"{why} (model {est.model}; {pct * 100:.1f}% of the {bound} roofline)")
+        prof.estimate = estimate_rec
+        return prof
     log = (
         f"correct in AccelOpt's NKI emulator ({len(v.checks)} cases); not timed: ESTIMATED {t_est * 1e3:.4g} ms "
         f"on {kind} by {est.model} ({est.bound}-bound; {pct * 100:.1f}% of the {bound} roofline, estimated)"
     )
-    prof = v.fail("unmeasured", log)
+    prof = v.profile("unmeasured", log)
     prof.estimate = estimate_rec
     return prof
 

@@ -1,0 +1,505 @@
+"""A campaign from start to stop, and again after a crash: `accelopt campaign run` / `resume`.
+
+The driver is the scheduler core's shell (`accelopt/campaign_core.py`), as the coordinator's
+shell is the run's: it folds the campaign's log into the core, publishes what the core
+decides, and carries the decisions out. One set of agents (`AgentPool`: LLM roles,
+profilers per device kind, the memory) serves every run of the campaign; each scheduled run
+is an ordinary run, driven by `run_session` on a thread of this process with its coordinator
+beside it (several at once where the devices have the slots). When a run ends, what it came
+to is read from its own log and published as the campaign's `CampaignRunFinished`, the
+core's next input.
+
+Nothing is lost to a crash (`kill -9` included): the campaign's events and its runs' are on
+the log. `resume` re-derives the core's state and decisions from the campaign's log
+(publishing only what the log lacks), then for each run scheduled and not finished: a run
+that ended while the driver was down is only read; a run that started is resumed
+(`run_session` with `SessionOptions(resume=True)`: its coordinator re-derives its state,
+nothing it finished is done again); a run that never started is started with the id it was given. The campaign's
+exported log, lock and summary live in `<root>/campaigns/<id>/`; its runs in `<root>/<run_id>/`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import queue
+import re
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from accelopt import catalog as ev
+from accelopt.campaign import (
+    CampaignSpec,
+    agent_config,
+    check_configs,
+    problem_specs,
+    run_config,
+    with_start_kernel,
+)
+from accelopt.campaign_core import CampaignCore
+from accelopt.config import ConfigError, RunConfig, build_config, recorded_config
+from accelopt.logging import get_logger
+from accelopt.problem import Problem
+from events.log import EventLog, StreamSettings
+from events.runsource import LOG_NAME, load_events, open_log_endpoint
+from replay.campaign import CampaignView, campaign_dir, run_outcome
+from replay.fold import RunView
+from replay.runstate import RunBusy, RunLock
+
+log = get_logger(component="campaign")
+
+PROMPT_TOKENS_BOUND = 32_768  # a call's input, for the bound on its cost before any call was seen
+SUMMARY_NAME = "campaign.json"
+
+
+class CampaignError(RuntimeError):
+    pass
+
+
+def new_campaign_id(name: str) -> str:
+    safe = re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-")[:40] or "campaign"
+    return f"{safe}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(2)}"
+
+
+# --- the campaign's problems -------------------------------------------------------------------
+
+
+def resolve_items(
+    spec: CampaignSpec, *, on_warning: Callable[[str], None] | None = None
+) -> list[tuple[ev.CampaignItem, Problem]]:
+    """Every (problem, device kind) the campaign file names, loaded and checked as a run's
+    problems are (suites exist, each device has an agent that runs the problem's language)."""
+    import suites
+    from suites.selection import load_problems
+
+    refs: list[tuple[str, str, str, str]] = []  # (suite as named, the suite's own name, problem, device)
+    for p in problem_specs(spec):
+        try:
+            info = suites.suite_info(p.suite)
+            names = [p.name] if p.name else suites.problem_names(p.suite)
+        except KeyError as e:
+            raise ConfigError(f"problems: {e.args[0]}") from None
+        refs += [(p.suite, info.name, n, p.device or info.device) for n in names]
+    out: list[tuple[ev.CampaignItem, Problem]] = []
+    seen: set[str] = set()
+    for suite, suite_name, name, device in refs:
+        key = f"{suite_name}/{name}@{device}"  # a suite given as a folder is keyed by its name
+        if key in seen:
+            raise ConfigError(f"problems: {key} is named twice")
+        seen.add(key)
+        cfg = build_config(overrides=[f"problems=[{suite}/{name}@{device}]"])
+        (problem,) = load_problems(cfg, on_warning=on_warning)
+        item = ev.CampaignItem(
+            key=key,
+            suite=suite_name,
+            problem=problem.name,
+            device=device,
+            language=problem.baseline.spec.language,
+            op_type=problem.definition.op_type,
+            content_hash=problem.content_hash(),
+        )
+        out.append((item, problem))
+    return out
+
+
+def memory_uri(spec: CampaignSpec, root: str) -> str:
+    from memory_index import default_uri, normalize_uri
+
+    return normalize_uri(spec.memory or default_uri(root))
+
+
+def max_call_bound(spec: CampaignSpec, devices: list[str], root: str, uri: str) -> float:
+    """Before any call was seen: the most one call of the campaign's models may cost (its
+    input bounded at PROMPT_TOKENS_BOUND tokens, its output at the role's max_tokens)."""
+    if spec.budget.max_call_usd is not None:
+        return spec.budget.max_call_usd
+    from actors.llm.pricing import price_snapshot
+
+    worst = 0.0
+    for device in devices:
+        model = spec.device(device).model or spec.model
+        cfg = build_config(
+            overrides=[*spec.set, f"llm.default.model={model}", f"root={root}", f"memory.uri={uri}"]
+        )
+        prices = price_snapshot(cfg.llm)
+        for role in ev.LLM_ROLES:
+            r = cfg.llm.for_role(role)
+            p = prices.get(r.model)
+            if p is not None:
+                worst = max(
+                    worst,
+                    PROMPT_TOKENS_BOUND * p.input_cost_per_token + r.max_tokens * p.output_cost_per_token,
+                )
+    return worst
+
+
+# --- the log ------------------------------------------------------------------------------------
+
+
+async def _publish(url: str, events: list[ev.Event]) -> None:
+    if not events:
+        return
+    elog = await EventLog.connect(url, name="accelopt-campaign")
+    try:
+        await elog.publish_many(events)
+    finally:
+        await elog.close()
+
+
+async def _history(url: str, campaign_id: str) -> list[ev.Event]:
+    elog = await EventLog.connect(url, name="accelopt-campaign")
+    try:
+        return await elog.history(campaign_id)
+    finally:
+        await elog.close()
+
+
+async def _run_state(url: str, run_id: str) -> tuple[ev.RunStarted | None, bool]:
+    """(its RunStarted, whether it has ended) of a run on the log."""
+    elog = await EventLog.connect(url, name="accelopt-campaign")
+    try:
+        started = await elog.last_event(run_id, "run.started")
+        ended = any(
+            [
+                await elog.last_event(run_id, ev.RunCompleted.subject),
+                await elog.last_event(run_id, ev.RunFailed.subject),
+            ]
+        )
+        return started if isinstance(started, ev.RunStarted) else None, ended
+    finally:
+        await elog.close()
+
+
+async def _export(url: str, campaign_id: str, path: Path) -> None:
+    elog = await EventLog.connect(url, name="accelopt-campaign")
+    try:
+        tmp = path.with_suffix(".tmp")
+        await elog.export_run(campaign_id, str(tmp))
+        tmp.replace(path)
+    finally:
+        await elog.close()
+
+
+# --- the driver ----------------------------------------------------------------------------------
+
+
+@dataclass
+class CampaignOutcome:
+    campaign_id: str
+    view: CampaignView
+    dir: Path
+    interrupted: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Ended:
+    run_id: str
+    timed_out: bool = False
+    error: str | None = None
+
+
+class CampaignDriver:
+    """Drives one campaign (`start` a new one from its file, or `resume` one from its log).
+    `note(text)` is told what happens (a run scheduled and why, a run finished, a device parked)."""
+
+    def __init__(
+        self,
+        campaign_id: str,
+        *,
+        root: str = "runs",
+        nats_url: str | None = None,
+        ray_address: str | None = None,
+        log_level: str | None = None,
+        note: Callable[[str], None] | None = None,
+    ) -> None:
+        self.campaign_id = campaign_id
+        self.root = root
+        self.nats_url, self.ray_address, self.log_level = nats_url, ray_address, log_level
+        self.note = note or (lambda text: log.info(text))
+        self.dir = campaign_dir(root, campaign_id)
+        self.core = CampaignCore(campaign_id)
+        self.problems: dict[str, Problem] = {}
+        self.url = ""
+        self._ended: queue.Queue[_Ended] = queue.Queue()
+        self._threads: dict[str, threading.Thread] = {}
+        self.warnings: list[str] = []
+
+    # --- entry points ---------------------------------------------------------------------------
+
+    def start(self, spec: CampaignSpec) -> CampaignOutcome:
+        resolved = resolve_items(spec, on_warning=self._warn)
+        self.problems = {item.key: p for item, p in resolved}
+        devices = sorted({item.device for item, _ in resolved})
+        uri = memory_uri(spec, self.root)
+        check_configs(spec, devices, self.root, uri)
+        started = ev.CampaignStarted(
+            **ev.envelope(ev.CampaignStarted, self.campaign_id, ts=time.time()),
+            name=spec.name,
+            spec=spec.to_dict(),
+            items=[item for item, _ in resolved],
+            root=self.root,
+            memory_uri=uri,
+            max_call_usd=max_call_bound(spec, devices, self.root, uri),
+        )
+        return self._drive(started)
+
+    def resume(self) -> CampaignOutcome:
+        return self._drive(None)
+
+    # --- the loop ---------------------------------------------------------------------------------
+
+    def _drive(self, started: ev.CampaignStarted | None) -> CampaignOutcome:
+        from actors.runtime.pool import AgentPool
+        from actors.runtime.session import RunError, create_stream, refuse_unisolated
+
+        self.dir.mkdir(parents=True, exist_ok=True)
+        lock = RunLock(self.dir.parent, self.campaign_id).__enter__()  # RunBusy: another driver has it
+        endpoint = open_log_endpoint(self.nats_url, self.root)
+        self.url = endpoint.url
+        interrupted = False
+        try:
+            asyncio.run(create_stream(self.url, StreamSettings()))
+            outbox = self._refold(started)
+            if self.core.started is None:
+                raise CampaignError(f"campaign {self.campaign_id}: no CampaignStarted on the log")
+            self._publish(outbox)
+            if self.core.stopped is not None:
+                return self._outcome()
+            spec = self.core.spec
+            assert spec is not None
+            if not self.problems:
+                self._reload_problems(spec)
+            devices = sorted({it.item.device for it in self.core.items.values()})
+            cfg = agent_config(spec, devices, self.root, self.core.started.memory_uri)
+            try:
+                refuse_unisolated(cfg)
+            except RunError as e:
+                raise CampaignError(str(e)) from e
+            with AgentPool(
+                cfg, devices, nats_url=self.url, ray_address=self.ray_address, log_level=self.log_level
+            ):
+                self._loop()
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            with contextlib.suppress(Exception):
+                self._export()
+            endpoint.close()
+            lock.__exit__(None, None, None)
+        return self._outcome(interrupted=interrupted)
+
+    def _refold(self, started: ev.CampaignStarted | None) -> list[ev.Event]:
+        """Fold the campaign's log into the core; the decisions the log does not hold yet."""
+        history = asyncio.run(_history(self.url, self.campaign_id))
+        if started is not None and history:
+            raise CampaignError(f"campaign {self.campaign_id} is already on the log: resume it instead")
+        outbox: dict[str, ev.Event] = {}
+        for e in history:
+            outbox.pop(e.event_id, None)
+            outbox.update((o.event_id, o) for o in self.core.step(e))
+        inputs: list[ev.Event] = []
+        if started is not None:
+            inputs.append(started)
+        elif self.core.started is not None and self.core.stopped is None:
+            inputs.append(
+                ev.CampaignResumed(
+                    **ev.envelope(
+                        ev.CampaignResumed, self.campaign_id, self.core.resumes + 1, ts=time.time()
+                    ),
+                    attempt=self.core.resumes + 1,
+                )
+            )
+        out = list(outbox.values())  # what an earlier driver decided and did not publish: first
+        for e in inputs:
+            out += [e, *self.core.step(e)]
+        return out
+
+    def _reload_problems(self, spec: CampaignSpec) -> None:
+        resolved = resolve_items(spec, on_warning=self._warn)
+        self.problems = {item.key: p for item, p in resolved}
+        for key, it in self.core.items.items():
+            p = self.problems.get(key)
+            if p is None:
+                raise CampaignError(f"{key}: the campaign's problem is gone from its suite")
+            if p.content_hash() != it.item.content_hash:
+                self._warn(
+                    f"{key}: its suite's problem changed since the campaign started; new runs use it as it is now"
+                )
+
+    def _loop(self) -> None:
+        while True:
+            for rec in self.core.running:
+                if rec.scheduled.run not in self._threads:
+                    self._start_thread(rec.scheduled)
+            if self.core.stopped is not None:
+                return
+            if not self.core.running:
+                if not self._wait_for_clock():
+                    return
+                continue
+            try:
+                ended = self._ended.get(timeout=2.0)
+            except queue.Empty:
+                continue
+            self._threads.pop(ended.run_id, None)
+            finished = self._finished(ended)
+            outs = self.core.step(finished)
+            self._publish([finished, *outs])
+
+    def _wait_for_clock(self) -> bool:
+        """Nothing runs: sleep until the day's budget renews (a paused campaign), then say so
+        to the core. False where the core has nothing to wait for (it would have stopped)."""
+        until = self.core.paused_until
+        if until is None:
+            return False
+        self.note(
+            f"paused until {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(until))}: the day's budget is spent"
+        )
+        while time.time() < until:
+            time.sleep(min(30.0, max(0.1, until - time.time())))
+        tick = ev.CampaignTicked(
+            **ev.envelope(ev.CampaignTicked, self.campaign_id, until, ts=time.time()),
+            why="day",
+        )
+        self._publish([tick, *self.core.step(tick)])
+        return True
+
+    def _publish(self, events: list[ev.Event]) -> None:
+        asyncio.run(_publish(self.url, events))
+        for e in events:
+            self._say(e)
+        with contextlib.suppress(Exception):
+            self._export()
+
+    def _say(self, e: ev.Event) -> None:
+        if isinstance(e, ev.CampaignRunScheduled):
+            start = f" from {e.start_run}'s best" if e.start_run else ""
+            budget = f", budget ${e.budget_usd:.2f}" if e.budget_usd is not None else ""
+            self.note(f"run {e.index} {e.run_id}: {e.item}{start}{budget}; why: {e.reason.why}")
+        elif isinstance(e, ev.CampaignRunFinished):
+            gain = f"{e.gain:.2f}x over its start" if e.gain is not None else "nothing usable"
+            self.note(
+                f"run {e.run_id} ({e.item}): {e.status}, {gain}, ${e.cost_usd:.4f}, {e.duration_s:.0f} s"
+            )
+        elif isinstance(e, ev.CampaignDeviceParked):
+            self.note(f"device {e.device} parked: {e.reason}")
+        elif isinstance(e, ev.CampaignStopped):
+            self.note(f"campaign stopped: {e.reason}: {e.detail}")
+
+    def _warn(self, text: str) -> None:
+        self.warnings.append(text)
+        self.note(f"warning: {text}")
+
+    def _export(self) -> None:
+        path = self.dir / LOG_NAME
+        asyncio.run(_export(self.url, self.campaign_id, path))
+        view = CampaignView.from_events(asyncio.run(_history(self.url, self.campaign_id)))
+        from replay.campaign import summary
+
+        (self.dir / SUMMARY_NAME).write_text(json.dumps(summary(view), indent=2) + "\n")
+
+    def _outcome(self, *, interrupted: bool = False) -> CampaignOutcome:
+        view = CampaignView(self.campaign_id)
+        path = self.dir / LOG_NAME
+        if path.is_file():
+            from events.runsource import file_events
+
+            for e in file_events(path):
+                view.apply(e)
+        return CampaignOutcome(self.campaign_id, view, self.dir, interrupted, self.warnings)
+
+    # --- one run ------------------------------------------------------------------------------------
+
+    def _start_thread(self, s: ev.CampaignRunScheduled) -> None:
+        try:  # here, not on the thread: the core is only read and written by this one
+            setup: tuple[RunConfig, Problem] | Exception = self._run_setup(s)
+        except Exception as e:
+            setup = e
+        t = threading.Thread(target=self._run, args=(s, setup), name=f"campaign-run-{s.index}", daemon=True)
+        self._threads[s.run] = t
+        t.start()
+
+    def _run(self, s: ev.CampaignRunScheduled, setup: tuple[RunConfig, Problem] | Exception) -> None:
+        """A thread: drive run `s` to its end (start it, resume it, or only note that it ended)."""
+        from actors.runtime.session import SessionOptions, run_session
+
+        try:
+            started, ended = asyncio.run(_run_state(self.url, s.run))
+            if ended:
+                self._ended.put(_Ended(s.run))
+                return
+            timeout = max(1.0, s.deadline_ts - time.time()) if s.deadline_ts is not None else None
+            common = SessionOptions(
+                nats_url=self.url,
+                run_id=s.run,
+                start_workers=False,
+                coordinator="local",
+                timeout_s=timeout,
+                log_level=self.log_level,
+                on_warning=lambda text: self.note(f"{s.run}: {text}"),
+            )
+            if started is not None:
+                cfg = recorded_config(started.config)
+                resumed = dataclasses.replace(
+                    common,
+                    resume=True,
+                    started_event=started,
+                    devices=sorted({t.device for t in started.targets}),
+                )
+                outcome = run_session(cfg, [t.problem for t in started.targets], resumed)
+            else:
+                if isinstance(setup, Exception):
+                    raise setup
+                cfg, problem = setup
+                outcome = run_session(cfg, [problem], common)
+            self._ended.put(_Ended(s.run, timed_out=outcome.timed_out))
+        except RunBusy as e:  # another process drives it (a second driver of this campaign)
+            self._ended.put(_Ended(s.run, error=str(e)))
+        except Exception as e:
+            log.warning("campaign run failed", run_id=s.run, error=repr(e))
+            self._ended.put(_Ended(s.run, error=f"{type(e).__name__}: {e}"))
+
+    def _run_setup(self, s: ev.CampaignRunScheduled) -> tuple[RunConfig, Problem]:
+        spec, started = self.core.spec, self.core.started
+        assert spec is not None and started is not None
+        item = self.core.items[s.item].item
+        problem = self.problems[s.item]
+        if s.start_run is not None:
+            prev = self.core.runs[s.start_run].finished
+            if prev is None or prev.best_kernel_id != s.start_kernel or not prev.best_source:
+                raise CampaignError(f"{s.run}: the kernel it starts from ({s.start_run}) is not on the log")
+            problem = with_start_kernel(problem, prev.best_source)
+        devices = sorted({it.item.device for it in self.core.items.values()})
+        ref = f"{item.suite}/{item.problem}@{item.device}"
+        return run_config(spec, devices, self.root, started.memory_uri, s, ref), problem
+
+    def _finished(self, ended: _Ended) -> ev.CampaignRunFinished:
+        """The run's outcome, read from its own log (its export, else the stream)."""
+        s = self.core.runs[ended.run_id].scheduled
+        fields: dict = {}
+        try:
+            events = load_events(ended.run_id, self.root, nats_url=self.url, prefer_stream=True)
+            fields = run_outcome(RunView.from_events(events), s.item, timed_out=ended.timed_out)
+        except Exception as e:  # no events: it never started
+            fields = {"status": "error", "reason": ended.error or f"{type(e).__name__}: {e}"}
+        if ended.error and fields.get("status") in ("running", "empty", None):
+            fields.update(status="error", reason=ended.error[:500])
+        return ev.CampaignRunFinished(
+            **ev.envelope(
+                ev.CampaignRunFinished,
+                self.campaign_id,
+                ended.run_id,
+                ts=time.time(),
+                cause=ev.derive_event_id(self.campaign_id, "CampaignRunScheduled", s.index),
+            ),
+            run=ended.run_id,
+            item=s.item,
+            **fields,
+        )

@@ -1,0 +1,54 @@
+"""What `campaign run` and `campaign resume` share: driving the campaign and saying how it went."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from rich.console import Console
+from rich.markup import escape
+
+from cli.commands.run import NATS_HELP, RAY_HELP, ROOT_HELP
+
+# the reasons a campaign ends that leave nothing to do; any other end (or none) exits 1
+DONE_REASONS = ("settled", "budget", "time", "max_runs")
+
+
+def add_common_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--root", default="runs", help=ROOT_HELP)
+    p.add_argument("--nats", help=NATS_HELP)
+    p.add_argument("--ray-address", help=RAY_HELP)
+
+
+def drive(console: Console, args: argparse.Namespace, campaign_id: str, spec=None) -> int:
+    from accelopt.config import ConfigError
+    from actors.runtime.campaign import CampaignDriver, CampaignError
+    from actors.runtime.session import RunError
+    from replay.runstate import RunBusy
+
+    def note(text: str) -> None:
+        console.print(
+            f"[dim]{time.strftime('%H:%M:%S')}[/dim] {escape(text)}", soft_wrap=True, highlight=False
+        )
+
+    driver = CampaignDriver(
+        campaign_id,
+        root=args.root,
+        nats_url=args.nats,
+        ray_address=args.ray_address,
+        log_level=args.log_level,
+        note=note,
+    )
+    try:
+        outcome = driver.start(spec) if spec is not None else driver.resume()
+    except (CampaignError, ConfigError, RunError, RunBusy) as e:
+        console.print(f"[red]campaign {campaign_id}:[/red] {escape(str(e))}", soft_wrap=True, highlight=False)
+        return 2
+    from cli.commands.campaign.status import print_status
+
+    print_status(console, outcome.view, args.root)
+    if outcome.interrupted or outcome.view.stopped is None:
+        root = "" if args.root == "runs" else f" --root {args.root}"
+        console.print(f"[yellow]interrupted[/yellow]: to go on, accelopt campaign resume {campaign_id}{root}")
+        return 1
+    return 0 if outcome.view.stopped.reason in DONE_REASONS else 1

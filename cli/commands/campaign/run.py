@@ -1,0 +1,48 @@
+"""`accelopt campaign run FILE`: start a campaign from its file (docs/campaigns.md)."""
+
+from __future__ import annotations
+
+import argparse
+
+from cli.commands.campaign._drive import add_common_args, drive
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="start a campaign from its YAML file and drive it until it stops")
+    p.add_argument("file", help="the campaign file (YAML)")
+    p.add_argument("--id", dest="campaign_id", help="the campaign's id (default: its name and the time)")
+    p.add_argument("--minutes", type=float, help="stop after this many minutes (sets stop.max_hours)")
+    p.add_argument("--seed", type=int, help="the campaign's seed (its runs' seeds derive from it)")
+    add_common_args(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import msgspec
+    from rich.markup import escape
+
+    from accelopt.campaign import load_spec, spec_from_dict
+    from accelopt.config import ConfigError
+    from actors.runtime.campaign import new_campaign_id
+    from cli.commands.run import wide_console
+    from events.subjects import check_run_id
+
+    console = wide_console()
+    try:
+        spec = load_spec(args.file)
+        data = spec.to_dict()
+        if args.minutes is not None:
+            data["stop"]["max_hours"] = args.minutes / 60.0
+        if args.seed is not None:
+            data["seed"] = args.seed
+        spec = spec_from_dict(data, source=args.file)
+        campaign_id = check_run_id(args.campaign_id or new_campaign_id(spec.name))
+    except (ConfigError, ValueError, msgspec.ValidationError) as e:
+        console.print(f"[red]campaign file error:[/red] {escape(str(e))}", soft_wrap=True, highlight=False)
+        return 2
+    entries = len(spec.problems)
+    console.print(
+        f"campaign [bold]{campaign_id}[/bold]: {entries} problem entr{'ies' if entries != 1 else 'y'}, "
+        f"policy {spec.scheduler.policy}, model {spec.model}"
+    )
+    return drive(console, args, campaign_id, spec)

@@ -1,0 +1,383 @@
+"""A campaign's log, read: its state for status, the dashboard and reports (`CampaignView`),
+the check that its schedule re-derives (`CampaignVerifier`), and what one of its runs came
+to (`run_outcome`: the fields of `CampaignRunFinished`, read from the run's own log).
+
+The view folds the campaign's events through the scheduler's own core (the items' state,
+settled or not, is the core's, one fact in one place) and keeps the recorded decisions for
+what a user looks at: each run's reasons and the queue at that moment, the spend per day,
+parked devices, why it stopped.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgspec
+
+from accelopt import catalog as ev
+from accelopt.campaign import CampaignSpec
+from accelopt.campaign_core import CampaignCore, ItemState
+from events.runsource import CAMPAIGNS_DIR, fold_events
+from replay.fold import RunView
+from replay.verify import Divergence, VerifyReport
+
+
+def campaign_dir(root: str | Path, campaign_id: str) -> Path:
+    return Path(root) / CAMPAIGNS_DIR / campaign_id
+
+
+def is_campaign_event(e: ev.Event) -> bool:
+    return type(e) in ev.CAMPAIGN_TYPES
+
+
+def campaign_ids(root: str | Path) -> list[str]:
+    """The campaigns with an exported log under `root`, oldest first."""
+    base = Path(root) / CAMPAIGNS_DIR
+    logs = sorted(base.glob("*/log.aolog"), key=lambda p: p.stat().st_mtime) if base.is_dir() else []
+    return [p.parent.name for p in logs]
+
+
+def load_campaign(
+    campaign: str, root: str | Path, *, nats_url: str | None = None, prefer_stream: bool = False
+) -> CampaignView:
+    """Fold a campaign given by id (its export under `<root>/campaigns/`, else the stream) or
+    as a log file. Raises events.runsource.RunNotFound, or LOG_DAMAGE for a damaged log."""
+    view = CampaignView()
+    fold_events(campaign, root, view.apply, nats_url=nats_url, prefer_stream=prefer_stream)
+    if view.started is None:
+        from events.runsource import RunNotFound
+
+        raise RunNotFound(f"{campaign!r} is not a campaign (its log has no CampaignStarted)")
+    return view
+
+
+# --- one run's outcome -------------------------------------------------------------------------
+
+
+def run_outcome(view: RunView, item: str, *, timed_out: bool = False) -> dict:
+    """The fields of a `CampaignRunFinished` for the run folded in `view` (full, not compact:
+    the priciest call is read from its cost series). A run of the campaign optimizes one
+    problem; its gain is its best kernel over the kernel it started from: the end-of-problem
+    re-measure where it made one, else its search's profiles, else (an emulated device) the
+    cost model's estimates."""
+    costs = [p.cost_usd for p in view.cost_series]
+    max_call = max((b - a for a, b in zip([0.0, *costs], costs, strict=False)), default=0.0)
+    status = view.status if not (timed_out and view.status == "running") else "incomplete"
+    out: dict = {
+        "status": status,
+        "reason": view.failed.reason if view.failed else "",
+        "cost_usd": view.cost_usd,
+        "max_call_usd": max_call,
+        "llm_calls": view.llm_calls,
+        "duration_s": round(view.duration_s, 3),
+        "memory_entries": list(view.memory_entry_ids),
+    }
+    if view.failed is not None and view.failed.reason.startswith("unserved: "):
+        out["unserved"] = [view.failed.reason.removeprefix("unserved: ")]
+    results = view.results()
+    if not results:
+        return out
+    r = results[0]
+    p = view.problems[r.problem]
+    out["kernels"] = r.kernels
+    base = view.kernels.get(p.baseline_id or "")
+    if base is None or base.status not in ("passed", "unmeasured"):
+        return out  # nothing to optimize from (its baseline failed, or never ran)
+    best = view.kernels.get(r.best_kernel_id or "") or base
+    estimated = r.speedup is None and base.estimated_ms is not None
+    gain: float | None
+    if best.kernel_id == base.kernel_id or best.source == base.source:
+        gain, source = 1.0, "recorded"
+    elif estimated:
+        gain, source = r.est_speedup, "estimated"
+    elif r.remeasured_speedup is not None:
+        gain, source = r.remeasured_speedup, "remeasured"
+    else:
+        gain, source = r.speedup, "recorded"
+    if gain is None or not math.isfinite(gain):
+        return out
+    out.update(
+        gain=gain,
+        gain_source=source,
+        estimated=estimated,
+        best_kernel_id=best.kernel_id,
+        best_source=best.source,
+        start_ms=r.est_baseline_ms if estimated else r.baseline_ms,
+        best_ms=(r.est_best_ms if estimated else r.best_ms) if best is not base else None,
+        pct_peak=(r.est_best_pct_peak if estimated else r.best_pct_peak),
+    )
+    if out["best_ms"] is None:
+        out["best_ms"] = out["start_ms"]
+    return out
+
+
+# --- the read model ---------------------------------------------------------------------------
+
+
+@dataclass
+class CampaignRun:
+    scheduled: ev.CampaignRunScheduled
+    finished: ev.CampaignRunFinished | None = None
+
+
+@dataclass
+class ItemPoint:
+    ts: float
+    speedup: float  # over the suite's baseline
+    pct_peak: float | None
+    run: str
+
+
+class CampaignView:
+    def __init__(self, campaign_id: str | None = None) -> None:
+        self.campaign_id = campaign_id
+        self.core: CampaignCore | None = None
+        self.started: ev.CampaignStarted | None = None
+        self.runs: dict[str, CampaignRun] = {}
+        self.history: dict[str, list[ItemPoint]] = {}  # item -> its speedup after each of its runs
+        self.spend: list[ev.CampaignBudgetSpent] = []
+        self.parked: list[ev.CampaignDeviceParked] = []
+        self.paused: ev.CampaignPaused | None = None
+        self.stopped: ev.CampaignStopped | None = None
+        self.resumed: list[ev.CampaignResumed] = []
+        self.queues: dict[str, ev.CampaignRunScheduled] = {}  # device -> its last decision
+        self.events = 0
+        self.first_ts: float | None = None
+        self.last_ts: float | None = None
+
+    @classmethod
+    def from_events(cls, events: Iterable[ev.Event]) -> CampaignView:
+        view = cls()
+        for e in events:
+            view.apply(e)
+        return view
+
+    def apply(self, e: ev.Event) -> None:
+        if not is_campaign_event(e):
+            return
+        self.events += 1
+        if self.campaign_id is None:
+            self.campaign_id = e.run_id
+        self.first_ts = e.ts if self.first_ts is None else min(self.first_ts, e.ts)
+        self.last_ts = e.ts if self.last_ts is None else max(self.last_ts, e.ts)
+        if self.core is None:
+            self.core = CampaignCore(e.run_id)
+        if isinstance(e, ev.CampaignStarted):
+            self.started = self.started or e
+        elif isinstance(e, ev.CampaignRunScheduled):
+            self.runs.setdefault(e.run, CampaignRun(e))
+            self.queues[e.device] = e
+            self.paused = None
+        elif isinstance(e, ev.CampaignRunFinished):
+            run = self.runs.get(e.run)
+            if run is not None and run.finished is None:
+                run.finished = e
+        elif isinstance(e, ev.CampaignBudgetSpent):
+            if all(s.run != e.run for s in self.spend):
+                self.spend.append(e)
+        elif isinstance(e, ev.CampaignDeviceParked):
+            self.parked.append(e)
+        elif isinstance(e, ev.CampaignPaused):
+            self.paused = e
+        elif isinstance(e, ev.CampaignStopped):
+            self.stopped = self.stopped or e
+        elif isinstance(e, ev.CampaignResumed):
+            self.resumed.append(e)
+        self.core.step(e)  # the core's view of the items (its decisions are the recorded ones)
+        if isinstance(e, ev.CampaignRunFinished):
+            it = self.items.get(e.item)
+            points = self.history.setdefault(e.item, [])
+            if it is not None and all(p.run != e.run for p in points):
+                points.append(ItemPoint(e.ts, it.speedup, it.pct_peak, e.run))
+
+    # --- derived ------------------------------------------------------------------------------
+
+    @property
+    def spec(self) -> CampaignSpec | None:
+        return self.core.spec if self.core is not None else None
+
+    @property
+    def items(self) -> dict[str, ItemState]:
+        return self.core.items if self.core is not None else {}
+
+    @property
+    def status(self) -> str:
+        if self.stopped is not None:
+            return f"stopped ({self.stopped.reason})"
+        if self.paused is not None:
+            return "paused"
+        return "running" if self.started is not None else "empty"
+
+    @property
+    def spent_usd(self) -> float:
+        return self.core.spent_usd if self.core is not None else 0.0
+
+    def spend_per_day(self) -> dict[str, float]:
+        return dict(sorted(self.core.day_spent.items())) if self.core is not None else {}
+
+    def item_state(self, it: ItemState) -> str:
+        if it.running:
+            return "running"
+        if self.core is not None and it.item.device in self.core.parked:
+            return "parked"
+        return f"settled: {it.settled}" if it.settled else "ready"
+
+    def finished_runs(self) -> list[CampaignRun]:
+        return [r for r in self.runs.values() if r.finished is not None]
+
+    def run_ids(self) -> list[str]:
+        return list(self.runs)
+
+
+# --- verify --------------------------------------------------------------------------------------
+
+
+def _comparable(e: ev.Event) -> ev.Event:
+    return msgspec.structs.replace(e, ts=0.0)
+
+
+@dataclass
+class CampaignVerifier:
+    """`replay --verify` of a campaign: its inputs are fed to a fresh scheduler core in log
+    order; every decision the log holds must be one the core makes, equal but for its
+    timestamp, before the log shows it; every decision the core makes must be on the log
+    (unless it ends early, as a killed campaign's does)."""
+
+    report: VerifyReport = field(default_factory=lambda: VerifyReport("", 0, 0, 0))
+    core: CampaignCore | None = None
+    pending: dict[str, ev.Event] = field(default_factory=dict)
+    verified: set[str] = field(default_factory=set)
+    recorded_stop: bool = False  # the log holds the campaign's end
+
+    def feed(self, e: ev.Event) -> bool:
+        report = self.report
+        if report.divergence is not None:
+            return False
+        if self.core is None:
+            report.run_id = report.run_id or e.run_id
+            self.core = CampaignCore(report.run_id)
+        report.events += 1
+        if type(e) in ev.CAMPAIGN_DECISION_TYPES:
+            report.decisions_checked += 1
+            mine = self.pending.pop(e.event_id, None)
+            if mine is None:
+                if e.event_id in self.verified:
+                    return True  # a copy of a decision already checked
+                report.divergence = Divergence(report.events, "missing", e.event_id, e.type, recorded=e)
+                return False
+            if _comparable(mine) != _comparable(e):
+                report.divergence = Divergence(
+                    report.events, "different", e.event_id, e.type, recorded=e, replayed=mine
+                )
+                return False
+            self.verified.add(e.event_id)
+            self.recorded_stop = self.recorded_stop or isinstance(e, ev.CampaignStopped)
+            return True
+        report.inputs += 1
+        for out in self.core.step(e):
+            self.pending[out.event_id] = out
+        return True
+
+    def result(self) -> VerifyReport:
+        report = self.report
+        if report.events == 0:
+            raise ValueError("empty log: nothing to verify")
+        if report.divergence is None:
+            extra = list(self.pending.values())
+            if extra and self.recorded_stop:
+                first = extra[0]
+                report.divergence = Divergence(
+                    report.events, "extra", first.event_id, first.type, replayed=first
+                )
+            else:
+                report.pending_at_end = [f"{d.type} {d.event_id[:12]}" for d in extra]
+        return report
+
+
+# --- what a user reads ---------------------------------------------------------------------------
+
+
+@dataclass
+class ItemRow:
+    item: str
+    device: str
+    runs: int
+    speedup: float  # over the suite's baseline: the product of its runs' gains (recorded; see `gain_source`)
+    pct_peak: float | None
+    estimated: bool  # a cost model's figures (an emulated device)
+    state: str
+    why: str  # its place in its device's last queue
+    cost_usd: float
+    best_run: str | None
+    best_kernel: str | None
+
+
+def item_rows(view: CampaignView) -> list[ItemRow]:
+    why: dict[str, str] = {}
+    for decision in view.queues.values():
+        for q in decision.queue:
+            why[q.item] = f"{q.state}: {q.why}" if q.why else q.state
+    return [
+        ItemRow(
+            item=key,
+            device=it.item.device,
+            runs=it.runs,
+            speedup=it.speedup,
+            pct_peak=it.pct_peak,
+            estimated=it.estimated,
+            state=view.item_state(it),
+            why=why.get(key, "not scheduled yet"),
+            cost_usd=it.cost_usd,
+            best_run=it.best_run,
+            best_kernel=it.best_kernel,
+        )
+        for key, it in view.items.items()
+    ]
+
+
+def geomean_speedup(rows: list[ItemRow], *, estimated: bool | None = None) -> float | None:
+    xs = [r.speedup for r in rows if estimated is None or r.estimated == estimated]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def summary(view: CampaignView) -> dict:
+    """The campaign in one JSON object (`<root>/campaigns/<id>/campaign.json`, `campaign status --json`)."""
+    rows = item_rows(view)
+    spec = view.spec
+    started = view.started
+    return {
+        "campaign_id": view.campaign_id,
+        "name": started.name if started else "",
+        "status": view.status,
+        "stopped": {"reason": view.stopped.reason, "detail": view.stopped.detail} if view.stopped else None,
+        "started_ts": started.ts if started else None,
+        "last_ts": view.last_ts,
+        "policy": spec.scheduler.policy if spec else "",
+        "runs": len(view.runs),
+        "running": [r.scheduled.run for r in view.runs.values() if r.finished is None],
+        "resumes": len(view.resumed),
+        "spent_usd": view.spent_usd,
+        "budget": {"total_usd": spec.budget.total_usd, "daily_usd": spec.budget.daily_usd} if spec else None,
+        "spend_per_day": view.spend_per_day(),
+        "geomean_speedup_measured": geomean_speedup(rows, estimated=False),
+        "geomean_speedup_estimated": geomean_speedup(rows, estimated=True),
+        "parked": {p.device: p.reason for p in view.parked},
+        "items": [r.__dict__ for r in rows],
+        "run_list": [
+            {
+                "run": r.scheduled.run,
+                "index": r.scheduled.index,
+                "item": r.scheduled.item,
+                "scheduled_ts": r.scheduled.ts,
+                "why": r.scheduled.reason.why,
+                "status": r.finished.status if r.finished else "running",
+                "gain": r.finished.gain if r.finished else None,
+                "cost_usd": r.finished.cost_usd if r.finished else None,
+                "duration_s": r.finished.duration_s if r.finished else None,
+            }
+            for r in view.runs.values()
+        ],
+    }

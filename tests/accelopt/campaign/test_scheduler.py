@@ -1,0 +1,255 @@
+"""The campaign's scheduler as a pure function of its log (accelopt/campaign_core.py): what it
+picks and why, how it settles and re-opens items, how it hands out and holds money, that a
+device nobody serves is parked and reported, and that `replay --verify` re-derives the
+schedule (and catches a decision that was changed). No NATS, Ray or devices: the inputs are
+the events the driver would publish."""
+
+from __future__ import annotations
+
+import math
+
+import msgspec
+import pytest
+from campaign_log import CID, ITEMS, T0, Log, finished, item, started, synthetic_campaign
+
+from accelopt import catalog as c
+from accelopt.campaign import spec_from_dict
+from accelopt.campaign_core import CampaignCore, utc_day
+from accelopt.config import ConfigError
+from replay.campaign import CampaignVerifier, CampaignView
+
+
+def test_the_first_picks_fill_every_device_in_file_order_and_say_why() -> None:
+    log = Log()
+    outs = log.put(started({}))
+    picks = [e for e in outs if isinstance(e, c.CampaignRunScheduled)]
+    assert [(p.item, p.device) for p in picks] == [
+        ("cpu_v2/silu@cpu", "cpu"),
+        ("nki_tune/matmul@trn1", "trn1"),
+    ]
+    cpu = picks[0]
+    assert cpu.run == f"{CID}-r001" and cpu.index == 1 and cpu.start_run is None and cpu.budget_usd is None
+    assert "not run yet" in cpu.reason.why and cpu.reason.expected_gain == pytest.approx(0.2)
+    # the queue says where every item of the device is and why
+    assert [(q.item, q.state) for q in cpu.queue] == [
+        ("cpu_v2/silu@cpu", "picked"),
+        ("cpu_v2/bmm@cpu", "ready"),
+        ("cpu_v2/matmul@cpu", "ready"),
+    ]
+    assert cpu.day == utc_day(T0)
+
+
+def test_first_runs_that_pay_give_every_item_one_then_the_gainers_go_on_from_their_best() -> None:
+    log = Log()
+    log.put(started({}, items=ITEMS[:2]))
+    silu = log.scheduled()[0]
+    # silu's first run doubles it: an item not run yet now expects as much (the prior counted
+    # as one first run), and has more headroom
+    outs = log.put(finished(silu, T0 + 60, gain=2.0, pct_peak=0.3))
+    (bmm,) = [e for e in outs if isinstance(e, c.CampaignRunScheduled)]
+    assert bmm.item == "cpu_v2/bmm@cpu" and bmm.start_run is None
+    assert bmm.reason.expected_gain == pytest.approx((math.log(2.0) + 0.2) / 2)
+    assert "not run yet" in bmm.reason.why
+    # bmm's first run gains little: silu goes on, from its best kernel
+    (nxt,) = [e for e in log.put(finished(bmm, T0 + 120, gain=1.05)) if isinstance(e, c.CampaignRunScheduled)]
+    assert nxt.item == "cpu_v2/silu@cpu" and nxt.start_run == silu.run and nxt.start_kernel == f"k-{silu.run}"
+    assert nxt.reason.expected_gain == pytest.approx((math.log(2.0) + 0.2) / 2)
+    others = {q.item: q for q in nxt.queue}
+    assert others["cpu_v2/bmm@cpu"].state == "ready" and others["cpu_v2/bmm@cpu"].score < nxt.reason.score
+    assert "30% of peak" in nxt.reason.why
+    assert log.core.items["cpu_v2/silu@cpu"].speedup == pytest.approx(2.0)
+
+
+def test_an_item_that_stops_gaining_sinks_then_settles_on_its_plateau() -> None:
+    log = Log()
+    log.put(started({"stop": {"plateau_runs": 2, "min_gain": 0.05}}, items=ITEMS[:2]))
+    ts = T0
+    order = []
+    for _ in range(6):
+        (s,) = log.running()
+        order.append(s.item)
+        ts += 60
+        log.put(finished(s, ts, gain=1.01))  # below min_gain: no progress
+        if log.core.stopped:
+            break
+    # silu, then bmm (silu's runs stopped paying), ..., both plateau, the campaign stops
+    assert order[:2] == ["cpu_v2/silu@cpu", "cpu_v2/bmm@cpu"]
+    assert {k: it.settled for k, it in log.core.items.items()} == {
+        "cpu_v2/silu@cpu": "plateau",
+        "cpu_v2/bmm@cpu": "plateau",
+    }
+    stop = log.events[-1]
+    assert isinstance(stop, c.CampaignStopped) and stop.reason == "settled"
+
+
+def test_an_insight_learnt_on_another_chip_re_opens_a_plateaued_problem() -> None:
+    log = Log()
+    items = [item("cpu_v2", "matmul", "cpu"), item("nki_tune", "matmul", "trn1")]
+    spec = {"stop": {"plateau_runs": 1}, "devices": {"trn1": {"runs_at_once": 1}}}
+    log.put(started(spec, items=items))
+    cpu, trn = sorted(log.running(), key=lambda s: s.device)
+    log.put(finished(cpu, T0 + 30, gain=1.0))  # no gain: the cpu item plateaus
+    assert log.core.items[cpu.item].settled == "plateau"
+    assert not [s for s in log.running() if s.device == "cpu"]
+    outs = log.put(finished(trn, T0 + 90, gain=1.5, memory_entries=["e1", "e2"], estimated=True))
+    reopened = [e for e in outs if isinstance(e, c.CampaignRunScheduled) and e.device == "cpu"]
+    assert len(reopened) == 1 and reopened[0].item == cpu.item
+    assert reopened[0].reason.new_insights == 2 and reopened[0].reason.why.startswith("re-opened")
+    assert "2 new insights of its operator" in reopened[0].reason.why
+
+
+def test_target_pct_peak_settles_an_item() -> None:
+    log = Log()
+    log.put(started({"stop": {"target_pct_peak": 0.5}}, items=ITEMS[:1]))
+    (s,) = log.running()
+    outs = log.put(finished(s, T0 + 60, gain=3.0, pct_peak=0.6))
+    assert log.core.items[s.item].settled == "target"
+    assert isinstance(outs[-1], c.CampaignStopped) and outs[-1].reason == "settled"
+
+
+def test_the_budget_is_shared_held_and_never_passed() -> None:
+    """Two devices, a $1.00 cap, calls up to $0.01: each run gets its share less the reserve for
+    the calls it may have in flight; what is handed out is held until the run ends; when what is
+    left cannot fund a run, the campaign stops on the budget with its spend under the cap."""
+    log = Log()
+    log.put(started({"budget": {"total_usd": 1.0}}, max_call=0.01))
+    runs = log.running()
+    assert len(runs) == 2
+    first = runs[0]
+    # the first of two free slots: half of $1.00, less 4 roles x in-flight x $0.01
+    assert first.llm_inflight == 6 and first.budget_usd == pytest.approx(0.26)
+    held = sum(r.committed_usd for r in log.core.runs.values())
+    assert held <= 1.0 + 1e-12
+    ts = T0
+    spent = 0.0
+    while not log.core.stopped:
+        s = log.running()[0]
+        ts += 60
+        # the worst case: a run reaches its budget with every call it may have in flight
+        # (its in-flight limit, else the runs' default of 16 per role) still to come, each $0.01
+        cost = s.budget_usd + 4 * (s.llm_inflight or 16) * 0.01
+        spent += cost
+        log.put(finished(s, ts, gain=1.2, cost_usd=cost, max_call_usd=0.005))
+        assert log.core.spent_usd == pytest.approx(spent)
+        assert spent + sum(r.committed_usd for r in log.core.running) <= 1.0 + 1e-9
+    stop = log.events[-1]
+    assert isinstance(stop, c.CampaignStopped) and stop.reason == "budget", stop
+    assert spent <= 1.0
+    spends = [e for e in log.events if isinstance(e, c.CampaignBudgetSpent)]
+    assert spends[-1].spent_usd == pytest.approx(spent) and spends[-1].total_usd == 1.0
+
+
+def test_the_day_budget_pauses_until_the_next_day() -> None:
+    log = Log()
+    log.put(started({"budget": {"daily_usd": 0.5}}, items=ITEMS[:1], max_call=0.01))
+    (s,) = log.running()
+    outs = log.put(finished(s, T0 + 60, gain=1.5, cost_usd=s.budget_usd + 0.1, max_call_usd=0.01))
+    (pause,) = [e for e in outs if isinstance(e, c.CampaignPaused)]
+    assert pause.until_ts > T0 and utc_day(pause.until_ts) != utc_day(T0)
+    assert not log.running() and not log.core.stopped
+    tick = c.CampaignTicked(event_id="tick1", run_id=CID, ts=pause.until_ts + 1, why="day")
+    (nxt,) = [e for e in log.put(tick) if isinstance(e, c.CampaignRunScheduled)]
+    assert nxt.day == utc_day(pause.until_ts)
+
+
+def test_a_device_nobody_serves_is_parked_and_reported_not_waited_on() -> None:
+    log = Log()
+    log.put(started({}, items=[item("cpu_v2", "silu", "h100")]))
+    (s,) = log.running()
+    outs = log.put(
+        finished(s, T0 + 120, status="failed", reason="unserved: profiler-h100", unserved=["profiler-h100"])
+    )
+    parked = [e for e in outs if isinstance(e, c.CampaignDeviceParked)]
+    assert len(parked) == 1 and parked[0].device == "h100" and parked[0].items == [s.item]
+    stop = outs[-1]
+    assert isinstance(stop, c.CampaignStopped) and stop.reason == "no profilers"
+    assert "accelopt worker --device h100" in stop.detail
+    assert log.core.items[s.item].runs == 0  # the run did not count against the item
+
+
+def test_a_resume_tries_a_parked_device_again() -> None:
+    log = Log()
+    log.put(started({}, items=[item("cpu_v2", "silu", "h100"), item("cpu_v2", "bmm", "cpu")]))
+    h100 = next(s for s in log.running() if s.device == "h100")
+    log.put(finished(h100, T0 + 120, status="failed", unserved=["profiler-h100"]))
+    assert not [s for s in log.running() if s.device == "h100"]
+    resumed = c.CampaignResumed(event_id="r1", run_id=CID, ts=T0 + 200, attempt=1)
+    assert [e.device for e in log.put(resumed) if isinstance(e, c.CampaignRunScheduled)] == ["h100"]
+
+
+def test_time_and_run_limits_stop_the_campaign_once_its_runs_end() -> None:
+    log = Log()
+    log.put(started({"stop": {"max_hours": 1.0}}, items=ITEMS[:1]))
+    (s,) = log.running()
+    assert s.deadline_ts == pytest.approx(T0 + 3600)
+    outs = log.put(finished(s, T0 + 3700, status="incomplete", gain=1.3))
+    assert isinstance(outs[-1], c.CampaignStopped) and outs[-1].reason == "time"
+    log = Log()
+    log.put(started({"stop": {"max_runs": 2}}, items=ITEMS[:1]))
+    for i in range(2):
+        (s,) = log.running()
+        outs = log.put(finished(s, T0 + 60 * (i + 1), gain=1.5))
+    assert len(log.scheduled()) == 2 and outs[-1].reason == "max_runs"
+
+
+def test_round_robin_takes_every_item_in_turn() -> None:
+    log = Log()
+    log.put(started({"scheduler": {"policy": "round_robin"}}, items=ITEMS[:3]))
+    order = []
+    for i in range(6):
+        (s,) = log.running()
+        order.append(s.item.split("/")[1])
+        log.put(finished(s, T0 + 60 * (i + 1), gain=2.0 if s.item.endswith("silu@cpu") else 1.0))
+    assert order == ["silu@cpu", "bmm@cpu", "matmul@cpu"] * 2
+
+
+def test_replay_verify_re_derives_the_schedule_and_catches_a_changed_decision() -> None:
+    events = synthetic_campaign()
+    v = CampaignVerifier()
+    for e in events:
+        assert v.feed(e)
+    report = v.result()
+    assert report.ok and report.decisions_checked > 5 and not report.pending_at_end
+    # a decision changed after the fact (another item picked) is caught where it is
+    i = next(i for i, e in enumerate(events) if isinstance(e, c.CampaignRunScheduled) and e.index == 3)
+    other = next(q.item for q in events[i].queue if q.state == "ready")
+    altered = [*events[:i], msgspec.structs.replace(events[i], item=other), *events[i + 1 :]]
+    v = CampaignVerifier()
+    for e in altered:
+        if not v.feed(e):
+            break
+    bad = v.result()
+    assert not bad.ok and bad.divergence.position == i + 1 and bad.divergence.kind == "different"
+    # a log cut off mid-way (a killed driver) verifies, with what it had yet to publish
+    cut = events[:i]
+    v = CampaignVerifier()
+    for e in cut:
+        v.feed(e)
+    assert v.result().ok
+
+
+def test_a_resumed_core_re_derives_what_was_decided_and_adds_nothing() -> None:
+    events = synthetic_campaign()
+    core = CampaignCore(CID)
+    outbox: dict[str, c.Event] = {}
+    for e in events:  # as the driver refolds its log on resume
+        outbox.pop(e.event_id, None)
+        outbox.update((o.event_id, o) for o in core.step(e))
+    assert outbox == {}  # every decision it re-derived is already on the log: nothing to publish again
+    view = CampaignView.from_events(events)
+    assert view.status == "stopped (budget)" and len(view.runs) == len(
+        [e for e in events if isinstance(e, c.CampaignRunScheduled)]
+    )
+
+
+def test_bad_campaign_files_name_the_key() -> None:
+    with pytest.raises(ConfigError, match=r"devices\.cpu\.preset"):
+        spec_from_dict({"problems": ["cpu_v2/silu@cpu"], "devices": {"cpu": {"preset": "nope"}}})
+    with pytest.raises(ConfigError, match=r"scheduler\.policy"):
+        spec_from_dict({"problems": ["cpu_v2/silu@cpu"], "scheduler": {"policy": "greedy"}})
+    with pytest.raises(ConfigError, match="problems"):
+        spec_from_dict({"problems": ["silu"]})
+    with pytest.raises(ConfigError, match=r"budget\.total_usd"):
+        spec_from_dict({"problems": ["a/b"], "budget": {"total_usd": -1}})
+    with pytest.raises(ConfigError, match="unknown"):
+        spec_from_dict({"problems": ["a/b"], "stopp": {}})

@@ -1,0 +1,182 @@
+"""The synchronised timing design on a modelled device timeline (there is no GPU here).
+
+`cuda_shim.SimulatedDevice` is the interpreter tier's device: CPU work is synchronous and
+takes host time, device work queued with `torch.cuda._sleep(cycles)` (under the shim) and the
+timer's simulated flush runs back to back on its stream, events record when their stream
+reaches them and a synchronisation waits for every stream. It is a model, said so here: it
+stands in for a GPU's queue and its events where no GPU exists. What it lets the tests show:
+
+- the lead: work queued before the begin event keeps the device busy while the host launches
+  the call, so the launch's host time is not counted;
+- one call at a time: a synchronised round's wall time is its calls' device time plus n times
+  the untimed work of a call, whatever the kernel;
+- through the real sandbox and harness: an honest kernel with device time passes; one whose
+  work partly runs on a side stream, or whose clock is forged by changing the timer's Python
+  code in place, is `timing_mismatch` at 2x and at 1.25x.
+"""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+from triton_helpers import solution
+
+from hardware_agents.triton import H100Agent, timing
+from hardware_agents.triton.cuda_shim import SIM_CYCLES_PER_S, SimulatedDevice
+from hardware_agents.triton.judge import CLOCK_BOUNDS
+
+
+class VirtualHost:
+    """A host clock that moves only when told: host work and waits are exact, so what the
+    timeline does with them is seen without this shared machine's scheduling noise."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def now(self) -> float:
+        return self.t
+
+    def wait_until(self, t: float) -> None:
+        self.t = max(self.t, t)
+
+    def work(self, seconds: float) -> None:
+        self.t += seconds
+
+
+def _round(*, lead_s: float, host_s: float, device_s: float, n: int = 20):
+    """One synchronised round of n calls (`host_s` to launch, `device_s` on the device) after a
+    lead of `lead_s` each: the readings and the round's wall time, in virtual host time."""
+    host = VirtualHost()
+    dev = SimulatedDevice(now=host.now, wait=host.wait_until)
+    t0 = host.now()
+    run = timing.measure(
+        call=lambda t: (host.work(host_s), dev.work(device_s)),
+        after=lambda t: host.work(10e-6),  # the loop's own bookkeeping
+        flush=lambda: dev.work(lead_s, 0),
+        timer=timing.SyncedEventTimer(dev),
+        warmup=0,
+        reps=n,
+    )
+    return run, host.now() - t0
+
+
+def test_the_lead_keeps_the_launch_out_of_the_calls_time():
+    # a launch of 0.4 ms host time, then 1 ms of device work: with a 1.5 ms lead queued before
+    # the begin event the device is still busy when the launch ends, and the call's time is its
+    # device time alone
+    led, _ = _round(lead_s=1.5e-3, host_s=0.4e-3, device_s=1e-3)
+    assert led.median_ms == pytest.approx(1.0)
+    # without a lead the device waits for the launch inside the timed window
+    bare, _ = _round(lead_s=0.0, host_s=0.4e-3, device_s=1e-3)
+    assert bare.median_ms == pytest.approx(1.4)
+
+
+def test_a_synchronised_round_is_its_calls_plus_a_fixed_untimed_part():
+    n, lead = 20, 1e-3
+    for device_s in (0.05e-3, 0.2e-3, 2e-3):  # kernels shorter and longer than the lead
+        run, wall = _round(lead_s=lead, host_s=0.05e-3, device_s=device_s, n=n)
+        timed = sum(run.samples_ms) / 1e3
+        assert timed == pytest.approx(n * device_s)
+        # the untimed part is the lead and the loop's bookkeeping, whatever the kernel (calls
+        # left asynchronous would hide a long kernel's lead behind its work, and a short
+        # kernel behind the host's untimed work)
+        assert wall - timed == pytest.approx(n * (lead + 10e-6))
+
+
+# --- through the sandbox and the harness --------------------------------------------------------
+
+DEVICE_MS = 20.0  # the kernel's simulated device time per call
+FLUSH_S = 2e-3  # the simulated flush (the lead) per call
+CYCLES = int(DEVICE_MS * 1e-3 * SIM_CYCLES_PER_S)
+
+# rmsnorm in plain torch (a "python" solution: its host time is small next to the simulated
+# device time, as a GPU kernel's launch is next to its run), then `work`: its device time
+KERNEL = """import torch
+
+CUDA = getattr(torch, "cu" + "da")
+{prelude}
+
+def run(hidden_states, weight, output):
+    x = hidden_states.to(torch.float32)
+    y = x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + 1e-6) * weight.to(torch.float32)
+    output.copy_(y.to(output.dtype))
+{work}"""
+HONEST = f"    CUDA._sleep({CYCLES})\n"
+SIDE_PRELUDE = "_SIDE = []\n"
+
+
+def _side(share: float) -> str:
+    """Device work of which `share` is left on a stream of its own, after the timed stream's
+    part: the events see only the rest; the synchronisation after the call waits for it."""
+    main, side = int(CYCLES * (1 - share)), int(CYCLES * share)
+    return (
+        "    if not _SIDE:\n"
+        "        _SIDE.append(getattr(CUDA, 'Str' + 'eam')())\n"
+        f"    CUDA._sleep({main})\n"
+        "    _SIDE[0].wait_stream(CUDA.current_stream())\n"
+        "    with getattr(CUDA, 'str' + 'eam')(_SIDE[0]):\n"
+        f"        CUDA._sleep({side})\n"
+    )
+
+
+def _forge(factor: float) -> str:
+    """At import, the timer's Python code changed in place (no library attribute assigned): the
+    reported clock then says `factor` x the truth."""
+    return (
+        "_shim = __import__('hardware_agents.triton.cuda_shim', fromlist=['_'])\n"
+        "_fn = getattr(_shim, 'SimulatedDevice').elapsed_ms\n"
+        f"_fake = lambda self, begin, end: (end[0] - begin[0]) * 1e3 * {factor}\n"
+        "setattr(_fn, '__co' + 'de__', _fake.__code__)\n"
+    )
+
+
+@pytest.fixture(scope="module")
+def sim_agent(triton_cache):
+    """The interpreter tier on the simulated device, held to the GPU's clock bound with a wider
+    margin on the untimed work: this shared 2-core host wakes a process that waits for its
+    device later, and less evenly, than a GPU host's idle cores do."""
+    agent = H100Agent(
+        mode="interpreter",
+        cache_dir=triton_cache,
+        interpreter_timing=True,
+        warmup=1,
+        reps=9,
+        trials=2,
+        flush_bytes=1 << 16,
+        timeout_s=120.0,
+        simulated_flush_s=FLUSH_S,
+        clock_bound=msgspec.structs.replace(CLOCK_BOUNDS["cuda"], margin=0.5),
+    )
+    yield agent
+    agent.close()
+
+
+def _profile(agent, problem, prelude: str, work: str, name: str = "candidate"):
+    src = KERNEL.format(prelude=prelude, work=work)
+    return agent.profile(problem, solution(problem, src, name=name, language="python"))
+
+
+def test_an_honest_kernel_with_device_time_passes(sim_agent, triton_suite):
+    p = triton_suite["rmsnorm_h4096"]
+    prof = _profile(sim_agent, p, "", HONEST)
+    assert prof.status == "passed", prof.log
+    assert prof.latency is not None and prof.latency.median_ms == pytest.approx(DEVICE_MS)  # its device time
+    # the untimed work of a call (measured before the kernel existed) includes the lead
+    assert prof.counters["timing_untimed_per_call_s"] >= FLUSH_S
+
+
+@pytest.mark.parametrize(
+    ("name", "prelude", "work"),
+    [
+        ("side-stream-all", SIDE_PRELUDE, _side(1.0)),
+        ("side-stream-fifth-1.25x", SIDE_PRELUDE, _side(0.2)),
+        ("timer-code-2x", _forge(0.5), HONEST),
+        ("timer-code-1.25x", _forge(0.8), HONEST),
+    ],
+)
+def test_a_clock_that_misses_work_is_caught(sim_agent, triton_suite, name, prelude, work):
+    p = triton_suite["rmsnorm_h4096"]
+    prof = _profile(sim_agent, p, prelude, work, name=name)
+    assert prof.status == "timing_mismatch", f"{name}: {prof.status}: {prof.log}"
+    assert "its clock was slowed or replaced" in prof.log
+    assert prof.counters.get("timing_mismatch_confirmed") == 1.0  # a second profile found it too
