@@ -1,7 +1,8 @@
 """The emulator's executor on several cases at once (`execute_batch`, what the agent's execute
 child runs) gives every case the bits `execute` gives it alone: the API test kernels (every
 instruction kind, masks, block dimensions, constants, PSUM accumulation, scans, bf16 rounding)
-and the 14 NKIBench operators' baselines at small shapes, on three distinct input sets each."""
+and the 14 NKIBench operators' baselines at small shapes, on three distinct input sets each;
+a one/zero flag is checked on each case's own data."""
 
 from __future__ import annotations
 
@@ -21,11 +22,16 @@ from accelopt.problem import Problem
 from hardware_agents import validity
 from hardware_agents.neuron.emulator import ArgSpec, compile_kernel, install
 from hardware_agents.neuron.emulator.analysis import analyze
+from hardware_agents.neuron.emulator.errors import OneZeroFlagError
 from hardware_agents.neuron.emulator.execute import execute, execute_batch
 from hardware_agents.neuron.reference import ReferenceModule
 from suites.nkibench import NKIBENCH_PROBLEMS, import_nkibench
 
 install()
+
+import neuronxcc.nki as nki  # noqa: E402  (the emulator's stand-in, installed above)
+import neuronxcc.nki.isa as nisa  # noqa: E402
+import neuronxcc.nki.language as nl  # noqa: E402
 
 
 def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
@@ -102,3 +108,25 @@ def test_a_batch_gives_each_case_its_own_bits_nkibench(name: str, nkb14: dict[st
         cases.append([a if isinstance(a, np.ndarray) else None for a in args])
         scalars = [None if isinstance(a, np.ndarray) else a for a in args]
     _check(_load(p), cases, scalars)
+
+
+@nki.jit
+def _transpose_flagged(s, m):
+    out = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, value=nl.copy(nisa.nc_matmul(nl.load(s), nl.load(m), is_transpose=True)))
+    return out
+
+
+def test_a_batch_checks_each_cases_one_zero_flags_on_its_own_data() -> None:
+    """is_transpose claims an identity on either side, per case: a batch whose cases keep it on
+    different sides is honest (each case alone is), and one case that breaks it fails the batch
+    as it fails alone (`OneZeroFlagError`, the agent's `incorrect`)."""
+    rng = np.random.default_rng(5)
+    x, y, z = (rng.standard_normal((128, 128)).astype(np.float32) for _ in range(3))
+    eye = np.identity(128, dtype=np.float32)
+    _check(_transpose_flagged, [[eye, x], [y, eye]], [None, None])
+    prog = compile_kernel(_transpose_flagged, [ArgSpec.of(eye), ArgSpec.of(x)])
+    with pytest.raises(OneZeroFlagError, match="err_false_onezero_flag"):
+        execute(prog, [y, z])
+    with pytest.raises(OneZeroFlagError, match="err_false_onezero_flag"):
+        execute_batch(prog, [[eye, x], [y, z], [z, eye]])
