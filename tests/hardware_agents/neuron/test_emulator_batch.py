@@ -10,6 +10,7 @@ import importlib.util
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -38,7 +39,7 @@ def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
     return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
 
 
-def _check(kernel: object, cases: list[list[np.ndarray | None]], scalars: list[object]) -> None:
+def _check(kernel: object, cases: list[list[np.ndarray | None]], scalars: list[Any]) -> None:
     specs = [
         ArgSpec.of(a) if a is not None else ArgSpec(scalar=s) for a, s in zip(cases[0], scalars, strict=True)
     ]
