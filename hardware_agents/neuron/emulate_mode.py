@@ -10,12 +10,15 @@ nobody, priced by the trn1 cost model (chosen where the Neuron SDK is missing).
        kernel's process did to its own tracer, what it hands over is only a program, and a
        program that breaks a hardware rule, or claims what the executor would not do, is a
        compile error;
-    3. execute: a second sandboxed child, which imports no kernel code, runs the validated
-       programs on the staged inputs of every case (the correctness seeds, the adversarial
-       cases, and one case drawn now, after the kernel was traced, on a fresh seed from the
-       OS's random source) and saves the outputs;
-    4. the agent judges the outputs against its float64 references as the other modes do (a
-       one/zero flag the data contradicts is `incorrect` too);
+    3. execute: sandboxed children that import no kernel code (side by side, the cases split
+       between them, each running its cases in batches: `emulator/execute.py`) run the
+       validated programs on the staged inputs of every case (the correctness seeds, the
+       adversarial cases, and one case drawn now, after the kernel was traced, on a fresh
+       seed from the OS's random source) and save the outputs;
+    4. the agent judges the outputs against its float64 references as the other modes do, the
+       fresh case with the others (`judge.judge_cases`: one fused pass per output, the
+       float32 floor where the tolerance is missed; a one/zero flag the data contradicts is
+       `incorrect` too);
     5. the estimate: the cost model prices the validated program here, in the agent
        (`emulator/cost.py`): status `unmeasured`, `Profile.estimate` holds the estimated
        latency and % of peak; `Profile.latency` and `peak_fraction` stay empty. An estimate
