@@ -32,6 +32,10 @@ from hardware_agents.neuron.emulator.program import Access, Alloc, Instr, Loop, 
 from hardware_agents.neuron.emulator.validate import onezero_claims
 
 F32 = np.float32
+# Views built directly on a block's buffer, matmul operands read in place, float32 results
+# stored in place: the general path's bits, faster (tests/hardware_agents/neuron/
+# test_emulator_batch.py turns them off to compare)
+FAST_PATHS = True
 
 # --- the engines' math -------------------------------------------------------------------------
 
@@ -255,6 +259,7 @@ class _Resolved:
         "block",
         "const_block",
         "dims",
+        "forward",
         "loop_terms",
         "offset",
         "shape",
@@ -265,7 +270,7 @@ class _Resolved:
         t = prog.tensors[a.tensor]
         self.tid = a.tensor
         self.access = a
-        self.shape = tuple(a.shape)
+        self.shape: tuple[int, ...] = tuple(a.shape)
         self.block = [(e.c, e.loops) for e in a.block]
         self.const_block = tuple(c for c, _ in self.block) if all(not lp for _, lp in self.block) else None
         inner = t.shape[t.par_axis :] if t.buffer in ("sbuf", "psum") and t.par_axis > 0 else t.shape
@@ -284,34 +289,49 @@ class _Resolved:
             for axis, k in e.axes:
                 ax[axis] += k * st
         self.axis_strides = ax
+        self.forward = all(k >= 0 for k in ax)  # no axis walks its tensor backwards
 
     def key(self, env: list[int]) -> tuple[int, ...]:
         if self.const_block is not None:
             return self.const_block
-        return tuple(c + sum(k * env[v] for v, k in lp) for c, lp in self.block)
+        out = []
+        for c, lp in self.block:
+            for v, k in lp:
+                c += k * env[v]
+            out.append(c)
+        return tuple(out)
 
     def view(
         self, mem: Memory, env: list[int], box: list[tuple[int, int]] | None = None, check: bool = False
     ) -> np.ndarray:
         """The access as a strided view (cases, *tile) of its tensor (of `box` within the tile)."""
         arr = mem.block(self.tid, self.key(env))
-        flat = arr.reshape(-1)
-        off = self.offset + sum(k * env[v] for v, k in self.loop_terms)
-        shape = list(self.shape)
+        off = self.offset
+        for v, k in self.loop_terms:
+            off += k * env[v]
+        shape: tuple[int, ...] | list[int] = self.shape
         if box is not None:
+            cut = list(self.shape)
             for axis, (lo, hi) in enumerate(box):
-                if axis < len(shape) and shape[axis] > 1:
+                if axis < len(cut) and cut[axis] > 1:
                     off += lo * self.axis_strides[axis]
-                    shape[axis] = hi - lo
+                    cut[axis] = hi - lo
+            shape = cut
         if check:
             self._check(env, box)
         item = arr.itemsize
-        per_case = flat.size // arr.shape[0]
-        case_stride = per_case * item if arr.shape[0] > 1 else 0
+        n = arr.shape[0]
+        case_stride = (arr.size // n) * item if n > 1 else 0
+        strides = (case_stride, *(s * item for s in self.axis_strides))
+        if FAST_PATHS and self.forward and arr.flags.c_contiguous:
+            # a view of the block's own buffer (numpy checks it lies inside it); read-only
+            # where the block is (the inputs)
+            return np.ndarray((mem.cases, *shape), arr.dtype, arr, off * item, strides)
+        flat = arr.reshape(-1)
         return as_strided(
             flat[off:],
             shape=(mem.cases, *shape),
-            strides=(case_stride, *(s * item for s in self.axis_strides)),
+            strides=strides,
             writeable=flat.flags.writeable,
         )
 
@@ -359,6 +379,24 @@ def _f32(x: np.ndarray) -> np.ndarray:
     """x as float32, without a copy when it is already (the engines' arithmetic never writes
     its operands in place)."""
     return x if x.dtype == F32 else x.astype(F32)
+
+
+def _blas_operand(x: np.ndarray) -> np.ndarray:
+    """A matmul operand (cases, K, N) as BLAS is given it: float32 rows of unit stride, a view
+    where the tile already is one (BLAS reads a row stride as it reads a packed copy: the
+    same bits, tests/hardware_agents/neuron/test_emulator_batch.py), a packed copy otherwise
+    (a single row or column goes to a matrix-vector kernel whose result depends on the layout)."""
+    if (
+        FAST_PATHS
+        and x.dtype == F32
+        and x.shape[1] > 1
+        and x.shape[2] > 1
+        and x.strides[2] == x.itemsize
+        and x.strides[1] >= x.shape[2] * x.itemsize
+        and x.strides[1] % x.itemsize == 0
+    ):
+        return x
+    return np.ascontiguousarray(x, dtype=F32)
 
 
 class Executor:
@@ -489,6 +527,13 @@ class Executor:
             else:
                 res = np.broadcast_to(_as_nd(res, out.ndim), out.shape)
         name = self.prog.tensors[dst.tid].dtype  # type: ignore[union-attr]
+        if FAST_PATHS and elem is None and name == "float32" and res.dtype == F32 and out.dtype == F32:
+            # float32 in float32: nothing to round (the general path's arithmetic, in place)
+            if ins.acc:
+                np.add(out, res, out=out)
+            else:
+                out[...] = res
+            return
         if ins.acc:
             res = _f32(out) + res
         res = dtypes.to_storage(np.asarray(res, dtype=F32) if dtypes.is_float(name) else res, name)
@@ -575,8 +620,8 @@ class Executor:
         if op == "matmul":
             s, m = role["stationary"], role["moving"]
             self._check_onezero(role, args)
-            s2 = s.reshape(s.shape[0], s.shape[1], -1).astype(F32)
-            m2 = m.reshape(m.shape[0], m.shape[1], -1).astype(F32)
+            s2 = _blas_operand(s.reshape(s.shape[0], s.shape[1], -1))
+            m2 = _blas_operand(m.reshape(m.shape[0], m.shape[1], -1))
             res = np.empty((s2.shape[0], s2.shape[2], m2.shape[2]), dtype=F32)
             for c in range(s2.shape[0]):  # one BLAS call per case, on the operands it has alone
                 np.matmul(s2[c].T, m2[c], out=res[c])

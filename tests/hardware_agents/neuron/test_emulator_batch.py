@@ -22,6 +22,7 @@ import suites
 from accelopt.problem import Problem
 from hardware_agents import validity
 from hardware_agents.neuron.emulator import ArgSpec, compile_kernel, install
+from hardware_agents.neuron.emulator import execute as execute_mod
 from hardware_agents.neuron.emulator.analysis import analyze
 from hardware_agents.neuron.emulator.errors import OneZeroFlagError
 from hardware_agents.neuron.emulator.execute import execute, execute_batch
@@ -131,3 +132,72 @@ def test_a_batch_checks_each_cases_one_zero_flags_on_its_own_data() -> None:
         execute(prog, [y, z])
     with pytest.raises(OneZeroFlagError, match="err_false_onezero_flag"):
         execute_batch(prog, [[eye, x], [y, z], [z, eye]])
+
+
+def _fast_and_general(kernel: object, cases: list[list[np.ndarray | None]], scalars: list[Any]) -> None:
+    """The executor's fast paths (`execute.FAST_PATHS`: views on a block's own buffer, matmul
+    operands read in place by BLAS, float32 results stored in place) give the general path's
+    bits on every case."""
+    specs = [
+        ArgSpec.of(a) if a is not None else ArgSpec(scalar=s) for a, s in zip(cases[0], scalars, strict=True)
+    ]
+    prog = compile_kernel(kernel, specs)
+    an = analyze(prog, check=False)
+    fast = execute_batch(prog, cases, an)
+    assert execute_mod.FAST_PATHS
+    try:
+        execute_mod.FAST_PATHS = False
+        general = execute_batch(prog, cases, an)
+    finally:
+        execute_mod.FAST_PATHS = True
+    for i, (f, g) in enumerate(zip(fast, general, strict=True)):
+        for j, (x, y) in enumerate(zip(f, g, strict=True)):
+            assert _same_bits(np.ascontiguousarray(x), np.ascontiguousarray(y)), f"case {i} output {j}"
+
+
+@pytest.mark.parametrize("name", sorted(API_KERNELS))
+def test_the_fast_paths_give_the_general_paths_bits_api_kernels(name: str) -> None:
+    kernel, shapes = API_KERNELS[name]
+    rng = np.random.default_rng(12)
+    cases: list[list[np.ndarray | None]] = [
+        [rng.standard_normal(s).astype(np.float32) for s in shapes] for _ in range(2)
+    ]
+    _fast_and_general(kernel, cases, [None] * len(shapes))
+
+
+@pytest.mark.parametrize("name", sorted(NKIBENCH_PROBLEMS))
+def test_the_fast_paths_give_the_general_paths_bits_nkibench(name: str, nkb14: dict[str, Problem]) -> None:
+    p = nkb14[name]
+    ref_mod = ReferenceModule(p)
+    cases, scalars = [], []
+    for case in validity.input_cases(p.definition, (3,))[:1]:
+        args = ref_mod.kernel_args(validity.make_inputs(p, case))
+        cases.append([a if isinstance(a, np.ndarray) else None for a in args])
+        scalars = [None if isinstance(a, np.ndarray) else a for a in args]
+    _fast_and_general(_load(p), cases, scalars)
+
+
+@pytest.mark.parametrize("k", [2, 3, 17, 128])
+def test_blas_reads_a_strided_operand_as_it_reads_a_packed_copy(k: int) -> None:
+    """What `_blas_operand` relies on: a matmul whose operands are row-strided views of wider
+    tiles gives the bits of the same matmul on packed copies (single rows and columns, which
+    go to a layout-dependent matrix-vector kernel, are always packed)."""
+    rng = np.random.default_rng(k)
+    for m, n, pad in [
+        (2, 2, 1),
+        (7, 512, 3),
+        (128, 128, 900),
+        (100, 3, 0),
+        (128, 512, 512),
+        (1, 64, 2),
+        (64, 1, 5),
+    ]:
+        wide_s = rng.standard_normal((2, k, m + pad + 1)).astype(np.float32)
+        wide_m = rng.standard_normal((2, k, n + pad + 2)).astype(np.float32)
+        s, mv = wide_s[:, :, 1 : 1 + m], wide_m[:, :, 2 : 2 + n]
+        s_op, m_op = execute_mod._blas_operand(s), execute_mod._blas_operand(mv)
+        if m == 1 or n == 1:
+            assert (s_op.flags.c_contiguous and m == 1) or (m_op.flags.c_contiguous and n == 1)
+        for c in range(2):
+            packed = np.matmul(np.ascontiguousarray(s[c]).T, np.ascontiguousarray(mv[c]))
+            assert _same_bits(np.matmul(s_op[c].T, m_op[c]), packed), (k, m, n, pad)
