@@ -21,6 +21,7 @@ round after the kernel was traced and judges it as one more correctness case (`F
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import os
@@ -28,6 +29,7 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
@@ -44,6 +46,33 @@ from hardware_agents.pipeline.cases import adversarial_overflow
 from hardware_agents.sandbox import private_dir
 
 WORKDIR_SLACK = 256 << 20  # a child's work dir beyond the outputs it writes (headers, its stage file)
+
+
+_blas_lock = threading.Lock()
+_blas_users = 0
+_blas_limits: Any = None
+
+
+@contextlib.contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """BLAS on one thread while any thread of this process is inside (the reference threads:
+    the execute children have the other cores, and a multi-threaded BLAS whose threads wait
+    for a busy core spins instead of computing, the executor's reason). BLAS's thread count
+    is the process's, not a thread's: the first to enter sets it, the last to leave restores
+    it (nested `threadpool_limits` in two threads would restore out of order)."""
+    global _blas_users, _blas_limits
+    with _blas_lock:
+        if _blas_users == 0:
+            _blas_limits = threadpoolctl.threadpool_limits(limits=1)
+        _blas_users += 1
+    try:
+        yield
+    finally:
+        with _blas_lock:
+            _blas_users -= 1
+            if _blas_users == 0:
+                _blas_limits.restore_original_limits()
+                _blas_limits = None
 
 
 def references_base() -> Path:
@@ -96,7 +125,7 @@ class CaseData:
                 floors = self.entry.floor() if self.entry is not None else None
                 if floors is None:
                     inputs = validity.make_inputs(problem, self.case)
-                    with threadpoolctl.threadpool_limits(limits=1):  # (see ProblemData._references)
+                    with one_blas_thread():
                         floors = validity.fp32_floor(problem, inputs, refs, self.case.seed)
                     if self.entry is not None and self.store is not None:
                         self.store.put_floor(self.entry, floors)
@@ -215,9 +244,7 @@ class ProblemData:
         return True
 
     def _references(self, problem: Problem, pending: list[tuple[CaseData, dict[str, Any]]]) -> None:
-        # one BLAS thread: the execute children have the other cores, and a multi-threaded BLAS
-        # whose threads wait for a busy core spins instead of computing (the executor's reason)
-        with threadpoolctl.threadpool_limits(limits=1):
+        with one_blas_thread():
             self._compute_references(problem, pending)
 
     def _compute_references(self, problem: Problem, pending: list[tuple[CaseData, dict[str, Any]]]) -> None:
@@ -314,16 +341,31 @@ class TimingRound:
     """One timing round's fresh inputs (as kernel arguments) and their float64 references,
     held in the agent's memory; `stage(dir)` writes the argument files for the timing child."""
 
-    def __init__(self, problem: Problem, ref_mod: ReferenceModule, index: int, seed: int) -> None:
+    def __init__(
+        self, problem: Problem, ref_mod: ReferenceModule, index: int, seed: int, *, references: bool = True
+    ) -> None:
         self.index = index
         self.case = validity.InputCase(name=f"timing-r{index}", seed=seed)
-        inputs = validity.make_inputs(problem, self.case)
-        self.refs = _reference(problem, self.case, inputs)
-        bad = [n for n, r in self.refs.items() if not np.all(np.isfinite(r))]
-        if bad:
-            raise ValueError(f"{problem.name}: the reference is non-finite in {bad} on timing seed {seed}")
-        self.args = ref_mod.kernel_args(inputs)
+        self._problem = problem
+        self._inputs: dict[str, Any] | None = validity.make_inputs(problem, self.case)
+        self.args = ref_mod.kernel_args(self._inputs)
+        self.refs: dict[str, np.ndarray] = {}
         self.digests: dict[str, str] = {}
+        if references:
+            self.compute_references()
+
+    def compute_references(self) -> None:
+        """The inputs' float64 references (a ValueError where one is not finite on this seed);
+        `references=False` leaves them to this call (the emulate mode: while the cases run)."""
+        inputs, self._inputs = self._inputs, None
+        assert inputs is not None, "the references are computed once"
+        refs = _reference(self._problem, self.case, inputs)
+        bad = [n for n, r in refs.items() if not np.all(np.isfinite(r))]
+        if bad:
+            raise ValueError(
+                f"{self._problem.name}: the reference is non-finite in {bad} on timing seed {self.case.seed}"
+            )
+        self.refs = refs
 
     def stage(self, cdir: Path) -> list[KernelArg]:
         cdir.mkdir(mode=0o755, parents=True)
@@ -372,7 +414,7 @@ class FreshCase:
     def floor(self, problem: Problem) -> dict[str, validity.Fp32Floor]:
         if self._floor is None:
             inputs = validity.make_inputs(problem, self.case)
-            with threadpoolctl.threadpool_limits(limits=1):  # (see ProblemData._references)
+            with one_blas_thread():
                 self._floor = validity.fp32_floor(problem, inputs, self.round.refs, self.case.seed)
         return self._floor
 
@@ -393,5 +435,6 @@ __all__ = [
     "TimingRound",
     "build_problem_data",
     "file_digest",
+    "one_blas_thread",
     "write_args",
 ]

@@ -46,6 +46,7 @@ from hardware_agents.neuron.data import (
     JudgedCase,
     ProblemData,
     TimingRound,
+    one_blas_thread,
     stage_threads,
     write_args,
 )
@@ -95,17 +96,30 @@ def _groups(n: int, parts: int) -> list[list[int]]:
 FRESH_CASE = "fresh"
 
 
-def _fresh_case(problem: Problem, data: ProblemData, ref_mod: ReferenceModule) -> TimingRound:
+def _fresh_case(
+    problem: Problem, data: ProblemData, ref_mod: ReferenceModule, *, references: bool = True, tries: int = 3
+) -> TimingRound:
     """Inputs drawn now, after the kernel was traced, on a seed from the OS's random source
-    (never a correctness seed): a program that carries answers for the known inputs fails it."""
+    (never a correctness seed): a program that carries answers for the known inputs fails it.
+    With `references=False` the references are left to `_fresh_references` (computed while the
+    cases run); otherwise a seed whose reference is not finite is drawn again."""
+    if not references:
+        return TimingRound(problem, ref_mod, 0, fresh_seed(data.seeds), references=False)
     error: ValueError | None = None
-    for _ in range(3):
+    for _ in range(tries):
         try:
             return TimingRound(problem, ref_mod, 0, fresh_seed(data.seeds))
         except ValueError as e:  # a reference that is not finite on this seed: draw again
             error = e
     assert error is not None
     raise error
+
+
+def _fresh_references(fresh: TimingRound) -> None:
+    """The fresh case's references, in a thread of the agent while the execute children run
+    (one BLAS thread, as the problem's reference thread)."""
+    with one_blas_thread():
+        fresh.compute_references()
 
 
 def _exec_error(v: Verdict, err: ErrorInfo) -> Profile:
@@ -133,6 +147,80 @@ def _ended(v: Verdict, out: SandboxOutcome, what: str, compiling: bool) -> Profi
     )
 
 
+def _stage_fresh(
+    v: Verdict,
+    fresh: TimingRound,
+    pdir: Path,
+    name: str,
+    sigs: list[list[Any]],
+    paths: list[str],
+    phases: Phases,
+) -> Any:
+    """The fresh case's argument files under `pdir/name`, as an ExecCase of the program of its
+    signature (or the verdict: its shapes are none of the cases')."""
+    from hardware_agents.neuron.emulator.children import ExecCase
+
+    with phases("fresh"):
+        (pdir / name).mkdir(mode=0o755)
+        fresh_args, _ = write_args(fresh.args, pdir / name, digest=False)
+    fresh_sig = _signature(fresh_args)
+    if fresh_sig not in sigs:
+        return v.profile("runtime_error", f"the fresh inputs do not have the cases' shapes: {fresh_sig}")
+    return ExecCase(name=FRESH_CASE, program=paths[sigs.index(fresh_sig)], args=fresh_args)
+
+
+Run = tuple[Sandbox, str, list[str], bool]  # a case's work dir, name, output files, returned a tuple
+
+
+def _execute(
+    v: Verdict,
+    stack: contextlib.ExitStack,
+    cases: list[Any],
+    data: ProblemData,
+    epolicy: SandboxPolicy,
+    workdir_floor: int,
+    sandbox_dir: Path | None,
+    timeout: float,
+    phases: Phases,
+) -> list[Run] | Profile:
+    """Run `cases` (ExecCases) in execute children side by side, one per group of cases (each
+    single-threaded; each work dir holds its cases' outputs, and stays open in `stack`): per
+    case in order, its run, or the verdict on a child that failed."""
+    from hardware_agents.neuron.emulator.children import ExecRequest, ExecResult
+
+    groups = _groups(len(cases), min(len(cases), stage_threads()))
+    boxes = [
+        stack.enter_context(
+            Sandbox(
+                msgspec.structs.replace(epolicy, workdir_bytes=data.workdir_bytes(len(g), workdir_floor)),
+                base_dir=sandbox_dir,
+            )
+        )
+        for g in groups
+    ]
+    reqs = [ExecRequest(cases=[cases[i] for i in g], batch_bytes=EXECUTE_BATCH_BYTES) for g in groups]
+    with phases("execute"), ThreadPoolExecutor(max_workers=len(boxes)) as pool:
+        futures = [
+            pool.submit(b.run, EXECUTE_TARGET, r, timeout_s=timeout) for b, r in zip(boxes, reqs, strict=True)
+        ]
+        eouts = [f.result() for f in futures]
+    runs: list[Run] = []
+    for ebox, req, eout in zip(boxes, reqs, eouts, strict=True):  # in the cases' order
+        failed = _ended(v, eout, "running the kernel in the emulator", compiling=False)
+        if failed is not None:
+            return failed
+        try:
+            eres = eout.decode(ExecResult)
+        except msgspec.DecodeError as e:
+            return v.profile("runtime_error", f"unreadable emulator result: {e}")
+        if eres.error is not None:
+            return _exec_error(v, eres.error)
+        if [r.name for r in eres.cases] != [c.name for c in req.cases]:
+            return v.profile("runtime_error", "the emulator's results do not match the cases")
+        runs.extend((ebox, r.name, r.outputs, r.returned_tuple) for r in eres.cases)
+    return runs
+
+
 def profile_emulated(
     v: Verdict,
     problem: Problem,
@@ -157,8 +245,6 @@ def profile_emulated(
         CompileRequest,
         CompileResult,
         ExecCase,
-        ExecRequest,
-        ExecResult,
         versions,
     )
     from hardware_agents.neuron.emulator.cost import COST_SPECS, estimate
@@ -233,8 +319,8 @@ def profile_emulated(
         return v.profile("compile_error", f"compilation failed: {e}")
     # 3. execute in a second sandbox that loads no kernel code
     ref_mod = ReferenceModule(problem)
-    with phases("fresh"):
-        fresh = _fresh_case(problem, data, ref_mod)  # drawn only now that the programs exist
+    with phases("fresh"):  # drawn only now that the programs exist; its references while the cases run
+        fresh = _fresh_case(problem, data, ref_mod, references=False)
     pdir = private_dir(sandbox_dir or default_base_dir(), "accelopt-nki-programs-")
     try:
         os.chmod(pdir, 0o755)
@@ -244,12 +330,6 @@ def profile_emulated(
             p.write_bytes(raw)
             os.chmod(p, 0o644)
             paths.append(str(p))
-        with phases("fresh"):
-            (pdir / FRESH_CASE).mkdir(mode=0o755)
-            fresh_args, _ = write_args(fresh.args, pdir / FRESH_CASE, digest=False)
-        fresh_sig = _signature(fresh_args)
-        if fresh_sig not in sigs:
-            return v.profile("runtime_error", f"the fresh inputs do not have the cases' shapes: {fresh_sig}")
         epolicy = msgspec.structs.replace(
             policy, read_paths=(str(data.dir), str(pdir)), python_path=(), no_fork=True
         )
@@ -257,44 +337,38 @@ def profile_emulated(
             ExecCase(name=c.case.name, program=paths[case_sig[i]], args=c.args)
             for i, c in enumerate(data.cases)
         ]
-        cases.append(ExecCase(name=FRESH_CASE, program=paths[sigs.index(fresh_sig)], args=fresh_args))
         isolation = dict(v.isolation)  # the kernel's sandbox: what every later profile records
-        groups = _groups(len(cases), min(len(cases), stage_threads()))
         with contextlib.ExitStack() as stack:
-            # one execute child per group of cases, side by side (each single-threaded); each
-            # work dir holds its cases' outputs
-            boxes = [
-                stack.enter_context(
-                    Sandbox(
-                        msgspec.structs.replace(
-                            epolicy, workdir_bytes=data.workdir_bytes(len(g), policy.workdir_bytes)
-                        ),
-                        base_dir=sandbox_dir,
-                    )
-                )
-                for g in groups
-            ]
-            reqs = [ExecRequest(cases=[cases[i] for i in g], batch_bytes=EXECUTE_BATCH_BYTES) for g in groups]
-            with phases("execute"), ThreadPoolExecutor(max_workers=len(boxes)) as pool:
-                futures = [
-                    pool.submit(b.run, EXECUTE_TARGET, r, timeout_s=timeout)
-                    for b, r in zip(boxes, reqs, strict=True)
-                ]
-                eouts = [f.result() for f in futures]
-            runs: list[tuple[Sandbox, str, list[str], bool]] = []
-            for ebox, req, eout in zip(boxes, reqs, eouts, strict=True):  # in the cases' order
-                failed = _ended(v, eout, "running the kernel in the emulator", compiling=False)
-                if failed is not None:
-                    return failed
+            # (on the way out: the fresh references' thread is waited for, then the work dirs go)
+            refs_pool = stack.enter_context(ThreadPoolExecutor(1, thread_name_prefix="nki-fresh-refs"))
+            fresh_refs = refs_pool.submit(_fresh_references, fresh)
+            staged = _stage_fresh(v, fresh, pdir, FRESH_CASE, sigs, paths, phases)
+            if isinstance(staged, Profile):
+                return staged
+            got = _execute(
+                v, stack, [*cases, staged], data, epolicy, policy.workdir_bytes, sandbox_dir, timeout, phases
+            )
+            if isinstance(got, Profile):
+                return got
+            runs = got
+            with phases("fresh"):  # waiting for the fresh references, if they are behind
                 try:
-                    eres = eout.decode(ExecResult)
-                except msgspec.DecodeError as e:
-                    return v.profile("runtime_error", f"unreadable emulator result: {e}")
-                if eres.error is not None:
-                    return _exec_error(v, eres.error)
-                if [r.name for r in eres.cases] != [c.name for c in req.cases]:
-                    return v.profile("runtime_error", "the emulator's results do not match the cases")
-                runs.extend((ebox, r.name, r.outputs, r.returned_tuple) for r in eres.cases)
+                    fresh_refs.result()
+                    redraw = False
+                except ValueError:  # not finite on that seed: drawn again, as the other cases were
+                    redraw = True
+            if redraw:
+                with phases("fresh"):
+                    fresh = _fresh_case(problem, data, ref_mod, tries=2)
+                staged = _stage_fresh(v, fresh, pdir, FRESH_CASE + "-again", sigs, paths, phases)
+                if isinstance(staged, Profile):
+                    return staged
+                got = _execute(
+                    v, stack, [staged], data, epolicy, policy.workdir_bytes, sandbox_dir, timeout, phases
+                )
+                if isinstance(got, Profile):
+                    return got
+                runs[-1] = got[0]
             # 4. correctness, judged here (each case once its references are computed), the
             # fresh case with the others
             v.isolation.clear()

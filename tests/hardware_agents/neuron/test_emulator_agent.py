@@ -23,6 +23,7 @@ from accelopt.problem import Problem, Solution, SourceFile
 from accelopt.profile import Profile
 from hardware_agents.base import t_peak
 from hardware_agents.neuron import NeuronAgent, Trn1Agent
+from hardware_agents.neuron import data as ndata
 from hardware_agents.neuron.emulator import EMULATOR_VERSION
 from hardware_agents.neuron.emulator.cost import TRN1_COST
 from hardware_agents.neuron.estimate_gate import implausible_estimate
@@ -85,6 +86,30 @@ def test_nkibench_baseline_is_correct_and_estimated(
     )
     assert (est.bound == "dependencies") == (d["critical_path_ms"] > d["engines_bound_ms"] * (1 + 1e-9))
     assert prof.toolchain["mode"] == "emulate" and prof.toolchain["cost_model"].startswith("accelopt-trn1")
+
+
+def test_a_fresh_case_whose_reference_fails_is_drawn_again(
+    emulated: NeuronAgent, nkb14: dict[str, Problem], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fresh case's references are computed while the cases run; where they are not finite
+    on its seed (forced here on the first draw: no NKIBench input draws an infinity), the case is
+    drawn again on another seed, run alone and judged with the others."""
+    drawn: list[int] = []
+    real = ndata.TimingRound.compute_references
+
+    def first_fails(self: ndata.TimingRound) -> None:
+        drawn.append(self.case.seed)
+        if len(drawn) == 1:
+            raise ValueError("the reference is non-finite (forced by the test)")
+        real(self)
+
+    monkeypatch.setattr(ndata.TimingRound, "compute_references", first_fails)
+    p = nkb14["silu"]
+    prof = emulated.profile(p, p.baseline)
+    assert prof.status == "unmeasured", prof.log
+    assert len(drawn) == 2 and drawn[0] != drawn[1]
+    fresh = [c for c in prof.correctness if c.case == "fresh"]
+    assert len(fresh) == 1 and fresh[0].passed and all(c.passed for c in prof.correctness)
 
 
 def test_broken_kernels_get_their_status() -> None:
