@@ -374,8 +374,6 @@ def profile_emulated(
             v.isolation.clear()
             v.isolation.update(isolation)
             v.tail = ""
-            with phases("references"):  # waiting for the reference thread, if it is behind
-                data.wait_references()
             judged: list[JudgedCase] = [*data.cases, FreshCase(problem, fresh)]
             with phases("judge"):
                 v.checks.extend(judge_cases(problem, data, judged, runs, phases))

@@ -181,19 +181,24 @@ def judge_cases(
     its name, output files and whether the kernel returned a tuple) against its references;
     then, in the cases' order, those that missed the tolerance judged again with float32's
     own error as its floor (`FloorGate`: until one fails with it). `cases`: `data`'s, and
-    in the emulate mode the case drawn after tracing (`FreshCase`). One thread: the
+    in the emulate mode the case drawn after tracing (`FreshCase`); each is judged as soon as
+    its references are computed (the reference thread computes the next ones meanwhile; the
+    wait is `phases`' `references`). One thread: the
     comparison's chunks are many short numpy calls, and two threads taking turns at the GIL
     for each made six cases ten times slower than one thread (measured: 22 s against 1.6 s
     for add_rmsnorm_matmul)."""
     ref_mod = ReferenceModule(problem)
     cap = output_cap(data)
+    waited = phases or Phases({})
 
     def judge(i: int, floor: Callable[[], dict[str, validity.Fp32Floor]] | None = None) -> SeedCheck:
         case, (box, name, rels, returned_tuple) = cases[i], runs[i]
+        with waited("references"):  # a case still computing: judged once it is there
+            refs = case.refs()
         return check_outputs(
             problem,
             ref_mod,
-            case.refs(),
+            refs,
             box,
             name,
             rels,

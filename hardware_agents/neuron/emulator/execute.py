@@ -686,13 +686,32 @@ class Executor:
     @staticmethod
     def _check_onezero(role: dict[str, np.ndarray], args: dict[str, Any]) -> None:
         """Each flag the cost model believed (`validate.onezero_claims`), true on every case's
-        data? A claim fails on a case where each of its operands holds something not 0 or 1."""
-        for claim in onezero_claims(args):
-            off = [(role[r] != 0) & (role[r] != 1) for r in claim]
-            per_case = np.logical_and.reduce([o.reshape(o.shape[0], -1).any(axis=1) for o in off])
+        data? A claim fails on a case where each of its operands holds something not 0 or 1
+        (each operand scanned once per instruction, and only while the claim can still fail)."""
+        claims = onezero_claims(args)
+        if not claims:
+            return
+        scanned: dict[str, np.ndarray] = {}
+
+        def breaks(r: str) -> np.ndarray:  # per case: the operand holds something not 0 or 1
+            got = scanned.get(r)
+            if got is None:
+                x = role[r]
+                off = (x != 0) & (x != 1)
+                got = scanned[r] = off.reshape(off.shape[0], -1).any(axis=1)
+            return got
+
+        for claim in claims:
+            order = sorted(claim, key=lambda r: r not in scanned)  # what is scanned already first
+            per_case = breaks(order[0])
+            for r in order[1:]:
+                if not per_case.any():
+                    break
+                per_case = per_case & breaks(r)
             if per_case.any():
                 c = int(np.argmax(per_case))
-                raise OneZeroFlagError(" or ".join(claim), float(role[claim[0]][c][off[0][c]].flat[0]))
+                x = role[claim[0]][c]
+                raise OneZeroFlagError(" or ".join(claim), float(x[(x != 0) & (x != 1)].flat[0]))
 
     @staticmethod
     def _scan(role: dict[str, np.ndarray], args: dict[str, Any]) -> np.ndarray:

@@ -201,3 +201,23 @@ def test_blas_reads_a_strided_operand_as_it_reads_a_packed_copy(k: int) -> None:
         for c in range(2):
             packed = np.matmul(np.ascontiguousarray(s[c]).T, np.ascontiguousarray(mv[c]))
             assert _same_bits(np.matmul(s_op[c].T, m_op[c]), packed), (k, m, n, pad)
+
+
+def test_cases_run_one_at_a_time_where_a_batch_would_not_pay(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`children._batches`: the cases of a program whose walk is short for its inputs' size run
+    one at a time (a batch would copy their inputs for little saved); the others together, as
+    many as `batch_bytes` holds."""
+    from hardware_agents.neuron.emulator import children
+
+    prog = compile_kernel(api.elementwise, [ArgSpec(shape=[256, 64]), ArgSpec(shape=[256, 64])])
+    per_mib = children._instances(prog.body) / (children._input_bytes(prog) / (1 << 20))
+    assert per_mib > 0
+    cases = [children.ExecCase(name=f"c{i}", program="p", args=[]) for i in range(3)]
+    req = children.ExecRequest(cases=cases, batch_bytes=1 << 30)
+    monkeypatch.setattr(children, "BATCH_MIN_INSTANCES_PER_MIB", per_mib * 0.9)
+    assert [len(b) for b in children._batches(req, {"p": prog})] == [3]
+    monkeypatch.setattr(children, "BATCH_MIN_INSTANCES_PER_MIB", per_mib * 1.1)
+    assert [len(b) for b in children._batches(req, {"p": prog})] == [1, 1, 1]
+    tight = children.ExecRequest(cases=cases, batch_bytes=2 * children._hbm_bytes(prog))
+    monkeypatch.setattr(children, "BATCH_MIN_INSTANCES_PER_MIB", 0)
+    assert [len(b) for b in children._batches(tight, {"p": prog})] == [2, 1]
