@@ -45,7 +45,12 @@ from hardware_agents.neuron.refstore import Entry, ReferenceStore, case_key
 from hardware_agents.pipeline.cases import adversarial_overflow
 from hardware_agents.sandbox import private_dir
 
-WORKDIR_SLACK = 256 << 20  # a child's work dir beyond the outputs it writes (headers, its stage file)
+WORKDIR_SLACK = 256 << 20
+# a helper reference thread only where a case's float64 outputs are at most this (two cases'
+# references and their temporaries at once: NKIBench's bmm holds 2 GiB of output a case)
+HELPER_MAX_REFERENCE_BYTES = (
+    1 << 30
+)  # a child's work dir beyond the outputs it writes (headers, its stage file)
 
 
 _blas_lock = threading.Lock()
@@ -207,10 +212,27 @@ class ProblemData:
             self.remove()
             raise
         self.seeds = frozenset(c.case.seed for c in self.cases)
+        self._problem = problem
+        self._pending = pending  # what the reference threads take, case by case, in order
+        self._failed: BaseException | None = None
         self._thread = threading.Thread(
             target=self._references, args=(problem, pending), name=f"nki-refs-{problem.name}", daemon=True
         )
         self._thread.start()
+
+    def help_references(self) -> bool:
+        """One more reference thread, taking the next pending case (the emulate mode's, once its
+        execute children are done and their cores free), where two references at once fit in
+        memory (`HELPER_MAX_REFERENCE_BYTES`, float64 outputs a case); True: one was started."""
+        if not self._pending or 2 * sum(self.output_bytes.values()) > HELPER_MAX_REFERENCE_BYTES:
+            return False
+        threading.Thread(
+            target=self._references,
+            args=(self._problem, self._pending),
+            name=f"nki-refs-help-{self._problem.name}",
+            daemon=True,
+        ).start()
+        return True
 
     def _stage(
         self, problem: Problem, ref_mod: ReferenceModule, case: validity.InputCase
@@ -248,10 +270,13 @@ class ProblemData:
             self._compute_references(problem, pending)
 
     def _compute_references(self, problem: Problem, pending: list[tuple[CaseData, dict[str, Any]]]) -> None:
-        failed: BaseException | None = None
         tol = validity.tolerance_of(problem.definition)
-        while pending:
-            cd, inputs = pending.pop(0)
+        while True:
+            try:
+                cd, inputs = pending.pop(0)  # (atomic: a helper thread may take cases too)
+            except IndexError:
+                return
+            failed = self._failed
             if failed is not None or self._cancel.is_set():
                 cd._done(None, error=failed or RuntimeError("the problem's data was removed"))
                 continue
@@ -275,7 +300,7 @@ class ProblemData:
                     files[name] = str(path)
                 cd._done(files, stats)
             except BaseException as e:  # handed to whoever waits for these references
-                failed = e
+                self._failed = e
                 cd._done(None, error=e)
 
     def wait_references(self) -> None:

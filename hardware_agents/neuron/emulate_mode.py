@@ -351,6 +351,7 @@ def profile_emulated(
             if isinstance(got, Profile):
                 return got
             runs = got
+            data.help_references()  # the children's cores are free: two reference threads, if behind
             with phases("fresh"):  # waiting for the fresh references, if they are behind
                 try:
                     fresh_refs.result()

@@ -5,6 +5,7 @@ the CPU and Triton agents. No SDK is needed: nothing here runs a kernel."""
 from __future__ import annotations
 
 import stat
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -148,3 +149,46 @@ def test_the_reference_store_keeps_what_pays_and_evicts_the_least_recently_used(
     assert store.get("cheap") is None and all(store.get(k) is not None for k in ("a", "c", "d"))
     store.put("dear", ref, stats, seconds=50.0)
     assert store.get("a") is None and store.get("dear") is not None  # a: the least recently used 5 s one
+
+
+def test_a_helper_thread_takes_the_pending_references(
+    small_suite: dict[str, Problem], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ProblemData.help_references`: a second reference thread takes the next pending cases
+    (each case computed once, by one of the two, with the references one thread gives); none
+    where two cases' float64 outputs would not fit `HELPER_MAX_REFERENCE_BYTES`."""
+    p = small_suite["silu"]
+    seeds = (0, 21, 42, 63, 84)
+    alone = ndata.ProblemData(p, seeds, tmp_path)
+    alone.wait_references()
+    computed: list[tuple[str, str]] = []
+    real = ndata._reference
+    helper_started = threading.Event()
+
+    def counted(problem: Problem, case: object, inputs: dict[str, object]) -> dict[str, np.ndarray]:
+        # the first thread holds its first case until the helper exists
+        if not computed:
+            assert helper_started.wait(30)
+        computed.append((case.name, threading.current_thread().name))  # type: ignore[attr-defined]
+        return real(problem, case, inputs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ndata, "_reference", counted)
+    helped = ndata.ProblemData(p, seeds, tmp_path)
+    assert helped.help_references()
+    helper_started.set()
+    helped.wait_references()
+    assert sorted(n for n, _ in computed) == sorted(c.case.name for c in helped.cases)  # each once
+    assert {t for _, t in computed} == {"nki-refs-silu", "nki-refs-help-silu"}
+    for a, b in zip(alone.cases, helped.cases, strict=True):
+        assert np.array_equal(a.refs()["out"], b.refs()["out"])
+    # outputs too large for two at once: no helper, though cases are pending
+    computed.clear()
+    helper_started.clear()
+    monkeypatch.setattr(ndata, "HELPER_MAX_REFERENCE_BYTES", 2 * sum(alone.output_bytes.values()) - 1)
+    big = ndata.ProblemData(p, seeds, tmp_path)
+    assert big._pending and not big.help_references()
+    helper_started.set()
+    big.wait_references()
+    assert {t for _, t in computed} == {"nki-refs-silu"}
+    for d in (alone, helped, big):
+        d.remove()
