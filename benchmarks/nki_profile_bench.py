@@ -142,6 +142,9 @@ def profile_one(
     try:
         prof = json.loads(out)
     except json.JSONDecodeError:
+        prof = None
+    if not isinstance(prof, dict) or "status" not in prof or "correctness" not in prof:
+        # what the command printed instead of a profile (an error report), kept as the row's log
         row.update(status="no profile", exit_code=rc, log=out[-2000:])
         return row
     est = prof.get("estimate") or {}
