@@ -189,9 +189,9 @@ def case_inputs(
     return tensors, scalars
 
 
-# Input elements the Triton interpreter checks in seconds to a minute; past INTERPRETER_LIMIT
-# (a production shape) it would run for hours, so the agent does not start it.
-INTERPRETABLE_ELEMENTS = 1 << 22
+# Input elements past which (a production shape) the Triton interpreter would run for hours,
+# so the agent does not start it (what it checks in seconds to a minute is the family's
+# `Capabilities.interpretable_elements`, hardware_agents/triton/family.py).
 INTERPRETER_LIMIT = 1 << 24
 
 
