@@ -290,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown problems {unknown}; {SUITE} has {suites.problem_names(SUITE)}")
     load_start = list(os.getloadavg())
     agent = CpuAgent(cache_dir=args.cache_dir, quick_calibration=args.quick_calibration)
-    spec = agent.device
+    spec = agent.spec
     searcher = CpuAgent(
         cache_dir=args.cache_dir, calibrate_if_missing=False, timing_budget_s=0.08, max_reruns=1
     )

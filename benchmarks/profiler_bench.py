@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     load_start = list(os.getloadavg())
     rec = calibrate(args.cache_dir, quick=args.quick_calibration)
     agent = CpuAgent(cache_dir=args.cache_dir)
-    spec = agent.device
+    spec = agent.spec
     problems = suites.load_suite("cpu")
     rows: dict[str, dict[str, float | str]] = {}
     warm_wall = 0.0

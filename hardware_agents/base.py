@@ -160,8 +160,8 @@ class HardwareAgent(ABC):
 
     @property
     @abstractmethod
-    def device(self) -> DeviceSpec:
-        """The roofline spec used for % of peak (measured or cited)."""
+    def spec(self) -> DeviceSpec:
+        """The roofline spec used for % of peak (measured or cited); `kind` is the device kind."""
 
     def profile(
         self,

@@ -474,14 +474,6 @@ def _finite_or_none(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def spot_check(got: np.ndarray, ref: np.ndarray, idx: np.ndarray, tol: Tolerance, ref_rms: float) -> bool:
-    """Cheap check of a few elements with the allclose rule (used on every timed call)."""
-    g = got.reshape(-1)[idx].astype(np.float64)
-    r = ref.reshape(-1)[idx].astype(np.float64)
-    bound = tol.atol * max(1.0, ref_rms) + tol.rtol * np.abs(r)
-    return bool(np.all(np.abs(g - r) <= bound))
-
-
 def sampled_agreement(got: np.ndarray, ref: np.ndarray, ref_rms: np.ndarray, tol: Tolerance) -> np.ndarray:
     """Per sampled element of many calls (`got`, `ref`: [calls, samples]; `ref_rms`: [calls],
     each call's reference RMS), whether it passes the allclose rule of `compare_output`:

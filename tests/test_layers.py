@@ -10,6 +10,7 @@ ones inside functions, `TYPE_CHECKING` ones and relative ones included."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import tomllib
 from collections import defaultdict
@@ -371,3 +372,68 @@ def test_no_function_is_over_80_lines_without_saying_why():
         and "long because" not in (ast.get_docstring(n) or "").lower()
     ]
     assert not long, long
+
+
+# --- the sandbox's one interface ---------------------------------------------------------------
+
+SANDBOX = "hardware_agents.sandbox"
+# the sandbox's own tests, which exercise its parts directly (Landlock, the uids, the freeze's
+# process readings, the reach, the secret scrubbing, the self-check target)
+SANDBOX_TESTS = {
+    "tests/hardware_agents/cpu/test_cpu_sandbox.py",
+    "tests/hardware_agents/cpu/test_cpu_cleanup.py",
+    "tests/hardware_agents/cpu/test_sandbox_freeze.py",
+    "tests/hardware_agents/test_checkout_anywhere.py",
+}
+
+
+@functools.cache
+def _sandbox_internals() -> dict[str, list[str]]:
+    """Per file outside `hardware_agents/sandbox/` (the installed packages' modules, the tests,
+    scripts, benchmarks and examples): its imports of a module of the package other than its `__init__`
+    (`from hardware_agents.sandbox import landlock` included), and its strings that name one (a
+    "module:function" target, the launcher's `-m` name)."""
+    inside = ROOT / "hardware_agents" / "sandbox"
+    texts = {
+        p: p.read_text()
+        for folder in ("tests", "scripts", "benchmarks", "examples")
+        for p in (ROOT / folder).rglob("*.py")
+    }
+    scripts = [(p, ast.parse(text, str(p))) for p, text in texts.items() if "sandbox" in text]
+    found: dict[str, list[str]] = {}
+    for path, tree in [*SOURCES, *scripts]:  # a script that never says "sandbox" cannot name it
+        if path.is_relative_to(inside):
+            continue
+        rel = _rel(path)
+        lines = [
+            f"{rel} imports {m}"
+            for base, subs in _imported(path, tree)
+            for m in (base, *subs)
+            if m.startswith(SANDBOX + ".") and _is_module(m)
+        ]
+        lines += [
+            f"{rel}:{n.lineno} names {n.value!r}"
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.startswith(SANDBOX + ".")
+        ]
+        found[rel] = lines
+    return found
+
+
+def test_only_the_sandbox_interface_is_imported_outside_the_sandbox():
+    """`hardware_agents.sandbox` (its `__init__`) is what the agents, the actors, the command
+    line, the scripts and the other tests use; its modules are its own."""
+    found = [
+        line for rel, lines in _sandbox_internals().items() if rel not in SANDBOX_TESTS for line in lines
+    ]
+    assert not found, found
+
+
+def test_the_sandbox_interface_check_finds_an_internal_import():
+    """Guards the check above: the sandbox's own tests reach its parts, and it sees them."""
+    own = {rel: lines for rel, lines in _sandbox_internals().items() if rel in SANDBOX_TESTS}
+    assert sorted(own) == sorted(SANDBOX_TESTS)
+    found = [line for lines in own.values() for line in lines]
+    assert any("imports hardware_agents.sandbox.landlock" in f for f in found), found
+    assert any("imports hardware_agents.sandbox.uids" in f for f in found), found
+    assert any("names 'hardware_agents.sandbox.probe:describe'" in f for f in found), found

@@ -122,7 +122,7 @@ class CpuAgent(HardwareAgent):
     # --- device --------------------------------------------------------------------------
 
     @property
-    def device(self) -> DeviceSpec:
+    def spec(self) -> DeviceSpec:
         with self._spec_lock:
             if self._spec is None:
                 rec = load_calibration(self.cache_dir)
@@ -193,7 +193,7 @@ class CpuAgent(HardwareAgent):
             return prof
         with phases("data"):
             data = self.data.get(problem, seeds)
-        spec = self.device if measure else None
+        spec = self.spec if measure else None
         sets = timing_sets(data.set_bytes, len(data.cases)) if measure else len(data.cases)
         policy = self._policy(data, sets)
         with Sandbox(policy, base_dir=self.sandbox_dir) as box:

@@ -3,7 +3,7 @@
 Drives a `KernelRunner` (the kernel server in its sandbox) and decides everything from
 what the parent owns: the references (`ProblemData`, in this process only), the clock
 (the parent's, around each batch), and the outputs (read from the parent's own mapping
-while the child is stopped, and proved stopped: `hardware_agents.freeze`).
+while the child is stopped, and proved stopped: `hardware_agents/sandbox/freeze.py`).
 
 Correctness: one batch with every case (seeds and adversarial) in its own buffer set,
 outputs poisoned with NaN and fenced by canaries, each compared in full with its float64
@@ -48,7 +48,7 @@ from hardware_agents.cpu.runner import KernelDied, KernelRunner
 from hardware_agents.pipeline.phases import Phases
 from hardware_agents.pipeline.roofline import achieved, speed_verdict
 from hardware_agents.pipeline.stats import latency_stats, spread
-from hardware_agents.pipeline.verdict import Verdict, spoil
+from hardware_agents.pipeline.verdict import Verdict, fail_case
 from hardware_agents.sandbox import Sandbox, SandboxOutcome
 
 MIN_BATCHES = 3  # timed batches per profile at least; up to 2 more per allowed re-run (CpuAgent.max_reruns)
@@ -132,7 +132,7 @@ class Judge:
                     prof = self._timing(runner)
         except KernelDied as e:
             out = e.outcome
-            self.v.heard(out, tail=False)  # its stderr goes below every failure, as for the others
+            self.v.record_outcome(out, tail=False)  # its stderr goes below every failure, as for the others
             prof = self._died(out)
         finally:
             if self.oracle is not None:
@@ -151,7 +151,7 @@ class Judge:
                 out.freeze_breach
             )  # after its last stop too: while its outputs were read
         prof.isolation = self.v.isolation
-        # the kernel's own stderr (first lines, scrubbed: sandbox.scrub_output) helps the fixer of a
+        # the kernel's own stderr (first lines, scrubbed: sandbox/scrub.py) helps the fixer of a
         # failed kernel; a passed kernel's output goes nowhere (no channel into later prompts)
         if out.log.strip() and not prof.passed:
             prof.log = f"{prof.log}\n--- kernel stderr (first lines) ---\n{out.log}"
@@ -166,7 +166,7 @@ class Judge:
             crashed=f"the kernel crashed: {out.error}{hint}",
             error=out.error[-4000:],
             compile_error=out.status == "error" and out.error_type == "EntrySymbolMissing",
-        ) or self.v.fail("runtime_error", f"the kernel server exited unexpectedly ({out.status})")
+        ) or self.v.profile("runtime_error", f"the kernel server exited unexpectedly ({out.status})")
 
     # --- every batch ------------------------------------------------------------------------
 
@@ -210,17 +210,17 @@ class Judge:
         self.counters["threads_seen"] = float(threads)
         why = self._cores_used(runner, dt, "the correctness batch")
         if why:
-            return self.v.fail("incorrect", why)
+            return self.v.profile("incorrect", why)
         for i, c in enumerate(cases):
             buf = runner.buffers[i]
             chk = validity.compare_outputs(c.case.name, buf.outputs, c.ref64, self.tol, stats=c.stats)
             overflow = buf.overflowed()
             if overflow:
-                spoil(chk, f"wrote outside the bounds of {', '.join(overflow)}")
+                fail_case(chk, f"wrote outside the bounds of {', '.join(overflow)}")
             self.checks.append(chk)
         allowed = self.rules.threads + EXTRA_THREADS
         if threads > allowed:
-            return self.v.fail(
+            return self.v.profile(
                 "runtime_error",
                 f"the kernel left {threads} threads in its process; at most {allowed} "
                 f"are allowed (OMP_NUM_THREADS={self.rules.threads})",
@@ -229,7 +229,7 @@ class Judge:
         if wrong is not None:
             return wrong
         if self.spec is None:
-            return self.v.fail("unmeasured", "correct; timing not requested")
+            return self.v.profile("unmeasured", "correct; timing not requested")
         return None
 
     # --- timing -----------------------------------------------------------------------------
@@ -272,7 +272,7 @@ class Judge:
         )
         n_max, why = self._batch_size(runner, rng, distinct)
         if why:
-            return self.v.fail("incorrect", why)
+            return self.v.profile("incorrect", why)
         timed_calls = MIN_CALLS  # the first measured batch's calls were checked like the others
         runner.populate(range(n_max))  # untimed: the page tables of every set a batch may use
         per_batch = math.ceil(FULL_CHECKS / MIN_BATCHES)
@@ -311,7 +311,7 @@ class Judge:
                 runner, sets, rng, pool_at, per_batch, distinct, j
             )
             if why:
-                return self.v.fail("incorrect", why)
+                return self.v.profile("incorrect", why)
             if j + 1 >= MIN_BATCHES and (spread(means_ms) <= rules.spread_threshold or timed_s >= budget_s):
                 break
         self.counters["parent_settle_s"], self.counters["parent_busy_batches"] = settle_s, float(busy)
@@ -427,7 +427,7 @@ class Judge:
         for name, inputs, outputs in pending:
             why = self._full_check(name, outputs, validity.reference_outputs(self.problem, inputs))
             if why:
-                return self.v.fail(
+                return self.v.profile(
                     "incorrect",
                     why,
                     latency=prof.latency,

@@ -1,7 +1,7 @@
 """The parent side of a CPU profile: the buffers, the clock and the calls, owned here.
 
 `KernelRunner` lays out room for `sets` buffer sets (every input and output of one call)
-in two shared regions (`hardware_agents.shm`): inputs in one the child can only read,
+in two shared regions (`SharedRegion`, `hardware_agents/sandbox/shm.py`): inputs in one the child can only read,
 outputs, each between two canary zones, in one it may write. Pages are allocated only for
 the sets a profile uses (the judge sizes its batches from a first measured call, then has
 those sets' page tables filled: `populate`). It starts the kernel server
@@ -30,8 +30,14 @@ from accelopt.problem import Problem
 from hardware_agents import validity
 from hardware_agents.cpu.server import ServerArg, ServerCommand, ServerRequest
 from hardware_agents.pipeline.rounds import timed_step
-from hardware_agents.sandbox import RanWhileStopped, Sandbox, SandboxChild, SandboxOutcome
-from hardware_agents.shm import ALIGN, SharedRegion, align_up
+from hardware_agents.sandbox import (
+    RanWhileStopped,
+    Sandbox,
+    SandboxChild,
+    SandboxOutcome,
+    SharedRegion,
+    align_up,
+)
 
 CANARY = 4096  # bytes before and after every output (a multiple of 64: outputs stay aligned)
 CANARY_BYTE = 0xA5
@@ -52,9 +58,6 @@ class BufferSet:
         self, inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray], canaries: list[np.ndarray]
     ) -> None:
         self.inputs, self.outputs, self.canaries = inputs, outputs, canaries
-
-    def canary_ok(self) -> bool:
-        return all(bool(np.all(c == CANARY_BYTE)) for c in self.canaries)
 
     def overflowed(self) -> list[str]:
         names = list(self.outputs)
@@ -97,7 +100,7 @@ class KernelRunner:
         in_set = sum(align_up(math.prod(s) * dt.itemsize) for _, s, dt in in_layout)
         out_set = sum(CANARY + align_up(math.prod(s) * dt.itemsize) for _, s, dt in out_layout) + CANARY
         self.set_bytes = sum(math.prod(s) * dt.itemsize for _, s, dt in (*in_layout, *out_layout))
-        self.in_region = SharedRegion(max(in_set * sets, ALIGN), "accelopt-in", child_readonly=True)
+        self.in_region = SharedRegion(in_set * sets, "accelopt-in", child_readonly=True)
         self.out_region = SharedRegion(out_set * sets, "accelopt-out", child_readonly=False)
         self.buffers: list[BufferSet] = []
         offsets: list[list[int]] = []
@@ -146,10 +149,6 @@ class KernelRunner:
         self.out_region.close()
         self.calls = 0
         self.batch_s: list[float] = []
-
-    @property
-    def region_bytes(self) -> int:
-        return self.in_region.size + self.out_region.size
 
     def ready(self) -> None:
         """Wait for the server to have loaded the kernel and stopped; KernelDied otherwise."""

@@ -41,8 +41,8 @@ _LAZY = {
     "SPECS": "specs",
     "TRN1": "specs",
     "TRN2": "specs",
-    "COUNTER_FIELDS": "summary",
-    "parse_summary": "summary",
+    "COUNTER_FIELDS": "profile_summary",
+    "parse_summary": "profile_summary",
 }
 
 

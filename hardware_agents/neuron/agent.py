@@ -34,7 +34,7 @@ Every Profile records the isolation its sandbox applied; a sandbox that cannot i
 kernel (and is not allowed to run it unisolated) gives `sandbox_error`.
 The steps every agent shares are the pipeline's (hardware_agents/pipeline/: the rounds
 driver, the clock bound, the verdict, the roofline gate); reading this agent's children is
-`judge.py`, the emulate mode `emulate.py`.
+`judge.py`, the emulate mode `emulate_mode.py`.
 Without the SDK the constructor raises `NeuronSDKMissing`, naming what to install.
 """
 
@@ -182,7 +182,7 @@ class NeuronAgent(HardwareAgent):
     # --- device ----------------------------------------------------------------------------
 
     @property
-    def device(self) -> DeviceSpec:
+    def spec(self) -> DeviceSpec:
         return self._spec
 
     def toolchain(self) -> dict[str, str]:
@@ -290,7 +290,7 @@ class NeuronAgent(HardwareAgent):
         policy = self._policy(data, timeout)
         v = Verdict(self._fail)
         if self.mode == "emulate":
-            from hardware_agents.neuron.emulate import profile_emulated
+            from hardware_agents.neuron.emulate_mode import profile_emulated
 
             return profile_emulated(
                 v,
@@ -328,7 +328,7 @@ class NeuronAgent(HardwareAgent):
         else:
             why = ""
         if why:
-            return v.fail("unmeasured", why)
+            return v.profile("unmeasured", why)
         # A fresh work dir: nothing the correctness run left behind (a rewritten kernel module,
         # planted profiler files) reaches the timing run; its inputs come round by round.
         # The rounds' inputs go to a directory of ours that the timing child may read, not write.
@@ -405,7 +405,7 @@ class NeuronAgent(HardwareAgent):
             v.counters.update(
                 rounds.log.counters()
             )  # a failed round's profile shares this dict: it has them too
-            v.heard(tout)
+            v.record_outcome(tout)
             if verdict is not None and tout.freeze_breach is None:
                 return verdict
             # the child's end first: a freeze breach voids everything it reported, a round's verdict too

@@ -47,6 +47,8 @@ import numpy.random
 
 from hardware_agents import validity
 from hardware_agents.neuron.kernel_module import load_kernel
+from hardware_agents.neuron.profile_summary import SummaryError, parse_summary
+from hardware_agents.neuron.profile_view import profile_total_time
 from hardware_agents.neuron.protocol import (
     CaseRun,
     ErrorInfo,
@@ -61,8 +63,6 @@ from hardware_agents.neuron.protocol import (
     round_file,
     timed_output,
 )
-from hardware_agents.neuron.summarizer import profile_total_time
-from hardware_agents.neuron.summary import SummaryError, parse_summary
 
 # The SDK, when this Python has it (the agent never imports it itself).
 _SDK_MODULES = (

@@ -34,6 +34,7 @@ from accelopt.profile import Profile, SeedCheck
 from hardware_agents import validity
 from hardware_agents.base import DeviceSpec
 from hardware_agents.neuron.data import ProblemData, TimingRound
+from hardware_agents.neuron.profile_summary import COUNTER_FIELDS, ProfileSummary, SummaryError, parse_summary
 from hardware_agents.neuron.protocol import (
     HarnessResult,
     SummaryRequest,
@@ -46,13 +47,12 @@ from hardware_agents.neuron.protocol import (
 )
 from hardware_agents.neuron.protocol import TimingRound as ChildRound
 from hardware_agents.neuron.reference import ReferenceModule
-from hardware_agents.neuron.summary import COUNTER_FIELDS, ProfileSummary, SummaryError, parse_summary
 from hardware_agents.pipeline.cases import fresh_seed
 from hardware_agents.pipeline.clock import ClockBound, clock_mismatch
 from hardware_agents.pipeline.roofline import achieved, speed_verdict
 from hardware_agents.pipeline.rounds import STOP, RoundClock
 from hardware_agents.pipeline.stats import latency_stats, range_spread
-from hardware_agents.pipeline.verdict import Verdict, spoil
+from hardware_agents.pipeline.verdict import Verdict, fail_case
 from hardware_agents.sandbox import Sandbox, SandboxOutcome
 
 _MAX_PROFILE_FILE = 4 << 30  # a NEFF or NTFF copied for the summary child
@@ -123,7 +123,7 @@ def judge_correctness(
 ) -> Profile | HarnessResult:
     """The verdict on the correctness child, or its result when every case passed (its
     versions in `v.tools`, its cases in `v.checks`)."""
-    v.heard(out)
+    v.record_outcome(out)
     try:
         stage = box.read_file(".stage", 4096).decode(errors="replace")
     except OSError:
@@ -142,7 +142,7 @@ def judge_correctness(
     try:
         res = out.decode(HarnessResult)
     except Exception as e:
-        return v.fail("runtime_error", f"unreadable harness result: {e}{v.tail}")
+        return v.profile("runtime_error", f"unreadable harness result: {e}{v.tail}")
     v.tools = res.versions
     if res.error is not None:
         err = res.error
@@ -153,18 +153,20 @@ def judge_correctness(
             "compile": "compilation failed",
             "run": "the kernel failed at run time",
         }[err.phase]
-        return v.fail(status, f"{what}{where}: {err.type}: {err.message}\n{err.traceback}{v.tail}")
+        return v.profile(status, f"{what}{where}: {err.type}: {err.message}\n{err.traceback}{v.tail}")
     if len(res.cases) != len(data.cases):
-        return v.fail("runtime_error", f"the harness ran {len(res.cases)} of {len(data.cases)} cases{v.tail}")
+        return v.profile(
+            "runtime_error", f"the harness ran {len(res.cases)} of {len(data.cases)} cases{v.tail}"
+        )
     ref_mod = ReferenceModule(problem)
     for case, run in zip(data.cases, res.cases, strict=True):
         if run.name != case.case.name:
-            return v.fail("runtime_error", f"harness result out of order ({run.name} != {case.case.name})")
+            return v.profile("runtime_error", f"harness result out of order ({run.name} != {case.case.name})")
         chk = check_outputs(
             problem, ref_mod, case.refs(), box, run.name, run.outputs, run.returned_tuple, output_cap(data)
         )
         if run.mutated:
-            spoil(chk, f"modified its input argument(s) {run.mutated}; inputs are read-only")
+            fail_case(chk, f"modified its input argument(s) {run.mutated}; inputs are read-only")
         v.checks.append(chk)
     return v.wrong_cases() or res
 
@@ -263,9 +265,9 @@ class TimingRounds:
         try:
             report = msgspec.msgpack.decode(self.tbox.read_file(report_file(k), 1 << 20), type=ChildRound)
         except (OSError, msgspec.DecodeError) as e:
-            return v.fail("runtime_error", f"timing round {k}: no readable report from the harness ({e})")
+            return v.profile("runtime_error", f"timing round {k}: no readable report from the harness ({e})")
         if len(report.runs) != self.runs:
-            return v.fail(
+            return v.profile(
                 "runtime_error",
                 f"timing round {k}: the harness reported {len(report.runs)} profiled "
                 f"runs; {self.runs} were asked for",
@@ -283,7 +285,7 @@ class TimingRounds:
                 self.cap,
             )
             if not chk.passed:
-                return v.fail(
+                return v.profile(
                     "incorrect",
                     f"the output of a timed run is wrong ({chk.case}: {chk.note}): results "
                     "must not depend on being timed",
@@ -292,14 +294,14 @@ class TimingRounds:
         changed = rnd.changed_files()
         if report.mutated or changed:
             what = ", ".join([*(f"argument {j}" for j in report.mutated), *changed])
-            return v.fail(
+            return v.profile(
                 "incorrect",
                 f"timing round {k}: modified its inputs ({what}) in timed calls; inputs are read-only",
             )
         try:
             rec.summaries = self._summaries(k, report)
         except _Unisolated as e:
-            return v.fail("sandbox_error", str(e))
+            return v.profile("sandbox_error", str(e))
         if any(x is None for x in rec.summaries):
             return STOP  # no complete reading of this round: judged with the rounds before it
         rec.device_s = sum(x.total_time_s for x in rec.summaries if x is not None)
@@ -307,7 +309,7 @@ class TimingRounds:
             NEURON_BOUND, [rec.device_s], [rec.wall_s], calls=len(rec.summaries), first_round=k
         )
         if why:
-            return v.fail("timing_mismatch", why)
+            return v.profile("timing_mismatch", why)
         return STOP if _spread(rec.summaries) <= self.spread_threshold else None
 
     def _summaries(self, k: int, report: ChildRound) -> list[ProfileSummary | None]:
@@ -339,7 +341,7 @@ class TimingRounds:
             pairs.append((f"r{k}/{pair[0]}", f"r{k}/{pair[1]}"))
         try:
             sout = self.sbox.run(
-                "hardware_agents.neuron.summarizer:summarize",
+                "hardware_agents.neuron.profile_view:summarize",
                 SummaryRequest(neuron_profile=self.neuron_profile or "", pairs=pairs),
             )
         finally:
@@ -375,16 +377,16 @@ def timed_verdict(
     try:
         res = out.decode(HarnessResult)
     except Exception as e:
-        return v.fail("runtime_error", f"timing: unreadable harness result: {e}{v.tail}")
+        return v.profile("runtime_error", f"timing: unreadable harness result: {e}{v.tail}")
     if res.error is not None or res.timing_error:
         msg = res.timing_error or f"{res.error.type}: {res.error.message}"  # type: ignore[union-attr]
-        return v.fail("runtime_error", f"the kernel failed during timing: {msg}{v.tail}")
-    strays = v.strays(out)
+        return v.profile("runtime_error", f"the kernel failed during timing: {msg}{v.tail}")
+    strays = v.left_processes(out)
     if strays is not None:
         return strays
     usable = [r for r in log.rounds if r.summaries and all(x is not None for x in r.summaries)]
     if not usable:
-        return v.fail(
+        return v.profile(
             "unmeasured",
             f"correct, but no neuron-profile summary could be read from "
             f"{sum(len(r.summaries) for r in log.rounds)} profiled runs{v.tail}",
@@ -401,7 +403,7 @@ def timed_verdict(
     missing = [f for f in COUNTER_FIELDS if f not in first.counters]
     t_meas = stats.median_ms / 1e3
     if not math.isfinite(t_meas) or t_meas <= 0:
-        return v.fail("runtime_error", f"non-finite or zero latency ({t_meas} s)")
+        return v.profile("runtime_error", f"non-finite or zero latency ({t_meas} s)")
     achieved(problem, t_meas, counters)
     rounds = ", ".join(f"seed {r.seed}" for r in log.rounds)
     note = f"timed in {len(log.rounds)} round(s) on fresh inputs ({rounds})"

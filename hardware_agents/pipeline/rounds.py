@@ -1,7 +1,7 @@
 """The rounds of a driven child: the agent's own clock around everything it runs.
 
 A timing child (`Sandbox.spawn`) stops itself whenever it waits for the agent, and the
-agent continues it (`hardware_agents/freeze.py` proves it stayed stopped in between). A
+agent continues it (`hardware_agents/sandbox/freeze.py` proves it stayed stopped in between). A
 round is two steps: set-up (the child takes the round's inputs, which the agent handed over
 while it was stopped, and stops, ready) and the timed calls (to its next stop). Every step
 is clocked by the agent, from the continue to the stop report:
@@ -34,8 +34,7 @@ from collections.abc import Callable
 from typing import Final
 
 from accelopt.profile import Profile
-from hardware_agents.freeze import RanWhileStopped
-from hardware_agents.sandbox import SandboxChild
+from hardware_agents.sandbox import RanWhileStopped, SandboxChild
 
 STOP: Final = "stop"  # after_round's answer: no more rounds
 

@@ -2,11 +2,11 @@
 a sandboxed child's end maps to, the freeze breach, and the cases judged against references.
 
     v = Verdict(agent._fail)                # the agent's `_fail` makes the Profile
-    v.heard(out)                            # the child's isolation and output (shown with its failures)
-    v.fail("incorrect", why)                # carries v.checks, v.counters, v.isolation, v.tools
+    v.record_outcome(out)                   # the child's isolation and output (shown with its failures)
+    v.profile("incorrect", why)             # any status; carries v.checks, v.counters, v.isolation, v.tools
     v.ended(out, crashed=..., compile_error=...)   # None when the child ended `ok`
-    v.strays(out)                           # processes the kernel left behind: runtime_error
-    v.checks.append(spoil(chk, "modified its input(s) x"))
+    v.left_processes(out)                   # processes the kernel left behind: runtime_error
+    v.checks.append(fail_case(chk, "modified its input(s) x"))
     v.wrong_cases()                         # incorrect, naming every failed case, or None
     v.profile("passed", log, latency=..., **placement.fields())
 
@@ -21,8 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from accelopt.profile import Profile, SeedCheck
-from hardware_agents.freeze import FreezeBreach
-from hardware_agents.sandbox import SandboxOutcome
+from hardware_agents.sandbox import FreezeBreach, SandboxOutcome
 
 Fail = Callable[..., Profile]  # HardwareAgent._fail(status, log, extra_tools=None, **Profile fields)
 
@@ -32,7 +31,7 @@ def kernel_output(out: SandboxOutcome, head: str = "--- kernel output ---") -> s
     return f"\n{head}\n{out.log}" if out.log.strip() else ""
 
 
-def spoil(chk: SeedCheck, note: str) -> SeedCheck:
+def fail_case(chk: SeedCheck, note: str) -> SeedCheck:
     """Fail a case for a reason beyond its values (a mutated input, a write out of bounds)."""
     chk.passed = False
     chk.note = f"{chk.note}; {note}" if chk.note else note
@@ -52,7 +51,7 @@ class Verdict:
         self.isolation: dict[str, str] = {}
         self.tail = ""  # the kernel's output, appended to the failures of its child (see `kernel_output`)
 
-    def heard(self, out: SandboxOutcome, *, tail: bool = True) -> None:
+    def record_outcome(self, out: SandboxOutcome, *, tail: bool = True) -> None:
         """Take what a child's end tells every profile of this verdict: the isolation it ran
         under (in place, so a profile made during its rounds has it too) and, with `tail`, its
         output for the failures it explains."""
@@ -61,18 +60,18 @@ class Verdict:
         self.tail = kernel_output(out) if tail else ""
 
     def profile(self, status: str, log: str, **kw: Any) -> Profile:
+        """The profile with `status` (a failure is a profile whose status says so), carrying
+        this verdict's checks, counters, isolation and tools."""
         kw.setdefault("correctness", self.checks)
         kw.setdefault("counters", self.counters)
         kw.setdefault("isolation", self.isolation)
         return self._fail(status, log, self.tools, **kw)
 
-    fail = profile  # a failure is a profile whose status says so
-
     def ran_while_stopped(self, breach: FreezeBreach) -> Profile:
-        """The kernel's process ran while the agent held it stopped (`hardware_agents.freeze`):
+        """The kernel's process ran while the agent held it stopped (`hardware_agents/sandbox/freeze.py`):
         everything it reported is void."""
         self.counters["ran_while_stopped_ns"] = float(max(0, breach.cpu_ns_now - breach.cpu_ns_at_stop))
-        return self.fail(
+        return self.profile(
             "incorrect",
             f"{breach.describe()}. While the agent holds it stopped ({self.held}, while "
             "it stages inputs or reads outputs) the kernel's process must run no code: no timers, "
@@ -99,19 +98,19 @@ class Verdict:
         if out.status == "ok":
             return None
         if out.status == "unisolated":
-            return self.fail("sandbox_error", out.error)
+            return self.profile("sandbox_error", out.error)
         if out.status in ("timeout", "cpu_limit"):
-            return self.fail("timeout", f"{timeout or out.error}{self.tail}")
+            return self.profile("timeout", f"{timeout or out.error}{self.tail}")
         text = crashed if out.status == "crashed" else error
-        return self.fail(
+        return self.profile(
             "compile_error" if compile_error else "runtime_error", f"{text or out.error}{self.tail}"
         )
 
-    def strays(self, out: SandboxOutcome) -> Profile | None:
+    def left_processes(self, out: SandboxOutcome) -> Profile | None:
         """runtime_error when the kernel left processes running after its child ended."""
         if not out.stray_processes:
             return None
-        return self.fail(
+        return self.profile(
             "runtime_error", f"the kernel left {out.stray_processes} process(es) running (killed){self.tail}"
         )
 
@@ -120,7 +119,7 @@ class Verdict:
         failed = [c for c in self.checks if not c.passed]
         if not failed:
             return None
-        return self.fail("incorrect", "\n".join(f"{c.case}: {c.note}" for c in failed) + note + self.tail)
+        return self.profile("incorrect", "\n".join(f"{c.case}: {c.note}" for c in failed) + note + self.tail)
 
 
-__all__ = ["Fail", "Verdict", "kernel_output", "spoil"]
+__all__ = ["Fail", "Verdict", "fail_case", "kernel_output"]

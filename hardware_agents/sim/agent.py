@@ -89,7 +89,7 @@ class SimAgent(HardwareAgent):
         self.max_in_flight = 0
 
     @property
-    def device(self) -> DeviceSpec:
+    def spec(self) -> DeviceSpec:
         return SPEC
 
     def toolchain(self) -> dict[str, str]:
@@ -144,10 +144,10 @@ class SimAgent(HardwareAgent):
                 )
                 for c in cases
             )
-            return v.fail("incorrect", f"{bad}: simulated wrong values (rel_l2 0.5)")
+            return v.profile("incorrect", f"{bad}: simulated wrong values (rel_l2 0.5)")
         v.checks.extend(SeedCheck(case=c, passed=True, rel_l2=0.0, max_abs_err=0.0) for c in cases)
         if not measure:
-            return v.fail("unmeasured", "correct; not timed")
+            return v.profile("unmeasured", "correct; not timed")
         try:
             where = place(problem, SPEC, 0.0)
         except ExpressionError:

@@ -280,7 +280,7 @@ class TritonAgent(HardwareAgent):
         return f"no {self._spec.name} on this host{extra}: correctness in the Triton interpreter; not timed"
 
     @property
-    def device(self) -> DeviceSpec:
+    def spec(self) -> DeviceSpec:
         return self._spec
 
     def toolchain(self) -> dict[str, str]:

@@ -332,6 +332,17 @@ class RanAheadOfItsInputs(RuntimeError):
     (its name is records.RAN_AHEAD; the agent judges it `incorrect`)."""
 
 
+def load_handed_over(path: Path) -> Any:
+    """A file the agent hands over while this process is stopped (a round's inputs, what to
+    send back of a round's outputs); missing, it means this process ran before it was there."""
+    if not path.exists():
+        raise RanAheadOfItsInputs(
+            f"{path.name} is not there: this process ran while the agent held it "
+            "stopped, before it had handed the file over"
+        )
+    return torch.load(path, weights_only=True)
+
+
 class RoundData:
     """One round's contents on the device: base contents, a mask per float input, the
     (content, shift) of every call, and (outputs not kept) the positions to sample."""
@@ -347,12 +358,7 @@ class RoundData:
 
     @classmethod
     def load(cls, path: Path, device: torch.device) -> RoundData:
-        if not path.exists():
-            raise RanAheadOfItsInputs(
-                f"{path.name} is not there: this process ran while the agent held it "
-                "stopped, before it had handed the round's inputs over"
-            )
-        raw = torch.load(path, weights_only=True)
+        raw = load_handed_over(path)
         contents = [{n: t.to(device) for n, t in c.items()} for c in raw["contents"]]
         masks = {n: t.to(device) for n, t in raw["masks"].items()}
         calls = [(int(c), int(s)) for c, s in raw["calls"].tolist()]
@@ -481,7 +487,7 @@ def _send_checks(
     assert spec is not None
     like = _like_case(req)
     if spec.keep_outputs:
-        checks = torch.load(inputs / checks_file(k), weights_only=True)
+        checks = load_handed_over(inputs / checks_file(k))
         samples: dict[str, list[torch.Tensor]] = {o.name: [] for o in like.outputs}
         full = [int(t) for t in checks["full"].tolist()]
         for t, value in enumerate(kept):

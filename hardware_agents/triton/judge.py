@@ -28,7 +28,7 @@ from hardware_agents.pipeline.clock import ClockBound, clock_mismatch
 from hardware_agents.pipeline.roofline import achieved, speed_verdict
 from hardware_agents.pipeline.rounds import RoundClock
 from hardware_agents.pipeline.stats import latency_stats
-from hardware_agents.pipeline.verdict import Verdict, spoil
+from hardware_agents.pipeline.verdict import Verdict, fail_case
 from hardware_agents.sandbox import Sandbox, SandboxOutcome
 from hardware_agents.triton import timing
 from hardware_agents.triton.convention_hint import convention_hint
@@ -57,15 +57,15 @@ CLOCK_BOUNDS = {
 
 def ran_ahead(out: SandboxOutcome) -> str | None:
     """Why the harness child ran while it was held stopped, when it says so itself: it found a
-    round's inputs missing (records.RAN_AHEAD), so something continued it before the agent
+    file the agent hands over between calls missing (records.RAN_AHEAD), so something continued it before the agent
     handed them over. Trusted only because it can only fail the kernel; a freeze breach the
     agent saw itself comes first (None then, and for any other end)."""
     if out.freeze_breach is not None or out.status != "error" or out.error_type != RAN_AHEAD:
         return None
     last = out.error.strip().splitlines()[-1] if out.error.strip() else ""
     return (
-        "the kernel's process ran while it was stopped between calls: it read a round's inputs "
-        f"before the agent had handed them over ({last})"
+        "the kernel's process ran while it was stopped between calls: it looked for a file the "
+        f"agent hands over before the agent had written it ({last})"
     )
 
 
@@ -227,7 +227,7 @@ class TritonJudge:
 
     def judge(self, out: SandboxOutcome, needs_launch: bool) -> Profile:
         v, problem, data, req = self.v, self.problem, self.data, self.req
-        v.heard(out)
+        v.record_outcome(out)
         v.counters["sandbox_wall_s"] = out.wall_s
         hint = ""
         if out.status in ("timeout", "cpu_limit") and self.s.mode == "interpreter":
@@ -240,7 +240,7 @@ class TritonJudge:
             )
         early = ran_ahead(out)
         if early is not None:
-            return v.fail("incorrect", f"{early}{v.tail}")
+            return v.profile("incorrect", f"{early}{v.tail}")
         ended = v.ended(
             out,
             timeout=f"{out.error} (the worker was killed){hint}",
@@ -254,7 +254,9 @@ class TritonJudge:
         for run in res.cases:
             case = data.by_name.get(run.name)
             if case is None:
-                return v.fail("runtime_error", f"the harness reported an unknown case {run.name!r}{v.tail}")
+                return v.profile(
+                    "runtime_error", f"the harness reported an unknown case {run.name!r}{v.tail}"
+                )
             label = (
                 run.name
                 if case.planned.label == data.cases[0].planned.label
@@ -265,9 +267,9 @@ class TritonJudge:
             if run.error:
                 if run.error_type == "OutputMismatch":
                     checks.append(SeedCheck(case=label, passed=False, note=run.error.splitlines()[0]))
-                    return v.fail("incorrect", f"{label}: {run.error}{hint}{v.tail}")
+                    return v.profile("incorrect", f"{label}: {run.error}{hint}{v.tail}")
                 status = "compile_error" if run.error_type in COMPILE_ERRORS else "runtime_error"
-                return v.fail(status, f"{label}: {run.error}{hint}{v.tail}")
+                return v.profile(status, f"{label}: {run.error}{hint}{v.tail}")
             got = load_outputs(self.box, run.output_file, self.max_bytes)
             chk = check_case(problem, case, label, got)
             if not chk.passed and req.destination_passing:
@@ -278,19 +280,19 @@ class TritonJudge:
                 if hint:
                     chk.note = f"{chk.note}\n{hint}"
             if run.mutated:
-                spoil(
+                fail_case(
                     chk,
                     f"modified its input(s) {', '.join(run.mutated)} (or memory next to them); "
                     "inputs are read-only",
                 )
             if run.overflow:
-                spoil(chk, f"wrote outside the bounds of output(s) {', '.join(run.overflow)}")
+                fail_case(chk, f"wrote outside the bounds of output(s) {', '.join(run.overflow)}")
             checks.append(chk)
         if len(checks) != len(data.cases):
-            return v.fail(
+            return v.profile(
                 "runtime_error", f"the harness ran {len(checks)} of {len(data.cases)} cases{v.tail}"
             )
-        strays = v.strays(out)
+        strays = v.left_processes(out)
         if strays is not None:
             return strays
         sweep, configs_wrong = self._autotune_configs(res)
@@ -298,11 +300,11 @@ class TritonJudge:
         if wrong is not None:
             return wrong
         if configs_wrong:
-            return v.fail("incorrect", sweep.lstrip("\n") + v.tail)
+            return v.profile("incorrect", sweep.lstrip("\n") + v.tail)
         idle = [r.name for r in res.cases if r.launches == 0]
         if needs_launch and idle:
             v.counters["cases_without_launch"] = float(len(idle))
-            return v.fail(
+            return v.profile(
                 "no_triton_launch",
                 f"the Triton solution launched no Triton kernel in {len(idle)} of "
                 f"{len(res.cases)} checks ({', '.join(idle[:4])}): its outputs came from other code "
@@ -316,7 +318,7 @@ class TritonJudge:
         if req.timing is None:
             why = self.s.mode_note if self.s.mode == "interpreter" else "timing not requested"
             notes = "".join(f"\nnote: {n}" for n in data.notes)
-            return v.fail("unmeasured", f"correct at {where}; {why}{notes}{sweep}")
+            return v.profile("unmeasured", f"correct at {where}; {why}{notes}{sweep}")
         return self._timed(res, req.timing)
 
     def _adversarial_note(self) -> str:
@@ -413,36 +415,36 @@ class TritonJudge:
         v, problem, data, clock = self.v, self.problem, self.data, self.clock
         walls, counters = clock.walls, v.counters
         if res.skipped_timing or not res.timing:
-            return v.fail("unmeasured", res.skipped_timing or "no timing result")
+            return v.profile("unmeasured", res.skipped_timing or "no timing result")
         if len(res.timing) != spec.trials or len(walls) != spec.trials:
-            return v.fail(
+            return v.profile(
                 "runtime_error",
                 f"the harness reported {len(res.timing)} timing rounds and stopped for "
                 f"{len(walls)}; {spec.trials} were asked for",
             )
         if res.timer != spec.timer:  # the child's record of how it timed is checked, never believed
-            return v.fail(
+            return v.profile(
                 "timing_mismatch",
                 f"timing_mismatch: the kernel's process reported timing with "
                 f"{res.timer!r}; {spec.timer!r} was asked for",
             )
         wrong_count = call_count_error(res, spec)
         if wrong_count:  # not our harness's protocol
-            return v.fail("runtime_error", wrong_count)
+            return v.profile("runtime_error", wrong_count)
         changed = sum(r.mutated for r in res.timing)
         if changed:
-            return v.fail(
+            return v.profile(
                 "incorrect", f"modified its inputs in {changed} timed call(s); inputs are read-only"
             )
         malformed = sum(r.malformed for r in res.timing)
         if malformed:
-            return v.fail(
+            return v.profile(
                 "incorrect", f"returned the wrong number or kind of values in {malformed} timed call(s)"
             )
         for tr in data.rounds:
             wrong = self._timed_outputs_wrong(tr, res, spec)
             if wrong is not None:
-                return v.fail("incorrect", wrong[0], correctness=[*v.checks, *wrong[1]])
+                return v.profile("incorrect", wrong[0], correctness=[*v.checks, *wrong[1]])
         checked = sum(int(tr.covered.sum()) for tr in data.rounds)
         counters["timing_checked_calls"] = float(checked)
         counters["timing_calls"] = float(sum(len(tr.calls) for tr in data.rounds))
@@ -453,7 +455,7 @@ class TritonJudge:
             res, clock, spec, data, mode=self.s.mode, bound=self.s.clock_bound, counters=counters
         )
         if why:
-            return v.fail("timing_mismatch", why)
+            return v.profile("timing_mismatch", why)
         samples = [s for r in res.timing for s in r.samples_ms]
         lat = timing.latency_ms(res.timing)
         stats = latency_stats(samples, median_ms=lat)

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
 from pathlib import Path
 
 import msgspec
 from triton.runtime.cache import get_cache_manager
+
+from hardware_agents.sandbox import in_sandbox_child
 
 
 def _key(name: str) -> str:
@@ -65,12 +66,6 @@ def cache_write_probe(payload: bytes, workdir: Path) -> CacheProbe:
     return CacheProbe(uid=os.getuid(), written=str(path))
 
 
-def _in_sandbox_child() -> bool:
-    main = sys.modules.get("__main__")
-    spec = getattr(main, "__spec__", None)
-    return getattr(spec, "name", "") == "hardware_agents._sandbox_child"
-
-
-if _in_sandbox_child():  # preloaded there; imported elsewhere (tests, the agent) it does nothing
+if in_sandbox_child():  # preloaded there; imported elsewhere (tests, the agent) it does nothing
     warm_triton_cache()
     warm_cuda()

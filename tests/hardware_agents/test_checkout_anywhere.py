@@ -1,7 +1,7 @@
 """A checkout kept where only its owner may enter (a 0700 home, `/root`, `mktemp -d`), run as
 root: every sandboxed child runs as the sandbox's uid, which cannot search that directory.
 The children must still reach their packages, the venv's libraries and the agents' data
-(`hardware_agents.reach`), and `accelopt profile` must work as it does anywhere else.
+(`hardware_agents/sandbox/reach.py`), and `accelopt profile` must work as it does anywhere else.
 
 The checkout is a copy of this one's packages in a fresh `mkdtemp` folder (0700) and its
 `.venv` is this checkout's, bind-mounted there in a private mount namespace (`unshare -m`):
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from hardware_agents import reach
+from hardware_agents.sandbox import reach
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = (

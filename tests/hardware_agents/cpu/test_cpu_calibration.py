@@ -33,7 +33,7 @@ def test_calibration_is_cached_per_machine(cpu_cache: Path, calibration: Calibra
 def test_agent_uses_the_cached_calibration(cpu_cache: Path, calibration: CalibrationRecord) -> None:
     agent = CpuAgent(cache_dir=cpu_cache, calibrate_if_missing=False)
     try:
-        assert agent.device == calibration.spec
+        assert agent.spec == calibration.spec
     finally:
         agent.close()
 
@@ -41,7 +41,7 @@ def test_agent_uses_the_cached_calibration(cpu_cache: Path, calibration: Calibra
 def test_agent_without_calibration_says_what_to_run(tmp_path: Path) -> None:
     agent = CpuAgent(cache_dir=tmp_path, calibrate_if_missing=False)
     try:
-        agent.device  # noqa: B018
+        agent.spec  # noqa: B018
     except RuntimeError as e:
         assert "accelopt calibrate" in str(e)
     else:

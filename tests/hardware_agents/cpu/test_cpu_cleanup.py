@@ -99,7 +99,7 @@ def _agent_under_a_sleeping_kernel(
 ) -> tuple[subprocess.Popen[bytes], int]:
     """An agent process profiling a kernel that clears its parent-death signal (where the wall
     lets it) and sleeps in its first call; returns it and the kernel server's pid."""
-    from hardware_agents.sandbox_uids import UID_BASE, UID_SPAN, _proc_ids
+    from hardware_agents.sandbox.uids import UID_BASE, UID_SPAN, _proc_ids
 
     code = (
         f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})\n"
@@ -125,7 +125,7 @@ def _agent_under_a_sleeping_kernel(
 
 
 def _alive(pid: int) -> bool:
-    from hardware_agents.freeze import proc_state
+    from hardware_agents.sandbox.freeze import proc_state
 
     return proc_state(pid) not in (None, "Z", "X")
 
@@ -149,7 +149,7 @@ def test_an_orphaned_kernel_server_is_swept_at_the_next_agent_start(cpu_cache: P
     orphan of init; the next agent's start-up sweep kills it (its uid's lock is free)."""
     if os.geteuid() != 0:
         pytest.skip("needs root: sandbox uids")
-    from hardware_agents.sandbox_uids import _proc_ids
+    from hardware_agents.sandbox.uids import _proc_ids
 
     agent, server = _agent_under_a_sleeping_kernel(cpu_cache, {"lock_pdeathsig": False})
     agent.kill()

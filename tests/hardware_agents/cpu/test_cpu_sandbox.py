@@ -1,4 +1,4 @@
-"""The generic sandbox, driven with its self-check target (`hardware_agents._probe`)."""
+"""The generic sandbox, driven with its self-check target (`hardware_agents/sandbox/probe.py`)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from accelopt._env import OFFLINE_DEFAULTS
-from hardware_agents import landlock, sandbox
-from hardware_agents._probe import ProbeReport, ProbeRequest
-from hardware_agents.sandbox import Sandbox, SandboxPolicy, is_secret_name, run_sandboxed, scrub_env
+from hardware_agents import sandbox
+from hardware_agents.sandbox import Sandbox, SandboxPolicy, landlock, run_sandboxed
+from hardware_agents.sandbox.probe import ProbeReport, ProbeRequest
+from hardware_agents.sandbox.scrub import is_secret_name, scrub_env, scrub_output
 
 SECRET_NAMES = [
     "OPENAI_API_KEY",
@@ -48,7 +49,7 @@ def test_scrubbed_environment_keeps_basics_and_refuses_secrets() -> None:
 def test_child_sees_no_secrets_and_runs_unprivileged(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in SECRET_NAMES:
         monkeypatch.setenv(name, "leaked-value")
-    out = run_sandboxed("hardware_agents._probe:describe", ProbeRequest())
+    out = run_sandboxed("hardware_agents.sandbox.probe:describe", ProbeRequest())
     assert out.status == "ok", out.error
     rep = out.decode(ProbeReport)
     assert "leaked-value" not in str(rep.env)
@@ -74,7 +75,7 @@ def test_rlimits_are_applied() -> None:
     pol = SandboxPolicy(
         wall_timeout_s=7, address_space_bytes=3 << 30, max_processes=17, max_file_bytes=5 << 20
     )
-    out = run_sandboxed("hardware_agents._probe:describe", ProbeRequest(), policy=pol)
+    out = run_sandboxed("hardware_agents.sandbox.probe:describe", ProbeRequest(), policy=pol)
     rep = out.decode(ProbeReport)
     assert rep.rlimits["RLIMIT_AS"] == (3 << 30, 3 << 30)
     assert rep.rlimits["RLIMIT_FSIZE"] == (5 << 20, 5 << 20)
@@ -93,7 +94,7 @@ def test_writes_only_in_the_work_dir_and_no_tcp(tmp_path: Path) -> None:
         try_read=["/etc/hostname", f"{Path.home()}/.bashrc"],
         try_connect=[("127.0.0.1", 9)],
     )
-    out = run_sandboxed("hardware_agents._probe:describe", req)
+    out = run_sandboxed("hardware_agents.sandbox.probe:describe", req)
     rep = out.decode(ProbeReport)
     assert rep.writable["inside.txt"] == "ok"
     for p in outside:
@@ -109,14 +110,14 @@ def test_work_dir_is_private_and_removed() -> None:
         wd = box.workdir
         assert wd.is_dir()
         assert (wd.stat().st_mode & 0o777) == 0o700
-        out = box.run("hardware_agents._probe:describe", ProbeRequest(try_write=["f.txt"]))
+        out = box.run("hardware_agents.sandbox.probe:describe", ProbeRequest(try_write=["f.txt"]))
         assert out.status == "ok"
         assert (wd / "f.txt").exists()
     assert not wd.exists()
 
 
 def test_harness_exception_comes_back_as_error() -> None:
-    out = run_sandboxed("hardware_agents._probe:fail", b"boom")
+    out = run_sandboxed("hardware_agents.sandbox.probe:fail", b"boom")
     assert out.status == "error"
     assert out.error_type == "RuntimeError"
     assert "probe failure: boom" in out.error
@@ -124,7 +125,7 @@ def test_harness_exception_comes_back_as_error() -> None:
 
 def test_timeout_kills_the_whole_group() -> None:
     with Sandbox(SandboxPolicy(wall_timeout_s=1.0)) as box:
-        out = box.run("hardware_agents._probe:sleep", b"30")
+        out = box.run("hardware_agents.sandbox.probe:sleep", b"30")
         uid = box.uid
     assert out.status == "timeout" and out.error == "wall-clock timeout after 1.0 s"
     assert out.signal == "SIGKILL"  # killed, not left to finish its 30 s sleep
@@ -135,18 +136,16 @@ def test_timeout_kills_the_whole_group() -> None:
 
 def test_a_crash_after_a_good_run_is_not_masked_by_the_old_report() -> None:
     with Sandbox() as box:
-        assert box.run("hardware_agents._probe:describe", ProbeRequest()).status == "ok"
-        again = box.run("hardware_agents._probe:sleep", b"30", timeout_s=0.5)
+        assert box.run("hardware_agents.sandbox.probe:describe", ProbeRequest()).status == "ok"
+        again = box.run("hardware_agents.sandbox.probe:sleep", b"30", timeout_s=0.5)
         assert again.status == "timeout"
-        silent = box.run("hardware_agents._probe:exit_silently")
+        silent = box.run("hardware_agents.sandbox.probe:exit_silently")
         assert silent.status == "crashed" and "without a result" in silent.error
-        missing = box.run("hardware_agents._probe:no_such_function")
+        missing = box.run("hardware_agents.sandbox.probe:no_such_function")
         assert missing.status == "error" and "no_such_function" in missing.error
 
 
 def test_kernel_output_for_an_llm_is_bounded_and_scrubbed() -> None:
-    from hardware_agents.sandbox import scrub_output
-
     key = "sk-" + "A1b2C3d4" * 5
     raw = (f"line with {key}\n\x1b[31mred\x00\n" + "".join(f"line {i}\n" for i in range(100))).encode()
     text = scrub_output(raw, max_lines=10)
@@ -198,3 +197,12 @@ def test_threads_started_before_the_lockdown_are_confined_or_named() -> None:
         assert out.isolation["landlock_threads"] == "all"
     else:
         assert out.isolation["landlock_threads"].startswith("calling thread only (1 other thread(s)")
+
+
+def test_the_launcher_starts_no_thread_before_the_lockdown() -> None:
+    """What every child imports before its lockdown (the launcher, its package) starts no
+    thread: a Landlock without TSYNC (ABI < 8) would leave it unconfined. numpy starts BLAS
+    threads at import, so the sandbox package imports it only where a shared region is made."""
+    out = run_sandboxed("hardware_agents.sandbox.probe:nothing")
+    assert out.status == "ok", f"{out.error}\n{out.log}"
+    assert out.isolation["landlock_threads"] == "all"

@@ -1,4 +1,4 @@
-"""The freeze of a driven sandboxed child (hardware_agents/freeze.py, SandboxChild) and the seccomp
+"""The freeze of a driven sandboxed child (hardware_agents/sandbox/freeze.py, SandboxChild) and the seccomp
 profile `stoppable`: real children, real signals. The CPU, Triton and Neuron agents all drive
 their timing child through this API."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from hardware_agents.freeze import RanWhileStopped, proc_state
-from hardware_agents.sandbox import Sandbox, SandboxPolicy, allow_unisolated, pids_of_uid
+from hardware_agents.sandbox import RanWhileStopped, Sandbox, SandboxPolicy, allow_unisolated, pids_of_uid
+from hardware_agents.sandbox.freeze import proc_state
 
 HERE = str(Path(__file__).resolve().parent)
 

@@ -67,12 +67,12 @@ def test_nkibench_baseline_is_correct_and_estimated(
     assert prof.latency is None and prof.peak_fraction is None  # nothing measured
     est = prof.estimate
     assert est is not None and "ESTIMATED" in prof.log
-    tp, _ = t_peak(p, emulated.device)
+    tp, _ = t_peak(p, emulated.spec)
     # the paper's roofline counts FLOPs a fused instruction does not spend, so an estimate may pass
     # it a little (bmm_softmax at NKIBench's shapes: 102 %), never by much; the gate holds it to
     # the hard roofline (estimate_gate.py), which no honest kernel beats
     assert est.peak_fraction is not None and 0 < est.peak_fraction < 1.5
-    assert implausible_estimate(p, emulated.device, TRN1_COST, est.latency_ms / 1e3) is None
+    assert implausible_estimate(p, emulated.spec, TRN1_COST, est.latency_ms / 1e3) is None
     fresh = [c for c in prof.correctness if c.case == "fresh"]
     assert len(fresh) == 1 and fresh[0].passed  # inputs drawn after the kernel was traced
     assert est.t_peak_ms == pytest.approx(tp * 1e3)
@@ -175,9 +175,9 @@ def test_hostile_kernel_gets_its_status(name: str, emulated: NeuronAgent) -> Non
 def test_the_compile_child_starts_no_process(emulated: NeuronAgent, monkeypatch: pytest.MonkeyPatch) -> None:
     """starts_processes.py spoils its output when it started a process: with the compile child's
     `no_fork` wall taken down it does, and gets caught, so the corpus test can fail."""
-    from hardware_agents.neuron import emulate
+    from hardware_agents.neuron import emulate_mode
 
-    monkeypatch.setattr(emulate, "COMPILE_NO_FORK", False)
+    monkeypatch.setattr(emulate_mode, "COMPILE_NO_FORK", False)
     p = _plain("silu")
     prof = emulated.profile(p, _with(p, HACKS["starts_processes"].source, "starts_processes"))
     assert prof.status == "incorrect", prof.log

@@ -13,7 +13,7 @@ from actors.runtime.hosting import device_placement
 from hardware_agents import available_devices, get_agent, registered_kinds
 from hardware_agents.neuron import COUNTER_FIELDS, NeuronSDKMissing, Trn1Agent, Trn2Agent, parse_summary
 from hardware_agents.neuron.agent import extend_seeds, lower_precision
-from hardware_agents.neuron.summary import SummaryError
+from hardware_agents.neuron.profile_summary import SummaryError
 
 
 def test_missing_sdk_names_the_neuron_sdk_and_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -46,7 +46,7 @@ def test_baseline_passes_with_timing_counters_and_roofline(
     p = small_suite["silu"]
     prof = trn1.profile(p, p.baseline)
     assert prof.status == "passed", prof.log
-    assert prof.device == "trn1" and trn1.device == TRN1
+    assert prof.device == "trn1" and trn1.spec == TRN1
     # seeds 0, 21, 42, 63, 84 (the defaults extended) + the adversarial "large" case
     assert [c.case for c in prof.correctness] == ["seed0", "seed21", "seed42", "seed63", "seed84", "large"]
     assert all(c.passed and c.rel_l2 is not None and c.rel_l2 < 2e-5 for c in prof.correctness)

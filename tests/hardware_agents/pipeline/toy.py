@@ -36,7 +36,7 @@ from hardware_agents.pipeline.clock import ClockBound, clock_mismatch
 from hardware_agents.pipeline.roofline import achieved, speed_verdict
 from hardware_agents.pipeline.rounds import RoundClock, drive_rounds
 from hardware_agents.pipeline.stats import latency_stats
-from hardware_agents.pipeline.verdict import Verdict, spoil
+from hardware_agents.pipeline.verdict import Verdict, fail_case
 from hardware_agents.sandbox import Sandbox, SandboxPolicy, default_base_dir, private_dir
 
 HERE = Path(__file__).resolve().parent
@@ -113,7 +113,7 @@ class ToyAgent(HardwareAgent):
         self.meddle = meddle  # tests: meddle(k, pid) while the child waits for round k (a foreign signal)
 
     @property
-    def device(self) -> DeviceSpec:
+    def spec(self) -> DeviceSpec:
         return self._spec
 
     def toolchain(self) -> dict[str, str]:
@@ -124,7 +124,9 @@ class ToyAgent(HardwareAgent):
     ) -> Profile:
         v = Verdict(self._fail)
         if solution.spec.language != "toy":
-            return v.fail("compile_error", f"the toy agent runs toy kernels, not {solution.spec.language!r}")
+            return v.profile(
+                "compile_error", f"the toy agent runs toy kernels, not {solution.spec.language!r}"
+            )
         plan = plan_cases(problem, seeds)
         inputs = {pc.name: validity.make_inputs(problem, pc.case) for pc in plan}
         refs = {pc.name: validity.reference_outputs(problem, inputs[pc.name]) for pc in plan}  # ours alone
@@ -182,7 +184,7 @@ class ToyAgent(HardwareAgent):
                         if chk.passed:
                             return None
                         v.checks.append(chk)
-                        return v.fail("incorrect", f"the output of a timed call is wrong ({chk.note})")
+                        return v.profile("incorrect", f"the output of a timed call is wrong ({chk.note})")
 
                     child = box.spawn(TARGET, req)
                     try:
@@ -197,12 +199,14 @@ class ToyAgent(HardwareAgent):
                         )
                     finally:
                         out = child.finish()
-                v.heard(out)
+                v.record_outcome(out)
                 if (
                     failed is not None and out.freeze_breach is None
                 ):  # a round's verdict (the child was killed)
                     return failed
-                ended = v.ended(out, compile_error=out.error_type == "ToyCompileError") or v.strays(out)
+                ended = v.ended(out, compile_error=out.error_type == "ToyCompileError") or v.left_processes(
+                    out
+                )
                 if ended is not None:
                     return ended
                 for name in inputs:  # judged here, against references the child never saw
@@ -213,7 +217,7 @@ class ToyAgent(HardwareAgent):
                         validity.tolerance_of(problem.definition),
                     )
                     if not np.array_equal(inputs[name]["x"], _load(box, f"in-{name}.npy")):
-                        spoil(chk, "modified its input x; inputs are read-only")
+                        fail_case(chk, "modified its input x; inputs are read-only")
                     v.checks.append(chk)
         finally:
             shutil.rmtree(rounds_dir, ignore_errors=True)
@@ -221,7 +225,7 @@ class ToyAgent(HardwareAgent):
         if wrong is not None:
             return wrong
         if timing is None:
-            return v.fail("unmeasured", "correct; timing not requested")
+            return v.profile("unmeasured", "correct; timing not requested")
         res = out.decode(ToyResult)
         why = clock_mismatch(
             TOY_BOUND,
@@ -234,7 +238,7 @@ class ToyAgent(HardwareAgent):
             counters=v.counters,
         )
         if why:
-            return v.fail("timing_mismatch", why)
+            return v.profile("timing_mismatch", why)
         stats = latency_stats([t / self.calls * 1e3 for t in res.rounds_s])
         achieved(problem, stats.median_ms / 1e3, v.counters)
         return speed_verdict(v, problem, self._spec, stats, max_pct_peak=self.max_pct_peak)

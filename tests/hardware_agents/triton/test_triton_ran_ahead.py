@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from hardware_agents.freeze import FreezeBreach
-from hardware_agents.sandbox import SandboxOutcome
-from hardware_agents.triton.harness import RanAheadOfItsInputs, RoundData
+from hardware_agents.sandbox import FreezeBreach, SandboxOutcome
+from hardware_agents.triton.harness import RanAheadOfItsInputs, RoundData, load_handed_over
 from hardware_agents.triton.judge import ran_ahead
-from hardware_agents.triton.records import RAN_AHEAD, round_file
+from hardware_agents.triton.records import RAN_AHEAD, checks_file, round_file
 
 
 def test_the_harness_names_a_round_whose_inputs_are_not_there(tmp_path: Path) -> None:
@@ -23,6 +22,17 @@ def test_the_harness_names_a_round_whose_inputs_are_not_there(tmp_path: Path) ->
     with pytest.raises(RanAheadOfItsInputs, match=r"round-0\.pt is not there") as err:
         RoundData.load(missing, torch.device("cpu"))
     assert type(err.value).__name__ == RAN_AHEAD  # the error type the child reports
+
+
+def test_the_harness_names_a_round_whose_checks_are_not_there(tmp_path: Path) -> None:
+    """The other file handed over between calls: what to send back of round k's outputs
+    (a child run ahead at the end of a round looked for it and died of FileNotFoundError,
+    `runtime_error`, where the verdict is `incorrect`)."""
+    with pytest.raises(RanAheadOfItsInputs, match=r"checks-2\.pt is not there"):
+        load_handed_over(tmp_path / checks_file(2))
+    (tmp_path / checks_file(2)).parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"full": torch.tensor([1])}, tmp_path / checks_file(2))
+    assert load_handed_over(tmp_path / checks_file(2))["full"].tolist() == [1]
 
 
 def test_the_judge_calls_it_running_while_stopped() -> None:

@@ -52,7 +52,7 @@ def test_registered_and_available_without_a_gpu(tmp_path):
     for kind in GPU_KINDS:
         agent = get_agent(kind, cache_dir=tmp_path, mode="interpreter")
         try:
-            assert isinstance(agent, TritonAgent) and agent.kind == kind and agent.device.kind == kind
+            assert isinstance(agent, TritonAgent) and agent.kind == kind and agent.spec.kind == kind
             assert agent.languages == ("triton", "python") and agent.mode == "interpreter"
         finally:
             agent.close()
@@ -73,7 +73,7 @@ def test_auto_mode_without_a_matching_gpu_is_the_interpreter(tmp_path, monkeypat
     agent = get_agent("b200", cache_dir=tmp_path)
     try:
         assert agent.mode == "interpreter" and agent.gpu_infos == []
-        assert agent.mode_note.startswith(f"no {agent.device.name} on this host")
+        assert agent.mode_note.startswith(f"no {agent.spec.name} on this host")
         assert "GPUs here: NVIDIA H100 80GB HBM3" in agent.mode_note and "not timed" in agent.mode_note
     finally:
         agent.close()

@@ -1,6 +1,6 @@
 """A sandbox self-check target: reports what a child process can see and do.
 
-`run_sandboxed("hardware_agents._probe:describe")` returns a `ProbeReport`; tests and the
+`run_sandboxed("hardware_agents.sandbox.probe:describe")` returns a `ProbeReport`; tests and the
 other agents' authors use it to confirm the isolation on a given machine.
 """
 

@@ -75,6 +75,27 @@ def _fs_access(abi: int) -> int:
     return mask
 
 
+def _allow(ruleset: int, handled: int, path: str, access: int) -> None:
+    """Add a rule to `ruleset`: `access` (of what it handles) beneath `path` (on a file, only
+    the accesses a file has); a path that does not exist needs none."""
+    try:
+        pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        if not os.path.isdir(path):
+            access &= FILE_ONLY_ACCESS
+        rule = ctypes.create_string_buffer(struct.pack("=Qi", access & handled, pfd), 12)
+        rc = _libc.syscall(
+            _SYS_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH), rule, ctypes.c_uint32(0)
+        )
+        if rc < 0:
+            err = ctypes.get_errno()
+            raise LandlockError(err, f"landlock_add_rule({path}): {os.strerror(err)}")
+    finally:
+        os.close(pfd)
+
+
 def restrict(
     *,
     write_paths: list[str],
@@ -106,37 +127,12 @@ def restrict(
     if fd < 0:
         raise LandlockError(ctypes.get_errno(), f"landlock_create_ruleset: {os.strerror(ctypes.get_errno())}")
     try:
-
-        def allow(path: str, access: int) -> None:
-            try:
-                pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-            except OSError:
-                return  # a path that does not exist needs no rule
-            try:
-                if not os.path.isdir(path):
-                    access &= FILE_ONLY_ACCESS
-                rule = ctypes.create_string_buffer(struct.pack("=Qi", access & handled, pfd), 12)
-                if (
-                    _libc.syscall(
-                        _SYS_ADD_RULE,
-                        ctypes.c_int(fd),
-                        ctypes.c_int(_RULE_PATH_BENEATH),
-                        rule,
-                        ctypes.c_uint32(0),
-                    )
-                    < 0
-                ):
-                    err = ctypes.get_errno()
-                    raise LandlockError(err, f"landlock_add_rule({path}): {os.strerror(err)}")
-            finally:
-                os.close(pfd)
-
         for p in write_paths:
-            allow(p, handled)
+            _allow(fd, handled, p, handled)
         for p in device_paths:
-            allow(p, READ_FILE | WRITE_FILE | TRUNCATE | IOCTL_DEV)
+            _allow(fd, handled, p, READ_FILE | WRITE_FILE | TRUNCATE | IOCTL_DEV)
         for p in read_paths or []:
-            allow(p, READ_ACCESS)
+            _allow(fd, handled, p, READ_ACCESS)
         if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             err = ctypes.get_errno()
             raise LandlockError(err, f"prctl(NO_NEW_PRIVS): {os.strerror(err)}")

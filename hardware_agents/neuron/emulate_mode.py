@@ -83,7 +83,7 @@ def _fresh_case(problem: Problem, data: ProblemData, ref_mod: ReferenceModule) -
 def _ended(v: Verdict, out: SandboxOutcome, what: str, compiling: bool) -> Profile | None:
     """The verdict on an emulator child's end (None: it ended `ok`); `v` takes its isolation
     and output."""
-    v.heard(out)
+    v.record_outcome(out)
     return v.ended(
         out,
         timeout=f"{out.error} while {what}",
@@ -151,14 +151,14 @@ def profile_emulated(
         try:
             res = out.decode(CompileResult)
         except msgspec.DecodeError as e:
-            return v.fail("compile_error", f"unreadable compile result: {e}{v.tail}")
+            return v.profile("compile_error", f"unreadable compile result: {e}{v.tail}")
         v.tools = versions()  # ours: not what the kernel's process says
         if res.error is not None:
             err = res.error
             what = "loading the kernel module failed" if err.phase == "load" else "compilation failed"
-            return v.fail("compile_error", f"{what}: {err.type}: {err.message}\n{err.traceback}{v.tail}")
+            return v.profile("compile_error", f"{what}: {err.type}: {err.message}\n{err.traceback}{v.tail}")
         if len(res.programs) != len(sigs):
-            return v.fail(
+            return v.profile(
                 "compile_error", f"the compiler produced {len(res.programs)} of {len(sigs)} programs"
             )
         # 2. the programs, read and validated here
@@ -172,9 +172,9 @@ def profile_emulated(
                 progs.append(prog)
                 blobs.append(raw)
         except NKIError as e:
-            return v.fail("compile_error", f"compilation failed: {e}{v.tail}")
+            return v.profile("compile_error", f"compilation failed: {e}{v.tail}")
         except (OSError, msgspec.DecodeError, KeyError, IndexError, ValueError, TypeError) as e:
-            return v.fail(
+            return v.profile(
                 "compile_error",
                 f"the compiled program is unreadable or malformed: {type(e).__name__}: {e}{v.tail}",
             )
@@ -183,7 +183,7 @@ def profile_emulated(
         for prog in progs:
             analyses.append(analyze(prog))  # PSUM overflow: a compile error
     except NKIError as e:
-        return v.fail("compile_error", f"compilation failed: {e}")
+        return v.profile("compile_error", f"compilation failed: {e}")
     # 3. execute in a second sandbox that loads no kernel code
     ref_mod = ReferenceModule(problem)
     fresh = _fresh_case(problem, data, ref_mod)  # drawn only now that the programs exist
@@ -199,7 +199,7 @@ def profile_emulated(
         fresh_args = fresh.stage(pdir / FRESH_CASE)
         fresh_sig = _signature(fresh_args)
         if fresh_sig not in sigs:
-            return v.fail("runtime_error", f"the fresh inputs do not have the cases' shapes: {fresh_sig}")
+            return v.profile("runtime_error", f"the fresh inputs do not have the cases' shapes: {fresh_sig}")
         epolicy = msgspec.structs.replace(
             policy, read_paths=(str(data.dir), str(pdir)), python_path=(), no_fork=True
         )
@@ -218,16 +218,18 @@ def profile_emulated(
             try:
                 eres = eout.decode(ExecResult)
             except msgspec.DecodeError as e:
-                return v.fail("runtime_error", f"unreadable emulator result: {e}")
+                return v.profile("runtime_error", f"unreadable emulator result: {e}")
             if eres.error is not None:
                 err = eres.error
                 where = f" (case {err.case})" if err.case else ""
                 if err.type == OneZeroFlagError.__name__:  # the hardware would compute garbage
-                    return v.fail("incorrect", f"the kernel is wrong on the data{where}: {err.message}")
+                    return v.profile("incorrect", f"the kernel is wrong on the data{where}: {err.message}")
                 status = "compile_error" if err.phase == "compile" else "runtime_error"
-                return v.fail(status, f"the kernel failed in the emulator{where}: {err.type}: {err.message}")
+                return v.profile(
+                    status, f"the kernel failed in the emulator{where}: {err.type}: {err.message}"
+                )
             if [r.name for r in eres.cases] != names:
-                return v.fail("runtime_error", "the emulator's results do not match the cases")
+                return v.profile("runtime_error", "the emulator's results do not match the cases")
             # 4. correctness, judged here
             v.isolation.clear()
             v.isolation.update(isolation)
@@ -260,7 +262,7 @@ def profile_emulated(
     # 5. the estimate (the programs of all signatures are the same kernel; price the first case's)
     v.counters.update({"compile_s": compile_s, "emulate_s": sum(r.wall_s for r in eres.cases)})
     if kind not in COST_SPECS:
-        return v.fail(
+        return v.profile(
             "unmeasured",
             f"correct in AccelOpt's NKI emulator; no cost model for {kind} (not timed, not estimated)",
         )
@@ -295,14 +297,14 @@ def profile_emulated(
     # (the paper's counts a fused instruction's work as separate FLOPs: estimate_gate.py)
     why = implausible_estimate(problem, spec, COST_SPECS[kind], t_est)
     if why is not None:
-        prof = v.fail("incorrect", f"{why} (model {est.model}; {pct * 100:.1f}% of the {bound} roofline)")
+        prof = v.profile("incorrect", f"{why} (model {est.model}; {pct * 100:.1f}% of the {bound} roofline)")
         prof.estimate = estimate_rec
         return prof
     log = (
         f"correct in AccelOpt's NKI emulator ({len(v.checks)} cases); not timed: ESTIMATED {t_est * 1e3:.4g} ms "
         f"on {kind} by {est.model} ({est.bound}-bound; {pct * 100:.1f}% of the {bound} roofline, estimated)"
     )
-    prof = v.fail("unmeasured", log)
+    prof = v.profile("unmeasured", log)
     prof.estimate = estimate_rec
     return prof
 

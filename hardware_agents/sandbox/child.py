@@ -1,6 +1,6 @@
-"""The sandbox launcher: `python -m hardware_agents._sandbox_child SPEC_FILE`.
+"""The sandbox launcher: `python -m hardware_agents.sandbox.child SPEC_FILE`.
 
-Runs in the fresh child process that `hardware_agents.sandbox` starts, and locks it down
+Runs in the fresh child process that `Sandbox` (`box.py`) starts, and locks it down
 in an order that works, before any untrusted code is loaded:
 
 1. new network namespace (needs root, so before dropping privileges; best effort);
@@ -13,14 +13,14 @@ in an order that works, before any untrusted code is loaded:
 4. cwd = the private work dir, umask 077;
 5. drop to the unprivileged uid/gid chosen by the parent (when started as root), first
    making the trees it may read reachable by that uid wherever they live (a checkout under
-   a 0700 home: `hardware_agents.reach`, bind mounts in a mount namespace of its own);
+   a 0700 home: `reach.py`, bind mounts in a mount namespace of its own);
 6. no_new_privs + Landlock: writes only beneath the work dir, reads only beneath the
    allowed trees (of /proc only this process's own entry and a few system files), no TCP,
    no signals/abstract sockets outside the domain;
 7. the CPU affinity the parent gives (`cpus`), then seccomp: no sockets of any family,
    optionally no new processes (threads only), for a child the parent stops nothing that
    could continue it or widen its CPU mask (`stoppable`), no clearing of the parent-death
-   signal, no ptrace/namespaces/mounts (see `hardware_agents.seccomp`);
+   signal, no ptrace/namespaces/mounts (see `seccomp.py`);
 8. report the isolation actually applied on the status pipe and close it: this is the
    only report the parent believes, because it is sent before any untrusted code exists
    in the process. If the isolation the parent requires is missing, stop here: no
@@ -43,32 +43,12 @@ from pathlib import Path
 
 import msgspec
 
+from hardware_agents.sandbox import landlock, reach, seccomp
+from hardware_agents.sandbox.records import ChildReport, ChildSpec
+
 _CLONE_NEWNET = 0x40000000
 _PR_SET_DUMPABLE = 4
 _PR_SET_PDEATHSIG = 1
-
-
-class ChildSpec(msgspec.Struct, kw_only=True):
-    target: str
-    payload: bytes
-    workdir: str
-    result_path: str
-    uid: int | None = None
-    gid: int | None = None
-    rlimits: dict[str, tuple[int, int]] = {}
-    isolate_network: bool = True
-    landlock: bool = True
-    read_paths: list[str] | None = None  # Landlock's read list (None: reads not restricted)
-    reach_paths: list[str] = []  # what the sandbox uid must be able to reach (hardware_agents.reach)
-    write_paths: list[str] = []
-    preload: list[str] = []
-    seccomp_sockets: bool = True
-    seccomp_no_fork: bool = False
-    seccomp_stoppable: bool = False
-    seccomp_pdeathsig: bool = True
-    cpus: list[int] = []  # the CPU affinity to run on (empty: the parent's)
-    status_fd: int | None = None
-    require: list[str] = []  # isolation the parent requires: "filesystem", "network", "no_fork", "stoppable"
 
 
 # /proc entries a child may read besides its own /proc/<pid> (libraries read these at start)
@@ -105,14 +85,6 @@ def missing_isolation(isolation: dict[str, str], require: list[str]) -> list[str
     return missing
 
 
-class ChildReport(msgspec.Struct, kw_only=True):
-    ok: bool
-    payload: bytes = b""
-    error: str = ""
-    error_type: str = ""
-    isolation: dict[str, str] = {}
-
-
 def _write_report(path: str, report: ChildReport) -> None:
     tmp = path + ".tmp"
     with open(tmp, "wb") as f:
@@ -140,10 +112,8 @@ def give_tree(root: Path, uid: int, gid: int) -> None:
 
 def _reach(spec: ChildSpec, isolation: dict[str, str]) -> None:
     """Before the drop to the sandbox uid: make the trees it may read reachable by it, wherever
-    the checkout lives (`hardware_agents.reach`); fail with what to change where that cannot be
+    the checkout lives (`reach.py`); fail with what to change where that cannot be
     done."""
-    from hardware_agents import reach
-
     assert spec.uid is not None and spec.gid is not None
     try:
         line = reach.expose(spec.reach_paths, spec.uid, spec.gid, writable=tuple(spec.write_paths))
@@ -184,8 +154,6 @@ def _lock_down(spec: ChildSpec, isolation: dict[str, str]) -> None:
         os._exit(4)
     libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
     if spec.landlock:
-        from hardware_agents import landlock
-
         reads = None
         if spec.read_paths is not None:
             reads = [*spec.read_paths, f"/proc/{os.getpid()}", *PROC_READS]
@@ -195,16 +163,12 @@ def _lock_down(spec: ChildSpec, isolation: dict[str, str]) -> None:
             isolation["landlock"] = f"unavailable: {e}"
     if spec.cpus:  # before seccomp, which refuses sched_setaffinity to a stoppable child
         try:
-            from hardware_agents.landlock import thread_ids
-
-            for tid in thread_ids() or [0]:  # threads libraries started before the lockdown too
+            for tid in landlock.thread_ids() or [0]:  # threads libraries started before the lockdown too
                 os.sched_setaffinity(tid, spec.cpus)
             isolation["cpus"] = ",".join(map(str, sorted(os.sched_getaffinity(0))))
         except OSError as e:
             isolation["cpus_error"] = str(e)
     if spec.seccomp_sockets or spec.seccomp_no_fork or spec.seccomp_stoppable or spec.seccomp_pdeathsig:
-        from hardware_agents import seccomp
-
         try:
             isolation.update(
                 seccomp.restrict(

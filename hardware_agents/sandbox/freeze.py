@@ -21,7 +21,7 @@ reads them again. The child ran while stopped if any of these holds:
 - a helper process would not stop (`unstoppable`).
 
 Any of these is a `FreezeBreach`; `SandboxChild.resume` then kills the child and raises
-`RanWhileStopped`. The seccomp profile `stoppable` (hardware_agents/seccomp.py) removes the
+`RanWhileStopped`. The seccomp profile `stoppable` (`seccomp.py`) removes the
 usual ways to do it; this check is what proves it did not happen.
 """
 

@@ -11,6 +11,10 @@ parent's next access fault) and growing, and the seals themselves are sealed.
 
 Nothing the child leaves in a region is believed: the parent reads outputs from its own
 mapping while the child is stopped, and checks them against references only it holds.
+
+numpy is imported where a region is made, not with the module: every sandboxed child imports
+this package before its lockdown, and numpy's import starts BLAS threads there, which a
+Landlock without TSYNC (ABI < 8) would leave unconfined.
 """
 
 from __future__ import annotations
@@ -19,9 +23,10 @@ import fcntl
 import math
 import mmap
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 _F_ADD_SEALS = 1033
 _F_SEAL_SEAL, _F_SEAL_SHRINK, _F_SEAL_GROW, _F_SEAL_FUTURE_WRITE = 0x1, 0x2, 0x4, 0x10
@@ -48,9 +53,13 @@ class SharedRegion:
         except BaseException:
             os.close(self.fd)
             raise
+        import numpy as np  # not at import: see the module doc
+
         self.buffer = np.frombuffer(self.mm, dtype=np.uint8)
 
     def array(self, offset: int, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        import numpy as np
+
         dt = np.dtype(dtype)
         return self.buffer[offset : offset + math.prod(shape) * dt.itemsize].view(dt).reshape(shape)
 

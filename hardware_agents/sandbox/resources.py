@@ -1,0 +1,112 @@
+"""What a sandboxed child is given, and its bounds: the rlimits, the private work dir (as
+root a tmpfs of its own, capped in bytes and files, so a kernel cannot fill the machine's RAM
+through /dev/shm), and the files it leaves there, read back with O_NOFOLLOW and a size cap."""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import re
+import shutil
+import stat
+import tempfile
+from pathlib import Path
+
+from hardware_agents.sandbox.policy import SandboxPolicy
+from hardware_agents.sandbox.uids import pids_of_uid
+
+
+def default_base_dir() -> Path:
+    env = os.environ.get("ACCELOPT_SANDBOX_DIR")
+    if env:
+        return Path(env)
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK):
+        return shm
+    return Path(tempfile.gettempdir())
+
+
+_swept: set[tuple[str, str]] = set()
+_STALE_DIR = re.compile(r"^(?P<prefix>accelopt-[a-z-]+-)(?P<pid>\d+)-")
+
+
+def private_dir(base: Path, prefix: str) -> Path:
+    """mkdtemp named `<prefix><pid>-XXXX`; the first call per (base, prefix) in a process also
+    removes such dirs whose owning process is gone (a SIGKILLed agent, e.g. a Ray worker at
+    shutdown, runs no cleanup). Assumes the base dir is not shared across PID namespaces
+    (true of /dev/shm, which is per IPC namespace, and of a private temp dir)."""
+    base.mkdir(parents=True, exist_ok=True)
+    key = (str(base), prefix)
+    if key not in _swept:
+        _swept.add(key)
+        for entry in os.listdir(base):
+            m = _STALE_DIR.match(entry)
+            if m and m.group("prefix") == prefix and not os.path.exists(f"/proc/{m.group('pid')}"):
+                unmount(base / entry / "work")  # a sandbox's tmpfs, if it had one
+                shutil.rmtree(base / entry, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=base))
+
+
+_MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MNT_DETACH = 2, 4, 32, 2
+_WORKDIR_FILES = 16384
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def mount_tmpfs(path: Path, size: int, uid: int | None) -> str | None:
+    """Mount a tmpfs of `size` bytes on `path` (owned by `uid`); None, or why it failed."""
+    opts = f"size={size},nr_inodes={_WORKDIR_FILES},mode=0700"
+    if uid is not None:
+        opts += f",uid={uid},gid={uid}"
+    if (
+        _libc.mount(b"accelopt-sandbox", os.fsencode(path), b"tmpfs", _MS_NOSUID | _MS_NODEV, opts.encode())
+        != 0
+    ):
+        return os.strerror(ctypes.get_errno())
+    return None
+
+
+def unmount(path: Path) -> None:
+    if os.path.ismount(path):
+        _libc.umount2(os.fsencode(path), _MNT_DETACH)
+
+
+def remount_tmpfs(path: Path, size: int) -> bool:
+    """Re-cap the tmpfs mounted on `path` at `size` bytes; whether that was done."""
+    opts = f"size={size},nr_inodes={_WORKDIR_FILES}".encode()
+    flags = _MS_REMOUNT | _MS_NOSUID | _MS_NODEV
+    return _libc.mount(b"accelopt-sandbox", os.fsencode(path), b"tmpfs", flags, opts) == 0
+
+
+def rlimits(policy: SandboxPolicy, timeout: float, uid: int | None) -> dict[str, tuple[int, int]]:
+    """(soft, hard) pairs for a child that runs as `uid` (None: as this process's user).
+    CPU: SIGXCPU at the soft limit, SIGKILL a second later."""
+    cpu = policy.cpu_seconds or int(timeout * (os.cpu_count() or 1) + 5)
+    nproc = policy.max_processes
+    if uid is None:  # RLIMIT_NPROC counts every process of the user: relative to their count
+        nproc += len(pids_of_uid(os.getuid()))
+    return {
+        "RLIMIT_CPU": (cpu, cpu + 1),
+        "RLIMIT_AS": (policy.address_space_bytes,) * 2,
+        "RLIMIT_NPROC": (nproc, nproc),
+        "RLIMIT_FSIZE": (policy.max_file_bytes,) * 2,
+        "RLIMIT_CORE": (0, 0),
+    }
+
+
+def open_child_file(path: Path, max_bytes: int) -> int:
+    """An fd for a file the child may have written: no symlinks, regular file, bounded size."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
+        os.close(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, f"{path}: not a regular file")
+        raise OSError(errno.EFBIG, f"{path}: {st.st_size} bytes exceeds the limit of {max_bytes}")
+    return fd
+
+
+def read_file_safely(path: Path, max_bytes: int) -> bytes:
+    """Read a file the child may have written: no symlinks, regular files only, bounded."""
+    with os.fdopen(open_child_file(path, max_bytes), "rb") as f:
+        return f.read(max_bytes + 1)
