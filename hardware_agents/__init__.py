@@ -1,6 +1,6 @@
 """Hardware agents: one profiler per device family, behind one interface (see hardware_agents/README.md).
 
-    from hardware_agents.families import get_agent, available_devices
+    from hardware_agents import get_agent, available_devices
     agent = get_agent("cpu")                       # HardwareAgent
     profile = agent.profile(problem, solution)      # accelopt.profile.Profile
 
@@ -10,9 +10,13 @@ cases, poisoning, comparison), `pipeline` (the judging steps every agent runs: c
 verdict, driven rounds, the clock bound, the roofline gate, statistics). Each device family
 lives in a subpackage (`cpu/`, `triton/`, `neuron/`, `sim/`) whose `family.py` is its
 descriptor (`family.py` here); `families.py` lists them and answers every lookup the layers
-above make. This file imports only `base`: a sandboxed child importing `hardware_agents.x`
-loads no family.
+above make. This file imports only `base` when it loads (the registry's lookups come from
+`families` on first use): a sandboxed child importing `hardware_agents.x` loads no family.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from hardware_agents.base import (
     DEFAULT_SEEDS,
@@ -23,11 +27,29 @@ from hardware_agents.base import (
     t_peak,
 )
 
+if TYPE_CHECKING:
+    from hardware_agents.families import available_devices, get_agent, register_family, registered_kinds
+
 __all__ = [
     "DEFAULT_SEEDS",
     "BandwidthPoint",
     "DeviceSpec",
     "HardwareAgent",
+    "available_devices",
+    "get_agent",
+    "register_family",
+    "registered_kinds",
     "roofline_terms",
     "t_peak",
 ]
+
+_REGISTRY_LOOKUPS = ("available_devices", "get_agent", "register_family", "registered_kinds")
+
+
+def __getattr__(name: str) -> Any:
+    """The registry's lookups (`families.py`), imported on first use."""
+    if name in _REGISTRY_LOOKUPS:
+        from hardware_agents import families
+
+        return getattr(families, name)
+    raise AttributeError(f"module 'hardware_agents' has no attribute {name!r}")

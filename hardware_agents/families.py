@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hardware_agents.base import HardwareAgent
 from hardware_agents.cpu.family import FAMILY as CPU
@@ -26,6 +26,9 @@ from hardware_agents.kernel_language import KernelLanguage
 from hardware_agents.neuron.family import FAMILY as NEURON
 from hardware_agents.sim.family import FAMILY as SIM
 from hardware_agents.triton.family import FAMILY as TRITON
+
+if TYPE_CHECKING:
+    from accelopt.config import ProfilingConfig
 
 __all__ = [
     "FAMILIES",
@@ -36,6 +39,7 @@ __all__ = [
     "family_of",
     "get_agent",
     "get_family",
+    "kinds_running",
     "language_named",
     "list_families",
     "profile_timeout_s",
@@ -48,6 +52,7 @@ __all__ = [
 
 FAMILIES: tuple[DeviceFamily, ...] = (CPU, TRITON, NEURON, SIM)
 """The built-in families, in the order their languages' tuner syntaxes are tried."""
+
 
 class _Index:
     """The registered families and what they serve, replaced as a whole on registration."""
@@ -146,7 +151,7 @@ def agent_languages(kind: str) -> tuple[str, ...] | None:
 
 def available_devices() -> list[str]:
     """Kinds whose family can profile on this machine (its probe says so, or it has none)."""
-    out = []
+    out: list[str] = []
     for family in list_families():
         try:
             ok = family.probe() if family.probe is not None else True
@@ -192,10 +197,18 @@ def device_slot(kind: str, index: int, count: int) -> dict[str, Any]:
     return {family.slots.agent_option: family.slots.pick(index, count)}
 
 
-def profile_timeout_s(kind: str) -> float:
-    """How long one profile of `kind` may take by default (60 s for an unknown kind)."""
+def profile_timeout_s(kind: str, profiling: ProfilingConfig | None = None) -> float:
+    """How long one profile of `kind` may take: the run config's `profiling` limit where it
+    sets one (`ProfilingConfig.timeout_for`), else the family's default (60 s for a kind no
+    family serves)."""
     family = family_of(kind)
-    return family.profile_timeout_s if family is not None else 60.0
+    default_s = family.profile_timeout_s if family is not None else 60.0
+    return profiling.timeout_for(kind, default_s) if profiling is not None else default_s
+
+
+def kinds_running(language: str) -> list[str]:
+    """The device kinds whose agents run `language`, sorted."""
+    return [k for k in registered_kinds() if language in (agent_languages(k) or ())]
 
 
 def language_named(name: str) -> KernelLanguage | None:

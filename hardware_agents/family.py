@@ -39,6 +39,7 @@ from hardware_agents.kernel_language import KernelLanguage
 __all__ = [
     "AgentOption",
     "Calibration",
+    "CalibrationError",
     "Capabilities",
     "DeviceFamily",
     "DeviceKind",
@@ -111,6 +112,10 @@ class Capabilities:
         return tuple(n for n in flags if getattr(self, n))
 
 
+class CalibrationError(RuntimeError):
+    """A family's peaks could not be measured on this host (the reason in words)."""
+
+
 class Calibration(msgspec.Struct, frozen=True, kw_only=True):
     """A family's peaks measured on this host (`accelopt calibrate`)."""
 
@@ -124,7 +129,8 @@ class Calibration(msgspec.Struct, frozen=True, kw_only=True):
 
 
 CalibrateHook = Callable[[Path | None, bool, bool], Calibration]
-"""(cache_dir, force, quick) -> the cached calibration, measured first if missing or forced."""
+"""(cache_dir, force, quick) -> the cached calibration, measured first if missing or forced
+(CalibrationError where it cannot be measured)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -137,7 +137,7 @@ class Deployment:
                     {
                         "nats_url": self.nats_url,
                         "device": device,
-                        "timeout_s": self.cfg.profiling.timeout_for(device, profile_timeout_s(device)),
+                        "timeout_s": profile_timeout_s(device, self.cfg.profiling),
                         "worker_name": f"{device}-{i}",
                         "options": profiler_options(device, self.cfg),
                         "agent_options": dict(dcfg.options) if dcfg else {},

@@ -252,7 +252,7 @@ def _remeasure_group(
             rounds=args.rounds,
             all_kernels=args.all_kernels,
             base_seed=base_seed,
-            timeout_s=view.settings.profiling.timeout_for(device, profile_timeout_s(device)),
+            timeout_s=profile_timeout_s(device, view.settings.profiling),
             progress=lambda text, status=status: status.update(f"re-measuring {text}"),
         )
     return RemeasureRecord(

@@ -9,7 +9,14 @@ from typing import Any
 
 from accelopt.problem import Problem
 from hardware_agents.base import DeviceSpec, HardwareAgent
-from hardware_agents.family import AgentOption, Calibration, Capabilities, DeviceFamily, DeviceKind
+from hardware_agents.family import (
+    AgentOption,
+    Calibration,
+    CalibrationError,
+    Capabilities,
+    DeviceFamily,
+    DeviceKind,
+)
 from hardware_agents.kernel_language import NAN_FILLED_OUTPUTS, KernelLanguage, TunerSyntax
 
 # C: `#define NAME <int>` (or an identifier), the value optionally in parentheses, with a
@@ -58,9 +65,12 @@ def _make_agent(kind: str, **options: Any) -> HardwareAgent:
 def _calibrate(cache_dir: Path | None, force: bool, quick: bool) -> Calibration:
     import msgspec
 
-    from hardware_agents.cpu.calibrate import calibrate, calibration_path
+    from hardware_agents.cpu import calibrate as cpu
 
-    rec = calibrate(cache_dir, force=force, quick=quick)
+    try:
+        rec = cpu.calibrate(cache_dir, force=force, quick=quick)
+    except cpu.CalibrationError as e:
+        raise CalibrationError(str(e)) from e
     busy = (
         f"the machine was busy (load {rec.loadavg:.1f} on {rec.machine.cores} cores): peaks are "
         "probably under-measured; run `accelopt calibrate --force` on an idle machine"
@@ -70,7 +80,7 @@ def _calibrate(cache_dir: Path | None, force: bool, quick: bool) -> Calibration:
         quick=rec.quick,
         created=rec.created,
         seconds=rec.seconds,
-        cached_at=str(calibration_path(cache_dir, quick=rec.quick, machine=rec.machine)),
+        cached_at=str(cpu.calibration_path(cache_dir, quick=rec.quick, machine=rec.machine)),
         warnings=(busy,) if rec.busy() else (),
         record=msgspec.to_builtins(rec),
     )
