@@ -61,7 +61,9 @@ class _Index:
         self.families: dict[str, DeviceFamily] = {f.name: f for f in families}
         self.by_kind = {kind: f for f in self.families.values() for kind in f.kind_names()}
         # name and aliases -> language; a later family's language of the same name replaces
-        self.languages = {n: lang for f in self.families.values() for lang in f.languages for n in lang.names()}
+        self.languages = {
+            n: lang for f in self.families.values() for lang in f.languages for n in lang.names()
+        }
 
 
 _lock = threading.Lock()

@@ -192,4 +192,3 @@ class DeviceFamily:
             except msgspec.ValidationError as e:
                 errors.append(f"devices.{kind}.options.{name}: {e}")
         return errors
-

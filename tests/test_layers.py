@@ -442,7 +442,12 @@ def test_the_sandbox_interface_check_finds_an_internal_import():
 # --- device families: one descriptor each, asked by everything above ------------------------
 
 # the device families' packages; `hardware_agents/families.py` lists their descriptors
-FAMILY_PACKAGES = ("hardware_agents.cpu", "hardware_agents.triton", "hardware_agents.neuron", "hardware_agents.sim")
+FAMILY_PACKAGES = (
+    "hardware_agents.cpu",
+    "hardware_agents.triton",
+    "hardware_agents.neuron",
+    "hardware_agents.sim",
+)
 REGISTRY = "hardware_agents/families.py"
 
 
@@ -481,7 +486,9 @@ def test_the_family_packages_are_the_registrys():
     and the registry lists each one's descriptor."""
     from hardware_agents.families import FAMILIES
 
-    with_descriptor = {f"hardware_agents.{p.parent.name}" for p in (ROOT / "hardware_agents").glob("*/family.py")}
+    with_descriptor = {
+        f"hardware_agents.{p.parent.name}" for p in (ROOT / "hardware_agents").glob("*/family.py")
+    }
     assert with_descriptor == set(FAMILY_PACKAGES)
     assert sorted(f.make_agent.__module__.rpartition(".")[0] for f in FAMILIES) == sorted(FAMILY_PACKAGES)
 

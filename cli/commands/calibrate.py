@@ -21,9 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--cache-dir", type=Path, default=None, help="default: $ACCELOPT_CACHE_DIR or ~/.cache/accelopt"
     )
-    p.add_argument(
-        "--device", default="cpu", help="the device kind whose peaks to measure (default cpu)"
-    )
+    p.add_argument("--device", default="cpu", help="the device kind whose peaks to measure (default cpu)")
     p.add_argument("--json", action="store_true", help="print the calibration record as JSON")
     p.set_defaults(func=run)
 
@@ -35,7 +33,11 @@ def run(args: argparse.Namespace) -> int:
     console = Console()
     family = family_of(args.device)
     if family is None or family.calibrate is None:
-        why = unknown_kind(args.device) if family is None else f"the peaks of {args.device!r} are cited, not measured"
+        why = (
+            unknown_kind(args.device)
+            if family is None
+            else f"the peaks of {args.device!r} are cited, not measured"
+        )
         console.print(f"[red]{why}[/red]", highlight=False)
         return 2
     try:

@@ -60,7 +60,10 @@ def _kind(name: str, chip: str) -> DeviceKind:
     # deploy/ray-cluster-aws.yaml labels Trainium nodes `accelerator_type:trn1` / `trn2` (Ray's
     # own label does not tell them apart)
     return DeviceKind(
-        name=name, hardware=f"an AWS {chip} NeuronCore", spec=SPECS[name], node_label=f"accelerator_type:{name}"
+        name=name,
+        hardware=f"an AWS {chip} NeuronCore",
+        spec=SPECS[name],
+        node_label=f"accelerator_type:{name}",
     )
 
 

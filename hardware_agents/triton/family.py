@@ -58,11 +58,15 @@ def _kind(name: str) -> DeviceKind:
     spec = device_spec(name)
     gpu = spec.extra["match"]  # "H100": what the GPU's name contains
     # Ray labels NVIDIA nodes `accelerator_type:<GPU>` itself
-    return DeviceKind(name=name, hardware=f"an NVIDIA {gpu} GPU", spec=spec, node_label=f"accelerator_type:{gpu}")
+    return DeviceKind(
+        name=name, hardware=f"an NVIDIA {gpu} GPU", spec=spec, node_label=f"accelerator_type:{gpu}"
+    )
 
 
 OPTIONS = (
-    AgentOption("mode", Literal["auto", "cuda", "interpreter"], "auto: CUDA on a matching GPU, else the interpreter"),
+    AgentOption(
+        "mode", Literal["auto", "cuda", "interpreter"], "auto: CUDA on a matching GPU, else the interpreter"
+    ),
     AgentOption("cache_dir", str | None),
     AgentOption("sandbox_dir", str | None),
     AgentOption("timeout_s", float),

@@ -28,8 +28,8 @@ import numpy as np
 import torch
 
 from accelopt.problem import Definition, RandomInput, SafetensorsInput, ScalarInput, Workload
-from hardware_agents import validity
 from hardware_agents import index_inputs as indices
+from hardware_agents import validity
 from hardware_agents.index_inputs import axis_values, is_float
 
 TORCH_DTYPES: dict[str, torch.dtype] = {

@@ -207,12 +207,7 @@ def derived_check_workloads(
         )
         key = tuple(sorted(axes.items()))
         elements = workload_elements(d, w)
-        if (
-            key in seen
-            or elements >= size
-            or elements > max_elements
-            or not _axes_consistent(d, axes)
-        ):
+        if key in seen or elements >= size or elements > max_elements or not _axes_consistent(d, axes):
             continue
         seen.add(key)
         out.append(w)
