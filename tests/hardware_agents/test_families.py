@@ -41,7 +41,7 @@ def test_the_built_in_families_serve_every_built_in_kind_once():
     assert [f.name for f in FAMILIES] == ["cpu", "triton", "neuron", "sim"]
     kinds = [k for f in FAMILIES for k in f.kind_names()]
     assert sorted(kinds) == sorted(_agent_classes()) and len(set(kinds)) == len(kinds)
-    assert {k: family_of(k).name for k in ("cpu", "h100", "b200", "trn2", "sim")} == {  # type: ignore[union-attr]
+    assert {k: family_of(k).name for k in ("cpu", "h100", "b200", "trn2", "sim")} == {
         "cpu": "cpu",
         "h100": "triton",
         "b200": "triton",
