@@ -146,7 +146,8 @@ def unknown_kind(kind: str) -> str:
 
 
 def agent_languages(kind: str) -> tuple[str, ...] | None:
-    """The kernel languages the agent of `kind` runs, without making one (None: no such kind)."""
+    """The kernel languages the agent of `kind` runs, without making one; None for a kind no
+    family serves or whose family takes any language (then nothing is refused up front)."""
     family = family_of(kind)
     return family.language_names() if family is not None else None
 
@@ -209,7 +210,8 @@ def profile_timeout_s(kind: str, profiling: ProfilingConfig | None = None) -> fl
 
 
 def kinds_running(language: str) -> list[str]:
-    """The device kinds whose agents run `language`, sorted."""
+    """The device kinds whose agents run `language`, sorted (a family that takes any language
+    is not named)."""
     return [k for k in registered_kinds() if language in (agent_languages(k) or ())]
 
 

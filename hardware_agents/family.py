@@ -7,7 +7,8 @@ Triton agent) together with every fact and hook the rest of AccelOpt needs about
 - `kinds`: each kind's name, the hardware that times it, its cited roofline peaks and the Ray
   label of its nodes (`DeviceKind`);
 - `languages`: the kernel languages the family brings (`KernelLanguage`: fence, conventions,
-  the prompt's interface lines, tuner syntax), and `runs`, the ones its agents run;
+  the prompt's interface lines, tuner syntax), and `runs`, the ones its agents run (or
+  `any_language`: a family that never compiles a kernel, such as the simulated device);
 - `make_agent(kind, **options)` and `options`, the agent's options by name and type;
 - `slots`: how a host's devices are shared among profilers (the Ray resource a profiler
   holds, the agent option that pins one device, what it holds on a cluster without any);
@@ -144,6 +145,7 @@ class DeviceFamily:
     capabilities: Capabilities
     languages: tuple[KernelLanguage, ...] = ()  # the languages this family brings
     runs: tuple[str, ...] | None = None  # language names its agents run; None: `languages`' names
+    any_language: bool = False  # takes a kernel in any language (never compiles it): none refused
     profile_timeout_s: float = 60.0  # one profile (compile, every seed, timing) by default
     probe: Callable[[], bool] | None = None  # can this machine profile the family? None: yes
     slots: DeviceSlots | None = None  # None: a profiler holds one CPU
@@ -170,8 +172,10 @@ class DeviceFamily:
     def kind(self, name: str) -> DeviceKind:
         return next(k for k in self.kinds if k.name == name)
 
-    def language_names(self) -> tuple[str, ...]:
-        """The kernel languages its agents run."""
+    def language_names(self) -> tuple[str, ...] | None:
+        """The kernel languages its agents run; None for a family that takes any."""
+        if self.any_language:
+            return None
         if self.runs is not None:
             return self.runs
         return tuple(n for lang in self.languages for n in lang.names())

@@ -32,8 +32,7 @@ OPTIONS = (
 FAMILY = DeviceFamily(
     name="sim",
     kinds=(DeviceKind(name=KIND, hardware="nothing (latencies are drawn)"),),
-    # it takes a kernel in any language and never compiles it
-    runs=("c", "triton", "python", "nki", "cpp", "cuda", "tilelang"),
+    any_language=True,  # it never compiles a kernel: nothing is refused up front
     make_agent=_make_agent,
     options=OPTIONS,
     capabilities=Capabilities(simulated=True),

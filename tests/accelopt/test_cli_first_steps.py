@@ -214,10 +214,9 @@ def test_the_languages_a_run_checks_are_the_agents_own():
     from hardware_agents.cpu.agent import CpuAgent
     from hardware_agents.families import agent_languages
     from hardware_agents.neuron import Trn1Agent, Trn2Agent
-    from hardware_agents.sim.agent import SimAgent
     from hardware_agents.triton import AGENTS
 
-    classes = {"cpu": CpuAgent, "trn1": Trn1Agent, "trn2": Trn2Agent, "sim": SimAgent, **AGENTS}
+    classes = {"cpu": CpuAgent, "trn1": Trn1Agent, "trn2": Trn2Agent, **AGENTS}
     assert set(AGENTS) == {"h100", "h200", "b200"}
     for kind, cls in classes.items():
         assert agent_languages(kind) == tuple(cls.languages), kind

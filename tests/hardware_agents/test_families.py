@@ -91,7 +91,9 @@ def test_the_languages_come_with_their_families():
     for family in FAMILIES:
         for lang in family.languages:
             assert get_language(lang.name) is lang
-    assert kinds_running("nki") == ["sim", "trn1", "trn2"]  # the simulated device takes any language
+    assert kinds_running("nki") == ["trn1", "trn2"]
+    # the simulated device takes a kernel in any language: none is refused, it is named for none
+    assert agent_languages("sim") is None and "sim" not in kinds_running("c")
 
 
 def test_profile_timeouts_are_the_families_unless_the_config_says():
