@@ -22,7 +22,7 @@ from accelopt.campaign import CampaignSpec
 from accelopt.campaign_core import CampaignCore, ItemState
 from events.runsource import CAMPAIGNS_DIR, fold_events
 from replay.fold import RunView
-from replay.verify import Divergence, VerifyReport
+from replay.verify import Divergence, VerifyReport, closing_report
 
 
 def campaign_dir(root: str | Path, campaign_id: str) -> Path:
@@ -282,19 +282,7 @@ class CampaignVerifier:
         return True
 
     def result(self) -> VerifyReport:
-        report = self.report
-        if report.events == 0:
-            raise ValueError("empty log: nothing to verify")
-        if report.divergence is None:
-            extra = list(self.pending.values())
-            if extra and self.recorded_stop:
-                first = extra[0]
-                report.divergence = Divergence(
-                    report.events, "extra", first.event_id, first.type, replayed=first
-                )
-            else:
-                report.pending_at_end = [f"{d.type} {d.event_id[:12]}" for d in extra]
-        return report
+        return closing_report(self.report, list(self.pending.values()), finished=self.recorded_stop)
 
 
 # --- what a user reads ---------------------------------------------------------------------------

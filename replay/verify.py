@@ -143,21 +143,21 @@ class Verifier:
         return True
 
     def result(self) -> VerifyReport:
-        """The report once every event was fed: decisions never recorded are a divergence of
-        a finished run, and what an interrupted one had yet to publish."""
-        report = self.report
-        if report.events == 0:
-            raise ValueError("empty log: nothing to verify")
-        if report.divergence is None:
-            extra = list(self.pending.values())
-            if extra and self.finished:
-                first = extra[0]
-                report.divergence = Divergence(
-                    report.events, "extra", first.event_id, first.type, replayed=first
-                )
-            else:
-                report.pending_at_end = [f"{d.type} {d.event_id[:12]}" for d in extra]
-        return report
+        return closing_report(self.report, list(self.pending.values()), finished=self.finished)
+
+
+def closing_report(report: VerifyReport, extra: list[ev.Event], *, finished: bool) -> VerifyReport:
+    """The report once every event was fed: decisions the replay made that the log never
+    recorded are a divergence of a finished run, and what an interrupted one had yet to publish."""
+    if report.events == 0:
+        raise ValueError("empty log: nothing to verify")
+    if report.divergence is None:
+        if extra and finished:
+            first = extra[0]
+            report.divergence = Divergence(report.events, "extra", first.event_id, first.type, replayed=first)
+        else:
+            report.pending_at_end = [f"{d.type} {d.event_id[:12]}" for d in extra]
+    return report
 
 
 def verify(events: Iterable[ev.Event], *, run_id: str | None = None) -> VerifyReport:

@@ -40,6 +40,7 @@ Without the SDK the constructor raises `NeuronSDKMissing`, naming what to instal
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import re
@@ -60,7 +61,9 @@ from hardware_agents.neuron import sdk
 from hardware_agents.neuron.data import ProblemData, build_problem_data
 from hardware_agents.neuron.judge import TimingRounds, judge_correctness, stage_sources, timed_verdict
 from hardware_agents.neuron.protocol import CaseSpec, HarnessRequest, Mode, TimingSpec
+from hardware_agents.neuron.refstore import ReferenceStore
 from hardware_agents.neuron.specs import SPECS
+from hardware_agents.pipeline.phases import Phases
 from hardware_agents.pipeline.rounds import RoundClock, drive_rounds
 from hardware_agents.pipeline.verdict import Verdict
 from hardware_agents.sandbox import Sandbox, SandboxPolicy, default_base_dir, private_dir
@@ -128,7 +131,8 @@ class NeuronAgent(HardwareAgent):
         extra_env: dict[str, str] | None = None,
         data_cache_problems: int = 2,
     ) -> None:
-        del cache_dir  # accepted for CLI symmetry with the CPU agent; nothing is cached on disk
+        # the float64 references that are slow to compute, kept across processes (`refstore.py`)
+        self.references = ReferenceStore.default(cache_dir)
         if isinstance(sdk_path, str):
             sdk_path = [p for p in sdk_path.split(os.pathsep) if p]
         elif sdk_path is None:
@@ -172,7 +176,7 @@ class NeuronAgent(HardwareAgent):
         self.extra_env = dict(extra_env or {})
         # staged under a 0755 root (the sandbox's uid reads the inputs); references stay private
         self.data: DataCache[ProblemData] = DataCache(
-            build_problem_data,
+            functools.partial(build_problem_data, store=self.references),
             capacity=data_cache_problems,
             base_dir=self.sandbox_dir,
             prefix="accelopt-nki-",
@@ -286,9 +290,11 @@ class NeuronAgent(HardwareAgent):
             entry = solution.entry_symbol
         except Exception as e:
             return self._fail("compile_error", f"entry point {solution.spec.entry_point!r}: {e}")
-        data = self.data.get(problem, seeds)
-        policy = self._policy(data, timeout)
         v = Verdict(self._fail)
+        phases = Phases(v.counters)
+        with phases("stage"):  # inputs drawn and staged (a cache hit: nothing); references follow in a thread
+            data = self.data.get(problem, seeds)
+        policy = self._policy(data, timeout)
         if self.mode == "emulate":
             from hardware_agents.neuron.emulate_mode import profile_emulated
 
@@ -304,8 +310,12 @@ class NeuronAgent(HardwareAgent):
                 kind=self.kind,
                 spec=self._spec,
                 sandbox_dir=self.sandbox_dir,
+                phases=phases,
             )
-        with Sandbox(policy, base_dir=self.sandbox_dir) as box:
+        cpolicy = msgspec.structs.replace(  # its work dir holds every case's outputs
+            policy, workdir_bytes=data.workdir_bytes(len(data.cases), policy.workdir_bytes)
+        )
+        with Sandbox(cpolicy, base_dir=self.sandbox_dir) as box:
             kernel_file = stage_sources(box, solution, entry_file)
             req = HarnessRequest(
                 mode=self.mode,
@@ -314,11 +324,12 @@ class NeuronAgent(HardwareAgent):
                 cases=[CaseSpec(name=c.case.name, args=c.args) for c in data.cases],
                 compile_options=self.compile_options if self.mode == "device" else "",
             )
-            out = box.run("hardware_agents.neuron.harness:run", req, timeout_s=timeout)
-            res = judge_correctness(v, problem, data, out, box)
+            with phases("correctness"):  # the child compiles and runs every case (our clock)
+                out = box.run("hardware_agents.neuron.harness:run", req, timeout_s=timeout)
+            with phases("judge"):
+                res = judge_correctness(v, problem, data, out, box)
         if isinstance(res, Profile):
             return res
-        v.counters["compile_s"] = res.compile_s
         if not measure:
             why = "correct; timing not requested"
         elif self.mode == "simulate":
@@ -353,7 +364,11 @@ class NeuronAgent(HardwareAgent):
         """The timing child, in rounds the pipeline's driver runs with this agent's hooks
         (`judge.TimingRounds`), then the verdict on them (`judge.timed_verdict`)."""
         tpolicy = msgspec.structs.replace(
-            policy, wall_timeout_s=self.timing_timeout_s, read_paths=(*self._read_paths(None), str(inputs))
+            policy,
+            wall_timeout_s=self.timing_timeout_s,
+            read_paths=(*self._read_paths(None), str(inputs)),
+            # a round's profiled runs' outputs (and their NEFF/NTFF pairs) until the agent has read them
+            workdir_bytes=data.workdir_bytes(self.runs, policy.workdir_bytes),
         )
         spolicy = msgspec.structs.replace(
             policy,

@@ -4,44 +4,123 @@ Correctness (`ProblemData`, one per (problem, seeds), kept by the generic LRU of
 `hardware_agents.datacache`): per case (the seeds, then the adversarial cases of the
 validity layer) inputs drawn from the definition's `x_input_init` (NKIBench's `get_inputs`
 distributions), transformed into the kernel's arguments with the problem's
-`transform_to_nki_inputs`, and saved as .npy files in a directory the sandbox may read; the
-float64 reference outputs go to a private 0700 directory outside the data dir and every
-sandbox read path (a kernel must not be able to copy them).
+`transform_to_nki_inputs`, and saved as .npy files in a directory the sandbox may read (the
+cases in parallel threads); the float64 reference outputs are computed in a thread of their
+own while the kernel compiles and runs, into a private 0700 directory in the temp dir, outside
+the data dir and every sandbox read path (a kernel must not be able to copy them), with each
+one's norm; the float32 floor of a case's tolerance (`validity.Fp32Floor`) is computed there
+on first use.
 
 Timing (`TimingRound`, one per timing round, made by the agent when that round starts):
 inputs drawn on a fresh seed from the OS's random source (never a correctness seed), so a
 cache keyed on content seen in the correctness runs never hits; their float64 references
 stay in the agent's memory. The agent writes a round's argument files into the timing
-child's work dir only when the child waits for that round.
+child's work dir only when the child waits for that round. The emulate mode draws one such
+round after the kernel was traced and judges it as one more correctness case (`FreshCase`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import shutil
 import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
+import threadpoolctl
 
-from accelopt.problem import Problem
+from accelopt.problem import Problem, Tolerance
 from hardware_agents import validity
 from hardware_agents.neuron.protocol import KernelArg
 from hardware_agents.neuron.reference import ReferenceModule
+from hardware_agents.neuron.refstore import Entry, ReferenceStore, case_key
 from hardware_agents.pipeline.cases import adversarial_overflow
-from hardware_agents.sandbox import default_base_dir, private_dir
+from hardware_agents.sandbox import private_dir
+
+WORKDIR_SLACK = 256 << 20  # a child's work dir beyond the outputs it writes (headers, its stage file)
+
+
+def references_base() -> Path:
+    """Where the private reference dirs go: the temp dir, not `/dev/shm` (the sandboxes'
+    base). NKIBench's bmm holds 12 GiB of float64 references over its six cases: in RAM
+    they would take the machine's memory; on a disk-backed temp dir the page cache keeps
+    what fits."""
+    return Path(tempfile.gettempdir())
 
 
 class CaseData:
-    def __init__(self, case: validity.InputCase, args: list[KernelArg], ref_files: dict[str, str]) -> None:
+    """One case: its staged kernel arguments at once, its float64 references when the
+    problem's reference thread has computed them (`refs()` waits for them)."""
+
+    def __init__(
+        self,
+        case: validity.InputCase,
+        args: list[KernelArg],
+        private: Path,
+        store: ReferenceStore | None = None,
+        key: str = "",
+    ) -> None:
         self.case = case
         self.args = args
-        self.ref_files = ref_files
+        self.ref_files: dict[str, str] = {}
+        self.stats: dict[str, validity.RefStats] = {}
+        self.store, self.key = store, key
+        self.entry: Entry | None = None  # the case's entry in the reference store, if it has one
+        self._private = private
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._floor_lock = threading.Lock()
+        self._floor: dict[str, tuple[str, float]] | None = None
 
     def refs(self) -> dict[str, np.ndarray]:
-        return {n: np.load(p, mmap_mode="r", allow_pickle=False) for n, p in self.ref_files.items()}
+        """The references (memory-mapped), once computed; re-raises what computing them raised."""
+        self._ready.wait()
+        if self._error is not None:
+            raise self._error
+        return {
+            n: np.asarray(np.load(p, mmap_mode="r", allow_pickle=False)) for n, p in self.ref_files.items()
+        }
+
+    def floor(self, problem: Problem) -> dict[str, validity.Fp32Floor]:
+        """float32's own error on this case's inputs (`validity.Fp32Floor`), computed on first
+        use (the inputs drawn again: they are deterministic) and kept with the references."""
+        with self._floor_lock:
+            if self._floor is None:
+                refs = self.refs()
+                floors = self.entry.floor() if self.entry is not None else None
+                if floors is None:
+                    inputs = validity.make_inputs(problem, self.case)
+                    with threadpoolctl.threadpool_limits(limits=1):  # (see ProblemData._references)
+                        floors = validity.fp32_floor(problem, inputs, refs, self.case.seed)
+                    if self.entry is not None and self.store is not None:
+                        self.store.put_floor(self.entry, floors)
+                kept = {}
+                for name, f in floors.items():
+                    path = self._private / f"{self.case.name}-{name}.floor.npy"
+                    np.save(path, f.rows, allow_pickle=False)
+                    kept[name] = (str(path), f.rel_l2)
+                self._floor = kept
+        return {
+            n: validity.Fp32Floor(rows=np.load(p, allow_pickle=False), rel_l2=rel)
+            for n, (p, rel) in self._floor.items()
+        }
+
+    def _done(
+        self,
+        ref_files: dict[str, str] | None,
+        stats: dict[str, validity.RefStats] | None = None,
+        error: BaseException | None = None,
+    ) -> None:
+        self.ref_files = ref_files or {}
+        self.stats = stats or {}
+        self._error = error
+        self._ready.set()
 
 
 def _reference(problem: Problem, case: validity.InputCase, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
@@ -52,54 +131,162 @@ def _reference(problem: Problem, case: validity.InputCase, inputs: dict[str, Any
     return {n: np.asarray(r, dtype=np.float64) for n, r in ref64.items()}
 
 
-class ProblemData:
-    """All correctness cases of one (problem, seeds), under `root` (the cache's staging dir)."""
+def output_bytes_of(problem: Problem) -> dict[str, int]:
+    """Each output's size as the references hold it in fp32 (at least 4 bytes an element),
+    from the definition's shapes: known before any reference is computed."""
+    out = {}
+    for name, shape in problem.output_shapes().items():
+        item = max(4, np.dtype(validity.numpy_dtype(problem.definition.outputs[name].dtype)).itemsize)
+        out[name] = math.prod(shape or ()) * item
+    return out
 
-    def __init__(self, problem: Problem, seeds: tuple[int, ...], root: Path) -> None:
+
+class ProblemData:
+    """All correctness cases of one (problem, seeds), under `root` (the cache's staging dir).
+
+    The inputs are drawn and staged here; the float64 references are computed in a thread of
+    their own, case by case in the cases' order, while the kernel compiles and runs (they are
+    needed only to judge it: `CaseData.refs()` waits). numpy releases the GIL in the
+    references' array work, so on a machine with two cores they cost no wall time of their
+    own when the kernel's run takes longer."""
+
+    def __init__(
+        self, problem: Problem, seeds: tuple[int, ...], root: Path, store: ReferenceStore | None = None
+    ) -> None:
+        self.store = store
         self.dir = Path(tempfile.mkdtemp(prefix="nki-data-", dir=root))
         os.chmod(self.dir, 0o755)
         # outside the data dir (which is on the sandbox's read list) and 0700: the kernel's uid
         # reaches it neither through Landlock nor through permissions
-        self.private = private_dir(default_base_dir(), "accelopt-nki-refs-")
+        self.private = private_dir(references_base(), "accelopt-nki-refs-")
         self.cases: list[CaseData] = []
-        self.output_bytes: dict[str, int] = {}
+        self.output_bytes = output_bytes_of(problem)
+        self._cancel = threading.Event()
+        pending: list[tuple[CaseData, dict[str, Any]]] = []
         try:
             ref_mod = ReferenceModule(problem)
-            for case in validity.input_cases(problem.definition, seeds):
-                self.cases.append(self._case(problem, ref_mod, case))
+            cases = validity.input_cases(problem.definition, seeds)
+            # the cases' inputs drawn and written in parallel (numpy's generators and file
+            # writes release the GIL): NKIBench's adamw draws 90 M numbers a case
+            with ThreadPoolExecutor(max_workers=stage_threads()) as pool:
+                staged = list(pool.map(lambda c: self._stage(problem, ref_mod, c), cases))
+            for cd, inputs in staged:
+                self.cases.append(cd)
+                if not self._stored(cd, validity.tolerance_of(problem.definition)):
+                    pending.append((cd, inputs))
         except BaseException:
             self.remove()
             raise
         self.seeds = frozenset(c.case.seed for c in self.cases)
+        self._thread = threading.Thread(
+            target=self._references, args=(problem, pending), name=f"nki-refs-{problem.name}", daemon=True
+        )
+        self._thread.start()
 
-    def _case(self, problem: Problem, ref_mod: ReferenceModule, case: validity.InputCase) -> CaseData:
+    def _stage(
+        self, problem: Problem, ref_mod: ReferenceModule, case: validity.InputCase
+    ) -> tuple[CaseData, dict[str, Any]]:
         inputs = validity.make_inputs(problem, case)
-        ref64 = _reference(problem, case, inputs)
         cdir = self.dir / case.name
         cdir.mkdir(mode=0o755)
-        specs, _ = write_args(ref_mod.kernel_args(inputs), cdir)
-        ref_files = {}
-        for name, ref in ref64.items():
-            path = self.private / f"{case.name}-{name}.npy"
-            np.save(path, ref, allow_pickle=False)
-            ref_files[name] = str(path)
-            self.output_bytes[name] = max(self.output_bytes.get(name, 0), int(ref.size) * 4)
-        return CaseData(case, specs, ref_files)
+        specs, _ = write_args(ref_mod.kernel_args(inputs), cdir, digest=False)
+        key = case_key(problem, case) if self.store is not None else ""
+        return CaseData(case, specs, self.private, self.store, key), inputs
+
+    def _stored(self, cd: CaseData, tol: Tolerance) -> bool:
+        """Take a case's references from the store (linked into the private dir, so that an
+        eviction by another process cannot take them away mid-profile); False: not stored."""
+        entry = self.store.get(cd.key) if self.store is not None else None
+        if entry is None:
+            return False
+        try:
+            files = {}
+            for name, src in entry.files.items():
+                dst = self.private / f"{cd.case.name}-{name}.npy"
+                try:
+                    os.link(src, dst)
+                except OSError:
+                    shutil.copyfile(src, dst)
+                files[name] = str(dst)
+        except OSError:
+            return False
+        cd.entry = entry
+        cd._done(files, {n: validity.RefStats.of_norm(*v, tol) for n, v in entry.norms.items()})
+        return True
+
+    def _references(self, problem: Problem, pending: list[tuple[CaseData, dict[str, Any]]]) -> None:
+        # one BLAS thread: the execute children have the other cores, and a multi-threaded BLAS
+        # whose threads wait for a busy core spins instead of computing (the executor's reason)
+        with threadpoolctl.threadpool_limits(limits=1):
+            self._compute_references(problem, pending)
+
+    def _compute_references(self, problem: Problem, pending: list[tuple[CaseData, dict[str, Any]]]) -> None:
+        failed: BaseException | None = None
+        tol = validity.tolerance_of(problem.definition)
+        while pending:
+            cd, inputs = pending.pop(0)
+            if failed is not None or self._cancel.is_set():
+                cd._done(None, error=failed or RuntimeError("the problem's data was removed"))
+                continue
+            try:
+                t0 = time.perf_counter()
+                ref64 = _reference(problem, cd.case, inputs)
+                seconds = time.perf_counter() - t0
+                del inputs
+                stats = {
+                    n: validity.RefStats(r, tol, bound=False, threads=1) for n, r in ref64.items()
+                }  # norms
+                nbytes = sum(r.nbytes for r in ref64.values())
+                if self.store is not None and self.store.worth_keeping(seconds, nbytes):
+                    cd.entry = self.store.put(cd.key, ref64, stats, seconds)
+                if cd.entry is not None and self._stored(cd, tol):
+                    continue
+                files = {}
+                for name, ref in ref64.items():
+                    path = self.private / f"{cd.case.name}-{name}.npy"
+                    np.save(path, ref, allow_pickle=False)
+                    files[name] = str(path)
+                cd._done(files, stats)
+            except BaseException as e:  # handed to whoever waits for these references
+                failed = e
+                cd._done(None, error=e)
+
+    def wait_references(self) -> None:
+        """Block until every case's references are computed (or failed)."""
+        for cd in self.cases:
+            cd._ready.wait()
+
+    def workdir_bytes(self, files: int, floor: int) -> int:
+        """The work-dir cap of a child that writes `files` sets of this problem's outputs: their
+        size (as fp32, what the references hold) + 256 MiB for the rest, at least `floor`."""
+        return max(floor, files * sum(self.output_bytes.values()) + WORKDIR_SLACK)
 
     def remove(self) -> None:
+        self._cancel.set()
         shutil.rmtree(self.dir, ignore_errors=True)
         shutil.rmtree(self.private, ignore_errors=True)
 
 
-def build_problem_data(problem: Problem, seeds: tuple[int, ...], root: Path | None) -> ProblemData:
+def build_problem_data(
+    problem: Problem, seeds: tuple[int, ...], root: Path | None, store: ReferenceStore | None = None
+) -> ProblemData:
     """The `build` of the agent's `DataCache` (which stages under a 0755 root)."""
     assert root is not None, "the Neuron agent's DataCache stages files: it needs a prefix"
-    return ProblemData(problem, seeds, root)
+    return ProblemData(problem, seeds, root, store)
 
 
-def write_args(args: list[Any], cdir: Path) -> tuple[list[KernelArg], dict[str, str]]:
+def stage_threads() -> int:
+    """Threads that draw and write the cases' inputs: the CPUs this process may use, at most 4."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(1, min(4, cpus))
+
+
+def write_args(args: list[Any], cdir: Path, *, digest: bool = True) -> tuple[list[KernelArg], dict[str, str]]:
     """Save the array arguments as world-readable .npy files in `cdir`; (their specs, sha256 of
-    each file by path)."""
+    each file by path, when `digest`: a timing round re-hashes them to see a changed input)."""
     specs: list[KernelArg] = []
     digests: dict[str, str] = {}
     for i, a in enumerate(args):
@@ -108,7 +295,8 @@ def write_args(args: list[Any], cdir: Path) -> tuple[list[KernelArg], dict[str, 
             np.save(path, np.ascontiguousarray(a), allow_pickle=False)
             os.chmod(path, 0o644)
             specs.append(KernelArg(path=str(path)))
-            digests[str(path)] = file_digest(path)
+            if digest:
+                digests[str(path)] = file_digest(path)
         else:
             specs.append(KernelArg(scalar=_scalar(a)))
     return specs, digests
@@ -155,6 +343,40 @@ class TimingRound:
         return out
 
 
+class JudgedCase(Protocol):
+    """What the judge needs of a case (`judge.judge_cases`): `CaseData`, `FreshCase`."""
+
+    case: validity.InputCase
+    stats: dict[str, validity.RefStats]
+
+    def refs(self) -> dict[str, np.ndarray]: ...
+
+    def floor(self, problem: Problem) -> dict[str, validity.Fp32Floor]: ...
+
+
+class FreshCase:
+    """A `TimingRound` judged as one more correctness case (the emulate mode's case drawn after
+    the kernel was traced): its in-memory references, their norms, and its float32 floor on
+    first use (`CaseData.floor`'s rule, the inputs drawn again: they are deterministic)."""
+
+    def __init__(self, problem: Problem, rnd: TimingRound) -> None:
+        self.round = rnd
+        self.case = rnd.case
+        tol = validity.tolerance_of(problem.definition)
+        self.stats = {n: validity.RefStats(r, tol, bound=False, threads=1) for n, r in rnd.refs.items()}
+        self._floor: dict[str, validity.Fp32Floor] | None = None
+
+    def refs(self) -> dict[str, np.ndarray]:
+        return self.round.refs
+
+    def floor(self, problem: Problem) -> dict[str, validity.Fp32Floor]:
+        if self._floor is None:
+            inputs = validity.make_inputs(problem, self.case)
+            with threadpoolctl.threadpool_limits(limits=1):  # (see ProblemData._references)
+                self._floor = validity.fp32_floor(problem, inputs, self.round.refs, self.case.seed)
+        return self._floor
+
+
 def _scalar(a: Any) -> float | int | bool:
     if isinstance(a, np.generic):
         a = a.item()
@@ -163,4 +385,13 @@ def _scalar(a: Any) -> float | int | bool:
     raise TypeError(f"kernel argument of type {type(a).__name__} is neither an array nor a scalar")
 
 
-__all__ = ["CaseData", "ProblemData", "TimingRound", "build_problem_data", "file_digest", "write_args"]
+__all__ = [
+    "CaseData",
+    "FreshCase",
+    "JudgedCase",
+    "ProblemData",
+    "TimingRound",
+    "build_problem_data",
+    "file_digest",
+    "write_args",
+]

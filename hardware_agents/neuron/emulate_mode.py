@@ -10,12 +10,15 @@ nobody, priced by the trn1 cost model (chosen where the Neuron SDK is missing).
        kernel's process did to its own tracer, what it hands over is only a program, and a
        program that breaks a hardware rule, or claims what the executor would not do, is a
        compile error;
-    3. execute: a second sandboxed child, which imports no kernel code, runs the validated
-       programs on the staged inputs of every case (the correctness seeds, the adversarial
-       cases, and one case drawn now, after the kernel was traced, on a fresh seed from the
-       OS's random source) and saves the outputs;
-    4. the agent judges the outputs against its float64 references as the other modes do (a
-       one/zero flag the data contradicts is `incorrect` too);
+    3. execute: sandboxed children that import no kernel code (side by side, the cases split
+       between them, each running its cases in batches: `emulator/execute.py`) run the
+       validated programs on the staged inputs of every case (the correctness seeds, the
+       adversarial cases, and one case drawn now, after the kernel was traced, on a fresh
+       seed from the OS's random source) and save the outputs;
+    4. the agent judges the outputs against its float64 references as the other modes do, the
+       fresh case with the others (`judge.judge_cases`: one fused pass per output, the
+       float32 floor where the tolerance is missed; a one/zero flag the data contradicts is
+       `incorrect` too);
     5. the estimate: the cost model prices the validated program here, in the agent
        (`emulator/cost.py`): status `unmeasured`, `Profile.estimate` holds the estimated
        latency and % of peak; `Profile.latency` and `peak_fraction` stay empty. An estimate
@@ -25,8 +28,10 @@ nobody, priced by the trn1 cost model (chosen where the Neuron SDK is missing).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -36,11 +41,20 @@ import numpy as np
 from accelopt.problem import Problem, Solution
 from accelopt.profile import Estimate, Profile, peak_fraction
 from hardware_agents.base import DeviceSpec, t_peak
-from hardware_agents.neuron.data import ProblemData, TimingRound
+from hardware_agents.neuron.data import (
+    FreshCase,
+    JudgedCase,
+    ProblemData,
+    TimingRound,
+    stage_threads,
+    write_args,
+)
 from hardware_agents.neuron.estimate_gate import implausible_estimate
-from hardware_agents.neuron.judge import check_outputs, output_cap, stage_sources
+from hardware_agents.neuron.judge import judge_cases, stage_sources
+from hardware_agents.neuron.protocol import ErrorInfo
 from hardware_agents.neuron.reference import ReferenceModule
 from hardware_agents.pipeline.cases import fresh_seed
+from hardware_agents.pipeline.phases import Phases
 from hardware_agents.pipeline.verdict import Verdict
 from hardware_agents.sandbox import Sandbox, SandboxOutcome, SandboxPolicy, default_base_dir, private_dir
 
@@ -48,6 +62,8 @@ MAX_PROGRAM_BYTES = 256 << 20
 COMPILE_NO_FORK = True  # the compile child starts no process (the tests take this wall down to see it hold)
 COMPILE_TARGET = "hardware_agents.neuron.emulator.children:compile_target"
 EXECUTE_TARGET = "hardware_agents.neuron.emulator.children:execute_target"
+# device memory (arguments, outputs, scratch) of the cases an execute child runs at once
+EXECUTE_BATCH_BYTES = 1 << 30
 
 
 def _signature(args: list[Any]) -> list[Any]:
@@ -61,6 +77,18 @@ def _signature(args: list[Any]) -> list[Any]:
             out.append(ArgSpec(shape=[int(s) for s in arr.shape], dtype=canon(arr.dtype)))
         else:
             out.append(ArgSpec(scalar=a.scalar))
+    return out
+
+
+def _groups(n: int, parts: int) -> list[list[int]]:
+    """0..n-1 in `parts` contiguous groups of (nearly) equal size."""
+    parts = max(1, min(n, parts))
+    size, extra = divmod(n, parts)
+    out, lo = [], 0
+    for k in range(parts):
+        hi = lo + size + (1 if k < extra else 0)
+        out.append(list(range(lo, hi)))
+        lo = hi
     return out
 
 
@@ -78,6 +106,18 @@ def _fresh_case(problem: Problem, data: ProblemData, ref_mod: ReferenceModule) -
             error = e
     assert error is not None
     raise error
+
+
+def _exec_error(v: Verdict, err: ErrorInfo) -> Profile:
+    """The verdict on an execute child's error report (the cases of a batch fail together: a
+    batch's error names them all)."""
+    from hardware_agents.neuron.emulator.errors import OneZeroFlagError
+
+    where = f" (case {err.case})" if err.case else ""
+    if err.type == OneZeroFlagError.__name__:  # the hardware would compute garbage: the kernel is wrong
+        return v.profile("incorrect", f"the kernel is wrong on the data{where}: {err.message}")
+    status = "compile_error" if err.phase == "compile" else "runtime_error"
+    return v.profile(status, f"the kernel failed in the emulator{where}: {err.type}: {err.message}")
 
 
 def _ended(v: Verdict, out: SandboxOutcome, what: str, compiling: bool) -> Profile | None:
@@ -106,8 +146,12 @@ def profile_emulated(
     kind: str,
     spec: DeviceSpec,
     sandbox_dir: Path | None,
+    phases: Phases | None = None,
 ) -> Profile:
-    """One profile in the `emulate` mode (see the module doc); `v` is the agent's verdict."""
+    """One profile in the `emulate` mode (see the module doc); `v` is the agent's verdict.
+    `phases` records where the wall time goes, on our clock (`phase_<name>_s` in the counters:
+    compile, validate, analyse, fresh (drawing the case after tracing, its references
+    included), execute, references, judge (with floor inside it), price)."""
     from hardware_agents.neuron.emulator.analysis import analyze
     from hardware_agents.neuron.emulator.children import (
         CompileRequest,
@@ -118,10 +162,11 @@ def profile_emulated(
         versions,
     )
     from hardware_agents.neuron.emulator.cost import COST_SPECS, estimate
-    from hardware_agents.neuron.emulator.errors import NKIError, OneZeroFlagError
+    from hardware_agents.neuron.emulator.errors import NKIError
     from hardware_agents.neuron.emulator.program import decode
     from hardware_agents.neuron.emulator.validate import check_program
 
+    phases = phases or Phases(v.counters)
     sigs: list[list[Any]] = []
     case_sig: list[int] = []
     for c in data.cases:
@@ -139,15 +184,15 @@ def profile_emulated(
     )
     with Sandbox(cpolicy, base_dir=sandbox_dir) as box:
         kernel_file = stage_sources(box, solution, entry_file)
-        out = box.run(
-            COMPILE_TARGET,
-            CompileRequest(kernel_file=kernel_file, entry=entry, signatures=sigs),
-            timeout_s=timeout,
-        )
+        with phases("compile"):
+            out = box.run(
+                COMPILE_TARGET,
+                CompileRequest(kernel_file=kernel_file, entry=entry, signatures=sigs),
+                timeout_s=timeout,
+            )
         failed = _ended(v, out, "compiling the kernel in the emulator", compiling=True)
         if failed is not None:
             return failed
-        compile_s = out.wall_s  # our clock around the child, never a figure of its own
         try:
             res = out.decode(CompileResult)
         except msgspec.DecodeError as e:
@@ -165,12 +210,13 @@ def profile_emulated(
         progs = []
         blobs = []
         try:
-            for rel, sig in zip(res.programs, sigs, strict=True):
-                raw = box.read_file(rel, MAX_PROGRAM_BYTES)
-                prog = decode(raw)
-                check_program(prog, sig)
-                progs.append(prog)
-                blobs.append(raw)
+            with phases("validate"):
+                for rel, sig in zip(res.programs, sigs, strict=True):
+                    raw = box.read_file(rel, MAX_PROGRAM_BYTES)
+                    prog = decode(raw)
+                    check_program(prog, sig)
+                    progs.append(prog)
+                    blobs.append(raw)
         except NKIError as e:
             return v.profile("compile_error", f"compilation failed: {e}{v.tail}")
         except (OSError, msgspec.DecodeError, KeyError, IndexError, ValueError, TypeError) as e:
@@ -180,13 +226,15 @@ def profile_emulated(
             )
     analyses = []
     try:
-        for prog in progs:
-            analyses.append(analyze(prog))  # PSUM overflow: a compile error
+        with phases("analyse"):
+            for prog in progs:
+                analyses.append(analyze(prog))  # PSUM overflow: a compile error
     except NKIError as e:
         return v.profile("compile_error", f"compilation failed: {e}")
     # 3. execute in a second sandbox that loads no kernel code
     ref_mod = ReferenceModule(problem)
-    fresh = _fresh_case(problem, data, ref_mod)  # drawn only now that the programs exist
+    with phases("fresh"):
+        fresh = _fresh_case(problem, data, ref_mod)  # drawn only now that the programs exist
     pdir = private_dir(sandbox_dir or default_base_dir(), "accelopt-nki-programs-")
     try:
         os.chmod(pdir, 0o755)
@@ -196,7 +244,9 @@ def profile_emulated(
             p.write_bytes(raw)
             os.chmod(p, 0o644)
             paths.append(str(p))
-        fresh_args = fresh.stage(pdir / FRESH_CASE)
+        with phases("fresh"):
+            (pdir / FRESH_CASE).mkdir(mode=0o755)
+            fresh_args, _ = write_args(fresh.args, pdir / FRESH_CASE, digest=False)
         fresh_sig = _signature(fresh_args)
         if fresh_sig not in sigs:
             return v.profile("runtime_error", f"the fresh inputs do not have the cases' shapes: {fresh_sig}")
@@ -208,46 +258,53 @@ def profile_emulated(
             for i, c in enumerate(data.cases)
         ]
         cases.append(ExecCase(name=FRESH_CASE, program=paths[sigs.index(fresh_sig)], args=fresh_args))
-        names = [c.name for c in cases]
         isolation = dict(v.isolation)  # the kernel's sandbox: what every later profile records
-        with Sandbox(epolicy, base_dir=sandbox_dir) as ebox:
-            eout = ebox.run(EXECUTE_TARGET, ExecRequest(cases=cases), timeout_s=timeout)
-            failed = _ended(v, eout, "running the kernel in the emulator", compiling=False)
-            if failed is not None:
-                return failed
-            try:
-                eres = eout.decode(ExecResult)
-            except msgspec.DecodeError as e:
-                return v.profile("runtime_error", f"unreadable emulator result: {e}")
-            if eres.error is not None:
-                err = eres.error
-                where = f" (case {err.case})" if err.case else ""
-                if err.type == OneZeroFlagError.__name__:  # the hardware would compute garbage
-                    return v.profile("incorrect", f"the kernel is wrong on the data{where}: {err.message}")
-                status = "compile_error" if err.phase == "compile" else "runtime_error"
-                return v.profile(
-                    status, f"the kernel failed in the emulator{where}: {err.type}: {err.message}"
+        groups = _groups(len(cases), min(len(cases), stage_threads()))
+        with contextlib.ExitStack() as stack:
+            # one execute child per group of cases, side by side (each single-threaded); each
+            # work dir holds its cases' outputs
+            boxes = [
+                stack.enter_context(
+                    Sandbox(
+                        msgspec.structs.replace(
+                            epolicy, workdir_bytes=data.workdir_bytes(len(g), policy.workdir_bytes)
+                        ),
+                        base_dir=sandbox_dir,
+                    )
                 )
-            if [r.name for r in eres.cases] != names:
-                return v.profile("runtime_error", "the emulator's results do not match the cases")
-            # 4. correctness, judged here
+                for g in groups
+            ]
+            reqs = [ExecRequest(cases=[cases[i] for i in g], batch_bytes=EXECUTE_BATCH_BYTES) for g in groups]
+            with phases("execute"), ThreadPoolExecutor(max_workers=len(boxes)) as pool:
+                futures = [
+                    pool.submit(b.run, EXECUTE_TARGET, r, timeout_s=timeout)
+                    for b, r in zip(boxes, reqs, strict=True)
+                ]
+                eouts = [f.result() for f in futures]
+            runs: list[tuple[Sandbox, str, list[str], bool]] = []
+            for ebox, req, eout in zip(boxes, reqs, eouts, strict=True):  # in the cases' order
+                failed = _ended(v, eout, "running the kernel in the emulator", compiling=False)
+                if failed is not None:
+                    return failed
+                try:
+                    eres = eout.decode(ExecResult)
+                except msgspec.DecodeError as e:
+                    return v.profile("runtime_error", f"unreadable emulator result: {e}")
+                if eres.error is not None:
+                    return _exec_error(v, eres.error)
+                if [r.name for r in eres.cases] != [c.name for c in req.cases]:
+                    return v.profile("runtime_error", "the emulator's results do not match the cases")
+                runs.extend((ebox, r.name, r.outputs, r.returned_tuple) for r in eres.cases)
+            # 4. correctness, judged here (each case once its references are computed), the
+            # fresh case with the others
             v.isolation.clear()
             v.isolation.update(isolation)
             v.tail = ""
-            refs = [c.refs() for c in data.cases] + [fresh.refs]
-            for case_refs, run in zip(refs, eres.cases, strict=True):
-                v.checks.append(
-                    check_outputs(
-                        problem,
-                        ref_mod,
-                        case_refs,
-                        ebox,
-                        run.name,
-                        run.outputs,
-                        run.returned_tuple,
-                        output_cap(data),
-                    )
-                )
+            with phases("references"):  # waiting for the reference thread, if it is behind
+                data.wait_references()
+            judged: list[JudgedCase] = [*data.cases, FreshCase(problem, fresh)]
+            with phases("judge"):
+                v.checks.extend(judge_cases(problem, data, judged, runs, phases))
     finally:
         shutil.rmtree(pdir, ignore_errors=True)
     fresh_failed = any(c.case == FRESH_CASE and not c.passed for c in v.checks)
@@ -260,14 +317,14 @@ def profile_emulated(
     if wrong is not None:
         return wrong
     # 5. the estimate (the programs of all signatures are the same kernel; price the first case's)
-    v.counters.update({"compile_s": compile_s, "emulate_s": sum(r.wall_s for r in eres.cases)})
     if kind not in COST_SPECS:
         return v.profile(
             "unmeasured",
             f"correct in AccelOpt's NKI emulator; no cost model for {kind} (not timed, not estimated)",
         )
     sig0 = case_sig[0]
-    est = estimate(progs[sig0], kind, analyses[sig0])
+    with phases("price"):
+        est = estimate(progs[sig0], kind, analyses[sig0])
     tp, bound = t_peak(problem, spec)
     t_est = est.latency_s
     pct = peak_fraction(tp, t_est) or 0.0

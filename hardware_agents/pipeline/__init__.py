@@ -18,7 +18,9 @@ laying out the data, reading its outputs back, its device's specs):
   calibrated untimed work as the lower bound where the language calibrates it);
 - `roofline`: `place` (t_peak, peak_fraction, bound), `achieved`, `implausible`, and
   `speed_verdict`: passed, or incorrect when faster than the roofline allows;
-- `stats`: `latency_stats`, `spread`, `range_spread`.
+- `stats`: `latency_stats`, `spread`, `range_spread`;
+- `phases`: `Phases`, where a profile's wall time goes (`phase_<name>_s` counters on our
+  clock), `phases_of`.
 
 Nothing here imports an agent; agents import these modules (tests/test_layers.py checks
 that no modules import each other in a circle). See hardware_agents/README.md.

@@ -6,11 +6,9 @@ campaign page (replay/dashboard/models.py) shows the same charts and rows.
 
 from __future__ import annotations
 
-import time
-
 from replay.campaign import CampaignView, ItemRow, item_rows, summary
 from replay.render import fmt
-from replay.render.htmlkit import CSS, esc, table
+from replay.render.htmlkit import esc, page, table
 from replay.render.svg import BarSeries, Series, bar_chart, line_chart
 
 
@@ -176,15 +174,4 @@ def build_campaign_report(view: CampaignView, *, title: str | None = None, now: 
         ("queue", "The queues: where each item is, and why", queues),
         ("runs", "Runs", table(RUN_HEADERS, [run_cells(view, r) for r in view.runs], numeric_from=9)),
     ]
-    generated = fmt.stamp(now if now is not None else time.time())
-    nav = "".join(f'<a href="#{sid}">{esc(name)}</a>' for sid, name, _ in sections)
-    body = "".join(
-        f'<section id="{sid}"><h2>{esc(name)}</h2>{html}</section>' for sid, name, html in sections
-    )
-    return (
-        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{esc(title)}</title><style>{CSS}</style></head><body>"
-        f'<h1>{esc(title)}</h1><p class="sub">generated {esc(generated)} from the event log'
-        f" \u00b7 {view.events:,} events</p><nav>{nav}</nav>{body}</body></html>\n"
-    )
+    return page(title, sections, view.events, now)

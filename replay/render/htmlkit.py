@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import difflib
+import time
 from collections.abc import Iterable, Sequence
 from html import escape
+
+from replay.render import fmt
 
 Cell = str | tuple[str, str]  # text, or (text, css class); text is escaped
 
 
 def esc(x: object) -> str:
     return escape(str(x), quote=True)
+
+
+def wrappable_header(text: str) -> str:
+    """A column header that may break after an underscore: status names such as
+    `timing_mismatch` are single words a header could not otherwise wrap, and a table
+    with a column for each of them would be wider than the page."""
+    return esc(text).replace("_", "_<wbr>")
 
 
 def table(
@@ -21,10 +31,14 @@ def table(
     attrs: str = "",
     numeric_from: int = 1,
 ) -> str:
-    """A table; columns from `numeric_from` on are right-aligned. In a box that scrolls
-    sideways where a table is wider than the page (many runs side by side), never the page."""
+    """A table; columns from `numeric_from` on are right-aligned; headers wrap, after
+    underscores too. In a box that scrolls sideways where a table is wider than the page
+    (many runs side by side), never the page."""
     out = [f'<div class="table-wrap"><table class="{esc(cls)}"{" " + attrs if attrs else ""}><thead><tr>']
-    out += [f"<th{' class=num' if i >= numeric_from else ''}>{esc(h)}</th>" for i, h in enumerate(headers)]
+    out += [
+        f"<th{' class=num' if i >= numeric_from else ''}>{wrappable_header(h)}</th>"
+        for i, h in enumerate(headers)
+    ]
     out.append("</tr></thead><tbody>")
     for row in rows:
         out.append("<tr>")
@@ -131,3 +145,20 @@ ul.tree span.st-failed { color: var(--bad); }
 details > summary { cursor: pointer; color: var(--accent); }
 .note { color: var(--muted); font-size: 12px; }
 """
+
+
+def page(title: str, sections: Sequence[tuple[str, str, str]], events: int, now: float | None = None) -> str:
+    """A whole static page: the title, when and from how many events it was made, a nav of
+    its sections ((id, heading, html) each) and the sections."""
+    generated = fmt.stamp(now if now is not None else time.time())
+    nav = "".join(f'<a href="#{sid}">{esc(name)}</a>' for sid, name, _ in sections)
+    body = "".join(
+        f'<section id="{sid}"><h2>{esc(name)}</h2>{html}</section>' for sid, name, html in sections
+    )
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{esc(title)}</title><style>{CSS}</style></head><body>"
+        f'<h1>{esc(title)}</h1><p class="sub">generated {esc(generated)} from the event log'
+        f" \u00b7 {events:,} events</p><nav>{nav}</nav>{body}</body></html>\n"
+    )

@@ -10,14 +10,13 @@ lineage with a diff per step and the search tree; memory snapshots; failures.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
 from accelopt.catalog import LLM_ROLES
 from replay.fold import RunView
 from replay.render import fmt
-from replay.render.htmlkit import CSS, Cell, esc, table
+from replay.render.htmlkit import Cell, esc, page, table
 from replay.render.kernels import failures_section, lineage_section, memory_section
 from replay.render.svg import BarSeries, Series, bar_chart, line_chart
 from replay.summary import config_differences, geomean, summarize
@@ -522,15 +521,4 @@ def build_report(views: Sequence[RunView], *, title: str | None = None, now: flo
             "".join(failures_section(v, lab) for v, lab in zip(views, labels, strict=True)),
         ),
     ]
-    generated = fmt.stamp(now if now is not None else time.time())
-    nav = "".join(f'<a href="#{sid}">{esc(name)}</a>' for sid, name, _ in sections)
-    body = "".join(
-        f'<section id="{sid}"><h2>{esc(name)}</h2>{html}</section>' for sid, name, html in sections
-    )
-    return (
-        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{esc(title)}</title><style>{CSS}</style></head><body>"
-        f'<h1>{esc(title)}</h1><p class="sub">generated {esc(generated)} from the event log'
-        f" \u00b7 {sum(v.events for v in views):,} events</p><nav>{nav}</nav>{body}</body></html>\n"
-    )
+    return page(title, sections, sum(v.events for v in views), now)

@@ -6,6 +6,15 @@ the engines do, and writes the result rounded to the destination's dtype (under 
 accumulating where the instruction accumulates). On-chip tiles are allocated when first
 touched and freed after their last use (`analysis.py`), so a kernel whose SBUF tensors
 hold gigabytes of logical blocks runs in the memory its live tiles need.
+
+Several cases run at once (`execute_batch`): every tensor carries a leading case axis, so
+one walk of the program (the resolution of each instruction instance's accesses, the
+Python around each numpy call) serves all of them, and each numpy call works on all the
+cases' tiles together. The program has no data dependence (its loops, indices and masks
+are fixed when it is traced), so the cases run the same instruction instances; every
+case's arithmetic is the per-case arithmetic (a matmul runs one BLAS call per case, on
+the same operands as alone), and a batch gives each case the bits it gets alone
+(tests/hardware_agents/neuron/test_emulator_batch.py).
 """
 
 from __future__ import annotations
@@ -162,25 +171,34 @@ def reduce_values(op: str, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
 
 
 class Memory:
-    """Every tensor's storage: HBM arrays, on-chip blocks allocated on first touch."""
+    """Every tensor's storage, with a leading case axis: HBM arrays (the inputs' cases stacked;
+    a constant once, read through a case stride of 0), on-chip blocks allocated on first touch."""
 
-    def __init__(self, prog: Program, inputs: list[np.ndarray | None]) -> None:
+    def __init__(self, prog: Program, cases: list[list[np.ndarray | None]]) -> None:
         self.prog = prog
+        self.cases = n = len(cases)
         self.hbm: dict[int, np.ndarray] = {}
         self.blocks: dict[tuple[int, int, tuple[int, ...]], np.ndarray] = {}
         self.inst: dict[int, int] = {}
         for pos, tid in enumerate(prog.args):
             if tid < 0:
                 continue
-            arr = inputs[pos] if pos < len(inputs) else None
             t = prog.tensors[tid]
-            if arr is None or list(arr.shape) != t.shape:
-                raise NKIRuntimeError(
-                    "err_invalid_argument",
-                    f"argument {pos} ('{t.name}') should be an array of shape {t.shape}",
-                )
-            view = np.ascontiguousarray(arr, dtype=dtypes.STORAGE[t.dtype])
-            view = view.view()
+            st = dtypes.STORAGE[t.dtype]
+            arrs = [c[pos] if pos < len(c) else None for c in cases]
+            for arr in arrs:
+                if arr is None or list(arr.shape) != t.shape:
+                    raise NKIRuntimeError(
+                        "err_invalid_argument",
+                        f"argument {pos} ('{t.name}') should be an array of shape {t.shape}",
+                    )
+            if n == 1:
+                stacked = np.ascontiguousarray(arrs[0], dtype=st)[None]
+            else:
+                stacked = np.empty((n, *t.shape), dtype=st)
+                for i, arr in enumerate(arrs):
+                    stacked[i] = arr
+            view = stacked.view()
             view.flags.writeable = False
             self.hbm[tid] = view
         for t in prog.tensors:
@@ -188,16 +206,18 @@ class Memory:
                 continue
             if t.buffer == "const":
                 c = prog.constants[t.const]
-                arr = np.frombuffer(c.data, dtype=dtypes.STORAGE[c.dtype]).reshape(c.shape)
+                arr = np.frombuffer(c.data, dtype=dtypes.STORAGE[c.dtype]).reshape(1, *c.shape)
                 arr.flags.writeable = False
-                self.hbm[t.id] = arr
+                self.hbm[t.id] = arr  # one copy for every case (case stride 0)
             elif t.buffer in ("shared_hbm", "hbm") and t.alias < 0:
                 # device memory is not cleared: what a kernel leaves unwritten is garbage (NaN here)
-                self.hbm[t.id] = np.full(t.shape, dtypes.garbage(t.dtype), dtype=dtypes.STORAGE[t.dtype])
+                self.hbm[t.id] = np.full(
+                    (n, *t.shape), dtypes.garbage(t.dtype), dtype=dtypes.STORAGE[t.dtype]
+                )
         for t in prog.tensors:
             if t.alias >= 0:
                 base = self.hbm[t.alias]
-                self.hbm[t.id] = base.reshape(t.shape)
+                self.hbm[t.id] = base.reshape(base.shape[0], *t.shape)
 
     def alloc(self, tid: int) -> None:
         self.inst[tid] = self.inst.get(tid, 0) + 1
@@ -210,7 +230,7 @@ class Memory:
         arr = self.blocks.get(full)
         if arr is None:
             t = self.prog.tensors[tid]
-            shape = t.shape[t.par_axis :]
+            shape = (self.cases, *t.shape[t.par_axis :])
             if t.init == "zeros":
                 arr = np.zeros(shape, dtype=dtypes.STORAGE[t.dtype])
             elif t.init == "fill":
@@ -273,6 +293,7 @@ class _Resolved:
     def view(
         self, mem: Memory, env: list[int], box: list[tuple[int, int]] | None = None, check: bool = False
     ) -> np.ndarray:
+        """The access as a strided view (cases, *tile) of its tensor (of `box` within the tile)."""
         arr = mem.block(self.tid, self.key(env))
         flat = arr.reshape(-1)
         off = self.offset + sum(k * env[v] for v, k in self.loop_terms)
@@ -285,10 +306,12 @@ class _Resolved:
         if check:
             self._check(env, box)
         item = arr.itemsize
+        per_case = flat.size // arr.shape[0]
+        case_stride = per_case * item if arr.shape[0] > 1 else 0
         return as_strided(
             flat[off:],
-            shape=tuple(shape),
-            strides=tuple(s * item for s in self.axis_strides),
+            shape=(mem.cases, *shape),
+            strides=(case_stride, *(s * item for s in self.axis_strides)),
             writeable=flat.flags.writeable,
         )
 
@@ -318,38 +341,51 @@ class _Resolved:
 
 
 def _as_nd(x: np.ndarray, ndim: int) -> np.ndarray:
-    """A tile (P, free...) with its free dims right-aligned to `ndim` dims (NKI broadcasting)."""
+    """A tile (cases, P, free...) with its free dims right-aligned to `ndim` dims (NKI
+    broadcasting; `ndim` counts the case axis)."""
     if x.ndim == ndim or x.ndim == 0:
         return x
     if x.ndim < ndim:
-        return x.reshape((x.shape[0],) + (1,) * (ndim - x.ndim) + x.shape[1:])
-    return x.reshape((x.shape[0], -1))
+        return x.reshape(x.shape[:2] + (1,) * (ndim - x.ndim) + x.shape[2:])
+    return x.reshape((x.shape[0], x.shape[1], -1))
 
 
 def _vec(x: np.ndarray, ndim: int) -> np.ndarray:
-    """A per-partition vector (P, 1...) broadcastable against a tile of `ndim` dims."""
-    return x.reshape((x.shape[0],) + (1,) * (ndim - 1))
+    """A per-partition vector (cases, P, 1...) broadcastable against a tile of `ndim` dims."""
+    return x.reshape(x.shape[:2] + (1,) * (ndim - 2))
+
+
+def _f32(x: np.ndarray) -> np.ndarray:
+    """x as float32, without a copy when it is already (the engines' arithmetic never writes
+    its operands in place)."""
+    return x if x.dtype == F32 else x.astype(F32)
 
 
 class Executor:
+    """Runs a program on one or more cases at once (`cases`: per case, the arguments)."""
+
     def __init__(
-        self, prog: Program, inputs: list[np.ndarray | None], analysis: Analysis | None = None
+        self, prog: Program, cases: list[list[np.ndarray | None]], analysis: Analysis | None = None
     ) -> None:
+        if not cases:
+            raise ValueError("no cases to run")
         self.prog = prog
-        self.mem = Memory(prog, inputs)
+        self.mem = Memory(prog, cases)
         self.analysis = analysis or analyze(prog, check=False)
         self.env = [0] * (max(prog.loop_trips, default=-1) + 1)
         self.step = 0
         self.resolved: dict[int, tuple[_Resolved | None, list[_Resolved], list[int]]] = {}
 
-    def run(self) -> list[np.ndarray]:
+    def run(self) -> list[list[np.ndarray]]:
+        """Per case, the output tensors in the kernel's return order."""
         # one BLAS thread: the tiles are small, and threads contending for a busy machine's cores
         # make a 128x128x512 matmul fifty times slower (measured)
         from threadpoolctl import threadpool_limits
 
         with threadpool_limits(limits=1), np.errstate(all="ignore"):
             self._walk(self.prog.body)
-        return [np.array(self.mem.hbm[t]) for t in self.prog.outputs]
+        outs = [self.mem.hbm[t] for t in self.prog.outputs]
+        return [[o[c] for o in outs] for c in range(self.mem.cases)]  # views: no copy of the outputs
 
     def _walk(self, nodes: list[Node]) -> None:
         for n in nodes:
@@ -447,18 +483,18 @@ class Executor:
             return
         res = np.asarray(res)
         if res.shape != out.shape:
-            if res.size == out.size and res.shape[:1] == out.shape[:1]:
+            # (cases, P, ...): the same cases and partitions in another free layout, or broadcast
+            if res.size == out.size and res.shape[:2] == out.shape[:2]:
                 res = res.reshape(out.shape)
             else:
                 res = np.broadcast_to(_as_nd(res, out.ndim), out.shape)
         name = self.prog.tensors[dst.tid].dtype  # type: ignore[union-attr]
         if ins.acc:
-            res = out.astype(F32) + res
-        res = dtypes.to_storage(
-            np.asarray(res, dtype=F32) if dtypes.is_float(name) else np.asarray(res), name
-        )
+            res = _f32(out) + res
+        res = dtypes.to_storage(np.asarray(res, dtype=F32) if dtypes.is_float(name) else res, name)
         if elem is not None:
-            res = np.where(elem.reshape(out.shape) if elem.size == out.size else elem, res, out)
+            inner = out.shape[1:]
+            res = np.where(elem.reshape(inner) if elem.size == math.prod(inner) else elem, res, out)
         out[...] = res
 
     @staticmethod
@@ -475,33 +511,34 @@ class Executor:
         ]
 
     def _compute(self, ins: Instr, vals: list[np.ndarray], out: np.ndarray | None) -> Any:
+        """The instruction's result over every case: operands and result are (cases, P, ...)."""
         op, args = ins.op, ins.args
         role = dict(zip(ins.roles, vals, strict=True))
         if op in ("dma", "copy"):  # (a transposing load's access pattern already walks its source transposed)
             src = vals[0]
-            return src if out is not None and src.dtype == out.dtype else src.astype(F32)
+            return src if out is not None and src.dtype == out.dtype else _f32(src)
         if op == "memset":
             return np.full(out.shape, args["value"], dtype=F32)  # type: ignore[union-attr]
         if op == "iota":
-            shape = out.shape  # type: ignore[union-attr]
+            shape = out.shape[1:]  # type: ignore[union-attr]
             val = np.full(shape, args["c"] + sum(k * self.env[v] for v, k in args["loops"]), dtype=np.int64)
             for a, k in args["axes"]:
                 idx = np.arange(shape[a]).reshape([-1 if i == a else 1 for i in range(len(shape))])
                 val = val + k * idx
-            return val.astype(F32)
+            return np.broadcast_to(val.astype(F32), out.shape)  # type: ignore[union-attr]
         x: Any = role.get("data")
         if op == "act":
-            xf = x.astype(F32)
+            xf = _f32(x)
             nd = xf.ndim
             sc = role.get("scale")
-            scale = _vec(sc.astype(F32), nd) if sc is not None else F32(args.get("scale", 1.0))
+            scale = _vec(_f32(sc), nd) if sc is not None else F32(args.get("scale", 1.0))
             y = xf * scale if not (sc is None and args.get("scale", 1.0) == 1.0) else xf
             b = role.get("bias")
             if b is not None:
-                y = y + _vec(b.astype(F32), nd)
+                y = y + _vec(_f32(b), nd)
             return activation(args["fn"], y)
         if op == "tensor_scalar":
-            xf = x.astype(F32)
+            xf = _f32(x)
             nd = xf.ndim
             r = xf
             for k in (0, 1):
@@ -509,23 +546,27 @@ class Executor:
                 if name is None:
                     break
                 operand = role.get(f"operand{k}")
-                s = _vec(operand.astype(F32), nd) if operand is not None else F32(args[f"scalar{k}"])
+                s = _vec(_f32(operand), nd) if operand is not None else F32(args[f"scalar{k}"])
                 r = alu(name, s, r) if args.get(f"reverse{k}") else alu(name, r, s)
             return r
         if op == "scalar_tensor_tensor":
-            xf = x.astype(F32)
+            xf = _f32(x)
             o0 = role.get("operand0")
-            s = _vec(o0.astype(F32), xf.ndim) if o0 is not None else F32(args["scalar0"])
+            s = _vec(_f32(o0), xf.ndim) if o0 is not None else F32(args["scalar0"])
             r = alu(args["op0"], s, xf) if args.get("reverse0") else alu(args["op0"], xf, s)
-            o1 = role["operand1"].astype(F32).reshape(r.shape)
+            o1 = _f32(role["operand1"]).reshape(r.shape)
             return alu(args["op1"], o1, r) if args.get("reverse1") else alu(args["op1"], r, o1)
         if op == "tensor_tensor":
             a, b = role["data1"], role["data2"]
             nd = max(a.ndim, b.ndim, out.ndim if out is not None else 0)
-            return alu(args["op"], _as_nd(a.astype(F32), nd), _as_nd(b.astype(F32), nd))
+            return alu(args["op"], _as_nd(_f32(a), nd), _as_nd(_f32(b), nd))
         if op == "reduce":
-            xf = x.astype(F32)
-            r = reduce_values(args["op"], xf, tuple(args["axes"]))
+            axes = tuple(int(a) for a in args["axes"])
+            if any(not 0 <= a < x.ndim - 1 for a in axes):
+                raise NKIRuntimeError(
+                    "err_invalid_program", f"reduction over axes {axes} of a {x.ndim - 1}-d tile"
+                )
+            r = reduce_values(args["op"], _f32(x), tuple(a + 1 for a in axes))
             if args.get("negate"):
                 r = -r
             if args.get("scale", 1.0) != 1.0:
@@ -533,78 +574,99 @@ class Executor:
             return r
         if op == "matmul":
             s, m = role["stationary"], role["moving"]
-            for claim in onezero_claims(args):  # a flag the cost model believed: true on this data?
-                bad = [role[r][(role[r] != 0) & (role[r] != 1)] for r in claim]
-                if all(b.size for b in bad):
-                    raise OneZeroFlagError(" or ".join(claim), float(bad[0].flat[0]))
-            s2 = s.reshape(s.shape[0], -1).astype(F32)
-            m2 = m.reshape(m.shape[0], -1).astype(F32)
-            return s2.T @ m2
+            self._check_onezero(role, args)
+            s2 = s.reshape(s.shape[0], s.shape[1], -1).astype(F32)
+            m2 = m.reshape(m.shape[0], m.shape[1], -1).astype(F32)
+            res = np.empty((s2.shape[0], s2.shape[2], m2.shape[2]), dtype=F32)
+            for c in range(s2.shape[0]):  # one BLAS call per case, on the operands it has alone
+                np.matmul(s2[c].T, m2[c], out=res[c])
+            return res
         if op == "transpose":
-            return x.reshape(x.shape[0], -1).T.astype(F32)
+            return x.reshape(x.shape[0], x.shape[1], -1).transpose(0, 2, 1).astype(F32)
         if op == "broadcast":
-            return np.broadcast_to(x.astype(F32), out.shape)  # type: ignore[union-attr]
+            return np.broadcast_to(_f32(x), out.shape)  # type: ignore[union-attr]
         if op == "loop_reduce":
-            xf = x.astype(F32)
+            xf = _f32(x)
             if all(self.env[v] == 0 for v in args["loops"]):
                 return xf
-            return alu(args["op"], _as_nd(xf, out.ndim), out.astype(F32))  # type: ignore[union-attr]
+            return alu(args["op"], _as_nd(xf, out.ndim), _f32(out))  # type: ignore[union-attr,arg-type]
         if op == "scan":
             return self._scan(role, args)
         if op == "select":
             cond = role["condition"]
             nd = out.ndim  # type: ignore[union-attr]
-            xs = role["x"].astype(F32) if "x" in role else F32(args["x"])
-            ys = role["y"].astype(F32) if "y" in role else F32(args["y"])
+            xs = _f32(role["x"]) if "x" in role else F32(args["x"])
+            ys = _f32(role["y"]) if "y" in role else F32(args["y"])
             return np.where(
                 _as_nd(cond, nd) != 0,
                 _as_nd(np.asarray(xs), nd) if "x" in role else xs,
                 _as_nd(np.asarray(ys), nd) if "y" in role else ys,
             )
         if op == "affine_select":
-            shape = x.shape
+            shape = x.shape  # (cases, tile...): the predicate is over the tile's trailing axes
             shift = len(shape) - len(args["pred_shape"])
-            keep = np.ones(shape, dtype=bool)
+            keep = np.ones(shape[1:], dtype=bool)
             for c, loops, axes in args["pred"]:
                 acc: Any = c + sum(k * self.env[v] for v, k in loops)
                 for a, k in axes:
+                    if not (shift >= 1 and 0 <= a < len(args["pred_shape"])):
+                        raise NKIRuntimeError(
+                            "err_invalid_program", "affine_select predicate over a missing axis"
+                        )
                     acc = acc + k * np.arange(shape[a + shift]).reshape(
-                        [-1 if i == a + shift else 1 for i in range(len(shape))]
+                        [-1 if i == a + shift - 1 else 1 for i in range(len(shape) - 1)]
                     )
                 keep &= np.asarray(acc >= 0)
-            return np.where(keep, x.astype(F32), F32(args["fill"]))
+            return np.where(keep, _f32(x), F32(args["fill"]))
         if op == "bn_stats":
-            xf = x.reshape(x.shape[0], -1).astype(F32)
-            ev, od = xf[:, 0::2], xf[:, 1::2]
+            xf = _f32(x).reshape(x.shape[0], x.shape[1], -1)
+            ev, od = xf[..., 0::2], xf[..., 1::2]
             cols = []
             for part in (ev, od):
-                n = part.shape[1]
-                mean = part.mean(axis=1) if n else np.zeros(xf.shape[0], F32)
-                var_n = ((part - mean[:, None]) ** 2).sum(axis=1) if n else np.zeros(xf.shape[0], F32)
-                cols += [np.full(xf.shape[0], n, F32), mean, var_n]
-            return np.stack(cols, axis=1)
+                n = part.shape[2]
+                zeros = np.zeros(xf.shape[:2], F32)
+                mean = part.mean(axis=2) if n else zeros
+                var_n = ((part - mean[..., None]) ** 2).sum(axis=2) if n else zeros
+                cols += [np.full(xf.shape[:2], n, F32), mean, var_n]
+            return np.stack(cols, axis=2)
         if op == "bn_aggr":
-            xf = x.reshape(x.shape[0], -1, 3).astype(np.float64)
+            xf = x.reshape(x.shape[0], x.shape[1], -1, 3).astype(np.float64)
             n, mean, m2 = xf[..., 0], xf[..., 1], xf[..., 2]
-            tot = n.sum(axis=1)
-            mu = (n * mean).sum(axis=1) / np.maximum(tot, 1)
-            var = (m2 + n * (mean - mu[:, None]) ** 2).sum(axis=1) / np.maximum(tot, 1)
-            return np.stack([mu, var], axis=1).astype(F32)
+            tot = n.sum(axis=2)
+            mu = (n * mean).sum(axis=2) / np.maximum(tot, 1)
+            var = (m2 + n * (mean - mu[..., None]) ** 2).sum(axis=2) / np.maximum(tot, 1)
+            return np.stack([mu, var], axis=2).astype(F32)
         raise NKIRuntimeError("err_invalid_program", f"unknown instruction {op!r}")
 
     @staticmethod
+    def _check_onezero(role: dict[str, np.ndarray], args: dict[str, Any]) -> None:
+        """Each flag the cost model believed (`validate.onezero_claims`), true on every case's
+        data? A claim fails on a case where each of its operands holds something not 0 or 1."""
+        for claim in onezero_claims(args):
+            off = [(role[r] != 0) & (role[r] != 1) for r in claim]
+            per_case = np.logical_and.reduce([o.reshape(o.shape[0], -1).any(axis=1) for o in off])
+            if per_case.any():
+                c = int(np.argmax(per_case))
+                raise OneZeroFlagError(" or ".join(claim), float(role[claim[0]][c][off[0][c]].flat[0]))
+
+    @staticmethod
     def _scan(role: dict[str, np.ndarray], args: dict[str, Any]) -> np.ndarray:
-        a = role["data0"].reshape(role["data0"].shape[0], -1).astype(F32)
-        b = role["data1"].reshape(role["data1"].shape[0], -1).astype(F32)
+        d0, d1 = role["data0"], role["data1"]
+        a = _f32(d0).reshape(d0.shape[0], d0.shape[1], -1)
+        b = _f32(d1).reshape(d1.shape[0], d1.shape[1], -1)
         init = role.get("initial")
-        prev = init.reshape(-1).astype(F32) if init is not None else np.full(a.shape[0], args["initial"], F32)
+        prev = (
+            _f32(init).reshape(a.shape[0], -1)
+            if init is not None
+            else np.full(a.shape[:2], args["initial"], F32)
+        )
         op0, op1, r0, r1 = args["op0"], args["op1"], args.get("reverse0"), args.get("reverse1")
         out = np.empty_like(a)
-        for i in range(a.shape[1]):
-            t = alu(op0, prev, a[:, i]) if r0 else alu(op0, a[:, i], prev)
-            prev = alu(op1, b[:, i], t) if r1 else alu(op1, t, b[:, i])
-            out[:, i] = prev
-        return out.reshape(role["data0"].shape)
+        for i in range(a.shape[2]):
+            t = alu(op0, prev, a[..., i]) if r0 else alu(op0, a[..., i], prev)
+            prev = alu(op1, b[..., i], t) if r1 else alu(op1, t, b[..., i])
+            out[..., i] = prev
+        return out.reshape(d0.shape)
 
 
 def execute(
@@ -612,7 +674,15 @@ def execute(
 ) -> list[np.ndarray]:
     """Run a (validated) program on its array arguments (None for scalar arguments); returns
     the output tensors in the kernel's return order."""
-    return Executor(prog, inputs, analysis).run()
+    return Executor(prog, [inputs], analysis).run()[0]
 
 
-__all__ = ["Executor", "Memory", "activation", "alu", "execute", "reduce_values"]
+def execute_batch(
+    prog: Program, cases: list[list[np.ndarray | None]], analysis: Analysis | None = None
+) -> list[list[np.ndarray]]:
+    """Run a (validated) program on several cases' arguments at once (see the module doc);
+    per case, what `execute` returns for it alone."""
+    return Executor(prog, cases, analysis).run()
+
+
+__all__ = ["Executor", "Memory", "activation", "alu", "execute", "execute_batch", "reduce_values"]

@@ -37,13 +37,18 @@ function trusted(html, cls) {
   return d;
 }
 
+// a header that may wrap after an underscore (status names such as timing_mismatch are one word)
+function breakable(text) {
+  return String(text).split("_").flatMap((part, i) => i ? ["_", h("wbr", {}), part] : [part]);
+}
+
 // numeric: the first right-aligned column, or the list of right-aligned columns
 function table(cls, head, rows, numeric) {
   const nf = numeric === undefined ? 1 : numeric;
   const isNum = (i) => Array.isArray(nf) ? nf.includes(i) : i >= nf;
   // in a box that scrolls sideways where the table is wider than the page, never the page
   return h("div", {class: "table-wrap"}, h("table", {class: cls},
-    h("thead", {}, h("tr", {}, head.map((c, i) => h("th", {class: isNum(i) ? "num" : null}, c)))),
+    h("thead", {}, h("tr", {}, head.map((c, i) => h("th", {class: isNum(i) ? "num" : null}, breakable(c))))),
     h("tbody", {}, rows)));
 }
 
@@ -161,7 +166,7 @@ function runsPage() {
       cell(r.kernels, {"data-col": "kernels"}, 8, 3),
       cell(r.events, {"data-col": "events"}, 9, 3),
       h("td", {}, r.started), h("td", {}, r.last_event), h("td", {}, r.source)));
-    body.replaceChildren(campaignsTable(m.campaigns || []), table("runs", head, rows, [3, 4, 5, 6, 7, 8, 9]),
+    body.replaceChildren(...campaignsTable(m.campaigns || []), table("runs", head, rows, [3, 4, 5, 6, 7, 8, 9]),
       m.runs.length ? "" : h("p", {class: "note"}, "no runs yet: start one with `accelopt run`"),
       m.warnings.length ? h("div", {class: "warnings"}, m.warnings.map((w) => h("div", {}, "warning: " + w))) : "");
     rendered({page: "runs", runs: m.runs.length, events: m.runs.reduce((a, r) => a + r.events, 0)});
@@ -170,8 +175,10 @@ function runsPage() {
 
 // --- campaigns --------------------------------------------------------------------------------
 
+// the campaigns list and the "Runs" heading under it, as nodes to spread into a parent
+// (replaceChildren does not flatten an array: it would print it as text); none without campaigns
 function campaignsTable(list) {
-  if (!list.length) return "";
+  if (!list.length) return [];
   const head = ["campaign", "status", "runs", "items", "speedup (geomean)", "spend / budget", "policy", "started",
                 "last event"];
   return [h("h2", {}, "Campaigns"), table("campaigns", head, list.map((c) => h("tr", {"data-campaign": c.campaign_id},

@@ -106,6 +106,39 @@ def test_large_magnitude_outputs_are_judged_relative_to_their_size() -> None:
     assert V.compare_output(noisy, ref, Tolerance())[0]
 
 
+def test_a_large_output_judged_over_threads_gets_the_one_threads_verdict() -> None:
+    """Spans of a large output on threads (the default) and one pass on one thread (`threads=1`,
+    the Neuron agent's) give the same verdict, errors, first bad element and note, with and
+    without a precomputed bound and a float32 floor."""
+    assert V._spans(3_000_000, 3) == [(0, 1_015_808), (1_015_808, 2_031_616), (2_031_616, 3_000_000)]
+    n = 3_000_000
+    rng = np.random.default_rng(3)
+    ref = rng.standard_normal((n // 1000, 1000))
+    got = (ref * (1 + 1e-7 * rng.standard_normal(ref.shape))).astype(np.float32)
+    got.reshape(-1)[[2_500_000, 2_900_000]] += 0.5  # outside the bound, in the last span only
+    tol = Tolerance()
+    floor = V.Fp32Floor(rows=np.full(ref.shape[0], 1e-3, np.float32), rel_l2=1e-9)
+    stats: dict[str, V.RefStats] | None
+    floors: dict[str, V.Fp32Floor] | None
+    for stats in (None, {"out": V.RefStats(ref, tol)}):
+        for floors in (None, {"out": floor}):
+            one, many = (
+                V.compare_outputs("c", {"out": got}, {"out": ref}, tol, stats=stats, floor=floors, threads=t)
+                for t in (1, None)
+            )
+            assert not one.passed and "2 of 3000000 elements" in one.note and "2500000" in one.note
+            assert (many.passed, many.note, many.max_abs_err, many.max_rel_err) == (
+                one.passed,
+                one.note,
+                one.max_abs_err,
+                one.max_rel_err,
+            )
+            assert many.rel_l2 == pytest.approx(one.rel_l2, rel=1e-12)  # sums in another order
+    assert V.RefStats(ref, tol, threads=1).norm == pytest.approx(V.RefStats(ref, tol).norm, rel=1e-12)
+    b1, bn = V.RefStats(ref, tol, threads=1).bound, V.RefStats(ref, tol).bound
+    assert b1 is not None and bn is not None and np.array_equal(b1, bn)
+
+
 def test_compare_outputs_checks_dtype_and_presence() -> None:
     ref = {"out": np.zeros(4)}
     assert not V.compare_outputs("c", {}, ref, Tolerance()).passed

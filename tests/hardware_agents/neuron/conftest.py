@@ -17,6 +17,11 @@ from pathlib import Path
 
 import pytest
 
+# The agents of these tests keep no references on disk (hardware_agents/neuron/refstore.py):
+# nothing of a test run lands in the user's cache dir; test_neuron_data.py tests the store
+# with stores of its own.
+os.environ.setdefault("ACCELOPT_NKI_REFERENCE_STORE_BYTES", "0")
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # neuron_helpers, neuron_kernels, nkibench_fixture
 

@@ -88,3 +88,63 @@ def test_lookup_builds_once_per_key_and_tells_evicted_entries() -> None:
     assert removed == ["a"] and built == ["a", "b", "c"]
     cache.close()
     assert sorted(removed) == ["a", "b", "c"]
+
+
+def test_the_reference_store_serves_a_later_process_and_keeps_out_everyone_else(
+    small_suite: dict[str, Problem], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hardware_agents import validity
+    from hardware_agents.neuron.refstore import ReferenceStore
+
+    p = small_suite["silu"]
+    store = ReferenceStore(tmp_path / "store")
+    monkeypatch.setattr(store, "worth_keeping", lambda seconds, nbytes: True)  # small refs: keep them anyway
+    first = ndata.ProblemData(p, (0, 21), tmp_path, store)
+    want = [c.refs()["out"].copy() for c in first.cases]
+    floor = first.cases[0].floor(p)
+    first.remove()
+    assert _mode(store.root) == 0o700 and len(list(store.root.iterdir())) == len(first.cases)
+
+    def no_reference(*_a: object, **_k: object) -> None:
+        raise AssertionError("a stored reference was computed again")
+
+    monkeypatch.setattr(validity, "reference_outputs", no_reference)
+    second = ndata.ProblemData(p, (0, 21), tmp_path, store)  # a later process: a new ProblemData
+    try:
+        assert all(c.entry is not None for c in second.cases)
+        for c, ref in zip(second.cases, want, strict=True):
+            assert np.array_equal(c.refs()["out"], ref)
+            assert c.stats["out"].norm == pytest.approx(float(np.linalg.norm(ref)))
+        again = second.cases[0].floor(p)  # the floor too comes from the store
+        assert np.array_equal(again["out"].rows, floor["out"].rows)
+    finally:
+        second.remove()
+    # an entry whose file no longer matches its manifest is not served
+    (entry,) = [d for d in store.root.iterdir() if d.name == second.cases[0].key]
+    with open(entry / "out.npy", "ab") as f:
+        f.write(b"x")
+    assert store.get(second.cases[0].key) is None
+
+
+def test_the_reference_store_keeps_what_pays_and_evicts_the_least_recently_used(tmp_path: Path) -> None:
+    from hardware_agents.neuron.refstore import ReferenceStore
+
+    big = ReferenceStore(tmp_path / "big", budget_bytes=16 << 30)
+    assert big.worth_keeping(10.0, 1 << 30)  # 1 GiB that took 10 s: reading it back is faster
+    assert not big.worth_keeping(3.0, 1 << 30)  # 1 GiB that took 3 s: recomputing is
+    assert not big.worth_keeping(600.0, 8 << 30)  # more than a quarter of the budget
+    store = ReferenceStore(tmp_path / "store", budget_bytes=(3 << 20) + (64 << 10))  # three entries
+    ref = {"out": np.zeros(1 << 17)}  # 1 MiB
+    from hardware_agents.validity import RefStats, Tolerance
+
+    stats = {"out": RefStats(ref["out"], Tolerance(), bound=False)}
+    for key in ("a", "b", "c"):
+        assert store.put(key, ref, stats, seconds=5.0) is not None
+    assert store.get("a") is not None  # a used again: b is now the least recently used
+    store.put("d", ref, stats, seconds=5.0)
+    assert store.get("b") is None and all(store.get(k) is not None for k in ("a", "c", "d"))
+    # what saves the least computing time per byte goes first, however recently it was used
+    store.put("cheap", ref, stats, seconds=0.5)
+    assert store.get("cheap") is None and all(store.get(k) is not None for k in ("a", "c", "d"))
+    store.put("dear", ref, stats, seconds=50.0)
+    assert store.get("a") is None and store.get("dear") is not None  # a: the least recently used 5 s one
