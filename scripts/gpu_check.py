@@ -319,7 +319,7 @@ def corpus_rows(
                 expected=expect,
                 needle=needle,
                 vs_baseline=vs,
-                caught=prof.status == expect and needle in text and honest,
+                caught=hack.accepts(prof.status, text, on_gpu) and honest,
             )
         )
     return rows
