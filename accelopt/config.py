@@ -215,19 +215,6 @@ class LogConfig(_C):
     duplicate_window_s: float = 3600.0
 
 
-DEVICE_PROFILE_TIMEOUT_S: dict[str, float] = {
-    "cpu": 60.0,
-    "h100": 300.0,
-    "h200": 300.0,
-    "b200": 300.0,
-    "trn1": 900.0,
-    "trn2": 900.0,
-}
-"""How long one profile (compile + every seed + timing) may take per device kind: NKI
-compiles each seed's kernel for minutes (docs/neuron.md), Triton autotuning and JIT take
-minutes, a C kernel compiles in seconds. Unknown kinds get 60 s."""
-
-
 class SandboxConfig(_C):
     """Isolation of LLM-written code (hardware_agents/README.md). A profile refuses to run a
     kernel where filesystem (Landlock) or network isolation cannot be applied, unless
@@ -237,13 +224,19 @@ class SandboxConfig(_C):
 
 
 class ProfilingConfig(_C):
-    timeout_s: float | None = None  # every device kind; None: `device_timeout_s`, then the defaults above
+    """How long one profile (compile + every seed + timing) may take: `timeout_s` for every
+    device kind, else `device_timeout_s` per kind, else the kind's default, which its device
+    family knows (`hardware_agents.families.profile_timeout_s`: a C kernel compiles in seconds,
+    Triton autotuning and JIT take minutes, NKI compiles each seed's kernel for minutes)."""
+
+    timeout_s: float | None = None  # every device kind; None: `device_timeout_s`, then the default
     device_timeout_s: dict[str, float] = {}
 
-    def timeout_for(self, device: str) -> float:
+    def timeout_for(self, device: str, default_s: float) -> float:
+        """The limit for `device`, whose family's default is `default_s`."""
         if self.timeout_s is not None:
             return self.timeout_s
-        return self.device_timeout_s.get(device, DEVICE_PROFILE_TIMEOUT_S.get(device, 60.0))
+        return self.device_timeout_s.get(device, default_s)
 
 
 class RunConfig(_C):

@@ -4,7 +4,7 @@ A package installed next to AccelOpt can add device kinds and LLM providers with
 edit to this repository, by declaring entry points in its own `pyproject.toml`:
 
     [project.entry-points."accelopt.devices"]
-    myaccel = "myaccel_agent"                 # a module that calls register_agent on import,
+    myaccel = "myaccel_agent"                 # a module that calls register_family on import,
                                               # or a zero-argument callable that does
     [project.entry-points."accelopt.llm_providers"]
     mycorp = "mycorp_llm:MyCorpLLM"           # a litellm.CustomLLM subclass (or instance):
@@ -82,7 +82,7 @@ def describe_failures(group: str) -> str:
 
 
 def use_device_plugin(name: str, obj: Any) -> None:
-    """A device entry point is a module (importing it registered its kinds) or a callable."""
+    """A device entry point is a module (importing it registered its family) or a callable."""
     if not isinstance(obj, ModuleType):
         if not callable(obj):
             raise TypeError(f"entry point {name!r} is neither a module nor callable: {type(obj).__name__}")

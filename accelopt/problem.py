@@ -37,8 +37,8 @@ LANGUAGE_NAME = r"[a-z][a-z0-9_+-]{0,31}"
 Language = Annotated[str, msgspec.Meta(pattern=f"^{LANGUAGE_NAME}$")]
 FLASHINFER_LANGUAGES = ("python", "triton", "cpp", "cuda", "tilelang")
 # Names a solution file may use: FlashInfer-Bench's, AccelOpt's built-in ones (here too, so
-# loading a problem does not depend on what was imported before), and every name registered
-# with `hardware_agents.languages.register_language` (it calls `add_language_name`).
+# loading a problem does not depend on what was imported before), and every language of a
+# registered device family (`hardware_agents.families.register_family` calls `add_language_name`).
 _language_names = {*FLASHINFER_LANGUAGES, "c", "nki"}
 _plugins_loaded = False
 

@@ -43,9 +43,9 @@ import accelopt  # noqa: F401,E402  (environment defaults)
 import suites  # noqa: E402
 from benchmarks._common import median, save  # noqa: E402
 from hardware_agents import validity  # noqa: E402
-from hardware_agents.base import get_agent  # noqa: E402
 from hardware_agents.cpu import CpuAgent  # noqa: E402
 from hardware_agents.cpu.runner import KernelRunner  # noqa: E402
+from hardware_agents.families import get_agent  # noqa: E402
 from hardware_agents.sandbox import Sandbox  # noqa: E402
 
 CPU_PROBLEMS = suites.load_suite("cpu")

@@ -301,7 +301,7 @@ def remeasure(problems: list[tuple[str, str, str]], sources: dict[str, list[str]
     from accelopt.config import RunConfig
     from actors.roles.profiler import kernel_solution, offset_seeds
     from cli.commands.remeasure import measure_interleaved
-    from hardware_agents.base import get_agent
+    from hardware_agents.families import get_agent, profile_timeout_s
 
     out: dict[str, Any] = {}
     agents: dict[str, Any] = {}
@@ -321,7 +321,7 @@ def remeasure(problems: list[tuple[str, str, str]], sources: dict[str, list[str]
                 out[key] = {**row, "speedups": {}}
                 continue
             agent = agents.get(device) or agents.setdefault(device, get_agent(device))
-            timeout = RunConfig().profiling.timeout_for(device)
+            timeout = profile_timeout_s(device, RunConfig().profiling)
             if device == "cpu":
                 kernels = [(ev.derive_event_id("bench", key, i), lang, src) for i, src in enumerate(distinct)]
                 measured = measure_interleaved(

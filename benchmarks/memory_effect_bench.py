@@ -300,7 +300,7 @@ def main() -> int:
     import suites
     from accelopt.config import build_config
     from events.logfile import read_events
-    from hardware_agents.base import get_agent
+    from hardware_agents.families import get_agent
 
     all_problems = {p.name: p for p in suites.load_suite(args.suite)}
     names = [n.strip() for n in args.problems.split(",")] if args.problems else sorted(all_problems)

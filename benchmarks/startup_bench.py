@@ -48,7 +48,7 @@ PARTS: dict[str, str] = {
     "import:actors.roles.llm_roles (LLM roles: litellm)": "import accelopt; import actors.roles.llm_roles",
     "import:actors.roles.profiler + device registry": (
         "import accelopt; import actors.roles.profiler; "
-        "from hardware_agents.base import get_agent; get_agent('cpu')"
+        "from hardware_agents import get_agent; get_agent('cpu')"
     ),
     "import:actors.roles.curator (lancedb)": "import accelopt; import actors.roles.curator",
     "import:actors.roles.coordinator": "import accelopt; import actors.roles.coordinator",

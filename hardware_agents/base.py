@@ -1,4 +1,4 @@
-"""The hardware-agent interface, the device registry and the roofline (see hardware_agents/README.md).
+"""The hardware-agent interface and the roofline (see hardware_agents/README.md).
 
 A hardware agent turns (problem, solution) into a `Profile`: compile, check correctness on
 fresh and adversarial inputs, time, and place the result on the device's roofline:
@@ -10,23 +10,17 @@ Roofline expressions come from problem files, i.e. from outside the program, so 
 evaluated by a small AST whitelist (numbers, axis names, + - * / ** and parentheses; see
 `accelopt.problem.eval_expression`), never by `eval`.
 
-Agents register by kind (`register_agent("cpu", factory)`); each agent subpackage of
-`hardware_agents` registers itself when imported, and `get_agent`/`available_devices`
-import the subpackages on first use, so adding a device needs no edit here; a device in
-another installed package registers through the `accelopt.devices` entry point group.
+Agents are made by their device family (`hardware_agents/family.py`), found in the
+registry of families (`hardware_agents/families.py`: `get_agent`, `available_devices`).
 """
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import math
-import pkgutil
-import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import msgspec
@@ -48,14 +42,9 @@ __all__ = [
     "ExpressionError",
     "HardwareAgent",
     "RooflineTerms",
-    "agent_languages",
-    "available_devices",
     "eval_expression",
     "expression_names",
-    "get_agent",
     "parse_expression",
-    "register_agent",
-    "registered_kinds",
     "roofline_terms",
     "t_peak",
 ]
@@ -230,94 +219,3 @@ class HardwareAgent(ABC):
 
     def close(self) -> None:  # noqa: B027 (optional hook, default: nothing to release)
         """Release cached resources (temporary data, worker processes)."""
-
-
-AgentFactory = Callable[..., HardwareAgent]
-
-
-class _Registration(msgspec.Struct, frozen=True):
-    factory: Any  # AgentFactory
-    probe: Any = None  # Callable[[], bool] | None: is the device usable on this machine?
-    languages: tuple[str, ...] | None = None  # kernel languages it runs (None: the factory's `languages`)
-
-
-_registry: dict[str, _Registration] = {}
-_registry_lock = threading.Lock()
-_discovered = False
-
-
-def register_agent(
-    kind: str,
-    factory: AgentFactory,
-    *,
-    probe: Callable[[], bool] | None = None,
-    languages: Sequence[str] | None = None,
-) -> None:
-    """Make `get_agent(kind, **opts)` call `factory(**opts)`. Re-registering replaces.
-    `languages`: the kernel languages the agent runs, for a factory that is not the agent
-    class itself (a class's own `languages` is read otherwise), so a run can refuse a problem
-    its device cannot run without making an agent (`agent_languages`)."""
-    with _registry_lock:
-        _registry[kind] = _Registration(
-            factory=factory, probe=probe, languages=tuple(languages) if languages is not None else None
-        )
-
-
-def _discover() -> None:
-    """Import every agent subpackage once, then the `accelopt.devices` entry points of
-    installed plugins (`accelopt/plugins.py`); each registers its kinds on import."""
-    global _discovered
-    if _discovered:
-        return
-    for mod in pkgutil.iter_modules([str(Path(__file__).resolve().parent)]):  # this package's subpackages
-        if mod.ispkg and not mod.name.startswith("_"):
-            importlib.import_module(f"hardware_agents.{mod.name}")
-    from accelopt.plugins import DEVICE_GROUP, load_plugins, use_device_plugin
-
-    load_plugins(DEVICE_GROUP, use_device_plugin)
-    _discovered = True
-
-
-def registered_kinds() -> list[str]:
-    _discover()
-    return sorted(_registry)
-
-
-def agent_languages(kind: str) -> tuple[str, ...] | None:
-    """The kernel languages the agent of `kind` runs, without making one; None when the kind
-    is not registered or its registration does not say (then nothing is refused up front)."""
-    _discover()
-    reg = _registry.get(kind)
-    if reg is None:
-        return None
-    if reg.languages is not None:
-        return reg.languages
-    declared = getattr(reg.factory, "languages", None)
-    return tuple(declared) if isinstance(declared, (tuple, list)) else None
-
-
-def available_devices() -> list[str]:
-    """Kinds whose agent can run on this machine (its probe says so, or it has no probe)."""
-    _discover()
-    out = []
-    for kind, reg in sorted(_registry.items()):
-        try:
-            ok = reg.probe() if reg.probe is not None else True
-        except Exception:
-            ok = False
-        if ok:
-            out.append(kind)
-    return out
-
-
-def get_agent(kind: str, **opts: Any) -> HardwareAgent:
-    _discover()
-    reg = _registry.get(kind)
-    if reg is None:
-        from accelopt.plugins import DEVICE_GROUP, describe_failures
-
-        raise KeyError(
-            f"no hardware agent for device kind {kind!r}; registered: {sorted(_registry)}"
-            f"{describe_failures(DEVICE_GROUP)}"
-        )
-    return reg.factory(**opts)

@@ -20,21 +20,18 @@ DEFAULT_TOP_M = 16
 DUPLICATE_COSINE = 0.95
 """Two retrieved insights whose embeddings are closer than this count as one."""
 
-DEVICE_FAMILIES: dict[str, tuple[str, ...]] = {
-    "cpu": ("cpu",),
-    "nvidia": ("h100", "h200", "b200"),
-    "trainium": ("trn1", "trn2"),
-}
-"""Devices whose insights transfer as they are (same memory hierarchy and kernel language);
-retrieval stays within a family unless cross-device slots are asked for."""
-
 MAX_DIFF_LINES = 80
 MAX_DIFF_CHARS = 4000
 
 
 def device_family(device: str) -> tuple[str, ...]:
-    """The device kinds of `device`'s family (an unknown kind is a family of its own)."""
-    return next((members for members in DEVICE_FAMILIES.values() if device in members), (device,))
+    """The device kinds of `device`'s family (`hardware_agents.families`: same memory hierarchy
+    and kernel language, so insights transfer as they are; retrieval stays within a family
+    unless cross-device slots are asked for). A kind no family serves is a family of its own."""
+    from hardware_agents.families import family_of
+
+    family = family_of(device)
+    return family.kind_names() if family is not None else (device,)
 
 
 def kernel_diff(

@@ -10,29 +10,17 @@ from accelopt.problem import Problem, ProblemFileError
 
 def load_problems(cfg: RunConfig, *, on_warning: Callable[[str], None] | None = None) -> list[Problem]:
     """The run's problems (every problem of `suite` when `problems` is empty), checked: each
-    reference's suite and problem exist, its device kind has a hardware agent, and that agent
-    runs the problem's kernel language. Each problem's device is `target_devices(cfg, names)`.
+    reference's suite and problem exist, its device kind has a device family, the family does
+    not refuse the run, the run's agent options are its agent's, and that agent runs the
+    problem's kernel language. Each problem's device is `target_devices(cfg, names)`.
 
     A problem folder of a named suite that cannot be read is an error when the run asks for
     it (or for the whole suite) and a warning (`on_warning`, else the log) when it does not."""
     import suites
-    from hardware_agents.base import registered_kinds
-    from hardware_agents.sim.gate import run_refusal
 
     refs = problem_refs(cfg)
-    kinds = registered_kinds()
     uses = [(f"problem {raw!r}", ref.device) for raw, ref in zip(cfg.problems, refs, strict=True)]
-    for what, device in uses or [("device", cfg.device)]:
-        if device not in kinds:
-            from accelopt.plugins import DEVICE_GROUP, describe_failures
-
-            raise ConfigError(
-                f"{what}: unknown device kind {device!r}; known: {', '.join(kinds)}"
-                f"{describe_failures(DEVICE_GROUP)}"
-            )
-    sim_why = run_refusal(cfg, [device for _, device in uses] or [cfg.device])
-    if sim_why:
-        raise ConfigError(sim_why)
+    check_devices(cfg, uses or [("device", cfg.device)])
     catalog = _Catalog(suites)
     if not refs:
         broken = catalog.load(cfg.suite, what=None)
@@ -74,6 +62,30 @@ def load_problems(cfg: RunConfig, *, on_warning: Callable[[str], None] | None = 
     return problems
 
 
+def check_devices(cfg: RunConfig, uses: list[tuple[str, str]]) -> None:
+    """ConfigError unless every device kind of `uses` ((what uses it, kind)) has a family, no
+    family refuses the run, and the run's agent options (`devices.<kind>.options`) are the
+    options of each kind's agent, with values of their types."""
+    from hardware_agents.families import family_of, run_refusal, unknown_kind
+
+    for what, device in uses:
+        if family_of(device) is None:
+            raise ConfigError(f"{what}: {unknown_kind(device)}")
+    options = {kind: d.options for kind, d in cfg.devices.items()}
+    why = run_refusal([device for _, device in uses], options)
+    if why:
+        raise ConfigError(why)
+    errors = [
+        error
+        for kind in dict.fromkeys(device for _, device in uses)
+        for family in [family_of(kind)]
+        if family is not None
+        for error in family.option_errors(kind, options.get(kind) or {})
+    ]
+    if errors:
+        raise ConfigError("; ".join(errors))
+
+
 class _Catalog:
     """The problems of each suite a run names, loaded once; the folders that could not be read
     kept apart with why (`broken`)."""
@@ -113,7 +125,7 @@ class _Catalog:
 def check_language(what: str, problem: Problem, device: str) -> None:
     """Refuse a problem whose kernel language the agent of `device` does not run, naming the
     devices that do."""
-    from hardware_agents.base import agent_languages, registered_kinds
+    from hardware_agents.families import agent_languages, registered_kinds
 
     language = problem.baseline.spec.language
     runs = agent_languages(device)

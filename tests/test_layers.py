@@ -437,3 +437,86 @@ def test_the_sandbox_interface_check_finds_an_internal_import():
     assert any("imports hardware_agents.sandbox.landlock" in f for f in found), found
     assert any("imports hardware_agents.sandbox.uids" in f for f in found), found
     assert any("names 'hardware_agents.sandbox.probe:describe'" in f for f in found), found
+
+
+# --- device families: one descriptor each, asked by everything above ------------------------
+
+# the device families' packages; `hardware_agents/families.py` lists their descriptors
+FAMILY_PACKAGES = (
+    "hardware_agents.cpu",
+    "hardware_agents.triton",
+    "hardware_agents.neuron",
+    "hardware_agents.sim",
+)
+REGISTRY = "hardware_agents/families.py"
+
+
+def _family_of_module(name: str) -> str | None:
+    return next((pkg for pkg in FAMILY_PACKAGES if name == pkg or name.startswith(pkg + ".")), None)
+
+
+def _family_reach(path: Path, tree: ast.AST) -> list[str]:
+    """What `path` takes from a device family it is not part of: imported modules of the
+    family's package (`from hardware_agents import cpu` included) and strings that name one
+    (a "module:function" target). The registry's import of each `<family>.family` (the
+    descriptor) is the one allowed."""
+    rel = _rel(path)
+    own = _family_of_module(_module_of(path))
+    found = []
+    for base, subs in _imported(path, tree):
+        for m in [base, *(sub for sub in subs if _is_module(sub))]:
+            family = _family_of_module(m)
+            if family is None or family == own or (rel == REGISTRY and m == f"{family}.family"):
+                continue
+            found.append(f"{rel} imports {m}")
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Constant) and isinstance(n.value, str):
+            family = _family_of_module(n.value.split(":", 1)[0])
+            if family is not None and family != own:
+                found.append(f"{rel}:{n.lineno} names {n.value!r}")
+    return found
+
+
+def _examples() -> list[tuple[Path, ast.AST]]:
+    return [(p, ast.parse(p.read_text(), str(p))) for p in sorted((ROOT / "examples").rglob("*.py"))]
+
+
+def test_the_family_packages_are_the_registrys():
+    """Every subpackage of hardware_agents/ with a descriptor (`family.py`) is a family here,
+    and the registry lists each one's descriptor."""
+    from hardware_agents.families import FAMILIES
+
+    with_descriptor = {
+        f"hardware_agents.{p.parent.name}" for p in (ROOT / "hardware_agents").glob("*/family.py")
+    }
+    assert with_descriptor == set(FAMILY_PACKAGES)
+    assert sorted(f.make_agent.__module__.rpartition(".")[0] for f in FAMILIES) == sorted(FAMILY_PACKAGES)
+
+
+def test_nothing_outside_a_device_family_imports_its_modules():
+    """The command line, the actors, the suites, the prompts, the memory, the shared parts of
+    hardware_agents/ and the examples ask a kind's family through the registry
+    (`hardware_agents.families`) and its descriptor; only a family reaches into itself. (The
+    tests, scripts and benchmarks of a family exercise its internals and are not held to it.)"""
+    found = [line for path, tree in [*SOURCES, *_examples()] for line in _family_reach(path, tree)]
+    assert not found, found
+
+
+def test_the_family_check_finds_an_import_and_a_target_string():
+    """Guards the check above: it sees a family module imported or named from outside, and
+    lets the registry import the descriptors."""
+    tree = ast.parse(
+        "from hardware_agents.triton.specs import _SPECS\n"
+        "from hardware_agents import neuron\n"
+        'T = "hardware_agents.cpu.server:serve"\n'
+    )
+    found = _family_reach(ROOT / "cli" / "commands" / "worker.py", tree)
+    assert found == [
+        "cli/commands/worker.py imports hardware_agents.triton.specs",
+        "cli/commands/worker.py imports hardware_agents.neuron",
+        "cli/commands/worker.py:3 names 'hardware_agents.cpu.server:serve'",
+    ], found
+    registry = ROOT / REGISTRY
+    assert not _family_reach(registry, ast.parse("from hardware_agents.cpu.family import FAMILY"))
+    assert _family_reach(registry, ast.parse("from hardware_agents.cpu.agent import CpuAgent"))
+    assert not _family_reach(ROOT / "hardware_agents" / "cpu" / "agent.py", tree.body[2])  # its own

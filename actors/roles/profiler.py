@@ -21,7 +21,8 @@ from actors.base.run_context import RunContexts
 from actors.base.worker import Worker, WorkerOptions
 from events.log import EventLog
 from events.subjects import role_filter
-from hardware_agents.base import DEFAULT_SEEDS, HardwareAgent, get_agent
+from hardware_agents.base import DEFAULT_SEEDS, HardwareAgent
+from hardware_agents.families import get_agent
 from hardware_agents.languages import find_language
 from hardware_agents.sandbox import allow_unisolated
 

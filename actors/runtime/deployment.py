@@ -24,6 +24,7 @@ from accelopt.logging import get_logger
 from actors.base.worker import WorkerOptions
 from actors.runtime.hosting import ActorRole, Placement, device_placement, ray_host_class
 from events.subjects import role_filter
+from hardware_agents.families import profile_timeout_s
 
 log = get_logger(component="deployment")
 
@@ -136,7 +137,7 @@ class Deployment:
                     {
                         "nats_url": self.nats_url,
                         "device": device,
-                        "timeout_s": self.cfg.profiling.timeout_for(device),
+                        "timeout_s": profile_timeout_s(device, self.cfg.profiling),
                         "worker_name": f"{device}-{i}",
                         "options": profiler_options(device, self.cfg),
                         "agent_options": dict(dcfg.options) if dcfg else {},

@@ -4,8 +4,8 @@ Every actor is a plain asyncio object with `run()` and `stop()` (a `Worker` or t
 coordinator service). `ActorHost` is the one Ray actor class that hosts any of them: it
 builds the object of an actor role (`ACTOR_ROLES`; `actor_class` is the one table of what
 each role is) from keyword arguments inside the actor process and runs it. Placement is by
-Ray resources: profilers declare their device (`num_gpus`, a `neuron_cores` custom resource,
-or CPU cores); LLM roles and the coordinator need none. Ray restarts a dead host
+Ray resources: profilers declare what their device family's descriptor names (`num_gpus`, a
+custom resource such as `neuron_cores`, or CPU cores); LLM roles and the coordinator need none. Ray restarts a dead host
 (`max_restarts`) and re-submits its `run()` call on the new process (`max_task_retries`), so a
 killed actor comes back and resumes consuming; JetStream redelivers what it had not acked.
 """
@@ -152,44 +152,32 @@ class Placement:
 
 
 def device_placement(device: str) -> Placement:
-    """What one profiler actor of a device kind holds while it lives. A GPU kind on a Ray
-    cluster without any GPU takes a CPU slot instead: its agent then checks correctness in
-    the Triton interpreter (status `unmeasured`) and leaves timing to a GPU worker. A
-    Trainium kind on a cluster without NeuronCores holds nothing: its agent emulates (an
-    estimate), in sandboxed processes of its own, and a CPU slot would keep it from starting
-    beside the cpu and GPU-less profilers on a small machine."""
-    if device in ("h100", "h200", "b200") or device.startswith("cuda"):
-        resources = _cluster_resources()
-        if resources is not None and not resources.get("GPU"):
-            return Placement(num_cpus=1)
-        return Placement(num_gpus=1, resources=_generation(device))
-    if device.startswith("trn"):
-        resources = _cluster_resources()
-        if resources is not None and not resources.get("neuron_cores"):
-            return Placement(num_cpus=0.0)
-        return Placement(resources={"neuron_cores": 1, **_generation(device)})
-    return Placement(num_cpus=1)
+    """What one profiler actor of a device kind holds while it lives: one slot of its family's
+    Ray resource (`DeviceSlots.ray_resource`: "GPU", or a custom one such as `neuron_cores`)
+    and a sliver of its generation's node label, or one CPU for a family without slots. On a
+    cluster with none of the resource it holds `DeviceSlots.cpus_without` CPUs and its agent
+    profiles without the device (the Triton interpreter, the NKI emulator)."""
+    from hardware_agents.families import family_of
+
+    family = family_of(device)
+    slots = family.slots if family is not None else None
+    if family is None or slots is None:
+        return Placement(num_cpus=1)
+    resources = _cluster_resources()
+    if resources is not None and not resources.get(slots.ray_resource):
+        return Placement(num_cpus=slots.cpus_without)
+    label = _generation(family.kind(device).node_label, resources)
+    if slots.ray_resource == "GPU":
+        return Placement(num_gpus=1, resources=label)
+    return Placement(resources={slots.ray_resource: 1, **label})
 
 
-# Ray labels NVIDIA nodes `accelerator_type:H100` itself; deploy/ray-cluster-aws.yaml labels
-# Trainium nodes `accelerator_type:trn1` / `trn2` (Ray's own label does not tell them apart)
-_GENERATION_RESOURCE = {
-    "h100": "accelerator_type:H100",
-    "h200": "accelerator_type:H200",
-    "b200": "accelerator_type:B200",
-    "trn1": "accelerator_type:trn1",
-    "trn2": "accelerator_type:trn2",
-}
-
-
-def _generation(device: str) -> dict[str, float]:
-    """A sliver of the node label of `device`'s generation, when the cluster has one: a trn1
+def _generation(node_label: str | None, resources: dict[str, float] | None) -> dict[str, float]:
+    """A sliver of the node label of a kind's generation, when the cluster has one: a trn1
     profiler must not land on a trn2 node (its agent refuses to time there), nor an h100
     one on another GPU. Clusters without such labels place by device count alone."""
-    key = _GENERATION_RESOURCE.get(device)
-    resources = _cluster_resources()
-    if key and resources and resources.get(key):
-        return {key: 0.001}
+    if node_label and resources and resources.get(node_label):
+        return {node_label: 0.001}
     return {}
 
 

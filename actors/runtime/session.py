@@ -80,7 +80,7 @@ def toolchain(devices: list[str]) -> dict[str, str]:
     for pkg in ("ray", "nats-py", "litellm", "lancedb", "torch", "triton", "msgspec"):
         with contextlib.suppress(md.PackageNotFoundError):
             out[pkg] = md.version(pkg)
-    from hardware_agents.base import get_agent
+    from hardware_agents.families import get_agent
 
     for d in devices:
         with contextlib.suppress(Exception):
@@ -625,15 +625,17 @@ def _memory_warnings(url: str, run_id: str, view: RunView, cfg: RunConfig) -> li
 def _refuse_unsafe(
     cfg: RunConfig, problems: list[Problem], devices: list[str] | None, start_workers: bool
 ) -> None:
-    """Refuse a run before anything starts: no problems, a simulated device selected by
-    accident, or kernels to run on a machine that cannot isolate them."""
+    """Refuse a run before anything starts: no problems, a device family that refuses it (a
+    simulated device selected by accident), or kernels to run on a machine that cannot
+    isolate them."""
     if not problems:
         raise RunError("no problems to optimize")
-    from hardware_agents.sim.gate import run_refusal
+    from hardware_agents.families import run_refusal
 
-    sim_why = run_refusal(cfg, devices or target_devices(cfg, [p.name for p in problems]).values())
-    if sim_why:  # a simulated device must never be selected by accident
-        raise RunError(sim_why)
+    options = {kind: d.options for kind, d in cfg.devices.items()}
+    why = run_refusal(devices or target_devices(cfg, [p.name for p in problems]).values(), options)
+    if why:  # e.g. a simulated device must never be selected by accident
+        raise RunError(why)
     if start_workers:  # this machine will run LLM-written kernels: refuse now, not kernel by kernel
         refuse_unisolated(cfg)
 

@@ -1,4 +1,6 @@
-"""`accelopt calibrate [--force] [--quick]`: measure (once) and print this machine's CPU peaks."""
+"""`accelopt calibrate [--force] [--quick] [--device KIND]`: measure (once) and print this
+machine's peaks of a device kind whose family measures them (`DeviceFamily.calibrate`: the
+CPU's; other kinds' peaks are cited)."""
 
 from __future__ import annotations
 
@@ -19,22 +21,33 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--cache-dir", type=Path, default=None, help="default: $ACCELOPT_CACHE_DIR or ~/.cache/accelopt"
     )
+    p.add_argument("--device", default="cpu", help="the device kind whose peaks to measure (default cpu)")
     p.add_argument("--json", action="store_true", help="print the calibration record as JSON")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from hardware_agents.cpu.calibrate import CalibrationError, calibrate, calibration_path
+    from hardware_agents.families import family_of, unknown_kind
+    from hardware_agents.family import CalibrationError
 
     console = Console()
+    family = family_of(args.device)
+    if family is None or family.calibrate is None:
+        why = (
+            unknown_kind(args.device)
+            if family is None
+            else f"the peaks of {args.device!r} are cited, not measured"
+        )
+        console.print(f"[red]{why}[/red]", highlight=False)
+        return 2
     try:
-        with console.status("measuring peaks (triad, sgemm, FMA)..."):
-            rec = calibrate(args.cache_dir, force=args.force, quick=args.quick)
+        with console.status(f"measuring the {args.device} peaks (bandwidth, matmul, vector)..."):
+            rec = family.calibrate(args.cache_dir, args.force, args.quick)
     except CalibrationError as e:
         console.print(f"[red]{e}[/red]")
         return 1
     if args.json:
-        print(msgspec.json.format(msgspec.json.encode(rec), indent=2).decode())
+        print(msgspec.json.format(msgspec.json.encode(rec.record), indent=2).decode())
         return 0
     s = rec.spec
     table = Table(title=f"{s.name}: {'quick' if rec.quick else 'full'} calibration of {rec.created}")
@@ -48,12 +61,7 @@ def run(args: argparse.Namespace) -> int:
             f"  triad, working set {p.working_set_bytes / 2**20:.2f} MiB", f"{p.bytes_per_s / 1e9:.1f} GB/s"
         )
     console.print(table)
-    console.print(
-        f"cached in {calibration_path(args.cache_dir, quick=rec.quick)} (measured in {rec.seconds:.1f} s)"
-    )
-    if rec.busy():
-        console.print(
-            f"[yellow]the machine was busy (load {rec.loadavg:.1f} on {rec.machine.cores} cores): peaks are "
-            "probably under-measured; run `accelopt calibrate --force` on an idle machine[/yellow]"
-        )
+    console.print(f"cached in {rec.cached_at} (measured in {rec.seconds:.1f} s)")
+    for warning in rec.warnings:
+        console.print(f"[yellow]{warning}[/yellow]")
     return 0

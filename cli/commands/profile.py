@@ -130,7 +130,7 @@ def render(problem_ref: str, prof: Profile) -> Table:
 def run(args: argparse.Namespace) -> int:
     import suites
     from accelopt.config import ConfigError
-    from hardware_agents.base import get_agent
+    from hardware_agents.families import get_agent
     from suites.selection import check_language
 
     console = Console()

@@ -20,7 +20,7 @@ and its results table reports that figure. This command does it again later: aft
 machine changed, with more rounds, for every kernel (--all-kernels), or on another device.
 
 It profiles in-process, a reader of the run's exported log: the device's hardware agent
-comes from the registry (`hardware_agents.base.get_agent`) and runs each kernel in its
+comes from its device family (`hardware_agents.families.get_agent`) and runs each kernel in its
 sandbox with the solution and seeds the profiler actor would build
 (`actors.roles.profiler.kernel_solution`/`offset_seeds`), but without the event log, Ray or a
 coordinator: the log is a finished file and nothing here is a decision of the run. The
@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
     if groups is None:
         return 2
 
-    from hardware_agents.base import get_agent
+    from hardware_agents.families import get_agent
 
     agents: dict[str, HardwareAgent] = {}
     try:
@@ -237,6 +237,8 @@ def _remeasure_group(
     base_seed: int,
 ) -> RemeasureRecord:
     """Re-measure `group`'s problems on `device` in interleaved rounds: the record saved and shown."""
+    from hardware_agents.families import profile_timeout_s
+
     assert view.started is not None
     run_device = (
         ",".join(sorted({t.device for t in view.started.targets if t.problem.name in group})) or device
@@ -250,7 +252,7 @@ def _remeasure_group(
             rounds=args.rounds,
             all_kernels=args.all_kernels,
             base_seed=base_seed,
-            timeout_s=view.settings.profiling.timeout_for(device),
+            timeout_s=profile_timeout_s(device, view.settings.profiling),
             progress=lambda text, status=status: status.update(f"re-measuring {text}"),
         )
     return RemeasureRecord(

@@ -31,7 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--count",
         type=int,
         default=1,
-        help="profiler actors; with more than one, profiler i takes GPU i / NeuronCore i",
+        help="profiler actors; with more than one, profiler i takes device slot i of this host "
+        "(GPU i, NeuronCore i: its device family's slots)",
     )
     p.add_argument(
         "--roles",
@@ -62,6 +63,7 @@ def build_workers(args: argparse.Namespace) -> list:
     from accelopt.config import build_config
     from actors.runtime.deployment import llm_role_options, profiler_options
     from actors.runtime.hosting import build
+    from hardware_agents.families import device_slot, profile_timeout_s
 
     overrides = list(args.overrides)
     if args.ack_wait is not None:
@@ -80,7 +82,7 @@ def build_workers(args: argparse.Namespace) -> list:
                         {
                             "nats_url": args.nats,
                             "device": args.device,
-                            "timeout_s": cfg.profiling.timeout_for(args.device),
+                            "timeout_s": profile_timeout_s(args.device, cfg.profiling),
                             "worker_name": f"{name}-{args.device}-{i}",
                             "options": profiler_options(args.device, cfg),
                             "agent_options": {
@@ -100,25 +102,6 @@ def build_workers(args: argparse.Namespace) -> list:
         else:
             raise SystemExit(f"unknown role {role!r}; choose from profiler, {', '.join(ev.LLM_ROLES)}")
     return workers
-
-
-def device_slot(device: str, index: int, count: int) -> dict:
-    """Agent options giving profiler `index` of `count` a device of its own (a lease of one
-    kernel at a time per GPU / NeuronCore): NeuronCore `index` (of NEURON_RT_VISIBLE_CORES
-    when set) on Trainium, GPU `index` on NVIDIA. One profiler keeps the agent's defaults."""
-    if count <= 1:
-        return {}
-    from hardware_agents.neuron.specs import SPECS as NEURON_KINDS
-    from hardware_agents.triton.specs import _SPECS as GPU_KINDS
-
-    if device in NEURON_KINDS:
-        visible = [c for c in os.environ.get("NEURON_RT_VISIBLE_CORES", "").split(",") if c.strip()]
-        if visible and len(visible) < count:
-            raise SystemExit(f"--count {count} but NEURON_RT_VISIBLE_CORES lists {len(visible)} core(s)")
-        return {"core": visible[index].strip() if visible else str(index)}
-    if device in GPU_KINDS:
-        return {"gpus_to_use": [index]}
-    return {}
 
 
 async def serve(workers: list, idle_exit: float | None, console) -> None:

@@ -12,7 +12,7 @@ Calling convention (also in `CONVENTION`, rendered per problem by `c_signature`)
 - compiled with `gcc -std=gnu11 -O3 -march=native -fopenmp -shared -fPIC ... -lm`;
   OMP_NUM_THREADS = the usable cores.
 
-    agent = get_agent("cpu")            # or CpuAgent(cache_dir=..., ...)
+    agent = get_agent("cpu")            # hardware_agents.families; or CpuAgent(cache_dir=..., ...)
     profile = agent.profile(problem, solution, seeds=(0, 21, 42))
 
 Statuses: passed, compile_error (also: missing entry symbol, non-C language), runtime_error
@@ -21,10 +21,22 @@ NaN, input mutation, out-of-bounds writes, wrong timed results, lower precision,
 the roofline allows), timeout (wall clock or CPU limit), unmeasured (correct, not timed).
 """
 
-from hardware_agents.base import register_agent
-from hardware_agents.cpu.agent import CpuAgent
-from hardware_agents.cpu.convention import CONVENTION, c_signature
+from __future__ import annotations
 
-register_agent("cpu", CpuAgent)
+from typing import Any
 
 __all__ = ["CONVENTION", "CpuAgent", "c_signature"]
+
+
+def __getattr__(name: str) -> Any:
+    """The agent and its convention, imported on first use: the family's descriptor
+    (`family.py`) is imported by every lookup and stays light."""
+    if name == "CpuAgent":
+        from hardware_agents.cpu.agent import CpuAgent
+
+        return CpuAgent
+    if name in ("CONVENTION", "c_signature"):
+        from hardware_agents.cpu import convention
+
+        return getattr(convention, name)
+    raise AttributeError(f"module 'hardware_agents.cpu' has no attribute {name!r}")

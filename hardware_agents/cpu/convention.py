@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from accelopt.problem import Problem
-from hardware_agents.languages.registry import fence
+from hardware_agents.kernel_language import fence
 
 CONVENTION = """\
 C kernels for the CPU agent (C11 with GNU extensions, OpenMP, gcc -O3 -march=native -fopenmp):

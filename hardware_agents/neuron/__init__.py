@@ -1,6 +1,6 @@
 """The Neuron hardware agent (device kinds "trn1" and "trn2"): NKI kernels on AWS Trainium.
 
-    agent = get_agent("trn1")                  # or Trn1Agent(mode="auto", core="3", ...)
+    agent = get_agent("trn1")                  # hardware_agents.families; or Trn1Agent(core="3", ...)
     profile = agent.profile(problem, solution)  # seeds 0, 21, 42, 63, 84 + adversarial cases
 
 Modes (chosen from what the host has):
@@ -21,30 +21,35 @@ Device specs (`SPECS`): cited per-NeuronCore peaks for trn1 and trn2 (see `specs
 Prompt helpers: `nki_interface_lines(problem)`, `CONVENTION`. See docs/neuron.md.
 """
 
-from hardware_agents.base import register_agent
-from hardware_agents.neuron.agent import NKIBENCH_SEEDS, NeuronAgent, Trn1Agent, Trn2Agent
-from hardware_agents.neuron.convention import CONVENTION, nki_interface_lines
-from hardware_agents.neuron.profile_summary import COUNTER_FIELDS, parse_summary
-from hardware_agents.neuron.sdk import NeuronSDKMissing, install_hint, sdk_available
-from hardware_agents.neuron.specs import SPECS, TRN1, TRN2
+from __future__ import annotations
 
-# available everywhere: without the SDK the agents emulate (correctness, an estimated latency)
-register_agent("trn1", Trn1Agent)
-register_agent("trn2", Trn2Agent)
+import importlib
+from typing import Any
 
-__all__ = [
-    "CONVENTION",
-    "COUNTER_FIELDS",
-    "NKIBENCH_SEEDS",
-    "SPECS",
-    "TRN1",
-    "TRN2",
-    "NeuronAgent",
-    "NeuronSDKMissing",
-    "Trn1Agent",
-    "Trn2Agent",
-    "install_hint",
-    "nki_interface_lines",
-    "parse_summary",
-    "sdk_available",
-]
+# name -> the module of this package that defines it, imported on first use: the family's
+# descriptor (`family.py`) is imported by every lookup and stays light
+_LAZY = {
+    "NKIBENCH_SEEDS": "agent",
+    "NeuronAgent": "agent",
+    "Trn1Agent": "agent",
+    "Trn2Agent": "agent",
+    "CONVENTION": "convention",
+    "nki_interface_lines": "convention",
+    "NeuronSDKMissing": "sdk",
+    "install_hint": "sdk",
+    "sdk_available": "sdk",
+    "SPECS": "specs",
+    "TRN1": "specs",
+    "TRN2": "specs",
+    "COUNTER_FIELDS": "profile_summary",
+    "parse_summary": "profile_summary",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'hardware_agents.neuron' has no attribute {name!r}")
+
+
+__all__ = sorted(_LAZY)

@@ -12,16 +12,6 @@ without `ACCELOPT_ALLOW_SIM=1` or `devices.sim.options.allow=true`. Its test sui
 shipped: `hardware_agents.sim.suite.write_suite(dir)` writes one where a test wants it.
 """
 
-from hardware_agents.base import register_agent
 from hardware_agents.sim.gate import ALLOW_ENV, KIND, refusal, sim_allowed
-
-
-def _make(**opts):
-    from hardware_agents.sim.agent import SimAgent
-
-    return SimAgent(**opts)
-
-
-register_agent(KIND, _make, probe=sim_allowed)
 
 __all__ = ["ALLOW_ENV", "KIND", "refusal", "sim_allowed"]

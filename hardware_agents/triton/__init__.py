@@ -23,10 +23,9 @@ See docs/triton.md.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 from typing import Any
 
-from hardware_agents.base import HardwareAgent, register_agent
+from hardware_agents.base import HardwareAgent
 from hardware_agents.triton.specs import GPU_KINDS, device_spec, kind_for_gpu_name, spec_for_dtypes
 
 _LAZY = {"TritonAgent", "H100Agent", "H200Agent", "B200Agent", "AGENTS", "plan_triton_cases"}
@@ -55,27 +54,6 @@ def get_agent_for_host(*, interpreter: bool = False, **opts: Any) -> tuple[Hardw
     agent = AGENTS[kind or "h100"](mode="cuda", any_gpu=kind is None, **opts)
     return agent, True
 
-
-def _factory(kind: str) -> Any:
-    def make(**opts: Any) -> HardwareAgent:
-        from hardware_agents.triton.agent import AGENTS
-
-        return AGENTS[kind](**opts)
-
-    return make
-
-
-def _probe() -> bool:
-    """Usable wherever Triton and torch are installed: timing on a matching GPU, else the
-    interpreter."""
-    return all(importlib.util.find_spec(m) is not None for m in ("triton", "torch"))
-
-
-# what TritonAgent.languages says (read here without importing the agent module, i.e. torch)
-LANGUAGES = ("triton", "python")
-
-for _kind in GPU_KINDS:
-    register_agent(_kind, _factory(_kind), probe=_probe, languages=LANGUAGES)
 
 __all__ = [
     "AGENTS",

@@ -28,8 +28,9 @@ import numpy as np
 import torch
 
 from accelopt.problem import Definition, RandomInput, SafetensorsInput, ScalarInput, Workload
+from hardware_agents import index_inputs as indices
 from hardware_agents import validity
-from hardware_agents.triton import indices
+from hardware_agents.index_inputs import axis_values, is_float
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
@@ -55,18 +56,6 @@ def torch_dtype(name: str) -> torch.dtype:
         return TORCH_DTYPES[name]
     except KeyError:
         raise InputError(f"dtype {name} is not supported by the Triton agent") from None
-
-
-def is_float(dtype: str) -> bool:
-    return dtype.startswith(("float", "bfloat"))
-
-
-def axis_values(definition: Definition, workload: Workload) -> dict[str, int]:
-    from accelopt.problem import AxisConst
-
-    values = {k: a.value for k, a in definition.axes.items() if isinstance(a, AxisConst)}
-    values.update(workload.axes)
-    return values
 
 
 def resolve_blob(path: str, roots: Sequence[str | Path]) -> Path:
@@ -110,7 +99,7 @@ def load_safetensors(
     return t.contiguous()
 
 
-# --- index synthesis (hardware_agents/triton/indices.py) ---------------------------------------
+# --- index synthesis (hardware_agents/index_inputs.py) ----------------------------------------
 
 
 def synthesized_inputs(definition: Definition) -> list[str]:
@@ -189,9 +178,9 @@ def case_inputs(
     return tensors, scalars
 
 
-# Input elements the Triton interpreter checks in seconds to a minute; past INTERPRETER_LIMIT
-# (a production shape) it would run for hours, so the agent does not start it.
-INTERPRETABLE_ELEMENTS = 1 << 22
+# Input elements past which (a production shape) the Triton interpreter would run for hours,
+# so the agent does not start it (what it checks in seconds to a minute is the family's
+# `Capabilities.interpretable_elements`, hardware_agents/triton/family.py).
 INTERPRETER_LIMIT = 1 << 24
 
 

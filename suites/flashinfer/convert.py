@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import shutil
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -49,11 +50,30 @@ from accelopt.problem import (
     eval_expression,
     to_json,
 )
-from hardware_agents.triton.inputs import INTERPRETABLE_ELEMENTS
 from suites.flashinfer.ragged import MIN_SEQUENCES, covers_batches, ragged_check_workloads
 from suites.flashinfer.ragged import describe as describe_ragged
 from suites.flashinfer.recorded import Recorded, write_recorded
 from suites.flashinfer.traceset import FlashInferImportError, TraceSet, synthesized_inputs
+
+
+def interpretable_elements(device: str) -> int:
+    """Input elements the device-less check of `device`'s family (the Triton interpreter on a
+    host without a GPU) handles in seconds to a minute: its descriptor's
+    `Capabilities.interpretable_elements`; check workloads are sized under it (no bound: the
+    family checks every workload on the device). FlashInferImportError for a kind that does
+    not run Triton kernels."""
+    from hardware_agents.families import family_of, kinds_running, unknown_kind
+
+    family = family_of(device)
+    if family is None:
+        raise FlashInferImportError(unknown_kind(device))
+    runs = family.language_names()  # None: any language
+    if runs is not None and "triton" not in runs:
+        raise FlashInferImportError(
+            f"device kind {device!r} does not run Triton kernels; kinds that do: {', '.join(kinds_running('triton'))}"
+        )
+    bound = family.capabilities.interpretable_elements
+    return bound if bound is not None else sys.maxsize
 
 
 def workload_elements(d: Definition, w: Workload) -> int:
@@ -99,7 +119,7 @@ def _random_range(d: Definition, name: str) -> str | None:
     `x_input_init`, else the default for its dtype); None for an integer input the definition
     gives no range for (any integers would be no valid value: expert ids, offsets...)."""
     from hardware_agents import validity
-    from hardware_agents.triton.inputs import is_float
+    from hardware_agents.index_inputs import is_float
 
     spec = d.inputs[name]
     if name in d.x_input_init:
@@ -154,15 +174,20 @@ def _synthesis_note(d: Definition, names: set[str]) -> str:
 
 
 def derived_check_workloads(
-    d: Definition, main: Workload, count: int, targets: Sequence[int] = (1 << 15, 1 << 12)
+    d: Definition,
+    main: Workload,
+    count: int,
+    targets: Sequence[int] = (1 << 15, 1 << 12),
+    *,
+    max_elements: int,
 ) -> list[Workload]:
     """Small workloads of the definition for correctness checks, derived from its variable
     axes when the folder has none smaller than the problem's: every variable axis scaled
     down by one factor (none below 2, or its own value if smaller) until the inputs hold at
     most `target` elements, then the axis equalities of its constraints (`len_indptr ==
     batch_size + 1`) applied; scalars are kept, index inputs left to the generator.
-    Workloads that are not smaller, break a constraint, or stay above
-    INTERPRETABLE_ELEMENTS (a large constant part: a GEMM's weight) are left out."""
+    Workloads that are not smaller, break a constraint, or stay above `max_elements`
+    (`interpretable_elements`; a large constant part: a GEMM's weight) are left out."""
     var = [a for a, spec in d.axes.items() if not isinstance(spec, AxisConst) and a in main.axes]
     if not var or any(
         isinstance(s, SafetensorsInput) and n not in synthesized_inputs(d) for n, s in main.inputs.items()
@@ -183,12 +208,7 @@ def derived_check_workloads(
         )
         key = tuple(sorted(axes.items()))
         elements = workload_elements(d, w)
-        if (
-            key in seen
-            or elements >= size
-            or elements > INTERPRETABLE_ELEMENTS
-            or not _axes_consistent(d, axes)
-        ):
+        if key in seen or elements >= size or elements > max_elements or not _axes_consistent(d, axes):
             continue
         seen.add(key)
         out.append(w)
@@ -211,7 +231,7 @@ def _scaled_axes(d: Definition, main: Workload, target: int) -> dict[str, int]:
     return axes
 
 
-def _ragged_checks(d: Definition, main: Workload, count: int) -> list[Workload]:
+def _ragged_checks(d: Definition, main: Workload, count: int, max_elements: int) -> list[Workload]:
     """Structured check workloads of a paged/ragged definition (`ragged.ragged_check_workloads`)
     that satisfy its constraints and the interpreter's size; none where a non-index input is
     recorded data (its shape is the workload's)."""
@@ -223,7 +243,7 @@ def _ragged_checks(d: Definition, main: Workload, count: int) -> list[Workload]:
     return [
         w
         for w in ragged_check_workloads(d, main, base, count)
-        if _axes_consistent(d, w.axes) and workload_elements(d, w) <= INTERPRETABLE_ELEMENTS
+        if _axes_consistent(d, w.axes) and workload_elements(d, w) <= max_elements
     ]
 
 
@@ -361,6 +381,7 @@ def problems_from(
     synthesize_missing: bool = False,
     derive_checks: bool = True,
     definitions: Iterable[str] | None = None,
+    device: str = "h100",
 ) -> list[Problem]:
     """One Problem per definition with usable workloads (notes go to `ts.notes`).
 
@@ -369,8 +390,9 @@ def problems_from(
     noted) or `skip_missing_blobs` (the workload is dropped, noted). A definition with fewer
     than `checks` workloads smaller than its problem's gets small ones derived from its
     variable axes (`derived_check_workloads`, noted) when its problem's workload is too large
-    for the interpreter (more than INTERPRETABLE_ELEMENTS input elements), unless
-    `derive_checks` is off."""
+    for the interpreter (more than `interpretable_elements(device)` input elements: `device`
+    is the kind the suite targets), unless `derive_checks` is off."""
+    max_elements = interpretable_elements(device)
     root = ts.root or Path(".")
     wanted = set(definitions) if definitions is not None else None
     if wanted is not None and not wanted <= set(ts.definitions):
@@ -398,7 +420,9 @@ def problems_from(
         if main is None:
             ts.notes.append(f"{name}: skipped (no workload {workload})")
             continue
-        small = _check_workloads(ts, name, d, usable, by_size, main, checks, workload, derive_checks)
+        small = _check_workloads(
+            ts, name, d, usable, by_size, main, checks, workload, derive_checks, max_elements
+        )
         out.append(
             Problem(
                 definition=d,
@@ -432,6 +456,7 @@ def _check_workloads(
     checks: int,
     workload: str,
     derive_checks: bool,
+    max_elements: int,
 ) -> list[Workload]:
     """Up to `checks` of the folder's workloads no larger than `main` (in the file's order),
     plus derived ones where they do not cover the batch and ragged structure or where `main`
@@ -440,9 +465,9 @@ def _check_workloads(
     chosen = {w.uuid for w in by_size if w.uuid != main.uuid and workload_elements(d, w) <= size}
     picked = [w.uuid for w in by_size if w.uuid in chosen][: max(0, checks)]
     small = [w for w in usable if w.uuid in picked]  # in the file's order
-    interpreted = small or ([main] if size <= INTERPRETABLE_ELEMENTS else [])  # what a CPU host checks
+    interpreted = small or ([main] if size <= max_elements else [])  # what a CPU host checks
     if derive_checks and not covers_batches(d, interpreted):
-        ragged = _ragged_checks(d, main, max(1, checks - len(small)))
+        ragged = _ragged_checks(d, main, max(1, checks - len(small)), max_elements)
         if ragged:
             small += ragged
             ts.notes.append(
@@ -450,8 +475,8 @@ def _check_workloads(
                 f"({'; '.join(f'{describe_axes(w.axes)}: {describe_ragged(d, w)}' for w in ragged)}): "
                 f"the folder has none with {MIN_SEQUENCES} or more sequences of synthesized indices"
             )
-    if derive_checks and len(small) < checks and workload != "smallest" and size > INTERPRETABLE_ELEMENTS:
-        derived = derived_check_workloads(d, main, checks - len(small))
+    if derive_checks and len(small) < checks and workload != "smallest" and size > max_elements:
+        derived = derived_check_workloads(d, main, checks - len(small), max_elements=max_elements)
         if derived:
             small += derived
             ts.notes.append(
@@ -462,7 +487,7 @@ def _check_workloads(
         elif not small:
             ts.notes.append(
                 f"{name}: no check workloads (the folder has none smaller, and scaling its variable "
-                f"axes down leaves more than {INTERPRETABLE_ELEMENTS:,} input elements): a host "
+                f"axes down leaves more than {max_elements:,} input elements): a host "
                 "without a GPU would check it at the problem's own workload in the interpreter; "
                 "profile it on a GPU"
             )
@@ -558,17 +583,17 @@ def _relative_blobs(w: Workload, d: Definition, dest_root: Path, ts: TraceSet) -
 def _synthesized_blob(d: Definition, w: Workload, dest_root: Path, ts: TraceSet) -> None:
     """Write the inputs our generator synthesizes (and the workload does not give) as one
     safetensors blob and record them as the workload's FlashInfer-Bench inputs."""
-    from hardware_agents.triton.inputs import axis_values, synthesize
+    from hardware_agents.index_inputs import axis_values, synthesized_arrays
 
     names = [n for n in synthesized_inputs(d) if n not in w.inputs]
     if not names:
         return
-    import safetensors.torch
+    import safetensors.numpy
 
-    tensors = synthesize(d, axis_values(d, w), 0)
+    arrays = synthesized_arrays(d, axis_values(d, w), 0)
     rel = Path("blob") / "workloads" / d.op_type / d.name / f"{d.name}_{w.uuid}_x_synth.safetensors"
     (dest_root / rel).parent.mkdir(parents=True, exist_ok=True)
-    safetensors.torch.save_file({n: tensors[n].contiguous() for n in names}, str(dest_root / rel))
+    safetensors.numpy.save_file({n: arrays[n] for n in names}, str(dest_root / rel))
     fib = dict(w.inputs)
     for n in names:
         fib[n] = SafetensorsInput(path=str(rel), tensor_key=n)

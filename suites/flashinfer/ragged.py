@@ -2,7 +2,7 @@
 
 A check workload with one sequence (`len_indptr = 2`) passes a kernel that handles only the
 first sequence of a batch. For definitions whose index inputs we synthesize
-(`hardware_agents.triton.indices`), `ragged_check_workloads` derives small workloads with
+(`hardware_agents.index_inputs`), `ragged_check_workloads` derives small workloads with
 several sequences: the index synthesizer then gives them different lengths, one of length 1,
 the edges of the page size (`last_page_len` 1 and page_size), and for a causal operator some
 sequences with more keys than queries (`STRUCTURES`: sequences, mean query length, extra
@@ -25,7 +25,7 @@ from accelopt.problem import (
     Workload,
     eval_expression,
 )
-from hardware_agents.triton.indices import IndexLayout
+from hardware_agents.index_inputs import IndexLayout
 
 # (sequences, mean query (or key/value) length, extra key/value tokens per sequence for a
 # causal operator)

@@ -194,8 +194,8 @@ def _restore_line(out: dict[str, Any], raw: Any) -> dict[str, Any]:
 
 
 def synthesized_inputs(d: Definition) -> list[str]:
-    """Inputs our Triton input generator synthesizes (see `hardware_agents.triton.inputs`)."""
-    from hardware_agents.triton.inputs import synthesized_inputs as names
+    """Inputs our input generators synthesize rather than draw (`hardware_agents.index_inputs`)."""
+    from hardware_agents.index_inputs import synthesized_inputs as names
 
     return names(d)
 

@@ -208,10 +208,11 @@ def synthetic_view():
 
 
 def test_the_languages_a_run_checks_are_the_agents_own():
-    """`agent_languages` (what `run` refuses by) says what each agent class runs: the Triton
-    kinds register theirs apart (their agent module imports torch), so this keeps the two equal."""
-    from hardware_agents.base import agent_languages
+    """`agent_languages` (what `run` refuses by) says what each agent class runs: the device
+    families' descriptors declare theirs apart (making a Triton agent imports torch), so this
+    keeps the two equal."""
     from hardware_agents.cpu.agent import CpuAgent
+    from hardware_agents.families import agent_languages
     from hardware_agents.neuron import Trn1Agent, Trn2Agent
     from hardware_agents.triton import AGENTS
 

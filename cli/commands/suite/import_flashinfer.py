@@ -154,12 +154,13 @@ def run(args: argparse.Namespace) -> int:
             synthesize_missing=args.synthesize_missing,
             derive_checks=not args.no_derived_checks,
             definitions=names,
+            device=args.device,
         )
     except (FlashInferImportError, ProblemFileError) as e:
         if ts is not None:
             _print_skipped(console, ts)
         console.print(f"[red]import failed:[/red] {e}", highlight=False)
-        usage = ("no definition named", "no solution named", "--solution-file")
+        usage = ("no definition named", "no solution named", "--solution-file", "device kind")
         return 2 if any(u in str(e) for u in usage) else 1
     if not problems:
         _print_skipped(console, ts)

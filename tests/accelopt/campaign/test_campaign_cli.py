@@ -161,7 +161,7 @@ def test_export_round_trips_and_every_fast_kernel_profiles_correct(resumed, tmp_
 
     from accelopt.config import RunConfig
     from actors.roles.profiler import kernel_solution
-    from hardware_agents.base import get_agent
+    from hardware_agents.families import get_agent, profile_timeout_s
     from memory_index import MemoryIndex
     from suites import load_problem_dir, suite_info
 
@@ -188,7 +188,7 @@ def test_export_round_trips_and_every_fast_kernel_profiles_correct(resumed, tmp_
                 kernel_solution(
                     problem.name, row["fast_kernel_id"], "c", row["fast_kernel"], problem.baseline
                 ),
-                timeout_s=RunConfig().profiling.timeout_for("cpu"),
+                timeout_s=profile_timeout_s("cpu", RunConfig().profiling),
             )
             assert prof.status == "passed", (row["id"], prof.status, prof.log[-500:])
     finally:

@@ -40,7 +40,7 @@ def _python(code: str) -> subprocess.CompletedProcess[str]:
 
 def test_a_device_plugin_registers_its_kind_and_a_broken_one_is_named():
     out = _python("""
-        from hardware_agents.base import get_agent, registered_kinds
+        from hardware_agents import get_agent, registered_kinds
         from hardware_agents.cpu.agent import CpuAgent
         kinds = registered_kinds()
         assert "acmecpu" in kinds and "cpu" in kinds, kinds

@@ -1,4 +1,5 @@
-"""A new kernel language is one `register_language` call (`hardware_agents/languages`).
+"""A new kernel language comes with the device family that runs it: one `register_family`
+call (`hardware_agents/families.py`) whose descriptor brings the language.
 
 `toylang_plugin/` ships the toy language `toylang` as another package would: one
 registration (`toylang.py`), its prompt templates, and an `accelopt.devices` entry point.
@@ -48,9 +49,14 @@ from actors.llm.tuner import tuner_reply
 from actors.roles.profiler import solution_for
 from actors.runtime.session import best_extension
 from events.logfile import read_events
-from hardware_agents import base
-from hardware_agents.languages import KernelLanguage, UnknownLanguageError, get_language, language_names
-from hardware_agents.languages import registry as languages
+from hardware_agents import families
+from hardware_agents.languages import (
+    KernelLanguage,
+    UnknownLanguageError,
+    get_language,
+    language_names,
+    tuner_syntaxes,
+)
 from hardware_agents.languages.tunables import changes_in, find_tunables
 
 PLUGIN_DIR = Path(__file__).parent / "toylang_plugin"
@@ -77,11 +83,11 @@ def _load_plugin() -> ModuleType:
 
 @pytest.fixture
 def toylang(monkeypatch: pytest.MonkeyPatch) -> KernelLanguage:
-    # every installed device kind registered first, so the copies below hold them all and the
-    # discovery does not run (and mark itself done) into copies that are thrown away
-    base._discover()
-    monkeypatch.setattr(languages, "_languages", dict(languages._languages))
-    monkeypatch.setattr(base, "_registry", dict(base._registry))  # the plugin's `toysim` kind
+    # every installed family registered first, so the plugins' loading does not run (and mark
+    # itself done) into a registry that is thrown away; registering replaces the registry's
+    # index as a whole, so putting the old one back afterwards forgets the plugin's family
+    families.list_families()
+    monkeypatch.setattr(families, "_index", families._index)
     monkeypatch.setattr(problem_module, "_language_names", set(problem_module._language_names))
     _load_plugin().register()
     return get_language("toylang")
@@ -152,11 +158,11 @@ def test_the_builtin_languages_keep_the_facts_the_code_spelled_out_before():
     assert get_language("c").complete_source is None and get_language("nki").complete_source is not None
 
 
-def test_a_plugin_language_is_one_registration(toylang):
+def test_a_plugin_language_is_one_family_registration(toylang):
     assert toylang.name == "toylang" and get_language("toy") is toylang and get_language("TOYLANG") is toylang
     assert "toylang" in language_names()
     assert problem_module.known_language("toylang") and problem_module.known_language("toy")  # solution files
-    assert languages.tuner_syntaxes()[-1] is toylang.tuner  # after the built-ins' two syntaxes
+    assert tuner_syntaxes()[-1] is toylang.tuner  # after the built-ins' two syntaxes
     with pytest.raises(
         UnknownLanguageError, match=r"unknown kernel language 'cobol'; known: c, triton, nki, toylang"
     ):

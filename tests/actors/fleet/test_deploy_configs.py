@@ -67,7 +67,9 @@ def test_worker_image_installs_the_pinned_project():
 
 
 def test_worker_count_gives_each_profiler_its_own_device(monkeypatch):
-    from cli.commands.worker import device_slot
+    """`accelopt worker --count N`: profiler i takes slot i of its family's devices
+    (`DeviceSlots`: GPU i, NeuronCore i of NEURON_RT_VISIBLE_CORES when set)."""
+    from hardware_agents.families import SlotError, device_slot
 
     monkeypatch.delenv("NEURON_RT_VISIBLE_CORES", raising=False)
     assert [device_slot("trn1", i, 4) for i in range(4)] == [{"core": str(i)} for i in range(4)]
@@ -75,7 +77,7 @@ def test_worker_count_gives_each_profiler_its_own_device(monkeypatch):
     assert device_slot("trn2", 0, 1) == {} and device_slot("cpu", 1, 2) == {}
     monkeypatch.setenv("NEURON_RT_VISIBLE_CORES", "8,9")
     assert [device_slot("trn1", i, 2) for i in range(2)] == [{"core": "8"}, {"core": "9"}]
-    with pytest.raises(SystemExit, match="lists 2 core"):
+    with pytest.raises(SlotError, match="lists 2 core"):
         device_slot("trn1", 0, 3)
 
 

@@ -111,18 +111,17 @@ def test_a_rejected_key_is_one_permanent_attempt_and_a_server_error_is_not_perma
 
 
 def test_profiling_timeouts_per_device_kind():
+    """The default limit is the kind's family's (`DeviceFamily.profile_timeout_s`); the config
+    overrides it per kind or for every kind."""
+    from hardware_agents.families import profile_timeout_s
+
     p = build_config().profiling
-    assert (p.timeout_for("cpu"), p.timeout_for("h100"), p.timeout_for("trn1"), p.timeout_for("trn2")) == (
-        60.0,
-        300.0,
-        900.0,
-        900.0,
-    )
-    assert p.timeout_for("some-plugin-device") == 60.0
+    assert [profile_timeout_s(k, p) for k in ("cpu", "h100", "trn1", "trn2")] == [60.0, 300.0, 900.0, 900.0]
+    assert profile_timeout_s("some-plugin-device", p) == 60.0
     p = build_config(overrides=["profiling.device_timeout_s.trn1=1800"]).profiling
-    assert p.timeout_for("trn1") == 1800.0 and p.timeout_for("h100") == 300.0
+    assert profile_timeout_s("trn1", p) == 1800.0 and profile_timeout_s("h100", p) == 300.0
     p = build_config(overrides=["profiling.timeout_s=45"]).profiling  # one value for every kind
-    assert p.timeout_for("trn1") == 45.0 and p.timeout_for("cpu") == 45.0
+    assert profile_timeout_s("trn1", p) == 45.0 and profile_timeout_s("cpu", p) == 45.0
     with pytest.raises(ConfigError, match=r"profiling\.device_timeout_s\.h100"):
         build_config(overrides=["profiling.device_timeout_s.h100=0"])
 

@@ -126,7 +126,7 @@ def test_strip_reasoning_keeps_plain_text():
 
 
 def test_an_nki_module_gets_the_imports_it_uses_and_the_entry_alias():
-    from hardware_agents.languages.nki_source import complete_nki_module
+    from hardware_agents.neuron.nki_source import complete_nki_module
 
     body = "@nki.jit\ndef optimized_kernel(a):\n    t = nl.load(a)\n    return nisa.nc_transpose(t)\n"
     out = complete_nki_module(body, "kernel")

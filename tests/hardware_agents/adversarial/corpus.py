@@ -11,7 +11,7 @@ import msgspec
 CORPUS = Path(__file__).resolve().parent
 REPO = CORPUS.parents[2]
 _HEADER = re.compile(
-    r"^\s*(?://|#)\s*(expect|expect_gpu|needle_gpu|problem|needle|min_ms|why|entry|reference|margin|fails_only):"
+    r"^\s*(?://|#)\s*(expect|expect_gpu|needle_gpu|problem|needle|min_ms|why|entry|reference|margin|fails_only|or):"
     r"\s*(.*?)\s*$"
 )
 _COMMENT = {".c": "//", ".py": "#"}
@@ -34,12 +34,29 @@ class Hack(msgspec.Struct, kw_only=True):
     reference: str = ""
     margin: float = 0.0
     fails_only: str = ""  # the only correctness case that may fail (the hack works on all others)
+    # `or: STATUS: NEEDLE`: the other verdict a hack may get where which one it gets is the host
+    # scheduler's choice, not ours (the header's `why` says when); never `passed`
+    alternative: tuple[str, str] | None = None
 
     def expected(self, on_gpu: bool) -> tuple[str, str]:
         """(status, needle) this hack must get on a GPU or elsewhere."""
         if on_gpu and self.expect_gpu:
             return self.expect_gpu, self.needle_gpu
         return self.expect, self.needle
+
+    def accepts(self, status: str, text: str, on_gpu: bool) -> bool:
+        """Whether a profile's status and text (log and case notes) are this hack's verdict."""
+        verdicts = [self.expected(on_gpu), *([self.alternative] if self.alternative else [])]
+        return any(status == s and n in text for s, n in verdicts)
+
+
+def _alternative(path: Path, value: str) -> tuple[str, str] | None:
+    if not value:
+        return None
+    status, _, needle = value.partition(":")
+    if status.strip() in ("", "passed") or not needle.strip():
+        raise ValueError(f"{path}: 'or:' takes 'STATUS: NEEDLE' with a failing status")
+    return status.strip(), needle.strip()
 
 
 def reference_source(hack: Hack) -> str:
@@ -83,6 +100,7 @@ def load(device_dir: str) -> list[Hack]:
                 reference=fields.get("reference", ""),
                 margin=float(fields.get("margin", 0.0)),
                 fails_only=fields.get("fails_only", ""),
+                alternative=_alternative(path, fields.get("or", "")),
             )
         )
     return out

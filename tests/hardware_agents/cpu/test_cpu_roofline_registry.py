@@ -1,4 +1,5 @@
-"""Roofline arithmetic, the cache-aware bandwidth curve, and the agent registry."""
+"""Roofline arithmetic and the cache-aware bandwidth curve (the registry of device families:
+tests/hardware_agents/test_families.py)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,7 @@ from hardware_agents.base import (
     BandwidthPoint,
     DeviceSpec,
     ExpressionError,
-    available_devices,
     eval_expression,
-    get_agent,
-    register_agent,
-    registered_kinds,
     t_peak,
 )
 
@@ -89,27 +86,6 @@ def test_roofline_expression_evaluates_arithmetic() -> None:
     assert eval_expression("-M + 0.5", {"M": 1}) == -0.5
     with pytest.raises(ExpressionError, match="unknown name"):
         eval_expression("M * Q", {"M": 1})
-
-
-def test_registry() -> None:
-    assert "cpu" in registered_kinds()
-    assert "cpu" in available_devices()
-    with pytest.raises(KeyError, match="no hardware agent"):
-        get_agent("no-such-device")
-
-    class Fake:
-        def __init__(self, **opts: object) -> None:
-            self.opts = opts
-
-    register_agent("fake-test-device", Fake, probe=lambda: False)  # type: ignore[arg-type]
-    try:
-        assert get_agent("fake-test-device", x=1).opts == {"x": 1}  # type: ignore[attr-defined]
-        assert "fake-test-device" in registered_kinds()
-        assert "fake-test-device" not in available_devices()
-    finally:
-        from hardware_agents import base
-
-        base._registry.pop("fake-test-device", None)
 
 
 def test_profile_exports_as_flashinfer_trace() -> None:

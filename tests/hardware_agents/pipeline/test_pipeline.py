@@ -135,6 +135,7 @@ def test_a_wrong_timed_output_is_incorrect(agent: ToyAgent, problem: Problem) ->
 def test_a_slowed_clock_is_caught_end_to_end(agent: ToyAgent, problem: Problem) -> None:
     prof = _profile(agent, problem, SLOW_CLOCK)
     assert prof.status == "timing_mismatch" and "its clock was slowed or replaced" in prof.log, prof.log
+    assert prof.counters["timing_mismatch_confirmed"] == 1.0  # a second profile found it too
 
 
 def test_a_clock_running_fast_is_caught_end_to_end(agent: ToyAgent, problem: Problem) -> None:

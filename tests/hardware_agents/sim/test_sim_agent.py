@@ -12,7 +12,7 @@ import pytest
 import suites
 from accelopt.config import ConfigError, build_config
 from accelopt.problem import SourceFile
-from hardware_agents.base import available_devices, get_agent, registered_kinds
+from hardware_agents.families import available_devices, get_agent, registered_kinds
 from hardware_agents.sim.agent import SimNotAllowed
 from hardware_agents.sim.gate import ALLOW_ENV
 from hardware_agents.sim.suite import write_suite

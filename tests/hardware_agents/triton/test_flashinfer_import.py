@@ -41,6 +41,26 @@ def test_problems_pick_workloads_and_baselines(fib_dir):
     assert any("rmsnorm_h64_cuda_v2 (cuda)" in n for n in ts.notes)
 
 
+def test_the_target_kind_must_run_triton_and_sizes_the_checks(fib_dir):
+    """The suite's device kind is asked of its family: the interpreter's bound
+    (`Capabilities.interpretable_elements`) sizes the check workloads, and a kind that does not
+    run Triton kernels is refused, naming those that do."""
+    from hardware_agents.families import get_family
+    from suites.flashinfer.convert import interpretable_elements
+
+    assert (
+        interpretable_elements("h200") == get_family("triton").capabilities.interpretable_elements == 1 << 22
+    )
+    ts = TraceSet.load(fib_dir)
+    with pytest.raises(
+        FlashInferImportError, match="'trn1' does not run Triton kernels; kinds that do: b200, h100"
+    ):
+        problems_from(ts, device="trn1")
+    with pytest.raises(FlashInferImportError, match="unknown device kind 'nosuch'"):
+        problems_from(ts, device="nosuch")
+    assert problems_from(ts, device="b200") == problems_from(ts)  # every GPU kind: the same bound
+
+
 def test_smallest_workload_is_what_the_interpreter_checks(tmp_path, interp_agent):
     """A 64-row and a 520,128-row workload: `--workload smallest` checks at 64 rows only."""
     src = write_fib_set(tmp_path / "src", rows=(520_128, 64, 8))

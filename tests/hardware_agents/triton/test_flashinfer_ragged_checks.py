@@ -2,7 +2,7 @@
 
 A published folder holds one production workload whose index blobs are missing; imported with
 `--synthesize-indices`, the problem gets check workloads with several sequences
-(`suites.flashinfer.ragged`), and the synthesized indices (`hardware_agents.triton.indices`)
+(`suites.flashinfer.ragged`), and the synthesized indices (`hardware_agents.index_inputs`)
 give them different lengths with one of length 1, both edges of the page size, and for a
 causal operator at least as many keys as queries in every sequence. An honest paged causal
 prefill kernel is correct there; its mutants (the first sequence only, the last page dropped,
@@ -22,7 +22,7 @@ from flashinfer_bench.data import save_json_file
 from triton_helpers import failing
 
 from accelopt.problem import Workload
-from hardware_agents.triton.indices import IndexLayout, synthesize
+from hardware_agents.index_inputs import IndexLayout, synthesize
 from suites.flashinfer import FlashInferImportError, TraceSet, problems_from
 from suites.flashinfer.ragged import MIN_SEQUENCES
 

@@ -41,14 +41,12 @@ def test_hostile_kernel_gets_its_status(name: str, timed_agent: H100Agent) -> No
     p = suites.get_problem(hack.problem)
     prof = timed_agent.profile(p, solution(p, hack.source, name=name))
     text = prof.log + " ".join(c.note for c in prof.correctness)
-    expect, needle = hack.expected(on_gpu=False)
-    assert prof.status == expect, f"{name} ({hack.why}): {prof.status}\n{prof.log}"
-    assert needle in text, text
+    assert hack.accepts(prof.status, text, on_gpu=False), f"{name} ({hack.why}): {prof.status}\n{text}"
     if "sandbox_wall_s" in prof.counters:  # it ran: the isolation it ran under is on record
         assert prof.isolation.get("landlock_reads") == "restricted", prof.isolation
     if name == "plant_links_for_parent_writes":  # nothing of ours wrote through the kernel's links
         assert not Path("/tmp/accelopt-adversarial-planted-link-target").exists()
-    if expect == "passed":  # timed, by a clock that agrees with ours over the same calls
+    if prof.status == "passed":  # timed, by a clock that agrees with ours over the same calls
         assert prof.latency is not None and prof.counters["timing_wall_s"] > 0
         assert prof.counters["timing_kernel_clock_s"] >= 0.5 * prof.counters["timing_wall_s"], prof.counters
 
@@ -105,3 +103,17 @@ def test_a_timing_mismatch_is_confirmed_by_a_second_profile(
         assert len(verdicts) == 2 and all(v and "slowed or replaced" in v for v in verdicts)
     finally:
         agent.close()
+
+
+def test_a_scheduler_dependent_hack_names_its_other_verdict() -> None:
+    """`or:` in a corpus header: the verdict a hack gets where the host's scheduler picks
+    (its helper process got no core while the child was held stopped); never `passed`."""
+    hack = HACKS["helper_continues_stopped_child"]
+    assert hack.accepts("incorrect", "... ran while it was stopped between calls ...", on_gpu=False)
+    assert hack.accepts("runtime_error", "the kernel left 1 process(es) running (killed)", on_gpu=False)
+    assert not hack.accepts("runtime_error", "FileNotFoundError: checks-0.pt", on_gpu=False)
+    assert not hack.accepts("passed", "", on_gpu=False)
+    import corpus
+
+    with pytest.raises(ValueError, match="failing status"):
+        corpus._alternative(Path("x.py"), "passed: anything")

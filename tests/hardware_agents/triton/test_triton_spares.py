@@ -65,9 +65,8 @@ def test_a_hostile_kernel_served_by_a_spare_gets_its_status(spare_agent: H100Age
     hack = HACKS[name]
     p = suites.get_problem(hack.problem)
     prof = spare_agent.profile(p, solution(p, hack.source, name=name))
-    expect, needle = hack.expected(on_gpu=False)
-    assert prof.status == expect, f"{name}: {prof.status}\n{prof.log}"
-    assert needle in prof.log + " ".join(c.note for c in prof.correctness)
+    text = prof.log + " ".join(c.note for c in prof.correctness)
+    assert hack.accepts(prof.status, text, on_gpu=False), f"{name}: {prof.status}\n{text}"
 
 
 def test_a_spare_that_died_is_replaced_by_a_fresh_child(spare_agent: H100Agent, triton_suite) -> None:

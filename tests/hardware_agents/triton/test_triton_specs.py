@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from hardware_agents.base import available_devices, get_agent, registered_kinds
+from hardware_agents.families import available_devices, get_agent, registered_kinds
 from hardware_agents.triton import GPU_KINDS, TritonAgent, device_spec, kind_for_gpu_name, spec_for_dtypes
 from hardware_agents.triton.specs import __doc__ as SPECS_DOC
 

@@ -94,7 +94,7 @@ def test_a_kernel_that_no_longer_compiles_fails_the_command(real_run, tmp_path, 
 
 
 def test_a_device_that_cannot_compile_c(real_run, capsys):
-    from hardware_agents.base import available_devices
+    from hardware_agents.families import available_devices
 
     if "h100" not in available_devices():
         pytest.skip("no Triton agent on this machine")
@@ -134,15 +134,16 @@ def test_missing_run_problem_or_device(real_run, tmp_path, capsys):
 def test_the_recorded_timeout_is_the_run_s_per_device_one():
     """A run with the default `profiling.timeout_s: null` is re-measured with its device's
     default (the CLI once did float(None)); an explicit one wins; a per-device one applies."""
-    from accelopt.config import DEVICE_PROFILE_TIMEOUT_S, build_config, recorded_config
+    from accelopt.config import build_config, recorded_config
+    from hardware_agents.families import profile_timeout_s
 
     recorded = build_config().to_dict()
     default = recorded["profiling"]
     assert default["timeout_s"] is None
 
     def recorded_timeout(profiling: dict, device: str) -> float:  # what `remeasure` reads of a run
-        return recorded_config({**recorded, "profiling": profiling}).profiling.timeout_for(device)
+        return profile_timeout_s(device, recorded_config({**recorded, "profiling": profiling}).profiling)
 
-    assert recorded_timeout(default, "cpu") == DEVICE_PROFILE_TIMEOUT_S.get("cpu", 60.0)
+    assert recorded_timeout(default, "cpu") == 60.0  # the CPU family's default
     assert recorded_timeout({**default, "timeout_s": 7}, "cpu") == 7.0
     assert recorded_timeout({**default, "device_timeout_s": {"h100": 250.0}}, "h100") == 250.0

@@ -11,7 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from hardware_agents.base import HardwareAgent, get_agent
+from hardware_agents.base import HardwareAgent
+from hardware_agents.families import get_agent
 
 
 @pytest.fixture(scope="session")

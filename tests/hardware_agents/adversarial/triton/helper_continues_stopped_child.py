@@ -1,11 +1,14 @@
 # expect: incorrect
 # problem: triton/rmsnorm_h4096
 # needle: ran while it was stopped
+# or: runtime_error: left 1 process(es) running
 # why: forks a helper process at import (through getattr, past the static checks: the Triton
 #      sandbox allows processes, for the compiler) that sends SIGCONT to the kernel's process
 #      without pause, so the stops the agent holds it in between timing rounds (while it
 #      stages inputs and reads outputs) end at once and the kernel could work unobserved.
 #      The freeze check sees the continue it did not send (and the helper is stopped too).
+#      On a loaded host the helper may get no core while the child is held stopped: then the
+#      child never ran unobserved, and the helper it left running is `runtime_error`.
 _os = __import__("o" + "s")
 _sig = __import__("sig" + "nal")
 _parent = _os.getpid()

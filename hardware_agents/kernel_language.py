@@ -1,26 +1,34 @@
-"""The registry itself: the `KernelLanguage` record, registration and lookup (re-exported by
-`hardware_agents.languages`, which also registers the built-in languages)."""
+"""The `KernelLanguage` record: every fact AccelOpt needs about a kernel language.
+
+A `KernelLanguage` holds what the prompts, the reply parser, the profiler actor, the run
+directory and the offline tuner need to know about a language: its code-fence tag, the
+default entry-point name, the source file name and extension, how the harness calls a kernel
+(the prompt's interface lines, per problem), the correctness bar's wording about outputs,
+which reference the problem section shows, where its prompt templates are, how a reply's
+code is completed into a module, and the syntax of its tunable constants. Nothing else
+branches on a language's name.
+
+A language is brought by the device family that runs it (`DeviceFamily.languages`,
+`hardware_agents/family.py`); the lookups are in `hardware_agents/languages`. The pieces
+several families share (the Python tuner syntax, the NaN-filled outputs rule) are here.
+"""
 
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from accelopt.problem import LANGUAGE_NAME, Problem, add_language_name
+from accelopt.problem import LANGUAGE_NAME, Problem
 
 __all__ = [
+    "NAN_FILLED_OUTPUTS",
+    "PYTHON_CONSTANTS",
     "KernelLanguage",
     "TunerSyntax",
     "UnknownLanguageError",
     "fence",
-    "find_language",
-    "get_language",
-    "language_names",
-    "register_language",
-    "tuner_syntaxes",
 ]
 
 _NAME = re.compile(LANGUAGE_NAME)
@@ -67,7 +75,7 @@ class KernelLanguage:
     aliases: tuple[str, ...] = field(default=())
 
     def __post_init__(self) -> None:
-        for n in (self.name, *self.aliases):
+        for n in self.names():
             if not _NAME.fullmatch(n):
                 raise ValueError(
                     f"kernel language name {n!r}: use 1-32 of a-z, 0-9, _, + or -, starting with a letter"
@@ -77,55 +85,29 @@ class KernelLanguage:
                 f"kernel language {self.name!r}: extension {self.extension!r} must start with '.'"
             )
 
-
-_languages: dict[str, KernelLanguage] = {}  # name and aliases -> language
-_lock = threading.Lock()
-
-
-def register_language(language: KernelLanguage) -> KernelLanguage:
-    """Make `language` known under its name and aliases. Re-registering a name replaces it."""
-    with _lock:
-        for n in (language.name, *language.aliases):
-            _languages[n] = language
-            add_language_name(n)  # solution files may name it
-    return language
+    def names(self) -> tuple[str, ...]:
+        """Its name, then its aliases."""
+        return (self.name, *self.aliases)
 
 
-def find_language(name: str) -> KernelLanguage | None:
-    """The language registered as `name` (case-insensitive), or None."""
-    key = name.lower()
-    found = _languages.get(key)
-    if found is None:
-        from hardware_agents.base import _discover  # plugins register theirs on import
+# Python (Triton, NKI): a module-level `UPPER_CASE = <int>` (optionally annotated, or a quoted
+# identifier); the fallback for sources no other syntax claims.
+PYTHON_CONSTANTS = TunerSyntax(
+    name="python-constant",
+    constant=re.compile(
+        r"^(?P<pre>(?P<name>[A-Z_][A-Z0-9_]*)[ \t]*(?::[ \t]*[\w.\[\]]+[ \t]*)?=[ \t]*)"
+        r"(?P<value>\d+|[\"']?[A-Za-z_]\w*[\"']?)(?P<post>[ \t]*(?:#[^\n]*)?)$",
+        re.MULTILINE,
+    ),
+    diff=re.compile(
+        r"^(?P<sign>[-+])(?P<name>[A-Z_][A-Z0-9_]*)[ \t]*(?::[^=\n]*)?=[ \t]*(?P<value>\d+)", re.MULTILINE
+    ),
+)
 
-        _discover()
-        found = _languages.get(key)
-    return found
-
-
-def language_names() -> tuple[str, ...]:
-    """Registered language names (aliases left out), in registration order."""
-    return tuple(dict.fromkeys(lang.name for lang in _languages.values()))
-
-
-def get_language(name: str) -> KernelLanguage:
-    found = find_language(name)
-    if found is None:
-        aliases = sorted(n for n, lang in _languages.items() if n != lang.name)
-        raise UnknownLanguageError(
-            f"unknown kernel language {name!r}; known: {', '.join(language_names())}"
-            + (f" (aliases: {', '.join(aliases)})" if aliases else "")
-        )
-    return found
-
-
-def tuner_syntaxes() -> tuple[TunerSyntax, ...]:
-    """The distinct tuner syntaxes of the registered languages, in registration order."""
-    out: dict[int, TunerSyntax] = {}
-    for lang in list(_languages.values()):
-        if lang.tuner is not None:
-            out.setdefault(id(lang.tuner), lang.tuner)
-    return tuple(out.values())
+NAN_FILLED_OUTPUTS = (
+    "Output buffers are filled with NaN before each call, so every output element must be written. "
+)
+"""The output rule of a destination-passing convention whose harness poisons the outputs."""
 
 
 def fence(content: str, lang: str = "") -> str:

@@ -1,5 +1,5 @@
 """Completing a model's NKI code block into the module the Neuron harness imports (the `nki`
-language's `complete_source`, see `hardware_agents/languages/builtin.py`)."""
+language's `complete_source`, see `hardware_agents/neuron/family.py`)."""
 
 from __future__ import annotations
 

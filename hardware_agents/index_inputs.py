@@ -20,6 +20,11 @@ causal (its name, tags or description say so). `synthesize(definition, axes, see
   has rows that see nothing, -inf/NaN in the reference): the query lengths are drawn under
   those caps, and a total no caps can hold is an error naming it;
 - page ids distinct (while the cache has enough pages) and in [0, num_pages).
+
+`synthesized_arrays` gives them in the definition's dtypes and shapes. These are facts of the
+problem format, the same on every device, so this module is no device family's: the Triton
+agent's input generator (`triton/inputs.py`) and the FlashInfer suite importer
+(`suites/flashinfer/`) both read it, with `axis_values` and `is_float` below.
 """
 
 from __future__ import annotations
@@ -29,11 +34,24 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from accelopt.problem import AxisConst, Definition
+from accelopt.problem import AxisConst, Definition, Workload
 
 
 class IndexSynthesisError(ValueError):
-    """Index inputs the definition's axes cannot satisfy (raised as the input module's InputError)."""
+    """Index inputs the definition's axes cannot satisfy (the Triton agent raises it as its
+    input module's InputError)."""
+
+
+def is_float(dtype: str) -> bool:
+    """A floating-point dtype name of the problem format (`float16`, `bfloat16`, `float8_e4m3fn`)."""
+    return dtype.startswith(("float", "bfloat"))
+
+
+def axis_values(definition: Definition, workload: Workload) -> dict[str, int]:
+    """Every axis's value at `workload`: the definition's constants, then the workload's axes."""
+    values = {k: a.value for k, a in definition.axes.items() if isinstance(a, AxisConst)}
+    values.update(workload.axes)
+    return values
 
 
 def _is_int_tensor(definition: Definition, name: str) -> bool:
@@ -251,6 +269,21 @@ def synthesize(definition: Definition, axes: dict[str, int], seed: int) -> dict[
             kv_tokens = np.maximum(lens - 1, 0) * ps + last
         else:
             kv_tokens = lens * ps if p.indices is not None else lens
+    return out
+
+
+def synthesized_arrays(definition: Definition, axes: dict[str, int], seed: int) -> dict[str, np.ndarray]:
+    """`synthesize`'s index inputs in the definition's dtypes and shapes (IndexSynthesisError
+    where one's element count is not its shape's)."""
+    out = {}
+    for name, a in synthesize(definition, axes, seed).items():
+        shape = definition.shape_of(name, axes)
+        if shape is not None and a.size != int(np.prod(shape)):
+            raise IndexSynthesisError(
+                f"{definition.name}: synthesized {name} has {a.size} elements, its shape is {list(shape)}"
+            )
+        typed = np.ascontiguousarray(a.astype(np.dtype(definition.inputs[name].dtype)))
+        out[name] = typed.reshape(shape) if shape is not None else typed
     return out
 
 
