@@ -34,6 +34,7 @@ from accelopt.problem import (
     parse_expression,
 )
 from accelopt.profile import Bound, Profile
+from hardware_agents.pipeline.stages import Stages, run_stages
 
 __all__ = [
     "DEFAULT_SEEDS",
@@ -148,10 +149,13 @@ def t_peak(
 class HardwareAgent(ABC):
     """Profiles kernels for one device kind. `profile` blocks and is safe to call from threads.
 
-    Agents built on the template implement `_profile(problem, solution, seeds, timeout_s,
-    measure)`: `profile` normalises the arguments and records the wall time, and `_fail`
-    makes a failed Profile with the device and toolchain filled in, so every agent reports
-    the same way (the isolation a sandbox applied goes into `Profile.isolation`).
+    An agent implements `stages(problem, solution, seeds, timeout_s, measure)`: its hooks for
+    one profile, which `profile` runs in the one order of `pipeline/stages.py` (static checks,
+    build, stage inputs, correctness, timing rounds, clock bound, roofline gate, verdict),
+    recording each stage in the profile's counters. `profile` normalises the arguments and
+    records the wall time, and `_fail` makes a failed Profile with the device and toolchain
+    filled in, so every agent reports the same way (the isolation a sandbox applied goes into
+    `Profile.isolation`).
     """
 
     kind: ClassVar[str]
@@ -178,29 +182,45 @@ class HardwareAgent(ABC):
         if not seeds:
             raise ValueError("at least one correctness seed is required")
         t0 = time.perf_counter()
+        prof = self._profile(problem, solution, seeds, timeout_s or self.timeout_s, measure)
+        prof.wall_s = time.perf_counter() - t0
+        return prof
+
+    def _profile(
+        self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout_s: float, measure: bool
+    ) -> Profile:
+        """One profile through the stages (`pipeline/stages.py`) with this family's hooks. A
+        family overrides this only to repeat a whole profile (a `timing_mismatch` confirmed by
+        a second one), each through `run_stages`."""
+        return self._run_stages(self.stages(problem, solution, seeds, timeout_s, measure), solution)
+
+    def _run_stages(self, hooks: Stages, solution: Solution) -> Profile:
+        """`hooks` through the stages, the checks every family shares first."""
+        return run_stages(hooks, pre=lambda: self._source_size(solution))
+
+    def stages(
+        self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout_s: float, measure: bool
+    ) -> Stages:
+        """This family's hooks for one profile (a `Stages` with a method per stage it has)."""
+        raise NotImplementedError(f"{type(self).__name__} implements neither stages nor _profile")
+
+    def _source_size(self, solution: Solution) -> Profile | None:
+        """The static check every family shares: a kernel's sources over `MAX_SOURCE_BYTES` are a
+        compile error, before anything hashes, stages or compiles them."""
         size = sum(len(src.content) for src in solution.sources)  # characters <= bytes: no copy of a huge one
         if size <= MAX_SOURCE_BYTES:
             size = sum(len(src.content.encode()) for src in solution.sources)
-        if size > MAX_SOURCE_BYTES:  # before anything hashes, stages or compiles it
-            prof = self._fail(
-                "compile_error",
-                f"the solution's sources are {size / 2**20:.1f} MiB; the limit is "
-                f"{MAX_SOURCE_BYTES >> 20} MiB",
-            )
-        else:
-            prof = self._profile(problem, solution, seeds, timeout_s or self.timeout_s, measure)
-        prof.wall_s = time.perf_counter() - t0
-        return prof
+        if size <= MAX_SOURCE_BYTES:
+            return None
+        return self._fail(
+            "compile_error",
+            f"the solution's sources are {size / 2**20:.1f} MiB; the limit is {MAX_SOURCE_BYTES >> 20} MiB",
+        )
 
     def _seeds(self, seeds: tuple[int, ...]) -> tuple[int, ...]:
         """The correctness seeds this device checks, given the ones asked for (a device with a
         minimum count extends them)."""
         return seeds
-
-    def _profile(
-        self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout_s: float, measure: bool
-    ) -> Profile:
-        raise NotImplementedError(f"{type(self).__name__} implements neither profile nor _profile")
 
     def _fail(self, status: str, log: str, extra_tools: dict[str, str] | None = None, **kw: Any) -> Profile:
         """A profile that did not pass (`extra_tools`: versions learnt on the way, e.g. from the

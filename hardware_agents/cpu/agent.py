@@ -1,14 +1,17 @@
 """The CPU hardware agent: C11 + OpenMP kernels, compiled with gcc, run in the sandbox.
 
-profile(problem, solution):
-  1. static checks (language, no fp16/bf16 types);
-  2. compile in the sandbox, cached by source hash -> `compile_error` with the compiler log;
-  3. stage inputs + references (cached per problem), run the harness in a sandboxed child:
-     crash -> `runtime_error`, wall/CPU limit -> `timeout`;
-  4. judge every case's outputs against the float64 reference here, in the parent; input
-     mutation, writes past a buffer, wrong timed outputs -> `incorrect`;
-  5. latency statistics, roofline at the timed working set (cache-aware bandwidth),
-     plausibility gate (faster than `max_pct_peak` x roofline -> `incorrect`) -> `passed`.
+profile(problem, solution), through the stages of `pipeline/stages.py` (`stages.py`):
+  1. static checks (language, no fp16/bf16 types, the entry symbol);
+  2. build: compile in the sandbox, cached by source hash -> `compile_error` with the log;
+  3. stage inputs + references (cached per problem), the kernel's sandbox;
+  4. correctness: the kernel server in a sandboxed child runs every case, judged against the
+     float64 reference here, in the parent: crash -> `runtime_error`, wall/CPU limit ->
+     `timeout`, input mutation, writes past a buffer -> `incorrect`;
+  5. timing rounds: timed batches on the parent's clock, every batch checked (wrong timed
+     outputs -> `incorrect`); there is no kernel clock to bound (clock bound: skipped);
+  6. roofline gate at the timed working set (cache-aware bandwidth): faster than
+     `max_pct_peak` x roofline -> `incorrect`;
+  7. verdict: the deferred full checks of timed calls, after the device lock is released.
 
 Only one sandboxed run times kernels on the machine at a time (a file lock under the cache
 dir), so concurrent profiles never disturb each other's timings; compilation and data
@@ -19,8 +22,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import re
-import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -37,36 +38,17 @@ from hardware_agents.base import DeviceSpec, HardwareAgent
 from hardware_agents.cpu.calibrate import CalibrationRecord, calibrate, load_calibration, raise_peaks
 from hardware_agents.cpu.compiler import CFLAGS, LDLIBS, Compiler
 from hardware_agents.cpu.data import ProblemData
-from hardware_agents.cpu.judge import Judge, TimingRules
+from hardware_agents.cpu.judge import TimingRules
 from hardware_agents.cpu.machine import DEFAULT_CC, machine_info, usable_cores
 from hardware_agents.cpu.machine import cache_dir as default_cache_dir
 from hardware_agents.cpu.oracle import ORACLE_SETS, BaselineOracle
+from hardware_agents.cpu.stages import MAX_REGION_BYTES, MAX_TIMED_SETS, CpuStages, timing_sets
 from hardware_agents.datacache import DataCache
-from hardware_agents.pipeline.phases import Phases
-from hardware_agents.pipeline.verdict import Verdict
+from hardware_agents.pipeline.stages import Stages
 from hardware_agents.quiet import single_threaded_blas
-from hardware_agents.sandbox import Sandbox, SandboxPolicy, sweep_orphans
+from hardware_agents.sandbox import SandboxPolicy, sweep_orphans
 
-_LOW_PRECISION = re.compile(
-    r"\b(_Float16|__fp16|__bf16|__m(?:128|256|512)bh|__m(?:128|256|512)h)\b|float16|_mm\d*_\w*(?:bf16|pbh)\w*"
-)
-# Room for the buffer sets of a timed batch: the judge sizes a batch from a first measured
-# call (the handshake at most 2 % of it), up to this many sets and bytes; pages are only
-# allocated for the sets a profile uses.
-MAX_TIMED_SETS = 128
-MAX_REGION_BYTES = 256 << 20
 WORKDIR_BYTES = 128 << 20  # the kernel server's work dir (its own tmpfs): the .so and nothing else
-
-
-def _strip_comments(src: str) -> str:
-    src = re.sub(r"/\*.*?\*/", " ", src, flags=re.S)
-    return re.sub(r"//[^\n]*", " ", src)
-
-
-def timing_sets(set_bytes: int, cases: int) -> int:
-    """Buffer sets the kernel server has room for when timing: every correctness case, at
-    least 2 (the first measured batch), at most `MAX_TIMED_SETS` and `MAX_REGION_BYTES`."""
-    return max(cases, 2, min(MAX_TIMED_SETS, MAX_REGION_BYTES // max(set_bytes, 1)))
 
 
 class CpuAgent(HardwareAgent):
@@ -160,67 +142,12 @@ class CpuAgent(HardwareAgent):
         self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout: float, measure: bool
     ) -> Profile:
         with single_threaded_blas():  # the parent's numpy must not spin on a core the kernel needs
-            return self._profile_quiet(problem, solution, seeds, timeout, measure)
+            return super()._profile(problem, solution, seeds, timeout, measure)
 
-    def _profile_quiet(
-        self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout: float, measure: bool
-    ) -> Profile:
-        if solution.spec.language != "c":
-            return self._fail(
-                "compile_error", f"the CPU agent compiles C; this solution is {solution.spec.language!r}"
-            )
-        for src in solution.sources:
-            m = _LOW_PRECISION.search(_strip_comments(src.content))
-            if m:
-                return self._fail(
-                    "incorrect",
-                    f"{src.path}: uses a lower-precision type or intrinsic ({m.group(0)}); "
-                    "kernels must compute in fp32 or wider",
-                )
-        try:
-            entry = solution.entry_symbol
-        except IndexError:
-            return self._fail(
-                "compile_error", f"entry point {solution.spec.entry_point!r} is not FILE::SYMBOL"
-            )
-        times: dict[str, float] = {}
-        phases = Phases(times)
-        with phases("compile"):
-            build = self.compiler.build(solution, problem.axis_values())
-        if not build.ok or build.so_path is None:
-            prof = self._fail("compile_error", build.log, isolation=build.isolation)
-            prof.counters.update(times)
-            return prof
-        with phases("data"):
-            data = self.data.get(problem, seeds)
-        spec = self.spec if measure else None
-        sets = timing_sets(data.set_bytes, len(data.cases)) if measure else len(data.cases)
-        policy = self._policy(data, sets)
-        with Sandbox(policy, base_dir=self.sandbox_dir) as box:
-            shutil.copyfile(build.so_path, box.workdir / "kernel.so")
-            box.give("kernel.so")
-            judge = Judge(
-                Verdict(self._fail, held="between timed batches"),
-                self._rules(),
-                problem,
-                data,
-                spec,
-                box,
-                str(box.workdir / "kernel.so"),
-                entry,
-                sets,
-                timeout,
-                oracle=self._oracle_factory(problem, data, policy, timeout) if measure else None,
-                remeasured=self._remeasured_peaks,
-            )
-            with self._device_lock():
-                prof = judge.run()
-        with phases("deferred_checks"):
-            prof = judge.verify_deferred(prof)
-        prof.counters.update(times)
-        prof.counters["compile_s"] = build.seconds
-        prof.counters["compile_cached"] = float(build.cached)
-        return prof
+    def stages(
+        self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout_s: float, measure: bool
+    ) -> Stages:
+        return CpuStages(self, problem, solution, seeds, timeout_s, measure)
 
     def _rules(self) -> TimingRules:
         return TimingRules(
@@ -309,3 +236,6 @@ class CpuAgent(HardwareAgent):
         with self._spec_lock:
             self._calibration, self._spec = rec, rec.spec
         return rec.spec
+
+
+__all__ = ["MAX_REGION_BYTES", "MAX_TIMED_SETS", "CpuAgent", "timing_sets"]

@@ -79,8 +79,9 @@ class TimingRules(msgspec.Struct, frozen=True, kw_only=True):
 
 class Judge:
     """One profile's correctness, timing and verdict (`verdict`: the pipeline's, made with the
-    agent's `_fail`). `remeasured` gives this machine's peaks measured again (or None: not
-    now), asked once a result looks faster than the machine allows."""
+    agent's `_fail`), one method per stage the agent runs: `correctness`, `timing`, `gate`,
+    then `close` (always). `remeasured` gives this machine's peaks measured again (or None:
+    not now), asked once a result looks faster than the machine allows."""
 
     def __init__(
         self,
@@ -107,14 +108,21 @@ class Judge:
         self.oracle: BaselineOracle | None = None
         self.oracle_note = ""
         self.scalars = {n: v for n, v in data.cases[0].inputs.items() if not isinstance(v, np.ndarray)}
+        self.runner: KernelRunner | None = None
+        self.died: SandboxOutcome | None = None  # the kernel server's end, when it died during a stage
+        self.closed: SandboxOutcome | None = None  # how the server ended, once stopped
+        self.stats: LatencyStats | None = None  # the timed batches' latency and footprint, for `gate`
+        self.footprint = 0
 
-    def run(self) -> Profile:
-        runner: KernelRunner | None = None
-        out = SandboxOutcome(status="ok")
+    # --- the stages the agent runs (hardware_agents/pipeline/stages.py) ------------------------
+
+    def correctness(self) -> Profile | None:
+        """Start the kernel server and judge one batch with every case (None: all correct)."""
         phases = Phases(self.counters)
-        try:
+
+        def start_and_check() -> Profile | None:
             with phases("child_start"):
-                runner = KernelRunner(
+                self.runner = KernelRunner(
                     self.box,
                     self.problem,
                     library=self.library,
@@ -123,39 +131,66 @@ class Judge:
                     scalars=self.scalars,
                     timeout_s=self.timeout_s,
                 )
-                runner.ready()
-            self.v.isolation.update(runner.child.isolation())
+                self.runner.ready()
+            self.v.isolation.update(self.runner.child.isolation())
             with phases("correctness"):
-                prof = self._correctness(runner)
-            if prof is None:
-                with phases("timing"):
-                    prof = self._timing(runner)
-        except KernelDied as e:
-            out = e.outcome
-            self.v.record_outcome(out, tail=False)  # its stderr goes below every failure, as for the others
-            prof = self._died(out)
-        finally:
-            if self.oracle is not None:
-                self.counters["oracle_checks"] = float(self.oracle.checked)
-                self.counters["oracle_disagreements"] = float(self.oracle.disagreements)
-                self.oracle.close()
-            if runner is not None:
-                with phases("child_exit"):
-                    out = runner.close()
-                self.counters["sandbox_wall_s"] = out.wall_s
-                self.counters["kernel_calls"] = float(runner.calls)
-                if out.stray_processes:
-                    self.counters["stray_processes"] = float(out.stray_processes)
+                return self._correctness(self.runner)
+
+        return self._guarded(start_and_check)
+
+    def timing(self) -> Profile | None:
+        """The timed batches (None: every batch checked; the latency is kept for `gate`)."""
+        assert self.runner is not None
+        runner = self.runner
+        with Phases(self.counters)("timing"):
+            return self._guarded(lambda: self._timing(runner))
+
+    def gate(self) -> Profile:
+        """The roofline and its plausibility gate: `passed` or `incorrect`."""
+        assert self.runner is not None and self.stats is not None
+        return self._roofline(self.stats, self.footprint, self.runner)
+
+    def close(self, prof: Profile) -> Profile:
+        """Stop the kernel server (once): its end may void the verdict (it ran while held
+        stopped, after its last stop too: while its outputs were read); a failed kernel's
+        stderr goes below its log."""
+        out = self.shutdown()
         if out.freeze_breach is not None and prof.status not in ("sandbox_error", "timeout"):
-            prof = self.v.ran_while_stopped(
-                out.freeze_breach
-            )  # after its last stop too: while its outputs were read
+            prof = self.v.ran_while_stopped(out.freeze_breach)
         prof.isolation = self.v.isolation
         # the kernel's own stderr (first lines, scrubbed: sandbox/scrub.py) helps the fixer of a
         # failed kernel; a passed kernel's output goes nowhere (no channel into later prompts)
         if out.log.strip() and not prof.passed:
             prof.log = f"{prof.log}\n--- kernel stderr (first lines) ---\n{out.log}"
         return prof
+
+    def shutdown(self) -> SandboxOutcome:
+        """Stop the kernel server and the oracle (once; again: the same outcome): how it ended."""
+        if self.closed is not None:
+            return self.closed
+        out = self.died or SandboxOutcome(status="ok")
+        if self.oracle is not None:
+            self.counters["oracle_checks"] = float(self.oracle.checked)
+            self.counters["oracle_disagreements"] = float(self.oracle.disagreements)
+            self.oracle.close()
+        if self.runner is not None:
+            with Phases(self.counters)("child_exit"):
+                out = self.runner.close()
+            self.counters["sandbox_wall_s"] = out.wall_s
+            self.counters["kernel_calls"] = float(self.runner.calls)
+            if out.stray_processes:
+                self.counters["stray_processes"] = float(out.stray_processes)
+        self.closed = out
+        return out
+
+    def _guarded(self, step: Callable[[], Profile | None]) -> Profile | None:
+        """`step`, or the verdict on the kernel server's death during it."""
+        try:
+            return step()
+        except KernelDied as e:
+            self.died = e.outcome
+            self.v.record_outcome(e.outcome, tail=False)  # its stderr goes below every failure
+            return self._died(e.outcome)
 
     def _died(self, out: SandboxOutcome) -> Profile:
         hint = ""
@@ -225,12 +260,7 @@ class Judge:
                 f"the kernel left {threads} threads in its process; at most {allowed} "
                 f"are allowed (OMP_NUM_THREADS={self.rules.threads})",
             )
-        wrong = self.v.wrong_cases()
-        if wrong is not None:
-            return wrong
-        if self.spec is None:
-            return self.v.profile("unmeasured", "correct; timing not requested")
-        return None
+        return self.v.wrong_cases()
 
     # --- timing -----------------------------------------------------------------------------
 
@@ -254,7 +284,7 @@ class Judge:
         self.counters.update(handshake_us=h * 1e6, first_call_ms=t_call * 1e3, calls_per_batch_max=float(n))
         return n, why
 
-    def _timing(self, runner: KernelRunner) -> Profile:
+    def _timing(self, runner: KernelRunner) -> Profile | None:
         spec = self.spec
         assert spec is not None
         rng = np.random.default_rng(secrets.randbits(64))
@@ -323,8 +353,9 @@ class Judge:
             0.0 if checked >= timed_calls else lazy_fraction_caught(checked)
         )
         self.counters["checks_by_baseline"] = float(self.oracle is not None)
-        stats = latency_stats(means_ms, reruns=len(means_ms) - MIN_BATCHES)
-        return self._roofline(stats, footprint, runner)
+        self.stats = latency_stats(means_ms, reruns=len(means_ms) - MIN_BATCHES)
+        self.footprint = footprint
+        return None
 
     def _check_batch(
         self,

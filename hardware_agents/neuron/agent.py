@@ -1,6 +1,7 @@
 """The Neuron hardware agent: NKI kernels on Trainium (trn1, trn2), in a sandbox.
 
-profile(problem, solution):
+profile(problem, solution), through the stages of `pipeline/stages.py` (`stages.py` maps
+them to the steps below):
   1. static checks: language `nki`, no lower precision (float16/bfloat16/fp8/tf32) in the
      source (comments stripped), as NKIBench rejects it;
   2. inputs for seeds 0, 21, 42, 63, 84 (at least `min_seeds`) plus adversarial cases,
@@ -34,59 +35,36 @@ Every Profile records the isolation its sandbox applied; a sandbox that cannot i
 kernel (and is not allowed to run it unisolated) gives `sandbox_error`.
 The steps every agent shares are the pipeline's (hardware_agents/pipeline/: the rounds
 driver, the clock bound, the verdict, the roofline gate); reading this agent's children is
-`judge.py`, the emulate mode `emulate_mode.py`.
+`judge.py`, the emulate mode `emulate_mode.py`, the stages `stages.py`.
 Without the SDK the constructor raises `NeuronSDKMissing`, naming what to install.
 """
 
 from __future__ import annotations
 
 import functools
-import io
 import os
-import re
-import shutil
 import stat
-import tokenize
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-import msgspec
-
 from accelopt.problem import Problem, Solution
-from accelopt.profile import Profile
 from hardware_agents.base import DeviceSpec, HardwareAgent
 from hardware_agents.datacache import DataCache
 from hardware_agents.neuron import sdk
 from hardware_agents.neuron.data import ProblemData, build_problem_data
-from hardware_agents.neuron.judge import TimingRounds, judge_correctness, stage_sources, timed_verdict
-from hardware_agents.neuron.protocol import CaseSpec, HarnessRequest, Mode, TimingSpec
+from hardware_agents.neuron.protocol import Mode
 from hardware_agents.neuron.refstore import ReferenceStore
 from hardware_agents.neuron.specs import SPECS
-from hardware_agents.pipeline.phases import Phases
-from hardware_agents.pipeline.rounds import RoundClock, drive_rounds
-from hardware_agents.pipeline.verdict import Verdict
-from hardware_agents.sandbox import Sandbox, SandboxPolicy, default_base_dir, private_dir
+from hardware_agents.neuron.stages import NeuronStages
+from hardware_agents.neuron.static import lower_precision, strip_comments
+from hardware_agents.pipeline.stages import Stages
+from hardware_agents.sandbox import SandboxPolicy
 
 NKIBENCH_SEEDS: tuple[int, ...] = (0, 21, 42, 63, 84)
 DEFAULT_CC_FLAGS = "--auto-cast=none"
 # The reference implementation's nki.baremetal options (one logical core = one physical core).
 DEFAULT_COMPILE_OPTIONS = "--disable-dge --logical-nc-config=1"
-_LOW_PRECISION = re.compile(r"\b(float16|bfloat16|fp16|bf16|float8\w*|fp8\w*|tfloat32|tf32)\b", re.IGNORECASE)
-
-
-def strip_comments(src: str) -> str:
-    """Python source without comments (strings are kept, so a dtype named in a string counts)."""
-    try:
-        toks = [t for t in tokenize.generate_tokens(io.StringIO(src).readline) if t.type != tokenize.COMMENT]
-        return tokenize.untokenize(toks)
-    except (tokenize.TokenError, IndentationError, SyntaxError):
-        return re.sub(r"#[^\n]*", " ", src)
-
-
-def lower_precision(src: str) -> str | None:
-    m = _LOW_PRECISION.search(strip_comments(src))
-    return m.group(0) if m else None
 
 
 def extend_seeds(seeds: Sequence[int], minimum: int) -> tuple[int, ...]:
@@ -269,162 +247,10 @@ class NeuronAgent(HardwareAgent):
     def _seeds(self, seeds: tuple[int, ...]) -> tuple[int, ...]:
         return extend_seeds(seeds, self.min_seeds)
 
-    def _profile(
-        self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout: float, measure: bool
-    ) -> Profile:
-        if solution.spec.language != "nki":
-            return self._fail(
-                "compile_error",
-                f"the {self.kind} agent runs NKI kernels; this solution is {solution.spec.language!r}",
-            )
-        for src in solution.sources:
-            low = lower_precision(src.content)
-            if low:
-                return self._fail(
-                    "incorrect",
-                    f"{src.path}: uses a lower-precision type ({low}); NKIBench kernels "
-                    "must compute in float32 (the compiler runs with --auto-cast=none)",
-                )
-        try:
-            entry_file = solution.entry_file().path
-            entry = solution.entry_symbol
-        except Exception as e:
-            return self._fail("compile_error", f"entry point {solution.spec.entry_point!r}: {e}")
-        v = Verdict(self._fail)
-        phases = Phases(v.counters)
-        with phases("stage"):  # inputs drawn and staged (a cache hit: nothing); references follow in a thread
-            data = self.data.get(problem, seeds)
-        policy = self._policy(data, timeout)
-        if self.mode == "emulate":
-            from hardware_agents.neuron.emulate_mode import profile_emulated
-
-            return profile_emulated(
-                v,
-                problem,
-                solution,
-                data,
-                policy,
-                entry_file,
-                entry,
-                timeout,
-                kind=self.kind,
-                spec=self._spec,
-                sandbox_dir=self.sandbox_dir,
-                phases=phases,
-            )
-        cpolicy = msgspec.structs.replace(  # its work dir holds every case's outputs
-            policy, workdir_bytes=data.workdir_bytes(len(data.cases), policy.workdir_bytes)
-        )
-        with Sandbox(cpolicy, base_dir=self.sandbox_dir) as box:
-            kernel_file = stage_sources(box, solution, entry_file)
-            req = HarnessRequest(
-                mode=self.mode,
-                kernel_file=kernel_file,
-                entry=entry,
-                cases=[CaseSpec(name=c.case.name, args=c.args) for c in data.cases],
-                compile_options=self.compile_options if self.mode == "device" else "",
-            )
-            with phases("correctness"):  # the child compiles and runs every case (our clock)
-                out = box.run("hardware_agents.neuron.harness:run", req, timeout_s=timeout)
-            with phases("judge"):
-                res = judge_correctness(v, problem, data, out, box)
-        if isinstance(res, Profile):
-            return res
-        if not measure:
-            why = "correct; timing not requested"
-        elif self.mode == "simulate":
-            why = "correct in nki.simulate_kernel (no Neuron device on this host: not timed)"
-        elif not self.neuron_profile:
-            why = "correct on the device, but neuron-profile was not found (install aws-neuronx-tools): not timed"
-        else:
-            why = ""
-        if why:
-            return v.profile("unmeasured", why)
-        # A fresh work dir: nothing the correctness run left behind (a rewritten kernel module,
-        # planted profiler files) reaches the timing run; its inputs come round by round.
-        # The rounds' inputs go to a directory of ours that the timing child may read, not write.
-        inputs = private_dir(self.sandbox_dir or default_base_dir(), "accelopt-nki-timing-")
-        try:
-            os.chmod(inputs, 0o755)
-            return self._time(v, problem, solution, data, policy, inputs, entry_file, entry)
-        finally:
-            shutil.rmtree(inputs, ignore_errors=True)
-
-    def _time(
-        self,
-        v: Verdict,
-        problem: Problem,
-        solution: Solution,
-        data: ProblemData,
-        policy: SandboxPolicy,
-        inputs: Path,
-        entry_file: str,
-        entry: str,
-    ) -> Profile:
-        """The timing child, in rounds the pipeline's driver runs with this agent's hooks
-        (`judge.TimingRounds`), then the verdict on them (`judge.timed_verdict`)."""
-        tpolicy = msgspec.structs.replace(
-            policy,
-            wall_timeout_s=self.timing_timeout_s,
-            read_paths=(*self._read_paths(None), str(inputs)),
-            # a round's profiled runs' outputs (and their NEFF/NTFF pairs) until the agent has read them
-            workdir_bytes=data.workdir_bytes(self.runs, policy.workdir_bytes),
-        )
-        spolicy = msgspec.structs.replace(
-            policy,
-            wall_timeout_s=max(60.0, 30.0 * self.runs),
-            write_paths=(),
-            read_paths=self._read_paths(None),
-            drop_privileges=True,
-        )
-        with (
-            Sandbox(tpolicy, base_dir=self.sandbox_dir) as tbox,
-            Sandbox(spolicy, base_dir=self.sandbox_dir) as sbox,
-        ):
-            kernel_file = stage_sources(tbox, solution, entry_file)
-            treq = HarnessRequest(
-                mode="device",
-                kernel_file=kernel_file,
-                entry=entry,
-                cases=[],
-                compile_options=self.compile_options,
-                neuron_profile="" if self.verify_summaries else (self.neuron_profile or ""),
-                timing=TimingSpec(inputs_dir=str(inputs), warmup=self.warmup, runs=self.runs),
-            )
-            child = tbox.spawn("hardware_agents.neuron.harness:run", treq, timeout_s=self.timing_timeout_s)
-            clock = RoundClock()
-            rounds = TimingRounds(
-                v,
-                problem,
-                data,
-                clock,
-                tbox,
-                sbox,
-                inputs,
-                runs=self.runs,
-                round_pause_s=self.round_pause_s,
-                spread_threshold=self.spread_threshold,
-                neuron_profile=self.neuron_profile,
-                verify_summaries=self.verify_summaries,
-            )
-            try:
-                verdict = drive_rounds(
-                    child,
-                    clock,
-                    rounds=self.max_rounds,
-                    hand_over=rounds.hand_over,
-                    after_round=rounds.after_round,
-                )
-            finally:
-                tout = child.finish()
-            v.counters.update(
-                rounds.log.counters()
-            )  # a failed round's profile shares this dict: it has them too
-            v.record_outcome(tout)
-            if verdict is not None and tout.freeze_breach is None:
-                return verdict
-            # the child's end first: a freeze breach voids everything it reported, a round's verdict too
-            return timed_verdict(v, problem, self._spec, tout, rounds.log, max_pct_peak=self.max_pct_peak)
+    def stages(
+        self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout_s: float, measure: bool
+    ) -> Stages:
+        return NeuronStages(self, problem, solution, seeds, timeout_s, measure)
 
 
 class Trn1Agent(NeuronAgent):

@@ -31,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -221,88 +221,115 @@ def _execute(
     return runs
 
 
-def profile_emulated(
-    v: Verdict,
-    problem: Problem,
-    solution: Solution,
-    data: ProblemData,
-    policy: SandboxPolicy,
-    entry_file: str,
-    entry: str,
-    timeout: float,
-    *,
-    kind: str,
-    spec: DeviceSpec,
-    sandbox_dir: Path | None,
-    phases: Phases | None = None,
-) -> Profile:
-    """One profile in the `emulate` mode (see the module doc); `v` is the agent's verdict.
-    `phases` records where the wall time goes, on our clock (`phase_<name>_s` in the counters:
-    compile, validate, analyse, fresh (drawing the case after tracing, its references
-    included), execute, references, judge (with floor inside it), price)."""
-    from hardware_agents.neuron.emulator.analysis import analyze
-    from hardware_agents.neuron.emulator.children import (
-        CompileRequest,
-        CompileResult,
-        ExecCase,
-        versions,
-    )
-    from hardware_agents.neuron.emulator.cost import COST_SPECS, estimate
-    from hardware_agents.neuron.emulator.errors import NKIError
-    from hardware_agents.neuron.emulator.program import decode
-    from hardware_agents.neuron.emulator.validate import check_program
+class EmulateRun:
+    """One profile in the `emulate` mode (see the module doc), one method per stage the agent
+    runs (`neuron/stages.py`): `build` (compile, validate, analyse), `stage_inputs` (the fresh
+    case drawn after tracing, the programs and arguments of the execute children),
+    `correctness` (execute, judge), `roofline_gate` (the estimate and its gate), `verdict`;
+    `release` always. `v` is the agent's verdict; `phases` records where the wall time goes on
+    our clock (`phase_<name>_s`: compile, validate, analyse, fresh (drawing the case after
+    tracing, its references included), execute, references, judge (with floor inside it),
+    price)."""
 
-    phases = phases or Phases(v.counters)
-    sigs: list[list[Any]] = []
-    case_sig: list[int] = []
-    for c in data.cases:
-        sig = _signature(c.args)
-        if sig not in sigs:
-            sigs.append(sig)
-        case_sig.append(sigs.index(sig))
-    # 1. compile in the kernel's sandbox: it may read nothing but its own work dir
-    cpolicy = msgspec.structs.replace(
-        policy,
-        read_paths=(),
-        python_path=(),
-        address_space_bytes=max(policy.address_space_bytes, 8 << 30),
-        no_fork=COMPILE_NO_FORK,  # threads only: tracing starts no process (isolation the child must report)
-    )
-    with Sandbox(cpolicy, base_dir=sandbox_dir) as box:
-        kernel_file = stage_sources(box, solution, entry_file)
-        with phases("compile"):
-            out = box.run(
-                COMPILE_TARGET,
-                CompileRequest(kernel_file=kernel_file, entry=entry, signatures=sigs),
-                timeout_s=timeout,
-            )
-        failed = _ended(v, out, "compiling the kernel in the emulator", compiling=True)
-        if failed is not None:
-            return failed
+    def __init__(
+        self,
+        v: Verdict,
+        problem: Problem,
+        solution: Solution,
+        data: ProblemData,
+        policy: SandboxPolicy,
+        entry_file: str,
+        entry: str,
+        timeout: float,
+        *,
+        kind: str,
+        spec: DeviceSpec,
+        sandbox_dir: Path | None,
+        phases: Phases,
+    ) -> None:
+        self.v, self.problem, self.solution, self.data, self.policy = v, problem, solution, data, policy
+        self.entry_file, self.entry, self.timeout = entry_file, entry, timeout
+        self.kind, self.spec, self.sandbox_dir, self.phases = kind, spec, sandbox_dir, phases
+        self.sigs: list[list[Any]] = []
+        self.case_sig: list[int] = []
+        for c in data.cases:
+            sig = _signature(c.args)
+            if sig not in self.sigs:
+                self.sigs.append(sig)
+            self.case_sig.append(self.sigs.index(sig))
+        self.progs: list[Any] = []
+        self.blobs: list[bytes] = []
+        self.analyses: list[Any] = []
+        self.isolation: dict[str, str] = {}  # the kernel's sandbox: what every later profile records
+        self.held = contextlib.ExitStack()  # the fresh references' thread, the execute children's work dirs
+        self.pdir: Path | None = None
+        self.paths: list[str] = []
+        self.cases: list[Any] = []  # ExecCases: every case, then the fresh one
+        self.fresh: TimingRound | None = None
+        self.ref_mod: ReferenceModule | None = None
+        self.fresh_refs: Future[None] | None = None
+        self.estimate: Estimate | None = None
+        self.log = ""
+
+    # --- build: the kernel traced in its sandbox, the programs validated and analysed here ------
+
+    def build(self) -> Profile | None:
+        """Compile in the kernel's sandbox (it may read nothing but its own work dir), then read
+        and validate the programs here: a program that breaks a hardware rule is a compile error."""
+        from hardware_agents.neuron.emulator.children import CompileRequest, CompileResult, versions
+
+        v, policy, sigs = self.v, self.policy, self.sigs
+        cpolicy = msgspec.structs.replace(
+            policy,
+            read_paths=(),
+            python_path=(),
+            address_space_bytes=max(policy.address_space_bytes, 8 << 30),
+            no_fork=COMPILE_NO_FORK,  # threads only: tracing starts no process (isolation the child must report)
+        )
+        with Sandbox(cpolicy, base_dir=self.sandbox_dir) as box:
+            kernel_file = stage_sources(box, self.solution, self.entry_file)
+            with self.phases("compile"):
+                out = box.run(
+                    COMPILE_TARGET,
+                    CompileRequest(kernel_file=kernel_file, entry=self.entry, signatures=sigs),
+                    timeout_s=self.timeout,
+                )
+            failed = _ended(v, out, "compiling the kernel in the emulator", compiling=True)
+            if failed is not None:
+                return failed
+            try:
+                res = out.decode(CompileResult)
+            except msgspec.DecodeError as e:
+                return v.profile("compile_error", f"unreadable compile result: {e}{v.tail}")
+            v.tools = versions()  # ours: not what the kernel's process says
+            if res.error is not None:
+                err = res.error
+                what = "loading the kernel module failed" if err.phase == "load" else "compilation failed"
+                return v.profile(
+                    "compile_error", f"{what}: {err.type}: {err.message}\n{err.traceback}{v.tail}"
+                )
+            if len(res.programs) != len(sigs):
+                return v.profile(
+                    "compile_error", f"the compiler produced {len(res.programs)} of {len(sigs)} programs"
+                )
+            failed = self._validate(box, res.programs)
+        self.isolation = dict(v.isolation)
+        return failed or self._analyse()
+
+    def _validate(self, box: Sandbox, programs: list[str]) -> Profile | None:
+        from hardware_agents.neuron.emulator.errors import NKIError
+        from hardware_agents.neuron.emulator.program import decode
+        from hardware_agents.neuron.emulator.validate import check_program
+
+        v = self.v
         try:
-            res = out.decode(CompileResult)
-        except msgspec.DecodeError as e:
-            return v.profile("compile_error", f"unreadable compile result: {e}{v.tail}")
-        v.tools = versions()  # ours: not what the kernel's process says
-        if res.error is not None:
-            err = res.error
-            what = "loading the kernel module failed" if err.phase == "load" else "compilation failed"
-            return v.profile("compile_error", f"{what}: {err.type}: {err.message}\n{err.traceback}{v.tail}")
-        if len(res.programs) != len(sigs):
-            return v.profile(
-                "compile_error", f"the compiler produced {len(res.programs)} of {len(sigs)} programs"
-            )
-        # 2. the programs, read and validated here
-        progs = []
-        blobs = []
-        try:
-            with phases("validate"):
-                for rel, sig in zip(res.programs, sigs, strict=True):
+            with self.phases("validate"):
+                for rel, sig in zip(programs, self.sigs, strict=True):
                     raw = box.read_file(rel, MAX_PROGRAM_BYTES)
                     prog = decode(raw)
                     check_program(prog, sig)
-                    progs.append(prog)
-                    blobs.append(raw)
+                    self.progs.append(prog)
+                    self.blobs.append(raw)
         except NKIError as e:
             return v.profile("compile_error", f"compilation failed: {e}{v.tail}")
         except (OSError, msgspec.DecodeError, KeyError, IndexError, ValueError, TypeError) as e:
@@ -310,97 +337,165 @@ def profile_emulated(
                 "compile_error",
                 f"the compiled program is unreadable or malformed: {type(e).__name__}: {e}{v.tail}",
             )
-    analyses = []
-    try:
-        with phases("analyse"):
-            for prog in progs:
-                analyses.append(analyze(prog))  # PSUM overflow: a compile error
-    except NKIError as e:
-        return v.profile("compile_error", f"compilation failed: {e}")
-    # 3. execute in a second sandbox that loads no kernel code
-    ref_mod = ReferenceModule(problem)
-    with phases("fresh"):  # drawn only now that the programs exist; its references while the cases run
-        fresh = _fresh_case(problem, data, ref_mod, references=False)
-    pdir = private_dir(sandbox_dir or default_base_dir(), "accelopt-nki-programs-")
-    try:
+        return None
+
+    def _analyse(self) -> Profile | None:
+        from hardware_agents.neuron.emulator.analysis import analyze
+        from hardware_agents.neuron.emulator.errors import NKIError
+
+        try:
+            with self.phases("analyse"):
+                for prog in self.progs:
+                    self.analyses.append(analyze(prog))  # PSUM overflow: a compile error
+        except NKIError as e:
+            return self.v.profile("compile_error", f"compilation failed: {e}")
+        return None
+
+    # --- stage inputs: what the execute children read ------------------------------------------
+
+    def stage_inputs(self) -> Profile | None:
+        """The fresh case, drawn only now that the programs exist (its references in a thread
+        while the cases run), and the programs in a directory of ours the children may read."""
+        from hardware_agents.neuron.emulator.children import ExecCase
+
+        ref_mod = self.ref_mod = ReferenceModule(self.problem)
+        with self.phases("fresh"):
+            self.fresh = _fresh_case(self.problem, self.data, ref_mod, references=False)
+        pdir = self.pdir = private_dir(self.sandbox_dir or default_base_dir(), "accelopt-nki-programs-")
         os.chmod(pdir, 0o755)
-        paths = []
-        for i, raw in enumerate(blobs):
+        for i, raw in enumerate(self.blobs):
             p = pdir / f"prog{i}.msgpack"
             p.write_bytes(raw)
             os.chmod(p, 0o644)
-            paths.append(str(p))
-        epolicy = msgspec.structs.replace(
-            policy, read_paths=(str(data.dir), str(pdir)), python_path=(), no_fork=True
-        )
-        cases = [
-            ExecCase(name=c.case.name, program=paths[case_sig[i]], args=c.args)
-            for i, c in enumerate(data.cases)
+            self.paths.append(str(p))
+        self.cases = [
+            ExecCase(name=c.case.name, program=self.paths[self.case_sig[i]], args=c.args)
+            for i, c in enumerate(self.data.cases)
         ]
-        isolation = dict(v.isolation)  # the kernel's sandbox: what every later profile records
-        with contextlib.ExitStack() as stack:
-            # (on the way out: the fresh references' thread is waited for, then the work dirs go)
-            refs_pool = stack.enter_context(ThreadPoolExecutor(1, thread_name_prefix="nki-fresh-refs"))
-            fresh_refs = refs_pool.submit(_fresh_references, fresh)
-            staged = _stage_fresh(v, fresh, pdir, FRESH_CASE, sigs, paths, phases)
+        # (on the way out: the fresh references' thread is waited for, then the work dirs go)
+        refs_pool = self.held.enter_context(ThreadPoolExecutor(1, thread_name_prefix="nki-fresh-refs"))
+        self.fresh_refs = refs_pool.submit(_fresh_references, self.fresh)
+        staged = _stage_fresh(self.v, self.fresh, pdir, FRESH_CASE, self.sigs, self.paths, self.phases)
+        if isinstance(staged, Profile):
+            return staged
+        self.cases.append(staged)
+        return None
+
+    # --- correctness: execute children that import no kernel code, judged here ----------------
+
+    def correctness(self) -> Profile | None:
+        """Run every case (the fresh one with them) and judge it against our references."""
+        v, data = self.v, self.data
+        runs = self._run(self.cases)
+        if isinstance(runs, Profile):
+            return runs
+        data.help_references()  # the children's cores are free: two reference threads, if behind
+        assert self.fresh_refs is not None and self.fresh is not None
+        assert self.pdir is not None and self.ref_mod is not None
+        with self.phases("fresh"):  # waiting for the fresh references, if they are behind
+            try:
+                self.fresh_refs.result()
+                redraw = False
+            except ValueError:  # not finite on that seed: drawn again, as the other cases were
+                redraw = True
+        if redraw:
+            with self.phases("fresh"):
+                self.fresh = _fresh_case(self.problem, data, self.ref_mod, tries=2)
+            staged = _stage_fresh(
+                v, self.fresh, self.pdir, FRESH_CASE + "-again", self.sigs, self.paths, self.phases
+            )
             if isinstance(staged, Profile):
                 return staged
-            got = _execute(
-                v, stack, [*cases, staged], data, epolicy, policy.workdir_bytes, sandbox_dir, timeout, phases
-            )
-            if isinstance(got, Profile):
-                return got
-            runs = got
-            data.help_references()  # the children's cores are free: two reference threads, if behind
-            with phases("fresh"):  # waiting for the fresh references, if they are behind
-                try:
-                    fresh_refs.result()
-                    redraw = False
-                except ValueError:  # not finite on that seed: drawn again, as the other cases were
-                    redraw = True
-            if redraw:
-                with phases("fresh"):
-                    fresh = _fresh_case(problem, data, ref_mod, tries=2)
-                staged = _stage_fresh(v, fresh, pdir, FRESH_CASE + "-again", sigs, paths, phases)
-                if isinstance(staged, Profile):
-                    return staged
-                got = _execute(
-                    v, stack, [staged], data, epolicy, policy.workdir_bytes, sandbox_dir, timeout, phases
-                )
-                if isinstance(got, Profile):
-                    return got
-                runs[-1] = got[0]
-            # 4. correctness, judged here (each case once its references are computed), the
-            # fresh case with the others
-            v.isolation.clear()
-            v.isolation.update(isolation)
-            v.tail = ""
-            judged: list[JudgedCase] = [*data.cases, FreshCase(problem, fresh)]
-            with phases("judge"):
-                v.checks.extend(judge_cases(problem, data, judged, runs, phases))
-    finally:
-        shutil.rmtree(pdir, ignore_errors=True)
-    fresh_failed = any(c.case == FRESH_CASE and not c.passed for c in v.checks)
-    wrong = v.wrong_cases(
-        f"\n(case {FRESH_CASE}: inputs drawn after the kernel was traced, on seed {fresh.case.seed}: "
-        "results must not depend on knowing the inputs in advance)"
-        if fresh_failed
-        else ""
-    )
-    if wrong is not None:
-        return wrong
-    # 5. the estimate (the programs of all signatures are the same kernel; price the first case's)
-    if kind not in COST_SPECS:
-        return v.profile(
-            "unmeasured",
-            f"correct in AccelOpt's NKI emulator; no cost model for {kind} (not timed, not estimated)",
+            again = self._run([staged])
+            if isinstance(again, Profile):
+                return again
+            runs[-1] = again[0]
+        # judged here (each case once its references are computed), the fresh case with the others
+        v.isolation.clear()
+        v.isolation.update(self.isolation)
+        v.tail = ""
+        judged: list[JudgedCase] = [*data.cases, FreshCase(self.problem, self.fresh)]
+        with self.phases("judge"):
+            v.checks.extend(judge_cases(self.problem, data, judged, runs, self.phases))
+        self.release()
+        fresh_failed = any(c.case == FRESH_CASE and not c.passed for c in v.checks)
+        return v.wrong_cases(
+            f"\n(case {FRESH_CASE}: inputs drawn after the kernel was traced, on seed {self.fresh.case.seed}: "
+            "results must not depend on knowing the inputs in advance)"
+            if fresh_failed
+            else ""
         )
-    sig0 = case_sig[0]
-    with phases("price"):
-        est = estimate(progs[sig0], kind, analyses[sig0])
-    tp, bound = t_peak(problem, spec)
-    t_est = est.latency_s
-    pct = peak_fraction(tp, t_est) or 0.0
+
+    def _run(self, cases: list[Any]) -> list[Run] | Profile:
+        epolicy = msgspec.structs.replace(
+            self.policy, read_paths=(str(self.data.dir), str(self.pdir)), python_path=(), no_fork=True
+        )
+        return _execute(
+            self.v,
+            self.held,
+            cases,
+            self.data,
+            epolicy,
+            self.policy.workdir_bytes,
+            self.sandbox_dir,
+            self.timeout,
+            self.phases,
+        )
+
+    # --- the estimate and its gate; the verdict ---------------------------------------------------
+
+    def roofline_gate(self) -> Profile | None:
+        """The cost model prices the validated program (the programs of all signatures are the
+        same kernel; the first case's), held to the hard roofline: faster is `incorrect`."""
+        from hardware_agents.neuron.emulator.cost import COST_SPECS, estimate
+
+        v, kind, problem, spec = self.v, self.kind, self.problem, self.spec
+        if kind not in COST_SPECS:
+            self.log = (
+                f"correct in AccelOpt's NKI emulator; no cost model for {kind} (not timed, not estimated)"
+            )
+            return None
+        sig0 = self.case_sig[0]
+        with self.phases("price"):
+            est = estimate(self.progs[sig0], kind, self.analyses[sig0])
+        tp, bound = t_peak(problem, spec)
+        t_est = est.latency_s
+        pct = peak_fraction(tp, t_est) or 0.0
+        self.estimate = _estimate_record(est, tp, pct)
+        # The plausibility gate: an estimate is held to the hard roofline, what no program can beat
+        # (the paper's counts a fused instruction's work as separate FLOPs: estimate_gate.py)
+        why = implausible_estimate(problem, spec, COST_SPECS[kind], t_est)
+        if why is not None:
+            prof = v.profile(
+                "incorrect", f"{why} (model {est.model}; {pct * 100:.1f}% of the {bound} roofline)"
+            )
+            prof.estimate = self.estimate
+            return prof
+        self.log = (
+            f"correct in AccelOpt's NKI emulator ({len(v.checks)} cases); not timed: ESTIMATED {t_est * 1e3:.4g} ms "
+            f"on {kind} by {est.model} ({est.bound}-bound; {pct * 100:.1f}% of the {bound} roofline, estimated)"
+        )
+        return None
+
+    def verdict(self) -> Profile:
+        prof = self.v.profile("unmeasured", self.log)
+        if self.estimate is not None:
+            prof.estimate = self.estimate
+        return prof
+
+    def release(self) -> None:
+        """The fresh references' thread waited for, the execute children's work dirs and the
+        programs removed (once; again: nothing)."""
+        try:
+            self.held.close()
+        finally:
+            if self.pdir is not None:
+                shutil.rmtree(self.pdir, ignore_errors=True)
+                self.pdir = None
+
+
+def _estimate_record(est: Any, tp: float, pct: float) -> Estimate:
+    """The cost model's estimate as the profile records it."""
     detail = {
         "instructions": float(est.instructions),
         "hbm_bytes": est.hbm_bytes,
@@ -414,8 +509,8 @@ def profile_emulated(
         "dependency_ms": est.dependency_s * 1e3,
         "engine_overlap": est.overlap,
     }
-    estimate_rec = Estimate(
-        latency_ms=t_est * 1e3,
+    return Estimate(
+        latency_ms=est.latency_s * 1e3,
         peak_fraction=pct,
         t_peak_ms=tp * 1e3,
         bound=est.bound,
@@ -423,20 +518,6 @@ def profile_emulated(
         model=est.model,
         detail=detail,
     )
-    # The plausibility gate: an estimate is held to the hard roofline, what no program can beat
-    # (the paper's counts a fused instruction's work as separate FLOPs: estimate_gate.py)
-    why = implausible_estimate(problem, spec, COST_SPECS[kind], t_est)
-    if why is not None:
-        prof = v.profile("incorrect", f"{why} (model {est.model}; {pct * 100:.1f}% of the {bound} roofline)")
-        prof.estimate = estimate_rec
-        return prof
-    log = (
-        f"correct in AccelOpt's NKI emulator ({len(v.checks)} cases); not timed: ESTIMATED {t_est * 1e3:.4g} ms "
-        f"on {kind} by {est.model} ({est.bound}-bound; {pct * 100:.1f}% of the {bound} roofline, estimated)"
-    )
-    prof = v.profile("unmeasured", log)
-    prof.estimate = estimate_rec
-    return prof
 
 
-__all__ = ["profile_emulated"]
+__all__ = ["EmulateRun"]

@@ -105,20 +105,47 @@ def drive_rounds(
     """Drive a child that has just been spawned through its calibration and timing rounds,
     filling `clock` (see the module doc). Returns the verdict an `after_round` gave, or None
     (the rounds ended, or the child left the protocol: the caller judges its outcome)."""
+    if not drive_to_rounds(child, clock, calibration=calibration, untimed_step=untimed_step):
+        return None
+    return drive_timing(child, clock, rounds=rounds, hand_over=hand_over, after_round=after_round)
+
+
+def drive_to_rounds(
+    child: SandboxChild, clock: RoundClock, *, calibration: int = 0, untimed_step: bool = False
+) -> bool:
+    """The first half of `drive_rounds`: the child's first stop, its calibration rounds and the
+    untimed step. True: it is stopped, waiting for round 0's inputs (what it did so far may be
+    read now: it stays stopped); False: it exited, died or ran while stopped (its outcome says)."""
     try:
         t0 = time.perf_counter()
         if not child.wait_stopped():  # exited or died before its first round
-            return None
+            return False
         clock.ready_s = child.stopped_at - t0
         for _ in range(calibration):
             if not _round(child, clock.cal_setups, clock.cal_walls):
-                return None
+                return False
         if untimed_step:
             t0 = child.resume()
             stopped = child.wait_stopped()
             clock.untimed_s = (child.stopped_at if stopped else time.perf_counter()) - t0
             if not stopped:  # exited (a failed check: no timing) or died
-                return None
+                return False
+        return True
+    except RanWhileStopped:  # killed already; `finish()` carries the breach to the verdict
+        return False
+
+
+def drive_timing(
+    child: SandboxChild,
+    clock: RoundClock,
+    *,
+    rounds: int,
+    hand_over: Callable[[int], object],
+    after_round: Callable[[int], Profile | str | None] | None = None,
+) -> Profile | None:
+    """The second half of `drive_rounds`: from a child stopped before round 0, the timing rounds
+    and the child's report and exit."""
+    try:
         for k in range(rounds):  # the child is stopped, waiting for round k's inputs
             hand_over(k)
             if not _round(child, clock.setups, clock.walls):
@@ -137,4 +164,4 @@ def drive_rounds(
         return None
 
 
-__all__ = ["STOP", "RoundClock", "drive_rounds", "timed_step"]
+__all__ = ["STOP", "RoundClock", "drive_rounds", "drive_timing", "drive_to_rounds", "timed_step"]

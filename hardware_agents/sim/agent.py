@@ -10,9 +10,10 @@ from typing import Any, ClassVar
 import msgspec
 
 from accelopt.problem import Problem, Solution
-from accelopt.profile import Profile, SeedCheck
+from accelopt.profile import LatencyStats, Profile, SeedCheck
 from hardware_agents.base import DeviceSpec, ExpressionError, HardwareAgent
 from hardware_agents.pipeline.roofline import Placement, place
+from hardware_agents.pipeline.stages import SKIPPED, Outcome, Stages
 from hardware_agents.pipeline.stats import latency_stats
 from hardware_agents.pipeline.verdict import Verdict
 from hardware_agents.sim.gate import ALLOW_ENV, KIND, sim_allowed
@@ -107,34 +108,70 @@ class SimAgent(HardwareAgent):
         duration = self.profile_s * (1.0 + self.profile_jitter * _unit(*key, "duration"))
         return passes, median_ms, duration
 
-    def _profile(
+    def stages(
         self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout_s: float, measure: bool
-    ) -> Profile:
-        if solution.spec.language not in self.languages or not solution.sources:
-            return self._fail(
+    ) -> Stages:
+        return SimStages(self, problem, solution, seeds, timeout_s, measure)
+
+
+class SimStages(Stages):
+    """The simulated profile's stages: static checks (the language), correctness (the drawn
+    verdict, after the drawn duration), timing rounds (drawn latencies), the roofline gate
+    (never faster than the simulated roof allows) and the verdict. It builds nothing, stages
+    nothing and reads no kernel clock: those stages are skipped."""
+
+    def __init__(
+        self,
+        agent: SimAgent,
+        problem: Problem,
+        solution: Solution,
+        seeds: tuple[int, ...],
+        timeout_s: float,
+        measure: bool,
+    ) -> None:
+        self.measure = measure
+        self.agent, self.problem, self.solution, self.seeds, self.timeout_s = (
+            agent,
+            problem,
+            solution,
+            seeds,
+            timeout_s,
+        )
+        self.v = Verdict(agent._fail)
+        self.median_ms = 0.0
+        self.stats: LatencyStats | None = None
+        self.where: Placement | None = None
+
+    def static_checks(self) -> Profile | None:
+        agent, solution = self.agent, self.solution
+        if solution.spec.language not in agent.languages or not solution.sources:
+            return agent._fail(
                 "compile_error",
-                f"the {KIND} agent takes one of {', '.join(self.languages)} "
+                f"the {KIND} agent takes one of {', '.join(agent.languages)} "
                 f"with a source file, not {solution.spec.language!r}",
             )
-        passes, median_ms, duration = self.draw(problem, solution.sources[0].content)
-        if duration > timeout_s:
-            self._closed.wait(timeout_s)
-            return self._fail(
-                "timeout", f"simulated profile takes {duration:.3g} s, over the {timeout_s:g} s limit"
+        return None
+
+    def correctness(self) -> Profile | None:
+        agent, v, source = self.agent, self.v, self.solution.sources[0].content
+        passes, self.median_ms, duration = agent.draw(self.problem, source)
+        if duration > self.timeout_s:
+            agent._closed.wait(self.timeout_s)
+            return agent._fail(
+                "timeout", f"simulated profile takes {duration:.3g} s, over the {self.timeout_s:g} s limit"
             )
-        with self._lock:
-            self.in_flight += 1
-            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        with agent._lock:
+            agent.in_flight += 1
+            agent.max_in_flight = max(agent.max_in_flight, agent.in_flight)
         try:
-            if self._closed.wait(duration):  # sleeps without CPU; close() cuts it short
+            if agent._closed.wait(duration):  # sleeps without CPU; close() cuts it short
                 raise RuntimeError("sim agent closed during a profile")
         finally:
-            with self._lock:
-                self.in_flight -= 1
-        v = Verdict(self._fail)
-        cases = [f"seed{s}" for s in seeds] + ["large"]
+            with agent._lock:
+                agent.in_flight -= 1
+        cases = [f"seed{s}" for s in self.seeds] + ["large"]
         if not passes:
-            bad = cases[int(_unit(self.seed, solution.sources[0].content, "case") * len(cases))]
+            bad = cases[int(_unit(agent.seed, source, "case") * len(cases))]
             v.checks.extend(
                 SeedCheck(
                     case=c,
@@ -146,15 +183,31 @@ class SimAgent(HardwareAgent):
             )
             return v.profile("incorrect", f"{bad}: simulated wrong values (rel_l2 0.5)")
         v.checks.extend(SeedCheck(case=c, passed=True, rel_l2=0.0, max_abs_err=0.0) for c in cases)
-        if not measure:
-            return v.profile("unmeasured", "correct; not timed")
+        return None
+
+    def timing_rounds(self) -> Outcome:
+        if not self.measure:
+            return SKIPPED
         try:
-            where = place(problem, SPEC, 0.0)
+            where = place(self.problem, SPEC, 0.0)
         except ExpressionError:
             where = Placement(t_peak_s=0.0, bound="memory", t_measured_s=0.0)
-        median_ms = max(median_ms, where.t_peak_s * 1e3 / 0.9)  # never faster than the simulated roof allows
-        jitter = [1.0 + 0.02 * (_unit(median_ms, i, seeds) - 0.5) for i in range(SAMPLES)]
-        stats = latency_stats([median_ms * j for j in jitter])
-        v.counters["simulated"] = 1.0
-        where = msgspec.structs.replace(where, t_measured_s=stats.median_ms / 1e3)
-        return v.profile("passed", "", latency=stats, **where.fields())
+        # never faster than the simulated roof allows
+        median_ms = max(self.median_ms, where.t_peak_s * 1e3 / 0.9)
+        jitter = [1.0 + 0.02 * (_unit(median_ms, i, self.seeds) - 0.5) for i in range(SAMPLES)]
+        self.stats = latency_stats([median_ms * j for j in jitter])
+        self.v.counters["simulated"] = 1.0
+        self.where = where
+        return None
+
+    def roofline_gate(self) -> Outcome:
+        if not self.measure:
+            return SKIPPED
+        assert self.where is not None and self.stats is not None
+        self.where = msgspec.structs.replace(self.where, t_measured_s=self.stats.median_ms / 1e3)
+        return None
+
+    def verdict(self) -> Profile:
+        if self.stats is None or self.where is None:
+            return self.v.profile("unmeasured", "correct; not timed")
+        return self.v.profile("passed", "", latency=self.stats, **self.where.fields())

@@ -52,11 +52,9 @@ import torch
 from accelopt.problem import Problem, ProblemFileError, Solution
 from accelopt.profile import Profile
 from hardware_agents.base import DeviceSpec, HardwareAgent
-from hardware_agents.pipeline import cases
 from hardware_agents.pipeline.cases import PlannedCase
 from hardware_agents.pipeline.clock import ClockBound, confirmed
-from hardware_agents.pipeline.rounds import RoundClock, drive_rounds
-from hardware_agents.pipeline.verdict import Verdict
+from hardware_agents.pipeline.stages import Stages
 from hardware_agents.sandbox import (
     Sandbox,
     SandboxChild,
@@ -66,25 +64,21 @@ from hardware_agents.sandbox import (
     private_dir,
 )
 from hardware_agents.triton import gpu as gpus
-from hardware_agents.triton.data import DataCache, ProblemData, TimingPlan, input_metas, save_readable
-from hardware_agents.triton.harness import PACKAGE
+from hardware_agents.triton.data import DataCache, ProblemData, TimingPlan, input_metas
 from hardware_agents.triton.inputs import torch_dtype
-from hardware_agents.triton.judge import JudgeSettings, TritonJudge, too_big_to_interpret
 from hardware_agents.triton.records import (
     CaseSpec,
     HarnessRequest,
     TimerName,
     TimingSpec,
-    checks_file,
     round_file,
 )
 from hardware_agents.triton.reference import RefRequest, RefResult
 from hardware_agents.triton.spare import REQUEST_FILE, ServeRequest
 from hardware_agents.triton.specs import device_spec, kind_for_gpu_name, l2_bytes
-from hardware_agents.triton.static import check_sources
+from hardware_agents.triton.stages import HARNESS_TARGET, TritonStages, hand_over_file, plan_triton_cases
 
 Mode = Literal["auto", "cuda", "interpreter"]
-HARNESS_TARGET = "hardware_agents.triton.harness:run"
 REFERENCE_TARGET = "hardware_agents.triton.reference:run_reference"
 SERVE_TARGET = "hardware_agents.triton.spare:serve"
 SERVED = {HARNESS_TARGET: "harness", REFERENCE_TARGET: "reference"}  # spare.TARGETS, by target
@@ -106,22 +100,6 @@ _PRELOAD = (
 
 def default_cache_dir() -> Path:
     return Path(os.environ.get("ACCELOPT_CACHE_DIR") or Path.home() / ".cache" / "accelopt")
-
-
-def plan_triton_cases(
-    problem: Problem, seeds: Sequence[int], on_gpu: bool
-) -> tuple[list[PlannedCase], list[str]]:
-    """The cases of one profile (`pipeline.cases.plan_cases`) and the names of the timing
-    contents (the seed cases of the first workload). GPU: the problem's workload with every
-    seed and adversarial case, one seed at each check workload. Interpreter: the same with the
-    check workloads in place of the problem's (which may be far too large to interpret)."""
-    workloads = (
-        [problem.workload, *problem.check_workloads]
-        if on_gpu
-        else list(problem.check_workloads) or [problem.workload]
-    )
-    plan = cases.plan_cases(problem, seeds, workloads)
-    return plan, [p.name for p in plan if p.workload is workloads[0] and not p.case.adversarial]
 
 
 def reference_failure(definition: str, out: SandboxOutcome) -> str:
@@ -155,13 +133,6 @@ def sets_for(contents: int, calls: int, set_bytes: int, l2: int, budget: int) ->
     if calls * set_bytes <= budget:
         return calls
     return rotation_for(contents, set_bytes, l2, max_bytes=budget)
-
-
-def hand_over_file(src: str | Path, path: Path) -> None:
-    """A round's inputs file, copied where the child reads it, read-only to it (whatever the
-    umask: the child runs as another uid)."""
-    shutil.copyfile(src, path)
-    os.chmod(path, 0o644)
 
 
 class TritonAgent(HardwareAgent):
@@ -461,55 +432,6 @@ class TritonAgent(HardwareAgent):
                 box.close()
                 raise
 
-    def _drive(
-        self,
-        request: HarnessRequest,
-        policy: SandboxPolicy,
-        stage: dict[str, str],
-        data: ProblemData,
-    ) -> tuple[SandboxOutcome, Sandbox, RoundClock]:
-        """Run the harness; when it times, drive its rounds (see TimingSpec and
-        `pipeline/rounds.py`): at each of its stops hand it the next round's inputs, then
-        measure our own wall time from continuing it to its next stop. Returns the outcome, the
-        box (for its files) and those times."""
-        clock = RoundClock()
-        if request.timing is None:
-            return *self._run(HARNESS_TARGET, request, policy, stage), clock
-        inputs, rounds = Path(request.timing.inputs_dir), data.rounds
-        with self.pool.acquire() if self.pool is not None else contextlib.nullcontext(None) as idx:
-            t0 = time.perf_counter()
-            claimed = self._claim_spare(idx, "harness", request, policy, stage)
-            if claimed is not None:
-                box, child = claimed
-            else:
-                box = self._box(policy, stage)
-                try:
-                    env = {"CUDA_VISIBLE_DEVICES": str(idx)} if idx is not None else None
-                    child = box.spawn(HARNESS_TARGET, request, extra_env=env)
-                except BaseException:
-                    box.close()
-                    raise
-            clock.start_s = time.perf_counter() - t0
-            self._start_spare(idx)  # the next child warms up while this one works
-            try:  # calibration first, before the child imports the solution and runs the correctness cases;
-                # round k's file goes to `inputs` (ours, read-only to the child) only once the child waits
-                # for it, and what to send back of round k's outputs only once round k is over
-                drive_rounds(
-                    child,
-                    clock,
-                    rounds=request.timing.trials,
-                    calibration=request.timing.calibration_rounds,
-                    untimed_step=True,
-                    hand_over=lambda k: hand_over_file(rounds[k].file, inputs / round_file(k)),
-                    after_round=lambda k: save_readable(rounds[k].checks_payload(), inputs / checks_file(k)),
-                )
-                out = child.finish()
-            except BaseException:
-                child.finish()
-                box.close()
-                raise
-        return out, box, clock
-
     def _run_reference(
         self, request: RefRequest, read_paths: Sequence[str]
     ) -> dict[str, dict[str, torch.Tensor]]:
@@ -533,18 +455,18 @@ class TritonAgent(HardwareAgent):
     def _profile(
         self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout: float, measure: bool
     ) -> Profile:
-        """One profile; a `timing_mismatch` is confirmed by a second one in a fresh child before
-        it stands (a busy host can stretch one profile's untimed work past its allowance; a
-        forged clock is caught every time)."""
-        prof = self._profile_once(problem, solution, seeds, timeout, measure)
+        """One profile through the stages (`stages.py`); a `timing_mismatch` is confirmed by a
+        second one in a fresh child before it stands (a busy host can stretch one profile's
+        untimed work past its allowance; a forged clock is caught every time), and an
+        interpreted bf16 kernel found `incorrect` is profiled again with bf16 tiles in fp32."""
+        prof = super()._profile(problem, solution, seeds, timeout, measure)
         if prof.status == "incorrect" and self._bf16_in_doubt(problem, solution):
-            return self._decide_bf16(
-                prof, self._profile_once(problem, solution, seeds, timeout, measure, True)
-            )
+            upcast = TritonStages(self, problem, solution, seeds, timeout, measure, upcast_bf16=True)
+            return self._decide_bf16(prof, self._run_stages(upcast, solution))
         if prof.status != "timing_mismatch" or not self.confirm_mismatch:
             return prof
         t0 = time.perf_counter()
-        again = confirmed(prof, self._profile_once(problem, solution, seeds, timeout, measure))
+        again = confirmed(prof, super()._profile(problem, solution, seeds, timeout, measure))
         again.counters["phase_confirmation_s"] = time.perf_counter() - t0
         return again
 
@@ -627,79 +549,10 @@ class TritonAgent(HardwareAgent):
             reference_budget_s=self.reference_budget_s,
         )
 
-    def _profile_once(
-        self,
-        problem: Problem,
-        solution: Solution,
-        seeds: tuple[int, ...],
-        timeout: float,
-        measure: bool,
-        upcast_bf16: bool = False,
-    ) -> Profile:
-        if solution.spec.language not in self.languages:
-            return self._fail(
-                "compile_error",
-                f"the Triton agent runs Python/Triton solutions; this one is {solution.spec.language!r}",
-            )
-        try:
-            entry = solution.entry_file()
-            symbol = solution.entry_symbol
-        except (ProblemFileError, IndexError) as e:
-            return self._fail("compile_error", f"entry point {solution.spec.entry_point!r}: {e}")
-        if not entry.path.endswith(".py"):
-            return self._fail("compile_error", f"entry file {entry.path!r} is not a Python module")
-        hits = check_sources({s.path: s.content for s in solution.sources})
-        if hits:
-            return self._fail("incorrect", "rejected by the static checks:\n" + "\n".join(hits))
-        on_gpu = self.mode == "cuda"
-        plan, contents = plan_triton_cases(problem, seeds, on_gpu)
-        too_big = too_big_to_interpret(problem, plan, self.mode, self._spec.name)
-        if too_big:
-            return self._fail("unchecked", too_big)
-        timed = measure and (on_gpu or self.interpreter_timing)
-        tplan = self._timing_plan(problem, plan, contents[0]) if timed else None
-        t_data = time.perf_counter()
-        data = self.data.get(
-            problem, plan, self._run_reference, device=self.mode, data_roots=self.data_roots, timing=tplan
-        )
-        t_data = time.perf_counter() - t_data
-        request = self._request(problem, solution, data, contents, seeds[0], tplan, entry.path, symbol)
-        request = msgspec.structs.replace(request, upcast_bf16=upcast_bf16)
-        stage = {f"{PACKAGE}/{s.path}": s.content for s in solution.sources}
-        stage.setdefault(f"{PACKAGE}/__init__.py", "")
-        out_bytes = max(sum(r.nbytes for c in data.by_name.values() for r in c.ref64.values()), 1)
-        rounds_dir = Path(request.timing.inputs_dir) if request.timing is not None else None
-        policy = self._policy(
-            timeout, [str(data.dir), *([str(rounds_dir)] if rounds_dir else [])], 4 * out_bytes + (64 << 20)
-        )
-        try:
-            out, box, clock = self._drive(request, policy, stage, data)
-        except BaseException:
-            if rounds_dir is not None:
-                shutil.rmtree(rounds_dir, ignore_errors=True)
-            raise
-        try:
-            settings = JudgeSettings(
-                mode=self.mode,
-                spec=self._spec,
-                max_pct_peak=self.max_pct_peak,
-                sample_positions=self.sample_positions,
-                clock_bound=self.clock_bound,
-                mode_note=self.mode_note,
-            )
-            judge = TritonJudge(Verdict(self._fail), settings, problem, data, request, box, clock)
-            t_judge = time.perf_counter()
-            prof = judge.judge(out, needs_launch=solution.spec.language == "triton")
-            prof.counters.update(
-                {"phase_data_s": t_data, **clock.phases(), "phase_judge_s": time.perf_counter() - t_judge}
-            )
-            return prof
-        except Exception as e:  # a result the kernel tampered with must not crash the agent
-            return self._fail("runtime_error", f"invalid harness result ({type(e).__name__}: {e})\n{out.log}")
-        finally:
-            box.close()
-            if rounds_dir is not None:
-                shutil.rmtree(rounds_dir, ignore_errors=True)
+    def stages(
+        self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout_s: float, measure: bool
+    ) -> Stages:
+        return TritonStages(self, problem, solution, seeds, timeout_s, measure)
 
     def _request(
         self,
@@ -769,3 +622,17 @@ class B200Agent(TritonAgent):
 
 
 AGENTS: dict[str, type[TritonAgent]] = {"h100": H100Agent, "h200": H200Agent, "b200": B200Agent}
+
+
+__all__ = [
+    "AGENTS",
+    "HARNESS_TARGET",
+    "B200Agent",
+    "H100Agent",
+    "H200Agent",
+    "TritonAgent",
+    "hand_over_file",
+    "plan_triton_cases",
+    "rotation_for",
+    "sets_for",
+]

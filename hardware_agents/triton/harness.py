@@ -63,9 +63,11 @@ from hardware_agents.triton import autotune, bf16_upcast, timed_inputs, timing
 from hardware_agents.triton.cuda_shim import SIM, count_launches, install_cuda_shim
 from hardware_agents.triton.inputs import TORCH_DTYPES
 from hardware_agents.triton.records import (
+    CORRECTNESS_REPORT,
     CaseRun,
     CaseSpec,
     ConfigRun,
+    CorrectnessReport,
     HarnessRequest,
     HarnessResult,
     TensorMeta,
@@ -698,6 +700,8 @@ def run(payload: bytes, workdir: Path) -> HarnessResult:
     if not ok:
         result.skipped_timing = "not timed: a correctness case failed"
         return result
+    report = CorrectnessReport(cases=result.cases, autotune=result.autotune, config_runs=result.config_runs)
+    (workdir / CORRECTNESS_REPORT).write_bytes(msgspec.msgpack.encode(report))  # read at the next stop
     _time(fn, req, device, workdir, timer, flush, gen, result)
     result.phase_s["timing"] = time.perf_counter() - t_correct
     return result

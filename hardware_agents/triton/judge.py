@@ -35,7 +35,14 @@ from hardware_agents.triton.convention_hint import convention_hint
 from hardware_agents.triton.data import CaseData, ProblemData, TimedRound, to_float64, tolerance_for
 from hardware_agents.triton.harness import COMPILE_ERRORS
 from hardware_agents.triton.inputs import INTERPRETER_LIMIT, input_elements, torch_dtype
-from hardware_agents.triton.records import RAN_AHEAD, HarnessRequest, HarnessResult, TimingSpec
+from hardware_agents.triton.records import (
+    RAN_AHEAD,
+    CaseRun,
+    CorrectnessReport,
+    HarnessRequest,
+    HarnessResult,
+    TimingSpec,
+)
 from hardware_agents.triton.specs import spec_for_dtypes
 
 # How the kernel's clock is held to ours, per mode (`pipeline/clock.py`).
@@ -202,7 +209,9 @@ def too_big_to_interpret(problem: Problem, plan: Sequence[PlannedCase], mode: st
 
 
 class TritonJudge:
-    """The verdict on one harness child (see the module doc): `judge(out, needs_launch)`."""
+    """The verdict on one harness child (see the module doc): `judge(out, needs_launch)` on a
+    child that has ended, or step by step (`ended`, `cases`, `untimed`, `timing`,
+    `clock_bound`, `gate`) as the agent's stages run them."""
 
     def __init__(
         self,
@@ -224,9 +233,28 @@ class TritonJudge:
             clock,
         )
         self.max_bytes = max((c.set_bytes for c in data.cases), default=0) * 2 + (1 << 20)
+        self.sweep = ""  # what the autotune sweep found (a note for the verdict)
 
     def judge(self, out: SandboxOutcome, needs_launch: bool) -> Profile:
-        v, problem, data, req = self.v, self.problem, self.data, self.req
+        """Every step on a child that has ended: its end, its cases, then (timed) its rounds, the
+        clock bound and the roofline gate. The agent runs the same steps stage by stage
+        (`stages.py`), the cases judged while the child is stopped before its first round."""
+        failed = self.ended(out)
+        if failed is not None:
+            return failed
+        res = out.decode(HarnessResult)  # its phase_s are the kernel's process's word: not recorded
+        failed = self.cases(res, out, needs_launch)
+        if failed is not None:
+            return failed
+        if self.req.timing is None:
+            return self.untimed()
+        spec = self.req.timing
+        return self.timing(res, spec) or self.clock_bound(res, spec) or self.gate(res, spec)
+
+    def ended(self, out: SandboxOutcome) -> Profile | None:
+        """The verdict on how the child ended (None: it ended `ok`): ran ahead of its inputs,
+        a freeze breach, sandbox_error, timeout (with a hint for the interpreter), a crash."""
+        v, problem, data = self.v, self.problem, self.data
         v.record_outcome(out)
         v.counters["sandbox_wall_s"] = out.wall_s
         hint = ""
@@ -241,66 +269,38 @@ class TritonJudge:
         early = ran_ahead(out)
         if early is not None:
             return v.profile("incorrect", f"{early}{v.tail}")
-        ended = v.ended(
+        return v.ended(
             out,
             timeout=f"{out.error} (the worker was killed){hint}",
             crashed=f"the kernel crashed the harness: {out.error}",
             compile_error=out.status == "error" and out.error_type in COMPILE_ERRORS,
         )
-        if ended is not None:
-            return ended
-        res = out.decode(HarnessResult)  # its phase_s are the kernel's process's word: not recorded
-        checks = v.checks
+
+    def cases(
+        self, res: HarnessResult | CorrectnessReport, out: SandboxOutcome | None, needs_launch: bool
+    ) -> Profile | None:
+        """The correctness cases the harness ran, judged against our references (None: all
+        correct). `out`: the child's end, for the processes it left (None: it is still
+        running, held stopped before its first timing round: the caller checks them later)."""
+        v = self.v
+        v.checks.clear()  # judged again after the child ended: once
         for run in res.cases:
-            case = data.by_name.get(run.name)
-            if case is None:
-                return v.profile(
-                    "runtime_error", f"the harness reported an unknown case {run.name!r}{v.tail}"
-                )
-            label = (
-                run.name
-                if case.planned.label == data.cases[0].planned.label
-                else f"{run.name} ({describe_axes(case.planned.workload)})"
-            )
-            hint = convention_hint(req.destination_passing, run, len(req.inputs), len(case.outputs))
-            hint = f"\n{hint}" if hint else ""
-            if run.error:
-                if run.error_type == "OutputMismatch":
-                    checks.append(SeedCheck(case=label, passed=False, note=run.error.splitlines()[0]))
-                    return v.profile("incorrect", f"{label}: {run.error}{hint}{v.tail}")
-                status = "compile_error" if run.error_type in COMPILE_ERRORS else "runtime_error"
-                return v.profile(status, f"{label}: {run.error}{hint}{v.tail}")
-            got = load_outputs(self.box, run.output_file, self.max_bytes)
-            chk = check_case(problem, case, label, got)
-            if not chk.passed and req.destination_passing:
-                unwritten = all(bool(torch.isnan(t).all()) for t in got.values() if t.is_floating_point())
-                hint = convention_hint(
-                    True, run, len(req.inputs), len(case.outputs), outputs_unwritten=unwritten
-                )
-                if hint:
-                    chk.note = f"{chk.note}\n{hint}"
-            if run.mutated:
-                fail_case(
-                    chk,
-                    f"modified its input(s) {', '.join(run.mutated)} (or memory next to them); "
-                    "inputs are read-only",
-                )
-            if run.overflow:
-                fail_case(chk, f"wrote outside the bounds of output(s) {', '.join(run.overflow)}")
-            checks.append(chk)
-        if len(checks) != len(data.cases):
+            failed = self._case(run)
+            if failed is not None:
+                return failed
+        if len(v.checks) != len(self.data.cases):
             return v.profile(
-                "runtime_error", f"the harness ran {len(checks)} of {len(data.cases)} cases{v.tail}"
+                "runtime_error", f"the harness ran {len(v.checks)} of {len(self.data.cases)} cases{v.tail}"
             )
-        strays = v.left_processes(out)
+        strays = v.left_processes(out) if out is not None else None
         if strays is not None:
             return strays
-        sweep, configs_wrong = self._autotune_configs(res)
-        wrong = v.wrong_cases(self._adversarial_note() + sweep)
+        self.sweep, configs_wrong = self._autotune_configs(res)
+        wrong = v.wrong_cases(self._adversarial_note() + self.sweep)
         if wrong is not None:
             return wrong
         if configs_wrong:
-            return v.profile("incorrect", sweep.lstrip("\n") + v.tail)
+            return v.profile("incorrect", self.sweep.lstrip("\n") + v.tail)
         idle = [r.name for r in res.cases if r.launches == 0]
         if needs_launch and idle:
             v.counters["cases_without_launch"] = float(len(idle))
@@ -312,14 +312,54 @@ class TritonJudge:
                 "torch.cuda.is_available() is true and device='cuda' works on CPU tensors: take the "
                 f"Triton path.{v.tail}",
             )
+        return None
+
+    def _case(self, run: CaseRun) -> Profile | None:
+        """One case's outputs (its check appended to the verdict's), or the verdict on a case
+        the harness could not run."""
+        v, data, req = self.v, self.data, self.req
+        case = data.by_name.get(run.name)
+        if case is None:
+            return v.profile("runtime_error", f"the harness reported an unknown case {run.name!r}{v.tail}")
+        label = (
+            run.name
+            if case.planned.label == data.cases[0].planned.label
+            else f"{run.name} ({describe_axes(case.planned.workload)})"
+        )
+        hint = convention_hint(req.destination_passing, run, len(req.inputs), len(case.outputs))
+        hint = f"\n{hint}" if hint else ""
+        if run.error:
+            if run.error_type == "OutputMismatch":
+                v.checks.append(SeedCheck(case=label, passed=False, note=run.error.splitlines()[0]))
+                return v.profile("incorrect", f"{label}: {run.error}{hint}{v.tail}")
+            status = "compile_error" if run.error_type in COMPILE_ERRORS else "runtime_error"
+            return v.profile(status, f"{label}: {run.error}{hint}{v.tail}")
+        got = load_outputs(self.box, run.output_file, self.max_bytes)
+        chk = check_case(self.problem, case, label, got)
+        if not chk.passed and req.destination_passing:
+            unwritten = all(bool(torch.isnan(t).all()) for t in got.values() if t.is_floating_point())
+            hint = convention_hint(True, run, len(req.inputs), len(case.outputs), outputs_unwritten=unwritten)
+            if hint:
+                chk.note = f"{chk.note}\n{hint}"
+        if run.mutated:
+            fail_case(
+                chk,
+                f"modified its input(s) {', '.join(run.mutated)} (or memory next to them); inputs are read-only",
+            )
+        if run.overflow:
+            fail_case(chk, f"wrote outside the bounds of output(s) {', '.join(run.overflow)}")
+        v.checks.append(chk)
+        return None
+
+    def untimed(self) -> Profile:
+        """The verdict on a correct kernel that was not timed."""
+        data = self.data
         where = "; ".join(
             sorted({f"{c.planned.label}: {describe_axes(c.planned.workload)}" for c in data.cases})
         )
-        if req.timing is None:
-            why = self.s.mode_note if self.s.mode == "interpreter" else "timing not requested"
-            notes = "".join(f"\nnote: {n}" for n in data.notes)
-            return v.profile("unmeasured", f"correct at {where}; {why}{notes}{sweep}")
-        return self._timed(res, req.timing)
+        why = self.s.mode_note if self.s.mode == "interpreter" else "timing not requested"
+        notes = "".join(f"\nnote: {n}" for n in data.notes)
+        return self.v.profile("unmeasured", f"correct at {where}; {why}{notes}{self.sweep}")
 
     def _adversarial_note(self) -> str:
         """What the failed adversarial cases were (their names alone do not say)."""
@@ -332,7 +372,7 @@ class TritonJudge:
             for name in sorted(failed & set(inits))
         )
 
-    def _autotune_configs(self, res: HarnessResult) -> tuple[str, bool]:
+    def _autotune_configs(self, res: HarnessResult | CorrectnessReport) -> tuple[str, bool]:
         """What the interpreter found of each `triton.autotune` config (`autotune.py`): a note
         naming the configs that ran, which are wrong (and where) and which pass, and whether
         any config other than the first is wrong ("", False without autotuned kernels)."""
@@ -411,9 +451,11 @@ class TritonJudge:
                 return f"the output of a timed call is wrong ({chk.note})", [chk]
         return None
 
-    def _timed(self, res: HarnessResult, spec: TimingSpec) -> Profile:
-        v, problem, data, clock = self.v, self.problem, self.data, self.clock
-        walls, counters = clock.walls, v.counters
+    def timing(self, res: HarnessResult, spec: TimingSpec) -> Profile | None:
+        """The timing rounds as the harness reported them: the protocol (rounds, timer, calls),
+        inputs unchanged, the values returned, every timed call's outputs at secret positions
+        and the secret calls in full (None: all as asked and correct)."""
+        v, data, walls = self.v, self.data, self.clock.walls
         if res.skipped_timing or not res.timing:
             return v.profile("unmeasured", res.skipped_timing or "no timing result")
         if len(res.timing) != spec.trials or len(walls) != spec.trials:
@@ -445,17 +487,32 @@ class TritonJudge:
             wrong = self._timed_outputs_wrong(tr, res, spec)
             if wrong is not None:
                 return v.profile("incorrect", wrong[0], correctness=[*v.checks, *wrong[1]])
+        counters = v.counters
         checked = sum(int(tr.covered.sum()) for tr in data.rounds)
         counters["timing_checked_calls"] = float(checked)
         counters["timing_calls"] = float(sum(len(tr.calls) for tr in data.rounds))
         # the chance that a kernel wrong on a random 5% of its calls passes every checked call
         counters["timing_escape_lazy_5pct"] = 0.95**checked
         counters["timing_sampled_positions"] = float(self.s.sample_positions)
+        return None
+
+    def clock_bound(self, res: HarnessResult, spec: TimingSpec) -> Profile | None:
+        """The kernel's clock bounded by ours (`timing_clock_mismatch`)."""
         why = timing_clock_mismatch(
-            res, clock, spec, data, mode=self.s.mode, bound=self.s.clock_bound, counters=counters
+            res,
+            self.clock,
+            spec,
+            self.data,
+            mode=self.s.mode,
+            bound=self.s.clock_bound,
+            counters=self.v.counters,
         )
-        if why:
-            return v.profile("timing_mismatch", why)
+        return self.v.profile("timing_mismatch", why) if why else None
+
+    def gate(self, res: HarnessResult, spec: TimingSpec) -> Profile:
+        """The latency (mean of the rounds' medians), the roofline with the peaks of the
+        problem's dtypes and the gate: `passed` or `incorrect`."""
+        v, problem, data, counters = self.v, self.problem, self.data, self.v.counters
         samples = [s for r in res.timing for s in r.samples_ms]
         lat = timing.latency_ms(res.timing)
         stats = latency_stats(samples, median_ms=lat)

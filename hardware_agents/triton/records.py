@@ -132,6 +132,20 @@ class ConfigRun(msgspec.Struct, kw_only=True):
     run: CaseRun
 
 
+# Where the harness leaves its correctness report before it stops for round 0's inputs: the
+# agent reads and judges it while the child is held stopped, before any timing round runs.
+CORRECTNESS_REPORT = "out/correctness.msgpack"
+MAX_REPORT_BYTES = 64 << 20
+
+
+class CorrectnessReport(msgspec.Struct, kw_only=True):
+    """What the harness ran of the correctness cases (the same fields as its final result)."""
+
+    cases: list[CaseRun]
+    autotune: dict[str, str] = {}
+    config_runs: list[ConfigRun] = []
+
+
 class HarnessResult(msgspec.Struct, kw_only=True):
     cases: list[CaseRun]
     timing: list[TimingRun] = []

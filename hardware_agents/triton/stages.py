@@ -1,0 +1,414 @@
+"""The Triton agent's hooks for the stages of a profile (`hardware_agents/pipeline/stages.py`).
+
+static_checks  Python/Triton, the entry point, `static.check_sources`, the cases planned
+               (too big for the interpreter: `unchecked`)
+build          skipped: Triton compiles in the harness child at the kernel's first launch
+               (its compile errors are the correctness stage's `compile_error`)
+stage_inputs   the cases' inputs and references, each timing round's inputs (`data.py`)
+correctness    the harness child (a spare where one is ready): timed, the agent drives it
+               through its calibration rounds and the correctness cases to its stop before
+               timing round 0, and judges the cases there, while it is held stopped (its
+               report, `records.CORRECTNESS_REPORT`); a wrong kernel is killed there and
+               never timed. Untimed, the child runs to its end and is judged then
+timing_rounds  the rounds driven to the child's end (`pipeline/rounds.py`), its end, the
+               correctness report unchanged in its final result, the rounds' protocol and
+               every timed call's outputs (`judge.TritonJudge.timing`)
+clock_bound    the kernel's clock bounded by ours (`judge.timing_clock_mismatch`)
+roofline_gate  the latency, the roofline of the problem's dtypes and the gate
+verdict        passed, or unmeasured (not timed: why)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import msgspec
+import torch
+
+from accelopt.problem import Problem, ProblemFileError, Solution
+from accelopt.profile import Profile
+from hardware_agents.base import DeviceSpec
+from hardware_agents.pipeline import cases
+from hardware_agents.pipeline.cases import PlannedCase
+from hardware_agents.pipeline.clock import ClockBound
+from hardware_agents.pipeline.phases import Phases
+from hardware_agents.pipeline.rounds import RoundClock, drive_timing, drive_to_rounds
+from hardware_agents.pipeline.stages import SKIPPED, Outcome, Stages
+from hardware_agents.pipeline.verdict import Verdict
+from hardware_agents.sandbox import Sandbox, SandboxChild, SandboxOutcome, SandboxPolicy
+from hardware_agents.triton.data import DataCache, ProblemData, TimingPlan, save_readable
+from hardware_agents.triton.gpu import GpuPool
+from hardware_agents.triton.harness import PACKAGE
+from hardware_agents.triton.judge import JudgeSettings, TritonJudge, too_big_to_interpret
+from hardware_agents.triton.records import (
+    CORRECTNESS_REPORT,
+    MAX_REPORT_BYTES,
+    CorrectnessReport,
+    HarnessRequest,
+    HarnessResult,
+    checks_file,
+    round_file,
+)
+from hardware_agents.triton.reference import RefRequest
+from hardware_agents.triton.static import check_sources
+
+HARNESS_TARGET = "hardware_agents.triton.harness:run"
+
+
+def plan_triton_cases(
+    problem: Problem, seeds: Sequence[int], on_gpu: bool
+) -> tuple[list[PlannedCase], list[str]]:
+    """The cases of one profile (`pipeline.cases.plan_cases`) and the names of the timing
+    contents (the seed cases of the first workload). GPU: the problem's workload with every
+    seed and adversarial case, one seed at each check workload. Interpreter: the same with the
+    check workloads in place of the problem's (which may be far too large to interpret)."""
+    workloads = (
+        [problem.workload, *problem.check_workloads]
+        if on_gpu
+        else list(problem.check_workloads) or [problem.workload]
+    )
+    plan = cases.plan_cases(problem, seeds, workloads)
+    return plan, [p.name for p in plan if p.workload is workloads[0] and not p.case.adversarial]
+
+
+def hand_over_file(src: str | Path, path: Path) -> None:
+    """A round's inputs file, copied where the child reads it, read-only to it (whatever the
+    umask: the child runs as another uid)."""
+    shutil.copyfile(src, path)
+    os.chmod(path, 0o644)
+
+
+class TritonDevice(Protocol):
+    """What the stages use of the Triton agent (`agent.TritonAgent`)."""
+
+    mode: Literal["cuda", "interpreter"]
+    interpreter_timing: bool
+    data: DataCache
+    data_roots: list[str]
+    pool: GpuPool | None
+    max_pct_peak: float
+    sample_positions: int
+    clock_bound: ClockBound | None
+    mode_note: str
+    _spec: DeviceSpec
+
+    @property
+    def languages(self) -> tuple[str, ...]: ...
+    def _fail(
+        self, status: str, log: str, extra_tools: dict[str, str] | None = None, **kw: Any
+    ) -> Profile: ...
+    def _timing_plan(self, problem: Problem, plan: list[PlannedCase], like: str) -> TimingPlan: ...
+    def _run_reference(
+        self, request: RefRequest, read_paths: Sequence[str]
+    ) -> dict[str, dict[str, torch.Tensor]]: ...
+    def _request(
+        self,
+        problem: Problem,
+        solution: Solution,
+        data: ProblemData,
+        contents: list[str],
+        seed: int,
+        tplan: TimingPlan | None,
+        entry_path: str,
+        symbol: str,
+    ) -> HarnessRequest: ...
+    def _policy(self, timeout: float, read_paths: Sequence[str], file_bytes: int) -> SandboxPolicy: ...
+    def _run(
+        self, target: str, request: msgspec.Struct, policy: SandboxPolicy, stage: dict[str, str] | None = None
+    ) -> tuple[SandboxOutcome, Sandbox]: ...
+    def _claim_spare(
+        self,
+        gpu: int | None,
+        target: str,
+        request: msgspec.Struct,
+        policy: SandboxPolicy,
+        stage: dict[str, str] | None,
+    ) -> tuple[Sandbox, SandboxChild] | None: ...
+    def _box(self, policy: SandboxPolicy, stage: dict[str, str] | None) -> Sandbox: ...
+    def _start_spare(self, gpu: int | None) -> None: ...
+
+
+class TritonStages(Stages):
+    def __init__(
+        self,
+        agent: TritonDevice,
+        problem: Problem,
+        solution: Solution,
+        seeds: tuple[int, ...],
+        timeout_s: float,
+        measure: bool,
+        upcast_bf16: bool = False,
+    ) -> None:
+        self.agent, self.problem, self.solution, self.seeds = agent, problem, solution, seeds
+        self.timeout_s, self.measure, self.upcast_bf16 = timeout_s, measure, upcast_bf16
+        self.v = Verdict(agent._fail)
+        self.phases = Phases({})  # our clock of the data and the judging: into the profile at the end
+        self.clock = RoundClock()
+        self.held = contextlib.ExitStack()  # the rounds' folder, the box, the child (in that order out)
+        self.slot = contextlib.ExitStack()  # the GPU (or the interpreter's turn) the child holds
+        self.entry_path = self.symbol = ""
+        self.plan: list[PlannedCase] = []
+        self.contents: list[str] = []
+        self.data: ProblemData | None = None
+        self.request: HarnessRequest | None = None
+        self.policy: SandboxPolicy | None = None
+        self.stage: dict[str, str] = {}
+        self.box: Sandbox | None = None
+        self.child: SandboxChild | None = None
+        self.judge: TritonJudge | None = None
+        self.out: SandboxOutcome | None = None  # the child's end, once it ended
+        self.report: CorrectnessReport | None = None  # judged while the child was stopped
+        self.res: HarnessResult | None = None
+        self.gated: Profile | None = None
+
+    @property
+    def needs_launch(self) -> bool:
+        return self.solution.spec.language == "triton"
+
+    # --- static checks, inputs ------------------------------------------------------------------
+
+    def static_checks(self) -> Profile | None:
+        agent, solution, fail = self.agent, self.solution, self.agent._fail
+        if solution.spec.language not in agent.languages:
+            return fail(
+                "compile_error",
+                f"the Triton agent runs Python/Triton solutions; this one is {solution.spec.language!r}",
+            )
+        try:
+            entry = solution.entry_file()
+            self.symbol = solution.entry_symbol
+        except (ProblemFileError, IndexError) as e:
+            return fail("compile_error", f"entry point {solution.spec.entry_point!r}: {e}")
+        if not entry.path.endswith(".py"):
+            return fail("compile_error", f"entry file {entry.path!r} is not a Python module")
+        self.entry_path = entry.path
+        hits = check_sources({s.path: s.content for s in solution.sources})
+        if hits:
+            return fail("incorrect", "rejected by the static checks:\n" + "\n".join(hits))
+        self.plan, self.contents = plan_triton_cases(self.problem, self.seeds, agent.mode == "cuda")
+        too_big = too_big_to_interpret(self.problem, self.plan, agent.mode, agent._spec.name)
+        return fail("unchecked", too_big) if too_big else None
+
+    def stage_inputs(self) -> Profile | None:
+        agent, problem = self.agent, self.problem
+        timed = self.measure and (agent.mode == "cuda" or agent.interpreter_timing)
+        tplan = agent._timing_plan(problem, self.plan, self.contents[0]) if timed else None
+        with self.phases("data"):
+            data = self.data = agent.data.get(
+                problem,
+                self.plan,
+                agent._run_reference,
+                device=agent.mode,
+                data_roots=agent.data_roots,
+                timing=tplan,
+            )
+        request = agent._request(
+            problem, self.solution, data, self.contents, self.seeds[0], tplan, self.entry_path, self.symbol
+        )
+        self.request = msgspec.structs.replace(request, upcast_bf16=self.upcast_bf16)
+        if self.request.timing is not None:
+            self.held.callback(shutil.rmtree, self.request.timing.inputs_dir, ignore_errors=True)
+        self.stage = {f"{PACKAGE}/{s.path}": s.content for s in self.solution.sources}
+        self.stage.setdefault(f"{PACKAGE}/__init__.py", "")
+        out_bytes = max(sum(r.nbytes for c in data.by_name.values() for r in c.ref64.values()), 1)
+        rounds_dir = [self.request.timing.inputs_dir] if self.request.timing is not None else []
+        self.policy = agent._policy(self.timeout_s, [str(data.dir), *rounds_dir], 4 * out_bytes + (64 << 20))
+        return None
+
+    # --- correctness ----------------------------------------------------------------------------
+
+    def correctness(self) -> Profile | None:
+        agent, request, policy = self.agent, self.request, self.policy
+        assert request is not None and policy is not None
+        if request.timing is None:  # nothing to drive: the child runs to its end
+            out, box = agent._run(HARNESS_TARGET, request, policy, self.stage)
+            self.held.callback(box.close)
+            self.out, judge = out, self._judge(box)
+            return self._guarded(lambda: judge.ended(out) or self._cases(out))
+        box, child = self._spawn()
+        judge = self._judge(box)
+        if not drive_to_rounds(
+            child, self.clock, calibration=request.timing.calibration_rounds, untimed_step=True
+        ):  # it ended before its first timing round (a failed case, a crash, ran while stopped)
+            out = self._finish_child()
+            return self._guarded(lambda: judge.ended(out) or self._cases(out))
+        return self._guarded(self._judge_stopped)
+
+    def _cases(self, out: SandboxOutcome) -> Profile | None:
+        assert self.judge is not None
+        with self.phases("judge"):
+            return self.judge.cases(out.decode(HarnessResult), out, self.needs_launch)
+
+    def _judge_stopped(self) -> Profile | None:
+        """The correctness cases judged while the child is held stopped before timing round 0
+        (its report, bounded; the outputs it names): a wrong kernel is killed here, and its
+        end (a freeze breach, processes it left, its output) is part of the verdict."""
+        assert self.box is not None and self.judge is not None
+        with self.phases("judge"):
+            report = msgspec.msgpack.decode(
+                self.box.read_file(CORRECTNESS_REPORT, MAX_REPORT_BYTES), type=CorrectnessReport
+            )
+            if self.judge.cases(report, None, self.needs_launch) is None:
+                self.report = report
+                return None
+        out = self._finish_child()
+        self.v.record_outcome(out)
+        self.v.counters["sandbox_wall_s"] = out.wall_s
+        if out.freeze_breach is not None:
+            return self.v.ran_while_stopped(out.freeze_breach)
+        with self.phases("judge"):
+            return self.judge.cases(report, out, self.needs_launch)  # again, with its end and output
+
+    # --- timing ---------------------------------------------------------------------------------
+
+    def timing_rounds(self) -> Outcome:
+        request, data = self.request, self.data
+        assert request is not None and data is not None and self.judge is not None
+        if request.timing is None:
+            return SKIPPED
+        if self.out is None:
+            assert self.child is not None
+            inputs, rounds = Path(request.timing.inputs_dir), data.rounds
+            # round k's file goes to `inputs` (ours, read-only to the child) only once the child
+            # waits for it, and what to send back of round k's outputs only once round k is over
+            drive_timing(
+                self.child,
+                self.clock,
+                rounds=request.timing.trials,
+                hand_over=lambda k: hand_over_file(rounds[k].file, inputs / round_file(k)),
+                after_round=lambda k: save_readable(rounds[k].checks_payload(), inputs / checks_file(k)),
+            )
+            self._finish_child()
+        return self._guarded(self._judge_rounds)
+
+    def _judge_rounds(self) -> Profile | None:
+        assert self.out is not None and self.judge is not None and self.request is not None
+        out, judge, v = self.out, self.judge, self.v
+        with self.phases("judge"):
+            failed = judge.ended(out)
+            if failed is not None:
+                return failed
+            res = self.res = out.decode(HarnessResult)
+            if self.report is not None and (
+                res.cases != self.report.cases
+                or res.config_runs != self.report.config_runs
+                or res.autotune != self.report.autotune
+            ):
+                return v.profile(
+                    "runtime_error",
+                    "the harness's final result does not repeat the correctness cases it reported "
+                    f"before it was timed{v.tail}",
+                )
+            if self.report is not None:  # judged while it was stopped; what it left is known only now
+                strays = v.left_processes(out)
+                if strays is not None:
+                    return strays
+            assert self.request.timing is not None
+            return judge.timing(res, self.request.timing)
+
+    def clock_bound(self) -> Outcome:
+        if self.res is None or self.request is None or self.request.timing is None:
+            return SKIPPED
+        assert self.judge is not None
+        res, spec, judge = self.res, self.request.timing, self.judge
+        return self._guarded(lambda: judge.clock_bound(res, spec))
+
+    def roofline_gate(self) -> Outcome:
+        if self.res is None or self.request is None or self.request.timing is None:
+            return SKIPPED
+        assert self.judge is not None
+        res, spec, judge = self.res, self.request.timing, self.judge
+        prof = self._guarded(lambda: judge.gate(res, spec))
+        if prof is not None and not prof.passed:
+            return prof
+        self.gated = prof
+        return None
+
+    def verdict(self) -> Profile:
+        assert self.judge is not None
+        return self.gated or self.judge.untimed()
+
+    # --- the child, the end -----------------------------------------------------------------------
+
+    def _judge(self, box: Sandbox) -> TritonJudge:
+        agent = self.agent
+        assert self.data is not None and self.request is not None
+        settings = JudgeSettings(
+            mode=agent.mode,
+            spec=agent._spec,
+            max_pct_peak=agent.max_pct_peak,
+            sample_positions=agent.sample_positions,
+            clock_bound=agent.clock_bound,
+            mode_note=agent.mode_note,
+        )
+        self.judge = TritonJudge(self.v, settings, self.problem, self.data, self.request, box, self.clock)
+        return self.judge
+
+    def _spawn(self) -> tuple[Sandbox, SandboxChild]:
+        """The harness child (a spare where one is ready), holding its GPU until it ends."""
+        agent, request, policy = self.agent, self.request, self.policy
+        assert request is not None and policy is not None
+        idx = self.slot.enter_context(
+            agent.pool.acquire() if agent.pool is not None else contextlib.nullcontext(None)
+        )
+        t0 = time.perf_counter()
+        claimed = agent._claim_spare(idx, "harness", request, policy, self.stage)
+        if claimed is not None:
+            box, child = claimed
+            self.held.callback(box.close)
+        else:
+            box = agent._box(policy, self.stage)
+            self.held.callback(box.close)
+            env = {"CUDA_VISIBLE_DEVICES": str(idx)} if idx is not None else None
+            child = box.spawn(HARNESS_TARGET, request, extra_env=env)
+        self.held.callback(child.finish)
+        self.clock.start_s = time.perf_counter() - t0
+        agent._start_spare(idx)  # the next child warms up while this one works
+        self.box, self.child = box, child
+        return box, child
+
+    def _finish_child(self) -> SandboxOutcome:
+        """The child's end (killed if it still runs); its GPU is free from here on."""
+        assert self.child is not None
+        self.out = self.child.finish()
+        self.slot.close()
+        return self.out
+
+    def _guarded(self, step: Callable[[], Profile | None]) -> Profile | None:
+        """`step`, or `runtime_error` when what the harness left cannot be read: a result the
+        kernel tampered with must not crash the agent."""
+        try:
+            return step()
+        except Exception as e:
+            log = self.out.log if self.out is not None else ""
+            return self.agent._fail(
+                "runtime_error", f"invalid harness result ({type(e).__name__}: {e})\n{log}"
+            )
+
+    def finish(self, prof: Profile) -> Profile:
+        self.release()
+        if self.request is None:  # ended by a static check: nothing ran
+            return prof
+        prof.counters.update(
+            {
+                "phase_data_s": self.phases.counters.get("phase_data_s", 0.0),
+                **self.clock.phases(),
+                "phase_judge_s": self.phases.counters.get("phase_judge_s", 0.0),
+            }
+        )
+        return prof
+
+    def release(self) -> None:
+        try:
+            self.held.close()
+        finally:
+            self.slot.close()
+
+
+__all__ = ["HARNESS_TARGET", "TritonDevice", "TritonStages", "hand_over_file", "plan_triton_cases"]
