@@ -224,7 +224,8 @@ def _best(fn: Callable[[], float], budget_s: float, max_trials: int) -> float:
 def _measure(quick: bool, cc: str) -> dict[str, object]:
     """All-thread and single-thread measurements; the roof is the better of all-threads and
     single-thread x cores (compute scales linearly with cores; on a shared machine a busy
-    neighbour core spoils the all-thread runs but not the single-thread ones)."""
+    neighbour core spoils the all-thread runs but not the single-thread ones). Long because
+    the measurements share one set of buffers and thread limits, taken in one sequence."""
     import numpy as np
 
     try:

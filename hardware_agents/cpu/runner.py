@@ -76,6 +76,9 @@ class KernelRunner:
         scalars: dict[str, Any],
         timeout_s: float,
     ) -> None:
+        """Long because it lays out every buffer set (inputs, outputs, canaries) in the shared
+        mappings the kernel server sees, computes each argument's offsets and starts the server
+        on them, one layout used by all three."""
         d = problem.definition
         axes = problem.axis_values()
         self.sets = sets

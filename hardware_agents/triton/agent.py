@@ -170,6 +170,8 @@ class TritonAgent(HardwareAgent):
         confirm_mismatch: bool = True,
         reference_budget_s: float = 20.0,
     ) -> None:
+        """Long because it takes and checks every option of the agent (docs/triton.md names
+        them), then selects the GPUs and sets up the pool and the caches."""
         self._spec = spec or device_spec(self.kind)
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.sandbox_dir = Path(sandbox_dir) if sandbox_dir else None

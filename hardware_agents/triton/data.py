@@ -242,6 +242,9 @@ class ProblemData:
         data_roots: Sequence[str | Path] = (),
         timing: TimingPlan | None = None,
     ) -> None:
+        """Long because it builds a profile's data in one transaction: every case's inputs, the
+        timing rounds' structures, one run of the reference child for all of them and the
+        checked positions, with the folder removed if any part fails."""
         self.dir = Path(tempfile.mkdtemp(prefix="triton-data-", dir=root))
         os.chmod(self.dir, 0o755)
         self.timing_dir = Path(tempfile.mkdtemp(prefix="triton-timing-", dir=root))

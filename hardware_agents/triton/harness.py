@@ -538,7 +538,12 @@ def _round(
     checks need (every call's outputs (kept), or [samples, last outputs] (not kept)) and, where
     every call had a buffer set of its own (stocked before the clock started, so nothing is
     restocked between calls), the comparison of the sets' sampled inputs with what was handed
-    over, to run once the parent's clock has stopped (`late`; it fills `run.mutated`)."""
+    over, to run once the parent's clock has stopped (`late`; it fills `run.mutated`).
+
+    Long because its closures (`stock`, `call`, `check_inputs`, `after`) share the round's
+    buffers and are the body of the timed loop: as methods of an object they would add
+    attribute lookups to every timed call on the GPU, which the null entry's calibration
+    would have to absorb."""
     spec = req.timing
     assert spec is not None
     like = _like_case(req)
