@@ -54,7 +54,8 @@ def _block_fn(a: Access) -> Callable[[list[int]], tuple[int, ...]]:
 
 
 def analyze(prog: Program, *, check: bool = True) -> Analysis:
-    """Liveness of on-chip tiles; raises NKICompileError when PSUM overflows (with `check`)."""
+    """Liveness of on-chip tiles; raises NKICompileError when PSUM overflows (with `check`).
+    Long because its walkers (`plan`, `walk`) fill the liveness tables the rest of it reads."""
     tensors = prog.tensors
     on_chip = {t.id for t in tensors if t.buffer in ("sbuf", "psum") and t.alias < 0}
     per_part = {

@@ -304,7 +304,9 @@ def estimate(
     prog: Program, device: str = "trn1", analysis: Analysis | None = None, *, spec: CostSpec | None = None
 ) -> Estimate:
     """The estimated latency of one call of a (validated) program on `device` (`spec` overrides
-    the device's published figures, e.g. `TRN1_COST_V1` for model 1)."""
+    the device's published figures, e.g. `TRN1_COST_V1` for model 1). Long because its walker
+    fills the per-engine occupancy tables that the model's terms (spills, dependencies) then
+    combine."""
     spec = spec or COST_SPECS.get(device)
     if spec is None:
         raise ValueError(f"no cost model for {device!r}; known: {', '.join(COST_SPECS)}")

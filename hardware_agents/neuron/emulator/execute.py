@@ -556,7 +556,9 @@ class Executor:
         ]
 
     def _compute(self, ins: Instr, vals: list[np.ndarray], out: np.ndarray | None) -> Any:
-        """The instruction's result over every case: operands and result are (cases, P, ...)."""
+        """The instruction's result over every case: operands and result are (cases, P, ...).
+        Long because it is one flat dispatch over the instruction kinds, a few lines each: each
+        kind's arithmetic reads best beside the others'."""
         op, args = ins.op, ins.args
         role = dict(zip(ins.roles, vals, strict=True))
         if op in ("dma", "copy"):  # (a transposing load's access pattern already walks its source transposed)

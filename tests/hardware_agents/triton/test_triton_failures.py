@@ -79,18 +79,18 @@ def test_input_mutation_is_incorrect(interp_agent, triton_suite):
 def test_static_checks_reject_streams_threads_and_patching(interp_agent, triton_suite, monkeypatch):
     p = triton_suite[RMSNORM]
     sandboxed: list[str] = []  # targets of the sandboxed runs the agent starts
-    real_run, real_drive = interp_agent._run, interp_agent._drive
+    real_run, real_box = interp_agent._run, interp_agent._box
 
     def spy(target, *a, **kw):
         sandboxed.append(target)
         return real_run(target, *a, **kw)
 
-    def spy_drive(*a, **kw):  # the harness's runs go through _drive
-        sandboxed.append(HARNESS)
-        return real_drive(*a, **kw)
+    def spy_box(*a, **kw):  # a driven (timed) harness child starts in a fresh box (or a spare's)
+        sandboxed.append("box")
+        return real_box(*a, **kw)
 
     monkeypatch.setattr(interp_agent, "_run", spy)
-    monkeypatch.setattr(interp_agent, "_drive", spy_drive)
+    monkeypatch.setattr(interp_agent, "_box", spy_box)
     for bad, reason in [
         ("import threading\n", "thread"),
         ("s = torch.cuda.Stream()\n", "another CUDA stream"),
