@@ -9,6 +9,7 @@ outputs back, its spec); everything else is the pipeline's.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Callable
@@ -34,10 +35,18 @@ from hardware_agents.base import DeviceSpec, HardwareAgent
 from hardware_agents.pipeline.cases import fresh_seed, plan_cases
 from hardware_agents.pipeline.clock import ClockBound, clock_mismatch, confirmed
 from hardware_agents.pipeline.roofline import achieved, speed_verdict
-from hardware_agents.pipeline.rounds import RoundClock, drive_rounds
+from hardware_agents.pipeline.rounds import RoundClock, drive_timing, drive_to_rounds
+from hardware_agents.pipeline.stages import SKIPPED, Outcome, Stages
 from hardware_agents.pipeline.stats import latency_stats
 from hardware_agents.pipeline.verdict import Verdict, fail_case
-from hardware_agents.sandbox import Sandbox, SandboxPolicy, default_base_dir, private_dir
+from hardware_agents.sandbox import (
+    Sandbox,
+    SandboxChild,
+    SandboxOutcome,
+    SandboxPolicy,
+    default_base_dir,
+    private_dir,
+)
 
 HERE = Path(__file__).resolve().parent
 TARGET = "toy_harness:run"
@@ -124,131 +133,197 @@ class ToyAgent(HardwareAgent):
     ) -> Profile:
         """As the real agents do: a `timing_mismatch` stands only when a second profile finds
         one too (`clock.confirmed`: a loaded host can stretch one round past its allowance)."""
-        prof = self._profile_once(problem, solution, seeds, timeout, measure)
+        prof = super()._profile(problem, solution, seeds, timeout, measure)
         if prof.status != "timing_mismatch":
             return prof
-        return confirmed(prof, self._profile_once(problem, solution, seeds, timeout, measure))
+        return confirmed(prof, super()._profile(problem, solution, seeds, timeout, measure))
 
-    def _profile_once(
-        self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout: float, measure: bool
-    ) -> Profile:
-        v = Verdict(self._fail)
-        if solution.spec.language != "toy":
-            return v.profile(
-                "compile_error", f"the toy agent runs toy kernels, not {solution.spec.language!r}"
+    def stages(
+        self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout_s: float, measure: bool
+    ) -> Stages:
+        return ToyStages(self, problem, solution, seeds, timeout_s, measure)
+
+
+class ToyStages(Stages):
+    """The toy language's hooks (`hardware_agents/pipeline/stages.py`): the cases judged while
+    the child is held stopped before timing round 0 (untimed: once it has ended), then the
+    rounds, the clock bound and the gate. It compiles in the child (no build stage)."""
+
+    def __init__(
+        self,
+        agent: ToyAgent,
+        problem: Problem,
+        solution: Solution,
+        seeds: tuple[int, ...],
+        timeout: float,
+        measure: bool,
+    ) -> None:
+        self.agent, self.problem, self.solution, self.seeds = agent, problem, solution, seeds
+        self.timeout, self.measure = timeout, measure
+        self.v = Verdict(agent._fail)
+        self.held = contextlib.ExitStack()
+        self.clock = RoundClock()
+        self.child: SandboxChild | None = None
+        self.out: SandboxOutcome | None = None
+        self.round_refs: dict[int, dict[str, np.ndarray]] = {}
+        self.gated: Profile | None = None
+
+    def static_checks(self) -> Outcome:
+        if self.solution.spec.language != "toy":
+            return self.v.profile(
+                "compile_error", f"the toy agent runs toy kernels, not {self.solution.spec.language!r}"
             )
-        plan = plan_cases(problem, seeds)
-        inputs = {pc.name: validity.make_inputs(problem, pc.case) for pc in plan}
-        refs = {pc.name: validity.reference_outputs(problem, inputs[pc.name]) for pc in plan}  # ours alone
-        rounds_dir = private_dir(default_base_dir(), "accelopt-toy-rounds-")
+        return None
+
+    def stage_inputs(self) -> Outcome:
+        problem, agent = self.problem, self.agent
+        plan = self.plan = plan_cases(problem, self.seeds)
+        self.inputs = {pc.name: validity.make_inputs(problem, pc.case) for pc in plan}
+        self.refs = {
+            pc.name: validity.reference_outputs(problem, self.inputs[pc.name]) for pc in plan
+        }  # ours
+        rounds_dir = self.rounds_dir = private_dir(default_base_dir(), "accelopt-toy-rounds-")
+        self.held.callback(shutil.rmtree, rounds_dir, ignore_errors=True)
         os.chmod(rounds_dir, 0o755)  # the child reads the rounds' inputs; only we write them
         policy = SandboxPolicy(
-            wall_timeout_s=timeout,
+            wall_timeout_s=self.timeout,
             python_path=(str(HERE),),
             read_paths=(str(rounds_dir),),
-            **self.sandbox_options,
+            **agent.sandbox_options,
         )
-        try:
-            with Sandbox(policy) as box:
-                box.workdir.joinpath("kernel.py").write_text(solution.sources[0].content)
-                box.give("kernel.py")
-                for name, arrays in inputs.items():
-                    np.save(box.workdir / f"case-{name}.npy", arrays["x"])
-                    box.give(f"case-{name}.npy")
-                timing = (
-                    ToyTiming(
-                        rounds=self.rounds,
-                        calls=self.calls,
-                        calibration=self.calibration,
-                        inputs_dir=str(rounds_dir),
-                    )
-                    if measure
-                    else None
-                )
-                req = ToyRequest(
-                    kernel_file=str(box.workdir / "kernel.py"), cases=list(inputs), timing=timing
-                )
-                clock = RoundClock()
-                failed: Profile | None = None
-                round_refs: dict[int, dict[str, np.ndarray]] = {}
-                if timing is None:
-                    out = box.run(TARGET, req)
-                else:
-                    used = {pc.case.seed for pc in plan}
+        box = self.box = self.held.enter_context(Sandbox(policy))
+        box.workdir.joinpath("kernel.py").write_text(self.solution.sources[0].content)
+        box.give("kernel.py")
+        for name, arrays in self.inputs.items():
+            np.save(box.workdir / f"case-{name}.npy", arrays["x"])
+            box.give(f"case-{name}.npy")
+        self.timing = (
+            ToyTiming(
+                rounds=agent.rounds,
+                calls=agent.calls,
+                calibration=agent.calibration,
+                inputs_dir=str(rounds_dir),
+            )
+            if self.measure
+            else None
+        )
+        return None
 
-                    def hand_over(k: int) -> None:  # fresh inputs, drawn now
-                        seed = fresh_seed(used)
-                        used.add(seed)
-                        x = validity.make_inputs(problem, validity.InputCase(name=f"timing-r{k}", seed=seed))
-                        round_refs[k] = validity.reference_outputs(problem, x)
-                        np.save(rounds_dir / f"round-{k}.npy", x["x"])
-                        os.chmod(rounds_dir / f"round-{k}.npy", 0o644)
-                        if self.meddle is not None:
-                            self.meddle(k, child.pid)
+    def correctness(self) -> Outcome:
+        req = ToyRequest(
+            kernel_file=str(self.box.workdir / "kernel.py"), cases=list(self.inputs), timing=self.timing
+        )
+        if self.timing is None:
+            self.out = self.box.run(TARGET, req)
+            return self._ended() or self._cases()
+        self.child = self.box.spawn(TARGET, req)
+        self.held.callback(self.child.finish)
+        if not drive_to_rounds(
+            self.child, self.clock, calibration=self.timing.calibration, untimed_step=True
+        ):
+            self.out = self.child.finish()
+            return self._ended() or self._cases()
+        if self._cases() is None:  # judged while it is held stopped before round 0
+            return None
+        self.out = self.child.finish()  # a wrong kernel is not timed; its end is part of the verdict
+        self.v.record_outcome(self.out)
+        if self.out.freeze_breach is not None:
+            return self.v.ran_while_stopped(self.out.freeze_breach)
+        return self.v.left_processes(self.out) or self._cases()
 
-                    def after_round(k: int) -> Profile | None:  # its last call's output, checked now
-                        got = {"out": _load(box, f"round-{k}.npy")}
-                        chk = validity.compare_outputs(
-                            f"timed:r{k}", got, round_refs[k], validity.tolerance_of(problem.definition)
-                        )
-                        if chk.passed:
-                            return None
-                        v.checks.append(chk)
-                        return v.profile("incorrect", f"the output of a timed call is wrong ({chk.note})")
+    def _ended(self) -> Profile | None:
+        assert self.out is not None
+        self.v.record_outcome(self.out)
+        return self.v.ended(
+            self.out, compile_error=self.out.error_type == "ToyCompileError"
+        ) or self.v.left_processes(self.out)
 
-                    child = box.spawn(TARGET, req)
-                    try:
-                        failed = drive_rounds(
-                            child,
-                            clock,
-                            rounds=self.rounds,
-                            hand_over=hand_over,
-                            after_round=after_round,
-                            calibration=self.calibration,
-                            untimed_step=True,
-                        )
-                    finally:
-                        out = child.finish()
-                v.record_outcome(out)
-                if (
-                    failed is not None and out.freeze_breach is None
-                ):  # a round's verdict (the child was killed)
-                    return failed
-                ended = v.ended(out, compile_error=out.error_type == "ToyCompileError") or v.left_processes(
-                    out
+    def _cases(self) -> Profile | None:
+        """Every case judged here, against references the child never saw."""
+        v = self.v
+        v.checks.clear()
+        for name in self.inputs:
+            chk = validity.compare_outputs(
+                name,
+                {"out": _load(self.box, f"out-{name}.npy")},
+                self.refs[name],
+                validity.tolerance_of(self.problem.definition),
+            )
+            if not np.array_equal(self.inputs[name]["x"], _load(self.box, f"in-{name}.npy")):
+                fail_case(chk, "modified its input x; inputs are read-only")
+            v.checks.append(chk)
+        return v.wrong_cases()
+
+    def timing_rounds(self) -> Outcome:
+        if self.timing is None:
+            return SKIPPED
+        if self.out is None:
+            assert self.child is not None
+            child, problem, v, used = self.child, self.problem, self.v, {pc.case.seed for pc in self.plan}
+
+            def hand_over(k: int) -> None:  # fresh inputs, drawn now
+                seed = fresh_seed(used)
+                used.add(seed)
+                x = validity.make_inputs(problem, validity.InputCase(name=f"timing-r{k}", seed=seed))
+                self.round_refs[k] = validity.reference_outputs(problem, x)
+                np.save(self.rounds_dir / f"round-{k}.npy", x["x"])
+                os.chmod(self.rounds_dir / f"round-{k}.npy", 0o644)
+                if self.agent.meddle is not None:
+                    self.agent.meddle(k, child.pid)
+
+            def after_round(k: int) -> Profile | None:  # its last call's output, checked now
+                got = {"out": _load(self.box, f"round-{k}.npy")}
+                chk = validity.compare_outputs(
+                    f"timed:r{k}", got, self.round_refs[k], validity.tolerance_of(problem.definition)
                 )
-                if ended is not None:
-                    return ended
-                for name in inputs:  # judged here, against references the child never saw
-                    chk = validity.compare_outputs(
-                        name,
-                        {"out": _load(box, f"out-{name}.npy")},
-                        refs[name],
-                        validity.tolerance_of(problem.definition),
-                    )
-                    if not np.array_equal(inputs[name]["x"], _load(box, f"in-{name}.npy")):
-                        fail_case(chk, "modified its input x; inputs are read-only")
-                    v.checks.append(chk)
-        finally:
-            shutil.rmtree(rounds_dir, ignore_errors=True)
-        wrong = v.wrong_cases()
-        if wrong is not None:
-            return wrong
-        if timing is None:
-            return v.profile("unmeasured", "correct; timing not requested")
-        res = out.decode(ToyResult)
+                if chk.passed:
+                    return None
+                v.checks.append(chk)
+                return v.profile("incorrect", f"the output of a timed call is wrong ({chk.note})")
+
+            failed = drive_timing(
+                child, self.clock, rounds=self.timing.rounds, hand_over=hand_over, after_round=after_round
+            )
+            self.out = child.finish()
+            if (
+                failed is not None and self.out.freeze_breach is None
+            ):  # a round's verdict (the child was killed)
+                self.v.record_outcome(self.out)
+                return failed
+        return self._ended()
+
+    def clock_bound(self) -> Outcome:
+        if self.timing is None:
+            return SKIPPED
+        assert self.out is not None
+        self.res = self.out.decode(ToyResult)
         why = clock_mismatch(
             TOY_BOUND,
-            res.rounds_s,
-            clock.walls,
-            calls=self.calls,
-            untimed_per_call=clock.untimed_per_call(self.calls),
-            setups=clock.setups,
+            self.res.rounds_s,
+            self.clock.walls,
+            calls=self.agent.calls,
+            untimed_per_call=self.clock.untimed_per_call(self.agent.calls),
+            setups=self.clock.setups,
             per_setup_s=0.25,
-            counters=v.counters,
+            counters=self.v.counters,
         )
-        if why:
-            return v.profile("timing_mismatch", why)
-        stats = latency_stats([t / self.calls * 1e3 for t in res.rounds_s])
-        achieved(problem, stats.median_ms / 1e3, v.counters)
-        return speed_verdict(v, problem, self._spec, stats, max_pct_peak=self.max_pct_peak)
+        return self.v.profile("timing_mismatch", why) if why else None
+
+    def roofline_gate(self) -> Outcome:
+        if self.timing is None:
+            return SKIPPED
+        stats = latency_stats([t / self.agent.calls * 1e3 for t in self.res.rounds_s])
+        achieved(self.problem, stats.median_ms / 1e3, self.v.counters)
+        prof = speed_verdict(
+            self.v, self.problem, self.agent._spec, stats, max_pct_peak=self.agent.max_pct_peak
+        )
+        if not prof.passed:
+            return prof
+        self.gated = prof
+        return None
+
+    def verdict(self) -> Profile:
+        return self.gated or self.v.profile("unmeasured", "correct; timing not requested")
+
+    def release(self) -> None:
+        self.held.close()
