@@ -217,9 +217,9 @@ def test_a_timing_child_that_runs_while_held_stopped_is_incorrect(
     import signal
     import time
 
-    import hardware_agents.neuron.agent as agent_mod
+    import hardware_agents.neuron.stages as stages_mod  # the timing_rounds stage drives the child
 
-    real = agent_mod.drive_rounds
+    real = stages_mod.drive_rounds
 
     def meddling(child, clock, *, hand_over, **kw):  # type: ignore[no-untyped-def]
         def hand_over_and_continue(k: int) -> None:
@@ -229,7 +229,7 @@ def test_a_timing_child_that_runs_while_held_stopped_is_incorrect(
 
         return real(child, clock, hand_over=hand_over_and_continue, **kw)
 
-    monkeypatch.setattr(agent_mod, "drive_rounds", meddling)
+    monkeypatch.setattr(stages_mod, "drive_rounds", meddling)
     p = small_suite["silu"]
     prof = trn1.profile(p, p.baseline)
     assert prof.status == "incorrect" and "ran while it was stopped" in prof.log, prof.log
