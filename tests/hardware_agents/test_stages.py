@@ -231,6 +231,42 @@ def test_a_timed_interpreted_triton_kernel_runs_every_timed_stage(triton_cache):
     assert _ran(prof) == [s for s in EXPECTED if s != "build"]
 
 
+def test_a_wrong_triton_kernel_is_judged_before_any_timing_round(triton_cache):
+    """Timed, the harness child is held stopped before timing round 0 while its correctness
+    cases are judged: a wrong kernel ends there (status incorrect, last stage correctness) and
+    is never timed; its calibration rounds ran before (they come before the kernel loads)."""
+    from hardware_agents.triton import H100Agent
+
+    problem = _triton_problem()
+    src = problem.baseline.sources[0]
+    store = "(x * inv_rms * w).to(out_ptr.dtype.element_ty)"
+    assert store in src.content
+    wrong = msgspec.structs.replace(
+        problem.baseline,
+        sources=[
+            msgspec.structs.replace(src, content=src.content.replace(store, store.replace("w)", "w * 2.0)")))
+        ],
+    )
+    agent = H100Agent(
+        mode="interpreter",
+        cache_dir=triton_cache,
+        timeout_s=120.0,
+        interpreter_timing=True,
+        warmup=1,
+        reps=3,
+        trials=2,
+    )
+    try:
+        prof = agent.profile(problem, wrong)
+    finally:
+        agent.close()
+    assert prof.status == "incorrect", prof.log
+    assert _names(prof) == EXPECTED[:4]
+    assert prof.counters["phase_calibration_s"] > 0
+    assert prof.counters["phase_timing_rounds_s"] == 0  # no round was handed over or clocked
+    assert any(not c.passed for c in prof.correctness)
+
+
 def test_an_emulated_nki_kernel_goes_through_the_stages(tmp_path):
     from hardware_agents.neuron import Trn1Agent
 
