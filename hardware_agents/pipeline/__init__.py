@@ -1,5 +1,10 @@
 """The judging pipeline every hardware agent runs, with its language's steps plugged in.
 
+`stages`: the stages of every profile in their one order (`STAGES`: static checks, build,
+stage inputs, correctness, timing rounds, clock bound, roofline gate, verdict), `run_stages`
+(which `HardwareAgent.profile` calls with the family's `Stages` hooks) and `stages_of` (the
+stages a profile went through, from its counters). The modules below are what the hooks use.
+
 A profile is: plan the cases, run the kernel on them in a sandboxed child, judge how the
 child ended and its outputs against the agent's own references, time it in rounds the
 agent drives and clocks, bound the kernel's clock by the agent's, place the result on the
@@ -12,7 +17,8 @@ laying out the data, reading its outputs back, its device's specs):
 - `verdict`: `Verdict`, the profile in the making: `profile` (any status), the statuses of a child's end
   (`ended`: freeze breach, sandbox_error, timeout, runtime_error / compile_error), processes
   left behind (`left_processes`), the cases judged (`fail_case`, `wrong_cases`);
-- `rounds`: `drive_rounds` over a driven child (calibration rounds, an untimed step, timing
+- `rounds`: `drive_rounds` over a driven child (or its halves `drive_to_rounds`, to the
+  stop before round 0, and `drive_timing`) (calibration rounds, an untimed step, timing
   rounds with the language's `hand_over` and `after_round`), `RoundClock`, `timed_step`;
 - `clock`: `ClockBound` and `clock_mismatch`, the kernel's clock bounded by ours (with the
   calibrated untimed work as the lower bound where the language calibrates it);

@@ -153,13 +153,6 @@ def run_stages(hooks: Stages, *, pre: Callable[[], Profile | None] | None = None
     return prof
 
 
-def describe(counters: dict[str, float]) -> str:
-    """`static_checks 0.001s, build 0.2s, ..., clock_bound skipped` for a log line."""
-    return ", ".join(
-        f"{r.name} {r.seconds:.3g}s" if r.ran else f"{r.name} skipped" for r in stages_of(counters)
-    )
-
-
 __all__ = [
     "PREFIX",
     "SKIPPED",
@@ -167,7 +160,6 @@ __all__ = [
     "Outcome",
     "StageRecord",
     "Stages",
-    "describe",
     "run_stages",
     "stage_key",
     "stages_of",
