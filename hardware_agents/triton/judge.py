@@ -182,7 +182,7 @@ def overflowed(case: CaseData, got: dict[str, torch.Tensor]) -> list[str]:
     return bad
 
 
-def overflow_reason(problem: Problem, case: CaseData, outputs: Sequence[str]) -> str:
+def overflow_reason(problem: Problem, outputs: Sequence[str]) -> str:
     """Why an adversarial case's non-finite outputs refuse the kernel, said precisely.
 
     The `large` case scales every float input by 1000 (validity.LARGE_SCALE). That is the
@@ -387,7 +387,7 @@ class TritonJudge:
             return chk
         bad = overflowed(case, got)
         if bad:
-            chk.note = f"{overflow_reason(self.problem, case, bad)}; {chk.note}"
+            chk.note = f"{overflow_reason(self.problem, bad)}; {chk.note}"
             return chk
         if chk.rel_l2 is None:  # a missing output, a dtype or shape the definition does not have
             return chk
