@@ -2,11 +2,13 @@
 
 `TritonJudge.judge(out)` turns one harness child's outcome into the verdict: how the child
 ended (`Verdict.ended`), every case's outputs (dtype, shape, values; mutated inputs and
-writes outside the outputs), a Triton solution that launched no Triton kernel, and when
-it timed: the rounds' protocol, every timed call's outputs at secret positions and the
-secret calls in full, the kernel's clock bounded by ours (`timing_clock_mismatch`, the
-pipeline's calibrated bound with Triton's parameters), the latency (mean of the rounds'
-medians) and the roofline with the peaks of the problem's dtypes.
+writes outside the outputs; an adversarial case's overflow said as such, its finite misses
+judged again with float32's own error as the floor of the bar), a Triton solution that
+launched no Triton kernel, and when it timed: the rounds' protocol, every timed call's
+outputs at secret positions and the secret calls in full, the kernel's clock bounded by
+ours (`timing_clock_mismatch`, the pipeline's calibrated bound with Triton's parameters),
+the latency (mean of the rounds' medians) and the roofline with the peaks of the
+problem's dtypes.
 """
 
 from __future__ import annotations

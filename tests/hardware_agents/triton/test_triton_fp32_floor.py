@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 from triton_helpers import failing
 
-from accelopt.problem import AxisVar, Definition, Problem, TensorSpec, Workload, one_file_solution
+from accelopt.problem import AxisVar, Definition, Problem, Solution, TensorSpec, Workload, one_file_solution
 from hardware_agents.triton import judge as triton_judge
 
 REFERENCE = """import torch
@@ -81,7 +81,7 @@ def problem() -> Problem:
     return tie_attention()
 
 
-def _kernel(problem: Problem, source: str, name: str):  # type: ignore[no-untyped-def]
+def _kernel(problem: Problem, source: str, name: str) -> Solution:
     return one_file_solution(
         problem.definition.name,
         source,
