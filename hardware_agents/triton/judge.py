@@ -443,7 +443,7 @@ class TritonJudge:
         return "".join(
             f"\nnote: {name} is an adversarial case: "
             + ", ".join(f"{n} = {e}" for n, e in inits[name].items())
-            + " (finite in the reference; a kernel whose exp or sum of squares overflows fails it)"
+            + " (finite in the reference: a kernel must be right at these magnitudes too)"
             for name in sorted(failed & set(inits))
         )
 
