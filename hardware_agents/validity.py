@@ -13,7 +13,8 @@
   pass per output. An agent may pass a float32 floor (`Fp32Floor`, `fp32_floor`): the bar
   widened by what the reference formula itself misses by in float32 on the same inputs,
   where float32 cannot meet the tolerance (the Neuron agent does, for an output that
-  missed it).
+  missed it; the Triton agent, for an adversarial case that missed it, with the floor its
+  reference child measures: `hardware_agents/triton/reference.py`, `fp32_floor_of`).
 
 Init expressions are a tiny whitelisted language: numbers, `normal(loc, scale)`,
 `uniform(low, high)`, `randint(low, high)`, `abs(x)`, `exp(x)`, `+ - * /` and parentheses.

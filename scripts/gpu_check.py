@@ -144,6 +144,8 @@ def profile_row(kind: str, name: str, profs: list[Any], **extra: Any) -> dict[st
         if c.get("timing_wall_s")
         else None,
         "checked_calls": c.get("timing_checked_calls"),
+        # adversarial cases that passed only with the float32 floor (the tie-at-float32 class)
+        "fp32_floor_cases": c.get("fp32_floor_cases"),
         "calls": c.get("timing_calls"),
         "phases_s": [
             {k: round(v, 3) for k, v in p.counters.items() if k.startswith("phase_")} for p in profs

@@ -3,8 +3,9 @@
 A `ProblemData` holds every case of a profile plan (the seeds and adversarial cases of
 each workload the plan checks): the inputs as torch.save'd CPU tensors in a directory the
 sandbox may read, and the float64 references (computed once by the reference harness in
-its own sandboxed child, on the kernels' device) with their comparison statistics. A
-`DataCache` keeps the last few problems in the LRU every agent uses
+its own sandboxed child, on the kernels' device) with their comparison statistics, and, on
+first demand, a case's float32 floor (`ProblemData.floor`, measured by the reference
+harness too). A `DataCache` keeps the last few problems in the LRU every agent uses
 (`hardware_agents.datacache`).
 """
 
@@ -15,6 +16,7 @@ import os
 import secrets
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -255,6 +257,9 @@ class ProblemData:
         self.cases: list[CaseData] = []
         self.rounds: list[TimedRound] = []
         self.notes: list[str] = []
+        self._run_reference = run_reference
+        self._floors: dict[str, dict[str, validity.Fp32Floor]] = {}
+        self._floor_lock = threading.Lock()
         d = problem.definition
         tol = tolerance_for(d)
         try:
@@ -298,6 +303,7 @@ class ProblemData:
                 rounds=ref_rounds,
                 round_budget_s=timing.reference_budget_s if timing is not None else 0.0,
             )
+            self._floor_request = msgspec.structs.replace(request, cases=[], rounds=[], round_budget_s=0.0)
             refs = run_reference(request, [str(self.dir), str(self.timing_dir)])
             for pc, f, sc, outs, nbytes in staged:
                 ref64 = _ref64(d.name, refs[pc.name], outs, pc.label)
@@ -329,6 +335,30 @@ class ProblemData:
             self.remove()
             raise
         self.by_name = {c.name: c for c in self.cases}
+
+    def floor(self, name: str) -> dict[str, validity.Fp32Floor]:
+        """Case `name`'s float32 floor (`validity.Fp32Floor`): the spread of the reference's
+        own float32 evaluations on its inputs (`reference.fp32_floor_of`), measured by the
+        reference harness in a sandboxed child of its own (never by the kernel's process) on
+        first demand, then kept with the problem's data. Raises what running it raised."""
+        with self._floor_lock:
+            if name not in self._floors:
+                case = self.by_name[name]
+                request = msgspec.structs.replace(
+                    self._floor_request,
+                    cases=[RefCase(name=name, inputs_file=case.inputs_file, scalars=case.scalars)],
+                    fp32_floor=True,
+                    floor_seed=case.planned.case.seed,
+                )
+                got = self._run_reference(request, [str(self.dir)])[name]
+                self._floors[name] = {
+                    o: validity.Fp32Floor(
+                        rows=got[f"rows/{o}"].numpy().astype(np.float32),
+                        rel_l2=float(got[f"rel_l2/{o}"]),
+                    )
+                    for o in case.ref64
+                }
+            return self._floors[name]
 
     def remove(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)

@@ -6,6 +6,10 @@ least in fp32 even where the reference code would compute in bf16 (a better bar 
 FlashInfer-Bench's same-dtype reference; integer inputs are passed as they are). Outputs
 are saved as CPU tensors; the parent converts them to float64 numpy and judges kernels
 against them.
+
+With `fp32_floor`, the child measures instead what float32 itself cannot resolve on each
+case's inputs (`fp32_floor_of`): the parent's `validity.Fp32Floor`, for a case the kernel
+missed only there.
 """
 
 from __future__ import annotations
@@ -57,6 +61,9 @@ class RefRequest(msgspec.Struct, kw_only=True, frozen=True):
     round_budget_s: float = 20.0
     min_calls: int = 4
     device: str = "cpu"
+    # per case, float32's own error on its inputs (`fp32_floor_of`) instead of the outputs
+    fp32_floor: bool = False
+    floor_seed: int = 0
 
 
 class RefResult(msgspec.Struct, kw_only=True):
@@ -114,6 +121,11 @@ def run_reference(payload: bytes, workdir: Path) -> RefResult:
             case.scalars[m.name] if m.shape is None else _upcast(tensors[m.name].to(device))
             for m in req.inputs
         ]
+        if req.fp32_floor:
+            rel = f"out/floor-{case.name}.pt"
+            torch.save(fp32_floor_of(run, args, req, device), workdir / rel)
+            files[case.name] = rel
+            continue
         with torch.no_grad():
             result = run(*args)
         if device.type == "cuda":
@@ -126,6 +138,57 @@ def run_reference(payload: bytes, workdir: Path) -> RefResult:
         torch.save(refs, workdir / rel)
         files[rnd.name] = rel
     return RefResult(files=files, seconds=time.perf_counter() - t0)
+
+
+FLOOR_TWINS = 2  # evaluations on inputs moved by one ulp, each in its own random directions
+
+
+def fp32_floor_of(
+    run: Any, args: list[Any], req: RefRequest, device: torch.device
+) -> dict[str, torch.Tensor]:
+    """What float32 cannot resolve on one case's inputs, per output: `rows/<out>` (float32, per
+    row of the output: the elements sharing every index but the last, the largest error in
+    it) and `rel_l2/<out>` (0-d float64), for `validity.Fp32Floor`.
+
+    The reference here is float32 arithmetic already (inputs upcast to float32; FlashInfer-Bench
+    references cast to float32 themselves, so a float64 evaluation is not to be had from
+    them). Its error is therefore measured as the spread of float32 evaluations: the
+    reference re-run on the same inputs moved by one float32 unit in the last place in random
+    directions (`FLOOR_TWINS` times; integer inputs unchanged), against its run on the inputs
+    themselves. A rounding pattern is a chaotic function of the inputs, so each twin rounds
+    afresh, as a kernel summing in another order does: where the result is well conditioned
+    the spread is a few ulps of it, and where scores nearly tie at float32 resolution (a
+    softmax over logits of 1e6) it is as large as float32 makes it there. A non-finite
+    twin says nothing (0 there)."""
+    gen = torch.Generator().manual_seed(req.floor_seed)
+    with torch.no_grad():
+        base = _as_outputs(run(*args), req.outputs, req.definition, device=str(device))
+        base64 = {n: t.to(torch.float64) for n, t in base.items()}
+        worst = {n: torch.zeros_like(t) for n, t in base64.items()}
+        for _ in range(FLOOR_TWINS):
+            twin = _as_outputs(run(*[_moved(a, gen) for a in args]), req.outputs, req.definition, str(device))
+            for name, ref in base64.items():
+                e = (twin[name].to(torch.float64) - ref).abs()
+                e[~torch.isfinite(e)] = 0.0
+                torch.maximum(worst[name], e, out=worst[name])
+    out: dict[str, torch.Tensor] = {}
+    for name, e in worst.items():
+        ref = base64[name]
+        finite = ref[torch.isfinite(ref)]
+        norm = float(finite.norm()) if finite.numel() else 0.0
+        out[f"rel_l2/{name}"] = torch.tensor(float(e.norm()) / norm if norm > 0 else 0.0, dtype=torch.float64)
+        rows = e.reshape(-1, e.shape[-1]).amax(dim=1) if e.dim() and e.numel() else e.reshape(-1)
+        out[f"rows/{name}"] = rows.to(torch.float32).cpu()
+    return out
+
+
+def _moved(a: Any, gen: torch.Generator) -> Any:
+    """A float32 input moved by one ulp, each element up or down at random (others as they are)."""
+    if not isinstance(a, torch.Tensor) or a.dtype != torch.float32:
+        return a
+    up = torch.rand(a.shape, generator=gen) < 0.5
+    away = torch.where(up, torch.tensor(float("inf")), torch.tensor(float("-inf"))).to(a.device)
+    return torch.nextafter(a, away)
 
 
 class _RoundState:

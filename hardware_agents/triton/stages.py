@@ -164,6 +164,7 @@ class TritonStages(Stages):
         self.judge: TritonJudge | None = None
         self.out: SandboxOutcome | None = None  # the child's end, once it ended
         self.report: CorrectnessReport | None = None  # judged while the child was stopped
+        self.recheck = False  # its cases judged again once it ended (one needs the float32 floor)
         self.res: HarnessResult | None = None
         self.gated: Profile | None = None
 
@@ -250,12 +251,20 @@ class TritonStages(Stages):
         (its report, bounded; the outputs it names): a wrong kernel is killed here, and its
         end (a freeze breach, processes it left, its output) is part of the verdict."""
         assert self.box is not None and self.judge is not None
+        judge = self.judge
         with self.phases("judge"):
             report = msgspec.msgpack.decode(
                 self.box.read_file(CORRECTNESS_REPORT, MAX_REPORT_BYTES), type=CorrectnessReport
             )
-            if self.judge.cases(report, None, self.needs_launch) is None:
-                self.report = report
+            judge.floor_now = False  # the floor's reference child needs the device this child holds
+            try:
+                failed = judge.cases(report, None, self.needs_launch)
+            finally:
+                judge.floor_now = True
+            if failed is None or judge.floor_deferred:
+                # correct, or wrong only where the float32 floor may forgive it: timed, and
+                # that case judged again with the floor once the child has ended
+                self.report, self.recheck = report, judge.floor_deferred
                 return None
         out = self._finish_child()
         self.v.record_outcome(out)
@@ -305,7 +314,12 @@ class TritonStages(Stages):
                     "the harness's final result does not repeat the correctness cases it reported "
                     f"before it was timed{v.tail}",
                 )
-            if self.report is not None:  # judged while it was stopped; what it left is known only now
+            if self.recheck:  # a case that needs the float32 floor: judged now, its child gone
+                assert self.report is not None
+                failed = judge.cases(self.report, out, self.needs_launch)
+                if failed is not None:
+                    return failed
+            elif self.report is not None:  # judged while it was stopped; what it left is known only now
                 strays = v.left_processes(out)
                 if strays is not None:
                     return strays
