@@ -265,6 +265,8 @@ class TritonStages(Stages):
                 # correct, or wrong only where the float32 floor may forgive it: timed, and
                 # that case judged again with the floor once the child has ended
                 self.report, self.recheck = report, judge.floor_deferred
+                if self.recheck:
+                    self.v.counters["correctness_after_rounds"] = 1.0
                 return None
         out = self._finish_child()
         self.v.record_outcome(out)

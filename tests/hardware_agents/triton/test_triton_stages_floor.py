@@ -43,6 +43,7 @@ def test_a_case_that_needs_the_floor_is_judged_after_the_rounds_and_passes(timed
     prof = timed_agent.profile(problem, problem.baseline)
     assert prof.status == "passed", prof.log
     assert prof.counters["fp32_floor_cases"] == 1.0, prof.counters
+    assert prof.counters["correctness_after_rounds"] == 1.0  # deferred, not judged at the stop
     assert prof.counters["phase_timing_rounds_s"] > 0
     assert [r.name for r in stages_of(prof.counters)] == list(STAGES)
     assert "large passed only with the tolerance widened" in prof.log, prof.log
@@ -54,5 +55,6 @@ def test_a_kernel_the_floor_does_not_excuse_is_incorrect_after_its_rounds(timed_
     assert failing(prof) == ["large"]
     assert "(with 4x float32's own error)" in prof.log, prof.log
     # deferred: the rounds ran, the verdict came once the child had ended
+    assert prof.counters["correctness_after_rounds"] == 1.0
     assert prof.counters["phase_timing_rounds_s"] > 0
     assert [r.name for r in stages_of(prof.counters)][-1] == "timing_rounds"
