@@ -39,6 +39,7 @@ import threadpoolctl
 
 from accelopt.problem import Problem, Tolerance
 from hardware_agents import validity
+from hardware_agents.neuron import heap
 from hardware_agents.neuron.protocol import KernelArg
 from hardware_agents.neuron.reference import ReferenceModule
 from hardware_agents.neuron.refstore import Entry, ReferenceStore, case_key
@@ -187,6 +188,7 @@ class ProblemData:
     def __init__(
         self, problem: Problem, seeds: tuple[int, ...], root: Path, store: ReferenceStore | None = None
     ) -> None:
+        heap.keep_freed_memory()  # the inputs and references: big arrays, case after case
         self.store = store
         self.dir = Path(tempfile.mkdtemp(prefix="nki-data-", dir=root))
         os.chmod(self.dir, 0o755)

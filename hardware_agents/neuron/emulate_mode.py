@@ -41,6 +41,7 @@ import numpy as np
 from accelopt.problem import Problem, Solution
 from accelopt.profile import Estimate, Profile, peak_fraction
 from hardware_agents.base import DeviceSpec, t_peak
+from hardware_agents.neuron import heap
 from hardware_agents.neuron.data import (
     FreshCase,
     JudgedCase,
@@ -331,7 +332,11 @@ def profile_emulated(
             os.chmod(p, 0o644)
             paths.append(str(p))
         epolicy = msgspec.structs.replace(
-            policy, read_paths=(str(data.dir), str(pdir)), python_path=(), no_fork=True
+            policy,
+            read_paths=(str(data.dir), str(pdir)),
+            python_path=(),
+            no_fork=True,
+            env={**policy.env, **heap.CHILD_ENV},  # the executor's tiles: memory kept, not faulted again
         )
         cases = [
             ExecCase(name=c.case.name, program=paths[case_sig[i]], args=c.args)
