@@ -127,6 +127,49 @@ def test_the_reference_store_serves_a_later_process_and_keeps_out_everyone_else(
     assert store.get(second.cases[0].key) is None
 
 
+def test_a_stored_case_is_staged_from_the_store_without_drawing_its_inputs(
+    small_suite: dict[str, Problem], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The staged arguments are kept with the references: a later process stages the same
+    bytes, world-readable in its own data dir, and draws nothing; an entry whose argument
+    file no longer matches its manifest is drawn again (and its reference computed again)."""
+    from hardware_agents import validity
+    from hardware_agents.neuron.refstore import ARG_FILE, ReferenceStore
+
+    p = small_suite["silu"]
+    store = ReferenceStore(tmp_path / "store")
+    monkeypatch.setattr(store, "worth_keeping", lambda seconds, nbytes: True)
+    first = ndata.ProblemData(p, (0, 21), tmp_path, store)
+    first.wait_references()
+    staged = [np.load(c.args[0].path) for c in first.cases]
+    first.remove()
+
+    def no_draw(*_a: object, **_k: object) -> None:
+        raise AssertionError("a stored case's inputs were drawn again")
+
+    real_draw = validity.make_inputs
+    monkeypatch.setattr(validity, "make_inputs", no_draw)
+    second = ndata.ProblemData(p, (0, 21), tmp_path, store)
+    try:
+        for c, want in zip(second.cases, staged, strict=True):
+            path = Path(c.args[0].path)
+            assert path.is_relative_to(second.dir) and _mode(path) == 0o644
+            assert np.array_equal(np.load(path), want)
+            assert c.entry is not None
+    finally:
+        second.remove()
+    monkeypatch.setattr(validity, "make_inputs", real_draw)
+    # a truncated argument file: not served; the case is drawn (and judged) as without a store
+    (entry,) = [d for d in store.root.iterdir() if d.name == second.cases[0].key]
+    with open(entry / ARG_FILE.format(0), "r+b") as f:
+        f.truncate(64)
+    third = ndata.ProblemData(p, (0, 21), tmp_path, store)
+    try:
+        assert np.array_equal(np.load(third.cases[0].args[0].path), staged[0])
+    finally:
+        third.remove()
+
+
 def test_the_reference_store_keeps_what_pays_and_evicts_the_least_recently_used(tmp_path: Path) -> None:
     from hardware_agents.neuron.refstore import ReferenceStore
 
