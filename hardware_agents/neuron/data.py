@@ -107,6 +107,7 @@ class CaseData:
         self.stats: dict[str, validity.RefStats] = {}
         self.store, self.key = store, key
         self.entry: Entry | None = None  # the case's entry in the reference store, if it has one
+        self.draw_s = 0.0  # drawing and staging its inputs took (0: staged from the store)
         self._private = private
         self._ready = threading.Event()
         self._error: BaseException | None = None
@@ -250,11 +251,14 @@ class ProblemData:
             kept = entry.args(cdir)
             if kept is not None:
                 return CaseData(case, kept, self.private, self.store, key), None
+        t0 = time.perf_counter()
         inputs = validity.make_inputs(problem, case)
         specs, _ = write_args(ref_mod.kernel_args(inputs), cdir, digest=False)
+        cd = CaseData(case, specs, self.private, self.store, key)
+        cd.draw_s = time.perf_counter() - t0
         if entry is not None and self.store is not None:  # kept by a profile before arguments were
-            self.store.put_args(entry, specs)
-        return CaseData(case, specs, self.private, self.store, key), inputs
+            self.store.put_args(entry, specs, cd.draw_s)
+        return cd, inputs
 
     def _stored(self, cd: CaseData, tol: Tolerance) -> bool:
         """Take a case's references from the store (linked into the private dir, so that an
@@ -308,7 +312,7 @@ class ProblemData:
                 if self.store is not None and self.store.worth_keeping(seconds, nbytes):
                     cd.entry = self.store.put(cd.key, ref64, stats, seconds)
                     if cd.entry is not None:  # a later profile stages these without drawing them
-                        self.store.put_args(cd.entry, cd.args)
+                        self.store.put_args(cd.entry, cd.args, cd.draw_s)
                 if cd.entry is not None and self._stored(cd, tol):
                     continue
                 files = {}

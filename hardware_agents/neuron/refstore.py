@@ -186,11 +186,12 @@ class ReferenceStore:
         except OSError:
             pass
 
-    def put_args(self, entry: Entry, args: list[KernelArg]) -> None:
+    def put_args(self, entry: Entry, args: list[KernelArg], seconds: float = 0.0) -> None:
         """Keep a case's staged kernel arguments with its references: a later profile of the
         problem stages them without drawing the inputs again (NKIBench's matmul draws 84 M
-        normal numbers a case, adamw 90 M). The manifest goes in last: a reader sees all
-        of them or none."""
+        normal numbers a case, adamw 90 M; `seconds`: what drawing and staging them took,
+        which the entry now saves too). The manifest goes in last: a reader sees all of them
+        or none."""
         try:
             rec = []
             for i, a in enumerate(args):
@@ -202,7 +203,7 @@ class ReferenceStore:
                 os.replace(tmp, entry.path / ARG_FILE.format(i))
                 rec.append({"size": os.path.getsize(entry.path / ARG_FILE.format(i))})
             meta = entry.path / f".{ARGS_META}.tmp"
-            meta.write_text(json.dumps({"args": rec}))
+            meta.write_text(json.dumps({"args": rec, "seconds": seconds}))
             os.replace(meta, entry.path / ARGS_META)
             self._evict()
         except OSError:
@@ -219,6 +220,8 @@ class ReferenceStore:
                 try:
                     size = sum(f.stat().st_size for f in d.iterdir())
                     seconds = float(json.loads((d / "manifest.json").read_text()).get("seconds", 0.0))
+                    if (d / ARGS_META).is_file():  # the arguments' drawing time is saved too
+                        seconds += float(json.loads((d / ARGS_META).read_text()).get("seconds", 0.0))
                     entries.append((seconds / max(1, size), d.stat().st_mtime, size, d))
                 except (OSError, ValueError):
                     continue

@@ -194,6 +194,33 @@ def test_the_reference_store_keeps_what_pays_and_evicts_the_least_recently_used(
     assert store.get("a") is None and store.get("dear") is not None  # a: the least recently used 5 s one
 
 
+def test_kept_arguments_count_their_drawing_time_in_what_an_entry_saves(tmp_path: Path) -> None:
+    """An entry that also keeps its arguments is worth its refs' and its draw's time: with
+    both, it outlives a denser-looking entry of references alone; without the draw's time
+    (its bytes doubled, its worth not) it would go first."""
+    from hardware_agents.neuron.protocol import KernelArg
+    from hardware_agents.neuron.refstore import ReferenceStore
+    from hardware_agents.validity import RefStats, Tolerance
+
+    store = ReferenceStore(tmp_path / "store", budget_bytes=(3 << 20) + (64 << 10))  # three MiB
+    ref = {"out": np.zeros(1 << 17)}  # 1 MiB
+    stats = {"out": RefStats(ref["out"], Tolerance(), bound=False)}
+    arg = tmp_path / "arg0.npy"
+    np.save(arg, np.ones(1 << 18, dtype=np.float32))  # 1 MiB of staged input
+    kept = store.put("kept", ref, stats, seconds=5.0)
+    assert kept is not None
+    store.put_args(kept, [KernelArg(path=str(arg)), KernelArg(scalar=2.0)], seconds=50.0)
+    assert store.put("plain", ref, stats, seconds=5.0) is not None
+    store.put("later", ref, stats, seconds=20.0)  # over the budget: the least worth per byte goes
+    assert store.get("plain") is None and store.get("later") is not None
+    entry = store.get("kept")
+    assert entry is not None
+    (tmp_path / "stage").mkdir()
+    args = entry.args(tmp_path / "stage")
+    assert args is not None and args[1].scalar == 2.0
+    assert np.array_equal(np.load(args[0].path), np.ones(1 << 18, dtype=np.float32))
+
+
 def test_a_helper_thread_takes_the_pending_references(
     small_suite: dict[str, Problem], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
