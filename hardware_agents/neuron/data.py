@@ -39,6 +39,7 @@ import threadpoolctl
 
 from accelopt.problem import Problem, Tolerance
 from hardware_agents import validity
+from hardware_agents.neuron import heap
 from hardware_agents.neuron.protocol import KernelArg
 from hardware_agents.neuron.reference import ReferenceModule
 from hardware_agents.neuron.refstore import Entry, ReferenceStore, case_key
@@ -106,6 +107,7 @@ class CaseData:
         self.stats: dict[str, validity.RefStats] = {}
         self.store, self.key = store, key
         self.entry: Entry | None = None  # the case's entry in the reference store, if it has one
+        self.draw_s = 0.0  # drawing and staging its inputs took (0: staged from the store)
         self._private = private
         self._ready = threading.Event()
         self._error: BaseException | None = None
@@ -187,6 +189,7 @@ class ProblemData:
     def __init__(
         self, problem: Problem, seeds: tuple[int, ...], root: Path, store: ReferenceStore | None = None
     ) -> None:
+        heap.keep_freed_memory()  # the inputs and references: big arrays, case after case
         self.store = store
         self.dir = Path(tempfile.mkdtemp(prefix="nki-data-", dir=root))
         os.chmod(self.dir, 0o755)
@@ -196,7 +199,7 @@ class ProblemData:
         self.cases: list[CaseData] = []
         self.output_bytes = output_bytes_of(problem)
         self._cancel = threading.Event()
-        pending: list[tuple[CaseData, dict[str, Any]]] = []
+        pending: list[tuple[CaseData, dict[str, Any] | None]] = []
         try:
             ref_mod = ReferenceModule(problem)
             cases = validity.input_cases(problem.definition, seeds)
@@ -236,13 +239,26 @@ class ProblemData:
 
     def _stage(
         self, problem: Problem, ref_mod: ReferenceModule, case: validity.InputCase
-    ) -> tuple[CaseData, dict[str, Any]]:
-        inputs = validity.make_inputs(problem, case)
+    ) -> tuple[CaseData, dict[str, Any] | None]:
+        """A case's argument files in the data dir, and its inputs (None: its references and
+        arguments come from the store, so nothing is drawn; the reference thread draws them
+        should the entry go before it is read)."""
         cdir = self.dir / case.name
         cdir.mkdir(mode=0o755)
-        specs, _ = write_args(ref_mod.kernel_args(inputs), cdir, digest=False)
         key = case_key(problem, case) if self.store is not None else ""
-        return CaseData(case, specs, self.private, self.store, key), inputs
+        entry = self.store.get(key) if self.store is not None else None
+        if entry is not None:
+            kept = entry.args(cdir)
+            if kept is not None:
+                return CaseData(case, kept, self.private, self.store, key), None
+        t0 = time.perf_counter()
+        inputs = validity.make_inputs(problem, case)
+        specs, _ = write_args(ref_mod.kernel_args(inputs), cdir, digest=False)
+        cd = CaseData(case, specs, self.private, self.store, key)
+        cd.draw_s = time.perf_counter() - t0
+        if entry is not None and self.store is not None:  # kept by a profile before arguments were
+            self.store.put_args(entry, specs, cd.draw_s)
+        return cd, inputs
 
     def _stored(self, cd: CaseData, tol: Tolerance) -> bool:
         """Take a case's references from the store (linked into the private dir, so that an
@@ -265,11 +281,13 @@ class ProblemData:
         cd._done(files, {n: validity.RefStats.of_norm(*v, tol) for n, v in entry.norms.items()})
         return True
 
-    def _references(self, problem: Problem, pending: list[tuple[CaseData, dict[str, Any]]]) -> None:
+    def _references(self, problem: Problem, pending: list[tuple[CaseData, dict[str, Any] | None]]) -> None:
         with one_blas_thread():
             self._compute_references(problem, pending)
 
-    def _compute_references(self, problem: Problem, pending: list[tuple[CaseData, dict[str, Any]]]) -> None:
+    def _compute_references(
+        self, problem: Problem, pending: list[tuple[CaseData, dict[str, Any] | None]]
+    ) -> None:
         tol = validity.tolerance_of(problem.definition)
         while True:
             try:
@@ -281,6 +299,8 @@ class ProblemData:
                 cd._done(None, error=failed or RuntimeError("the problem's data was removed"))
                 continue
             try:
+                if inputs is None:  # staged from the store, whose entry went since
+                    inputs = validity.make_inputs(problem, cd.case)
                 t0 = time.perf_counter()
                 ref64 = _reference(problem, cd.case, inputs)
                 seconds = time.perf_counter() - t0
@@ -291,6 +311,8 @@ class ProblemData:
                 nbytes = sum(r.nbytes for r in ref64.values())
                 if self.store is not None and self.store.worth_keeping(seconds, nbytes):
                     cd.entry = self.store.put(cd.key, ref64, stats, seconds)
+                    if cd.entry is not None:  # a later profile stages these without drawing them
+                        self.store.put_args(cd.entry, cd.args, cd.draw_s)
                 if cd.entry is not None and self._stored(cd, tol):
                     continue
                 files = {}

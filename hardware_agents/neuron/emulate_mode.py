@@ -41,6 +41,7 @@ import numpy as np
 from accelopt.problem import Problem, Solution
 from accelopt.profile import Estimate, Profile, peak_fraction
 from hardware_agents.base import DeviceSpec, t_peak
+from hardware_agents.neuron import heap
 from hardware_agents.neuron.data import (
     FreshCase,
     JudgedCase,
@@ -428,7 +429,11 @@ class EmulateRun:
 
     def _run(self, cases: list[Any]) -> list[Run] | Profile:
         epolicy = msgspec.structs.replace(
-            self.policy, read_paths=(str(self.data.dir), str(self.pdir)), python_path=(), no_fork=True
+            self.policy,
+            read_paths=(str(self.data.dir), str(self.pdir)),
+            python_path=(),
+            no_fork=True,
+            env={**self.policy.env, **heap.CHILD_ENV},  # the executor's tiles: memory kept, not faulted again
         )
         return _execute(
             self.v,

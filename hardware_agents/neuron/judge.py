@@ -33,6 +33,7 @@ from accelopt.problem import Problem, Solution
 from accelopt.profile import Profile, SeedCheck
 from hardware_agents import validity
 from hardware_agents.base import DeviceSpec
+from hardware_agents.neuron import heap
 from hardware_agents.neuron.data import JudgedCase, ProblemData, TimingRound
 from hardware_agents.neuron.profile_summary import COUNTER_FIELDS, ProfileSummary, SummaryError, parse_summary
 from hardware_agents.neuron.protocol import (
@@ -217,6 +218,7 @@ def judge_cases(
                 break
             checks[i] = judge(i, floor)
             floors.judged(checks[i])
+    heap.release()  # the references' and inputs' arrays are gone: their memory back to the system
     return checks
 
 

@@ -127,6 +127,49 @@ def test_the_reference_store_serves_a_later_process_and_keeps_out_everyone_else(
     assert store.get(second.cases[0].key) is None
 
 
+def test_a_stored_case_is_staged_from_the_store_without_drawing_its_inputs(
+    small_suite: dict[str, Problem], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The staged arguments are kept with the references: a later process stages the same
+    bytes, world-readable in its own data dir, and draws nothing; an entry whose argument
+    file no longer matches its manifest is drawn again (and its reference computed again)."""
+    from hardware_agents import validity
+    from hardware_agents.neuron.refstore import ARG_FILE, ReferenceStore
+
+    p = small_suite["silu"]
+    store = ReferenceStore(tmp_path / "store")
+    monkeypatch.setattr(store, "worth_keeping", lambda seconds, nbytes: True)
+    first = ndata.ProblemData(p, (0, 21), tmp_path, store)
+    first.wait_references()
+    staged = [np.load(c.args[0].path) for c in first.cases]
+    first.remove()
+
+    def no_draw(*_a: object, **_k: object) -> None:
+        raise AssertionError("a stored case's inputs were drawn again")
+
+    real_draw = validity.make_inputs
+    monkeypatch.setattr(validity, "make_inputs", no_draw)
+    second = ndata.ProblemData(p, (0, 21), tmp_path, store)
+    try:
+        for c, want in zip(second.cases, staged, strict=True):
+            path = Path(c.args[0].path)
+            assert path.is_relative_to(second.dir) and _mode(path) == 0o644
+            assert np.array_equal(np.load(path), want)
+            assert c.entry is not None
+    finally:
+        second.remove()
+    monkeypatch.setattr(validity, "make_inputs", real_draw)
+    # a truncated argument file: not served; the case is drawn (and judged) as without a store
+    (entry,) = [d for d in store.root.iterdir() if d.name == second.cases[0].key]
+    with open(entry / ARG_FILE.format(0), "r+b") as f:
+        f.truncate(64)
+    third = ndata.ProblemData(p, (0, 21), tmp_path, store)
+    try:
+        assert np.array_equal(np.load(third.cases[0].args[0].path), staged[0])
+    finally:
+        third.remove()
+
+
 def test_the_reference_store_keeps_what_pays_and_evicts_the_least_recently_used(tmp_path: Path) -> None:
     from hardware_agents.neuron.refstore import ReferenceStore
 
@@ -149,6 +192,33 @@ def test_the_reference_store_keeps_what_pays_and_evicts_the_least_recently_used(
     assert store.get("cheap") is None and all(store.get(k) is not None for k in ("a", "c", "d"))
     store.put("dear", ref, stats, seconds=50.0)
     assert store.get("a") is None and store.get("dear") is not None  # a: the least recently used 5 s one
+
+
+def test_kept_arguments_count_their_drawing_time_in_what_an_entry_saves(tmp_path: Path) -> None:
+    """An entry that also keeps its arguments is worth its refs' and its draw's time: with
+    both, it outlives a denser-looking entry of references alone; without the draw's time
+    (its bytes doubled, its worth not) it would go first."""
+    from hardware_agents.neuron.protocol import KernelArg
+    from hardware_agents.neuron.refstore import ReferenceStore
+    from hardware_agents.validity import RefStats, Tolerance
+
+    store = ReferenceStore(tmp_path / "store", budget_bytes=(3 << 20) + (64 << 10))  # three MiB
+    ref = {"out": np.zeros(1 << 17)}  # 1 MiB
+    stats = {"out": RefStats(ref["out"], Tolerance(), bound=False)}
+    arg = tmp_path / "arg0.npy"
+    np.save(arg, np.ones(1 << 18, dtype=np.float32))  # 1 MiB of staged input
+    kept = store.put("kept", ref, stats, seconds=5.0)
+    assert kept is not None
+    store.put_args(kept, [KernelArg(path=str(arg)), KernelArg(scalar=2.0)], seconds=50.0)
+    assert store.put("plain", ref, stats, seconds=5.0) is not None
+    store.put("later", ref, stats, seconds=20.0)  # over the budget: the least worth per byte goes
+    assert store.get("plain") is None and store.get("later") is not None
+    entry = store.get("kept")
+    assert entry is not None
+    (tmp_path / "stage").mkdir()
+    args = entry.args(tmp_path / "stage")
+    assert args is not None and args[1].scalar == 2.0
+    assert np.array_equal(np.load(args[0].path), np.ones(1 << 18, dtype=np.float32))
 
 
 def test_a_helper_thread_takes_the_pending_references(
