@@ -10,7 +10,6 @@
 import os
 import pathlib
 
-import torch
 import triton
 import triton.language as tl
 
@@ -47,8 +46,9 @@ def _rmsnorm_kernel(x_ptr, w_ptr, out_ptr, hidden, eps, BLOCK: tl.constexpr):
 
 
 def _launch(hidden_states, weight, output):
-    _rmsnorm_kernel[(hidden_states.shape[0],)](hidden_states, weight, output, hidden_states.shape[1], 1e-6,
-                                               BLOCK=1024, num_warps=4)
+    _rmsnorm_kernel[(hidden_states.shape[0],)](
+        hidden_states, weight, output, hidden_states.shape[1], 1e-6, BLOCK=1024, num_warps=4
+    )
 
 
 def run(hidden_states, weight, output):
