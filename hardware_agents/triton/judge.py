@@ -357,6 +357,9 @@ class TritonJudge:
         v.checks.clear()  # judged again after the child ended: once
         self.floor_notes.clear()
         self.floor_deferred = False
+        listed = self._listed_wrong(res)
+        if listed is not None:
+            return listed
         for run in res.cases:
             failed = self._case(run)
             if failed is not None:
@@ -386,6 +389,21 @@ class TritonJudge:
                 f"Triton path.{v.tail}",
             )
         return None
+
+    def _listed_wrong(self, res: HarnessResult | CorrectnessReport) -> Profile | None:
+        """The verdict on a case list that is not every planned case exactly once (its order
+        aside): the list is the kernel's process's word, and a case listed twice in place of
+        another would leave that one unjudged with the count right."""
+        counts: dict[str, int] = {}
+        for run in res.cases:
+            counts[run.name] = counts.get(run.name, 0) + 1
+        repeated = [f"{n} {k} times" for n, k in counts.items() if k > 1]
+        if not repeated:
+            return None
+        v = self.v
+        return v.profile(
+            "runtime_error", f"the harness ran {', '.join(repeated)}: each case runs once{v.tail}"
+        )
 
     def _case(self, run: CaseRun) -> Profile | None:
         """One case's outputs (its check appended to the verdict's), or the verdict on a case
