@@ -3,6 +3,7 @@ package's docstring for the isolation, `child.py` for the order it is applied in
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import subprocess
@@ -140,11 +141,23 @@ class Sandbox:
         return p
 
     def read_file(self, relpath: str, max_bytes: int) -> bytes:
-        return read_file_safely(self.workdir / relpath, max_bytes)
+        return read_file_safely(self.child_path(relpath), max_bytes)
 
     def open_file(self, relpath: str, max_bytes: int) -> BinaryIO:
         """A binary file object for a file the child wrote (see `open_child_file`)."""
-        return os.fdopen(open_child_file(self.workdir / relpath, max_bytes), "rb")
+        return os.fdopen(open_child_file(self.child_path(relpath), max_bytes), "rb")
+
+    def child_path(self, relpath: str) -> Path:
+        """`relpath` in the work dir, refused (OSError) where it resolves outside it: a name the
+        child gave (`../x`, `/x`) or a folder it replaced by a link would have the parent read,
+        as root, a file of its choosing. Read while the child is stopped or gone, the links
+        cannot change between this check and the open (whose O_NOFOLLOW covers the last name)."""
+        root = Path(os.path.realpath(self.workdir))
+        path = self.workdir / relpath
+        parent = Path(os.path.realpath(path.parent))
+        if parent != root and root not in parent.parents:
+            raise OSError(errno.EACCES, f"{relpath}: outside the sandbox's work dir")
+        return path
 
     def run(
         self,

@@ -95,8 +95,10 @@ def rlimits(policy: SandboxPolicy, timeout: float, uid: int | None) -> dict[str,
 
 
 def open_child_file(path: Path, max_bytes: int) -> int:
-    """An fd for a file the child may have written: no symlinks, regular file, bounded size."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    """An fd for a file the child may have written: no symlinks, regular file, bounded size.
+    Opened non-blocking: a FIFO the child put there would otherwise block the open until a
+    writer comes, which a stopped or ended child never is (no effect on a regular file's reads)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
         os.close(fd)

@@ -300,6 +300,11 @@ class TritonJudge:
         # holds, so a case that needs it is judged after the child ends (`floor_deferred`)
         self.floor_now = True
         self.floor_deferred = False
+        # The case outputs read while the child was held stopped (None: not kept). A case
+        # judged again after the rounds is judged on these: the child could rewrite its
+        # files in its folder once it was continued. `sealed`: nothing more may be read.
+        self.kept: dict[str, dict[str, torch.Tensor]] | None = None
+        self.sealed = False
 
     def judge(self, out: SandboxOutcome, needs_launch: bool) -> Profile:
         """Every step on a child that has ended: its end, its cases, then (timed) its rounds, the
@@ -352,6 +357,9 @@ class TritonJudge:
         v.checks.clear()  # judged again after the child ended: once
         self.floor_notes.clear()
         self.floor_deferred = False
+        listed = self._listed_wrong(res)
+        if listed is not None:
+            return listed
         for run in res.cases:
             failed = self._case(run)
             if failed is not None:
@@ -382,6 +390,21 @@ class TritonJudge:
             )
         return None
 
+    def _listed_wrong(self, res: HarnessResult | CorrectnessReport) -> Profile | None:
+        """The verdict on a case list that is not every planned case exactly once (its order
+        aside): the list is the kernel's process's word, and a case listed twice in place of
+        another would leave that one unjudged with the count right."""
+        counts: dict[str, int] = {}
+        for run in res.cases:
+            counts[run.name] = counts.get(run.name, 0) + 1
+        repeated = [f"{n} {k} times" for n, k in counts.items() if k > 1]
+        if not repeated:
+            return None
+        v = self.v
+        return v.profile(
+            "runtime_error", f"the harness ran {', '.join(repeated)}: each case runs once{v.tail}"
+        )
+
     def _case(self, run: CaseRun) -> Profile | None:
         """One case's outputs (its check appended to the verdict's), or the verdict on a case
         the harness could not run."""
@@ -402,7 +425,7 @@ class TritonJudge:
                 return v.profile("incorrect", f"{label}: {run.error}{hint}{v.tail}")
             status = "compile_error" if run.error_type in COMPILE_ERRORS else "runtime_error"
             return v.profile(status, f"{label}: {run.error}{hint}{v.tail}")
-        got = load_outputs(self.box, run.output_file, self.max_bytes)
+        got = self._case_outputs(run.output_file)
         chk = self._check(case, label, got)
         if not chk.passed and req.destination_passing:
             unwritten = all(bool(torch.isnan(t).all()) for t in got.values() if t.is_floating_point())
@@ -418,6 +441,18 @@ class TritonJudge:
             fail_case(chk, f"wrote outside the bounds of output(s) {', '.join(run.overflow)}")
         v.checks.append(chk)
         return None
+
+    def _case_outputs(self, rel: str) -> dict[str, torch.Tensor]:
+        """A case's outputs: as read while the child was stopped where they were kept, else
+        read from its folder now (never once `sealed`: the child has run since)."""
+        if self.kept is not None and rel in self.kept:
+            return self.kept[rel]
+        if self.sealed:
+            raise ValueError(f"{rel} was not read while the child was held stopped")
+        got = load_outputs(self.box, rel, self.max_bytes)
+        if self.kept is not None:
+            self.kept[rel] = got
+        return got
 
     def untimed(self) -> Profile:
         """The verdict on a correct kernel that was not timed."""
@@ -515,7 +550,7 @@ class TritonJudge:
             if cr.run.error:
                 why = f"{cr.run.name}: {cr.run.error.splitlines()[0]}"
             else:
-                got = load_outputs(self.box, cr.run.output_file, self.max_bytes)
+                got = self._case_outputs(cr.run.output_file)
                 chk = self._check(case, f"{cr.run.name}@config-group{cr.index}", got)
                 why = "" if chk.passed else f"{cr.run.name}: {chk.note.splitlines()[0]}"
                 if not chk.passed:

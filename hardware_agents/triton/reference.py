@@ -105,10 +105,19 @@ def _as_outputs(
     return out
 
 
+def full_float32() -> None:
+    """Float32 arithmetic in full on a GPU: cuDNN's convolutions use TF32 (a 10-bit mantissa)
+    by default, which would make the references, and the float32 floor measured from them
+    (`fp32_floor_of`), TF32's, and pass a kernel that computes in TF32."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+
+
 def run_reference(payload: bytes, workdir: Path) -> RefResult:
     """Sandbox target: every case's reference outputs into out/ref-<case>.pt."""
     req = msgspec.msgpack.decode(payload, type=RefRequest)
     t0 = time.perf_counter()
+    full_float32()
     ns: dict[str, Any] = {"__name__": f"reference_{req.definition}"}
     exec(compile(req.source, f"<reference of {req.definition}>", "exec"), ns)
     run = ns["run"]

@@ -257,17 +257,23 @@ class TritonStages(Stages):
                 self.box.read_file(CORRECTNESS_REPORT, MAX_REPORT_BYTES), type=CorrectnessReport
             )
             judge.floor_now = False  # the floor's reference child needs the device this child holds
+            judge.kept = {}  # the outputs as read now, while it cannot change them
             try:
                 failed = judge.cases(report, None, self.needs_launch)
             finally:
                 judge.floor_now = True
             if failed is None or judge.floor_deferred:
                 # correct, or wrong only where the float32 floor may forgive it: timed, and
-                # that case judged again with the floor once the child has ended
+                # that case judged again with the floor once the child has ended, on the
+                # outputs read now (the child may rewrite its files once it runs again)
                 self.report, self.recheck = report, judge.floor_deferred
                 if self.recheck:
                     self.v.counters["correctness_after_rounds"] = 1.0
+                    judge.sealed = True
+                else:
+                    judge.kept = None
                 return None
+            judge.sealed = True
         out = self._finish_child()
         self.v.record_outcome(out)
         self.v.counters["sandbox_wall_s"] = out.wall_s

@@ -206,3 +206,23 @@ def test_the_launcher_starts_no_thread_before_the_lockdown() -> None:
     out = run_sandboxed("hardware_agents.sandbox.probe:nothing")
     assert out.status == "ok", f"{out.error}\n{out.log}"
     assert out.isolation["landlock_threads"] == "all"
+
+
+def test_files_the_child_left_are_read_only_inside_its_work_dir(tmp_path: Path) -> None:
+    """What the parent reads of the child's files (`Sandbox.read_file`, `open_file`) resolves
+    inside the work dir and is a regular file: a name outside it, a folder the child replaced
+    by a link out of it, or a FIFO (whose open would block the parent forever) is refused."""
+    outside = tmp_path / "secret"
+    outside.mkdir()
+    (outside / "f.pt").write_bytes(b"root only")
+    with Sandbox() as box:
+        (box.workdir / "out").mkdir()
+        (box.workdir / "out" / "ok.pt").write_bytes(b"fine")
+        assert box.read_file("out/ok.pt", 100) == b"fine"
+        os.symlink(outside, box.workdir / "linked")
+        os.mkfifo(box.workdir / "out" / "fifo.pt")
+        for rel in ("linked/f.pt", "../secret/f.pt", str(outside / "f.pt"), "out/fifo.pt"):
+            with pytest.raises(OSError):
+                box.read_file(rel, 100)
+            with pytest.raises(OSError):
+                box.open_file(rel, 100)
