@@ -671,7 +671,22 @@ def versions(on_gpu: bool) -> dict[str, Any]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
+def witness_step(
+    rows: list[dict[str, Any]], fib: Path | None, budget: Budget, only: set[str] | None
+) -> list[dict[str, Any]]:
+    """`do_bench` in a plain process on the suite's baselines (and the paper's kernels): its
+    medians go onto the rows they witness; what it could not measure comes back as rows."""
+    import suites
+
+    items = [(p.name, p, p.baseline) for p in suites.load_suite("triton") if picked(only, p.name)]
+    if fib:
+        items += [(f"{p.name}/{s.name}", p, s) for p, s in fib_pairs(fib, only)]
+    witness = witness_rows(items, budget)
+    attach_witness(rows, witness)
+    return [w for w in witness if w.get("status") != "ok"]
+
+
+def arg_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--wheels", type=Path, help="folder of wheels to install when msgspec is missing")
     ap.add_argument("--prepare-wheels", type=Path, help="download those wheels into this folder and exit")
@@ -695,7 +710,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--interpreter", action="store_true", help="dry run on the CPU (Triton interpreter)")
     ap.add_argument("--witness", type=Path, help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arg_parser().parse_args(argv)
     if args.prepare_wheels:
         return prepare_wheels(args.prepare_wheels, args.python)
     ensure_deps(args.wheels)
@@ -756,14 +775,7 @@ def main(argv: list[str] | None = None) -> int:
             add(fib_rows(agent, args.fib, budget, only, args.repeat))
             add(paper_speedups(args.fib, [r for r in rows if r["kind"] == "fib"]))
         if "witness" in steps and on_gpu:
-            import suites
-
-            items = [(p.name, p, p.baseline) for p in suites.load_suite("triton") if picked(only, p.name)]
-            if args.fib:
-                items += [(f"{p.name}/{s.name}", p, s) for p, s in fib_pairs(args.fib, only)]
-            witness = witness_rows(items, budget)
-            attach_witness(rows, witness)
-            add([w for w in witness if w.get("status") != "ok"])
+            add(witness_step(rows, args.fib, budget, only))
         if "corpus" in steps:
             suite_ms = {
                 r["name"]: r["median_ms"] for r in rows if r["kind"] == "suite" and r.get("median_ms")
