@@ -21,7 +21,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
-from accelopt.problem import Problem, Solution
+from accelopt.problem import Problem
 from accelopt.profile import Profile
 from hardware_agents.base import DeviceSpec
 from hardware_agents.cpu.compiler import BuildResult, Compiler
@@ -78,19 +78,9 @@ class CpuDevice(Protocol):
     def _device_lock(self) -> AbstractContextManager[None]: ...
 
 
-class CpuStages(Stages):
-    def __init__(
-        self,
-        agent: CpuDevice,
-        problem: Problem,
-        solution: Solution,
-        seeds: tuple[int, ...],
-        timeout_s: float,
-        measure: bool,
-    ) -> None:
-        self.agent, self.problem, self.solution, self.seeds = agent, problem, solution, seeds
-        self.timeout_s, self.measure = timeout_s, measure
-        self.v = Verdict(agent._fail, held="between timed batches")
+class CpuStages(Stages[CpuDevice]):
+    def setup(self) -> None:
+        self.v = Verdict(self.agent._fail, held="between timed batches")
         self.phases = Phases(self.v.counters)
         self.held = contextlib.ExitStack()  # the kernel's sandbox, then the device lock
         self.entry = ""

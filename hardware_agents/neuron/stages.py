@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
-from accelopt.problem import Problem, Solution
 from accelopt.profile import Profile
 from hardware_agents.base import DeviceSpec
 from hardware_agents.datacache import DataCache
@@ -80,19 +79,9 @@ class NeuronDevice(Protocol):
     def _read_paths(self, data: ProblemData | None) -> tuple[str, ...]: ...
 
 
-class NeuronStages(Stages):
-    def __init__(
-        self,
-        agent: NeuronDevice,
-        problem: Problem,
-        solution: Solution,
-        seeds: tuple[int, ...],
-        timeout_s: float,
-        measure: bool,
-    ) -> None:
-        self.agent, self.problem, self.solution, self.seeds = agent, problem, solution, seeds
-        self.timeout_s, self.measure = timeout_s, measure
-        self.v = Verdict(agent._fail)
+class NeuronStages(Stages[NeuronDevice]):
+    def setup(self) -> None:
+        self.v = Verdict(self.agent._fail)
         self.phases = Phases(self.v.counters)
         self.entry_file = self.entry = ""
         self.data: ProblemData | None = None

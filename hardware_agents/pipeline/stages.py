@@ -30,11 +30,14 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from typing import Final
+from typing import Final, Generic, TypeVar
 
 import msgspec
 
+from accelopt.problem import Problem, Solution
 from accelopt.profile import Profile
+
+AgentT = TypeVar("AgentT")  # the family's agent, as its stages see it (a Protocol of what they use)
 
 STAGES: Final[tuple[str, ...]] = (
     "static_checks",  # the sources: language, entry point, forbidden types, size
@@ -60,9 +63,25 @@ SKIPPED: Final = _Skipped()  # a hook's answer: this stage does not apply to thi
 Outcome = Profile | None | _Skipped
 
 
-class Stages:
+class Stages(Generic[AgentT]):
     """A family's hooks for one profile. A method it does not override is a stage it does not
-    have (recorded as skipped); `verdict` it must have."""
+    have (recorded as skipped); `verdict` it must have. `setup` makes the family's own state."""
+
+    def __init__(
+        self,
+        agent: AgentT,
+        problem: Problem,
+        solution: Solution,
+        seeds: tuple[int, ...],
+        timeout_s: float,
+        measure: bool,
+    ) -> None:
+        self.agent, self.problem, self.solution, self.seeds = agent, problem, solution, seeds
+        self.timeout_s, self.measure = timeout_s, measure
+        self.setup()
+
+    def setup(self) -> None:
+        """The family's per-profile state (its verdict, clocks, what the run will hold)."""
 
     def static_checks(self) -> Outcome:
         return SKIPPED

@@ -114,30 +114,14 @@ class SimAgent(HardwareAgent):
         return SimStages(self, problem, solution, seeds, timeout_s, measure)
 
 
-class SimStages(Stages):
+class SimStages(Stages[SimAgent]):
     """The simulated profile's stages: static checks (the language), correctness (the drawn
     verdict, after the drawn duration), timing rounds (drawn latencies), the roofline gate
     (never faster than the simulated roof allows) and the verdict. It builds nothing, stages
     nothing and reads no kernel clock: those stages are skipped."""
 
-    def __init__(
-        self,
-        agent: SimAgent,
-        problem: Problem,
-        solution: Solution,
-        seeds: tuple[int, ...],
-        timeout_s: float,
-        measure: bool,
-    ) -> None:
-        self.measure = measure
-        self.agent, self.problem, self.solution, self.seeds, self.timeout_s = (
-            agent,
-            problem,
-            solution,
-            seeds,
-            timeout_s,
-        )
-        self.v = Verdict(agent._fail)
+    def setup(self) -> None:
+        self.v = Verdict(self.agent._fail)
         self.median_ms = 0.0
         self.stats: LatencyStats | None = None
         self.where: Placement | None = None

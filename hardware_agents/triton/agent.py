@@ -463,7 +463,8 @@ class TritonAgent(HardwareAgent):
         interpreted bf16 kernel found `incorrect` is profiled again with bf16 tiles in fp32."""
         prof = super()._profile(problem, solution, seeds, timeout, measure)
         if prof.status == "incorrect" and self._bf16_in_doubt(problem, solution):
-            upcast = TritonStages(self, problem, solution, seeds, timeout, measure, upcast_bf16=True)
+            upcast = TritonStages(self, problem, solution, seeds, timeout, measure)
+            upcast.upcast_bf16 = True
             return self._decide_bf16(prof, self._run_stages(upcast, solution))
         if prof.status != "timing_mismatch" or not self.confirm_mismatch:
             return prof

@@ -134,20 +134,11 @@ class TritonDevice(Protocol):
     def _start_spare(self, gpu: int | None) -> None: ...
 
 
-class TritonStages(Stages):
-    def __init__(
-        self,
-        agent: TritonDevice,
-        problem: Problem,
-        solution: Solution,
-        seeds: tuple[int, ...],
-        timeout_s: float,
-        measure: bool,
-        upcast_bf16: bool = False,
-    ) -> None:
-        self.agent, self.problem, self.solution, self.seeds = agent, problem, solution, seeds
-        self.timeout_s, self.measure, self.upcast_bf16 = timeout_s, measure, upcast_bf16
-        self.v = Verdict(agent._fail)
+class TritonStages(Stages[TritonDevice]):
+    upcast_bf16 = False  # the bf16 re-run: a case's bf16 tiles upcast to fp32 in the interpreter
+
+    def setup(self) -> None:
+        self.v = Verdict(self.agent._fail)
         self.phases = Phases({})  # our clock of the data and the judging: into the profile at the end
         self.clock = RoundClock()
         self.held = contextlib.ExitStack()  # the rounds' folder, the box, the child (in that order out)

@@ -144,23 +144,13 @@ class ToyAgent(HardwareAgent):
         return ToyStages(self, problem, solution, seeds, timeout_s, measure)
 
 
-class ToyStages(Stages):
+class ToyStages(Stages[ToyAgent]):
     """The toy language's hooks (`hardware_agents/pipeline/stages.py`): the cases judged while
     the child is held stopped before timing round 0 (untimed: once it has ended), then the
     rounds, the clock bound and the gate. It compiles in the child (no build stage)."""
 
-    def __init__(
-        self,
-        agent: ToyAgent,
-        problem: Problem,
-        solution: Solution,
-        seeds: tuple[int, ...],
-        timeout: float,
-        measure: bool,
-    ) -> None:
-        self.agent, self.problem, self.solution, self.seeds = agent, problem, solution, seeds
-        self.timeout, self.measure = timeout, measure
-        self.v = Verdict(agent._fail)
+    def setup(self) -> None:
+        self.v = Verdict(self.agent._fail)
         self.held = contextlib.ExitStack()
         self.clock = RoundClock()
         self.child: SandboxChild | None = None
@@ -186,7 +176,7 @@ class ToyStages(Stages):
         self.held.callback(shutil.rmtree, rounds_dir, ignore_errors=True)
         os.chmod(rounds_dir, 0o755)  # the child reads the rounds' inputs; only we write them
         policy = SandboxPolicy(
-            wall_timeout_s=self.timeout,
+            wall_timeout_s=self.timeout_s,
             python_path=(str(HERE),),
             read_paths=(str(rounds_dir),),
             **agent.sandbox_options,
