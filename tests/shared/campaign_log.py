@@ -78,9 +78,14 @@ class Log:
         return [r.scheduled for r in self.core.running]
 
 
-def synthetic_campaign() -> list[c.Event]:
+def synthetic_campaign(policy: str = "expected_gain") -> list[c.Event]:
+    """A campaign with a $2 budget whose every run teaches the memory an insight. Under the first
+    `expected_gain` (the default here: the dashboard's tests read its log) those insights keep
+    re-opening the plateaued items until the budget stops it; under `expected_gain_v2` the NKI
+    insights do not re-open the C items and it stops with every item settled."""
     log = Log()
-    log.put(started({"budget": {"total_usd": 2.0}, "stop": {"plateau_runs": 2}}, max_call=0.01))
+    spec = {"budget": {"total_usd": 2.0}, "stop": {"plateau_runs": 2}, "scheduler": {"policy": policy}}
+    log.put(started(spec, max_call=0.01))
     ts = T0
     gains = iter([2.0, 1.0, 1.3, 1.0, 1.0, 1.6, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0])
     while not log.core.stopped:
