@@ -91,8 +91,9 @@ class ExpectedGain:
       its next, so a big first run does not keep the item on top; one whose later runs keep
       gaining stays there, one whose runs stopped gaining sinks;
     - new insights: memory insights of the same operator learnt since its last run on another
-      item in the same kernel language (another chip of its family, another problem) add up
-      to another prior's worth (n / (n + 2) of it); the same insights re-open a plateaued item;
+      item, on any chip (an insight learnt on one chip re-opens a problem on another), add up
+      to another prior's worth (n / (n + 2) of it); the same insights re-open a plateaued item
+      (`ExpectedGainSameLanguage` counts only those of its own kernel language);
     - headroom: 1 - its fraction of peak (an item near the roofline has little left);
     - cost: per expected minute of device time (its own mean run; an item not run yet, the
       device's median run), and divided by (1 + its LLM spend over its fair share of the
@@ -100,7 +101,7 @@ class ExpectedGain:
     """
 
     name = "expected_gain_v2"
-    insight_scope: InsightScope = "language"
+    insight_scope: InsightScope = "operator"
     window = 2
 
     def rank(
@@ -177,6 +178,16 @@ class ExpectedGainV1(ExpectedGain):
         return _expected_s(c, ctx)
 
 
+class ExpectedGainSameLanguage(ExpectedGain):
+    """`expected_gain_v2` with only the insights of an item's own kernel language counted (its
+    bonus, and what re-opens it): for a model whose insights do not carry across languages
+    (the offline `builtin/tuner`'s moves are C- or NKI-specific), where another chip's insights
+    re-open items for nothing."""
+
+    name = "expected_gain_v2_same_language"
+    insight_scope: InsightScope = "language"
+
+
 class RoundRobin:
     """Every item in turn: the one with the fewest runs first, then the campaign file's order."""
 
@@ -206,7 +217,9 @@ class RoundRobin:
         ]
 
 
-POLICIES: dict[str, type[Policy]] = {p.name: p for p in (ExpectedGain, ExpectedGainV1, RoundRobin)}
+POLICIES: dict[str, type[Policy]] = {
+    p.name: p for p in (ExpectedGain, ExpectedGainSameLanguage, ExpectedGainV1, RoundRobin)
+}
 
 
 def policy(name: str) -> Policy:

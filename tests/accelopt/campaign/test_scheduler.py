@@ -170,7 +170,12 @@ def _two_plateaued_c_matmuls_and_nki_insights(b_entries: list[str]) -> tuple[Log
         item("cpu_v2", "bmm", "cpu", op_type="matmul"),
         item("nki_tune", "matmul", "trn1"),
     ]
-    log.put(started({"stop": {"plateau_runs": 1}, "devices": {"trn1": {"runs_at_once": 1}}}, items=items))
+    spec = {
+        "stop": {"plateau_runs": 1},
+        "devices": {"trn1": {"runs_at_once": 1}},
+        "scheduler": {"policy": "expected_gain_v2_same_language"},
+    }
+    log.put(started(spec, items=items))
     a, trn = sorted(log.running(), key=lambda s: s.device)
     (b,) = [e for e in log.put(finished(a, T0 + 30, gain=1.0)) if isinstance(e, c.CampaignRunScheduled)]
     assert log.core.items[a.item].settled == "plateau" and b.item == "cpu_v2/bmm@cpu"
@@ -179,8 +184,8 @@ def _two_plateaued_c_matmuls_and_nki_insights(b_entries: list[str]) -> tuple[Log
 
 
 def test_an_insight_learnt_in_another_kernel_language_does_not_re_open_a_plateaued_problem() -> None:
-    """NKI insights (trn1) say little of a C kernel (cpu): they do not re-open the plateaued C
-    matmul, nor count among its new insights; a C insight of its operator does."""
+    """Under `expected_gain_v2_same_language`, NKI insights (trn1) do not re-open the plateaued
+    C matmul (cpu), nor count among its new insights; a C insight of its operator does."""
     log, outs = _two_plateaued_c_matmuls_and_nki_insights([])
     assert not [e for e in outs if isinstance(e, c.CampaignRunScheduled) and e.device == "cpu"]
     assert {k: it.settled for k, it in log.core.items.items() if k.endswith("@cpu")} == {
@@ -189,7 +194,7 @@ def test_an_insight_learnt_in_another_kernel_language_does_not_re_open_a_plateau
     }
     log, outs = _two_plateaued_c_matmuls_and_nki_insights(["c1"])
     (reopened,) = [e for e in outs if isinstance(e, c.CampaignRunScheduled) and e.device == "cpu"]
-    assert reopened.item == "cpu_v2/matmul@cpu" and reopened.policy == "expected_gain_v2"
+    assert reopened.item == "cpu_v2/matmul@cpu" and reopened.policy == "expected_gain_v2_same_language"
     assert reopened.reason.new_insights == 1 and reopened.reason.why.startswith("re-opened")
     assert "1 new insight of its operator" in reopened.reason.why
 
@@ -326,7 +331,12 @@ def test_replay_verify_re_derives_the_schedule_and_catches_a_changed_decision(po
 
 
 @pytest.mark.parametrize(
-    ("policy", "status"), [("expected_gain_v2", "stopped (settled)"), ("expected_gain", "stopped (budget)")]
+    ("policy", "status"),
+    [
+        ("expected_gain_v2", "stopped (budget)"),
+        ("expected_gain_v2_same_language", "stopped (settled)"),
+        ("expected_gain", "stopped (budget)"),
+    ],
 )
 def test_a_resumed_core_re_derives_what_was_decided_and_adds_nothing(policy: str, status: str) -> None:
     events = synthetic_campaign(policy)
