@@ -16,7 +16,8 @@ What is decided here, whatever the policy (`accelopt/scheduler.py`) ranks:
   (its runs start from its best kernel so far);
 - an item is settled at its target % of peak, or after `plateau_runs` runs in a row each
   gaining less than `min_gain`; a plateaued item re-opens when memory insights of its
-  operator arrive from another item (another chip, another problem);
+  operator arrive from another item (another chip, another problem): those in its kernel
+  language, or any, as the policy's `insight_scope` says (so a log replays under its policy);
 - money: every run gets `llm.budget_usd` = its share of what is left of the total and of the
   day, minus a reserve for the calls it may have in flight when it reaches that budget (a
   run stops asking at its budget, but finishes what it asked: `limits.llm_inflight_per_role`
@@ -30,13 +31,14 @@ from __future__ import annotations
 
 import calendar
 import math
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from accelopt import catalog as ev
 from accelopt.campaign import CampaignSpec, floor_cents, spec_from_dict
-from accelopt.scheduler import Candidate, PolicyContext, policy
+from accelopt.scheduler import Candidate, Policy, PolicyContext, policy
 
 ROLES_IN_FLIGHT = len(ev.LLM_ROLES)  # a run's LLM lanes (one per role), each bounded by the in-flight limit
 MAX_INFLIGHT = 16  # the runs' default `limits.llm_inflight_per_role`
@@ -95,6 +97,7 @@ class CampaignCore:
         self.clock = clock
         self.started: ev.CampaignStarted | None = None
         self.spec: CampaignSpec | None = None
+        self.policy: Policy | None = None  # the spec's, once started
         self.items: dict[str, ItemState] = {}
         self.runs: dict[str, RunRec] = {}
         self.spent_usd = 0.0
@@ -147,6 +150,7 @@ class CampaignCore:
             return []
         self.started = e
         self.spec = spec_from_dict(e.spec, source="CampaignStarted.spec")
+        self.policy = policy(self.spec.scheduler.policy)
         self.items = {it.key: ItemState(it, i) for i, it in enumerate(e.items)}
         return self._schedule(e)
 
@@ -310,8 +314,15 @@ class CampaignCore:
         return not it.settled, False
 
     def _relevant(self, it: ItemState) -> int:
-        """Insights of its operator that other items (other chips, other problems) taught the memory."""
-        return sum(n for k, n in self.insights.get(it.item.op_type, {}).items() if k != it.key)
+        """Insights of its operator that other items (other chips, other problems) taught the
+        memory: with the policy's `insight_scope` "language", only those of items in its kernel
+        language (an NKI insight learnt on trn1 does not re-open a C item on a cpu)."""
+        same_language = self.policy is not None and self.policy.insight_scope == "language"
+        return sum(
+            n
+            for k, n in self.insights.get(it.item.op_type, {}).items()
+            if k != it.key and (not same_language or self.items[k].item.language == it.item.language)
+        )
 
     def _fill_slots(self, cause: ev.Event, now: float) -> list[ev.Event]:
         spec = self.spec
@@ -373,7 +384,8 @@ class CampaignCore:
     ) -> ev.CampaignRunScheduled:
         spec = self.spec
         assert spec is not None
-        pol = policy(spec.scheduler.policy)
+        pol = self.policy
+        assert pol is not None
         ranked = pol.rank(candidates, self._context(device))
         chosen, reason = ranked[0]
         it = self.items[chosen.key]
@@ -412,16 +424,16 @@ class CampaignCore:
         ]
         total = spec.budget.total_usd
         prior = spec.scheduler.prior_gain
-        firsts = [
-            max(0.0, it.log_gains[0])
-            for it in self.items.values()
-            if it.item.device == device and it.log_gains
-        ]
+        gains = [it.log_gains for it in self.items.values() if it.item.device == device]
+        firsts = [max(0.0, g[0]) for g in gains if g]
+        repeats = [max(0.0, x) for g in gains for x in g[1:]]
         return PolicyContext(
             prior_gain=prior,
             device_run_s=sum(done) / len(done) if done else DEVICE_RUN_PRIOR_S,
             fair_share_usd=total / len(self.items) if total else None,
             first_run_gain=(prior + sum(firsts)) / (1 + len(firsts)),
+            repeat_run_gain=(prior + sum(repeats)) / (1 + len(repeats)),
+            device_run_median_s=statistics.median(done) if done else DEVICE_RUN_PRIOR_S,
         )
 
     def _queue(self, device: str, ranked: list) -> list[ev.QueueEntry]:

@@ -4,8 +4,13 @@ A policy is a small pure component: it ranks the items of one device kind that a
 run (`Candidate`: what the campaign knows of each, folded from its log by
 `accelopt/campaign_core.py`) and says why each ranks where it does (`ScheduleScore`, recorded
 in the decision). The campaign file names it (`scheduler.policy`); a new one is a class with
-`name` and `rank` added to `POLICIES`. Stop rules, budgets and device slots are not a
-policy's business: the core applies them the same way whatever ranks the items.
+`name`, `insight_scope` and `rank` added to `POLICIES`. Stop rules, budgets and device slots
+are not a policy's business: the core applies them the same way whatever ranks the items.
+
+A policy's name is recorded with the campaign (its file, in `CampaignStarted`) and with each
+decision, and `replay --verify` re-derives the decisions with the policy the log names: so a
+policy's behaviour never changes under its name. A better one is a new name (`expected_gain_v2`),
+and the old one stays in `POLICIES` so the campaigns logged with it still verify.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 from accelopt.catalog import ScheduleScore
 
@@ -30,7 +35,7 @@ class Candidate:
     pct_peak: float | None  # its best kernel's fraction of peak (None: not known)
     cost_usd: float  # LLM spend on it so far
     seconds: float  # wall time of its runs so far
-    new_insights: int  # memory insights of its operator learnt on other items since its last run
+    new_insights: int  # memory insights learnt on other items since its last run (`insight_scope`)
     reopened: bool = False  # it had plateaued; new insights bring it back
 
 
@@ -42,10 +47,22 @@ class PolicyContext:
     # what a first run gains here: the mean log-gain of the device's items' first runs, with
     # the prior counted as one of them (an item not run yet expects this)
     first_run_gain: float | None = None
+    # what a repeat run gains here: the same over the device's items' runs after their first
+    repeat_run_gain: float | None = None
+    # the median length of a run on this device so far (a prior where none ran): unlike the
+    # mean, not pulled up by a few stretched runs
+    device_run_median_s: float | None = None
+
+
+# which memory insights count as an item's new ones (its score's bonus, and what re-opens it
+# after a plateau): "operator": those of its operator learnt on any other item; "language":
+# only those learnt on items in the same kernel language (an NKI insight says little of C)
+InsightScope = Literal["operator", "language"]
 
 
 class Policy(Protocol):
     name: str
+    insight_scope: InsightScope
 
     def rank(
         self, candidates: Sequence[Candidate], ctx: PolicyContext
@@ -68,18 +85,23 @@ class ExpectedGain:
 
     - expected gain: an item not run yet expects what first runs on its device have gained
       so far (the prior counted as one of them), so while first runs pay, every item gets
-      one; after that, its recent runs' gains (the last `window`) shrunk toward the prior by
-      one run's weight, so an item that keeps gaining stays on top and one whose runs stopped
-      gaining sinks;
-    - new insights: memory insights of the same operator learnt since its last run (on another
-      chip or problem) add up to another prior's worth (n / (n + 2) of it): an insight learnt
-      on one device re-opens the problem on another;
+      one. An item run already expects what REPEAT runs on its device have gained (the
+      prior counted as one of them), moved toward its own runs after its first (the last
+      `window`) by their weight: its first run started from the baseline and says little of
+      its next, so a big first run does not keep the item on top; one whose later runs keep
+      gaining stays there, one whose runs stopped gaining sinks;
+    - new insights: memory insights of the same operator learnt since its last run on another
+      item, on any chip (an insight learnt on one chip re-opens a problem on another), add up
+      to another prior's worth (n / (n + 2) of it); the same insights re-open a plateaued item
+      (`ExpectedGainSameLanguage` counts only those of its own kernel language);
     - headroom: 1 - its fraction of peak (an item near the roofline has little left);
-    - cost: per expected minute of device time, and divided by (1 + its LLM spend over its fair
-      share of the total budget), so one item does not take the whole budget.
+    - cost: per expected minute of device time (its own mean run; an item not run yet, the
+      device's median run), and divided by (1 + its LLM spend over its fair share of the
+      total budget), so one item does not take the whole budget.
     """
 
-    name = "expected_gain"
+    name = "expected_gain_v2"
+    insight_scope: InsightScope = "operator"
     window = 2
 
     def rank(
@@ -89,20 +111,31 @@ class ExpectedGain:
         scored.sort(key=lambda cs: (-cs[1].score, cs[0].runs, cs[0].order))  # ties: the less tried first
         return scored
 
-    def score(self, c: Candidate, ctx: PolicyContext) -> ScheduleScore:
+    def expected(self, c: Candidate, ctx: PolicyContext) -> tuple[float, str]:
+        """The expected log-gain of its next run, and where it comes from ("": its runs)."""
         if c.runs == 0:
-            expected = ctx.first_run_gain if ctx.first_run_gain is not None else ctx.prior_gain
-        else:
-            recent = [max(0.0, g) for g in c.log_gains[-self.window :]]
-            expected = (sum(recent) + ctx.prior_gain) / (len(recent) + 1)
+            first = ctx.first_run_gain if ctx.first_run_gain is not None else ctx.prior_gain
+            return first, "not run yet: what first runs here gained, with the prior"
+        base = ctx.repeat_run_gain if ctx.repeat_run_gain is not None else ctx.prior_gain
+        recent = [max(0.0, g) for g in c.log_gains[1:][-self.window :]]
+        where = "" if recent else "run once: what repeat runs here gained, with the prior"
+        return (sum(recent) + base) / (len(recent) + 1), where
+
+    def expected_s(self, c: Candidate, ctx: PolicyContext) -> float:
+        if c.runs:
+            return c.seconds / c.runs
+        return ctx.device_run_median_s if ctx.device_run_median_s is not None else ctx.device_run_s
+
+    def score(self, c: Candidate, ctx: PolicyContext) -> ScheduleScore:
+        expected, where = self.expected(c, ctx)
         novelty = ctx.prior_gain * c.new_insights / (c.new_insights + 2)
         headroom = _headroom(c)
-        expected_s = max(1.0, _expected_s(c, ctx))
+        expected_s = max(1.0, self.expected_s(c, ctx))
         spend = 1.0 + (c.cost_usd / ctx.fair_share_usd if ctx.fair_share_usd else 0.0)
         score = headroom * (expected + novelty) / (expected_s / 60.0) / spend
         parts = [f"expected gain {math.exp(expected) - 1:+.0%} per run"]
-        if c.runs == 0:
-            parts[0] += " (not run yet: what first runs here gained, with the prior)"
+        if where:
+            parts[0] += f" ({where})"
         if c.new_insights:
             parts.append(f"{c.new_insights} new insight{'s' if c.new_insights != 1 else ''} of its operator")
         if c.pct_peak is not None:
@@ -124,10 +157,42 @@ class ExpectedGain:
         )
 
 
+class ExpectedGainV1(ExpectedGain):
+    """The first `expected_gain`, kept so that campaigns logged with it replay and verify. It
+    over-rates repeat runs and under-rates items not run yet: an item run already expects its
+    last runs' gains (its first run's included) shrunk toward the prior, so an item with a big
+    first run keeps being picked; an item not run yet is charged the device's MEAN run, which a
+    few stretched runs inflate; and insights of its operator count whatever kernel language
+    they were learnt in."""
+
+    name = "expected_gain"
+    insight_scope: InsightScope = "operator"
+
+    def expected(self, c: Candidate, ctx: PolicyContext) -> tuple[float, str]:
+        if c.runs == 0:
+            return super().expected(c, ctx)
+        recent = [max(0.0, g) for g in c.log_gains[-self.window :]]
+        return (sum(recent) + ctx.prior_gain) / (len(recent) + 1), ""
+
+    def expected_s(self, c: Candidate, ctx: PolicyContext) -> float:
+        return _expected_s(c, ctx)
+
+
+class ExpectedGainSameLanguage(ExpectedGain):
+    """`expected_gain_v2` with only the insights of an item's own kernel language counted (its
+    bonus, and what re-opens it): for a model whose insights do not carry across languages
+    (the offline `builtin/tuner`'s moves are C- or NKI-specific), where another chip's insights
+    re-open items for nothing."""
+
+    name = "expected_gain_v2_same_language"
+    insight_scope: InsightScope = "language"
+
+
 class RoundRobin:
     """Every item in turn: the one with the fewest runs first, then the campaign file's order."""
 
     name = "round_robin"
+    insight_scope: InsightScope = "operator"  # what re-opens a plateaued item (as when it was written)
 
     def rank(
         self, candidates: Sequence[Candidate], ctx: PolicyContext
@@ -152,7 +217,9 @@ class RoundRobin:
         ]
 
 
-POLICIES: dict[str, type[Policy]] = {p.name: p for p in (ExpectedGain, RoundRobin)}
+POLICIES: dict[str, type[Policy]] = {
+    p.name: p for p in (ExpectedGain, ExpectedGainSameLanguage, ExpectedGainV1, RoundRobin)
+}
 
 
 def policy(name: str) -> Policy:

@@ -78,9 +78,14 @@ class Log:
         return [r.scheduled for r in self.core.running]
 
 
-def synthetic_campaign() -> list[c.Event]:
+def synthetic_campaign(policy: str = "expected_gain") -> list[c.Event]:
+    """A campaign with a $2 budget whose every run teaches the memory an insight. Under the first
+    `expected_gain` (the default here: the dashboard's tests read its log) those insights keep
+    re-opening the plateaued items until the budget stops it; under `expected_gain_v2` the NKI
+    insights do not re-open the C items and it stops with every item settled."""
     log = Log()
-    log.put(started({"budget": {"total_usd": 2.0}, "stop": {"plateau_runs": 2}}, max_call=0.01))
+    spec = {"budget": {"total_usd": 2.0}, "stop": {"plateau_runs": 2}, "scheduler": {"policy": policy}}
+    log.put(started(spec, max_call=0.01))
     ts = T0
     gains = iter([2.0, 1.0, 1.3, 1.0, 1.0, 1.6, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0])
     while not log.core.stopped:
@@ -90,5 +95,40 @@ def synthetic_campaign() -> list[c.Event]:
         pct = 0.2 if s.device == "cpu" else None
         log.put(
             finished(s, ts, gain=gain, cost_usd=0.05, max_call_usd=0.004, memory_entries=["m"], pct_peak=pct)
+        )
+    return log.events
+
+
+def policy_campaign(policy: str) -> list[c.Event]:
+    """A campaign that tells the expected-gain policies apart: one item whose first run is big
+    and whose repeats gain little, an outlier run length, and NKI insights (trn1) arriving
+    while C items (cpu) of the same operator sit on a plateau."""
+    log = Log()
+    spec = {
+        "scheduler": {"policy": policy},
+        "stop": {"plateau_runs": 2, "max_runs": 16},
+        "devices": {"trn1": {"runs_at_once": 1}},
+    }
+    log.put(started(spec))
+    first_gain = {"silu": 4.0, "bmm": 1.5, "matmul": 1.3}
+    ts = T0
+    n = 0
+    while not log.core.stopped:
+        s = log.running()[0]
+        n += 1
+        ts += 60
+        it = log.core.items[s.item]
+        name = it.item.problem
+        gain = first_gain[name] if it.runs == 0 else (1.08 if name == "bmm" else 1.01)
+        trn = s.device == "trn1"
+        log.put(
+            finished(
+                s,
+                ts,
+                gain=gain,
+                duration_s=900.0 if n == 3 else (120.0 if it.runs == 0 else 40.0),
+                memory_entries=["m"] if trn else [],
+                estimated=trn,
+            )
         )
     return log.events

@@ -7,6 +7,7 @@ the events the driver would publish."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -17,6 +18,8 @@ from accelopt.campaign import spec_from_dict
 from accelopt.campaign_core import CampaignCore, utc_day
 from accelopt.config import ConfigError
 from replay.campaign import CampaignVerifier, CampaignView
+
+DATA = Path(__file__).parent / "data"
 
 
 def test_the_first_picks_fill_every_device_in_file_order_and_say_why() -> None:
@@ -44,20 +47,73 @@ def test_first_runs_that_pay_give_every_item_one_then_the_gainers_go_on_from_the
     log.put(started({}, items=ITEMS[:2]))
     silu = log.scheduled()[0]
     # silu's first run doubles it: an item not run yet now expects as much (the prior counted
-    # as one first run), and has more headroom
-    outs = log.put(finished(silu, T0 + 60, gain=2.0, pct_peak=0.3))
+    # as one first run)
+    outs = log.put(finished(silu, T0 + 60, gain=2.0))
     (bmm,) = [e for e in outs if isinstance(e, c.CampaignRunScheduled)]
     assert bmm.item == "cpu_v2/bmm@cpu" and bmm.start_run is None
     assert bmm.reason.expected_gain == pytest.approx((math.log(2.0) + 0.2) / 2)
     assert "not run yet" in bmm.reason.why
-    # bmm's first run gains little: silu goes on, from its best kernel
+    # bmm's first run gains little; both have run once and expect what repeat runs gain (none
+    # seen yet: the prior): silu goes on first (file order), from its best kernel
     (nxt,) = [e for e in log.put(finished(bmm, T0 + 120, gain=1.05)) if isinstance(e, c.CampaignRunScheduled)]
     assert nxt.item == "cpu_v2/silu@cpu" and nxt.start_run == silu.run and nxt.start_kernel == f"k-{silu.run}"
-    assert nxt.reason.expected_gain == pytest.approx((math.log(2.0) + 0.2) / 2)
-    others = {q.item: q for q in nxt.queue}
-    assert others["cpu_v2/bmm@cpu"].state == "ready" and others["cpu_v2/bmm@cpu"].score < nxt.reason.score
-    assert "30% of peak" in nxt.reason.why
-    assert log.core.items["cpu_v2/silu@cpu"].speedup == pytest.approx(2.0)
+    assert nxt.reason.expected_gain == pytest.approx(0.2) and "run once" in nxt.reason.why
+    # its repeat run gains 1.5x: it stays on top, from that run's kernel
+    (third,) = [
+        e
+        for e in log.put(finished(nxt, T0 + 180, gain=1.5, pct_peak=0.1))
+        if isinstance(e, c.CampaignRunScheduled)
+    ]
+    repeat = (0.2 + math.log(1.5)) / 2
+    assert third.item == "cpu_v2/silu@cpu" and third.start_run == nxt.run
+    assert third.reason.expected_gain == pytest.approx((math.log(1.5) + repeat) / 2)
+    others = {q.item: q for q in third.queue}
+    assert others["cpu_v2/bmm@cpu"].state == "ready" and others["cpu_v2/bmm@cpu"].score < third.reason.score
+    assert "10% of peak" in third.reason.why
+    assert log.core.items["cpu_v2/silu@cpu"].speedup == pytest.approx(3.0)
+
+
+def test_a_big_first_run_does_not_make_the_next_one_pay_over_an_item_not_run_yet() -> None:
+    """A first run starts from the baseline and gains most: an item run once expects what
+    REPEAT runs on its device gained, not its own first run, so an item not run yet (which
+    expects what first runs gained) goes before it. (The first expected_gain re-picked silu,
+    scoring it by its 4.89x first run.)"""
+    log = Log()
+    log.put(started({}, items=ITEMS[:3]))
+    (silu,) = log.running()
+    (bmm,) = [e for e in log.put(finished(silu, T0 + 60, gain=4.89)) if isinstance(e, c.CampaignRunScheduled)]
+    (nxt,) = [e for e in log.put(finished(bmm, T0 + 120, gain=1.3)) if isinstance(e, c.CampaignRunScheduled)]
+    firsts = (0.2 + math.log(4.89) + math.log(1.3)) / 3
+    assert nxt.item == "cpu_v2/matmul@cpu" and nxt.reason.expected_gain == pytest.approx(firsts)
+    queued = {q.item: q for q in nxt.queue}
+    assert queued["cpu_v2/silu@cpu"].state == "ready" and "expected gain +22% per run (run once" in (
+        queued["cpu_v2/silu@cpu"].why
+    )
+    # repeat runs pool over the device's items: silu's second run sets what bmm's expects
+    (again,) = [
+        e for e in log.put(finished(nxt, T0 + 180, gain=1.0)) if isinstance(e, c.CampaignRunScheduled)
+    ]
+    assert again.item == "cpu_v2/silu@cpu" and again.reason.expected_gain == pytest.approx(0.2)
+    outs = log.put(finished(again, T0 + 240, gain=1.05))
+    (pick,) = [e for e in outs if isinstance(e, c.CampaignRunScheduled)]
+    repeat = (0.2 + math.log(1.05)) / 2
+    assert pick.item == "cpu_v2/bmm@cpu" and pick.reason.expected_gain == pytest.approx(repeat)
+    silu_q = next(q for q in pick.queue if q.item == "cpu_v2/silu@cpu")
+    assert silu_q.score < pick.reason.score
+
+
+def test_an_item_not_run_yet_is_charged_the_median_run_not_a_stretched_mean() -> None:
+    """One run stretched to 20 minutes pulls the mean run up to ~7 minutes; the median stays at
+    the usual minute, and an item not run yet is charged that."""
+    items = [*ITEMS[:3], item("cpu_v2", "relu", "cpu")]
+    log = Log()
+    log.put(started({}, items=items))
+    for gain, seconds in ((2.0, 60.0), (2.0, 60.0), (1.0, 1200.0)):
+        (s,) = log.running()
+        outs = log.put(finished(s, s.ts + 60, gain=gain, duration_s=seconds))
+    (relu,) = [e for e in outs if isinstance(e, c.CampaignRunScheduled)]
+    assert relu.item == "cpu_v2/relu@cpu" and relu.reason.expected_s == pytest.approx(60.0)
+    assert relu.reason.expected_gain == pytest.approx((0.2 + 2 * math.log(2.0)) / 4, abs=1e-6)
 
 
 def test_an_item_that_stops_gaining_sinks_then_settles_on_its_plateau() -> None:
@@ -72,8 +128,10 @@ def test_an_item_that_stops_gaining_sinks_then_settles_on_its_plateau() -> None:
         log.put(finished(s, ts, gain=1.01))  # below min_gain: no progress
         if log.core.stopped:
             break
-    # silu, then bmm (silu's runs stopped paying), ..., both plateau, the campaign stops
-    assert order[:2] == ["cpu_v2/silu@cpu", "cpu_v2/bmm@cpu"]
+    # silu; then silu again (run once, it expects what repeat runs gain: none seen yet, the
+    # prior, over bmm's first-run expectation, which silu's first run pulled down); then bmm
+    # (silu's repeat did not pay either), ..., both plateau, the campaign stops
+    assert order[:3] == ["cpu_v2/silu@cpu", "cpu_v2/silu@cpu", "cpu_v2/bmm@cpu"]
     assert {k: it.settled for k, it in log.core.items.items()} == {
         "cpu_v2/silu@cpu": "plateau",
         "cpu_v2/bmm@cpu": "plateau",
@@ -82,10 +140,14 @@ def test_an_item_that_stops_gaining_sinks_then_settles_on_its_plateau() -> None:
     assert isinstance(stop, c.CampaignStopped) and stop.reason == "settled"
 
 
-def test_an_insight_learnt_on_another_chip_re_opens_a_plateaued_problem() -> None:
+def test_the_first_expected_gain_re_opens_a_plateaued_problem_on_an_insight_of_any_chip() -> None:
     log = Log()
     items = [item("cpu_v2", "matmul", "cpu"), item("nki_tune", "matmul", "trn1")]
-    spec = {"stop": {"plateau_runs": 1}, "devices": {"trn1": {"runs_at_once": 1}}}
+    spec = {
+        "stop": {"plateau_runs": 1},
+        "devices": {"trn1": {"runs_at_once": 1}},
+        "scheduler": {"policy": "expected_gain"},
+    }
     log.put(started(spec, items=items))
     cpu, trn = sorted(log.running(), key=lambda s: s.device)
     log.put(finished(cpu, T0 + 30, gain=1.0))  # no gain: the cpu item plateaus
@@ -94,8 +156,47 @@ def test_an_insight_learnt_on_another_chip_re_opens_a_plateaued_problem() -> Non
     outs = log.put(finished(trn, T0 + 90, gain=1.5, memory_entries=["e1", "e2"], estimated=True))
     reopened = [e for e in outs if isinstance(e, c.CampaignRunScheduled) and e.device == "cpu"]
     assert len(reopened) == 1 and reopened[0].item == cpu.item
+    assert reopened[0].policy == "expected_gain"
     assert reopened[0].reason.new_insights == 2 and reopened[0].reason.why.startswith("re-opened")
     assert "2 new insights of its operator" in reopened[0].reason.why
+
+
+def _two_plateaued_c_matmuls_and_nki_insights(b_entries: list[str]) -> tuple[Log, list[c.Event]]:
+    """cpu_v2/matmul@cpu plateaus; trn1's NKI matmul teaches the memory two insights; then
+    cpu_v2/bmm@cpu (a C matmul too) ends its run with nothing gained and `b_entries` learnt."""
+    log = Log()
+    items = [
+        item("cpu_v2", "matmul", "cpu"),
+        item("cpu_v2", "bmm", "cpu", op_type="matmul"),
+        item("nki_tune", "matmul", "trn1"),
+    ]
+    spec = {
+        "stop": {"plateau_runs": 1},
+        "devices": {"trn1": {"runs_at_once": 1}},
+        "scheduler": {"policy": "expected_gain_v2_same_language"},
+    }
+    log.put(started(spec, items=items))
+    a, trn = sorted(log.running(), key=lambda s: s.device)
+    (b,) = [e for e in log.put(finished(a, T0 + 30, gain=1.0)) if isinstance(e, c.CampaignRunScheduled)]
+    assert log.core.items[a.item].settled == "plateau" and b.item == "cpu_v2/bmm@cpu"
+    log.put(finished(trn, T0 + 60, gain=1.5, memory_entries=["e1", "e2"], estimated=True))
+    return log, log.put(finished(b, T0 + 90, gain=1.0, memory_entries=b_entries))
+
+
+def test_an_insight_learnt_in_another_kernel_language_does_not_re_open_a_plateaued_problem() -> None:
+    """Under `expected_gain_v2_same_language`, NKI insights (trn1) do not re-open the plateaued
+    C matmul (cpu), nor count among its new insights; a C insight of its operator does."""
+    log, outs = _two_plateaued_c_matmuls_and_nki_insights([])
+    assert not [e for e in outs if isinstance(e, c.CampaignRunScheduled) and e.device == "cpu"]
+    assert {k: it.settled for k, it in log.core.items.items() if k.endswith("@cpu")} == {
+        "cpu_v2/matmul@cpu": "plateau",
+        "cpu_v2/bmm@cpu": "plateau",
+    }
+    log, outs = _two_plateaued_c_matmuls_and_nki_insights(["c1"])
+    (reopened,) = [e for e in outs if isinstance(e, c.CampaignRunScheduled) and e.device == "cpu"]
+    assert reopened.item == "cpu_v2/matmul@cpu" and reopened.policy == "expected_gain_v2_same_language"
+    assert reopened.reason.new_insights == 1 and reopened.reason.why.startswith("re-opened")
+    assert "1 new insight of its operator" in reopened.reason.why
 
 
 def test_target_pct_peak_settles_an_item() -> None:
@@ -203,8 +304,9 @@ def test_round_robin_takes_every_item_in_turn() -> None:
     assert order == ["silu@cpu", "bmm@cpu", "matmul@cpu"] * 2
 
 
-def test_replay_verify_re_derives_the_schedule_and_catches_a_changed_decision() -> None:
-    events = synthetic_campaign()
+@pytest.mark.parametrize("policy", ["expected_gain_v2", "expected_gain"])
+def test_replay_verify_re_derives_the_schedule_and_catches_a_changed_decision(policy: str) -> None:
+    events = synthetic_campaign(policy)
     v = CampaignVerifier()
     for e in events:
         assert v.feed(e)
@@ -228,8 +330,16 @@ def test_replay_verify_re_derives_the_schedule_and_catches_a_changed_decision() 
     assert v.result().ok
 
 
-def test_a_resumed_core_re_derives_what_was_decided_and_adds_nothing() -> None:
-    events = synthetic_campaign()
+@pytest.mark.parametrize(
+    ("policy", "status"),
+    [
+        ("expected_gain_v2", "stopped (budget)"),
+        ("expected_gain_v2_same_language", "stopped (settled)"),
+        ("expected_gain", "stopped (budget)"),
+    ],
+)
+def test_a_resumed_core_re_derives_what_was_decided_and_adds_nothing(policy: str, status: str) -> None:
+    events = synthetic_campaign(policy)
     core = CampaignCore(CID)
     outbox: dict[str, c.Event] = {}
     for e in events:  # as the driver refolds its log on resume
@@ -237,9 +347,37 @@ def test_a_resumed_core_re_derives_what_was_decided_and_adds_nothing() -> None:
         outbox.update((o.event_id, o) for o in core.step(e))
     assert outbox == {}  # every decision it re-derived is already on the log: nothing to publish again
     view = CampaignView.from_events(events)
-    assert view.status == "stopped (budget)" and len(view.runs) == len(
+    assert view.status == status and len(view.runs) == len(
         [e for e in events if isinstance(e, c.CampaignRunScheduled)]
     )
+
+
+def test_a_log_written_by_the_first_expected_gain_still_verifies() -> None:
+    """data/expected_gain_v1_campaign.jsonl was written by the first `expected_gain` (as it was
+    before `expected_gain_v2`; `policy_campaign("expected_gain")`). Its file names its policy,
+    so `replay --verify` re-derives it with that policy: it verifies, while the same inputs
+    under `expected_gain_v2` make other decisions."""
+    decoder = msgspec.json.Decoder(c.AnyEvent)
+    events = [
+        decoder.decode(line) for line in (DATA / "expected_gain_v1_campaign.jsonl").read_bytes().splitlines()
+    ]
+    v = CampaignVerifier()
+    for e in events:
+        assert v.feed(e), v.result().divergence
+    report = v.result()
+    assert report.ok and report.decisions_checked == sum(type(e) in c.CAMPAIGN_DECISION_TYPES for e in events)
+    assert {e.policy for e in events if isinstance(e, c.CampaignRunScheduled)} == {"expected_gain"}
+    first = events[0]
+    assert isinstance(first, c.CampaignStarted)
+    v2 = [
+        msgspec.structs.replace(
+            first, spec={**first.spec, "scheduler": {"policy": "expected_gain_v2", "prior_gain": 0.2}}
+        ),
+        *events[1:],
+    ]
+    v = CampaignVerifier()
+    diverged = not all(v.feed(e) for e in v2)
+    assert diverged and v.result().divergence is not None
 
 
 def test_bad_campaign_files_name_the_key() -> None:
