@@ -209,10 +209,11 @@ def test_an_interpreted_triton_kernel_goes_through_the_stages(triton_cache):
     assert _ran(prof) == ["static_checks", "stage_inputs", "correctness", "verdict"]
 
 
-def test_a_timed_interpreted_triton_kernel_runs_every_timed_stage(triton_cache):
+def _timed_interpreter_agent(triton_cache):
+    """A Triton agent that times in the interpreter (a few short rounds)."""
     from hardware_agents.triton import H100Agent
 
-    agent = H100Agent(
+    return H100Agent(
         mode="interpreter",
         cache_dir=triton_cache,
         timeout_s=120.0,
@@ -221,6 +222,10 @@ def test_a_timed_interpreted_triton_kernel_runs_every_timed_stage(triton_cache):
         reps=3,
         trials=2,
     )
+
+
+def test_a_timed_interpreted_triton_kernel_runs_every_timed_stage(triton_cache):
+    agent = _timed_interpreter_agent(triton_cache)
     try:
         problem = _triton_problem()
         prof = agent.profile(problem, problem.baseline)
@@ -235,8 +240,6 @@ def test_a_wrong_triton_kernel_is_judged_before_any_timing_round(triton_cache):
     """Timed, the harness child is held stopped before timing round 0 while its correctness
     cases are judged: a wrong kernel ends there (status incorrect, last stage correctness) and
     is never timed; its calibration rounds ran before (they come before the kernel loads)."""
-    from hardware_agents.triton import H100Agent
-
     problem = _triton_problem()
     src = problem.baseline.sources[0]
     store = "(x * inv_rms * w).to(out_ptr.dtype.element_ty)"
@@ -247,15 +250,7 @@ def test_a_wrong_triton_kernel_is_judged_before_any_timing_round(triton_cache):
             msgspec.structs.replace(src, content=src.content.replace(store, store.replace("w)", "w * 2.0)")))
         ],
     )
-    agent = H100Agent(
-        mode="interpreter",
-        cache_dir=triton_cache,
-        timeout_s=120.0,
-        interpreter_timing=True,
-        warmup=1,
-        reps=3,
-        trials=2,
-    )
+    agent = _timed_interpreter_agent(triton_cache)
     try:
         prof = agent.profile(problem, wrong)
     finally:
