@@ -43,6 +43,7 @@ import itertools
 import json
 import math
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -84,6 +85,25 @@ def kill_session(sid: int) -> None:
         if int(fields[3]) == sid:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(stat.parent.name), signal.SIGKILL)
+
+
+OOM_KILL = re.compile(r"Killing (\d+) worker\(s\), kill details: Memory on the node")
+
+
+def ray_oom_kills(since: float, until: float) -> int:
+    """Workers Ray's memory monitor killed in the sessions started in [since, until] (each
+    `raylet.out` line "Killing N worker(s) ... Memory on the node"): an arm's runs lose their
+    profilers to it when the machine runs short of memory, which the figures must show."""
+    total = 0
+    for session in Path(tempfile.gettempdir(), "ray").glob("session_2*"):
+        try:  # session_YYYY-MM-DD_HH-MM-SS_...: when Ray started it, local time
+            started = time.mktime(time.strptime(session.name[8:27], "%Y-%m-%d_%H-%M-%S"))
+            text = (session / "logs" / "raylet.out").read_text(errors="replace")
+        except (OSError, ValueError):
+            continue
+        if since <= started <= until:
+            total += sum(int(m.group(1)) for m in OOM_KILL.finditer(text))
+    return total
 
 
 def all_problems() -> list[tuple[str, str, str]]:
@@ -398,10 +418,12 @@ def one_seed(base: Path, problems: list, minutes: float, seed: int, kills: int, 
     c_root = base / f"s{seed}-campaign"
     c = campaign_arm(c_root, problems, minutes, seed, kills)
     res.campaign = {**c, **campaign_results(c_root, c["campaign_id"], c["t0"])}
+    res.campaign["ray_oom_kills"] = ray_oom_kills(c["t0"] - 1, time.time())
     print(f"seed {seed}: round-robin arm ({minutes:g} min)", flush=True)
     r_root = base / f"s{seed}-round-robin"
     r = round_robin_arm(r_root, problems, minutes, seed)
     res.round_robin = {**r, **round_robin_results(r_root, problems, r["t0"])}
+    res.round_robin["ray_oom_kills"] = ray_oom_kills(r["t0"] - 1, time.time())
     print(f"seed {seed}: re-measuring", flush=True)
     items = [f"{s}/{p}@{d}" for s, p, d in problems]
     sources: dict[str, list[str]] = {}
@@ -420,6 +442,7 @@ def one_seed(base: Path, problems: list, minutes: float, seed: int, kills: int, 
     for name, arm in arms.items():
         figures[name] = {
             "runs": arm["runs"],
+            "ray_oom_kills": arm["ray_oom_kills"],
             **{f"final_geomean_{kind}": curves[name][kind][-1][1] for kind in kinds},
             "recorded_final_geomean_all": arm["recorded_final"],
             "curve_all": curves[name]["all"],
