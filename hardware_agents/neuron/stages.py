@@ -5,7 +5,8 @@ build          emulate: the kernel traced in its sandbox, the programs validated
                analysed here (`emulate_mode.EmulateRun.build`; tracing needs the staged
                arguments' shapes, so the inputs are staged first: `phase_stage_s`);
                device / simulate: skipped (the harness compiles in the correctness child)
-stage_inputs   the cases (seeds 0, 21, 42, 63, 84 + adversarial) and their references;
+stage_inputs   the cases (seeds 0, 21, 42, 63, 84 + adversarial; emulate: seeds 0, 21 +
+               adversarial, `agent.EMULATE_SEEDS`) and their references;
                emulate: also the fresh case drawn after tracing and the programs
 correctness    emulate: execute children, judged here; device / simulate: the child
                compiles and runs every case, judged here (`judge.judge_correctness`)

@@ -57,6 +57,17 @@ def _with(problem: Problem, source: str, name: str) -> Solution:
     )
 
 
+def test_the_emulate_mode_judges_the_first_two_seeds_unless_told_otherwise() -> None:
+    """The emulator is deterministic and a traced program saw no data: two seeds (plus the
+    adversarial and fresh cases) where the device runs five; `emulate_seeds` sets it."""
+    assert Trn1Agent(mode="emulate")._seeds((0, 21, 42)) == (0, 21)
+    assert Trn1Agent(mode="emulate")._seeds((7,)) == (7, 28)
+    assert Trn1Agent(mode="emulate", emulate_seeds=5)._seeds((0, 21, 42)) == (0, 21, 42, 63, 84)
+    assert Trn1Agent(mode="emulate", emulate_seeds=1)._seeds((3, 21)) == (3,)
+    with pytest.raises(ValueError, match="emulate_seeds"):
+        Trn1Agent(mode="emulate", emulate_seeds=0)
+
+
 @pytest.mark.parametrize("name", sorted(NKIBENCH_PROBLEMS))
 def test_nkibench_baseline_is_correct_and_estimated(
     name: str, emulated: NeuronAgent, nkb14: dict[str, Problem]
@@ -64,7 +75,9 @@ def test_nkibench_baseline_is_correct_and_estimated(
     p = nkb14[name]
     prof = emulated.profile(p, p.baseline)
     assert prof.status == "unmeasured", prof.log
-    assert len(prof.correctness) >= 6 and all(c.passed for c in prof.correctness), prof.correctness
+    names = [c.case for c in prof.correctness]  # the emulate mode's two seeds, adversarial, fresh
+    assert names[:2] == ["seed0", "seed21"] and names[-1] == "fresh" and len(names) >= 4, names
+    assert all(c.passed for c in prof.correctness), prof.correctness
     assert prof.latency is None and prof.peak_fraction is None  # nothing measured
     est = prof.estimate
     assert est is not None and "ESTIMATED" in prof.log

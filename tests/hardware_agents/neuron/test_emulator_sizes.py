@@ -1,6 +1,7 @@
 """The `emulate` mode at sizes whose outputs do not fit the sandbox's default work dir: the
 execute child writes every case's outputs into its work dir (a tmpfs capped at
-`workdir_bytes` as root), so the cap is sized from the problem's outputs. Here six cases of
+`workdir_bytes` as root), so the cap is sized from the problem's outputs. Here six cases (the
+device's five seeds, `emulate_seeds=5`, and the adversarial one) of
 88 MiB of silu output (528 MiB) overflow the default 512 MiB: with a fixed cap the child runs
 out of room ("Not enough free space ...", `runtime_error`), as NKIBench's real sizes did."""
 
@@ -30,7 +31,7 @@ def test_outputs_over_the_default_work_dir_cap_are_written_and_judged() -> None:
     report = import_nkibench(root / "src", root / "suite", name="big")
     p = suites.load_suite(report.out)[0]
     sol = msgspec.structs.replace(p.baseline, sources=[SourceFile(path="kernel.py", content=SILU_GOOD)])
-    agent = Trn1Agent(timeout_s=600)
+    agent = Trn1Agent(timeout_s=600, emulate_seeds=5)
     try:
         prof = agent.profile(p, sol)
         (data,) = agent.data._items.values()
