@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from accelopt import catalog as ev
 from accelopt.campaign import (
@@ -52,10 +53,14 @@ from replay.campaign import CampaignView, campaign_dir, run_outcome
 from replay.fold import RunView
 from replay.runstate import RunBusy, RunLock
 
+if TYPE_CHECKING:
+    from actors.runtime.pool import AgentPool
+
 log = get_logger(component="campaign")
 
 PROMPT_TOKENS_BOUND = 32_768  # a call's input, for the bound on its cost before any call was seen
 SUMMARY_NAME = "campaign.json"
+REVIVE_EVERY_S = 10.0  # how often the driver looks for agents whose actors died for good
 
 
 class CampaignError(RuntimeError):
@@ -282,10 +287,11 @@ class CampaignDriver:
                 refuse_unisolated(cfg)
             except RunError as e:
                 raise CampaignError(str(e)) from e
-            with AgentPool(
+            pool = AgentPool(
                 cfg, devices, nats_url=self.url, ray_address=self.ray_address, log_level=self.log_level
-            ):
-                self._loop()
+            )
+            with pool:
+                self._loop(pool)
         except KeyboardInterrupt:
             interrupted = True
         finally:
@@ -333,8 +339,13 @@ class CampaignDriver:
                     f"{key}: its suite's problem changed since the campaign started; new runs use it as it is now"
                 )
 
-    def _loop(self) -> None:
+    def _loop(self, pool: AgentPool | None = None) -> None:
+        revived_at = time.monotonic()
         while True:
+            if pool is not None and time.monotonic() - revived_at >= REVIVE_EVERY_S:
+                revived_at = time.monotonic()
+                for text in pool.revive():  # a device whose profilers died would wait forever
+                    self._warn(f"agent started again after its actor died for good: {text}")
             for rec in self.core.running:
                 if rec.scheduled.run not in self._threads:
                     self._start_thread(rec.scheduled)

@@ -83,6 +83,9 @@ class Hosted:
     name: str
     handle: Any
     run_ref: Any
+    # how it was started (role, kwargs, placement, run kwargs): `revive` starts it so again
+    spawn: tuple[ActorRole, dict[str, Any], Placement | None, dict[str, Any] | None] | None = None
+    generation: int = 0  # how many times `revive` replaced it
 
 
 @dataclass
@@ -102,14 +105,61 @@ class Deployment:
         placement: Placement | None = None,
         run_kwargs: dict[str, Any] | None = None,
     ) -> Hosted:
-        host_cls = ray_host_class()
-        opts = (placement or Placement()).options()
-        # named "accelopt-<name>-<deployment tag>", so operators (and tests) can find an actor
-        actor_name = f"accelopt-{name}-{self.tag}"
-        handle = host_cls.options(name=actor_name, **opts).remote(role, kwargs, self.log_level)
-        hosted = Hosted(name, handle, handle.run.remote(**(run_kwargs or {})))
+        hosted = self._start(name, role, kwargs, placement, run_kwargs, 0)
         self.hosts.append(hosted)
         return hosted
+
+    def _start(
+        self,
+        name: str,
+        role: ActorRole,
+        kwargs: dict[str, Any],
+        placement: Placement | None,
+        run_kwargs: dict[str, Any] | None,
+        generation: int,
+    ) -> Hosted:
+        host_cls = ray_host_class()
+        opts = (placement or Placement()).options()
+        # named "accelopt-<name>-<deployment tag>" (a revived one "-r<generation>" after it), so
+        # operators (and tests) can find an actor
+        actor_name = f"accelopt-{name}-{self.tag}" + (f"-r{generation}" if generation else "")
+        handle = host_cls.options(name=actor_name, **opts).remote(role, kwargs, self.log_level)
+        return Hosted(
+            name,
+            handle,
+            handle.run.remote(**(run_kwargs or {})),
+            (role, kwargs, placement, run_kwargs),
+            generation,
+        )
+
+    def revive(self) -> list[str]:
+        """Start again every host whose `run()` ended while the deployment serves: Ray restarts
+        a killed actor only `max_restarts` times (an OOM-killing machine spends them in
+        minutes), and a worker whose loop failed stays alive doing nothing; either way its
+        device would wait forever. Returns "name: why" per host replaced (none: [])."""
+        import ray
+
+        if not self.hosts:
+            return []
+        refs = [h.run_ref for h in self.hosts]
+        done, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+        ended = {id(r) for r in done}
+        said: list[str] = []
+        for i, h in enumerate(self.hosts):
+            if id(h.run_ref) not in ended or h.spawn is None:
+                continue
+            try:
+                ray.get(h.run_ref, timeout=0)
+                why = "its loop returned"
+            except Exception as e:  # RayActorError: died for good; else what its loop raised
+                why = _root_cause(e)
+            with contextlib.suppress(Exception):
+                ray.kill(h.handle, no_restart=True)
+            self.hosts[i] = self._start(h.name, *h.spawn, h.generation + 1)
+            said.append(f"{h.name}: {why}")
+        if said:
+            log.warning("actors revived", actors=said)
+        return said
 
     def start_workers(self, devices: list[str], *, memory: bool | None = None) -> None:
         """LLM roles, profilers for `devices`, and the memory (curator and retriever; by

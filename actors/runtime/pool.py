@@ -142,6 +142,10 @@ class AgentPool:
             raise
         return endpoint.url
 
+    def revive(self) -> list[str]:
+        """Start again the agents whose actors died for good (`Deployment.revive`)."""
+        return self.deployment.revive() if self.deployment is not None else []
+
     def __exit__(self, *exc: object) -> None:
         if self.deployment is not None:
             self.deployment.stop()
