@@ -166,7 +166,7 @@ class NeuronAgent(HardwareAgent):
         self.extra_env = dict(extra_env or {})
         # staged under a 0755 root (the sandbox's uid reads the inputs); references stay private
         self.data: DataCache[ProblemData] = DataCache(
-            functools.partial(build_problem_data, store=self.references),
+            functools.partial(build_problem_data, store=self.references, adversarial=self.mode != "emulate"),
             capacity=data_cache_problems,
             base_dir=self.sandbox_dir,
             prefix="accelopt-nki-",
