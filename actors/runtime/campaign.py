@@ -344,8 +344,7 @@ class CampaignDriver:
         while True:
             if pool is not None and time.monotonic() - revived_at >= REVIVE_EVERY_S:
                 revived_at = time.monotonic()
-                for text in pool.revive():  # a device whose profilers died would wait forever
-                    self._warn(f"agent started again after its actor died for good: {text}")
+                self._revive(pool)
             for rec in self.core.running:
                 if rec.scheduled.run not in self._threads:
                     self._start_thread(rec.scheduled)
@@ -363,6 +362,18 @@ class CampaignDriver:
             finished = self._finished(ended)
             outs = self.core.step(finished)
             self._publish([finished, *outs])
+
+    def _revive(self, pool: AgentPool) -> None:
+        """Start again the agents whose actors died for good (a device whose profilers died
+        would wait forever). Housekeeping: where Ray fails to (the cluster busy or going, a
+        name taken), it is said and tried again at the next turn, never the campaign's end."""
+        try:
+            revived = pool.revive()
+        except Exception as e:
+            self._warn(f"could not start dead agents again (tried again in {REVIVE_EVERY_S:g} s): {e}")
+            return
+        for text in revived:
+            self._warn(f"agent started again after its actor died for good: {text}")
 
     def _wait_for_clock(self) -> bool:
         """Nothing runs: sleep until the day's budget renews (a paused campaign), then say so
