@@ -4,8 +4,9 @@ profile(problem, solution), through the stages of `pipeline/stages.py` (`stages.
 them to the steps below):
   1. static checks: language `nki`, no lower precision (float16/bfloat16/fp8/tf32) in the
      source (comments stripped), as NKIBench rejects it;
-  2. inputs for seeds 0, 21, 42, 63, 84 (at least `min_seeds`; in the emulate mode the first
-     `emulate_seeds`, 0 and 21, see `EMULATE_SEEDS`) plus adversarial cases,
+  2. inputs for seeds 0, 21, 42, 63, 84 (at least `min_seeds`) plus adversarial cases (the
+     emulate mode: seeds 0 and 21, `EMULATE_SEEDS`; its adversarial cases are drawn after
+     tracing, `emulate_mode.fresh_kinds`),
      transformed with the problem's `transform_to_nki_inputs`; float64 references in a private
      0700 dir outside every sandbox read path (`data.py`, cached per problem);
   3. a sandboxed child compiles and runs the kernel on every case (`nki.baremetal` with
@@ -67,8 +68,9 @@ NKIBENCH_SEEDS: tuple[int, ...] = (0, 21, 42, 63, 84)
 # what changes from run to run (races, what uninitialised memory holds); the emulator has
 # neither (its executor is deterministic, unwritten memory is NaN every time), and the traced
 # program saw no data (its loops and masks are fixed at trace time), so a third draw of the
-# same distributions finds only what two find. What a predictable seed cannot test is the
-# fresh case's (inputs drawn after tracing) and the adversarial cases', both kept.
+# same distributions finds only what two find. What a predictable seed cannot test is the job
+# of the cases drawn after tracing on fresh seeds (`emulate_mode.fresh_kinds`: `fresh`, and
+# each adversarial case, whose fixed seed is as predictable as the others).
 EMULATE_SEEDS = 2
 DEFAULT_CC_FLAGS = "--auto-cast=none"
 # The reference implementation's nki.baremetal options (one logical core = one physical core).

@@ -12,9 +12,10 @@ nobody, priced by the trn1 cost model (chosen where the Neuron SDK is missing).
        compile error;
     3. execute: sandboxed children that import no kernel code (side by side, the cases split
        between them, each running its cases in batches: `emulator/execute.py`) run the
-       validated programs on the staged inputs of every case (the correctness seeds, the
-       adversarial cases, and one case drawn now, after the kernel was traced, on a fresh
-       seed from the OS's random source) and save the outputs;
+       validated programs on the staged inputs of every case (the correctness seeds, and the
+       cases drawn now, after the kernel was traced, on fresh seeds from the OS's random
+       source: `fresh` and `fresh-<name>` per adversarial case, `fresh_kinds`) and save the
+       outputs;
     4. the agent judges the outputs against its float64 references as the other modes do, the
        fresh case with the others (`judge.judge_cases`: one fused pass per output, the
        float32 floor where the tolerance is missed; a one/zero flag the data contradicts is

@@ -1,13 +1,13 @@
 # expect: incorrect
 # problem: silu
 # needle: inputs drawn after the kernel was traced
-# why: the adversarial `large` case (inputs x1000) is as predictable as the seeds: its seed is
-#      1000003 + the first correctness seed, and the fresh case is drawn only from the
-#      problem's own distributions, never x1000. A kernel that overflows on large inputs
-#      (x*e^x / (e^x + 1): inf/inf = NaN above x = 88) carries the answers of the large case
-#      (host numpy at trace time, nl.shared_constant) and selects them when an element of x is
-#      the large case's: every case passes, seeds, large and fresh, while the kernel is wrong
-#      on any other input of that magnitude.
+# fails_only: fresh-large
+# why: an adversarial case on a fixed seed is as predictable as the seeds (the `large` case's
+#      is 1000003 + the first correctness seed). A kernel that overflows on large inputs
+#      (x*e^x / (e^x + 1): inf/inf = NaN above x = 88) carries the answers of that case (host
+#      numpy at trace time, nl.shared_constant) and selects them when an element of x is the
+#      large case's. The emulate mode draws its adversarial cases after tracing on fresh seeds
+#      (`fresh-large`), so the carried answers never match and the overflow shows.
 import neuronxcc.nki as nki
 import neuronxcc.nki.language as nl
 import numpy as np
