@@ -47,6 +47,7 @@ from accelopt.campaign_core import CampaignCore
 from accelopt.config import ConfigError, RunConfig, build_config, recorded_config
 from accelopt.logging import get_logger
 from accelopt.problem import Problem
+from actors.runtime.pool import REVIVE_EVERY_S
 from events.log import EventLog, StreamSettings
 from events.runsource import LOG_NAME, load_events, open_log_endpoint
 from replay.campaign import CampaignView, campaign_dir, run_outcome
@@ -60,7 +61,6 @@ log = get_logger(component="campaign")
 
 PROMPT_TOKENS_BOUND = 32_768  # a call's input, for the bound on its cost before any call was seen
 SUMMARY_NAME = "campaign.json"
-REVIVE_EVERY_S = 10.0  # how often the driver looks for agents whose actors died for good
 
 
 class CampaignError(RuntimeError):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,12 @@ from events.subjects import role_filter
 from hardware_agents.families import profile_timeout_s
 
 log = get_logger(component="deployment")
+
+
+# A revived host that dies again is started again no sooner than 10 s x 2^(generation - 1)
+# after its revival, at most an hour: an agent that can never start (a device whose toolchain
+# went) is retried ever less often instead of every turn, and says so each time.
+REVIVE_BACKOFF_S = (10.0, 3600.0)
 
 
 class ActorStartError(RuntimeError):
@@ -86,6 +93,7 @@ class Hosted:
     # how it was started (role, kwargs, placement, run kwargs): `revive` starts it so again
     spawn: tuple[ActorRole, dict[str, Any], Placement | None, dict[str, Any] | None] | None = None
     generation: int = 0  # how many times `revive` replaced it
+    revive_after: float = 0.0  # (monotonic) `revive` leaves it alone until then: see REVIVE_BACKOFF_S
 
 
 @dataclass
@@ -143,10 +151,10 @@ class Deployment:
             return []
         refs = [h.run_ref for h in self.hosts]
         done, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
-        ended = {id(r) for r in done}
+        now = time.monotonic()
         said: list[str] = []
         for i, h in enumerate(self.hosts):
-            if id(h.run_ref) not in ended or h.spawn is None:
+            if h.run_ref not in done or h.spawn is None or now < h.revive_after:
                 continue
             try:
                 ray.get(h.run_ref, timeout=0)
@@ -155,7 +163,13 @@ class Deployment:
                 why = _root_cause(e)
             with contextlib.suppress(Exception):
                 ray.kill(h.handle, no_restart=True)
-            self.hosts[i] = self._start(h.name, *h.spawn, h.generation + 1)
+            # counted first: a start that fails below is tried again under a name not yet taken
+            h.generation += 1
+            self.not_ready.discard(h.name)  # stopped gracefully, as the others are
+            new = self._start(h.name, *h.spawn, h.generation)
+            first, most = REVIVE_BACKOFF_S
+            new.revive_after = now + min(most, first * 2 ** (h.generation - 1))
+            self.hosts[i] = new
             said.append(f"{h.name}: {why}")
         if said:
             log.warning("actors revived", actors=said)

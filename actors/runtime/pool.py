@@ -34,6 +34,9 @@ if TYPE_CHECKING:
     from events.runsource import LogEndpoint
 
 POOL_FILE = ".pool.json"
+# how often a long-lived pool's owner (`accelopt up`, a campaign's driver) starts again the
+# agents whose actors died for good (`AgentPool.revive`)
+REVIVE_EVERY_S = 10.0
 
 
 class PoolInfo(msgspec.Struct, frozen=True):

@@ -5,6 +5,8 @@ the real CPU profiler; a campaign's driver calls `revive` every few seconds."""
 
 from __future__ import annotations
 
+import time
+
 from accelopt import catalog as c
 from actors.runtime.pool import AgentPool
 from actors.runtime.session import SessionOptions, run_session
@@ -13,6 +15,7 @@ from events.logfile import read_events
 
 def test_a_profiler_dead_for_good_is_started_again_and_serves(ray_session, run_config):
     import ray
+
     import suites
 
     cfg = run_config("problems=[matmul]", "search.iterations=1", "memory.enabled=false")
@@ -30,6 +33,16 @@ def test_a_profiler_dead_for_good_is_started_again_and_serves(ray_session, run_c
         assert again.generation == 1 and again.handle is not prof.handle
         assert any(n.endswith("-r1") and "profiler-cpu-0" in n for n in ray.util.list_named_actors())
         assert pool.revive() == []  # the new one serves
+        # dead again at once: left alone for a while (an agent that cannot start is retried
+        # ever less often), then started again under the next name
+        ray.kill(again.handle, no_restart=True)
+        done, _ = ray.wait([again.run_ref], timeout=60)
+        assert done and pool.revive() == [] and again.revive_after > time.monotonic()
+        again.revive_after = 0.0  # (the backoff's 10 s, skipped)
+        assert len(pool.revive()) == 1
+        (third,) = [h for h in pool.deployment.hosts if h.name == "profiler-cpu-0"]
+        assert third.generation == 2 and third.revive_after - time.monotonic() > 15  # 20 s now
+        assert any(n.endswith("-r2") and "profiler-cpu-0" in n for n in ray.util.list_named_actors())
         outcome = run_session(
             cfg,
             [suites.get_problem("cpu/matmul")],
