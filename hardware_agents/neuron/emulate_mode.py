@@ -17,7 +17,7 @@ nobody, priced by the trn1 cost model (chosen where the Neuron SDK is missing).
        source: `fresh` and `fresh-<name>` per adversarial case, `fresh_kinds`) and save the
        outputs;
     4. the agent judges the outputs against its float64 references as the other modes do, the
-       fresh case with the others (`judge.judge_cases`: one fused pass per output, the
+       fresh cases with the others (`judge.judge_cases`: one fused pass per output, the
        float32 floor where the tolerance is missed; a one/zero flag the data contradicts is
        `incorrect` too);
     5. the estimate: the cost model prices the validated program here, in the agent
