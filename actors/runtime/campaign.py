@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from accelopt import catalog as ev
 from accelopt.campaign import (
@@ -46,11 +47,15 @@ from accelopt.campaign_core import CampaignCore
 from accelopt.config import ConfigError, RunConfig, build_config, recorded_config
 from accelopt.logging import get_logger
 from accelopt.problem import Problem
+from actors.runtime.pool import REVIVE_EVERY_S
 from events.log import EventLog, StreamSettings
 from events.runsource import LOG_NAME, load_events, open_log_endpoint
 from replay.campaign import CampaignView, campaign_dir, run_outcome
 from replay.fold import RunView
 from replay.runstate import RunBusy, RunLock
+
+if TYPE_CHECKING:
+    from actors.runtime.pool import AgentPool
 
 log = get_logger(component="campaign")
 
@@ -282,10 +287,11 @@ class CampaignDriver:
                 refuse_unisolated(cfg)
             except RunError as e:
                 raise CampaignError(str(e)) from e
-            with AgentPool(
+            pool = AgentPool(
                 cfg, devices, nats_url=self.url, ray_address=self.ray_address, log_level=self.log_level
-            ):
-                self._loop()
+            )
+            with pool:
+                self._loop(pool)
         except KeyboardInterrupt:
             interrupted = True
         finally:
@@ -333,8 +339,12 @@ class CampaignDriver:
                     f"{key}: its suite's problem changed since the campaign started; new runs use it as it is now"
                 )
 
-    def _loop(self) -> None:
+    def _loop(self, pool: AgentPool | None = None) -> None:
+        revived_at = time.monotonic()
         while True:
+            if pool is not None and time.monotonic() - revived_at >= REVIVE_EVERY_S:
+                revived_at = time.monotonic()
+                self._revive(pool)
             for rec in self.core.running:
                 if rec.scheduled.run not in self._threads:
                     self._start_thread(rec.scheduled)
@@ -352,6 +362,18 @@ class CampaignDriver:
             finished = self._finished(ended)
             outs = self.core.step(finished)
             self._publish([finished, *outs])
+
+    def _revive(self, pool: AgentPool) -> None:
+        """Start again the agents whose actors died for good (a device whose profilers died
+        would wait forever). Housekeeping: where Ray fails to (the cluster busy or going, a
+        name taken), it is said and tried again at the next turn, never the campaign's end."""
+        try:
+            revived = pool.revive()
+        except Exception as e:
+            self._warn(f"could not start dead agents again (tried again in {REVIVE_EVERY_S:g} s): {e}")
+            return
+        for text in revived:
+            self._warn(f"agent started again after its actor died for good: {text}")
 
     def _wait_for_clock(self) -> bool:
         """Nothing runs: sleep until the day's budget renews (a paused campaign), then say so

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,12 @@ from events.subjects import role_filter
 from hardware_agents.families import profile_timeout_s
 
 log = get_logger(component="deployment")
+
+
+# A revived host that dies again is started again no sooner than 10 s x 2^(generation - 1)
+# after its revival, at most an hour: an agent that can never start (a device whose toolchain
+# went) is retried ever less often instead of every turn, and says so each time.
+REVIVE_BACKOFF_S = (10.0, 3600.0)
 
 
 class ActorStartError(RuntimeError):
@@ -83,6 +90,10 @@ class Hosted:
     name: str
     handle: Any
     run_ref: Any
+    # how it was started (role, kwargs, placement, run kwargs): `revive` starts it so again
+    spawn: tuple[ActorRole, dict[str, Any], Placement | None, dict[str, Any] | None] | None = None
+    generation: int = 0  # how many times `revive` replaced it
+    revive_after: float = 0.0  # (monotonic) `revive` leaves it alone until then: see REVIVE_BACKOFF_S
 
 
 @dataclass
@@ -102,14 +113,67 @@ class Deployment:
         placement: Placement | None = None,
         run_kwargs: dict[str, Any] | None = None,
     ) -> Hosted:
-        host_cls = ray_host_class()
-        opts = (placement or Placement()).options()
-        # named "accelopt-<name>-<deployment tag>", so operators (and tests) can find an actor
-        actor_name = f"accelopt-{name}-{self.tag}"
-        handle = host_cls.options(name=actor_name, **opts).remote(role, kwargs, self.log_level)
-        hosted = Hosted(name, handle, handle.run.remote(**(run_kwargs or {})))
+        hosted = self._start(name, role, kwargs, placement, run_kwargs, 0)
         self.hosts.append(hosted)
         return hosted
+
+    def _start(
+        self,
+        name: str,
+        role: ActorRole,
+        kwargs: dict[str, Any],
+        placement: Placement | None,
+        run_kwargs: dict[str, Any] | None,
+        generation: int,
+    ) -> Hosted:
+        host_cls = ray_host_class()
+        opts = (placement or Placement()).options()
+        # named "accelopt-<name>-<deployment tag>" (a revived one "-r<generation>" after it), so
+        # operators (and tests) can find an actor
+        actor_name = f"accelopt-{name}-{self.tag}" + (f"-r{generation}" if generation else "")
+        handle = host_cls.options(name=actor_name, **opts).remote(role, kwargs, self.log_level)
+        return Hosted(
+            name,
+            handle,
+            handle.run.remote(**(run_kwargs or {})),
+            (role, kwargs, placement, run_kwargs),
+            generation,
+        )
+
+    def revive(self) -> list[str]:
+        """Start again every host whose `run()` ended while the deployment serves: Ray restarts
+        a killed actor only `max_restarts` times (an OOM-killing machine spends them in
+        minutes), and a worker whose loop failed stays alive doing nothing; either way its
+        device would wait forever. Returns "name: why" per host replaced (none: [])."""
+        import ray
+
+        if not self.hosts:
+            return []
+        refs = [h.run_ref for h in self.hosts]
+        done, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+        now = time.monotonic()
+        said: list[str] = []
+        for i, h in enumerate(self.hosts):
+            if h.run_ref not in done or h.spawn is None or now < h.revive_after:
+                continue
+            try:
+                ray.get(h.run_ref, timeout=0)
+                why = "its loop returned"
+            except Exception as e:  # RayActorError: died for good; else what its loop raised
+                why = _root_cause(e)
+            with contextlib.suppress(Exception):
+                ray.kill(h.handle, no_restart=True)
+            # counted first: a start that fails below is tried again under a name not yet taken
+            h.generation += 1
+            self.not_ready.discard(h.name)  # stopped gracefully, as the others are
+            new = self._start(h.name, *h.spawn, h.generation)
+            first, most = REVIVE_BACKOFF_S
+            new.revive_after = now + min(most, first * 2 ** (h.generation - 1))
+            self.hosts[i] = new
+            said.append(f"{h.name}: {why}")
+        if said:
+            log.warning("actors revived", actors=said)
+        return said
 
     def start_workers(self, devices: list[str], *, memory: bool | None = None) -> None:
         """LLM roles, profilers for `devices`, and the memory (curator and retriever; by

@@ -34,6 +34,9 @@ if TYPE_CHECKING:
     from events.runsource import LogEndpoint
 
 POOL_FILE = ".pool.json"
+# how often a long-lived pool's owner (`accelopt up`, a campaign's driver) starts again the
+# agents whose actors died for good (`AgentPool.revive`)
+REVIVE_EVERY_S = 10.0
 
 
 class PoolInfo(msgspec.Struct, frozen=True):
@@ -141,6 +144,10 @@ class AgentPool:
             self.__exit__()
             raise
         return endpoint.url
+
+    def revive(self) -> list[str]:
+        """Start again the agents whose actors died for good (`Deployment.revive`)."""
+        return self.deployment.revive() if self.deployment is not None else []
 
     def __exit__(self, *exc: object) -> None:
         if self.deployment is not None:

@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def up(args: argparse.Namespace) -> int:
     from accelopt.config import ConfigError
-    from actors.runtime.pool import AgentPool, forget_pool, read_pool, record_pool
+    from actors.runtime.pool import REVIVE_EVERY_S, AgentPool, forget_pool, read_pool, record_pool
     from actors.runtime.session import RunError, refuse_unisolated
 
     console = wide_console()
@@ -57,9 +57,8 @@ def up(args: argparse.Namespace) -> int:
         return 2
     stop = threading.Event()
     t0 = time.monotonic()
-    with AgentPool(
-        cfg, devices, nats_url=args.nats, ray_address=args.ray_address, log_level=args.log_level
-    ) as nats_url:
+    pool = AgentPool(cfg, devices, nats_url=args.nats, ray_address=args.ray_address, log_level=args.log_level)
+    with pool as nats_url:
         # after ray.init, which installs a SIGTERM handler of its own that aborts the process
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
@@ -71,7 +70,11 @@ def up(args: argparse.Namespace) -> int:
                 f"{cfg.root} attach to it (stop: Ctrl-C or accelopt down --root {cfg.root})",
                 highlight=False,
             )
-            stop.wait()
+            while not stop.wait(REVIVE_EVERY_S):  # an agent whose actor died for good: started again
+                for text in pool.revive():
+                    console.print(
+                        f"[yellow]agent started again after its actor died for good:[/yellow] {text}"
+                    )
         finally:
             forget_pool(cfg.root)
     console.print("pool stopped")

@@ -34,6 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
+import msgspec
 import numpy as np
 import threadpoolctl
 
@@ -187,7 +188,13 @@ class ProblemData:
     own when the kernel's run takes longer."""
 
     def __init__(
-        self, problem: Problem, seeds: tuple[int, ...], root: Path, store: ReferenceStore | None = None
+        self,
+        problem: Problem,
+        seeds: tuple[int, ...],
+        root: Path,
+        store: ReferenceStore | None = None,
+        *,
+        adversarial: bool = True,
     ) -> None:
         heap.keep_freed_memory()  # the inputs and references: big arrays, case after case
         self.store = store
@@ -202,7 +209,10 @@ class ProblemData:
         pending: list[tuple[CaseData, dict[str, Any] | None]] = []
         try:
             ref_mod = ReferenceModule(problem)
-            cases = validity.input_cases(problem.definition, seeds)
+            # (adversarial=False: the emulate mode draws its adversarial cases fresh, per profile)
+            cases = [
+                c for c in validity.input_cases(problem.definition, seeds) if adversarial or not c.adversarial
+            ]
             # the cases' inputs drawn and written in parallel (numpy's generators and file
             # writes release the GIL): NKIBench's adamw draws 90 M numbers a case
             with ThreadPoolExecutor(max_workers=stage_threads()) as pool:
@@ -342,11 +352,16 @@ class ProblemData:
 
 
 def build_problem_data(
-    problem: Problem, seeds: tuple[int, ...], root: Path | None, store: ReferenceStore | None = None
+    problem: Problem,
+    seeds: tuple[int, ...],
+    root: Path | None,
+    store: ReferenceStore | None = None,
+    *,
+    adversarial: bool = True,
 ) -> ProblemData:
     """The `build` of the agent's `DataCache` (which stages under a 0755 root)."""
     assert root is not None, "the Neuron agent's DataCache stages files: it needs a prefix"
-    return ProblemData(problem, seeds, root, store)
+    return ProblemData(problem, seeds, root, store, adversarial=adversarial)
 
 
 def stage_threads() -> int:
@@ -389,10 +404,22 @@ class TimingRound:
     held in the agent's memory; `stage(dir)` writes the argument files for the timing child."""
 
     def __init__(
-        self, problem: Problem, ref_mod: ReferenceModule, index: int, seed: int, *, references: bool = True
+        self,
+        problem: Problem,
+        ref_mod: ReferenceModule,
+        index: int,
+        seed: int,
+        *,
+        references: bool = True,
+        like: validity.InputCase | None = None,
     ) -> None:
         self.index = index
-        self.case = validity.InputCase(name=f"timing-r{index}", seed=seed)
+        # `like`: drawn as that case is (its name, an adversarial case's distributions), on `seed`
+        self.case = (
+            validity.InputCase(name=f"timing-r{index}", seed=seed)
+            if like is None
+            else msgspec.structs.replace(like, seed=seed)
+        )
         self._problem = problem
         self._inputs: dict[str, Any] | None = validity.make_inputs(problem, self.case)
         self.args = ref_mod.kernel_args(self._inputs)

@@ -12,11 +12,12 @@ nobody, priced by the trn1 cost model (chosen where the Neuron SDK is missing).
        compile error;
     3. execute: sandboxed children that import no kernel code (side by side, the cases split
        between them, each running its cases in batches: `emulator/execute.py`) run the
-       validated programs on the staged inputs of every case (the correctness seeds, the
-       adversarial cases, and one case drawn now, after the kernel was traced, on a fresh
-       seed from the OS's random source) and save the outputs;
+       validated programs on the staged inputs of every case (the correctness seeds, and the
+       cases drawn now, after the kernel was traced, on fresh seeds from the OS's random
+       source: `fresh` and `fresh-<name>` per adversarial case, `fresh_kinds`) and save the
+       outputs;
     4. the agent judges the outputs against its float64 references as the other modes do, the
-       fresh case with the others (`judge.judge_cases`: one fused pass per output, the
+       fresh cases with the others (`judge.judge_cases`: one fused pass per output, the
        float32 floor where the tolerance is missed; a one/zero flag the data contradicts is
        `incorrect` too);
     5. the estimate: the cost model prices the validated program here, in the agent
@@ -40,6 +41,7 @@ import numpy as np
 
 from accelopt.problem import Problem, Solution
 from accelopt.profile import Estimate, Profile, peak_fraction
+from hardware_agents import validity
 from hardware_agents.base import DeviceSpec, t_peak
 from hardware_agents.neuron import heap
 from hardware_agents.neuron.data import (
@@ -97,19 +99,36 @@ def _groups(n: int, parts: int) -> list[list[int]]:
 FRESH_CASE = "fresh"
 
 
+def fresh_kinds(problem: Problem) -> list[validity.InputCase]:
+    """What the cases drawn after tracing are drawn as: `fresh` from the problem's own
+    distributions, and `fresh-<name>` from each adversarial case's. No case a kernel could know
+    in advance is judged alone: the seeds are public, and so is an adversarial case's seed."""
+    kinds = [validity.InputCase(name=FRESH_CASE, seed=0)]
+    for name, inits in validity.adversarial_cases(problem.definition).items():
+        kinds.append(validity.InputCase(name=f"{FRESH_CASE}-{name}", seed=0, adversarial=True, inits=inits))
+    return kinds
+
+
 def _fresh_case(
-    problem: Problem, data: ProblemData, ref_mod: ReferenceModule, *, references: bool = True, tries: int = 3
+    problem: Problem,
+    data: ProblemData,
+    ref_mod: ReferenceModule,
+    like: validity.InputCase,
+    *,
+    references: bool = True,
+    tries: int = 3,
 ) -> TimingRound:
-    """Inputs drawn now, after the kernel was traced, on a seed from the OS's random source
-    (never a correctness seed): a program that carries answers for the known inputs fails it.
-    With `references=False` the references are left to `_fresh_references` (computed while the
-    cases run); otherwise a seed whose reference is not finite is drawn again."""
+    """Inputs drawn now, after the kernel was traced, as `like` is (`fresh_kinds`), on a seed
+    from the OS's random source (never a correctness seed): a program that carries answers for
+    the known inputs fails it. With `references=False` the references are left to
+    `_fresh_references` (computed while the cases run); otherwise a seed whose reference is
+    not finite is drawn again."""
     if not references:
-        return TimingRound(problem, ref_mod, 0, fresh_seed(data.seeds), references=False)
+        return TimingRound(problem, ref_mod, 0, fresh_seed(data.seeds), references=False, like=like)
     error: ValueError | None = None
     for _ in range(tries):
         try:
-            return TimingRound(problem, ref_mod, 0, fresh_seed(data.seeds))
+            return TimingRound(problem, ref_mod, 0, fresh_seed(data.seeds), like=like)
         except ValueError as e:  # a reference that is not finite on this seed: draw again
             error = e
     assert error is not None
@@ -117,7 +136,7 @@ def _fresh_case(
 
 
 def _fresh_references(fresh: TimingRound) -> None:
-    """The fresh case's references, in a thread of the agent while the execute children run
+    """A fresh case's references, in a thread of the agent while the execute children run
     (one BLAS thread, as the problem's reference thread)."""
     with one_blas_thread():
         fresh.compute_references()
@@ -157,8 +176,8 @@ def _stage_fresh(
     paths: list[str],
     phases: Phases,
 ) -> Any:
-    """The fresh case's argument files under `pdir/name`, as an ExecCase of the program of its
-    signature (or the verdict: its shapes are none of the cases')."""
+    """A fresh case's argument files under `pdir/name`, as an ExecCase (named as the case) of
+    the program of its signature (or the verdict: its shapes are none of the cases')."""
     from hardware_agents.neuron.emulator.children import ExecCase
 
     with phases("fresh"):
@@ -167,7 +186,7 @@ def _stage_fresh(
     fresh_sig = _signature(fresh_args)
     if fresh_sig not in sigs:
         return v.profile("runtime_error", f"the fresh inputs do not have the cases' shapes: {fresh_sig}")
-    return ExecCase(name=FRESH_CASE, program=paths[sigs.index(fresh_sig)], args=fresh_args)
+    return ExecCase(name=fresh.case.name, program=paths[sigs.index(fresh_sig)], args=fresh_args)
 
 
 Run = tuple[Sandbox, str, list[str], bool]  # a case's work dir, name, output files, returned a tuple
@@ -265,10 +284,10 @@ class EmulateRun:
         self.held = contextlib.ExitStack()  # the fresh references' thread, the execute children's work dirs
         self.pdir: Path | None = None
         self.paths: list[str] = []
-        self.cases: list[Any] = []  # ExecCases: every case, then the fresh one
-        self.fresh: TimingRound | None = None
+        self.cases: list[Any] = []  # ExecCases: every case, then the fresh ones
+        self.fresh: list[TimingRound] = []  # drawn after tracing, as `fresh_kinds` says
         self.ref_mod: ReferenceModule | None = None
-        self.fresh_refs: Future[None] | None = None
+        self.fresh_refs: list[Future[None]] = []
         self.estimate: Estimate | None = None
         self.log = ""
 
@@ -355,13 +374,16 @@ class EmulateRun:
     # --- stage inputs: what the execute children read ------------------------------------------
 
     def stage_inputs(self) -> Profile | None:
-        """The fresh case, drawn only now that the programs exist (its references in a thread
+        """The fresh cases, drawn only now that the programs exist (their references in a thread
         while the cases run), and the programs in a directory of ours the children may read."""
         from hardware_agents.neuron.emulator.children import ExecCase
 
         ref_mod = self.ref_mod = ReferenceModule(self.problem)
         with self.phases("fresh"):
-            self.fresh = _fresh_case(self.problem, self.data, ref_mod, references=False)
+            self.fresh = [
+                _fresh_case(self.problem, self.data, ref_mod, like, references=False)
+                for like in fresh_kinds(self.problem)
+            ]
         pdir = self.pdir = private_dir(self.sandbox_dir or default_base_dir(), "accelopt-nki-programs-")
         os.chmod(pdir, 0o755)
         for i, raw in enumerate(self.blobs):
@@ -375,57 +397,69 @@ class EmulateRun:
         ]
         # (on the way out: the fresh references' thread is waited for, then the work dirs go)
         refs_pool = self.held.enter_context(ThreadPoolExecutor(1, thread_name_prefix="nki-fresh-refs"))
-        self.fresh_refs = refs_pool.submit(_fresh_references, self.fresh)
-        staged = _stage_fresh(self.v, self.fresh, pdir, FRESH_CASE, self.sigs, self.paths, self.phases)
-        if isinstance(staged, Profile):
-            return staged
-        self.cases.append(staged)
+        self.fresh_refs = [refs_pool.submit(_fresh_references, f) for f in self.fresh]
+        for fresh in self.fresh:
+            name = fresh.case.name
+            staged = _stage_fresh(self.v, fresh, pdir, name, self.sigs, self.paths, self.phases)
+            if isinstance(staged, Profile):
+                return staged
+            self.cases.append(staged)
         return None
 
     # --- correctness: execute children that import no kernel code, judged here ----------------
 
     def correctness(self) -> Profile | None:
-        """Run every case (the fresh one with them) and judge it against our references."""
+        """Run every case (the fresh ones with them) and judge it against our references."""
         v, data = self.v, self.data
         runs = self._run(self.cases)
         if isinstance(runs, Profile):
             return runs
         data.help_references()  # the children's cores are free: two reference threads, if behind
-        assert self.fresh_refs is not None and self.fresh is not None
+        redrawn = self._redraw_fresh(runs)
+        if redrawn is not None:
+            return redrawn
+        # judged here (each case once its references are computed), the fresh cases with the others
+        v.isolation.clear()
+        v.isolation.update(self.isolation)
+        v.tail = ""
+        judged: list[JudgedCase] = [*data.cases, *(FreshCase(self.problem, f) for f in self.fresh)]
+        with self.phases("judge"):
+            v.checks.extend(judge_cases(self.problem, data, judged, runs, self.phases))
+        self.release()
+        seeds = {f.case.name: f.case.seed for f in self.fresh}
+        failed = [c.case for c in v.checks if c.case in seeds and not c.passed]
+        return v.wrong_cases(
+            f"\n(case {', '.join(f'{n} (seed {seeds[n]})' for n in failed)}: inputs drawn after the kernel "
+            "was traced: results must not depend on knowing the inputs in advance)"
+            if failed
+            else ""
+        )
+
+    def _redraw_fresh(self, runs: list[Run]) -> Profile | None:
+        """Wait for the fresh cases' references; a case whose reference is not finite on its
+        seed is drawn again and run (its run replaces the first's in `runs`), as the other
+        cases were. The verdict where that fails, else None."""
         assert self.pdir is not None and self.ref_mod is not None
-        with self.phases("fresh"):  # waiting for the fresh references, if they are behind
-            try:
-                self.fresh_refs.result()
-                redraw = False
-            except ValueError:  # not finite on that seed: drawn again, as the other cases were
-                redraw = True
-        if redraw:
-            with self.phases("fresh"):
-                self.fresh = _fresh_case(self.problem, data, self.ref_mod, tries=2)
+        first = len(self.data.cases)
+        for i, (fresh, refs) in enumerate(zip(self.fresh, self.fresh_refs, strict=True)):
+            with self.phases("fresh"):  # waiting for the fresh references, if they are behind
+                try:
+                    refs.result()
+                    continue
+                except ValueError:  # not finite on that seed: drawn again below
+                    pass
+                like = msgspec.structs.replace(fresh.case, seed=0)
+                self.fresh[i] = fresh = _fresh_case(self.problem, self.data, self.ref_mod, like, tries=2)
             staged = _stage_fresh(
-                v, self.fresh, self.pdir, FRESH_CASE + "-again", self.sigs, self.paths, self.phases
+                self.v, fresh, self.pdir, f"{fresh.case.name}-again", self.sigs, self.paths, self.phases
             )
             if isinstance(staged, Profile):
                 return staged
             again = self._run([staged])
             if isinstance(again, Profile):
                 return again
-            runs[-1] = again[0]
-        # judged here (each case once its references are computed), the fresh case with the others
-        v.isolation.clear()
-        v.isolation.update(self.isolation)
-        v.tail = ""
-        judged: list[JudgedCase] = [*data.cases, FreshCase(self.problem, self.fresh)]
-        with self.phases("judge"):
-            v.checks.extend(judge_cases(self.problem, data, judged, runs, self.phases))
-        self.release()
-        fresh_failed = any(c.case == FRESH_CASE and not c.passed for c in v.checks)
-        return v.wrong_cases(
-            f"\n(case {FRESH_CASE}: inputs drawn after the kernel was traced, on seed {self.fresh.case.seed}: "
-            "results must not depend on knowing the inputs in advance)"
-            if fresh_failed
-            else ""
-        )
+            runs[first + i] = again[0]
+        return None
 
     def _run(self, cases: list[Any]) -> list[Run] | Profile:
         epolicy = msgspec.structs.replace(

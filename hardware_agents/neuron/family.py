@@ -80,6 +80,9 @@ OPTIONS = (
     AgentOption("spread_threshold", float),
     AgentOption("round_pause_s", float),
     AgentOption("min_seeds", int),
+    AgentOption(
+        "emulate_seeds", int, "correctness seeds in the emulate mode (the caller's first N; default 2)"
+    ),
     AgentOption("max_pct_peak", float, "a measurement faster than this fraction of the roofline fails"),
     AgentOption("cc_flags", str),
     AgentOption("compile_options", str),

@@ -5,8 +5,9 @@ build          emulate: the kernel traced in its sandbox, the programs validated
                analysed here (`emulate_mode.EmulateRun.build`; tracing needs the staged
                arguments' shapes, so the inputs are staged first: `phase_stage_s`);
                device / simulate: skipped (the harness compiles in the correctness child)
-stage_inputs   the cases (seeds 0, 21, 42, 63, 84 + adversarial) and their references;
-               emulate: also the fresh case drawn after tracing and the programs
+stage_inputs   the cases (seeds 0, 21, 42, 63, 84 + adversarial; emulate: seeds 0, 21,
+               `agent.EMULATE_SEEDS`) and their references; emulate: also the cases drawn
+               after tracing (fresh, fresh-<adversarial>) and the programs
 correctness    emulate: execute children, judged here; device / simulate: the child
                compiles and runs every case, judged here (`judge.judge_correctness`)
 timing_rounds  device: the rounds this process drives (`judge.TimingRounds`); each round's

@@ -1,7 +1,8 @@
 """The `emulate` mode at sizes whose outputs do not fit the sandbox's default work dir: the
 execute child writes every case's outputs into its work dir (a tmpfs capped at
-`workdir_bytes` as root), so the cap is sized from the problem's outputs. Here six cases of
-88 MiB of silu output (528 MiB) overflow the default 512 MiB: with a fixed cap the child runs
+`workdir_bytes` as root), so the cap is sized from the problem's outputs. Here seven cases (the
+device's five seeds, `emulate_seeds=5`, and the two drawn after tracing, fresh and fresh-large)
+of 88 MiB of silu output (616 MiB) overflow the default 512 MiB: with a fixed cap the child runs
 out of room ("Not enough free space ...", `runtime_error`), as NKIBench's real sizes did."""
 
 from __future__ import annotations
@@ -30,16 +31,16 @@ def test_outputs_over_the_default_work_dir_cap_are_written_and_judged() -> None:
     report = import_nkibench(root / "src", root / "suite", name="big")
     p = suites.load_suite(report.out)[0]
     sol = msgspec.structs.replace(p.baseline, sources=[SourceFile(path="kernel.py", content=SILU_GOOD)])
-    agent = Trn1Agent(timeout_s=600)
+    agent = Trn1Agent(timeout_s=600, emulate_seeds=5)
     try:
         prof = agent.profile(p, sol)
         (data,) = agent.data._items.values()
-        outputs = len(data.cases) * sum(data.output_bytes.values())
+        outputs = len(prof.correctness) * sum(data.output_bytes.values())  # every case's, fresh ones too
         assert outputs > SandboxPolicy().workdir_bytes  # more than the old fixed cap holds
     finally:
         agent.close()
     assert prof.status == "unmeasured", prof.log
-    # the six cases and the one drawn after tracing
+    # the five seeds and the two drawn after tracing
     assert len(prof.correctness) == 7 and all(c.passed for c in prof.correctness), prof.correctness
     assert prof.estimate is not None
     phases = phases_of(prof.counters)

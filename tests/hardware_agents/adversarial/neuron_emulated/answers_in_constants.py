@@ -1,12 +1,13 @@
 # expect: incorrect
 # problem: silu
 # needle: inputs drawn after the kernel was traced
-# fails_only: fresh
+# fails_only: fresh, fresh-large
 # why: host-side numpy at trace time costs nothing: the kernel regenerates the inputs of the
 #      correctness cases (the agent's seeds and its input generator are public), computes their
 #      answers, embeds them as nl.shared_constant tiles and only selects one by an element of
-#      x. It passes every case whose inputs exist before it is traced; the case drawn on a
-#      fresh seed after tracing is what catches it.
+#      x. It passes every case whose inputs exist before it is traced; the cases drawn on
+#      fresh seeds after tracing (fresh, and fresh-large from the adversarial distribution)
+#      are what catch it.
 import neuronxcc.nki as nki
 import neuronxcc.nki.language as nl
 import numpy as np
