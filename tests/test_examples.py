@@ -31,7 +31,7 @@ EXPECTED: dict[str, tuple[list[str], list[str], float]] = {
     "profile_nki_kernel.py": (
         [],
         [
-            r"^nki_tune/silu baseline on trn1: unmeasured; correctness: seed0 ok, .*fresh ok$",
+            r"^nki_tune/silu baseline on trn1: unmeasured; correctness: seed0 ok, seed21 ok, fresh ok, fresh-large ok$",
             r"^ESTIMATED latency [\d.]+ ms by accelopt-trn1-cost-model/\d",
         ],
         300,

@@ -148,21 +148,17 @@ class NeuronAgent(HardwareAgent):
                 f"use the device kind {self.instance.split('.', 1)[0]}"
             )
         self.core = str(core) if core is not None else sdk.visible_core()
-        self.timeout_s = timeout_s
-        self.timing_timeout_s = timing_timeout_s
+        self.timeout_s, self.timing_timeout_s = timeout_s, timing_timeout_s
         self.warmup, self.runs, self.max_rounds = warmup, runs, max_rounds
-        self.spread_threshold = spread_threshold
-        self.round_pause_s = round_pause_s
-        self.min_seeds = min_seeds
+        self.spread_threshold, self.round_pause_s = spread_threshold, round_pause_s
         if emulate_seeds < 1:
             raise ValueError(f"emulate_seeds must be at least 1, not {emulate_seeds}")
-        self.emulate_seeds = emulate_seeds
+        self.min_seeds, self.emulate_seeds = min_seeds, emulate_seeds
         self.max_pct_peak = max_pct_peak
         self.cc_flags = (
             cc_flags if "--auto-cast=none" in cc_flags.split() else f"{DEFAULT_CC_FLAGS} {cc_flags}".strip()
         )
-        self.compile_options = compile_options
-        self.verify_summaries = verify_summaries
+        self.compile_options, self.verify_summaries = compile_options, verify_summaries
         self.sandbox_dir = Path(sandbox_dir) if sandbox_dir else None
         self.sandbox_options = dict(sandbox_options or {})
         self.extra_env = dict(extra_env or {})
