@@ -161,16 +161,14 @@ def profile_row(kind: str, name: str, profs: list[Any], **extra: Any) -> dict[st
 
 
 def detects_lie(row: dict[str, Any], n_calls: float, s: float) -> bool | None:
-    """Whether the GPU's clock bound catches this kernel's clock slowed by s: a kernel of K per
-    call, untimed work u: caught when K (1 - (1 + share) / s) > u margin + per call + per round / n."""
+    """Whether the GPU's clock bound catches this kernel's clock slowed by s (a kernel of its
+    median per call, its calibrated untimed work a call: `ClockBound.catches`)."""
     from hardware_agents.triton.judge import CLOCK_BOUNDS
 
-    b = CLOCK_BOUNDS["cuda"]
     k, u = row.get("median_ms"), row.get("untimed_per_call_us")
     if not k or not u or not n_calls:
         return None
-    slack = u * 1e-6 * b.margin + b.per_call_s + b.per_round_s / n_calls
-    return k / 1e3 * (1 - (1 + b.share) / s) > slack
+    return CLOCK_BOUNDS["cuda"].catches(s, k / 1e3, u / 1e6, int(n_calls))
 
 
 # --- steps -----------------------------------------------------------------------------------

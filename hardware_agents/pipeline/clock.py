@@ -10,12 +10,13 @@ W: per round, calibration rounds the child ran through the same loop with a null
 point, before the kernel was loaded, measured u per call on this host (the fastest
 calibration round's wall time per call), and an honest round has
 
-    W - A <= T <= W,    A = n u (1 + margin) + share x T + n x per_call_s + per_round_s
+    W - A <= T <= W,    A = n u (1 + margin) + share x max(0, T - n x share_above_s) + n x per_call_s + per_round_s
 
-(share: host noise that grows with the calls' own time). T < W - A is a clock slowed or
-replaced. A clock slowed by s reports T = K / s for calls that took K: it is caught once
-K (1 - (1 + share) / s) exceeds n u margin + slack, i.e. for s = 2 once the kernel's time
-is about a quarter of the untimed work or more. The same bound holds over the whole timing
+(share: what grows with the calls' own time, counted on the part of each call above
+`share_above_s`). T < W - A is a clock slowed or replaced. A clock slowed by s reports
+T = K / s for calls that took K: it is caught once K - K / s exceeds what A allows beyond
+n u (`ClockBound.catches`), i.e. for s = 2 once the kernel's time is about a quarter of the
+untimed work or more. The same bound holds over the whole timing
 phase, set-ups included (`per_setup_s` each), so a child that stops itself out of turn (so
 that its calls fall in what we take for a set-up) is bounded too.
 
@@ -48,6 +49,7 @@ class ClockBound(msgspec.Struct, frozen=True, kw_only=True):
     lower: bool = True  # the lower bound applies (the untimed work is calibrated)
     margin: float = CLOCK_MARGIN
     share: float = 0.05  # of the reading: host noise that grows with the calls
+    share_above_s: float = 0.0  # ... counted on each call's time above this
     per_call_s: float = CLOCK_SLACK_PER_CALL_S
     per_round_s: float = CLOCK_SLACK_PER_ROUND_S
     reading: str = "kernel time"  # what the reading is, for the messages
@@ -59,8 +61,15 @@ class ClockBound(msgspec.Struct, frozen=True, kw_only=True):
             calls * untimed_per_call * (1 + self.margin)
             + calls * self.per_call_s
             + self.per_round_s
-            + self.share * reported_s
+            + self.share * max(0.0, reported_s - calls * self.share_above_s)
         )
+
+    def catches(self, slowed_by: float, kernel_s: float, untimed_s: float, calls: int) -> bool:
+        """Whether a round of `calls` calls of `kernel_s` each, with `untimed_s` of untimed
+        work a call as calibrated, is refused when its clock runs `slowed_by` times slow."""
+        reported = calls * kernel_s / slowed_by
+        wall = calls * (kernel_s + untimed_s)
+        return reported < wall - self.allowance(calls, untimed_s, reported)
 
 
 def clock_mismatch(

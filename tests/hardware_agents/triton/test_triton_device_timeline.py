@@ -21,6 +21,7 @@ import msgspec
 import pytest
 from triton_helpers import solution
 
+from hardware_agents.pipeline.clock import clock_mismatch
 from hardware_agents.triton import H100Agent, timing
 from hardware_agents.triton.cuda_shim import SIM_CYCLES_PER_S, SimulatedDevice
 from hardware_agents.triton.judge import CLOCK_BOUNDS
@@ -180,3 +181,33 @@ def test_a_clock_that_misses_work_is_caught(sim_agent, triton_suite, name, prelu
     assert prof.status == "timing_mismatch", f"{name}: {prof.status}: {prof.log}"
     assert "its clock was slowed or replaced" in prof.log
     assert prof.counters.get("timing_mismatch_confirmed") == 1.0  # a second profile found it too
+
+
+def test_the_gpu_bound_on_the_rounds_measured_on_an_h200() -> None:
+    """The GPU bound (`CLOCK_BOUNDS["cuda"]`) on figures read off an H200 (gpu_check, 60
+    calls a round): the paper's gemm_n28672_k4096 baseline, an honest 4.43 ms kernel, timed
+    266 ms in a round that took 315.6 ms with 604 us a call of calibrated untimed work (the
+    old bound, 4% of the whole time, allowed 49.3 ms and rejected it twice in a row); the
+    paper's best prefill kernel, 0.27 ms a call, whose calls ran 17.2 us past the calibrated
+    106.6 us; rope, 0.105 ms, 1.6 us past 109.6 us. All pass; the same kernels behind a clock
+    slowed 1.25x or 2x do not, nor does any kernel of 80 us or more at 1.25x or of 32 us or
+    more at 2x."""
+    bound, n = CLOCK_BOUNDS["cuda"], 60
+    gemm = clock_mismatch(bound, [0.266], [0.3156], calls=n, untimed_per_call=604e-6)
+    assert gemm is None, gemm
+    for kernel_s, untimed_s, past_s in ((0.27e-3, 106.6e-6, 17.2e-6), (0.105e-3, 109.6e-6, 1.6e-6)):
+        wall = n * (kernel_s + untimed_s + past_s)
+        honest = clock_mismatch(bound, [n * kernel_s], [wall], calls=n, untimed_per_call=untimed_s)
+        assert honest is None, honest
+        assert bound.catches(1.25, kernel_s, untimed_s, n) and bound.catches(2.0, kernel_s, untimed_s, n)
+    for kernel_s, untimed_s in ((4.43e-3, 604e-6), (80e-6, 105e-6)):
+        assert bound.catches(1.25, kernel_s, untimed_s, n) and bound.catches(2.0, kernel_s, untimed_s, n)
+    assert bound.catches(2.0, 32e-6, 105e-6, n)
+    # the caught figure and the bound agree: a 1.25x-slowed gemm round is a mismatch
+    lied = clock_mismatch(
+        bound, [n * 4.43e-3 / 1.25], [n * (4.43e-3 + 604e-6)], calls=n, untimed_per_call=604e-6
+    )
+    assert lied is not None and lied.startswith("timing_mismatch"), lied
+    # where the share starts matters: counted on the whole time, 8% would let 1.25x pass at 0.1 ms
+    whole = msgspec.structs.replace(bound, share_above_s=0.0)
+    assert not whole.catches(1.25, 0.1e-3, 105e-6, n)
