@@ -5,7 +5,9 @@ problems (default: every problem of `cpu_v2` on `cpu` and of `nki_tune` on the e
 `trn1`), the offline `builtin/tuner` model, the `quick` search preset, each in a fresh root
 with a fresh memory:
 
-- campaign: `accelopt campaign run` with `stop.max_hours` = the arm's time, killed with
+- campaign: `accelopt campaign run` (policy `expected_gain_v2_same_language`, the one for a
+  model whose insights do not carry across kernel languages, as the offline tuner's) with
+  `stop.max_hours` = the arm's time, killed with
   SIGKILL (the CLI and every Ray process it started) at 1/3 and 2/3 of the time and
   resumed each time with `accelopt campaign resume` (the time lost to the crashes counts
   against it);
@@ -67,6 +69,7 @@ ACCELOPT = [sys.executable, "-m", "cli.main"]
 SUITES = (("cpu_v2", "cpu"), ("nki_tune", "trn1"))
 TARGET_TIME_FRACTION = 0.7
 SETTINGS = ["profiling.timeout_s=300"]  # both arms' runs (the pool's agents must match them)
+SCHEDULER_POLICY = "expected_gain_v2_same_language"  # the campaign arm's (see campaign_arm)
 
 
 def env() -> dict[str, str]:
@@ -124,6 +127,10 @@ def campaign_arm(
         "problems": [f"{s}/{p}@{d}" for s, p, d in problems],
         "devices": {d: {"profilers": 1, "preset": "quick"} for d in sorted({d for *_, d in problems})},
         "stop": {"max_hours": minutes / 60.0},
+        # the offline tuner's insights are C- or NKI-specific: an insight of a cpu item re-opens
+        # no trn1 item for nothing (the v2 policy re-opened the plateaued trn1 items after every
+        # C insight of their operator: 1.00x runs whose emulation took the cores the cpu runs used)
+        "scheduler": {"policy": SCHEDULER_POLICY},
         "set": SETTINGS,
     }
     root.mkdir(parents=True, exist_ok=True)
@@ -493,6 +500,7 @@ def main() -> int:
         "problems": [f"{s}/{p}@{d}" for s, p, d in problems],
         "model": "builtin/tuner",
         "preset": "quick",
+        "policy": SCHEDULER_POLICY,
         "bench_wall_s": round(time.time() - t0, 1),
         "load_avg_at_end": os.getloadavg(),
         "per_seed": [r.__dict__ for r in results],
