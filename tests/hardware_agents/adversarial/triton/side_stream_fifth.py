@@ -7,7 +7,7 @@
 #      first part, and returns without waiting. Its outputs are right; the events time four
 #      fifths of the work. On a GPU the device-wide synchronisation after every call puts
 #      the missed fifth in the parent's clock of the round: caught (0.43 ms a call on an
-#      H200, a lie of ~0.09 ms a call against a few microseconds of allowance). In the
+#      H200, a lie of ~0.09 ms a call against ~35 us of allowance beyond the untimed work). In the
 #      interpreter the shim's Triton work is synchronous: it must pass with an honest latency.
 import torch
 import triton
