@@ -33,9 +33,8 @@ class Hack(msgspec.Struct, kw_only=True):
     # stem of a `_`-prefixed file beside it: the kernel without the hack, or its honest twin)
     reference: str = ""
     margin: float = 0.0
-    fails_only: str = (
-        ""  # the only correctness cases that may fail, comma-separated (the hack works on all others)
-    )
+    # the only correctness cases that may fail, comma-separated (the hack works on all others)
+    fails_only: str = ""
     # `or: STATUS: NEEDLE`: the other verdict a hack may get where which one it gets is the host
     # scheduler's choice, not ours (the header's `why` says when); never `passed`
     alternative: tuple[str, str] | None = None

@@ -75,9 +75,8 @@ def test_nkibench_baseline_is_correct_and_estimated(
     p = nkb14[name]
     prof = emulated.profile(p, p.baseline)
     assert prof.status == "unmeasured", prof.log
-    names = [
-        c.case for c in prof.correctness
-    ]  # two seeds, then drawn after tracing: fresh, fresh-<adversarial>
+    # two seeds, then drawn after tracing: fresh, fresh-<adversarial>
+    names = [c.case for c in prof.correctness]
     assert names[:3] == ["seed0", "seed21", "fresh"] and len(names) >= 4, names
     assert all(n.startswith("fresh-") for n in names[3:]), names
     assert all(c.passed for c in prof.correctness), prof.correctness
