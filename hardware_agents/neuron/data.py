@@ -47,12 +47,11 @@ from hardware_agents.neuron.refstore import Entry, ReferenceStore, case_key
 from hardware_agents.pipeline.cases import adversarial_overflow
 from hardware_agents.sandbox import private_dir
 
-WORKDIR_SLACK = 256 << 20
-# a helper reference thread only where a case's float64 outputs are at most this (two cases'
-# references and their temporaries at once: NKIBench's bmm holds 2 GiB of output a case)
-HELPER_MAX_REFERENCE_BYTES = (
-    1 << 30
-)  # a child's work dir beyond the outputs it writes (headers, its stage file)
+WORKDIR_SLACK = 256 << 20  # a child's work dir beyond the outputs it writes (headers, its stage file)
+# two cases' references computed at once only where their outputs (as fp32) are at most this
+# together (their float64 references and temporaries held at once: NKIBench's bmm has 1 GiB
+# of fp32 output a case, 2 GiB as float64)
+HELPER_MAX_REFERENCE_BYTES = 1 << 30
 
 
 _blas_lock = threading.Lock()
@@ -236,7 +235,7 @@ class ProblemData:
     def help_references(self) -> bool:
         """One more reference thread, taking the next pending case (the emulate mode's, once its
         execute children are done and their cores free), where two references at once fit in
-        memory (`HELPER_MAX_REFERENCE_BYTES`, float64 outputs a case); True: one was started."""
+        memory (`HELPER_MAX_REFERENCE_BYTES`); True: one was started."""
         if not self._pending or 2 * sum(self.output_bytes.values()) > HELPER_MAX_REFERENCE_BYTES:
             return False
         threading.Thread(
