@@ -205,6 +205,9 @@ class ProblemData:
         self.cases: list[CaseData] = []
         self.output_bytes = output_bytes_of(problem)
         self._cancel = threading.Event()
+        self._threads: list[threading.Thread] = []  # the reference threads started
+        self._running = 0  # of them, still computing (under `_running_lock`)
+        self._running_lock = threading.Lock()
         pending: list[tuple[CaseData, dict[str, Any] | None]] = []
         try:
             ref_mod = ReferenceModule(problem)
@@ -227,10 +230,7 @@ class ProblemData:
         self._problem = problem
         self._pending = pending  # what the reference threads take, case by case, in order
         self._failed: BaseException | None = None
-        self._thread = threading.Thread(
-            target=self._references, args=(problem, pending), name=f"nki-refs-{problem.name}", daemon=True
-        )
-        self._thread.start()
+        self._start_references(f"nki-refs-{problem.name}")
 
     def help_references(self) -> bool:
         """One more reference thread, taking the next pending case (the emulate mode's, once its
@@ -238,13 +238,17 @@ class ProblemData:
         memory (`HELPER_MAX_REFERENCE_BYTES`); True: one was started."""
         if not self._pending or 2 * sum(self.output_bytes.values()) > HELPER_MAX_REFERENCE_BYTES:
             return False
-        threading.Thread(
-            target=self._references,
-            args=(self._problem, self._pending),
-            name=f"nki-refs-help-{self._problem.name}",
-            daemon=True,
-        ).start()
+        self._start_references(f"nki-refs-help-{self._problem.name}")
         return True
+
+    def _start_references(self, name: str) -> None:
+        with self._running_lock:  # counted before it starts: a `remove` right after sees it
+            self._running += 1
+        thread = threading.Thread(
+            target=self._references, args=(self._problem, self._pending), name=name, daemon=True
+        )
+        self._threads.append(thread)
+        thread.start()
 
     def _stage(
         self, problem: Problem, ref_mod: ReferenceModule, case: validity.InputCase
@@ -291,8 +295,17 @@ class ProblemData:
         return True
 
     def _references(self, problem: Problem, pending: list[tuple[CaseData, dict[str, Any] | None]]) -> None:
-        with one_blas_thread():
-            self._compute_references(problem, pending)
+        try:
+            with one_blas_thread():
+                self._compute_references(problem, pending)
+        finally:
+            with self._running_lock:
+                self._running -= 1
+                last = self._running == 0
+            if last and self._cancel.is_set():
+                # removed while a case was computed: a reference it saved while `remove` emptied the
+                # private dir kept that dir (its rmdir failed); the last thread out removes it again
+                shutil.rmtree(self.private, ignore_errors=True)
 
     def _compute_references(
         self, problem: Problem, pending: list[tuple[CaseData, dict[str, Any] | None]]
@@ -345,6 +358,8 @@ class ProblemData:
         return max(floor, files * sum(self.output_bytes.values()) + WORKDIR_SLACK)
 
     def remove(self) -> None:
+        """The staged inputs and the references gone; a reference thread still computing stops
+        after its case, and the last one out removes the private dir once more (`_references`)."""
         self._cancel.set()
         shutil.rmtree(self.dir, ignore_errors=True)
         shutil.rmtree(self.private, ignore_errors=True)

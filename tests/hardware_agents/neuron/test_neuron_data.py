@@ -43,7 +43,45 @@ def test_inputs_readable_references_private_and_removed_on_close(
     other = cache.get(p, (1,))  # evicts the first: its files go
     assert not data.dir.exists() and not data.private.exists() and other.dir.exists()
     cache.close()
+    for t in other._threads:  # (its reference thread may still be saving: it cleans up as it ends)
+        t.join(30)
     assert not root.exists() and not other.private.exists()
+
+
+def test_a_reference_saved_while_the_data_is_removed_leaves_nothing(
+    small_suite: dict[str, Problem], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An eviction while a reference thread computes: `remove` empties the private dir, but a
+    reference saved into it at that moment made its rmdir fail, and the dir (hundreds of MB of
+    float64 at NKIBench's sizes) stayed in the temp dir (seen as a flaky test). That interleaving
+    inside `shutil.rmtree` cannot be timed from a test, so its outcome is staged here: the case
+    finishes after `remove`, with the private dir back and holding a file. The last reference
+    thread out removes it."""
+    p = small_suite["silu"]
+    computing, removed = threading.Event(), threading.Event()
+    real = ndata._reference
+
+    def late(problem: Problem, case: object, inputs: dict[str, object]) -> dict[str, np.ndarray]:
+        out = real(problem, case, inputs)  # type: ignore[arg-type]
+        computing.set()
+        assert removed.wait(30)
+        data.private.mkdir(exist_ok=True)  # what the failed rmdir left: the dir, a saved reference
+        (data.private / "seed0-out.npy").write_bytes(b"\x93NUMPY")
+        return out
+
+    monkeypatch.setattr(ndata, "_reference", late)
+    data = ndata.ProblemData(p, (0, 21), tmp_path)
+    assert computing.wait(30)  # the first case is being computed
+    data.remove()
+    assert not data.private.exists()
+    removed.set()
+    for t in data._threads:
+        t.join(30)
+        assert not t.is_alive()
+    assert not data.private.exists() and not data.dir.exists()
+    for cd in data.cases:  # the cases say why they have no references
+        with pytest.raises((OSError, RuntimeError)):
+            cd.refs()
 
 
 def test_a_timing_round_keeps_its_references_and_sees_changed_inputs(
