@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 from accelopt.problem import (
     AxisVar,
     Definition,
@@ -12,6 +15,9 @@ from accelopt.problem import (
     Workload,
     one_file_solution,
 )
+from accelopt.profile import Profile
+from hardware_agents.cpu import CpuAgent
+from hardware_agents.cpu.stages import CpuStages
 
 
 def c_solution(problem: Problem, source: str, name: str = "candidate") -> Solution:
@@ -53,3 +59,26 @@ void kernel(const float* x, float* out) {{
     for (long i = 0; i < (long)M * N; i++) {{ {body} }}
 }}
 """
+
+
+@contextlib.contextmanager
+def kernel_output(agent: CpuAgent) -> Iterator[list[str]]:
+    """Within this context, the output of each kernel server `agent` starts, in order: its
+    stderr as the agent captured it (the first lines, scrubbed). A passed profile does not
+    carry it (a kernel gets no channel into later prompts), so tests read it here: the
+    agent's own stages, which keep a copy of what the server's end gave the judge."""
+    kept: list[str] = []
+
+    class Keeping(CpuStages):
+        def finish(self, prof: Profile) -> Profile:
+            prof = super().finish(prof)
+            end = self.judge.closed if self.judge is not None else None
+            if end is not None:
+                kept.append(end.log)
+            return prof
+
+    setattr(agent, "stages", lambda *args: Keeping(agent, *args))  # noqa: B010 (a method, per instance)
+    try:
+        yield kept
+    finally:
+        delattr(agent, "stages")
