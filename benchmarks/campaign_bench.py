@@ -98,7 +98,9 @@ def ray_oom_kills(since: float, until: float) -> int:
     `raylet.out` line "Killing N worker(s) ... Memory on the node"): an arm's runs lose their
     profilers to it when the machine runs short of memory, which the figures must show."""
     total = 0
-    for session in Path(tempfile.gettempdir(), "ray").glob("session_2*"):
+    from actors.runtime.deployment import ray_temp_dir
+
+    for session in ray_temp_dir().glob("session_2*"):
         try:  # session_YYYY-MM-DD_HH-MM-SS_...: when Ray started it, local time
             started = time.mktime(time.strptime(session.name[8:27], "%Y-%m-%d_%H-%M-%S"))
             text = (session / "logs" / "raylet.out").read_text(errors="replace")

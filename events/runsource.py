@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from accelopt import catalog as ev
+from accelopt.folders import private_folder
 from events.codec import EventDecodeError, StreamIntegrityError, decode
 from events.logfile import LogFileError, LogReader
 from events.server import NatsServer, check_url, port_open
@@ -120,7 +121,7 @@ def open_log_endpoint(nats_url: str | None, root: str | Path) -> LogEndpoint:
     url = running_server_url(root)
     if url is not None:
         return LogEndpoint(url)
-    server = NatsServer(Path(root) / ".nats", die_with_owner=True)
+    server = NatsServer(private_folder(root) / ".nats", die_with_owner=True)
     server.start()
     _server_info(root).write_text(
         json.dumps({"url": server.url, "pid": server.proc.pid if server.proc else 0, "owner": os.getpid()})

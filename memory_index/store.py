@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from accelopt.catalog import RetrievedInsight
+from accelopt.folders import private_folder
 from accelopt.records import MemoryEntry
 from memory_index.embedder import Embedder, canonical_model_name
 from memory_index.retrieval import (
@@ -166,6 +167,8 @@ class MemoryIndex:
         import lancedb
 
         norm = normalize_uri(uri if uri is not None else default_uri())
+        if "://" not in norm:  # a local memory: a folder only this user may enter
+            private_folder(norm)
         kwargs: dict[str, Any] = {}
         if read_consistency_s is not None:
             kwargs["read_consistency_interval"] = timedelta(seconds=read_consistency_s)

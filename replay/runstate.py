@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from accelopt.folders import private_folder
+
 LOCK_NAME = "run.lock"
 DriverState = Literal["running", "interrupted", "unknown"]
 
@@ -53,6 +55,7 @@ class RunLock:
         self._fd: int | None = None
 
     def __enter__(self) -> RunLock:
+        private_folder(self.root)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:

@@ -52,6 +52,8 @@ def ray_session(tmp_path_factory: pytest.TempPathFactory):
     """One local Ray for the whole session (each init/shutdown pair costs ~5 s)."""
     import ray
 
+    from actors.runtime.deployment import ray_temp_dir
+
     if not ray.is_initialized():
         ray.init(
             num_cpus=4,
@@ -59,6 +61,7 @@ def ray_session(tmp_path_factory: pytest.TempPathFactory):
             object_store_memory=150 * 1024 * 1024,
             log_to_driver=False,
             configure_logging=False,
+            _temp_dir=str(ray_temp_dir()),
         )
     yield ray
     with contextlib.suppress(Exception):

@@ -45,6 +45,7 @@ from accelopt.campaign import (
 )
 from accelopt.campaign_core import CampaignCore
 from accelopt.config import ConfigError, RunConfig, build_config, recorded_config
+from accelopt.folders import private_folder
 from accelopt.logging import get_logger
 from accelopt.problem import Problem
 from actors.runtime.pool import REVIVE_EVERY_S
@@ -264,6 +265,7 @@ class CampaignDriver:
         from actors.runtime.pool import AgentPool
         from actors.runtime.session import RunError, create_stream, refuse_unisolated
 
+        private_folder(self.root)
         self.dir.mkdir(parents=True, exist_ok=True)
         lock = RunLock(self.dir.parent, self.campaign_id).__enter__()  # RunBusy: another driver has it
         endpoint = open_log_endpoint(self.nats_url, self.root)

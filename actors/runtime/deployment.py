@@ -14,9 +14,12 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import stat
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from accelopt import catalog as ev
@@ -46,6 +49,22 @@ def _root_cause(e: BaseException) -> str:
     return text[-1] if text else type(e).__name__
 
 
+def ray_temp_dir() -> Path:
+    """Where a local Ray keeps its sessions (sockets, logs, spilled objects): a 0700 folder of
+    this user's (`$RAY_TMPDIR` if set), never the shared `/tmp/ray`, which Ray makes
+    world-writable without the sticky bit: any process of another uid (a sandboxed kernel's)
+    could delete a running campaign's raylet and plasma sockets there. Short, because Ray's
+    socket paths must fit in 107 bytes."""
+    path = Path(os.environ.get("RAY_TMPDIR") or Path(tempfile.gettempdir()) / f"accelopt-ray-{os.geteuid()}")
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = path.lstat()
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+        raise RuntimeError(f"{path} is not a folder of this user's: set RAY_TMPDIR to a private folder")
+    if stat.S_IMODE(st.st_mode) != 0o700:
+        os.chmod(path, 0o700)
+    return path
+
+
 def init_ray(address: str | None = None, *, num_cpus: int | None = None, object_store_mb: int = 200) -> None:
     import ray
 
@@ -60,6 +79,7 @@ def init_ray(address: str | None = None, *, num_cpus: int | None = None, object_
         object_store_memory=object_store_mb * 1024 * 1024,
         log_to_driver=False,
         configure_logging=False,
+        _temp_dir=str(ray_temp_dir()),
     )
 
 

@@ -43,6 +43,13 @@ Isolation, and why it is done this way here (Linux, root, kernel 6.x, no cgroup 
   checks that it stayed stopped (`freeze.py`: the CPU time of every process of
   the sandbox read at the stop and again before the continue, the state, no foreign
   continue); `SandboxChild.resume` raises `RanWhileStopped` otherwise.
+- Every thread: confinement is a property of the process. The namespaces are made while the
+  child has one thread (so every later thread inherits them); Landlock and seccomp reach
+  every thread (TSYNC, or, for Landlock before ABI 8, each thread confining itself:
+  `threads.py`), else the child refuses. The record lists the threads (`threads`).
+- Private roots: what an agent process stages for its children lives in a 0700 root of its
+  own (`resources.process_root`), which no sandbox uid can traverse; a child reaches the
+  paths it is given through its own mount namespace (`reach.py`).
 - Fails closed: the child reports the isolation it applied on a pipe before any untrusted
   code exists in it (that report is the only one believed), and refuses to go on when the
   required isolation (filesystem and network, see `required_isolation`) is missing; the
@@ -73,7 +80,7 @@ child's isolation report and outcome), `child.py` (the launcher) and `records.py
 and the parent exchange), `policy.py` (`SandboxPolicy`, `SandboxOutcome`, the isolation a run
 requires), `scrub.py` (the child's environment, its output), `resources.py` (rlimits, the
 work dir, the files left in it), `shm.py` (memory the parent shares with a child), and the
-walls themselves: `landlock.py`, `seccomp.py`, `uids.py`, `reach.py`, `freeze.py`;
+walls themselves: `landlock.py`, `seccomp.py`, `uids.py`, `reach.py`, `threads.py`, `freeze.py`;
 `probe.py` is a self-check target (`run_sandboxed("hardware_agents.sandbox.probe:describe")`).
 """
 

@@ -44,6 +44,19 @@ PACKAGES_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds har
 TRUSTED_PACKAGES = ("hardware_agents", "accelopt")
 
 
+# thread pools that libraries start at import (numpy's BLAS, OpenMP) start none: a child imports
+# them before its lockdown, and every thread it has then must be confined one by one (`threads.py`);
+# a pool a harness widens after the lockdown starts its threads inside the sandbox
+SINGLE_THREADED_POOLS = {
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "BLIS_NUM_THREADS": "1",
+    "VECLIB_MAXIMUM_THREADS": "1",
+    "NUMEXPR_NUM_THREADS": "1",
+}
+
+
 def default_read_paths() -> list[str]:
     """System trees, the Python installation's libraries and our trusted packages."""
     paths = list(_SYSTEM_TREES)
@@ -241,7 +254,7 @@ class Sandbox:
         spec_path = self._outer / "spec.msgpack"
         spec_path.write_bytes(msgspec.msgpack.encode(spec))
         log_path = self._outer / "child.log"
-        env = scrub_env(extra={**pol.env, **(extra_env or {})})
+        env = scrub_env(extra={**SINGLE_THREADED_POOLS, **pol.env, **(extra_env or {})})
         env.update(
             {
                 "HOME": str(self.workdir),

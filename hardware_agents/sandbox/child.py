@@ -1,30 +1,38 @@
 """The sandbox launcher: `python -m hardware_agents.sandbox.child SPEC_FILE`.
 
 Runs in the fresh child process that `Sandbox` (`box.py`) starts, and locks it down
-in an order that works, before any untrusted code is loaded:
+in an order that works, before any untrusted code is loaded. Confinement is a property of
+the process, not of a thread: whatever runs on any thread of it later (a BLAS worker, a CUDA
+driver's helper) must be as confined as the main thread, or the child refuses to run.
 
-1. new network namespace (needs root, so before dropping privileges; best effort);
+1. while the process has exactly one thread (the launcher imports nothing that starts one;
+   checked, else it refuses): a new network namespace (needs root, so before dropping
+   privileges; best effort) and, where the sandbox uid cannot reach the trees it may read, a
+   mount namespace that exposes them (`reach.py`). Namespaces belong to a thread; made now,
+   every thread started later inherits them;
 2. import the trusted harness module and `preload` modules (after step 5 the interpreter
    may no longer be able to read its own library, e.g. a Python under /root). What they
    create in the work dir (Triton's cache, CUDA's ~/.nv, torch's caches: HOME and TMPDIR
    are the work dir) is created by root, so everything under the work dir is handed to
-   the sandbox uid before the drop: the libraries write there again later, as that uid;
+   the sandbox uid before the drop: the libraries write there again later, as that uid.
+   They may start threads (the sandbox's environment sets the BLAS and OpenMP pools to one
+   thread, so numpy starts none; a CUDA driver does);
 3. rlimits: CPU seconds, address space, processes, file size, core dumps = 0;
 4. cwd = the private work dir, umask 077;
-5. drop to the unprivileged uid/gid chosen by the parent (when started as root), first
-   making the trees it may read reachable by that uid wherever they live (a checkout under
-   a 0700 home: `reach.py`, bind mounts in a mount namespace of its own);
-6. no_new_privs + Landlock: writes only beneath the work dir, reads only beneath the
-   allowed trees (of /proc only this process's own entry and a few system files), no TCP,
-   no signals/abstract sockets outside the domain;
-7. the CPU affinity the parent gives (`cpus`), then seccomp: no sockets of any family,
-   optionally no new processes (threads only), for a child the parent stops nothing that
-   could continue it or widen its CPU mask (`stoppable`), no clearing of the parent-death
-   signal, no ptrace/namespaces/mounts (see `seccomp.py`);
-8. report the isolation actually applied on the status pipe and close it: this is the
-   only report the parent believes, because it is sent before any untrusted code exists
-   in the process. If the isolation the parent requires is missing, stop here: no
-   untrusted code is ever loaded without it;
+5. drop to the unprivileged uid/gid chosen by the parent (when started as root; glibc
+   changes the ids of every thread);
+6. no_new_privs + Landlock on every thread (`landlock.py`, `threads.py`): writes only
+   beneath the work dir, reads only beneath the allowed trees (of /proc only this process's
+   own entry and a few system files), no TCP, no signals/abstract sockets outside the
+   domain;
+7. the CPU affinity the parent gives (`cpus`, every thread), then seccomp on every thread
+   (TSYNC): no sockets of any family, optionally no new processes (threads only), for a child
+   the parent stops nothing that could continue it or widen its CPU mask (`stoppable`), no
+   clearing of the parent-death signal, no ptrace/namespaces/mounts (see `seccomp.py`);
+8. report the isolation actually applied on the status pipe and close it, with the list
+   of the process's threads (`threads`): this is the only report the parent believes,
+   because it is sent before any untrusted code exists in the process. If the isolation
+   the parent requires is missing, stop here: no untrusted code is ever loaded without it;
 9. call `target(payload, workdir)`; encode its msgspec result into the result file.
 
 The result file is data the parent validates, never a verdict it trusts.
@@ -43,12 +51,13 @@ from pathlib import Path
 
 import msgspec
 
-from hardware_agents.sandbox import landlock, reach, seccomp
+from hardware_agents.sandbox import landlock, reach, seccomp, threads
 from hardware_agents.sandbox.records import ChildReport, ChildSpec
 
 _CLONE_NEWNET = 0x40000000
 _PR_SET_DUMPABLE = 4
 _PR_SET_PDEATHSIG = 1
+CONFINED = "each confined"  # the threads record's word for every thread under every wall
 
 
 # /proc entries a child may read besides its own /proc/<pid> (libraries read these at start)
@@ -80,6 +89,11 @@ def missing_isolation(isolation: dict[str, str], require: list[str]) -> list[str
         missing.append(f"no new processes (seccomp: {isolation.get('seccomp', 'not applied')})")
     if "stoppable" in require and "stoppable" not in isolation.get("seccomp", "").split(","):
         missing.append(f"no self-continue while stopped (seccomp: {isolation.get('seccomp', 'not applied')})")
+    if ("filesystem" in require or "network" in require) and CONFINED not in isolation.get("threads", ""):
+        walls = f"Landlock: {isolation.get('landlock_threads', 'not applied')}; seccomp: " + isolation.get(
+            "seccomp_threads", "not applied"
+        )
+        missing.append(f"every thread confined (threads: {isolation.get('threads', 'unknown')}; {walls})")
     if "cpus" in require and "cpus" not in isolation:
         missing.append("the CPU affinity it was given")
     return missing
@@ -141,7 +155,6 @@ def _lock_down(spec: ChildSpec, isolation: dict[str, str]) -> None:
     os.chdir(spec.workdir)
     os.umask(0o077)
     if spec.uid is not None and spec.gid is not None:
-        _reach(spec, isolation)
         give_tree(Path(spec.workdir), spec.uid, spec.gid)
         os.setgroups([])
         os.setresgid(spec.gid, spec.gid, spec.gid)
@@ -163,7 +176,7 @@ def _lock_down(spec: ChildSpec, isolation: dict[str, str]) -> None:
             isolation["landlock"] = f"unavailable: {e}"
     if spec.cpus:  # before seccomp, which refuses sched_setaffinity to a stoppable child
         try:
-            for tid in landlock.thread_ids() or [0]:  # threads libraries started before the lockdown too
+            for tid in threads.thread_ids() or [0]:  # threads libraries started before the lockdown too
                 os.sched_setaffinity(tid, spec.cpus)
             isolation["cpus"] = ",".join(map(str, sorted(os.sched_getaffinity(0))))
         except OSError as e:
@@ -187,32 +200,61 @@ class IsolationUnavailable(Exception):
 
 
 def _report_isolation(spec: ChildSpec, isolation: dict[str, str]) -> None:
+    """Send the isolation record once, and close the pipe (nothing later is believed)."""
     if spec.status_fd is None:
         return
     data = msgspec.msgpack.encode(isolation)
     os.write(spec.status_fd, len(data).to_bytes(4, "little") + data)
     os.close(spec.status_fd)
+    spec.status_fd = None
+
+
+def _namespaces(spec: ChildSpec, isolation: dict[str, str]) -> None:
+    """Step 1: the namespaces, while this is the process's only thread (a namespace joined
+    by one thread leaves the others outside it; threads started later inherit it)."""
+    tids = threads.thread_ids()
+    if len(tids) != 1:
+        raise IsolationUnavailable(
+            f"the launcher has {len(tids) or 'an unknown number of'} threads before its namespaces "
+            "are made (it must have one): something it imports started a thread"
+        )
+    if spec.isolate_network:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.unshare(_CLONE_NEWNET) == 0:
+            isolation["network"] = "netns"
+        else:
+            isolation["network"] = f"shared ({os.strerror(ctypes.get_errno())})"
+    if spec.uid is not None and spec.gid is not None:
+        _reach(spec, isolation)
+
+
+def _record_threads(isolation: dict[str, str]) -> None:
+    """Step 8's list of the process's threads, and whether each is confined."""
+    tids = threads.thread_ids()
+    walls = {"Landlock": isolation.get("landlock_threads"), "seccomp": isolation.get("seccomp_threads")}
+    applied = [name for name, threads_ in walls.items() if threads_ is not None]
+    every = bool(tids) and all((walls[name] or "").startswith("all") for name in applied)
+    isolation["threads"] = f"{len(tids)} ({', '.join(map(str, tids))}): " + (
+        f"{CONFINED} ({' and '.join(applied) or 'namespaces only'})" if every else "not every one confined"
+    )
 
 
 def main(argv: list[str]) -> int:
     spec = msgspec.msgpack.decode(Path(argv[1]).read_bytes(), type=ChildSpec)
     isolation: dict[str, str] = {}
     try:
-        if spec.isolate_network:
-            libc = ctypes.CDLL(None, use_errno=True)
-            if libc.unshare(_CLONE_NEWNET) == 0:
-                isolation["network"] = "netns"
-            else:
-                isolation["network"] = f"shared ({os.strerror(ctypes.get_errno())})"
+        _namespaces(spec, isolation)
         fn = _resolve(spec.target)
         for mod in spec.preload:
             importlib.import_module(mod)
         _lock_down(spec, isolation)
+        _record_threads(isolation)
         _report_isolation(spec, isolation)
         missing = missing_isolation(isolation, spec.require)
         if missing:
             raise IsolationUnavailable("required isolation is missing: " + "; ".join(missing))
     except IsolationUnavailable as e:
+        _report_isolation(spec, isolation)  # what was applied, before the refusal
         _write_report(
             spec.result_path,
             ChildReport(ok=False, error=str(e), error_type="IsolationUnavailable", isolation=isolation),

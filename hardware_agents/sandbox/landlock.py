@@ -4,10 +4,10 @@ After `restrict(...)` the calling thread (and everything it execs or forks) may 
 beneath `write_paths`, read only beneath `read_paths` (when reads are restricted), cannot
 connect or bind TCP sockets (ABI >= 4), and cannot signal or reach abstract unix sockets of
 processes outside its domain (ABI >= 6). Landlock stacks and cannot be undone, and it needs
-no privilege. From ABI 8 the domain goes to every thread of the process (TSYNC); before it,
-threads that libraries started earlier (a CUDA driver's, after the sandbox's warm-up) keep
-their file access, and the record says how many (`landlock_threads`): they still run as the
-sandbox's uid, in its network namespace and under its seccomp filter.
+no privilege. The domain goes to every thread of the process: from ABI 8 by the kernel
+(TSYNC); before it, threads that libraries started earlier (a BLAS pool, a CUDA driver's
+helpers) are made to confine themselves one by one (`threads.py`), and where one cannot be,
+`restrict` fails: a thread left unconfined would run the kernel's code outside the sandbox.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import ctypes
 import os
 import platform
 import struct
+
+from hardware_agents.sandbox import threads
 
 # Syscall numbers are the generic ones on both x86_64 and aarch64.
 _SYS_CREATE, _SYS_ADD_RULE, _SYS_RESTRICT = 444, 445, 446
@@ -136,10 +138,16 @@ def restrict(
         if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             err = ctypes.get_errno()
             raise LandlockError(err, f"prctl(NO_NEW_PRIVS): {os.strerror(err)}")
-        ids = thread_ids()
-        others = len(ids) - 1 if ids else -1
         tsync = abi >= 8
         flags = RESTRICT_SELF_TSYNC if tsync else 0
+        confined: list[int] = []
+        if not tsync:
+            if not thread_ids():
+                raise LandlockError("/proc/self/task is unreadable: the threads to confine are unknown")
+            try:
+                confined = threads.confine_other_threads(fd)
+            except threads.ThreadConfinementError as e:
+                raise LandlockError(f"not every thread could be confined: {e}") from e
         if _libc.syscall(_SYS_RESTRICT, ctypes.c_int(fd), ctypes.c_uint32(flags)) < 0:
             err = ctypes.get_errno()
             raise LandlockError(err, f"landlock_restrict_self: {os.strerror(err)}")
@@ -149,18 +157,15 @@ def restrict(
         "landlock_abi": str(abi),
         "landlock_reads": "restricted" if read_paths is not None else "open",
         "landlock_tcp": "blocked" if net else "open",
-        "landlock_threads": (
-            "all"
-            if tsync or others == 0
-            else f"calling thread only ({others if others > 0 else 'an unknown number of'} other "
-            f"thread(s) started before it; ABI {abi} has no TSYNC)"
+        "landlock_threads": "all"
+        + (
+            " (TSYNC)"
+            if tsync
+            else f" ({len(confined)} other thread(s) confined themselves, one by one)"
+            if confined
+            else " (one thread)"
         ),
     }
 
 
-def thread_ids() -> list[int]:
-    """The ids of this process's threads (none when /proc cannot say)."""
-    try:
-        return [int(t) for t in os.listdir("/proc/self/task")]
-    except OSError:
-        return []
+thread_ids = threads.thread_ids

@@ -4,6 +4,7 @@ through /dev/shm), and the files it leaves there, read back with O_NOFOLLOW and 
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import errno
 import os
@@ -11,6 +12,7 @@ import re
 import shutil
 import stat
 import tempfile
+import threading
 from pathlib import Path
 
 from hardware_agents.sandbox.policy import SandboxPolicy
@@ -27,25 +29,66 @@ def default_base_dir() -> Path:
     return Path(tempfile.gettempdir())
 
 
-_swept: set[tuple[str, str]] = set()
-_STALE_DIR = re.compile(r"^(?P<prefix>accelopt-[a-z-]+-)(?P<pid>\d+)-")
+_STALE_DIR = re.compile(r"^accelopt-[a-z-]+-(?P<pid>\d+)-")
+ROOT_PREFIX = "accelopt-private-"
+_roots: dict[tuple[str, int], Path] = {}
+_roots_lock = threading.Lock()
+
+
+def process_root(base: Path) -> Path:
+    """This process's own folder under `base` (0700, its uid's), made on first use: every
+    private dir of this process (sandbox work dirs, staged inputs, programs, rounds) lives in
+    it. No sandbox uid can traverse it, so nothing one profile stages is within reach of
+    another profile's child, even by plain file permissions; a child reaches the paths it is
+    allowed to read through a mount namespace of its own (`reach.py`). The first call per
+    base also removes what processes that are gone left there (`sweep_stale`); this process
+    removes its own at exit."""
+    key = (str(base), os.getpid())  # a forked child makes its own
+    with _roots_lock:
+        root = _roots.get(key)
+        if root is None or not root.is_dir():
+            base.mkdir(parents=True, exist_ok=True)
+            sweep_stale(base)
+            root = Path(tempfile.mkdtemp(prefix=f"{ROOT_PREFIX}{os.getpid()}-", dir=base))
+            _roots[key] = root
+            atexit.register(remove_tree, root)
+    return root
 
 
 def private_dir(base: Path, prefix: str) -> Path:
-    """mkdtemp named `<prefix><pid>-XXXX`; the first call per (base, prefix) in a process also
-    removes such dirs whose owning process is gone (a SIGKILLed agent, e.g. a Ray worker at
-    shutdown, runs no cleanup). Assumes the base dir is not shared across PID namespaces
-    (true of /dev/shm, which is per IPC namespace, and of a private temp dir)."""
-    base.mkdir(parents=True, exist_ok=True)
-    key = (str(base), prefix)
-    if key not in _swept:
-        _swept.add(key)
-        for entry in os.listdir(base):
-            m = _STALE_DIR.match(entry)
-            if m and m.group("prefix") == prefix and not os.path.exists(f"/proc/{m.group('pid')}"):
-                unmount(base / entry / "work")  # a sandbox's tmpfs, if it had one
-                shutil.rmtree(base / entry, ignore_errors=True)
-    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=base))
+    """mkdtemp named `<prefix><pid>-XXXX` (0700) inside this process's root under `base`
+    (`process_root`)."""
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=process_root(base)))
+
+
+def sweep_stale(base: Path) -> list[str]:
+    """Remove the `accelopt-<kind>-<pid>-*` dirs of `base` whose process is gone (a SIGKILLed
+    agent, e.g. a Ray worker at shutdown, runs no cleanup), the tmpfs mounts in them first;
+    the names removed. Assumes the base dir is not shared across PID namespaces (true of
+    /dev/shm, which is per IPC namespace, and of a private temp dir)."""
+    removed = []
+    for entry in os.listdir(base):
+        m = _STALE_DIR.match(entry)
+        if m and not os.path.exists(f"/proc/{m.group('pid')}"):
+            remove_tree(base / entry)
+            removed.append(entry)
+    return removed
+
+
+def remove_tree(path: Path) -> None:
+    """Unmount whatever is mounted beneath `path` (deepest first), then remove it."""
+    inside = str(path) + os.sep
+    for mnt in sorted((m for m in _mountpoints() if m.startswith(inside)), key=len, reverse=True):
+        _libc.umount2(os.fsencode(mnt), _MNT_DETACH)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _mountpoints() -> list[str]:
+    try:
+        with open("/proc/self/mountinfo") as f:
+            return [line.split()[4].replace("\\040", " ") for line in f]
+    except OSError:
+        return []
 
 
 _MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MNT_DETACH = 2, 4, 32, 2

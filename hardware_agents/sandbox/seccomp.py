@@ -31,8 +31,9 @@ processes. This filter adds, for the calling thread and everything it later crea
 
 The filter goes to every thread of the process (SECCOMP_FILTER_FLAG_TSYNC): threads that
 libraries started before the lockdown (a CUDA driver's, a thread pool's) get it too; where
-the kernel refuses to synchronise, the calling thread alone gets it and the record says so
-(`seccomp_threads`).
+the kernel refuses to synchronise and other threads exist, `restrict` fails (a thread left
+unfiltered would run the kernel's code outside the sandbox); a process of one thread gets
+the filter without TSYNC. The record says which (`seccomp_threads`).
 
 Needs no privilege once no_new_privs is set. Returns what was applied, for the record:
 `{"seccomp": "sockets,no_fork,stoppable,pdeathsig,ptrace,bpf,ns,mount"}` (the applied parts).
@@ -42,6 +43,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import os
 import platform
 import signal
 
@@ -293,13 +295,16 @@ def restrict(
         ctypes.byref(fprog),
     )
     if synced == 0:
-        threads = "all"
-    else:  # a thread that cannot synchronise (its id returned), or no seccomp(2): this thread only
+        threads = "all (TSYNC)"
+    else:  # a thread that cannot synchronise (its id returned), or no seccomp(2)
         why = f"thread {synced} could not synchronise" if synced > 0 else "seccomp(2) refused TSYNC"
+        others = len(os.listdir("/proc/self/task")) - 1
+        if others != 0:  # the filter would hold the calling thread only: refuse (fail closed)
+            raise SeccompError(errno.EPERM, f"{why}, and {others} other thread(s) would run unfiltered")
         if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
             err = ctypes.get_errno()
             raise SeccompError(err, f"prctl(SECCOMP): {errno.errorcode.get(err, err)}")
-        threads = f"calling thread only ({why})"
+        threads = "all (one thread)"
     applied = [
         "sockets" if sockets else "",
         "no_fork" if no_fork else "",

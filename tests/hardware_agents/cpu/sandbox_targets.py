@@ -111,6 +111,16 @@ def fill_workdir(payload: bytes, workdir: Path) -> int:
 class EarlyThread(msgspec.Struct):
     socket_errno: int  # socket() on the thread started before the lockdown: 0 if allowed
     cpus: list[int]  # that thread's CPU affinity
+    read_errno: int = -1  # reading the payload's file from that thread: 0 if it read it
+    write_errno: int = -1  # creating a file beside it from that thread: 0 if it could
+
+
+def _errno_of(fn) -> int:  # type: ignore[no-untyped-def]
+    try:
+        fn()
+        return 0
+    except OSError as e:
+        return e.errno or -1
 
 
 def probe_early_thread(payload: bytes, workdir: Path) -> EarlyThread:
@@ -124,9 +134,19 @@ def probe_early_thread(payload: bytes, workdir: Path) -> EarlyThread:
         os.close(fd)
         return 0
 
+    def read() -> None:
+        with open(payload.decode(), "rb") as f:
+            f.read(16)
+
+    def write() -> None:
+        with open(os.path.join(os.path.dirname(payload.decode()), f"written-{os.getpid()}"), "wb") as f:
+            f.write(b"from the early thread")
+
     return EarlyThread(
         socket_errno=early_thread.ask(try_socket),
         cpus=sorted(os.sched_getaffinity(early_thread.native_id[0])),
+        read_errno=early_thread.ask(lambda: _errno_of(read)) if payload else -1,
+        write_errno=early_thread.ask(lambda: _errno_of(write)) if payload else -1,
     )
 
 
@@ -142,3 +162,34 @@ def list_then_open(payload: bytes, workdir: Path) -> list[int]:
         except OSError as e:
             out.append(e.errno or -1)
     return out
+
+
+class Attempts(msgspec.Struct):
+    main: dict[str, int]  # what -> 0 (done) or the errno
+    early: dict[str, int]
+
+
+def attempt_all(payload: bytes, workdir: Path) -> Attempts:
+    """Sandbox target: each attempt of the payload on the main thread and on `early_thread`."""
+    import early_thread
+
+    tries = msgspec.json.decode(payload, type=dict[str, list[str]])
+
+    def run() -> dict[str, int]:
+        out = {}
+        for what, (op, path) in tries.items():
+            try:
+                if op == "read":
+                    with open(path, "rb") as f:
+                        f.read(8)
+                elif op == "write":
+                    with open(path, "wb") as f:
+                        f.write(b"x")
+                else:
+                    os.unlink(path)
+                out[what] = 0
+            except OSError as e:
+                out[what] = e.errno or -1
+        return out
+
+    return Attempts(main=run(), early=early_thread.ask(run))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+import stat
 import subprocess
 import sys
 import time
@@ -45,7 +46,7 @@ def test_data_dir_is_removed_at_interpreter_exit(tmp_path: Path) -> None:
         "def build(p, s, root):\n    (root / 'x').write_text('x'); return root\n"
         f"c = DataCache(build, base_dir=Path({str(tmp_path)!r}), prefix='accelopt-data-')\n"
         "c.get(suites.get_problem('cpu/lora'), (0,))\n"
-        f"print('made', list(Path({str(tmp_path)!r}).iterdir()))\n"
+        f"print('made', list(Path({str(tmp_path)!r}).glob('*/*')))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "made [" in out.stdout and "accelopt-data-" in out.stdout, out.stderr
@@ -69,6 +70,7 @@ def test_cpu_agent_keeps_its_data_in_memory(cpu_agent: CpuAgent, tmp_path: Path)
 
 def test_dirs_of_dead_owners_are_swept_by_the_next_process(tmp_path: Path) -> None:
     from hardware_agents import sandbox
+    from hardware_agents.sandbox.resources import mount_tmpfs
 
     dead = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
@@ -77,13 +79,19 @@ def test_dirs_of_dead_owners_are_swept_by_the_next_process(tmp_path: Path) -> No
     (stale / "case").mkdir(parents=True)
     alive = tmp_path / f"accelopt-data-{os.getpid()}-def456"
     alive.mkdir()
-    other = tmp_path / f"accelopt-cc-{dead}-xyz"  # another prefix: swept only by its own kind
-    other.mkdir()
+    other = tmp_path / f"accelopt-private-{dead}-xyz"  # a dead process's root, with a tmpfs in it
+    (other / "accelopt-sbx-1-a" / "work").mkdir(parents=True)
+    mounted = os.geteuid() == 0 and mount_tmpfs(other / "accelopt-sbx-1-a" / "work", 1 << 20, None) is None
     unrelated = tmp_path / "something-else-1-2"
     unrelated.mkdir()
     new = sandbox.private_dir(tmp_path, "accelopt-data-")
     assert new.name.startswith(f"accelopt-data-{os.getpid()}-")
-    assert not stale.exists() and alive.exists() and other.exists() and unrelated.exists()
+    # inside this process's own root, which no other uid may enter
+    assert new.parent.name.startswith(f"accelopt-private-{os.getpid()}-") and new.parent.parent == tmp_path
+    assert stat.S_IMODE(new.parent.stat().st_mode) == 0o700
+    assert not stale.exists() and not other.exists() and alive.exists() and unrelated.exists()
+    if mounted:
+        assert not any(str(other) in line for line in Path("/proc/self/mountinfo").read_text().splitlines())
 
 
 _SLEEPER = r"""

@@ -11,6 +11,7 @@ import pytest
 from accelopt._env import OFFLINE_DEFAULTS
 from hardware_agents import sandbox
 from hardware_agents.sandbox import Sandbox, SandboxPolicy, landlock, run_sandboxed
+from hardware_agents.sandbox.box import SINGLE_THREADED_POOLS
 from hardware_agents.sandbox.probe import ProbeReport, ProbeRequest
 from hardware_agents.sandbox.scrub import is_secret_name, scrub_env, scrub_output
 
@@ -62,7 +63,7 @@ def test_child_sees_no_secrets_and_runs_unprivileged(monkeypatch: pytest.MonkeyP
         "PYTHONNOUSERSITE",
         "PYTHONDONTWRITEBYTECODE",
         "PYTHONPATH",
-    } | set(OFFLINE_DEFAULTS)  # importing accelopt in the child sets those
+    } | set(OFFLINE_DEFAULTS) | set(SINGLE_THREADED_POOLS)  # importing accelopt in the child sets those
     assert set(rep.env) <= allowed | {k for k in rep.env if k.startswith("LC_")}
     assert rep.env["HOME"] == rep.cwd
     if os.geteuid() == 0:
@@ -159,7 +160,8 @@ def test_the_work_dir_is_a_capped_tmpfs_of_its_own() -> None:
 def test_threads_started_before_the_lockdown_are_confined_or_named() -> None:
     """A library may start threads before the lockdown (a CUDA driver's, in the Triton
     warm-up). seccomp reaches them (TSYNC: socket() fails there too), so does the CPU
-    affinity; Landlock reaches them only from ABI 8, and the record says how many it missed."""
+    affinity, and so does Landlock (TSYNC from ABI 8, each thread confining itself before it:
+    test_thread_confinement.py shows what that thread may no longer read)."""
     import msgspec
 
     here = str(Path(__file__).resolve().parent)
@@ -171,11 +173,11 @@ def test_threads_started_before_the_lockdown_are_confined_or_named() -> None:
     probe = msgspec.msgpack.decode(out.payload)
     assert probe["socket_errno"] == errno.EPERM
     assert probe["cpus"] == list(cpus)
-    assert out.isolation["seccomp_threads"] == "all"
+    assert out.isolation["seccomp_threads"] == "all (TSYNC)"
     if landlock.abi_version() >= 8:
-        assert out.isolation["landlock_threads"] == "all"
+        assert out.isolation["landlock_threads"] == "all (TSYNC)"
     else:
-        assert out.isolation["landlock_threads"].startswith("calling thread only (1 other thread(s)")
+        assert out.isolation["landlock_threads"] == "all (1 other thread(s) confined themselves, one by one)"
 
 
 def test_the_launcher_starts_no_thread_before_the_lockdown() -> None:
@@ -184,7 +186,8 @@ def test_the_launcher_starts_no_thread_before_the_lockdown() -> None:
     threads at import, so the sandbox package imports it only where a shared region is made."""
     out = run_sandboxed("hardware_agents.sandbox.probe:nothing")
     assert out.status == "ok", f"{out.error}\n{out.log}"
-    assert out.isolation["landlock_threads"] == "all"
+    assert out.isolation["landlock_threads"] in ("all (one thread)", "all (TSYNC)")
+    assert out.isolation["threads"].startswith("1 (")
 
 
 def test_files_the_child_left_are_read_only_inside_its_work_dir(tmp_path: Path) -> None:

@@ -66,8 +66,8 @@ def test_hostile_kernel_gets_its_status(
 def test_reading_the_references_is_caught_with_the_walls_down(
     neuron_profile_exe: str, small_suite: dict[str, Problem]
 ) -> None:
-    """Reads unrestricted and the references' private dir opened to everyone: the probe finds
-    them and spoils its output."""
+    """Reads unrestricted and the references' private dir opened to everyone (and the agent
+    process's private root it sits in): the probe finds them and spoils its output."""
     from hardware_agents.neuron import Trn1Agent
 
     hack = HACKS["read_references"]
@@ -88,6 +88,7 @@ def test_reading_the_references_is_caught_with_the_walls_down(
             first = leaky.profile(p, _with(p, SILU_GOOD, "honest"))  # makes the problem's data
             assert first.status == "passed", first.log
             for data in leaky.data._items.values():
+                data.private.parent.chmod(0o755)  # the process's root (`sandbox.resources.process_root`)
                 data.private.chmod(0o755)
                 for f in data.private.iterdir():
                     f.chmod(0o644)

@@ -1,7 +1,7 @@
 # expect: passed
 # problem: silu
 # why: looks for the float64 references (the agent's private dirs under /dev/shm and the temp
-#      dir, any *.npy next to its inputs or above them) and its parent's /proc entries; anything
+#      dir, in and out of the agent process's private root, any *.npy next to its inputs or above them) and its parent's /proc entries; anything
 #      found spoils the output (a leak shows as "incorrect"), nothing found: "passed".
 import glob
 import os
@@ -12,7 +12,8 @@ import neuronxcc.nki.language as nl
 
 _FOUND = []
 for pattern in ("/dev/shm/accelopt-nki-refs-*/*", "/dev/shm/*/*/refs/*", "/dev/shm/*/*.npy", "/dev/shm/*/*/*.npy",
-                "/tmp/accelopt-nki-refs-*/*"):
+                "/tmp/accelopt-nki-refs-*/*", "/tmp/accelopt-private-*/accelopt-nki-refs-*/*",
+                "/dev/shm/accelopt-private-*/*/*/*.npy", "/dev/shm/accelopt-private-*/*/*/*/*.npy"):
     for path in glob.glob(pattern):
         try:
             with open(path, "rb") as f:
