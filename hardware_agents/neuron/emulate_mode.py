@@ -311,7 +311,12 @@ class EmulateRun:
             with self.phases("compile"):
                 out = box.run(
                     COMPILE_TARGET,
-                    CompileRequest(kernel_file=kernel_file, entry=self.entry, signatures=sigs),
+                    CompileRequest(
+                        kernel_file=kernel_file,
+                        entry=self.entry,
+                        signatures=sigs,
+                        sources=[src.path for src in self.solution.sources],
+                    ),
                     timeout_s=self.timeout,
                 )
             failed = _ended(v, out, "compiling the kernel in the emulator", compiling=True)
@@ -338,15 +343,23 @@ class EmulateRun:
 
     def _validate(self, box: Sandbox, programs: list[str]) -> Profile | None:
         from hardware_agents.neuron.emulator.errors import NKIError
-        from hardware_agents.neuron.emulator.program import decode
+        from hardware_agents.neuron.emulator.program import decode, sources_digest
         from hardware_agents.neuron.emulator.validate import check_program
 
         v = self.v
+        digest = sources_digest((src.path, src.content.encode()) for src in self.solution.sources)
         try:
             with self.phases("validate"):
                 for rel, sig in zip(programs, self.sigs, strict=True):
                     raw = box.read_file(rel, MAX_PROGRAM_BYTES)
                     prog = decode(raw)
+                    if prog.source_sha256 != digest:
+                        return v.profile(
+                            "runtime_error",
+                            "the program handed over was traced from another source (its sources' "
+                            f"sha256 {prog.source_sha256[:12] or 'missing'}, this kernel's {digest[:12]}): "
+                            f"a verdict belongs to the source it was asked about{v.tail}",
+                        )
                     check_program(prog, sig)
                     self.progs.append(prog)
                     self.blobs.append(raw)

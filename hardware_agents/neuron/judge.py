@@ -76,7 +76,7 @@ def stage_sources(box: Sandbox, solution: Solution, entry_file: str) -> str:
     for src in solution.sources:
         p = box.workdir / src.path
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(src.content)
+        p.write_bytes(src.content.encode())  # UTF-8 whatever the locale: the bytes a program is bound to
         box.give(src.path)
     return str(box.workdir / entry_file)
 

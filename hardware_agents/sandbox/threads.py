@@ -11,10 +11,16 @@ of machine code that call no library (async-signal-safe by construction), runs o
 `prctl(PR_SET_NO_NEW_PRIVS)` then `landlock_restrict_self(ruleset_fd, 0)` and counts its
 result in a page the caller reads. The caller signals one thread at a time (`tgkill`) and
 waits for its answer, so each answer belongs to the thread it was sent to; a thread that
-does not answer (the signal blocked, stuck in the kernel) or whose call failed makes the
+does not answer (stuck in the kernel, or the signal blocked) or whose call failed makes the
 whole confinement fail, and the child refuses to run (fail closed). Threads started while
 this runs are seen by a second census and confined in turn; a thread started by a confined
 thread inherits its domain (and gets a second, identical layer: harmless).
+
+The signal is glibc's own thread-cancellation signal (32), borrowed for the moment through
+the raw `rt_sigaction` (glibc's `sigaction` refuses it) and given back after: glibc removes
+it from every mask a thread sets through `pthread_sigmask`/`sigprocmask`, so a library thread
+that blocks "all signals" (as driver threads do) still answers. Only a thread that blocked it
+with the raw system call cannot, and then the child refuses.
 
 The handler is written for x86_64; elsewhere a process with more than one thread at the
 lockdown cannot be confined without TSYNC and fails closed.
@@ -25,7 +31,6 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
-import signal
 import struct
 import threading
 import time
@@ -48,9 +53,12 @@ _PROT_READ, _PROT_WRITE, _PROT_EXEC = 1, 2, 4
 _MAP_PRIVATE, _MAP_ANONYMOUS = 0x02, 0x20
 _SA_RESTART = 0x10000000
 _PAGE = os.sysconf("SC_PAGESIZE")
-# a real-time signal no library uses (glibc keeps 32 and 33 for itself)
-CONFINE_SIGNAL = signal.SIGRTMIN + 7
+# glibc's SIGCANCEL: no pthread_sigmask can block it (see the module doc)
+CONFINE_SIGNAL = 32
 ANSWER_TIMEOUT_S = 2.0
+_SYS_RT_SIGACTION = 13  # x86_64
+_SA_RESTORER = 0x04000000
+_RESTORER_OFFSET = 128  # of the code page: `mov eax, SYS_rt_sigreturn; syscall`
 
 
 class ThreadConfinementError(OSError):
@@ -93,13 +101,16 @@ def _handler_code(ruleset_fd: int, slots: int) -> bytes:
     )
 
 
-class _Sigaction(ctypes.Structure):  # glibc's struct sigaction on x86_64
+class _KernelSigaction(ctypes.Structure):  # the kernel's struct sigaction on x86_64
     _fields_ = [
-        ("sa_handler", ctypes.c_void_p),
-        ("sa_mask", ctypes.c_ulong * 16),
-        ("sa_flags", ctypes.c_int),
-        ("sa_restorer", ctypes.c_void_p),
+        ("handler", ctypes.c_void_p),
+        ("flags", ctypes.c_ulong),
+        ("restorer", ctypes.c_void_p),
+        ("mask", ctypes.c_ulong),
     ]
+
+
+_RESTORER_CODE = b"\xb8" + struct.pack("<I", 15) + b"\x0f\x05"  # mov eax, SYS_rt_sigreturn; syscall
 
 
 def _map(size: int) -> int:
@@ -109,14 +120,15 @@ def _map(size: int) -> int:
     return int(addr)
 
 
-def _install(handler: int | None) -> None:
-    act = _Sigaction()
-    act.sa_handler = handler if handler is not None else 1  # SIG_IGN
-    for i in range(16):
-        act.sa_mask[i] = ~0 & ((1 << 64) - 1)  # nothing interrupts the handler
-    act.sa_flags = _SA_RESTART
-    if _libc.sigaction(CONFINE_SIGNAL, ctypes.byref(act), None) != 0:
-        raise ThreadConfinementError(ctypes.get_errno(), "sigaction failed")
+def _set_action(act: _KernelSigaction) -> _KernelSigaction:
+    """rt_sigaction(CONFINE_SIGNAL, act) through the raw system call; the action it replaced."""
+    old = _KernelSigaction()
+    rc = _libc.syscall(
+        _SYS_RT_SIGACTION, CONFINE_SIGNAL, ctypes.byref(act), ctypes.byref(old), ctypes.c_size_t(8)
+    )
+    if rc != 0:
+        raise ThreadConfinementError(ctypes.get_errno(), "rt_sigaction failed")
+    return old
 
 
 def confine_other_threads(ruleset_fd: int) -> list[int]:
@@ -138,12 +150,20 @@ def confine_other_threads(ruleset_fd: int) -> list[int]:
     code_page = _map(_PAGE)
     code = _handler_code(ruleset_fd, slots)
     ctypes.memmove(code_page, code, len(code))
+    ctypes.memmove(code_page + _RESTORER_OFFSET, _RESTORER_CODE, len(_RESTORER_CODE))
     if _libc.mprotect(code_page, _PAGE, _PROT_READ | _PROT_EXEC) != 0:
         raise ThreadConfinementError(ctypes.get_errno(), "mprotect failed")
     # the pages stay mapped: a thread may still be between its count and its `ret`
     ok = ctypes.c_uint64.from_address(slots)
     failed = ctypes.c_uint64.from_address(slots + 8)
-    _install(code_page)
+    previous = _set_action(
+        _KernelSigaction(
+            handler=code_page,
+            flags=_SA_RESTORER | _SA_RESTART,
+            restorer=code_page + _RESTORER_OFFSET,
+            mask=(1 << 64) - 1,  # nothing interrupts the handler
+        )
+    )
     confined: list[int] = []
     try:
         for _ in range(4):  # threads started meanwhile are seen by the next census
@@ -163,7 +183,8 @@ def confine_other_threads(ruleset_fd: int) -> list[int]:
                             break  # it ended before it could answer
                         raise ThreadConfinementError(
                             f"thread {tid} ({_thread_name(tid)}) did not confine itself within "
-                            f"{ANSWER_TIMEOUT_S:.0f} s (signal {CONFINE_SIGNAL} blocked?)"
+                            f"{ANSWER_TIMEOUT_S:.0f} s (signal {CONFINE_SIGNAL} blocked by a raw "
+                            "rt_sigprocmask, or the thread is stuck in the kernel)"
                         )
                     time.sleep(0.0005)
                 if failed.value != before_failed:
@@ -174,7 +195,7 @@ def confine_other_threads(ruleset_fd: int) -> list[int]:
                     confined.append(tid)
         raise ThreadConfinementError("threads kept starting while the process was being confined")
     finally:
-        _install(None)  # later deliveries of the signal do nothing
+        _set_action(previous)  # glibc's own action again
 
 
 def _thread_name(tid: int) -> str:

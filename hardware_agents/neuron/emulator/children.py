@@ -31,7 +31,7 @@ from hardware_agents.neuron.emulator import analysis, cost, dtypes, isa, kernel,
 from hardware_agents.neuron.emulator.errors import NKICompileError
 from hardware_agents.neuron.emulator.execute import execute_batch
 from hardware_agents.neuron.emulator.kernel import ArgSpec
-from hardware_agents.neuron.emulator.program import Instr, Loop, decode, encode
+from hardware_agents.neuron.emulator.program import Instr, Loop, decode, encode, sources_digest
 from hardware_agents.neuron.kernel_module import load_kernel
 from hardware_agents.neuron.protocol import CaseRun, ErrorInfo, KernelArg
 
@@ -42,6 +42,7 @@ class CompileRequest(msgspec.Struct, frozen=True, kw_only=True):
     kernel_file: str
     entry: str
     signatures: list[list[ArgSpec]]
+    sources: list[str] = []  # the kernel's files, relative to the work dir: what a program is bound to
 
 
 class CompileResult(msgspec.Struct, kw_only=True):
@@ -94,6 +95,8 @@ def compile_target(payload: bytes, workdir: Path) -> CompileResult:
     """Sandbox target (the kernel's process): trace the kernel into one program per signature."""
     req = msgspec.msgpack.decode(payload, type=CompileRequest)
     res = CompileResult(versions=versions())
+    # before any of the kernel's code runs: the files every program of it is bound to
+    digest = sources_digest((rel, (workdir / rel).read_bytes()) for rel in req.sources)
     emulator.install()
     _stage(workdir, "load")
     try:
@@ -108,6 +111,7 @@ def compile_target(payload: bytes, workdir: Path) -> CompileResult:
         except BaseException as e:
             res.error = ErrorInfo.of("compile", e)
             return res
+        prog.source_sha256 = digest
         rel = PROGRAM_FILE.format(i)
         (workdir / rel).write_bytes(encode(prog))
         res.programs.append(rel)

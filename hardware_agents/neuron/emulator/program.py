@@ -12,6 +12,8 @@ the partition dimension) in `block`, indexed by loop counters only.
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterable
 from typing import Any
 
 import msgspec
@@ -93,9 +95,23 @@ class Program(msgspec.Struct, kw_only=True):
     returned_tuple: bool = False
     constants: list[Constant] = []
     loop_trips: dict[int, int] = {}
+    # `sources_digest` of the kernel's files as the tracing child found them before any of
+    # their code ran: the trusted side prices and executes a program only for the source it
+    # asked about (a program copied from another profile carries that profile's digest)
+    source_sha256: str = ""
 
     def tensor(self, tid: int) -> TensorDecl:
         return self.tensors[tid]
+
+
+def sources_digest(files: Iterable[tuple[str, bytes]]) -> str:
+    """SHA-256 over a kernel's files (relative path and content, in path order)."""
+    h = hashlib.sha256()
+    for path, content in sorted(files):
+        for part in (path.encode(), content):
+            h.update(len(part).to_bytes(8, "little"))
+            h.update(part)
+    return h.hexdigest()
 
 
 def encode(program: Program) -> bytes:
@@ -118,4 +134,5 @@ __all__ = [
     "TensorDecl",
     "decode",
     "encode",
+    "sources_digest",
 ]

@@ -193,3 +193,14 @@ def attempt_all(payload: bytes, workdir: Path) -> Attempts:
         return out
 
     return Attempts(main=run(), early=early_thread.ask(run))
+
+
+def read_on_masked_thread(payload: bytes, workdir: Path) -> int:
+    """Read the payload's file on `early_thread_masked`'s thread: 0, or the errno."""
+    import early_thread_masked
+
+    def read() -> None:
+        with open(payload.decode(), "rb") as f:
+            f.read(16)
+
+    return early_thread_masked.ask(lambda: _errno_of(read))

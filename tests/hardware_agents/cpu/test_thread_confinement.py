@@ -82,6 +82,17 @@ def test_a_thread_that_cannot_be_confined_makes_the_child_refuse() -> None:
     assert out.isolation["landlock"].startswith("unavailable: not every thread could be confined")
 
 
+def test_a_thread_that_blocks_signals_through_glibc_is_confined_all_the_same(open_file: Path) -> None:
+    """A library thread that blocks every signal through pthread_sigmask (as driver threads
+    do) still confines itself: glibc keeps its cancellation signal, the one borrowed, open."""
+    pol = SandboxPolicy(wall_timeout_s=30, python_path=(HERE,), preload=("early_thread_masked",))
+    with Sandbox(pol) as box:
+        out = box.run("sandbox_targets:read_on_masked_thread", str(open_file).encode())
+    assert out.status == "ok", f"{out.error}\n{out.log}"
+    assert msgspec.msgpack.decode(out.payload) == errno.EACCES
+    assert out.isolation["threads"].endswith("each confined (Landlock and seccomp)")
+
+
 def test_numpy_with_a_blas_pool_before_the_lockdown_runs_confined() -> None:
     """An honest child whose preload imports numpy with a BLAS pool of two (OpenBLAS caps it at
     the cores): every worker is confined one by one and the child runs (a gate that refused it
