@@ -147,6 +147,10 @@ def profile_row(kind: str, name: str, profs: list[Any], **extra: Any) -> dict[st
         # adversarial cases that passed only with the float32 floor (the tie-at-float32 class)
         "fp32_floor_cases": c.get("fp32_floor_cases"),
         "calls": c.get("timing_calls"),
+        # every thread of the kernel's child confined (a CUDA driver's threads, started by the
+        # warm-up before the lockdown, confine themselves one by one where Landlock has no TSYNC)
+        "threads": prof.isolation.get("threads"),
+        "landlock_threads": prof.isolation.get("landlock_threads"),
         "phases_s": [
             {k: round(v, 3) for k, v in p.counters.items() if k.startswith("phase_")} for p in profs
         ],
@@ -612,6 +616,10 @@ def targets(rows: list[dict[str, Any]]) -> dict[str, Any]:
         f"/{sum(r.get('detects_2x_slow_clock') is not None for r in honest)} suite and paper kernels",
         "slow_clock_1.25x_caught": f"{sum(bool(r.get('detects_1.25x_slow_clock')) for r in long)}"
         f"/{sum(r.get('detects_1.25x_slow_clock') is not None for r in long)} kernels of 0.1 ms or more",
+        # the CUDA driver's threads started before the lockdown, confined one by one (no TSYNC)
+        "children_every_thread_confined": f"{sum('each confined' in (r.get('threads') or '') for r in honest)}"
+        f"/{len(honest)} suite and paper profiles (threads: "
+        f"{sorted({(r.get('threads') or '?').split(' ', 1)[0] for r in honest})})",
     }
 
 
