@@ -13,9 +13,10 @@ the perfect-overlap bound of cost model 1:
 24 MiB is spilled to HBM and reloaded (DMA), once per stretch of the program that overflows.
 Model 2 adds what perfect overlap ignores (schedule.py): an instruction waits for the
 instructions producing its operands, plus the fixed costs of a dependent instruction
-(`latency`), so one loop iteration is a chain across engines; iterations overlap only as far as
-loop-carried dependences, the rotating buffers of tiles allocated in the loop and the on-chip
-memory allow. The estimate is
+(`latency`) and for its engine, so one loop iteration is a chain across engines; iterations
+overlap only as far as loop-carried dependences, the engines and the on-chip memory allow,
+a loop scheduled as its unrolled iterations would be (one rule whatever the loop's spelling).
+The estimate is
 
     T = max(resource, critical path of the pipelined schedule) + DMA fill/drain
 
@@ -34,7 +35,6 @@ from hardware_agents.neuron.emulator import dtypes
 from hardware_agents.neuron.emulator.analysis import (
     Analysis,
     analyze,
-    footprints,
     sbuf_spill_bytes,
     sbuf_spill_episode_bytes,
 )
@@ -42,7 +42,7 @@ from hardware_agents.neuron.emulator.program import Access, Instr, Loop, Node, P
 from hardware_agents.neuron.emulator.schedule import LoopEstimate, Scheduler, Timing
 from hardware_agents.neuron.emulator.validate import onezero_claims
 
-MODEL = "accelopt-trn1-cost-model/2"
+MODEL = "accelopt-trn1-cost-model/3"
 SBUF_PORT = "dve+pool (SBUF port)"
 PSUM_PORT = "dve+act (PSUM port)"
 
@@ -72,7 +72,9 @@ class CostSpec(msgspec.Struct, frozen=True, kw_only=True):
     dependent_cycles: int = 100  # static overhead of an instruction that waits on the previous one's output
     access_cycles: int = 60  # initiating an SBUF/PSUM tensor access
     pe_depth_cycles: int = 128  # rows of the systolic array a matmul's results drain through
-    loop_buffers: int = 2  # physical buffers of a tile allocated inside a loop (double buffering)
+    # physical buffers of a tile allocated inside a loop: 0, as many as the on-chip memory holds
+    # (what an unrolled copy of the loop gets); N caps them at N (2: double buffering)
+    loop_buffers: int = 0
     sbuf_usable_bytes: int = (192 - 16) * 1024  # per partition, less the compiler's reserve
     psum_partition_bytes: int = 16 * 1024
     dependencies: bool = True  # False: model 1's perfect overlap (for comparisons)
@@ -300,6 +302,92 @@ def latency(c: _Costed, engine: str, spec: CostSpec) -> float:
     return t + (spec.dependent_cycles + spec.access_cycles) / hz + c.latency
 
 
+def _occupancy(c: _Costed, eng: str) -> dict[str, float]:
+    """Seconds an instruction priced `c` holds each engine and shared port when it runs on `eng`."""
+    occ = {eng: c.options[eng]}
+    for e, s in c.extra.items():
+        occ[e] = occ.get(e, 0.0) + s
+    if eng == "pool" or (eng == "dve" and c.sbuf):
+        occ[SBUF_PORT] = c.options[eng]
+    if c.psum and eng in ("dve", "act"):
+        occ[PSUM_PORT] = c.options[eng]
+    if c.psum and "act" in c.extra:
+        occ[PSUM_PORT] = occ.get(PSUM_PORT, 0.0) + c.extra["act"]
+    return occ
+
+
+class _EngineWalk:
+    """Every instruction priced once, and the engines' busy time over the whole call. Where an
+    instruction may run on several engines, the compiler's choice is the one that finishes this
+    work soonest: model 1 chose once per instruction for all its loop iterations (`nodes`);
+    model 2 chooses per instance, in program order (`instances`), so a loop and its unrolled
+    copy load the engines alike. Each instruction's `Timing` lists every engine it may run on
+    (the schedule chooses per instance too)."""
+
+    def __init__(self, prog: Program, spec: CostSpec) -> None:
+        self.prog, self.spec = prog, spec
+        self.busy = dict.fromkeys(ENGINES, 0.0)
+        self.ports = {SBUF_PORT: 0.0, PSUM_PORT: 0.0}
+        self.hbm = 0.0
+        self.count = 0
+        self.timing: dict[int, Timing] = {}
+        self.costed: dict[int, _Costed] = {}
+        self.choosy: dict[int, bool] = {}  # a loop with an instruction of several engines in it
+
+    def _price(self, n: Instr) -> _Costed:
+        c = self.costed.get(id(n))
+        if c is None:
+            c = self.costed[id(n)] = price(n, self.prog, self.spec)
+            alts = tuple(
+                (_occupancy(c, e), latency(c, e, self.spec))
+                for e in sorted(c.options, key=lambda e: (c.options[e], ENGINES.index(e)))
+            )
+            self.timing[id(n)] = Timing(occ=alts[0][0], lat=alts[0][1], pe="pe" in c.options, alts=alts)
+        return c
+
+    def _add(self, n: Instr, c: _Costed, eng: str, mult: int) -> None:
+        for r, s in _occupancy(c, eng).items():
+            (self.busy if r in self.busy else self.ports)[r] += s * mult
+
+    def nodes(self, nodes: list[Node], mult: int) -> None:
+        """Model 1: per instruction, one engine for all `mult` instances."""
+        for n in nodes:
+            if isinstance(n, Loop):
+                self.nodes(n.body, mult * n.trip)
+            elif isinstance(n, Instr):
+                c = self._price(n)
+                self.count += mult
+                self.hbm += c.hbm_bytes * mult
+                eng = min(c.options, key=lambda e: self.busy[e] + c.options[e] * mult)
+                self._add(n, c, eng, mult)
+
+    def _choosy(self, loop: Loop) -> bool:
+        got = self.choosy.get(id(loop))
+        if got is None:
+            got = self.choosy[id(loop)] = any(
+                (isinstance(n, Instr) and len(self._price(n).options) > 1)
+                or (isinstance(n, Loop) and self._choosy(n))
+                for n in loop.body
+            )
+        return got
+
+    def instances(self, nodes: list[Node]) -> None:
+        """Model 2: per instance, in program order (loops without a choice in them at once)."""
+        for n in nodes:
+            if isinstance(n, Loop):
+                if self._choosy(n):
+                    for _ in range(n.trip):
+                        self.instances(n.body)
+                else:
+                    self.nodes(n.body, n.trip)
+            elif isinstance(n, Instr):
+                c = self._price(n)
+                self.count += 1
+                self.hbm += c.hbm_bytes
+                eng = min(c.options, key=lambda e: self.busy[e] + c.options[e])
+                self._add(n, c, eng, 1)
+
+
 def estimate(
     prog: Program, device: str = "trn1", analysis: Analysis | None = None, *, spec: CostSpec | None = None
 ) -> Estimate:
@@ -311,39 +399,12 @@ def estimate(
     if spec is None:
         raise ValueError(f"no cost model for {device!r}; known: {', '.join(COST_SPECS)}")
     an = analysis or analyze(prog, check=False)
-    busy = dict.fromkeys(("pe", "act", "dve", "pool", "dma"), 0.0)
-    ports = {SBUF_PORT: 0.0, PSUM_PORT: 0.0}
-    hbm = 0.0
-    count = 0
-    timing: dict[int, Timing] = {}
-
-    def walk(nodes: list[Node], mult: int) -> None:
-        nonlocal hbm, count
-        for n in nodes:
-            if isinstance(n, Loop):
-                walk(n.body, mult * n.trip)
-                continue
-            if not isinstance(n, Instr):
-                continue
-            c = price(n, prog, spec)
-            count += mult
-            # the compiler's choice: the engine that finishes this work soonest
-            eng = min(c.options, key=lambda e: busy[e] + c.options[e] * mult)
-            occ = {eng: c.options[eng]}
-            for e, s in c.extra.items():
-                occ[e] = occ.get(e, 0.0) + s
-            if eng == "pool" or (eng == "dve" and c.sbuf):
-                occ[SBUF_PORT] = c.options[eng]
-            if c.psum and eng in ("dve", "act"):
-                occ[PSUM_PORT] = c.options[eng]
-            if c.psum and "act" in c.extra:
-                occ[PSUM_PORT] = occ.get(PSUM_PORT, 0.0) + c.extra["act"]
-            for r, s in occ.items():
-                (busy if r in busy else ports)[r] += s * mult
-            hbm += c.hbm_bytes * mult
-            timing[id(n)] = Timing(occ=occ, lat=latency(c, eng, spec), pe=eng == "pe")
-
-    walk(prog.body, 1)
+    walk = _EngineWalk(prog, spec)
+    if spec.dependencies:
+        walk.instances(prog.body)
+    else:
+        walk.nodes(prog.body, 1)
+    busy, ports, hbm, count, timing = walk.busy, walk.ports, walk.hbm, walk.count, walk.timing
     spill = float(sbuf_spill_bytes(an))
     if spec.spill_episodes:
         spill = max(spill, float(sbuf_spill_episode_bytes(an)))
@@ -364,7 +425,6 @@ def estimate(
             prog,
             timing,
             spec.loop_buffers,
-            footprints(an, prog),
             {"sbuf": spec.sbuf_usable_bytes, "psum": spec.psum_partition_bytes},
         )
         critical = sched.run()

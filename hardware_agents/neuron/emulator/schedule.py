@@ -1,41 +1,49 @@
 """The dependency and pipelining half of the trn1 cost model: how long one call takes when
-instructions wait for their operands, not only for their engine.
+instructions wait for their operands, their engines and on-chip memory.
 
 Engines run their own instruction streams and synchronise through semaphores: an instruction
 starts once every instruction whose result it reads (RAW), whose operand it overwrites (WAR)
-or whose result it overwrites (WAW) has finished. Each instruction has an occupancy (how long
-it holds its engine: the ISA cost, priced in cost.py) and a latency (how long until a
-consumer may start: occupancy plus the fixed costs of a dependent instruction). Per loop body:
+or whose result it overwrites (WAW) has finished (`deps.py`: exact, every pair tested), once
+its engine (and port) is free for as long as it holds it, and once its new tiles fit in
+on-chip memory beside the dead tiles not yet released (`resources.py`). Each instruction has
+an occupancy (how long it holds its engine: the ISA cost, priced in cost.py) and a latency
+(how long until a consumer may start: occupancy plus the fixed costs of a dependent
+instruction).
 
-- one iteration's critical path `L` is the longest chain of latencies through the body (an
-  inner loop counts as one node, its whole pipelined time);
-- iterations overlap as a software pipeline with initiation interval
-  `II = max(busiest engine or port per iteration, every loop-carried cycle / its distance,
-  inner loops' own recurrences, L / iterations the on-chip memory can hold at once)`;
-  a cycle is a dependence from iteration i to i+d closed by a chain back inside the body:
-  memory written and read again in the next iteration (`nl.sequential_range` carried
-  values, tiles reused without a loop index: distance 1) or the physical buffers of a tile
-  allocated inside the loop (NKI rotates `loop_buffers` of them: distance `loop_buffers`);
-  block-indexed tiles are distinct per iteration and carry nothing;
-- the loop takes `max(trip * engines, L + (trip - 1) * II)`.
+One rule for every block, whatever its spelling: a block's items (instructions, and inner
+loops as single items) are list-scheduled in program order, and a loop is that list schedule
+run over its iterations one after another, as if unrolled: iteration `n` of an item waits for
+the items it depends on in iteration `n` and, for loop-carried dependences (memory written in
+one iteration and read or overwritten in a later one), in iterations `n - d`. So a loop, its
+unrolled straight-line copy, a Python loop in a helper function and `nl.static_range` are
+the same program to the schedule and get the same figure; iterations overlap exactly as far as
+their dependences, engines and memory allow, and no further whatever the loop is called.
 
-The kernel body is one such block run once. Accesses are affine in the loop counters, so the
-dependence tests are interval tests per dimension (`_deltas`): exact where both accesses move
-with the same coefficient, "may overlap" where they do not.
+- A tile declared in a loop body is fresh memory each iteration (the executor allocates it so);
+  it takes memory from its first access to its last, so iterations overlap only as far as their
+  tiles fit (`loop_buffers > 0` instead caps a tile at that many physical buffers, the old
+  double-buffering reading; 0, the default, lets the on-chip memory decide);
+- an inner loop is one item: its latency is its whole scheduled time, its engines are counted
+  in the enclosing loop's bound (`trip x busiest engine per iteration`) but not booked on the
+  engines' timelines (its work is spread over its run), and it holds the most memory its own
+  tiles took at once;
+- a loop longer than `SIMULATED` item placements is scheduled for as many iterations as fit
+  and extrapolated at the steady rate of the last half of those.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from typing import NamedTuple
 
 import msgspec
 
-from hardware_agents.neuron.emulator.analysis import loop_order
-from hardware_agents.neuron.emulator.program import Access, Instr, Loop, Node, Program
+from hardware_agents.neuron.emulator import dtypes
+from hardware_agents.neuron.emulator.deps import Acc, Dep, find_deps, instr_accs, lift
+from hardware_agents.neuron.emulator.program import Instr, Loop, Node, Program
+from hardware_agents.neuron.emulator.resources import Memory, Timelines
 
-LOOKBACK = 64  # accesses of a tensor an access is tested against
+SIMULATED = 4096  # item placements per loop schedule; longer loops extrapolate their steady state
 
 
 class LoopEstimate(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -47,7 +55,7 @@ class LoopEstimate(msgspec.Struct, kw_only=True, omit_defaults=True):
     iteration_s: float  # one iteration's critical path
     ii_s: float  # initiation interval: steady-state time between iterations
     engines_ii_s: float  # the busiest engine or port per iteration
-    limit: str  # what sets ii: "engines", "carried dependence", "buffers", "inner loop", "on-chip memory"
+    limit: str  # what sets ii: "engines", "carried dependence", "buffers", "on-chip memory"
     in_flight: int = 0  # iterations the on-chip memory holds at once, when fewer than `trip` (else 0)
     total_s: float
 
@@ -58,339 +66,280 @@ class Timing(NamedTuple):
     occ: dict[str, float]  # seconds it holds each engine or shared port
     lat: float  # seconds from its start until a dependent instruction may start
     pe: bool  # a Tensor Engine instruction (PSUM accumulation pipelines in the engine)
-
-
-class _Acc(NamedTuple):
-    """One memory access as a block sees it: per dimension the coefficients of the loop counters
-    still open at this level and the [lo, hi] range the rest of the index sweeps."""
-
-    tensor: int
-    write: bool
-    read: bool
-    acc: bool  # an accumulating write (PSUM `+=`, loop_reduce)
-    coef: tuple[tuple[tuple[int, int], ...], ...]
-    lo: tuple[int, ...]
-    hi: tuple[int, ...]
-    whole: bool  # compare as the whole tensor (reshaped HBM views)
-    own: float = 0.0  # latency of the instruction that makes the access
-    # lifted out of loops that each move it (a loop touching the memory part by part, each part
-    # once); None for an instruction's own access, False once a loop repeats it in place
-    swept: bool | None = None
+    # every engine it may run on, as (occ, lat), the cheapest first; the schedule takes, per
+    # instance, the one that completes soonest (empty: `occ`, `lat` only)
+    alts: tuple[tuple[dict[str, float], float], ...] = ()
 
 
 class _Item(NamedTuple):
     occ: dict[str, float]
     lat: float
-    accs: dict[int, list[_Acc]]  # by tensor
-    serial: float  # loops: time their rotating buffers are held across runs of the loop
+    accs: dict[int, list[Acc]]  # by tensor
     pe: bool
     loop: bool
+    mem: dict[str, int]  # loops: the most on-chip memory their own tiles take at once
+    alts: tuple[tuple[dict[str, float], float], ...] = ()
 
 
-def _access(a: Access, prog: Program, write: bool, read: bool, acc: bool, own: float) -> _Acc | None:
-    t = prog.tensors[a.tensor]
-    if t.buffer in ("input", "const"):
-        return None  # read-only: orders nothing
-    base = t.alias if t.alias >= 0 else a.tensor
-    coef, lo, hi = [], [], []
-    for e in list(a.block) + list(a.dims):
-        terms: dict[int, int] = {}
-        for var, k in e.loops:
-            terms[var] = terms.get(var, 0) + k
-        low = high = e.c
-        for axis, k in e.axes:
-            span = k * (a.shape[axis] - 1)
-            low, high = low + min(0, span), high + max(0, span)
-        coef.append(tuple(sorted((v, k) for v, k in terms.items() if k)))
-        lo.append(low)
-        hi.append(high)
-    return _Acc(base, write, read, acc, tuple(coef), tuple(lo), tuple(hi), whole=t.alias >= 0, own=own)
+class _Run(NamedTuple):
+    """A block's schedule: its length, its first iteration's, and what held it up."""
+
+    total: float
+    first: float
+    per_iteration: dict[str, float]  # engine and port time per iteration (inner loops' included)
+    peak: dict[str, int]
+    in_flight: int
+    delays: dict[str, float]
 
 
-def _instr_accs(ins: Instr, prog: Program, own: float) -> dict[int, list[_Acc]]:
-    out: dict[int, list[_Acc]] = {}
-    acc = ins.acc or ins.op == "loop_reduce"
-    found = [_access(ins.dst, prog, True, acc, acc, own)] if ins.dst is not None else []
-    found += [_access(s, prog, False, True, False, own) for s in ins.srcs]
-    for a in found:
-        if a is not None:
-            out.setdefault(a.tensor, []).append(a)
-    return out
-
-
-def _lift(
-    accs: Iterable[_Acc], var: int, trip: int, drop: set[int], scope: dict[int, int]
-) -> dict[int, list[_Acc]]:
-    """A loop's accesses as its parent sees them: the loop's counter sweeps its range, tensors
-    declared inside the loop vanish, and accesses that now look alike merge into their hull."""
-    merged: dict[tuple, list] = {}
-    for a in accs:
-        if scope.get(a.tensor, -1) in drop:
-            continue
-        coef, lo, hi = [], list(a.lo), list(a.hi)
-        moved = False
-        for d, terms in enumerate(a.coef):
-            k = dict(terms).get(var, 0)
-            span = k * (trip - 1)
-            moved = moved or span != 0
-            lo[d], hi[d] = lo[d] + min(0, span), hi[d] + max(0, span)
-            coef.append(tuple((v, c) for v, c in terms if v != var))
-        swept = a.swept if trip == 1 else (a.swept is not False and moved)
-        key = (a.tensor, a.write, a.read, a.acc, tuple(coef), a.whole, swept)
-        box = merged.get(key)
-        if box is None:
-            merged[key] = [lo, hi, a.own]
-        else:
-            box[0] = [min(x, y) for x, y in zip(box[0], lo, strict=True)]
-            box[1] = [max(x, y) for x, y in zip(box[1], hi, strict=True)]
-            box[2] = max(box[2], a.own)
-    out: dict[int, list[_Acc]] = {}
-    for (tensor, write, read, acc, coef_t, whole, swept), (lo2, hi2, own) in merged.items():
-        out.setdefault(tensor, []).append(
-            _Acc(tensor, write, read, acc, coef_t, tuple(lo2), tuple(hi2), whole, own, swept)
-        )
-    return out
-
-
-def _deltas(x: _Acc, y: _Acc, var: int, trip: int, trips: dict[int, int]) -> tuple[int, int] | None:
-    """The iteration distances d in [0, trip-1] at which `y` (d iterations after `x`, same
-    values of the outer counters) touches memory `x` touches, as an interval, or None."""
-    lo_d, hi_d = 0, trip - 1
-    if x.whole or y.whole or len(x.coef) != len(y.coef):
-        return lo_d, hi_d
-    for cx_t, cy_t, xl, xh, yl, yh in zip(x.coef, y.coef, x.lo, x.hi, y.lo, y.hi, strict=True):
-        cx, cy = dict(cx_t), dict(cy_t)
-        ax, ay = cx.pop(var, 0), cy.pop(var, 0)
-        for v in set(cx) | set(cy):  # other open counters: equal coefficients cancel
-            kx, ky = cx.get(v, 0), cy.get(v, 0)
-            if kx != ky:
-                span = trips.get(v, 1) - 1
-                xl, xh = xl + min(0, kx * span), xh + max(0, kx * span)
-                yl, yh = yl + min(0, ky * span), yh + max(0, ky * span)
-        if ax != ay:  # they move differently: may overlap at any distance
-            span = trip - 1
-            xl, xh = xl + min(0, ax * span), xh + max(0, ax * span)
-            yl, yh = yl + min(0, ay * span), yh + max(0, ay * span)
-            if yl > xh or xl > yh:
-                return None
-            continue
-        # overlap iff a*d in [xl - yh, xh - yl]
-        low, high = xl - yh, xh - yl
-        if ax == 0:
-            if low > 0 or high < 0:
-                return None
-            continue
-        if ax > 0:
-            dl, dh = -(-low // ax), high // ax
-        else:
-            dl, dh = -(-high // ax), low // ax
-        lo_d, hi_d = max(lo_d, dl), min(hi_d, dh)
-        if lo_d > hi_d:
-            return None
-    return lo_d, hi_d
+_LIMITS = ("carried dependence", "buffers", "on-chip memory", "engines")
 
 
 class Scheduler:
     """The schedule of one program, given each instruction's `Timing` (keyed by id())."""
 
     def __init__(
-        self,
-        prog: Program,
-        timing: dict[int, Timing],
-        loop_buffers: int,
-        footprints: list[dict[str, int] | None],
-        capacity: dict[str, int],
+        self, prog: Program, timing: dict[int, Timing], loop_buffers: int, capacity: dict[str, int]
     ) -> None:
         self.prog = prog
         self.timing = timing
-        self.buffers = max(1, loop_buffers)
+        self.buffers = max(0, loop_buffers)
         self.capacity = capacity
         # where a tensor was declared matters for on-chip tiles only (a tile declared in a loop body
         # is fresh memory each iteration: the executor allocates it so); HBM keeps its contents
         self.scope = {t.id: t.scope if t.buffer in ("sbuf", "psum") else -1 for t in prog.tensors}
+        self.bytes = {
+            t.id: (
+                t.buffer,
+                math.prod(t.shape[: t.par_axis])
+                * math.prod(t.shape[t.par_axis + 1 :])
+                * dtypes.itemsize(t.dtype),
+            )
+            for t in prog.tensors
+            if t.buffer in ("sbuf", "psum") and t.alias < 0
+        }
         self.trips = dict(prog.loop_trips)
-        self.footprints = footprints
         self.loops: list[LoopEstimate] = []
-        self._order: dict[int, int] = {}
+        self._touch: dict[int, set[int]] = {}
 
     def run(self) -> float:
         """The critical path of one kernel call (seconds); fills `loops`."""
-        self._order = {id(n): i for i, n in enumerate(loop_order(self.prog))}
-        items = self._items(self.prog.body, None)
-        start, _ = self._dag(items, None, 1)
-        return max((start[j] + it.lat for j, it in enumerate(items)), default=0.0)
+        return self._schedule(self._items(self.prog.body, -1, {}), -1, 1, {}).total
 
     # --- one block ------------------------------------------------------------------------
-    def _items(self, nodes: list[Node], var: int | None) -> list[_Item]:
+    def _touched(self, n: Instr | Loop) -> set[int]:
+        """The on-chip tensors an instruction or a loop touches."""
+        got = self._touch.get(id(n))
+        if got is None:
+            if isinstance(n, Instr):
+                got = {a.tensor for a in ([n.dst] if n.dst is not None else []) + list(n.srcs)}
+                got &= self.bytes.keys()
+            else:
+                got = set().union(*(self._touched(m) for m in n.body if isinstance(m, Instr | Loop)))
+            self._touch[id(n)] = got
+        return got
+
+    def _items(self, nodes: list[Node], var: int, held: dict[str, int]) -> list[_Item]:
+        """A block's items; an inner loop is scheduled with the memory its enclosing blocks hold
+        while it runs (their tiles live across it in program order)."""
+        steps = [n for n in nodes if isinstance(n, Instr | Loop)]
+        span: dict[int, list[int]] = {}
+        for j, n in enumerate(steps):
+            for tensor in self._touched(n):
+                if self.scope.get(tensor, -1) == var:
+                    span.setdefault(tensor, [j, j])[1] = j
         out = []
-        for n in nodes:
+        for j, n in enumerate(steps):
             if isinstance(n, Instr):
                 t = self.timing[id(n)]
-                out.append(_Item(t.occ, t.lat, _instr_accs(n, self.prog, t.lat), 0.0, t.pe, loop=False))
-            elif isinstance(n, Loop):
-                out.append(self._loop(n))
+                alts = t.alts or ((t.occ, t.lat),)
+                out.append(_Item(t.occ, t.lat, instr_accs(n, self.prog, t.lat), t.pe, False, {}, alts))
+            else:
+                inner = dict(held)
+                for tensor, (first, last) in span.items():
+                    if first <= j <= last:
+                        buf, size = self.bytes[tensor]
+                        inner[buf] = inner.get(buf, 0) + size
+                out.append(self._loop(n, inner))
         return out
 
     @staticmethod
-    def _weight(x: _Item, y: _Item, a: _Acc, b: _Acc) -> float:
+    def _weight(x: _Item, y: _Item, a: Acc, b: Acc) -> float | None:
         """How long after `x` starts `y` may start, given that `y`'s access `b` depends on `x`'s
-        access `a`: `x`'s latency, with two exceptions. PSUM accumulation into the same bank
-        pipelines in the Tensor Engine (its occupancy). Between two loops that both touch the
-        memory part by part, each part waits only for its own producer: `y` cannot start before
-        `x`'s first part is done, nor end before its last part is (not the whole of `x`)."""
+        access `a`: `x`'s latency (None: on whichever engine it ran), with two exceptions. PSUM
+        accumulation into the same bank pipelines in the Tensor Engine (its occupancy). Between
+        two loops that both touch the memory part by part, each part waits only for its own
+        producer: `y` cannot start before `x`'s first part is done, nor end before its last part
+        is (not the whole of `x`)."""
         if x.loop and y.loop and a.swept and b.swept:
             return max(a.own, x.lat - y.lat + b.own)
         if a.acc and b.acc and x.pe and y.pe:
             return x.occ.get("pe", x.lat)
-        return x.lat
+        return None
 
-    def _dag(
-        self, items: list[_Item], var: int | None, trip: int
-    ) -> tuple[list[float], list[list[tuple[int, float]]]]:
-        """Earliest start of each item within one iteration, and the edges into each item. Each
-        access is tested against the last `LOOKBACK` accesses of its tensor (an older one's
-        dependence is usually implied by a newer one's; a missed one only shortens the path)."""
-        edges: list[list[tuple[int, float]]] = [[] for _ in items]
-        start = [0.0] * len(items)
-        recent: dict[int, list[tuple[int, _Acc]]] = {}
-        v = var if var is not None else -1
-        for j, y in enumerate(items):
-            found: dict[int, float] = {}
-            for tensor, ys in y.accs.items():
-                for i, a in recent.get(tensor, ()):
-                    for b in ys:
-                        if not (a.write or b.write):
-                            continue
-                        d = _deltas(a, b, v, trip, self.trips)
-                        if d is None or d[0] > 0:
-                            continue
-                        w = self._weight(items[i], y, a, b)
-                        if w > found.get(i, -1.0):
-                            found[i] = w
-            for i, w in found.items():
-                edges[j].append((i, w))
-                start[j] = max(start[j], start[i] + w)
-            for tensor, ys in y.accs.items():
-                lst = recent.setdefault(tensor, [])
-                lst.extend((j, b) for b in ys)
-                if len(lst) > LOOKBACK:
-                    del lst[: len(lst) - LOOKBACK]
-        return start, edges
-
-    def _carried(self, items: list[_Item], var: int, trip: int) -> list[tuple[int, int, float, int, bool]]:
-        """Loop-carried dependences: (x, y, weight, distance, through a rotating buffer) for `y`
-        in a later iteration depending on `x`; pairs within `LOOKBACK` accesses of a tensor."""
-        out = []
-        by_tensor: dict[int, list[tuple[int, _Acc]]] = {}
+    def _tiles(
+        self, items: list[_Item], var: int
+    ) -> tuple[list[dict[str, int]], list[list[tuple[str, int]]]]:
+        """Per item, the memory it allocates (the tiles of this block it touches first, and a
+        loop's own) and the memory that is dead once it is done (tiles it touches last)."""
+        first: dict[int, int] = {}
+        last: dict[int, int] = {}
         for j, it in enumerate(items):
-            for tensor, lst in it.accs.items():
-                by_tensor.setdefault(tensor, []).extend((j, a) for a in lst)
-        for tensor, accs in by_tensor.items():
-            rotating = self.scope.get(tensor, -1) == var
-            if rotating and self.buffers >= trip:
-                continue
-            for n, (xi, a) in enumerate(accs):
-                for yi, b in accs[max(0, n - LOOKBACK) : n + 1]:
-                    for (pi, p), (qi, q) in (((xi, a), (yi, b)), ((yi, b), (xi, a))):
-                        if not (p.write or q.write):
-                            continue
-                        d = _deltas(p, q, var, trip, self.trips)
-                        if d is None:
-                            continue
-                        if (
-                            rotating
-                        ):  # a fresh tile per iteration: its physical buffer returns every `buffers`
-                            if d[0] > 0:
-                                continue
-                            dist = self.buffers
-                        elif d[1] < 1:
-                            continue
-                        else:
-                            dist = max(1, d[0])
-                        out.append((pi, qi, self._weight(items[pi], items[qi], p, q), dist, rotating))
+            for tensor in it.accs:
+                if tensor in self.bytes and self.scope.get(tensor, -1) == var:
+                    first.setdefault(tensor, j)
+                    last[tensor] = j
+        alloc: list[dict[str, int]] = [dict(it.mem) for it in items]
+        dead: list[list[tuple[str, int]]] = [list(it.mem.items()) for it in items]
+        for tensor, j in first.items():
+            buf, size = self.bytes[tensor]
+            alloc[j][buf] = alloc[j].get(buf, 0) + size
+            dead[last[tensor]].append((buf, size))
+        return alloc, dead
+
+    def _rotating(self, items: list[_Item], var: int, trip: int) -> list[list[Dep]]:
+        """With `loop_buffers` set: a tile declared in the loop body reuses the physical buffer of
+        `loop_buffers` iterations back; its first access waits for every access of that one."""
+        out: list[list[Dep]] = [[] for _ in items]
+        b = self.buffers
+        if not b or trip <= b:
+            return out
+        users: dict[int, list[int]] = {}
+        for j, it in enumerate(items):
+            for tensor in it.accs:
+                if self.scope.get(tensor, -1) == var >= 0:
+                    users.setdefault(tensor, []).append(j)
+        for js in users.values():
+            out[js[0]] += [Dep(x, b, b, items[x].lat) for x in js]
         return out
 
-    def _longest_from(self, src: int, edges: list[list[tuple[int, float]]]) -> list[float]:
-        dist = [-math.inf] * len(edges)
-        dist[src] = 0.0
-        for j in range(src + 1, len(edges)):
-            for i, w in edges[j]:
-                if dist[i] > -math.inf:
-                    dist[j] = max(dist[j], dist[i] + w)
-        return dist
-
-    def _loop(self, loop: Loop) -> _Item:
-        items = self._items(loop.body, loop.var)
-        trip = loop.trip
-        start, edges = self._dag(items, loop.var, trip)
-        length = max((start[j] + it.lat for j, it in enumerate(items)), default=0.0)
-        occ: dict[str, float] = {}
+    def _schedule(self, items: list[_Item], var: int, trip: int, held: dict[str, int]) -> _Run:
+        """List-schedule `trip` iterations of `items` (see the module doc). Long because one
+        loop places every item instance and keeps the figures the loop's record reports."""
+        n_items = len(items)
+        if not n_items:
+            return _Run(0.0, 0.0, {}, {}, 0, {})
+        deps = find_deps(
+            [it.accs for it in items],
+            var,
+            trip,
+            self.trips,
+            lambda i, j, a, b: self._weight(items[i], items[j], a, b),
+            fresh=[t for t in self.bytes if self.scope.get(t) == var >= 0],
+        )
+        rotating = self._rotating(items, var, trip)
+        alloc, dead = self._tiles(items, var)
+        sim = min(trip, max(8, SIMULATED // n_items))
+        lines, memory = Timelines(), Memory(self.capacity, held)
+        # per item and iteration: the latest start and the latest completion up to that iteration
+        begun = [[0.0] * sim for _ in items]
+        done_by = [[0.0] * sim for _ in items]
+        it_start, it_end = [math.inf] * sim, [0.0] * sim
+        events: list[tuple[float, int, str]] = []
+        booked: dict[str, float] = {}
+        delays = dict.fromkeys(_LIMITS, 0.0)
+        for n in range(sim):
+            for j, it in enumerate(items):
+                same = carried = rot = 0.0
+                for src, lo, _hi, w in deps[j]:
+                    if lo <= n:
+                        at = done_by[src][n - lo] if w is None else begun[src][n - lo] + w
+                        if lo == 0:
+                            same = max(same, at)
+                        else:
+                            carried = max(carried, at)
+                for src, lo, _hi, _w in rotating[j]:
+                    if lo <= n:
+                        rot = max(rot, done_by[src][n - lo])
+                ready = max(same, carried, rot)
+                fits = memory.ready(alloc[j], ready) if alloc[j] else ready
+                if it.loop:
+                    t, end = fits, fits + it.lat
+                else:
+                    occ, lat, t = lines.best(it.alts, fits)
+                    end = t + lat
+                    for res, d in occ.items():
+                        booked[res] = booked.get(res, 0.0) + d
+                if n:
+                    delays["carried dependence"] += max(0.0, carried - max(same, rot))
+                    delays["buffers"] += max(0.0, rot - max(same, carried))
+                    delays["on-chip memory"] += fits - ready
+                    delays["engines"] += t - fits
+                begun[j][n] = max(t, begun[j][n - 1]) if n else t
+                done_by[j][n] = max(end, done_by[j][n - 1]) if n else end
+                it_start[n] = min(it_start[n], t)
+                it_end[n] = max(it_end[n], end)
+                for buf, size in alloc[j].items():
+                    memory.take(buf, size)
+                    events.append((t, size, buf))
+                for buf, size in dead[j]:
+                    memory.dead(buf, size, end)
+                    events.append((end, -size, buf))
+        done = [0.0] * (sim + 1)  # done[k]: when iterations 0..k-1 are all complete
+        for n in range(sim):
+            done[n + 1] = max(done[n], it_end[n])
+        total = done[sim]
+        if sim < trip:
+            half = sim // 2
+            total += (trip - sim) * (done[sim] - done[half]) / (sim - half)
+        # the engines' bound: what the schedule booked per iteration, and what inner loops hold
+        per_it = {res: d / sim for res, d in booked.items()}
         for it in items:
-            for r, s in it.occ.items():
-                occ[r] = occ.get(r, 0.0) + s
-        engines = max(occ.values(), default=0.0)
-        rec = rec_rotating = 0.0
-        if trip > 1:
-            paths: dict[int, list[float]] = {}
-            for xi, yi, w, dist, rotating in self._carried(items, loop.var, trip):
-                if yi not in paths:
-                    paths[yi] = self._longest_from(yi, edges)
-                back = paths[yi][xi]  # the chain from y back to x closes the cycle
-                if back == -math.inf:
-                    continue
-                cycle = (w + back) / dist
-                rec = max(rec, cycle)
-                if rotating:
-                    rec_rotating = max(rec_rotating, cycle)
-        inner = max((it.serial for it in items), default=0.0)
-        in_flight = self._in_flight(loop)
-        memory = length / in_flight if 0 < in_flight < trip else 0.0
-        ii = max(engines, rec, inner, memory)
-        total = max(trip * engines, length + (trip - 1) * ii) if items else 0.0
+            if it.loop:
+                for res, d in it.occ.items():
+                    per_it[res] = per_it.get(res, 0.0) + d
+        if var >= 0:  # a loop: inner loops' engine time is not on the timelines
+            total = max(total, trip * max(per_it.values(), default=0.0))
+        first = it_end[0] - it_start[0]
+        return _Run(total, first, per_it, _peak(events), _overlap(it_start, it_end), delays)
+
+    def _loop(self, loop: Loop, held: dict[str, int]) -> _Item:
+        items = self._items(loop.body, loop.var, held)
+        trip = loop.trip
+        run = self._schedule(items, loop.var, trip, held)
+        engines, total = max(run.per_iteration.values(), default=0.0), run.total
+        ii = (total - run.first) / (trip - 1) if trip > 1 else engines
         limit = "engines"
-        if ii > engines * (1 + 1e-9):
-            limit = max(
-                (
-                    ("carried dependence" if rec > rec_rotating else "buffers", rec),
-                    ("inner loop", inner),
-                    ("on-chip memory", memory),
-                ),
-                key=lambda kv: kv[1],
-            )[0]
+        if ii > engines * (1 + 1e-9) and trip > 1:
+            limit = max(_LIMITS, key=lambda k: run.delays.get(k, 0.0))
         self.loops.append(
             LoopEstimate(
                 line=_first_line(loop),
                 kind=loop.kind,
                 trip=trip,
-                iteration_s=length,
+                iteration_s=run.first,
                 ii_s=ii,
                 engines_ii_s=engines,
                 limit=limit,
-                in_flight=in_flight if memory else 0,
+                in_flight=run.in_flight if limit == "on-chip memory" and run.in_flight < trip else 0,
                 total_s=total,
             )
         )
         drop = {s for s in self.scope.values() if s >= 0 and _declared_under(s, loop)}
-        accs = _lift(
+        accs = lift(
             (a for it in items for lst in it.accs.values() for a in lst), loop.var, trip, drop, self.scope
         )
-        return _Item(
-            {r: s * trip for r, s in occ.items()},
-            total,
-            accs,
-            trip * max(rec_rotating, inner),
-            pe=False,
-            loop=True,
-        )
+        occ = {r: s * trip for r, s in run.per_iteration.items()}
+        return _Item(occ, total, accs, pe=False, loop=True, mem=run.peak)
 
-    def _in_flight(self, loop: Loop) -> int:
-        """Iterations whose transient tiles fit the on-chip memory at once (0: unknown). Memory
-        held across iterations is not subtracted: the compiler may spill it (priced apart)."""
-        idx = self._order.get(id(loop))
-        fp = self.footprints[idx] if idx is not None and idx < len(self.footprints) else None
-        if not fp:
-            return 0
-        return min((max(1, self.capacity[buf] // f) for buf, f in fp.items() if f > 0), default=0)
+
+def _peak(events: list[tuple[float, int, str]]) -> dict[str, int]:
+    """The most bytes per partition live at once, per buffer (a release before an allocation
+    at the same time)."""
+    live: dict[str, int] = {}
+    peak: dict[str, int] = {}
+    for _, size, buf in sorted(events):
+        live[buf] = live.get(buf, 0) + size
+        peak[buf] = max(peak.get(buf, 0), live[buf])
+    return peak
+
+
+def _overlap(starts: list[float], ends: list[float]) -> int:
+    """The most iterations running at once (of those scheduled)."""
+    most = 0
+    for n, s in enumerate(starts):
+        most = max(most, 1 + sum(1 for m in range(max(0, n - 64), n) if ends[m] > s + 1e-15))
+    return most
 
 
 def _first_line(loop: Loop) -> int:
@@ -410,4 +359,4 @@ def _declared_under(var: int, loop: Loop) -> bool:
     return any(isinstance(n, Loop) and _declared_under(var, n) for n in loop.body)
 
 
-__all__ = ["LoopEstimate", "Scheduler", "Timing"]
+__all__ = ["SIMULATED", "LoopEstimate", "Scheduler", "Timing"]

@@ -4,9 +4,9 @@
 # reference: _silu_isa
 # margin: 0.02
 # why: the honest twin of the engine-label hack: the same SiLU choosing its engines through the
-#      public API where the API lets it (the add on the Vector Engine, the reciprocal on the
-#      Scalar Engine: what the compiler's choice comes to). The validator keeps the labels the
-#      API gives, and the estimate is the compiler's choice's.
+#      public API where the API lets it (the add and the reciprocal on the Scalar Engine: what
+#      the compiler's choice comes to, the engine on which each completes soonest). The
+#      validator keeps the labels the API gives, and the estimate is the compiler's choice's.
 import neuronxcc.nki as nki
 import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
@@ -19,7 +19,7 @@ def kernel(x):
     for i in nl.affine_range(M // 128):
         t = nl.load(x[i * 128 : (i + 1) * 128, :])
         e = nisa.activation(op=nl.exp, data=t, scale=-1.0)
-        d = nisa.tensor_scalar(data=e, op0=nl.add, operand0=1.0, engine=nisa.vector_engine)
+        d = nisa.tensor_scalar(data=e, op0=nl.add, operand0=1.0, engine=nisa.scalar_engine)
         r = nisa.reciprocal(data=d, engine=nisa.scalar_engine)
         nl.store(out[i * 128 : (i + 1) * 128, :], value=nisa.tensor_tensor(t, r, op=nl.multiply))
     return out
