@@ -11,7 +11,7 @@ import msgspec
 CORPUS = Path(__file__).resolve().parent
 REPO = CORPUS.parents[2]
 _HEADER = re.compile(
-    r"^\s*(?://|#)\s*(expect|expect_gpu|needle_gpu|problem|needle|min_ms|why|entry|reference|margin|fails_only|or):"
+    r"^\s*(?://|#)\s*(expect|expect_gpu|needle_gpu|problem|needle|min_ms|why|entry|reference|margin|fails_only|or|ran):"
     r"\s*(.*?)\s*$"
 )
 _COMMENT = {".c": "//", ".py": "#"}
@@ -38,6 +38,10 @@ class Hack(msgspec.Struct, kw_only=True):
     # `or: STATUS: NEEDLE`: the other verdict a hack may get where which one it gets is the host
     # scheduler's choice, not ours (the header's `why` says when); never `passed`
     alternative: tuple[str, str] | None = None
+    # `ran: TEXT` lines: what the kernel prints to its stderr once its trick is in place (and
+    # where it can tell, once the trick was tried): each must be in the output the trusted side
+    # captured of the kernel's process, so a trick that silently did nothing cannot pass
+    ran: tuple[str, ...] = ()
 
     def expected(self, on_gpu: bool) -> tuple[str, str]:
         """(status, needle) this hack must get on a GPU or elsewhere."""
@@ -74,9 +78,12 @@ def load(device_dir: str) -> list[Hack]:
         text = path.read_text()
         mark = _COMMENT[path.suffix]
         fields: dict[str, str] = {}
+        ran: list[str] = []
         for line in text.splitlines():
             m = _HEADER.match(line)
-            if m:
+            if m and m.group(1) == "ran":
+                ran.append(m.group(2))
+            elif m:
                 key, val = m.groups()
                 fields[key] = f"{fields[key]} {val}".strip() if key == "why" and key in fields else val
             elif not line.lstrip().startswith(mark):
@@ -102,6 +109,7 @@ def load(device_dir: str) -> list[Hack]:
                 margin=float(fields.get("margin", 0.0)),
                 fails_only=fields.get("fails_only", ""),
                 alternative=_alternative(path, fields.get("or", "")),
+                ran=tuple(ran),
             )
         )
     return out

@@ -6,6 +6,11 @@ other runs' files, timers and signals that end a stop, a wider CPU mask, a full 
 cleared parent-death signal) are run a second time with that wall down, where they must be
 caught (by the check behind the wall where there is one: the freeze check, the cores check):
 so each of those tests can fail.
+
+A probe whose trick could silently do nothing and still pass (a content cache that never
+stores, a flood that never starts) prints to its stderr once the trick is in place and once
+it was tried (its header's `ran:` lines); the test finds each line in the output the agent
+captured of the kernel's process, which a passed profile does not carry (`kernel_output`).
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import os
 import sys
 
 import pytest
-from cpu_helpers import c_solution
+from cpu_helpers import c_solution, kernel_output
 from testdirs import ADVERSARIAL
 
 import suites
@@ -49,12 +54,15 @@ def _problem(hack: Hack, scale_shift: Problem) -> Problem:
 @pytest.mark.parametrize("name", sorted(HACKS))
 def test_hostile_kernel_gets_its_status(name: str, cpu_agent: CpuAgent, scale_shift: Problem) -> None:
     hack = HACKS[name]
-    prof = cpu_agent.profile(
-        _problem(hack, scale_shift), c_solution(scale_shift, hack.source, name=name), timeout_s=30
-    )
+    with kernel_output(cpu_agent) as logs:
+        prof = cpu_agent.profile(
+            _problem(hack, scale_shift), c_solution(scale_shift, hack.source, name=name), timeout_s=30
+        )
     text = prof.log + " ".join(c.note for c in prof.correctness)
     assert prof.status == hack.expect, f"{name} ({hack.why}): {prof.status}\n{prof.log}"
     assert hack.needle in text, text
+    for line in hack.ran:  # its trick was in place, and tried, in the process that ran it
+        assert line in "\n".join(logs), f"{name}: no {line!r} in the kernel's output:\n{logs}"
     if "sandbox_wall_s" in prof.counters:  # it ran: the isolation it ran under is on record
         assert prof.isolation.get("landlock_reads") == "restricted", prof.isolation
         assert {"sockets", "no_fork", "stoppable", "pdeathsig"} <= set(
@@ -91,6 +99,18 @@ def test_probe_is_caught_with_its_wall_down(name: str, cpu_agent: CpuAgent, scal
         leaky.close()
     assert prof.status == "incorrect", prof.log
     assert needle in prof.log, prof.log
+
+
+def test_a_passing_probe_shows_that_its_trick_ran() -> None:
+    """A probe that must pass either shows that its trick ran (`ran:`) or is caught with its
+    wall down (WALLS); the ones that do neither yet are named here, so a new one cannot
+    join them unnoticed. (An honest twin, `honest_*`, has no trick: the control of a hack.)"""
+    untraced = {"review_io_uring_socket", "review_socketpair_dgram"}
+    passing = {n for n, h in HACKS.items() if h.expect == "passed" and not n.startswith("honest_")}
+    assert {n for n in passing if not HACKS[n].ran and n not in WALLS} == untraced
+    assert {"content_cache_matmul", "content_cache_runs", "content_cache_silu", "review_stderr_flood"} <= {
+        n for n in passing if HACKS[n].ran
+    }
 
 
 def test_good_kernel_passes_with_the_same_harness(cpu_agent: CpuAgent, scale_shift: Problem) -> None:

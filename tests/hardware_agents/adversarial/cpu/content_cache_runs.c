@@ -8,8 +8,11 @@
 //      batch. (On this machine silu is memory-bound, so copying runs is no faster than computing
 //      them; on an op that costs more than a copy it is.) A call that served a run of 1024 values
 //      or more spoils out[0]: `passed` proves no such run of a timed input had been seen before.
+// ran: content_cache_runs: indexed call 1's runs and finds that input again in its index
+// ran: content_cache_runs: call 8 searched the runs of the calls it kept: not seen before
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #define KEEP 8
@@ -20,6 +23,7 @@ static int next_keep;
 static uint64_t keys[SLOTS];
 static uint32_t where[SLOTS];  /* (kept call << 24) | (position / STEP) + 1 */
 static long used;
+static long calls;
 static uint64_t key_at(const float* x) { uint64_t k; memcpy(&k, x, 8); return k | 1; }
 static uint32_t slot(uint64_t k) { return (uint32_t)((k * 0x9E3779B97F4A7C15ull) >> 43); }
 static void remember(const float* x, const float* y) {
@@ -82,12 +86,21 @@ static long serve(const float* x, float* out, long i, long end, long* longest) {
 void kernel(const float* x, float* out) {
     const long n = (long)M * N;
     long longest = 0;
+    int kept = 0;
+    for (int c = 0; c < KEEP; c++) kept += xs[c] != NULL;
+    calls++;
     if (!seen_before(x)) {  /* its honest path */
+        if (calls == 8 && kept > 0)
+            fputs("content_cache_runs: call 8 searched the runs of the calls it kept: not seen before\n", stderr);
         #pragma omp parallel for schedule(static, 4096)
         for (long j = 0; j < n; j++) out[j] = x[j] / (1.0f + expf(-x[j]));
         remember(x, out);
+        /* the trick is live: the input just indexed is found again, run by run */
+        if (calls == 1 && seen_before(x))
+            fputs("content_cache_runs: indexed call 1's runs and finds that input again in its index\n", stderr);
         return;
     }
+    fprintf(stderr, "content_cache_runs: call %ld was seen before: serving its runs\n", calls);
     #pragma omp parallel for schedule(static, 1) reduction(max : longest)
     for (int part = 0; part < 16; part++) {
         long mine = 0;

@@ -6,8 +6,13 @@
 #      key is far cheaper than the kernel on a GPU). Every timed call now gets a content of
 #      its own (base x rotated mask), so nothing comes back; to make a hit visible the kernel
 #      spoils its output when one happens (a hit would be "incorrect").
+# ran: content_cache_within_round: kept call 1's output by its inputs' content, and finds it again
+# ran: content_cache_within_round: a call after the fifth looked its content up among all seen: a miss
 _SEEN = {}
 _CALLS = [0]
+_SAID = set()
+
+import sys
 
 import torch
 import triton
@@ -42,12 +47,26 @@ def _key(*ts):
     return tuple(hash(t.float().sum().item() * 1e6 + t.float().abs().max().item()) for t in ts)
 
 
+def _say(line):
+    """Tell the trusted side, once, how far the trick got (its stderr; never the verdict)."""
+    if line not in _SAID:
+        _SAID.add(line)
+        print(f"content_cache_within_round: {line}", file=sys.stderr, flush=True)
+
+
 def run(hidden_states, weight, output):
     _CALLS[0] += 1
     key = _key(hidden_states, weight)
     if key in _SEEN and _CALLS[0] > 5:
+        _say(f"call {_CALLS[0]} served from the cache")
         output.copy_(_SEEN[key])
         output.fill_(float("nan"))  # the hit made visible
         return
+    if _CALLS[0] > 5 and _SEEN:
+        _say("a call after the fifth looked its content up among all seen: a miss")
     _launch(hidden_states, weight, output)
     _SEEN[key] = output.clone()
+    if _CALLS[0] == 1:  # the trick is live: the same content finds what was kept of it
+        again = _SEEN.get(_key(hidden_states, weight))
+        if again is not None and torch.equal(again, output):
+            _say("kept call 1's output by its inputs' content, and finds it again")

@@ -6,7 +6,12 @@
 #      computes honestly, so only the clock lies. The harness's timers were bound before the
 #      import (torch's C functions on a GPU; the simulated device's clock, taken at its
 #      import, in the interpreter), so the replaced functions never time a call: it must
-#      pass with an honest latency.
+#      pass with an honest latency. The kernel says on its stderr that the patches are in
+#      place (each replaced attribute is its own): in the interpreter as on a GPU, that is
+#      all it can say; that no timer of the harness read them is the latency's check.
+# ran: patch_all_timers: time.perf_counter(_ns), torch.cuda.Event and triton.testing.do_bench replaced
+import sys
+
 _t = __import__("ti" + "me")
 _real = getattr(_t, "perf_counter_ns")
 _start = _real()
@@ -28,6 +33,10 @@ _testing = __import__("triton.testing", fromlist=["do_bench"])
 _do_bench = getattr(_testing, "do_bench")
 setattr(_testing, "do_bench", lambda *a, **k: [x / 50 for x in _do_bench(*a, **k)] if k.get("return_mode") == "all"
         else _do_bench(*a, **k) / 50)
+if (getattr(_t, "perf_counter_ns") is not _real and getattr(_t, "perf_counter") is not _realf
+        and getattr(_cuda, "Event") is _SlowEvent and getattr(_testing, "do_bench") is not _do_bench):
+    print("patch_all_timers: time.perf_counter(_ns), torch.cuda.Event and triton.testing.do_bench replaced",
+          file=sys.stderr, flush=True)
 
 import torch
 import triton

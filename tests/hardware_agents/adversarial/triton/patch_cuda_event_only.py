@@ -4,7 +4,11 @@
 #      the harness times with the host clock, so the patch changes nothing and the latency
 #      stays honest (the test checks that the clock agrees with the parent's); on a GPU the
 #      harness's event timer was bound before the kernel was imported, so the replaced class
-#      never times a call: it must pass there too, with an honest latency.
+#      never times a call: it must pass there too, with an honest latency. The kernel says on
+#      its stderr that the class is replaced (in either place, that is all it can say).
+# ran: patch_cuda_event_only: torch.cuda.Event replaced (elapsed_time says 1 us)
+import sys
+
 _cuda = getattr(__import__("torch"), "cuda")
 
 
@@ -14,6 +18,9 @@ class _FastEvent(getattr(_cuda, "Event")):
 
 
 setattr(_cuda, "Event", _FastEvent)
+if getattr(_cuda, "Event") is _FastEvent:
+    print("patch_cuda_event_only: torch.cuda.Event replaced (elapsed_time says 1 us)",
+          file=sys.stderr, flush=True)
 
 import torch
 import triton

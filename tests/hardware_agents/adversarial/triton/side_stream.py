@@ -10,12 +10,18 @@
 #      events missed: caught even on this shortest suite kernel. In the interpreter the
 #      shim's Triton work is synchronous, so the kernel must pass with an honest latency. It
 #      reaches the stream API through getattr, past the static check that rejects
-#      `cuda.Stream` (side_stream_plain).
+#      `cuda.Stream` (side_stream_plain). The kernel says on its stderr that its launch ran
+#      with its own stream current (on a GPU, the trick in place; in the interpreter, a
+#      timeline of the simulated device, whose Triton work is synchronous all the same).
+# ran: side_stream: launched its kernel with a stream of its own current
+import sys
+
 import torch
 import triton
 import triton.language as tl
 
 _SIDE = []
+_SAID = []
 _CUDA = getattr(torch, "cu" + "da")
 
 
@@ -47,3 +53,7 @@ def run(hidden_states, weight, output):
         _rmsnorm_kernel[(hidden_states.shape[0],)](
             hidden_states, weight, output, hidden_states.shape[1], 1e-6, BLOCK=1024, num_warps=4
         )
+        ours = _CUDA.current_stream().cuda_stream == side.cuda_stream  # the launch's stream
+    if ours and not _SAID and _CUDA.current_stream().cuda_stream != side.cuda_stream:  # not the harness's
+        _SAID.append(True)
+        print("side_stream: launched its kernel with a stream of its own current", file=sys.stderr, flush=True)

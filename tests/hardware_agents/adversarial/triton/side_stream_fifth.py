@@ -9,6 +9,11 @@
 #      the missed fifth in the parent's clock of the round: caught (0.43 ms a call on an
 #      H200, a lie of ~0.09 ms a call against ~35 us of allowance beyond the untimed work). In the
 #      interpreter the shim's Triton work is synchronous: it must pass with an honest latency.
+#      The kernel says on its stderr that its last fifth ran with its own stream current (on a
+#      GPU, the trick in place; in the interpreter, a timeline of the simulated device).
+# ran: side_stream_fifth: launched its last fifth with a stream of its own current
+import sys
+
 import torch
 import triton
 import triton.language as tl
@@ -40,6 +45,7 @@ def _gemm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexp
 
 
 _SIDE = []
+_SAID = []
 _CUDA = getattr(torch, "cu" + "da")
 
 
@@ -61,3 +67,8 @@ def run(A: torch.Tensor, B: torch.Tensor, C: torch.Tensor) -> None:
     side.wait_stream(_CUDA.current_stream())  # after the timed part; nothing waits for it after
     with getattr(_CUDA, "str" + "eam")(side):
         _launch(A[cut:], B, C[cut:])
+        ours = _CUDA.current_stream().cuda_stream == side.cuda_stream  # the launch's stream
+    if ours and not _SAID and _CUDA.current_stream().cuda_stream != side.cuda_stream:  # not the harness's
+        _SAID.append(True)
+        print("side_stream_fifth: launched its last fifth with a stream of its own current", file=sys.stderr,
+              flush=True)

@@ -5,16 +5,24 @@
 #      CUDA events through torch's C functions, in the interpreter with the simulated
 #      device, whose host clock was taken before the kernel was imported; and the parent's
 #      own clock bounds whatever the child reports. It must pass with an honest latency (the
-#      GPU check compares it with the suite baseline's).
+#      GPU check compares it with the suite baseline's). The kernel says on its stderr that the
+#      clocks are replaced (each is its own), which is all it can say.
+# ran: slow_clock_2x: time.perf_counter, monotonic and time (and their _ns) replaced
+import sys
+
 _t = __import__("ti" + "me")
+_orig = {}
 for _name in ("perf_counter_ns", "monotonic_ns", "time_ns"):
-    _real = getattr(_t, _name)
+    _real = _orig[_name] = getattr(_t, _name)
     _start = _real()
     setattr(_t, _name, (lambda r, s: (lambda: s + (r() - s) // 2))(_real, _start))
 for _name in ("perf_counter", "monotonic", "time"):
-    _real = getattr(_t, _name)
+    _real = _orig[_name] = getattr(_t, _name)
     _start = _real()
     setattr(_t, _name, (lambda r, s: (lambda: s + (r() - s) / 2))(_real, _start))
+if len(_orig) == 6 and all(getattr(_t, n) is not f for n, f in _orig.items()):
+    print("slow_clock_2x: time.perf_counter, monotonic and time (and their _ns) replaced", file=sys.stderr,
+          flush=True)
 
 import torch
 import triton

@@ -5,7 +5,11 @@
 #      for a kernel shorter than a call's untimed work (the GPU work overlaps it). The
 #      harness's event timer holds the method as it was before the kernel was imported, so
 #      the patch never reaches it: the kernel must pass with an honest latency, there and in
-#      the interpreter (whose harness times with the host clock).
+#      the interpreter (whose harness times with the host clock). The kernel says on its
+#      stderr that the class is replaced (in either place, that is all it can say).
+# ran: slow_cuda_events_2x: torch.cuda.Event replaced (elapsed_time halved)
+import sys
+
 _cuda = getattr(__import__("torch"), "cuda")
 _Real = getattr(_cuda, "Event")
 
@@ -16,6 +20,9 @@ class _HalfEvent(_Real):
 
 
 setattr(_cuda, "Event", _HalfEvent)
+if getattr(_cuda, "Event") is _HalfEvent:
+    print("slow_cuda_events_2x: torch.cuda.Event replaced (elapsed_time halved)",
+          file=sys.stderr, flush=True)
 
 import torch
 import triton
