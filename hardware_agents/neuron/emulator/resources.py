@@ -12,13 +12,15 @@ instruction fits, and priced a pipelined loop as if its iterations barely overla
 the free time piecewise lets the engines' time, not the order of placement, set the pace, as
 a lower bound should.
 
-On-chip memory: a tile takes its bytes per partition from the start of its first access until
-its last access completes. When a tile is allocated (its first access), the tiles live at that
-point of the program (allocated before it, last used after it, in this block or held by the
-blocks around it) take their bytes, and the tiles already dead in program order take theirs
-until they are released: the new tile waits until it fits beside both. Where the live tiles
-alone leave no room, the compiler spills (priced apart, `analysis.sbuf_spill_episode_bytes`)
-and the new tile waits for every dead tile to be released.
+On-chip memory, per block (a loop body, whose tiles are fresh each iteration, or the kernel
+body): a tile takes its bytes per partition from the start of its first access until its last
+access completes. When a tile is allocated (its first access), the block's tiles live at that
+point of the program (allocated before it, last used after it) take their bytes, and the tiles
+already dead in program order take theirs until they are released: the new tile waits until it
+fits beside both. Where the live tiles alone leave no room, the compiler spills (priced apart,
+`analysis.sbuf_spill_episode_bytes`) and the new tile waits for every dead tile to be released.
+Memory the blocks around a loop hold while it runs is not subtracted from the loop's: the
+compiler may spill it (priced apart), as model 2 did.
 """
 
 from __future__ import annotations
@@ -120,13 +122,13 @@ class Timelines:
 
 
 class Memory:
-    """One block's on-chip memory per buffer: the bytes per partition in use by tiles still live
-    in program order (`held` by enclosing blocks, and this block's own), and the dead tiles not
-    known to be released at every time still asked about, as (release time, bytes) by time."""
+    """One block's on-chip memory per buffer: the bytes per partition of its tiles still live in
+    program order, and its dead tiles not known to be released at every time still asked
+    about, as (release time, bytes) by time."""
 
-    def __init__(self, capacity: dict[str, int], held: dict[str, int] | None = None) -> None:
+    def __init__(self, capacity: dict[str, int]) -> None:
         self.capacity = capacity
-        self.live = {b: (held or {}).get(b, 0) for b in capacity}
+        self.live = dict.fromkeys(capacity, 0)
         self.release: dict[str, list[float]] = {b: [] for b in capacity}
         self.size: dict[str, list[int]] = {b: [] for b in capacity}
         self.below: dict[str, list[int]] = {b: [0] for b in capacity}  # prefix sums of `size`

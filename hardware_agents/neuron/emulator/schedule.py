@@ -120,47 +120,21 @@ class Scheduler:
         }
         self.trips = dict(prog.loop_trips)
         self.loops: list[LoopEstimate] = []
-        self._touch: dict[int, set[int]] = {}
 
     def run(self) -> float:
         """The critical path of one kernel call (seconds); fills `loops`."""
-        return self._schedule(self._items(self.prog.body, -1, {}), -1, 1, {}).total
+        return self._schedule(self._items(self.prog.body, -1), -1, 1).total
 
     # --- one block ------------------------------------------------------------------------
-    def _touched(self, n: Instr | Loop) -> set[int]:
-        """The on-chip tensors an instruction or a loop touches."""
-        got = self._touch.get(id(n))
-        if got is None:
-            if isinstance(n, Instr):
-                got = {a.tensor for a in ([n.dst] if n.dst is not None else []) + list(n.srcs)}
-                got &= self.bytes.keys()
-            else:
-                got = set().union(*(self._touched(m) for m in n.body if isinstance(m, Instr | Loop)))
-            self._touch[id(n)] = got
-        return got
-
-    def _items(self, nodes: list[Node], var: int, held: dict[str, int]) -> list[_Item]:
-        """A block's items; an inner loop is scheduled with the memory its enclosing blocks hold
-        while it runs (their tiles live across it in program order)."""
-        steps = [n for n in nodes if isinstance(n, Instr | Loop)]
-        span: dict[int, list[int]] = {}
-        for j, n in enumerate(steps):
-            for tensor in self._touched(n):
-                if self.scope.get(tensor, -1) == var:
-                    span.setdefault(tensor, [j, j])[1] = j
+    def _items(self, nodes: list[Node], var: int) -> list[_Item]:
         out = []
-        for j, n in enumerate(steps):
+        for n in nodes:
             if isinstance(n, Instr):
                 t = self.timing[id(n)]
                 alts = t.alts or ((t.occ, t.lat),)
                 out.append(_Item(t.occ, t.lat, instr_accs(n, self.prog, t.lat), t.pe, False, {}, alts))
-            else:
-                inner = dict(held)
-                for tensor, (first, last) in span.items():
-                    if first <= j <= last:
-                        buf, size = self.bytes[tensor]
-                        inner[buf] = inner.get(buf, 0) + size
-                out.append(self._loop(n, inner))
+            elif isinstance(n, Loop):
+                out.append(self._loop(n))
         return out
 
     @staticmethod
@@ -213,7 +187,7 @@ class Scheduler:
             out[js[0]] += [Dep(x, b, b, items[x].lat) for x in js]
         return out
 
-    def _schedule(self, items: list[_Item], var: int, trip: int, held: dict[str, int]) -> _Run:
+    def _schedule(self, items: list[_Item], var: int, trip: int) -> _Run:
         """List-schedule `trip` iterations of `items` (see the module doc). Long because one
         loop places every item instance and keeps the figures the loop's record reports."""
         n_items = len(items)
@@ -230,7 +204,7 @@ class Scheduler:
         rotating = self._rotating(items, var, trip)
         alloc, dead = self._tiles(items, var)
         sim = min(trip, max(8, SIMULATED // n_items))
-        lines, memory = Timelines(), Memory(self.capacity, held)
+        lines, memory = Timelines(), Memory(self.capacity)
         # per item and iteration: the latest start and the latest completion up to that iteration
         begun = [[0.0] * sim for _ in items]
         done_by = [[0.0] * sim for _ in items]
@@ -293,10 +267,10 @@ class Scheduler:
         first = it_end[0] - it_start[0]
         return _Run(total, first, per_it, _peak(events), _overlap(it_start, it_end), delays)
 
-    def _loop(self, loop: Loop, held: dict[str, int]) -> _Item:
-        items = self._items(loop.body, loop.var, held)
+    def _loop(self, loop: Loop) -> _Item:
+        items = self._items(loop.body, loop.var)
         trip = loop.trip
-        run = self._schedule(items, loop.var, trip, held)
+        run = self._schedule(items, loop.var, trip)
         engines, total = max(run.per_iteration.values(), default=0.0), run.total
         ii = (total - run.first) / (trip - 1) if trip > 1 else engines
         limit = "engines"
