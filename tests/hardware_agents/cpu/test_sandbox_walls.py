@@ -39,7 +39,7 @@ pytestmark = pytest.mark.skipif(landlock.abi_version() < 1, reason="Landlock not
 
 def _attempt(req: Attempts, *, unisolated: bool = False, **policy: object) -> Tried:
     """`req` tried in a sandboxed child with the default policy changed by `policy`."""
-    pol = SandboxPolicy(wall_timeout_s=30, python_path=(HERE,), **policy)  # type: ignore[arg-type]
+    pol = SandboxPolicy(wall_timeout_s=30, python_path=(HERE,), **policy)
     with allow_unisolated(unisolated), Sandbox(pol) as box:
         out = box.run("wall_targets:attempt", req)
     assert out.status == "ok", f"{out.status}: {out.error}\n{out.log}"
