@@ -79,16 +79,20 @@ def access(
     if t.buffer in ("input", "const"):
         return None  # read-only: orders nothing
     base = t.alias if t.alias >= 0 else a.tensor
-    coef, lo, hi = [], [], []
-    for e in list(a.block) + list(a.dims):
-        terms: dict[int, int] = {}
-        for var, k in e.loops:
-            terms[var] = terms.get(var, 0) + k
+    coef: list[tuple[tuple[int, int], ...]] = []
+    lo, hi = [], []
+    for e in (*a.block, *a.dims):
+        if not e.loops:
+            coef.append(())
+        else:
+            terms: dict[int, int] = {}
+            for var, k in e.loops:
+                terms[var] = terms.get(var, 0) + k
+            coef.append(tuple(sorted((v, k) for v, k in terms.items() if k)))
         low = high = e.c
         for axis, k in e.axes:
             span = k * (a.shape[axis] - 1)
             low, high = low + min(0, span), high + max(0, span)
-        coef.append(tuple(sorted((v, k) for v, k in terms.items() if k)))
         lo.append(low)
         hi.append(high)
     whole = t.alias >= 0
@@ -158,6 +162,10 @@ def deltas(x: Acc, y: Acc, var: int, trip: int, trips: dict[int, int]) -> tuple[
     if x.whole or y.whole or len(x.coef) != len(y.coef):
         return lo_d, hi_d
     for cx_t, cy_t, xl, xh, yl, yh in zip(x.coef, y.coef, x.lo, x.hi, y.lo, y.hi, strict=True):
+        if not cx_t and not cy_t:  # neither moves: the ranges overlap at every distance, or never
+            if yl > xh or xl > yh:
+                return None
+            continue
         cx, cy = dict(cx_t), dict(cy_t)
         ax, ay = cx.pop(var, 0), cy.pop(var, 0)
         for v in set(cx) | set(cy):  # other open counters: equal coefficients cancel
@@ -223,39 +231,40 @@ class _TensorIndex:
         self.size: tuple[int, ...] | None = None
         self.stale = 0
 
-    def _span(self, box: Box) -> list[range] | None:
-        if self.size is None or len(box[0]) != len(self.size):
-            return None
-        return [range(lo // s, hi // s + 1) for lo, hi, s in zip(box[0], box[1], self.size, strict=True)]
-
-    @staticmethod
-    def _count(span: list[range]) -> int:
-        n = 1
-        for r in span:
-            n *= len(r)
-        return n
-
-    def add(self, e: _Entry, box: Box | None) -> None:
-        self.entries.append(e)
+    def keys(self, box: Box | None) -> list[tuple[int, ...]] | None:
+        """The cells `box` spans (None: the whole tensor, or more than a query scans)."""
         if box is None:
-            self.wide.append(e)
-            return
+            return None
+        lo, hi = box
         if self.size is None:
-            self.size = tuple(max(1, hi - lo + 1) for lo, hi in zip(box[0], box[1], strict=True))
-        span = self._span(box)
-        if span is None or self._count(span) > _REGISTER_CELLS:
+            self.size = tuple(max(1, h - l + 1) for l, h in zip(lo, hi, strict=True))  # noqa: E741
+        size = self.size
+        if len(lo) != len(size):
+            return None
+        keys: list[tuple[int, ...]] = [()]
+        for d in range(len(size)):
+            first, last = lo[d] // size[d], hi[d] // size[d]
+            if (last - first + 1) * len(keys) > _QUERY_CELLS:
+                return None
+            keys = [(*k, i) for k in keys for i in range(first, last + 1)]
+        return keys
+
+    def add(self, e: _Entry, keys: list[tuple[int, ...]] | None) -> None:
+        self.entries.append(e)
+        if keys is None or len(keys) > _REGISTER_CELLS:
             self.wide.append(e)
             return
-        for key in _cells(span):
+        for key in keys:
             self.cells.setdefault(key, []).append(e)
 
-    def candidates(self, box: Box | None, stamp: int) -> list[_Entry]:
-        """The entries whose boxes may overlap `box` (each once), in no particular order."""
-        span = None if box is None else self._span(box)
-        if span is None or self._count(span) > _QUERY_CELLS:
+    def candidates(self, keys: list[tuple[int, ...]] | None, stamp: int) -> list[_Entry]:
+        """The entries whose boxes may overlap the cells `keys` (each once), in no particular order."""
+        if keys is None:
             pool: Iterable[_Entry] = self.entries
         else:
-            pool = [e for key in _cells(span) for e in self.cells.get(key, ())] + self.wide
+            cells = self.cells
+            pool = [e for key in keys for e in cells.get(key, ())]
+            pool.extend(self.wide)
         out = []
         for e in pool:
             if e.stamp != stamp and (e.alive or e.exposed):
@@ -276,13 +285,6 @@ class _TensorIndex:
         self.wide = keep(self.wide)
         self.cells = {k: v2 for k, v in self.cells.items() if (v2 := keep(v))}
         self.stale = 0
-
-
-def _cells(span: list[range]) -> Iterable[tuple[int, ...]]:
-    keys: list[tuple[int, ...]] = [()]
-    for r in span:
-        keys = [(*k, i) for k in keys for i in r]
-    return keys
 
 
 def swept_box(a: Acc, var: int, trip: int, trips: dict[int, int]) -> Box | None:
@@ -330,9 +332,9 @@ def find_deps(
         for tensor, bs in by_tensor.items():
             carried = trip > 1 and tensor not in fresh
             idx = index.setdefault(tensor, _TensorIndex())
-            boxes = [swept_box(b, var, trip, trips) for b in bs]
-            for b, box in zip(bs, boxes, strict=True):
-                for e in idx.candidates(box, next(stamps)):
+            cells = [idx.keys(swept_box(b, var, trip, trips)) for b in bs]
+            for b, keys in zip(bs, cells, strict=True):
+                for e in idx.candidates(keys, next(stamps)):
                     a = e.acc
                     if not (a.write or b.write):
                         continue
@@ -352,14 +354,18 @@ def find_deps(
                             if d is not None and d[1] >= 1:
                                 edge(j, j, max(1, d[0]), d[1], weight(j, j, a, b))
             # enter j's accesses: reads first, so that j's own exact writes may cover them
-            for b, box in sorted(zip(bs, boxes, strict=True), key=lambda p: p[0].write):
-                near = idx.candidates(box, next(stamps))
-                exposed = not any(e.alive and e.acc.exact and e.item != j and _covers(e.acc, b) for e in near)
-                if b.exact:
-                    for e in near:
-                        if e.alive and _covers(b, e.acc):
-                            idx.retire(e, carried)
-                idx.add(_Entry(j, b, exposed and carried), box)
+            for b, keys in sorted(zip(bs, cells, strict=True), key=lambda p: p[0].write):
+                exposed = False
+                if carried or b.exact:
+                    near = idx.candidates(keys, next(stamps))
+                    exposed = carried and not any(
+                        e.alive and e.acc.exact and e.item != j and _covers(e.acc, b) for e in near
+                    )
+                    if b.exact:
+                        for e in near:
+                            if e.alive and _covers(b, e.acc):
+                                idx.retire(e, carried)
+                idx.add(_Entry(j, b, exposed), keys)
     return [[Dep(x, lo, hi, None if w == math.inf else w) for (x, lo, hi), w in f.items()] for f in found]
 
 
