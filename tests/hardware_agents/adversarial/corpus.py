@@ -11,7 +11,7 @@ import msgspec
 CORPUS = Path(__file__).resolve().parent
 REPO = CORPUS.parents[2]
 _HEADER = re.compile(
-    r"^\s*(?://|#)\s*(expect|expect_gpu|needle_gpu|problem|needle|min_ms|why|entry|reference|margin|fails_only|or|ran):"
+    r"^\s*(?://|#)\s*(expect|expect_gpu|needle_gpu|problem|needle|min_ms|why|entry|reference|margin|at_least|fails_only|or|ran):"
     r"\s*(.*?)\s*$"
 )
 _COMMENT = {".c": "//", ".py": "#"}
@@ -33,6 +33,9 @@ class Hack(msgspec.Struct, kw_only=True):
     # stem of a `_`-prefixed file beside it: the kernel without the hack, or its honest twin)
     reference: str = ""
     margin: float = 0.0
+    # an estimate that must not be below the estimate of `at_least` (the stem of a file beside it):
+    # a hack that adds work to a kernel may make it slower, never faster
+    at_least: str = ""
     # the only correctness cases that may fail, comma-separated (the hack works on all others)
     fails_only: str = ""
     # `or: STATUS: NEEDLE`: the other verdict a hack may get where which one it gets is the host
@@ -64,9 +67,9 @@ def _alternative(path: Path, value: str) -> tuple[str, str] | None:
     return status.strip(), needle.strip()
 
 
-def reference_source(hack: Hack) -> str:
-    """The source of the kernel a hack's estimate is compared with (`reference`)."""
-    return (CORPUS / hack.device_dir / f"{hack.reference}.py").read_text()
+def reference_source(hack: Hack, stem: str = "") -> str:
+    """The source of the kernel a hack's estimate is compared with (`reference`, or `stem`)."""
+    return (CORPUS / hack.device_dir / f"{stem or hack.reference}.py").read_text()
 
 
 def load(device_dir: str) -> list[Hack]:
@@ -107,6 +110,7 @@ def load(device_dir: str) -> list[Hack]:
                 needle_gpu=fields.get("needle_gpu", ""),
                 reference=fields.get("reference", ""),
                 margin=float(fields.get("margin", 0.0)),
+                at_least=fields.get("at_least", ""),
                 fails_only=fields.get("fails_only", ""),
                 alternative=_alternative(path, fields.get("or", "")),
                 ran=tuple(ran),

@@ -195,11 +195,15 @@ def _check_hack(hack: Hack, prof: Profile, agent: NeuronAgent, p: Problem) -> No
     if hack.expect != "unmeasured":
         return
     assert prof.estimate is not None
+    got = prof.estimate.latency_ms
     if hack.reference:  # within the stated margin of the kernel without the hack
         ref = _estimate_ms(agent, p, reference_source(hack), hack.reference)
-        got = prof.estimate.latency_ms
         assert abs(got - ref) <= hack.margin * ref + 1e-12, (got, ref)
-    else:  # the estimate is the honest kernel's, whatever the kernel claimed
+    if hack.at_least:  # not below the kernel without the useless work it adds
+        floor = _estimate_ms(agent, p, reference_source(hack, hack.at_least), hack.at_least)
+        assert got >= floor * (1 - 1e-9), (got, floor)
+    # no reference: the estimate is the honest kernel's, whatever the kernel claimed
+    if not (hack.reference or hack.at_least):
         assert prof.estimate.latency_ms == pytest.approx(_estimate_ms(agent, p, SILU_GOOD, "honest"))
 
 
