@@ -42,6 +42,7 @@ from hardware_agents.pipeline.rounds import RoundClock, drive_timing, drive_to_r
 from hardware_agents.pipeline.stages import SKIPPED, Outcome, Stages
 from hardware_agents.pipeline.verdict import Verdict
 from hardware_agents.sandbox import Sandbox, SandboxChild, SandboxOutcome, SandboxPolicy
+from hardware_agents.triton.boundaries import boundary_workloads
 from hardware_agents.triton.data import DataCache, ProblemData, TimingPlan, save_readable
 from hardware_agents.triton.gpu import GpuPool
 from hardware_agents.triton.harness import PACKAGE
@@ -67,12 +68,13 @@ def plan_triton_cases(
     """The cases of one profile (`pipeline.cases.plan_cases`) and the names of the timing
     contents (the seed cases of the first workload). GPU: the problem's workload with every
     seed and adversarial case, one seed at each check workload. Interpreter: the same with the
-    check workloads in place of the problem's (which may be far too large to interpret)."""
-    workloads = (
-        [problem.workload, *problem.check_workloads]
-        if on_gpu
-        else list(problem.check_workloads) or [problem.workload]
-    )
+    check workloads in place of the problem's (which may be far too large to interpret), then
+    one seed at each of their boundary workloads (`boundaries.boundary_workloads`)."""
+    if on_gpu:
+        workloads = [problem.workload, *problem.check_workloads]
+    else:
+        workloads = list(problem.check_workloads) or [problem.workload]
+        workloads += boundary_workloads(problem, workloads)
     plan = cases.plan_cases(problem, seeds, workloads)
     return plan, [p.name for p in plan if p.workload is workloads[0] and not p.case.adversarial]
 

@@ -124,6 +124,17 @@ def test_a_single_sequence_check_misses_the_first_sequence_mutant(problem, inter
     assert interp_agent.profile(single, bad, seeds=(0,)).status == "unmeasured"
 
 
+def test_ragged_queries_get_no_boundary_workloads(problem):
+    """A paged prefill's interpretation grows as queries times keys: 129 queries of this
+    kernel ran past the 90 s timeout, so the interpreter adds no boundary workloads
+    (`hardware_agents/triton/boundaries.py`); the checks above cover its sequences."""
+    from hardware_agents.triton import plan_triton_cases
+
+    p, _ = problem
+    plan, _ = plan_triton_cases(p, (0,), on_gpu=False)
+    assert {c.workload.x_label for c in plan} == {w.x_label for w in p.check_workloads}
+
+
 def test_without_the_option_the_missing_index_blobs_are_an_error(tmp_path):
     ts = TraceSet.load(_write(tmp_path))
     with pytest.raises(FlashInferImportError, match="--synthesize-indices"):

@@ -1,5 +1,5 @@
 """Every baseline of the Triton suite passes in the Triton interpreter (CPU-only host:
-correct at the small check workloads, status `unmeasured`), and the suite is shaped for
+correct at the small check workloads and their boundary workloads, status `unmeasured`), and the suite is shaped for
 the loop: production workload timed on a GPU, small workloads for the interpreter,
 roofline expressions, tunable constants."""
 
@@ -9,6 +9,7 @@ import pytest
 
 import suites
 from accelopt.problem import eval_expression
+from hardware_agents.base import DEFAULT_SEEDS
 from hardware_agents.languages.tunables import find_tunables
 from hardware_agents.triton import plan_triton_cases
 
@@ -58,8 +59,12 @@ def test_plans_pick_the_workload_by_tier(triton_suite):
     cpu_plan, cpu_contents = plan_triton_cases(p, (0, 21, 42), on_gpu=False)
     assert cpu_contents == ["seed0", "seed21", "seed42"]
     assert {c.workload.x_label for c in gpu_plan} == {"prod", "small-1", "small-2"}
-    assert {c.workload.x_label for c in cpu_plan} == {"small-1", "small-2"}
-    assert [c.name for c in cpu_plan] == ["seed0", "seed21", "seed42", "large", "small-2-seed0"]
+    assert {c.workload.x_label for c in cpu_plan} == {
+        "small-1",
+        "small-2",
+        *(f"boundary-batch_size-{n}" for n in (129, 128, 65, 127)),  # boundaries.py
+    }
+    assert [c.name for c in cpu_plan][:5] == ["seed0", "seed21", "seed42", "large", "small-2-seed0"]
     assert gpu_contents == ["seed0", "seed21", "seed42"] and all(
         c.workload.x_label == "prod" for c in gpu_plan if c.name in gpu_contents
     )
@@ -67,12 +72,17 @@ def test_plans_pick_the_workload_by_tier(triton_suite):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_baseline_correct_in_the_interpreter(interp_agent, triton_suite, name):
+    """Correct at the small check workloads and at every boundary workload
+    (`boundaries.boundary_workloads`: rows 63-65 and 127-129, a partial tile after whole ones)."""
     p = triton_suite[name]
     prof = interp_agent.profile(p, p.baseline)
     assert prof.status == "unmeasured", prof.log
     assert prof.latency is None and prof.peak_fraction is None
     assert prof.correctness and all(c.passed for c in prof.correctness)
     cases = [c.case for c in prof.correctness]
-    assert any(not c.startswith(("seed", "small")) for c in cases)  # an adversarial case ran
+    assert any(not c.startswith(("seed", "small", "boundary")) for c in cases)  # an adversarial case ran
     assert any("small-2" in c for c in cases)  # and the second small workload
+    boundary = {c.split("-seed")[0] for c in cases if c.startswith("boundary-")}
+    planned, _ = plan_triton_cases(p, DEFAULT_SEEDS, on_gpu=False)
+    assert boundary and boundary == {c.label for c in planned if c.label.startswith("boundary-")}
     assert "not timed" in prof.log and prof.toolchain["mode"] == "interpreter"

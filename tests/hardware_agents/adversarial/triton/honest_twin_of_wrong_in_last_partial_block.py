@@ -1,0 +1,51 @@
+# expect: passed
+# problem: triton/gemm_fp16
+# why: the honest twin of wrong_in_last_partial_block.py: the same GEMM with its row tiles
+#      counted as `cdiv(M, BLOCK_M)`, the last partial one included. It must pass the boundary
+#      workloads (M, N and K at 63 to 129) that catch its twin.
+"""C = A @ B.T in fp16 with fp32 accumulation: one program per (BLOCK_M x BLOCK_N) tile of C,
+looping over K in BLOCK_K steps."""
+
+import torch
+import triton
+import triton.language as tl
+
+BLOCK_M = 64
+BLOCK_N = 64
+BLOCK_K = 32
+NUM_WARPS = 4
+NUM_STAGES = 2
+
+
+@triton.jit
+def _gemm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k0 in range(0, K, BK):
+        kk = k0 + rk
+        a = tl.load(
+            a_ptr + rm[:, None].to(tl.int64) * K + kk[None, :],
+            mask=(rm[:, None] < M) & (kk[None, :] < K),
+            other=0.0,
+        )
+        b = tl.load(
+            b_ptr + rn[None, :].to(tl.int64) * K + kk[:, None],
+            mask=(rn[None, :] < N) & (kk[:, None] < K),
+            other=0.0,
+        )
+        acc += tl.dot(a, b)
+    c_mask = (rm[:, None] < M) & (rn[None, :] < N)
+    tl.store(c_ptr + rm[:, None].to(tl.int64) * N + rn[None, :], acc.to(c_ptr.dtype.element_ty), mask=c_mask)
+
+
+def run(A: torch.Tensor, B: torch.Tensor, C: torch.Tensor) -> None:
+    M, K = A.shape
+    N = B.shape[0]
+    grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))  # the last partial tile included
+    _gemm_kernel[grid](
+        A, B, C, M, N, K, BM=BLOCK_M, BN=BLOCK_N, BK=BLOCK_K, num_warps=NUM_WARPS, num_stages=NUM_STAGES
+    )
