@@ -8,7 +8,8 @@ that may conflict is tested: there is no window of recent accesses (a window let
 copies of a tile hide the load that the tile's real readers wait for). What keeps it fast:
 
 - a per-tensor grid index over each access's swept box (the memory it touches over every value
-  of the open counters) yields only the accesses that can overlap at all;
+  of the open counters) yields only the accesses that can overlap at all, a read only the
+  writes (reads of reads order nothing);
 - an access whose memory a later exact write of the same iteration covers cannot be the only
   link to anything after that write (the write waits for it, and everything after waits for
   the write), so it leaves the forward index; an access covered by an earlier exact write is
@@ -220,16 +221,11 @@ class _Entry:
 Box = tuple[tuple[int, ...], tuple[int, ...]]
 
 
-class _TensorIndex:
-    """One tensor's accesses in a grid of cells sized by its first access (tiles of a tensor
-    are usually alike), each access registered in the cells its swept box spans."""
+class _Grid:
+    """A tensor's grid of cells, sized by its first access (tiles of a tensor are usually alike)."""
 
     def __init__(self) -> None:
-        self.entries: list[_Entry] = []
-        self.wide: list[_Entry] = []  # whole-tensor views, boxes spanning too many cells
-        self.cells: dict[tuple[int, ...], list[_Entry]] = {}
         self.size: tuple[int, ...] | None = None
-        self.stale = 0
 
     def keys(self, box: Box | None) -> list[tuple[int, ...]] | None:
         """The cells `box` spans (None: the whole tensor, or more than a query scans)."""
@@ -241,13 +237,26 @@ class _TensorIndex:
         size = self.size
         if len(lo) != len(size):
             return None
+        firsts = [a // s for a, s in zip(lo, size, strict=True)]
+        lasts = [b // s for b, s in zip(hi, size, strict=True)]
+        if firsts == lasts:  # the usual tile: one cell
+            return [tuple(firsts)]
         keys: list[tuple[int, ...]] = [()]
-        for d in range(len(size)):
-            first, last = lo[d] // size[d], hi[d] // size[d]
+        for first, last in zip(firsts, lasts, strict=True):
             if (last - first + 1) * len(keys) > _QUERY_CELLS:
                 return None
             keys = [(*k, i) for k in keys for i in range(first, last + 1)]
         return keys
+
+
+class _TensorIndex:
+    """One tensor's reads, or its writes, each registered in the grid cells its swept box spans."""
+
+    def __init__(self) -> None:
+        self.entries: list[_Entry] = []
+        self.wide: list[_Entry] = []  # whole-tensor views, boxes spanning too many cells
+        self.cells: dict[tuple[int, ...], list[_Entry]] = {}
+        self.stale = 0
 
     def add(self, e: _Entry, keys: list[tuple[int, ...]] | None) -> None:
         self.entries.append(e)
@@ -318,7 +327,8 @@ def find_deps(
     which is never sooner than any figure it gives). Tensors in `fresh` are new
     memory each iteration (tiles declared in the loop body): they carry nothing across."""
     fresh = set(fresh)
-    index: dict[int, _TensorIndex] = {}
+    grids: dict[int, _Grid] = {}
+    index: dict[tuple[int, bool], _TensorIndex] = {}  # (tensor, writes?)
     stamps = itertools.count()
     found: list[dict[tuple[int, int, int], float]] = [{} for _ in accs]
 
@@ -331,21 +341,23 @@ def find_deps(
     for j, by_tensor in enumerate(accs):
         for tensor, bs in by_tensor.items():
             carried = trip > 1 and tensor not in fresh
-            idx = index.setdefault(tensor, _TensorIndex())
-            cells = [idx.keys(swept_box(b, var, trip, trips)) for b in bs]
+            grid = grids.setdefault(tensor, _Grid())
+            writes = index.setdefault((tensor, True), _TensorIndex())
+            reads = index.setdefault((tensor, False), _TensorIndex())
+            cells = [grid.keys(swept_box(b, var, trip, trips)) for b in bs]
             for b, keys in zip(bs, cells, strict=True):
-                for e in idx.candidates(keys, next(stamps)):
-                    a = e.acc
-                    if not (a.write or b.write):
-                        continue
-                    if e.alive:  # j (n) after e's item (n - d), d >= 0
-                        d = deltas(a, b, var, trip, trips)
-                        if d is not None and (carried or d[0] == 0):
-                            edge(e.item, j, d[0], d[1] if carried else 0, weight(e.item, j, a, b))
-                    if carried and e.exposed:  # e's item (n) after j (n - d), d >= 1
-                        d = deltas(b, a, var, trip, trips)
-                        if d is not None and d[1] >= 1:
-                            edge(j, e.item, max(1, d[0]), d[1], weight(j, e.item, b, a))
+                # a read conflicts with writes only; a write with both
+                for idx in (writes, reads) if b.write else (writes,):
+                    for e in idx.candidates(keys, next(stamps)):
+                        a = e.acc
+                        if e.alive:  # j (n) after e's item (n - d), d >= 0
+                            d = deltas(a, b, var, trip, trips)
+                            if d is not None and (carried or d[0] == 0):
+                                edge(e.item, j, d[0], d[1] if carried else 0, weight(e.item, j, a, b))
+                        if carried and e.exposed:  # e's item (n) after j (n - d), d >= 1
+                            d = deltas(b, a, var, trip, trips)
+                            if d is not None and d[1] >= 1:
+                                edge(j, e.item, max(1, d[0]), d[1], weight(j, e.item, b, a))
             if carried:  # j after itself, d >= 1 iterations back
                 for a in bs:
                     for b in bs:
@@ -355,17 +367,16 @@ def find_deps(
                                 edge(j, j, max(1, d[0]), d[1], weight(j, j, a, b))
             # enter j's accesses: reads first, so that j's own exact writes may cover them
             for b, keys in sorted(zip(bs, cells, strict=True), key=lambda p: p[0].write):
-                exposed = False
-                if carried or b.exact:
-                    near = idx.candidates(keys, next(stamps))
-                    exposed = carried and not any(
-                        e.alive and e.acc.exact and e.item != j and _covers(e.acc, b) for e in near
-                    )
-                    if b.exact:
-                        for e in near:
+                exposed = carried and not any(
+                    e.alive and e.acc.exact and e.item != j and _covers(e.acc, b)
+                    for e in writes.candidates(keys, next(stamps))
+                )
+                if b.exact:
+                    for idx in (writes, reads):
+                        for e in idx.candidates(keys, next(stamps)):
                             if e.alive and _covers(b, e.acc):
                                 idx.retire(e, carried)
-                idx.add(_Entry(j, b, exposed), keys)
+                (writes if b.write else reads).add(_Entry(j, b, exposed), keys)
     return [[Dep(x, lo, hi, None if w == math.inf else w) for (x, lo, hi), w in f.items()] for f in found]
 
 

@@ -82,7 +82,32 @@ def test_find_deps_keeps_a_write_behind_more_than_64_reads() -> None:
     assert all([d.src for d in deps[j]] == [0] for j in range(1, 101))
 
 
-def _random_accesses(rng: random.Random, items: int, var: int) -> list[dict[int, list[Acc]]]:
+def test_find_deps_keeps_a_write_behind_more_than_64_other_writes() -> None:
+    """Item 0 writes half of a tensor, items 1..100 write single columns of the other half, item 101
+    reads the first half: it waits for item 0 (and only it), however many writes came between."""
+    half = Acc(0, True, False, False, ((), ()), (0, 0), (127, 511), False, exact=True)
+    columns = [
+        Acc(0, True, False, False, ((), ()), (0, c), (127, c), False, exact=True) for c in range(512, 612)
+    ]
+    reader = Acc(0, False, True, False, ((), ()), (0, 0), (127, 511), False)
+    accs = [{0: [half]}, *({0: [c]} for c in columns), {0: [reader]}]
+    deps = find_deps(accs, -1, 1, {}, lambda i, j, a, b: None)
+    assert [d.src for d in deps[-1]] == [0]
+    assert all(deps[j] == [] for j in range(1, 101))
+
+
+def test_find_deps_makes_a_write_wait_for_every_earlier_reader() -> None:
+    """100 reads of single columns, then a write of the whole tile: it waits for all of them
+    (write after read), not only the most recent ones."""
+    columns = [Acc(0, False, True, False, ((), ()), (0, c), (127, c), False) for c in range(100)]
+    whole = Acc(0, True, False, False, ((), ()), (0, 0), (127, 511), False, exact=True)
+    deps = find_deps([*({0: [c]} for c in columns), {0: [whole]}], -1, 1, {}, lambda i, j, a, b: None)
+    assert sorted(d.src for d in deps[-1]) == list(range(100))
+
+
+def _random_accesses(
+    rng: random.Random, items: int, var: int, writes: float = 0.35
+) -> list[dict[int, list[Acc]]]:
     out = []
     for _ in range(items):
         by: dict[int, list[Acc]] = {}
@@ -91,7 +116,7 @@ def _random_accesses(rng: random.Random, items: int, var: int) -> list[dict[int,
             k = rng.choice([0, 0, 1, 2])  # how the first dimension moves with the loop counter
             lo0, lo1 = rng.randint(0, 6), rng.randint(0, 40)
             hi0, hi1 = lo0 + rng.randint(0, 2), lo1 + rng.choice([0, 0, 3, 40])
-            write = rng.random() < 0.35
+            write = rng.random() < writes
             coef = (((var, k),) if k else (), ())
             a = Acc(tensor, write, not write, False, coef, (lo0, lo1), (hi0, hi1), False, exact=write)
             by.setdefault(tensor, []).append(a)
@@ -114,15 +139,15 @@ def _closure(edges: set[tuple[tuple[int, int], tuple[int, int]]]) -> dict[tuple[
     return reach
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_find_deps_implies_every_conflict_of_the_unrolled_program(seed: int) -> None:
-    """Random blocks of 150 items (more accesses per tensor than any window) over 3 iterations:
-    every pair of item instances that touch the same memory, one writing, is ordered by the
-    dependences found (directly or through others), and every dependence found is such a pair.
-    Tensor 2 is fresh memory each iteration (a tile declared in the loop): nothing carried."""
+@pytest.mark.parametrize(("seed", "writes"), [(s, 0.35) for s in range(4)] + [(s, 0.8) for s in range(4, 7)])
+def test_find_deps_implies_every_conflict_of_the_unrolled_program(seed: int, writes: float) -> None:
+    """Random blocks of 150 items (more reads, or more writes, per tensor than any window) over 3
+    iterations: every pair of item instances that touch the same memory, one writing, is ordered
+    by the dependences found (directly or through others), and every dependence found is such a
+    pair. Tensor 2 is fresh memory each iteration (a tile declared in the loop): nothing carried."""
     rng = random.Random(seed)
     var, trip, items = 5, 3, 150
-    accs = _random_accesses(rng, items, var)
+    accs = _random_accesses(rng, items, var, writes)
     deps = find_deps(accs, var, trip, {}, lambda i, j, a, b: None, fresh=[2])
     found = {
         ((n - d, x), (n, y))
