@@ -29,9 +29,16 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-import yaml
 
-from accelopt.config import PRESETS, ConfigError, RunConfig, _readable, build_config, parse_override
+from accelopt.config import (
+    PRESETS,
+    ConfigError,
+    RunConfig,
+    build_config,
+    convert,
+    parse_override,
+    read_mapping,
+)
 from accelopt.problem import Problem, SourceFile
 
 
@@ -147,20 +154,14 @@ def problem_specs(spec: CampaignSpec) -> list[ProblemSpec]:
 
 
 def load_spec(path: str | Path) -> CampaignSpec:
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as e:
-        raise ConfigError(f"{path}: {e}") from e
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: top level must be a mapping")
-    return spec_from_dict(data, source=str(path))
+    """The campaign file at `path`, every key checked (errors: one line naming the file and the
+    key, and for YAML syntax the line). The device kinds it names are checked where the
+    device families are known: `actors.runtime.campaign.prepare`."""
+    return spec_from_dict(read_mapping(path), source=str(path))
 
 
 def spec_from_dict(data: dict[str, Any], source: str = "campaign") -> CampaignSpec:
-    try:
-        spec = msgspec.convert(data, CampaignSpec)
-    except msgspec.ValidationError as e:
-        raise ConfigError(f"{source}: {_readable(e)}") from e
+    spec = convert(data, CampaignSpec, source)
     validate(spec, source)
     return spec
 
@@ -268,10 +269,16 @@ class _Trial(msgspec.Struct, frozen=True):
 
 def check_configs(spec: CampaignSpec, devices: list[str], root: str, memory_uri: str) -> None:
     """Build the agents' config and a run config per device kind: a bad `set` entry or model
-    is a ConfigError before the campaign starts, not at its first run."""
-    agent_config(spec, devices, root, memory_uri)
+    is a ConfigError naming its key before the campaign starts, not at its first run."""
+    try:
+        agent_config(spec, devices, root, memory_uri)
+    except ConfigError as e:
+        raise ConfigError(f"set: {e}") from e
     for d in devices:
-        run_config(spec, devices, root, memory_uri, _Trial(device=d), f"suite/problem@{d}")
+        try:
+            run_config(spec, devices, root, memory_uri, _Trial(device=d), f"suite/problem@{d}")
+        except ConfigError as e:
+            raise ConfigError(f"devices.{d}: {e}") from e
 
 
 def with_start_kernel(problem: Problem, source: str) -> Problem:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import copy
 import re
+import types
+import typing
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 import yaml
@@ -390,13 +392,7 @@ def build_config(
             raise ConfigError(f"unknown preset {preset!r}; choose from {', '.join(sorted(PRESETS))}")
         data = _deep_merge(data, PRESETS[preset])
     if file:
-        try:
-            loaded = yaml.safe_load(Path(file).read_text()) or {}
-        except (OSError, yaml.YAMLError) as e:
-            raise ConfigError(f"{file}: {e}") from e
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{file}: top level must be a mapping")
-        data = _deep_merge(data, loaded)
+        data = _deep_merge(data, read_mapping(file))
     data = apply_overrides(data, overrides or [])
     return config_from_dict(data, source=str(file) if file else "config")
 
@@ -431,25 +427,108 @@ def recorded_config(config: dict[str, Any], source: str = "RunStarted.config") -
 
 
 def config_from_dict(data: dict[str, Any], source: str = "config") -> RunConfig:
+    cfg = convert(data, RunConfig, source)
     try:
-        cfg = msgspec.convert(data, RunConfig)
-    except msgspec.ValidationError as e:
-        raise ConfigError(f"{source}: {_readable(e)}") from e
-    validate(cfg)
+        validate(cfg)
+    except ConfigError as e:
+        if source == "config":  # built from flags and --set alone: the key names the place
+            raise
+        raise ConfigError(f"{source}: {e}") from e
     return cfg
 
 
-def _readable(e: msgspec.ValidationError) -> str:
-    """msgspec says '... - at `$.search.beam_width`'; lead with the dotted key instead."""
+def read_mapping(path: str | Path) -> dict[str, Any]:
+    """A YAML file whose top level is a mapping (an empty file: {}). Errors are one line that
+    names the file, and for a YAML syntax error its line and column."""
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read it: {e.strerror or e}") from e
+    try:
+        loaded = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        what = " ".join(str(x) for x in (getattr(e, "context", None), getattr(e, "problem", None)) if x)
+        raise ConfigError(f"{path}: {where}YAML syntax error: {what or type(e).__name__}") from e
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise ConfigError(
+            f"{path}: top level must be a mapping (KEY: VALUE lines), not a {type(loaded).__name__}"
+        )
+    return loaded
+
+
+S = TypeVar("S", bound=msgspec.Struct)
+
+
+def convert(data: dict[str, Any], cls: type[S], source: str) -> S:
+    """`data` as a `cls` (a settings Struct that forbids unknown fields); a key that is not one
+    of its fields, or a value of the wrong type, is a ConfigError naming `source` and the key."""
+    try:
+        return msgspec.convert(data, cls)
+    except msgspec.ValidationError as e:
+        raise ConfigError(f"{source}: {_readable(e, data, cls)}") from e
+
+
+def _readable(e: msgspec.ValidationError, data: Any = None, cls: Any = None) -> str:
+    """msgspec says '... - at `$.search.beam_width`'; lead with the dotted key instead (a
+    mapping's key that msgspec leaves out, `devices[...]`, is found in `data`)."""
     msg = str(e)
     unknown = re.match(r"Object contains unknown field `([^`]+)`(?: - at `\$\.?([^`]*)`)?", msg)
     if unknown:
-        key = ".".join(p for p in (unknown.group(2), unknown.group(1)) if p)
+        key = ".".join(p for p in (_named(unknown.group(2) or "", data, cls), unknown.group(1)) if p)
         return f"{key}: unknown key"
-    if " - at `$." in msg:
-        text, where = msg.rsplit(" - at `$.", 1)
-        return f"{where.rstrip('`')}: {text}"
+    if " - at `$" in msg:
+        text, where = msg.rsplit(" - at `$", 1)
+        return f"{_named(where.rstrip('`').lstrip('.'), data, cls)}: {text}"
     return msg
+
+
+def _named(path: str, data: Any, cls: Any) -> str:
+    """msgspec's `path` (`devices[...].profilers`) with each `[...]` replaced by the mapping's
+    key whose value does not convert (`devices.trn1.profilers`); as it is where that fails."""
+    if "[...]" not in path or cls is None:
+        return path
+    try:
+        out: list[str] = []
+        t: Any = cls
+        for name, index in re.findall(r"(?:^|\.)(\w+)|\[(\d+|\.\.\.)\]", path):
+            t = _member(t, data)
+            if name:
+                t = typing.get_type_hints(t)[name]
+                data = data.get(name) if isinstance(data, dict) else None
+                out.append(name)
+            elif index == "...":
+                t = typing.get_args(t)[1]
+                key = next(k for k, v in data.items() if not _converts(v, t))
+                data = data[key]
+                out.append(str(key))
+            else:
+                t = typing.get_args(t)[0]
+                data = data[int(index)]
+                out[-1] += f"[{index}]"
+        return ".".join(out)
+    except Exception:
+        return path
+
+
+def _member(t: Any, data: Any) -> Any:
+    """The member of a union `t` that `data` is (a Struct for a mapping), else `t`."""
+    args = typing.get_args(t) if typing.get_origin(t) in (typing.Union, types.UnionType) else ()
+    for a in args:
+        if isinstance(data, dict) and isinstance(a, type) and issubclass(a, msgspec.Struct):
+            return a
+    return t
+
+
+def _converts(value: Any, t: Any) -> bool:
+    try:
+        msgspec.convert(value, t)
+    except msgspec.ValidationError:
+        return False
+    return True
 
 
 def validate(cfg: RunConfig) -> None:

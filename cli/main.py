@@ -3,7 +3,8 @@
 Every module there exposes `register(subparsers)`, which adds its parser(s) and sets
 `func` (taking the parsed args, returning an exit code). `COMMANDS` lists them: a new
 command is its module and its line there (tests/test_layers.py checks that every module of
-`cli/commands/` is listed).
+`cli/commands/` is listed). Errors are one line on stderr (`cli/errors.py`): a command says
+them with `error(...)`, or raises `CommandError`, which `main` reports.
 """
 
 from __future__ import annotations
@@ -92,8 +93,15 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    from accelopt.config import ConfigError
+    from cli.errors import CommandError, error
+
     try:
         return int(args.func(args) or 0)
+    except CommandError as e:
+        return error(str(e), e.code)
+    except ConfigError as e:  # a setting no command caught: the key and why, not a traceback
+        return error(str(e), label="config error:")
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -236,8 +236,10 @@ def fold_events(
     million events is gigabytes as a list); returns how many. They come from its exported
     file, else (or with `prefer_stream`, first) from the stream (the given NATS URL, the
     root's running server, or, with `start_server` and a stream on disk, the root's embedded
-    server started to read it). Raises RunNotFound, or one of `LOG_DAMAGE` where the log is
-    damaged (`valid_prefix`: the events before the damage, and a warning in `warnings`)."""
+    server started to read it, for a run or campaign with a folder under the root: one the
+    root does not know starts nothing and creates nothing). Raises RunNotFound, or one of
+    `LOG_DAMAGE` where the log is damaged (`valid_prefix`: the events before the damage, and
+    a warning in `warnings`)."""
     path = run_log_path(run, root)
     if path is not None and not prefer_stream:
         return file_each(path, on_event, valid_prefix=valid_prefix, warnings=warnings)
@@ -245,7 +247,7 @@ def fold_events(
     if (
         nats_url
         or running_server_url(root)
-        or (start_server and (Path(root) / ".nats" / "jetstream").is_dir())
+        or (start_server and (Path(root) / ".nats" / "jetstream").is_dir() and known_here(run_id, root))
     ):
         endpoint = open_log_endpoint(nats_url, root)
         try:
@@ -256,9 +258,23 @@ def fold_events(
             return n
     if path is not None:
         return file_each(path, on_event, valid_prefix=valid_prefix, warnings=warnings)
+    nowhere = "" if Path(root).is_dir() else f" (there is no folder {root}: --root names the runs folder)"
     raise RunNotFound(
-        f"run {run!r}: not a log file, no {LOG_NAME} under {Path(root) / run_id}, and no events on the stream"
+        f"run {run!r}: not a log file, no {LOG_NAME} under {Path(root) / run_id}, and no events on the "
+        f"stream{nowhere}"
     )
+
+
+def known_here(run_id: str, root: str | Path) -> bool:
+    """Whether the root has a folder for `run_id`, a run's or a campaign's (its driver makes it
+    before its first event, and it stays)."""
+    from events.subjects import check_run_id
+
+    try:
+        check_run_id(run_id)
+    except ValueError:
+        return False
+    return (Path(root) / run_id).is_dir() or (Path(root) / CAMPAIGNS_DIR / run_id).is_dir()
 
 
 def load_events(

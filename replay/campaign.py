@@ -10,6 +10,7 @@ parked devices, why it stopped.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from accelopt.campaign import CampaignSpec
 from accelopt.campaign_core import CampaignCore, ItemState
 from events.runsource import CAMPAIGNS_DIR, fold_events
 from replay.fold import RunView
+from replay.states import STATES, State, campaign_run_state
 from replay.verify import Divergence, VerifyReport, closing_report
 
 
@@ -40,11 +42,53 @@ def campaign_ids(root: str | Path) -> list[str]:
     return [p.parent.name for p in logs]
 
 
+def unknown_campaign(campaign_id: str, root: str, nats_url: str | None = None) -> str | None:
+    """Why `campaign_id` is not a campaign of `root` (or of the stream at `nats_url`), or None.
+    Only reads: a mistyped id or root creates nothing. A campaign of this root has its folder
+    `<root>/campaigns/<id>/` (its driver makes it before its first event)."""
+    from events.subjects import check_run_id
+
+    try:
+        check_run_id(campaign_id)
+    except ValueError as e:
+        return f"campaign {e}"
+    if campaign_dir(root, campaign_id).is_dir():
+        return None
+    if nats_url:
+        if asyncio.run(_started_on(nats_url, campaign_id)):
+            return None
+        return f"campaign {campaign_id!r}: no CampaignStarted on the event stream at {nats_url}"
+    if not Path(root).is_dir():
+        return f"campaign {campaign_id!r}: no runs root {root!r} (--root: the folder the campaign ran under)"
+    known = [p.name for p in sorted((Path(root) / CAMPAIGNS_DIR).glob("*")) if p.is_dir()]
+    there = f"campaigns there: {', '.join(known)}" if known else "there are no campaigns there"
+    return f"campaign {campaign_id!r}: not under {Path(root) / CAMPAIGNS_DIR} ({there})"
+
+
+async def _started_on(url: str, campaign_id: str) -> bool:
+    from events.log import EventLog
+
+    elog = await EventLog.connect(url, create=False, name="accelopt-campaign")
+    try:
+        return await elog.last_event(campaign_id, ev.CampaignStarted.subject) is not None
+    except Exception:  # no stream yet
+        return False
+    finally:
+        await elog.close()
+
+
 def load_campaign(
     campaign: str, root: str | Path, *, nats_url: str | None = None, prefer_stream: bool = False
 ) -> CampaignView:
     """Fold a campaign given by id (its export under `<root>/campaigns/`, else the stream) or
-    as a log file. Raises events.runsource.RunNotFound, or LOG_DAMAGE for a damaged log."""
+    as a log file. Raises events.runsource.RunNotFound (creating nothing: see
+    `unknown_campaign`), or LOG_DAMAGE for a damaged log."""
+    if not Path(campaign).is_file():
+        why = unknown_campaign(campaign, str(root), nats_url)
+        if why:
+            from events.runsource import RunNotFound
+
+            raise RunNotFound(why)
     view = CampaignView()
     fold_events(campaign, root, view.apply, nats_url=nats_url, prefer_stream=prefer_stream)
     if view.started is None:
@@ -204,23 +248,17 @@ class CampaignView:
         return self.core.items if self.core is not None else {}
 
     @property
-    def status(self) -> str:
-        if self.stopped is not None:
-            return f"stopped ({self.stopped.reason})"
-        if self.paused is not None:
-            return "paused"
-        return "running" if self.started is not None else "empty"
-
-    @property
     def spent_usd(self) -> float:
         return self.core.spent_usd if self.core is not None else 0.0
 
     def spend_per_day(self) -> dict[str, float]:
         return dict(sorted(self.core.day_spent.items())) if self.core is not None else {}
 
-    def item_state(self, it: ItemState) -> str:
+    def item_state(self, it: ItemState, campaign: State | None = None) -> str:
+        """`ready`, `parked`, `settled: ...`, or while a run of it has no end, that run's state
+        (replay/states.py) in the campaign's `campaign` state (default: driven)."""
         if it.running:
-            return "running"
+            return campaign_run_state(None, campaign or State(name="running")).name
         if self.core is not None and it.item.device in self.core.parked:
             return "parked"
         return f"settled: {it.settled}" if it.settled else "ready"
@@ -303,7 +341,7 @@ class ItemRow:
     best_kernel: str | None
 
 
-def item_rows(view: CampaignView) -> list[ItemRow]:
+def item_rows(view: CampaignView, campaign: State | None = None) -> list[ItemRow]:
     why: dict[str, str] = {}
     for decision in view.queues.values():
         for q in decision.queue:
@@ -316,7 +354,7 @@ def item_rows(view: CampaignView) -> list[ItemRow]:
             speedup=it.speedup,
             pct_peak=it.pct_peak,
             estimated=it.estimated,
-            state=view.item_state(it),
+            state=view.item_state(it, campaign),
             why=why.get(key, "not scheduled yet"),
             cost_usd=it.cost_usd,
             best_run=it.best_run,
@@ -331,21 +369,37 @@ def geomean_speedup(rows: list[ItemRow], *, estimated: bool | None = None) -> fl
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
 
-def summary(view: CampaignView) -> dict:
-    """The campaign in one JSON object (`<root>/campaigns/<id>/campaign.json`, `campaign status --json`)."""
-    rows = item_rows(view)
+def run_states(view: CampaignView, state: State) -> dict[str, State]:
+    """Each of the campaign's runs' state (replay/states.py), given the campaign's."""
+    return {run: campaign_run_state(r.finished, state) for run, r in view.runs.items()}
+
+
+def state_counts(states: Iterable[State]) -> str:
+    """`2 completed, 1 interrupted`: how many runs are in each state, in the vocabulary's order."""
+    names = [s.name for s in states]
+    return ", ".join(f"{names.count(n)} {n}" for n in STATES if n in names)
+
+
+def summary(view: CampaignView, state: State) -> dict:
+    """The campaign in one JSON object (`<root>/campaigns/<id>/campaign.json`, `campaign status
+    --json`), in its `state` (replay/states.py: from its log and its driver's lock)."""
+    rows = item_rows(view, state)
     spec = view.spec
     started = view.started
+    runs = run_states(view, state)
     return {
         "campaign_id": view.campaign_id,
         "name": started.name if started else "",
-        "status": view.status,
+        "state": state.name,
+        "status": state.label,
+        "resume": state.resume,
         "stopped": {"reason": view.stopped.reason, "detail": view.stopped.detail} if view.stopped else None,
         "started_ts": started.ts if started else None,
         "last_ts": view.last_ts,
         "policy": spec.scheduler.policy if spec else "",
         "runs": len(view.runs),
-        "running": [r.scheduled.run for r in view.runs.values() if r.finished is None],
+        "running": [run for run, st in runs.items() if st.name == "running"],
+        "run_states": state_counts(runs.values()),
         "resumes": len(view.resumed),
         "spent_usd": view.spent_usd,
         "budget": {"total_usd": spec.budget.total_usd, "daily_usd": spec.budget.daily_usd} if spec else None,
@@ -361,7 +415,8 @@ def summary(view: CampaignView) -> dict:
                 "item": r.scheduled.item,
                 "scheduled_ts": r.scheduled.ts,
                 "why": r.scheduled.reason.why,
-                "status": r.finished.status if r.finished else "running",
+                "state": runs[r.scheduled.run].name,
+                "status": runs[r.scheduled.run].label,
                 "gain": r.finished.gain if r.finished else None,
                 "cost_usd": r.finished.cost_usd if r.finished else None,
                 "duration_s": r.finished.duration_s if r.finished else None,

@@ -5,24 +5,23 @@ and runs that exist only on the event stream (running, or crashed before their e
 the root's embedded server if one is already up. `open_run` (for reports) may start the
 root's embedded server to read a run that has no export yet.
 
-A run's status comes from its log and, for a run whose log has not ended, from its driver's
-lock (`replay/runstate.py`): a run whose driver died is `interrupted` (with the command that
-resumes it), even where its events cannot be read now (the embedded server went with it).
+A run's state comes from its log and, for a run whose log has not ended, from its driver's
+lock (`replay/states.py`, the one vocabulary): a run whose driver died is `interrupted` (with
+the command that resumes it), even where its events cannot be read now (the embedded server
+went with it); one its driver ended on purpose is `stopped`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from events.runsource import LOG_DAMAGE, LOG_NAME, file_events, load_events, run_log_path, running_server_url
 from replay.fold import RunView
-from replay.runstate import DriverState, driver_state, locked_run_dirs, read_lock, resume_command
+from replay.runstate import locked_run_dirs, read_lock
+from replay.states import Driver, State, run_driver, run_state
 from replay.summary import RunSummary, summarize
-
-STALLED_AFTER_S = 15 * 60  # a run with no terminal event and no news for this long is shown as stalled
 
 
 def fold_file(
@@ -72,24 +71,28 @@ class RunListing:
     summary: RunSummary
     source: str  # "file", "stream" or "lock" (only its driver's lock file: no readable events)
     path: Path | None = None
-    driver: DriverState = "unknown"  # whether a live process drives it (replay/runstate.py)
-    resume: str = ""  # the command that resumes it, where it can be resumed
+    driver: Driver = field(default_factory=Driver)  # its lock (replay/runstate.py)
+    root: str = "runs"
+
+    def state(self, now: float | None = None) -> State:
+        s = self.summary
+        return run_state(
+            s.status,
+            self.driver,
+            source=self.source,
+            last_ts=s.last_ts,
+            run_id=s.run_id,
+            root=self.root,
+            now=now,
+        )
 
     def status(self, now: float | None = None) -> str:
-        s = self.summary
-        if s.status != "running":
-            return s.status
-        if self.driver == "interrupted":
-            return "interrupted"
-        if self.driver == "running":
-            return "running"
-        if self.source == "file":
-            return "incomplete"  # exported before it ended (timed out, or a snapshot)
-        if s.last_ts and (now or time.time()) - s.last_ts > STALLED_AFTER_S:
-            from replay.render.fmt import ago
+        return self.state(now).label
 
-            return f"stalled (last event {ago(s.last_ts, now)})"
-        return s.status
+    @property
+    def resume(self) -> str:
+        """The command that goes on with it, where one does."""
+        return self.state().resume
 
 
 def _lock_only(run_dir: Path) -> RunSummary:
@@ -142,9 +145,8 @@ def list_runs(root: str | Path, *, nats_url: str | None = None) -> tuple[list[Ru
         if run_dir.name not in seen:
             listings.append(RunListing(_lock_only(run_dir), "lock"))
     for r in listings:
-        r.driver = driver_state(root, r.summary.run_id)
-        if r.status() == "interrupted":
-            r.resume = resume_command(r.summary.run_id, str(root))
+        r.root = str(root)
+        r.driver = run_driver(root, r.summary.run_id)
     listings.sort(key=lambda r: (r.summary.started_ts or 0.0, r.summary.run_id))
     return listings, warnings
 

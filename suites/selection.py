@@ -66,11 +66,15 @@ def check_devices(cfg: RunConfig, uses: list[tuple[str, str]]) -> None:
     """ConfigError unless every device kind of `uses` ((what uses it, kind)) has a family, no
     family refuses the run, and the run's agent options (`devices.<kind>.options`) are the
     options of each kind's agent, with values of their types."""
-    from hardware_agents.families import family_of, run_refusal, unknown_kind
+    from hardware_agents.families import family_of, run_refusal
 
-    for what, device in uses:
-        if family_of(device) is None:
-            raise ConfigError(f"{what}: {unknown_kind(device)}")
+    check_kinds(
+        [
+            *uses,
+            *((f"devices.{kind}", kind) for kind in cfg.devices),
+            *((f"profiling.device_timeout_s.{kind}", kind) for kind in cfg.profiling.device_timeout_s),
+        ]
+    )
     options = {kind: d.options for kind, d in cfg.devices.items()}
     why = run_refusal([device for _, device in uses], options)
     if why:
@@ -84,6 +88,16 @@ def check_devices(cfg: RunConfig, uses: list[tuple[str, str]]) -> None:
     ]
     if errors:
         raise ConfigError("; ".join(errors))
+
+
+def check_kinds(uses: list[tuple[str, str]]) -> None:
+    """ConfigError unless a device family serves every kind of `uses` ((what names it, kind)):
+    the error names the first that none serves, and the kinds there are."""
+    from hardware_agents.families import family_of, unknown_kind
+
+    for what, kind in uses:
+        if family_of(kind) is None:
+            raise ConfigError(f"{what}: {unknown_kind(kind)}")
 
 
 class _Catalog:

@@ -51,9 +51,10 @@ from accelopt.problem import Problem
 from actors.runtime.pool import REVIVE_EVERY_S
 from events.log import EventLog, StreamSettings
 from events.runsource import LOG_NAME, load_events, open_log_endpoint
-from replay.campaign import CampaignView, campaign_dir, run_outcome
+from replay.campaign import CampaignView, campaign_dir, run_outcome, unknown_campaign
 from replay.fold import RunView
-from replay.runstate import RunBusy, RunLock
+from replay.runstate import RunBusy, RunLock, campaign_resume_command
+from replay.states import DRIVEN, State, campaign_run_state, campaign_state, mark_ended
 
 if TYPE_CHECKING:
     from actors.runtime.pool import AgentPool
@@ -112,6 +113,45 @@ def resolve_items(
         )
         out.append((item, problem))
     return out
+
+
+@dataclass
+class CampaignPlan:
+    """A campaign file, checked and resolved: its items and their problems, its device kinds,
+    its memory and the bound on one call's cost (what `CampaignStarted` records)."""
+
+    items: list[tuple[ev.CampaignItem, Problem]]
+    devices: list[str]
+    memory_uri: str
+    max_call_usd: float
+
+
+def prepare(
+    spec: CampaignSpec,
+    root: str,
+    *,
+    source: str = "campaign",
+    on_warning: Callable[[str], None] | None = None,
+) -> CampaignPlan:
+    """Everything the campaign file names, checked before anything is created (no folder, no
+    event store, no lock): the device kinds it keys settings by (`devices:`), its problems
+    (suites, problems, each device's language), the config of every device's runs and the
+    models' prices. A ConfigError names `source` (the file) and the key."""
+    from suites.selection import check_kinds
+
+    try:
+        check_kinds([(f"devices.{kind}", kind) for kind in spec.devices])
+        resolved = resolve_items(spec, on_warning=on_warning)
+        devices = sorted({item.device for item, _ in resolved})
+        uri = memory_uri(spec, root)
+        check_configs(spec, devices, root, uri)
+        try:
+            max_call = max_call_bound(spec, devices, root, uri)
+        except ValueError as e:  # a model without a price (actors.llm.pricing.UnpricedModelError)
+            raise ConfigError(f"model: {e}") from e
+    except ConfigError as e:
+        raise ConfigError(f"{source}: {e}") from e
+    return CampaignPlan(resolved, devices, uri, max_call)
 
 
 def memory_uri(spec: CampaignSpec, root: str) -> str:
@@ -239,24 +279,30 @@ class CampaignDriver:
 
     # --- entry points ---------------------------------------------------------------------------
 
-    def start(self, spec: CampaignSpec) -> CampaignOutcome:
-        resolved = resolve_items(spec, on_warning=self._warn)
-        self.problems = {item.key: p for item, p in resolved}
-        devices = sorted({item.device for item, _ in resolved})
-        uri = memory_uri(spec, self.root)
-        check_configs(spec, devices, self.root, uri)
+    def start(
+        self, spec: CampaignSpec, *, source: str = "campaign", plan: CampaignPlan | None = None
+    ) -> CampaignOutcome:
+        """A new campaign from its file (`source`: the file's name, for errors). The file is
+        checked whole (`prepare`, unless `plan` is what it gave) before anything is created."""
+        plan = plan or prepare(spec, self.root, source=source, on_warning=self._warn)
+        self.problems = {item.key: p for item, p in plan.items}
         started = ev.CampaignStarted(
             **ev.envelope(ev.CampaignStarted, self.campaign_id, ts=time.time()),
             name=spec.name,
             spec=spec.to_dict(),
-            items=[item for item, _ in resolved],
+            items=[item for item, _ in plan.items],
             root=self.root,
-            memory_uri=uri,
-            max_call_usd=max_call_bound(spec, devices, self.root, uri),
+            memory_uri=plan.memory_uri,
+            max_call_usd=plan.max_call_usd,
         )
         return self._drive(started)
 
     def resume(self) -> CampaignOutcome:
+        """Go on with a campaign from its log. A campaign this root (or `nats_url`'s stream)
+        does not know is a CampaignError before anything is created."""
+        why = unknown_campaign(self.campaign_id, self.root, self.nats_url)
+        if why:
+            raise CampaignError(why)
         return self._drive(None)
 
     # --- the loop ---------------------------------------------------------------------------------
@@ -267,7 +313,10 @@ class CampaignDriver:
 
         private_folder(self.root)
         self.dir.mkdir(parents=True, exist_ok=True)
-        lock = RunLock(self.dir.parent, self.campaign_id).__enter__()  # RunBusy: another driver has it
+        # RunBusy: another driver has it; a killed driver leaves the campaign `interrupted`
+        lock = RunLock(
+            self.dir.parent, self.campaign_id, resume=campaign_resume_command(self.campaign_id, self.root)
+        ).__enter__()
         endpoint = open_log_endpoint(self.nats_url, self.root)
         self.url = endpoint.url
         interrupted = False
@@ -289,6 +338,12 @@ class CampaignDriver:
                 refuse_unisolated(cfg)
             except RunError as e:
                 raise CampaignError(str(e)) from e
+            if started is None:
+                self._say_picked_up()
+            self.note(
+                f"starting the agents (Ray, the LLM roles, profilers for {', '.join(devices)}, the memory): "
+                "the first run starts once they are up, usually within a minute"
+            )
             pool = AgentPool(
                 cfg, devices, nats_url=self.url, ray_address=self.ray_address, log_level=self.log_level
             )
@@ -328,6 +383,24 @@ class CampaignDriver:
         for e in inputs:
             out += [e, *self.core.step(e)]
         return out
+
+    def _say_picked_up(self) -> None:
+        """On resume, before the agents' start: which runs it goes on with, and how."""
+        done = sum(1 for r in self.core.runs.values() if r.finished is not None)
+        picked = []
+        for rec in self.core.running:
+            run = rec.scheduled.run
+            started, ended = asyncio.run(_run_state(self.url, run))
+            how = (
+                "ended while no driver ran: read"
+                if ended
+                else "resumed from its log"
+                if started
+                else "started"
+            )
+            picked.append(f"{run} ({rec.scheduled.item}: {how})")
+        runs = "; picks up " + ", ".join(picked) if picked else "; no run was under way: schedules the next"
+        self.note(f"campaign {self.campaign_id}: {len(self.core.runs)} runs scheduled, {done} finished{runs}")
 
     def _reload_problems(self, spec: CampaignSpec) -> None:
         resolved = resolve_items(spec, on_warning=self._warn)
@@ -409,13 +482,12 @@ class CampaignDriver:
             self.note(f"run {e.index} {e.run_id}: {e.item}{start}{budget}; why: {e.reason.why}")
         elif isinstance(e, ev.CampaignRunFinished):
             gain = f"{e.gain:.2f}x over its start" if e.gain is not None else "nothing usable"
-            self.note(
-                f"run {e.run_id} ({e.item}): {e.status}, {gain}, ${e.cost_usd:.4f}, {e.duration_s:.0f} s"
-            )
+            state = campaign_run_state(e, State(name="running")).label
+            self.note(f"run {e.run} ({e.item}): {state}, {gain}, ${e.cost_usd:.4f}, {e.duration_s:.0f} s")
         elif isinstance(e, ev.CampaignDeviceParked):
             self.note(f"device {e.device} parked: {e.reason}")
         elif isinstance(e, ev.CampaignStopped):
-            self.note(f"campaign stopped: {e.reason}: {e.detail}")
+            self.note(f"campaign completed: {e.reason}: {e.detail}")
 
     def _warn(self, text: str) -> None:
         self.warnings.append(text)
@@ -427,7 +499,8 @@ class CampaignDriver:
         view = CampaignView.from_events(asyncio.run(_history(self.url, self.campaign_id)))
         from replay.campaign import summary
 
-        (self.dir / SUMMARY_NAME).write_text(json.dumps(summary(view), indent=2) + "\n")
+        state = campaign_state(view, DRIVEN, root=self.root)  # this process drives it
+        (self.dir / SUMMARY_NAME).write_text(json.dumps(summary(view, state), indent=2) + "\n")
 
     def _outcome(self, *, interrupted: bool = False) -> CampaignOutcome:
         view = CampaignView(self.campaign_id)
@@ -468,6 +541,7 @@ class CampaignDriver:
                 timeout_s=timeout,
                 log_level=self.log_level,
                 on_warning=lambda text: self.note(f"{s.run}: {text}"),
+                campaign=self.campaign_id,
             )
             if started is not None:
                 cfg = recorded_config(started.config)
@@ -515,7 +589,7 @@ class CampaignDriver:
             fields = {"status": "error", "reason": ended.error or f"{type(e).__name__}: {e}"}
         if ended.error and fields.get("status") in ("running", "empty", None):
             fields.update(status="error", reason=ended.error[:500])
-        return ev.CampaignRunFinished(
+        finished = ev.CampaignRunFinished(
             **ev.envelope(
                 ev.CampaignRunFinished,
                 self.campaign_id,
@@ -527,3 +601,6 @@ class CampaignDriver:
             item=s.item,
             **fields,
         )
+        if finished.status in ("incomplete", "error"):  # its log has no end: its lock says how it ended
+            mark_ended(self.root, ended.run_id, campaign_run_state(finished, State(name="running")))
+        return finished

@@ -37,7 +37,8 @@ from events.runsource import open_log_endpoint
 from events.subjects import role_filter, run_filter
 from hardware_agents.languages import find_language
 from replay.fold import RunView
-from replay.runstate import RunLock
+from replay.runstate import RunLock, campaign_resume_command, run_resume_command
+from replay.states import BY_CAMPAIGN, TIME_UP
 
 if TYPE_CHECKING:
     from actors.runtime.coordinator_handle import CoordinatorHandle
@@ -402,7 +403,9 @@ class SessionOptions:
     logged), `timeout_s` bounding the whole call, the start of Ray and of the agents
     included: when it passes before the agents are ready, nothing is published and
     `RunTimedOut` says which ones were not; later, the outcome is `timed_out` and the run
-    stays resumable.
+    is left `stopped` (replay/states.py): a run of its own stays resumable. `campaign`: the
+    campaign the run belongs to (its lock names the campaign's resume command, and a run its
+    deadline ends is the campaign's to go on with or not).
     """
 
     nats_url: str | None = None
@@ -417,6 +420,7 @@ class SessionOptions:
     on_event: Callable[[ev.Event, RunView], None] | None = None
     on_warning: Callable[[str], None] | None = None
     timeout_s: float | None = None
+    campaign: str = ""
 
 
 def run_session(cfg: RunConfig, problems: list[Problem], options: SessionOptions | None = None) -> RunOutcome:
@@ -437,7 +441,10 @@ def run_session(cfg: RunConfig, problems: list[Problem], options: SessionOptions
     run_dir = Path(cfg.root) / run_id
     # held while this process drives the run: a killed driver leaves the run `interrupted`
     # (replay/runstate.py), and a second driver of the same run is refused (RunBusy)
-    lock = RunLock(cfg.root, run_id).__enter__()
+    resume = (
+        campaign_resume_command(o.campaign, cfg.root) if o.campaign else run_resume_command(run_id, cfg.root)
+    )
+    lock = RunLock(cfg.root, run_id, resume=resume, campaign=o.campaign).__enter__()
     published = o.resume
     try:
         endpoint = open_log_endpoint(o.nats_url, cfg.root)
@@ -445,6 +452,7 @@ def run_session(cfg: RunConfig, problems: list[Problem], options: SessionOptions
         _drop_lock(lock, run_dir, published)
         raise
     actors = _RunActors(o.coordinator, endpoint.url, run_id)
+    timed_out = False
     try:
         start, devices = _run_start(cfg, problems, run_id, o.devices, o.started_event, o.resume)
         settings = StreamSettings(replicas=cfg.log.replicas, duplicate_window_s=cfg.log.duplicate_window_s)
@@ -455,11 +463,15 @@ def run_session(cfg: RunConfig, problems: list[Problem], options: SessionOptions
         if start is not None:
             asyncio.run(publish(endpoint.url, start, settings))
             published = True
-        return _follow_and_write(cfg, o, endpoint.url, run_id, run_dir, actors, devices, memory_on, deadline)
+        outcome = _follow_and_write(
+            cfg, o, endpoint.url, run_id, run_dir, actors, devices, memory_on, deadline
+        )
+        timed_out = outcome.timed_out
+        return outcome
     finally:
         actors.stop()
         endpoint.close()
-        _drop_lock(lock, run_dir, published)
+        _drop_lock(lock, run_dir, published, timed_out=timed_out)
 
 
 class _RunActors:
@@ -566,10 +578,14 @@ def _follow_and_write(
     return RunOutcome(run_id, view, run_dir, warnings, timed_out)
 
 
-def _drop_lock(lock: RunLock, run_dir: Path, published: bool) -> None:
-    """Release the run's lock; a run that never started (no RunStarted published) leaves no
+def _drop_lock(lock: RunLock, run_dir: Path, published: bool, *, timed_out: bool = False) -> None:
+    """Release the run's lock (a run its time ran out on is left `stopped`, and its lock says
+    so: replay/states.py); a run that never started (no RunStarted published) leaves no
     directory behind."""
-    lock.__exit__(None, None, None)
+    if timed_out:
+        why = f"{BY_CAMPAIGN}: {TIME_UP}" if lock.info.campaign else TIME_UP
+        lock.release(ended="stopped", why=why)
+    lock.release()
     if not published:
         lock.path.unlink(missing_ok=True)
         with contextlib.suppress(OSError):

@@ -21,6 +21,7 @@ from cli.commands.run import (
     load_run_events,
     wide_console,
 )
+from cli.errors import error
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -57,13 +58,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     parent = next((e for e in events if isinstance(e, ev.RunStarted)), None)
     if parent is None:
-        console.print(f"[red]run {args.run} has no RunStarted[/red]")
-        return 2
+        return error(f"run {args.run} has no RunStarted")
     try:
         cfg = config_from_dict(apply_overrides(parent.config, args.overrides), source="--set")
     except ConfigError as e:
-        console.print(f"[red]config error:[/red] {e}")
-        return 2
+        return error(str(e), label="config error:")
     ensure_on_stream(events, args.root, nats_url=args.nats)  # the agents read the recording from the log
     run_id = args.run_id or new_run_id()
     fork = args.from_iteration

@@ -11,6 +11,8 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
+from cli.errors import error
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("calibrate", help="measure and cache the CPU roofline peaks (bandwidth, sgemm, FMA)")
@@ -38,14 +40,12 @@ def run(args: argparse.Namespace) -> int:
             if family is None
             else f"the peaks of {args.device!r} are cited, not measured"
         )
-        console.print(f"[red]{why}[/red]", highlight=False)
-        return 2
+        return error(why)
     try:
         with console.status(f"measuring the {args.device} peaks (bandwidth, matmul, vector)..."):
             rec = family.calibrate(args.cache_dir, args.force, args.quick)
     except CalibrationError as e:
-        console.print(f"[red]{e}[/red]")
-        return 1
+        return error(str(e), 1)
     if args.json:
         print(msgspec.json.format(msgspec.json.encode(rec.record), indent=2).decode())
         return 0

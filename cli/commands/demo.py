@@ -24,6 +24,7 @@ from rich.table import Table
 
 from accelopt.config import target_devices
 from cli.commands.run import add_config_args, config_and_problems, wide_console
+from cli.errors import error
 
 if TYPE_CHECKING:
     from actors.runtime.session import RunOutcome
@@ -95,11 +96,9 @@ def run(args: argparse.Namespace) -> int:
                 return 1
             outcomes.append(outcome)
             if outcome.timed_out or not outcome.view.completed:
-                console.print(
-                    f"[red]run {outcome.run_id}: "
-                    f"{'timed out' if outcome.timed_out else outcome.view.status}[/red]"
+                return error(
+                    f"run {outcome.run_id}: {'timed out' if outcome.timed_out else outcome.view.status}", 1
                 )
-                return 1
     console.print(closing_table(outcomes))
     cost = sum(o.view.cost_usd for o in outcomes)
     console.print(
@@ -143,7 +142,7 @@ def _session(
                 ),
             )
     except RunError as e:
-        console.print(f"[red]run failed:[/red] {e}")
+        error(str(e), 1, label="run failed:")
         return None
     for w in outcome.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}")

@@ -103,9 +103,12 @@ def exit_code(status: str) -> int:
 
 
 def _error(console: Console, e: BaseException | str) -> None:
-    """One error, as its message only (a KeyError's text without the quotes `str` adds)."""
+    """One error on stderr (cli/errors.py), as its message only (a KeyError's text without the
+    quotes `str` adds)."""
+    from cli.errors import error
+
     text = e if isinstance(e, str) else (str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e))
-    console.print(text, style="red", markup=False, highlight=False, soft_wrap=True)
+    error(text)
 
 
 def render(problem_ref: str, prof: Profile) -> Table:

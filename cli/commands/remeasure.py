@@ -43,6 +43,7 @@ from rich.console import Console
 from rich.table import Table
 
 from accelopt.profile import KERNEL_FAILURES, peak_fraction
+from cli.errors import error
 from replay.summary import geomean
 
 if TYPE_CHECKING:
@@ -132,8 +133,7 @@ def run(args: argparse.Namespace) -> int:
 
     out = Console(stderr=True) if args.json else wide_console()
     if args.rounds < 1:
-        out.print("[red]--rounds must be at least 1[/red]")
-        return 2
+        return error("--rounds must be at least 1")
     loaded = _load_run(out, args)
     if loaded is None:
         return 2
@@ -153,8 +153,7 @@ def run(args: argparse.Namespace) -> int:
                 out.print(str(e.args[0]), style="red", markup=False)
                 return 2
             except Exception as e:
-                out.print(f"[red]device {device!r} is not usable here: {e}[/red]")
-                return 2
+                return error(f"device {device!r} is not usable here: {e}")
         base_seed = args.seed if args.seed is not None else 1_000_000 + secrets.randbelow(1_000_000_000)
         ok = True
         for device, group in groups.items():
@@ -183,18 +182,18 @@ def _load_run(out: Console, args: argparse.Namespace) -> tuple[Path, RunView] | 
     log_path = run_log_path(args.run, args.root)
     if log_path is None:
         where = Path(args.run) if Path(args.run).is_dir() else Path(args.root) / args.run
-        out.print(
-            f"[red]run {args.run!r}: no exported log ({where / 'log.aolog'} does not exist); remeasure "
-            "reads a run's exported log (a run exports it when it ends)[/red]"
+        error(
+            f"run {args.run!r}: no exported log ({where / 'log.aolog'} does not exist); remeasure "
+            "reads a run's exported log (a run exports it when it ends)"
         )
         return None
     try:
         view = fold_file(log_path)
     except (LogFileError, ValueError, OSError) as e:
-        out.print(f"[red]{log_path}: {e}[/red]")
+        error(f"{log_path}: {e}")
         return None
     if view.started is None:
-        out.print(f"[red]{log_path}: the log has no RunStarted[/red]")
+        error(f"{log_path}: the log has no RunStarted")
         return None
     return log_path, view
 
@@ -210,14 +209,13 @@ def _device_groups(out: Console, args: argparse.Namespace, view: RunView) -> dic
         names = [n.strip() for n in args.problems.split(",") if n.strip()]
         missing = [n for n in names if n not in targets]
         if missing:
-            out.print(
-                f"[red]problems not in run {view.run_id}: {', '.join(missing)}; "
-                f"the run has: {', '.join(sorted(targets))}[/red]"
+            error(
+                f"problems not in run {view.run_id}: {', '.join(missing)}; the run has: {', '.join(sorted(targets))}"
             )
             return None
     no_base = [n for n in names if view.problems[n].baseline_id not in view.kernels]
     if no_base:
-        out.print(f"[red]run {view.run_id}: no baseline kernel in the log for {', '.join(no_base)}[/red]")
+        error(f"run {view.run_id}: no baseline kernel in the log for {', '.join(no_base)}")
         return None
     groups: dict[str, list[str]] = {}
     for n in names:

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 from rich.console import Console
 
 from cli.commands.run import NATS_HELP, ROOT_HELP, add_valid_prefix_arg, damage_message, wide_console
+from cli.errors import error
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,10 +34,10 @@ def _read_log(console: Console, read: Callable[[], T], warnings: list[str]) -> T
     try:
         out = read()
     except LOG_DAMAGE as e:
-        console.print(f"[red]{damage_message(e)}[/red]", soft_wrap=True)
+        error(damage_message(e))
         return None
     except (RunNotFound, ConnectionError) as e:
-        console.print(f"[red]{e}[/red]")
+        error(str(e))
         return None
     for w in warnings:
         console.print(f"[yellow]warning:[/yellow] {w}", soft_wrap=True)
@@ -71,8 +72,7 @@ def _verify(console: Console, args: argparse.Namespace) -> int:
     try:
         report = verifier.result()
     except ValueError as e:  # no events (an empty valid prefix)
-        console.print(f"[red]{e}[/red]")
-        return 2
+        return error(str(e))
     if verifier.campaign is not None:
         return _verified_campaign(console, args, report, verifier.campaign)
     if report.ok:
@@ -88,8 +88,7 @@ def _verify(console: Console, args: argparse.Namespace) -> int:
         return 0
     d = report.divergence
     assert d is not None
-    console.print(f"[red]diverges[/red] at {d.describe()}")
-    return 1
+    return error(f"diverges at {d.describe()}", 1)
 
 
 def _show(console: Console, args: argparse.Namespace) -> int:
@@ -171,8 +170,7 @@ def _verified_campaign(console: Console, args: argparse.Namespace, report: Any, 
     from replay.verify import Verifier
 
     if report.divergence is not None:
-        console.print(f"[red]diverges[/red] at {report.divergence.describe()}")
-        return 1
+        return error(f"diverges at {report.divergence.describe()}", 1)
     console.print(
         f"[green]verified[/green]: {report.decisions_checked} scheduler decisions of campaign {report.run_id} "
         f"re-derived from {report.inputs} recorded inputs ({report.events} events)"
@@ -192,18 +190,17 @@ def _verified_campaign(console: Console, args: argparse.Namespace, report: Any, 
         except RunNotFound:
             if run.finished is not None and run.finished.status != "error":
                 bad += 1
-                console.print(f"[red]{run_id}: its log is missing[/red]")
+                error(f"{run_id}: its log is missing", 1)
             continue
         except (*LOG_DAMAGE, ValueError) as e:
             bad += 1
-            console.print(f"[red]{run_id}: {damage_message(e)}[/red]", soft_wrap=True)
+            error(f"{run_id}: {damage_message(e)}", 1)
             continue
         checked += 1
         if r.divergence is not None:
             bad += 1
-            console.print(f"[red]{run_id} diverges[/red] at {r.divergence.describe()}")
+            error(f"{run_id} diverges at {r.divergence.describe()}", 1)
     if bad:
-        console.print(f"[red]{bad} of the campaign's {len(campaign.runs)} runs do not verify[/red]")
-        return 1
+        return error(f"{bad} of the campaign's {len(campaign.runs)} runs do not verify", 1)
     console.print(f"[green]verified[/green]: each of its {checked} runs' coordinator decisions re-derived")
     return 0

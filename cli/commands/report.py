@@ -45,6 +45,7 @@ def default_out(run_args: list[str], sources: list[Path | None], ids: list[str])
 
 def run(args: argparse.Namespace) -> int:
     from cli.commands.run import wide_console
+    from cli.errors import error
     from events.runsource import LOG_DAMAGE, RunNotFound
     from replay.render.report import build_report
     from replay.runs import open_run
@@ -64,11 +65,9 @@ def run(args: argparse.Namespace) -> int:
                 warnings=warnings,
             )
         except LOG_DAMAGE as e:
-            console.print(f"[red]{damage_message(e)}[/red]", soft_wrap=True)
-            return 2
+            return error(damage_message(e))
         except (RunNotFound, ConnectionError) as e:
-            console.print(f"[red]{e}[/red]")
-            return 2
+            return error(str(e))
         for w in warnings:
             console.print(f"[yellow]warning:[/yellow] {w}", soft_wrap=True)
         views.append(view)
@@ -76,9 +75,10 @@ def run(args: argparse.Namespace) -> int:
     if len(views) == 1 and views[0].started is None:  # not a run: a campaign?
         campaign = _campaign(args)
         if campaign is not None:
+            from cli.commands.campaign.status import state_of
             from replay.render.campaign import build_campaign_report
 
-            html = build_campaign_report(campaign, title=args.title)
+            html = build_campaign_report(campaign, state_of(campaign, args.root), title=args.title)
             out = (
                 Path(args.out)
                 if args.out
@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
                 f"written to {out} ({len(html) / 1024:.0f} KiB, {time.perf_counter() - t0:.2f} s)"
             )
             return 0
-    html = build_report(views, title=args.title)
+    html = build_report(views, title=args.title, states=_states(views, sources, args.root))
     out = Path(args.out) if args.out else default_out(args.runs, sources, [v.run_id or "run" for v in views])
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(html, encoding="utf-8")
@@ -101,6 +101,20 @@ def run(args: argparse.Namespace) -> int:
         f"({len(html) / 1024:.0f} KiB, {time.perf_counter() - t0:.2f} s)"
     )
     return 0
+
+
+def _states(views: list, sources: list[Path | None], root: str) -> list:
+    """Each run's state, as `accelopt runs` says it (replay/states.py)."""
+    from replay.runs import RunListing
+    from replay.states import run_driver
+    from replay.summary import summarize
+
+    return [
+        RunListing(
+            summarize(v), "file" if src else "stream", driver=run_driver(root, v.run_id or ""), root=root
+        ).state()
+        for v, src in zip(views, sources, strict=True)
+    ]
 
 
 def _campaign(args: argparse.Namespace):

@@ -37,43 +37,47 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from accelopt.config import recorded_config
+    from cli.errors import error
     from events.runsource import LOG_DAMAGE, RunNotFound, fold_events
     from replay.fold import RunView
-    from replay.runstate import driver_state
+    from replay.states import run_driver
 
     console = wide_console()
     # folded as it is read, never held: the history of a long run is gigabytes as a list
     view = RunView(compact=True)
-    if driver_state(args.root, args.run) == "running":
-        console.print(
-            f"[red]run {args.run} is being driven by a live process (its lock "
-            f"{args.root}/{args.run}/run.lock is held): nothing to resume[/red]",
-            soft_wrap=True,
+    driver = run_driver(args.root, args.run)
+    if driver.lock == "held":
+        return error(
+            f"run {args.run} is being driven by a live process (its lock {args.root}/{args.run}/run.lock is "
+            "held): nothing to resume"
         )
-        return 2
     try:
         n_events = fold_events(args.run, args.root, view.apply, nats_url=args.nats, prefer_stream=True)
     except RunNotFound as e:
-        console.print(f"[red]{e}[/red]")
-        return 2
+        return error(str(e))
     except LOG_DAMAGE as e:
-        console.print(
-            f"[red]{e}\na run does not go on from a damaged log; `accelopt replay {args.run} "
-            "--valid-prefix` shows what is intact[/red]",
-            soft_wrap=True,
+        return error(
+            f"{e}; a run does not go on from a damaged log: `accelopt replay {args.run} --valid-prefix` shows "
+            "what is intact"
         )
-        return 2
     started = view.started
     if started is None:
-        console.print(f"[red]run {args.run} has no RunStarted: nothing to resume[/red]")
-        return 2
+        return error(f"run {args.run} has no RunStarted: nothing to resume")
     if view.completed or view.failed:
         console.print(f"run {started.run_id} is already {view.status}; nothing to resume")
         return 0
     cfg = recorded_config(started.config)
     done = sum(p.kernels_profiled for p in view.problems.values())
-    console.print(f"resuming {started.run_id}: {n_events} events on the log, {done} kernels profiled")
+    iteration = min((p.iterations[-1].iteration for p in view.problems.values() if p.iterations), default=0)
     problems = [t.problem for t in started.targets]
+    devices = sorted({t.device for t in started.targets})
+    console.print(
+        f"resuming {started.run_id}: {n_events} events on the log, {done} kernels profiled, "
+        f"{len(problems)} problem(s) after iteration {iteration}; starting its agents (profilers for "
+        f"{', '.join(devices)}): the first new event comes once they are up, usually within a minute",
+        highlight=False,
+        soft_wrap=True,
+    )
     return execute(
         console,
         cfg,
@@ -82,5 +86,5 @@ def run(args: argparse.Namespace) -> int:
         run_id=started.run_id,
         resume=True,
         started_event=started,
-        devices=sorted({t.device for t in started.targets}),
+        devices=devices,
     )

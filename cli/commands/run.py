@@ -7,10 +7,10 @@ import sys
 from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.markup import escape
 
 from accelopt import catalog as ev
 from accelopt.config import ConfigError, RunConfig, build_config, problem_refs, target_devices
+from cli.errors import error
 
 if TYPE_CHECKING:
     from actors.runtime.session import RunOutcome
@@ -167,7 +167,7 @@ def load_run_events(
     try:
         return load_events(args.run, args.root, nats_url=args.nats, prefer_stream=prefer_stream)
     except RunNotFound as e:
-        console.print(f"[red]{e}[/red]")
+        error(str(e))
         return None
 
 
@@ -198,7 +198,7 @@ def config_and_problems(console: Console, args: argparse.Namespace) -> tuple[Run
             ),
         )
     except ConfigError as e:
-        console.print(f"[red]config error:[/red] {escape(str(e))}", soft_wrap=True, highlight=False)
+        error(str(e), label="config error:")
         return None
 
 
@@ -251,7 +251,7 @@ def preflight(console: Console, cfg: RunConfig, probe: bool) -> bool:
             if p.error is None:
                 console.print(f"preflight: {p.use.label} answered in {p.latency_s:.2f}s")
     for text in problems:
-        console.print(f"[red]preflight failed:[/red] {text}", soft_wrap=True)
+        error(text, label="preflight failed:")
     return not problems
 
 
@@ -291,16 +291,13 @@ def execute(
                 ),
             )
     except RunTimedOut as e:
-        console.print(f"[red]{escape(str(e))}[/red]", soft_wrap=True, highlight=False)
-        return 1
+        return error(str(e), 1)
     except (RunError, ConfigError, RunBusy) as e:
-        console.print(f"[red]run failed:[/red] {escape(str(e))}", soft_wrap=True, highlight=False)
-        return 1
+        return error(str(e), 1, label="run failed:")
     except Exception as e:
         pricing = sys.modules.get("actors.llm.pricing")  # loaded if the run got far enough to raise this
         if pricing is not None and isinstance(e, pricing.UnpricedModelError):
-            console.print(f"[red]{e}[/red]")
-            return 2
+            return error(str(e))
         raise
     return report_outcome(console, cfg, args, outcome)
 
@@ -338,19 +335,19 @@ def report_outcome(console: Console, cfg: RunConfig, args: argparse.Namespace, o
     if view.budget is not None:
         console.print(budget_note(view), soft_wrap=True)
     if view.failed is not None:
-        console.print(f"[red]run failed:[/red] {view.failed.reason}: {view.failed.detail}", soft_wrap=True)
+        error(f"{view.failed.reason}: {view.failed.detail}", 1, label="run failed:")
     nothing = nothing_optimized(view)
     if nothing:
-        console.print(f"[red]nothing was optimized:[/red] {escape(nothing)}", soft_wrap=True, highlight=False)
-        return 1
+        return error(nothing, 1, label="nothing was optimized:")
     if outcome.timed_out:
-        console.print(
-            f"[red]timed out[/red] after {args.timeout:g} s; the run is left incomplete (to go on: "
-            f"accelopt resume {outcome.run_id}{root_flag(cfg)})",
-            soft_wrap=True,
-            highlight=False,
+        from replay.runstate import run_resume_command
+        from replay.states import TIME_UP
+
+        return error(
+            f"timed out after {args.timeout:g} s: the run is stopped ({TIME_UP}); to go on: "
+            f"{run_resume_command(outcome.run_id, cfg.root)}",
+            1,
         )
-        return 1
     return 0 if view.completed else 1
 
 
@@ -374,7 +371,9 @@ def nothing_optimized(view) -> str | None:
 
 def root_flag(cfg: RunConfig) -> str:
     """` --root R` for a command to print, where the run's root is not the default."""
-    return "" if cfg.root == "runs" else f" --root {cfg.root}"
+    from replay.runstate import root_flag as flag
+
+    return flag(cfg.root)
 
 
 def pool_kwargs(console: Console, cfg: RunConfig, problems: list, devices: list[str] | None) -> dict | None:
@@ -386,10 +385,9 @@ def pool_kwargs(console: Console, cfg: RunConfig, problems: list, devices: list[
     devices = devices or sorted(set(target_devices(cfg, [p.name for p in problems]).values()))
     pool, why = attach_check(cfg, devices)
     if why:
-        console.print(
-            f"[red]a pool of agents is up for {cfg.root} that cannot serve this run:[/red] {why}. Stop it "
-            f"(accelopt down --root {cfg.root}) or use another --root",
-            soft_wrap=True,
+        error(
+            f"a pool of agents is up for {cfg.root} that cannot serve this run: {why}. Stop it "
+            f"(accelopt down --root {cfg.root}) or use another --root"
         )
         return None
     if pool is None:

@@ -54,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
     from cli.commands.run import wide_console
     from replay.render import fmt
     from replay.runs import list_runs
+    from replay.states import resume_hint
     from replay.summary import failed_calls_text
 
     console = wide_console()
@@ -66,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
                 json.dumps(
                     {
                         "run_id": s.run_id,
+                        "state": r.state(now).name,
                         "status": r.status(now),
                         "source": r.source,
                         "problems": s.problems,
@@ -114,8 +116,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         console.print(f"no runs under {args.root}")
     for r in listings:
-        if r.resume:
-            console.print(f"{r.summary.run_id} was interrupted (its driver died): {r.resume}", soft_wrap=True)
+        hint = resume_hint(f"run {r.summary.run_id}", r.state(now))
+        if hint:
+            console.print(hint, soft_wrap=True, highlight=False)
     for w in warnings:
         console.print(f"[yellow]warning:[/yellow] {w}")
     return 0

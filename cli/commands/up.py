@@ -16,6 +16,7 @@ import threading
 import time
 
 from cli.commands.run import add_config_args, config_from_args, wide_console
+from cli.errors import error
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -40,21 +41,17 @@ def up(args: argparse.Namespace) -> int:
     try:
         cfg = config_from_args(args)
     except ConfigError as e:
-        console.print(f"[red]config error:[/red] {e}")
-        return 2
+        return error(str(e), label="config error:")
     running = read_pool(cfg.root)
     if running is not None:
-        console.print(
-            f"[red]a pool is already up for {cfg.root}[/red] (pid {running.pid}): accelopt down --root "
-            f"{cfg.root}"
+        return error(
+            f"a pool is already up for {cfg.root} (pid {running.pid}): accelopt down --root {cfg.root}"
         )
-        return 2
     devices = sorted({d.strip() for d in args.devices.split(",") if d.strip()})
     try:
         refuse_unisolated(cfg)
     except RunError as e:
-        console.print(f"[red]cannot start profilers here:[/red] {e}")
-        return 2
+        return error(str(e), label="cannot start profilers here:")
     stop = threading.Event()
     t0 = time.monotonic()
     pool = AgentPool(cfg, devices, nats_url=args.nats, ray_address=args.ray_address, log_level=args.log_level)
@@ -96,8 +93,7 @@ def down(args: argparse.Namespace) -> int:
     deadline = time.monotonic() + args.timeout
     while process_alive(pool.pid):  # gone once its agents, Ray and the log server have stopped
         if time.monotonic() > deadline:
-            console.print(f"[red]the pool (pid {pool.pid}) did not stop within {args.timeout:g} s[/red]")
-            return 1
+            return error(f"the pool (pid {pool.pid}) did not stop within {args.timeout:g} s", 1)
         time.sleep(0.2)
     console.print(f"pool of {args.root} stopped (pid {pool.pid})")
     return 0

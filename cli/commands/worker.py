@@ -17,6 +17,7 @@ import signal
 import socket
 
 from cli.commands.run import wide_console
+from cli.errors import error
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -128,8 +129,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         workers = build_workers(args)
     except Exception as e:
-        console.print(f"[red]cannot start worker:[/red] {e}")
-        return 2
+        return error(str(e), label="cannot start worker:")
     asyncio.run(serve(workers, args.idle_exit, console))
     for w in workers:
         console.print(

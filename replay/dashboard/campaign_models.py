@@ -11,7 +11,7 @@ import time
 
 import msgspec
 
-from replay.campaign import CampaignView, item_rows, summary
+from replay.campaign import CampaignView, item_rows, run_states, summary
 from replay.render import fmt
 from replay.render.campaign import (
     ITEM_HEADERS,
@@ -25,6 +25,7 @@ from replay.render.campaign import (
     speedup_chart,
     spend_chart,
 )
+from replay.states import State
 
 
 class CampaignRow(msgspec.Struct, kw_only=True):
@@ -32,11 +33,13 @@ class CampaignRow(msgspec.Struct, kw_only=True):
 
     campaign_id: str
     name: str
-    status: str
+    state: str  # its state's name (replay/states.py)
+    status: str  # its label, as `accelopt campaign status` shows it
+    resume: str  # the command that goes on with it ("" where nothing does)
     live: bool
     source: str
     runs: int
-    running: int
+    run_states: str  # how many of its runs are in each state: "3 completed, 1 interrupted"
     items: int
     speedup_text: str  # geomean over items: measured, and estimated apart
     spent_usd: float
@@ -79,19 +82,22 @@ def _geomeans(s: dict) -> str:
 
 
 def campaign_row(
-    view: CampaignView, source: str, *, streaming: bool, now: float | None = None
+    view: CampaignView, source: str, state: State, *, streaming: bool, now: float | None = None
 ) -> CampaignRow:
-    s = summary(view)
+    """`state`: the campaign's (replay/states.py: its log and its driver's lock)."""
+    s = summary(view, state)
     spec = view.spec
     total = spec.budget.total_usd if spec is not None else None
     return CampaignRow(
         campaign_id=view.campaign_id or "",
         name=s["name"],
-        status=view.status,
-        live=streaming and source == "stream" and view.stopped is None,
+        state=state.name,
+        status=state.label,
+        resume=state.resume,
+        live=streaming and source == "stream" and state.live,
         source=source,
         runs=len(view.runs),
-        running=len(s["running"]),
+        run_states=s["run_states"],
         items=len(view.items),
         speedup_text=_geomeans(s),
         spent_usd=view.spent_usd,
@@ -104,14 +110,15 @@ def campaign_row(
     )
 
 
-def campaign_model(view: CampaignView, source: str, *, streaming: bool) -> CampaignModel:
+def campaign_model(view: CampaignView, source: str, state: State, *, streaming: bool) -> CampaignModel:
     parked = {p.device: p.reason for p in view.parked}
     if view.core is not None:
         parked = {d: parked.get(d, why) for d, why in view.core.parked.items()}
+    runs = run_states(view, state)
     return CampaignModel(
-        campaign=campaign_row(view, source, streaming=streaming),
+        campaign=campaign_row(view, source, state, streaming=streaming),
         item_headers=ITEM_HEADERS,
-        items=[item_cells(r) for r in item_rows(view)],
+        items=[item_cells(r) for r in item_rows(view, state)],
         devices=[
             DeviceBlock(
                 device=d,
@@ -126,6 +133,6 @@ def campaign_model(view: CampaignView, source: str, *, streaming: bool) -> Campa
         spend_svg=spend_chart(view),
         spend_per_day=view.spend_per_day(),
         run_headers=RUN_HEADERS,
-        runs=[run_cells(view, r) for r in reversed(view.run_ids())],
+        runs=[run_cells(view, r, runs[r]) for r in reversed(view.run_ids())],
         generated_ts=time.time(),
     )

@@ -31,6 +31,7 @@ from replay.campaign import CampaignView, is_campaign_event
 from replay.dashboard.models import Memo
 from replay.fold import RunView
 from replay.runs import fold_file
+from replay.states import Driver, State, campaign_driver, campaign_state, run_driver
 
 if TYPE_CHECKING:
     from events.log import EventLog
@@ -140,6 +141,19 @@ class Hub:
         out = [t for t in (self.campaign(i) for i in ids) if t is not None]
         out.sort(key=lambda t: (t.view.first_ts or 0.0, t.campaign_id))
         return out
+
+    def run_driver(self, t: Tracked) -> Driver:
+        """What the run's lock under the root says (replay/states.py); nothing to ask for a run
+        whose log ended."""
+        if t.view.completed is not None or t.view.failed is not None:
+            return Driver()
+        return run_driver(self.root, t.run_id)
+
+    def campaign_state(self, t: TrackedCampaign) -> State:
+        """The campaign's state from its log and its driver's lock under the root."""
+        return campaign_state(
+            t.view, campaign_driver(self.root, t.campaign_id), source=t.source, root=str(self.root)
+        )
 
     def runs(self) -> list[Tracked]:
         ids = set(self.files) | set(self.stream)

@@ -31,6 +31,7 @@ from replay.render.profile import profile_facts
 from replay.render.report import progress_charts, run_labels
 from replay.render.svg import Series, line_chart
 from replay.runs import RunListing
+from replay.states import Driver
 from replay.summary import RunSummary, config_differences, geomean, summarize
 
 T = TypeVar("T")
@@ -45,7 +46,9 @@ class RunRow(msgspec.Struct, kw_only=True):
     """One run in the runs list (and the header of its page)."""
 
     run_id: str
-    status: str
+    state: str  # its state's name (replay/states.py)
+    status: str  # its label: the state and why, as `accelopt runs` shows it
+    resume: str  # the command that goes on with it ("" where nothing does)
     live: bool
     source: str  # "stream" or "file"
     problems: int
@@ -391,19 +394,24 @@ def run_row(
     now: float | None = None,
     summary: RunSummary | None = None,
     figures: list[ProblemFigures] | None = None,
+    driver: Driver | None = None,
+    root: str = "runs",
 ) -> RunRow:
+    """`driver`: what its lock says (replay/states.py; default: no lock to ask)."""
     now = now if now is not None else time.time()
     s = summary or summarize(view)
     figures = figures if figures is not None else problem_figures(view)
-    status = RunListing(s, source).status(now)  # the same rules as `accelopt runs`
+    state = RunListing(s, source, driver=driver or Driver(), root=root).state(now)  # as `accelopt runs` says
     budget = budget_of(view)
     peak_fraction = geomean(f.best_pct_peak for f in figures)
     speedup, recorded = geomean(f.reported_speedup for f in figures), geomean(f.speedup for f in figures)
     remeasured = sum(f.remeasured is not None and f.remeasured.speedup is not None for f in figures)
     return RunRow(
         run_id=s.run_id,
-        status=status,
-        live=streaming and source == "stream" and status == "running",
+        state=state.name,
+        status=state.label,
+        resume=state.resume,
+        live=streaming and source == "stream" and state.name == "running",
         source=source if source != "stream" or streaming else "stream (stopped)",
         problems=s.problems,
         iterations=s.iterations,
@@ -759,9 +767,17 @@ def _chart_pair(view: RunView, label: str, problem: str) -> ChartPair:
 
 
 def run_model(
-    view: RunView, source: str, *, streaming: bool, now: float | None = None, memo: Memo | None = None
+    view: RunView,
+    source: str,
+    *,
+    streaming: bool,
+    now: float | None = None,
+    memo: Memo | None = None,
+    driver: Driver | None = None,
+    root: str = "runs",
 ) -> RunModel:
-    """Everything the run page shows (`memo`: kept between updates of the same run)."""
+    """Everything the run page shows (`memo`: kept between updates of the same run; `driver`:
+    what its lock says)."""
     now = now if now is not None else time.time()
     memo = memo or Memo()
     label = view.run_id or "run"
@@ -771,7 +787,7 @@ def run_model(
     ]
     figures = problem_figures(view)
     return RunModel(
-        run=run_row(view, source, streaming=streaming, now=now, figures=figures),
+        run=run_row(view, source, streaming=streaming, now=now, figures=figures, driver=driver, root=root),
         problems=_problem_rows(view, figures),
         charts=charts,
         beams=_beams(view),
@@ -838,9 +854,11 @@ def compare_model(
     streaming: bool,
     report_path: str,
     now: float | None = None,
+    drivers: Sequence[Driver] | None = None,
+    root: str = "runs",
 ) -> CompareModel:
     """The side-by-side figures of `accelopt report RUN1 RUN2 ...` (the first run is the
-    reference of the ratios)."""
+    reference of the ratios; `drivers`: what each run's lock says)."""
     now = now if now is not None else time.time()
     labels = run_labels(views)
     figures = [problem_figures(v) for v in views]
@@ -866,8 +884,8 @@ def compare_model(
             )
         )
     rows = [
-        run_row(v, src, streaming=streaming, now=now, figures=fs)
-        for v, src, fs in zip(views, sources, figures, strict=True)
+        run_row(v, src, streaming=streaming, now=now, figures=fs, driver=d, root=root)
+        for v, src, fs, d in zip(views, sources, figures, drivers or [Driver()] * len(views), strict=True)
     ]
     return CompareModel(
         labels=labels,

@@ -102,7 +102,9 @@ async def access(
 
 
 def _version(hub: Hub, t: Tracked) -> tuple:
-    return (t.source, t.version, hub.streaming)
+    """What a run's models are built from: its events, the stream, and its driver's lock (a
+    driver that dies changes its state without an event)."""
+    return (t.source, t.version, hub.streaming, hub.run_driver(t))
 
 
 def runs_json(hub: Hub) -> tuple[object, bytes]:
@@ -115,19 +117,28 @@ def runs_json(hub: Hub) -> tuple[object, bytes]:
             hub.cached(
                 ("row", t.run_id),
                 (*_version(hub, t), tick),
-                functools.partial(models.run_row, t.view, t.source, streaming=hub.streaming, now=now),
+                functools.partial(
+                    models.run_row,
+                    t.view,
+                    t.source,
+                    streaming=hub.streaming,
+                    now=now,
+                    driver=hub.run_driver(t),
+                    root=str(hub.root),
+                ),
             )
             for t in hub.runs()
         ]
         campaigns = [
             hub.cached(
                 ("campaign-row", c.campaign_id),
-                (c.source, c.version, hub.streaming, tick),
+                (c.source, c.version, hub.streaming, tick, state),
                 functools.partial(
-                    campaign_models.campaign_row, c.view, c.source, streaming=hub.streaming, now=now
+                    campaign_models.campaign_row, c.view, c.source, state, streaming=hub.streaming, now=now
                 ),
             )
             for c in hub.campaigns()
+            for state in [hub.campaign_state(c)]
         ]
         return _encode(
             models.RunsModel(
@@ -163,7 +174,16 @@ def run_sections(hub: Hub, run_id: str) -> tuple[object, Sections | None]:
     data = hub.cached(
         ("run", run_id),
         version,
-        lambda: _sections(models.run_model(t.view, t.source, streaming=hub.streaming, memo=t.memo)),
+        lambda: _sections(
+            models.run_model(
+                t.view,
+                t.source,
+                streaming=hub.streaming,
+                memo=t.memo,
+                driver=hub.run_driver(t),
+                root=str(hub.root),
+            )
+        ),
     )
     return version, data
 
@@ -172,11 +192,12 @@ def campaign_json(hub: Hub, campaign_id: str) -> tuple[object, bytes | None]:
     t = hub.campaign(campaign_id)
     if t is None:
         return None, None
-    version = (t.source, t.version, hub.streaming)
+    state = hub.campaign_state(t)
+    version = (t.source, t.version, hub.streaming, state)
     data = hub.cached(
         ("campaign", campaign_id),
         version,
-        lambda: _encode(campaign_models.campaign_model(t.view, t.source, streaming=hub.streaming)),
+        lambda: _encode(campaign_models.campaign_model(t.view, t.source, state, streaming=hub.streaming)),
     )
     return version, data
 
@@ -201,7 +222,12 @@ def compare_json(hub: Hub, ids: list[str], report_path: str) -> tuple[object, by
         version,
         lambda: _encode(
             models.compare_model(
-                [t.view for t in ts], [t.source for t in ts], streaming=hub.streaming, report_path=report_path
+                [t.view for t in ts],
+                [t.source for t in ts],
+                streaming=hub.streaming,
+                report_path=report_path,
+                drivers=[hub.run_driver(t) for t in ts],
+                root=str(hub.root),
             )
         ),
     )
@@ -251,7 +277,7 @@ async def campaign_report(request: web.Request) -> web.Response:
     t = request.app[HUB].campaign(request.match_info["campaign_id"])
     if t is None:
         return web.Response(status=404, text="unknown campaign\n")
-    html = build_campaign_report(t.view)
+    html = build_campaign_report(t.view, request.app[HUB].campaign_state(t))
     return web.Response(text=html, content_type="text/html", headers={"Cache-Control": "no-store"})
 
 
@@ -278,13 +304,19 @@ async def api_compare(request: web.Request) -> web.Response:
 async def report(request: web.Request) -> web.Response:
     """The static report (`accelopt report RUN ...`) of runs the dashboard holds."""
     from replay.render.report import build_report
+    from replay.summary import summarize
 
     hub = request.app[HUB]
     ids = [r for r in request.query.get("runs", "").split(",") if r.strip()][:MAX_COMPARE]
     tracked = [hub.get(r) for r in ids]
     if not ids or any(t is None for t in tracked):
         return web.Response(status=404, text="unknown run(s): " + ", ".join(ids) + "\n")
-    html = build_report([t.view for t in tracked if t is not None])
+    ts = [t for t in tracked if t is not None]
+    states = [
+        models.RunListing(summarize(t.view), t.source, driver=hub.run_driver(t), root=str(hub.root)).state()
+        for t in ts
+    ]
+    html = build_report([t.view for t in ts], states=states)
     return web.Response(text=html, content_type="text/html", headers={"Cache-Control": "no-store"})
 
 

@@ -6,10 +6,11 @@ campaign page (replay/dashboard/models.py) shows the same charts and rows.
 
 from __future__ import annotations
 
-from replay.campaign import CampaignView, ItemRow, item_rows, summary
+from replay.campaign import CampaignView, ItemRow, item_rows, run_states, summary
 from replay.render import fmt
 from replay.render.htmlkit import esc, page, table
 from replay.render.svg import BarSeries, Series, bar_chart, line_chart
+from replay.states import State
 
 
 def _hours(view: CampaignView, ts: float) -> float:
@@ -112,7 +113,8 @@ def queue_rows(view: CampaignView, device: str) -> list[list[str]]:
 QUEUE_HEADERS = ["#", "item", "state", "score", "why"]
 
 
-def run_cells(view: CampaignView, run_id: str) -> list[str]:
+def run_cells(view: CampaignView, run_id: str, state: State) -> list[str]:
+    """A run's row; `state`: its state (replay.campaign.run_states)."""
     r = view.runs[run_id]
     f = r.finished
     gain = "-"
@@ -123,7 +125,7 @@ def run_cells(view: CampaignView, run_id: str) -> list[str]:
         run_id,
         r.scheduled.item,
         fmt.stamp(r.scheduled.ts),
-        f.status if f else "running",
+        state.label,
         gain,
         f"${f.cost_usd:.4f}" if f else "-",
         f"{f.duration_s:.0f} s" if f else "-",
@@ -144,21 +146,27 @@ RUN_HEADERS = [
 ]
 
 
-def build_campaign_report(view: CampaignView, *, title: str | None = None, now: float | None = None) -> str:
-    """The static report of a campaign: one self-contained HTML page (inline CSS and SVG)."""
-    s = summary(view)
+def build_campaign_report(
+    view: CampaignView, state: State, *, title: str | None = None, now: float | None = None
+) -> str:
+    """The static report of a campaign in its `state` (replay/states.py): one self-contained
+    HTML page (inline CSS and SVG)."""
+    s = summary(view, state)
+    runs = run_states(view, state)
     title = title or f"AccelOpt campaign {view.campaign_id}"
     facts = [
-        ("status", view.status),
-        ("runs", f"{len(view.runs)} ({len(s['running'])} running)"),
+        ("status", state.label),
+        ("runs", f"{len(view.runs)} ({s['run_states']})" if s["run_states"] else "0"),
         ("LLM spend", f"${view.spent_usd:.4f}"),
         ("policy", s["policy"]),
         ("resumed", str(len(view.resumed))),
     ]
     if view.stopped is not None:
-        facts.append(("stopped", f"{view.stopped.reason}: {view.stopped.detail}"))
+        facts.append(("why it ended", f"{view.stopped.reason}: {view.stopped.detail}"))
+    if state.resume:
+        facts.append(("to go on", state.resume))
     overview = table(["", ""], [[k, v] for k, v in facts], numeric_from=9)
-    overview += table(ITEM_HEADERS, [item_cells(r) for r in item_rows(view)], numeric_from=1)
+    overview += table(ITEM_HEADERS, [item_cells(r) for r in item_rows(view, state)], numeric_from=1)
     charts = "".join(
         f'<div class="grid2">{speedup_chart(view, d)}{peak_chart(view, d)}</div>' for d in devices(view)
     )
@@ -172,6 +180,10 @@ def build_campaign_report(view: CampaignView, *, title: str | None = None, now: 
         ("progress", "Speedup and % of peak over time, per device", charts),
         ("spend", "Spend per day", spend_chart(view)),
         ("queue", "The queues: where each item is, and why", queues),
-        ("runs", "Runs", table(RUN_HEADERS, [run_cells(view, r) for r in view.runs], numeric_from=9)),
+        (
+            "runs",
+            "Runs",
+            table(RUN_HEADERS, [run_cells(view, r, runs[r]) for r in view.runs], numeric_from=9),
+        ),
     ]
     return page(title, sections, view.events, now)

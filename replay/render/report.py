@@ -19,6 +19,7 @@ from replay.render import fmt
 from replay.render.htmlkit import Cell, esc, page, table
 from replay.render.kernels import failures_section, lineage_section, memory_section
 from replay.render.svg import BarSeries, Series, bar_chart, line_chart
+from replay.states import Driver, State, run_state
 from replay.summary import config_differences, geomean, summarize
 
 
@@ -49,17 +50,18 @@ def _ratio_cell(new: float | None, old: float | None) -> tuple[str, str]:
     return f"{r:.2f}x", "good" if r > 1.005 else ("bad" if r < 0.995 else "")
 
 
-def overview(views: Sequence[RunView], labels: list[str]) -> str:
+def overview(views: Sequence[RunView], labels: list[str], states: Sequence[State] | None = None) -> str:
     """Two tables (one that wide would not fit a page): the runs' figures, and their settings
-    and LLM use."""
+    and LLM use. `states`: each run's (replay/states.py; default: from its log alone)."""
     rows, settings = [], []
-    for v, label in zip(views, labels, strict=True):
+    for i, (v, label) in enumerate(zip(views, labels, strict=True)):
         s = summarize(v)
         fork = f"{s.parent_run} @ iteration {s.fork_iteration}" if s.parent_run else "-"
+        state = states[i] if states is not None else run_state(s.status, Driver(), source="stream")
         rows.append(
             [
                 label,
-                s.status,
+                state.label,
                 fmt.stamp(s.started_ts),
                 fmt.duration(s.duration_s),
                 s.device,
@@ -493,8 +495,15 @@ def _usage_table(views: Sequence[RunView], labels: list[str], roles: list[str]) 
     )
 
 
-def build_report(views: Sequence[RunView], *, title: str | None = None, now: float | None = None) -> str:
-    """The report of `views` (one run, or several side by side, the first as reference)."""
+def build_report(
+    views: Sequence[RunView],
+    *,
+    title: str | None = None,
+    now: float | None = None,
+    states: Sequence[State] | None = None,
+) -> str:
+    """The report of `views` (one run, or several side by side, the first as reference);
+    `states`: each run's state (replay/states.py: its log and its driver's lock)."""
     if not views:
         raise ValueError("a report needs at least one run")
     labels = run_labels(views)
@@ -502,7 +511,7 @@ def build_report(views: Sequence[RunView], *, title: str | None = None, now: flo
         "AccelOpt run " + labels[0] if len(views) == 1 else "AccelOpt runs: " + " vs ".join(labels)
     )
     sections: list[tuple[str, str, str]] = [
-        ("overview", "Overview", overview(views, labels) + results_tables(views, labels))
+        ("overview", "Overview", overview(views, labels, states) + results_tables(views, labels))
     ]
     if len(views) > 1:
         sections.append(("comparison", "Side by side", comparison(views, labels)))

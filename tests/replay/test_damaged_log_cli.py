@@ -45,7 +45,7 @@ def test_one_changed_byte_of_a_kernel_source_fails_verify(root: Path, events, ca
     capsys.readouterr()
     at = _flip_in_a_kernel_source(path, events)
     assert main(["replay", RUN, "--verify", "--root", str(root)]) == 2
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err
     m = re.search(r"damaged at byte (\d+) \(record (\d+)\)", out)
     assert m and int(m.group(1)) <= at and "--valid-prefix" in out, out
     assert main(["replay", RUN, "--verify", "--valid-prefix", "--root", str(root)]) == 0
@@ -65,7 +65,7 @@ def test_garbage_bytes_in_the_middle_every_tool(root: Path, events, capsys) -> N
         ["resume", RUN],
     ):
         assert main([*args, "--root", str(root)]) == 2, args
-        out = capsys.readouterr().out
+        out = capsys.readouterr().err
         assert "damaged at byte" in out and "Traceback" not in out, (args, out)
     reader = LogReader(path, valid_prefix=True)
     kept = sum(1 for _ in reader.records())
@@ -89,7 +89,7 @@ def test_empty_truncated_or_garbage_files_exit_2_cleanly(root: Path, content: by
         ["report", RUN, "--out", str(root / "r.html")],
     ):
         assert main([*args, "--root", str(root)]) == 2, args
-        out = capsys.readouterr().out
+        out = capsys.readouterr().err
         assert "log.aolog" in out and "Traceback" not in out, (args, out)
 
 
@@ -98,6 +98,6 @@ def test_a_truncated_export_keeps_its_valid_prefix(root: Path, events, capsys) -
     raw = path.read_bytes()
     path.write_bytes(raw[: len(raw) * 2 // 3])
     assert main(["replay", RUN, "--root", str(root)]) == 2
-    assert "truncated record" in capsys.readouterr().out
+    assert "truncated record" in capsys.readouterr().err
     got = read_events(path, valid_prefix=True)
     assert got == events[: len(got)] and len(got) > len(events) // 2

@@ -1,6 +1,7 @@
-"""A run's state from its log and its driver (replay/runstate.py): a driver killed with SIGKILL
-leaves its run `interrupted`, with the command that resumes it; a run being driven cannot get
-a second driver; an embedded nats-server never outlives the process that started it.
+"""A run's state from its log and its driver (replay/runstate.py, replay/states.py): a driver
+killed with SIGKILL leaves its run `interrupted`, with the command that resumes it; a run being
+driven cannot get a second driver; an embedded nats-server never outlives the process that
+started it.
 (Real processes and a real nats-server; the whole `kill -9` of `accelopt ablate` then
 `resume` is tests/accelopt/loop/test_ablation_resume.py.)"""
 
@@ -20,7 +21,8 @@ from cli.main import main
 from events.runsource import running_server_url
 from events.server import NatsServer
 from replay.runs import list_runs
-from replay.runstate import RunBusy, RunLock, driver_state
+from replay.runstate import RunBusy, RunLock
+from replay.states import run_driver
 
 RUN = "driven"
 
@@ -51,23 +53,23 @@ def test_a_killed_driver_leaves_its_run_interrupted(tmp_path: Path, synthetic, e
     export_log(events[: len(events) // 2], tmp_path / RUN / "log.aolog")
     proc = _driver(tmp_path, RUN)
     try:
-        assert driver_state(tmp_path, RUN) == "running"
+        assert run_driver(tmp_path, RUN).lock == "held"
         (listing,), _ = list_runs(tmp_path)
         assert listing.status() == "running" and not listing.resume
         with pytest.raises(RunBusy, match=f"pid {proc.pid}"), RunLock(tmp_path, RUN):
             pass
         assert main(["resume", RUN, "--root", str(tmp_path)]) == 2
-        assert "being driven by a live process" in capsys.readouterr().out
+        assert "being driven by a live process" in capsys.readouterr().err
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    assert driver_state(tmp_path, RUN) == "interrupted"
+    assert run_driver(tmp_path, RUN).lock == "released"
     (listing,), _ = list_runs(tmp_path)
     assert listing.status() == "interrupted"
     assert listing.resume == f"accelopt resume {RUN} --root {tmp_path}"
     assert main(["runs", "--root", str(tmp_path), "--json"]) == 0
     row = json.loads(capsys.readouterr().out.splitlines()[0])
-    assert row["status"] == "interrupted" and row["resume"] == listing.resume
+    assert row["state"] == row["status"] == "interrupted" and row["resume"] == listing.resume
 
 
 def test_a_run_known_only_by_its_lock_is_listed(tmp_path: Path) -> None:
@@ -77,7 +79,7 @@ def test_a_run_known_only_by_its_lock_is_listed(tmp_path: Path) -> None:
     proc.wait()
     (listing,), _ = list_runs(tmp_path)
     assert listing.summary.run_id == "lost" and listing.source == "lock" and listing.status() == "interrupted"
-    assert driver_state(tmp_path, "never-locked") == "unknown"
+    assert run_driver(tmp_path, "never-locked").lock == "none"
 
 
 def test_the_embedded_server_dies_with_the_process_that_started_it(tmp_path: Path) -> None:

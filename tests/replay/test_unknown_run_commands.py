@@ -1,5 +1,5 @@
 """`accelopt replay`, `resume` and `ablate` on a run that does not exist: exit 2 and name it
-(they share `load_run_events`, cli/commands/run.py)."""
+(they share `load_run_events`, cli/commands/run.py), on stderr."""
 
 from __future__ import annotations
 
@@ -11,5 +11,5 @@ from cli.main import main
 @pytest.mark.parametrize("command", ["replay", "resume", "ablate"])
 def test_an_unknown_run_is_named_and_exits_2(command, tmp_path, capsys):
     assert main([command, "no-such-run", "--root", str(tmp_path / "empty-root")]) == 2
-    out = capsys.readouterr().out
-    assert "no-such-run" in out and "no log.aolog" in out
+    out = capsys.readouterr()
+    assert "no-such-run" in out.err and "no log.aolog" in out.err and not out.out

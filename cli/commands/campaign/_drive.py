@@ -20,10 +20,15 @@ def add_common_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ray-address", help=RAY_HELP)
 
 
-def drive(console: Console, args: argparse.Namespace, campaign_id: str, spec=None) -> int:
+def drive(
+    console: Console, args: argparse.Namespace, campaign_id: str, spec=None, source: str = "", plan=None
+) -> int:
+    """Start the campaign (`spec`, read from the file `source`, `plan`: it checked) or resume
+    it, drive it until it stops, print its status; the exit status."""
     from accelopt.config import ConfigError
     from actors.runtime.campaign import CampaignDriver, CampaignError
     from actors.runtime.session import RunError
+    from cli.errors import error
     from replay.runstate import RunBusy
 
     def note(text: str) -> None:
@@ -40,15 +45,15 @@ def drive(console: Console, args: argparse.Namespace, campaign_id: str, spec=Non
         note=note,
     )
     try:
-        outcome = driver.start(spec) if spec is not None else driver.resume()
-    except (CampaignError, ConfigError, RunError, RunBusy) as e:
-        console.print(f"[red]campaign {campaign_id}:[/red] {escape(str(e))}", soft_wrap=True, highlight=False)
-        return 2
+        started = spec is not None
+        outcome = driver.start(spec, source=source or "campaign", plan=plan) if started else driver.resume()
+    except ConfigError as e:  # it names the file and the key
+        return error(str(e), label="campaign file error:")
+    except (CampaignError, RunError, RunBusy) as e:
+        return error(str(e), label=f"campaign {campaign_id}:")
     from cli.commands.campaign.status import print_status
 
     print_status(console, outcome.view, args.root)
     if outcome.interrupted or outcome.view.stopped is None:
-        root = "" if args.root == "runs" else f" --root {args.root}"
-        console.print(f"[yellow]interrupted[/yellow]: to go on, accelopt campaign resume {campaign_id}{root}")
-        return 1
+        return 1  # print_status said how to go on
     return 0 if outcome.view.stopped.reason in DONE_REASONS else 1

@@ -26,6 +26,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.markup import escape
 
     from cli.commands.run import wide_console
+    from cli.errors import error
     from events.runsource import LOG_DAMAGE, RunNotFound
     from replay.campaign import load_campaign
     from replay.campaign_export import export_campaign
@@ -34,8 +35,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         view = load_campaign(args.campaign, args.root, nats_url=args.nats)
     except (RunNotFound, *LOG_DAMAGE) as e:
-        console.print(f"[red]{escape(str(e))}[/red]", soft_wrap=True)
-        return 2
+        return error(str(e))
     manifest = export_campaign(view, args.root, Path(args.out), nats_url=args.nats)
     console.print(
         f"exported {len(manifest['kernels'])} best kernel(s) and {manifest['pairs']['rows']} memory pair(s) "

@@ -1,5 +1,6 @@
 """`accelopt campaign resume ID`: go on with a campaign after a crash or a reboot, from its log:
-nothing it did is lost or done again (docs/campaigns.md)."""
+nothing it did is lost or done again (docs/campaigns.md). An id (or --root) that names no
+campaign is refused before anything is created."""
 
 from __future__ import annotations
 
@@ -17,14 +18,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from cli.commands.run import wide_console
-    from replay.campaign import campaign_dir
-    from replay.runstate import driver_state
+    from cli.errors import error
+    from replay.campaign import unknown_campaign
+    from replay.states import campaign_driver
 
     console = wide_console()
-    if driver_state(campaign_dir(args.root, args.campaign).parent, args.campaign) == "running":
-        console.print(
-            f"[red]campaign {args.campaign} is being driven by a live process: nothing to resume[/red]"
-        )
-        return 2
+    why = unknown_campaign(args.campaign, args.root, args.nats)
+    if why:
+        return error(why)
+    if campaign_driver(args.root, args.campaign).lock == "held":
+        return error(f"campaign {args.campaign} is being driven by a live process: nothing to resume")
     console.print(f"resuming campaign [bold]{args.campaign}[/bold]")
     return drive(console, args, args.campaign)

@@ -18,16 +18,20 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import msgspec
-    from rich.markup import escape
-
+    """Every key of the file is checked, and its problems and device kinds resolved, before
+    anything is created (no folder, no event store, no lock); an error is one line on stderr
+    naming the file and the key, exit 2."""
     from accelopt.campaign import load_spec, spec_from_dict
     from accelopt.config import ConfigError
-    from actors.runtime.campaign import new_campaign_id
+    from actors.runtime.campaign import new_campaign_id, prepare
     from cli.commands.run import wide_console
+    from cli.errors import error
     from events.subjects import check_run_id
+    from replay.campaign import campaign_dir
+    from replay.runstate import campaign_resume_command
 
     console = wide_console()
+    warnings: list[str] = []
     try:
         spec = load_spec(args.file)
         data = spec.to_dict()
@@ -36,13 +40,23 @@ def run(args: argparse.Namespace) -> int:
         if args.seed is not None:
             data["seed"] = args.seed
         spec = spec_from_dict(data, source=args.file)
+        plan = prepare(spec, args.root, source=args.file, on_warning=warnings.append)
+    except ConfigError as e:
+        return error(str(e), label="campaign file error:")
+    try:
         campaign_id = check_run_id(args.campaign_id or new_campaign_id(spec.name))
-    except (ConfigError, ValueError, msgspec.ValidationError) as e:
-        console.print(f"[red]campaign file error:[/red] {escape(str(e))}", soft_wrap=True, highlight=False)
-        return 2
+    except ValueError as e:
+        return error(f"--id: {e}")
+    if campaign_dir(args.root, campaign_id).exists():
+        return error(
+            f"campaign {campaign_id} exists under {args.root}: to go on with it, "
+            f"{campaign_resume_command(campaign_id, args.root)}"
+        )
     entries = len(spec.problems)
     console.print(
         f"campaign [bold]{campaign_id}[/bold]: {entries} problem entr{'ies' if entries != 1 else 'y'}, "
         f"policy {spec.scheduler.policy}, model {spec.model}"
     )
-    return drive(console, args, campaign_id, spec)
+    for w in warnings:
+        console.print(f"[yellow]warning:[/yellow] {w}", soft_wrap=True, highlight=False)
+    return drive(console, args, campaign_id, spec, source=args.file, plan=plan)

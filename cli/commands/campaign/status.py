@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from cli.commands.run import NATS_HELP, ROOT_HELP
+from replay.states import State, campaign_driver, campaign_state, resume_hint
 
 RECENT_RUNS = 12
 
@@ -27,10 +29,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from cli.commands.run import wide_console
+    from cli.errors import error
     from events.runsource import LOG_DAMAGE, RunNotFound
     from replay.campaign import campaign_ids, load_campaign, summary
 
     console = wide_console()
+    if not args.campaign and not args.nats and not Path(args.root).is_dir():
+        return error(f"no runs root {args.root!r} (--root: the folder campaigns ran under)")
     ids = [args.campaign] if args.campaign else campaign_ids(args.root)
     if not ids:
         console.print(f"no campaigns under {args.root}")
@@ -40,11 +45,10 @@ def run(args: argparse.Namespace) -> int:
         try:
             views.append(load_campaign(cid, args.root, nats_url=args.nats))
         except (RunNotFound, *LOG_DAMAGE) as e:
-            console.print(f"[red]{escape(str(e))}[/red]", soft_wrap=True)
-            return 2
+            return error(str(e))
     if args.json:
         for v in views:
-            print(json.dumps({**summary(v), "driver": driver(v, args.root)}))
+            print(json.dumps(summary(v, state_of(v, args.root))))
         return 0
     if args.campaign:
         print_status(console, views[0], args.root)
@@ -52,31 +56,33 @@ def run(args: argparse.Namespace) -> int:
     t = Table(title=f"campaigns under {args.root}")
     for col in ("campaign", "status", "runs", "items", "speedup (geomean)", "LLM spend"):
         t.add_column(col, justify="right" if col in ("runs", "items", "LLM spend") else "left")
+    hints = []
     for v in views:
-        s = summary(v)
+        state = state_of(v, args.root)
+        s = summary(v, state)
         t.add_row(
             v.campaign_id or "",
-            status_text(v, args.root),
+            state.label,
             str(len(v.runs)),
             str(len(v.items)),
             geomeans(s),
             f"${v.spent_usd:.2f}",
         )
+        hints.append(resume_hint(f"campaign {v.campaign_id}", state))
     console.print(t)
+    for hint in filter(None, hints):
+        console.print(hint, soft_wrap=True, highlight=False)
     return 0
 
 
-def driver(view, root: str) -> str:
+def state_of(view, root: str) -> State:
+    """The campaign's state (replay/states.py): its log and its driver's lock."""
+    from events.runsource import LOG_NAME
     from replay.campaign import campaign_dir
-    from replay.runstate import driver_state
 
-    return driver_state(campaign_dir(root, view.campaign_id or "").parent, view.campaign_id or "")
-
-
-def status_text(view, root: str) -> str:
-    if view.stopped is None and driver(view, root) == "interrupted":
-        return "interrupted"
-    return view.status
+    cid = view.campaign_id or ""
+    source = "file" if (campaign_dir(root, cid) / LOG_NAME).is_file() else "stream"
+    return campaign_state(view, campaign_driver(root, cid), source=source, root=root)
 
 
 def geomeans(s: dict) -> str:
@@ -92,25 +98,28 @@ def _pct(x: float | None) -> str:
     return f"{x:.1%}" if x is not None else "-"
 
 
-def print_status(console: Console, view, root: str) -> None:
-    from replay.campaign import item_rows, summary
+def print_status(console: Console, view, root: str) -> State:
+    """The campaign in the terminal; its state (the one its header line says)."""
+    from replay.campaign import item_rows, run_states, summary
 
-    s = summary(view)
+    state = state_of(view, root)
+    s = summary(view, state)
+    runs_state = run_states(view, state)
     spec = view.spec
     budget = ""
     if spec is not None and spec.budget.total_usd is not None:
         budget = f" of ${spec.budget.total_usd:.2f}"
     if spec is not None and spec.budget.daily_usd is not None:
         budget += f" (${spec.budget.daily_usd:.2f} a day)"
+    counts = f" ({s['run_states']})" if s["run_states"] else ""
     console.print(
-        f"campaign [bold]{view.campaign_id}[/bold]: {status_text(view, root)} · {len(view.runs)} runs "
-        f"({len(s['running'])} running) · LLM spend ${view.spent_usd:.4f}{budget} · policy "
-        f"{s['policy']} · speedup (geomean) {geomeans(s)}",
+        f"campaign [bold]{view.campaign_id}[/bold]: {state.label} · {len(view.runs)} runs{counts} "
+        f"· LLM spend ${view.spent_usd:.4f}{budget} · policy {s['policy']} · speedup (geomean) {geomeans(s)}",
         highlight=False,
         soft_wrap=True,
     )
     if view.stopped is not None:
-        console.print(f"stopped: {view.stopped.reason}: {escape(view.stopped.detail)}", soft_wrap=True)
+        console.print(f"{state.name}: {view.stopped.reason}: {escape(view.stopped.detail)}", soft_wrap=True)
     for p in {p.device: p for p in view.parked}.values():
         console.print(f"[yellow]parked {p.device}:[/yellow] {escape(p.reason)}", soft_wrap=True)
     t = Table(
@@ -121,7 +130,7 @@ def print_status(console: Console, view, root: str) -> None:
     )
     for col in ("item", "runs", "speedup", "% of peak", "state", "why"):
         t.add_column(col, justify="right" if col in ("runs", "speedup", "% of peak") else "left")
-    for r in item_rows(view):
+    for r in item_rows(view, state):
         est = "est. " if r.estimated else ""
         t.add_row(r.item, str(r.runs), f"{est}{r.speedup:.2f}x", _pct(r.pct_peak), r.state, escape(r.why))
     console.print(t)
@@ -135,7 +144,7 @@ def print_status(console: Console, view, root: str) -> None:
             rt.add_row(
                 r.scheduled.run,
                 r.scheduled.item,
-                f.status if f else "running",
+                escape(runs_state[r.scheduled.run].label),
                 f"{f.gain:.2f}x" if f and f.gain is not None else "-",
                 f"${f.cost_usd:.4f}" if f else "-",
                 f"{f.duration_s:.0f}" if f else "-",
@@ -147,3 +156,7 @@ def print_status(console: Console, view, root: str) -> None:
         console.print(
             "spend per day: " + ", ".join(f"{d} ${v:.4f}" for d, v in days.items()), highlight=False
         )
+    hint = resume_hint(f"campaign {view.campaign_id}", state)
+    if hint:
+        console.print(f"[yellow]{escape(hint)}[/yellow]", soft_wrap=True, highlight=False)
+    return state

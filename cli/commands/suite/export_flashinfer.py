@@ -7,6 +7,8 @@ from pathlib import Path
 
 from rich.console import Console
 
+from cli.errors import error
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export-flashinfer", help="write a suite as a FlashInfer-Bench trace-set folder")
@@ -26,8 +28,7 @@ def run(args: argparse.Namespace) -> int:
         problems = load_suite_dir(args.suite)
         solutions, traces = suite_records(args.suite, problems)
     except (ProblemFileError, KeyError) as e:
-        console.print(f"[red]{e}[/red]")
-        return 1
+        return error(str(e), 1)
     ts = export_problems(problems, args.out, author=args.author, traces=traces, solutions=solutions)
     for note in ts.notes:
         console.print(f"[yellow]note:[/yellow] {note}")

@@ -11,6 +11,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from cli.errors import error
+
 if TYPE_CHECKING:
     from suites.flashinfer import TraceSet
 
@@ -105,9 +107,7 @@ def _solution_conventions(console: Console, items: list[str]) -> dict[str, str] 
     for item in items:
         name, sep, choice = item.partition("=")
         if not sep or choice not in ("value", "dps") or not name:
-            console.print(
-                f"[red]import failed:[/red] --solution-convention {item!r}: write NAME=value or NAME=dps"
-            )
+            error(f"--solution-convention {item!r}: write NAME=value or NAME=dps", label="import failed:")
             return None
         per_solution[name] = choice
     return per_solution
@@ -159,16 +159,14 @@ def run(args: argparse.Namespace) -> int:
     except (FlashInferImportError, ProblemFileError) as e:
         if ts is not None:
             _print_skipped(console, ts)
-        console.print(f"[red]import failed:[/red] {e}", highlight=False)
+        error(str(e), label="import failed:")
         usage = ("no definition named", "no solution named", "--solution-file", "device kind")
         return 2 if any(u in str(e) for u in usage) else 1
     if not problems:
         _print_skipped(console, ts)
-        console.print(
-            "[red]import failed:[/red] no problem to import" + "".join(f"\n  note: {n}" for n in ts.notes),
-            highlight=False,
-        )
-        return 1
+        for n in ts.notes:
+            console.print(f"  note: {n}", highlight=False, markup=False)
+        return error("no problem to import", 1, label="import failed:")
     import suites
     from suites.flashinfer.recorded import recorded_of
 
@@ -185,8 +183,7 @@ def run(args: argparse.Namespace) -> int:
             recorded={p.name: recorded_of(ts.solutions.values(), ts.traces, p) for p in problems},
         )
     except FlashInferImportError as e:
-        console.print(f"[red]import failed:[/red] {e}")
-        return 1
+        return error(str(e), 1, label="import failed:")
     console.print(_imported_table(f"suite {name} ({len(problems)} problems) in {out}", problems))
     _print_skipped(console, ts)
     for note in ts.notes:

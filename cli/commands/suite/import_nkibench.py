@@ -10,6 +10,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from cli.errors import error
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("import-nkibench", help="import an NKIBench folder (summary.json) as a suite")
@@ -42,8 +44,7 @@ def run(args: argparse.Namespace) -> int:
             args.path, args.out, name=args.name, device=args.device, overwrite=args.force
         )
     except NkibenchError as e:
-        console.print(f"[red]import failed:[/red] {e}", markup=True, highlight=False)
-        return 1
+        return error(str(e), 1, label="import failed:")
     by_name = {p.name: p for p in suites.load_suite(report.out)}
     table = Table(title=f"suite {report.suite}: {len(report.problems)} problem(s) from {report.source}")
     for col, just in (

@@ -10,6 +10,7 @@ from rich.table import Table
 
 import suites
 from accelopt.problem import ProblemFileError
+from cli.errors import error
 from hardware_agents.base import roofline_terms
 
 
@@ -28,8 +29,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             info = suites.suite_info(name)
         except (KeyError, ProblemFileError) as e:
-            console.print(f"[red]{e.args[0] if e.args else e}[/red]", highlight=False, soft_wrap=True)
-            return 1
+            return error(str(e.args[0] if e.args else e), 1)
         table = Table(title=f"suite {name}: {info.description} (device {info.device}, {info.language})")
         for col, just in (
             ("problem", "left"),

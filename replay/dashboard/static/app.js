@@ -157,7 +157,8 @@ function runsPage() {
         compareBtn.disabled = picked.size < 2;
       }})),
       h("td", {}, link("/run/" + encodeURIComponent(r.run_id), r.run_id)),
-      h("td", {"data-col": "status", class: r.status === "failed" ? "status-failed" : null}, r.status, liveBadge(r)),
+      h("td", {"data-col": "status", class: r.state === "failed" ? "status-failed" : null,
+               title: r.resume ? "to go on: " + r.resume : null}, r.status, liveBadge(r)),
       cell(r.problems, {"data-col": "problems"}, 3, 3),
       cell(r.iterations, {"data-col": "iterations"}, 4, 3),
       cell(r.pct_peak_text, {"data-col": "pct_peak"}, 5, 3),
@@ -183,7 +184,8 @@ function campaignsTable(list) {
                 "last event"];
   return [h("h2", {}, "Campaigns"), table("campaigns", head, list.map((c) => h("tr", {"data-campaign": c.campaign_id},
     h("td", {}, link("/campaign/" + encodeURIComponent(c.campaign_id), c.campaign_id)),
-    h("td", {"data-col": "status"}, c.status, c.live ? h("span", {class: "live"}, "live") : null),
+    h("td", {"data-col": "status", title: c.resume ? "to go on: " + c.resume : null}, c.status,
+      c.live ? h("span", {class: "live"}, "live") : null),
     cell(c.runs, {"data-col": "runs"}, 2, 2), cell(c.items, {}, 3, 2),
     cell(c.speedup_text, {"data-col": "speedup"}, 4, 2), cell(c.spend_text, {"data-col": "spend"}, 5, 2),
     h("td", {}, c.policy), h("td", {}, c.started), h("td", {}, c.last_event))), [2, 3, 4, 5]),
@@ -209,14 +211,15 @@ function campaignPage(campaignId) {
       h("h1", {}, "Campaign ", h("span", {id: "campaign-id"}, c.campaign_id), c.live ? h("span", {class: "live"}, "live") : null),
       h("div", {class: "facts"},
         h("span", {}, "status ", h("b", {id: "campaign-status"}, c.status)),
-        h("span", {}, "runs ", h("b", {id: "campaign-runs"}, c.runs), ` (${c.running} running)`),
+        h("span", {}, "runs ", h("b", {id: "campaign-runs"}, c.runs), c.run_states ? ` (${c.run_states})` : ""),
         h("span", {}, "speedup (geomean) ", h("b", {id: "campaign-speedup"}, c.speedup_text)),
         h("span", {}, "LLM spend ", h("b", {id: "campaign-spend"}, c.spend_text)),
         h("span", {}, "policy ", h("b", {}, c.policy)),
         h("span", {}, "started ", h("b", {}, c.started), " · last event ", c.last_event),
         h("span", {}, link("/campaign-report/" + encodeURIComponent(c.campaign_id), "static report",
           {target: "_blank", onclick: null}))),
-      c.stopped ? h("p", {class: "note", id: "campaign-stopped"}, "stopped: " + c.stopped) : null]);
+      c.stopped ? h("p", {class: "note", id: "campaign-stopped"}, "why it ended: " + c.stopped) : null,
+      c.resume ? h("p", {class: "note", id: "campaign-resume"}, `${c.state}: to go on, `, h("code", {}, c.resume)) : null]);
     up("items", m.items, () => [h("h2", {}, "Items"),
       h("div", {id: "campaign-items"}, textTable("items", m.item_headers, m.items, [1, 2, 3, 4]))]);
     up("devices", m.devices, () => [h("h2", {}, "Per device: best speedup and % of peak over time, and the queue"),
@@ -254,6 +257,7 @@ function header(r) {
       h("span", {}, "source ", r.source),
       h("span", {}, link("/report?runs=" + encodeURIComponent(r.run_id), "static report", {target: "_blank",
         onclick: null}))),
+    r.resume ? h("p", {class: "note", id: "run-resume"}, `${r.state}: to go on, `, h("code", {}, r.resume)) : null,
   ];
 }
 

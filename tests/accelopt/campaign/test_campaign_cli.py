@@ -117,7 +117,8 @@ def resumed(tmp_path_factory):
 
 def test_kill_9_then_resume_loses_nothing_and_repeats_nothing(resumed) -> None:
     root, cid, killed_in, before, r = resumed
-    assert before.get("driver") == "interrupted" and before.get("status") == "running", before
+    resume = f"accelopt campaign resume {cid} --root {root}"
+    assert before.get("state") == "interrupted" and before.get("resume") == resume, before
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert running_server_url(root) is None  # nothing left running
     events = campaign_events(root, cid)
@@ -160,6 +161,7 @@ def test_export_round_trips_and_every_fast_kernel_profiles_correct(resumed, tmp_
     import pyarrow.parquet as pq
 
     from accelopt.config import RunConfig
+    from accelopt.kernel_id import kernel_id
     from actors.roles.profiler import kernel_solution
     from hardware_agents.families import get_agent, profile_timeout_s
     from memory_index import MemoryIndex
@@ -177,6 +179,22 @@ def test_export_round_trips_and_every_fast_kernel_profiles_correct(resumed, tmp_
     rows = table.to_pylist()
     assert {r["id"] for r in rows} == {e.id for e in memory.iter_entries()}
     assert all(r["fast_profile"] and r["slow_status"] for r in rows)  # joined with the runs' profiles
+    # a kernel id is its content's: one id, one source, across all the rows of all the runs, and
+    # the ids the runs' logs paired are the same
+    named: dict[str, set[str]] = {}
+    for row in rows:
+        for side in ("slow", "fast"):
+            kid, source = row[f"{side}_kernel_id"], row[f"{side}_kernel"]
+            assert kid == kernel_id(row["problem"], row["language"], source)
+            named.setdefault(kid, set()).add(source)
+    assert all(len(sources) == 1 for sources in named.values()), named
+    paired = {
+        (e.slow_kernel_id, e.fast_kernel_id)
+        for run in {r["source_run"] for r in rows}
+        for e in read_events(root / run / "log.aolog")
+        if isinstance(e, c.SummaryRequested)
+    }
+    assert {(r["slow_kernel_id"], r["fast_kernel_id"]) for r in rows} <= paired
     info = suite_info(str(HEADROOM_SUITE))
     agent = get_agent("cpu")
     fast = {(r["problem"], r["fast_kernel"]): r for r in rows}  # each distinct fast kernel once
@@ -193,9 +211,11 @@ def test_export_round_trips_and_every_fast_kernel_profiles_correct(resumed, tmp_
             assert prof.status == "passed", (row["id"], prof.status, prof.log[-500:])
     finally:
         agent.close()
-    for k in manifest["kernels"]:  # each best kernel in its native form: a C file
+    for k in manifest["kernels"]:  # each best kernel in its native form: a C file, named by its content
         (path,) = k["files"]
         assert path.endswith(".c") and (out / path).read_text().strip()
+        problem = k["item"].split("/", 1)[1].split("@", 1)[0]
+        assert k["kernel_id"] == kernel_id(problem, "c", (out / path).read_text())
 
 
 def test_the_pairs_load_in_pandas(resumed, tmp_path) -> None:
@@ -215,7 +235,7 @@ def test_status_report_and_dashboard_model_show_the_campaign(resumed, tmp_path) 
 
     root, cid, *_ = resumed
     r = cli("campaign", "status", cid, root=root)
-    assert r.returncode == 0 and "stopped (max_runs)" in r.stdout and "headroom/rowsum@cpu" in r.stdout
+    assert r.returncode == 0 and "completed (max_runs)" in r.stdout and "headroom/rowsum@cpu" in r.stdout
     html = tmp_path / "report.html"
     r = cli("report", cid, "--out", str(html), root=root)
     assert r.returncode == 0, r.stdout + r.stderr

@@ -8,7 +8,7 @@ import asyncio
 import io
 import os
 import socket
-from contextlib import redirect_stdout
+from contextlib import redirect_stderr, redirect_stdout
 
 import msgspec
 import pytest
@@ -94,12 +94,13 @@ def test_the_probe_reports_latency_and_a_rejected_key():
 
 def _accelopt(*args: str) -> tuple[int, str]:
     """`accelopt ARGS` in this process (the command line a user types; the preflight stops it
-    before any server or actor starts), with its exit code and what it printed."""
+    before any server or actor starts), with its exit code and what it printed (stdout, then
+    stderr: its errors)."""
     from cli.main import main
 
-    with redirect_stdout(io.StringIO()) as out:
+    with redirect_stdout(io.StringIO()) as out, redirect_stderr(io.StringIO()) as err:
         code = main(list(args))
-    return code, " ".join(out.getvalue().split())
+    return code, " ".join((out.getvalue() + err.getvalue()).split())
 
 
 @pytest.fixture
@@ -144,7 +145,7 @@ def test_run_whose_key_is_rejected_fails_at_the_probe(tmp_path, no_keys):
     assert "the test call failed: AuthenticationError" in text
 
 
-def test_a_reachable_model_is_probed_and_its_latency_reported(run_config):
+def test_a_reachable_model_is_probed_and_its_latency_reported(run_config, capsys):
     from rich.console import Console
 
     from cli.commands.run import preflight
@@ -164,4 +165,5 @@ def test_a_reachable_model_is_probed_and_its_latency_reported(run_config):
         assert len(stub.requests) == 1
     text = " ".join(console.file.getvalue().split())
     assert "preflight: openai/my-model (planner, executor, fixer, summarizer) answered in" in text
-    assert "preflight failed: no price known for model(s) openai/my-model" in text
+    errors = " ".join(capsys.readouterr().err.split())  # errors go to stderr (cli/errors.py)
+    assert "preflight failed: no price known for model(s) openai/my-model" in errors

@@ -74,4 +74,4 @@ def test_up_refuses_a_second_pool_for_the_same_root(tmp_path):
         text=True,
         timeout=120,
     )
-    assert out.returncode == 2 and "a pool is already up" in out.stdout and f"pid {os.getpid()}" in out.stdout
+    assert out.returncode == 2 and "a pool is already up" in out.stderr and f"pid {os.getpid()}" in out.stderr

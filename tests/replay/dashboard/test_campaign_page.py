@@ -36,7 +36,9 @@ def test_the_campaign_is_listed_and_its_model_says_where_each_item_is_and_why(ca
     runs = get_json(server.url + "/api/runs")
     (row,) = runs["campaigns"]
     scheduled = [e for e in events if isinstance(e, c.CampaignRunScheduled)]
-    assert row["campaign_id"] == CID and row["runs"] == len(scheduled) and row["status"] == "stopped (budget)"
+    assert (
+        row["campaign_id"] == CID and row["runs"] == len(scheduled) and row["status"] == "completed (budget)"
+    )
     m = get_json(server.url + f"/api/campaign/{CID}")
     assert m["campaign"]["spend_text"] == "$1.9000 / $2.0000"  # spent of the total budget
     assert {r[0] for r in m["items"]} == {e.key for e in events[0].items}
@@ -63,7 +65,7 @@ def test_the_campaign_page_in_a_browser(campaign_root, browser) -> None:
     try:
         page.goto(server.url + f"/campaign/{CID}")
         page.wait_for_selector("#campaign-runs-table table", timeout=20_000)
-        assert page.inner_text("#campaign-status") == "stopped (budget)"
+        assert page.inner_text("#campaign-status") == "completed (budget)"
         assert "cpu_v2/silu@cpu" in page.inner_text("#campaign-items")
         assert page.locator("[data-device=cpu] svg.chart, [data-device=cpu] svg").count() >= 2
         n = sum(isinstance(e, c.CampaignRunScheduled) for e in events)

@@ -120,15 +120,15 @@ def test_a_device_that_cannot_compile_c(real_run, capsys):
 def test_missing_run_problem_or_device(real_run, tmp_path, capsys):
     root = tmp_path / "runs"
     assert main(["remeasure", "no-such-run", "--root", str(root)]) == 2
-    assert "no-such-run" in capsys.readouterr().out
+    assert "no-such-run" in capsys.readouterr().err
     (root / "empty-run").mkdir(parents=True)
     assert main(["remeasure", str(root / "empty-run")]) == 2
-    assert "log.aolog" in capsys.readouterr().out
+    assert "log.aolog" in capsys.readouterr().err
     run_root = str(real_run.run_dir.parent)
     assert main(["remeasure", real_run.run_id, "--root", run_root, "--problems", "nosuch"]) == 2
-    assert "not in run" in capsys.readouterr().out
+    assert "not in run" in capsys.readouterr().err
     assert main(["remeasure", real_run.run_id, "--root", run_root, "--device", "nosuch"]) == 2
-    assert "no hardware agent" in capsys.readouterr().out
+    assert "no hardware agent" in capsys.readouterr().err
 
 
 def test_the_recorded_timeout_is_the_run_s_per_device_one():

@@ -33,5 +33,5 @@ def test_two_runs_and_an_iteration(real_run, synthetic, export_log, tmp_path, pa
 def test_unknown_run(tmp_path, capsys):
     root = tmp_path / "empty-root"
     assert main(["report", "no-such-run", "--root", str(root)]) == 2
-    assert "no-such-run" in capsys.readouterr().out
+    assert "no-such-run" in capsys.readouterr().err
     assert not (root / ".nats").exists(), "no server is started for a root that never had one"
