@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Concatenate, Literal
 
 import msgspec
 
+from accelopt.kernel_id import kernel_id
 from accelopt.problem import Problem
 from accelopt.profile import Profile
 from accelopt.records import ChatMessage, MemoryEntry, ModelPrice, TokenUsage
@@ -34,6 +35,10 @@ Stage = Literal["plan", "implement", "fix", "summarize", "profile", "memory"]
 Author = Literal[
     "coordinator", "effect", "session", "role", "gateway", "profiler", "memory", "campaign", "scheduler"
 ]
+# How a run names its kernels (`RunStarted.kernel_ids`): "content", by what they are
+# (`accelopt.kernel_id`); "request", by what proposed them (`derive_event_id`), the rule of the
+# runs recorded before kernels were content-addressed: a RunStarted without the field reads so
+KernelIds = Literal["request", "content"]
 
 
 def derive_event_id(run_id: str, type_name: str, *key: object) -> str:
@@ -97,6 +102,17 @@ class RunStarted(Event, tag=True, frozen=True):
     parent_run: str | None = None
     fork_iteration: int | None = None
     fork_config: dict[str, Any] | None = None  # the parent's config, in force up to fork_iteration
+    kernel_ids: KernelIds = "request"  # a new run says "content" (actors/runtime/session.py)
+
+    def new_kernel_id(self, problem: str, language: str, source: str, *proposal: object) -> str:
+        """The id this run gives a kernel proposed to it: the content id (`kernel_id`); in a
+        run recorded before kernels were content-addressed, the id derived from `proposal`
+        (what proposed it), so such a run replays, verifies, resumes and forks with the ids
+        it recorded. The one rule the coordinator (baselines) and the roles (candidates,
+        fixes) follow."""
+        if self.kernel_ids == "content":
+            return kernel_id(problem, language, source)
+        return derive_event_id(self.run_id, "Kernel", *proposal)
 
     def parent_settings_at(self, iteration: int) -> bool:
         """Whether `iteration` runs with the parent's settings: an ablation forked at

@@ -135,6 +135,9 @@ class ProblemState:
     # again with the next sample indices, so it gets new plans rather than the cached replies
     plans_drawn: dict[str, int] = field(default_factory=dict)
     kernel_ids: list[str] = field(default_factory=list)  # its kernels still held in CoordinatorCore.kernels
+    # the id of every kernel proposed for it, forgotten or not (ids only, never sources): the
+    # same source proposed again is the same kernel, which its first proposal owns
+    proposed: set[str] = field(default_factory=set)
     kernels_profiled: int = 0
     memory_ids: list[str] = field(default_factory=list)
     baseline_id: str = ""
@@ -333,8 +336,8 @@ class CoordinatorCore:
         for target in sorted(e.targets, key=lambda t: t.problem.name):
             p = ProblemState(target=target)
             self.problems[p.name] = p
-            base = target.problem.baseline
-            kid = ev.derive_event_id(self.run_id, "Kernel", "baseline", p.name)
+            source = target.problem.baseline.entry_file().content
+            kid = e.new_kernel_id(p.name, target.language, source, "baseline", p.name)
             p.baseline_id = kid
             outs.append(
                 ev.KernelProposed(
@@ -346,17 +349,26 @@ class CoordinatorCore:
                     plan_id=None,
                     request_id=e.event_id,
                     language=target.language,
-                    source=base.entry_file().content,
+                    source=source,
                 )
             )
         return outs
 
     def _on_kernel_proposed(self, e: ev.KernelProposed, out: Step) -> list[ev.Event]:
         p = self.problems.get(e.problem)
-        if p is None or e.kernel_id in self.kernels or e.iteration < p.iteration:
-            return []  # unknown, known, or of an iteration already closed (its kernels may be forgotten)
+        if p is None or e.iteration < p.iteration:
+            return []  # unknown, or of an iteration already closed (its kernels may be forgotten)
+        if e.kernel_id in p.proposed:
+            if e.request_id not in p.pending:
+                return []  # a copy of a proposal already folded (the baseline's too)
+            # the same kernel proposed again (its id is its content): the first proposal owns
+            # it, its one profile and its place in the beam; this one only answers its request
+            # (a fix that returns a known kernel ends its chain)
+            _, released = self._resolve(e.request_id)
+            return released + self._maybe_advance(p, e)
         if e.kernel_id != p.baseline_id and e.request_id not in p.pending:
-            return []  # a copy of a kernel already folded (and maybe forgotten): its request is answered
+            return []  # a copy of a proposal already folded: its request is answered
+        p.proposed.add(e.kernel_id)
         _, released = self._resolve(e.request_id)
         parent_id, plan_id, candidate_id = e.parent_id, e.plan_id, e.parent_id
         if e.fix_of and e.fix_of in self.kernels:
@@ -549,9 +561,14 @@ class CoordinatorCore:
         p.remeasure_next += 1
         side, kid = p.remeasure_plan[step]
         k = self.kernels[kid]
+        assert self.started is not None
         req = ev.ProfileRequested(
             **self._env(ev.ProfileRequested, "remeasure", p.name, step, cause=cause),
-            kernel_id=ev.derive_event_id(self.run_id, "Kernel", "remeasure", p.name, step),
+            # the kernel it times again; a run recorded before kernels were content-addressed
+            # gave each re-measure an id of its own
+            kernel_id=kid
+            if self.started.kernel_ids == "content"
+            else ev.derive_event_id(self.run_id, "Kernel", "remeasure", p.name, step),
             problem=p.name,
             device=p.target.device,
             language=k.language,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import msgspec
 
+from accelopt.kernel_id import kernel_id
+
 
 class ChatMessage(msgspec.Struct, kw_only=True):
     role: str
@@ -44,6 +46,17 @@ class MemoryEntry(msgspec.Struct, kw_only=True, omit_defaults=True):
     text: str
     created_at: float
     positive: bool = True
+
+    # the pair's kernels by their content ids: computed from the entry, never stored, so every
+    # row names its kernels as a run does (a memory written before kernels were
+    # content-addressed included)
+    @property
+    def slow_kernel_id(self) -> str:
+        return kernel_id(self.problem, self.language, self.slow_kernel)
+
+    @property
+    def fast_kernel_id(self) -> str:
+        return kernel_id(self.problem, self.language, self.fast_kernel)
 
 
 ESTIMATED_MARKER = "[ESTIMATED speedup: a cost model's figures (e.g. NKI in the emulator), not a measurement]"

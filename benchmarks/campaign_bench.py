@@ -207,7 +207,11 @@ def crash_checks(root: Path, scheduled: list, finished: list) -> dict:
         events = read_events(path)
         if sum(isinstance(e, ev.RunStarted) for e in events) != 1:
             started_twice.append(r)
-        ids = [e.kernel_id for e in events if isinstance(e, ev.KernelProfiled)]
+        # a kernel is its content: the search profiles it once (a re-measure names it again)
+        asked = {
+            e.event_id for e in events if isinstance(e, ev.ProfileRequested) and e.purpose != "remeasure"
+        }
+        ids = [e.kernel_id for e in events if isinstance(e, ev.KernelProfiled) and e.request_id in asked]
         if len(ids) != len(set(ids)):
             profiled_twice.append(r)
     indices = [s.index for s in scheduled]

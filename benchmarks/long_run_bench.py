@@ -19,7 +19,7 @@ What it measures:
   next new event;
 - from the exported log when the run is done: every ProfileRequested answered by exactly
   one KernelProfiled and every LLM request by exactly one LLMCallCompleted (0 lost, 0
-  doubled), one RunStarted and one KernelProposed per kernel;
+  doubled), one RunStarted and one KernelProposed per request answered with a kernel;
 - `accelopt replay RUN --verify` and `accelopt report RUN` on it: exit code, wall time and
   peak RSS.
 
@@ -242,7 +242,10 @@ def log_checks(events: list[ev.Event]) -> dict:
     llm_requests = {e.event_id for e in events if isinstance(e, tuple(ev.ROLE_OF_REQUEST))}
     profiled = Counter(e.request_id for e in events if isinstance(e, ev.KernelProfiled))
     answered = Counter(e.request_id for e in events if isinstance(e, ev.LLMCallCompleted))
-    proposed = Counter(e.kernel_id for e in events if isinstance(e, ev.KernelProposed))
+    # one KernelProposed per request that got a kernel (a kernel is its content: the same source
+    # proposed by two requests is one kernel, proposed twice)
+    proposed = Counter(e.request_id for e in events if isinstance(e, ev.KernelProposed))
+    kernels = {e.kernel_id for e in events if isinstance(e, ev.KernelProposed)}
     ids = Counter(e.event_id for e in events)
     return {
         "events": len(events),
@@ -255,7 +258,7 @@ def log_checks(events: list[ev.Event]) -> dict:
         "llm_requests": len(llm_requests),
         "llm_lost": sum(1 for r in llm_requests if answered[r] == 0),
         "llm_doubled": sum(1 for r in llm_requests if answered[r] > 1),
-        "kernels": len(proposed),
+        "kernels": len(kernels),
         "kernels_doubled": sum(1 for n in proposed.values() if n > 1),
         "event_ids_doubled": sum(1 for n in ids.values() if n > 1),
     }

@@ -5,10 +5,15 @@
   `<problem>@<device>.solution.json`, a FlashInfer-Bench Solution), read from the run that
   found it (an item no run improved: the baseline its runs started from);
 - `pairs.parquet`: one row per entry of the campaign's memory (every entry: the row count
-  is the memory's), the slow and fast kernels, the insight (title, text), the speedup, and
-  each kernel's profile in the run that learnt it (status, latency or estimate, % of peak,
-  and the whole Profile as JSON), joined from that run's log where it is under the root
-  (null where it is not: an entry another campaign's run added from elsewhere);
+  is the memory's), the slow and fast kernels with their ids, the insight (title, text), the
+  speedup, and each kernel's profile in the run that learnt it (status, latency or estimate,
+  % of peak, and the whole Profile as JSON), joined from that run's log where it is under
+  the root (null where it is not: an entry another campaign's run added from elsewhere);
+
+Every kernel id written is the kernel's content id (`accelopt.kernel_id`), computed from the
+source written beside it, so one id is one source across the whole export, whichever runs and
+memories it comes from: a run recorded before kernels were content-addressed named its
+kernels otherwise, and its profiles are joined through `RunFacts.content_id`.
 - `manifest.json`: what was written, and why anything was left out.
 
 The Parquet file is plain Parquet written by pyarrow (flat columns; a profile as a JSON
@@ -24,6 +29,7 @@ from typing import Any
 import msgspec
 
 from accelopt import catalog as ev
+from accelopt.kernel_id import kernel_id
 from accelopt.problem import FLASHINFER_LANGUAGES, Problem, SourceFile
 from accelopt.profile import Profile
 from events.runsource import RunNotFound, load_events
@@ -38,8 +44,12 @@ class RunFacts:
 
     def __init__(self, events: list[ev.Event]) -> None:
         self.problems: dict[str, Problem] = {}
-        self.sources: dict[str, str] = {}
-        self.profiles: dict[str, Profile] = {}
+        self.sources: dict[str, str] = {}  # kernel id as the run recorded it -> source
+        # kernel id as the run recorded it -> the kernel's content id: the same id in a run that
+        # named its kernels by content; a run recorded before that named them by request (and
+        # named one source proposed twice twice), so its ids are mapped here on read
+        self.content_id: dict[str, str] = {}
+        self.profiles: dict[str, Profile] = {}  # content id -> its search profile in this run
         self.summaries: dict[str, ev.SummaryRequested] = {}  # request id -> request
         self.insight_request: dict[str, str] = {}  # InsightSummarized id -> its request id
         self.entry_pair: dict[str, ev.SummaryRequested] = {}  # memory entry id -> the pair it records
@@ -48,8 +58,10 @@ class RunFacts:
                 self.problems = {t.problem.name: t.problem for t in e.targets}
             elif isinstance(e, ev.KernelProposed):
                 self.sources.setdefault(e.kernel_id, e.source)
-            elif isinstance(e, ev.KernelProfiled):
-                self.profiles.setdefault(e.kernel_id, e.profile)  # its search profile, not a re-measure
+                self.content_id.setdefault(e.kernel_id, kernel_id(e.problem, e.language, e.source))
+            elif isinstance(e, ev.KernelProfiled) and e.kernel_id in self.content_id:
+                # the kernel's first profile: its search profile (a re-measure comes later)
+                self.profiles.setdefault(self.content_id[e.kernel_id], e.profile)
             elif isinstance(e, ev.SummaryRequested):
                 self.summaries[e.event_id] = e
             elif isinstance(e, ev.InsightSummarized):
@@ -136,7 +148,7 @@ def export_kernels(view: CampaignView, runs: _Runs, out: Path, warnings: list[st
                 "language": it.item.language,
                 "files": files,
                 "run": run_id,
-                "kernel_id": it.best_kernel,
+                "kernel_id": kernel_id(it.item.problem, it.item.language, source),
                 "improved": it.best_run is not None,
                 "speedup": it.speedup,
                 "estimated": it.estimated,
@@ -173,10 +185,10 @@ def export_pairs(view: CampaignView, runs: _Runs, path: Path, warnings: list[str
     for entry in index.iter_entries():
         facts = runs.get(entry.source_run)
         pair = facts.entry_pair.get(entry.id) if facts else None
-        if pair is None:
+        slow = _profile_columns("slow", facts, entry.slow_kernel_id)
+        fast = _profile_columns("fast", facts, entry.fast_kernel_id)
+        if slow["slow_profile"] is None and fast["fast_profile"] is None:
             unjoined += 1
-        slow = _profile_columns("slow", facts, pair.slow_kernel_id if pair else None)
-        fast = _profile_columns("fast", facts, pair.fast_kernel_id if pair else None)
         rows.append(
             {
                 "id": entry.id,
@@ -216,10 +228,10 @@ def export_pairs(view: CampaignView, runs: _Runs, path: Path, warnings: list[str
     }
 
 
-def _profile_columns(side: str, facts: RunFacts | None, kernel_id: str | None) -> dict[str, Any]:
-    prof = facts.profiles.get(kernel_id) if facts and kernel_id else None
+def _profile_columns(side: str, facts: RunFacts | None, content_id: str) -> dict[str, Any]:
+    prof = facts.profiles.get(content_id) if facts else None
     return {
-        f"{side}_kernel_id": kernel_id,
+        f"{side}_kernel_id": content_id,
         f"{side}_status": prof.status if prof else None,
         f"{side}_latency_ms": prof.latency_ms if prof else None,
         f"{side}_estimated_ms": prof.estimated_ms if prof else None,

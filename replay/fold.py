@@ -87,7 +87,11 @@ class ProblemView:
     note: str = ""
     op_type: str = ""
     kernel_ids: list[str] = field(default_factory=list)  # a compact view keeps only baseline, best and beam
-    kernels_seen: int = 0  # kernels proposed
+    kernels_seen: int = 0  # kernels proposed (distinct: a kernel's id is its content)
+    # the id of every kernel proposed (compact views too: ids only), and how many proposals
+    # were of a kernel already proposed: the first proposal owns it (accelopt/coordinator.py)
+    proposed: set[str] = field(default_factory=set)
+    duplicates: int = 0
     kernels_profiled: int = 0  # kernels with a recorded profile
     # the memory each iteration's candidates were planned with (one MemoryRetrieved per candidate)
     memory: dict[int, list[ev.MemoryRetrieved]] = field(default_factory=dict)
@@ -290,6 +294,14 @@ class RunView:
         self.request_problem[e.event_id] = e.problem  # type: ignore[attr-defined]
 
     def _on_kernel_proposed(self, e: ev.KernelProposed) -> None:
+        p = self.problems.get(e.problem)
+        if self.compact:
+            self.request_problem.pop(e.request_id, None)
+        if p is not None:
+            if e.kernel_id in p.proposed:  # the same source again: the same kernel, its first proposal's
+                p.duplicates += 1
+                return
+            p.proposed.add(e.kernel_id)
         parent, plan = e.parent_id, e.plan_id
         kernels = self.kernels
         if e.fix_of:
@@ -311,9 +323,6 @@ class RunView:
             None,
             e.ts,
         )
-        p = self.problems.get(e.problem)
-        if self.compact:
-            self.request_problem.pop(e.request_id, None)
         if p is not None:
             p.kernel_ids.append(e.kernel_id)
             p.kernels_seen += 1
@@ -321,12 +330,13 @@ class RunView:
                 p.baseline_id = e.kernel_id
 
     def _on_kernel_profiled(self, e: ev.KernelProfiled) -> None:
+        # a kernel's first profile is its profile, as for the coordinator: a re-measure (which
+        # names the kernel it times again) or a late copy changes nothing
         k = self.kernels.get(e.kernel_id)
-        if k is not None:
-            if k.profile is None:
-                p = self.problems.get(k.problem)
-                if p is not None:
-                    p.kernels_profiled += 1
+        if k is not None and k.profile is None:
+            p = self.problems.get(k.problem)
+            if p is not None:
+                p.kernels_profiled += 1
             k.profile = e.profile
         if self.compact:
             self.request_problem.pop(e.request_id, None)
@@ -621,8 +631,8 @@ class IterationCut:
         it: int | None = getattr(e, "iteration", None)
         if it is not None:
             self.iteration_of[e.event_id] = it
-            if t is ev.KernelProposed:
-                self.iteration_of[e.kernel_id] = it  # type: ignore[attr-defined]
+            if t is ev.KernelProposed:  # a kernel belongs to the iteration of its first proposal
+                self.iteration_of.setdefault(e.kernel_id, it)  # type: ignore[attr-defined]
         elif t is ev.LLMCallCompleted:
             it = self.iteration_of.get(e.request_id)  # type: ignore[attr-defined]
         elif t is ev.KernelProfiled or t is ev.ProfileRequested:

@@ -88,6 +88,7 @@ class SyntheticWorld:
 
     def __init__(self, run_id: str, seed: int, fail_rate: float, t0: float) -> None:
         self.run_id = run_id
+        self.started: ev.RunStarted | None = None  # the run's start: its rule names the kernels
         self.rng = random.Random(seed)
         self.fail_rate = fail_rate
         self.now = t0
@@ -126,6 +127,11 @@ class SyntheticWorld:
             content_hash=req.event_id[:16],
             finish_reason="stop",
         )
+
+    def kernel_id(self, request: ev.ImplementationRequested | ev.FixRequested, source: str) -> str:
+        """The id the run gives the kernel `request` got back: the rule its RunStarted says."""
+        assert self.started is not None
+        return self.started.new_kernel_id(request.problem, request.language, source, request.event_id)
 
     def latency(self, problem: str, src: str) -> float:
         tile, unroll = _knobs(src)
@@ -208,7 +214,7 @@ class SyntheticWorld:
             call,
             ev.KernelProposed(
                 **self.env(ev.KernelProposed, e.event_id),
-                kernel_id=ev.derive_event_id(self.run_id, "Kernel", e.event_id),
+                kernel_id=self.kernel_id(e, src),
                 problem=e.problem,
                 iteration=e.iteration,
                 parent_id=e.candidate_id,
@@ -227,7 +233,7 @@ class SyntheticWorld:
             call,
             ev.KernelProposed(
                 **self.env(ev.KernelProposed, e.event_id),
-                kernel_id=ev.derive_event_id(self.run_id, "Kernel", e.event_id),
+                kernel_id=self.kernel_id(e, src),
                 problem=e.problem,
                 iteration=e.iteration,
                 parent_id=None,
@@ -319,8 +325,11 @@ def synthetic_run(
     t0: float = 1_700_000_000.0,
     parent_run: str | None = None,
     fork_iteration: int | None = None,
+    kernel_ids: ev.KernelIds = "content",
 ) -> list[ev.Event]:
-    """A complete run log (or its first `max_events` events) of `problems` synthetic problems."""
+    """A complete run log (or its first `max_events` events) of `problems` synthetic problems;
+    `kernel_ids="request"` names its kernels as a run recorded before kernels were
+    content-addressed did."""
     cfg = build_config(preset=preset, overrides=["memory.enabled=true", f"seed={seed}", *overrides])
     world = SyntheticWorld(run_id, seed, fail_rate, t0)
     core = CoordinatorCore(run_id, clock=lambda: world.now)
@@ -331,7 +340,9 @@ def synthetic_run(
         targets=[_target(f"op{i:02d}") for i in range(problems)],
         parent_run=parent_run,
         fork_iteration=fork_iteration,
+        kernel_ids=kernel_ids,
     )
+    world.started = start
 
     def stamp(e: ev.Event) -> ev.Event:  # the simulated clock advances with the work an event stands for
         world.now += ADVANCE.get(type(e), 0.002)

@@ -14,8 +14,9 @@ the reply and returns, in this order:
 
 Ids are derived from the request, so a redelivered request yields de-duplicated publishes:
 result events `derive_event_id(run, "<Type>", request_id)`, LLM calls
-`derive_event_id(run, "LLMCallCompleted", request_id, attempt)`, kernels
-`derive_event_id(run, "Kernel", request_id)`. Executor kernels have parent_id = the
+`derive_event_id(run, "LLMCallCompleted", request_id, attempt)`. A kernel's id is its
+content (`RunStarted.new_kernel_id`: problem, language, source; in a run recorded before
+that, `derive_event_id(run, "Kernel", request_id)`). Executor kernels have parent_id = the
 candidate; fixer kernels have parent_id None and fix_of = the broken kernel (the
 coordinator knows the lineage).
 """
@@ -96,7 +97,9 @@ class RoleWorker(Worker):
     def sample_index(self, event: Any) -> int:
         return 0
 
-    def result(self, event: Any, problem: Problem, call: ev.LLMCallCompleted) -> ev.Event:
+    def result(
+        self, event: Any, problem: Problem, call: ev.LLMCallCompleted, started: ev.RunStarted
+    ) -> ev.Event:
         """The result event from a successful call; raises ReplyParseError."""
         raise NotImplementedError
 
@@ -146,7 +149,7 @@ class RoleWorker(Worker):
                 ),
             ]
         try:
-            return [*calls, self.result(event, target.problem, last)]
+            return [*calls, self.result(event, target.problem, last, started)]
         except ReplyParseError as e:
             return [*calls, self.failed(event, e.reason, e.detail, last.event_id)]
 
@@ -203,7 +206,12 @@ class RoleWorker(Worker):
         )
 
     def kernel(
-        self, event: Any, problem: Problem, call: ev.LLMCallCompleted, **lineage: Any
+        self,
+        event: Any,
+        problem: Problem,
+        call: ev.LLMCallCompleted,
+        started: ev.RunStarted,
+        **lineage: Any,
     ) -> ev.KernelProposed:
         entry = problem.baseline.entry_symbol
         block = extract_code(call.response, entry=entry)
@@ -211,7 +219,7 @@ class RoleWorker(Worker):
         source = lang.complete_source(block.code, entry) if lang and lang.complete_source else block.code
         return ev.KernelProposed(
             **self.envelope(event, ev.KernelProposed),
-            kernel_id=ev.derive_event_id(event.run_id, "Kernel", event.event_id),
+            kernel_id=started.new_kernel_id(event.problem, event.language, source, event.event_id),
             problem=event.problem,
             iteration=event.iteration,
             request_id=event.event_id,
@@ -241,7 +249,9 @@ class Planner(RoleWorker):
     def sample_index(self, event: ev.PlanRequested) -> int:
         return event.sample_index
 
-    def result(self, event: ev.PlanRequested, problem: Problem, call: ev.LLMCallCompleted) -> ev.Event:
+    def result(
+        self, event: ev.PlanRequested, problem: Problem, call: ev.LLMCallCompleted, started: ev.RunStarted
+    ) -> ev.Event:
         return ev.PlanProposed(
             **self.envelope(event, ev.PlanProposed),
             problem=event.problem,
@@ -270,9 +280,13 @@ class Executor(RoleWorker):
         return event.sample_index
 
     def result(
-        self, event: ev.ImplementationRequested, problem: Problem, call: ev.LLMCallCompleted
+        self,
+        event: ev.ImplementationRequested,
+        problem: Problem,
+        call: ev.LLMCallCompleted,
+        started: ev.RunStarted,
     ) -> ev.Event:
-        return self.kernel(event, problem, call, parent_id=event.candidate_id, plan_id=event.plan_id)
+        return self.kernel(event, problem, call, started, parent_id=event.candidate_id, plan_id=event.plan_id)
 
 
 class Fixer(RoleWorker):
@@ -293,11 +307,14 @@ class Fixer(RoleWorker):
     def sample_index(self, event: ev.FixRequested) -> int:
         return event.fix_round
 
-    def result(self, event: ev.FixRequested, problem: Problem, call: ev.LLMCallCompleted) -> ev.Event:
+    def result(
+        self, event: ev.FixRequested, problem: Problem, call: ev.LLMCallCompleted, started: ev.RunStarted
+    ) -> ev.Event:
         return self.kernel(
             event,
             problem,
             call,
+            started,
             parent_id=None,
             plan_id=None,
             fix_of=event.kernel_id,
@@ -321,7 +338,9 @@ class Summarizer(RoleWorker):
             device=event.device,
         )
 
-    def result(self, event: ev.SummaryRequested, problem: Problem, call: ev.LLMCallCompleted) -> ev.Event:
+    def result(
+        self, event: ev.SummaryRequested, problem: Problem, call: ev.LLMCallCompleted, started: ev.RunStarted
+    ) -> ev.Event:
         insight = parse_insight(call.response)
         return ev.InsightSummarized(
             **self.envelope(event, ev.InsightSummarized),

@@ -126,6 +126,7 @@ def run_started(
         toolchain=tools,
         parent_run=parent_run,
         fork_iteration=fork_iteration,
+        kernel_ids="content",
     )
 
 

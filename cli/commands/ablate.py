@@ -76,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
         parent_run=parent.run_id,
         fork_iteration=fork,
         fork_config=parent.config if fork is not None else None,
+        kernel_ids=parent.kernel_ids,  # the parent's kernel ids, so its recording serves the fork
     )
     changes = ", ".join(args.overrides) or "no changes"
     console.print(

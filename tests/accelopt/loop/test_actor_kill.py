@@ -53,6 +53,6 @@ def test_killed_planner_and_profiler_lose_and_duplicate_nothing(ray_session, run
     )
     plan_requests = [e.event_id for e in events if isinstance(e, c.PlanRequested)]
     assert sorted(answered) == sorted(plan_requests) and set(answered.values()) == {1}
-    profiled = Counter(e.kernel_id for e in events if isinstance(e, c.KernelProfiled))
-    requested = [e.kernel_id for e in events if isinstance(e, c.ProfileRequested)]
+    profiled = Counter(e.request_id for e in events if isinstance(e, c.KernelProfiled))
+    requested = [e.event_id for e in events if isinstance(e, c.ProfileRequested)]
     assert sorted(profiled) == sorted(requested) and set(profiled.values()) == {1}

@@ -65,10 +65,15 @@ def test_run_completes_and_records_everything(tuner_run):
     assert verify(events).ok
     view = RunView.from_events(events)
     assert {r.problem for r in view.results()} == set(PROBLEMS)
-    # every profile request got exactly one result, every LLM request an LLM call record
-    requested = Counter(e.kernel_id for e in events if isinstance(e, c.ProfileRequested))
-    profiled = Counter(e.kernel_id for e in events if isinstance(e, c.KernelProfiled))
+    # every profile request got exactly one result, every LLM request an LLM call record, and
+    # the search profiled each kernel once (a re-measure names the kernel it times again)
+    requested = Counter(e.event_id for e in events if isinstance(e, c.ProfileRequested))
+    profiled = Counter(e.request_id for e in events if isinstance(e, c.KernelProfiled))
     assert requested == profiled and set(profiled.values()) == {1}
+    searched = Counter(
+        e.kernel_id for e in events if isinstance(e, c.ProfileRequested) and e.purpose != "remeasure"
+    )
+    assert set(searched.values()) == {1}
     llm_requests = {
         e.event_id
         for e in events

@@ -78,8 +78,8 @@ def test_run_survives_losing_a_node(ray_session, cluster, run_config):
     assert verify(events).ok
     iterations = [e.iteration for e in events if isinstance(e, c.IterationCompleted)]
     assert iterations == [0, 1, 2]
-    requested = [e.kernel_id for e in events if isinstance(e, c.ProfileRequested)]
-    profiled = Counter(e.kernel_id for e in events if isinstance(e, c.KernelProfiled))
+    requested = [e.event_id for e in events if isinstance(e, c.ProfileRequested)]
+    profiled = Counter(e.request_id for e in events if isinstance(e, c.KernelProfiled))
     assert sorted(profiled) == sorted(requested) and set(profiled.values()) == {1}
     ids = [e.event_id for e in events]
     assert len(ids) == len(set(ids))

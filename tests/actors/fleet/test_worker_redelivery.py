@@ -92,9 +92,9 @@ def test_killed_worker_kernel_goes_to_the_other(ray_session, nats_server, run_co
 
     # every kernel requested was profiled exactly once in the run's results
     events = read_events(outcome.run_dir / "log.aolog")
-    requested = [e.kernel_id for e in events if isinstance(e, c.ProfileRequested)]
+    requested = [e.event_id for e in events if isinstance(e, c.ProfileRequested)]
     results = [e for e in events if isinstance(e, c.KernelProfiled)]
-    profiled = Counter(e.kernel_id for e in results)
+    profiled = Counter(e.request_id for e in results)
     assert sorted(profiled) == sorted(requested) and set(profiled.values()) == {1}
     assert {e.worker.split("-cpu-")[0] for e in results} <= {"wa", "wb"}
 
