@@ -138,6 +138,9 @@ class ProblemState:
     # the id of every kernel proposed for it, forgotten or not (ids only, never sources): the
     # same source proposed again is the same kernel, which its first proposal owns
     proposed: set[str] = field(default_factory=set)
+    # the kernel pairs summarized so far: a pair is learnt once, though a kernel proposed again
+    # may pair with the same kernel in a later iteration
+    summarized: set[frozenset[str]] = field(default_factory=set)
     kernels_profiled: int = 0
     memory_ids: list[str] = field(default_factory=list)
     baseline_id: str = ""
@@ -361,11 +364,7 @@ class CoordinatorCore:
         if e.kernel_id in p.proposed:
             if e.request_id not in p.pending:
                 return []  # a copy of a proposal already folded (the baseline's too)
-            # the same kernel proposed again (its id is its content): the first proposal owns
-            # it, its one profile and its place in the beam; this one only answers its request
-            # (a fix that returns a known kernel ends its chain)
-            _, released = self._resolve(e.request_id)
-            return released + self._maybe_advance(p, e)
+            return self._proposed_again(p, e)
         if e.kernel_id != p.baseline_id and e.request_id not in p.pending:
             return []  # a copy of a proposal already folded: its request is answered
         p.proposed.add(e.kernel_id)
@@ -406,6 +405,24 @@ class CoordinatorCore:
             seed_offset=seed_offset,
         )
         return released + self._request(p, req)
+
+    def _proposed_again(self, p: ProblemState, e: ev.KernelProposed) -> list[ev.Event]:
+        """A kernel proposed again (its id is its content): the same kernel. Its first proposal
+        owns it (its record: iteration, lineage, fix chain, its one profile); this proposal
+        answers its request, is not profiled, and is a sample of its own plan too, as it was
+        when each proposal was a kernel of its own, so the beam and the summaries do not
+        depend on which of two plans came first (a kernel is one candidate, however many plans
+        reached it: `select_beam` collapses it). A fix that returns a known kernel ends its
+        chain; a kernel the search already let go of is not a candidate again."""
+        _, released = self._resolve(e.request_id)
+        plan_id = e.plan_id
+        if e.fix_of and e.fix_of in self.kernels:
+            plan_id = self.kernels[e.fix_of].plan_id
+        if plan_id:
+            samples = p.plan_kernels.setdefault(plan_id, [])
+            if e.kernel_id not in samples:
+                samples.append(e.kernel_id)
+        return released + self._maybe_advance(p, e)
 
     def _on_kernel_profiled(self, e: ev.KernelProfiled, out: Step) -> list[ev.Event]:
         req = self.requests.get(e.request_id)
@@ -885,6 +902,7 @@ class CoordinatorCore:
         if self.stopping:
             return outs + self._maybe_advance(p, cause)
         pairs = []
+        seen = set(p.summarized)
         for plan_id, ks in samples.items():
             parent = self.kernels.get(p.plan_candidate.get(plan_id, ""))
             if parent is None:
@@ -907,7 +925,9 @@ class CoordinatorCore:
                 )
             else:
                 continue
-            if pair:
+            # two plans of one candidate that reached one kernel make one pair, learnt once
+            if pair and frozenset((pair.parent_id, pair.child_id)) not in seen:
+                seen.add(frozenset((pair.parent_id, pair.child_id)))
                 pairs.append(pair)
         picks = select_summaries(
             pairs,
@@ -917,6 +937,7 @@ class CoordinatorCore:
             max_total=s.summary_max_total,
         )
         for pick in picks:
+            p.summarized.add(frozenset((pick.slow_id, pick.fast_id)))
             slow, fast = self.kernels[pick.slow_id], self.kernels[pick.fast_id]
             req = ev.SummaryRequested(
                 **self._env(

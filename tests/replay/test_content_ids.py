@@ -11,9 +11,11 @@ real run recorded before the change (see OLD_LOG)."""
 
 from __future__ import annotations
 
+import shutil
 from collections import Counter, defaultdict
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from accelopt import catalog as ev
@@ -25,9 +27,11 @@ from replay.fold import RunView
 from replay.verify import verify
 
 # `accelopt run --suite tests/accelopt/loop/headroom_suite --problems rownorm --set
-# search.iterations=3 --set search.remeasure_rounds=1` at 21e1f4a, the commit before kernels
-# were content-addressed: 11 kernels proposed under 11 ids, of 5 sources
+# search.iterations=3 --set search.remeasure_rounds=1 --root R` at 21e1f4a, the commit before
+# kernels were content-addressed: 11 kernels proposed under 11 ids, of 5 sources; and the
+# memory its curator wrote (R/memory: LanceDB, 3 entries)
 OLD_LOG = Path(__file__).parent / "data" / "run_before_content_ids.aolog"
+OLD_MEMORY = Path(__file__).parent / "data" / "memory_before_content_ids"
 
 
 def proposals(events: list[ev.Event]) -> list[ev.KernelProposed]:
@@ -49,6 +53,14 @@ def one_to_one(events: list[ev.Event]) -> tuple[dict[str, set], dict[tuple, set]
             sources[e.kernel_id].add(content)
             ids[content].add(e.kernel_id)
     return sources, ids
+
+
+def first_parent(firsts: dict[str, ev.KernelProposed], kid: str) -> str | None:
+    """The candidate a kernel's first proposal came from (a fix: its broken kernel's)."""
+    k = firsts[kid]
+    while k.fix_of:
+        k = firsts[k.fix_of]
+    return k.parent_id
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +89,7 @@ def test_an_id_names_one_source_and_a_source_has_one_id_across_runs(two_runs):
 
 def test_a_source_proposed_again_is_profiled_once_and_counted_once(two_runs):
     for log in two_runs:
+        assert isinstance(log[-1], ev.RunCompleted)  # every request answered, duplicates included
         assert verify(log).ok
         proposed = proposals(log)
         distinct = {e.kernel_id for e in proposed}
@@ -106,6 +119,24 @@ def test_a_source_proposed_again_is_profiled_once_and_counted_once(two_runs):
             ids = [m.kernel_id for m in beam.beam]
             assert len(ids) == len(set(ids))
             assert len({view.kernels[i].source for i in ids}) == len(ids)
+        pairs = [
+            frozenset((e.slow_kernel_id, e.fast_kernel_id)) for e in log if isinstance(e, ev.SummaryRequested)
+        ]
+        assert len(pairs) == len(set(pairs))  # a pair of kernels is learnt once
+    # a proposal of a known kernel is a sample of its own plan too: some insight pairs a kernel
+    # with a candidate that is not the parent of its first proposal (under "the first proposal
+    # only" no plan but the first could pair it)
+    crossed = 0
+    for log in two_runs:
+        firsts: dict[str, ev.KernelProposed] = {}
+        for e in proposals(log):
+            firsts.setdefault(e.kernel_id, e)
+        for e in (e for e in log if isinstance(e, ev.SummaryRequested)):
+            child, candidate = (
+                (e.fast_kernel_id, e.slow_kernel_id) if e.positive else (e.slow_kernel_id, e.fast_kernel_id)
+            )
+            crossed += first_parent(firsts, child) != candidate
+    assert crossed > 0
 
 
 def test_a_remeasure_names_the_kernel_it_times_and_leaves_its_profile(two_runs):
@@ -165,6 +196,41 @@ def test_an_old_logs_kernels_are_joined_by_their_content_ids():
         assert facts.content_id[pair.slow_kernel_id] == entry.slow_kernel_id
         assert facts.content_id[pair.fast_kernel_id] == entry.fast_kernel_id
         assert facts.profiles[entry.fast_kernel_id].status == "passed"
+
+
+def test_the_export_of_an_old_run_and_its_old_memory_names_kernels_by_content(tmp_path):
+    """A memory written before kernels were content-addressed opens as it is (its rows hold
+    sources, no kernel ids), and `pairs.parquet` names its kernels by content, joined with the
+    profiles of the old run's log through the read-side mapping."""
+    import pyarrow.parquet as pq
+    from campaign_log import started
+
+    from replay.campaign import CampaignView
+    from replay.campaign_export import PAIRS_FILE, export_campaign
+
+    events = read_events(OLD_LOG)
+    run_id = events[0].run_id
+    root = tmp_path / "runs"
+    (root / run_id).mkdir(parents=True)
+    (root / run_id / "log.aolog").write_bytes(OLD_LOG.read_bytes())
+    memory = tmp_path / "memory"
+    shutil.copytree(OLD_MEMORY, memory)  # opened where it is copied: the fixture stays as written
+    start = msgspec.structs.replace(started({}, items=[]), memory_uri=str(memory))
+    out = tmp_path / "export"
+    export_campaign(CampaignView.from_events([start]), root, out)
+    rows = pq.read_table(out / PAIRS_FILE).to_pylist()
+    recorded = [e for e in events if isinstance(e, ev.SummaryRequested)]
+    assert len(rows) == 3 and {r["source_run"] for r in rows} == {run_id}
+    named: dict[str, set[str]] = defaultdict(set)
+    for row in rows:
+        for side in ("slow", "fast"):
+            kid, source = row[f"{side}_kernel_id"], row[f"{side}_kernel"]
+            assert kid == kernel_id(row["problem"], row["language"], source)
+            named[kid].add(source)
+            assert row[f"{side}_status"] == "passed" and row[f"{side}_profile"]  # joined
+    assert all(len(sources) == 1 for sources in named.values())
+    # the old log paired other ids: the export mapped them, it did not copy them
+    assert not set(named) & {i for r in recorded for i in (r.slow_kernel_id, r.fast_kernel_id)}
 
 
 def test_a_real_run_profiles_a_source_it_proposed_twice_once(shared_real_run):

@@ -58,6 +58,12 @@ class World:
         self.n = 0
         self.broken_every = broken_every
         self.cost = cost
+        self.started: c.RunStarted | None = None  # the run's start: its rule names the kernels
+
+    def kernel_id(self, request: c.ImplementationRequested | c.FixRequested, source: str) -> str:
+        """The id the run gives the kernel `request` got back: the rule its RunStarted says."""
+        assert self.started is not None
+        return self.started.new_kernel_id(request.problem, request.language, source, request.event_id)
 
     def env(self, kind: str, *key: object) -> dict:
         return {"event_id": c.derive_event_id(RUN, kind, *key), "run_id": RUN, "ts": 0.0}
@@ -112,7 +118,7 @@ class World:
             return [
                 c.KernelProposed(
                     **self.env("KernelProposed", e.event_id),
-                    kernel_id=c.derive_event_id(RUN, "Kernel", e.event_id),
+                    kernel_id=self.kernel_id(e, src),
                     problem=e.problem,
                     iteration=e.iteration,
                     parent_id=e.candidate_id,
@@ -123,17 +129,18 @@ class World:
                 )
             ]
         if isinstance(e, c.FixRequested):
+            src = e.source.replace("BROKEN ", "")
             return [
                 c.KernelProposed(
                     **self.env("KernelProposed", e.event_id),
-                    kernel_id=c.derive_event_id(RUN, "Kernel", e.event_id),
+                    kernel_id=self.kernel_id(e, src),
                     problem=e.problem,
                     iteration=e.iteration,
                     parent_id=None,
                     plan_id=None,
                     request_id=e.event_id,
                     language="c",
-                    source=e.source.replace("BROKEN ", ""),
+                    source=src,
                     fix_of=e.kernel_id,
                     fix_round=e.fix_round,
                 )
@@ -181,14 +188,22 @@ def drive(
     shuffle_seed: int | None = None,
     problems=("a", "b"),
     max_steps: int = 100_000,
+    kernel_ids: c.KernelIds = "request",
 ):
-    """Run the core to completion; results are delivered in FIFO or shuffled order."""
+    """Run the core to completion; results are delivered in FIFO or shuffled order. Kernels
+    are named by request (the rule of runs recorded before content ids) unless `kernel_ids`
+    says "content"."""
     world = world or World()
     cfg = build_config(preset="quick", overrides=overrides)
     core = CoordinatorCore(RUN, clock=lambda: 0.0)
     start = c.RunStarted(
-        **world.env("RunStarted"), config=cfg.to_dict(), seed=0, targets=[problem(p) for p in problems]
+        **world.env("RunStarted"),
+        config=cfg.to_dict(),
+        seed=0,
+        targets=[problem(p) for p in problems],
+        kernel_ids=kernel_ids,
     )
+    world.started = start
     rng = random.Random(shuffle_seed)
     max_inflight: dict[str, int] = {}
     outstanding: dict[str, set[str]] = {}

@@ -73,6 +73,53 @@ def test_decisions_do_not_depend_on_result_order(simulate, sim_world):
     assert ids1 == ids2
 
 
+def test_with_content_ids_a_kernel_two_plans_reach_decides_the_same_in_any_order(simulate, sim_world):
+    """Kernels named by content: plans that move TILE up or down a power of two come back to
+    kernels already proposed (in this iteration or an earlier one). Whichever proposal
+    arrives first owns the kernel, but each counts as a sample of its own plan, so the beams
+    and the pairs summarized are the same in any order of the results, and no kernel is
+    profiled twice or summarized twice."""
+
+    class Converging(sim_world):
+        def answer(self, e: c.Event) -> list[c.Event]:
+            out = super().answer(e)
+            if isinstance(e, c.PlanRequested):
+                t = tile(e.candidate_source)
+                new = t * 2 if e.sample_index % 2 == 0 else max(1, t // 2)
+                out = [out[0], msgspec.structs.replace(out[1], plan=f"TILE={new}")]
+            return out
+
+    runs = [
+        simulate(
+            ["memory.enabled=false", "search.iterations=4"],
+            world=Converging(),
+            shuffle_seed=seed,
+            kernel_ids="content",
+        )[1]
+        for seed in (None, 1, 2, 3)
+    ]
+    decided = []
+    for log in runs:
+        assert isinstance(log[-1], c.RunCompleted)
+        proposed = of(log, c.KernelProposed)
+        assert len(proposed) > len({k.kernel_id for k in proposed})  # kernels were proposed again
+        profiled = [e.kernel_id for e in of(log, c.ProfileRequested) if e.purpose != "remeasure"]
+        assert sorted(profiled) == sorted({k.kernel_id for k in proposed})  # each once
+        pairs = [frozenset((e.slow_kernel_id, e.fast_kernel_id)) for e in of(log, c.SummaryRequested)]
+        assert pairs and len(pairs) == len(set(pairs))  # each pair learnt once
+        decided.append(
+            (
+                sorted(e.event_id for e in log),
+                sorted(
+                    (e.problem, e.iteration, tuple(m.kernel_id for m in e.beam))
+                    for e in of(log, c.BeamSelected)
+                ),
+                sorted(map(sorted, pairs)),
+            )
+        )
+    assert all(d == decided[0] for d in decided[1:])
+
+
 def test_fixer_loop_repairs_broken_kernels_and_counts_rounds(simulate, sim_world):
     _, log, _ = simulate(["memory.enabled=false", "search.fix_rounds=2"], world=sim_world(broken_every=2))
     fixes = of(log, c.FixRequested)
