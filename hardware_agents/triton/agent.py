@@ -76,7 +76,13 @@ from hardware_agents.triton.records import (
 from hardware_agents.triton.reference import RefRequest, RefResult
 from hardware_agents.triton.spare import REQUEST_FILE, ServeRequest
 from hardware_agents.triton.specs import device_spec, kind_for_gpu_name, l2_bytes
-from hardware_agents.triton.stages import HARNESS_TARGET, TritonStages, hand_over_file, plan_triton_cases
+from hardware_agents.triton.stages import (
+    HARNESS_TARGET,
+    TritonStages,
+    hand_over_file,
+    plan_boundary_cases,
+    plan_triton_cases,
+)
 
 Mode = Literal["auto", "cuda", "interpreter"]
 REFERENCE_TARGET = "hardware_agents.triton.reference:run_reference"
@@ -460,18 +466,62 @@ class TritonAgent(HardwareAgent):
         """One profile through the stages (`stages.py`); a `timing_mismatch` is confirmed by a
         second one in a fresh child before it stands (a busy host can stretch one profile's
         untimed work past its allowance; a forged clock is caught every time), and an
-        interpreted bf16 kernel found `incorrect` is profiled again with bf16 tiles in fp32."""
-        prof = super()._profile(problem, solution, seeds, timeout, measure)
-        if prof.status == "incorrect" and self._bf16_in_doubt(problem, solution):
-            upcast = TritonStages(self, problem, solution, seeds, timeout, measure)
-            upcast.upcast_bf16 = True
-            return self._decide_bf16(prof, self._run_stages(upcast, solution))
+        interpreted bf16 kernel found `incorrect` is profiled again with bf16 tiles in fp32.
+        In the interpreter, a kernel correct there is then checked at the boundary workloads
+        (`_at_the_boundaries`)."""
+        prof = self._checked(self._hooks(problem, solution, seeds, timeout, measure), solution)
         if prof.status != "timing_mismatch" or not self.confirm_mismatch:
-            return prof
+            return self._at_the_boundaries(prof, problem, solution, seeds, timeout)
         t0 = time.perf_counter()
         again = confirmed(prof, super()._profile(problem, solution, seeds, timeout, measure))
         again.counters["phase_confirmation_s"] = time.perf_counter() - t0
-        return again
+        return self._at_the_boundaries(again, problem, solution, seeds, timeout)
+
+    def _checked(self, hooks: TritonStages, solution: Solution) -> Profile:
+        """`hooks` through the stages; an interpreted bf16 kernel found `incorrect` is run again
+        with bf16 tiles in fp32 (`_decide_bf16`)."""
+        prof = self._run_stages(hooks, solution)
+        if prof.status != "incorrect" or not self._bf16_in_doubt(hooks.problem, solution):
+            return prof
+        upcast = self._hooks(hooks.problem, solution, hooks.seeds, hooks.timeout_s, hooks.measure)
+        upcast.upcast_bf16, upcast.boundaries = True, hooks.boundaries
+        return self._decide_bf16(prof, self._run_stages(upcast, solution))
+
+    def _hooks(
+        self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout: float, measure: bool
+    ) -> TritonStages:
+        hooks = self.stages(problem, solution, seeds, timeout, measure)
+        assert isinstance(hooks, TritonStages)
+        return hooks
+
+    def _at_the_boundaries(
+        self, prof: Profile, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout: float
+    ) -> Profile:
+        """A kernel the interpreter found correct, checked at the boundary workloads of its
+        check workloads too (`stages.plan_boundary_cases`), untimed, in a child of its own: the
+        profile's child made the calls a GPU's makes. Wrong there, that verdict stands (with
+        every case of both); correct, the profile gains those cases."""
+        if self.mode != "interpreter" or prof.status not in ("unmeasured", "passed"):
+            return prof
+        if not plan_boundary_cases(problem, seeds):
+            return prof
+        t0 = time.perf_counter()
+        hooks = self._hooks(problem, solution, seeds, timeout, False)
+        hooks.boundaries = True
+        edge = self._checked(hooks, solution)
+        if edge.status not in ("unmeasured", "passed"):
+            edge.correctness = [*prof.correctness, *edge.correctness]
+            edge.counters["boundary_cases"] = float(
+                sum(c.case.startswith("boundary-") for c in edge.correctness)
+            )
+            return edge
+        prof.correctness = [*prof.correctness, *edge.correctness]
+        prof.counters["boundary_cases"] = float(len(edge.correctness))
+        prof.counters["phase_boundaries_s"] = time.perf_counter() - t0
+        head, sep, tail = prof.log.partition("\n--- kernel output ---")
+        where = ", ".join(c.case.split(" ", 1)[0].removesuffix(f"-seed{seeds[0]}") for c in edge.correctness)
+        prof.log = f"{head}\ncorrect at the boundary workloads too ({where})" + sep + tail
+        return prof
 
     def _bf16_in_doubt(self, problem: Problem, solution: Solution) -> bool:
         """Whether an `incorrect` verdict may be the interpreter's: its bf16 tile arithmetic is

@@ -33,6 +33,7 @@ import torch
 
 from accelopt.problem import Problem, ProblemFileError, Solution
 from accelopt.profile import Profile
+from hardware_agents import validity
 from hardware_agents.base import DeviceSpec
 from hardware_agents.pipeline import cases
 from hardware_agents.pipeline.cases import PlannedCase
@@ -68,15 +69,31 @@ def plan_triton_cases(
     """The cases of one profile (`pipeline.cases.plan_cases`) and the names of the timing
     contents (the seed cases of the first workload). GPU: the problem's workload with every
     seed and adversarial case, one seed at each check workload. Interpreter: the same with the
-    check workloads in place of the problem's (which may be far too large to interpret), then
-    one seed at each of their boundary workloads (`boundaries.boundary_workloads`)."""
-    if on_gpu:
-        workloads = [problem.workload, *problem.check_workloads]
-    else:
-        workloads = list(problem.check_workloads) or [problem.workload]
-        workloads += boundary_workloads(problem, workloads)
+    check workloads in place of the problem's (which may be far too large to interpret); their
+    boundary workloads are checked apart (`plan_boundary_cases`)."""
+    workloads = (
+        [problem.workload, *problem.check_workloads]
+        if on_gpu
+        else list(problem.check_workloads) or [problem.workload]
+    )
     plan = cases.plan_cases(problem, seeds, workloads)
     return plan, [p.name for p in plan if p.workload is workloads[0] and not p.case.adversarial]
+
+
+def plan_boundary_cases(problem: Problem, seeds: Sequence[int]) -> list[PlannedCase]:
+    """The interpreter's cases at the boundary workloads of the workloads it checks
+    (`boundaries.boundary_workloads`: rows across 64 and 128, a partial tile after whole
+    ones), the first seed at each. The agent runs them in a child of their own once the
+    profile's own cases pass, so that the profile's child makes the calls it makes on a GPU
+    (the same checks, then the timed calls)."""
+    workloads = boundary_workloads(problem, list(problem.check_workloads) or [problem.workload])
+    first = validity.input_cases(problem.definition, seeds[:1])[0]
+    return [
+        PlannedCase(
+            name=cases.case_name(w.x_label or "", first), workload=w, case=first, label=w.x_label or ""
+        )
+        for w in workloads
+    ]
 
 
 def hand_over_file(src: str | Path, path: Path) -> None:
@@ -138,6 +155,7 @@ class TritonDevice(Protocol):
 
 class TritonStages(Stages[TritonDevice]):
     upcast_bf16 = False  # the bf16 re-run: a case's bf16 tiles upcast to fp32 in the interpreter
+    boundaries = False  # the interpreter's boundary cases (`plan_boundary_cases`), untimed
 
     def setup(self) -> None:
         self.v = Verdict(self.agent._fail)
@@ -185,7 +203,10 @@ class TritonStages(Stages[TritonDevice]):
         hits = check_sources({s.path: s.content for s in solution.sources})
         if hits:
             return fail("incorrect", "rejected by the static checks:\n" + "\n".join(hits))
-        self.plan, self.contents = plan_triton_cases(self.problem, self.seeds, agent.mode == "cuda")
+        if self.boundaries:
+            self.plan, self.contents = plan_boundary_cases(self.problem, self.seeds), []
+        else:
+            self.plan, self.contents = plan_triton_cases(self.problem, self.seeds, agent.mode == "cuda")
         too_big = too_big_to_interpret(self.problem, self.plan, agent.mode, agent._spec.name)
         return fail("unchecked", too_big) if too_big else None
 
@@ -426,4 +447,11 @@ class TritonStages(Stages[TritonDevice]):
             self.slot.close()
 
 
-__all__ = ["HARNESS_TARGET", "TritonDevice", "TritonStages", "hand_over_file", "plan_triton_cases"]
+__all__ = [
+    "HARNESS_TARGET",
+    "TritonDevice",
+    "TritonStages",
+    "hand_over_file",
+    "plan_boundary_cases",
+    "plan_triton_cases",
+]

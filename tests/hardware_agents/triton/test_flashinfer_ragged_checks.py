@@ -128,11 +128,10 @@ def test_ragged_queries_get_no_boundary_workloads(problem):
     """A paged prefill's interpretation grows as queries times keys: 129 queries of this
     kernel ran past the 90 s timeout, so the interpreter adds no boundary workloads
     (`hardware_agents/triton/boundaries.py`); the checks above cover its sequences."""
-    from hardware_agents.triton import plan_triton_cases
+    from hardware_agents.triton.stages import plan_boundary_cases
 
     p, _ = problem
-    plan, _ = plan_triton_cases(p, (0,), on_gpu=False)
-    assert {c.workload.x_label for c in plan} == {w.x_label for w in p.check_workloads}
+    assert len(p.check_workloads) >= 2 and plan_boundary_cases(p, (0,)) == []
 
 
 def test_without_the_option_the_missing_index_blobs_are_an_error(tmp_path):

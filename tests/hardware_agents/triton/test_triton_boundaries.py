@@ -33,14 +33,14 @@ def _boundaries(p: Problem) -> list[Workload]:
 
 def test_rmsnorm_is_checked_past_rows_64_and_128_in_the_interpreter(triton_suite):
     p = triton_suite["rmsnorm_h4096"]
-    plan, contents = plan_triton_cases(p, SEEDS, on_gpu=False)
-    rows = sorted({c.workload.axes["batch_size"] for c in plan if c.label.startswith("boundary-")})
-    assert rows == [65, 127, 128, 129]  # both sides of 128, past 64 by one row
-    assert contents == ["seed0", "seed21", "seed42"]  # timing stays at the first check workload
-    boundary = [c for c in plan if c.label.startswith("boundary-")]
-    assert all(c.name.endswith("-seed0") and not c.case.adversarial for c in boundary)
-    gpu_plan, _ = plan_triton_cases(p, SEEDS, on_gpu=True)  # the GPU checks its 8192 rows instead
-    assert not any(c.label.startswith("boundary-") for c in gpu_plan)
+    edge = stages.plan_boundary_cases(p, SEEDS)
+    assert [c.workload.axes["batch_size"] for c in edge] == [129, 128, 65, 127]  # both sides of 128, past 64
+    assert [c.name for c in edge] == [f"boundary-batch_size-{n}-seed0" for n in (129, 128, 65, 127)]
+    assert all(c.case.seed == SEEDS[0] and not c.case.adversarial for c in edge)
+    plan, contents = plan_triton_cases(p, SEEDS, on_gpu=False)  # the profile's own child: as before
+    assert contents == ["seed0", "seed21", "seed42"] and not any(
+        c.label.startswith("boundary-") for c in plan
+    )
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -123,6 +123,10 @@ def test_a_kernel_wrong_from_row_64_is_incorrect_at_the_boundaries(interp_agent:
     bad = failing(prof)
     assert bad and all(c.startswith("boundary-batch_size-") for c in bad), bad  # the small ones pass
     assert "boundary-batch_size-65-seed0 (batch_size=65)" in bad
+    assert {"seed0", "large", "small-2-seed0 (batch_size=5)"} <= {
+        c.case for c in prof.correctness if c.passed
+    }
+    assert prof.counters["boundary_cases"] == 4
 
 
 def test_without_the_boundary_workloads_it_passes(

@@ -12,6 +12,7 @@ from accelopt.problem import eval_expression
 from hardware_agents.base import DEFAULT_SEEDS
 from hardware_agents.languages.tunables import find_tunables
 from hardware_agents.triton import plan_triton_cases
+from hardware_agents.triton.stages import plan_boundary_cases
 
 NAMES = sorted(p.name for p in suites.load_suite("triton"))
 
@@ -59,12 +60,8 @@ def test_plans_pick_the_workload_by_tier(triton_suite):
     cpu_plan, cpu_contents = plan_triton_cases(p, (0, 21, 42), on_gpu=False)
     assert cpu_contents == ["seed0", "seed21", "seed42"]
     assert {c.workload.x_label for c in gpu_plan} == {"prod", "small-1", "small-2"}
-    assert {c.workload.x_label for c in cpu_plan} == {
-        "small-1",
-        "small-2",
-        *(f"boundary-batch_size-{n}" for n in (129, 128, 65, 127)),  # boundaries.py
-    }
-    assert [c.name for c in cpu_plan][:5] == ["seed0", "seed21", "seed42", "large", "small-2-seed0"]
+    assert {c.workload.x_label for c in cpu_plan} == {"small-1", "small-2"}
+    assert [c.name for c in cpu_plan] == ["seed0", "seed21", "seed42", "large", "small-2-seed0"]
     assert gpu_contents == ["seed0", "seed21", "seed42"] and all(
         c.workload.x_label == "prod" for c in gpu_plan if c.name in gpu_contents
     )
@@ -82,7 +79,7 @@ def test_baseline_correct_in_the_interpreter(interp_agent, triton_suite, name):
     cases = [c.case for c in prof.correctness]
     assert any(not c.startswith(("seed", "small", "boundary")) for c in cases)  # an adversarial case ran
     assert any("small-2" in c for c in cases)  # and the second small workload
-    boundary = {c.split("-seed")[0] for c in cases if c.startswith("boundary-")}
-    planned, _ = plan_triton_cases(p, DEFAULT_SEEDS, on_gpu=False)
-    assert boundary and boundary == {c.label for c in planned if c.label.startswith("boundary-")}
+    boundary = [c.split(" ")[0] for c in cases if c.startswith("boundary-")]
+    assert boundary and boundary == [c.name for c in plan_boundary_cases(p, DEFAULT_SEEDS)]
+    assert prof.counters["boundary_cases"] == len(boundary) and "boundary workloads too" in prof.log
     assert "not timed" in prof.log and prof.toolchain["mode"] == "interpreter"
