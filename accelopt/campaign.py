@@ -273,12 +273,12 @@ def check_configs(spec: CampaignSpec, devices: list[str], root: str, memory_uri:
     try:
         agent_config(spec, devices, root, memory_uri)
     except ConfigError as e:
-        raise ConfigError(f"set: {e}") from e
+        raise ConfigError(f"set: {str(e).removeprefix('config: ')}") from e
     for d in devices:
         try:
             run_config(spec, devices, root, memory_uri, _Trial(device=d), f"suite/problem@{d}")
         except ConfigError as e:
-            raise ConfigError(f"devices.{d}: {e}") from e
+            raise ConfigError(f"devices.{d}: {str(e).removeprefix('config: ')}") from e
 
 
 def with_start_kernel(problem: Problem, source: str) -> Problem:

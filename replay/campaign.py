@@ -417,6 +417,7 @@ def summary(view: CampaignView, state: State) -> dict:
                 "why": r.scheduled.reason.why,
                 "state": runs[r.scheduled.run].name,
                 "status": runs[r.scheduled.run].label,
+                "resume": runs[r.scheduled.run].resume,
                 "gain": r.finished.gain if r.finished else None,
                 "cost_usd": r.finished.cost_usd if r.finished else None,
                 "duration_s": r.finished.duration_s if r.finished else None,

@@ -70,6 +70,17 @@ class RunLock:
         )
         self._fd: int | None = None
 
+    @classmethod
+    def of_run(cls, root: str | Path, run_id: str, *, campaign: str = "") -> RunLock:
+        """The lock of a run driven on its own (`accelopt resume RUN` goes on with it) or as a
+        run of `campaign` (`accelopt campaign resume CAMPAIGN` does)."""
+        resume = (
+            campaign_resume_command(campaign, str(root))
+            if campaign
+            else run_resume_command(run_id, str(root))
+        )
+        return cls(root, run_id, resume=resume, campaign=campaign)
+
     def __enter__(self) -> RunLock:
         private_folder(self.root)
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -37,7 +37,7 @@ from events.runsource import open_log_endpoint
 from events.subjects import role_filter, run_filter
 from hardware_agents.languages import find_language
 from replay.fold import RunView
-from replay.runstate import RunLock, campaign_resume_command, run_resume_command
+from replay.runstate import RunLock
 from replay.states import BY_CAMPAIGN, TIME_UP
 
 if TYPE_CHECKING:
@@ -442,10 +442,7 @@ def run_session(cfg: RunConfig, problems: list[Problem], options: SessionOptions
     run_dir = Path(cfg.root) / run_id
     # held while this process drives the run: a killed driver leaves the run `interrupted`
     # (replay/runstate.py), and a second driver of the same run is refused (RunBusy)
-    resume = (
-        campaign_resume_command(o.campaign, cfg.root) if o.campaign else run_resume_command(run_id, cfg.root)
-    )
-    lock = RunLock(cfg.root, run_id, resume=resume, campaign=o.campaign).__enter__()
+    lock = RunLock.of_run(cfg.root, run_id, campaign=o.campaign).__enter__()
     published = o.resume
     try:
         endpoint = open_log_endpoint(o.nats_url, cfg.root)
