@@ -81,6 +81,16 @@ class RunLock:
         )
         return cls(root, run_id, resume=resume, campaign=campaign)
 
+    @classmethod
+    def of_campaign(cls, root: str | Path, campaign_id: str) -> RunLock:
+        """The lock of a campaign's driver, `<root>/campaigns/<id>/run.lock` (`root`: the runs
+        root the campaign runs under)."""
+        from events.runsource import CAMPAIGNS_DIR
+
+        return cls(
+            Path(root) / CAMPAIGNS_DIR, campaign_id, resume=campaign_resume_command(campaign_id, str(root))
+        )
+
     def __enter__(self) -> RunLock:
         private_folder(self.root)
         self.path.parent.mkdir(parents=True, exist_ok=True)

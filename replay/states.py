@@ -213,6 +213,21 @@ def campaign_run_state(finished: ev.CampaignRunFinished | None, campaign: State)
     return State(name="incomplete", detail=status)
 
 
+def time_up(campaign: str = "") -> State:
+    """The state a run's driver leaves it in when its time is up before its end (a run's
+    `--timeout`, or `campaign`'s deadline), written into its lock as it lets go."""
+    return State(name="stopped", detail=f"{BY_CAMPAIGN}: {TIME_UP}" if campaign else TIME_UP)
+
+
+def record_campaign_run(root: str | Path, finished: ev.CampaignRunFinished) -> bool:
+    """What a campaign's driver does as it records what a run came to: a run whose log has no
+    end gets the state the campaign gives it (`campaign_run_state`) written into its lock, so
+    `accelopt runs` says what `campaign status` says. True if written."""
+    if finished.status not in ("incomplete", "error"):
+        return False  # its log ended: the log says it
+    return mark_ended(root, finished.run, campaign_run_state(finished, State(name="running")))
+
+
 def mark_ended(root: str | Path, run_id: str, state: State) -> bool:
     """Write into a run's released lock that it ended as `state` (a run its campaign is done
     with, whose log has no end: `stopped` at the deadline, `failed` where it could not be

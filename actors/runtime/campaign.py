@@ -53,8 +53,8 @@ from events.log import EventLog, StreamSettings
 from events.runsource import LOG_NAME, load_events, open_log_endpoint
 from replay.campaign import CampaignView, campaign_dir, run_outcome, unknown_campaign
 from replay.fold import RunView
-from replay.runstate import RunBusy, RunLock, campaign_resume_command
-from replay.states import DRIVEN, State, campaign_run_state, campaign_state, mark_ended
+from replay.runstate import RunBusy, RunLock
+from replay.states import DRIVEN, State, campaign_run_state, campaign_state, record_campaign_run
 
 if TYPE_CHECKING:
     from actors.runtime.pool import AgentPool
@@ -314,9 +314,7 @@ class CampaignDriver:
         private_folder(self.root)
         self.dir.mkdir(parents=True, exist_ok=True)
         # RunBusy: another driver has it; a killed driver leaves the campaign `interrupted`
-        lock = RunLock(
-            self.dir.parent, self.campaign_id, resume=campaign_resume_command(self.campaign_id, self.root)
-        ).__enter__()
+        lock = RunLock.of_campaign(self.root, self.campaign_id).__enter__()
         endpoint = open_log_endpoint(self.nats_url, self.root)
         self.url = endpoint.url
         interrupted = False
@@ -601,6 +599,5 @@ class CampaignDriver:
             item=s.item,
             **fields,
         )
-        if finished.status in ("incomplete", "error"):  # its log has no end: its lock says how it ended
-            mark_ended(self.root, ended.run_id, campaign_run_state(finished, State(name="running")))
+        record_campaign_run(self.root, finished)  # a run whose log has no end: its lock says how it ended
         return finished

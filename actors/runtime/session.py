@@ -38,7 +38,7 @@ from events.subjects import role_filter, run_filter
 from hardware_agents.languages import find_language
 from replay.fold import RunView
 from replay.runstate import RunLock
-from replay.states import BY_CAMPAIGN, TIME_UP
+from replay.states import time_up
 
 if TYPE_CHECKING:
     from actors.runtime.coordinator_handle import CoordinatorHandle
@@ -581,8 +581,8 @@ def _drop_lock(lock: RunLock, run_dir: Path, published: bool, *, timed_out: bool
     so: replay/states.py); a run that never started (no RunStarted published) leaves no
     directory behind."""
     if timed_out:
-        why = f"{BY_CAMPAIGN}: {TIME_UP}" if lock.info.campaign else TIME_UP
-        lock.release(ended="stopped", why=why)
+        state = time_up(lock.info.campaign)
+        lock.release(ended=state.name, why=state.detail)
     lock.release()
     if not published:
         lock.path.unlink(missing_ok=True)
