@@ -258,6 +258,9 @@ class Hub:
             except (LogFileError, ValueError, OSError) as e:
                 self.warnings[str(path)] = f"{path}: {e}"
                 continue
+            if view.started is None:  # not a campaign's log (an older version made one for a mistyped id)
+                self.warnings[str(path)] = f"{path}: no CampaignStarted: not a campaign's log, not listed"
+                continue
             self.warnings.pop(str(path), None)
             old = self.campaign_files.get(cid)
             self.campaign_files[cid] = TrackedCampaign(

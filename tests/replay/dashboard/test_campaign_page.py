@@ -13,7 +13,7 @@ import pytest
 from campaign_log import CID, synthetic_campaign
 
 from accelopt import catalog as c
-from events.logfile import write_events
+from events.logfile import LogWriter, write_events
 from replay.dashboard.browser import ServerThread
 
 
@@ -74,3 +74,17 @@ def test_the_campaign_page_in_a_browser(campaign_root, browser) -> None:
         page.wait_for_selector(f"tr[data-campaign='{CID}']", timeout=20_000)
     finally:
         page.close()
+
+
+def test_a_campaign_folder_without_a_campaign_is_not_listed(tmp_path) -> None:
+    """A folder an older version made for a mistyped `campaign resume` id (an exported log with
+    no CampaignStarted) is not a nameless campaign in the list: it is a warning."""
+    root = tmp_path / "runs"
+    write_events(root / "campaigns" / CID / "log.aolog", synthetic_campaign())
+    (root / "campaigns" / "mistyped").mkdir(parents=True)
+    with LogWriter(root / "campaigns" / "mistyped" / "log.aolog", "mistyped"):
+        pass  # what the driver exported for an id whose log had no event
+    with ServerThread(root, scan_interval_s=0.2) as server:
+        runs = get_json(server.url + "/api/runs")
+    assert [c["campaign_id"] for c in runs["campaigns"]] == [CID]
+    assert any("mistyped" in w and "no CampaignStarted" in w for w in runs["warnings"])
