@@ -13,8 +13,9 @@ The rule, in one place:
 - each free variable axis is varied alone, from the smallest value of every axis among the
   interpreted workloads, to the values of BOUNDARY_VALUES (an axis an equality constraint
   computes, such as `len_indptr == batch_size + 1`, follows);
-- never past the problem's own workload on that axis (a GPU checks that one, and the
-  interpreter is never stricter than a GPU);
+- never past the problem's own workload on that axis (a kernel answers for the shapes
+  up to the ones its problem is about), and none for a problem without check workloads
+  (the interpreter then checks its own workload, what a GPU checks);
 - in the order of BOUNDARY_VALUES, each value on every axis (the cheapest axis first),
   while the boundary workloads' input elements stay within BOUNDARY_ELEMENTS in total;
   an axis none of them fits (rows of 128,256 logits) gets the largest of FALLBACK_VALUES
@@ -30,8 +31,6 @@ The rule, in one place:
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import msgspec
 
@@ -64,18 +63,23 @@ BOUNDARY_ELEMENTS = INTERPRETABLE_ELEMENTS // 2
 in seconds to a minute (`family.INTERPRETABLE_ELEMENTS`)."""
 
 
-def boundary_workloads(
-    problem: Problem, interpreted: Sequence[Workload], budget: int = BOUNDARY_ELEMENTS
-) -> list[Workload]:
-    """The boundary workloads of a problem whose interpreter checks run `interpreted` (see
-    the module doc); none where a non-index input is recorded data (its shape is fixed)."""
+def boundary_workloads(problem: Problem, budget: int = BOUNDARY_ELEMENTS) -> list[Workload]:
+    """The boundary workloads of the problem's check workloads (see the module doc), derived
+    from those whose inputs are drawn at random (recorded data fixes its workload's shape);
+    none without such check workloads (the interpreter then runs the problem's own, as a GPU
+    does)."""
     d = problem.definition
-    if not interpreted or IndexLayout.of(d).side("q") is not None:
+    if IndexLayout.of(d).side("q") is not None:
+        return []
+    index_names = set(indices.synthesized_inputs(d))
+    interpreted = [  # their inputs are drawn at random, as the boundary workloads' are
+        w
+        for w in problem.check_workloads
+        if not any(isinstance(s, SafetensorsInput) and n not in index_names for n, s in w.inputs.items())
+    ]
+    if not interpreted:
         return []
     smallest = min(interpreted, key=lambda w: input_elements(d, w))
-    index_names = set(indices.synthesized_inputs(d))
-    if any(isinstance(s, SafetensorsInput) and n not in index_names for n, s in smallest.inputs.items()):
-        return []
     base = msgspec.structs.replace(
         smallest,
         axes={a: min(w.axes.get(a, v) for w in interpreted) for a, v in smallest.axes.items()},

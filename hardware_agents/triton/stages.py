@@ -81,12 +81,12 @@ def plan_triton_cases(
 
 
 def plan_boundary_cases(problem: Problem, seeds: Sequence[int]) -> list[PlannedCase]:
-    """The interpreter's cases at the boundary workloads of the workloads it checks
+    """The interpreter's cases at the boundary workloads of the problem's check workloads
     (`boundaries.boundary_workloads`: rows across 64 and 128, a partial tile after whole
     ones), the first seed at each. The agent runs them in a child of their own once the
     profile's own cases pass, so that the profile's child makes the calls it makes on a GPU
     (the same checks, then the timed calls)."""
-    workloads = boundary_workloads(problem, list(problem.check_workloads) or [problem.workload])
+    workloads = boundary_workloads(problem)
     first = validity.input_cases(problem.definition, seeds[:1])[0]
     return [
         PlannedCase(

@@ -23,12 +23,8 @@ NAMES = sorted(p.name for p in suites.load_suite("triton"))
 SEEDS = (0, 21, 42)
 
 
-def _interpreted(p: Problem) -> list[Workload]:
-    return list(p.check_workloads) or [p.workload]
-
-
 def _boundaries(p: Problem) -> list[Workload]:
-    return boundary_workloads(p, _interpreted(p))
+    return boundary_workloads(p)
 
 
 def test_rmsnorm_is_checked_past_rows_64_and_128_in_the_interpreter(triton_suite):
@@ -49,7 +45,7 @@ def test_every_suite_problem_gets_boundary_workloads_within_the_budget(triton_su
     got = _boundaries(p)
     assert got, f"{name}: no boundary workload"
     assert sum(input_elements(p.definition, w) for w in got) <= BOUNDARY_ELEMENTS
-    checks = {tuple(sorted(w.axes.items())) for w in _interpreted(p)}
+    checks = {tuple(sorted(w.axes.items())) for w in p.check_workloads}
     keys = [tuple(sorted(w.axes.items())) for w in got]
     assert len(set(keys)) == len(keys) and not set(keys) & checks  # new shapes only
     free = free_axes(p.definition, p.check_workloads[0])
@@ -102,12 +98,24 @@ def test_never_past_the_problems_own_workload(triton_suite):
     assert _boundaries(tiny) == []
 
 
-def test_recorded_inputs_fix_the_shape(triton_suite):
+def test_recorded_inputs_fix_their_workloads_shape(triton_suite):
+    """Boundary workloads draw their inputs at random: they derive from the check workloads
+    that do, never from one whose input is recorded data."""
     p = triton_suite["rmsnorm_h4096"]
     recorded = msgspec.structs.replace(
         p.check_workloads[0], inputs={"hidden_states": SafetensorsInput(path="x.safetensors", tensor_key="x")}
     )
-    assert boundary_workloads(p, [recorded]) == []
+    assert boundary_workloads(msgspec.structs.replace(p, check_workloads=[recorded])) == []
+    mixed = boundary_workloads(msgspec.structs.replace(p, check_workloads=[recorded, p.check_workloads[1]]))
+    assert [w.axes["batch_size"] for w in mixed] == [129, 128, 65, 127]
+    assert all(not w.inputs for w in mixed)
+
+
+def test_a_problem_checked_at_its_own_workload_gets_none(triton_suite):
+    """Without check workloads the interpreter runs the problem's own workload, what a GPU
+    checks: nothing to make up for (a kernel for power-of-two sizes only stays right there)."""
+    p = triton_suite["rmsnorm_h4096"]
+    assert boundary_workloads(msgspec.structs.replace(p, check_workloads=[])) == []
 
 
 def _wrong_from_row_64(p: Problem) -> Solution:
@@ -134,7 +142,7 @@ def test_without_the_boundary_workloads_it_passes(
 ):
     """The gap the boundary workloads close: with them taken out, the same kernel is kept as
     correct, so the test above fails if they are removed."""
-    monkeypatch.setattr(stages, "boundary_workloads", lambda problem, workloads: [])
+    monkeypatch.setattr(stages, "boundary_workloads", lambda problem: [])
     p = triton_suite["rmsnorm_h4096"]
     prof = interp_agent.profile(p, _wrong_from_row_64(p), seeds=(0,))
     assert prof.status == "unmeasured", prof.log
