@@ -120,6 +120,12 @@ def test_kill_9_then_resume_loses_nothing_and_repeats_nothing(resumed) -> None:
     resume = f"accelopt campaign resume {cid} --root {root}"
     assert before.get("state") == "interrupted" and before.get("resume") == resume, before
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    # it says at once which runs it picks up and what it waits for, before the agents' start
+    said = r.stdout.splitlines()
+    picked = next(i for i, line in enumerate(said) if "picks up" in line)
+    assert f"{killed_in} (" in said[picked] and "resumed from its log" in said[picked], said[picked]
+    starting = next(i for i, line in enumerate(said) if "starting the agents" in line)
+    assert picked < starting < next(i for i, line in enumerate(said) if "): completed" in line)
     assert running_server_url(root) is None  # nothing left running
     events = campaign_events(root, cid)
     scheduled = [e for e in events if isinstance(e, c.CampaignRunScheduled)]
@@ -232,6 +238,7 @@ def test_the_pairs_load_in_pandas(resumed, tmp_path) -> None:
 def test_status_report_and_dashboard_model_show_the_campaign(resumed, tmp_path) -> None:
     from replay.campaign import load_campaign
     from replay.dashboard.campaign_models import campaign_model
+    from replay.states import campaign_driver, campaign_state
 
     root, cid, *_ = resumed
     r = cli("campaign", "status", cid, root=root)
@@ -241,8 +248,11 @@ def test_status_report_and_dashboard_model_show_the_campaign(resumed, tmp_path) 
     assert r.returncode == 0, r.stdout + r.stderr
     text = html.read_text()
     assert "The queues" in text and "headroom/rownorm@cpu" in text and "speedup-cpu" in text
-    model = campaign_model(load_campaign(cid, root), "file", streaming=False)
+    view = load_campaign(cid, root)
+    state = campaign_state(view, campaign_driver(root, cid), root=str(root))
+    model = campaign_model(view, "file", state, streaming=False)
     assert model.campaign.runs == 3 and len(model.runs) == 3 and model.devices[0].queue
+    assert model.campaign.status == "completed (max_runs)" and model.campaign.run_states == "3 completed"
 
 
 @pytest.fixture(scope="module")
