@@ -121,7 +121,18 @@ def _show(console: Console, args: argparse.Namespace) -> int:
 
             print_status(console, campaign, args.root)
             return 0
-    title = f"run {view.run_id}: {view.status}" + (
+    from events.runsource import run_log_path
+    from replay.states import run_driver, run_state
+
+    state = run_state(  # as `accelopt runs` says it
+        view.status,
+        run_driver(args.root, view.run_id or ""),
+        source="file" if run_log_path(args.run, args.root) else "stream",
+        last_ts=view.last_ts,
+        run_id=view.run_id or "",
+        root=args.root,
+    )
+    title = f"run {view.run_id}: {state.label}" + (
         f", state after iteration {args.iteration}" if args.iteration is not None else ""
     )
     console.print(results_table(view, title))

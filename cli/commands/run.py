@@ -310,7 +310,10 @@ def report_outcome(console: Console, cfg: RunConfig, args: argparse.Namespace, o
     view = outcome.view
     for w in outcome.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}")
-    console.print(results_table(view, f"run {outcome.run_id}: {view.status}"))
+    from replay.states import DRIVEN, run_state, time_up
+
+    state = time_up() if outcome.timed_out else run_state(view.status, DRIVEN)  # as `accelopt runs` says
+    console.print(results_table(view, f"run {outcome.run_id}: {state.label}"))
     if view.started is not None and view.started.parent_run:
         from events.logfile import read_events
         from replay.recording import served_counts
