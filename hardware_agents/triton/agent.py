@@ -500,7 +500,9 @@ class TritonAgent(HardwareAgent):
         """A kernel the interpreter found correct, checked at the boundary workloads of its
         check workloads too (`stages.plan_boundary_cases`), untimed, in a child of its own: the
         profile's child made the calls a GPU's makes. Wrong there, that verdict stands (with
-        every case of both); correct, the profile gains those cases."""
+        every case of both); correct, the profile gains those cases. Out of time there (or the
+        machine's failure), it keeps its verdict and says the boundaries went unchecked: the
+        interpreter's slowness is no fault of the kernel, and a GPU checks its production rows."""
         if self.mode != "interpreter" or prof.status not in ("unmeasured", "passed"):
             return prof
         if not plan_boundary_cases(problem, seeds):
@@ -509,6 +511,12 @@ class TritonAgent(HardwareAgent):
         hooks = self._hooks(problem, solution, seeds, timeout, False)
         hooks.boundaries = True
         edge = self._checked(hooks, solution)
+        if edge.status in ("timeout", "sandbox_error"):
+            prof.counters["boundary_unchecked"] = 1.0
+            head, sep, tail = prof.log.partition("\n--- kernel output ---")
+            why = edge.log.splitlines()[0] if edge.log else edge.status
+            prof.log = f"{head}\nnot checked at the boundary workloads ({edge.status}: {why})" + sep + tail
+            return prof
         if edge.status not in ("unmeasured", "passed"):
             edge.correctness = [*prof.correctness, *edge.correctness]
             edge.counters["boundary_cases"] = float(

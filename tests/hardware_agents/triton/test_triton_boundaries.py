@@ -9,7 +9,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 from testdirs import ADVERSARIAL
-from triton_helpers import failing, solution
+from triton_helpers import edited, failing, solution
 
 import hardware_agents.triton.stages as stages
 import suites
@@ -146,4 +146,23 @@ def test_without_the_boundary_workloads_it_passes(
     p = triton_suite["rmsnorm_h4096"]
     prof = interp_agent.profile(p, _wrong_from_row_64(p), seeds=(0,))
     assert prof.status == "unmeasured", prof.log
+    assert not any(c.case.startswith("boundary-") for c in prof.correctness)
+
+
+def test_out_of_time_at_the_boundaries_keeps_the_verdict_and_says_so(interp_agent: H100Agent, triton_suite):
+    """The interpreter's slowness is no fault of the kernel: a kernel correct at the check
+    workloads whose boundary child runs out of time stays `unmeasured`, named unchecked there."""
+    p = triton_suite["rmsnorm_h4096"]
+    slow = edited(
+        p,
+        "    batch_size, hidden_size = hidden_states.shape\n",
+        "    batch_size, hidden_size = hidden_states.shape\n"
+        "    if batch_size > 64:\n        import time\n\n        time.sleep(600)\n",
+    )
+    prof = interp_agent.profile(p, solution(p, slow, name="slow_past_64"), seeds=(0,), timeout_s=30.0)
+    assert prof.status == "unmeasured", prof.log
+    assert (
+        prof.counters["boundary_unchecked"] == 1.0
+        and "not checked at the boundary workloads (timeout" in prof.log
+    )
     assert not any(c.case.startswith("boundary-") for c in prof.correctness)
