@@ -1,18 +1,19 @@
 """The interpreter's check workloads across the tile boundaries a Triton kernel breaks at.
 
 A problem's small check workloads (batch 3 and 5, M = 33...) sit inside the first tile of
-most tilings, and a GPU's production workloads are powers of two (8192 rows: whole tiles
-only). So a kernel wrong from row 64 on (a grid capped at 64 programs, a tile's base
+most tilings, and the suite's production workloads are powers of two (8192 rows: whole
+tiles only). So a kernel wrong from row 64 on (a grid capped at 64 programs, a tile's base
 dropped), or one that drops the last partial tile after whole ones (a grid of
-`max(1, M // 64)`), passed every check in the interpreter. `boundary_workloads` derives
-workloads that cross those boundaries; the interpreter checks them after the problem's
-own (one seed each, like every check workload but the first).
+`max(1, M // 64)`), passed every check in the interpreter, which runs only the check
+workloads. `boundary_workloads` derives workloads that cross those boundaries; the agent
+checks them, one seed each, once a kernel's own cases pass, in a child of their own
+(`stages.plan_boundary_cases`, `TritonAgent._at_the_boundaries`).
 
 The rule, in one place:
 
 - each free variable axis is varied alone, from the smallest value of every axis among the
-  interpreted workloads, to the values of BOUNDARY_VALUES (an axis an equality constraint
-  computes, such as `len_indptr == batch_size + 1`, follows);
+  check workloads whose inputs are drawn at random, to the values of BOUNDARY_VALUES (an
+  axis an equality constraint computes, such as `len_indptr == batch_size + 1`, follows);
 - never past the problem's own workload on that axis (a kernel answers for the shapes
   up to the ones its problem is about), and none for a problem without check workloads
   (the interpreter then checks its own workload, what a GPU checks);
