@@ -31,7 +31,15 @@ import msgspec
 
 from accelopt import catalog as ev
 from accelopt.config import RunConfig, recorded_config
-from accelopt.policy import Scored, noise_margin, plan_pair, relative_spread, select_beam, select_summaries
+from accelopt.policy import (
+    Pair,
+    Scored,
+    noise_margin,
+    plan_pair,
+    relative_spread,
+    select_beam,
+    select_summaries,
+)
 from accelopt.profile import KERNEL_FAILURES, Profile, peak_fraction
 from accelopt.records import MemoryEntry, mark_estimated
 
@@ -901,34 +909,7 @@ class CoordinatorCore:
         p.phase = "summarize"
         if self.stopping:
             return outs + self._maybe_advance(p, cause)
-        pairs = []
-        seen = set(p.summarized)
-        for plan_id, ks in samples.items():
-            parent = self.kernels.get(p.plan_candidate.get(plan_id, ""))
-            if parent is None:
-                continue
-            if parent.passed and parent.latency_ms:
-                pair = plan_pair(
-                    parent.kernel_id,
-                    parent.latency_ms,
-                    [k.scored() for k in ks],
-                    parent.spread,
-                    noise_aware=s.summary_noise_margin,
-                )
-            elif parent.estimated_ms:  # estimated pairs: a cost model's figures on both sides
-                pair = plan_pair(
-                    parent.kernel_id,
-                    parent.estimated_ms,
-                    [k.scored() for k in ks],
-                    noise_aware=False,
-                    estimated=True,
-                )
-            else:
-                continue
-            # two plans of one candidate that reached one kernel make one pair, learnt once
-            if pair and frozenset((pair.parent_id, pair.child_id)) not in seen:
-                seen.add(frozenset((pair.parent_id, pair.child_id)))
-                pairs.append(pair)
+        pairs = self._plan_pairs(p, samples)
         picks = select_summaries(
             pairs,
             positive_threshold=s.summary_positive_threshold,
@@ -957,3 +938,38 @@ class CoordinatorCore:
             )
             outs += self._request(p, req)
         return outs + self._maybe_advance(p, cause)
+
+    def _plan_pairs(self, p: ProblemState, samples: dict[str, list[KernelRec]]) -> list[Pair]:
+        """The (parent, best child) pair of each plan whose parent has a figure, each pair of
+        kernels once per problem (two plans of one candidate that reached one kernel, or a
+        kernel reached again later, teach nothing new)."""
+        s = self.cfg_at(p.iteration).search
+        pairs: list[Pair] = []
+        seen = set(p.summarized)
+        for plan_id, ks in samples.items():
+            parent = self.kernels.get(p.plan_candidate.get(plan_id, ""))
+            if parent is None:
+                continue
+            if parent.passed and parent.latency_ms:
+                pair = plan_pair(
+                    parent.kernel_id,
+                    parent.latency_ms,
+                    [k.scored() for k in ks],
+                    parent.spread,
+                    noise_aware=s.summary_noise_margin,
+                )
+            elif parent.estimated_ms:  # estimated pairs: a cost model's figures on both sides
+                pair = plan_pair(
+                    parent.kernel_id,
+                    parent.estimated_ms,
+                    [k.scored() for k in ks],
+                    noise_aware=False,
+                    estimated=True,
+                )
+            else:
+                continue
+            # two plans of one candidate that reached one kernel make one pair, learnt once
+            if pair and frozenset((pair.parent_id, pair.child_id)) not in seen:
+                seen.add(frozenset((pair.parent_id, pair.child_id)))
+                pairs.append(pair)
+        return pairs

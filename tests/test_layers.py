@@ -386,6 +386,8 @@ SANDBOX_TESTS = {
     "tests/hardware_agents/cpu/test_cpu_sandbox.py",
     "tests/hardware_agents/cpu/test_cpu_cleanup.py",
     "tests/hardware_agents/cpu/test_sandbox_freeze.py",
+    "tests/hardware_agents/cpu/test_sandbox_walls.py",
+    "tests/hardware_agents/cpu/test_thread_confinement.py",
     "tests/hardware_agents/test_checkout_anywhere.py",
 }
 

@@ -46,8 +46,8 @@ from accelopt.problem import (
 )
 from hardware_agents import index_inputs as indices
 from hardware_agents.index_inputs import IndexLayout
-from hardware_agents.triton.family import INTERPRETABLE_ELEMENTS
 from hardware_agents.triton.inputs import input_elements
+from hardware_agents.triton.specs import INTERPRETABLE_ELEMENTS
 
 BOUNDARY_VALUES: tuple[int, ...] = (129, 128, 65, 127, 64, 63)
 """In the order of what each catches: 129 a kernel wrong from row 64 or 128 on, and a last
@@ -61,7 +61,7 @@ FALLBACK_VALUES: tuple[int, ...] = (33, 17, 9)
 
 BOUNDARY_ELEMENTS = INTERPRETABLE_ELEMENTS // 2
 """Input elements of all boundary workloads together: half of what the interpreter checks
-in seconds to a minute (`family.INTERPRETABLE_ELEMENTS`)."""
+in seconds to a minute (`specs.INTERPRETABLE_ELEMENTS`)."""
 
 
 def boundary_workloads(problem: Problem, budget: int = BOUNDARY_ELEMENTS) -> list[Workload]:

@@ -13,10 +13,7 @@ from hardware_agents.family import AgentOption, Capabilities, DeviceFamily, Devi
 from hardware_agents.kernel_language import NAN_FILLED_OUTPUTS, PYTHON_CONSTANTS, KernelLanguage
 from hardware_agents.pipeline.clock import ClockBound
 from hardware_agents.triton.records import TimerName
-from hardware_agents.triton.specs import GPU_KINDS, device_spec
-
-INTERPRETABLE_ELEMENTS = 1 << 22
-"""Input elements the Triton interpreter checks in seconds to a minute."""
+from hardware_agents.triton.specs import GPU_KINDS, INTERPRETABLE_ELEMENTS, device_spec
 
 
 def _interface_lines(problem: Problem) -> list[str]:

@@ -139,3 +139,7 @@ def kind_for_gpu_name(name: str) -> str | None:
 
 def l2_bytes(spec: DeviceSpec) -> int:
     return int(spec.extra.get("l2_bytes", str(50 << 20)))
+
+
+INTERPRETABLE_ELEMENTS = 1 << 22
+"""Input elements the Triton interpreter checks in seconds to a minute."""
