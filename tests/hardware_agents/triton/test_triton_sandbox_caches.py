@@ -64,8 +64,9 @@ def test_production_shape_references_fit_the_reference_sandbox(tmp_path) -> None
 )
 def test_the_timing_rounds_cannot_be_listed_by_the_sandbox_uid(tmp_path) -> None:
     """The rounds still to come sit in a folder only the reference child reads, by name. Even
-    without Landlock (a thread it could not reach, ABI < 8), the sandbox's uid cannot list
-    that folder, and the files have unguessable names."""
+    without Landlock, the sandbox's uid cannot list that folder, and the files have
+    unguessable names; a child not given the folder cannot reach it at all (the agent's
+    private root, `sandbox.resources.process_root`)."""
     import msgspec
     from testdirs import CPU
 
@@ -82,11 +83,17 @@ def test_the_timing_rounds_cannot_be_listed_by_the_sandbox_uid(tmp_path) -> None
         data = agent.data.get(problem, plan, agent._run_reference, device="interpreter", timing=timing)
         folder, name = os.path.split(data.rounds[0].file)
         assert name.startswith("round-0-") and len(name) > len("round-0-.pt") + 8
-        policy = SandboxPolicy(wall_timeout_s=30, python_path=(str(CPU),), landlock=False)
-        with allow_unisolated(True), Sandbox(policy) as box:
-            out = box.run("sandbox_targets:list_then_open", f"{folder}\0{name}".encode())
-        assert out.status == "ok", f"{out.error}\n{out.log}"
-        listed, opened = msgspec.msgpack.decode(out.payload)
-        assert listed == errno.EACCES and opened == 0  # by name only: the reference child's way
+        got = {}
+        for given in ((folder,), ()):  # the reference child is given the folder; a kernel's is not
+            policy = SandboxPolicy(
+                wall_timeout_s=30, python_path=(str(CPU),), read_paths=given, landlock=False
+            )
+            with allow_unisolated(True), Sandbox(policy) as box:
+                out = box.run("sandbox_targets:list_then_open", f"{folder}\0{name}".encode())
+            assert out.status == "ok", f"{out.error}\n{out.log}"
+            got[given] = msgspec.msgpack.decode(out.payload)
+        assert got[(folder,)] == [errno.EACCES, 0]  # by name only: the reference child's way
+        # a child not given it does not even see it: it lies in the agent process's 0700 root
+        assert got[()] == [errno.ENOENT, errno.ENOENT]
     finally:
         agent.close()
