@@ -150,8 +150,7 @@ def run(args: argparse.Namespace) -> int:
             try:
                 agents[device] = get_agent(device)
             except KeyError as e:
-                out.print(str(e.args[0]), style="red", markup=False)
-                return 2
+                return error(str(e.args[0]))
             except Exception as e:
                 return error(f"device {device!r} is not usable here: {e}")
         base_seed = args.seed if args.seed is not None else 1_000_000 + secrets.randbelow(1_000_000_000)

@@ -106,8 +106,8 @@ def test_runs_attach_to_a_warm_pool_and_down_stops_it(tmp_path):
         before = run_dirs(root)
         out = cli("run", *SMALL, "--problems", "rowsum", "--memory", str(tmp_path / "other"), root=root)
         assert out.returncode == 2
-        assert "cannot serve this run" in out.stdout and "memory.uri" in out.stdout
-        assert f"accelopt down --root {root}" in out.stdout
+        assert "cannot serve this run" in out.stderr and "memory.uri" in out.stderr  # an error: stderr
+        assert f"accelopt down --root {root}" in " ".join(out.stderr.split())
         assert run_dirs(root) == before
 
         down = subprocess.run(

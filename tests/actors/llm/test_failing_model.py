@@ -133,7 +133,8 @@ def test_a_run_whose_key_is_rejected_mid_run_ends_failed(tmp_path):
     text = " ".join(out.stdout.split())
     assert out.returncode == 1, out.stdout[-3000:] + out.stderr[-3000:]
     assert ": failed" in text and "completed" not in text
-    assert "LLM calls failing (planner)" in text and "AuthenticationError" in text
+    said = " ".join(out.stderr.split())  # why it failed: an error line, on stderr
+    assert "LLM calls failing (planner)" in text + said and "AuthenticationError" in text + said, said
     # at least the 3 that stop the run (a call in flight then still counts), each sent once: no retries
     calls = len(stub.requests)
     assert calls >= 3 and f"failed LLM calls: planner {calls} of {calls}" in text

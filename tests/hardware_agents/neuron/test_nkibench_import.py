@@ -218,4 +218,4 @@ def test_cli_writes_a_suite_found_by_name(
     assert mm.axis_values() == {"M": 4096, "N": 12288, "K": 5120}
     assert suites.suite_info("nkibench").device == "trn2"
     assert main(["suite", "import-nkibench", str(tmp_path / "nowhere")]) == 1
-    assert "import failed" in capsys.readouterr().out
+    assert "import failed" in capsys.readouterr().err

@@ -125,7 +125,7 @@ def test_accelopt_run_refuses_sim_without_the_opt_in(monkeypatch, tmp_path, caps
         ]
     )
     assert rc == 2
-    out = " ".join(capsys.readouterr().out.split())
+    out = " ".join(capsys.readouterr().err.split())
     assert "simulated device" in out and ALLOW_ENV in out
     # a problem reference naming the device is refused the same way
     cfg = build_config(overrides=[f"problems=[{suite}/p000@sim]"])

@@ -216,7 +216,7 @@ def test_a_failing_reference_is_an_error_not_a_traceback(suite, tmp_path, capsys
     out = json.loads(capsys.readouterr().out)
     assert "the reference returned a dict without output(s) inv_rms (its keys: output, rms)" in out["error"]
     assert main(["profile", f"{folder}/{NAME}", "--seeds", "0"]) == 2
-    text = capsys.readouterr().out
+    text = capsys.readouterr().err
     assert "without output(s) inv_rms" in text and "Traceback" not in text
 
 

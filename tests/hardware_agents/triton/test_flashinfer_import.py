@@ -139,13 +139,13 @@ def test_cli_import_profile_list_and_export(fib_dir, tmp_path, capsys):
 def test_cli_import_reports_errors(tmp_path, capsys):
     src = write_fib_set(tmp_path / "src", with_blob=False)
     assert main(["suite", "import-flashinfer", str(src), "--out", str(tmp_path / "x")]) == 1
-    assert "rmsnorm_h64_w-r-5.safetensors" in capsys.readouterr().out
+    assert "rmsnorm_h64_w-r-5.safetensors" in capsys.readouterr().err
     assert (
         main(["suite", "import-flashinfer", str(src), "--out", str(tmp_path / "x"), "--skip-missing-blobs"])
         == 0
     )
     assert main(["suite", "list", str(tmp_path / "nowhere")]) == 1
-    assert "not a suite folder" in capsys.readouterr().out
+    assert "not a suite folder" in capsys.readouterr().err
 
 
 def test_cli_default_place_name_and_force(fib_dir, tmp_path, monkeypatch, capsys):
@@ -156,7 +156,7 @@ def test_cli_default_place_name_and_force(fib_dir, tmp_path, monkeypatch, capsys
     assert "flashinfer" in suites.list_suites()
     assert {p.name for p in suites.load_suite("flashinfer")} == {"rmsnorm_h64", "gemm_n32_k48"}
     assert main(["suite", "import-flashinfer", str(fib_dir)]) == 1  # an earlier import is not overwritten
-    assert "--force" in capsys.readouterr().out
+    assert "--force" in capsys.readouterr().err
     assert main(["suite", "import-flashinfer", str(fib_dir), "--force", "--definitions", "gemm_n32_k48"]) == 0
     assert [p.name for p in suites.load_suite("flashinfer")] == ["gemm_n32_k48"]
     # an --out folder in the suite dir under another --name is found (and listed) by that name

@@ -203,7 +203,7 @@ def test_cli_names_what_exists(published, tmp_path, capsys):
     assert (
         main(["suite", "import-flashinfer", str(published), "--out", str(out), "--definitions", "nope"]) == 2
     )
-    text = capsys.readouterr().out
+    text = capsys.readouterr().err
     assert "no definition named nope" in text and "rmsnorm_h64" in text and "segment_sum_h8" in text
     assert not (out / "suite.json").exists()
     assert (
