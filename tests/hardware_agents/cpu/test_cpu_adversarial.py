@@ -45,6 +45,10 @@ WALLS: dict[str, tuple[dict[str, object], dict[str, object], str]] = {
     "workdir_hog": ({"workdir_bytes": 0}, {}, ""),
     "clears_pdeathsig": ({"lock_pdeathsig": False}, {}, ""),
 }
+# where the host's scheduler, not the agent, picks which catch comes first: on a loaded machine
+# the timer's helpers may get no core while the process is held stopped (nothing to see for the
+# freeze check), and the probe's armed timer then shows in its spoiled output instead
+SCHEDULER_PICKS = {"freeze_timer_sigcont": "non-finite values where the reference is finite"}
 
 
 def _problem(hack: Hack, scale_shift: Problem) -> Problem:
@@ -98,7 +102,10 @@ def test_probe_is_caught_with_its_wall_down(name: str, cpu_agent: CpuAgent, scal
     finally:
         leaky.close()
     assert prof.status == "incorrect", prof.log
-    assert needle in prof.log, prof.log
+    if name in SCHEDULER_PICKS:  # the freeze check, or the probe's own spoiled output (the wall was down)
+        assert needle in prof.log or SCHEDULER_PICKS[name] in prof.log, prof.log
+    else:
+        assert needle in prof.log, prof.log
 
 
 def test_a_passing_probe_shows_that_its_trick_ran() -> None:
