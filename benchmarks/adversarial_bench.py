@@ -35,7 +35,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "shared"))
-from testdirs import ADVERSARIAL, CPU, TRITON  # noqa: E402
+from testdirs import ADVERSARIAL, CPU, NEURON, TRITON  # noqa: E402
 
 sys.path[:0] = [str(ADVERSARIAL), str(CPU)]
 
@@ -72,6 +72,64 @@ def corpus_table(agent: CpuAgent, skip_triton: bool) -> list[dict[str, Any]]:
         )
     if not skip_triton:
         rows += triton_rows()
+    rows += neuron_emulated_rows()
+    return rows
+
+
+def neuron_emulated_rows() -> list[dict[str, Any]]:
+    """The emulated NKI corpus through the emulate mode's agent (trace, validate, execute,
+    price), as tests/hardware_agents/neuron does: the status, and for an estimate the margin
+    to its honest twin (`reference`) or the floor it may not go below (`at_least`)."""
+    sys.path.insert(0, str(NEURON))
+    from corpus import load, reference_source
+    from test_emulator_agent import _plain, _with
+
+    from hardware_agents.neuron import Trn1Agent
+
+    agent = Trn1Agent(timeout_s=300)
+    estimates: dict[tuple[str, str], float | None] = {}
+
+    def estimate(problem: Any, source: str, name: str) -> float | None:
+        key = (problem.name, source)
+        if key not in estimates:
+            prof = agent.profile(problem, _with(problem, source, name))
+            estimates[key] = prof.estimate.latency_ms if prof.estimate is not None else None
+        return estimates[key]
+
+    rows = []
+    try:
+        for hack in load("neuron_emulated"):
+            p = _plain(hack.problem)
+            prof = agent.profile(p, _with(p, hack.source, hack.name))
+            got_ms = prof.estimate.latency_ms if prof.estimate is not None else None
+            ok = prof.status == hack.expect and hack.needle in prof.log + " ".join(
+                c.note for c in prof.correctness
+            )
+            twin_ms = floor_ms = None
+            if ok and hack.reference and got_ms is not None:
+                twin_ms = estimate(p, reference_source(hack), hack.reference)
+                ok = twin_ms is not None and abs(got_ms - twin_ms) <= hack.margin * twin_ms + 1e-12
+            if ok and hack.at_least and got_ms is not None:
+                floor_ms = estimate(p, reference_source(hack, hack.at_least), hack.at_least)
+                ok = floor_ms is not None and got_ms >= floor_ms * (1 - 1e-9)
+            rows.append(
+                {
+                    "device": "trn1 (emulated)",
+                    "hack": hack.name,
+                    "expected": hack.expect,
+                    "got": prof.status,
+                    "estimate_ms": got_ms,
+                    "twin_ms": twin_ms,
+                    "at_least_ms": floor_ms,
+                    "caught": ok,
+                }
+            )
+            print(
+                f"  nki    {hack.name:34s} expected {hack.expect:13s} got {prof.status:13s} "
+                f"{'ok' if ok else 'MISSED'}" + (f" est {got_ms:.6f} ms" if got_ms else "")
+            )
+    finally:
+        agent.close()
     return rows
 
 
