@@ -102,7 +102,12 @@ def main(argv: list[str] | None = None) -> int:
         return error(str(e), e.code)
     except ConfigError as e:  # a setting no command caught: the key and why, not a traceback
         return error(str(e), label="config error:")
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM once Ray runs (actors/runtime/signals.py)
+        from actors.runtime.signals import Terminated
+
+        if isinstance(e, Terminated):
+            print("terminated", file=sys.stderr)
+            return 143
         print("interrupted", file=sys.stderr)
         return 130
 

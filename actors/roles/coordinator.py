@@ -15,6 +15,7 @@ consumes (e.g. a device with no profiler worker) are reported, not waited on sil
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from accelopt import catalog as ev
@@ -35,8 +36,17 @@ class CoordinatorReport:
 
 
 class CoordinatorService:
-    def __init__(self, nats_url: str, run_id: str, *, stall_warn_s: float = 60.0) -> None:
+    def __init__(
+        self,
+        nats_url: str,
+        run_id: str,
+        *,
+        stall_warn_s: float = 60.0,
+        stall_hint: Callable[[str | None], str | None] | None = None,
+    ) -> None:
         self.nats_url = nats_url
+        # why work for a device (None: an LLM role, the memory) may wait: a death its host saw
+        self.stall_hint = stall_hint
         self.run_id = run_id
         self.stall_warn_s = stall_warn_s
         self.core = CoordinatorCore(run_id)
@@ -111,19 +121,27 @@ class CoordinatorService:
 
     def _warn_stall(self) -> None:
         waiting: dict[str, int] = {}
+        devices: set[str | None] = set()
         for p in self.core.problems.values():
             for rid in p.pending:
                 req = self.core.requests.get(rid)
                 kind = req.type if req else "MemoryRetrieved"
                 if isinstance(req, ev.ProfileRequested):
                     kind = f"ProfileRequested[{req.device}]"
+                devices.add(req.device if isinstance(req, ev.ProfileRequested) else None)
                 waiting[kind] = waiting.get(kind, 0) + 1
         if waiting:
             what = ", ".join(f"{n} {k}" for k, n in sorted(waiting.items()))
-            self._warning(
-                f"no progress for {self.stall_warn_s:.0f}s; waiting on {what} "
-                "(is a worker for that role/device running?)"
+            hints = sorted({h for d in devices if (h := self._hint(d))})
+            why = (
+                "; ".join(hints)
+                if hints
+                else "no agent answered them: none serves that role or device, or their work takes longer"
             )
+            self._warning(f"no progress for {self.stall_warn_s:.0f}s; waiting on {what}: {why}")
+
+    def _hint(self, device: str | None) -> str | None:
+        return self.stall_hint(device) if self.stall_hint is not None else None
 
     async def close(self) -> None:
         self.stop()

@@ -447,6 +447,8 @@ class CampaignDriver:
             return
         for text in revived:
             self._warn(f"agent started again after its actor died for good: {text}")
+        for line in pool.deaths():  # what died, why and what to change (deaths.py)
+            self._warn(line)
 
     def _wait_for_clock(self) -> bool:
         """Nothing runs: sleep until the day's budget renews (a paused campaign), then say so

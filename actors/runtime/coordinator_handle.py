@@ -66,8 +66,10 @@ class LocalCoordinator:
 
     def __init__(self, nats_url: str, run_id: str) -> None:
         from actors.roles.coordinator import CoordinatorService
+        from actors.runtime.deaths import stall_hint
 
-        self.service = CoordinatorService(nats_url, run_id)
+        # a stall names the death this process saw of the agent it waits on (deaths.py)
+        self.service = CoordinatorService(nats_url, run_id, stall_hint=stall_hint)
         self.report: CoordinatorReport | None = None
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._main, name=f"coordinator-{run_id}", daemon=True)

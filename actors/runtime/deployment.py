@@ -26,6 +26,7 @@ from accelopt import catalog as ev
 from accelopt.config import RunConfig
 from accelopt.logging import get_logger
 from actors.base.worker import WorkerOptions
+from actors.runtime.deaths import AgentDeath, DeathWatch, cause_phrase
 from actors.runtime.hosting import ActorRole, Placement, device_placement, ray_host_class
 from events.subjects import role_filter
 from hardware_agents.families import profile_timeout_s
@@ -66,21 +67,33 @@ def ray_temp_dir() -> Path:
 
 
 def init_ray(address: str | None = None, *, num_cpus: int | None = None, object_store_mb: int = 200) -> None:
+    """Connect to `address`, or start a local Ray that ends with this process (`reaper.py`:
+    nothing of it survives a `kill -9` of this process by more than a second or two, and the
+    next start removes what dead agents left under `/dev/shm`). Either way Ray's messages to
+    the driver stay off stdout (`ray_messages.py`) and SIGTERM unwinds quietly (`signals.py`)."""
     import ray
+
+    from actors.runtime import ray_messages
+    from actors.runtime.reaper import start_reaper, sweep
+    from actors.runtime.signals import unwind_on_sigterm
 
     if ray.is_initialized():
         return
     if address:
         ray.init(address=address, log_to_driver=False, configure_logging=False)
-        return
-    ray.init(
-        num_cpus=num_cpus or max(2, os.cpu_count() or 2),
-        include_dashboard=False,
-        object_store_memory=object_store_mb * 1024 * 1024,
-        log_to_driver=False,
-        configure_logging=False,
-        _temp_dir=str(ray_temp_dir()),
-    )
+    else:
+        sweep()  # what agents killed earlier left behind (their pids are gone)
+        ray.init(
+            num_cpus=num_cpus or max(2, os.cpu_count() or 2),
+            include_dashboard=False,
+            object_store_memory=object_store_mb * 1024 * 1024,
+            log_to_driver=False,
+            configure_logging=False,
+            _temp_dir=str(ray_temp_dir()),
+        )
+        start_reaper()
+    ray_messages.capture()
+    unwind_on_sigterm()
 
 
 def profiler_options(device: str, cfg: RunConfig) -> WorkerOptions:
@@ -124,6 +137,8 @@ class Deployment:
     hosts: list[Hosted] = field(default_factory=list)
     tag: str = field(default_factory=lambda: secrets.token_hex(3))
     not_ready: set[str] = field(default_factory=set)  # hosts the last wait_ready gave up on
+    watch: DeathWatch = field(default_factory=DeathWatch)  # the agents' deaths (deaths.py)
+    unsaid: list[AgentDeath] = field(default_factory=list)  # deaths seen, not yet taken by `deaths()`
 
     def _spawn(
         self,
@@ -169,6 +184,7 @@ class Deployment:
 
         if not self.hosts:
             return []
+        self._watch()  # a death Ray recorded is read before its host is replaced
         refs = [h.run_ref for h in self.hosts]
         done, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
         now = time.monotonic()
@@ -180,7 +196,7 @@ class Deployment:
                 ray.get(h.run_ref, timeout=0)
                 why = "its loop returned"
             except Exception as e:  # RayActorError: died for good; else what its loop raised
-                why = _root_cause(e)
+                why = cause_phrase(str(getattr(e, "cause", None) or e)) or _root_cause(e)
             with contextlib.suppress(Exception):
                 ray.kill(h.handle, no_restart=True)
             # counted first: a start that fails below is tried again under a name not yet taken
@@ -194,6 +210,16 @@ class Deployment:
         if said:
             log.warning("actors revived", actors=said)
         return said
+
+    def _watch(self) -> None:
+        with contextlib.suppress(Exception):  # a Ray going down cannot be asked: nothing to say
+            self.unsaid.extend(self.watch.check(self.hosts))
+
+    def deaths(self) -> list[AgentDeath]:
+        """The agents' deaths since the last call, each once (`deaths.DeathWatch`)."""
+        self._watch()
+        out, self.unsaid = self.unsaid, []
+        return out
 
     def start_workers(self, devices: list[str], *, memory: bool | None = None) -> None:
         """LLM roles, profilers for `devices`, and the memory (curator and retriever; by

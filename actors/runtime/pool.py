@@ -149,6 +149,10 @@ class AgentPool:
         """Start again the agents whose actors died for good (`Deployment.revive`)."""
         return self.deployment.revive() if self.deployment is not None else []
 
+    def deaths(self) -> list[str]:
+        """The agents' deaths since the last call, one line each (`deaths.AgentDeath.line`)."""
+        return [d.line() for d in self.deployment.deaths()] if self.deployment is not None else []
+
     def __exit__(self, *exc: object) -> None:
         if self.deployment is not None:
             self.deployment.stop()

@@ -47,6 +47,9 @@ if TYPE_CHECKING:
 log = get_logger(component="session")
 
 
+DEATHS_EVERY_S = 2.0  # how often a run that hosts its own agents asks whether one died
+
+
 class RunError(RuntimeError):
     pass
 
@@ -481,6 +484,7 @@ class _RunActors:
         self.run_id = run_id
         self.deployment: Deployment | None = None
         self.coord: CoordinatorHandle | None = None
+        self._deaths_at = 0.0  # (monotonic) when `alive` next asks about the agents' deaths
 
     def start(
         self,
@@ -532,6 +536,18 @@ class _RunActors:
                 f"actors not ready after {wait_s:.0f} s: {', '.join(slow)}; the run goes on and waits for them"
             )
 
+    def alive(self, say: Callable[[str], None]) -> str | None:
+        """Why the coordinator is gone (None while it runs); first, each agent death of the
+        run's own agents since the last look, said in its one line (`deaths.py`), at most
+        every `DEATHS_EVERY_S`."""
+        now = time.monotonic()
+        if self.deployment is not None and now >= self._deaths_at:
+            self._deaths_at = now + DEATHS_EVERY_S
+            for d in self.deployment.deaths():
+                say(d.line())
+        assert self.coord is not None
+        return self.coord.problem()
+
     def stop(self) -> None:
         if self.coord is not None:
             self.coord.stop()
@@ -562,7 +578,12 @@ def _follow_and_write(
     left_s = None if deadline is None else max(0.001, deadline - time.monotonic())
     view, timed_out = asyncio.run(
         follow_run(
-            url, run_id, on_event=o.on_event, timeout_s=left_s, alive=actors.coord.problem, stall_watch=watch
+            url,
+            run_id,
+            on_event=o.on_event,
+            timeout_s=left_s,
+            alive=lambda: actors.alive(o.on_warning or log.warning),
+            stall_watch=watch,
         )
     )
     warnings = actors.coord.warnings()

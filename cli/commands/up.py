@@ -15,6 +15,8 @@ import signal
 import threading
 import time
 
+from rich.markup import escape
+
 from cli.commands.run import add_config_args, config_from_args, wide_console
 from cli.errors import error
 
@@ -72,6 +74,8 @@ def up(args: argparse.Namespace) -> int:
                     console.print(
                         f"[yellow]agent started again after its actor died for good:[/yellow] {text}"
                     )
+                for line in pool.deaths():
+                    console.print(f"[yellow]warning:[/yellow] {escape(line)}", highlight=False)
         finally:
             forget_pool(cfg.root)
     console.print("pool stopped")

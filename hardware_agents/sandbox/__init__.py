@@ -95,7 +95,7 @@ from hardware_agents.sandbox.policy import (
     unisolated_allowed,
 )
 from hardware_agents.sandbox.records import in_sandbox_child
-from hardware_agents.sandbox.resources import default_base_dir, private_dir
+from hardware_agents.sandbox.resources import default_base_dir, private_dir, sweep_stale
 from hardware_agents.sandbox.shm import SharedRegion, align_up
 from hardware_agents.sandbox.uids import pids_of_uid, sweep_orphans
 
@@ -117,5 +117,6 @@ __all__ = [
     "private_dir",
     "run_sandboxed",
     "sweep_orphans",
+    "sweep_stale",
     "unisolated_allowed",
 ]

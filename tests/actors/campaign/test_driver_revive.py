@@ -27,6 +27,9 @@ class _OneRevived:
     def revive(self) -> list[str]:
         return ["profiler-cpu-0: killed"]
 
+    def deaths(self) -> list[str]:
+        return []
+
 
 def test_a_failing_revive_is_a_warning_not_the_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(campaign, "REVIVE_EVERY_S", 0.0)
