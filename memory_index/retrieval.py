@@ -34,6 +34,42 @@ def device_family(device: str) -> tuple[str, ...]:
     return family.kind_names() if family is not None else (device,)
 
 
+def planner_sees(
+    *,
+    device: str,
+    language: str,
+    op_type: str,
+    entry_device: str,
+    entry_language: str,
+    entry_op_type: str,
+    cross_device_share: float = 0.0,
+    same_device_only: bool = False,
+) -> bool:
+    """Whether a planner of a problem of `op_type` in `language` on `device` may be shown an
+    insight learnt on (`entry_device`, `entry_language`, `entry_op_type`): the one rule that
+    `MemoryIndex.retrieve` fills its slots by and the campaign scheduler counts new insights
+    by. Its own chip's insights: same kernel language and device family (`device_family`;
+    only `device` itself with `same_device_only`), any operator. Another chip's (another
+    language or family): only with `cross_device_share` > 0, and only of the same operator:
+    its constants and code are another language's, so only an insight about the same
+    computation says something the planner can carry over."""
+    if same_device_only:
+        return entry_device == device and entry_language == language
+    if entry_language == language and entry_device in device_family(device):
+        return True
+    return cross_device_share > 0 and bool(op_type) and entry_op_type == op_type
+
+
+def from_another_chip(
+    device: str | None, language: str | None, entry_device: str, entry_language: str
+) -> bool:
+    """An insight learnt in another kernel language or on another device family than the
+    planner's (False where the planner's device or language is not known)."""
+    if device is None or language is None:
+        return False
+    return entry_language != language or entry_device not in device_family(device)
+
+
 def kernel_diff(
     slow: str, fast: str, *, max_lines: int = MAX_DIFF_LINES, max_chars: int = MAX_DIFF_CHARS
 ) -> str:
@@ -138,6 +174,8 @@ class Filters:
     # lineage: what it has not emitted yet is its future)
     exclude_source_runs: Sequence[str] | None = None
     allow_ids: Sequence[str] | None = None
+    # entries of another chip than this (language, device family) only
+    other_chip_than: tuple[str, Sequence[str]] | None = None
 
     def where(self) -> str | None:
         parts: list[str] = []
@@ -152,6 +190,9 @@ class Filters:
             parts.append(f"problem != {sql_str(self.exclude_problem)}")
         if not self.include_noop:
             parts.append("noop = false")
+        if self.other_chip_than is not None:
+            language, family = self.other_chip_than
+            parts.append(f"NOT (language = {sql_str(language)} AND {sql_in('device', list(family))})")
         if self.exclude_source_runs:
             runs = f"NOT ({sql_in('source_run', list(self.exclude_source_runs))})"
             parts.append(f"({runs} OR {sql_in('id', list(self.allow_ids))})" if self.allow_ids else runs)
@@ -172,6 +213,8 @@ class SearchQuery(msgspec.Struct, kw_only=True, frozen=True):
     # entries of these runs are left out unless their id is in `allow_ids` (a run's lineage)
     exclude_source_runs: Sequence[str] | None = None
     allow_ids: Sequence[str] | None = None
+    # entries of another chip than this (language, device family) only
+    other_chip_than: tuple[str, Sequence[str]] | None = None
     # the ranking (`blended_rank`; both 0: similarity alone) and near-duplicates collapsed to
     # the best-ranked (same normalized title, or embeddings with cosine > `duplicate_cosine`)
     speedup_weight: float = 0.0
@@ -191,6 +234,7 @@ class SearchQuery(msgspec.Struct, kw_only=True, frozen=True):
             exclude_problem=self.exclude_problem,
             exclude_source_runs=self.exclude_source_runs,
             allow_ids=self.allow_ids,
+            other_chip_than=self.other_chip_than,
         )
 
     @property
@@ -276,10 +320,14 @@ def format_for_prompt(
     *,
     heading: str = "# Experiences",
     max_chars_per_insight: int | None = 1500,
+    device: str | None = None,
+    language: str | None = None,
 ) -> str:
     """The planner's memory block: each insight with the problem, device, language and speedup
     it was measured on, its text (bounded, see `_body`) and the slow -> fast diff it was
-    distilled from (changed hunks, `kernel_diff`). Returns "" when there is nothing to show."""
+    distilled from (changed hunks, `kernel_diff`). Given the planner's `device` and
+    `language`, an insight of another chip says so (`from_another_chip`): its names and code
+    are another language's. Returns "" when there is nothing to show."""
     if not entries:
         return ""
     lines = [
@@ -296,11 +344,13 @@ def format_for_prompt(
             else f"{e.speedup:.2f}x (a slowdown: avoid this change)"
         )
         how = "Estimated (by a cost model, not measured)" if is_estimated(e.text) else "Measured"
-        lines += [
-            "",
-            f"## {i}. **{_strip_title(e.title)}**",
-            f"{how} on `{e.problem}`, device {e.device}, language {e.language}: {gain}.",
-        ]
+        lines += ["", f"## {i}. **{_strip_title(e.title)}**"]
+        if from_another_chip(device, language, e.device, e.language):
+            lines.append(
+                f"From another chip: learnt in {e.language} on {e.device}, not in {language} on "
+                f"{device}. Its constants and code are that kernel's: carry the idea over, not the names."
+            )
+        lines.append(f"{how} on `{e.problem}`, device {e.device}, language {e.language}: {gain}.")
         body = _body(e.title, e.text, max_chars_per_insight)
         if body:
             lines += ["", body]

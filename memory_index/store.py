@@ -484,6 +484,7 @@ class MemoryIndex:
         *,
         device: str,
         language: str,
+        op_type: str,
         top_m: int = DEFAULT_TOP_M,
         cross_device_share: float = 0.0,
         same_device_only: bool = False,
@@ -492,10 +493,12 @@ class MemoryIndex:
         speedup_weight: float = 0.0,
         recency_weight: float = 0.0,
     ) -> builtins.list[RetrievedInsight]:  # `list` in this class is the method
-        """A planner's insights: `top_m` slots from the same kernel language and device family
-        (`device_family`; only `device` itself with `same_device_only`), of which a share of
-        `cross_device_share` (rounded, at least 1 when > 0) is given to the best insights of
-        other devices or languages. Each part ranked as `search` ranks."""
+        """A planner's insights, as `planner_sees` rules: `top_m` slots from the same kernel
+        language and device family (`device_family`; only `device` itself with
+        `same_device_only`), of which a share of `cross_device_share` (rounded, at least 1 when
+        > 0) is given to the best insights of other chips (another language or family) about
+        the same operator, `op_type` (slots they do not fill stay with the own chip's). Each
+        part ranked as `search` ranks."""
         if top_m <= 0:
             return []
         vec = self._vector(query)
@@ -509,23 +512,27 @@ class MemoryIndex:
             speedup_weight=speedup_weight,
             recency_weight=recency_weight,
         )
+        others = (
+            self.search(
+                vec,
+                msgspec.structs.replace(
+                    base, top_m=cross, op_type=op_type, other_chip_than=(language, device_family(device))
+                ),
+            )
+            if cross
+            else []
+        )
+        # slots another chip does not fill stay the planner's own chip's
         family = [device] if same_device_only else builtins.list(device_family(device))
         own = (
             self.search(
-                vec, msgspec.structs.replace(base, top_m=top_m - cross, device=family, language=language)
+                vec,
+                msgspec.structs.replace(base, top_m=top_m - len(others), device=family, language=language),
             )
-            if top_m > cross
+            if top_m > len(others)
             else []
         )
-        if not cross:
-            return own
-        seen = {e.entry_id for e in own}
-        others = [
-            e
-            for e in self.search(vec, msgspec.structs.replace(base, top_m=top_m + cross))
-            if e.entry_id not in seen and not (e.language == language and e.device in family)
-        ]
-        return own + others[:cross]
+        return own + others
 
     # --- maintenance ------------------------------------------------------------------------
 

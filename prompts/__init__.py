@@ -118,12 +118,12 @@ def _need(ctx: dict[str, Any], role: str, *keys: str) -> None:
         raise PromptError(f"render({role!r}): missing context {', '.join(missing)}")
 
 
-def _experiences(insights: Sequence[Any]) -> str:
+def _experiences(insights: Sequence[Any], device: str, language: str) -> str:
     if not insights:
         return ""
     from memory_index import format_for_prompt
 
-    return "\n" + format_for_prompt(list(insights))
+    return "\n" + format_for_prompt(list(insights), device=device, language=language)
 
 
 def _values(role: str, lang: KernelLanguage, ctx: dict[str, Any]) -> dict[str, str]:
@@ -145,7 +145,7 @@ def _values(role: str, lang: KernelLanguage, ctx: dict[str, Any]) -> dict[str, s
         v["profile"] = format_profile(
             ctx.get("profile"), seed=int(ctx["seed"]), request_id=str(ctx["request_id"])
         )
-        v["experiences"] = _experiences(ctx.get("insights") or ())
+        v["experiences"] = _experiences(ctx.get("insights") or (), device, lang.name)
     elif role == "executor":
         _need(ctx, role, "plan")
         v["plan"] = fence(ctx["plan"], "text")

@@ -87,6 +87,7 @@ class MemoryRetriever(MemoryWorker):
                 query,
                 device=event.device,
                 language=event.language,
+                op_type=event.op_type,
                 top_m=m.top_m,
                 cross_device_share=m.cross_device_share,
                 same_device_only=m.same_device_only,

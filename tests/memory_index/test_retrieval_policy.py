@@ -86,13 +86,18 @@ def test_retrieval_stays_in_language_and_family_unless_cross_slots_are_asked(mem
     ]
     tri = make_entry("**Triton insight**", texts[8], device="h100", language="triton", problem="silu")
     memory.upsert([*nki, *c, tri])
-    got = memory.retrieve("silu reduction tiling", device="trn1", language="nki", top_m=4)
+    got = memory.retrieve("silu reduction tiling", device="trn1", language="nki", op_type="silu", top_m=4)
     assert set(_ids(got)) == {e.id for e in nki}  # C-tuner insights do not crowd them out
-    assert _ids(memory.retrieve("silu", device="trn1", language="nki", top_m=4, same_device_only=True)) == [
-        nki[0].id
-    ]
+    assert _ids(
+        memory.retrieve("silu", device="trn1", language="nki", op_type="silu", top_m=4, same_device_only=True)
+    ) == [nki[0].id]
     mixed = memory.retrieve(
-        "silu reduction tiling", device="trn1", language="nki", top_m=4, cross_device_share=0.5
+        "silu reduction tiling",
+        device="trn1",
+        language="nki",
+        op_type="silu",
+        top_m=4,
+        cross_device_share=0.5,
     )
     assert len(mixed) == 4 and set(_ids(mixed[:2])) == {e.id for e in nki}
     assert all(r.language != "nki" for r in mixed[2:])
@@ -140,12 +145,15 @@ def test_a_run_never_sees_its_own_future(memory, make_entry):
         "fuse the passes",
         device="cpu",
         language="c",
+        op_type="problem",
         top_m=10,
         exclude_source_runs=["me", "parent"],
         allow_ids=[emitted.id],
     )
     assert set(_ids(got)) == {past.id, emitted.id}
-    assert set(_ids(memory.retrieve("fuse the passes", device="cpu", language="c", top_m=10))) == {
+    assert set(
+        _ids(memory.retrieve("fuse the passes", device="cpu", language="c", op_type="problem", top_m=10))
+    ) == {
         past.id,
         emitted.id,
         future.id,
