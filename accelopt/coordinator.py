@@ -20,7 +20,6 @@ No Ray, NATS or LanceDB here; time only enters through the `clock` used for `ts`
 from __future__ import annotations
 
 import hashlib
-import statistics
 import time
 from collections import deque
 from collections.abc import Callable
@@ -34,14 +33,13 @@ from accelopt.config import RunConfig, recorded_config
 from accelopt.policy import (
     Pair,
     Scored,
-    noise_margin,
     plan_pair,
-    relative_spread,
     select_beam,
     select_summaries,
 )
-from accelopt.profile import KERNEL_FAILURES, Profile, peak_fraction
+from accelopt.profile import KERNEL_FAILURES, Profile
 from accelopt.records import MemoryEntry, mark_estimated
+from accelopt.remeasure import Remeasure, Slot, compare, run_seed_base
 
 
 class RecentIds:
@@ -152,11 +150,9 @@ class ProblemState:
     kernels_profiled: int = 0
     memory_ids: list[str] = field(default_factory=list)
     baseline_id: str = ""
-    # the end-of-problem re-measure: (side, kernel id) per step, the profiles per side so far
-    remeasure_plan: list[tuple[str, str]] = field(default_factory=list)
-    remeasure_next: int = 0
-    remeasure_side: dict[str, str] = field(default_factory=dict)  # request id -> side
-    remeasure_profiles: dict[str, list[Profile]] = field(default_factory=dict)
+    # the end-of-problem re-measure of (baseline, best) and its requests' slots by request id
+    remeasure: Remeasure | None = None
+    remeasure_slots: dict[str, Slot] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -518,10 +514,9 @@ class CoordinatorCore:
                     beam=list(p.beam),
                 )
             ]
-        plan = self._remeasure_plan(p)
-        if plan:
+        p.remeasure = self._start_remeasure(p)
+        if p.remeasure is not None:
             p.phase = "remeasure"
-            p.remeasure_plan = plan
             return self._next_remeasure(p, e)
         return self._problem_done(p, e)
 
@@ -548,12 +543,11 @@ class CoordinatorCore:
             ]
         return []
 
-    # --- the end-of-problem re-measure ------------------------------------------------------------
+    # --- the end-of-problem re-measure (the protocol: accelopt/remeasure.py) ------------------------
 
-    def _remeasure_plan(self, p: ProblemState) -> list[tuple[str, str]]:
-        """Interleaved rounds of baseline and best (baseline first in even rounds, best first in
-        odd ones), one request at a time so no two overlap; empty when there is nothing to
-        compare (re-measure off, a failed or unmeasured side, or the best is the baseline)."""
+    def _start_remeasure(self, p: ProblemState) -> Remeasure | None:
+        """The re-measure of baseline and best; None when there is nothing to compare
+        (re-measure off, a failed or unmeasured side, or the best is the baseline)."""
         rounds = self.cfg.search.remeasure_rounds
         base, best = self.kernels.get(p.baseline_id), self.kernels.get(p.best_id or "")
         if (
@@ -566,99 +560,57 @@ class CoordinatorCore:
             or not best.latency_ms
             or base.source == best.source
         ):
-            return []
-        plan: list[tuple[str, str]] = []
-        for r in range(rounds):
-            pair = [("baseline", base.kernel_id), ("best", best.kernel_id)]
-            plan += pair if r % 2 == 0 else pair[::-1]
-        return plan
-
-    def _remeasure_seed(self, p: ProblemState, round_: int) -> int:
-        """Seeds no search profile used (candidates use offsets below 100,000): the same for
-        both sides of a round."""
-        h = int(hashlib.sha256(f"remeasure\x1f{self.run_id}\x1f{p.name}".encode()).hexdigest()[:6], 16)
-        return 700_000 + 10_000 * round_ + h % 10_000
+            return None
+        return Remeasure(sides=2, rounds=rounds, seed_base=run_seed_base(self.run_id, p.name))
 
     def _next_remeasure(self, p: ProblemState, cause: ev.Event) -> list[ev.Event]:
-        if p.remeasure_next >= len(p.remeasure_plan):
+        assert p.remeasure is not None and self.started is not None
+        slot = p.remeasure.next_slot()
+        if slot is None:
             return self._remeasure_done(p, cause)
-        step = p.remeasure_next
-        p.remeasure_next += 1
-        side, kid = p.remeasure_plan[step]
+        kid = (p.baseline_id, p.best_id or "")[slot.side]
         k = self.kernels[kid]
-        assert self.started is not None
         req = ev.ProfileRequested(
-            **self._env(ev.ProfileRequested, "remeasure", p.name, step, cause=cause),
+            **self._env(ev.ProfileRequested, "remeasure", p.name, slot.step, cause=cause),
             # the kernel it times again; a run recorded before kernels were content-addressed
             # gave each re-measure an id of its own
             kernel_id=kid
             if self.started.kernel_ids == "content"
-            else ev.derive_event_id(self.run_id, "Kernel", "remeasure", p.name, step),
+            else ev.derive_event_id(self.run_id, "Kernel", "remeasure", p.name, slot.step),
             problem=p.name,
             device=p.target.device,
             language=k.language,
             source=k.source,
             purpose="remeasure",
-            seed_offset=self._remeasure_seed(p, step // 2),
+            seed_offset=slot.seed_offset,
         )
-        p.remeasure_side[req.event_id] = side
+        p.remeasure_slots[req.event_id] = slot
         return self._request(p, req)
 
     def _remeasure_profiled(self, e: ev.KernelProfiled) -> list[ev.Event]:
         p, released = self._resolve(e.request_id)
-        side = p.remeasure_side.get(e.request_id) if p is not None else None
-        if p is None or side is None or p.phase != "remeasure":
+        slot = p.remeasure_slots.get(e.request_id) if p is not None else None
+        if p is None or slot is None or p.remeasure is None or p.phase != "remeasure":
             return released
-        p.remeasure_profiles.setdefault(side, []).append(e.profile)
-        if e.profile.status not in ("passed", "unmeasured") or e.profile.latency_ms is None:
-            p.remeasure_next = len(p.remeasure_plan)  # a failure is the result: no more rounds
+        p.remeasure.record(slot, e.profile)
         return released + self._next_remeasure(p, e)
 
-    def _remeasured_side(self, p: ProblemState, side: str, kernel_id: str) -> ev.RemeasuredSide:
-        profiles = p.remeasure_profiles.get(side, [])
-        failed = next((x for x in profiles if x.status != "passed" or x.latency_ms is None), None)
-        rounds = [x.latency_ms for x in profiles if x.status == "passed" and x.latency_ms is not None]
-        median = statistics.median(rounds) if rounds else None
-        spreads = [x.latency.spread for x in profiles if x.latency is not None]
-        spread = max(relative_spread(rounds), statistics.median(spreads) if spreads else 0.0)
-        t_peak = next((x.t_peak_ms for x in profiles if x.t_peak_ms), None)
-        status = failed.status if failed is not None else "passed"
-        return ev.RemeasuredSide(
-            kernel_id=kernel_id,
-            status=status,
-            rounds_ms=rounds,
-            median_ms=median,
-            spread=spread,
-            peak_fraction=peak_fraction(t_peak, median) if failed is None else None,
-            log_head=next((ln.strip() for ln in failed.log.splitlines() if ln.strip()), "") if failed else "",
-        )
-
     def _remeasure_done(self, p: ProblemState, cause: ev.Event) -> list[ev.Event]:
+        assert p.remeasure is not None
         base, best = self.kernels[p.baseline_id], self.kernels[p.best_id or ""]
-        b = self._remeasured_side(p, "baseline", base.kernel_id)
-        k = self._remeasured_side(p, "best", best.kernel_id)
-        recorded = base.latency_ms / best.latency_ms if base.latency_ms and best.latency_ms else None
-        ok = b.status == k.status == "passed" and b.median_ms and k.median_ms
-        speedup = b.median_ms / k.median_ms if ok else None  # type: ignore[operator]
-        # both the re-measure's and the recorded profiles' noise bound what can be told apart
-        noise = noise_margin(b.spread, k.spread) * noise_margin(base.spread, best.spread) - 1.0
-        agrees = (
-            recorded is None
-            or speedup is None
-            or (max(recorded / speedup, speedup / recorded) <= 1.0 + noise)
-        )
-        rounds = (len(p.remeasure_plan) + 1) // 2
+        b, k = p.remeasure.results([base.kernel_id, best.kernel_id])
+        c = compare(b, k, (base.latency_ms, best.latency_ms), (base.spread, best.spread))
         done = ev.ProblemRemeasured(
             **self._env(ev.ProblemRemeasured, p.name, cause=cause),
             problem=p.name,
-            rounds=rounds,
-            seed_offsets=[self._remeasure_seed(p, r) for r in range(rounds)],
+            rounds=p.remeasure.rounds,
+            seed_offsets=p.remeasure.seed_offsets,
             baseline=b,
             best=k,
-            recorded_speedup=recorded,
-            speedup=speedup,
-            noise=noise,
-            agrees=agrees,
+            recorded_speedup=c.recorded_speedup,
+            speedup=c.speedup,
+            noise=c.noise,
+            agrees=c.agrees,
         )
         return [done, *self._problem_done(p, done)]
 
