@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 
 from accelopt import catalog as ev
 from accelopt.campaign import CampaignSpec, floor_cents, spec_from_dict
+from accelopt.policy import noise_margin
 from accelopt.scheduler import Candidate, Policy, PolicyContext, policy
 
 ROLES_IN_FLIGHT = len(ev.LLM_ROLES)  # a run's LLM lanes (one per role), each bounded by the in-flight limit
@@ -60,15 +61,32 @@ def next_day_ts(ts: float) -> float:
     return float(calendar.timegm((y, m, d, 0, 0, 0)) + 86400)
 
 
+def _usable(side: ev.RemeasuredSide | None) -> bool:
+    """A side with a figure: measured (passed) or estimated (unmeasured), a positive median."""
+    return side is not None and side.status in ("passed", "unmeasured") and bool(side.median_ms)
+
+
+def _ms(side: ev.RemeasuredSide) -> float:
+    return side.median_ms or math.nan
+
+
 @dataclass
 class ItemState:
     item: ev.CampaignItem
     order: int
     runs: int = 0  # finished runs that reached a profiler
     log_gains: list[float] = field(default_factory=list)
-    speedup: float = 1.0  # over the suite's baseline: the product of its runs' accepted gains
+    speedup: float = 1.0  # over the suite's baseline: its last measurement's (`measured`)
     pct_peak: float | None = None
     estimated: bool = False
+    # how `speedup` and `pct_peak` were had: "interleaved" or "estimated" (CampaignItemMeasured,
+    # at the end of run `measured_run`, over `measured_rounds` rounds, told apart from noise
+    # within `noise`); "" before any, or (a log from before measured figures) the product of
+    # its runs' gains
+    measured: str = ""
+    measured_run: str | None = None
+    measured_rounds: int = 0
+    noise: float | None = None
     cost_usd: float = 0.0
     seconds: float = 0.0
     running: str | None = None  # the run id working on it
@@ -105,6 +123,7 @@ class CampaignCore:
         self.max_call_seen = 0.0
         self.insights: dict[str, dict[str, int]] = {}  # op_type -> item key -> entries learnt
         self.parked: dict[str, str] = {}  # device -> why
+        self.measures: dict[str, ev.CampaignItemMeasured] = {}  # run -> its item measured at its end
         self.paused_until: float | None = None
         self.stopped: str | None = None
         self.resumes = 0
@@ -116,6 +135,7 @@ class CampaignCore:
             ev.on(ev.CampaignResumed, self._on_campaign_resumed),
             ev.on(ev.CampaignTicked, self._on_campaign_ticked),
             ev.on(ev.CampaignRunFinished, self._on_campaign_run_finished),
+            ev.on(ev.CampaignItemMeasured, self._on_campaign_item_measured),
         )
 
     # --- public -------------------------------------------------------------------------------
@@ -162,6 +182,11 @@ class CampaignCore:
     def _on_campaign_ticked(self, e: ev.CampaignTicked) -> list[ev.Event]:
         return self._schedule(e)
 
+    def _on_campaign_item_measured(self, e: ev.CampaignItemMeasured) -> list[ev.Event]:
+        """Kept for the run's `CampaignRunFinished`, which follows it (no decision before)."""
+        self.measures.setdefault(e.run, e)
+        return []
+
     def _on_campaign_run_finished(self, e: ev.CampaignRunFinished) -> list[ev.Event]:
         rec = self.runs.get(e.run)
         if rec is None or rec.finished is not None:
@@ -197,15 +222,13 @@ class CampaignCore:
                 item.settled = "failed"  # its baseline never ran: nothing to optimize from
         else:
             item.failures = 0
-            item.estimated = e.estimated
-            if e.gain > 1.0 and e.best_kernel_id:
-                item.speedup *= e.gain
-                item.best_run, item.best_kernel = e.run, e.best_kernel_id
-                item.log_gains.append(math.log(e.gain))
+            measured = self.measures.get(e.run)
+            if measured is not None:
+                self._fold_measured(item, e, measured)
+            elif self.started is not None and self.started.item_figures == "product":
+                self._fold_product(item, e)
             else:
-                item.log_gains.append(0.0)
-            if e.pct_peak is not None:
-                item.pct_peak = e.pct_peak
+                item.log_gains.append(0.0)  # not measured: its kernels are not taken
         stop = spec.stop
         if (
             stop.target_pct_peak is not None
@@ -218,6 +241,40 @@ class CampaignCore:
             if all(g < floor for g in item.log_gains[-stop.plateau_runs :]):
                 item.settled = "plateau"
                 item.settled_insights = self._relevant(item)
+
+    def _fold_measured(self, item: ItemState, e: ev.CampaignRunFinished, m: ev.CampaignItemMeasured) -> None:
+        """The item's figures from its measurement at the run's end: the run's best is taken
+        where it beat the kernel the run started from in the same rounds (that ratio is the
+        run's gain, what plateaus are judged by); the item's speedup is the baseline's median
+        over its best's, its % of peak its best's."""
+        origin, cand = m.origin, m.candidate
+        start = m.start or origin
+        if origin is None or start is None or not (_usable(origin) and _usable(start)):
+            item.log_gains.append(0.0)  # the baseline or its best no longer runs: nothing taken
+            return
+        best, gain = start, 1.0
+        if cand is not None and _usable(cand) and e.best_kernel_id and _ms(cand) < _ms(start):
+            best, gain = cand, _ms(start) / _ms(cand)
+            item.best_run, item.best_kernel = e.run, e.best_kernel_id
+        item.log_gains.append(math.log(gain))
+        item.speedup = _ms(origin) / _ms(best)
+        item.pct_peak = best.peak_fraction
+        item.estimated = m.method == "estimated"
+        item.measured, item.measured_run, item.measured_rounds = m.method, e.run, m.rounds
+        item.noise = noise_margin(origin.spread, best.spread) - 1.0
+
+    def _fold_product(self, item: ItemState, e: ev.CampaignRunFinished) -> None:
+        """A log from before measured figures: the product of the runs' gains, as it was."""
+        assert e.gain is not None
+        item.estimated = e.estimated
+        if e.gain > 1.0 and e.best_kernel_id:
+            item.speedup *= e.gain
+            item.best_run, item.best_kernel = e.run, e.best_kernel_id
+            item.log_gains.append(math.log(e.gain))
+        else:
+            item.log_gains.append(0.0)
+        if e.pct_peak is not None:
+            item.pct_peak = e.pct_peak
 
     # --- decisions ------------------------------------------------------------------------------
 

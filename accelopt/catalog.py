@@ -507,6 +507,10 @@ class CampaignStarted(Event, tag=True, frozen=True):
     # the most one LLM call may cost before any was seen (from the models' prices and output
     # allowance; `budget.max_call_usd` when set): what the budget keeps in reserve per call in flight
     max_call_usd: float = 0.0
+    # how its items' speedups and % of peak are had: "measured" (each run's end measures the
+    # item's best against the suite's baseline: CampaignItemMeasured); "product" (a log from
+    # before: the product of its runs' gains, shown marked as such)
+    item_figures: Literal["product", "measured"] = "product"
 
 
 class CampaignResumed(Event, tag=True, frozen=True):
@@ -598,6 +602,29 @@ class CampaignRunFinished(Event, tag=True, frozen=True):
     duration_s: float = 0.0
     memory_entries: list[str] = []
     unserved: list[str] = []  # work queues nobody served (`profiler-<device>`): why it failed
+
+
+class CampaignItemMeasured(Event, tag=True, frozen=True):
+    """At a run's end, its item measured: the suite's baseline (`origin`), the kernel the run
+    started from (`start`, where it is not the baseline) and the run's best (`candidate`, where
+    it is a new source), in interleaved rounds on fresh seeds on a measured device, by the
+    cost model's estimate on an emulated one (status `unmeasured`, one round: it is
+    deterministic). The item's speedup and % of peak are this event's figures (never a
+    product of runs' gains); the run's gain is candidate over start in the same rounds.
+    Published just before the run's `CampaignRunFinished`."""
+
+    subject: ClassVar[str] = "campaign.item_measured"
+    author: ClassVar[Author] = "campaign"
+
+    run: str  # the run whose end it follows; the envelope's run_id is the campaign's
+    item: str
+    method: Literal["interleaved", "estimated"]
+    rounds: int
+    seed_offsets: list[int] = []
+    origin: RemeasuredSide | None = None
+    start: RemeasuredSide | None = None
+    candidate: RemeasuredSide | None = None
+    error: str = ""  # nothing could be measured (the run's kernels are not taken)
 
 
 class CampaignBudgetSpent(Event, tag=True, frozen=True):

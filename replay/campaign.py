@@ -173,6 +173,7 @@ class ItemPoint:
     speedup: float  # over the suite's baseline
     pct_peak: float | None
     run: str
+    figures: str = ""  # how they were had (`figure_label`)
 
 
 class CampaignView:
@@ -235,7 +236,9 @@ class CampaignView:
             it = self.items.get(e.item)
             points = self.history.setdefault(e.item, [])
             if it is not None and all(p.run != e.run for p in points):
-                points.append(ItemPoint(e.ts, it.speedup, it.pct_peak, e.run))
+                points.append(
+                    ItemPoint(e.ts, it.speedup, it.pct_peak, e.run, figure_label(it, self.item_figures))
+                )
 
     # --- derived ------------------------------------------------------------------------------
 
@@ -246,6 +249,11 @@ class CampaignView:
     @property
     def items(self) -> dict[str, ItemState]:
         return self.core.items if self.core is not None else {}
+
+    @property
+    def item_figures(self) -> str:
+        """ "measured", or "product" for a log from before measured figures."""
+        return self.started.item_figures if self.started is not None else "measured"
 
     @property
     def spent_usd(self) -> float:
@@ -268,6 +276,25 @@ class CampaignView:
 
     def run_ids(self) -> list[str]:
         return list(self.runs)
+
+
+def item_points_by_run(root: str | Path) -> dict[str, tuple[str, str, ItemPoint]]:
+    """Each campaign run under `root` (its exported log): (campaign, item, the item's figures
+    after the run's end). For `accelopt runs`: a campaign's run gains over the kernel it started
+    from, its item's figure is over the suite's baseline. A damaged log is skipped."""
+    from events.runsource import file_events
+
+    out: dict[str, tuple[str, str, ItemPoint]] = {}
+    for cid in campaign_ids(root):
+        view = CampaignView(cid)
+        try:
+            for e in file_events(campaign_dir(root, cid) / "log.aolog"):
+                view.apply(e)
+        except (OSError, ValueError):
+            continue
+        for item, points in view.history.items():
+            out.update((p.run, (cid, item, p)) for p in points)
+    return out
 
 
 # --- verify --------------------------------------------------------------------------------------
@@ -326,14 +353,64 @@ class CampaignVerifier:
 # --- what a user reads ---------------------------------------------------------------------------
 
 
+FIGURES_NOTE = (
+    "speedup and % of peak: the item's best kernel against the suite's baseline, measured together at the "
+    "end of its last run: measured (N rounds, ±noise): N interleaved rounds on fresh seeds, the ratio of "
+    "the medians, two figures within ±noise cannot be told apart; estimated: the cost model's latencies "
+    "(an emulated device); product (old log): a log from before measured figures, the product of its "
+    "runs' gains, not a measurement"
+)
+
+
+def figure_label(it: ItemState, item_figures: str = "measured") -> str:
+    """How an item's speedup and % of peak were had, in a table cell: `measured (3 rounds,
+    ±4%)`, `estimated`, `product (old log)`, or `-` before any run ended."""
+    if it.measured == "interleaved":
+        noise = f", ±{it.noise:.0%}" if it.noise is not None else ""
+        return f"measured ({it.measured_rounds} round{'s' if it.measured_rounds != 1 else ''}{noise})"
+    if it.measured == "estimated":
+        return "estimated"
+    if item_figures == "product" and it.runs:
+        return "product (old log)"
+    return "-"
+
+
+def figure_how(it: ItemState, item_figures: str = "measured") -> str:
+    """The same in a sentence."""
+    if it.measured == "interleaved":
+        noise = f"; two figures within ±{it.noise:.0%} cannot be told apart" if it.noise is not None else ""
+        return (
+            f"measured at the end of {it.measured_run}: its best against the suite's baseline in "
+            f"{it.measured_rounds} interleaved round{'s' if it.measured_rounds != 1 else ''} on fresh seeds, "
+            f"the ratio of the medians{noise}"
+        )
+    if it.measured == "estimated":
+        return (
+            f"estimated at the end of {it.measured_run}: the cost model's latency of its best against "
+            "the suite's baseline's (an emulated device: not a measurement)"
+        )
+    if item_figures == "product" and it.runs:
+        return "a log from before measured figures: the product of its runs' gains, not a measurement"
+    return "no run of it has ended"
+
+
+def figure_text(it: ItemState) -> str:
+    """`3.21x over the baseline, 12.0% of peak (measured (3 rounds, ±4%))`: the driver's note."""
+    pct = f", {it.pct_peak:.1%} of peak" if it.pct_peak is not None else ""
+    est = "est. " if it.estimated else ""
+    return f"{est}{it.speedup:.2f}x over the baseline{pct} ({figure_label(it)})"
+
+
 @dataclass
 class ItemRow:
     item: str
     device: str
     runs: int
-    speedup: float  # over the suite's baseline: the product of its runs' gains (recorded; see `gain_source`)
+    speedup: float  # over the suite's baseline, as `figures` says it was had
     pct_peak: float | None
     estimated: bool  # a cost model's figures (an emulated device)
+    figures: str  # how: "measured (3 rounds, ±4%)", "estimated", "product (old log)", "-"
+    figures_how: str  # the same in a sentence
     state: str
     why: str  # its place in its device's last queue
     cost_usd: float
@@ -354,6 +431,8 @@ def item_rows(view: CampaignView, campaign: State | None = None) -> list[ItemRow
             speedup=it.speedup,
             pct_peak=it.pct_peak,
             estimated=it.estimated,
+            figures=figure_label(it, view.item_figures),
+            figures_how=figure_how(it, view.item_figures),
             state=view.item_state(it, campaign),
             why=why.get(key, "not scheduled yet"),
             cost_usd=it.cost_usd,
@@ -404,6 +483,7 @@ def summary(view: CampaignView, state: State) -> dict:
         "spent_usd": view.spent_usd,
         "budget": {"total_usd": spec.budget.total_usd, "daily_usd": spec.budget.daily_usd} if spec else None,
         "spend_per_day": view.spend_per_day(),
+        "item_figures": view.item_figures,
         "geomean_speedup_measured": geomean_speedup(rows, estimated=False),
         "geomean_speedup_estimated": geomean_speedup(rows, estimated=True),
         "parked": {p.device: p.reason for p in view.parked},

@@ -33,7 +33,7 @@ from accelopt.kernel_id import kernel_id
 from accelopt.problem import FLASHINFER_LANGUAGES, Problem, SourceFile
 from accelopt.profile import Profile
 from events.runsource import RunNotFound, load_events
-from replay.campaign import CampaignView
+from replay.campaign import FIGURES_NOTE, CampaignView, figure_how, figure_label
 
 PAIRS_FILE = "pairs.parquet"
 
@@ -99,6 +99,7 @@ def export_campaign(
     pairs = export_pairs(view, runs, out / PAIRS_FILE, warnings)
     manifest = {
         "campaign_id": view.campaign_id,
+        "figures_note": FIGURES_NOTE,
         "kernels": kernels,
         "pairs": pairs,
         "warnings": warnings,
@@ -153,6 +154,9 @@ def export_kernels(view: CampaignView, runs: _Runs, out: Path, warnings: list[st
                 "speedup": it.speedup,
                 "estimated": it.estimated,
                 "pct_peak": it.pct_peak,
+                "figures": figure_label(it, view.item_figures),
+                "figures_how": figure_how(it, view.item_figures),
+                "measured_run": it.measured_run,
             }
         )
     return written

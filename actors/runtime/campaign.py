@@ -51,7 +51,7 @@ from accelopt.problem import Problem
 from actors.runtime.pool import REVIVE_EVERY_S
 from events.log import EventLog, StreamSettings
 from events.runsource import LOG_NAME, load_events, open_log_endpoint
-from replay.campaign import CampaignView, campaign_dir, run_outcome, unknown_campaign
+from replay.campaign import CampaignView, campaign_dir, figure_text, run_outcome, unknown_campaign
 from replay.fold import RunView
 from replay.runstate import RunBusy, RunLock
 from replay.states import DRIVEN, State, campaign_run_state, campaign_state, record_campaign_run
@@ -249,6 +249,8 @@ class _Ended:
     run_id: str
     timed_out: bool = False
     error: str | None = None
+    outcome: dict | None = None  # the run's CampaignRunFinished fields, read on its thread
+    measured: dict | None = None  # its item's CampaignItemMeasured fields (None: not measured)
 
 
 class CampaignDriver:
@@ -294,6 +296,7 @@ class CampaignDriver:
             root=self.root,
             memory_uri=plan.memory_uri,
             max_call_usd=plan.max_call_usd,
+            item_figures="measured",
         )
         return self._drive(started)
 
@@ -432,9 +435,12 @@ class CampaignDriver:
             except queue.Empty:
                 continue
             self._threads.pop(ended.run_id, None)
+            measured = self._measured(ended)
             finished = self._finished(ended)
+            if measured is not None:
+                self.core.step(measured)  # an input that decides nothing: the finish does
             outs = self.core.step(finished)
-            self._publish([finished, *outs])
+            self._publish([*([measured] if measured is not None else []), finished, *outs])
 
     def _revive(self, pool: AgentPool) -> None:
         """Start again the agents whose actors died for good (a device whose profilers died
@@ -481,7 +487,10 @@ class CampaignDriver:
             budget = f", budget ${e.budget_usd:.2f}" if e.budget_usd is not None else ""
             self.note(f"run {e.index} {e.run_id}: {e.item}{start}{budget}; why: {e.reason.why}")
         elif isinstance(e, ev.CampaignRunFinished):
+            it = self.core.items.get(e.item)
             gain = f"{e.gain:.2f}x over its start" if e.gain is not None else "nothing usable"
+            if it is not None and it.measured_run == e.run:
+                gain += f"; the item {figure_text(it)}"
             state = campaign_run_state(e, State(name="running")).label
             self.note(f"run {e.run} ({e.item}): {state}, {gain}, ${e.cost_usd:.4f}, {e.duration_s:.0f} s")
         elif isinstance(e, ev.CampaignDeviceParked):
@@ -519,19 +528,35 @@ class CampaignDriver:
             setup: tuple[RunConfig, Problem] | Exception = self._run_setup(s)
         except Exception as e:
             setup = e
-        t = threading.Thread(target=self._run, args=(s, setup), name=f"campaign-run-{s.index}", daemon=True)
+        prev = self.core.runs[s.start_run].finished if s.start_run is not None else None
+        origin = self.problems[s.item]
+        start = prev.best_source if prev is not None else origin.baseline.entry_file().content
+        t = threading.Thread(
+            target=self._run, args=(s, setup, start), name=f"campaign-run-{s.index}", daemon=True
+        )
         self._threads[s.run] = t
         t.start()
 
-    def _run(self, s: ev.CampaignRunScheduled, setup: tuple[RunConfig, Problem] | Exception) -> None:
-        """A thread: drive run `s` to its end (start it, resume it, or only note that it ended)."""
+    def _run(
+        self, s: ev.CampaignRunScheduled, setup: tuple[RunConfig, Problem] | Exception, start: str
+    ) -> None:
+        """A thread: drive run `s` to its end (start it, resume it, or only note that it ended),
+        then read what it came to and measure its item (`start`: the source it started from)."""
+        ended = self._drive_run(s, setup)
+        try:
+            ended.outcome = self._outcome_fields(s, ended)
+            ended.measured = self._measure(s, ended.outcome, start, setup)
+        except Exception as e:  # the loop reads it again and publishes the run's end unmeasured
+            log.warning("campaign run's outcome or measurement failed", run_id=s.run, error=repr(e))
+        self._ended.put(ended)
+
+    def _drive_run(self, s: ev.CampaignRunScheduled, setup: tuple[RunConfig, Problem] | Exception) -> _Ended:
         from actors.runtime.session import SessionOptions, run_session
 
         try:
             started, ended = asyncio.run(_run_state(self.url, s.run))
             if ended:
-                self._ended.put(_Ended(s.run))
-                return
+                return _Ended(s.run)
             timeout = max(1.0, s.deadline_ts - time.time()) if s.deadline_ts is not None else None
             common = SessionOptions(
                 nats_url=self.url,
@@ -557,12 +582,64 @@ class CampaignDriver:
                     raise setup
                 cfg, problem = setup
                 outcome = run_session(cfg, [problem], common)
-            self._ended.put(_Ended(s.run, timed_out=outcome.timed_out))
+            return _Ended(s.run, timed_out=outcome.timed_out)
         except RunBusy as e:  # another process drives it (a second driver of this campaign)
-            self._ended.put(_Ended(s.run, error=str(e)))
+            return _Ended(s.run, error=str(e))
         except Exception as e:
             log.warning("campaign run failed", run_id=s.run, error=repr(e))
-            self._ended.put(_Ended(s.run, error=f"{type(e).__name__}: {e}"))
+            return _Ended(s.run, error=f"{type(e).__name__}: {e}")
+
+    def _measure(
+        self,
+        s: ev.CampaignRunScheduled,
+        outcome: dict,
+        start: str,
+        setup: tuple[RunConfig, Problem] | Exception,
+    ) -> dict | None:
+        """Its item measured at the run's end (actors/runtime/item_measure.py): the suite's
+        baseline, the kernel the run started from and the run's best. None for a run with
+        nothing usable (failed, unserved, its baseline broken): the item stays as it was."""
+        if outcome.get("gain") is None or outcome.get("unserved"):
+            return None
+        from actors.runtime.item_measure import measure_item
+        from hardware_agents.families import get_agent, profile_timeout_s
+
+        cfg = setup[0] if not isinstance(setup, Exception) else RunConfig()
+        try:
+            agent = get_agent(s.device)
+        except Exception as e:
+            return {"method": "interleaved", "rounds": 0, "error": f"{type(e).__name__}: {e}"[:500]}
+        try:
+            return measure_item(
+                agent,
+                self.problems[s.item],
+                run_id=s.run,
+                start=start,
+                candidate=outcome.get("best_source") or None,
+                rounds=cfg.search.remeasure_rounds or 1,
+                timeout_s=profile_timeout_s(s.device, cfg.profiling),
+            )
+        except Exception as e:
+            log.warning("item measurement failed", run_id=s.run, error=repr(e))
+            return {"method": "interleaved", "rounds": 0, "error": f"{type(e).__name__}: {e}"[:500]}
+        finally:
+            agent.close()
+
+    def _measured(self, ended: _Ended) -> ev.CampaignItemMeasured | None:
+        if ended.measured is None:
+            return None
+        s = self.core.runs[ended.run_id].scheduled
+        return ev.CampaignItemMeasured(
+            **ev.envelope(
+                ev.CampaignItemMeasured,
+                self.campaign_id,
+                ended.run_id,
+                ts=time.time(),
+                cause=ev.derive_event_id(self.campaign_id, "CampaignRunScheduled", s.index),
+            run=ended.run_id,
+            item=s.item,
+            **ended.measured,
+        )
 
     def _run_setup(self, s: ev.CampaignRunScheduled) -> tuple[RunConfig, Problem]:
         spec, started = self.core.spec, self.core.started
@@ -578,9 +655,8 @@ class CampaignDriver:
         ref = f"{item.suite}/{item.problem}@{item.device}"
         return run_config(spec, devices, self.root, started.memory_uri, s, ref), problem
 
-    def _finished(self, ended: _Ended) -> ev.CampaignRunFinished:
+    def _outcome_fields(self, s: ev.CampaignRunScheduled, ended: _Ended) -> dict:
         """The run's outcome, read from its own log (its export, else the stream)."""
-        s = self.core.runs[ended.run_id].scheduled
         fields: dict = {}
         try:
             events = load_events(ended.run_id, self.root, nats_url=self.url, prefer_stream=True)
@@ -589,6 +665,11 @@ class CampaignDriver:
             fields = {"status": "error", "reason": ended.error or f"{type(e).__name__}: {e}"}
         if ended.error and fields.get("status") in ("running", "empty", None):
             fields.update(status="error", reason=ended.error[:500])
+        return fields
+
+    def _finished(self, ended: _Ended) -> ev.CampaignRunFinished:
+        s = self.core.runs[ended.run_id].scheduled
+        fields = ended.outcome if ended.outcome is not None else self._outcome_fields(s, ended)
         finished = ev.CampaignRunFinished(
             **ev.envelope(
                 ev.CampaignRunFinished,

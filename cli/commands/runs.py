@@ -18,14 +18,42 @@ SPEEDUP_CAPTION = (
 
 
 RIGHT = ("problems", "iterations", "speedup (geomean)", "best %peak (geomean)", "LLM cost")
-OPTIONAL = ("failed LLM calls", "forked from")  # shown when a run has one
+OPTIONAL = ("failed LLM calls", "forked from", "campaign item after it")  # shown when a run has one
+CAMPAIGN_CAPTION = (
+    "campaign item after it: a campaign's run's speedup is over the kernel it started from; its item's "
+    "speedup over the suite's baseline after the run, and how it was had, is beside it"
+)
+
+
+def campaign_item(items: dict, run_id: str) -> dict:
+    """The JSON fields of a campaign's run: its campaign, item and the item's figures after it."""
+    if run_id not in items:
+        return {}
+    cid, item, p = items[run_id]
+    return {
+        "campaign": cid,
+        "campaign_item": item,
+        "item_speedup": p.speedup,
+        "item_pct_peak": p.pct_peak,
+        "item_figures": p.figures,
+    }
+
+
+def item_cell(items: dict, run_id: str) -> str:
+    if run_id not in items:
+        return ""
+    _, item, p = items[run_id]
+    return f"{item} {p.speedup:.2f}x {p.figures}"
 
 
 def runs_table(title: str, rows: list[dict[str, str]]) -> Table:
     """The runs as a table whose cells wrap between words, never inside one: each column is at
     least as wide as its longest word (a figure, a run id, a date), so on a narrow terminal
     lines wrap instead of figures being cut or split."""
-    table = Table(title=title, caption=SPEEDUP_CAPTION)
+    caption = SPEEDUP_CAPTION
+    if any(r.get("campaign item after it") for r in rows):
+        caption += "; " + CAMPAIGN_CAPTION
+    table = Table(title=title, caption=caption)
     columns = [c for c in rows[0] if c not in OPTIONAL or any(r[c] for r in rows)]
     for col in columns:
         words = [w for text in (col, *(r[col] for r in rows)) for w in text.split()]
@@ -52,6 +80,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from cli.commands.run import wide_console
+    from replay.campaign import item_points_by_run
     from replay.render import fmt
     from replay.runs import list_runs
     from replay.states import resume_hint
@@ -60,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
     console = wide_console()
     listings, warnings = list_runs(args.root, nats_url=args.nats)
     now = time.time()
+    items = item_points_by_run(args.root)
     if args.json:
         for r in listings:
             s = r.summary
@@ -86,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
                         "fork_iteration": s.fork_iteration,
                         "path": str(r.path or ""),
                         "resume": r.resume,
+                        **campaign_item(items, s.run_id),
                     }
                 )
             )
@@ -108,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
                 "failed LLM calls": failed_calls_text(s.failed_llm_calls),
                 "started": fmt.stamp(s.started_ts),
                 "forked from": f"{s.parent_run} @ {s.fork_iteration}" if s.parent_run else "",
+                "campaign item after it": item_cell(items, s.run_id),
                 "source": r.source,
             }
         )

@@ -11,7 +11,7 @@ import time
 
 import msgspec
 
-from replay.campaign import CampaignView, item_rows, run_states, summary
+from replay.campaign import FIGURES_NOTE, CampaignView, item_rows, run_states, summary
 from replay.render import fmt
 from replay.render.campaign import (
     ITEM_HEADERS,
@@ -64,6 +64,7 @@ class CampaignModel(msgspec.Struct, kw_only=True):
     campaign: CampaignRow
     item_headers: list[str]
     items: list[list[str]]
+    figures_note: str  # how the items' speedups and % of peak were had
     devices: list[DeviceBlock]
     spend_svg: str
     spend_per_day: dict[str, float]
@@ -119,6 +120,7 @@ def campaign_model(view: CampaignView, source: str, state: State, *, streaming: 
         campaign=campaign_row(view, source, state, streaming=streaming),
         item_headers=ITEM_HEADERS,
         items=[item_cells(r) for r in item_rows(view, state)],
+        figures_note=FIGURES_NOTE,
         devices=[
             DeviceBlock(
                 device=d,

@@ -6,7 +6,7 @@ campaign page (replay/dashboard/models.py) shows the same charts and rows.
 
 from __future__ import annotations
 
-from replay.campaign import CampaignView, ItemRow, item_rows, run_states, summary
+from replay.campaign import FIGURES_NOTE, CampaignView, ItemRow, item_rows, run_states, summary
 from replay.render import fmt
 from replay.render.htmlkit import esc, page, table
 from replay.render.svg import BarSeries, Series, bar_chart, line_chart
@@ -83,6 +83,7 @@ def item_cells(r: ItemRow) -> list[str]:
         str(r.runs),
         f"{est}{r.speedup:.2f}x",
         f"{r.pct_peak:.1%}" if r.pct_peak is not None else "-",
+        r.figures,
         f"${r.cost_usd:.4f}",
         r.state,
         r.why,
@@ -94,6 +95,7 @@ ITEM_HEADERS = [
     "runs",
     "speedup",
     "% of peak",
+    "how measured",
     "LLM cost",
     "state",
     "why (its queue at the last decision)",
@@ -167,6 +169,7 @@ def build_campaign_report(
         facts.append(("to go on", state.resume))
     overview = table(["", ""], [[k, v] for k, v in facts], numeric_from=9)
     overview += table(ITEM_HEADERS, [item_cells(r) for r in item_rows(view, state)], numeric_from=1)
+    overview += f"<p class=note>{esc(FIGURES_NOTE)}</p>"
     charts = "".join(
         f'<div class="grid2">{speedup_chart(view, d)}{peak_chart(view, d)}</div>' for d in devices(view)
     )

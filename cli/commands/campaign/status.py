@@ -100,7 +100,7 @@ def _pct(x: float | None) -> str:
 
 def print_status(console: Console, view, root: str) -> State:
     """The campaign in the terminal; its state (the one its header line says)."""
-    from replay.campaign import item_rows, run_states, summary
+    from replay.campaign import FIGURES_NOTE, item_rows, run_states, summary
 
     state = state_of(view, root)
     s = summary(view, state)
@@ -124,15 +124,15 @@ def print_status(console: Console, view, root: str) -> State:
         console.print(f"[yellow]parked {p.device}:[/yellow] {escape(p.reason)}", soft_wrap=True)
     t = Table(
         title="items",
-        caption="speedup: over the suite's baseline, the product of the item's runs' gains (each re-measured at "
-        "the end of its run where it was; est.: a cost model's, an emulated device); why: its place in its "
-        "device's queue at the last decision",
+        caption=FIGURES_NOTE + "; why: its place in its device's queue at the last decision",
     )
-    for col in ("item", "runs", "speedup", "% of peak", "state", "why"):
+    for col in ("item", "runs", "speedup", "% of peak", "how measured", "state", "why"):
         t.add_column(col, justify="right" if col in ("runs", "speedup", "% of peak") else "left")
     for r in item_rows(view, state):
         est = "est. " if r.estimated else ""
-        t.add_row(r.item, str(r.runs), f"{est}{r.speedup:.2f}x", _pct(r.pct_peak), r.state, escape(r.why))
+        t.add_row(
+            r.item, str(r.runs), f"{est}{r.speedup:.2f}x", _pct(r.pct_peak), r.figures, r.state, escape(r.why)
+        )
     console.print(t)
     runs = list(view.runs.values())[-RECENT_RUNS:]
     if runs:

@@ -221,7 +221,8 @@ function campaignPage(campaignId) {
       c.stopped ? h("p", {class: "note", id: "campaign-stopped"}, "why it ended: " + c.stopped) : null,
       c.resume ? h("p", {class: "note", id: "campaign-resume"}, `${c.state}: to go on, `, h("code", {}, c.resume)) : null]);
     up("items", m.items, () => [h("h2", {}, "Items"),
-      h("div", {id: "campaign-items"}, textTable("items", m.item_headers, m.items, [1, 2, 3, 4]))]);
+      h("div", {id: "campaign-items"}, textTable("items", m.item_headers, m.items, [1, 2, 3, 4])),
+      h("p", {class: "note", id: "campaign-figures"}, m.figures_note)]);
     up("devices", m.devices, () => [h("h2", {}, "Per device: best speedup and % of peak over time, and the queue"),
       m.devices.map((d) => h("div", {"data-device": d.device}, h("h3", {}, d.device),
         d.parked ? h("p", {class: "warnings"}, "parked: " + d.parked) : null,

@@ -1,0 +1,103 @@
+"""A campaign's item measured at the end of one of its runs: the fields of a
+`CampaignItemMeasured` (accelopt/catalog.py).
+
+The suite's baseline (`origin`), the kernel the run started from (`start`: the item's best so
+far, where it is not the baseline) and the run's best (`candidate`, where it is a new source)
+are profiled together in-process on the device's hardware agent by the interleaved re-measure
+protocol (accelopt/remeasure.py, as a run's own re-measure and `accelopt remeasure` are): in
+rounds on fresh seeds, the order reversed every other round, so every side sees the same
+machine conditions. An emulated device's kernels are compared by the cost model's estimate
+(one round: it is deterministic). The item's speedup is origin over its best in these
+rounds: a measurement, never a product of runs' gains.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from accelopt import catalog as ev
+from accelopt.kernel_id import kernel_id
+from accelopt.problem import Problem
+from accelopt.profile import Profile, peak_fraction
+from accelopt.remeasure import Remeasure, drive, first_line
+
+SEED_BASE = 5_000_000  # above the search's (< 100,000) and a run's own re-measure's (700,000 + ...)
+
+
+def seed_base(run_id: str) -> int:
+    """The first round's seed offset: fresh seeds, distinct per run."""
+    h = int(hashlib.sha256(f"item-measure\x1f{run_id}".encode()).hexdigest()[:6], 16)
+    return SEED_BASE + 1_000_000 * (h % 1000)
+
+
+def sides_to_measure(problem: Problem, start: str, candidate: str | None) -> list[tuple[str, str]]:
+    """(role, source) per distinct source: the baseline first, then the start, then the candidate."""
+    out = [("origin", problem.baseline.entry_file().content)]
+    for role, src in (("start", start), ("candidate", candidate)):
+        if src and all(src != s for _, s in out):
+            out.append((role, src))
+    return out
+
+
+def estimated_side(kid: str, prof: Profile) -> ev.RemeasuredSide:
+    """An emulated device's side: its estimate as its one round (status `unmeasured`)."""
+    est = prof.estimated_ms
+    if est is None:
+        return ev.RemeasuredSide(kernel_id=kid, status=prof.status, log_head=first_line(prof.log))
+    t_peak = (prof.estimate.t_peak_ms if prof.estimate else None) or prof.t_peak_ms
+    return ev.RemeasuredSide(
+        kernel_id=kid,
+        status="unmeasured",
+        rounds_ms=[est],
+        median_ms=est,
+        peak_fraction=peak_fraction(t_peak, est),
+    )
+
+
+def measure_item(
+    agent,
+    problem: Problem,
+    *,
+    run_id: str,
+    start: str,
+    candidate: str | None,
+    rounds: int,
+    timeout_s: float,
+) -> dict:
+    """The fields of the item's `CampaignItemMeasured` (but its run and item). `problem` is the
+    suite's (its baseline the origin); `start` the source the run started from; `candidate`
+    the run's best source (None: the run has none)."""
+    from actors.roles.profiler import kernel_solution, offset_seeds
+
+    sides = sides_to_measure(problem, start, candidate)
+    language = problem.baseline.spec.language
+    ids = [kernel_id(problem.name, language, src) for _, src in sides]
+
+    def profile(side: int, offset: int) -> Profile:
+        solution = kernel_solution(problem.name, ids[side], language, sides[side][1], problem.baseline)
+        return agent.profile(problem, solution, seeds=offset_seeds(offset), timeout_s=timeout_s)
+
+    base = seed_base(run_id)
+    first = profile(0, base)
+    if first.estimated_ms is not None:  # an emulated device: the cost model's estimates
+        profiles = [first] + [profile(i, base) for i in range(1, len(sides))]
+        results = [estimated_side(k, p) for k, p in zip(ids, profiles, strict=True)]
+        method, offsets = "estimated", [base]
+    else:
+        protocol = Remeasure(len(sides), max(1, rounds), base)
+        slot = protocol.next_slot()  # round 0, the baseline: the profile just taken
+        assert slot is not None and slot.side == 0
+        protocol.record(slot, first)
+        drive(protocol, lambda s: profile(s.side, s.seed_offset))
+        results = protocol.results(ids)
+        method = "interleaved"
+        offsets = protocol.seed_offsets[: max(len(p) for p in protocol.profiles)]
+    by_role = {role: r for (role, _), r in zip(sides, results, strict=True)}
+    return {
+        "method": method,
+        "rounds": len(offsets),
+        "seed_offsets": offsets,
+        "origin": by_role["origin"],
+        "start": by_role.get("start"),
+        "candidate": by_role.get("candidate"),
+    }

@@ -1,0 +1,247 @@
+"""What crosses the MCP boundary: each tool's arguments and structured result as msgspec
+Structs. A tool's JSON schemas are derived from them (`tool_schema`), and its arguments are
+decoded with them (`decode_args`), so the schema an agent reads and the check it meets are
+one fact. Arguments are strict (an unknown key is an error) and bounded (a kernel's source
+at most `MAX_SOURCE_CHARS`, texts and lists short)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, TypeVar
+
+import msgspec
+
+from accelopt.profile import Profile
+from accelopt.records import MemoryEntry
+
+MAX_SOURCE_CHARS = 1 << 20  # what a hardware agent compiles at most (hardware_agents.base.MAX_SOURCE_BYTES)
+Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+Source = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_SOURCE_CHARS)]
+Text = Annotated[str, msgspec.Meta(min_length=1, max_length=8000)]
+ShortText = Annotated[str, msgspec.Meta(max_length=2000)]
+
+
+class _Args(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    pass
+
+
+class _Result(msgspec.Struct, kw_only=True, omit_defaults=True):
+    pass
+
+
+# --- problems ---------------------------------------------------------------------------------
+
+
+class ListProblemsArgs(_Args, kw_only=True):
+    """Problems of the installed suites, filtered (all filters optional, each 'equals')."""
+
+    suite: Name | None = None
+    device: Name | None = None
+    family: Name | None = None  # the device family: cpu, triton, neuron, sim
+    op_type: Name | None = None
+
+
+class ProblemRow(_Result, kw_only=True):
+    ref: str  # SUITE/PROBLEM, what every other tool takes
+    suite: str
+    problem: str
+    op_type: str
+    device: str
+    family: str
+    language: str
+    axes: dict[str, int] = {}
+
+
+class ListProblemsResult(_Result, kw_only=True):
+    problems: list[ProblemRow]
+
+
+class GetProblemArgs(_Args, kw_only=True):
+    problem: Name  # SUITE/PROBLEM
+    device: Name | None = None  # default: the suite's device
+    baseline_profile: bool = False  # profile the baseline now (once per server) for its figure
+
+
+class TensorRow(_Result, kw_only=True):
+    name: str
+    shape: list[int] | None
+    dtype: str
+
+
+class RooflineFacts(_Result, kw_only=True):
+    flops_matmul: float
+    flops_vector: float
+    bytes_min: float
+    device_name: str
+    peak_bw_bytes_s: float
+    peak_matmul_flops: float
+    peak_vector_flops: float
+    spec_source: str
+    spec_measured: bool
+    t_peak_ms: float  # the roofline time at this problem's shapes
+    bound: str
+
+
+class ProblemDetail(_Result, kw_only=True):
+    ref: str
+    device: str
+    language: str
+    op_type: str
+    description: str = ""
+    axes: dict[str, int]
+    inputs: list[TensorRow]
+    outputs: list[TensorRow]
+    tolerance: dict[str, float]
+    reference: str
+    numpy_reference: str = ""
+    constraints: list[str] = []
+    check_workloads: list[dict[str, int]] = []
+    entry_point: str
+    baseline_source: str
+    baseline_kernel_id: str
+    interface: list[str]
+    correctness_bar: str
+    problem_section: str  # what AccelOpt's own planner reads of the problem
+    primer: str  # the language's and device's primer, with the profile glossary
+    roofline: RooflineFacts | None = None
+    roofline_note: str = ""
+    baseline: JudgedKernel | None = None  # with baseline_profile: the baseline's profile here
+
+
+# --- judging ---------------------------------------------------------------------------------
+
+
+class ProfileArgs(_Args, kw_only=True):
+    problem: Name
+    source: Source  # the whole kernel file, in the suite's language
+    device: Name | None = None
+    language: Name | None = None  # default: the suite's
+    timeout_s: Annotated[float, msgspec.Meta(gt=0, le=600)] | None = None  # the kernel run's limit
+
+
+class JudgedKernel(_Result, kw_only=True):
+    """One verdict of this server's judge."""
+
+    kernel_id: str  # the content id (problem, language, source), as in every run
+    problem: str
+    device: str
+    language: str
+    status: str
+    latency_ms: float | None = None
+    estimated_ms: float | None = None
+    pct_peak: float | None = None  # percent of the roofline (100 = on it)
+    seeds: list[int] = []  # the correctness seeds the judge drew
+    profile: Profile  # the same record a run's profiler publishes
+    event_id: str = ""  # the session-log event that holds this verdict
+
+
+class CompareArgs(_Args, kw_only=True):
+    problem: Name
+    slow_source: Source
+    fast_source: Source
+    device: Name | None = None
+    language: Name | None = None
+    rounds: Annotated[int, msgspec.Meta(ge=1, le=9)] = 3
+
+
+class CompareSide(_Result, kw_only=True):
+    kernel_id: str
+    status: str
+    rounds_ms: list[float] = []
+    median_ms: float | None = None
+    log_head: str = ""
+
+
+class CompareResult(_Result, kw_only=True):
+    problem: str
+    device: str
+    rounds: int
+    seeds: list[list[int]]
+    slow: CompareSide
+    fast: CompareSide
+    speedup: float | None = None  # slow median / fast median, both measured here, interleaved
+    verified: bool  # both passed every round and fast is faster: record_insight may take this pair
+    pair_id: str = ""  # what record_insight names
+    event_id: str = ""
+
+
+class RecordInsightArgs(_Args, kw_only=True):
+    pair_id: Name  # from compare_kernels, verified
+    title: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+    text: Text
+
+
+class RecordInsightResult(_Result, kw_only=True):
+    entry_id: str
+    memory: str
+    written: bool  # False where the entry was there already
+    entry: MemoryEntry
+    event_id: str = ""
+
+
+# --- memory ----------------------------------------------------------------------------------
+
+
+class SearchMemoryArgs(_Args, kw_only=True):
+    query: Text | None = None  # what to look for: an idea, a plan
+    kernel: Source | None = None  # or a kernel: its nearest pairs
+    problem: Name | None = None  # with kernel: whose problem it solves (names the query as a run does)
+    device: Name | None = None
+    language: Name | None = None
+    op_type: Name | None = None
+    top_m: Annotated[int, msgspec.Meta(ge=1, le=50)] = 8
+
+
+class MemoryHit(_Result, kw_only=True):
+    entry_id: str
+    score: float
+    problem: str
+    device: str
+    language: str
+    speedup: float
+    title: str
+    text: str
+    diff: str = ""
+    # provenance: the run (or agent session) that verified the pair, and its kernels
+    source_run: str = ""
+    created_at: float = 0.0
+    slow_kernel_id: str = ""
+    fast_kernel_id: str = ""
+
+
+class SearchMemoryResult(_Result, kw_only=True):
+    memory: str
+    query: str
+    hits: list[MemoryHit]
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+A = TypeVar("A", bound=msgspec.Struct)
+
+
+class ArgsError(ValueError):
+    """Arguments a tool cannot take; the message is the one line the agent reads."""
+
+
+def decode_args(arguments: dict[str, Any] | None, kind: type[A]) -> A:
+    """`arguments` as `kind`, or ArgsError naming the field and the rule."""
+    try:
+        return msgspec.convert(arguments or {}, kind, strict=True)
+    except msgspec.ValidationError as e:
+        raise ArgsError(f"bad arguments: {e}") from None
+
+
+def tool_schema(kind: type[msgspec.Struct]) -> dict[str, Any]:
+    """The JSON schema of a Struct with the object at its root (MCP asks `type: object`
+    there), its nested definitions under `$defs`."""
+    full = msgspec.json.schema(kind)
+    defs = dict(full.get("$defs", {}))
+    root = dict(defs[kind.__name__])
+    if len(defs) > 1:
+        root["$defs"] = defs
+    return root
+
+
+def to_json(value: msgspec.Struct) -> dict[str, Any]:
+    out: dict[str, Any] = msgspec.to_builtins(value)
+    return out

@@ -1,0 +1,319 @@
+"""`accelopt mcp`'s server: AccelOpt's judge and memory as Model Context Protocol tools, on
+the `mcp` SDK's low-level server (schemas from `records.py`, not from type hints).
+
+Every tool answers with a structured result and a one-line text summary, or with `isError`
+and one line saying what was wrong (bad arguments, an unknown problem or device, a judge that
+gave no verdict); a traceback goes to the server's stderr, never to the agent, and no tool
+call takes the server down. A kernel's failure is a verdict, not an error: its status and log
+are the result. Calls that judge or change something are events of the session's log
+(`session_log.py`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import traceback
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import msgspec
+from mcp.server import Server, ServerRequestContext
+
+from accelopt.kernel_id import kernel_id
+from accelopt.profile import Profile
+from cli.commands.mcp_server import problems
+from cli.commands.mcp_server.judge import Judge, JudgeError
+from cli.commands.mcp_server.memory import Memory, MemoryError_
+from cli.commands.mcp_server.records import (
+    ArgsError,
+    GetProblemArgs,
+    JudgedKernel,
+    ListProblemsArgs,
+    ListProblemsResult,
+    ProblemDetail,
+    ProfileArgs,
+    SearchMemoryArgs,
+    SearchMemoryResult,
+    decode_args,
+    to_json,
+    tool_schema,
+)
+from cli.commands.mcp_server.session_log import SessionLog
+
+log = logging.getLogger("accelopt.mcp")
+Ctx = ServerRequestContext[Any, Any]
+
+
+class ToolError(Exception):
+    """What the agent is told when a tool cannot answer: one line."""
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    args: type[msgspec.Struct]
+    result: type[msgspec.Struct]
+    handler: Callable[[Ctx, Any], Awaitable[tuple[msgspec.Struct, str]]]
+
+
+def _pct(prof: Profile) -> float | None:
+    frac = (
+        prof.peak_fraction
+        if prof.peak_fraction is not None
+        else (prof.estimate.peak_fraction if prof.estimate else None)
+    )
+    return frac * 100.0 if frac is not None else None
+
+
+def who_asked(ctx: Ctx) -> str:
+    params = ctx.session.client_params
+    info = params.client_info if params is not None else None
+    return f"{info.name} {info.version}".strip() if info is not None else "an unnamed client"
+
+
+class AccelOptMCP:
+    """The tools, the judge and the memory of one server process (all its sessions)."""
+
+    def __init__(
+        self, *, root: str | Path, memory_uri: str | Path, judge: Judge, session: SessionLog
+    ) -> None:
+        self.root = Path(root)
+        self.judge = judge
+        self.memory = Memory(memory_uri)
+        self.session = session
+        self._baselines: dict[tuple[str, str], JudgedKernel] = {}
+        self.tools: dict[str, ToolSpec] = {
+            t.name: t
+            for t in (
+                ToolSpec(
+                    "list_problems",
+                    "The problems of the installed suites (filter by suite, device kind, device family "
+                    "or op type). Each row's `ref` (SUITE/PROBLEM) is what the other tools take.",
+                    ListProblemsArgs,
+                    ListProblemsResult,
+                    self._list_problems,
+                ),
+                ToolSpec(
+                    "get_problem",
+                    "One problem in full: the reference, shapes, dtypes, tolerances, the kernel interface, "
+                    "the correctness bar, the device's roofline at these shapes, the baseline's source "
+                    "(and, with baseline_profile, its profile by this judge) and the language's primer: what "
+                    "AccelOpt's own planner reads.",
+                    GetProblemArgs,
+                    ProblemDetail,
+                    self._get_problem,
+                ),
+                ToolSpec(
+                    "profile_kernel",
+                    "Judge one kernel (the whole source file) as a run judges it: compiled and run in the "
+                    "sandbox, checked against the float64 reference on fresh seeds and adversarial inputs, "
+                    "timed by the trusted clock, placed on the roofline. Returns the run's Profile record: "
+                    "status, latency (or a cost model's estimate), % of peak, the reasons in the log, "
+                    "counters and stages. A failing kernel is a verdict (status + log), not a tool error.",
+                    ProfileArgs,
+                    JudgedKernel,
+                    self._profile_kernel,
+                ),
+                ToolSpec(
+                    "search_memory",
+                    "Search the optimization memory (verified slow->fast pairs with their insights, from "
+                    "runs, campaigns and agent sessions, on every device) by a query text, or by a kernel "
+                    "as a run's planner asks for it. Each hit has its speedup, the change as a diff, and "
+                    "its provenance (source run, kernel ids).",
+                    SearchMemoryArgs,
+                    SearchMemoryResult,
+                    self._search_memory,
+                ),
+            )
+        }
+
+    # --- the MCP surface ------------------------------------------------------------------
+
+    def server(self) -> Server[Any]:
+        return Server(
+            "accelopt",
+            version=_version(),
+            instructions=(
+                "AccelOpt: a trusted judge (sandbox, fresh inputs, trusted clock, roofline) and a shared "
+                "memory of verified slow->fast kernel pairs. Loop: list_problems, get_problem, "
+                "search_memory, write a kernel, profile_kernel, read the status and log, repeat."
+            ),
+            on_list_tools=self._on_list_tools,
+            on_call_tool=self._on_call_tool,
+        )
+
+    async def _on_list_tools(
+        self, ctx: Ctx, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(
+                    name=t.name,
+                    description=t.description,
+                    input_schema=tool_schema(t.args),
+                    output_schema=tool_schema(t.result),
+                )
+                for t in self.tools.values()
+            ]
+        )
+
+    async def _on_call_tool(self, ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+        tool = self.tools.get(params.name)
+        if tool is None:
+            return _error(f"unknown tool {params.name!r}; tools: {', '.join(self.tools)}")
+        try:
+            args = decode_args(params.arguments, tool.args)
+            result, summary = await tool.handler(ctx, args)
+        except (ArgsError, ToolError, JudgeError, MemoryError_, problems.UnknownError) as e:
+            return _error(str(e))
+        except Exception as e:  # a bug of ours: the agent gets one line, the operator the traceback
+            log.error("tool %s failed:\n%s", tool.name, traceback.format_exc())
+            return _error(f"internal error in {tool.name}: {type(e).__name__}: {_line(str(e))}")
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=summary)],
+            structured_content=to_json(result),
+        )
+
+    # --- tools ----------------------------------------------------------------------------
+
+    async def _list_problems(self, ctx: Ctx, args: ListProblemsArgs) -> tuple[ListProblemsResult, str]:
+        rows = await asyncio.to_thread(problems.list_problems, args)
+        return ListProblemsResult(problems=rows), f"{len(rows)} problems: " + ", ".join(
+            r.ref for r in rows[:20]
+        ) + (" ..." if len(rows) > 20 else "")
+
+    async def _get_problem(self, ctx: Ctx, args: GetProblemArgs) -> tuple[ProblemDetail, str]:
+        problem, device, language = await asyncio.to_thread(problems.resolve, args.problem, args.device)
+        roof = await asyncio.to_thread(problems.static_roofline, problem, device)
+        note = ""
+        if roof is None:  # peaks measured on this host: its worker knows them
+            try:
+                reply = await self.judge.request(
+                    device, {"op": "spec", "problem": args.problem}, limit_s=600.0, progress=_progress(ctx)
+                )
+                roof = None if "error" in reply else reply
+                note = reply.get("error", "")
+            except JudgeError as e:
+                note = str(e)
+        detail = problems.problem_detail(args.problem, problem, device, language, roof, note)
+        if args.baseline_profile:
+            detail.baseline = await self._baseline(
+                ctx, args.problem, device, language, detail.baseline_source
+            )
+        summary = f"{args.problem} on {device} ({language}): {problem.definition.op_type}, axes {detail.axes}"
+        if detail.roofline is not None:
+            summary += f", roofline {detail.roofline.t_peak_ms:.4g} ms ({detail.roofline.bound}-bound)"
+        if detail.baseline is not None:
+            summary += f", baseline {_verdict(detail.baseline)}"
+        return detail, summary
+
+    async def _baseline(self, ctx: Ctx, ref: str, device: str, language: str, source: str) -> JudgedKernel:
+        key = (ref, device)
+        if key not in self._baselines:
+            self._baselines[key] = await self.judge_kernel(
+                ctx, ref, device, language, source, None, "get_problem"
+            )
+        return self._baselines[key]
+
+    async def _profile_kernel(self, ctx: Ctx, args: ProfileArgs) -> tuple[JudgedKernel, str]:
+        _, device, language = await asyncio.to_thread(problems.resolve, args.problem, args.device)
+        if args.language is not None and args.language != language:
+            raise ToolError(f"problem {args.problem!r} is written in {language}, not {args.language}")
+        judged = await self.judge_kernel(
+            ctx, args.problem, device, language, args.source, args.timeout_s, "profile_kernel"
+        )
+        return judged, f"{args.problem} on {device}: {_verdict(judged)} (kernel {judged.kernel_id[:12]})"
+
+    async def judge_kernel(
+        self, ctx: Ctx, ref: str, device: str, language: str, source: str, timeout_s: float | None, tool: str
+    ) -> JudgedKernel:
+        """One kernel through the judge, on fresh seeds this server draws; recorded in the log."""
+        from actors.roles.profiler import offset_seeds
+        from hardware_agents.families import profile_timeout_s
+
+        problem_name = ref.rpartition("/")[2]
+        kid = kernel_id(problem_name, language, source)
+        seeds = list(offset_seeds(1_000_000 + secrets.randbelow(1_000_000_000)))
+        limit = (timeout_s or profile_timeout_s(device)) * 4 + 120.0
+        req = {
+            "op": "profile",
+            "problem": ref,
+            "kernel_id": kid,
+            "language": language,
+            "source": source,
+            "seeds": seeds,
+            "timeout_s": timeout_s,
+        }
+        reply = await self.judge.request(device, req, limit_s=limit, progress=_progress(ctx))
+        if "error" in reply:
+            raise ToolError(f"{ref}: the problem's side failed: {reply['error']}")
+        prof = msgspec.convert(reply["profile"], Profile)
+        judged = JudgedKernel(
+            kernel_id=kid,
+            problem=ref,
+            device=device,
+            language=language,
+            status=prof.status,
+            latency_ms=prof.latency_ms,
+            estimated_ms=prof.estimated_ms,
+            pct_peak=_pct(prof),
+            seeds=seeds,
+            profile=prof,
+        )
+        judged.event_id = await self.session.judged(who_asked(ctx), tool, ref, source, judged)
+        return judged
+
+    async def _search_memory(self, ctx: Ctx, args: SearchMemoryArgs) -> tuple[SearchMemoryResult, str]:
+        if (args.query is None) == (args.kernel is None):
+            raise ToolError("give either query (a text) or kernel (a source), not both or neither")
+        op_type = name = None
+        if args.problem is not None:
+            problem, _, _ = await asyncio.to_thread(problems.resolve, args.problem, None)
+            op_type, name = problem.definition.op_type, problem.name
+        result = await asyncio.to_thread(self.memory.search, args, op_type, name)
+        top = "; ".join(f"{h.title} ({h.speedup:.2f}x, {h.problem}/{h.device})" for h in result.hits[:3])
+        return result, f"{len(result.hits)} hits in {result.memory}" + (f": {top}" if top else "")
+
+
+def _verdict(j: JudgedKernel) -> str:
+    if j.latency_ms is not None:
+        pct = f", {j.pct_peak:.1f}% of peak" if j.pct_peak is not None else ""
+        return f"{j.status}, {j.latency_ms:.4g} ms{pct}"
+    if j.estimated_ms is not None:
+        return f"{j.status}, ESTIMATED {j.estimated_ms:.4g} ms"
+    head = _line(j.profile.log)
+    return f"{j.status}" + (f": {head[:200]}" if head else "")
+
+
+def _line(text: str) -> str:
+    return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+
+
+def _error(text: str) -> types.CallToolResult:
+    one = "; ".join(ln.strip() for ln in text.splitlines() if ln.strip()) or "error"
+    return types.CallToolResult(content=[types.TextContent(type="text", text=one)], is_error=True)
+
+
+def _progress(ctx: Ctx) -> Callable[[float, float, str], Awaitable[None]]:
+    async def report(done: float, total: float, message: str) -> None:
+        try:
+            await ctx.session.report_progress(round(done, 1), total, message)
+        except Exception:  # a client gone mid-profile: the profile's fate is the caller's cancel
+            log.debug("progress not delivered", exc_info=True)
+
+    return report
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("accelopt")
+    except PackageNotFoundError:
+        return "0"
