@@ -636,6 +636,7 @@ class CampaignDriver:
                 ended.run_id,
                 ts=time.time(),
                 cause=ev.derive_event_id(self.campaign_id, "CampaignRunScheduled", s.index),
+            ),
             run=ended.run_id,
             item=s.item,
             **ended.measured,

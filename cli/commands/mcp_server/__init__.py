@@ -41,7 +41,9 @@ def run(args: argparse.Namespace) -> int:
     except OSError as e:
         return error(f"--root {args.root}: {e}")
     print(f"accelopt mcp: session {app.session.session_id}, log {app.session.path}", file=sys.stderr)
-    anyio.run(_serve_stdio, app)
+    with app.session.lock() as lock:
+        anyio.run(_serve_stdio, app)
+        lock.release(ended="completed", why="the agent session ended")
     return 0
 
 

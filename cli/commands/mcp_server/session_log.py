@@ -7,7 +7,9 @@ what to try) and holds, per kernel the judge judged, the kernel as the agent pro
 a replay re-derives none and verifies every event as an input.
 
 The file is rewritten whole (atomically: a reader never sees half of it) after every event,
-so a server killed at any moment leaves every verdict it gave on disk.
+so a server killed at any moment leaves every verdict it gave on disk. While the server
+serves, it holds the session's run lock (`accelopt runs` says running); a session that ends
+says completed, one whose server was killed interrupted.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING
 from accelopt import catalog as ev
 from accelopt.config import RunConfig
 from events.logfile import write_events
+from replay.runstate import RunLock
 
 if TYPE_CHECKING:
     from cli.commands.mcp_server.records import JudgedKernel
@@ -30,6 +33,7 @@ class SessionLog:
         self, root: str | Path, session_id: str, *, memory_uri: str, toolchain: dict[str, str]
     ) -> None:
         self.session_id = session_id
+        self.root = Path(root)
         self.path = Path(root) / session_id / "log.aolog"
         self._lock = asyncio.Lock()
         self._calls = 0
@@ -47,6 +51,10 @@ class SessionLog:
             )
         ]
         self._write()
+
+    def lock(self) -> RunLock:
+        """The session's lock, to hold while serving (nothing resumes an agent session)."""
+        return RunLock(self.root, self.session_id, resume="")
 
     def _write(self) -> None:
         write_events(self.path, self.events)
