@@ -30,6 +30,8 @@ import msgspec
 
 from accelopt import catalog as ev
 from accelopt.config import RunConfig, recorded_config
+from accelopt.lanes import Lanes
+from accelopt.model_health import ModelHealth
 from accelopt.policy import (
     Pair,
     Scored,
@@ -40,6 +42,7 @@ from accelopt.policy import (
 from accelopt.profile import KERNEL_FAILURES, Profile
 from accelopt.records import MemoryEntry, mark_estimated
 from accelopt.remeasure import Remeasure, Slot, compare, run_seed_base
+from accelopt.spend import Spend
 
 
 class RecentIds:
@@ -191,11 +194,11 @@ class CoordinatorCore:
         # (benchmarks/long_run_bench.py measures it)
         self.requests: dict[str, ev.Event] = {}  # request id -> request event
         self.request_problem: dict[str, str] = {}
-        self.calls_counted: dict[str, set[str]] = {}  # pending request id -> its LLM calls counted
         self.applied = RecentIds(applied_window)
-        self.spent_usd = 0.0
-        self.failing_calls: dict[str, int] = {}  # role -> consecutive calls failed permanently
-        self.stopping: str | None = None
+        # the deciders of one concern each, set from the run's config at RunStarted
+        self.lanes = Lanes(0, 0)
+        self.spend = Spend(None)
+        self.health = ModelHealth(0)
         self.finished = False
         self.failed: str | None = None
         self._order = 0
@@ -215,9 +218,6 @@ class CoordinatorCore:
             ev.on(ev.RunCompleted, self._on_run_completed),
             ev.on(ev.RunFailed, self._on_run_failed),
         )
-        # backpressure: requests decided but not yet published, per lane
-        self.inflight: dict[str, int] = {}
-        self.queued: dict[str, deque[ev.Event]] = {}
 
     # --- public -------------------------------------------------------------------------------
 
@@ -241,6 +241,15 @@ class CoordinatorCore:
         return out
 
     @property
+    def spent_usd(self) -> float:
+        return self.spend.spent_usd
+
+    @property
+    def stopping(self) -> str | None:
+        """Why the run stops deciding new work ("budget"), or None."""
+        return "budget" if self.spend.exceeded else None
+
+    @property
     def cfg(self) -> RunConfig:
         assert self.config is not None, "RunStarted not seen yet"
         return self.config
@@ -262,59 +271,33 @@ class CoordinatorCore:
         """The envelope of a decision of this run, on the core's clock (`ev.envelope`)."""
         return ev.envelope(kind, self.run_id, *key, ts=self.clock(), cause=cause)
 
-    def _lane(self, request: ev.Event) -> str | None:
-        role = ev.ROLE_OF_REQUEST.get(type(request))
-        if role:
-            return f"llm:{role}"
-        if isinstance(request, ev.ProfileRequested):
-            return f"profile:{request.device}"
-        return None
-
-    def _limit(self, lane: str) -> int:
-        lim = self.cfg.limits
-        return lim.llm_inflight_per_role if lane.startswith("llm:") else lim.profiles_inflight_per_device
-
     def _request(self, problem: ProblemState, request: ev.Event) -> list[ev.Event]:
         """Register a request as pending; publish it now or queue it behind its lane's limit."""
         problem.pending.add(request.event_id)
         self.request_problem[request.event_id] = problem.name
-        lane = self._lane(request)
-        if lane is None:
-            return [request]
-        if self.inflight.get(lane, 0) < self._limit(lane):
-            self.inflight[lane] = self.inflight.get(lane, 0) + 1
-            return [request]
-        self.queued.setdefault(lane, deque()).append(request)
-        return []
+        return [request] if self.lanes.admit(request) else []
 
     def _resolve(self, request_id: str) -> tuple[ProblemState | None, list[ev.Event]]:
         """A request got its result: free its lane slot, release the next queued request."""
         name = self.request_problem.get(request_id)
         problem = self.problems.get(name) if name else None
-        released: list[ev.Event] = []
         if problem is None or request_id not in problem.pending:
-            return problem, released
+            return problem, []
         problem.pending.discard(request_id)
         del self.request_problem[request_id]
-        self.calls_counted.pop(request_id, None)
+        self.spend.forget(request_id)
         req = self.requests.pop(request_id, None)
-        lane = self._lane(req) if req is not None else None
-        if lane:
-            self.inflight[lane] = max(0, self.inflight.get(lane, 0) - 1)
-            q = self.queued.get(lane)
-            while q and self.inflight[lane] < self._limit(lane):
-                nxt = q.popleft()
-                if self.stopping and lane.startswith("llm:"):
-                    self._drop(nxt)
-                    continue
-                self.inflight[lane] += 1
-                released.append(nxt)
+        if req is None:
+            return problem, []
+        released, dropped = self.lanes.release(req, stopping=self.stopping is not None)
+        for d in dropped:
+            self._drop(d)
         return problem, released
 
     def _drop(self, request: ev.Event) -> None:
         name = self.request_problem.pop(request.event_id, None)
         self.requests.pop(request.event_id, None)
-        self.calls_counted.pop(request.event_id, None)
+        self.spend.forget(request.event_id)
         if name:
             self.problems[name].pending.discard(request.event_id)
 
@@ -337,6 +320,10 @@ class CoordinatorCore:
             return []
         self.started = e
         self.config = recorded_config(e.config)
+        lim = self.config.limits
+        self.lanes = Lanes(lim.llm_inflight_per_role, lim.profiles_inflight_per_device)
+        self.spend = Spend(self.config.llm.budget_usd)
+        self.health = ModelHealth(self.config.llm.fail_after)
         if e.fork_config is not None:
             self.fork_config = recorded_config(e.fork_config, source="RunStarted.fork_config")
         outs: list[ev.Event] = []
@@ -753,50 +740,18 @@ class CoordinatorCore:
     def _on_llm_call_completed(self, e: ev.LLMCallCompleted, out: Step) -> list[ev.Event]:
         # a role publishes its calls before its result, so a call of a request no longer
         # pending is a copy of one already counted
-        if e.request_id not in self.request_problem:
+        if e.request_id not in self.request_problem or not self.spend.count(e):
             return []
-        counted = self.calls_counted.setdefault(e.request_id, set())
-        if e.event_id in counted:
-            return []
-        counted.add(e.event_id)
-        self.spent_usd += e.cost_usd
-        failing = self._failing_model(e)
-        if failing is not None:
-            return [failing]
-        budget = self.cfg.llm.budget_usd
-        if budget is not None and self.spent_usd >= budget and not self.stopping:
-            self.stopping = "budget"
-            for lane, q in self.queued.items():
-                if lane.startswith("llm:"):
-                    while q:
-                        self._drop(q.popleft())
-            outs: list[ev.Event] = [
-                ev.BudgetExceeded(
-                    **self._env(ev.BudgetExceeded, cause=e), spent_usd=self.spent_usd, budget_usd=budget
-                )
-            ]
+        failing = self.health.step(e, self._env, ended=bool(self.failed or self.finished))
+        if failing:
+            return list(failing)
+        outs: list[ev.Event] = list(self.spend.step(e, self._env))
+        if outs:  # the run stops spending: no queued LLM request goes out, each problem winds down
+            for request in self.lanes.drop_llm():
+                self._drop(request)
             for p in self.problems.values():
                 outs += self._maybe_advance(p, e)
-            return outs
-        return []
-
-    def _failing_model(self, e: ev.LLMCallCompleted) -> ev.RunFailed | None:
-        """A RunFailed when `e` makes its role's last `llm.fail_after` calls all failures no
-        retry can fix (a missing key, an unknown model): going on would only complete the run
-        on its baselines. Any other outcome of a call resets the role's count."""
-        limit = self.cfg.llm.fail_after
-        if not e.error or not e.permanent:
-            self.failing_calls.pop(e.role, None)
-            return None
-        streak = self.failing_calls[e.role] = self.failing_calls.get(e.role, 0) + 1
-        if limit <= 0 or streak < limit or self.failed or self.finished:
-            return None
-        return ev.RunFailed(
-            **self._env(ev.RunFailed, "llm", e.role, cause=e),
-            reason=f"LLM calls failing ({e.role})",
-            detail=f"the last {streak} calls of the {e.role} ({e.model}) failed with errors no "
-            f"retry can fix; the last: {e.error[:1500]}",
-        )
+        return outs
 
     def _on_run_completed(self, e: ev.RunCompleted, out: Step) -> list[ev.Event]:
         self.finished = True

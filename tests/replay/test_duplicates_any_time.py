@@ -62,7 +62,7 @@ def test_copies_of_earlier_events_decide_nothing_and_cost_nothing(log):
     assert {n: p.best_id for n, p in small.problems.items()} == {
         n: p.best_id for n, p in reference.problems.items()
     }
-    assert small.requests == {} and small.request_problem == {} and small.calls_counted == {}
+    assert small.requests == {} and small.request_problem == {} and small.spend.counted == {}
 
 
 def test_each_kind_of_copy_is_caught_without_the_window(log):
