@@ -84,7 +84,9 @@ def measure_item(
         results = [estimated_side(k, p) for k, p in zip(ids, profiles, strict=True)]
         method, offsets = "estimated", [base]
     else:
-        protocol = Remeasure(len(sides), max(1, rounds), base)
+        # every side: the baseline alone (a run that started from it and found nothing new) is
+        # measured too, and a side that fails ends only itself
+        protocol = Remeasure(len(sides), max(1, rounds), base, every_side=True)
         slot = protocol.next_slot()  # round 0, the baseline: the profile just taken
         assert slot is not None and slot.side == 0
         protocol.record(slot, first)
