@@ -2,7 +2,7 @@
 
 Each event carries the envelope fields (event_id, run_id, type, schema_version,
 causation_id, ts), built in one place (`envelope`). `type` is the msgspec tag, i.e. the class
-name. Event ids are derived
+name; `schema_version` the version of its type (`VERSION_OF`, see `accelopt/upcasters.py`). Event ids are derived
 deterministically from what the event is about (see `derive_event_id`), so re-publishing
 a decision after a crash is de-duplicated by JetStream's `Nats-Msg-Id` (run id + event id).
 """
@@ -20,8 +20,6 @@ from accelopt.kernel_id import kernel_id
 from accelopt.problem import Problem
 from accelopt.profile import Profile
 from accelopt.records import ChatMessage, MemoryEntry, ModelPrice, TokenUsage
-
-SCHEMA_VERSION = 1
 
 Role = Literal["planner", "executor", "fixer", "summarizer"]
 Stage = Literal["plan", "implement", "fix", "summarize", "profile", "memory"]
@@ -71,7 +69,10 @@ class Event(msgspec.Struct, tag_field="type", kw_only=True, frozen=True):
     run_id: str
     ts: float
     causation_id: str | None = None
-    schema_version: int = SCHEMA_VERSION
+    # the version of the event's type this message was written in: 1, or the version a type
+    # declares by this field's default (`schema_version: int = 2`) when a change of its fields
+    # comes with an upcaster from the version before (`accelopt/upcasters.py`)
+    schema_version: int = 1
 
     @property
     def type(self) -> str:
@@ -130,12 +131,13 @@ class RunStarted(Event, tag=True, frozen=True):
         return fork if fork is not None and self.parent_settings_at(iteration) else self.config
 
 
-class RunCompleted(Event, tag=True, frozen=True):
+class RunCompleted(Event, tag=True, frozen=True, kw_only=True):
     subject: ClassVar[str] = "run.completed"
     author: ClassVar[Author] = "coordinator"
+    schema_version: int = 2  # 2: `best` is `best_kernel_ids`
 
     reason: str
-    best: dict[str, str] = {}
+    best_kernel_ids: dict[str, str] = {}  # problem -> its best kernel's id
 
 
 class RunFailed(Event, tag=True, frozen=True):
@@ -700,6 +702,11 @@ def is_llm_role(name: str) -> typing.TypeGuard[Role]:
 EVENT_TYPES: tuple[type[Event], ...] = tuple(Event.__subclasses__())
 AnyEvent: Any = typing.Union[EVENT_TYPES]  # noqa: UP007 (a union built from the tuple)
 EVENTS_BY_NAME: dict[str, type[Event]] = {t.__name__: t for t in EVENT_TYPES}
+# each type's version: what its new messages say (`schema_version`'s default), what older
+# ones are upcast to
+VERSION_OF: dict[type[Event], int] = {
+    t: next(f.default for f in msgspec.structs.fields(t) if f.name == "schema_version") for t in EVENT_TYPES
+}
 # What the coordinator decides (everything else on a run's log is an input to it)
 DECISION_TYPES: frozenset[type[Event]] = frozenset(t for t in EVENT_TYPES if t.author == "coordinator")
 # What a campaign's scheduler decides (the rest of a campaign's log is its inputs)

@@ -525,7 +525,7 @@ class CoordinatorCore:
                 ev.RunCompleted(
                     **self._env(ev.RunCompleted, cause=cause),
                     reason=self.stopping or "completed",
-                    best={q.name: q.best_id or "" for q in self.problems.values()},
+                    best_kernel_ids={q.name: q.best_id or "" for q in self.problems.values()},
                 )
             ]
         return []

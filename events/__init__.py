@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from accelopt.catalog import *  # noqa: F403
-from accelopt.catalog import EVENT_TYPES, EVENTS_BY_NAME, SCHEMA_VERSION, AnyEvent, Event, derive_event_id
+from accelopt.catalog import EVENT_TYPES, EVENTS_BY_NAME, VERSION_OF, AnyEvent, Event, derive_event_id
 from events.codec import EventDecodeError, decode, encode
 from events.subjects import role_filter, run_filter, subject_for
 
@@ -39,7 +39,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "EVENTS_BY_NAME",
     "EVENT_TYPES",
-    "SCHEMA_VERSION",
+    "VERSION_OF",
     "AnyEvent",
     "Event",
     "EventDecodeError",

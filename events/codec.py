@@ -1,5 +1,9 @@
 """msgpack encoding of events, and decoding with errors that say where a bad message sits;
-the checksum every message on the stream carries (`Accelopt-Sum`)."""
+the checksum every message on the stream carries (`Accelopt-Sum`).
+
+A message of an older version of its event type is read through the type's upcasters
+(`accelopt/upcasters.py`) before it is decoded; one of the current version (every message a
+run of this AccelOpt writes) is decoded as it is."""
 
 from __future__ import annotations
 
@@ -7,7 +11,8 @@ import hashlib
 
 import msgspec
 
-from accelopt.catalog import SCHEMA_VERSION, AnyEvent, Event
+from accelopt.catalog import EVENTS_BY_NAME, VERSION_OF, AnyEvent, Event
+from accelopt.upcasters import UpcastError, upcast
 
 
 class EventDecodeError(ValueError):
@@ -51,16 +56,31 @@ def decode(data: bytes, subject: str = "?", sequence: int | None = None) -> Even
     try:
         event = _decoder.decode(data)
     except msgspec.ValidationError as e:
-        reason = str(e)
-        if "Invalid value" in reason and "$.type" in reason:
-            reason = f"unknown event type ({reason})"
-        raise EventDecodeError(subject, sequence, reason) from e
+        # perhaps an older version's shape: read it as that version, if it is one
+        return _decode_older(data, subject, sequence, refused=e)
     except msgspec.DecodeError as e:
         raise EventDecodeError(subject, sequence, f"not msgpack: {e}") from e
-    if event.schema_version > SCHEMA_VERSION:
-        raise EventDecodeError(
-            subject,
-            sequence,
-            f"schema_version {event.schema_version} is newer than this AccelOpt ({SCHEMA_VERSION}); upgrade",
-        )
+    if event.schema_version != VERSION_OF[type(event)]:
+        return _decode_older(data, subject, sequence, refused=None)
     return event
+
+
+def _decode_older(
+    data: bytes, subject: str, sequence: int | None, refused: msgspec.ValidationError | None
+) -> Event:
+    """The message read through its type's upcasters; `refused`: why the current types did
+    not decode it, the error where it is of the current version."""
+    raw = msgspec.msgpack.decode(data)
+    kind = EVENTS_BY_NAME.get(str(raw.get("type"))) if isinstance(raw, dict) else None
+    if kind is None or (refused is not None and raw.get("schema_version", 1) == VERSION_OF[kind]):
+        reason = str(refused)
+        if "Invalid value" in reason and "$.type" in reason:
+            reason = f"unknown event type ({reason})"
+        raise EventDecodeError(subject, sequence, reason) from refused
+    try:
+        return _decoder.decode(_encoder.encode(upcast(raw, VERSION_OF[kind])))
+    except UpcastError as e:
+        raise EventDecodeError(subject, sequence, str(e)) from e
+    except msgspec.ValidationError as e:
+        version = raw.get("schema_version", 1)
+        raise EventDecodeError(subject, sequence, f"{e} (read as {kind.__name__} version {version})") from e

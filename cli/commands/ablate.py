@@ -60,7 +60,9 @@ def run(args: argparse.Namespace) -> int:
     if parent is None:
         return error(f"run {args.run} has no RunStarted")
     try:
-        cfg = config_from_dict(apply_overrides(parent.config, args.overrides), source="--set")
+        # the new run lives under --root (an exported file's recorded root may be anywhere)
+        settings = apply_overrides(parent.config, [f"root={args.root}", *args.overrides])
+        cfg = config_from_dict(settings, source="--set")
     except ConfigError as e:
         return error(str(e), label="config error:")
     ensure_on_stream(events, args.root, nats_url=args.nats)  # the agents read the recording from the log

@@ -230,7 +230,7 @@ def make_sample_events(run_id: str) -> list[c.Event]:
         c.BudgetExceeded(**env("BudgetExceeded"), spent_usd=1.01, budget_usd=1.0),
         *campaign_events(env, p),
         c.RunFailed(**env("RunFailed"), reason="test", detail="none"),
-        c.RunCompleted(**env("RunCompleted"), reason="done", best={"silu": "k1"}),
+        c.RunCompleted(**env("RunCompleted"), reason="done", best_kernel_ids={"silu": "k1"}),
     ]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from events import EVENT_TYPES, EventDecodeError, decode, encode, subject_for
+from events import EVENT_TYPES, VERSION_OF, EventDecodeError, decode, encode, subject_for
 
 
 def test_every_event_type_is_sampled(sample_events):
@@ -18,7 +18,7 @@ def test_round_trip_every_type(sample_events):
         back = decode(data, subject_for(ev), 1)
         assert back == ev
         assert type(back) is type(ev)
-        assert msgspec.msgpack.decode(data)["schema_version"] == 1
+        assert msgspec.msgpack.decode(data)["schema_version"] == VERSION_OF[type(ev)] == back.schema_version
 
 
 def test_unknown_type_names_subject_and_sequence():

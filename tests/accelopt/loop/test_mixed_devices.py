@@ -118,7 +118,7 @@ def test_each_problem_runs_on_its_own_device(mixed_run):
     assert {(e.problem, e.iteration) for e in events if isinstance(e, c.IterationCompleted)} >= {
         (n, 1) for n in DEVICES
     }
-    assert set(completed.best) == set(DEVICES)
+    assert set(completed.best_kernel_ids) == set(DEVICES)
 
 
 def test_remeasure_profiles_each_problem_on_its_device(mixed_run, capsys):
