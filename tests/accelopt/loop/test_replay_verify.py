@@ -46,6 +46,22 @@ def test_altered_profile_is_caught(simulate):
     assert "differ" in report.divergence.describe() or "did not decide" in report.divergence.describe()
 
 
+def test_a_decision_of_the_recorded_id_with_other_content_is_caught(simulate):
+    """The baseline's profile 10 % slower: no decision is added or dropped (its ids all stay),
+    only what they say changes (iteration 0's best latency first). Caught by comparing each
+    decision's content with its recorded copy, not by ids alone."""
+    _, log, _ = simulate(["memory.enabled=false"])
+    idx = next(i for i, e in enumerate(log) if isinstance(e, c.KernelProfiled) and e.profile.latency_ms)
+    prof = log[idx].profile
+    lat = msgspec.structs.replace(prof.latency, median_ms=prof.latency.median_ms * 1.1)
+    altered = list(log)
+    altered[idx] = msgspec.structs.replace(log[idx], profile=msgspec.structs.replace(prof, latency=lat))
+    report = verify(altered)
+    assert not report.ok and report.divergence.kind == "different", report.divergence
+    assert report.divergence.event_type == "IterationCompleted"
+    assert "best_latency_ms" in report.divergence.describe()
+
+
 def test_removed_decision_is_caught(simulate):
     _, log, _ = simulate(["memory.enabled=false"])
     idx = next(i for i, e in enumerate(log) if isinstance(e, c.PlanRequested))
