@@ -33,6 +33,7 @@ import msgspec
 from accelopt.config import (
     PRESETS,
     ConfigError,
+    MemoryConfig,
     RunConfig,
     build_config,
     convert,
@@ -279,6 +280,15 @@ def check_configs(spec: CampaignSpec, devices: list[str], root: str, memory_uri:
             run_config(spec, devices, root, memory_uri, _Trial(device=d), f"suite/problem@{d}")
         except ConfigError as e:
             raise ConfigError(f"devices.{d}: {str(e).removeprefix('config: ')}") from e
+
+
+def run_memory(
+    spec: CampaignSpec, devices: list[str], root: str, memory_uri: str, device: str
+) -> MemoryConfig:
+    """The memory settings of the campaign's runs on `device`: what their planners retrieve with."""
+    return run_config(
+        spec, devices, root, memory_uri, _Trial(device=device), f"suite/problem@{device}"
+    ).memory
 
 
 def with_start_kernel(problem: Problem, source: str) -> Problem:

@@ -16,8 +16,9 @@ What is decided here, whatever the policy (`accelopt/scheduler.py`) ranks:
   (its runs start from its best kernel so far);
 - an item is settled at its target % of peak, or after `plateau_runs` runs in a row each
   gaining less than `min_gain`; a plateaued item re-opens when memory insights of its
-  operator arrive from another item (another chip, another problem): those in its kernel
-  language, or any, as the policy's `insight_scope` says (so a log replays under its policy);
+  operator that its planner sees arrive from another item (`CampaignStarted.insight_sources`:
+  its own chip's, another chip's only where its runs share memory across chips): those in its
+  kernel language, or any, as the policy's `insight_scope` says (so a log replays under its policy);
 - money: every run gets `llm.budget_usd` = its share of what is left of the total and of the
   day, minus a reserve for the calls it may have in flight when it reaches that budget (a
   run stops asking at its budget, but finishes what it asked: `limits.llm_inflight_per_role`
@@ -371,14 +372,20 @@ class CampaignCore:
         return not it.settled, False
 
     def _relevant(self, it: ItemState) -> int:
-        """Insights of its operator that other items (other chips, other problems) taught the
-        memory: with the policy's `insight_scope` "language", only those of items in its kernel
-        language (an NKI insight learnt on trn1 does not re-open a C item on a cpu)."""
+        """Insights of its operator that other items taught the memory and its planner sees
+        (`CampaignStarted.insight_sources`: by default its own chip's; another chip's only
+        where its runs share memory across chips): with the policy's `insight_scope`
+        "language", only those of items in its kernel language. A log from before the sources
+        were recorded counts every other item's, as it was decided."""
         same_language = self.policy is not None and self.policy.insight_scope == "language"
+        sources = self.started.insight_sources if self.started is not None else None
+        seen = None if sources is None else set(sources.get(it.key, ()))
         return sum(
             n
             for k, n in self.insights.get(it.item.op_type, {}).items()
-            if k != it.key and (not same_language or self.items[k].item.language == it.item.language)
+            if k != it.key
+            and (seen is None or k in seen)
+            and (not same_language or self.items[k].item.language == it.item.language)
         )
 
     def _fill_slots(self, cause: ev.Event, now: float) -> list[ev.Event]:

@@ -509,6 +509,11 @@ class CampaignStarted(Event, tag=True, frozen=True):
     # the most one LLM call may cost before any was seen (from the models' prices and output
     # allowance; `budget.max_call_usd` when set): what the budget keeps in reserve per call in flight
     max_call_usd: float = 0.0
+    # item key -> the items whose insights its runs' planners see (the memory's rule,
+    # `memory_index.retrieval.planner_sees`, under the memory settings of its runs): what the
+    # scheduler counts as an item's new insights. None: a log from before, which counts those
+    # of its operator on any item (or of its kernel language, as its policy's `insight_scope` says)
+    insight_sources: dict[str, list[str]] | None = None
     # how its items' speedups and % of peak are had: "measured" (each run's end measures the
     # item's best against the suite's baseline: CampaignItemMeasured); "product" (a log from
     # before: the product of its runs' gains, shown marked as such)

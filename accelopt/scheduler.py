@@ -35,7 +35,9 @@ class Candidate:
     pct_peak: float | None  # its best kernel's fraction of peak (None: not known)
     cost_usd: float  # LLM spend on it so far
     seconds: float  # wall time of its runs so far
-    new_insights: int  # memory insights learnt on other items since its last run (`insight_scope`)
+    # memory insights learnt on other items since its last run that its planner sees
+    # (`CampaignStarted.insight_sources`; `insight_scope`)
+    new_insights: int
     reopened: bool = False  # it had plateaued; new insights bring it back
 
 
@@ -55,8 +57,9 @@ class PolicyContext:
 
 
 # which memory insights count as an item's new ones (its score's bonus, and what re-opens it
-# after a plateau): "operator": those of its operator learnt on any other item; "language":
-# only those learnt on items in the same kernel language (an NKI insight says little of C)
+# after a plateau), of those of its operator its planner sees (`CampaignStarted.insight_sources`,
+# the memory's rule: its own chip's; another chip's only where its runs share across chips):
+# "operator": all of them; "language": only those learnt on items in the same kernel language
 InsightScope = Literal["operator", "language"]
 
 
@@ -91,8 +94,9 @@ class ExpectedGain:
       its next, so a big first run does not keep the item on top; one whose later runs keep
       gaining stays there, one whose runs stopped gaining sinks;
     - new insights: memory insights of the same operator learnt since its last run on another
-      item, on any chip (an insight learnt on one chip re-opens a problem on another), add up
-      to another prior's worth (n / (n + 2) of it); the same insights re-open a plateaued item
+      item that its planner sees (its own chip's; another chip's only where its runs share
+      memory across chips, `memory.cross_device_share`) add up to another prior's worth
+      (n / (n + 2) of it); the same insights re-open a plateaued item
       (`ExpectedGainSameLanguage` counts only those of its own kernel language);
     - headroom: 1 - its fraction of peak (an item near the roofline has little left);
     - cost: per expected minute of device time (its own mean run; an item not run yet, the

@@ -41,6 +41,7 @@ from accelopt.campaign import (
     check_configs,
     problem_specs,
     run_config,
+    run_memory,
     with_start_kernel,
 )
 from accelopt.campaign_core import CampaignCore
@@ -152,6 +153,37 @@ def prepare(
     except ConfigError as e:
         raise ConfigError(f"{source}: {e}") from e
     return CampaignPlan(resolved, devices, uri, max_call)
+
+
+def insight_sources(
+    spec: CampaignSpec, items: list[ev.CampaignItem], devices: list[str], root: str, memory_uri: str
+) -> dict[str, list[str]]:
+    """Per item, the other items whose insights its runs' planners see: the memory's rule
+    (`memory_index.retrieval.planner_sees`) under the memory settings of its device's runs
+    (none with the memory off). Recorded in `CampaignStarted`: what the scheduler counts."""
+    from memory_index.retrieval import planner_sees
+
+    memory = {d: run_memory(spec, devices, root, memory_uri, d) for d in devices}
+    out: dict[str, list[str]] = {}
+    for it in items:
+        m = memory[it.device]
+        out[it.key] = [
+            o.key
+            for o in items
+            if o.key != it.key
+            and m.enabled
+            and planner_sees(
+                device=it.device,
+                language=it.language,
+                op_type=it.op_type,
+                entry_device=o.device,
+                entry_language=o.language,
+                entry_op_type=o.op_type,
+                cross_device_share=m.cross_device_share,
+                same_device_only=m.same_device_only,
+            )
+        ]
+    return out
 
 
 def memory_uri(spec: CampaignSpec, root: str) -> str:
@@ -296,6 +328,9 @@ class CampaignDriver:
             root=self.root,
             memory_uri=plan.memory_uri,
             max_call_usd=plan.max_call_usd,
+            insight_sources=insight_sources(
+                spec, [item for item, _ in plan.items], plan.devices, self.root, plan.memory_uri
+            ),
             item_figures="measured",
         )
         return self._drive(started)

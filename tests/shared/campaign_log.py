@@ -32,7 +32,13 @@ ITEMS = [
 ]
 
 
-def started(spec: dict, items=ITEMS, max_call: float = 0.0, ts: float = T0) -> c.CampaignStarted:
+def started(
+    spec: dict,
+    items=ITEMS,
+    max_call: float = 0.0,
+    ts: float = T0,
+    insight_sources: dict[str, list[str]] | None = None,
+) -> c.CampaignStarted:
     full = {"problems": ["cpu_v2/silu@cpu"], **spec}
     return c.CampaignStarted(
         event_id=c.derive_event_id(CID, "CampaignStarted"),
@@ -44,6 +50,7 @@ def started(spec: dict, items=ITEMS, max_call: float = 0.0, ts: float = T0) -> c
         root="runs",
         memory_uri="/tmp/m",
         max_call_usd=max_call,
+        insight_sources=insight_sources,
     )
 
 

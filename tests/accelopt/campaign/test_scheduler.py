@@ -200,6 +200,47 @@ def test_an_insight_learnt_in_another_kernel_language_does_not_re_open_a_plateau
     assert "1 new insight of its operator" in reopened.reason.why
 
 
+def _plateaued_c_matmul_and_nki_insights(settings: list[str]) -> tuple[c.CampaignStarted, list[c.Event]]:
+    """cpu_v2/matmul@cpu plateaus, then nki_tune/matmul@trn1 (the same operator) teaches the
+    memory two insights, under `expected_gain_v2` (which counts insights of any language) with
+    the insight sources the driver records for these runs' memory settings (`settings`)."""
+    from actors.runtime.campaign import insight_sources
+
+    items = [item("cpu_v2", "matmul", "cpu"), item("nki_tune", "matmul", "trn1")]
+    spec = {"stop": {"plateau_runs": 1}, "devices": {"trn1": {"runs_at_once": 1}}, "set": settings}
+    sources = insight_sources(
+        spec_from_dict({"problems": ["cpu_v2/matmul@cpu"], **spec}), items, ["cpu", "trn1"], "runs", "/tmp/m"
+    )
+    log = Log()
+    first = started(spec, items=items, insight_sources=sources)
+    log.put(first)
+    cpu, trn = sorted(log.running(), key=lambda s: s.device)
+    log.put(finished(cpu, T0 + 30, gain=1.0))
+    assert log.core.items[cpu.item].settled == "plateau"
+    return first, log.put(finished(trn, T0 + 90, gain=1.5, memory_entries=["e1", "e2"], estimated=True))
+
+
+def test_the_scheduler_counts_only_the_insights_an_items_planner_sees() -> None:
+    """By default a planner sees no insight of another chip, so NKI insights neither count for
+    nor re-open a plateaued C item of their operator; where its runs share memory across chips
+    (`memory.cross_device_share` > 0), they do."""
+    first, outs = _plateaued_c_matmul_and_nki_insights([])
+    assert first.insight_sources == {"cpu_v2/matmul@cpu": [], "nki_tune/matmul@trn1": []}
+    assert not [e for e in outs if isinstance(e, c.CampaignRunScheduled) and e.device == "cpu"]
+    first, outs = _plateaued_c_matmul_and_nki_insights(["memory.cross_device_share=0.25"])
+    assert first.insight_sources == {
+        "cpu_v2/matmul@cpu": ["nki_tune/matmul@trn1"],
+        "nki_tune/matmul@trn1": ["cpu_v2/matmul@cpu"],
+    }
+    (reopened,) = [e for e in outs if isinstance(e, c.CampaignRunScheduled) and e.device == "cpu"]
+    assert reopened.reason.new_insights == 2 and "2 new insights of its operator" in reopened.reason.why
+    # the memory off: nothing is seen, nothing counts
+    first, _ = _plateaued_c_matmul_and_nki_insights(
+        ["memory.enabled=false", "memory.cross_device_share=0.25"]
+    )
+    assert first.insight_sources == {"cpu_v2/matmul@cpu": [], "nki_tune/matmul@trn1": []}
+
+
 def test_target_pct_peak_settles_an_item() -> None:
     log = Log()
     log.put(started({"stop": {"target_pct_peak": 0.5}}, items=ITEMS[:1]))
