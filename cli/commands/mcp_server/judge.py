@@ -119,17 +119,21 @@ class Judge:
             w.proc.stdin.write(frame(req))
             t0 = time.monotonic()
             reply_task = asyncio.ensure_future(w.read())
+            what = f"{req['op']} of {req['problem']} on {device}"
             try:
                 while True:
                     done, _ = await asyncio.wait({reply_task}, timeout=1.0)
-                    if done:
-                        break
                     elapsed = time.monotonic() - t0
+                    if done:
+                        reply: dict[str, Any] = reply_task.result()
+                        if "progress" not in reply:
+                            break
+                        what = str(reply["progress"])  # the worker says which step it is on
+                        reply_task = asyncio.ensure_future(w.read())
                     if elapsed > limit_s:
                         raise TimeoutError
                     if progress is not None:
-                        await progress(elapsed, limit_s, f"{req['op']} of {req['problem']} on {device}")
-                reply: dict[str, Any] = reply_task.result()
+                        await progress(elapsed, limit_s, what)
             except TimeoutError:
                 await self._stop(device)
                 raise JudgeError(
@@ -144,7 +148,7 @@ class Judge:
                 reply_task.cancel()
                 await self._stop(device)
                 raise
-            if req["op"] == "profile":
+            if req["op"] in ("profile", "compare"):
                 self.profiles += 1
             return reply
 

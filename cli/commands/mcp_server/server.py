@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import time
 import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -31,12 +32,17 @@ from cli.commands.mcp_server.judge import Judge, JudgeError
 from cli.commands.mcp_server.memory import Memory, MemoryError_
 from cli.commands.mcp_server.records import (
     ArgsError,
+    CompareArgs,
+    CompareResult,
+    CompareSide,
     GetProblemArgs,
     JudgedKernel,
     ListProblemsArgs,
     ListProblemsResult,
     ProblemDetail,
     ProfileArgs,
+    RecordInsightArgs,
+    RecordInsightResult,
     SearchMemoryArgs,
     SearchMemoryResult,
     decode_args,
@@ -46,6 +52,7 @@ from cli.commands.mcp_server.records import (
 from cli.commands.mcp_server.session_log import SessionLog
 
 log = logging.getLogger("accelopt.mcp")
+MIN_SPEEDUP = 1.05  # a pair whose fast side is less faster than this is noise, not an insight
 Ctx = ServerRequestContext[Any, Any]
 
 
@@ -77,6 +84,20 @@ def who_asked(ctx: Ctx) -> str:
     return f"{info.name} {info.version}".strip() if info is not None else "an unnamed client"
 
 
+@dataclass(frozen=True)
+class VerifiedPair:
+    """A slow->fast pair this server's judge measured, interleaved, with the fast side faster."""
+
+    problem_ref: str
+    op_type: str
+    device: str
+    language: str
+    slow_source: str
+    fast_source: str
+    speedup: float
+    compare_call: str
+
+
 class AccelOptMCP:
     """The tools, the judge and the memory of one server process (all its sessions)."""
 
@@ -88,6 +109,8 @@ class AccelOptMCP:
         self.memory = Memory(memory_uri)
         self.session = session
         self._baselines: dict[tuple[str, str], JudgedKernel] = {}
+        self._pairs: dict[str, VerifiedPair] = {}
+        self._insights: dict[str, str] = {}  # pair id -> the session-log event of its insight
         self.tools: dict[str, ToolSpec] = {
             t.name: t
             for t in (
@@ -119,6 +142,26 @@ class AccelOptMCP:
                     ProfileArgs,
                     JudgedKernel,
                     self._profile_kernel,
+                ),
+                ToolSpec(
+                    "compare_kernels",
+                    "Measure two kernels of one problem against each other as `accelopt remeasure` does: "
+                    "interleaved rounds (slow, fast, then reversed), fresh seeds per round, the median of "
+                    "each side. Where both pass every round and the fast one is at least "
+                    f"{MIN_SPEEDUP:g}x faster, the pair is verified and its pair_id can carry an insight "
+                    "(record_insight).",
+                    CompareArgs,
+                    CompareResult,
+                    self._compare_kernels,
+                ),
+                ToolSpec(
+                    "record_insight",
+                    "Write an insight (a title and what changed and why it is faster) into the shared "
+                    "memory, attached to a slow->fast pair that this server's judge verified "
+                    "(compare_kernels' pair_id). Later runs, campaigns and agents retrieve it on every device.",
+                    RecordInsightArgs,
+                    RecordInsightResult,
+                    self._record_insight,
                 ),
                 ToolSpec(
                     "search_memory",
@@ -269,6 +312,115 @@ class AccelOptMCP:
         judged.event_id = await self.session.judged(who_asked(ctx), tool, ref, source, judged)
         return judged
 
+    async def _compare_kernels(self, ctx: Ctx, args: CompareArgs) -> tuple[CompareResult, str]:
+        from cli.commands.remeasure import KernelMeasure
+        from hardware_agents.families import profile_timeout_s
+
+        problem, device, language = await asyncio.to_thread(problems.resolve, args.problem, args.device)
+        if args.language is not None and args.language != language:
+            raise ToolError(f"problem {args.problem!r} is written in {language}, not {args.language}")
+        slow_id = kernel_id(problem.name, language, args.slow_source)
+        fast_id = kernel_id(problem.name, language, args.fast_source)
+        if slow_id == fast_id:
+            raise ToolError("slow_source and fast_source are the same kernel")
+        base_seed = 1_000_000 + secrets.randbelow(1_000_000_000)
+        req = {
+            "op": "compare",
+            "problem": args.problem,
+            "language": language,
+            "kernels": [
+                {"kernel_id": slow_id, "source": args.slow_source},
+                {"kernel_id": fast_id, "source": args.fast_source},
+            ],
+            "rounds": args.rounds,
+            "base_seed": base_seed,
+        }
+        limit = (profile_timeout_s(device) * 4 + 120.0) * 2 * args.rounds
+        reply = await self.judge.request(device, req, limit_s=limit, progress=_progress(ctx))
+        if "error" in reply:
+            raise ToolError(f"{args.problem}: the problem's side failed: {reply['error']}")
+        slow, fast = (msgspec.convert(m, KernelMeasure) for m in reply["measures"])
+        profiles = [(kid, msgspec.convert(p, Profile)) for kid, p in reply["profiles"]]
+        call = await self.session.compared(
+            who_asked(ctx),
+            args.problem,
+            device,
+            language,
+            [(slow_id, args.slow_source), (fast_id, args.fast_source)],
+            profiles,
+        )
+        speedup = slow.median_ms / fast.median_ms if slow.median_ms and fast.median_ms else None
+        verified = bool(
+            slow.status == fast.status == "passed"
+            and len(slow.rounds_ms) == len(fast.rounds_ms) == args.rounds
+            and speedup is not None
+            and speedup >= MIN_SPEEDUP
+        )
+        result = CompareResult(
+            problem=args.problem,
+            device=device,
+            rounds=args.rounds,
+            seeds=[list(_round_seeds(base_seed, r)) for r in range(args.rounds)],
+            slow=_side(slow),
+            fast=_side(fast),
+            speedup=speedup,
+            verified=verified,
+            event_id=call,
+        )
+        if verified:
+            assert speedup is not None
+            result.pair_id = ev_id = _pair_id(self.session.session_id, slow_id, fast_id)
+            self._pairs[ev_id] = VerifiedPair(
+                args.problem,
+                problem.definition.op_type,
+                device,
+                language,
+                args.slow_source,
+                args.fast_source,
+                speedup,
+                call,
+            )
+        ratio = f"{speedup:.3f}x" if speedup is not None else "no speedup (a side did not pass)"
+        why = "verified: pair_id " + result.pair_id if verified else "not verified"
+        return result, f"{args.problem} on {device}, {args.rounds} interleaved rounds: {ratio}; {why}"
+
+    async def _record_insight(self, ctx: Ctx, args: RecordInsightArgs) -> tuple[RecordInsightResult, str]:
+        from accelopt.records import MemoryEntry
+
+        pair = self._pairs.get(args.pair_id)
+        if pair is None:
+            raise ToolError(
+                f"pair {args.pair_id!r} was not verified by this server's judge: compare_kernels gives a "
+                "pair_id where the fast kernel passed every round and was faster"
+            )
+        event_id = self._insights.get(args.pair_id) or await self.session.insight(
+            pair.compare_call, pair.problem_ref, args.title, args.text
+        )
+        self._insights[args.pair_id] = event_id
+        entry = MemoryEntry(
+            id=_pair_id(self.session.session_id, "entry", args.pair_id),
+            source_run=self.session.session_id,
+            problem=pair.problem_ref.rpartition("/")[2],
+            op_type=pair.op_type,
+            device=pair.device,
+            language=pair.language,
+            slow_kernel=pair.slow_source,
+            fast_kernel=pair.fast_source,
+            speedup=pair.speedup,
+            title=args.title,
+            text=args.text,
+            created_at=time.time(),
+        )
+        written = await asyncio.to_thread(self.memory.add, entry)
+        result = RecordInsightResult(
+            entry_id=entry.id, memory=self.memory.uri, written=written, entry=entry, event_id=event_id
+        )
+        what = "written to" if written else "already in"
+        return (
+            result,
+            f"insight {entry.id[:12]} ({pair.speedup:.2f}x on {pair.problem_ref}) {what} {self.memory.uri}",
+        )
+
     async def _search_memory(self, ctx: Ctx, args: SearchMemoryArgs) -> tuple[SearchMemoryResult, str]:
         if (args.query is None) == (args.kernel is None):
             raise ToolError("give either query (a text) or kernel (a source), not both or neither")
@@ -279,6 +431,28 @@ class AccelOptMCP:
         result = await asyncio.to_thread(self.memory.search, args, op_type, name)
         top = "; ".join(f"{h.title} ({h.speedup:.2f}x, {h.problem}/{h.device})" for h in result.hits[:3])
         return result, f"{len(result.hits)} hits in {result.memory}" + (f": {top}" if top else "")
+
+
+def _round_seeds(base_seed: int, r: int) -> tuple[int, ...]:
+    from actors.roles.profiler import offset_seeds
+
+    return offset_seeds(base_seed + r * 1000)  # as measure_interleaved draws them
+
+
+def _side(m: Any) -> CompareSide:
+    return CompareSide(
+        kernel_id=m.kernel_id,
+        status=m.status,
+        rounds_ms=m.rounds_ms,
+        median_ms=m.median_ms,
+        log_head=m.log_head,
+    )
+
+
+def _pair_id(*key: str) -> str:
+    from accelopt.catalog import derive_event_id
+
+    return derive_event_id(key[0], "VerifiedPair", *key[1:])
 
 
 def _verdict(j: JudgedKernel) -> str:

@@ -3,7 +3,9 @@ exported-log format every reader takes (`accelopt runs`, `report`, `replay --ver
 dashboard). It opens with a `RunStarted` (no targets: the agent, not a coordinator, decides
 what to try) and holds, per kernel the judge judged, the kernel as the agent proposed it
 (`KernelProposed`, its `request_id` the tool call's) and the verdict (`KernelProfiled`, its
-`worker` saying who asked through which tool). Nothing in it is a coordinator's decision, so
+`worker` saying who asked through which tool); a compare, both kernels and every round's
+profile; an insight the agent recorded on a verified pair, an `InsightSummarized` answering
+the compare. Nothing in it is a coordinator's decision, so
 a replay re-derives none and verifies every event as an input.
 
 The file is rewritten whole (atomically: a reader never sees half of it) after every event,
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from accelopt import catalog as ev
 from accelopt.config import RunConfig
+from accelopt.profile import Profile
 from events.logfile import write_events
 from replay.runstate import RunLock
 
@@ -59,33 +62,88 @@ class SessionLog:
     def _write(self) -> None:
         write_events(self.path, self.events)
 
+    def _proposed(
+        self, call: str, problem: str, kernel_id: str, language: str, source: str
+    ) -> ev.KernelProposed:
+        return ev.KernelProposed(
+            **ev.envelope(ev.KernelProposed, self.session_id, call, kernel_id, ts=time.time()),
+            kernel_id=kernel_id,
+            problem=problem,
+            iteration=0,
+            parent_id=None,
+            plan_id=None,
+            request_id=call,
+            language=language,
+            source=source,
+        )
+
+    def _profiled(
+        self, call: str, problem: str, kernel_id: str, device: str, profile: Profile, who: str, *key: object
+    ) -> ev.KernelProfiled:
+        return ev.KernelProfiled(
+            **ev.envelope(ev.KernelProfiled, self.session_id, call, kernel_id, *key, ts=time.time()),
+            kernel_id=kernel_id,
+            problem=problem,
+            device=device,
+            request_id=call,
+            profile=profile,
+            worker=who,
+        )
+
+    async def _append(self, events: list[ev.Event]) -> None:
+        self.events += events
+        await asyncio.to_thread(self._write)
+
+    def _call(self) -> str:
+        self._calls += 1
+        return ev.derive_event_id(self.session_id, "AgentCall", self._calls)
+
     async def judged(self, who: str, tool: str, problem_ref: str, source: str, judged: JudgedKernel) -> str:
         """Record one verdict; the id of its event."""
         async with self._lock:
-            self._calls += 1
-            call = ev.derive_event_id(self.session_id, "AgentCall", self._calls)
-            now = time.time()
+            call = self._call()
             problem = problem_ref.rpartition("/")[2]
-            proposed = ev.KernelProposed(
-                **ev.envelope(ev.KernelProposed, self.session_id, call, ts=now),
-                kernel_id=judged.kernel_id,
-                problem=problem,
-                iteration=0,
-                parent_id=None,
-                plan_id=None,
-                request_id=call,
-                language=judged.language,
-                source=source,
+            proposed = self._proposed(call, problem, judged.kernel_id, judged.language, source)
+            profiled = self._profiled(
+                call, problem, judged.kernel_id, judged.device, judged.profile, f"mcp {tool} for {who}"
             )
-            profiled = ev.KernelProfiled(
-                **ev.envelope(ev.KernelProfiled, self.session_id, call, ts=time.time(), cause=proposed),
-                kernel_id=judged.kernel_id,
-                problem=problem,
-                device=judged.device,
-                request_id=call,
-                profile=judged.profile,
-                worker=f"mcp {tool} for {who}",
-            )
-            self.events += [proposed, profiled]
-            await asyncio.to_thread(self._write)
+            await self._append([proposed, profiled])
             return profiled.event_id
+
+    async def compared(
+        self,
+        who: str,
+        problem_ref: str,
+        device: str,
+        language: str,
+        kernels: list[tuple[str, str]],
+        profiles: list[tuple[str, Profile]],
+    ) -> str:
+        """Record a compare: both kernels as proposed, every round's profile of each; the id of
+        the call (what an insight on the pair names as its request)."""
+        async with self._lock:
+            call = self._call()
+            problem = problem_ref.rpartition("/")[2]
+            events: list[ev.Event] = [
+                self._proposed(call, problem, kid, language, src) for kid, src in kernels
+            ]
+            events += [
+                self._profiled(call, problem, kid, device, prof, f"mcp compare_kernels for {who}", i)
+                for i, (kid, prof) in enumerate(profiles)
+            ]
+            await self._append(events)
+            return call
+
+    async def insight(self, compare_call: str, problem_ref: str, title: str, text: str) -> str:
+        """Record an insight the agent wrote on a pair this session's judge verified."""
+        async with self._lock:
+            e = ev.InsightSummarized(
+                **ev.envelope(ev.InsightSummarized, self.session_id, compare_call, ts=time.time()),
+                problem=problem_ref.rpartition("/")[2],
+                iteration=0,
+                request_id=compare_call,
+                title=title,
+                text=text,
+            )
+            await self._append([e])
+            return e.event_id

@@ -70,6 +70,47 @@ def _profile(agent: Any, problem: Any, req: dict[str, Any]) -> dict[str, Any]:
     return {"profile": msgspec.to_builtins(prof)}
 
 
+class _Keeping:
+    """The agent, keeping every profile it gives (a compare's rounds go into the session log)."""
+
+    def __init__(self, agent: Any) -> None:
+        self.agent = agent
+        self.profiles: list[tuple[str, Any]] = []
+
+    def profile(self, problem: Any, solution: Any, **kw: Any) -> Any:
+        prof = self.agent.profile(problem, solution, **kw)
+        self.profiles.append((solution.name, prof))
+        return prof
+
+
+def _compare(agent: Any, problem: Any, req: dict[str, Any], out: BinaryIO) -> dict[str, Any]:
+    """`accelopt remeasure`'s interleaved rounds over the two kernels (slow first)."""
+    from cli.commands.remeasure import measure_interleaved
+
+    def progress(text: str) -> None:
+        out.write(frame({"progress": text}))
+        out.flush()
+
+    keeping = _Keeping(agent)
+    kernels = [(k["kernel_id"], req["language"], k["source"]) for k in req["kernels"]]
+    measures = measure_interleaved(
+        keeping,
+        problem,
+        kernels,
+        device=agent.kind,
+        run_id="",
+        rounds=req["rounds"],
+        base_seed=req["base_seed"],
+        timeout_s=req.get("timeout_s"),
+        progress=progress,
+    )
+    names = {f"{problem.name}_{kid[:12]}": kid for kid, _, _ in kernels}
+    return {
+        "measures": [msgspec.to_builtins(m) for m in measures],
+        "profiles": [[names.get(name, ""), msgspec.to_builtins(p)] for name, p in keeping.profiles],
+    }
+
+
 def serve(device: str, inp: BinaryIO, out: BinaryIO) -> int:
     import suites
     from accelopt.problem import ProblemFileError
@@ -87,7 +128,12 @@ def serve(device: str, inp: BinaryIO, out: BinaryIO) -> int:
         while (req := read_frame(inp)) is not None:
             try:
                 problem = suites.get_problem(req["problem"])
-                reply = _spec(agent, problem) if req["op"] == "spec" else _profile(agent, problem, req)
+                if req["op"] == "spec":
+                    reply = _spec(agent, problem)
+                elif req["op"] == "compare":
+                    reply = _compare(agent, problem, req, out)
+                else:
+                    reply = _profile(agent, problem, req)
             except (KeyError, ProblemFileError, ValueError, OSError, RuntimeError) as e:
                 reply = {"error": _one_line(e)}
             out.write(frame(reply))
