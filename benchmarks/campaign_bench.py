@@ -27,7 +27,11 @@ problems (estimated). Figures per arm: each curve's final value; and the fractio
 time the campaign needed to reach the round robin's final value (target <= 0.7 on "all");
 for the campaign, the crash checks: no scheduled run lost or done twice, no run started
 twice, no kernel profiled twice in a run, `replay --verify` of the campaign and its runs
-passes.
+passes; and each item's figure the campaign's surfaces show (its measurement at its last
+run's end, `CampaignItemMeasured`) against this re-measure of the same kernel (`own_vs_remeasured`).
+The campaign arm's timeline is when its scheduler took each new best (where the item's
+measurement found the run's best faster than its start). The machine's 1-minute load
+average is sampled every 30 s (`load_avg_1min`): on a shared machine the figures are noisier.
 
 The full benchmark is `--minutes 20 --seeds 0,1` (about 90 minutes with the re-measures) on a
 quiet machine; `--minutes 3 --seeds 0` proves the machinery. Results:
@@ -164,7 +168,7 @@ def campaign_arm(
 
 def campaign_results(root: Path, cid: str, t0: float) -> dict:
     from events.logfile import read_events
-    from replay.campaign import CampaignView
+    from replay.campaign import CampaignView, figure_label
 
     events = read_events(root / "campaigns" / cid / "log.aolog")
     view = CampaignView.from_events(events)
@@ -177,15 +181,28 @@ def campaign_results(root: Path, cid: str, t0: float) -> dict:
     checks["replay_verify_rc"] = verify.returncode
     checks["replay_verify"] = verify.stdout.strip().splitlines()[-2:]
     checks["resumes"] = len(view.resumed)
-    timeline = []  # (seconds since the arm's start, item, its new best kernel), as the scheduler accepts one
-    for f in sorted(finished, key=lambda e: e.ts):
-        if f.gain is not None and f.gain > 1.0 and f.best_kernel_id and not f.unserved:
-            timeline.append((round(f.ts - t0, 1), f.item, f.best_source))
+    # (seconds since the arm's start, item, its new best kernel), as the scheduler takes one: the
+    # core takes a run's best where the item's measurement at the run's end (CampaignItemMeasured)
+    # finds it faster than the kernel the run started from
+    timeline = []
+    replayed = CampaignView()
+    for e in events:
+        replayed.apply(e)
+        if isinstance(e, ev.CampaignRunFinished):
+            it = replayed.items.get(e.item)
+            if it is not None and it.best_run == e.run and e.best_source:
+                timeline.append((round(e.ts - t0, 1), e.item, e.best_source))
+    own = {
+        key: {"speedup": it.speedup, "pct_peak": it.pct_peak, "figures": figure_label(it, view.item_figures)}
+        for key, it in view.items.items()
+    }
     return {
         "runs": len(scheduled),
         "stopped": view.stopped.reason if view.stopped else None,
         "checks": checks,
         "timeline": timeline,
+        "item_measurements": sum(isinstance(e, ev.CampaignItemMeasured) for e in events),
+        "own_figures": own,  # what its surfaces show: each item's last measurement
         "recorded_final": _geomean([it.speedup for it in view.items.values()]),
     }
 
@@ -392,6 +409,27 @@ def remeasure(problems: list[tuple[str, str, str]], sources: dict[str, list[str]
     return out
 
 
+def own_vs_remeasured(campaign: dict, measured: dict[str, dict]) -> dict:
+    """Each item's figure the campaign's surfaces show (its last measurement) against this
+    benchmark's own interleaved re-measure of the same final best kernel (estimates for trn1):
+    their ratio, and how many are within 15%."""
+    final: dict[str, str] = {}
+    for _, key, src in campaign["timeline"]:
+        final[key] = src
+    rows = {}
+    for key, own in campaign["own_figures"].items():
+        bench = measured.get(key, {}).get("speedups", {}).get(final[key]) if key in final else 1.0
+        ratio = own["speedup"] / bench if bench else None
+        rows[key] = {"shown": own["speedup"], "figures": own["figures"], "remeasured": bench, "ratio": ratio}
+    ratios = [r["ratio"] for r in rows.values() if r["ratio"] is not None]
+    return {
+        "items": rows,
+        "within_15pct": sum(1 / 1.15 <= x <= 1.15 for x in ratios),
+        "compared": len(ratios),
+        "max_deviation": max((max(x, 1 / x) - 1 for x in ratios), default=None),
+    }
+
+
 def curve(timeline: list, items: list[str], speedups: dict[str, dict], estimated: bool | None = None) -> list:
     """The geomean over `items` (of one kind: measured, estimated or both) of each item's
     re-measured speedup of its best kernel so far, after each change of an arm's bests."""
@@ -414,6 +452,31 @@ def time_to_reach(curve: list[tuple[float, float | None]], bar: float | None) ->
     if bar is None:
         return None
     return next((t for t, g in curve if g is not None and g >= bar), None)
+
+
+class LoadSampler:
+    """The 1-minute load average every 30 s on a thread, from the start to `summary()`."""
+
+    def __init__(self, every_s: float = 30.0) -> None:
+        self.samples = [os.getloadavg()[0]]
+        self._stop = threading.Event()
+        self._every = every_s
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._every):
+            self.samples.append(os.getloadavg()[0])
+
+    def summary(self) -> dict:
+        self._stop.set()
+        xs = sorted(self.samples)
+        return {
+            "samples": len(xs),
+            "min": xs[0],
+            "median": xs[len(xs) // 2],
+            "max": xs[-1],
+            "first": self.samples[0],
+        }
 
 
 @dataclass
@@ -445,6 +508,7 @@ def one_seed(base: Path, problems: list, minutes: float, seed: int, kills: int, 
             sources.setdefault(key, []).append(src)
     measured = remeasure(problems, sources, rounds)
     res.remeasured = {k: {x: v for x, v in row.items() if x != "speedups"} for k, row in measured.items()}
+    res.campaign["own_vs_remeasured"] = own_vs_remeasured(res.campaign, measured)
     arms = {"campaign": res.campaign, "round_robin": res.round_robin}
     kinds = {"all": None, "cpu_measured": False, "trn1_estimated": True}
     curves = {
@@ -490,6 +554,7 @@ def main() -> int:
     ap.add_argument("--out", default="campaign_bench", help="results file name under benchmarks/results")
     ap.add_argument("--label", default="", help="what this run is (saved with the figures)")
     args = ap.parse_args()
+    load = LoadSampler()
     problems = all_problems()
     if args.problems:
         wanted = [x.strip() for x in args.problems.split(",") if x.strip()]
@@ -509,6 +574,9 @@ def main() -> int:
         "policy": SCHEDULER_POLICY,
         "bench_wall_s": round(time.time() - t0, 1),
         "load_avg_at_end": os.getloadavg(),
+        # the machine is shared: its 1-minute load average every 30 s of the benchmark
+        "load_avg_1min": load.summary(),
+        "cpus": os.cpu_count(),
         "per_seed": [r.__dict__ for r in results],
         "met_all_seeds": all(r.figures["met"] for r in results),
         "crash_checks_ok": all(
@@ -527,6 +595,12 @@ def main() -> int:
             f"{f['campaign_time_fraction_trn1_estimated']}; target <= {TARGET_TIME_FRACTION}); crash checks "
             f"{r.campaign['checks']['ok']}, replay --verify rc {r.campaign['checks']['replay_verify_rc']}"
         )
+        o = r.campaign["own_vs_remeasured"]
+        print(
+            f"seed {r.seed}: the campaign's shown (measured) figures within 15% of this re-measure: "
+            f"{o['within_15pct']}/{o['compared']} items (largest deviation {o['max_deviation']})"
+        )
+    print(f"load average (1 min) over the benchmark: {figures['load_avg_1min']} on {os.cpu_count()} cpus")
     return 0
 
 

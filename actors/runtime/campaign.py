@@ -640,6 +640,11 @@ class CampaignDriver:
         from hardware_agents.families import get_agent, profile_timeout_s
 
         cfg = setup[0] if not isinstance(setup, Exception) else RunConfig()
+        rounds = cfg.search.remeasure_rounds or 1
+        self.note(
+            f"run {s.run} ({s.item}) ended: measuring the item (the suite's baseline, the kernel it "
+            f"started from and its best, {rounds} interleaved round{'s' if rounds != 1 else ''} on fresh seeds)"
+        )
         try:
             agent = get_agent(s.device)
         except Exception as e:
@@ -651,7 +656,7 @@ class CampaignDriver:
                 run_id=s.run,
                 start=start,
                 candidate=outcome.get("best_source") or None,
-                rounds=cfg.search.remeasure_rounds or 1,
+                rounds=rounds,
                 timeout_s=profile_timeout_s(s.device, cfg.profiling),
             )
         except Exception as e:
