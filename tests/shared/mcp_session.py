@@ -4,9 +4,10 @@ stdio, for the tests of tests/cli/."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 from mcp import Client
@@ -76,3 +77,53 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def http_server(root: Path, listen: str, token: str | None) -> Iterator[subprocess.Popen[str]]:
+    """`accelopt mcp --http LISTEN` with `token` in its environment, until it answers HTTP."""
+    import time
+
+    import httpx2
+
+    env = {k: v for k, v in os.environ.items() if k != "ACCELOPT_MCP_TOKEN"}
+    if token is not None:
+        env["ACCELOPT_MCP_TOKEN"] = token
+    proc = subprocess.Popen(
+        [ACCELOPT, "mcp", "--root", str(root), "--http", listen], cwd=REPO, env=env, text=True
+    )
+    port = listen.rpartition(":")[2]
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                httpx2.get(f"http://127.0.0.1:{port}/mcp", timeout=2)
+                break
+            except httpx2.TransportError:
+                assert proc.poll() is None, "the server exited"
+                assert time.monotonic() < deadline, "the server did not listen"
+                time.sleep(0.2)
+        yield proc
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+@asynccontextmanager
+async def http_session(url: str, token: str | None, name: str = "pytest-http-agent") -> AsyncIterator[Client]:
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+    from mcp_types import Implementation
+
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    transport = streamable_http_client(url, http_client=create_mcp_http_client(headers=headers))
+    async with Client(transport, client_info=Implementation(name=name, version="1.0")) as client:
+        yield client

@@ -6,6 +6,7 @@ under --root, read like a run's (`accelopt runs`, `report`, `replay --verify`).
 
     accelopt mcp                         # stdio
     accelopt mcp --http 127.0.0.1:8765   # streamable HTTP at /mcp
+    ACCELOPT_MCP_TOKEN=... accelopt mcp --http 0.0.0.0:8765   # beyond loopback: a token, always
 """
 
 from __future__ import annotations
@@ -28,22 +29,62 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="memory URI (default: $ACCELOPT_MEMORY, else ROOT/memory, the one `accelopt run` uses)",
     )
+    p.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        default=None,
+        help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio; beyond loopback only "
+        "with a bearer token (--token-env)",
+    )
+    p.add_argument(
+        "--token-env",
+        default="ACCELOPT_MCP_TOKEN",
+        help="the environment variable holding the bearer token HTTP requests must carry "
+        "(default ACCELOPT_MCP_TOKEN; required beyond loopback, enforced wherever it is set)",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     import anyio
 
+    from cli.commands.mcp_server.http_transport import (
+        TokenRuleError,
+        check_token_rule,
+        parse_listen,
+        serve_http,
+    )
     from cli.errors import error
 
+    listen = None
+    token = os.environ.get(args.token_env) or None
+    if args.http is not None:
+        try:
+            listen = parse_listen(args.http)
+            check_token_rule(listen[0], token, args.token_env)
+        except TokenRuleError as e:
+            return error(str(e))
     try:
         app = build(args.root, args.memory)
     except OSError as e:
         return error(f"--root {args.root}: {e}")
-    print(f"accelopt mcp: session {app.session.session_id}, log {app.session.path}", file=sys.stderr)
+    where = f"http://{args.http}/mcp" + (" (bearer token required)" if token else "") if listen else "stdio"
+    print(
+        f"accelopt mcp: session {app.session.session_id} on {where}, log {app.session.path}", file=sys.stderr
+    )
+    from actors.runtime.signals import unwind_on_sigterm
+
+    unwind_on_sigterm()  # SIGTERM ends the session as its client's leaving does: its log closed, its lock said
+    why = "the agent session ended"
     with app.session.lock() as lock:
-        anyio.run(_serve_stdio, app)
-        lock.release(ended="completed", why="the agent session ended")
+        try:
+            if listen is None:
+                anyio.run(_serve_stdio, app)
+            else:
+                anyio.run(serve_http, app, listen[0], listen[1], token)
+        except KeyboardInterrupt:
+            why = "the server was stopped (SIGTERM or Ctrl-C)"
+        lock.release(ended="completed", why=why)
     return 0
 
 
