@@ -202,3 +202,58 @@ def test_cancelling_a_profile_kills_its_process_and_frees_the_slot(tmp_path: Pat
             assert worker_pids() and worker not in worker_pids()
 
     anyio.run(scenario)
+
+
+def test_resources_and_prompts(tmp_path: Path) -> None:
+    """The problem specs and primers as resources, the roles' templates as prompts: what
+    AccelOpt's own roles read, rendered for the problem; unknown ones are one-line errors."""
+    from mcp.shared.exceptions import MCPError
+
+    from prompts import render
+
+    async def scenario() -> None:
+        async with stdio_session(tmp_path / "runs") as c:
+            uris = {str(r.uri) for r in (await c.list_resources()).resources}
+            assert {
+                "accelopt://problems/cpu_v2/silu",
+                "accelopt://primers/c",
+                "accelopt://primers/triton",
+            } <= uris
+            templates = {t.uri_template for t in (await c.list_resource_templates()).resource_templates}
+            assert templates == {"accelopt://problems/{suite}/{problem}", "accelopt://primers/{language}"}
+            spec = json.loads((await c.read_resource("accelopt://problems/cpu_v2/silu")).contents[0].text)
+            assert (
+                spec["ref"] == "cpu_v2/silu" and spec["baseline_source"] == SILU and spec["axes"]["M"] == 512
+            )
+            primer = (await c.read_resource("accelopt://primers/c")).contents[0].text
+            assert primer and primer in spec["primer"]
+            for uri in ("accelopt://problems/cpu_v2/nope", "accelopt://primers/cobol", "file:///etc/passwd"):
+                with pytest.raises(MCPError) as e:
+                    await c.read_resource(uri)
+                assert "\n" not in str(e.value.error.message) and e.value.error.message
+
+            names = [p.name for p in (await c.list_prompts()).prompts]
+            assert names == ["planner", "executor", "fixer", "summarizer"]
+            got = await c.get_prompt("executor", {"problem": "cpu_v2/silu", "plan": "Set EXP_IMPL to 2"})
+            import suites
+
+            want = render(
+                "executor",
+                "c",
+                problem=suites.get_problem("cpu_v2/silu"),
+                source=SILU,
+                plan="Set EXP_IMPL to 2",
+                device="cpu",
+            )
+            assert [m.content.text for m in got.messages] == [m.content for m in want]
+            got = await c.get_prompt("planner", {"problem": "cpu_v2/silu"})
+            assert "EXP_IMPL" in got.messages[1].content.text
+            for name, args in [
+                ("executor", {"problem": "cpu_v2/silu"}),
+                ("boss", {"problem": "cpu_v2/silu"}),
+            ]:
+                with pytest.raises(MCPError) as e:
+                    await c.get_prompt(name, args)
+                assert "\n" not in e.value.error.message
+
+    anyio.run(scenario)

@@ -27,7 +27,7 @@ from mcp.server import Server, ServerRequestContext
 
 from accelopt.kernel_id import kernel_id
 from accelopt.profile import Profile
-from cli.commands.mcp_server import problems
+from cli.commands.mcp_server import library, problems
 from cli.commands.mcp_server.judge import Judge, JudgeError
 from cli.commands.mcp_server.memory import Memory, MemoryError_
 from cli.commands.mcp_server.records import (
@@ -189,7 +189,35 @@ class AccelOptMCP:
             ),
             on_list_tools=self._on_list_tools,
             on_call_tool=self._on_call_tool,
+            on_list_resources=self._on_list_resources,
+            on_list_resource_templates=self._on_list_templates,
+            on_read_resource=self._on_read_resource,
+            on_list_prompts=self._on_list_prompts,
+            on_get_prompt=self._on_get_prompt,
         )
+
+    async def _on_list_resources(
+        self, ctx: Ctx, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=await asyncio.to_thread(library.list_resources))
+
+    async def _on_list_templates(
+        self, ctx: Ctx, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(resource_templates=library.templates())
+
+    async def _on_read_resource(
+        self, ctx: Ctx, params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        return await asyncio.to_thread(library.read, str(params.uri))
+
+    async def _on_list_prompts(
+        self, ctx: Ctx, params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=library.list_prompts())
+
+    async def _on_get_prompt(self, ctx: Ctx, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        return await asyncio.to_thread(library.get_prompt, params.name, params.arguments)
 
     async def _on_list_tools(
         self, ctx: Ctx, params: types.PaginatedRequestParams | None
@@ -434,9 +462,10 @@ class AccelOptMCP:
 
 
 def _round_seeds(base_seed: int, r: int) -> tuple[int, ...]:
+    from accelopt.remeasure import round_seeds
     from actors.roles.profiler import offset_seeds
 
-    return offset_seeds(base_seed + r * 1000)  # as measure_interleaved draws them
+    return offset_seeds(round_seeds(base_seed, r + 1)[r])  # as measure_interleaved draws them
 
 
 def _side(m: Any) -> CompareSide:

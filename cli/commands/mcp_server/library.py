@@ -1,0 +1,161 @@
+"""What an agent can read besides the tools: the problem specs and the per-language primers
+as MCP resources, and the LLM roles' templates as MCP prompts, rendered for a problem as
+AccelOpt's own planner, executor, fixer and summarizer get them (`prompts.render`).
+
+    accelopt://problems/{suite}/{problem}   the problem in full (JSON: get_problem's facts without a profile)
+    accelopt://primers/{language}           the language's and device's primer (Markdown)
+
+A resource or prompt that does not exist is an `invalid params` error naming what there is.
+"""
+
+from __future__ import annotations
+
+import mcp_types as types
+import msgspec
+from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import INVALID_PARAMS
+
+from accelopt.catalog import LLM_ROLES
+from cli.commands.mcp_server import problems
+
+PROBLEMS = "accelopt://problems/"
+PRIMERS = "accelopt://primers/"
+ROLE_ARGS: dict[str, list[tuple[str, str, bool]]] = {
+    "planner": [],
+    "executor": [("plan", "the single-step plan to implement", True)],
+    "fixer": [
+        ("error_log", "what the judge said (a profile's log)", True),
+        ("status", "the failed profile's status, e.g. compile_error", False),
+    ],
+    "summarizer": [
+        ("fast_source", "the faster kernel (the slow one: the source argument or the baseline)", True),
+        ("speedup", "how much faster, e.g. 1.8", True),
+    ],
+}
+
+
+def _bad(message: str) -> MCPError:
+    return MCPError(INVALID_PARAMS, message)
+
+
+def _languages() -> list[str]:
+    from hardware_agents.languages import language_names
+
+    return list(language_names())
+
+
+def list_resources() -> list[types.Resource]:
+    out = [
+        types.Resource(
+            uri=f"{PROBLEMS}{row.ref}",
+            name=row.ref,
+            description=f"{row.op_type} on {row.device} ({row.language}): the problem in full",
+            mime_type="application/json",
+        )
+        for row in problems.list_problems(problems.ListProblemsArgs())
+    ]
+    out += [
+        types.Resource(
+            uri=f"{PRIMERS}{lang}",
+            name=f"primer {lang}",
+            description=f"the {lang} primer AccelOpt's roles read (language, device, profile glossary)",
+            mime_type="text/markdown",
+        )
+        for lang in _languages()
+    ]
+    return out
+
+
+def templates() -> list[types.ResourceTemplate]:
+    return [
+        types.ResourceTemplate(
+            uri_template=PROBLEMS + "{suite}/{problem}",
+            name="problem",
+            description="a problem of a suite, in full",
+            mime_type="application/json",
+        ),
+        types.ResourceTemplate(
+            uri_template=PRIMERS + "{language}", name="primer", description="a kernel language's primer"
+        ),
+    ]
+
+
+def read(uri: str) -> types.ReadResourceResult:
+    if uri.startswith(PROBLEMS):
+        ref = uri[len(PROBLEMS) :]
+        try:
+            problem, device, language = problems.resolve(ref, None)
+        except problems.UnknownError as e:
+            raise _bad(str(e)) from None
+        roof = problems.static_roofline(problem, device)
+        detail = problems.problem_detail(ref, problem, device, language, roof, "")
+        text = msgspec.json.encode(detail).decode()
+        return types.ReadResourceResult(
+            contents=[types.TextResourceContents(uri=uri, mime_type="application/json", text=text)]
+        )
+    if uri.startswith(PRIMERS):
+        language = uri[len(PRIMERS) :]
+        if language not in _languages():
+            raise _bad(f"no primer for {language!r}; languages: {', '.join(_languages())}")
+        return types.ReadResourceResult(
+            contents=[
+                types.TextResourceContents(uri=uri, mime_type="text/markdown", text=problems.primer(language))
+            ]
+        )
+    raise _bad(f"unknown resource {uri!r}: accelopt://problems/SUITE/PROBLEM or accelopt://primers/LANGUAGE")
+
+
+def list_prompts() -> list[types.Prompt]:
+    common = [
+        types.PromptArgument(name="problem", description="SUITE/PROBLEM", required=True),
+        types.PromptArgument(name="source", description="the kernel to start from (default: the baseline)"),
+    ]
+    return [
+        types.Prompt(
+            name=role,
+            description=f"AccelOpt's {role} prompt for a problem, as its own {role} reads it",
+            arguments=common
+            + [types.PromptArgument(name=n, description=d, required=req) for n, d, req in ROLE_ARGS[role]],
+        )
+        for role in LLM_ROLES
+    ]
+
+
+def get_prompt(name: str, arguments: dict[str, str] | None) -> types.GetPromptResult:
+    from prompts import PromptError, render
+
+    if name not in LLM_ROLES:
+        raise _bad(f"unknown prompt {name!r}; prompts: {', '.join(LLM_ROLES)}")
+    args = dict(arguments or {})
+    missing = [n for n, _, req in [("problem", "", True), *ROLE_ARGS[name]] if req and not args.get(n)]
+    if missing:
+        raise _bad(f"prompt {name}: missing argument {', '.join(missing)}")
+    try:
+        problem, device, language = problems.resolve(args["problem"], None)
+    except problems.UnknownError as e:
+        raise _bad(str(e)) from None
+    source = args.get("source") or problem.baseline.entry_file().content
+    ctx: dict[str, object] = {"problem": problem, "source": source, "device": device}
+    if name == "planner":
+        ctx |= {"seed": 0, "request_id": "mcp", "profile": None, "insights": ()}
+    elif name == "executor":
+        ctx["plan"] = args["plan"]
+    elif name == "fixer":
+        ctx |= {"error_log": args["error_log"], "status": args.get("status") or "failed"}
+    else:
+        try:
+            speedup = float(args["speedup"])
+        except ValueError:
+            raise _bad(f"prompt summarizer: speedup {args['speedup']!r} is not a number") from None
+        ctx |= {"slow_source": source, "fast_source": args["fast_source"], "speedup": speedup}
+    try:
+        messages = render(name, language, **ctx)
+    except PromptError as e:
+        raise _bad(str(e)) from None
+    return types.GetPromptResult(
+        description=f"{name} for {args['problem']} on {device} ({language})",
+        messages=[
+            types.PromptMessage(role="user", content=types.TextContent(type="text", text=m.content))
+            for m in messages
+        ],
+    )
