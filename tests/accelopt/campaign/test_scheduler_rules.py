@@ -1,0 +1,78 @@
+"""Each rule of the expected-gain policies seen in what the scheduler picks and scores, so a
+test fails when the rule is removed: the headroom factor (an item near the roofline has little
+left), new insights of its operator (they raise an item's score, not only its reason text),
+and an item whose repeat runs stop gaining sinking below one whose do not. In each case the
+item the rule holds back comes first in the campaign file and has no more runs than the
+other, so the ties' order (fewer runs, then file order) would pick it without the rule."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+from campaign_log import ITEMS, T0, Log, finished, started
+
+from accelopt import catalog as c
+from accelopt.scheduler import Candidate, PolicyContext, policy
+
+SILU, BMM = ITEMS[0].key, ITEMS[1].key  # silu first in the file
+
+
+def _next(outs: list[c.Event]) -> c.CampaignRunScheduled:
+    (pick,) = [e for e in outs if isinstance(e, c.CampaignRunScheduled)]
+    return pick
+
+
+def test_headroom_puts_the_item_far_from_the_roofline_first() -> None:
+    """Both items doubled on their first run; silu's best is at 90 % of peak, bmm's at 10 %:
+    both expect the same of their next run, and bmm, with 9 times the headroom, goes first."""
+    log = Log()
+    log.put(started({}, items=ITEMS[:2]))
+    (silu,) = log.running()
+    bmm = _next(log.put(finished(silu, T0 + 60, gain=2.0, pct_peak=0.9)))
+    assert bmm.item == BMM
+    pick = _next(log.put(finished(bmm, T0 + 120, gain=2.0, pct_peak=0.1)))
+    assert pick.item == BMM and pick.reason.headroom == pytest.approx(0.9)
+    queued = {q.item: q for q in pick.queue}
+    assert queued[SILU].state == "ready" and queued[SILU].score is not None
+    assert pick.reason.score / queued[SILU].score == pytest.approx(0.9 / 0.1, rel=1e-6)
+
+
+def test_an_item_whose_repeat_run_did_not_pay_sinks_below_one_run_once() -> None:
+    """silu and bmm both doubled on their first run; silu (first in the file) runs again and
+    gains nothing: it now expects less than bmm, which has had one run, and scores lower."""
+    log = Log()
+    log.put(started({}, items=ITEMS[:2]))
+    (silu,) = log.running()
+    bmm = _next(log.put(finished(silu, T0 + 60, gain=2.0)))
+    again = _next(log.put(finished(bmm, T0 + 120, gain=2.0)))
+    assert again.item == SILU  # a tie: both run once, silu first in the file
+    pick = _next(log.put(finished(again, T0 + 180, gain=1.0)))
+    queued = {q.item: q for q in pick.queue}
+    assert pick.item == BMM and queued[SILU].score is not None
+    assert queued[SILU].score < pick.reason.score
+    repeat = (0.2 + 0.0) / 2  # the device's repeat runs: the prior and silu's repeat (no gain)
+    assert pick.reason.expected_gain == pytest.approx(repeat)
+
+
+CTX = PolicyContext(prior_gain=0.2, device_run_s=60.0, fair_share_usd=None, repeat_run_gain=0.2)
+FIRST = Candidate(
+    key="first", device="cpu", order=0, runs=1, log_gains=(math.log(2.0),), pct_peak=0.5,
+    cost_usd=0.0, seconds=60.0, new_insights=0,
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["expected_gain", "expected_gain_v2", "expected_gain_v2_same_language"])
+@pytest.mark.parametrize("reopened", [False, True])
+def test_new_insights_raise_an_item_s_score_not_only_its_reason(name: str, reopened: bool) -> None:
+    """Two items alike but for two insights of its operator learnt since the second's last run
+    (re-opening it after a plateau, or not): the second ranks first, by the insights' worth
+    (the prior times n / (n + 2))."""
+    second = dataclasses.replace(FIRST, key="second", order=1, new_insights=2, reopened=reopened)
+    ranked = policy(name).rank([FIRST, second], CTX)
+    assert [cand.key for cand, _ in ranked] == ["second", "first"]
+    (_, top), (_, other) = ranked
+    assert top.new_insights == 2 and (top.why.startswith("re-opened") == reopened)
+    expected = top.expected_gain
+    assert top.score / other.score == pytest.approx((expected + 0.2 * 2 / 4) / expected, rel=1e-6)
