@@ -6,7 +6,7 @@ at most `MAX_SOURCE_CHARS`, texts and lists short)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 
@@ -245,3 +245,38 @@ def tool_schema(kind: type[msgspec.Struct]) -> dict[str, Any]:
 def to_json(value: msgspec.Struct) -> dict[str, Any]:
     out: dict[str, Any] = msgspec.to_builtins(value)
     return out
+
+
+# --- runs ------------------------------------------------------------------------------------
+
+
+class StartRunArgs(_Args, kw_only=True):
+    """An `accelopt run` of this server's root and memory, with its budget."""
+
+    suite: Name
+    problems: Annotated[list[Name], msgspec.Meta(min_length=1, max_length=20)]
+    budget_usd: Annotated[float, msgspec.Meta(ge=0, le=1000)]  # the hard LLM budget of the run
+    preset: Literal["quick", "triton", "nki"] = "quick"
+    iterations: Annotated[int, msgspec.Meta(ge=1, le=64)] | None = None
+    model: Name = "builtin/tuner"  # the offline tuner by default; a litellm name for a real model
+    device: Name | None = None
+
+
+class RunRef(_Args, kw_only=True):
+    run_id: Name
+
+
+class RunStatus(_Result, kw_only=True):
+    run_id: str
+    state: str  # running, completed, stopped, interrupted, failed, ... (accelopt runs' words)
+    label: str = ""
+    problems: int = 0
+    iterations_done: int = 0
+    iterations_planned: int | None = None
+    kernels: int = 0
+    speedup_geomean: float | None = None
+    pct_peak_geomean: float | None = None
+    cost_usd: float = 0.0
+    budget_usd: float | None = None
+    pid: int | None = None  # the process this server started, while it lives
+    output_tail: str = ""  # the last lines `accelopt run` printed (this server's runs)

@@ -43,12 +43,16 @@ from cli.commands.mcp_server.records import (
     ProfileArgs,
     RecordInsightArgs,
     RecordInsightResult,
+    RunRef,
+    RunStatus,
     SearchMemoryArgs,
     SearchMemoryResult,
+    StartRunArgs,
     decode_args,
     to_json,
     tool_schema,
 )
+from cli.commands.mcp_server.runs import RunError, Runs
 from cli.commands.mcp_server.session_log import SessionLog
 
 log = logging.getLogger("accelopt.mcp")
@@ -111,6 +115,7 @@ class AccelOptMCP:
         self._baselines: dict[tuple[str, str], JudgedKernel] = {}
         self._pairs: dict[str, VerifiedPair] = {}
         self._insights: dict[str, str] = {}  # pair id -> the session-log event of its insight
+        self.runs = Runs(root, self.memory.uri, session.path.parent)
         self.tools: dict[str, ToolSpec] = {
             t.name: t
             for t in (
@@ -172,6 +177,31 @@ class AccelOptMCP:
                     SearchMemoryArgs,
                     SearchMemoryResult,
                     self._search_memory,
+                ),
+                ToolSpec(
+                    "start_run",
+                    "Start an `accelopt run` (AccelOpt's own search: planner, executor, fixer, summarizer "
+                    "over a beam) on problems of a suite, under this server's runs root and memory, with a "
+                    "hard LLM budget in USD (the offline builtin/tuner model costs nothing). Returns once the "
+                    "run has its id; watch_run follows it.",
+                    StartRunArgs,
+                    RunStatus,
+                    self._start_run,
+                ),
+                ToolSpec(
+                    "watch_run",
+                    "A run's state and figures as `accelopt runs` gives them (state, iterations, kernels, "
+                    "speedup, % of peak, cost against its budget), any run of this root.",
+                    RunRef,
+                    RunStatus,
+                    self._watch_run,
+                ),
+                ToolSpec(
+                    "stop_run",
+                    "Stop a run this server started (SIGTERM, as Ctrl-C: the run unwinds; the result says the state it was left in, as `accelopt runs` says it).",
+                    RunRef,
+                    RunStatus,
+                    self._stop_run,
                 ),
             )
         }
@@ -241,7 +271,7 @@ class AccelOptMCP:
         try:
             args = decode_args(params.arguments, tool.args)
             result, summary = await tool.handler(ctx, args)
-        except (ArgsError, ToolError, JudgeError, MemoryError_, problems.UnknownError) as e:
+        except (ArgsError, ToolError, JudgeError, MemoryError_, RunError, problems.UnknownError) as e:
             return _error(str(e))
         except Exception as e:  # a bug of ours: the agent gets one line, the operator the traceback
             log.error("tool %s failed:\n%s", tool.name, traceback.format_exc())
@@ -448,6 +478,22 @@ class AccelOptMCP:
             result,
             f"insight {entry.id[:12]} ({pair.speedup:.2f}x on {pair.problem_ref}) {what} {self.memory.uri}",
         )
+
+    async def _start_run(self, ctx: Ctx, args: StartRunArgs) -> tuple[RunStatus, str]:
+        for name in args.problems:
+            await asyncio.to_thread(problems.resolve, f"{args.suite}/{name}", args.device)
+        status = await self.runs.start(args)
+        return status, f"run {status.run_id} started ({status.state}), budget ${args.budget_usd:g}"
+
+    async def _watch_run(self, ctx: Ctx, args: RunRef) -> tuple[RunStatus, str]:
+        s = await asyncio.to_thread(self.runs.status, args.run_id)
+        speed = f", speedup {s.speedup_geomean:.2f}x" if s.speedup_geomean else ""
+        it = f"{s.iterations_done}/{s.iterations_planned}" if s.iterations_planned else str(s.iterations_done)
+        return s, f"run {s.run_id}: {s.label or s.state}, iterations {it}, {s.kernels} kernels{speed}"
+
+    async def _stop_run(self, ctx: Ctx, args: RunRef) -> tuple[RunStatus, str]:
+        s = await self.runs.stop(args.run_id)
+        return s, f"run {s.run_id}: {s.label or s.state}"
 
     async def _search_memory(self, ctx: Ctx, args: SearchMemoryArgs) -> tuple[SearchMemoryResult, str]:
         if (args.query is None) == (args.kernel is None):
