@@ -198,7 +198,8 @@ class AccelOptMCP:
                 ),
                 ToolSpec(
                     "stop_run",
-                    "Stop a run this server started (SIGTERM, as Ctrl-C: the run unwinds; the result says the state it was left in, as `accelopt runs` says it).",
+                    "Stop a run this server started (SIGTERM, as Ctrl-C: the run unwinds; the result says "
+                    "the state it was left in, as `accelopt runs` says it).",
                     RunRef,
                     RunStatus,
                     self._stop_run,
