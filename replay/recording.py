@@ -1,7 +1,14 @@
 """What a recorded run can serve to a new run that repeats its work (ablation, resume on a
-recording): LLM replies by content hash, profiles by (problem, device, language, source),
-memory retrievals by their event id (ids are run-independent, so the same retrieval in the
-new run has the same id). Pure: built from the recorded run's events."""
+recording): LLM replies by content hash, profiles by request (the recorded result of the same
+request for the same source) and else by (problem, device, language, source), memory
+retrievals by their event id (ids are run-independent, so the same decision or retrieval in
+the new run has the same id). Pure: built from the recorded run's events.
+
+A profile is served by its request first because two requests for one source may have been
+answered with two profiles (a run that named kernels by request profiled a source proposed
+twice twice, the second from the profiler's cache, marked `cached`): the new run's decisions
+and prompts must see the profile the recorded ones saw, byte for byte, or an unchanged
+ablation pays for LLM calls the recording holds."""
 
 from __future__ import annotations
 
@@ -24,7 +31,8 @@ def profile_key(problem: str, device: str, language: str, source: str) -> str:
 class Recording:
     run_id: str
     llm: dict[str, ev.LLMCallCompleted] = field(default_factory=dict)
-    profiles: dict[str, ev.KernelProfiled] = field(default_factory=dict)
+    profiles: dict[str, ev.KernelProfiled] = field(default_factory=dict)  # by profile_key: the first
+    by_request: dict[str, tuple[str, ev.KernelProfiled]] = field(default_factory=dict)  # -> (key, result)
     retrievals: dict[str, ev.MemoryRetrieved] = field(default_factory=dict)
     config: dict | None = None
 
@@ -45,15 +53,21 @@ class Recording:
             elif isinstance(e, ev.KernelProfiled):
                 req = requests.get(e.request_id)
                 if req is not None and e.profile.status != "timeout":
-                    rec.profiles.setdefault(profile_key(req.problem, req.device, req.language, req.source), e)
+                    key = profile_key(req.problem, req.device, req.language, req.source)
+                    rec.profiles.setdefault(key, e)
+                    rec.by_request.setdefault(req.event_id, (key, e))
             elif isinstance(e, ev.MemoryRetrieved):
                 rec.retrievals.setdefault(e.event_id, e)
         return rec or cls("")
 
     def profile_for(self, request: ev.ProfileRequested) -> ev.KernelProfiled | None:
-        return self.profiles.get(
-            profile_key(request.problem, request.device, request.language, request.source)
-        )
+        """The recorded result of this request (same id, same source), else the first recorded
+        profile of its source."""
+        key = profile_key(request.problem, request.device, request.language, request.source)
+        same = self.by_request.get(request.event_id)
+        if same is not None and same[0] == key:
+            return same[1]
+        return self.profiles.get(key)
 
 
 @dataclass
