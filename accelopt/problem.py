@@ -102,6 +102,23 @@ class Roofline(_Base):
     bytes_min: str = "0"
 
 
+class ReferenceSlices(_Base):
+    """The reference may be computed a slice at a time (hardware_agents/neuron/slices.py): the
+    named `inputs` cut along their dimension `axis`, `size` positions at a time, the other
+    inputs whole, and every output's dimension `axis` holding the slices side by side (never
+    its last: a row of an output stays whole). Where the reference is independent along
+    `axis` for those inputs (a batch, the rows of a matmul's lhs, a query block of attention),
+    its float64 evaluation then holds one slice's temporaries instead of the whole problem's.
+    `work`: the most memory the reference's evaluation holds at once, per byte of a slice's
+    float64 inputs and outputs (the temporaries its formula makes), what the agent declares
+    before a profile (the NKIBench importer measured it per problem)."""
+
+    axis: str
+    inputs: list[str]
+    size: int
+    work: float = 4.0
+
+
 class Definition(_Base):
     name: str
     op_type: str
@@ -124,6 +141,7 @@ class Definition(_Base):
     # does not name keep their x_input_init. None = the default cases of the validity layer
     # (large magnitudes); {} = none.
     x_adversarial: dict[str, dict[str, str]] | None = None
+    x_reference_slices: ReferenceSlices | None = None
 
     def shape_of(self, name: str, axes: dict[str, int]) -> tuple[int, ...] | None:
         """Concrete shape of an input or output (None for a scalar) at these axis values."""
@@ -440,6 +458,29 @@ def definition_errors(d: Definition) -> list[str]:
         for name in inits:
             if name not in d.inputs:
                 errs.append(f"x_adversarial.{case}.{name}: not an input")
+    errs += _slices_errors(d)
+    return errs
+
+
+def _slices_errors(d: Definition) -> list[str]:
+    sl = d.x_reference_slices
+    if sl is None:
+        return []
+    errs = []
+    if sl.axis not in d.axes:
+        errs.append(f"x_reference_slices.axis: {sl.axis!r} is not in axes")
+    if sl.size < 1 or sl.work <= 0:
+        errs.append("x_reference_slices: size must be >= 1 and work > 0")
+    if not sl.inputs:
+        errs.append("x_reference_slices.inputs: at least one input is sliced")
+    for name in sl.inputs:
+        spec = d.inputs.get(name)
+        if spec is None or sl.axis not in (spec.shape or []):
+            errs.append(f"x_reference_slices.inputs.{name}: not an input with axis {sl.axis!r}")
+    for name, spec in d.outputs.items():
+        shape = spec.shape or []
+        if sl.axis not in shape or shape[-1] == sl.axis:
+            errs.append(f"x_reference_slices: output {name} must have axis {sl.axis!r}, not as its last")
     return errs
 
 

@@ -34,6 +34,7 @@ from accelopt.problem import (
     parse_expression,
 )
 from accelopt.profile import Bound, Profile
+from hardware_agents import host_memory
 from hardware_agents.pipeline.stages import Stages, run_stages
 
 __all__ = [
@@ -181,10 +182,21 @@ class HardwareAgent(ABC):
         seeds = self._seeds(tuple(int(s) for s in seeds))
         if not seeds:
             raise ValueError("at least one correctness seed is required")
-        t0 = time.perf_counter()
-        prof = self._profile(problem, solution, seeds, timeout_s or self.timeout_s, measure)
-        prof.wall_s = time.perf_counter() - t0
+        # the host's memory for what this profile declares it holds at most (host_memory.py)
+        with host_memory.reserve(self.memory_bytes(problem)) as held:
+            t0 = time.perf_counter()
+            prof = self._profile(problem, solution, seeds, timeout_s or self.timeout_s, measure)
+            prof.wall_s = time.perf_counter() - t0
+        if held.bytes:
+            prof.counters["memory_declared_bytes"] = float(held.bytes)
+            prof.counters["memory_wait_s"] = round(held.waited_s, 3)
         return prof
+
+    def memory_bytes(self, problem: Problem) -> int | None:
+        """The most memory one profile of `problem` holds at once, declared before it runs:
+        what the profile reserves of the host's budget (`host_memory.py`). None: undeclared
+        (nothing reserved), the default: a family declares it where its profiles are big."""
+        return None
 
     def _profile(
         self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout_s: float, measure: bool

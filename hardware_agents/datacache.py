@@ -79,6 +79,11 @@ class DataCache(Generic[T]):
                     remove()
             return data
 
+    def entries(self) -> list[tuple[Hashable, T]]:
+        """(key, entry) of what the cache holds now, least recent first."""
+        with self._lock:
+            return list(self._items.items())
+
     def close(self) -> None:
         with self._lock:
             for item in self._items.values():

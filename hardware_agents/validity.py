@@ -217,8 +217,11 @@ def reference_outputs(
     inputs: dict[str, Any],
     *,
     precision: Any = np.float64,
+    shapes: dict[str, tuple[int, ...] | None] | None = None,
 ) -> dict[str, np.ndarray]:
-    """Run the numpy reference on `inputs` upcast to `precision`; outputs in definition order."""
+    """Run the numpy reference on `inputs` upcast to `precision`; outputs in definition order,
+    each of the definition's shape (`shapes`: of these, for inputs that are a slice of the
+    problem's, hardware_agents/neuron/slices.py)."""
     run = numpy_reference(problem)
     args = [
         np.asarray(v, dtype=precision) if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v
@@ -232,7 +235,7 @@ def reference_outputs(
         raise ValueError(
             f"{problem.name}: reference returned {len(values)} outputs, definition has {len(names)}"
         )
-    shapes = problem.output_shapes()
+    shapes = problem.output_shapes() if shapes is None else shapes
     out: dict[str, np.ndarray] = {}
     for name, v in zip(names, values, strict=True):
         arr = np.asarray(v)
@@ -439,20 +442,35 @@ class Fp32Floor(msgspec.Struct, kw_only=True):
         return np.repeat(rows[first : last + 1], row)[lo - first * row : hi - first * row]
 
 
+def moved_twin(inputs: dict[str, Any], seed: int) -> dict[str, Any]:
+    """The inputs moved one unit in the last place, each float32 element in a random direction
+    (`Fp32Floor`'s second evaluation), drawn in blocks: the same numbers as one draw of each
+    input's size, without a float64 array of it."""
+    rng = np.random.default_rng([seed, 0xF10])
+    moved: dict[str, Any] = {}
+    for name, v in inputs.items():
+        if not (isinstance(v, np.ndarray) and v.dtype == np.float32):
+            moved[name] = v
+            continue
+        src = np.ascontiguousarray(v).reshape(-1)
+        dst = np.empty_like(src)
+        for a in range(0, src.size, _MOVE_BLOCK):
+            z = min(src.size, a + _MOVE_BLOCK)
+            away = np.where(rng.random(z - a) < 0.5, np.float32(-np.inf), np.float32(np.inf))
+            dst[a:z] = np.nextafter(src[a:z], away)
+        moved[name] = dst.reshape(v.shape)
+    return moved
+
+
+_MOVE_BLOCK = 1 << 22
+
+
 def fp32_floor(
     problem: Problem, inputs: dict[str, Any], reference: dict[str, np.ndarray], seed: int
 ) -> dict[str, Fp32Floor]:
     """The `Fp32Floor` of each output on these inputs (`reference`: their float64 outputs)."""
-    rng = np.random.default_rng([seed, 0xF10])
-    moved = {}
-    for name, v in inputs.items():
-        if isinstance(v, np.ndarray) and v.dtype == np.float32:
-            away = np.where(rng.random(v.shape) < 0.5, np.float32(-np.inf), np.float32(np.inf))
-            moved[name] = np.nextafter(v, away).astype(np.float32)
-        else:
-            moved[name] = v
     out: dict[str, Fp32Floor] = {}
-    for twin in (inputs, moved):
+    for twin in (inputs, moved_twin(inputs, seed)):
         got = reference_outputs(problem, twin, precision=np.float32)
         for name, ref in reference.items():
             r = np.asarray(ref, dtype=np.float64)

@@ -47,6 +47,7 @@ from accelopt.problem import (
     Definition,
     ProblemFileError,
     RandomInput,
+    ReferenceSlices,
     Roofline,
     ScalarInput,
     TensorSpec,
@@ -76,6 +77,26 @@ NKIBENCH_PROBLEMS: tuple[str, ...] = (
 )
 REL_TOL: dict[str, float] = {"mamba": 3e-5}  # the reference code's rel_tol per problem
 DEFAULT_REL_TOL = 2e-5
+# The axis along which each problem's reference is independent, the inputs cut along it (by
+# their position in `get_inputs()`: the cases name them differently), how many positions a
+# slice takes and the working memory its formula holds per byte of a slice's float64 inputs
+# and outputs (`Definition.x_reference_slices`; measured at NKIBench's sizes, docs/neuron.md).
+# Not mamba (a scan whose constants fix its channel count) nor rope_single_freq_apply (its
+# only long axis is its output's last).
+REFERENCE_SLICES: dict[str, tuple[str, tuple[int, ...], int, float]] = {
+    "adamw": ("M", (0, 1, 2, 3), 2048, 4.0),
+    "add_rmsnorm_matmul": ("M", (0, 3), 1024, 4.0),
+    "bmm": ("B", (0, 1), 1, 4.0),
+    "bmm_softmax": ("B", (0, 1), 1, 4.0),
+    "gqa_full": ("N", (0,), 256, 4.0),
+    "lora": ("M", (0,), 512, 4.0),
+    "matmul": ("M", (0,), 512, 4.0),
+    "matmul_add_rmsnorm": ("M", (0, 3), 1024, 4.0),
+    "rmsnorm_matmul": ("M", (0,), 1024, 4.0),
+    "silu": ("M", (0,), 1024, 4.0),
+    "swiglu": ("M", (0,), 1024, 4.0),
+    "transpose_matmul": ("M", (0,), 1024, 4.0),
+}
 TEMPLATE_SUITE = "cpu"  # the same 14 operators at CPU shapes: roofline, op type, output names
 ENTRY_FILE = "kernel.py"
 ENTRY = "kernel"
@@ -578,6 +599,24 @@ def _case_description(
     return desc + f"\n(NKIBench {problem}, case {case_id}: {ref.path.name})"
 
 
+def _with_slices(definition: Definition, problem: str, notes: list[str]) -> Definition:
+    """The definition with its reference's slices (`REFERENCE_SLICES`), where its case has
+    what they name."""
+    spec = REFERENCE_SLICES.get(problem)
+    if spec is None:
+        return definition
+    axis, positions, size, work = spec
+    names = list(definition.inputs)
+    inputs = [names[i] for i in positions if i < len(names)]
+    sliced = msgspec.structs.replace(
+        definition, x_reference_slices=ReferenceSlices(axis=axis, inputs=inputs, size=size, work=work)
+    )
+    if definition_errors(sliced):
+        notes.append(f"the reference is computed whole: this case lacks the slices of {problem}")
+        return definition
+    return sliced
+
+
 def import_case(
     root: Path, problem: str, seed: dict[str, Any], case_id: str, case: dict[str, Any], folder: str
 ) -> ImportedProblem:
@@ -618,6 +657,7 @@ def import_case(
         x_input_init=inits,
         x_adversarial=adversarial,
     )
+    definition = _with_slices(definition, problem, notes)
     errs = definition_errors(definition)
     if errs:
         raise NkibenchError(f"{ref.path}: the imported definition is invalid: {'; '.join(errs)}")

@@ -171,6 +171,16 @@ class NeuronAgent(HardwareAgent):
             mode=0o755,
         )
 
+    def memory_bytes(self, problem: Problem) -> int:
+        """What one profile of `problem` holds at most (`neuron/memory.py`), and the seeds'
+        inputs the data cache still keeps staged for other problems (memory: `/dev/shm`)."""
+        from hardware_agents.neuron.memory import profile_bytes
+
+        mine = problem.content_hash()
+        others = [d for key, d in self.data.entries() if not (isinstance(key, tuple) and key[0] == mine)]
+        kept = sum(d.staged_bytes() for d in others)
+        return profile_bytes(problem, len(self._seeds(NKIBENCH_SEEDS))) + kept
+
     # --- device ----------------------------------------------------------------------------
 
     @property

@@ -40,7 +40,7 @@ import threadpoolctl
 
 from accelopt.problem import Problem, Tolerance
 from hardware_agents import validity
-from hardware_agents.neuron import heap
+from hardware_agents.neuron import heap, slices
 from hardware_agents.neuron.protocol import KernelArg
 from hardware_agents.neuron.reference import ReferenceModule
 from hardware_agents.neuron.refstore import Entry, ReferenceStore, case_key
@@ -48,10 +48,6 @@ from hardware_agents.pipeline.cases import adversarial_overflow
 from hardware_agents.sandbox import private_dir
 
 WORKDIR_SLACK = 256 << 20  # a child's work dir beyond the outputs it writes (headers, its stage file)
-# two cases' references computed at once only where their outputs (as fp32) are at most this
-# together (their float64 references and temporaries held at once: NKIBench's bmm has 1 GiB
-# of fp32 output a case, 2 GiB as float64)
-HELPER_MAX_REFERENCE_BYTES = 1 << 30
 
 
 _blas_lock = threading.Lock()
@@ -133,7 +129,8 @@ class CaseData:
                 if floors is None:
                     inputs = validity.make_inputs(problem, self.case)
                     with one_blas_thread():
-                        floors = validity.fp32_floor(problem, inputs, refs, self.case.seed)
+                        floors = slices.fp32_floor(problem, inputs, refs, self.case.seed)
+                    del inputs
                     if self.entry is not None and self.store is not None:
                         self.store.put_floor(self.entry, floors)
                 kept = {}
@@ -165,6 +162,12 @@ def _reference(problem: Problem, case: validity.InputCase, inputs: dict[str, Any
     if overflow is not None:
         raise ValueError(overflow)
     return {n: np.asarray(r, dtype=np.float64) for n, r in ref64.items()}
+
+
+def overflow_message(name: str, case: validity.InputCase, ref: slices.ReferenceFiles) -> str:
+    """`adversarial_overflow`'s message for a reference written to files."""
+    bad = [n for n, st in ref.stats.items() if not st.finite]
+    return adversarial_overflow(name, case, {n: np.array([np.nan]) for n in bad}) or f"{name}: non-finite"
 
 
 def output_bytes_of(problem: Problem) -> dict[str, int]:
@@ -234,9 +237,9 @@ class ProblemData:
 
     def help_references(self) -> bool:
         """One more reference thread, taking the next pending case (the emulate mode's, once its
-        execute children are done and their cores free), where two references at once fit in
-        memory (`HELPER_MAX_REFERENCE_BYTES`); True: one was started."""
-        if not self._pending or 2 * sum(self.output_bytes.values()) > HELPER_MAX_REFERENCE_BYTES:
+        execute children are done and their cores free); True: one was started. What the
+        threads hold at once is bounded by `slices.EVALUATIONS`, however many there are."""
+        if not self._pending:
             return False
         self._start_references(f"nki-refs-help-{self._problem.name}")
         return True
@@ -310,7 +313,6 @@ class ProblemData:
     def _compute_references(
         self, problem: Problem, pending: list[tuple[CaseData, dict[str, Any] | None]]
     ) -> None:
-        tol = validity.tolerance_of(problem.definition)
         while True:
             try:
                 cd, inputs = pending.pop(0)  # (atomic: a helper thread may take cases too)
@@ -323,26 +325,16 @@ class ProblemData:
             try:
                 if inputs is None:  # staged from the store, whose entry went since
                     inputs = validity.make_inputs(problem, cd.case)
-                t0 = time.perf_counter()
-                ref64 = _reference(problem, cd.case, inputs)
-                seconds = time.perf_counter() - t0
+                ref = slices.ReferenceFiles(problem, inputs, self.private, cd.case.name)
                 del inputs
-                stats = {
-                    n: validity.RefStats(r, tol, bound=False, threads=1) for n, r in ref64.items()
-                }  # norms
-                nbytes = sum(r.nbytes for r in ref64.values())
-                if self.store is not None and self.store.worth_keeping(seconds, nbytes):
-                    cd.entry = self.store.put(cd.key, ref64, stats, seconds)
+                if not ref.finite and cd.case.adversarial:
+                    raise ValueError(overflow_message(problem.name, cd.case, ref))
+                nbytes = sum(os.path.getsize(f) for f in ref.files.values())
+                if self.store is not None and self.store.worth_keeping(ref.seconds, nbytes):
+                    cd.entry = self.store.put(cd.key, ref.files, ref.stats, ref.seconds)
                     if cd.entry is not None:  # a later profile stages these without drawing them
                         self.store.put_args(cd.entry, cd.args, cd.draw_s)
-                if cd.entry is not None and self._stored(cd, tol):
-                    continue
-                files = {}
-                for name, ref in ref64.items():
-                    path = self.private / f"{cd.case.name}-{name}.npy"
-                    np.save(path, ref, allow_pickle=False)
-                    files[name] = str(path)
-                cd._done(files, stats)
+                cd._done(ref.files, ref.stats)
             except BaseException as e:  # handed to whoever waits for these references
                 self._failed = e
                 cd._done(None, error=e)
@@ -351,6 +343,15 @@ class ProblemData:
         """Block until every case's references are computed (or failed)."""
         for cd in self.cases:
             cd._ready.wait()
+
+    def staged_bytes(self) -> int:
+        """What the staged inputs take (files in the sandboxes' base, `/dev/shm`: memory)."""
+        total = 0
+        for f in self.dir.rglob("*"):
+            with contextlib.suppress(OSError):
+                if f.is_file() and not f.is_symlink():
+                    total += f.stat().st_size
+        return total
 
     def workdir_bytes(self, files: int, floor: int) -> int:
         """The work-dir cap of a child that writes `files` sets of this problem's outputs: their
@@ -438,6 +439,7 @@ class TimingRound:
         self._inputs: dict[str, Any] | None = validity.make_inputs(problem, self.case)
         self.args = ref_mod.kernel_args(self._inputs)
         self.refs: dict[str, np.ndarray] = {}
+        self.stats: dict[str, validity.RefStats] = {}  # `write_references`' norms of `refs`
         self.digests: dict[str, str] = {}
         if references:
             self.compute_references()
@@ -454,6 +456,22 @@ class TimingRound:
                 f"{self._problem.name}: the reference is non-finite in {bad} on timing seed {self.case.seed}"
             )
         self.refs = refs
+
+    def write_references(self, directory: Path) -> None:
+        """The emulate mode's `compute_references`: the references written to `directory` a
+        slice at a time (`slices.ReferenceFiles`) and mapped read-only into `refs` (never whole
+        in memory), their norms in `stats`; a ValueError where one is not finite on this seed."""
+        inputs, self._inputs = self._inputs, None
+        assert inputs is not None, "the references are computed once"
+        ref = slices.ReferenceFiles(self._problem, inputs, directory, f"{self.case.name}-{self.case.seed}")
+        del inputs
+        if not ref.finite:
+            bad = [n for n, st in ref.stats.items() if not st.finite]
+            raise ValueError(
+                f"{self._problem.name}: the reference is non-finite in {bad} on timing seed {self.case.seed}"
+            )
+        self.refs = ref.arrays()
+        self.stats = ref.stats
 
     def stage(self, cdir: Path) -> list[KernelArg]:
         cdir.mkdir(mode=0o755, parents=True)
@@ -474,7 +492,7 @@ class TimingRound:
 
 
 class JudgedCase(Protocol):
-    """What the judge needs of a case (`judge.judge_cases`): `CaseData`, `FreshCase`."""
+    """What the judge needs of a case (`judge.CaseJudge`): `CaseData`, `FreshCase`."""
 
     case: validity.InputCase
     stats: dict[str, validity.RefStats]
@@ -493,7 +511,9 @@ class FreshCase:
         self.round = rnd
         self.case = rnd.case
         tol = validity.tolerance_of(problem.definition)
-        self.stats = {n: validity.RefStats(r, tol, bound=False, threads=1) for n, r in rnd.refs.items()}
+        self.stats = rnd.stats or {
+            n: validity.RefStats(r, tol, bound=False, threads=1) for n, r in rnd.refs.items()
+        }
         self._floor: dict[str, validity.Fp32Floor] | None = None
 
     def refs(self) -> dict[str, np.ndarray]:
@@ -503,7 +523,7 @@ class FreshCase:
         if self._floor is None:
             inputs = validity.make_inputs(problem, self.case)
             with one_blas_thread():
-                self._floor = validity.fp32_floor(problem, inputs, self.round.refs, self.case.seed)
+                self._floor = slices.fp32_floor(problem, inputs, self.round.refs, self.case.seed)
         return self._floor
 
 

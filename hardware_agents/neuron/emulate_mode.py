@@ -17,7 +17,7 @@ nobody, priced by the trn1 cost model (chosen where the Neuron SDK is missing).
        source: `fresh` and `fresh-<name>` per adversarial case, `fresh_kinds`) and save the
        outputs;
     4. the agent judges the outputs against its float64 references as the other modes do, the
-       fresh cases with the others (`judge.judge_cases`: one fused pass per output, the
+       fresh cases with the others (`judge.CaseJudge`: one fused pass per output, the
        float32 floor where the tolerance is missed; a one/zero flag the data contradicts is
        `incorrect` too);
     5. the estimate: the cost model prices the validated program here, in the agent
@@ -30,8 +30,10 @@ nobody, priced by the trn1 cost model (chosen where the Neuron SDK is missing).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -40,7 +42,7 @@ import msgspec
 import numpy as np
 
 from accelopt.problem import Problem, Solution
-from accelopt.profile import Estimate, Profile, peak_fraction
+from accelopt.profile import Estimate, Profile, SeedCheck, peak_fraction
 from hardware_agents import validity
 from hardware_agents.base import DeviceSpec, t_peak
 from hardware_agents.neuron import heap
@@ -50,11 +52,13 @@ from hardware_agents.neuron.data import (
     ProblemData,
     TimingRound,
     one_blas_thread,
+    references_base,
     stage_threads,
     write_args,
 )
 from hardware_agents.neuron.estimate_gate import implausible_estimate
-from hardware_agents.neuron.judge import judge_cases, stage_sources
+from hardware_agents.neuron.groups import GroupRunner, plan_groups
+from hardware_agents.neuron.judge import CaseJudge, stage_sources
 from hardware_agents.neuron.protocol import ErrorInfo
 from hardware_agents.neuron.reference import ReferenceModule
 from hardware_agents.pipeline.cases import fresh_seed
@@ -115,31 +119,33 @@ def _fresh_case(
     ref_mod: ReferenceModule,
     like: validity.InputCase,
     *,
-    references: bool = True,
+    refs_dir: Path | None = None,
     tries: int = 3,
 ) -> TimingRound:
     """Inputs drawn now, after the kernel was traced, as `like` is (`fresh_kinds`), on a seed
     from the OS's random source (never a correctness seed): a program that carries answers for
-    the known inputs fails it. With `references=False` the references are left to
-    `_fresh_references` (computed while the cases run); otherwise a seed whose reference is
-    not finite is drawn again."""
-    if not references:
+    the known inputs fails it. Without `refs_dir` the references are left to
+    `_fresh_references` (computed while the cases run); with it they are written there now
+    (`TimingRound.write_references`), and a seed whose reference is not finite is drawn again."""
+    if refs_dir is None:
         return TimingRound(problem, ref_mod, 0, fresh_seed(data.seeds), references=False, like=like)
     error: ValueError | None = None
     for _ in range(tries):
+        rnd = TimingRound(problem, ref_mod, 0, fresh_seed(data.seeds), references=False, like=like)
         try:
-            return TimingRound(problem, ref_mod, 0, fresh_seed(data.seeds), like=like)
+            _fresh_references(rnd, refs_dir)
+            return rnd
         except ValueError as e:  # a reference that is not finite on this seed: draw again
             error = e
     assert error is not None
     raise error
 
 
-def _fresh_references(fresh: TimingRound) -> None:
-    """A fresh case's references, in a thread of the agent while the execute children run
-    (one BLAS thread, as the problem's reference thread)."""
+def _fresh_references(fresh: TimingRound, refs_dir: Path) -> None:
+    """A fresh case's references, written to `refs_dir` a slice at a time, in a thread of the
+    agent while the execute children run (one BLAS thread, as the problem's reference thread)."""
     with one_blas_thread():
-        fresh.compute_references()
+        fresh.write_references(refs_dir)
 
 
 def _exec_error(v: Verdict, err: ErrorInfo) -> Profile:
@@ -183,6 +189,7 @@ def _stage_fresh(
     with phases("fresh"):
         (pdir / name).mkdir(mode=0o755)
         fresh_args, _ = write_args(fresh.args, pdir / name, digest=False)
+        fresh.args = []  # staged: the arrays need not stay in memory
     fresh_sig = _signature(fresh_args)
     if fresh_sig not in sigs:
         return v.profile("runtime_error", f"the fresh inputs do not have the cases' shapes: {fresh_sig}")
@@ -192,53 +199,47 @@ def _stage_fresh(
 Run = tuple[Sandbox, str, list[str], bool]  # a case's work dir, name, output files, returned a tuple
 
 
-def _execute(
-    v: Verdict,
-    stack: contextlib.ExitStack,
+def _start_group(
     cases: list[Any],
     data: ProblemData,
     epolicy: SandboxPolicy,
     workdir_floor: int,
     sandbox_dir: Path | None,
     timeout: float,
-    phases: Phases,
-) -> list[Run] | Profile:
-    """Run `cases` (ExecCases) in execute children side by side, one per group of cases (each
-    single-threaded; each work dir holds its cases' outputs, and stays open in `stack`): per
-    case in order, its run, or the verdict on a child that failed."""
-    from hardware_agents.neuron.emulator.children import ExecRequest, ExecResult
+) -> tuple[Sandbox, Any, SandboxOutcome]:
+    """One execute child on `cases` (ExecCases), in a sandbox whose work dir holds their
+    outputs: (its sandbox, still open: the caller closes it once the outputs are judged, the
+    request, how the child ended)."""
+    from hardware_agents.neuron.emulator.children import ExecRequest
 
-    groups = _groups(len(cases), min(len(cases), stage_threads()))
-    boxes = [
-        stack.enter_context(
-            Sandbox(
-                msgspec.structs.replace(epolicy, workdir_bytes=data.workdir_bytes(len(g), workdir_floor)),
-                base_dir=sandbox_dir,
-            )
-        )
-        for g in groups
-    ]
-    reqs = [ExecRequest(cases=[cases[i] for i in g], batch_bytes=EXECUTE_BATCH_BYTES) for g in groups]
-    with phases("execute"), ThreadPoolExecutor(max_workers=len(boxes)) as pool:
-        futures = [
-            pool.submit(b.run, EXECUTE_TARGET, r, timeout_s=timeout) for b, r in zip(boxes, reqs, strict=True)
-        ]
-        eouts = [f.result() for f in futures]
-    runs: list[Run] = []
-    for ebox, req, eout in zip(boxes, reqs, eouts, strict=True):  # in the cases' order
-        failed = _ended(v, eout, "running the kernel in the emulator", compiling=False)
-        if failed is not None:
-            return failed
-        try:
-            eres = eout.decode(ExecResult)
-        except msgspec.DecodeError as e:
-            return v.profile("runtime_error", f"unreadable emulator result: {e}")
-        if eres.error is not None:
-            return _exec_error(v, eres.error)
-        if [r.name for r in eres.cases] != [c.name for c in req.cases]:
-            return v.profile("runtime_error", "the emulator's results do not match the cases")
-        runs.extend((ebox, r.name, r.outputs, r.returned_tuple) for r in eres.cases)
-    return runs
+    box = Sandbox(
+        msgspec.structs.replace(epolicy, workdir_bytes=data.workdir_bytes(len(cases), workdir_floor)),
+        base_dir=sandbox_dir,
+    )
+    try:
+        req = ExecRequest(cases=cases, batch_bytes=EXECUTE_BATCH_BYTES)
+        return box, req, box.run(EXECUTE_TARGET, req, timeout_s=timeout)
+    except BaseException:
+        box.close()
+        raise
+
+
+def _group_runs(v: Verdict, box: Sandbox, req: Any, eout: SandboxOutcome) -> list[Run] | Profile:
+    """Per case of an ended execute child, in order, its run; or the verdict on a child that failed."""
+    from hardware_agents.neuron.emulator.children import ExecResult
+
+    failed = _ended(v, eout, "running the kernel in the emulator", compiling=False)
+    if failed is not None:
+        return failed
+    try:
+        eres = eout.decode(ExecResult)
+    except msgspec.DecodeError as e:
+        return v.profile("runtime_error", f"unreadable emulator result: {e}")
+    if eres.error is not None:
+        return _exec_error(v, eres.error)
+    if [r.name for r in eres.cases] != [c.name for c in req.cases]:
+        return v.profile("runtime_error", "the emulator's results do not match the cases")
+    return [(box, r.name, r.outputs, r.returned_tuple) for r in eres.cases]
 
 
 class EmulateRun:
@@ -287,6 +288,7 @@ class EmulateRun:
         self.cases: list[Any] = []  # ExecCases: every case, then the fresh ones
         self.fresh: list[TimingRound] = []  # drawn after tracing, as `fresh_kinds` says
         self.ref_mod: ReferenceModule | None = None
+        self.refs_dir: Path | None = None  # the fresh cases' references
         self.fresh_refs: list[Future[None]] = []
         self.estimate: Estimate | None = None
         self.log = ""
@@ -394,9 +396,10 @@ class EmulateRun:
         ref_mod = self.ref_mod = ReferenceModule(self.problem)
         with self.phases("fresh"):
             self.fresh = [
-                _fresh_case(self.problem, self.data, ref_mod, like, references=False)
-                for like in fresh_kinds(self.problem)
+                _fresh_case(self.problem, self.data, ref_mod, like) for like in fresh_kinds(self.problem)
             ]
+        # their references: on disk, in a private dir of this profile's (outside every read path)
+        self.refs_dir = private_dir(references_base(), "accelopt-nki-fresh-refs-")
         pdir = self.pdir = private_dir(self.sandbox_dir or default_base_dir(), "accelopt-nki-programs-")
         os.chmod(pdir, 0o755)
         for i, raw in enumerate(self.blobs):
@@ -410,7 +413,7 @@ class EmulateRun:
         ]
         # (on the way out: the fresh references' thread is waited for, then the work dirs go)
         refs_pool = self.held.enter_context(ThreadPoolExecutor(1, thread_name_prefix="nki-fresh-refs"))
-        self.fresh_refs = [refs_pool.submit(_fresh_references, f) for f in self.fresh]
+        self.fresh_refs = [refs_pool.submit(_fresh_references, f, self.refs_dir) for f in self.fresh]
         for fresh in self.fresh:
             name = fresh.case.name
             staged = _stage_fresh(self.v, fresh, pdir, name, self.sigs, self.paths, self.phases)
@@ -422,76 +425,122 @@ class EmulateRun:
     # --- correctness: execute children that import no kernel code, judged here ----------------
 
     def correctness(self) -> Profile | None:
-        """Run every case (the fresh ones with them) and judge it against our references."""
+        """Run every case (the fresh ones with them) in execute children, in groups whose
+        outputs fit (`groups.py`), and judge each group against our references as its child
+        ends, before its outputs go."""
         v, data = self.v, self.data
-        runs = self._run(self.cases)
-        if isinstance(runs, Profile):
-            return runs
-        data.help_references()  # the children's cores are free: two reference threads, if behind
-        redrawn = self._redraw_fresh(runs)
-        if redrawn is not None:
-            return redrawn
-        # judged here (each case once its references are computed), the fresh cases with the others
-        v.isolation.clear()
+        judge = CaseJudge(self.problem, data, self.phases)
+        checks: dict[int, SeedCheck] = {}
+        case_bytes = sum(data.output_bytes.values())
+        plan = plan_groups(len(self.cases), case_bytes, stage_threads())
+        runner: GroupRunner[tuple[Sandbox, Any, SandboxOutcome]] = GroupRunner(
+            min(len(plan), stage_threads())
+        )
+        epolicy = self._epolicy()
+        t0 = time.perf_counter()
+        try:
+            for k, group in enumerate(plan):
+                cases = [self.cases[i] for i in group]
+                runner.submit(
+                    k,
+                    functools.partial(
+                        _start_group,
+                        cases,
+                        data,
+                        epolicy,
+                        self.policy.workdir_bytes,
+                        self.sandbox_dir,
+                        self.timeout,
+                    ),
+                )
+            for ended, (k, (box, req, eout)) in enumerate(runner.done(), 1):
+                if ended == len(plan):
+                    self.phases.add("execute", time.perf_counter() - t0)
+                    data.help_references()  # the children's cores are free: two reference threads, if behind
+                try:
+                    failed = self._judge_group(judge, plan[k], _group_runs(v, box, req, eout), checks)
+                finally:
+                    box.close()  # its outputs are judged: their memory goes back
+                    runner.release()
+                if failed is not None:
+                    return failed
+        finally:
+            runner.close()
+        v.isolation.clear()  # the kernel's sandbox: what the profile records
         v.isolation.update(self.isolation)
         v.tail = ""
-        judged: list[JudgedCase] = [*data.cases, *(FreshCase(self.problem, f) for f in self.fresh)]
-        with self.phases("judge"):
-            v.checks.extend(judge_cases(self.problem, data, judged, runs, self.phases))
+        v.checks.extend(checks[i] for i in sorted(checks))
+        heap.release()  # the references' and inputs' arrays are gone: their memory back to the system
         self.release()
         seeds = {f.case.name: f.case.seed for f in self.fresh}
-        failed = [c.case for c in v.checks if c.case in seeds and not c.passed]
+        failed_fresh = [c.case for c in v.checks if c.case in seeds and not c.passed]
         return v.wrong_cases(
-            f"\n(case {', '.join(f'{n} (seed {seeds[n]})' for n in failed)}: inputs drawn after the kernel "
+            f"\n(case {', '.join(f'{n} (seed {seeds[n]})' for n in failed_fresh)}: inputs drawn after the kernel "
             "was traced: results must not depend on knowing the inputs in advance)"
-            if failed
+            if failed_fresh
             else ""
         )
 
-    def _redraw_fresh(self, runs: list[Run]) -> Profile | None:
-        """Wait for the fresh cases' references; a case whose reference is not finite on its
-        seed is drawn again and run (its run replaces the first's in `runs`), as the other
-        cases were. The verdict where that fails, else None."""
-        assert self.pdir is not None and self.ref_mod is not None
+    def _judge_group(
+        self, judge: CaseJudge, group: list[int], runs: list[Run] | Profile, checks: dict[int, SeedCheck]
+    ) -> Profile | None:
+        """Judge an ended group's cases (a fresh one once its references are there; one whose
+        reference is not finite on its seed drawn again and run alone); the verdict where one
+        cannot be judged."""
+        if isinstance(runs, Profile):
+            return runs
         first = len(self.data.cases)
-        for i, (fresh, refs) in enumerate(zip(self.fresh, self.fresh_refs, strict=True)):
-            with self.phases("fresh"):  # waiting for the fresh references, if they are behind
-                try:
-                    refs.result()
-                    continue
-                except ValueError:  # not finite on that seed: drawn again below
-                    pass
-                like = msgspec.structs.replace(fresh.case, seed=0)
-                self.fresh[i] = fresh = _fresh_case(self.problem, self.data, self.ref_mod, like, tries=2)
-            staged = _stage_fresh(
-                self.v, fresh, self.pdir, f"{fresh.case.name}-again", self.sigs, self.paths, self.phases
-            )
-            if isinstance(staged, Profile):
-                return staged
-            again = self._run([staged])
-            if isinstance(again, Profile):
-                return again
-            runs[first + i] = again[0]
+        for i, run in zip(group, runs, strict=True):
+            case: JudgedCase
+            if i < first:
+                case = self.data.cases[i]
+            else:
+                fresh = self._fresh_ready(i - first)
+                if isinstance(fresh, Profile):
+                    return fresh
+                case, again = fresh
+                run = again or run
+            with self.phases("judge"):
+                checks[i] = judge(case, run)
         return None
 
-    def _run(self, cases: list[Any]) -> list[Run] | Profile:
-        epolicy = msgspec.structs.replace(
+    def _fresh_ready(self, j: int) -> tuple[JudgedCase, Run | None] | Profile:
+        """The fresh case `j` once its references are computed: (it, None: its run stands); where
+        its reference is not finite on its seed, drawn again, run alone and (it, its new run), or
+        the verdict where that fails. The new run's sandbox is closed with the others (`held`)."""
+        assert self.pdir is not None and self.ref_mod is not None
+        fresh = self.fresh[j]
+        with self.phases("fresh"):  # waiting for the fresh references, if they are behind
+            try:
+                self.fresh_refs[j].result()
+                return FreshCase(self.problem, fresh), None
+            except ValueError:  # not finite on that seed: drawn again below
+                pass
+            like = msgspec.structs.replace(fresh.case, seed=0)
+            self.fresh[j] = fresh = _fresh_case(
+                self.problem, self.data, self.ref_mod, like, tries=2, refs_dir=self.refs_dir
+            )
+        staged = _stage_fresh(
+            self.v, fresh, self.pdir, f"{fresh.case.name}-again", self.sigs, self.paths, self.phases
+        )
+        if isinstance(staged, Profile):
+            return staged
+        box, req, eout = _start_group(
+            [staged], self.data, self._epolicy(), self.policy.workdir_bytes, self.sandbox_dir, self.timeout
+        )
+        self.held.callback(box.close)
+        again = _group_runs(self.v, box, req, eout)
+        if isinstance(again, Profile):
+            return again
+        return FreshCase(self.problem, fresh), again[0]
+
+    def _epolicy(self) -> SandboxPolicy:
+        return msgspec.structs.replace(
             self.policy,
             read_paths=(str(self.data.dir), str(self.pdir)),
             python_path=(),
             no_fork=True,
             env={**self.policy.env, **heap.CHILD_ENV},  # the executor's tiles: memory kept, not faulted again
-        )
-        return _execute(
-            self.v,
-            self.held,
-            cases,
-            self.data,
-            epolicy,
-            self.policy.workdir_bytes,
-            self.sandbox_dir,
-            self.timeout,
-            self.phases,
         )
 
     # --- the estimate and its gate; the verdict ---------------------------------------------------
@@ -544,6 +593,9 @@ class EmulateRun:
             if self.pdir is not None:
                 shutil.rmtree(self.pdir, ignore_errors=True)
                 self.pdir = None
+            if self.refs_dir is not None:
+                shutil.rmtree(self.refs_dir, ignore_errors=True)
+                self.refs_dir = None
 
 
 def _estimate_record(est: Any, tp: float, pct: float) -> Estimate:

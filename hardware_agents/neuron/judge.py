@@ -33,7 +33,6 @@ from accelopt.problem import Problem, Solution
 from accelopt.profile import Profile, SeedCheck
 from hardware_agents import validity
 from hardware_agents.base import DeviceSpec
-from hardware_agents.neuron import heap
 from hardware_agents.neuron.data import JudgedCase, ProblemData, TimingRound
 from hardware_agents.neuron.profile_summary import COUNTER_FIELDS, ProfileSummary, SummaryError, parse_summary
 from hardware_agents.neuron.protocol import (
@@ -171,55 +170,54 @@ class FloorGate:
         self.wrong = self.wrong or not chk.passed
 
 
-def judge_cases(
-    problem: Problem,
-    data: ProblemData,
-    cases: Sequence[JudgedCase],
-    runs: Sequence[tuple[Sandbox, str, list[str], bool]],
-    phases: Phases | None = None,
-) -> list[SeedCheck]:
-    """Every case's outputs (`runs`: per case of `cases`, the sandbox whose work dir holds them,
-    its name, output files and whether the kernel returned a tuple) against its references;
-    then, in the cases' order, those that missed the tolerance judged again with float32's
-    own error as its floor (`FloorGate`: until one fails with it). `cases`: `data`'s, and
-    in the emulate mode the case drawn after tracing (`FreshCase`); each is judged as soon as
-    its references are computed (the reference thread computes the next ones meanwhile; the
-    wait is `phases`' `references`). One thread: the
-    comparison's chunks are many short numpy calls, and two threads taking turns at the GIL
-    for each made six cases ten times slower than one thread (measured: 22 s against 1.6 s
-    for add_rmsnorm_matmul)."""
-    ref_mod = ReferenceModule(problem)
-    cap = output_cap(data)
-    waited = phases or Phases({})
+class CaseJudge:
+    """Each case's outputs against its references as its child ends (the emulate mode judges a
+    group of cases as soon as its execute child is done, then lets its outputs go), and a case
+    that misses the tolerance judged again with float32's own error as its floor (`FloorGate`:
+    until one fails with it). A case still computing its references is judged once they are
+    there (the wait is `phases`' `references`). One thread: the comparison's chunks are many
+    short numpy calls, and two threads taking turns at the GIL for each made six cases ten
+    times slower than one thread (measured: 22 s against 1.6 s for add_rmsnorm_matmul)."""
 
-    def judge(i: int, floor: Callable[[], dict[str, validity.Fp32Floor]] | None = None) -> SeedCheck:
-        case, (box, name, rels, returned_tuple) = cases[i], runs[i]
-        with waited("references"):  # a case still computing: judged once it is there
+    def __init__(self, problem: Problem, data: ProblemData, phases: Phases | None = None) -> None:
+        self.problem = problem
+        self.ref_mod = ReferenceModule(problem)
+        self.cap = output_cap(data)
+        self.phases = phases or Phases({})
+        self.floors = FloorGate(problem, phases)
+
+    def __call__(self, case: JudgedCase, run: tuple[Sandbox, str, list[str], bool]) -> SeedCheck:
+        """`run`: the sandbox whose work dir holds the case's outputs, its name, output files and
+        whether the kernel returned a tuple."""
+        chk = self._check(case, run)
+        if not chk.passed:
+            floor = self.floors.of(case)
+            if floor is not None:
+                chk = self._check(case, run, floor)
+                self.floors.judged(chk)
+        return chk
+
+    def _check(
+        self,
+        case: JudgedCase,
+        run: tuple[Sandbox, str, list[str], bool],
+        floor: Callable[[], dict[str, validity.Fp32Floor]] | None = None,
+    ) -> SeedCheck:
+        box, name, rels, returned_tuple = run
+        with self.phases("references"):  # a case still computing: judged once it is there
             refs = case.refs()
         return check_outputs(
-            problem,
-            ref_mod,
+            self.problem,
+            self.ref_mod,
             refs,
             box,
             name,
             rels,
             returned_tuple,
-            cap,
+            self.cap,
             stats=case.stats,
             floor=floor,
         )
-
-    checks = [judge(i) for i in range(len(runs))]
-    floors = FloorGate(problem, phases)
-    for i, chk in enumerate(checks):
-        if not chk.passed:
-            floor = floors.of(cases[i])
-            if floor is None:
-                break
-            checks[i] = judge(i, floor)
-            floors.judged(checks[i])
-    heap.release()  # the references' and inputs' arrays are gone: their memory back to the system
-    return checks
 
 
 def judge_correctness(
@@ -532,12 +530,12 @@ def timed_verdict(
 
 __all__ = [
     "NEURON_BOUND",
+    "CaseJudge",
     "FloorGate",
     "RoundRecord",
     "TimingLog",
     "TimingRounds",
     "check_outputs",
-    "judge_cases",
     "judge_correctness",
     "load_output",
     "output_cap",

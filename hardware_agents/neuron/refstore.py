@@ -150,19 +150,23 @@ class ReferenceStore:
         return self.budget > 0 and nbytes <= self.budget // 4 and seconds > nbytes / READ_BYTES_S
 
     def put(
-        self, key: str, refs: dict[str, np.ndarray], stats: dict[str, validity.RefStats], seconds: float = 0.0
+        self, key: str, files: dict[str, str], stats: dict[str, validity.RefStats], seconds: float = 0.0
     ) -> Entry | None:
-        """Store one case's references (whole, or not at all; `seconds`: what computing them
-        took); the entry, or None."""
+        """Store one case's references, `files` (output name -> its float64 .npy, linked where
+        the store is on the same file system, else copied), whole or not at all (`seconds`: what
+        computing them took); the entry, or None."""
         try:
             tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self._dir()))
-            files, sizes = {}, {}
-            for name, ref in refs.items():
+            names, sizes = {}, {}
+            for name, src in files.items():
                 f = f"{name}.npy"
-                np.save(tmp / f, np.asarray(ref, dtype=np.float64), allow_pickle=False)
-                files[name], sizes[name] = f, os.path.getsize(tmp / f)
+                try:
+                    os.link(src, tmp / f)
+                except OSError:
+                    shutil.copyfile(src, tmp / f)
+                names[name], sizes[name] = f, os.path.getsize(tmp / f)
             norms = {n: [st.norm, st.rms, st.finite] for n, st in stats.items()}
-            manifest = {"files": files, "sizes": sizes, "norms": norms, "seconds": seconds}
+            manifest = {"files": names, "sizes": sizes, "norms": norms, "seconds": seconds}
             (tmp / "manifest.json").write_text(json.dumps(manifest))
             try:
                 os.rename(tmp, self.root / key)

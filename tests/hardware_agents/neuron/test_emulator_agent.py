@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -110,15 +111,15 @@ def test_a_fresh_case_whose_reference_fails_is_drawn_again(
     on a case's seed (forced here on the first draw, `fresh`'s: no NKIBench input draws an
     infinity), that case is drawn again on another seed, run alone and judged with the others."""
     drawn: list[int] = []
-    real = ndata.TimingRound.compute_references
+    real = ndata.TimingRound.write_references
 
-    def first_fails(self: ndata.TimingRound) -> None:
+    def first_fails(self: ndata.TimingRound, directory: Path) -> None:
         drawn.append(self.case.seed)
         if len(drawn) == 1:
             raise ValueError("the reference is non-finite (forced by the test)")
-        real(self)
+        real(self, directory)
 
-    monkeypatch.setattr(ndata.TimingRound, "compute_references", first_fails)
+    monkeypatch.setattr(ndata.TimingRound, "write_references", first_fails)
     p = nkb14["silu"]
     prof = emulated.profile(p, p.baseline)
     assert prof.status == "unmeasured", prof.log

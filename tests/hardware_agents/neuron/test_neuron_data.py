@@ -57,19 +57,21 @@ def test_a_reference_saved_while_the_data_is_removed_leaves_nothing(
     inside `shutil.rmtree` cannot be timed from a test, so its outcome is staged here: the case
     finishes after `remove`, with the private dir back and holding a file. The last reference
     thread out removes it."""
+    from hardware_agents.neuron import slices
+
     p = small_suite["silu"]
     computing, removed = threading.Event(), threading.Event()
-    real = ndata._reference
+    real = slices.ReferenceFiles
 
-    def late(problem: Problem, case: object, inputs: dict[str, object]) -> dict[str, np.ndarray]:
-        out = real(problem, case, inputs)  # type: ignore[arg-type]
+    def late(problem: Problem, inputs: dict[str, object], directory: Path, stem: str) -> object:
+        out = real(problem, inputs, directory, stem)
         computing.set()
         assert removed.wait(30)
         data.private.mkdir(exist_ok=True)  # what the failed rmdir left: the dir, a saved reference
         (data.private / "seed0-out.npy").write_bytes(b"\x93NUMPY")
         return out
 
-    monkeypatch.setattr(ndata, "_reference", late)
+    monkeypatch.setattr(slices, "ReferenceFiles", late)
     data = ndata.ProblemData(p, (0, 21), tmp_path)
     assert computing.wait(30)  # the first case is being computed
     data.remove()
@@ -216,10 +218,12 @@ def test_the_reference_store_keeps_what_pays_and_evicts_the_least_recently_used(
     assert not big.worth_keeping(3.0, 1 << 30)  # 1 GiB that took 3 s: recomputing is
     assert not big.worth_keeping(600.0, 8 << 30)  # more than a quarter of the budget
     store = ReferenceStore(tmp_path / "store", budget_bytes=(3 << 20) + (64 << 10))  # three entries
-    ref = {"out": np.zeros(1 << 17)}  # 1 MiB
+    arr = np.zeros(1 << 17)  # 1 MiB
+    np.save(tmp_path / "out.npy", arr)
+    ref = {"out": str(tmp_path / "out.npy")}  # a case's reference file, as a profile wrote it
     from hardware_agents.validity import RefStats, Tolerance
 
-    stats = {"out": RefStats(ref["out"], Tolerance(), bound=False)}
+    stats = {"out": RefStats(arr, Tolerance(), bound=False)}
     for key in ("a", "b", "c"):
         assert store.put(key, ref, stats, seconds=5.0) is not None
     assert store.get("a") is not None  # a used again: b is now the least recently used
@@ -241,8 +245,10 @@ def test_kept_arguments_count_their_drawing_time_in_what_an_entry_saves(tmp_path
     from hardware_agents.validity import RefStats, Tolerance
 
     store = ReferenceStore(tmp_path / "store", budget_bytes=(3 << 20) + (64 << 10))  # three MiB
-    ref = {"out": np.zeros(1 << 17)}  # 1 MiB
-    stats = {"out": RefStats(ref["out"], Tolerance(), bound=False)}
+    arr = np.zeros(1 << 17)  # 1 MiB
+    np.save(tmp_path / "out.npy", arr)
+    ref = {"out": str(tmp_path / "out.npy")}  # a case's reference file, as a profile wrote it
+    stats = {"out": RefStats(arr, Tolerance(), bound=False)}
     arg = tmp_path / "arg0.npy"
     np.save(arg, np.ones(1 << 18, dtype=np.float32))  # 1 MiB of staged input
     kept = store.put("kept", ref, stats, seconds=5.0)
@@ -263,24 +269,25 @@ def test_a_helper_thread_takes_the_pending_references(
     small_suite: dict[str, Problem], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`ProblemData.help_references`: a second reference thread takes the next pending cases
-    (each case computed once, by one of the two, with the references one thread gives); none
-    where two cases' float64 outputs would not fit `HELPER_MAX_REFERENCE_BYTES`."""
+    (each case computed once, by one of the two, with the references one thread gives)."""
+    from hardware_agents.neuron import slices
+
     p = small_suite["silu"]
     seeds = (0, 21, 42, 63, 84)
     alone = ndata.ProblemData(p, seeds, tmp_path)
     alone.wait_references()
     computed: list[tuple[str, str]] = []
-    real = ndata._reference
+    real = slices.ReferenceFiles
     helper_started = threading.Event()
 
-    def counted(problem: Problem, case: object, inputs: dict[str, object]) -> dict[str, np.ndarray]:
+    def counted(problem: Problem, inputs: dict[str, object], directory: Path, stem: str) -> object:
         # the first thread holds its first case until the helper exists
         if not computed:
             assert helper_started.wait(30)
-        computed.append((case.name, threading.current_thread().name))  # type: ignore[attr-defined]
-        return real(problem, case, inputs)  # type: ignore[arg-type]
+        computed.append((stem, threading.current_thread().name))
+        return real(problem, inputs, directory, stem)
 
-    monkeypatch.setattr(ndata, "_reference", counted)
+    monkeypatch.setattr(slices, "ReferenceFiles", counted)
     helped = ndata.ProblemData(p, seeds, tmp_path)
     assert helped.help_references()
     helper_started.set()
@@ -289,14 +296,5 @@ def test_a_helper_thread_takes_the_pending_references(
     assert {t for _, t in computed} == {"nki-refs-silu", "nki-refs-help-silu"}
     for a, b in zip(alone.cases, helped.cases, strict=True):
         assert np.array_equal(a.refs()["out"], b.refs()["out"])
-    # outputs too large for two at once: no helper, though cases are pending
-    computed.clear()
-    helper_started.clear()
-    monkeypatch.setattr(ndata, "HELPER_MAX_REFERENCE_BYTES", 2 * sum(alone.output_bytes.values()) - 1)
-    big = ndata.ProblemData(p, seeds, tmp_path)
-    assert big._pending and not big.help_references()
-    helper_started.set()
-    big.wait_references()
-    assert {t for _, t in computed} == {"nki-refs-silu"}
-    for d in (alone, helped, big):
-        d.remove()
+    helped.remove()
+    alone.remove()
