@@ -12,14 +12,16 @@ is clocked by the agent, from the continue to the stop report:
     out = child.finish()          # a child that ran while held stopped: out.freeze_breach
 
 - `calibration` rounds come first: the same loop with a null entry point, before the kernel
-  is loaded (`RoundClock.cal_walls`: the untimed work per call on this host, see clock.py);
+  is loaded (`RoundClock.cal_walls`: the untimed work per call on this host, see clock.py;
+  `hand_over_calibration(k)` gives calibration round k its inputs where it needs any);
 - `untimed_step`: one command between calibration and the rounds (loading the kernel,
   the correctness cases), not clocked;
 - `hand_over(k)`: while the child waits for round k, give it round k's inputs (fresh ones,
   drawn or handed over only now);
 - `after_round(k)`: while the child is stopped after round k, judge it or hand over what
   the next needs; a failed Profile ends the rounds with that verdict, `STOP` ends them as
-  planned, None goes on.
+  planned, None goes on;
+- `at_end()`: before the child is continued for its report and exit (e.g. tell it so).
 
 After the last round the child is continued once more to report and exit; a child that
 stops again instead is not the agent's harness talking, and is killed. A child that exits,
@@ -111,7 +113,12 @@ def drive_rounds(
 
 
 def drive_to_rounds(
-    child: SandboxChild, clock: RoundClock, *, calibration: int = 0, untimed_step: bool = False
+    child: SandboxChild,
+    clock: RoundClock,
+    *,
+    calibration: int = 0,
+    untimed_step: bool = False,
+    hand_over_calibration: Callable[[int], object] | None = None,
 ) -> bool:
     """The first half of `drive_rounds`: the child's first stop, its calibration rounds and the
     untimed step. True: it is stopped, waiting for round 0's inputs (what it did so far may be
@@ -121,7 +128,9 @@ def drive_to_rounds(
         if not child.wait_stopped():  # exited or died before its first round
             return False
         clock.ready_s = child.stopped_at - t0
-        for _ in range(calibration):
+        for k in range(calibration):
+            if hand_over_calibration is not None:
+                hand_over_calibration(k)
             if not _round(child, clock.cal_setups, clock.cal_walls):
                 return False
         if untimed_step:
@@ -142,9 +151,10 @@ def drive_timing(
     rounds: int,
     hand_over: Callable[[int], object],
     after_round: Callable[[int], Profile | str | None] | None = None,
+    at_end: Callable[[], object] | None = None,
 ) -> Profile | None:
     """The second half of `drive_rounds`: from a child stopped before round 0, the timing rounds
-    and the child's report and exit."""
+    (at most `rounds`) and the child's report and exit."""
     try:
         for k in range(rounds):  # the child is stopped, waiting for round k's inputs
             hand_over(k)
@@ -155,6 +165,8 @@ def drive_timing(
                 break
             if isinstance(verdict, Profile):
                 return verdict
+        if at_end is not None:
+            at_end()
         t0 = child.resume()  # no inputs for another round: the child reports and exits
         if child.wait_stopped():  # one stop more than the protocol has: not our harness talking
             child.kill()

@@ -19,10 +19,12 @@ profile(problem, solution):
      round, handed over only then, and a content of its own for every call; CUDA events,
      cold L2, rotated buffers, median of reps, mean of rounds; every call's outputs checked
      at secret positions and a secret call per round in full; the kernel's clock bounded by
-     ours with the calibrated allowance -> `timing_mismatch`, confirmed by a second profile
-     before it stands), the roofline with the peaks of the problem's dtypes, and the
-     plausibility gate -> `passed`; in the interpreter: `unmeasured` (correct, not timed),
-     or `no_triton_launch` for a Triton solution whose checks launched no Triton kernel;
+     ours with the calibrated allowance, a round's set-up by the calibrated set-up, a round's
+     calls' mean by their median -> a rejected round, not counted and followed by an extra
+     round in the same child; rejected again -> `timing_mismatch`), the roofline with the peaks
+     of the problem's dtypes, and the plausibility gate -> `passed`; in the interpreter:
+     `unmeasured` (correct, not timed), or `no_triton_launch` for a Triton solution whose
+     checks launched no Triton kernel;
      every config group of an autotuned kernel checked (`autotune.py`); an `incorrect`
      bf16 kernel run again with bf16 tiles in fp32 to decide whose error it is
      (`bf16_upcast.py`, `_decide_bf16`); a shape too large to interpret: `unchecked`.
@@ -53,7 +55,7 @@ from accelopt.problem import Problem, ProblemFileError, Solution
 from accelopt.profile import Profile
 from hardware_agents.base import DeviceSpec, HardwareAgent
 from hardware_agents.pipeline.cases import PlannedCase
-from hardware_agents.pipeline.clock import ClockBound, confirmed
+from hardware_agents.pipeline.clock import ClockBound
 from hardware_agents.pipeline.stages import Stages
 from hardware_agents.sandbox import (
     Sandbox,
@@ -74,10 +76,12 @@ from hardware_agents.triton.records import (
     round_file,
 )
 from hardware_agents.triton.reference import RefRequest, RefResult
+from hardware_agents.triton.solution_cache import SolutionCache
 from hardware_agents.triton.spare import REQUEST_FILE, ServeRequest
 from hardware_agents.triton.specs import device_spec, kind_for_gpu_name, l2_bytes
 from hardware_agents.triton.stages import (
     HARNESS_TARGET,
+    Stage,
     TritonStages,
     hand_over_file,
     plan_boundary_cases,
@@ -91,6 +95,7 @@ SERVED = {HARNESS_TARGET: "harness", REFERENCE_TARGET: "reference"}  # spare.TAR
 SPARE_FILE_BYTES = 32 << 30  # the largest file a spare may write (its work dir is re-capped per request)
 SPARE_START_S = 600.0  # how long a spare may take to be ready
 REFERENCE_TIMEOUT_S = 600.0  # a problem's references (its definition's code, every case and timed call)
+CAPTURE_BUDGET_S = 200e-6  # host time a call's graph capture may take in a round's set-up (GPU)
 PER_ROUND = 2  # fresh base contents per timing round (every call derives its own content from one)
 # imported before the privilege drop; `warmup` opens Triton's cache (and CUDA on a GPU) as root
 _PRELOAD = (
@@ -174,6 +179,8 @@ class TritonAgent(HardwareAgent):
         timing_sets_bytes: int | None = None,
         spare_children: bool | None = None,
         confirm_mismatch: bool = True,
+        extra_rounds: int = 2,
+        graphs: bool | None = None,
         reference_budget_s: float = 20.0,
     ) -> None:
         """Long because it takes and checks every option of the agent (docs/triton.md names
@@ -202,8 +209,11 @@ class TritonAgent(HardwareAgent):
         self.sample_positions, self.full_checks = sample_positions, full_checks_per_round
         self.keep_outputs_bytes = keep_outputs_bytes
         self.timing_sets_bytes = timing_sets_bytes
-        self.confirm_mismatch = confirm_mismatch
+        # a round the clock bound rejects is not counted and is followed by another, in the same
+        # child, at most `extra_rounds` times (none without `confirm_mismatch`)
+        self.extra_rounds = max(0, extra_rounds) if confirm_mismatch else 0
         self.reference_budget_s = reference_budget_s
+        self._graphs = graphs  # each round's calls replayed as graphs (None: on a GPU, `figures.py`)
         self.flush_bytes = flush_bytes
         self.data_roots = [str(r) for r in data_roots]
         env_roots = os.environ.get("ACCELOPT_DATA_ROOTS") or os.environ.get("FIB_DATASET_PATH")
@@ -231,6 +241,8 @@ class TritonAgent(HardwareAgent):
         self._spare_lock = threading.Lock()
         self._rounds: Path | None = None
         self._closed = False
+        # each solution's Triton compile cache, kept between its profiles (`solution_cache.py`)
+        self.solution_cache = SolutionCache(self.cache_dir / "triton" / "solutions")
 
     # --- device ------------------------------------------------------------------------------
 
@@ -257,6 +269,11 @@ class TritonAgent(HardwareAgent):
         others = [g.name for g in gpus.discover()]
         extra = f" (GPUs here: {', '.join(others)})" if others else ""
         return f"no {self._spec.name} on this host{extra}: correctness in the Triton interpreter; not timed"
+
+    @property
+    def graphs(self) -> bool:
+        """Whether timing rounds replay their calls as graphs (the device figure)."""
+        return self.mode == "cuda" if self._graphs is None else self._graphs
 
     @property
     def spec(self) -> DeviceSpec:
@@ -307,14 +324,17 @@ class TritonAgent(HardwareAgent):
         return SandboxPolicy(**kw)
 
     @staticmethod
-    def _stage(box: Sandbox, stage: dict[str, str] | None) -> None:
+    def _stage(box: Sandbox, stage: Stage | None) -> None:
         for rel, content in (stage or {}).items():
             p = box.workdir / rel
             p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_text(content)
+            if isinstance(content, bytes):
+                p.write_bytes(content)
+            else:
+                p.write_text(content)
             box.give(rel)
 
-    def _box(self, policy: SandboxPolicy, stage: dict[str, str] | None) -> Sandbox:
+    def _box(self, policy: SandboxPolicy, stage: Stage | None) -> Sandbox:
         box = Sandbox(policy, base_dir=self.sandbox_dir)
         try:
             self._stage(box, stage)
@@ -354,7 +374,7 @@ class TritonAgent(HardwareAgent):
         target: str,
         request: msgspec.Struct,
         policy: SandboxPolicy,
-        stage: dict[str, str] | None,
+        stage: Stage | None,
     ) -> tuple[Sandbox, SandboxChild] | None:
         """The spare of `gpu`, given `request` for `target` and continued into it (None: there
         is none, it died, or the request needs more time than it was started with)."""
@@ -417,7 +437,7 @@ class TritonAgent(HardwareAgent):
         target: str,
         request: msgspec.Struct,
         policy: SandboxPolicy,
-        stage: dict[str, str] | None = None,
+        stage: Stage | None = None,
     ) -> tuple[SandboxOutcome, Sandbox]:
         """A child that runs to its end (the reference, an untimed harness)."""
         with self.pool.acquire() if self.pool is not None else contextlib.nullcontext(None) as idx:
@@ -463,19 +483,13 @@ class TritonAgent(HardwareAgent):
     def _profile(
         self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout: float, measure: bool
     ) -> Profile:
-        """One profile through the stages (`stages.py`); a `timing_mismatch` is confirmed by a
-        second one in a fresh child before it stands (a busy host can stretch one profile's
-        untimed work past its allowance; a forged clock is caught every time), and an
-        interpreted bf16 kernel found `incorrect` is profiled again with bf16 tiles in fp32.
-        In the interpreter, a kernel correct there is then checked at the boundary workloads
-        (`_at_the_boundaries`)."""
+        """One profile through the stages (`stages.py`): a timing round the clock bound rejects
+        is confirmed by extra rounds in the same child (`TritonStages.after_round`), never by
+        another profile; an interpreted bf16 kernel found `incorrect` is profiled again with
+        bf16 tiles in fp32. In the interpreter, a kernel correct there is then checked at the
+        boundary workloads (`_at_the_boundaries`)."""
         prof = self._checked(self._hooks(problem, solution, seeds, timeout, measure), solution)
-        if prof.status != "timing_mismatch" or not self.confirm_mismatch:
-            return self._at_the_boundaries(prof, problem, solution, seeds, timeout)
-        t0 = time.perf_counter()
-        again = confirmed(prof, super()._profile(problem, solution, seeds, timeout, measure))
-        again.counters["phase_confirmation_s"] = time.perf_counter() - t0
-        return self._at_the_boundaries(again, problem, solution, seeds, timeout)
+        return self._at_the_boundaries(prof, problem, solution, seeds, timeout)
 
     def _checked(self, hooks: TritonStages, solution: Solution) -> Profile:
         """`hooks` through the stages; an interpreted bf16 kernel found `incorrect` is run again
@@ -599,14 +613,15 @@ class TritonAgent(HardwareAgent):
             for o in output_metas(problem.definition, pc.workload)
         )
         calls = self.warmup + max(self.reps, PER_ROUND)
+        kept = calls * (2 if self.graphs else 1)  # the graph replays' outputs are kept too
         return TimingPlan(
             like=like,
-            rounds=self.trials,
+            rounds=self.trials + self.extra_rounds,
             per_round=PER_ROUND,
             calls=calls,
             samples=self.sample_positions,
             full=self.full_checks,
-            positions_in_round=calls * out_bytes > self._keep_budget(),
+            positions_in_round=kept * out_bytes > self._keep_budget(),
             reference_budget_s=self.reference_budget_s,
         )
 
@@ -645,6 +660,11 @@ class TritonAgent(HardwareAgent):
                 warmup=self.warmup,
                 reps=tplan.calls - self.warmup,
                 trials=self.trials,
+                extra_rounds=self.extra_rounds,
+                graphs=self.graphs,
+                # a GPU host captures a Triton launch in tens of microseconds; the interpreter's
+                # Python on a shared host takes ten times that
+                capture_budget_s=CAPTURE_BUDGET_S if self.mode == "cuda" else 10 * CAPTURE_BUDGET_S,
                 flush_bytes=self._flush_bytes(l2),
                 calibration_rounds=self.calibration_rounds,
                 keep_outputs=not tplan.positions_in_round,

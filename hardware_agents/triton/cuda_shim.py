@@ -117,6 +117,7 @@ class SimulatedDevice:
         self.free_at: dict[int, float] = {0: 0.0}  # stream -> when its queued work ends
         self.current = 0
         self.flush_s = 0.0  # the simulated device time of the timer's flush
+        self.capturing: SimGraph | None = None  # a graph being captured (`SimGraph`)
         self._now = now
         self._wait = wait or _wait_until
 
@@ -126,7 +127,11 @@ class SimulatedDevice:
         return sid
 
     def work(self, seconds: float, stream: int | None = None) -> None:
-        """Queue `seconds` of device work on `stream` (default: the current one)."""
+        """Queue `seconds` of device work on `stream` (default: the current one); recorded
+        instead while a graph is captured."""
+        if self.capturing is not None:
+            self.capturing.ops.append(functools.partial(self.work, seconds, stream))
+            return
         sid = self.current if stream is None else stream
         self.free_at[sid] = max(self.free_at[sid], self._now()) + max(seconds, 0.0)
 
@@ -148,6 +153,20 @@ class SimulatedDevice:
 
     def synchronize(self, stream: int | None = None) -> None:
         self._wait(self.free_at[stream] if stream is not None else max(self.free_at.values()))
+
+
+class SimGraph:
+    """A CUDA graph on the simulated device: capturing records the device work queued and the
+    Triton launches made (neither runs then, as on a GPU), replaying runs them again in order,
+    without the host code around them (the wrapper's Python). Torch ops run when captured: the
+    model covers Triton launches and simulated device time, not captured torch kernels."""
+
+    def __init__(self) -> None:
+        self.ops: list[Callable[[], Any]] = []
+
+    def replay(self) -> None:
+        for op in self.ops:
+            op()
 
 
 def _wait_until(t: float) -> None:
@@ -251,6 +270,9 @@ def count_launches() -> Callable[[], int]:
         def run(self: Any, *args: Any, **kwargs: Any) -> Any:
             if not kwargs.get("warmup", False):
                 count[0] += 1
+                if SIM.capturing is not None:  # a graph of the simulated device records the launch
+                    SIM.capturing.ops.append(functools.partial(orig, self, *args, **kwargs))
+                    return None
             return orig(self, *args, **kwargs)
 
         cls.run = run

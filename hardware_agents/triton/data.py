@@ -256,6 +256,7 @@ class ProblemData:
         os.chmod(self.timing_dir, 0o711)
         self.cases: list[CaseData] = []
         self.rounds: list[TimedRound] = []
+        self.calibration_file = ""  # zeros of a round file's size: the calibration rounds' set-ups
         self.notes: list[str] = []
         self._run_reference = run_reference
         self._floors: dict[str, dict[str, validity.Fp32Floor]] = {}
@@ -280,6 +281,9 @@ class ProblemData:
                 like = next(st for st in staged if st[0].name == timing.like)
                 for k, row in enumerate(bases_of):
                     bases = [timed_structure(drawn[pc.name][0], like_tensors) for pc in row]
+                    if not k:
+                        zeros = [{n: torch.zeros_like(t) for n, t in b.items()} for b in bases]
+                        self.calibration_file = _draw_round(-1, timing, zeros, like[3], self.timing_dir).file
                     tr = _draw_round(k, timing, bases, like[3], self.timing_dir)
                     checks = self.timing_dir / f"checks-{k}-{secrets.token_hex(8)}.pt"
                     save_readable(tr.checks_payload(), checks)

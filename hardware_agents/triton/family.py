@@ -89,6 +89,10 @@ OPTIONS = (
     AgentOption("timing_sets_bytes", int | None),
     AgentOption("spare_children", bool | None),
     AgentOption("confirm_mismatch", bool),
+    AgentOption("extra_rounds", int),
+    AgentOption(
+        "graphs", bool | None, "replay each timed call as a graph: the device figure (default: on a GPU)"
+    ),
     AgentOption("reference_budget_s", float),
 )
 

@@ -9,9 +9,10 @@ copy, output guards are checked, and the outputs are saved for the parent, which
 them against its own reference (the child never sees the reference).
 
 Calibration (only when timing is requested), before the solution is imported: the same
-timed loop with a null entry point on dummy buffers of the timed geometry, in rounds the
-parent clocks like the timing rounds. Nothing of the kernel exists in the process yet, so
-the parent's wall time of those rounds is a trustworthy figure of the untimed work per call.
+timed loop with a null entry point, set up from round files of zeros of a round file's size,
+in rounds the parent clocks like the timing rounds. Nothing of the kernel exists in the
+process yet, so the parent's wall time of those rounds is a trustworthy figure of the
+untimed work per call and of a round's set-up.
 
 Timing phase (only when requested and every case ran), in rounds the parent drives: the
 child stops itself (SIGSTOP); the parent puts the round's inputs in a directory of its own
@@ -24,8 +25,10 @@ every call alone (`timing.py`; the interpreter's clock is the shim's simulated d
 its own content (`timed_inputs`); where the round has fewer buffer sets than calls, after each
 call (untimed) it compares sampled input elements with what was handed over and restocks the
 set with a later call's content, else every set was stocked before the clock started and the
-comparison runs once the clock has stopped; then it stops at the next round's start, where
-the parent's clock stops.
+comparison runs once the clock has stopped; then it writes the round's readings
+(`readings_file(k)`) and stops at the next round's start, where the parent's clock stops and
+it reads them. The parent hands over another round (an extra one where it rejected a round)
+or `END_FILE`.
 Every call writes its own output buffers, kept until the round ends; the parent then names
 secret positions of every call's outputs and a few calls to send back in full, and checks
 them against references it had computed for exactly those calls. It bounds the child's
@@ -37,6 +40,7 @@ counts Triton launches (`cuda_shim.py`).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import math
 import os
@@ -64,6 +68,7 @@ from hardware_agents.triton.cuda_shim import SIM, count_launches, install_cuda_s
 from hardware_agents.triton.inputs import TORCH_DTYPES
 from hardware_agents.triton.records import (
     CORRECTNESS_REPORT,
+    END_FILE,
     CaseRun,
     CaseSpec,
     ConfigRun,
@@ -72,11 +77,14 @@ from hardware_agents.triton.records import (
     HarnessResult,
     TensorMeta,
     TimingRun,
+    calibration_file,
     checks_file,
+    readings_file,
     round_file,
 )
 
 GUARD_BYTES = 4096
+_now = time.perf_counter  # taken at import, before the solution exists in the process
 PACKAGE = "accelopt_solution"
 # Reported as `compile_error`: what Triton raises while compiling (on a GPU: also a kernel whose
 # blocks exceed the SM's shared memory or registers), and a module that does not import.
@@ -367,36 +375,6 @@ class RoundData:
         positions = {n: t.to(device) for n, t in raw["positions"].items()} if "positions" in raw else None
         return cls(contents, masks, calls, positions)
 
-    @classmethod
-    def dummy(cls, req: HarnessRequest, device: torch.device, gen: torch.Generator) -> RoundData:
-        """Buffers of the timed geometry with no content: the calibration rounds' data."""
-        spec = req.timing
-        assert spec is not None
-        like = _like_case(req)
-        contents, masks = [], {}
-        for _ in range(spec.per_round):
-            contents.append(
-                {
-                    m.name: torch.zeros(tuple(m.shape or ()), dtype=TORCH_DTYPES[m.dtype], device=device)
-                    for m in req.inputs
-                    if m.shape is not None
-                }
-            )
-        for name, t in contents[0].items():
-            if timed_inputs.maskable(t.dtype):
-                masks[name] = timed_inputs.make_mask(t.numel(), t.dtype, gen).to(device)
-        periods = {n: m.numel() // 2 for n, m in masks.items()}
-        calls = timed_inputs.draw_calls(spec.calls, spec.per_round, periods, gen)
-        positions = None
-        if not spec.keep_outputs:
-            positions = {
-                o.name: timed_inputs.sample_positions(math.prod(o.shape or ()), spec.calls, 64, gen).to(
-                    device
-                )
-                for o in like.outputs
-            }
-        return cls(contents, masks, calls, positions)
-
 
 def _like_case(req: HarnessRequest) -> CaseSpec:
     assert req.timing is not None
@@ -417,23 +395,30 @@ def _null_entry(req: HarnessRequest, device: torch.device) -> Callable[..., Any]
 def _calibrate(
     req: HarnessRequest,
     device: torch.device,
+    workdir: Path,
     timer: timing.Timer,
     flush: Callable[[], Any],
     gen: torch.Generator,
     result: HarnessResult,
+    grapher: timing.Grapher | None,
 ) -> None:
-    """Before the solution exists in this process: the same rounds with a null entry point on
-    dummy buffers of the timed geometry. The parent's clock over them is the untimed work of
-    a call on this host (flush, restock, bookkeeping, the handshake), which bounds the
-    kernel's clock later. Protocol: like a timing round, with no inputs handed over."""
+    """Before the solution exists in this process: the same rounds with a null entry point,
+    set up from round files of zeros of a round file's size. The parent's clock over them is
+    the untimed work of a call on this host (flush, restock, bookkeeping, the handshake) and
+    of a round's set-up (loading its file, stocking the sets), which bound the kernel's clock
+    and its set-ups later. Protocol: like a timing round."""
     assert req.timing is not None
     fn = _null_entry(req, device)
+    inputs = Path(req.timing.inputs_dir) if req.timing.inputs_dir else workdir
     late: Callable[[], None] | None = None
-    for _ in range(req.timing.calibration_rounds):
-        stop_for_parent()  # the parent stages nothing
+    for k in range(req.timing.calibration_rounds):
+        stop_for_parent()  # the parent stages calibration round k's file
         if late is not None:
             late()
-        run, _, late = _round(fn, req, RoundData.dummy(req, device, gen), device, timer, flush, gen)
+        rd = RoundData.load(inputs / calibration_file(k), device)
+        run, _, late = _round(
+            fn, req, rd, device, timer, flush, gen, workdir / f"out/calibration-{k}.msgpack", grapher
+        )
         result.calibration.append(run)
     stop_for_parent()  # the last calibration round's clock stops
     if late is not None:
@@ -449,6 +434,7 @@ def _time(
     flush: Callable[[], Any],
     gen: torch.Generator,
     result: HarnessResult,
+    grapher: timing.Grapher | None,
 ) -> None:
     """The timing rounds (see TimingSpec): per round, stop for the inputs (and send back what
     the parent names of the previous round's outputs), set up the buffer sets, stop again
@@ -460,20 +446,19 @@ def _time(
     inputs = Path(spec.inputs_dir) if spec.inputs_dir else workdir
     kept: list[Any] = []
     late: Callable[[], None] | None = None
-    for k in range(spec.trials):
-        stop_for_parent()  # the parent's clock (previous round) stops; it stages round k
+    k = 0
+    while True:
+        stop_for_parent()  # the parent's clock (previous round) stops; it stages round k or the end
         if late is not None:
             late()
         if k:
             _send_checks(k - 1, kept, req, inputs, workdir, result)
-        run, kept, late = _round(
-            fn, req, RoundData.load(inputs / round_file(k), device), device, timer, flush, gen
-        )
+        if k == spec.trials + spec.extra_rounds or (inputs / END_FILE).exists():
+            return
+        rd = RoundData.load(inputs / round_file(k), device)
+        run, kept, late = _round(fn, req, rd, device, timer, flush, gen, workdir / readings_file(k), grapher)
         result.timing.append(run)
-    stop_for_parent()  # the last round's clock stops
-    if late is not None:
-        late()
-    _send_checks(spec.trials - 1, kept, req, inputs, workdir, result)
+        k += 1
 
 
 def _outputs_of(value: Any, req: HarnessRequest, like: CaseSpec) -> dict[str, torch.Tensor]:
@@ -498,7 +483,7 @@ def _send_checks(
             except OutputMismatch:
                 outs = {}
             for o in like.outputs:
-                pos = checks["positions"][o.name][t]
+                pos = checks["positions"][o.name][t % spec.calls]  # graph replays follow the calls
                 got = outs.get(o.name)
                 if got is None or got.numel() != math.prod(o.shape or ()):
                     got_vals = torch.full((pos.numel(),), float("nan"), dtype=torch.float64)
@@ -532,6 +517,8 @@ def _round(
     timer: timing.Timer,
     flush: Callable[[], Any],
     gen: torch.Generator,
+    readings: Path,
+    grapher: timing.Grapher | None = None,
 ) -> tuple[TimingRun, list[Any], Callable[[], None] | None]:
     """One round: set up, stop (ready: the parent's clock starts when it continues us), run
     every call with its own content, collect the timer readings. Returns the run, what the
@@ -637,10 +624,32 @@ def _round(
             for v in outs[b].values():
                 v.fill_(poison_value(v.dtype))
 
+    graphs: list[Any] | None = None
+    gkept: list[Any] = []
+    note = ""
+    if grapher is not None:
+        if not (prestocked and keep):
+            note = "not captured: the round's calls share buffer sets or its outputs are not all kept"
+        else:
+            graphs, gkept, note = _capture(fn, req, like, grapher, sets, device)
     _sync(device)  # the set-up's device work (restocks, output fills) ends before the clock starts
     stop_for_parent()  # set up; the parent's clock starts when it continues us
     run = timing.measure(call=call, after=after, flush=flush, timer=timer, warmup=spec.warmup, reps=spec.reps)
     run.malformed = malformed[0]
+    run.graph_note = note
+    if grapher is not None and graphs is not None:  # the same calls again, replayed: the device figure
+        gs, replay = graphs, grapher.replay
+        grun = timing.measure(
+            call=lambda t: replay(gs[t]),
+            after=lambda t: None,
+            flush=flush,
+            timer=timer,
+            warmup=spec.warmup,
+            reps=spec.reps,
+        )
+        run.graph_samples_ms, run.graph_warmup_ms = grun.samples_ms, grun.warmup_ms
+        kept.extend(gkept)
+    readings.write_bytes(msgspec.msgpack.encode(run))  # read by the parent while this process is stopped
     out = kept if keep else [samples, last]
     if not prestocked:
         run.mutated = int(mutated.item())
@@ -652,6 +661,65 @@ def _round(
         run.mutated = int(mutated.item())
 
     return run, out, late
+
+
+def _capture(
+    fn: Callable[..., Any],
+    req: HarnessRequest,
+    like: CaseSpec,
+    grapher: timing.Grapher,
+    sets: list[dict[str, torch.Tensor]],
+    device: torch.device,
+) -> tuple[list[Any] | None, list[Any], str]:
+    """Every call of the round captured as a graph on its own buffer set, with outputs of its
+    own (destination-passing: poisoned like the eager calls'): (graphs, what each call's
+    outputs are, ""), or (None, [], why not): a wrapper that cannot be captured (it syncs,
+    reads a value on the host, ...) or that spends more than `capture_budget_s` a call of host
+    time capturing (the set-up's allowance has that much room) is timed eagerly only."""
+    spec = req.timing
+    assert spec is not None
+    graphs: list[Any] = []
+    kept: list[Any] = []
+    outs = [
+        {
+            o.name: torch.full(
+                tuple(o.shape or ()),
+                poison_value(TORCH_DTYPES[o.dtype]),
+                dtype=TORCH_DTYPES[o.dtype],
+                device=device,
+            )
+            for o in like.outputs
+        }
+        if req.destination_passing
+        else {}
+        for _ in range(spec.calls)
+    ]
+    budget = spec.capture_budget_s * spec.calls
+    t0 = _now()
+    try:
+        for t in range(spec.calls):
+            args = [like.scalars[m.name] if m.shape is None else sets[t][m.name] for m in req.inputs]
+            if req.destination_passing:
+                d = outs[t]
+                g, _ = grapher.capture(functools.partial(fn, *args, *d.values()))
+                kept.append(d)
+            else:
+                g, value = grapher.capture(functools.partial(fn, *args))
+                kept.append(value)
+            graphs.append(g)
+            if _now() - t0 > budget:
+                return (
+                    None,
+                    [],
+                    (
+                        f"not captured: capturing took more than {spec.capture_budget_s * 1e6:.0f} us "
+                        "a call of host time"
+                    ),
+                )
+    except Exception as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        return None, [], f"not captured: {type(e).__name__}: {first}"[:300]
+    return graphs, kept, ""
 
 
 # --- entry -----------------------------------------------------------------------------------
@@ -669,14 +737,15 @@ def run(payload: bytes, workdir: Path) -> HarnessResult:
         result.device_name = torch.cuda.get_device_name(device)
         result.versions["cuda"] = str(torch.version.cuda)
     (workdir / "out").mkdir(exist_ok=True)
-    timer, flush = None, None
+    timer, flush, grapher = None, None, None
     gen = torch.Generator().manual_seed(req.seed)
     if req.timing is not None:  # calibrated before the solution is imported: nothing of it runs yet
         timer = timing.make_timer(req.timing.timer, req.timing.device_flush_s)
         result.timer = timer.name
         flush_buf = torch.empty(max(req.timing.flush_bytes, 1), dtype=torch.uint8, device=device)
         flush = timing.bound_flush(flush_buf, req.timing.timer)
-        _calibrate(req, device, timer, flush, gen, result)
+        grapher = timing.make_grapher(req.timing.timer) if req.timing.graphs else None
+        _calibrate(req, device, workdir, timer, flush, gen, result, grapher)
         result.phase_s["calibration"] = time.perf_counter() - t_start
     if os.environ.get("TRITON_INTERPRET") == "1":
         autotune.install()
@@ -707,6 +776,6 @@ def run(payload: bytes, workdir: Path) -> HarnessResult:
         return result
     report = CorrectnessReport(cases=result.cases, autotune=result.autotune, config_runs=result.config_runs)
     (workdir / CORRECTNESS_REPORT).write_bytes(msgspec.msgpack.encode(report))  # read at the next stop
-    _time(fn, req, device, workdir, timer, flush, gen, result)
+    _time(fn, req, device, workdir, timer, flush, gen, result, grapher)
     result.phase_s["timing"] = time.perf_counter() - t_correct
     return result

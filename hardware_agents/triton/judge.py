@@ -14,7 +14,7 @@ problem's dtypes.
 from __future__ import annotations
 
 import math
-import os
+import statistics
 import time
 from collections.abc import Sequence
 
@@ -33,9 +33,9 @@ from hardware_agents.pipeline.rounds import RoundClock
 from hardware_agents.pipeline.stats import latency_stats
 from hardware_agents.pipeline.verdict import Verdict, fail_case
 from hardware_agents.sandbox import Sandbox, SandboxOutcome
-from hardware_agents.triton import timing
 from hardware_agents.triton.convention_hint import convention_hint
 from hardware_agents.triton.data import CaseData, ProblemData, TimedRound, to_float64, tolerance_for
+from hardware_agents.triton.figures import figures
 from hardware_agents.triton.harness import COMPILE_ERRORS
 from hardware_agents.triton.inputs import INTERPRETER_LIMIT, input_elements, torch_dtype
 from hardware_agents.triton.records import (
@@ -44,6 +44,7 @@ from hardware_agents.triton.records import (
     CorrectnessReport,
     HarnessRequest,
     HarnessResult,
+    TimingRun,
     TimingSpec,
 )
 from hardware_agents.triton.specs import spec_for_dtypes
@@ -69,6 +70,20 @@ CLOCK_BOUNDS = {
     ),
     "interpreter": ClockBound(over=0.02, share=0.25),
 }
+# A round's set-up (loading its file, stocking the buffer sets) may take this much more than the
+# slowest calibration set-up, which loaded a file of the same size and stocked the same sets
+# before the kernel existed: the kernel holds the round's inputs during the set-up, so whatever
+# it computes there before the clock starts is bounded by this (checked with the round's calls,
+# `round_rejected`).
+SETUP_MARGIN = 0.5
+SETUP_SLACK_S = 0.02
+# The clock bound holds the sum of a round's calls (warm-ups included); the latency is the median
+# of its reps. A kernel that does other calls' work in a few calls keeps the sum honest while
+# the median drops: a round whose calls' mean exceeds the median of its reps by more than this
+# share (plus UNEVEN_SLACK_S a call, a short kernel's jitter) is rejected (`uneven_round`). What
+# it can still gain unseen is that share.
+UNEVEN_SHARE = 0.25
+UNEVEN_SLACK_S = 5e-6
 
 
 def ran_ahead(out: SandboxOutcome) -> str | None:
@@ -96,43 +111,120 @@ class JudgeSettings(msgspec.Struct, frozen=True, kw_only=True):
     mode_note: str = ""
 
 
+def setup_allowance(clock: RoundClock, spec: TimingSpec) -> float:
+    """The most a round's set-up may take (`SETUP_MARGIN`; with graphs, the capture budget of
+    every call beyond the null graph's, `capture_budget_s`)."""
+    capture = spec.calls * spec.capture_budget_s if spec.graphs else 0.0
+    return (1 + SETUP_MARGIN) * max(clock.cal_setups, default=0.0) + SETUP_SLACK_S + capture
+
+
+def reported_s(run: TimingRun) -> float:
+    """The kernel's clock of a round: every call and graph replay, warm-ups included, in seconds."""
+    return (
+        sum(run.samples_ms) + sum(run.warmup_ms) + sum(run.graph_samples_ms) + sum(run.graph_warmup_ms)
+    ) / 1e3
+
+
+def calls_of(run: TimingRun) -> int:
+    """The timed calls of a round: its calls and their graph replays."""
+    return len(run.samples_ms) + len(run.warmup_ms) + len(run.graph_samples_ms) + len(run.graph_warmup_ms)
+
+
+def untimed_per_call(clock: RoundClock, spec: TimingSpec) -> float | None:
+    """u: the calibration rounds' untimed work a call (their calls and, with graphs, the null
+    graph's replays: 2 x `calls` a round, whatever the child reported of them)."""
+    return clock.untimed_per_call(spec.calls * (2 if spec.graphs else 1))
+
+
+def uneven_round(k: int, run: TimingRun) -> str | None:
+    """Why round k's calls (or their graph replays) cannot be one kernel's calls each doing its
+    own work (`UNEVEN_SHARE`)."""
+    return _uneven(k, run.warmup_ms, run.samples_ms) or _uneven(
+        k, run.graph_warmup_ms, run.graph_samples_ms, " (graph replays)"
+    )
+
+
+def _uneven(k: int, warmup_ms: list[float], samples_ms: list[float], what: str = "") -> str | None:
+    calls = [*warmup_ms, *samples_ms]
+    if not samples_ms:
+        return None
+    median, mean = statistics.median(samples_ms), statistics.fmean(calls)
+    if mean / 1e3 <= median / 1e3 * (1 + UNEVEN_SHARE) + UNEVEN_SLACK_S:
+        return None
+    slowest = max(calls)
+    return (
+        f"timing_mismatch: in timing round {k} the kernel's {len(calls)} calls{what} took {mean:.4g} ms each on "
+        f"average but the median of its timed calls is {median:.4g} ms (the slowest took {slowest:.4g} ms): "
+        "calls doing other calls' work make the median a figure the clock bound does not bound"
+    )
+
+
+def round_rejected(
+    k: int, run: TimingRun, clock: RoundClock, spec: TimingSpec, *, mode: str, bound: ClockBound | None = None
+) -> str | None:
+    """Why timing round k cannot be counted, judged as soon as it is over (the child stopped):
+    its clock against our wall time of its calls (`pipeline/clock.py`), its calls and set-up
+    together against our wall time of both (`setup_allowance`: what it computed before the
+    clock started), its calls' mean against their median (`uneven_round`)."""
+    bound = bound or CLOCK_BOUNDS[mode]
+    u, n = untimed_per_call(clock, spec), calls_of(run)
+    t, wall, setup = reported_s(run), clock.walls[k], clock.setups[k]
+    why = clock_mismatch(bound, [t], [wall], calls=n, untimed_per_call=u, first_round=k)
+    if why is not None:
+        return why
+    if u is not None:
+        allow, per_setup = bound.allowance(n, u, t), setup_allowance(clock, spec)
+        if t < wall + setup - allow - per_setup:
+            return (
+                f"timing_mismatch: timing round {k}'s set-up took {setup * 1e3:.4g} ms by our clock (calibrated "
+                f"with a round file of the same size: at most {per_setup * 1e3:.4g} ms) and its {n} "
+                f"calls, timed at {t * 1e3:.4g} ms, took {wall * 1e3:.4g} ms: work done before the clock "
+                "started was left out of the calls' time"
+            )
+    return uneven_round(k, run)
+
+
 def timing_clock_mismatch(
     res: HarnessResult,
     clock: RoundClock,
     spec: TimingSpec,
-    data: ProblemData,
     *,
+    rounds: Sequence[int],
     mode: str,
     bound: ClockBound | None = None,
     counters: dict[str, float],
 ) -> str | None:
     """The kernel's timer (CUDA events, or the host clock in the interpreter) lives in the
-    kernel's process: each round's n = warmup + reps calls summing to T by it are bounded by
-    our wall time W of the round (`pipeline/clock.py`), the untimed work allowed being what
-    the calibration rounds measured through the same loop with a null entry point, before
-    the solution was imported. A set-up may take twice the slowest calibration set-up, plus
-    reading the round's file at 50 MB/s, plus 0.25 s."""
+    kernel's process: the n = warmup + reps calls of each counted round (`rounds`) summing
+    to T by it are bounded by our wall time W of the round (`pipeline/clock.py`), the untimed
+    work allowed being what the calibration rounds measured through the same loop with a
+    null entry point, before the solution was imported; the whole timing phase too, each
+    set-up allowed `setup_allowance`."""
     bound = bound or CLOCK_BOUNDS[mode]
-    load = max((os.path.getsize(r.file) for r in data.rounds), default=0)
-    per_setup = 2 * max(clock.cal_setups, default=0.0) + 4 * load / 200e6 + 0.25
-    reported = [(sum(run.samples_ms) + sum(run.warmup_ms)) / 1e3 for run in res.timing]
     why = clock_mismatch(
         bound,
-        reported,
-        clock.walls,
-        calls=spec.calls,
-        untimed_per_call=clock.untimed_per_call(spec.calls),
-        setups=clock.setups,
-        per_setup_s=per_setup,
+        [reported_s(res.timing[k]) for k in rounds],
+        [clock.walls[k] for k in rounds],
+        calls=max((calls_of(res.timing[k]) for k in rounds), default=spec.calls),
+        untimed_per_call=untimed_per_call(clock, spec),
+        setups=[clock.setups[k] for k in rounds],
+        per_setup_s=setup_allowance(clock, spec),
         counters=counters,
     )
     if why is None:
         counters["calibration_wall_s"] = sum(clock.cal_walls) + sum(clock.cal_setups)
+        counters["timing_setup_allowance_s"] = len(rounds) * setup_allowance(clock, spec)
     return why
 
 
 def call_count_error(res: HarnessResult, spec: TimingSpec) -> str | None:
     for k, run in enumerate([*res.calibration, *res.timing]):
+        graphed = (len(run.graph_warmup_ms), len(run.graph_samples_ms))
+        if graphed != (0, 0) and (not spec.graphs or graphed != (spec.warmup, spec.reps)):
+            asked = spec.calls if spec.graphs else 0
+            return f"reported {sum(graphed)} graph replays in a round; {asked} were asked for"
+        if run.samples_ms and run.median_ms != statistics.median(run.samples_ms):
+            return f"reported a median of {run.median_ms:.6g} ms for a round whose median is not that"
         n = len(run.samples_ms) + len(run.warmup_ms)
         if n != spec.calls:
             what = (
@@ -311,6 +403,10 @@ class TritonJudge:
         # files in its folder once it was continued. `sealed`: nothing more may be read.
         self.kept: dict[str, dict[str, torch.Tensor]] | None = None
         self.sealed = False
+        # each timing round's readings as read while the child was stopped after it, and the
+        # rounds not counted (why: `round_rejected`)
+        self.readings: dict[int, TimingRun] = {}
+        self.rejected: dict[int, str] = {}
 
     def judge(self, out: SandboxOutcome, needs_launch: bool) -> Profile:
         """Every step on a child that has ended: its end, its cases, then (timed) its rounds, the
@@ -589,17 +685,21 @@ class TritonJudge:
         with self.box.open_file(rel, max_bytes=self.max_bytes) as f:
             got = torch.load(f, weights_only=True)
         tol = tolerance_for(self.problem.definition)
-        for name, ref in tr.ref_samples.items():
+        copies = 2 if res.timing[tr.k].graph_samples_ms else 1  # the calls, then their graph replays
+        for name, ref0 in tr.ref_samples.items():
+            ref = np.concatenate([ref0] * copies)
             g = got.get(name) if isinstance(got, dict) else None
             if not isinstance(g, torch.Tensor) or tuple(g.shape) != ref.shape:
                 return f"the harness sent back malformed samples of {name} for round {tr.k}", []
-            ok = validity.sampled_agreement(g.to(torch.float64).numpy(), ref, tr.ref_rms[name], tol)
-            ok[~tr.covered] = True  # calls whose reference was not computed (a slow reference's budget)
+            rms = np.concatenate([tr.ref_rms[name]] * copies)
+            ok = validity.sampled_agreement(g.to(torch.float64).numpy(), ref, rms, tol)
+            ok[~np.concatenate([tr.covered] * copies)] = True  # calls whose reference was not computed
             bad = np.flatnonzero(~ok.all(axis=1))
             if bad.size:
                 t = int(bad[0])
                 j = int(np.flatnonzero(~ok[t])[0])
-                kind = "warm-up" if t < spec.warmup else "timed"
+                kind = "warm-up" if t % spec.calls < spec.warmup else "timed"
+                kind += " (graph replay)" if t >= spec.calls else ""
                 return (
                     f"the output of a timed call is wrong: {bad.size} of {len(tr.calls)} calls of timing round "
                     f"{tr.k} disagree with the reference at sampled elements (e.g. {kind} call {t}: "
@@ -624,11 +724,20 @@ class TritonJudge:
         v, data, walls = self.v, self.data, self.clock.walls
         if res.skipped_timing or not res.timing:
             return v.profile("unmeasured", res.skipped_timing or "no timing result")
-        if len(res.timing) != spec.trials or len(walls) != spec.trials:
+        if len(res.timing) != len(walls) or len(self.counted()) != spec.trials:
             return v.profile(
                 "runtime_error",
                 f"the harness reported {len(res.timing)} timing rounds and stopped for "
                 f"{len(walls)}; {spec.trials} were asked for",
+            )
+        if self.readings and any(
+            (r := self.readings.get(k)) is None
+            or (r.samples_ms, r.warmup_ms) != (run.samples_ms, run.warmup_ms)
+            for k, run in enumerate(res.timing)
+        ):  # (what it found of the inputs after the clock stopped comes later: not in the readings)
+            return v.profile(
+                "runtime_error",
+                f"the harness's final result does not repeat the readings it left after each round{v.tail}",
             )
         if res.timer != spec.timer:  # the child's record of how it timed is checked, never believed
             return v.profile(
@@ -649,26 +758,43 @@ class TritonJudge:
             return v.profile(
                 "incorrect", f"returned the wrong number or kind of values in {malformed} timed call(s)"
             )
-        for tr in data.rounds:
+        for tr in data.rounds[: len(walls)]:
             wrong = self._timed_outputs_wrong(tr, res, spec)
             if wrong is not None:
                 return v.profile("incorrect", wrong[0], correctness=[*v.checks, *wrong[1]])
         counters = v.counters
-        checked = sum(int(tr.covered.sum()) for tr in data.rounds)
+        checked = sum(int(tr.covered.sum()) for tr in data.rounds[: len(walls)])
         counters["timing_checked_calls"] = float(checked)
-        counters["timing_calls"] = float(sum(len(tr.calls) for tr in data.rounds))
+        counters["timing_calls"] = float(sum(len(tr.calls) for tr in data.rounds[: len(walls)]))
+        counters["timing_rounds_rejected"] = float(len(self.rejected))
         # the chance that a kernel wrong on a random 5% of its calls passes every checked call
         counters["timing_escape_lazy_5pct"] = 0.95**checked
         counters["timing_sampled_positions"] = float(self.s.sample_positions)
         return None
 
+    def round_rejected(self, k: int, run: TimingRun, spec: TimingSpec) -> str | None:
+        """Why timing round k, just over, cannot be counted (`round_rejected`), or None."""
+        return round_rejected(k, run, self.clock, spec, mode=self.s.mode, bound=self.s.clock_bound)
+
+    def counted(self) -> list[int]:
+        """The timing rounds that count: every round driven but those `round_rejected`."""
+        return [k for k in range(len(self.clock.walls)) if k not in self.rejected]
+
     def clock_bound(self, res: HarnessResult, spec: TimingSpec) -> Profile | None:
-        """The kernel's clock bounded by ours (`timing_clock_mismatch`)."""
+        """The kernel's clock bounded by ours over the counted rounds, each round on its own too
+        (`round_rejected`, for a child timed without the parent reading its rounds as they end)."""
+        counted = self.counted()
+        for k in counted:
+            why_round = round_rejected(
+                k, res.timing[k], self.clock, spec, mode=self.s.mode, bound=self.s.clock_bound
+            )
+            if why_round is not None:
+                return self.v.profile("timing_mismatch", why_round)
         why = timing_clock_mismatch(
             res,
             self.clock,
             spec,
-            self.data,
+            rounds=counted,
             mode=self.s.mode,
             bound=self.s.clock_bound,
             counters=self.v.counters,
@@ -679,9 +805,14 @@ class TritonJudge:
         """The latency (mean of the rounds' medians), the roofline with the peaks of the
         problem's dtypes and the gate: `passed` or `incorrect`."""
         v, problem, data, counters = self.v, self.problem, self.data, self.v.counters
-        samples = [s for r in res.timing for s in r.samples_ms]
-        lat = timing.latency_ms(res.timing)
-        stats = latency_stats(samples, median_ms=lat)
+        runs = [res.timing[k] for k in self.counted()]
+        fig = figures(runs)
+        lat = fig.latency_ms
+        stats = latency_stats(fig.samples_ms, median_ms=lat)
+        counters["eager_latency_ms"] = fig.eager_ms
+        counters["host_bound"] = float(fig.host_bound)
+        if fig.device_ms is not None:
+            counters["device_latency_ms"] = fig.device_ms
         timing_workload = data.by_name[spec.like].planned.workload
         timed_problem = (
             problem
@@ -691,12 +822,13 @@ class TritonJudge:
         counters.update(
             {
                 "footprint_bytes": float(spec.rotation * data.by_name[spec.like].set_bytes),
-                "trials": float(len(res.timing)),
-                "reps_per_trial": float(len(res.timing[0].samples_ms)),
-                "trial_median_spread": (
-                    max(r.median_ms for r in res.timing) - min(r.median_ms for r in res.timing)
-                )
-                / lat
+                "trials": float(len(runs)),
+                "reps_per_trial": float(len(runs[0].samples_ms)),
+                # what the clock bound bounds: the mean of every call, warm-ups included
+                "timing_call_mean_ms": statistics.fmean(
+                    c for r in runs for c in [*r.warmup_ms, *r.samples_ms]
+                ),
+                "trial_median_spread": (max(r.median_ms for r in runs) - min(r.median_ms for r in runs)) / lat
                 if lat > 0
                 else 0.0,
             }
@@ -707,7 +839,7 @@ class TritonJudge:
             **({"gpu": res.device_name} if res.device_name else {}),
         }
         where = f"timed at {describe_axes(timing_workload)}" + "".join(
-            f"\nnote: {n}" for n in [*data.notes, *self.floor_notes]
+            f"\nnote: {n}" for n in [fig.note, *data.notes, *self.floor_notes] if n
         )
         if problem.definition.x_roofline is None:  # e.g. imported definitions: no % of peak, no gate
             return v.profile(
@@ -734,6 +866,10 @@ __all__ = [
     "load_outputs",
     "overflow_reason",
     "overflowed",
+    "reported_s",
+    "round_rejected",
+    "setup_allowance",
     "timing_clock_mismatch",
     "too_big_to_interpret",
+    "uneven_round",
 ]

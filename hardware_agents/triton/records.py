@@ -33,8 +33,10 @@ class TimingSpec(msgspec.Struct, kw_only=True, frozen=True):
     """How the child times the entry point on one workload, in `trials` rounds.
 
     Before the solution is imported, `calibration_rounds` rounds of the same loop call a
-    null entry point on dummy buffers of the same geometry: the parent's wall time of those
-    is the untimed work per call on this host (see `triton.judge.timing_clock_mismatch`).
+    null entry point on buffers of the same geometry, set up from a round file of the same
+    size (`calibration_file(k)`, zeros): the parent's wall time of those is the untimed work
+    per call on this host, and of their set-ups the set-up's (see
+    `triton.judge.timing_clock_mismatch`).
 
     Each timing round's inputs are fresh: `per_round` base contents and a mask per float
     input (`round_file(k)`, see `timed_inputs`), handed over only when the child has stopped
@@ -48,7 +50,12 @@ class TimingSpec(msgspec.Struct, kw_only=True, frozen=True):
     is kept until the round ends; the parent then names (`checks_file(k)`) the secret
     positions of each call's outputs and the calls to send back in full. Without it (outputs
     too large to keep them all), the positions come in the round file and the last call is
-    sent in full. Timer readings are collected at the end of the round.
+    sent in full. Timer readings are collected at the end of the round and written to
+    `readings_file(k)` before the child stops (the parent reads them while it is stopped).
+
+    Rounds: the parent hands over round k's file, or `END_FILE` when it wants no more; after
+    `trials` rounds it may hand over up to `extra_rounds` more (a round its clock bound
+    rejected is not counted and is followed by another, in the same child).
     """
 
     like: str
@@ -58,6 +65,11 @@ class TimingSpec(msgspec.Struct, kw_only=True, frozen=True):
     warmup: int = 10
     reps: int = 50
     trials: int = 3
+    extra_rounds: int = 0
+    # after its eager calls a round replays every call as a graph captured in its set-up (the
+    # device figure, `timing.py`); only where every call has a buffer set and kept outputs
+    graphs: bool = False
+    capture_budget_s: float = 200e-6  # host time a call's capture may take (else eager only)
     flush_bytes: int = 256 << 20
     calibration_rounds: int = 2
     keep_outputs: bool = True
@@ -106,6 +118,11 @@ class TimingRun(msgspec.Struct, kw_only=True):
     warmup_ms: list[float] = []  # the round's warm-up calls, timed by the same timer
     mutated: int = 0  # calls after which sampled input elements differed from what was handed over
     malformed: int = 0  # calls of a value-returning entry point that returned the wrong kind of values
+    # the same calls replayed as graphs captured in the set-up (the device figure; empty: not
+    # captured, `graph_note` says why)
+    graph_samples_ms: list[float] = []
+    graph_warmup_ms: list[float] = []
+    graph_note: str = ""
 
 
 # The harness's error type when a round's inputs are not there yet: its process ran while
@@ -121,6 +138,21 @@ def round_file(k: int) -> str:
 def checks_file(k: int) -> str:
     """Where the parent names, once round k is over, what of its outputs the child sends back."""
     return f"timing/checks-{k}.pt"
+
+
+def calibration_file(k: int) -> str:
+    """Where the parent puts calibration round k's inputs: zeros of a round file's size."""
+    return f"timing/calibration-{k}.pt"
+
+
+# The parent hands over no more rounds (relative to `TimingSpec.inputs_dir`).
+END_FILE = "timing/end"
+MAX_READINGS_BYTES = 1 << 20
+
+
+def readings_file(k: int) -> str:
+    """Where the child writes timing round k's readings (a `TimingRun`) before it stops."""
+    return f"out/timing-{k}.msgpack"
 
 
 class ConfigRun(msgspec.Struct, kw_only=True):

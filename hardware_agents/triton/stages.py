@@ -39,7 +39,7 @@ from hardware_agents.pipeline import cases
 from hardware_agents.pipeline.cases import PlannedCase
 from hardware_agents.pipeline.clock import ClockBound
 from hardware_agents.pipeline.phases import Phases
-from hardware_agents.pipeline.rounds import RoundClock, drive_timing, drive_to_rounds
+from hardware_agents.pipeline.rounds import STOP, RoundClock, drive_timing, drive_to_rounds
 from hardware_agents.pipeline.stages import SKIPPED, Outcome, Stages
 from hardware_agents.pipeline.verdict import Verdict
 from hardware_agents.sandbox import Sandbox, SandboxChild, SandboxOutcome, SandboxPolicy
@@ -50,17 +50,24 @@ from hardware_agents.triton.harness import PACKAGE
 from hardware_agents.triton.judge import JudgeSettings, TritonJudge, too_big_to_interpret
 from hardware_agents.triton.records import (
     CORRECTNESS_REPORT,
+    END_FILE,
+    MAX_READINGS_BYTES,
     MAX_REPORT_BYTES,
     CorrectnessReport,
     HarnessRequest,
     HarnessResult,
+    TimingRun,
+    calibration_file,
     checks_file,
+    readings_file,
     round_file,
 )
 from hardware_agents.triton.reference import RefRequest
+from hardware_agents.triton.solution_cache import SolutionCache
 from hardware_agents.triton.static import check_sources
 
 HARNESS_TARGET = "hardware_agents.triton.harness:run"
+Stage = dict[str, str | bytes]  # files staged in a child's work dir: relative path -> content
 
 
 def plan_triton_cases(
@@ -115,6 +122,7 @@ class TritonDevice(Protocol):
     sample_positions: int
     clock_bound: ClockBound | None
     mode_note: str
+    solution_cache: SolutionCache
     _spec: DeviceSpec
 
     @property
@@ -139,7 +147,7 @@ class TritonDevice(Protocol):
     ) -> HarnessRequest: ...
     def _policy(self, timeout: float, read_paths: Sequence[str], file_bytes: int) -> SandboxPolicy: ...
     def _run(
-        self, target: str, request: msgspec.Struct, policy: SandboxPolicy, stage: dict[str, str] | None = None
+        self, target: str, request: msgspec.Struct, policy: SandboxPolicy, stage: Stage | None = None
     ) -> tuple[SandboxOutcome, Sandbox]: ...
     def _claim_spare(
         self,
@@ -147,9 +155,9 @@ class TritonDevice(Protocol):
         target: str,
         request: msgspec.Struct,
         policy: SandboxPolicy,
-        stage: dict[str, str] | None,
+        stage: Stage | None,
     ) -> tuple[Sandbox, SandboxChild] | None: ...
-    def _box(self, policy: SandboxPolicy, stage: dict[str, str] | None) -> Sandbox: ...
+    def _box(self, policy: SandboxPolicy, stage: Stage | None) -> Sandbox: ...
     def _start_spare(self, gpu: int | None) -> None: ...
 
 
@@ -169,9 +177,10 @@ class TritonStages(Stages[TritonDevice]):
         self.data: ProblemData | None = None
         self.request: HarnessRequest | None = None
         self.policy: SandboxPolicy | None = None
-        self.stage: dict[str, str] = {}
+        self.stage: Stage = {}
         self.box: Sandbox | None = None
         self.child: SandboxChild | None = None
+        self.gpu: int | None = None  # the GPU the child holds (None: the interpreter's)
         self.judge: TritonJudge | None = None
         self.out: SandboxOutcome | None = None  # the child's end, once it ended
         self.report: CorrectnessReport | None = None  # judged while the child was stopped
@@ -231,6 +240,9 @@ class TritonStages(Stages[TritonDevice]):
             self.held.callback(shutil.rmtree, self.request.timing.inputs_dir, ignore_errors=True)
         self.stage = {f"{PACKAGE}/{s.path}": s.content for s in self.solution.sources}
         self.stage.setdefault(f"{PACKAGE}/__init__.py", "")
+        cached = agent.solution_cache.staged(self.solution)  # its compiles of earlier profiles
+        self.stage.update(cached)
+        self.v.counters["solution_cache_files"] = float(len(cached))
         out_bytes = max(sum(r.nbytes for c in data.by_name.values() for r in c.ref64.values()), 1)
         rounds_dir = [self.request.timing.inputs_dir] if self.request.timing is not None else []
         self.policy = agent._policy(self.timeout_s, [str(data.dir), *rounds_dir], 4 * out_bytes + (64 << 20))
@@ -244,12 +256,18 @@ class TritonStages(Stages[TritonDevice]):
         if request.timing is None:  # nothing to drive: the child runs to its end
             out, box = agent._run(HARNESS_TARGET, request, policy, self.stage)
             self.held.callback(box.close)
-            self.out, judge = out, self._judge(box)
+            self.box, self.out, judge = box, out, self._judge(box)
             return self._guarded(lambda: judge.ended(out) or self._cases(out))
         box, child = self._spawn()
         judge = self._judge(box)
+        assert self.data is not None
+        inputs, cal_file = Path(request.timing.inputs_dir), self.data.calibration_file
         if not drive_to_rounds(
-            child, self.clock, calibration=request.timing.calibration_rounds, untimed_step=True
+            child,
+            self.clock,
+            calibration=request.timing.calibration_rounds,
+            untimed_step=True,
+            hand_over_calibration=lambda k: hand_over_file(cal_file, inputs / calibration_file(k)),
         ):  # it ended before its first timing round (a failed case, a crash, ran while stopped)
             out = self._finish_child()
             return self._guarded(lambda: judge.ended(out) or self._cases(out))
@@ -308,15 +326,53 @@ class TritonStages(Stages[TritonDevice]):
             inputs, rounds = Path(request.timing.inputs_dir), data.rounds
             # round k's file goes to `inputs` (ours, read-only to the child) only once the child
             # waits for it, and what to send back of round k's outputs only once round k is over
-            drive_timing(
+            spec = request.timing
+            early = drive_timing(
                 self.child,
                 self.clock,
-                rounds=request.timing.trials,
+                rounds=spec.trials + spec.extra_rounds,
                 hand_over=lambda k: hand_over_file(rounds[k].file, inputs / round_file(k)),
-                after_round=lambda k: save_readable(rounds[k].checks_payload(), inputs / checks_file(k)),
+                after_round=self._after_round,
+                at_end=lambda: save_readable({}, inputs / END_FILE),
             )
-            self._finish_child()
+            out = self._finish_child()
+            if early is not None:  # a rejected round confirmed: the verdict, unless it ran while stopped
+                self.v.record_outcome(out)
+                return self.v.ran_while_stopped(out.freeze_breach) if out.freeze_breach is not None else early
         return self._guarded(self._judge_rounds)
+
+    def _after_round(self, k: int) -> Profile | str | None:
+        """Round k is over and the child stopped: its readings read now (kept, to compare with its
+        final result), the round judged (`judge.round_rejected`), what to send back of its
+        outputs named. A rejected round is not counted and is followed by another (an extra
+        round, drawn with the others, which the child cannot tell apart), at most
+        `extra_rounds` in all; a rejection stands (`timing_mismatch`) in an extra round, or
+        where the rounds left cannot make up the count. STOP once `trials` rounds count."""
+        assert self.box is not None and self.judge is not None and self.data is not None
+        spec, judge, v = self.request.timing if self.request else None, self.judge, self.v
+        assert spec is not None
+        try:
+            run = msgspec.msgpack.decode(
+                self.box.read_file(readings_file(k), MAX_READINGS_BYTES), type=TimingRun
+            )
+        except (OSError, ValueError, msgspec.DecodeError) as e:
+            return v.profile(
+                "runtime_error", f"the harness left no readable readings of timing round {k} ({e})"
+            )
+        judge.readings[k] = run
+        why = judge.round_rejected(k, run, spec)
+        if why is not None:
+            judge.rejected[k] = why
+            left = spec.trials + spec.extra_rounds - (k + 1)
+            counted = k + 1 - len(judge.rejected)
+            if k >= spec.trials or counted + left < spec.trials:
+                v.counters["timing_rounds_rejected"] = float(len(judge.rejected))
+                earlier = "".join(
+                    f"\n(round {j} too: {w.splitlines()[0]})" for j, w in judge.rejected.items() if j != k
+                )
+                return v.profile("timing_mismatch", f"{why}{earlier}")
+        save_readable(self.data.rounds[k].checks_payload(), Path(spec.inputs_dir) / checks_file(k))
+        return STOP if k + 1 - len(judge.rejected) >= spec.trials else None
 
     def _judge_rounds(self) -> Profile | None:
         assert self.out is not None and self.judge is not None and self.request is not None
@@ -405,14 +461,16 @@ class TritonStages(Stages[TritonDevice]):
             child = box.spawn(HARNESS_TARGET, request, extra_env=env)
         self.held.callback(child.finish)
         self.clock.start_s = time.perf_counter() - t0
-        agent._start_spare(idx)  # the next child warms up while this one works
-        self.box, self.child = box, child
+        # the next spare starts once this child has ended (`_finish_child`): its start (an
+        # interpreter, CUDA's context) would run beside this child's calibration and rounds
+        self.gpu, self.box, self.child = idx, box, child
         return box, child
 
     def _finish_child(self) -> SandboxOutcome:
         """The child's end (killed if it still runs); its GPU is free from here on."""
         assert self.child is not None
         self.out = self.child.finish()
+        self.agent._start_spare(self.gpu)  # warms up while this profile is judged
         self.slot.close()
         return self.out
 
@@ -428,6 +486,8 @@ class TritonStages(Stages[TritonDevice]):
             )
 
     def finish(self, prof: Profile) -> Profile:
+        if self.box is not None and self.out is not None:  # the child has ended: its compiles kept
+            self.agent.solution_cache.keep(self.solution, self.box.workdir)
         self.release()
         if self.request is None:  # ended by a static check: nothing ran
             return prof

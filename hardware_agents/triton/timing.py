@@ -29,6 +29,16 @@ is not counted (as in `triton.testing.do_bench`, whose device runs behind the ho
 the kernel runs back to back after the begin event. 256 MiB of writes take 55-80 us on a
 Hopper, longer than a Triton launch.
 
+**The device figure: graph replay.** Where a round's calls each have a buffer set and
+their outputs are kept, the harness captures every call as a graph in the round's set-up
+(`TimingSpec.capture_budget_s` of host time a call, else it falls back to the eager calls alone), and after
+the eager calls replays each graph with the same flush, events and synchronisation. A
+replay runs the call's launches without its host code (the wrapper's Python, its
+allocations), so the replays' median is the kernel's device time, as a serving stack that
+launches it in a CUDA graph sees it; the eager calls' median is the host-inclusive figure.
+Both are bounded by the parent's clock together (the calibration rounds capture and
+replay a null graph the same way), and both calls' outputs are checked.
+
 **Clocks bound before the kernel exists.** `CudaClock` holds torch's C-level functions
 (`torch._C._CudaEventBase` and its `record`/`elapsed_time`, `torch._C._cuda_synchronize`,
 the current stream) taken when the timer is made, before the solution is imported: C
@@ -144,6 +154,68 @@ def make_timer(name: str, device_flush_s: float = 0.0) -> Timer:
         SIM.flush_s = device_flush_s
         return SyncedEventTimer(SIM)
     raise ValueError(f"unknown timer {name!r}")
+
+
+class Grapher(Protocol):
+    """Captures a call as a graph (nothing runs: the launches are recorded) and replays it."""
+
+    def capture(self, fn: Callable[[], Any]) -> tuple[Any, Any]:
+        """(the graph, what `fn` returned while captured)."""
+        ...
+
+    def replay(self, graph: Any) -> None: ...
+
+
+class CudaGrapher:
+    """torch's CUDA graphs: captured through `torch.cuda.graph` (its own side stream and
+    memory pool), replayed through the C-level `torch._C._CUDAGraph.replay`, all bound when
+    made, before the solution is imported. Capture is the kernel's code running; what a graph
+    holds is checked by its outputs like any call's."""
+
+    name = "cuda_graph"
+
+    def __init__(self) -> None:
+        import torch
+
+        self._graph, self._context = torch.cuda.CUDAGraph, torch.cuda.graph
+        self._replay = torch._C._CUDAGraph.replay
+
+    def capture(self, fn: Callable[[], Any]) -> tuple[Any, Any]:
+        g = self._graph()
+        with self._context(g):
+            out = fn()
+        return g, out
+
+    def replay(self, graph: Any) -> None:
+        self._replay(graph)
+
+
+class SimGrapher:
+    """Graphs of the simulated device (`cuda_shim.SimGraph`)."""
+
+    name = "simulated_graph"
+
+    def __init__(self, sim: Any = None) -> None:
+        from hardware_agents.triton.cuda_shim import SIM, SimGraph
+
+        self._sim, self._new, self._replay = sim or SIM, SimGraph, SimGraph.replay
+
+    def capture(self, fn: Callable[[], Any]) -> tuple[Any, Any]:
+        g = self._new()
+        self._sim.capturing = g
+        try:
+            out = fn()
+        finally:
+            self._sim.capturing = None
+        return g, out
+
+    def replay(self, graph: Any) -> None:
+        self._replay(graph)
+
+
+def make_grapher(timer_name: str) -> Grapher:
+    """The graphs of the device `timer_name` times (`make_timer`)."""
+    return SimGrapher() if timer_name == "simulated" else CudaGrapher()
 
 
 def bound_flush(buf: Any, timer_name: str) -> Callable[[], Any]:

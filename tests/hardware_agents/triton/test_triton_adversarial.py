@@ -105,17 +105,19 @@ def test_reading_the_data_is_caught_with_the_read_wall_down(triton_cache: Path) 
     )  # it found the inputs' files and said so by spoiling its output
 
 
-def test_a_timing_mismatch_is_confirmed_by_a_second_profile(
+def test_a_rejected_round_is_confirmed_in_the_same_child(
     triton_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A busy host can stretch one profile's untimed work past its calibrated allowance; a
-    mismatch therefore stands only when a second profile, in a fresh child, says so too. An
-    honest kernel rejected once (here: the first verdict forced) passes on the second; a
-    slowed clock is caught both times."""
+    """A busy host can stretch one round's untimed work past its calibrated allowance; a
+    rejected round is therefore not counted and is followed by an extra round in the same
+    child, and the rejection stands only when an extra round is rejected too (or too few
+    rounds are left). An honest kernel rejected once (here: its first round's verdict forced)
+    passes on its other rounds, timed in one child; a slowed clock is rejected in every round.
+    No profile is run twice."""
     from hardware_agents.triton import judge
 
     agent = H100Agent(mode="interpreter", cache_dir=triton_cache, **TIMING)
-    real = judge.timing_clock_mismatch
+    real = judge.round_rejected
     verdicts: list[str | None] = []
 
     def first_one_rejected(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -125,20 +127,24 @@ def test_a_timing_mismatch_is_confirmed_by_a_second_profile(
         verdicts.append(why)
         return why
 
-    monkeypatch.setattr(judge, "timing_clock_mismatch", first_one_rejected)
+    monkeypatch.setattr(judge, "round_rejected", first_one_rejected)
     try:
         p = suites.get_problem("triton/rmsnorm_h4096")
         honest = agent.profile(p, p.baseline)
         assert honest.status == "passed", honest.log
-        assert honest.counters["timing_mismatch_retried"] == 1.0 and "this one stands" in honest.log
-        assert len(verdicts) == 2 and verdicts[1] is None
+        assert honest.counters["timing_rounds_rejected"] == 1.0
+        assert honest.counters["trials"] == TIMING["trials"]  # the counted rounds: the rejected one is not
+        # the rounds judged as they ended (3: the rejected one, then two counted), then the counted
+        # rounds again at the end (the clock bound's own check)
+        assert verdicts[0] and verdicts[1:] == [None] * (len(verdicts) - 1) and len(verdicts) == 5, verdicts
+        assert "phase_confirmation_s" not in honest.counters
         verdicts.clear()
         slowed = HACKS["patch_timer_code"]
         prof = agent.profile(p, solution(p, slowed.source, name=slowed.name))
-        assert prof.status == "timing_mismatch" and prof.counters["timing_mismatch_confirmed"] == 1.0, (
-            prof.log
-        )
-        assert len(verdicts) == 2 and all(v and "slowed or replaced" in v for v in verdicts)
+        assert prof.status == "timing_mismatch", prof.log
+        # rounds 0 and 1 rejected, then the extra round 2: the rejection stands
+        assert prof.counters["timing_rounds_rejected"] == 3.0, prof.counters
+        assert len(verdicts) == 3 and all(v and "slowed or replaced" in v for v in verdicts)
     finally:
         agent.close()
 
