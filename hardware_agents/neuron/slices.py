@@ -100,25 +100,28 @@ _evaluations = threading.BoundedSemaphore(EVALUATIONS)
 def slices(
     problem: Problem, inputs: dict[str, Any], precision: Any = np.float64
 ) -> Iterator[tuple[int, int, dict[str, np.ndarray]]]:
-    """(lo, hi, the reference's outputs on that slice), slice after slice; a slice's outputs
-    hold one of the process's `EVALUATIONS` until the next is asked for. The inputs that are not
-    cut are upcast once, not per slice."""
+    """(lo, hi, the reference's outputs on that slice), slice after slice. The whole reference
+    holds one of the process's `EVALUATIONS` from its first slice to its last (the inputs that
+    are not cut are upcast once for it, not per slice: NKIBench matmul's rhs is 480 MiB as
+    float64), so what the threads computing references hold at once is bounded, however many
+    there are."""
     sl = problem.definition.x_reference_slices
-    if sl is not None:
-        inputs = {
-            n: np.asarray(v, dtype=precision)
-            if n not in sl.inputs and isinstance(v, np.ndarray) and v.dtype.kind == "f"
-            else v
-            for n, v in inputs.items()
-        }
-    for lo, hi in spans(problem):
-        part = sliced_inputs(problem, inputs, lo, hi)
-        with _evaluations:
+    with _evaluations:  # from the upcast of the whole inputs to the last slice's outputs
+        if sl is not None:
+            inputs = {
+                n: np.asarray(v, dtype=precision)
+                if n not in sl.inputs and isinstance(v, np.ndarray) and v.dtype.kind == "f"
+                else v
+                for n, v in inputs.items()
+            }
+        for lo, hi in spans(problem):
+            part = sliced_inputs(problem, inputs, lo, hi)
             out = validity.reference_outputs(
                 problem, part, precision=precision, shapes=slice_shapes(problem, lo, hi)
             )
             yield lo, hi, out
-            del out
+            del out, part
+        del inputs
 
 
 class _Norm:

@@ -150,13 +150,24 @@ def _instances(nodes: list[Any]) -> int:
     return n
 
 
+def _on_chip_bytes(prog: Any) -> int:
+    """The on-chip tiles one case of a program may hold (every SBUF and PSUM tensor whole: a
+    bound; gqa_full's baseline declares 8.5 MB a partition, which a batch holds per case)."""
+    return sum(
+        math.prod(t.shape) * dtypes.itemsize(t.dtype)
+        for t in prog.tensors
+        if t.alias < 0 and t.buffer in ("sbuf", "psum")
+    )
+
+
 def _input_bytes(prog: Any) -> int:
     return sum(math.prod(t.shape) * dtypes.itemsize(t.dtype) for t in prog.tensors if t.buffer == "input")
 
 
 def _batches(req: ExecRequest, programs: dict[str, Any]) -> list[list[ExecCase]]:
-    """Consecutive cases of one program, as many at once as `batch_bytes` holds (at least one),
-    one at a time where a batch would not pay (`BATCH_MIN_INSTANCES_PER_MIB`)."""
+    """Consecutive cases of one program, as many at once as `batch_bytes` holds (at least one;
+    a case counts its device memory and its on-chip tiles), one at a time where a batch would
+    not pay (`BATCH_MIN_INSTANCES_PER_MIB`)."""
     out: list[list[ExecCase]] = []
     pays = {
         key: _instances(prog.body) >= BATCH_MIN_INSTANCES_PER_MIB * _input_bytes(prog) / (1 << 20)
@@ -164,7 +175,8 @@ def _batches(req: ExecRequest, programs: dict[str, Any]) -> list[list[ExecCase]]
     }
     for case in req.cases:
         prog = programs[case.program]
-        cap = max(1, req.batch_bytes // max(1, _hbm_bytes(prog))) if pays[case.program] else 1
+        per_case = _hbm_bytes(prog) + _on_chip_bytes(prog)
+        cap = max(1, req.batch_bytes // max(1, per_case)) if pays[case.program] else 1
         if out and out[-1][0].program == case.program and len(out[-1]) < cap:
             out[-1].append(case)
         else:

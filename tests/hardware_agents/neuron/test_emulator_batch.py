@@ -206,7 +206,7 @@ def test_blas_reads_a_strided_operand_as_it_reads_a_packed_copy(k: int) -> None:
 def test_cases_run_one_at_a_time_where_a_batch_would_not_pay(monkeypatch: pytest.MonkeyPatch) -> None:
     """`children._batches`: the cases of a program whose walk is short for its inputs' size run
     one at a time (a batch would copy their inputs for little saved); the others together, as
-    many as `batch_bytes` holds."""
+    many as `batch_bytes` holds, counting each case's device memory and on-chip tiles."""
     from hardware_agents.neuron.emulator import children
 
     prog = compile_kernel(api.elementwise, [ArgSpec(shape=[256, 64]), ArgSpec(shape=[256, 64])])
@@ -218,6 +218,12 @@ def test_cases_run_one_at_a_time_where_a_batch_would_not_pay(monkeypatch: pytest
     assert [len(b) for b in children._batches(req, {"p": prog})] == [3]
     monkeypatch.setattr(children, "BATCH_MIN_INSTANCES_PER_MIB", per_mib * 1.1)
     assert [len(b) for b in children._batches(req, {"p": prog})] == [1, 1, 1]
-    tight = children.ExecRequest(cases=cases, batch_bytes=2 * children._hbm_bytes(prog))
+    per_case = children._hbm_bytes(prog) + children._on_chip_bytes(prog)
+    assert children._on_chip_bytes(prog) > 0
+    tight = children.ExecRequest(cases=cases, batch_bytes=2 * per_case)
     monkeypatch.setattr(children, "BATCH_MIN_INSTANCES_PER_MIB", 0)
     assert [len(b) for b in children._batches(tight, {"p": prog})] == [2, 1]
+    # room for two cases' device memory but not their on-chip tiles: one at a time (a batch
+    # holds every case's tiles: gqa_full's baseline declares 8.5 MB of SBUF a partition)
+    no_tiles = children.ExecRequest(cases=cases, batch_bytes=2 * children._hbm_bytes(prog))
+    assert [len(b) for b in children._batches(no_tiles, {"p": prog})] == [1, 1, 1]
