@@ -407,6 +407,7 @@ class TritonJudge:
         # rounds not counted (why: `round_rejected`)
         self.readings: dict[int, TimingRun] = {}
         self.rejected: dict[int, str] = {}
+        self.stands = ""  # a rejection confirmed: the verdict once the outputs are judged
 
     def judge(self, out: SandboxOutcome, needs_launch: bool) -> Profile:
         """Every step on a child that has ended: its end, its cases, then (timed) its rounds, the
@@ -724,7 +725,7 @@ class TritonJudge:
         v, data, walls = self.v, self.data, self.clock.walls
         if res.skipped_timing or not res.timing:
             return v.profile("unmeasured", res.skipped_timing or "no timing result")
-        if len(res.timing) != len(walls) or len(self.counted()) != spec.trials:
+        if len(res.timing) != len(walls) or (len(self.counted()) != spec.trials and not self.stands):
             return v.profile(
                 "runtime_error",
                 f"the harness reported {len(res.timing)} timing rounds and stopped for "
@@ -763,10 +764,12 @@ class TritonJudge:
             if wrong is not None:
                 return v.profile("incorrect", wrong[0], correctness=[*v.checks, *wrong[1]])
         counters = v.counters
+        counters["timing_rounds_rejected"] = float(len(self.rejected))
+        if self.stands:
+            return v.profile("timing_mismatch", self.stands)
         checked = sum(int(tr.covered.sum()) for tr in data.rounds[: len(walls)])
         counters["timing_checked_calls"] = float(checked)
         counters["timing_calls"] = float(sum(len(tr.calls) for tr in data.rounds[: len(walls)]))
-        counters["timing_rounds_rejected"] = float(len(self.rejected))
         # the chance that a kernel wrong on a random 5% of its calls passes every checked call
         counters["timing_escape_lazy_5pct"] = 0.95**checked
         counters["timing_sampled_positions"] = float(self.s.sample_positions)

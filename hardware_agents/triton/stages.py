@@ -336,7 +336,7 @@ class TritonStages(Stages[TritonDevice]):
                 at_end=lambda: save_readable({}, inputs / END_FILE),
             )
             out = self._finish_child()
-            if early is not None:  # a rejected round confirmed: the verdict, unless it ran while stopped
+            if early is not None:  # the readings could not be read: the verdict, unless it ran while stopped
                 self.v.record_outcome(out)
                 return self.v.ran_while_stopped(out.freeze_breach) if out.freeze_breach is not None else early
         return self._guarded(self._judge_rounds)
@@ -346,8 +346,9 @@ class TritonStages(Stages[TritonDevice]):
         final result), the round judged (`judge.round_rejected`), what to send back of its
         outputs named. A rejected round is not counted and is followed by another (an extra
         round, drawn with the others, which the child cannot tell apart), at most
-        `extra_rounds` in all; a rejection stands (`timing_mismatch`) in an extra round, or
-        where the rounds left cannot make up the count. STOP once `trials` rounds count."""
+        `extra_rounds` in all; a rejection stands (`timing_mismatch`, once the rounds' outputs
+        are judged: a wrong kernel is `incorrect` first) in an extra round, or where the rounds
+        left cannot make up the count: STOP then, and once `trials` rounds count."""
         assert self.box is not None and self.judge is not None and self.data is not None
         spec, judge, v = self.request.timing if self.request else None, self.judge, self.v
         assert spec is not None
@@ -365,14 +366,13 @@ class TritonStages(Stages[TritonDevice]):
             judge.rejected[k] = why
             left = spec.trials + spec.extra_rounds - (k + 1)
             counted = k + 1 - len(judge.rejected)
-            if k >= spec.trials or counted + left < spec.trials:
-                v.counters["timing_rounds_rejected"] = float(len(judge.rejected))
+            if k >= spec.trials or counted + left < spec.trials:  # it stands: no more rounds
                 earlier = "".join(
                     f"\n(round {j} too: {w.splitlines()[0]})" for j, w in judge.rejected.items() if j != k
                 )
-                return v.profile("timing_mismatch", f"{why}{earlier}")
+                judge.stands = f"{why}{earlier}"  # the verdict once its outputs are judged (`judge.timing`)
         save_readable(self.data.rounds[k].checks_payload(), Path(spec.inputs_dir) / checks_file(k))
-        return STOP if k + 1 - len(judge.rejected) >= spec.trials else None
+        return STOP if judge.stands or k + 1 - len(judge.rejected) >= spec.trials else None
 
     def _judge_rounds(self) -> Profile | None:
         assert self.out is not None and self.judge is not None and self.request is not None
