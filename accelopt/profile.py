@@ -100,6 +100,18 @@ class Profile(msgspec.Struct, kw_only=True, omit_defaults=True):
     isolation: dict[str, str] = {}  # what the sandbox applied (uid, landlock, seccomp, network)
     estimate: Estimate | None = None  # status `unmeasured` only: a cost model's estimate, not a measurement
 
+    def __post_init__(self) -> None:
+        """A profile that cannot lie about itself: what its status says must agree with its
+        fields, checked when it is built (by an agent, by `msgspec.structs.replace`, and when a
+        log is decoded). A `passed` kernel was timed (a positive latency); a `compile_error`
+        never ran, so it has no latency and no fraction of peak."""
+        if self.status == "passed":
+            median = self.latency.median_ms if self.latency is not None else None
+            if median is None or not math.isfinite(median) or median <= 0:
+                raise ValueError(f"a passed profile needs a positive latency (got {median!r})")
+        elif self.status == "compile_error" and (self.latency is not None or self.peak_fraction is not None):
+            raise ValueError("a compile_error profile never ran: it has no latency and no fraction of peak")
+
     @property
     def passed(self) -> bool:
         return self.status == "passed"
