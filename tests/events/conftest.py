@@ -291,6 +291,16 @@ def campaign_events(env, p: Problem) -> list[c.Event]:
             best_source="src",
             memory_entries=["m1"],
         ),
+        c.CampaignItemMeasured(
+            **env("CampaignItemMeasured", 1),
+            run="c1-r001",
+            item="cpu_v2/silu@cpu",
+            method="interleaved",
+            rounds=2,
+            seed_offsets=[5, 6],
+            origin=c.RemeasuredSide(kernel_id="k0", rounds_ms=[2.0, 2.1], median_ms=2.05),
+            candidate=c.RemeasuredSide(kernel_id="k1", rounds_ms=[1.0, 1.1], median_ms=1.05),
+        ),
         c.CampaignBudgetSpent(
             **env("CampaignBudgetSpent", 1),
             run="c-r001",
