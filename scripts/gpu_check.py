@@ -1,6 +1,6 @@
 """Every GPU check of the Triton agent in one run, for a GPU host with a stock CUDA image.
 
-    python3 scripts/gpu_check.py [--wheels DIR] [--fib FOLDER] [--budget-s 400] [--out FILE]
+    python3 scripts/gpu_check.py [--wheels DIR] [--fib FOLDER] [--budget-s 270] [--quick] [--out FILE]
 
 Needs only what such an image has (torch, triton, numpy, pytest) plus msgspec, installed
 from `--wheels DIR` into this Python when it is missing (`--prepare-wheels DIR` downloads
@@ -875,7 +875,10 @@ def arg_parser() -> argparse.ArgumentParser:
     ap.add_argument("--python", default="3.12", help="CPython version the wheels are for (--prepare-wheels)")
     ap.add_argument("--fib", type=Path, help="a FlashInfer-Bench folder to import and profile")
     ap.add_argument(
-        "--budget-s", type=float, default=400.0, help="stop starting work after this many seconds"
+        "--budget-s",
+        type=float,
+        default=270.0,
+        help="stop starting work after this many seconds (one call <= 5 min)",
     )
     ap.add_argument("--repeat", type=int, default=3, help="profiles of each suite and paper kernel")
     ap.add_argument(

@@ -94,6 +94,54 @@ def test_targets_count_what_the_issue_asks_for() -> None:
     assert goals["slow_clock_1.25x_caught"].startswith("1/2")
 
 
+def test_the_device_judge_targets() -> None:
+    """The GPU judge's targets: profile walls (median <= 2.5 s, p90 <= 8 s), the device figure
+    within 5% of do_bench_cudagraph, two profiles within 3%, rounds made up in the child, the
+    host-bound and uncaptured kernels named, the whole check's time."""
+    rows = [
+        {
+            "kind": "suite",
+            "name": "rms",
+            "status": "passed",
+            "median_ms": 0.2,
+            "walls_s": [2.0, 1.5],
+            "device_over_do_bench_graph": 1.02,
+            "medians_spread": 0.01,
+            "rounds_rejected": [0.0, 1.0],
+            "host_bound": True,
+        },
+        {
+            "kind": "fib",
+            "name": "gemm",
+            "status": "passed",
+            "median_ms": 4.0,
+            "walls_s": [3.0, 9.0],
+            "device_over_do_bench_graph": 1.08,
+            "medians_spread": 0.05,
+            "rounds_rejected": [0.0, 0.0],
+            "graph_note": "eager figure only (calls not replayed as graphs: it syncs)",
+        },
+        {"kind": "run", "name": "whole check", "status": "ok", "elapsed_s": 280.0},
+    ]
+    goals = gpu_check.targets(rows)
+    assert goals["target_profile_wall_median_le_2.5s"] == "2.5 (target met)"
+    assert goals["target_profile_wall_p90_le_8s"] == "9.0 (target NOT met)"
+    assert goals["target_device_within_5pct_of_do_bench_cudagraph"].startswith("1/2 ")
+    assert goals["target_device_within_5pct_of_do_bench_cudagraph"].endswith("(target NOT met)")
+    assert goals["target_two_profiles_within_3pct"] == "1/2 kernels (target NOT met)"
+    assert "1 of 4 honest profiles, 1 rounds" in goals["target_no_confirmation_reprofiles"]
+    assert goals["host_bound_kernels"] == ["rms"] and goals["not_captured_kernels"] == ["gemm"]
+    assert goals["whole_check_s"] == 280.0
+
+
+def test_quick_fits_three_minutes() -> None:
+    args = gpu_check.arg_parser().parse_args(["--quick"])
+    assert args.quick and args.budget_s == 270.0  # main() narrows it to 160 s, the steps and the corpus
+    assert set(gpu_check.QUICK_STEPS.split(",")) <= set(gpu_check.STEPS)
+    names = {h.name for h in gpu_check.corpus_hacks("triton")}
+    assert set(gpu_check.QUICK_CORPUS) <= names  # every quick corpus file exists
+
+
 def test_a_slowed_clock_is_caught_once_the_kernel_outweighs_the_margin() -> None:
     # 60 calls a round, 100 us of untimed work a call: the slack is 5 us + 2 us + 0.5 ms / 60 = 15.3 us
     assert gpu_check.detects_lie({"median_ms": 0.039, "untimed_per_call_us": 100.0}, 60, 2.0)
