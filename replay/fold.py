@@ -17,6 +17,7 @@ from typing import ClassVar, NamedTuple
 from accelopt import catalog as ev
 from accelopt.config import ConfigError, RunConfig, recorded_config
 from accelopt.profile import Profile
+from accelopt.search_state import fix_lineage, kept_kernels
 
 
 @dataclass
@@ -302,13 +303,11 @@ class RunView:
                 p.duplicates += 1
                 return
             p.proposed.add(e.kernel_id)
-        parent, plan = e.parent_id, e.plan_id
         kernels = self.kernels
-        if e.fix_of:
-            broken = kernels.get(e.fix_of)
-            if broken is not None:
-                parent, plan = broken.parent_id, broken.plan_id
-                broken.fixed_by = e.kernel_id
+        broken = kernels.get(e.fix_of) if e.fix_of else None
+        parent, plan = fix_lineage(e.parent_id, e.plan_id, broken)
+        if broken is not None:
+            broken.fixed_by = e.kernel_id
         kernels[e.kernel_id] = KernelView(
             e.kernel_id,
             e.problem,
@@ -353,7 +352,7 @@ class RunView:
 
     def _forget_left_behind(self, p: ProblemView) -> None:
         """Compact view: drop the problem's kernels outside its baseline, best and beam."""
-        keep = {p.baseline_id, p.best_id, *p.beams.get(max(p.beams), [])}
+        keep = kept_kernels(p.baseline_id, p.best_id, p.beams.get(max(p.beams), []))
         for kid in p.kernel_ids:
             if kid not in keep:
                 self.kernels.pop(kid, None)

@@ -13,10 +13,12 @@ from testdirs import LOOP
 
 sys.path.insert(0, str(LOOP))
 
+import msgspec
 from sim import RUN, World, drive
 
 from accelopt import catalog as c
 from accelopt.records import TokenUsage
+from replay.verify import verify
 
 
 class FailingPlanner(World):
@@ -75,6 +77,20 @@ def test_three_permanent_failures_in_a_row_fail_the_run():
     assert core.failed and not any(isinstance(e, c.RunCompleted) for e in log)
     after = log[log.index(failed) + 1 :]
     assert not [e for e in after if e.type.endswith("Requested")]  # nothing decided after it
+
+
+def test_a_run_its_model_failed_replays_with_verify():
+    """The core's RunFailed is checked as a decision (a run's RunFailed is the session's type)."""
+    _, log, _ = drive(["search.iterations=3"], world=FailingPlanner(["auth"] * 20), problems=("a",))
+    report = verify(log)
+    assert report.ok, report.divergence.describe()
+    forged = [msgspec.structs.replace(e, detail="forged") if isinstance(e, c.RunFailed) else e for e in log]
+    report = verify(forged)
+    assert (
+        not report.ok
+        and report.divergence.event_type == "RunFailed"
+        and "detail" in report.divergence.describe()
+    )
 
 
 def test_a_success_or_a_transient_error_resets_the_count():
