@@ -352,16 +352,16 @@ class TritonStages(Stages[TritonDevice]):
         assert self.box is not None and self.judge is not None and self.data is not None
         spec, judge, v = self.request.timing if self.request else None, self.judge, self.v
         assert spec is not None
-        try:
+        try:  # the kernel's process wrote them: anything it left is judged, nothing raises here
             run = msgspec.msgpack.decode(
                 self.box.read_file(readings_file(k), MAX_READINGS_BYTES), type=TimingRun
             )
-        except (OSError, ValueError, msgspec.DecodeError) as e:
+            why = judge.round_rejected(k, run, spec)
+        except (OSError, ValueError, ArithmeticError, msgspec.DecodeError) as e:
             return v.profile(
                 "runtime_error", f"the harness left no readable readings of timing round {k} ({e})"
             )
         judge.readings[k] = run
-        why = judge.round_rejected(k, run, spec)
         if why is not None:
             judge.rejected[k] = why
             left = spec.trials + spec.extra_rounds - (k + 1)
