@@ -431,9 +431,10 @@ class ProfileRequested(Event, tag=True, frozen=True):
     seed_offset: int = 0
 
 
-class KernelProfiled(Event, tag=True, frozen=True):
+class KernelProfiled(Event, tag=True, frozen=True, kw_only=True):
     subject: ClassVar[str] = "profile.completed"
     author: ClassVar[Author] = "profiler"
+    schema_version: int = 2  # 2: status no_triton_launch is incorrect with that reason
 
     kernel_id: str
     problem: str

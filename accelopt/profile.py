@@ -7,9 +7,9 @@ from typing import Literal, get_args
 
 import msgspec
 
-# no_triton_launch: a Triton solution whose check calls launched no Triton kernel (e.g. a torch
-# fallback taken because it thought no GPU was there): its output proves nothing about its kernel.
-# timing_mismatch: a timer inside the kernel's process disagreed with the trusted side's clock;
+# The statuses are generic: what a family adds is a reason code (`Profile.reason`, its own
+# words, e.g. the Triton family's `no_triton_launch`: `incorrect`, its checks launched no Triton
+# kernel). timing_mismatch: a timer inside the kernel's process disagreed with the trusted side's clock;
 # sandbox_error: the sandbox could not apply the isolation untrusted code requires (the machine's
 # fault, not the kernel's: see hardware_agents/README.md).
 # unchecked: nothing ran: this host's checker cannot run the problem in reasonable time (a
@@ -23,14 +23,13 @@ ProfileStatus = Literal[
     "timeout",
     "timing_mismatch",
     "sandbox_error",
-    "no_triton_launch",
     "unmeasured",
     "unchecked",
 ]
 PROFILE_STATUSES: tuple[ProfileStatus, ...] = get_args(ProfileStatus)  # in the order tables show them
 # the kernel's own failures: a fixer is asked to repair them (sandbox_error is the machine's)
 KERNEL_FAILURES: frozenset[ProfileStatus] = frozenset(
-    {"compile_error", "runtime_error", "incorrect", "timeout", "timing_mismatch", "no_triton_launch"}
+    {"compile_error", "runtime_error", "incorrect", "timeout", "timing_mismatch"}
 )
 Bound = Literal["memory", "matmul", "vector"]
 
@@ -86,6 +85,9 @@ class Estimate(msgspec.Struct, kw_only=True, omit_defaults=True):
 class Profile(msgspec.Struct, kw_only=True, omit_defaults=True):
     status: ProfileStatus
     device: str
+    # why, in the family's own words where its status is not all of it: a code the family owns
+    # (`hardware_agents/<family>`), e.g. "no_triton_launch"; "" where the status says it all
+    reason: str = ""
     log: str = ""
     correctness: list[SeedCheck] = []
     latency: LatencyStats | None = None

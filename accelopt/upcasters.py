@@ -38,9 +38,19 @@ def _run_completed_v1(raw: Raw) -> Raw:
     return _rename(raw, "best", "best_kernel_ids")
 
 
+def _kernel_profiled_v1(raw: Raw) -> Raw:
+    """v2 of KernelProfiled: a profile's status is generic; the Triton family's
+    `no_triton_launch` status is `incorrect` with that reason code."""
+    profile = raw.get("profile")
+    if isinstance(profile, dict) and profile.get("status") == "no_triton_launch":
+        return {**raw, "profile": {**profile, "status": "incorrect", "reason": "no_triton_launch"}}
+    return raw
+
+
 # (event type, the version a step reads) -> the step to the next version
 UPCASTERS: dict[tuple[str, int], Upcaster] = {
     ("RunCompleted", 1): _run_completed_v1,
+    ("KernelProfiled", 1): _kernel_profiled_v1,
 }
 
 

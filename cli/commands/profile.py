@@ -4,7 +4,7 @@ baseline or a given kernel.
 Exit codes (EXIT_CODES) keep a correct kernel apart from a failed one on every host:
 0 passed (correct and timed), 3 unmeasured (correct, not timed: the best a host without the
 device gives), 1 the kernel failed (compile_error, runtime_error, incorrect, timeout,
-timing_mismatch, no_triton_launch), 4 not checked here (unchecked: too large for this host's
+timing_mismatch; reason no_triton_launch is incorrect), 4 not checked here (unchecked: too large for this host's
 checker; sandbox_error: the isolation could not be applied), 2 the command could not profile
 (a bad argument, a problem or solution file, a reference that fails)."""
 

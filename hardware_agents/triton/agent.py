@@ -23,8 +23,8 @@ profile(problem, solution):
      calls' mean by their median -> a rejected round, not counted and followed by an extra
      round in the same child; rejected again -> `timing_mismatch`), the roofline with the peaks
      of the problem's dtypes, and the plausibility gate -> `passed`; in the interpreter:
-     `unmeasured` (correct, not timed), or `no_triton_launch` for a Triton solution whose
-     checks launched no Triton kernel;
+     `unmeasured` (correct, not timed), or `incorrect` with reason `no_triton_launch` for a
+     Triton solution whose checks launched no Triton kernel;
      every config group of an autotuned kernel checked (`autotune.py`); an `incorrect`
      bf16 kernel run again with bf16 tiles in fp32 to decide whose error it is
      (`bf16_upcast.py`, `_decide_bf16`); a shape too large to interpret: `unchecked`.

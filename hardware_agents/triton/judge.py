@@ -39,6 +39,7 @@ from hardware_agents.triton.figures import figures
 from hardware_agents.triton.harness import COMPILE_ERRORS
 from hardware_agents.triton.inputs import INTERPRETER_LIMIT, input_elements, torch_dtype
 from hardware_agents.triton.records import (
+    NO_TRITON_LAUNCH,
     RAN_AHEAD,
     CaseRun,
     CorrectnessReport,
@@ -484,12 +485,13 @@ class TritonJudge:
         if needs_launch and idle:
             v.counters["cases_without_launch"] = float(len(idle))
             return v.profile(
-                "no_triton_launch",
+                "incorrect",
                 f"the Triton solution launched no Triton kernel in {len(idle)} of "
                 f"{len(res.cases)} checks ({', '.join(idle[:4])}): its outputs came from other code "
                 "(a torch fallback?), so they say nothing about its kernels. Under the interpreter "
                 "torch.cuda.is_available() is true and device='cuda' works on CPU tensors: take the "
                 f"Triton path.{v.tail}",
+                reason=NO_TRITON_LAUNCH,
             )
         return None
 

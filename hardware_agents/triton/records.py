@@ -11,6 +11,12 @@ from typing import Literal
 
 import msgspec
 
+# The Triton family's reason codes (`Profile.reason`): what its generic statuses do not say.
+# `incorrect` with NO_TRITON_LAUNCH: a Triton solution whose check calls launched no Triton
+# kernel (e.g. a torch fallback taken because it thought no GPU was there): its outputs, right
+# or not, prove nothing about its kernels.
+NO_TRITON_LAUNCH = "no_triton_launch"
+
 TimerName = Literal["cuda_event", "simulated"]
 
 

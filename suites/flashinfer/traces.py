@@ -10,7 +10,7 @@ neither; errors and latencies are non-negative (errors may be NaN/inf). Our stat
     compile_error     COMPILE_ERROR
     runtime_error     RUNTIME_ERROR
     timeout           TIMEOUT
-    no_triton_launch  RUNTIME_ERROR ("launched no Triton kernel")
+    (reason no_triton_launch: RUNTIME_ERROR, "launched no Triton kernel", whatever the status)
     timing_mismatch   RUNTIME_ERROR (the kernel's own clock disagreed with ours)
     sandbox_error     RUNTIME_ERROR (the isolation could not be applied; nothing ran)
     unmeasured        no evaluation (FlashInfer-Bench's "not evaluated yet": `flashinfer-bench
@@ -29,6 +29,7 @@ import time
 
 from accelopt.problem import Correctness, Environment, Evaluation, Performance, Problem, Solution, Trace
 from accelopt.profile import Profile, SeedCheck
+from hardware_agents.triton.records import NO_TRITON_LAUNCH
 
 FIB_STATUS = {
     "passed": "PASSED",
@@ -36,7 +37,6 @@ FIB_STATUS = {
     "runtime_error": "RUNTIME_ERROR",
     "incorrect": "INCORRECT_NUMERICAL",
     "timeout": "TIMEOUT",
-    "no_triton_launch": "RUNTIME_ERROR",
     "timing_mismatch": "RUNTIME_ERROR",
     "sandbox_error": "RUNTIME_ERROR",
 }
@@ -107,7 +107,8 @@ def to_trace(
         status = (
             "RUNTIME_ERROR"  # no values were compared: FlashInfer-Bench's INCORRECT_NUMERICAL needs errors
         )
-    if profile.status == "no_triton_launch":
+    if profile.reason == NO_TRITON_LAUNCH:
+        status = "RUNTIME_ERROR"
         log = "launched no Triton kernel" + (f"\n{log}" if log else "")
     return Trace(
         definition=problem.definition.name,

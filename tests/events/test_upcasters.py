@@ -41,6 +41,37 @@ def test_a_renamed_field_is_read_from_a_message_of_the_version_before() -> None:
     assert back == done and back.schema_version == 2
 
 
+def test_a_family_s_status_of_version_1_is_a_generic_status_and_its_reason() -> None:
+    """KernelProfiled version 1 could say `no_triton_launch` as a status; version 2 says
+    `incorrect` with that reason (the Triton family's code); other profiles read unchanged."""
+    from accelopt.profile import Profile
+
+    prof = Profile(
+        status="incorrect", reason="no_triton_launch", device="h100", log="launched no Triton kernel"
+    )
+    done = ev.KernelProfiled(
+        event_id="x",
+        run_id="r",
+        ts=1.0,
+        kernel_id="k",
+        problem="p",
+        device="h100",
+        request_id="q",
+        profile=prof,
+    )
+    old = _raw(done)
+    old["schema_version"] = 1
+    old["profile"] = {k: v for k, v in old["profile"].items() if k != "reason"} | {
+        "status": "no_triton_launch"
+    }
+    back = decode(msgspec.msgpack.encode(old), "accelopt.r.profile.completed", 3)
+    assert back == done and back.schema_version == 2
+    other = {**old, "profile": {**old["profile"], "status": "timeout"}}
+    assert decode(msgspec.msgpack.encode(other)).profile == Profile(
+        status="timeout", device="h100", log="launched no Triton kernel"
+    )
+
+
 def test_the_chain_runs_one_step_at_a_time() -> None:
     seen: list[int] = []
 

@@ -100,7 +100,14 @@ PROFILES = [
     ),
     Profile(status="compile_error", device="h100", log="SyntaxError"),
     Profile(status="timeout", device="h100", log="killed"),
-    Profile(status="no_triton_launch", device="h100", correctness=CHECKS, log="took the torch path"),
+    # right values from a torch fallback: the reason, not the values, decides
+    Profile(
+        status="incorrect",
+        reason="no_triton_launch",
+        device="h100",
+        correctness=CHECKS,
+        log="took the torch path",
+    ),
     Profile(status="runtime_error", device="h100", log=""),
 ]
 

@@ -2,7 +2,8 @@
 Triton kernels (a torch fallback or a raise when `torch.cuda.is_available()` is false,
 `.cuda()`, `device="cuda"`, `is_cuda` asserts, `torch.cuda.synchronize()`, device queries)
 takes its Triton path under the harness's CUDA shim, so its Triton code is what the check
-judges; a Triton solution that launched no Triton kernel in a check gets `no_triton_launch`,
+judges; a Triton solution that launched no Triton kernel in a check gets `incorrect` with reason
+`no_triton_launch`,
 never a correct status. Real interpreter runs in sandboxed children."""
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ def test_kernel_that_raises_without_cuda_runs(interp_agent, triton_suite):
 def test_a_triton_solution_that_launches_nothing_is_not_correct(interp_agent, triton_suite):
     p = triton_suite["rmsnorm_h4096"]
     prof = interp_agent.profile(p, solution(p, TORCH_ONLY, dps=False), seeds=(0,))
-    assert prof.status == "no_triton_launch", prof.log
+    assert (prof.status, prof.reason) == ("incorrect", "no_triton_launch"), prof.log
     assert "launched no Triton kernel" in prof.log
     assert all(
         c.passed for c in prof.correctness
@@ -120,5 +121,5 @@ def test_a_triton_solution_that_launches_nothing_is_not_correct(interp_agent, tr
 def test_launching_only_in_the_first_check_is_caught(interp_agent, triton_suite):
     p = triton_suite["rmsnorm_h4096"]
     prof = interp_agent.profile(p, solution(p, FIRST_CALL_ONLY, dps=False), seeds=(0,))
-    assert prof.status == "no_triton_launch", prof.log
+    assert (prof.status, prof.reason) == ("incorrect", "no_triton_launch"), prof.log
     assert prof.counters["cases_without_launch"] >= 1

@@ -1,7 +1,8 @@
-# expect: no_triton_launch
+# expect: incorrect
 # problem: triton/rmsnorm_h4096
 # needle: launched no Triton kernel
-# why: a Triton solution whose Triton path never runs (a torch computation, right values):
+# why: a Triton solution whose Triton path never runs (a torch computation, right values;
+#      reason no_triton_launch):
 #      "correct" would say nothing about a Triton kernel.
 import torch
 
