@@ -75,7 +75,10 @@ def test_an_unchanged_ablation_of_the_fixture_is_served_in_full(tmp_path: Path) 
     [done] = [e for e in ablated if isinstance(e, ev.RunCompleted)]
     [before] = [e for e in recorded if isinstance(e, ev.RunCompleted)]
     assert done.best_kernel_ids == before.best_kernel_ids
-    # the prompts: each one the recording's, byte for byte
+    # each profile the one recorded for its request; each prompt the recording's, byte for byte
+    recorded_profiles = {e.request_id: e.profile for e in recorded if isinstance(e, ev.KernelProfiled)}
+    for profiled in (e for e in ablated if isinstance(e, ev.KernelProfiled)):
+        assert profiled.profile == recorded_profiles[profiled.request_id]
     prompts = {e.content_hash: e.messages for e in recorded if isinstance(e, ev.LLMCallCompleted)}
     for call in (e for e in ablated if isinstance(e, ev.LLMCallCompleted)):
         assert call.messages == prompts[call.content_hash]
