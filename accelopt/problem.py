@@ -109,9 +109,9 @@ class ReferenceSlices(_Base):
     its last: a row of an output stays whole). Where the reference is independent along
     `axis` for those inputs (a batch, the rows of a matmul's lhs, a query block of attention),
     its float64 evaluation then holds one slice's temporaries instead of the whole problem's.
-    `work`: the most memory the reference's evaluation holds at once, per byte of a slice's
-    float64 inputs and outputs (the temporaries its formula makes), what the agent declares
-    before a profile (the NKIBench importer measured it per problem)."""
+    `work`: the temporaries the reference's formula holds at once, per byte of a slice's
+    float64 outputs (its inputs are counted once besides), what the agent declares before a
+    profile (hardware_agents/neuron/memory.py)."""
 
     axis: str
     inputs: list[str]

@@ -35,8 +35,8 @@ from accelopt.problem import Problem, Tolerance
 from hardware_agents import validity
 
 FLOAT64 = 8
-# the working memory of a reference without a declaration, per byte of its float64 inputs and
-# outputs: NKIBench's formulas make up to three temporaries of an output's size at once
+# the working memory of a reference without a declaration, per byte of its float64 outputs:
+# NKIBench's formulas make up to three temporaries of an output's size at once
 WHOLE_WORK = 4.0
 
 
@@ -266,27 +266,24 @@ def _rows_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def reference_bytes(problem: Problem) -> int:
-    """The most memory one evaluation of the reference (or of its float32 floor) holds: `work`
-    times the float64 bytes of one slice's inputs and outputs (every input upcast, the sliced
-    ones cut), where the definition declares slices; `WHOLE_WORK` times those of the whole
-    problem where not. The floor's float32 evaluation and its float64 differences stay within
-    the float64 evaluation's count (the slice's outputs twice in float64, the formula's
-    temporaries in float32)."""
+    """The most memory one evaluation of the reference (or of its float32 floor) holds: its
+    float64 inputs (the sliced ones cut, the others whole, upcast once) and `work` times one
+    slice's float64 outputs (the temporaries its formula makes: gqa_full's attention scores
+    are 32 times its output), where the definition declares slices; the whole problem's inputs
+    and `WHOLE_WORK` times its outputs where not. The floor's float32 evaluation and its
+    float64 differences stay within the float64 evaluation's count."""
     d = problem.definition
     sl = d.x_reference_slices
     ins = problem.input_shapes()
-    outs = problem.output_shapes()
+    outs = [math.prod(s) for s in problem.output_shapes().values() if s is not None]
     if sl is None:
-        whole = sum(math.prod(s) for s in (*ins.values(), *outs.values()) if s is not None)
-        return int(WHOLE_WORK * whole * FLOAT64)
-    n = max(1, problem.axis_values()[sl.axis])
-    frac = min(1.0, sl.size / n)
-    total = 0.0
-    for name, s in ins.items():
-        if s is not None:
-            total += math.prod(s) * (frac if name in sl.inputs else 1.0)
-    total += sum(math.prod(s) * frac for s in outs.values() if s is not None)
-    return int(sl.work * total * FLOAT64)
+        whole_in = sum(math.prod(s) for s in ins.values() if s is not None)
+        return int((whole_in + WHOLE_WORK * sum(outs)) * FLOAT64)
+    frac = min(1.0, sl.size / max(1, problem.axis_values()[sl.axis]))
+    total = sum(
+        math.prod(s) * (frac if name in sl.inputs else 1.0) for name, s in ins.items() if s is not None
+    )
+    return int((total + sl.work * frac * sum(outs)) * FLOAT64)
 
 
 __all__ = [

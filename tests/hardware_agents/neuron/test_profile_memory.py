@@ -96,3 +96,17 @@ def test_a_profile_that_declares_more_than_the_budget_runs_alone_but_runs(
     p = small_suite["silu"]
     prof = agents[0].profile(p, p.baseline)
     assert prof.status == "unmeasured" and prof.counters["memory_wait_s"] < 0.5
+
+
+def test_the_declaration_counts_what_the_data_cache_keeps_for_other_problems(
+    agents: tuple[NeuronAgent, NeuronAgent], small_suite: dict[str, Problem], ledger: Path
+) -> None:
+    """Once silu's seeds are staged (they stay in `/dev/shm` between profiles, the agent's data
+    cache), another problem's declaration carries them; silu's own does not count them twice."""
+    silu, matmul = small_suite["silu"], small_suite["matmul"]
+    agent = agents[0]
+    agent.profile(silu, silu.baseline)  # (the earlier tests' profiles staged them already)
+    kept = sum(d.staged_bytes() for _, d in agent.data.entries())
+    assert kept > 0
+    assert agent.memory_bytes(matmul) == profile_bytes(matmul, 2) + kept
+    assert agent.memory_bytes(silu) == profile_bytes(silu, 2)
