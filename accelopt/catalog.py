@@ -33,6 +33,9 @@ Stage = Literal["plan", "implement", "fix", "summarize", "profile", "memory"]
 Author = Literal[
     "coordinator", "effect", "session", "role", "gateway", "profiler", "memory", "campaign", "scheduler"
 ]
+# The readers of a run's log that account for every type of it: each type is a row of the
+# reader's dispatch table or declared, with the type, as one that reader skips (`ignored_by`)
+RunReader = Literal["coordinator", "fold"]
 # How a run names its kernels (`RunStarted.kernel_ids`): "content", by what they are
 # (`accelopt.kernel_id`); "request", by what proposed them (`derive_event_id`), the rule of the
 # runs recorded before kernels were content-addressed: a RunStarted without the field reads so
@@ -61,9 +64,11 @@ def msg_id(run_id: str, event_id: str) -> str:
 
 
 class Event(msgspec.Struct, tag_field="type", kw_only=True, frozen=True):
-    # declared by every event type: its subject token (`events/subjects.py`) and its author
+    # declared by every event type: its subject token (`events/subjects.py`) and its author;
+    # and the readers of a run's log it changes nothing for (`skipped_by`), if any
     subject: ClassVar[str]
     author: ClassVar[Author]
+    ignored_by: ClassVar[frozenset[RunReader]] = frozenset()
 
     event_id: str
     run_id: str
@@ -151,6 +156,7 @@ class RunFailed(Event, tag=True, frozen=True):
 class BudgetExceeded(Event, tag=True, frozen=True):
     subject: ClassVar[str] = "run.budget_exceeded"
     author: ClassVar[Author] = "coordinator"
+    ignored_by: ClassVar[frozenset[RunReader]] = frozenset({"coordinator"})  # applied when decided
 
     spent_usd: float
     budget_usd: float
@@ -162,6 +168,7 @@ class BudgetExceeded(Event, tag=True, frozen=True):
 class IterationStarted(Event, tag=True, frozen=True):
     subject: ClassVar[str] = "iteration.started"
     author: ClassVar[Author] = "coordinator"
+    ignored_by: ClassVar[frozenset[RunReader]] = frozenset({"fold"})  # its beam is the view's already
 
     problem: str
     iteration: int
@@ -178,6 +185,7 @@ class BeamMember(msgspec.Struct, kw_only=True, frozen=True):
 class BeamSelected(Event, tag=True, frozen=True):
     subject: ClassVar[str] = "iteration.beam_selected"
     author: ClassVar[Author] = "coordinator"
+    ignored_by: ClassVar[frozenset[RunReader]] = frozenset({"coordinator"})  # applied when decided
 
     problem: str
     iteration: int
@@ -223,6 +231,8 @@ class MemoryRequested(Event, tag=True, frozen=True):
 
     subject: ClassVar[str] = "memory.requested"
     author: ClassVar[Author] = "effect"
+    # the coordinator asked for it; the fold reads the answer
+    ignored_by: ClassVar[frozenset[RunReader]] = frozenset({"coordinator", "fold"})
 
     result_id: str
     problem: str
@@ -251,6 +261,7 @@ class MemoryRetrieved(Event, tag=True, frozen=True):
 class MemoryEntryAdded(Event, tag=True, frozen=True):
     subject: ClassVar[str] = "memory.entry_added"
     author: ClassVar[Author] = "coordinator"
+    ignored_by: ClassVar[frozenset[RunReader]] = frozenset({"coordinator"})  # applied when decided
 
     entry: MemoryEntry
 
@@ -260,6 +271,7 @@ class MemoryIndexed(Event, tag=True, frozen=True):
 
     subject: ClassVar[str] = "memory.indexed"
     author: ClassVar[Author] = "memory"
+    ignored_by: ClassVar[frozenset[RunReader]] = frozenset({"coordinator", "fold"})  # a receipt
 
     entry_id: str
 
@@ -466,6 +478,7 @@ class ProblemRemeasured(Event, tag=True, frozen=True):
 
     subject: ClassVar[str] = "problem.remeasured"
     author: ClassVar[Author] = "coordinator"
+    ignored_by: ClassVar[frozenset[RunReader]] = frozenset({"coordinator"})  # applied when decided
 
     problem: str
     rounds: int
@@ -722,6 +735,11 @@ CAMPAIGN_TYPES: frozenset[type[Event]] = frozenset(
 )
 # What a run's log holds (a campaign's events go to the same stream under the campaign's id)
 RUN_TYPES: frozenset[type[Event]] = frozenset(EVENT_TYPES) - CAMPAIGN_TYPES
+
+
+def skipped_by(reader: RunReader) -> frozenset[type[Event]]:
+    """The types of a run's log that `reader` skips (its `IGNORED`): those declaring it."""
+    return frozenset(t for t in RUN_TYPES if reader in t.ignored_by)
 
 
 # --- building events: the one envelope builder --------------------------------------------

@@ -74,16 +74,8 @@ class CoordinatorCore:
     # were made (a copy coming back is a no-op), the retrieval it asked for as an effect, and
     # the curator's receipts. With the table (`_handlers`) and what `_handle` takes apart
     # (RunStarted, the requests) they are every type of a run's log (tests/events/test_event_catalog.py)
-    IGNORED: ClassVar[frozenset[type[ev.Event]]] = frozenset(
-        {
-            ev.BeamSelected,
-            ev.BudgetExceeded,
-            ev.MemoryEntryAdded,
-            ev.ProblemRemeasured,
-            ev.MemoryRequested,
-            ev.MemoryIndexed,
-        }
-    )
+    # (each declared with its type: `ignored_by`)
+    IGNORED: ClassVar[frozenset[type[ev.Event]]] = ev.skipped_by("coordinator")
 
     def __init__(
         self, run_id: str, *, clock: Callable[[], float] = time.time, applied_window: int = APPLIED_WINDOW

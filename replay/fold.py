@@ -171,9 +171,8 @@ class RunView:
 
     # the types of a run's log that add nothing to the view (iterations start in the beam the
     # view already holds; retrievals are read from their answers; the curator's receipts)
-    IGNORED: ClassVar[frozenset[type[ev.Event]]] = frozenset(
-        {ev.IterationStarted, ev.MemoryRequested, ev.MemoryIndexed}
-    )
+    # (each declared with its type: `ignored_by`)
+    IGNORED: ClassVar[frozenset[type[ev.Event]]] = ev.skipped_by("fold")
 
     def __init__(self, run_id: str | None = None, *, compact: bool = False) -> None:
         self.run_id = run_id
