@@ -6,7 +6,9 @@ renamed `best` to `best_kernel_ids` (version 2, `accelopt/upcasters.py`): the lo
 `RunCompleted` is read through the upcaster, and the fold, `replay --verify` and an
 unchanged `accelopt ablate` of the file work as they did. The ablation runs for real (NATS,
 Ray, the offline tuner): every LLM reply and profile is served from the file's recording,
-each prompt rebuilt byte for byte (a served reply is found by its prompt's content hash).
+each prompt rebuilt byte for byte (a served reply is found by its prompt's content hash). A
+change of a prompt template changes these prompts too: this test says so, and the fixture is
+recorded again with the change.
 """
 
 from __future__ import annotations
