@@ -25,14 +25,15 @@ sandbox with the solution and seeds the profiler actor would build
 (`actors.roles.profiler.kernel_solution`/`offset_seeds`), but without the event log, Ray or a
 coordinator: the log is a finished file and nothing here is a decision of the run. The
 device must be usable on this machine (the local CPU, or a GPU/Neuron device attached here).
-`measure_interleaved` is the measuring loop (also used by benchmarks/memory_effect_bench.py).
+`measure_interleaved` drives the interleaved re-measure's protocol (`accelopt.remeasure`, the
+one a run's own re-measure follows) on an agent in-process (also used by the MCP server's
+compare_kernels and the benchmarks).
 """
 
 from __future__ import annotations
 
 import argparse
 import secrets
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -42,7 +43,9 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
-from accelopt.profile import KERNEL_FAILURES, peak_fraction
+from accelopt.catalog import RemeasuredSide
+from accelopt.profile import KERNEL_FAILURES, Profile
+from accelopt.remeasure import Remeasure, Slot, drive, round_seeds, speedup
 from cli.errors import error
 from replay.summary import geomean
 
@@ -53,16 +56,8 @@ if TYPE_CHECKING:
 FAILED = KERNEL_FAILURES | {"sandbox_error", "unchecked"}
 
 
-class KernelMeasure(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """One kernel re-profiled over the rounds (stopped at its first failure)."""
-
-    kernel_id: str
-    status: str = "passed"
-    rounds_ms: list[float] = []
-    median_ms: float | None = None
-    t_peak_ms: float | None = None
-    peak_fraction: float | None = msgspec.field(default=None, name="pct_peak")
-    log_head: str = ""
+# one kernel re-profiled over the rounds (stopped at its first profile without a time)
+KernelMeasure = RemeasuredSide
 
 
 class RemeasureRow(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -114,14 +109,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the result as JSON instead of a table")
     p.add_argument("--root", default="runs", help="runs directory (default ./runs)")
     p.set_defaults(func=run)
-
-
-def first_line(text: str) -> str:
-    return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-
-
-def _median(xs: list[float]) -> float | None:
-    return statistics.median(xs) if xs else None
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -308,47 +295,36 @@ def measure_interleaved(
     kernels: list[tuple[str, str, str]],
     *,
     device: str,
-    run_id: str,
+    run_id: str = "",
     rounds: int,
     base_seed: int,
     timeout_s: float | None,
     progress=None,
-) -> list[KernelMeasure]:
-    """Profile `kernels` ((kernel id, language, source), the baseline first) in `rounds`
-    interleaved rounds on `agent`: every kernel once per round, the order reversed every
-    other round, round r on the fresh seeds `base_seed + r * 1000`, so all of them see the
-    same machine conditions. A kernel that fails is not profiled again (its failure is the
-    result). `progress(text)` is told what is being profiled."""
+) -> list[RemeasuredSide]:
+    """Profile `kernels` ((kernel id, language, source), the baseline first) on `agent` in
+    the interleaved re-measure (`accelopt.remeasure`, every side to its own status): round r
+    on the fresh seeds of `round_seeds(base_seed, rounds)[r]`. A side that passed without a
+    time says `unmeasured`. `progress(text)` is told what is being profiled; `run_id` names
+    nothing here (callers pass the run they re-measure)."""
     from actors.roles.profiler import kernel_solution, offset_seeds
 
-    measures = [KernelMeasure(kernel_id=kid) for kid, _, _ in kernels]
-    for r in range(rounds):
-        order = list(range(len(kernels)))
-        for i in order if r % 2 == 0 else order[::-1]:
-            m = measures[i]
-            if m.status in FAILED:
-                continue
-            kid, language, source = kernels[i]
-            if progress is not None:
-                what = "baseline" if i == 0 else f"kernel {kid[:12]}"
-                progress(f"{problem.name}: {what}, round {r + 1}/{rounds} on {device}")
-            prof = agent.profile(
-                problem,
-                kernel_solution(problem.name, kid, language, source, problem.baseline),
-                seeds=offset_seeds(base_seed + r * 1000),
-                timeout_s=timeout_s,
-            )
-            if prof.status != "passed":
-                m.status, m.log_head = prof.status, first_line(prof.log)
-            elif prof.latency_ms is not None:
-                m.rounds_ms.append(prof.latency_ms)
-                m.t_peak_ms = prof.t_peak_ms
-    for m in measures:
-        if m.status == "passed" and not m.rounds_ms:
-            m.status = "unmeasured"
-        m.median_ms = _median(m.rounds_ms)
-        m.peak_fraction = peak_fraction(m.t_peak_ms, m.median_ms)
-    return measures
+    def profile(slot: Slot) -> Profile:
+        kid, language, source = kernels[slot.side]
+        if progress is not None:
+            what = "baseline" if slot.side == 0 else f"kernel {kid[:12]}"
+            progress(f"{problem.name}: {what}, round {slot.round + 1}/{rounds} on {device}")
+        return agent.profile(
+            problem,
+            kernel_solution(problem.name, kid, language, source, problem.baseline),
+            seeds=offset_seeds(slot.seed_offset),
+            timeout_s=timeout_s,
+        )
+
+    protocol = drive(Remeasure(len(kernels), rounds, base_seed, every_side=True), profile)
+    return [
+        msgspec.structs.replace(m, status="unmeasured") if m.status == "passed" and m.median_ms is None else m
+        for m in protocol.results([kid for kid, _, _ in kernels])
+    ]
 
 
 def remeasure_view(
@@ -372,7 +348,7 @@ def remeasure_view(
     assert view.started is not None
     targets = {t.problem.name: t for t in view.started.targets}
     run_id = view.run_id or ""
-    seeds = [list(offset_seeds(base_seed + r * 1000)) for r in range(rounds)]
+    seeds = [list(offset_seeds(offset)) for offset in round_seeds(base_seed, rounds)]
     rows: list[RemeasureRow] = []
     for name in problems:
         target = targets[name]
@@ -403,7 +379,6 @@ def remeasure_view(
                     status = f"{status}, baseline {bm.status}"
                 else:
                     status, log_head = f"baseline {bm.status}", bm.log_head
-            both = bm.status == km.status == "passed"
             rows.append(
                 RemeasureRow(
                     problem=name,
@@ -416,7 +391,7 @@ def remeasure_view(
                     recorded_pct_peak=k.peak_fraction,
                     baseline_ms=bm.median_ms,
                     ms=km.median_ms,
-                    speedup=_ratio(bm.median_ms, km.median_ms) if both else None,
+                    speedup=speedup(bm, km),
                     peak_fraction=km.peak_fraction if km.status == "passed" else None,
                     baseline_rounds_ms=list(bm.rounds_ms),
                     rounds_ms=list(km.rounds_ms),
