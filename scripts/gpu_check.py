@@ -904,6 +904,8 @@ def arg_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Long because it is the run's one sequence: set-up, the steps in the order the witness
+    needs, the results file saved after each, the table."""
     args = arg_parser().parse_args(argv)
     if args.prepare_wheels:
         return prepare_wheels(args.prepare_wheels, args.python)

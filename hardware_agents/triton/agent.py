@@ -21,7 +21,7 @@ profile(problem, solution):
      at secret positions and a secret call per round in full; the kernel's clock bounded by
      ours with the calibrated allowance, a round's set-up by the calibrated set-up, a round's
      calls' mean by their median -> a rejected round, not counted and followed by an extra
-     round in the same child; rejected again -> `timing_mismatch`), the roofline with the peaks
+     round in the same child; more than `extra_rounds` rejected -> `timing_mismatch`), the roofline with the peaks
      of the problem's dtypes, and the plausibility gate -> `passed`; in the interpreter:
      `unmeasured` (correct, not timed), or `incorrect` with reason `no_triton_launch` for a
      Triton solution whose checks launched no Triton kernel;

@@ -347,8 +347,9 @@ class TritonStages(Stages[TritonDevice]):
         outputs named. A rejected round is not counted and is followed by another (an extra
         round, drawn with the others, which the child cannot tell apart), at most
         `extra_rounds` in all; a rejection stands (`timing_mismatch`, once the rounds' outputs
-        are judged: a wrong kernel is `incorrect` first) in an extra round, or where the rounds
-        left cannot make up the count: STOP then, and once `trials` rounds count."""
+        are judged: a wrong kernel is `incorrect` first) where the rounds left cannot make up
+        the count (a clock that lies in every round: after `extra_rounds` + 1 rounds): STOP
+        then, and once `trials` rounds count."""
         assert self.box is not None and self.judge is not None and self.data is not None
         spec, judge, v = self.request.timing if self.request else None, self.judge, self.v
         assert spec is not None
@@ -366,7 +367,7 @@ class TritonStages(Stages[TritonDevice]):
             judge.rejected[k] = why
             left = spec.trials + spec.extra_rounds - (k + 1)
             counted = k + 1 - len(judge.rejected)
-            if k >= spec.trials or counted + left < spec.trials:  # it stands: no more rounds
+            if counted + left < spec.trials:  # it stands: no more rounds
                 earlier = "".join(
                     f"\n(round {j} too: {w.splitlines()[0]})" for j, w in judge.rejected.items() if j != k
                 )

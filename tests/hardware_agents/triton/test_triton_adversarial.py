@@ -110,10 +110,10 @@ def test_a_rejected_round_is_confirmed_in_the_same_child(
 ) -> None:
     """A busy host can stretch one round's untimed work past its calibrated allowance; a
     rejected round is therefore not counted and is followed by an extra round in the same
-    child, and the rejection stands only when an extra round is rejected too (or too few
-    rounds are left). An honest kernel rejected once (here: its first round's verdict forced)
-    passes on its other rounds, timed in one child; a slowed clock is rejected in every round.
-    No profile is run twice."""
+    child, and the rejection stands only when the rounds left cannot make up the count. An
+    honest kernel rejected once (here: its first round's verdict forced) passes on its other
+    rounds, timed in one child; a slowed clock is rejected in every round. No profile is run
+    twice."""
     from hardware_agents.triton import judge
 
     agent = H100Agent(mode="interpreter", cache_dir=triton_cache, **TIMING)
@@ -142,7 +142,7 @@ def test_a_rejected_round_is_confirmed_in_the_same_child(
         slowed = HACKS["patch_timer_code"]
         prof = agent.profile(p, solution(p, slowed.source, name=slowed.name))
         assert prof.status == "timing_mismatch", prof.log
-        # rounds 0 and 1 rejected, then the extra round 2: the rejection stands
+        # rounds 0, 1 and 2 rejected: with one round left, two cannot count; it stands
         assert prof.counters["timing_rounds_rejected"] == 3.0, prof.counters
         assert len(verdicts) == 3 and all(v and "slowed or replaced" in v for v in verdicts)
     finally:

@@ -1,9 +1,11 @@
 """Compilation paid once (`hardware_agents/triton/solution_cache.py`): what a child's Triton
-cache holds when it ends is kept per solution and staged into that solution's next child, never
-into another solution's. Shown with a kernel that leaves a mark in its Triton cache at import and
-spoils its output when it finds the mark there: its second profile is `incorrect` (it found its
-own mark), a different solution's profile is not (it never sees it). The interpreter compiles
-nothing, so the mark stands for a compiled kernel; on a GPU the same folder holds the cubins."""
+cache holds when it ends is kept per solution and staged into that solution's later children,
+never into another solution's. Shown with a kernel that leaves a mark with its own token in its
+Triton cache at import, and spoils its output if it finds another solution's mark there: the
+same solution's later children are staged its files, another solution's none, and no kernel
+ever finds a foreign mark. (The interpreter compiles nothing, so the mark stands for a compiled
+kernel; on a GPU the same folder holds the cubins. The interpreter's boundary cases run in a
+second child of the profile: it is already staged the first child's files.)"""
 
 from __future__ import annotations
 
@@ -20,30 +22,33 @@ MARK = """
 from triton.runtime.cache import get_cache_manager as _manager
 
 _CACHE = _manager("ab" * 32)
-_SEEN = _CACHE.get_file("mark.txt") is not None
-_CACHE.put(b"left by an earlier profile", "mark.txt", binary=True)
+_FOUND = _CACHE.get_file("mark.txt")
+_FOREIGN = _FOUND is not None and open(_FOUND).read() != _TOKEN
+_CACHE.put(_TOKEN, "mark.txt")
 
 
-def run("""
+"""
 
 
-def test_a_solution_finds_its_own_cache_and_no_other(interp_agent, triton_suite) -> None:
-    p = triton_suite["rmsnorm_h4096"]
+def _marking(p, token: str) -> str:  # type: ignore[no-untyped-def]
     body = "def run(hidden_states: torch.Tensor, weight: torch.Tensor, output: torch.Tensor) -> None:\n"
-    src = edited(
-        p,
-        body,
-        MARK.removesuffix("def run(") + body + "    if _SEEN:\n        output.fill_(0)\n        return\n",
-    )
-    first_src = f"# {uuid.uuid4().hex}\n{src}"  # a solution no earlier run kept anything of
-    first = interp_agent.profile(p, solution(p, first_src))
+    spoil = "    if _FOREIGN:\n        output.fill_(0)\n        return\n"
+    return f"_TOKEN = {token!r}\n" + edited(p, body, MARK + body + spoil)
+
+
+def test_a_solution_is_staged_its_own_cache_and_no_other(interp_agent, triton_suite) -> None:
+    p = triton_suite["rmsnorm_h4096"]
+    a = solution(p, _marking(p, uuid.uuid4().hex))  # a solution no earlier run kept anything of
+    first = interp_agent.profile(p, a)
     assert first.status == "unmeasured", first.log
     assert first.counters["solution_cache_files"] == 0
-    again = interp_agent.profile(p, solution(p, first_src, name="same-source"))  # the name is no part of it
-    assert again.status == "incorrect", again.log  # it found its own mark
-    assert again.counters["solution_cache_files"] >= 1
-    other = interp_agent.profile(p, solution(p, f"# {uuid.uuid4().hex}\n{src}"))
-    assert other.status == "unmeasured", other.log  # another solution never sees it
+    kept = interp_agent.solution_cache.staged(a)
+    assert any(v == a.sources[0].content.split("'")[1].encode() for v in kept.values()), kept.keys()
+    again = interp_agent.profile(p, solution(p, a.sources[0].content, name="same-source"))  # names aside
+    assert again.status == "unmeasured", again.log
+    assert again.counters["solution_cache_files"] >= 1  # staged what its first profile's children left
+    other = interp_agent.profile(p, solution(p, _marking(p, uuid.uuid4().hex)))
+    assert other.status == "unmeasured", other.log  # it never finds the first solution's mark
     assert other.counters["solution_cache_files"] == 0
 
 
