@@ -75,6 +75,9 @@ def test_the_token_guards_every_request_and_every_tool_answers(tmp_path: Path) -
                     "compare_kernels",
                     "record_insight",
                     "search_memory",
+                    "start_run",
+                    "watch_run",
+                    "stop_run",
                 }
                 r = await c.call_tool("list_problems", {"suite": "cpu_v2", "op_type": "activation"})
                 assert [p["ref"] for p in r.structured_content["problems"]] == ["cpu_v2/silu"]

@@ -30,6 +30,13 @@ _LEN = struct.Struct(">I")
 START_LIMIT_S = 300.0  # a worker's start: imports, and the CPU's roofline calibration on a first run
 
 
+def _die_with_parent() -> None:
+    """In the worker, before exec: SIGKILL when the server goes (PR_SET_PDEATHSIG)."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
+
+
 class JudgeError(RuntimeError):
     """The judge could not give a verdict (the device, the worker); one line."""
 
@@ -79,6 +86,7 @@ class Judge:
             stdout=asyncio.subprocess.PIPE,
             stderr=None,  # the server's stderr: the agent's own log lines
             start_new_session=True,  # its own process group: one kill stops it and its helpers
+            preexec_fn=_die_with_parent,  # a server killed -9 leaves no profile running
             limit=1 << 26,
         )
         w = _Worker(device, proc)

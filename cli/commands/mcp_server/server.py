@@ -116,96 +116,109 @@ class AccelOptMCP:
         self._pairs: dict[str, VerifiedPair] = {}
         self._insights: dict[str, str] = {}  # pair id -> the session-log event of its insight
         self.runs = Runs(root, self.memory.uri, session.path.parent)
-        self.tools: dict[str, ToolSpec] = {
-            t.name: t
-            for t in (
-                ToolSpec(
-                    "list_problems",
-                    "The problems of the installed suites (filter by suite, device kind, device family "
-                    "or op type). Each row's `ref` (SUITE/PROBLEM) is what the other tools take.",
-                    ListProblemsArgs,
-                    ListProblemsResult,
-                    self._list_problems,
-                ),
-                ToolSpec(
-                    "get_problem",
-                    "One problem in full: the reference, shapes, dtypes, tolerances, the kernel interface, "
-                    "the correctness bar, the device's roofline at these shapes, the baseline's source "
-                    "(and, with baseline_profile, its profile by this judge) and the language's primer: what "
-                    "AccelOpt's own planner reads.",
-                    GetProblemArgs,
-                    ProblemDetail,
-                    self._get_problem,
-                ),
-                ToolSpec(
-                    "profile_kernel",
-                    "Judge one kernel (the whole source file) as a run judges it: compiled and run in the "
-                    "sandbox, checked against the float64 reference on fresh seeds and adversarial inputs, "
-                    "timed by the trusted clock, placed on the roofline. Returns the run's Profile record: "
-                    "status, latency (or a cost model's estimate), % of peak, the reasons in the log, "
-                    "counters and stages. A failing kernel is a verdict (status + log), not a tool error.",
-                    ProfileArgs,
-                    JudgedKernel,
-                    self._profile_kernel,
-                ),
-                ToolSpec(
-                    "compare_kernels",
-                    "Measure two kernels of one problem against each other as `accelopt remeasure` does: "
-                    "interleaved rounds (slow, fast, then reversed), fresh seeds per round, the median of "
-                    "each side. Where both pass every round and the fast one is at least "
-                    f"{MIN_SPEEDUP:g}x faster, the pair is verified and its pair_id can carry an insight "
-                    "(record_insight).",
-                    CompareArgs,
-                    CompareResult,
-                    self._compare_kernels,
-                ),
-                ToolSpec(
-                    "record_insight",
-                    "Write an insight (a title and what changed and why it is faster) into the shared "
-                    "memory, attached to a slow->fast pair that this server's judge verified "
-                    "(compare_kernels' pair_id). Later runs, campaigns and agents retrieve it on every device.",
-                    RecordInsightArgs,
-                    RecordInsightResult,
-                    self._record_insight,
-                ),
-                ToolSpec(
-                    "search_memory",
-                    "Search the optimization memory (verified slow->fast pairs with their insights, from "
-                    "runs, campaigns and agent sessions, on every device) by a query text, or by a kernel "
-                    "as a run's planner asks for it. Each hit has its speedup, the change as a diff, and "
-                    "its provenance (source run, kernel ids).",
-                    SearchMemoryArgs,
-                    SearchMemoryResult,
-                    self._search_memory,
-                ),
-                ToolSpec(
-                    "start_run",
-                    "Start an `accelopt run` (AccelOpt's own search: planner, executor, fixer, summarizer "
-                    "over a beam) on problems of a suite, under this server's runs root and memory, with a "
-                    "hard LLM budget in USD (the offline builtin/tuner model costs nothing). Returns once the "
-                    "run has its id; watch_run follows it.",
-                    StartRunArgs,
-                    RunStatus,
-                    self._start_run,
-                ),
-                ToolSpec(
-                    "watch_run",
-                    "A run's state and figures as `accelopt runs` gives them (state, iterations, kernels, "
-                    "speedup, % of peak, cost against its budget), any run of this root.",
-                    RunRef,
-                    RunStatus,
-                    self._watch_run,
-                ),
-                ToolSpec(
-                    "stop_run",
-                    "Stop a run this server started (SIGTERM, as Ctrl-C: the run unwinds; the result says "
-                    "the state it was left in, as `accelopt runs` says it).",
-                    RunRef,
-                    RunStatus,
-                    self._stop_run,
-                ),
-            )
-        }
+        reading = self._reading_tools()  # listed as the loop goes: problems, judging, the memory, runs
+        ordered = (*reading[:2], *self._judging_tools(), *reading[2:], *self._run_tools())
+        self.tools = {t.name: t for t in ordered}
+
+    def _reading_tools(self) -> tuple[ToolSpec, ...]:
+        """The problems and the memory."""
+        return (
+            ToolSpec(
+                "list_problems",
+                "The problems of the installed suites (filter by suite, device kind, device family "
+                "or op type). Each row's `ref` (SUITE/PROBLEM) is what the other tools take.",
+                ListProblemsArgs,
+                ListProblemsResult,
+                self._list_problems,
+            ),
+            ToolSpec(
+                "get_problem",
+                "One problem in full: the reference, shapes, dtypes, tolerances, the kernel interface, "
+                "the correctness bar, the device's roofline at these shapes, the baseline's source "
+                "(and, with baseline_profile, its profile by this judge) and the language's primer: what "
+                "AccelOpt's own planner reads.",
+                GetProblemArgs,
+                ProblemDetail,
+                self._get_problem,
+            ),
+            ToolSpec(
+                "search_memory",
+                "Search the optimization memory (verified slow->fast pairs with their insights, from "
+                "runs, campaigns and agent sessions, on every device) by a query text, or by a kernel "
+                "as a run's planner asks for it. Each hit has its speedup, the change as a diff, and "
+                "its provenance (source run, kernel ids).",
+                SearchMemoryArgs,
+                SearchMemoryResult,
+                self._search_memory,
+            ),
+        )
+
+    def _judging_tools(self) -> tuple[ToolSpec, ...]:
+        """The judge, and the memory's one way in."""
+        return (
+            ToolSpec(
+                "profile_kernel",
+                "Judge one kernel (the whole source file) as a run judges it: compiled and run in the "
+                "sandbox, checked against the float64 reference on fresh seeds and adversarial inputs, "
+                "timed by the trusted clock, placed on the roofline. Returns the run's Profile record: "
+                "status, latency (or a cost model's estimate), % of peak, the reasons in the log, "
+                "counters and stages. A failing kernel is a verdict (status + log), not a tool error.",
+                ProfileArgs,
+                JudgedKernel,
+                self._profile_kernel,
+            ),
+            ToolSpec(
+                "compare_kernels",
+                "Measure two kernels of one problem against each other as `accelopt remeasure` does: "
+                "interleaved rounds (slow, fast, then reversed), fresh seeds per round, the median of "
+                "each side. Where both pass every round and the fast one is at least "
+                f"{MIN_SPEEDUP:g}x faster, the pair is verified and its pair_id can carry an insight "
+                "(record_insight).",
+                CompareArgs,
+                CompareResult,
+                self._compare_kernels,
+            ),
+            ToolSpec(
+                "record_insight",
+                "Write an insight (a title and what changed and why it is faster) into the shared "
+                "memory, attached to a slow->fast pair that this server's judge verified "
+                "(compare_kernels' pair_id). Later runs, campaigns and agents retrieve it on every device.",
+                RecordInsightArgs,
+                RecordInsightResult,
+                self._record_insight,
+            ),
+        )
+
+    def _run_tools(self) -> tuple[ToolSpec, ...]:
+        """AccelOpt's own search, as runs of this root."""
+        return (
+            ToolSpec(
+                "start_run",
+                "Start an `accelopt run` (AccelOpt's own search: planner, executor, fixer, summarizer "
+                "over a beam) on problems of a suite, under this server's runs root and memory, with a "
+                "hard LLM budget in USD (the offline builtin/tuner model costs nothing). Returns once the "
+                "run has its id; watch_run follows it.",
+                StartRunArgs,
+                RunStatus,
+                self._start_run,
+            ),
+            ToolSpec(
+                "watch_run",
+                "A run's state and figures as `accelopt runs` gives them (state, iterations, kernels, "
+                "speedup, % of peak, cost against its budget), any run of this root.",
+                RunRef,
+                RunStatus,
+                self._watch_run,
+            ),
+            ToolSpec(
+                "stop_run",
+                "Stop a run this server started (SIGTERM, as Ctrl-C: the run unwinds; the result says "
+                "the state it was left in, as `accelopt runs` says it).",
+                RunRef,
+                RunStatus,
+                self._stop_run,
+            ),
+        )
 
     # --- the MCP surface ------------------------------------------------------------------
 
