@@ -142,6 +142,10 @@ class Definition(_Base):
     # (large magnitudes); {} = none.
     x_adversarial: dict[str, dict[str, str]] | None = None
     x_reference_slices: ReferenceSlices | None = None
+    # the temporaries the reference's formula holds at once per byte of its float64 outputs,
+    # where it is computed whole (a sliced one carries its own `work`): what the agent declares
+    # (hardware_agents/neuron/memory.py); None: the agent's default
+    x_reference_work: float | None = None
 
     def shape_of(self, name: str, axes: dict[str, int]) -> tuple[int, ...] | None:
         """Concrete shape of an input or output (None for a scalar) at these axis values."""
@@ -459,6 +463,8 @@ def definition_errors(d: Definition) -> list[str]:
             if name not in d.inputs:
                 errs.append(f"x_adversarial.{case}.{name}: not an input")
     errs += _slices_errors(d)
+    if d.x_reference_work is not None and d.x_reference_work <= 0:
+        errs.append("x_reference_work: must be > 0")
     return errs
 
 

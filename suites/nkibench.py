@@ -98,6 +98,10 @@ REFERENCE_SLICES: dict[str, tuple[str, tuple[int, ...], int, float]] = {
     "swiglu": ("M", (0,), 1024, 4.0),
     "transpose_matmul": ("M", (0,), 1024, 4.0),
 }
+# The temporaries of a reference computed whole, per byte of its float64 outputs, where they
+# are more than the agent's default (`Definition.x_reference_work`): mamba's scan makes three
+# (C, S, M) arrays, S = 16 times its output each, and a float32 one.
+REFERENCE_WORK: dict[str, float] = {"mamba": 64.0}
 TEMPLATE_SUITE = "cpu"  # the same 14 operators at CPU shapes: roofline, op type, output names
 ENTRY_FILE = "kernel.py"
 ENTRY = "kernel"
@@ -602,10 +606,11 @@ def _case_description(
 
 def _with_slices(definition: Definition, problem: str, notes: list[str]) -> Definition:
     """The definition with its reference's slices (`REFERENCE_SLICES`), where its case has
-    what they name."""
+    what they name, or the working memory of its whole reference (`REFERENCE_WORK`)."""
     spec = REFERENCE_SLICES.get(problem)
     if spec is None:
-        return definition
+        work = REFERENCE_WORK.get(problem)
+        return definition if work is None else msgspec.structs.replace(definition, x_reference_work=work)
     axis, positions, size, work = spec
     names = list(definition.inputs)
     inputs = [names[i] for i in positions if i < len(names)]

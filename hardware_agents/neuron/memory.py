@@ -46,8 +46,9 @@ def case_count(problem: Problem, seeds: int) -> int:
 
 def tile_bytes(problem: Problem) -> int:
     """The on-chip tiles an execute child is allowed for one case (the module doc)."""
-    sl = problem.definition.x_reference_slices
-    work = sl.work if sl is not None else slices.WHOLE_WORK
+    d = problem.definition
+    sl = d.x_reference_slices
+    work = sl.work if sl is not None else d.x_reference_work or slices.WHOLE_WORK
     return max(TILE_BYTES, int(work / 3 * sum(output_bytes_of(problem).values())))
 
 

@@ -270,7 +270,7 @@ def reference_bytes(problem: Problem) -> int:
     float64 inputs (the sliced ones cut, the others whole, upcast once) and `work` times one
     slice's float64 outputs (the temporaries its formula makes: gqa_full's attention scores
     are 32 times its output), where the definition declares slices; the whole problem's inputs
-    and `WHOLE_WORK` times its outputs where not. The floor's float32 evaluation and its
+    and its `x_reference_work` (else `WHOLE_WORK`) times its outputs where not. The floor's float32 evaluation and its
     float64 differences stay within the float64 evaluation's count."""
     d = problem.definition
     sl = d.x_reference_slices
@@ -278,7 +278,8 @@ def reference_bytes(problem: Problem) -> int:
     outs = [math.prod(s) for s in problem.output_shapes().values() if s is not None]
     if sl is None:
         whole_in = sum(math.prod(s) for s in ins.values() if s is not None)
-        return int((whole_in + WHOLE_WORK * sum(outs)) * FLOAT64)
+        work = d.x_reference_work or WHOLE_WORK
+        return int((whole_in + work * sum(outs)) * FLOAT64)
     frac = min(1.0, sl.size / max(1, problem.axis_values()[sl.axis]))
     total = sum(
         math.prod(s) * (frac if name in sl.inputs else 1.0) for name, s in ins.items() if s is not None

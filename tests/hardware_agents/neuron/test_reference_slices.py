@@ -44,6 +44,10 @@ def uneven(p: Problem) -> Problem:
 def test_the_importer_declares_slices_for_all_but_mamba_and_rope(nkibench14: dict[str, Problem]) -> None:
     declared = {n for n, p in nkibench14.items() if p.definition.x_reference_slices is not None}
     assert declared == set(REFERENCE_SLICES) == set(nkibench14) - {"mamba", "rope_single_freq_apply"}
+    # mamba's whole reference declares its working memory instead (its scan's (C, S, M) arrays)
+    assert {
+        n: p.definition.x_reference_work for n, p in nkibench14.items() if p.definition.x_reference_work
+    } == {"mamba": 64.0}
 
 
 @pytest.mark.parametrize("name", sorted(REFERENCE_SLICES))
@@ -114,4 +118,5 @@ def test_a_declaration_the_definition_does_not_fit_is_refused(nkibench14: dict[s
     }
     for why, sl in bad.items():
         assert definition_errors(msgspec.structs.replace(d, x_reference_slices=sl)), why
+    assert definition_errors(msgspec.structs.replace(d, x_reference_work=0.0))
     assert definition_errors(d) == []
