@@ -9,7 +9,7 @@ declarations exceed the budget together run one after the other instead of both 
 memory at once and the OS or Ray's memory monitor killing one. A profile that declares more
 than the whole budget runs alone, once nothing else is reserved (it is never refused).
 
-The ledger is one JSON file per host (`ledger_path`, under the temp dir), read and written
+The ledger is one JSON file per host (`ledger_path`, in `/dev/shm`), read and written
 under an exclusive `flock`: each entry a holder (pid, its start time, a token) and its bytes;
 entries of processes that are gone are dropped on the way, so a killed profile's reservation
 does not outlive it. The budget: `$ACCELOPT_PROFILE_MEMORY_BYTES`, else `BUDGET_SHARE` of the
@@ -23,7 +23,6 @@ import fcntl
 import json
 import os
 import secrets
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -37,7 +36,14 @@ T = TypeVar("T")
 
 
 def ledger_path() -> Path:
-    return Path(os.environ.get(LEDGER_ENV) or Path(tempfile.gettempdir()) / "accelopt-memory-ledger.json")
+    """The host's ledger: in `/dev/shm` (else `/tmp`), never `$TMPDIR`, which differs between
+    the processes of one host (Ray's workers, a user's shell)."""
+    env = os.environ.get(LEDGER_ENV)
+    if env:
+        return Path(env)
+    shm = Path("/dev/shm")
+    base = shm if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK) else Path("/tmp")
+    return base / "accelopt-memory-ledger.json"
 
 
 def host_bytes() -> int:
