@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -190,8 +191,6 @@ def declared(suite: Path, name: str) -> int | None:
 
 
 def main() -> None:
-    import json
-
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nkibench", required=True, help="an NKIBench folder")
     ap.add_argument("--problems", default="", help="comma-separated subset")
@@ -203,10 +202,19 @@ def main() -> None:
         help="only recompute `declared_bytes` of the saved rows with this checkout's declaration",
     )
     a = ap.parse_args()
-    if a.redeclare:
-        _redeclare(a.nkibench, a.out)
-        return
-    tmp = Path(tempfile.mkdtemp(prefix="nki-memory-bench-"))
+    tmp = Path(tempfile.mkdtemp(prefix="nki-memory-bench-"))  # the suite, the reference stores
+    try:
+        if a.redeclare:
+            _redeclare(a.nkibench, a.out, tmp)
+        else:
+            _run(a, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _run(a: argparse.Namespace, tmp: Path) -> None:
+    import json
+
     suite = tmp / "suite"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     imp = subprocess.run(
@@ -252,11 +260,10 @@ def main() -> None:
         _save(a.out, rows)  # after each problem: a run cut short keeps what it measured
 
 
-def _redeclare(nkibench: str, out: str) -> None:
+def _redeclare(nkibench: str, out: str, tmp: Path) -> None:
     import json
 
     rows = json.loads((ROOT / "benchmarks" / "results" / f"{out}.json").read_text())["rows"]
-    tmp = Path(tempfile.mkdtemp(prefix="nki-memory-bench-"))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     cmd = [*CLI, "suite", "import-nkibench", nkibench, "--out", str(tmp / "suite"), "--name", "nkibench"]
     subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, check=True)
