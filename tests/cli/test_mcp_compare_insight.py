@@ -138,6 +138,9 @@ def test_compare_verify_record_and_retrieve(tmp_path: Path) -> None:
         out["compare"]["slow"]["kernel_id"],
         out["compare"]["fast"]["kernel_id"],
     }
+    # the seeds the result names are the ones each round's profiles were checked on
+    cases = {c.case for e in rounds for c in e.profile.correctness}
+    assert all(f"seed{seed}" in cases for seeds in out["compare"]["seeds"] for seed in seeds), cases
     verify = subprocess.run(
         [ACCELOPT, "replay", session, "--root", str(root), "--verify"],
         capture_output=True,

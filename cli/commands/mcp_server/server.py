@@ -432,7 +432,7 @@ class AccelOptMCP:
             problem=args.problem,
             device=device,
             rounds=args.rounds,
-            seeds=[list(_round_seeds(base_seed, r)) for r in range(args.rounds)],
+            seeds=_round_seeds(base_seed, args.rounds),
             slow=_side(slow),
             fast=_side(fast),
             speedup=speedup,
@@ -521,11 +521,12 @@ class AccelOptMCP:
         return result, f"{len(result.hits)} hits in {result.memory}" + (f": {top}" if top else "")
 
 
-def _round_seeds(base_seed: int, r: int) -> tuple[int, ...]:
+def _round_seeds(base_seed: int, rounds: int) -> list[list[int]]:
+    """The correctness seeds of each round, as the interleaved re-measure draws them."""
     from accelopt.remeasure import round_seeds
     from actors.roles.profiler import offset_seeds
 
-    return offset_seeds(round_seeds(base_seed, r + 1)[r])  # as measure_interleaved draws them
+    return [list(offset_seeds(offset)) for offset in round_seeds(base_seed, rounds)]
 
 
 def _side(m: Any) -> CompareSide:
