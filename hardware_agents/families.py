@@ -47,6 +47,7 @@ __all__ = [
     "registered_kinds",
     "registered_languages",
     "run_refusal",
+    "runtime_reason",
     "unknown_kind",
 ]
 
@@ -111,6 +112,17 @@ def list_families() -> list[DeviceFamily]:
     """Every family, the built-in ones first, then the plugins'."""
     _load_plugins()
     return list(_index.families.values())
+
+
+def runtime_reason(code: str | None) -> str | None:
+    """What a family says of a profile whose reason code an export reads as a runtime error
+    (`DeviceFamily.runtime_reasons`); None for any other code."""
+    if code is None:
+        return None
+    for family in list_families():
+        if code in family.runtime_reasons:
+            return family.runtime_reasons[code]
+    return None
 
 
 def get_family(name: str) -> DeviceFamily:

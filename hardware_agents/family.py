@@ -151,6 +151,9 @@ class DeviceFamily:
     slots: DeviceSlots | None = None  # None: a profiler holds one CPU
     refuse_run: Callable[[Mapping[str, Any]], str | None] | None = None  # (its options) -> why not
     calibrate: CalibrateHook | None = None
+    # reason codes (Profile.reason) of its profiles that an export reads as a runtime error,
+    # with what to say: e.g. a check that launched no kernel of the family's language
+    runtime_reasons: Mapping[str, str] = field(default_factory=dict)
     _options: dict[str, AgentOption] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -12,7 +12,7 @@ from hardware_agents.base import DeviceSpec, HardwareAgent
 from hardware_agents.family import AgentOption, Capabilities, DeviceFamily, DeviceKind, DeviceSlots
 from hardware_agents.kernel_language import NAN_FILLED_OUTPUTS, PYTHON_CONSTANTS, KernelLanguage
 from hardware_agents.pipeline.clock import ClockBound
-from hardware_agents.triton.records import TimerName
+from hardware_agents.triton.records import NO_TRITON_LAUNCH, TimerName
 from hardware_agents.triton.specs import GPU_KINDS, INTERPRETABLE_ELEMENTS, device_spec
 
 
@@ -104,6 +104,7 @@ FAMILY = DeviceFamily(
     options=OPTIONS,
     capabilities=Capabilities(timed=True, interpreted=True, interpretable_elements=INTERPRETABLE_ELEMENTS),
     profile_timeout_s=300.0,  # Triton autotuning and JIT take minutes
+    runtime_reasons={NO_TRITON_LAUNCH: "launched no Triton kernel"},
     probe=_probe,
     # a GPU kind on a Ray cluster without GPUs takes a CPU slot: its agent checks
     # correctness in the interpreter and leaves timing to a GPU worker

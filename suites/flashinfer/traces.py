@@ -29,7 +29,7 @@ import time
 
 from accelopt.problem import Correctness, Environment, Evaluation, Performance, Problem, Solution, Trace
 from accelopt.profile import Profile, SeedCheck
-from hardware_agents.triton.records import NO_TRITON_LAUNCH
+from hardware_agents.families import runtime_reason
 
 FIB_STATUS = {
     "passed": "PASSED",
@@ -107,9 +107,10 @@ def to_trace(
         status = (
             "RUNTIME_ERROR"  # no values were compared: FlashInfer-Bench's INCORRECT_NUMERICAL needs errors
         )
-    if profile.reason == NO_TRITON_LAUNCH:
+    said = runtime_reason(profile.reason)
+    if said is not None:
         status = "RUNTIME_ERROR"
-        log = "launched no Triton kernel" + (f"\n{log}" if log else "")
+        log = said + (f"\n{log}" if log else "")
     return Trace(
         definition=problem.definition.name,
         workload=problem.workload,
