@@ -18,7 +18,7 @@ import pytest
 
 import suites
 from accelopt.problem import Problem
-from accelopt.profile import Profile
+from accelopt.profile import LatencyStats, Profile
 from hardware_agents.pipeline.stages import SKIPPED, STAGES, Outcome, Stages, run_stages, stages_of
 
 EXPECTED = [
@@ -34,7 +34,9 @@ EXPECTED = [
 
 
 def _prof(status: str) -> Profile:
-    return Profile(status=status, device="test")  # type: ignore[arg-type]
+    """A profile of `status` that passes Profile's own checks (a passed one was timed)."""
+    timed = LatencyStats(samples_ms=[1.0], median_ms=1.0, min_ms=1.0, max_ms=1.0, spread=0.0)
+    return Profile(status=status, device="test", latency=timed if status == "passed" else None)  # type: ignore[arg-type]
 
 
 class Recorder(Stages):
