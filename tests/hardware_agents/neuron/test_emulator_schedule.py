@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 import random
-import time
 from collections.abc import Callable
 
 import numpy as np
@@ -330,15 +329,12 @@ def test_an_unrolled_outer_loop_of_inner_loops_gets_the_loops_estimate() -> None
 
 def test_a_long_loop_extrapolated_agrees_with_its_unrolled_copy() -> None:
     """Past `SIMULATED` placements a loop's steady state is extrapolated; its static_range copy,
-    straight-line code, is scheduled instance by instance. Both within 1 %, and quickly."""
+    straight-line code, is scheduled instance by instance. Both within 1 % (how long each takes
+    is a benchmark's figure, benchmarks/nki_emulator_bench.py, not a timed assertion here)."""
     shape = (128 * 3000, 64)
-    t0 = time.perf_counter()
     loop = _estimate(seq_loop, shape)
-    t1 = time.perf_counter()
     unrolled = _estimate(static_loop, shape)
-    t2 = time.perf_counter()
     assert unrolled.latency_s == pytest.approx(loop.latency_s, rel=0.01)
-    assert t1 - t0 < 5 and t2 - t1 < 60, (t1 - t0, t2 - t1)
 
 
 # --- resources ------------------------------------------------------------------------------
