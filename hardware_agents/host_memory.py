@@ -9,10 +9,13 @@ declarations exceed the budget together run one after the other instead of both 
 memory at once and the OS or Ray's memory monitor killing one. A profile that declares more
 than the whole budget runs alone, once nothing else is reserved (it is never refused).
 
-The ledger is one JSON file per host (`ledger_path`, in `/dev/shm`), read and written
-under an exclusive `flock`: each entry a holder (pid, its start time, a token) and its bytes;
-entries of processes that are gone are dropped on the way, so a killed profile's reservation
-does not outlive it. The budget: `$ACCELOPT_PROFILE_MEMORY_BYTES`, else `BUDGET_SHARE` of the
+The ledger is one JSON file per host and user (`ledger_path`, in `/dev/shm`), read and
+written under an exclusive `flock`: the file 0600 in a 0700 folder of this user's, so a
+sandboxed kernel (another uid) or another user can neither read, forge nor lock it (a `flock`
+needs only a read-only descriptor, and one held forever would stop every profile); the lock
+waited for at most `LOCK_WAIT_S`, then a `LedgerError` of one line. Each entry: a holder (pid, its start
+time, a token) and its bytes; entries of processes that are gone are dropped on the way, so a killed
+profile's reservation does not outlive it. The budget: `$ACCELOPT_PROFILE_MEMORY_BYTES`, else `BUDGET_SHARE` of the
 host's memory (the rest: the LLM roles, the memory's index, Ray, the OS).
 """
 
@@ -32,7 +35,12 @@ BUDGET_SHARE = 0.75
 BUDGET_ENV = "ACCELOPT_PROFILE_MEMORY_BYTES"
 LEDGER_ENV = "ACCELOPT_MEMORY_LEDGER"  # another ledger file (tests: one of their own)
 POLL_S = 0.2
+LOCK_WAIT_S = 60.0  # the lock is held for a read and a write: longer means a stuck holder
 T = TypeVar("T")
+
+
+class LedgerError(RuntimeError):
+    """The ledger cannot be used safely; one line."""
 
 
 def ledger_path() -> Path:
@@ -43,7 +51,7 @@ def ledger_path() -> Path:
         return Path(env)
     shm = Path("/dev/shm")
     base = shm if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK) else Path("/tmp")
-    return base / "accelopt-memory-ledger.json"
+    return base / f"accelopt-memory-{os.geteuid()}" / "ledger.json"
 
 
 def host_bytes() -> int:
@@ -112,11 +120,9 @@ def _try_take(token: str, nbytes: int) -> bool:
 def _edit(change: Callable[[dict[str, int]], T]) -> T:
     """Apply `change` to the ledger's live entries (a dict token -> bytes) under its lock;
     what `change` returns."""
-    path = ledger_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    fd = _open(ledger_path())
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        _lock(fd)
         raw = b""
         while chunk := os.read(fd, 1 << 16):
             raw += chunk
@@ -135,6 +141,41 @@ def _edit(change: Callable[[dict[str, int]], T]) -> T:
         os.close(fd)  # (releases the lock)
 
 
+def _open(path: Path) -> int:
+    """The ledger's descriptor: the file and a folder made by us are this user's alone."""
+    if not path.parent.exists():
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    owner = path.parent.lstat().st_uid
+    if owner != os.geteuid():  # whoever owns the folder may swap the file
+        raise LedgerError(f"host memory ledger {path}: its folder belongs to uid {owner}, not this user")
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as e:
+        raise LedgerError(f"host memory ledger {path}: {e.strerror}") from None
+    st = os.fstat(fd)
+    if st.st_uid != os.geteuid():
+        os.close(fd)
+        raise LedgerError(f"host memory ledger {path} belongs to uid {st.st_uid}, not this user: remove it")
+    if st.st_mode & 0o077:
+        os.fchmod(fd, 0o600)
+    return fd
+
+
+def _lock(fd: int) -> None:
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise LedgerError(
+                    f"host memory ledger {ledger_path()} locked by another process for over "
+                    f"{LOCK_WAIT_S:.0f} s (fuser -v it)"
+                ) from None
+            time.sleep(0.01)
+
+
 def _alive(token: str) -> bool:
     pid, _, rest = token.partition(":")
     started = rest.rsplit(":", 1)[0]
@@ -146,4 +187,4 @@ def held_bytes() -> int:
     return _edit(lambda held: sum(held.values()))
 
 
-__all__ = ["Reservation", "budget_bytes", "held_bytes", "host_bytes", "ledger_path", "reserve"]
+__all__ = ["LedgerError", "Reservation", "budget_bytes", "held_bytes", "host_bytes", "ledger_path", "reserve"]
