@@ -89,12 +89,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def build(root: str, memory: str | None):  # -> AccelOptMCP (imported lazily: the mcp SDK)
+    from accelopt.folders import private_folder
     from actors.runtime.session import new_run_id
     from cli.commands.mcp_server.judge import Judge
     from cli.commands.mcp_server.server import AccelOptMCP, _version
     from cli.commands.mcp_server.session_log import SessionLog
     from memory_index import default_uri, normalize_uri
 
+    private_folder(root)  # the sessions' logs hold agents' kernels: 0700, as a run's root
     uri = normalize_uri(memory or os.environ.get("ACCELOPT_MEMORY") or default_uri(root))
     session = SessionLog(root, new_run_id(), memory_uri=uri, toolchain={"accelopt mcp": _version()})
     return AccelOptMCP(root=root, memory_uri=uri, judge=Judge(), session=session)
