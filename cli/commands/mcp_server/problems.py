@@ -4,6 +4,7 @@ section, the language's primer), and the facts behind them as fields."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import suites
@@ -17,6 +18,8 @@ from cli.commands.mcp_server.records import (
     TensorRow,
 )
 from hardware_agents.families import family_of, registered_kinds
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")  # a suite's or a problem's name
 
 
 class UnknownError(LookupError):
@@ -65,8 +68,13 @@ def resolve(ref: str, device: str | None) -> tuple[Problem, str, str]:
     from accelopt.config import ConfigError
     from suites.selection import check_language
 
-    if "/" not in ref or ref.startswith(("/", ".", "~")):
-        raise UnknownError(f"problem {ref!r}: expected SUITE/PROBLEM, e.g. cpu_v2/silu (list_problems)")
+    suite, _, name = ref.rpartition("/")
+    # a registered suite's name, never a path: a folder the agent names would be a problem
+    # whose reference (trusted, unsandboxed code) it wrote
+    if not suite or not name or not _NAME.fullmatch(suite) or not _NAME.fullmatch(name):
+        raise UnknownError(
+            f"problem {ref!r}: expected SUITE/PROBLEM of a registered suite, e.g. cpu_v2/silu (list_problems)"
+        )
     try:
         problem = suites.get_problem(ref)
         info = suites.suite_info(ref.rpartition("/")[0])
