@@ -15,10 +15,13 @@ sees it.
 
 Entries are read from the ended child's work dir as regular files only (no links), within
 `MAX_FILES` files and `MAX_BYTES` bytes; the warm-up entry the sandbox writes is left out.
+All solutions together keep at most `MAX_TOTAL_BYTES` (a kernel that fills its cache, edited
+a thousand times, is a thousand solutions): the least recently used are dropped.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import stat
@@ -31,6 +34,7 @@ from hardware_agents.triton.warmup import WARMUP_KEY
 CACHE_REL = ".triton/cache"  # in the child's work dir (its HOME)
 MAX_FILES = 4096
 MAX_BYTES = 512 << 20
+MAX_TOTAL_BYTES = 4 << 30  # all solutions together: the least recently used go first
 
 
 def solution_key(solution: Solution) -> str:
@@ -52,11 +56,16 @@ class SolutionCache:
         d = self.folder(solution)
         if not d.is_dir():
             return {}
+        with contextlib.suppress(OSError):
+            os.utime(d)  # used now: the last to be dropped
         out: dict[str, bytes] = {}
-        for entry in sorted(d.iterdir()):
-            for f in sorted(entry.iterdir()) if entry.is_dir() else []:
-                if f.is_file() and not f.is_symlink():
-                    out[f"{CACHE_REL}/{entry.name}/{f.name}"] = f.read_bytes()
+        try:
+            for entry in sorted(d.iterdir()):
+                for f in sorted(entry.iterdir()) if entry.is_dir() else []:
+                    if f.is_file() and not f.is_symlink():
+                        out[f"{CACHE_REL}/{entry.name}/{f.name}"] = f.read_bytes()
+        except OSError:  # dropped (`_bound`) by another profile just now: compiled again
+            return {}
         return out
 
     def keep(self, solution: Solution, workdir: Path) -> int:
@@ -92,7 +101,25 @@ class SolutionCache:
             tmp.rename(dest)
         except OSError:  # another profile of the same solution kept its entries just now
             shutil.rmtree(tmp, ignore_errors=True)
+        self._bound(keep=dest.name)
         return len(files)
 
+    def _bound(self, keep: str) -> None:
+        """Drop the least recently used solutions' folders while all hold over MAX_TOTAL_BYTES."""
+        sized: list[tuple[float, int, Path]] = []
+        total = 0
+        for d in self.root.iterdir():
+            if d.name.startswith(".") or not d.is_dir() or d.is_symlink():
+                continue
+            n = sum(f.stat().st_size for e in d.iterdir() if e.is_dir() for f in e.iterdir() if f.is_file())
+            sized.append((d.stat().st_mtime, n, d))
+            total += n
+        for _, n, d in sorted(sized):
+            if total <= MAX_TOTAL_BYTES:
+                break
+            if d.name != keep:
+                shutil.rmtree(d, ignore_errors=True)
+                total -= n
 
-__all__ = ["CACHE_REL", "MAX_BYTES", "MAX_FILES", "SolutionCache", "solution_key"]
+
+__all__ = ["CACHE_REL", "MAX_BYTES", "MAX_FILES", "MAX_TOTAL_BYTES", "SolutionCache", "solution_key"]
