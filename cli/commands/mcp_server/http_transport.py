@@ -52,13 +52,16 @@ def check_token_rule(host: str, token: str | None, token_env: str) -> None:
 
 class BearerToken:
     """ASGI middleware: HTTP requests must carry `Authorization: Bearer <token>` (compared in
-    constant time); others get 401 and never reach `app`."""
+    constant time); others get 401 and never reach `app`, nor does any WebSocket."""
 
     def __init__(self, app: Any, token: str) -> None:
         self.app = app
         self._expected = f"Bearer {token}".encode()
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] == "websocket":  # no tool is served there: refused before the app
+            await send({"type": "websocket.close", "code": 1008})
+            return
         if scope["type"] == "http":
             given = dict(scope.get("headers") or []).get(b"authorization", b"")
             if not hmac.compare_digest(given, self._expected):
