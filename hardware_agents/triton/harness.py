@@ -634,10 +634,10 @@ def _round(
             graphs, gkept, note = _capture(fn, req, like, grapher, sets, device)
     _sync(device)  # the set-up's device work (restocks, output fills) ends before the clock starts
     stop_for_parent()  # set up; the parent's clock starts when it continues us
-    run = timing.measure(call=call, after=after, flush=flush, timer=timer, warmup=spec.warmup, reps=spec.reps)
-    run.malformed = malformed[0]
-    run.graph_note = note
-    if grapher is not None and graphs is not None:  # the same calls again, replayed: the device figure
+    grun = None
+    if grapher is not None and graphs is not None:
+        # the calls replayed (the device figure) before the eager calls: an eager call cannot
+        # do its replay's work for it (write the replay's outputs, its replay then idle)
         gs, replay = graphs, grapher.replay
         grun = timing.measure(
             call=lambda t: replay(gs[t]),
@@ -647,6 +647,11 @@ def _round(
             warmup=spec.warmup,
             reps=spec.reps,
         )
+        gkept = [_frozen(v) for v in gkept]  # as the replays left them, whatever the eager calls write
+    run = timing.measure(call=call, after=after, flush=flush, timer=timer, warmup=spec.warmup, reps=spec.reps)
+    run.malformed = malformed[0]
+    run.graph_note = note
+    if grun is not None:
         run.graph_samples_ms, run.graph_warmup_ms = grun.samples_ms, grun.warmup_ms
         kept.extend(gkept)
     readings.write_bytes(msgspec.msgpack.encode(run))  # read by the parent while this process is stopped
@@ -661,6 +666,17 @@ def _round(
         run.mutated = int(mutated.item())
 
     return run, out, late
+
+
+def _frozen(value: Any) -> Any:
+    """A copy of a call's outputs (tensors cloned, containers rebuilt)."""
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, dict):
+        return {k: _frozen(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_frozen(v) for v in value)
+    return value
 
 
 def _capture(

@@ -31,8 +31,9 @@ Hopper, longer than a Triton launch.
 
 **The device figure: graph replay.** Where a round's calls each have a buffer set and
 their outputs are kept, the harness captures every call as a graph in the round's set-up
-(`TimingSpec.capture_budget_s` of host time a call, else it falls back to the eager calls alone), and after
-the eager calls replays each graph with the same flush, events and synchronisation. A
+(`TimingSpec.capture_budget_s` of host time a call, else it falls back to the eager calls alone), and before
+the eager calls replays each graph with the same flush, events and synchronisation, its
+outputs copied as the replays left them (an eager call cannot write its replay's outputs). A
 replay runs the call's launches without its host code (the wrapper's Python, its
 allocations), so the replays' median is the kernel's device time, as a serving stack that
 launches it in a CUDA graph sees it; the eager calls' median is the host-inclusive figure.
