@@ -8,6 +8,8 @@ import asyncio
 import os
 from pathlib import Path
 
+import pytest
+
 from cli.commands.mcp_server import build
 
 
@@ -19,5 +21,18 @@ def test_the_sessions_root_is_private(tmp_path: Path) -> None:
         assert app.session.path.is_file()
         assert (root.stat().st_mode & 0o777) == 0o700
         assert root.stat().st_uid == os.geteuid()
+    finally:
+        asyncio.run(app.judge.close())
+
+
+def test_a_session_under_the_working_directory_is_private(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A --root of `.` is left as it is (the working directory): the session's own folder is 0700."""
+    tmp_path.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    app = build(".", str(tmp_path / "memory"))
+    try:
+        assert (app.session.path.parent.stat().st_mode & 0o777) == 0o700
     finally:
         asyncio.run(app.judge.close())

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from accelopt import catalog as ev
 from accelopt.config import RunConfig
+from accelopt.folders import private_folder
 from accelopt.profile import Profile
 from events.logfile import write_events
 from replay.runstate import RunLock
@@ -40,6 +41,7 @@ class SessionLog:
         self.path = Path(root) / session_id / "log.aolog"
         self._lock = asyncio.Lock()
         self._calls = 0
+        private_folder(self.path.parent)  # its own folder 0700 too: a --root of . is left as it is
         cfg = RunConfig(root=str(root))
         config = cfg.to_dict()
         config["memory"] = {**config.get("memory", {}), "uri": memory_uri}
