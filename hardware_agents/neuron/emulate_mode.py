@@ -88,18 +88,6 @@ def _signature(args: list[Any]) -> list[Any]:
     return out
 
 
-def _groups(n: int, parts: int) -> list[list[int]]:
-    """0..n-1 in `parts` contiguous groups of (nearly) equal size."""
-    parts = max(1, min(n, parts))
-    size, extra = divmod(n, parts)
-    out, lo = [], 0
-    for k in range(parts):
-        hi = lo + size + (1 if k < extra else 0)
-        out.append(list(range(lo, hi)))
-        lo = hi
-    return out
-
-
 FRESH_CASE = "fresh"
 
 

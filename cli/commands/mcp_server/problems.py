@@ -102,12 +102,17 @@ def _tensors(problem: Problem, outputs: bool) -> list[TensorRow]:
 def static_roofline(problem: Problem, device: str) -> dict[str, Any] | None:
     """The roofline facts where the device's peaks are cited (a GPU, a Trainium), without a
     worker; None where they are measured on this host (the CPU: the worker knows them)."""
-    from hardware_agents.base import roofline_terms, t_peak
-
     fam = family_of(device)
     spec = fam.kind(device).spec if fam is not None else None
     if spec is None:
         return None
+    return roofline_facts(problem, spec)
+
+
+def roofline_facts(problem: Problem, spec: Any) -> dict[str, Any]:
+    """The problem's roofline on a device of `spec` (a DeviceSpec), as get_problem shows it."""
+    from hardware_agents.base import roofline_terms, t_peak
+
     terms = roofline_terms(problem)
     seconds, bound = t_peak(problem, spec)
     return {

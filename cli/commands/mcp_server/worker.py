@@ -40,24 +40,9 @@ def _one_line(e: BaseException) -> str:
 
 
 def _spec(agent: Any, problem: Any) -> dict[str, Any]:
-    from hardware_agents.base import roofline_terms, t_peak
+    from cli.commands.mcp_server.problems import roofline_facts
 
-    spec = agent.spec
-    terms = roofline_terms(problem)
-    seconds, bound = t_peak(problem, spec)
-    return {
-        "flops_matmul": terms.flops_matmul,
-        "flops_vector": terms.flops_vector,
-        "bytes_min": terms.bytes_min,
-        "device_name": spec.name,
-        "peak_bw_bytes_s": spec.peak_bw_bytes_s,
-        "peak_matmul_flops": spec.peak_matmul_flops,
-        "peak_vector_flops": spec.peak_vector_flops,
-        "spec_source": spec.source,
-        "spec_measured": spec.measured,
-        "t_peak_ms": seconds * 1e3,
-        "bound": bound,
-    }
+    return roofline_facts(problem, agent.spec)
 
 
 def _profile(agent: Any, problem: Any, req: dict[str, Any]) -> dict[str, Any]:
