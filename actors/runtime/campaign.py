@@ -643,7 +643,8 @@ class CampaignDriver:
         rounds = cfg.search.remeasure_rounds or 1
         self.note(
             f"run {s.run} ({s.item}) ended: measuring the item (the suite's baseline, the kernel it "
-            f"started from and its best, {rounds} interleaved round{'s' if rounds != 1 else ''} on fresh seeds)"
+            f"started from and its best: {rounds} interleaved round{'s' if rounds != 1 else ''} on fresh seeds, "
+            "or the cost model's estimates where the device is emulated)"
         )
         try:
             agent = get_agent(s.device)
