@@ -61,3 +61,23 @@ def test_a_run_started_elsewhere_is_not_ours_to_stop(tmp_path: Path) -> None:
             assert r.is_error and "not started by this server" in text_of(r)
 
     anyio.run(scenario)
+
+
+def test_a_run_stopped_before_its_log_began_is_stopped_not_starting(tmp_path: Path) -> None:
+    """stop_run of a run whose process ends before it wrote its log (a loaded host: stopped in
+    its first seconds) says it stopped, never 'starting' with a dead pid. The process here is a
+    plain `sleep` standing in for an `accelopt run` that has not yet written its folder."""
+    import subprocess
+
+    from cli.commands.mcp_server.runs import Runs, _Started
+
+    runs = Runs(tmp_path / "runs", str(tmp_path / "memory"), tmp_path / "out")
+    (tmp_path / "runs").mkdir()
+    out = tmp_path / "sleep.out"
+    out.write_text("")
+    proc = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    runs._started["20990101-000000-cafe"] = _Started(proc, out, 0.5)
+    assert runs.status("20990101-000000-cafe").state == "starting"
+    stopped = anyio.run(runs.stop, "20990101-000000-cafe")
+    assert stopped.state == "stopped" and stopped.pid is None, stopped
+    assert not alive(proc.pid)

@@ -92,7 +92,17 @@ class Runs:
         if listing is None:
             if started is None:
                 raise RunError(f"no run {run_id!r} under {self.root}")
-            return RunStatus(run_id=run_id, state="starting", pid=started.proc.pid)
+            code = started.proc.poll()
+            if code is None:
+                return RunStatus(run_id=run_id, state="starting", pid=started.proc.pid)
+            # ended before its log began: stopped (SIGTERM) or failed, never "starting" again
+            return RunStatus(
+                run_id=run_id,
+                state="stopped" if code in (143, -signal.SIGTERM) else "failed",
+                label=f"ended before its log began (exit {code})",
+                budget_usd=started.budget_usd,
+                output_tail=_tail(started.output),
+            )
         s, state = listing.summary, listing.state()
         return RunStatus(
             run_id=run_id,
