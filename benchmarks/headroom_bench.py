@@ -42,8 +42,8 @@ import suites
 from accelopt.problem import Problem, Solution
 from benchmarks._common import save
 from benchmarks.profiler_bench import numpy_time
-from hardware_agents.base import t_peak
 from hardware_agents.cpu import CpuAgent
+from hardware_agents.pipeline.device_spec import t_peak
 from replay.summary import geomean
 from suites.tuning import Knob, default_point, parse_space, sample_points, set_values, space_size
 

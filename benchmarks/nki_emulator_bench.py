@@ -36,7 +36,6 @@ import accelopt  # noqa: E402,F401  (environment defaults)
 import suites  # noqa: E402
 from benchmarks._common import save  # noqa: E402
 from hardware_agents import validity  # noqa: E402
-from hardware_agents.base import roofline_terms, t_peak  # noqa: E402
 from hardware_agents.neuron.emulator import ArgSpec, compile_kernel, install  # noqa: E402
 from hardware_agents.neuron.emulator.analysis import analyze  # noqa: E402
 from hardware_agents.neuron.emulator.cost import TRN1_COST_V1, estimate  # noqa: E402
@@ -45,6 +44,7 @@ from hardware_agents.neuron.emulator.program import decode, encode  # noqa: E402
 from hardware_agents.neuron.emulator.validate import check_program  # noqa: E402
 from hardware_agents.neuron.reference import ReferenceModule  # noqa: E402
 from hardware_agents.neuron.specs import TRN1  # noqa: E402
+from hardware_agents.pipeline.device_spec import roofline_terms, t_peak  # noqa: E402
 from suites.nkibench import NKIBENCH_PROBLEMS, import_nkibench  # noqa: E402
 
 

@@ -38,10 +38,10 @@ import suites
 from accelopt.problem import Problem
 from benchmarks._common import save
 from hardware_agents import quiet, validity
-from hardware_agents.base import t_peak
 from hardware_agents.cpu import CpuAgent
 from hardware_agents.cpu.calibrate import calibrate
 from hardware_agents.cpu.machine import usable_cores
+from hardware_agents.pipeline.device_spec import t_peak
 from replay.summary import geomean
 
 

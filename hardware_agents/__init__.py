@@ -4,28 +4,23 @@
     agent = get_agent("cpu")                       # HardwareAgent
     profile = agent.profile(problem, solution)      # accelopt.profile.Profile
 
-Shared parts every agent uses: `base` (DeviceSpec, HardwareAgent, roofline), `sandbox` (run a
-trusted harness with untrusted code in a locked-down child), `validity` (inputs, adversarial
-cases, poisoning, comparison), `pipeline` (the judging steps every agent runs: cases,
-verdict, driven rounds, the clock bound, the roofline gate, statistics). Each device family
-lives in a subpackage (`cpu/`, `triton/`, `neuron/`, `sim/`) whose `family.py` is its
-descriptor (`family.py` here); `families.py` lists them and answers every lookup the layers
-above make. This file imports only `base` when it loads (the registry's lookups come from
-`families` on first use): a sandboxed child importing `hardware_agents.x` loads no family.
+Shared parts every agent uses: `base` (HardwareAgent), `sandbox` (run a trusted harness
+with untrusted code in a locked-down child), `validity` (inputs, adversarial cases,
+poisoning, comparison), `pipeline` (the judging steps every agent runs: cases, verdict,
+driven rounds, the clock bound, the device's roofline (`DeviceSpec`) and its gate,
+statistics). Each device family lives in a subpackage (`cpu/`, `triton/`, `neuron/`,
+`sim/`) whose `family.py` is its descriptor (`family.py` here); `families.py` lists them and
+answers every lookup the layers above make. This file imports only `base` and the pipeline's
+`device_spec` when it loads (the registry's lookups come from `families` on first use): a
+sandboxed child importing `hardware_agents.x` loads no family.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from hardware_agents.base import (
-    DEFAULT_SEEDS,
-    BandwidthPoint,
-    DeviceSpec,
-    HardwareAgent,
-    roofline_terms,
-    t_peak,
-)
+from hardware_agents.base import DEFAULT_SEEDS, HardwareAgent
+from hardware_agents.pipeline.device_spec import BandwidthPoint, DeviceSpec, roofline_terms, t_peak
 
 if TYPE_CHECKING:
     from hardware_agents.families import available_devices, get_agent, register_family, registered_kinds

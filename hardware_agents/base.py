@@ -1,14 +1,8 @@
-"""The hardware-agent interface and the roofline (see hardware_agents/README.md).
+"""The hardware-agent interface (see hardware_agents/README.md).
 
 A hardware agent turns (problem, solution) into a `Profile`: compile, check correctness on
-fresh and adversarial inputs, time, and place the result on the device's roofline:
-
-    T_peak = max(bytes_min / BW, flops_matmul / PEAK_MM, flops_vector / PEAK_VEC)
-    peak_fraction = T_peak / t_measured      (accelopt.profile.peak_fraction; 1.0 = on the roofline)
-
-Roofline expressions come from problem files, i.e. from outside the program, so they are
-evaluated by a small AST whitelist (numbers, axis names, + - * / ** and parentheses; see
-`accelopt.problem.eval_expression`), never by `eval`.
+fresh and adversarial inputs, time, and place the result on the device's roofline (its
+`DeviceSpec`, `pipeline/device_spec.py`), through the stages of `pipeline/stages.py`.
 
 Agents are made by their device family (`hardware_agents/family.py`), found in the
 registry of families (`hardware_agents/families.py`: `get_agent`, `available_devices`).
@@ -16,135 +10,22 @@ registry of families (`hardware_agents/families.py`: `get_agent`, `available_dev
 
 from __future__ import annotations
 
-import itertools
-import math
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-import msgspec
-
-from accelopt.problem import (
-    ExpressionError,
-    Problem,
-    Solution,
-    eval_expression,
-    expression_names,
-    parse_expression,
-)
-from accelopt.profile import Bound, Profile
+from accelopt.problem import Problem, Solution
+from accelopt.profile import Profile
 from hardware_agents import host_memory
+from hardware_agents.pipeline.device_spec import DeviceSpec
 from hardware_agents.pipeline.stages import Stages, run_stages
 
-__all__ = [
-    "DEFAULT_SEEDS",
-    "BandwidthPoint",
-    "DeviceSpec",
-    "ExpressionError",
-    "HardwareAgent",
-    "RooflineTerms",
-    "eval_expression",
-    "expression_names",
-    "parse_expression",
-    "roofline_terms",
-    "t_peak",
-]
+__all__ = ["DEFAULT_SEEDS", "MAX_SOURCE_BYTES", "HardwareAgent"]
 
 # Correctness seeds used when the caller names none (three fresh seeds).
 DEFAULT_SEEDS: tuple[int, ...] = (0, 21, 42)
 MAX_SOURCE_BYTES = 1 << 20  # a kernel's sources, all files together: a larger one is a compile error
-
-
-class BandwidthPoint(msgspec.Struct, frozen=True, kw_only=True):
-    """Measured bandwidth when the data of one pass occupies `working_set_bytes`."""
-
-    working_set_bytes: int
-    bytes_per_s: float
-
-
-class DeviceSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """Roofline peaks of one device (per core / per chip as the kind defines it).
-
-    `bw_curve`, when present, makes the memory roof cache-aware: the bandwidth that applies
-    is the one measured at the working set the kernel is timed with (see `bandwidth_at`).
-    """
-
-    kind: str
-    name: str
-    peak_bw_bytes_s: float
-    peak_matmul_flops: float
-    peak_vector_flops: float
-    source: str = ""
-    measured: bool = False
-    bw_curve: list[BandwidthPoint] = []
-    extra: dict[str, str] = {}
-
-    def bandwidth_at(self, working_set_bytes: float | None) -> float:
-        """Bandwidth for a working set: log-linear interpolation on `bw_curve`.
-
-        Below the smallest point the smallest point's value is used, above the largest the
-        largest's; with no curve (or no size given) it is `peak_bw_bytes_s`.
-        """
-        if not self.bw_curve or working_set_bytes is None:
-            return self.peak_bw_bytes_s
-        pts = sorted(self.bw_curve, key=lambda p: p.working_set_bytes)
-        w = max(float(working_set_bytes), 1.0)
-        if w <= pts[0].working_set_bytes:
-            return pts[0].bytes_per_s
-        for lo, hi in itertools.pairwise(pts):
-            if w <= hi.working_set_bytes:
-                f = (math.log(w) - math.log(lo.working_set_bytes)) / (
-                    math.log(hi.working_set_bytes) - math.log(lo.working_set_bytes)
-                )
-                return lo.bytes_per_s + f * (hi.bytes_per_s - lo.bytes_per_s)
-        return pts[-1].bytes_per_s
-
-
-# --- roofline --------------------------------------------------------------------------------
-
-
-class RooflineTerms(msgspec.Struct, frozen=True, kw_only=True):
-    flops_matmul: float
-    flops_vector: float
-    bytes_min: float
-
-
-def roofline_terms(problem: Problem) -> RooflineTerms:
-    """The problem's FLOPs and minimal bytes at its workload's axis values."""
-    roof = problem.definition.x_roofline
-    if roof is None:
-        raise ExpressionError(f"{problem.name}: definition has no x_roofline")
-    axes = problem.axis_values()
-    return RooflineTerms(
-        flops_matmul=eval_expression(roof.flops_matmul, axes),
-        flops_vector=eval_expression(roof.flops_vector, axes),
-        bytes_min=eval_expression(roof.bytes_min, axes),
-    )
-
-
-def t_peak(
-    problem: Problem,
-    spec: DeviceSpec,
-    *,
-    working_set_bytes: float | None = None,
-) -> tuple[float, Bound]:
-    """Roofline time in seconds and which roof binds.
-
-    `working_set_bytes` selects the bandwidth on a cache-aware spec; by default it is the
-    problem's `bytes_min`.
-    """
-    terms = roofline_terms(problem)
-    ws = terms.bytes_min if working_set_bytes is None else working_set_bytes
-    candidates: list[tuple[float, Bound]] = [
-        (terms.bytes_min / spec.bandwidth_at(ws), "memory"),
-        (terms.flops_matmul / spec.peak_matmul_flops, "matmul"),
-        (terms.flops_vector / spec.peak_vector_flops, "vector"),
-    ]
-    return max(candidates, key=lambda c: c[0])
-
-
-# --- the interface ---------------------------------------------------------------------------
 
 
 class HardwareAgent(ABC):

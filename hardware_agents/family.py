@@ -34,8 +34,9 @@ from typing import Annotated, Any
 
 import msgspec
 
-from hardware_agents.base import DeviceSpec, HardwareAgent
+from hardware_agents.base import HardwareAgent
 from hardware_agents.kernel_language import KernelLanguage
+from hardware_agents.pipeline.device_spec import DeviceSpec
 
 __all__ = [
     "AgentOption",

@@ -34,7 +34,7 @@ import numpy as np
 
 from accelopt.problem import Problem, Solution
 from accelopt.profile import Profile
-from hardware_agents.base import DeviceSpec, HardwareAgent
+from hardware_agents.base import HardwareAgent
 from hardware_agents.cpu.calibrate import CalibrationRecord, calibrate, load_calibration, raise_peaks
 from hardware_agents.cpu.compiler import CFLAGS, LDLIBS, Compiler
 from hardware_agents.cpu.data import ProblemData
@@ -44,6 +44,7 @@ from hardware_agents.cpu.machine import cache_dir as default_cache_dir
 from hardware_agents.cpu.oracle import ORACLE_SETS, BaselineOracle
 from hardware_agents.cpu.stages import MAX_REGION_BYTES, MAX_TIMED_SETS, CpuStages, timing_sets
 from hardware_agents.datacache import DataCache
+from hardware_agents.pipeline.device_spec import DeviceSpec
 from hardware_agents.pipeline.stages import Stages
 from hardware_agents.quiet import single_threaded_blas
 from hardware_agents.sandbox import SandboxPolicy, sweep_orphans

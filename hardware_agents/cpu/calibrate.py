@@ -30,8 +30,8 @@ from pathlib import Path
 
 import msgspec
 
-from hardware_agents.base import BandwidthPoint, DeviceSpec
 from hardware_agents.cpu.machine import DEFAULT_CC, MachineInfo, cache_dir, machine_info, usable_cores
+from hardware_agents.pipeline.device_spec import BandwidthPoint, DeviceSpec
 
 CALIBRATION_C = r"""
 #include <omp.h>

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from accelopt.problem import Problem
-from hardware_agents.base import DeviceSpec, HardwareAgent
+from hardware_agents.base import HardwareAgent
 from hardware_agents.family import (
     AgentOption,
     Calibration,
@@ -18,6 +18,7 @@ from hardware_agents.family import (
     DeviceKind,
 )
 from hardware_agents.kernel_language import NAN_FILLED_OUTPUTS, KernelLanguage, TunerSyntax
+from hardware_agents.pipeline.device_spec import DeviceSpec
 
 # C: `#define NAME <int>` (or an identifier), the value optionally in parentheses, with a
 # suffix and a trailing comment allowed; chosen for any source with a `#define` line.

@@ -41,10 +41,10 @@ import numpy as np
 from accelopt.problem import Problem
 from accelopt.profile import LatencyStats, Profile, SeedCheck
 from hardware_agents import quiet, validity
-from hardware_agents.base import DeviceSpec
 from hardware_agents.cpu.data import ProblemData
 from hardware_agents.cpu.oracle import FULL_CHECKS, BaselineOracle, OracleUnavailable, lazy_fraction_caught
 from hardware_agents.cpu.runner import KernelDied, KernelRunner
+from hardware_agents.pipeline.device_spec import DeviceSpec
 from hardware_agents.pipeline.phases import Phases
 from hardware_agents.pipeline.roofline import achieved, speed_verdict
 from hardware_agents.pipeline.stats import latency_stats, spread

@@ -23,12 +23,12 @@ from typing import Any, Protocol
 
 from accelopt.problem import Problem
 from accelopt.profile import Profile
-from hardware_agents.base import DeviceSpec
 from hardware_agents.cpu.compiler import BuildResult, Compiler
 from hardware_agents.cpu.data import ProblemData
 from hardware_agents.cpu.judge import Judge, TimingRules
 from hardware_agents.cpu.oracle import BaselineOracle
 from hardware_agents.datacache import DataCache
+from hardware_agents.pipeline.device_spec import DeviceSpec
 from hardware_agents.pipeline.phases import Phases
 from hardware_agents.pipeline.stages import SKIPPED, Outcome, Stages
 from hardware_agents.pipeline.verdict import Verdict

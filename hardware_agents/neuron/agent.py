@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from accelopt.problem import Problem, Solution
-from hardware_agents.base import DeviceSpec, HardwareAgent
+from hardware_agents.base import HardwareAgent
 from hardware_agents.datacache import DataCache
 from hardware_agents.neuron import sdk
 from hardware_agents.neuron.data import ProblemData, build_problem_data
@@ -60,6 +60,7 @@ from hardware_agents.neuron.refstore import ReferenceStore
 from hardware_agents.neuron.specs import SPECS
 from hardware_agents.neuron.stages import NeuronStages
 from hardware_agents.neuron.static import lower_precision, strip_comments
+from hardware_agents.pipeline.device_spec import DeviceSpec
 from hardware_agents.pipeline.stages import Stages
 from hardware_agents.sandbox import SandboxPolicy
 

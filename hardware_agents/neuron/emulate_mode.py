@@ -44,7 +44,6 @@ import numpy as np
 from accelopt.problem import Problem, Solution
 from accelopt.profile import Estimate, Profile, SeedCheck, peak_fraction
 from hardware_agents import validity
-from hardware_agents.base import DeviceSpec, t_peak
 from hardware_agents.neuron import heap
 from hardware_agents.neuron.data import (
     FreshCase,
@@ -62,6 +61,7 @@ from hardware_agents.neuron.judge import CaseJudge, stage_sources
 from hardware_agents.neuron.protocol import ErrorInfo
 from hardware_agents.neuron.reference import ReferenceModule
 from hardware_agents.pipeline.cases import fresh_seed
+from hardware_agents.pipeline.device_spec import DeviceSpec, t_peak
 from hardware_agents.pipeline.phases import Phases
 from hardware_agents.pipeline.verdict import Verdict
 from hardware_agents.sandbox import Sandbox, SandboxOutcome, SandboxPolicy, default_base_dir, private_dir

@@ -30,8 +30,8 @@ from __future__ import annotations
 import msgspec
 
 from accelopt.problem import Problem
-from hardware_agents.base import DeviceSpec, t_peak
 from hardware_agents.neuron.emulator.cost import CostSpec
+from hardware_agents.pipeline.device_spec import DeviceSpec, t_peak
 from hardware_agents.pipeline.roofline import implausible
 
 LANES = 128

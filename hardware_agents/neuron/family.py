@@ -8,11 +8,12 @@ import os
 from typing import Any, Literal
 
 from accelopt.problem import Problem
-from hardware_agents.base import DeviceSpec, HardwareAgent
+from hardware_agents.base import HardwareAgent
 from hardware_agents.family import AgentOption, Capabilities, DeviceFamily, DeviceKind, DeviceSlots, SlotError
 from hardware_agents.kernel_language import PYTHON_CONSTANTS, KernelLanguage
 from hardware_agents.neuron.nki_source import complete_nki_module
 from hardware_agents.neuron.specs import SPECS
+from hardware_agents.pipeline.device_spec import DeviceSpec
 
 # The NKI kernel allocates its outputs: the harness cannot pre-fill them (docs/neuron.md).
 KERNEL_ALLOCATED_OUTPUTS = (

@@ -32,7 +32,6 @@ import numpy as np
 from accelopt.problem import Problem, Solution
 from accelopt.profile import Profile, SeedCheck
 from hardware_agents import validity
-from hardware_agents.base import DeviceSpec
 from hardware_agents.neuron.data import JudgedCase, ProblemData, TimingRound
 from hardware_agents.neuron.profile_summary import COUNTER_FIELDS, ProfileSummary, SummaryError, parse_summary
 from hardware_agents.neuron.protocol import (
@@ -49,6 +48,7 @@ from hardware_agents.neuron.protocol import TimingRound as ChildRound
 from hardware_agents.neuron.reference import ReferenceModule
 from hardware_agents.pipeline.cases import fresh_seed
 from hardware_agents.pipeline.clock import ClockBound, clock_mismatch
+from hardware_agents.pipeline.device_spec import DeviceSpec
 from hardware_agents.pipeline.phases import Phases
 from hardware_agents.pipeline.roofline import achieved, speed_verdict
 from hardware_agents.pipeline.rounds import STOP, RoundClock

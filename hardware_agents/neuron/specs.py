@@ -24,7 +24,7 @@ trn2 (NeuronCore-v3), from AWS's Trainium2 documentation (the reference code has
 
 from __future__ import annotations
 
-from hardware_agents.base import DeviceSpec
+from hardware_agents.pipeline.device_spec import DeviceSpec
 
 TRN1_SOURCE = (
     "AccelOpt paper / NKIBench (arXiv 2511.15915) per NeuronCore-v2: PEAK_BW 410 GiB/s (half of the "

@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 import msgspec
 
 from accelopt.profile import Profile
-from hardware_agents.base import DeviceSpec
 from hardware_agents.datacache import DataCache
 from hardware_agents.neuron.data import ProblemData
 from hardware_agents.neuron.judge import (
@@ -43,6 +42,7 @@ from hardware_agents.neuron.judge import (
 )
 from hardware_agents.neuron.protocol import CaseSpec, HarnessRequest, Mode, TimingSpec
 from hardware_agents.neuron.static import lower_precision
+from hardware_agents.pipeline.device_spec import DeviceSpec
 from hardware_agents.pipeline.phases import Phases
 from hardware_agents.pipeline.rounds import RoundClock, drive_rounds
 from hardware_agents.pipeline.stages import SKIPPED, Outcome, Stages

@@ -21,7 +21,7 @@ import msgspec
 
 from accelopt.problem import Problem
 from accelopt.profile import Bound, LatencyStats, Profile, peak_fraction
-from hardware_agents.base import DeviceSpec, roofline_terms, t_peak
+from hardware_agents.pipeline.device_spec import DeviceSpec, roofline_terms, t_peak
 from hardware_agents.pipeline.verdict import Verdict
 
 

@@ -9,9 +9,10 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from accelopt.problem import Problem, Solution
+from accelopt.problem import ExpressionError, Problem, Solution
 from accelopt.profile import LatencyStats, Profile, SeedCheck
-from hardware_agents.base import DeviceSpec, ExpressionError, HardwareAgent
+from hardware_agents.base import HardwareAgent
+from hardware_agents.pipeline.device_spec import DeviceSpec
 from hardware_agents.pipeline.roofline import Placement, place
 from hardware_agents.pipeline.stages import SKIPPED, Outcome, Stages
 from hardware_agents.pipeline.stats import latency_stats

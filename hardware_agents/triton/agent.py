@@ -53,9 +53,10 @@ import torch
 
 from accelopt.problem import Problem, ProblemFileError, Solution
 from accelopt.profile import Profile
-from hardware_agents.base import DeviceSpec, HardwareAgent
+from hardware_agents.base import HardwareAgent
 from hardware_agents.pipeline.cases import PlannedCase
 from hardware_agents.pipeline.clock import ClockBound
+from hardware_agents.pipeline.device_spec import DeviceSpec
 from hardware_agents.pipeline.stages import Stages
 from hardware_agents.sandbox import (
     Sandbox,

@@ -8,10 +8,11 @@ import importlib.util
 from typing import Any, Literal
 
 from accelopt.problem import Problem
-from hardware_agents.base import DeviceSpec, HardwareAgent
+from hardware_agents.base import HardwareAgent
 from hardware_agents.family import AgentOption, Capabilities, DeviceFamily, DeviceKind, DeviceSlots
 from hardware_agents.kernel_language import NAN_FILLED_OUTPUTS, PYTHON_CONSTANTS, KernelLanguage
 from hardware_agents.pipeline.clock import ClockBound
+from hardware_agents.pipeline.device_spec import DeviceSpec
 from hardware_agents.triton.records import NO_TRITON_LAUNCH, TimerName
 from hardware_agents.triton.specs import GPU_KINDS, INTERPRETABLE_ELEMENTS, device_spec
 

@@ -25,9 +25,9 @@ import torch
 from accelopt.problem import AxisConst, Problem
 from accelopt.profile import Profile, SeedCheck
 from hardware_agents import validity
-from hardware_agents.base import DeviceSpec
 from hardware_agents.pipeline.cases import PlannedCase, describe_axes
 from hardware_agents.pipeline.clock import ClockBound, clock_mismatch
+from hardware_agents.pipeline.device_spec import DeviceSpec
 from hardware_agents.pipeline.roofline import achieved, speed_verdict
 from hardware_agents.pipeline.rounds import RoundClock
 from hardware_agents.pipeline.stats import latency_stats

@@ -30,7 +30,7 @@ from collections.abc import Iterable
 
 import msgspec
 
-from hardware_agents.base import DeviceSpec
+from hardware_agents.pipeline.device_spec import DeviceSpec
 
 TB = 1e12
 TF = 1e12

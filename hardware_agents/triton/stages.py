@@ -34,10 +34,10 @@ import torch
 from accelopt.problem import Problem, ProblemFileError, Solution
 from accelopt.profile import Profile
 from hardware_agents import validity
-from hardware_agents.base import DeviceSpec
 from hardware_agents.pipeline import cases
 from hardware_agents.pipeline.cases import PlannedCase
 from hardware_agents.pipeline.clock import ClockBound
+from hardware_agents.pipeline.device_spec import DeviceSpec
 from hardware_agents.pipeline.phases import Phases
 from hardware_agents.pipeline.rounds import STOP, RoundClock, drive_timing, drive_to_rounds
 from hardware_agents.pipeline.stages import SKIPPED, Outcome, Stages

@@ -111,7 +111,7 @@ def static_roofline(problem: Problem, device: str) -> dict[str, Any] | None:
 
 def roofline_facts(problem: Problem, spec: Any) -> dict[str, Any]:
     """The problem's roofline on a device of `spec` (a DeviceSpec), as get_problem shows it."""
-    from hardware_agents.base import roofline_terms, t_peak
+    from hardware_agents.pipeline.device_spec import roofline_terms, t_peak
 
     terms = roofline_terms(problem)
     seconds, bound = t_peak(problem, spec)

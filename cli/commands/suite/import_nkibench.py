@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import suites
-    from hardware_agents.base import roofline_terms
+    from hardware_agents.pipeline.device_spec import roofline_terms
     from suites.nkibench import NkibenchError, import_nkibench
 
     console = Console()

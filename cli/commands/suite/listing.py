@@ -11,7 +11,7 @@ from rich.table import Table
 import suites
 from accelopt.problem import ProblemFileError
 from cli.errors import error
-from hardware_agents.base import roofline_terms
+from hardware_agents.pipeline.device_spec import roofline_terms
 
 
 def register(sub: argparse._SubParsersAction) -> None:

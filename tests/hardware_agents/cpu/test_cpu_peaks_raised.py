@@ -11,9 +11,9 @@ from cpu_helpers import c_solution
 from test_cpu_impossible_speed import inflated_roofline
 
 import suites
-from hardware_agents.base import BandwidthPoint
 from hardware_agents.cpu import CpuAgent
 from hardware_agents.cpu.calibrate import CalibrationRecord, calibration_path, load_calibration
+from hardware_agents.pipeline.device_spec import BandwidthPoint
 
 DEFLATE = 1000.0  # as if calibrated while something else had the machine (far beyond any load here)
 

@@ -6,14 +6,9 @@ from __future__ import annotations
 import pytest
 
 import suites
+from accelopt.problem import ExpressionError, eval_expression
 from accelopt.profile import peak_fraction
-from hardware_agents.base import (
-    BandwidthPoint,
-    DeviceSpec,
-    ExpressionError,
-    eval_expression,
-    t_peak,
-)
+from hardware_agents.pipeline.device_spec import BandwidthPoint, DeviceSpec, t_peak
 
 TRN1 = DeviceSpec(
     kind="trn1",

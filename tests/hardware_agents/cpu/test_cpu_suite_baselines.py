@@ -6,8 +6,8 @@ import pytest
 
 import suites
 from hardware_agents import validity
-from hardware_agents.base import roofline_terms
 from hardware_agents.cpu import CpuAgent, c_signature
+from hardware_agents.pipeline.device_spec import roofline_terms
 
 NKIBENCH = {
     "matmul",

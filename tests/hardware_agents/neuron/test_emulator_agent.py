@@ -22,12 +22,12 @@ from testdirs import ADVERSARIAL
 import suites
 from accelopt.problem import Problem, Solution, SourceFile
 from accelopt.profile import Profile
-from hardware_agents.base import t_peak
 from hardware_agents.neuron import NeuronAgent, Trn1Agent
 from hardware_agents.neuron import data as ndata
 from hardware_agents.neuron.emulator import EMULATOR_VERSION
 from hardware_agents.neuron.emulator.cost import TRN1_COST
 from hardware_agents.neuron.estimate_gate import implausible_estimate
+from hardware_agents.pipeline.device_spec import t_peak
 from suites.nkibench import NKIBENCH_PROBLEMS, import_nkibench
 
 sys.path.insert(0, str(ADVERSARIAL))

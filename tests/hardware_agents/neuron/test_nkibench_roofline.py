@@ -12,8 +12,8 @@ from nkibench_fixture import CATALOG, write_nkibench
 import suites
 from accelopt.problem import Problem
 from accelopt.profile import peak_fraction
-from hardware_agents.base import roofline_terms, t_peak
 from hardware_agents.neuron import SPECS, TRN1, TRN2
+from hardware_agents.pipeline.device_spec import roofline_terms, t_peak
 from suites.nkibench import NKIBENCH_PROBLEMS, import_nkibench
 
 # problem: (matmul FLOPs, vector FLOPs, minimal bytes), by hand at the NKIBench shapes, e.g.

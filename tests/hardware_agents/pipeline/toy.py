@@ -31,9 +31,10 @@ from accelopt.problem import (
 )
 from accelopt.profile import Profile
 from hardware_agents import validity
-from hardware_agents.base import DeviceSpec, HardwareAgent
+from hardware_agents.base import HardwareAgent
 from hardware_agents.pipeline.cases import fresh_seed, plan_cases
 from hardware_agents.pipeline.clock import ClockBound, clock_mismatch, confirmed
+from hardware_agents.pipeline.device_spec import DeviceSpec
 from hardware_agents.pipeline.roofline import achieved, speed_verdict
 from hardware_agents.pipeline.rounds import RoundClock, drive_timing, drive_to_rounds
 from hardware_agents.pipeline.stages import SKIPPED, Outcome, Stages
