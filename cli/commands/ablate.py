@@ -12,16 +12,11 @@ from __future__ import annotations
 import argparse
 import time
 
-from cli.commands.run import (
-    NATS_HELP,
-    RAY_HELP,
-    ROOT_HELP,
-    TIMEOUT_HELP,
-    execute,
-    load_run_events,
-    wide_console,
-)
+from cli.console import wide_console
 from cli.errors import error
+from cli.options import NATS_HELP, RAY_HELP, ROOT_HELP, TIMEOUT_HELP, add_set_arg
+from cli.run_log import load_run_events
+from cli.session import execute
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,13 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "ablate", help="re-run a recorded run with changed settings, reusing what is unchanged"
     )
     p.add_argument("run", help="run id (under --root or on the log) or an exported .aolog file")
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a setting to change from the recorded run's (repeatable), e.g. --set memory.enabled=false",
+    add_set_arg(
+        p, "a setting to change from the recorded run's (repeatable), e.g. --set memory.enabled=false"
     )
     p.add_argument("--from-iteration", type=int, help="apply the change after this iteration")
     p.add_argument("--run-id", help="id of the new run (default: generated)")
@@ -53,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     from events.runsource import ensure_on_stream
 
     console = wide_console()
-    events = load_run_events(console, args)
+    events = load_run_events(args)
     if events is None:
         return 2
     parent = next((e for e in events if isinstance(e, ev.RunStarted)), None)

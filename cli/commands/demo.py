@@ -23,8 +23,9 @@ from rich.console import Console
 from rich.table import Table
 
 from accelopt.config import target_devices
-from cli.commands.run import add_config_args, config_and_problems, wide_console
+from cli.console import wide_console
 from cli.errors import error
+from cli.options import TIMEOUT_HELP, add_config_args, config_and_problems
 
 if TYPE_CHECKING:
     from actors.runtime.session import RunOutcome
@@ -47,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"comma-separated problems of --suite; the first fills the memory (default {DEMO_PROBLEMS})",
     )
     p.add_argument("--suite", default=DEMO_SUITE, help=f"problem suite (default {DEMO_SUITE})")
-    p.add_argument("--timeout", type=float, help="give up after this many seconds")
+    p.add_argument("--timeout", type=float, help=TIMEOUT_HELP)
     add_config_args(p)
     p.set_defaults(func=run, device=None)
 
@@ -123,24 +124,20 @@ def run(args: argparse.Namespace) -> int:
 def _session(
     console: Console, cfg, problems: list, args: argparse.Namespace, nats_url: str, timeout_s: float | None
 ) -> RunOutcome | None:
-    from actors.runtime.session import RunError, SessionOptions, run_session
-    from cli.commands._progress import RunProgress
+    from actors.runtime.session import RunError
+    from cli.session import session_with_progress
 
     try:
-        with RunProgress(console, cfg.search.iterations) as progress:
-            outcome = run_session(
-                cfg,
-                problems,
-                SessionOptions(
-                    nats_url=nats_url,
-                    ray_address=args.ray_address,
-                    on_event=progress.on_event,
-                    timeout_s=timeout_s,
-                    log_level=args.log_level,
-                    start_workers=False,
-                    on_warning=lambda text: console.print(f"[yellow]waiting:[/yellow] {text}"),
-                ),
-            )
+        outcome = session_with_progress(
+            console,
+            cfg,
+            problems,
+            args,
+            nats_url=nats_url,
+            ray_address=args.ray_address,
+            timeout_s=timeout_s,
+            start_workers=False,
+        )
     except RunError as e:
         error(str(e), 1, label="run failed:")
         return None
@@ -154,9 +151,9 @@ def closing_table(outcomes: list) -> Table:
     (the speedup is the ratio of the two medians shown beside it; the search's figures where
     no re-measure was made); the speedup the search recorded; the memory insights its planners
     received and used."""
-    from cli.commands._progress import _ms
     from events.logfile import read_events
     from replay.memory_use import memory_use
+    from replay.render.fmt import ms
 
     t = Table(
         title="AccelOpt demo: speedups, and the memory at work",
@@ -186,8 +183,8 @@ def closing_table(outcomes: list) -> Table:
             t.add_row(
                 r.problem,
                 f"{i} {o.run_id}",
-                _ms(base_ms) + mark,
-                _ms(best_ms) + mark,
+                ms(base_ms) + mark,
+                ms(best_ms) + mark,
                 (f"{speedup:.2f}x" if speedup is not None else "-") + mark,
                 f"{r.speedup:.2f}x" if r.speedup is not None else "-",
                 str(len(u.received)) if u else "-",

@@ -116,7 +116,7 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cli.commands.run import wide_console
+    from cli.console import wide_console
 
     out = Console(stderr=True) if args.json else wide_console()
     if args.rounds < 1:

@@ -8,8 +8,10 @@ from typing import Any, TypeVar
 
 from rich.console import Console
 
-from cli.commands.run import NATS_HELP, ROOT_HELP, add_valid_prefix_arg, damage_message, wide_console
+from cli.console import wide_console
 from cli.errors import error
+from cli.options import NATS_HELP, ROOT_HELP
+from cli.run_log import add_valid_prefix_arg, damage_message
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -93,7 +95,7 @@ def _verify(console: Console, args: argparse.Namespace) -> int:
 
 def _show(console: Console, args: argparse.Namespace) -> int:
     """Without `--verify`: the run's results and beams (at `--iteration`), or a campaign's status."""
-    from cli.commands._progress import results_table
+    from cli.progress import results_table
     from replay.runs import open_run
 
     warnings: list[str] = []

@@ -8,7 +8,7 @@ import re
 import time
 from pathlib import Path
 
-from cli.commands.run import add_valid_prefix_arg, damage_message
+from cli.run_log import add_valid_prefix_arg, damage_message
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -44,7 +44,7 @@ def default_out(run_args: list[str], sources: list[Path | None], ids: list[str])
 
 
 def run(args: argparse.Namespace) -> int:
-    from cli.commands.run import wide_console
+    from cli.console import wide_console
     from cli.errors import error
     from events.runsource import LOG_DAMAGE, RunNotFound
     from replay.render.report import build_report

@@ -13,15 +13,9 @@ from __future__ import annotations
 
 import argparse
 
-from cli.commands.run import (
-    NATS_HELP,
-    RAY_HELP,
-    ROOT_HELP,
-    TIMEOUT_HELP,
-    add_preflight_arg,
-    execute,
-    wide_console,
-)
+from cli.console import wide_console
+from cli.options import NATS_HELP, RAY_HELP, ROOT_HELP, TIMEOUT_HELP, add_preflight_arg
+from cli.session import execute
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -79,7 +79,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cli.commands.run import wide_console
+    from cli.console import wide_console
     from replay.campaign import item_points_by_run
     from replay.render import fmt
     from replay.runs import list_runs

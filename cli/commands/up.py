@@ -17,8 +17,9 @@ import time
 
 from rich.markup import escape
 
-from cli.commands.run import add_config_args, config_from_args, wide_console
+from cli.console import wide_console
 from cli.errors import error
+from cli.options import add_config_args, config_from_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -16,8 +16,9 @@ import os
 import signal
 import socket
 
-from cli.commands.run import wide_console
+from cli.console import wide_console
 from cli.errors import error
+from cli.options import add_set_arg
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -41,13 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="comma-separated roles to run here: profiler, planner, executor, fixer, summarizer",
     )
     p.add_argument("--config", help="YAML config (LLM settings for agent roles)")
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a config key of this host's agents (repeatable), e.g. --set profiling.timeout_s=900: profiling.*, "
+    add_set_arg(
+        p,
+        "a config key of this host's agents (repeatable), e.g. --set profiling.timeout_s=900: profiling.*, "
         "workers.*, devices.<kind>.* (docs/cluster.md)",
     )
     p.add_argument("--ack-wait", type=float, help="seconds before unacked work is redelivered")

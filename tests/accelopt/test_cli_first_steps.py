@@ -48,7 +48,7 @@ def test_a_problem_its_device_cannot_run_is_refused(capsys, tmp_path, argv, lang
 
 
 def _overrides(argv: list[str]) -> list[str]:
-    """`run` flags as config overrides (as cli/commands/run.py builds them)."""
+    """`run` flags as config overrides (as cli/options.py builds them)."""
     flags = dict(zip(argv[::2], argv[1::2], strict=True))
     out = [f"suite={flags['--suite']}"] if "--suite" in flags else []
     out += [f"problems=[{flags['--problems']}]"] if "--problems" in flags else []
@@ -184,7 +184,7 @@ def test_log_lines_on_the_command_line_are_for_people(capsys, monkeypatch):
 
 def test_a_run_whose_every_baseline_failed_is_not_a_success(synthetic_view):
     from accelopt.profile import Profile
-    from cli.commands.run import nothing_optimized
+    from cli.session import nothing_optimized
 
     view = synthetic_view
     assert nothing_optimized(view) is None

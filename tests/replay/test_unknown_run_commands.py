@@ -1,5 +1,5 @@
 """`accelopt replay`, `resume` and `ablate` on a run that does not exist: exit 2 and name it
-(they share `load_run_events`, cli/commands/run.py), on stderr."""
+(they share `load_run_events`, cli/run_log.py), on stderr."""
 
 from __future__ import annotations
 

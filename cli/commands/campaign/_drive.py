@@ -8,7 +8,7 @@ import time
 from rich.console import Console
 from rich.markup import escape
 
-from cli.commands.run import NATS_HELP, RAY_HELP, ROOT_HELP
+from cli.options import NATS_HELP, RAY_HELP, ROOT_HELP
 
 # the reasons a campaign ends that leave nothing to do; any other end (or none) exits 1
 DONE_REASONS = ("settled", "budget", "time", "max_runs")

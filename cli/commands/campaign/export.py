@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from cli.commands.run import NATS_HELP, ROOT_HELP
+from cli.options import NATS_HELP, ROOT_HELP
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
 
     from rich.markup import escape
 
-    from cli.commands.run import wide_console
+    from cli.console import wide_console
     from cli.errors import error
     from events.runsource import LOG_DAMAGE, RunNotFound
     from replay.campaign import load_campaign

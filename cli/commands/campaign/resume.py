@@ -17,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cli.commands.run import wide_console
+    from cli.console import wide_console
     from cli.errors import error
     from replay.campaign import unknown_campaign
     from replay.states import campaign_driver

@@ -24,7 +24,7 @@ def run(args: argparse.Namespace) -> int:
     from accelopt.campaign import load_spec, spec_from_dict
     from accelopt.config import ConfigError
     from actors.runtime.campaign import new_campaign_id, prepare
-    from cli.commands.run import wide_console
+    from cli.console import wide_console
     from cli.errors import error
     from events.subjects import check_run_id
     from replay.campaign import campaign_dir

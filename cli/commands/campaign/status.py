@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from cli.commands.run import NATS_HELP, ROOT_HELP
+from cli.options import NATS_HELP, ROOT_HELP
 from replay.states import State, campaign_driver, campaign_state, resume_hint
 
 RECENT_RUNS = 12
@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cli.commands.run import wide_console
+    from cli.console import wide_console
     from cli.errors import error
     from events.runsource import LOG_DAMAGE, RunNotFound
     from replay.campaign import campaign_ids, load_campaign, summary

@@ -11,7 +11,7 @@ from accelopt import catalog as c
 from accelopt.config import ConfigError, config_from_dict, legacy_config, recorded_config
 from accelopt.policy import Pair, Scored, noise_margin, plan_pair, select_summaries
 from accelopt.profile import LatencyStats, Profile
-from cli.commands._progress import results_table
+from cli.progress import results_table
 from replay.fold import RunView
 from replay.render import fmt
 from replay.summary import summarize

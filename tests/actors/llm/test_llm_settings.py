@@ -133,7 +133,7 @@ def test_a_budget_stop_says_how_to_go_on():
     from sim import problem
 
     from accelopt import catalog as c
-    from cli.commands.run import budget_note
+    from cli.session import budget_note
     from replay.fold import RunView
 
     env = {"run_id": "r1", "ts": 0.0}

@@ -148,7 +148,7 @@ def test_run_whose_key_is_rejected_fails_at_the_probe(tmp_path, no_keys):
 def test_a_reachable_model_is_probed_and_its_latency_reported(run_config, capsys):
     from rich.console import Console
 
-    from cli.commands.run import preflight
+    from cli.session import preflight
 
     with OpenAIStub(status=200) as stub:
         cfg = run_config(

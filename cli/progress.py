@@ -1,5 +1,5 @@
-"""Live progress of a run (rich progress bars fed by its events) and the results table:
-CLI rendering, not a command (the leading underscore keeps the CLI from registering it)."""
+"""Live progress of a run (rich progress bars fed by its events) and the results table
+(run, demo, replay)."""
 
 from __future__ import annotations
 
