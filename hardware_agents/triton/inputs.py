@@ -51,6 +51,11 @@ class InputError(ValueError):
     """A workload whose inputs cannot be produced (missing file, unsatisfiable constraint...)."""
 
 
+def dtype_name(dtype: torch.dtype) -> str:
+    """A torch dtype by the definition's name for it (float64 and others: torch's)."""
+    return next((k for k, v in TORCH_DTYPES.items() if v == dtype), str(dtype).removeprefix("torch."))
+
+
 def torch_dtype(name: str) -> torch.dtype:
     try:
         return TORCH_DTYPES[name]

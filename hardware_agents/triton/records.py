@@ -26,6 +26,48 @@ class TensorMeta(msgspec.Struct, kw_only=True, frozen=True):
     shape: list[int] | None = None  # None: a Python scalar
 
 
+class BufferSlot(msgspec.Struct, frozen=True, kw_only=True):
+    """One tensor of a judge-owned region (`judge_buffers.py`): `offset` bytes from its start,
+    `guard` bytes of poison on each side (0: none)."""
+
+    name: str
+    dtype: str  # a TORCH_DTYPES name
+    shape: list[int]
+    offset: int
+    guard: int = 0
+
+
+class CudaIpc(msgspec.Struct, frozen=True, kw_only=True):
+    """A CUDA allocation of the judge's as the child opens it: the allocation's IPC handle
+    (`cudaIpcMemHandle_t`, 64 bytes) and the region's offset in it."""
+
+    handle: bytes
+    offset: int
+    device: int = 0  # the child's device index (it sees one GPU: CUDA_VISIBLE_DEVICES)
+
+
+class BufferHandle(msgspec.Struct, frozen=True, kw_only=True):
+    """What the child is told of the judge's region (`judge_buffers.py`): how to map it and
+    where each slot is."""
+
+    kind: Literal["shared_memory", "cuda_ipc"]
+    size: int
+    slots: list[BufferSlot]
+    fd: int = -1  # shared_memory: the memfd, inherited under this number
+    ipc: CudaIpc | None = None
+
+
+def case_slot(case: str, role: str, name: str) -> str:
+    """The judge's region's slot of a correctness case's input (`role` "in") or output ("out")."""
+    return f"case/{case}/{role}/{name}"
+
+
+def timed_slot(t: int, name: str) -> str:
+    """The judge's region's slot of output `name` of kept timed call t (graph replays follow
+    the calls)."""
+    return f"timed/{t}/{name}"
+
+
 class CaseSpec(msgspec.Struct, kw_only=True, frozen=True):
     """One input set: a seed or an adversarial case of one workload."""
 
@@ -104,6 +146,10 @@ class HarnessRequest(msgspec.Struct, kw_only=True, frozen=True):
     # the interpreter holds bf16 tiles in fp32 (`bf16_upcast`): the agent's re-run of a bf16
     # kernel found incorrect, to tell the interpreter's bf16 arithmetic from the kernel's fault
     upcast_bf16: bool = False
+    # the judge's region (`judge_buffers.py`): the cases' inputs and outputs and the kept timed
+    # outputs live there, written and read by the judge (None: the child allocates its own
+    # buffers and hands outputs over in files)
+    buffers: BufferHandle | None = None
 
 
 class CaseRun(msgspec.Struct, kw_only=True):
@@ -116,6 +162,9 @@ class CaseRun(msgspec.Struct, kw_only=True):
     call_ms: float = 0.0
     launches: int = -1  # Triton kernel launches during the call (-1: not counted)
     returned: str = ""  # what the entry point returned: "none", "tensor", "tuple of N", or a type name
+    # with the judge's region, a value-returning entry point's outputs as returned (dtype and
+    # shape), copied into the judge's slots where they are the definition's
+    outputs: list[TensorMeta] = []
 
 
 class TimingRun(msgspec.Struct, kw_only=True):
