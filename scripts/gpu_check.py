@@ -21,7 +21,12 @@ them on a host with a package registry; no Ray, NATS or LanceDB is needed). In o
    for as many steps as the budget allows: best vs baseline, and the geomean;
 7. a probe of the trusted judge on the device: a CUDA tensor of this process written by a
    child of another uid through CUDA IPC, and a 64 M-element comparison on the device
-   against the host path (same rel-L2 and count outside the bar, both timed);
+   against the host path (same rel-L2 and count outside the bar, both timed); the judge's
+   own region (`judge_buffers.CudaIpcBuffers`, the only place its CUDA implementation runs)
+   opened by a sandboxed child as the harness opens it, written there and judged in place
+   while the child is held stopped (inputs, guards, outputs), and `device_compare`'s rule
+   (`check_on_device`) against `validity.compare_outputs` on a 64 M-element bf16 output
+   (same note and figures, both timed);
 8. writes `benchmarks/results/gpu_check-<device>.json` (device, driver, versions, every
    row, the targets and whether each is met) after every step, and prints a table.
 
@@ -773,6 +778,140 @@ def _ipc_child(q: Any, back: Any) -> None:
         back.put(f"{type(e).__name__}: {e}"[:200])
 
 
+def _sync(device: str) -> None:
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def judge_buffers_child(payload: bytes, workdir: Path) -> str:
+    """The sandboxed child of the `judge_buffers_cuda_ipc` probe: opens the judge's region as
+    the harness does, reads its input, writes its output and one byte past the output's end
+    (into the guard), then stops itself for the judge's reads."""
+    import signal
+
+    import msgspec
+    import torch
+
+    from hardware_agents.triton.judge_buffers import open_buffers
+    from hardware_agents.triton.records import BufferHandle
+
+    t0 = time.perf_counter()
+    bufs = open_buffers(msgspec.msgpack.decode(payload, type=BufferHandle))
+    opened_ms = (time.perf_counter() - t0) * 1e3
+    x, out = bufs.view("x"), bufs.view("out")
+    out.copy_(x * 2)
+    flat = out.reshape(-1).view(torch.uint8)
+    bufs.base[flat.data_ptr() - bufs.base.data_ptr() + flat.numel()] = 0x5A  # the guard's first byte
+    _sync(x.device.type)
+    os.kill(os.getpid(), signal.SIGSTOP)
+    return f"opened in {opened_ms:.1f} ms (uid {os.getuid()})"
+
+
+def judge_buffers_row(device: str = "cuda") -> dict[str, Any]:
+    """The judge's region on the GPU: a sandboxed child (another uid, Landlock, seccomp) opens
+    it through CUDA IPC and writes it; the judge reads it while the child is stopped.
+    (`device` "cpu": the same over shared memory, a dry run of this row on a CPU host.)"""
+    import torch
+
+    from hardware_agents.sandbox import Sandbox, SandboxPolicy
+    from hardware_agents.triton.gpu import device_nodes
+    from hardware_agents.triton.judge_buffers import CudaIpcBuffers, JudgeBuffers, SharedMemoryBuffers, layout
+
+    row: dict[str, Any] = {"kind": "probe", "name": "judge_buffers_cuda_ipc", "status": "failed"}
+    n = 1 << 20
+    slots, size = layout([("x", "float32", [n], True), ("out", "float32", [n], True)])
+    bufs: JudgeBuffers = (
+        CudaIpcBuffers(slots, size, torch.device("cuda:0"))
+        if device == "cuda"
+        else SharedMemoryBuffers(slots, size)
+    )
+    x = torch.randn(n, device=device)
+    bufs.write("x", x)
+    bufs.poison("out")
+    _sync(device)
+    policy = SandboxPolicy(
+        wall_timeout_s=120,
+        address_space_bytes=1 << 44,
+        max_processes=256,
+        write_paths=tuple(device_nodes()),
+        python_path=(str(REPO / "scripts"),),
+    )
+    with Sandbox(policy) as box:
+        import msgspec
+
+        child = box.spawn(
+            "gpu_check:judge_buffers_child", msgspec.msgpack.encode(bufs.handle), pass_fds=bufs.pass_fds
+        )
+        try:
+            if not child.wait_stopped():
+                out = child.finish()
+                row["log"] = f"the child ended before its stop: {out.status} {out.error}"[:400]
+                return row
+            t0 = time.perf_counter()
+            written = bool(torch.equal(bufs.view("out"), x * 2))
+            inputs_kept = bufs.unchanged("x", x)
+            guard_caught = not bufs.guards_intact("out")
+            _sync(device)
+            row["judge_ms"] = round((time.perf_counter() - t0) * 1e3, 2)
+            row["frozen"] = child.check_frozen() is None
+            child.resume()
+            child.wait_stopped()
+        finally:
+            out = child.finish()
+    said = out.decode(str) if out.status == "ok" else f"{out.status}: {out.error}"[:300]
+    row.update(
+        {
+            "written": written,
+            "inputs_unchanged": inputs_kept,
+            "guard_write_caught": guard_caught,
+            "log": said,
+            "status": "ok"
+            if written and inputs_kept and guard_caught and row["frozen"] and out.status == "ok"
+            else "failed",
+        }
+    )
+    return row
+
+
+def check_on_device_row(n: int = 64 << 20, device: str = "cuda") -> dict[str, Any]:
+    """`device_compare.check_on_device` against `validity.compare_outputs` on a 64 M-element
+    bf16 output with a few planted misses: the same verdict, note and figures, both timed
+    (`n` and `device`: a smaller dry run of this row on a CPU host)."""
+    import torch
+
+    from accelopt.problem import Tolerance
+    from hardware_agents import validity
+    from hardware_agents.triton.device_compare import RefNorm, check_on_device
+
+    tol = Tolerance(rel_l2=1e-2, atol=1e-2, rtol=1e-2)
+    ref = torch.randn(n, device=device, dtype=torch.float64).to(torch.bfloat16)
+    got = (ref.double() * (1 + 1e-3 * torch.randn(n, device=device, dtype=torch.float64))).to(torch.bfloat16)
+    got[12345 % n :: max(n // 7, 1)] += 1.0
+    r64 = ref.double().cpu().numpy()
+    st = validity.RefStats(r64, tol)
+    norm = RefNorm(norm=st.norm, rms=st.rms, atol=st.atol, finite=st.finite)
+    _sync(device)
+    t0 = time.perf_counter()
+    dev = check_on_device("c", {"o": got}, {"o": ref}, tol, stats={"o": norm})
+    _sync(device)
+    device_ms = (time.perf_counter() - t0) * 1e3
+    t1 = time.perf_counter()
+    host = validity.compare_outputs("c", {"o": got.double().cpu().numpy()}, {"o": r64}, tol, stats={"o": st})
+    host_ms = (time.perf_counter() - t1) * 1e3
+    same = dev.passed == host.passed and dev.note == host.note and dev.max_abs_err == host.max_abs_err
+    same = same and abs((dev.rel_l2 or 0) - (host.rel_l2 or 0)) <= 1e-9 * max(host.rel_l2 or 0, 1e-300)
+    return {
+        "kind": "probe",
+        "name": "check_on_device_64M",
+        "status": "ok" if same else "failed",
+        "device_ms": round(device_ms, 2),
+        "host_ms": round(host_ms, 2),
+        "log": f"device: {dev.note or 'passed'} | host: {host.note or 'passed'}"[:400],
+    }
+
+
 def probe_rows() -> list[dict[str, Any]]:
     """What the trusted judge on the device needs and this CPU could not show: a tensor the
     trusted side owns, written by a child of another uid through CUDA IPC; the comparison of
@@ -850,6 +989,16 @@ def probe_rows() -> list[dict[str, Any]]:
                 "log": f"{type(e).__name__}: {e}"[:300],
             }
         )
+    for make, name in (
+        (judge_buffers_row, "judge_buffers_cuda_ipc"),
+        (check_on_device_row, "check_on_device_64M"),
+    ):
+        try:
+            rows.append(make())
+        except Exception as e:
+            rows.append(
+                {"kind": "probe", "name": name, "status": "failed", "log": f"{type(e).__name__}: {e}"[:300]}
+            )
     return rows
 
 

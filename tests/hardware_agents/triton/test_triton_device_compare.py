@@ -129,7 +129,7 @@ def test_the_float32_floor_widens_the_bar_as_on_the_host(
     assert fewer < int(plain_host.note.split(" of ")[0].split()[-1])  # the floor forgave some
 
 
-@pytest.mark.parametrize("chunk", [7, 1 << 22])
+@pytest.mark.parametrize("chunk", [7, 1 << 15])
 def test_notes_and_figures_match_across_chunks(chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """The first index outside, the largest relative error and the notes do not depend on
     where the chunks fall."""
