@@ -17,7 +17,7 @@ with a fresh memory:
 
 Then, per problem, its suite baseline and every kernel that was either arm's best at some
 point are re-measured together in interleaved rounds on fresh seeds
-(`cli.commands.remeasure.measure_interleaved`, as the demo's closing table and `accelopt
+(`actors.runtime.kernel_remeasure.measure_interleaved`, as the demo's closing table and `accelopt
 remeasure` do) on the CPU; a trn1 problem's kernels are profiled again in the emulator and
 compared by the cost model's ESTIMATED latency. Each arm's anytime curve is the geomean over
 the problems of the re-measured speedup of each problem's best kernel so far (1 for a
@@ -350,7 +350,7 @@ def remeasure(problems: list[tuple[str, str, str]], sources: dict[str, list[str]
     import suites
     from accelopt.config import RunConfig
     from actors.roles.profiler import kernel_solution, offset_seeds
-    from cli.commands.remeasure import measure_interleaved
+    from actors.runtime.kernel_remeasure import measure_interleaved
     from hardware_agents.families import get_agent, profile_timeout_s
 
     out: dict[str, Any] = {}
@@ -379,7 +379,6 @@ def remeasure(problems: list[tuple[str, str, str]], sources: dict[str, list[str]
                     problem,
                     kernels,
                     device=device,
-                    run_id="campaign-bench",
                     rounds=rounds,
                     base_seed=3_000_000 + secrets.randbelow(1_000_000_000),
                     timeout_s=timeout,

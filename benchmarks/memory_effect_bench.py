@@ -16,8 +16,8 @@ From each run's log: the anytime curve of the search, i.e. after each profile sp
 kernel actually timed: baseline and candidates, not cache hits) the best kernel so far by
 the search's own measurements, and the LLM dollars spent by then. Then, per problem, the
 baseline and every kernel that was ever best-so-far in either condition are re-measured
-together in interleaved rounds on fresh seeds (`cli.commands.remeasure.
-measure_interleaved`), so every point of both curves is a re-measured speedup over the
+together in interleaved rounds on fresh seeds (`actors.runtime.
+kernel_remeasure.measure_interleaved`), so every point of both curves is a re-measured speedup over the
 baseline under the same machine conditions. Figures per problem and condition: the final
 re-measured speedup, the profiles needed to reach 90% of the *cold* final best (cold: its
 own final; warm: the same bar, or "not reached"), and their ratio warm/cold; geomeans over
@@ -147,7 +147,7 @@ def remeasure_problem(
 ) -> tuple[dict[str, float | None], list[str]]:
     """Speedup over the baseline (sources[0]) of every source, in interleaved rounds, and
     what failed ("baseline: status: first log line"; a failed baseline leaves no speedup)."""
-    from cli.commands.remeasure import measure_interleaved
+    from actors.runtime.kernel_remeasure import measure_interleaved
 
     base_seed = 2_000_000 + secrets.randbelow(1_000_000_000)
     kernels = [(ev.derive_event_id("bench", "Kernel", i, src), "c", src) for i, src in enumerate(sources)]
@@ -156,7 +156,6 @@ def remeasure_problem(
         problem,
         kernels,
         device="cpu",
-        run_id="memory-effect-bench",
         rounds=rounds,
         base_seed=base_seed,
         timeout_s=timeout_s,

@@ -282,6 +282,58 @@ def test_every_command_module_is_listed():
         assert listed == _modules_of(commands / group.__name__.rpartition(".")[2]), group.__name__
 
 
+def _command_of(module: str) -> str | None:
+    """The command a module of `cli/commands/` belongs to: its first name there (`run`,
+    `campaign` for `cli.commands.campaign.status`); None for any other module."""
+    parts = module.split(".")
+    return parts[2] if parts[:2] == ["cli", "commands"] and len(parts) > 2 else None
+
+
+def _cross_command_imports(sources: list[tuple[Path, ast.AST]]) -> list[str]:
+    """Imports of a command's module from outside that command (`cli/main.py`, which lists
+    them, aside)."""
+    found = []
+    for path, tree in sources:
+        module = _module_of(path)
+        if module.split(".")[0] != "cli" or module == "cli.main":
+            continue
+        own = _command_of(module)
+        for base, subs in _imported(path, tree):
+            for imported in (base, *subs):
+                command = _command_of(imported)
+                if command is not None and command != own:
+                    found.append(f"{path.relative_to(ROOT)} -> {imported}")
+    return sorted(set(found))
+
+
+def test_commands_share_helpers_not_each_other():
+    """What several commands share is a module of `cli/` itself (options, session, run_log,
+    progress, ...), never a command's: no command imports another one, and the helpers import
+    none (cli/commands/run.py was once the helper module of 14 commands)."""
+    assert not _cross_command_imports(SOURCES)
+
+
+def test_the_cross_command_check_finds_one():
+    """Guards the check above: a helper and another command importing a command are found,
+    a command's own package and `cli/main.py` are not."""
+    tree = ast.parse("from cli.commands.run import execute\nfrom cli.commands.campaign import _drive")
+    found = _cross_command_imports(
+        [
+            (ROOT / "cli" / "session.py", tree),
+            (ROOT / "cli" / "commands" / "campaign" / "run.py", tree),
+            (ROOT / "cli" / "main.py", tree),
+        ]
+    )
+    assert found == [
+        "cli/commands/campaign/run.py -> cli.commands.run",
+        "cli/commands/campaign/run.py -> cli.commands.run.execute",
+        "cli/session.py -> cli.commands.campaign",
+        "cli/session.py -> cli.commands.campaign._drive",
+        "cli/session.py -> cli.commands.run",
+        "cli/session.py -> cli.commands.run.execute",
+    ]
+
+
 def test_every_hosted_role_is_in_the_one_table():
     """A host builds an actor by its role (`actors/runtime/hosting.py`: `ACTOR_ROLES`,
     `actor_class`); the LLM roles among them are the catalog's (`LLM_ROLE_TABLE`), each

@@ -119,7 +119,7 @@ def _show(console: Console, args: argparse.Namespace) -> int:
 
         campaign = _read_log(console, lambda: load_campaign(args.run, args.root, nats_url=args.nats), [])
         if isinstance(campaign, CampaignView):
-            from cli.commands.campaign.status import print_status
+            from cli.campaign_status import print_status
 
             print_status(console, campaign, args.root)
             return 0

@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     if len(views) == 1 and views[0].started is None:  # not a run: a campaign?
         campaign = _campaign(args)
         if campaign is not None:
-            from cli.commands.campaign.status import state_of
+            from cli.campaign_status import state_of
             from replay.render.campaign import build_campaign_report
 
             html = build_campaign_report(campaign, state_of(campaign, args.root), title=args.title)

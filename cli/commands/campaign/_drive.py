@@ -51,7 +51,7 @@ def drive(
         return error(str(e), label="campaign file error:")
     except (CampaignError, RunError, RunBusy) as e:
         return error(str(e), label=f"campaign {campaign_id}:")
-    from cli.commands.campaign.status import print_status
+    from cli.campaign_status import print_status
 
     print_status(console, outcome.view, args.root)
     if outcome.interrupted or outcome.view.stopped is None:

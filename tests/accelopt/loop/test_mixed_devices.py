@@ -16,7 +16,7 @@ import pytest
 from runlog import last_decision
 
 from accelopt import catalog as c
-from cli.commands.remeasure import RemeasureRecord
+from actors.runtime.kernel_remeasure import RemeasureRecord
 from cli.main import main
 from events.codec import decode
 from events.log import EventLog

@@ -9,7 +9,7 @@ import pytest
 
 from accelopt import catalog as ev
 from actors.roles.profiler import seeds_for
-from cli.commands.remeasure import RemeasureRecord
+from actors.runtime.kernel_remeasure import RemeasureRecord
 from cli.main import main
 from events.logfile import read_events
 from replay.fold import RunView
