@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
 import time
 import traceback
 from collections.abc import Awaitable, Callable
@@ -350,11 +349,12 @@ class AccelOptMCP:
     ) -> JudgedKernel:
         """One kernel through the judge, on fresh seeds this server draws; recorded in the log."""
         from actors.roles.profiler import offset_seeds
+        from actors.runtime.kernel_remeasure import fresh_seed_base
         from hardware_agents.families import profile_timeout_s
 
         problem_name = ref.rpartition("/")[2]
         kid = kernel_id(problem_name, language, source)
-        seeds = list(offset_seeds(1_000_000 + secrets.randbelow(1_000_000_000)))
+        seeds = list(offset_seeds(fresh_seed_base()))
         limit = (timeout_s or profile_timeout_s(device)) * 4 + 120.0
         req = {
             "op": "profile",
@@ -385,7 +385,8 @@ class AccelOptMCP:
         return judged
 
     async def _compare_kernels(self, ctx: Ctx, args: CompareArgs) -> tuple[CompareResult, str]:
-        from cli.commands.remeasure import KernelMeasure
+        from accelopt.catalog import RemeasuredSide
+        from actors.runtime.kernel_remeasure import fresh_seed_base, round_seed_lists
         from hardware_agents.families import profile_timeout_s
 
         problem, device, language = await asyncio.to_thread(problems.resolve, args.problem, args.device)
@@ -395,7 +396,7 @@ class AccelOptMCP:
         fast_id = kernel_id(problem.name, language, args.fast_source)
         if slow_id == fast_id:
             raise ToolError("slow_source and fast_source are the same kernel")
-        base_seed = 1_000_000 + secrets.randbelow(1_000_000_000)
+        base_seed = fresh_seed_base()
         req = {
             "op": "compare",
             "problem": args.problem,
@@ -411,7 +412,7 @@ class AccelOptMCP:
         reply = await self.judge.request(device, req, limit_s=limit, progress=_progress(ctx))
         if "error" in reply:
             raise ToolError(f"{args.problem}: the problem's side failed: {reply['error']}")
-        slow, fast = (msgspec.convert(m, KernelMeasure) for m in reply["measures"])
+        slow, fast = (msgspec.convert(m, RemeasuredSide) for m in reply["measures"])
         profiles = [(kid, msgspec.convert(p, Profile)) for kid, p in reply["profiles"]]
         call = await self.session.compared(
             who_asked(ctx),
@@ -432,7 +433,7 @@ class AccelOptMCP:
             problem=args.problem,
             device=device,
             rounds=args.rounds,
-            seeds=_round_seeds(base_seed, args.rounds),
+            seeds=round_seed_lists(base_seed, args.rounds),
             slow=_side(slow),
             fast=_side(fast),
             speedup=speedup,
@@ -519,14 +520,6 @@ class AccelOptMCP:
         result = await asyncio.to_thread(self.memory.search, args, op_type, name)
         top = "; ".join(f"{h.title} ({h.speedup:.2f}x, {h.problem}/{h.device})" for h in result.hits[:3])
         return result, f"{len(result.hits)} hits in {result.memory}" + (f": {top}" if top else "")
-
-
-def _round_seeds(base_seed: int, rounds: int) -> list[list[int]]:
-    """The correctness seeds of each round, as the interleaved re-measure draws them."""
-    from accelopt.remeasure import round_seeds
-    from actors.roles.profiler import offset_seeds
-
-    return [list(offset_seeds(offset)) for offset in round_seeds(base_seed, rounds)]
 
 
 def _side(m: Any) -> CompareSide:

@@ -70,7 +70,7 @@ class _Keeping:
 
 def _compare(agent: Any, problem: Any, req: dict[str, Any], out: BinaryIO) -> dict[str, Any]:
     """`accelopt remeasure`'s interleaved rounds over the two kernels (slow first)."""
-    from cli.commands.remeasure import measure_interleaved
+    from actors.runtime.kernel_remeasure import measure_interleaved
 
     def progress(text: str) -> None:
         out.write(frame({"progress": text}))
@@ -83,7 +83,6 @@ def _compare(agent: Any, problem: Any, req: dict[str, Any], out: BinaryIO) -> di
         problem,
         kernels,
         device=agent.kind,
-        run_id="",
         rounds=req["rounds"],
         base_seed=req["base_seed"],
         timeout_s=req.get("timeout_s"),
