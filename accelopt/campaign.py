@@ -95,7 +95,7 @@ class StopSpec(_C):
 
 
 class SchedulerSpec(_C):
-    """The policy that ranks a device's items (`accelopt/scheduler.py`: `expected_gain_v2`,
+    """The policy that ranks a device's items (`accelopt/campaign_policy.py`: `expected_gain_v2`,
     `round_robin`; `expected_gain`, the first version, for campaigns logged with it) and the
     expected log-speedup of a run of an item nothing is known of yet."""
 
@@ -168,7 +168,7 @@ def spec_from_dict(data: dict[str, Any], source: str = "campaign") -> CampaignSp
 
 
 def validate(spec: CampaignSpec, source: str = "campaign") -> None:
-    from accelopt.scheduler import POLICIES
+    from accelopt.campaign_policy import POLICIES
 
     def bad(key: str, why: str) -> ConfigError:
         return ConfigError(f"{source}: {key}: {why}")

@@ -10,7 +10,7 @@ crash and `replay --verify` make the same decisions with the same ids, and a res
 campaign publishes only what its log does not hold yet (its decisions coming back from the
 log are recognised by id and skipped).
 
-What is decided here, whatever the policy (`accelopt/scheduler.py`) ranks:
+What is decided here, whatever the policy (`accelopt/campaign_policy.py`) ranks:
 
 - slots: each device kind runs at most `runs_at_once` runs at a time, an item at most one
   (its runs start from its best kernel so far);
@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 
 from accelopt import catalog as ev
 from accelopt.campaign import CampaignSpec, floor_cents, spec_from_dict
+from accelopt.campaign_policy import Candidate, Policy, PolicyContext, policy
 from accelopt.policy import noise_margin
-from accelopt.scheduler import Candidate, Policy, PolicyContext, policy
 
 ROLES_IN_FLIGHT = len(ev.LLM_ROLES)  # a run's LLM lanes (one per role), each bounded by the in-flight limit
 MAX_INFLIGHT = 16  # the runs' default `limits.llm_inflight_per_role`

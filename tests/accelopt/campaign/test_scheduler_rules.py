@@ -14,7 +14,7 @@ import pytest
 from campaign_log import ITEMS, T0, Log, finished, started
 
 from accelopt import catalog as c
-from accelopt.scheduler import Candidate, PolicyContext, policy
+from accelopt.campaign_policy import Candidate, PolicyContext, policy
 
 SILU, BMM = ITEMS[0].key, ITEMS[1].key  # silu first in the file
 
