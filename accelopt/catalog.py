@@ -193,9 +193,10 @@ class BeamSelected(Event, tag=True, frozen=True):
     best_kernel_id: str
 
 
-class IterationCompleted(Event, tag=True, frozen=True):
+class IterationCompleted(Event, tag=True, frozen=True, kw_only=True):
     subject: ClassVar[str] = "iteration.completed"
     author: ClassVar[Author] = "coordinator"
+    schema_version: int = 2  # 2: `kept` names the kernels the problem keeps
 
     problem: str
     iteration: int
@@ -207,6 +208,10 @@ class IterationCompleted(Event, tag=True, frozen=True):
     # an unmeasured best kernel's estimated latency and % of peak (a cost model's, not measured)
     best_estimated_ms: float | None = None
     best_estimated_pct_peak: float | None = None
+    # the kernels the problem keeps once this iteration is closed (its baseline, best and beam,
+    # decided by the coordinator, `search_state.kept_kernels`); no later decision reads the
+    # others. None: written before version 2 (`accelopt/old_log_facts.py` fills it in)
+    kept: list[str] | None = None
 
 
 # --- memory ---------------------------------------------------------------------------------
@@ -346,13 +351,17 @@ class ImplementationRequested(Event, tag=True, frozen=True):
     candidate_source: str = ""
 
 
-class KernelProposed(Event, tag=True, frozen=True):
+class KernelProposed(Event, tag=True, frozen=True, kw_only=True):
     subject: ClassVar[str] = "kernel.proposed"
     author: ClassVar[Author] = "role"
+    schema_version: int = 2  # 2: a fix carries its lineage (its FixRequested's parent and plan)
 
     kernel_id: str
     problem: str
     iteration: int
+    # the kernel's lineage: the candidate it derives from and the PlanProposed it implements;
+    # a fix's are those of the kernel it repairs, as its FixRequested carried them (a fix of
+    # version 1 named none: `accelopt/old_log_facts.py` fills them in)
     parent_id: str | None
     plan_id: str | None
     request_id: str
@@ -376,13 +385,20 @@ class ProposalFailed(Event, tag=True, frozen=True):
     llm_call_id: str | None = None
 
 
-class FixRequested(Event, tag=True, frozen=True):
-    """Repair `kernel_id` (which failed with `status`), round `fix_round` of at most F."""
+class FixRequested(Event, tag=True, frozen=True, kw_only=True):
+    """Repair `kernel_id` (which failed with `status`), round `fix_round` of at most F. The
+    fix stands in for the broken kernel: it carries `kernel_id`'s lineage (`parent_id`,
+    `plan_id`), which the fixer copies onto the kernel it proposes."""
 
     subject: ClassVar[str] = "fix.requested"
     author: ClassVar[Author] = "coordinator"
+    schema_version: int = 2  # 2: the lineage the fix inherits (`parent_id`, `plan_id`)
 
     kernel_id: str
+    # the broken kernel's parent and plan (a kernel of an iteration, the only kind fixed,
+    # always has a plan); None in a message of version 1 (`accelopt/old_log_facts.py`)
+    parent_id: str | None
+    plan_id: str | None
     problem: str
     iteration: int
     fix_round: int

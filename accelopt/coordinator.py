@@ -36,6 +36,7 @@ from accelopt.config import RunConfig, recorded_config
 from accelopt.kernel_flow import KernelFlow
 from accelopt.lanes import Lanes
 from accelopt.model_health import ModelHealth
+from accelopt.old_log_facts import OldLogFacts
 from accelopt.search_loop import SearchLoop
 from accelopt.search_state import KernelRec, ProblemState, Step
 from accelopt.spend import Spend
@@ -94,6 +95,9 @@ class CoordinatorCore:
         self.requests: dict[str, ev.Event] = {}  # request id -> request event
         self.request_problem: dict[str, str] = {}
         self.applied = RecentIds(applied_window)
+        # what a log of an older version left out of its events (a fix's lineage), filled in
+        # as they arrive, so the deciders read every log's facts from its events
+        self.old_log = OldLogFacts()
         self.finished = False
         self.failed: str | None = None
         # the deciders of one concern each (lanes, spend and health set from the run's config
@@ -127,7 +131,7 @@ class CoordinatorCore:
         out = Step()
         if event.event_id in self.applied or event.run_id != self.run_id:
             return out
-        work: deque[ev.Event] = deque([event])
+        work: deque[ev.Event] = deque([self.old_log.read(event)])
         while work:
             e = work.popleft()
             if e.event_id in self.applied:

@@ -10,7 +10,7 @@ import hashlib
 from accelopt import catalog as ev
 from accelopt.profile import KERNEL_FAILURES
 from accelopt.search_loop import SearchLoop
-from accelopt.search_state import KernelRec, Phase, ProblemState, Run, Step, fix_lineage
+from accelopt.search_state import KernelRec, Phase, ProblemState, Run, Step
 
 
 class KernelFlow:
@@ -43,10 +43,6 @@ class KernelFlow:
             )
         return outs
 
-    def _lineage(self, e: ev.KernelProposed) -> tuple[str | None, str | None]:
-        broken = self.run.kernels.get(e.fix_of) if e.fix_of else None
-        return fix_lineage(e.parent_id, e.plan_id, broken)
-
     def on_kernel_proposed(self, e: ev.KernelProposed, out: Step) -> list[ev.Event]:
         p = self.run.problems.get(e.problem)
         if p is None or e.iteration < p.iteration:
@@ -59,7 +55,6 @@ class KernelFlow:
             return []  # a copy of a proposal already folded: its request is answered
         p.proposed.add(e.kernel_id)
         _, released = self.run.resolve(e.request_id)
-        parent_id, plan_id = self._lineage(e)
         self._order += 1
         rec = KernelRec(
             e.kernel_id,
@@ -67,16 +62,16 @@ class KernelFlow:
             e.iteration,
             e.source,
             e.language,
-            parent_id,
-            plan_id,
+            e.parent_id,  # its lineage as its proposal records it (a fix: its FixRequested's)
+            e.plan_id,
             e.fix_of,
             e.fix_round,
             self._order,
         )
         self.run.kernels[e.kernel_id] = rec
         p.kernel_ids.append(e.kernel_id)
-        if plan_id:
-            p.plan_kernels.setdefault(plan_id, []).append(e.kernel_id)
+        if e.plan_id:
+            p.plan_kernels.setdefault(e.plan_id, []).append(e.kernel_id)
         seed_offset = (
             int(hashlib.sha256(e.kernel_id.encode()).hexdigest()[:6], 16) % 100_000 if e.iteration else 0
         )
@@ -87,7 +82,7 @@ class KernelFlow:
             device=p.target.device,
             language=e.language,
             source=e.source,
-            purpose="baseline" if e.iteration == 0 and parent_id is None else "candidate",
+            purpose="baseline" if e.iteration == 0 and e.parent_id is None else "candidate",
             seed_offset=seed_offset,
         )
         return released + self.run.request(p, req)
@@ -101,9 +96,8 @@ class KernelFlow:
         reached it: `select_beam` collapses it). A fix that returns a known kernel ends its
         chain; a kernel the search already let go of is not a candidate again."""
         _, released = self.run.resolve(e.request_id)
-        _, plan_id = self._lineage(e)
-        if plan_id:
-            samples = p.plan_kernels.setdefault(plan_id, [])
+        if e.plan_id:
+            samples = p.plan_kernels.setdefault(e.plan_id, [])
             if e.kernel_id not in samples:
                 samples.append(e.kernel_id)
         return released + self.loop.maybe_advance(p, e)
@@ -131,6 +125,8 @@ class KernelFlow:
             fix = ev.FixRequested(
                 **self.run.env(ev.FixRequested, k.kernel_id, cause=e),
                 kernel_id=k.kernel_id,
+                parent_id=k.parent_id,  # the fix stands in for the broken kernel: its lineage
+                plan_id=k.plan_id,
                 problem=p.name,
                 iteration=k.iteration,
                 fix_round=k.fix_round + 1,

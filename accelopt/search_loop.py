@@ -63,6 +63,7 @@ class SearchLoop:
                 if best and best.estimated_ms is not None and best.profile and best.profile.estimate
                 else None
             ),
+            kept=kept_kernels(p.baseline_id, p.best_id, p.beam),  # decided here, once
         )
 
     def on_iteration_completed(self, e: ev.IterationCompleted, out: Step) -> list[ev.Event]:
@@ -70,7 +71,7 @@ class SearchLoop:
         if e.iteration <= p.completed_through:
             return []
         p.completed_through = e.iteration
-        self._forget_left_behind(p)
+        self._forget_left_behind(p, set(e.kept or ()))
         more = (
             e.iteration < self.run.cfg.search.iterations and p.beam and not self.run.stopping and not e.note
         )
@@ -93,11 +94,11 @@ class SearchLoop:
             return self._remeasured(self.remeasure.next(p, e))
         return self.problem_done(p, e)
 
-    def _forget_left_behind(self, p: ProblemState) -> None:
-        """Drop the problem's kernels that are neither its baseline, its best nor in its beam:
-        no later decision reads them (a late result for one is ignored, as for any kernel
-        already profiled), and keeping every kernel's source would grow without bound."""
-        keep = kept_kernels(p.baseline_id, p.best_id, p.beam)
+    def _forget_left_behind(self, p: ProblemState, keep: set[str]) -> None:
+        """Drop the problem's kernels outside `keep`, what its IterationCompleted keeps (its
+        baseline, best and beam): no later decision reads them (a late result for one is
+        ignored, as for any kernel already profiled), and keeping every kernel's source would
+        grow without bound."""
         for kid in p.kernel_ids:
             if kid not in keep:
                 self.run.kernels.pop(kid, None)

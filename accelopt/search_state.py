@@ -1,10 +1,9 @@
-"""What the coordinator's search deciders hold of a run, and the rules its readers share.
+"""What the coordinator's search deciders hold of a run.
 
-A problem moves through its `Phase`s; its kernels are `KernelRec`s. Two rules are read both
-by the coordinator and by the fold of a run's log (`replay/fold.py`), so they live here,
-once: how a fix inherits its lineage (`fix_lineage`) and which kernels a problem keeps once
-an iteration is closed (`kept_kernels`). `Run` is what the deciders see of the core that
-composes them (accelopt/coordinator.py).
+A problem moves through its `Phase`s; its kernels are `KernelRec`s. Which kernels a problem
+keeps once an iteration is closed is the rule `kept_kernels`: the coordinator decides it and
+records it (`IterationCompleted.kept`), readers read the record. `Run` is what the deciders
+see of the core that composes them (accelopt/coordinator.py).
 """
 
 from __future__ import annotations
@@ -32,26 +31,10 @@ class Phase(enum.StrEnum):
     DONE = "done"
 
 
-class Lineage(Protocol):
-    parent_id: str | None
-    plan_id: str | None
-
-
-def fix_lineage(
-    parent_id: str | None, plan_id: str | None, broken: Lineage | None
-) -> tuple[str | None, str | None]:
-    """A kernel's (parent, plan): its proposal's own, or for a fix (a proposal with `fix_of`)
-    those of the kernel it fixes, `broken`, when that is known: a fix stands in for the broken
-    kernel, a sample of the same plan of the same parent, however many rounds the chain took."""
-    if broken is not None:
-        return broken.parent_id, broken.plan_id
-    return parent_id, plan_id
-
-
-def kept_kernels(baseline_id: str | None, best_id: str | None, beam: list[str]) -> set[str]:
-    """The kernels a problem still needs once an iteration is closed: its baseline, its best
-    and its beam (what the last BeamSelected recorded). No later decision reads the others."""
-    return {k for k in (baseline_id, best_id, *beam) if k}
+def kept_kernels(baseline_id: str | None, best_id: str | None, beam: list[str]) -> list[str]:
+    """The kernels a problem still needs once an iteration is closed, each once, in this
+    order: its baseline, its best and its beam. No later decision reads the others."""
+    return list(dict.fromkeys(k for k in (baseline_id, best_id, *beam) if k))
 
 
 @dataclass
@@ -61,7 +44,7 @@ class KernelRec:
     iteration: int
     source: str
     language: str
-    parent_id: str | None  # the beam candidate this kernel descends from (`fix_lineage`)
+    parent_id: str | None  # the beam candidate this kernel descends from (a fix: its broken kernel's)
     plan_id: str | None
     fix_of: str | None
     fix_round: int

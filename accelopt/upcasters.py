@@ -9,7 +9,9 @@ decoded, not yet typed) that returns it as the next version writes it. `events.c
 applies the chain, one step at a time, before it decodes the message into its type, so a log
 written before the change still folds, verifies and ablates. A step never reads the clock or
 anything outside the message; `tests/events/test_upcasters.py` checks that every version has
-its chain.
+its chain. A fact a new version records that an old message left to its readers to derive
+from the log before it (a fix's lineage, the kernels a beam keeps) reads as None here, "not
+recorded", and is derived once by `accelopt/old_log_facts.py`.
 """
 
 from __future__ import annotations
@@ -47,10 +49,31 @@ def _kernel_profiled_v1(raw: Raw) -> Raw:
     return raw
 
 
+def _not_recorded(*fields: str) -> Upcaster:
+    """The step to a version that records `fields`, facts a message of the version before
+    left to its readers: they read as None, "not recorded", and `accelopt/old_log_facts.py`
+    derives them once from the log before the message (a step sees one message only)."""
+
+    def step(raw: Raw) -> Raw:
+        return {**raw, **dict.fromkeys(fields)}
+
+    step.__doc__ = f"v2: {', '.join(fields)} not recorded (None), for `old_log_facts` to fill in"
+    return step
+
+
+def _kernel_proposed_v1(raw: Raw) -> Raw:
+    """v2 of KernelProposed: a fix carries its lineage; version 1's fixer named none (its
+    parent_id and plan_id are None, "not recorded"); other proposals read unchanged."""
+    return _not_recorded("parent_id", "plan_id")(raw) if raw.get("fix_of") else raw
+
+
 # (event type, the version a step reads) -> the step to the next version
 UPCASTERS: dict[tuple[str, int], Upcaster] = {
     ("RunCompleted", 1): _run_completed_v1,
     ("KernelProfiled", 1): _kernel_profiled_v1,
+    ("KernelProposed", 1): _kernel_proposed_v1,  # v2: a fix's lineage
+    ("FixRequested", 1): _not_recorded("parent_id", "plan_id"),  # v2: the lineage a fix inherits
+    ("IterationCompleted", 1): _not_recorded("kept"),  # v2: the kernels a problem keeps
 }
 
 

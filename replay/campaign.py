@@ -1,5 +1,5 @@
 """A campaign's log, read: its state for status, the dashboard and reports (`CampaignView`),
-the check that its schedule re-derives (`CampaignVerifier`), and what one of its runs came
+its scheduler as `replay --verify` re-drives it (`CampaignDecider`), and what one of its runs came
 to (`run_outcome`: the fields of `CampaignRunFinished`, read from the run's own log).
 
 The view folds the campaign's events through the scheduler's own core (the items' state,
@@ -13,10 +13,8 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-
-import msgspec
 
 from accelopt import catalog as ev
 from accelopt.campaign import CampaignSpec
@@ -24,7 +22,6 @@ from accelopt.campaign_core import CampaignCore, ItemState
 from events.runsource import CAMPAIGNS_DIR, fold_events
 from replay.fold import RunView
 from replay.states import STATES, State, campaign_run_state
-from replay.verify import Divergence, VerifyReport, closing_report
 
 
 def campaign_dir(root: str | Path, campaign_id: str) -> Path:
@@ -300,54 +297,28 @@ def item_points_by_run(root: str | Path) -> dict[str, tuple[str, str, ItemPoint]
 # --- verify --------------------------------------------------------------------------------------
 
 
-def _comparable(e: ev.Event) -> ev.Event:
-    return msgspec.structs.replace(e, ts=0.0)
+class CampaignDecider:
+    """A campaign's scheduler (`CampaignCore`) as `replay --verify` drives it
+    (`replay.verify.Verifier(CampaignDecider)`): its decisions are the types it authors, and
+    the log is finished once it holds the campaign's stop."""
 
+    def __init__(self, campaign_id: str) -> None:
+        self.core = CampaignCore(campaign_id)
 
-@dataclass
-class CampaignVerifier:
-    """`replay --verify` of a campaign: its inputs are fed to a fresh scheduler core in log
-    order; every decision the log holds must be one the core makes, equal but for its
-    timestamp, before the log shows it; every decision the core makes must be on the log
-    (unless it ends early, as a killed campaign's does)."""
+    def read(self, e: ev.Event) -> ev.Event:
+        return e
 
-    report: VerifyReport = field(default_factory=lambda: VerifyReport("", 0, 0, 0))
-    core: CampaignCore | None = None
-    pending: dict[str, ev.Event] = field(default_factory=dict)
-    verified: set[str] = field(default_factory=set)
-    recorded_stop: bool = False  # the log holds the campaign's end
+    def is_decision(self, e: ev.Event) -> bool:
+        return type(e) in ev.CAMPAIGN_DECISION_TYPES
 
-    def feed(self, e: ev.Event) -> bool:
-        report = self.report
-        if report.divergence is not None:
-            return False
-        if self.core is None:
-            report.run_id = report.run_id or e.run_id
-            self.core = CampaignCore(report.run_id)
-        report.events += 1
-        if type(e) in ev.CAMPAIGN_DECISION_TYPES:
-            report.decisions_checked += 1
-            mine = self.pending.pop(e.event_id, None)
-            if mine is None:
-                if e.event_id in self.verified:
-                    return True  # a copy of a decision already checked
-                report.divergence = Divergence(report.events, "missing", e.event_id, e.type, recorded=e)
-                return False
-            if _comparable(mine) != _comparable(e):
-                report.divergence = Divergence(
-                    report.events, "different", e.event_id, e.type, recorded=e, replayed=mine
-                )
-                return False
-            self.verified.add(e.event_id)
-            self.recorded_stop = self.recorded_stop or isinstance(e, ev.CampaignStopped)
-            return True
-        report.inputs += 1
-        for out in self.core.step(e):
-            self.pending[out.event_id] = out
-        return True
+    def step(self, e: ev.Event) -> list[ev.Event]:
+        return self.core.step(e)
 
-    def result(self) -> VerifyReport:
-        return closing_report(self.report, list(self.pending.values()), finished=self.recorded_stop)
+    def unasked(self, e: ev.Event) -> bool:
+        return False
+
+    def ends(self, e: ev.Event) -> bool:
+        return isinstance(e, ev.CampaignStopped)
 
 
 # --- what a user reads ---------------------------------------------------------------------------

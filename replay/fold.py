@@ -16,8 +16,8 @@ from typing import ClassVar, NamedTuple
 
 from accelopt import catalog as ev
 from accelopt.config import ConfigError, RunConfig, recorded_config
+from accelopt.old_log_facts import OldLogFacts
 from accelopt.profile import Profile
-from accelopt.search_state import fix_lineage, kept_kernels
 
 
 @dataclass
@@ -84,6 +84,9 @@ class ProblemView:
     best_id: str | None = None
     iterations: list[ev.IterationCompleted] = field(default_factory=list)
     beams: dict[int, list[str]] = field(default_factory=dict)
+    # the kernels the problem kept at each iteration's close, as the coordinator recorded them
+    # (IterationCompleted.kept: its baseline, best and beam); a compact view keeps the last
+    kept: dict[int, list[str]] = field(default_factory=dict)
     cost_usd: float = 0.0
     note: str = ""
     op_type: str = ""
@@ -204,6 +207,9 @@ class RunView:
         self._calls = 0
         self._insight_iteration: dict[str, int] = {}
         self._settings: RunConfig | None = None
+        # what a log of an older version left out of its events (a fix's lineage, the kernels
+        # a problem kept), filled in as they are folded: the handlers read every log's facts
+        self._old_log = OldLogFacts()
         # what each event type of a run's log adds to the view (`ev.on` holds each handler to
         # its type); the requests the roles and profilers answer share one, and the types in
         # IGNORED add nothing
@@ -269,7 +275,7 @@ class RunView:
             self.first_ts = ts
         handler = self._dispatch.get(type(e))
         if handler is not None:
-            handler(e)
+            handler(self._old_log.read(e))
 
     # --- handlers -----------------------------------------------------------------------------
 
@@ -304,15 +310,14 @@ class RunView:
             p.proposed.add(e.kernel_id)
         kernels = self.kernels
         broken = kernels.get(e.fix_of) if e.fix_of else None
-        parent, plan = fix_lineage(e.parent_id, e.plan_id, broken)
         if broken is not None:
             broken.fixed_by = e.kernel_id
         kernels[e.kernel_id] = KernelView(
             e.kernel_id,
             e.problem,
             e.iteration,
-            parent,
-            plan,
+            e.parent_id,  # its lineage, as its proposal records it (a fix: its broken kernel's)
+            e.plan_id,
             e.fix_of,
             e.fix_round,
             e.language,
@@ -346,16 +351,14 @@ class RunView:
                 p.beams.clear()
             p.beams[e.iteration] = [m.kernel_id for m in e.beam]
             p.best_id = e.best_kernel_id
-            if self.compact:
-                self._forget_left_behind(p)
 
-    def _forget_left_behind(self, p: ProblemView) -> None:
-        """Compact view: drop the problem's kernels outside its baseline, best and beam."""
-        keep = kept_kernels(p.baseline_id, p.best_id, p.beams.get(max(p.beams), []))
+    def _forget_left_behind(self, p: ProblemView, keep: list[str]) -> None:
+        """Compact view: drop the problem's kernels outside what it keeps (`keep`, recorded)."""
+        kept = set(keep)
         for kid in p.kernel_ids:
-            if kid not in keep:
+            if kid not in kept:
                 self.kernels.pop(kid, None)
-        p.kernel_ids = [k for k in p.kernel_ids if k in keep]
+        p.kernel_ids = [k for k in p.kernel_ids if k in kept]
 
     def _on_iteration_completed(self, e: ev.IterationCompleted) -> None:
         p = self.problems.get(e.problem)
@@ -363,9 +366,14 @@ class RunView:
             if self.compact:  # the last one is what the summary reads
                 if not p.iterations or e.iteration >= p.iterations[-1].iteration:
                     p.iterations = [e]
+                    if e.kept is not None:
+                        p.kept = {e.iteration: list(e.kept)}
+                        self._forget_left_behind(p, e.kept)
             else:
                 p.iterations.append(e)
                 p.iteration_cost[e.iteration] = p.cost_usd
+                if e.kept is not None:
+                    p.kept[e.iteration] = list(e.kept)
             p.best_id = e.best_kernel_id or p.best_id
             p.note = e.note or p.note
 

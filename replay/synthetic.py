@@ -236,8 +236,8 @@ class SyntheticWorld:
                 kernel_id=self.kernel_id(e, src),
                 problem=e.problem,
                 iteration=e.iteration,
-                parent_id=None,
-                plan_id=None,
+                parent_id=e.parent_id,  # as the fixer: the lineage its request carries
+                plan_id=e.plan_id,
                 request_id=e.event_id,
                 language="c",
                 source=src,

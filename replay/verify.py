@@ -1,31 +1,26 @@
-"""`replay --verify`: re-drive the coordinator over a recorded run and check every decision.
+"""`replay --verify`: re-drive a log's decider over its recorded inputs and check every decision.
 
-The recorded results (agent and profiler outputs, memory retrievals) are fed to a fresh
-`CoordinatorCore` in log order. Every event the coordinator authored in the recording must
-be one the replay decides, with equal content (timestamps aside) and before the recording
-shows it; every decision the replay makes must be in the recording (unless the recording
-ends early, as an interrupted run does). The first divergence is reported with its
-position and both versions.
+One check for any decider (`Decider`): a run's coordinator (`RunDecider`) or a campaign's
+scheduler (`replay.campaign.CampaignDecider`). The recorded inputs are fed to a fresh
+decider in log order. Every decision the log holds must be one the replay decides, with
+equal content (timestamps aside) and before the log shows it; every decision the replay
+makes must be in the log (unless the log ends early, as an interrupted run's or a killed
+campaign's does). The first divergence is reported with its position and both versions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import msgspec
 
 from accelopt import catalog as ev
 from accelopt.coordinator import CoordinatorCore
+from accelopt.old_log_facts import OldLogFacts
 
 DECISION_TYPES = ev.DECISION_TYPES  # what the coordinator authors (`Event.author`)
-
-
-def is_decision(e: ev.Event, run_started_id: str | None) -> bool:
-    if type(e) in DECISION_TYPES:
-        return True
-    # the baseline kernels are proposed by the coordinator in reply to RunStarted
-    return isinstance(e, ev.KernelProposed) and e.request_id == run_started_id
 
 
 def _comparable(e: ev.Event) -> ev.Event:
@@ -44,7 +39,7 @@ class Divergence:
     def describe(self) -> str:
         head = f"event #{self.position}: {self.event_type} {self.event_id[:12]}"
         if self.kind == "missing":
-            return f"{head}: recorded as a coordinator decision, but the replay did not decide it"
+            return f"{head}: recorded as a decision, but the replay did not decide it"
         if self.kind == "extra":
             return f"{head}: the replay decided it, but the recording does not have it"
         if self.kind == "unexpected-effect":
@@ -83,38 +78,105 @@ class VerifyReport:
         return self.divergence is None
 
 
-class Verifier:
-    """`verify` one event at a time, holding none of the log: a decision the replay made waits
-    only until its recorded copy goes by, and a verified one is remembered by id (a copy of
-    it later in the log is no divergence). A million-event run is verified with the
-    coordinator's state, the decisions not yet recorded and the ids."""
+class Decider(Protocol):
+    """What `replay --verify` re-drives over a log: the decisions of a run or a campaign as a
+    function of the log's inputs (its state held inside)."""
 
-    def __init__(self, run_id: str | None = None) -> None:
-        self.core: CoordinatorCore | None = None  # made at the first event (its run, unless given)
+    def read(self, e: ev.Event) -> ev.Event:
+        """The recorded event as this decider reads a log: what an older version of its type
+        left out filled in (`accelopt/old_log_facts.py`); fed every recorded event, in order."""
+        ...
+
+    def is_decision(self, e: ev.Event) -> bool:
+        """Whether the recorded event is one of the decider's decisions (checked, never fed)."""
+        ...
+
+    def step(self, e: ev.Event) -> list[ev.Event]:
+        """The decisions made on a recorded input (applied to the decider's state already)."""
+        ...
+
+    def unasked(self, e: ev.Event) -> bool:
+        """Whether the input is the answer to a request the decider never made."""
+        ...
+
+    def ends(self, e: ev.Event) -> bool:
+        """Whether the recorded event says the log is finished: after it, a decision the
+        replay makes that the log lacks is a divergence, not one yet to be published."""
+        ...
+
+
+class RunDecider:
+    """A run's coordinator (`CoordinatorCore`) as `replay --verify` drives it: its decisions are
+    the types it authors and the baselines it proposes in reply to `RunStarted`; a memory
+    retrieval is an effect it must have asked for."""
+
+    def __init__(self, run_id: str) -> None:
+        self.core = CoordinatorCore(run_id)
+        self.old_log = OldLogFacts()
         self.started_id: str | None = None
+        self.expected_effects: set[str] = set()
+
+    def read(self, e: ev.Event) -> ev.Event:
+        if self.started_id is None and isinstance(e, ev.RunStarted):
+            self.started_id = e.event_id
+        return self.old_log.read(e)
+
+    def is_decision(self, e: ev.Event) -> bool:
+        # the baseline kernels are proposed by the coordinator in reply to RunStarted
+        return type(e) in DECISION_TYPES or (
+            isinstance(e, ev.KernelProposed) and e.request_id == self.started_id
+        )
+
+    def step(self, e: ev.Event) -> list[ev.Event]:
+        step = self.core.step(e)
+        self.expected_effects.update(eff.result_id for eff in step.effects)
+        return step.outputs
+
+    def unasked(self, e: ev.Event) -> bool:
+        effect_id = (
+            e.event_id
+            if isinstance(e, ev.MemoryRetrieved)
+            else e.result_id
+            if isinstance(e, ev.MemoryRequested)
+            else None
+        )
+        return effect_id is not None and effect_id not in self.expected_effects
+
+    def ends(self, e: ev.Event) -> bool:
+        return isinstance(e, (ev.RunCompleted, ev.RunFailed))
+
+
+class Verifier:
+    """`verify` one event at a time, holding none of the log, for any decider (a run's by
+    default): a decision the replay made waits only until its recorded copy goes by, and a
+    verified one is remembered by id (a copy of it later in the log is no divergence). A
+    million-event log is verified with the decider's state, the decisions not yet recorded
+    and the ids."""
+
+    def __init__(self, decider: Callable[[str], Decider] = RunDecider, log_id: str | None = None) -> None:
+        self.make = decider
+        self.decider: Decider | None = None  # made at the first event (its log's id, unless given)
         self.pending: dict[str, ev.Event] = {}  # decided by the replay, not yet seen recorded
         self.verified: set[str] = set()
-        self.expected_effects: set[str] = set()
         self.finished = False
-        self.report = VerifyReport(run_id or "", 0, 0, 0)
+        self.report = VerifyReport(log_id or "", 0, 0, 0)
 
     def feed(self, e: ev.Event) -> bool:
-        """Check one recorded event; False once the replay and the recording have parted."""
+        """Check one recorded event; False once the replay and the log have parted."""
         report = self.report
         if report.divergence is not None:
             return False
-        if self.core is None:
+        if self.decider is None:
             report.run_id = report.run_id or e.run_id
-            self.core = CoordinatorCore(report.run_id)
+            self.decider = self.make(report.run_id)
+        decider = self.decider
         report.events += 1
         i = report.events
-        if isinstance(e, ev.RunStarted) and self.started_id is None:
-            self.started_id = e.event_id
-        if isinstance(e, (ev.RunCompleted, ev.RunFailed)):
-            self.finished = True
+        e = decider.read(e)
+        self.finished = self.finished or decider.ends(e)
         # a decision of the replay recorded under another author (the core's RunFailed for a
         # failing model: a run's RunFailed is the session's) is checked as one too
-        if is_decision(e, self.started_id) or e.event_id in self.pending:
+        if decider.is_decision(e) or e.event_id in self.pending:
             report.decisions_checked += 1
             mine = self.pending.pop(e.event_id, None)
             if mine is None:
@@ -128,20 +190,11 @@ class Verifier:
             self.verified.add(e.event_id)
             return True
         report.inputs += 1
-        effect_id = (
-            e.event_id
-            if isinstance(e, ev.MemoryRetrieved)
-            else e.result_id
-            if isinstance(e, ev.MemoryRequested)
-            else None
-        )
-        if effect_id is not None and effect_id not in self.expected_effects:
+        if decider.unasked(e):
             report.divergence = Divergence(i, "unexpected-effect", e.event_id, e.type, recorded=e)
             return False
-        step = self.core.step(e)
-        for out in step.outputs:
+        for out in decider.step(e):
             self.pending[out.event_id] = out
-        self.expected_effects.update(eff.result_id for eff in step.effects)
         return True
 
     def result(self) -> VerifyReport:
@@ -162,8 +215,11 @@ def closing_report(report: VerifyReport, extra: list[ev.Event], *, finished: boo
     return report
 
 
-def verify(events: Iterable[ev.Event], *, run_id: str | None = None) -> VerifyReport:
-    v = Verifier(run_id)
+def verify(
+    events: Iterable[ev.Event], *, run_id: str | None = None, decider: Callable[[str], Decider] = RunDecider
+) -> VerifyReport:
+    """Re-drive `decider` (a run's coordinator by default) over the log `events`."""
+    v = Verifier(decider, run_id)
     for e in events:
         if not v.feed(e):
             break

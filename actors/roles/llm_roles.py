@@ -17,8 +17,8 @@ result events `derive_event_id(run, "<Type>", request_id)`, LLM calls
 `derive_event_id(run, "LLMCallCompleted", request_id, attempt)`. A kernel's id is its
 content (`RunStarted.new_kernel_id`: problem, language, source; in a run recorded before
 that, `derive_event_id(run, "Kernel", request_id)`). Executor kernels have parent_id = the
-candidate; fixer kernels have parent_id None and fix_of = the broken kernel (the
-coordinator knows the lineage).
+candidate; fixer kernels have fix_of = the broken kernel and its lineage (parent_id,
+plan_id), which the fix request carries.
 """
 
 from __future__ import annotations
@@ -315,8 +315,8 @@ class Fixer(RoleWorker):
             problem,
             call,
             started,
-            parent_id=None,
-            plan_id=None,
+            parent_id=event.parent_id,  # the fix stands in for the broken kernel: its request's lineage
+            plan_id=event.plan_id,
             fix_of=event.kernel_id,
             fix_round=event.fix_round,
         )

@@ -160,11 +160,11 @@ class AnyVerifier:
 
     def feed(self, e: Any) -> bool:
         if self.inner is None:
-            from replay.campaign import CampaignVerifier, CampaignView, is_campaign_event
+            from replay.campaign import CampaignDecider, CampaignView, is_campaign_event
             from replay.verify import Verifier
 
             if is_campaign_event(e):
-                self.inner, self.campaign = CampaignVerifier(), CampaignView()
+                self.inner, self.campaign = Verifier(CampaignDecider), CampaignView()
             else:
                 self.inner = Verifier()
         if self.campaign is not None:

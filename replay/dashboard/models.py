@@ -122,6 +122,10 @@ class BeamRow(msgspec.Struct, kw_only=True):
     problem: str
     iteration: int | None  # the latest iteration with a selected beam
     members: list[BeamMemberRow]
+    # what the problem keeps into its next iteration (its baseline, best and beam), as the
+    # coordinator recorded it at the latest iteration's close (IterationCompleted.kept)
+    kept: list[str] = msgspec.field(default_factory=list)
+    kept_iteration: int | None = None
 
 
 class FailureGroup(msgspec.Struct, kw_only=True):
@@ -508,8 +512,10 @@ def _what(view: RunView, k: KernelView) -> str:
 def _beams(view: RunView) -> list[BeamRow]:
     out = []
     for name, p in sorted(view.problems.items()):
+        closed = max(p.kept) if p.kept else None  # the latest closed iteration: what it kept
+        kept = p.kept[closed] if closed is not None else []
         if not p.beams:
-            out.append(BeamRow(problem=name, iteration=None, members=[]))
+            out.append(BeamRow(problem=name, iteration=None, members=[], kept=kept, kept_iteration=closed))
             continue
         it = max(p.beams)
         base = view.kernels.get(p.baseline_id or "")
@@ -531,7 +537,7 @@ def _beams(view: RunView) -> list[BeamRow]:
                     best=kid == p.best_id,
                 )
             )
-        out.append(BeamRow(problem=name, iteration=it, members=members))
+        out.append(BeamRow(problem=name, iteration=it, members=members, kept=kept, kept_iteration=closed))
     return out
 
 

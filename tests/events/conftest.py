@@ -174,6 +174,8 @@ def make_sample_events(run_id: str) -> list[c.Event]:
         c.FixRequested(
             **env("FixRequested", 1),
             kernel_id="k1",
+            parent_id="k0",
+            plan_id="pl1",
             problem="silu",
             iteration=1,
             fix_round=1,
@@ -212,6 +214,7 @@ def make_sample_events(run_id: str) -> list[c.Event]:
             best_kernel_id="k1",
             best_latency_ms=1.05,
             best_pct_peak=0.47,
+            kept=["k0", "k1"],
         ),
         c.ProblemRemeasured(
             **env("ProblemRemeasured", 1),

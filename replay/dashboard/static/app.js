@@ -295,7 +295,9 @@ function beams(runId, list) {
       b.members.map((m) => h("tr", {"data-kernel": m.kernel_id, class: m.best ? "best" : null},
         h("td", {}, kernelButton(runId, m.kernel_id), m.best ? " ★" : ""), cell(m.iteration, {}, 1),
         cell(m.latency_text, {}, 2), cell(m.pct_text, {}, 3), cell(m.speedup_text, {}, 4),
-        h("td", {}, m.plan))), 1) : h("p", {class: "note"}, "no beam selected yet"))))];
+        h("td", {}, m.plan))), 1) : h("p", {class: "note"}, "no beam selected yet"),
+    b.kept.length ? h("p", {class: "note kept"}, `kept after iteration ${b.kept_iteration}: `,
+      ...b.kept.map((k) => h("span", {"data-kernel": k}, kernelButton(runId, k), " "))) : null)))];
 }
 
 function kernels(runId, k) {

@@ -14,8 +14,9 @@ import pytest
 from campaign_log import CID, T0, Log, finished, item, started
 
 from accelopt import catalog as c
-from replay.campaign import CampaignVerifier, CampaignView, item_rows, summary
+from replay.campaign import CampaignDecider, CampaignView, item_rows, summary
 from replay.states import Driver, campaign_state
+from replay.verify import Verifier
 
 SILU = [item("cpu_v2", "silu", "cpu")]
 
@@ -153,10 +154,10 @@ def test_a_log_from_before_measured_figures_folds_with_the_product_marked() -> N
 
 def test_replay_verify_re_derives_a_measured_campaign_and_needs_its_measurements() -> None:
     log, _ = two_measured_runs({"stop": {"max_runs": 3}})
-    v = CampaignVerifier()
+    v = Verifier(CampaignDecider)
     assert all(v.feed(e) for e in log.events) and v.result().ok
     # without its measurements the core decides otherwise: run 2 would start from the baseline
-    v = CampaignVerifier()
+    v = Verifier(CampaignDecider)
     for e in log.events:
         if not isinstance(e, c.CampaignItemMeasured):
             v.feed(e)
@@ -173,7 +174,7 @@ def test_a_recorded_log_from_before_still_folds_verifies_and_says_its_figures_ar
     data = Path(__file__).parent / "data" / "expected_gain_v1_campaign.jsonl"
     decoder = msgspec.json.Decoder(c.AnyEvent)
     events = [decoder.decode(line) for line in data.read_bytes().splitlines()]
-    v = CampaignVerifier()
+    v = Verifier(CampaignDecider)
     assert all(v.feed(e) for e in events) and v.result().ok
     view = CampaignView.from_events(events)
     rows = item_rows(view)

@@ -17,8 +17,9 @@ from accelopt import catalog as c
 from accelopt.campaign import spec_from_dict
 from accelopt.campaign_core import CampaignCore, utc_day
 from accelopt.config import ConfigError
-from replay.campaign import CampaignVerifier, CampaignView
+from replay.campaign import CampaignDecider, CampaignView
 from replay.states import Driver, campaign_state
+from replay.verify import Verifier
 
 DATA = Path(__file__).parent / "data"
 
@@ -349,7 +350,7 @@ def test_round_robin_takes_every_item_in_turn() -> None:
 @pytest.mark.parametrize("policy", ["expected_gain_v2", "expected_gain"])
 def test_replay_verify_re_derives_the_schedule_and_catches_a_changed_decision(policy: str) -> None:
     events = synthetic_campaign(policy)
-    v = CampaignVerifier()
+    v = Verifier(CampaignDecider)
     for e in events:
         assert v.feed(e)
     report = v.result()
@@ -358,7 +359,7 @@ def test_replay_verify_re_derives_the_schedule_and_catches_a_changed_decision(po
     i = next(i for i, e in enumerate(events) if isinstance(e, c.CampaignRunScheduled) and e.index == 3)
     other = next(q.item for q in events[i].queue if q.state == "ready")
     altered = [*events[:i], msgspec.structs.replace(events[i], item=other), *events[i + 1 :]]
-    v = CampaignVerifier()
+    v = Verifier(CampaignDecider)
     for e in altered:
         if not v.feed(e):
             break
@@ -366,7 +367,7 @@ def test_replay_verify_re_derives_the_schedule_and_catches_a_changed_decision(po
     assert not bad.ok and bad.divergence.position == i + 1 and bad.divergence.kind == "different"
     # a log cut off mid-way (a killed driver) verifies, with what it had yet to publish
     cut = events[:i]
-    v = CampaignVerifier()
+    v = Verifier(CampaignDecider)
     for e in cut:
         v.feed(e)
     assert v.result().ok
@@ -403,7 +404,7 @@ def test_a_log_written_by_the_first_expected_gain_still_verifies() -> None:
     events = [
         decoder.decode(line) for line in (DATA / "expected_gain_v1_campaign.jsonl").read_bytes().splitlines()
     ]
-    v = CampaignVerifier()
+    v = Verifier(CampaignDecider)
     for e in events:
         assert v.feed(e), v.result().divergence
     report = v.result()
@@ -417,7 +418,7 @@ def test_a_log_written_by_the_first_expected_gain_still_verifies() -> None:
         ),
         *events[1:],
     ]
-    v = CampaignVerifier()
+    v = Verifier(CampaignDecider)
     diverged = not all(v.feed(e) for e in v2)
     assert diverged and v.result().divergence is not None
 

@@ -7,7 +7,7 @@ from sim import RUN
 
 from accelopt import catalog as c
 from accelopt.coordinator import CoordinatorCore
-from accelopt.search_state import KernelRec, Phase, fix_lineage, kept_kernels
+from accelopt.search_state import Phase, kept_kernels
 from replay.fold import RunView
 
 
@@ -48,33 +48,29 @@ def test_an_iteration_closes_once_its_summaries_are_in(simulate):
     assert any(isinstance(e, c.IterationCompleted) and e.iteration == 1 for e in closing)
 
 
-def _rec(kid: str, parent: str | None, plan: str | None) -> KernelRec:
-    return KernelRec(kid, "p", 1, "", "c", parent, plan, None, 0, 0)
-
-
-def test_a_fix_takes_the_lineage_of_the_kernel_it_fixes():
-    broken = _rec("k1", "cand", "plan1")
-    assert fix_lineage(None, None, broken) == ("cand", "plan1")
-    assert fix_lineage("cand", "plan2", None) == ("cand", "plan2")  # not a fix (or its kernel unknown)
-
-
 def test_the_kept_kernels_are_the_baseline_the_best_and_the_beam():
-    assert kept_kernels("b", "k3", ["k3", "k5"]) == {"b", "k3", "k5"}
-    assert kept_kernels("b", "k9", ["k3"]) == {"b", "k9", "k3"}  # a best the beam let go (not elitist)
-    assert kept_kernels(None, None, []) == set()
+    assert kept_kernels("b", "k3", ["k3", "k5"]) == ["b", "k3", "k5"]
+    assert kept_kernels("b", "k9", ["k3"]) == ["b", "k9", "k3"]  # a best the beam let go (not elitist)
+    assert kept_kernels(None, None, []) == []
 
 
 def test_the_fold_and_the_coordinator_give_fixes_the_same_lineage(simulate, sim_world):
-    """Through fix chains (every other implementation is broken, fixed in the next round)."""
+    """Through fix chains (every other implementation is broken, fixed in the next round): each
+    fix request carries its broken kernel's lineage, the fixer copies it onto its kernel, and
+    the fold and the core read it from there."""
     core, log, _ = simulate(["memory.enabled=false", "search.iterations=2"], world=sim_world(broken_every=2))
     fixes = [e for e in log if isinstance(e, c.KernelProposed) and e.fix_of]
-    assert fixes and all(e.parent_id is None and e.plan_id is None for e in fixes)  # the fixer names none
+    requests = {e.event_id: e for e in log if isinstance(e, c.FixRequested)}
+    assert fixes and all(e.plan_id is not None for e in requests.values())
     view = RunView.from_events(log)
     compared = 0
     for e in fixes:
         k = view.kernels[e.kernel_id]
         broken = view.kernels[e.fix_of]
-        assert (k.parent_id, k.plan_id) == (broken.parent_id, broken.plan_id) != (None, None)
+        request = requests[e.request_id]
+        assert (e.parent_id, e.plan_id) == (request.parent_id, request.plan_id)
+        assert (k.parent_id, k.plan_id) == (broken.parent_id, broken.plan_id) == (e.parent_id, e.plan_id)
+        assert k.plan_id is not None
         mine = core.kernels.get(e.kernel_id)
         if mine is not None:  # the core keeps its beam's kernels only
             assert (mine.parent_id, mine.plan_id) == (k.parent_id, k.plan_id)

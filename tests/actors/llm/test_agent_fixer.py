@@ -20,6 +20,8 @@ def fix_request(kernel_id: str, fix_round: int, source: str, log: str) -> c.FixR
     return c.FixRequested(
         **envelope(RUN, "FixRequested", kernel_id),
         kernel_id=kernel_id,
+        parent_id="kcand",  # the broken kernel's lineage, which its fix keeps
+        plan_id="plan1",
         problem="scale_add",
         iteration=1,
         fix_round=fix_round,
@@ -61,7 +63,7 @@ def test_fix_that_does_not_compile_then_a_fixed_one(nats_server, scripted):
     first = fix_request("kb", 1, BROKEN_C, error1)
     log = asyncio.run(run_agent(nats_server.url, "fixer", cfg, RUN, scale_add_problem(), [first]))
     [k1] = of_type(log, c.KernelProposed)
-    assert k1.fix_of == "kb" and k1.fix_round == 1 and k1.parent_id is None and k1.plan_id is None
+    assert k1.fix_of == "kb" and k1.fix_round == 1 and (k1.parent_id, k1.plan_id) == ("kcand", "plan1")
     assert k1.kernel_id == c.derive_event_id(RUN, "Kernel", first.event_id)
     error2 = compile_errors(k1.source)
     assert "undefined_symbol2" in error2
@@ -72,6 +74,7 @@ def test_fix_that_does_not_compile_then_a_fixed_one(nats_server, scripted):
     log = asyncio.run(run_agent(nats_server.url, "fixer", cfg, RUN, scale_add_problem(), [second]))
     k2 = next(k for k in of_type(log, c.KernelProposed) if k.fix_round == 2)
     assert k2.fix_of == k1.kernel_id and compile_errors(k2.source) == ""
+    assert (k2.parent_id, k2.plan_id) == ("kcand", "plan1")  # a chain keeps the first kernel's
     assert len(of_type(log, c.LLMCallCompleted)) == 2  # both attempts are on the log
 
 
