@@ -221,7 +221,7 @@ def remeasure_view(
     rows: list[RemeasureRow] = []
     for name in problems:
         pv = view.problems[name]
-        base = view.kernels[pv.baseline_id]
+        base = view.kernels[pv.baseline_id or ""]  # there: `device_groups` checks it
         best_id = pv.best_id or base.kernel_id
         kernels = kernels_to_measure(view, name, all_kernels)
         # the baseline first, then each kernel whose source differs from it

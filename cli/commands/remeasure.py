@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 from typing import TYPE_CHECKING
 
 import msgspec
 from rich.console import Console
+from rich.status import Status
 from rich.table import Table
 
 from actors.runtime.kernel_remeasure import (
@@ -104,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
                     rounds=args.rounds,
                     all_kernels=args.all_kernels,
                     base_seed=base_seed,
-                    progress=lambda text, status=status: status.update(f"re-measuring {text}"),
+                    progress=partial(_say, status),
                 )
             ok = ok and record.ok
             path = save_record(record, log_path.parent)
@@ -118,6 +120,10 @@ def run(args: argparse.Namespace) -> int:
         for agent in agents.values():
             agent.close()
     return 0 if ok else 1
+
+
+def _say(status: Status, text: str) -> None:
+    status.update(f"re-measuring {text}")
 
 
 def print_failures(out: Console, rows: list[RemeasureRow]) -> None:
