@@ -38,9 +38,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from accelopt import catalog as ev
+from accelopt.beam_policy import noise_margin
 from accelopt.campaign import CampaignSpec, floor_cents, spec_from_dict
 from accelopt.campaign_policy import Candidate, Policy, PolicyContext, policy
-from accelopt.policy import noise_margin
 
 ROLES_IN_FLIGHT = len(ev.LLM_ROLES)  # a run's LLM lanes (one per role), each bounded by the in-flight limit
 MAX_INFLIGHT = 16  # the runs' default `limits.llm_inflight_per_role`

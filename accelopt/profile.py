@@ -70,7 +70,7 @@ class Estimate(msgspec.Struct, kw_only=True, omit_defaults=True):
     """An ESTIMATED latency: a cost model's figure for a kernel that was checked for
     correctness but not timed (e.g. NKI in the emulator, without a Trainium). Never a
     measurement: it lives apart from `Profile.latency`/`peak_fraction`, and only estimated kernels
-    are ranked by it (see accelopt/policy.py)."""
+    are ranked by it (see accelopt/beam_policy.py)."""
 
     latency_ms: float
     # of the same roofline as measured profiles (`pct_peak` on the wire)

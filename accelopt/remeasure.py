@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 
 import msgspec
 
+from accelopt.beam_policy import noise_margin, relative_spread
 from accelopt.catalog import RemeasuredSide
-from accelopt.policy import noise_margin, relative_spread
 from accelopt.profile import Profile, peak_fraction
 
 # seed offsets of consecutive rounds lie this far apart (the profiler checks a kernel on a

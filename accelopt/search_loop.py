@@ -14,7 +14,7 @@ from __future__ import annotations
 import msgspec
 
 from accelopt import catalog as ev
-from accelopt.policy import Pair, plan_pair, select_beam, select_summaries
+from accelopt.beam_policy import Pair, plan_pair, select_beam, select_summaries
 from accelopt.records import MemoryEntry, mark_estimated
 from accelopt.run_remeasure import RunRemeasure
 from accelopt.search_state import KernelRec, Phase, ProblemState, Run, Step, kept_kernels

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from accelopt import catalog as ev
+from accelopt.beam_policy import Scored
 from accelopt.config import RunConfig
-from accelopt.policy import Scored
 from accelopt.profile import Profile
 from accelopt.remeasure import Remeasure, Slot
 

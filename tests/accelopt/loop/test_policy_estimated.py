@@ -6,8 +6,8 @@ estimated kernels become summaries and memory entries marked as estimated."""
 from __future__ import annotations
 
 from accelopt import catalog as ev
+from accelopt.beam_policy import Scored, plan_pair, select_beam, select_summaries
 from accelopt.coordinator import CoordinatorCore
-from accelopt.policy import Scored, plan_pair, select_beam, select_summaries
 from accelopt.profile import Estimate, Profile, SeedCheck
 from accelopt.records import ESTIMATED_MARKER, is_estimated
 

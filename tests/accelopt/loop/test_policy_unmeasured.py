@@ -4,7 +4,7 @@ kernels; a failed kernel never does, and an untimed one never outranks a timed o
 
 from __future__ import annotations
 
-from accelopt.policy import Scored, best_of, select_beam
+from accelopt.beam_policy import Scored, best_of, select_beam
 
 
 def k(

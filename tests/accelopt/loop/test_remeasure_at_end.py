@@ -8,8 +8,8 @@ import re
 import pytest
 
 from accelopt import catalog as c
+from accelopt.beam_policy import Pair, Scored, noise_margin, plan_pair, select_summaries
 from accelopt.config import ConfigError, config_from_dict, legacy_config, recorded_config
-from accelopt.policy import Pair, Scored, noise_margin, plan_pair, select_summaries
 from accelopt.profile import LatencyStats, Profile
 from cli.progress import results_table
 from replay.fold import RunView
