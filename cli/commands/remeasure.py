@@ -47,6 +47,7 @@ from actors.runtime.kernel_remeasure import (
     save_record,
 )
 from cli.errors import error
+from cli.options import ROOT_HELP
 from replay.summary import geomean
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--all-kernels", action="store_true", help="every kernel that passed, not only the best")
     p.add_argument("--seed", type=int, help="base of the fresh correctness seeds (default: random)")
     p.add_argument("--json", action="store_true", help="print the result as JSON instead of a table")
-    p.add_argument("--root", default="runs", help="runs directory (default ./runs)")
+    p.add_argument("--root", default="runs", help=ROOT_HELP)
     p.set_defaults(func=run)
 
 

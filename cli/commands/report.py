@@ -8,6 +8,7 @@ import re
 import time
 from pathlib import Path
 
+from cli.options import NATS_HELP, ROOT_HELP
 from cli.run_log import add_valid_prefix_arg, damage_message
 
 
@@ -27,8 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="HTML file to write (default: <root>/<run>/report.html for one exported run, "
         "else report-<runs>.html here)",
     )
-    p.add_argument("--root", default="runs", help="runs directory (default ./runs)")
-    p.add_argument("--nats", help="NATS URL of the event log (default: the root's embedded server)")
+    p.add_argument("--root", default="runs", help=ROOT_HELP)
+    p.add_argument("--nats", help=NATS_HELP)
     p.add_argument("--iteration", type=int, help="report the state at the end of this iteration")
     p.add_argument("--title", help="page title")
     add_valid_prefix_arg(p)

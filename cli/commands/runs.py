@@ -10,6 +10,8 @@ import time
 
 from rich.table import Table
 
+from cli.options import ROOT_HELP
+
 SPEEDUP_CAPTION = (
     "speedup: re-measured (baseline and best timed again in interleaved rounds on fresh seeds at the "
     "end of each problem), the recorded one beside it where the two disagree beyond the noise; "
@@ -70,7 +72,7 @@ def runs_table(title: str, rows: list[dict[str, str]]) -> Table:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("runs", help="list runs with status and headline figures")
-    p.add_argument("--root", default="runs", help="runs directory (default ./runs)")
+    p.add_argument("--root", default="runs", help=ROOT_HELP)
     p.add_argument(
         "--nats", help="NATS URL of the event log (default: the root's embedded server, if running)"
     )

@@ -19,7 +19,7 @@ from rich.markup import escape
 
 from cli.console import wide_console
 from cli.errors import error
-from cli.options import add_config_args, config_from_args
+from cli.options import ROOT_HELP, add_config_args, config_from_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_config_args(p)
     p.set_defaults(func=up)
     d = sub.add_parser("down", help="stop the warm pool of --root")
-    d.add_argument("--root", default="runs", help="runs directory (default ./runs)")
+    d.add_argument("--root", default="runs", help=ROOT_HELP)
     d.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the pool to stop")
     d.set_defaults(func=down)
 
