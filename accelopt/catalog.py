@@ -87,13 +87,18 @@ class Event(msgspec.Struct, tag_field="type", kw_only=True, frozen=True):
 # --- run lifecycle -------------------------------------------------------------------------
 
 
-class ProblemTarget(msgspec.Struct, kw_only=True, frozen=True):
+class ProblemTarget(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True):
     """A problem to optimize on one device kind, as recorded in RunStarted."""
 
     problem: Problem
     device: str
     language: str
     content_hash: str
+    # a campaign's run (`CampaignDriver`): the entry source of its suite's own baseline, where
+    # `problem`'s baseline is the item's best so far. Its end-of-problem re-measure times this
+    # kernel as a third side (and runs every side to its end), so the campaign takes its
+    # item's measurement from those rounds (actors/runtime/item_measure.py)
+    origin_source: str = ""
 
 
 class RunStarted(Event, tag=True, frozen=True):
@@ -505,6 +510,9 @@ class ProblemRemeasured(Event, tag=True, frozen=True):
     speedup: float | None = None
     noise: float = 0.0
     agrees: bool = True
+    # a campaign's run (`ProblemTarget.origin_source`): its suite's baseline in the same rounds
+    # (None: not asked, or it is the baseline's or the best's source)
+    origin: RemeasuredSide | None = None
 
 
 # --- campaigns ------------------------------------------------------------------------------
@@ -662,6 +670,10 @@ class CampaignItemMeasured(Event, tag=True, frozen=True):
     start: RemeasuredSide | None = None
     candidate: RemeasuredSide | None = None
     error: str = ""  # nothing could be measured (the run's kernels are not taken)
+    # the run's own `ProblemRemeasured` whose rounds these are (it timed exactly these sources
+    # on the item's device, every side to its end, on fresh seeds); "": the campaign's own
+    # rounds after the run
+    run_remeasure: str = ""
 
 
 class CampaignBudgetSpent(Event, tag=True, frozen=True):

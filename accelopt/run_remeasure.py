@@ -1,7 +1,13 @@
 """A run's end-of-problem re-measure: the protocol of `accelopt.remeasure` over the baseline
 and the best kernel, driven through the run's log: one `ProfileRequested` of purpose
 "remeasure" at a time (so no two overlap), each answered by its `KernelProfiled`, and at the
-end the `ProblemRemeasured` that compares them (the search loop then closes the problem)."""
+end the `ProblemRemeasured` that compares them (the search loop then closes the problem).
+
+A campaign's run (its target's `origin_source`: the suite's own baseline, where the run
+starts from the item's best so far) times that kernel too, as a third side in the same
+rounds, and runs every side to its end (a side that fails ends only itself): the rounds are
+then exactly the item's measurement (actors/runtime/item_measure.py), which the campaign takes
+from this event instead of profiling the same kernels again after the run."""
 
 from __future__ import annotations
 
@@ -30,15 +36,31 @@ class RunRemeasure:
             or base.source == best.source
         ):
             return None
-        return Remeasure(sides=2, rounds=rounds, seed_base=run_seed_base(self.run.run_id, p.name))
+        origin = p.target.origin_source
+        third = bool(origin) and origin not in (base.source, best.source)
+        return Remeasure(
+            sides=3 if third else 2,
+            rounds=rounds,
+            seed_base=run_seed_base(self.run.run_id, p.name),
+            every_side=bool(origin),  # a campaign's run: each side's own status, as its item's measurement
+        )
+
+    def _side(self, p: ProblemState, side: int) -> tuple[str, str, str]:
+        """(kernel id, language, source) of a side: the baseline, the best, the suite's baseline."""
+        if side == 2:
+            assert self.run.started is not None
+            origin = p.target.origin_source
+            kid = self.run.started.new_kernel_id(p.name, p.target.language, origin, "origin", p.name)
+            return kid, p.target.language, origin
+        k = self.run.kernels[(p.baseline_id, p.best_id or "")[side]]
+        return k.kernel_id, k.language, k.source
 
     def next(self, p: ProblemState, cause: ev.Event) -> list[ev.Event]:
         assert p.remeasure is not None and self.run.started is not None
         slot = p.remeasure.next_slot()
         if slot is None:
             return self._done(p, cause)
-        kid = (p.baseline_id, p.best_id or "")[slot.side]
-        k = self.run.kernels[kid]
+        kid, language, source = self._side(p, slot.side)
         req = ev.ProfileRequested(
             **self.run.env(ev.ProfileRequested, "remeasure", p.name, slot.step, cause=cause),
             # the kernel it times again; a run recorded before kernels were content-addressed
@@ -48,8 +70,8 @@ class RunRemeasure:
             else ev.derive_event_id(self.run.run_id, "Kernel", "remeasure", p.name, slot.step),
             problem=p.name,
             device=p.target.device,
-            language=k.language,
-            source=k.source,
+            language=language,
+            source=source,
             purpose="remeasure",
             seed_offset=slot.seed_offset,
         )
@@ -67,7 +89,8 @@ class RunRemeasure:
     def _done(self, p: ProblemState, cause: ev.Event) -> list[ev.Event]:
         assert p.remeasure is not None
         base, best = self.run.kernels[p.baseline_id], self.run.kernels[p.best_id or ""]
-        b, k = p.remeasure.results([base.kernel_id, best.kernel_id])
+        ids = [self._side(p, s)[0] for s in range(p.remeasure.sides)]
+        b, k, *origin = p.remeasure.results(ids)
         c = compare(b, k, (base.latency_ms, best.latency_ms), (base.spread, best.spread))
         done = ev.ProblemRemeasured(
             **self.run.env(ev.ProblemRemeasured, p.name, cause=cause),
@@ -80,5 +103,6 @@ class RunRemeasure:
             speedup=c.speedup,
             noise=c.noise,
             agrees=c.agrees,
+            origin=origin[0] if origin else None,
         )
         return [done]

@@ -283,6 +283,7 @@ class _Ended:
     error: str | None = None
     outcome: dict | None = None  # the run's CampaignRunFinished fields, read on its thread
     measured: dict | None = None  # its item's CampaignItemMeasured fields (None: not measured)
+    remeasured: ev.ProblemRemeasured | None = None  # the run's own end-of-problem re-measure
 
 
 class CampaignDriver:
@@ -526,6 +527,8 @@ class CampaignDriver:
             gain = f"{e.gain:.2f}x over its start" if e.gain is not None else "nothing usable"
             if it is not None and it.measured_run == e.run:
                 gain += f"; the item {figure_text(it)}"
+            elif it is not None and it.measured_run is not None:  # not measured again: as it was
+                gain += f"; the item {figure_text(it)}, as {it.measured_run} measured it"
             state = campaign_run_state(e, State(name="running")).label
             self.note(f"run {e.run} ({e.item}): {state}, {gain}, ${e.cost_usd:.4f}, {e.duration_s:.0f} s")
         elif isinstance(e, ev.CampaignDeviceParked):
@@ -566,21 +569,28 @@ class CampaignDriver:
         prev = self.core.runs[s.start_run].finished if s.start_run is not None else None
         origin = self.problems[s.item]
         start = prev.best_source if prev is not None else origin.baseline.entry_file().content
+        measured_run = self.core.items[s.item].measured_run
+        last = self.core.measures.get(measured_run) if measured_run is not None else None
         t = threading.Thread(
-            target=self._run, args=(s, setup, start), name=f"campaign-run-{s.index}", daemon=True
+            target=self._run, args=(s, setup, start, last), name=f"campaign-run-{s.index}", daemon=True
         )
         self._threads[s.run] = t
         t.start()
 
     def _run(
-        self, s: ev.CampaignRunScheduled, setup: tuple[RunConfig, Problem] | Exception, start: str
+        self,
+        s: ev.CampaignRunScheduled,
+        setup: tuple[RunConfig, Problem] | Exception,
+        start: str,
+        last: ev.CampaignItemMeasured | None,
     ) -> None:
         """A thread: drive run `s` to its end (start it, resume it, or only note that it ended),
-        then read what it came to and measure its item (`start`: the source it started from)."""
+        then read what it came to and measure its item (`start`: the source it started from;
+        `last`: the item's last measurement)."""
         ended = self._drive_run(s, setup)
         try:
             ended.outcome = self._outcome_fields(s, ended)
-            ended.measured = self._measure(s, ended.outcome, start, setup)
+            ended.measured = self._measure(s, ended, start, setup, last)
         except Exception as e:  # the loop reads it again and publishes the run's end unmeasured
             log.warning("campaign run's outcome or measurement failed", run_id=s.run, error=repr(e))
         self._ended.put(ended)
@@ -592,6 +602,7 @@ class CampaignDriver:
             started, ended = asyncio.run(_run_state(self.url, s.run))
             if ended:
                 return _Ended(s.run)
+            origin = self.problems[s.item]
             timeout = max(1.0, s.deadline_ts - time.time()) if s.deadline_ts is not None else None
             common = SessionOptions(
                 nats_url=self.url,
@@ -602,6 +613,9 @@ class CampaignDriver:
                 log_level=self.log_level,
                 on_warning=lambda text: self.note(f"{s.run}: {text}"),
                 campaign=self.campaign_id,
+                # the suite's own baseline, timed in the run's end-of-problem re-measure: its
+                # item's measurement (actors/runtime/item_measure.py `from_run_remeasure`)
+                origins={origin.name: origin.baseline.entry_file().content},
             )
             if started is not None:
                 cfg = recorded_config(started.config)
@@ -627,20 +641,43 @@ class CampaignDriver:
     def _measure(
         self,
         s: ev.CampaignRunScheduled,
-        outcome: dict,
+        ended: _Ended,
         start: str,
         setup: tuple[RunConfig, Problem] | Exception,
+        last: ev.CampaignItemMeasured | None,
     ) -> dict | None:
         """Its item measured at the run's end (actors/runtime/item_measure.py): the suite's
-        baseline, the kernel the run started from and the run's best. None for a run with
-        nothing usable (failed, unserved, its baseline broken): the item stays as it was."""
+        baseline, the kernel the run started from and the run's best, taken from the run's own
+        re-measure where it timed exactly these, else profiled now. None for a run with nothing
+        usable (failed, unserved, its baseline broken) and for one that brought no new kernel
+        where the item's last measurement timed the same ones: the item stays as it was."""
+        outcome = ended.outcome or {}
         if outcome.get("gain") is None or outcome.get("unserved"):
             return None
-        from actors.runtime.item_measure import measure_item
+        from actors.runtime.item_measure import from_run_remeasure, measure_item, unchanged_since
         from hardware_agents.families import get_agent, profile_timeout_s
 
         cfg = setup[0] if not isinstance(setup, Exception) else RunConfig()
         rounds = cfg.search.remeasure_rounds or 1
+        problem = self.problems[s.item]
+        candidate = outcome.get("best_source") or None
+        if unchanged_since(problem, start, candidate, last):
+            assert last is not None
+            self.note(
+                f"run {s.run} ({s.item}) ended with no new kernel: its item is as its last "
+                f"measurement ({last.run}) timed it, not measured again"
+            )
+            return None
+        reused = from_run_remeasure(
+            problem, start=start, candidate=candidate, remeasured=ended.remeasured, rounds=rounds
+        )
+        if reused is not None:
+            self.note(
+                f"run {s.run} ({s.item}) ended: its item measured in the run's own re-measure (the suite's "
+                f"baseline, the kernel it started from and its best: {reused['rounds']} interleaved "
+                f"round{'s' if reused['rounds'] != 1 else ''} on fresh seeds)"
+            )
+            return reused
         self.note(
             f"run {s.run} ({s.item}) ended: measuring the item (the suite's baseline, the kernel it "
             f"started from and its best: {rounds} interleaved round{'s' if rounds != 1 else ''} on fresh seeds, "
@@ -653,10 +690,10 @@ class CampaignDriver:
         try:
             return measure_item(
                 agent,
-                self.problems[s.item],
+                problem,
                 run_id=s.run,
                 start=start,
-                candidate=outcome.get("best_source") or None,
+                candidate=candidate,
                 rounds=rounds,
                 timeout_s=profile_timeout_s(s.device, cfg.profiling),
             )
@@ -698,11 +735,16 @@ class CampaignDriver:
         return run_config(spec, devices, self.root, started.memory_uri, s, ref), problem
 
     def _outcome_fields(self, s: ev.CampaignRunScheduled, ended: _Ended) -> dict:
-        """The run's outcome, read from its own log (its export, else the stream)."""
+        """The run's outcome, read from its own log (its export, else the stream); its
+        end-of-problem re-measure on the item's device goes into `ended.remeasured`."""
         fields: dict = {}
         try:
             events = load_events(ended.run_id, self.root, nats_url=self.url, prefer_stream=True)
-            fields = run_outcome(RunView.from_events(events), s.item, timed_out=ended.timed_out)
+            view = RunView.from_events(events)
+            fields = run_outcome(view, s.item, timed_out=ended.timed_out)
+            ended.remeasured = next(
+                (p.remeasured for p in view.problems.values() if p.device == s.device), None
+            )
         except Exception as e:  # no events: it never started
             fields = {"status": "error", "reason": ended.error or f"{type(e).__name__}: {e}"}
         if ended.error and fields.get("status") in ("running", "empty", None):

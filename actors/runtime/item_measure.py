@@ -9,6 +9,22 @@ rounds on fresh seeds, the order reversed every other round, so every side sees 
 machine conditions. An emulated device's kernels are compared by the cost model's estimate
 (one round: it is deterministic). The item's speedup is origin over its best in these
 rounds: a measurement, never a product of runs' gains.
+
+Most run ends cost no profile of their own (issue 49: the measurement after each run took as
+long as the run again, or three times a short one, while the device's next run waited):
+
+- `from_run_remeasure`: a run of a campaign records its item's origin (`ProblemTarget.
+  origin_source`), so its own end-of-problem re-measure times the suite's baseline beside
+  its start and its best in the same interleaved rounds on fresh seeds, every side to its
+  end (accelopt/run_remeasure.py). Where that event timed exactly the sides this
+  measurement would, on the item's device and in as many rounds, its rounds are the
+  measurement (`run_remeasure` names the event);
+- `unchanged_since`: a run that found nothing new leaves the item's kernels as they were;
+  where the item's last measurement timed exactly these (its baseline and the kernel the run
+  started from), the item is not measured again and its figure stays that measurement's.
+
+Otherwise (an emulated device, whose runs make no re-measure; a run its deadline cut before
+its re-measure; a re-measure cut short) `measure_item` profiles the sides after the run.
 """
 
 from __future__ import annotations
@@ -37,6 +53,72 @@ def sides_to_measure(problem: Problem, start: str, candidate: str | None) -> lis
         if src and all(src != s for _, s in out):
             out.append((role, src))
     return out
+
+
+def _usable(side: ev.RemeasuredSide | None) -> bool:
+    return side is not None and side.status in ("passed", "unmeasured") and bool(side.median_ms)
+
+
+def _side_ids(problem: Problem, start: str, candidate: str | None) -> list[tuple[str, str]]:
+    """(role, kernel id) of each side `measure_item` would profile."""
+    language = problem.baseline.spec.language
+    return [
+        (role, kernel_id(problem.name, language, src))
+        for role, src in sides_to_measure(problem, start, candidate)
+    ]
+
+
+def unchanged_since(
+    problem: Problem, start: str, candidate: str | None, last: ev.CampaignItemMeasured | None
+) -> bool:
+    """The run brought no new kernel (its best is the kernel it started from, or the suite's
+    baseline) and `last`, the item's last measurement, timed exactly the kernels it would
+    time again, each with a figure: measuring them again would only re-draw their noise."""
+    sides = _side_ids(problem, start, candidate)
+    if last is None or last.error or any(role == "candidate" for role, _ in sides):
+        return False
+    timed = {s.kernel_id for s in (last.origin, last.start, last.candidate) if s is not None and _usable(s)}
+    return all(kid in timed for _, kid in sides)
+
+
+def _complete(side: ev.RemeasuredSide, rounds: int) -> bool:
+    """A side with its every round, or one that failed by itself (its failure is its result)."""
+    return len(side.rounds_ms) == rounds if side.status == "passed" else side.status != "unmeasured"
+
+
+def from_run_remeasure(
+    problem: Problem,
+    *,
+    start: str,
+    candidate: str | None,
+    remeasured: ev.ProblemRemeasured | None,
+    rounds: int,
+) -> dict | None:
+    """The fields `measure_item` would give, taken from the run's own end-of-problem
+    re-measure (`remeasured`, made on the item's device), where it timed exactly the sides
+    the item needs (the suite's baseline, the run's start and its best, by content id) in
+    `rounds` rounds, every side to its end; None where it did not (then measure after the
+    run). Its seeds are fresh: no search profile uses a re-measure's offsets."""
+    if remeasured is None or remeasured.rounds != max(1, rounds):
+        return None
+    timed = {
+        s.kernel_id: s for s in (remeasured.baseline, remeasured.best, remeasured.origin) if s is not None
+    }
+    sides = _side_ids(problem, start, candidate)
+    if {kid for _, kid in sides} != set(timed) or not all(
+        _complete(s, remeasured.rounds) for s in timed.values()
+    ):
+        return None
+    by_role = {role: timed[kid] for role, kid in sides}
+    return {
+        "method": "interleaved",
+        "rounds": remeasured.rounds,
+        "seed_offsets": list(remeasured.seed_offsets),
+        "origin": by_role["origin"],
+        "start": by_role.get("start"),
+        "candidate": by_role.get("candidate"),
+        "run_remeasure": remeasured.event_id,
+    }
 
 
 def estimated_side(kid: str, prof: Profile) -> ev.RemeasuredSide:

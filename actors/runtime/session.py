@@ -18,7 +18,7 @@ import json
 import platform
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -109,6 +109,7 @@ def run_started(
     tools: dict[str, str],
     parent_run: str | None = None,
     fork_iteration: int | None = None,
+    origins: Mapping[str, str] | None = None,
 ) -> ev.RunStarted:
     devices = target_devices(cfg, [p.name for p in problems])
     targets = [
@@ -117,6 +118,7 @@ def run_started(
             device=devices[p.name],
             language=p.baseline.spec.language,
             content_hash=p.content_hash(),
+            origin_source=(origins or {}).get(p.name, ""),
         )
         for p in problems
     ]
@@ -409,7 +411,9 @@ class SessionOptions:
     `RunTimedOut` says which ones were not; later, the outcome is `timed_out` and the run
     is left `stopped` (replay/states.py): a run of its own stays resumable. `campaign`: the
     campaign the run belongs to (its lock names the campaign's resume command, and a run its
-    deadline ends is the campaign's to go on with or not).
+    deadline ends is the campaign's to go on with or not). `origins`: per problem, the entry
+    source of its suite's own baseline where the run starts from another kernel (a campaign's
+    run): recorded in its target, timed in its end-of-problem re-measure beside baseline and best.
     """
 
     nats_url: str | None = None
@@ -425,6 +429,7 @@ class SessionOptions:
     on_warning: Callable[[str], None] | None = None
     timeout_s: float | None = None
     campaign: str = ""
+    origins: Mapping[str, str] = field(default_factory=dict)
 
 
 def run_session(cfg: RunConfig, problems: list[Problem], options: SessionOptions | None = None) -> RunOutcome:
@@ -455,7 +460,7 @@ def run_session(cfg: RunConfig, problems: list[Problem], options: SessionOptions
     actors = _RunActors(o.coordinator, endpoint.url, run_id)
     timed_out = False
     try:
-        start, devices = _run_start(cfg, problems, run_id, o.devices, o.started_event, o.resume)
+        start, devices = _run_start(cfg, problems, run_id, o.devices, o.started_event, o.resume, o.origins)
         settings = StreamSettings(replicas=cfg.log.replicas, duplicate_window_s=cfg.log.duplicate_window_s)
         # the run's settings (replicas) make the stream, not the first actor to connect with the defaults
         asyncio.run(create_stream(endpoint.url, settings))
@@ -618,6 +623,7 @@ def _run_start(
     devices: list[str] | None,
     started_event: ev.RunStarted | None,
     resume: bool,
+    origins: Mapping[str, str] | None = None,
 ) -> tuple[ev.RunStarted | None, list[str]]:
     """The RunStarted to publish (None when resuming: the run is on the log) and the run's
     device kinds (an ablation's are its parent's)."""
@@ -626,7 +632,7 @@ def _run_start(
     if resume:
         return None, devices
     start = started_event or run_started(
-        run_id, cfg, problems, prices=price_snapshot(cfg), tools=toolchain(devices)
+        run_id, cfg, problems, prices=price_snapshot(cfg), tools=toolchain(devices), origins=origins
     )
     return start, sorted({t.device for t in start.targets})
 
