@@ -221,7 +221,7 @@ def handshake_s(agent: CpuAgent, rounds: int = 200) -> float:
         c_solution(p, "void kernel(const float* x, float* out) { (void)x; (void)out; }\n"), p.axis_values()
     )
     assert build.so_path
-    with Sandbox(agent._policy(agent.data.get(p, (0,)), 1)) as box:
+    with Sandbox(agent.sandbox_policy(agent.data.get(p, (0,)), 1)) as box:
         import shutil
 
         shutil.copyfile(build.so_path, box.workdir / "kernel.so")

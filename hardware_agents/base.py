@@ -35,7 +35,7 @@ class HardwareAgent(ABC):
     one profile, which `profile` runs in the one order of `pipeline/stages.py` (static checks,
     build, stage inputs, correctness, timing rounds, clock bound, roofline gate, verdict),
     recording each stage in the profile's counters. `profile` normalises the arguments and
-    records the wall time, and `_fail` makes a failed Profile with the device and toolchain
+    records the wall time, and `fail` makes a failed Profile with the device and toolchain
     filled in, so every agent reports the same way (the isolation a sandbox applied goes into
     `Profile.isolation`).
     """
@@ -105,7 +105,7 @@ class HardwareAgent(ABC):
             size = sum(len(src.content.encode()) for src in solution.sources)
         if size <= MAX_SOURCE_BYTES:
             return None
-        return self._fail(
+        return self.fail(
             "compile_error",
             f"the solution's sources are {size / 2**20:.1f} MiB; the limit is {MAX_SOURCE_BYTES >> 20} MiB",
         )
@@ -115,7 +115,7 @@ class HardwareAgent(ABC):
         minimum count extends them)."""
         return seeds
 
-    def _fail(self, status: str, log: str, extra_tools: dict[str, str] | None = None, **kw: Any) -> Profile:
+    def fail(self, status: str, log: str, extra_tools: dict[str, str] | None = None, **kw: Any) -> Profile:
         """A profile that did not pass (`extra_tools`: versions learnt on the way, e.g. from the
         device's harness)."""
         return Profile(

@@ -577,3 +577,122 @@ def test_the_family_check_finds_an_import_and_a_target_string():
     assert not _family_reach(registry, ast.parse("from hardware_agents.cpu.family import FAMILY"))
     assert _family_reach(registry, ast.parse("from hardware_agents.cpu.agent import CpuAgent"))
     assert not _family_reach(ROOT / "hardware_agents" / "cpu" / "agent.py", tree.body[2])  # its own
+
+
+# --- inside hardware_agents/: its parts layered, and each family's stages on its agent's public API
+
+# the parts of hardware_agents/ (a top-level module or a subpackage each), top-down, the same
+# rule as the folders': a part imports only parts of the layers below its own. (The package's
+# `__init__.py`, its facade, imports `base` and `pipeline.device_spec` and is no part.)
+DEVICE_LAYERS: tuple[tuple[str, ...], ...] = (
+    ("languages",),  # the kernel languages' lookups: they ask the registry
+    ("families",),  # the registry: imports each family's descriptor
+    ("cpu", "triton", "neuron", "sim"),  # the device families: none imports another
+    ("family",),  # the descriptor a family fills in
+    ("base",),  # HardwareAgent: runs a profile through the pipeline's stages
+    ("pipeline",),  # the judging steps every agent runs, DeviceSpec and the roofline
+    ("datacache", "host_memory", "index_inputs", "kernel_language", "quiet", "validity"),
+    ("sandbox",),  # the walls around untrusted code
+)
+
+
+def _device_part(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "hardware_agents" and len(parts) > 1 else None
+
+
+DEVICE_EDGES = _edges(_device_part)
+
+
+def test_every_part_of_hardware_agents_has_one_layer():
+    root = ROOT / "hardware_agents"
+    parts = {p.stem for p in root.glob("*.py") if p.name != "__init__.py"}
+    parts |= {p.parent.name for p in root.glob("*/__init__.py")}
+    placed = [part for layer in DEVICE_LAYERS for part in layer]
+    assert sorted(placed) == sorted(parts) and len(set(placed)) == len(placed), (placed, parts)
+
+
+def test_no_part_of_hardware_agents_imports_its_own_layer_or_one_above():
+    """base.py imported the pipeline and the pipeline's roofline imported base.py's DeviceSpec
+    (the one upward arrow here, until DeviceSpec moved into `pipeline/device_spec.py`)."""
+    assert not _upward(DEVICE_EDGES, DEVICE_LAYERS)
+
+
+def test_the_parts_of_hardware_agents_import_each_other_in_no_circle():
+    graph: dict[str, set[str]] = defaultdict(set)
+    for src, dst in DEVICE_EDGES:
+        graph[src].add(dst)
+    assert not _cycles(graph)
+
+
+def test_the_device_checker_sees_the_parts():
+    """Guards the checks above against passing on an empty or misparsed graph."""
+    assert DEVICE_EDGES[("base", "pipeline")] and DEVICE_EDGES[("triton", "pipeline")]
+    assert DEVICE_EDGES[("families", "cpu")] and DEVICE_EDGES[("pipeline", "sandbox")]
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _is_agent(node: ast.AST) -> bool:
+    """A name `agent` or an attribute `.agent` (a stage's `self.agent`)."""
+    return (isinstance(node, ast.Name) and node.id == "agent") or (
+        isinstance(node, ast.Attribute) and node.attr == "agent"
+    )
+
+
+def _agent_privates(path: Path, tree: ast.AST) -> list[str]:
+    """`agent._x` and `self.agent._x` in `tree`: a private member of an agent reached from
+    outside its class; and a private member a Protocol declares (a seam that needs one)."""
+    found = [
+        f"{_rel(path)}:{n.lineno} {ast.unparse(n)}"
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Attribute) and _private(n.attr) and _is_agent(n.value)
+    ]
+    for cls in ast.walk(tree):
+        if isinstance(cls, ast.ClassDef) and any(ast.unparse(b).endswith("Protocol") for b in cls.bases):
+            for item in cls.body:
+                name = (
+                    item.name
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    else ast.unparse(item.target)
+                    if isinstance(item, ast.AnnAssign)
+                    else ""
+                )
+                if _private(name):
+                    found.append(f"{_rel(path)}:{item.lineno} {cls.name} declares {name}")
+    return found
+
+
+def test_no_stage_reaches_a_private_member_of_its_agent():
+    """A family's stages (`<family>/stages.py`, the sim's `SimStages`) use their agent's public
+    device context (the `Protocol` each declares: `CpuDevice`, `TritonDevice`, `NeuronDevice`)
+    or own the per-profile helpers (`cpu/oracle.baseline_oracle`, `triton/request.py`); no
+    code of the installed packages reaches into an agent's private members."""
+    found = [line for path, tree in SOURCES for line in _agent_privates(path, tree)]
+    assert not found, found
+
+
+def test_the_private_member_check_finds_one():
+    """Guards the check above: it sees `agent._x`, `self.agent._x` and a Protocol's private
+    member, and lets a class use its own (`self._x`) and a Protocol's public members."""
+    tree = ast.parse(
+        "class Device(Protocol):\n"
+        "    data: int\n"
+        "    _spec: int\n"
+        "    def fail(self) -> None: ...\n"
+        "    def _policy(self) -> None: ...\n"
+        "class S(Stages[Device]):\n"
+        "    def setup(self):\n"
+        "        agent = self.agent\n"
+        "        self.v = Verdict(self.agent._fail)\n"
+        "        agent._device_lock(); agent.fail(); self._own(); agent.__class__\n"
+    )
+    found = _agent_privates(ROOT / "hardware_agents" / "cpu" / "stages.py", tree)
+    assert found == [
+        "hardware_agents/cpu/stages.py:9 self.agent._fail",
+        "hardware_agents/cpu/stages.py:10 agent._device_lock",
+        "hardware_agents/cpu/stages.py:3 Device declares _spec",
+        "hardware_agents/cpu/stages.py:5 Device declares _policy",
+    ], found

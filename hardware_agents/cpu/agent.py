@@ -24,7 +24,7 @@ import fcntl
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
@@ -41,7 +41,6 @@ from hardware_agents.cpu.data import ProblemData
 from hardware_agents.cpu.judge import TimingRules
 from hardware_agents.cpu.machine import DEFAULT_CC, machine_info, usable_cores
 from hardware_agents.cpu.machine import cache_dir as default_cache_dir
-from hardware_agents.cpu.oracle import ORACLE_SETS, BaselineOracle
 from hardware_agents.cpu.stages import MAX_REGION_BYTES, MAX_TIMED_SETS, CpuStages, timing_sets
 from hardware_agents.datacache import DataCache
 from hardware_agents.pipeline.device_spec import DeviceSpec
@@ -150,7 +149,11 @@ class CpuAgent(HardwareAgent):
     ) -> Stages:
         return CpuStages(self, problem, solution, seeds, timeout_s, measure)
 
-    def _rules(self) -> TimingRules:
+    # --- the device context the stages use (`stages.CpuDevice`) ---------------------------
+
+    def timing_rules(self) -> TimingRules:
+        """How the judge times a kernel here: its cores and threads, the batch budget, reruns,
+        the spread allowed and the plausibility gate."""
         return TimingRules(
             threads=self.threads,
             cpus=self.cpus,
@@ -160,7 +163,8 @@ class CpuAgent(HardwareAgent):
             max_pct_peak=self.max_pct_peak,
         )
 
-    def _policy(self, data: ProblemData, sets: int) -> SandboxPolicy:
+    def sandbox_policy(self, data: ProblemData, sets: int) -> SandboxPolicy:
+        """The kernel server's sandbox, with room for `sets` buffer sets of `data`."""
         region = sets * (data.set_bytes + 4096 * (1 + 2 * len(data.problem.definition.outputs)))
         policy = SandboxPolicy(
             address_space_bytes=(1 << 30) + 2 * region,
@@ -179,34 +183,10 @@ class CpuAgent(HardwareAgent):
         )
         return msgspec.structs.replace(policy, **self.sandbox_options) if self.sandbox_options else policy
 
-    def _oracle_factory(
-        self, problem: Problem, data: ProblemData, policy: SandboxPolicy, timeout: float
-    ) -> Callable[[], BaselineOracle] | None:
-        """The baseline kernel as the fast reference of the timed calls' full checks
-        (`oracle.py`), or None where the problem has no C baseline that builds."""
-        base = problem.baseline
-        if base is None or base.spec.language != "c":
-            return None
-        try:
-            symbol = base.entry_symbol
-        except IndexError:
-            return None
-        build = self.compiler.build(base, problem.axis_values())
-        if not build.ok or build.so_path is None:
-            return None
-        so_path = build.so_path
-        scalars = {n: v for n, v in data.cases[0].inputs.items() if not isinstance(v, np.ndarray)}
-        oracle_policy = msgspec.structs.replace(
-            policy,
-            address_space_bytes=(1 << 30)
-            + 2 * ORACLE_SETS * (data.set_bytes + 4096 * (1 + 2 * len(problem.definition.outputs))),
-        )
-        return lambda: BaselineOracle(
-            problem, so_path, symbol, oracle_policy, scalars, timeout, sandbox_dir=self.sandbox_dir
-        )
-
     @contextmanager
-    def _device_lock(self) -> Iterator[None]:
+    def device_lock(self) -> Iterator[None]:
+        """The machine for one timing run at a time (a file lock under the cache dir; none
+        without `exclusive_timing`)."""
         if not self.exclusive_timing:
             yield
             return
@@ -222,7 +202,7 @@ class CpuAgent(HardwareAgent):
     # every call must not turn every profile into a calibration
     RAISE_PEAKS_EVERY_S: ClassVar[float] = 600.0
 
-    def _remeasured_peaks(self) -> DeviceSpec | None:
+    def remeasured_peaks(self) -> DeviceSpec | None:
         """Re-measure this machine's peaks (with the device to itself: the judge asks while it
         holds the device lock) and keep the higher values; the spec they make, or None when
         not done. Only for a measured calibration, rate-limited."""

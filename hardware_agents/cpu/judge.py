@@ -77,9 +77,52 @@ class TimingRules(msgspec.Struct, frozen=True, kw_only=True):
     max_pct_peak: float
 
 
+def death_verdict(v: Verdict, out: SandboxOutcome) -> Profile:
+    """The verdict on the kernel server's death during a stage."""
+    hint = ""
+    if out.signal in ("SIGSEGV", "SIGBUS"):
+        hint = " (inputs are mapped read-only: a write to an input faults; so does a write past the mapped buffers)"
+    return v.ended(
+        out,
+        crashed=f"the kernel crashed: {out.error}{hint}",
+        error=out.error[-4000:],
+        compile_error=out.status == "error" and out.error_type == "EntrySymbolMissing",
+    ) or v.profile("runtime_error", f"the kernel server exited unexpectedly ({out.status})")
+
+
+def cores_used(
+    rules: TimingRules, runner: KernelRunner, wall_s: float, what: str, counters: dict[str, float]
+) -> str | None:
+    """Why the last batch used cores the kernel was not given, or None: its CPU time (all
+    threads) beyond wall x cores, or a thread whose CPU mask is wider than the one given
+    (`counters` keeps the highest CPU time over wall seen)."""
+    given = rules.cpus
+    cpu = runner.last_run_cpu_s
+    if cpu is not None:
+        counters["max_batch_cpu_over_wall"] = max(
+            counters.get("max_batch_cpu_over_wall", 0.0), cpu / max(wall_s, 1e-9)
+        )
+        if cpu > len(given) * wall_s * CPU_SLACK + CPU_SLACK_S:
+            return (
+                f"{what} used {cpu * 1e3:.3g} ms of CPU time in {wall_s * 1e3:.3g} ms: more than the "
+                f"{len(given)} cores it was given (OMP_NUM_THREADS={rules.threads})"
+            )
+    for tid in runner.thread_ids():
+        try:
+            mask = os.sched_getaffinity(tid)
+        except OSError:
+            continue
+        if not mask <= set(given):
+            return (
+                f"a thread of the kernel's process runs on CPUs {sorted(mask)}; it was given "
+                f"{sorted(given)} and may not widen that"
+            )
+    return None
+
+
 class Judge:
     """One profile's correctness, timing and verdict (`verdict`: the pipeline's, made with the
-    agent's `_fail`), one method per stage the agent runs: `correctness`, `timing`, `gate`,
+    agent's `fail`), one method per stage the agent runs: `correctness`, `timing`, `gate`,
     then `close` (always). `remeasured` gives this machine's peaks measured again (or None:
     not now), asked once a result looks faster than the machine allows."""
 
@@ -190,46 +233,7 @@ class Judge:
         except KernelDied as e:
             self.died = e.outcome
             self.v.record_outcome(e.outcome, tail=False)  # its stderr goes below every failure
-            return self._died(e.outcome)
-
-    def _died(self, out: SandboxOutcome) -> Profile:
-        hint = ""
-        if out.signal in ("SIGSEGV", "SIGBUS"):
-            hint = " (inputs are mapped read-only: a write to an input faults; so does a write past the mapped buffers)"
-        return self.v.ended(
-            out,
-            crashed=f"the kernel crashed: {out.error}{hint}",
-            error=out.error[-4000:],
-            compile_error=out.status == "error" and out.error_type == "EntrySymbolMissing",
-        ) or self.v.profile("runtime_error", f"the kernel server exited unexpectedly ({out.status})")
-
-    # --- every batch ------------------------------------------------------------------------
-
-    def _cores_used(self, runner: KernelRunner, wall_s: float, what: str) -> str | None:
-        """Why the last batch used cores the kernel was not given, or None: its CPU time (all
-        threads) beyond wall x cores, or a thread whose CPU mask is wider than the one given."""
-        given = self.rules.cpus
-        cpu = runner.last_run_cpu_s
-        if cpu is not None:
-            self.counters["max_batch_cpu_over_wall"] = max(
-                self.counters.get("max_batch_cpu_over_wall", 0.0), cpu / max(wall_s, 1e-9)
-            )
-            if cpu > len(given) * wall_s * CPU_SLACK + CPU_SLACK_S:
-                return (
-                    f"{what} used {cpu * 1e3:.3g} ms of CPU time in {wall_s * 1e3:.3g} ms: more than the "
-                    f"{len(given)} cores it was given (OMP_NUM_THREADS={self.rules.threads})"
-                )
-        for tid in runner.thread_ids():
-            try:
-                mask = os.sched_getaffinity(tid)
-            except OSError:
-                continue
-            if not mask <= set(given):
-                return (
-                    f"a thread of the kernel's process runs on CPUs {sorted(mask)}; it was given "
-                    f"{sorted(given)} and may not widen that"
-                )
-        return None
+            return death_verdict(self.v, e.outcome)
 
     # --- correctness ------------------------------------------------------------------------
 
@@ -243,7 +247,7 @@ class Judge:
         dt = runner.run(order)
         threads = runner.thread_count()
         self.counters["threads_seen"] = float(threads)
-        why = self._cores_used(runner, dt, "the correctness batch")
+        why = cores_used(self.rules, runner, dt, "the correctness batch", self.counters)
         if why:
             return self.v.profile("incorrect", why)
         for i, c in enumerate(cases):
@@ -276,7 +280,7 @@ class Judge:
         runner.prepare(probe)
         quiet.settle(SETTLE_MAX_S)
         dt = runner.run(probe)
-        why = self._cores_used(runner, dt, "the first timed batch") or self._check_batch(
+        why = cores_used(self.rules, runner, dt, "the first timed batch", self.counters) or self._check_batch(
             runner, probe, rng, {}, len(probe), distinct, -1
         )
         t_call = max(dt - h, 1e-7) / len(probe)
@@ -337,9 +341,9 @@ class Judge:
             timed_calls += n
             means_ms.append(dt / n * 1e3)
             footprint = max(footprint, n * data.set_bytes)
-            why = self._cores_used(runner, dt, f"timed batch {j + 1}") or self._check_batch(
-                runner, sets, rng, pool_at, per_batch, distinct, j
-            )
+            why = cores_used(
+                self.rules, runner, dt, f"timed batch {j + 1}", self.counters
+            ) or self._check_batch(runner, sets, rng, pool_at, per_batch, distinct, j)
             if why:
                 return self.v.profile("incorrect", why)
             if j + 1 >= MIN_BATCHES and (spread(means_ms) <= rules.spread_threshold or timed_s >= budget_s):

@@ -20,12 +20,17 @@ from __future__ import annotations
 
 import math
 import shutil
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from accelopt.problem import Problem, Tolerance
 from hardware_agents import validity
+from hardware_agents.cpu.compiler import Compiler
+from hardware_agents.cpu.data import ProblemData
 from hardware_agents.cpu.runner import KernelDied, KernelRunner
 from hardware_agents.sandbox import Sandbox, SandboxPolicy
 
@@ -123,3 +128,37 @@ class BaselineOracle:
             self._runner.close()
             self._runner = None
         self._box.close()
+
+
+def baseline_oracle(
+    problem: Problem,
+    data: ProblemData,
+    policy: SandboxPolicy,
+    timeout: float,
+    *,
+    compiler: Compiler,
+    sandbox_dir: Path | None = None,
+) -> Callable[[], BaselineOracle] | None:
+    """The baseline kernel as the fast reference of the timed calls' full checks (built by
+    `compiler`, run under `policy` with room for `ORACLE_SETS` sets), or None where the problem
+    has no C baseline that builds."""
+    base = problem.baseline
+    if base is None or base.spec.language != "c":
+        return None
+    try:
+        symbol = base.entry_symbol
+    except IndexError:
+        return None
+    build = compiler.build(base, problem.axis_values())
+    if not build.ok or build.so_path is None:
+        return None
+    so_path = build.so_path
+    scalars = {n: v for n, v in data.cases[0].inputs.items() if not isinstance(v, np.ndarray)}
+    oracle_policy = msgspec.structs.replace(
+        policy,
+        address_space_bytes=(1 << 30)
+        + 2 * ORACLE_SETS * (data.set_bytes + 4096 * (1 + 2 * len(problem.definition.outputs))),
+    )
+    return lambda: BaselineOracle(
+        problem, so_path, symbol, oracle_policy, scalars, timeout, sandbox_dir=sandbox_dir
+    )

@@ -16,17 +16,15 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
-from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
-from accelopt.problem import Problem
 from accelopt.profile import Profile
 from hardware_agents.cpu.compiler import BuildResult, Compiler
 from hardware_agents.cpu.data import ProblemData
 from hardware_agents.cpu.judge import Judge, TimingRules
-from hardware_agents.cpu.oracle import BaselineOracle
+from hardware_agents.cpu.oracle import baseline_oracle
 from hardware_agents.datacache import DataCache
 from hardware_agents.pipeline.device_spec import DeviceSpec
 from hardware_agents.pipeline.phases import Phases
@@ -58,7 +56,7 @@ def timing_sets(set_bytes: int, cases: int) -> int:
 
 
 class CpuDevice(Protocol):
-    """What the stages use of the CPU agent (`agent.CpuAgent`)."""
+    """The CPU agent as its stages see it (`agent.CpuAgent`): its public device context."""
 
     compiler: Compiler
     data: DataCache[ProblemData]
@@ -66,21 +64,18 @@ class CpuDevice(Protocol):
 
     @property
     def spec(self) -> DeviceSpec: ...
-    def _fail(
+    def fail(
         self, status: str, log: str, extra_tools: dict[str, str] | None = None, **kw: Any
     ) -> Profile: ...
-    def _policy(self, data: ProblemData, sets: int) -> SandboxPolicy: ...
-    def _rules(self) -> TimingRules: ...
-    def _oracle_factory(
-        self, problem: Problem, data: ProblemData, policy: SandboxPolicy, timeout: float
-    ) -> Callable[[], BaselineOracle] | None: ...
-    def _remeasured_peaks(self) -> DeviceSpec | None: ...
-    def _device_lock(self) -> AbstractContextManager[None]: ...
+    def sandbox_policy(self, data: ProblemData, sets: int) -> SandboxPolicy: ...
+    def timing_rules(self) -> TimingRules: ...
+    def remeasured_peaks(self) -> DeviceSpec | None: ...
+    def device_lock(self) -> AbstractContextManager[None]: ...
 
 
 class CpuStages(Stages[CpuDevice]):
     def setup(self) -> None:
-        self.v = Verdict(self.agent._fail, held="between timed batches")
+        self.v = Verdict(self.agent.fail, held="between timed batches")
         self.phases = Phases(self.v.counters)
         self.held = contextlib.ExitStack()  # the kernel's sandbox, then the device lock
         self.entry = ""
@@ -94,7 +89,7 @@ class CpuStages(Stages[CpuDevice]):
         self.ended: Profile | None = None
 
     def static_checks(self) -> Profile | None:
-        solution, fail = self.solution, self.agent._fail
+        solution, fail = self.solution, self.agent.fail
         if solution.spec.language != "c":
             return fail(
                 "compile_error", f"the CPU agent compiles C; this solution is {solution.spec.language!r}"
@@ -127,7 +122,7 @@ class CpuStages(Stages[CpuDevice]):
         with self.phases("data"):
             data = self.data = agent.data.get(self.problem, self.seeds)
         self.sets = timing_sets(data.set_bytes, len(data.cases)) if self.measure else len(data.cases)
-        self.policy = agent._policy(data, self.sets)
+        self.policy = agent.sandbox_policy(data, self.sets)
         box = self.box = self.held.enter_context(Sandbox(self.policy, base_dir=agent.sandbox_dir))
         assert self.build_result is not None and self.build_result.so_path is not None
         shutil.copyfile(self.build_result.so_path, box.workdir / "kernel.so")
@@ -139,7 +134,7 @@ class CpuStages(Stages[CpuDevice]):
         assert box is not None and data is not None and policy is not None
         self.judge = Judge(
             self.v,
-            agent._rules(),
+            agent.timing_rules(),
             self.problem,
             data,
             agent.spec if self.measure else None,
@@ -148,12 +143,19 @@ class CpuStages(Stages[CpuDevice]):
             self.entry,
             self.sets,
             self.timeout_s,
-            oracle=agent._oracle_factory(self.problem, data, policy, self.timeout_s)
+            oracle=baseline_oracle(
+                self.problem,
+                data,
+                policy,
+                self.timeout_s,
+                compiler=agent.compiler,
+                sandbox_dir=agent.sandbox_dir,
+            )
             if self.measure
             else None,
-            remeasured=agent._remeasured_peaks,
+            remeasured=agent.remeasured_peaks,
         )
-        self.held.enter_context(agent._device_lock())  # one timing run on the machine at a time
+        self.held.enter_context(agent.device_lock())  # one timing run on the machine at a time
         return self.judge.correctness()
 
     def timing_rounds(self) -> Outcome:

@@ -216,7 +216,7 @@ class NeuronAgent(HardwareAgent):
     def close(self) -> None:
         self.data.close()
 
-    # --- sandbox ---------------------------------------------------------------------------
+    # --- sandbox: the device context the stages use (`stages.NeuronDevice`) ---------------
 
     def child_env(self) -> dict[str, str]:
         env = {"NEURON_CC_FLAGS": self.cc_flags, "NEURON_RT_LOG_LEVEL": "ERROR"}
@@ -229,7 +229,8 @@ class NeuronAgent(HardwareAgent):
         env.update(self.extra_env)
         return env
 
-    def _policy(self, data: ProblemData, timeout: float) -> SandboxPolicy:
+    def sandbox_policy(self, data: ProblemData, timeout: float) -> SandboxPolicy:
+        """A child's sandbox for `data`'s cases (the SDK, the device nodes, the child's env)."""
         device = self.mode == "device"
         footprint = sum(os.path.getsize(a.path) for c in data.cases for a in c.args if a.path)
         opts: dict[str, Any] = dict(
@@ -237,7 +238,7 @@ class NeuronAgent(HardwareAgent):
             max_processes=512,
             max_file_bytes=16 << 30,
             address_space_bytes=(1 << 40) if device else max(8 << 30, 16 * footprint),
-            read_paths=self._read_paths(data),
+            read_paths=self.read_paths(data),
             python_path=self.sdk.python_path,
             write_paths=tuple(self.devices) if device else (),
             env=self.child_env(),
@@ -254,7 +255,7 @@ class NeuronAgent(HardwareAgent):
         opts.update(self.sandbox_options)
         return SandboxPolicy(**opts)
 
-    def _read_paths(self, data: ProblemData | None) -> tuple[str, ...]:
+    def read_paths(self, data: ProblemData | None) -> tuple[str, ...]:
         """The SDK, neuron-profile and (for the correctness child) the data dir; the timing
         child gets the agent's staging dir instead, where its inputs arrive round by round."""
         return (

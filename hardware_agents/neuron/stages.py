@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 
 
 class NeuronDevice(Protocol):
-    """What the stages use of the Neuron agent (`agent.NeuronAgent`)."""
+    """The Neuron agent as its stages see it (`agent.NeuronAgent`): its public device context."""
 
     mode: Mode
     data: DataCache[ProblemData]
@@ -69,20 +69,21 @@ class NeuronDevice(Protocol):
     spread_threshold: float
     verify_summaries: bool
     max_pct_peak: float
-    _spec: DeviceSpec
 
     @property
     def kind(self) -> str: ...
-    def _fail(
+    @property
+    def spec(self) -> DeviceSpec: ...
+    def fail(
         self, status: str, log: str, extra_tools: dict[str, str] | None = None, **kw: Any
     ) -> Profile: ...
-    def _policy(self, data: ProblemData, timeout: float) -> SandboxPolicy: ...
-    def _read_paths(self, data: ProblemData | None) -> tuple[str, ...]: ...
+    def sandbox_policy(self, data: ProblemData, timeout: float) -> SandboxPolicy: ...
+    def read_paths(self, data: ProblemData | None) -> tuple[str, ...]: ...
 
 
 class NeuronStages(Stages[NeuronDevice]):
     def setup(self) -> None:
-        self.v = Verdict(self.agent._fail)
+        self.v = Verdict(self.agent.fail)
         self.phases = Phases(self.v.counters)
         self.entry_file = self.entry = ""
         self.data: ProblemData | None = None
@@ -100,14 +101,14 @@ class NeuronStages(Stages[NeuronDevice]):
     def static_checks(self) -> Profile | None:
         agent, solution = self.agent, self.solution
         if solution.spec.language != "nki":
-            return agent._fail(
+            return agent.fail(
                 "compile_error",
                 f"the {agent.kind} agent runs NKI kernels; this solution is {solution.spec.language!r}",
             )
         for src in solution.sources:
             low = lower_precision(src.content)
             if low:
-                return agent._fail(
+                return agent.fail(
                     "incorrect",
                     f"{src.path}: uses a lower-precision type ({low}); NKIBench kernels "
                     "must compute in float32 (the compiler runs with --auto-cast=none)",
@@ -116,7 +117,7 @@ class NeuronStages(Stages[NeuronDevice]):
             self.entry_file = solution.entry_file().path
             self.entry = solution.entry_symbol
         except Exception as e:
-            return agent._fail("compile_error", f"entry point {solution.spec.entry_point!r}: {e}")
+            return agent.fail("compile_error", f"entry point {solution.spec.entry_point!r}: {e}")
         return None
 
     def _staged(self) -> tuple[ProblemData, SandboxPolicy]:
@@ -124,7 +125,7 @@ class NeuronStages(Stages[NeuronDevice]):
         if self.data is None or self.policy is None:
             with self.phases("stage"):
                 self.data = self.agent.data.get(self.problem, self.seeds)
-            self.policy = self.agent._policy(self.data, self.timeout_s)
+            self.policy = self.agent.sandbox_policy(self.data, self.timeout_s)
         return self.data, self.policy
 
     def build(self) -> Outcome:
@@ -144,7 +145,7 @@ class NeuronStages(Stages[NeuronDevice]):
             self.entry,
             self.timeout_s,
             kind=agent.kind,
-            spec=agent._spec,
+            spec=agent.spec,
             sandbox_dir=agent.sandbox_dir,
             phases=self.phases,
         )
@@ -255,7 +256,7 @@ class NeuronStages(Stages[NeuronDevice]):
         tpolicy = msgspec.structs.replace(
             policy,
             wall_timeout_s=agent.timing_timeout_s,
-            read_paths=(*agent._read_paths(None), str(inputs)),
+            read_paths=(*agent.read_paths(None), str(inputs)),
             # a round's profiled runs' outputs (and their NEFF/NTFF pairs) until the agent has read them
             workdir_bytes=data.workdir_bytes(agent.runs, policy.workdir_bytes),
         )
@@ -263,7 +264,7 @@ class NeuronStages(Stages[NeuronDevice]):
             policy,
             wall_timeout_s=max(60.0, 30.0 * agent.runs),
             write_paths=(),
-            read_paths=agent._read_paths(None),
+            read_paths=agent.read_paths(None),
             drop_privileges=True,
         )
         tbox = self.held.enter_context(Sandbox(tpolicy, base_dir=agent.sandbox_dir))
@@ -277,7 +278,7 @@ class NeuronStages(Stages[NeuronDevice]):
             return SKIPPED
         out, log = self.timing
         prof = timed_verdict(
-            self.v, self.problem, self.agent._spec, out, log, max_pct_peak=self.agent.max_pct_peak
+            self.v, self.problem, self.agent.spec, out, log, max_pct_peak=self.agent.max_pct_peak
         )
         if prof.status != "passed":
             return prof

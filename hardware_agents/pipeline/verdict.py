@@ -1,7 +1,7 @@
 """The verdict of one profile, built up as it runs: what every failure carries, the statuses
 a sandboxed child's end maps to, the freeze breach, and the cases judged against references.
 
-    v = Verdict(agent._fail)                # the agent's `_fail` makes the Profile
+    v = Verdict(agent.fail)                # the agent's `fail` makes the Profile
     v.record_outcome(out)                   # the child's isolation and output (shown with its failures)
     v.profile("incorrect", why)             # any status; carries v.checks, v.counters, v.isolation, v.tools
     v.ended(out, crashed=..., compile_error=...)   # None when the child ended `ok`
@@ -23,7 +23,7 @@ from typing import Any
 from accelopt.profile import Profile, SeedCheck
 from hardware_agents.sandbox import FreezeBreach, SandboxOutcome
 
-Fail = Callable[..., Profile]  # HardwareAgent._fail(status, log, extra_tools=None, **Profile fields)
+Fail = Callable[..., Profile]  # HardwareAgent.fail(status, log, extra_tools=None, **Profile fields)
 
 
 def kernel_output(out: SandboxOutcome, head: str = "--- kernel output ---") -> str:

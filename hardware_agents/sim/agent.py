@@ -109,6 +109,22 @@ class SimAgent(HardwareAgent):
         duration = self.profile_s * (1.0 + self.profile_jitter * _unit(*key, "duration"))
         return passes, median_ms, duration
 
+    def wait(self, seconds: float) -> bool:
+        """Sleep `seconds` without CPU; True when `close()` cut it short."""
+        return self._closed.wait(seconds)
+
+    def occupy(self, seconds: float) -> bool:
+        """The simulated device busy for `seconds`, counted in `in_flight` meanwhile; True when
+        `close()` cut it short."""
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            return self.wait(seconds)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
     def stages(
         self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout_s: float, measure: bool
     ) -> Stages:
@@ -122,7 +138,7 @@ class SimStages(Stages[SimAgent]):
     nothing and reads no kernel clock: those stages are skipped."""
 
     def setup(self) -> None:
-        self.v = Verdict(self.agent._fail)
+        self.v = Verdict(self.agent.fail)
         self.median_ms = 0.0
         self.stats: LatencyStats | None = None
         self.where: Placement | None = None
@@ -130,7 +146,7 @@ class SimStages(Stages[SimAgent]):
     def static_checks(self) -> Profile | None:
         agent, solution = self.agent, self.solution
         if solution.spec.language not in agent.languages or not solution.sources:
-            return agent._fail(
+            return agent.fail(
                 "compile_error",
                 f"the {KIND} agent takes one of {', '.join(agent.languages)} "
                 f"with a source file, not {solution.spec.language!r}",
@@ -141,19 +157,12 @@ class SimStages(Stages[SimAgent]):
         agent, v, source = self.agent, self.v, self.solution.sources[0].content
         passes, self.median_ms, duration = agent.draw(self.problem, source)
         if duration > self.timeout_s:
-            agent._closed.wait(self.timeout_s)
-            return agent._fail(
+            agent.wait(self.timeout_s)
+            return agent.fail(
                 "timeout", f"simulated profile takes {duration:.3g} s, over the {self.timeout_s:g} s limit"
             )
-        with agent._lock:
-            agent.in_flight += 1
-            agent.max_in_flight = max(agent.max_in_flight, agent.in_flight)
-        try:
-            if agent._closed.wait(duration):  # sleeps without CPU; close() cuts it short
-                raise RuntimeError("sim agent closed during a profile")
-        finally:
-            with agent._lock:
-                agent.in_flight -= 1
+        if agent.occupy(duration):  # sleeps without CPU; close() cuts it short
+            raise RuntimeError("sim agent closed during a profile")
         cases = [f"seed{s}" for s in self.seeds] + ["large"]
         if not passes:
             bad = cases[int(_unit(agent.seed, source, "case") * len(cases))]

@@ -31,17 +31,15 @@ profile(problem, solution):
 
 The steps every agent shares are the pipeline's (hardware_agents/pipeline/: the plan, the
 rounds driver, the clock bound, the verdict, the roofline gate); reading this harness's
-result is `judge.py`. This module keeps the Triton steps: GPUs, sandbox policy, staging,
-the harness request and its timing plan.
+result is `judge.py`, the stages `stages.py`, the harness request and its timing plan
+`request.py`, the children (a GPU each, spares started ahead of need) `children.py`. This
+module keeps the agent: its options, GPUs, sandbox policy, references, and the profiles
+repeated (a bf16 kernel's upcast run, the interpreter's boundary workloads).
 """
 
 from __future__ import annotations
 
-import contextlib
-import math
 import os
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -54,50 +52,27 @@ import torch
 from accelopt.problem import Problem, ProblemFileError, Solution
 from accelopt.profile import Profile
 from hardware_agents.base import HardwareAgent
-from hardware_agents.pipeline.cases import PlannedCase
 from hardware_agents.pipeline.clock import ClockBound
 from hardware_agents.pipeline.device_spec import DeviceSpec
 from hardware_agents.pipeline.stages import Stages
 from hardware_agents.sandbox import (
-    Sandbox,
-    SandboxChild,
     SandboxOutcome,
     SandboxPolicy,
-    default_base_dir,
-    private_dir,
 )
 from hardware_agents.triton import gpu as gpus
-from hardware_agents.triton.data import DataCache, ProblemData, TimingPlan, input_metas
-from hardware_agents.triton.inputs import torch_dtype
+from hardware_agents.triton.children import REFERENCE_TARGET, SPARE_FILE_BYTES, Children
+from hardware_agents.triton.data import DataCache
 from hardware_agents.triton.records import (
-    CaseSpec,
-    HarnessRequest,
     TimerName,
-    TimingSpec,
-    round_file,
 )
 from hardware_agents.triton.reference import RefRequest, RefResult
+from hardware_agents.triton.request import RoundsFolders
 from hardware_agents.triton.solution_cache import SolutionCache
-from hardware_agents.triton.spare import REQUEST_FILE, ServeRequest
-from hardware_agents.triton.specs import device_spec, kind_for_gpu_name, l2_bytes
-from hardware_agents.triton.stages import (
-    HARNESS_TARGET,
-    Stage,
-    TritonStages,
-    hand_over_file,
-    plan_boundary_cases,
-    plan_triton_cases,
-)
+from hardware_agents.triton.specs import device_spec, kind_for_gpu_name
+from hardware_agents.triton.stages import TritonStages, plan_boundary_cases, plan_triton_cases
 
 Mode = Literal["auto", "cuda", "interpreter"]
-REFERENCE_TARGET = "hardware_agents.triton.reference:run_reference"
-SERVE_TARGET = "hardware_agents.triton.spare:serve"
-SERVED = {HARNESS_TARGET: "harness", REFERENCE_TARGET: "reference"}  # spare.TARGETS, by target
-SPARE_FILE_BYTES = 32 << 30  # the largest file a spare may write (its work dir is re-capped per request)
-SPARE_START_S = 600.0  # how long a spare may take to be ready
 REFERENCE_TIMEOUT_S = 600.0  # a problem's references (its definition's code, every case and timed call)
-CAPTURE_BUDGET_S = 200e-6  # host time a call's graph capture may take in a round's set-up (GPU)
-PER_ROUND = 2  # fresh base contents per timing round (every call derives its own content from one)
 # imported before the privilege drop; `warmup` opens Triton's cache (and CUDA on a GPU) as root
 _PRELOAD = (
     "torch",
@@ -126,25 +101,6 @@ def reference_failure(definition: str, out: SandboxOutcome) -> str:
     where = "".join(f"\n  at {x}" for x in own[-3:])
     error = out.error.strip().splitlines()[-1] if out.error.strip() else out.status
     return f"{definition}: the reference failed ({out.status}): {error}{where}"
-
-
-def rotation_for(contents: int, set_bytes: int, l2: int, max_bytes: int = 4 << 30) -> int:
-    """Buffer sets for the timed loop: more than the contents and not a multiple of their
-    count (contents move between buffers), enough to exceed 2x L2 when memory allows."""
-    r = max(contents + 1, math.ceil(2 * l2 / max(set_bytes, 1)))
-    r = min(r, 64, max(contents + 1, max_bytes // max(set_bytes, 1)))
-    while contents > 1 and r % contents == 0:
-        r += 1
-    return r
-
-
-def sets_for(contents: int, calls: int, set_bytes: int, l2: int, budget: int) -> int:
-    """Buffer sets for the timed loop: one per call where they fit in `budget` (stocked before
-    the clock starts: nothing is restocked between calls, so a call's untimed work is the same
-    for every kernel), else `rotation_for`'s."""
-    if calls * set_bytes <= budget:
-        return calls
-    return rotation_for(contents, set_bytes, l2, max_bytes=budget)
 
 
 class TritonAgent(HardwareAgent):
@@ -228,20 +184,21 @@ class TritonAgent(HardwareAgent):
         self.mode: Literal["cuda", "interpreter"] = "cuda" if self.gpu_infos else "interpreter"
         # production-size data is large (GBs in /dev/shm); the interpreter's small data is cheap to keep
         self.data = DataCache(data_cache_problems or (3 if self.mode == "cuda" else 16), self.sandbox_dir)
-        self.pool = (
-            gpus.GpuPool([g.index for g in self.gpu_infos], self.cache_dir / "triton" / "locks")
-            if self.gpu_infos
-            else None
-        )
         self.mode_note = self._mode_note(mode)
         self._toolchain: dict[str, str] | None = None
         self._lock = threading.Lock()
-        # children started ahead of need (`spare.py`), one per GPU (None: the interpreter's)
-        self.spare_children = self.mode == "cuda" if spare_children is None else spare_children
-        self._spares: dict[int | None, tuple[Sandbox, SandboxChild]] = {}
-        self._spare_lock = threading.Lock()
-        self._rounds: Path | None = None
-        self._closed = False
+        self.rounds = RoundsFolders(self.sandbox_dir)  # each profile's timing rounds' inputs
+        # the children, holding the pool's GPUs; spares started ahead of need (`spare.py`), one
+        # per GPU (None: the interpreter's)
+        self.children = Children(
+            gpus.GpuPool([g.index for g in self.gpu_infos], self.cache_dir / "triton" / "locks")
+            if self.gpu_infos
+            else None,
+            sandbox_dir=self.sandbox_dir,
+            spares=self.mode == "cuda" if spare_children is None else spare_children,
+            longest_s=max(self.timeout_s, REFERENCE_TIMEOUT_S),
+            spare_policy=self._spare_policy,
+        )
         # each solution's Triton compile cache, kept between its profiles (`solution_cache.py`)
         self.solution_cache = SolutionCache(self.cache_dir / "triton" / "solutions")
 
@@ -294,16 +251,15 @@ class TritonAgent(HardwareAgent):
             return dict(self._toolchain)
 
     def close(self) -> None:
-        self._closed = True
-        self._close_spares()
+        self.children.close()
         self.data.close()
-        if self._rounds is not None:
-            shutil.rmtree(self._rounds, ignore_errors=True)
-            self._rounds = None
+        self.rounds.close()
 
-    # --- sandboxes -----------------------------------------------------------------------------
+    # --- the device context the stages use (`stages.TritonDevice`) ------------------------------
 
-    def _policy(self, timeout: float, read_paths: Sequence[str], file_bytes: int) -> SandboxPolicy:
+    def sandbox_policy(self, timeout: float, read_paths: Sequence[str], file_bytes: int) -> SandboxPolicy:
+        """A child's sandbox: `read_paths` besides its own, files up to `file_bytes`, a work dir
+        sized for them, the GPUs' device nodes on a GPU."""
         env = {"TRITON_INTERPRET": "1"} if self.mode == "interpreter" else {}
         env.update({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"})
         kw: dict[str, Any] = {
@@ -324,149 +280,22 @@ class TritonAgent(HardwareAgent):
         kw.update(self.sandbox_options)
         return SandboxPolicy(**kw)
 
-    @staticmethod
-    def _stage(box: Sandbox, stage: Stage | None) -> None:
-        for rel, content in (stage or {}).items():
-            p = box.workdir / rel
-            p.parent.mkdir(parents=True, exist_ok=True)
-            if isinstance(content, bytes):
-                p.write_bytes(content)
-            else:
-                p.write_text(content)
-            box.give(rel)
-
-    def _box(self, policy: SandboxPolicy, stage: Stage | None) -> Sandbox:
-        box = Sandbox(policy, base_dir=self.sandbox_dir)
-        try:
-            self._stage(box, stage)
-        except BaseException:
-            box.close()
-            raise
-        return box
-
-    # --- spares (`spare.py`): children started ahead of need --------------------------------------
-
     def _spare_policy(self) -> SandboxPolicy:
         """What a spare may read: every problem's data and every timing round's folder (the
         work dir is re-capped for each request)."""
         timeout = max(
             self.timeout_s, REFERENCE_TIMEOUT_S
         )  # its CPU allowance; the wall clock starts per request
-        return self._policy(timeout, [str(self.data.root), str(self._rounds_root())], SPARE_FILE_BYTES)
+        return self.sandbox_policy(timeout, [str(self.data.root), str(self.rounds.root())], SPARE_FILE_BYTES)
 
-    def _start_spare(self, gpu: int | None) -> None:
-        if not self.spare_children or self._closed:
-            return
-        with self._spare_lock:
-            if gpu in self._spares:
-                return
-            box = Sandbox(self._spare_policy(), base_dir=self.sandbox_dir)
-            try:
-                env = {"CUDA_VISIBLE_DEVICES": str(gpu)} if gpu is not None else None
-                child = box.spawn(SERVE_TARGET, b"", timeout_s=SPARE_START_S, extra_env=env)
-            except BaseException:
-                box.close()
-                raise
-            self._spares[gpu] = (box, child)
-
-    def _claim_spare(
-        self,
-        gpu: int | None,
-        target: str,
-        request: msgspec.Struct,
-        policy: SandboxPolicy,
-        stage: Stage | None,
-    ) -> tuple[Sandbox, SandboxChild] | None:
-        """The spare of `gpu`, given `request` for `target` and continued into it (None: there
-        is none, it died, or the request needs more time than it was started with)."""
-        if policy.wall_timeout_s > max(self.timeout_s, REFERENCE_TIMEOUT_S):
-            return None
-        with self._spare_lock:
-            got = self._spares.pop(gpu, None)
-        if got is None:
-            return None
-        box, child = got
-        try:
-            if not (child.held or child.wait_stopped()):  # died while warming up: a fresh child instead
-                child.finish()
-                box.close()
-                return None
-            box.resize_workdir(policy.workdir_bytes)
-            self._stage(box, stage)
-            req = ServeRequest(target=target, payload=msgspec.msgpack.encode(request))
-            path = box.workdir / REQUEST_FILE
-            path.write_bytes(msgspec.msgpack.encode(req))
-            box.give(REQUEST_FILE)
-            child.restart_clock(policy.wall_timeout_s)
-            child.resume()
-        except BaseException:
-            child.finish()
-            box.close()
-            raise
-        return box, child
-
-    def _close_spares(self) -> None:
-        with self._spare_lock:
-            spares, self._spares = list(self._spares.values()), {}
-        for box, child in spares:
-            child.kill()
-            child.finish()
-            box.close()
-
-    def _rounds_root(self) -> Path:
-        """The agent's folder of timing rounds (0711: each profile's folder in it has an
-        unguessable name, and the children may read beneath it, never list it)."""
-        if self._rounds is None:
-            self._rounds = private_dir(self.sandbox_dir or default_base_dir(), "accelopt-triton-rounds-")
-            os.chmod(self._rounds, 0o711)
-        return self._rounds
-
-    def _rounds_dir(self) -> Path:
-        """A folder of ours for one profile's timing rounds' inputs: the child may read it, never
-        write it (nothing the kernel plants there can redirect a write of ours)."""
-        d = Path(tempfile.mkdtemp(prefix="r-", dir=self._rounds_root()))
-        sub = d / Path(round_file(0)).parent
-        sub.mkdir()
-        for path in (d, sub):  # whatever the umask; the child opens the round files by name
-            os.chmod(path, 0o711)
-        return d
-
-    # --- running children -------------------------------------------------------------------------
-
-    def _run(
-        self,
-        target: str,
-        request: msgspec.Struct,
-        policy: SandboxPolicy,
-        stage: Stage | None = None,
-    ) -> tuple[SandboxOutcome, Sandbox]:
-        """A child that runs to its end (the reference, an untimed harness)."""
-        with self.pool.acquire() if self.pool is not None else contextlib.nullcontext(None) as idx:
-            claimed = self._claim_spare(idx, SERVED[target], request, policy, stage)
-            self._start_spare(idx)  # the next child warms up while this one works
-            if claimed is not None:
-                box, child = claimed
-                try:
-                    if child.wait_stopped():  # a stop the protocol does not have: not our harness
-                        child.kill()
-                    return child.finish(), box
-                except BaseException:
-                    box.close()
-                    raise
-            box = self._box(policy, stage)
-            try:
-                env = {"CUDA_VISIBLE_DEVICES": str(idx)} if idx is not None else None
-                return box.run(target, request, extra_env=env), box
-            except BaseException:
-                box.close()
-                raise
-
-    def _run_reference(
+    def run_reference(
         self, request: RefRequest, read_paths: Sequence[str]
     ) -> dict[str, dict[str, torch.Tensor]]:
+        """The definition's reference outputs of `request`'s cases, from a child on this
+        agent's device (reading `read_paths`): case -> output name -> tensor."""
         request = msgspec.structs.replace(request, device="cuda" if self.mode == "cuda" else "cpu")
-        policy = self._policy(max(self.timeout_s, REFERENCE_TIMEOUT_S), read_paths, 16 << 30)
-        out, box = self._run(REFERENCE_TARGET, request, policy)
+        policy = self.sandbox_policy(max(self.timeout_s, REFERENCE_TIMEOUT_S), read_paths, 16 << 30)
+        out, box = self.children.run(REFERENCE_TARGET, request, policy)
         try:
             if out.status != "ok":
                 raise ProblemFileError(reference_failure(request.definition, out))
@@ -587,108 +416,10 @@ class TritonAgent(HardwareAgent):
         upcast.counters["bf16_upcast"] = 1.0
         return upcast
 
-    def _keep_budget(self) -> int:
-        """How many bytes of outputs a round may keep (every call's, for the secret checks)."""
-        if self.keep_outputs_bytes is not None:
-            return self.keep_outputs_bytes
-        if self.mode == "cuda":
-            mem = min((g.memory_bytes for g in self.gpu_infos if g.memory_bytes), default=16 << 30)
-            return mem // 4
-        return 1 << 30
-
-    def _sets_budget(self) -> int:
-        """How many bytes of input buffer sets a round may stock before its clock starts."""
-        if self.timing_sets_bytes is not None:
-            return self.timing_sets_bytes
-        if self.mode == "cuda":
-            mem = min((g.memory_bytes for g in self.gpu_infos if g.memory_bytes), default=16 << 30)
-            return mem // 4
-        return 1 << 30
-
-    def _timing_plan(self, problem: Problem, plan: list[PlannedCase], like: str) -> TimingPlan:
-        from hardware_agents.triton.data import output_metas
-
-        pc = next(p for p in plan if p.name == like)
-        out_bytes = sum(
-            math.prod(o.shape or ()) * torch.empty((), dtype=torch_dtype(o.dtype)).element_size()
-            for o in output_metas(problem.definition, pc.workload)
-        )
-        calls = self.warmup + max(self.reps, PER_ROUND)
-        kept = calls * (2 if self.graphs else 1)  # the graph replays' outputs are kept too
-        return TimingPlan(
-            like=like,
-            rounds=self.trials + self.extra_rounds,
-            per_round=PER_ROUND,
-            calls=calls,
-            samples=self.sample_positions,
-            full=self.full_checks,
-            positions_in_round=kept * out_bytes > self._keep_budget(),
-            reference_budget_s=self.reference_budget_s,
-        )
-
     def stages(
         self, problem: Problem, solution: Solution, seeds: tuple[int, ...], timeout_s: float, measure: bool
     ) -> Stages:
         return TritonStages(self, problem, solution, seeds, timeout_s, measure)
-
-    def _request(
-        self,
-        problem: Problem,
-        solution: Solution,
-        data: ProblemData,
-        contents: list[str],
-        seed: int,
-        tplan: TimingPlan | None,
-        entry_path: str,
-        symbol: str,
-    ) -> HarnessRequest:
-        cases = [
-            CaseSpec(name=c.name, inputs_file=c.inputs_file, scalars=c.scalars, outputs=c.outputs)
-            for c in data.cases
-        ]
-        timing_spec = None
-        if tplan is not None:
-            set_bytes = data.by_name[contents[0]].set_bytes
-            l2 = l2_bytes(self._spec)
-            timing_spec = TimingSpec(
-                like=contents[0],
-                per_round=PER_ROUND,
-                rotation=sets_for(
-                    PER_ROUND, tplan.calls, set_bytes, l2 if self.mode == "cuda" else 0, self._sets_budget()
-                ),
-                timer="simulated" if self.mode == "interpreter" else self.timer,
-                device_flush_s=self.simulated_flush_s if self.mode == "interpreter" else 0.0,
-                warmup=self.warmup,
-                reps=tplan.calls - self.warmup,
-                trials=self.trials,
-                extra_rounds=self.extra_rounds,
-                graphs=self.graphs,
-                # a GPU host captures a Triton launch in tens of microseconds; the interpreter's
-                # Python on a shared host takes ten times that
-                capture_budget_s=CAPTURE_BUDGET_S if self.mode == "cuda" else 10 * CAPTURE_BUDGET_S,
-                flush_bytes=self._flush_bytes(l2),
-                calibration_rounds=self.calibration_rounds,
-                keep_outputs=not tplan.positions_in_round,
-                inputs_dir=str(self._rounds_dir()),
-            )
-        first = data.cases[0].planned.workload
-        return HarnessRequest(
-            module_dir="",
-            entry_file=entry_path,
-            entry_symbol=symbol,
-            destination_passing=solution.spec.destination_passing_style,
-            inputs=input_metas(problem.definition, first),
-            cases=cases,
-            device="cuda" if self.mode == "cuda" else "cpu",
-            timing=timing_spec,
-            seed=seed,
-        )
-
-    def _flush_bytes(self, l2: int) -> int:
-        if self.flush_bytes is not None:
-            return self.flush_bytes
-        # on CPU tensors (the interpreter) there is no GPU L2 to evict: a few MB of host cache
-        return 8 << 20 if self.mode == "interpreter" else max(256 << 20, 4 * l2)
 
 
 class H100Agent(TritonAgent):
@@ -708,13 +439,9 @@ AGENTS: dict[str, type[TritonAgent]] = {"h100": H100Agent, "h200": H200Agent, "b
 
 __all__ = [
     "AGENTS",
-    "HARNESS_TARGET",
     "B200Agent",
     "H100Agent",
     "H200Agent",
     "TritonAgent",
-    "hand_over_file",
     "plan_triton_cases",
-    "rotation_for",
-    "sets_for",
 ]

@@ -26,26 +26,25 @@ import shutil
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import msgspec
 import torch
 
-from accelopt.problem import Problem, ProblemFileError, Solution
+from accelopt.problem import Problem, ProblemFileError
 from accelopt.profile import Profile
 from hardware_agents import validity
 from hardware_agents.pipeline import cases
 from hardware_agents.pipeline.cases import PlannedCase
 from hardware_agents.pipeline.clock import ClockBound
-from hardware_agents.pipeline.device_spec import DeviceSpec
 from hardware_agents.pipeline.phases import Phases
 from hardware_agents.pipeline.rounds import STOP, RoundClock, drive_timing, drive_to_rounds
 from hardware_agents.pipeline.stages import SKIPPED, Outcome, Stages
 from hardware_agents.pipeline.verdict import Verdict
 from hardware_agents.sandbox import Sandbox, SandboxChild, SandboxOutcome, SandboxPolicy
 from hardware_agents.triton.boundaries import boundary_workloads
-from hardware_agents.triton.data import DataCache, ProblemData, TimingPlan, save_readable
-from hardware_agents.triton.gpu import GpuPool
+from hardware_agents.triton.children import HARNESS_TARGET, Children, Stage
+from hardware_agents.triton.data import DataCache, ProblemData, save_readable
 from hardware_agents.triton.harness import PACKAGE
 from hardware_agents.triton.judge import JudgeSettings, TritonJudge, too_big_to_interpret
 from hardware_agents.triton.records import (
@@ -63,11 +62,9 @@ from hardware_agents.triton.records import (
     round_file,
 )
 from hardware_agents.triton.reference import RefRequest
+from hardware_agents.triton.request import RequestSettings, harness_request, timing_plan
 from hardware_agents.triton.solution_cache import SolutionCache
 from hardware_agents.triton.static import check_sources
-
-HARNESS_TARGET = "hardware_agents.triton.harness:run"
-Stage = dict[str, str | bytes]  # files staged in a child's work dir: relative path -> content
 
 
 def plan_triton_cases(
@@ -110,55 +107,28 @@ def hand_over_file(src: str | Path, path: Path) -> None:
     os.chmod(path, 0o644)
 
 
-class TritonDevice(Protocol):
-    """What the stages use of the Triton agent (`agent.TritonAgent`)."""
+class TritonDevice(RequestSettings, Protocol):
+    """The Triton agent as its stages see it (`agent.TritonAgent`): its public device context
+    (and the options its requests are made from, `request.RequestSettings`)."""
 
-    mode: Literal["cuda", "interpreter"]
     interpreter_timing: bool
     data: DataCache
     data_roots: list[str]
-    pool: GpuPool | None
+    children: Children
     max_pct_peak: float
-    sample_positions: int
     clock_bound: ClockBound | None
     mode_note: str
     solution_cache: SolutionCache
-    _spec: DeviceSpec
 
     @property
     def languages(self) -> tuple[str, ...]: ...
-    def _fail(
+    def fail(
         self, status: str, log: str, extra_tools: dict[str, str] | None = None, **kw: Any
     ) -> Profile: ...
-    def _timing_plan(self, problem: Problem, plan: list[PlannedCase], like: str) -> TimingPlan: ...
-    def _run_reference(
+    def run_reference(
         self, request: RefRequest, read_paths: Sequence[str]
     ) -> dict[str, dict[str, torch.Tensor]]: ...
-    def _request(
-        self,
-        problem: Problem,
-        solution: Solution,
-        data: ProblemData,
-        contents: list[str],
-        seed: int,
-        tplan: TimingPlan | None,
-        entry_path: str,
-        symbol: str,
-    ) -> HarnessRequest: ...
-    def _policy(self, timeout: float, read_paths: Sequence[str], file_bytes: int) -> SandboxPolicy: ...
-    def _run(
-        self, target: str, request: msgspec.Struct, policy: SandboxPolicy, stage: Stage | None = None
-    ) -> tuple[SandboxOutcome, Sandbox]: ...
-    def _claim_spare(
-        self,
-        gpu: int | None,
-        target: str,
-        request: msgspec.Struct,
-        policy: SandboxPolicy,
-        stage: Stage | None,
-    ) -> tuple[Sandbox, SandboxChild] | None: ...
-    def _box(self, policy: SandboxPolicy, stage: Stage | None) -> Sandbox: ...
-    def _start_spare(self, gpu: int | None) -> None: ...
+    def sandbox_policy(self, timeout: float, read_paths: Sequence[str], file_bytes: int) -> SandboxPolicy: ...
 
 
 class TritonStages(Stages[TritonDevice]):
@@ -166,7 +136,7 @@ class TritonStages(Stages[TritonDevice]):
     boundaries = False  # the interpreter's boundary cases (`plan_boundary_cases`), untimed
 
     def setup(self) -> None:
-        self.v = Verdict(self.agent._fail)
+        self.v = Verdict(self.agent.fail)
         self.phases = Phases({})  # our clock of the data and the judging: into the profile at the end
         self.clock = RoundClock()
         self.held = contextlib.ExitStack()  # the rounds' folder, the box, the child (in that order out)
@@ -195,7 +165,7 @@ class TritonStages(Stages[TritonDevice]):
     # --- static checks, inputs ------------------------------------------------------------------
 
     def static_checks(self) -> Profile | None:
-        agent, solution, fail = self.agent, self.solution, self.agent._fail
+        agent, solution, fail = self.agent, self.solution, self.agent.fail
         if solution.spec.language not in agent.languages:
             return fail(
                 "compile_error",
@@ -216,24 +186,32 @@ class TritonStages(Stages[TritonDevice]):
             self.plan, self.contents = plan_boundary_cases(self.problem, self.seeds), []
         else:
             self.plan, self.contents = plan_triton_cases(self.problem, self.seeds, agent.mode == "cuda")
-        too_big = too_big_to_interpret(self.problem, self.plan, agent.mode, agent._spec.name)
+        too_big = too_big_to_interpret(self.problem, self.plan, agent.mode, agent.spec.name)
         return fail("unchecked", too_big) if too_big else None
 
     def stage_inputs(self) -> Profile | None:
         agent, problem = self.agent, self.problem
         timed = self.measure and (agent.mode == "cuda" or agent.interpreter_timing)
-        tplan = agent._timing_plan(problem, self.plan, self.contents[0]) if timed else None
+        tplan = timing_plan(agent, problem, self.plan, self.contents[0]) if timed else None
         with self.phases("data"):
             data = self.data = agent.data.get(
                 problem,
                 self.plan,
-                agent._run_reference,
+                agent.run_reference,
                 device=agent.mode,
                 data_roots=agent.data_roots,
                 timing=tplan,
             )
-        request = agent._request(
-            problem, self.solution, data, self.contents, self.seeds[0], tplan, self.entry_path, self.symbol
+        request = harness_request(
+            agent,
+            problem,
+            self.solution,
+            data,
+            self.contents,
+            self.seeds[0],
+            tplan,
+            self.entry_path,
+            self.symbol,
         )
         self.request = msgspec.structs.replace(request, upcast_bf16=self.upcast_bf16)
         if self.request.timing is not None:
@@ -245,7 +223,9 @@ class TritonStages(Stages[TritonDevice]):
         self.v.counters["solution_cache_files"] = float(len(cached))
         out_bytes = max(sum(r.nbytes for c in data.by_name.values() for r in c.ref64.values()), 1)
         rounds_dir = [self.request.timing.inputs_dir] if self.request.timing is not None else []
-        self.policy = agent._policy(self.timeout_s, [str(data.dir), *rounds_dir], 4 * out_bytes + (64 << 20))
+        self.policy = agent.sandbox_policy(
+            self.timeout_s, [str(data.dir), *rounds_dir], 4 * out_bytes + (64 << 20)
+        )
         return None
 
     # --- correctness ----------------------------------------------------------------------------
@@ -254,7 +234,7 @@ class TritonStages(Stages[TritonDevice]):
         agent, request, policy = self.agent, self.request, self.policy
         assert request is not None and policy is not None
         if request.timing is None:  # nothing to drive: the child runs to its end
-            out, box = agent._run(HARNESS_TARGET, request, policy, self.stage)
+            out, box = agent.children.run(HARNESS_TARGET, request, policy, self.stage)
             self.held.callback(box.close)
             self.box, self.out, judge = box, out, self._judge(box)
             return self._guarded(lambda: judge.ended(out) or self._cases(out))
@@ -434,7 +414,7 @@ class TritonStages(Stages[TritonDevice]):
         assert self.data is not None and self.request is not None
         settings = JudgeSettings(
             mode=agent.mode,
-            spec=agent._spec,
+            spec=agent.spec,
             max_pct_peak=agent.max_pct_peak,
             sample_positions=agent.sample_positions,
             clock_bound=agent.clock_bound,
@@ -447,16 +427,14 @@ class TritonStages(Stages[TritonDevice]):
         """The harness child (a spare where one is ready), holding its GPU until it ends."""
         agent, request, policy = self.agent, self.request, self.policy
         assert request is not None and policy is not None
-        idx = self.slot.enter_context(
-            agent.pool.acquire() if agent.pool is not None else contextlib.nullcontext(None)
-        )
+        idx = self.slot.enter_context(agent.children.gpu())
         t0 = time.perf_counter()
-        claimed = agent._claim_spare(idx, "harness", request, policy, self.stage)
+        claimed = agent.children.claim_spare(idx, "harness", request, policy, self.stage)
         if claimed is not None:
             box, child = claimed
             self.held.callback(box.close)
         else:
-            box = agent._box(policy, self.stage)
+            box = agent.children.box(policy, self.stage)
             self.held.callback(box.close)
             env = {"CUDA_VISIBLE_DEVICES": str(idx)} if idx is not None else None
             child = box.spawn(HARNESS_TARGET, request, extra_env=env)
@@ -471,7 +449,7 @@ class TritonStages(Stages[TritonDevice]):
         """The child's end (killed if it still runs); its GPU is free from here on."""
         assert self.child is not None
         self.out = self.child.finish()
-        self.agent._start_spare(self.gpu)  # warms up while this profile is judged
+        self.agent.children.start_spare(self.gpu)  # warms up while this profile is judged
         self.slot.close()
         return self.out
 
@@ -482,7 +460,7 @@ class TritonStages(Stages[TritonDevice]):
             return step()
         except Exception as e:
             log = self.out.log if self.out is not None else ""
-            return self.agent._fail(
+            return self.agent.fail(
                 "runtime_error", f"invalid harness result ({type(e).__name__}: {e})\n{log}"
             )
 
@@ -509,7 +487,6 @@ class TritonStages(Stages[TritonDevice]):
 
 
 __all__ = [
-    "HARNESS_TARGET",
     "TritonDevice",
     "TritonStages",
     "hand_over_file",

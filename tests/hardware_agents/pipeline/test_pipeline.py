@@ -228,7 +228,7 @@ def test_the_gate_judges_again_on_re_measured_peaks(problem: Problem) -> None:
         asked.append(1)
         return TOY_SPEC
 
-    prof = speed_verdict(Verdict(agent._fail), problem, slow, stats, max_pct_peak=1.25, remeasured=remeasured)  # type: ignore[arg-type]
+    prof = speed_verdict(Verdict(agent.fail), problem, slow, stats, max_pct_peak=1.25, remeasured=remeasured)  # type: ignore[arg-type]
     assert (
         prof.status == "passed"
         and asked == [1]
@@ -236,11 +236,11 @@ def test_the_gate_judges_again_on_re_measured_peaks(problem: Problem) -> None:
         and prof.peak_fraction < 1.25
     )
     prof = speed_verdict(
-        Verdict(agent._fail), problem, TOY_SPEC, stats, max_pct_peak=1.25, remeasured=remeasured
+        Verdict(agent.fail), problem, TOY_SPEC, stats, max_pct_peak=1.25, remeasured=remeasured
     )  # type: ignore[arg-type]
     assert prof.status == "passed" and asked == [1]  # not asked: nothing to doubt
     prof = speed_verdict(
-        Verdict(agent._fail), problem, TOY_SPEC, stats, max_pct_peak=1.25, gate_spec=lambda s: slow
+        Verdict(agent.fail), problem, TOY_SPEC, stats, max_pct_peak=1.25, gate_spec=lambda s: slow
     )
     assert (
         prof.status == "incorrect" and prof.peak_fraction is not None and prof.peak_fraction < 1.25

@@ -151,7 +151,7 @@ class ToyStages(Stages[ToyAgent]):
     rounds, the clock bound and the gate. It compiles in the child (no build stage)."""
 
     def setup(self) -> None:
-        self.v = Verdict(self.agent._fail)
+        self.v = Verdict(self.agent.fail)
         self.held = contextlib.ExitStack()
         self.clock = RoundClock()
         self.child: SandboxChild | None = None
@@ -306,7 +306,7 @@ class ToyStages(Stages[ToyAgent]):
         stats = latency_stats([t / self.agent.calls * 1e3 for t in self.res.rounds_s])
         achieved(self.problem, stats.median_ms / 1e3, self.v.counters)
         prof = speed_verdict(
-            self.v, self.problem, self.agent._spec, stats, max_pct_peak=self.agent.max_pct_peak
+            self.v, self.problem, self.agent.spec, stats, max_pct_peak=self.agent.max_pct_peak
         )
         if not prof.passed:
             return prof

@@ -79,7 +79,7 @@ def test_input_mutation_is_incorrect(interp_agent, triton_suite):
 def test_static_checks_reject_streams_threads_and_patching(interp_agent, triton_suite, monkeypatch):
     p = triton_suite[RMSNORM]
     sandboxed: list[str] = []  # targets of the sandboxed runs the agent starts
-    real_run, real_box = interp_agent._run, interp_agent._box
+    real_run, real_box = interp_agent.children.run, interp_agent.children.box
 
     def spy(target, *a, **kw):
         sandboxed.append(target)
@@ -89,8 +89,8 @@ def test_static_checks_reject_streams_threads_and_patching(interp_agent, triton_
         sandboxed.append("box")
         return real_box(*a, **kw)
 
-    monkeypatch.setattr(interp_agent, "_run", spy)
-    monkeypatch.setattr(interp_agent, "_box", spy_box)
+    monkeypatch.setattr(interp_agent.children, "run", spy)
+    monkeypatch.setattr(interp_agent.children, "box", spy_box)
     for bad, reason in [
         ("import threading\n", "thread"),
         ("s = torch.cuda.Stream()\n", "another CUDA stream"),

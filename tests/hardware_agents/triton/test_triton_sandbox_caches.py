@@ -45,13 +45,14 @@ def test_production_shape_references_fit_the_reference_sandbox(tmp_path) -> None
     import suites
     from hardware_agents.base import DEFAULT_SEEDS
     from hardware_agents.triton.agent import H100Agent, plan_triton_cases
+    from hardware_agents.triton.request import timing_plan
 
     problem = suites.get_problem("triton/rmsnorm_h4096")
     agent = H100Agent(mode="interpreter", cache_dir=tmp_path / "cache", reference_budget_s=2.0)
     try:
         plan, contents = plan_triton_cases(problem, DEFAULT_SEEDS, on_gpu=True)
-        timing = agent._timing_plan(problem, plan, contents[0])
-        data = agent.data.get(problem, plan, agent._run_reference, device="interpreter", timing=timing)
+        timing = timing_plan(agent, problem, plan, contents[0])
+        data = agent.data.get(problem, plan, agent.run_reference, device="interpreter", timing=timing)
         ref_bytes = sum(r.nbytes for c in data.by_name.values() for r in c.ref64.values())
         assert ref_bytes > 512 << 20, ref_bytes  # more than the old cap: the case this test is about
         assert {c.name for c in plan} <= set(data.by_name)
@@ -74,13 +75,14 @@ def test_the_timing_rounds_cannot_be_listed_by_the_sandbox_uid(tmp_path) -> None
     from hardware_agents.base import DEFAULT_SEEDS
     from hardware_agents.sandbox import allow_unisolated
     from hardware_agents.triton.agent import H100Agent, plan_triton_cases
+    from hardware_agents.triton.request import timing_plan
 
     problem = suites.get_problem("triton/rmsnorm_h4096")
     agent = H100Agent(mode="interpreter", cache_dir=tmp_path / "cache", interpreter_timing=True)
     try:
         plan, contents = plan_triton_cases(problem, DEFAULT_SEEDS, on_gpu=False)
-        timing = agent._timing_plan(problem, plan, contents[0])
-        data = agent.data.get(problem, plan, agent._run_reference, device="interpreter", timing=timing)
+        timing = timing_plan(agent, problem, plan, contents[0])
+        data = agent.data.get(problem, plan, agent.run_reference, device="interpreter", timing=timing)
         folder, name = os.path.split(data.rounds[0].file)
         assert name.startswith("round-0-") and len(name) > len("round-0-.pt") + 8
         got = {}

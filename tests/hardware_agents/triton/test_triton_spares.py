@@ -44,8 +44,8 @@ def test_a_spare_serves_the_next_profile(spare_agent: H100Agent, triton_suite) -
         p, p.baseline
     )  # a fresh child for the reference; the harness may wait for a spare
     assert first.status == "passed", first.log
-    assert None in spare_agent._spares  # the next child warmed up while this one worked
-    box, child = spare_agent._spares[None]
+    assert None in spare_agent.children._spares  # the next child warmed up while this one worked
+    box, child = spare_agent.children._spares[None]
     assert child.wait_stopped()  # ready: loaded, locked down, stopped, with no request yet
     second = spare_agent.profile(p, p.baseline)
     assert second.status == "passed", second.log
@@ -71,8 +71,8 @@ def test_a_hostile_kernel_served_by_a_spare_gets_its_status(spare_agent: H100Age
 
 def test_a_spare_that_died_is_replaced_by_a_fresh_child(spare_agent: H100Agent, triton_suite) -> None:
     p = triton_suite["rmsnorm_h4096"]
-    spare_agent._start_spare(None)
-    _, child = spare_agent._spares[None]
+    spare_agent.children.start_spare(None)
+    _, child = spare_agent.children._spares[None]
     child.kill()
     prof = spare_agent.profile(p, p.baseline)
     assert prof.status == "passed", prof.log

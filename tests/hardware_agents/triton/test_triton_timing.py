@@ -21,7 +21,8 @@ from triton_helpers import edited, solution
 
 import suites
 from hardware_agents.triton import H100Agent, device_spec, timed_inputs, timing
-from hardware_agents.triton.agent import plan_triton_cases, rotation_for
+from hardware_agents.triton.agent import plan_triton_cases
+from hardware_agents.triton.request import rotation_for, timing_plan
 
 
 class ScriptedTimer:
@@ -359,8 +360,8 @@ def test_the_kernels_clock_is_bounded_by_ours(interp_agent, triton_suite):
 
     p = triton_suite["rmsnorm_h4096"]
     plan, contents = plan_triton_cases(p, (0,), on_gpu=False)
-    tplan = interp_agent._timing_plan(p, plan, contents[0])
-    data = interp_agent.data.get(p, plan, interp_agent._run_reference, device="interpreter", timing=tplan)
+    tplan = timing_plan(interp_agent, p, plan, contents[0])
+    data = interp_agent.data.get(p, plan, interp_agent.run_reference, device="interpreter", timing=tplan)
     # the planned rounds and the extra ones a rejected round may need, drawn alike
     assert len(data.rounds) == interp_agent.trials + interp_agent.extra_rounds
     assert all(len(r.calls) == tplan.calls for r in data.rounds)
