@@ -429,6 +429,49 @@ def test_no_function_is_over_80_lines_without_saying_why():
     assert not long, long
 
 
+# --- classes a reader can hold in view ---------------------------------------------------------
+
+MAX_CLASS_LINES = 400
+# the classes over MAX_CLASS_LINES still to split (issue 51), each named until it is under the
+# limit (the NKI emulator's executor, one interpreter of the ISA, may be longer: it is not)
+LONG_CLASSES = {
+    "accelopt/campaign_core.py:CampaignCore",
+    "actors/runtime/campaign.py:CampaignDriver",
+    "cli/commands/mcp_server/server.py:AccelOptMCP",
+    "hardware_agents/triton/judge.py:TritonJudge",
+    "memory_index/store.py:MemoryIndex",
+    "replay/fold.py:RunView",
+}
+EXEMPT_CLASSES = {"hardware_agents/neuron/emulator/execute.py:Executor"}
+
+
+def _long_classes(sources: list[tuple[Path, ast.AST]]) -> dict[str, int]:
+    """'file:Class' -> its lines, for the classes over MAX_CLASS_LINES."""
+    return {
+        f"{_rel(p)}:{n.name}": n.end_lineno - n.lineno + 1  # type: ignore[operator]
+        for p, t in sources
+        for n in ast.walk(t)
+        if isinstance(n, ast.ClassDef) and n.end_lineno - n.lineno + 1 > MAX_CLASS_LINES  # type: ignore[operator]
+    }
+
+
+def test_no_new_class_is_over_400_lines():
+    """No class of the installed packages grows past MAX_CLASS_LINES; one of LONG_CLASSES split
+    below it leaves the list (the list only shrinks)."""
+    long = _long_classes(SOURCES)
+    new = {c: n for c, n in long.items() if c not in LONG_CLASSES | EXEMPT_CLASSES}
+    assert not new, f"over {MAX_CLASS_LINES} lines: {new}"
+    split = sorted(LONG_CLASSES - set(long))
+    assert not split, f"under {MAX_CLASS_LINES} lines now, drop from LONG_CLASSES: {split}"
+
+
+def test_the_class_size_check_finds_one():
+    """Guards the check above: it measures a class from its line to its last."""
+    body = "".join(f"    x{i} = {i}\n" for i in range(MAX_CLASS_LINES))
+    tree = ast.parse(f"class Big:\n{body}class Small:\n    pass\n")
+    assert _long_classes([(ROOT / "accelopt" / "x.py", tree)]) == {"accelopt/x.py:Big": MAX_CLASS_LINES + 1}
+
+
 # --- the sandbox's one interface ---------------------------------------------------------------
 
 SANDBOX = "hardware_agents.sandbox"
