@@ -192,6 +192,35 @@ class ExpectedGainSameLanguage(ExpectedGain):
     insight_scope: InsightScope = "language"
 
 
+class ExpectedGainV3(ExpectedGain):
+    """`expected_gain_v2` with one more rule: an item not run yet expects at least what a
+    repeat run on its device is expected to gain. Its first run starts from the suite's
+    baseline, the least tuned kernel there is, so it has at least as much to find as a run
+    that starts from an item's best. Without the rule, one noisy first run on a device (a best
+    that measured slower than its start: log-gain 0) pulls every untried item's expectation
+    down to half the prior, while one lucky repeat run raises both its own item's recent
+    gains and the device's repeat prior, and the campaign keeps re-running that item instead
+    of trying the others (seen: 8 runs of one cpu item, 11 items never run)."""
+
+    name = "expected_gain_v3"
+
+    def expected(self, c: Candidate, ctx: PolicyContext) -> tuple[float, str]:
+        if c.runs == 0:
+            first = ctx.first_run_gain if ctx.first_run_gain is not None else ctx.prior_gain
+            repeat = ctx.repeat_run_gain if ctx.repeat_run_gain is not None else ctx.prior_gain
+            if repeat > first:
+                return repeat, "not run yet: at least what repeat runs here gained"
+        return super().expected(c, ctx)
+
+
+class ExpectedGainV3SameLanguage(ExpectedGainV3):
+    """`expected_gain_v3` with only the insights of an item's own kernel language counted
+    (as `expected_gain_v2_same_language` is to `expected_gain_v2`)."""
+
+    name = "expected_gain_v3_same_language"
+    insight_scope: InsightScope = "language"
+
+
 class RoundRobin:
     """Every item in turn: the one with the fewest runs first, then the campaign file's order."""
 
@@ -222,7 +251,15 @@ class RoundRobin:
 
 
 POLICIES: dict[str, type[Policy]] = {
-    p.name: p for p in (ExpectedGain, ExpectedGainSameLanguage, ExpectedGainV1, RoundRobin)
+    p.name: p
+    for p in (
+        ExpectedGain,
+        ExpectedGainSameLanguage,
+        ExpectedGainV1,
+        ExpectedGainV3,
+        ExpectedGainV3SameLanguage,
+        RoundRobin,
+    )
 }
 
 

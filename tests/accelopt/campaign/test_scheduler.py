@@ -118,9 +118,23 @@ def test_an_item_not_run_yet_is_charged_the_median_run_not_a_stretched_mean() ->
     assert relu.reason.expected_gain == pytest.approx((0.2 + 2 * math.log(2.0)) / 4, abs=1e-6)
 
 
-def test_an_item_that_stops_gaining_sinks_then_settles_on_its_plateau() -> None:
+@pytest.mark.parametrize(
+    ("policy", "first_three"),
+    [
+        # silu; then silu again (run once, it expects what repeat runs gain: none seen yet, the
+        # prior, over bmm's first-run expectation, which silu's first run pulled down); then bmm
+        ("expected_gain_v2", ["cpu_v2/silu@cpu", "cpu_v2/silu@cpu", "cpu_v2/bmm@cpu"]),
+        # v3: bmm, not run yet, expects at least what a repeat run does (the prior): it ties with
+        # silu's repeat and goes first (fewer runs); then silu's repeat
+        ("expected_gain_v3", ["cpu_v2/silu@cpu", "cpu_v2/bmm@cpu", "cpu_v2/silu@cpu"]),
+    ],
+)
+def test_an_item_that_stops_gaining_sinks_then_settles_on_its_plateau(
+    policy: str, first_three: list[str]
+) -> None:
     log = Log()
-    log.put(started({"stop": {"plateau_runs": 2, "min_gain": 0.05}}, items=ITEMS[:2]))
+    spec = {"stop": {"plateau_runs": 2, "min_gain": 0.05}, "scheduler": {"policy": policy, "prior_gain": 0.2}}
+    log.put(started(spec, items=ITEMS[:2]))
     ts = T0
     order = []
     for _ in range(6):
@@ -130,10 +144,8 @@ def test_an_item_that_stops_gaining_sinks_then_settles_on_its_plateau() -> None:
         log.put(finished(s, ts, gain=1.01))  # below min_gain: no progress
         if log.core.stopped:
             break
-    # silu; then silu again (run once, it expects what repeat runs gain: none seen yet, the
-    # prior, over bmm's first-run expectation, which silu's first run pulled down); then bmm
-    # (silu's repeat did not pay either), ..., both plateau, the campaign stops
-    assert order[:3] == ["cpu_v2/silu@cpu", "cpu_v2/silu@cpu", "cpu_v2/bmm@cpu"]
+    # ..., both plateau, the campaign stops
+    assert order[:3] == first_three
     assert {k: it.settled for k, it in log.core.items.items()} == {
         "cpu_v2/silu@cpu": "plateau",
         "cpu_v2/bmm@cpu": "plateau",

@@ -63,7 +63,9 @@ FIRST = Candidate(
 )  # fmt: skip
 
 
-@pytest.mark.parametrize("name", ["expected_gain", "expected_gain_v2", "expected_gain_v2_same_language"])
+@pytest.mark.parametrize(
+    "name", ["expected_gain", "expected_gain_v2", "expected_gain_v2_same_language", "expected_gain_v3"]
+)
 @pytest.mark.parametrize("reopened", [False, True])
 def test_new_insights_raise_an_item_s_score_not_only_its_reason(name: str, reopened: bool) -> None:
     """Two items alike but for two insights of its operator learnt since the second's last run
@@ -76,3 +78,44 @@ def test_new_insights_raise_an_item_s_score_not_only_its_reason(name: str, reope
     assert top.new_insights == 2 and (top.why.startswith("re-opened") == reopened)
     expected = top.expected_gain
     assert top.score / other.score == pytest.approx((expected + 0.2 * 2 / 4) / expected, rel=1e-6)
+
+
+# A device where the one first run measured no gain (its best slower than its start) and one
+# item's second run gained 4.6x: as a campaign logged it (cpu_v2/adamw, 8 runs, 11 items untried).
+LUCKY = Candidate(
+    key="lucky", device="cpu", order=0, runs=2, log_gains=(0.0, math.log(4.6)), pct_peak=0.3,
+    cost_usd=0.0, seconds=130.0, new_insights=0,
+)  # fmt: skip
+UNTRIED = Candidate(
+    key="untried", device="cpu", order=1, runs=0, log_gains=(), pct_peak=None,
+    cost_usd=0.0, seconds=0.0, new_insights=0,
+)  # fmt: skip
+SKEWED = PolicyContext(
+    prior_gain=0.2,
+    device_run_s=65.0,
+    fair_share_usd=None,
+    first_run_gain=(0.2 + 0.0) / 2,
+    repeat_run_gain=(0.2 + math.log(4.6)) / 2,
+    device_run_median_s=65.0,
+)
+
+
+@pytest.mark.parametrize("name", ["expected_gain_v3", "expected_gain_v3_same_language"])
+def test_v3_an_untried_item_expects_at_least_a_repeat_run_s_gain(name: str) -> None:
+    """Under v3 the untried item expects the device's repeat-run gain (not the first runs'
+    lower one) and goes first; v2 keeps re-running the lucky item."""
+    ranked = policy(name).rank([LUCKY, UNTRIED], SKEWED)
+    assert [c.key for c, _ in ranked] == ["untried", "lucky"]
+    untried = dict((c.key, s) for c, s in ranked)["untried"]
+    assert untried.expected_gain == pytest.approx(SKEWED.repeat_run_gain)
+    assert "at least what repeat runs here gained" in untried.why
+    assert [c.key for c, _ in policy("expected_gain_v2").rank([LUCKY, UNTRIED], SKEWED)] == [
+        "lucky",
+        "untried",
+    ]
+
+
+def test_v3_an_untried_item_keeps_the_first_runs_gain_where_it_is_higher() -> None:
+    ctx = dataclasses.replace(SKEWED, first_run_gain=2.0)
+    (top, score), _ = policy("expected_gain_v3").rank([LUCKY, UNTRIED], ctx)
+    assert top.key == "untried" and score.expected_gain == pytest.approx(2.0)
