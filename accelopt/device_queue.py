@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import msgspec
 
@@ -251,3 +252,22 @@ class DeviceQueue:
                 for name, s in sorted(self._sessions.items())
             ],
         )
+
+
+# --- the record its owner writes for others (`campaign status`, the dashboard) ---------------
+
+QUEUE_DIR = ".device_queue"  # under the runs root: one record per server that holds a queue
+
+
+class QueueRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """`<root>/.device_queue/<server>.json`, rewritten on every change of its queue."""
+
+    server: str  # the MCP server's session id
+    pid: int  # its process: a record whose process is gone is stale
+    updated_at: float
+    backends: dict[str, str]  # device -> who profiles for it: the pool of `accelopt up`, or the server
+    state: QueueState
+
+
+def queue_record_path(root: str | Path, server: str) -> Path:
+    return Path(root) / QUEUE_DIR / f"{server}.json"

@@ -35,6 +35,14 @@ def _pct(x: float | None) -> str:
     return f"{x:.1%}" if x is not None else "-"
 
 
+def print_queues(console: Console, root: str) -> None:
+    """The device queues the MCP servers of `root` hold (agent sessions' profiles), a line each."""
+    from replay.device_queues import queue_lines
+
+    for line in queue_lines(root):
+        console.print(escape(line), highlight=False, soft_wrap=True)
+
+
 def print_status(console: Console, view, root: str) -> State:
     """The campaign in the terminal; its state (the one its header line says)."""
     from replay.campaign import FIGURES_NOTE, item_rows, run_states, summary
@@ -59,6 +67,7 @@ def print_status(console: Console, view, root: str) -> State:
         console.print(f"{state.name}: {view.stopped.reason}: {escape(view.stopped.detail)}", soft_wrap=True)
     for p in {p.device: p for p in view.parked}.values():
         console.print(f"[yellow]parked {p.device}:[/yellow] {escape(p.reason)}", soft_wrap=True)
+    print_queues(console, root)
     t = Table(
         title="items",
         caption=FIGURES_NOTE + "; why: its place in its device's queue at the last decision",

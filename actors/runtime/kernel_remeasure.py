@@ -189,9 +189,15 @@ def measure_interleaved(
         )
 
     protocol = drive(Remeasure(len(kernels), rounds, base_seed, every_side=True), profile)
+    return interleaved_sides(protocol, [kid for kid, _, _ in kernels])
+
+
+def interleaved_sides(protocol: Remeasure, kernel_ids: list[str]) -> list[RemeasuredSide]:
+    """Each side of a finished interleaved re-measure; one that passed without a time says
+    `unmeasured` (also the MCP server's compare on a pool's profilers)."""
     return [
         msgspec.structs.replace(m, status="unmeasured") if m.status == "passed" and m.median_ms is None else m
-        for m in protocol.results([kid for kid, _, _ in kernels])
+        for m in protocol.results(kernel_ids)
     ]
 
 

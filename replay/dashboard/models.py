@@ -239,6 +239,8 @@ class RunsModel(msgspec.Struct, kw_only=True):
     root: str
     warnings: list[str]
     generated_ts: float
+    # the device queues of the root's MCP servers, a line each (replay/device_queues.py)
+    device_queues: list[str] = []
 
 
 class KernelModel(msgspec.Struct, kw_only=True):

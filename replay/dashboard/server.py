@@ -108,8 +108,10 @@ def _version(hub: Hub, t: Tracked) -> tuple:
 
 
 def runs_json(hub: Hub) -> tuple[object, bytes]:
+    from replay.device_queues import queue_lines, queues_version
+
     tick = int(time.time() // 30)  # the clock moves "last event ... ago" and "stalled"
-    version = (hub.version, hub.streaming, tick)
+    version = (hub.version, hub.streaming, tick, queues_version(hub.root))
 
     def build() -> bytes:
         now = time.time()
@@ -148,6 +150,7 @@ def runs_json(hub: Hub) -> tuple[object, bytes]:
                 root=str(hub.root),
                 warnings=sorted(hub.warnings.values()),
                 generated_ts=now,
+                device_queues=queue_lines(hub.root),
             )
         )
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from cli.campaign_status import geomeans, print_status, state_of
+from cli.campaign_status import geomeans, print_queues, print_status, state_of
 from cli.options import NATS_HELP, ROOT_HELP
 from replay.states import resume_hint
 
@@ -36,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
     ids = [args.campaign] if args.campaign else campaign_ids(args.root)
     if not ids:
         console.print(f"no campaigns under {args.root}")
+        print_queues(console, args.root)
         return 0
     views = []
     for cid in ids:
@@ -69,4 +70,5 @@ def run(args: argparse.Namespace) -> int:
     console.print(t)
     for hint in filter(None, hints):
         console.print(hint, soft_wrap=True, highlight=False)
+    print_queues(console, args.root)
     return 0

@@ -167,7 +167,9 @@ function runsPage() {
       cell(r.kernels, {"data-col": "kernels"}, 8, 3),
       cell(r.events, {"data-col": "events"}, 9, 3),
       h("td", {}, r.started), h("td", {}, r.last_event), h("td", {}, r.source)));
-    body.replaceChildren(...campaignsTable(m.campaigns || []), table("runs", head, rows, [3, 4, 5, 6, 7, 8, 9]),
+    const queues = (m.device_queues || []).length ? h("div", {class: "block", id: "device-queues"},
+      h("h2", {}, "Device queue"), ...m.device_queues.map((line) => h("p", {class: "note"}, line))) : "";
+    body.replaceChildren(queues, ...campaignsTable(m.campaigns || []), table("runs", head, rows, [3, 4, 5, 6, 7, 8, 9]),
       m.runs.length ? "" : h("p", {class: "note"}, "no runs yet: start one with `accelopt run`"),
       m.warnings.length ? h("div", {class: "warnings"}, m.warnings.map((w) => h("div", {}, "warning: " + w))) : "");
     rendered({page: "runs", runs: m.runs.length, events: m.runs.reduce((a, r) => a + r.events, 0)});
