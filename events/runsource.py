@@ -24,6 +24,7 @@ from pathlib import Path
 
 from accelopt import catalog as ev
 from accelopt.folders import private_folder
+from accelopt.procfs import proc_stat
 from events.codec import EventDecodeError, StreamIntegrityError, decode
 from events.logfile import LogFileError, LogReader
 from events.server import NatsServer, check_url, port_open
@@ -95,11 +96,8 @@ def stop_orphan_server(pid: int, timeout_s: float = 10.0) -> None:
 
 
 def _zombie(pid: int) -> bool:
-    try:
-        data = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return True
-    return data[data.rfind(b")") + 2 :][:1] in (b"Z", b"X")
+    st = proc_stat(pid)
+    return st is None or st.state in ("Z", "X")
 
 
 @dataclass

@@ -31,6 +31,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
+from accelopt.procfs import proc_stat
+
 BUDGET_SHARE = 0.75
 BUDGET_ENV = "ACCELOPT_PROFILE_MEMORY_BYTES"
 LEDGER_ENV = "ACCELOPT_MEMORY_LEDGER"  # another ledger file (tests: one of their own)
@@ -74,10 +76,8 @@ def budget_bytes() -> int:
 def _started(pid: int) -> str | None:
     """The process's start time (field 22 of /proc/<pid>/stat), None if it is gone: with the
     pid it names one process, whatever reuses the pid later."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
+    st = proc_stat(pid)
+    return None if st is None else str(st.start_ticks)
 
 
 class Reservation:

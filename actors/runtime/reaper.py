@@ -18,8 +18,8 @@ left under the sandboxes' base (`/dev/shm`) and the temp dir (`sandbox.resources
 their `accelopt-*-<pid>-` folders and the work-dir mounts in them), and exits. A driver that
 ends normally has stopped Ray already; the reaper then finds nothing to kill.
 
-Run as a script (`python -I reaper.py OWNER_PID`): nothing but the standard library is
-imported until the sweep.
+Run as a script (`python -I reaper.py OWNER_PID`): nothing but the standard library (and
+`accelopt.procfs`, which uses only it) is imported until the sweep.
 """
 
 from __future__ import annotations
@@ -31,6 +31,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+try:
+    from accelopt.procfs import ProcStat, proc_stat, sigkill
+except ImportError:  # run as a script (`python -I`): the packages are beside this folder
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from accelopt.procfs import ProcStat, proc_stat, sigkill
 
 INTERVAL_S = 0.25  # how often the driver's descendants are recorded
 KILL_FOR_S = 10.0  # the most the reaper spends killing before it sweeps and exits
@@ -62,33 +68,22 @@ def start_reaper(owner: int | None = None) -> subprocess.Popen[bytes] | None:
 # --- the reaper process -------------------------------------------------------------------------
 
 
-def _stat(pid: int | str) -> tuple[int, int, str] | None:
-    """(ppid, start time in clock ticks, state) of a process, None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read()
-    except OSError:
-        return None
-    fields = raw.rsplit(b")", 1)[1].split()
-    return int(fields[1]), int(fields[19]), fields[0].decode()
-
-
-def _table() -> dict[int, tuple[int, int, str]]:
-    """Every live process: pid -> (ppid, start time, state)."""
+def _table() -> dict[int, ProcStat]:
+    """Every live process: pid -> its stat line."""
     out = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
-            st = _stat(name)
+            st = proc_stat(name)
             if st is not None:
                 out[int(name)] = st
     return out
 
 
-def descendants(roots: set[int], table: dict[int, tuple[int, int, str]]) -> set[int]:
+def descendants(roots: set[int], table: dict[int, ProcStat]) -> set[int]:
     """The processes of `table` below `roots` (not the roots)."""
     children: dict[int, list[int]] = {}
-    for pid, (ppid, _, _) in table.items():
-        children.setdefault(ppid, []).append(pid)
+    for pid, st in table.items():
+        children.setdefault(st.ppid, []).append(pid)
     out: set[int] = set()
     todo = list(roots)
     while todo:
@@ -100,8 +95,8 @@ def descendants(roots: set[int], table: dict[int, tuple[int, int, str]]) -> set[
 
 
 def _alive(pid: int, started: int) -> bool:
-    st = _stat(pid)
-    return st is not None and st[1] == started and st[2] != "Z"
+    st = proc_stat(pid)
+    return st is not None and st.start_ticks == started and st.state != "Z"
 
 
 def _wait_for_owner(owner: int, started: int, known: dict[int, int]) -> None:
@@ -117,7 +112,7 @@ def _wait_for_owner(owner: int, started: int, known: dict[int, int]) -> None:
     while _alive(owner, started):
         table = _table()
         for pid in descendants({owner}, table) - {me}:
-            known.setdefault(pid, table[pid][1])
+            known.setdefault(pid, table[pid].start_ticks)
         if fd is not None:
             if poller.poll(INTERVAL_S * 1000):
                 break
@@ -133,19 +128,17 @@ def reap(known: dict[int, int], deadline: float) -> int:
     while time.monotonic() < deadline:
         table = _table()
         live = {
-            pid for pid, t in known.items() if pid in table and table[pid][1] == t and table[pid][2] != "Z"
+            pid
+            for pid, t in known.items()
+            if pid in table and table[pid].start_ticks == t and table[pid].state != "Z"
         }
-        below = {p for p in descendants(live, table) if table[p][2] != "Z"}
+        below = {p for p in descendants(live, table) if table[p].state != "Z"}
         targets = (live | below) - {me}
         if not targets:
             break
         for pid in targets:
-            known.setdefault(pid, table[pid][1])
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed.add(pid)
-            except OSError:
-                pass
+            known.setdefault(pid, table[pid].start_ticks)
+        killed |= sigkill(targets)
         time.sleep(0.05)
     return len(killed)
 
@@ -154,11 +147,7 @@ def sweep() -> None:
     """What the dead processes left in the sandboxes' base and the temp dir."""
     import tempfile
 
-    try:
-        from hardware_agents.sandbox import default_base_dir, sweep_stale
-    except ImportError:  # run as a script (`python -I`): the packages are beside this folder
-        sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-        from hardware_agents.sandbox import default_base_dir, sweep_stale
+    from hardware_agents.sandbox import default_base_dir, sweep_stale  # on the path (see the imports)
 
     for base in {default_base_dir(), Path(tempfile.gettempdir())}:
         try:
@@ -171,11 +160,11 @@ def main(argv: list[str]) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)  # it ends when its owner has, never before
     owner = int(argv[1])
-    st = _stat(owner)
+    st = proc_stat(owner)
     if st is None:
         return 0
     known: dict[int, int] = {}
-    _wait_for_owner(owner, st[1], known)
+    _wait_for_owner(owner, st.start_ticks, known)
     reap(known, time.monotonic() + KILL_FOR_S)
     sweep()
     return 0

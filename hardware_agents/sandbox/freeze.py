@@ -35,6 +35,8 @@ from collections.abc import Callable
 
 import msgspec
 
+from accelopt.procfs import proc_stat
+
 _CPUCLOCK_SCHED = 2
 _HELPER_STOP_S = 1.0  # how long a helper process may take to stop before it counts as a breach
 # Where the stop reading cannot be exact (see settled_cpu_ns), CPU time that grows by less than
@@ -107,12 +109,8 @@ def settled_cpu_ns(pid: int) -> tuple[int | None, bool]:
 
 def proc_state(pid: int) -> str | None:
     """The state letter of /proc/<pid>/stat (R, S, D, T, t, Z, ...), None if it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    return data[data.rfind(b")") + 2 :][:1].decode() or None
+    st = proc_stat(pid)
+    return None if st is None else st.state
 
 
 def _stopped(state: str | None) -> bool:

@@ -21,11 +21,12 @@ import contextlib
 import fcntl
 import itertools
 import os
-import signal
 import tempfile
 import threading
 import time
 from pathlib import Path
+
+from accelopt.procfs import proc_stat, sigkill
 
 UID_BASE = 0x3A000000
 UID_SPAN = 1 << 20  # the range swept for orphans
@@ -82,16 +83,10 @@ def pids_of_session(sid: int) -> set[int]:
     """Live processes of session `sid` (a non-root parent's sandbox: its own session)."""
     out = set()
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                data = f.read()
-        except OSError:
-            continue
-        fields = data[data.rfind(b")") + 2 :].split()
-        if len(fields) > 3 and fields[0] not in (b"Z", b"X") and int(fields[3]) == sid:
-            out.add(int(entry))
+        if entry.isdigit():
+            st = proc_stat(entry)
+            if st is not None and st.state not in ("Z", "X") and st.session == sid:
+                out.add(int(entry))
     return out
 
 
@@ -102,12 +97,7 @@ def kill_uid(uid: int, rounds: int = 100) -> int:
         pids = pids_of_uid(uid)
         if not pids:
             break
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed.add(pid)
-            except ProcessLookupError:
-                pass
+        killed |= sigkill(pids)
         time.sleep(0.005)
     return len(killed)
 
