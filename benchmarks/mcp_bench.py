@@ -1,19 +1,29 @@
-"""`accelopt mcp` against the in-process path: (1) a warm profile through the MCP tool
-(stdio, the real client) against the same kernel profiled by the hardware agent in this
-process (what a run's profiler calls), interleaved; (2) list_problems / get_problem /
-search_memory latency over the real client (the memory seeded with the cpu_v2 baselines'
-tunable moves, written through MemoryIndex.upsert); (3) 8 HTTP sessions profiling at once:
-every verdict in the session log exactly once.
+"""`accelopt mcp` against the in-process path, in parts (`--parts`, default all):
 
-    .venv/bin/python benchmarks/mcp_bench.py [--rounds 5] [--calls 30] [--sessions 8]
+- `latency`: list_problems / get_problem / search_memory latency over the real client (stdio;
+  the memory seeded with the cpu_v2 baselines' tunable moves, written through
+  MemoryIndex.upsert), search by a text and by a kernel (the query a run's planner makes),
+  and the first search after the server started;
+- `breakdown`: where a search's time goes, in this process on the same memory: the query's
+  embedding (a text, a kernel's query) on 1 and on 2 torch threads, interleaved, the vector
+  search, and a search's hits' provenance read in one query against one query per hit;
+- `profile`: a warm profile through the MCP tool against the same kernel profiled by the
+  hardware agent in this process (what a run's profiler calls), interleaved;
+- `sessions`: 8 HTTP sessions profiling at once: every verdict in the session log exactly once.
 
-Results: benchmarks/results/mcp_bench.json. Figures are wall seconds of one machine; on a
-loaded host the profile medians move with the load (its load average is recorded).
+    .venv/bin/python benchmarks/mcp_bench.py [--parts latency,breakdown,profile,sessions]
+        [--rounds 5] [--calls 30] [--sessions 8]
+
+Results: benchmarks/results/mcp_bench.json; a run of some parts keeps the figures of the
+others from the file, under `not_rerun` with the commit and date they were measured at.
+Figures are wall seconds of one machine; on a loaded host they move with the load (its load
+average is recorded, and this process's nice value).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -74,37 +84,111 @@ async def _timed(c, name: str, args: dict) -> float:
     return dt
 
 
-def bench(rounds: int, calls: int, sessions: int) -> dict:
-    from mcp_session import free_port, http_server, http_session, stdio_session
+def _ms(values: list[float]) -> dict:
+    return {"p50": percentile(values, 50) * 1e3, "p95": percentile(values, 95) * 1e3, "n": len(values)}
 
+
+def _latency(root: Path, calls: int, source: str, out: dict) -> None:
+    from mcp_session import stdio_session
+
+    async def part() -> None:
+        async with stdio_session(root, name="mcp-bench") as c:
+            await _timed(c, "get_problem", {"problem": SILU_REF})  # the worker's start
+            # the server warmed its memory while it started: this is its first search
+            out["first_search_ms"] = await _timed(c, "search_memory", {"query": "warm-up"}) * 1e3
+            lat: dict[str, list[float]] = {"list_problems": [], "get_problem": [], "search_memory": []}
+            by_kind: dict[str, list[float]] = {"text": [], "kernel": []}
+            for i in range(calls):
+                lat["list_problems"].append(await _timed(c, "list_problems", {"suite": "cpu_v2"}))
+                lat["get_problem"].append(await _timed(c, "get_problem", {"problem": SILU_REF}))
+                # every query new (nothing to cache): a text, or the kernel with a comment of its own
+                kind = "text" if i % 2 else "kernel"
+                q = (
+                    {"query": f"faster loop {i}"}
+                    if kind == "text"
+                    else {"kernel": f"/* variant {i} */\n{source}", "problem": SILU_REF}
+                )
+                dt = await _timed(c, "search_memory", q)
+                lat["search_memory"].append(dt)
+                by_kind[kind].append(dt)
+            out["latency_ms"] = {k: _ms(v) for k, v in lat.items()}
+            out["search_memory_ms_by_query"] = {k: _ms(v) for k, v in by_kind.items()}
+
+    anyio.run(part)
+
+
+def _breakdown(uri: Path, calls: int, source: str) -> dict:
+    """Where a search's time goes, in this process on the same memory (median ms)."""
+    import torch
+
+    from memory_index import MemoryIndex, SearchQuery, query_for
+
+    index = MemoryIndex.open(str(uri))
+    emb = index.embedder
+    emb.encode(["warm-up"])
+    kernel_query = query_for("silu", "elementwise", None, None, source)
+    times: dict[str, list[float]] = {}
+
+    def timed(name: str, fn) -> None:
+        t0 = time.perf_counter()
+        fn()
+        times.setdefault(name, []).append((time.perf_counter() - t0) * 1e3)
+
+    default_threads = torch.get_num_threads()
+    for i in range(calls):
+        text, kernel = [f"faster loop {i}"], [f"{i} {kernel_query}"]  # new each time
+        for threads in (1, 2) if i % 2 else (2, 1):
+            torch.set_num_threads(threads)
+            timed(f"embed_text_{threads}_threads", lambda t=text: emb.encode(t))
+            timed(f"embed_kernel_query_{threads}_threads", lambda k=kernel: emb.encode(k))
+    torch.set_num_threads(1)
+    vec = emb.encode(["faster loop"])[0]
+    hits = index.search(vec, SearchQuery(top_m=8))
+    ids = [h.entry_id for h in hits]
+    for _ in range(calls):
+        timed("vector_search", lambda: index.search(vec, SearchQuery(top_m=8)))
+        timed(f"provenance_{len(ids)}_hits_one_query", lambda: index.get_many(ids))
+        timed(f"provenance_{len(ids)}_hits_one_query_each", lambda: [index.get(i) for i in ids])
+    torch.set_num_threads(default_threads)
+    return {
+        "torch_default_threads": default_threads,
+        "kernel_query_chars": len(kernel_query),
+        **{k: round(median(v), 2) for k, v in times.items()},
+        "n": calls,
+    }
+
+
+def bench(parts: set[str], rounds: int, calls: int, sessions: int) -> dict:
     import suites
-    from accelopt import catalog as ev
-    from actors.roles.profiler import kernel_solution, offset_seeds
-    from events.logfile import read_events
-    from hardware_agents.families import get_agent
 
     tmp = Path(tempfile.mkdtemp(prefix="mcp-bench-"))
     root = tmp / "runs"
     seeded = _seed_memory(root / "memory")
     problem = suites.get_problem(SILU_REF)
     source = problem.baseline.entry_file().content
+    out: dict = {"load_before": _load(), "nice": os.nice(0), "memory_entries": seeded}
+    if "latency" in parts:
+        _latency(root, calls, source, out)
+    if "breakdown" in parts:
+        out["search_breakdown_ms"] = _breakdown(root / "memory", calls, source)
+    if "profile" in parts:
+        _profile(root, rounds, problem, source, out)
+    if "sessions" in parts:
+        _sessions(tmp, sessions, out)
+    out["load_after"] = _load()
+    return out
+
+
+def _profile(root: Path, rounds: int, problem, source: str, out: dict) -> None:
+    from mcp_session import stdio_session
+
+    from actors.roles.profiler import kernel_solution, offset_seeds
+    from hardware_agents.families import get_agent
+
     agent = get_agent("cpu")
-    out: dict = {"load_before": _load(), "memory_entries": seeded}
 
     async def stdio_part() -> None:
         async with stdio_session(root, name="mcp-bench") as c:
-            lat: dict[str, list[float]] = {"list_problems": [], "get_problem": [], "search_memory": []}
-            await _timed(c, "get_problem", {"problem": SILU_REF})  # the worker's start
-            await _timed(c, "search_memory", {"query": "warm-up"})  # the embedding model's load
-            for i in range(calls):
-                lat["list_problems"].append(await _timed(c, "list_problems", {"suite": "cpu_v2"}))
-                lat["get_problem"].append(await _timed(c, "get_problem", {"problem": SILU_REF}))
-                q = {"query": f"faster loop {i}"} if i % 2 else {"kernel": source, "problem": SILU_REF}
-                lat["search_memory"].append(await _timed(c, "search_memory", q))
-            out["latency_ms"] = {
-                k: {"p50": percentile(v, 50) * 1e3, "p95": percentile(v, 95) * 1e3, "n": len(v)}
-                for k, v in lat.items()
-            }
             # warm profiles, interleaved: the tool, then in-process (reversed every other round)
             await _timed(c, "profile_kernel", {"problem": SILU_REF, "source": source})
             agent.profile(problem, kernel_solution("silu", "k", "c", source, problem.baseline))
@@ -139,7 +223,14 @@ def bench(rounds: int, calls: int, sessions: int) -> dict:
     anyio.run(stdio_part)
     agent.close()
 
-    # N sessions at once over HTTP, each profiling its own kernel
+
+def _sessions(tmp: Path, sessions: int, out: dict) -> None:
+    """N sessions at once over HTTP, each profiling its own kernel."""
+    from mcp_session import free_port, http_server, http_session
+
+    from accelopt import catalog as ev
+    from events.logfile import read_events
+
     token = "bench-" + "t" * 26
     port = free_port()
     http_root = tmp / "http-runs"
@@ -173,21 +264,55 @@ def bench(rounds: int, calls: int, sessions: int) -> dict:
         "duplicated": len(profiled) - len(set(profiled)),
         "wall_s": wall,
     }
-    out["load_after"] = _load()
-    return out
+
+
+PARTS = ("latency", "breakdown", "profile", "sessions")
+PART_KEYS = {
+    "latency": ("latency_ms", "search_memory_ms_by_query", "first_search_ms"),
+    "breakdown": ("search_breakdown_ms",),
+    "profile": ("warm_profile_s",),
+    "sessions": ("concurrent_sessions",),
+}
+
+
+def _kept(parts: set[str]) -> dict:
+    """The figures of the parts not run now, from the results file, with when they were had."""
+    from benchmarks._common import RESULTS
+
+    path = RESULTS / "mcp_bench.json"
+    if not path.is_file() or parts == set(PARTS):
+        return {}
+    old = json.loads(path.read_text())
+    kept = old.get("not_rerun", {})
+    for part in set(PARTS) - parts:
+        figures = {k: old[k] for k in PART_KEYS[part] if k in old}
+        if figures:
+            kept[part] = {"machine": old["machine"], "load_before": old.get("load_before"), **figures}
+    for part in parts:
+        kept.pop(part, None)
+    return {"not_rerun": kept} if kept else {}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)}")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--calls", type=int, default=30)
     ap.add_argument("--sessions", type=int, default=8)
     args = ap.parse_args()
+    parts = set(args.parts.split(","))
+    if not parts <= set(PARTS):
+        print(
+            f"--parts: unknown {', '.join(sorted(parts - set(PARTS)))}; parts: {', '.join(PARTS)}",
+            file=sys.stderr,
+        )
+        return 2
     os.environ.setdefault("LANCEDB_LOG", "error")
-    figures = bench(args.rounds, args.calls, args.sessions)
+    kept = _kept(parts)
+    figures = bench(parts, args.rounds, args.calls, args.sessions)
     for k, v in figures.items():
         print(k, v)
-    save("mcp_bench", figures)
+    save("mcp_bench", {"parts": sorted(parts), **figures, **kept})
     return 0
 
 

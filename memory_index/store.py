@@ -49,7 +49,6 @@ from memory_index.schema import (
     row_to_entry,
     schema_model,
     sql_in,
-    sql_str,
     table_schema,
 )
 
@@ -329,11 +328,18 @@ class MemoryIndex:
             await asyncio.sleep(poll_s)
 
     def get(self, entry_id: str) -> MemoryEntry | None:
+        return self.get_many([entry_id]).get(entry_id)
+
+    def get_many(self, ids: Sequence[str]) -> dict[str, MemoryEntry]:
+        """The entries of `ids` that are here, by id, in one query (a search's hits)."""
         tbl = self._open_table()
-        if tbl is None:
-            return None
-        rows = tbl.search().where(f"id = {sql_str(entry_id)}").select(list(ENTRY_FIELDS)).limit(1).to_list()
-        return row_to_entry(rows[0]) if rows else None
+        if tbl is None or not ids:
+            return {}
+        wanted = sorted(set(ids))
+        rows = (
+            tbl.search().where(sql_in("id", wanted)).select(list(ENTRY_FIELDS)).limit(len(wanted)).to_list()
+        )
+        return {r["id"]: row_to_entry(r) for r in rows}
 
     def list(
         self,

@@ -2,7 +2,8 @@
 fresh seeds) and verifies a slow->fast pair only where both pass every round and the fast one
 is faster; record_insight writes an insight into the shared memory only on such a pair (and
 once), where search_memory and `accelopt memory search` (what a run's planner reads) find it
-with its provenance; the session log holds the rounds and the insight and still verifies."""
+with its provenance; the session log holds the rounds, the insight and the memory entry it made
+(`AgentMemoryEntryAdded`: the report lists it, `memory rebuild` projects it) and still verifies."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import anyio
+import msgspec
 import pytest
 from mcp_session import ACCELOPT, REPO, stdio_session, text_of
 
@@ -83,6 +85,7 @@ def test_compare_verify_record_and_retrieve(tmp_path: Path) -> None:
             assert not r.is_error and r.structured_content["written"], text_of(r)
             entry = r.structured_content["entry"]
             out["entry"] = entry
+            out["event_id"] = r.structured_content["event_id"]
             assert (
                 entry["speedup"] == res["speedup"]
                 and entry["slow_kernel"] == SILU
@@ -141,6 +144,10 @@ def test_compare_verify_record_and_retrieve(tmp_path: Path) -> None:
     # the seeds the result names are the ones each round's profiles were checked on
     cases = {c.case for e in rounds for c in e.profile.correctness}
     assert all(f"seed{seed}" in cases for seeds in out["compare"]["seeds"] for seed in seeds), cases
+    # the entry is an event of the session's log, caused by the insight, naming its client
+    (added,) = [e for e in events if isinstance(e, ev.AgentMemoryEntryAdded)]
+    assert msgspec.to_builtins(added.entry) == out["entry"] and added.client == "pytest-agent 1.0"
+    assert added.causation_id == insight.event_id and added.event_id == out["event_id"]
     verify = subprocess.run(
         [ACCELOPT, "replay", session, "--root", str(root), "--verify"],
         capture_output=True,
@@ -148,4 +155,29 @@ def test_compare_verify_record_and_retrieve(tmp_path: Path) -> None:
         cwd=REPO,
     )
     assert verify.returncode == 0, verify.stdout + verify.stderr
+    report = subprocess.run(
+        [ACCELOPT, "report", session, "--root", str(root)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
+    assert report.returncode == 0, report.stderr
+    assert "Vectorized polynomial exp for SiLU" in (root / session / "report.html").read_text()
+    # the memory is a projection of the logs: rebuilt from the session's alone, it has the entry
+    rebuilt = subprocess.run(
+        [
+            ACCELOPT,
+            "memory",
+            "rebuild",
+            str(root / session / "log.aolog"),
+            "--uri",
+            str(tmp_path / "rebuilt"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
+    assert rebuilt.returncode == 0 and "1 entries written" in rebuilt.stdout, rebuilt.stdout + rebuilt.stderr
     json.dumps(out)  # the results are plain JSON

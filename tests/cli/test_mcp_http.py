@@ -78,6 +78,11 @@ def test_the_token_guards_every_request_and_every_tool_answers(tmp_path: Path) -
                     "start_run",
                     "watch_run",
                     "stop_run",
+                    "start_campaign",
+                    "watch_campaign",
+                    "stop_campaign",
+                    "replay_run",
+                    "report_run",
                 }
                 r = await c.call_tool("list_problems", {"suite": "cpu_v2", "op_type": "activation"})
                 assert [p["ref"] for p in r.structured_content["problems"]] == ["cpu_v2/silu"]
@@ -96,6 +101,19 @@ def test_the_token_guards_every_request_and_every_tool_answers(tmp_path: Path) -
                 assert not r.is_error and r.structured_content["hits"] == []
                 r = await c.call_tool("get_problem", {"problem": "cpu_v2/silu", "junk": True})
                 assert r.is_error and "junk" in text_of(r) and "\n" not in text_of(r)
+                for tool, args, says in [
+                    ("start_campaign", {"problems": ["cpu_v2/nope"], "budget_usd": 1.0}, "nope"),
+                    ("watch_campaign", {"campaign_id": "c-20990101-000000-beef"}, "c-20990101-000000-beef"),
+                    (
+                        "stop_campaign",
+                        {"campaign_id": "c-20990101-000000-beef"},
+                        "not started by this server",
+                    ),
+                    ("replay_run", {"run_id": "../x"}, "bad arguments"),
+                    ("report_run", {"run_id": "20990101-000000-beef"}, "no run, agent session or campaign"),
+                ]:
+                    r = await c.call_tool(tool, args)
+                    assert r.is_error and says in text_of(r) and "\n" not in text_of(r), (tool, text_of(r))
 
         anyio.run(scenario)
 

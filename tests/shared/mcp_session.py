@@ -118,12 +118,16 @@ def http_server(root: Path, listen: str, token: str | None) -> Iterator[subproce
 
 
 @asynccontextmanager
-async def http_session(url: str, token: str | None, name: str = "pytest-http-agent") -> AsyncIterator[Client]:
+async def http_session(
+    url: str, token: str | None, name: str = "pytest-http-agent", mode: str = "auto"
+) -> AsyncIterator[Client]:
+    """A client of `url`; `mode` "legacy": the initialize handshake, a session the server gives
+    an `mcp-session-id` (the default: the stateless protocol, each request on its own)."""
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
     from mcp_types import Implementation
 
     headers = {"Authorization": f"Bearer {token}"} if token else None
     transport = streamable_http_client(url, http_client=create_mcp_http_client(headers=headers))
-    async with Client(transport, client_info=Implementation(name=name, version="1.0")) as client:
+    async with Client(transport, client_info=Implementation(name=name, version="1.0"), mode=mode) as client:
         yield client

@@ -18,6 +18,10 @@ Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 Source = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_SOURCE_CHARS)]
 Text = Annotated[str, msgspec.Meta(min_length=1, max_length=8000)]
 ShortText = Annotated[str, msgspec.Meta(max_length=2000)]
+# a run's, an agent session's or a campaign's id under the server's root: a name, never a path
+RunId = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_-]{1,128}$")]
+Preset = Literal["quick", "triton", "nki"]
+Usd = Annotated[float, msgspec.Meta(ge=0, le=1000)]
 
 
 class _Args(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -255,15 +259,15 @@ class StartRunArgs(_Args, kw_only=True):
 
     suite: Name
     problems: Annotated[list[Name], msgspec.Meta(min_length=1, max_length=20)]
-    budget_usd: Annotated[float, msgspec.Meta(ge=0, le=1000)]  # the hard LLM budget of the run
-    preset: Literal["quick", "triton", "nki"] = "quick"
+    budget_usd: Usd  # the hard LLM budget of the run
+    preset: Preset = "quick"
     iterations: Annotated[int, msgspec.Meta(ge=1, le=64)] | None = None
     model: Name = "builtin/tuner"  # the offline tuner by default; a litellm name for a real model
     device: Name | None = None
 
 
 class RunRef(_Args, kw_only=True):
-    run_id: Name
+    run_id: RunId
 
 
 class RunStatus(_Result, kw_only=True):
@@ -280,3 +284,92 @@ class RunStatus(_Result, kw_only=True):
     budget_usd: float | None = None
     pid: int | None = None  # the process this server started, while it lives
     output_tail: str = ""  # the last lines `accelopt run` printed (this server's runs)
+
+
+# --- campaigns -------------------------------------------------------------------------------
+
+
+class StartCampaignArgs(_Args, kw_only=True):
+    """A campaign (docs/campaigns.md) of this server's root and memory: its problems on their
+    devices, one run after another as its scheduler decides, within its LLM budget."""
+
+    # SUITE/PROBLEM (on the suite's device) or SUITE/PROBLEM@DEVICE
+    problems: Annotated[list[Name], msgspec.Meta(min_length=1, max_length=50)]
+    budget_usd: Usd  # the campaign's LLM budget in total: no run is scheduled past it
+    daily_usd: Usd | None = None  # and per UTC day
+    minutes: Annotated[float, msgspec.Meta(gt=0, le=10_080)] | None = None  # it stops after (a week at most)
+    max_runs: Annotated[int, msgspec.Meta(ge=1, le=1000)] | None = None
+    target_pct_peak: Annotated[float, msgspec.Meta(gt=0, le=1)] | None = None  # an item's goal (0.8: 80 %)
+    name: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_-]{1,40}$")] = "agent"
+    preset: Preset = "quick"  # each run's search
+    iterations: Annotated[int, msgspec.Meta(ge=1, le=64)] | None = None  # each run's
+    model: Name = "builtin/tuner"  # the offline tuner by default; a litellm name for a real model
+    policy: Name = "expected_gain_v2"  # the scheduler's (accelopt/scheduler.py)
+    seed: Annotated[int, msgspec.Meta(ge=0, le=2**31 - 1)] = 0
+
+
+class CampaignRef(_Args, kw_only=True):
+    campaign_id: RunId
+
+
+class CampaignItemRow(_Result, kw_only=True):
+    item: str  # PROBLEM@DEVICE
+    device: str
+    runs: int
+    speedup: float  # over the suite's baseline, as `figures` says it was had
+    pct_peak: float | None = None
+    estimated: bool  # a cost model's figure (an emulated device), not a measurement
+    figures: str  # how: measured (N rounds, +-spread), estimated
+    state: str
+    why: str  # its place in its device's queue at the last decision
+    cost_usd: float
+
+
+class CampaignStatus(_Result, kw_only=True):
+    campaign_id: str
+    state: str  # starting, running, paused, completed, interrupted, ... (campaign status' words)
+    label: str = ""
+    stopped: str = ""  # why it stopped (settled, budget, time, max_runs), once it did
+    runs: int = 0
+    running: list[str] = []  # its runs running now
+    items: list[CampaignItemRow] = []
+    speedup_geomean: float | None = None  # over its items' measured figures
+    speedup_geomean_estimated: float | None = None
+    spent_usd: float = 0.0
+    budget_usd: float | None = None
+    daily_usd: float | None = None
+    resume: str = ""  # the command that goes on with it, where one does
+    pid: int | None = None  # the driver this server started, while it lives
+    output_tail: str = ""  # the last lines `accelopt campaign run` printed (this server's campaigns)
+
+
+# --- replay and report -----------------------------------------------------------------------
+
+
+class RecordedRef(_Args, kw_only=True):
+    """A recorded run, agent session or campaign under this server's root."""
+
+    run_id: RunId
+
+
+class ReplayResult(_Result, kw_only=True):
+    run_id: str
+    kind: Literal["run", "campaign"]
+    verified: bool  # every recorded decision re-derived from the recorded inputs
+    events: int
+    decisions_checked: int  # the coordinator's (a campaign: its scheduler's)
+    inputs: int
+    divergence: str = ""  # where the replay and the recording part, if they do
+    pending_at_end: int = 0  # decisions an interrupted run or campaign had yet to publish
+    runs_verified: int = 0  # a campaign: its runs whose decisions re-derived
+    runs_without_log: int = 0  # a campaign: its runs with no log, which need none (never begun, or failed so)
+    runs_failed: list[str] = []  # a campaign: each run that did not verify, and why
+
+
+class ReportResult(_Result, kw_only=True):
+    run_id: str
+    kind: Literal["run", "campaign"]
+    path: str  # the self-contained HTML report, on the server's host
+    size_bytes: int
+    events: int
+    state: str  # as `accelopt runs` (or campaign status) says it

@@ -5,8 +5,9 @@ what to try) and holds, per kernel the judge judged, the kernel as the agent pro
 (`KernelProposed`, its `request_id` the tool call's) and the verdict (`KernelProfiled`, its
 `worker` saying who asked through which tool); a compare, both kernels and every round's
 profile; an insight the agent recorded on a verified pair, an `InsightSummarized` answering
-the compare. Nothing in it is a coordinator's decision, so
-a replay re-derives none and verifies every event as an input.
+the compare and the memory entry it makes, an `AgentMemoryEntryAdded` (the report lists it
+with a run's entries; `accelopt memory rebuild` projects it). Nothing in it is a coordinator's
+decision, so a replay re-derives none and verifies every event as an input.
 
 The file is rewritten whole (atomically: a reader never sees half of it) after every event,
 so a server killed at any moment leaves every verdict it gave on disk. While the server
@@ -29,6 +30,7 @@ from events.logfile import write_events
 from replay.runstate import RunLock
 
 if TYPE_CHECKING:
+    from accelopt.records import MemoryEntry
     from cli.commands.mcp_server.records import JudgedKernel
 
 
@@ -136,16 +138,28 @@ class SessionLog:
             await self._append(events)
             return call
 
-    async def insight(self, compare_call: str, problem_ref: str, title: str, text: str) -> str:
-        """Record an insight the agent wrote on a pair this session's judge verified."""
+    async def insight(
+        self, compare_call: str, problem_ref: str, entry: MemoryEntry, who: str, pair_id: str
+    ) -> str:
+        """Record an insight the agent wrote on a pair this session's judge verified: its
+        words (`InsightSummarized`, answering the compare) and the memory entry they make
+        (`AgentMemoryEntryAdded`, caused by them); the id of the entry's event."""
         async with self._lock:
-            e = ev.InsightSummarized(
+            said = ev.InsightSummarized(
                 **ev.envelope(ev.InsightSummarized, self.session_id, compare_call, ts=time.time()),
                 problem=problem_ref.rpartition("/")[2],
                 iteration=0,
                 request_id=compare_call,
-                title=title,
-                text=text,
+                title=entry.title,
+                text=entry.text,
             )
-            await self._append([e])
-            return e.event_id
+            added = ev.AgentMemoryEntryAdded(
+                **ev.envelope(
+                    ev.AgentMemoryEntryAdded, self.session_id, entry.id, ts=time.time(), cause=said
+                ),
+                entry=entry,
+                client=who,
+                pair_id=pair_id,
+            )
+            await self._append([said, added])
+            return added.event_id

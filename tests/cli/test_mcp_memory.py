@@ -1,0 +1,56 @@
+"""The MCP server's memory is kept warm (cli/commands/mcp_server/memory.py): a server loads
+torch and the embedding model when it starts, before any memory call, and the memory's thread
+(where every encode runs) encodes on one torch thread, so a query is not slowed by intra-op
+threads spinning against the judge's kernels (benchmarks/mcp_bench.py). Real LanceDB, torch
+and the bundled model; the second test a real `accelopt mcp` over stdio."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import anyio
+from mcp_session import alive, descendants, stdio_session
+
+from cli.commands.mcp_server.memory import TORCH_THREADS, Memory
+
+
+def test_warm_loads_the_model_and_the_memory_encodes_on_one_thread(tmp_path: Path) -> None:
+    import torch
+
+    memory = Memory(tmp_path / "memory")
+    memory.warm().result(timeout=300)
+    assert memory.index().embedder.loaded  # before any search
+    threads = asyncio.run(memory._on_thread(torch.get_num_threads))
+    assert threads == TORCH_THREADS == 1, threads  # this 2-core host's default is 2
+
+
+def _maps(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return ""
+
+
+def test_a_server_loads_torch_when_it_starts_before_any_memory_call(tmp_path: Path) -> None:
+    import os
+
+    async def scenario() -> None:
+        async with stdio_session(tmp_path / "runs") as c:
+            (pid,) = [p for p in descendants(os.getpid()) if alive(p) and b"mcp" in _cmdline(p)]
+            deadline = time.monotonic() + 150
+            while "libtorch" not in _maps(pid):
+                assert time.monotonic() < deadline, "torch was not loaded without a memory call"
+                await anyio.sleep(0.5)
+            r = await c.call_tool("search_memory", {"query": "vectorized exp"})
+            assert not r.is_error and r.structured_content["hits"] == []
+
+    anyio.run(scenario)
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
