@@ -29,6 +29,8 @@ from typing import Any, Literal
 
 import msgspec
 
+from hardware_agents.sandbox import memory_libc
+
 _PROT_READ, _PROT_WRITE, _MAP_SHARED = 1, 2, 1
 _MADV_POPULATE_READ, _MADV_POPULATE_WRITE = 22, 23
 _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -116,17 +118,7 @@ def _read_exact(fd: int, n: int) -> bytes:
 def serve(payload: bytes, workdir: Path) -> ServerExit:
     """Sandbox target."""
     req = msgspec.msgpack.decode(payload, type=ServerRequest)
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = [
-        ctypes.c_void_p,
-        ctypes.c_size_t,
-        ctypes.c_int,
-        ctypes.c_int,
-        ctypes.c_int,
-        ctypes.c_long,
-    ]
-    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    libc = memory_libc()
     in_base = _map(libc, req.in_fd, req.in_size, _PROT_READ)
     out_base = _map(libc, req.out_fd, req.out_size, _PROT_READ | _PROT_WRITE)
     lib = ctypes.CDLL(req.library)

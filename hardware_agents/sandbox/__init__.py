@@ -87,6 +87,7 @@ walls themselves: `landlock.py`, `seccomp.py`, `uids.py`, `reach.py`, `threads.p
 from hardware_agents.sandbox.box import Sandbox, isolation_problem, run_sandboxed
 from hardware_agents.sandbox.driven import SandboxChild
 from hardware_agents.sandbox.freeze import FreezeBreach, RanWhileStopped
+from hardware_agents.sandbox.libc import memory_libc
 from hardware_agents.sandbox.policy import (
     SandboxOutcome,
     SandboxPolicy,
@@ -113,6 +114,7 @@ __all__ = [
     "default_base_dir",
     "in_sandbox_child",
     "isolation_problem",
+    "memory_libc",
     "pids_of_uid",
     "private_dir",
     "run_sandboxed",

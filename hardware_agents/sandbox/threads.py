@@ -35,18 +35,10 @@ import struct
 import threading
 import time
 
-_libc = ctypes.CDLL(None, use_errno=True)
+from hardware_agents.sandbox.libc import memory_libc
+
+_libc = memory_libc()
 _libc.syscall.restype = ctypes.c_long
-_libc.mmap.restype = ctypes.c_void_p
-_libc.mmap.argtypes = [
-    ctypes.c_void_p,
-    ctypes.c_size_t,
-    ctypes.c_int,
-    ctypes.c_int,
-    ctypes.c_int,
-    ctypes.c_long,
-]
-_libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 
 _SYS_TGKILL = {"x86_64": 234, "aarch64": 131}
 _PROT_READ, _PROT_WRITE, _PROT_EXEC = 1, 2, 4
