@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -213,51 +213,17 @@ class Hub:
     async def scan_files(self) -> None:
         if not self.root.is_dir():
             return
-        loop = asyncio.get_running_loop()
-        await self._scan_campaign_files(loop)
-        for path in sorted(self.root.glob(f"*/{LOG_NAME}")):
-            try:
-                st = path.stat()
-            except OSError:
-                continue
-            sig = (st.st_mtime_ns, st.st_size)
-            if self._file_sigs.get(path) == sig:
-                continue
-            run_id = path.parent.name
-            if run_id in self.stream and self.caught_up and self.connected:
-                continue  # the stream has it, and more recent (read once the stream is gone)
-            self._file_sigs[path] = sig
-            try:
-                view = await loop.run_in_executor(None, fold_file, path)
-            except (LogFileError, ValueError, OSError) as e:
-                self.warnings[str(path)] = (
-                    f"{path}: {e}"  # retried when the file changes (an export in progress)
-                )
-                continue
+        await self._scan_campaign_files()
+        async for path, run_id, view in self._changed_logs(self.root, self.stream, fold_file):
             self.warnings.pop(str(path), None)
             rid = view.run_id or run_id
             old = self.files.get(rid)
             self.files[rid] = Tracked(rid, view, "file", path, (old.version + 1) if old else 1)
             self._changed(rid)
 
-    async def _scan_campaign_files(self, loop: asyncio.AbstractEventLoop) -> None:
-        for path in sorted((self.root / CAMPAIGNS_DIR).glob(f"*/{LOG_NAME}")):
-            try:
-                st = path.stat()
-            except OSError:
-                continue
-            sig = (st.st_mtime_ns, st.st_size)
-            if self._file_sigs.get(path) == sig:
-                continue
-            cid = path.parent.name
-            if cid in self.campaign_stream and self.caught_up and self.connected:
-                continue
-            self._file_sigs[path] = sig
-            try:
-                view = await loop.run_in_executor(None, _fold_campaign, path)
-            except (LogFileError, ValueError, OSError) as e:
-                self.warnings[str(path)] = f"{path}: {e}"
-                continue
+    async def _scan_campaign_files(self) -> None:
+        folder = self.root / CAMPAIGNS_DIR
+        async for path, cid, view in self._changed_logs(folder, self.campaign_stream, _fold_campaign):
             if view.started is None:  # not a campaign's log (an older version made one for a mistyped id)
                 self.warnings[str(path)] = f"{path}: no CampaignStarted: not a campaign's log, not listed"
                 continue
@@ -267,6 +233,32 @@ class Hub:
                 cid, view, "file", path, (old.version + 1) if old else 1
             )
             self._changed(cid)
+
+    async def _changed_logs(
+        self, folder: Path, streamed: Mapping[str, object], fold: Callable[[Path], T]
+    ) -> AsyncIterator[tuple[Path, str, T]]:
+        """(path, its folder's name, the log folded) of each `folder/*/` log changed since the
+        last scan, but for one the stream has (more recent there; read once the stream is gone).
+        One that does not fold is a warning, retried when it changes (an export in progress)."""
+        loop = asyncio.get_running_loop()
+        for path in sorted(folder.glob(f"*/{LOG_NAME}")):
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            sig = (st.st_mtime_ns, st.st_size)
+            if self._file_sigs.get(path) == sig:
+                continue
+            name = path.parent.name
+            if name in streamed and self.caught_up and self.connected:
+                continue
+            self._file_sigs[path] = sig
+            try:
+                view = await loop.run_in_executor(None, fold, path)
+            except (LogFileError, ValueError, OSError) as e:
+                self.warnings[str(path)] = f"{path}: {e}"
+                continue
+            yield path, name, view
 
     # --- the stream -------------------------------------------------------------------------
 
