@@ -28,7 +28,16 @@ from numpy.lib.stride_tricks import as_strided
 from hardware_agents.neuron.emulator import dtypes
 from hardware_agents.neuron.emulator.analysis import Analysis, analyze
 from hardware_agents.neuron.emulator.errors import NKIRuntimeError, OneZeroFlagError
-from hardware_agents.neuron.emulator.program import Access, Alloc, Instr, Loop, Node, Program
+from hardware_agents.neuron.emulator.program import (
+    COMPARISONS,
+    LOGICAL,
+    Access,
+    Alloc,
+    Instr,
+    Loop,
+    Node,
+    Program,
+)
 from hardware_agents.neuron.emulator.validate import onezero_claims
 
 F32 = np.float32
@@ -146,9 +155,9 @@ def alu(op: str, a: Any, b: Any) -> Any:
             return np.maximum(np.abs(a), np.abs(b))
         if op == "bypass":
             return a
-        if op in ("equal", "not_equal", "greater", "greater_equal", "less", "less_equal"):
+        if op in COMPARISONS:
             return getattr(np, op)(a, b).astype(F32)
-        if op in ("logical_and", "logical_or", "logical_xor"):
+        if op in LOGICAL:
             return getattr(np, op)(a != 0, b != 0).astype(F32)
         if op in ("bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift"):
             ai = np.asarray(a).astype(np.int64)

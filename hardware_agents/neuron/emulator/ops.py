@@ -18,7 +18,7 @@ from hardware_agents.neuron.emulator import dtypes, validate
 from hardware_agents.neuron.emulator import tracer as tr
 from hardware_agents.neuron.emulator.errors import NKICompileError, NotEmulated
 from hardware_agents.neuron.emulator.expr import Ix, Pred
-from hardware_agents.neuron.emulator.program import Access, Idx, Instr
+from hardware_agents.neuron.emulator.program import COMPARISONS, LOGICAL, Access, Idx, Instr
 from hardware_agents.neuron.emulator.tracer import ON_CHIP, View
 
 # --- ALU operators and activation functions, by the objects a kernel passes --------------------
@@ -38,15 +38,8 @@ ALU_NAMES = (
     "bitwise_xor",
     "left_shift",
     "right_shift",
-    "equal",
-    "not_equal",
-    "greater",
-    "greater_equal",
-    "less",
-    "less_equal",
-    "logical_and",
-    "logical_or",
-    "logical_xor",
+    *COMPARISONS,
+    *LOGICAL,
     "abs_max",
     "bypass",
     "rsqrt_op",
@@ -487,17 +480,7 @@ def binary(op: str, x: Any, y: Any, *, dtype: Any = None, mask: Any = None, api:
         from hardware_agents.neuron.emulator.execute import alu
 
         return alu(op, np.float32(x), np.float32(y)).item()
-    bool_out = op in (
-        "equal",
-        "not_equal",
-        "greater",
-        "greater_equal",
-        "less",
-        "less_equal",
-        "logical_and",
-        "logical_or",
-        "logical_xor",
-    )
+    bool_out = op in COMPARISONS or op in LOGICAL
     if is_scalar(x) or is_scalar(y):
         tile, s, rev = (y, x, True) if is_scalar(x) else (x, y, False)
         v = on_chip(tile, api, "x")

@@ -20,6 +20,10 @@ import msgspec
 
 Term = tuple[int, int]  # (loop id or tile axis, coefficient)
 
+# the ALU operators whose result is a truth value (1.0 or 0.0); logical ones read 0 as false
+COMPARISONS = ("equal", "not_equal", "greater", "greater_equal", "less", "less_equal")
+LOGICAL = ("logical_and", "logical_or", "logical_xor")
+
 
 class Idx(msgspec.Struct, array_like=True, frozen=True):
     c: int
