@@ -22,12 +22,15 @@ laying out the data, reading its outputs back, its device's specs):
   rounds with the language's `hand_over` and `after_round`), `RoundClock`, `timed_step`;
 - `clock`: `ClockBound` and `clock_mismatch`, the kernel's clock bounded by ours (with the
   calibrated untimed work as the lower bound where the language calibrates it);
+- `device_spec`: `DeviceSpec` (a device's roofline peaks, measured or cited; its cache-aware
+  bandwidth curve), `roofline_terms` and `t_peak` (the time a problem takes on them);
 - `roofline`: `place` (t_peak, peak_fraction, bound), `achieved`, `implausible`, and
   `speed_verdict`: passed, or incorrect when faster than the roofline allows;
 - `stats`: `latency_stats`, `spread`, `range_spread`;
 - `phases`: `Phases`, where a profile's wall time goes (`phase_<name>_s` counters on our
   clock), `phases_of`.
 
-Nothing here imports an agent; agents import these modules (tests/test_layers.py checks
-that no modules import each other in a circle). See hardware_agents/README.md.
+Nothing here imports an agent or `base.py`; agents and `base.py` import these modules
+(tests/test_layers.py checks the layers of hardware_agents/, `DEVICE_LAYERS`, and that no
+modules import each other in a circle). See hardware_agents/README.md.
 """
