@@ -1,4 +1,5 @@
-"""Helpers shared by the benchmark scripts: percentiles, machine facts, saving results."""
+"""Helpers shared by the benchmark scripts: percentiles, machine facts, saving results, the
+synthetic run the read-side benchmarks read, the load benchmarks' search and simulated device."""
 
 from __future__ import annotations
 
@@ -46,6 +47,46 @@ def machine() -> dict[str, Any]:
         "commit": commit,
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+
+
+def synthetic_bench_run(problems: int, max_events: int) -> list[Any]:
+    """The run the read-side benchmarks (replay, dashboard) read: synthesized NKI events of
+    `problems` problems, a budget no spend reaches, cut at `max_events`."""
+    from replay.synthetic import synthetic_run
+
+    return synthetic_run(
+        run_id="bench",
+        problems=problems,
+        preset="nki",
+        overrides=("llm.budget_usd=100000",),
+        max_events=max_events,
+    )
+
+
+def load_search(beam: int, plans: int, iterations: int) -> list[str]:
+    """The search of the load benchmarks (scale, long run): `beam` x `plans` candidates an
+    iteration, one sample a plan, no re-measure and no fix rounds."""
+    return [
+        f"search.beam_width={beam}",
+        f"search.plans_per_candidate={plans}",
+        "search.samples_per_plan=1",
+        f"search.iterations={iterations}",
+        "search.remeasure_rounds=0",
+        "search.fix_rounds=0",
+    ]
+
+
+def sim_device(concurrency: int, profile_s: float, pass_rate: float, seed: int) -> list[str]:
+    """The simulated device of the load benchmarks: one worker, `concurrency` profiles at a
+    time of `profile_s` each, `pass_rate` of them correct."""
+    return [
+        "devices.sim.workers=1",
+        f"devices.sim.concurrency={concurrency}",
+        "devices.sim.options.allow=true",
+        f"devices.sim.options.profile_s={profile_s}",
+        f"devices.sim.options.pass_rate={pass_rate}",
+        f"devices.sim.options.seed={seed}",
+    ]
 
 
 def save(name: str, figures: dict[str, Any]) -> Path:

@@ -37,13 +37,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import msgspec
-from _common import median, percentile, save
+from _common import median, percentile, save, synthetic_bench_run
 
 import accelopt  # noqa: F401
 from events.log import EventLog
 from events.server import NatsServer
 from replay.dashboard.browser import ServerThread, browser_missing, launch
-from replay.synthetic import synthetic_run
 
 TARGET_FIRST_PAINT_S = 2.0
 TARGET_P95_S = 1.0
@@ -97,13 +96,7 @@ def main() -> int:
 
     load_before = os.getloadavg()[0]
     t0 = time.perf_counter()
-    events = synthetic_run(
-        run_id="bench",
-        problems=args.problems,
-        preset="nki",
-        overrides=("llm.budget_usd=100000",),
-        max_events=args.events + args.live,
-    )
+    events = synthetic_bench_run(args.problems, args.events + args.live)
     # the run is happening now: its history ends at this moment, the live events follow
     shift = time.time() - events[args.events - 1].ts
     events = [msgspec.structs.replace(e, ts=e.ts + shift) for e in events]

@@ -297,6 +297,13 @@ def main(argv: list[str] | None = None) -> int:
     rows: dict[str, dict[str, Any]] = {}
     skipped: dict[str, list[str]] = {}
     t_start = time.perf_counter()
+
+    def summarize_now(*, final: bool) -> None:
+        """After every problem the figures so far; at the end (`final`) the table too."""
+        wall_s = time.perf_counter() - t_start
+        complete = final and not skipped
+        summarize(rows, args, spec, load_start, wall_s, complete=complete, table=final, skipped=skipped)
+
     try:
         for name in names:
             p = suites.get_problem(f"{SUITE}/{name}")
@@ -353,30 +360,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r['profiled']} profiled, {r['search_s']:.0f} s",
                 flush=True,
             )
-            summarize(
-                rows,
-                args,
-                spec,
-                load_start,
-                time.perf_counter() - t_start,
-                complete=False,
-                table=False,
-                skipped=skipped,
-            )
+            summarize_now(final=False)
     finally:
         searcher.close()
         agent.close()
 
-    summarize(
-        rows,
-        args,
-        spec,
-        load_start,
-        time.perf_counter() - t_start,
-        complete=not skipped,
-        table=True,
-        skipped=skipped,
-    )
+    summarize_now(final=True)
     return 1 if skipped else 0
 
 

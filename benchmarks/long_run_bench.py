@@ -47,7 +47,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import save
+from _common import load_search, save, sim_device
 from fault_bench import stream_info
 
 import accelopt  # noqa: F401  (offline defaults)
@@ -346,19 +346,9 @@ def main() -> int:
     env = {k: v for k, v in os.environ.items() if k != "ACCELOPT_MEMORY"}
     env["ACCELOPT_LOG_LEVEL"] = "ERROR"
     settings = [
-        f"search.beam_width={args.beam}",
-        f"search.plans_per_candidate={args.plans}",
-        "search.samples_per_plan=1",
-        f"search.iterations={args.iterations}",
-        "search.remeasure_rounds=0",
-        "search.fix_rounds=0",
+        *load_search(args.beam, args.plans, args.iterations),
         "memory.enabled=false",
-        "devices.sim.workers=1",
-        f"devices.sim.concurrency={args.concurrency}",
-        "devices.sim.options.allow=true",
-        f"devices.sim.options.profile_s={args.profile_s}",
-        "devices.sim.options.pass_rate=0.9",
-        f"devices.sim.options.seed={args.seed}",
+        *sim_device(args.concurrency, args.profile_s, 0.9, args.seed),
         f"limits.profiles_inflight_per_device={2 * args.concurrency}",
         f"limits.llm_inflight_per_role={2 * args.concurrency}",
         "llm.default.concurrency=64",

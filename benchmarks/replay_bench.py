@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import median, save
+from _common import median, save, synthetic_bench_run
 
 import accelopt  # noqa: F401
 from events.codec import encode
@@ -36,7 +36,6 @@ from events.subjects import subject_for
 from replay.fold import RunView
 from replay.render.report import build_report
 from replay.runs import fold_file
-from replay.synthetic import synthetic_run
 
 TARGET_EVENTS_PER_S = 50_000
 
@@ -51,13 +50,7 @@ def main() -> int:
     args = ap.parse_args()
 
     t0 = time.perf_counter()
-    events = synthetic_run(
-        run_id="bench",
-        problems=args.problems,
-        preset="nki",
-        overrides=("llm.budget_usd=100000",),
-        max_events=args.events,
-    )
+    events = synthetic_bench_run(args.problems, args.events)
     gen_s = time.perf_counter() - t0
     mix = Counter(e.type for e in events)
     print(

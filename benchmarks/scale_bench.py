@@ -50,7 +50,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import median, percentile, save
+from _common import load_search, median, percentile, save, sim_device
 
 import accelopt  # noqa: F401  (offline defaults)
 
@@ -145,20 +145,10 @@ def run_point(c: int, args: argparse.Namespace, nats_url: str, tmp: Path) -> dic
             f"suite={suite}",
             "device=sim",
             f"seed={c}",
-            f"search.beam_width={args.beam}",
-            f"search.plans_per_candidate={args.plans}",
-            "search.samples_per_plan=1",
-            f"search.iterations={args.iterations}",
-            "search.remeasure_rounds=0",
-            "search.fix_rounds=0",
+            *load_search(args.beam, args.plans, args.iterations),
             f"memory.enabled={'true' if args.memory else 'false'}",
             f"memory.uri={tmp / 'memory'}",
-            "devices.sim.workers=1",
-            f"devices.sim.concurrency={c}",
-            "devices.sim.options.allow=true",
-            f"devices.sim.options.profile_s={args.profile_s}",
-            f"devices.sim.options.pass_rate={args.pass_rate}",
-            f"devices.sim.options.seed={c}",
+            *sim_device(c, args.profile_s, args.pass_rate, c),
             f"limits.profiles_inflight_per_device={max(8, 2 * c)}",
             f"limits.llm_inflight_per_role={max(16, 2 * c)}",
             f"llm.default.concurrency={args.llm_concurrency}",
