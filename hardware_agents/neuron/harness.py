@@ -47,6 +47,7 @@ import numpy.random
 
 from hardware_agents import validity
 from hardware_agents.neuron.kernel_module import load_kernel
+from hardware_agents.neuron.outputs import save_outputs
 from hardware_agents.neuron.profile_summary import SummaryError, parse_summary
 from hardware_agents.neuron.profile_view import profile_total_time
 from hardware_agents.neuron.protocol import (
@@ -188,12 +189,7 @@ def _correctness(req: HarnessRequest, kernel: Any, workdir: Path, res: HarnessRe
         compiled = True
         run = CaseRun(name=case.name, wall_s=wall)
         outs, run.returned_tuple = _outputs(out)
-        odir = workdir / "out" / case.name
-        odir.mkdir(parents=True, exist_ok=True)
-        for j, arr in enumerate(outs):
-            rel = f"out/{case.name}/{j}.npy"
-            np.save(workdir / rel, np.ascontiguousarray(arr), allow_pickle=False)
-            run.outputs.append(rel)
+        save_outputs(workdir, run, outs)
         for j, (spec, arg) in enumerate(zip(case.args, args, strict=True)):
             if spec.path and isinstance(arg, np.ndarray):
                 pristine = np.load(spec.path, mmap_mode="r", allow_pickle=False)

@@ -33,6 +33,7 @@ from hardware_agents.neuron.emulator.execute import execute_batch
 from hardware_agents.neuron.emulator.kernel import ArgSpec
 from hardware_agents.neuron.emulator.program import Instr, Loop, decode, encode, sources_digest
 from hardware_agents.neuron.kernel_module import load_kernel
+from hardware_agents.neuron.outputs import save_outputs
 from hardware_agents.neuron.protocol import CaseRun, ErrorInfo, KernelArg
 
 PROGRAM_FILE = "prog{}.msgpack"
@@ -205,12 +206,7 @@ def _run_batch(
     runs = []
     for case, case_outs in zip(batch, outs, strict=True):
         run = CaseRun(name=case.name, wall_s=wall, returned_tuple=prog.returned_tuple)
-        odir = workdir / "out" / case.name
-        odir.mkdir(parents=True, exist_ok=True)
-        for j, arr in enumerate(case_outs):
-            rel = f"out/{case.name}/{j}.npy"
-            np.save(workdir / rel, np.ascontiguousarray(arr), allow_pickle=False)
-            run.outputs.append(rel)
+        save_outputs(workdir, run, case_outs)
         runs.append(run)
     return runs, None
 
