@@ -135,20 +135,21 @@ NL_FUNCS: dict[Any, str] = {}  # filled by language.py: nl.add -> "add", nl.exp 
 
 
 def alu_name(op: Any, api: str) -> str:
-    if isinstance(op, str) and op in ALU_NAMES:
-        return op
-    name = NL_FUNCS.get(op) or _NUMPY_ALU.get(op)
-    if name is None or name not in ALU_NAMES:
-        raise NotEmulated(f"{api} with operator {getattr(op, '__name__', op)!r}")
-    return name
+    return _named(op, ALU_NAMES, _NUMPY_ALU, f"{api} with operator")
 
 
 def act_name(op: Any, api: str) -> str:
-    if isinstance(op, str) and op in ACT_NAMES:
+    return _named(op, ACT_NAMES, _NUMPY_ACT, f"{api} with activation function")
+
+
+def _named(op: Any, names: tuple[str, ...], numpy_names: dict[Any, str], refused: str) -> str:
+    """The emulator's name among `names` of `op` (a name, an nl function or a numpy one);
+    anything else is NotEmulated, said as `refused` and the op's name."""
+    if isinstance(op, str) and op in names:
         return op
-    name = NL_FUNCS.get(op) or _NUMPY_ACT.get(op)
-    if name is None or name not in ACT_NAMES:
-        raise NotEmulated(f"{api} with activation function {getattr(op, '__name__', op)!r}")
+    name = NL_FUNCS.get(op) or numpy_names.get(op)
+    if name is None or name not in names:
+        raise NotEmulated(f"{refused} {getattr(op, '__name__', op)!r}")
     return name
 
 
