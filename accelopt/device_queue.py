@@ -136,7 +136,7 @@ class DeviceQueue:
                 Refuse(
                     request_id,
                     session,
-                    f"session {session} has {cap} profiles running or waiting, its limit: "
+                    f"session {session} is at its limit of {cap} profiles running or waiting: "
                     "wait for one to finish",
                 )
             ]

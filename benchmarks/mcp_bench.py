@@ -9,9 +9,13 @@
   search, and a search's hits' provenance read in one query against one query per hit;
 - `profile`: a warm profile through the MCP tool against the same kernel profiled by the
   hardware agent in this process (what a run's profiler calls), interleaved;
-- `sessions`: 8 HTTP sessions profiling at once: every verdict in the session log exactly once.
+- `sessions`: 8 HTTP sessions profiling at once: every verdict in the session log exactly once;
+- `pool`: with a warm pool of `accelopt up` on the server's root (the device queue sends the
+  server's profiles to the pool's profiler), a warm profile through the MCP tool against the
+  same kernel's `ProfileRequested` sent to the pool by this process as a run's coordinator
+  sends it (a run of its own on the pool's log, waiting for its `KernelProfiled`), interleaved.
 
-    .venv/bin/python benchmarks/mcp_bench.py [--parts latency,breakdown,profile,sessions]
+    .venv/bin/python benchmarks/mcp_bench.py [--parts latency,breakdown,profile,sessions,pool]
         [--rounds 5] [--calls 30] [--sessions 8]
 
 Results: benchmarks/results/mcp_bench.json; a run of some parts keeps the figures of the
@@ -175,6 +179,8 @@ def bench(parts: set[str], rounds: int, calls: int, sessions: int) -> dict:
         _profile(root, rounds, problem, source, out)
     if "sessions" in parts:
         _sessions(tmp, sessions, out)
+    if "pool" in parts:
+        _pool(tmp, rounds, problem, source, out)
     out["load_after"] = _load()
     return out
 
@@ -266,12 +272,117 @@ def _sessions(tmp: Path, sessions: int, out: dict) -> None:
     }
 
 
-PARTS = ("latency", "breakdown", "profile", "sessions")
+def _pool(tmp: Path, rounds: int, problem, source: str, out: dict) -> None:
+    import subprocess
+
+    from mcp_session import ACCELOPT, stdio_session
+
+    from actors.runtime.pool import read_pool
+
+    root, memory = tmp / "pool-runs", tmp / "pool-memory"
+    env = {k: v for k, v in os.environ.items() if k != "ACCELOPT_MEMORY"}
+    env["ACCELOPT_LOG_LEVEL"] = "ERROR"
+    up = subprocess.Popen(
+        [ACCELOPT, "up", "--root", str(root), "--memory", str(memory), "--set", "memory.enabled=false"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        t0 = time.monotonic()
+        while (info := read_pool(root)) is None:
+            if up.poll() is not None or time.monotonic() - t0 > 600:
+                raise RuntimeError("the pool did not come up")
+            time.sleep(0.2)
+        anyio.run(_pool_rounds, root, memory, info.nats_url, rounds, problem, source, out, stdio_session)
+    finally:
+        subprocess.run([ACCELOPT, "down", "--root", str(root)], cwd=ROOT, timeout=300)
+        up.wait(300)
+
+
+async def _pool_rounds(root, memory, nats_url, rounds, problem, source, out, stdio_session) -> None:
+    """Interleaved: the MCP tool (the server's queue -> the pool), then this process's own
+    request to the pool (reversed every other round); both warm (one of each first)."""
+    from accelopt import catalog as ev
+    from accelopt.config import RunConfig
+    from accelopt.kernel_id import kernel_id
+    from events.log import EventLog
+    from events.subjects import role_filter
+
+    elog = await EventLog.connect(nats_url, create=False)
+    run_id = f"mcp-bench-{os.getpid()}"
+    await elog.publish(
+        ev.RunStarted(
+            **ev.envelope(ev.RunStarted, run_id, ts=time.time()),
+            config=RunConfig(root=str(root)).to_dict(),
+            seed=0,
+            targets=[
+                ev.ProblemTarget(
+                    problem=problem, device="cpu", language="c", content_hash=problem.content_hash()
+                )
+            ],
+            kernel_ids="content",
+        )
+    )
+    kid = kernel_id("silu", "c", source)
+
+    async def direct(n: int) -> float:
+        t0 = time.perf_counter()
+        req = ev.ProfileRequested(
+            **ev.envelope(ev.ProfileRequested, run_id, n, ts=time.time()),
+            kernel_id=kid,
+            problem="silu",
+            device="cpu",
+            language="c",
+            source=source,
+            purpose="reverify",
+            seed_offset=7_000_000 + n * 1000,
+        )
+        sent = await elog.publish(req)
+        async for _, e, _ in elog.follow(role_filter("KernelProfiled", run_id), from_seq=sent.seq):
+            if isinstance(e, ev.KernelProfiled) and e.request_id == req.event_id:
+                assert e.profile.status == "passed", e.profile.log
+                return time.perf_counter() - t0
+        raise AssertionError("unreachable")
+
+    try:
+        async with stdio_session(root, "--memory", str(memory), name="mcp-bench-pool") as c:
+            await _timed(c, "profile_kernel", {"problem": SILU_REF, "source": source})
+            await direct(0)
+            mcp_s: list[float] = []
+            direct_s: list[float] = []
+            for r in range(rounds):
+                pair = [("mcp", None), ("direct", r + 1)]
+                for which, n in pair if r % 2 == 0 else reversed(pair):
+                    if which == "mcp":
+                        mcp_s.append(
+                            await _timed(c, "profile_kernel", {"problem": SILU_REF, "source": source})
+                        )
+                    else:
+                        direct_s.append(await direct(n))
+            # who profiled the server's calls (its queue's record, removed when it ends)
+            backends = [
+                json.loads(p.read_text())["backends"] for p in (root / ".device_queue").glob("*.json")
+            ]
+    finally:
+        await elog.close()
+    out["warm_profile_through_pool_s"] = {
+        "mcp_median": median(mcp_s),
+        "direct_to_pool_median": median(direct_s),
+        "mcp_over_direct": median(mcp_s) / median(direct_s),
+        "mcp": mcp_s,
+        "direct_to_pool": direct_s,
+        "server_backends": backends,
+    }
+
+
+PARTS = ("latency", "breakdown", "profile", "sessions", "pool")
 PART_KEYS = {
     "latency": ("latency_ms", "search_memory_ms_by_query", "first_search_ms"),
     "breakdown": ("search_breakdown_ms",),
     "profile": ("warm_profile_s",),
     "sessions": ("concurrent_sessions",),
+    "pool": ("warm_profile_through_pool_s",),
 }
 
 

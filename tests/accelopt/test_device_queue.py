@@ -58,7 +58,7 @@ def test_a_session_over_its_in_flight_limit_is_refused_and_the_others_still_serv
     q.submit("a1", "A", "cpu")
     q.submit("a2", "A", "cpu")
     (refused,) = q.submit("a3", "A", "cpu")
-    assert isinstance(refused, Refuse) and "2 profiles running or waiting" in refused.reason
+    assert isinstance(refused, Refuse) and "at its limit of 2 profiles running or waiting" in refused.reason
     assert q.submit("b1", "B", "cpu") == []  # B is not held to A's count: it waits its turn
     assert started(q.finish("a1", 1.0)) == ["b1"]  # round robin: B before A's second
     assert started(q.submit("a3", "A", "cpu")) == []  # A has room again (a2 waiting, a3 now)

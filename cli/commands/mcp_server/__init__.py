@@ -42,12 +42,29 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="the environment variable holding the bearer token HTTP requests must carry "
         "(default ACCELOPT_MCP_TOKEN; required beyond loopback, enforced wherever it is set)",
     )
+    p.add_argument(
+        "--session-profiles",
+        type=int,
+        default=None,
+        metavar="N",
+        help="at most N profiles (or compares) of one client session running or waiting at once; "
+        "more are refused (default: no limit)",
+    )
+    p.add_argument(
+        "--session-device-s",
+        type=float,
+        default=None,
+        metavar="S",
+        help="device-seconds one client session may use in all; beyond, its profiles are refused "
+        "(default: no limit)",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     import anyio
 
+    from accelopt.device_queue import Limits
     from cli.commands.mcp_server.http_transport import (
         TokenRuleError,
         check_token_rule,
@@ -58,6 +75,11 @@ def run(args: argparse.Namespace) -> int:
 
     listen = None
     token = os.environ.get(args.token_env) or None
+    if args.session_profiles is not None and args.session_profiles < 1:
+        return error(f"--session-profiles {args.session_profiles}: give at least 1")
+    if args.session_device_s is not None and not args.session_device_s > 0:
+        return error(f"--session-device-s {args.session_device_s:g}: give a positive number of seconds")
+    limits = Limits(max_in_flight=args.session_profiles, device_s=args.session_device_s)
     if args.http is not None:
         try:
             listen = parse_listen(args.http)
@@ -65,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         except TokenRuleError as e:
             return error(str(e))
     try:
-        app = build(args.root, args.memory)
+        app = build(args.root, args.memory, limits=limits)
     except OSError as e:
         return error(f"--root {args.root}: {e}")
     where = f"http://{args.http}/mcp" + (" (bearer token required)" if token else "") if listen else "stdio"
@@ -88,18 +110,25 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def build(root: str, memory: str | None):  # -> AccelOptMCP (imported lazily: the mcp SDK)
+def build(root: str, memory: str | None, *, limits=None):  # -> AccelOptMCP (imported lazily: the mcp SDK)
     from accelopt.folders import private_folder
     from actors.runtime.session import new_run_id
     from cli.commands.mcp_server.judge import Judge
+    from cli.commands.mcp_server.pool_profiles import PoolProfiles
+    from cli.commands.mcp_server.queue import SharedQueue
     from cli.commands.mcp_server.server import AccelOptMCP, _version
     from cli.commands.mcp_server.session_log import SessionLog
     from memory_index import default_uri, normalize_uri
 
     private_folder(root)  # the sessions' logs hold agents' kernels: 0700, as a run's root
     uri = normalize_uri(memory or os.environ.get("ACCELOPT_MEMORY") or default_uri(root))
-    session = SessionLog(root, new_run_id(), memory_uri=uri, toolchain={"accelopt mcp": _version()})
-    return AccelOptMCP(root=root, memory_uri=uri, judge=Judge(), session=session)
+    tools = {"accelopt mcp": _version()}
+    session = SessionLog(root, new_run_id(), memory_uri=uri, toolchain=tools)
+    judge = Judge()
+    # the device queue: each client's limits and turn, then the pool of `accelopt up` on this root, else the judge
+    pool = PoolProfiles(root, str(uri), session.session_id, tools)
+    queue = SharedQueue(judge, root=root, server=session.session_id, limits=limits, pool=pool)
+    return AccelOptMCP(root=root, memory_uri=uri, judge=judge, session=session, queue=queue)
 
 
 async def _serve_stdio(app) -> None:
@@ -110,4 +139,4 @@ async def _serve_stdio(app) -> None:
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
     finally:
-        await app.judge.close()
+        await app.queue.close()

@@ -94,4 +94,4 @@ async def serve_http(app: Any, host: str, port: int, token: str | None) -> None:
     try:
         await uvicorn.Server(config).serve()
     finally:
-        await app.judge.close()
+        await app.queue.close()  # the judge's workers, the pool's connection, the queue's record

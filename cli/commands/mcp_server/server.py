@@ -29,6 +29,7 @@ from accelopt.profile import Profile
 from cli.commands.mcp_server import library, problems
 from cli.commands.mcp_server.judge import Judge, JudgeError
 from cli.commands.mcp_server.memory import Memory, MemoryError_
+from cli.commands.mcp_server.queue import SharedQueue, session_label
 from cli.commands.mcp_server.records import (
     ArgsError,
     CompareArgs,
@@ -87,6 +88,13 @@ def who_asked(ctx: Ctx) -> str:
     return f"{info.name} {info.version}".strip() if info is not None else "an unnamed client"
 
 
+def queue_session(ctx: Ctx) -> str:
+    """Whom the device queue's limits and turns count a call to: the client's session (over
+    stdio the server's one client, over HTTP its `mcp-session-id`) and the name it gives."""
+    transport = "stdio" if ctx.request is None else str(ctx.request.headers.get("mcp-session-id") or "")
+    return session_label(who_asked(ctx), f"{transport}|{who_asked(ctx)}")
+
+
 @dataclass(frozen=True)
 class VerifiedPair:
     """A slow->fast pair this server's judge measured, interleaved, with the fast side faster."""
@@ -105,10 +113,18 @@ class AccelOptMCP:
     """The tools, the judge and the memory of one server process (all its sessions)."""
 
     def __init__(
-        self, *, root: str | Path, memory_uri: str | Path, judge: Judge, session: SessionLog
+        self,
+        *,
+        root: str | Path,
+        memory_uri: str | Path,
+        judge: Judge,
+        session: SessionLog,
+        queue: SharedQueue | None = None,
     ) -> None:
         self.root = Path(root)
         self.judge = judge
+        # every profile and compare: the device queue (limits, turns; the pool's profilers or the judge)
+        self.queue = queue or SharedQueue(judge, root=root, server=session.session_id)
         self.memory = Memory(memory_uri)
         self.session = session
         self._baselines: dict[tuple[str, str], JudgedKernel] = {}
@@ -354,7 +370,8 @@ class AccelOptMCP:
 
         problem_name = ref.rpartition("/")[2]
         kid = kernel_id(problem_name, language, source)
-        seeds = list(offset_seeds(fresh_seed_base()))
+        seed_offset = fresh_seed_base()
+        seeds = list(offset_seeds(seed_offset))
         limit = (timeout_s or profile_timeout_s(device)) * 4 + 120.0
         req = {
             "op": "profile",
@@ -363,9 +380,12 @@ class AccelOptMCP:
             "language": language,
             "source": source,
             "seeds": seeds,
+            "seed_offset": seed_offset,
             "timeout_s": timeout_s,
         }
-        reply = await self.judge.request(device, req, limit_s=limit, progress=_progress(ctx))
+        reply = await self.queue.request(
+            queue_session(ctx), device, req, limit_s=limit, progress=_progress(ctx)
+        )
         if "error" in reply:
             raise ToolError(f"{ref}: the problem's side failed: {reply['error']}")
         prof = msgspec.convert(reply["profile"], Profile)
@@ -409,7 +429,9 @@ class AccelOptMCP:
             "base_seed": base_seed,
         }
         limit = (profile_timeout_s(device) * 4 + 120.0) * 2 * args.rounds
-        reply = await self.judge.request(device, req, limit_s=limit, progress=_progress(ctx))
+        reply = await self.queue.request(
+            queue_session(ctx), device, req, limit_s=limit, progress=_progress(ctx)
+        )
         if "error" in reply:
             raise ToolError(f"{args.problem}: the problem's side failed: {reply['error']}")
         slow, fast = (msgspec.convert(m, RemeasuredSide) for m in reply["measures"])
