@@ -12,6 +12,7 @@ import math
 import sys
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from hardware_agents.neuron.emulator import dtypes, validate
@@ -372,18 +373,7 @@ def _retarget(dst: View, value: View, acc: bool) -> bool:
     if prod.op == "dma" and dbuf != "sbuf":
         return False
     new_dst = dst.access()
-    ins = Instr(
-        op=prod.op,
-        engine=prod.engine,
-        dst=new_dst,
-        srcs=prod.srcs,
-        roles=prod.roles,
-        args=prod.args,
-        mask=prod.mask,
-        mask_shape=prod.mask_shape,
-        acc=acc,
-        line=prod.line,
-    )
+    ins = msgspec.structs.replace(prod, dst=new_dst, acc=acc)  # the producer, writing into dst
     validate.check_instr(ins, t.decl, t.trips)
     _check_write(new_dst, ins.mask, acc)
     t.replace_last(ins)
