@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from accelopt import catalog as ev
 from accelopt.campaign import (
@@ -61,6 +61,8 @@ if TYPE_CHECKING:
     from actors.runtime.pool import AgentPool
 
 log = get_logger(component="campaign")
+
+_E = TypeVar("_E", bound=ev.Event)
 
 PROMPT_TOKENS_BOUND = 32_768  # a call's input, for the bound on its cost before any call was seen
 SUMMARY_NAME = "campaign.json"
@@ -706,10 +708,14 @@ class CampaignDriver:
     def _measured(self, ended: _Ended) -> ev.CampaignItemMeasured | None:
         if ended.measured is None:
             return None
+        return self._of_run(ev.CampaignItemMeasured, ended, ended.measured)
+
+    def _of_run(self, event_type: type[_E], ended: _Ended, fields: dict) -> _E:
+        """The `event_type` event of the ended run, the answer to its scheduling."""
         s = self.core.runs[ended.run_id].scheduled
-        return ev.CampaignItemMeasured(
+        return event_type(
             **ev.envelope(
-                ev.CampaignItemMeasured,
+                event_type,
                 self.campaign_id,
                 ended.run_id,
                 ts=time.time(),
@@ -717,7 +723,7 @@ class CampaignDriver:
             ),
             run=ended.run_id,
             item=s.item,
-            **ended.measured,
+            **fields,
         )
 
     def _run_setup(self, s: ev.CampaignRunScheduled) -> tuple[RunConfig, Problem]:
@@ -754,17 +760,6 @@ class CampaignDriver:
     def _finished(self, ended: _Ended) -> ev.CampaignRunFinished:
         s = self.core.runs[ended.run_id].scheduled
         fields = ended.outcome if ended.outcome is not None else self._outcome_fields(s, ended)
-        finished = ev.CampaignRunFinished(
-            **ev.envelope(
-                ev.CampaignRunFinished,
-                self.campaign_id,
-                ended.run_id,
-                ts=time.time(),
-                cause=ev.derive_event_id(self.campaign_id, "CampaignRunScheduled", s.index),
-            ),
-            run=ended.run_id,
-            item=s.item,
-            **fields,
-        )
+        finished = self._of_run(ev.CampaignRunFinished, ended, fields)
         record_campaign_run(self.root, finished)  # a run whose log has no end: its lock says how it ended
         return finished
