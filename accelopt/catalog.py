@@ -286,6 +286,22 @@ class MemoryIndexed(Event, tag=True, frozen=True):
     entry_id: str
 
 
+class AgentMemoryEntryAdded(Event, tag=True, frozen=True):
+    """A memory entry an agent session added (`accelopt mcp`'s record_insight): the agent's
+    insight on a slow->fast pair the session's own judge verified, its `source_run` the
+    session. A run's `MemoryEntryAdded` is its coordinator's decision; this one is the
+    session's, so `replay --verify` reads it as an input. The fold shows it with a run's
+    entries and `accelopt memory rebuild` projects it as it projects theirs."""
+
+    subject: ClassVar[str] = "memory.agent_entry_added"
+    author: ClassVar[Author] = "session"
+    ignored_by: ClassVar[frozenset[RunReader]] = frozenset({"coordinator"})  # no run decides on it
+
+    entry: MemoryEntry
+    client: str  # the MCP client that asked: its name and version
+    pair_id: str  # the verified pair (compare_kernels) the insight is attached to
+
+
 # --- LLM roles -----------------------------------------------------------------------------
 
 
@@ -719,21 +735,29 @@ class CampaignStopped(Event, tag=True, frozen=True):
 
 
 class LLMRole(typing.NamedTuple):
-    """One LLM role: the request it answers and the stage its failures are filed under."""
+    """One LLM role as the log and the config know it: the request it answers, the stage its
+    failures are filed under, and its output allowance (`max_tokens` below `llm.default`, so
+    `llm.default.max_tokens` still sets every role). What it does with a request (its prompt,
+    its answer, the offline tuner's reply, its worker) is its row of `actors/llm/role_table.py`."""
 
     name: Role
     request: type[Event]
     stage: Stage
+    max_tokens: int
 
 
+# the planner reasons before it plans, the executor and fixer write whole kernels after
+# reasoning (the AccelOpt paper's settings: planner 10k, executor 65,536); the gateway caps an
+# allowance at the model's own output limit where litellm's model info knows it
 LLM_ROLE_TABLE: tuple[LLMRole, ...] = (
-    LLMRole("planner", PlanRequested, "plan"),
-    LLMRole("executor", ImplementationRequested, "implement"),
-    LLMRole("fixer", FixRequested, "fix"),
-    LLMRole("summarizer", SummaryRequested, "summarize"),
+    LLMRole("planner", PlanRequested, "plan", max_tokens=16_384),
+    LLMRole("executor", ImplementationRequested, "implement", max_tokens=65_536),
+    LLMRole("fixer", FixRequested, "fix", max_tokens=65_536),
+    LLMRole("summarizer", SummaryRequested, "summarize", max_tokens=8_192),
 )
 # views of the table, for the lookups readers make
 LLM_ROLES: tuple[Role, ...] = tuple(r.name for r in LLM_ROLE_TABLE)
+LLM_ROLE: dict[Role, LLMRole] = {r.name: r for r in LLM_ROLE_TABLE}
 REQUEST_OF_ROLE: dict[Role, type[Event]] = {r.name: r.request for r in LLM_ROLE_TABLE}
 ROLE_OF_REQUEST: dict[type[Event], Role] = {r.request: r.name for r in LLM_ROLE_TABLE}
 STAGE_OF_ROLE: dict[Role, Stage] = {r.name: r.stage for r in LLM_ROLE_TABLE}

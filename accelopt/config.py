@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import msgspec
 import yaml
 
-from accelopt.catalog import LLM_ROLES
+from accelopt.catalog import LLM_ROLE, LLM_ROLES, is_llm_role
 from accelopt.records import ModelPrice
 
 
@@ -111,18 +111,6 @@ BUILTIN_LLM_DEFAULTS = RoleLLM(
     retries=3,
 )
 
-BUILTIN_ROLE_MAX_TOKENS: dict[str, int] = {
-    "planner": 16_384,
-    "executor": 65_536,
-    "fixer": 65_536,
-    "summarizer": 8_192,
-}
-"""Each role's output allowance below `llm.default` (so `llm.default.max_tokens` still sets
-every role): the planner reasons before it plans, the executor and fixer write whole kernels
-after reasoning (the AccelOpt paper's settings: planner 10k, executor 65,536). The gateway
-caps it at the model's own output limit where litellm's model info knows it."""
-
-
 RESERVED_PARAMS = frozenset(
     {
         "model",
@@ -142,15 +130,13 @@ RESERVED_PARAMS = frozenset(
 
 
 class LLMConfig(_C):
-    """`default` applies to every role; a role's own fields override it; unset fields of
-    both fall back to BUILTIN_LLM_DEFAULTS (so `--set llm.default.model=X` changes only the
-    model)."""
+    """`default` applies to every role; a role's own fields (`roles.<role>`, a role of
+    `catalog.LLM_ROLE_TABLE`) override it; unset fields of both fall back to the role's output
+    allowance (`LLMRole.max_tokens`) and BUILTIN_LLM_DEFAULTS (so `--set llm.default.model=X`
+    changes only the model)."""
 
     default: RoleLLM = msgspec.field(default_factory=RoleLLM)
-    planner: RoleLLM = msgspec.field(default_factory=RoleLLM)
-    executor: RoleLLM = msgspec.field(default_factory=RoleLLM)
-    fixer: RoleLLM = msgspec.field(default_factory=RoleLLM)
-    summarizer: RoleLLM = msgspec.field(default_factory=RoleLLM)
+    roles: dict[str, RoleLLM] = {}
     prices: dict[str, ModelPrice] = {}
     allow_unpriced: bool = False
     budget_usd: float | None = 50.0
@@ -161,8 +147,8 @@ class LLMConfig(_C):
     def for_role(self, role: str) -> ResolvedLLM:
         merged: dict[str, Any] = {}
         params: dict[str, Any] = {}
-        role_builtin = RoleLLM(max_tokens=BUILTIN_ROLE_MAX_TOKENS.get(role))
-        for layer in (BUILTIN_LLM_DEFAULTS, role_builtin, self.default, getattr(self, role)):
+        role_builtin = RoleLLM(max_tokens=LLM_ROLE[role].max_tokens if is_llm_role(role) else None)
+        for layer in (BUILTIN_LLM_DEFAULTS, role_builtin, self.default, self.roles.get(role, RoleLLM())):
             merged.update({k: v for k, v in msgspec.structs.asdict(layer).items() if v is not None})
             params.update(layer.params or {})
         merged["params"] = params
@@ -172,7 +158,7 @@ class LLMConfig(_C):
             if merged.get(k) is None
         ]
         if missing:
-            raise ConfigError(f"llm.{role}: no value for {', '.join(missing)} (set llm.default.<key>)")
+            raise ConfigError(f"llm.roles.{role}: no value for {', '.join(missing)} (set llm.default.<key>)")
         return msgspec.convert(merged, ResolvedLLM)
 
 
@@ -366,10 +352,46 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     return key.split("."), value
 
 
+def role_settings_moved(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` with the per-role LLM settings of a config written before they were one mapping
+    (a field per role, `llm.planner: {...}`) moved to where they are now
+    (`llm.roles.planner: {...}`); unset (null) keys of them are left out, as they set nothing.
+    A mapping that gives one role in both places is refused: which one is meant is not said."""
+    llm = data.get("llm")
+    old = [k for k in llm if is_llm_role(k)] if isinstance(llm, dict) else []
+    if not old:
+        return data
+    assert isinstance(llm, dict)
+    roles = llm.get("roles") or {}
+    if not isinstance(roles, dict):
+        return data  # not a mapping: the conversion names it
+    roles = dict(roles)
+    for role in old:
+        if role in roles:
+            raise ConfigError(
+                f"llm.{role} and llm.roles.{role}: the role's settings twice (llm.{role} is the old "
+                f"place of llm.roles.{role}); keep llm.roles.{role}"
+            )
+        given = llm[role]
+        given = {k: v for k, v in given.items() if v is not None} if isinstance(given, dict) else given
+        if given != {}:
+            roles[role] = given
+    moved = {k: v for k, v in llm.items() if k not in old}
+    return {**data, "llm": {**moved, "roles": roles}}
+
+
+def _moved_path(path: list[str]) -> list[str]:
+    """An override's key path as `role_settings_moved` moves it (`llm.planner.x`: `llm.roles.planner.x`)."""
+    return (
+        ["llm", "roles", *path[1:]] if len(path) > 1 and path[0] == "llm" and is_llm_role(path[1]) else path
+    )
+
+
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    out = copy.deepcopy(data)
+    out = role_settings_moved(copy.deepcopy(data))
     for item in overrides:
         path, value = parse_override(item)
+        path = _moved_path(path)
         node = out
         for part in path[:-1]:
             nxt = node.setdefault(part, {})
@@ -387,13 +409,17 @@ def build_config(
     overrides: list[str] | None = None,
     base: dict[str, Any] | None = None,
 ) -> RunConfig:
-    data: dict[str, Any] = copy.deepcopy(base) if base else {}
+    data: dict[str, Any] = role_settings_moved(copy.deepcopy(base)) if base else {}
     if preset:
         if preset not in PRESETS:
             raise ConfigError(f"unknown preset {preset!r}; choose from {', '.join(sorted(PRESETS))}")
         data = _deep_merge(data, PRESETS[preset])
     if file:
-        data = _deep_merge(data, read_mapping(file))
+        mapping = read_mapping(file)
+        try:
+            data = _deep_merge(data, role_settings_moved(mapping))
+        except ConfigError as e:
+            raise ConfigError(f"{file}: {e}") from e
     data = apply_overrides(data, overrides or [])
     return config_from_dict(data, source=str(file) if file else "config")
 
@@ -428,6 +454,12 @@ def recorded_config(config: dict[str, Any], source: str = "RunStarted.config") -
 
 
 def config_from_dict(data: dict[str, Any], source: str = "config") -> RunConfig:
+    try:
+        data = role_settings_moved(data)
+    except ConfigError as e:
+        if source == "config":
+            raise
+        raise ConfigError(f"{source}: {e}") from e
     cfg = convert(data, RunConfig, source)
     try:
         validate(cfg)
@@ -586,16 +618,19 @@ def validate(cfg: RunConfig) -> None:
     ]:
         if value is not None and value <= 0:
             raise ConfigError(f"profiling.{key}: must be > 0")
+    unknown = sorted(set(cfg.llm.roles) - set(LLM_ROLES))
+    if unknown:
+        raise ConfigError(f"llm.roles.{unknown[0]}: unknown role; the roles are {', '.join(LLM_ROLES)}")
     for role in LLM_ROLES:
         r = cfg.llm.for_role(role)
         if r.concurrency < 1:
-            raise ConfigError(f"llm.{role}.concurrency: must be >= 1")
+            raise ConfigError(f"llm.roles.{role}.concurrency: must be >= 1")
         if r.timeout_s <= 0:
-            raise ConfigError(f"llm.{role}.timeout_s: must be > 0")
+            raise ConfigError(f"llm.roles.{role}.timeout_s: must be > 0")
         if r.max_tokens < 1:
-            raise ConfigError(f"llm.{role}.max_tokens: must be >= 1")
+            raise ConfigError(f"llm.roles.{role}.max_tokens: must be >= 1")
         reserved = sorted(set(r.params) & RESERVED_PARAMS)
         if reserved:
             raise ConfigError(
-                f"llm.{role}.params: {', '.join(reserved)} have their own keys (llm.{role}.<key>)"
+                f"llm.roles.{role}.params: {', '.join(reserved)} have their own keys (llm.roles.{role}.<key>)"
             )

@@ -1,13 +1,18 @@
-"""Prompt templates of the four LLM roles, per kernel language (see docs/architecture.md, paper §2).
+"""Prompt templates of the LLM roles, per kernel language (see docs/architecture.md, paper §2).
 
-Templates are text files: `<role>.<language>.txt` (roles planner, executor, fixer,
-summarizer), each with a `=== system ===` and a `=== user ===` section, plus
-`primer.<language>.txt` (the language and device primer with the profile glossary). The
-built-in languages (c, triton, nki) ship theirs in this package; a language registered with
-a `prompt_dir` (`hardware_agents/languages`) has them there. Every other fact about a
-language (fence tag, default entry name, interface lines, correctness wording) comes from
-its `KernelLanguage` record. Placeholders are `{{name}}`; every placeholder must be filled and
-values are inserted verbatim (never re-scanned).
+Templates are text files: `<role>.<language>.txt`, or `<role>.txt` for every language of a
+role that has no template of the language's own, each with a `=== system ===` and a
+`=== user ===` section, plus `primer.<language>.txt` (the language and device primer with
+the profile glossary). The built-in languages (c, triton, nki) ship theirs in this package;
+a language registered with a `prompt_dir` (`hardware_agents/languages`) has them there. Every
+other fact about a language (fence tag, default entry name, interface lines, correctness
+wording) comes from its `KernelLanguage` record. Placeholders are `{{name}}`; every
+placeholder must be filled and values are inserted verbatim (never re-scanned).
+
+This package knows no role: what a role's placeholders hold is its row's context builder
+(`actors/llm/role_table.py`: `render(role, language, **context)` renders a role's prompt from
+its context), which hands `render_template` the values; every template may also use
+`primer`, `device` and `entry` (the problem's entry symbol), filled here.
 
 They stay close to the paper's prompts (planner: one single-step plan; executor: the full
 kernel in one fenced block; fixer: code + error log -> fixed full kernel; summarizer: a
@@ -18,31 +23,22 @@ shapes (axis values) and the true correctness bar; the planner gets the whole pr
 seed, request id), and the retrieved insights with the device, language and speedup of
 each; the fixer also sees the last version that compiled.
 
-Public API: `render(role, language, **context) -> list[ChatMessage]`, `ROLES`, `LANGUAGES`,
-`template_text(name)`, and the formatters in `prompts.format`.
-
-Context per role (all keyword arguments):
-- planner: problem: Problem, source: str, profile: Profile | None, insights:
-  Sequence[RetrievedInsight] = (), device: str, seed: int, request_id: str
-- executor: problem, source, plan: str, device
-- fixer: problem, source, error_log: str, status: str, parent_source: str = "", device
-- summarizer: problem: Problem | None, slow_source, fast_source, speedup: float,
-  positive: bool = True, device
+Public API: `render_template(role, language, values, problem=..., device=...) ->
+list[ChatMessage]`, `role_template(role, language)`, `ROLES`, `LANGUAGES`,
+`template_text(name)`, `language_of(name)`, and the formatters in `prompts.format`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping
 from functools import cache
 from importlib import resources
-from typing import Any
 
 from accelopt.catalog import LLM_ROLES
 from accelopt.problem import Problem
 from accelopt.records import ChatMessage
 from hardware_agents.languages import KernelLanguage, UnknownLanguageError, get_language, language_names
-from prompts.format import fence, format_problem, format_profile, format_speedup
 
 ROLES: tuple[str, ...] = LLM_ROLES  # a template per LLM role (the roles: `accelopt.catalog.LLM_ROLE_TABLE`)
 LANGUAGES = tuple(
@@ -52,15 +48,24 @@ LANGUAGES = tuple(
 _PLACEHOLDER = re.compile(r"\{\{([a-z_]+)\}\}")
 _SECTION = re.compile(r"^=== (system|user) ===\n", re.MULTILINE)
 
-__all__ = ["LANGUAGES", "ROLES", "PromptError", "render", "template_text"]
+__all__ = [
+    "LANGUAGES",
+    "ROLES",
+    "PromptError",
+    "language_of",
+    "render_template",
+    "role_template",
+    "template_text",
+]
 
 
 class PromptError(ValueError):
     pass
 
 
-def _language(language: str) -> KernelLanguage:
-    """The registered language (an alias such as `python` gives `triton`)."""
+def language_of(language: str) -> KernelLanguage:
+    """The registered language (an alias such as `python` gives `triton`); PromptError naming
+    the languages for one that is not registered."""
     try:
         return get_language(language)
     except UnknownLanguageError as e:
@@ -112,81 +117,42 @@ def _entry(problem: Problem | None, lang: KernelLanguage) -> str:
     return lang.entry
 
 
-def _need(ctx: dict[str, Any], role: str, *keys: str) -> None:
-    missing = [k for k in keys if k not in ctx]
-    if missing:
-        raise PromptError(f"render({role!r}): missing context {', '.join(missing)}")
+def role_template(role: str, language: str | KernelLanguage) -> tuple[str, str]:
+    """(text, file name) of `role`'s template for `language`: the language's own, else the
+    role's template for every language (`<role>.txt`, in this package); missing both, the
+    error names the language's."""
+    lang = language if isinstance(language, KernelLanguage) else language_of(language)
+    name = f"{role}.{lang.name}.txt"
+    try:
+        return _template(lang, name), name
+    except PromptError:
+        every = f"{role}.txt"
+        if not resources.files(__package__).joinpath(every).is_file():
+            raise
+        return template_text(every), every
 
 
-def _experiences(insights: Sequence[Any], device: str, language: str) -> str:
-    if not insights:
-        return ""
-    from memory_index import format_for_prompt
-
-    return "\n" + format_for_prompt(list(insights), device=device, language=language)
-
-
-def _values(role: str, lang: KernelLanguage, ctx: dict[str, Any]) -> dict[str, str]:
-    tag = lang.fence
-    problem: Problem | None = ctx.get("problem")
-    device = str(ctx.get("device", "cpu"))
-    v = {
+def render_template(
+    role: str,
+    language: str,
+    values: Mapping[str, str],
+    *,
+    problem: Problem | None = None,
+    device: str = "cpu",
+) -> list[ChatMessage]:
+    """The system and user messages of `role`'s template for a kernel in `language`, its
+    placeholders filled with `values` and the ones every template may use (`primer`, `device`,
+    `entry`: `problem`'s entry symbol, else the language's default)."""
+    lang = language_of(language)
+    text, name = role_template(role, lang)
+    sections = _sections(text, name)
+    common = {
         "primer": _template(lang, f"primer.{lang.name}.txt").strip(),
         "device": device,
         "entry": _entry(problem, lang),
     }
-    if role in ("planner", "executor", "fixer"):
-        _need(ctx, role, "problem", "source")
-        assert problem is not None
-        v["problem"] = format_problem(problem, lang.name)
-        v["source"] = fence(ctx["source"], tag)
-    if role == "planner":
-        _need(ctx, role, "seed", "request_id")
-        v["profile"] = format_profile(
-            ctx.get("profile"), seed=int(ctx["seed"]), request_id=str(ctx["request_id"])
-        )
-        v["experiences"] = _experiences(ctx.get("insights") or (), device, lang.name)
-    elif role == "executor":
-        _need(ctx, role, "plan")
-        v["plan"] = fence(ctx["plan"], "text")
-    elif role == "fixer":
-        _need(ctx, role, "error_log")
-        v["status"] = str(ctx.get("status") or "failed")
-        log = ctx["error_log"].strip() or "(the harness gave no log)"
-        v["error_log"] = fence(log, "text")
-        parent = (ctx.get("parent_source") or "").strip()
-        v["parent_section"] = (
-            (
-                "\n# Last working version\nThe wrong code was derived from this version, which compiles and "
-                "passes the checks. Keep the wrong code's optimization if you can fix it; otherwise fall "
-                "back to this version.\n" + fence(parent, tag) + "\n"
-            )
-            if parent
-            else ""
-        )
-    elif role == "summarizer":
-        _need(ctx, role, "slow_source", "fast_source", "speedup")
-        v["problem_name"] = problem.name if problem is not None else str(ctx.get("problem_name", "unknown"))
-        v["slow_source"] = fence(ctx["slow_source"], tag)
-        v["fast_source"] = fence(ctx["fast_source"], tag)
-        v["speedup"] = format_speedup(
-            float(ctx["speedup"]),
-            positive=bool(ctx.get("positive", True)),
-            device=device,
-            estimated=bool(ctx.get("estimated", False)),
-        )
-    return v
-
-
-def render(role: str, language: str, **context: Any) -> list[ChatMessage]:
-    """The system and user messages of `role` for a kernel in `language` (see module doc)."""
-    if role not in ROLES:
-        raise PromptError(f"unknown role {role!r}; known: {', '.join(ROLES)}")
-    lang = _language(language)
-    name = f"{role}.{lang.name}.txt"
-    sections = _sections(_template(lang, name), name)
-    values = _values(role, lang, context)
+    filled = {**common, **values}
     return [
-        ChatMessage(role="system", content=_fill(sections["system"], values, name).strip() + "\n"),
-        ChatMessage(role="user", content=_fill(sections["user"], values, name).strip() + "\n"),
+        ChatMessage(role="system", content=_fill(sections["system"], filled, name).strip() + "\n"),
+        ChatMessage(role="user", content=_fill(sections["user"], filled, name).strip() + "\n"),
     ]

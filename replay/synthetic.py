@@ -112,7 +112,8 @@ class SyntheticWorld:
         role = ev.ROLE_OF_REQUEST[type(req)]
         p_tok = 400 + len(prompt) // 4 + self.rng.randint(0, 200)
         c_tok = 60 + len(response) // 4 + self.rng.randint(0, 40)
-        latency = 1.0 + self.rng.random() * (6.0 if role == "executor" else 3.0)
+        # an implementation takes longest (the whole kernel, after the plan)
+        latency = 1.0 + self.rng.random() * (6.0 if type(req) is ev.ImplementationRequested else 3.0)
         return ev.LLMCallCompleted(
             **self.env(ev.LLMCallCompleted, req.event_id),
             role=role,

@@ -163,9 +163,10 @@ def _register_offline_providers() -> None:
     """The built-in custom providers, then (once per process) those of installed plugins
     (`accelopt.llm_providers` entry points, `accelopt/plugins.py`)."""
     global _plugins_loaded
+    from actors.llm.role_table import tuner_reply
     from actors.llm.tuner import register_tuner_provider
 
-    register_tuner_provider()
+    register_tuner_provider(tuner_reply)
     if not _plugins_loaded:
         from accelopt.plugins import LLM_PROVIDER_GROUP, load_plugins
 
@@ -301,7 +302,7 @@ class LLMGateway:
                     call.record(
                         0,
                         error=f"MissingAPIKey: environment variable {cfg.api_key_env} "
-                        f"(llm.{role}.api_key_env) is not set",
+                        f"(llm.roles.{role}.api_key_env) is not set",
                         permanent=True,
                     )
                 ]

@@ -115,9 +115,7 @@ def _provider_problem(use: ModelUse) -> str | None:
 def _key_problem(use: ModelUse, config: LLMConfig, env: Mapping[str, str]) -> str | None:
     if use.api_key_env:
         if not env.get(use.api_key_env):
-            return (
-                f"model {use.label}: set {use.api_key_env} (named by llm.<role>.api_key_env) to its API key"
-            )
+            return f"model {use.label}: set {use.api_key_env} (named by llm.roles.<role>.api_key_env) to its API key"
         return None
     resolved = config.for_role(use.roles[0])
     if _keyless_placeholder(resolved):  # a self-hosted OpenAI-compatible server: no key wanted
@@ -153,15 +151,17 @@ def _reach_problem(use: ModelUse, timeout_s: float) -> str | None:
     except OSError as e:
         return (
             f"model {use.label}: api_base {use.api_base} is not reachable ({e.strerror or e}); start the server "
-            "or fix --api-base / llm.<role>.api_base"
+            "or fix --api-base / llm.roles.<role>.api_base"
         )
 
 
 def probe_config(config: LLMConfig) -> LLMConfig:
     """The run's LLM settings for one short probe call per model: few tokens, no retries."""
     small = msgspec.structs.replace(config.default, max_tokens=PROBE_MAX_TOKENS, retries=0)
-    roles = {r: msgspec.structs.replace(getattr(config, r), max_tokens=None, retries=None) for r in LLM_ROLES}
-    return msgspec.structs.replace(config, default=small, **roles)
+    roles = {
+        r: msgspec.structs.replace(own, max_tokens=None, retries=None) for r, own in config.roles.items()
+    }
+    return msgspec.structs.replace(config, default=small, roles=roles)
 
 
 async def probe_models(config: LLMConfig, *, gateway: LLMGateway | None = None) -> list[Probe]:

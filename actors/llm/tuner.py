@@ -1,10 +1,12 @@
 """`builtin/tuner`: an offline model that tunes a kernel's constants and learns from insights.
 
-A litellm custom provider (`register_tuner_provider()`, idempotent) that speaks the agents'
-text protocol, so the whole system runs with no network and has a no-LLM baseline. It reads
-the rendered prompts of `prompts/` and nothing else (no memory, no problem files); the role
-comes from the call's litellm metadata (`accelopt_role`, set by the gateway), else from the
-prompt's headings. Every reply is a pure function of (messages, role, sample index).
+A litellm custom provider (`register_tuner_provider(reply)`, idempotent) that speaks the
+agents' text protocol, so the whole system runs with no network and has a no-LLM baseline. It
+reads the rendered prompts of `prompts/` and nothing else (no memory, no problem files). Each
+role's reply is its row's (`actors/llm/role_table.py`: `RoleRow.tuner`, the functions below
+for the built-in roles), the role the call's litellm metadata names (`accelopt_role`, set by
+the gateway), else the one whose heading the prompt has. Every reply is a pure function of
+(messages, role, sample index).
 
 Tunables: what the registered kernel languages' tuner syntaxes match
 (`hardware_agents/languages`): for the built-in ones, C `#define NAME <int>` (except the
@@ -59,7 +61,7 @@ import hashlib
 import itertools
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import litellm
@@ -579,32 +581,9 @@ def summarize_reply(user: str) -> str:
     )
 
 
-def _role_from_prompt(user: str) -> str:
-    for heading, role in (
-        ("Slow kernel", "summarizer"),
-        ("Wrong code", "fixer"),
-        ("Optimization plan", "executor"),
-        ("Profile", "planner"),
-    ):
-        if re.search(r"^# " + heading + r"[ \t]*$", user, re.MULTILINE):
-            return role
-    return "planner"
-
-
-def tuner_reply(messages: Sequence[dict[str, Any]], role: str | None = None, sample_index: int = 0) -> str:
-    """The tuner's reply to rendered agent messages (pure and deterministic)."""
-    system = "\n".join(str(m.get("content") or "") for m in messages if m.get("role") == "system")
-    user = "\n".join(str(m.get("content") or "") for m in messages if m.get("role") != "system")
-    role = role or _role_from_prompt(user)
-    if role == "planner":
-        return plan_reply(system, user, sample_index)
-    if role == "executor":
-        return execute_reply(user)
-    if role == "fixer":
-        return fix_reply(user)
-    if role == "summarizer":
-        return summarize_reply(user)
-    raise ValueError(f"builtin/tuner: unknown role {role!r}")
+def has_heading(text: str, heading: str) -> bool:
+    """Whether `text` has the line `# heading` (a role's prompt, `role_table.RoleRow.heading`)."""
+    return re.search(r"^# " + re.escape(heading) + r"[ \t]*$", text, re.MULTILINE) is not None
 
 
 # --- litellm provider ------------------------------------------------------------------------
@@ -640,23 +619,31 @@ def _meta(kwargs: dict[str, Any]) -> dict[str, Any]:
     return dict(lp.get("metadata") or {})
 
 
+Reply = Callable[[Sequence[dict[str, Any]], str | None, int], str]
+"""A reply to rendered messages, the role (the call's `accelopt_role`) and the sample index:
+the tuner's is `actors.llm.role_table.tuner_reply`, each role's reply of its row; ValueError
+for a role it has none for."""
+
+
 class TunerLLM(CustomLLM):
-    """The `builtin/...` provider: every model name under it is the tuner."""
+    """The `builtin/...` provider: every model name under it is the tuner, whose reply is
+    `reply` (each role's row holds its own)."""
+
+    def __init__(self, reply: Reply) -> None:
+        super().__init__()
+        self.reply = reply
 
     def completion(self, *args: Any, **kwargs: Any) -> ModelResponse:
         meta = _meta(kwargs)
         messages = kwargs.get("messages") or []
         try:
-            text = tuner_reply(messages, meta.get("accelopt_role"), int(meta.get("sample_index") or 0))
+            text = self.reply(messages, meta.get("accelopt_role"), int(meta.get("sample_index") or 0))
         except ValueError as e:
             raise litellm.BadRequestError(message=str(e), model=MODEL, llm_provider=PROVIDER) from e
         return fill_response(kwargs["model_response"], MODEL, messages, text)
 
     async def acompletion(self, *args: Any, **kwargs: Any) -> ModelResponse:
         return self.completion(*args, **kwargs)
-
-
-_HANDLER = TunerLLM()
 
 
 def register_provider(provider: str, handler: CustomLLM) -> None:
@@ -671,5 +658,6 @@ def register_provider(provider: str, handler: CustomLLM) -> None:
     custom_llm_setup()
 
 
-def register_tuner_provider() -> None:
-    register_provider(PROVIDER, _HANDLER)
+def register_tuner_provider(reply: Reply) -> None:
+    """Serve `builtin/...` models with the tuner answering by `reply` (once per process)."""
+    register_provider(PROVIDER, TunerLLM(reply))

@@ -1,30 +1,31 @@
-"""The four LLM roles: planner, executor, fixer, summarizer (see docs/architecture.md).
+"""The LLM roles' worker: one `RoleWorker` class serves every role of the role table.
 
-Each is a `Worker` on its role's durable consumer (durable name = the role; filter = its
-request type on every run). For one request it resolves the problem from the run's
-`RunStarted` (cached), renders the prompt from `prompts/`, calls the LLM gateway, parses
-the reply and returns, in this order:
+A role's worker is a `Worker` on its role's durable consumer (durable name = the role; filter
+= its request type on every run). What differs between roles is their row
+(`actors/llm/role_table.py`): for one request the worker resolves the problem from the run's
+`RunStarted` (cached), renders the prompt from the row's context, calls the LLM gateway, has
+the row answer the reply and returns, in this order:
 
 - one `LLMCallCompleted` per attempt (failed attempts included), then
-- the result: `PlanProposed` / `KernelProposed` / `InsightSummarized`, or
+- the row's answer: `PlanProposed` / `KernelProposed` / `InsightSummarized` for the built-in
+  roles, or
 - `ProposalFailed(stage, request_id, reason, detail, llm_call_id)`: the reply was unusable
-  ("no code block in reply", "empty reply", "truncated": the model hit `max_tokens`, or its
-  code block never closes, ...), the call failed after its retries
-  ("llm error: <exception type>"), or the prompt could not be built.
+  ("no code block in reply", "empty reply", "truncated": the model hit `max_tokens` where the
+  row's answer is a kernel, or its code block never closes, ...), the call failed after its
+  retries ("llm error: <exception type>"), or the prompt could not be built.
 
 Ids are derived from the request, so a redelivered request yields de-duplicated publishes:
 result events `derive_event_id(run, "<Type>", request_id)`, LLM calls
 `derive_event_id(run, "LLMCallCompleted", request_id, attempt)`. A kernel's id is its
 content (`RunStarted.new_kernel_id`: problem, language, source; in a run recorded before
 that, `derive_event_id(run, "Kernel", request_id)`). Executor kernels have parent_id = the
-candidate; fixer kernels have fix_of = the broken kernel and its lineage (parent_id,
-plan_id), which the fix request carries.
+candidate; a fixer's kernel has fix_of = the broken kernel and carries its lineage (the
+parent and plan its FixRequested names).
 """
 
 from __future__ import annotations
 
 import json
-import time
 from typing import Any, ClassVar
 
 from accelopt import catalog as ev
@@ -35,21 +36,11 @@ from actors.base.recordings import Recordings
 from actors.base.run_context import RunContextError, RunContexts
 from actors.base.worker import Worker, WorkerOptions
 from actors.llm.gateway import LLMGateway
-from actors.llm.parsing import (
-    TRUNCATED,
-    ReplyParseError,
-    extract_code,
-    extract_plan,
-    parse_insight,
-)
+from actors.llm.parsing import TRUNCATED, ReplyParseError
+from actors.llm.role_table import ROLE_ROWS, RoleRow, envelope, render
 from events.log import EventLog, StreamSettings
 from events.subjects import role_filter
-from hardware_agents.languages import find_language
-from prompts import PromptError, render
-
-KERNEL_ROLES = frozenset({"executor", "fixer"})
-"""Roles whose reply is a kernel: one cut at `max_tokens` is a `truncated` failure. A cut plan
-or insight is kept (its `finish_reason` is recorded): its text is still usable."""
+from prompts import PromptError
 
 
 def role_options(role: ev.Role, llm_config: LLMConfig, **overrides: Any) -> WorkerOptions:
@@ -65,9 +56,10 @@ def role_options(role: ev.Role, llm_config: LLMConfig, **overrides: Any) -> Work
 
 
 class RoleWorker(Worker):
-    """Render -> gateway -> parse -> publish; subclasses define the role's pieces."""
+    """Render -> gateway -> answer -> publish, by its role's row; each role's class
+    (`ROLE_WORKERS`) names its role."""
 
-    role: ClassVar[ev.Role]  # each subclass names its role
+    role: ClassVar[ev.Role]
 
     def __init__(
         self,
@@ -89,21 +81,14 @@ class RoleWorker(Worker):
         self._contexts = RunContexts(elog)
         self._recordings = Recordings(elog, self._contexts)
 
-    # --- role-specific -----------------------------------------------------------------------
+    @property
+    def row(self) -> RoleRow:
+        return ROLE_ROWS[self.role]
 
     def messages(self, event: Any, problem: Problem, seed: int) -> list[ChatMessage]:
-        raise NotImplementedError
-
-    def sample_index(self, event: Any) -> int:
-        return 0
-
-    def result(
-        self, event: Any, problem: Problem, call: ev.LLMCallCompleted, started: ev.RunStarted
-    ) -> ev.Event:
-        """The result event from a successful call; raises ReplyParseError."""
-        raise NotImplementedError
-
-    # --- shared --------------------------------------------------------------------------------
+        """The prompt of request `event`, rendered from its row's context (PromptError where it
+        cannot be built)."""
+        return render(self.role, event.language, **self.row.context(event, problem, seed))
 
     async def handle(self, event: ev.Event) -> list[ev.Event]:
         if type(event) is not ev.REQUEST_OF_ROLE[self.role]:
@@ -125,7 +110,7 @@ class RoleWorker(Worker):
             messages,
             run_id=event.run_id,
             request_id=event.event_id,
-            sample_index=self.sample_index(event),
+            sample_index=self.row.sample_index(event),
             seed=started.seed,
             recording=recording.llm if recording else None,
         )
@@ -133,9 +118,7 @@ class RoleWorker(Worker):
         if last.error is not None:
             kind = last.error.split(":", 1)[0]
             return [*calls, self.failed(event, f"llm error: {kind}", last.error, last.event_id)]
-        if (
-            last.finish_reason == "length" and self.role in KERNEL_ROLES
-        ):  # cut at max_tokens: never half a kernel
+        if last.finish_reason == "length" and self.row.kernel_reply:  # cut at max_tokens: never half a kernel
             limit = last.params.get("max_tokens")
             return [
                 *calls,
@@ -144,12 +127,12 @@ class RoleWorker(Worker):
                     TRUNCATED,
                     f"the reply stopped at the token limit (max_tokens={limit}, "
                     f"{last.usage.completion_tokens} completion tokens); raise "
-                    f"llm.{self.role}.max_tokens",
+                    f"llm.roles.{self.role}.max_tokens",
                     last.event_id,
                 ),
             ]
         try:
-            return [*calls, self.result(event, target.problem, last, started)]
+            return [*calls, self.row.answer(event, target.problem, last, started)]
         except ReplyParseError as e:
             return [*calls, self.failed(event, e.reason, e.detail, last.event_id)]
 
@@ -187,15 +170,11 @@ class RoleWorker(Worker):
             return []
         return [self.failed(event, "role error", error[-4000:])]
 
-    def envelope(self, event: ev.Event, kind: type[ev.Event]) -> ev.Envelope:
-        """The envelope of this role's answer to request `event` (`ev.envelope`)."""
-        return ev.envelope(kind, event.run_id, event.event_id, ts=time.time(), cause=event)
-
     def failed(
         self, event: Any, reason: str, detail: str = "", llm_call_id: str | None = None
     ) -> ev.ProposalFailed:
         return ev.ProposalFailed(
-            **self.envelope(event, ev.ProposalFailed),
+            **envelope(event, ev.ProposalFailed),
             stage=ev.STAGE_OF_ROLE[self.role],
             request_id=event.event_id,
             problem=event.problem,
@@ -205,155 +184,11 @@ class RoleWorker(Worker):
             llm_call_id=llm_call_id,
         )
 
-    def kernel(
-        self,
-        event: Any,
-        problem: Problem,
-        call: ev.LLMCallCompleted,
-        started: ev.RunStarted,
-        **lineage: Any,
-    ) -> ev.KernelProposed:
-        entry = problem.baseline.entry_symbol
-        block = extract_code(call.response, entry=entry)
-        lang = find_language(event.language)
-        source = lang.complete_source(block.code, entry) if lang and lang.complete_source else block.code
-        return ev.KernelProposed(
-            **self.envelope(event, ev.KernelProposed),
-            kernel_id=started.new_kernel_id(event.problem, event.language, source, event.event_id),
-            problem=event.problem,
-            iteration=event.iteration,
-            request_id=event.event_id,
-            language=event.language,
-            source=source,
-            llm_call_id=call.event_id,
-            **lineage,
-        )
+
+def _worker_class(row: RoleRow) -> type[RoleWorker]:
+    name = "".join(part.title() for part in row.name.split("_")) + "Worker"
+    return type(name, (RoleWorker,), {"role": row.name, "__doc__": f"The {row.name} role's worker."})
 
 
-class Planner(RoleWorker):
-    role = "planner"
-
-    def messages(self, event: ev.PlanRequested, problem: Problem, seed: int) -> list[ChatMessage]:
-        return render(
-            "planner",
-            event.language,
-            problem=problem,
-            source=event.candidate_source,
-            profile=event.candidate_profile,
-            insights=event.insights,
-            device=event.device,
-            seed=seed,
-            request_id=event.event_id,
-        )
-
-    def sample_index(self, event: ev.PlanRequested) -> int:
-        return event.sample_index
-
-    def result(
-        self, event: ev.PlanRequested, problem: Problem, call: ev.LLMCallCompleted, started: ev.RunStarted
-    ) -> ev.Event:
-        return ev.PlanProposed(
-            **self.envelope(event, ev.PlanProposed),
-            problem=event.problem,
-            iteration=event.iteration,
-            candidate_id=event.candidate_id,
-            request_id=event.event_id,
-            plan=extract_plan(call.response),
-            llm_call_id=call.event_id,
-        )
-
-
-class Executor(RoleWorker):
-    role = "executor"
-
-    def messages(self, event: ev.ImplementationRequested, problem: Problem, seed: int) -> list[ChatMessage]:
-        return render(
-            "executor",
-            event.language,
-            problem=problem,
-            source=event.candidate_source,
-            plan=event.plan,
-            device=event.device,
-        )
-
-    def sample_index(self, event: ev.ImplementationRequested) -> int:
-        return event.sample_index
-
-    def result(
-        self,
-        event: ev.ImplementationRequested,
-        problem: Problem,
-        call: ev.LLMCallCompleted,
-        started: ev.RunStarted,
-    ) -> ev.Event:
-        return self.kernel(event, problem, call, started, parent_id=event.candidate_id, plan_id=event.plan_id)
-
-
-class Fixer(RoleWorker):
-    role = "fixer"
-
-    def messages(self, event: ev.FixRequested, problem: Problem, seed: int) -> list[ChatMessage]:
-        return render(
-            "fixer",
-            event.language,
-            problem=problem,
-            source=event.source,
-            error_log=event.error_log,
-            status=event.status,
-            parent_source=event.parent_source,
-            device=event.device,
-        )
-
-    def sample_index(self, event: ev.FixRequested) -> int:
-        return event.fix_round
-
-    def result(
-        self, event: ev.FixRequested, problem: Problem, call: ev.LLMCallCompleted, started: ev.RunStarted
-    ) -> ev.Event:
-        return self.kernel(
-            event,
-            problem,
-            call,
-            started,
-            parent_id=event.parent_id,  # the fix stands in for the broken kernel: its request's lineage
-            plan_id=event.plan_id,
-            fix_of=event.kernel_id,
-            fix_round=event.fix_round,
-        )
-
-
-class Summarizer(RoleWorker):
-    role = "summarizer"
-
-    def messages(self, event: ev.SummaryRequested, problem: Problem, seed: int) -> list[ChatMessage]:
-        return render(
-            "summarizer",
-            event.language,
-            problem=problem,
-            slow_source=event.slow_source,
-            fast_source=event.fast_source,
-            speedup=event.speedup,
-            positive=event.positive,
-            estimated=event.estimated,
-            device=event.device,
-        )
-
-    def result(
-        self, event: ev.SummaryRequested, problem: Problem, call: ev.LLMCallCompleted, started: ev.RunStarted
-    ) -> ev.Event:
-        insight = parse_insight(call.response)
-        return ev.InsightSummarized(
-            **self.envelope(event, ev.InsightSummarized),
-            problem=event.problem,
-            iteration=event.iteration,
-            request_id=event.event_id,
-            title=insight.title,
-            text=insight.text,
-            noop=insight.noop,
-            llm_call_id=call.event_id,
-        )
-
-
-# each LLM role's worker, by the role it declares (one per role of `ev.LLM_ROLE_TABLE`:
-# tests/test_layers.py)
-ROLE_WORKERS: dict[ev.Role, type[RoleWorker]] = {w.role: w for w in (Planner, Executor, Fixer, Summarizer)}
+# each LLM role's worker, by its role (one per row of `ROLE_ROWS`: tests/test_layers.py)
+ROLE_WORKERS: dict[ev.Role, type[RoleWorker]] = {role: _worker_class(row) for role, row in ROLE_ROWS.items()}

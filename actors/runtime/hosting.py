@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Literal, assert_never
+from typing import Any, Literal
 
 import accelopt  # noqa: F401  (offline environment defaults, also inside Ray workers)
 from accelopt import catalog as ev
 
 ActorRole = Literal[ev.Role, "profiler", "curator", "retriever", "coordinator", "group"]
-"""What a host can run: the four LLM roles, a device's profiler, the memory's curator and
+"""What a host can run: the LLM roles (`catalog.LLM_ROLE_TABLE`), a device's profiler, the memory's curator and
 retriever, a run's coordinator, and a group of several of these in one process."""
 ACTOR_ROLES: tuple[ActorRole, ...] = typing.get_args(ActorRole)
 
@@ -31,11 +31,11 @@ def actor_class(role: ActorRole) -> type[Any]:
     profiler) load only in the processes that host it. KeyError for a name that is no role."""
     if role not in ACTOR_ROLES:
         raise KeyError(f"unknown actor role {role!r}; the roles are {', '.join(ACTOR_ROLES)}")
-    match role:
-        case "planner" | "executor" | "fixer" | "summarizer":
-            from actors.roles.llm_roles import ROLE_WORKERS
+    if ev.is_llm_role(role):  # a row of the role table (`actors/llm/role_table.py`)
+        from actors.roles.llm_roles import ROLE_WORKERS
 
-            return ROLE_WORKERS[role]
+        return ROLE_WORKERS[role]
+    match role:
         case "profiler":
             from actors.roles.profiler import Profiler
 
@@ -54,8 +54,7 @@ def actor_class(role: ActorRole) -> type[Any]:
             return CoordinatorService
         case "group":
             return ActorGroup
-        case _:
-            assert_never(role)
+    raise KeyError(f"unknown actor role {role!r}")  # unreachable: checked above
 
 
 def build(role: ActorRole, kwargs: dict[str, Any]) -> Any:

@@ -210,7 +210,7 @@ def test_resources_and_prompts(tmp_path: Path) -> None:
     AccelOpt's own roles read, rendered for the problem; unknown ones are one-line errors."""
     from mcp.shared.exceptions import MCPError
 
-    from prompts import render
+    from actors.llm.role_table import render
 
     async def scenario() -> None:
         async with stdio_session(tmp_path / "runs") as c:

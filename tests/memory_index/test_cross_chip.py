@@ -5,9 +5,9 @@ marked in its prompt as another chip's; `planner_sees` is the rule retrieval fol
 from __future__ import annotations
 
 from accelopt.config import MemoryConfig
+from actors.llm.role_table import render
 from memory_index import SearchQuery
 from memory_index.retrieval import planner_sees
-from prompts import render
 from suites import get_problem
 
 QUERY = "activation: silu\nTile the free dimension wider so each DMA transfer moves more data."

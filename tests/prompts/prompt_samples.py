@@ -16,7 +16,8 @@ from accelopt.catalog import RetrievedInsight
 from accelopt.problem import Problem
 from accelopt.profile import LatencyStats, Profile
 from accelopt.records import ChatMessage
-from prompts import ROLES, render
+from actors.llm.role_table import render
+from prompts import ROLES
 
 # (language key, suite, problem, device)
 SAMPLES = (

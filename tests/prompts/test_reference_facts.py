@@ -22,7 +22,7 @@ from nkibench_fixture import CATALOG, write_nkibench
 
 import suites
 from accelopt.profile import LatencyStats, Profile
-from prompts import render
+from actors.llm.role_table import render
 from suites.nkibench import import_nkibench
 
 # the reference planner's profile glossary; ours names its latency latency_ms

@@ -15,23 +15,11 @@ import msgspec
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import INVALID_PARAMS
 
-from accelopt.catalog import LLM_ROLES
+from accelopt.catalog import LLM_ROLES, is_llm_role
 from cli.commands.mcp_server import problems
 
 PROBLEMS = "accelopt://problems/"
 PRIMERS = "accelopt://primers/"
-ROLE_ARGS: dict[str, list[tuple[str, str, bool]]] = {
-    "planner": [],
-    "executor": [("plan", "the single-step plan to implement", True)],
-    "fixer": [
-        ("error_log", "what the judge said (a profile's log)", True),
-        ("status", "the failed profile's status, e.g. compile_error", False),
-    ],
-    "summarizer": [
-        ("fast_source", "the faster kernel (the slow one: the source argument or the baseline)", True),
-        ("speedup", "how much faster, e.g. 1.8", True),
-    ],
-}
 
 
 def _bad(message: str) -> MCPError:
@@ -106,6 +94,8 @@ def read(uri: str) -> types.ReadResourceResult:
 
 
 def list_prompts() -> list[types.Prompt]:
+    from actors.llm.role_table import ROLE_ROWS  # the rows' replies import litellm: when asked
+
     common = [
         types.PromptArgument(name="problem", description="SUITE/PROBLEM", required=True),
         types.PromptArgument(name="source", description="the kernel to start from (default: the baseline)"),
@@ -115,19 +105,28 @@ def list_prompts() -> list[types.Prompt]:
             name=role,
             description=f"AccelOpt's {role} prompt for a problem, as its own {role} reads it",
             arguments=common
-            + [types.PromptArgument(name=n, description=d, required=req) for n, d, req in ROLE_ARGS[role]],
+            + [
+                types.PromptArgument(name=a.name, description=a.description, required=a.required)
+                for a in row.args
+            ],
         )
-        for role in LLM_ROLES
+        for role, row in ROLE_ROWS.items()
     ]
 
 
 def get_prompt(name: str, arguments: dict[str, str] | None) -> types.GetPromptResult:
-    from prompts import PromptError, render
+    """`name`'s prompt for a problem, its context built by the role's row from the arguments
+    (`RoleRow.from_args`) and rendered as the role's worker renders it."""
+    from actors.llm.role_table import ROLE_ROWS, render
+    from prompts import PromptError
 
-    if name not in LLM_ROLES:
+    if not is_llm_role(name):
         raise _bad(f"unknown prompt {name!r}; prompts: {', '.join(LLM_ROLES)}")
+    row = ROLE_ROWS[name]
     args = dict(arguments or {})
-    missing = [n for n, _, req in [("problem", "", True), *ROLE_ARGS[name]] if req and not args.get(n)]
+    missing = [a.name for a in row.args if a.required and not args.get(a.name)]
+    if not args.get("problem"):
+        missing.insert(0, "problem")
     if missing:
         raise _bad(f"prompt {name}: missing argument {', '.join(missing)}")
     try:
@@ -135,20 +134,8 @@ def get_prompt(name: str, arguments: dict[str, str] | None) -> types.GetPromptRe
     except problems.UnknownError as e:
         raise _bad(str(e)) from None
     source = args.get("source") or problem.baseline.entry_file().content
-    ctx: dict[str, object] = {"problem": problem, "source": source, "device": device}
-    if name == "planner":
-        ctx |= {"seed": 0, "request_id": "mcp", "profile": None, "insights": ()}
-    elif name == "executor":
-        ctx["plan"] = args["plan"]
-    elif name == "fixer":
-        ctx |= {"error_log": args["error_log"], "status": args.get("status") or "failed"}
-    else:
-        try:
-            speedup = float(args["speedup"])
-        except ValueError:
-            raise _bad(f"prompt summarizer: speedup {args['speedup']!r} is not a number") from None
-        ctx |= {"slow_source": source, "fast_source": args["fast_source"], "speedup": speedup}
     try:
+        ctx = {"problem": problem, "source": source, "device": device, **row.from_args(args, source)}
         messages = render(name, language, **ctx)
     except PromptError as e:
         raise _bad(str(e)) from None

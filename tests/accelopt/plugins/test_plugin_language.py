@@ -45,7 +45,7 @@ from accelopt.problem import (
 )
 from accelopt.profile import LatencyStats, Profile
 from actors.llm.parsing import extract_code
-from actors.llm.tuner import tuner_reply
+from actors.llm.role_table import render, tuner_reply
 from actors.roles.profiler import solution_for
 from actors.runtime.session import best_extension
 from events.logfile import read_events
@@ -130,10 +130,7 @@ def _profile() -> Profile:
 
 
 def _messages(role: str, **ctx) -> list[dict[str, str]]:
-    return [
-        {"role": m.role, "content": m.content}
-        for m in prompts.render(role, "toylang", device="toydev", **ctx)
-    ]
+    return [{"role": m.role, "content": m.content} for m in render(role, "toylang", device="toydev", **ctx)]
 
 
 def test_the_builtin_languages_keep_the_facts_the_code_spelled_out_before():
@@ -183,7 +180,7 @@ def test_bad_registrations_are_refused():
     with pytest.raises(ValueError, match=r"extension 'x' must start with '\.'"):
         KernelLanguage(name="toy", **{**kw, "extension": "x"})
     with pytest.raises(prompts.PromptError, match="kernel language 'cobol'"):
-        prompts.render("planner", "cobol", problem=toy_problem(), source="x", seed=0, request_id="r")
+        render("planner", "cobol", problem=toy_problem(), source="x", seed=0, request_id="r")
 
 
 def test_every_prompt_of_a_plugin_language_renders_from_its_own_templates(toylang):
@@ -203,7 +200,7 @@ def test_every_prompt_of_a_plugin_language_renders_from_its_own_templates(toylan
         speedup=1.5,
     )
     for role in prompts.ROLES:
-        system, user = prompts.render(role, "toylang", device="toydev", **ctx)
+        system, user = render(role, "toylang", device="toydev", **ctx)
         assert not re.search(r"\{\{[a-z_]+\}\}", system.content + user.content)
         assert "```toy\nparam TILE := 64;" in user.content  # the language's fence tag
         if role != "summarizer":
@@ -215,7 +212,7 @@ def test_every_prompt_of_a_plugin_language_renders_from_its_own_templates(toylan
             )
             assert "## Reference implementation (numpy)" in user.content
     # with no problem at hand, the language's default entry name
-    system, _ = prompts.render(
+    system, _ = render(
         "summarizer",
         "toylang",
         problem=None,
@@ -316,7 +313,7 @@ def test_an_installed_plugin_language_is_found_through_its_entry_point():
         import msgspec
         from accelopt.problem import Problem, known_language, solution_errors
         from hardware_agents.languages import language_names
-        from prompts import render
+        from actors.llm.role_table import render
         assert "toylang" not in language_names()  # nothing registered it yet
         problem = msgspec.json.decode({problem_json!r}, type=Problem)  # the problem file names the language
         assert solution_errors(problem.baseline) == [], solution_errors(problem.baseline)  # found via the plugin

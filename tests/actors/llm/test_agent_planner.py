@@ -17,7 +17,7 @@ from llm_helpers import (
 )
 
 from accelopt import catalog as c
-from actors.roles.llm_roles import Planner
+from actors.roles.llm_roles import ROLE_WORKERS
 from events.log import EventLog
 from events.subjects import role_filter
 
@@ -115,7 +115,7 @@ def test_handling_a_request_twice_publishes_nothing_new(nats_server):
     log = asyncio.run(run_agent(nats_server.url, "planner", cfg, RUN, scale_add_problem(), [req]))
 
     async def again():
-        agent = Planner(nats_server.url, cfg)
+        agent = ROLE_WORKERS["planner"](nats_server.url, cfg)
         await agent.connect()
         try:
             outputs = await agent.handle(req)
@@ -133,6 +133,6 @@ def test_handling_a_request_twice_publishes_nothing_new(nats_server):
 
 
 def test_agent_defaults():
-    agent = Planner("nats://127.0.0.1:1", llm_config("builtin/tuner", concurrency=3))
+    agent = ROLE_WORKERS["planner"]("nats://127.0.0.1:1", llm_config("builtin/tuner", concurrency=3))
     assert agent.options.durable == "planner" and agent.options.concurrency == 3
     assert agent.options.filter_subject == role_filter("PlanRequested")

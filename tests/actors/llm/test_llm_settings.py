@@ -11,7 +11,15 @@ import pytest
 from openai_stub import OpenAIStub
 from testdirs import LOOP
 
-from accelopt.config import BUILTIN_ROLE_MAX_TOKENS, ConfigError, build_config
+from accelopt.catalog import LLM_ROLE_TABLE
+from accelopt.config import (
+    ConfigError,
+    RoleLLM,
+    apply_overrides,
+    build_config,
+    config_from_dict,
+    recorded_config,
+)
 from accelopt.records import ChatMessage
 from actors.llm.gateway import LLMGateway, max_output_tokens
 
@@ -28,9 +36,11 @@ def test_role_allowances_follow_the_papers_settings():
     assert llm.for_role("executor").max_tokens == 65_536
     assert llm.for_role("fixer").max_tokens >= 32_768
     assert 4096 <= llm.for_role("summarizer").max_tokens <= llm.for_role("planner").max_tokens
-    assert {r: llm.for_role(r).max_tokens for r in BUILTIN_ROLE_MAX_TOKENS} == BUILTIN_ROLE_MAX_TOKENS
+    assert all(
+        llm.for_role(r.name).max_tokens == r.max_tokens for r in LLM_ROLE_TABLE
+    )  # the rows' allowances
     # llm.default.max_tokens still sets every role, a role's own key wins over it
-    llm = build_config(overrides=["llm.default.max_tokens=768", "llm.fixer.max_tokens=2000"]).llm
+    llm = build_config(overrides=["llm.default.max_tokens=768", "llm.roles.fixer.max_tokens=2000"]).llm
     assert [llm.for_role(r).max_tokens for r in ("planner", "executor", "fixer", "summarizer")] == [
         768,
         768,
@@ -39,12 +49,69 @@ def test_role_allowances_follow_the_papers_settings():
     ]
 
 
+OLD_SHAPE = """\
+llm:
+  default:
+    model: openai/gpt-4o
+  planner:
+    temperature: 0.25
+  fixer:
+    max_tokens: 2000
+    model: null
+"""
+
+
+def test_a_config_with_a_field_per_role_loads_onto_the_roles_mapping(tmp_path):
+    """Configs written when each role was a field of `llm` (`llm.planner: {...}`): a file,
+    `--set llm.planner.x=...`, a run's recorded config (every role's field, unset keys null)
+    load with those settings under `llm.roles`, as the same settings written there would."""
+    old = tmp_path / "old.yaml"
+    old.write_text(OLD_SHAPE)
+    cfg = build_config(file=old, overrides=["llm.summarizer.model=openai/gpt-4o-mini"])
+    assert cfg.llm.roles == {
+        "planner": RoleLLM(temperature=0.25),
+        "fixer": RoleLLM(max_tokens=2000),
+        "summarizer": RoleLLM(model="openai/gpt-4o-mini"),
+    }
+    new = tmp_path / "new.yaml"
+    new.write_text(OLD_SHAPE.replace("  planner:", "  roles:\n   planner:").replace("  fixer:", "   fixer:"))
+    assert build_config(file=new, overrides=["llm.roles.summarizer.model=openai/gpt-4o-mini"]) == cfg
+    assert [cfg.llm.for_role(r).temperature for r in ("planner", "executor")] == [0.25, 1.0]
+    assert cfg.llm.for_role("fixer").max_tokens == 2000 and cfg.llm.for_role("fixer").model == "openai/gpt-4o"
+    # precedence holds across the two places: a later source wins whichever place it names
+    assert build_config(file=old, overrides=["llm.roles.planner.temperature=0.5"]).llm.roles["planner"] == (
+        RoleLLM(temperature=0.5)
+    )
+    assert build_config(file=new, overrides=["llm.planner.temperature=0.5"]).llm.roles["planner"] == (
+        RoleLLM(temperature=0.5)
+    )
+    # a recorded config of the old shape decodes, and an ablation's --set of an old key applies to it
+    unset = {k: None for k in ("model", "temperature", "max_tokens", "concurrency", "timeout_s", "retries")}
+    recorded = build_config().to_dict()
+    del recorded["llm"]["roles"]
+    recorded["llm"] |= {r.name: dict(unset) for r in LLM_ROLE_TABLE} | {
+        "planner": unset | {"temperature": 0.25}
+    }
+    assert recorded_config(recorded).llm.roles == {"planner": RoleLLM(temperature=0.25)}
+    forked = config_from_dict(apply_overrides(recorded, ["llm.fixer.max_tokens=9"]), source="--set")
+    assert forked.llm.roles == {"planner": RoleLLM(temperature=0.25), "fixer": RoleLLM(max_tokens=9)}
+    # one role in both places of one mapping: which is meant is not said
+    both = tmp_path / "both.yaml"
+    both.write_text(OLD_SHAPE + "  roles:\n    planner:\n      temperature: 0.5\n")
+    with pytest.raises(
+        ConfigError, match=r"both.yaml: llm.planner and llm.roles.planner: the role's settings twice"
+    ):
+        build_config(file=both)
+    with pytest.raises(ConfigError, match=r"llm.roles.plannr: unknown role; the roles are planner, executor"):
+        build_config(overrides=["llm.roles.plannr.model=openai/gpt-4o"])
+
+
 def test_provider_params_merge_and_reserved_keys_are_refused():
     llm = build_config(
         overrides=[
             "llm.default.params.top_p=0.9",
-            "llm.executor.params.reasoning_effort=medium",
-            "llm.executor.params.extra_body={chat_template_kwargs: {thinking: true}}",
+            "llm.roles.executor.params.reasoning_effort=medium",
+            "llm.roles.executor.params.extra_body={chat_template_kwargs: {thinking: true}}",
         ]
     ).llm
     assert llm.for_role("planner").params == {"top_p": 0.9}
@@ -53,8 +120,8 @@ def test_provider_params_merge_and_reserved_keys_are_refused():
         "reasoning_effort": "medium",
         "extra_body": {"chat_template_kwargs": {"thinking": True}},
     }
-    with pytest.raises(ConfigError, match=r"llm.planner.params: max_tokens have their own keys"):
-        build_config(overrides=["llm.planner.params.max_tokens=5"])
+    with pytest.raises(ConfigError, match=r"llm\.roles\.planner\.params: max_tokens have their own keys"):
+        build_config(overrides=["llm.roles.planner.params.max_tokens=5"])
 
 
 def test_what_the_provider_receives_per_role():
@@ -64,9 +131,9 @@ def test_what_the_provider_receives_per_role():
                 "llm.default.model=openai/gpt-4o",
                 f"llm.default.api_base={stub.url}",
                 "llm.default.retries=0",
-                "llm.executor.params.top_p=0.5",
-                "llm.executor.params.extra_body={seed_hint: 7}",
-                "llm.planner.max_tokens=12000",
+                "llm.roles.executor.params.top_p=0.5",
+                "llm.roles.executor.params.extra_body={seed_hint: 7}",
+                "llm.roles.planner.max_tokens=12000",
             ]
         ).llm
         gw = LLMGateway(llm)

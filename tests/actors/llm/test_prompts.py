@@ -10,7 +10,8 @@ from llm_helpers import SCALE_ADD_C, sample_profile, scale_add_problem
 
 import prompts
 from accelopt.catalog import RetrievedInsight
-from prompts import LANGUAGES, ROLES, PromptError, render
+from actors.llm.role_table import render
+from prompts import LANGUAGES, ROLES, PromptError
 
 INSIGHTS = [
     RetrievedInsight(
@@ -185,8 +186,10 @@ def test_errors_are_clear():
 
 
 def test_templates_ship_as_package_data():
-    names = {f"{r}.{lang}.txt" for r in ROLES for lang in LANGUAGES} | {
-        f"primer.{lang}.txt" for lang in LANGUAGES
-    }
-    for name in names:
-        assert prompts.template_text(name).strip()
+    """Every role has a template for every built-in language (its own, or the role's
+    `<role>.txt` for every language), and every language its primer."""
+    for role in ROLES:
+        for lang in LANGUAGES:
+            assert prompts.role_template(role, lang)[0].strip()
+    for lang in LANGUAGES:
+        assert prompts.template_text(f"primer.{lang}.txt").strip()

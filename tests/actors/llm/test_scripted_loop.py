@@ -23,7 +23,7 @@ from accelopt.config import build_config
 from accelopt.coordinator import CoordinatorCore
 from accelopt.profile import LatencyStats, Profile
 from actors.llm.gateway import LLMGateway
-from actors.llm.tuner import tuner_reply
+from actors.llm.role_table import tuner_reply
 from actors.roles.llm_roles import ROLE_WORKERS
 
 RUN = "scripted-loop"

@@ -11,10 +11,10 @@ from accelopt.catalog import RetrievedInsight
 from accelopt.records import ChatMessage
 from actors.llm.gateway import LLMGateway
 from actors.llm.parsing import NO_CODE, ReplyParseError, extract_code, parse_insight
-from actors.llm.tuner import insight_preferences, rank_changes, tuner_reply
+from actors.llm.role_table import render, tuner_reply
+from actors.llm.tuner import insight_preferences, rank_changes
 from hardware_agents.languages.tunables import Change, apply_change, find_tunables, moves, parse_change
 from memory_index import format_for_prompt
-from prompts import render
 
 PY_KERNEL = """import triton
 import triton.language as tl

@@ -8,13 +8,13 @@ from llm_helpers import scale_add_problem
 from accelopt.catalog import RetrievedInsight
 from accelopt.records import ChatMessage
 from actors.llm.parsing import extract_code, parse_insight
+from actors.llm.role_table import render, tuner_reply
 from actors.llm.tuner import (
     compound_move,
     hint_preferences,
     insight_moves,
     parse_insights,
     rank_moves,
-    tuner_reply,
 )
 from hardware_agents.languages.tunables import (
     Change,
@@ -25,7 +25,6 @@ from hardware_agents.languages.tunables import (
     parse_changes,
 )
 from memory_index import format_for_prompt
-from prompts import render
 
 V2_KERNEL = """\
 /* a kernel whose constants declare their legal values */

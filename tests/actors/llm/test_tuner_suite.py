@@ -11,9 +11,8 @@ import pytest
 
 import suites
 from actors.llm.parsing import extract_code, parse_insight
-from actors.llm.tuner import tuner_reply
+from actors.llm.role_table import render, tuner_reply
 from hardware_agents.languages.tunables import find_tunables, parse_change, parse_changes
-from prompts import render
 from suites.tuning import parse_space
 
 CC = shutil.which("gcc") or shutil.which("cc")

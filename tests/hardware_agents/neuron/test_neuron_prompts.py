@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from accelopt.problem import Problem
 from accelopt.profile import LatencyStats, Profile
+from actors.llm.role_table import render
 from hardware_agents.neuron import COUNTER_FIELDS
-from prompts import render
 
 
 def _profile() -> Profile:

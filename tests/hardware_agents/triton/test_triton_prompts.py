@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import msgspec
 
-from prompts import render
+from actors.llm.role_table import render
 
 
 def _user(problem, role="planner", **kw):  # type: ignore[no-untyped-def]

@@ -6,7 +6,8 @@ from typing import Any
 from litellm import CustomLLM
 from litellm.types.utils import ModelResponse
 
-from actors.llm.tuner import fill_response, tuner_reply
+from actors.llm.role_table import tuner_reply
+from actors.llm.tuner import fill_response
 
 
 class MyCorpLLM(CustomLLM):
