@@ -352,7 +352,7 @@ async def _pool_rounds(root, memory, nats_url, rounds, problem, source, out, std
             mcp_s: list[float] = []
             direct_s: list[float] = []
             for r in range(rounds):
-                pair = [("mcp", None), ("direct", r + 1)]
+                pair = [("mcp", 0), ("direct", r + 1)]
                 for which, n in pair if r % 2 == 0 else reversed(pair):
                     if which == "mcp":
                         mcp_s.append(
