@@ -16,8 +16,8 @@ family and read its descriptor; none of them imports a family's modules.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from hardware_agents.base import HardwareAgent
 from hardware_agents.cpu.family import FAMILY as CPU
@@ -70,6 +70,7 @@ class _Index:
 _lock = threading.Lock()
 _index = _Index()
 _plugins_loaded = False
+_T = TypeVar("_T")
 
 
 def register_family(family: DeviceFamily) -> DeviceFamily:
@@ -108,6 +109,16 @@ def _load_plugins() -> None:
     load_plugins(DEVICE_GROUP, use_device_plugin)
 
 
+def _looked_up(find: Callable[[_Index], _T | None]) -> _T | None:
+    """What `find` finds among the registered families, asked again once the plugins are loaded
+    when it misses (a plugin's family registers as it loads)."""
+    found = find(_index)
+    if found is None:
+        _load_plugins()
+        found = find(_index)
+    return found
+
+
 def list_families() -> list[DeviceFamily]:
     """Every family, the built-in ones first, then the plugins'."""
     _load_plugins()
@@ -127,10 +138,7 @@ def runtime_reason(code: str | None) -> str | None:
 
 def get_family(name: str) -> DeviceFamily:
     """The family named `name` (KeyError naming the known ones)."""
-    found = _index.families.get(name)
-    if found is None:
-        _load_plugins()
-        found = _index.families.get(name)
+    found = _looked_up(lambda index: index.families.get(name))
     if found is None:
         raise KeyError(f"no device family {name!r}; known: {', '.join(f.name for f in list_families())}")
     return found
@@ -138,11 +146,7 @@ def get_family(name: str) -> DeviceFamily:
 
 def family_of(kind: str) -> DeviceFamily | None:
     """The family that serves the device kind `kind`, or None."""
-    found = _index.by_kind.get(kind)
-    if found is None:
-        _load_plugins()
-        found = _index.by_kind.get(kind)
-    return found
+    return _looked_up(lambda index: index.by_kind.get(kind))
 
 
 def registered_kinds() -> list[str]:
@@ -230,11 +234,7 @@ def kinds_running(language: str) -> list[str]:
 def language_named(name: str) -> KernelLanguage | None:
     """The language registered as `name` (its name or an alias), loading the plugins once
     before giving up."""
-    found = _index.languages.get(name)
-    if found is None:
-        _load_plugins()
-        found = _index.languages.get(name)
-    return found
+    return _looked_up(lambda index: index.languages.get(name))
 
 
 def registered_languages() -> list[KernelLanguage]:
