@@ -6,7 +6,9 @@ campaign page (replay/dashboard/models.py) shows the same charts and rows.
 
 from __future__ import annotations
 
-from replay.campaign import FIGURES_NOTE, CampaignView, ItemRow, item_rows, run_states, summary
+from collections.abc import Callable
+
+from replay.campaign import FIGURES_NOTE, CampaignView, ItemPoint, ItemRow, item_rows, run_states, summary
 from replay.render import fmt
 from replay.render.htmlkit import esc, page, table
 from replay.render.svg import BarSeries, Series, bar_chart, line_chart
@@ -24,43 +26,60 @@ def devices(view: CampaignView) -> list[str]:
 
 def speedup_chart(view: CampaignView, device: str) -> str:
     """Each item of `device`: its speedup over the suite's baseline after each of its runs."""
-    series = []
-    for key, it in view.items.items():
-        if it.item.device != device:
-            continue
-        points: list[tuple[float, float | None]] = [(0.0, 1.0)]
-        points += [(_hours(view, p.ts), p.speedup) for p in view.history.get(key, [])]
-        series.append(Series(it.item.problem, points))
     est = (
         " (estimated)" if any(it.estimated for it in view.items.values() if it.item.device == device) else ""
     )
-    return line_chart(
-        series,
-        title=f"{device}: best speedup{est}",
-        name=f"speedup-{device}",
-        x_label="hours since the start",
+    return _items_chart(
+        view,
+        device,
+        lambda p: p.speedup,
+        start=1.0,  # where every item starts: the baseline
+        title=f"best speedup{est}",
+        name="speedup",
         y_label="speedup over the baseline",
         y_fmt=lambda y: f"{y:.2f}x",
     )
 
 
 def peak_chart(view: CampaignView, device: str) -> str:
+    return _items_chart(
+        view,
+        device,
+        lambda p: p.pct_peak * 100 if p.pct_peak is not None else None,
+        title="best % of peak",
+        name="peak",
+        y_label="% of peak",
+        y_fmt=lambda y: f"{y:.0f}%",
+    )
+
+
+def _items_chart(
+    view: CampaignView,
+    device: str,
+    value: Callable[[ItemPoint], float | None],
+    *,
+    start: float | None = None,
+    title: str,
+    name: str,
+    y_label: str,
+    y_fmt: Callable[[float], str],
+) -> str:
+    """A line per item of `device`: `value` after each of its runs, over the hours since the
+    campaign's start (from `start` at hour 0 where given)."""
     series = []
     for key, it in view.items.items():
         if it.item.device != device:
             continue
-        points = [
-            (_hours(view, p.ts), p.pct_peak * 100 if p.pct_peak is not None else None)
-            for p in view.history.get(key, [])
-        ]
+        points: list[tuple[float, float | None]] = [(0.0, start)] if start is not None else []
+        points += [(_hours(view, p.ts), value(p)) for p in view.history.get(key, [])]
         series.append(Series(it.item.problem, points))
     return line_chart(
         series,
-        title=f"{device}: best % of peak",
-        name=f"peak-{device}",
+        title=f"{device}: {title}",
+        name=f"{name}-{device}",
         x_label="hours since the start",
-        y_label="% of peak",
-        y_fmt=lambda y: f"{y:.0f}%",
+        y_label=y_label,
+        y_fmt=y_fmt,
     )
 
 
