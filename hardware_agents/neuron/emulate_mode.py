@@ -57,7 +57,7 @@ from hardware_agents.neuron.data import (
 )
 from hardware_agents.neuron.estimate_gate import implausible_estimate
 from hardware_agents.neuron.groups import GroupRunner, plan_groups
-from hardware_agents.neuron.judge import CaseJudge, stage_sources
+from hardware_agents.neuron.judge import CaseJudge, decoded, stage_sources
 from hardware_agents.neuron.protocol import ErrorInfo
 from hardware_agents.neuron.reference import ReferenceModule
 from hardware_agents.pipeline.cases import fresh_seed
@@ -219,10 +219,9 @@ def _group_runs(v: Verdict, box: Sandbox, req: Any, eout: SandboxOutcome) -> lis
     failed = _ended(v, eout, "running the kernel in the emulator", compiling=False)
     if failed is not None:
         return failed
-    try:
-        eres = eout.decode(ExecResult)
-    except msgspec.DecodeError as e:
-        return v.profile("runtime_error", f"unreadable emulator result: {e}")
+    eres = decoded(v, eout, ExecResult, "runtime_error", "unreadable emulator result")
+    if isinstance(eres, Profile):
+        return eres
     if eres.error is not None:
         return _exec_error(v, eres.error)
     if [r.name for r in eres.cases] != [c.name for c in req.cases]:
@@ -312,10 +311,9 @@ class EmulateRun:
             failed = _ended(v, out, "compiling the kernel in the emulator", compiling=True)
             if failed is not None:
                 return failed
-            try:
-                res = out.decode(CompileResult)
-            except msgspec.DecodeError as e:
-                return v.profile("compile_error", f"unreadable compile result: {e}{v.tail}")
+            res = decoded(v, out, CompileResult, "compile_error", "unreadable compile result")
+            if isinstance(res, Profile):
+                return res
             v.tools = versions()  # ours: not what the kernel's process says
             if res.error is not None:
                 err = res.error

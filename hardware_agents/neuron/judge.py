@@ -24,7 +24,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 import numpy as np
@@ -56,6 +56,7 @@ from hardware_agents.pipeline.stats import latency_stats, range_spread
 from hardware_agents.pipeline.verdict import Verdict, fail_case
 from hardware_agents.sandbox import Sandbox, SandboxOutcome
 
+_R = TypeVar("_R")
 _MAX_PROFILE_FILE = 4 << 30  # a NEFF or NTFF copied for the summary child
 # The profiled runs execute one after another inside the interval our clock measured (between
 # two stops of the child), so their device times cannot add up to more. There is no lower
@@ -68,6 +69,15 @@ NEURON_BOUND = ClockBound(
     reading="device time in the profiler files",
     forged="the trace files were not written by these runs",
 )
+
+
+def decoded(v: Verdict, out: SandboxOutcome, result: type[_R], status: str, unreadable: str) -> _R | Profile:
+    """The result a child that ended `ok` sent back, or the `status` verdict that it is
+    `unreadable` (with the kernel's output)."""
+    try:
+        return out.decode(result)
+    except Exception as e:
+        return v.profile(status, f"{unreadable}: {e}{v.tail}")
 
 
 def stage_sources(box: Sandbox, solution: Solution, entry_file: str) -> str:
@@ -245,10 +255,9 @@ def judge_correctness(
     )
     if ended is not None:
         return ended
-    try:
-        res = out.decode(HarnessResult)
-    except Exception as e:
-        return v.profile("runtime_error", f"unreadable harness result: {e}{v.tail}")
+    res = decoded(v, out, HarnessResult, "runtime_error", "unreadable harness result")
+    if isinstance(res, Profile):
+        return res
     v.tools = res.versions
     if res.error is not None:
         err = res.error
@@ -491,10 +500,9 @@ def timed_verdict(
     )
     if ended is not None:
         return ended
-    try:
-        res = out.decode(HarnessResult)
-    except Exception as e:
-        return v.profile("runtime_error", f"timing: unreadable harness result: {e}{v.tail}")
+    res = decoded(v, out, HarnessResult, "runtime_error", "timing: unreadable harness result")
+    if isinstance(res, Profile):
+        return res
     if res.error is not None or res.timing_error:
         msg = res.timing_error or f"{res.error.type}: {res.error.message}"  # type: ignore[union-attr]
         return v.profile("runtime_error", f"the kernel failed during timing: {msg}{v.tail}")
