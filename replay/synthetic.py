@@ -210,26 +210,25 @@ class SyntheticWorld:
         src = re.sub(rf"#define {what} \d+", f"#define {what} {value}", e.candidate_source)
         if self.rng.random() < self.fail_rate:
             src = src.replace("size_t i1", "size_t i1 = ;", 1)  # does not compile
-        call = self.llm(e, e.plan + e.candidate_source, src)
-        return [
-            call,
-            ev.KernelProposed(
-                **self.env(ev.KernelProposed, e.event_id),
-                kernel_id=self.kernel_id(e, src),
-                problem=e.problem,
-                iteration=e.iteration,
-                parent_id=e.candidate_id,
-                plan_id=e.plan_id,
-                request_id=e.event_id,
-                language="c",
-                source=src,
-                llm_call_id=call.event_id,
-            ),
-        ]
+        return self._proposed(e, self.llm(e, e.plan + e.candidate_source, src), src, parent_id=e.candidate_id)
 
     def _fix(self, e: ev.FixRequested) -> list[ev.Event]:
         src = e.source if self.rng.random() < 0.3 else e.source.replace("size_t i1 = ;", "size_t i1", 1)
         call = self.llm(e, e.error_log + e.source, src)
+        # as the fixer: the lineage its request carries
+        return self._proposed(e, call, src, parent_id=e.parent_id, fix_of=e.kernel_id, fix_round=e.fix_round)
+
+    def _proposed(
+        self,
+        e: ev.ImplementationRequested | ev.FixRequested,
+        call: ev.LLMCallCompleted,
+        src: str,
+        *,
+        parent_id: str | None,
+        fix_of: str | None = None,
+        fix_round: int = 0,
+    ) -> list[ev.Event]:
+        """The LLM's call and the kernel it answered `e` with (C source `src`)."""
         return [
             call,
             ev.KernelProposed(
@@ -237,13 +236,13 @@ class SyntheticWorld:
                 kernel_id=self.kernel_id(e, src),
                 problem=e.problem,
                 iteration=e.iteration,
-                parent_id=e.parent_id,  # as the fixer: the lineage its request carries
+                parent_id=parent_id,
                 plan_id=e.plan_id,
                 request_id=e.event_id,
                 language="c",
                 source=src,
-                fix_of=e.kernel_id,
-                fix_round=e.fix_round,
+                fix_of=fix_of,
+                fix_round=fix_round,
                 llm_call_id=call.event_id,
             ),
         ]
