@@ -139,6 +139,7 @@ class TritonAgent(HardwareAgent):
         extra_rounds: int = 2,
         graphs: bool | None = None,
         reference_budget_s: float = 20.0,
+        device_judge: bool | None = None,
     ) -> None:
         """Long because it takes and checks every option of the agent (docs/triton.md names
         them), then selects the GPUs and sets up the pool and the caches."""
@@ -185,6 +186,14 @@ class TritonAgent(HardwareAgent):
         # production-size data is large (GBs in /dev/shm); the interpreter's small data is cheap to keep
         self.data = DataCache(data_cache_problems or (3 if self.mode == "cuda" else 16), self.sandbox_dir)
         self.mode_note = self._mode_note(mode)
+        if device_judge and self.mode == "cuda":
+            raise ValueError(
+                "device_judge is proven in the interpreter only: on a GPU its CUDA IPC buffers are "
+                "exercised by scripts/gpu_check.py, not yet wired into the agent's profiles"
+            )
+        # the judge owns the buffers and compares in place (`device_judge.py`); the interpreter's
+        # default; False: outputs handed over in files, compared on the host (the old path)
+        self.device_judge = self.mode == "interpreter" if device_judge is None else device_judge
         self._toolchain: dict[str, str] | None = None
         self._lock = threading.Lock()
         self.rounds = RoundsFolders(self.sandbox_dir)  # each profile's timing rounds' inputs

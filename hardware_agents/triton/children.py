@@ -86,10 +86,12 @@ class Children:
         request: msgspec.Struct,
         policy: SandboxPolicy,
         stage: Stage | None = None,
+        pass_fds: tuple[int, ...] = (),
     ) -> tuple[SandboxOutcome, Sandbox]:
-        """A child that runs to its end (the reference, an untimed harness)."""
+        """A child that runs to its end (the reference, an untimed harness); `pass_fds` it
+        inherits (the judge's region: never a spare then, which started before them)."""
         with self.gpu() as idx:
-            claimed = self.claim_spare(idx, SERVED[target], request, policy, stage)
+            claimed = None if pass_fds else self.claim_spare(idx, SERVED[target], request, policy, stage)
             self.start_spare(idx)  # the next child warms up while this one works
             if claimed is not None:
                 box, child = claimed
@@ -103,6 +105,11 @@ class Children:
             box = self.box(policy, stage)
             try:
                 env = {"CUDA_VISIBLE_DEVICES": str(idx)} if idx is not None else None
+                if pass_fds:  # Sandbox.run passes none: a spawned child, run to its end
+                    child = box.spawn(target, request, extra_env=env, pass_fds=pass_fds)
+                    if child.wait_stopped():  # a stop the protocol does not have: not our harness
+                        child.kill()
+                    return child.finish(), box
                 return box.run(target, request, extra_env=env), box
             except BaseException:
                 box.close()

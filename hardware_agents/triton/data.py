@@ -19,6 +19,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import msgspec
 import numpy as np
@@ -31,6 +32,8 @@ from hardware_agents.triton import timed_inputs
 from hardware_agents.triton.inputs import axis_values, case_inputs, is_float
 from hardware_agents.triton.records import TensorMeta
 from hardware_agents.triton.reference import RefCase, RefRequest, RefRound
+
+T = TypeVar("T")
 
 # Correctness bar of a definition without x_tolerance, by its narrowest float output:
 # FlashInfer-Bench's default atol = rtol = 1e-2 for 16-bit and 8-bit outputs, plus a relative
@@ -261,6 +264,8 @@ class ProblemData:
         self._run_reference = run_reference
         self._floors: dict[str, dict[str, validity.Fp32Floor]] = {}
         self._floor_lock = threading.Lock()
+        self._kept: dict[str, object] = {}  # what the judge keeps of the problem for its life (`keep`)
+        self._kept_lock = threading.Lock()
         d = problem.definition
         tol = tolerance_for(d)
         try:
@@ -364,7 +369,16 @@ class ProblemData:
                 }
             return self._floors[name]
 
+    def keep(self, key: str, build: Callable[[], T]) -> T:
+        """`build()` once per problem and key, then kept with the problem's data (the judge's
+        references and pristine inputs on its device: `device_judge.judge_data`)."""
+        with self._kept_lock:
+            if key not in self._kept:
+                self._kept[key] = build()
+            return self._kept[key]  # type: ignore[return-value]
+
     def remove(self) -> None:
+        self._kept.clear()
         shutil.rmtree(self.dir, ignore_errors=True)
         shutil.rmtree(self.timing_dir, ignore_errors=True)
 

@@ -34,6 +34,15 @@ secret positions of every call's outputs and a few calls to send back in full, a
 them against references it had computed for exactly those calls. It bounds the child's
 clock by its own (see `triton.judge.timing_clock_mismatch`). See `timing.py` for the statistics.
 
+With the judge's region (`HarnessRequest.buffers`, `judge_buffers.py`), mapped before the
+solution is imported: every case's inputs and outputs are the judge's slots (the judge wrote
+the inputs and poisoned the outputs and guards; a value-returning entry point's values are
+copied into the output slots), and every kept timed call's outputs end in a slot of the
+judge's before the round's last stop. Nothing is saved for those and no mutation, guard or
+sampled value is reported: the judge reads them itself while this process is stopped, and
+the round's secret positions are never handed over (the autotune sweep's runs still go
+through files, as do rounds whose outputs are not kept).
+
 Before the solution is imported, the interpreter tier installs the CUDA shim and every tier
 counts Triton launches (`cuda_shim.py`).
 """
@@ -65,7 +74,8 @@ except ImportError:  # pragma: no cover - older Triton
 
 from hardware_agents.triton import autotune, bf16_upcast, timed_inputs, timing
 from hardware_agents.triton.cuda_shim import SIM, count_launches, install_cuda_shim
-from hardware_agents.triton.inputs import TORCH_DTYPES
+from hardware_agents.triton.inputs import TORCH_DTYPES, dtype_name
+from hardware_agents.triton.judge_buffers import GUARD_BYTES, OpenedBuffers, open_buffers, poison_value
 from hardware_agents.triton.records import (
     CORRECTNESS_REPORT,
     END_FILE,
@@ -78,12 +88,13 @@ from hardware_agents.triton.records import (
     TensorMeta,
     TimingRun,
     calibration_file,
+    case_slot,
     checks_file,
     readings_file,
     round_file,
+    timed_slot,
 )
 
-GUARD_BYTES = 4096
 _now = time.perf_counter  # taken at import, before the solution exists in the process
 PACKAGE = "accelopt_solution"
 # Reported as `compile_error`: what Triton raises while compiling (on a GPU: also a kernel whose
@@ -112,14 +123,6 @@ class OutputMismatch(Exception):
 
 
 # --- buffers ---------------------------------------------------------------------------------
-
-
-def poison_value(dtype: torch.dtype) -> Any:
-    if dtype.is_floating_point:
-        return float("nan")
-    if dtype == torch.bool:
-        return True
-    return torch.iinfo(dtype).min
 
 
 def as_bytes(t: torch.Tensor) -> torch.Tensor:
@@ -243,13 +246,27 @@ def _normalize(result: Any, metas: list[TensorMeta]) -> dict[str, torch.Tensor]:
 
 
 class _Case:
-    """The live buffers of one correctness case."""
+    """The live buffers of one correctness case: the child's own (inputs copied from the case's
+    file, guarded, pristine copies kept here), or, with the judge's region (`bufs`), the
+    judge's slots, which the judge wrote, poisoned and checks itself."""
 
-    def __init__(self, req: HarnessRequest, case: CaseSpec, device: torch.device) -> None:
+    def __init__(
+        self, req: HarnessRequest, case: CaseSpec, device: torch.device, bufs: OpenedBuffers | None = None
+    ) -> None:
         self.spec = case
-        self.data: dict[str, torch.Tensor] = torch.load(case.inputs_file, weights_only=True)
         self.inputs: dict[str, tuple[Guarded, torch.Tensor]] = {}
         self.args: list[Any] = []
+        self.slots: dict[str, torch.Tensor] = {}  # the judge's output slots (with `bufs`)
+        if bufs is not None:
+            for m in req.inputs:
+                self.args.append(
+                    case.scalars[m.name] if m.shape is None else bufs.view(case_slot(case.name, "in", m.name))
+                )
+            self.slots = {o.name: bufs.view(case_slot(case.name, "out", o.name)) for o in case.outputs}
+            if req.destination_passing:
+                self.args.extend(self.slots.values())
+            return
+        self.data: dict[str, torch.Tensor] = torch.load(case.inputs_file, weights_only=True)
         for m in req.inputs:
             if m.shape is None:
                 self.args.append(case.scalars[m.name])
@@ -268,6 +285,20 @@ class _Case:
                 self.args.append(g.view)
 
 
+def _into_slots(values: dict[str, torch.Tensor], slots: dict[str, torch.Tensor]) -> list[TensorMeta]:
+    """A value-returning entry point's outputs copied into the judge's slots, where their dtype
+    and shape are the slot's (else the slot keeps its poison); what each value was."""
+    seen = []
+    for name, slot in slots.items():
+        v = values.get(name)
+        if v is None:
+            continue
+        seen.append(TensorMeta(name=name, dtype=dtype_name(v.dtype), shape=list(v.shape)))
+        if v.dtype == slot.dtype and tuple(v.shape) == tuple(slot.shape):
+            slot.copy_(v)
+    return seen
+
+
 def _run_case(
     fn: Callable[..., Any],
     req: HarnessRequest,
@@ -276,10 +307,14 @@ def _run_case(
     workdir: Path,
     launches: Callable[[], int],
     suffix: str = "",
-) -> tuple[CaseRun, dict[str, torch.Tensor] | None, _Case | None]:
+    bufs: OpenedBuffers | None = None,
+) -> tuple[CaseRun, bool]:
+    """One case. Without the judge's region, its outputs saved for the parent (`output_file`);
+    with it (`bufs`), they are in the judge's slots, where the judge reads them and checks
+    the inputs and guards itself. (run, whether it ran to its end)."""
     run = CaseRun(name=case.name)
     try:
-        live = _Case(req, case, device)
+        live = _Case(req, case, device, bufs)
         _sync(device)
         n0 = launches()
         t0 = time.perf_counter()
@@ -288,6 +323,11 @@ def _run_case(
         run.call_ms = (time.perf_counter() - t0) * 1e3
         run.returned = describe_return(result)
         run.launches = launches() - n0
+        if bufs is not None:
+            if not req.destination_passing:
+                run.outputs = _into_slots(_normalize(result, case.outputs), live.slots)
+                _sync(device)
+            return run, True
         run.mutated = [n for n, (g, pristine) in live.inputs.items() if not same_bytes(g.base, pristine)]
         if req.destination_passing:
             outputs = {n: g.view for n, g in live.outputs.items()}
@@ -300,11 +340,11 @@ def _run_case(
             raise
         run.error = _short_paths(f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=12)}", workdir)
         run.error_type = error_kind(e)
-        return run, None, None
+        return run, False
     rel = f"out/{case.name}{suffix}.pt"
     torch.save(saved, workdir / rel)
     run.output_file = rel
-    return run, saved, live
+    return run, True
 
 
 def _sweep_configs(
@@ -322,7 +362,7 @@ def _sweep_configs(
     try:
         for k in range(1, autotune.sweep_count()):
             autotune.force(k)
-            run_, _, _ = _run_case(fn, req, case, device, workdir, launches, suffix=f"@config-group{k}")
+            run_, _ = _run_case(fn, req, case, device, workdir, launches, suffix=f"@config-group{k}")
             result.config_runs.append(ConfigRun(index=k, configs=autotune.launched(), run=run_))
     finally:
         autotune.force(0)
@@ -401,6 +441,7 @@ def _calibrate(
     gen: torch.Generator,
     result: HarnessResult,
     grapher: timing.Grapher | None,
+    bufs: OpenedBuffers | None = None,
 ) -> None:
     """Before the solution exists in this process: the same rounds with a null entry point,
     set up from round files of zeros of a round file's size. The parent's clock over them is
@@ -417,7 +458,7 @@ def _calibrate(
             late()
         rd = RoundData.load(inputs / calibration_file(k), device)
         run, _, late = _round(
-            fn, req, rd, device, timer, flush, gen, workdir / f"out/calibration-{k}.msgpack", grapher
+            fn, req, rd, device, timer, flush, gen, workdir / f"out/calibration-{k}.msgpack", grapher, bufs
         )
         result.calibration.append(run)
     stop_for_parent()  # the last calibration round's clock stops
@@ -435,11 +476,13 @@ def _time(
     gen: torch.Generator,
     result: HarnessResult,
     grapher: timing.Grapher | None,
+    bufs: OpenedBuffers | None = None,
 ) -> None:
     """The timing rounds (see TimingSpec): per round, stop for the inputs (and send back what
-    the parent names of the previous round's outputs), set up the buffer sets, stop again
-    (the parent starts its clock when it continues us), run the calls, and stop at the next
-    round's start (the parent's clock stops there)."""
+    the parent names of the previous round's outputs; with the judge's region and kept outputs,
+    nothing: the judge reads them from its slots at that stop), set up the buffer sets, stop
+    again (the parent starts its clock when it continues us), run the calls, and stop at the
+    next round's start (the parent's clock stops there)."""
     spec = req.timing
     assert spec is not None
     (workdir / "out").mkdir(exist_ok=True)
@@ -451,12 +494,15 @@ def _time(
         stop_for_parent()  # the parent's clock (previous round) stops; it stages round k or the end
         if late is not None:
             late()
-        if k:
+        if k and (bufs is None or not spec.keep_outputs):
             _send_checks(k - 1, kept, req, inputs, workdir, result)
+        kept = []
         if k == spec.trials + spec.extra_rounds or (inputs / END_FILE).exists():
             return
         rd = RoundData.load(inputs / round_file(k), device)
-        run, kept, late = _round(fn, req, rd, device, timer, flush, gen, workdir / readings_file(k), grapher)
+        run, kept, late = _round(
+            fn, req, rd, device, timer, flush, gen, workdir / readings_file(k), grapher, bufs
+        )
         result.timing.append(run)
         k += 1
 
@@ -519,6 +565,7 @@ def _round(
     gen: torch.Generator,
     readings: Path,
     grapher: timing.Grapher | None = None,
+    bufs: OpenedBuffers | None = None,
 ) -> tuple[TimingRun, list[Any], Callable[[], None] | None]:
     """One round: set up, stop (ready: the parent's clock starts when it continues us), run
     every call with its own content, collect the timer readings. Returns the run, what the
@@ -556,12 +603,15 @@ def _round(
     for b in range(R):
         stock(b, b)
     keep = spec.keep_outputs
+    slotted = bufs is not None and keep  # every call's outputs end in the judge's slots
     n_out = n if keep else R
     outs: list[dict[str, torch.Tensor]] = []
     if req.destination_passing:
-        for _ in range(n_out):
+        for t in range(n_out):
             d = {
-                o.name: torch.empty(tuple(o.shape or ()), dtype=TORCH_DTYPES[o.dtype], device=device)
+                o.name: bufs.view(timed_slot(t, o.name))
+                if slotted and bufs is not None
+                else torch.empty(tuple(o.shape or ()), dtype=TORCH_DTYPES[o.dtype], device=device)
                 for o in like.outputs
             }
             for v in d.values():
@@ -654,6 +704,9 @@ def _round(
     if grun is not None:
         run.graph_samples_ms, run.graph_warmup_ms = grun.samples_ms, grun.warmup_ms
         kept.extend(gkept)
+    if slotted and bufs is not None:  # before the round's last stop: the judge reads them there
+        _kept_into_slots(kept, req, like, bufs)
+        _sync(device)
     readings.write_bytes(msgspec.msgpack.encode(run))  # read by the parent while this process is stopped
     out = kept if keep else [samples, last]
     if not prestocked:
@@ -666,6 +719,24 @@ def _round(
         run.mutated = int(mutated.item())
 
     return run, out, late
+
+
+def _kept_into_slots(kept: list[Any], req: HarnessRequest, like: CaseSpec, bufs: OpenedBuffers) -> None:
+    """Every kept call's outputs in the judge's slot of that call (a destination-passing call's
+    eager outputs are there already), the slot poisoned where a value is missing or has
+    another number of elements (wrong at every position, as the judge reads it)."""
+    for t, value in enumerate(kept):
+        try:
+            outs = _outputs_of(value, req, like)
+        except OutputMismatch:
+            outs = {}
+        for o in like.outputs:
+            slot = bufs.view(timed_slot(t, o.name))
+            got = outs.get(o.name)
+            if not isinstance(got, torch.Tensor) or got.numel() != slot.numel():
+                slot.fill_(poison_value(slot.dtype))
+            elif got.data_ptr() != slot.data_ptr():
+                slot.copy_(got.reshape(slot.shape))
 
 
 def _frozen(value: Any) -> Any:
@@ -753,6 +824,8 @@ def run(payload: bytes, workdir: Path) -> HarnessResult:
         result.device_name = torch.cuda.get_device_name(device)
         result.versions["cuda"] = str(torch.version.cuda)
     (workdir / "out").mkdir(exist_ok=True)
+    # the judge's region, mapped before the solution exists (`judge_buffers.py`)
+    bufs = open_buffers(req.buffers) if req.buffers is not None else None
     timer, flush, grapher = None, None, None
     gen = torch.Generator().manual_seed(req.seed)
     if req.timing is not None:  # calibrated before the solution is imported: nothing of it runs yet
@@ -761,7 +834,7 @@ def run(payload: bytes, workdir: Path) -> HarnessResult:
         flush_buf = torch.empty(max(req.timing.flush_bytes, 1), dtype=torch.uint8, device=device)
         flush = timing.bound_flush(flush_buf, req.timing.timer)
         grapher = timing.make_grapher(req.timing.timer) if req.timing.graphs else None
-        _calibrate(req, device, workdir, timer, flush, gen, result, grapher)
+        _calibrate(req, device, workdir, timer, flush, gen, result, grapher, bufs)
         result.phase_s["calibration"] = time.perf_counter() - t_start
     if os.environ.get("TRITON_INTERPRET") == "1":
         autotune.install()
@@ -775,9 +848,9 @@ def run(payload: bytes, workdir: Path) -> HarnessResult:
     result.phase_s["import"] = time.perf_counter() - t_import
     ok = True
     for case in req.cases:
-        run_, saved, live = _run_case(fn, req, case, device, workdir, launches)
+        run_, ran = _run_case(fn, req, case, device, workdir, launches, bufs=bufs)
         result.cases.append(run_)
-        if saved is None or live is None:
+        if not ran:
             ok = False
             break
         ok = ok and not run_.mutated and not run_.overflow
@@ -792,6 +865,6 @@ def run(payload: bytes, workdir: Path) -> HarnessResult:
         return result
     report = CorrectnessReport(cases=result.cases, autotune=result.autotune, config_runs=result.config_runs)
     (workdir / CORRECTNESS_REPORT).write_bytes(msgspec.msgpack.encode(report))  # read at the next stop
-    _time(fn, req, device, workdir, timer, flush, gen, result, grapher)
+    _time(fn, req, device, workdir, timer, flush, gen, result, grapher, bufs)
     result.phase_s["timing"] = time.perf_counter() - t_correct
     return result

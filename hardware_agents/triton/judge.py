@@ -35,6 +35,7 @@ from hardware_agents.pipeline.verdict import Verdict, fail_case
 from hardware_agents.sandbox import Sandbox, SandboxOutcome
 from hardware_agents.triton.convention_hint import convention_hint
 from hardware_agents.triton.data import CaseData, ProblemData, TimedRound, to_float64, tolerance_for
+from hardware_agents.triton.device_judge import CaseRead, InPlace, RoundRead, snapshot
 from hardware_agents.triton.figures import figures
 from hardware_agents.triton.harness import COMPILE_ERRORS
 from hardware_agents.triton.inputs import INTERPRETER_LIMIT, input_elements, torch_dtype
@@ -381,7 +382,9 @@ class TritonJudge:
         req: HarnessRequest,
         box: Sandbox,
         clock: RoundClock,
+        inplace: InPlace | None = None,
     ) -> None:
+        self.inplace = inplace  # the judge's region: outputs compared in place (`device_judge.py`)
         self.v, self.s, self.problem, self.data, self.req, self.box, self.clock = (
             verdict,
             settings,
@@ -403,7 +406,9 @@ class TritonJudge:
         # judged again after the rounds is judged on these: the child could rewrite its
         # files in its folder once it was continued. `sealed`: nothing more may be read.
         self.kept: dict[str, dict[str, torch.Tensor]] | None = None
+        self.kept_reads: dict[str, CaseRead] = {}  # the same, of the judge's region (`inplace`)
         self.sealed = False
+        self.round_reads: dict[int, RoundRead] = {}  # each round's kept outputs, read at its stop
         # each timing round's readings as read while the child was stopped after it, and the
         # rounds not counted (why: `round_rejected`)
         self.readings: dict[int, TimingRun] = {}
@@ -530,22 +535,47 @@ class TritonJudge:
                 return v.profile("incorrect", f"{label}: {run.error}{hint}{v.tail}")
             status = "compile_error" if run.error_type in COMPILE_ERRORS else "runtime_error"
             return v.profile(status, f"{label}: {run.error}{hint}{v.tail}")
-        got = self._case_outputs(run.output_file)
-        chk = self._check(case, label, got)
+        mutated, overflow = run.mutated, run.overflow
+        if self.inplace is not None:  # its buffers, as the judge reads them (never the child's word)
+            read = self._read_case(case.name)
+            got, mutated, overflow = read.outputs, read.mutated, read.overflow
+            wrong = "" if req.destination_passing else self.inplace.returned_wrong(case, run)
+            chk = SeedCheck(case=label, passed=False, note=wrong) if wrong else self._check(case, label, got)
+        else:
+            got = self._case_outputs(run.output_file)
+            chk = self._check(case, label, got)
         if not chk.passed and req.destination_passing:
             unwritten = all(bool(torch.isnan(t).all()) for t in got.values() if t.is_floating_point())
             hint = convention_hint(True, run, len(req.inputs), len(case.outputs), outputs_unwritten=unwritten)
             if hint:
                 chk.note = f"{chk.note}\n{hint}"
-        if run.mutated:
+        if mutated:
             fail_case(
                 chk,
-                f"modified its input(s) {', '.join(run.mutated)} (or memory next to them); inputs are read-only",
+                f"modified its input(s) {', '.join(mutated)} (or memory next to them); inputs are read-only",
             )
-        if run.overflow:
-            fail_case(chk, f"wrote outside the bounds of output(s) {', '.join(run.overflow)}")
+        if overflow:
+            fail_case(chk, f"wrote outside the bounds of output(s) {', '.join(overflow)}")
         v.checks.append(chk)
         return None
+
+    def _read_case(self, name: str) -> CaseRead:
+        """A case's buffers in the judge's region as read while the child was held stopped where
+        they were kept, else read now (never once `sealed`: the child has run since)."""
+        assert self.inplace is not None
+        if self.kept is not None and name in self.kept_reads:
+            return self.kept_reads[name]
+        if self.sealed:
+            raise ValueError(f"the buffers of {name} were not read while the child was held stopped")
+        read = self.inplace.read_case(name)
+        if self.kept is not None:
+            self.kept_reads[name] = read
+        return read
+
+    def freeze_reads(self) -> None:
+        """The cases' outputs read so far copied out of the region (the child is still held
+        stopped): a case judged again later is judged on these, whatever the child writes."""
+        self.kept_reads = snapshot(self.kept_reads)
 
     def _case_outputs(self, rel: str) -> dict[str, torch.Tensor]:
         """A case's outputs: as read while the child was stopped where they were kept, else
@@ -573,10 +603,14 @@ class TritonJudge:
         """`check_case`; an adversarial case it fails is said precisely where its outputs
         overflow (`overflow_reason`) and judged again with the float32 floor where they do not
         (`_floor_check`)."""
-        chk = check_case(self.problem, case, label, got)
+        chk = (
+            self.inplace.check(self.problem, case, label, got)
+            if self.inplace is not None
+            else check_case(self.problem, case, label, got)
+        )
         if chk.passed or not case.planned.case.adversarial:
             return chk
-        bad = overflowed(case, got)
+        bad = self.inplace.overflowed(case, got) if self.inplace is not None else overflowed(case, got)
         if bad:
             chk.note = f"{overflow_reason(self.problem, bad)}; {chk.note}"
             return chk
@@ -607,8 +641,9 @@ class TritonJudge:
             self.floor_deferred = True
             return plain
         t0 = time.perf_counter()
-        try:
-            floor = self.data.floor(case.name)
+        try:  # measured once per case by the reference child (on the judge's device in place)
+            on_device = self.inplace.floor(case.name) if self.inplace is not None else None
+            floor = self.data.floor(case.name) if self.inplace is None else None
         except Exception as e:  # the reference's failure: the plain verdict stands
             plain.note += f" (the float32 floor could not be measured: {type(e).__name__}: {e})"
             return plain
@@ -616,7 +651,10 @@ class TritonJudge:
             self.v.counters["phase_fp32_floor_s"] = (
                 self.v.counters.get("phase_fp32_floor_s", 0.0) + time.perf_counter() - t0
             )
-        widened = check_case(self.problem, case, label, got, floor=floor)
+        if self.inplace is not None:
+            widened = self.inplace.check(self.problem, case, label, got, floor=on_device)
+        else:
+            widened = check_case(self.problem, case, label, got, floor=floor)
         if widened.passed:
             self.v.counters["fp32_floor_cases"] = self.v.counters.get("fp32_floor_cases", 0.0) + 1
             self.floor_notes.append(
@@ -673,6 +711,14 @@ class TritonJudge:
             )
         return "\n" + "\n".join(lines), wrong
 
+    def read_round(self, k: int, run: TimingRun, spec: TimingSpec) -> None:
+        """Round k's kept outputs read from the judge's region while the child is held stopped
+        after it (`InPlace.read_round`): the values at the secret positions, the secret calls
+        checked in full; judged with the rounds (`_timed_outputs_wrong`)."""
+        assert self.inplace is not None
+        copies = 2 if run.graph_samples_ms else 1  # the calls, then their graph replays
+        self.round_reads[k] = self.inplace.read_round(self.problem, self.data.rounds[k], spec.calls, copies)
+
     def _timed_outputs_wrong(
         self,
         tr: TimedRound,
@@ -681,12 +727,19 @@ class TritonJudge:
     ) -> tuple[str, list[SeedCheck]] | None:
         """Round `tr`'s outputs against the references of exactly its calls: every call at the
         secret positions (the allclose rule), the secretly chosen calls in full. (message,
-        failed checks) or None."""
-        rel = res.timed_samples.get(tr.k)
-        if rel is None:
-            return f"the harness sent back no timed outputs of round {tr.k}", []
-        with self.box.open_file(rel, max_bytes=self.max_bytes) as f:
-            got = torch.load(f, weights_only=True)
+        failed checks) or None. Read by the judge from its region at the round's stop
+        (`read_round`), or sent back by the child in files (the old path)."""
+        read = self.round_reads.get(tr.k) if self.inplace is not None and spec.keep_outputs else None
+        if self.inplace is not None and spec.keep_outputs:
+            if read is None:
+                return f"the judge read no timed outputs of round {tr.k}", []
+            got: object = {n: torch.from_numpy(v) for n, v in read.samples.items()}
+        else:
+            rel = res.timed_samples.get(tr.k)
+            if rel is None:
+                return f"the harness sent back no timed outputs of round {tr.k}", []
+            with self.box.open_file(rel, max_bytes=self.max_bytes) as f:
+                got = torch.load(f, weights_only=True)
         tol = tolerance_for(self.problem.definition)
         copies = 2 if res.timing[tr.k].graph_samples_ms else 1  # the calls, then their graph replays
         for name, ref0 in tr.ref_samples.items():
@@ -710,12 +763,18 @@ class TritonJudge:
                     f"{float(g[t, j]):.6g} where the reference is {float(ref[t, j]):.6g})"
                 ), []
         for t, case in tr.full_cases.items():
-            rel_full = res.timed_full.get(f"{tr.k}-{t}")
-            if rel_full is None:
-                return f"the harness sent back no output of call {t} of round {tr.k}", []
-            chk = check_case(
-                self.problem, case, f"timed:r{tr.k}-call{t}", load_outputs(self.box, rel_full, self.max_bytes)
-            )
+            if read is not None:
+                chk = read.full[t]
+            else:
+                rel_full = res.timed_full.get(f"{tr.k}-{t}")
+                if rel_full is None:
+                    return f"the harness sent back no output of call {t} of round {tr.k}", []
+                chk = check_case(
+                    self.problem,
+                    case,
+                    f"timed:r{tr.k}-call{t}",
+                    load_outputs(self.box, rel_full, self.max_bytes),
+                )
             if not chk.passed:
                 return f"the output of a timed call is wrong ({chk.note})", [chk]
         return None

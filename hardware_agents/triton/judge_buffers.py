@@ -52,7 +52,7 @@ def layout(tensors: list[tuple[str, str, list[int], bool]]) -> tuple[list[Buffer
     slots, pos = [], 0
     for name, dtype, shape, guarded in tensors:
         guard = GUARD_BYTES if guarded else 0
-        item = torch.empty((), dtype=TORCH_DTYPES[dtype]).element_size()
+        item = TORCH_DTYPES[dtype].itemsize
         nbytes = math.prod(shape) * item
         pos += guard
         slots.append(BufferSlot(name=name, dtype=dtype, shape=list(shape), offset=pos, guard=guard))
@@ -66,7 +66,17 @@ def _align(n: int) -> int:
 
 
 def nbytes(slot: BufferSlot) -> int:
-    return math.prod(slot.shape) * torch.empty((), dtype=TORCH_DTYPES[slot.dtype]).element_size()
+    return math.prod(slot.shape) * TORCH_DTYPES[slot.dtype].itemsize
+
+
+def _words(t: torch.Tensor) -> torch.Tensor:
+    """A contiguous tensor's bytes as the widest integers that tile them (a bitwise comparison
+    in a fraction of the elements: 4 MB in 12 ms as int64, 22 ms as bytes, on this loaded host)."""
+    b = t.reshape(-1).view(torch.uint8)
+    for dt, size in ((torch.int64, 8), (torch.int32, 4), (torch.int16, 2)):
+        if b.numel() % size == 0 and b.data_ptr() % size == 0:
+            return b.view(dt)
+    return b
 
 
 def _views(base: torch.Tensor, slot: BufferSlot) -> torch.Tensor:
@@ -84,12 +94,13 @@ class JudgeBuffers:
 
     def _init_slots(self) -> None:
         self._slots = {s.name: s for s in self.handle.slots}
+        self._view_of: dict[str, torch.Tensor] = {}
         self._pristine_guard: dict[str, torch.Tensor] = {}
         for s in self.handle.slots:
             if s.guard:
                 dt = TORCH_DTYPES[s.dtype]
                 if s.dtype not in self._pristine_guard:
-                    item = torch.empty((), dtype=dt).element_size()
+                    item = dt.itemsize
                     pattern = torch.full(
                         (s.guard // item,), poison_value(dt), dtype=dt, device=self.base.device
                     )
@@ -102,7 +113,10 @@ class JudgeBuffers:
 
     def view(self, name: str) -> torch.Tensor:
         """The slot as a tensor of its dtype and shape (a view of the judge's mapping)."""
-        return _views(self.base, self._slots[name])
+        v = self._view_of.get(name)
+        if v is None:
+            v = self._view_of[name] = _views(self.base, self._slots[name])
+        return v
 
     def guards(self, name: str) -> tuple[torch.Tensor, torch.Tensor]:
         s = self._slots[name]
@@ -113,14 +127,17 @@ class JudgeBuffers:
         """The slot and its guards filled with the dtype's poison."""
         s = self._slots[name]
         self.view(name).fill_(poison_value(TORCH_DTYPES[s.dtype]))
+        self._poison_guards(s)
+
+    def _poison_guards(self, s: BufferSlot) -> None:
         if s.guard:
             pattern = self._pristine_guard[s.dtype]
-            for g in self.guards(name):
+            for g in self.guards(s.name):
                 g.copy_(pattern)
 
     def write(self, name: str, value: torch.Tensor) -> None:
         """The slot set to `value` (an input), its guards poisoned."""
-        self.poison(name)
+        self._poison_guards(self._slots[name])
         self.view(name).copy_(value)
 
     def guards_intact(self, name: str) -> bool:
@@ -136,9 +153,7 @@ class JudgeBuffers:
         """Whether the slot still holds `pristine` (the judge's own copy of what it wrote),
         byte for byte, and its guards their poison."""
         got = self.view(name)
-        same = got.shape == pristine.shape and torch.equal(
-            got.reshape(-1).view(torch.uint8), pristine.reshape(-1).contiguous().view(torch.uint8)
-        )
+        same = got.shape == pristine.shape and torch.equal(_words(got), _words(pristine.contiguous()))
         return same and self.guards_intact(name)
 
     def close(self) -> None:

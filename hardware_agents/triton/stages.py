@@ -4,7 +4,8 @@ static_checks  Python/Triton, the entry point, `static.check_sources`, the cases
                (too big for the interpreter: `unchecked`)
 build          skipped: Triton compiles in the harness child at the kernel's first launch
                (its compile errors are the correctness stage's `compile_error`)
-stage_inputs   the cases' inputs and references, each timing round's inputs (`data.py`)
+stage_inputs   the cases' inputs and references, each timing round's inputs (`data.py`); where
+               the judge compares in place, its region (`device_judge.py`)
 correctness    the harness child (a spare where one is ready): timed, the agent drives it
                through its calibration rounds and the correctness cases to its stop before
                timing round 0, and judges the cases there, while it is held stopped (its
@@ -45,6 +46,7 @@ from hardware_agents.sandbox import Sandbox, SandboxChild, SandboxOutcome, Sandb
 from hardware_agents.triton.boundaries import boundary_workloads
 from hardware_agents.triton.children import HARNESS_TARGET, Children, Stage
 from hardware_agents.triton.data import DataCache, ProblemData, save_readable
+from hardware_agents.triton.device_judge import InPlace, judge_data
 from hardware_agents.triton.harness import PACKAGE
 from hardware_agents.triton.judge import JudgeSettings, TritonJudge, too_big_to_interpret
 from hardware_agents.triton.records import (
@@ -112,6 +114,7 @@ class TritonDevice(RequestSettings, Protocol):
     (and the options its requests are made from, `request.RequestSettings`)."""
 
     interpreter_timing: bool
+    device_judge: bool
     data: DataCache
     data_roots: list[str]
     children: Children
@@ -152,6 +155,7 @@ class TritonStages(Stages[TritonDevice]):
         self.child: SandboxChild | None = None
         self.gpu: int | None = None  # the GPU the child holds (None: the interpreter's)
         self.judge: TritonJudge | None = None
+        self.inplace: InPlace | None = None  # the judge's region (`device_judge.py`), where on
         self.out: SandboxOutcome | None = None  # the child's end, once it ended
         self.report: CorrectnessReport | None = None  # judged while the child was stopped
         self.recheck = False  # its cases judged again once it ended (one needs the float32 floor)
@@ -213,6 +217,11 @@ class TritonStages(Stages[TritonDevice]):
             self.entry_path,
             self.symbol,
         )
+        if agent.device_judge:  # the judge owns the buffers: its region, inputs written, rest poisoned
+            with self.phases("judge"):
+                self.inplace = InPlace(judge_data(data, torch.device("cpu")), data, request)
+            self.held.callback(self.inplace.close)
+            request = msgspec.structs.replace(request, buffers=self.inplace.handle)
         self.request = msgspec.structs.replace(request, upcast_bf16=self.upcast_bf16)
         if self.request.timing is not None:
             self.held.callback(shutil.rmtree, self.request.timing.inputs_dir, ignore_errors=True)
@@ -234,7 +243,8 @@ class TritonStages(Stages[TritonDevice]):
         agent, request, policy = self.agent, self.request, self.policy
         assert request is not None and policy is not None
         if request.timing is None:  # nothing to drive: the child runs to its end
-            out, box = agent.children.run(HARNESS_TARGET, request, policy, self.stage)
+            fds = self.inplace.pass_fds if self.inplace is not None else ()
+            out, box = agent.children.run(HARNESS_TARGET, request, policy, self.stage, pass_fds=fds)
             self.held.callback(box.close)
             self.box, self.out, judge = box, out, self._judge(box)
             return self._guarded(lambda: judge.ended(out) or self._cases(out))
@@ -281,6 +291,7 @@ class TritonStages(Stages[TritonDevice]):
                 self.report, self.recheck = report, judge.floor_deferred
                 if self.recheck:
                     self.v.counters["correctness_after_rounds"] = 1.0
+                    judge.freeze_reads()  # copied out of the region while it still cannot run
                     judge.sealed = True
                 else:
                     judge.kept = None
@@ -343,6 +354,12 @@ class TritonStages(Stages[TritonDevice]):
                 "runtime_error", f"the harness left no readable readings of timing round {k} ({e})"
             )
         judge.readings[k] = run
+        if self.inplace is not None and spec.keep_outputs:  # read now, while it cannot run
+            try:
+                with self.phases("judge"):
+                    judge.read_round(k, run, spec)
+            except (ValueError, IndexError, RuntimeError) as e:
+                return v.profile("runtime_error", f"the outputs of timing round {k} could not be read ({e})")
         if why is not None:
             judge.rejected[k] = why
             left = spec.trials + spec.extra_rounds - (k + 1)
@@ -352,7 +369,8 @@ class TritonStages(Stages[TritonDevice]):
                     f"\n(round {j} too: {w.splitlines()[0]})" for j, w in judge.rejected.items() if j != k
                 )
                 judge.stands = f"{why}{earlier}"  # the verdict once its outputs are judged (`judge.timing`)
-        save_readable(self.data.rounds[k].checks_payload(), Path(spec.inputs_dir) / checks_file(k))
+        if self.inplace is None or not spec.keep_outputs:  # else the child never learns the positions
+            save_readable(self.data.rounds[k].checks_payload(), Path(spec.inputs_dir) / checks_file(k))
         return STOP if judge.stands or k + 1 - len(judge.rejected) >= spec.trials else None
 
     def _judge_rounds(self) -> Profile | None:
@@ -420,7 +438,9 @@ class TritonStages(Stages[TritonDevice]):
             clock_bound=agent.clock_bound,
             mode_note=agent.mode_note,
         )
-        self.judge = TritonJudge(self.v, settings, self.problem, self.data, self.request, box, self.clock)
+        self.judge = TritonJudge(
+            self.v, settings, self.problem, self.data, self.request, box, self.clock, self.inplace
+        )
         return self.judge
 
     def _spawn(self) -> tuple[Sandbox, SandboxChild]:
@@ -429,7 +449,9 @@ class TritonStages(Stages[TritonDevice]):
         assert request is not None and policy is not None
         idx = self.slot.enter_context(agent.children.gpu())
         t0 = time.perf_counter()
-        claimed = agent.children.claim_spare(idx, "harness", request, policy, self.stage)
+        fds = self.inplace.pass_fds if self.inplace is not None else ()
+        # a spare started before the region existed cannot inherit its fd: a fresh child then
+        claimed = None if fds else agent.children.claim_spare(idx, "harness", request, policy, self.stage)
         if claimed is not None:
             box, child = claimed
             self.held.callback(box.close)
@@ -437,7 +459,7 @@ class TritonStages(Stages[TritonDevice]):
             box = agent.children.box(policy, self.stage)
             self.held.callback(box.close)
             env = {"CUDA_VISIBLE_DEVICES": str(idx)} if idx is not None else None
-            child = box.spawn(HARNESS_TARGET, request, extra_env=env)
+            child = box.spawn(HARNESS_TARGET, request, extra_env=env, pass_fds=fds)
         self.held.callback(child.finish)
         self.clock.start_s = time.perf_counter() - t0
         # the next spare starts once this child has ended (`_finish_child`): its start (an

@@ -33,6 +33,10 @@ def spare_agent(triton_cache: Path) -> Iterator[H100Agent]:
         trials=2,
         timeout_s=120.0,
         spare_children=True,
+        # a spare starts before a profile's judge region exists and cannot inherit its fd, so an
+        # agent judging in place starts a fresh child instead; spares are on by default only on
+        # a GPU, where the agent still judges through files, as here
+        device_judge=False,
     )
     yield agent
     agent.close()
