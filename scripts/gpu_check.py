@@ -20,11 +20,10 @@ them on a host with a package registry; no Ray, NATS or LanceDB is needed). In o
    tunable constants (BLOCK sizes, NUM_WARPS, NUM_STAGES), profiled by the agent, greedily
    for as many steps as the budget allows: best vs baseline, and the geomean;
 7. a probe of the trusted judge on the device: a CUDA tensor of this process written by a
-   child of another uid through CUDA IPC, and a 64 M-element comparison on the device
-   against the host path (same rel-L2 and count outside the bar, both timed); the judge's
-   own region (`judge_buffers.CudaIpcBuffers`, the only place its CUDA implementation runs)
-   opened by a sandboxed child as the harness opens it, written there and judged in place
-   while the child is held stopped (inputs, guards, outputs), and `device_compare`'s rule
+   child of another uid through CUDA IPC; the judge's own region
+   (`judge_buffers.CudaIpcBuffers`, the only place its CUDA implementation runs) opened by a
+   sandboxed child as the harness opens it, written there and judged in place while the
+   child is held stopped (inputs, guards, outputs); `device_compare`'s rule
    (`check_on_device`) against `validity.compare_outputs` on a 64 M-element bf16 output
    (same note and figures, both timed);
 8. writes `benchmarks/results/gpu_check-<device>.json` (device, driver, versions, every
@@ -914,9 +913,9 @@ def check_on_device_row(n: int = 64 << 20, device: str = "cuda") -> dict[str, An
 
 def probe_rows() -> list[dict[str, Any]]:
     """What the trusted judge on the device needs and this CPU could not show: a tensor the
-    trusted side owns, written by a child of another uid through CUDA IPC; the comparison of
-    a production-size output on the device against today's host path (copy, float64, numpy)."""
-    import numpy as np
+    trusted side owns, written by a child of another uid through CUDA IPC; the judge's own
+    region opened by a sandboxed child (`judge_buffers_row`); the comparison of a
+    production-size output on the device against today's host path (`check_on_device_row`)."""
     import torch
     import torch.multiprocessing as mp
 
@@ -947,44 +946,6 @@ def probe_rows() -> list[dict[str, Any]]:
             {
                 "kind": "probe",
                 "name": "cuda_ipc_into_a_child_of_another_uid",
-                "status": "failed",
-                "log": f"{type(e).__name__}: {e}"[:300],
-            }
-        )
-    n = 64 << 20  # a production-size output: 64 M elements
-    try:
-        ref = torch.randn(n, device="cuda", dtype=torch.float64)
-        got = (ref * (1 + 1e-3 * torch.randn_like(ref))).to(torch.bfloat16)
-        torch.cuda.synchronize()
-        t1 = time.perf_counter()
-        diff = got.double() - ref
-        rel = float(torch.linalg.vector_norm(diff) / torch.linalg.vector_norm(ref))
-        outside = int((diff.abs() > 1e-2 + 1e-2 * ref.abs()).sum())
-        torch.cuda.synchronize()
-        device_ms = (time.perf_counter() - t1) * 1e3
-        t2 = time.perf_counter()
-        g64, r64 = got.cpu().double().numpy(), ref.cpu().numpy()
-        d = g64 - r64
-        rel_h = float(np.linalg.norm(d) / np.linalg.norm(r64))
-        outside_h = int((np.abs(d) > 1e-2 + 1e-2 * np.abs(r64)).sum())
-        host_ms = (time.perf_counter() - t2) * 1e3
-        rows.append(
-            {
-                "kind": "probe",
-                "name": "compare_64M_elements_on_device",
-                "status": "ok"
-                if abs(rel - rel_h) <= 1e-12 * max(rel, 1) and outside == outside_h
-                else "failed",
-                "device_ms": round(device_ms, 2),
-                "host_ms": round(host_ms, 2),
-                "log": f"rel_l2 {rel:.6g} (host {rel_h:.6g}), outside {outside} (host {outside_h})",
-            }
-        )
-    except Exception as e:
-        rows.append(
-            {
-                "kind": "probe",
-                "name": "compare_64M_elements_on_device",
                 "status": "failed",
                 "log": f"{type(e).__name__}: {e}"[:300],
             }
