@@ -256,11 +256,13 @@ class DeviceQueue:
 
 # --- the record its owner writes for others (`campaign status`, the dashboard) ---------------
 
-QUEUE_DIR = ".device_queue"  # under the runs root: one record per server that holds a queue
+# in the runs root, one record per server that holds a queue: a file beside the runs' folders
+# (as `.pool.json`), not a folder that readers of the root would take for one
+QUEUE_GLOB = ".device_queue.*.json"
 
 
 class QueueRecord(msgspec.Struct, frozen=True, kw_only=True):
-    """`<root>/.device_queue/<server>.json`, rewritten on every change of its queue."""
+    """`<root>/.device_queue.<server>.json`, rewritten on every change of its queue."""
 
     server: str  # the MCP server's session id
     pid: int  # its process: a record whose process is gone is stale
@@ -270,4 +272,4 @@ class QueueRecord(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def queue_record_path(root: str | Path, server: str) -> Path:
-    return Path(root) / QUEUE_DIR / f"{server}.json"
+    return Path(root) / QUEUE_GLOB.replace("*", server)

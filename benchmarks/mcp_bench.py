@@ -361,9 +361,7 @@ async def _pool_rounds(root, memory, nats_url, rounds, problem, source, out, std
                     else:
                         direct_s.append(await direct(n))
             # who profiled the server's calls (its queue's record, removed when it ends)
-            backends = [
-                json.loads(p.read_text())["backends"] for p in (root / ".device_queue").glob("*.json")
-            ]
+            backends = [json.loads(p.read_text())["backends"] for p in root.glob(".device_queue.*.json")]
     finally:
         await elog.close()
     out["warm_profile_through_pool_s"] = {

@@ -1,5 +1,5 @@
 """The device queues of a runs root as others read them: the records the MCP servers of the
-root write (`<root>/.device_queue/<server>.json`, `accelopt.device_queue.QueueRecord`), one
+root write (`<root>/.device_queue.<server>.json`, `accelopt.device_queue.QueueRecord`), one
 line each for `accelopt campaign status` and the dashboard. A record whose server process is
 gone is skipped (it was killed before it could remove it)."""
 
@@ -9,15 +9,14 @@ from pathlib import Path
 
 import msgspec
 
-from accelopt.device_queue import QUEUE_DIR, QueueRecord
+from accelopt.device_queue import QUEUE_GLOB, QueueRecord
 from events.runsource import process_alive
 
 
 def read_queues(root: str | Path) -> list[QueueRecord]:
     """The live servers' queue records under `root`, oldest server first."""
-    folder = Path(root) / QUEUE_DIR
     out = []
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+    for path in sorted(Path(root).glob(QUEUE_GLOB)):
         try:
             record = msgspec.json.decode(path.read_bytes(), type=QueueRecord)
         except (OSError, msgspec.DecodeError, msgspec.ValidationError):
@@ -62,9 +61,8 @@ def queue_lines(root: str | Path) -> list[str]:
 def queues_version(root: str | Path) -> tuple[tuple[str, int], ...]:
     """What the lines are read from, cheaply (each record's name and mtime): a reader that
     caches them reads again when this changes."""
-    folder = Path(root) / QUEUE_DIR
     out = []
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+    for path in sorted(Path(root).glob(QUEUE_GLOB)):
         try:
             out.append((path.name, path.stat().st_mtime_ns))
         except OSError:

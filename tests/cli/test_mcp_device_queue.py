@@ -21,7 +21,7 @@ import pytest
 from mcp_session import ACCELOPT, REPO, free_port, http_session, text_of
 
 from accelopt import catalog as ev
-from accelopt.device_queue import QUEUE_DIR
+from accelopt.device_queue import QUEUE_GLOB
 from events.logfile import read_events
 
 pytestmark = pytest.mark.timeout(900)
@@ -54,7 +54,7 @@ def server(root: Path, *flags: str) -> Iterator[str]:
 
 
 def queue_record(root: Path) -> dict:
-    (path,) = (root / QUEUE_DIR).glob("*.json")
+    (path,) = root.glob(QUEUE_GLOB)
     return json.loads(path.read_text())
 
 
@@ -167,9 +167,10 @@ def test_turns_go_round_robin_between_sessions_and_campaign_status_shows_the_que
     (line,) = [ln for ln in status.splitlines() if ln.startswith("device queue of mcp")]
     assert "cpu: running flood 1.0 #" in line and "3 waiting (this server's judge)" in line, line
     assert "flood 1.0 #" in line and "(1 running, 3 waiting)" in line, line
-    assert not (root / QUEUE_DIR).exists() or not list(
-        (root / QUEUE_DIR).glob("*.json")
-    )  # removed at its end
+    assert not list(root.glob(QUEUE_GLOB))  # removed at its end
+    # beside the runs' folders, not one of them: the root holds the session's folder only
+    sessions = {p.parent.name for p in root.glob("*/log.aolog")}
+    assert {p.name for p in root.iterdir() if p.is_dir()} <= {"memory", *sessions}
 
 
 def test_eight_sessions_profile_at_once_and_every_verdict_is_logged_once(tmp_path: Path) -> None:

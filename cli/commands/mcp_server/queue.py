@@ -7,7 +7,7 @@ else the server's own judge (`judge.py`).
 
 A session is a client: its MCP session and the name it gives (`server.client_session`),
 shown as the client's name and a short hash of the rest. The queue's state is written to
-`<root>/.device_queue/<server session>.json` on every change (`accelopt campaign status` and
+`<root>/.device_queue.<server session>.json` on every change (`accelopt campaign status` and
 the dashboard show it) and removed when the server ends.
 """
 
@@ -33,7 +33,6 @@ from accelopt.device_queue import (
     Start,
     queue_record_path,
 )
-from accelopt.folders import private_folder
 from cli.commands.mcp_server.judge import Judge, JudgeError, Progress
 from cli.commands.mcp_server.pool_profiles import PoolProfiles
 
@@ -63,7 +62,6 @@ class SharedQueue:
         self._turns: dict[str, asyncio.Future[None]] = {}
         self._backends: dict[str, str] = {}
         self._said: set[str] = set()  # why a pool was passed over, said once each
-        private_folder(self.path.parent)
         self._write()
 
     async def request(
