@@ -14,6 +14,7 @@ import random
 import re
 from collections import deque
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import msgspec
 
@@ -80,6 +81,10 @@ def _knobs(src: str) -> tuple[int, int]:
     tile = re.search(r"#define TILE (\d+)", src)
     unroll = re.search(r"#define UNROLL (\d+)", src)
     return (int(tile.group(1)) if tile else 16, int(unroll.group(1)) if unroll else 1)
+
+
+# the requests the synthetic LLM answers
+_LLMRequest = ev.PlanRequested | ev.ImplementationRequested | ev.FixRequested | ev.SummaryRequested
 
 
 class SyntheticWorld:
@@ -179,30 +184,8 @@ class SyntheticWorld:
         )
         call = self.llm(e, e.candidate_source, plan)
         if rng.random() < 0.02:
-            return [
-                call,
-                ev.ProposalFailed(
-                    **self.env(ev.ProposalFailed, e.event_id),
-                    stage="plan",
-                    request_id=e.event_id,
-                    problem=e.problem,
-                    iteration=e.iteration,
-                    reason="no plan in the response",
-                    llm_call_id=call.event_id,
-                ),
-            ]
-        return [
-            call,
-            ev.PlanProposed(
-                **self.env(ev.PlanProposed, e.event_id),
-                problem=e.problem,
-                iteration=e.iteration,
-                candidate_id=e.candidate_id,
-                request_id=e.event_id,
-                plan=plan,
-                llm_call_id=call.event_id,
-            ),
-        ]
+            return self._answer(e, call, ev.ProposalFailed, stage="plan", reason="no plan in the response")
+        return self._answer(e, call, ev.PlanProposed, candidate_id=e.candidate_id, plan=plan)
 
     def _implement(self, e: ev.ImplementationRequested) -> list[ev.Event]:
         what, change = e.plan.rsplit("CHANGE: ", 1)[1].split(" ", 1)
@@ -229,23 +212,31 @@ class SyntheticWorld:
         fix_round: int = 0,
     ) -> list[ev.Event]:
         """The LLM's call and the kernel it answered `e` with (C source `src`)."""
-        return [
+        return self._answer(
+            e,
             call,
-            ev.KernelProposed(
-                **self.env(ev.KernelProposed, e.event_id),
-                kernel_id=self.kernel_id(e, src),
-                problem=e.problem,
-                iteration=e.iteration,
-                parent_id=parent_id,
-                plan_id=e.plan_id,
-                request_id=e.event_id,
-                language="c",
-                source=src,
-                fix_of=fix_of,
-                fix_round=fix_round,
-                llm_call_id=call.event_id,
-            ),
-        ]
+            ev.KernelProposed,
+            kernel_id=self.kernel_id(e, src),
+            parent_id=parent_id,
+            plan_id=e.plan_id,
+            language="c",
+            source=src,
+            fix_of=fix_of,
+            fix_round=fix_round,
+        )
+
+    def _answer(
+        self, e: _LLMRequest, call: ev.LLMCallCompleted, kind: type[ev.Event], **fields: Any
+    ) -> list[ev.Event]:
+        """The LLM's call and the `kind` event it answered request `e` with: `fields`, and the
+        request's problem and iteration, the request and the call named."""
+        named: dict[str, Any] = {
+            "problem": e.problem,
+            "iteration": e.iteration,
+            "request_id": e.event_id,
+            "llm_call_id": call.event_id,
+        }
+        return [call, kind(**self.env(kind, e.event_id), **named, **fields)]
 
     def _profile(self, e: ev.ProfileRequested) -> list[ev.Event]:
         return [
@@ -282,18 +273,7 @@ class SyntheticWorld:
         title = f"**{'Retune' if e.positive else 'Undo'} the tile size**"
         text = "Larger tiles amortise the loop overhead; past the cache size they stop helping."
         call = self.llm(e, e.slow_source + e.fast_source, title + "\n" + text)
-        return [
-            call,
-            ev.InsightSummarized(
-                **self.env(ev.InsightSummarized, e.event_id),
-                problem=e.problem,
-                iteration=e.iteration,
-                request_id=e.event_id,
-                title=title,
-                text=text,
-                llm_call_id=call.event_id,
-            ),
-        ]
+        return self._answer(e, call, ev.InsightSummarized, title=title, text=text)
 
     def _learn(self, e: ev.MemoryEntryAdded) -> list[ev.Event]:
         """Later retrievals may return what the run learnt (no answer on the log)."""
