@@ -2,8 +2,9 @@
 
 JSONL holds one `MemoryEntry` per line (no embeddings: an import re-embeds with the
 target memory's model, so it is also how a memory moves to another model). A rebuild
-re-projects `MemoryEntryAdded` events from exported run logs (`accelopt export` files) or
-from a live JetStream log, which is all the table ever is.
+re-projects `MemoryEntryAdded` events from exported run logs (`accelopt export` files; an
+agent session's log, its `AgentMemoryEntryAdded` events) or from a live JetStream log, which is
+all the table ever is.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import msgspec
 
-from accelopt.catalog import MemoryEntryAdded
+from accelopt.catalog import AgentMemoryEntryAdded, MemoryEntryAdded
 from accelopt.records import MemoryEntry
 from events.logfile import read_records
 from memory_index.retrieval import Filters
@@ -22,6 +23,8 @@ from memory_index.store import MemoryIndex
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(MemoryEntry)
 _BATCH = 256
+# the subject tokens of the events that add an entry: a run's, and an agent session's (`accelopt mcp`)
+_ENTRY_SUBJECTS = tuple(f".{t.subject}" for t in (MemoryEntryAdded, AgentMemoryEntryAdded))
 
 
 def export_jsonl(index: MemoryIndex, path: str | Path, filters: Filters | None = None) -> int:
@@ -75,10 +78,10 @@ def entries_from_log(path: str | Path) -> Iterator[MemoryEntry]:
 
     _, records = read_records(path)
     for seq, (subject, data) in enumerate(records, 1):
-        if not subject.endswith(".memory.entry_added"):
+        if not subject.endswith(_ENTRY_SUBJECTS):
             continue
         event = decode(data, subject, seq)
-        if isinstance(event, MemoryEntryAdded):
+        if isinstance(event, (MemoryEntryAdded, AgentMemoryEntryAdded)):
             yield event.entry
 
 

@@ -190,7 +190,7 @@ class RunView:
         self.request_problem: dict[str, str] = {}
         self.failures: list[ev.ProposalFailed] = []
         self.insights: list[ev.InsightSummarized] = []
-        self.memory_entries: list[ev.MemoryEntryAdded] = []
+        self.memory_entries: list[ev.MemoryEntryAdded | ev.AgentMemoryEntryAdded] = []
         self.memory_entry_ids: list[str] = []  # every memory entry the run added (compact views too)
         self.events = 0
         self.first_ts: float | None = None
@@ -228,6 +228,7 @@ class RunView:
             ev.on(ev.PlanProposed, self._on_plan_proposed),
             ev.on(ev.InsightSummarized, self._on_insight_summarized),
             ev.on(ev.MemoryEntryAdded, self._on_memory_entry_added),
+            ev.on(ev.AgentMemoryEntryAdded, self._on_agent_memory_entry_added),
             ev.on(ev.ProblemRemeasured, self._on_problem_remeasured),
             ev.on(ev.MemoryRetrieved, self._on_memory_retrieved),
         )
@@ -431,6 +432,12 @@ class RunView:
         it = self._insight_iteration.get(e.causation_id or "")
         if it is not None:
             self.memory_entry_iteration[e.entry.id] = it
+
+    def _on_agent_memory_entry_added(self, e: ev.AgentMemoryEntryAdded) -> None:
+        """An agent session's entry (`accelopt mcp`): an entry of the session's, as a run's."""
+        self.memory_entry_ids.append(e.entry.id)
+        if not self.compact:
+            self.memory_entries.append(e)
 
     def _on_problem_remeasured(self, e: ev.ProblemRemeasured) -> None:
         p = self.problems.get(e.problem)

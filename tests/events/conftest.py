@@ -207,6 +207,9 @@ def make_sample_events(run_id: str) -> list[c.Event]:
         ),
         c.MemoryEntryAdded(**env("MemoryEntryAdded", 1), entry=entry),
         c.MemoryIndexed(**env("MemoryIndexed", 1), entry_id=entry.id),
+        c.AgentMemoryEntryAdded(
+            **env("AgentMemoryEntryAdded", 1), entry=entry, client="claude-code 2.1.0", pair_id="p1"
+        ),
         c.IterationCompleted(
             **env("IterationCompleted", 1),
             problem="silu",
