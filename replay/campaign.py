@@ -18,7 +18,8 @@ from pathlib import Path
 
 from accelopt import catalog as ev
 from accelopt.campaign import CampaignSpec
-from accelopt.campaign_core import CampaignCore, ItemState
+from accelopt.campaign_core import CampaignCore
+from accelopt.campaign_items import ItemState
 from events.runsource import CAMPAIGNS_DIR, fold_events
 from replay.fold import RunView
 from replay.states import STATES, State, campaign_run_state

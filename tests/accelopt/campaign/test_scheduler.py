@@ -15,7 +15,8 @@ from campaign_log import CID, ITEMS, T0, Log, finished, item, started, synthetic
 
 from accelopt import catalog as c
 from accelopt.campaign import spec_from_dict
-from accelopt.campaign_core import CampaignCore, utc_day
+from accelopt.campaign_budget import utc_day
+from accelopt.campaign_core import CampaignCore
 from accelopt.config import ConfigError
 from replay.campaign import CampaignDecider, CampaignView
 from replay.states import Driver, campaign_state
