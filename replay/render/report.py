@@ -43,6 +43,14 @@ def _x(x: float) -> str:
     return f"{x:.2f}x" if x < 10 else f"{x:.1f}x"
 
 
+def _usd_g(y: float) -> str:
+    return f"${y:g}"
+
+
+def _k(y: float) -> str:
+    return f"{y:g}k"
+
+
 def _ratio_cell(new: float | None, old: float | None) -> tuple[str, str]:
     if not new or not old:
         return "-", ""
@@ -421,23 +429,18 @@ def _over_time_charts(views: Sequence[RunView], labels: list[str]) -> list[str]:
 
     return [
         line_chart(
-            cost_s,
-            title="LLM cost over time",
-            name="cost-over-time",
+            series,
+            title=f"LLM {what} over time",
+            name=f"{what}-over-time",
             x_label=f"elapsed ({unit})",
-            y_label="USD (cumulative)",
+            y_label=y_label,
             x_fmt=_x_fmt,
-            y_fmt=lambda y: f"${y:g}",
-        ),
-        line_chart(
-            tok_s,
-            title="LLM tokens over time",
-            name="tokens-over-time",
-            x_label=f"elapsed ({unit})",
-            y_label="k tokens (cumulative)",
-            x_fmt=_x_fmt,
-            y_fmt=lambda y: f"{y:g}k",
-        ),
+            y_fmt=y_fmt,
+        )
+        for series, what, y_label, y_fmt in (
+            (cost_s, "cost", "USD (cumulative)", _usd_g),
+            (tok_s, "tokens", "k tokens (cumulative)", _k),
+        )
     ]
 
 
