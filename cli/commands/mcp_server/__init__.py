@@ -97,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
     from actors.runtime.signals import unwind_on_sigterm
 
     unwind_on_sigterm()  # SIGTERM ends the session as its client's leaving does: its log closed, its lock said
+    app.memory.warm()  # the index and its embedding model, loaded before the first search
     why = "the agent session ended"
     with app.session.lock() as lock:
         try:

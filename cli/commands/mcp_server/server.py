@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import time
 import traceback
 from collections.abc import Awaitable, Callable
@@ -22,14 +23,17 @@ from typing import Any
 
 import mcp_types as types
 import msgspec
-from mcp.server import Server, ServerRequestContext
+from mcp.server import Server
 
 from accelopt.kernel_id import kernel_id
 from accelopt.profile import Profile
-from cli.commands.mcp_server import library, problems
+from cli.commands.mcp_server import library, problems, replays
+from cli.commands.mcp_server.campaign_tools import campaign_tools
+from cli.commands.mcp_server.campaigns import CampaignError, Campaigns
 from cli.commands.mcp_server.judge import Judge, JudgeError
 from cli.commands.mcp_server.memory import Memory, MemoryError_
 from cli.commands.mcp_server.queue import SharedQueue, session_label
+from cli.commands.mcp_server.record_tools import record_tools
 from cli.commands.mcp_server.records import (
     ArgsError,
     CompareArgs,
@@ -54,23 +58,14 @@ from cli.commands.mcp_server.records import (
 )
 from cli.commands.mcp_server.runs import RunError, Runs
 from cli.commands.mcp_server.session_log import SessionLog
+from cli.commands.mcp_server.tool import Ctx, ToolSpec
 
 log = logging.getLogger("accelopt.mcp")
 MIN_SPEEDUP = 1.05  # a pair whose fast side is less faster than this is noise, not an insight
-Ctx = ServerRequestContext[Any, Any]
 
 
 class ToolError(Exception):
     """What the agent is told when a tool cannot answer: one line."""
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    name: str
-    description: str
-    args: type[msgspec.Struct]
-    result: type[msgspec.Struct]
-    handler: Callable[[Ctx, Any], Awaitable[tuple[msgspec.Struct, str]]]
 
 
 def _pct(prof: Profile) -> float | None:
@@ -88,11 +83,19 @@ def who_asked(ctx: Ctx) -> str:
     return f"{info.name} {info.version}".strip() if info is not None else "an unnamed client"
 
 
-def queue_session(ctx: Ctx) -> str:
-    """Whom the device queue's limits and turns count a call to: the client's session (over
-    stdio the server's one client, over HTTP its `mcp-session-id`) and the name it gives."""
+def client_session(ctx: Ctx) -> str:
+    """Who a verified pair is held for: the calling client's MCP session (over stdio the
+    process's one client; over HTTP its `mcp-session-id`, which the server drew at the
+    client's initialize) and the client it says it is. The stateless protocol (2026-07-28) has
+    no session: there the pair_id itself, drawn at random and answered to that client alone,
+    is what another client lacks."""
     transport = "stdio" if ctx.request is None else str(ctx.request.headers.get("mcp-session-id") or "")
-    return session_label(who_asked(ctx), f"{transport}|{who_asked(ctx)}")
+    return f"{transport}|{who_asked(ctx)}"
+
+
+def queue_session(ctx: Ctx) -> str:
+    """Whom the device queue's limits and turns count a call to: the client's session."""
+    return session_label(who_asked(ctx), client_session(ctx))
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,7 @@ class VerifiedPair:
     fast_source: str
     speedup: float
     compare_call: str
+    client: str  # who it is held for (`client_session`): the only one its insight may come from
 
 
 class AccelOptMCP:
@@ -129,10 +133,19 @@ class AccelOptMCP:
         self.session = session
         self._baselines: dict[tuple[str, str], JudgedKernel] = {}
         self._pairs: dict[str, VerifiedPair] = {}
-        self._insights: dict[str, str] = {}  # pair id -> the session-log event of its insight
+        self._entries: dict[str, str] = {}  # memory entry id -> the session-log event that added it
         self.runs = Runs(root, self.memory.uri, session.path.parent)
-        reading = self._reading_tools()  # listed as the loop goes: problems, judging, the memory, runs
-        ordered = (*reading[:2], *self._judging_tools(), *reading[2:], *self._run_tools())
+        self.campaigns = Campaigns(root, self.memory.uri, session.path.parent)
+        # listed as the loop goes: problems, judging, the memory, runs, campaigns, their records
+        reading = self._reading_tools()
+        ordered = (
+            *reading[:2],
+            *self._judging_tools(),
+            *reading[2:],
+            *self._run_tools(),
+            *campaign_tools(self.campaigns),
+            *record_tools(self.root),
+        )
         self.tools = {t.name: t for t in ordered}
 
     def _reading_tools(self) -> tuple[ToolSpec, ...]:
@@ -196,8 +209,10 @@ class AccelOptMCP:
             ToolSpec(
                 "record_insight",
                 "Write an insight (a title and what changed and why it is faster) into the shared "
-                "memory, attached to a slow->fast pair that this server's judge verified "
-                "(compare_kernels' pair_id). Later runs, campaigns and agents retrieve it on every device.",
+                "memory, attached to a slow->fast pair that this server's judge verified in this "
+                "client's session (compare_kernels' pair_id). The entry is an event of the session's "
+                "log (its source_run the session). Later runs, campaigns and agents retrieve it on "
+                "every device.",
                 RecordInsightArgs,
                 RecordInsightResult,
                 self._record_insight,
@@ -300,7 +315,16 @@ class AccelOptMCP:
         try:
             args = decode_args(params.arguments, tool.args)
             result, summary = await tool.handler(ctx, args)
-        except (ArgsError, ToolError, JudgeError, MemoryError_, RunError, problems.UnknownError) as e:
+        except (
+            ArgsError,
+            ToolError,
+            JudgeError,
+            MemoryError_,
+            RunError,
+            CampaignError,
+            replays.ReplayError,
+            problems.UnknownError,
+        ) as e:
             return _error(str(e))
         except Exception as e:  # a bug of ours: the agent gets one line, the operator the traceback
             log.error("tool %s failed:\n%s", tool.name, traceback.format_exc())
@@ -464,7 +488,7 @@ class AccelOptMCP:
         )
         if verified:
             assert speedup is not None
-            result.pair_id = ev_id = _pair_id(self.session.session_id, slow_id, fast_id)
+            result.pair_id = ev_id = secrets.token_hex(16)  # not derivable from the kernels
             self._pairs[ev_id] = VerifiedPair(
                 args.problem,
                 problem.definition.op_type,
@@ -474,28 +498,30 @@ class AccelOptMCP:
                 args.fast_source,
                 speedup,
                 call,
+                client_session(ctx),
             )
         ratio = f"{speedup:.3f}x" if speedup is not None else "no speedup (a side did not pass)"
         why = "verified: pair_id " + result.pair_id if verified else "not verified"
         return result, f"{args.problem} on {device}, {args.rounds} interleaved rounds: {ratio}; {why}"
 
     async def _record_insight(self, ctx: Ctx, args: RecordInsightArgs) -> tuple[RecordInsightResult, str]:
+        from accelopt.catalog import derive_event_id
         from accelopt.records import MemoryEntry
 
         pair = self._pairs.get(args.pair_id)
-        if pair is None:
+        if pair is None or pair.client != client_session(ctx):  # another client's is not this one's
             raise ToolError(
-                f"pair {args.pair_id!r} was not verified by this server's judge: compare_kernels gives a "
-                "pair_id where the fast kernel passed every round and was faster"
+                f"pair {args.pair_id!r} was not verified by this server's judge in this client's session: "
+                "compare_kernels gives a pair_id where the fast kernel passed every round and was faster"
             )
-        event_id = self._insights.get(args.pair_id) or await self.session.insight(
-            pair.compare_call, pair.problem_ref, args.title, args.text
-        )
-        self._insights[args.pair_id] = event_id
+        sid = self.session.session_id
+        problem = pair.problem_ref.rpartition("/")[2]
+        slow_id = kernel_id(problem, pair.language, pair.slow_source)
+        fast_id = kernel_id(problem, pair.language, pair.fast_source)
         entry = MemoryEntry(
-            id=_pair_id(self.session.session_id, "entry", args.pair_id),
-            source_run=self.session.session_id,
-            problem=pair.problem_ref.rpartition("/")[2],
+            id=derive_event_id(sid, "MemoryEntry", sid, slow_id, fast_id),  # once per pair and session
+            source_run=sid,
+            problem=problem,
             op_type=pair.op_type,
             device=pair.device,
             language=pair.language,
@@ -506,7 +532,13 @@ class AccelOptMCP:
             text=args.text,
             created_at=time.time(),
         )
-        written = await asyncio.to_thread(self.memory.add, entry)
+        # the log first (the entry is its event: `memory rebuild` projects it), then the table
+        event_id = self._entries.get(entry.id)
+        if event_id is None:
+            event_id = self._entries[entry.id] = await self.session.insight(
+                pair.compare_call, pair.problem_ref, entry, who_asked(ctx), args.pair_id
+            )
+        written = await self.memory.add(entry)
         result = RecordInsightResult(
             entry_id=entry.id, memory=self.memory.uri, written=written, entry=entry, event_id=event_id
         )
@@ -539,7 +571,7 @@ class AccelOptMCP:
         if args.problem is not None:
             problem, _, _ = await asyncio.to_thread(problems.resolve, args.problem, None)
             op_type, name = problem.definition.op_type, problem.name
-        result = await asyncio.to_thread(self.memory.search, args, op_type, name)
+        result = await self.memory.search(args, op_type, name)
         top = "; ".join(f"{h.title} ({h.speedup:.2f}x, {h.problem}/{h.device})" for h in result.hits[:3])
         return result, f"{len(result.hits)} hits in {result.memory}" + (f": {top}" if top else "")
 
@@ -552,12 +584,6 @@ def _side(m: Any) -> CompareSide:
         median_ms=m.median_ms,
         log_head=m.log_head,
     )
-
-
-def _pair_id(*key: str) -> str:
-    from accelopt.catalog import derive_event_id
-
-    return derive_event_id(key[0], "VerifiedPair", *key[1:])
 
 
 def _verdict(j: JudgedKernel) -> str:
