@@ -36,7 +36,7 @@ import shutil
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 import numpy as np
@@ -66,6 +66,7 @@ from hardware_agents.pipeline.phases import Phases
 from hardware_agents.pipeline.verdict import Verdict
 from hardware_agents.sandbox import Sandbox, SandboxOutcome, SandboxPolicy, default_base_dir, private_dir
 
+_R = TypeVar("_R")
 MAX_PROGRAM_BYTES = 256 << 20
 COMPILE_NO_FORK = True  # the compile child starts no process (the tests take this wall down to see it hold)
 COMPILE_TARGET = "hardware_agents.neuron.emulator.children:compile_target"
@@ -148,17 +149,22 @@ def _exec_error(v: Verdict, err: ErrorInfo) -> Profile:
     return v.profile(status, f"the kernel failed in the emulator{where}: {err.type}: {err.message}")
 
 
-def _ended(v: Verdict, out: SandboxOutcome, what: str, compiling: bool) -> Profile | None:
-    """The verdict on an emulator child's end (None: it ended `ok`); `v` takes its isolation
-    and output."""
+def _child_result(
+    v: Verdict, out: SandboxOutcome, what: str, result: type[_R], *, compiling: bool, unreadable: str
+) -> _R | Profile:
+    """What an emulator child `what` sent back, or the verdict on its end (it did not end `ok`)
+    or on a result that is `unreadable`; `v` takes its isolation and output."""
     v.record_outcome(out)
-    return v.ended(
+    failed = v.ended(
         out,
         timeout=f"{out.error} while {what}",
         crashed=f"the emulator crashed while {what}: {out.error}",
         error=f"the emulator crashed while {what}: {out.error}",
         compile_error=compiling,
     )
+    if failed is not None:
+        return failed
+    return decoded(v, out, result, "compile_error" if compiling else "runtime_error", unreadable)
 
 
 def _stage_fresh(
@@ -216,10 +222,8 @@ def _group_runs(v: Verdict, box: Sandbox, req: Any, eout: SandboxOutcome) -> lis
     """Per case of an ended execute child, in order, its run; or the verdict on a child that failed."""
     from hardware_agents.neuron.emulator.children import ExecResult
 
-    failed = _ended(v, eout, "running the kernel in the emulator", compiling=False)
-    if failed is not None:
-        return failed
-    eres = decoded(v, eout, ExecResult, "runtime_error", "unreadable emulator result")
+    step = "running the kernel in the emulator"
+    eres = _child_result(v, eout, step, ExecResult, compiling=False, unreadable="unreadable emulator result")
     if isinstance(eres, Profile):
         return eres
     if eres.error is not None:
@@ -308,10 +312,10 @@ class EmulateRun:
                     ),
                     timeout_s=self.timeout,
                 )
-            failed = _ended(v, out, "compiling the kernel in the emulator", compiling=True)
-            if failed is not None:
-                return failed
-            res = decoded(v, out, CompileResult, "compile_error", "unreadable compile result")
+            step = "compiling the kernel in the emulator"
+            res = _child_result(
+                v, out, step, CompileResult, compiling=True, unreadable="unreadable compile result"
+            )
             if isinstance(res, Profile):
                 return res
             v.tools = versions()  # ours: not what the kernel's process says
