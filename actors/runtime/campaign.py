@@ -721,9 +721,8 @@ class CampaignDriver:
                 ts=time.time(),
                 cause=ev.derive_event_id(self.campaign_id, "CampaignRunScheduled", s.index),
             ),
-            run=ended.run_id,
-            item=s.item,
-            **fields,
+            # run, item: fields of each event type passed here, not of Event (what mypy checks against)
+            **{"run": ended.run_id, "item": s.item, **fields},
         )
 
     def _run_setup(self, s: ev.CampaignRunScheduled) -> tuple[RunConfig, Problem]:
