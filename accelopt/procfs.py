@@ -1,4 +1,5 @@
-"""A process's /proc/<pid>/stat line, read in one place (Linux), and SIGKILL of a set of pids.
+"""A process's /proc/<pid>/stat line, read in one place (Linux), the processes of a session,
+and SIGKILL of a set of pids.
 
 The line is `pid (comm) state ppid pgrp session ... starttime ...`; a comm may hold spaces and
 parentheses, so the fields are the ones after the last ')'. Standard library only: the reaper
@@ -32,6 +33,17 @@ def proc_stat(pid: int | str) -> ProcStat | None:
         return ProcStat(fields[0].decode(), int(fields[1]), int(fields[3]), int(fields[19]))
     except (IndexError, ValueError):
         return None
+
+
+def pids_of_session(sid: int) -> set[int]:
+    """The live processes of session `sid` (a zombie is left out: nothing to signal)."""
+    out = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            st = proc_stat(entry)
+            if st is not None and st.state not in ("Z", "X") and st.session == sid:
+                out.add(int(entry))
+    return out
 
 
 def sigkill(pids: Iterable[int]) -> set[int]:

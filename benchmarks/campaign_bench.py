@@ -51,7 +51,6 @@ import math
 import os
 import re
 import secrets
-import signal
 import subprocess
 import sys
 import tempfile
@@ -68,6 +67,7 @@ from _common import save
 
 import accelopt  # noqa: F401  (offline defaults)
 from accelopt import catalog as ev
+from accelopt.procfs import pids_of_session, sigkill
 
 ACCELOPT = [sys.executable, "-m", "cli.main"]
 SUITES = (("cpu_v2", "cpu"), ("nki_tune", "trn1"))
@@ -84,14 +84,7 @@ def env() -> dict[str, str]:
 
 def kill_session(sid: int) -> None:
     """SIGKILL every process of a session: the CLI and every Ray process it started."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[3]) == sid:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(stat.parent.name), signal.SIGKILL)
+    sigkill(pids_of_session(sid))
 
 
 OOM_KILL = re.compile(r"Killing (\d+) worker\(s\), kill details: Memory on the node")

@@ -52,6 +52,7 @@ from fault_bench import stream_info
 
 import accelopt  # noqa: F401  (offline defaults)
 from accelopt import catalog as ev
+from accelopt.procfs import pids_of_session, sigkill
 
 ACCELOPT = [sys.executable, "-m", "cli.main"]
 TARGET_EVENTS = 1_000_000
@@ -61,26 +62,14 @@ TARGET_EVENTS = 1_000_000
 
 
 def session_pids(sid: int) -> list[int]:
-    """Every process whose session id is `sid` (the CLI started with start_new_session)."""
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[3]) == sid:  # field 6 of stat: the session id
-            out.append(int(stat.parent.name))
-    return out
+    """Every live process whose session id is `sid` (the CLI started with start_new_session)."""
+    return sorted(pids_of_session(sid))
 
 
 def kill_session(sid: int) -> int:
     """SIGKILL every process of a session, as a crash of the CLI's machine would; returns how
     many. (Ray's workers run in their own process groups, so killpg is not enough.)"""
-    pids = session_pids(sid)
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    return len(pids)
+    return len(sigkill(pids_of_session(sid)))
 
 
 def rss_mb(pid: int) -> float | None:

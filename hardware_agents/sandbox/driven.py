@@ -10,10 +10,11 @@ import threading
 import time
 from typing import Protocol
 
+from accelopt.procfs import pids_of_session
 from hardware_agents.sandbox.freeze import FreezeBreach, Freezer, RanWhileStopped
 from hardware_agents.sandbox.launch import Launched, collect
 from hardware_agents.sandbox.policy import SandboxOutcome, SandboxPolicy
-from hardware_agents.sandbox.uids import pids_of_session, pids_of_uid
+from hardware_agents.sandbox.uids import pids_of_uid
 
 
 class SandboxHome(Protocol):

@@ -26,7 +26,7 @@ import threading
 import time
 from pathlib import Path
 
-from accelopt.procfs import proc_stat, sigkill
+from accelopt.procfs import sigkill
 
 UID_BASE = 0x3A000000
 UID_SPAN = 1 << 20  # the range swept for orphans
@@ -76,17 +76,6 @@ def pids_of_uid(uid: int, *, zombies: bool = False) -> list[int]:
             continue
         if uids and uid in uids and (zombies or state not in (b"Z", b"X")):
             out.append(int(entry))
-    return out
-
-
-def pids_of_session(sid: int) -> set[int]:
-    """Live processes of session `sid` (a non-root parent's sandbox: its own session)."""
-    out = set()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            st = proc_stat(entry)
-            if st is not None and st.state not in ("Z", "X") and st.session == sid:
-                out.add(int(entry))
     return out
 
 

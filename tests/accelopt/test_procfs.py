@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from accelopt.procfs import proc_stat, sigkill
+from accelopt.procfs import pids_of_session, proc_stat, sigkill
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
 
@@ -63,3 +63,30 @@ def test_sigkill_says_which_pids_it_reached() -> None:
     gone.wait()
     assert sigkill([live.pid, gone.pid]) == {live.pid}
     assert live.wait(timeout=10) == -9
+
+
+def test_the_live_processes_of_a_session() -> None:
+    """Its leader and what it started, not another session's; a zombie left out."""
+    code = (
+        "import subprocess, sys, time\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "print(p.pid, flush=True)\n"
+        "time.sleep(60)\n"  # never waits for p: killed, p stays a zombie
+    )
+    leader = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        assert leader.stdout is not None
+        child = int(leader.stdout.readline())
+        assert pids_of_session(leader.pid) == {leader.pid, child}
+        assert os.getpid() not in pids_of_session(leader.pid)
+        assert sigkill([child]) == {child}
+        deadline = time.monotonic() + 10
+        while (st := proc_stat(child)) is not None and st.state != "Z" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert st is not None and st.state == "Z"
+        assert pids_of_session(leader.pid) == {leader.pid}
+    finally:
+        leader.kill()
+        leader.wait()
