@@ -25,13 +25,7 @@ from memory_index.retrieval import (
     query_for,
 )
 from memory_index.schema import embed_text, is_noop
-from memory_index.store import (
-    MemoryIndex,
-    MemoryIndexError,
-    MemoryStats,
-    default_uri,
-    normalize_uri,
-)
+from memory_index.store import MemoryIndex, MemoryIndexError, default_uri, normalize_uri
 from memory_index.transfer import (
     entries_from_logs,
     export_jsonl,
@@ -40,6 +34,7 @@ from memory_index.transfer import (
     rebuild_from_logs,
     rebuild_from_nats,
 )
+from memory_index.upkeep import MemoryStats
 
 __all__ = [
     "DEFAULT_MODEL",

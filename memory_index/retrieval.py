@@ -6,7 +6,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import msgspec
@@ -47,9 +47,9 @@ def planner_sees(
 ) -> bool:
     """Whether a planner of a problem of `op_type` in `language` on `device` may be shown an
     insight learnt on (`entry_device`, `entry_language`, `entry_op_type`): the one rule that
-    `MemoryIndex.retrieve` fills its slots by and the campaign scheduler counts new insights
-    by. Its own chip's insights: same kernel language and device family (`device_family`;
-    only `device` itself with `same_device_only`), any operator. Another chip's (another
+    `planner_insights` (`MemoryIndex.retrieve`) fills its slots by and the campaign scheduler
+    counts new insights by. Its own chip's insights: same kernel language and device family
+    (`device_family`; only `device` itself with `same_device_only`), any operator. Another chip's (another
     language or family): only with `cross_device_share` > 0, and only of the same operator:
     its constants and code are another language's, so only an insight about the same
     computation says something the planner can carry over."""
@@ -58,6 +58,44 @@ def planner_sees(
     if entry_language == language and entry_device in device_family(device):
         return True
     return cross_device_share > 0 and bool(op_type) and entry_op_type == op_type
+
+
+def planner_insights(
+    search: Callable[[SearchQuery], list[RetrievedInsight]],
+    base: SearchQuery,
+    *,
+    device: str,
+    language: str,
+    op_type: str,
+    top_m: int,
+    cross_device_share: float = 0.0,
+    same_device_only: bool = False,
+) -> list[RetrievedInsight]:
+    """A planner's insights (`MemoryIndex.retrieve`), its slots filled as `planner_sees` rules:
+    `top_m` slots from the same kernel language and device family (`device_family`; only
+    `device` itself with `same_device_only`), of which a share of `cross_device_share` (rounded,
+    at least 1 when > 0) is given to the best insights of other chips (another language or
+    family) about the same operator, `op_type` (slots they do not fill stay with the own
+    chip's). Each part is what `search` finds for `base` (its ranking and exclusions) narrowed."""
+    cross = 0 if same_device_only or cross_device_share <= 0 else max(1, round(top_m * cross_device_share))
+    cross = min(cross, top_m)
+    others = (
+        search(
+            msgspec.structs.replace(
+                base, top_m=cross, op_type=op_type, other_chip_than=(language, device_family(device))
+            )
+        )
+        if cross
+        else []
+    )
+    # slots another chip does not fill stay the planner's own chip's
+    family = [device] if same_device_only else list(device_family(device))
+    own = (
+        search(msgspec.structs.replace(base, top_m=top_m - len(others), device=family, language=language))
+        if top_m > len(others)
+        else []
+    )
+    return own + others
 
 
 def from_another_chip(

@@ -1,4 +1,5 @@
-"""`MemoryIndex`: the LanceDB table of memory entries, its writes and its retrieval.
+"""`MemoryIndex`: the LanceDB table of memory entries, its writes and its retrieval (one search
+of the table: memory_index/nearest.py; its stats, indices and compaction: memory_index/upkeep.py).
 
 The table is a projection of `MemoryEntryAdded` events: `upsert` is idempotent by entry id
 (LanceDB merge-insert on `id`), so re-delivered events and repeated rebuilds leave one row
@@ -12,33 +13,24 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import math
 import os
 import random
 import time
-from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import numpy as np
 import pyarrow as pa
 
+import memory_index.upkeep as upkeep
 from accelopt.catalog import RetrievedInsight
 from accelopt.folders import private_folder
 from accelopt.records import MemoryEntry
 from memory_index.embedder import Embedder, canonical_model_name
-from memory_index.retrieval import (
-    DEFAULT_TOP_M,
-    Filters,
-    SearchQuery,
-    blended_rank,
-    collapse_near_duplicates,
-    device_family,
-    kernel_diff,
-)
+from memory_index.nearest import search_table
+from memory_index.retrieval import DEFAULT_TOP_M, Filters, SearchQuery, planner_insights
 from memory_index.schema import (
     ENTRY_FIELDS,
     LIGHT_COLUMNS,
@@ -51,23 +43,9 @@ from memory_index.schema import (
     sql_in,
     table_schema,
 )
+from memory_index.upkeep import ANN_MIN_ROWS, DEFAULT_INDEX_TYPE, MemoryStats
 
 DEFAULT_TABLE = "memory"
-ANN_MIN_ROWS = 5000
-"""Below this many rows a vector index is not worth building (a flat scan is a few ms)."""
-SCALAR_INDICES = {
-    "id": "btree",
-    "noop": "bitmap",
-    "device": "bitmap",
-    "language": "bitmap",
-    "op_type": "bitmap",
-    "problem": "bitmap",
-}
-DEFAULT_INDEX_TYPE = "IVF_HNSW_SQ"
-"""Measured at 100k rows (benchmarks/memory_bench.py): builds 3x faster than IVF_PQ and has
-~0.98 recall@16 without a refine step."""
-
-
 ENV_URI = "ACCELOPT_MEMORY"
 
 
@@ -89,39 +67,6 @@ def normalize_uri(uri: str | Path) -> str:
     if s.startswith("file://"):
         s = s[len("file://") :]
     return str(Path(s).expanduser().resolve())
-
-
-class MemoryStats(msgspec.Struct, kw_only=True):
-    uri: str
-    table: str
-    exists: bool
-    rows: int = 0
-    noop_rows: int = 0
-    model: str | None = None
-    dim: int | None = None
-    version: int | None = None
-    fragments: int = 0
-    indices: list[str] = []
-    runs: int = 0
-    problems: int = 0
-    by_device: dict[str, int] = {}
-    by_language: dict[str, int] = {}
-    by_op_type: dict[str, int] = {}
-
-
-_RETRIEVE_COLUMNS = [
-    "id",
-    "problem",
-    "device",
-    "language",
-    "speedup",
-    "title",
-    "text",
-    "created_at",
-    "slow_kernel",
-    "fast_kernel",
-    VECTOR_COLUMN,
-]
 
 
 class MemoryIndex:
@@ -422,67 +367,13 @@ class MemoryIndex:
         tbl = self._open_table()
         if tbl is None:
             return []
-        res = self._nearest(tbl, self._vector(query), q)
-        if res.num_rows == 0:
-            return []
-        cols = {name: res.column(name).to_pylist() for name in _RETRIEVE_COLUMNS if name != VECTOR_COLUMN}
-        sims = [1.0 - float(d) for d in res.column("_distance").to_pylist()]
-        keep = self._keep(res, cols, self._rank(cols, sims, q), q)
-        return [_insight(cols, i, sims[i]) for i in keep]
+        return search_table(tbl, self._vector(query), q)
 
     def _vector(self, query: str | np.ndarray | Sequence[float]) -> np.ndarray:
         """The query as a vector: a text embedded with this memory's model."""
         if isinstance(query, str):
             return self.embedder.encode([query])[0]
         return np.asarray(query, dtype=np.float32)
-
-    @staticmethod
-    def _nearest(tbl: Any, vec: np.ndarray, q: SearchQuery) -> pa.Table:
-        """The `q.fetch` nearest entries that pass `q`'s filters, with their distances."""
-        search = (
-            tbl.search(vec, vector_column_name=VECTOR_COLUMN)
-            .distance_type("cosine")
-            .select(_RETRIEVE_COLUMNS)
-            .limit(q.fetch)
-        )
-        where = q.filters().where()
-        if where:
-            search = search.where(where, prefilter=True)
-        if q.nprobes is not None:
-            search = search.nprobes(q.nprobes)
-        if q.refine_factor is not None:
-            search = search.refine_factor(q.refine_factor)
-        return search.to_arrow()
-
-    @staticmethod
-    def _rank(
-        cols: dict[str, builtins.list[Any]], sims: builtins.list[float], q: SearchQuery
-    ) -> builtins.list[int]:
-        """The candidates' order: by similarity, or by `blended_rank` where `q` blends."""
-        if not q.blended:
-            return builtins.list(range(len(sims)))
-        return blended_rank(
-            sims,
-            [float(x) for x in cols["speedup"]],
-            [float(x) for x in cols["created_at"]],
-            speedup_weight=q.speedup_weight,
-            recency_weight=q.recency_weight,
-        )
-
-    @staticmethod
-    def _keep(
-        res: pa.Table, cols: dict[str, builtins.list[Any]], order: builtins.list[int], q: SearchQuery
-    ) -> builtins.list[int]:
-        """The first `q.top_m` of `order`, near-duplicates collapsed to the best-ranked one
-        where `q.collapse`."""
-        if not q.collapse:
-            return order[: q.top_m]
-        flat = res.column(VECTOR_COLUMN).combine_chunks().values.to_numpy(zero_copy_only=False)
-        vecs = flat.reshape(res.num_rows, -1)[order]
-        kept = collapse_near_duplicates(
-            [cols["title"][i] for i in order], vecs, threshold=q.duplicate_cosine, limit=q.top_m
-        )
-        return [order[k] for k in kept]
 
     def retrieve(
         self,
@@ -499,82 +390,32 @@ class MemoryIndex:
         speedup_weight: float = 0.0,
         recency_weight: float = 0.0,
     ) -> builtins.list[RetrievedInsight]:  # `list` in this class is the method
-        """A planner's insights, as `planner_sees` rules: `top_m` slots from the same kernel
-        language and device family (`device_family`; only `device` itself with
-        `same_device_only`), of which a share of `cross_device_share` (rounded, at least 1 when
-        > 0) is given to the best insights of other chips (another language or family) about
-        the same operator, `op_type` (slots they do not fill stay with the own chip's). Each
-        part ranked as `search` ranks."""
+        """A planner's insights (`planner_insights`: its own chip's and, with
+        `cross_device_share`, other chips' of its operator), each part ranked as `search` ranks."""
         if top_m <= 0:
             return []
         vec = self._vector(query)
-        cross = (
-            0 if same_device_only or cross_device_share <= 0 else max(1, round(top_m * cross_device_share))
-        )
-        cross = min(cross, top_m)
         base = SearchQuery(
             exclude_source_runs=exclude_source_runs,
             allow_ids=allow_ids,
             speedup_weight=speedup_weight,
             recency_weight=recency_weight,
         )
-        others = (
-            self.search(
-                vec,
-                msgspec.structs.replace(
-                    base, top_m=cross, op_type=op_type, other_chip_than=(language, device_family(device))
-                ),
-            )
-            if cross
-            else []
+        return planner_insights(
+            lambda q: self.search(vec, q),
+            base,
+            device=device,
+            language=language,
+            op_type=op_type,
+            top_m=top_m,
+            cross_device_share=cross_device_share,
+            same_device_only=same_device_only,
         )
-        # slots another chip does not fill stay the planner's own chip's
-        family = [device] if same_device_only else builtins.list(device_family(device))
-        own = (
-            self.search(
-                vec,
-                msgspec.structs.replace(base, top_m=top_m - len(others), device=family, language=language),
-            )
-            if top_m > len(others)
-            else []
-        )
-        return own + others
 
-    # --- maintenance ------------------------------------------------------------------------
+    # --- upkeep (memory_index/upkeep.py) -----------------------------------------------------
 
     def stats(self) -> MemoryStats:
-        tbl = self._open_table()
-        if tbl is None:
-            return MemoryStats(uri=self.uri, table=self.table_name, exists=False)
-        model, dim = schema_model(tbl.schema)
-        meta = (
-            tbl.search()
-            .select(["source_run", "problem", "device", "language", "op_type", "noop"])
-            .limit(None)
-            .to_arrow()
-        )
-        col = {name: meta.column(name).to_pylist() for name in meta.column_names}
-        try:
-            fragments = int(tbl.stats()["fragment_stats"]["num_fragments"])
-        except Exception:
-            fragments = 0
-        return MemoryStats(
-            uri=self.uri,
-            table=self.table_name,
-            exists=True,
-            rows=meta.num_rows,
-            noop_rows=sum(1 for x in col["noop"] if x),
-            model=model,
-            dim=dim,
-            version=int(tbl.version),
-            fragments=fragments,
-            indices=[_index_name(ix) for ix in tbl.list_indices()],
-            runs=len(set(col["source_run"])),
-            problems=len(set(col["problem"])),
-            by_device=dict(Counter(col["device"]).most_common()),
-            by_language=dict(Counter(col["language"]).most_common()),
-            by_op_type=dict(Counter(col["op_type"]).most_common()),
-        )
+        return upkeep.stats(self._open_table(), self.uri, self.table_name)
 
     def create_vector_index(
         self,
@@ -584,109 +425,31 @@ class MemoryIndex:
         num_sub_vectors: int | None = None,
         min_rows: int = ANN_MIN_ROWS,
     ) -> bool:
-        """Build an ANN index on the embeddings (cosine), and the scalar indices.
-
-        Returns False (building only the scalar indices) below `min_rows`: a flat scan is
-        exact and fast there. Rows added later are searched flat until `optimize()` folds
-        them in.
-        """
-        tbl = self._open_table()
-        if tbl is None:
-            return False
-        rows = tbl.count_rows()
-        self.create_scalar_indices()
-        if rows < min_rows:
-            return False
-        tbl.create_index(
-            VECTOR_COLUMN,
-            config=_vector_index_config(
-                index_type,
-                tbl.schema.field(VECTOR_COLUMN).type.list_size,
-                num_partitions or max(1, int(math.sqrt(rows))),
-                num_sub_vectors,
-            ),
+        """An ANN index on the embeddings once `min_rows` rows are here, and the scalar
+        indices (`upkeep.create_vector_index`)."""
+        return upkeep.create_vector_index(
+            self._open_table(),
+            index_type=index_type,
+            num_partitions=num_partitions,
+            num_sub_vectors=num_sub_vectors,
+            min_rows=min_rows,
         )
-        return True
 
     def maintain(
         self, *, ann_min_rows: int = ANN_MIN_ROWS, index_type: str = DEFAULT_INDEX_TYPE
     ) -> dict[str, Any]:
-        """What a long-lived writer runs now and then: build the scalar indices once the
-        table has rows and the vector index once it is large enough, then compact and fold
-        new rows into the indices. Returns what it did."""
-        tbl = self._open_table()
-        if tbl is None:
-            return {}
-        rows = tbl.count_rows()
-        indexed = {c for ix in tbl.list_indices() for c in _index_columns(ix)}
-        done: dict[str, Any] = {"rows": rows, "vector_index_built": False, "scalar_indices_built": False}
-        if rows >= ann_min_rows and VECTOR_COLUMN not in indexed:
-            done["vector_index_built"] = self.create_vector_index(
-                index_type=index_type, min_rows=ann_min_rows
-            )
-            done["scalar_indices_built"] = True
-        elif rows > 0 and not set(SCALAR_INDICES) <= indexed:
-            self.create_scalar_indices()
-            done["scalar_indices_built"] = True
-        self.optimize()
-        return done
+        """A long-lived writer's now and then: indices as the table grows, compaction."""
+        return upkeep.maintain(self._open_table(), ann_min_rows=ann_min_rows, index_type=index_type)
 
     def create_scalar_indices(self) -> None:
-        """BTREE on `id` (has_ids, get, merge-insert) and BITMAP on the filter columns (the
-        prefilter of every search: at 100k rows it halves retrieval latency)."""
-        tbl = self._open_table()
-        if tbl is None or tbl.count_rows() == 0:
-            return
-        from lancedb.index import Bitmap, BTree
-
-        for column, kind in SCALAR_INDICES.items():
-            tbl.create_index(column, config=BTree() if kind == "btree" else Bitmap(), replace=True)
+        upkeep.create_scalar_indices(self._open_table())
 
     def has_vector_index(self) -> bool:
-        tbl = self._open_table()
-        return tbl is not None and any(VECTOR_COLUMN in _index_columns(ix) for ix in tbl.list_indices())
+        return upkeep.has_vector_index(self._open_table())
 
     def optimize(self, *, cleanup_older_than_s: float | None = None) -> None:
         """Compact small fragments (one per commit) and fold new rows into the indices."""
-        tbl = self._open_table()
-        if tbl is None:
-            return
-        kwargs: dict[str, Any] = {}
-        if cleanup_older_than_s is not None:
-            kwargs["cleanup_older_than"] = timedelta(seconds=cleanup_older_than_s)
-        tbl.optimize(**kwargs)
-
-
-def _insight(cols: dict[str, list[Any]], i: int, sim: float) -> RetrievedInsight:
-    """Row `i` of a search's columns as the insight a planner receives."""
-    return RetrievedInsight(
-        entry_id=cols["id"][i],
-        problem=cols["problem"][i],
-        device=cols["device"][i],
-        language=cols["language"][i],
-        speedup=float(cols["speedup"][i]),
-        title=cols["title"][i],
-        text=cols["text"][i],
-        score=round(sim, 6),
-        diff=kernel_diff(cols["slow_kernel"][i] or "", cols["fast_kernel"][i] or ""),
-    )
-
-
-def _vector_index_config(index_type: str, dim: int, num_partitions: int, num_sub_vectors: int | None) -> Any:
-    from lancedb import index as ix
-
-    kind = index_type.upper()
-    sub = num_sub_vectors or (dim // 16 if dim % 16 == 0 else dim // 8)
-    if kind == "IVF_PQ":
-        return ix.IvfPq(distance_type="cosine", num_partitions=num_partitions, num_sub_vectors=sub)
-    if kind == "IVF_HNSW_PQ":
-        return ix.HnswPq(distance_type="cosine", num_partitions=num_partitions, num_sub_vectors=sub)
-    simple = {"IVF_FLAT": ix.IvfFlat, "IVF_SQ": ix.IvfSq, "IVF_HNSW_SQ": ix.HnswSq, "IVF_RQ": ix.IvfRq}
-    if kind not in simple:
-        raise ValueError(
-            f"unknown vector index type {index_type!r}: use one of IVF_PQ, IVF_HNSW_PQ, " + ", ".join(simple)
-        )
-    return simple[kind](distance_type="cosine", num_partitions=num_partitions)
+        upkeep.optimize(self._open_table(), cleanup_older_than_s=cleanup_older_than_s)
 
 
 def _ensure_primary_key(tbl: Any) -> None:
@@ -696,14 +459,3 @@ def _ensure_primary_key(tbl: Any) -> None:
             tbl.set_unenforced_primary_key("id")
         except Exception:  # read-only store or a racing writer: the next open retries
             pass
-
-
-def _index_name(ix: Any) -> str:
-    name = getattr(ix, "name", None) or str(ix)
-    kind = getattr(ix, "index_type", None)
-    return f"{name} ({kind})" if kind else name
-
-
-def _index_columns(ix: Any) -> list[str]:
-    cols = getattr(ix, "columns", None)
-    return list(cols) if cols else [str(ix)]
