@@ -5,9 +5,9 @@ shell is the run's: it folds the campaign's log into the core, publishes what th
 decides, and carries the decisions out. One set of agents (`AgentPool`: LLM roles,
 profilers per device kind, the memory) serves every run of the campaign; each scheduled run
 is an ordinary run, driven by `run_session` on a thread of this process with its coordinator
-beside it (several at once where the devices have the slots). When a run ends, what it came
-to is read from its own log and published as the campaign's `CampaignRunFinished`, the
-core's next input.
+beside it (several at once where the devices have the slots; `actors/runtime/campaign_run.py`
+carries the runs out). When a run ends, what it came to is read from its own log and published
+as the campaign's `CampaignRunFinished`, the core's next input.
 
 Nothing is lost to a crash (`kill -9` included): the campaign's events and its runs' are on
 the log. `resume` re-derives the core's state and decisions from the campaign's log
@@ -22,12 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import json
 import queue
 import re
 import secrets
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,16 +43,16 @@ from accelopt.campaign import (
     with_start_kernel,
 )
 from accelopt.campaign_core import CampaignCore
-from accelopt.config import ConfigError, RunConfig, build_config, recorded_config
+from accelopt.config import ConfigError, RunConfig, build_config
 from accelopt.folders import private_folder
 from accelopt.logging import get_logger
 from accelopt.problem import Problem
+from actors.runtime.campaign_run import CampaignRuns, RunEnd, Setup, run_state
 from actors.runtime.pool import REVIVE_EVERY_S
 from events.log import EventLog, StreamSettings
-from events.runsource import LOG_NAME, load_events, open_log_endpoint
-from replay.campaign import CampaignView, campaign_dir, figure_text, run_outcome, unknown_campaign
-from replay.fold import RunView
-from replay.runstate import RunBusy, RunLock
+from events.runsource import LOG_NAME, open_log_endpoint
+from replay.campaign import CampaignView, campaign_dir, figure_text, unknown_campaign
+from replay.runstate import RunLock
 from replay.states import DRIVEN, State, campaign_run_state, campaign_state, record_campaign_run
 
 if TYPE_CHECKING:
@@ -240,22 +238,6 @@ async def _history(url: str, campaign_id: str) -> list[ev.Event]:
         await elog.close()
 
 
-async def _run_state(url: str, run_id: str) -> tuple[ev.RunStarted | None, bool]:
-    """(its RunStarted, whether it has ended) of a run on the log."""
-    elog = await EventLog.connect(url, name="accelopt-campaign")
-    try:
-        started = await elog.last_event(run_id, "run.started")
-        ended = any(
-            [
-                await elog.last_event(run_id, ev.RunCompleted.subject),
-                await elog.last_event(run_id, ev.RunFailed.subject),
-            ]
-        )
-        return started if isinstance(started, ev.RunStarted) else None, ended
-    finally:
-        await elog.close()
-
-
 async def _export(url: str, campaign_id: str, path: Path) -> None:
     elog = await EventLog.connect(url, name="accelopt-campaign")
     try:
@@ -276,16 +258,6 @@ class CampaignOutcome:
     dir: Path
     interrupted: bool = False
     warnings: list[str] = field(default_factory=list)
-
-
-@dataclass
-class _Ended:
-    run_id: str
-    timed_out: bool = False
-    error: str | None = None
-    outcome: dict | None = None  # the run's CampaignRunFinished fields, read on its thread
-    measured: dict | None = None  # its item's CampaignItemMeasured fields (None: not measured)
-    remeasured: ev.ProblemRemeasured | None = None  # the run's own end-of-problem re-measure
 
 
 class CampaignDriver:
@@ -309,10 +281,13 @@ class CampaignDriver:
         self.dir = campaign_dir(root, campaign_id)
         self.core = CampaignCore(campaign_id)
         self.problems: dict[str, Problem] = {}
-        self.url = ""
-        self._ended: queue.Queue[_Ended] = queue.Queue()
-        self._threads: dict[str, threading.Thread] = {}
+        self.runs = CampaignRuns(campaign_id, root, log_level=log_level, note=self.note)
         self.warnings: list[str] = []
+
+    @property
+    def url(self) -> str:
+        """The campaign's log (the runs' too), once `_drive` opened it."""
+        return self.runs.url
 
     # --- entry points ---------------------------------------------------------------------------
 
@@ -357,7 +332,7 @@ class CampaignDriver:
         # RunBusy: another driver has it; a killed driver leaves the campaign `interrupted`
         lock = RunLock.of_campaign(self.root, self.campaign_id).__enter__()
         endpoint = open_log_endpoint(self.nats_url, self.root)
-        self.url = endpoint.url
+        self.runs.url = endpoint.url
         interrupted = False
         try:
             asyncio.run(create_stream(self.url, StreamSettings()))
@@ -429,7 +404,7 @@ class CampaignDriver:
         picked = []
         for rec in self.core.running:
             run = rec.scheduled.run
-            started, ended = asyncio.run(_run_state(self.url, run))
+            started, ended = asyncio.run(run_state(self.url, run))
             how = (
                 "ended while no driver ran: read"
                 if ended
@@ -460,7 +435,7 @@ class CampaignDriver:
                 revived_at = time.monotonic()
                 self._revive(pool)
             for rec in self.core.running:
-                if rec.scheduled.run not in self._threads:
+                if rec.scheduled.run not in self.runs.threads:
                     self._start_thread(rec.scheduled)
             if self.core.stopped is not None:
                 return
@@ -469,10 +444,10 @@ class CampaignDriver:
                     return
                 continue
             try:
-                ended = self._ended.get(timeout=2.0)
+                ended = self.runs.ended.get(timeout=2.0)
             except queue.Empty:
                 continue
-            self._threads.pop(ended.run_id, None)
+            self.runs.done(ended.run_id)
             measured = self._measured(ended)
             finished = self._finished(ended)
             if measured is not None:
@@ -561,11 +536,11 @@ class CampaignDriver:
                 view.apply(e)
         return CampaignOutcome(self.campaign_id, view, self.dir, interrupted, self.warnings)
 
-    # --- one run ------------------------------------------------------------------------------------
+    # --- a run: its setup, then its end as the campaign's events (carried out by CampaignRuns) --------
 
     def _start_thread(self, s: ev.CampaignRunScheduled) -> None:
         try:  # here, not on the thread: the core is only read and written by this one
-            setup: tuple[RunConfig, Problem] | Exception = self._run_setup(s)
+            setup: Setup = self._run_setup(s)
         except Exception as e:
             setup = e
         prev = self.core.runs[s.start_run].finished if s.start_run is not None else None
@@ -573,144 +548,14 @@ class CampaignDriver:
         start = prev.best_source if prev is not None else origin.baseline.entry_file().content
         measured_run = self.core.items[s.item].measured_run
         last = self.core.measures.get(measured_run) if measured_run is not None else None
-        t = threading.Thread(
-            target=self._run, args=(s, setup, start, last), name=f"campaign-run-{s.index}", daemon=True
-        )
-        self._threads[s.run] = t
-        t.start()
+        self.runs.start(s, origin, setup, start, last)
 
-    def _run(
-        self,
-        s: ev.CampaignRunScheduled,
-        setup: tuple[RunConfig, Problem] | Exception,
-        start: str,
-        last: ev.CampaignItemMeasured | None,
-    ) -> None:
-        """A thread: drive run `s` to its end (start it, resume it, or only note that it ended),
-        then read what it came to and measure its item (`start`: the source it started from;
-        `last`: the item's last measurement)."""
-        ended = self._drive_run(s, setup)
-        try:
-            ended.outcome = self._outcome_fields(s, ended)
-            ended.measured = self._measure(s, ended, start, setup, last)
-        except Exception as e:  # the loop reads it again and publishes the run's end unmeasured
-            log.warning("campaign run's outcome or measurement failed", run_id=s.run, error=repr(e))
-        self._ended.put(ended)
-
-    def _drive_run(self, s: ev.CampaignRunScheduled, setup: tuple[RunConfig, Problem] | Exception) -> _Ended:
-        from actors.runtime.session import SessionOptions, run_session
-
-        try:
-            started, ended = asyncio.run(_run_state(self.url, s.run))
-            if ended:
-                return _Ended(s.run)
-            origin = self.problems[s.item]
-            timeout = max(1.0, s.deadline_ts - time.time()) if s.deadline_ts is not None else None
-            common = SessionOptions(
-                nats_url=self.url,
-                run_id=s.run,
-                start_workers=False,
-                coordinator="local",
-                timeout_s=timeout,
-                log_level=self.log_level,
-                on_warning=lambda text: self.note(f"{s.run}: {text}"),
-                campaign=self.campaign_id,
-                # the suite's own baseline, timed in the run's end-of-problem re-measure: its
-                # item's measurement (actors/runtime/item_measure.py `from_run_remeasure`)
-                origins={origin.name: origin.baseline.entry_file().content},
-            )
-            if started is not None:
-                cfg = recorded_config(started.config)
-                resumed = dataclasses.replace(
-                    common,
-                    resume=True,
-                    started_event=started,
-                    devices=sorted({t.device for t in started.targets}),
-                )
-                outcome = run_session(cfg, [t.problem for t in started.targets], resumed)
-            else:
-                if isinstance(setup, Exception):
-                    raise setup
-                cfg, problem = setup
-                outcome = run_session(cfg, [problem], common)
-            return _Ended(s.run, timed_out=outcome.timed_out)
-        except RunBusy as e:  # another process drives it (a second driver of this campaign)
-            return _Ended(s.run, error=str(e))
-        except Exception as e:
-            log.warning("campaign run failed", run_id=s.run, error=repr(e))
-            return _Ended(s.run, error=f"{type(e).__name__}: {e}")
-
-    def _measure(
-        self,
-        s: ev.CampaignRunScheduled,
-        ended: _Ended,
-        start: str,
-        setup: tuple[RunConfig, Problem] | Exception,
-        last: ev.CampaignItemMeasured | None,
-    ) -> dict | None:
-        """Its item measured at the run's end (actors/runtime/item_measure.py): the suite's
-        baseline, the kernel the run started from and the run's best, taken from the run's own
-        re-measure where it timed exactly these, else profiled now. None for a run with nothing
-        usable (failed, unserved, its baseline broken) and for one that brought no new kernel
-        where the item's last measurement timed the same ones: the item stays as it was."""
-        outcome = ended.outcome or {}
-        if outcome.get("gain") is None or outcome.get("unserved"):
-            return None
-        from actors.runtime.item_measure import from_run_remeasure, measure_item, unchanged_since
-        from hardware_agents.families import get_agent, profile_timeout_s
-
-        cfg = setup[0] if not isinstance(setup, Exception) else RunConfig()
-        rounds = cfg.search.remeasure_rounds or 1
-        problem = self.problems[s.item]
-        candidate = outcome.get("best_source") or None
-        if unchanged_since(problem, start, candidate, last):
-            assert last is not None
-            self.note(
-                f"run {s.run} ({s.item}) ended with no new kernel: its item is as its last "
-                f"measurement ({last.run}) timed it, not measured again"
-            )
-            return None
-        reused = from_run_remeasure(
-            problem, start=start, candidate=candidate, remeasured=ended.remeasured, rounds=rounds
-        )
-        if reused is not None:
-            self.note(
-                f"run {s.run} ({s.item}) ended: its item measured in the run's own re-measure (the suite's "
-                f"baseline, the kernel it started from and its best: {reused['rounds']} interleaved "
-                f"round{'s' if reused['rounds'] != 1 else ''} on fresh seeds)"
-            )
-            return reused
-        self.note(
-            f"run {s.run} ({s.item}) ended: measuring the item (the suite's baseline, the kernel it "
-            f"started from and its best: {rounds} interleaved round{'s' if rounds != 1 else ''} on fresh seeds, "
-            "or the cost model's estimates where the device is emulated)"
-        )
-        try:
-            agent = get_agent(s.device)
-        except Exception as e:
-            return {"method": "interleaved", "rounds": 0, "error": f"{type(e).__name__}: {e}"[:500]}
-        try:
-            return measure_item(
-                agent,
-                problem,
-                run_id=s.run,
-                start=start,
-                candidate=candidate,
-                rounds=rounds,
-                timeout_s=profile_timeout_s(s.device, cfg.profiling),
-            )
-        except Exception as e:
-            log.warning("item measurement failed", run_id=s.run, error=repr(e))
-            return {"method": "interleaved", "rounds": 0, "error": f"{type(e).__name__}: {e}"[:500]}
-        finally:
-            agent.close()
-
-    def _measured(self, ended: _Ended) -> ev.CampaignItemMeasured | None:
+    def _measured(self, ended: RunEnd) -> ev.CampaignItemMeasured | None:
         if ended.measured is None:
             return None
         return self._of_run(ev.CampaignItemMeasured, ended, ended.measured)
 
-    def _of_run(self, event_type: type[_E], ended: _Ended, fields: dict) -> _E:
+    def _of_run(self, event_type: type[_E], ended: RunEnd, fields: dict) -> _E:
         """The `event_type` event of the ended run, the answer to its scheduling."""
         s = self.core.runs[ended.run_id].scheduled
         return event_type(
@@ -739,26 +584,9 @@ class CampaignDriver:
         ref = f"{item.suite}/{item.problem}@{item.device}"
         return run_config(spec, devices, self.root, started.memory_uri, s, ref), problem
 
-    def _outcome_fields(self, s: ev.CampaignRunScheduled, ended: _Ended) -> dict:
-        """The run's outcome, read from its own log (its export, else the stream); its
-        end-of-problem re-measure on the item's device goes into `ended.remeasured`."""
-        fields: dict = {}
-        try:
-            events = load_events(ended.run_id, self.root, nats_url=self.url, prefer_stream=True)
-            view = RunView.from_events(events)
-            fields = run_outcome(view, s.item, timed_out=ended.timed_out)
-            ended.remeasured = next(
-                (p.remeasured for p in view.problems.values() if p.device == s.device), None
-            )
-        except Exception as e:  # no events: it never started
-            fields = {"status": "error", "reason": ended.error or f"{type(e).__name__}: {e}"}
-        if ended.error and fields.get("status") in ("running", "empty", None):
-            fields.update(status="error", reason=ended.error[:500])
-        return fields
-
-    def _finished(self, ended: _Ended) -> ev.CampaignRunFinished:
+    def _finished(self, ended: RunEnd) -> ev.CampaignRunFinished:
         s = self.core.runs[ended.run_id].scheduled
-        fields = ended.outcome if ended.outcome is not None else self._outcome_fields(s, ended)
+        fields = ended.outcome if ended.outcome is not None else self.runs.outcome_fields(s, ended)
         finished = self._of_run(ev.CampaignRunFinished, ended, fields)
         record_campaign_run(self.root, finished)  # a run whose log has no end: its lock says how it ended
         return finished

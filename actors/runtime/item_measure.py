@@ -25,17 +25,23 @@ long as the run again, or three times a short one, while the device's next run w
 
 Otherwise (an emulated device, whose runs make no re-measure; a run its deadline cut before
 its re-measure; a re-measure cut short) `measure_item` profiles the sides after the run.
+`measure_after_run` (the campaign's run thread, actors/runtime/campaign_run.py) picks which.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 
 from accelopt import catalog as ev
+from accelopt.config import RunConfig
 from accelopt.kernel_id import kernel_id
+from accelopt.logging import get_logger
 from accelopt.problem import Problem
 from accelopt.profile import Profile, peak_fraction
 from accelopt.remeasure import Remeasure, drive, first_line
+
+log = get_logger(component="campaign")
 
 SEED_BASE = 5_000_000  # above the search's (< 100,000) and a run's own re-measure's (700,000 + ...)
 
@@ -185,3 +191,71 @@ def measure_item(
         "start": by_role.get("start"),
         "candidate": by_role.get("candidate"),
     }
+
+
+def measure_after_run(
+    problem: Problem,
+    *,
+    scheduled: ev.CampaignRunScheduled,
+    outcome: dict,
+    remeasured: ev.ProblemRemeasured | None,
+    start: str,
+    cfg: RunConfig,
+    last: ev.CampaignItemMeasured | None,
+    note: Callable[[str], None],
+) -> dict | None:
+    """The item of run `scheduled` measured at its end (its `CampaignItemMeasured` fields): the
+    suite's baseline (`problem`'s), the kernel the run started from (`start`) and the run's best
+    (`outcome`, the run's `CampaignRunFinished` fields), taken from the run's own re-measure
+    (`remeasured`) where it timed exactly these, else profiled now (`cfg`: the run's config).
+    None for a run with nothing usable (failed, unserved, its baseline broken) and for one that
+    brought no new kernel where the item's last measurement (`last`) timed the same ones: the
+    item stays as it was. `note` is told which."""
+    if outcome.get("gain") is None or outcome.get("unserved"):
+        return None
+    from hardware_agents.families import get_agent, profile_timeout_s
+
+    s = scheduled
+    rounds = cfg.search.remeasure_rounds or 1
+    candidate = outcome.get("best_source") or None
+    if unchanged_since(problem, start, candidate, last):
+        assert last is not None
+        note(
+            f"run {s.run} ({s.item}) ended with no new kernel: its item is as its last "
+            f"measurement ({last.run}) timed it, not measured again"
+        )
+        return None
+    reused = from_run_remeasure(
+        problem, start=start, candidate=candidate, remeasured=remeasured, rounds=rounds
+    )
+    if reused is not None:
+        note(
+            f"run {s.run} ({s.item}) ended: its item measured in the run's own re-measure (the suite's "
+            f"baseline, the kernel it started from and its best: {reused['rounds']} interleaved "
+            f"round{'s' if reused['rounds'] != 1 else ''} on fresh seeds)"
+        )
+        return reused
+    note(
+        f"run {s.run} ({s.item}) ended: measuring the item (the suite's baseline, the kernel it "
+        f"started from and its best: {rounds} interleaved round{'s' if rounds != 1 else ''} on fresh seeds, "
+        "or the cost model's estimates where the device is emulated)"
+    )
+    try:
+        agent = get_agent(s.device)
+    except Exception as e:
+        return {"method": "interleaved", "rounds": 0, "error": f"{type(e).__name__}: {e}"[:500]}
+    try:
+        return measure_item(
+            agent,
+            problem,
+            run_id=s.run,
+            start=start,
+            candidate=candidate,
+            rounds=rounds,
+            timeout_s=profile_timeout_s(s.device, cfg.profiling),
+        )
+    except Exception as e:
+        log.warning("item measurement failed", run_id=s.run, error=repr(e))
+        return {"method": "interleaved", "rounds": 0, "error": f"{type(e).__name__}: {e}"[:500]}
+    finally:
+        agent.close()
