@@ -104,6 +104,56 @@ class ProblemView:
     # the end-of-problem interleaved re-measure of baseline and best (None: not made)
     remeasured: ev.ProblemRemeasured | None = None
 
+    def best_per_iteration(self, kernels: dict[str, KernelView]) -> list[IterationPoint]:
+        """Per completed iteration: the best kernel's latency, % of peak and speedup over the
+        baseline, and the problem's LLM cost so far (`kernels`: the run's)."""
+        base = kernels.get(self.baseline_id or "")
+        base_ms = base.latency_ms if base is not None else None
+        out: dict[int, IterationPoint] = {}
+        for it in self.iterations:
+            lat = it.best_latency_ms
+            out[it.iteration] = IterationPoint(
+                it.iteration,
+                it.best_kernel_id,
+                lat,
+                it.best_pct_peak,
+                base_ms / lat if base_ms and lat else None,
+                self.iteration_cost.get(it.iteration, 0.0),
+                it.ts,
+            )
+        return [out[i] for i in sorted(out)]
+
+    def result(self, kernels: dict[str, KernelView]) -> ProblemResult:
+        """The problem's figures: its baseline and best as profiled (or estimated), and the
+        run's re-measure of that best where it made one (`kernels`: the run's)."""
+        base = kernels.get(self.baseline_id or "")
+        best = kernels.get(self.best_id or "")
+        b_ms = base.latency_ms if base else None
+        best_ms = best.latency_ms if best else None
+        rm = (
+            self.remeasured
+            if self.remeasured is not None and self.remeasured.best.kernel_id == self.best_id
+            else None
+        )
+        return ProblemResult(
+            problem=self.name,
+            device=self.device,
+            baseline_ms=b_ms,
+            best_ms=best_ms,
+            speedup=(b_ms / best_ms) if b_ms and best_ms else None,
+            baseline_pct_peak=base.profile.peak_fraction if base and base.passed and base.profile else None,
+            best_pct_peak=best.profile.peak_fraction if best and best.passed and best.profile else None,
+            kernels=self.kernels_seen,
+            iterations=max((i.iteration for i in self.iterations), default=0),
+            cost_usd=self.cost_usd,
+            best_kernel_id=self.best_id,
+            note=self.note,
+            remeasured_speedup=rm.speedup if rm is not None else None,
+            remeasure_noise=rm.noise if rm is not None else None,
+            remeasure_agrees=rm.agrees if rm is not None else True,
+            **_estimated(base, best),
+        )
+
 
 @dataclass
 class RoleUsage:
@@ -533,64 +583,13 @@ class RunView:
         return MemorySnapshot(problem, iteration, retrieved, learnt)
 
     def best_per_iteration(self, problem: str) -> list[IterationPoint]:
-        """Per completed iteration: the best kernel's latency, % of peak and speedup over the
-        baseline, and the problem's LLM cost so far."""
+        """Per completed iteration of `problem`: its best (`ProblemView.best_per_iteration`)."""
         p = self.problems.get(problem)
-        if p is None:
-            return []
-        base = self.kernels.get(p.baseline_id or "")
-        base_ms = base.latency_ms if base is not None else None
-        out: dict[int, IterationPoint] = {}
-        for it in p.iterations:
-            lat = it.best_latency_ms
-            out[it.iteration] = IterationPoint(
-                it.iteration,
-                it.best_kernel_id,
-                lat,
-                it.best_pct_peak,
-                base_ms / lat if base_ms and lat else None,
-                p.iteration_cost.get(it.iteration, 0.0),
-                it.ts,
-            )
-        return [out[i] for i in sorted(out)]
+        return p.best_per_iteration(self.kernels) if p is not None else []
 
     def results(self) -> list[ProblemResult]:
-        out = []
-        for name, p in sorted(self.problems.items()):
-            base = self.kernels.get(p.baseline_id or "")
-            best = self.kernels.get(p.best_id or "")
-            b_ms = base.latency_ms if base else None
-            best_ms = best.latency_ms if best else None
-            rm = (
-                p.remeasured
-                if p.remeasured is not None and p.remeasured.best.kernel_id == p.best_id
-                else None
-            )
-            out.append(
-                ProblemResult(
-                    problem=name,
-                    device=p.device,
-                    baseline_ms=b_ms,
-                    best_ms=best_ms,
-                    speedup=(b_ms / best_ms) if b_ms and best_ms else None,
-                    baseline_pct_peak=base.profile.peak_fraction
-                    if base and base.passed and base.profile
-                    else None,
-                    best_pct_peak=best.profile.peak_fraction
-                    if best and best.passed and best.profile
-                    else None,
-                    kernels=p.kernels_seen,
-                    iterations=max((i.iteration for i in p.iterations), default=0),
-                    cost_usd=p.cost_usd,
-                    best_kernel_id=p.best_id,
-                    note=p.note,
-                    remeasured_speedup=rm.speedup if rm is not None else None,
-                    remeasure_noise=rm.noise if rm is not None else None,
-                    remeasure_agrees=rm.agrees if rm is not None else True,
-                    **_estimated(base, best),
-                )
-            )
-        return out
+        """Each problem's figures (`ProblemView.result`), by name."""
+        return [p.result(self.kernels) for _, p in sorted(self.problems.items())]
 
 
 def _estimated(base: KernelView | None, best: KernelView | None) -> dict[str, float | None]:

@@ -437,7 +437,6 @@ MAX_CLASS_LINES = 400
 LONG_CLASSES = {
     "cli/commands/mcp_server/server.py:AccelOptMCP",
     "hardware_agents/triton/judge.py:TritonJudge",
-    "replay/fold.py:RunView",
 }
 EXEMPT_CLASSES = {"hardware_agents/neuron/emulator/execute.py:Executor"}
 
