@@ -2,11 +2,14 @@
 
 - `latency`: list_problems / get_problem / search_memory latency over the real client (stdio;
   the memory seeded with the cpu_v2 baselines' tunable moves, written through
-  MemoryIndex.upsert), search by a text and by a kernel (the query a run's planner makes),
-  and the first search after the server started;
+  MemoryIndex.upsert), search by a new text, a new kernel (the query a run's planner makes)
+  and the baseline asked again (its embedding kept), and the first search after the server
+  started (it waits for the server's warm-up where that is not done);
 - `breakdown`: where a search's time goes, in this process on the same memory: the query's
   embedding (a text, a kernel's query) on 1 and on 2 torch threads, interleaved, the vector
-  search, and a search's hits' provenance read in one query against one query per hit;
+  search, and a search's hits' provenance read in one query against one query per hit; wall
+  milliseconds (median), and the CPU time they took (`cpu_ms`: the work, where the wall time
+  adds the waits of a loaded host);
 - `profile`: a warm profile through the MCP tool against the same kernel profiled by the
   hardware agent in this process (what a run's profiler calls), interleaved;
 - `sessions`: 8 HTTP sessions profiling at once: every verdict in the session log exactly once;
@@ -101,17 +104,16 @@ def _latency(root: Path, calls: int, source: str, out: dict) -> None:
             # the server warmed its memory while it started: this is its first search
             out["first_search_ms"] = await _timed(c, "search_memory", {"query": "warm-up"}) * 1e3
             lat: dict[str, list[float]] = {"list_problems": [], "get_problem": [], "search_memory": []}
-            by_kind: dict[str, list[float]] = {"text": [], "kernel": []}
+            by_kind: dict[str, list[float]] = {"text": [], "kernel": [], "kernel_again": []}
             for i in range(calls):
                 lat["list_problems"].append(await _timed(c, "list_problems", {"suite": "cpu_v2"}))
                 lat["get_problem"].append(await _timed(c, "get_problem", {"problem": SILU_REF}))
-                # every query new (nothing to cache): a text, or the kernel with a comment of its own
-                kind = "text" if i % 2 else "kernel"
-                q = (
-                    {"query": f"faster loop {i}"}
-                    if kind == "text"
-                    else {"kernel": f"/* variant {i} */\n{source}", "problem": SILU_REF}
-                )
+                # a new text, a new kernel (a comment of its own), or the baseline again (its
+                # embedding kept: what every session's first search on the problem asks)
+                kind = list(by_kind)[i % 3]
+                q: dict = {"query": f"faster loop {i}"} if kind == "text" else {"problem": SILU_REF}
+                if kind != "text":
+                    q["kernel"] = f"/* variant {i} */\n{source}" if kind == "kernel" else source
                 dt = await _timed(c, "search_memory", q)
                 lat["search_memory"].append(dt)
                 by_kind[kind].append(dt)
@@ -132,11 +134,13 @@ def _breakdown(uri: Path, calls: int, source: str) -> dict:
     emb.encode(["warm-up"])
     kernel_query = query_for("silu", "elementwise", None, None, source)
     times: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}  # the process's CPU time (every thread's): the work, not the wait
 
     def timed(name: str, fn) -> None:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         fn()
         times.setdefault(name, []).append((time.perf_counter() - t0) * 1e3)
+        cpu.setdefault(name, []).append((time.process_time() - c0) * 1e3)
 
     default_threads = torch.get_num_threads()
     for i in range(calls):
@@ -158,6 +162,7 @@ def _breakdown(uri: Path, calls: int, source: str) -> dict:
         "torch_default_threads": default_threads,
         "kernel_query_chars": len(kernel_query),
         **{k: round(median(v), 2) for k, v in times.items()},
+        "cpu_ms": {k: round(median(v), 2) for k, v in cpu.items()},
         "n": calls,
     }
 

@@ -1,8 +1,9 @@
 """The MCP server's memory is kept warm (cli/commands/mcp_server/memory.py): a server loads
-torch and the embedding model when it starts, before any memory call, and the memory's thread
+torch and the embedding model when it starts, before any memory call, the memory's thread
 (where every encode runs) encodes on one torch thread, so a query is not slowed by intra-op
-threads spinning against the judge's kernels (benchmarks/mcp_bench.py). Real LanceDB, torch
-and the bundled model; the second test a real `accelopt mcp` over stdio."""
+threads spinning against the judge's kernels (benchmarks/mcp_bench.py), and a query asked
+again reuses its embedding. Real LanceDB, torch and the bundled model (the encoder wrapped by
+a counting spy that calls it); the last test a real `accelopt mcp` over stdio."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import anyio
 from mcp_session import alive, descendants, stdio_session
 
 from cli.commands.mcp_server.memory import TORCH_THREADS, Memory
+from cli.commands.mcp_server.records import SearchMemoryArgs
 
 
 def test_warm_loads_the_model_and_the_memory_encodes_on_one_thread(tmp_path: Path) -> None:
@@ -24,6 +26,25 @@ def test_warm_loads_the_model_and_the_memory_encodes_on_one_thread(tmp_path: Pat
     assert memory.index().embedder.loaded  # before any search
     threads = asyncio.run(memory._on_thread(torch.get_num_threads))
     assert threads == TORCH_THREADS == 1, threads  # this 2-core host's default is 2
+
+
+def test_a_query_asked_again_reuses_its_embedding(tmp_path: Path) -> None:
+    memory = Memory(tmp_path / "memory")
+    index = asyncio.run(memory._on_thread(memory.index))
+    encoded: list[list[str]] = []
+    real = index.embedder.encode
+
+    def counting(texts: list[str]):  # a spy: the real model still encodes
+        encoded.append(list(texts))
+        return real(texts)
+
+    index.embedder.encode = counting
+
+    async def searches() -> list:
+        return [await memory.search(SearchMemoryArgs(query=q), None, None) for q in ("exp", "tiles", "exp")]
+
+    first, _, again = asyncio.run(searches())
+    assert encoded == [["exp"], ["tiles"]] and first == again
 
 
 def _maps(pid: int) -> str:

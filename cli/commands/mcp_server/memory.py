@@ -9,7 +9,8 @@ thread, and torch encodes there on one CPU thread: a query is one short sequence
 torch's intra-op threads do not speed up, and on a host whose cores are busy (a profile in the
 judge's worker, another session's kernels) they spin against each other (a query's embedding
 measured 10x slower with 2 threads than with 1 on a loaded 2-core host). A hit's provenance is
-read for all hits in one query."""
+read for all hits in one query. A query asked again (the same kernel searched by another
+session) reuses its embedding: a kernel's query is the costly one (the model's 256 tokens)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import asyncio
 import logging
 import queue
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
@@ -28,6 +30,7 @@ from cli.commands.mcp_server.records import MemoryHit, SearchMemoryArgs, SearchM
 log = logging.getLogger("accelopt.mcp")
 T = TypeVar("T")
 TORCH_THREADS = 1  # a query's embedding: see the module's doc
+QUERY_VECTORS = 1024  # the queries whose embeddings are kept (384 floats each)
 
 
 class MemoryError_(RuntimeError):
@@ -72,6 +75,7 @@ class Memory:
         self._index = None
         self._lock = threading.Lock()
         self._thread = _Thread()
+        self._vectors: OrderedDict[str, Any] = OrderedDict()  # query -> its embedding, least recent first
 
     async def _on_thread(self, fn: Callable[[], T]) -> T:
         return await asyncio.wrap_future(self._thread.submit(fn))
@@ -114,7 +118,7 @@ class Memory:
             query = args.query or ""
         index = self.index()
         found = index.search(
-            query,
+            self._vector(index, query),
             SearchQuery(top_m=args.top_m, device=args.device, language=args.language, op_type=args.op_type),
         )
         entries: dict[str, MemoryEntry] = index.get_many([r.entry_id for r in found]) if found else {}
@@ -139,6 +143,18 @@ class Memory:
                 )
             )
         return SearchMemoryResult(memory=self.uri, query=query, hits=hits)
+
+    def _vector(self, index: Any, query: str) -> Any:
+        """The query's embedding (on the memory's thread); a query asked before, from the
+        last QUERY_VECTORS (the same kernel searched again: a session's baseline, every
+        agent's first search on a problem)."""
+        vector = self._vectors.pop(query, None)
+        if vector is None:
+            vector = index.embedder.encode([query])[0]
+        self._vectors[query] = vector  # the most recent last
+        while len(self._vectors) > QUERY_VECTORS:
+            self._vectors.popitem(last=False)
+        return vector
 
     async def add(self, entry: MemoryEntry) -> bool:
         """Write `entry`; False where its id was there already."""
