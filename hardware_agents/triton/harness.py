@@ -94,6 +94,7 @@ from hardware_agents.triton.records import (
     round_file,
     timed_slot,
 )
+from hardware_agents.triton.returned import returned_values
 
 _now = time.perf_counter  # taken at import, before the solution exists in the process
 PACKAGE = "accelopt_solution"
@@ -220,20 +221,7 @@ def _sync(device: torch.device) -> None:
 def _normalize(result: Any, metas: list[TensorMeta]) -> dict[str, torch.Tensor]:
     """A value-returning entry point's outputs: one value, a tuple/list in the definition's
     order, or a dict keyed by output name (as FlashInfer-Bench accepts)."""
-    if isinstance(result, dict):
-        absent = [m.name for m in metas if m.name not in result]
-        if absent:
-            raise OutputMismatch(
-                f"the entry point returned a dict without output(s) {', '.join(absent)} "
-                f"(its keys: {', '.join(map(str, result)) or 'none'})"
-            )
-        result = [result[m.name] for m in metas]
-    values = list(result) if isinstance(result, tuple | list) else [result]
-    if len(values) != len(metas):
-        raise OutputMismatch(
-            f"the entry point returned {len(values)} value(s); the definition has "
-            f"{len(metas)} output(s): {', '.join(m.name for m in metas)}"
-        )
+    values = returned_values(result, [m.name for m in metas], "the entry point", OutputMismatch)
     out = {}
     for m, v in zip(metas, values, strict=True):
         if isinstance(v, torch.Tensor):

@@ -8,7 +8,7 @@ are saved as CPU tensors; the parent converts them to float64 numpy and judges k
 against them.
 
 With `fp32_floor`, the child measures instead what float32 itself cannot resolve on each
-case's inputs (`fp32_floor_of`): the parent's `validity.Fp32Floor`, for a case the kernel
+case's inputs (`fp32_floor_of`): the parent's `fp32.Fp32Floor`, for a case the kernel
 missed only there.
 """
 
@@ -28,6 +28,7 @@ import torch.nn.functional
 from hardware_agents.triton import timed_inputs
 from hardware_agents.triton.inputs import TORCH_DTYPES
 from hardware_agents.triton.records import TensorMeta
+from hardware_agents.triton.returned import returned_values
 
 
 class RefCase(msgspec.Struct, kw_only=True, frozen=True):
@@ -83,21 +84,7 @@ def _as_outputs(
     """The reference's return value as {output: tensor}: one value, a tuple/list in the
     definition's order, or a dict keyed by output name (as FlashInfer-Bench accepts; keys that
     are not outputs are ignored)."""
-    if isinstance(result, dict):
-        absent = [n for n in names if n not in result]
-        if absent:
-            raise ValueError(
-                f"{definition}: the reference returned a dict without output(s) {', '.join(absent)} "
-                f"(its keys: {', '.join(map(str, result)) or 'none'})"
-            )
-        values = [result[n] for n in names]
-    else:
-        values = list(result) if isinstance(result, tuple | list) else [result]
-    if len(values) != len(names):
-        raise ValueError(
-            f"{definition}: the reference returned {len(values)} values, the definition has "
-            f"{len(names)} outputs ({', '.join(names)})"
-        )
+    values = returned_values(result, names, f"{definition}: the reference")
     out = {}
     for name, v in zip(names, values, strict=True):
         t = v if isinstance(v, torch.Tensor) else torch.as_tensor(v)
@@ -157,7 +144,7 @@ def fp32_floor_of(
 ) -> dict[str, torch.Tensor]:
     """What float32 cannot resolve on one case's inputs, per output: `rows/<out>` (float32, per
     row of the output: the elements sharing every index but the last, the largest error in
-    it) and `rel_l2/<out>` (0-d float64), for `validity.Fp32Floor`.
+    it) and `rel_l2/<out>` (0-d float64), for `fp32.Fp32Floor`.
 
     The reference here is float32 arithmetic already (inputs upcast to float32; FlashInfer-Bench
     references cast to float32 themselves, so a float64 evaluation is not to be had from
