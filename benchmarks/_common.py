@@ -1,8 +1,10 @@
 """Helpers shared by the benchmark scripts: percentiles, machine facts, saving results, the
-synthetic run the read-side benchmarks read, the load benchmarks' search and simulated device."""
+synthetic run the read-side benchmarks read, the load benchmarks' search and simulated device,
+a side look at a run's event log."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import platform
@@ -10,10 +12,34 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from events.log import EventLog
+
+T = TypeVar("T")
 
 RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def ask_log(url: str, ask: Callable[[EventLog], Awaitable[T]], timeout_s: float) -> T | None:
+    """What `ask` gets of the event log at `url` (its stream not created), or None when the
+    server cannot answer within `timeout_s`: the fault benchmarks look at servers they kill."""
+    from events.log import EventLog
+
+    async def get() -> T:
+        elog = await EventLog.connect(url, create=False)
+        try:
+            return await ask(elog)
+        finally:
+            await elog.close()
+
+    try:
+        return asyncio.run(asyncio.wait_for(get(), timeout_s))
+    except Exception:
+        return None
 
 
 def percentile(values: list[float], q: float) -> float:

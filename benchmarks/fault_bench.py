@@ -25,7 +25,6 @@ Usage: python benchmarks/fault_bench.py [--problems 16] [--profile-s 2] [--node-
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import signal
 import sys
@@ -39,7 +38,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import save
+from _common import ask_log, save
 from scale_bench import actor_processes
 
 import accelopt  # noqa: F401  (offline defaults)
@@ -48,19 +47,7 @@ from accelopt import catalog as ev
 
 def stream_info(url: str) -> Any:
     """The event stream's info (leader, replicas and their lag), or None if it cannot be had."""
-    from events.log import EventLog
-
-    async def get() -> Any:
-        elog = await EventLog.connect(url, create=False)
-        try:
-            return await elog.stream_info()
-        finally:
-            await elog.close()
-
-    try:
-        return asyncio.run(asyncio.wait_for(get(), 10))
-    except Exception:
-        return None
+    return ask_log(url, lambda elog: elog.stream_info(), 10)
 
 
 def replica_current(url: str, name: str) -> bool:

@@ -30,7 +30,6 @@ Usage: python benchmarks/long_run_bench.py [--problems 48] [--iterations 300] [-
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import os
 import random
@@ -47,7 +46,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import load_search, save, sim_device
+from _common import ask_log, load_search, save, sim_device
 from fault_bench import stream_info
 
 import accelopt  # noqa: F401  (offline defaults)
@@ -176,19 +175,7 @@ def stream_messages(url: str) -> int | None:
 
 
 def run_id_on(url: str) -> str | None:
-    from events.log import EventLog
-
-    async def ids() -> list[str]:
-        elog = await EventLog.connect(url, create=False)
-        try:
-            return await elog.run_ids()
-        finally:
-            await elog.close()
-
-    try:
-        found = asyncio.run(asyncio.wait_for(ids(), 5))
-    except Exception:
-        return None
+    found = ask_log(url, lambda elog: elog.run_ids(), 5)
     return found[0] if found else None
 
 
