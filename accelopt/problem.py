@@ -134,7 +134,7 @@ class Definition(_Base):
     x_numpy_reference: str | None = None
     x_tolerance: Tolerance | None = None
     x_roofline: Roofline | None = None
-    # Input name -> init expression (hardware_agents.validity: "normal(0, 0.05)",
+    # Input name -> init expression (hardware_agents/pipeline/inputgen.py: "normal(0, 0.05)",
     # "abs(normal(0, 1))", "uniform(-1, 1)", ...); unnamed inputs are normal(0, 1).
     x_input_init: dict[str, str] = {}
     # Adversarial input cases: case name -> {input name -> init expression}; inputs a case

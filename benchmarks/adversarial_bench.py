@@ -42,10 +42,10 @@ sys.path[:0] = [str(ADVERSARIAL), str(CPU)]
 import accelopt  # noqa: F401,E402  (environment defaults)
 import suites  # noqa: E402
 from benchmarks._common import median, save  # noqa: E402
-from hardware_agents import validity  # noqa: E402
 from hardware_agents.cpu import CpuAgent  # noqa: E402
 from hardware_agents.cpu.runner import KernelRunner  # noqa: E402
 from hardware_agents.families import get_agent  # noqa: E402
+from hardware_agents.pipeline import buffers  # noqa: E402
 from hardware_agents.sandbox import Sandbox  # noqa: E402
 
 CPU_PROBLEMS = suites.load_suite("cpu")
@@ -248,7 +248,7 @@ def in_process_ms(agent: CpuAgent, problem: Any, reps: int = 30) -> float:
     sets = []
     for c in data.cases[:3]:
         ins = [np.ascontiguousarray(c.inputs[n]) for n in problem.definition.inputs]
-        outs = [validity.aligned_empty(r.shape, np.float32) for r in c.ref64.values()]
+        outs = [buffers.aligned_empty(r.shape, np.float32) for r in c.ref64.values()]
         sets.append(([a.ctypes.data for a in (*ins, *outs)], ins, outs))  # the arrays stay alive
     times = []
     for i in range(reps):

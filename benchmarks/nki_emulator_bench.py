@@ -35,7 +35,6 @@ sys.path.insert(0, str(ROOT / "tests" / "hardware_agents" / "neuron"))
 import accelopt  # noqa: E402,F401  (environment defaults)
 import suites  # noqa: E402
 from benchmarks._common import save  # noqa: E402
-from hardware_agents import validity  # noqa: E402
 from hardware_agents.neuron.emulator import ArgSpec, compile_kernel, install  # noqa: E402
 from hardware_agents.neuron.emulator.analysis import analyze  # noqa: E402
 from hardware_agents.neuron.emulator.cost import TRN1_COST_V1, estimate  # noqa: E402
@@ -44,6 +43,7 @@ from hardware_agents.neuron.emulator.program import decode, encode  # noqa: E402
 from hardware_agents.neuron.emulator.validate import check_program  # noqa: E402
 from hardware_agents.neuron.reference import ReferenceModule  # noqa: E402
 from hardware_agents.neuron.specs import TRN1  # noqa: E402
+from hardware_agents.pipeline import compare, inputgen, numpy_ref  # noqa: E402
 from hardware_agents.pipeline.device_spec import roofline_terms, t_peak  # noqa: E402
 from suites.nkibench import NKIBENCH_PROBLEMS, import_nkibench  # noqa: E402
 
@@ -78,8 +78,8 @@ def load_kernel(problem: suites.Problem):
 
 def bench(problem: suites.Problem) -> dict:
     ref_mod = ReferenceModule(problem)
-    case = validity.input_cases(problem.definition, (0,))[0]
-    inputs = validity.make_inputs(problem, case)
+    case = inputgen.input_cases(problem.definition, (0,))[0]
+    inputs = inputgen.make_inputs(problem, case)
     args = ref_mod.kernel_args(inputs)
     kernel = load_kernel(problem)
     t0 = time.perf_counter()
@@ -95,9 +95,9 @@ def bench(problem: suites.Problem) -> dict:
     v1 = estimate(prog, "trn1", an, spec=TRN1_COST_V1)
     outs = execute(prog, [a if isinstance(a, np.ndarray) else None for a in args], an)
     t4 = time.perf_counter()
-    refs = validity.reference_outputs(problem, inputs)
+    refs = numpy_ref.reference_outputs(problem, inputs)
     got = ref_mod.kernel_outputs(tuple(outs) if prog.returned_tuple else outs[0], refs)
-    tol = validity.tolerance_of(problem.definition)
+    tol = compare.tolerance_of(problem.definition)
     rel = {
         n: float(np.linalg.norm(got[n].astype(np.float64) - r)) / max(float(np.linalg.norm(r)), 1e-30)
         for n, r in refs.items()

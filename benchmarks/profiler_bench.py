@@ -37,10 +37,11 @@ import accelopt  # noqa: F401  (environment defaults)
 import suites
 from accelopt.problem import Problem
 from benchmarks._common import save
-from hardware_agents import quiet, validity
+from hardware_agents import quiet
 from hardware_agents.cpu import CpuAgent
 from hardware_agents.cpu.calibrate import calibrate
 from hardware_agents.cpu.machine import usable_cores
+from hardware_agents.pipeline import inputgen, numpy_ref
 from hardware_agents.pipeline.device_spec import t_peak
 from replay.summary import geomean
 
@@ -49,8 +50,8 @@ def numpy_time(problem: Problem, repeats: int = 7, budget_s: float = 2.0) -> flo
     """Median seconds of the numpy reference on float32 inputs (as a user would run it: its
     BLAS on every usable core, checked, since the CPU agent holds it at one thread while it
     profiles in this process)."""
-    run = validity.numpy_reference(problem)
-    inputs = list(validity.make_inputs(problem, validity.InputCase(name="bench", seed=0)).values())
+    run = numpy_ref.numpy_reference(problem)
+    inputs = list(inputgen.make_inputs(problem, inputgen.InputCase(name="bench", seed=0)).values())
     cores = usable_cores()
     with threadpool_limits(limits=cores, user_api="blas"):
         if quiet.blas_threads() != cores:

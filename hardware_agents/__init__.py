@@ -5,10 +5,10 @@
     profile = agent.profile(problem, solution)      # accelopt.profile.Profile
 
 Shared parts every agent uses: `base` (HardwareAgent), `sandbox` (run a trusted harness
-with untrusted code in a locked-down child), `validity` (inputs, adversarial cases,
-poisoning, comparison), `pipeline` (the judging steps every agent runs: cases, verdict,
-driven rounds, the clock bound, the device's roofline (`DeviceSpec`) and its gate,
-statistics). Each device family lives in a subpackage (`cpu/`, `triton/`, `neuron/`,
+with untrusted code in a locked-down child), `pipeline` (the judging steps every agent
+runs: inputs and adversarial cases, references, poisoned output buffers, comparison and its
+float32 floor, cases, verdict, driven rounds, the clock bound, the device's roofline
+(`DeviceSpec`) and its gate, statistics). Each device family lives in a subpackage (`cpu/`, `triton/`, `neuron/`,
 `sim/`) whose `family.py` is its descriptor (`family.py` here); `families.py` lists them and
 answers every lookup the layers above make. This file imports only `base` and the pipeline's
 `device_spec` when it loads (the registry's lookups come from `families` on first use): a

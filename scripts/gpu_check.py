@@ -24,7 +24,7 @@ them on a host with a package registry; no Ray, NATS or LanceDB is needed). In o
    (`judge_buffers.CudaIpcBuffers`, the only place its CUDA implementation runs) opened by a
    sandboxed child as the harness opens it, written there and judged in place while the
    child is held stopped (inputs, guards, outputs); `device_compare`'s rule
-   (`check_on_device`) against `validity.compare_outputs` on a 64 M-element bf16 output
+   (`check_on_device`) against `compare.compare_outputs` on a 64 M-element bf16 output
    (same note and figures, both timed);
 8. writes `benchmarks/results/gpu_check-<device>.json` (device, driver, versions, every
    row, the targets and whether each is met) after every step, and prints a table.
@@ -488,7 +488,7 @@ def witness_main(path: Path) -> int:
     import triton.testing
 
     from accelopt.problem import Problem, Solution
-    from hardware_agents import validity
+    from hardware_agents.pipeline import inputgen
     from hardware_agents.triton.data import input_metas, output_metas
     from hardware_agents.triton.inputs import case_inputs, torch_dtype
 
@@ -512,7 +512,7 @@ def witness_main(path: Path) -> int:
                 )
                 fn = getattr(mod, sol.entry_symbol)
                 tensors, scalars = case_inputs(
-                    p.definition, p.workload, validity.InputCase(name="seed0", seed=0), ()
+                    p.definition, p.workload, inputgen.InputCase(name="seed0", seed=0), ()
                 )
                 args: list[Any] = [
                     scalars[m.name] if m.shape is None else tensors[m.name].cuda()
@@ -875,13 +875,13 @@ def judge_buffers_row(device: str = "cuda") -> dict[str, Any]:
 
 
 def check_on_device_row(n: int = 64 << 20, device: str = "cuda") -> dict[str, Any]:
-    """`device_compare.check_on_device` against `validity.compare_outputs` on a 64 M-element
+    """`device_compare.check_on_device` against `compare.compare_outputs` on a 64 M-element
     bf16 output with a few planted misses: the same verdict, note and figures, both timed
     (`n` and `device`: a smaller dry run of this row on a CPU host)."""
     import torch
 
     from accelopt.problem import Tolerance
-    from hardware_agents import validity
+    from hardware_agents.pipeline import compare
     from hardware_agents.triton.device_compare import RefNorm, check_on_device
 
     tol = Tolerance(rel_l2=1e-2, atol=1e-2, rtol=1e-2)
@@ -889,7 +889,7 @@ def check_on_device_row(n: int = 64 << 20, device: str = "cuda") -> dict[str, An
     got = (ref.double() * (1 + 1e-3 * torch.randn(n, device=device, dtype=torch.float64))).to(torch.bfloat16)
     got[12345 % n :: max(n // 7, 1)] += 1.0
     r64 = ref.double().cpu().numpy()
-    st = validity.RefStats(r64, tol)
+    st = compare.RefStats(r64, tol)
     norm = RefNorm(norm=st.norm, rms=st.rms, atol=st.atol, finite=st.finite)
     _sync(device)
     t0 = time.perf_counter()
@@ -897,7 +897,7 @@ def check_on_device_row(n: int = 64 << 20, device: str = "cuda") -> dict[str, An
     _sync(device)
     device_ms = (time.perf_counter() - t0) * 1e3
     t1 = time.perf_counter()
-    host = validity.compare_outputs("c", {"o": got.double().cpu().numpy()}, {"o": r64}, tol, stats={"o": st})
+    host = compare.compare_outputs("c", {"o": got.double().cpu().numpy()}, {"o": r64}, tol, stats={"o": st})
     host_ms = (time.perf_counter() - t1) * 1e3
     same = dev.passed == host.passed and dev.note == host.note and dev.max_abs_err == host.max_abs_err
     same = same and abs((dev.rel_l2 or 0) - (host.rel_l2 or 0)) <= 1e-9 * max(host.rel_l2 or 0, 1e-300)

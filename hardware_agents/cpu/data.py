@@ -24,8 +24,8 @@ import time
 
 import numpy as np
 
-from accelopt.problem import Problem
-from hardware_agents import validity
+from accelopt.problem import Problem, Tolerance
+from hardware_agents.pipeline import compare, inputgen, numpy_ref
 from hardware_agents.pipeline.cases import adversarial_overflow
 
 TIMING_POOL = 4
@@ -34,15 +34,15 @@ TIMING_POOL = 4
 class CaseData:
     def __init__(
         self,
-        case: validity.InputCase,
+        case: inputgen.InputCase,
         inputs: dict[str, object],
         ref64: dict[str, np.ndarray],
-        tol: validity.Tolerance,
+        tol: Tolerance,
     ) -> None:
         self.case = case
         self.inputs = inputs
         self.ref64 = ref64
-        self.stats = {n: validity.RefStats(r, tol) for n, r in ref64.items()}
+        self.stats = {n: compare.RefStats(r, tol) for n, r in ref64.items()}
 
 
 class ProblemData:
@@ -50,13 +50,13 @@ class ProblemData:
 
     def __init__(self, problem: Problem, seeds: tuple[int, ...]) -> None:
         self.problem = problem
-        tol = validity.tolerance_of(problem.definition)
+        tol = compare.tolerance_of(problem.definition)
         self.cases: list[CaseData] = []
         ref_s: list[float] = []
-        for case in validity.input_cases(problem.definition, seeds):
-            inputs = validity.make_inputs(problem, case)
+        for case in inputgen.input_cases(problem.definition, seeds):
+            inputs = inputgen.make_inputs(problem, case)
             t0 = time.perf_counter()
-            ref64 = validity.reference_outputs(problem, inputs)
+            ref64 = numpy_ref.reference_outputs(problem, inputs)
             ref_s.append(time.perf_counter() - t0)
             overflow = adversarial_overflow(problem.name, case, ref64)
             if overflow is not None:
@@ -67,15 +67,15 @@ class ProblemData:
         self.pool_ref64: list[dict[str, np.ndarray]] = []
         for _ in range(TIMING_POOL):
             seed = secrets.randbelow(2**31 - 1) + 100_000  # never one of the small correctness seeds
-            inputs = validity.make_inputs(problem, validity.InputCase(name=f"pool-{seed}", seed=seed))
+            inputs = inputgen.make_inputs(problem, inputgen.InputCase(name=f"pool-{seed}", seed=seed))
             self.pool.append(inputs)
-            self.pool_ref64.append(validity.reference_outputs(problem, inputs))
+            self.pool_ref64.append(numpy_ref.reference_outputs(problem, inputs))
         d = problem.definition
         self.float_inputs = [n for n, s in d.inputs.items() if s.dtype.startswith(("float", "bfloat"))]
         first = self.cases[0]
         self.set_bytes = sum(a.nbytes for a in first.inputs.values() if isinstance(a, np.ndarray))
         self.set_bytes += sum(
-            np.dtype(validity.numpy_dtype(s.dtype)).itemsize * first.ref64[n].size
+            np.dtype(inputgen.numpy_dtype(s.dtype)).itemsize * first.ref64[n].size
             for n, s in d.outputs.items()
         )
 
@@ -90,7 +90,7 @@ class ProblemData:
         array input drawn afresh from its init expression on a seed drawn from `rng` (the
         correctness cases' generator, so the values are valid inputs of the problem)."""
         seed = int(rng.integers(1 << 62)) | (1 << 62)  # never one of the small correctness seeds
-        values = validity.make_inputs(self.problem, validity.InputCase(name="timed", seed=seed))
+        values = inputgen.make_inputs(self.problem, inputgen.InputCase(name="timed", seed=seed))
         for name, arr in dest.items():
             np.copyto(arr, values[name])
         return dest

@@ -40,10 +40,11 @@ import numpy as np
 
 from accelopt.problem import Problem
 from accelopt.profile import LatencyStats, Profile, SeedCheck
-from hardware_agents import quiet, validity
+from hardware_agents import quiet
 from hardware_agents.cpu.data import ProblemData
 from hardware_agents.cpu.oracle import FULL_CHECKS, BaselineOracle, OracleUnavailable, lazy_fraction_caught
 from hardware_agents.cpu.runner import KernelDied, KernelRunner
+from hardware_agents.pipeline import compare, numpy_ref
 from hardware_agents.pipeline.device_spec import DeviceSpec
 from hardware_agents.pipeline.phases import Phases
 from hardware_agents.pipeline.roofline import achieved, speed_verdict
@@ -143,7 +144,7 @@ class Judge:
     ) -> None:
         self.v, self.rules, self.problem, self.data, self.spec = verdict, rules, problem, data, spec
         self.box, self.library, self.symbol, self.sets, self.timeout_s = box, library, symbol, sets, timeout_s
-        self.tol = validity.tolerance_of(problem.definition)
+        self.tol = compare.tolerance_of(problem.definition)
         self.counters, self.checks = verdict.counters, verdict.checks
         self.deferred: list[tuple[str, dict[str, Any], dict[str, np.ndarray]]] = []  # (case, inputs, outputs)
         self._make_oracle = oracle
@@ -252,7 +253,7 @@ class Judge:
             return self.v.profile("incorrect", why)
         for i, c in enumerate(cases):
             buf = runner.buffers[i]
-            chk = validity.compare_outputs(c.case.name, buf.outputs, c.ref64, self.tol, stats=c.stats)
+            chk = compare.compare_outputs(c.case.name, buf.outputs, c.ref64, self.tol, stats=c.stats)
             overflow = buf.overflowed()
             if overflow:
                 fail_case(chk, f"wrote outside the bounds of {', '.join(overflow)}")
@@ -446,7 +447,7 @@ class Judge:
     def _full_check(
         self, name: str, outputs: dict[str, np.ndarray], ref: dict[str, np.ndarray]
     ) -> str | None:
-        chk = validity.compare_outputs(name, outputs, ref, self.tol)
+        chk = compare.compare_outputs(name, outputs, ref, self.tol)
         if chk.passed:
             return None
         self.checks.append(chk)
@@ -460,7 +461,7 @@ class Judge:
         if prof.status not in ("passed", "incorrect") or prof.latency is None:
             return prof
         for name, inputs, outputs in pending:
-            why = self._full_check(name, outputs, validity.reference_outputs(self.problem, inputs))
+            why = self._full_check(name, outputs, numpy_ref.reference_outputs(self.problem, inputs))
             if why:
                 return self.v.profile(
                     "incorrect",

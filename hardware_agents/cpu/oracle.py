@@ -28,10 +28,10 @@ import msgspec
 import numpy as np
 
 from accelopt.problem import Problem, Tolerance
-from hardware_agents import validity
 from hardware_agents.cpu.compiler import Compiler
 from hardware_agents.cpu.data import ProblemData
 from hardware_agents.cpu.runner import KernelDied, KernelRunner
+from hardware_agents.pipeline import compare, numpy_ref
 from hardware_agents.sandbox import Sandbox, SandboxPolicy
 
 LAZY_FRACTION = 0.05
@@ -62,7 +62,7 @@ class BaselineOracle:
         sandbox_dir: Any = None,
     ) -> None:
         self.problem = problem
-        self.tol = validity.tolerance_of(problem.definition)
+        self.tol = compare.tolerance_of(problem.definition)
         self.loose = Tolerance(rel_l2=2 * self.tol.rel_l2, atol=2 * self.tol.atol, rtol=2 * self.tol.rtol)
         self.disagreements = 0  # candidate vs baseline disagreements the float64 reference settled
         self.checked = 0
@@ -109,15 +109,15 @@ class BaselineOracle:
             for b, (name, inputs, outputs) in zip(sets, chunk, strict=True):
                 self.checked += 1
                 ref = runner.buffers[b].outputs
-                if validity.compare_outputs(name, outputs, ref, self.loose).passed:
+                if compare.compare_outputs(name, outputs, ref, self.loose).passed:
                     continue
                 self.disagreements += 1  # the float64 reference decides
                 full = {
                     n: np.array(inputs[n]) if n in inputs else self.scalars[n]
                     for n in self.problem.definition.inputs
                 }
-                chk = validity.compare_outputs(
-                    name, outputs, validity.reference_outputs(self.problem, full), self.tol
+                chk = compare.compare_outputs(
+                    name, outputs, numpy_ref.reference_outputs(self.problem, full), self.tol
                 )
                 if not chk.passed:
                     return chk.note

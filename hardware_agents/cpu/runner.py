@@ -27,8 +27,8 @@ import msgspec
 import numpy as np
 
 from accelopt.problem import Problem
-from hardware_agents import validity
 from hardware_agents.cpu.server import ServerArg, ServerCommand, ServerRequest
+from hardware_agents.pipeline import buffers, inputgen
 from hardware_agents.pipeline.rounds import timed_step
 from hardware_agents.sandbox import (
     RanWhileStopped,
@@ -91,7 +91,7 @@ class KernelRunner:
                 self._args.append(ServerArg(name=name, role="in", dtype=ts.dtype, scalar=scalars[name]))
             else:
                 self._args.append(ServerArg(name=name, role="in", dtype=ts.dtype))
-                in_layout.append((name, tuple(shape), np.dtype(validity.numpy_dtype(ts.dtype))))
+                in_layout.append((name, tuple(shape), np.dtype(inputgen.numpy_dtype(ts.dtype))))
         for name, ts in d.outputs.items():
             shape = d.shape_of(name, axes)
             if shape is None:
@@ -99,7 +99,7 @@ class KernelRunner:
                     f"{problem.name}: scalar outputs are not supported by the CPU calling convention"
                 )
             self._args.append(ServerArg(name=name, role="out", dtype=ts.dtype))
-            out_layout.append((name, tuple(shape), np.dtype(validity.numpy_dtype(ts.dtype))))
+            out_layout.append((name, tuple(shape), np.dtype(inputgen.numpy_dtype(ts.dtype))))
         in_set = sum(align_up(math.prod(s) * dt.itemsize) for _, s, dt in in_layout)
         out_set = sum(CANARY + align_up(math.prod(s) * dt.itemsize) for _, s, dt in out_layout) + CANARY
         self.set_bytes = sum(math.prod(s) * dt.itemsize for _, s, dt in (*in_layout, *out_layout))
@@ -163,7 +163,7 @@ class KernelRunner:
         for b in sets:
             buf = self.buffers[b]
             for arr in buf.outputs.values():
-                validity.poison(arr)
+                buffers.poison(arr)
             for c in buf.canaries:
                 c.fill(CANARY_BYTE)
 

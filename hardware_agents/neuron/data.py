@@ -8,7 +8,7 @@ distributions), transformed into the kernel's arguments with the problem's
 cases in parallel threads); the float64 reference outputs are computed in a thread of their
 own while the kernel compiles and runs, into a private 0700 directory in the temp dir, outside
 the data dir and every sandbox read path (a kernel must not be able to copy them), with each
-one's norm; the float32 floor of a case's tolerance (`validity.Fp32Floor`) is computed there
+one's norm; the float32 floor of a case's tolerance (`fp32.Fp32Floor`) is computed there
 on first use.
 
 Timing (`TimingRound`, one per timing round, made by the agent when that round starts):
@@ -39,11 +39,11 @@ import numpy as np
 import threadpoolctl
 
 from accelopt.problem import Problem, Tolerance
-from hardware_agents import validity
 from hardware_agents.neuron import heap, slices
 from hardware_agents.neuron.protocol import KernelArg
 from hardware_agents.neuron.reference import ReferenceModule
 from hardware_agents.neuron.refstore import Entry, ReferenceStore, case_key
+from hardware_agents.pipeline import compare, fp32, inputgen, numpy_ref
 from hardware_agents.pipeline.cases import adversarial_overflow
 from hardware_agents.sandbox import private_dir
 
@@ -91,7 +91,7 @@ class CaseData:
 
     def __init__(
         self,
-        case: validity.InputCase,
+        case: inputgen.InputCase,
         args: list[KernelArg],
         private: Path,
         store: ReferenceStore | None = None,
@@ -100,7 +100,7 @@ class CaseData:
         self.case = case
         self.args = args
         self.ref_files: dict[str, str] = {}
-        self.stats: dict[str, validity.RefStats] = {}
+        self.stats: dict[str, compare.RefStats] = {}
         self.store, self.key = store, key
         self.entry: Entry | None = None  # the case's entry in the reference store, if it has one
         self.draw_s = 0.0  # drawing and staging its inputs took (0: staged from the store)
@@ -119,15 +119,15 @@ class CaseData:
             n: np.asarray(np.load(p, mmap_mode="r", allow_pickle=False)) for n, p in self.ref_files.items()
         }
 
-    def floor(self, problem: Problem) -> dict[str, validity.Fp32Floor]:
-        """float32's own error on this case's inputs (`validity.Fp32Floor`), computed on first
+    def floor(self, problem: Problem) -> dict[str, fp32.Fp32Floor]:
+        """float32's own error on this case's inputs (`fp32.Fp32Floor`), computed on first
         use (the inputs drawn again: they are deterministic) and kept with the references."""
         with self._floor_lock:
             if self._floor is None:
                 refs = self.refs()
                 floors = self.entry.floor() if self.entry is not None else None
                 if floors is None:
-                    inputs = validity.make_inputs(problem, self.case)
+                    inputs = inputgen.make_inputs(problem, self.case)
                     with one_blas_thread():
                         floors = slices.fp32_floor(problem, inputs, refs, self.case.seed)
                     del inputs
@@ -140,14 +140,14 @@ class CaseData:
                     kept[name] = (str(path), f.rel_l2)
                 self._floor = kept
         return {
-            n: validity.Fp32Floor(rows=np.load(p, allow_pickle=False), rel_l2=rel)
+            n: fp32.Fp32Floor(rows=np.load(p, allow_pickle=False), rel_l2=rel)
             for n, (p, rel) in self._floor.items()
         }
 
     def _done(
         self,
         ref_files: dict[str, str] | None,
-        stats: dict[str, validity.RefStats] | None = None,
+        stats: dict[str, compare.RefStats] | None = None,
         error: BaseException | None = None,
     ) -> None:
         self.ref_files = ref_files or {}
@@ -156,15 +156,15 @@ class CaseData:
         self._ready.set()
 
 
-def _reference(problem: Problem, case: validity.InputCase, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
-    ref64 = validity.reference_outputs(problem, inputs)
+def _reference(problem: Problem, case: inputgen.InputCase, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
+    ref64 = numpy_ref.reference_outputs(problem, inputs)
     overflow = adversarial_overflow(problem.name, case, ref64)
     if overflow is not None:
         raise ValueError(overflow)
     return {n: np.asarray(r, dtype=np.float64) for n, r in ref64.items()}
 
 
-def overflow_message(name: str, case: validity.InputCase, ref: slices.ReferenceFiles) -> str:
+def overflow_message(name: str, case: inputgen.InputCase, ref: slices.ReferenceFiles) -> str:
     """`adversarial_overflow`'s message for a reference written to files."""
     bad = [n for n, st in ref.stats.items() if not st.finite]
     return adversarial_overflow(name, case, {n: np.array([np.nan]) for n in bad}) or f"{name}: non-finite"
@@ -175,7 +175,7 @@ def output_bytes_of(problem: Problem) -> dict[str, int]:
     from the definition's shapes: known before any reference is computed."""
     out = {}
     for name, shape in problem.output_shapes().items():
-        item = max(4, np.dtype(validity.numpy_dtype(problem.definition.outputs[name].dtype)).itemsize)
+        item = max(4, np.dtype(inputgen.numpy_dtype(problem.definition.outputs[name].dtype)).itemsize)
         out[name] = math.prod(shape or ()) * item
     return out
 
@@ -216,7 +216,7 @@ class ProblemData:
             ref_mod = ReferenceModule(problem)
             # (adversarial=False: the emulate mode draws its adversarial cases fresh, per profile)
             cases = [
-                c for c in validity.input_cases(problem.definition, seeds) if adversarial or not c.adversarial
+                c for c in inputgen.input_cases(problem.definition, seeds) if adversarial or not c.adversarial
             ]
             # the cases' inputs drawn and written in parallel (numpy's generators and file
             # writes release the GIL): NKIBench's adamw draws 90 M numbers a case
@@ -224,7 +224,7 @@ class ProblemData:
                 staged = list(pool.map(lambda c: self._stage(problem, ref_mod, c), cases))
             for cd, inputs in staged:
                 self.cases.append(cd)
-                if not self._stored(cd, validity.tolerance_of(problem.definition)):
+                if not self._stored(cd, compare.tolerance_of(problem.definition)):
                     pending.append((cd, inputs))
         except BaseException:
             self.remove()
@@ -254,7 +254,7 @@ class ProblemData:
         thread.start()
 
     def _stage(
-        self, problem: Problem, ref_mod: ReferenceModule, case: validity.InputCase
+        self, problem: Problem, ref_mod: ReferenceModule, case: inputgen.InputCase
     ) -> tuple[CaseData, dict[str, Any] | None]:
         """A case's argument files in the data dir, and its inputs (None: its references and
         arguments come from the store, so nothing is drawn; the reference thread draws them
@@ -268,7 +268,7 @@ class ProblemData:
             if kept is not None:
                 return CaseData(case, kept, self.private, self.store, key), None
         t0 = time.perf_counter()
-        inputs = validity.make_inputs(problem, case)
+        inputs = inputgen.make_inputs(problem, case)
         specs, _ = write_args(ref_mod.kernel_args(inputs), cdir, digest=False)
         cd = CaseData(case, specs, self.private, self.store, key)
         cd.draw_s = time.perf_counter() - t0
@@ -294,7 +294,7 @@ class ProblemData:
         except OSError:
             return False
         cd.entry = entry
-        cd._done(files, {n: validity.RefStats.of_norm(*v, tol) for n, v in entry.norms.items()})
+        cd._done(files, {n: compare.RefStats.of_norm(*v, tol) for n, v in entry.norms.items()})
         return True
 
     def _references(self, problem: Problem, pending: list[tuple[CaseData, dict[str, Any] | None]]) -> None:
@@ -324,7 +324,7 @@ class ProblemData:
                 continue
             try:
                 if inputs is None:  # staged from the store, whose entry went since
-                    inputs = validity.make_inputs(problem, cd.case)
+                    inputs = inputgen.make_inputs(problem, cd.case)
                 ref = slices.ReferenceFiles(problem, inputs, self.private, cd.case.name)
                 del inputs
                 if not ref.finite and cd.case.adversarial:
@@ -426,20 +426,20 @@ class TimingRound:
         seed: int,
         *,
         references: bool = True,
-        like: validity.InputCase | None = None,
+        like: inputgen.InputCase | None = None,
     ) -> None:
         self.index = index
         # `like`: drawn as that case is (its name, an adversarial case's distributions), on `seed`
         self.case = (
-            validity.InputCase(name=f"timing-r{index}", seed=seed)
+            inputgen.InputCase(name=f"timing-r{index}", seed=seed)
             if like is None
             else msgspec.structs.replace(like, seed=seed)
         )
         self._problem = problem
-        self._inputs: dict[str, Any] | None = validity.make_inputs(problem, self.case)
+        self._inputs: dict[str, Any] | None = inputgen.make_inputs(problem, self.case)
         self.args = ref_mod.kernel_args(self._inputs)
         self.refs: dict[str, np.ndarray] = {}
-        self.stats: dict[str, validity.RefStats] = {}  # `write_references`' norms of `refs`
+        self.stats: dict[str, compare.RefStats] = {}  # `write_references`' norms of `refs`
         self.digests: dict[str, str] = {}
         if references:
             self.compute_references()
@@ -494,12 +494,12 @@ class TimingRound:
 class JudgedCase(Protocol):
     """What the judge needs of a case (`judge.CaseJudge`): `CaseData`, `FreshCase`."""
 
-    case: validity.InputCase
-    stats: dict[str, validity.RefStats]
+    case: inputgen.InputCase
+    stats: dict[str, compare.RefStats]
 
     def refs(self) -> dict[str, np.ndarray]: ...
 
-    def floor(self, problem: Problem) -> dict[str, validity.Fp32Floor]: ...
+    def floor(self, problem: Problem) -> dict[str, fp32.Fp32Floor]: ...
 
 
 class FreshCase:
@@ -510,18 +510,18 @@ class FreshCase:
     def __init__(self, problem: Problem, rnd: TimingRound) -> None:
         self.round = rnd
         self.case = rnd.case
-        tol = validity.tolerance_of(problem.definition)
+        tol = compare.tolerance_of(problem.definition)
         self.stats = rnd.stats or {
-            n: validity.RefStats(r, tol, bound=False, threads=1) for n, r in rnd.refs.items()
+            n: compare.RefStats(r, tol, bound=False, threads=1) for n, r in rnd.refs.items()
         }
-        self._floor: dict[str, validity.Fp32Floor] | None = None
+        self._floor: dict[str, fp32.Fp32Floor] | None = None
 
     def refs(self) -> dict[str, np.ndarray]:
         return self.round.refs
 
-    def floor(self, problem: Problem) -> dict[str, validity.Fp32Floor]:
+    def floor(self, problem: Problem) -> dict[str, fp32.Fp32Floor]:
         if self._floor is None:
-            inputs = validity.make_inputs(problem, self.case)
+            inputs = inputgen.make_inputs(problem, self.case)
             with one_blas_thread():
                 self._floor = slices.fp32_floor(problem, inputs, self.round.refs, self.case.seed)
         return self._floor

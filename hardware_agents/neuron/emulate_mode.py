@@ -43,7 +43,6 @@ import numpy as np
 
 from accelopt.problem import Problem, Solution
 from accelopt.profile import Estimate, Profile, SeedCheck, peak_fraction
-from hardware_agents import validity
 from hardware_agents.neuron import heap
 from hardware_agents.neuron.data import (
     FreshCase,
@@ -60,6 +59,7 @@ from hardware_agents.neuron.groups import GroupRunner, plan_groups
 from hardware_agents.neuron.judge import CaseJudge, decoded, stage_sources
 from hardware_agents.neuron.protocol import ErrorInfo
 from hardware_agents.neuron.reference import ReferenceModule
+from hardware_agents.pipeline import inputgen
 from hardware_agents.pipeline.cases import fresh_seed
 from hardware_agents.pipeline.device_spec import DeviceSpec, t_peak
 from hardware_agents.pipeline.phases import Phases
@@ -92,13 +92,13 @@ def _signature(args: list[Any]) -> list[Any]:
 FRESH_CASE = "fresh"
 
 
-def fresh_kinds(problem: Problem) -> list[validity.InputCase]:
+def fresh_kinds(problem: Problem) -> list[inputgen.InputCase]:
     """What the cases drawn after tracing are drawn as: `fresh` from the problem's own
     distributions, and `fresh-<name>` from each adversarial case's. No case a kernel could know
     in advance is judged alone: the seeds are public, and so is an adversarial case's seed."""
-    kinds = [validity.InputCase(name=FRESH_CASE, seed=0)]
-    for name, inits in validity.adversarial_cases(problem.definition).items():
-        kinds.append(validity.InputCase(name=f"{FRESH_CASE}-{name}", seed=0, adversarial=True, inits=inits))
+    kinds = [inputgen.InputCase(name=FRESH_CASE, seed=0)]
+    for name, inits in inputgen.adversarial_cases(problem.definition).items():
+        kinds.append(inputgen.InputCase(name=f"{FRESH_CASE}-{name}", seed=0, adversarial=True, inits=inits))
     return kinds
 
 
@@ -106,7 +106,7 @@ def _fresh_case(
     problem: Problem,
     data: ProblemData,
     ref_mod: ReferenceModule,
-    like: validity.InputCase,
+    like: inputgen.InputCase,
     *,
     refs_dir: Path | None = None,
     tries: int = 3,

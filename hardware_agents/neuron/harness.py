@@ -45,7 +45,6 @@ import numpy as np
 import numpy.lib.format
 import numpy.random
 
-from hardware_agents import validity
 from hardware_agents.neuron.kernel_module import load_kernel
 from hardware_agents.neuron.outputs import save_outputs
 from hardware_agents.neuron.profile_summary import SummaryError, parse_summary
@@ -64,6 +63,7 @@ from hardware_agents.neuron.protocol import (
     round_file,
     timed_output,
 )
+from hardware_agents.pipeline import buffers
 
 # The SDK, when this Python has it (the agent never imports it itself).
 _SDK_MODULES = (
@@ -193,7 +193,7 @@ def _correctness(req: HarnessRequest, kernel: Any, workdir: Path, res: HarnessRe
         for j, (spec, arg) in enumerate(zip(case.args, args, strict=True)):
             if spec.path and isinstance(arg, np.ndarray):
                 pristine = np.load(spec.path, mmap_mode="r", allow_pickle=False)
-                if not validity.same_bytes(arg, np.asarray(pristine)):
+                if not buffers.same_bytes(arg, np.asarray(pristine)):
                     run.mutated.append(j)
         res.cases.append(run)
 
@@ -257,7 +257,7 @@ def _time(req: HarnessRequest, kernel: Any, workdir: Path, res: HarnessResult) -
         for j, (a, arg) in enumerate(zip(specs, args, strict=True)):
             if a.path and isinstance(arg, np.ndarray):
                 pristine = np.load(a.path, mmap_mode="r", allow_pickle=False)
-                if not validity.same_bytes(arg, np.asarray(pristine)):
+                if not buffers.same_bytes(arg, np.asarray(pristine)):
                     rnd.mutated.append(j)
         (workdir / report_file(k)).write_bytes(msgspec.msgpack.encode(rnd))
         k += 1

@@ -31,7 +31,6 @@ import numpy as np
 
 from accelopt.problem import Problem, Solution
 from accelopt.profile import Profile, SeedCheck
-from hardware_agents import validity
 from hardware_agents.neuron.data import JudgedCase, ProblemData, TimingRound
 from hardware_agents.neuron.profile_summary import COUNTER_FIELDS, ProfileSummary, SummaryError, parse_summary
 from hardware_agents.neuron.protocol import (
@@ -46,6 +45,7 @@ from hardware_agents.neuron.protocol import (
 )
 from hardware_agents.neuron.protocol import TimingRound as ChildRound
 from hardware_agents.neuron.reference import ReferenceModule
+from hardware_agents.pipeline import compare, fp32
 from hardware_agents.pipeline.cases import fresh_seed
 from hardware_agents.pipeline.clock import ClockBound, clock_mismatch
 from hardware_agents.pipeline.device_spec import DeviceSpec
@@ -125,12 +125,12 @@ def check_outputs(
     returned_tuple: bool,
     cap: int,
     *,
-    stats: dict[str, validity.RefStats] | None = None,
-    floor: Callable[[], dict[str, validity.Fp32Floor]] | None = None,
+    stats: dict[str, compare.RefStats] | None = None,
+    floor: Callable[[], dict[str, fp32.Fp32Floor]] | None = None,
 ) -> SeedCheck:
     """Judge one set of kernel outputs (files the child wrote) against the reference. With
     `floor` (float32's own error on these inputs, computed on demand), outputs that miss the
-    tolerance are judged again with it widened by that error (`validity.Fp32Floor`)."""
+    tolerance are judged again with it widened by that error (`fp32.Fp32Floor`)."""
     try:
         outs = [load_output(box, rel, cap) for rel in rels]
     except (OSError, ValueError) as e:
@@ -143,19 +143,19 @@ def check_outputs(
     except ValueError as e:
         return SeedCheck(case=name, passed=False, note=str(e))
     dtypes: dict[str, str] = {n: s.dtype for n, s in problem.definition.outputs.items()}
-    tol = validity.tolerance_of(problem.definition)
+    tol = compare.tolerance_of(problem.definition)
     # one thread (validity's `threads`): the execute children or the timing child have the other cores
-    chk = validity.compare_outputs(name, got, refs, tol, expected_dtypes=dtypes, stats=stats, threads=1)
+    chk = compare.compare_outputs(name, got, refs, tol, expected_dtypes=dtypes, stats=stats, threads=1)
     if chk.passed or floor is None:
         return chk
-    return validity.compare_outputs(
+    return compare.compare_outputs(
         name, got, refs, tol, expected_dtypes=dtypes, stats=stats, floor=floor(), threads=1
     )
 
 
 class FloorGate:
     """Which cases may be judged again with float32's own error as the floor of the bar
-    (`validity.Fp32Floor`): every case until one fails with it (then the kernel is wrong
+    (`fp32.Fp32Floor`): every case until one fails with it (then the kernel is wrong
     whatever the rest do, and the floor, two float32 evaluations of the reference, is not
     worth its time for them). The floor's time goes to the `floor` phase."""
 
@@ -164,11 +164,11 @@ class FloorGate:
         self.phases = phases
         self.wrong = False
 
-    def of(self, case: JudgedCase) -> Callable[[], dict[str, validity.Fp32Floor]] | None:
+    def of(self, case: JudgedCase) -> Callable[[], dict[str, fp32.Fp32Floor]] | None:
         if self.wrong:
             return None
 
-        def floor() -> dict[str, validity.Fp32Floor]:
+        def floor() -> dict[str, fp32.Fp32Floor]:
             if self.phases is None:
                 return case.floor(self.problem)
             with self.phases("floor"):
@@ -211,7 +211,7 @@ class CaseJudge:
         self,
         case: JudgedCase,
         run: tuple[Sandbox, str, list[str], bool],
-        floor: Callable[[], dict[str, validity.Fp32Floor]] | None = None,
+        floor: Callable[[], dict[str, fp32.Fp32Floor]] | None = None,
     ) -> SeedCheck:
         box, name, rels, returned_tuple = run
         with self.phases("references"):  # a case still computing: judged once it is there

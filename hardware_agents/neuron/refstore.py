@@ -6,7 +6,7 @@ two problems: NKIBench's references cost seconds to minutes (six float64 evaluat
 problem again. The store keeps one entry per case (the problem's content hash, the case's
 seed and init expressions, the numpy version and `STORE_VERSION` make its key, so a changed
 definition or input generation never reads an old entry): each output's reference as .npy,
-its norm, and, once computed, its float32 floor (`validity.Fp32Floor`).
+its norm, and, once computed, its float32 floor (`fp32.Fp32Floor`).
 
 It keeps only what pays: a case whose references took longer to compute than reading them
 back from a disk would (`READ_BYTES_S`, 200 MB/s: writing them, and reading them when the
@@ -40,8 +40,8 @@ from typing import Any
 import numpy as np
 
 from accelopt.problem import Problem
-from hardware_agents import validity
 from hardware_agents.neuron.protocol import KernelArg
+from hardware_agents.pipeline import compare, fp32, inputgen
 
 STORE_VERSION = 1
 ARGS_META = "args.json"  # the case's staged kernel arguments, kept with its references
@@ -55,7 +55,7 @@ def default_root(cache_dir: str | Path | None = None) -> Path:
     return base / "nki" / "references"
 
 
-def case_key(problem: Problem, case: validity.InputCase) -> str:
+def case_key(problem: Problem, case: inputgen.InputCase) -> str:
     raw = json.dumps(
         [
             STORE_VERSION,
@@ -105,13 +105,13 @@ class Entry:
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
-    def floor(self) -> dict[str, validity.Fp32Floor] | None:
+    def floor(self) -> dict[str, fp32.Fp32Floor] | None:
         meta = self.path / "floor.json"
         if not meta.is_file():
             return None
         rel = json.loads(meta.read_text())
         return {
-            n: validity.Fp32Floor(rows=np.load(self.path / f"{n}.floor.npy", allow_pickle=False), rel_l2=r)
+            n: fp32.Fp32Floor(rows=np.load(self.path / f"{n}.floor.npy", allow_pickle=False), rel_l2=r)
             for n, r in rel.items()
         }
 
@@ -150,7 +150,7 @@ class ReferenceStore:
         return self.budget > 0 and nbytes <= self.budget // 4 and seconds > nbytes / READ_BYTES_S
 
     def put(
-        self, key: str, files: dict[str, str], stats: dict[str, validity.RefStats], seconds: float = 0.0
+        self, key: str, files: dict[str, str], stats: dict[str, compare.RefStats], seconds: float = 0.0
     ) -> Entry | None:
         """Store one case's references, `files` (output name -> its float64 .npy, linked where
         the store is on the same file system, else copied), whole or not at all (`seconds`: what
@@ -177,7 +177,7 @@ class ReferenceStore:
             return None
         return self.get(key)
 
-    def put_floor(self, entry: Entry, floor: dict[str, validity.Fp32Floor]) -> None:
+    def put_floor(self, entry: Entry, floor: dict[str, fp32.Fp32Floor]) -> None:
         try:
             for name, f in floor.items():
                 tmp = entry.path / f".{name}.floor.tmp"

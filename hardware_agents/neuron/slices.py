@@ -3,7 +3,7 @@
 NKIBench's references are big and their formulas make temporaries of the same size: the
 float64 reference of bmm_softmax is 2 GiB a case and numpy's softmax holds three such arrays
 at once (6.1 GiB measured), gqa_full's attention scores are 2 GiB a case against a 64 MiB
-output (6.4 GiB), and its float32 floor (`validity.Fp32Floor`) adds float64 differences of the
+output (6.4 GiB), and its float32 floor (`fp32.Fp32Floor`) adds float64 differences of the
 whole output (bmm_softmax: 9.1 GiB). A profile computed two or three of them at once and kept
 the fresh cases' references in memory: 16 GiB on one profile of bmm_softmax.
 
@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from accelopt.problem import Problem, Tolerance
-from hardware_agents import validity
+from hardware_agents.pipeline import compare, fp32, numpy_ref
 
 FLOAT64 = 8
 # the working memory of a reference without a declaration, per byte of its float64 outputs:
@@ -116,7 +116,7 @@ def slices(
             }
         for lo, hi in spans(problem):
             part = sliced_inputs(problem, inputs, lo, hi)
-            out = validity.reference_outputs(
+            out = numpy_ref.reference_outputs(
                 problem, part, precision=precision, shapes=slice_shapes(problem, lo, hi)
             )
             yield lo, hi, out
@@ -125,7 +125,7 @@ def slices(
 
 
 class _Norm:
-    """An output's norm and RMS as `validity.RefStats` computes them, accumulated slice by slice."""
+    """An output's norm and RMS as `compare.RefStats` computes them, accumulated slice by slice."""
 
     def __init__(self) -> None:
         self.squares = 0.0
@@ -143,20 +143,20 @@ class _Norm:
             self.squares += float(np.einsum("i,i->", c, c))
             self.count += c.size
 
-    def stats(self, tol: Tolerance) -> validity.RefStats:
+    def stats(self, tol: Tolerance) -> compare.RefStats:
         norm = math.sqrt(self.squares)
-        return validity.RefStats.of_norm(
+        return compare.RefStats.of_norm(
             norm, norm / math.sqrt(self.count) if self.count else 0.0, self.finite, tol
         )
 
 
 class ReferenceFiles:
     """One case's float64 reference written to `.npy` files, slice by slice (see the module doc):
-    `files` (output name -> path), `stats` (`validity.RefStats` without the bound array),
+    `files` (output name -> path), `stats` (`compare.RefStats` without the bound array),
     `seconds` (what computing it took), `finite` (every value of every output)."""
 
     def __init__(self, problem: Problem, inputs: dict[str, Any], directory: Path, stem: str) -> None:
-        tol = validity.tolerance_of(problem.definition)
+        tol = compare.tolerance_of(problem.definition)
         shapes = problem.output_shapes()
         self.files = {name: str(directory / f"{stem}-{name}.npy") for name in problem.definition.outputs}
         norms = {name: _Norm() for name in self.files}
@@ -207,12 +207,12 @@ def _write(
 
 def fp32_floor(
     problem: Problem, inputs: dict[str, Any], reference: dict[str, np.ndarray], seed: int
-) -> dict[str, validity.Fp32Floor]:
-    """`validity.fp32_floor`, slice by slice where the definition declares slices (the same
+) -> dict[str, fp32.Fp32Floor]:
+    """`fp32.fp32_floor`, slice by slice where the definition declares slices (the same
     twins, the same rows and relative L2; the reference read from its files a slice at a time)."""
     if problem.definition.x_reference_slices is None:
-        return validity.fp32_floor(problem, inputs, reference, seed)
-    twins = (inputs, validity.moved_twin(inputs, seed))
+        return fp32.fp32_floor(problem, inputs, reference, seed)
+    twins = (inputs, fp32.moved_twin(inputs, seed))
     shapes = problem.output_shapes()
     readers = {n: _slice_reader(r) for n, r in reference.items()}
     rows = {n: np.zeros(_rows_shape(shapes[n] or ()), dtype=np.float32) for n in reference}
@@ -237,7 +237,7 @@ def fp32_floor(
         for name in reference:
             norm = math.sqrt(ref_sq[name])
             rel[name] = max(rel[name], math.sqrt(err_sq[name]) / norm if norm > 0 else 0.0)
-    return {n: validity.Fp32Floor(rows=rows[n].reshape(-1), rel_l2=rel[n]) for n in reference}
+    return {n: fp32.Fp32Floor(rows=rows[n].reshape(-1), rel_l2=rel[n]) for n in reference}
 
 
 def _slice_reader(arr: np.ndarray) -> Callable[[tuple[slice, ...]], np.ndarray]:

@@ -12,6 +12,13 @@ roofline and gate it. The steps every agent repeats live here, one module each; 
 keeps what is its language's own (the static checks, compiling, launching its harness,
 laying out the data, reading its outputs back, its device's specs):
 
+- the validity layer (the field's known reward hacks: hardware_agents/README.md):
+  `inputgen` (`InputCase`, `generate` from a definition's init expressions, `input_cases`,
+  `adversarial_cases`, `make_inputs`, `numpy_dtype`), `numpy_ref` (`reference_outputs`: the
+  numpy reference in float64), `buffers` (`alloc_outputs`, poisoned; `same_bytes` for
+  mutation checks), `compare` (`tolerance_of`, `RefStats`, `compare_outputs`,
+  `max_relative_error`, `sampled_agreement`) and `fp32` (`Fp32Floor`, `fp32_floor`: the bar
+  widened by float32's own error where float32 cannot meet it);
 - `cases`: `plan_cases` (the seeds and adversarial cases of each workload), `fresh_seed`
   (timing inputs no kernel has seen), `adversarial_overflow` (an unusable reference);
 - `verdict`: `Verdict`, the profile in the making: `profile` (any status), the statuses of a child's end

@@ -17,17 +17,17 @@ import msgspec
 import numpy as np
 
 from accelopt.problem import Problem, Workload
-from hardware_agents import validity
+from hardware_agents.pipeline import inputgen
 
 
 class PlannedCase(msgspec.Struct, frozen=True, kw_only=True):
     name: str  # unique in the plan, safe as a file name
     workload: Workload
-    case: validity.InputCase
+    case: inputgen.InputCase
     label: str  # the workload's label, for logs
 
 
-def case_name(prefix: str, case: validity.InputCase) -> str:
+def case_name(prefix: str, case: inputgen.InputCase) -> str:
     base = f"{prefix}-{case.name}" if prefix else case.name
     return re.sub(r"[^A-Za-z0-9_.-]", "_", base)
 
@@ -45,10 +45,10 @@ def plan_cases(
     seeds: Sequence[int],
     workloads: Sequence[Workload] | None = None,
 ) -> list[PlannedCase]:
-    """The cases of one profile: every seed and adversarial case (`validity.input_cases`) at
+    """The cases of one profile: every seed and adversarial case (`inputgen.input_cases`) at
     the first workload (by default the problem's own, the only one), one seed at each other
     (a device's check workloads: other shapes, the seeds' values are the same draw)."""
-    cases = validity.input_cases(problem.definition, seeds)
+    cases = inputgen.input_cases(problem.definition, seeds)
     first_seed = [c for c in cases if not c.adversarial][:1]
     plan: list[PlannedCase] = []
     for i, w in enumerate(workloads or [problem.workload]):
@@ -60,7 +60,7 @@ def plan_cases(
 
 
 def adversarial_overflow(
-    problem_name: str, case: validity.InputCase, ref64: Mapping[str, np.ndarray]
+    problem_name: str, case: inputgen.InputCase, ref64: Mapping[str, np.ndarray]
 ) -> str | None:
     """Why an adversarial case cannot be judged (its reference is non-finite: the magnitudes
     overflow the reference itself), or None. A seed case's reference is taken as it is."""

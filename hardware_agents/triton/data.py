@@ -26,7 +26,8 @@ import numpy as np
 import torch
 
 from accelopt.problem import Definition, Problem, Tolerance, Workload
-from hardware_agents import datacache, validity
+from hardware_agents import datacache
+from hardware_agents.pipeline import compare, fp32, inputgen
 from hardware_agents.pipeline.cases import PlannedCase, adversarial_overflow, fresh_seed
 from hardware_agents.triton import timed_inputs
 from hardware_agents.triton.inputs import axis_values, case_inputs, is_float
@@ -86,7 +87,7 @@ class CaseData:
         self.outputs = outputs
         self.ref64 = ref64
         self.set_bytes = set_bytes
-        self.stats = {n: validity.RefStats(r, tol) for n, r in ref64.items()}
+        self.stats = {n: compare.RefStats(r, tol) for n, r in ref64.items()}
 
 
 RefRunner = Callable[[RefRequest, Sequence[str]], dict[str, dict[str, torch.Tensor]]]
@@ -126,7 +127,7 @@ def timing_bases(plan: Sequence[PlannedCase], tp: TimingPlan) -> list[list[Plann
         for j in range(tp.per_round):
             seed = fresh_seed(used)
             used.add(seed)
-            case = validity.InputCase(name=f"timing-r{k}-c{j}", seed=seed)
+            case = inputgen.InputCase(name=f"timing-r{k}-c{j}", seed=seed)
             row.append(
                 PlannedCase(name=f"timing-r{k}-c{j}", workload=base.workload, case=case, label=base.label)
             )
@@ -262,7 +263,7 @@ class ProblemData:
         self.calibration_file = ""  # zeros of a round file's size: the calibration rounds' set-ups
         self.notes: list[str] = []
         self._run_reference = run_reference
-        self._floors: dict[str, dict[str, validity.Fp32Floor]] = {}
+        self._floors: dict[str, dict[str, fp32.Fp32Floor]] = {}
         self._floor_lock = threading.Lock()
         self._kept: dict[str, object] = {}  # what the judge keeps of the problem for its life (`keep`)
         self._kept_lock = threading.Lock()
@@ -345,8 +346,8 @@ class ProblemData:
             raise
         self.by_name = {c.name: c for c in self.cases}
 
-    def floor(self, name: str) -> dict[str, validity.Fp32Floor]:
-        """Case `name`'s float32 floor (`validity.Fp32Floor`): the spread of the reference's
+    def floor(self, name: str) -> dict[str, fp32.Fp32Floor]:
+        """Case `name`'s float32 floor (`fp32.Fp32Floor`): the spread of the reference's
         own float32 evaluations on its inputs (`reference.fp32_floor_of`), measured by the
         reference harness in a sandboxed child of its own (never by the kernel's process) on
         first demand, then kept with the problem's data. Raises what running it raised."""
@@ -361,7 +362,7 @@ class ProblemData:
                 )
                 got = self._run_reference(request, [str(self.dir)])[name]
                 self._floors[name] = {
-                    o: validity.Fp32Floor(
+                    o: fp32.Fp32Floor(
                         rows=got[f"rows/{o}"].numpy().astype(np.float32),
                         rel_l2=float(got[f"rel_l2/{o}"]),
                     )

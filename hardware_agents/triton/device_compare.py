@@ -1,4 +1,4 @@
-"""The correctness rule of `validity.compare_outputs`, as torch operations on the device that
+"""The correctness rule of `compare.compare_outputs`, as torch operations on the device that
 holds the outputs: the judge compares in place (`device_judge.py`) instead of copying every
 production-size output to the host (a float64 numpy pass of 8.5 ns an element there).
 
@@ -6,7 +6,7 @@ Same rule, same figures, same words: relative L2 error in float64 against the re
 norm (over its finite elements), the elementwise allclose bound `atol x max(1, rms) + rtol x
 |ref|` rounded to float32 as `RefStats` keeps it, a non-finite value where the reference is
 finite (or a non-finite value that differs from the reference's) refused, FlashInfer-Bench's
-largest relative error, and with the float32 floor (`validity.Fp32Floor`) each element's bar
+largest relative error, and with the float32 floor (`fp32.Fp32Floor`) each element's bar
 widened by FP32_FLOOR_FACTOR times float32's own error in its row and the relative L2 bar by
 that factor times float32's. Where the reference's statistics are known (`RefNorm`: the
 problem's, computed once) the norm and atol are exactly numpy's; only the sum of squared
@@ -31,7 +31,7 @@ import torch
 
 from accelopt.problem import Tolerance
 from accelopt.profile import SeedCheck
-from hardware_agents.validity import FP32_FLOOR_FACTOR
+from hardware_agents.pipeline.fp32 import FP32_FLOOR_FACTOR
 
 CHUNK = 1 << 15
 CUDA_CHUNK = 1 << 24
@@ -42,7 +42,7 @@ def _chunk(t: torch.Tensor) -> int:
 
 
 class RefNorm(msgspec.Struct, frozen=True, kw_only=True):
-    """A reference's statistics as `validity.RefStats` computed them (norm and RMS over its
+    """A reference's statistics as `compare.RefStats` computed them (norm and RMS over its
     finite elements, atol, whether every element is finite)."""
 
     norm: float
@@ -52,7 +52,7 @@ class RefNorm(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Floor(msgspec.Struct, frozen=True, kw_only=True):
-    """`validity.Fp32Floor` on the device: float32's own error per row of the output (the
+    """`fp32.Fp32Floor` on the device: float32's own error per row of the output (the
     row is the last axis) and its relative L2."""
 
     rows: torch.Tensor
@@ -168,7 +168,7 @@ def _compare_nonfinite(
 
 
 def _max_relative_error(g64: torch.Tensor, r64: torch.Tensor) -> float:
-    """`validity.max_relative_error` (equal infinities and NaN where the reference is NaN: 0)."""
+    """`compare.max_relative_error` (equal infinities and NaN where the reference is NaN: 0)."""
     d = (g64 - r64).abs()
     d[(g64 == r64) | (torch.isnan(g64) & torch.isnan(r64))] = 0.0
     if not bool(torch.isfinite(d).all()):
@@ -243,7 +243,7 @@ def check_on_device(
     stats: Mapping[str, RefNorm] | None = None,
     floor: Mapping[str, Floor] | None = None,
 ) -> SeedCheck:
-    """`validity.compare_outputs` on the device: one SeedCheck for a case, every output in
+    """`compare.compare_outputs` on the device: one SeedCheck for a case, every output in
     the reference's order, the same figures and notes."""
     worst_rel, worst_abs, worst_elem, notes, ok = 0.0, 0.0, 0.0, [], True
     for name, ref in reference.items():

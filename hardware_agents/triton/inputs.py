@@ -29,8 +29,8 @@ import torch
 
 from accelopt.problem import Definition, RandomInput, SafetensorsInput, ScalarInput, Workload
 from hardware_agents import index_inputs as indices
-from hardware_agents import validity
 from hardware_agents.index_inputs import axis_values, is_float
+from hardware_agents.pipeline import inputgen
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
@@ -135,7 +135,7 @@ def synthesize(definition: Definition, axes: dict[str, int], seed: int) -> dict[
 
 def _default_init(dtype: str) -> str:
     if is_float(dtype):
-        return validity.DEFAULT_INIT
+        return inputgen.DEFAULT_INIT
     if dtype == "bool":
         return "randint(0, 2)"
     if dtype == "int8":
@@ -144,7 +144,7 @@ def _default_init(dtype: str) -> str:
 
 
 def case_inputs(
-    definition: Definition, workload: Workload, case: validity.InputCase, roots: Sequence[str | Path] = ()
+    definition: Definition, workload: Workload, case: inputgen.InputCase, roots: Sequence[str | Path] = ()
 ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """(tensors, scalars) of one case, in the definition's order, as CPU tensors."""
     axes = axis_values(definition, workload)
@@ -175,7 +175,7 @@ def case_inputs(
         expr = case.inits.get(name) or definition.x_input_init.get(name) or _default_init(spec.dtype)
         rng = np.random.default_rng([case.seed, i])
         gen_dtype = "float32" if is_float(spec.dtype) or spec.dtype == "bool" else spec.dtype
-        arr = validity.generate(expr, shape or (), gen_dtype, rng)
+        arr = inputgen.generate(expr, shape or (), gen_dtype, rng)
         t = torch.from_numpy(arr)
         if spec.dtype in _FP8_MAX:
             t = t.clamp(-_FP8_MAX[spec.dtype], _FP8_MAX[spec.dtype])

@@ -24,7 +24,7 @@ import torch
 
 from accelopt.problem import AxisConst, Problem
 from accelopt.profile import Profile, SeedCheck
-from hardware_agents import validity
+from hardware_agents.pipeline import compare, fp32, inputgen
 from hardware_agents.pipeline.cases import PlannedCase, describe_axes
 from hardware_agents.pipeline.clock import ClockBound, clock_mismatch
 from hardware_agents.pipeline.device_spec import DeviceSpec
@@ -249,11 +249,11 @@ def check_case(
     case: CaseData,
     label: str,
     got: dict[str, torch.Tensor],
-    floor: dict[str, validity.Fp32Floor] | None = None,
+    floor: dict[str, fp32.Fp32Floor] | None = None,
 ) -> SeedCheck:
     """dtype, shape and values of one case's outputs (FlashInfer-Bench's INCORRECT_DTYPE,
     INCORRECT_SHAPE and INCORRECT_NUMERICAL, all reported as `incorrect`); with `floor`, the
-    values' bar widened by float32's own error on the case's inputs (`validity.Fp32Floor`)."""
+    values' bar widened by float32's own error on the case's inputs (`fp32.Fp32Floor`)."""
     for meta in case.outputs:
         t = got.get(meta.name)
         if t is None:
@@ -273,7 +273,7 @@ def check_case(
                 note=f"output {meta.name} has shape {list(t.shape)}, the definition says {list(expected)}",
             )
     outputs = {n: to_float64(got[n]) for n in case.ref64}
-    return validity.compare_outputs(
+    return compare.compare_outputs(
         label, outputs, case.ref64, tolerance_for(problem.definition), stats=case.stats, floor=floor
     )
 
@@ -294,7 +294,7 @@ def overflowed(case: CaseData, got: dict[str, torch.Tensor]) -> list[str]:
 def overflow_reason(problem: Problem, outputs: Sequence[str]) -> str:
     """Why an adversarial case's non-finite outputs refuse the kernel, said precisely.
 
-    The `large` case scales every float input by 1000 (validity.LARGE_SCALE). That is the
+    The `large` case scales every float input by 1000 (inputgen.LARGE_SCALE). That is the
     size of activations real models carry (hidden-state "massive activations" of 1e3 to 1e4
     in LLaMA-2, Sun et al. 2024), though not of every intermediate: an attention's logits,
     products of two scaled inputs, reach 1e6 there, beyond any real model's. The case is
@@ -319,7 +319,7 @@ def overflow_reason(problem: Problem, outputs: Sequence[str]) -> str:
     So the verdict stays `incorrect`, and says which case, at what scale, and the likely
     cause instead of a bare mismatch."""
     default = problem.definition.x_adversarial is None
-    scale = f"at inputs scaled x{validity.LARGE_SCALE:g}" if default else "at its inputs"
+    scale = f"at inputs scaled x{inputgen.LARGE_SCALE:g}" if default else "at its inputs"
     return (
         f"overflow: non-finite {', '.join(outputs)} where the reference is finite, {scale} (see the note): "
         "the kernel overflows at magnitudes the reference computes, e.g. an exp without max "
@@ -622,7 +622,7 @@ class TritonJudge:
         self, case: CaseData, label: str, got: dict[str, torch.Tensor], plain: SeedCheck
     ) -> SeedCheck:
         """An adversarial case whose finite outputs missed the tolerance, judged again with
-        it widened by float32's own error on the case's inputs (`validity.Fp32Floor`, as the
+        it widened by float32's own error on the case's inputs (`fp32.Fp32Floor`, as the
         Neuron agent's judge does; `ProblemData.floor`: the reference re-run in float32 on
         inputs moved by one ulp, in the reference's own sandboxed child, first time only).
 
@@ -659,14 +659,14 @@ class TritonJudge:
             self.v.counters["fp32_floor_cases"] = self.v.counters.get("fp32_floor_cases", 0.0) + 1
             self.floor_notes.append(
                 f"{label} passed only with the tolerance widened by "
-                f"{validity.FP32_FLOOR_FACTOR:g}x float32's own error on its inputs (the reference "
+                f"{fp32.FP32_FLOOR_FACTOR:g}x float32's own error on its inputs (the reference "
                 f"re-run in float32 on them moved by one ulp): without it, {plain.note}"
             )
         return widened
 
     def _adversarial_note(self) -> str:
         """What the failed adversarial cases were (their names alone do not say)."""
-        inits = validity.adversarial_cases(self.problem.definition)
+        inits = inputgen.adversarial_cases(self.problem.definition)
         failed = {c.case for c in self.v.checks if not c.passed}
         return "".join(
             f"\nnote: {name} is an adversarial case: "
@@ -748,7 +748,7 @@ class TritonJudge:
             if not isinstance(g, torch.Tensor) or tuple(g.shape) != ref.shape:
                 return f"the harness sent back malformed samples of {name} for round {tr.k}", []
             rms = np.concatenate([tr.ref_rms[name]] * copies)
-            ok = validity.sampled_agreement(g.to(torch.float64).numpy(), ref, rms, tol)
+            ok = compare.sampled_agreement(g.to(torch.float64).numpy(), ref, rms, tol)
             ok[~np.concatenate([tr.covered] * copies)] = True  # calls whose reference was not computed
             bad = np.flatnonzero(~ok.all(axis=1))
             if bad.size:

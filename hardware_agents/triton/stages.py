@@ -34,8 +34,7 @@ import torch
 
 from accelopt.problem import Problem, ProblemFileError
 from accelopt.profile import Profile
-from hardware_agents import validity
-from hardware_agents.pipeline import cases
+from hardware_agents.pipeline import cases, inputgen
 from hardware_agents.pipeline.cases import PlannedCase
 from hardware_agents.pipeline.clock import ClockBound
 from hardware_agents.pipeline.phases import Phases
@@ -93,7 +92,7 @@ def plan_boundary_cases(problem: Problem, seeds: Sequence[int]) -> list[PlannedC
     profile's own cases pass, so that the profile's child makes the calls it makes on a GPU
     (the same checks, then the timed calls)."""
     workloads = boundary_workloads(problem)
-    first = validity.input_cases(problem.definition, seeds[:1])[0]
+    first = inputgen.input_cases(problem.definition, seeds[:1])[0]
     return [
         PlannedCase(
             name=cases.case_name(w.x_label or "", first), workload=w, case=first, label=w.x_label or ""

@@ -118,15 +118,15 @@ def _random_range(d: Definition, name: str) -> str | None:
     """What the input generator draws for an input with no data (the definition's
     `x_input_init`, else the default for its dtype); None for an integer input the definition
     gives no range for (any integers would be no valid value: expert ids, offsets...)."""
-    from hardware_agents import validity
     from hardware_agents.index_inputs import is_float
+    from hardware_agents.pipeline import inputgen
 
     spec = d.inputs[name]
     if name in d.x_input_init:
         return d.x_input_init[name]
     if is_float(spec.dtype):
         fp8 = " (clamped to the fp8 range)" if spec.dtype.startswith("float8") else ""
-        return f"{validity.DEFAULT_INIT}{fp8}"
+        return f"{inputgen.DEFAULT_INIT}{fp8}"
     if spec.dtype == "bool":
         return "randint(0, 2)"
     return None

@@ -1,4 +1,4 @@
-"""The tolerance's float32 floor (hardware_agents/validity.py, `Fp32Floor`): where float32 itself
+"""The tolerance's float32 floor (hardware_agents/pipeline/fp32.py, `Fp32Floor`): where float32 itself
 cannot meet the tolerance (an attention whose scores nearly tie at float32 resolution), an
 honest float32 computation in another summation order passes with the floor and fails
 without it; a wrong one fails with it; on well-conditioned inputs the floor changes nothing."""
@@ -17,7 +17,8 @@ from accelopt.problem import (
     Workload,
     one_file_solution,
 )
-from hardware_agents import validity
+from accelopt.profile import SeedCheck
+from hardware_agents.pipeline import compare, fp32, inputgen, numpy_ref
 
 ATTENTION = """
 import numpy as np
@@ -64,19 +65,19 @@ def float32_other_order(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarr
     return (w @ v).astype(np.float32)
 
 
-def _judge(problem: Problem, got: np.ndarray, seed: int = 0) -> tuple[validity.SeedCheck, validity.SeedCheck]:
-    case = validity.InputCase(name="c", seed=seed)
-    inputs = validity.make_inputs(problem, case)
-    ref = validity.reference_outputs(problem, inputs)
-    tol = validity.tolerance_of(problem.definition)
-    floor = validity.fp32_floor(problem, inputs, ref, seed)
-    plain = validity.compare_outputs("c", {"out": got}, ref, tol)
-    widened = validity.compare_outputs("c", {"out": got}, ref, tol, floor=floor)
+def _judge(problem: Problem, got: np.ndarray, seed: int = 0) -> tuple[SeedCheck, SeedCheck]:
+    case = inputgen.InputCase(name="c", seed=seed)
+    inputs = inputgen.make_inputs(problem, case)
+    ref = numpy_ref.reference_outputs(problem, inputs)
+    tol = compare.tolerance_of(problem.definition)
+    floor = fp32.fp32_floor(problem, inputs, ref, seed)
+    plain = compare.compare_outputs("c", {"out": got}, ref, tol)
+    widened = compare.compare_outputs("c", {"out": got}, ref, tol, floor=floor)
     return plain, widened
 
 
 def _inputs(problem: Problem, seed: int = 0) -> dict[str, np.ndarray]:
-    return validity.make_inputs(problem, validity.InputCase(name="c", seed=seed))
+    return inputgen.make_inputs(problem, inputgen.InputCase(name="c", seed=seed))
 
 
 def test_an_honest_float32_result_that_float32_cannot_improve_passes_with_the_floor() -> None:
@@ -108,8 +109,8 @@ def test_a_wrong_result_fails_with_the_floor_too() -> None:
 def test_on_well_conditioned_inputs_the_floor_is_float32_rounding() -> None:
     p = attention("normal(0, 1)", "normal(0, 1)")  # scores of a few units: a smooth softmax
     x = _inputs(p)
-    ref = validity.reference_outputs(p, x)["out"]
-    floor = validity.fp32_floor(p, x, {"out": ref}, 0)["out"]
+    ref = numpy_ref.reference_outputs(p, x)["out"]
+    floor = fp32.fp32_floor(p, x, {"out": ref}, 0)["out"]
     scale = float(np.abs(ref).max())
     assert float(np.max(floor.rows)) <= 1e-5 * scale
     # an error of 1e-3 of the largest value in one element is caught as it was without the floor
@@ -126,18 +127,18 @@ def test_the_floor_widens_only_the_rows_it_covers() -> None:
     got[3, 5] += np.float32(0.5)
     rows = np.zeros(16, np.float32)
     rows[3] = 0.2  # 4 x 0.2 covers 0.5
-    assert validity.compare_outputs(
-        "c", {"o": got}, {"o": ref}, tol, floor={"o": validity.Fp32Floor(rows=rows, rel_l2=0.1)}
+    assert compare.compare_outputs(
+        "c", {"o": got}, {"o": ref}, tol, floor={"o": fp32.Fp32Floor(rows=rows, rel_l2=0.1)}
     ).passed
     rows[3] = 0.1  # 4 x 0.1 does not
-    chk = validity.compare_outputs(
-        "c", {"o": got}, {"o": ref}, tol, floor={"o": validity.Fp32Floor(rows=rows, rel_l2=0.1)}
+    chk = compare.compare_outputs(
+        "c", {"o": got}, {"o": ref}, tol, floor={"o": fp32.Fp32Floor(rows=rows, rel_l2=0.1)}
     )
     assert not chk.passed and "allclose" in chk.note
     moved = ref.astype(np.float32)
     moved[10, 0] += np.float32(0.5)  # a row whose floor is 0
     rows[3] = 1.0
-    chk = validity.compare_outputs(
-        "c", {"o": moved}, {"o": ref}, tol, floor={"o": validity.Fp32Floor(rows=rows, rel_l2=0.1)}
+    chk = compare.compare_outputs(
+        "c", {"o": moved}, {"o": ref}, tol, floor={"o": fp32.Fp32Floor(rows=rows, rel_l2=0.1)}
     )
     assert not chk.passed

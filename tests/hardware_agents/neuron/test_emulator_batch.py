@@ -20,13 +20,13 @@ from nkibench_fixture import write_nkibench
 
 import suites
 from accelopt.problem import Problem
-from hardware_agents import validity
 from hardware_agents.neuron.emulator import ArgSpec, compile_kernel, install
 from hardware_agents.neuron.emulator import execute as execute_mod
 from hardware_agents.neuron.emulator.analysis import analyze
 from hardware_agents.neuron.emulator.errors import OneZeroFlagError
 from hardware_agents.neuron.emulator.execute import execute, execute_batch
 from hardware_agents.neuron.reference import ReferenceModule
+from hardware_agents.pipeline import inputgen
 from suites.nkibench import NKIBENCH_PROBLEMS, import_nkibench
 
 install()
@@ -105,8 +105,8 @@ def test_a_batch_gives_each_case_its_own_bits_nkibench(name: str, nkb14: dict[st
     p = nkb14[name]
     ref_mod = ReferenceModule(p)
     cases, scalars = [], []
-    for case in validity.input_cases(p.definition, (0, 21))[:3]:  # two seeds and an adversarial case
-        args = ref_mod.kernel_args(validity.make_inputs(p, case))
+    for case in inputgen.input_cases(p.definition, (0, 21))[:3]:  # two seeds and an adversarial case
+        args = ref_mod.kernel_args(inputgen.make_inputs(p, case))
         cases.append([a if isinstance(a, np.ndarray) else None for a in args])
         scalars = [None if isinstance(a, np.ndarray) else a for a in args]
     _check(_load(p), cases, scalars)
@@ -170,8 +170,8 @@ def test_the_fast_paths_give_the_general_paths_bits_nkibench(name: str, nkb14: d
     p = nkb14[name]
     ref_mod = ReferenceModule(p)
     cases, scalars = [], []
-    for case in validity.input_cases(p.definition, (3,))[:1]:
-        args = ref_mod.kernel_args(validity.make_inputs(p, case))
+    for case in inputgen.input_cases(p.definition, (3,))[:1]:
+        args = ref_mod.kernel_args(inputgen.make_inputs(p, case))
         cases.append([a if isinstance(a, np.ndarray) else None for a in args])
         scalars = [None if isinstance(a, np.ndarray) else a for a in args]
     _fast_and_general(_load(p), cases, scalars)

@@ -469,9 +469,9 @@ def test_no_honest_suite_kernel_beats_the_hard_roofline(name: str, tmp_path: Any
     traced and priced as the agent does, is estimated slower than what no program can beat."""
     import importlib.util
 
-    from hardware_agents import validity
     from hardware_agents.neuron.estimate_gate import implausible_estimate
     from hardware_agents.neuron.reference import ReferenceModule
+    from hardware_agents.pipeline import inputgen
 
     problem, src = SUITE_KERNELS[name]
     (tmp_path / "kernel.py").write_text(src)
@@ -479,7 +479,7 @@ def test_no_honest_suite_kernel_beats_the_hard_roofline(name: str, tmp_path: Any
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    inputs = validity.make_inputs(problem, validity.input_cases(problem.definition, (0,))[0])
+    inputs = inputgen.make_inputs(problem, inputgen.input_cases(problem.definition, (0,))[0])
     args = ReferenceModule(problem).kernel_args(inputs)
     prog = compile_kernel(mod.kernel, [ArgSpec.of(a) for a in args])
     check_program(prog, [ArgSpec.of(a) for a in args])

@@ -134,8 +134,8 @@ def test_lookup_builds_once_per_key_and_tells_evicted_entries() -> None:
 def test_the_reference_store_serves_a_later_process_and_keeps_out_everyone_else(
     small_suite: dict[str, Problem], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hardware_agents import validity
     from hardware_agents.neuron.refstore import ReferenceStore
+    from hardware_agents.pipeline import numpy_ref
 
     p = small_suite["silu"]
     store = ReferenceStore(tmp_path / "store")
@@ -149,7 +149,7 @@ def test_the_reference_store_serves_a_later_process_and_keeps_out_everyone_else(
     def no_reference(*_a: object, **_k: object) -> None:
         raise AssertionError("a stored reference was computed again")
 
-    monkeypatch.setattr(validity, "reference_outputs", no_reference)
+    monkeypatch.setattr(numpy_ref, "reference_outputs", no_reference)
     second = ndata.ProblemData(p, (0, 21), tmp_path, store)  # a later process: a new ProblemData
     try:
         assert all(c.entry is not None for c in second.cases)
@@ -173,8 +173,8 @@ def test_a_stored_case_is_staged_from_the_store_without_drawing_its_inputs(
     """The staged arguments are kept with the references: a later process stages the same
     bytes, world-readable in its own data dir, and draws nothing; an entry whose argument
     file no longer matches its manifest is drawn again (and its reference computed again)."""
-    from hardware_agents import validity
     from hardware_agents.neuron.refstore import ARG_FILE, ReferenceStore
+    from hardware_agents.pipeline import inputgen
 
     p = small_suite["silu"]
     store = ReferenceStore(tmp_path / "store")
@@ -187,8 +187,8 @@ def test_a_stored_case_is_staged_from_the_store_without_drawing_its_inputs(
     def no_draw(*_a: object, **_k: object) -> None:
         raise AssertionError("a stored case's inputs were drawn again")
 
-    real_draw = validity.make_inputs
-    monkeypatch.setattr(validity, "make_inputs", no_draw)
+    real_draw = inputgen.make_inputs
+    monkeypatch.setattr(inputgen, "make_inputs", no_draw)
     second = ndata.ProblemData(p, (0, 21), tmp_path, store)
     try:
         for c, want in zip(second.cases, staged, strict=True):
@@ -198,7 +198,7 @@ def test_a_stored_case_is_staged_from_the_store_without_drawing_its_inputs(
             assert c.entry is not None
     finally:
         second.remove()
-    monkeypatch.setattr(validity, "make_inputs", real_draw)
+    monkeypatch.setattr(inputgen, "make_inputs", real_draw)
     # a truncated argument file: not served; the case is drawn (and judged) as without a store
     (entry,) = [d for d in store.root.iterdir() if d.name == second.cases[0].key]
     with open(entry / ARG_FILE.format(0), "r+b") as f:
@@ -221,7 +221,8 @@ def test_the_reference_store_keeps_what_pays_and_evicts_the_least_recently_used(
     arr = np.zeros(1 << 17)  # 1 MiB
     np.save(tmp_path / "out.npy", arr)
     ref = {"out": str(tmp_path / "out.npy")}  # a case's reference file, as a profile wrote it
-    from hardware_agents.validity import RefStats, Tolerance
+    from accelopt.problem import Tolerance
+    from hardware_agents.pipeline.compare import RefStats
 
     stats = {"out": RefStats(arr, Tolerance(), bound=False)}
     for key in ("a", "b", "c"):
@@ -240,9 +241,10 @@ def test_kept_arguments_count_their_drawing_time_in_what_an_entry_saves(tmp_path
     """An entry that also keeps its arguments is worth its refs' and its draw's time: with
     both, it outlives a denser-looking entry of references alone; without the draw's time
     (its bytes doubled, its worth not) it would go first."""
+    from accelopt.problem import Tolerance
     from hardware_agents.neuron.protocol import KernelArg
     from hardware_agents.neuron.refstore import ReferenceStore
-    from hardware_agents.validity import RefStats, Tolerance
+    from hardware_agents.pipeline.compare import RefStats
 
     store = ReferenceStore(tmp_path / "store", budget_bytes=(3 << 20) + (64 << 10))  # three MiB
     arr = np.zeros(1 << 17)  # 1 MiB

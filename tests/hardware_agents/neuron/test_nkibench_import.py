@@ -13,8 +13,8 @@ from nkibench_fixture import CATALOG, FixtureProblem, shaped, write_nkibench
 import suites
 from accelopt.problem import AxisConst, ScalarInput, load_definition
 from cli.main import main
-from hardware_agents import validity
 from hardware_agents.neuron.reference import ReferenceModule, kernel_arg_shapes
+from hardware_agents.pipeline import inputgen, numpy_ref
 from suites.nkibench import NkibenchError, import_nkibench, read_nkibench
 
 UNKNOWN = FixtureProblem(
@@ -121,18 +121,18 @@ def test_reference_is_nkibench_forward_with_its_transforms(imported: dict) -> No
         ), name
         ref = ReferenceModule(p)
         assert ref.to_nki is not None and ref.from_nki is not None
-        case = validity.input_cases(p.definition, (0,))[0]
-        inputs = validity.make_inputs(p, case)
-        ours = validity.reference_outputs(p, inputs)  # float64, through `run`
+        case = inputgen.input_cases(p.definition, (0,))[0]
+        inputs = inputgen.make_inputs(p, case)
+        ours = numpy_ref.reference_outputs(p, inputs)  # float64, through `run`
         direct = ref.namespace["forward"](*inputs.values())  # NKIBench's forward in float32
         direct = direct if isinstance(direct, tuple) else (direct,)
         for got, want in zip(ours.values(), direct, strict=True):
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     adamw = imported["adamw"]
-    v = validity.make_inputs(adamw, validity.input_cases(adamw.definition, (0,))[0])["v"]
+    v = inputgen.make_inputs(adamw, inputgen.input_cases(adamw.definition, (0,))[0])["v"]
     assert v.min() >= 0  # abs(normal)
     mamba = imported["mamba"]
-    delta = validity.make_inputs(mamba, validity.input_cases(mamba.definition, (0,))[0])["delta"]
+    delta = inputgen.make_inputs(mamba, inputgen.input_cases(mamba.definition, (0,))[0])["delta"]
     assert 0.03 < float(delta.std()) < 0.07  # scale 0.05
     assert kernel_arg_shapes(imported["add_rmsnorm_matmul"]) == [
         ("array", (64, 16), "float32"),

@@ -16,8 +16,8 @@ from nkibench_fixture import write_nkibench
 
 import suites
 from accelopt.problem import Problem
-from hardware_agents import validity
 from hardware_agents.neuron import slices
+from hardware_agents.pipeline import compare, fp32, inputgen, numpy_ref
 from suites.nkibench import REFERENCE_SLICES
 
 
@@ -59,48 +59,48 @@ def test_a_sliced_reference_is_the_whole_one(
     whole_p = msgspec.structs.replace(
         p, definition=msgspec.structs.replace(p.definition, x_reference_slices=None)
     )
-    tol = validity.tolerance_of(p.definition)
-    for case in (validity.InputCase(name="s7", seed=7), *_large(p)):
-        inputs = validity.make_inputs(p, case)
-        whole = validity.reference_outputs(whole_p, inputs)
+    tol = compare.tolerance_of(p.definition)
+    for case in (inputgen.InputCase(name="s7", seed=7), *_large(p)):
+        inputs = inputgen.make_inputs(p, case)
+        whole = numpy_ref.reference_outputs(whole_p, inputs)
         ref = slices.ReferenceFiles(p, inputs, tmp_path, case.name)
         got = ref.arrays()
         for out, w in whole.items():
             # (BLAS may sum a slice's rows in another order: the last bits of float64, far below
             # any tolerance, and only those)
             np.testing.assert_allclose(got[out], w, rtol=1e-10, atol=1e-13 * float(np.abs(w).max()))
-            st = validity.RefStats(w, tol, bound=False)
+            st = compare.RefStats(w, tol, bound=False)
             assert math.isclose(ref.stats[out].norm, st.norm, rel_tol=1e-10)
             assert math.isclose(ref.stats[out].rms, st.rms, rel_tol=1e-10)
         # the float32 floor: the same twins, and float32's error of the same formula: equal but
         # where BLAS blocks a slice's float32 matmul its own way (gqa_full's scores: another
         # honest summation order), then of the same scale, each row well within the factor the
-        # floor is used with (`validity.FP32_FLOOR_FACTOR`)
+        # floor is used with (`fp32.FP32_FLOOR_FACTOR`)
         floor = slices.fp32_floor(p, inputs, got, case.seed)
-        want = validity.fp32_floor(whole_p, inputs, whole, case.seed)
+        want = fp32.fp32_floor(whole_p, inputs, whole, case.seed)
         for out, f in want.items():
             a, b = np.asarray(floor[out].rows, np.float64), np.asarray(f.rows, np.float64)
             assert a.shape == b.shape
             assert math.isclose(floor[out].rel_l2, f.rel_l2, rel_tol=0.05)
             assert math.isclose(float(np.sqrt(np.mean(a * a))), float(np.sqrt(np.mean(b * b))), rel_tol=0.05)
             ratio = np.maximum(a, 1e-30) / np.maximum(b, 1e-30)
-            assert ratio.max() < validity.FP32_FLOOR_FACTOR and ratio.min() > 1 / validity.FP32_FLOOR_FACTOR
+            assert ratio.max() < fp32.FP32_FLOOR_FACTOR and ratio.min() > 1 / fp32.FP32_FLOOR_FACTOR
             if name != "gqa_full":
                 assert np.array_equal(a, b) and floor[out].rel_l2 == pytest.approx(f.rel_l2, rel=1e-9)
 
 
-def _large(p: Problem) -> list[validity.InputCase]:
+def _large(p: Problem) -> list[inputgen.InputCase]:
     return [
-        validity.InputCase(name=f"adv-{n}", seed=11, adversarial=True, inits=inits)
-        for n, inits in validity.adversarial_cases(p.definition).items()
+        inputgen.InputCase(name=f"adv-{n}", seed=11, adversarial=True, inits=inits)
+        for n, inits in inputgen.adversarial_cases(p.definition).items()
     ]
 
 
 def test_the_moved_twin_is_the_one_a_whole_draw_makes() -> None:
-    """`validity.moved_twin` draws its directions in blocks: the same numbers as one draw."""
+    """`fp32.moved_twin` draws its directions in blocks: the same numbers as one draw."""
     rng = np.random.default_rng(3)
     x = rng.standard_normal((1000, 4197)).astype(np.float32)  # more than one block
-    moved = validity.moved_twin({"x": x, "eps": 1e-6}, seed=5)
+    moved = fp32.moved_twin({"x": x, "eps": 1e-6}, seed=5)
     r = np.random.default_rng([5, 0xF10])
     away = np.where(r.random(x.shape) < 0.5, np.float32(-np.inf), np.float32(np.inf))
     assert np.array_equal(moved["x"], np.nextafter(x, away).astype(np.float32)) and moved["eps"] == 1e-6

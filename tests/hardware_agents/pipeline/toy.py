@@ -30,8 +30,8 @@ from accelopt.problem import (
     one_file_solution,
 )
 from accelopt.profile import Profile
-from hardware_agents import validity
 from hardware_agents.base import HardwareAgent
+from hardware_agents.pipeline import compare, inputgen, numpy_ref
 from hardware_agents.pipeline.cases import fresh_seed, plan_cases
 from hardware_agents.pipeline.clock import ClockBound, clock_mismatch, confirmed
 from hardware_agents.pipeline.device_spec import DeviceSpec
@@ -169,9 +169,9 @@ class ToyStages(Stages[ToyAgent]):
     def stage_inputs(self) -> Outcome:
         problem, agent = self.problem, self.agent
         plan = self.plan = plan_cases(problem, self.seeds)
-        self.inputs = {pc.name: validity.make_inputs(problem, pc.case) for pc in plan}
+        self.inputs = {pc.name: inputgen.make_inputs(problem, pc.case) for pc in plan}
         self.refs = {
-            pc.name: validity.reference_outputs(problem, self.inputs[pc.name]) for pc in plan
+            pc.name: numpy_ref.reference_outputs(problem, self.inputs[pc.name]) for pc in plan
         }  # ours
         rounds_dir = self.rounds_dir = private_dir(default_base_dir(), "accelopt-toy-rounds-")
         self.held.callback(shutil.rmtree, rounds_dir, ignore_errors=True)
@@ -234,11 +234,11 @@ class ToyStages(Stages[ToyAgent]):
         v = self.v
         v.checks.clear()
         for name in self.inputs:
-            chk = validity.compare_outputs(
+            chk = compare.compare_outputs(
                 name,
                 {"out": _load(self.box, f"out-{name}.npy")},
                 self.refs[name],
-                validity.tolerance_of(self.problem.definition),
+                compare.tolerance_of(self.problem.definition),
             )
             if not np.array_equal(self.inputs[name]["x"], _load(self.box, f"in-{name}.npy")):
                 fail_case(chk, "modified its input x; inputs are read-only")
@@ -255,8 +255,8 @@ class ToyStages(Stages[ToyAgent]):
             def hand_over(k: int) -> None:  # fresh inputs, drawn now
                 seed = fresh_seed(used)
                 used.add(seed)
-                x = validity.make_inputs(problem, validity.InputCase(name=f"timing-r{k}", seed=seed))
-                self.round_refs[k] = validity.reference_outputs(problem, x)
+                x = inputgen.make_inputs(problem, inputgen.InputCase(name=f"timing-r{k}", seed=seed))
+                self.round_refs[k] = numpy_ref.reference_outputs(problem, x)
                 np.save(self.rounds_dir / f"round-{k}.npy", x["x"])
                 os.chmod(self.rounds_dir / f"round-{k}.npy", 0o644)
                 if self.agent.meddle is not None:
@@ -264,8 +264,8 @@ class ToyStages(Stages[ToyAgent]):
 
             def after_round(k: int) -> Profile | None:  # its last call's output, checked now
                 got = {"out": _load(self.box, f"round-{k}.npy")}
-                chk = validity.compare_outputs(
-                    f"timed:r{k}", got, self.round_refs[k], validity.tolerance_of(problem.definition)
+                chk = compare.compare_outputs(
+                    f"timed:r{k}", got, self.round_refs[k], compare.tolerance_of(problem.definition)
                 )
                 if chk.passed:
                     return None

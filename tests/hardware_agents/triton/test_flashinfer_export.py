@@ -23,7 +23,7 @@ from flashinfer_bench.bench.utils import compute_error_stats, gen_inputs, load_s
 import suites
 from accelopt.problem import BuildSpec, SourceFile
 from accelopt.profile import LatencyStats, Profile, SeedCheck
-from hardware_agents import validity
+from hardware_agents.pipeline import compare
 from suites.flashinfer import TraceSet, export_problems, problems_from, trace_set_from_problems
 from suites.flashinfer.traces import to_trace
 from suites.flashinfer.traceset import to_fib
@@ -162,7 +162,7 @@ def test_max_relative_error_is_flashinfers_metric():
     ref = torch.randn(257, 33, generator=gen, dtype=torch.float64)
     got = (ref + 1e-3 * torch.randn(257, 33, generator=gen, dtype=torch.float64)).to(torch.bfloat16)
     _, fib_rel, _, _ = compute_error_stats(got, ref.to(torch.bfloat16), BenchmarkConfig())
-    ours = validity.max_relative_error(
+    ours = compare.max_relative_error(
         got.to(torch.float64).numpy(), ref.to(torch.bfloat16).to(torch.float64).numpy()
     )
     assert ours == pytest.approx(fib_rel, rel=1e-5)

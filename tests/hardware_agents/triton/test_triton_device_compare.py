@@ -1,5 +1,5 @@
 """`device_compare` (the correctness rule as torch operations, for a judge that compares where
-the outputs are) held to `validity.compare_outputs` on CPU tensors: the same verdict, relative
+the outputs are) held to `compare.compare_outputs` on CPU tensors: the same verdict, relative
 L2 error, largest errors, count of elements outside the bar and notes, over output dtypes,
 tolerances, errors of every size, non-finite values, the float32 floor and chunk edges."""
 
@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from accelopt.problem import Tolerance
-from hardware_agents import validity
+from accelopt.profile import SeedCheck
+from hardware_agents.pipeline import compare, fp32
 from hardware_agents.triton import device_compare
 from hardware_agents.triton.device_compare import Floor, RefNorm, check_on_device, compare_on_device
 
@@ -26,8 +27,8 @@ def _case(dtype: torch.dtype, noise: float, seed: int) -> tuple[torch.Tensor, to
     return got, ref
 
 
-def _numpy(got: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> tuple[validity.SeedCheck, int]:
-    chk = validity.compare_outputs("c", {"o": got.to(torch.float64).numpy()}, {"o": ref.numpy()}, tol)
+def _numpy(got: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> tuple[SeedCheck, int]:
+    chk = compare.compare_outputs("c", {"o": got.to(torch.float64).numpy()}, {"o": ref.numpy()}, tol)
     m = re.search(r"(\d+) of \d+ elements outside", chk.note)
     return chk, int(m.group(1)) if m else 0
 
@@ -66,13 +67,13 @@ def test_non_finite_values() -> None:
 
 
 def _both(
-    got: torch.Tensor, ref: torch.Tensor, tol: Tolerance, floor: validity.Fp32Floor | None
-) -> tuple[validity.SeedCheck, validity.SeedCheck]:
+    got: torch.Tensor, ref: torch.Tensor, tol: Tolerance, floor: fp32.Fp32Floor | None
+) -> tuple[SeedCheck, SeedCheck]:
     """The numpy rule (with the problem's `RefStats`, as the judge keeps them) and the device
     rule (with the same statistics as `RefNorm`, the reference in the output dtype)."""
     r64 = ref.numpy()
-    st = validity.RefStats(r64, tol)
-    host = validity.compare_outputs(
+    st = compare.RefStats(r64, tol)
+    host = compare.compare_outputs(
         "c",
         {"o": got.to(torch.float64).numpy()},
         {"o": r64},
@@ -93,7 +94,7 @@ def _both(
     return host, dev
 
 
-def _same(host: validity.SeedCheck, dev: validity.SeedCheck) -> None:
+def _same(host: SeedCheck, dev: SeedCheck) -> None:
     assert dev.passed == host.passed and dev.note == host.note
     assert dev.max_abs_err == host.max_abs_err and dev.max_rel_err == host.max_rel_err
     if host.rel_l2 is None:
@@ -118,7 +119,7 @@ def test_the_float32_floor_widens_the_bar_as_on_the_host(
         got[4, 5] = float("inf")
     rows = (torch.rand(24, generator=gen) * 0.2).numpy().astype(np.float32)
     rows[::3] = 0.0  # rows float32 resolves exactly: the plain bar there
-    floor = validity.Fp32Floor(rows=rows, rel_l2=0.02)
+    floor = fp32.Fp32Floor(rows=rows, rel_l2=0.02)
     tol = Tolerance(rel_l2=1e-2, atol=1e-2, rtol=1e-2)
     plain_host, plain_dev = _both(got, ref, tol, None)
     host, dev = _both(got, ref, tol, floor)

