@@ -393,19 +393,10 @@ def rank_changes(
     return [m[0] for m in _weighted_order(options, key)]
 
 
-def choose_move(
-    source: str,
-    *,
-    skip: Iterable[str] = (),
-    max_shape: int | None = None,
-    hints: Sequence[InsightHint] = (),
-    problem: str = "",
-    key: str = "",
-    sample_index: int = 0,
-) -> Move | None:
-    """The move for sample `sample_index`: the samples of one kernel (same `key`) walk down one
-    ranking, so N plans for a candidate are N different moves while there are enough."""
-    ranked = rank_moves(source, skip=skip, max_shape=max_shape, hints=hints, problem=problem, key=key)
+def choose_move(ranked: Sequence[Move], sample_index: int) -> Move | None:
+    """The move for sample `sample_index` of a ranking (`rank_moves`): the samples of one kernel
+    (same `key`) walk down one ranking, so N plans for a candidate are N different moves while
+    there are enough."""
     return ranked[sample_index % len(ranked)] if ranked else None
 
 
@@ -462,15 +453,8 @@ def plan_reply(system: str, user: str, sample_index: int) -> str:
     # the ranking depends on the kernel and the insights, not on the per-call profile order,
     # so the N samples of one candidate take N different moves
     key = f"{source}\x1f{[(h.problem, h.speedup, h.slowdown, h.changes) for h in hints]}"
-    move = choose_move(
-        source,
-        skip=shapes,
-        max_shape=max_shape,
-        hints=hints,
-        problem=problem,
-        key=key,
-        sample_index=sample_index,
-    )
+    ranked = rank_moves(source, skip=shapes, max_shape=max_shape, hints=hints, problem=problem, key=key)
+    move = choose_move(ranked, sample_index)
     if move is None:
         return (
             "**Keep the kernel unchanged**\nNo tunable constant (an integer `#define` or an UPPER_CASE "
