@@ -25,7 +25,7 @@ import msgspec
 import numpy as np
 import torch
 
-from accelopt.problem import Definition, Problem, Tolerance, Workload
+from accelopt.problem import Definition, Problem, TensorSpec, Tolerance, Workload
 from hardware_agents import datacache
 from hardware_agents.pipeline import compare, fp32, inputgen
 from hardware_agents.pipeline.cases import PlannedCase, adversarial_overflow, fresh_seed
@@ -51,22 +51,22 @@ def tolerance_for(definition: Definition) -> Tolerance:
     return Tolerance()
 
 
-def output_metas(definition: Definition, workload: Workload) -> list[TensorMeta]:
+def _metas(definition: Definition, workload: Workload, specs: dict[str, TensorSpec]) -> list[TensorMeta]:
+    """`specs` (the definition's inputs or outputs) with their shapes at `workload`'s axes."""
     axes = axis_values(definition, workload)
     out = []
-    for name, spec in definition.outputs.items():
+    for name, spec in specs.items():
         shape = definition.shape_of(name, axes)
         out.append(TensorMeta(name=name, dtype=spec.dtype, shape=list(shape) if shape is not None else None))
     return out
+
+
+def output_metas(definition: Definition, workload: Workload) -> list[TensorMeta]:
+    return _metas(definition, workload, definition.outputs)
 
 
 def input_metas(definition: Definition, workload: Workload) -> list[TensorMeta]:
-    axes = axis_values(definition, workload)
-    out = []
-    for name, spec in definition.inputs.items():
-        shape = definition.shape_of(name, axes)
-        out.append(TensorMeta(name=name, dtype=spec.dtype, shape=list(shape) if shape is not None else None))
-    return out
+    return _metas(definition, workload, definition.inputs)
 
 
 class CaseData:
