@@ -19,6 +19,7 @@ import asyncio
 import json
 import os
 import sys
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -266,13 +267,25 @@ def _list(args: argparse.Namespace) -> int:
         for e in entries:
             _out(e)
         return 0
-    t = Table(title=f"{len(entries)} of {index.count()} entries, newest first")
-    for col in ("id", "problem", "op type", "device", "lang", "speedup", "title"):
-        t.add_column(col, justify="right" if col == "speedup" else "left")
-    for e in entries:
-        t.add_row(e.id[:12], e.problem, e.op_type, e.device, e.language, f"{e.speedup:.2f}x", _short(e.title))
-    Console().print(t)
+    _print_table(
+        f"{len(entries)} of {index.count()} entries, newest first",
+        ("id", "problem", "op type", "device", "lang", "speedup", "title"),
+        [
+            (e.id[:12], e.problem, e.op_type, e.device, e.language, f"{e.speedup:.2f}x", _short(e.title))
+            for e in entries
+        ],
+    )
     return 0
+
+
+def _print_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
+    """A table of entries, their figures (score, speedup) right-justified."""
+    t = Table(title=title)
+    for col in columns:
+        t.add_column(col, justify="right" if col in ("score", "speedup") else "left")
+    for row in rows:
+        t.add_row(*row)
+    Console().print(t)
 
 
 def _search(args: argparse.Namespace) -> int:
@@ -299,20 +312,22 @@ def _search(args: argparse.Namespace) -> int:
     if args.json:
         _out(results)
         return 0
-    t = Table(title=f"top {len(results)} for {_short(args.text, 50)!r}")
-    for col in ("score", "id", "problem", "device", "lang", "speedup", "title"):
-        t.add_column(col, justify="right" if col in ("score", "speedup") else "left")
-    for r in results:
-        t.add_row(
-            f"{r.score:.3f}",
-            r.entry_id[:12],
-            r.problem,
-            r.device,
-            r.language,
-            f"{r.speedup:.2f}x",
-            _short(r.title),
-        )
-    Console().print(t)
+    _print_table(
+        f"top {len(results)} for {_short(args.text, 50)!r}",
+        ("score", "id", "problem", "device", "lang", "speedup", "title"),
+        [
+            (
+                f"{r.score:.3f}",
+                r.entry_id[:12],
+                r.problem,
+                r.device,
+                r.language,
+                f"{r.speedup:.2f}x",
+                _short(r.title),
+            )
+            for r in results
+        ],
+    )
     return 0
 
 

@@ -36,6 +36,8 @@ def test_cli_round_trip(capsys, tmp_path, memory, memory_uri, corpus, make_entry
     rc, out = _cli(capsys, "search", *u, "parallel prefix sum", "--top-m", "2", "--json")
     hits = json.loads(out)
     assert rc == 0 and len(hits) == 2 and hits[0]["problem"] == "cumsum"
+    rc, out = _cli(capsys, "search", *u, "parallel prefix sum", "--top-m", "2")  # the table
+    assert rc == 0 and "top 2 for 'parallel prefix sum'" in out and "cumsum" in out and "score" in out
     rc, out = _cli(capsys, "search", *u, "prefix sum", "--top-m", "1", "--prompt")
     assert out.startswith("# Experiences") and "device cpu, language c" in out
 
