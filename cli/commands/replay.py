@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -46,6 +47,19 @@ def _read_log(console: Console, read: Callable[[], T], warnings: list[str]) -> T
     return out
 
 
+def _read_run(console: Console, args: argparse.Namespace, read: Callable[..., T]) -> T | None:
+    """`_read_log` of `read(run, root, nats_url=, valid_prefix=, warnings=)` with the run and
+    the log options the command was given."""
+    warnings: list[str] = []
+    return _read_log(
+        console,
+        lambda: read(
+            args.run, args.root, nats_url=args.nats, valid_prefix=args.valid_prefix, warnings=warnings
+        ),
+        warnings,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     console = wide_console()
     return _verify(console, args) if args.verify else _show(console, args)
@@ -55,20 +69,8 @@ def _verify(console: Console, args: argparse.Namespace) -> int:
     """`--verify`: re-derive every recorded decision of the run (or the campaign)."""
     from events.runsource import fold_events
 
-    warnings: list[str] = []
     verifier = AnyVerifier()  # fed as the log is read: a long run's history is never held
-    read = _read_log(
-        console,
-        lambda: fold_events(
-            args.run,
-            args.root,
-            verifier.feed,
-            nats_url=args.nats,
-            valid_prefix=args.valid_prefix,
-            warnings=warnings,
-        ),
-        warnings,
-    )
+    read = _read_run(console, args, functools.partial(fold_events, on_event=verifier.feed))
     if read is None:
         return 2
     try:
@@ -98,19 +100,7 @@ def _show(console: Console, args: argparse.Namespace) -> int:
     from cli.progress import results_table
     from replay.runs import open_run
 
-    warnings: list[str] = []
-    opened = _read_log(
-        console,
-        lambda: open_run(
-            args.run,
-            args.root,
-            nats_url=args.nats,
-            until_iteration=args.iteration,
-            valid_prefix=args.valid_prefix,
-            warnings=warnings,
-        ),
-        warnings,
-    )
+    opened = _read_run(console, args, functools.partial(open_run, until_iteration=args.iteration))
     if opened is None:
         return 2
     view, _ = opened
