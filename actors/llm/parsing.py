@@ -77,6 +77,17 @@ def strip_reasoning(text: str) -> str:
     return out.strip()
 
 
+def _answer(text: str | None, what: str) -> str:
+    """The reply without its reasoning; raises EMPTY_REPLY for no text, ONLY_REASONING for
+    nothing (`what`: what the role wanted) after the reasoning."""
+    if text is None or not text.strip():
+        raise ReplyParseError(EMPTY_REPLY, "the model returned no text")
+    answer = strip_reasoning(text)
+    if not answer:
+        raise ReplyParseError(ONLY_REASONING, f"the reply holds reasoning but no {what} after it")
+    return answer
+
+
 def code_blocks(text: str) -> list[CodeBlock]:
     """Every fenced block of `text`, in order (reasoning is not removed here)."""
     lines = text.split("\n")
@@ -109,11 +120,7 @@ def code_blocks(text: str) -> list[CodeBlock]:
 
 def extract_code(text: str | None, *, entry: str | None = None) -> CodeBlock:
     """The kernel in a reply: the first fenced block (see the module docstring)."""
-    if text is None or not text.strip():
-        raise ReplyParseError(EMPTY_REPLY, "the model returned no text")
-    answer = strip_reasoning(text)
-    if not answer:
-        raise ReplyParseError(ONLY_REASONING, "the reply holds reasoning but no answer after it")
+    answer = _answer(text, "answer")
     blocks = [b for b in code_blocks(answer) if b.code.strip()]
     if not blocks:
         if code_blocks(answer):
@@ -139,21 +146,12 @@ def extract_code(text: str | None, *, entry: str | None = None) -> CodeBlock:
 
 def extract_plan(text: str | None) -> str:
     """The plan: the reply without reasoning, trimmed."""
-    if text is None or not text.strip():
-        raise ReplyParseError(EMPTY_REPLY, "the model returned no text")
-    plan = strip_reasoning(text)
-    if not plan:
-        raise ReplyParseError(ONLY_REASONING, "the reply holds reasoning but no plan after it")
-    return plan
+    return _answer(text, "plan")
 
 
 def parse_insight(text: str | None) -> Insight:
     """Title = the first `**...**` span (else the first line); text = the whole reply."""
-    if text is None or not text.strip():
-        raise ReplyParseError(EMPTY_REPLY, "the model returned no text")
-    body = strip_reasoning(text)
-    if not body:
-        raise ReplyParseError(ONLY_REASONING, "the reply holds reasoning but no insight after it")
+    body = _answer(text, "insight")
     if NOOP_MARKER in body.lower():
         return Insight(title="No optimization found", text=body, noop=True)
     m = _BOLD.search(body)

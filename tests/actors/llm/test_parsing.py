@@ -143,3 +143,16 @@ def test_an_nki_module_gets_the_imports_it_uses_and_the_entry_alias():
         "@nki.jit\ndef kernel(a):\n    return nl.load(a) * np.float32(2)\n\ndef optimized_kernel(a):\n    pass\n"
     )
     assert complete_nki_module(whole, "kernel") == whole
+
+
+@pytest.mark.parametrize(
+    ("parse", "what"), [(extract_code, "answer"), (extract_plan, "plan"), (parse_insight, "insight")]
+)
+def test_every_parser_refuses_an_empty_reply_and_one_of_only_reasoning_alike(parse, what):
+    for empty in ("", "  \n", None):
+        with pytest.raises(ReplyParseError) as e:
+            parse(empty)
+        assert e.value.reason == EMPTY_REPLY
+    with pytest.raises(ReplyParseError) as e:
+        parse("<think>Let me think about tiling, then")
+    assert e.value.reason == ONLY_REASONING and f"no {what} after it" in str(e.value)
