@@ -82,46 +82,34 @@ class CampaignRuns:
     ) -> None:
         """Run `s` on its own thread: `origin` its item's problem as the suite has it; `setup`
         its config and problem (made on the driver's thread); `start` the source it starts from;
-        `last` its item's last measurement."""
-        t = threading.Thread(
-            target=self._run,
-            args=(s, origin, setup, start, last),
-            name=f"campaign-run-{s.index}",
-            daemon=True,
-        )
+        `last` its item's last measurement. The thread drives it to its end, then reads what it
+        came to and measures its item."""
+        from actors.runtime.item_measure import measure_after_run
+
+        def run() -> None:
+            ended = self._drive(s, origin, setup)
+            try:
+                ended.outcome = self.outcome_fields(s, ended)
+                ended.measured = measure_after_run(
+                    origin,
+                    scheduled=s,
+                    outcome=ended.outcome,
+                    remeasured=ended.remeasured,
+                    start=start,
+                    cfg=setup[0] if not isinstance(setup, Exception) else RunConfig(),
+                    last=last,
+                    note=self.note,
+                )
+            except Exception as e:  # the loop reads it again and publishes the run's end unmeasured
+                log.warning("campaign run's outcome or measurement failed", run_id=s.run, error=repr(e))
+            self.ended.put(ended)
+
+        t = threading.Thread(target=run, name=f"campaign-run-{s.index}", daemon=True)
         self.threads[s.run] = t
         t.start()
 
     def done(self, run_id: str) -> None:
         self.threads.pop(run_id, None)
-
-    def _run(
-        self,
-        s: ev.CampaignRunScheduled,
-        origin: Problem,
-        setup: Setup,
-        start: str,
-        last: ev.CampaignItemMeasured | None,
-    ) -> None:
-        """A thread: drive run `s` to its end, then read what it came to and measure its item."""
-        from actors.runtime.item_measure import measure_after_run
-
-        ended = self._drive(s, origin, setup)
-        try:
-            ended.outcome = self.outcome_fields(s, ended)
-            ended.measured = measure_after_run(
-                origin,
-                scheduled=s,
-                outcome=ended.outcome,
-                remeasured=ended.remeasured,
-                start=start,
-                cfg=setup[0] if not isinstance(setup, Exception) else RunConfig(),
-                last=last,
-                note=self.note,
-            )
-        except Exception as e:  # the loop reads it again and publishes the run's end unmeasured
-            log.warning("campaign run's outcome or measurement failed", run_id=s.run, error=repr(e))
-        self.ended.put(ended)
 
     def _drive(self, s: ev.CampaignRunScheduled, origin: Problem, setup: Setup) -> RunEnd:
         """Start run `s`, resume it, or only note that it ended."""
