@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
+
 from rich.console import Console
+from rich.table import Table
 
 
 def wide_console() -> Console:
@@ -11,3 +14,11 @@ def wide_console() -> Console:
     if not console.is_terminal:
         console = Console(width=160)
     return console
+
+
+def columns_table(title: str, columns: Sequence[str], right: Collection[str] = ()) -> Table:
+    """A table of `columns`, those in `right` (the figures) right-justified."""
+    t = Table(title=title)
+    for col in columns:
+        t.add_column(col, justify="right" if col in right else "left")
+    return t

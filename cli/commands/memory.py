@@ -26,6 +26,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from cli.console import columns_table
+
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
@@ -280,9 +282,7 @@ def _list(args: argparse.Namespace) -> int:
 
 def _print_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
     """A table of entries, their figures (score, speedup) right-justified."""
-    t = Table(title=title)
-    for col in columns:
-        t.add_column(col, justify="right" if col in ("score", "speedup") else "left")
+    t = columns_table(title, columns, right=("score", "speedup"))
     for row in rows:
         t.add_row(*row)
     Console().print(t)

@@ -8,8 +8,8 @@ import argparse
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
+from cli.console import columns_table
 from cli.errors import error
 
 
@@ -46,16 +46,11 @@ def run(args: argparse.Namespace) -> int:
     except NkibenchError as e:
         return error(str(e), 1, label="import failed:")
     by_name = {p.name: p for p in suites.load_suite(report.out)}
-    table = Table(title=f"suite {report.suite}: {len(report.problems)} problem(s) from {report.source}")
-    for col, just in (
-        ("problem", "left"),
-        ("case", "left"),
-        ("axes", "left"),
-        ("GFLOP mm / vec", "right"),
-        ("min MiB", "right"),
-        ("notes", "left"),
-    ):
-        table.add_column(col, justify=just)  # type: ignore[arg-type]
+    table = columns_table(
+        f"suite {report.suite}: {len(report.problems)} problem(s) from {report.source}",
+        ("problem", "case", "axes", "GFLOP mm / vec", "min MiB", "notes"),
+        right=("GFLOP mm / vec", "min MiB"),
+    )
     for s in report.problems:
         terms = roofline_terms(by_name[s.folder])
         table.add_row(

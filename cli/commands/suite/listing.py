@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 
 from rich.console import Console
-from rich.table import Table
 
 import suites
 from accelopt.problem import ProblemFileError
+from cli.console import columns_table
 from cli.errors import error
 from hardware_agents.pipeline.device_spec import roofline_terms
 
@@ -30,16 +30,11 @@ def run(args: argparse.Namespace) -> int:
             info = suites.suite_info(name)
         except (KeyError, ProblemFileError) as e:
             return error(str(e.args[0] if e.args else e), 1)
-        table = Table(title=f"suite {name}: {info.description} (device {info.device}, {info.language})")
-        for col, just in (
-            ("problem", "left"),
-            ("op type", "left"),
-            ("axes", "left"),
-            ("GFLOP", "right"),
-            ("min MiB", "right"),
-            ("inputs -> outputs", "left"),
-        ):
-            table.add_column(col, justify=just)  # type: ignore[arg-type]
+        table = columns_table(
+            f"suite {name}: {info.description} (device {info.device}, {info.language})",
+            ("problem", "op type", "axes", "GFLOP", "min MiB", "inputs -> outputs"),
+            right=("GFLOP", "min MiB"),
+        )
         for prob in suites.load_suite(name):
             d = prob.definition
             terms = roofline_terms(prob) if d.x_roofline else None
