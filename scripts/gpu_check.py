@@ -214,7 +214,7 @@ def profile_row(kind: str, name: str, profs: list[Any], **extra: Any) -> dict[st
 def detects_lie(row: dict[str, Any], n_calls: float, s: float) -> bool | None:
     """Whether the GPU's clock bound catches this kernel's clock slowed by s (a kernel of its
     median per call, its calibrated untimed work a call: `ClockBound.catches`)."""
-    from hardware_agents.triton.judge import CLOCK_BOUNDS
+    from hardware_agents.triton.rounds_judge import CLOCK_BOUNDS
 
     k, u = row.get("median_ms"), row.get("untimed_per_call_us")
     if not k or not u or not n_calls:

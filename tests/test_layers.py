@@ -436,7 +436,6 @@ MAX_CLASS_LINES = 400
 # limit (the NKI emulator's executor, one interpreter of the ISA, may be longer: it is not)
 LONG_CLASSES = {
     "cli/commands/mcp_server/server.py:AccelOptMCP",
-    "hardware_agents/triton/judge.py:TritonJudge",
 }
 EXEMPT_CLASSES = {"hardware_agents/neuron/emulator/execute.py:Executor"}
 

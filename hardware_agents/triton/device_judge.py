@@ -207,7 +207,7 @@ class InPlace:
         got: dict[str, torch.Tensor],
         floor: dict[str, Floor] | None = None,
     ) -> SeedCheck:
-        """`judge.check_case`'s values part, in place (the slots have the definition's dtypes
+        """`case_check.check_case`'s values part, in place (the slots have the definition's dtypes
         and shapes)."""
         refs = self.jd.refs[case.name]
         return check_on_device(

@@ -32,7 +32,7 @@ or `END_FILE`.
 Every call writes its own output buffers, kept until the round ends; the parent then names
 secret positions of every call's outputs and a few calls to send back in full, and checks
 them against references it had computed for exactly those calls. It bounds the child's
-clock by its own (see `triton.judge.timing_clock_mismatch`). See `timing.py` for the statistics.
+clock by its own (see `triton.rounds_judge.timing_clock_mismatch`). See `timing.py` for the statistics.
 
 With the judge's region (`HarnessRequest.buffers`, `judge_buffers.py`), mapped before the
 solution is imported: every case's inputs and outputs are the judge's slots (the judge wrote

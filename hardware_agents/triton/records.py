@@ -84,7 +84,7 @@ class TimingSpec(msgspec.Struct, kw_only=True, frozen=True):
     null entry point on buffers of the same geometry, set up from a round file of the same
     size (`calibration_file(k)`, zeros): the parent's wall time of those is the untimed work
     per call on this host, and of their set-ups the set-up's (see
-    `triton.judge.timing_clock_mismatch`).
+    `triton.rounds_judge.timing_clock_mismatch`).
 
     Each timing round's inputs are fresh: `per_round` base contents and a mask per float
     input (`round_file(k)`, see `timed_inputs`), handed over only when the child has stopped

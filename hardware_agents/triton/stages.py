@@ -47,7 +47,7 @@ from hardware_agents.triton.children import HARNESS_TARGET, Children, Stage
 from hardware_agents.triton.data import DataCache, ProblemData, save_readable
 from hardware_agents.triton.device_judge import InPlace, judge_data
 from hardware_agents.triton.harness import PACKAGE
-from hardware_agents.triton.judge import JudgeSettings, TritonJudge, too_big_to_interpret
+from hardware_agents.triton.judge import TritonJudge, too_big_to_interpret
 from hardware_agents.triton.records import (
     CORRECTNESS_REPORT,
     END_FILE,
@@ -64,6 +64,7 @@ from hardware_agents.triton.records import (
 )
 from hardware_agents.triton.reference import RefRequest
 from hardware_agents.triton.request import RequestSettings, harness_request, timing_plan
+from hardware_agents.triton.rounds_judge import JudgeSettings
 from hardware_agents.triton.solution_cache import SolutionCache
 from hardware_agents.triton.static import check_sources
 
@@ -333,7 +334,7 @@ class TritonStages(Stages[TritonDevice]):
 
     def _after_round(self, k: int) -> Profile | str | None:
         """Round k is over and the child stopped: its readings read now (kept, to compare with its
-        final result), the round judged (`judge.round_rejected`), what to send back of its
+        final result), the round judged (`RoundsJudge.round_rejected`), what to send back of its
         outputs named. A rejected round is not counted and is followed by another (an extra
         round, drawn with the others, which the child cannot tell apart), at most
         `extra_rounds` in all; a rejection stands (`timing_mismatch`, once the rounds' outputs
@@ -341,36 +342,36 @@ class TritonStages(Stages[TritonDevice]):
         the count (a clock that lies in every round: after `extra_rounds` + 1 rounds): STOP
         then, and once `trials` rounds count."""
         assert self.box is not None and self.judge is not None and self.data is not None
-        spec, judge, v = self.request.timing if self.request else None, self.judge, self.v
+        spec, rounds, v = self.request.timing if self.request else None, self.judge.rounds, self.v
         assert spec is not None
         try:  # the kernel's process wrote them: anything it left is judged, nothing raises here
             run = msgspec.msgpack.decode(
                 self.box.read_file(readings_file(k), MAX_READINGS_BYTES), type=TimingRun
             )
-            why = judge.round_rejected(k, run, spec)
+            why = rounds.round_rejected(k, run, spec)
         except (OSError, ValueError, ArithmeticError, msgspec.DecodeError) as e:
             return v.profile(
                 "runtime_error", f"the harness left no readable readings of timing round {k} ({e})"
             )
-        judge.readings[k] = run
+        rounds.readings[k] = run
         if self.inplace is not None and spec.keep_outputs:  # read now, while it cannot run
             try:
                 with self.phases("judge"):
-                    judge.read_round(k, run, spec)
+                    rounds.read_round(k, run, spec)
             except (ValueError, IndexError, RuntimeError) as e:
                 return v.profile("runtime_error", f"the outputs of timing round {k} could not be read ({e})")
         if why is not None:
-            judge.rejected[k] = why
+            rounds.rejected[k] = why
             left = spec.trials + spec.extra_rounds - (k + 1)
-            counted = k + 1 - len(judge.rejected)
+            counted = k + 1 - len(rounds.rejected)
             if counted + left < spec.trials:  # it stands: no more rounds
                 earlier = "".join(
-                    f"\n(round {j} too: {w.splitlines()[0]})" for j, w in judge.rejected.items() if j != k
+                    f"\n(round {j} too: {w.splitlines()[0]})" for j, w in rounds.rejected.items() if j != k
                 )
-                judge.stands = f"{why}{earlier}"  # the verdict once its outputs are judged (`judge.timing`)
+                rounds.stands = f"{why}{earlier}"  # the verdict once its outputs are judged (`timing`)
         if self.inplace is None or not spec.keep_outputs:  # else the child never learns the positions
             save_readable(self.data.rounds[k].checks_payload(), Path(spec.inputs_dir) / checks_file(k))
-        return STOP if judge.stands or k + 1 - len(judge.rejected) >= spec.trials else None
+        return STOP if rounds.stands or k + 1 - len(rounds.rejected) >= spec.trials else None
 
     def _judge_rounds(self) -> Profile | None:
         assert self.out is not None and self.judge is not None and self.request is not None
@@ -400,21 +401,21 @@ class TritonStages(Stages[TritonDevice]):
                 if strays is not None:
                     return strays
             assert self.request.timing is not None
-            return judge.timing(res, self.request.timing)
+            return judge.rounds.timing(res, self.request.timing)
 
     def clock_bound(self) -> Outcome:
         if self.res is None or self.request is None or self.request.timing is None:
             return SKIPPED
         assert self.judge is not None
         res, spec, judge = self.res, self.request.timing, self.judge
-        return self._guarded(lambda: judge.clock_bound(res, spec))
+        return self._guarded(lambda: judge.rounds.clock_bound(res, spec))
 
     def roofline_gate(self) -> Outcome:
         if self.res is None or self.request is None or self.request.timing is None:
             return SKIPPED
         assert self.judge is not None
         res, spec, judge = self.res, self.request.timing, self.judge
-        prof = self._guarded(lambda: judge.gate(res, spec))
+        prof = self._guarded(lambda: judge.rounds.gate(res, spec))
         if prof is not None and not prof.passed:
             return prof
         self.gated = prof

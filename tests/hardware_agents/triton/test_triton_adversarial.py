@@ -114,10 +114,10 @@ def test_a_rejected_round_is_confirmed_in_the_same_child(
     honest kernel rejected once (here: its first round's verdict forced) passes on its other
     rounds, timed in one child; a slowed clock is rejected in every round. No profile is run
     twice."""
-    from hardware_agents.triton import judge
+    from hardware_agents.triton import rounds_judge
 
     agent = H100Agent(mode="interpreter", cache_dir=triton_cache, **TIMING)
-    real = judge.round_rejected
+    real = rounds_judge.round_rejected
     verdicts: list[str | None] = []
 
     def first_one_rejected(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -127,7 +127,7 @@ def test_a_rejected_round_is_confirmed_in_the_same_child(
         verdicts.append(why)
         return why
 
-    monkeypatch.setattr(judge, "round_rejected", first_one_rejected)
+    monkeypatch.setattr(rounds_judge, "round_rejected", first_one_rejected)
     try:
         p = suites.get_problem("triton/rmsnorm_h4096")
         honest = agent.profile(p, p.baseline)

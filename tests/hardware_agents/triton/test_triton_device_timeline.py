@@ -27,8 +27,8 @@ from hardware_agents.pipeline.clock import clock_mismatch
 from hardware_agents.triton import H100Agent, timing
 from hardware_agents.triton.cuda_shim import SIM_CYCLES_PER_S, SimulatedDevice
 from hardware_agents.triton.figures import figures
-from hardware_agents.triton.judge import CLOCK_BOUNDS
 from hardware_agents.triton.records import TimingRun
+from hardware_agents.triton.rounds_judge import CLOCK_BOUNDS
 
 
 class VirtualHost:

@@ -70,7 +70,7 @@ class Watching(H100Agent):
                 seen.append(
                     {
                         "res": self.res,
-                        "round_reads": sorted(judge.round_reads) if judge is not None else [],
+                        "round_reads": sorted(judge.rounds.round_reads) if judge is not None else [],
                         "inplace": self.inplace is not None,
                     }
                 )

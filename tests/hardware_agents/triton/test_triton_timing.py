@@ -355,8 +355,8 @@ def test_the_kernels_clock_is_bounded_by_ours(interp_agent, triton_suite):
     running fast, slowed 2x or frozen does not, nor does a wrong number of calls; the
     untimed work allowed is the calibration rounds' wall time per call."""
     from hardware_agents.pipeline.rounds import RoundClock
-    from hardware_agents.triton.judge import call_count_error, timing_clock_mismatch
     from hardware_agents.triton.records import HarnessResult, TimingRun, TimingSpec
+    from hardware_agents.triton.rounds_judge import call_count_error, timing_clock_mismatch
 
     p = triton_suite["rmsnorm_h4096"]
     plan, contents = plan_triton_cases(p, (0,), on_gpu=False)
@@ -428,8 +428,8 @@ def test_a_round_is_judged_with_its_set_up_and_the_evenness_of_its_calls():
     work of other calls done in a few); an honest round, a set-up within its allowance and a
     slow first warm-up are not."""
     from hardware_agents.pipeline.rounds import RoundClock
-    from hardware_agents.triton.judge import SETUP_SLACK_S, round_rejected
     from hardware_agents.triton.records import TimingRun, TimingSpec
+    from hardware_agents.triton.rounds_judge import SETUP_SLACK_S, round_rejected
 
     spec = TimingSpec(like="x", per_round=2, rotation=3, timer="simulated", warmup=2, reps=8, trials=1)
     u = 0.002  # 2 ms of untimed work a call, 20 ms a calibration round of 10 calls
