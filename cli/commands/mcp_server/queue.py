@@ -5,7 +5,7 @@ the warm pool of `accelopt up` on the server's root where one runs and can serve
 (`pool_profiles.py`; runs, campaigns and agent sessions then share its queue on the stream),
 else the server's own judge (`judge.py`).
 
-A session is a client: its MCP session and the name it gives (`server.client_session`),
+A session is a client: its MCP session and the name it gives (`tool.client_session`),
 shown as the client's name and a short hash of the rest. The queue's state is written to
 `<root>/.device_queue.<server session>.json` on every change (`accelopt campaign status` and
 the dashboard show it) and removed when the server ends.
