@@ -92,6 +92,11 @@ OPTIONS = (
     AgentOption("confirm_mismatch", bool),
     AgentOption("extra_rounds", int),
     AgentOption(
+        "device_judge",
+        bool | None,
+        "the judge reads outputs in place from a region it owns (default: in the interpreter; refused on a GPU)",
+    ),
+    AgentOption(
         "graphs", bool | None, "replay each timed call as a graph: the device figure (default: on a GPU)"
     ),
     AgentOption("reference_budget_s", float),
