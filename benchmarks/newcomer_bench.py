@@ -558,7 +558,8 @@ def driver_notes(log: str) -> dict[str, float]:
 
 def status_table(text: str) -> dict[str, float]:
     """The items table of `campaign status`: a row starts at a line whose speedup cell reads
-    `1.23x` (or `est. 1.23x`); a long item name wraps onto the row's next lines."""
+    `1.23x` (or `est. 1.23x`); its next lines (a long `why` wrapped) add what they hold of
+    the item cell (nothing, as rich cuts a long name rather than folding it)."""
     out, lines, inside = {}, text.splitlines(), False
     rows: list[list[str]] = []
     for line in lines:
@@ -671,9 +672,25 @@ def remeasure(cli: Cli, export: Path, items: list[str], rounds: int) -> dict[str
     return out
 
 
+# every surface that shows an item's speedup (one that showed nothing is a row not compared)
+SURFACES = (
+    "driver notes",
+    "campaign status",
+    "campaign status --json",
+    "campaign.json",
+    "export manifest",
+    "report",
+    "accelopt runs",
+    "dashboard",
+)
+
+
 def compare(shown: dict[str, dict[str, float]], measured: dict[str, Any], items: list[str]) -> dict[str, Any]:
+    """Each surface's figure for each item against the re-measure: met where every one of
+    `SURFACES` showed every item within 15% of it."""
     rows = []
-    for surface, figures in shown.items():
+    for surface in dict.fromkeys([*SURFACES, *shown]):
+        figures = shown.get(surface, {})
         for item in items:
             x, m = figures.get(item), measured.get(item, {}).get("speedup")
             ratio = x / m if x is not None and m else None
