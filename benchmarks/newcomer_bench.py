@@ -940,6 +940,7 @@ def main() -> int:
         figures["bad_inputs"] = bad_inputs(cli, root, "newcomer-20000101-000000")
         figures["cli_calls"] = cli.calls
         save(out_name, figures)
+        shutil.rmtree(ray_tmp, ignore_errors=True)
         return 0 if figures["bad_inputs"]["met"] else 1
     load = Load(not args.no_load, args.load, hog_gb, spinners=2 if quick else 0)
     try:

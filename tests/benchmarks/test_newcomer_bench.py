@@ -3,8 +3,10 @@ prints it, real processes for the kill -9 survivor check, and the 15% comparison
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -76,19 +78,34 @@ def _driver(tag: str, escape: bool) -> subprocess.Popen:
     return proc
 
 
+def _reap(tag: str) -> None:
+    """Whatever of a stand-in is left where a check failed."""
+    for p in nb.processes().values():
+        if p.tag == tag:
+            with contextlib.suppress(OSError):
+                os.kill(p.pid, signal.SIGKILL)
+
+
 def test_kill_driver_reports_a_process_that_left_the_session_and_kills_it() -> None:
     tag = f"test-{os.getpid()}-escape"
-    proc = _driver(tag, escape=True)
-    info = nb.kill_driver(proc, tag)
-    assert proc.returncode is not None
-    assert len(info["survivors_after_5s"]) == 1 and "sleep(120)" in info["survivors_after_5s"][0]["cmdline"]
-    time.sleep(0.5)
-    assert not nb.alive(nb.processes(), {}, tag)  # cleaned up after being reported
+    try:
+        proc = _driver(tag, escape=True)
+        info = nb.kill_driver(proc, tag)
+        assert proc.returncode is not None
+        survivors = info["survivors_after_5s"]
+        assert len(survivors) == 1 and "sleep(120)" in survivors[0]["cmdline"]
+        time.sleep(0.5)
+        assert not nb.alive(nb.processes(), {}, tag)  # cleaned up after being reported
+    finally:
+        _reap(tag)
 
 
 def test_kill_driver_finds_no_survivor_where_everything_stayed_in_the_session() -> None:
     tag = f"test-{os.getpid()}-stay"
-    proc = _driver(tag, escape=False)
-    info = nb.kill_driver(proc, tag)
-    assert info["processes"] == 2 and info["killed_in_session"] == 2
-    assert info["survivors_after_5s"] == []
+    try:
+        proc = _driver(tag, escape=False)
+        info = nb.kill_driver(proc, tag)
+        assert info["processes"] == 2 and info["killed_in_session"] == 2
+        assert info["survivors_after_5s"] == []
+    finally:
+        _reap(tag)
