@@ -55,7 +55,7 @@ def test_higher_limit_allows_more_and_roles_have_their_own_limit(scripted):
     gate = InFlightGate(7)  # 6 planner + 1 executor
     model, script = scripted([Reply(text="ok", gate=gate)] * 12)
     cfg = llm_config(model, concurrency=6, timeout_s=60.0)
-    cfg.executor = RoleLLM(concurrency=1)
+    cfg.roles["executor"] = RoleLLM(concurrency=1)
     gw = LLMGateway(cfg)
 
     async def both():

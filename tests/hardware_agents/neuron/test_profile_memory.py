@@ -76,7 +76,10 @@ def test_two_profiles_whose_declarations_exceed_the_budget_run_one_after_the_oth
         assert prof.counters["memory_declared_bytes"] == declared
     (a0, a1), (b0, b1) = sorted(_span(t, prof) for t, prof in runs)
     assert b0 >= a1 - 0.01, f"the profiles overlapped: {a0:.2f}-{a1:.2f} and {b0:.2f}-{b1:.2f}"
-    assert max(prof.counters["memory_wait_s"] for _, prof in runs) > 0.5
+    # the one that waited, waited for (most of) the other's work: the wait is the reservation's,
+    # not a fixed figure (a fast emulator finishes a small silu in well under a second)
+    first, second = sorted((prof for _, prof in runs), key=lambda prof: prof.counters["memory_wait_s"])
+    assert second.counters["memory_wait_s"] >= 0.8 * first.wall_s > 0
     assert host_memory.held_bytes() == 0  # both released
 
     # room for both: they run at once (what serialised them above is the budget)
