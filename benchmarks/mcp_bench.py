@@ -2,9 +2,11 @@
 
 - `latency`: list_problems / get_problem / search_memory latency over the real client (stdio;
   the memory seeded with the cpu_v2 baselines' tunable moves, written through
-  MemoryIndex.upsert), search by a new text, a new kernel (the query a run's planner makes)
-  and the baseline asked again (its embedding kept), and the first search after the server
-  started (it waits for the server's warm-up where that is not done);
+  MemoryIndex.upsert), search by a new text, a kernel the server never saw (the query a run's
+  planner makes), the baseline get_problem showed, and a kernel right after profile_kernel
+  judged it (the last two embedded ahead by the server; each search's `query_embedding` is
+  counted), and the first search after the server started (it waits for the server's warm-up
+  where that is not done);
 - `breakdown`: where a search's time goes, in this process on the same memory: the query's
   embedding (a text, a kernel's query) on 1 and on 2 torch threads, interleaved, the vector
   search, and a search's hits' provenance read in one query against one query per hit; wall
@@ -46,6 +48,9 @@ sys.path.insert(0, str(ROOT / "tests" / "shared"))
 from benchmarks._common import median, percentile, save  # noqa: E402
 
 SILU_REF = "cpu_v2/silu"
+# what a search asks: a new text; a kernel the server never saw; the baseline get_problem showed
+# (its query embedded ahead); a kernel searched right after profile_kernel judged it
+QUERY_KINDS = ("text", "kernel", "baseline", "kernel_after_profile")
 
 
 def _load() -> list[float]:
@@ -104,21 +109,31 @@ def _latency(root: Path, calls: int, source: str, out: dict) -> None:
             # the server warmed its memory while it started: this is its first search
             out["first_search_ms"] = await _timed(c, "search_memory", {"query": "warm-up"}) * 1e3
             lat: dict[str, list[float]] = {"list_problems": [], "get_problem": [], "search_memory": []}
-            by_kind: dict[str, list[float]] = {"text": [], "kernel": [], "kernel_again": []}
+            by_kind: dict[str, list[float]] = {k: [] for k in QUERY_KINDS}
+            embedding: dict[str, dict[str, int]] = {k: {} for k in QUERY_KINDS}
             for i in range(calls):
                 lat["list_problems"].append(await _timed(c, "list_problems", {"suite": "cpu_v2"}))
                 lat["get_problem"].append(await _timed(c, "get_problem", {"problem": SILU_REF}))
-                # a new text, a new kernel (a comment of its own), or the baseline again (its
-                # embedding kept: what every session's first search on the problem asks)
-                kind = list(by_kind)[i % 3]
+                kind = QUERY_KINDS[i % len(QUERY_KINDS)]
                 q: dict = {"query": f"faster loop {i}"} if kind == "text" else {"problem": SILU_REF}
-                if kind != "text":
-                    q["kernel"] = f"/* variant {i} */\n{source}" if kind == "kernel" else source
-                dt = await _timed(c, "search_memory", q)
+                if kind == "kernel":  # never seen by the server (a comment of its own)
+                    q["kernel"] = f"/* variant {i} */\n{source}"
+                elif kind == "kernel_after_profile":  # the agent's loop: profile it, then search by it
+                    q["kernel"] = f"/* profiled {i} */\n{source}"
+                    await _timed(c, "profile_kernel", {"problem": SILU_REF, "source": q["kernel"]})
+                elif kind == "baseline":  # the kernel get_problem showed
+                    q["kernel"] = source
+                t0 = time.perf_counter()
+                r = await c.call_tool("search_memory", q)
+                dt = time.perf_counter() - t0
+                assert not r.is_error, r.content
                 lat["search_memory"].append(dt)
                 by_kind[kind].append(dt)
+                how = r.structured_content["query_embedding"]
+                embedding[kind][how] = embedding[kind].get(how, 0) + 1
             out["latency_ms"] = {k: _ms(v) for k, v in lat.items()}
             out["search_memory_ms_by_query"] = {k: _ms(v) for k, v in by_kind.items()}
+            out["search_memory_query_embedding"] = embedding
 
     anyio.run(part)
 
@@ -381,7 +396,12 @@ async def _pool_rounds(root, memory, nats_url, rounds, problem, source, out, std
 
 PARTS = ("latency", "breakdown", "profile", "sessions", "pool")
 PART_KEYS = {
-    "latency": ("latency_ms", "search_memory_ms_by_query", "first_search_ms"),
+    "latency": (
+        "latency_ms",
+        "search_memory_ms_by_query",
+        "search_memory_query_embedding",
+        "first_search_ms",
+    ),
     "breakdown": ("search_breakdown_ms",),
     "profile": ("warm_profile_s",),
     "sessions": ("concurrent_sessions",),

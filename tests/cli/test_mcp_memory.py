@@ -44,7 +44,39 @@ def test_a_query_asked_again_reuses_its_embedding(tmp_path: Path) -> None:
         return [await memory.search(SearchMemoryArgs(query=q), None, None) for q in ("exp", "tiles", "exp")]
 
     first, _, again = asyncio.run(searches())
-    assert encoded == [["exp"], ["tiles"]] and first == again
+    assert encoded == [["exp"], ["tiles"]] and (first.query, first.hits) == (again.query, again.hits)
+    assert (first.query_embedding, again.query_embedding) == ("computed", "kept")
+
+
+def test_a_kernel_embedded_ahead_is_kept_for_its_search(tmp_path: Path) -> None:
+    """`prefetch` (what get_problem and profile_kernel queue for the kernel they show) embeds the
+    query a search by that kernel of that problem makes: the search then encodes nothing and
+    says so; another kernel, or the same kernel searched for another problem, is computed."""
+    memory = Memory(tmp_path / "memory")
+    index = asyncio.run(memory._on_thread(memory.index))
+    encoded: list[list[str]] = []
+    real = index.embedder.encode
+
+    def counting(texts: list[str]):  # a spy: the real model still encodes
+        encoded.append(list(texts))
+        return real(texts)
+
+    index.embedder.encode = counting
+    kernel = "void silu(const float *x, float *y, long n) { for (long i = 0; i < n; i++) y[i] = x[i]; }"
+    memory.prefetch("silu", "activation", kernel).result(timeout=300)
+    assert len(encoded) == 1 and kernel in encoded[0][0]
+
+    async def searches() -> list:
+        return [
+            await memory.search(SearchMemoryArgs(kernel=k, problem="cpu_v2/silu"), "activation", name)
+            for k, name in ((kernel, "silu"), (kernel.replace("x[i]", "2 * x[i]"), "silu"), (kernel, "gelu"))
+        ]
+
+    ahead, other_kernel, other_problem = asyncio.run(searches())
+    assert ahead.query_embedding == "kept" and len(encoded) == 3, encoded
+    assert other_kernel.query_embedding == other_problem.query_embedding == "computed"
+    memory.prefetch("silu", "activation", kernel).result(timeout=60)  # kept: nothing embedded again
+    assert len(encoded) == 3
 
 
 def _maps(pid: int) -> str:

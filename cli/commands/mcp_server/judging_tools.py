@@ -130,9 +130,11 @@ class JudgingTools:
         return self._baselines[key]
 
     async def _profile_kernel(self, ctx: Ctx, args: ProfileArgs) -> tuple[JudgedKernel, str]:
-        _, device, language = await asyncio.to_thread(problems.resolve, args.problem, args.device)
+        problem, device, language = await asyncio.to_thread(problems.resolve, args.problem, args.device)
         if args.language is not None and args.language != language:
             raise ToolError(f"problem {args.problem!r} is written in {language}, not {args.language}")
+        # the agent's next search by this kernel: embedded while the judge compiles it
+        self.memory.prefetch(problem.name, problem.definition.op_type, args.source)
         judged = await self.judge_kernel(
             ctx, args.problem, device, language, args.source, args.timeout_s, "profile_kernel"
         )

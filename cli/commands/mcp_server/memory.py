@@ -10,7 +10,12 @@ torch's intra-op threads do not speed up, and on a host whose cores are busy (a 
 judge's worker, another session's kernels) they spin against each other (a query's embedding
 measured 10x slower with 2 threads than with 1 on a loaded 2-core host). A hit's provenance is
 read for all hits in one query. A query asked again (the same kernel searched by another
-session) reuses its embedding: a kernel's query is the costly one (the model's 256 tokens)."""
+session) reuses its embedding: a kernel's query is the costly one (the model's 256 tokens,
+~75 ms of one core, where a text's is ~8 ms). So the kernels the server has just shown or
+is judging (a problem's baseline from get_problem; a kernel given to profile_kernel, embedded
+while the judge compiles it) have their query embedded ahead of need (`prefetch`): the agent's
+next step, searching the memory by that kernel, finds it kept. A search says which it was
+(`SearchMemoryResult.query_embedding`)."""
 
 from __future__ import annotations
 
@@ -107,6 +112,23 @@ class Memory:
     ) -> SearchMemoryResult:
         return await self._on_thread(lambda: self._search(args, op_type, problem_name))
 
+    def prefetch(self, problem_name: str, op_type: str, kernel: str) -> Future[None]:
+        """Embed the query a search by `kernel` of this problem makes, on the memory's thread
+        behind what is queued there (nothing where it is kept; a failure is logged: the search
+        says it again)."""
+
+        def embed() -> None:
+            from memory_index import query_for
+
+            query = query_for(problem_name, op_type, None, None, kernel)
+            try:
+                if query not in self._vectors:
+                    self._vector(self.index(), query)
+            except Exception as e:
+                log.warning("the memory %s did not embed a kernel's query ahead: %s", self.uri, e)
+
+        return self._thread.submit(embed)
+
     def _search(
         self, args: SearchMemoryArgs, op_type: str | None, problem_name: str | None
     ) -> SearchMemoryResult:
@@ -117,6 +139,7 @@ class Memory:
         else:
             query = args.query or ""
         index = self.index()
+        kept = query in self._vectors
         found = index.search(
             self._vector(index, query),
             SearchQuery(top_m=args.top_m, device=args.device, language=args.language, op_type=args.op_type),
@@ -142,7 +165,9 @@ class Memory:
                     fast_kernel_id=entry.fast_kernel_id if entry else "",
                 )
             )
-        return SearchMemoryResult(memory=self.uri, query=query, hits=hits)
+        return SearchMemoryResult(
+            memory=self.uri, query=query, query_embedding="kept" if kept else "computed", hits=hits
+        )
 
     def _vector(self, index: Any, query: str) -> Any:
         """The query's embedding (on the memory's thread); a query asked before, from the

@@ -215,6 +215,9 @@ class MemoryHit(_Result, kw_only=True):
 class SearchMemoryResult(_Result, kw_only=True):
     memory: str
     query: str
+    # "kept": the query's embedding was had before (asked before, or embedded ahead when the
+    # server showed or judged the kernel); "computed": embedded for this search
+    query_embedding: Literal["kept", "computed"]
     hits: list[MemoryHit]
 
 

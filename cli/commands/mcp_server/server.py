@@ -221,6 +221,8 @@ class AccelOptMCP:
             except JudgeError as e:
                 note = str(e)
         detail = problems.problem_detail(args.problem, problem, device, language, roof, note)
+        # an agent's next step is a search of the memory by this baseline
+        self.memory.prefetch(problem.name, problem.definition.op_type, detail.baseline_source)
         if args.baseline_profile:
             detail.baseline = await self.judging.baseline(
                 ctx, args.problem, device, language, detail.baseline_source
