@@ -494,6 +494,21 @@ class KernelProfiled(Event, tag=True, frozen=True, kw_only=True):
     served_from: str | None = None  # the recorded KernelProfiled this result was served from
 
 
+class ProfileCancelled(Event, tag=True, frozen=True):
+    """A profile its requester gave up on (an `accelopt mcp` session's call cancelled, or out
+    of the server's time): the profiler running request `request_id` kills its sandboxed
+    children and answers it at once with a `timeout` profile of reason `cancelled`; one that
+    has not started is answered so without running. The `KernelProfiled` stays the request's
+    one terminal answer: readers of a run's log read that, not this."""
+
+    subject: ClassVar[str] = "profile.cancelled"
+    author: ClassVar[Author] = "session"
+    ignored_by: ClassVar[frozenset[RunReader]] = frozenset({"coordinator", "fold"})  # the answer counts
+
+    request_id: str  # the ProfileRequested's event_id
+    reason: str = ""
+
+
 class RemeasuredSide(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True):
     """One kernel of an end-of-problem re-measure: its interleaved rounds."""
 

@@ -473,6 +473,7 @@ SANDBOX = "hardware_agents.sandbox"
 SANDBOX_TESTS = {
     "tests/hardware_agents/cpu/test_cpu_sandbox.py",
     "tests/hardware_agents/cpu/test_cpu_cleanup.py",
+    "tests/hardware_agents/cpu/test_sandbox_cancel.py",
     "tests/hardware_agents/cpu/test_sandbox_freeze.py",
     "tests/hardware_agents/cpu/test_sandbox_walls.py",
     "tests/hardware_agents/cpu/test_thread_confinement.py",

@@ -11,6 +11,8 @@ method per stage it has. `run_stages` calls them in `STAGES` order, each timed o
   not run). `verdict` always returns the profile;
 - a hook returns `SKIPPED` (this profile does not have the stage: not timed, `measure=False`,
   or no device here), or the family does not override it: the stage is recorded as skipped;
+- the profile's cancel scope cancelled (`sandbox/cancel.py`: whoever asked gave up on it):
+  `WorkCancelled` is raised before the next stage (its children are already killed);
 - `finish(profile)` runs last, whatever happened (a failure or an exception included): it
   releases what the run holds (children, sandboxes, locks) and may amend the profile with
   what only a child's end shows (a child that ran while held stopped voids any verdict).
@@ -36,6 +38,7 @@ import msgspec
 
 from accelopt.problem import Problem, Solution
 from accelopt.profile import Profile
+from hardware_agents.sandbox import raise_if_cancelled
 
 AgentT = TypeVar("AgentT")  # the family's agent, as its stages see it (a Protocol of what they use)
 
@@ -144,6 +147,7 @@ def run_stages(hooks: Stages, *, pre: Callable[[], Profile | None] | None = None
     prof: Profile | None = None
     try:
         for name in STAGES:
+            raise_if_cancelled()  # whoever asked gave up on it (`sandbox/cancel.py`): no next stage
             hook = getattr(hooks, name)
             if getattr(type(hooks), name) is getattr(Stages, name):  # the family has no such stage
                 record[stage_key(name, skipped=True)] = 1.0

@@ -75,7 +75,8 @@ relative to their current count), no network namespace, no tmpfs work dir (recor
 than a uid; Landlock and seccomp still apply.
 
 The package's modules: `box.py` (the `Sandbox`: its work dir, `run`, `spawn`), `driven.py`
-(`SandboxChild`, a spawned child stopped between its commands), `launch.py` (a started
+(`SandboxChild`, a spawned child stopped between its commands), `cancel.py` (`CancelScope`:
+one piece of work's children, SIGKILLed when whoever asked for the work gives up on it), `launch.py` (a started
 child's isolation report and outcome), `child.py` (the launcher) and `records.py` (what it
 and the parent exchange), `policy.py` (`SandboxPolicy`, `SandboxOutcome`, the isolation a run
 requires), `scrub.py` (the child's environment, its output), `resources.py` (rlimits, the
@@ -85,6 +86,7 @@ walls themselves: `landlock.py`, `seccomp.py`, `uids.py`, `reach.py`, `threads.p
 """
 
 from hardware_agents.sandbox.box import Sandbox, isolation_problem, run_sandboxed
+from hardware_agents.sandbox.cancel import CancelScope, WorkCancelled, detached, raise_if_cancelled
 from hardware_agents.sandbox.driven import SandboxChild
 from hardware_agents.sandbox.freeze import FreezeBreach, RanWhileStopped
 from hardware_agents.sandbox.libc import memory_libc
@@ -101,6 +103,7 @@ from hardware_agents.sandbox.shm import SharedRegion, align_up
 from hardware_agents.sandbox.uids import pids_of_uid, sweep_orphans
 
 __all__ = [
+    "CancelScope",
     "FreezeBreach",
     "RanWhileStopped",
     "Sandbox",
@@ -109,14 +112,17 @@ __all__ = [
     "SandboxPolicy",
     "SandboxStatus",
     "SharedRegion",
+    "WorkCancelled",
     "align_up",
     "allow_unisolated",
     "default_base_dir",
+    "detached",
     "in_sandbox_child",
     "isolation_problem",
     "memory_libc",
     "pids_of_uid",
     "private_dir",
+    "raise_if_cancelled",
     "run_sandboxed",
     "sweep_orphans",
     "sweep_stale",

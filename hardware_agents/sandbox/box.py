@@ -15,7 +15,7 @@ from typing import BinaryIO
 
 import msgspec
 
-from hardware_agents.sandbox import uids
+from hardware_agents.sandbox import cancel, uids
 from hardware_agents.sandbox.driven import SandboxChild
 from hardware_agents.sandbox.launch import Launched, collect, kill_all, wait_exit
 from hardware_agents.sandbox.policy import (
@@ -280,6 +280,7 @@ class Sandbox:
                 )
         finally:
             os.close(status_w)
+        cancel.adopt(proc)  # the child of the work of this context (`cancel.py`): stopped with it
         return Launched(proc=proc, t0=t0, log_path=log_path, result_path=result_path, status_fd=status_r)
 
     def _collect(self, child: Launched, timed_out: bool, timeout: float) -> SandboxOutcome:

@@ -11,6 +11,7 @@ import time
 from typing import Protocol
 
 from accelopt.procfs import pids_of_session
+from hardware_agents.sandbox.cancel import adopt
 from hardware_agents.sandbox.freeze import FreezeBreach, Freezer, RanWhileStopped
 from hardware_agents.sandbox.launch import Launched, collect
 from hardware_agents.sandbox.policy import SandboxOutcome, SandboxPolicy
@@ -199,6 +200,11 @@ class SandboxChild:
         self._l.t0 = time.perf_counter()
         self.timeout_s = timeout_s
         self.deadline = self._l.t0 + timeout_s
+
+    def join_cancel_scope(self) -> None:
+        """This child now serves the work of the current context (a spare it claimed): a cancel
+        of that work stops it too (`cancel.py`)."""
+        adopt(self._l.proc)
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):

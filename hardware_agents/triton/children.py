@@ -20,7 +20,7 @@ from pathlib import Path
 
 import msgspec
 
-from hardware_agents.sandbox import Sandbox, SandboxChild, SandboxOutcome, SandboxPolicy
+from hardware_agents.sandbox import Sandbox, SandboxChild, SandboxOutcome, SandboxPolicy, detached
 from hardware_agents.triton.gpu import GpuPool
 from hardware_agents.triton.spare import REQUEST_FILE, ServeRequest
 
@@ -127,7 +127,8 @@ class Children:
             box = Sandbox(self._spare_policy(), base_dir=self.sandbox_dir)
             try:
                 env = {"CUDA_VISIBLE_DEVICES": str(gpu)} if gpu is not None else None
-                child = box.spawn(SERVE_TARGET, b"", timeout_s=SPARE_START_S, extra_env=env)
+                with detached():  # for the next profile: not the current one's to cancel
+                    child = box.spawn(SERVE_TARGET, b"", timeout_s=SPARE_START_S, extra_env=env)
             except BaseException:
                 box.close()
                 raise
@@ -162,6 +163,7 @@ class Children:
             path.write_bytes(msgspec.msgpack.encode(req))
             box.give(REQUEST_FILE)
             child.restart_clock(policy.wall_timeout_s)
+            child.join_cancel_scope()  # the claiming profile's now: a cancel of it stops this child
             child.resume()
         except BaseException:
             child.finish()

@@ -171,6 +171,11 @@ def make_sample_events(run_id: str) -> list[c.Event]:
             request_id="q1",
             profile=prof,
         ),
+        c.ProfileCancelled(
+            **env("ProfileCancelled", "q1"),
+            request_id="q1",
+            reason="the agent cancelled the call",
+        ),
         c.FixRequested(
             **env("FixRequested", 1),
             kernel_id="k1",

@@ -10,8 +10,14 @@ profiling, sandbox and delivery settings). A profiler takes its problem from its
 `RunStarted`, so each problem (and device) the session profiles on the pool gets a stream run
 of its own, `<session>-p<N>`, opened by a `RunStarted` of the session's settings with that one
 target, and closed (`RunCompleted`) when the server ends. The agent's `timeout_s` does not
-travel: the pool's profilers time out as they were started (`profiling` settings). A profile
-given up on (cancelled, out of time) is not stopped on the pool: its profiler finishes it.
+travel: the pool's profilers time out as they were started (`profiling` settings). A
+profile given up on (the call cancelled, or no answer within the server's limit) is stopped
+on the pool: the server publishes a `ProfileCancelled` of the request, and the profiler running it kills that
+profile's sandboxed children (its cancel scope: `hardware_agents/sandbox/cancel.py`, never
+another request's) and answers the request at once with a `timeout` profile of reason
+`cancelled`, so the device is free for the next request and no request is left unanswered; a
+request the profiler has not taken yet is answered so without running. What the profiler does
+in its own process (not in a child) stops at the profile's next stage.
 """
 
 from __future__ import annotations
@@ -107,18 +113,46 @@ class PoolProfiles:
         from events.subjects import role_filter
 
         sent = await elog.publish(request)
-        async for _, event, _ in elog.follow(role_filter("KernelProfiled", run_id), from_seq=sent.seq):
-            if isinstance(event, ev.KernelProfiled) and event.request_id == request.event_id:
-                return event.profile
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise JudgeError(
-                    f"no verdict from the pool's profiler within {limit_s:.0f} s (it serves runs too: "
-                    "it may still be busy with theirs)"
-                )
-            if progress is not None:
-                await progress(limit_s - left, limit_s, what)
-        raise JudgeError("the pool's log stopped")  # follow() yields forever
+        why = "the agent cancelled the call"
+        try:
+            async for _, event, _ in elog.follow(role_filter("KernelProfiled", run_id), from_seq=sent.seq):
+                if isinstance(event, ev.KernelProfiled) and event.request_id == request.event_id:
+                    why = ""
+                    return event.profile
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    why = f"no verdict within the MCP server's limit of {limit_s:.0f} s"
+                    raise JudgeError(
+                        f"no verdict from the pool's profiler within {limit_s:.0f} s (it serves runs too: "
+                        "it may still be busy with theirs); the profile was cancelled on the pool"
+                    )
+                if progress is not None:
+                    await progress(limit_s - left, limit_s, what)
+            why = "the pool's log stopped"
+            raise JudgeError("the pool's log stopped")  # follow() yields forever
+        except Exception as e:
+            if why == "the agent cancelled the call":
+                why = f"the MCP server stopped waiting ({type(e).__name__})"
+            raise
+        finally:
+            if why:  # given up on: stopped on the pool too
+                await self._cancel(elog, request, why)
+
+    @staticmethod
+    async def _cancel(elog: EventLog, request: ev.ProfileRequested, why: str) -> None:
+        """Publish the `ProfileCancelled` of `request`, even from a cancelled call (shielded,
+        a few seconds at most: a lost log loses only the cancellation)."""
+        import anyio
+
+        cancelled = ev.ProfileCancelled(
+            **ev.envelope(
+                ev.ProfileCancelled, request.run_id, request.event_id, ts=time.time(), cause=request
+            ),
+            request_id=request.event_id,
+            reason=why,
+        )
+        with anyio.move_on_after(5.0, shield=True), contextlib.suppress(Exception):
+            await elog.publish(cancelled, retry_for=4.0)
 
     def _request(
         self, run_id: str, req: dict[str, Any], kernel_id: str, source: str, purpose: Any, seed_offset: int

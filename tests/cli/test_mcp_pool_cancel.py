@@ -1,0 +1,117 @@
+"""A profile the MCP server gives up on is stopped on the warm pool of `accelopt up` too: the
+agent cancels a call whose kernel hangs, the server publishes its `ProfileCancelled`, and the
+pool's profiler kills that profile's sandboxed kernel (gone within seconds, not at the pool's
+own 60 s limit), answers the request (a `timeout` of reason `cancelled`) and profiles the next
+kernel at once. Real `accelopt up` (nats-server, Ray, the CPU profiler), real `accelopt mcp`
+over stdio, a real C kernel that spins forever."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp_session import ACCELOPT, REPO, descendants, stdio_session, text_of
+
+from accelopt import catalog as ev
+from replay.fold import RunView
+
+pytestmark = pytest.mark.timeout(600)
+
+SILU = (REPO / "suites" / "cpu_v2" / "silu" / "baseline.c").read_text()
+HANGS = 'void kernel(const float* x, float* out) { for (;;) { __asm__ volatile(""); } }\n'
+SANDBOX_CHILD = b"hardware_agents.sandbox.child"
+
+
+def sandbox_children(below: int) -> dict[int, float]:
+    """The live sandboxed children under process `below`: pid -> CPU seconds used."""
+    found: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in descendants(below):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if SANDBOX_CHILD in cmd and fields[0] != "Z":
+            found[pid] = (int(fields[11]) + int(fields[12])) / tick
+    return found
+
+
+def test_a_cancelled_profile_is_stopped_on_the_pool_and_the_next_is_served(tmp_path: Path) -> None:
+    from actors.runtime.pool import read_pool
+    from events.log import EventLog
+
+    root, memory = tmp_path / "runs", tmp_path / "memory"
+    env = {k: v for k, v in os.environ.items() if k != "ACCELOPT_MEMORY"}
+    env["ACCELOPT_LOG_LEVEL"] = "ERROR"
+    pool = subprocess.Popen(
+        [ACCELOPT, "up", "--root", str(root), "--memory", str(memory), "--set", "memory.enabled=false"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while (info := read_pool(root)) is None:
+            assert pool.poll() is None and time.monotonic() < deadline, "the pool did not come up"
+            time.sleep(0.2)
+
+        async def scenario() -> tuple[float, float, Any]:
+            async with stdio_session(root, "--memory", str(memory)) as c:
+
+                async def hanging_profile() -> None:
+                    await c.call_tool("profile_kernel", {"problem": "cpu_v2/silu", "source": HANGS})
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(hanging_profile)
+                    # the kernel spinning in its sandboxed child on the pool (the compile and
+                    # the references come first)
+                    with anyio.fail_after(120):
+                        while not any(cpu >= 1.0 for cpu in sandbox_children(pool.pid).values()):
+                            await anyio.sleep(0.2)
+                    seen = set(sandbox_children(pool.pid))
+                    tg.cancel_scope.cancel()
+                t0 = time.monotonic()
+                while (left := seen & set(sandbox_children(pool.pid))) and time.monotonic() - t0 < 30:
+                    await anyio.sleep(0.1)
+                gone_s = time.monotonic() - t0
+                assert not left, f"the cancelled profile's kernel lives on: {left}"
+                t1 = time.monotonic()
+                r = await c.call_tool("profile_kernel", {"problem": "cpu_v2/silu", "source": SILU})
+                return gone_s, time.monotonic() - t1, r
+
+        gone_s, next_s, r = anyio.run(scenario)
+        assert not r.is_error and r.structured_content["status"] == "passed", text_of(r)
+        # gone within seconds (the pool's own limit for a CPU profile is 60 s), and the next
+        # profile was not queued behind the hung one
+        assert gone_s < 10, gone_s
+        assert next_s < 45, next_s
+
+        async def on_the_pool() -> list[ev.Event]:
+            elog = await EventLog.connect(info.nats_url, create=False)
+            try:
+                (run_id,) = [r for r in await elog.run_ids() if "-p" in r]
+                return await elog.history(run_id)
+            finally:
+                await elog.close()
+
+        events = anyio.run(on_the_pool)
+    finally:
+        subprocess.run([ACCELOPT, "down", "--root", str(root)], cwd=REPO, timeout=120)
+        pool.wait(120)
+    asked = [e for e in events if isinstance(e, ev.ProfileRequested)]
+    answered = {e.request_id: e.profile for e in events if isinstance(e, ev.KernelProfiled)}
+    (cancelled,) = [e for e in events if isinstance(e, ev.ProfileCancelled)]
+    hung, honest = asked
+    assert cancelled.request_id == hung.event_id and hung.source == HANGS
+    # every request has its one terminal answer: the hung one's says it was cancelled
+    assert sorted(answered) == sorted(e.event_id for e in asked)
+    assert (answered[hung.event_id].status, answered[hung.event_id].reason) == ("timeout", "cancelled")
+    assert answered[honest.event_id].status == "passed"
+    view = RunView.from_events(events)  # the stream run still folds
+    assert view.run_id == hung.run_id
