@@ -73,9 +73,10 @@ def test_a_sliced_reference_is_the_whole_one(
             assert math.isclose(ref.stats[out].norm, st.norm, rel_tol=1e-10)
             assert math.isclose(ref.stats[out].rms, st.rms, rel_tol=1e-10)
         # the float32 floor: the same twins, and float32's error of the same formula: equal but
-        # where BLAS blocks a slice's float32 matmul its own way (gqa_full's scores: another
-        # honest summation order), then of the same scale, each row well within the factor the
-        # floor is used with (`fp32.FP32_FLOOR_FACTOR`)
+        # where the formula has a matrix product, which BLAS may block its own way for a slice's
+        # rows (another honest summation order; which shapes it reblocks depends on the host's
+        # CPU), then of the same scale, each row well within the factor the floor is used with
+        # (`fp32.FP32_FLOOR_FACTOR`)
         floor = slices.fp32_floor(p, inputs, got, case.seed)
         want = fp32.fp32_floor(whole_p, inputs, whole, case.seed)
         for out, f in want.items():
@@ -85,8 +86,13 @@ def test_a_sliced_reference_is_the_whole_one(
             assert math.isclose(float(np.sqrt(np.mean(a * a))), float(np.sqrt(np.mean(b * b))), rel_tol=0.05)
             ratio = np.maximum(a, 1e-30) / np.maximum(b, 1e-30)
             assert ratio.max() < fp32.FP32_FLOOR_FACTOR and ratio.min() > 1 / fp32.FP32_FLOOR_FACTOR
-            if name != "gqa_full":
+            if not _has_matrix_product(p):
                 assert np.array_equal(a, b) and floor[out].rel_l2 == pytest.approx(f.rel_l2, rel=1e-9)
+
+
+def _has_matrix_product(p: Problem) -> bool:
+    ref = p.definition.x_numpy_reference or p.definition.reference
+    return any(op in ref for op in ("@", "matmul", "einsum", "dot(", "tensordot"))
 
 
 def _large(p: Problem) -> list[inputgen.InputCase]:
