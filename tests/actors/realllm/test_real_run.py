@@ -19,7 +19,8 @@ from events.logfile import read_events
 
 PROBLEMS = "swiglu"  # one problem: every call of a 135M model costs seconds (below)
 # one plan and one kernel per problem and iteration: each call of a 135M model that seldom
-# stops costs up to max_tokens / ~80 tokens/s on this machine, so the call count sets the time
+# stops costs up to max_tokens / ~80 tokens/s on this machine, so the call count and the
+# allowance set the time (384 tokens: a plan or a short C kernel; a cut reply is a failure event)
 SMALL_SEARCH = [
     "--preset",
     "quick",
@@ -32,7 +33,7 @@ SMALL_SEARCH = [
     "--set",
     "search.plans_per_candidate=1",
     "--set",
-    "llm.default.max_tokens=768",
+    "llm.default.max_tokens=384",
 ]
 
 
