@@ -316,31 +316,11 @@ def _sessions(tmp: Path, sessions: int, out: dict) -> None:
 
 
 def _pool(tmp: Path, rounds: int, problem, source: str, out: dict) -> None:
-    import subprocess
-
-    from mcp_session import ACCELOPT, stdio_session
-
-    from actors.runtime.pool import read_pool
+    from mcp_session import stdio_session, warm_pool
 
     root, memory = tmp / "pool-runs", tmp / "pool-memory"
-    env = {k: v for k, v in os.environ.items() if k != "ACCELOPT_MEMORY"}
-    env["ACCELOPT_LOG_LEVEL"] = "ERROR"
-    up = subprocess.Popen(
-        [ACCELOPT, "up", "--root", str(root), "--memory", str(memory), "--set", "memory.enabled=false"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-    )
-    try:
-        t0 = time.monotonic()
-        while (info := read_pool(root)) is None:
-            if up.poll() is not None or time.monotonic() - t0 > 600:
-                raise RuntimeError("the pool did not come up")
-            time.sleep(0.2)
+    with warm_pool(root, memory, timeout_s=600) as (info, _):
         anyio.run(_pool_rounds, root, memory, info.nats_url, rounds, problem, source, out, stdio_session)
-    finally:
-        subprocess.run([ACCELOPT, "down", "--root", str(root)], cwd=ROOT, timeout=300)
-        up.wait(300)
 
 
 async def _pool_rounds(root, memory, nats_url, rounds, problem, source, out, stdio_session) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import anyio
 import httpx2
 import pytest
-from mcp_session import ACCELOPT, REPO, free_port, http_session, text_of
+from mcp_session import ACCELOPT, REPO, free_port, http_session, text_of, warm_pool
 
 from accelopt import catalog as ev
 from accelopt.device_queue import QUEUE_GLOB
@@ -215,23 +215,10 @@ def test_profiles_go_to_the_warm_pool_of_the_root_when_one_runs(tmp_path: Path) 
     """`accelopt up` on the root: the server's profile and compare are ProfileRequested on the
     pool's log, served by the pool's profiler (the one every run of the root uses). Real
     nats-server, Ray and CPU profiler."""
-    from actors.runtime.pool import read_pool
     from events.log import EventLog
 
     root, memory = tmp_path / "runs", tmp_path / "memory"
-    env = {k: v for k, v in os.environ.items() if k != "ACCELOPT_MEMORY"}
-    env["ACCELOPT_LOG_LEVEL"] = "ERROR"
-    pool = subprocess.Popen(
-        [ACCELOPT, "up", "--root", str(root), "--memory", str(memory), "--set", "memory.enabled=false"],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 300
-        while (info := read_pool(root)) is None:
-            assert pool.poll() is None and time.monotonic() < deadline, "the pool did not come up"
-            time.sleep(0.2)
+    with warm_pool(root, memory) as (info, _):
         with server(root, "--memory", str(memory)) as url:
 
             async def scenario() -> tuple:
@@ -267,9 +254,6 @@ def test_profiles_go_to_the_warm_pool_of_the_root_when_one_runs(tmp_path: Path) 
                 await elog.close()
 
         runs = anyio.run(on_the_pool)
-    finally:
-        subprocess.run([ACCELOPT, "down", "--root", str(root)], cwd=REPO, timeout=120)
-        pool.wait(120)
     # one stream run for cpu_v2/silu on cpu: the profiles (2) and the compare's rounds (2), each
     # request answered once by the pool's profiler, closed when the server ended
     ((run_id, events),) = runs.items()

@@ -28,17 +28,24 @@ def test_warm_loads_the_model_and_the_memory_encodes_on_one_thread(tmp_path: Pat
     assert threads == TORCH_THREADS == 1, threads  # this 2-core host's default is 2
 
 
-def test_a_query_asked_again_reuses_its_embedding(tmp_path: Path) -> None:
-    memory = Memory(tmp_path / "memory")
+def _count_encodes(memory: Memory) -> list[list[str]]:
+    """What the memory's embedder is asked to encode, call by call, from now on (a spy: the
+    real model still encodes)."""
     index = asyncio.run(memory._on_thread(memory.index))
     encoded: list[list[str]] = []
     real = index.embedder.encode
 
-    def counting(texts: list[str]):  # a spy: the real model still encodes
+    def counting(texts: list[str]):
         encoded.append(list(texts))
         return real(texts)
 
     index.embedder.encode = counting
+    return encoded
+
+
+def test_a_query_asked_again_reuses_its_embedding(tmp_path: Path) -> None:
+    memory = Memory(tmp_path / "memory")
+    encoded = _count_encodes(memory)
 
     async def searches() -> list:
         return [await memory.search(SearchMemoryArgs(query=q), None, None) for q in ("exp", "tiles", "exp")]
@@ -53,15 +60,7 @@ def test_a_kernel_embedded_ahead_is_kept_for_its_search(tmp_path: Path) -> None:
     query a search by that kernel of that problem makes: the search then encodes nothing and
     says so; another kernel, or the same kernel searched for another problem, is computed."""
     memory = Memory(tmp_path / "memory")
-    index = asyncio.run(memory._on_thread(memory.index))
-    encoded: list[list[str]] = []
-    real = index.embedder.encode
-
-    def counting(texts: list[str]):  # a spy: the real model still encodes
-        encoded.append(list(texts))
-        return real(texts)
-
-    index.embedder.encode = counting
+    encoded = _count_encodes(memory)
     kernel = "void silu(const float *x, float *y, long n) { for (long i = 0; i < n; i++) y[i] = x[i]; }"
     memory.prefetch("silu", "activation", kernel).result(timeout=300)
     assert len(encoded) == 1 and kernel in encoded[0][0]

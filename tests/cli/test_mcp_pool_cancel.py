@@ -8,14 +8,13 @@ over stdio, a real C kernel that spins forever."""
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from mcp_session import ACCELOPT, REPO, descendants, stdio_session, text_of
+from mcp_session import REPO, descendants, stdio_session, text_of, warm_pool
 
 from accelopt import catalog as ev
 from replay.fold import RunView
@@ -43,23 +42,10 @@ def sandbox_children(below: int) -> dict[int, float]:
 
 
 def test_a_cancelled_profile_is_stopped_on_the_pool_and_the_next_is_served(tmp_path: Path) -> None:
-    from actors.runtime.pool import read_pool
     from events.log import EventLog
 
     root, memory = tmp_path / "runs", tmp_path / "memory"
-    env = {k: v for k, v in os.environ.items() if k != "ACCELOPT_MEMORY"}
-    env["ACCELOPT_LOG_LEVEL"] = "ERROR"
-    pool = subprocess.Popen(
-        [ACCELOPT, "up", "--root", str(root), "--memory", str(memory), "--set", "memory.enabled=false"],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 300
-        while (info := read_pool(root)) is None:
-            assert pool.poll() is None and time.monotonic() < deadline, "the pool did not come up"
-            time.sleep(0.2)
+    with warm_pool(root, memory) as (info, pool):
 
         async def scenario() -> tuple[float, float, Any]:
             async with stdio_session(root, "--memory", str(memory)) as c:
@@ -101,9 +87,6 @@ def test_a_cancelled_profile_is_stopped_on_the_pool_and_the_next_is_served(tmp_p
                 await elog.close()
 
         events = anyio.run(on_the_pool)
-    finally:
-        subprocess.run([ACCELOPT, "down", "--root", str(root)], cwd=REPO, timeout=120)
-        pool.wait(120)
     asked = [e for e in events if isinstance(e, ev.ProfileRequested)]
     answered = {e.request_id: e.profile for e in events if isinstance(e, ev.KernelProfiled)}
     (cancelled,) = [e for e in events if isinstance(e, ev.ProfileCancelled)]

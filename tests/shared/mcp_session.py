@@ -9,6 +9,7 @@ import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
+from typing import Any
 
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
@@ -31,6 +32,36 @@ async def stdio_session(root: Path, *extra: str, name: str = "pytest-agent") -> 
     )
     async with Client(params, client_info=Implementation(name=name, version="1.0")) as client:
         yield client
+
+
+@contextmanager
+def warm_pool(
+    root: Path, memory: Path, timeout_s: float = 300
+) -> Iterator[tuple[Any, subprocess.Popen[bytes]]]:
+    """A warm pool of `accelopt up` on `root` (the memory off): its `PoolInfo` once it wrote its
+    record, and its process; `accelopt down` when done."""
+    import time
+
+    from actors.runtime.pool import read_pool
+
+    env = {k: v for k, v in os.environ.items() if k != "ACCELOPT_MEMORY"}
+    env["ACCELOPT_LOG_LEVEL"] = "ERROR"
+    pool = subprocess.Popen(
+        [ACCELOPT, "up", "--root", str(root), "--memory", str(memory), "--set", "memory.enabled=false"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + timeout_s
+        while (info := read_pool(root)) is None:
+            if pool.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the pool did not come up")
+            time.sleep(0.2)
+        yield info, pool
+    finally:
+        subprocess.run([ACCELOPT, "down", "--root", str(root)], cwd=REPO, timeout=120)
+        pool.wait(120)
 
 
 def text_of(result) -> str:
