@@ -39,6 +39,7 @@ WALLS: dict[str, tuple[dict[str, object], dict[str, object], str]] = {
     "fork_helper": ({"no_fork": False}, {}, ""),
     "proc_parent_snooping": ({"restrict_reads": False}, {}, ""),
     "read_other_runs": ({"restrict_reads": False}, {}, ""),
+    "thread_reads_other_runs": ({"restrict_reads": False}, {}, ""),
     "freeze_timer_sigcont": ({"stoppable": False}, {}, "ran while it was stopped"),
     "freeze_io_signal": ({"stoppable": False}, {}, "ran while it was stopped"),
     "widen_affinity": ({"stoppable": False}, {"threads": 1}, "it was given"),
