@@ -50,8 +50,39 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--cache-dir", type=Path, default=None, help="default: $ACCELOPT_CACHE_DIR or ~/.cache/accelopt"
     )
+    p.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an option of the device's agent, as `devices.<kind>.options` takes it in a run config "
+        "(VALUE is YAML: -20, null, true), e.g. timing_nice=null; repeatable",
+    )
     p.add_argument("--json", action="store_true", help="print the Profile record as JSON")
     p.set_defaults(func=run)
+
+
+def agent_options(device: str, pairs: list[str]) -> dict[str, object]:
+    """`--option NAME=VALUE`s as the agent's keyword options, each checked against what the
+    device's family declares (ValueError: one line naming the option)."""
+    import yaml
+
+    from hardware_agents.families import family_of
+
+    out: dict[str, object] = {}
+    for pair in pairs:
+        name, eq, raw = pair.partition("=")
+        if not eq or not name.strip():
+            raise ValueError(f"--option {pair!r}: NAME=VALUE expected")
+        try:
+            out[name.strip()] = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError as e:
+            raise ValueError(f"--option {pair!r}: the value is not YAML ({type(e).__name__})") from None
+    family = family_of(device)
+    errors = family.option_errors(device, out) if family is not None else []
+    if errors:
+        raise ValueError(errors[0].replace(f"devices.{device}.options.", "--option ", 1))
+    return out
 
 
 def _solution(path: Path, problem: Problem, convention: str) -> tuple[Solution, str]:
@@ -156,7 +187,13 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as e:
         _error(console, e)
         return 2
-    opts = {"cache_dir": args.cache_dir} if args.cache_dir else {}
+    try:
+        opts = agent_options(info.device, args.option)
+    except ValueError as e:
+        _error(console, e)
+        return 2
+    if args.cache_dir:
+        opts["cache_dir"] = args.cache_dir
     try:
         agent = get_agent(info.device, **opts)
     except (KeyError, RuntimeError, OSError, ValueError) as e:

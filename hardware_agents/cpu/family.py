@@ -103,6 +103,12 @@ OPTIONS = (
     AgentOption("cc", str, "the C compiler"),
     AgentOption("data_cache_problems", int),
     AgentOption("sandbox_options", dict[str, Any] | None),
+    AgentOption(
+        "timing_nice",
+        int | None,
+        "nice value of the kernel's threads and of the thread timing them (default -20: other work on "
+        "the host stays out of the figure; null: leave the priority alone)",
+    ),
 )
 
 FAMILY = DeviceFamily(

@@ -76,6 +76,7 @@ class TimingRules(msgspec.Struct, frozen=True, kw_only=True):
     max_reruns: int
     spread_threshold: float
     max_pct_peak: float
+    nice: int | None = None  # the timing thread's and the kernel's threads' nice value (None: as is)
 
 
 def death_verdict(v: Verdict, out: SandboxOutcome) -> Profile:
@@ -186,7 +187,12 @@ class Judge:
         """The timed batches (None: every batch checked; the latency is kept for `gate`)."""
         assert self.runner is not None
         runner = self.runner
-        with Phases(self.counters)("timing"):
+        with (
+            Phases(self.counters)("timing"),
+            quiet.timing_priority(self.rules.nice, runner.thread_ids) as nice,
+        ):
+            if nice is not None:
+                self.counters["timing_nice"] = float(nice)
             return self._guarded(lambda: self._timing(runner))
 
     def gate(self) -> Profile:

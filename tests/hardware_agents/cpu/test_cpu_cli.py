@@ -52,3 +52,24 @@ def test_profile_given_source_and_json(
     prof = json.loads(capsys.readouterr().out)
     assert prof["status"] == "incorrect"
     assert main(["profile", "cpu/nope"]) == 2  # a wrong problem name, as `run` and `remeasure` exit
+
+
+def test_profile_takes_the_agents_options_and_refuses_wrong_ones(
+    cli_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--option NAME=VALUE` is what `devices.cpu.options` takes in a run config, checked the
+    same way: an unknown name, a value of the wrong type or no `=` exits 2 with one line on
+    stderr and profiles nothing; `timing_nice=null` profiles with the priority left alone."""
+    for bad, words in (
+        ("timing_noise=-20", ("--option timing_noise", "no option 'timing_noise'")),
+        ("timing_nice=fast", ("--option timing_nice",)),
+        ("timing_nice", ("NAME=VALUE expected",)),
+    ):
+        assert main(["profile", "cpu_v2/silu", "--option", bad, "--json"]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and len(captured.err.strip().splitlines()) == 1, captured.err
+        assert all(w in captured.err for w in words), captured.err
+    assert main(["profile", "cpu_v2/silu", "--option", "timing_nice=null", "--json"]) == 0
+    prof = json.loads(capsys.readouterr().out)
+    assert prof["status"] == "passed" and "nice" not in prof["isolation"]
+    assert "timing_nice" not in prof["counters"]
