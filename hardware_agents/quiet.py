@@ -9,7 +9,7 @@ half the machine.
 
 The same holds for the rest of the host: work of other processes (another run, an
 embedding, a test suite) that shares the cores stretches a timed batch by whatever share it
-takes. `timing_priority(nice, ...)` raises, for the timed batches only, the thread that
+takes. `TimingPriority(nice, ...)` raises, for the timed batches only, the thread that
 drives them (its clock and its wait for the child's stop) and the kernel's own threads. At
 -20 a thread outweighs a normal one 87 to 1, so a host loaded 10 deep still leaves the timed
 threads ~95% of their cores; and a kernel that spins outside the timing (while it is
@@ -38,6 +38,7 @@ from typing import Any
 from threadpoolctl import threadpool_info, threadpool_limits
 
 TIMING_NICE = -20  # the default priority of a timed kernel's threads and of the thread timing them
+RAISED_MAX_S = 10.0  # a kernel raised for its timing longer than this is given its priority back
 
 _lock = threading.Lock()
 _depth = 0
@@ -115,38 +116,71 @@ def _renice(tids: Iterable[int], nice: int) -> int:
     return done
 
 
-@contextmanager
-def timing_priority(nice: int | None, kernel_threads: Callable[[], list[int]]) -> Iterator[int | None]:
-    """The calling thread (the one that drives the batches and reads the clock) and the
-    kernel's threads (`kernel_threads()`: the child is held stopped on entry and on exit) at
-    `nice` for the block, then back: the caller's to its old value, every thread the kernel
-    has then (one it started meanwhile inherited the raised value) to its main thread's old
-    one. Only the timing is raised: a kernel that spins while it is checked or compiled runs
-    at the host's priority.
+class TimingPriority:
+    """A context: the calling thread (the one that drives the batches and reads the clock)
+    and the kernel's threads (`kernel_threads()`: the child is held stopped on entry and on
+    exit) at `nice` inside, then back: the caller's to its old value, every thread the kernel
+    has then (one it started meanwhile inherited the raised value) to the kernel's old one.
+    Only the timing is raised: a kernel that spins while it is checked or compiled runs at the
+    host's priority. A kernel still raised after `max_s` is given its old priority at once
+    (`dropped_after_s`): a kernel that spins once it is timed holds the host's cores for that
+    long at most, not for its whole time limit.
 
-    Yields the nice value applied, or None: not asked (`nice` None), or refused (without
+    `applied`: the nice value applied, or None: not asked (`nice` None), or refused (without
     CAP_SYS_NICE a negative value is refused: the timing runs at the old priorities)."""
-    if nice is None:
-        yield None
-        return
-    me = threading.get_native_id()
-    before = os.getpriority(os.PRIO_PROCESS, me)
-    tids = kernel_threads()
-    # the kernel's priority as it was spawned: a thread may only have lowered its own since
-    kernel_before = min((n for n in map(_nice, tids) if n is not None), default=None)
-    try:
-        os.setpriority(os.PRIO_PROCESS, me, nice)
-        _renice(tids, nice)
-    except OSError:
+
+    def __init__(
+        self, nice: int | None, kernel_threads: Callable[[], list[int]], max_s: float | None = None
+    ) -> None:
+        self.nice, self.kernel_threads = nice, kernel_threads
+        self.max_s = RAISED_MAX_S if max_s is None else max_s
+        self.applied: int | None = None
+        self.dropped_after_s: float | None = None
+        self._lock = threading.Lock()
+        self._kernel_before: int | None = None
+        self._timer: threading.Timer | None = None
+        self._t0 = 0.0
+
+    def __enter__(self) -> TimingPriority:
+        if self.nice is None:
+            return self
+        self._me = threading.get_native_id()
+        self._before = os.getpriority(os.PRIO_PROCESS, self._me)
+        tids = self.kernel_threads()
+        # the kernel's priority as it was spawned: a thread may only have lowered its own since
+        self._kernel_before = min((n for n in map(_nice, tids) if n is not None), default=None)
+        try:
+            os.setpriority(os.PRIO_PROCESS, self._me, self.nice)
+            _renice(tids, self.nice)
+        except OSError:
+            self._give_back()
+            return self
+        self.applied = os.getpriority(os.PRIO_PROCESS, self._me)
+        self._t0 = time.perf_counter()
+        self._timer = threading.Timer(self.max_s, self._drop)
+        self._timer.daemon = True
+        self._timer.start()
+        return self
+
+    def _drop(self) -> None:
+        with self._lock:
+            if self._kernel_before is not None:
+                self.dropped_after_s = time.perf_counter() - self._t0
+                _renice(self.kernel_threads(), self._kernel_before)
+                self._kernel_before = None
+
+    def _give_back(self) -> None:
         with contextlib.suppress(OSError):
-            os.setpriority(os.PRIO_PROCESS, me, before)
-            if kernel_before is not None:
-                _renice(kernel_threads(), kernel_before)
-        yield None
-        return
-    try:
-        yield os.getpriority(os.PRIO_PROCESS, me)
-    finally:
-        os.setpriority(os.PRIO_PROCESS, me, before)
-        if kernel_before is not None:
-            _renice(kernel_threads(), kernel_before)
+            os.setpriority(os.PRIO_PROCESS, self._me, self._before)
+        with self._lock:
+            if self._kernel_before is not None:
+                with contextlib.suppress(OSError):
+                    _renice(self.kernel_threads(), self._kernel_before)
+                self._kernel_before = None
+
+    def __exit__(self, *exc: object) -> None:
+        if self.nice is None:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._give_back()

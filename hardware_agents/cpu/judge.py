@@ -187,13 +187,15 @@ class Judge:
         """The timed batches (None: every batch checked; the latency is kept for `gate`)."""
         assert self.runner is not None
         runner = self.runner
-        with (
-            Phases(self.counters)("timing"),
-            quiet.timing_priority(self.rules.nice, runner.thread_ids) as nice,
-        ):
-            if nice is not None:
-                self.counters["timing_nice"] = float(nice)
-            return self._guarded(lambda: self._timing(runner))
+        raised = quiet.TimingPriority(self.rules.nice, runner.thread_ids)
+        try:
+            with Phases(self.counters)("timing"), raised:
+                return self._guarded(lambda: self._timing(runner))
+        finally:
+            if raised.applied is not None:
+                self.counters["timing_nice"] = float(raised.applied)
+            if raised.dropped_after_s is not None:  # timed longer than the raise may last
+                self.counters["timing_nice_dropped_after_s"] = raised.dropped_after_s
 
     def gate(self) -> Profile:
         """The roofline and its plausibility gate: `passed` or `incorrect`."""

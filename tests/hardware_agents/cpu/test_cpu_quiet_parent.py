@@ -17,8 +17,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cpu_helpers import c_solution, c_solution_source_scale_shift
 
 import suites
+from accelopt.problem import Problem
 from hardware_agents import quiet
 from hardware_agents.cpu import CpuAgent
 
@@ -79,17 +81,23 @@ time.sleep(60)
 
 
 def test_timing_priority_raises_the_timing_thread_and_the_kernels_then_gives_them_back() -> None:
-    """`quiet.timing_priority`: inside the block the calling thread and every thread of the
+    """`quiet.TimingPriority`: inside the block the calling thread and every thread of the
     kernel's process run at the given nice value (a thread the kernel starts meanwhile
     inherits it); another thread of ours is untouched; after the block (also after an error)
     the caller has its old value and every thread of the kernel, the new one too, the value
-    the kernel had. None leaves everything alone. Needs root (CAP_SYS_NICE), as the agent does."""
+    the kernel had. None leaves everything alone. A kernel raised longer than `max_s` gets its
+    priority back then. Needs root (CAP_SYS_NICE), as the agent does."""
     if os.geteuid() != 0:
         pytest.skip("raising a priority needs CAP_SYS_NICE (root here)")
     me = threading.get_native_id()
     before = os.getpriority(os.PRIO_PROCESS, me)
     go, tids = threading.Event(), []
-    other = threading.Thread(target=lambda: (tids.append(threading.get_native_id()), go.wait()))
+
+    def wait() -> None:
+        tids.append(threading.get_native_id())
+        go.wait()
+
+    other = threading.Thread(target=wait)
     other.start()
     kernel = subprocess.Popen([sys.executable, "-c", CHILD, "0.5"], stdout=subprocess.PIPE, text=True)
     try:
@@ -97,8 +105,8 @@ def test_timing_priority_raises_the_timing_thread_and_the_kernels_then_gives_the
             time.sleep(0.01)
         spawned = os.getpriority(os.PRIO_PROCESS, kernel.pid)
         threads_of = lambda: sorted(_nice_of(kernel.pid))  # noqa: E731
-        with quiet.timing_priority(-20, threads_of) as applied:
-            assert applied == -20 and os.getpriority(os.PRIO_PROCESS, me) == -20
+        with quiet.TimingPriority(-20, threads_of) as raised:
+            assert raised.applied == -20 and os.getpriority(os.PRIO_PROCESS, me) == -20
             assert os.getpriority(os.PRIO_PROCESS, tids[0]) == before  # another thread of ours
             assert kernel.stdout is not None and kernel.stdout.readline().strip() == "started"
             inside = _nice_of(kernel.pid)
@@ -106,13 +114,22 @@ def test_timing_priority_raises_the_timing_thread_and_the_kernels_then_gives_the
         assert os.getpriority(os.PRIO_PROCESS, me) == before
         after = _nice_of(kernel.pid)
         assert after.keys() == inside.keys() and set(after.values()) == {spawned}, after
-        with pytest.raises(RuntimeError), quiet.timing_priority(-10, threads_of):
+        assert raised.dropped_after_s is None
+        with pytest.raises(RuntimeError), quiet.TimingPriority(-10, threads_of):
             raise RuntimeError("the block fails")
         assert os.getpriority(os.PRIO_PROCESS, me) == before
         assert set(_nice_of(kernel.pid).values()) == {spawned}
-        with quiet.timing_priority(None, threads_of) as applied:
-            assert applied is None and os.getpriority(os.PRIO_PROCESS, me) == before
+        with quiet.TimingPriority(None, threads_of) as raised:
+            assert raised.applied is None and os.getpriority(os.PRIO_PROCESS, me) == before
             assert set(_nice_of(kernel.pid).values()) == {spawned}
+        # raised past its limit: the kernel is given its priority back at once, the caller at the end
+        with quiet.TimingPriority(-20, threads_of, max_s=0.2) as raised:
+            assert set(_nice_of(kernel.pid).values()) == {-20}
+            time.sleep(0.6)
+            assert set(_nice_of(kernel.pid).values()) == {spawned}
+            assert os.getpriority(os.PRIO_PROCESS, me) == -20
+        assert raised.dropped_after_s is not None and 0.2 <= raised.dropped_after_s < 0.6
+        assert os.getpriority(os.PRIO_PROCESS, me) == before
     finally:
         go.set()
         other.join()
@@ -185,3 +202,21 @@ def test_a_timed_kernel_and_its_clock_run_raised_only_while_timed(cpu_agent: Cpu
             assert watch.seen == {before, -20}, watch.seen
         else:
             assert "timing_nice" not in prof.counters and watch.seen == {before}, watch.seen
+
+
+def test_a_kernel_that_spins_once_timed_holds_the_raised_priority_for_a_bounded_time(
+    cpu_agent: CpuAgent, scale_shift: Problem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Honest for the calls that check it, then spinning on every core once timed: the
+    raise ends after `RAISED_MAX_S` (here 1 s; the counter says when), not at the kernel's
+    time limit, and the verdict is the time limit's."""
+    if os.geteuid() != 0:
+        pytest.skip("raising a priority needs CAP_SYS_NICE (root here)")
+    monkeypatch.setattr(quiet, "RAISED_MAX_S", 1.0)
+    source = c_solution_source_scale_shift(
+        prelude="static int calls = 0;",
+        setup='if (++calls > 6) { _Pragma("omp parallel") for (volatile long s = 0;; s++) {} }',
+    )
+    prof = cpu_agent.profile(scale_shift, c_solution(scale_shift, source), timeout_s=5.0)
+    assert prof.status == "timeout", prof.log
+    assert 1.0 <= prof.counters["timing_nice_dropped_after_s"] < 4.0, prof.counters
