@@ -23,6 +23,7 @@ pytestmark = pytest.mark.timeout(600)
 
 SILU = (REPO / "suites" / "cpu_v2" / "silu" / "baseline.c").read_text()
 HANGS = 'void kernel(const float* x, float* out) { for (;;) { __asm__ volatile(""); } }\n'
+QUEUED = "// queued\n" + HANGS  # another source: never a cached answer of the first
 SANDBOX_CHILD = b"hardware_agents.sandbox.child"
 
 
@@ -41,60 +42,85 @@ def sandbox_children(below: int) -> dict[int, float]:
     return found
 
 
-def test_a_cancelled_profile_is_stopped_on_the_pool_and_the_next_is_served(tmp_path: Path) -> None:
+async def _pool_events(nats_url: str) -> list[ev.Event]:
+    """The MCP session's run on the pool's log (none yet: [])."""
     from events.log import EventLog
 
+    elog = await EventLog.connect(nats_url, create=False)
+    try:
+        runs = [r for r in await elog.run_ids() if "-p" in r]
+        return await elog.history(runs[0]) if runs else []
+    finally:
+        await elog.close()
+
+
+def _count(events: list[ev.Event], kind: type) -> int:
+    return sum(isinstance(e, kind) for e in events)
+
+
+def test_a_cancelled_profile_is_stopped_on_the_pool_and_the_next_is_served(tmp_path: Path) -> None:
+    """Three profiles on a pool that times one kernel at a time: a hanging kernel (running
+    when its call is cancelled: killed), a second hanging kernel queued behind it (cancelled
+    before the pool took it: answered `cancelled` without ever starting a sandboxed process),
+    then an honest one, served at once."""
     root, memory = tmp_path / "runs", tmp_path / "memory"
     with warm_pool(root, memory) as (info, pool):
 
-        async def scenario() -> tuple[float, float, Any]:
+        async def scenario() -> tuple[float, float, set[int], Any]:
             async with stdio_session(root, "--memory", str(memory)) as c:
 
-                async def hanging_profile() -> None:
-                    await c.call_tool("profile_kernel", {"problem": "cpu_v2/silu", "source": HANGS})
+                async def hanging_profile(source: str) -> None:
+                    await c.call_tool("profile_kernel", {"problem": "cpu_v2/silu", "source": source})
 
                 async with anyio.create_task_group() as tg:
-                    tg.start_soon(hanging_profile)
+                    tg.start_soon(hanging_profile, HANGS)
                     # the kernel spinning in its sandboxed child on the pool (the compile and
                     # the references come first)
                     with anyio.fail_after(120):
                         while not any(cpu >= 1.0 for cpu in sandbox_children(pool.pid).values()):
                             await anyio.sleep(0.2)
                     seen = set(sandbox_children(pool.pid))
+                    tg.start_soon(hanging_profile, QUEUED)  # waits behind the first on the pool
+                    with anyio.fail_after(30):
+                        while _count(await _pool_events(info.nats_url), ev.ProfileRequested) < 2:
+                            await anyio.sleep(0.2)
                     tg.cancel_scope.cancel()
                 t0 = time.monotonic()
                 while (left := seen & set(sandbox_children(pool.pid))) and time.monotonic() - t0 < 30:
                     await anyio.sleep(0.1)
                 gone_s = time.monotonic() - t0
                 assert not left, f"the cancelled profile's kernel lives on: {left}"
+                # until both are answered, no sandboxed process starts: the queued one never runs
+                started: set[int] = set()
+                with anyio.fail_after(60):
+                    while _count(await _pool_events(info.nats_url), ev.KernelProfiled) < 2:
+                        started |= set(sandbox_children(pool.pid))
+                        await anyio.sleep(0.2)
                 t1 = time.monotonic()
                 r = await c.call_tool("profile_kernel", {"problem": "cpu_v2/silu", "source": SILU})
-                return gone_s, time.monotonic() - t1, r
+                return gone_s, time.monotonic() - t1, started - seen, r
 
-        gone_s, next_s, r = anyio.run(scenario)
+        gone_s, next_s, started, r = anyio.run(scenario)
         assert not r.is_error and r.structured_content["status"] == "passed", text_of(r)
+        assert not started, f"the request cancelled in the queue started processes: {started}"
         # gone within seconds (the pool's own limit for a CPU profile is 60 s), and the next
         # profile was not queued behind the hung one
         assert gone_s < 10, gone_s
         assert next_s < 45, next_s
-
-        async def on_the_pool() -> list[ev.Event]:
-            elog = await EventLog.connect(info.nats_url, create=False)
-            try:
-                (run_id,) = [r for r in await elog.run_ids() if "-p" in r]
-                return await elog.history(run_id)
-            finally:
-                await elog.close()
-
-        events = anyio.run(on_the_pool)
+        events = anyio.run(_pool_events, info.nats_url)
     asked = [e for e in events if isinstance(e, ev.ProfileRequested)]
     answered = {e.request_id: e.profile for e in events if isinstance(e, ev.KernelProfiled)}
-    (cancelled,) = [e for e in events if isinstance(e, ev.ProfileCancelled)]
-    hung, honest = asked
-    assert cancelled.request_id == hung.event_id and hung.source == HANGS
-    # every request has its one terminal answer: the hung one's says it was cancelled
+    cancelled = {e.request_id for e in events if isinstance(e, ev.ProfileCancelled)}
+    hung, queued, honest = asked
+    assert cancelled == {hung.event_id, queued.event_id}
+    assert (hung.source, queued.source) == (HANGS, QUEUED)
+    # every request has its one terminal answer: the hung ones' say they were cancelled
     assert sorted(answered) == sorted(e.event_id for e in asked)
-    assert (answered[hung.event_id].status, answered[hung.event_id].reason) == ("timeout", "cancelled")
+    for request in (hung, queued):
+        assert (answered[request.event_id].status, answered[request.event_id].reason) == (
+            "timeout",
+            "cancelled",
+        )
     assert answered[honest.event_id].status == "passed"
     view = RunView.from_events(events)  # the stream run still folds
     assert view.run_id == hung.run_id
