@@ -116,6 +116,17 @@ def _renice(tids: Iterable[int], nice: int) -> int:
     return done
 
 
+def _give_back_to(kernel_threads: Callable[[], list[int]], nice: int, passes: int = 8) -> None:
+    """Every thread of a kernel that may be running back at `nice`: again while a census finds
+    one that is not (a thread started during a pass by one not yet given back inherited the
+    raise; each pass leaves fewer such creators)."""
+    for _ in range(passes):
+        raised = [t for t in kernel_threads() if (n := _nice(t)) is not None and n != nice]
+        if not raised:
+            return
+        _renice(raised, nice)
+
+
 class TimingPriority:
     """A context: the calling thread (the one that drives the batches and reads the clock)
     and the kernel's threads (`kernel_threads()`: the child is held stopped on entry and on
@@ -166,7 +177,7 @@ class TimingPriority:
         with self._lock:
             if self._kernel_before is not None:
                 self.dropped_after_s = time.perf_counter() - self._t0
-                _renice(self.kernel_threads(), self._kernel_before)
+                _give_back_to(self.kernel_threads, self._kernel_before)
                 self._kernel_before = None
 
     def _give_back(self) -> None:
@@ -175,7 +186,7 @@ class TimingPriority:
         with self._lock:
             if self._kernel_before is not None:
                 with contextlib.suppress(OSError):
-                    _renice(self.kernel_threads(), self._kernel_before)
+                    _give_back_to(self.kernel_threads, self._kernel_before)
                 self._kernel_before = None
 
     def __exit__(self, *exc: object) -> None:
