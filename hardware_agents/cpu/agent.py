@@ -45,8 +45,9 @@ from hardware_agents.cpu.stages import MAX_REGION_BYTES, MAX_TIMED_SETS, CpuStag
 from hardware_agents.datacache import DataCache
 from hardware_agents.pipeline.device_spec import DeviceSpec
 from hardware_agents.pipeline.stages import Stages
-from hardware_agents.quiet import TIMING_NICE, single_threaded_blas
+from hardware_agents.quiet import single_threaded_blas
 from hardware_agents.sandbox import SandboxPolicy, sweep_orphans
+from hardware_agents.timing_priority import TIMING_NICE
 
 WORKDIR_BYTES = 128 << 20  # the kernel server's work dir (its own tmpfs): the .so and nothing else
 

@@ -51,6 +51,7 @@ from hardware_agents.pipeline.roofline import achieved, speed_verdict
 from hardware_agents.pipeline.stats import latency_stats, spread
 from hardware_agents.pipeline.verdict import Verdict, fail_case
 from hardware_agents.sandbox import Sandbox, SandboxOutcome
+from hardware_agents.timing_priority import TimingPriority
 
 MIN_BATCHES = 3  # timed batches per profile at least; up to 2 more per allowed re-run (CpuAgent.max_reruns)
 CHECK_BUDGET_S = (
@@ -76,7 +77,7 @@ class TimingRules(msgspec.Struct, frozen=True, kw_only=True):
     max_reruns: int
     spread_threshold: float
     max_pct_peak: float
-    nice: int | None = None  # the timing thread's and the kernel's threads' nice value (None: as is)
+    nice: int | None = None  # the timed batches' priority (`timing_priority.py`; None: as is)
 
 
 def death_verdict(v: Verdict, out: SandboxOutcome) -> Profile:
@@ -187,15 +188,14 @@ class Judge:
         """The timed batches (None: every batch checked; the latency is kept for `gate`)."""
         assert self.runner is not None
         runner = self.runner
-        raised = quiet.TimingPriority(self.rules.nice, runner.thread_ids)
+        raised = runner.priority = TimingPriority(self.rules.nice, runner.thread_ids, runner.child.kill)
         try:
-            with Phases(self.counters)("timing"), raised:
-                return self._guarded(lambda: self._timing(runner))
+            with Phases(self.counters)("timing"):
+                prof = self._guarded(lambda: self._timing(runner))
         finally:
-            if raised.applied is not None:
-                self.counters["timing_nice"] = float(raised.applied)
-            if raised.dropped_after_s is not None:  # timed longer than the raise may last
-                self.counters["timing_nice_dropped_after_s"] = raised.dropped_after_s
+            runner.priority = None
+            self.counters.update(raised.counters())
+        return self.v.profile("timeout", raised.stuck_reason) if raised.stuck else prof
 
     def gate(self) -> Profile:
         """The roofline and its plausibility gate: `passed` or `incorrect`."""

@@ -59,8 +59,9 @@ Isolation, and why it is done this way here (Linux, root, kernel 6.x, no cgroup 
 - Network: a new network namespace (unshare(CLONE_NEWNET), as root, before the uid drop);
   best effort, recorded in `isolation`.
 - Limits: RLIMIT_CPU, RLIMIT_AS, RLIMIT_NPROC (per sandbox uid), RLIMIT_FSIZE,
-  RLIMIT_CORE=0; a wall-clock timeout after which the whole process group, and every
-  process of the sandbox uid, is SIGKILLed; the CPU affinity the policy gives (`cpus`).
+  RLIMIT_CORE=0, RLIMIT_NICE=0 (it can never raise its priority); a wall-clock timeout
+  after which the whole process group, and every process of the sandbox uid, is SIGKILLed;
+  the CPU affinity the policy gives (`cpus`).
 - The work dir is a fresh 0700 directory owned by the sandbox uid, removed afterwards. As
   root it is a tmpfs of its own capped at `workdir_bytes` (and 16384 files): a kernel
   cannot fill the machine's RAM through /dev/shm. Files the child leaves are read with

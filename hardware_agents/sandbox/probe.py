@@ -58,7 +58,7 @@ def describe(payload: bytes, workdir: Path) -> ProbeReport:
             s.settimeout(1.0)
             s.connect((host, port))
 
-    names = ["RLIMIT_CPU", "RLIMIT_AS", "RLIMIT_NPROC", "RLIMIT_FSIZE", "RLIMIT_CORE"]
+    names = ["RLIMIT_CPU", "RLIMIT_AS", "RLIMIT_NPROC", "RLIMIT_FSIZE", "RLIMIT_CORE", "RLIMIT_NICE"]
     return ProbeReport(
         uid=os.getuid(),
         gid=os.getgid(),

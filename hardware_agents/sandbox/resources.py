@@ -134,6 +134,9 @@ def rlimits(policy: SandboxPolicy, timeout: float, uid: int | None) -> dict[str,
         "RLIMIT_NPROC": (nproc, nproc),
         "RLIMIT_FSIZE": (policy.max_file_bytes,) * 2,
         "RLIMIT_CORE": (0, 0),
+        # the child can never raise its own priority (whatever its user may): a timed batch's
+        # raise is the parent's (`hardware_agents/timing_priority.py`)
+        "RLIMIT_NICE": (0, 0),
     }
 
 

@@ -82,6 +82,7 @@ def test_rlimits_are_applied() -> None:
     assert rep.rlimits["RLIMIT_AS"] == (3 << 30, 3 << 30)
     assert rep.rlimits["RLIMIT_FSIZE"] == (5 << 20, 5 << 20)
     assert rep.rlimits["RLIMIT_CORE"] == (0, 0)
+    assert rep.rlimits["RLIMIT_NICE"] == (0, 0)  # it can never raise its own priority
     assert rep.rlimits["RLIMIT_CPU"][0] >= 7
     if os.geteuid() == 0:
         assert rep.rlimits["RLIMIT_NPROC"] == (17, 17)
