@@ -614,13 +614,11 @@ def runs_items(text: str, cid: str) -> dict[str, float]:
 # --- the direct re-measure ------------------------------------------------------------------------
 
 
-def remeasure(
-    cli: Cli, export: Path, items: list[str], rounds: int, options: tuple[str, ...] = ()
-) -> dict[str, Any]:
+def remeasure(cli: Cli, export: Path, items: list[str], rounds: int) -> dict[str, Any]:
     """Per item: the exported best (`manifest.json`'s file) against the suite's baseline, each
     an `accelopt profile --json` per round on the round's fresh seeds (the same for both
     sides), the order reversed every other round; each side's median; a trn1 item by the cost
-    model's estimate in one round. `options`: the agent's, as `--option NAME=VALUE`s."""
+    model's estimate in one round."""
     manifest = json.loads((export / "manifest.json").read_text())
     files = {k["item"]: export / k["files"][0] for k in manifest["kernels"]}
     kernels = {k["item"]: k for k in manifest["kernels"]}
@@ -641,7 +639,6 @@ def remeasure(
             order = ["baseline", "best"] if r % 2 == 0 else ["best", "baseline"]
             for side in order:
                 args = ["profile", problem, "--seeds", seeds, "--json"]
-                args += [a for o in options for a in ("--option", o)]
                 if side == "best":
                     args[2:2] = ["--solution", str(files[item])]
                 res = cli.run(f"profile-{problem.replace('/', '-')}-{side}", *args, timeout=900)

@@ -628,7 +628,7 @@ DEVICE_LAYERS: tuple[tuple[str, ...], ...] = (
     ("family",),  # the descriptor a family fills in
     ("base",),  # HardwareAgent: runs a profile through the pipeline's stages
     ("pipeline",),  # the judging steps every agent runs, DeviceSpec and the roofline
-    ("datacache", "host_memory", "index_inputs", "kernel_language", "quiet", "timing_priority"),
+    ("datacache", "host_memory", "index_inputs", "kernel_language", "quiet"),
     ("sandbox",),  # the walls around untrusted code
 )
 

@@ -47,7 +47,6 @@ from hardware_agents.pipeline.device_spec import DeviceSpec
 from hardware_agents.pipeline.stages import Stages
 from hardware_agents.quiet import single_threaded_blas
 from hardware_agents.sandbox import SandboxPolicy, sweep_orphans
-from hardware_agents.timing_priority import TIMING_NICE
 
 WORKDIR_BYTES = 128 << 20  # the kernel server's work dir (its own tmpfs): the .so and nothing else
 
@@ -74,7 +73,6 @@ class CpuAgent(HardwareAgent):
         cc: str = DEFAULT_CC,
         data_cache_problems: int = 3,
         sandbox_options: dict[str, Any] | None = None,
-        timing_nice: int | None = TIMING_NICE,
     ) -> None:
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self._spec = spec
@@ -92,9 +90,6 @@ class CpuAgent(HardwareAgent):
         self.cpus: tuple[int, ...] = tuple(sorted(os.sched_getaffinity(0))[: self.threads])
         sweep_orphans()  # kernel servers of an agent that died (SIGKILL) are killed at start-up
         self.exclusive_timing = exclusive_timing
-        # the kernel's threads and the thread timing them run at this nice value (`quiet.py`):
-        # other work on the host stays out of the figure; None leaves the priority alone
-        self.timing_nice = timing_nice
         self.sandbox_dir = Path(sandbox_dir) if sandbox_dir else None
         self.cc = cc
         self.sandbox_options = dict(sandbox_options or {})  # SandboxPolicy fields (tests take walls down)
@@ -166,7 +161,6 @@ class CpuAgent(HardwareAgent):
             max_reruns=self.max_reruns,
             spread_threshold=self.spread_threshold,
             max_pct_peak=self.max_pct_peak,
-            nice=self.timing_nice,
         )
 
     def sandbox_policy(self, data: ProblemData, sets: int) -> SandboxPolicy:

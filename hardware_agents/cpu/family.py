@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any
-
-import msgspec
+from typing import Any
 
 from accelopt.problem import Problem
 from hardware_agents.base import HardwareAgent
@@ -105,12 +103,6 @@ OPTIONS = (
     AgentOption("cc", str, "the C compiler"),
     AgentOption("data_cache_problems", int),
     AgentOption("sandbox_options", dict[str, Any] | None),
-    AgentOption(
-        "timing_nice",
-        Annotated[int, msgspec.Meta(ge=-20, le=19)] | None,
-        "nice value of the kernel's threads and of the thread timing them (default -20: other work on "
-        "the host stays out of the figure; null: leave the priority alone)",
-    ),
 )
 
 FAMILY = DeviceFamily(

@@ -51,7 +51,6 @@ from hardware_agents.pipeline.roofline import achieved, speed_verdict
 from hardware_agents.pipeline.stats import latency_stats, spread
 from hardware_agents.pipeline.verdict import Verdict, fail_case
 from hardware_agents.sandbox import Sandbox, SandboxOutcome
-from hardware_agents.timing_priority import TimingPriority
 
 MIN_BATCHES = 3  # timed batches per profile at least; up to 2 more per allowed re-run (CpuAgent.max_reruns)
 CHECK_BUDGET_S = (
@@ -77,7 +76,6 @@ class TimingRules(msgspec.Struct, frozen=True, kw_only=True):
     max_reruns: int
     spread_threshold: float
     max_pct_peak: float
-    nice: int | None = None  # the timed batches' priority (`timing_priority.py`; None: as is)
 
 
 def death_verdict(v: Verdict, out: SandboxOutcome) -> Profile:
@@ -188,14 +186,8 @@ class Judge:
         """The timed batches (None: every batch checked; the latency is kept for `gate`)."""
         assert self.runner is not None
         runner = self.runner
-        raised = runner.priority = TimingPriority(self.rules.nice, runner.thread_ids, runner.child.kill)
-        try:
-            with Phases(self.counters)("timing"):
-                prof = self._guarded(lambda: self._timing(runner))
-        finally:
-            runner.priority = None
-            self.counters.update(raised.counters())
-        return self.v.profile("timeout", raised.stuck_reason) if raised.stuck else prof
+        with Phases(self.counters)("timing"):
+            return self._guarded(lambda: self._timing(runner))
 
     def gate(self) -> Profile:
         """The roofline and its plausibility gate: `passed` or `incorrect`."""

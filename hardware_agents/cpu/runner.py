@@ -38,7 +38,6 @@ from hardware_agents.sandbox import (
     SharedRegion,
     align_up,
 )
-from hardware_agents.timing_priority import TimingPriority
 
 CANARY = 4096  # bytes before and after every output (a multiple of 64: outputs stay aligned)
 CANARY_BYTE = 0xA5
@@ -153,9 +152,6 @@ class KernelRunner:
         self.out_region.close()
         self.calls = 0
         self.batch_s: list[float] = []
-        # the timed batches' priority (`hardware_agents/timing_priority.py`), set by the judge
-        # for its timing; the untimed commands (populate) and the correctness batch run without
-        self.priority: TimingPriority | None = None
 
     def ready(self) -> None:
         """Wait for the server to have loaded the kernel and stopped; KernelDied otherwise."""
@@ -173,20 +169,14 @@ class KernelRunner:
 
     def run(self, sets: Sequence[int]) -> float:
         """One batch: call the kernel once per set, in order; the parent's seconds for it."""
-        dt = self._timed(ServerCommand(kind="call", sets=list(sets)))
+        dt = self._command(ServerCommand(kind="call", sets=list(sets)))
         self.calls += len(sets)
         self.batch_s.append(dt)
         return dt
 
     def handshake(self) -> float:
         """The seconds of a batch without calls: continue the child, wait for its stop."""
-        return self._timed(ServerCommand(kind="noop"))
-
-    def _timed(self, command: ServerCommand) -> float:
-        if self.priority is None:
-            return self._command(command)
-        with self.priority.batch():
-            return self._command(command)
+        return self._command(ServerCommand(kind="noop"))
 
     def populate(self, sets: Sequence[int]) -> None:
         """Have the child fill its page tables for these sets (untimed), so the first timed

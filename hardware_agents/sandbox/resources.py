@@ -134,8 +134,8 @@ def rlimits(policy: SandboxPolicy, timeout: float, uid: int | None) -> dict[str,
         "RLIMIT_NPROC": (nproc, nproc),
         "RLIMIT_FSIZE": (policy.max_file_bytes,) * 2,
         "RLIMIT_CORE": (0, 0),
-        # the child can never raise its own priority (whatever its user may): a timed batch's
-        # raise is the parent's (`hardware_agents/timing_priority.py`)
+        # the child can never raise its own priority above the host's other work, whatever
+        # its user may (a kernel at -20 would starve the machine for its whole time limit)
         "RLIMIT_NICE": (0, 0),
     }
 
