@@ -56,7 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=[],
         metavar="NAME=VALUE",
         help="an option of the device's agent, as `devices.<kind>.options` takes it in a run config "
-        "(VALUE is YAML: -20, null, true), e.g. timing_nice=null; repeatable",
+        "(VALUE is YAML: 4, 0.5, null, true), e.g. max_reruns=4; repeatable",
     )
     p.add_argument("--json", action="store_true", help="print the Profile record as JSON")
     p.set_defaults(func=run)
