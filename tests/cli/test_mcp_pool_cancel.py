@@ -54,15 +54,42 @@ async def _pool_events(nats_url: str) -> list[ev.Event]:
         await elog.close()
 
 
+async def _queue_and_cancel(nats_url: str, source: str) -> None:
+    """A second request of the session's run for `source`, published on the pool's stream
+    (behind the running one), then its cancel."""
+    import msgspec
+
+    from events.log import EventLog
+
+    (first,) = [e for e in await _pool_events(nats_url) if isinstance(e, ev.ProfileRequested)]
+    now = time.time()
+    queued = msgspec.structs.replace(
+        first, **ev.envelope(ev.ProfileRequested, first.run_id, "queued", ts=now), source=source
+    )
+    cancel = ev.ProfileCancelled(
+        **ev.envelope(ev.ProfileCancelled, first.run_id, queued.event_id, ts=now, cause=queued),
+        request_id=queued.event_id,
+        reason="the test gave up on it before the pool took it",
+    )
+    elog = await EventLog.connect(nats_url, create=False)
+    try:
+        await elog.publish(queued)
+        await elog.publish(cancel)
+    finally:
+        await elog.close()
+
+
 def _count(events: list[ev.Event], kind: type) -> int:
     return sum(isinstance(e, kind) for e in events)
 
 
 def test_a_cancelled_profile_is_stopped_on_the_pool_and_the_next_is_served(tmp_path: Path) -> None:
     """Three profiles on a pool that times one kernel at a time: a hanging kernel (running
-    when its call is cancelled: killed), a second hanging kernel queued behind it (cancelled
-    before the pool took it: answered `cancelled` without ever starting a sandboxed process),
-    then an honest one, served at once."""
+    when its call is cancelled: killed), a second hanging kernel queued behind it on the
+    pool's stream and cancelled before the pool took it (answered `cancelled` without ever
+    starting a sandboxed process), then an honest one, served at once. The MCP server admits
+    one profile per device itself, so the queued request and its cancel are published on the
+    pool's stream directly, as another client of the pool (a run, another server) would."""
     root, memory = tmp_path / "runs", tmp_path / "memory"
     with warm_pool(root, memory) as (info, pool):
 
@@ -80,10 +107,7 @@ def test_a_cancelled_profile_is_stopped_on_the_pool_and_the_next_is_served(tmp_p
                         while not any(cpu >= 1.0 for cpu in sandbox_children(pool.pid).values()):
                             await anyio.sleep(0.2)
                     seen = set(sandbox_children(pool.pid))
-                    tg.start_soon(hanging_profile, QUEUED)  # waits behind the first on the pool
-                    with anyio.fail_after(30):
-                        while _count(await _pool_events(info.nats_url), ev.ProfileRequested) < 2:
-                            await anyio.sleep(0.2)
+                    await _queue_and_cancel(info.nats_url, QUEUED)  # waits behind the first on the pool
                     tg.cancel_scope.cancel()
                 t0 = time.monotonic()
                 while (left := seen & set(sandbox_children(pool.pid))) and time.monotonic() - t0 < 30:
