@@ -47,6 +47,7 @@ _TRANSIENT = (
     asyncio.TimeoutError,
 )
 PUB_ACK_TIMEOUT_S = 5.0  # how long a publish waits for JetStream's ack before it publishes again
+CONSUMER_RETRY_S = 60.0  # how long a reader retries creating its consumer on transient errors
 
 
 def verify_message(msg: Msg) -> None:
@@ -397,9 +398,20 @@ class EventLog:
             inactive_threshold=60.0,
             mem_storage=True,
         )
-        return await self.js.pull_subscribe(
-            filter_subject, durable=None, stream=self.settings.name, config=config
-        )
+        # creating a consumer is a request to the stream's leader: after a node of a cluster is
+        # lost it times out until a new leader is elected (seconds), as a publish does
+        deadline = time.monotonic() + CONSUMER_RETRY_S
+        delay = 0.1
+        while True:
+            try:
+                return await self.js.pull_subscribe(
+                    filter_subject, durable=None, stream=self.settings.name, config=config
+                )
+            except _TRANSIENT:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
 
     async def iter_raw(
         self, filter_subject: str, *, from_seq: int = 1, batch: int = 1000

@@ -65,6 +65,36 @@ def test_history_is_per_run_and_ordered(nats_server, sample_events):
     assert runs == ["run-a", "run-b"]
 
 
+def test_a_reader_retries_its_consumer_while_the_stream_has_no_leader(
+    nats_server, sample_events, monkeypatch
+):
+    """Creating a reader's consumer is a request to the stream's leader; after a cluster lost
+    a node it times out until a new leader is elected (the full suite's
+    test_run_survives_losing_a_node failed so in a run's export). The reader retries, as a
+    publish does. The lost leader is stood in by the first two creations timing out (said so:
+    an election cannot be timed on demand); the server, stream and history are real."""
+    import nats
+
+    async def go():
+        elog = await EventLog.connect(nats_server.url)
+        await elog.publish_many(sample_events("run-a"))
+        real, failures = elog.js.pull_subscribe, []
+
+        async def no_leader_yet(*args, **kwargs):
+            if len(failures) < 2:
+                failures.append(1)
+                raise nats.errors.TimeoutError
+            return await real(*args, **kwargs)
+
+        monkeypatch.setattr(elog.js, "pull_subscribe", no_leader_yet)
+        history = await elog.history("run-a")
+        await elog.close()
+        return history, len(failures)
+
+    history, failed = asyncio.run(go())
+    assert history == sample_events("run-a") and failed == 2
+
+
 def test_empty_history(nats_server):
     async def go():
         elog = await EventLog.connect(nats_server.url)
