@@ -17,9 +17,9 @@ import asyncio
 import contextlib
 import dataclasses
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 import nats
@@ -35,6 +35,7 @@ from events.codec import SUM_HEADER, EventDecodeError, StreamIntegrityError, che
 from events.subjects import ALL_EVENTS, PREFIX, STREAM, check_run_id, run_filter, subject_for
 
 log = get_logger(component="eventlog")
+T = TypeVar("T")
 
 _TRANSIENT = (
     nats.errors.TimeoutError,
@@ -48,6 +49,22 @@ _TRANSIENT = (
 )
 PUB_ACK_TIMEOUT_S = 5.0  # how long a publish waits for JetStream's ack before it publishes again
 CONSUMER_RETRY_S = 60.0  # how long a reader retries creating its consumer on transient errors
+
+
+async def _retrying(call: Callable[[], Awaitable[T]], retry_for: float) -> T:
+    """`call()`, made again after a back-off (doubling from 50 ms, at most 1 s) while it fails
+    on a transient error (a reconnect; a cluster electing a stream leader after it lost a
+    node), for up to `retry_for` seconds; then its last error propagates."""
+    deadline = time.monotonic() + retry_for
+    delay = 0.05
+    while True:
+        try:
+            return await call()
+        except _TRANSIENT:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
 
 
 def verify_message(msg: Msg) -> None:
@@ -293,23 +310,20 @@ class EventLog:
     async def publish_raw(
         self, subject: str, data: bytes, msg_id: str, *, retry_for: float = 60.0
     ) -> PublishResult:
-        deadline = time.monotonic() + retry_for
-        delay = 0.05
-        while True:
-            try:
-                ack = await self.js.publish(
+        try:
+            ack = await _retrying(
+                lambda: self.js.publish(
                     subject,
                     data,
                     headers={"Nats-Msg-Id": msg_id, SUM_HEADER: checksum(data)},
                     stream=self.settings.name,
                     timeout=PUB_ACK_TIMEOUT_S,
-                )
-                return PublishResult(seq=ack.seq, duplicate=bool(ack.duplicate))
-            except _TRANSIENT as e:
-                if time.monotonic() > deadline:
-                    raise ConnectionError(f"publish to {subject} failed for {retry_for:.0f}s: {e!r}") from e
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 1.0)
+                ),
+                retry_for,
+            )
+        except _TRANSIENT as e:
+            raise ConnectionError(f"publish to {subject} failed for {retry_for:.0f}s: {e!r}") from e
+        return PublishResult(seq=ack.seq, duplicate=bool(ack.duplicate))
 
     async def publish_many(self, events: Iterable[Event], *, window: int = 1000) -> list[PublishResult]:
         """Publish a batch with pipelined acks (much faster than one round trip each)."""
@@ -400,18 +414,12 @@ class EventLog:
         )
         # creating a consumer is a request to the stream's leader: after a node of a cluster is
         # lost it times out until a new leader is elected (seconds), as a publish does
-        deadline = time.monotonic() + CONSUMER_RETRY_S
-        delay = 0.1
-        while True:
-            try:
-                return await self.js.pull_subscribe(
-                    filter_subject, durable=None, stream=self.settings.name, config=config
-                )
-            except _TRANSIENT:
-                if time.monotonic() > deadline:
-                    raise
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 1.0)
+        return await _retrying(
+            lambda: self.js.pull_subscribe(
+                filter_subject, durable=None, stream=self.settings.name, config=config
+            ),
+            CONSUMER_RETRY_S,
+        )
 
     async def iter_raw(
         self, filter_subject: str, *, from_seq: int = 1, batch: int = 1000
