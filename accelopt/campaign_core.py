@@ -266,6 +266,7 @@ class CampaignCore:
                     order=it.order,
                     runs=it.runs,
                     log_gains=tuple(it.log_gains),
+                    net_log_gains=tuple(it.net_log_gains),
                     pct_peak=it.pct_peak,
                     cost_usd=it.cost_usd,
                     seconds=it.seconds,
@@ -325,16 +326,18 @@ class CampaignCore:
         ]
         total = spec.budget.total_usd
         prior = spec.scheduler.prior_gain
-        gains = [it.log_gains for it in self.items.values() if it.item.device == device]
-        firsts = [max(0.0, g[0]) for g in gains if g]
-        repeats = [max(0.0, x) for g in gains for x in g[1:]]
+        items = [it for it in self.items.values() if it.item.device == device]
+        first_gain, repeat_gain = _run_gain_priors(prior, [it.log_gains for it in items])
+        first_net, repeat_net = _run_gain_priors(prior, [it.net_log_gains for it in items])
         return PolicyContext(
             prior_gain=prior,
             device_run_s=sum(done) / len(done) if done else DEVICE_RUN_PRIOR_S,
             fair_share_usd=total / len(self.items) if total else None,
-            first_run_gain=(prior + sum(firsts)) / (1 + len(firsts)),
-            repeat_run_gain=(prior + sum(repeats)) / (1 + len(repeats)),
+            first_run_gain=first_gain,
+            repeat_run_gain=repeat_gain,
             device_run_median_s=statistics.median(done) if done else DEVICE_RUN_PRIOR_S,
+            first_run_net_gain=first_net,
+            repeat_run_net_gain=repeat_net,
         )
 
     def _queue(self, device: str, ranked: list) -> list[ev.QueueEntry]:
@@ -363,3 +366,11 @@ class CampaignCore:
     def _held(self) -> Held:
         """What the running runs hold of the budget: (day, usd) each."""
         return [(r.scheduled.day, r.committed_usd) for r in self.running]
+
+
+def _run_gain_priors(prior: float, gains: list[list[float]]) -> tuple[float, float]:
+    """What a device's first runs and its repeat runs gained (log, each >= 0), the prior
+    counted as one of each."""
+    firsts = [max(0.0, g[0]) for g in gains if g]
+    repeats = [max(0.0, x) for g in gains for x in g[1:]]
+    return (prior + sum(firsts)) / (1 + len(firsts)), (prior + sum(repeats)) / (1 + len(repeats))

@@ -32,6 +32,9 @@ class ItemState:
     order: int
     runs: int = 0  # finished runs that reached a profiler
     log_gains: list[float] = field(default_factory=list)
+    # log of the ratio timing noise alone could make of each run's gain (its start and its best
+    # in the same rounds, `noise_margin`; 0 where nothing was measured or it was estimated)
+    log_noise: list[float] = field(default_factory=list)
     speedup: float = 1.0  # over the suite's baseline: its last measurement's (`measured`)
     pct_peak: float | None = None
     estimated: bool = False
@@ -56,6 +59,11 @@ class ItemState:
     @property
     def key(self) -> str:
         return self.item.key
+
+    @property
+    def net_log_gains(self) -> list[float]:
+        """Each run's log-gain beyond what its measurement's noise alone could make (>= 0)."""
+        return [max(0.0, g - n) for g, n in zip(self.log_gains, self.log_noise, strict=True)]
 
 
 @dataclass
@@ -105,6 +113,7 @@ def fold_outcome(
     the run's end; with none, where `product` (a log from before measured figures) the product
     of its runs' gains), then whether it settles."""
     item.runs += 1
+    noise = 0.0
     if e.gain is None:
         item.failures += 1
         item.log_gains.append(0.0)
@@ -113,11 +122,12 @@ def fold_outcome(
     else:
         item.failures = 0
         if measured is not None:
-            _fold_measured(item, e, measured)
+            noise = _fold_measured(item, e, measured)
         elif product:
             _fold_product(item, e)
         else:
             item.log_gains.append(0.0)  # not measured: its kernels are not taken
+    item.log_noise.append(noise)
     if (
         stop.target_pct_peak is not None
         and item.pct_peak is not None
@@ -140,16 +150,17 @@ def _ms(side: ev.RemeasuredSide) -> float:
     return side.median_ms or math.nan
 
 
-def _fold_measured(item: ItemState, e: ev.CampaignRunFinished, m: ev.CampaignItemMeasured) -> None:
+def _fold_measured(item: ItemState, e: ev.CampaignRunFinished, m: ev.CampaignItemMeasured) -> float:
     """The item's figures from its measurement at the run's end: the run's best is taken
     where it beat the kernel the run started from in the same rounds (that ratio is the
     run's gain, what plateaus are judged by); the item's speedup is the baseline's median
-    over its best's, its % of peak its best's."""
+    over its best's, its % of peak its best's. Returns the log of the ratio the noise of the
+    run's comparison alone could make."""
     origin, cand = m.origin, m.candidate
     start = m.start or origin
     if origin is None or start is None or not (_usable(origin) and _usable(start)):
         item.log_gains.append(0.0)  # the baseline or its best no longer runs: nothing taken
-        return
+        return 0.0
     best, gain = start, 1.0
     if cand is not None and _usable(cand) and e.best_kernel_id and _ms(cand) < _ms(start):
         best, gain = cand, _ms(start) / _ms(cand)
@@ -160,6 +171,9 @@ def _fold_measured(item: ItemState, e: ev.CampaignRunFinished, m: ev.CampaignIte
     item.estimated = m.method == "estimated"
     item.measured, item.measured_run, item.measured_rounds = m.method, e.run, m.rounds
     item.noise = noise_margin(origin.spread, best.spread) - 1.0
+    if cand is None or not _usable(cand):
+        return 0.0
+    return math.log(noise_margin(start.spread, cand.spread))
 
 
 def _fold_product(item: ItemState, e: ev.CampaignRunFinished) -> None:

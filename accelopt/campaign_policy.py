@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, Protocol
 
 from accelopt.catalog import ScheduleScore
@@ -39,6 +39,8 @@ class Candidate:
     # (`CampaignStarted.insight_sources`; `insight_scope`)
     new_insights: int
     reopened: bool = False  # it had plateaued; new insights bring it back
+    # its `log_gains` less what each measurement's noise alone could make (>= 0; v4 ranks by them)
+    net_log_gains: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,9 @@ class PolicyContext:
     # the median length of a run on this device so far (a prior where none ran): unlike the
     # mean, not pulled up by a few stretched runs
     device_run_median_s: float | None = None
+    # `first_run_gain` and `repeat_run_gain` of the runs' gains beyond their noise
+    first_run_net_gain: float | None = None
+    repeat_run_net_gain: float | None = None
 
 
 # which memory insights count as an item's new ones (its score's bonus, and what re-opens it
@@ -130,9 +135,13 @@ class ExpectedGain:
             return c.seconds / c.runs
         return ctx.device_run_median_s if ctx.device_run_median_s is not None else ctx.device_run_s
 
+    def novelty(self, c: Candidate, ctx: PolicyContext, expected: float) -> float:
+        """What its new insights add to its expected log-gain."""
+        return ctx.prior_gain * c.new_insights / (c.new_insights + 2)
+
     def score(self, c: Candidate, ctx: PolicyContext) -> ScheduleScore:
         expected, where = self.expected(c, ctx)
-        novelty = ctx.prior_gain * c.new_insights / (c.new_insights + 2)
+        novelty = self.novelty(c, ctx, expected)
         headroom = _headroom(c)
         expected_s = max(1.0, self.expected_s(c, ctx))
         spend = 1.0 + (c.cost_usd / ctx.fair_share_usd if ctx.fair_share_usd else 0.0)
@@ -221,6 +230,51 @@ class ExpectedGainV3SameLanguage(ExpectedGainV3):
     insight_scope: InsightScope = "language"
 
 
+class ExpectedGainV4(ExpectedGainV3):
+    """`expected_gain_v3` on gains told apart from noise, with insights worth at most what the
+    item's own runs promise.
+
+    - a run's gain counts only beyond what its measurement's noise alone could make (its start
+      and its best timed in the same rounds, `noise_margin`): a gain inside the noise is 0. In
+      v3 a noisy item's "gains" (max(0, noise): positive on average) kept it on top, raised the
+      device's repeat prior for every item and kept it from plateauing;
+    - new insights add at most what the item's own last runs gained beyond noise (an item run
+      at most once: at most its expected gain): insights that did not pay on its last runs are
+      not counted again. In v3 they added up to a whole prior whatever the item's runs said, so
+      two items of one operator fed each other's bonus with every run, gaining or not, and took
+      the device by turns (seen: 30 runs of rmsnorm_matmul and add_rmsnorm_matmul in a row,
+      within noise, while matmul, transpose_matmul, swiglu and bmm, run once, each gained
+      about 2x on their next run).
+    """
+
+    name = "expected_gain_v4"
+
+    def expected(self, c: Candidate, ctx: PolicyContext) -> tuple[float, str]:
+        net = replace(
+            ctx,
+            first_run_gain=ctx.first_run_net_gain
+            if ctx.first_run_net_gain is not None
+            else ctx.first_run_gain,
+            repeat_run_gain=ctx.repeat_run_net_gain
+            if ctx.repeat_run_net_gain is not None
+            else ctx.repeat_run_gain,
+        )
+        return super().expected(replace(c, log_gains=c.net_log_gains or c.log_gains), net)
+
+    def novelty(self, c: Candidate, ctx: PolicyContext, expected: float) -> float:
+        recent = (c.net_log_gains or c.log_gains)[1:][-self.window :]
+        cap = sum(max(0.0, g) for g in recent) / len(recent) if recent else expected
+        return min(super().novelty(c, ctx, expected), cap)
+
+
+class ExpectedGainV4SameLanguage(ExpectedGainV4):
+    """`expected_gain_v4` with only the insights of an item's own kernel language counted
+    (as `expected_gain_v2_same_language` is to `expected_gain_v2`)."""
+
+    name = "expected_gain_v4_same_language"
+    insight_scope: InsightScope = "language"
+
+
 class RoundRobin:
     """Every item in turn: the one with the fewest runs first, then the campaign file's order."""
 
@@ -258,6 +312,8 @@ POLICIES: dict[str, type[Policy]] = {
         ExpectedGainV1,
         ExpectedGainV3,
         ExpectedGainV3SameLanguage,
+        ExpectedGainV4,
+        ExpectedGainV4SameLanguage,
         RoundRobin,
     )
 }

@@ -5,7 +5,7 @@ problems (default: every problem of `cpu_v2` on `cpu` and of `nki_tune` on the e
 `trn1`), the offline `builtin/tuner` model, the `quick` search preset, each in a fresh root
 with a fresh memory:
 
-- campaign: `accelopt campaign run` (policy `expected_gain_v3_same_language`, the one for a
+- campaign: `accelopt campaign run` (policy `expected_gain_v4_same_language`, the one for a
   model whose insights do not carry across kernel languages, as the offline tuner's) with
   `stop.max_hours` = the arm's time, killed with
   SIGKILL (the CLI and every Ray process it started) at 1/3 and 2/3 of the time and
@@ -73,7 +73,7 @@ ACCELOPT = [sys.executable, "-m", "cli.main"]
 SUITES = (("cpu_v2", "cpu"), ("nki_tune", "trn1"))
 TARGET_TIME_FRACTION = 0.7
 SETTINGS = ["profiling.timeout_s=300"]  # both arms' runs (the pool's agents must match them)
-SCHEDULER_POLICY = "expected_gain_v3_same_language"  # the campaign arm's (see campaign_arm)
+SCHEDULER_POLICY = "expected_gain_v4_same_language"  # the campaign arm's (see campaign_arm)
 
 
 def env() -> dict[str, str]:

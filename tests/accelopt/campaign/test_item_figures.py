@@ -109,6 +109,28 @@ def test_a_candidate_the_measurement_finds_slower_than_its_start_is_not_taken() 
     assert it.log_gains[-1] == 0.0
 
 
+def test_an_items_net_gains_come_from_its_measurements_spread() -> None:
+    """The core folds each run's gain less what the noise of its measurement (its start and its
+    best in the same rounds) alone could make: a 1.05x inside a +-10 % spread nets nothing."""
+    log = Log()
+    log.put(_started({"problems": ["cpu_v2/silu@cpu"]}))
+    (s1,) = _silu_runs(log)
+    log.put(measured(s1, T0 + 60, origin=side([10.0]), candidate=side([5.0], 0.1)))
+    log.put(finished(s1, T0 + 61, gain=2.0))
+    (s2,) = _silu_runs(log)
+    start = msgspec.structs.replace(side([5.25], 0.1), spread=0.1)
+    cand = msgspec.structs.replace(side([5.0], 0.1), spread=0.1)
+    log.put(measured(s2, T0 + 120, origin=side([10.0]), start=start, candidate=cand))
+    log.put(finished(s2, T0 + 121, gain=1.05))
+    it = log.core.items["cpu_v2/silu@cpu"]
+    assert it.log_gains == pytest.approx([math.log(2.0), math.log(1.05)])
+    assert it.log_noise == pytest.approx([0.0, math.log(1.1)])
+    assert it.net_log_gains == pytest.approx([math.log(2.0), 0.0])
+    ctx = log.core._context("cpu")
+    assert ctx.repeat_run_gain == pytest.approx((0.2 + math.log(1.05)) / 2)
+    assert ctx.repeat_run_net_gain == pytest.approx(0.2 / 2)
+
+
 def test_settling_uses_the_measured_figures() -> None:
     # target: the run's own profiles say 90% of peak, the measurement 30%: not at its target
     log = Log()

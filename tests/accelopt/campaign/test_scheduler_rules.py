@@ -119,3 +119,56 @@ def test_v3_an_untried_item_keeps_the_first_runs_gain_where_it_is_higher() -> No
     ctx = dataclasses.replace(SKEWED, first_run_gain=2.0)
     (top, score), _ = policy("expected_gain_v3").rank([LUCKY, UNTRIED], ctx)
     assert top.key == "untried" and score.expected_gain == pytest.approx(2.0)
+
+
+# v4: gains told apart from noise; insights worth at most what the item's own runs paid. In
+# each case the item the rule holds back comes first in the file, so the ties' order would
+# pick it without the rule, and v3 (the rule's absence) does pick it.
+V4 = ["expected_gain_v4", "expected_gain_v4_same_language"]
+NOISE_CTX = PolicyContext(
+    prior_gain=0.2,
+    device_run_s=60.0,
+    fair_share_usd=None,
+    repeat_run_gain=0.15,
+    repeat_run_net_gain=0.1,
+)
+# an item whose last two runs "gained" 1.28x each, inside a noise margin of 1.3x (its start and
+# best each timed at +-30 % spread), next to one run once (its first run 20x, clear of noise)
+NOISY = Candidate(
+    key="noisy", device="cpu", order=0, runs=3, log_gains=(3.0, 0.25, 0.25), pct_peak=0.3,
+    cost_usd=0.0, seconds=180.0, new_insights=0, net_log_gains=(2.74, 0.0, 0.0),
+)  # fmt: skip
+ONCE = Candidate(
+    key="once", device="cpu", order=1, runs=1, log_gains=(3.0,), pct_peak=0.3,
+    cost_usd=0.0, seconds=60.0, new_insights=0, net_log_gains=(2.74,),
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("name", V4)
+def test_v4_a_gain_inside_its_noise_counts_nothing(name: str) -> None:
+    ranked = policy(name).rank([NOISY, ONCE], NOISE_CTX)
+    assert [c.key for c, _ in ranked] == ["once", "noisy"]
+    scores = {c.key: s for c, s in ranked}
+    assert scores["noisy"].expected_gain == pytest.approx((0.0 + 0.0 + 0.1) / 3, abs=1e-6)  # rounded
+    assert scores["once"].expected_gain == pytest.approx(0.1)  # the device's net repeat gain
+    # v3 counts the noise as gains: (0.25 + 0.25 + 0.15) / 3 > 0.15, and re-runs the noisy item
+    assert [c.key for c, _ in policy("expected_gain_v3").rank([NOISY, ONCE], NOISE_CTX)] == ["noisy", "once"]
+
+
+@pytest.mark.parametrize("name", V4)
+def test_v4_insights_that_did_not_pay_on_an_item_are_not_counted_again(name: str) -> None:
+    """Eight new insights of its operator (another item's runs taught them) on an item whose
+    last two runs gained nothing add nothing; on the item run once they add at most its own
+    expectation (they double it)."""
+    fed = dataclasses.replace(
+        NOISY, key="fed", log_gains=(3.0, 0.0, 0.0), net_log_gains=(3.0, 0.0, 0.0), new_insights=8
+    )
+    ranked = policy(name).rank([fed, ONCE], NOISE_CTX)
+    assert [c.key for c, _ in ranked] == ["once", "fed"]
+    scores = {c.key: s for c, s in ranked}
+    assert scores["once"].score / scores["fed"].score == pytest.approx(0.1 / (0.1 / 3), rel=1e-6)
+    # v3 adds the prior's 8/10 to the fed item whatever its runs said, and picks it
+    assert policy("expected_gain_v3").rank([fed, ONCE], NOISE_CTX)[0][0].key == "fed"
+    told = dataclasses.replace(ONCE, new_insights=8)
+    ((_, alone),) = policy(name).rank([told], NOISE_CTX)
+    assert alone.score == pytest.approx(2 * scores["once"].score, rel=1e-6)
