@@ -18,7 +18,7 @@ naming the key, as a run config does (`accelopt/config.py`).
       h100: {profilers: 0}              # served by a fleet's `accelopt worker`s, if any
     budget: {total_usd: 20, daily_usd: 5}
     stop: {target_pct_peak: 0.8, plateau_runs: 3, min_gain: 0.02, max_hours: 48}
-    scheduler: {policy: expected_gain_v3}
+    scheduler: {policy: expected_gain_v4}
     set: [profiling.timeout_s=120]      # every run's config, as `accelopt run --set`
 """
 
@@ -95,11 +95,11 @@ class StopSpec(_C):
 
 
 class SchedulerSpec(_C):
-    """The policy that ranks a device's items (`accelopt/campaign_policy.py`: `expected_gain_v3`,
-    `round_robin`; `expected_gain` and `expected_gain_v2`, earlier versions, for campaigns logged
+    """The policy that ranks a device's items (`accelopt/campaign_policy.py`: `expected_gain_v4`,
+    `round_robin`; `expected_gain` to `expected_gain_v3`, earlier versions, for campaigns logged
     with them) and the expected log-speedup of a run of an item nothing is known of yet."""
 
-    policy: str = "expected_gain_v3"
+    policy: str = "expected_gain_v4"
     prior_gain: float = 0.2
 
 
