@@ -93,13 +93,20 @@ def test_an_items_speedup_is_its_last_measurement_not_a_product_of_gains() -> No
     assert s["item_figures"] == "measured"
 
 
-def test_a_candidate_the_measurement_finds_slower_than_its_start_is_not_taken() -> None:
+def _after_one_doubling_run() -> tuple[Log, c.CampaignRunScheduled, c.CampaignRunScheduled]:
+    """cpu_v2/silu@cpu's first run measured at 2.0x (baseline 10 ms, its best 5 ms, 10% of
+    peak); its second run scheduled."""
     log = Log()
     log.put(_started({"problems": ["cpu_v2/silu@cpu"]}))
     (s1,) = _silu_runs(log)
     log.put(measured(s1, T0 + 60, origin=side([10.0]), candidate=side([5.0], 0.1)))
     log.put(finished(s1, T0 + 61, gain=2.0))
     (s2,) = _silu_runs(log)
+    return log, s1, s2
+
+
+def test_a_candidate_the_measurement_finds_slower_than_its_start_is_not_taken() -> None:
+    log, s1, s2 = _after_one_doubling_run()
     # the run's own profiles said 1.5x; in the item's rounds its kernel is slower than its start
     log.put(measured(s2, T0 + 120, origin=side([9.0]), start=side([5.2], 0.09), candidate=side([5.5])))
     log.put(finished(s2, T0 + 121, gain=1.5, best_kernel_id="k-slower"))
@@ -112,12 +119,7 @@ def test_a_candidate_the_measurement_finds_slower_than_its_start_is_not_taken() 
 def test_an_items_net_gains_come_from_its_measurements_spread() -> None:
     """The core folds each run's gain less what the noise of its measurement (its start and its
     best in the same rounds) alone could make: a 1.05x inside a +-10 % spread nets nothing."""
-    log = Log()
-    log.put(_started({"problems": ["cpu_v2/silu@cpu"]}))
-    (s1,) = _silu_runs(log)
-    log.put(measured(s1, T0 + 60, origin=side([10.0]), candidate=side([5.0], 0.1)))
-    log.put(finished(s1, T0 + 61, gain=2.0))
-    (s2,) = _silu_runs(log)
+    log, _, s2 = _after_one_doubling_run()
     start = msgspec.structs.replace(side([5.25], 0.1), spread=0.1)
     cand = msgspec.structs.replace(side([5.0], 0.1), spread=0.1)
     log.put(measured(s2, T0 + 120, origin=side([10.0]), start=start, candidate=cand))
