@@ -243,7 +243,7 @@ class ExpectedGainV4(ExpectedGainV3):
       not counted again. In v3 they added up to a whole prior whatever the item's runs said, so
       two items of one operator fed each other's bonus with every run, gaining or not, and took
       the device by turns (seen: 30 runs of rmsnorm_matmul and add_rmsnorm_matmul in a row,
-      within noise, while matmul, transpose_matmul, swiglu and bmm, run once, each gained
+      most within noise, while matmul, transpose_matmul, swiglu and bmm, run once, each gained
       about 2x on their next run).
     """
 
