@@ -126,9 +126,13 @@ class ExpectedGain:
             first = ctx.first_run_gain if ctx.first_run_gain is not None else ctx.prior_gain
             return first, "not run yet: what first runs here gained, with the prior"
         base = ctx.repeat_run_gain if ctx.repeat_run_gain is not None else ctx.prior_gain
-        recent = [max(0.0, g) for g in c.log_gains[1:][-self.window :]]
+        recent = self.recent(c.log_gains)
         where = "" if recent else "run once: what repeat runs here gained, with the prior"
         return (sum(recent) + base) / (len(recent) + 1), where
+
+    def recent(self, log_gains: Sequence[float]) -> list[float]:
+        """Its last `window` repeat runs' gains (its first run's left out), each >= 0."""
+        return [max(0.0, g) for g in log_gains[1:][-self.window :]]
 
     def expected_s(self, c: Candidate, ctx: PolicyContext) -> float:
         if c.runs:
@@ -262,8 +266,8 @@ class ExpectedGainV4(ExpectedGainV3):
         return super().expected(replace(c, log_gains=c.net_log_gains or c.log_gains), net)
 
     def novelty(self, c: Candidate, ctx: PolicyContext, expected: float) -> float:
-        recent = (c.net_log_gains or c.log_gains)[1:][-self.window :]
-        cap = sum(max(0.0, g) for g in recent) / len(recent) if recent else expected
+        recent = self.recent(c.net_log_gains or c.log_gains)
+        cap = sum(recent) / len(recent) if recent else expected
         return min(super().novelty(c, ctx, expected), cap)
 
 
