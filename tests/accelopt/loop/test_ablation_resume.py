@@ -100,21 +100,29 @@ def test_unchanged_ablation_makes_no_new_llm_calls(recorded):
     assert _kernel_sources(events) == _kernel_sources(original)
 
 
-def test_kill_9_mid_run_then_resume_gives_the_same_kernels(recorded):
+def test_kill_9_mid_run_then_resume_gives_the_same_kernels(recorded, tmp_path):
     root, run_id = recorded
     new = "resumed-run"
     env = {**os.environ, "ACCELOPT_LOG_LEVEL": "ERROR"}
-    proc = subprocess.Popen(
-        [*ACCELOPT, "ablate", run_id, "--run-id", new, "--root", str(root)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-        start_new_session=True,
-    )
+    stderr = tmp_path / "ablate.stderr"
+    with stderr.open("wb") as err:
+        proc = subprocess.Popen(
+            [*ACCELOPT, "ablate", run_id, "--run-id", new, "--root", str(root)],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=env,
+            start_new_session=True,
+        )
     # followed live: an unchanged ablation serves its profiles from the recording, all within
     # about a second once its actors are up, so a poll of the log every so often can miss the
     # whole of it (seen at load: the run completed between two polls)
-    assert asyncio.run(_first_profile(root, new, time.monotonic() + 300)), "the run did not get going"
+    seen = asyncio.run(_first_profile(root, new, proc, timeout_s=300))
+    if not seen:
+        kill_session(proc.pid)
+        pytest.fail(
+            f"the run did not get going (CLI exit {proc.poll()}); its stderr:\n"
+            + stderr.read_text(errors="replace")[-4000:]
+        )
     server_pid = json.loads((root / ".nats" / "server.json").read_text())["pid"]
     kill_session(proc.pid)  # the CLI and every Ray process it started (not the NATS server: its own session)
     proc.wait(10)
@@ -168,24 +176,36 @@ def kill_session(sid: int) -> None:
                 os.kill(int(stat.parent.name), signal.SIGKILL)
 
 
-async def _first_profile(root: Path, run_id: str, deadline: float) -> bool:
-    """Whether the run's first KernelProfiled came before `deadline`, seen as it is published:
-    the log of the root's embedded server, once the CLI has started it."""
+async def _first_profile(root: Path, run_id: str, proc: subprocess.Popen, timeout_s: float) -> bool:
+    """Whether the run's first KernelProfiled came within `timeout_s`, seen as it is published:
+    the log of the root's embedded server, once the CLI has started it. False as soon as the CLI
+    has exited; the whole wait is bounded (a follow whose server went away retries forever)."""
     info = root / ".nats" / "server.json"
-    while time.monotonic() < deadline:
-        try:
-            elog = await EventLog.connect(json.loads(info.read_text())["url"], create=False)
-        except (OSError, ValueError, ConnectionError):
-            await asyncio.sleep(0.1)  # not started yet
-            continue
-        try:
-            async for _, e, _ in elog.follow(role_filter("KernelProfiled", run_id), idle_timeout=0.5):
-                if isinstance(e, c.KernelProfiled):
-                    return True
-                if time.monotonic() > deadline:
-                    return False
-        finally:
-            await elog.close()
+
+    async def watch() -> bool:
+        while proc.poll() is None:
+            try:
+                elog = await EventLog.connect(json.loads(info.read_text())["url"], create=False)
+            except (OSError, ValueError, ConnectionError):
+                await asyncio.sleep(0.1)  # not started yet
+                continue
+            try:
+                async for _, e, _ in elog.follow(role_filter("KernelProfiled", run_id), idle_timeout=0.5):
+                    if isinstance(e, c.KernelProfiled):
+                        return True
+                    if proc.poll() is not None:
+                        return False
+            finally:
+                await elog.close()
+        return False
+
+    # raced against the CLI's exit: with its server gone, a follow retries without yielding
+    task = asyncio.create_task(watch())
+    deadline = time.monotonic() + timeout_s
+    while not task.done() and proc.poll() is None and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+    with contextlib.suppress(TimeoutError):
+        return await asyncio.wait_for(task, 5.0 if proc.poll() is not None else 0.01)
     return False
 
 
