@@ -222,6 +222,7 @@ class Judge:
                 out = self.runner.close()
             self.counters["sandbox_wall_s"] = out.wall_s
             self.counters["kernel_calls"] = float(self.runner.calls)
+            self.counters["realtime_intervals"] = float(self.runner.realtime.used)
             if out.stray_processes:
                 self.counters["stray_processes"] = float(out.stray_processes)
         self.closed = out

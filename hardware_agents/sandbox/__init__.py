@@ -43,6 +43,10 @@ Isolation, and why it is done this way here (Linux, root, kernel 6.x, no cgroup 
   checks that it stayed stopped (`freeze.py`: the CPU time of every process of
   the sandbox read at the stop and again before the continue, the state, no foreign
   continue); `SandboxChild.resume` raises `RanWhileStopped` otherwise.
+- The clock's priority: a child the parent times (`SandboxChild.time_at_realtime`) runs each
+  interval between a continue and its stop at real-time priority, the parent's waiting thread
+  above it, so the host's other work stays out of the clock (`realtime.py`; where the host
+  refuses it, the isolation record says `timing: ordinary priority (why)`).
 - Every thread: confinement is a property of the process. The namespaces are made while the
   child has one thread (so every later thread inherits them); Landlock and seccomp reach
   every thread (TSYNC, or, for Landlock before ABI 8, each thread confining itself:
@@ -82,7 +86,8 @@ child's isolation report and outcome), `child.py` (the launcher) and `records.py
 and the parent exchange), `policy.py` (`SandboxPolicy`, `SandboxOutcome`, the isolation a run
 requires), `scrub.py` (the child's environment, its output), `resources.py` (rlimits, the
 work dir, the files left in it), `shm.py` (memory the parent shares with a child), and the
-walls themselves: `landlock.py`, `seccomp.py`, `uids.py`, `reach.py`, `threads.py`, `freeze.py`;
+walls themselves: `landlock.py`, `seccomp.py`, `uids.py`, `reach.py`, `threads.py`, `freeze.py`,
+`realtime.py`;
 `probe.py` is a self-check target (`run_sandboxed("hardware_agents.sandbox.probe:describe")`).
 """
 

@@ -15,6 +15,7 @@ from hardware_agents.sandbox.cancel import adopt
 from hardware_agents.sandbox.freeze import FreezeBreach, Freezer, RanWhileStopped
 from hardware_agents.sandbox.launch import Launched, collect
 from hardware_agents.sandbox.policy import SandboxOutcome, SandboxPolicy
+from hardware_agents.sandbox.realtime import RealtimeWindow
 from hardware_agents.sandbox.uids import pids_of_uid
 
 
@@ -60,6 +61,15 @@ class SandboxChild:
         self._expect_continue = False  # a continue report may be ours (after `resume`)
         self.stopped_at = 0.0  # perf_counter when the last stop was reported: a timed interval ends there
         self._outcome: SandboxOutcome | None = None
+        self.realtime: RealtimeWindow | None = None  # see `time_at_realtime`
+
+    def time_at_realtime(self) -> RealtimeWindow:
+        """From the next `resume` on, every interval the child runs is at real-time priority
+        where the host allows it (`realtime.py`): the host's other work stays out of the
+        clock. The window says how many intervals had it, or why none could."""
+        if self.realtime is None:
+            self.realtime = RealtimeWindow(self.pid)
+        return self.realtime
 
     @property
     def pid(self) -> int:
@@ -88,7 +98,11 @@ class SandboxChild:
             **self._l.isolation(wait_s=2.0),
             "workdir": self.box.workdir_limit,
             "freeze": self._freeze_record(),
+            **self._timing_record(),
         }
+
+    def _timing_record(self) -> dict[str, str]:
+        return {"timing": self.realtime.describe()} if self.realtime is not None else {}
 
     def _freeze_record(self) -> str:
         exact = self._freezer is None or self._freezer.exact
@@ -139,6 +153,8 @@ class SandboxChild:
                 self.kill()
         finally:
             watchdog.cancel()
+            if self.realtime is not None:
+                self.realtime.leave()
         self._expect_continue = False
         if os.WIFSTOPPED(status) and self.freeze_breach is None:
             if self._freezer is None:
@@ -187,6 +203,8 @@ class SandboxChild:
             self.kill()
             raise RanWhileStopped(breach)
         self._expect_continue = True
+        if self.realtime is not None and self.exit_status is None:
+            self.realtime.enter()  # left in `wait_stopped`, once it has stopped or ended
         if self.exit_status is not None or self._freezer is None:
             t = time.perf_counter()
             if self.exit_status is None:
@@ -237,6 +255,7 @@ class SandboxChild:
             log_bytes=self.box.policy.log_bytes,
         )
         out.isolation["freeze"] = self._freeze_record()
+        out.isolation.update(self._timing_record())
         out.freeze_breach = self.freeze_breach
         self._outcome = out
         self._l.close()

@@ -1,0 +1,122 @@
+"""Timed intervals at real-time priority, so the host's other work cannot preempt the kernel.
+
+On a shared host the wall clock around a batch counts the time the kernel's threads waited for
+a CPU: at a load average of 6 on 2 cores the same two kernels' ratio moved by 20-60% from one
+window to the next. For the interval of one timed command, `RealtimeWindow` puts every thread
+of the (stopped) child under SCHED_FIFO at `CHILD_PRIORITY`, and the parent's timing thread
+above it at `PARENT_PRIORITY`, so no ordinary (SCHED_OTHER) process of the host runs on a
+core the kernel wants while it is timed; when the child has stopped again, both go back to
+the policies they had. The clock stays the parent's wall clock: nothing is estimated.
+
+Why this is safe against a hostile kernel:
+- the child's threads are real-time only between the parent's continue and the child's
+  stop (reset while it is held stopped, threads it made meanwhile included);
+- SCHED_RESET_ON_FORK: a thread or process the kernel creates during the interval starts as
+  an ordinary one (it cannot carry the priority past the interval);
+- the parent's thread, and the deadline watchdog it starts while real-time, are above the
+  child: a kernel that spins forever is still killed at its deadline;
+- it is used only where the kernel's real-time throttling is on (sched_rt_runtime_us below
+  its period), which keeps a share of every second for everything else.
+
+Not available (not root / no CAP_SYS_NICE, throttling off, a container that refuses it, or
+ACCELOPT_REALTIME_TIMING=0): the interval runs at ordinary priority and the profile says so
+(`unavailable_reason`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+from pathlib import Path
+
+CHILD_PRIORITY = 1  # any real-time priority is above every ordinary process
+PARENT_PRIORITY = 2  # the parent's timing thread and its watchdog preempt the child
+OFF_ENV = "ACCELOPT_REALTIME_TIMING"  # "0": time at ordinary priority
+KERNEL_SETTINGS = Path("/proc/sys/kernel")
+
+
+def _rt_throttling() -> str | None:
+    """None when the kernel keeps a share of each period for ordinary processes; else why not."""
+    try:
+        runtime = int((KERNEL_SETTINGS / "sched_rt_runtime_us").read_text())
+        period = int((KERNEL_SETTINGS / "sched_rt_period_us").read_text())
+    except (OSError, ValueError):
+        return "the kernel's real-time throttling settings cannot be read"
+    if runtime < 0 or runtime >= period:
+        return f"real-time throttling is off (sched_rt_runtime_us={runtime})"
+    return None
+
+
+@functools.cache
+def unavailable_reason() -> str | None:
+    """None where timed intervals can run at real-time priority here; else a short reason."""
+    if os.environ.get(OFF_ENV, "1") == "0":
+        return f"{OFF_ENV}=0"
+    why = _rt_throttling()
+    if why:
+        return why
+    try:  # the calling thread, briefly: a refusal here is a refusal for the child too
+        before = os.sched_getscheduler(0), os.sched_getparam(0)
+        os.sched_setscheduler(0, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, os.sched_param(PARENT_PRIORITY))
+        os.sched_setscheduler(0, before[0], before[1])
+    except OSError as e:
+        return f"real-time priority refused ({e.strerror or e})"
+    return None
+
+
+def _threads(pid: int) -> list[int]:
+    try:
+        return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return []
+
+
+class RealtimeWindow:
+    """Real-time priority for one timed interval of the child `pid`: `enter` while the child
+    is stopped, just before it is continued (from the thread that will wait for its stop);
+    `leave` once it has stopped or ended. `enter` returns False (and changes nothing) where
+    it cannot be had; `used` counts the intervals that ran real-time."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.used = 0
+        self.refused: str | None = unavailable_reason()
+        self._own: tuple[int, os.sched_param] | None = None
+
+    def describe(self) -> str:
+        """How its intervals were timed, for the profile's isolation record."""
+        return "real-time priority" if self.refused is None else f"ordinary priority ({self.refused})"
+
+    def enter(self) -> bool:
+        if self.refused is not None:
+            return False
+        try:
+            own = os.sched_getscheduler(0), os.sched_getparam(0)
+            # not reset on fork: the deadline watchdog this thread starts must be above the child
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(PARENT_PRIORITY))
+            self._own = own
+            rt = os.sched_param(CHILD_PRIORITY)
+            for tid in _threads(self.pid):
+                with contextlib.suppress(ProcessLookupError):  # a thread that ended meanwhile
+                    os.sched_setscheduler(tid, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, rt)
+        except OSError as e:
+            self.refused = f"real-time priority refused for the kernel ({e.strerror or e})"
+            self.leave()
+            return False
+        self.used += 1
+        return True
+
+    def leave(self) -> None:
+        """Every thread of the child back to an ordinary one, then the parent's thread."""
+        ordinary = os.sched_param(0)
+        for tid in _threads(self.pid):
+            with contextlib.suppress(OSError):
+                os.sched_setscheduler(tid, os.SCHED_OTHER, ordinary)
+        if self._own is not None:
+            with contextlib.suppress(OSError):
+                os.sched_setscheduler(0, *self._own)
+            self._own = None
+
+
+__all__ = ["CHILD_PRIORITY", "OFF_ENV", "PARENT_PRIORITY", "RealtimeWindow", "unavailable_reason"]

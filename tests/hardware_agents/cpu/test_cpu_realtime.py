@@ -1,0 +1,124 @@
+"""Timed intervals at real-time priority (hardware_agents/sandbox/realtime.py): real children,
+real scheduling policies. On a host that refuses real-time priority (not root, throttling off)
+the tests that need it are skipped with the reason; CI runs as root, where it is available."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from cpu_helpers import c_solution, kernel_output
+from cpu_helpers import c_solution_source_scale_shift as src
+
+from accelopt.problem import Problem
+from hardware_agents.cpu import CpuAgent
+from hardware_agents.sandbox import Sandbox, SandboxPolicy, realtime
+
+HERE = str(Path(__file__).resolve().parent)
+REASON = realtime.unavailable_reason()
+needs_rt = pytest.mark.skipif(REASON is not None, reason=f"real-time priority unavailable here: {REASON}")
+
+
+def _base(policy: int) -> int:
+    return policy & ~os.SCHED_RESET_ON_FORK
+
+
+@needs_rt
+def test_the_child_is_real_time_only_while_it_runs_and_the_parent_gets_its_policy_back() -> None:
+    own = os.sched_getscheduler(0), os.sched_getparam(0).sched_priority
+    policy = SandboxPolicy(wall_timeout_s=30, python_path=(HERE,), no_fork=True)
+    with Sandbox(policy) as box:
+        child = box.spawn("sandbox_targets:stop_loop", b"thread")  # two threads, both running
+        try:
+            assert child.wait_stopped()
+            window = child.time_at_realtime()
+            threads = [int(t) for t in os.listdir(f"/proc/{child.pid}/task")]
+            assert len(threads) >= 2
+            for _ in range(5):
+                child.resume()
+                # between the continue and the wait: the interval's policies (the child may
+                # already have stopped itself; they are reset only once the stop is taken)
+                for tid in threads:
+                    assert os.sched_getscheduler(tid) == os.SCHED_FIFO | os.SCHED_RESET_ON_FORK
+                    assert os.sched_getparam(tid).sched_priority == realtime.CHILD_PRIORITY
+                assert _base(os.sched_getscheduler(0)) == os.SCHED_FIFO
+                assert os.sched_getparam(0).sched_priority == realtime.PARENT_PRIORITY
+                assert child.wait_stopped()
+                for tid in threads:  # held stopped: ordinary again
+                    assert os.sched_getscheduler(tid) == os.SCHED_OTHER
+                assert (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority) == own
+            assert window.used == 5 and window.describe() == "real-time priority"
+            assert child.isolation()["timing"] == "real-time priority"
+        finally:
+            out = child.finish()
+    assert out.isolation["timing"] == "real-time priority" and out.freeze_breach is None
+
+
+@needs_rt
+def test_an_honest_kernel_is_timed_at_real_time_priority(cpu_agent: CpuAgent, scale_shift: Problem) -> None:
+    say = (
+        'static int said; if (!said++) { fprintf(stderr, "POLICY=%d\\n", '
+        "sched_getscheduler(0) & ~0x40000000); fflush(stderr); }"
+    )
+    kernel = src(prelude="#include <sched.h>", setup=say)
+    with kernel_output(cpu_agent) as output:
+        prof = cpu_agent.profile(scale_shift, c_solution(scale_shift, kernel))
+    assert prof.status == "passed", prof.log
+    assert "POLICY=1" in output[0], output  # SCHED_FIFO inside its first call (correctness)
+    assert prof.isolation["timing"] == "real-time priority"
+    # every command of the profile ran in its own interval: the correctness batch, the
+    # handshakes, the sizing batch and the timed batches at least
+    assert prof.counters["realtime_intervals"] >= prof.counters["batches"] + 2
+
+
+def test_with_real_time_turned_off_the_profile_says_so(
+    cpu_agent: CpuAgent, scale_shift: Problem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(realtime.OFF_ENV, "0")
+    realtime.unavailable_reason.cache_clear()
+    try:
+        say = (
+            'static int said; if (!said++) { fprintf(stderr, "POLICY=%d\\n", '
+            "sched_getscheduler(0) & ~0x40000000); fflush(stderr); }"
+        )
+        kernel = src(prelude="#include <sched.h>", setup=say)
+        with kernel_output(cpu_agent) as output:
+            prof = cpu_agent.profile(scale_shift, c_solution(scale_shift, kernel))
+    finally:
+        monkeypatch.delenv(realtime.OFF_ENV)
+        realtime.unavailable_reason.cache_clear()
+    assert prof.status == "passed", prof.log
+    assert "POLICY=0" in output[0], output
+    assert prof.isolation["timing"] == f"ordinary priority ({realtime.OFF_ENV}=0)"
+    assert prof.counters["realtime_intervals"] == 0
+
+
+def test_without_real_time_throttling_it_is_not_used(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A spinning real-time kernel could hold a host without throttling: then no real time."""
+    (tmp_path / "sched_rt_runtime_us").write_text("-1\n")
+    (tmp_path / "sched_rt_period_us").write_text("1000000\n")
+    monkeypatch.setattr(realtime, "KERNEL_SETTINGS", tmp_path)
+    realtime.unavailable_reason.cache_clear()
+    try:
+        assert realtime.unavailable_reason() == "real-time throttling is off (sched_rt_runtime_us=-1)"
+        window = realtime.RealtimeWindow(os.getpid())
+        assert not window.enter() and window.used == 0
+        assert window.describe().startswith("ordinary priority (real-time throttling is off")
+    finally:
+        monkeypatch.undo()
+        realtime.unavailable_reason.cache_clear()
+
+
+@needs_rt
+def test_a_kernel_spinning_at_real_time_is_still_killed_at_its_deadline(
+    cpu_agent: CpuAgent, scale_shift: Problem
+) -> None:
+    """Every thread spins inside its call: the parent's watchdog, above the child, ends it."""
+    spin = src(body="for (volatile int s = 1; s;) {} out[i] = 0;")
+    t0 = time.monotonic()
+    prof = cpu_agent.profile(scale_shift, c_solution(scale_shift, spin), timeout_s=4.0)
+    assert prof.status == "timeout", prof.log
+    assert time.monotonic() - t0 < 30  # about 4 s when idle
+    assert prof.isolation["timing"] == "real-time priority"
