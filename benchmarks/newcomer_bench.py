@@ -227,7 +227,9 @@ class Load:
         self.t0 = time.time()
         self._stop = threading.Event()
         if generate:
-            self.hog = subprocess.Popen([sys.executable, "-S", "-c", HOG, str(int(hog_gb * 2**30))])
+            self.hog = subprocess.Popen(
+                [sys.executable, "-S", "-c", HOG, str(int(hog_gb * 2**30))], start_new_session=True
+            )
             lacking = int(target - os.getloadavg()[0]) - 1
             for _ in range(min(max_spinners, max(spinners, lacking))):
                 self._spin()
@@ -236,7 +238,9 @@ class Load:
         self._thread.start()
 
     def _spin(self) -> None:
-        self.spinners.append(subprocess.Popen([sys.executable, "-S", "-c", SPIN]))
+        # each in a session of its own, as another user's work is: the scheduler's autogroups
+        # give a session its share, so spinners in the bench's own session would load only it
+        self.spinners.append(subprocess.Popen([sys.executable, "-S", "-c", SPIN], start_new_session=True))
 
     def _sample(self) -> None:
         load1, load5, _ = os.getloadavg()
