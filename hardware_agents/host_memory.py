@@ -9,10 +9,10 @@ declarations exceed the budget together run one after the other instead of both 
 memory at once and the OS or Ray's memory monitor killing one. A profile that declares more
 than the whole budget runs alone, once nothing else is reserved (it is never refused).
 
-The ledger is one JSON file per host and user (`ledger_path`, in `/dev/shm`), read and
-written under an exclusive `flock`: the file 0600 in a 0700 folder of this user's, so a
-sandboxed kernel (another uid) or another user can neither read, forge nor lock it (a `flock`
-needs only a read-only descriptor, and one held forever would stop every profile); the lock
+The ledger is one JSON file per host and user (`ledger_path`, in this user's host folder:
+`host_files.py`), read and written under an exclusive `flock`: a sandboxed kernel (another
+uid) or another user can neither read, forge nor lock it (a lock held forever would stop
+every profile); the lock
 waited for at most `LOCK_WAIT_S`, then a `LedgerError` of one line. Each entry: a holder (pid, its start
 time, a token) and its bytes; entries of processes that are gone are dropped on the way, so a killed
 profile's reservation does not outlive it. The budget: `$ACCELOPT_PROFILE_MEMORY_BYTES`, else `BUDGET_SHARE` of the
@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from accelopt.procfs import proc_stat
+from hardware_agents.host_files import HostFileError, host_folder, open_private
 
 BUDGET_SHARE = 0.75
 BUDGET_ENV = "ACCELOPT_PROFILE_MEMORY_BYTES"
@@ -46,14 +47,9 @@ class LedgerError(RuntimeError):
 
 
 def ledger_path() -> Path:
-    """The host's ledger: in `/dev/shm` (else `/tmp`), never `$TMPDIR`, which differs between
-    the processes of one host (Ray's workers, a user's shell)."""
+    """The host's ledger, in this user's host folder (`host_files.py`)."""
     env = os.environ.get(LEDGER_ENV)
-    if env:
-        return Path(env)
-    shm = Path("/dev/shm")
-    base = shm if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK) else Path("/tmp")
-    return base / f"accelopt-memory-{os.geteuid()}" / "ledger.json"
+    return Path(env) if env else host_folder() / "ledger.json"
 
 
 def host_bytes() -> int:
@@ -142,23 +138,10 @@ def _edit(change: Callable[[dict[str, int]], T]) -> T:
 
 
 def _open(path: Path) -> int:
-    """The ledger's descriptor: the file and a folder made by us are this user's alone."""
-    if not path.parent.exists():
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    owner = path.parent.lstat().st_uid
-    if owner != os.geteuid():  # whoever owns the folder may swap the file
-        raise LedgerError(f"host memory ledger {path}: its folder belongs to uid {owner}, not this user")
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    except OSError as e:
-        raise LedgerError(f"host memory ledger {path}: {e.strerror}") from None
-    st = os.fstat(fd)
-    if st.st_uid != os.geteuid():
-        os.close(fd)
-        raise LedgerError(f"host memory ledger {path} belongs to uid {st.st_uid}, not this user: remove it")
-    if st.st_mode & 0o077:
-        os.fchmod(fd, 0o600)
-    return fd
+        return open_private(path, "host memory ledger")
+    except HostFileError as e:
+        raise LedgerError(str(e)) from None
 
 
 def _lock(fd: int) -> None:

@@ -43,6 +43,7 @@ from hardware_agents.cpu.machine import DEFAULT_CC, machine_info, usable_cores
 from hardware_agents.cpu.machine import cache_dir as default_cache_dir
 from hardware_agents.cpu.stages import MAX_REGION_BYTES, MAX_TIMED_SETS, CpuStages, timing_sets
 from hardware_agents.datacache import DataCache
+from hardware_agents.host_files import host_folder, open_private
 from hardware_agents.pipeline.device_spec import DeviceSpec
 from hardware_agents.pipeline.stages import Stages
 from hardware_agents.quiet import single_threaded_blas
@@ -98,7 +99,9 @@ class CpuAgent(HardwareAgent):
             lambda p, seeds, _root: ProblemData(p, seeds), capacity=data_cache_problems
         )
         self._spec_lock = threading.Lock()
-        self._lock_path = self.cache_dir / "cpu" / "device.lock"
+        # one lock for the host, whatever the cache dir: two campaigns (or a campaign and
+        # `accelopt profile`) with their own caches must not time kernels on the same cores at once
+        self._lock_path = host_folder() / "cpu-timing.lock"
         self._peaks_raised_at: float | None = None
 
     # --- device --------------------------------------------------------------------------
@@ -185,18 +188,17 @@ class CpuAgent(HardwareAgent):
 
     @contextmanager
     def device_lock(self) -> Iterator[None]:
-        """The machine for one timing run at a time (a file lock under the cache dir; none
-        without `exclusive_timing`)."""
+        """The machine for one timing run at a time (a file lock of this user's on the host,
+        `host_files.py`; none without `exclusive_timing`)."""
         if not self.exclusive_timing:
             yield
             return
-        self._lock_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self._lock_path, "a") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
+        fd = open_private(self._lock_path, "CPU timing lock")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
 
     # re-measure the peaks at most this often per agent: a kernel that fakes its speed on
     # every call must not turn every profile into a calibration

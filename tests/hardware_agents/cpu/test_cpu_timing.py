@@ -143,3 +143,38 @@ def test_concurrent_profiles_from_threads(cpu_agent: CpuAgent) -> None:
     for t in threads:
         t.join()
     assert results == {p.name: "passed" for p in problems}
+
+
+def test_agents_with_their_own_caches_time_one_at_a_time_on_the_host(tmp_path) -> None:
+    """The timing lock is the host's (this user's), not a cache dir's: a campaign and `accelopt
+    profile` with another cache must not time kernels on the same cores at once."""
+    import os
+    import stat
+    import time
+
+    a = CpuAgent(cache_dir=tmp_path / "a", calibrate_if_missing=False)
+    b = CpuAgent(cache_dir=tmp_path / "b", calibrate_if_missing=False)
+    try:
+        order: list[str] = []
+        held = threading.Event()
+
+        def first() -> None:
+            with a.device_lock():
+                held.set()
+                time.sleep(0.3)
+                order.append("a released")
+
+        t = threading.Thread(target=first)
+        t.start()
+        assert held.wait(10)
+        with b.device_lock():
+            order.append("b acquired")
+        t.join()
+        assert order == ["a released", "b acquired"]
+        lock = a._lock_path
+        assert lock == b._lock_path and not lock.is_relative_to(tmp_path)
+        assert stat.S_IMODE(lock.stat().st_mode) == 0o600 and lock.stat().st_uid == os.geteuid()
+        assert stat.S_IMODE(lock.parent.stat().st_mode) == 0o700
+    finally:
+        a.close()
+        b.close()
