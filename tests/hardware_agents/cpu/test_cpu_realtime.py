@@ -21,6 +21,15 @@ REASON = realtime.unavailable_reason()
 needs_rt = pytest.mark.skipif(REASON is not None, reason=f"real-time priority unavailable here: {REASON}")
 
 
+# an honest scale_shift kernel that prints its scheduling policy (reset-on-fork flag masked) in
+# its first call: the correctness batch's
+SAYS_ITS_POLICY = src(
+    prelude="#include <sched.h>",
+    setup='static int said; if (!said++) { fprintf(stderr, "POLICY=%d\\n", '
+    "sched_getscheduler(0) & ~0x40000000); fflush(stderr); }",
+)
+
+
 def _base(policy: int) -> int:
     return policy & ~os.SCHED_RESET_ON_FORK
 
@@ -58,13 +67,8 @@ def test_the_child_is_real_time_only_while_it_runs_and_the_parent_gets_its_polic
 
 @needs_rt
 def test_an_honest_kernel_is_timed_at_real_time_priority(cpu_agent: CpuAgent, scale_shift: Problem) -> None:
-    say = (
-        'static int said; if (!said++) { fprintf(stderr, "POLICY=%d\\n", '
-        "sched_getscheduler(0) & ~0x40000000); fflush(stderr); }"
-    )
-    kernel = src(prelude="#include <sched.h>", setup=say)
     with kernel_output(cpu_agent) as output:
-        prof = cpu_agent.profile(scale_shift, c_solution(scale_shift, kernel))
+        prof = cpu_agent.profile(scale_shift, c_solution(scale_shift, SAYS_ITS_POLICY))
     assert prof.status == "passed", prof.log
     assert "POLICY=1" in output[0], output  # SCHED_FIFO inside its first call (correctness)
     assert prof.isolation["timing"] == "real-time priority"
@@ -79,13 +83,8 @@ def test_with_real_time_turned_off_the_profile_says_so(
     monkeypatch.setenv(realtime.OFF_ENV, "0")
     realtime.unavailable_reason.cache_clear()
     try:
-        say = (
-            'static int said; if (!said++) { fprintf(stderr, "POLICY=%d\\n", '
-            "sched_getscheduler(0) & ~0x40000000); fflush(stderr); }"
-        )
-        kernel = src(prelude="#include <sched.h>", setup=say)
         with kernel_output(cpu_agent) as output:
-            prof = cpu_agent.profile(scale_shift, c_solution(scale_shift, kernel))
+            prof = cpu_agent.profile(scale_shift, c_solution(scale_shift, SAYS_ITS_POLICY))
     finally:
         monkeypatch.delenv(realtime.OFF_ENV)
         realtime.unavailable_reason.cache_clear()
