@@ -477,6 +477,7 @@ SANDBOX_TESTS = {
     "tests/hardware_agents/cpu/test_sandbox_freeze.py",
     "tests/hardware_agents/cpu/test_sandbox_walls.py",
     "tests/hardware_agents/cpu/test_thread_confinement.py",
+    "tests/hardware_agents/cpu/test_cpu_realtime.py",
     "tests/hardware_agents/test_checkout_anywhere.py",
 }
 
@@ -629,6 +630,7 @@ DEVICE_LAYERS: tuple[tuple[str, ...], ...] = (
     ("base",),  # HardwareAgent: runs a profile through the pipeline's stages
     ("pipeline",),  # the judging steps every agent runs, DeviceSpec and the roofline
     ("datacache", "host_memory", "index_inputs", "kernel_language", "quiet"),
+    ("host_files",),  # the files every AccelOpt process of this user on the host shares
     ("sandbox",),  # the walls around untrusted code
 )
 

