@@ -178,3 +178,26 @@ def test_agents_with_their_own_caches_time_one_at_a_time_on_the_host(tmp_path) -
     finally:
         a.close()
         b.close()
+
+
+def test_a_timing_lock_folder_of_another_user_is_refused_in_one_line(tmp_path, monkeypatch) -> None:
+    """Whoever owns the folder could swap the lock file: a folder of another uid (made first
+    by another local user) is an error naming it, not a lock shared with them."""
+    import os
+
+    from hardware_agents.host_files import HostFileError
+
+    folder = tmp_path / "accelopt-host-squatted"
+    folder.mkdir(mode=0o700)
+    os.chown(folder, 12345, 12345)
+    agent = CpuAgent(cache_dir=tmp_path / "a", calibrate_if_missing=False)
+    try:
+        monkeypatch.setattr(agent, "_lock_path", folder / "cpu-timing.lock")
+        with (
+            pytest.raises(HostFileError, match="belongs to uid 12345, not this user") as e,
+            agent.device_lock(),
+        ):
+            pass
+        assert "\n" not in str(e.value) and not (folder / "cpu-timing.lock").exists()
+    finally:
+        agent.close()
