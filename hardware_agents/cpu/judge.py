@@ -222,7 +222,12 @@ class Judge:
                 out = self.runner.close()
             self.counters["sandbox_wall_s"] = out.wall_s
             self.counters["kernel_calls"] = float(self.runner.calls)
-            self.counters["realtime_intervals"] = float(self.runner.realtime.used)
+            rt = self.runner.realtime
+            self.counters["realtime_intervals"] = float(rt.used)
+            self.counters["realtime_s"] = rt.spent_s
+            if rt.demoted or rt.over_budget:
+                self.counters["realtime_demoted"] = float(rt.demoted)
+                self.counters["realtime_over_budget"] = float(rt.over_budget)
             if out.stray_processes:
                 self.counters["stray_processes"] = float(out.stray_processes)
         self.closed = out

@@ -62,6 +62,7 @@ class SandboxChild:
         self.stopped_at = 0.0  # perf_counter when the last stop was reported: a timed interval ends there
         self._outcome: SandboxOutcome | None = None
         self.realtime: RealtimeWindow | None = None  # see `time_at_realtime`
+        self._demoter: threading.Timer | None = None  # the open real-time interval's budget
 
     def time_at_realtime(self) -> RealtimeWindow:
         """From the next `resume` on, every interval the child runs is at real-time priority
@@ -125,6 +126,15 @@ class SandboxChild:
         watchdog = threading.Timer(max(remaining, 0.0), self._expire)
         watchdog.daemon = True
         watchdog.start()
+        # started by this thread while it is above the child (real-time): cuts a real-time
+        # interval that outlasts its budget
+        budget = self.realtime.budget_left_s() if self.realtime is not None else 0.0
+        demoter = (
+            threading.Timer(budget, self.realtime.demote) if self.realtime is not None and budget else None
+        )
+        if demoter is not None:
+            demoter.daemon = True
+            demoter.start()
         try:
             while True:
                 try:
@@ -153,6 +163,7 @@ class SandboxChild:
                 self.kill()
         finally:
             watchdog.cancel()
+            self._cancel_demoter()
             if self.realtime is not None:
                 self.realtime.leave(child_alive=self.exit_status is None)
         self._expect_continue = False
@@ -203,14 +214,23 @@ class SandboxChild:
             self.kill()
             raise RanWhileStopped(breach)
         self._expect_continue = True
-        if self.realtime is not None and self.exit_status is None:
-            self.realtime.enter()  # left in `wait_stopped`, once it has stopped or ended
+        if self.realtime is not None and self.exit_status is None and self.realtime.enter():
+            # left in `wait_stopped`, once it has stopped or ended; cut at its budget by a timer
+            # this thread starts while it is above the child
+            self._demoter = threading.Timer(self.realtime.budget_left_s(), self.realtime.demote)
+            self._demoter.daemon = True
+            self._demoter.start()
         if self.exit_status is not None or self._freezer is None:
             t = time.perf_counter()
             if self.exit_status is None:
                 os.kill(self.pid, signal.SIGCONT)
             return t
         return self._freezer.continue_all()
+
+    def _cancel_demoter(self) -> None:
+        if self._demoter is not None:
+            self._demoter.cancel()
+            self._demoter = None
 
     def restart_clock(self, timeout_s: float) -> None:
         """Start the child's wall-clock allowance (and the outcome's wall time) now: a child
@@ -241,6 +261,7 @@ class SandboxChild:
         if self.freeze_breach is None:
             self.freeze_breach = self.check_frozen()
         timed_out = self.timed_out
+        self._cancel_demoter()
         if self.realtime is not None:  # a window an exception left open: the parent's thread back
             self.realtime.leave(child_alive=False)
         if self.exit_status is None:

@@ -16,7 +16,12 @@ Why this is safe against a hostile kernel:
 - the parent's thread, and the deadline watchdog it starts while real-time, are above the
   child: a kernel that spins forever is still killed at its deadline;
 - it is used only where the kernel's real-time throttling is on (sched_rt_runtime_us below
-  its period), which keeps a share of every second for everything else.
+  its period), which keeps a share of every second for everything else;
+- a budget: an interval still running after `INTERVAL_BUDGET_S` is demoted (its threads go
+  back to ordinary ones; a timer thread above the child does it), and a child that has spent
+  `CHILD_BUDGET_S` at real-time priority gets no more: a kernel that spins holds the host's
+  cores for seconds, not for its whole deadline. An honest batch lasts milliseconds; a profile
+  with a demoted or refused interval says so (`describe`).
 
 Not available (not root / no CAP_SYS_NICE, throttling off, a container that refuses it, or
 ACCELOPT_REALTIME_TIMING=0): the interval runs at ordinary priority and the profile says so
@@ -28,12 +33,16 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import threading
+import time
 from pathlib import Path
 
 CHILD_PRIORITY = 1  # any real-time priority is above every ordinary process
 PARENT_PRIORITY = 2  # the parent's timing thread and its watchdog preempt the child
 OFF_ENV = "ACCELOPT_REALTIME_TIMING"  # "0": time at ordinary priority
 KERNEL_SETTINGS = Path("/proc/sys/kernel")
+INTERVAL_BUDGET_S = 5.0  # one interval at real-time priority at most this long
+CHILD_BUDGET_S = 20.0  # one child's intervals at real-time priority at most this long in all
 
 
 def _rt_throttling() -> str | None:
@@ -78,30 +87,58 @@ class RealtimeWindow:
     """Real-time priority for one timed interval of the child `pid`: `enter` while the child
     is stopped, just before it is continued (from the thread that will wait for its stop);
     `leave` once it has stopped or ended. `enter` returns False (and changes nothing) where
-    it cannot be had; `used` counts the intervals that ran real-time."""
+    it cannot be had; `used` counts the intervals that ran real-time, `demoted` those cut at
+    `interval_budget_s`, `over_budget` those refused once `child_budget_s` was spent."""
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self.used = 0
+        self.demoted = 0
+        self.over_budget = 0
+        self.spent_s = 0.0  # at real-time priority, over the intervals so far
+        self.interval_budget_s = INTERVAL_BUDGET_S
+        self.child_budget_s = CHILD_BUDGET_S
         self.refused: str | None = unavailable_reason()
         self._own: tuple[int, os.sched_param] | None = None
+        self._entered_at: float | None = None  # the open interval's start, while it is real-time
+        self._lock = threading.Lock()  # the budget timer and the waiting thread both end an interval
 
     def describe(self) -> str:
         """How its intervals were timed, for the profile's isolation record."""
-        return "real-time priority" if self.refused is None else f"ordinary priority ({self.refused})"
+        if self.refused is not None:
+            return f"ordinary priority ({self.refused})"
+        cut = []
+        if self.demoted:
+            cut.append(f"{self.demoted} of {self.used} intervals demoted after {self.interval_budget_s:g} s")
+        if self.over_budget:
+            cut.append(f"{self.over_budget} at ordinary priority past the child's {self.child_budget_s:g} s")
+        return "real-time priority" + (f" ({'; '.join(cut)})" if cut else "")
+
+    def budget_left_s(self) -> float:
+        """How long the open interval may stay real-time (0: it is not real-time)."""
+        with self._lock:
+            if self._entered_at is None:
+                return 0.0
+            return max(0.0, min(self.interval_budget_s, self.child_budget_s - self.spent_s))
 
     def enter(self) -> bool:
         if self.refused is not None:
             return False
+        if self.spent_s >= self.child_budget_s:
+            self.over_budget += 1
+            return False
         try:
             if self._own is None:  # else a window not left yet: its saved policy is the one to restore
                 self._own = os.sched_getscheduler(0), os.sched_getparam(0)
-            # not reset on fork: the deadline watchdog this thread starts must be above the child
+            # not reset on fork: the deadline watchdog and the budget timer this thread starts
+            # must be above the child
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(PARENT_PRIORITY))
             rt = os.sched_param(CHILD_PRIORITY)
-            for tid in _threads(self.pid):
-                with contextlib.suppress(ProcessLookupError):  # a thread that ended meanwhile
-                    os.sched_setscheduler(tid, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, rt)
+            with self._lock:  # a late budget timer of the last interval cannot undo this one
+                for tid in _threads(self.pid):
+                    with contextlib.suppress(ProcessLookupError):  # a thread that ended meanwhile
+                        os.sched_setscheduler(tid, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, rt)
+                self._entered_at = time.monotonic()
         except OSError as e:
             self.refused = f"real-time priority refused for the kernel ({e.strerror or e})"
             self.leave()
@@ -109,17 +146,47 @@ class RealtimeWindow:
         self.used += 1
         return True
 
+    def demote(self) -> None:
+        """The open interval's budget is spent: the child's threads ordinary again until its
+        stop (run by a timer thread above the child; the parent's own policy stays)."""
+        with self._lock:
+            if self._end_interval():
+                self.demoted += 1
+                self._child_ordinary()
+
     def leave(self, child_alive: bool = True) -> None:
         """Every thread of the child back to an ordinary one (not once it has been reaped: its
         pid may name another process), then the parent's thread."""
-        ordinary = os.sched_param(0)
-        for tid in _threads(self.pid) if child_alive else []:
-            with contextlib.suppress(OSError):
-                os.sched_setscheduler(tid, os.SCHED_OTHER, ordinary)
+        with self._lock:
+            self._end_interval()
+            if child_alive:
+                self._child_ordinary()
         if self._own is not None:
             with contextlib.suppress(OSError):
                 os.sched_setscheduler(0, *self._own)
             self._own = None
 
+    def _end_interval(self) -> bool:
+        """(With the lock held.) Whether an interval was open; its time counted."""
+        if self._entered_at is None:
+            return False
+        self.spent_s += time.monotonic() - self._entered_at
+        self._entered_at = None
+        return True
 
-__all__ = ["CHILD_PRIORITY", "OFF_ENV", "PARENT_PRIORITY", "RealtimeWindow", "unavailable_reason"]
+    def _child_ordinary(self) -> None:
+        ordinary = os.sched_param(0)
+        for tid in _threads(self.pid):
+            with contextlib.suppress(OSError):
+                os.sched_setscheduler(tid, os.SCHED_OTHER, ordinary)
+
+
+__all__ = [
+    "CHILD_BUDGET_S",
+    "CHILD_PRIORITY",
+    "INTERVAL_BUDGET_S",
+    "OFF_ENV",
+    "PARENT_PRIORITY",
+    "RealtimeWindow",
+    "unavailable_reason",
+]

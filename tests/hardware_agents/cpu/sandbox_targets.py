@@ -19,7 +19,14 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 def stop_loop(payload: bytes, workdir: Path) -> bytes:
     """Stop itself, then do a little work, forever (the parent continues it). Payload "fork":
-    first fork a helper that spins; "thread": start a thread that spins."""
+    first fork a helper that spins; "thread": start a thread that spins; "slow": the work of
+    each interval spins for a second."""
+    if payload == b"slow":
+        while True:
+            os.kill(os.getpid(), signal.SIGSTOP)
+            end = time.monotonic() + 1.0
+            while time.monotonic() < end:
+                pass
     if payload == b"fork":
         if os.fork() == 0:
             while True:

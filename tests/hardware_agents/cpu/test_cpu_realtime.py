@@ -121,3 +121,40 @@ def test_a_kernel_spinning_at_real_time_is_still_killed_at_its_deadline(
     assert prof.status == "timeout", prof.log
     assert time.monotonic() - t0 < 30  # about 4 s when idle
     assert prof.isolation["timing"] == "real-time priority"
+
+
+@needs_rt
+def test_an_interval_past_its_budget_is_demoted_and_a_spent_child_gets_no_more() -> None:
+    """A kernel that spins holds the host's cores for a budget, not for its whole deadline:
+    past `interval_budget_s` its threads go back to ordinary ones while it still runs (a timer
+    above the child), and once the child has spent `child_budget_s` its intervals run ordinary;
+    the profile's isolation record says both."""
+    policy = SandboxPolicy(wall_timeout_s=30, python_path=(HERE,), no_fork=True)
+    with Sandbox(policy) as box:
+        child = box.spawn("sandbox_targets:stop_loop", b"slow")  # each interval works 1 s
+        try:
+            assert child.wait_stopped()
+            window = child.time_at_realtime()
+            window.interval_budget_s, window.child_budget_s = 0.3, 0.5
+            child.resume()
+            assert os.sched_getscheduler(child.pid) == os.SCHED_FIFO | os.SCHED_RESET_ON_FORK
+            time.sleep(0.6)  # past the interval's budget, before its second of work ends
+            assert os.sched_getscheduler(child.pid) == os.SCHED_OTHER
+            assert child.wait_stopped()
+            assert window.demoted == 1 and 0.25 <= window.spent_s < 0.9
+            child.resume()  # 0.2 s of the child's budget left: cut by it, not by the interval's
+            time.sleep(0.4)
+            assert os.sched_getscheduler(child.pid) == os.SCHED_OTHER
+            assert child.wait_stopped()
+            assert window.demoted == 2 and window.spent_s >= 0.5
+            child.resume()  # spent: not real-time at all
+            assert os.sched_getscheduler(child.pid) == os.SCHED_OTHER
+            assert child.wait_stopped()
+            assert (window.used, window.over_budget) == (2, 1)
+            assert window.describe() == (
+                "real-time priority (2 of 2 intervals demoted after 0.3 s; "
+                "1 at ordinary priority past the child's 0.5 s)"
+            )
+        finally:
+            out = child.finish()
+    assert out.isolation["timing"].startswith("real-time priority (2 of 2 intervals demoted")
