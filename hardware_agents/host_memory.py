@@ -22,7 +22,6 @@ host's memory (the rest: the LLM roles, the memory's index, Ray, the OS).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import secrets
@@ -32,7 +31,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from accelopt.procfs import proc_stat
-from hardware_agents.host_files import HostFileError, host_folder, open_private
+from hardware_agents.host_files import HostFileError, host_folder, lock_exclusive, open_private
 
 BUDGET_SHARE = 0.75
 BUDGET_ENV = "ACCELOPT_PROFILE_MEMORY_BYTES"
@@ -145,18 +144,10 @@ def _open(path: Path) -> int:
 
 
 def _lock(fd: int) -> None:
-    deadline = time.monotonic() + LOCK_WAIT_S
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if time.monotonic() > deadline:
-                raise LedgerError(
-                    f"host memory ledger {ledger_path()} locked by another process for over "
-                    f"{LOCK_WAIT_S:.0f} s (fuser -v it)"
-                ) from None
-            time.sleep(0.01)
+    try:
+        lock_exclusive(fd, ledger_path(), "host memory ledger", wait_s=LOCK_WAIT_S, record_holder=False)
+    except HostFileError as e:
+        raise LedgerError(str(e)) from None
 
 
 def _alive(token: str) -> bool:

@@ -20,7 +20,6 @@ staging run concurrently.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import threading
 import time
@@ -43,12 +42,15 @@ from hardware_agents.cpu.machine import DEFAULT_CC, machine_info, usable_cores
 from hardware_agents.cpu.machine import cache_dir as default_cache_dir
 from hardware_agents.cpu.stages import MAX_REGION_BYTES, MAX_TIMED_SETS, CpuStages, timing_sets
 from hardware_agents.datacache import DataCache
-from hardware_agents.host_files import host_folder, open_private
+from hardware_agents.host_files import host_folder, lock_exclusive, open_private
 from hardware_agents.pipeline.device_spec import DeviceSpec
 from hardware_agents.pipeline.stages import Stages
 from hardware_agents.quiet import single_threaded_blas
 from hardware_agents.sandbox import SandboxPolicy, sweep_orphans
 
+# how long a profile waits for another to finish timing on this host (a campaign's profiles
+# queue for minutes; a holder stopped with Ctrl-Z holds forever): then an error naming it
+LOCK_WAIT_S = 1800.0
 WORKDIR_BYTES = 128 << 20  # the kernel server's work dir (its own tmpfs): the .so and nothing else
 
 
@@ -102,6 +104,7 @@ class CpuAgent(HardwareAgent):
         # one lock for the host, whatever the cache dir: two campaigns (or a campaign and
         # `accelopt profile`) with their own caches must not time kernels on the same cores at once
         self._lock_path = host_folder() / "cpu-timing.lock"
+        self.lock_wait_s = LOCK_WAIT_S
         self._peaks_raised_at: float | None = None
 
     # --- device --------------------------------------------------------------------------
@@ -195,7 +198,9 @@ class CpuAgent(HardwareAgent):
             return
         fd = open_private(self._lock_path, "CPU timing lock")
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            lock_exclusive(
+                fd, self._lock_path, "CPU timing lock", wait_s=self.lock_wait_s, record_holder=True
+            )
             yield
         finally:
             os.close(fd)  # releases the lock

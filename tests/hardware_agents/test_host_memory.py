@@ -111,12 +111,14 @@ def test_another_uid_can_neither_read_nor_lock_the_ledger(monkeypatch: pytest.Mo
 
 
 def test_the_hosts_ledger_is_this_users_alone(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without an override the ledger is in a 0700 folder named for this user (so no other
-    user's file or folder is ever used, and no other user can reach this one)."""
+    """Without an override the ledger is in this user's 0700 host folder (so no other user's
+    file or folder is ever used, and no other user can reach this one)."""
+    from hardware_agents.host_files import host_folder
+
     monkeypatch.delenv(host_memory.LEDGER_ENV, raising=False)
     path = host_memory.ledger_path()
     host_memory.held_bytes()
-    assert path.parent.name.endswith(f"-{os.geteuid()}")
+    assert path.parent == host_folder()
     assert path.parent.stat().st_uid == os.geteuid() and (path.parent.stat().st_mode & 0o777) == 0o700
     assert (path.stat().st_mode & 0o777) == 0o600
 
