@@ -42,7 +42,7 @@ PARENT_PRIORITY = 2  # the parent's timing thread and its watchdog preempt the c
 OFF_ENV = "ACCELOPT_REALTIME_TIMING"  # "0": time at ordinary priority
 KERNEL_SETTINGS = Path("/proc/sys/kernel")
 INTERVAL_BUDGET_S = 5.0  # one interval at real-time priority at most this long
-CHILD_BUDGET_S = 20.0  # one child's intervals at real-time priority at most this long in all
+CHILD_BUDGET_S = 30.0  # one child's intervals at real-time priority at most this long in all
 
 
 def _rt_throttling() -> str | None:
