@@ -69,7 +69,7 @@ class SandboxChild:
         where the host allows it (`realtime.py`): the host's other work stays out of the
         clock. The window says how many intervals had it, or why none could."""
         if self.realtime is None:
-            self.realtime = RealtimeWindow(self.pid)
+            self.realtime = RealtimeWindow(self.pid, threads_only=self.freeze_scope == "process")
         return self.realtime
 
     @property

@@ -11,8 +11,12 @@ the policies they had. The clock stays the parent's wall clock: nothing is estim
 Why this is safe against a hostile kernel:
 - the child's threads are real-time only between the parent's continue and the child's
   stop (reset while it is held stopped, threads it made meanwhile included);
-- SCHED_RESET_ON_FORK: a thread or process the kernel creates during the interval starts as
-  an ordinary one (it cannot carry the priority past the interval);
+- a thread the kernel creates during the interval inherits the priority (a kernel that starts
+  its threads in every call is timed as one that keeps a pool), and is reset with the others
+  at the stop: only in a child that cannot fork (seccomp no_fork), whose every thread is in
+  its /proc task list; a child that may fork gets SCHED_RESET_ON_FORK, so a thread or
+  process it creates starts as an ordinary one (it cannot carry the priority past the
+  interval in a process of its own);
 - the parent's thread, and the deadline watchdog it starts while real-time, are above the
   child: a kernel that spins forever is still killed at its deadline;
 - it is used only where the kernel's real-time throttling is on (sched_rt_runtime_us below
@@ -42,6 +46,7 @@ PARENT_PRIORITY = 2  # the parent's timing thread and its watchdog preempt the c
 OFF_ENV = "ACCELOPT_REALTIME_TIMING"  # "0": time at ordinary priority
 KERNEL_SETTINGS = Path("/proc/sys/kernel")
 INTERVAL_BUDGET_S = 5.0  # one interval at real-time priority at most this long
+MAX_RESET_PASSES = 64  # a child's threads are bounded by its RLIMIT_NPROC (64 for a kernel server)
 CHILD_BUDGET_S = 30.0  # one child's intervals at real-time priority at most this long in all
 
 
@@ -90,8 +95,10 @@ class RealtimeWindow:
     it cannot be had; `used` counts the intervals that ran real-time, `demoted` those cut at
     `interval_budget_s`, `over_budget` those refused once `child_budget_s` was spent."""
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, *, threads_only: bool = False) -> None:
         self.pid = pid
+        # a child that cannot fork: the threads it makes inherit the interval's priority
+        self.child_policy = os.SCHED_FIFO | (0 if threads_only else os.SCHED_RESET_ON_FORK)
         self.used = 0
         self.demoted = 0
         self.over_budget = 0
@@ -137,7 +144,7 @@ class RealtimeWindow:
             with self._lock:  # a late budget timer of the last interval cannot undo this one
                 for tid in _threads(self.pid):
                     with contextlib.suppress(ProcessLookupError):  # a thread that ended meanwhile
-                        os.sched_setscheduler(tid, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, rt)
+                        os.sched_setscheduler(tid, self.child_policy, rt)
                 self._entered_at = time.monotonic()
         except OSError as e:
             self.refused = f"real-time priority refused for the kernel ({e.strerror or e})"
@@ -175,10 +182,19 @@ class RealtimeWindow:
         return True
 
     def _child_ordinary(self) -> None:
+        """Every thread of the child ordinary. A running child (a demotion) may make threads
+        while they are reset, which inherit the priority of their maker: passes until one
+        finds no thread it had not seen."""
         ordinary = os.sched_param(0)
-        for tid in _threads(self.pid):
-            with contextlib.suppress(OSError):
-                os.sched_setscheduler(tid, os.SCHED_OTHER, ordinary)
+        seen: set[int] = set()
+        for _ in range(MAX_RESET_PASSES):
+            tids = set(_threads(self.pid))
+            if tids <= seen:
+                return
+            for tid in tids:
+                with contextlib.suppress(OSError):
+                    os.sched_setscheduler(tid, os.SCHED_OTHER, ordinary)
+            seen |= tids
 
 
 __all__ = [

@@ -20,7 +20,12 @@ _libc = ctypes.CDLL(None, use_errno=True)
 def stop_loop(payload: bytes, workdir: Path) -> bytes:
     """Stop itself, then do a little work, forever (the parent continues it). Payload "fork":
     first fork a helper that spins; "thread": start a thread that spins; "slow": the work of
-    each interval spins for a second."""
+    each interval spins for a second; "spawn": each interval starts a thread that spins (and
+    stops with the rest at the next stop)."""
+    if payload == b"spawn":
+        while True:
+            os.kill(os.getpid(), signal.SIGSTOP)
+            threading.Thread(target=_spin, daemon=True).start()
     if payload == b"slow":
         while True:
             os.kill(os.getpid(), signal.SIGSTOP)

@@ -49,8 +49,8 @@ def test_the_child_is_real_time_only_while_it_runs_and_the_parent_gets_its_polic
                 child.resume()
                 # between the continue and the wait: the interval's policies (the child may
                 # already have stopped itself; they are reset only once the stop is taken)
-                for tid in threads:
-                    assert os.sched_getscheduler(tid) == os.SCHED_FIFO | os.SCHED_RESET_ON_FORK
+                for tid in threads:  # no_fork: the threads it makes inherit it (see the next test)
+                    assert os.sched_getscheduler(tid) == os.SCHED_FIFO
                     assert os.sched_getparam(tid).sched_priority == realtime.CHILD_PRIORITY
                 assert _base(os.sched_getscheduler(0)) == os.SCHED_FIFO
                 assert os.sched_getparam(0).sched_priority == realtime.PARENT_PRIORITY
@@ -63,6 +63,33 @@ def test_the_child_is_real_time_only_while_it_runs_and_the_parent_gets_its_polic
         finally:
             out = child.finish()
     assert out.isolation["timing"] == "real-time priority" and out.freeze_breach is None
+
+
+@needs_rt
+def test_threads_made_inside_an_interval_have_its_priority_and_lose_it_at_the_stop() -> None:
+    """A kernel that starts its threads in every call is timed as one that keeps a pool: in a
+    child that cannot fork they inherit the interval's priority, and are reset with the others
+    at its stop. A child that may fork gets reset-on-fork: what it makes starts ordinary."""
+    for no_fork, expected in ((True, os.SCHED_FIFO), (False, os.SCHED_OTHER)):
+        policy = SandboxPolicy(wall_timeout_s=30, python_path=(HERE,), no_fork=no_fork)
+        with Sandbox(policy) as box:
+            child = box.spawn("sandbox_targets:stop_loop", b"spawn")
+            try:
+                assert child.wait_stopped()
+                child.time_at_realtime()
+                before = set(os.listdir(f"/proc/{child.pid}/task"))
+                child.resume()
+                deadline = time.monotonic() + 10
+                while not set(os.listdir(f"/proc/{child.pid}/task")) - before:  # its new thread
+                    assert time.monotonic() < deadline
+                    time.sleep(0.01)
+                (new,) = {int(t) for t in set(os.listdir(f"/proc/{child.pid}/task")) - before}
+                assert _base(os.sched_getscheduler(new)) == expected, no_fork
+                assert child.wait_stopped()
+                for tid in os.listdir(f"/proc/{child.pid}/task"):  # held stopped: every one ordinary
+                    assert os.sched_getscheduler(int(tid)) == os.SCHED_OTHER
+            finally:
+                child.finish()
 
 
 @needs_rt
@@ -137,7 +164,7 @@ def test_an_interval_past_its_budget_is_demoted_and_a_spent_child_gets_no_more()
             window = child.time_at_realtime()
             window.interval_budget_s, window.child_budget_s = 0.3, 0.5
             child.resume()
-            assert os.sched_getscheduler(child.pid) == os.SCHED_FIFO | os.SCHED_RESET_ON_FORK
+            assert os.sched_getscheduler(child.pid) == os.SCHED_FIFO
             time.sleep(0.6)  # past the interval's budget, before its second of work ends
             assert os.sched_getscheduler(child.pid) == os.SCHED_OTHER
             assert child.wait_stopped()
