@@ -4,10 +4,11 @@ differ between the processes of one host (Ray's workers, a user's shell, a test'
 and files 0600 in it. A sandboxed kernel (another uid) or another user can neither read,
 forge nor lock them (a `flock` needs only a read-only descriptor).
 
-Where: the user's runtime dir (`/run/user/<uid>`, made by the login manager, the user's
-alone), or `/run` itself for root; only where neither exists, a folder named after the uid in
-`/dev/shm` (else `/tmp`), where another local user could make the name first (then every
-use is refused in one line, `open_private`, and the user is told what to remove)."""
+Where: for root, `/run/accelopt` (`/run` is root's alone); for another user, a folder named
+after the uid in `/dev/shm` (else `/tmp`), one path for every process of the user whatever
+its session (the user's `/run/user/<uid>` is not used: it goes with the user's last login
+session, lock files held in it included). Another local user could make that name first:
+then every use is refused in one line (`open_private`), and the user is told what to remove."""
 
 from __future__ import annotations
 
@@ -41,8 +42,6 @@ def _only_writable_by(folder: Path, uid: int) -> bool:
 def host_folder(run: Path = RUN, shared_tmp: tuple[Path, ...] = SHARED_TMP) -> Path:
     """The folder of this user's host files (see the module's docstring)."""
     uid = os.geteuid()
-    if _only_writable_by(run / "user" / str(uid), uid):
-        return run / "user" / str(uid) / "accelopt"
     if uid == 0 and _only_writable_by(run, 0):
         return run / "accelopt"
     for base in shared_tmp:
@@ -89,11 +88,11 @@ def lock_exclusive(fd: int, path: Path, what: str, *, wait_s: float, record_hold
         if waited >= wait_s:
             holder = _holder(fd) if record_holder else "another process"
             raise HostFileError(
-                f"{what} {path}: locked by {holder} for over {wait_s:.0f} s: end that process or let it finish"
+                f"{what} {path}: still held by {holder} after {wait_s:.0f} s: end that process or let it finish"
                 + ("" if record_holder else " (fuser -v it)")
             )
         time.sleep(delay)
-        delay = min(delay * 2, 0.05)
+        delay = min(delay * 2, 0.01)  # a release is seen within 10 ms
     if record_holder:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)

@@ -13,9 +13,9 @@ profile(problem, solution), through the stages of `pipeline/stages.py` (`stages.
      `max_pct_peak` x roofline -> `incorrect`;
   7. verdict: the deferred full checks of timed calls, after the device lock is released.
 
-Only one sandboxed run times kernels on the machine at a time (a file lock under the cache
-dir), so concurrent profiles never disturb each other's timings; compilation and data
-staging run concurrently.
+Only one sandboxed run times kernels on the machine at a time (a file lock of this user's on
+the host, `host_files.py`, whatever the cache dir), so concurrent profiles never disturb each
+other's timings; compilation and data staging run concurrently.
 """
 
 from __future__ import annotations

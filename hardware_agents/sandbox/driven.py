@@ -69,7 +69,9 @@ class SandboxChild:
         where the host allows it (`realtime.py`): the host's other work stays out of the
         clock. The window says how many intervals had it, or why none could."""
         if self.realtime is None:
-            self.realtime = RealtimeWindow(self.pid, threads_only=self.freeze_scope == "process")
+            # whether it can fork is read at its first interval: after a stop, when its report
+            # is in (read now, a slow start would find it missing and break the child's pipe)
+            self.realtime = RealtimeWindow(self.pid, threads_only=lambda: self.freeze_scope == "process")
         return self.realtime
 
     @property
@@ -126,15 +128,6 @@ class SandboxChild:
         watchdog = threading.Timer(max(remaining, 0.0), self._expire)
         watchdog.daemon = True
         watchdog.start()
-        # started by this thread while it is above the child (real-time): cuts a real-time
-        # interval that outlasts its budget
-        budget = self.realtime.budget_left_s() if self.realtime is not None else 0.0
-        demoter = (
-            threading.Timer(budget, self.realtime.demote) if self.realtime is not None and budget else None
-        )
-        if demoter is not None:
-            demoter.daemon = True
-            demoter.start()
         try:
             while True:
                 try:
@@ -217,7 +210,9 @@ class SandboxChild:
         if self.realtime is not None and self.exit_status is None and self.realtime.enter():
             # left in `wait_stopped`, once it has stopped or ended; cut at its budget by a timer
             # this thread starts while it is above the child
-            self._demoter = threading.Timer(self.realtime.budget_left_s(), self.realtime.demote)
+            self._demoter = threading.Timer(
+                self.realtime.budget_left_s(), self.realtime.demote, args=(self.realtime.interval,)
+            )
             self._demoter.daemon = True
             self._demoter.start()
         if self.exit_status is not None or self._freezer is None:

@@ -39,6 +39,7 @@ import functools
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 CHILD_PRIORITY = 1  # any real-time priority is above every ordinary process
@@ -95,10 +96,13 @@ class RealtimeWindow:
     it cannot be had; `used` counts the intervals that ran real-time, `demoted` those cut at
     `interval_budget_s`, `over_budget` those refused once `child_budget_s` was spent."""
 
-    def __init__(self, pid: int, *, threads_only: bool = False) -> None:
+    def __init__(self, pid: int, *, threads_only: Callable[[], bool] = lambda: False) -> None:
         self.pid = pid
-        # a child that cannot fork: the threads it makes inherit the interval's priority
-        self.child_policy = os.SCHED_FIFO | (0 if threads_only else os.SCHED_RESET_ON_FORK)
+        # whether the child cannot fork (its threads then inherit the interval's priority):
+        # asked at its first interval
+        self._threads_only = threads_only
+        self.child_policy: int | None = None
+        self.interval = 0  # the number of the last interval entered (a budget timer names its own)
         self.used = 0
         self.demoted = 0
         self.over_budget = 0
@@ -141,11 +145,14 @@ class RealtimeWindow:
             # must be above the child
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(PARENT_PRIORITY))
             rt = os.sched_param(CHILD_PRIORITY)
-            with self._lock:  # a late budget timer of the last interval cannot undo this one
+            if self.child_policy is None:
+                self.child_policy = os.SCHED_FIFO | (0 if self._threads_only() else os.SCHED_RESET_ON_FORK)
+            with self._lock:
                 for tid in _threads(self.pid):
                     with contextlib.suppress(ProcessLookupError):  # a thread that ended meanwhile
                         os.sched_setscheduler(tid, self.child_policy, rt)
                 self._entered_at = time.monotonic()
+                self.interval += 1
         except OSError as e:
             self.refused = f"real-time priority refused for the kernel ({e.strerror or e})"
             self.leave()
@@ -153,11 +160,13 @@ class RealtimeWindow:
         self.used += 1
         return True
 
-    def demote(self) -> None:
-        """The open interval's budget is spent: the child's threads ordinary again until its
-        stop (run by a timer thread above the child; the parent's own policy stays)."""
+    def demote(self, interval: int) -> None:
+        """Interval number `interval` has spent its budget: the child's threads ordinary again
+        until its stop (run by a timer thread above the child; the parent's own policy stays).
+        Nothing if that interval has ended: a timer that woke too late to be cancelled must not
+        cut the next one."""
         with self._lock:
-            if self._end_interval():
+            if interval == self.interval and self._end_interval():
                 self.demoted += 1
                 self._child_ordinary()
 

@@ -14,33 +14,27 @@ import pytest
 from hardware_agents.host_files import HostFileError, host_folder, lock_exclusive, open_private
 
 
-def test_the_users_runtime_dir_is_preferred_to_a_name_anyone_could_take(tmp_path: Path) -> None:
-    """/run/user/<uid> is the user's alone; a uid-named folder in /dev/shm another local user
-    could make first. A runtime dir that others may write (or another uid's) is not used."""
-    uid = os.geteuid()
-    run, shm = tmp_path / "run", tmp_path / "shm"
-    shm.mkdir()
-    (run / "user" / str(uid)).mkdir(parents=True)
-    run.chmod(0o755)
-    (run / "user" / str(uid)).chmod(0o700)
-    assert host_folder(run, (shm,)) == run / "user" / str(uid) / "accelopt"
-    (run / "user" / str(uid)).chmod(0o777)  # group and others may write: not the user's alone
-    fallback = run / "accelopt" if uid == 0 else shm / f"accelopt-host-{uid}"
-    assert host_folder(run, (shm,)) == fallback
-    (run / "user" / str(uid)).rmdir()
-    run.chmod(0o777)  # a /run others may write is no place for root's either
-    assert host_folder(run, (shm,)) == shm / f"accelopt-host-{uid}"
-
-
-@pytest.mark.skipif(os.geteuid() != 0, reason="makes a folder of another uid")
-def test_a_runtime_dir_of_another_uid_is_not_used(tmp_path: Path) -> None:
+def test_one_folder_for_every_process_of_the_user(tmp_path: Path) -> None:
+    """Root's is in /run (root's alone); another user's is named for the uid in the shared
+    tmpfs, one path whatever the session (a login's /run/user/<uid> goes with it)."""
     uid = os.geteuid()
     run, shm = tmp_path / "run", tmp_path / "shm"
     shm.mkdir()
     (run / "user" / str(uid)).mkdir(parents=True, mode=0o700)
-    os.chown(run / "user" / str(uid), 12345, 12345)
-    run.chmod(0o777)
+    run.chmod(0o755)
+    if uid == 0:
+        assert host_folder(run, (shm,)) == run / "accelopt"
+        run.chmod(0o777)  # a /run others may write is no place for root's files
     assert host_folder(run, (shm,)) == shm / f"accelopt-host-{uid}"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="makes a folder of another uid")
+def test_a_run_of_another_uid_is_not_used_for_roots_files(tmp_path: Path) -> None:
+    run, shm = tmp_path / "run", tmp_path / "shm"
+    shm.mkdir()
+    run.mkdir(mode=0o755)
+    os.chown(run, 12345, 12345)
+    assert host_folder(run, (shm,)) == shm / "accelopt-host-0"
 
 
 def test_a_lock_held_by_a_stopped_process_is_an_error_naming_it(tmp_path: Path) -> None:
@@ -70,7 +64,7 @@ def test_a_lock_held_by_a_stopped_process_is_an_error_naming_it(tmp_path: Path) 
         finally:
             os.close(fd)
         msg = str(e.value)
-        assert f"locked by pid {holder.pid} (python" in msg and ", stopped)" in msg and "\n" not in msg
+        assert f"still held by pid {holder.pid} (python" in msg and ", stopped)" in msg and "\n" not in msg
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait(10)

@@ -165,7 +165,7 @@ def test_a_lock_held_forever_is_an_error_of_one_line(ledger: Path, monkeypatch: 
         t.join(30)
         assert not t.is_alive(), "reserve waited on the lock past LOCK_WAIT_S"
         assert len(errors) == 1 and isinstance(errors[0], host_memory.LedgerError)
-        assert "locked by another process" in str(errors[0]) and "\n" not in str(errors[0])
+        assert "still held by another process" in str(errors[0]) and "\n" not in str(errors[0])
     finally:
         locker.kill()
         locker.wait(10)

@@ -185,3 +185,29 @@ def test_an_interval_past_its_budget_is_demoted_and_a_spent_child_gets_no_more()
         finally:
             out = child.finish()
     assert out.isolation["timing"].startswith("real-time priority (2 of 2 intervals demoted")
+
+
+@needs_rt
+def test_short_intervals_are_never_demoted_whatever_the_child_lives() -> None:
+    """The budget is per interval: a child that lives well past it, in short intervals, keeps
+    real time in every one; and a budget timer that fires after its interval ended (too late
+    to be cancelled) does not cut the next one."""
+    policy = SandboxPolicy(wall_timeout_s=30, python_path=(HERE,), no_fork=True)
+    with Sandbox(policy) as box:
+        child = box.spawn("sandbox_targets:stop_loop", b"")
+        try:
+            assert child.wait_stopped()
+            window = child.time_at_realtime()
+            window.interval_budget_s = 0.2
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 1.0:  # 5 budgets of life, in short intervals
+                child.resume()
+                assert child.wait_stopped()
+                time.sleep(0.02)
+            assert window.used > 10 and window.demoted == 0, (window.used, window.demoted)
+            child.resume()
+            window.demote(window.interval - 1)  # the last interval's timer, late
+            assert os.sched_getscheduler(child.pid) == os.SCHED_FIFO and window.demoted == 0
+            assert child.wait_stopped()
+        finally:
+            child.finish()
