@@ -201,6 +201,8 @@ class Judge:
         out = self.shutdown()
         if out.freeze_breach is not None and prof.status not in ("sandbox_error", "timeout"):
             prof = self.v.ran_while_stopped(out.freeze_breach)
+        if "timing" in out.isolation:  # how its intervals ran, all of them (read at the start: none)
+            self.v.isolation["timing"] = out.isolation["timing"]
         prof.isolation = self.v.isolation
         # the kernel's own stderr (first lines, scrubbed: sandbox/scrub.py) helps the fixer of a
         # failed kernel; a passed kernel's output goes nowhere (no channel into later prompts)
@@ -343,7 +345,10 @@ class Judge:
             waited = quiet.settle(SETTLE_MAX_S)
             settle_s += waited
             busy += waited >= SETTLE_MAX_S
+            cut = runner.realtime.demoted + runner.realtime.over_budget
             dt = runner.run(sets)
+            if runner.realtime.demoted + runner.realtime.over_budget > cut:  # the real-time budget's
+                self.counters["timed_batches_ordinary"] = self.counters.get("timed_batches_ordinary", 0.0) + 1
             timed_s += dt
             timed_calls += n
             means_ms.append(dt / n * 1e3)

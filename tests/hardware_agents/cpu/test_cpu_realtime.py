@@ -211,3 +211,19 @@ def test_short_intervals_are_never_demoted_whatever_the_child_lives() -> None:
             assert child.wait_stopped()
         finally:
             child.finish()
+
+
+@needs_rt
+def test_timed_batches_cut_by_the_budget_are_counted_and_the_profile_says_so(
+    cpu_agent: CpuAgent, scale_shift: Problem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An honest kernel whose batches outlast the interval budget (here a budget far below
+    any batch) is still judged, and what its figure was timed at is on the record."""
+    monkeypatch.setattr(realtime, "INTERVAL_BUDGET_S", 1e-4)
+    prof = cpu_agent.profile(scale_shift, c_solution(scale_shift, src()))
+    assert prof.status == "passed", prof.log
+    assert prof.counters["timed_batches_ordinary"] >= 1
+    assert prof.counters["realtime_demoted"] >= prof.counters["timed_batches_ordinary"]
+    assert prof.isolation["timing"].startswith("real-time priority (") and "demoted after 0.0001 s" in (
+        prof.isolation["timing"]
+    )
