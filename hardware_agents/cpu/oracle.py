@@ -123,6 +123,21 @@ class BaselineOracle:
                     return chk.note
         return None
 
+    def outputs(self, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
+        """The baseline's outputs on one input set (copies)."""
+        runner = self._runner
+        if runner is None:
+            raise OracleUnavailable("closed")
+        for name, arr in runner.buffers[0].inputs.items():
+            np.copyto(arr, inputs[name])
+        runner.prepare([0])
+        try:
+            runner.run([0])
+        except KernelDied as e:
+            self._runner = None
+            raise OracleUnavailable(f"the baseline kernel died: {e.outcome.status} {e.outcome.error}") from e
+        return {n: np.array(a) for n, a in runner.buffers[0].outputs.items()}
+
     def close(self) -> None:
         if self._runner is not None:
             self._runner.close()

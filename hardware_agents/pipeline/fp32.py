@@ -61,6 +61,37 @@ class Fp32Floor(msgspec.Struct, kw_only=True):
         return np.repeat(rows[first : last + 1], row)[lo - first * row : hi - first * row]
 
 
+def error_floor(got: dict[str, Any], reference: dict[str, np.ndarray]) -> dict[str, Fp32Floor]:
+    """The `Fp32Floor` of `got`'s own error against `reference` (float64), per output: e.g.
+    of a trusted float32 implementation (the problem's baseline) on the same inputs."""
+    out: dict[str, Fp32Floor] = {}
+    for name, ref in reference.items():
+        r = np.asarray(ref, dtype=np.float64)
+        with np.errstate(all="ignore"):
+            e = np.abs(np.asarray(got[name], dtype=np.float64) - r)
+        e[~np.isfinite(e)] = 0.0
+        norm = float(np.linalg.norm(r[np.isfinite(r)]))
+        rows = (e.reshape(-1, r.shape[-1]).max(axis=1) if r.ndim and r.size else e.reshape(-1)).astype(
+            np.float32
+        )
+        out[name] = Fp32Floor(rows=rows, rel_l2=float(np.linalg.norm(e)) / norm if norm > 0 else 0.0)
+    return out
+
+
+def widest(*floors: dict[str, Fp32Floor]) -> dict[str, Fp32Floor]:
+    """Per output, the larger of the floors' rows and overall errors."""
+    out: dict[str, Fp32Floor] = {}
+    for floor in floors:
+        for name, f in floor.items():
+            prev = out.get(name)
+            if prev is None:
+                out[name] = Fp32Floor(rows=np.array(f.rows, dtype=np.float32), rel_l2=f.rel_l2)
+            else:
+                np.maximum(prev.rows, f.rows, out=prev.rows)
+                prev.rel_l2 = max(prev.rel_l2, f.rel_l2)
+    return out
+
+
 def moved_twin(inputs: dict[str, Any], seed: int) -> dict[str, Any]:
     """The inputs moved one unit in the last place, each float32 element in a random direction
     (`Fp32Floor`'s second evaluation), drawn in blocks: the same numbers as one draw of each
@@ -88,23 +119,10 @@ def fp32_floor(
     problem: Problem, inputs: dict[str, Any], reference: dict[str, np.ndarray], seed: int
 ) -> dict[str, Fp32Floor]:
     """The `Fp32Floor` of each output on these inputs (`reference`: their float64 outputs)."""
-    out: dict[str, Fp32Floor] = {}
-    for twin in (inputs, moved_twin(inputs, seed)):
-        got = reference_outputs(problem, twin, precision=np.float32)
-        for name, ref in reference.items():
-            r = np.asarray(ref, dtype=np.float64)
-            with np.errstate(all="ignore"):
-                e = np.abs(np.asarray(got[name], dtype=np.float64) - r)
-            e[~np.isfinite(e)] = 0.0  # non-finite twins say nothing (the finite check stays as it is)
-            norm = float(np.linalg.norm(r[np.isfinite(r)]))
-            rel = float(np.linalg.norm(e)) / norm if norm > 0 else 0.0
-            rows = (e.reshape(-1, r.shape[-1]).max(axis=1) if r.ndim and r.size else e.reshape(-1)).astype(
-                np.float32
-            )
-            prev = out.get(name)
-            if prev is None:
-                out[name] = Fp32Floor(rows=rows, rel_l2=rel)
-            else:
-                np.maximum(prev.rows, rows, out=prev.rows)
-                prev.rel_l2 = max(prev.rel_l2, rel)
-    return out
+    # non-finite twins say nothing (the finite check stays as it is)
+    return widest(
+        *(
+            error_floor(reference_outputs(problem, twin, precision=np.float32), reference)
+            for twin in (inputs, moved_twin(inputs, seed))
+        )
+    )
