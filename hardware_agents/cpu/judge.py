@@ -41,10 +41,11 @@ import numpy as np
 from accelopt.problem import Problem
 from accelopt.profile import LatencyStats, Profile, SeedCheck
 from hardware_agents import quiet
-from hardware_agents.cpu.data import CaseData, ProblemData
+from hardware_agents.cpu.data import ProblemData
+from hardware_agents.cpu.floors import CaseFloors
 from hardware_agents.cpu.oracle import FULL_CHECKS, BaselineOracle, OracleUnavailable, lazy_fraction_caught
 from hardware_agents.cpu.runner import KernelDied, KernelRunner
-from hardware_agents.pipeline import compare, fp32, numpy_ref
+from hardware_agents.pipeline import compare, numpy_ref
 from hardware_agents.pipeline.device_spec import DeviceSpec
 from hardware_agents.pipeline.phases import Phases
 from hardware_agents.pipeline.roofline import achieved, speed_verdict
@@ -145,8 +146,9 @@ class Judge:
         self.v, self.rules, self.problem, self.data, self.spec = verdict, rules, problem, data, spec
         self.box, self.library, self.symbol, self.sets, self.timeout_s = box, library, symbol, sets, timeout_s
         self.tol = compare.tolerance_of(problem.definition)
-        self._wrong_with_floor = False  # a case missed even with float32's floor: no more floors
         self.counters, self.checks = verdict.counters, verdict.checks
+        # a correctness case that misses the tolerance gets float32's floor (`floors.py`)
+        self.floors = CaseFloors(problem, self.tol, self.counters, oracle)
         self.deferred: list[tuple[str, dict[str, Any], dict[str, np.ndarray]]] = []  # (case, inputs, outputs)
         self._make_oracle = oracle
         self._remeasured = remeasured
@@ -216,6 +218,7 @@ class Judge:
         if self.closed is not None:
             return self.closed
         out = self.died or SandboxOutcome(status="ok")
+        self.floors.close()
         if self.oracle is not None:
             self.counters["oracle_checks"] = float(self.oracle.checked)
             self.counters["oracle_disagreements"] = float(self.oracle.disagreements)
@@ -225,12 +228,7 @@ class Judge:
                 out = self.runner.close()
             self.counters["sandbox_wall_s"] = out.wall_s
             self.counters["kernel_calls"] = float(self.runner.calls)
-            rt = self.runner.realtime
-            self.counters["realtime_intervals"] = float(rt.used)
-            self.counters["realtime_s"] = rt.spent_s
-            if rt.demoted or rt.over_budget:
-                self.counters["realtime_demoted"] = float(rt.demoted)
-                self.counters["realtime_over_budget"] = float(rt.over_budget)
+            self.counters.update(self.runner.realtime.counters())
             if out.stray_processes:
                 self.counters["stray_processes"] = float(out.stray_processes)
         self.closed = out
@@ -262,7 +260,7 @@ class Judge:
             return self.v.profile("incorrect", why)
         for i, c in enumerate(cases):
             buf = runner.buffers[i]
-            chk = self._compare_case(c, buf.outputs)
+            chk = self.floors.check(c, buf.outputs)
             overflow = buf.overflowed()
             if overflow:
                 fail_case(chk, f"wrote outside the bounds of {', '.join(overflow)}")
@@ -455,50 +453,6 @@ class Judge:
             }
             self.deferred.append((name, copies, {n: np.array(a) for n, a in outputs.items()}))
         return None
-
-    def _compare_case(self, c: CaseData, outputs: dict[str, np.ndarray]) -> SeedCheck:
-        """A correctness case's outputs against its float64 reference. One that misses the
-        tolerance is judged again with the bar widened by what float32 itself misses by on
-        these inputs (`fp32.Fp32Floor`: FP32_FLOOR_FACTOR times the larger of the reference
-        formula's own float32 error and the problem's baseline's, a trusted float32 kernel
-        run on the same inputs): on some draws of the adversarial `large` case float32 has no
-        answer within the tolerance (seen: cpu_v2/bmm_softmax's own baseline, 2 of 524,288
-        elements, on 1 seed offset in 60; its one-accumulator dot products ~10x numpy's
-        error). Only for a case that missed, and no more once one missed with it."""
-        chk = compare.compare_outputs(c.case.name, outputs, c.ref64, self.tol, stats=c.stats)
-        if chk.passed or self._wrong_with_floor:
-            return chk
-        with Phases(self.counters)("floor"):
-            floors = [fp32.fp32_floor(self.problem, c.inputs, c.ref64, c.case.seed)]
-            baseline = self._baseline_outputs(c.inputs)
-            if baseline is not None:
-                floors.append(fp32.error_floor(baseline, c.ref64))
-        chk = compare.compare_outputs(
-            c.case.name, outputs, c.ref64, self.tol, stats=c.stats, floor=fp32.widest(*floors)
-        )
-        self._wrong_with_floor = not chk.passed
-        if chk.passed:
-            self.counters["passed_on_fp32_floor"] = self.counters.get("passed_on_fp32_floor", 0.0) + 1
-        return chk
-
-    def _baseline_outputs(self, inputs: dict[str, Any]) -> dict[str, np.ndarray] | None:
-        """The problem's baseline on these inputs (the oracle, started here if need be), or
-        None where it cannot run."""
-        if self.oracle is None and self._make_oracle is not None:
-            try:
-                self.oracle = self._make_oracle()
-            except OracleUnavailable as e:
-                self.oracle_note = str(e)
-                self._make_oracle = None
-        if self.oracle is None:
-            return None
-        try:
-            return self.oracle.outputs(inputs)
-        except OracleUnavailable as e:
-            self.oracle_note = str(e)
-            self.oracle.close()
-            self.oracle = None
-            return None
 
     def _full_check(
         self, name: str, outputs: dict[str, np.ndarray], ref: dict[str, np.ndarray]

@@ -47,6 +47,11 @@ PARENT_PRIORITY = 2  # the parent's timing thread and its watchdog preempt the c
 OFF_ENV = "ACCELOPT_REALTIME_TIMING"  # "0": time at ordinary priority
 KERNEL_SETTINGS = Path("/proc/sys/kernel")
 INTERVAL_BUDGET_S = 5.0  # one interval at real-time priority at most this long
+# the kernel's own backstop, needing no thread of ours: a thread of the child that runs this
+# long at real-time priority without blocking (a stop ends every interval) is killed by the
+# kernel (RLIMIT_RTTIME, `resources.rlimits`); the budget timer demotes it long before, unless
+# it cannot run
+RTTIME_LIMIT_S = 3 * INTERVAL_BUDGET_S
 MAX_RESET_PASSES = 64  # a child's threads are bounded by its RLIMIT_NPROC (64 for a kernel server)
 CHILD_BUDGET_S = 30.0  # one child's intervals at real-time priority at most this long in all
 
@@ -124,6 +129,13 @@ class RealtimeWindow:
         if self.over_budget:
             cut.append(f"{self.over_budget} at ordinary priority past the child's {self.child_budget_s:g} s")
         return "real-time priority" + (f" ({'; '.join(cut)})" if cut else "")
+
+    def counters(self) -> dict[str, float]:
+        """What its intervals had, for the profile's counters."""
+        out = {"realtime_intervals": float(self.used), "realtime_s": self.spent_s}
+        if self.demoted or self.over_budget:
+            out.update(realtime_demoted=float(self.demoted), realtime_over_budget=float(self.over_budget))
+        return out
 
     def budget_left_s(self) -> float:
         """How long the open interval may stay real-time (0: it is not real-time)."""

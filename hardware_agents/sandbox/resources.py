@@ -15,6 +15,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+from hardware_agents.sandbox import realtime
 from hardware_agents.sandbox.policy import SandboxPolicy
 from hardware_agents.sandbox.uids import pids_of_uid
 
@@ -140,6 +141,9 @@ def rlimits(policy: SandboxPolicy, timeout: float, uid: int | None) -> dict[str,
         # nor set a real-time priority of its own (the parent gives it one while it is timed,
         # below the parent's watchdog: `realtime.py`), whatever `ulimit -r` its user has
         "RLIMIT_RTPRIO": (0, 0),
+        # a thread at the real-time priority it was given, running on without a stop past
+        # the budget timer (starved), is killed by the kernel itself
+        "RLIMIT_RTTIME": (int(realtime.RTTIME_LIMIT_S * 1e6),) * 2,
     }
 
 

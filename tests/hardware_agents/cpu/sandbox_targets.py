@@ -22,6 +22,10 @@ def stop_loop(payload: bytes, workdir: Path) -> bytes:
     first fork a helper that spins; "thread": start a thread that spins; "slow": the work of
     each interval spins for a second; "spawn": each interval starts a thread that spins (and
     stops with the rest at the next stop)."""
+    if payload == b"forever":  # one stop, then spins without end
+        os.kill(os.getpid(), signal.SIGSTOP)
+        while True:
+            pass
     if payload == b"spawn":
         while True:
             os.kill(os.getpid(), signal.SIGSTOP)

@@ -224,6 +224,33 @@ def test_timed_batches_cut_by_the_budget_are_counted_and_the_profile_says_so(
     assert prof.status == "passed", prof.log
     assert prof.counters["timed_batches_ordinary"] >= 1
     assert prof.counters["realtime_demoted"] >= prof.counters["timed_batches_ordinary"]
-    assert prof.isolation["timing"].startswith("real-time priority (") and "demoted after 0.0001 s" in (
-        prof.isolation["timing"]
+    assert (
+        prof.isolation["timing"].startswith("real-time priority (")
+        and "demoted after 0.0001 s" in (prof.isolation["timing"])
     )
+
+
+@needs_rt
+def test_a_kernel_the_budget_timer_cannot_reach_is_killed_by_the_kernels_own_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The backstop that needs no thread of ours (RLIMIT_RTTIME): with the budget timer out of
+    the way, as if it were starved, a thread that spins on at real time is killed by the
+    kernel at its limit, long before the child's deadline."""
+    monkeypatch.setattr(realtime, "INTERVAL_BUDGET_S", 1000.0)
+    monkeypatch.setattr(realtime, "CHILD_BUDGET_S", 1000.0)
+    monkeypatch.setattr(realtime, "RTTIME_LIMIT_S", 1.0)
+    policy = SandboxPolicy(wall_timeout_s=30, python_path=(HERE,), no_fork=True)
+    with Sandbox(policy) as box:
+        child = box.spawn("sandbox_targets:stop_loop", b"forever")
+        try:
+            assert child.wait_stopped()
+            child.time_at_realtime()
+            t0 = time.monotonic()
+            child.resume()
+            assert not child.wait_stopped()  # it ended
+            assert time.monotonic() - t0 < 10 and not child.timed_out
+            assert child.exit_status is not None and os.WIFSIGNALED(child.exit_status)
+            assert os.WTERMSIG(child.exit_status) == 9
+        finally:
+            child.finish()
