@@ -4,8 +4,10 @@ the tests that need it are skipped with the reason; CI runs as root, where it is
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from cpu_helpers import c_solution_source_scale_shift as src
 from accelopt.problem import Problem
 from hardware_agents.cpu import CpuAgent
 from hardware_agents.sandbox import Sandbox, SandboxPolicy, realtime
+from hardware_agents.sandbox.driven import SandboxChild
 
 HERE = str(Path(__file__).resolve().parent)
 REASON = realtime.unavailable_reason()
@@ -30,6 +33,19 @@ SAYS_ITS_POLICY = src(
 )
 
 
+@contextlib.contextmanager
+def _stopped_child(payload: bytes, *, no_fork: bool = True) -> Iterator[SandboxChild]:
+    """A `sandbox_targets:stop_loop` child (its payload), at its first stop; ended on the way out."""
+    policy = SandboxPolicy(wall_timeout_s=30, python_path=(HERE,), no_fork=no_fork)
+    with Sandbox(policy) as box:
+        child = box.spawn("sandbox_targets:stop_loop", payload)
+        try:
+            assert child.wait_stopped()
+            yield child
+        finally:
+            child.finish()
+
+
 def _base(policy: int) -> int:
     return policy & ~os.SCHED_RESET_ON_FORK
 
@@ -37,31 +53,26 @@ def _base(policy: int) -> int:
 @needs_rt
 def test_the_child_is_real_time_only_while_it_runs_and_the_parent_gets_its_policy_back() -> None:
     own = os.sched_getscheduler(0), os.sched_getparam(0).sched_priority
-    policy = SandboxPolicy(wall_timeout_s=30, python_path=(HERE,), no_fork=True)
-    with Sandbox(policy) as box:
-        child = box.spawn("sandbox_targets:stop_loop", b"thread")  # two threads, both running
-        try:
+    with _stopped_child(b"thread") as child:  # two threads, both running
+        window = child.time_at_realtime()
+        threads = [int(t) for t in os.listdir(f"/proc/{child.pid}/task")]
+        assert len(threads) >= 2
+        for _ in range(5):
+            child.resume()
+            # between the continue and the wait: the interval's policies (the child may
+            # already have stopped itself; they are reset only once the stop is taken)
+            for tid in threads:  # no_fork: the threads it makes inherit it (see the next test)
+                assert os.sched_getscheduler(tid) == os.SCHED_FIFO
+                assert os.sched_getparam(tid).sched_priority == realtime.CHILD_PRIORITY
+            assert _base(os.sched_getscheduler(0)) == os.SCHED_FIFO
+            assert os.sched_getparam(0).sched_priority == realtime.PARENT_PRIORITY
             assert child.wait_stopped()
-            window = child.time_at_realtime()
-            threads = [int(t) for t in os.listdir(f"/proc/{child.pid}/task")]
-            assert len(threads) >= 2
-            for _ in range(5):
-                child.resume()
-                # between the continue and the wait: the interval's policies (the child may
-                # already have stopped itself; they are reset only once the stop is taken)
-                for tid in threads:  # no_fork: the threads it makes inherit it (see the next test)
-                    assert os.sched_getscheduler(tid) == os.SCHED_FIFO
-                    assert os.sched_getparam(tid).sched_priority == realtime.CHILD_PRIORITY
-                assert _base(os.sched_getscheduler(0)) == os.SCHED_FIFO
-                assert os.sched_getparam(0).sched_priority == realtime.PARENT_PRIORITY
-                assert child.wait_stopped()
-                for tid in threads:  # held stopped: ordinary again
-                    assert os.sched_getscheduler(tid) == os.SCHED_OTHER
-                assert (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority) == own
-            assert window.used == 5 and window.describe() == "real-time priority"
-            assert child.isolation()["timing"] == "real-time priority"
-        finally:
-            out = child.finish()
+            for tid in threads:  # held stopped: ordinary again
+                assert os.sched_getscheduler(tid) == os.SCHED_OTHER
+            assert (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority) == own
+        assert window.used == 5 and window.describe() == "real-time priority"
+        assert child.isolation()["timing"] == "real-time priority"
+    out = child.finish()  # (its outcome, kept)
     assert out.isolation["timing"] == "real-time priority" and out.freeze_breach is None
 
 
@@ -71,25 +82,19 @@ def test_threads_made_inside_an_interval_have_its_priority_and_lose_it_at_the_st
     child that cannot fork they inherit the interval's priority, and are reset with the others
     at its stop. A child that may fork gets reset-on-fork: what it makes starts ordinary."""
     for no_fork, expected in ((True, os.SCHED_FIFO), (False, os.SCHED_OTHER)):
-        policy = SandboxPolicy(wall_timeout_s=30, python_path=(HERE,), no_fork=no_fork)
-        with Sandbox(policy) as box:
-            child = box.spawn("sandbox_targets:stop_loop", b"spawn")
-            try:
-                assert child.wait_stopped()
-                child.time_at_realtime()
-                before = set(os.listdir(f"/proc/{child.pid}/task"))
-                child.resume()
-                deadline = time.monotonic() + 10
-                while not set(os.listdir(f"/proc/{child.pid}/task")) - before:  # its new thread
-                    assert time.monotonic() < deadline
-                    time.sleep(0.01)
-                (new,) = {int(t) for t in set(os.listdir(f"/proc/{child.pid}/task")) - before}
-                assert _base(os.sched_getscheduler(new)) == expected, no_fork
-                assert child.wait_stopped()
-                for tid in os.listdir(f"/proc/{child.pid}/task"):  # held stopped: every one ordinary
-                    assert os.sched_getscheduler(int(tid)) == os.SCHED_OTHER
-            finally:
-                child.finish()
+        with _stopped_child(b"spawn", no_fork=no_fork) as child:
+            child.time_at_realtime()
+            before = set(os.listdir(f"/proc/{child.pid}/task"))
+            child.resume()
+            deadline = time.monotonic() + 10
+            while not set(os.listdir(f"/proc/{child.pid}/task")) - before:  # its new thread
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+            (new,) = {int(t) for t in set(os.listdir(f"/proc/{child.pid}/task")) - before}
+            assert _base(os.sched_getscheduler(new)) == expected, no_fork
+            assert child.wait_stopped()
+            for tid in os.listdir(f"/proc/{child.pid}/task"):  # held stopped: every one ordinary
+                assert os.sched_getscheduler(int(tid)) == os.SCHED_OTHER
 
 
 @needs_rt
@@ -156,34 +161,29 @@ def test_an_interval_past_its_budget_is_demoted_and_a_spent_child_gets_no_more()
     past `interval_budget_s` its threads go back to ordinary ones while it still runs (a timer
     above the child), and once the child has spent `child_budget_s` its intervals run ordinary;
     the profile's isolation record says both."""
-    policy = SandboxPolicy(wall_timeout_s=30, python_path=(HERE,), no_fork=True)
-    with Sandbox(policy) as box:
-        child = box.spawn("sandbox_targets:stop_loop", b"slow")  # each interval works 1 s
-        try:
-            assert child.wait_stopped()
-            window = child.time_at_realtime()
-            window.interval_budget_s, window.child_budget_s = 0.3, 0.5
-            child.resume()
-            assert os.sched_getscheduler(child.pid) == os.SCHED_FIFO
-            time.sleep(0.6)  # past the interval's budget, before its second of work ends
-            assert os.sched_getscheduler(child.pid) == os.SCHED_OTHER
-            assert child.wait_stopped()
-            assert window.demoted == 1 and 0.25 <= window.spent_s < 0.9
-            child.resume()  # 0.2 s of the child's budget left: cut by it, not by the interval's
-            time.sleep(0.4)
-            assert os.sched_getscheduler(child.pid) == os.SCHED_OTHER
-            assert child.wait_stopped()
-            assert window.demoted == 2 and window.spent_s >= 0.5
-            child.resume()  # spent: not real-time at all
-            assert os.sched_getscheduler(child.pid) == os.SCHED_OTHER
-            assert child.wait_stopped()
-            assert (window.used, window.over_budget) == (2, 1)
-            assert window.describe() == (
-                "real-time priority (2 of 2 intervals demoted after 0.3 s; "
-                "1 at ordinary priority past the child's 0.5 s)"
-            )
-        finally:
-            out = child.finish()
+    with _stopped_child(b"slow") as child:  # each interval works 1 s
+        window = child.time_at_realtime()
+        window.interval_budget_s, window.child_budget_s = 0.3, 0.5
+        child.resume()
+        assert os.sched_getscheduler(child.pid) == os.SCHED_FIFO
+        time.sleep(0.6)  # past the interval's budget, before its second of work ends
+        assert os.sched_getscheduler(child.pid) == os.SCHED_OTHER
+        assert child.wait_stopped()
+        assert window.demoted == 1 and 0.25 <= window.spent_s < 0.9
+        child.resume()  # 0.2 s of the child's budget left: cut by it, not by the interval's
+        time.sleep(0.4)
+        assert os.sched_getscheduler(child.pid) == os.SCHED_OTHER
+        assert child.wait_stopped()
+        assert window.demoted == 2 and window.spent_s >= 0.5
+        child.resume()  # spent: not real-time at all
+        assert os.sched_getscheduler(child.pid) == os.SCHED_OTHER
+        assert child.wait_stopped()
+        assert (window.used, window.over_budget) == (2, 1)
+        assert window.describe() == (
+            "real-time priority (2 of 2 intervals demoted after 0.3 s; "
+            "1 at ordinary priority past the child's 0.5 s)"
+        )
+    out = child.finish()  # (its outcome, kept)
     assert out.isolation["timing"].startswith("real-time priority (2 of 2 intervals demoted")
 
 
@@ -192,25 +192,19 @@ def test_short_intervals_are_never_demoted_whatever_the_child_lives() -> None:
     """The budget is per interval: a child that lives well past it, in short intervals, keeps
     real time in every one; and a budget timer that fires after its interval ended (too late
     to be cancelled) does not cut the next one."""
-    policy = SandboxPolicy(wall_timeout_s=30, python_path=(HERE,), no_fork=True)
-    with Sandbox(policy) as box:
-        child = box.spawn("sandbox_targets:stop_loop", b"")
-        try:
-            assert child.wait_stopped()
-            window = child.time_at_realtime()
-            window.interval_budget_s = 0.2
-            t0 = time.monotonic()
-            while time.monotonic() - t0 < 1.0:  # 5 budgets of life, in short intervals
-                child.resume()
-                assert child.wait_stopped()
-                time.sleep(0.02)
-            assert window.used > 10 and window.demoted == 0, (window.used, window.demoted)
+    with _stopped_child(b"") as child:
+        window = child.time_at_realtime()
+        window.interval_budget_s = 0.2
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 1.0:  # 5 budgets of life, in short intervals
             child.resume()
-            window.demote(window.interval - 1)  # the last interval's timer, late
-            assert os.sched_getscheduler(child.pid) == os.SCHED_FIFO and window.demoted == 0
             assert child.wait_stopped()
-        finally:
-            child.finish()
+            time.sleep(0.02)
+        assert window.used > 10 and window.demoted == 0, (window.used, window.demoted)
+        child.resume()
+        window.demote(window.interval - 1)  # the last interval's timer, late
+        assert os.sched_getscheduler(child.pid) == os.SCHED_FIFO and window.demoted == 0
+        assert child.wait_stopped()
 
 
 @needs_rt
@@ -240,17 +234,11 @@ def test_a_kernel_the_budget_timer_cannot_reach_is_killed_by_the_kernels_own_lim
     monkeypatch.setattr(realtime, "INTERVAL_BUDGET_S", 1000.0)
     monkeypatch.setattr(realtime, "CHILD_BUDGET_S", 1000.0)
     monkeypatch.setattr(realtime, "RTTIME_LIMIT_S", 1.0)
-    policy = SandboxPolicy(wall_timeout_s=30, python_path=(HERE,), no_fork=True)
-    with Sandbox(policy) as box:
-        child = box.spawn("sandbox_targets:stop_loop", b"forever")
-        try:
-            assert child.wait_stopped()
-            child.time_at_realtime()
-            t0 = time.monotonic()
-            child.resume()
-            assert not child.wait_stopped()  # it ended
-            assert time.monotonic() - t0 < 10 and not child.timed_out
-            assert child.exit_status is not None and os.WIFSIGNALED(child.exit_status)
-            assert os.WTERMSIG(child.exit_status) == 9
-        finally:
-            child.finish()
+    with _stopped_child(b"forever") as child:
+        child.time_at_realtime()
+        t0 = time.monotonic()
+        child.resume()
+        assert not child.wait_stopped()  # it ended
+        assert time.monotonic() - t0 < 10 and not child.timed_out
+        assert child.exit_status is not None and os.WIFSIGNALED(child.exit_status)
+        assert os.WTERMSIG(child.exit_status) == 9
