@@ -89,23 +89,10 @@ class BaselineOracle:
     def check(self, calls: list[tuple[str, dict[str, np.ndarray], dict[str, np.ndarray]]]) -> str | None:
         """Check each (name, inputs, outputs) in full; the first failure's reason, or None.
         `inputs` and `outputs` are views the caller keeps unchanged during the call."""
-        runner = self._runner
-        if runner is None:
-            raise OracleUnavailable("closed")
         for lo in range(0, len(calls), ORACLE_SETS):
             chunk = calls[lo : lo + ORACLE_SETS]
             sets = list(range(len(chunk)))
-            for b, (_, inputs, _) in zip(sets, chunk, strict=True):
-                for name, arr in runner.buffers[b].inputs.items():
-                    np.copyto(arr, inputs[name])
-            runner.prepare(sets)
-            try:
-                runner.run(sets)
-            except KernelDied as e:
-                self._runner = None
-                raise OracleUnavailable(
-                    f"the baseline kernel died: {e.outcome.status} {e.outcome.error}"
-                ) from e
+            runner = self._run([inputs for _, inputs, _ in chunk])
             for b, (name, inputs, outputs) in zip(sets, chunk, strict=True):
                 self.checked += 1
                 ref = runner.buffers[b].outputs
@@ -125,18 +112,24 @@ class BaselineOracle:
 
     def outputs(self, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
         """The baseline's outputs on one input set (copies)."""
+        return {n: np.array(a) for n, a in self._run([inputs]).buffers[0].outputs.items()}
+
+    def _run(self, input_sets: list[dict[str, Any]]) -> KernelRunner:
+        """The baseline called once on each input set (at most ORACLE_SETS), in its sets 0..n-1."""
         runner = self._runner
         if runner is None:
             raise OracleUnavailable("closed")
-        for name, arr in runner.buffers[0].inputs.items():
-            np.copyto(arr, inputs[name])
-        runner.prepare([0])
+        sets = list(range(len(input_sets)))
+        for b, inputs in zip(sets, input_sets, strict=True):
+            for name, arr in runner.buffers[b].inputs.items():
+                np.copyto(arr, inputs[name])
+        runner.prepare(sets)
         try:
-            runner.run([0])
+            runner.run(sets)
         except KernelDied as e:
             self._runner = None
             raise OracleUnavailable(f"the baseline kernel died: {e.outcome.status} {e.outcome.error}") from e
-        return {n: np.array(a) for n, a in runner.buffers[0].outputs.items()}
+        return runner
 
     def close(self) -> None:
         if self._runner is not None:
